@@ -1,0 +1,80 @@
+// Command gpuvet vets GPU machines for LLM inference. This package is the CLI only: flags -> plan ->
+// calls into internal packages. Each subcommand lives in its own file and registers itself in init.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes: 0 all ok (or flags without --fail-on-flag); 1 a failure, or a flag with --fail-on-flag;
+// 2 bad input (flags, config, catalog) found before anything started.
+const (
+	exitOK       = 0
+	exitFailed   = 1
+	exitBadUsage = 2
+)
+
+var root = &cobra.Command{
+	Use:           "gpuvet",
+	Short:         "Vet GPU machines for LLM inference: health, real serving, calibrated load, verdicts, report",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// exitError carries an exit code through cobra's RunE.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks bad input: exit 2, before anything starts.
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitBadUsage, err: fmt.Errorf(format, args...)}
+}
+
+// failedErr marks a run that completed but must exit 1 (a failure, or a flag under --fail-on-flag).
+func failedErr(format string, args ...any) error {
+	return &exitError{code: exitFailed, err: fmt.Errorf(format, args...)}
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func init() {
+	root.Version = version()
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &exitError{code: exitBadUsage, err: err}
+	})
+}
+
+func main() {
+	os.Exit(execute(os.Args[1:]))
+}
+
+// execute runs the CLI with args and returns the process exit code (tests call it directly).
+func execute(args []string) int {
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(os.Stderr, "gpuvet:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	// Cobra's own argument errors (unknown command, wrong arg count) are usage errors.
+	return exitBadUsage
+}

@@ -1,0 +1,101 @@
+// Package catalog holds the datasheet figures of GPUs and the architecture figures of models: the one
+// place both the health phase (ratio of a measurement to its peak) and the simulator (roofline) read.
+package catalog
+
+import (
+	"sort"
+	"strings"
+)
+
+// GPU is a GPU model's datasheet figures. Tensor figures are DENSE (NVIDIA's datasheets print the
+// 2:4-sparse figure first; it is twice these).
+type GPU struct {
+	// Key is the short name users type (--gpu H100); Names are exact nvidia-smi product names.
+	Key          string   `yaml:"key"`
+	Names        []string `yaml:"names"`
+	Architecture string   `yaml:"architecture"`
+	MemoryGiB    float64  `yaml:"memory_gib"`  // usable device memory as the driver reports it
+	FP32TFLOPS   float64  `yaml:"fp32_tflops"` // non-tensor FP32 (the SGEMM peak)
+	TF32TFLOPS   float64  `yaml:"tf32_tflops"` // tensor TF32, dense
+	BF16TFLOPS   float64  `yaml:"bf16_tflops"` // tensor BF16, dense
+	HBMGBps      float64  `yaml:"hbm_gbps"`    // device memory bandwidth, GB/s (10^9)
+	PCIeGen      int      `yaml:"pcie_gen"`    // host link generation (0: not PCIe-attached, e.g. C2C)
+	PCIeWidth    int      `yaml:"pcie_width"`  // lanes
+	TDPW         float64  `yaml:"tdp_w"`       // board power limit at default
+	NVLinkGBps   float64  `yaml:"nvlink_gbps"` // total NVLink bandwidth per GPU, one direction (0: none)
+	ComputeCap   string   `yaml:"compute_cap"` // "9.0"
+}
+
+// PCIeGBps is the usable one-direction bandwidth of the host link: per-lane rate × width after
+// encoding (128b/130b from Gen3). Pinned transfers reach about 85–90 % of it.
+func (g GPU) PCIeGBps() float64 {
+	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[g.PCIeGen]
+	return perLane * float64(g.PCIeWidth)
+}
+
+// GPUs is the built-in table. Sources: NVIDIA datasheets (A100, L40S, H100, H200, HGX B200,
+// GB200 NVL72 ÷ 72, RTX PRO 6000 Blackwell Server Edition).
+var GPUs = []GPU{
+	{Key: "A100", Names: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"},
+		Architecture: "Ampere", MemoryGiB: 80, FP32TFLOPS: 19.5, TF32TFLOPS: 156, BF16TFLOPS: 312, HBMGBps: 2039,
+		PCIeGen: 4, PCIeWidth: 16, TDPW: 400, NVLinkGBps: 300, ComputeCap: "8.0"},
+	{Key: "L40S", Names: []string{"NVIDIA L40S"},
+		Architecture: "Ada Lovelace", MemoryGiB: 48, FP32TFLOPS: 91.6, TF32TFLOPS: 183, BF16TFLOPS: 362, HBMGBps: 864,
+		PCIeGen: 4, PCIeWidth: 16, TDPW: 350, ComputeCap: "8.9"},
+	{Key: "H100", Names: []string{"NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 80GB"},
+		Architecture: "Hopper", MemoryGiB: 80, FP32TFLOPS: 67, TF32TFLOPS: 494.7, BF16TFLOPS: 989.4, HBMGBps: 3350,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 700, NVLinkGBps: 450, ComputeCap: "9.0"},
+	{Key: "H100-PCIE", Names: []string{"NVIDIA H100 PCIe"},
+		Architecture: "Hopper", MemoryGiB: 80, FP32TFLOPS: 51, TF32TFLOPS: 378, BF16TFLOPS: 756, HBMGBps: 2000,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 350, ComputeCap: "9.0"},
+	{Key: "H200", Names: []string{"NVIDIA H200"},
+		Architecture: "Hopper", MemoryGiB: 140.4, FP32TFLOPS: 67, TF32TFLOPS: 494.7, BF16TFLOPS: 989.4, HBMGBps: 4800,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 700, NVLinkGBps: 450, ComputeCap: "9.0"},
+	{Key: "H200-NVL", Names: []string{"NVIDIA H200 NVL"},
+		Architecture: "Hopper", MemoryGiB: 140.4, FP32TFLOPS: 60, TF32TFLOPS: 417.5, BF16TFLOPS: 835.5, HBMGBps: 4800,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 600, ComputeCap: "9.0"},
+	{Key: "B200", Names: []string{"NVIDIA B200"},
+		Architecture: "Blackwell", MemoryGiB: 179, FP32TFLOPS: 75, TF32TFLOPS: 1100, BF16TFLOPS: 2250, HBMGBps: 8000,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 1000, NVLinkGBps: 900, ComputeCap: "10.0"},
+	{Key: "GB200", Names: []string{"NVIDIA GB200"},
+		Architecture: "Blackwell", MemoryGiB: 184, FP32TFLOPS: 80, TF32TFLOPS: 1250, BF16TFLOPS: 2500, HBMGBps: 8000,
+		PCIeGen: 0, PCIeWidth: 0, TDPW: 1200, NVLinkGBps: 900, ComputeCap: "10.0"},
+	{Key: "RTX-PRO-6000", Names: []string{"NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"},
+		Architecture: "Blackwell", MemoryGiB: 95, FP32TFLOPS: 117, TF32TFLOPS: 126, BF16TFLOPS: 504, HBMGBps: 1597,
+		PCIeGen: 5, PCIeWidth: 16, TDPW: 600, ComputeCap: "12.0"},
+}
+
+// LookupGPU finds a GPU by exact nvidia-smi name or by key, case-insensitively; failing both, by the
+// longest key contained in the name ("NVIDIA H100 80GB HBM3" -> H100). ok is false when nothing fits.
+func LookupGPU(name string) (GPU, bool) {
+	n := strings.ToLower(strings.TrimSpace(name))
+	for _, g := range GPUs {
+		if strings.ToLower(g.Key) == n {
+			return g, true
+		}
+		for _, full := range g.Names {
+			if strings.ToLower(full) == n {
+				return g, true
+			}
+		}
+	}
+	// Fuzzy: the longest key whose text appears in the name, so "H200 NVL" wins over "H200".
+	cands := append([]GPU(nil), GPUs...)
+	sort.SliceStable(cands, func(i, j int) bool { return len(cands[i].Key) > len(cands[j].Key) })
+	for _, g := range cands {
+		k := strings.ToLower(strings.ReplaceAll(g.Key, "-", " "))
+		if strings.Contains(n, k) {
+			return g, true
+		}
+	}
+	return GPU{}, false
+}
+
+// GPUKeys lists the keys, for help and error messages.
+func GPUKeys() []string {
+	keys := make([]string, len(GPUs))
+	for i, g := range GPUs {
+		keys[i] = g.Key
+	}
+	return keys
+}

@@ -1,0 +1,176 @@
+package results
+
+import "time"
+
+// GPUInfo is one GPU's inventory, the same whether read through NVML, a captured
+// `nvidia-smi -q -x`, or the simulator's virtual GPUs. Pointers mark values a source may lack:
+// nil means "not reported", never zero.
+type GPUInfo struct {
+	Index             int      `json:"index"`
+	Name              string   `json:"name"` // exact nvidia-smi name, e.g. "NVIDIA H200": the reference-table key
+	UUID              string   `json:"uuid"`
+	Serial            string   `json:"serial,omitempty"`
+	PCIBusID          string   `json:"pci_bus_id,omitempty"`
+	NUMANode          int      `json:"numa_node"` // -1: unknown (sysfs says -1, e.g. in a VM)
+	VBIOS             string   `json:"vbios,omitempty"`
+	ComputeCapability string   `json:"compute_capability,omitempty"` // "9.0"
+	Architecture      string   `json:"architecture,omitempty"`       // "Hopper"
+	MemoryTotalMiB    int64    `json:"memory_total_mib"`
+	MemoryUsedMiB     *int64   `json:"memory_used_mib,omitempty"`
+	DriverVersion     string   `json:"driver_version,omitempty"`
+	CUDAVersion       string   `json:"cuda_version,omitempty"`
+	PCIe              PCIeLink `json:"pcie"`
+	PowerLimitW       *float64 `json:"power_limit_w,omitempty"`
+	PowerDrawW        *float64 `json:"power_draw_w,omitempty"`
+	MaxSMClockMHz     *int     `json:"max_sm_clock_mhz,omitempty"`
+	SMClockMHz        *int     `json:"sm_clock_mhz,omitempty"`
+	TemperatureC      *int     `json:"temperature_c,omitempty"`
+	Persistence       *bool    `json:"persistence_mode,omitempty"`
+	ECCEnabled        *bool    `json:"ecc_enabled,omitempty"`
+	ECC               ECC      `json:"ecc"`
+	// RetiredPagesPending is true when retired pages wait for a reset (older GPUs; remapping on newer).
+	RetiredPagesPending *bool         `json:"retired_pages_pending,omitempty"`
+	RemappedRows        *RemappedRows `json:"remapped_rows,omitempty"`
+	ClockEvents         ClockEvents   `json:"clock_events"`
+	XIDs                []XIDEvent    `json:"xids,omitempty"`
+	// Unsupported lists the fields this source or driver could not give (e.g. "nvmlDeviceGetRemappedRows: not supported").
+	Unsupported []string `json:"unsupported,omitempty"`
+}
+
+// PCIeLink is the link state; Expected* come from the plan when set (e.g. a riser that is x8 by design).
+type PCIeLink struct {
+	GenCurrent   int `json:"gen_current,omitempty"`
+	GenMax       int `json:"gen_max,omitempty"`
+	WidthCurrent int `json:"width_current,omitempty"`
+	WidthMax     int `json:"width_max,omitempty"`
+}
+
+// ECC holds uncorrected error counts (nil: not reported).
+type ECC struct {
+	VolatileUncorrected  *int64 `json:"volatile_uncorrected,omitempty"`
+	AggregateUncorrected *int64 `json:"aggregate_uncorrected,omitempty"`
+	VolatileCorrected    *int64 `json:"volatile_corrected,omitempty"`
+	AggregateCorrected   *int64 `json:"aggregate_corrected,omitempty"`
+}
+
+// RemappedRows is the row-remapping state of HBM GPUs (A100 and later).
+type RemappedRows struct {
+	Correctable   int  `json:"correctable"`
+	Uncorrectable int  `json:"uncorrectable"`
+	Pending       bool `json:"pending"`
+	Failure       bool `json:"failure"`
+}
+
+// ClockEvents is the clock-event (throttle) reason bitmask and its decoded names.
+type ClockEvents struct {
+	Mask  uint64   `json:"mask"`
+	Names []string `json:"names,omitempty"` // e.g. ["gpu_idle"], ["sw_power_cap"]
+}
+
+// XIDEvent is one XID error seen while gpuvet ran.
+type XIDEvent struct {
+	Time time.Time `json:"time"`
+	XID  uint64    `json:"xid"`
+	Note string    `json:"note,omitempty"`
+}
+
+// Health is the health phase of one host.
+type Health struct {
+	Source      string      `json:"source"` // "nvml", "nvidia-smi-xml", "sim"
+	ExpectGPUs  int         `json:"expect_gpus,omitempty"`
+	Parallel    bool        `json:"parallel"` // microbenchmarks ran on all GPUs at once
+	GPUs        []GPUHealth `json:"gpus"`
+	DCGM        *DCGM       `json:"dcgm,omitempty"`
+	Comparisons []Compare   `json:"comparisons,omitempty"` // GPU-to-GPU spread of GEMM / PCIe
+	Status      Status      `json:"status"`
+	Flags       []Flag      `json:"flags,omitempty"`
+	Notes       []string    `json:"notes,omitempty"`
+	Error       string      `json:"error,omitempty"`
+}
+
+// GPUHealth is one GPU's inventory plus its measured figures.
+type GPUHealth struct {
+	GPU     GPUInfo      `json:"gpu"`
+	Bench   []Microbench `json:"bench,omitempty"`
+	Burn    *Burn        `json:"burn,omitempty"`
+	Binding string       `json:"binding,omitempty"` // e.g. "numactl --cpunodebind=0 --membind=0", or why none
+	Status  Status       `json:"status"`
+	Flags   []Flag       `json:"flags,omitempty"`
+	Notes   []string     `json:"notes,omitempty"`
+}
+
+// Microbench is one measured figure next to the detected GPU's datasheet peak.
+type Microbench struct {
+	Name   string   `json:"name"`  // "sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"
+	Value  float64  `json:"value"` // in Unit
+	Unit   string   `json:"unit"`  // "TFLOP/s", "GB/s"
+	Peak   *float64 `json:"peak,omitempty"`
+	Ratio  *float64 `json:"ratio,omitempty"` // Value / Peak
+	Params string   `json:"params,omitempty"`
+	Status Status   `json:"status"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// Burn summarises a sustained GEMM with 1 Hz NVML sampling.
+type Burn struct {
+	Duration      Duration      `json:"duration"`
+	TFLOPS        float64       `json:"tflops,omitempty"`
+	PowerMeanW    float64       `json:"power_mean_w"`
+	PowerMaxW     float64       `json:"power_max_w"`
+	PowerLimitW   float64       `json:"power_limit_w,omitempty"`
+	MinSMClockMHz int           `json:"min_sm_clock_mhz"`
+	MaxTempC      int           `json:"max_temp_c"`
+	ReasonsSeen   []string      `json:"reasons_seen,omitempty"`
+	Samples       []PowerSample `json:"samples,omitempty"`
+	Error         string        `json:"error,omitempty"`
+}
+
+// PowerSample is one NVML reading (burn, and power sampling during load).
+type PowerSample struct {
+	T            float64 `json:"t"` // seconds since the start of sampling
+	PowerW       float64 `json:"power_w"`
+	SMClockMHz   int     `json:"sm_clock_mhz,omitempty"`
+	TempC        int     `json:"temp_c,omitempty"`
+	ClockReasons uint64  `json:"clock_reasons,omitempty"`
+	UtilPct      int     `json:"util_pct,omitempty"`
+}
+
+// DCGM is the result of `dcgmi diag`.
+type DCGM struct {
+	Status  Status     `json:"status"` // skipped when dcgmi is not installed: never a silent pass
+	Level   int        `json:"level"`
+	Version string     `json:"version,omitempty"`
+	Tests   []DCGMTest `json:"tests,omitempty"`
+	Note    string     `json:"note,omitempty"`
+	Error   string     `json:"error,omitempty"`
+}
+
+// DCGMTest is one test of a DCGM diagnostic, per GPU when DCGM reports it so.
+type DCGMTest struct {
+	Name   string `json:"name"`
+	GPU    *int   `json:"gpu,omitempty"`
+	Result string `json:"result"` // "pass", "fail", "warn", "skip" (lower case)
+	Info   string `json:"info,omitempty"`
+}
+
+// Compare is one GPU-to-GPU comparison of a metric across the cards of a host.
+type Compare struct {
+	Metric         string        `json:"metric"` // e.g. "sgemm_fp32", "output_tok_s_peak", "ttft_p95_ms"
+	HigherIsBetter bool          `json:"higher_is_better"`
+	VariancePct    float64       `json:"variance_pct"`
+	Best           float64       `json:"best"`
+	Values         []CompareCell `json:"values"`
+	// LowConfidence: a guard stopped the call (too few samples, tiny throughput, small TTFT spread).
+	LowConfidence bool   `json:"low_confidence,omitempty"`
+	Note          string `json:"note,omitempty"`
+}
+
+// CompareCell is one GPU's value in a comparison.
+type CompareCell struct {
+	GPU        int     `json:"gpu"`
+	Value      float64 `json:"value"`
+	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse
+	LowerBound bool    `json:"lower_bound,omitempty"`
+	Flagged    bool    `json:"flagged"`
+	Reason     string  `json:"reason,omitempty"`
+}

@@ -1,0 +1,267 @@
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as a Go duration string ("20s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"20s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %v", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Model is one model served on a host: one Endpoint per GPU (or per group of tp GPUs).
+type Model struct {
+	Model       string     `json:"model"` // exact model id, e.g. "Qwen/Qwen3-8B": the reference-table key
+	Engine      EngineInfo `json:"engine"`
+	Endpoints   []Endpoint `json:"endpoints"`
+	Comparisons []Compare  `json:"comparisons,omitempty"` // GPU-to-GPU across this model's endpoints
+	Status      Status     `json:"status"`
+	Flags       []Flag     `json:"flags,omitempty"`
+	Notes       []string   `json:"notes,omitempty"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// EngineInfo says what served the model and how it was started (secrets redacted).
+type EngineInfo struct {
+	Kind    string `json:"kind"` // "vllm", "sglang", "trtllm", "generic", "endpoint", "sim"
+	Version string `json:"version,omitempty"`
+	Command string `json:"command,omitempty"` // the launch command line, secrets redacted
+	TP      int    `json:"tp,omitempty"`
+}
+
+// Endpoint is one served engine (one GPU, or one tp group) and everything measured against it.
+type Endpoint struct {
+	GPUs    []int  `json:"gpus"`               // GPU indexes the engine ran on
+	GPUName string `json:"gpu_name,omitempty"` // exact name, for the reference table
+	URL     string `json:"url,omitempty"`
+	Binding string `json:"binding,omitempty"` // numactl binding of engine and load, or why none
+	// ProvisionSeconds is engine start -> first real completion (informational, never gated).
+	ProvisionSeconds float64     `json:"provision_seconds,omitempty"`
+	Load             *Load       `json:"load,omitempty"`
+	Functional       *Functional `json:"functional,omitempty"`
+	Power            *Power      `json:"power,omitempty"`
+	Verdicts         []Verdict   `json:"verdicts,omitempty"`
+	RawLoadFile      string      `json:"raw_load_file,omitempty"` // relative to the summary's directory
+	LogFile          string      `json:"log_file,omitempty"`
+	LogTail          string      `json:"log_tail,omitempty"` // on failure: the end of the engine log, redacted
+	Status           Status      `json:"status"`
+	Flags            []Flag      `json:"flags,omitempty"`
+	Error            string      `json:"error,omitempty"`
+}
+
+// LoadConfig is the load profile, recorded so comparisons can caveat a different one.
+type LoadConfig struct {
+	Profile        string   `json:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API            string   `json:"api"`     // chat or completions
+	PromptTokens   int      `json:"prompt_tokens"`
+	PromptStdev    int      `json:"prompt_tokens_stdev,omitempty"`
+	OutputTokens   int      `json:"output_tokens"`
+	MaxConcurrency int      `json:"max_concurrency,omitempty"`
+	Concurrency    int      `json:"concurrency,omitempty"`
+	Rate           float64  `json:"rate,omitempty"`
+	Rates          int      `json:"rates,omitempty"` // sweep rungs
+	MaxDuration    Duration `json:"max_duration,omitempty"`
+	MaxRequests    int      `json:"max_requests,omitempty"`
+	Warmup         string   `json:"warmup,omitempty"` // "1" (requests) or "5s"
+	Data           string   `json:"data,omitempty"`   // "synthetic", or the file
+	Seed           int64    `json:"seed,omitempty"`
+}
+
+// Load is the result of one load profile against one endpoint.
+type Load struct {
+	Config LoadConfig `json:"config"`
+	Model  string     `json:"model"`
+	URL    string     `json:"url"`
+	// TokenCounts says how prompt lengths were made exact: "tokenizer.json", "server /tokenize", "usage-calibrated".
+	TokenCounts string `json:"token_counts"`
+	// OutputCounts says where output token counts came from: "usage", "continuous_usage_stats", "tokenizer", "chunks".
+	OutputCounts string `json:"output_counts,omitempty"`
+	Runs         []Run  `json:"runs"`
+	// Saturation is set for sweeps: a truncated or unsaturated sweep makes throughput a lower bound.
+	Saturation *Saturation `json:"saturation,omitempty"`
+	// Retried: the sweep was unsaturated and ran once more; KeptAttempt is 1 or 2.
+	Retried     bool `json:"retried,omitempty"`
+	KeptAttempt int  `json:"kept_attempt,omitempty"`
+	// PeakOutputTokS is the best output tok/s of any rung; SustainedReqS = PeakOutputTokS ÷ mean output
+	// tokens per request (the seed's throughput_req_s_mean). The short-window burst rate is BurstReqS, never gated.
+	PeakOutputTokS float64        `json:"peak_output_tok_s"`
+	SustainedReqS  float64        `json:"sustained_req_s"`
+	BurstReqS      float64        `json:"burst_req_s,omitempty"`
+	Client         ClientCheck    `json:"client"`
+	Server         *ServerMetrics `json:"server_metrics,omitempty"`
+	Interrupted    bool           `json:"interrupted,omitempty"` // stopped by Ctrl-C: what was measured is kept
+	Error          string         `json:"error,omitempty"`
+}
+
+// Run is one rung of a profile: a fixed concurrency or rate for a bounded time or request count.
+type Run struct {
+	Kind        string  `json:"kind"` // synchronous, throughput, constant, poisson, concurrency
+	Concurrency int     `json:"concurrency,omitempty"`
+	TargetRate  float64 `json:"target_rate,omitempty"` // req/s for constant and poisson
+	// Window is the measured window (warm-up excluded, tail drained).
+	WindowSeconds float64        `json:"window_seconds"`
+	Requests      RequestCounts  `json:"requests"`
+	Errors        map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
+	TTFT          Dist           `json:"ttft_ms"`
+	// TTFTFromSchedule: open-loop profiles only, latency from the scheduled send time (coordinated omission shown).
+	TTFTFromSchedule *Dist   `json:"ttft_from_schedule_ms,omitempty"`
+	ITL              Dist    `json:"itl_ms"`
+	TPOT             Dist    `json:"tpot_ms"`
+	E2E              Dist    `json:"e2e_ms"`
+	OutputTokS       float64 `json:"output_tok_s"`
+	TotalTokS        float64 `json:"total_tok_s"`
+	ReqS             float64 `json:"req_s"`
+	MeanOutputTokens float64 `json:"mean_output_tokens"`
+	MeanPromptTokens float64 `json:"mean_prompt_tokens"`
+	// Goodput is req/s of requests that met every SLO in --slo (nil when no SLO was given).
+	Goodput       *float64   `json:"goodput_req_s,omitempty"`
+	ClientLag     Dist       `json:"client_lag_ms"` // how far behind schedule the client sent
+	ClientLimited bool       `json:"client_limited,omitempty"`
+	ClientReason  string     `json:"client_limited_reason,omitempty"`
+	CI            *Intervals `json:"ci,omitempty"`
+}
+
+// RequestCounts counts requests in the measured window.
+type RequestCounts struct {
+	Successful int `json:"successful"`
+	Errored    int `json:"errored"`
+	Incomplete int `json:"incomplete"` // cut by the end of the window / drain bound
+	Warmup     int `json:"warmup"`     // excluded
+}
+
+// Dist is a distribution in a unit given by the field name (ms unless said otherwise).
+// Every percentile carries its sample count: a p99 of 5 samples is not a p99.
+type Dist struct {
+	Count int     `json:"count"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	Max   float64 `json:"max"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+}
+
+// Interval is a bootstrap confidence interval.
+type Interval struct {
+	Lo    float64 `json:"lo"`
+	Hi    float64 `json:"hi"`
+	Level float64 `json:"level"` // 0.95
+}
+
+// Intervals holds the confidence intervals of the gated figures of a run.
+type Intervals struct {
+	TTFTP95    *Interval `json:"ttft_p95_ms,omitempty"`
+	TTFTP99    *Interval `json:"ttft_p99_ms,omitempty"`
+	ITLP95     *Interval `json:"itl_p95_ms,omitempty"`
+	OutputTokS *Interval `json:"output_tok_s,omitempty"`
+}
+
+// Saturation is the seed's sweep analysis. Either flag makes throughput a lower bound.
+type Saturation struct {
+	Truncated   bool      `json:"truncated"`
+	Unsaturated bool      `json:"unsaturated"`
+	Peak        float64   `json:"peak_output_tok_s"`  // saturated peak (the throughput probe)
+	Rungs       []float64 `json:"rungs_output_tok_s"` // constant rungs, in order
+	Reason      string    `json:"reason,omitempty"`
+}
+
+// LowerBound reports whether throughput from this sweep is only a lower bound.
+func (s *Saturation) LowerBound() bool { return s != nil && (s.Truncated || s.Unsaturated) }
+
+// ClientCheck is the load generator's check on itself.
+type ClientCheck struct {
+	LagP50Ms      float64 `json:"lag_p50_ms"`
+	LagP99Ms      float64 `json:"lag_p99_ms"`
+	LagMaxMs      float64 `json:"lag_max_ms"`
+	CPUPercent    float64 `json:"cpu_percent"` // of one core, mean over the run
+	Cores         int     `json:"cores"`
+	ClientLimited bool    `json:"client_limited"`
+	Reason        string  `json:"reason,omitempty"`
+}
+
+// ServerMetrics is what the endpoint's /metrics said during the load, over time.
+type ServerMetrics struct {
+	Source  string         `json:"source"` // the URL scraped
+	Samples []ServerSample `json:"samples,omitempty"`
+	Error   string         `json:"error,omitempty"`
+}
+
+// ServerSample is one scrape.
+type ServerSample struct {
+	T            float64 `json:"t"` // seconds since load start
+	Running      float64 `json:"running"`
+	Waiting      float64 `json:"waiting"`
+	KVCacheUsage float64 `json:"kv_cache_usage"` // 0..1
+}
+
+// Power is NVML sampling during the load of one endpoint.
+type Power struct {
+	IntervalSeconds float64       `json:"interval_seconds"`
+	MeanW           float64       `json:"mean_w"`
+	MaxW            float64       `json:"max_w"`
+	TokensPerJoule  float64       `json:"tokens_per_joule,omitempty"` // output tokens per joule at peak rung ("tokens per watt·s")
+	Samples         []PowerSample `json:"samples,omitempty"`
+	Note            string        `json:"note,omitempty"`
+}
+
+// Functional is the API conformance suite against one endpoint. A suite that cannot run is failed.
+type Functional struct {
+	Status Status           `json:"status"`
+	Tests  []FunctionalTest `json:"tests"`
+	Error  string           `json:"error,omitempty"`
+}
+
+// FunctionalTest is one conformance check.
+type FunctionalTest struct {
+	Name   string `json:"name"` // chat_completion, max_tokens_length, stream_done, unknown_model_4xx, context_overflow_4xx, concurrent_isolation
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Verdict is one gate or rule applied to one figure, recording who decided.
+type Verdict struct {
+	Check     string   `json:"check"` // "gate.ttft_p95", "gate.itl_p95", "gate.sustained_req_s", "gate.aicr_throughput", "gate.aicr_ttft_p99", …
+	Rule      string   `json:"rule"`  // human form, e.g. "sync TTFT p95 ≤ 200 ms"
+	Value     *float64 `json:"value,omitempty"`
+	Threshold *float64 `json:"threshold,omitempty"`
+	Unit      string   `json:"unit,omitempty"`
+	Source    string   `json:"source"` // global default, config, reference, accelerator override, recipe
+	Result    string   `json:"result"` // "pass", "fail", "inconclusive", "disabled"
+	Reason    string   `json:"reason,omitempty"`
+}
+
+// BaselineComparison is bare metal vs this run (and, in `gpuvet compare`, more environments).
+type BaselineComparison struct {
+	BaselineFile string        `json:"baseline_file"`
+	Environments []string      `json:"environments"` // column order
+	Rows         []OverheadRow `json:"rows,omitempty"`
+	Caveats      []string      `json:"caveats,omitempty"`
+	Note         string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
+}
+
+// OverheadRow is one metric compared across environments.
+type OverheadRow struct {
+	Subject        string             `json:"subject"` // e.g. "Qwen/Qwen3-8B gpu 0", "gpu 0 sgemm"
+	Metric         string             `json:"metric"`
+	HigherIsBetter bool               `json:"higher_is_better"`
+	Baseline       float64            `json:"baseline"`
+	Values         map[string]float64 `json:"values"`       // environment -> value
+	OverheadPct    map[string]float64 `json:"overhead_pct"` // positive = worse than baseline
+	Status         map[string]string  `json:"status"`       // "ok", "breach", "low_confidence", "lower_bound"
+}

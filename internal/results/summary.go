@@ -1,0 +1,184 @@
+// Package results is the one schema that every phase writes, summary.json holds, and the report reads.
+//
+// It is the contract between phases: a phase takes the Plan plus earlier results and returns results
+// of these types; nothing reaches back. Fields are documented one by one because operators and their
+// dashboards read summary.json directly. Add fields freely (with a comment and `omitempty` when they
+// can be absent); renaming or removing one is a breaking change that bumps SchemaVersion.
+package results
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SchemaVersion is written into every summary.json. Readers refuse a different major version.
+const SchemaVersion = "1.0"
+
+// Status is the outcome of anything judged: a GPU, a model, a host, a run.
+type Status string
+
+const (
+	StatusOK      Status = "ok"      // measured and within every gate
+	StatusFlag    Status = "flag"    // measured, and at least one signal fired (see Flags)
+	StatusFailed  Status = "failed"  // the work itself broke; Error says how
+	StatusSkipped Status = "skipped" // not run, on purpose or for lack of a tool; Note says why
+)
+
+// Worse returns the more serious of two statuses (failed > flag > ok > skipped/empty).
+func Worse(a, b Status) Status {
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
+
+func rank(s Status) int {
+	switch s {
+	case StatusFailed:
+		return 3
+	case StatusFlag:
+		return 2
+	case StatusOK:
+		return 1
+	}
+	return 0
+}
+
+// Flag is one fired signal, with a one-line reason a person can act on.
+type Flag struct {
+	Scope   string `json:"scope"`   // "gpu", "model", "host", "run"
+	Subject string `json:"subject"` // e.g. "gpu 3 (GPU-…)", "Qwen/Qwen3-8B on gpu 1"
+	Check   string `json:"check"`   // stable id of the rule, e.g. "health.ecc", "gate.ttft_p95", "compare.gpu_to_gpu"
+	Reason  string `json:"reason"`  // one line: what was found, against what, and what to do
+}
+
+// Summary is summary.json: the whole run, the source of truth for the report and for comparisons.
+type Summary struct {
+	SchemaVersion string    `json:"schema_version"`
+	Tool          Tool      `json:"tool"`
+	RunID         string    `json:"run_id"`
+	StartedAt     time.Time `json:"started_at"`
+	FinishedAt    time.Time `json:"finished_at,omitzero"`
+	// Complete is false while a run is still writing (summary.json is rewritten as each GPU finishes),
+	// and stays false in the file a killed run leaves behind.
+	Complete bool `json:"complete"`
+	// Backend that ran it: "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula".
+	Backend string `json:"backend"`
+	// Environment label used by comparisons: "baremetal", "vm", "k8s", or what the user set.
+	Environment string `json:"environment"`
+	Meta        Meta   `json:"meta"`
+	Hosts       []Host `json:"hosts"`
+	// Baseline comparison against a bare-metal run, when one was given.
+	Baseline *BaselineComparison `json:"baseline,omitempty"`
+	Status   Status              `json:"status"`
+	Flags    []Flag              `json:"flags,omitempty"`
+	Caveats  []string            `json:"caveats,omitempty"`
+	Error    string              `json:"error,omitempty"`
+}
+
+// Tool identifies the gpuvet build that wrote the file.
+type Tool struct {
+	Name    string `json:"name"`    // "gpuvet"
+	Version string `json:"version"` // module version or "dev"
+	Commit  string `json:"commit,omitempty"`
+}
+
+// Meta is what a reader needs to know to compare two runs: software versions, models and the rules.
+type Meta struct {
+	DriverVersion string   `json:"driver_version,omitempty"`
+	CUDAVersion   string   `json:"cuda_version,omitempty"`
+	Engine        string   `json:"engine,omitempty"`         // "vllm", "sglang", "trtllm", "sim", "generic"
+	EngineVersion string   `json:"engine_version,omitempty"` // the pinned version, as the engine reports it
+	Models        []string `json:"models,omitempty"`
+	// LoadProfile is the load that produced the LLM numbers; comparisons caveat a difference.
+	LoadProfile *LoadConfig `json:"load_profile,omitempty"`
+	// Thresholds holds every threshold in force, keyed by a stable name, each with its source.
+	Thresholds map[string]Threshold `json:"thresholds,omitempty"`
+	// ParallelGPUs is how many GPUs were loaded at once (1 = one at a time, as the seed does).
+	ParallelGPUs int `json:"parallel_gpus,omitempty"`
+	// Settings holds the resolved plan values worth recording, each "value (source)".
+	Settings map[string]string `json:"settings,omitempty"`
+}
+
+// Threshold is one limit and where it came from, so every verdict can say who decided.
+type Threshold struct {
+	Value  *float64 `json:"value"` // nil: the gate is disabled
+	Unit   string   `json:"unit,omitempty"`
+	Source string   `json:"source"` // "default", "config:FILE", "env", "flag", "reference", "accelerator:NAME", "recipe:FILE"
+}
+
+// Host is one machine under test.
+type Host struct {
+	Name      string    `json:"name"`
+	Discovery Discovery `json:"discovery"`
+	Health    *Health   `json:"health,omitempty"`
+	Models    []Model   `json:"models,omitempty"`
+	Status    Status    `json:"status"`
+	Flags     []Flag    `json:"flags,omitempty"`
+	Error     string    `json:"error,omitempty"`
+}
+
+// Discovery records how GPUs were found and what was found.
+type Discovery struct {
+	Source string    `json:"source"` // "nvml", "nvidia-smi-xml", "sim"
+	GPUs   []GPUInfo `json:"gpus"`
+	Note   string    `json:"note,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// Read reads a summary.json (or baseline.json) and checks its schema version.
+func Read(path string) (*Summary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: not a gpuvet summary (%v)", path, err)
+	}
+	if s.SchemaVersion == "" {
+		return nil, fmt.Errorf("%s: no schema_version: not a gpuvet summary", path)
+	}
+	if major(s.SchemaVersion) != major(SchemaVersion) {
+		return nil, fmt.Errorf("%s: schema_version %s, this gpuvet reads %s.x", path, s.SchemaVersion, major(SchemaVersion))
+	}
+	return &s, nil
+}
+
+func major(v string) string {
+	for i, c := range v {
+		if c == '.' {
+			return v[:i]
+		}
+	}
+	return v
+}
+
+// WriteJSON writes v as indented JSON atomically (temp file + rename), so a reader or a killed run
+// never sees half a file.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
