@@ -86,6 +86,8 @@ type Synthetic struct {
 	Offset int
 	// Exact is true when Words and Offset were confirmed with the model's tokenizer.
 	Exact bool
+	// PerWord is the tokens per word fitted by CalibrateLinear (0: one token per word).
+	PerWord float64
 }
 
 // Describe implements Source.
@@ -126,7 +128,11 @@ func (s *Synthetic) Prompt(i int) Prompt {
 		writeWords(&b, words, rand.New(rand.NewPCG(s.Seed^0xabcdef, uint64(i%s.PrefixCount))), k, false)
 		count = k
 	}
-	writeWords(&b, words, rand.New(rand.NewPCG(s.Seed, uint64(i)*2)), n-count-s.Offset, count > 0)
+	rest := n - count - s.Offset
+	if s.PerWord > 0 {
+		rest = int(math.Round(float64(n-count-s.Offset) / s.PerWord))
+	}
+	writeWords(&b, words, rand.New(rand.NewPCG(s.Seed, uint64(i)*2)), max(rest, 1), count > 0)
 	p := Prompt{Text: b.String()}
 	if s.Exact {
 		p.Tokens = n
@@ -185,5 +191,34 @@ func (s *Synthetic) Calibrate(ctx context.Context, c Counter) error {
 		}
 	}
 	s.Offset, s.Exact = offset, true
+	return nil
+}
+
+// CalibrateLinear fits tokens = Offset + PerWord × words from two prompts of the built-in words, for a
+// Counter too costly to ask per word (the server's usage.prompt_tokens). Lengths are then close, not
+// exact: the server's usage on each request tells the truth. It fails when a word costs more than two
+// tokens or the fit is not positive.
+func (s *Synthetic) CalibrateLinear(ctx context.Context, c Counter) error {
+	const short, long = 16, 272
+	probe := func(n int) (int, error) {
+		var b strings.Builder
+		writeWords(&b, commonWords, rand.New(rand.NewPCG(s.Seed, 99)), n, false)
+		return c.Count(ctx, b.String())
+	}
+	a, err := probe(short)
+	if err != nil {
+		return err
+	}
+	b, err := probe(long)
+	if err != nil {
+		return err
+	}
+	per := float64(b-a) / float64(long-short)
+	if per <= 0 || per > 2 {
+		return fmt.Errorf("usage calibration: %d words counted %d tokens and %d words %d: not a usable tokens-per-word fit", short, a, long, b)
+	}
+	s.Words, s.Exact = nil, false
+	s.PerWord = per
+	s.Offset = int(math.Round(float64(a) - per*short))
 	return nil
 }

@@ -170,3 +170,31 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestCalibrateLinear(t *testing.T) {
+	// Every word costs 1.5 tokens on average (every other one is two tokens), plus 5 of template.
+	multi := map[string]bool{}
+	for i, w := range commonWords {
+		if i%2 == 0 {
+			multi[w] = true
+		}
+	}
+	c := &wordCounter{extra: 5, multi: multi}
+	s := &Synthetic{Lengths: Lengths{Mean: 300, Min: 300, Max: 300}, Seed: 3}
+	if err := s.CalibrateLinear(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if c.calls != 2 || s.Exact || s.PerWord < 1.3 || s.PerWord > 1.7 {
+		t.Fatalf("calls %d exact %v perWord %v", c.calls, s.Exact, s.PerWord)
+	}
+	n, _ := c.Count(context.Background(), s.Prompt(0).Text)
+	if n < 270 || n > 330 {
+		t.Fatalf("usage-calibrated prompt of 300 tokens counted %d", n)
+	}
+	if s.Prompt(0).Tokens != 0 {
+		t.Fatal("approximate prompt claims an exact count")
+	}
+	if err := (&Synthetic{Lengths: s.Lengths}).CalibrateLinear(context.Background(), &wordCounter{}); err != nil {
+		t.Fatalf("plain words: %v", err)
+	}
+}

@@ -22,6 +22,8 @@ type Record struct {
 	Kind   string `json:"kind"`
 	Index  int    `json:"index"` // prompt index (seeded prompts are reproducible by index)
 	Warmup bool   `json:"warmup,omitempty"`
+	// Attempt is 2 for requests of a sweep's retry.
+	Attempt int `json:"attempt,omitempty"`
 
 	ScheduledMs float64 `json:"scheduled_ms"`
 	SentMs      float64 `json:"sent_ms"` // request fully written to the connection

@@ -193,3 +193,5 @@ func burstReqS(o *rungOut) float64 {
 	}
 	return float64(best)
 }
+
+func numCPU() int { return runtime.NumCPU() }
