@@ -121,4 +121,3 @@ func writeBenchJSON(path string, v any) error {
 	}
 	return os.Rename(tmp, path)
 }
-
