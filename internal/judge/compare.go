@@ -120,9 +120,9 @@ func CompareGPUs(metric string, cells []Cell, higherIsBetter bool, g Guards) res
 // judgeCell decides one card against the best card; it returns whether to flag and why (or why not).
 func judgeCell(metric string, x, best Cell, higher bool, g Guards) (bool, string) {
 	d := deltaPct(x.Value, best.Value, higher)
-	dir, cmp := "below", "<"
+	dir := "below"
 	if !higher {
-		dir, cmp = "above", ">"
+		dir = "above"
 	}
 	if !Outlier(x.Value, best.Value, higher, g.VariancePct) {
 		return false, fmt.Sprintf("within %g %% of best (%.1f %% %s)", g.VariancePct, d, dir)
@@ -140,7 +140,7 @@ func judgeCell(metric string, x, best Cell, higher bool, g Guards) (bool, string
 		return false, what + fmt.Sprintf(": not flagged, the confidence intervals overlap ([%s, %s] vs [%s, %s]): inside the noise",
 			fmtNum(x.CI.Lo), fmtNum(x.CI.Hi), fmtNum(best.CI.Lo), fmtNum(best.CI.Hi))
 	}
-	return true, what + fmt.Sprintf(" (%s %g %% tolerance): check this card's clocks, power, PCIe link and NUMA binding", cmp, g.VariancePct)
+	return true, what + fmt.Sprintf(", beyond the %g %% tolerance: check this card's clocks, power, PCIe link and NUMA binding", g.VariancePct)
 }
 
 // Outlier is the bare seed rule: value below best × (1 − pct/100) when higher is better, or above
