@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -278,7 +279,7 @@ func profileDiff(a, b *results.LoadConfig) string {
 	add("concurrency", a.Concurrency, b.Concurrency)
 	add("rate", a.Rate, b.Rate)
 	add("rates", a.Rates, b.Rates)
-	add("max_duration", a.MaxDuration, b.MaxDuration)
+	add("max_duration", time.Duration(a.MaxDuration), time.Duration(b.MaxDuration))
 	add("max_requests", a.MaxRequests, b.MaxRequests)
 	add("warmup", a.Warmup, b.Warmup)
 	add("data", a.Data, b.Data)
