@@ -12,10 +12,11 @@ type Seq struct {
 	Prompt int // prompt tokens
 	MaxOut int // output tokens this request will produce (max_tokens, or its natural stop)
 
-	computed  int  // tokens whose KV is in the cache
-	generated int  // tokens produced so far
-	blocks    int  // KV blocks held
-	aborted   bool // the client went away: dropped at the next step
+	computed  int         // tokens whose KV is in the cache
+	generated int         // tokens produced so far
+	blocks    int         // KV blocks held
+	aborted   bool        // the client went away: dropped at the next step
+	gone      atomic.Bool // the same, for the fixed-mode driver
 
 	// For the HTTP side: Generated mirrors generated, Done is set when the last token is out.
 	Generated atomic.Int32
