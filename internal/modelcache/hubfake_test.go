@@ -157,19 +157,24 @@ func (fh *fakeHub) authorized(r *http.Request) bool {
 	return r.Header.Get("Authorization") == "Bearer "+fh.token
 }
 
-// findRepo splits "org/name/rest" into a known repo and the rest of the path.
+// findRepo splits "org/name/rest" or "name/rest" into a known repo and the rest of the path.
 func (fh *fakeHub) findRepo(p string) (*fakeRepo, string) {
 	fh.mu.Lock()
 	defer fh.mu.Unlock()
 	parts := strings.SplitN(p, "/", 3)
-	if len(parts) < 2 {
-		return nil, ""
+	if len(parts) >= 2 {
+		if r := fh.repos[parts[0]+"/"+parts[1]]; r != nil {
+			if len(parts) == 3 {
+				return r, parts[2]
+			}
+			return r, ""
+		}
 	}
-	r := fh.repos[parts[0]+"/"+parts[1]]
-	if len(parts) == 3 {
-		return r, parts[2]
+	if r := fh.repos[parts[0]]; r != nil {
+		_, rest, _ := strings.Cut(p, "/")
+		return r, rest
 	}
-	return r, ""
+	return nil, ""
 }
 
 func (fh *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
@@ -238,17 +243,17 @@ func (fh *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 }
 
 func (fh *fakeHub) serveAPI(w http.ResponseWriter, r *http.Request, rest string) {
-	parts := strings.SplitN(rest, "/", 4) // org, name, kind, rev
-	if len(parts) < 4 {
-		hubError(w, 404, "", "bad api path")
-		return
-	}
-	repo, _ := fh.findRepo(parts[0] + "/" + parts[1])
+	repo, tail := fh.findRepo(rest) // tail: kind/rev
 	if repo == nil {
 		hubError(w, 404, "RepoNotFound", "Repository not found")
 		return
 	}
-	rev := strings.ReplaceAll(parts[3], "%2F", "/")
+	kind, rev, ok := strings.Cut(tail, "/")
+	if !ok {
+		hubError(w, 404, "", "bad api path")
+		return
+	}
+	rev = strings.ReplaceAll(rev, "%2F", "/")
 	if rev != repo.commit && rev != repo.branch {
 		hubError(w, 404, "RevisionNotFound", "Invalid rev id: "+rev)
 		return
@@ -259,7 +264,7 @@ func (fh *fakeHub) serveAPI(w http.ResponseWriter, r *http.Request, rest string)
 	}
 	sort.Strings(paths)
 	w.Header().Set("Content-Type", "application/json")
-	switch parts[2] {
+	switch kind {
 	case "revision":
 		fh.mu.Lock()
 		fh.calls["revision"]++
