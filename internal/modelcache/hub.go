@@ -298,6 +298,10 @@ func transient(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return false // no such host: another try will not find it either
+	}
 	var ne net.Error
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, errStalled) ||

@@ -473,3 +473,10 @@ func unreachable(err error) bool {
 	return errors.As(err, &dnsErr) || (errors.As(err, &opErr) && opErr.Op == "dial") ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH)
 }
+
+// Check validates model and o (names, revision, globs, workers) without touching disk or network,
+// so a CLI can reject bad input before anything starts.
+func (o Options) Check(model string) error {
+	_, err := o.resolve(model)
+	return err
+}
