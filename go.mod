@@ -5,6 +5,8 @@ go 1.26.8
 require github.com/spf13/cobra v1.10.2
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+	github.com/ebitengine/purego v0.11.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 )
