@@ -46,13 +46,12 @@ type api struct {
 
 // cuBLAS and CUDA enum values (cublas_api.h, library_types.h).
 const (
-	cublasOpN                = 0
-	cublasDefaultMath        = 0
-	cudaR32F                 = 0
-	cudaR16BF                = 14
-	cublasCompute32F         = 68
-	cublasCompute32FFastTF32 = 77
-	cublasGemmDefaultTensor  = 99
+	cublasOpN               = 0
+	cublasDefaultMath       = 0
+	cublasTF32TensorMath    = 3
+	cudaR16BF               = 14
+	cublasCompute32F        = 68
+	cublasGemmDefaultTensor = 99
 )
 
 // cublasNames are tried in order: CUDA 13, 12, 11, then the unversioned development link.
