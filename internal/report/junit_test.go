@@ -41,13 +41,13 @@ func TestJUnitSample(t *testing.T) {
 	doc := parseJUnit(t, b)
 	fails := failing(doc)
 	want := map[string]string{ // case -> a fragment of its reason
-		"gpuvet.health.gpu-node-01.gpu3 health.clock_events":                  "HW thermal slowdown",
-		"gpuvet.health.gpu-node-01.gpu3 compare.sgemm_fp32":                   "below the best card",
-		"gpuvet.health.gpu-node-01.gpu3 compare.gemm_bf16":                    "below the best card",
-		"gpuvet.model.gpu-node-01.Qwen_Qwen3-8B.gpu3 gate.sustained_req_s":     "against 30",
+		"gpuvet.health.gpu-node-01.gpu3 health.clock_events":                    "HW thermal slowdown",
+		"gpuvet.health.gpu-node-01.gpu3 compare.sgemm_fp32":                     "below the best card",
+		"gpuvet.health.gpu-node-01.gpu3 compare.gemm_bf16":                      "below the best card",
+		"gpuvet.model.gpu-node-01.Qwen_Qwen3-8B.gpu3 gate.sustained_req_s":      "against 30",
 		"gpuvet.model.gpu-node-01.Qwen_Qwen3-8B.gpu3 compare.output_tok_s_peak": "below the best card",
-		"gpuvet.model.gpu-node-01.Qwen_Qwen3-8B.gpu1 functional.stream_done":  "[DONE]",
-		"gpuvet.baseline.k8s.Qwen_Qwen3-8B_gpu_1 baseline.ttft_p95_ms":        "+14.2 %",
+		"gpuvet.model.gpu-node-01.Qwen_Qwen3-8B.gpu1 functional.stream_done":    "[DONE]",
+		"gpuvet.baseline.k8s.Qwen_Qwen3-8B_gpu_1 baseline.ttft_p95_ms":          "+14.2 %",
 	}
 	for k, frag := range want {
 		msg, ok := fails[k]

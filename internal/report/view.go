@@ -68,7 +68,7 @@ type healthView struct {
 
 type invRow struct {
 	GPU, Name, UUID, Bus, NUMA, Memory, PCIe, ECC, Clocks, Events, Temp, Power, Status string
-	PCIeBad, ECCBad, EventsBad                                                          bool
+	PCIeBad, ECCBad, EventsBad                                                         bool
 }
 
 type cell struct {
