@@ -1130,10 +1130,56 @@ func buildBaseline(s *results.Summary) *baselineView {
 		v.Rows = append(v.Rows, row)
 		chart.Groups = append(chart.Groups, g)
 	}
+	if len(chart.Groups) > maxOverheadBars {
+		chart = worstPerMetric(b, chart)
+	}
 	if len(chart.Groups) > 0 {
 		v.Chart = chart.SVG()
 	}
 	return v
+}
+
+// maxOverheadBars is how many row groups the overhead chart draws before it summarises.
+const maxOverheadBars = 24
+
+// worstPerMetric summarises a large comparison: per metric, the worst overhead of each environment
+// over all subjects, so the chart stays one screen (the table keeps every row).
+func worstPerMetric(b *results.BaselineComparison, c BarChart) BarChart {
+	type key struct{ metric, env string }
+	worst := map[key]results.OverheadRow{}
+	count := map[string]int{}
+	var metrics []string
+	for _, r := range b.Rows {
+		if count[r.Metric] == 0 {
+			metrics = append(metrics, r.Metric)
+		}
+		count[r.Metric]++
+		for _, env := range b.Environments {
+			k := key{r.Metric, env}
+			if _, ok := r.OverheadPct[env]; !ok {
+				continue
+			}
+			if w, ok := worst[k]; !ok || r.OverheadPct[env] > w.OverheadPct[env] {
+				worst[k] = r
+			}
+		}
+	}
+	c.Title = "Worst overhead per metric vs bare metal (positive = worse)"
+	c.Groups = nil
+	for _, m := range metrics {
+		g := BarGroup{Label: fmt.Sprintf("%s (worst of %d)", m, count[m])}
+		for _, env := range b.Environments {
+			r, ok := worst[key{m, env}]
+			if !ok {
+				continue
+			}
+			st := r.Status[env]
+			g.Bars = append(g.Bars, Bar{Series: env, Value: r.OverheadPct[env], Bad: st == "breach", Hatch: st == "lower_bound" || st == "low_confidence",
+				Tip: fmt.Sprintf("worst %s in %s: %s (%s, %s)", m, env, r.Subject, signedPct(r.OverheadPct[env]), st)})
+		}
+		c.Groups = append(c.Groups, g)
+	}
+	return c
 }
 
 func caveats(s *results.Summary) []string {
