@@ -64,8 +64,8 @@ reference:
 		ok        bool
 	}{
 		{"models", "config:" + b, len(c.Models) == 1 && c.Models[0] == "m/c"}, // lists replace
-		{"load.max_concurrency", "config:" + a, c.Load.MaxConcurrency == 64},   // maps merge
-		{"load.rates", "flag:--set", c.Load.Rates == 9},                        // --set > files > env
+		{"load.max_concurrency", "config:" + a, c.Load.MaxConcurrency == 64},  // maps merge
+		{"load.rates", "flag:--set", c.Load.Rates == 9},                       // --set > files > env
 		{"load.output_tokens", "env:GPUVET_LOAD_OUTPUT_TOKENS", c.Load.OutputTokens == 128},
 		{"gates.ttft_p95_ms", "config:" + a, *c.Gates.TTFTP95Ms == 300},
 		{"gates.itl_p95_ms", "flag:--set", c.Gates.ITLP95Ms == nil},
