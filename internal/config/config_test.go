@@ -141,10 +141,10 @@ func TestAICRRecipe(t *testing.T) {
 	}
 	c := p.Config
 	src := "recipe:testdata/gb200-eks-ubuntu-inference-dynamo.yaml"
-	if c.Models[0] != "Qwen/Qwen3-8B" || c.Load.Concurrency != 256 || *c.Gates.AICRThroughputTokS != 50000 || *c.Gates.AICRTTFTP99Ms != 2000 {
+	if c.Models[0] != "Qwen/Qwen3-8B" || c.Load.Concurrency != 256 || *c.Gates.AICRMinOutputTokS != 50000 || *c.Gates.AICRMaxTTFTP99Ms != 2000 {
 		t.Fatalf("recipe not read: %+v %+v", c.Load, c.Gates)
 	}
-	for _, k := range []string{"models", "load.concurrency", "gates.aicr_throughput_tok_s", "gates.aicr_ttft_p99_ms"} {
+	for _, k := range []string{"models", "load.concurrency", "gates.aicr_min_output_tok_s", "gates.aicr_max_ttft_p99_ms"} {
 		if p.Source(k) != src {
 			t.Errorf("%s source %q", k, p.Source(k))
 		}
@@ -154,11 +154,11 @@ func TestAICRRecipe(t *testing.T) {
 	}
 	// A later file overrides the recipe; --set overrides both.
 	o := write(t, "o.yaml", "load:\n  concurrency: 64\n")
-	p, err = Load(Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml", o}, Sets: []string{"gates.aicr_ttft_p99_ms=1500"}})
+	p, err = Load(Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml", o}, Sets: []string{"gates.aicr_max_ttft_p99_ms=1500"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config.Load.Concurrency != 64 || *p.Config.Gates.AICRTTFTP99Ms != 1500 || p.Source("gates.aicr_ttft_p99_ms") != "flag:--set" {
+	if p.Config.Load.Concurrency != 64 || *p.Config.Gates.AICRMaxTTFTP99Ms != 1500 || p.Source("gates.aicr_max_ttft_p99_ms") != "flag:--set" {
 		t.Errorf("overlay over recipe: %+v", p.Config.Gates)
 	}
 	bad := write(t, "r.yaml", "kind: RecipeMetadata\nspec:\n  validation:\n    performance:\n      constraints:\n        - name: inference-ttft-p99\n          value: \">= 5\"\n")
@@ -294,4 +294,22 @@ func FuzzSet(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestAcceleratorMatches(t *testing.T) {
+	tests := []struct {
+		key, name string
+		want      bool
+	}{
+		{"H100", "NVIDIA H100 80GB HBM3", true},
+		{"h20", "NVIDIA H200", false},
+		{"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", true},
+		{"NVIDIA H200", "NVIDIA H200", true},
+		{"", "NVIDIA H200", false},
+	}
+	for _, tt := range tests {
+		if got := acceleratorMatches(tt.key, tt.name); got != tt.want {
+			t.Errorf("acceleratorMatches(%q, %q) = %v", tt.key, tt.name, got)
+		}
+	}
 }

@@ -288,8 +288,8 @@ func (p *Plan) applyEnv(environ []string) error {
 func (p *Plan) Source(path string) string { return p.Sources[path] }
 
 // ForGPU returns the configuration for a GPU of the given exact name, with the matching
-// accelerators entry overlaid (matched exactly, else case-insensitively, else the longest entry
-// contained in the name: "H200" matches "NVIDIA H200"). Values set by command-line flags still win.
+// accelerators entry overlaid (the exact name, else the longest key whose words appear in the name:
+// "H200" matches "NVIDIA H200", "h20" does not). Values set by command-line flags still win.
 // It returns the config, its sources, and the accelerators key used ("" when none).
 func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 	key := matchAccelerator(p.Config.Accelerators, name)
@@ -343,12 +343,29 @@ func matchAccelerator(acc map[string]Accelerator, name string) string {
 	}
 	best := ""
 	for k := range acc {
-		if strings.EqualFold(k, name) {
-			return k
-		}
-		if strings.Contains(strings.ToLower(name), strings.ToLower(k)) && len(k) > len(best) {
+		if acceleratorMatches(k, name) && (len(k) > len(best) || len(k) == len(best) && k < best) {
 			best = k
 		}
 	}
 	return best
+}
+
+// acceleratorMatches reports whether an accelerator key names this GPU: its words appear in the GPU
+// name's words, consecutively and in order, ignoring case, dashes and underscores ("h100" matches
+// "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200"). The judge matches the same way.
+func acceleratorMatches(key, gpuName string) bool {
+	kw, gw := words(key), words(gpuName)
+	if len(kw) == 0 {
+		return false
+	}
+	for i := 0; i+len(kw) <= len(gw); i++ {
+		if slices.Equal(gw[i:i+len(kw)], kw) {
+			return true
+		}
+	}
+	return false
+}
+
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return r == ' ' || r == '-' || r == '_' })
 }

@@ -14,8 +14,8 @@ import (
 //
 //	inference-model                -> models: [value]
 //	inference-concurrency-per-gpu  -> load.concurrency
-//	inference-throughput ">= N"    -> gates.aicr_throughput_tok_s (a full-node floor, as aicr means it)
-//	inference-ttft-p99   "<= N"    -> gates.aicr_ttft_p99_ms
+//	inference-throughput ">= N"    -> gates.aicr_min_output_tok_s (a full-node floor, as aicr means it)
+//	inference-ttft-p99   "<= N"    -> gates.aicr_max_ttft_p99_ms
 //
 // Other constraints (e.g. inference-routing-mode) belong to aicr's deployment and are noted.
 
@@ -74,13 +74,13 @@ func recipeLayer(path string, root *yaml.Node, _ map[string]string) (tree, []str
 			if err != nil {
 				return nil, nil, fail(val, key, "inference-throughput: %v", err)
 			}
-			setPath(layer, []string{"gates", "aicr_throughput_tok_s"}, v)
+			setPath(layer, []string{"gates", "aicr_min_output_tok_s"}, v)
 		case "inference-ttft-p99":
 			v, err := parseConstraint(val.Value, "<=")
 			if err != nil {
 				return nil, nil, fail(val, key, "inference-ttft-p99: %v", err)
 			}
-			setPath(layer, []string{"gates", "aicr_ttft_p99_ms"}, v)
+			setPath(layer, []string{"gates", "aicr_max_ttft_p99_ms"}, v)
 		default:
 			notes = append(notes, fmt.Sprintf("%s: constraint %s=%q is aicr's deployment side; gpuvet does not use it", path, name.Value, val.Value))
 		}

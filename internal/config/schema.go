@@ -94,8 +94,8 @@ type Gates struct {
 	TTFTP95Ms          *float64 `yaml:"ttft_p95_ms"`
 	ITLP95Ms           *float64 `yaml:"itl_p95_ms"`
 	MinThroughputReqS  *float64 `yaml:"min_throughput_req_s"`
-	AICRThroughputTokS *float64 `yaml:"aicr_throughput_tok_s"`
-	AICRTTFTP99Ms      *float64 `yaml:"aicr_ttft_p99_ms"`
+	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
+	AICRMaxTTFTP99Ms      *float64 `yaml:"aicr_max_ttft_p99_ms"`
 	AICRTolerancePct   float64  `yaml:"aicr_tolerance_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
