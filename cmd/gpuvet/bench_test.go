@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -56,7 +54,7 @@ func TestBenchCommand(t *testing.T) {
 	s := miniServer(t)
 	dir := t.TempDir()
 	out, rec := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.jsonl")
-	resetFlags(t, "bench")
+	resetFlags(root)
 	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "sweep", "--rates", "5",
 		"--max-concurrency", "4", "--max-duration", "300ms", "--prompt-tokens", "32", "--output-tokens", "8",
 		"--out", out, "--records", rec, "--no-metrics"})
@@ -90,22 +88,9 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", s.URL, "--model", "other"},
 		{"bench", "--url", "http://127.0.0.1:1", "--model", "m"},
 	} {
-		resetFlags(t, "bench")
+		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-}
-
-// resetFlags puts a subcommand's flags back to their defaults: cobra keeps values between execute calls.
-func resetFlags(t *testing.T, name string) {
-	t.Helper()
-	cmd, _, err := root.Find([]string{name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		f.Value.Set(f.DefValue)
-		f.Changed = false
-	})
 }
