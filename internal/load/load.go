@@ -504,19 +504,19 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	if ctx.Err() != nil {
 		return
 	}
-	if sync.Requests.Successful == 0 || sync.ReqS <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in its window (errors: %v)", sync.Errors)
+	if rungRate(sync) <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request (errors: %v)", sync.Errors)
 		return
 	}
 	probe := ex.one(ctx, a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
 	if ctx.Err() != nil {
 		return
 	}
-	if probe.Requests.Successful == 0 || probe.ReqS <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request in its window (errors: %v)", probe.Errors)
+	if rungRate(probe) <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request (errors: %v)", probe.Errors)
 		return
 	}
-	lo, hi := sync.ReqS, max(probe.ReqS, sync.ReqS)
+	lo, hi := rungRate(sync), max(rungRate(probe), rungRate(sync))
 	var outs []float64
 	for i := 1; i <= c.Rates; i++ {
 		r := ex.one(ctx, a, ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates)), n)
@@ -527,6 +527,22 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	}
 	s := AnalyzeSaturation(outs, probe.OutputTokS)
 	a.sat = &s
+}
+
+// minWindowCompletions is the fewest completions in a window for its req/s to set the ladder; below
+// it (a short --max-duration against long requests) Little's law gives the rate instead.
+const minWindowCompletions = 5
+
+// rungRate is a closed-loop rung's request rate for placing the constant rungs: the window's req/s, or
+// concurrency ÷ mean E2E when too few requests finished inside the window to count.
+func rungRate(r results.Run) float64 {
+	if r.Requests.Successful == 0 {
+		return 0
+	}
+	if r.ReqS*r.WindowSeconds >= minWindowCompletions || r.E2E.Mean <= 0 {
+		return r.ReqS
+	}
+	return float64(max(r.Concurrency, 1)) / (r.E2E.Mean / 1000)
 }
 
 func peak(runs []results.Run) float64 {

@@ -221,7 +221,7 @@ func TestSweepAndRecords(t *testing.T) {
 	if len(l.Runs) != 7 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
 		t.Fatalf("runs: %d", len(l.Runs))
 	}
-	syncRate, probeRate := l.Runs[0].ReqS, l.Runs[1].ReqS
+	syncRate, probeRate := rungRate(l.Runs[0]), rungRate(l.Runs[1])
 	for i, r := range l.Runs[2:] {
 		want := syncRate + (probeRate-syncRate)*float64(i+1)/5
 		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {

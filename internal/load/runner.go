@@ -204,21 +204,27 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	}
 }
 
-// window sets the measured window: it opens when warm-up is over and closes when dispatch stopped (the
+// window sets the measured window: it opens when the first measured (non-warm-up) request is sent, or
+// when a warm-up duration is over, and closes when dispatch stopped (the
 // duration ran out, or the last request was sent); the tail drains outside it. When a request budget
 // ends dispatch so early that the window would hold less than half the work (e.g. every request sent at
 // once), it closes at the last completion instead.
 func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	ws := o.start
-	if spec.WarmupDur > 0 {
-		ws = o.start + spec.WarmupDur
-	}
-	var lastEnd time.Duration
+	var lastEnd, firstMeasured time.Duration = 0, -1
 	for _, r := range o.recs {
-		if r.Warmup && r.end > ws && spec.WarmupDur == 0 {
-			ws = r.end
-		}
 		lastEnd = max(lastEnd, r.end)
+		if !r.Warmup && (firstMeasured < 0 || r.sent < firstMeasured) {
+			firstMeasured = r.sent
+		}
+	}
+	switch {
+	case spec.WarmupDur > 0:
+		ws = o.start + spec.WarmupDur
+	case spec.WarmupReqs > 0 && firstMeasured >= 0:
+		ws = firstMeasured // synchronous: the warm-up's end; concurrent slots: at once
+	case spec.WarmupReqs > 0:
+		ws = lastEnd
 	}
 	we := o.start + spec.Duration
 	switch {

@@ -15,6 +15,8 @@ import (
 const (
 	// LagLimit is the p99 lag behind schedule above which a run is client-limited.
 	LagLimit = 10 * time.Millisecond
+	// minLagSamples: below it a lag p99 is one unlucky request, not a pattern.
+	minLagSamples = 50
 	// CPULimit is the share of all cores the client may use before it is deemed saturated.
 	CPULimit = 0.90
 	// bootstrapResamples and ciLevel set the confidence intervals on gated figures.
@@ -162,7 +164,7 @@ func subsample(s []float64, n int, seed uint64) []float64 {
 // selfCheck decides whether the client limited the run: lagging its schedule, or short of CPU.
 func selfCheck(lag results.Dist, cpu, wall time.Duration) (bool, string) {
 	cores := runtime.NumCPU()
-	if lag.Count >= 10 && lag.P99 > float64(LagLimit)/1e6 {
+	if lag.Count >= minLagSamples && lag.P99 > float64(LagLimit)/1e6 {
 		return true, fmt.Sprintf("CLIENT-LIMITED: requests left %.1f ms behind schedule at p99 (max %.1f ms; limit %v): the load generator, not the server, set the pace — use fewer streams or a bigger client machine", lag.P99, lag.Max, LagLimit)
 	}
 	if wall > 0 {

@@ -1,0 +1,222 @@
+package load
+
+// Benchmarks that print the load generator's figures (they run once, whatever b.N):
+//
+//	go test ./internal/load -run '^$' -bench Fidelity -benchtime 1x -v
+//	go test ./internal/load -run '^$' -bench Ceiling  -benchtime 1x -v
+//	go test ./internal/load -run '^$' -bench Memory   -benchtime 1x -v
+//
+// Targets (issue 3): fidelity at 256 streams — TTFT p50 within 1 ms and p99 within 2 ms of the
+// simulator's trace, ITL p50 within 0.2 ms; ceiling — 1,000 streams at 50,000 tok/s without the self-check
+// tripping, 10,000 streams neither crash nor leak; memory — under 300 MB RSS at 4,000 streams.
+// The ceiling and memory benchmarks run the simulator in a child process, so the client's CPU and
+// memory are its own (GPUVET_SIM_CPUS=2-15 pins that child with taskset, e.g. when the client itself
+// runs under taskset -c 0,1 to stand for a 2-core machine).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
+)
+
+func BenchmarkFidelity(b *testing.B) {
+	var trace bytes.Buffer
+	srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 50 * time.Millisecond, ITL: 10 * time.Millisecond, Trace: &trace}, "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	o := opts(srv.URL(), results.LoadConfig{Profile: "concurrency", Concurrency: 256, PromptTokens: 512, OutputTokens: 64,
+		MaxDuration: results.Duration(benchDuration(10 * time.Second))})
+	b.ResetTimer()
+	l, err := Run(context.Background(), o)
+	b.StopTimer()
+	srv.Close()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := l.Runs[0]
+	tt, it, n := traceDists(b, trace.Bytes())
+	dTTFT50, dTTFT99, dITL50 := r.TTFT.P50-tt.P50, r.TTFT.P99-tt.P99, r.ITL.P50-it.P50
+	b.ReportMetric(dTTFT50, "ttft_p50_delta_ms")
+	b.ReportMetric(dTTFT99, "ttft_p99_delta_ms")
+	b.ReportMetric(dITL50, "itl_p50_delta_ms")
+	b.Logf("fidelity at 256 streams (sim fixed TTFT 50 ms, ITL 10 ms; %d client requests, %d traced):", r.TTFT.Count, n)
+	b.Logf("  TTFT p50 client %.3f trace %.3f  Δ %+.3f ms (target ≤ 1)", r.TTFT.P50, tt.P50, dTTFT50)
+	b.Logf("  TTFT p99 client %.3f trace %.3f  Δ %+.3f ms (target ≤ 2)", r.TTFT.P99, tt.P99, dTTFT99)
+	b.Logf("  ITL  p50 client %.3f trace %.3f  Δ %+.3f ms (target ≤ 0.2)", r.ITL.P50, it.P50, dITL50)
+	b.Logf("  ITL  p99 client %.3f trace %.3f", r.ITL.P99, it.P99)
+	b.Logf("  client lag p99 %.3f ms, CPU %.0f%%, client_limited %v %s", l.Client.LagP99Ms, l.Client.CPUPercent, l.Client.ClientLimited, l.Client.Reason)
+	verdict(b, math.Abs(dTTFT50) <= 1 && math.Abs(dTTFT99) <= 2 && math.Abs(dITL50) <= 0.2)
+}
+
+func BenchmarkCeiling(b *testing.B) {
+	// 1,000 streams × one token every 20 ms = 50,000 tok/s.
+	url, stop := simChild(b, "20ms", "20ms")
+	l, err := Run(context.Background(), opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 1000, PromptTokens: 128,
+		OutputTokens: 256, MaxDuration: results.Duration(benchDuration(15 * time.Second))}))
+	stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := l.Runs[0]
+	b.ReportMetric(r.OutputTokS, "out_tok/s")
+	b.ReportMetric(l.Client.CPUPercent, "client_cpu_%")
+	b.ReportMetric(l.Client.LagP99Ms, "lag_p99_ms")
+	b.Logf("ceiling, 1,000 streams (sim child, ITL 20 ms → 50,000 tok/s offered): %.0f output tok/s, %d requests, errors %v",
+		r.OutputTokS, r.Requests.Successful, r.Errors)
+	b.Logf("  lag p50 %.3f p99 %.3f max %.1f ms; client CPU %.0f%% of one core (%d cores); ITL p50 %.3f p99 %.3f ms; client_limited %v %s",
+		l.Client.LagP50Ms, l.Client.LagP99Ms, l.Client.LagMaxMs, l.Client.CPUPercent, l.Client.Cores, r.ITL.P50, r.ITL.P99, l.Client.ClientLimited, l.Client.Reason)
+	verdict(b, r.OutputTokS >= 0.95*50000 && !l.Client.ClientLimited)
+}
+
+func BenchmarkCeiling10k(b *testing.B) {
+	url, stop := simChild(b, "500ms", "500ms")
+	defer stop()
+	runtime.GC()
+	g0, fd0 := runtime.NumGoroutine(), openFDs()
+	l, err := Run(context.Background(), opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 10000, PromptTokens: 64,
+		OutputTokens: 16, MaxDuration: results.Duration(benchDuration(12 * time.Second))}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	runtime.GC()
+	g1, fd1 := runtime.NumGoroutine(), openFDs()
+	r := l.Runs[0]
+	b.Logf("10,000 streams: %d ok, %d errored, errors %v; %.0f tok/s; lag p99 %.1f ms; CPU %.0f%%; client_limited %v",
+		r.Requests.Successful, r.Requests.Errored, r.Errors, r.OutputTokS, l.Client.LagP99Ms, l.Client.CPUPercent, l.Client.ClientLimited)
+	b.Logf("  goroutines %d before, %d after; open fds %d before, %d after", g0, g1, fd0, fd1)
+	verdict(b, r.Requests.Errored == 0 && g1 <= g0+5 && fd1 <= fd0+5)
+}
+
+func BenchmarkMemory(b *testing.B) {
+	url, stop := simChild(b, "200ms", "50ms")
+	defer stop()
+	var peak int64
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				peak = max(peak, rssKB())
+			}
+		}
+	})
+	l, err := Run(context.Background(), opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 4000, PromptTokens: 512,
+		OutputTokens: 256, MaxDuration: results.Duration(benchDuration(15 * time.Second))}))
+	close(done)
+	wg.Wait()
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := l.Runs[0]
+	b.ReportMetric(float64(peak)/1024, "peak_rss_MB")
+	b.Logf("memory, 4,000 streams: peak RSS %.0f MB (target < 300); %d requests ok, %.0f tok/s, client_limited %v",
+		float64(peak)/1024, r.Requests.Successful, r.OutputTokS, l.Client.ClientLimited)
+	verdict(b, peak < 300*1024)
+}
+
+func verdict(b *testing.B, ok bool) {
+	if ok {
+		b.Log("  => target MET")
+	} else {
+		b.Log("  => target NOT met")
+	}
+}
+
+// benchDuration lets GPUVET_BENCH_SECONDS shorten or lengthen the benchmarks.
+func benchDuration(d time.Duration) time.Duration {
+	if s, err := strconv.Atoi(os.Getenv("GPUVET_BENCH_SECONDS")); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return d
+}
+
+// simChild starts the simulator in fixed mode in a child process (this test binary, in TestSimChild)
+// and returns its URL and a function that stops it.
+func simChild(b *testing.B, ttft, itl string) (string, func()) {
+	if err := ensureNoFile(24000); err != nil {
+		b.Skip(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSimChild$")
+	if cpus := os.Getenv("GPUVET_SIM_CPUS"); cpus != "" { // keep the server off the client's cores
+		cmd = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^TestSimChild$")
+	}
+	cmd.Env = append(os.Environ(), "GPUVET_SIM_CHILD="+ttft+","+itl)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "URL ") {
+		cmd.Process.Kill()
+		b.Fatalf("sim child: %q %v", line, err)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, "URL ")), func() {
+		stdin.Close()
+		cmd.Wait()
+	}
+}
+
+// TestSimChild is the simulator process of the benchmarks; it does nothing in a normal test run.
+func TestSimChild(t *testing.T) {
+	spec := os.Getenv("GPUVET_SIM_CHILD")
+	if spec == "" {
+		t.Skip("only the benchmarks' child process runs this")
+	}
+	ttft, itl, _ := strings.Cut(spec, ",")
+	dt, _ := time.ParseDuration(ttft)
+	di, _ := time.ParseDuration(itl)
+	srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: dt, ITL: di}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("URL %s\n", srv.URL())
+	io.Copy(io.Discard, os.Stdin) // until the parent closes stdin
+	srv.Close()
+}
+
+func rssKB() int64 { return statusKB("VmRSS:") }
+
+func statusKB(key string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, key) {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.ParseInt(f[1], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func openFDs() int {
+	e, _ := os.ReadDir("/proc/self/fd")
+	return len(e)
+}
