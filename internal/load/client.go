@@ -58,8 +58,8 @@ func newHTTPClient(slots int) *http.Client {
 		ResponseHeaderTimeout: 0, // bounded by the request's own timeout: TTFT under overload can be long
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false, // one connection per slot, as the measurement assumes
-		ReadBufferSize:        4096,
-		WriteBufferSize:       4096,
+		ReadBufferSize:        2048, // SSE chunks are a few hundred bytes; 10,000 streams hold one each
+		WriteBufferSize:       1024, // a larger request body streams through it
 	}
 	return &http.Client{Transport: tr}
 }
@@ -111,6 +111,7 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 // do sends one request and fills rec. It never panics on server input and always sets rec.end.
 func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	rec.RequestedTokens = out
+	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
 	rec.start = c.since()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
