@@ -58,8 +58,8 @@ func newHTTPClient(slots int) *http.Client {
 		ResponseHeaderTimeout: 0, // bounded by the request's own timeout: TTFT under overload can be long
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false, // one connection per slot, as the measurement assumes
-		ReadBufferSize:        2048, // SSE chunks are a few hundred bytes; 10,000 streams hold one each
-		WriteBufferSize:       1024, // a larger request body streams through it
+		ReadBufferSize:        2048,  // SSE chunks are a few hundred bytes; 10,000 streams hold one each
+		WriteBufferSize:       1024,  // a larger request body streams through it
 	}
 	return &http.Client{Transport: tr}
 }
@@ -130,11 +130,14 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 	}
 	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
 	var wroteAt atomic.Int64
+	var newConn atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
 	}))
 	resp, err := c.hc.Do(req)
 	rec.sent = time.Duration(wroteAt.Load())
+	rec.NewConnection = newConn.Load()
 	if rec.sent == 0 {
 		rec.sent = rec.start
 	}

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,6 +227,18 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
+// softMemoryLimit sets a soft Go memory limit sized to the streams (64 MiB + 48 KiB per stream, the
+// measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a function that
+// restores the previous limit. With thousands of streams on a busy client the GC otherwise lets garbage
+// from parsed chunks pile up to several times the live heap.
+func softMemoryLimit(streams int) func() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	prev := debug.SetMemoryLimit(int64(64<<20 + streams*48<<10))
+	return func() { debug.SetMemoryLimit(prev) }
+}
+
 // baseURL strips a trailing "/" and "/v1" so paths can be appended.
 func baseURL(u string) string {
 	u = strings.TrimRight(u, "/")
@@ -298,6 +311,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	hc := newHTTPClient(slots(o, cfg))
 	defer hc.CloseIdleConnections()
+	defer softMemoryLimit(slots(o, cfg))()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}

@@ -212,3 +212,13 @@ func FuzzStream(f *testing.F) {
 func contextWithCancelCause() (context.Context, context.CancelCauseFunc) {
 	return context.WithCancelCause(context.Background())
 }
+
+func BenchmarkParseChunk(b *testing.B) {
+	c := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":512,"total_tokens":600,"completion_tokens":88}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseChunk(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
