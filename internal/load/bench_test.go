@@ -9,7 +9,7 @@ package load
 // Targets (issue 3): fidelity at 256 streams — TTFT p50 within 1 ms and p99 within 2 ms of the
 // simulator's trace, ITL p50 within 0.2 ms; ceiling — 1,000 streams at 50,000 tok/s without the self-check
 // tripping, 10,000 streams neither crash nor leak; memory — under 300 MB RSS at 4,000 streams.
-// The ceiling and memory benchmarks run the simulator in a child process, so the client's CPU and
+// All run the simulator (sim.Listen, fixed mode) in a child process, so the client's CPU and
 // memory are its own (GPUVET_SIM_CPUS=2-15 pins that child with taskset, e.g. when the client itself
 // runs under taskset -c 0,1 to stand for a 2-core machine).
 
@@ -38,23 +38,25 @@ import (
 )
 
 func BenchmarkFidelity(b *testing.B) {
-	var trace bytes.Buffer
-	srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 50 * time.Millisecond, ITL: 10 * time.Millisecond, Trace: &trace}, "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	o := opts(srv.URL(), results.LoadConfig{Profile: "concurrency", Concurrency: 256, PromptTokens: 512, OutputTokens: 64,
+	tracePath := b.TempDir() + "/trace.jsonl"
+	b.Setenv("GPUVET_SIM_TRACE", tracePath)
+	url, stop := simChild(b, "50ms", "10ms")
+	o := opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 256, PromptTokens: 512, OutputTokens: 64,
 		MaxDuration: results.Duration(benchDuration(10 * time.Second))})
 	o.RecordsPath = b.TempDir() + "/records.jsonl"
 	b.ResetTimer()
 	l, err := Run(context.Background(), o)
 	b.StopTimer()
-	srv.Close()
+	stop()
 	if err != nil {
 		b.Fatal(err)
 	}
 	r := l.Runs[0]
-	tt, it, n := traceDists(b, trace.Bytes())
+	trace, err := os.ReadFile(tracePath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tt, it, n := traceDists(b, trace)
 	dTTFT50, dTTFT99, dITL50 := r.TTFT.P50-tt.P50, r.TTFT.P99-tt.P99, r.ITL.P50-it.P50
 	b.ReportMetric(dTTFT50, "ttft_p50_delta_ms")
 	b.ReportMetric(dTTFT99, "ttft_p99_delta_ms")
@@ -237,7 +239,16 @@ func TestSimChild(t *testing.T) {
 	ttft, itl, _ := strings.Cut(spec, ",")
 	dt, _ := time.ParseDuration(ttft)
 	di, _ := time.ParseDuration(itl)
-	srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: dt, ITL: di}, "127.0.0.1:0")
+	cfg := sim.Config{Model: testModel, TTFT: dt, ITL: di}
+	if p := os.Getenv("GPUVET_SIM_TRACE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cfg.Trace = f
+	}
+	srv, err := sim.Listen(cfg, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,17 +227,39 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
-// softMemoryLimit sets a soft Go memory limit sized to the streams (64 MiB + 48 KiB per stream, the
-// measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a function that
-// restores the previous limit. With thousands of streams on a busy client the GC otherwise lets garbage
-// from parsed chunks pile up to several times the live heap.
+// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (64 MiB + 48 KiB per
+// stream, the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
+// function that gives the streams back. With thousands of streams on a busy client the GC otherwise lets
+// garbage from parsed chunks pile up to several times the live heap. Concurrent Runs (one per GPU) add
+// their streams; the limit before the first one is restored after the last.
 func softMemoryLimit(streams int) func() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
-	prev := debug.SetMemoryLimit(int64(64<<20 + streams*48<<10))
-	return func() { debug.SetMemoryLimit(prev) }
+	memMu.Lock()
+	defer memMu.Unlock()
+	if memStreams == 0 {
+		memPrev = debug.SetMemoryLimit(-1)
+	}
+	memStreams += streams
+	debug.SetMemoryLimit(int64(64<<20 + memStreams*48<<10))
+	return func() {
+		memMu.Lock()
+		defer memMu.Unlock()
+		memStreams -= streams
+		if memStreams == 0 {
+			debug.SetMemoryLimit(memPrev)
+		} else {
+			debug.SetMemoryLimit(int64(64<<20 + memStreams*48<<10))
+		}
+	}
 }
+
+var (
+	memMu      sync.Mutex
+	memStreams int
+	memPrev    int64
+)
 
 // baseURL strips a trailing "/" and "/v1" so paths can be appended.
 func baseURL(u string) string {
@@ -344,7 +366,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
 
-	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress},
+	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: base + "/v1/models"},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
