@@ -118,14 +118,14 @@ func judgeGPU(gh *results.GPUHealth, o Options) {
 	if bad := idle & gpu.FailureMask; bad != 0 {
 		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(gpu.ReasonNames(bad), ", "))
 	} else if other := idle &^ gpu.ReasonGPUIdle; other != 0 {
-		gh.Notes = append(gh.Notes, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(gpu.ReasonNames(other), ", ")))
+		addNote(gh, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(gpu.ReasonNames(other), ", ")))
 	}
 	if b := gh.Burn; b != nil {
 		if bad := burnReasons(b) & gpu.FailureMask; bad != 0 {
 			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check airflow, fans and PSU/power brake cabling", strings.Join(gpu.ReasonNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
 		}
 		if burnReasons(b)&gpu.ReasonSWPowerCap != 0 {
-			gh.Notes = append(gh.Notes, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
+			addNote(gh, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
 		}
 	}
 	for _, x := range g.XIDs {
@@ -136,7 +136,7 @@ func judgeGPU(gh *results.GPUHealth, o Options) {
 		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
 	}
 	if g.NUMANode < 0 && (len(gh.Bench) > 0 || gh.Burn != nil) {
-		gh.Notes = append(gh.Notes, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
+		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
 	}
 }
 
@@ -151,7 +151,7 @@ func judgePCIe(gh *results.GPUHealth, o Options, flag func(check, format string,
 		flag(CheckPCIeWidth, "PCIe link x%d, below the card's x%d: reseat the card or check the slot; if the slot is narrower by design, pass --expect-pcie-width %d", p.WidthCurrent, p.WidthMax, p.WidthCurrent)
 	}
 	if p.GenMax > 0 && p.GenCurrent > 0 && p.GenCurrent < p.GenMax {
-		gh.Notes = append(gh.Notes, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
+		addNote(gh, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
 	}
 	for _, b := range gh.Bench {
 		if (b.Name == "pcie_h2d" || b.Name == "pcie_d2h") && b.Status == results.StatusOK && b.Value < o.MinPCIeGBps {
@@ -263,4 +263,14 @@ func deref64(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// addNote adds a note once, so Evaluate can run again on a loaded result.
+func addNote(gh *results.GPUHealth, note string) {
+	for _, n := range gh.Notes {
+		if n == note {
+			return
+		}
+	}
+	gh.Notes = append(gh.Notes, note)
 }

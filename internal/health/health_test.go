@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -315,5 +316,33 @@ func TestBindThread(t *testing.T) {
 	}()
 	if b := <-done; !strings.HasPrefix(b, "none: cannot read the CPUs of NUMA node 3") {
 		t.Errorf("binding %q", b)
+	}
+}
+
+// TestRealH200Result re-judges the result of a real run on 2 × H200 (nvidia-h200-x2, 60 s burn): a
+// healthy host at its power limit (sw_power_cap throughout the burn) must come out ok, not flagged.
+func TestRealH200Result(t *testing.T) {
+	b, err := os.ReadFile("testdata/h200x2-real.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h results.Health
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	Evaluate(&h, Options{ExpectGPUs: 2})
+	if h.Status != results.StatusOK || len(flagsOf(&h)) != 0 || len(h.Comparisons) != 5 {
+		t.Fatalf("status %s flags %v comparisons %d", h.Status, flagsOf(&h), len(h.Comparisons))
+	}
+	for _, gh := range h.GPUs {
+		if gh.Burn == nil || len(gh.Burn.Samples) != 60 || fmt.Sprint(gh.Burn.ReasonsSeen) != "[sw_power_cap]" {
+			t.Errorf("gpu %d burn: %+v", gh.GPU.Index, gh.Burn)
+		}
+	}
+	// The same host with a throttling card: hw_thermal_slowdown in one sample flags that GPU only.
+	h.GPUs[1].Burn.Samples[30].ClockReasons |= gpu.ReasonHWThermalSlowdown
+	Evaluate(&h, Options{ExpectGPUs: 2})
+	if got := fmt.Sprint(flagsOf(&h)); got != "["+CheckBurnClock+"@1]" {
+		t.Errorf("flags %s", got)
 	}
 }
