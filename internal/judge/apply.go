@@ -318,8 +318,8 @@ type LLMMetric struct {
 	Get func(l *results.Load) (v float64, ci *results.Interval, ok bool)
 }
 
-// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, and
-// the sync run's TTFT, ITL and TPOT p95.
+// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
+// sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99.
 var LLMMetrics = []LLMMetric{
 	{MetricSustainedReqS, true, func(l *results.Load) (float64, *results.Interval, bool) {
 		return l.SustainedReqS, nil, l.SustainedReqS > 0
@@ -340,6 +340,20 @@ var LLMMetrics = []LLMMetric{
 	{MetricTTFTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
 	{MetricITLP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
 	{MetricTPOTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+	{MetricConcOutputTokS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+		r := FindRun(l, RunConcurrency)
+		if r == nil || r.Requests.Successful == 0 {
+			return 0, nil, false
+		}
+		return r.OutputTokS, ciOf(r, "output_tok_s"), true
+	}},
+	{MetricConcTTFTP99, false, func(l *results.Load) (float64, *results.Interval, bool) {
+		r := FindRun(l, RunConcurrency)
+		if r == nil || r.TTFT.Count == 0 {
+			return 0, nil, false
+		}
+		return r.TTFT.P99, ciOf(r, "ttft_p99"), true
+	}},
 }
 
 func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (float64, *results.Interval, bool) {

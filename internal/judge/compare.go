@@ -21,6 +21,9 @@ const (
 	MetricTTFTP99        = "ttft_p99_ms"
 	MetricITLP95         = "itl_p95_ms"
 	MetricTPOTP95        = "tpot_p95_ms"
+	// The aicr-style fixed-concurrency run's figures (present when the profile has one).
+	MetricConcOutputTokS = "concurrency_output_tok_s"
+	MetricConcTTFTP99    = "concurrency_ttft_p99_ms"
 )
 
 // Default GPU-to-GPU tolerances and noise guards (seed 003, "How results are judged").
