@@ -465,3 +465,33 @@ func TestJudgeGate(t *testing.T) {
 		}
 	}
 }
+
+// A concurrency-only (aicr-style) profile is compared GPU to GPU on its concurrency-run figures.
+func TestApplyComparesConcurrencyRuns(t *testing.T) {
+	s := summary(healthy(), healthy(), healthy())
+	for i := range s.Hosts[0].Models[0].Endpoints {
+		out := 60000.0
+		if i == 1 {
+			out = 42000 // 30 % slower
+		}
+		s.Hosts[0].Models[0].Endpoints[i].Load = &results.Load{Config: results.LoadConfig{Profile: "concurrency", Concurrency: 256},
+			SustainedReqS: out / 256, Runs: []results.Run{{Kind: RunConcurrency, Concurrency: 256, Requests: results.RequestCounts{Successful: 5000},
+				OutputTokS: out, TTFT: results.Dist{Count: 5000, P95: 700, P99: 800}}}}
+	}
+	cfg := DefaultConfig()
+	cfg.Gates.TTFTP95Ms.Value, cfg.Gates.ITLP95Ms.Value = nil, nil
+	Apply(s, cfg)
+	if s.Status != results.StatusFlag {
+		t.Fatalf("status %s", s.Status)
+	}
+	found := false
+	for _, fl := range s.Flags {
+		if fl.Subject != testModel+" on gpu 1" {
+			t.Errorf("flag on %s: %s", fl.Subject, fl.Reason)
+		}
+		found = found || strings.HasPrefix(fl.Reason, MetricConcOutputTokS+" 42000 on gpu 1 is 30.0 % below")
+	}
+	if !found {
+		t.Errorf("no concurrency-run throughput flag: %+v", s.Flags)
+	}
+}
