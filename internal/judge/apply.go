@@ -377,7 +377,9 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	var eps []ep
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
-		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || e.Status == results.StatusFailed {
+		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
+		// Apply stays idempotent; a failed conformance suite does not void the load figures.
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" {
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})

@@ -495,3 +495,19 @@ func TestApplyComparesConcurrencyRuns(t *testing.T) {
 		t.Errorf("no concurrency-run throughput flag: %+v", s.Flags)
 	}
 }
+
+func TestApplyIdempotentWithFailures(t *testing.T) {
+	s := summary(healthy(), healthy().scaled(0.3), healthy())
+	s.Hosts[0].Models[0].Endpoints[1].Functional = &results.Functional{Status: results.StatusFailed, Error: "suite could not connect"}
+	s.Hosts[0].Models[0].Endpoints[2].Load.Error = "interrupted"
+	Apply(s, DefaultConfig())
+	first, _ := json.Marshal(s)
+	Apply(s, DefaultConfig())
+	second, _ := json.Marshal(s)
+	if string(first) != string(second) {
+		t.Error("a second Apply changed a summary with failures")
+	}
+	if s.Hosts[0].Models[0].Endpoints[1].Status != results.StatusFailed || s.Status != results.StatusFailed {
+		t.Errorf("statuses: ep1 %s run %s", s.Hosts[0].Models[0].Endpoints[1].Status, s.Status)
+	}
+}
