@@ -7,30 +7,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// run executes the CLI with args, capturing stdout.
-func run(t *testing.T, args ...string) (int, string) {
+// runJudgeCLI executes the CLI with args, capturing stdout.
+func runJudgeCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	defer root.SetOut(nil)
 	code := execute(args)
 	return code, out.String()
-}
-
-// resetFlags puts back the flags a previous execute set (cobra keeps them on the command).
-func resetFlags(t *testing.T) {
-	t.Helper()
-	for _, c := range root.Commands() {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			_ = f.Value.Set(f.DefValue)
-			f.Changed = false
-		})
-	}
 }
 
 func writeSummary(t *testing.T, dir, name string, sustained, ttft float64, driver string) string {
@@ -76,8 +63,8 @@ func TestCompareCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resetFlags(t)
-			code, out := run(t, tc.args...)
+			resetFlags(root)
+			code, out := runJudgeCLI(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, out)
 			}
@@ -94,8 +81,8 @@ func TestCalibrateCommand(t *testing.T) {
 	dir := t.TempDir()
 	r1 := writeSummary(t, dir, "r1.json", 40, 40, "")
 	r2 := writeSummary(t, dir, "r2.json", 36, 50, "")
-	resetFlags(t)
-	code, out := run(t, "calibrate", r1, r2)
+	resetFlags(root)
+	code, out := runJudgeCLI(t, "calibrate", r1, r2)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
@@ -104,12 +91,12 @@ func TestCalibrateCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
-	resetFlags(t)
-	if code, out = run(t, "calibrate", "--itl", r1, r2); code != 0 || !strings.Contains(out, "itl_p95_ms: 11") {
+	resetFlags(root)
+	if code, out = runJudgeCLI(t, "calibrate", "--itl", r1, r2); code != 0 || !strings.Contains(out, "itl_p95_ms: 11") {
 		t.Errorf("--itl: exit %d\n%s", code, out)
 	}
-	resetFlags(t)
-	if code, _ = run(t, "calibrate", filepath.Join(dir, "none.json")); code != 2 {
+	resetFlags(root)
+	if code, _ = runJudgeCLI(t, "calibrate", filepath.Join(dir, "none.json")); code != 2 {
 		t.Errorf("missing run: exit %d, want 2", code)
 	}
 }

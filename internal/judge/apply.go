@@ -48,7 +48,7 @@ func Apply(s *results.Summary, cfg Config) {
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg)
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h))
 		}
 		rollHost(h)
 	}
@@ -65,11 +65,30 @@ func mergeThresholds(have, add map[string]results.Threshold) map[string]results.
 	return have
 }
 
-func applyModel(m *results.Model, cfg Config) {
+// hostGPUCount is how many GPUs the host has: discovered, else measured by health, else served.
+func hostGPUCount(h *results.Host) int {
+	if n := len(h.Discovery.GPUs); n > 0 {
+		return n
+	}
+	if h.Health != nil && len(h.Health.GPUs) > 0 {
+		return len(h.Health.GPUs)
+	}
+	seen := map[int]bool{}
+	for _, m := range h.Models {
+		for _, ep := range m.Endpoints {
+			for _, g := range ep.GPUs {
+				seen[g] = true
+			}
+		}
+	}
+	return len(seen)
+}
+
+func applyModel(m *results.Model, cfg Config, hostGPUs int) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
-		ep.Verdicts = EndpointVerdicts(ep, m.Model, cfg)
+		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
@@ -219,8 +238,9 @@ func TotalSuccessful(l *results.Load) int {
 	return n
 }
 
-// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model.
-func EndpointVerdicts(ep *results.Endpoint, model string, cfg Config) []results.Verdict {
+// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model;
+// hostGPUs (the host's GPU count) normalizes a node-wide aicr throughput floor per GPU.
+func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Config) []results.Verdict {
 	if ep.Load == nil {
 		return nil
 	}
@@ -233,10 +253,19 @@ func EndpointVerdicts(ep *results.Endpoint, model string, cfg Config) []results.
 	aicrThr := GateSpec{Check: "gate.aicr_throughput", Name: "concurrency-run output tok/s", Unit: "tok/s", Limit: g.AICRMinOutputTokS, Factor: 1 - tol/100}
 	if g.AICRMinOutputTokS.Value != nil {
 		aicrThr.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1-tol/100, fmtNum(*g.AICRMinOutputTokS.Value), tol)
-		if n := cfg.AICRNodeGPUs; n > 0 {
-			per := float64(max(len(ep.GPUs), 1)) / float64(n)
-			aicrThr.Factor *= per
-			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, max(len(ep.GPUs), 1))
+		epGPUs := max(len(ep.GPUs), 1)
+		switch n := cfg.AICRNodeGPUs; {
+		case cfg.AICRThroughputScope == ScopeGPU:
+			if epGPUs > 1 {
+				aicrThr.Factor *= float64(epGPUs)
+				aicrThr.FactorNote += fmt.Sprintf(", per-GPU floor × %d GPUs", epGPUs)
+			}
+		case n > 0 || hostGPUs > 0:
+			if n == 0 {
+				n = hostGPUs
+			}
+			aicrThr.Factor *= float64(epGPUs) / float64(n)
+			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, epGPUs)
 		}
 	}
 	aicrTTFT := GateSpec{Check: "gate.aicr_ttft_p99", Name: "concurrency-run TTFT p99", Unit: "ms", Upper: true, Limit: g.AICRMaxTTFTP99Ms, Factor: 1 + tol/100}

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -509,5 +510,39 @@ func TestApplyIdempotentWithFailures(t *testing.T) {
 	}
 	if s.Hosts[0].Models[0].Endpoints[1].Status != results.StatusFailed || s.Status != results.StatusFailed {
 		t.Errorf("statuses: ep1 %s run %s", s.Hosts[0].Models[0].Endpoints[1].Status, s.Status)
+	}
+}
+
+func TestAICRThroughputScope(t *testing.T) {
+	tests := []struct {
+		name     string
+		scope    string
+		nodeGPUs int
+		hostGPUs int
+		epGPUs   []int
+		want     float64
+	}{
+		{"node floor, this host's 4 GPUs", ScopeNode, 0, 4, []int{0}, 50000 * 0.9 / 4},
+		{"node floor, a recipe measured on 8", ScopeNode, 8, 4, []int{0}, 50000 * 0.9 / 8},
+		{"per-GPU floor", ScopeGPU, 0, 4, []int{0}, 50000 * 0.9},
+		{"per-GPU floor on a tp=2 group", ScopeGPU, 0, 4, []int{0, 1}, 50000 * 0.9 * 2},
+	}
+	for _, tc := range tests {
+		cfg := DefaultConfig()
+		cfg.Gates.AICRMinOutputTokS = Limit{Value: fp(50000), Source: "recipe:r.yaml"}
+		cfg.AICRThroughputScope, cfg.AICRNodeGPUs = tc.scope, tc.nodeGPUs
+		ep := endpoint(0, healthy())
+		ep.GPUs = tc.epGPUs
+		ep.Load.Runs = append(ep.Load.Runs, results.Run{Kind: RunConcurrency, Concurrency: 256, Requests: results.RequestCounts{Successful: 100}, OutputTokS: 1})
+		v := EndpointVerdicts(&ep, testModel, tc.hostGPUs, cfg)
+		var thr *float64
+		for _, x := range v {
+			if x.Check == "gate.aicr_throughput" {
+				thr = x.Threshold
+			}
+		}
+		if thr == nil || math.Abs(*thr-tc.want) > 1e-6 {
+			t.Errorf("%s: threshold %v, want %v", tc.name, ptr(thr), tc.want)
+		}
 	}
 }

@@ -66,10 +66,15 @@ type Endpoint struct {
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
 type LoadConfig struct {
-	Profile        string   `json:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
-	API            string   `json:"api"`     // chat or completions
-	PromptTokens   int      `json:"prompt_tokens"`
-	PromptStdev    int      `json:"prompt_tokens_stdev,omitempty"`
+	Profile      string `json:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API          string `json:"api"`     // chat or completions
+	PromptTokens int    `json:"prompt_tokens"`
+	PromptStdev  int    `json:"prompt_tokens_stdev,omitempty"`
+	PromptMin    int    `json:"prompt_tokens_min,omitempty"` // clamp of the length distribution
+	PromptMax    int    `json:"prompt_tokens_max,omitempty"`
+	// PrefixCount × PrefixTokens: shared-prefix prompts (prompt i starts with prefix i % PrefixCount).
+	PrefixCount    int      `json:"prefix_count,omitempty"`
+	PrefixTokens   int      `json:"prefix_tokens,omitempty"`
 	OutputTokens   int      `json:"output_tokens"`
 	MaxConcurrency int      `json:"max_concurrency,omitempty"`
 	Concurrency    int      `json:"concurrency,omitempty"`
