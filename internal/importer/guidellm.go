@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -75,8 +76,8 @@ type glDist struct {
 }
 
 // GuideLLM reads a guidellm benchmarks.json report as a summary: one run per benchmark (synchronous,
-// throughput, constant, poisson, concurrent → concurrency). A sweep keeps its rungs in
-// Load.Saturation (Peak, Rungs); the seed's truncated/unsaturated analysis is not re-run here.
+// throughput, constant, poisson, concurrent → concurrency). A sweep gets the seed's
+// truncated/unsaturated analysis in Load.Saturation, like gpuvet's own sweeps.
 func GuideLLM(b []byte) (*results.Summary, error) {
 	b = nullNonFinite(b)
 	var rep glReport
@@ -116,8 +117,10 @@ func GuideLLM(b []byte) (*results.Summary, error) {
 	peakRun := fillPeak(l)
 	l.Config = glConfig(l, kinds, peakRun)
 	if l.Config.Profile == "sweep" {
-		l.Saturation = sweepRungs(l)
-		caveats = append(caveats, "imported guidellm sweep: the truncated/unsaturated analysis was not re-run, so its throughput is taken as measured")
+		l.Saturation = sweepSaturation(l)
+		if l.Saturation.LowerBound() {
+			caveats = append(caveats, "imported guidellm sweep is a lower bound: "+l.Saturation.Reason)
+		}
 	}
 	var t time.Time
 	if started > 0 {
@@ -268,18 +271,21 @@ func glConfig(l *results.Load, kinds map[string]bool, peak *results.Run) results
 	return c
 }
 
-// sweepRungs records the probe and the constant rungs of a sweep, as the saturation analysis reads them.
-func sweepRungs(l *results.Load) *results.Saturation {
-	s := &results.Saturation{}
+// sweepSaturation runs the seed's truncated/unsaturated analysis (load.AnalyzeSaturation) on the
+// throughput probe and the constant rungs of an imported sweep, as gpuvet does on its own sweeps.
+func sweepSaturation(l *results.Load) *results.Saturation {
+	var peak float64
+	var rungs []float64
 	for _, r := range l.Runs {
 		switch r.Kind {
 		case "throughput":
-			s.Peak = r.OutputTokS
+			peak = r.OutputTokS
 		case "constant", "poisson":
-			s.Rungs = append(s.Rungs, r.OutputTokS)
+			rungs = append(rungs, r.OutputTokS)
 		}
 	}
-	return s
+	s := load.AnalyzeSaturation(rungs, peak)
+	return &s
 }
 
 func argString(args map[string]json.RawMessage, key string) string {

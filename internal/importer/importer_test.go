@@ -323,3 +323,50 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// guidellmSweep writes a minimal guidellm sweep: a sync run, the probe and the constant rungs.
+func guidellmSweep(probe float64, rungs ...float64) []byte {
+	bench := func(strategy string, out float64) string {
+		return `{"config": {"strategy": ` + strategy + `}, "duration": 20, "metrics": {"request_totals": {"successful": 100},
+		  "output_tokens_per_second": {"successful": {"mean": ` + fmtF(out) + `}}, "output_token_count": {"successful": {"mean": 256}},
+		  "time_to_first_token_ms": {"successful": {"count": 100, "percentiles": {"p50": 30, "p95": 40, "p99": 45}}}}}`
+	}
+	parts := []string{bench(`{"type_": "synchronous"}`, 90), bench(`{"type_": "throughput", "max_concurrency": 128}`, probe)}
+	for i, r := range rungs {
+		parts = append(parts, bench(`{"type_": "constant", "rate": `+fmtF(float64(i+1))+`}`, r))
+	}
+	return []byte(`{"args": {"model": "m"}, "benchmarks": [` + strings.Join(parts, ",") + `]}`)
+}
+
+func fmtF(v float64) string { b, _ := json.Marshal(v); return string(b) }
+
+// The seed's own sweep cases, read from guidellm reports: the saturation analysis marks the lower
+// bounds exactly as it does on gpuvet's own sweeps.
+func TestGuideLLMSaturationSeedCases(t *testing.T) {
+	tests := []struct {
+		name        string
+		probe       float64
+		rungs       []float64
+		lowerBound  bool
+		unsaturated bool
+	}{
+		{"unsaturated ladder 400..2400, probe 2700", 2700, []float64{400, 800, 1200, 1600, 2000, 2400}, true, true},
+		{"bent knee ..1900, 1950, probe 2100", 2100, []float64{400, 800, 1200, 1600, 1900, 1950}, false, false},
+		{"probe 3200 over a top rung of 2400", 3200, []float64{400, 800, 1200, 1600, 2000, 2400}, false, false},
+		{"flat ladder", 2500, []float64{2400, 2400, 2400, 2400, 2400, 2400}, false, false},
+		{"truncated: top rung above the probe", 2000, []float64{500, 1000, 1500, 2200}, true, false},
+	}
+	for _, tc := range tests {
+		s, err := GuideLLM(guidellmSweep(tc.probe, tc.rungs...))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		l, _ := onlyRun(t, s)
+		if l.Saturation.LowerBound() != tc.lowerBound || l.Saturation.Unsaturated != tc.unsaturated {
+			t.Errorf("%s: saturation %+v", tc.name, l.Saturation)
+		}
+		if tc.lowerBound != strings.Contains(strings.Join(s.Caveats, "\n"), "lower bound") {
+			t.Errorf("%s: caveats %v", tc.name, s.Caveats)
+		}
+	}
+}

@@ -1,7 +1,11 @@
 package judge
 
 import (
+	"fmt"
+	"sort"
+
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // FromPlan builds the judge's Config from a resolved plan: the global gates and guards with the
@@ -70,4 +74,54 @@ func gatesFrom(g config.Gates, src func(string) string) Gates {
 		AICRMinOutputTokS: Limit{Value: g.AICRMinOutputTokS, Unit: "tok/s", Source: src("gates.aicr_min_output_tok_s")},
 		AICRMaxTTFTP99Ms:  Limit{Value: g.AICRMaxTTFTP99Ms, Unit: "ms", Source: src("gates.aicr_max_ttft_p99_ms")},
 	}
+}
+
+// Judge is the pipeline's judge phase (pipeline.Deps.Judge): the plan's thresholds, resolved for
+// every GPU name in the summary, applied to the whole summary.
+func Judge(s *results.Summary, plan *config.Plan) error {
+	if s == nil || plan == nil {
+		return fmt.Errorf("judge: no summary or no plan")
+	}
+	cfg := FromPlan(plan, gpuNames(s))
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	Apply(s, cfg)
+	return nil
+}
+
+// Baseline is the pipeline's baseline step (pipeline.Deps.Baseline, `gpuvet run --baseline FILE`):
+// it compares the summary against the file (an unreadable file becomes a note, not an error) and
+// judges again so that breaches become flags.
+func Baseline(s *results.Summary, baselinePath string, plan *config.Plan) error {
+	if s == nil || plan == nil {
+		return fmt.Errorf("baseline: no summary or no plan")
+	}
+	cfg := FromPlan(plan, gpuNames(s))
+	BaselineFor(baselinePath, s, cfg)
+	Apply(s, cfg)
+	return nil
+}
+
+// gpuNames lists the distinct exact GPU names of a summary (discovery and endpoints), sorted.
+func gpuNames(s *results.Summary) []string {
+	seen := map[string]bool{}
+	for _, h := range s.Hosts {
+		for _, g := range h.Discovery.GPUs {
+			seen[g.Name] = g.Name != ""
+		}
+		for _, m := range h.Models {
+			for _, ep := range m.Endpoints {
+				seen[ep.GPUName] = ep.GPUName != ""
+			}
+		}
+	}
+	var out []string
+	for n, ok := range seen {
+		if ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -94,3 +94,44 @@ func TestFromPlanAICRRecipe(t *testing.T) {
 }
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+// Judge and Baseline have the pipeline's Deps signatures and judge a whole run from a plan.
+func TestJudgeAndBaselineDeps(t *testing.T) {
+	var _ func(*results.Summary, *config.Plan) error = Judge
+	var _ func(*results.Summary, string, *config.Plan) error = Baseline
+	var _ func(*results.Summary, bool) int = ExitCode
+
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site.yaml")
+	os.WriteFile(site, []byte("accelerators:\n  H200:\n    gates: {ttft_p95_ms: 30}\n"), 0o644)
+	p, err := config.Load(config.Options{Files: []string{site}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := summary(healthy(), healthy())
+	if err := Judge(s, p); err != nil {
+		t.Fatal(err)
+	}
+	v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], "gate.ttft_p95")
+	if v.Result != ResultFail || !hasPrefix(v.Source, "accelerator:H200") || *v.Threshold != 30 {
+		t.Errorf("accelerator gate through the plan: %+v", v)
+	}
+	base := filepath.Join(dir, "baseline.json")
+	if err := results.WriteJSON(base, summary(healthy(), healthy())); err != nil {
+		t.Fatal(err)
+	}
+	s2 := withEnv(summary(healthy(), healthy().scaled(0.3)), "vm")
+	if err := Baseline(s2, base, p); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, fl := range s2.Flags {
+		found = found || fl.Check == CheckBaseline
+	}
+	if !found || s2.Baseline == nil || s2.Baseline.BaselineFile != base {
+		t.Errorf("baseline breach not flagged: %+v", s2.Flags)
+	}
+	if err := Baseline(s2, filepath.Join(dir, "nope.json"), p); err != nil || !hasPrefix(s2.Baseline.Note, "no comparison") {
+		t.Errorf("missing baseline: %v %+v", err, s2.Baseline)
+	}
+}
