@@ -343,17 +343,20 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 type LLMMetric struct {
 	Name           string
 	HigherIsBetter bool
+	// BaselineOnly: compared against baselines but not GPU to GPU (too noisy between cards).
+	BaselineOnly bool
 	// Get reads the figure and its CI from a load; ok is false when it was not measured.
 	Get func(l *results.Load) (v float64, ci *results.Interval, ok bool)
 }
 
 // LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
-// sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99.
+// sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99 (the
+// latter against baselines only).
 var LLMMetrics = []LLMMetric{
-	{MetricSustainedReqS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricSustainedReqS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
 		return l.SustainedReqS, nil, l.SustainedReqS > 0
 	}},
-	{MetricPeakOutputTokS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricPeakOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
 		var ci *results.Interval
 		best := -1.0
 		for i := range l.Runs {
@@ -366,17 +369,17 @@ var LLMMetrics = []LLMMetric{
 		}
 		return best, ci, best > 0
 	}},
-	{MetricTTFTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
-	{MetricITLP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
-	{MetricTPOTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
-	{MetricConcOutputTokS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
+	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
+	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+	{MetricConcOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
 		r := FindRun(l, RunConcurrency)
 		if r == nil || r.Requests.Successful == 0 {
 			return 0, nil, false
 		}
 		return r.OutputTokS, ciOf(r, "output_tok_s"), true
 	}},
-	{MetricConcTTFTP99, false, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricConcTTFTP99, false, true, func(l *results.Load) (float64, *results.Interval, bool) {
 		r := FindRun(l, RunConcurrency)
 		if r == nil || r.TTFT.Count == 0 {
 			return 0, nil, false
@@ -418,6 +421,9 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
+		if met.BaselineOnly {
+			continue
+		}
 		var cells []Cell
 		for _, e := range eps {
 			v, ci, ok := met.Get(e.load)
