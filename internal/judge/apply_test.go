@@ -424,6 +424,9 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults are valid", func(*Config) {}, ""},
 		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "thresholds.ttft_p95_ms: -1 is negative"},
 		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "llm_variance_pct: 100 % would never flag"},
+		{"variance unset", func(c *Config) { c.GEMMVariancePct.Value = nil }, "gemm_variance_pct: not set"},
+		{"zero config", func(c *Config) { *c = Config{} }, "llm_variance_pct: not set"},
+		{"bad scope", func(c *Config) { c.AICRThroughputScope = "rack" }, `aicr_throughput_scope: "rack"`},
 		{"unknown disable key", func(c *Config) {
 			c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"m": {Disable: []string{"ttft"}}}}
 		}, `reference["NVIDIA L40S"]["m"].disable: unknown gate "ttft"`},
