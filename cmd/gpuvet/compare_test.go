@@ -54,6 +54,8 @@ func TestCompareCommand(t *testing.T) {
 			"caveat: vm: driver version differs (baseline 570.86.15, vm 580.65.06)", "FLAG Qwen/Qwen3-8B gpu 0 [vm]"}},
 		{"fail on flag", []string{"compare", "--fail-on-flag", base, vm}, 1, []string{"breach"}},
 		{"tolerance flag", []string{"compare", "--tolerance", "20", base, vm}, 0, []string{"tolerance 20 %, flag", "ok"}},
+		{"tolerance from --set", []string{"compare", "--set", "compare.baseline_tolerance_pct=16", base, vm}, 0, []string{"tolerance 16 %, flag"}},
+		{"bad tolerance", []string{"compare", "--tolerance", "-3", base, vm}, 2, nil},
 		{"corrupt baseline degrades", []string{"compare", corrupt, vm}, 0, []string{"no comparison: baseline", "unreadable"}},
 		{"missing baseline degrades", []string{"compare", filepath.Join(dir, "none.json"), vm}, 0, []string{"no comparison"}},
 		{"missing result is bad input", []string{"compare", base, filepath.Join(dir, "none.json")}, 2, nil},
