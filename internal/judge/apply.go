@@ -18,7 +18,6 @@ const (
 const (
 	CheckGPUToGPU     = "compare.gpu_to_gpu"
 	CheckBaseline     = "baseline.overhead"
-	CheckFunctional   = "functional"
 	CheckLoadPartial  = "judge.load_partial"
 	checkGatePrefix   = "gate."
 	checkJudgePrefix  = "judge."
