@@ -14,7 +14,7 @@ import (
 // verdict, how counts were made, and the client self-check (loud when it tripped).
 func WriteTable(w io.Writer, l *results.Load) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "#\tprofile\ttarget\tok\terr\treq/s\tout tok/s\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tTPOT p50\tE2E p50\tlag p99\t")
+	fmt.Fprintln(tw, "#\tprofile\ttarget\tok\terr\tcut\treq/s\tout tok/s\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tTPOT p50\tE2E p50\tlag p99\t")
 	for i, r := range l.Runs {
 		target := fmt.Sprintf("c=%d", r.Concurrency)
 		if r.TargetRate > 0 {
@@ -24,12 +24,12 @@ func WriteTable(w io.Writer, l *results.Load) {
 		if r.ClientLimited {
 			mark = " CLIENT-LIMITED"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\n",
-			i+1, r.Kind, target, r.Requests.Successful, r.Requests.Errored+r.Requests.Incomplete, r.ReqS, r.OutputTokS,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\n",
+			i+1, r.Kind, target, r.Requests.Successful, r.Requests.Errored, r.Requests.Incomplete, r.ReqS, r.OutputTokS,
 			r.TTFT.P50, r.TTFT.P99, r.ITL.P50, r.ITL.P99, r.TPOT.P50, r.E2E.P50, r.ClientLag.P99, mark)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "(latencies in ms; TTFT from request written to first generated token; ITL per token)")
+	fmt.Fprintln(w, "(latencies in ms; TTFT from request written to first generated token; ITL per token; cut: ended by the drain bound or a stop)")
 	for i, r := range l.Runs {
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "rung %d errors: %s\n", i+1, formatErrors(r.Errors))
