@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,19 @@ type client struct {
 	reqTimeout time.Duration
 	stall      time.Duration
 	epoch      time.Time
+	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
+	// no longer sent.
+	dropped []string
 }
+
+// Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
+const (
+	paramContinuous = "stream_options.continuous_usage_stats"
+	paramExact      = "min_tokens+ignore_eos"
+	paramUsage      = "stream_options"
+)
+
+func (c *client) sends(param string) bool { return !slices.Contains(c.dropped, param) }
 
 // newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot.
 func newHTTPClient(slots int) *http.Client {
@@ -74,7 +87,7 @@ func apiKey(env string) string {
 
 type streamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
 }
 
 type message struct {
@@ -84,20 +97,25 @@ type message struct {
 
 // request is the body sent. ignore_eos and min_tokens ask vLLM/SGLang for exactly max_tokens tokens.
 type request struct {
-	Model         string        `json:"model"`
-	Messages      []message     `json:"messages,omitempty"`
-	Prompt        *string       `json:"prompt,omitempty"`
-	MaxTokens     int           `json:"max_tokens"`
-	MinTokens     int           `json:"min_tokens"`
-	IgnoreEOS     bool          `json:"ignore_eos"`
-	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
-	Temperature   float64       `json:"temperature"`
+	Model         string         `json:"model"`
+	Messages      []message      `json:"messages,omitempty"`
+	Prompt        *string        `json:"prompt,omitempty"`
+	MaxTokens     int            `json:"max_tokens"`
+	MinTokens     int            `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	Temperature   float64        `json:"temperature"`
 }
 
 func (c *client) body(p dataset.Prompt, out int) []byte {
-	r := request{Model: c.model, MaxTokens: out, MinTokens: out, IgnoreEOS: true, Stream: true,
-		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: true}}
+	r := request{Model: c.model, MaxTokens: out, Stream: true}
+	if c.sends(paramExact) {
+		r.MinTokens, r.IgnoreEOS = out, true
+	}
+	if c.sends(paramUsage) {
+		r.StreamOptions = &streamOptions{IncludeUsage: true, ContinuousUsageStats: c.sends(paramContinuous)}
+	}
 	if c.chat {
 		r.Messages = []message{{Role: "user", Content: p.Text}}
 	} else {
@@ -106,6 +124,27 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 	}
 	b, _ := json.Marshal(r) // cannot fail: plain strings and numbers
 	return b
+}
+
+// negotiate sends one short request; while the endpoint answers HTTP 400, it gives up the optional
+// parameters one by one (continuous usage, then exact lengths, then stream_options) and tries again.
+// Servers that are OpenAI-compatible but not vLLM-compatible get a load they accept, and the result
+// says what was given up. An endpoint that refuses even the plain request is an error.
+func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
+	for _, give := range []string{"", paramContinuous, paramExact, paramUsage} {
+		if give != "" {
+			c.dropped = append(c.dropped, give)
+		}
+		rec := &Record{}
+		c.do(ctx, p, 2, rec)
+		if rec.Error != "http_400" {
+			return nil // other failures are the load's to count, not a reason to give anything up
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
 }
 
 // do sends one request and fills rec. It never panics on server input and always sets rec.end.

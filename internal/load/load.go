@@ -346,6 +346,13 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	l.TokenCounts = counts
 
+	if err := cl.negotiate(ctx, src.Prompt(0)); err != nil {
+		return nil, err
+	}
+	if len(cl.dropped) > 0 {
+		l.DroppedParams = cl.dropped
+		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
+	}
 	var recW io.Writer
 	if o.RecordsPath != "" {
 		fh, err := os.Create(o.RecordsPath)

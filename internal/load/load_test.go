@@ -438,3 +438,19 @@ func readRecordsT(t *testing.T, path string) []Record {
 	}
 	return out
 }
+
+func TestStrictEndpointGetsPlainRequests(t *testing.T) {
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "final", strict: true}
+	s := f.start(t)
+	l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.DroppedParams, []string{paramContinuous, paramExact}) || l.OutputCounts != countsUsage || l.Runs[0].Requests.Successful != 3 {
+		t.Fatalf("dropped %v counts %q requests %+v", l.DroppedParams, l.OutputCounts, l.Runs[0].Requests)
+	}
+	f.status = 400
+	if _, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3})); err == nil || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("an endpoint refusing everything: %v", err)
+	}
+}

@@ -55,6 +55,9 @@ func WriteTable(w io.Writer, l *results.Load) {
 		}
 	}
 	fmt.Fprintf(w, "prompt lengths: %s; output counts: %s\n", l.TokenCounts, orDefault(l.OutputCounts, "none"))
+	if len(l.DroppedParams) > 0 {
+		fmt.Fprintf(w, "the endpoint refused %s: not sent\n", strings.Join(l.DroppedParams, ", "))
+	}
 	c := l.Client
 	fmt.Fprintf(w, "client: lag p50 %.2f ms, p99 %.2f ms, max %.1f ms; CPU %.0f%% of one core (%d cores)\n", c.LagP50Ms, c.LagP99Ms, c.LagMaxMs, c.CPUPercent, c.Cores)
 	if c.ClientLimited {
