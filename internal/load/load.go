@@ -454,10 +454,10 @@ func prompts(ctx context.Context, cfg results.LoadConfig, server, usageC dataset
 // attempt is one pass of the profile (a sweep may run twice).
 type attempt struct {
 	runs        []results.Run
-	outs        []*rungOut
 	sat         *results.Saturation
 	err         string
 	interrupted bool
+	burst       float64 // best 1 s completion rate of any rung
 }
 
 // executor runs the configured profile's rungs, writing records as each rung ends.
@@ -502,11 +502,11 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	if ex.recW != nil && ex.recErr == nil {
 		ex.recErr = writeRecords(ex.recW, out.recs)
 	}
+	a.burst = max(a.burst, burstReqS(out))
 	for _, r := range out.recs { // keep the figures, drop the per-chunk data
 		r.marks, r.ITLMs = nil, nil
 	}
 	a.runs = append(a.runs, run)
-	a.outs = append(a.outs, out)
 	a.interrupted = a.interrupted || out.interrupted
 	return run
 }
@@ -539,8 +539,8 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 }
 
 // sweep: synchronous -> throughput probe (max concurrency) -> Rates constant rungs at
-// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate), then the
-// saturation analysis.
+// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate; rates are
+// sustained rates, see rungRate), then the saturation analysis.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
@@ -572,20 +572,20 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	a.sat = &s
 }
 
-// minWindowCompletions is the fewest completions in a window for its req/s to set the ladder; below
-// it (a short --max-duration against long requests) Little's law gives the rate instead.
-const minWindowCompletions = 5
-
-// rungRate is a closed-loop rung's request rate for placing the constant rungs: the window's req/s, or
-// concurrency ÷ mean E2E when too few requests finished inside the window to count.
+// rungRate is a closed-loop rung's sustained request rate, which places the constant rungs: output
+// tok/s ÷ mean output tokens per request, as sustained req/s is defined. Counting completions instead
+// under-reads a window not much longer than a request (none finish during the first E2E), and a ladder
+// placed too low looks unsaturated. With no tokens it falls back to concurrency ÷ mean E2E.
 func rungRate(r results.Run) float64 {
-	if r.Requests.Successful == 0 {
+	switch {
+	case r.Requests.Successful == 0:
 		return 0
+	case r.OutputTokS > 0 && r.MeanOutputTokens > 0:
+		return r.OutputTokS / r.MeanOutputTokens
+	case r.E2E.Mean > 0:
+		return float64(max(r.Concurrency, 1)) / (r.E2E.Mean / 1000)
 	}
-	if r.ReqS*r.WindowSeconds >= minWindowCompletions || r.E2E.Mean <= 0 {
-		return r.ReqS
-	}
-	return float64(max(r.Concurrency, 1)) / (r.E2E.Mean / 1000)
+	return r.ReqS
 }
 
 func peak(runs []results.Run) float64 {
@@ -610,9 +610,7 @@ func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Durat
 			l.SustainedReqS = l.PeakOutputTokS / m
 		}
 	}
-	for _, o := range a.outs {
-		l.BurstReqS = max(l.BurstReqS, burstReqS(o))
-	}
+	l.BurstReqS = a.burst
 	d := metrics.Summarize(lags)
 	l.Client = results.ClientCheck{LagP50Ms: d.P50, LagP99Ms: d.P99, LagMaxMs: d.Max, Cores: numCPU()}
 	if wall > 0 {

@@ -48,7 +48,11 @@ func WriteTable(w io.Writer, l *results.Load) {
 		case s.LowerBound():
 			fmt.Fprintf(w, "saturation: LOWER BOUND — %s\n", s.Reason)
 		default:
-			fmt.Fprintf(w, "saturation: ok — the ladder reached the knee (probe peak %.0f tok/s)\n", s.Peak)
+			top := 0.0
+			if len(s.Rungs) > 0 {
+				top = s.Rungs[len(s.Rungs)-1]
+			}
+			fmt.Fprintf(w, "saturation: neither truncated nor unsaturated (probe peak %.0f tok/s, top rung %.0f tok/s): throughput is a measurement, not a lower bound\n", s.Peak, top)
 		}
 		if l.Retried {
 			fmt.Fprintf(w, "the sweep was unsaturated and ran twice; attempt %d is kept\n", l.KeptAttempt)
