@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 var fastRetry = &retryPolicy{attempts: 5, base: 10 * time.Millisecond, max: 50 * time.Millisecond, maxRetryAfter: 5 * time.Second}
@@ -438,6 +440,42 @@ func BenchmarkPull(b *testing.B) {
 		cache := filepath.Join(b.TempDir(), strconv.Itoa(i))
 		if _, err := Pull(context.Background(), repo.model, Options{CacheDir: cache, Endpoint: fh.endpoint()}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestCacheEnvHook is the `gpuvet run` path: pull once, then the engine env; offline afterwards.
+func TestCacheEnvHook(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/run", 13)
+	fh := newFakeHub(t, repo)
+	t.Setenv("HF_ENDPOINT", fh.endpoint())
+	env, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["HF_HUB_CACHE"] != cache || env["HF_HUB_OFFLINE"] != "1" || env["HF_HOME"] != filepath.Dir(cache) {
+		t.Fatalf("engine env %v", env)
+	}
+	if fh.totalServed() != repo.total() {
+		t.Fatalf("served %d, want the whole model %d", fh.totalServed(), repo.total())
+	}
+	// Present: the hook touches no network, even with the hub gone.
+	fh.hub.Close()
+	fh.reset()
+	if _, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: false}); err != nil {
+		t.Fatal(err)
+	}
+	// A model not in the cache on an offline host: the exact command.
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	_, err = CacheEnv(context.Background(), "acme/absent", config.ModelCache{Dir: cache, Offline: true})
+	if err == nil || !strings.Contains(err.Error(), "gpuvet cache pull acme/absent --cache-dir "+cache) {
+		t.Fatalf("offline, absent: %v", err)
+	}
+	// model_cache: off, or a local folder: nothing to do.
+	for _, tc := range []struct{ model, dir string }{{"acme/x", ""}, {t.TempDir(), cache}} {
+		if env, err := CacheEnv(context.Background(), tc.model, config.ModelCache{Dir: tc.dir}); err != nil || len(env) != 0 {
+			t.Fatalf("CacheEnv(%q, dir %q) = %v, %v; want nothing", tc.model, tc.dir, env, err)
 		}
 	}
 }
