@@ -162,6 +162,40 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 	}
 }
 
+// doNoFollow sends one request to the hub and returns its answer with any redirect to another
+// host unfollowed (a HEAD reads the hub's own headers; the CDN is not asked). Relative redirects on
+// the hub's host (a renamed repo) that carry no file headers are followed, up to 5.
+func (h *hub) doNoFollow(ctx context.Context, method, rawURL string) (*http.Response, http.Header, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	for hop := 0; ; hop++ {
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("User-Agent", "gpuvet-modelcache")
+		req.Header.Set("Accept-Encoding", "identity")
+		if h.token != "" && sameOrigin(u, h.endpoint) {
+			req.Header.Set("Authorization", "Bearer "+h.token)
+		}
+		resp, err := h.hc.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if resp.StatusCode < 300 || resp.StatusCode > 399 || resp.Header.Get("X-Linked-Etag") != "" || hop >= 5 {
+			return resp, resp.Header, nil
+		}
+		next, err := u.Parse(resp.Header.Get("Location"))
+		if err != nil || !sameOrigin(next, h.endpoint) {
+			return resp, resp.Header, nil
+		}
+		drain(resp)
+		u = next
+	}
+}
+
 func drain(resp *http.Response) {
 	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 	resp.Body.Close()

@@ -193,6 +193,11 @@ func pull(ctx context.Context, c *pullConfig, model string) (*Snapshot, error) {
 	m, err := readManifest(repo, commit)
 	if err != nil {
 		files, err := h.tree(ctx, model, commit)
+		if treeUnsupported(err) {
+			// Some hub proxies serve only the revision and resolve endpoints: list from the
+			// revision's siblings and ask each file's hash and size with a HEAD.
+			files, err = h.headAll(ctx, model, commit, info, c)
+		}
 		if err != nil {
 			return nil, err
 		}

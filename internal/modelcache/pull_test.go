@@ -479,3 +479,77 @@ func TestCacheEnvHook(t *testing.T) {
 		}
 	}
 }
+
+// TestNoTreeAPI pulls from a hub proxy that has no tree API: the listing comes from the revision's
+// siblings plus a HEAD per file (X-Linked-Etag/X-Linked-Size for LFS, ETag for the rest).
+func TestNoTreeAPI(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/proxy", 14)
+	fh := newFakeHub(t, repo)
+	fh.noTree = true
+	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if fh.count("head resolve") != len(repo.files) || fh.count("tree") != 1 {
+		t.Fatalf("%d HEADs, %d tree calls; want one HEAD per file and the one failed tree call", fh.count("head resolve"), fh.count("tree"))
+	}
+	if err := Verify(cache, repo.model); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStalledBody: a body that stops sending is cut by the stall watchdog and resumed.
+func TestStalledBody(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/stall", 15)
+	fh := newFakeHub(t, repo)
+	big := "model-00001-of-00002.safetensors"
+	fh.hang = map[string]int64{big: 512 << 10}
+	o := opts(fh, cache)
+	o.stall = 300 * time.Millisecond
+	s, err := Pull(context.Background(), repo.model, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if r := fh.ranges[big]; len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") || r[1] == "bytes=0-" {
+		t.Fatalf("stalled file requests %q: want a resume after the stall", r)
+	}
+}
+
+// TestNewCommitSharesBlobs: a new commit that changes one file downloads only that file; the
+// unchanged blobs are shared by both snapshots, and refs/main moves to the new commit.
+func TestNewCommitSharesBlobs(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/evolving", 16)
+	fh := newFakeHub(t, repo)
+	if _, err := Pull(context.Background(), repo.model, opts(fh, cache)); err != nil {
+		t.Fatal(err)
+	}
+	old := repo.commit
+	fh.mu.Lock()
+	repo.commit = strings.Repeat("c", 40)
+	repo.files["config.json"] = []byte(`{"hidden_size":128}`)
+	fh.mu.Unlock()
+	fh.reset()
+	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if fh.totalServed() != int64(len(repo.files["config.json"])) {
+		t.Fatalf("new commit: served %d bytes, want only the changed config.json", fh.totalServed())
+	}
+	snaps, _ := List(cache)
+	if len(snaps) != 2 || snaps[0].Commit != old && snaps[1].Commit != old {
+		t.Fatalf("want both commits listed: %+v", snaps)
+	}
+	// The old revision stays usable by commit, offline.
+	o := opts(fh, cache)
+	o.Revision, o.Offline = old, true
+	if _, err := Ensure(context.Background(), repo.model, o); err != nil {
+		t.Fatal(err)
+	}
+}
