@@ -345,7 +345,8 @@ func transient(ctx context.Context, err error) bool {
 var errStalled = errors.New("connection stalled: no bytes received")
 
 // withRetry runs op until it succeeds, fails for good, or runs out of attempts. op reports progress
-// (bytes moved) so a long download cut many times keeps going as long as each try gets further.
+// (bytes moved) so a long download cut many times keeps going as long as each try gets further
+// (up to 1000 tries in all).
 func (h *hub) withRetry(ctx context.Context, what string, op func() (progress bool, err error)) error {
 	fails := 0
 	for total := 1; ; total++ {
@@ -361,7 +362,7 @@ func (h *hub) withRetry(ctx context.Context, what string, op func() (progress bo
 			fails = 0
 		}
 		fails++
-		if fails >= h.retry.attempts || total >= 10*h.retry.attempts {
+		if fails >= h.retry.attempts || total >= 1000 {
 			return fmt.Errorf("%s: gave up after %d tries: %w", what, total, re.err)
 		}
 		if err := sleepCtx(ctx, h.retry.backoff(fails, re.wait, re.hasWait)); err != nil {

@@ -320,10 +320,15 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
 	n := ft.downloaded.Load()
+	if bar != nil {
+		if len(errs) == 0 && ctx.Err() == nil {
+			_ = bar.Finish()
+		} else {
+			_ = bar.Exit() // stop where it is: a failed pull must not show 100 %
+			fmt.Fprintln(c.Progress)
+		}
+	}
 	if len(errs) > 0 {
 		return n, firstRealError(errs)
 	}
