@@ -448,15 +448,16 @@ func (r *revisionInfo) check() error {
 }
 
 func (h *hub) revision(ctx context.Context, model, rev string) (*revisionInfo, error) {
-	var r revisionInfo
+	var raw json.RawMessage
 	what := fmt.Sprintf("revision %s of %s", rev, model)
-	if _, err := h.getJSON(ctx, h.apiModelURL(model, "revision", rev), model, what, 16<<20, &r); err != nil {
+	if _, err := h.getJSON(ctx, h.apiModelURL(model, "revision", rev), model, what, 16<<20, &raw); err != nil {
 		return nil, err
 	}
-	if err := r.check(); err != nil {
+	r, err := parseRevision(raw)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // treeEntry is one element of GET /api/models/{repo}/tree/{rev}?recursive=true.

@@ -41,6 +41,30 @@ type fakeHub struct {
 	hang        map[string]int64 // path -> stop sending (without closing) after this many bytes, once
 	slow        map[string]time.Duration
 	onBytes     func(path string, served int64) // called after each chunk of a slow body
+	active      sync.WaitGroup                  // bodies being served
+}
+
+func (fh *fakeHub) rangesOf(p string) []string {
+	fh.mu.Lock()
+	defer fh.mu.Unlock()
+	return append([]string(nil), fh.ranges[p]...)
+}
+
+func (fh *fakeHub) servedOf(p string) int64 {
+	fh.mu.Lock()
+	defer fh.mu.Unlock()
+	return fh.served[p]
+}
+
+// quiesce waits until no body is being served (a killed client's handler notices and returns).
+func (fh *fakeHub) quiesce() {
+	done := make(chan struct{})
+	go func() { fh.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fh.t.Fatal("the test hub is still serving a body 10s after its client went away")
+	}
 }
 
 type fakeRepo struct {
@@ -328,6 +352,8 @@ func (fh *fakeHub) serveAPI(w http.ResponseWriter, r *http.Request, rest string)
 
 // serveBody sends content (or the asked range) with the faults configured for path.
 func (fh *fakeHub) serveBody(w http.ResponseWriter, r *http.Request, path string, content []byte) {
+	fh.active.Add(1)
+	defer fh.active.Done()
 	fh.mu.Lock()
 	rng := r.Header.Get("Range")
 	fh.ranges[path] = append(fh.ranges[path], rng)

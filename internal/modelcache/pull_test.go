@@ -72,9 +72,11 @@ func TestPullThrottledAndCutThenNothing(t *testing.T) {
 	cache := isolate(t)
 	repo := testModel("acme/tiny-llm", 1)
 	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
 	fh.throttle["model-00001-of-00002.safetensors"] = 1 // one 429 with Retry-After: 1
 	fh.cut["model-00002-of-00002.safetensors"] = 700 << 10
 	fh.cut["config.json"] = 10 // a small (non-LFS) file cut too
+	fh.mu.Unlock()
 
 	var bar bytes.Buffer
 	o := opts(fh, cache)
@@ -95,18 +97,18 @@ func TestPullThrottledAndCutThenNothing(t *testing.T) {
 	if time.Since(start) < time.Second {
 		t.Fatalf("pull took %v: the 429's Retry-After of 1s was not honoured", time.Since(start))
 	}
-	shard1 := fh.ranges["model-00001-of-00002.safetensors"]
+	shard1 := fh.rangesOf("model-00001-of-00002.safetensors")
 	if len(shard1) != 2 {
 		t.Fatalf("throttled shard: %d requests, want 2 (429 then 200)", len(shard1))
 	}
 	// The cut shard resumed with a Range from where the cut left it, not from 0.
-	r2 := fh.ranges["model-00002-of-00002.safetensors"]
+	r2 := fh.rangesOf("model-00002-of-00002.safetensors")
 	if len(r2) != 2 || r2[0] != "" || !strings.HasPrefix(r2[1], "bytes=") || r2[1] == "bytes=0-" {
 		t.Fatalf("cut shard requests %q: want a first plain GET then a Range resume", r2)
 	}
-	if fh.served["model-00002-of-00002.safetensors"] != int64(len(repo.files["model-00002-of-00002.safetensors"])) {
+	if fh.servedOf("model-00002-of-00002.safetensors") != int64(len(repo.files["model-00002-of-00002.safetensors"])) {
 		t.Fatalf("cut shard: served %d bytes in all, want exactly its size %d (resume must not refetch)",
-			fh.served["model-00002-of-00002.safetensors"], len(repo.files["model-00002-of-00002.safetensors"]))
+			fh.servedOf("model-00002-of-00002.safetensors"), len(repo.files["model-00002-of-00002.safetensors"]))
 	}
 	if fh.count("tree") != 3 { // 8 entries (7 files + 1 directory), pages of 3
 		t.Fatalf("tree pages fetched: %d, want 3", fh.count("tree"))
@@ -150,17 +152,22 @@ func TestResumeAfterCancel(t *testing.T) {
 	big := "model-00001-of-00002.safetensors"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	fh.mu.Lock()
 	fh.slow[big] = 2 * time.Millisecond
+	fh.mu.Unlock()
+	fh.mu.Lock()
 	fh.onBytes = func(p string, n int64) {
 		if p == big && n >= 1<<20 {
 			cancel()
 		}
 	}
+	fh.mu.Unlock()
 	o := opts(fh, cache)
 	_, err := Pull(ctx, repo.model, o)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled pull: err %v, want context.Canceled", err)
 	}
+	fh.quiesce()
 	inc := blobPath(repoDir(cache, repo.model), repo.blobID(big)) + ".incomplete"
 	st, err := os.Stat(inc)
 	if err != nil || st.Size() == 0 {
@@ -182,10 +189,10 @@ func assertResumes(t *testing.T, fh *fakeHub, cache string, repo *fakeRepo, big 
 	}
 	checkSnapshot(t, cache, repo, s)
 	want := "bytes=" + itoa(partial) + "-"
-	if r := fh.ranges[big]; len(r) != 1 || r[0] != want {
+	if r := fh.rangesOf(big); len(r) != 1 || r[0] != want {
 		t.Fatalf("resume requests for %s: %q, want [%q]", big, r, want)
 	}
-	if got, rest := fh.served[big], int64(len(repo.files[big]))-partial; got != rest {
+	if got, rest := fh.servedOf(big), int64(len(repo.files[big]))-partial; got != rest {
 		t.Fatalf("resume served %d bytes of %s, want the remaining %d", got, big, rest)
 	}
 	if err := Verify(cache, repo.model); err != nil {
@@ -208,13 +215,15 @@ func TestServerIgnoresRange(t *testing.T) {
 	if err := os.WriteFile(inc, repo.files[big][:1000], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fh.mu.Lock()
 	fh.ignoreRange[big] = true
+	fh.mu.Unlock()
 	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkSnapshot(t, cache, repo, s)
-	if r := fh.ranges[big]; len(r) != 1 || r[0] != "bytes=1000-" {
+	if r := fh.rangesOf(big); len(r) != 1 || r[0] != "bytes=1000-" {
 		t.Fatalf("requests %q: want one Range request", r)
 	}
 }
@@ -224,7 +233,9 @@ func TestHashMismatchNotLinked(t *testing.T) {
 	repo := testModel("acme/corrupt", 4)
 	fh := newFakeHub(t, repo)
 	bad := "model-00001-of-00002.safetensors"
+	fh.mu.Lock()
 	fh.corrupt[bad] = true
+	fh.mu.Unlock()
 	_, err := Pull(context.Background(), repo.model, opts(fh, cache))
 	var hm *HashMismatchError
 	if !errors.As(err, &hm) || hm.Path != bad || hm.Want != repo.blobID(bad) {
@@ -281,7 +292,9 @@ func TestGatedRepo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HF_TOKEN_PATH", tokFile)
+	fh.mu.Lock()
 	fh.cut["model-00001-of-00002.safetensors"] = 100 << 10
+	fh.mu.Unlock()
 	s, err := Pull(context.Background(), repo.model, o)
 	if err != nil {
 		t.Fatal(err)
@@ -318,7 +331,7 @@ func TestIncludeAndEnsure(t *testing.T) {
 	if strings.Join(sortStrings(got), ",") != want {
 		t.Fatalf("included %v, want %s", got, want)
 	}
-	if fh.served["model-00001-of-00002.safetensors"] != 0 {
+	if fh.servedOf("model-00001-of-00002.safetensors") != 0 {
 		t.Fatal("an excluded shard was downloaded")
 	}
 
@@ -400,7 +413,9 @@ func TestConcurrentPulls(t *testing.T) {
 	cache := isolate(t)
 	repo := testModel("acme/shared", 9)
 	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
 	fh.slow["model-00001-of-00002.safetensors"] = time.Millisecond
+	fh.mu.Unlock()
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {
@@ -486,7 +501,9 @@ func TestNoTreeAPI(t *testing.T) {
 	cache := isolate(t)
 	repo := testModel("acme/proxy", 14)
 	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
 	fh.noTree = true
+	fh.mu.Unlock()
 	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
 	if err != nil {
 		t.Fatal(err)
@@ -506,7 +523,9 @@ func TestStalledBody(t *testing.T) {
 	repo := testModel("acme/stall", 15)
 	fh := newFakeHub(t, repo)
 	big := "model-00001-of-00002.safetensors"
+	fh.mu.Lock()
 	fh.hang = map[string]int64{big: 512 << 10}
+	fh.mu.Unlock()
 	o := opts(fh, cache)
 	o.stall = 300 * time.Millisecond
 	s, err := Pull(context.Background(), repo.model, o)
@@ -514,7 +533,7 @@ func TestStalledBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSnapshot(t, cache, repo, s)
-	if r := fh.ranges[big]; len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") || r[1] == "bytes=0-" {
+	if r := fh.rangesOf(big); len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") || r[1] == "bytes=0-" {
 		t.Fatalf("stalled file requests %q: want a resume after the stall", r)
 	}
 }
