@@ -227,8 +227,8 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
-// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (64 MiB + 48 KiB per
-// stream, the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
+// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (memLimit: 48 KiB per
+// stream is the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
 // function that gives the streams back. With thousands of streams on a busy client the GC otherwise lets
 // garbage from parsed chunks pile up to several times the live heap. Concurrent Runs (one per GPU) add
 // their streams; the limit before the first one is restored after the last.
@@ -242,7 +242,7 @@ func softMemoryLimit(streams int) func() {
 		memPrev = debug.SetMemoryLimit(-1)
 	}
 	memStreams += streams
-	debug.SetMemoryLimit(int64(64<<20 + memStreams*48<<10))
+	debug.SetMemoryLimit(memLimit(memStreams))
 	return func() {
 		memMu.Lock()
 		defer memMu.Unlock()
@@ -250,10 +250,14 @@ func softMemoryLimit(streams int) func() {
 		if memStreams == 0 {
 			debug.SetMemoryLimit(memPrev)
 		} else {
-			debug.SetMemoryLimit(int64(64<<20 + memStreams*48<<10))
+			debug.SetMemoryLimit(memLimit(memStreams))
 		}
 	}
 }
+
+// memLimit is 64 MiB + 48 KiB per stream, never below 256 MiB: a small run keeps ample headroom, so
+// the limit never makes the GC work hard enough to slow the client.
+func memLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
 
 var (
 	memMu      sync.Mutex
