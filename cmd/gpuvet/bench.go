@@ -102,7 +102,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&o.RecordsPath, "records", "", "write one JSON line per request here")
 	f.StringVar(&slo, "slo", "", "goodput SLO, e.g. ttft=200ms,itl=50ms")
 	f.BoolVar(&o.RetryUnsaturated, "retry-unsaturated", false, "re-run an unsaturated sweep once and keep the better curve")
-	f.StringVar(&o.TokenizerPath, "tokenizer", "", "local tokenizer.json (not supported yet: /tokenize or usage is used)")
+	f.StringVar(&o.TokenizerPath, "tokenizer", "", "the model's tokenizer.json, to size prompts exactly (default: the hub cache's, else the server's /tokenize, else usage)")
 	f.BoolVar(&progress, "progress", false, "show the progress bar even when stderr is not a terminal")
 	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")

@@ -87,10 +87,36 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", s.URL, "--model", "m", "--slo", "ttft=fast"},
 		{"bench", "--url", s.URL, "--model", "other"},
 		{"bench", "--url", "http://127.0.0.1:1", "--model", "m"},
+		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/no-such-tokenizer.json"},
+		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/h200-idle.xml"},
 	} {
 		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// --tokenizer sizes prompts with the given tokenizer.json; the result says so, and the server's
+// /tokenize (one token per word here) supplies the chat template's share.
+func TestBenchTokenizerFlag(t *testing.T) {
+	s := miniServer(t)
+	out := filepath.Join(t.TempDir(), "r.json")
+	resetFlags(root)
+	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
+		"--prompt-tokens", "40", "--output-tokens", "4", "--tokenizer", "testdata/words-bpe.json", "--out", out, "--no-metrics"})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l results.Load
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	if want := "tokenizer.json (testdata/words-bpe.json); chat template -2 tokens by server /tokenize"; l.TokenCounts != want {
+		t.Errorf("token_counts %q, want %q", l.TokenCounts, want)
 	}
 }

@@ -223,3 +223,37 @@ func (s *Synthetic) CalibrateLinear(ctx context.Context, c Counter) error {
 	s.Offset = int(math.Round(float64(a) - per*short))
 	return nil
 }
+
+// Rebase makes prompts calibrated with a local tokenizer exact as c counts them. The server adds tokens
+// the local file cannot see (a chat template, a BOS it declares elsewhere); since every prompt opens and
+// closes with the same anchor word, they are a constant. Rebase measures it on two prompts, folds it
+// into Offset, checks a third prompt and returns the constant.
+func (s *Synthetic) Rebase(ctx context.Context, c Counter) (int, error) {
+	if !s.Exact {
+		return 0, fmt.Errorf("rebase: prompts are not calibrated exactly yet (call Calibrate first)")
+	}
+	diff := func(i int) (int, error) {
+		n, err := c.Count(ctx, s.Prompt(i).Text)
+		return n - s.Length(i), err
+	}
+	d, err := diff(0)
+	if err != nil {
+		return 0, err
+	}
+	d1, err := diff(1)
+	if err != nil {
+		return 0, err
+	}
+	if d1 != d {
+		return 0, fmt.Errorf("rebase: the server counts %+d and %+d tokens beyond the local tokenizer on two prompts: not a constant template", d, d1)
+	}
+	s.Offset += d
+	if d2, err := diff(2); err != nil || d2 != 0 {
+		s.Offset -= d
+		if err == nil {
+			err = fmt.Errorf("rebase: a third prompt is still %+d tokens off after removing the template's %d", d2, d)
+		}
+		return 0, err
+	}
+	return d, nil
+}

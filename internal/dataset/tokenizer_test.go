@@ -208,3 +208,48 @@ func FuzzParseTokenizer(f *testing.F) {
 		}
 	})
 }
+
+// templateCounter is a server that counts with the local tokenizer plus a fixed chat template.
+type templateCounter struct {
+	tk    *Tokenizer
+	extra int
+	calls int
+}
+
+func (c *templateCounter) Count(ctx context.Context, text string) (int, error) {
+	c.calls++
+	n, err := c.tk.Count(ctx, text)
+	return n + c.extra, err
+}
+
+func TestRebaseAddsTheServersTemplate(t *testing.T) {
+	tk := loadFixture(t, "words-bpe.json")
+	ctx := context.Background()
+	s := &Synthetic{Lengths: Lengths{Mean: 200, Stdev: 50, Min: 40, Max: 400}, Seed: 5}
+	server := &templateCounter{tk: tk, extra: 11}
+	if _, err := s.Rebase(ctx, server); err == nil {
+		t.Fatal("Rebase before Calibrate: want an error")
+	}
+	if err := s.Calibrate(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Rebase(ctx, server)
+	if err != nil || d != 11 || server.calls != 3 {
+		t.Fatalf("Rebase = %d, %v after %d calls; want 11 from 3 calls", d, err, server.calls)
+	}
+	for i := range 30 {
+		p := s.Prompt(i)
+		if n, _ := server.Count(ctx, p.Text); n != s.Length(i) || p.Tokens != n {
+			t.Fatalf("prompt %d: the server counts %d, Tokens %d, want %d", i, n, p.Tokens, s.Length(i))
+		}
+	}
+	// A server whose count is not the local one plus a constant is refused, and Offset is untouched.
+	s2 := &Synthetic{Lengths: Lengths{Mean: 200, Stdev: 50, Min: 40, Max: 400}, Seed: 5}
+	if err := s2.Calibrate(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	off := s2.Offset
+	if _, err := s2.Rebase(ctx, &wordCounter{multi: map[string]bool{"the": true}}); err == nil || s2.Offset != off {
+		t.Errorf("Rebase with a mismatched server = %v, offset %d (was %d); want an error and no change", err, s2.Offset, off)
+	}
+}

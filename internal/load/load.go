@@ -32,6 +32,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -40,10 +41,16 @@ type Options struct {
 	URL, Model string
 	// APIKeyEnv names the environment variable holding the API key (default OPENAI_API_KEY). The key
 	// is read from the environment only and never written anywhere.
-	APIKeyEnv     string
-	Config        results.LoadConfig
-	SLO           SLO
-	TokenizerPath string // a local tokenizer.json: not supported by this build (see Validate)
+	APIKeyEnv string
+	Config    results.LoadConfig
+	SLO       SLO
+	// TokenizerPath is a local tokenizer.json to size synthetic prompts with. Empty: the model's
+	// tokenizer.json in the hub cache (CacheDir) when there is one, else the server's /tokenize, else a
+	// fit from usage.prompt_tokens.
+	TokenizerPath string
+	// CacheDir is the hub cache searched for the model's tokenizer.json (default
+	// modelcache.DefaultCacheDir()).
+	CacheDir string
 	// RecordsPath, when set, receives one JSON line per request (Record).
 	RecordsPath      string
 	RetryUnsaturated bool
@@ -159,8 +166,10 @@ func Validate(o Options) error {
 			return fmt.Errorf("--data %s: %v", c.Data, err)
 		}
 	}
-	if o.TokenizerPath != "" {
-		return fmt.Errorf("--tokenizer %s: loading a tokenizer.json is not supported by this build; omit it and gpuvet uses the server's /tokenize (or calibrates from usage)", o.TokenizerPath)
+	if o.TokenizerPath != "" { // loaded here too, so a bad file is bad input, reported before any request
+		if _, err := dataset.LoadTokenizer(o.TokenizerPath); err != nil {
+			return fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
+		}
 	}
 	if need := slots(o, c) + 64; need > 0 {
 		if err := ensureNoFile(uint64(need)); err != nil {
@@ -335,6 +344,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	if chat {
 		path = "/v1/chat/completions"
 	}
+	var err error
 	hc := newHTTPClient(slots(o, cfg))
 	defer hc.CloseIdleConnections()
 	defer softMemoryLimit(slots(o, cfg))()
@@ -343,7 +353,13 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
 
 	l := &results.Load{Config: cfg, Model: o.Model, URL: o.URL}
-	src, counts, err := prompts(ctx, cfg, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
+	var local *dataset.Tokenizer
+	if cfg.Data == "synthetic" {
+		if local, err = localTokenizer(o); err != nil {
+			return nil, err
+		}
+	}
+	src, counts, err := prompts(ctx, cfg, local, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
 		&usageCounter{url: base + path, model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
 	if err != nil {
 		return nil, err
@@ -435,15 +451,23 @@ func logf(w io.Writer, format string, args ...any) {
 	}
 }
 
-// prompts builds the prompt source and says how lengths were made exact: the server's /tokenize when
-// it has one, else a fit from usage.prompt_tokens.
-func prompts(ctx context.Context, cfg results.LoadConfig, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
+// prompts builds the prompt source and says how lengths were made exact: a local tokenizer.json when
+// there is one (with the server's template tokens added, see withLocal), else the server's /tokenize
+// when it has one, else a fit from usage.prompt_tokens.
+func prompts(ctx context.Context, cfg results.LoadConfig, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
 	if cfg.Data != "synthetic" {
 		f, err := dataset.Load(cfg.Data)
 		return f, tokensFile, err
 	}
 	s := &dataset.Synthetic{Lengths: dataset.Lengths{Mean: cfg.PromptTokens, Stdev: cfg.PromptStdev, Min: cfg.PromptMin, Max: cfg.PromptMax},
 		Seed: uint64(cfg.Seed), PrefixCount: cfg.PrefixCount, PrefixTokens: cfg.PrefixTokens}
+	if local != nil {
+		counts, err := withLocal(ctx, s, cfg.API == "chat", local, server, usageC, log)
+		if err == nil {
+			return s, counts, nil
+		}
+		logf(log, "%v; sizing prompts with the server instead", err)
+	}
 	err := s.Calibrate(ctx, server)
 	if err == nil {
 		return s, tokensServer, nil
@@ -453,6 +477,71 @@ func prompts(ctx context.Context, cfg results.LoadConfig, server, usageC dataset
 		return nil, "", fmt.Errorf("cannot size prompts: /tokenize failed (%v) and usage calibration failed (%v)", err, err2)
 	}
 	return s, tokensUsage, nil
+}
+
+// withLocal calibrates s with a local tokenizer.json, then measures what the server counts beyond it
+// (the chat template, a BOS): the local file cannot apply the template, so for chat exactness comes
+// from the server's /tokenize, else from usage.prompt_tokens (three one-token requests). The result
+// says which. Without either count, completions keep the post_processor's special tokens and chat
+// prompts are exact in their text only, which the result says too.
+func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (string, error) {
+	label := tokensLocal + " (" + local.Path + ")"
+	if err := s.Calibrate(ctx, local); err != nil {
+		return "", fmt.Errorf("%s: %v", label, err)
+	}
+	d, err := s.Rebase(ctx, server)
+	by := tokensServer
+	if err != nil {
+		logf(log, "server /tokenize cannot check the local tokenizer (%v); checking with usage.prompt_tokens", err)
+		d, err = s.Rebase(ctx, usageC)
+		by = "usage.prompt_tokens"
+	}
+	switch {
+	case err != nil && chat:
+		s.Exact = false
+		logf(log, "the server gave no prompt count (%v): chat prompts are sized without the chat template", err)
+		return label + "; chat template not counted (the server gave no count)", nil
+	case err != nil:
+		logf(log, "the server gave no prompt count (%v): trusting the tokenizer.json's special tokens", err)
+		return label + "; special tokens from its post_processor, unchecked", nil
+	case chat:
+		return fmt.Sprintf("%s; chat template %+d tokens by %s", label, d, by), nil
+	case d != 0:
+		return fmt.Sprintf("%s; %+d special tokens by %s", label, d, by), nil
+	}
+	return label, nil
+}
+
+// localTokenizer loads --tokenizer (an error when it does not load), else the model's tokenizer.json
+// from the hub cache when there is one and it loads (a kind this build does not read, SentencePiece
+// say, is logged and left to the server), else returns nil.
+func localTokenizer(o Options) (*dataset.Tokenizer, error) {
+	if o.TokenizerPath != "" {
+		t, err := dataset.LoadTokenizer(o.TokenizerPath)
+		if err != nil {
+			return nil, fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
+		}
+		return t, nil
+	}
+	cache := orDefault(o.CacheDir, modelcache.DefaultCacheDir())
+	p, ok, err := modelcache.CachedFile(cache, o.Model, "main", "tokenizer.json")
+	if err != nil || !ok {
+		logf(o.Log, "no tokenizer.json for %s in %s%s: sizing prompts with the server", o.Model, cache, errSuffix(err))
+		return nil, nil
+	}
+	t, err := dataset.LoadTokenizer(p)
+	if err != nil {
+		logf(o.Log, "the cached %v: sizing prompts with the server", err)
+		return nil, nil
+	}
+	return t, nil
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
 }
 
 // attempt is one pass of the profile (a sweep may run twice).

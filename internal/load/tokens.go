@@ -12,6 +12,7 @@ import (
 
 // How prompt lengths were made exact (results.Load.TokenCounts).
 const (
+	tokensLocal  = "tokenizer.json"
 	tokensServer = "server /tokenize"
 	tokensUsage  = "usage-calibrated"
 	tokensFile   = "from the file (lengths as the server's usage counts them)"

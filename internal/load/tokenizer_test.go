@@ -1,0 +1,144 @@
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// TestMain points the hub cache at an empty folder, so the runs here never find a real tokenizer.json
+// of testModel in this machine's cache.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gpuvet-load-hub")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("HF_HUB_CACHE", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// words-bpe.json (made by internal/dataset's fixture test) holds ~120 common words as one token after
+// a space; a bare "the", which opens every prompt, is three. The fake counts one token per word plus
+// its chat template overhead, so the server counts overhead − 2 tokens beyond the local file.
+const wordsTokenizer = "testdata/words-bpe.json"
+
+func TestLocalTokenizerMakesExactLengths(t *testing.T) {
+	cases := []struct {
+		name, api  string
+		noTokenize bool
+		want       string
+	}{
+		{"chat, template by /tokenize", "chat", false, "tokenizer.json (testdata/words-bpe.json); chat template +7 tokens by server /tokenize"},
+		{"chat, template by usage", "chat", true, "tokenizer.json (testdata/words-bpe.json); chat template +7 tokens by usage.prompt_tokens"},
+		{"completions", "completions", false, "tokenizer.json (testdata/words-bpe.json); -2 special tokens by server /tokenize"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous", overhead: 9, noTokenize: c.noTokenize}
+			s := f.start(t)
+			o := opts(s.URL, results.LoadConfig{Profile: "concurrency", API: c.api, Concurrency: 4, MaxRequests: 20,
+				PromptTokens: 300, PromptStdev: 60, PromptMin: 100, PromptMax: 500})
+			o.TokenizerPath = wordsTokenizer
+			o.RecordsPath = filepath.Join(t.TempDir(), "records.jsonl")
+			l, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.TokenCounts != c.want {
+				t.Errorf("TokenCounts %q, want %q", l.TokenCounts, c.want)
+			}
+			// Lengths vary (stdev 60) and each is exact: the server's usage count of prompt i is the
+			// length drawn for i.
+			lengths := dataset.Synthetic{Lengths: dataset.Lengths{Mean: 300, Stdev: 60, Min: 100, Max: 500}, Seed: uint64(l.Config.Seed)}
+			raw, err := os.ReadFile(o.RecordsPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, distinct := 0, map[int]bool{}
+			for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+				var r Record
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatal(err)
+				}
+				if want := lengths.Length(r.Index); r.PromptTokens != want {
+					t.Errorf("prompt %d: the server counted %d tokens, want %d", r.Index, r.PromptTokens, want)
+				}
+				n++
+				distinct[r.PromptTokens] = true
+			}
+			if n < 20 || len(distinct) < 5 {
+				t.Errorf("%d records with %d distinct lengths: want ≥ 20 and varied", n, len(distinct))
+			}
+		})
+	}
+}
+
+func TestTokenizerFoundInHubCache(t *testing.T) {
+	cache := t.TempDir()
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	repo := filepath.Join(cache, "models--Qwen--Qwen3-8B")
+	snap := filepath.Join(repo, "snapshots", commit)
+	data, err := os.ReadFile(wordsTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct{ path, body string }{
+		{filepath.Join(repo, "refs", "main"), commit},
+		{filepath.Join(repo, "blobs", "abc"), string(data)},
+	} {
+		if err := os.MkdirAll(filepath.Dir(w.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(w.path, []byte(w.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../blobs/abc", filepath.Join(snap, "tokenizer.json")); err != nil {
+		t.Fatal(err)
+	}
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous", overhead: 9}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3, PromptTokens: 200})
+	o.CacheDir = cache
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "tokenizer.json (" + filepath.Join(snap, "tokenizer.json") + ")"
+	if !strings.HasPrefix(l.TokenCounts, want) || l.Runs[0].MeanPromptTokens != 200 {
+		t.Errorf("TokenCounts %q (want it to start %q), mean prompt %v", l.TokenCounts, want, l.Runs[0].MeanPromptTokens)
+	}
+	// A cached file this build cannot read is logged and left to the server, not fatal.
+	os.WriteFile(filepath.Join(repo, "blobs", "abc"), []byte(`{"model":{"type":"Unigram"}}`), 0o644)
+	var log strings.Builder
+	o.Log = &log
+	l, err = Run(context.Background(), o)
+	if err != nil || l.TokenCounts != tokensServer || !strings.Contains(log.String(), `model.type "Unigram"`) {
+		t.Errorf("unreadable cached tokenizer: %v, counts %q, log %q", err, l.TokenCounts, log.String())
+	}
+}
+
+func TestBadTokenizerFileIsAnError(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokenizer.json")
+	os.WriteFile(p, []byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":[]}}`), 0o644)
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 2})
+	o.TokenizerPath = p
+	l, err := Run(context.Background(), o)
+	if l != nil || err == nil || !strings.Contains(err.Error(), "--tokenizer") || !strings.Contains(err.Error(), "model.vocab") {
+		t.Fatalf("Run with a broken --tokenizer = %v, %v; want an error naming the flag and the field", l, err)
+	}
+}
