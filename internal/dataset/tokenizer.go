@@ -46,7 +46,7 @@ type Tokenizer struct {
 
 	normal    []norm.Form
 	pre       []splitter
-	prefix    bool // ByteLevel add_prefix_space
+	prefix    bool // some ByteLevel step has add_prefix_space
 	vocab     map[string]int
 	tokens    map[int]string // id -> token, for Decode
 	ranks     map[[2]string]int
@@ -64,10 +64,12 @@ type addedToken struct {
 	id      int
 }
 
-// splitter is one Split step of the pre-tokenizer.
+// splitter is one step of the pre-tokenizer: a Split, or a ByteLevel (which first prepends a space to
+// each piece when prefix is set, then splits with GPT-2's regex when re is set).
 type splitter struct {
 	re       *regexp2.Regexp
 	behavior string
+	prefix   bool
 }
 
 // byteChar maps each byte to the printable rune GPT-2's byte-level BPE uses for it (space -> 'Ġ');
@@ -178,6 +180,10 @@ func (t *Tokenizer) parseModel(f *tokenizerFile) error {
 	t.vocab, t.ignoreMrg = m.Vocab, m.IgnoreMerges
 	t.tokens = make(map[int]string, len(m.Vocab))
 	for s, id := range m.Vocab {
+		if other, dup := t.tokens[id]; dup {
+			a, b := min(s, other), max(s, other) // the same message whatever the map order
+			return fmt.Errorf("model.vocab: id %d is given to both %q and %q", id, a, b)
+		}
 		t.tokens[id] = s
 	}
 	for b, r := range byteChar {
@@ -293,10 +299,13 @@ func (t *Tokenizer) parsePre(raw json.RawMessage, field string, byteLevel *bool)
 			}
 		}
 	case "ByteLevel":
-		*byteLevel, t.prefix = true, c.AddPrefixSpace
+		*byteLevel = true
+		t.prefix = t.prefix || c.AddPrefixSpace
+		sp := splitter{behavior: "Isolated", prefix: c.AddPrefixSpace}
 		if c.UseRegex == nil || *c.UseRegex {
-			t.pre = append(t.pre, splitter{re: regexp2.MustCompile(gpt2Split, regexp2.None), behavior: "Isolated"})
+			sp.re = regexp2.MustCompile(gpt2Split, regexp2.None)
 		}
+		t.pre = append(t.pre, sp)
 	case "Split":
 		if c.Pattern == nil || (c.Pattern.Regex == nil) == (c.Pattern.String == nil) {
 			return fmt.Errorf("%s.pattern: want {\"Regex\": …} or {\"String\": …}", field)
@@ -405,9 +414,6 @@ func (t *Tokenizer) encodePlain(ids []int, s string) []int {
 	for _, f := range t.normal {
 		s = f.String(s)
 	}
-	if t.prefix && !strings.HasPrefix(s, " ") {
-		s = " " + s
-	}
 	for _, piece := range t.pretokenize(s) {
 		ids = append(ids, t.word(piece)...)
 	}
@@ -429,6 +435,12 @@ func (t *Tokenizer) pretokenize(s string) []string {
 
 // split cuts s at the matches of the splitter's regex, keeping matches as the behavior says.
 func (sp splitter) split(out []string, s string) []string {
+	if sp.prefix && !strings.HasPrefix(s, " ") {
+		s = " " + s
+	}
+	if sp.re == nil {
+		return append(out, s)
+	}
 	type span struct {
 		lo, hi int
 		match  bool

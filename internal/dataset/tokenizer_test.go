@@ -103,6 +103,7 @@ func TestTokenizerMalformed(t *testing.T) {
 		{func(d doc) { d["model"].(doc)["type"] = "WordPiece" }, `model.type "WordPiece"`},
 		{func(d doc) { d["model"].(doc)["vocab"] = doc{} }, "model.vocab: missing or empty"},
 		{func(d doc) { delete(d["model"].(doc)["vocab"].(doc), "Ġ") }, "model.vocab: no token for byte 0x20"},
+		{func(d doc) { d["model"].(doc)["vocab"].(doc)["Ġt"] = 32 }, `model.vocab: id 32 is given to both "Ġ" and "Ġt"`},
 		{func(d doc) { d["model"].(doc)["merges"].([]any)[2] = "Ġthe" }, "model.merges[2]"},
 		{func(d doc) { d["model"].(doc)["merges"].([]any)[6] = "h zz" }, "model.merges[6]"},
 		{func(d doc) { d["model"].(doc)["merges"].([]any)[1] = []any{"h"} }, "model.merges[1]"},
@@ -251,5 +252,60 @@ func TestRebaseAddsTheServersTemplate(t *testing.T) {
 	off := s2.Offset
 	if _, err := s2.Rebase(ctx, &wordCounter{multi: map[string]bool{"the": true}}); err == nil || s2.Offset != off {
 		t.Errorf("Rebase with a mismatched server = %v, offset %d (was %d); want an error and no change", err, s2.Offset, off)
+	}
+}
+
+// GPT-2's own tokenizer.json lists the 256 byte symbols first, in the order of their runes ("!" 0,
+// "A" 32, "a" 64; "Ġ" (space) 220 and "Ċ" (newline) 198 are its well-known ids), writes
+// continuing_subword_prefix and end_of_word_suffix as "", and adds "<|endoftext|>" as 50256. A vocab
+// laid out that way must give those ids.
+func TestTokenizerGPT2IDLayout(t *testing.T) {
+	var syms []rune
+	for _, r := range byteChar {
+		syms = append(syms, r)
+	}
+	slices.Sort(syms)
+	vocab := map[string]int{}
+	for i, r := range syms {
+		vocab[string(r)] = i
+	}
+	doc := map[string]any{
+		"added_tokens":  []any{map[string]any{"id": 50256, "content": "<|endoftext|>", "special": true}},
+		"pre_tokenizer": map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+		"model": map[string]any{"type": "BPE", "continuing_subword_prefix": "", "end_of_word_suffix": "",
+			"vocab": vocab, "merges": []any{}},
+	}
+	b, _ := json.Marshal(doc)
+	tk, err := ParseTokenizer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tk.Encode("!Aa \n<|endoftext|>"), []int{0, 32, 64, 220, 198, 50256}; !slices.Equal(got, want) {
+		t.Errorf("Encode = %v, want GPT-2's ids %v", got, want)
+	}
+}
+
+// add_prefix_space (RoBERTa's layout) puts a space before each piece it gets, so "the" encodes as
+// " the" does, on each side of an added token too.
+func TestTokenizerAddPrefixSpace(t *testing.T) {
+	var d map[string]any
+	if err := json.Unmarshal(gpt2Fixture(), &d); err != nil {
+		t.Fatal(err)
+	}
+	d["pre_tokenizer"].(map[string]any)["add_prefix_space"] = true
+	b, _ := json.Marshal(d)
+	tk, err := ParseTokenizer(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const Gthe, eot = 258, 269
+	for in, want := range map[string][]int{
+		"the":               {Gthe},
+		" the":              {Gthe},
+		"a<|endoftext|>the": {32, 'a', eot, Gthe},
+	} {
+		if got := tk.Encode(in); !slices.Equal(got, want) {
+			t.Errorf("Encode(%q) = %v, want %v", in, got, want)
+		}
 	}
 }
