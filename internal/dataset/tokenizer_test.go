@@ -309,3 +309,21 @@ func TestTokenizerAddPrefixSpace(t *testing.T) {
 		}
 	}
 }
+
+// gpt2-subset.json holds the real GPT-2 merges (from its 50,000-line merges.txt) that apply, or compete
+// to apply, on the sentences below, at their real ranks and ids (GPT-2's ids are the 256 bytes, then
+// one per merge in rank order, then <|endoftext|> 50256). The expected ids are GPT-2's published
+// encodings of these sentences (Hugging Face transformers' examples and tests).
+func TestTokenizerRealGPT2Encodings(t *testing.T) {
+	tk := loadFixture(t, "gpt2-subset.json")
+	for in, want := range map[string][]int{
+		"Hello world":           {15496, 995},
+		"Hello, my dog is cute": {15496, 11, 616, 3290, 318, 13779},
+		"The quick brown fox jumps over the lazy dog.": {464, 2068, 7586, 21831, 18045, 625, 262, 16931, 3290, 13},
+		"Hello<|endoftext|>world":                      {15496, 50256, 6894},
+	} {
+		if got := tk.Encode(in); !slices.Equal(got, want) {
+			t.Errorf("Encode(%q) = %v, want GPT-2's %v", in, got, want)
+		}
+	}
+}
