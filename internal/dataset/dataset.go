@@ -6,6 +6,7 @@ package dataset
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -224,6 +225,10 @@ func (s *Synthetic) CalibrateLinear(ctx context.Context, c Counter) error {
 	return nil
 }
 
+// ErrMismatch is wrapped by Rebase's errors when the counter answered but does not count as the local
+// tokenizer plus a constant: the local file is probably not the served model's.
+var ErrMismatch = errors.New("the server does not count as the local tokenizer plus a constant")
+
 // Rebase makes prompts calibrated with a local tokenizer exact as c counts them. The server adds tokens
 // the local file cannot see (a chat template, a BOS it declares elsewhere); since every prompt opens and
 // closes with the same anchor word, they are a constant. Rebase measures it on two prompts, folds it
@@ -245,13 +250,13 @@ func (s *Synthetic) Rebase(ctx context.Context, c Counter) (int, error) {
 		return 0, err
 	}
 	if d1 != d {
-		return 0, fmt.Errorf("rebase: the server counts %+d and %+d tokens beyond the local tokenizer on two prompts: not a constant template", d, d1)
+		return 0, fmt.Errorf("rebase: %w (%+d and %+d tokens beyond it on two prompts)", ErrMismatch, d, d1)
 	}
 	s.Offset += d
 	if d2, err := diff(2); err != nil || d2 != 0 {
 		s.Offset -= d
 		if err == nil {
-			err = fmt.Errorf("rebase: a third prompt is still %+d tokens off after removing the template's %d", d2, d)
+			err = fmt.Errorf("rebase: %w (a third prompt is still %+d tokens off after the template's %+d)", ErrMismatch, d2, d)
 		}
 		return 0, err
 	}

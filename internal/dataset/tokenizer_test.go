@@ -3,6 +3,7 @@ package dataset
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -250,7 +251,7 @@ func TestRebaseAddsTheServersTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	off := s2.Offset
-	if _, err := s2.Rebase(ctx, &wordCounter{multi: map[string]bool{"the": true}}); err == nil || s2.Offset != off {
+	if _, err := s2.Rebase(ctx, &wordCounter{multi: map[string]bool{"the": true}}); !errors.Is(err, ErrMismatch) || s2.Offset != off {
 		t.Errorf("Rebase with a mismatched server = %v, offset %d (was %d); want an error and no change", err, s2.Offset, off)
 	}
 }

@@ -491,12 +491,14 @@ func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *data
 	}
 	d, err := s.Rebase(ctx, server)
 	by := tokensServer
-	if err != nil {
+	if err != nil && !errors.Is(err, dataset.ErrMismatch) {
 		logf(log, "server /tokenize cannot check the local tokenizer (%v); checking with usage.prompt_tokens", err)
 		d, err = s.Rebase(ctx, usageC)
 		by = "usage.prompt_tokens"
 	}
 	switch {
+	case errors.Is(err, dataset.ErrMismatch):
+		return "", fmt.Errorf("%s is not the served model's tokenizer, by %s: %v", label, by, err)
 	case err != nil && chat:
 		s.Exact = false
 		logf(log, "the server gave no prompt count (%v): chat prompts are sized without the chat template", err)

@@ -3,6 +3,8 @@ package load
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,5 +142,50 @@ func TestBadTokenizerFileIsAnError(t *testing.T) {
 	l, err := Run(context.Background(), o)
 	if l != nil || err == nil || !strings.Contains(err.Error(), "--tokenizer") || !strings.Contains(err.Error(), "model.vocab") {
 		t.Fatalf("Run with a broken --tokenizer = %v, %v; want an error naming the flag and the field", l, err)
+	}
+}
+
+// perWord counts one token per word, two for "the": not words-bpe.json plus a constant (the prompts
+// hold different numbers of "the"), as a server serving another model would.
+type perWord struct{ fail bool }
+
+func (c perWord) Count(_ context.Context, text string) (int, error) {
+	if c.fail {
+		return 0, errors.New("HTTP 404")
+	}
+	n := 0
+	for _, w := range strings.Fields(text) {
+		n++
+		if w == "the" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func TestLocalTokenizerFallbacks(t *testing.T) {
+	local, err := dataset.LoadTokenizer(wordsTokenizer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults(results.LoadConfig{PromptTokens: 200})
+	var log strings.Builder
+	// The server answers but disagrees: the local file is not used, the server's /tokenize is.
+	src, counts, err := prompts(context.Background(), cfg, local, perWord{}, perWord{}, &log)
+	if err != nil || counts != tokensServer || !strings.Contains(log.String(), "not the served model's tokenizer") {
+		t.Errorf("mismatched server: counts %q, err %v, log %q", counts, err, log.String())
+	}
+	if p := src.Prompt(0); p.Tokens != 200 {
+		t.Errorf("prompt 0 Tokens %d, want 200", p.Tokens)
+	}
+	// No count from the server at all: chat prompts are sized without the template, and say so.
+	_, counts, err = prompts(context.Background(), cfg, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
+	if err != nil || !strings.HasSuffix(counts, "chat template not counted (the server gave no count)") {
+		t.Errorf("no server count (chat): %q, %v", counts, err)
+	}
+	cfg.API = "completions"
+	src, counts, err = prompts(context.Background(), cfg, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
+	if err != nil || counts != "tokenizer.json (testdata/words-bpe.json); special tokens from its post_processor, unchecked" || src.Prompt(3).Tokens == 0 {
+		t.Errorf("no server count (completions): %q, %v", counts, err)
 	}
 }

@@ -92,7 +92,9 @@ type Load struct {
 	Config LoadConfig `json:"config"`
 	Model  string     `json:"model"`
 	URL    string     `json:"url"`
-	// TokenCounts says how prompt lengths were made exact: "tokenizer.json", "server /tokenize", "usage-calibrated".
+	// TokenCounts says how prompt lengths were made exact: "tokenizer.json (<path>)" (followed, for
+	// chat, by "; chat template +N tokens by server /tokenize" or "… by usage.prompt_tokens": the
+	// template's share comes from the server), "server /tokenize", "usage-calibrated".
 	TokenCounts string `json:"token_counts"`
 	// OutputCounts says where output token counts came from: "usage", "continuous_usage_stats", "tokenizer", "chunks".
 	OutputCounts string `json:"output_counts,omitempty"`
