@@ -98,7 +98,7 @@ func (st *stream) runStream(ctx context.Context) {
 		st.buf = st.buf[:0]
 	}
 	st.buf = make([]byte, 0, 4096)
-	st.times = make([]float64, 0, st.plan.out)
+	st.times = make([]float64, 0, min(st.plan.out, 256))
 	if st.chat {
 		// vLLM opens a chat stream with the assistant role and no content (TTFT does not count it).
 		st.buf = append(st.buf, "data: "...)
