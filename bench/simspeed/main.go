@@ -85,16 +85,16 @@ func runServer(ttft, itl time.Duration, trace string) {
 	s.Close()
 }
 
-// cpuSeconds is a process's user+system CPU time from /proc/PID/stat.
-func cpuSeconds(pid int) (float64, error) {
+// cpuSeconds is a process's user and system CPU time from /proc/PID/stat.
+func cpuSeconds(pid int) (user, sys float64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0
 	}
 	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100, nil // USER_HZ is 100 on Linux
+	return ut / 100, st / 100 // USER_HZ is 100 on Linux
 }
 
 func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string) error {
@@ -205,13 +205,13 @@ func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string)
 		time.Sleep(10 * time.Millisecond)
 	}
 	time.Sleep(warm)
-	cpu0, _ := cpuSeconds(cmd.Process.Pid)
+	u0, s0 := cpuSeconds(cmd.Process.Pid)
 	t0 := time.Now()
 	measure.Store(true)
 	time.Sleep(window)
 	measure.Store(false)
 	el := time.Since(t0)
-	cpu1, _ := cpuSeconds(cmd.Process.Pid)
+	u1, s1 := cpuSeconds(cmd.Process.Pid)
 	got, stillOpen := tokens.Load(), open.Load()
 	cancel()
 	wg.Wait()
@@ -234,7 +234,8 @@ func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string)
 		fmt.Printf("  first error: %v\n", e)
 	}
 	fmt.Printf("  streamed tokens/s     %9.0f  (offered %0.f: %.1f %%)\n", float64(got)/el.Seconds(), target, 100*float64(got)/el.Seconds()/target)
-	fmt.Printf("  server CPU            %9.1f %% of one core (GOMAXPROCS=1, pinned to CPU %d; -1: not pinned)\n", 100*(cpu1-cpu0)/el.Seconds(), pin)
+	fmt.Printf("  server CPU            %9.1f %% of one core (user %.1f %%, kernel %.1f %%; GOMAXPROCS=1, pinned to CPU %d; -1: not pinned)\n",
+		100*(u1-u0+s1-s0)/el.Seconds(), 100*(u1-u0)/el.Seconds(), 100*(s1-s0)/el.Seconds(), pin)
 	fmt.Printf("  client ITL p50/p99/max %v / %v / %v  (%d gaps sampled)\n", pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond), len(gaps))
 	fmt.Printf("  server send lateness vs schedule p50/p99/max %v / %v / %v  (%d tokens, from the server's --trace)\n",
 		late[0].Round(10*time.Microsecond), late[1].Round(10*time.Microsecond), late[2].Round(10*time.Microsecond), int(late[3]))
