@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -193,4 +195,51 @@ func TestFaultConfigErrors(t *testing.T) {
 			t.Errorf("%+v: %v, want an error naming %s", c.f, err, c.want)
 		}
 	}
+}
+
+// A client that hangs up mid-stream frees its slot: the engine drops the sequence, the trace says so.
+func TestClientGoneFreesEngine(t *testing.T) {
+	var trace bytes.Buffer
+	for _, cfg := range []Config{
+		{Model: "m", TTFT: time.Millisecond, ITL: 5 * time.Millisecond},
+		{GPU: "H100", Model: "Qwen/Qwen3-8B"},
+	} {
+		trace.Reset()
+		cfg.Trace = &lockedBuf{b: &trace}
+		s := start(t, cfg)
+		b, _ := json.Marshal(map[string]any{"model": cfg.Model, "prompt": "long one", "max_tokens": 5000, "ignore_eos": true, "stream": true})
+		resp, err := http.Post(s.URL()+"/v1/completions", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 2048)
+		resp.Body.Read(buf) // at least one chunk
+		resp.Body.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			running, waiting, _ := s.drv.stats()
+			if running == 0 && waiting == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %d running, %d waiting after the client left", cfg.Model, running, waiting)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s.Close()
+		if !strings.Contains(trace.String(), `"fault":"client_gone"`) {
+			t.Errorf("%s: trace lacks client_gone: %s", cfg.Model, trace.String())
+		}
+	}
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,8 @@ type Server struct {
 	created   int64
 	modelJSON string // the served model name, JSON-encoded
 	name      string // trace label when several servers share a trace file
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewServer checks cfg and builds the server without listening (Handler serves it).
@@ -173,8 +176,13 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // Addr is the listening address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops serving (open streams are cut) and flushes the trace.
+// Close stops serving (open streams are cut) and flushes the trace. Calling it again is a no-op.
 func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
 	var err error
 	if s.hs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
