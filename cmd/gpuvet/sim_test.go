@@ -4,20 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/spf13/pflag"
 )
-
-// resetFlags puts every flag of every command back to its default: cobra keeps values between
-// executions in one process.
-func resetFlags() {
-	for _, c := range root.Commands() {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			f.Value.Set(f.DefValue)
-			f.Changed = false
-		})
-	}
-}
 
 func TestSimBadInputExits2(t *testing.T) {
 	dir := t.TempDir()
@@ -36,10 +23,10 @@ func TestSimBadInputExits2(t *testing.T) {
 		{"sim", "--gpu", "H100", "--model", "Qwen/Qwen3-8B", "--straggler", "4", "--port", "0"},
 		{"sim", "--gpu", "H100", "--model", "Qwen/Qwen3-8B", "--trace", filepath.Join(dir, "no", "dir", "t.jsonl"), "--port", "0"},
 	} {
-		resetFlags()
+		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	resetFlags()
+	resetFlags(root)
 }

@@ -253,12 +253,13 @@ func (f *fixed) release(now time.Time) {
 				continue
 			}
 			g := s.Generated.Add(1)
-			notify(s)
 			if int(g) >= s.MaxOut {
-				s.Done.Store(true)
+				s.Done.Store(true) // before the notification: the handler may look at once
+				notify(s)
 				f.live--
 				continue
 			}
+			notify(s)
 			// Next token from the previous due time, not from now: no drift.
 			d.at = d.at.Add(jittered(d.itl, d.jitter, d.rng))
 			f.place(d)

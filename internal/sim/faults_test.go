@@ -3,9 +3,9 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
