@@ -110,8 +110,18 @@ func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string)
 	tracePath := tdir + "/trace.jsonl"
 	args := []string{self, "-serve", "-itl", itl.String(), "-ttft", ttft.String(), "-trace", tracePath, "-cpuprofile", prof}
 	if pin >= 0 {
-		// taskset pins every thread the server will ever start to one CPU.
+		// taskset pins every thread the server will ever start to one CPU, and keeps every thread
+		// of this load process off it.
 		args = append([]string{"taskset", "-c", strconv.Itoa(pin)}, args...)
+		var others []string
+		for c := range runtime.NumCPU() {
+			if c != pin {
+				others = append(others, strconv.Itoa(c))
+			}
+		}
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", strings.Join(others, ","), strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+			return fmt.Errorf("pin the load away from CPU %d: %v: %s", pin, err, out)
+		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
@@ -239,7 +249,7 @@ func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string)
 	fmt.Printf("  client ITL p50/p99/max %v / %v / %v  (%d gaps sampled)\n", pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), pct(1).Round(10*time.Microsecond), len(gaps))
 	fmt.Printf("  server send lateness vs schedule p50/p99/max %v / %v / %v  (%d tokens, from the server's --trace)\n",
 		late[0].Round(10*time.Microsecond), late[1].Round(10*time.Microsecond), late[2].Round(10*time.Microsecond), int(late[3]))
-	fmt.Printf("  window %v, load side GOMAXPROCS=%d\n", el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
+	fmt.Printf("  window %v, load side GOMAXPROCS=%d (off the server's CPU when pinned)\n", el.Round(time.Millisecond), runtime.GOMAXPROCS(0))
 	return nil
 }
 
