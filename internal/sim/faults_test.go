@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -242,4 +243,46 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+func TestJitterBoundsAndSeed(t *testing.T) {
+	gaps := func(seed uint64) []time.Duration {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var out []time.Duration
+		for range 2000 {
+			out = append(out, jittered(10*time.Millisecond, 0.3, rng))
+		}
+		return out
+	}
+	a, b, c := gaps(1), gaps(1), gaps(2)
+	var sum time.Duration
+	lo, hi := time.Hour, time.Duration(0)
+	for i, g := range a {
+		if g != b[i] {
+			t.Fatal("same seed, different jitter")
+		}
+		sum += g
+		lo, hi = min(lo, g), max(hi, g)
+	}
+	if lo < 7*time.Millisecond || hi > 13*time.Millisecond || lo > 7500*time.Microsecond || hi < 12500*time.Microsecond {
+		t.Errorf("jitter 0.3 on 10ms spans %v–%v, want about 7–13ms", lo, hi)
+	}
+	if mean := sum / 2000; mean < 9800*time.Microsecond || mean > 10200*time.Microsecond {
+		t.Errorf("mean gap %v, want ≈ 10ms", mean)
+	}
+	if a[0] == c[0] && a[1] == c[1] {
+		t.Error("different seeds gave the same jitter")
+	}
+	if jittered(10*time.Millisecond, 0, nil) != 10*time.Millisecond {
+		t.Error("no jitter must give the exact latency")
+	}
+	// The server wires it: a fixed server with jitter gets a per-request generator.
+	s := start(t, Config{Model: "m", TTFT: time.Millisecond, ITL: time.Millisecond, Jitter: 0.5, Seed: 4})
+	r := streamReq(t, s.URL()+"/v1/completions", streamBody(5))
+	if !r.done || len(r.contentEvents()) != 5 {
+		t.Errorf("jittered stream: done %v, %d tokens", r.done, len(r.contentEvents()))
+	}
+	if resp, body := getBody(t, s.URL()+"/no/such/path"); resp.StatusCode != 404 || !strings.Contains(string(body), `"detail":"Not Found"`) {
+		t.Errorf("unknown path: %d %s", resp.StatusCode, body)
+	}
 }

@@ -212,6 +212,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.metricsHandler)
 	mux.HandleFunc("GET /sim/gpus", s.fleetHandler)
 	mux.HandleFunc("GET /sim/sample", s.fleetHandler)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"}) // FastAPI's shape, as vLLM answers
+	})
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, map[string]string{"version": "0.17.1+gpuvet.sim"})
 	})
