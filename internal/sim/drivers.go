@@ -90,6 +90,9 @@ func (r *realtime) loop() {
 			}
 		}
 		d, emitted, _ := r.eng.Step()
+		if d == 0 {
+			d = time.Millisecond // nothing could be scheduled (cannot happen with a valid Perf): never spin
+		}
 		out = out[:0]
 		for _, s := range emitted {
 			out = append(out, delivery{s, s.generated, s.generated >= s.MaxOut})

@@ -78,6 +78,10 @@ func TestFleetPowerFollowsLoad(t *testing.T) {
 	s := start(t, Config{GPU: "H100", Model: "Qwen/Qwen3-8B", Fleet: f, GPUIndex: 1})
 	f.Sample(0)
 	f.Sample(1)
+	gs, _ := f.GPUs()
+	if *gs[0].MemoryUsedMiB != 0 || *gs[1].MemoryUsedMiB != int64(80*1024*0.9) {
+		t.Errorf("memory used: idle GPU %d MiB, GPU with an engine %d MiB (want 0 and 90 %% of 80 GiB)", *gs[0].MemoryUsedMiB, *gs[1].MemoryUsedMiB)
+	}
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Add(1)

@@ -144,6 +144,12 @@ func NewServer(cfg Config) (*Server, error) {
 			}
 		}
 		s.drv = newRealtime(NewEngine(p), onStep)
+		if f := cfg.Fleet; f != nil {
+			// vLLM reserves gpu_memory_utilization of every GPU at start, whatever the load.
+			for i := cfg.GPUIndex; i < cfg.GPUIndex+p.Cfg.TP; i++ {
+				f.setUsed(i, int64(g.MemoryGiB*1024*p.Cfg.GPUMemUtil))
+			}
+		}
 	}
 	s.tok = newTokenizer(max(s.model.Vocab, 1))
 	s.metrics = newMetrics()
@@ -192,6 +198,11 @@ func (s *Server) close() error {
 		}
 	}
 	s.drv.close()
+	if f := s.cfg.Fleet; f != nil && s.perf != nil {
+		for i := s.cfg.GPUIndex; i < s.cfg.GPUIndex+s.perf.Cfg.TP; i++ {
+			f.setUsed(i, 0)
+		}
+	}
 	if s.trace != nil {
 		if e := s.trace.flush(); e != nil && err == nil {
 			err = e
