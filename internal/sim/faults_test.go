@@ -155,11 +155,12 @@ func TestTraceGroundTruth(t *testing.T) {
 	}
 	r := streamReq(t, s.URL()+"/v1/completions", map[string]any{"prompt": "trace me please", "max_tokens": 8, "ignore_eos": true, "stream": true})
 	post(t, s.URL()+"/v1/completions", map[string]any{"prompt": "and me", "max_tokens": 3, "ignore_eos": true})
+	post(t, s.URL()+"/v1/chat/completions", map[string]any{"model": "wrong"})
 	s.Close()
 	b, _ := os.ReadFile(path)
 	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) != 2 {
-		t.Fatalf("%d trace lines, want 2:\n%s", len(lines), b)
+	if len(lines) != 3 || !bytes.Contains(lines[2], []byte(`"status":400`)) {
+		t.Fatalf("%d trace lines, want 3, the last a 400:\n%s", len(lines), b)
 	}
 	var rec TraceRecord
 	if err := json.Unmarshal(lines[0], &rec); err != nil {

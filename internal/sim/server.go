@@ -385,6 +385,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	n := s.reqs.Add(1)
 	body, e := readBody(w, r)
 	if e != nil {
+		s.traceError(arrival, n, chat, nil, e.Status, "")
 		writeErr(w, e)
 		return
 	}
@@ -393,13 +394,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		e = s.checkModel(req.Model)
 	}
 	if e != nil {
+		s.traceError(arrival, n, chat, req, e.Status, "")
 		writeErr(w, e)
 		return
 	}
 	p := s.decide(req, n)
 	if fe := p.fault.httpError(); fe != nil {
 		s.metrics.failed(fe.Status)
-		s.traceError(arrival, n, req, fe.Status, p.fault.name())
+		s.traceError(arrival, n, chat, req, fe.Status, p.fault.name())
 		writeErr(w, fe)
 		return
 	}

@@ -238,14 +238,17 @@ func (st *stream) endpoint() string {
 	return "/v1/completions"
 }
 
-func (s *Server) traceError(arrival time.Time, n uint64, req *genRequest, status int, fault string) {
+func (s *Server) traceError(arrival time.Time, n uint64, chat bool, req *genRequest, status int, fault string) {
 	if s.trace == nil {
 		return
 	}
 	ep := "/v1/completions"
-	if req.chat {
+	if chat {
 		ep = "/v1/chat/completions"
 	}
-	s.trace.write(TraceRecord{ID: n, Server: s.name, Endpoint: ep, Stream: req.Stream, Arrival: arrival, PromptTokens: req.promptToks,
-		MaxTokens: req.maxTokens, Status: status, Fault: fault, TokenMs: []float64{}})
+	r := TraceRecord{ID: n, Server: s.name, Endpoint: ep, Arrival: arrival, Status: status, Fault: fault, TokenMs: []float64{}}
+	if req != nil { // nil: the request was refused before it could be read
+		r.Stream, r.PromptTokens, r.MaxTokens = req.Stream, req.promptToks, req.maxTokens
+	}
+	s.trace.write(r)
 }
