@@ -75,7 +75,7 @@ func TestSimSweep(t *testing.T) {
 		t.Skipf("sim has no roofline for %s/H100: %v", testModel, err)
 	}
 	defer srv.Close()
-	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 5, MaxDuration: results.Duration(500 * time.Millisecond), PromptTokens: 128, OutputTokens: 32})
+	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 5, MaxDuration: results.Duration(2 * time.Second), PromptTokens: 128, OutputTokens: 32})
 	l, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
