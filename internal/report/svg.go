@@ -63,6 +63,7 @@ func esc(s string) string { return html.EscapeString(s) }
 
 // SVG draws the chart.
 func (c LineChart) SVG() template.HTML {
+	c.Series = finite(c.Series)
 	var xs, ys []float64
 	for _, s := range c.Series {
 		for _, p := range s.Points {
@@ -73,8 +74,8 @@ func (c LineChart) SVG() template.HTML {
 	for _, r := range c.Refs {
 		ys = append(ys, r.Y)
 	}
-	xt := niceTicks(0, maxOf(xs), 6)
-	yt := niceTicks(0, maxOf(ys), 5)
+	xt := niceTicks(minOf(xs), maxOf(xs), 6)
+	yt := niceTicks(minOf(ys), maxOf(ys), 5)
 	plotW := float64(chartW - marginL - marginR)
 	sx := func(x float64) float64 { return marginL + (x-xt[0])/(xt[len(xt)-1]-xt[0])*plotW }
 	sy := func(y float64) float64 { return plotTop + plotH - (y-yt[0])/(yt[len(yt)-1]-yt[0])*plotH }
@@ -128,6 +129,20 @@ func (c LineChart) SVG() template.HTML {
 	b.WriteString(legend)
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
+}
+
+// finite drops points that cannot be drawn (NaN or infinite): a broken figure must not break the chart.
+func finite(ss []Series) []Series {
+	out := make([]Series, len(ss))
+	for i, s := range ss {
+		out[i] = Series{Name: s.Name, Dashed: s.Dashed}
+		for _, p := range s.Points {
+			if !math.IsNaN(p.X) && !math.IsNaN(p.Y) && !math.IsInf(p.X, 0) && !math.IsInf(p.Y, 0) {
+				out[i].Points = append(out[i].Points, p)
+			}
+		}
+	}
+	return out
 }
 
 func dashedOf(ss []Series) []bool {
@@ -205,8 +220,10 @@ func niceTicks(lo, hi float64, n int) []float64 {
 	}
 	start := math.Floor(lo/step) * step
 	var t []float64
-	for v := start; v < hi+step*0.999; v += step {
-		t = append(t, math.Round(v/step)*step)
+	for k := 0; start+float64(k)*step < hi+step*0.999; k++ {
+		// k × step, cleaned of binary noise (3 × 0.2 = 0.6000000000000001).
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(start+float64(k)*step, 'g', 12, 64), 64)
+		t = append(t, v)
 	}
 	if len(t) < 2 {
 		t = append(t, start+step)
@@ -276,6 +293,15 @@ const barH = 11
 
 // SVG draws the chart. Groups stack downward; the label column is on the left.
 func (c BarChart) SVG() template.HTML {
+	for gi := range c.Groups {
+		var ok []Bar
+		for _, br := range c.Groups[gi].Bars {
+			if !math.IsNaN(br.Value) && !math.IsInf(br.Value, 0) {
+				ok = append(ok, br)
+			}
+		}
+		c.Groups[gi].Bars = ok
+	}
 	var vals []float64
 	for _, g := range c.Groups {
 		for _, br := range g.Bars {

@@ -418,7 +418,7 @@ func num(v float64) string {
 	}
 	a := math.Abs(v)
 	switch {
-	case a >= 1000:
+	case math.Round(a) >= 1000:
 		return group(strconv.FormatFloat(v, 'f', 0, 64))
 	case a >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
