@@ -11,7 +11,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func readSample(t *testing.T) *results.Summary {
+func readSample(t testing.TB) *results.Summary {
 	t.Helper()
 	s, err := results.Read(filepath.Join("testdata", "summary.json"))
 	if err != nil {

@@ -97,7 +97,8 @@ func (d *promDoc) bytes() []byte {
 					if i > 0 {
 						b.WriteByte(',')
 					}
-					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(l[1]))
+					// The text format is UTF-8: a broken byte in a name must not break the file.
+					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(strings.ToValidUTF8(l[1], "\uFFFD")))
 				}
 				b.WriteByte('}')
 			}
