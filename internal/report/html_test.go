@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -150,3 +151,23 @@ func TestWriteHTML(t *testing.T) {
 		t.Error("nil summary accepted")
 	}
 }
+
+// Many flags: the first ones stay in sight, the rest fold under the verdict, none is dropped.
+func TestHTMLManyFlags(t *testing.T) {
+	s := readSample(t)
+	for i := 0; i < 20; i++ {
+		s.Flags = append(s.Flags, results.Flag{Scope: "run", Subject: "x", Check: "extra", Reason: "extra flag " + strings.Repeat("i", i+1) + "."})
+	}
+	out := render(t, s)
+	n := len(allFlags(s))
+	if !strings.Contains(out, "Flags ("+itoa(n)+")") || !strings.Contains(out, itoa(n-maxVerdictFlags)+" more flags") {
+		t.Errorf("want %d flags with %d folded", n, n-maxVerdictFlags)
+	}
+	for i := 0; i < 20; i++ {
+		if !strings.Contains(out, "extra flag "+strings.Repeat("i", i+1)+".") {
+			t.Errorf("flag %d dropped", i)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -30,7 +30,9 @@ type page struct {
 	Status     string // ok, flag, failed, skipped
 	StatusWord string // PASS, WARN, FAIL, SKIPPED
 	Headline   string
-	Flags      []flagView
+	Flags      []flagView // the first maxVerdictFlags, shown open
+	MoreFlags  []flagView // the rest, folded
+	FlagCount  int
 	Actions    []string
 	Errors     []string
 	Incomplete bool
@@ -137,6 +139,9 @@ type baseRow struct {
 
 var statusWord = map[results.Status]string{results.StatusOK: "PASS", results.StatusFlag: "WARN", results.StatusFailed: "FAIL", results.StatusSkipped: "SKIPPED"}
 
+// maxVerdictFlags is how many flags the verdict lists before folding the rest.
+const maxVerdictFlags = 12
+
 func buildPage(s *results.Summary) *page {
 	p := &page{Title: "gpuvet report", RunID: s.RunID, Status: string(s.Status), StatusWord: statusWord[s.Status], Incomplete: !s.Complete}
 	if p.StatusWord == "" {
@@ -147,9 +152,13 @@ func buildPage(s *results.Summary) *page {
 		p.Generated += " – " + s.FinishedAt.UTC().Format("15:04 UTC") + " (" + s.FinishedAt.Sub(s.StartedAt).Round(time.Second).String() + ")"
 	}
 	p.Flags = allFlags(s)
+	p.FlagCount = len(p.Flags)
+	if len(p.Flags) > maxVerdictFlags {
+		p.Flags, p.MoreFlags = p.Flags[:maxVerdictFlags], p.Flags[maxVerdictFlags:]
+	}
 	p.Errors = allErrors(s)
 	p.Headline = headline(s, p)
-	p.Actions = actions(s, p.Flags)
+	p.Actions = actions(s, allFlags(s))
 	p.Platform = platform(s)
 	p.KPIs = kpis(s)
 	sections := 0
@@ -246,7 +255,7 @@ func headline(s *results.Summary, p *page) string {
 	case results.StatusOK:
 		return "Every check passed: " + what + "."
 	case results.StatusFlag:
-		return fmt.Sprintf("%d flag%s raised: %s. The hardware serves, but not everything is as it should be.", len(p.Flags), plural(len(p.Flags)), what)
+		return fmt.Sprintf("%d flag%s raised: %s. The hardware serves, but not everything is as it should be.", p.FlagCount, plural(p.FlagCount), what)
 	case results.StatusFailed:
 		return fmt.Sprintf("The run failed: %s. What was measured is shown below.", what)
 	}
@@ -606,6 +615,19 @@ func buildHealth(h *results.Health, large bool) *healthView {
 			}
 		}
 	}
+	// A figure the GPU-to-GPU comparison flagged is marked in the datasheet table too.
+	type gm struct {
+		gpu    int
+		metric string
+	}
+	flagged := map[gm]string{}
+	for _, c := range h.Comparisons {
+		for _, v := range c.Values {
+			if v.Flagged {
+				flagged[gm{v.GPU, c.Metric}] = v.Reason
+			}
+		}
+	}
 	var burn []Series
 	for _, g := range h.GPUs {
 		hv.Inventory = append(hv.Inventory, inventoryRow(g))
@@ -620,7 +642,11 @@ func buildHealth(h *results.Health, large bool) *healthView {
 				row.Cells = append(row.Cells, cell{Text: "—"})
 				continue
 			}
-			row.Cells = append(row.Cells, benchCell(b))
+			c := benchCell(b)
+			if reason, ok := flagged[gm{g.GPU.Index, n}]; ok && c.Class == "" {
+				c.Class, c.Tip = "flag", strings.TrimPrefix(c.Tip+"; "+reason, "; ")
+			}
+			row.Cells = append(row.Cells, c)
 		}
 		row.Burn = burnCell(g.Burn)
 		row.DCGM = dcgmCell(dcgmByGPU[g.GPU.Index], h.DCGM)
