@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"os"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/spf13/cobra"
+)
+
+// configFlags are the flags every command that resolves a Plan shares.
+type configFlags struct {
+	files []string
+	sets  []string
+}
+
+func (f *configFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&f.files, "config", "c", nil, "YAML config file or aicr recipe (repeatable; later files overlay earlier ones)")
+	cmd.Flags().StringArrayVar(&f.sets, "set", nil, "set one key, e.g. --set load.max_concurrency=64 (repeatable; beats files and env)")
+}
+
+// plan resolves the Plan; any config error is a usage error (exit 2, nothing started).
+func (f *configFlags) plan(extra ...config.Flag) (*config.Plan, error) {
+	p, err := config.Load(config.Options{Files: f.files, Sets: f.sets, Environ: os.Environ(), Flags: extra})
+	if err != nil {
+		var ce *config.Error
+		if errors.As(err, &ce) {
+			return nil, usageErr("config: %v", err)
+		}
+		return nil, usageErr("%v", err)
+	}
+	return p, nil
+}
+
+func newConfigCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
+	var cf configFlags
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the resolved plan: every value with its source (default, env, file, recipe, flag)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := cf.plan()
+			if err != nil {
+				return err
+			}
+			p.Show(cmd.OutOrStdout())
+			return nil
+		},
+	}
+	cf.register(show)
+	cmd.AddCommand(show)
+	return cmd
+}
+
+func init() { root.AddCommand(newConfigCmd()) }

@@ -1,0 +1,315 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsFromSeeds(t *testing.T) {
+	p, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	if c.Models[0] != "Qwen/Qwen3-8B" || c.Load.PromptTokens != 512 || c.Load.OutputTokens != 256 ||
+		c.Load.MaxConcurrency != 128 || c.Load.MaxDuration.D().Seconds() != 20 || c.Load.Warmup != "1" ||
+		*c.Gates.TTFTP95Ms != 200 || *c.Gates.ITLP95Ms != 50 || c.Compare.VariancePct != 20 {
+		t.Fatalf("defaults differ from the seeds: %+v", c)
+	}
+	if p.Source("load.max_concurrency") != "default" {
+		t.Fatalf("source = %q", p.Source("load.max_concurrency"))
+	}
+}
+
+func TestOverlayPrecedence(t *testing.T) {
+	a := write(t, "a.yaml", `
+models: [m/a, m/b]
+load:
+  max_concurrency: 64
+  rates: 5
+gates:
+  ttft_p95_ms: 300
+reference:
+  "NVIDIA H200":
+    "m/a": {ttft_p95_ms: 100}
+`)
+	b := write(t, "b.yaml", `
+models: [m/c]
+load:
+  rates: 7
+reference:
+  "NVIDIA H200":
+    "m/a": {itl_p95_ms: 20}
+`)
+	env := []string{"GPUVET_LOAD_OUTPUT_TOKENS=128", "GPUVET_LOAD_RATES=3", "HOME=/x"}
+	p, err := Load(Options{Files: []string{a, b}, Sets: []string{"gates.itl_p95_ms=null", "load.rates=9"}, Environ: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	tests := []struct {
+		path, src string
+		ok        bool
+	}{
+		{"models", "config:" + b, len(c.Models) == 1 && c.Models[0] == "m/c"}, // lists replace
+		{"load.max_concurrency", "config:" + a, c.Load.MaxConcurrency == 64},  // maps merge
+		{"load.rates", "flag:--set", c.Load.Rates == 9},                       // --set > files > env
+		{"load.output_tokens", "env:GPUVET_LOAD_OUTPUT_TOKENS", c.Load.OutputTokens == 128},
+		{"gates.ttft_p95_ms", "config:" + a, *c.Gates.TTFTP95Ms == 300},
+		{"gates.itl_p95_ms", "flag:--set", c.Gates.ITLP95Ms == nil},
+		{`reference["NVIDIA H200"]["m/a"].ttft_p95_ms`, "config:" + a, *c.Reference["NVIDIA H200"]["m/a"].TTFTP95Ms == 100},
+		{`reference["NVIDIA H200"]["m/a"].itl_p95_ms`, "config:" + b, *c.Reference["NVIDIA H200"]["m/a"].ITLP95Ms == 20},
+		{"load.prompt_tokens", "default", c.Load.PromptTokens == 512},
+	}
+	for _, tt := range tests {
+		if !tt.ok {
+			t.Errorf("%s: wrong value", tt.path)
+		}
+		if got := p.Source(tt.path); got != tt.src {
+			t.Errorf("%s: source %q, want %q", tt.path, got, tt.src)
+		}
+	}
+	var sb strings.Builder
+	p.Show(&sb)
+	if !strings.Contains(sb.String(), "load.rates = 9") || !strings.Contains(sb.String(), "# flag:--set") {
+		t.Errorf("show output lacks the value or its source:\n%s", sb.String())
+	}
+}
+
+func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
+	tests := []struct {
+		name, body string
+		sets       []string
+		env        []string
+		want       []string
+	}{
+		{"unknown key", "load:\n  max_concurency: 3\n", nil, nil, []string{"bad.yaml:2", "load.max_concurency", "unknown key", "max_concurrency"}},
+		{"wrong type", "load:\n  max_concurrency: lots\n", nil, nil, []string{"bad.yaml:2", "load.max_concurrency", "want an integer"}},
+		{"list wanted", "models: Qwen/Qwen3-8B\n", nil, nil, []string{"bad.yaml:1", "models", "want a list"}},
+		{"impossible value", "load:\n  max_concurrency: 0\n", nil, nil, []string{"config:", "bad.yaml", "load.max_concurrency", "want ≥ 1"}},
+		{"bad enum", "backend: cloud\n", nil, nil, []string{"bad.yaml", "backend", "local, endpoint or sim"}},
+		{"bad duration", "load:\n  max_duration: 20\n", nil, nil, []string{"bad.yaml:2", "load.max_duration", "duration"}},
+		{"not yaml", "load: [\n", nil, nil, []string{"bad.yaml", "not valid YAML"}},
+		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"flag:--set", "load.nope", "allowed here"}},
+		{"set no equals", "", []string{"load.rates"}, nil, []string{"--set", "want key=value"}},
+		{"set impossible", "", []string{"engine.gpu_memory_utilization=1.5"}, nil, []string{"flag:--set", "engine.gpu_memory_utilization", "(0, 1]"}},
+		{"env typo", "", nil, []string{"GPUVET_LOAD_RATEZ=3"}, []string{"GPUVET_LOAD_RATEZ", "unknown variable"}},
+		{"env wrong type", "", nil, []string{"GPUVET_LOAD_RATES=x"}, []string{"GPUVET_LOAD_RATES", "want an integer"}},
+		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
+		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
+		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var files []string
+			if tt.body != "" {
+				files = []string{write(t, "bad.yaml", tt.body)}
+			}
+			_, err := Load(Options{Files: files, Sets: tt.sets, Environ: tt.env})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a *config.Error: %T %v", err, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestAICRRecipe(t *testing.T) {
+	p, err := Load(Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	src := "recipe:testdata/gb200-eks-ubuntu-inference-dynamo.yaml"
+	if c.Models[0] != "Qwen/Qwen3-8B" || c.Load.Concurrency != 256 || *c.Gates.AICRMinOutputTokS != 50000 || *c.Gates.AICRMaxTTFTP99Ms != 2000 {
+		t.Fatalf("recipe not read: %+v %+v", c.Load, c.Gates)
+	}
+	for _, k := range []string{"models", "load.concurrency", "gates.aicr_min_output_tok_s", "gates.aicr_max_ttft_p99_ms"} {
+		if p.Source(k) != src {
+			t.Errorf("%s source %q", k, p.Source(k))
+		}
+	}
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "inference-routing-mode") {
+		t.Errorf("notes: %v", p.Notes)
+	}
+	// A later file overrides the recipe; --set overrides both.
+	o := write(t, "o.yaml", "load:\n  concurrency: 64\n")
+	p, err = Load(Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml", o}, Sets: []string{"gates.aicr_max_ttft_p99_ms=1500"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Config.Load.Concurrency != 64 || *p.Config.Gates.AICRMaxTTFTP99Ms != 1500 || p.Source("gates.aicr_max_ttft_p99_ms") != "flag:--set" {
+		t.Errorf("overlay over recipe: %+v", p.Config.Gates)
+	}
+	bad := write(t, "r.yaml", "kind: RecipeMetadata\nspec:\n  validation:\n    performance:\n      constraints:\n        - name: inference-ttft-p99\n          value: \">= 5\"\n")
+	if _, err := Load(Options{Files: []string{bad}}); err == nil || !strings.Contains(err.Error(), "r.yaml:7") || !strings.Contains(err.Error(), `"<="`) {
+		t.Errorf("wrong operator: %v", err)
+	}
+}
+
+func TestForGPU(t *testing.T) {
+	a := write(t, "a.yaml", `
+accelerators:
+  H200:
+    models: [big/model]
+    load: {max_concurrency: 256}
+    gates: {ttft_p95_ms: 150}
+  "NVIDIA L40S":
+    gates: {ttft_p95_ms: 400}
+`)
+	p, err := Load(Options{Files: []string{a}, Sets: []string{"gates.ttft_p95_ms=99"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, src, key := p.ForGPU("NVIDIA H200")
+	if key != "H200" || c.Models[0] != "big/model" || c.Load.MaxConcurrency != 256 || c.Load.Rates != 10 {
+		t.Fatalf("H200 override not applied: key %q %+v", key, c.Load)
+	}
+	if *c.Gates.TTFTP95Ms != 99 || src["gates.ttft_p95_ms"] != "flag:--set" {
+		t.Errorf("--set must beat an accelerator override: %v %s", *c.Gates.TTFTP95Ms, src["gates.ttft_p95_ms"])
+	}
+	if !strings.HasPrefix(src["load.max_concurrency"], "accelerator:H200 (config:") {
+		t.Errorf("source %q", src["load.max_concurrency"])
+	}
+	c, _, key = p.ForGPU("NVIDIA A100-SXM4-80GB")
+	if key != "" || c.Models[0] != "Qwen/Qwen3-8B" {
+		t.Errorf("no override expected, got key %q", key)
+	}
+	if p.Config.Load.MaxConcurrency != 128 {
+		t.Errorf("ForGPU changed the base plan")
+	}
+}
+
+func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
+	p, err := Load(Options{Sets: []string{"backend=sim", "load.rates=6"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Config.Load.MaxDuration.D().Seconds() != 3 || p.Source("load.max_duration") != "default(sim)" {
+		t.Errorf("sim profile not applied: %v %s", p.Config.Load.MaxDuration, p.Source("load.max_duration"))
+	}
+	if p.Config.Load.Rates != 6 {
+		t.Errorf("sim default replaced a user value")
+	}
+}
+
+func TestSetParsing(t *testing.T) {
+	p, err := Load(Options{Sets: []string{
+		"models=a/b, c/d",
+		"engine.kind=generic",
+		"engine.command=srv --model {model} --port {port}",
+		`reference["NVIDIA H200"]["Qwen/Qwen3-8B"].ttft_p95_ms=250`,
+		"engine.extra_args=[--enforce-eager, --x=1]",
+		"run.fail_on_flag=true",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Config
+	if len(c.Models) != 2 || c.Models[1] != "c/d" || c.Engine.Command != "srv --model {model} --port {port}" ||
+		*c.Reference["NVIDIA H200"]["Qwen/Qwen3-8B"].TTFTP95Ms != 250 || len(c.Engine.ExtraArgs) != 2 || !c.Run.FailOnFlag {
+		t.Fatalf("set parsing: %+v", c)
+	}
+}
+
+func TestSplitPath(t *testing.T) {
+	tests := []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{"a.b.c", "a|b|c", false},
+		{`a["x.y"].c`, "a|x.y|c", false},
+		{`a["x"]["y"]`, "a|x|y", false},
+		{"a..b", "", true},
+		{".a", "", true},
+		{"a.", "", true},
+		{`a[x]`, "", true},
+		{`a["x"`, "", true},
+		{`a["x"]b`, "", true},
+		{"", "", true},
+	}
+	for _, tt := range tests {
+		got, err := splitPath(tt.in)
+		if (err != nil) != tt.err || (!tt.err && strings.Join(got, "|") != tt.want) {
+			t.Errorf("splitPath(%q) = %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+func FuzzLoadYAML(f *testing.F) {
+	f.Add([]byte("load:\n  max_concurrency: 3\n"))
+	f.Add([]byte("models: [a]\naccelerators:\n  H200:\n    gates: {ttft_p95_ms: null}\n"))
+	f.Add([]byte("kind: RecipeMetadata\nspec: {validation: {performance: {constraints: [{name: inference-throughput, value: '>= 5'}]}}}\n"))
+	f.Add([]byte("a: &x [1]\nb: *x\n"))
+	f.Add([]byte("reference: {H: {m: {ttft_p95_ms: -1}}}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := &Plan{Sources: map[string]string{}}
+		tr, err := toTree(Defaults(), "default", p.Sources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.tree = tr
+		if err := p.applyBytes("fuzz.yaml", b); err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error is not a *config.Error: %T %v", err, err)
+			}
+			return
+		}
+		if _, err := decode(p.tree); err != nil {
+			t.Fatalf("a checked tree must decode: %v", err)
+		}
+	})
+}
+
+func FuzzSet(f *testing.F) {
+	for _, s := range []string{"load.rates=3", `reference["a.b"]["c"].ttft_p95_ms=1`, "models=a,b", "gates.ttft_p95_ms=null", "x", "engine.env.A=b", "load=3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		_, err := Load(Options{Sets: []string{s}})
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error is not a *config.Error: %T %v", err, err)
+			}
+		}
+	})
+}
+
+func TestAcceleratorMatches(t *testing.T) {
+	tests := []struct {
+		key, name string
+		want      bool
+	}{
+		{"H100", "NVIDIA H100 80GB HBM3", true},
+		{"h20", "NVIDIA H200", false},
+		{"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", true},
+		{"NVIDIA H200", "NVIDIA H200", true},
+		{"", "NVIDIA H200", false},
+	}
+	for _, tt := range tests {
+		if got := acceleratorMatches(tt.key, tt.name); got != tt.want {
+			t.Errorf("acceleratorMatches(%q, %q) = %v", tt.key, tt.name, got)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Options are the inputs of a Plan.
+type Options struct {
+	Files   []string // -c, in order; later files overlay earlier ones
+	Sets    []string // --set key=value, in order
+	Environ []string // os.Environ(); only GPUVET_* entries are read
+	// Flags are named command-line flags mapped to keys (e.g. --out -> output.dir), applied last.
+	Flags []Flag
+}
+
+// Flag is one named command-line flag that sets a key.
+type Flag struct {
+	Name  string // "--out"
+	Path  string // "output.dir"
+	Value string
+}
+
+// Plan is the resolved configuration: every value with its source.
+type Plan struct {
+	Config  Config
+	Sources map[string]string // key path -> "default", "default(sim)", "env:GPUVET_…", "config:FILE", "recipe:FILE", "flag:--set"
+	Notes   []string          // e.g. recipe constraints gpuvet does not use
+	tree    tree
+}
+
+// Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming
+// the source, the key path and what is allowed; nothing has started yet (exit 2).
+func Load(o Options) (*Plan, error) {
+	p := &Plan{Sources: map[string]string{}}
+	t, err := toTree(Defaults(), "default", p.Sources)
+	if err != nil {
+		return nil, err
+	}
+	p.tree = t
+	if err := p.applyEnv(o.Environ); err != nil {
+		return nil, err
+	}
+	for _, f := range o.Files {
+		if err := p.applyFile(f); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range o.Sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, &Error{Source: "flag --set", Msg: fmt.Sprintf("want key=value, got %q", s)}
+		}
+		if err := p.set(strings.TrimSpace(k), v, "flag:--set"); err != nil {
+			return nil, err
+		}
+	}
+	for _, fl := range o.Flags {
+		if err := p.set(fl.Path, fl.Value, "flag:"+fl.Name); err != nil {
+			return nil, err
+		}
+	}
+	if b, _ := p.tree["backend"].(string); b == "sim" {
+		p.applySimDefaults()
+	}
+	c, err := decode(p.tree)
+	if err != nil {
+		return nil, fmt.Errorf("config: internal decode error (a bug): %v", err)
+	}
+	p.Config = c
+	if err := validate(c, p.Sources, ""); err != nil {
+		return nil, err
+	}
+	for _, name := range sortedKeys(c.Accelerators) {
+		ac, src, _ := p.ForGPU(name)
+		if err := validate(ac, src, joinPath("accelerators", name)); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func (p *Plan) applySimDefaults() {
+	for path, v := range simDefaults {
+		if p.Sources[path] != "default" {
+			continue
+		}
+		segs, _ := splitPath(path)
+		setPath(p.tree, segs, v)
+		p.Sources[path] = "default(sim)"
+	}
+}
+
+// applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its
+// validation.performance.constraints.
+func (p *Plan) applyFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("cannot read: %v", err)}
+	}
+	return p.applyBytes(path, b)
+}
+
+func (p *Plan) applyBytes(path string, b []byte) error {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty file: nothing to overlay
+		}
+		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("not valid YAML: %v", err)}
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if isRecipe(root) {
+		layer, notes, err := recipeLayer(path, root, p.Sources)
+		if err != nil {
+			return err
+		}
+		p.Notes = append(p.Notes, notes...)
+		merge(p.tree, layer, "", p.Sources)
+		p.restoreSources(layer, "recipe:"+path)
+		return nil
+	}
+	src := map[string]string{}
+	w := &walker{source: "config:" + path, sources: src}
+	v, err := w.walk(root, reflect.TypeFor[Config](), "")
+	if err != nil {
+		return err
+	}
+	p.overlay(v.(tree), src)
+	return nil
+}
+
+// overlay merges a layer and records its sources (after merge dropped the replaced ones).
+func (p *Plan) overlay(layer tree, src map[string]string) {
+	merge(p.tree, layer, "", p.Sources)
+	for k, v := range src {
+		p.Sources[k] = v
+	}
+}
+
+// restoreSources records source for every leaf of layer.
+func (p *Plan) restoreSources(layer tree, source string) {
+	var rec func(v any, path string)
+	rec = func(v any, path string) {
+		if m, ok := v.(tree); ok {
+			for k, e := range m {
+				rec(e, joinPath(path, k))
+			}
+			return
+		}
+		p.Sources[path] = source
+	}
+	rec(layer, "")
+}
+
+// set applies one key=value (from --set, a named flag, or the environment).
+func (p *Plan) set(key, value, source string) error {
+	segs, err := splitPath(key)
+	if err != nil {
+		return &Error{Source: source, Path: key, Msg: err.Error()}
+	}
+	t, err := typeAt(reflect.TypeFor[Config](), segs)
+	if err != nil {
+		return &Error{Source: source, Path: key, Msg: err.Error()}
+	}
+	path := ""
+	for _, s := range segs {
+		path = joinPath(path, s)
+	}
+	n, err := valueNode(t, value)
+	if err != nil {
+		return &Error{Source: source, Path: path, Msg: err.Error()}
+	}
+	src := map[string]string{}
+	w := &walker{source: source, sources: src}
+	v, err := w.walk(n, t, path)
+	if err != nil {
+		return err
+	}
+	layer := tree{}
+	setPath(layer, segs, v)
+	p.overlay(layer, src)
+	return nil
+}
+
+// valueNode turns a command-line value into a YAML node for type t: strings and durations are
+// taken literally ("{port}" stays a string), lists accept "a,b" as well as "[a, b]", everything
+// else is read as YAML.
+func valueNode(t reflect.Type, value string) (*yaml.Node, error) {
+	lit := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+	if t.Kind() == reflect.String || t == durationType {
+		return lit(value), nil
+	}
+	if t.Kind() == reflect.Slice && !strings.HasPrefix(strings.TrimSpace(value), "[") {
+		seq := &yaml.Node{Kind: yaml.SequenceNode}
+		if strings.TrimSpace(value) != "" {
+			for _, part := range strings.Split(value, ",") {
+				seq.Content = append(seq.Content, lit(strings.TrimSpace(part)))
+			}
+		}
+		return seq, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
+		return nil, fmt.Errorf("not a valid value: %v", err)
+	}
+	if len(doc.Content) == 0 {
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}, nil
+	}
+	return doc.Content[0], nil
+}
+
+// envKeys lists every key settable from the environment: struct leaves and lists, not free maps.
+func envKeys() map[string]string {
+	out := map[string]string{}
+	var rec func(t reflect.Type, path string)
+	rec = func(t reflect.Type, path string) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			p := joinPath(path, yamlKey(f))
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch {
+			case ft.Kind() == reflect.Struct && ft != durationType:
+				rec(ft, p)
+			case ft.Kind() == reflect.Map:
+			default:
+				out["GPUVET_"+strings.ToUpper(strings.ReplaceAll(p, ".", "_"))] = p
+			}
+		}
+	}
+	rec(reflect.TypeFor[Config](), "")
+	return out
+}
+
+// applyEnv reads GPUVET_<PATH> variables. An unknown GPUVET_ variable is an error (a typo would
+// otherwise be silently ignored).
+func (p *Plan) applyEnv(environ []string) error {
+	keys := envKeys()
+	var names []string
+	vals := map[string]string{}
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "GPUVET_") {
+			continue
+		}
+		names = append(names, k)
+		vals[k] = v
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		path, ok := keys[k]
+		if !ok {
+			return &Error{Source: "env " + k, Msg: "unknown variable: GPUVET_<KEY> maps to a config key (e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency); see `gpuvet config show`"}
+		}
+		if err := p.set(path, vals[k], "env:"+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Source returns where the value at path came from.
+func (p *Plan) Source(path string) string { return p.Sources[path] }
+
+// ForGPU returns the configuration for a GPU of the given exact name, with the matching
+// accelerators entry overlaid (the exact name, else the longest key whose words appear in the name:
+// "H200" matches "NVIDIA H200", "h20" does not). Values set by command-line flags still win.
+// It returns the config, its sources, and the accelerators key used ("" when none).
+func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
+	key := matchAccelerator(p.Config.Accelerators, name)
+	src := maps(p.Sources)
+	if key == "" {
+		return p.Config, src, ""
+	}
+	acc, _ := p.tree["accelerators"].(tree)
+	sub, _ := acc[key].(tree)
+	t := deepCopy(p.tree).(tree)
+	accPath := joinPath("accelerators", key)
+	var rec func(v any, rel []string)
+	rec = func(v any, rel []string) {
+		if m, ok := v.(tree); ok {
+			for k, e := range m {
+				rec(e, append(slices.Clone(rel), k))
+			}
+			return
+		}
+		path, full := "", accPath
+		for _, s := range rel {
+			path = joinPath(path, s)
+			full = joinPath(full, s)
+		}
+		if strings.HasPrefix(src[path], "flag:") {
+			return
+		}
+		dropSources(src, path)
+		setPath(t, rel, deepCopy(v))
+		src[path] = "accelerator:" + key + " (" + p.Sources[full] + ")"
+	}
+	rec(sub, nil)
+	c, err := decode(t)
+	if err != nil {
+		return p.Config, maps(p.Sources), ""
+	}
+	return c, src, key
+}
+
+func maps(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func matchAccelerator(acc map[string]Accelerator, name string) string {
+	if _, ok := acc[name]; ok {
+		return name
+	}
+	best := ""
+	for k := range acc {
+		if acceleratorMatches(k, name) && (len(k) > len(best) || len(k) == len(best) && k < best) {
+			best = k
+		}
+	}
+	return best
+}
+
+// acceleratorMatches reports whether an accelerator key names this GPU: its words appear in the GPU
+// name's words, consecutively and in order, ignoring case, dashes and underscores ("h100" matches
+// "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200"). The judge matches the same way.
+func acceleratorMatches(key, gpuName string) bool {
+	kw, gw := words(key), words(gpuName)
+	if len(kw) == 0 {
+		return false
+	}
+	for i := 0; i+len(kw) <= len(gw); i++ {
+		if slices.Equal(gw[i:i+len(kw)], kw) {
+			return true
+		}
+	}
+	return false
+}
+
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return r == ' ' || r == '-' || r == '_' })
+}

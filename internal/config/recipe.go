@@ -1,0 +1,108 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// aicr recipes (NVIDIA AI Cluster Runtime, kind RecipeMetadata) carry inference-perf knobs in
+// spec.validation.performance.constraints as name/value pairs. gpuvet reads them so existing
+// recipes work as they are:
+//
+//	inference-model                -> models: [value]
+//	inference-concurrency-per-gpu  -> load.concurrency
+//	inference-throughput ">= N"    -> gates.aicr_min_output_tok_s (a full-node floor, as aicr means it)
+//	inference-ttft-p99   "<= N"    -> gates.aicr_max_ttft_p99_ms
+//
+// Other constraints (e.g. inference-routing-mode) belong to aicr's deployment and are noted.
+
+func isRecipe(root *yaml.Node) bool {
+	return root.Kind == yaml.MappingNode && child(root, "kind") != nil && child(root, "kind").Value == "RecipeMetadata"
+}
+
+func child(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func recipeLayer(path string, root *yaml.Node, _ map[string]string) (tree, []string, error) {
+	source := "recipe:" + path
+	fail := func(n *yaml.Node, key, format string, args ...any) error {
+		return &Error{Source: source, Line: n.Line, Path: key, Msg: fmt.Sprintf(format, args...)}
+	}
+	cons := child(child(child(child(root, "spec"), "validation"), "performance"), "constraints")
+	layer := tree{}
+	var notes []string
+	if cons == nil {
+		notes = append(notes, fmt.Sprintf("%s: aicr recipe without spec.validation.performance.constraints: nothing to read", path))
+		return layer, notes, nil
+	}
+	const where = "spec.validation.performance.constraints"
+	if cons.Kind != yaml.SequenceNode {
+		return nil, nil, fail(cons, where, "want a list of {name, value}, got %s", kindName(cons))
+	}
+	for i, c := range cons.Content {
+		key := fmt.Sprintf("%s[%d]", where, i)
+		name, val := child(c, "name"), child(c, "value")
+		if name == nil || val == nil || val.Kind != yaml.ScalarNode {
+			return nil, nil, fail(c, key, "want {name: ..., value: \"...\"}")
+		}
+		switch name.Value {
+		case "inference-model":
+			if strings.TrimSpace(val.Value) == "" {
+				return nil, nil, fail(val, key, "inference-model is empty")
+			}
+			layer["models"] = []any{strings.TrimSpace(val.Value)}
+		case "inference-concurrency-per-gpu":
+			n, err := strconv.Atoi(strings.TrimSpace(val.Value))
+			if err != nil || n < 1 {
+				return nil, nil, fail(val, key, "inference-concurrency-per-gpu: want a positive integer, got %q", val.Value)
+			}
+			setPath(layer, []string{"load", "concurrency"}, int64(n))
+		case "inference-throughput":
+			v, err := parseConstraint(val.Value, ">=")
+			if err != nil {
+				return nil, nil, fail(val, key, "inference-throughput: %v", err)
+			}
+			setPath(layer, []string{"gates", "aicr_min_output_tok_s"}, v)
+		case "inference-ttft-p99":
+			v, err := parseConstraint(val.Value, "<=")
+			if err != nil {
+				return nil, nil, fail(val, key, "inference-ttft-p99: %v", err)
+			}
+			setPath(layer, []string{"gates", "aicr_max_ttft_p99_ms"}, v)
+		default:
+			notes = append(notes, fmt.Sprintf("%s: constraint %s=%q is aicr's deployment side; gpuvet does not use it", path, name.Value, val.Value))
+		}
+	}
+	return layer, notes, nil
+}
+
+// parseConstraint reads "<op> N" (op optional) and insists on the operator the gate means.
+func parseConstraint(s, op string) (float64, error) {
+	s = strings.TrimSpace(s)
+	for _, o := range []string{">=", "<=", ">", "<", "=="} {
+		if strings.HasPrefix(s, o) {
+			if o != op {
+				return 0, fmt.Errorf("want %q N, got %q", op, s)
+			}
+			s = strings.TrimSpace(s[len(o):])
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v != v {
+		return 0, fmt.Errorf("want %q followed by a non-negative number, got %q", op, s)
+	}
+	return v, nil
+}

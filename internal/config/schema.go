@@ -1,0 +1,280 @@
+// Package config is gpuvet's one configuration schema and its resolution into a Plan.
+//
+// Values come from, lowest to highest precedence: built-in defaults, environment variables
+// (GPUVET_<PATH>, e.g. GPUVET_LOAD_MAX_CONCURRENCY), YAML files in order (-c a.yaml -c b.yaml; maps
+// merge recursively, lists replace; an aicr recipe given as a file contributes its
+// validation.performance.constraints), and --set key=value. Every resolved value records its source,
+// so `gpuvet config show` and summary.json can say who decided each threshold.
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is the whole schema. Field comments are the documentation of each key (docs/config.md has
+// a commented full example).
+type Config struct {
+	// Backend decides where engines run: local (child processes on this host), endpoint (an
+	// already-running OpenAI-compatible server), sim (the built-in simulator, in-process).
+	Backend string `yaml:"backend"`
+	// Environment labels the run for comparisons: baremetal, vm, k8s, or anything.
+	Environment string `yaml:"environment"`
+	// Models are served one after another on every selected GPU (exact Hugging Face ids).
+	Models       []string               `yaml:"models"`
+	Engine       Engine                 `yaml:"engine"`
+	Endpoint     Endpoint               `yaml:"endpoint"`
+	Load         LoadProfile            `yaml:"load"`
+	Gates        Gates                  `yaml:"gates"`
+	Compare      Compare                `yaml:"compare"`
+	Reference    map[string]ModelRefs   `yaml:"reference"`
+	Health       Health                 `yaml:"health"`
+	Functional   Functional             `yaml:"functional"`
+	Power        Power                  `yaml:"power"`
+	Output       Output                 `yaml:"output"`
+	ModelCache   ModelCache             `yaml:"model_cache"`
+	Run          Run                    `yaml:"run"`
+	Sim          Sim                    `yaml:"sim"`
+	Accelerators map[string]Accelerator `yaml:"accelerators"`
+}
+
+// Engine says how a serving engine is launched per GPU (or per tp group).
+type Engine struct {
+	// Kind: vllm, sglang, trtllm (built-in templates) or generic (Command below).
+	Kind string `yaml:"kind"`
+	// Command is the launch template for kind generic; placeholders {model} {port} {gpu} {tp}
+	// {max_model_len} {gpu_memory_utilization}. Also overrides a built-in template when set.
+	Command string `yaml:"command"`
+	// ExtraArgs are appended to the launch command line.
+	ExtraArgs []string `yaml:"extra_args"`
+	// VersionCommand prints the engine version (recorded); empty: the kind's default.
+	VersionCommand string `yaml:"version_command"`
+	// Version pins the expected engine version; a different reported version is flagged.
+	Version              string   `yaml:"version"`
+	TP                   int      `yaml:"tp"`
+	MaxModelLen          int      `yaml:"max_model_len"`
+	GPUMemoryUtilization float64  `yaml:"gpu_memory_utilization"`
+	PortBase             int      `yaml:"port_base"` // engine i listens on port_base + i
+	ReadyTimeout         Duration `yaml:"ready_timeout"`
+	// NUMABind runs engine and load under numactl bound to the GPU's NUMA node when known.
+	NUMABind bool `yaml:"numa_bind"`
+	// Env is extra, non-secret environment for the engine. Secrets: see TokenEnv.
+	Env map[string]string `yaml:"env"`
+	// TokenEnv names the environment variable holding the hub token (passed through, never logged).
+	TokenEnv string `yaml:"token_env"`
+}
+
+// Endpoint is the already-running server for backend endpoint.
+type Endpoint struct {
+	URL string `yaml:"url"`
+	// APIKeyEnv names the environment variable holding the API key (never the key itself).
+	APIKeyEnv string `yaml:"api_key_env"`
+	// Health runs the health phase on this host too (default: no).
+	Health bool `yaml:"health"`
+}
+
+// LoadProfile is the load profile (the seed's shared guidellm profile by default).
+type LoadProfile struct {
+	Profile          string   `yaml:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API              string   `yaml:"api"`     // chat or completions
+	PromptTokens     int      `yaml:"prompt_tokens"`
+	OutputTokens     int      `yaml:"output_tokens"`
+	MaxConcurrency   int      `yaml:"max_concurrency"`
+	Concurrency      int      `yaml:"concurrency"` // for profile concurrency (aicr: per GPU)
+	Rate             float64  `yaml:"rate"`        // for constant and poisson
+	Rates            int      `yaml:"rates"`       // constant rungs of a sweep
+	MaxDuration      Duration `yaml:"max_duration"`
+	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
+	RetryUnsaturated bool     `yaml:"retry_unsaturated"`
+	Seed             int64    `yaml:"seed"`
+}
+
+// Gates are the absolute SLO gates; null disables one.
+type Gates struct {
+	TTFTP95Ms          *float64 `yaml:"ttft_p95_ms"`
+	ITLP95Ms           *float64 `yaml:"itl_p95_ms"`
+	MinThroughputReqS  *float64 `yaml:"min_throughput_req_s"`
+	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
+	AICRMaxTTFTP99Ms      *float64 `yaml:"aicr_max_ttft_p99_ms"`
+	AICRTolerancePct   float64  `yaml:"aicr_tolerance_pct"`
+	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
+	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
+}
+
+// ModelRefs is the reference table of one GPU name: exact model id -> partial gates.
+type ModelRefs map[string]RefGates
+
+// RefGates is a partial override of the gates for one GPU name × model id.
+type RefGates struct {
+	TTFTP95Ms         *float64 `yaml:"ttft_p95_ms"`
+	ITLP95Ms          *float64 `yaml:"itl_p95_ms"`
+	MinThroughputReqS *float64 `yaml:"min_throughput_req_s"`
+}
+
+// Compare holds the GPU-to-GPU and baseline comparison rules and their noise guards.
+type Compare struct {
+	VariancePct         float64 `yaml:"variance_pct"`
+	GEMMVariancePct     float64 `yaml:"gemm_variance_pct"`
+	MinSamples          int     `yaml:"min_samples"`
+	MinThroughputReqS   float64 `yaml:"min_throughput_req_s"`
+	MinTTFTDeltaMs      float64 `yaml:"min_ttft_delta_ms"`
+	BaselineTolerancePc float64 `yaml:"baseline_tolerance_pct"`
+}
+
+// Health is the health phase.
+type Health struct {
+	Enabled    bool `yaml:"enabled"`
+	ExpectGPUs int  `yaml:"expect_gpus"` // 0: no count check
+	// Source: auto (NVML, then nvidia-smi), nvml, or a path to a captured `nvidia-smi -q -x`.
+	Source            string   `yaml:"source"`
+	GEMM              bool     `yaml:"gemm"`
+	PCIe              bool     `yaml:"pcie"`
+	PCIeMinGBs        float64  `yaml:"pcie_min_gbs"`
+	PCIeExpectedWidth int      `yaml:"pcie_expected_width"` // 0: strict current-vs-max
+	Burn              Duration `yaml:"burn"`                // 0: no burn
+	DCGM              DCGM     `yaml:"dcgm"`
+}
+
+// DCGM is `dcgmi diag`.
+type DCGM struct {
+	Enabled bool     `yaml:"enabled"`
+	Level   int      `yaml:"level"`
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Functional is the API conformance suite.
+type Functional struct {
+	Enabled bool     `yaml:"enabled"`
+	Timeout Duration `yaml:"timeout"` // per request
+}
+
+// Power is NVML sampling during load.
+type Power struct {
+	Enabled  bool     `yaml:"enabled"`
+	Interval Duration `yaml:"interval"`
+}
+
+// Output says what is written where.
+type Output struct {
+	Dir        string `yaml:"dir"`
+	HTML       bool   `yaml:"html"`
+	JUnit      bool   `yaml:"junit"`
+	Prometheus bool   `yaml:"prometheus"`
+}
+
+// ModelCache is the local weights cache (HF_HOME) with the hub offline.
+type ModelCache struct {
+	Dir     string `yaml:"dir"` // empty: no managed cache, the engine's own
+	Offline bool   `yaml:"offline"`
+}
+
+// Run holds the knobs of the run itself.
+type Run struct {
+	ParallelGPUs int  `yaml:"parallel_gpus"`
+	GPUCount     int  `yaml:"gpu_count"` // 0: all discovered GPUs
+	FailOnFlag   bool `yaml:"fail_on_flag"`
+	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
+	// cleanup and reporting survive it.
+	FailIn       string `yaml:"fail_in"`
+	SaveBaseline bool   `yaml:"save_baseline"`
+	Baseline     string `yaml:"baseline"` // baseline.json to compare against
+}
+
+// Sim configures the simulator backend (and `gpuvet sim` launched as an engine).
+type Sim struct {
+	GPUs      int    `yaml:"gpus"`
+	GPU       string `yaml:"gpu"` // catalog name, e.g. H200
+	Straggler int    `yaml:"straggler"`
+	// StragglerPct is how much slower the straggler is.
+	StragglerPct float64 `yaml:"straggler_pct"`
+	Seed         int64   `yaml:"seed"`
+}
+
+// Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
+// the plan for that GPU (maps merge, lists replace), so one recipe serves a mixed fleet.
+type Accelerator struct {
+	Models []string    `yaml:"models"`
+	Engine Engine      `yaml:"engine"`
+	Load   LoadProfile `yaml:"load"`
+	Gates  Gates       `yaml:"gates"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("20s") in YAML.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalYAML writes "20s".
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// UnmarshalYAML reads "20s" (a bare 0 is allowed).
+func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return err
+	}
+	v, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	if s == "0" {
+		return 0, nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("want a duration like \"20s\" or \"5m\", got %q", s)
+	}
+	return v, nil
+}
+
+func f(v float64) *float64 { return &v }
+
+// Defaults are the built-in values (from the seeds).
+func Defaults() Config {
+	return Config{
+		Backend:     "local",
+		Environment: "baremetal",
+		Models:      []string{"Qwen/Qwen3-8B"},
+		Engine: Engine{
+			Kind: "vllm", TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9, PortBase: 8000,
+			ReadyTimeout: Duration(20 * time.Minute), NUMABind: true, TokenEnv: "HF_TOKEN",
+		},
+		Load: LoadProfile{
+			Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256, MaxConcurrency: 128,
+			Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second), Warmup: "1",
+			RetryUnsaturated: true, Seed: 42,
+		},
+		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node"},
+		Compare: Compare{
+			VariancePct: 20, GEMMVariancePct: 25, MinSamples: 30, MinThroughputReqS: 1,
+			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,
+		},
+		Health: Health{
+			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: 8,
+			DCGM: DCGM{Enabled: true, Level: 2, Timeout: Duration(15 * time.Minute)},
+		},
+		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
+		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
+		Output:     Output{Dir: "out", HTML: true, JUnit: true},
+		ModelCache: ModelCache{Offline: true},
+		Run:        Run{ParallelGPUs: 1},
+		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
+	}
+}
+
+// simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
+// first command finishes in a minute or two on a small machine. Recorded with source "default(sim)".
+var simDefaults = map[string]any{
+	"load.max_duration":    "3s",
+	"load.rates":           4,
+	"load.max_concurrency": 32,
+	"health.burn":          "0s",
+}

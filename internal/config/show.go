@@ -1,0 +1,145 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Leaf is one resolved value with its source.
+type Leaf struct {
+	Path   string
+	Value  string
+	Source string
+}
+
+// Leaves lists every resolved value in schema order (free maps sorted by key).
+func (p *Plan) Leaves() []Leaf {
+	var out []Leaf
+	var rec func(v any, t reflect.Type, path string)
+	rec = func(v any, t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		m, isMap := v.(tree)
+		switch {
+		case isMap && t.Kind() == reflect.Struct && t != durationType:
+			for i := 0; i < t.NumField(); i++ {
+				k := yamlKey(t.Field(i))
+				if e, ok := m[k]; ok {
+					rec(e, t.Field(i).Type, joinPath(path, k))
+				}
+			}
+		case isMap && t.Kind() == reflect.Map:
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			if len(keys) == 0 {
+				out = append(out, Leaf{path, "{}", "default"})
+			}
+			for _, k := range keys {
+				rec(m[k], t.Elem(), joinPath(path, k))
+			}
+		default:
+			src := p.Sources[path]
+			if src == "" {
+				src = "default"
+			}
+			out = append(out, Leaf{path, formatValue(v), src})
+		}
+	}
+	rec(p.tree, reflect.TypeFor[Config](), "")
+	return out
+}
+
+func formatValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null (disabled)"
+	case string:
+		if x == "" {
+			return `""`
+		}
+		return x
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = formatValue(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// Show prints the resolved plan, one value a line with its source; then notes.
+func (p *Plan) Show(w io.Writer) {
+	leaves := p.Leaves()
+	width := 0
+	for _, l := range leaves {
+		width = max(width, len(l.Path)+3+len(l.Value))
+	}
+	width = min(width, 72)
+	for _, l := range leaves {
+		kv := l.Path + " = " + l.Value
+		fmt.Fprintf(w, "%-*s  # %s\n", width, kv, l.Source)
+	}
+	for _, n := range p.Notes {
+		fmt.Fprintf(w, "# note: %s\n", n)
+	}
+}
+
+// Settings returns the values worth recording in summary.json (everything but the free maps, which
+// Thresholds and the reference table cover), each "value (source)".
+func (p *Plan) Settings() map[string]string {
+	out := map[string]string{}
+	for _, l := range p.Leaves() {
+		if strings.HasPrefix(l.Path, "reference") || strings.HasPrefix(l.Path, "accelerators") || strings.HasPrefix(l.Path, "engine.env") {
+			continue
+		}
+		out[l.Path] = l.Value + " (" + l.Source + ")"
+	}
+	return out
+}
+
+// Thresholds returns the gates in force for a config (as given by ForGPU) with their sources.
+func Thresholds(c Config, sources map[string]string) map[string]results.Threshold {
+	th := func(v *float64, unit, path string) results.Threshold {
+		src := sources[path]
+		if src == "" {
+			src = "default"
+		}
+		return results.Threshold{Value: v, Unit: unit, Source: src}
+	}
+	fv := func(v float64) *float64 { return &v }
+	return map[string]results.Threshold{
+		"ttft_p95_ms":            th(c.Gates.TTFTP95Ms, "ms", "gates.ttft_p95_ms"),
+		"itl_p95_ms":             th(c.Gates.ITLP95Ms, "ms", "gates.itl_p95_ms"),
+		"min_throughput_req_s":   th(c.Gates.MinThroughputReqS, "req/s", "gates.min_throughput_req_s"),
+		"aicr_min_output_tok_s":  th(c.Gates.AICRMinOutputTokS, "tok/s", "gates.aicr_min_output_tok_s"),
+		"aicr_max_ttft_p99_ms":       th(c.Gates.AICRMaxTTFTP99Ms, "ms", "gates.aicr_max_ttft_p99_ms"),
+		"aicr_tolerance_pct":     th(fv(c.Gates.AICRTolerancePct), "%", "gates.aicr_tolerance_pct"),
+		"variance_pct":           th(fv(c.Compare.VariancePct), "%", "compare.variance_pct"),
+		"gemm_variance_pct":      th(fv(c.Compare.GEMMVariancePct), "%", "compare.gemm_variance_pct"),
+		"compare_min_samples":    th(fv(float64(c.Compare.MinSamples)), "requests", "compare.min_samples"),
+		"baseline_tolerance_pct": th(fv(c.Compare.BaselineTolerancePc), "%", "compare.baseline_tolerance_pct"),
+		"pcie_min_gbs":           th(fv(c.Health.PCIeMinGBs), "GB/s", "health.pcie_min_gbs"),
+	}
+}
+
+// LoadConfig converts the load section into the results schema's recorded profile.
+func (l LoadProfile) LoadConfig() results.LoadConfig {
+	return results.LoadConfig{
+		Profile: l.Profile, API: l.API, PromptTokens: l.PromptTokens, OutputTokens: l.OutputTokens,
+		MaxConcurrency: l.MaxConcurrency, Concurrency: l.Concurrency, Rate: l.Rate, Rates: l.Rates,
+		MaxDuration: results.Duration(l.MaxDuration), Warmup: l.Warmup, Data: "synthetic", Seed: l.Seed,
+	}
+}

@@ -1,0 +1,129 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Phases are the names --fail-in accepts.
+var Phases = []string{"discover", "health", "serve", "warmup", "load", "functional", "judge", "write"}
+
+// check is one rule over a resolved value.
+type check struct {
+	path string
+	bad  bool
+	msg  string
+}
+
+// validate checks values no schema type can: ranges, enums, combinations. Errors name the source of
+// the offending value (the file, env variable or flag) and the key path. prefix is prepended to the
+// path for accelerator overrides.
+func validate(c Config, sources map[string]string, prefix string) error {
+	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
+	pos := func(v *float64) bool { return v != nil && *v < 0 }
+	checks := []check{
+		{"backend", oneOf(c.Backend, "local", "endpoint", "sim"), "want local, endpoint or sim"},
+		{"models", len(c.Models) == 0, "want at least one model id"},
+		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
+		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "generic"), "want vllm, sglang, trtllm or generic"},
+		{"engine.command", c.Engine.Kind == "generic" && c.Backend == "local" && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
+		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
+		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
+		{"engine.max_model_len", c.Engine.MaxModelLen < 16, "want ≥ 16 tokens"},
+		{"engine.gpu_memory_utilization", c.Engine.GPUMemoryUtilization <= 0 || c.Engine.GPUMemoryUtilization > 1, "want a fraction in (0, 1]"},
+		{"engine.port_base", c.Engine.PortBase < 1024 || c.Engine.PortBase > 65000, "want 1024..65000"},
+		{"engine.ready_timeout", c.Engine.ReadyTimeout <= 0, "want a positive duration"},
+		{"endpoint.url", c.Backend == "endpoint" && c.Endpoint.URL == "", "backend endpoint needs a URL (--url http://host:port)"},
+		{"endpoint.url", c.Endpoint.URL != "" && !strings.HasPrefix(c.Endpoint.URL, "http://") && !strings.HasPrefix(c.Endpoint.URL, "https://"), "want http://host:port or https://host:port"},
+		{"load.profile", oneOf(c.Load.Profile, "sweep", "synchronous", "concurrency", "constant", "poisson", "throughput"), "want sweep, synchronous, concurrency, constant, poisson or throughput"},
+		{"load.api", oneOf(c.Load.API, "chat", "completions"), "want chat or completions"},
+		{"load.prompt_tokens", c.Load.PromptTokens < 1, "want ≥ 1"},
+		{"load.output_tokens", c.Load.OutputTokens < 1, "want ≥ 1"},
+		{"load.output_tokens", c.Load.PromptTokens+c.Load.OutputTokens > c.Engine.MaxModelLen, fmt.Sprintf("prompt_tokens + output_tokens = %d exceeds engine.max_model_len %d: raise max_model_len or shorten the profile", c.Load.PromptTokens+c.Load.OutputTokens, c.Engine.MaxModelLen)},
+		{"load.max_concurrency", c.Load.MaxConcurrency < 1, "want ≥ 1"},
+		{"load.concurrency", c.Load.Concurrency < 1, "want ≥ 1"},
+		{"load.rate", (c.Load.Profile == "constant" || c.Load.Profile == "poisson") && c.Load.Rate <= 0, "profiles constant and poisson need rate > 0 (req/s)"},
+		{"load.rates", c.Load.Rates < 1 || c.Load.Rates > 100, "want 1..100"},
+		{"load.max_duration", c.Load.MaxDuration <= 0, "want a positive duration"},
+		{"load.warmup", !validWarmup(c.Load.Warmup), "want a request count like \"1\" or a duration like \"5s\""},
+		{"gates.ttft_p95_ms", pos(c.Gates.TTFTP95Ms), "want ≥ 0, or null to disable"},
+		{"gates.itl_p95_ms", pos(c.Gates.ITLP95Ms), "want ≥ 0, or null to disable"},
+		{"gates.min_throughput_req_s", pos(c.Gates.MinThroughputReqS), "want ≥ 0, or null to disable"},
+		{"gates.aicr_min_output_tok_s", pos(c.Gates.AICRMinOutputTokS), "want ≥ 0, or null to disable"},
+		{"gates.aicr_max_ttft_p99_ms", pos(c.Gates.AICRMaxTTFTP99Ms), "want ≥ 0, or null to disable"},
+		{"gates.aicr_tolerance_pct", c.Gates.AICRTolerancePct < 0 || c.Gates.AICRTolerancePct >= 100, "want 0..100"},
+		{"gates.aicr_throughput_scope", oneOf(c.Gates.AICRThroughputScope, "node", "gpu"), "want node or gpu"},
+		{"compare.variance_pct", c.Compare.VariancePct <= 0 || c.Compare.VariancePct >= 100, "want a percentage in (0, 100)"},
+		{"compare.gemm_variance_pct", c.Compare.GEMMVariancePct <= 0 || c.Compare.GEMMVariancePct >= 100, "want a percentage in (0, 100)"},
+		{"compare.min_samples", c.Compare.MinSamples < 0, "want ≥ 0"},
+		{"compare.min_throughput_req_s", c.Compare.MinThroughputReqS < 0, "want ≥ 0"},
+		{"compare.min_ttft_delta_ms", c.Compare.MinTTFTDeltaMs < 0, "want ≥ 0"},
+		{"compare.baseline_tolerance_pct", c.Compare.BaselineTolerancePc <= 0 || c.Compare.BaselineTolerancePc >= 100, "want a percentage in (0, 100)"},
+		{"health.expect_gpus", c.Health.ExpectGPUs < 0, "want ≥ 0 (0: no count check)"},
+		{"health.pcie_min_gbs", c.Health.PCIeMinGBs < 0, "want ≥ 0"},
+		{"health.pcie_expected_width", !slices.Contains([]int{0, 1, 2, 4, 8, 16, 32}, c.Health.PCIeExpectedWidth), "want 0 (strict), 1, 2, 4, 8, 16 or 32"},
+		{"health.burn", c.Health.Burn < 0, "want ≥ 0s"},
+		{"health.dcgm.level", c.Health.DCGM.Level < 1 || c.Health.DCGM.Level > 4, "want 1..4"},
+		{"health.dcgm.timeout", c.Health.DCGM.Timeout <= 0, "want a positive duration"},
+		{"functional.timeout", c.Functional.Timeout <= 0, "want a positive duration"},
+		{"power.interval", c.Power.Interval < Duration(100e6), "want ≥ 100ms"},
+		{"output.dir", c.Output.Dir == "", "want a directory"},
+		{"run.parallel_gpus", c.Run.ParallelGPUs < 1, "want ≥ 1"},
+		{"run.gpu_count", c.Run.GPUCount < 0, "want ≥ 0 (0: all)"},
+		{"run.fail_in", c.Run.FailIn != "" && !slices.Contains(Phases, c.Run.FailIn), "want one of " + strings.Join(Phases, ", ")},
+		{"sim.gpus", c.Sim.GPUs < 1 || c.Sim.GPUs > 64, "want 1..64"},
+		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
+		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
+		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+	}
+	for ref, models := range c.Reference {
+		for m, g := range models {
+			p := joinPath(joinPath("reference", ref), m)
+			checks = append(checks,
+				check{joinPath(p, "ttft_p95_ms"), pos(g.TTFTP95Ms), "want ≥ 0"},
+				check{joinPath(p, "itl_p95_ms"), pos(g.ITLP95Ms), "want ≥ 0"},
+				check{joinPath(p, "min_throughput_req_s"), pos(g.MinThroughputReqS), "want ≥ 0"})
+		}
+	}
+	for _, ch := range checks {
+		if !ch.bad {
+			continue
+		}
+		src := sources[ch.path]
+		if src == "" {
+			src = sourceUnder(sources, ch.path)
+		}
+		path := ch.path
+		if prefix != "" {
+			path = prefix + " -> " + ch.path
+		}
+		return &Error{Source: src, Path: path, Msg: ch.msg}
+	}
+	return nil
+}
+
+// sourceUnder finds the source of a value below path (for checks on maps).
+func sourceUnder(sources map[string]string, path string) string {
+	for k, v := range sources {
+		if strings.HasPrefix(k, path) {
+			return v
+		}
+	}
+	return "default"
+}
+
+func validWarmup(s string) bool {
+	if s == "" {
+		return false
+	}
+	if _, err := parseDuration(s); err == nil && strings.ContainsAny(s, "smh") {
+		return true
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(s) < 7
+}

@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec is one engine to launch.
+type Spec struct {
+	Kind      string   // vllm, sglang, trtllm, generic
+	Command   string   // template; empty: the built-in one of Kind
+	ExtraArgs []string // appended after expansion
+	Vars      Vars     // Port is the first port tried; the engine gets the first free one from there
+	// NUMANode of the GPU (-1 unknown); with NUMABind the engine runs under numactl bound to it.
+	NUMANode int
+	NUMABind bool
+	// Env is extra environment (model cache: HF_HOME, HF_HUB_OFFLINE=1; non-secret settings).
+	// Secrets are not passed here: the engine inherits them from gpuvet's own environment.
+	Env     map[string]string
+	LogPath string // stdout+stderr, redacted
+	// Environ is the base environment (os.Environ() when nil).
+	Environ []string
+}
+
+// Engine is one running engine.
+type Engine struct {
+	URL       string
+	Port      int
+	Command   string // as launched, secrets redacted
+	Binding   string // the numactl prefix, or why there is none
+	LogPath   string
+	StartedAt time.Time
+
+	cmd      *exec.Cmd
+	log      *os.File
+	rw       *RedactWriter
+	red      *Redactor
+	done     chan struct{}
+	waitErr  error
+	stopOnce sync.Once
+}
+
+// Start launches the engine in its own process group with CUDA_VISIBLE_DEVICES set to its GPUs.
+func Start(s Spec) (*Engine, error) {
+	tmpl := s.Command
+	if tmpl == "" {
+		tmpl = Templates[s.Kind]
+	}
+	if tmpl == "" {
+		return nil, fmt.Errorf("engine kind %q has no built-in template: set engine.command", s.Kind)
+	}
+	port, err := freePort(s.Vars.Port)
+	if err != nil {
+		return nil, err
+	}
+	s.Vars.Port = port
+	argv, err := Expand(tmpl, s.Vars)
+	if err != nil {
+		return nil, err
+	}
+	argv = append(argv, s.ExtraArgs...)
+	binding := "none: NUMA binding disabled (engine.numa_bind=false)"
+	if s.NUMABind {
+		switch np, err := exec.LookPath("numactl"); {
+		case s.NUMANode < 0:
+			binding = "none: the GPU's NUMA node is unknown"
+		case err != nil:
+			binding = "none: numactl is not installed"
+		default:
+			n := strconv.Itoa(s.NUMANode)
+			pre := []string{np, "--cpunodebind=" + n, "--membind=" + n}
+			binding = "numactl --cpunodebind=" + n + " --membind=" + n
+			argv = append(pre, argv...)
+		}
+	}
+	environ := s.Environ
+	if environ == nil {
+		environ = os.Environ()
+	}
+	red := NewRedactor(environ)
+	env := append([]string{}, environ...)
+	gpus := make([]string, len(s.Vars.GPUs))
+	for i, g := range s.Vars.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	if err := os.MkdirAll(dirOf(s.LogPath), 0o755); err != nil {
+		return nil, err
+	}
+	lf, err := os.Create(s.LogPath)
+	if err != nil {
+		return nil, fmt.Errorf("engine log: %v", err)
+	}
+	e := &Engine{
+		Port: port, URL: "http://127.0.0.1:" + strconv.Itoa(port), Binding: binding, LogPath: s.LogPath,
+		Command: red.String(strings.Join(quoteAll(argv), " ")), log: lf, red: red, done: make(chan struct{}),
+	}
+	e.rw = red.Writer(lf)
+	fmt.Fprintf(e.rw, "# gpuvet: %s\n# CUDA_VISIBLE_DEVICES=%s binding: %s\n", e.Command, strings.Join(gpus, ","), binding)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = e.rw, e.rw
+	cmd.SysProcAttr = procAttr()
+	e.StartedAt = time.Now()
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %v (is it installed and on PATH?)", argv[0], err)
+	}
+	e.cmd = cmd
+	track(e)
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(e.done)
+	}()
+	return e, nil
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "."
+}
+
+func quoteAll(argv []string) []string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\"'\\") {
+			out[i] = strconv.Quote(a)
+		} else {
+			out[i] = a
+		}
+	}
+	return out
+}
+
+// freePort returns the first port from start on that nobody listens on, so readiness can never be
+// answered by another server.
+func freePort(start int) (int, error) {
+	for p := start; p < start+200 && p < 65536; p++ {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return p, nil
+	}
+	return 0, fmt.Errorf("no free port in %d..%d: set engine.port_base elsewhere", start, start+199)
+}
+
+// PID is the engine's process id (= its process group id).
+func (e *Engine) PID() int { return e.cmd.Process.Pid }
+
+// Exited reports whether the engine process has exited.
+func (e *Engine) Exited() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitReady polls with a real chat completion until one comes back, the engine exits, ctx ends,
+// or timeout passes. It returns the provisioning time (start -> first real completion).
+func (e *Engine) WaitReady(ctx context.Context, model string, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		if e.Exited() {
+			return 0, fmt.Errorf("engine exited before serving (%v); see the log tail", e.waitErr)
+		}
+		err := Probe(ctx, e.URL, model, "")
+		if err == nil {
+			return time.Since(e.StartedAt), nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return 0, fmt.Errorf("engine not serving after %s (last: %v); raise engine.ready_timeout if the model is large", timeout, last)
+			}
+			return 0, ctx.Err()
+		case <-e.done:
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// Probe sends one real chat completion and insists on a non-empty answer.
+func Probe(ctx context.Context, url, model, apiKey string) error {
+	body, _ := json.Marshal(map[string]any{
+		"model":      model,
+		"messages":   []map[string]string{{"role": "user", "content": "Reply with OK."}},
+		"max_tokens": 4,
+	})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, b)
+	}
+	var r struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil || len(r.Choices) == 0 {
+		return fmt.Errorf("not an OpenAI chat completion: %.200s", b)
+	}
+	return nil
+}
+
+// Stop ends the engine's whole process group: SIGTERM, then SIGKILL after grace. Safe to call more
+// than once and from several goroutines.
+func (e *Engine) Stop(grace time.Duration) error {
+	var err error
+	e.stopOnce.Do(func() {
+		defer untrack(e)
+		pgid := e.cmd.Process.Pid
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-e.done:
+		case <-time.After(grace):
+		}
+		// The leader may be gone while children it forked still run: kill the group regardless.
+		if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
+			err = fmt.Errorf("kill process group %d: %v", pgid, kerr)
+		}
+		<-e.done
+		e.rw.Close()
+		e.log.Close()
+	})
+	return err
+}
+
+// LogTail returns the last n lines of the engine log (already redacted on write; redacted again).
+func (e *Engine) LogTail(n int) string {
+	e.rw.Close()
+	return Tail(e.LogPath, n, e.red)
+}
+
+// Tail returns the last n lines of a file, redacted.
+func Tail(path string, n int, red *Redactor) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	if len(b) > 64<<10 {
+		b = b[len(b)-64<<10:]
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	s := strings.Join(lines, "\n")
+	if red != nil {
+		s = red.String(s)
+	}
+	return s
+}
+
+// Version runs a version command (default: the kind's) and returns its last non-empty output line.
+func Version(ctx context.Context, kind, command string) (string, error) {
+	if command == "" {
+		command = VersionCommands[kind]
+	}
+	if command == "" {
+		return "", fmt.Errorf("no version command for engine kind %q: set engine.version_command", kind)
+	}
+	argv, err := SplitWords(command)
+	if err != nil || len(argv) == 0 {
+		return "", fmt.Errorf("engine.version_command: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = procAttr()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", command, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1]), nil
+}
+
+// live tracks running engines so StopAll can end every one (signal handlers, panics).
+var live = struct {
+	sync.Mutex
+	m map[*Engine]struct{}
+}{m: map[*Engine]struct{}{}}
+
+func track(e *Engine) {
+	live.Lock()
+	live.m[e] = struct{}{}
+	live.Unlock()
+}
+
+func untrack(e *Engine) {
+	live.Lock()
+	delete(live.m, e)
+	live.Unlock()
+}
+
+// StopAll stops every engine still running; callers defer it at the top of a run.
+func StopAll(grace time.Duration) {
+	live.Lock()
+	es := make([]*Engine, 0, len(live.m))
+	for e := range live.m {
+		es = append(es, e)
+	}
+	live.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range es {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.Stop(grace) }()
+	}
+	wg.Wait()
+}

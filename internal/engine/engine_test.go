@@ -1,0 +1,274 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary plays three roles, chosen by GPUVET_ENGINE_TEST_ROLE:
+//   - "server": a fake engine that answers chat completions, prints its secret env to its log, and
+//     forks a grandchild (the "sleeper") into its process group, like a real engine's workers;
+//   - "sleeper": sleeps;
+//   - "parent": a miniature gpuvet run that starts a "server" engine and ends per GPUVET_ENGINE_TEST_MODE.
+func TestMain(m *testing.M) {
+	switch os.Getenv("GPUVET_ENGINE_TEST_ROLE") {
+	case "server":
+		fakeServer()
+	case "sleeper":
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	case "parent":
+		os.Exit(parent())
+	case "crash":
+		fmt.Println("loading model weights")
+		fmt.Fprintln(os.Stderr, "CUDA error: out of memory; token=", os.Getenv("HF_TOKEN"))
+		os.Exit(3)
+	case "deaf":
+		// Opens the port but never completes: readiness must not trust an open port.
+		port := os.Args[len(os.Args)-1]
+		http.ListenAndServe("127.0.0.1:"+port, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(503)
+		}))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func fakeServer() {
+	port := os.Args[len(os.Args)-1]
+	fmt.Printf("starting with HF_TOKEN=%s CUDA_VISIBLE_DEVICES=%s\n", os.Getenv("HF_TOKEN"), os.Getenv("CUDA_VISIBLE_DEVICES"))
+	sl := exec.Command(os.Args[0])
+	sl.Env = append(os.Environ(), "GPUVET_ENGINE_TEST_ROLE=sleeper")
+	if err := sl.Start(); err != nil {
+		fmt.Println("sleeper:", err)
+		os.Exit(1)
+	}
+	if f := os.Getenv("GPUVET_ENGINE_TEST_PIDS"); f != "" {
+		os.WriteFile(f, []byte(strconv.Itoa(sl.Process.Pid)), 0o644)
+	}
+	// Ignore SIGTERM like a stubborn engine: Stop must escalate to SIGKILL.
+	signal.Ignore(syscall.SIGTERM)
+	http.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"choices": []any{map[string]any{"message": map[string]string{"content": "OK"}}}})
+	})
+	http.ListenAndServe("127.0.0.1:"+port, nil)
+	os.Exit(1)
+}
+
+// parent starts an engine and ends per mode; it writes "pgid" to GPUVET_ENGINE_TEST_READY when serving.
+func parent() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer StopAll(300 * time.Millisecond)
+	e, err := Start(Spec{
+		Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18100, GPUs: []int{0}},
+		Env: map[string]string{"GPUVET_ENGINE_TEST_ROLE": "server"}, LogPath: os.Getenv("GPUVET_ENGINE_TEST_LOG"),
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := e.WaitReady(ctx, "m", 20*time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	os.WriteFile(os.Getenv("GPUVET_ENGINE_TEST_READY"), []byte(strconv.Itoa(e.PID())), 0o644)
+	// Wait for the test to see the processes alive (or to signal us).
+	for {
+		if _, err := os.Stat(os.Getenv("GPUVET_ENGINE_TEST_READY") + ".go"); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	switch os.Getenv("GPUVET_ENGINE_TEST_MODE") {
+	case "success":
+		e.Stop(300 * time.Millisecond)
+		return 0
+	case "failure":
+		return 1 // the deferred StopAll must clean up
+	case "panic":
+		defer func() { recover() }()
+		panic("boom")
+	}
+	<-ctx.Done() // signal modes
+	return 130
+}
+
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie (state Z) is dead: only its parent has not reaped it yet.
+	f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+func TestNoChildSurvives(t *testing.T) {
+	for _, mode := range []string{"success", "failure", "panic", "SIGINT", "SIGTERM"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			ready, pids := filepath.Join(dir, "ready"), filepath.Join(dir, "pids")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "GPUVET_ENGINE_TEST_ROLE=parent", "GPUVET_ENGINE_TEST_MODE="+mode,
+				"GPUVET_ENGINE_TEST_READY="+ready, "GPUVET_ENGINE_TEST_PIDS="+pids,
+				"GPUVET_ENGINE_TEST_LOG="+filepath.Join(dir, "engine.log"), "HF_TOKEN=hf_abcdefghijklmnopqrstuvwx")
+			out := &strings.Builder{}
+			cmd.Stdout, cmd.Stderr = out, out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pgid int
+			deadline := time.Now().Add(30 * time.Second)
+			for pgid == 0 && time.Now().Before(deadline) {
+				if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+					pgid, _ = strconv.Atoi(string(b))
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if pgid == 0 {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("engine never became ready: %s", out)
+			}
+			sb, _ := os.ReadFile(pids)
+			sleeper, _ := strconv.Atoi(string(sb))
+			if sleeper == 0 || !alive(sleeper) || !alive(pgid) {
+				t.Fatalf("helper processes not running (engine %d, grandchild %d)", pgid, sleeper)
+			}
+			os.WriteFile(ready+".go", nil, 0o644)
+			switch mode {
+			case "SIGINT":
+				cmd.Process.Signal(os.Interrupt)
+			case "SIGTERM":
+				cmd.Process.Signal(syscall.SIGTERM)
+			}
+			cmd.Wait()
+			for _, pid := range []int{pgid, sleeper} {
+				for i := 0; i < 100 && alive(pid); i++ {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if alive(pid) {
+					syscall.Kill(-pgid, syscall.SIGKILL)
+					t.Fatalf("process %d survived %s", pid, mode)
+				}
+			}
+			log, _ := os.ReadFile(filepath.Join(dir, "engine.log"))
+			if strings.Contains(string(log), "hf_abcdefghijklmnopqrstuvwx") || !strings.Contains(string(log), "HF_TOKEN=[REDACTED]") {
+				t.Errorf("engine log not redacted:\n%s", log)
+			}
+		})
+	}
+}
+
+func TestReadinessFailureKeepsLogTail(t *testing.T) {
+	t.Setenv("HF_TOKEN", "hf_zyxwvutsrqponmlkjihgfe")
+	dir := t.TempDir()
+	e, err := Start(Spec{Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18300},
+		Env: map[string]string{"GPUVET_ENGINE_TEST_ROLE": "crash"}, LogPath: filepath.Join(dir, "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(time.Second)
+	_, err = e.WaitReady(context.Background(), "m", 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exited before serving") {
+		t.Fatalf("want an early exit error, got %v", err)
+	}
+	tail := e.LogTail(20)
+	if !strings.Contains(tail, "out of memory") || strings.Contains(tail, "hf_zyx") {
+		t.Errorf("tail: %q", tail)
+	}
+}
+
+func TestReadinessNeedsARealCompletion(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Start(Spec{Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18400},
+		Env: map[string]string{"GPUVET_ENGINE_TEST_ROLE": "deaf"}, LogPath: filepath.Join(dir, "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(time.Second)
+	_, err = e.WaitReady(context.Background(), "m", 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "not serving after") || !strings.Contains(err.Error(), "HTTP 503") {
+		t.Fatalf("an open port that never completes must time out, got %v", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	v := Vars{Model: "Qwen/Qwen3-8B", Port: 8001, GPUs: []int{2, 3}, TP: 2, MaxModelLen: 1024, GPUMemoryUtilization: 0.9}
+	tests := []struct {
+		tmpl string
+		want string
+		err  string
+	}{
+		{Templates["vllm"], "vllm|serve|Qwen/Qwen3-8B|--host|127.0.0.1|--port|8001|--tensor-parallel-size|2|--max-model-len|1024|--gpu-memory-utilization|0.9", ""},
+		{`srv --name "a b" --gpu={gpu} '{model}'`, "srv|--name|a b|--gpu=2,3|Qwen/Qwen3-8B", ""},
+		{`srv --x {mdl}`, "", "unknown placeholder {mdl}"},
+		{`srv "open`, "", "unclosed"},
+		{`  `, "", "empty command"},
+		{`srv --json {"a":1}`, `srv|--json|{a:1}`, ""},
+	}
+	for _, tt := range tests {
+		got, err := Expand(tt.tmpl, v)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Expand(%q): want error %q, got %v", tt.tmpl, tt.err, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, "|") != tt.want {
+			t.Errorf("Expand(%q) = %q, %v", tt.tmpl, strings.Join(got, "|"), err)
+		}
+	}
+}
+
+func TestRedactor(t *testing.T) {
+	r := NewRedactor([]string{"HF_TOKEN=supersecretvalue1", "PATH=/usr/bin", "MY_API_KEY=abcdef123"})
+	tests := []struct{ in, want string }{
+		{"token supersecretvalue1 here", "token [REDACTED] here"},
+		{"key=abcdef123", "key=[REDACTED]"},
+		{"Authorization: Bearer eyJhbGciOi.xyz", "Authorization: Bearer [REDACTED]"},
+		{"hf_ABCDEFGHIJKLMNOPQRSTUV ok", "[REDACTED] ok"},
+		{"path /usr/bin stays", "path /usr/bin stays"},
+	}
+	for _, tt := range tests {
+		if got := r.String(tt.in); got != tt.want {
+			t.Errorf("redact(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzSplitWords(f *testing.F) {
+	for _, s := range []string{`a "b c" 'd'`, `\`, `"`, `a\ b`, `{model} --port {port}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w, err := SplitWords(s)
+		plain := true
+		for i := 0; i < len(s); i++ {
+			c := s[i]
+			if !(c >= 0x20 && c < 0x7f || c == '\t' || c == '\n') || c == '"' || c == '\'' || c == '\\' {
+				plain = false
+			}
+		}
+		// Without quotes or escapes, words are exactly the whitespace-separated fields.
+		if plain && (err != nil || strings.Join(w, "\x00") != strings.Join(strings.Fields(s), "\x00")) {
+			t.Fatalf("SplitWords(%q) = %q, %v", s, w, err)
+		}
+	})
+}

@@ -1,0 +1,109 @@
+package engine
+
+import (
+	"bytes"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Redactor removes secrets from text: the values of secret-looking environment variables (names
+// containing TOKEN, KEY, SECRET, PASSWORD, CREDENTIAL) and well-known token shapes (hf_…, sk-…,
+// Bearer …), so engine logs, command lines and results never carry them.
+type Redactor struct {
+	values []string
+}
+
+var tokenShapes = regexp.MustCompile(`\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_\-]{16,}|(?i)(bearer\s+)[A-Za-z0-9._\-]{8,}|(?i)((?:token|api[_-]?key|password|secret)\s*[=:]\s*)[^\s"',]{6,}`)
+
+// NewRedactor collects the secret values of environ ("K=V" entries).
+func NewRedactor(environ []string) *Redactor {
+	r := &Redactor{}
+	for _, kv := range environ {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || len(v) < 6 || !secretName(k) {
+			continue
+		}
+		r.values = append(r.values, v)
+	}
+	// Longest first, so a secret that contains another is removed whole.
+	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
+	return r
+}
+
+func secretName(k string) bool {
+	u := strings.ToUpper(k)
+	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"} {
+		if strings.Contains(u, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// String redacts s.
+func (r *Redactor) String(s string) string {
+	for _, v := range r.values {
+		s = strings.ReplaceAll(s, v, "[REDACTED]")
+	}
+	return tokenShapes.ReplaceAllStringFunc(s, func(m string) string {
+		sub := tokenShapes.FindStringSubmatch(m)
+		for _, prefix := range sub[1:] {
+			if prefix != "" {
+				return prefix + "[REDACTED]"
+			}
+		}
+		return "[REDACTED]"
+	})
+}
+
+// Writer returns a line-buffered writer that redacts each line before writing it to w. Close
+// flushes a last partial line.
+func (r *Redactor) Writer(w io.Writer) *RedactWriter { return &RedactWriter{r: r, w: w} }
+
+// RedactWriter is the writer Redactor.Writer returns; safe for concurrent use (stdout and stderr
+// of a child share one).
+type RedactWriter struct {
+	mu  sync.Mutex
+	r   *Redactor
+	w   io.Writer
+	buf []byte
+}
+
+func (rw *RedactWriter) Write(p []byte) (int, error) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	rw.buf = append(rw.buf, p...)
+	for {
+		i := bytes.IndexByte(rw.buf, '\n')
+		if i < 0 {
+			break
+		}
+		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf[:i+1]))); err != nil {
+			return 0, err
+		}
+		rw.buf = rw.buf[i+1:]
+	}
+	// A line longer than 64 KiB is written in pieces rather than held forever.
+	if len(rw.buf) > 64<<10 {
+		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf))); err != nil {
+			return 0, err
+		}
+		rw.buf = rw.buf[:0]
+	}
+	return len(p), nil
+}
+
+// Close writes what is left of the last line.
+func (rw *RedactWriter) Close() error {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	if len(rw.buf) == 0 {
+		return nil
+	}
+	_, err := io.WriteString(rw.w, rw.r.String(string(rw.buf)))
+	rw.buf = nil
+	return err
+}

@@ -1,0 +1,357 @@
+// Package functional is the API conformance suite run against every served model (the seed's
+// suite, exactly): a chat completion answers; max_tokens is honoured with finish_reason "length";
+// a stream ends with [DONE]; an unknown model gets a 4xx with an error body; a context overflow
+// gets a 4xx and the server still answers the next request; four concurrent requests of different
+// prompt lengths come back isolated (prompt_tokens strictly increasing with prompt length).
+// A suite that cannot run is a failure, never a pass.
+package functional
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Options say what to test.
+type Options struct {
+	URL         string // base URL, e.g. http://127.0.0.1:8000
+	Model       string
+	APIKey      string        // from the environment only
+	MaxModelLen int           // the served context length; the overflow test exceeds it
+	Timeout     time.Duration // per request (default 60 s)
+	Client      *http.Client
+}
+
+// Test names, stable ids in summary.json.
+const (
+	ChatCompletion      = "chat_completion"
+	MaxTokensLength     = "max_tokens_length"
+	StreamDone          = "stream_done"
+	UnknownModel4xx     = "unknown_model_4xx"
+	ContextOverflow4xx  = "context_overflow_4xx"
+	ConcurrentIsolation = "concurrent_isolation"
+)
+
+type suite struct {
+	o Options
+}
+
+// Run runs the whole suite. The result's Status is ok when every test passed, flag when a test
+// failed, failed when the suite could not run (the server did not answer at all).
+func Run(ctx context.Context, o Options) *results.Functional {
+	if o.Timeout <= 0 {
+		o.Timeout = 60 * time.Second
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.MaxModelLen <= 0 {
+		o.MaxModelLen = 1024
+	}
+	s := &suite{o: o}
+	tests := []struct {
+		name string
+		fn   func(context.Context) (string, error)
+	}{
+		{ChatCompletion, s.chat},
+		{MaxTokensLength, s.maxTokens},
+		{StreamDone, s.stream},
+		{UnknownModel4xx, s.unknownModel},
+		{ContextOverflow4xx, s.contextOverflow},
+		{ConcurrentIsolation, s.concurrent},
+	}
+	out := &results.Functional{Status: results.StatusOK}
+	for i, tt := range tests {
+		detail, err := tt.fn(ctx)
+		if err != nil && unreachable(err) && i == 0 {
+			// Nothing answers: every test is failed, not skipped, and the suite is failed.
+			out.Status = results.StatusFailed
+			out.Error = fmt.Sprintf("suite could not run: %v", err)
+			for _, t := range tests {
+				out.Tests = append(out.Tests, results.FunctionalTest{Name: t.name, Passed: false, Detail: "not run: " + err.Error()})
+			}
+			return out
+		}
+		ft := results.FunctionalTest{Name: tt.name, Passed: err == nil, Detail: detail}
+		if err != nil {
+			ft.Detail = err.Error()
+			out.Status = results.Worse(out.Status, results.StatusFlag)
+		}
+		out.Tests = append(out.Tests, ft)
+	}
+	return out
+}
+
+func unreachable(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF)
+}
+
+type chatResp struct {
+	ID      string `json:"id"`
+	Choices []struct {
+		Message struct {
+			Content          string `json:"content"`
+			ReasoningContent string `json:"reasoning_content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// post sends a chat completion request and returns status and body.
+func (s *suite) post(ctx context.Context, body map[string]any) (int, []byte, error) {
+	b, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.o.URL, "/")+"/v1/chat/completions", bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
+	}
+	resp, err := s.o.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return resp.StatusCode, rb, err
+}
+
+func (s *suite) body(prompt string, maxTokens int) map[string]any {
+	return map[string]any{
+		"model":       s.o.Model,
+		"messages":    []map[string]string{{"role": "user", "content": prompt}},
+		"max_tokens":  maxTokens,
+		"temperature": 0,
+	}
+}
+
+func (s *suite) complete(ctx context.Context, body map[string]any) (*chatResp, error) {
+	code, b, err := s.post(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("want HTTP 200, got %d: %.200s", code, b)
+	}
+	var r chatResp
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("want an OpenAI chat completion JSON, got %.200s (%v)", b, err)
+	}
+	if len(r.Choices) == 0 {
+		return nil, fmt.Errorf("no choices in the answer: %.200s", b)
+	}
+	return &r, nil
+}
+
+func (s *suite) chat(ctx context.Context) (string, error) {
+	r, err := s.complete(ctx, s.body("What is the capital of France? Answer in one word.", 32))
+	if err != nil {
+		return "", err
+	}
+	c := r.Choices[0].Message.Content + r.Choices[0].Message.ReasoningContent
+	if strings.TrimSpace(c) == "" {
+		return "", fmt.Errorf("empty answer (finish_reason %q)", r.Choices[0].FinishReason)
+	}
+	return fmt.Sprintf("answered %d chars, finish_reason %q", len(c), r.Choices[0].FinishReason), nil
+}
+
+func (s *suite) maxTokens(ctx context.Context) (string, error) {
+	const n = 5
+	r, err := s.complete(ctx, s.body("Write a long story about a lighthouse keeper, at least five hundred words.", n))
+	if err != nil {
+		return "", err
+	}
+	fr := r.Choices[0].FinishReason
+	if fr != "length" {
+		return "", fmt.Errorf("max_tokens=%d: want finish_reason \"length\", got %q", n, fr)
+	}
+	if r.Usage == nil {
+		return "", fmt.Errorf("max_tokens=%d: the answer has no usage to check completion_tokens against", n)
+	}
+	if r.Usage.CompletionTokens > n || r.Usage.CompletionTokens < 1 {
+		return "", fmt.Errorf("max_tokens=%d: got completion_tokens %d", n, r.Usage.CompletionTokens)
+	}
+	return fmt.Sprintf("finish_reason length, completion_tokens %d ≤ %d", r.Usage.CompletionTokens, n), nil
+}
+
+func (s *suite) stream(ctx context.Context) (string, error) {
+	body := s.body("Count from one to five.", 16)
+	body["stream"] = true
+	b, _ := json.Marshal(body)
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.o.URL, "/")+"/v1/chat/completions", bytes.NewReader(b))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if s.o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
+	}
+	resp, err := s.o.Client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return "", fmt.Errorf("want HTTP 200, got %d: %.200s", resp.StatusCode, rb)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	chunks, content, done := 0, 0, false
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, "data:") {
+			continue
+		}
+		data := strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		if done {
+			return "", fmt.Errorf("data after [DONE]: %.100s", data)
+		}
+		if data == "[DONE]" {
+			done = true
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return "", fmt.Errorf("chunk %d is not JSON: %.100s", chunks+1, data)
+		}
+		chunks++
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+			content++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("stream cut after %d chunks: %v", chunks, err)
+	}
+	if !done {
+		return "", fmt.Errorf("stream ended after %d chunks without data: [DONE]", chunks)
+	}
+	if content == 0 {
+		return "", fmt.Errorf("stream had no content chunk")
+	}
+	return fmt.Sprintf("%d chunks (%d with content), ended with [DONE]", chunks, content), nil
+}
+
+// errorBody checks a 4xx answer carries an error body (OpenAI's {"error": {...}} or FastAPI's
+// {"detail": ...}, or {"message": ...}).
+func errorBody(b []byte) bool {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	for _, k := range []string{"error", "detail", "message"} {
+		if v, ok := m[k]; ok && v != nil && v != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *suite) unknownModel(ctx context.Context) (string, error) {
+	body := s.body("Hello", 4)
+	body["model"] = "gpuvet/no-such-model-" + fmt.Sprint(time.Now().UnixNano()%1e6)
+	code, b, err := s.post(ctx, body)
+	if err != nil {
+		return "", err
+	}
+	if code < 400 || code > 499 {
+		return "", fmt.Errorf("unknown model: want a 4xx, got HTTP %d", code)
+	}
+	if !errorBody(b) {
+		return "", fmt.Errorf("unknown model: HTTP %d without an error body: %.200s", code, b)
+	}
+	return fmt.Sprintf("HTTP %d with an error body", code), nil
+}
+
+func (s *suite) contextOverflow(ctx context.Context) (string, error) {
+	// Each " hello" is at least one token; twice the context is over it with any tokenizer.
+	prompt := strings.Repeat("hello ", 2*s.o.MaxModelLen+16)
+	code, b, err := s.post(ctx, s.body(prompt, 16))
+	if err != nil {
+		return "", fmt.Errorf("context overflow: %v", err)
+	}
+	if code < 400 || code > 499 {
+		return "", fmt.Errorf("context overflow (%d words > max_model_len %d): want a 4xx, got HTTP %d", 2*s.o.MaxModelLen+16, s.o.MaxModelLen, code)
+	}
+	if !errorBody(b) {
+		return "", fmt.Errorf("context overflow: HTTP %d without an error body: %.200s", code, b)
+	}
+	if _, err := s.complete(ctx, s.body("Say hello.", 8)); err != nil {
+		return "", fmt.Errorf("context overflow gave HTTP %d, but the next request failed: %v", code, err)
+	}
+	return fmt.Sprintf("HTTP %d, and the server answered the next request", code), nil
+}
+
+func (s *suite) concurrent(ctx context.Context) (string, error) {
+	words := []int{8, 32, 96, 256}
+	for i := range words {
+		words[i] = min(words[i], s.o.MaxModelLen/3)
+	}
+	type res struct {
+		r   *chatResp
+		err error
+	}
+	out := make([]res, len(words))
+	var wg sync.WaitGroup
+	for i, n := range words {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prompt := fmt.Sprintf("Request %d. Repeat nothing, just say OK. %s", i, strings.Repeat("word ", n))
+			r, err := s.complete(ctx, s.body(prompt, 8))
+			out[i] = res{r, err}
+		}()
+	}
+	wg.Wait()
+	prev, ids := -1, map[string]bool{}
+	var got []string
+	for i, o := range out {
+		if o.err != nil {
+			return "", fmt.Errorf("request %d of 4: %v", i+1, o.err)
+		}
+		if o.r.Usage == nil {
+			return "", fmt.Errorf("request %d of 4: no usage in the answer: cannot check isolation", i+1)
+		}
+		pt := o.r.Usage.PromptTokens
+		got = append(got, fmt.Sprint(pt))
+		if pt <= prev {
+			return "", fmt.Errorf("prompt_tokens not strictly increasing with prompt length: %s (answers mixed up?)", strings.Join(got, ", "))
+		}
+		prev = pt
+		if o.r.ID != "" {
+			if ids[o.r.ID] {
+				return "", fmt.Errorf("two concurrent answers share id %q", o.r.ID)
+			}
+			ids[o.r.ID] = true
+		}
+	}
+	return "prompt_tokens " + strings.Join(got, " < "), nil
+}

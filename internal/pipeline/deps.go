@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Source is where GPUs are found and sampled: NVML, a captured nvidia-smi XML, or the simulator's
+// virtual GPUs.
+type Source interface {
+	Name() string // "nvml", "nvidia-smi-xml", "sim"
+	GPUs() []results.GPUInfo
+	// Sample reads GPU i's power, clocks and temperature now.
+	Sample(i int) (results.PowerSample, error)
+	Close() error
+}
+
+// Slot is one engine's share of the host: one GPU, or one group of tp GPUs.
+type Slot struct {
+	Index    int   // 0.. in launch order
+	GPUs     []int // GPU indexes
+	GPUName  string
+	NUMANode int // of the first GPU; -1 unknown
+}
+
+// Served is a running endpoint: an engine process, an in-process simulator, or a given URL.
+type Served struct {
+	URL       string
+	APIKey    string // from the environment only; never written anywhere
+	Engine    results.EngineInfo
+	Binding   string
+	LogFile   string // relative to the output directory
+	Provision time.Duration
+	Stop      func()
+	// LogTail returns the end of the engine log (redacted); nil when there is no log.
+	LogTail func() string
+}
+
+// Backend decides where engines run and how gpuvet reaches them.
+type Backend interface {
+	Name() string // "local", "endpoint", "sim"
+	// Serve starts model on slot and returns when a real completion came back (or fails; a failed
+	// start leaves nothing running). outDir is the run's output directory (for logs).
+	Serve(ctx context.Context, slot Slot, model string, cfg config.Config, outDir string) (*Served, error)
+	// EngineVersion is the engine version to record ("" unknown, with the reason in err).
+	EngineVersion(ctx context.Context, cfg config.Config) (string, error)
+}
+
+// Deps are the phases the pipeline calls, each a plain function over plain data, so a phase
+// that is missing (or injected to fail in tests) is one field.
+type Deps struct {
+	// Discover opens the GPU source for the plan (nil source with nil error: no GPUs, e.g. endpoint).
+	Discover func(ctx context.Context, cfg config.Config) (Source, error)
+	// Health runs the health phase over the source's GPUs.
+	Health func(ctx context.Context, src Source, cfg config.Config) *results.Health
+	Backend Backend
+	// Load runs one load profile against one endpoint.
+	Load func(ctx context.Context, url, model, apiKey string, lc results.LoadConfig) (*results.Load, error)
+	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
+	Judge func(s *results.Summary, plan *config.Plan) error
+	// Baseline compares the summary against a baseline file.
+	Baseline func(s *results.Summary, baselinePath string, plan *config.Plan) error
+	// Report writes the human and machine reports next to summary.json.
+	Report func(s *results.Summary, dir string, out config.Output) error
+	// CacheEnv prepares the model cache and returns the engine environment for it.
+	CacheEnv func(ctx context.Context, model string, mc config.ModelCache) (map[string]string, error)
+	// ExitCode maps a finished summary to the process exit code.
+	ExitCode func(s *results.Summary, failOnFlag bool) int
+}

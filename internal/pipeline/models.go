@@ -1,0 +1,391 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/functional"
+	"github.com/gpuvet/gpuvet/internal/power"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// slotPlan is one slot with the configuration in force for its GPU (accelerator overrides applied).
+type slotPlan struct {
+	slot Slot
+	cfg  config.Config
+	src  map[string]string
+	acc  string // accelerators key used, "" none
+}
+
+func (r *run) slotPlans() ([]slotPlan, string) {
+	slots, note := r.slots(max(1, r.cfg.Engine.TP))
+	var out []slotPlan
+	for _, s := range slots {
+		c, src, acc := r.plan.ForGPU(s.GPUName)
+		out = append(out, slotPlan{slot: s, cfg: c, src: src, acc: acc})
+	}
+	return out, note
+}
+
+// modelOrder is every model any slot serves, the base plan's first.
+func modelOrder(base []string, sps []slotPlan) []string {
+	out := slices.Clone(base)
+	for _, sp := range sps {
+		for _, m := range sp.cfg.Models {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+func (r *run) models(ctx context.Context) {
+	if r.deps.Backend == nil {
+		r.sum.Error = "no serving backend"
+		return
+	}
+	sps, note := r.slotPlans()
+	if note != "" {
+		r.sum.Caveats = append(r.sum.Caveats, note)
+	}
+	if len(sps) == 0 {
+		if r.host().Error == "" {
+			r.host().Error = "no GPU to serve on"
+		}
+		r.host().Status = results.StatusFailed
+		r.progress("serve: no GPU to serve on")
+		return
+	}
+	for _, sp := range sps {
+		if sp.acc != "" {
+			r.sum.Caveats = append(r.sum.Caveats, fmt.Sprintf("gpu %v (%s): accelerator override %q applied", sp.slot.GPUs, sp.slot.GPUName, sp.acc))
+		}
+	}
+	version, verr := "", error(nil)
+	_ = protect(func() error { version, verr = r.deps.Backend.EngineVersion(ctx, r.cfg); return nil })
+	r.sum.Meta.Engine = r.engineKind()
+	r.sum.Meta.EngineVersion = version
+	if verr != nil {
+		r.sum.Caveats = append(r.sum.Caveats, "engine version unknown: "+verr.Error())
+	} else if r.cfg.Engine.Version != "" && version != r.cfg.Engine.Version {
+		r.sum.Flags = append(r.sum.Flags, results.Flag{Scope: "run", Subject: "engine", Check: "engine.version",
+			Reason: fmt.Sprintf("engine reports version %s, the plan pins %s: install the pinned version or update engine.version", version, r.cfg.Engine.Version)})
+	}
+	for _, id := range modelOrder(r.cfg.Models, sps) {
+		if ctx.Err() != nil {
+			return
+		}
+		r.model(ctx, id, sps, version)
+	}
+}
+
+func (r *run) engineKind() string {
+	switch r.cfg.Backend {
+	case "sim", "endpoint":
+		return r.cfg.Backend
+	}
+	return r.cfg.Engine.Kind
+}
+
+func (r *run) model(ctx context.Context, id string, sps []slotPlan, version string) {
+	m := results.Model{Model: id, Status: results.StatusOK,
+		Engine: results.EngineInfo{Kind: r.engineKind(), Version: version, TP: max(1, r.cfg.Engine.TP)}}
+	var mine []slotPlan
+	for _, sp := range sps {
+		if slices.Contains(sp.cfg.Models, id) {
+			mine = append(mine, sp)
+		}
+	}
+	r.mu.Lock()
+	r.host().Models = append(r.host().Models, m)
+	mi := len(r.host().Models) - 1
+	r.mu.Unlock()
+
+	// The model cache is prepared once per model, before any engine starts.
+	env := map[string]string{}
+	if r.deps.CacheEnv != nil && r.cfg.Backend == "local" {
+		err := protect(func() error {
+			e, err := r.deps.CacheEnv(ctx, id, r.cfg.ModelCache)
+			env = e
+			return err
+		})
+		if err != nil {
+			r.mu.Lock()
+			r.host().Models[mi].Status = results.StatusFailed
+			r.host().Models[mi].Error = "model cache: " + err.Error()
+			r.mu.Unlock()
+			r.progress("%s: model cache FAILED: %v", id, err)
+			r.flushLogged()
+			return
+		}
+	}
+
+	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
+	var wg sync.WaitGroup
+	for _, sp := range mine {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cfg := sp.cfg
+			cfg.Engine.Env = maps.Clone(cfg.Engine.Env)
+			if cfg.Engine.Env == nil {
+				cfg.Engine.Env = map[string]string{}
+			}
+			maps.Copy(cfg.Engine.Env, env)
+			var ep results.Endpoint
+			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg); return nil }); err != nil {
+				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
+			}
+			r.mu.Lock()
+			eps := append(r.host().Models[mi].Endpoints, ep)
+			slices.SortFunc(eps, func(a, b results.Endpoint) int { return firstGPU(a) - firstGPU(b) })
+			r.host().Models[mi].Endpoints = eps
+			r.mu.Unlock()
+			r.progress("%s on gpu %v: %s%s", id, sp.slot.GPUs, ep.Status, errSuffix(ep.Error))
+			r.flushLogged()
+		}()
+	}
+	wg.Wait()
+}
+
+func firstGPU(e results.Endpoint) int {
+	if len(e.GPUs) == 0 {
+		return -1
+	}
+	return e.GPUs[0]
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return ": " + firstLines(e, 1)
+}
+
+func slug(s string) string {
+	return strings.Map(func(c rune) rune {
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' {
+			return c
+		}
+		return '_'
+	}, s)
+}
+
+func gpuTag(gpus []int) string {
+	if len(gpus) == 0 {
+		return "endpoint"
+	}
+	parts := make([]string, len(gpus))
+	for i, g := range gpus {
+		parts[i] = fmt.Sprint(g)
+	}
+	return "gpu" + strings.Join(parts, "-")
+}
+
+// endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.
+// The engine is stopped before it returns, whatever happened.
+func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config) results.Endpoint {
+	ep := results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
+	fail := func(phase string, err error) {
+		ep.Status = results.StatusFailed
+		msg := phase + ": " + err.Error()
+		if ctx.Err() != nil {
+			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"
+		}
+		if ep.Error == "" {
+			ep.Error = msg
+		} else {
+			ep.Error += "; " + msg
+		}
+	}
+	r.progress("%s on gpu %v: serve", model, slot.GPUs)
+	var sv *Served
+	err := r.inject("serve", slot.Index)
+	if err == nil {
+		sv, err = r.deps.Backend.Serve(ctx, slot, model, cfg, r.out)
+	}
+	if sv != nil {
+		ep.LogFile = sv.LogFile
+		ep.Binding = sv.Binding
+		if sv.Stop != nil {
+			defer sv.Stop()
+		}
+	}
+	if err != nil {
+		fail("serve", err)
+		if sv != nil && sv.LogTail != nil {
+			ep.LogTail = sv.LogTail()
+		}
+		return ep
+	}
+	ep.URL = sv.URL
+	ep.ProvisionSeconds = sv.Provision.Seconds()
+
+	if err := r.warmup(ctx, sv, model, slot.Index); err != nil {
+		fail("warmup", err)
+		return ep
+	}
+	if ctx.Err() != nil {
+		fail("load", ctx.Err())
+		return ep
+	}
+	ld, pw, err := r.load(ctx, sv, model, slot, cfg)
+	ep.Load, ep.Power = ld, pw
+	if ld != nil {
+		rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs)+".json")
+		if werr := results.WriteJSON(filepath.Join(r.out, rel), ld); werr == nil {
+			ep.RawLoadFile = rel
+		}
+	}
+	if err != nil {
+		fail("load", err)
+	}
+	if ctx.Err() != nil {
+		return ep
+	}
+	if cfg.Functional.Enabled {
+		r.progress("%s on gpu %v: functional suite", model, slot.GPUs)
+		if err := r.inject("functional", slot.Index); err != nil {
+			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
+		} else {
+			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: sv.APIKey,
+				MaxModelLen: cfg.Engine.MaxModelLen, Timeout: cfg.Functional.Timeout.D()})
+		}
+		switch ep.Functional.Status {
+		case results.StatusFailed:
+			fail("functional", fmt.Errorf("%s", ep.Functional.Error))
+		case results.StatusFlag:
+			for _, t := range ep.Functional.Tests {
+				if !t.Passed {
+					ep.Flags = append(ep.Flags, results.Flag{Scope: "model", Subject: fmt.Sprintf("%s on %s", model, gpuTag(slot.GPUs)),
+						Check: "functional." + t.Name, Reason: fmt.Sprintf("API conformance test %s failed: %s", t.Name, t.Detail)})
+				}
+			}
+			ep.Status = results.Worse(ep.Status, results.StatusFlag)
+		}
+	}
+	return ep
+}
+
+// warmup sends a few real completions so the load starts on a warm engine (compiled graphs,
+// allocated KV cache); the load generator still excludes its own first request(s).
+func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) error {
+	if err := r.inject("warmup", slot); err != nil {
+		return err
+	}
+	for i := 0; i < 2; i++ {
+		if err := complete(ctx, sv.URL, model, sv.APIKey, 16); err != nil {
+			return fmt.Errorf("warm-up request %d: %v", i+1, err)
+		}
+	}
+	return nil
+}
+
+func complete(ctx context.Context, url, model, apiKey string, maxTokens int) error {
+	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
+		"messages": []map[string]string{{"role": "user", "content": "Write one sentence about GPUs."}}})
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, b)
+	}
+	return nil
+}
+
+// load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
+func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config) (*results.Load, *results.Power, error) {
+	if err := r.inject("load", slot.Index); err != nil {
+		return nil, nil, err
+	}
+	if r.deps.Load == nil {
+		return nil, nil, fmt.Errorf("no load generator in this build")
+	}
+	var sampler *power.Sampler
+	if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
+		src := r.src
+		sampler = power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
+			return sumSamples(src, slot.GPUs)
+		})
+	}
+	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
+	lc := cfg.Load.LoadConfig()
+	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKey, lc)
+	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
+		// aicr gates judge a fixed-concurrency run; run it after the profile and keep its rung.
+		c := lc
+		c.Profile, c.Concurrency = "concurrency", cfg.Load.Concurrency
+		r.progress("%s on gpu %v: aicr concurrency run (%d in flight)", model, slot.GPUs, c.Concurrency)
+		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKey, c)
+		if cerr != nil {
+			err = fmt.Errorf("aicr concurrency run: %v", cerr)
+		}
+		if cl != nil {
+			ld.Runs = append(ld.Runs, cl.Runs...)
+		}
+	}
+	var pw *results.Power
+	if sampler != nil {
+		peak := 0.0
+		if ld != nil {
+			peak = ld.PeakOutputTokS
+		}
+		pw = sampler.Stop(peak)
+	}
+	if ld != nil && ctx.Err() != nil {
+		ld.Interrupted = true
+	}
+	return ld, pw, err
+}
+
+func sumSamples(src Source, gpus []int) (results.PowerSample, error) {
+	var out results.PowerSample
+	for i, g := range gpus {
+		s, err := src.Sample(g)
+		if err != nil {
+			return out, err
+		}
+		out.PowerW += s.PowerW
+		if i == 0 || s.SMClockMHz < out.SMClockMHz {
+			out.SMClockMHz = s.SMClockMHz
+		}
+		out.TempC = max(out.TempC, s.TempC)
+		out.ClockReasons |= s.ClockReasons
+		out.UtilPct = max(out.UtilPct, s.UtilPct)
+	}
+	return out, nil
+}

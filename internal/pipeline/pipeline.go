@@ -1,0 +1,259 @@
+// Package pipeline is `gpuvet run` on one host: discover -> health -> for each model, for each GPU
+// (or tp group): cache -> serve -> warm-up -> load + power -> functional -> stop; then judge ->
+// write. A GPU, model or phase that fails is recorded with its error and the run goes on;
+// summary.json is rewritten atomically as each GPU finishes (complete=false until the end), so a
+// killed run keeps what it measured.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Options are the run-level inputs that are not configuration.
+type Options struct {
+	ToolVersion string
+	Host        string // host name recorded; default os.Hostname()
+	// Progress receives one line per step (nil: silent).
+	Progress func(format string, args ...any)
+}
+
+// Result is what a run leaves: the summary and where it was written.
+type Result struct {
+	Summary     *results.Summary
+	SummaryPath string
+	ExitCode    int
+}
+
+// run is the state of one run.
+type run struct {
+	plan *config.Plan
+	cfg  config.Config
+	deps Deps
+	opt  Options
+	out  string
+
+	mu  sync.Mutex // guards sum while phases write into it and it is flushed
+	sum *results.Summary
+	src Source
+}
+
+// errInjected marks failures injected by --fail-in.
+var errInjected = errors.New("injected failure (--fail-in)")
+
+func (r *run) progress(format string, args ...any) {
+	if r.opt.Progress != nil {
+		r.opt.Progress(format, args...)
+	}
+}
+
+// inject returns an injected error when --fail-in names phase (for per-GPU phases: on the first slot only,
+// so the run shows the others go on).
+func (r *run) inject(phase string, slot int) error {
+	if r.cfg.Run.FailIn == phase && slot <= 0 {
+		return fmt.Errorf("%s: %w", phase, errInjected)
+	}
+	return nil
+}
+
+// Run executes the whole validation. It returns an error only when nothing could be written.
+func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Result, error) {
+	cfg := plan.Config
+	r := &run{plan: plan, cfg: cfg, deps: deps, opt: opt, out: cfg.Output.Dir}
+	if err := os.MkdirAll(r.out, 0o755); err != nil {
+		return nil, fmt.Errorf("output directory %s: %v", r.out, err)
+	}
+	r.sum = r.newSummary()
+	if err := r.flush(); err != nil {
+		return nil, fmt.Errorf("cannot write %s: %v (check --out)", r.summaryPath(), err)
+	}
+	r.progress("run %s: backend %s, out %s", r.sum.RunID, cfg.Backend, r.out)
+
+	r.discover(ctx)
+	if r.src != nil {
+		defer r.src.Close()
+	}
+	r.health(ctx)
+	r.flushLogged()
+	r.models(ctx)
+	r.judge()
+	r.finish(ctx)
+	return &Result{Summary: r.sum, SummaryPath: r.summaryPath(), ExitCode: r.exitCode()}, nil
+}
+
+func (r *run) host() *results.Host { return &r.sum.Hosts[0] }
+
+func (r *run) newSummary() *results.Summary {
+	host := r.opt.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	now := time.Now().UTC()
+	lc := r.cfg.Load.LoadConfig()
+	th := config.Thresholds(r.cfg, r.plan.Sources)
+	s := &results.Summary{
+		SchemaVersion: results.SchemaVersion,
+		Tool:          results.Tool{Name: "gpuvet", Version: r.opt.ToolVersion, Commit: vcsCommit()},
+		RunID:         now.Format("20060102T150405Z"),
+		StartedAt:     now,
+		Backend:       r.cfg.Backend,
+		Environment:   r.cfg.Environment,
+		Meta: results.Meta{
+			Models: r.cfg.Models, LoadProfile: &lc, Thresholds: th,
+			ParallelGPUs: r.cfg.Run.ParallelGPUs, Settings: r.plan.Settings(),
+		},
+		Hosts:  []results.Host{{Name: host}},
+		Status: results.StatusOK,
+	}
+	for _, n := range r.plan.Notes {
+		s.Caveats = append(s.Caveats, n)
+	}
+	if strings.HasPrefix(r.plan.Source("load.max_duration"), "default(sim)") {
+		s.Caveats = append(s.Caveats, "simulator quick profile: "+r.cfg.Load.MaxDuration.String()+" per rate, "+
+			fmt.Sprint(r.cfg.Load.Rates)+" rates, max concurrency "+fmt.Sprint(r.cfg.Load.MaxConcurrency)+
+			" (set load.* to run the full seed profile)")
+	}
+	return s
+}
+
+func vcsCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
+}
+
+// protect runs fn and turns a panic into an error, so one broken phase never ends the run.
+func protect(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, firstLines(string(debug.Stack()), 12))
+		}
+	}()
+	return fn()
+}
+
+func firstLines(s string, n int) string {
+	l := strings.SplitN(s, "\n", n+1)
+	if len(l) > n {
+		l = l[:n]
+	}
+	return strings.Join(l, "\n")
+}
+
+func (r *run) discover(ctx context.Context) {
+	d := &r.host().Discovery
+	if r.deps.Discover == nil {
+		d.Note = "no GPU discovery for this backend"
+		return
+	}
+	err := protect(func() error {
+		if err := r.inject("discover", 0); err != nil {
+			return err
+		}
+		src, err := r.deps.Discover(ctx, r.cfg)
+		if err != nil {
+			return err
+		}
+		r.src = src
+		return nil
+	})
+	if err != nil {
+		d.Error = err.Error()
+		r.host().Error = "discovery failed: " + err.Error()
+		r.host().Status = results.StatusFailed
+		r.progress("discover: FAILED: %v", err)
+		return
+	}
+	if r.src == nil {
+		d.Note = "no GPU discovery for this backend"
+		return
+	}
+	d.Source = r.src.Name()
+	d.GPUs = r.src.GPUs()
+	if len(d.GPUs) > 0 {
+		r.sum.Meta.DriverVersion = d.GPUs[0].DriverVersion
+		r.sum.Meta.CUDAVersion = d.GPUs[0].CUDAVersion
+	}
+	names := map[string]int{}
+	for _, g := range d.GPUs {
+		names[g.Name]++
+	}
+	var parts []string
+	for n, c := range names {
+		parts = append(parts, fmt.Sprintf("%d× %s", c, n))
+	}
+	slices.Sort(parts)
+	r.progress("discover: %s via %s", strings.Join(parts, ", "), d.Source)
+}
+
+func (r *run) health(ctx context.Context) {
+	if !r.cfg.Health.Enabled || (r.cfg.Backend == "endpoint" && !r.cfg.Endpoint.Health) {
+		return
+	}
+	if r.src == nil || r.deps.Health == nil {
+		if r.cfg.Backend != "endpoint" {
+			r.host().Health = &results.Health{Status: results.StatusFailed, Error: "health phase could not run: no GPU source"}
+		}
+		return
+	}
+	r.progress("health: %d GPUs", len(r.src.GPUs()))
+	var h *results.Health
+	err := protect(func() error {
+		if err := r.inject("health", 0); err != nil {
+			return err
+		}
+		h = r.deps.Health(ctx, r.src, r.cfg)
+		if h == nil {
+			return errors.New("health phase returned nothing")
+		}
+		return nil
+	})
+	if err != nil {
+		h = &results.Health{Source: r.src.Name(), Status: results.StatusFailed, Error: err.Error()}
+	}
+	r.mu.Lock()
+	r.host().Health = h
+	r.mu.Unlock()
+	r.progress("health: %s", h.Status)
+}
+
+// slots groups the selected GPUs into engines: one per GPU, or one per tp consecutive GPUs.
+func (r *run) slots(tp int) ([]Slot, string) {
+	if r.cfg.Backend == "endpoint" {
+		return []Slot{{Index: 0, NUMANode: -1}}, ""
+	}
+	gpus := r.host().Discovery.GPUs
+	if r.cfg.Run.GPUCount > 0 && r.cfg.Run.GPUCount < len(gpus) {
+		gpus = gpus[:r.cfg.Run.GPUCount]
+	}
+	var out []Slot
+	note := ""
+	for i := 0; i+tp <= len(gpus); i += tp {
+		s := Slot{Index: len(out), GPUName: gpus[i].Name, NUMANode: gpus[i].NUMANode}
+		for _, g := range gpus[i : i+tp] {
+			s.GPUs = append(s.GPUs, g.Index)
+		}
+		out = append(out, s)
+	}
+	if rest := len(gpus) % tp; rest != 0 {
+		note = fmt.Sprintf("%d GPU(s) left over: %d GPUs do not divide into groups of tp=%d", rest, len(gpus), tp)
+	}
+	return out, note
+}

@@ -1,0 +1,174 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func (r *run) summaryPath() string { return filepath.Join(r.out, "summary.json") }
+
+// flush rewrites summary.json atomically with what is known now.
+func (r *run) flush() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return results.WriteJSON(r.summaryPath(), r.sum)
+}
+
+func (r *run) flushLogged() {
+	if err := r.flush(); err != nil {
+		r.progress("WARNING: could not write %s: %v", r.summaryPath(), err)
+	}
+}
+
+func (r *run) judge() {
+	if r.deps.Judge == nil {
+		r.sum.Caveats = append(r.sum.Caveats, "no judge in this build: gates, reference table and GPU-to-GPU comparisons were not applied")
+		rollup(r.sum)
+		return
+	}
+	err := protect(func() error {
+		if err := r.inject("judge", 0); err != nil {
+			return err
+		}
+		return r.deps.Judge(r.sum, r.plan)
+	})
+	if err != nil {
+		r.sum.Error = joinErr(r.sum.Error, "judge: "+err.Error())
+		r.sum.Status = results.StatusFailed
+	}
+	rollup(r.sum)
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+// rollup raises every status to at least the worst of what it contains (it never lowers one the
+// judge set) and collects flags upward.
+func rollup(s *results.Summary) {
+	for hi := range s.Hosts {
+		h := &s.Hosts[hi]
+		if h.Error != "" {
+			h.Status = results.Worse(h.Status, results.StatusFailed)
+		}
+		if h.Health != nil {
+			if h.Health.Error != "" {
+				h.Health.Status = results.Worse(h.Health.Status, results.StatusFailed)
+			}
+			h.Status = results.Worse(h.Status, h.Health.Status)
+		}
+		for mi := range h.Models {
+			m := &h.Models[mi]
+			if m.Error != "" {
+				m.Status = results.Worse(m.Status, results.StatusFailed)
+			}
+			for ei := range m.Endpoints {
+				e := &m.Endpoints[ei]
+				if e.Error != "" {
+					e.Status = results.Worse(e.Status, results.StatusFailed)
+				}
+				if len(e.Flags) > 0 {
+					e.Status = results.Worse(e.Status, results.StatusFlag)
+				}
+				m.Status = results.Worse(m.Status, e.Status)
+			}
+			if len(m.Flags) > 0 {
+				m.Status = results.Worse(m.Status, results.StatusFlag)
+			}
+			h.Status = results.Worse(h.Status, m.Status)
+		}
+		if len(h.Flags) > 0 {
+			h.Status = results.Worse(h.Status, results.StatusFlag)
+		}
+		if h.Status == "" {
+			h.Status = results.StatusOK
+		}
+		s.Status = results.Worse(s.Status, h.Status)
+	}
+	if s.Error != "" {
+		s.Status = results.Worse(s.Status, results.StatusFailed)
+	}
+	if len(s.Flags) > 0 {
+		s.Status = results.Worse(s.Status, results.StatusFlag)
+	}
+}
+
+// finish writes the final summary (complete=true unless interrupted), the baseline and the reports.
+func (r *run) finish(ctx context.Context) {
+	if r.cfg.Run.Baseline != "" && r.deps.Baseline != nil && ctx.Err() == nil {
+		if err := protect(func() error { return r.deps.Baseline(r.sum, r.cfg.Run.Baseline, r.plan) }); err != nil {
+			r.sum.Baseline = &results.BaselineComparison{BaselineFile: r.cfg.Run.Baseline, Note: "no comparison: " + err.Error()}
+		}
+		rollup(r.sum)
+	} else if r.cfg.Run.Baseline != "" {
+		r.sum.Caveats = append(r.sum.Caveats, "baseline "+r.cfg.Run.Baseline+" not compared: no baseline comparison in this build")
+	}
+	r.sum.FinishedAt = time.Now().UTC()
+	if ctx.Err() != nil {
+		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): results are partial")
+		r.sum.Status = results.StatusFailed
+	} else {
+		r.sum.Complete = true
+	}
+	r.flushLogged()
+	if r.cfg.Run.SaveBaseline && r.sum.Complete {
+		if err := results.WriteJSON(filepath.Join(r.out, "baseline.json"), r.sum); err != nil {
+			r.progress("WARNING: baseline.json not written: %v", err)
+		}
+	}
+	if r.deps.Report != nil {
+		err := protect(func() error {
+			if err := r.inject("write", 0); err != nil {
+				return err
+			}
+			return r.deps.Report(r.sum, r.out, r.cfg.Output)
+		})
+		if err != nil {
+			r.sum.Caveats = append(r.sum.Caveats, "report not written: "+err.Error())
+			r.progress("report: FAILED: %v", err)
+			r.flushLogged()
+		}
+	}
+}
+
+func (r *run) exitCode() int {
+	if r.deps.ExitCode != nil {
+		return r.deps.ExitCode(r.sum, r.cfg.Run.FailOnFlag)
+	}
+	switch {
+	case r.sum.Status == results.StatusFailed:
+		return 1
+	case r.sum.Status == results.StatusFlag && r.cfg.Run.FailOnFlag:
+		return 1
+	}
+	return 0
+}
+
+// Describe is a one-paragraph summary of a finished run for the terminal.
+func Describe(res *Result) string {
+	s := res.Summary
+	eps, failed := 0, 0
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				eps++
+				if e.Status == results.StatusFailed {
+					failed++
+				}
+			}
+		}
+	}
+	out := fmt.Sprintf("status %s: %d endpoint(s), %d failed; summary %s", s.Status, eps, failed, res.SummaryPath)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(res.SummaryPath), "report.html")); err == nil {
+		out += "; report " + filepath.Join(filepath.Dir(res.SummaryPath), "report.html")
+	}
+	return out
+}

@@ -1,0 +1,46 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func TestSummarise(t *testing.T) {
+	var s []results.PowerSample
+	for i := 1; i <= 10; i++ {
+		s = append(s, results.PowerSample{PowerW: float64(i * 100)})
+	}
+	p := Summarise(s, time.Second, 5000, 0, nil)
+	if p.MeanW != 550 || p.MaxW != 1000 || math.Abs(p.TokensPerJoule-5) > 1e-9 {
+		t.Fatalf("got mean %v max %v tok/J %v", p.MeanW, p.MaxW, p.TokensPerJoule)
+	}
+	if p := Summarise(nil, time.Second, 5000, 3, errors.New("nvml: gone")); p.TokensPerJoule != 0 || p.Note == "" {
+		t.Fatalf("no samples must say so: %+v", p)
+	}
+}
+
+func TestSamplerCollectsAndCountsErrors(t *testing.T) {
+	var n atomic.Int32
+	s := Start(context.Background(), 10*time.Millisecond, func() (results.PowerSample, error) {
+		if n.Add(1)%2 == 0 {
+			return results.PowerSample{}, errors.New("transient")
+		}
+		return results.PowerSample{PowerW: 300}, nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	p := s.Stop(600)
+	if len(p.Samples) < 2 || p.MeanW != 300 || p.TokensPerJoule != 2 {
+		t.Fatalf("got %+v", p)
+	}
+	for i := 1; i < len(p.Samples); i++ {
+		if p.Samples[i].T <= p.Samples[i-1].T {
+			t.Fatalf("sample times not increasing: %v", p.Samples)
+		}
+	}
+}
