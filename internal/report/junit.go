@@ -391,7 +391,9 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 					msg := fmt.Sprintf("%s %s in %s: %s vs %s on bare metal (%s overhead)", r.Subject, r.Metric, env, num(r.Values[env]), num(r.Baseline), signedPct(r.OverheadPct[env]))
 					c.Failure = &junitProblem{Message: msg, Type: "baseline.overhead", Text: msg}
 				case "low_confidence", "lower_bound":
-					c.Skipped = &junitSkip{Message: st + ": not judged"}
+					c.Skipped = &junitSkip{Message: strings.TrimSuffix(st+": not judged; "+r.Notes[env], "; ")}
+				case "missing":
+					c.Skipped = &junitSkip{Message: strings.TrimSuffix("not measured in "+env+"; "+r.Notes[env], "; ")}
 				}
 				su.Cases = append(su.Cases, c)
 			}

@@ -153,7 +153,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 		for _, r := range b.Rows {
 			for _, env := range b.Environments {
 				p, ok := r.OverheadPct[env]
-				if !ok {
+				if !ok || r.Status[env] == "missing" {
 					continue
 				}
 				l := []string{"subject", r.Subject, "metric", r.Metric, "environment", env}

@@ -389,6 +389,9 @@ func profile(l *results.LoadConfig) string {
 		parts = append(parts, l.API+" API")
 	}
 	parts = append(parts, fmt.Sprintf("%d prompt / %d output tokens", l.PromptTokens, l.OutputTokens))
+	if l.PrefixCount > 0 && l.PrefixTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d shared prefixes of %d tokens", l.PrefixCount, l.PrefixTokens))
+	}
 	if l.Rates > 0 {
 		parts = append(parts, fmt.Sprintf("%d rates", l.Rates))
 	}
@@ -1129,9 +1132,12 @@ func functional(m results.Model) *funcTable {
 func buildBaseline(s *results.Summary) *baselineView {
 	b := s.Baseline
 	v := &baselineView{File: b.BaselineFile, Note: b.Note, Envs: b.Environments, Caveats: b.Caveats}
-	tol := 10.0
+	tol := 10.0 // the seeds' default, when the file does not say
 	if t, ok := s.Meta.Thresholds["baseline_tolerance_pct"]; ok && t.Value != nil {
 		tol = *t.Value
+	}
+	if b.TolerancePct > 0 {
+		tol = b.TolerancePct
 	}
 	chart := BarChart{Title: "Overhead vs bare metal (positive = worse)", XLabel: "overhead %", Series: b.Environments, Refs: []float64{tol}, RefLabel: "tolerance " + num(tol) + " %"}
 	for _, r := range b.Rows {
@@ -1139,13 +1145,14 @@ func buildBaseline(s *results.Summary) *baselineView {
 		g := BarGroup{Label: r.Subject + " · " + r.Metric}
 		for _, env := range b.Environments {
 			val, ok := r.Values[env]
-			if !ok {
-				row.Cells = append(row.Cells, cell{Text: "—"})
+			st := r.Status[env]
+			note := r.Notes[env]
+			if !ok || st == "missing" {
+				row.Cells = append(row.Cells, cell{Text: "—", Tip: strings.TrimSuffix(env+": not measured; "+note, "; ")})
 				continue
 			}
-			st := r.Status[env]
 			ov := r.OverheadPct[env]
-			c := cell{Text: fmt.Sprintf("%s (%s)", num(val), signedPct(ov)), Class: st, Tip: env + ": " + st}
+			c := cell{Text: fmt.Sprintf("%s (%s)", num(val), signedPct(ov)), Class: st, Tip: strings.TrimSuffix(env+": "+st+"; "+note, "; ")}
 			if st == "lower_bound" || st == "low_confidence" {
 				c.Text += " *"
 			}
@@ -1182,7 +1189,7 @@ func worstPerMetric(b *results.BaselineComparison, c BarChart) BarChart {
 		count[r.Metric]++
 		for _, env := range b.Environments {
 			k := key{r.Metric, env}
-			if _, ok := r.OverheadPct[env]; !ok {
+			if _, ok := r.OverheadPct[env]; !ok || r.Status[env] == "missing" {
 				continue
 			}
 			if w, ok := worst[k]; !ok || r.OverheadPct[env] > w.OverheadPct[env] {
