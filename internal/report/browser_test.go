@@ -70,7 +70,7 @@ func TestBrowserRendersReport(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    *results.Summary
-	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}} {
+	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}, {"sim", readSim(t)}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			page := filepath.Join(dir, "report.html")
@@ -92,7 +92,7 @@ func TestBrowserRendersReport(t *testing.T) {
 			if err := chartsDrawn(dom); err != nil {
 				t.Error(err)
 			}
-			if c.name != "sample" {
+			if c.name != "sim" { // the screenshot is of what `gpuvet run --sim` writes
 				return
 			}
 			shot := os.Getenv("GPUVET_SCREENSHOT")

@@ -120,3 +120,38 @@ func TestJUnitEscapes(t *testing.T) {
 		t.Error("reason did not survive the round trip")
 	}
 }
+
+// readSim reads the real output of `gpuvet run --sim --sim-straggler 3` (4 virtual H200s), kept in
+// testdata so the report is tested against what the pipeline writes, not only against our sample.
+func readSim(t testing.TB) *results.Summary {
+	t.Helper()
+	s, err := results.Read(filepath.Join("testdata", "sim-summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The straggler of a real simulated run shows as failing cases; the healthy GPUs' health does not.
+func TestJUnitSimStraggler(t *testing.T) {
+	b, err := JUnit(readSim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	var straggler, healthyHealth int
+	for k := range fails {
+		switch {
+		case strings.Contains(k, ".gpu3 "):
+			straggler++
+		case strings.HasPrefix(k, "gpuvet.health."):
+			healthyHealth++
+		}
+	}
+	if straggler == 0 {
+		t.Errorf("no failing case for the straggler gpu 3: %v", fails)
+	}
+	if healthyHealth != 0 {
+		t.Errorf("%d failing health cases on healthy GPUs: %v", healthyHealth, fails)
+	}
+}

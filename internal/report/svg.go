@@ -22,9 +22,10 @@ func seriesColor(i int) string { return palette[i%len(palette)] }
 // Point is one plotted value. Tip is shown on hover (an SVG <title>); Open draws a hollow marker
 // (a lower-bound figure).
 type Point struct {
-	X, Y float64
-	Tip  string
-	Open bool
+	X, Y  float64
+	Tip   string
+	Open  bool
+	Alone bool // not on the line: drawn as a square marker (e.g. the throughput probe)
 }
 
 // Series is one line. Dashed marks a series whose figures are lower bounds.
@@ -102,9 +103,12 @@ func (c LineChart) SVG() template.HTML {
 		}
 		col := seriesColor(i)
 		var d strings.Builder
-		for j, p := range s.Points {
+		for _, p := range s.Points {
+			if p.Alone {
+				continue
+			}
 			cmd := "L"
-			if j == 0 {
+			if d.Len() == 0 {
 				cmd = "M"
 			}
 			fmt.Fprintf(&d, "%s%s %s", cmd, f1(sx(p.X)), f1(sy(p.Y)))
@@ -113,7 +117,9 @@ func (c LineChart) SVG() template.HTML {
 		if s.Dashed {
 			dash = ` stroke-dasharray="5 3"`
 		}
-		fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), col, dash, esc(s.Name))
+		if strings.Contains(d.String(), "L") {
+			fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), col, dash, esc(s.Name))
+		}
 		if !c.Markers {
 			continue
 		}
@@ -121,6 +127,11 @@ func (c LineChart) SVG() template.HTML {
 			fill := col
 			if p.Open {
 				fill = "#fff"
+			}
+			if p.Alone {
+				fmt.Fprintf(&b, `<rect class="mark pt" x="%s" y="%s" width="8" height="8" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></rect>`,
+					f1(sx(p.X)-4), f1(sy(p.Y)-4), fill, col, esc(p.Tip))
+				continue
 			}
 			fmt.Fprintf(&b, `<circle class="mark pt" cx="%s" cy="%s" r="3.5" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></circle>`,
 				f1(sx(p.X)), f1(sy(p.Y)), fill, col, esc(p.Tip))

@@ -89,7 +89,8 @@ type modelView struct {
 	Model, Engine, Status, Error string
 	Open                         bool
 	Flags                        int
-	GateCols                     []string
+	GateCols                     []string // check ids
+	GateHeads                    []kv     // check id -> column title
 	Rows                         []epRow
 	Throughput, TTFT, Power      template.HTML
 	Functional                   *funcTable
@@ -874,19 +875,37 @@ func buildModel(s *results.Summary, m results.Model, large bool, limit float64) 
 		mv.Engine += fmt.Sprintf(", tp %d", m.Engine.TP)
 	}
 	mv.Open = !large || m.Status != results.StatusOK
+	// One column per gate; a gate disabled on every endpoint gets a note instead of a column of "off".
 	seen := map[string]bool{}
+	live := map[string]bool{}
+	var all []string
 	for _, e := range m.Endpoints {
 		for _, v := range e.Verdicts {
 			if !seen[v.Check] {
 				seen[v.Check] = true
-				mv.GateCols = append(mv.GateCols, v.Check)
+				all = append(all, v.Check)
+			}
+			if v.Result != "disabled" {
+				live[v.Check] = true
 			}
 		}
+	}
+	var off []string
+	for _, c := range all {
+		if live[c] {
+			mv.GateCols = append(mv.GateCols, c)
+			mv.GateHeads = append(mv.GateHeads, kv{c, gateLabel(c)})
+		} else {
+			off = append(off, c)
+		}
+	}
+	if len(off) > 0 {
+		mv.Notes = append(mv.Notes, "Gates disabled (no threshold set): "+strings.Join(off, ", ")+".")
 	}
 	for _, e := range m.Endpoints {
 		mv.Rows = append(mv.Rows, endpointRow(e, mv.GateCols))
 		if e.Load != nil && e.Load.Client.ClientLimited {
-			mv.Notes = append(mv.Notes, fmt.Sprintf("%s: the load generator, not the server, was the bottleneck (%s): its figures understate the GPU", gpuList(e.GPUs), e.Load.Client.Reason))
+			mv.Notes = append(mv.Notes, fmt.Sprintf("%s: the load generator, not the server, was the bottleneck (%s): its figures understate the GPU", gpuList(e.GPUs), firstClause(e.Load.Client.Reason)))
 		}
 		if e.Load != nil && e.Load.Saturation.LowerBound() {
 			mv.Notes = append(mv.Notes, fmt.Sprintf("%s: throughput is a lower bound: %s", gpuList(e.GPUs), orDash(e.Load.Saturation.Reason)))
@@ -897,6 +916,28 @@ func buildModel(s *results.Summary, m results.Model, large bool, limit float64) 
 	mv.Functional = functional(m)
 	mv.Compare = compares(m.Comparisons)
 	return mv
+}
+
+// firstClause shortens a long machine-made reason to its first clause for a one-line note.
+func firstClause(s string) string {
+	if i := strings.IndexAny(s, ";"); i > 0 {
+		s = s[:i]
+	}
+	return clip(strings.TrimSpace(s), 160)
+}
+
+// gateLabel is a short column title for a gate check id.
+func gateLabel(check string) string {
+	if l, ok := map[string]string{
+		"gate.ttft_p95":        "TTFT p95 gate",
+		"gate.itl_p95":         "ITL p95 gate",
+		"gate.sustained_req_s": "req/s floor",
+		"gate.aicr_throughput": "aicr tok/s gate",
+		"gate.aicr_ttft_p99":   "aicr TTFT p99 gate",
+	}[check]; ok {
+		return l
+	}
+	return strings.TrimPrefix(check, "gate.")
 }
 
 func endpointRow(e results.Endpoint, cols []string) epRow {
@@ -1017,7 +1058,9 @@ func sweepCharts(m results.Model, slo *RefLine) (template.HTML, template.HTML) {
 			name += " (lower bound)"
 		}
 		runs := append([]results.Run(nil), e.Load.Runs...)
-		sort.SliceStable(runs, func(i, j int) bool { return runs[i].ReqS < runs[j].ReqS })
+		// The curve follows the load the client asked for (sync, then rates or concurrencies upward),
+		// not the achieved rate: past the knee achieved req/s falls back, and the curve must show it.
+		sort.SliceStable(runs, func(i, j int) bool { return runOrder(runs[i]) < runOrder(runs[j]) })
 		a, b := Series{Name: name, Dashed: lb}, Series{Name: name, Dashed: lb}
 		for _, r := range runs {
 			if r.Requests.Successful == 0 {
@@ -1027,7 +1070,8 @@ func sweepCharts(m results.Model, slo *RefLine) (template.HTML, template.HTML) {
 			if r.TargetRate > 0 {
 				label += " " + num(r.TargetRate) + " req/s"
 			}
-			a.Points = append(a.Points, Point{X: r.ReqS, Y: r.OutputTokS, Open: lb,
+			// The throughput probe is another regime (max_concurrency at once): a lone square.
+			a.Points = append(a.Points, Point{X: r.ReqS, Y: r.OutputTokS, Open: lb, Alone: r.Kind == "throughput",
 				Tip: fmt.Sprintf("%s, %s: %s req/s, %s tok/s", name, label, num(r.ReqS), num(r.OutputTokS))})
 			// The throughput probe runs max_concurrency requests at once: its TTFT is queueing, and
 			// drawn here it would flatten the curve the SLO is read against.
@@ -1045,7 +1089,7 @@ func sweepCharts(m results.Model, slo *RefLine) (template.HTML, template.HTML) {
 	if slo != nil {
 		refs = append(refs, *slo)
 	}
-	return LineChart{Title: "Output tok/s vs achieved req/s", XLabel: "achieved req/s", YLabel: "output tok/s", Series: thr, Markers: true}.SVG(),
+	return LineChart{Title: "Output tok/s vs achieved req/s (■ throughput probe)", XLabel: "achieved req/s", YLabel: "output tok/s", Series: thr, Markers: true}.SVG(),
 		LineChart{Title: "TTFT p95 vs achieved req/s (probe left out)", XLabel: "achieved req/s", YLabel: "TTFT p95 (ms)", Series: ttft, Refs: refs, Markers: true}.SVG()
 }
 
@@ -1057,6 +1101,20 @@ func powerLimit(h results.Host) float64 {
 		}
 	}
 	return 0
+}
+
+// runOrder sorts the runs of a profile by the load asked for.
+func runOrder(r results.Run) float64 {
+	switch r.Kind {
+	case "synchronous":
+		return -1
+	case "throughput":
+		return math.Inf(1)
+	}
+	if r.TargetRate > 0 {
+		return r.TargetRate
+	}
+	return float64(r.Concurrency)
 }
 
 func powerChart(m results.Model, limit float64) template.HTML {
