@@ -171,3 +171,26 @@ func TestHTMLManyFlags(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestWriteDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteDir(readSample(t), dir, true, true, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{HTMLFile, JUnitFile, PrometheusFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// one output failing (its path is a directory) does not stop the others.
+	dir2 := t.TempDir()
+	os.Mkdir(filepath.Join(dir2, HTMLFile), 0o755)
+	os.WriteFile(filepath.Join(dir2, HTMLFile, "x"), nil, 0o644)
+	err := WriteDir(readSample(t), dir2, true, true, false)
+	if err == nil {
+		t.Error("writing over a directory succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir2, JUnitFile)); err != nil {
+		t.Error("junit.xml not written after the HTML failed")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,7 +188,7 @@ func allFlags(s *results.Summary) []flagView {
 	var out []flagView
 	add := func(fs []results.Flag) {
 		for _, f := range fs {
-			v := flagView{f.Scope, f.Subject, f.Check, f.Reason}
+			v := flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason}
 			if !seen[v] {
 				seen[v] = true
 				out = append(out, v)
@@ -211,6 +212,13 @@ func allFlags(s *results.Summary) []flagView {
 		}
 	}
 	return out
+}
+
+var uuidRe = regexp.MustCompile(`GPU-[0-9a-fA-F]{8}(-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}`)
+
+// shortUUIDs shortens GPU UUIDs in a subject to their first 8 hex digits: the inventory table has them in full.
+func shortUUIDs(s string) string {
+	return uuidRe.ReplaceAllStringFunc(s, func(u string) string { return u[:12] + "…" })
 }
 
 func allErrors(s *results.Summary) []string {
