@@ -194,3 +194,19 @@ func TestWriteDir(t *testing.T) {
 		t.Error("junit.xml not written after the HTML failed")
 	}
 }
+
+// A failed endpoint shows its error, its log tail and its failed requests by class.
+func TestHTMLEndpointFailure(t *testing.T) {
+	s := readSample(t)
+	ep := &s.Hosts[0].Models[0].Endpoints[1]
+	ep.Status, ep.Error = results.StatusFailed, "engine exited with code 1 after 12 s"
+	ep.LogTail = "torch.OutOfMemoryError: CUDA out of memory <tried 2.00 GiB>"
+	ep.Load.Runs[3].Errors = map[string]int{"http_500": 3, "timeout": 1}
+	s.Hosts[0].Health.GPUs[2].GPU.XIDs = []results.XIDEvent{{XID: 79}}
+	out := render(t, s)
+	for _, want := range []string{"engine exited with code 1 after 12 s", "CUDA out of memory &lt;tried 2.00 GiB&gt;", "4 of ", "http_500 3, timeout 1", "XID 79"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -101,6 +101,7 @@ type modelView struct {
 
 type epRow struct {
 	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Provision, Error string
+	LogTail, LogFile                                                                 string // shown with the error
 	Gates                                                                            []cell
 	LowerBound                                                                       bool
 }

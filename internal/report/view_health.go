@@ -165,6 +165,14 @@ func inventoryRow(g results.GPUHealth) invRow {
 		r.Clocks = fmt.Sprintf("%d / %d MHz", *i.SMClockMHz, *i.MaxSMClockMHz)
 	}
 	r.Events = strings.Join(i.ClockEvents.Names, ", ")
+	if len(i.XIDs) > 0 {
+		var xs []string
+		for _, x := range i.XIDs {
+			xs = append(xs, strconv.FormatUint(x.XID, 10))
+		}
+		r.Events = strings.TrimPrefix(r.Events+"; XID "+strings.Join(xs, ", "), "; ")
+		r.EventsBad = true
+	}
 	if r.Events == "" {
 		r.Events = "none"
 	}

@@ -46,6 +46,9 @@ func buildModel(s *results.Summary, m results.Model, large bool, limit float64) 
 	}
 	for _, e := range m.Endpoints {
 		mv.Rows = append(mv.Rows, endpointRow(e, mv.GateCols))
+		if n := errorNote(e); n != "" {
+			mv.Notes = append(mv.Notes, n)
+		}
 		if e.Load != nil && e.Load.Client.ClientLimited {
 			mv.Notes = append(mv.Notes, fmt.Sprintf("%s: the load generator, not the server, was the bottleneck (%s): its figures understate the GPU", gpuList(e.GPUs), firstClause(e.Load.Client.Reason)))
 		}
@@ -83,7 +86,7 @@ func gateLabel(check string) string {
 }
 
 func endpointRow(e results.Endpoint, cols []string) epRow {
-	r := epRow{GPU: gpuList(e.GPUs), Status: string(e.Status), Error: e.Error}
+	r := epRow{GPU: gpuList(e.GPUs), Status: string(e.Status), Error: e.Error, LogTail: e.LogTail, LogFile: e.LogFile}
 	r.Sustained, r.Peak, r.TTFT, r.ITL, r.TPOT, r.TokPerJ, r.PowerW, r.Provision = "—", "—", "—", "—", "—", "—", "—", "—"
 	if l := e.Load; l != nil {
 		r.LowerBound = l.Saturation.LowerBound()
@@ -327,4 +330,32 @@ func functional(m results.Model) *funcTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// errorNote sums the failed requests of an endpoint's runs by class, or "" when none failed.
+func errorNote(e results.Endpoint) string {
+	if e.Load == nil {
+		return ""
+	}
+	byClass := map[string]int{}
+	total, all := 0, 0
+	for _, r := range e.Load.Runs {
+		all += r.Requests.Successful + r.Requests.Errored
+		for c, n := range r.Errors {
+			byClass[c] += n
+			total += n
+		}
+		if len(r.Errors) == 0 && r.Requests.Errored > 0 {
+			byClass["unclassified"] += r.Requests.Errored
+			total += r.Requests.Errored
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	var parts []string
+	for _, c := range sortedKeys(byClass) {
+		parts = append(parts, fmt.Sprintf("%s %d", c, byClass[c]))
+	}
+	return fmt.Sprintf("%s: %d of %d requests failed (%s)", gpuList(e.GPUs), total, all, strings.Join(parts, ", "))
 }
