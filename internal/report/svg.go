@@ -46,7 +46,8 @@ type LineChart struct {
 	Title, XLabel, YLabel string
 	Series                []Series
 	Refs                  []RefLine
-	Markers               bool // draw a marker on each point
+	Markers               bool    // draw a marker on each point
+	YCap                  float64 // when > 0, the y axis stops here and higher points sit on the top edge as ▲
 }
 
 const (
@@ -76,10 +77,16 @@ func (c LineChart) SVG() template.HTML {
 		ys = append(ys, r.Y)
 	}
 	xt := niceTicks(minOf(xs), maxOf(xs), 6)
-	yt := niceTicks(minOf(ys), maxOf(ys), 5)
+	ymax := maxOf(ys)
+	if c.YCap > 0 && ymax > c.YCap {
+		ymax = c.YCap
+	}
+	yt := niceTicks(minOf(ys), ymax, 5)
+	capped := maxOf(ys) > yt[len(yt)-1] // the nice top may still hold every point
 	plotW := float64(chartW - marginL - marginR)
 	sx := func(x float64) float64 { return marginL + (x-xt[0])/(xt[len(xt)-1]-xt[0])*plotW }
-	sy := func(y float64) float64 { return plotTop + plotH - (y-yt[0])/(yt[len(yt)-1]-yt[0])*plotH }
+	top := yt[len(yt)-1]
+	sy := func(y float64) float64 { return plotTop + plotH - (math.Min(y, top)-yt[0])/(top-yt[0])*plotH }
 
 	names := make([]string, len(c.Series))
 	for i, s := range c.Series {
@@ -128,6 +135,12 @@ func (c LineChart) SVG() template.HTML {
 			if p.Open {
 				fill = "#fff"
 			}
+			if p.Y > top { // off the capped axis: an arrow on the top edge, the value in the tooltip
+				x, y := sx(p.X), sy(p.Y)
+				fmt.Fprintf(&b, `<path class="mark pt" d="M%s %sL%s %sL%s %sZ" fill="%s"><title>%s (off the scale)</title></path>`,
+					f1(x-5), f1(y+4), f1(x+5), f1(y+4), f1(x), f1(y-5), col, esc(p.Tip))
+				continue
+			}
 			if p.Alone {
 				fmt.Fprintf(&b, `<rect class="mark pt" x="%s" y="%s" width="8" height="8" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></rect>`,
 					f1(sx(p.X)-4), f1(sy(p.Y)-4), fill, col, esc(p.Tip))
@@ -136,6 +149,9 @@ func (c LineChart) SVG() template.HTML {
 			fmt.Fprintf(&b, `<circle class="mark pt" cx="%s" cy="%s" r="3.5" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></circle>`,
 				f1(sx(p.X)), f1(sy(p.Y)), fill, col, esc(p.Tip))
 		}
+	}
+	if capped {
+		fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="end" font-size="11" fill="#555">▲ above %s</text>`, f1(marginL+plotW), plotTop-6, tickLabel(top))
 	}
 	b.WriteString(legend)
 	b.WriteString("</svg>")

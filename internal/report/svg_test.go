@@ -100,3 +100,19 @@ func TestChartsSkipNonFinite(t *testing.T) {
 		t.Error("NaN bar drawn")
 	}
 }
+
+// A capped axis keeps the SLO region readable; the points beyond it stay visible on the top edge.
+func TestChartYCap(t *testing.T) {
+	c := LineChart{Title: "ttft", Series: []Series{{Name: "gpu 0", Points: []Point{{X: 1, Y: 20}, {X: 2, Y: 40}, {X: 3, Y: 5000, Tip: "5000 ms"}}}},
+		Refs: []RefLine{{Y: 200, Label: "SLO"}}, Markers: true, YCap: 600}
+	svg := string(c.SVG())
+	if !strings.Contains(svg, "5000 ms (off the scale)") || !strings.Contains(svg, "▲ above 600") {
+		t.Errorf("the capped point is not marked: %s", svg)
+	}
+	if strings.Contains(svg, ">5k<") {
+		t.Error("the axis was not capped")
+	}
+	if n, _ := countMarks(svg); n != 4 { // line + 2 circles + 1 arrow
+		t.Errorf("%d marks, want 4", n)
+	}
+}

@@ -235,7 +235,7 @@ func sweepCharts(m results.Model, slo *RefLine) (template.HTML, template.HTML) {
 		refs = append(refs, *slo)
 	}
 	return LineChart{Title: "Output tok/s vs achieved req/s (■ throughput probe)", XLabel: "achieved req/s", YLabel: "output tok/s", Series: thr, Markers: true}.SVG(),
-		LineChart{Title: "TTFT p95 vs achieved req/s (probe left out)", XLabel: "achieved req/s", YLabel: "TTFT p95 (ms)", Series: ttft, Refs: refs, Markers: true}.SVG()
+		LineChart{Title: "TTFT p95 vs achieved req/s (probe left out)", XLabel: "achieved req/s", YLabel: "TTFT p95 (ms)", Series: ttft, Refs: refs, Markers: true, YCap: ttftCap(slo)}.SVG()
 }
 
 // powerLimit is the host's GPU power limit (the first GPU that reports one), 0 when unknown.
@@ -358,4 +358,13 @@ func errorNote(e results.Endpoint) string {
 		parts = append(parts, fmt.Sprintf("%s %d", c, byClass[c]))
 	}
 	return fmt.Sprintf("%s: %d of %d requests failed (%s)", gpuList(e.GPUs), total, all, strings.Join(parts, ", "))
+}
+
+// ttftCap keeps the TTFT chart readable around its SLO: past 3 × the SLO, the curve is simply "far
+// too slow" and the axis stops there (the exact figure is in the point's tooltip).
+func ttftCap(slo *RefLine) float64 {
+	if slo == nil {
+		return 0
+	}
+	return 3 * slo.Y
 }
