@@ -210,3 +210,29 @@ func TestHTMLEndpointFailure(t *testing.T) {
 		}
 	}
 }
+
+// Several hosts (ssh backend): each gets its section, KPIs count every GPU, JUnit suites stay apart.
+func TestMultiHost(t *testing.T) {
+	s := readSample(t)
+	h2 := s.Hosts[0]
+	h2.Name = "gpu-node-02"
+	s.Hosts = append(s.Hosts, h2)
+	out := render(t, s)
+	if !strings.Contains(out, "Host gpu-node-01") || !strings.Contains(out, "Host gpu-node-02") {
+		t.Error("a host section is missing")
+	}
+	if !strings.Contains(out, `<div class="kv">8</div>`) {
+		t.Error("GPUs tested should count both hosts")
+	}
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, su := range parseJUnit(t, b).Suites {
+		if names[su.Name] {
+			t.Errorf("suite %s twice", su.Name)
+		}
+		names[su.Name] = true
+	}
+}

@@ -155,3 +155,24 @@ func TestJUnitSimStraggler(t *testing.T) {
 		t.Errorf("%d failing health cases on healthy GPUs: %v", healthyHealth, fails)
 	}
 }
+
+// Two hosts raising the same flag on their own "gpu 3" both fail, each in its host's suite.
+func TestJUnitMultiHostSameFlag(t *testing.T) {
+	s := readSample(t)
+	h2 := s.Hosts[0]
+	h2.Name = "gpu-node-02"
+	s.Hosts = append(s.Hosts, h2)
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	for _, h := range []string{"gpu-node-01", "gpu-node-02"} {
+		if _, ok := fails["gpuvet.model."+h+".Qwen_Qwen3-8B.gpu3 gate.sustained_req_s"]; !ok {
+			t.Errorf("%s: straggler gate failure missing", h)
+		}
+	}
+	if n := len(allFlags(s)); n != 2*len(allFlags(readSample(t)))-1 { // the baseline flag is the run's, once
+		t.Errorf("%d flags in the verdict", n)
+	}
+}

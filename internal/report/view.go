@@ -183,33 +183,45 @@ func buildPage(s *results.Summary) *page {
 	return p
 }
 
-// allFlags gathers every flag of the run once: phases may copy a flag up to its host and run.
+// allFlags gathers every flag of the run once: phases copy a flag up to its host and run, so a flag
+// is shown once per host it fired on (hosts may share subjects like "gpu 3"), then the run's own.
 func allFlags(s *results.Summary) []flagView {
-	seen := map[flagView]bool{}
 	var out []flagView
-	add := func(fs []results.Flag) {
-		for _, f := range fs {
-			v := flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason}
-			if !seen[v] {
-				seen[v] = true
+	union := map[results.Flag]bool{}
+	multi := len(s.Hosts) > 1
+	for _, h := range s.Hosts {
+		seen := map[results.Flag]bool{}
+		add := func(fs []results.Flag) {
+			for _, f := range fs {
+				if seen[f] {
+					continue
+				}
+				seen[f], union[f] = true, true
+				v := flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason}
+				if multi {
+					v.Subject = h.Name + ": " + v.Subject
+				}
 				out = append(out, v)
 			}
 		}
-	}
-	add(s.Flags)
-	for _, h := range s.Hosts {
-		add(h.Flags)
 		if h.Health != nil {
-			add(h.Health.Flags)
 			for _, g := range h.Health.GPUs {
 				add(g.Flags)
 			}
+			add(h.Health.Flags)
 		}
 		for _, m := range h.Models {
-			add(m.Flags)
 			for _, e := range m.Endpoints {
 				add(e.Flags)
 			}
+			add(m.Flags)
+		}
+		add(h.Flags)
+	}
+	for _, f := range s.Flags {
+		if !union[f] {
+			union[f] = true
+			out = append(out, flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason})
 		}
 	}
 	return out
