@@ -11,7 +11,20 @@ import (
 )
 
 func buildHost(s *results.Summary, h results.Host, large bool) hostView {
-	hv := hostView{Name: h.Name, Status: string(h.Status), Error: h.Error, Flags: len(h.Flags)}
+	lists := [][]results.Flag{h.Flags}
+	if h.Health != nil {
+		lists = append(lists, h.Health.Flags)
+		for _, g := range h.Health.GPUs {
+			lists = append(lists, g.Flags)
+		}
+	}
+	for _, m := range h.Models {
+		lists = append(lists, m.Flags)
+		for _, e := range m.Endpoints {
+			lists = append(lists, e.Flags)
+		}
+	}
+	hv := hostView{Name: h.Name, Status: string(h.Status), Error: h.Error, Flags: countFlags(lists...)}
 	hv.Discovery = h.Discovery.Source
 	if h.Discovery.Note != "" {
 		hv.Discovery += ": " + h.Discovery.Note

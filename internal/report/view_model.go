@@ -11,36 +11,18 @@ import (
 )
 
 func buildModel(s *results.Summary, m results.Model, large bool, limit float64) modelView {
-	mv := modelView{Model: m.Model, Status: string(m.Status), Error: m.Error, Flags: len(m.Flags), Notes: m.Notes}
+	lists := [][]results.Flag{m.Flags}
+	for _, e := range m.Endpoints {
+		lists = append(lists, e.Flags)
+	}
+	mv := modelView{Model: m.Model, Status: string(m.Status), Error: m.Error, Flags: countFlags(lists...), Notes: m.Notes}
 	mv.Engine = strings.TrimSpace(m.Engine.Kind + " " + m.Engine.Version)
 	if m.Engine.TP > 1 {
 		mv.Engine += fmt.Sprintf(", tp %d", m.Engine.TP)
 	}
 	mv.Open = !large || m.Status != results.StatusOK
-	// One column per gate; a gate disabled on every endpoint gets a note instead of a column of "off".
-	seen := map[string]bool{}
-	live := map[string]bool{}
-	var all []string
-	for _, e := range m.Endpoints {
-		for _, v := range e.Verdicts {
-			if !seen[v.Check] {
-				seen[v.Check] = true
-				all = append(all, v.Check)
-			}
-			if v.Result != "disabled" {
-				live[v.Check] = true
-			}
-		}
-	}
 	var off []string
-	for _, c := range all {
-		if live[c] {
-			mv.GateCols = append(mv.GateCols, c)
-			mv.GateHeads = append(mv.GateHeads, kv{c, gateLabel(c)})
-		} else {
-			off = append(off, c)
-		}
-	}
+	mv.GateCols, mv.GateHeads, off = gateColumns(m)
 	if len(off) > 0 {
 		mv.Notes = append(mv.Notes, "Gates disabled (no threshold set): "+strings.Join(off, ", ")+".")
 	}
@@ -61,6 +43,45 @@ func buildModel(s *results.Summary, m results.Model, large bool, limit float64) 
 	mv.Functional = functional(m)
 	mv.Compare = compares(m.Comparisons)
 	return mv
+}
+
+// gateColumns gives one column per gate, in first-seen order; a gate disabled on every endpoint
+// gets no column (a column of "off" says nothing) and is returned in off for a note.
+func gateColumns(m results.Model) (cols []string, heads []kv, off []string) {
+	seen := map[string]bool{}
+	live := map[string]bool{}
+	var all []string
+	for _, e := range m.Endpoints {
+		for _, v := range e.Verdicts {
+			if !seen[v.Check] {
+				seen[v.Check] = true
+				all = append(all, v.Check)
+			}
+			if v.Result != "disabled" {
+				live[v.Check] = true
+			}
+		}
+	}
+	for _, c := range all {
+		if live[c] {
+			cols = append(cols, c)
+			heads = append(heads, kv{c, gateLabel(c)})
+		} else {
+			off = append(off, c)
+		}
+	}
+	return cols, heads, off
+}
+
+// countFlags counts distinct flags over lists that may repeat each other.
+func countFlags(lists ...[]results.Flag) int {
+	seen := map[results.Flag]bool{}
+	for _, l := range lists {
+		for _, f := range l {
+			seen[f] = true
+		}
+	}
+	return len(seen)
 }
 
 // firstClause shortens a long machine-made reason to its first clause for a one-line note.
