@@ -293,33 +293,35 @@ func plural(n int) string {
 
 // actions turns the kinds of flags into what to do next, most actionable first.
 func actions(s *results.Summary, flags []flagView) []string {
-	has := func(prefix string) bool {
+	// who lists the subjects behind a kind of flag ("" when none), so each action names its targets.
+	who := func(prefix string) string {
+		seen := map[string]bool{}
+		var subj []string
 		for _, f := range flags {
-			if strings.HasPrefix(f.Check, prefix) {
-				return true
+			if strings.HasPrefix(f.Check, prefix) && !seen[f.Subject] {
+				seen[f.Subject] = true
+				subj = append(subj, f.Subject)
 			}
 		}
-		return false
+		if len(subj) > 3 {
+			subj = append(subj[:3], fmt.Sprintf("%d more", len(subj)-3))
+		}
+		return strings.Join(subj, "; ")
 	}
 	var out []string
+	add := func(prefix, text string) {
+		if w := who(prefix); w != "" {
+			out = append(out, text+" — "+w+".")
+		}
+	}
 	if s.Status == results.StatusFailed || s.Error != "" {
 		out = append(out, "The run itself broke somewhere (errors above): fix that first; every figure already measured is kept in summary.json.")
 	}
-	if has("health.") {
-		out = append(out, "Fix or replace the GPUs with health flags (cooling, seating, ECC, PCIe link), then re-run gpuvet on that host.")
-	}
-	if has("compare.") {
-		out = append(out, "A card is slower than its siblings: compare its clocks, temperature and PCIe link with the others; swapping slots tells card from slot.")
-	}
-	if has("gate.") {
-		out = append(out, "A gate failed: if the hardware is healthy and the gate does not fit this GPU × model, calibrate a reference-table entry (gpuvet calibrate); otherwise treat it as a regression.")
-	}
-	if has("functional.") {
-		out = append(out, "The serving API misbehaved: read that endpoint's engine log, then re-run the functional suite.")
-	}
-	if has("baseline.") {
-		out = append(out, "An environment is slower than bare metal beyond tolerance: check CPU pinning, NUMA affinity and hugepages there.")
-	}
+	add("health.", "Fix or replace the GPUs with health flags (cooling, seating, ECC, PCIe link), then re-run gpuvet on that host")
+	add("compare.", "A card is slower than its siblings: compare its clocks, temperature and PCIe link with the others; swapping slots tells card from slot")
+	add("gate.", "A gate failed: if the hardware is healthy and the gate does not fit this GPU × model, calibrate a reference-table entry (gpuvet calibrate); otherwise treat it as a regression")
+	add("functional.", "The serving API misbehaved: read that endpoint's engine log, then re-run the functional suite")
+	add("baseline.", "An environment is slower than bare metal beyond tolerance: check CPU pinning, NUMA affinity and hugepages there")
 	if hasInconclusive(s) {
 		out = append(out, "Some throughput figures are lower bounds (marked *): re-run those sweeps to decide their gates.")
 	}
