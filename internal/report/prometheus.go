@@ -185,7 +185,15 @@ func promHealth(d *promDoc, host string, h *results.Health) {
 			if b.Error != "" || b.Status == results.StatusFailed {
 				continue
 			}
-			d.family("gpuvet_gpu_bench", "Microbenchmark figure, in the unit of the unit label.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name, "unit", b.Unit)
+			// One metric per unit, so a dashboard never adds TFLOP/s to GB/s.
+			switch b.Unit {
+			case "TFLOP/s":
+				d.family("gpuvet_gpu_bench_tflops", "Compute microbenchmark (GEMM), TFLOP/s.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name)
+			case "GB/s":
+				d.family("gpuvet_gpu_bench_gigabytes_per_second", "Bandwidth microbenchmark (PCIe, HBM), GB/s (10^9 bytes).").add(b.Value, "host", host, "gpu", gi, "bench", b.Name)
+			default:
+				d.family("gpuvet_gpu_bench", "Other microbenchmark figure, in the unit of the unit label.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name, "unit", b.Unit)
+			}
 			if b.Ratio != nil {
 				d.family("gpuvet_gpu_bench_peak_ratio", "Microbenchmark figure as a fraction of the datasheet peak.").add(*b.Ratio, "host", host, "gpu", gi, "bench", b.Name)
 			}
