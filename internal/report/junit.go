@@ -199,7 +199,7 @@ var healthChecks = []struct {
 	keys []string
 }{
 	{"health.ecc", []string{"ecc", "remapped", "retired"}},
-	{"health.pcie_link", []string{"pcie_width", "pcie_link", "pcie_gen"}},
+	{"health.pcie_width", []string{"pcie_width", "pcie_link", "pcie_gen"}},
 	{"health.clock_events", []string{"clock", "throttle", "thermal", "power_brake"}},
 	{"health.xid", []string{"xid"}},
 }
@@ -214,7 +214,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 			su.Cases = append(su.Cases, failCase(class, hc.name, pool.take(hc.keys...)))
 		}
 		for _, b := range g.Bench {
-			c := failCase(class, "bench."+b.Name, pool.take("bench."+b.Name, "pcie_bw", b.Name))
+			c := failCase(class, "bench."+b.Name, pool.take("bench."+b.Name, "pcie_bandwidth", "pcie_bw", b.Name))
 			if b.Error != "" || b.Status == results.StatusFailed {
 				c.Error = &junitProblem{Message: orDash(b.Error), Type: "bench." + b.Name}
 			} else if c.Failure == nil && b.Ratio != nil {
