@@ -176,3 +176,27 @@ func TestJUnitMultiHostSameFlag(t *testing.T) {
 		t.Errorf("%d flags in the verdict", n)
 	}
 }
+
+// Health flags land on the case of their check: a PCIe bandwidth flag on the PCIe bench, not on GEMM.
+func TestJUnitHealthAttribution(t *testing.T) {
+	s := readSample(t)
+	g := &s.Hosts[0].Health.GPUs[0]
+	g.Flags = append(g.Flags,
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.pcie_bandwidth", Reason: "pcie_h2d 6.1 GB/s < 8 GB/s"},
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.pcie_width", Reason: "x8 of x16"},
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.retired_pages", Reason: "pending retirement"})
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	const c = "gpuvet.health.gpu-node-01.gpu0 "
+	for name, want := range map[string]string{"bench.pcie_h2d": "6.1 GB/s", "health.pcie_width": "x8 of x16", "health.ecc": "pending retirement"} {
+		if !strings.Contains(fails[c+name], want) {
+			t.Errorf("%s: got %q, want the flag %q", name, fails[c+name], want)
+		}
+	}
+	if _, ok := fails[c+"bench.sgemm_fp32"]; ok {
+		t.Error("a PCIe flag failed the GEMM case")
+	}
+}
