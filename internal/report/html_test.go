@@ -236,3 +236,41 @@ func TestMultiHost(t *testing.T) {
 		names[su.Name] = true
 	}
 }
+
+// Whatever a phase failed to produce (nil loads, power, suites, health, an empty baseline), every
+// output still renders and says what is missing instead of panicking.
+func TestOutputsWithMissingPhases(t *testing.T) {
+	s := readSample(t)
+	h := &s.Hosts[0]
+	for i := range h.Models[0].Endpoints {
+		e := &h.Models[0].Endpoints[i]
+		e.Load, e.Power, e.Functional, e.Verdicts = nil, nil, nil, nil
+		e.Status, e.Error = results.StatusFailed, "engine never served"
+	}
+	h.Models[0].Comparisons = nil
+	h.Health.DCGM = nil
+	h.Health.GPUs[1].Burn = nil
+	h.Health.GPUs[2].Bench = nil
+	s.Meta.LoadProfile = nil
+	s.Baseline = &results.BaselineComparison{Note: "no comparison: baseline unreadable (unexpected EOF)"}
+	out := render(t, s)
+	for _, want := range []string{"engine never served", "no comparison: baseline unreadable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if _, err := JUnit(s); err != nil {
+		t.Error(err)
+	}
+	b, err := Prometheus(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parseProm(t, b)
+	s.Hosts[0].Health = nil
+	s.Hosts[0].Models = nil
+	render(t, s)
+	if _, err := JUnit(s); err != nil {
+		t.Error(err)
+	}
+}
