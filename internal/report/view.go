@@ -62,6 +62,7 @@ type healthView struct {
 	Notes                 []string
 	Inventory             []invRow
 	BenchCols             []string
+	BenchHeads            []kv // name -> unit
 	Bench                 []benchRow
 	DCGM                  string
 	DCGMStatus            string

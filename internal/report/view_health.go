@@ -69,6 +69,18 @@ func buildHealth(h *results.Health, large bool) *healthView {
 		}
 	}
 	hv.BenchCols = append(hv.BenchCols, sortedKeys(present)...)
+	// The unit goes in the header, once, so the cells stay narrow: "54.1 · 81 %".
+	units := map[string]string{}
+	for _, g := range h.GPUs {
+		for _, b := range g.Bench {
+			if units[b.Name] == "" {
+				units[b.Name] = b.Unit
+			}
+		}
+	}
+	for _, n := range hv.BenchCols {
+		hv.BenchHeads = append(hv.BenchHeads, kv{n, units[n]})
+	}
 	dcgmByGPU := map[int][]results.DCGMTest{}
 	if h.DCGM != nil {
 		hv.DCGMStatus = string(h.DCGM.Status)
@@ -211,7 +223,7 @@ func benchCell(b results.Microbench) cell {
 	if b.Error != "" || b.Status == results.StatusFailed {
 		return cell{Text: "failed", Class: "failed", Tip: b.Error}
 	}
-	c := cell{Text: num(b.Value) + " " + b.Unit, Tip: b.Params}
+	c := cell{Text: num(b.Value), Tip: strings.TrimPrefix(b.Params+"; "+num(b.Value)+" "+b.Unit, "; ")}
 	if b.Ratio != nil {
 		c.Text += " · " + pct(*b.Ratio)
 		if b.Peak != nil {
@@ -232,7 +244,7 @@ func burnCell(b *results.Burn) cell {
 	if b.Error != "" {
 		return cell{Text: "failed", Class: "failed", Tip: b.Error}
 	}
-	c := cell{Text: fmt.Sprintf("%s TFLOP/s, %s W mean, ≥ %d MHz, ≤ %d °C", num(b.TFLOPS), num(b.PowerMeanW), b.MinSMClockMHz, b.MaxTempC)}
+	c := cell{Text: fmt.Sprintf("%s TFLOP/s · %s W · ≥ %d MHz · ≤ %d °C", num(b.TFLOPS), num(b.PowerMeanW), b.MinSMClockMHz, b.MaxTempC)}
 	c.Tip = fmt.Sprintf("%s; max %s W of %s W; clock events seen: %s", time.Duration(b.Duration), num(b.PowerMaxW), num(b.PowerLimitW), strings.Join(b.ReasonsSeen, ", "))
 	for _, r := range b.ReasonsSeen {
 		if r != "sw_power_cap" && r != "gpu_idle" && r != "applications_clocks_setting" && r != "sync_boost" {
