@@ -45,6 +45,13 @@ type page struct {
 	Thresholds []thresholdView
 	Settings   []kv
 	Large      bool // many sections: collapse what is fine
+	Overview   []overviewRow
+}
+
+// overviewRow is one model on one host, for the overview of a large run.
+type overviewRow struct {
+	Anchor, Host, Model, Status, Endpoints, Peak, TTFT string
+	Flags                                              int
 }
 
 type thresholdView struct{ Name, Value, Source string }
@@ -88,16 +95,16 @@ type benchRow struct {
 }
 
 type modelView struct {
-	Model, Engine, Status, Error string
-	Open                         bool
-	Flags                        int
-	GateCols                     []string // check ids
-	GateHeads                    []kv     // check id -> column title
-	Rows                         []epRow
-	Throughput, TTFT, Power      template.HTML
-	Functional                   *funcTable
-	Compare                      *compareTable
-	Notes                        []string
+	Anchor, Model, Engine, Status, Error string
+	Open                                 bool
+	Flags                                int
+	GateCols                             []string // check ids
+	GateHeads                            []kv     // check id -> column title
+	Rows                                 []epRow
+	Throughput, TTFT, Power              template.HTML
+	Functional                           *funcTable
+	Compare                              *compareTable
+	Notes                                []string
 }
 
 type epRow struct {
@@ -165,11 +172,19 @@ func buildPage(s *results.Summary) *page {
 	p.Actions = actions(s, allFlags(s))
 	p.Platform = platform(s)
 	p.KPIs = kpis(s)
-	sections := 0
+	// A run is large when its sections would make a wall of tables: then the overview comes first
+	// and what is fine folds. One host with one model (any GPU count) stays fully open.
+	sections, endpoints := 0, 0
 	for _, h := range s.Hosts {
 		sections += 1 + len(h.Models)
+		for _, m := range h.Models {
+			endpoints += len(m.Endpoints)
+		}
 	}
-	p.Large = sections > 4
+	p.Large = sections > 3 || endpoints > 12
+	if p.Large {
+		p.Overview = overview(s)
+	}
 	for _, h := range s.Hosts {
 		p.Hosts = append(p.Hosts, buildHost(s, h, p.Large))
 	}
@@ -620,4 +635,60 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// overview is one line per model per host: where to look first in a large run.
+func overview(s *results.Summary) []overviewRow {
+	var out []overviewRow
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			r := overviewRow{Anchor: anchor(h.Name, m.Model), Host: h.Name, Model: m.Model, Status: string(m.Status)}
+			count := map[results.Status]int{}
+			var peaks, ttfts []float64
+			lists := [][]results.Flag{m.Flags}
+			for _, e := range m.Endpoints {
+				count[e.Status]++
+				lists = append(lists, e.Flags)
+				if e.Load != nil && e.Load.PeakOutputTokS > 0 {
+					peaks = append(peaks, e.Load.PeakOutputTokS)
+				}
+				if sr := syncRun(e.Load); sr != nil && sr.TTFT.Count > 0 {
+					ttfts = append(ttfts, sr.TTFT.P95)
+				}
+			}
+			var parts []string
+			for _, st := range []results.Status{results.StatusOK, results.StatusFlag, results.StatusFailed, results.StatusSkipped} {
+				if count[st] > 0 {
+					parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
+				}
+			}
+			r.Endpoints = orDash(strings.Join(parts, ", "))
+			r.Peak, r.TTFT = span(peaks), span(ttfts)
+			r.Flags = countFlags(lists...)
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// span prints the range of values, "—" when there are none.
+func span(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	lo, hi := v[0], v[0]
+	for _, x := range v {
+		lo, hi = math.Min(lo, x), math.Max(hi, x)
+	}
+	if num(lo) == num(hi) {
+		return num(lo)
+	}
+	return num(lo) + " – " + num(hi)
+}
+
+var anchorRe = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// anchor is a fragment id for a host's model section (links work without script).
+func anchor(parts ...string) string {
+	return "m-" + anchorRe.ReplaceAllString(strings.Join(parts, "-"), "_")
 }

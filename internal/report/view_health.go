@@ -33,7 +33,7 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 		hv.Health = buildHealth(h.Health, large)
 	}
 	for _, m := range h.Models {
-		hv.Models = append(hv.Models, buildModel(s, m, large, powerLimit(h)))
+		hv.Models = append(hv.Models, buildModel(s, h.Name, m, large, powerLimit(h)))
 	}
 	return hv
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func buildModel(s *results.Summary, m results.Model, large bool, limit float64) modelView {
+func buildModel(s *results.Summary, host string, m results.Model, large bool, limit float64) modelView {
 	lists := [][]results.Flag{m.Flags}
 	for _, e := range m.Endpoints {
 		lists = append(lists, e.Flags)
 	}
-	mv := modelView{Model: m.Model, Status: string(m.Status), Error: m.Error, Flags: countFlags(lists...), Notes: m.Notes}
+	mv := modelView{Anchor: anchor(host, m.Model), Model: m.Model, Status: string(m.Status), Error: m.Error, Flags: countFlags(lists...), Notes: m.Notes}
 	mv.Engine = strings.TrimSpace(m.Engine.Kind + " " + m.Engine.Version)
 	if m.Engine.TP > 1 {
 		mv.Engine += fmt.Sprintf(", tp %d", m.Engine.TP)
