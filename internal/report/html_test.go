@@ -54,7 +54,7 @@ func TestHTMLContent(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"(ref)", "inconclusive *", "≥ ", "SLO 60 ms (ref)", "stream_done", "k8s (overhead)", "vm (overhead)",
-		"580.159.04", "vllm 0.17.1", "4 × NVIDIA H200", "sweep, chat API, 512 prompt / 256 output tokens", "tolerance 10 %"} {
+		"580.159.04", "vllm 0.17.1", "1 breach in 32 comparisons; worst: Qwen/Qwen3-8B gpu 1 ttft_p95_ms in k8s", "4 × NVIDIA H200", "sweep, chat API, 512 prompt / 256 output tokens", "tolerance 10 %"} {
 		if !strings.Contains(out, template_escape(want)) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -290,5 +290,21 @@ func TestOutputsWithMissingPhases(t *testing.T) {
 	render(t, s)
 	if _, err := JUnit(s); err != nil {
 		t.Error(err)
+	}
+}
+
+// The real output of `gpuvet run --sim --sim-straggler 3 --baseline` (against a healthy simulated
+// run): the baseline section shows the judge's rows, notes and breaches.
+func TestHTMLRealBaseline(t *testing.T) {
+	s, err := results.Read(filepath.Join("testdata", "sim-baseline-summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := render(t, s)
+	if !strings.Contains(out, "breaches in 44 comparisons") || !strings.Contains(out, "Worst overhead per metric") {
+		t.Error("baseline summary or chart missing")
+	}
+	if !strings.Contains(out, "its throughput is a lower bound") {
+		t.Error("the judge's per-environment note is not shown")
 	}
 }

@@ -136,11 +136,11 @@ type compareRow struct {
 }
 
 type baselineView struct {
-	File, Note string
-	Envs       []string
-	Rows       []baseRow
-	Chart      template.HTML
-	Caveats    []string
+	File, Note, Summary string
+	Envs                []string
+	Rows                []baseRow
+	Chart               template.HTML
+	Caveats             []string
 }
 
 type baseRow struct {
@@ -291,6 +291,9 @@ func headline(s *results.Summary, p *page) string {
 	what := fmt.Sprintf("%d GPU%s on %d host%s, %d model%s", gpus, plural(gpus), len(s.Hosts), plural(len(s.Hosts)), len(s.Meta.Models), plural(len(s.Meta.Models)))
 	switch s.Status {
 	case results.StatusOK:
+		if anySkipped(s) {
+			return "Every check that ran passed: " + what + ". Some were skipped (see the caveats): that is not a pass."
+		}
 		return "Every check passed: " + what + "."
 	case results.StatusFlag:
 		return fmt.Sprintf("%d flag%s raised: %s. The hardware serves, but not everything is as it should be.", p.FlagCount, plural(p.FlagCount), what)
@@ -298,6 +301,26 @@ func headline(s *results.Summary, p *page) string {
 		return fmt.Sprintf("The run failed: %s. What was measured is shown below.", what)
 	}
 	return "Nothing was judged: " + what + "."
+}
+
+// anySkipped reports whether a check was skipped (DCGM absent, a microbenchmark or suite not run).
+func anySkipped(s *results.Summary) bool {
+	for _, h := range s.Hosts {
+		if h.Health == nil {
+			continue
+		}
+		if h.Health.DCGM != nil && h.Health.DCGM.Status == results.StatusSkipped {
+			return true
+		}
+		for _, g := range h.Health.GPUs {
+			for _, b := range g.Bench {
+				if b.Status == results.StatusSkipped {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 func plural(n int) string {

@@ -41,6 +41,7 @@ func buildBaseline(s *results.Summary) *baselineView {
 		v.Rows = append(v.Rows, row)
 		chart.Groups = append(chart.Groups, g)
 	}
+	v.Summary = baselineSummary(b)
 	if len(chart.Groups) > maxOverheadBars {
 		chart = worstPerMetric(b, chart)
 	}
@@ -91,4 +92,32 @@ func worstPerMetric(b *results.BaselineComparison, c BarChart) BarChart {
 		c.Groups = append(c.Groups, g)
 	}
 	return c
+}
+
+// baselineSummary is the one line to read first: how many comparisons breached, and the worst.
+func baselineSummary(b *results.BaselineComparison) string {
+	var n, breaches int
+	worst, worstAt := 0.0, ""
+	for _, r := range b.Rows {
+		for _, env := range b.Environments {
+			st, ok := r.Status[env]
+			if !ok || st == "missing" {
+				continue
+			}
+			n++
+			if st == "breach" {
+				breaches++
+				if p := r.OverheadPct[env]; worstAt == "" || p > worst {
+					worst, worstAt = p, fmt.Sprintf("%s %s in %s", r.Subject, r.Metric, env)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	if breaches == 0 {
+		return fmt.Sprintf("No breach in %d comparisons.", n)
+	}
+	return fmt.Sprintf("%d breach%s in %d comparisons; worst: %s, %s.", breaches, map[bool]string{true: "", false: "es"}[breaches == 1], n, worstAt, signedPct(worst))
 }
