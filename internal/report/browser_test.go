@@ -70,7 +70,7 @@ func TestBrowserRendersReport(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    *results.Summary
-	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}, {"sim", readSim(t)}} {
+	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}, {"sim", readSim(t)}, {"sim-baseline", readFile(t, "sim-baseline-summary.json")}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			page := filepath.Join(dir, "report.html")
@@ -237,4 +237,13 @@ func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
 // domEscape escapes text as Chromium's DOM serialiser does (only &, < and >).
 func domEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func readFile(t testing.TB, name string) *results.Summary {
+	t.Helper()
+	s, err := results.Read(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
