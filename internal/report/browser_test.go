@@ -70,7 +70,7 @@ func TestBrowserRendersReport(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		s    *results.Summary
-	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}} {
+	}{{"sample", readSample(t)}, {"large", buildSample(largeSample())}, {"sim", readSim(t)}, {"sim-baseline", readFile(t, "sim-baseline-summary.json")}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			page := filepath.Join(dir, "report.html")
@@ -92,7 +92,7 @@ func TestBrowserRendersReport(t *testing.T) {
 			if err := chartsDrawn(dom); err != nil {
 				t.Error(err)
 			}
-			if c.name != "sample" {
+			if c.name != "sim" { // the screenshot is of what `gpuvet run --sim` writes
 				return
 			}
 			shot := os.Getenv("GPUVET_SCREENSHOT")
@@ -237,4 +237,13 @@ func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }
 // domEscape escapes text as Chromium's DOM serialiser does (only &, < and >).
 func domEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func readFile(t testing.TB, name string) *results.Summary {
+	t.Helper()
+	s, err := results.Read(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

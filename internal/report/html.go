@@ -6,6 +6,7 @@ package report
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -71,4 +72,27 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// Standard file names WriteDir uses inside a run's output directory.
+const (
+	HTMLFile       = "report.html"
+	JUnitFile      = "junit.xml"
+	PrometheusFile = "gpuvet.prom"
+)
+
+// WriteDir writes the chosen reports of s into dir under their standard names (the run pipeline's
+// report step). A report that fails does not stop the others; the errors come back joined.
+func WriteDir(s *results.Summary, dir string, html, junit, prom bool) error {
+	var errs []error
+	if html {
+		errs = append(errs, WriteHTML(s, filepath.Join(dir, HTMLFile)))
+	}
+	if junit {
+		errs = append(errs, WriteJUnit(s, filepath.Join(dir, JUnitFile)))
+	}
+	if prom {
+		errs = append(errs, WritePrometheus(s, filepath.Join(dir, PrometheusFile)))
+	}
+	return errors.Join(errs...)
 }

@@ -5,13 +5,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func readSample(t *testing.T) *results.Summary {
+func readSample(t testing.TB) *results.Summary {
 	t.Helper()
 	s, err := results.Read(filepath.Join("testdata", "summary.json"))
 	if err != nil {
@@ -53,7 +54,7 @@ func TestHTMLContent(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"(ref)", "inconclusive *", "≥ ", "SLO 60 ms (ref)", "stream_done", "k8s (overhead)", "vm (overhead)",
-		"580.159.04", "vllm 0.17.1", "4 × NVIDIA H200", "sweep, chat API, 512 prompt / 256 output tokens", "tolerance 10 %"} {
+		"580.159.04", "vllm 0.17.1", "1 breach in 32 comparisons; worst: Qwen/Qwen3-8B gpu 1 ttft_p95_ms in k8s", "4 × NVIDIA H200", "sweep, chat API, 512 prompt / 256 output tokens", "tolerance 10 %"} {
 		if !strings.Contains(out, template_escape(want)) {
 			t.Errorf("report lacks %q", want)
 		}
@@ -97,14 +98,32 @@ func TestHTMLEscapes(t *testing.T) {
 // TestHTMLLarge: 8 GPUs × 3 models × 2 environments stays readable: summary first, fine sections folded.
 func TestHTMLLarge(t *testing.T) {
 	s := buildSample(largeSample())
+	// the straggler flags every model; make the second one clean so there is something to fold.
+	m := &s.Hosts[0].Models[1]
+	m.Status, m.Flags = results.StatusOK, nil
+	for i := range m.Endpoints {
+		m.Endpoints[i].Status, m.Endpoints[i].Flags = results.StatusOK, nil
+	}
 	out := render(t, s)
 	if dir := os.Getenv("GPUVET_REPORT_OUT"); dir != "" {
 		os.WriteFile(filepath.Join(dir, "large.html"), []byte(out), 0o644)
 	}
-	open := strings.Count(out, `<details class="sec" open>`) + strings.Count(out, `<details class="sec model" open>`)
-	closed := strings.Count(out, `<details class="sec">`) + strings.Count(out, `<details class="sec model">`)
+	tags := regexp.MustCompile(`<details class="sec model"[^>]*>`).FindAllString(out, -1)
+	closed := 0
+	for _, tag := range tags {
+		if !strings.Contains(tag, " open") {
+			closed++
+		}
+	}
 	if closed == 0 {
-		t.Errorf("large run: no section folded (%d open)", open)
+		t.Errorf("large run: no section folded (%d sections)", len(tags))
+	}
+	// the overview lists every model and links to its section.
+	for _, m := range s.Hosts[0].Models {
+		a := anchor(s.Hosts[0].Name, m.Model)
+		if !strings.Contains(out, `href="#`+a+`"`) || !strings.Contains(out, `id="`+a+`"`) {
+			t.Errorf("overview link to %s missing", m.Model)
+		}
 	}
 	// every flagged model stays open: what needs attention is never hidden.
 	for _, m := range s.Hosts[0].Models {
@@ -148,5 +167,144 @@ func TestWriteHTML(t *testing.T) {
 	}
 	if err := WriteHTML(nil, path); err == nil {
 		t.Error("nil summary accepted")
+	}
+}
+
+// Many flags: the first ones stay in sight, the rest fold under the verdict, none is dropped.
+func TestHTMLManyFlags(t *testing.T) {
+	s := readSample(t)
+	for i := 0; i < 20; i++ {
+		s.Flags = append(s.Flags, results.Flag{Scope: "run", Subject: "x", Check: "extra", Reason: "extra flag " + strings.Repeat("i", i+1) + "."})
+	}
+	out := render(t, s)
+	n := len(allFlags(s))
+	if !strings.Contains(out, "Flags ("+itoa(n)+")") || !strings.Contains(out, itoa(n-maxVerdictFlags)+" more flags") {
+		t.Errorf("want %d flags with %d folded", n, n-maxVerdictFlags)
+	}
+	for i := 0; i < 20; i++ {
+		if !strings.Contains(out, "extra flag "+strings.Repeat("i", i+1)+".") {
+			t.Errorf("flag %d dropped", i)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+func TestWriteDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteDir(readSample(t), dir, true, true, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{HTMLFile, JUnitFile, PrometheusFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	// one output failing (its path is a directory) does not stop the others.
+	dir2 := t.TempDir()
+	os.Mkdir(filepath.Join(dir2, HTMLFile), 0o755)
+	os.WriteFile(filepath.Join(dir2, HTMLFile, "x"), nil, 0o644)
+	err := WriteDir(readSample(t), dir2, true, true, false)
+	if err == nil {
+		t.Error("writing over a directory succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir2, JUnitFile)); err != nil {
+		t.Error("junit.xml not written after the HTML failed")
+	}
+}
+
+// A failed endpoint shows its error, its log tail and its failed requests by class.
+func TestHTMLEndpointFailure(t *testing.T) {
+	s := readSample(t)
+	ep := &s.Hosts[0].Models[0].Endpoints[1]
+	ep.Status, ep.Error = results.StatusFailed, "engine exited with code 1 after 12 s"
+	ep.LogTail = "torch.OutOfMemoryError: CUDA out of memory <tried 2.00 GiB>"
+	ep.Load.Runs[3].Errors = map[string]int{"http_500": 3, "timeout": 1}
+	s.Hosts[0].Health.GPUs[2].GPU.XIDs = []results.XIDEvent{{XID: 79}}
+	out := render(t, s)
+	for _, want := range []string{"engine exited with code 1 after 12 s", "CUDA out of memory &lt;tried 2.00 GiB&gt;", "4 of ", "http_500 3, timeout 1", "XID 79"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+// Several hosts (ssh backend): each gets its section, KPIs count every GPU, JUnit suites stay apart.
+func TestMultiHost(t *testing.T) {
+	s := readSample(t)
+	h2 := s.Hosts[0]
+	h2.Name = "gpu-node-02"
+	s.Hosts = append(s.Hosts, h2)
+	out := render(t, s)
+	if !strings.Contains(out, "Host gpu-node-01") || !strings.Contains(out, "Host gpu-node-02") {
+		t.Error("a host section is missing")
+	}
+	if !strings.Contains(out, `<div class="kv">8</div>`) {
+		t.Error("GPUs tested should count both hosts")
+	}
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, su := range parseJUnit(t, b).Suites {
+		if names[su.Name] {
+			t.Errorf("suite %s twice", su.Name)
+		}
+		names[su.Name] = true
+	}
+}
+
+// Whatever a phase failed to produce (nil loads, power, suites, health, an empty baseline), every
+// output still renders and says what is missing instead of panicking.
+func TestOutputsWithMissingPhases(t *testing.T) {
+	s := readSample(t)
+	h := &s.Hosts[0]
+	for i := range h.Models[0].Endpoints {
+		e := &h.Models[0].Endpoints[i]
+		e.Load, e.Power, e.Functional, e.Verdicts = nil, nil, nil, nil
+		e.Status, e.Error = results.StatusFailed, "engine never served"
+	}
+	h.Models[0].Comparisons = nil
+	h.Health.DCGM = nil
+	h.Health.GPUs[1].Burn = nil
+	h.Health.GPUs[2].Bench = nil
+	s.Meta.LoadProfile = nil
+	s.Baseline = &results.BaselineComparison{Note: "no comparison: baseline unreadable (unexpected EOF)"}
+	out := render(t, s)
+	for _, want := range []string{"engine never served", "no comparison: baseline unreadable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if _, err := JUnit(s); err != nil {
+		t.Error(err)
+	}
+	b, err := Prometheus(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parseProm(t, b)
+	s.Hosts[0].Health = nil
+	s.Hosts[0].Models = nil
+	render(t, s)
+	if _, err := JUnit(s); err != nil {
+		t.Error(err)
+	}
+}
+
+// The real output of `gpuvet run --sim --sim-straggler 3 --baseline` (against a healthy simulated
+// run): the baseline section shows the judge's rows, notes and breaches.
+func TestHTMLRealBaseline(t *testing.T) {
+	s, err := results.Read(filepath.Join("testdata", "sim-baseline-summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := render(t, s)
+	if !strings.Contains(out, "breaches in 44 comparisons") || !strings.Contains(out, "Worst overhead per metric") {
+		t.Error("baseline summary or chart missing")
+	}
+	if !strings.Contains(out, "its throughput is a lower bound") {
+		t.Error("the judge's per-environment note is not shown")
 	}
 }

@@ -126,13 +126,14 @@ func JUnit(s *results.Summary) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("junit: no summary")
 	}
-	seen := map[results.Flag]bool{}
+	union := map[results.Flag]bool{} // flags a host suite already holds
 	doc := junitSuites{Name: "gpuvet " + s.RunID}
 	ts := ""
 	if !s.StartedAt.IsZero() {
 		ts = s.StartedAt.UTC().Format("2006-01-02T15:04:05")
 	}
 	for _, h := range s.Hosts {
+		seen := map[results.Flag]bool{} // per host: two hosts may raise the same flag on their "gpu 3"
 		if h.Health != nil {
 			su := healthSuite(h, seen)
 			su.Timestamp, su.Hostname = ts, h.Name
@@ -143,8 +144,15 @@ func JUnit(s *results.Summary) ([]byte, error) {
 			su.Timestamp, su.Hostname = ts, h.Name
 			doc.Suites = append(doc.Suites, su)
 		}
+		if su := hostSuite(h, seen); len(su.Cases) > 0 {
+			su.Timestamp, su.Hostname = ts, h.Name
+			doc.Suites = append(doc.Suites, su)
+		}
+		for f := range seen {
+			union[f] = true
+		}
 	}
-	run := runSuite(s, seen)
+	run := runSuite(s, union)
 	run.Timestamp = ts
 	doc.Suites = append(doc.Suites, run)
 	for i := range doc.Suites {
@@ -191,7 +199,7 @@ var healthChecks = []struct {
 	keys []string
 }{
 	{"health.ecc", []string{"ecc", "remapped", "retired"}},
-	{"health.pcie_link", []string{"pcie_width", "pcie_link", "pcie_gen"}},
+	{"health.pcie_width", []string{"pcie_width", "pcie_link", "pcie_gen"}},
 	{"health.clock_events", []string{"clock", "throttle", "thermal", "power_brake"}},
 	{"health.xid", []string{"xid"}},
 }
@@ -206,7 +214,11 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 			su.Cases = append(su.Cases, failCase(class, hc.name, pool.take(hc.keys...)))
 		}
 		for _, b := range g.Bench {
-			c := failCase(class, "bench."+b.Name, pool.take("bench."+b.Name, "pcie_bw", b.Name))
+			keys := []string{"bench." + b.Name, b.Name}
+			if strings.HasPrefix(b.Name, "pcie") {
+				keys = append(keys, "pcie_bandwidth", "pcie_bw") // the health phase's PCIe < min GB/s check
+			}
+			c := failCase(class, "bench."+b.Name, pool.take(keys...))
 			if b.Error != "" || b.Status == results.StatusFailed {
 				c.Error = &junitProblem{Message: orDash(b.Error), Type: "bench." + b.Name}
 			} else if c.Failure == nil && b.Ratio != nil {
@@ -366,17 +378,24 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 	return su
 }
 
+// hostSuite holds what belongs to a host but to none of its GPUs or models: a broken discovery or
+// host, and host-level flags (e.g. a GPU count mismatch) no other case explains.
+func hostSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
+	su := junitSuite{Name: "gpuvet.host." + h.Name}
+	class := "gpuvet.host." + classPart(h.Name)
+	if h.Error != "" || h.Discovery.Error != "" {
+		msg := strings.Trim(h.Error+"; "+h.Discovery.Error, "; ")
+		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "host", Error: &junitProblem{Message: msg, Type: "host"}})
+	}
+	for _, f := range newPool(seen, h.Flags).rest() {
+		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
+	}
+	return su
+}
+
 func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 	su := junitSuite{Name: "gpuvet.run"}
-	var hostFlags [][]results.Flag
-	for _, h := range s.Hosts {
-		if h.Error != "" || h.Discovery.Error != "" {
-			msg := strings.TrimPrefix(h.Error+"; "+h.Discovery.Error, "; ")
-			su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.host." + classPart(h.Name), Name: "host", Error: &junitProblem{Message: strings.TrimSuffix(msg, "; "), Type: "host"}})
-		}
-		hostFlags = append(hostFlags, h.Flags)
-	}
-	pool := newPool(seen, append(hostFlags, s.Flags)...)
+	pool := newPool(seen, s.Flags)
 	if b := s.Baseline; b != nil {
 		pool.take("baseline")
 		for _, r := range b.Rows {
@@ -391,7 +410,9 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 					msg := fmt.Sprintf("%s %s in %s: %s vs %s on bare metal (%s overhead)", r.Subject, r.Metric, env, num(r.Values[env]), num(r.Baseline), signedPct(r.OverheadPct[env]))
 					c.Failure = &junitProblem{Message: msg, Type: "baseline.overhead", Text: msg}
 				case "low_confidence", "lower_bound":
-					c.Skipped = &junitSkip{Message: st + ": not judged"}
+					c.Skipped = &junitSkip{Message: strings.TrimSuffix(st+": not judged; "+r.Notes[env], "; ")}
+				case "missing":
+					c.Skipped = &junitSkip{Message: strings.TrimSuffix("not measured in "+env+"; "+r.Notes[env], "; ")}
 				}
 				su.Cases = append(su.Cases, c)
 			}

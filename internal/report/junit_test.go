@@ -120,3 +120,83 @@ func TestJUnitEscapes(t *testing.T) {
 		t.Error("reason did not survive the round trip")
 	}
 }
+
+// readSim reads the real output of `gpuvet run --sim --sim-straggler 3` (4 virtual H200s), kept in
+// testdata so the report is tested against what the pipeline writes, not only against our sample.
+func readSim(t testing.TB) *results.Summary {
+	t.Helper()
+	s, err := results.Read(filepath.Join("testdata", "sim-summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The straggler of a real simulated run shows as failing cases; the healthy GPUs' health does not.
+func TestJUnitSimStraggler(t *testing.T) {
+	b, err := JUnit(readSim(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	var straggler, healthyHealth int
+	for k := range fails {
+		switch {
+		case strings.Contains(k, ".gpu3 "):
+			straggler++
+		case strings.HasPrefix(k, "gpuvet.health."):
+			healthyHealth++
+		}
+	}
+	if straggler == 0 {
+		t.Errorf("no failing case for the straggler gpu 3: %v", fails)
+	}
+	if healthyHealth != 0 {
+		t.Errorf("%d failing health cases on healthy GPUs: %v", healthyHealth, fails)
+	}
+}
+
+// Two hosts raising the same flag on their own "gpu 3" both fail, each in its host's suite.
+func TestJUnitMultiHostSameFlag(t *testing.T) {
+	s := readSample(t)
+	h2 := s.Hosts[0]
+	h2.Name = "gpu-node-02"
+	s.Hosts = append(s.Hosts, h2)
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	for _, h := range []string{"gpu-node-01", "gpu-node-02"} {
+		if _, ok := fails["gpuvet.model."+h+".Qwen_Qwen3-8B.gpu3 gate.sustained_req_s"]; !ok {
+			t.Errorf("%s: straggler gate failure missing", h)
+		}
+	}
+	if n := len(allFlags(s)); n != 2*len(allFlags(readSample(t)))-1 { // the baseline flag is the run's, once
+		t.Errorf("%d flags in the verdict", n)
+	}
+}
+
+// Health flags land on the case of their check: a PCIe bandwidth flag on the PCIe bench, not on GEMM.
+func TestJUnitHealthAttribution(t *testing.T) {
+	s := readSample(t)
+	g := &s.Hosts[0].Health.GPUs[0]
+	g.Flags = append(g.Flags,
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.pcie_bandwidth", Reason: "pcie_h2d 6.1 GB/s < 8 GB/s"},
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.pcie_width", Reason: "x8 of x16"},
+		results.Flag{Scope: "gpu", Subject: "gpu 0", Check: "health.retired_pages", Reason: "pending retirement"})
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fails := failing(parseJUnit(t, b))
+	const c = "gpuvet.health.gpu-node-01.gpu0 "
+	for name, want := range map[string]string{"bench.pcie_h2d": "6.1 GB/s", "health.pcie_width": "x8 of x16", "health.ecc": "pending retirement"} {
+		if !strings.Contains(fails[c+name], want) {
+			t.Errorf("%s: got %q, want the flag %q", name, fails[c+name], want)
+		}
+	}
+	if _, ok := fails[c+"bench.sgemm_fp32"]; ok {
+		t.Error("a PCIe flag failed the GEMM case")
+	}
+}

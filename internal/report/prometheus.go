@@ -97,7 +97,8 @@ func (d *promDoc) bytes() []byte {
 					if i > 0 {
 						b.WriteByte(',')
 					}
-					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(l[1]))
+					// The text format is UTF-8: a broken byte in a name must not break the file.
+					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(strings.ToValidUTF8(l[1], "\uFFFD")))
 				}
 				b.WriteByte('}')
 			}
@@ -152,7 +153,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 		for _, r := range b.Rows {
 			for _, env := range b.Environments {
 				p, ok := r.OverheadPct[env]
-				if !ok {
+				if !ok || r.Status[env] == "missing" {
 					continue
 				}
 				l := []string{"subject", r.Subject, "metric", r.Metric, "environment", env}
@@ -184,7 +185,15 @@ func promHealth(d *promDoc, host string, h *results.Health) {
 			if b.Error != "" || b.Status == results.StatusFailed {
 				continue
 			}
-			d.family("gpuvet_gpu_bench", "Microbenchmark figure, in the unit of the unit label.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name, "unit", b.Unit)
+			// One metric per unit, so a dashboard never adds TFLOP/s to GB/s.
+			switch b.Unit {
+			case "TFLOP/s":
+				d.family("gpuvet_gpu_bench_tflops", "Compute microbenchmark (GEMM), TFLOP/s.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name)
+			case "GB/s":
+				d.family("gpuvet_gpu_bench_gigabytes_per_second", "Bandwidth microbenchmark (PCIe, HBM), GB/s (10^9 bytes).").add(b.Value, "host", host, "gpu", gi, "bench", b.Name)
+			default:
+				d.family("gpuvet_gpu_bench", "Other microbenchmark figure, in the unit of the unit label.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name, "unit", b.Unit)
+			}
 			if b.Ratio != nil {
 				d.family("gpuvet_gpu_bench_peak_ratio", "Microbenchmark figure as a fraction of the datasheet peak.").add(*b.Ratio, "host", host, "gpu", gi, "bench", b.Name)
 			}

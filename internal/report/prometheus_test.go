@@ -50,7 +50,8 @@ next:
 
 func TestPrometheusSample(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gpuvet.prom")
-	if err := WritePrometheus(readSample(t), path); err != nil {
+	s0 := readSample(t)
+	if err := WritePrometheus(s0, path); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
@@ -64,6 +65,8 @@ func TestPrometheusSample(t *testing.T) {
 		want   float64
 	}{
 		{"gpuvet_run_status", nil, 1},
+		{"gpuvet_gpu_bench_tflops", map[string]string{"gpu": "3", "bench": "sgemm_fp32"}, s0.Hosts[0].Health.GPUs[3].Bench[0].Value},
+		{"gpuvet_gpu_bench_gigabytes_per_second", map[string]string{"gpu": "0", "bench": "hbm_d2d"}, s0.Hosts[0].Health.GPUs[0].Bench[5].Value},
 		{"gpuvet_run_complete", nil, 1},
 		{"gpuvet_gpu_status", map[string]string{"gpu": "3"}, 1},
 		{"gpuvet_gpu_status", map[string]string{"gpu": "0"}, 0},

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -442,7 +443,7 @@ func sampleBaseline(cfg sampleCfg, h results.Host, rng *rand.Rand) *results.Base
 		r.Baseline = round(base, 2)
 		for i, env := range cfg.envs {
 			ov := over[env] * (0.5 + rng.Float64())
-			if env == "k8s" && metric == "ttft_p95_ms" && strings2(subject, "gpu 1") {
+			if env == "k8s" && metric == "ttft_p95_ms" && strings.HasSuffix(subject, "gpu 1") {
 				ov = 14.2
 			}
 			v := val
@@ -483,10 +484,6 @@ func sampleBaseline(cfg sampleCfg, h results.Host, rng *rand.Rand) *results.Base
 		}
 	}
 	return b
-}
-
-func strings2(s, sub string) bool {
-	return len(s) >= len(sub) && s[len(s)-len(sub):] == sub
 }
 
 // TestSampleSummary keeps testdata/summary.json in step with the generator and checks it reads back.

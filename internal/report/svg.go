@@ -22,9 +22,10 @@ func seriesColor(i int) string { return palette[i%len(palette)] }
 // Point is one plotted value. Tip is shown on hover (an SVG <title>); Open draws a hollow marker
 // (a lower-bound figure).
 type Point struct {
-	X, Y float64
-	Tip  string
-	Open bool
+	X, Y  float64
+	Tip   string
+	Open  bool
+	Alone bool // not on the line: drawn as a square marker (e.g. the throughput probe)
 }
 
 // Series is one line. Dashed marks a series whose figures are lower bounds.
@@ -45,7 +46,8 @@ type LineChart struct {
 	Title, XLabel, YLabel string
 	Series                []Series
 	Refs                  []RefLine
-	Markers               bool // draw a marker on each point
+	Markers               bool    // draw a marker on each point
+	YCap                  float64 // when > 0, the y axis stops here and higher points sit on the top edge as ▲
 }
 
 const (
@@ -63,6 +65,7 @@ func esc(s string) string { return html.EscapeString(s) }
 
 // SVG draws the chart.
 func (c LineChart) SVG() template.HTML {
+	c.Series = finite(c.Series)
 	var xs, ys []float64
 	for _, s := range c.Series {
 		for _, p := range s.Points {
@@ -73,11 +76,17 @@ func (c LineChart) SVG() template.HTML {
 	for _, r := range c.Refs {
 		ys = append(ys, r.Y)
 	}
-	xt := niceTicks(0, maxOf(xs), 6)
-	yt := niceTicks(0, maxOf(ys), 5)
+	xt := niceTicks(minOf(xs), maxOf(xs), 6)
+	ymax := maxOf(ys)
+	if c.YCap > 0 && ymax > c.YCap {
+		ymax = c.YCap
+	}
+	yt := niceTicks(minOf(ys), ymax, 5)
+	capped := maxOf(ys) > yt[len(yt)-1] // the nice top may still hold every point
 	plotW := float64(chartW - marginL - marginR)
 	sx := func(x float64) float64 { return marginL + (x-xt[0])/(xt[len(xt)-1]-xt[0])*plotW }
-	sy := func(y float64) float64 { return plotTop + plotH - (y-yt[0])/(yt[len(yt)-1]-yt[0])*plotH }
+	top := yt[len(yt)-1]
+	sy := func(y float64) float64 { return plotTop + plotH - (math.Min(y, top)-yt[0])/(top-yt[0])*plotH }
 
 	names := make([]string, len(c.Series))
 	for i, s := range c.Series {
@@ -101,9 +110,12 @@ func (c LineChart) SVG() template.HTML {
 		}
 		col := seriesColor(i)
 		var d strings.Builder
-		for j, p := range s.Points {
+		for _, p := range s.Points {
+			if p.Alone {
+				continue
+			}
 			cmd := "L"
-			if j == 0 {
+			if d.Len() == 0 {
 				cmd = "M"
 			}
 			fmt.Fprintf(&d, "%s%s %s", cmd, f1(sx(p.X)), f1(sy(p.Y)))
@@ -112,7 +124,9 @@ func (c LineChart) SVG() template.HTML {
 		if s.Dashed {
 			dash = ` stroke-dasharray="5 3"`
 		}
-		fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), col, dash, esc(s.Name))
+		if strings.Contains(d.String(), "L") {
+			fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), col, dash, esc(s.Name))
+		}
 		if !c.Markers {
 			continue
 		}
@@ -121,13 +135,41 @@ func (c LineChart) SVG() template.HTML {
 			if p.Open {
 				fill = "#fff"
 			}
+			if p.Y > top { // off the capped axis: an arrow on the top edge, the value in the tooltip
+				x, y := sx(p.X), sy(p.Y)
+				fmt.Fprintf(&b, `<path class="mark pt" d="M%s %sL%s %sL%s %sZ" fill="%s"><title>%s (off the scale)</title></path>`,
+					f1(x-5), f1(y+4), f1(x+5), f1(y+4), f1(x), f1(y-5), col, esc(p.Tip))
+				continue
+			}
+			if p.Alone {
+				fmt.Fprintf(&b, `<rect class="mark pt" x="%s" y="%s" width="8" height="8" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></rect>`,
+					f1(sx(p.X)-4), f1(sy(p.Y)-4), fill, col, esc(p.Tip))
+				continue
+			}
 			fmt.Fprintf(&b, `<circle class="mark pt" cx="%s" cy="%s" r="3.5" fill="%s" stroke="%s" stroke-width="1.5"><title>%s</title></circle>`,
 				f1(sx(p.X)), f1(sy(p.Y)), fill, col, esc(p.Tip))
 		}
 	}
+	if capped {
+		fmt.Fprintf(&b, `<text x="%s" y="%d" text-anchor="end" font-size="11" fill="#555">▲ above %s</text>`, f1(marginL+plotW), plotTop-6, tickLabel(top))
+	}
 	b.WriteString(legend)
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
+}
+
+// finite drops points that cannot be drawn (NaN or infinite): a broken figure must not break the chart.
+func finite(ss []Series) []Series {
+	out := make([]Series, len(ss))
+	for i, s := range ss {
+		out[i] = Series{Name: s.Name, Dashed: s.Dashed}
+		for _, p := range s.Points {
+			if !math.IsNaN(p.X) && !math.IsNaN(p.Y) && !math.IsInf(p.X, 0) && !math.IsInf(p.Y, 0) {
+				out[i].Points = append(out[i].Points, p)
+			}
+		}
+	}
+	return out
 }
 
 func dashedOf(ss []Series) []bool {
@@ -205,8 +247,10 @@ func niceTicks(lo, hi float64, n int) []float64 {
 	}
 	start := math.Floor(lo/step) * step
 	var t []float64
-	for v := start; v < hi+step*0.999; v += step {
-		t = append(t, math.Round(v/step)*step)
+	for k := 0; start+float64(k)*step < hi+step*0.999; k++ {
+		// k × step, cleaned of binary noise (3 × 0.2 = 0.6000000000000001).
+		v, _ := strconv.ParseFloat(strconv.FormatFloat(start+float64(k)*step, 'g', 12, 64), 64)
+		t = append(t, v)
 	}
 	if len(t) < 2 {
 		t = append(t, start+step)
@@ -276,6 +320,15 @@ const barH = 11
 
 // SVG draws the chart. Groups stack downward; the label column is on the left.
 func (c BarChart) SVG() template.HTML {
+	for gi := range c.Groups {
+		var ok []Bar
+		for _, br := range c.Groups[gi].Bars {
+			if !math.IsNaN(br.Value) && !math.IsInf(br.Value, 0) {
+				ok = append(ok, br)
+			}
+		}
+		c.Groups[gi].Bars = ok
+	}
 	var vals []float64
 	for _, g := range c.Groups {
 		for _, br := range g.Bars {

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpuvet/gpuvet/internal/report"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func init() { root.AddCommand(newReportCmd()) }
+
+type reportOpts struct {
+	html, pdf, junit, prom string
+}
+
+func newReportCmd() *cobra.Command {
+	var o reportOpts
+	cmd := &cobra.Command{
+		Use:   "report SUMMARY.json",
+		Short: "Rebuild the report of a run from its summary.json: HTML, PDF, JUnit XML, Prometheus textfile",
+		Long: `Rebuild the report of a run from its summary.json alone.
+
+With no output flag, writes report.html next to the summary. The HTML is one self-contained file
+(inline SVG charts, no script, no network). --pdf prints it through headless Chromium (chromium,
+chromium-browser or google-chrome on PATH, or $GPUVET_CHROMIUM). --junit writes one test case per
+check for CI systems; --prom writes a node-exporter textfile of the headline figures and statuses.`,
+		Example: "  gpuvet report out/summary.json --html report.html --pdf report.pdf --junit junit.xml --prom gpuvet.prom",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			// Flags live as long as the process: reset them so a second execute (tests) starts clean.
+			defer func() {
+				cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
+			}()
+			return runReport(cmd, args[0], o)
+		},
+	}
+	cmd.Flags().StringVar(&o.html, "html", "", "write the HTML report here (default: report.html beside the summary when no output is given)")
+	cmd.Flags().StringVar(&o.pdf, "pdf", "", "write a PDF of the report here (needs Chromium)")
+	cmd.Flags().StringVar(&o.junit, "junit", "", "write JUnit XML here")
+	cmd.Flags().StringVar(&o.prom, "prom", "", "write a Prometheus textfile (node-exporter format) here")
+	return cmd
+}
+
+func runReport(cmd *cobra.Command, path string, o reportOpts) error {
+	s, err := results.Read(path)
+	if err != nil {
+		return usageErr("reading the summary: %v: give the summary.json a gpuvet run wrote", err)
+	}
+	if o.html == "" && o.pdf == "" && o.junit == "" && o.prom == "" {
+		o.html = filepath.Join(filepath.Dir(path), "report.html")
+	}
+	out := cmd.OutOrStdout()
+	html := o.html
+	if html == "" && o.pdf != "" {
+		// The PDF is printed from an HTML file: use a temporary one when none was asked for.
+		dir, err := os.MkdirTemp("", "gpuvet-report-")
+		if err != nil {
+			return failedErr("%v", err)
+		}
+		defer os.RemoveAll(dir)
+		html = filepath.Join(dir, "report.html")
+	}
+	if html != "" {
+		if err := report.WriteHTML(s, html); err != nil {
+			return failedErr("writing the HTML report: %v", err)
+		}
+		if o.html != "" {
+			fmt.Fprintln(out, "wrote", o.html)
+		}
+	}
+	if o.junit != "" {
+		if err := report.WriteJUnit(s, o.junit); err != nil {
+			return failedErr("writing JUnit XML: %v", err)
+		}
+		fmt.Fprintln(out, "wrote", o.junit)
+	}
+	if o.prom != "" {
+		if err := report.WritePrometheus(s, o.prom); err != nil {
+			return failedErr("writing the Prometheus textfile: %v", err)
+		}
+		fmt.Fprintln(out, "wrote", o.prom)
+	}
+	if o.pdf != "" {
+		if err := report.WritePDF(html, o.pdf); err != nil {
+			if errors.Is(err, report.ErrNoChromium) && o.html != "" {
+				return failedErr("%v (the HTML report %s was written)", err, o.html)
+			}
+			return failedErr("%v", err)
+		}
+		fmt.Fprintln(out, "wrote", o.pdf)
+	}
+	return nil
+}
