@@ -91,12 +91,12 @@ type LoadProfile struct {
 
 // Gates are the absolute SLO gates; null disables one.
 type Gates struct {
-	TTFTP95Ms          *float64 `yaml:"ttft_p95_ms"`
-	ITLP95Ms           *float64 `yaml:"itl_p95_ms"`
-	MinThroughputReqS  *float64 `yaml:"min_throughput_req_s"`
+	TTFTP95Ms         *float64 `yaml:"ttft_p95_ms"`
+	ITLP95Ms          *float64 `yaml:"itl_p95_ms"`
+	MinThroughputReqS *float64 `yaml:"min_throughput_req_s"`
 	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
-	AICRMaxTTFTP99Ms      *float64 `yaml:"aicr_max_ttft_p99_ms"`
-	AICRTolerancePct   float64  `yaml:"aicr_tolerance_pct"`
+	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms"`
+	AICRTolerancePct  float64  `yaml:"aicr_tolerance_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
 }

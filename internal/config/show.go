@@ -125,7 +125,7 @@ func Thresholds(c Config, sources map[string]string) map[string]results.Threshol
 		"itl_p95_ms":             th(c.Gates.ITLP95Ms, "ms", "gates.itl_p95_ms"),
 		"min_throughput_req_s":   th(c.Gates.MinThroughputReqS, "req/s", "gates.min_throughput_req_s"),
 		"aicr_min_output_tok_s":  th(c.Gates.AICRMinOutputTokS, "tok/s", "gates.aicr_min_output_tok_s"),
-		"aicr_max_ttft_p99_ms":       th(c.Gates.AICRMaxTTFTP99Ms, "ms", "gates.aicr_max_ttft_p99_ms"),
+		"aicr_max_ttft_p99_ms":   th(c.Gates.AICRMaxTTFTP99Ms, "ms", "gates.aicr_max_ttft_p99_ms"),
 		"aicr_tolerance_pct":     th(fv(c.Gates.AICRTolerancePct), "%", "gates.aicr_tolerance_pct"),
 		"variance_pct":           th(fv(c.Compare.VariancePct), "%", "compare.variance_pct"),
 		"gemm_variance_pct":      th(fv(c.Compare.GEMMVariancePct), "%", "compare.gemm_variance_pct"),

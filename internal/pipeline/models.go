@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -250,12 +251,12 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		fail("load", ctx.Err())
 		return ep
 	}
-	ld, pw, err := r.load(ctx, sv, model, slot, cfg)
+	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
+	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	ep.Load, ep.Power = ld, pw
 	if ld != nil {
-		rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs)+".json")
-		if werr := results.WriteJSON(filepath.Join(r.out, rel), ld); werr == nil {
-			ep.RawLoadFile = rel
+		if werr := results.WriteJSON(filepath.Join(r.out, rel+".json"), ld); werr == nil {
+			ep.RawLoadFile = rel + ".json"
 		}
 	}
 	if err != nil {
@@ -269,7 +270,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
 		} else {
-			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: sv.APIKey,
+			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: envOr(sv.APIKeyEnv),
 				MaxModelLen: cfg.Engine.MaxModelLen, Timeout: cfg.Functional.Timeout.D()})
 		}
 		switch ep.Functional.Status {
@@ -295,7 +296,7 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 		return err
 	}
 	for i := 0; i < 2; i++ {
-		if err := complete(ctx, sv.URL, model, sv.APIKey, 16); err != nil {
+		if err := complete(ctx, sv.URL, model, envOr(sv.APIKeyEnv), 16); err != nil {
 			return fmt.Errorf("warm-up request %d: %v", i+1, err)
 		}
 	}
@@ -328,7 +329,7 @@ func complete(ctx context.Context, url, model, apiKey string, maxTokens int) err
 }
 
 // load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
-func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config) (*results.Load, *results.Power, error) {
+func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, error) {
 	if err := r.inject("load", slot.Index); err != nil {
 		return nil, nil, err
 	}
@@ -344,13 +345,16 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
 	lc := cfg.Load.LoadConfig()
-	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKey, lc)
+	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
+		return nil, nil, err
+	}
+	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
 		// aicr gates judge a fixed-concurrency run; run it after the profile and keep its rung.
 		c := lc
 		c.Profile, c.Concurrency = "concurrency", cfg.Load.Concurrency
 		r.progress("%s on gpu %v: aicr concurrency run (%d in flight)", model, slot.GPUs, c.Concurrency)
-		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKey, c)
+		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {
 			err = fmt.Errorf("aicr concurrency run: %v", cerr)
 		}
@@ -370,6 +374,14 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		ld.Interrupted = true
 	}
 	return ld, pw, err
+}
+
+// envOr reads the environment variable named (the only place secrets come from).
+func envOr(name string) string {
+	if name == "" {
+		return ""
+	}
+	return os.Getenv(name)
 }
 
 func sumSamples(src Source, gpus []int) (results.PowerSample, error) {

@@ -43,9 +43,10 @@ type run struct {
 	opt  Options
 	out  string
 
-	mu  sync.Mutex // guards sum while phases write into it and it is flushed
-	sum *results.Summary
-	src Source
+	mu      sync.Mutex // guards sum while phases write into it and it is flushed
+	sum     *results.Summary
+	src     Source
+	srcName string
 }
 
 // errInjected marks failures injected by --fail-in.
@@ -167,11 +168,19 @@ func (r *run) discover(ctx context.Context) {
 		if err := r.inject("discover", 0); err != nil {
 			return err
 		}
-		src, err := r.deps.Discover(ctx, r.cfg)
+		src, name, err := r.deps.Discover(ctx, r.cfg)
 		if err != nil {
 			return err
 		}
-		r.src = src
+		r.src, r.srcName = src, name
+		if src == nil {
+			return nil
+		}
+		gpus, err := src.GPUs()
+		if err != nil {
+			return fmt.Errorf("GPU inventory from %s: %v", name, err)
+		}
+		d.GPUs = gpus
 		return nil
 	})
 	if err != nil {
@@ -185,8 +194,7 @@ func (r *run) discover(ctx context.Context) {
 		d.Note = "no GPU discovery for this backend"
 		return
 	}
-	d.Source = r.src.Name()
-	d.GPUs = r.src.GPUs()
+	d.Source = r.srcName
 	if len(d.GPUs) > 0 {
 		r.sum.Meta.DriverVersion = d.GPUs[0].DriverVersion
 		r.sum.Meta.CUDAVersion = d.GPUs[0].CUDAVersion
@@ -213,20 +221,20 @@ func (r *run) health(ctx context.Context) {
 		}
 		return
 	}
-	r.progress("health: %d GPUs", len(r.src.GPUs()))
+	r.progress("health: %d GPUs", len(r.host().Discovery.GPUs))
 	var h *results.Health
 	err := protect(func() error {
 		if err := r.inject("health", 0); err != nil {
 			return err
 		}
-		h = r.deps.Health(ctx, r.src, r.cfg)
+		h = r.deps.Health(ctx, r.src, r.srcName, r.cfg)
 		if h == nil {
 			return errors.New("health phase returned nothing")
 		}
 		return nil
 	})
 	if err != nil {
-		h = &results.Health{Source: r.src.Name(), Status: results.StatusFailed, Error: err.Error()}
+		h = &results.Health{Source: r.srcName, Status: results.StatusFailed, Error: err.Error()}
 	}
 	r.mu.Lock()
 	r.host().Health = h
