@@ -11,27 +11,38 @@ import (
 // 2:4-sparse figure first; it is twice these).
 type GPU struct {
 	// Key is the short name users type (--gpu H100); Names are exact nvidia-smi product names.
-	Key          string   `yaml:"key"`
-	Names        []string `yaml:"names"`
-	Architecture string   `yaml:"architecture"`
-	MemoryGiB    float64  `yaml:"memory_gib"`  // usable device memory as the driver reports it
-	FP32TFLOPS   float64  `yaml:"fp32_tflops"` // non-tensor FP32 (the SGEMM peak)
-	TF32TFLOPS   float64  `yaml:"tf32_tflops"` // tensor TF32, dense
-	BF16TFLOPS   float64  `yaml:"bf16_tflops"` // tensor BF16, dense
-	HBMGBps      float64  `yaml:"hbm_gbps"`    // device memory bandwidth, GB/s (10^9)
-	PCIeGen      int      `yaml:"pcie_gen"`    // host link generation (0: not PCIe-attached, e.g. C2C)
-	PCIeWidth    int      `yaml:"pcie_width"`  // lanes
-	TDPW         float64  `yaml:"tdp_w"`       // board power limit at default
-	NVLinkGBps   float64  `yaml:"nvlink_gbps"` // total NVLink bandwidth per GPU, one direction (0: none)
-	ComputeCap   string   `yaml:"compute_cap"` // "9.0"
+	Key           string   `yaml:"key"`
+	Names         []string `yaml:"names"`
+	Architecture  string   `yaml:"architecture"`
+	MemoryGiB     float64  `yaml:"memory_gib"`       // usable device memory as the driver reports it
+	FP32TFLOPS    float64  `yaml:"fp32_tflops"`      // non-tensor FP32 (the SGEMM peak)
+	TF32TFLOPS    float64  `yaml:"tf32_tflops"`      // tensor TF32, dense
+	BF16TFLOPS    float64  `yaml:"bf16_tflops"`      // tensor BF16, dense
+	HBMGBps       float64  `yaml:"hbm_gbps"`         // device memory bandwidth, GB/s (10^9)
+	PCIeGen       int      `yaml:"pcie_gen"`         // host link generation (0: not PCIe-attached, e.g. C2C)
+	PCIeWidth     int      `yaml:"pcie_width"`       // lanes
+	TDPW          float64  `yaml:"tdp_w"`            // board power limit at default
+	NVLinkGBps    float64  `yaml:"nvlink_gbps"`      // total NVLink bandwidth per GPU, one direction (0: none)
+	ComputeCap    string   `yaml:"compute_cap"`      // "9.0"
+	MaxSMClockMHz int      `yaml:"max_sm_clock_mhz"` // boost clock nvidia-smi reports as max
+	IdleW         float64  `yaml:"idle_w"`           // typical board power at idle
+
+	// Simulator efficiency factors, fitted per family to public serving measurements (see
+	// internal/sim calibration tests). Zero: the simulator's generic default.
+	MFU            float64 `yaml:"mfu"`              // achieved fraction of BF16TFLOPS in engine steps
+	MBU            float64 `yaml:"mbu"`              // achieved fraction of HBMGBps in engine steps
+	StepOverheadMs float64 `yaml:"step_overhead_ms"` // fixed CPU/launch cost of one engine step
+	SeqOverheadUs  float64 `yaml:"seq_overhead_us"`  // per-sequence scheduling/sampling cost per step
 }
 
 // PCIeGBps is the usable one-direction bandwidth of the host link: per-lane rate × width after
 // encoding (128b/130b from Gen3). Pinned transfers reach about 85–90 % of it.
 func (g GPU) PCIeGBps() float64 {
-	perLane := map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}[g.PCIeGen]
-	return perLane * float64(g.PCIeWidth)
+	return pcieLane[g.PCIeGen] * float64(g.PCIeWidth)
 }
+
+// pcieLane is GB/s per lane, one direction, per generation.
+var pcieLane = map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
 // GPUs is the built-in table. Sources: NVIDIA datasheets (A100, L40S, H100, H200, HGX B200,
 // GB200 NVL72 ÷ 72, RTX PRO 6000 Blackwell Server Edition).

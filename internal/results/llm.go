@@ -66,10 +66,15 @@ type Endpoint struct {
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
 type LoadConfig struct {
-	Profile        string   `json:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
-	API            string   `json:"api"`     // chat or completions
-	PromptTokens   int      `json:"prompt_tokens"`
-	PromptStdev    int      `json:"prompt_tokens_stdev,omitempty"`
+	Profile      string `json:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API          string `json:"api"`     // chat or completions
+	PromptTokens int    `json:"prompt_tokens"`
+	PromptStdev  int    `json:"prompt_tokens_stdev,omitempty"`
+	PromptMin    int    `json:"prompt_tokens_min,omitempty"` // clamp of the length distribution
+	PromptMax    int    `json:"prompt_tokens_max,omitempty"`
+	// PrefixCount × PrefixTokens: shared-prefix prompts (prompt i starts with prefix i % PrefixCount).
+	PrefixCount    int      `json:"prefix_count,omitempty"`
+	PrefixTokens   int      `json:"prefix_tokens,omitempty"`
 	OutputTokens   int      `json:"output_tokens"`
 	MaxConcurrency int      `json:"max_concurrency,omitempty"`
 	Concurrency    int      `json:"concurrency,omitempty"`
@@ -253,6 +258,10 @@ type BaselineComparison struct {
 	Rows         []OverheadRow `json:"rows,omitempty"`
 	Caveats      []string      `json:"caveats,omitempty"`
 	Note         string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
+
+	// TolerancePct is the breach tolerance in force (overhead beyond it breaches), set by TolerancePctSrc.
+	TolerancePct    float64 `json:"tolerance_pct,omitempty"`
+	TolerancePctSrc string  `json:"tolerance_pct_source,omitempty"`
 }
 
 // OverheadRow is one metric compared across environments.
@@ -263,5 +272,8 @@ type OverheadRow struct {
 	Baseline       float64            `json:"baseline"`
 	Values         map[string]float64 `json:"values"`       // environment -> value
 	OverheadPct    map[string]float64 `json:"overhead_pct"` // positive = worse than baseline
-	Status         map[string]string  `json:"status"`       // "ok", "breach", "low_confidence", "lower_bound"
+	Status         map[string]string  `json:"status"`       // "ok", "breach", "low_confidence", "lower_bound", "missing"
+
+	// Notes says, per environment, which guard held the call when a status is not a plain ok/breach.
+	Notes map[string]string `json:"notes,omitempty"`
 }

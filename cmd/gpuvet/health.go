@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/cuda"
+	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/health"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func init() { root.AddCommand(newHealthCmd()) }
+
+type healthFlags struct {
+	xml        string
+	out        string
+	sim        bool
+	simGPU     string
+	simCount   int
+	failOnFlag bool
+	opts       health.Options
+}
+
+func newHealthCmd() *cobra.Command {
+	var f healthFlags
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "GPU health phase: inventory, GEMM/PCIe/HBM microbenchmarks vs datasheet peak, burn, DCGM, flags",
+		Long: `Checks every GPU of this host before anything is served: inventory through NVML (count, ECC,
+row remapping, PCIe link, clock-event reasons, XIDs), cuBLAS GEMM (FP32, TF32, BF16), pinned PCIe
+H2D/D2H and HBM bandwidth against the detected GPU's datasheet peak, an optional GEMM burn with
+1 Hz telemetry, and DCGM diagnostics when dcgmi is installed.
+
+Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
+2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runHealth(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.xml, "nvidia-smi-xml", "", "read the inventory from a captured `nvidia-smi -q -x` instead of NVML (no benchmarks)")
+	fl.StringVar(&f.out, "out", "", "write the result as JSON (results.Health) to this file")
+	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
+	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "GPU model of the simulated host (a catalog key)")
+	fl.IntVar(&f.simCount, "sim-count", 4, "number of simulated GPUs")
+	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
+	o := &f.opts
+	fl.IntVar(&o.ExpectGPUs, "expect-gpus", 0, "flag when the GPU count differs (0: no check)")
+	fl.IntVar(&o.ExpectPCIeWidth, "expect-pcie-width", 0, "PCIe lanes the GPUs are wired with by design (0: require the card's maximum)")
+	fl.BoolVar(&o.Parallel, "parallel", false, "run every GPU's benchmarks and burn at the same time (default: one GPU at a time)")
+	fl.BoolVar(&o.SkipBench, "no-bench", false, "skip the microbenchmarks")
+	fl.DurationVar(&o.Burn, "burn", 0, "run GEMM flat out this long per GPU while sampling power/clock/temperature every second (e.g. 60s)")
+	fl.BoolVar(&o.DCGM, "dcgm", true, "run `dcgmi diag` when dcgmi is installed")
+	fl.IntVar(&o.DCGMLevel, "dcgm-level", 2, "dcgmi diag level (1-4)")
+	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", 15*time.Minute, "limit for the whole dcgmi run")
+	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", 8, "flag pinned PCIe bandwidth below this (GB/s)")
+	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", 25, "GPU-to-GPU tolerance for GEMM (%)")
+	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", 25, "GPU-to-GPU tolerance for PCIe (%)")
+	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
+	return cmd
+}
+
+func (f healthFlags) validate() error {
+	o := f.opts
+	switch {
+	case f.sim && f.xml != "":
+		return usageErr("--sim and --nvidia-smi-xml exclude each other: pick one source")
+	case o.ExpectGPUs < 0:
+		return usageErr("--expect-gpus %d: want 0 (no check) or a positive count", o.ExpectGPUs)
+	case o.ExpectPCIeWidth != 0 && !map[int]bool{1: true, 2: true, 4: true, 8: true, 16: true, 32: true}[o.ExpectPCIeWidth]:
+		return usageErr("--expect-pcie-width %d: want 1, 2, 4, 8, 16 or 32 lanes", o.ExpectPCIeWidth)
+	case o.Burn < 0:
+		return usageErr("--burn %s: want a positive duration such as 60s", o.Burn)
+	case o.DCGMLevel < 1 || o.DCGMLevel > 4:
+		return usageErr("--dcgm-level %d: want 1, 2, 3 or 4", o.DCGMLevel)
+	case o.DCGMTimeout <= 0:
+		return usageErr("--dcgm-timeout %s: want a positive duration", o.DCGMTimeout)
+	case o.MinPCIeGBps < 0 || o.GEMMVariancePct <= 0 || o.GEMMVariancePct >= 100 || o.PCIeVariancePct <= 0 || o.PCIeVariancePct >= 100:
+		return usageErr("--min-pcie-gbps must be ≥ 0 and the variance percentages between 0 and 100")
+	case f.sim && (f.simCount < 1 || f.simCount > 64):
+		return usageErr("--sim-count %d: want 1 to 64", f.simCount)
+	}
+	return nil
+}
+
+func runHealth(cmd *cobra.Command, f healthFlags) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+
+	src, bench, err := openHealthSource(&f)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if c, ok := bench.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	f.opts.Progress = cmd.ErrOrStderr()
+	h := health.Run(ctx, src, bench, f.opts)
+	health.Render(cmd.OutOrStdout(), h)
+	if f.out != "" {
+		if err := writeJSON(f.out, h); err != nil {
+			return failedErr("writing --out: %v (the result is printed above)", err)
+		}
+	}
+	switch {
+	case h.Status == results.StatusFailed:
+		return failedErr("health: failed (see the errors above)")
+	case h.Status == results.StatusFlag && f.failOnFlag:
+		return failedErr("health: flagged, and --fail-on-flag is set")
+	}
+	return nil
+}
+
+// openHealthSource picks the inventory source and the benchmark runner from the flags.
+func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+	switch {
+	case f.xml != "":
+		f.opts.Source = "nvidia-smi-xml"
+		src, err := gpu.FromNvidiaSMIXML(f.xml)
+		if err != nil {
+			return nil, nil, usageErr("%v", err)
+		}
+		return src, nil, nil
+	case f.sim:
+		f.opts.Source = "sim"
+		return openSim(f.simGPU, f.simCount)
+	}
+	f.opts.Source = "nvml"
+	src, err := gpu.OpenNVML()
+	if errors.Is(err, gpu.ErrNoDriver) {
+		return nil, nil, usageErr("%v: run on a GPU host, or use --sim or --nvidia-smi-xml FILE", err)
+	}
+	if err != nil {
+		return nil, nil, failedErr("%v", err)
+	}
+	if f.opts.SkipBench && f.opts.Burn == 0 {
+		return src, nil, nil
+	}
+	r, err := cuda.Open()
+	if err != nil {
+		return src, health.Unavailable{Err: err}, nil
+	}
+	return src, r, nil
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// openSim is replaced once internal/sim is on main.
+var openSim = func(gpuKey string, count int) (gpu.Source, health.BenchRunner, error) {
+	return nil, nil, usageErr("--sim: the simulator is not built into this binary yet")
+}

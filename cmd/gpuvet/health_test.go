@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// runCLI runs gpuvet with args and returns the exit code and stdout. Flags persist between calls on
+// the shared root command, so every call names the flags it depends on.
+func runCLI(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	defer root.SetOut(nil)
+	defer root.SetErr(nil)
+	code := execute(args)
+	return code, out.String() + errb.String()
+}
+
+func TestHealthFromXML(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "health.json")
+	code, text := runCLI(t, "health", "--sim=false", "--nvidia-smi-xml", "testdata/h200-idle.xml", "--out", out, "--expect-gpus", "1")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	for _, want := range []string{"NVIDIA H200", "00000000:00:06.0", "gen5 x16 / gen5 x16", "gpu_idle (0x1)", "health status: OK"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h results.Health
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	if h.Source != "nvidia-smi-xml" || len(h.GPUs) != 1 || h.GPUs[0].GPU.Name != "NVIDIA H200" || h.Status != results.StatusOK {
+		t.Errorf("json: %+v", h)
+	}
+	// The count check flags; --fail-on-flag turns it into exit 1.
+	code, text = runCLI(t, "health", "--nvidia-smi-xml", "testdata/h200-idle.xml", "--out", "", "--expect-gpus", "2", "--fail-on-flag")
+	if code != 1 || !strings.Contains(text, "found 1 GPU(s), expected 2") {
+		t.Errorf("exit %d:\n%s", code, text)
+	}
+	runCLI(t, "health", "--nvidia-smi-xml", "", "--expect-gpus", "0", "--fail-on-flag=false")
+}
+
+func TestHealthBadInput(t *testing.T) {
+	cases := [][]string{
+		{"health", "--nvidia-smi-xml", "testdata/missing.xml"},
+		{"health", "--nvidia-smi-xml", "", "--dcgm-level", "9"},
+		{"health", "--dcgm-level", "2", "--expect-pcie-width", "3"},
+		{"health", "--expect-pcie-width", "0", "--burn", "soon"},
+	}
+	for _, args := range cases {
+		if code, text := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2:\n%s", args, code, text)
+		}
+	}
+}
+
+func TestHealthNoDriver(t *testing.T) {
+	if src, err := gpu.OpenNVML(); err == nil {
+		src.Close()
+		t.Skip("an NVIDIA driver is present")
+	}
+	if code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim=false"); code != 2 {
+		t.Errorf("exit %d, want 2:\n%s", code, text)
+	}
+	_, _, err := openHealthSource(&healthFlags{})
+	if err == nil || !strings.HasPrefix(err.Error(), "no NVIDIA driver found (libnvidia-ml.so.1 not loadable)") {
+		t.Errorf("err = %v", err)
+	}
+}

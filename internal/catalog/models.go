@@ -1,0 +1,210 @@
+package catalog
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Model is a model's architecture figures: what the simulator's roofline needs (weights to read per
+// step, FLOPs per token, KV bytes per token) and what a server checks (vocabulary, context length).
+type Model struct {
+	ID         string  `yaml:"id"`          // Hugging Face id, e.g. "Qwen/Qwen3-8B"
+	Params     float64 `yaml:"params"`      // total parameters (embeddings included)
+	Layers     int     `yaml:"layers"`      // transformer blocks
+	Hidden     int     `yaml:"hidden"`      // model width
+	Heads      int     `yaml:"heads"`       // attention (query) heads
+	KVHeads    int     `yaml:"kv_heads"`    // key/value heads (GQA)
+	HeadDim    int     `yaml:"head_dim"`    // per head
+	Vocab      int     `yaml:"vocab"`       // vocabulary size
+	MaxContext int     `yaml:"max_context"` // max_position_embeddings: vLLM's default max_model_len
+	DTypeBytes int     `yaml:"dtype_bytes"` // bytes per weight and per KV element (2: BF16)
+}
+
+// WeightBytes is the size of the weights in memory.
+func (m Model) WeightBytes() float64 { return m.Params * float64(m.DTypeBytes) }
+
+// KVBytesPerToken is the KV-cache size of one token: K and V, every layer, every KV head.
+// Qwen3-8B: 2 × 36 × 8 × 128 × 2 = 147,456 bytes.
+func (m Model) KVBytesPerToken() float64 {
+	return float64(2 * m.Layers * m.KVHeads * m.HeadDim * m.DTypeBytes)
+}
+
+// Models is the built-in table. Sources: each model's config.json on the Hugging Face hub
+// (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size,
+// max_position_embeddings, torch_dtype) and its model card (parameter count).
+var Models = []Model{
+	{ID: "Qwen/Qwen3-0.6B", Params: 0.596e9, Layers: 28, Hidden: 1024, Heads: 16, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
+	{ID: "Qwen/Qwen3-8B", Params: 8.19e9, Layers: 36, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
+	{ID: "Qwen/Qwen2.5-3B-Instruct", Params: 3.09e9, Layers: 36, Hidden: 2048, Heads: 16, KVHeads: 2, HeadDim: 128,
+		Vocab: 151936, MaxContext: 32768, DTypeBytes: 2},
+	{ID: "meta-llama/Llama-3.1-8B-Instruct", Params: 8.03e9, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Vocab: 128256, MaxContext: 131072, DTypeBytes: 2},
+	{ID: "meta-llama/Llama-3.1-70B-Instruct", Params: 70.6e9, Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128,
+		Vocab: 128256, MaxContext: 131072, DTypeBytes: 2},
+}
+
+// LookupModel finds a model by its exact id, case-insensitively.
+func LookupModel(id string) (Model, bool) {
+	for _, m := range Models {
+		if strings.EqualFold(m.ID, strings.TrimSpace(id)) {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
+// ModelIDs lists the model ids, for help and error messages.
+func ModelIDs() []string {
+	ids := make([]string, len(Models))
+	for i, m := range Models {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// File is the catalog extension file: GPUs and models that add to or replace the built-in entries
+// (same key / id: replaced as a whole).
+//
+//	gpus:
+//	  - key: MYGPU
+//	    names: ["NVIDIA My GPU"]
+//	    memory_gib: 96
+//	    bf16_tflops: 800
+//	    hbm_gbps: 4000
+//	models:
+//	  - id: org/model
+//	    params: 7e9
+//	    layers: 32
+//	    ...
+type File struct {
+	GPUs   []GPU   `yaml:"gpus"`
+	Models []Model `yaml:"models"`
+}
+
+// LoadFile reads a catalog extension file and adds or replaces its entries in GPUs and Models.
+// Nothing changes unless the whole file is valid; an error names the file and the field path.
+func LoadFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("catalog file: %w", err)
+	}
+	f, err := ParseFile(b)
+	if err != nil {
+		return fmt.Errorf("catalog file %s: %w", path, err)
+	}
+	for _, g := range f.GPUs {
+		replaceGPU(g)
+	}
+	for _, m := range f.Models {
+		replaceModel(m)
+	}
+	return nil
+}
+
+// ParseFile decodes and validates a catalog extension file. Unknown fields are errors (a typo must
+// not silently leave a figure at zero).
+func ParseFile(b []byte) (*File, error) {
+	var f File
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if err.Error() == "EOF" {
+			return nil, fmt.Errorf("empty file: expected top-level keys gpus: and/or models:")
+		}
+		return nil, fmt.Errorf("%v (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
+	}
+	for i, g := range f.GPUs {
+		if err := validGPU(g); err != nil {
+			return nil, fmt.Errorf("gpus[%d]: %w", i, err)
+		}
+	}
+	for i, m := range f.Models {
+		if err := validModel(m); err != nil {
+			return nil, fmt.Errorf("models[%d]: %w", i, err)
+		}
+	}
+	return &f, nil
+}
+
+func validGPU(g GPU) error {
+	if strings.TrimSpace(g.Key) == "" {
+		return fmt.Errorf("key: missing (the short name users type, e.g. H100)")
+	}
+	if len(g.Names) == 0 {
+		return fmt.Errorf("names: missing for %s (the exact nvidia-smi product name(s))", g.Key)
+	}
+	for _, c := range []struct {
+		field string
+		v     float64
+	}{{"memory_gib", g.MemoryGiB}, {"bf16_tflops", g.BF16TFLOPS}, {"hbm_gbps", g.HBMGBps}} {
+		if !(c.v > 0) {
+			return fmt.Errorf("%s: must be > 0 for %s, got %v", c.field, g.Key, c.v)
+		}
+	}
+	for _, c := range []struct {
+		field string
+		v     float64
+	}{{"fp32_tflops", g.FP32TFLOPS}, {"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"nvlink_gbps", g.NVLinkGBps},
+		{"mfu", g.MFU}, {"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs}} {
+		if c.v < 0 {
+			return fmt.Errorf("%s: must be ≥ 0 for %s, got %v", c.field, g.Key, c.v)
+		}
+	}
+	if g.MFU > 1 || g.MBU > 1 {
+		return fmt.Errorf("mfu/mbu: efficiencies are fractions of peak in (0, 1], got mfu %v mbu %v for %s", g.MFU, g.MBU, g.Key)
+	}
+	if _, ok := pcieLane[g.PCIeGen]; !ok && g.PCIeGen != 0 {
+		return fmt.Errorf("pcie_gen: must be 0 (not PCIe-attached) or 1–6 for %s, got %d", g.Key, g.PCIeGen)
+	}
+	if g.PCIeWidth < 0 || g.PCIeWidth > 32 {
+		return fmt.Errorf("pcie_width: must be 0–32 lanes for %s, got %d", g.Key, g.PCIeWidth)
+	}
+	return nil
+}
+
+func validModel(m Model) error {
+	if strings.TrimSpace(m.ID) == "" {
+		return fmt.Errorf("id: missing (the Hugging Face model id, e.g. Qwen/Qwen3-8B)")
+	}
+	if !(m.Params > 0) {
+		return fmt.Errorf("params: must be > 0 for %s, got %v", m.ID, m.Params)
+	}
+	for _, c := range []struct {
+		field string
+		v     int
+	}{{"layers", m.Layers}, {"hidden", m.Hidden}, {"heads", m.Heads}, {"kv_heads", m.KVHeads},
+		{"head_dim", m.HeadDim}, {"vocab", m.Vocab}, {"max_context", m.MaxContext}, {"dtype_bytes", m.DTypeBytes}} {
+		if c.v <= 0 {
+			return fmt.Errorf("%s: must be > 0 for %s, got %d", c.field, m.ID, c.v)
+		}
+	}
+	if m.KVHeads > m.Heads {
+		return fmt.Errorf("kv_heads: %d is more than heads %d for %s", m.KVHeads, m.Heads, m.ID)
+	}
+	return nil
+}
+
+func replaceGPU(g GPU) {
+	for i := range GPUs {
+		if strings.EqualFold(GPUs[i].Key, g.Key) {
+			GPUs[i] = g
+			return
+		}
+	}
+	GPUs = append(GPUs, g)
+}
+
+func replaceModel(m Model) {
+	for i := range Models {
+		if strings.EqualFold(Models[i].ID, m.ID) {
+			Models[i] = m
+			return
+		}
+	}
+	Models = append(Models, m)
+}

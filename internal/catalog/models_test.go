@@ -1,0 +1,102 @@
+package catalog
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestModelsComplete(t *testing.T) {
+	for _, id := range []string{"Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen2.5-3B-Instruct",
+		"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"} {
+		m, ok := LookupModel(id)
+		if !ok {
+			t.Fatalf("%s missing", id)
+		}
+		if err := validModel(m); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	for _, g := range GPUs {
+		if err := validGPU(g); err != nil {
+			t.Errorf("built-in GPU %s: %v", g.Key, err)
+		}
+	}
+}
+
+func TestParseFileErrors(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown field", "models:\n  - id: a/b\n    layerz: 3\n", "layerz"},
+		{"zero layers", "models:\n  - id: a/b\n    params: 1e9\n    layers: 0\n", "models[0]: layers: must be > 0"},
+		{"no id", "models:\n  - params: 1\n", "models[0]: id: missing"},
+		{"gpu no hbm", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n", "gpus[0]: hbm_gbps: must be > 0"},
+		{"gpu bad pcie", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    pcie_gen: 9\n", "pcie_gen"},
+		{"gpu mfu > 1", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    mfu: 60\n", "mfu"},
+		{"wrong type", "models:\n  - id: a/b\n    layers: many\n", "many"},
+		{"empty", "", "empty file"},
+	}
+	for _, c := range cases {
+		_, err := ParseFile([]byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one naming %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestLoadFileAddsAndReplaces(t *testing.T) {
+	saveG, saveM := append([]GPU(nil), GPUs...), append([]Model(nil), Models...)
+	t.Cleanup(func() { GPUs, Models = saveG, saveM })
+	path := filepath.Join(t.TempDir(), "cat.yaml")
+	body := `gpus:
+  - key: H100
+    names: ["NVIDIA H100 80GB HBM3"]
+    architecture: Hopper
+    memory_gib: 80
+    bf16_tflops: 900
+    hbm_gbps: 3000
+models:
+  - id: acme/tiny-1B
+    params: 1.1e9
+    layers: 22
+    hidden: 2048
+    heads: 32
+    kv_heads: 4
+    head_dim: 64
+    vocab: 32000
+    max_context: 2048
+    dtype_bytes: 2
+`
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := len(GPUs)
+	if err := LoadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := LookupGPU("H100"); g.BF16TFLOPS != 900 || len(GPUs) != n {
+		t.Errorf("H100 not replaced in place: %+v (%d GPUs, was %d)", g, len(GPUs), n)
+	}
+	if m, ok := LookupModel("acme/tiny-1B"); !ok || m.KVBytesPerToken() != 2*22*4*64*2 {
+		t.Errorf("model not added: %+v", m)
+	}
+	if err := LoadFile(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
+		t.Error("missing file should fail")
+	}
+}
+
+func FuzzParseFile(f *testing.F) {
+	f.Add([]byte("models:\n  - id: a/b\n    params: 1e9\n"))
+	f.Add([]byte("gpus:\n  - key: X\n    names: [a]\n"))
+	f.Add([]byte("{]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := ParseFile(b)
+		if err == nil {
+			for _, m := range file.Models {
+				if m.Layers <= 0 || m.Params <= 0 {
+					t.Fatalf("accepted invalid model %+v", m)
+				}
+			}
+		}
+	})
+}

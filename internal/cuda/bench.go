@@ -1,0 +1,452 @@
+package cuda
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Benchmark sizes. SGEMM follows the seed (n=16384, 1 warm-up + 10 timed); the tensor GEMMs run more
+// iterations because each one is short; copies follow the seed's PCIe test (256 MiB × 20).
+const (
+	sgemmN       = 16384
+	sgemmWarmup  = 1
+	sgemmIters   = 10
+	bf16N        = 8192
+	bf16Warmup   = 5
+	bf16Iters    = 50
+	pcieBytes    = 256 << 20
+	pcieIters    = 20
+	hbmBytes     = 2 << 30
+	hbmIters     = 20
+	burnBatch    = 20 // GEMMs between checks of the context during a burn
+	stagingBytes = 64 << 20
+)
+
+// Names of the microbenchmarks this runner knows, in the order the health phase runs them.
+var Names = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
+
+// Runner runs microbenchmarks on real GPUs. One primary context and one cuBLAS handle per GPU,
+// made on first use; safe for one goroutine per GPU at a time (--parallel).
+type Runner struct {
+	a    *api
+	mu   sync.Mutex
+	devs map[string]*device
+}
+
+type device struct {
+	mu   sync.Mutex // one benchmark at a time per GPU
+	ord  int32
+	ctx  uintptr
+	blas uintptr
+}
+
+// Open loads libcuda.so.1 and cuBLAS. The error names what is missing and what to do.
+func Open() (*Runner, error) {
+	a, err := load()
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{a: a, devs: map[string]*device{}}, nil
+}
+
+// Library says which cuBLAS was loaded, for the record.
+func (r *Runner) Library() string { return r.a.cublasLib }
+
+// Describe says what a benchmark does, with its sizes.
+func (r *Runner) Describe(name string) string {
+	switch name {
+	case "sgemm_fp32":
+		return fmt.Sprintf("cublasSgemm n=%d, %d warm-up + %d timed, CUDA events", sgemmN, sgemmWarmup, sgemmIters)
+	case "gemm_tf32":
+		return fmt.Sprintf("cublasSgemm with cublasSetMathMode(TF32_TENSOR_OP_MATH), n=%d, %d+%d iterations", sgemmN, sgemmWarmup, sgemmIters)
+	case "gemm_bf16":
+		return fmt.Sprintf("cublasGemmEx BF16 in/out, compute 32F, n=%d, %d+%d iterations", bf16N, bf16Warmup, bf16Iters)
+	case "pcie_h2d", "pcie_d2h":
+		return fmt.Sprintf("pinned (cuMemAllocHost) %d MiB × %d", pcieBytes>>20, pcieIters)
+	case "hbm_d2d":
+		return fmt.Sprintf("cuMemcpyDtoD %d GiB × %d, read+write counted", hbmBytes>>30, hbmIters)
+	}
+	return ""
+}
+
+// bind makes the GPU's primary context current on this OS thread (the caller has locked it).
+func (r *Runner) bind(g results.GPUInfo) (*device, error) {
+	key := g.PCIBusID
+	if key == "" {
+		key = fmt.Sprint("#", g.Index)
+	}
+	r.mu.Lock()
+	d, ok := r.devs[key]
+	if !ok {
+		d = &device{}
+		r.devs[key] = d
+	}
+	r.mu.Unlock()
+	a := r.a
+	if d.ctx == 0 {
+		var ord int32
+		var res int32
+		if g.PCIBusID != "" {
+			// CUDA's device order may differ from NVML's: the bus id ties the two together.
+			res = a.cuDeviceGetByPCIBusId(&ord, cudaBusID(g.PCIBusID))
+		} else {
+			res = a.cuDeviceGet(&ord, int32(g.Index))
+		}
+		if err := a.cuErr("finding CUDA device for GPU "+key, res); err != nil {
+			return nil, err
+		}
+		var ctx uintptr
+		if err := a.cuErr("cuDevicePrimaryCtxRetain", a.cuDevicePrimaryCtxRetain(&ctx, ord)); err != nil {
+			return nil, err
+		}
+		d.ord, d.ctx = ord, ctx
+	}
+	if err := a.cuErr("cuCtxSetCurrent", a.cuCtxSetCurrent(d.ctx)); err != nil {
+		return nil, err
+	}
+	if d.blas == 0 {
+		var h uintptr
+		if err := blasErr("cublasCreate", a.cublasCreate(&h)); err != nil {
+			return nil, err
+		}
+		d.blas = h
+	}
+	return d, nil
+}
+
+// cudaBusID turns NVML's "00000000:1B:00.0" into the "0000:1b:00.0" form CUDA accepts everywhere.
+func cudaBusID(id string) string {
+	id = strings.ToLower(strings.TrimSpace(id))
+	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) == 8 {
+		id = dom[4:] + ":" + rest
+	}
+	return id
+}
+
+// Microbench runs one benchmark on one GPU and returns its figure: TFLOP/s for GEMMs, GB/s for copies.
+func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", err
+	}
+	// The CUDA context is per OS thread: the whole benchmark must stay on this one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, err := r.bind(g)
+	if err != nil {
+		return 0, "", err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch name {
+	case "sgemm_fp32":
+		v, err := r.gemm(d, gemmFP32, sgemmN, sgemmWarmup, sgemmIters)
+		return v, "TFLOP/s", err
+	case "gemm_tf32":
+		v, err := r.gemm(d, gemmTF32, sgemmN, sgemmWarmup, sgemmIters)
+		return v, "TFLOP/s", err
+	case "gemm_bf16":
+		v, err := r.gemm(d, gemmBF16, bf16N, bf16Warmup, bf16Iters)
+		return v, "TFLOP/s", err
+	case "pcie_h2d", "pcie_d2h":
+		v, err := r.pcie(name == "pcie_h2d")
+		return v, "GB/s", err
+	case "hbm_d2d":
+		v, err := r.hbm()
+		return v, "GB/s", err
+	}
+	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(Names, ", "))
+}
+
+// Burn runs BF16 GEMM flat out until ctx ends and returns the TFLOP/s it sustained.
+func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	d, err := r.bind(g)
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, err := r.newGEMM(d, gemmBF16, bf16N)
+	if err != nil {
+		return 0, err
+	}
+	defer m.free()
+	var flops, secs float64
+	for ctx.Err() == nil {
+		s, err := r.timed(burnBatch, m.run)
+		if err != nil {
+			return rate(flops, secs), err
+		}
+		flops += 2 * math.Pow(bf16N, 3) * burnBatch
+		secs += s
+	}
+	return rate(flops, secs), nil
+}
+
+func rate(flops, secs float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	return flops / secs / 1e12
+}
+
+// Close releases cuBLAS handles and primary contexts.
+func (r *Runner) Close() error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var list []error
+	for _, d := range r.devs {
+		if d.ctx == 0 {
+			continue
+		}
+		r.a.cuCtxSetCurrent(d.ctx)
+		if d.blas != 0 {
+			list = append(list, blasErr("cublasDestroy", r.a.cublasDestroy(d.blas)))
+		}
+		list = append(list, r.a.cuErr("cuDevicePrimaryCtxRelease", r.a.cuDevicePrimaryCtxRelease(d.ord)))
+	}
+	r.devs = map[string]*device{}
+	return errs(list...)
+}
+
+type gemmKind int
+
+const (
+	gemmFP32 gemmKind = iota
+	gemmTF32
+	gemmBF16
+)
+
+// gemmBufs holds A, B, C of one square GEMM on the device.
+type gemmBufs struct {
+	r       *Runner
+	d       *device
+	kind    gemmKind
+	n       int
+	a, b, c uint64
+}
+
+func (r *Runner) newGEMM(d *device, kind gemmKind, n int) (*gemmBufs, error) {
+	elem := uint64(4)
+	if kind == gemmBF16 {
+		elem = 2
+	}
+	size := uint64(n) * uint64(n) * elem
+	m := &gemmBufs{r: r, d: d, kind: kind, n: n}
+	for _, p := range []*uint64{&m.a, &m.b, &m.c} {
+		if err := r.a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB for GEMM n=%d", size>>20, n), r.a.cuMemAlloc(p, size)); err != nil {
+			m.free()
+			return nil, err
+		}
+	}
+	// Random operands: constant ones would understate power draw during a burn.
+	for _, p := range []uint64{m.a, m.b, m.c} {
+		if err := r.fillRandom(p, size, kind == gemmBF16); err != nil {
+			m.free()
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *gemmBufs) free() {
+	for _, p := range []uint64{m.a, m.b, m.c} {
+		if p != 0 {
+			m.r.a.cuMemFree(p)
+		}
+	}
+}
+
+// run enqueues one C = A·B (column-major, no transpose).
+func (m *gemmBufs) run() error {
+	a, n := m.r.a, int32(m.n)
+	alpha, beta := float32(1), float32(0)
+	switch m.kind {
+	case gemmFP32:
+		if err := blasErr("cublasSetMathMode", a.cublasSetMathMode(m.d.blas, cublasDefaultMath)); err != nil {
+			return err
+		}
+		return blasErr("cublasSgemm", a.cublasSgemm(m.d.blas, cublasOpN, cublasOpN, n, n, n, &alpha, m.a, n, m.b, n, &beta, m.c, n))
+	case gemmTF32:
+		// TF32 tensor math on the FP32 entry point: cuBLAS picks its best TF32 kernels this way (measured
+		// 455 TFLOP/s on an H200 against 364 through cublasGemmEx with COMPUTE_32F_FAST_TF32).
+		if err := blasErr("cublasSetMathMode TF32", a.cublasSetMathMode(m.d.blas, cublasTF32TensorMath)); err != nil {
+			return err
+		}
+		return blasErr("cublasSgemm (TF32)", a.cublasSgemm(m.d.blas, cublasOpN, cublasOpN, n, n, n, &alpha, m.a, n, m.b, n, &beta, m.c, n))
+	default:
+		return blasErr("cublasGemmEx BF16", a.cublasGemmEx(m.d.blas, cublasOpN, cublasOpN, n, n, n, unsafe.Pointer(&alpha),
+			m.a, cudaR16BF, n, m.b, cudaR16BF, n, unsafe.Pointer(&beta), m.c, cudaR16BF, n, cublasCompute32F, cublasGemmDefaultTensor))
+	}
+}
+
+func (r *Runner) gemm(d *device, kind gemmKind, n, warmup, iters int) (float64, error) {
+	m, err := r.newGEMM(d, kind, n)
+	if err != nil {
+		return 0, err
+	}
+	defer m.free()
+	if _, err := r.timed(warmup, m.run); err != nil {
+		return 0, err
+	}
+	secs, err := r.timed(iters, m.run)
+	if err != nil {
+		return 0, err
+	}
+	return rate(2*math.Pow(float64(n), 3)*float64(iters), secs), nil
+}
+
+// timed enqueues body iters times between two CUDA events on the default stream and returns the
+// seconds between them.
+func (r *Runner) timed(iters int, body func() error) (float64, error) {
+	a := r.a
+	var start, end uintptr
+	if err := a.cuErr("cuEventCreate", a.cuEventCreate(&start, 0)); err != nil {
+		return 0, err
+	}
+	defer a.cuEventDestroy(start)
+	if err := a.cuErr("cuEventCreate", a.cuEventCreate(&end, 0)); err != nil {
+		return 0, err
+	}
+	defer a.cuEventDestroy(end)
+	if err := a.cuErr("cuEventRecord", a.cuEventRecord(start, 0)); err != nil {
+		return 0, err
+	}
+	for i := 0; i < iters; i++ {
+		if err := body(); err != nil {
+			a.cuCtxSynchronize()
+			return 0, err
+		}
+	}
+	if err := a.cuErr("cuEventRecord", a.cuEventRecord(end, 0)); err != nil {
+		return 0, err
+	}
+	if err := a.cuErr("cuEventSynchronize (a kernel or copy failed)", a.cuEventSynchronize(end)); err != nil {
+		return 0, err
+	}
+	var ms float32
+	if err := a.cuErr("cuEventElapsedTime", a.cuEventElapsedTime(&ms, start, end)); err != nil {
+		return 0, err
+	}
+	if ms <= 0 {
+		return 0, fmt.Errorf("CUDA events measured %v ms for %d iterations: no time elapsed", ms, iters)
+	}
+	return float64(ms) / 1000, nil
+}
+
+// pinned is a page-locked host buffer.
+type pinned struct {
+	p    unsafe.Pointer
+	size uint64
+}
+
+func (r *Runner) allocPinned(size uint64) (*pinned, error) {
+	var p unsafe.Pointer
+	if err := r.a.cuErr(fmt.Sprintf("cuMemAllocHost %d MiB (pinned)", size>>20), r.a.cuMemAllocHost(&p, size)); err != nil {
+		return nil, err
+	}
+	return &pinned{p: p, size: size}, nil
+}
+
+func (h *pinned) bytes() []byte { return unsafe.Slice((*byte)(h.p), h.size) }
+
+// fillRandom fills size bytes at dptr with uniform values in [-1, 1) (FP32 or BF16) through a pinned
+// staging buffer, repeating one random chunk.
+func (r *Runner) fillRandom(dptr, size uint64, bf16 bool) error {
+	chunk := min(uint64(stagingBytes), size)
+	h, err := r.allocPinned(chunk)
+	if err != nil {
+		return err
+	}
+	defer r.a.cuMemFreeHost(h.p)
+	FillRandom(h.bytes(), bf16, 1)
+	for off := uint64(0); off < size; off += chunk {
+		n := min(chunk, size-off)
+		if err := r.a.cuErr("cuMemcpyHtoDAsync (fill)", r.a.cuMemcpyHtoDAsync(dptr+off, h.p, n, 0)); err != nil {
+			return err
+		}
+	}
+	return r.a.cuErr("cuCtxSynchronize (fill)", r.a.cuCtxSynchronize())
+}
+
+// FillRandom writes uniform values in [-1, 1) into b as little-endian FP32 or BF16.
+func FillRandom(b []byte, bf16 bool, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	if bf16 {
+		for i := 0; i+1 < len(b); i += 2 {
+			bits := math.Float32bits(float32(rng.Float64()*2 - 1))
+			v := uint16(bits >> 16) // BF16 is the top half of FP32
+			b[i], b[i+1] = byte(v), byte(v>>8)
+		}
+		return
+	}
+	for i := 0; i+3 < len(b); i += 4 {
+		bits := math.Float32bits(float32(rng.Float64()*2 - 1))
+		b[i], b[i+1], b[i+2], b[i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	}
+}
+
+func (r *Runner) pcie(h2d bool) (float64, error) {
+	a := r.a
+	h, err := r.allocPinned(pcieBytes)
+	if err != nil {
+		return 0, err
+	}
+	defer a.cuMemFreeHost(h.p)
+	clear(h.bytes()) // touch every page so the first copy does not pay for faults
+	var dptr uint64
+	if err := a.cuErr("cuMemAlloc 256 MiB", a.cuMemAlloc(&dptr, pcieBytes)); err != nil {
+		return 0, err
+	}
+	defer a.cuMemFree(dptr)
+	copyOnce := func() error {
+		if h2d {
+			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, pcieBytes, 0))
+		}
+		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, pcieBytes, 0))
+	}
+	if _, err := r.timed(1, copyOnce); err != nil {
+		return 0, err
+	}
+	secs, err := r.timed(pcieIters, copyOnce)
+	if err != nil {
+		return 0, err
+	}
+	return float64(pcieBytes) * pcieIters / secs / 1e9, nil
+}
+
+func (r *Runner) hbm() (float64, error) {
+	a := r.a
+	var src, dst uint64
+	if err := a.cuErr("cuMemAlloc 2 GiB (HBM source)", a.cuMemAlloc(&src, hbmBytes)); err != nil {
+		return 0, err
+	}
+	defer a.cuMemFree(src)
+	if err := a.cuErr("cuMemAlloc 2 GiB (HBM destination)", a.cuMemAlloc(&dst, hbmBytes)); err != nil {
+		return 0, err
+	}
+	defer a.cuMemFree(dst)
+	copyOnce := func() error {
+		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, hbmBytes, 0))
+	}
+	if _, err := r.timed(1, copyOnce); err != nil {
+		return 0, err
+	}
+	secs, err := r.timed(hbmIters, copyOnce)
+	if err != nil {
+		return 0, err
+	}
+	// Each byte copied is read once and written once.
+	return 2 * float64(hbmBytes) * hbmIters / secs / 1e9, nil
+}

@@ -1,0 +1,368 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// ErrNoDriver is returned by OpenNVML when libnvidia-ml.so.1 cannot be loaded.
+var ErrNoDriver = errors.New("no NVIDIA driver found (libnvidia-ml.so.1 not loadable)")
+
+// nvmlSource reads inventory and telemetry through NVML and watches XID events while open.
+type nvmlSource struct {
+	lib     nvml.Interface
+	ext     nvml.ExtendedInterface
+	devices []nvml.Device
+	start   time.Time
+
+	mu   sync.Mutex
+	xids map[int][]results.XIDEvent // by GPU index
+	set  nvml.EventSet
+	stop chan struct{}
+	done chan struct{}
+}
+
+// OpenNVML loads NVML, finds the GPUs and starts watching XID events. Close it when done.
+func OpenNVML() (Source, error) {
+	lib := nvml.New()
+	if ret := lib.Init(); ret != nvml.SUCCESS {
+		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
+			return nil, ErrNoDriver
+		}
+		return nil, fmt.Errorf("NVML init failed: %s (is the NVIDIA driver loaded? try `nvidia-smi`)", lib.ErrorString(ret))
+	}
+	n, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		lib.Shutdown()
+		return nil, fmt.Errorf("nvmlDeviceGetCount: %s", lib.ErrorString(ret))
+	}
+	s := &nvmlSource{lib: lib, ext: lib.Extensions(), start: time.Now(), xids: map[int][]results.XIDEvent{}}
+	for i := 0; i < n; i++ {
+		d, ret := lib.DeviceGetHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			lib.Shutdown()
+			return nil, fmt.Errorf("nvmlDeviceGetHandleByIndex(%d): %s", i, lib.ErrorString(ret))
+		}
+		s.devices = append(s.devices, d)
+	}
+	s.watchXIDs()
+	return s, nil
+}
+
+// has reports whether the loaded libnvidia-ml exports sym: calling a symbol an older driver lacks
+// would kill the process (lazy binding), so every call past the basics is guarded by it.
+func (s *nvmlSource) has(sym string) bool { return s.ext.LookupSymbol(sym) == nil }
+
+// call runs f when sym exists; otherwise, or when f returns NOT_SUPPORTED or another error, it notes why.
+func (s *nvmlSource) call(notes *[]string, sym string, f func() nvml.Return) bool {
+	if !s.has(sym) {
+		*notes = append(*notes, sym+": not in this driver's NVML")
+		return false
+	}
+	ret := f()
+	switch ret {
+	case nvml.SUCCESS:
+		return true
+	case nvml.ERROR_NOT_SUPPORTED:
+		*notes = append(*notes, sym+": not supported")
+	default:
+		*notes = append(*notes, sym+": "+s.lib.ErrorString(ret))
+	}
+	return false
+}
+
+func (s *nvmlSource) GPUs() ([]results.GPUInfo, error) {
+	driver, _ := s.lib.SystemGetDriverVersion()
+	cudaVer := ""
+	if v, ret := s.lib.SystemGetCudaDriverVersion_v2(); ret == nvml.SUCCESS {
+		cudaVer = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
+	}
+	out := make([]results.GPUInfo, 0, len(s.devices))
+	for i, d := range s.devices {
+		out = append(out, s.info(i, d, driver, cudaVer))
+	}
+	return out, nil
+}
+
+func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.GPUInfo {
+	var notes []string
+	g := results.GPUInfo{Index: i, DriverVersion: driver, CUDAVersion: cudaVer, NUMANode: -1}
+	s.call(&notes, "nvmlDeviceGetName", func() (r nvml.Return) { g.Name, r = d.GetName(); return })
+	s.call(&notes, "nvmlDeviceGetUUID", func() (r nvml.Return) { g.UUID, r = d.GetUUID(); return })
+	s.call(&notes, "nvmlDeviceGetSerial", func() (r nvml.Return) { g.Serial, r = d.GetSerial(); return })
+	s.call(&notes, "nvmlDeviceGetVbiosVersion", func() (r nvml.Return) { g.VBIOS, r = d.GetVbiosVersion(); return })
+	s.call(&notes, "nvmlDeviceGetPciInfo_v3", func() nvml.Return {
+		p, r := d.GetPciInfo()
+		g.PCIBusID = cString(p.BusId[:])
+		return r
+	})
+	if g.PCIBusID != "" {
+		n, why := NUMANode(g.PCIBusID)
+		g.NUMANode = n
+		if why != "" {
+			notes = append(notes, why)
+		}
+	}
+	s.call(&notes, "nvmlDeviceGetCudaComputeCapability", func() nvml.Return {
+		maj, min, r := d.GetCudaComputeCapability()
+		g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetArchitecture", func() nvml.Return {
+		a, r := d.GetArchitecture()
+		g.Architecture = archName(a)
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
+		m, r := d.GetMemoryInfo()
+		g.MemoryTotalMiB = int64(m.Total >> 20)
+		used := int64(m.Used >> 20)
+		g.MemoryUsedMiB = &used
+		return r
+	})
+	s.pcie(d, &g, &notes)
+	s.call(&notes, "nvmlDeviceGetEnforcedPowerLimit", func() nvml.Return {
+		mw, r := d.GetEnforcedPowerLimit()
+		g.PowerLimitW = ptr(float64(mw) / 1000)
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
+		mw, r := d.GetPowerUsage()
+		g.PowerDrawW = ptr(float64(mw) / 1000)
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetMaxClockInfo", func() nvml.Return {
+		c, r := d.GetMaxClockInfo(nvml.CLOCK_SM)
+		g.MaxSMClockMHz = ptr(int(c))
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
+		c, r := d.GetClockInfo(nvml.CLOCK_SM)
+		g.SMClockMHz = ptr(int(c))
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
+		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		g.TemperatureC = ptr(int(t))
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetPersistenceMode", func() nvml.Return {
+		m, r := d.GetPersistenceMode()
+		g.Persistence = ptr(m == nvml.FEATURE_ENABLED)
+		return r
+	})
+	s.ecc(d, &g, &notes)
+	if mask, ok := s.reasons(d, &notes); ok {
+		g.ClockEvents = ClockEvents(mask)
+	}
+	g.XIDs = s.xidsOf(i)
+	g.Unsupported = notes
+	return g
+}
+
+func (s *nvmlSource) pcie(d nvml.Device, g *results.GPUInfo, notes *[]string) {
+	s.call(notes, "nvmlDeviceGetCurrPcieLinkGeneration", func() (r nvml.Return) { g.PCIe.GenCurrent, r = d.GetCurrPcieLinkGeneration(); return })
+	s.call(notes, "nvmlDeviceGetMaxPcieLinkGeneration", func() (r nvml.Return) { g.PCIe.GenMax, r = d.GetMaxPcieLinkGeneration(); return })
+	s.call(notes, "nvmlDeviceGetCurrPcieLinkWidth", func() (r nvml.Return) { g.PCIe.WidthCurrent, r = d.GetCurrPcieLinkWidth(); return })
+	s.call(notes, "nvmlDeviceGetMaxPcieLinkWidth", func() (r nvml.Return) { g.PCIe.WidthMax, r = d.GetMaxPcieLinkWidth(); return })
+}
+
+func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
+	s.call(notes, "nvmlDeviceGetEccMode", func() nvml.Return {
+		cur, _, r := d.GetEccMode()
+		g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
+		return r
+	})
+	counter := func(dst **int64, typ nvml.MemoryErrorType, ct nvml.EccCounterType) {
+		s.call(notes, "nvmlDeviceGetTotalEccErrors", func() nvml.Return {
+			n, r := d.GetTotalEccErrors(typ, ct)
+			*dst = ptr(int64(n))
+			return r
+		})
+	}
+	if g.ECCEnabled != nil && *g.ECCEnabled {
+		counter(&g.ECC.VolatileUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
+		counter(&g.ECC.AggregateUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.AGGREGATE_ECC)
+		counter(&g.ECC.VolatileCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
+		counter(&g.ECC.AggregateCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC)
+	}
+	s.call(notes, "nvmlDeviceGetRetiredPagesPendingStatus", func() nvml.Return {
+		st, r := d.GetRetiredPagesPendingStatus()
+		g.RetiredPagesPending = ptr(st == nvml.FEATURE_ENABLED)
+		return r
+	})
+	s.call(notes, "nvmlDeviceGetRemappedRows", func() nvml.Return {
+		corr, unc, pend, fail, r := d.GetRemappedRows()
+		g.RemappedRows = &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}
+		return r
+	})
+}
+
+// reasons reads the clock-event mask: nvmlDeviceGetCurrentClocksEventReasons from driver 535,
+// nvmlDeviceGetCurrentClocksThrottleReasons before.
+func (s *nvmlSource) reasons(d nvml.Device, notes *[]string) (uint64, bool) {
+	var mask uint64
+	if s.has("nvmlDeviceGetCurrentClocksEventReasons") {
+		ok := s.call(notes, "nvmlDeviceGetCurrentClocksEventReasons", func() (r nvml.Return) { mask, r = d.GetCurrentClocksEventReasons(); return })
+		return mask, ok
+	}
+	ok := s.call(notes, "nvmlDeviceGetCurrentClocksThrottleReasons", func() (r nvml.Return) { mask, r = d.GetCurrentClocksThrottleReasons(); return })
+	return mask, ok
+}
+
+// Sample reads one telemetry point. Fields NVML cannot give stay zero; an error only when none could be read.
+func (s *nvmlSource) Sample(i int) (results.PowerSample, error) {
+	if i < 0 || i >= len(s.devices) {
+		return results.PowerSample{}, fmt.Errorf("GPU %d: no such GPU (NVML sees %d)", i, len(s.devices))
+	}
+	d := s.devices[i]
+	ps := results.PowerSample{T: time.Since(s.start).Seconds()}
+	var notes []string
+	okP := s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
+		mw, r := d.GetPowerUsage()
+		ps.PowerW = float64(mw) / 1000
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
+		c, r := d.GetClockInfo(nvml.CLOCK_SM)
+		ps.SMClockMHz = int(c)
+		return r
+	})
+	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
+		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		ps.TempC = int(t)
+		return r
+	})
+	if m, ok := s.reasons(d, &notes); ok {
+		ps.ClockReasons = m
+	}
+	s.call(&notes, "nvmlDeviceGetUtilizationRates", func() nvml.Return {
+		u, r := d.GetUtilizationRates()
+		ps.UtilPct = int(u.Gpu)
+		return r
+	})
+	if !okP && len(notes) >= 5 {
+		return ps, fmt.Errorf("GPU %d: no telemetry: %s", i, strings.Join(notes, "; "))
+	}
+	return ps, nil
+}
+
+// watchXIDs registers every GPU for XID critical-error events and collects them until Close.
+// Where the driver or a GPU does not allow it, the GPU gets no watcher and says so in its notes.
+func (s *nvmlSource) watchXIDs() {
+	if !s.has("nvmlEventSetCreate") || !s.has("nvmlDeviceRegisterEvents") || !s.has("nvmlEventSetWait_v2") {
+		return
+	}
+	set, ret := s.lib.EventSetCreate()
+	if ret != nvml.SUCCESS {
+		return
+	}
+	registered := 0
+	for _, d := range s.devices {
+		if d.RegisterEvents(nvml.EventTypeXidCriticalError, set) == nvml.SUCCESS {
+			registered++
+		}
+	}
+	if registered == 0 {
+		set.Free()
+		return
+	}
+	s.set, s.stop, s.done = set, make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			ev, ret := set.Wait(500) // ms: bounds how long Close waits
+			if ret != nvml.SUCCESS {
+				continue // timeout
+			}
+			s.recordXID(ev)
+		}
+	}()
+}
+
+func (s *nvmlSource) recordXID(ev nvml.EventData) {
+	idx := -1
+	if ev.Device != nil {
+		if uuid, ret := ev.Device.GetUUID(); ret == nvml.SUCCESS {
+			for i, d := range s.devices {
+				if u, _ := d.GetUUID(); u == uuid {
+					idx = i
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.xids[idx] = append(s.xids[idx], results.XIDEvent{Time: time.Now().UTC(), XID: ev.EventData, Note: XIDNote(ev.EventData)})
+}
+
+func (s *nvmlSource) xidsOf(i int) []results.XIDEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append(append([]results.XIDEvent(nil), s.xids[i]...), s.xids[-1]...)
+}
+
+func (s *nvmlSource) Close() error {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+		s.set.Free()
+		s.stop = nil
+	}
+	if ret := s.lib.Shutdown(); ret != nvml.SUCCESS && ret != nvml.ERROR_UNINITIALIZED {
+		return fmt.Errorf("nvmlShutdown: %s", s.lib.ErrorString(ret))
+	}
+	return nil
+}
+
+// XIDNote gives the common XIDs a short meaning (NVIDIA's XID catalogue); others get none.
+func XIDNote(xid uint64) string {
+	return map[uint64]string{
+		13: "graphics engine exception", 31: "GPU memory page fault", 43: "GPU stopped processing",
+		45: "preemptive cleanup", 48: "double-bit ECC error", 61: "internal micro-controller breakpoint",
+		62: "internal micro-controller halt", 63: "ECC page retirement / row remapping event",
+		64: "ECC page retirement / row remapper failure", 74: "NVLink error", 79: "GPU has fallen off the bus",
+		92: "high single-bit ECC error rate", 94: "contained ECC error", 95: "uncontained ECC error",
+		119: "GSP RPC timeout", 120: "GSP error",
+	}[xid]
+}
+
+func archName(a nvml.DeviceArchitecture) string {
+	names := map[nvml.DeviceArchitecture]string{
+		nvml.DEVICE_ARCH_KEPLER: "Kepler", nvml.DEVICE_ARCH_MAXWELL: "Maxwell", nvml.DEVICE_ARCH_PASCAL: "Pascal",
+		nvml.DEVICE_ARCH_VOLTA: "Volta", nvml.DEVICE_ARCH_TURING: "Turing", nvml.DEVICE_ARCH_AMPERE: "Ampere",
+		nvml.DEVICE_ARCH_ADA: "Ada Lovelace", nvml.DEVICE_ARCH_HOPPER: "Hopper",
+	}
+	if n, ok := names[a]; ok {
+		return n
+	}
+	if a == 9 || a == 10 { // Blackwell (nvml.h 12.8+: 9 = Blackwell; go-nvml may not name it yet)
+		return "Blackwell"
+	}
+	return fmt.Sprintf("arch-%d", a)
+}
+
+func cString(b []int8) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		out = append(out, byte(c))
+	}
+	return string(out)
+}
+
+func ptr[T any](v T) *T { return &v }

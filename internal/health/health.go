@@ -1,0 +1,217 @@
+// Package health is the GPU health phase: inventory checks, microbenchmarks against the datasheet
+// peak, a GEMM burn with 1 Hz telemetry, DCGM diagnostics, and the judging of all of it into flags.
+// It works over interfaces: a gpu.Source for inventory and telemetry (NVML, an nvidia-smi capture, or
+// the simulator) and a BenchRunner for the microbenchmarks (internal/cuda, or the simulator).
+package health
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/dcgm"
+	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// BenchRunner runs microbenchmarks on one GPU. The real one is internal/cuda's Runner; the simulator's
+// Fleet fits through SimBench.
+type BenchRunner interface {
+	// Microbench returns the figure of one benchmark (see Benchmarks) on GPU g: TFLOP/s or GB/s.
+	Microbench(ctx context.Context, g results.GPUInfo, name string) (value float64, unit string, err error)
+	// Burn runs GEMM flat out on g until ctx ends and returns the TFLOP/s it sustained.
+	Burn(ctx context.Context, g results.GPUInfo) (tflops float64, err error)
+}
+
+// Describer is optionally implemented by a BenchRunner to say what each benchmark does (sizes, API).
+type Describer interface{ Describe(name string) string }
+
+// Benchmarks are the microbenchmarks of the health phase, in run order.
+var Benchmarks = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
+
+// Options are the health phase's settings; zero values take the defaults noted.
+type Options struct {
+	Source          string        // "nvml", "nvidia-smi-xml", "sim": recorded in the result
+	ExpectGPUs      int           // 0: no count check
+	ExpectPCIeWidth int           // lanes wired by design (e.g. 8); 0: strict current-vs-max check
+	Parallel        bool          // run every GPU's benchmarks and burn at once
+	SkipBench       bool          // inventory (and burn/DCGM) only
+	Burn            time.Duration // 0: no burn
+	SampleEvery     time.Duration // telemetry interval during a burn (default 1 s)
+	DCGM            bool          // run `dcgmi diag`
+	DCGMLevel       int           // default 2
+	DCGMTimeout     time.Duration // default 15 min
+	DCGMBinary      string        // default "dcgmi"
+	MinPCIeGBps     float64       // default 8 (the seed's pcie_bw.min_gbs)
+	GEMMVariancePct float64       // GPU-to-GPU tolerance for GEMM, default 25
+	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
+	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
+	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
+}
+
+func (o *Options) defaults() {
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = time.Second
+	}
+	if o.DCGMLevel == 0 {
+		o.DCGMLevel = 2
+	}
+	if o.DCGMTimeout <= 0 {
+		o.DCGMTimeout = 15 * time.Minute
+	}
+	if o.MinPCIeGBps <= 0 {
+		o.MinPCIeGBps = 8
+	}
+	if o.GEMMVariancePct <= 0 {
+		o.GEMMVariancePct = 25
+	}
+	if o.PCIeVariancePct <= 0 {
+		o.PCIeVariancePct = 25
+	}
+}
+
+// Run is the health phase of one host. It never returns nil and never stops at the first problem:
+// what was measured is kept, what broke says so in its own Error.
+func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *results.Health {
+	o.defaults()
+	h := &results.Health{Source: o.Source, ExpectGPUs: o.ExpectGPUs, Parallel: o.Parallel}
+	gpus, err := src.GPUs()
+	if err != nil {
+		h.Status, h.Error = results.StatusFailed, fmt.Sprintf("GPU inventory: %v", err)
+		return h
+	}
+	for _, g := range gpus {
+		h.GPUs = append(h.GPUs, results.GPUHealth{GPU: g})
+	}
+	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
+
+	switch {
+	case bench == nil && !o.SkipBench:
+		h.Notes = append(h.Notes, fmt.Sprintf("microbenchmarks not run: no GPU to run them on (source %s)", o.Source))
+	case bench != nil && !o.SkipBench:
+		forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { runBenches(ctx, bench, gh, o) })
+	}
+	if o.Burn > 0 {
+		if bench == nil {
+			h.Notes = append(h.Notes, fmt.Sprintf("burn not run: no GPU to run it on (source %s)", o.Source))
+		} else {
+			forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { gh.Burn = runBurn(ctx, src, bench, gh, o) })
+		}
+	}
+	h.DCGM = runDCGM(ctx, o)
+	if ctx.Err() != nil {
+		h.Notes = append(h.Notes, "interrupted: the figures above are what was measured before the stop")
+	}
+	Evaluate(h, o)
+	return h
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "health: "+format+"\n", args...)
+	}
+}
+
+// forEachGPU runs f for every GPU: one after another by default, all at once with Parallel. Each call
+// runs on its own goroutine, bound to the GPU's NUMA node unless NoNUMABind.
+func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*results.GPUHealth)) {
+	run := func(gh *results.GPUHealth) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if o.NoNUMABind || o.Source == "sim" {
+				if gh.Binding == "" {
+					gh.Binding = map[bool]string{true: "none: --no-numa-bind", false: "none: simulated GPUs"}[o.NoNUMABind]
+				}
+				f(gh)
+				return
+			}
+			b, _ := bindThread(gh.GPU.NUMANode)
+			gh.Binding = b
+			f(gh)
+		}()
+		<-done
+	}
+	if !o.Parallel {
+		for i := range h.GPUs {
+			if ctx.Err() != nil {
+				return
+			}
+			run(&h.GPUs[i])
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range h.GPUs {
+		wg.Add(1)
+		go func(gh *results.GPUHealth) { defer wg.Done(); run(gh) }(&h.GPUs[i])
+	}
+	wg.Wait()
+}
+
+// runBenches measures every benchmark on one GPU and sets each figure beside its datasheet peak.
+func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options) {
+	spec, known := catalog.LookupGPU(gh.GPU.Name)
+	if !known {
+		gh.Notes = append(gh.Notes, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
+	}
+	for _, name := range Benchmarks {
+		if ctx.Err() != nil {
+			return
+		}
+		o.progress("gpu %d: %s", gh.GPU.Index, name)
+		mb := results.Microbench{Name: name, Status: results.StatusOK}
+		if d, ok := bench.(Describer); ok {
+			mb.Params = d.Describe(name)
+		}
+		v, unit, err := bench.Microbench(ctx, gh.GPU, name)
+		if err != nil {
+			mb.Status, mb.Error = results.StatusFailed, err.Error()
+		} else {
+			mb.Value, mb.Unit = v, unit
+			if known {
+				if peak := Peak(spec, name, gh.GPU); peak > 0 {
+					mb.Peak = ptr(peak)
+					mb.Ratio = ptr(v / peak)
+				}
+			}
+		}
+		gh.Bench = append(gh.Bench, mb)
+	}
+}
+
+// Peak is the datasheet figure a benchmark is measured against. PCIe uses the link the GPU is specified
+// for (catalog), not the link it trained at: a degraded link then shows as a low ratio.
+func Peak(spec catalog.GPU, name string, _ results.GPUInfo) float64 {
+	switch name {
+	case "sgemm_fp32":
+		return spec.FP32TFLOPS
+	case "gemm_tf32":
+		return spec.TF32TFLOPS
+	case "gemm_bf16":
+		return spec.BF16TFLOPS
+	case "pcie_h2d", "pcie_d2h":
+		return spec.PCIeGBps()
+	case "hbm_d2d":
+		return spec.HBMGBps
+	}
+	return 0
+}
+
+func runDCGM(ctx context.Context, o Options) *results.DCGM {
+	switch {
+	case o.Source == "sim":
+		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: simulated GPUs"}
+	case o.Source == "nvidia-smi-xml":
+		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: inventory read from a capture, not a live host"}
+	case !o.DCGM:
+		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: disabled (--dcgm=false)"}
+	}
+	o.progress("dcgm: dcgmi diag -r %d", o.DCGMLevel)
+	return dcgm.Run(ctx, dcgm.Options{Level: o.DCGMLevel, Timeout: o.DCGMTimeout, Binary: o.DCGMBinary})
+}
+
+func ptr[T any](v T) *T { return &v }

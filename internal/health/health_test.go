@@ -1,0 +1,319 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// fakeSource is a host of H200s with settable inventory and per-sample clock reasons.
+type fakeSource struct {
+	gpus    []results.GPUInfo
+	reasons uint64
+	mu      sync.Mutex
+	n       int
+}
+
+func h200(i int) results.GPUInfo {
+	zero := int64(0)
+	limit := 700.0
+	return results.GPUInfo{Index: i, Name: "NVIDIA H200", UUID: fmt.Sprintf("GPU-%d", i), PCIBusID: fmt.Sprintf("00000000:%02X:00.0", i+1),
+		NUMANode: -1, MemoryTotalMiB: 143771, PowerLimitW: &limit,
+		PCIe: results.PCIeLink{GenCurrent: 5, GenMax: 5, WidthCurrent: 16, WidthMax: 16},
+		ECC:  results.ECC{VolatileUncorrected: &zero, AggregateUncorrected: &zero}, ClockEvents: gpu.ClockEvents(gpu.ReasonGPUIdle)}
+}
+
+func newFake(n int) *fakeSource {
+	f := &fakeSource{}
+	for i := 0; i < n; i++ {
+		f.gpus = append(f.gpus, h200(i))
+	}
+	return f
+}
+
+func (f *fakeSource) GPUs() ([]results.GPUInfo, error) { return f.gpus, nil }
+func (f *fakeSource) Close() error                     { return nil }
+func (f *fakeSource) Sample(i int) (results.PowerSample, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n++
+	return results.PowerSample{PowerW: 650 + float64(f.n%3)*10, SMClockMHz: 1980 - f.n, TempC: 50 + f.n%5, ClockReasons: f.reasons, UtilPct: 100}, nil
+}
+
+// fakeBench returns H200-like figures; slow[i] scales GPU i; fail names a benchmark that errors.
+type fakeBench struct {
+	slow map[int]float64
+	fail string
+}
+
+var h200Figures = map[string]struct {
+	v    float64
+	unit string
+}{
+	"sgemm_fp32": {54, "TFLOP/s"}, "gemm_tf32": {455, "TFLOP/s"}, "gemm_bf16": {780, "TFLOP/s"},
+	"pcie_h2d": {55, "GB/s"}, "pcie_d2h": {55, "GB/s"}, "hbm_d2d": {4100, "GB/s"},
+}
+
+func (b fakeBench) Microbench(_ context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	if name == b.fail {
+		return 0, "", errors.New("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2)")
+	}
+	f := h200Figures[name]
+	s := 1.0
+	if x, ok := b.slow[g.Index]; ok {
+		s = x
+	}
+	return f.v * s, f.unit, nil
+}
+
+func (b fakeBench) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
+	<-ctx.Done()
+	return 670, nil
+}
+
+func flagsOf(h *results.Health) []string {
+	var out []string
+	for _, f := range h.Flags {
+		out = append(out, f.Check)
+	}
+	for _, gh := range h.GPUs {
+		for _, f := range gh.Flags {
+			out = append(out, fmt.Sprintf("%s@%d", f.Check, gh.GPU.Index))
+		}
+	}
+	return out
+}
+
+func TestRunHealthy(t *testing.T) {
+	h := Run(context.Background(), newFake(2), fakeBench{}, Options{Source: "nvml", ExpectGPUs: 2, DCGMBinary: "no-dcgmi-" + t.Name(), DCGM: true})
+	if h.Status != results.StatusOK || len(flagsOf(h)) != 0 {
+		t.Fatalf("status %s flags %v", h.Status, flagsOf(h))
+	}
+	b := h.GPUs[0].Bench
+	if len(b) != len(Benchmarks) {
+		t.Fatalf("%d benchmarks", len(b))
+	}
+	for _, m := range b {
+		if m.Peak == nil || m.Ratio == nil || *m.Ratio <= 0 || *m.Ratio > 1 {
+			t.Errorf("%s: peak %v ratio %v", m.Name, m.Peak, m.Ratio)
+		}
+	}
+	if r := *b[0].Ratio; r < 0.80 || r > 0.81 { // 54 / 67
+		t.Errorf("sgemm ratio %.3f, want 54/67", r)
+	}
+	if r := *b[3].Ratio; r < 0.86 || r > 0.88 { // 55 / (3.938 × 16)
+		t.Errorf("pcie ratio %.3f, want 55/63", r)
+	}
+	if h.DCGM.Status != results.StatusSkipped || h.DCGM.Note != "skipped: dcgmi not installed" {
+		t.Errorf("dcgm %+v", h.DCGM)
+	}
+	if len(h.Comparisons) != 5 {
+		t.Errorf("%d comparisons, want 5 (3 GEMM + 2 PCIe)", len(h.Comparisons))
+	}
+	if !strings.Contains(h.GPUs[0].Binding, "unknown") {
+		t.Errorf("binding %q, want it to say why none", h.GPUs[0].Binding)
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	one := int64(1)
+	yes := true
+	cases := []struct {
+		name  string
+		mod   func(f *fakeSource, o *Options, b *fakeBench)
+		want  []string
+		state results.Status
+	}{
+		{"count", func(f *fakeSource, o *Options, b *fakeBench) { o.ExpectGPUs = 4 }, []string{CheckCount}, results.StatusFlag},
+		{"ecc", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[1].ECC.VolatileUncorrected = &one }, []string{CheckECC + "@1"}, results.StatusFlag},
+		{"retired", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].RetiredPagesPending = &yes }, []string{CheckRetired + "@0"}, results.StatusFlag},
+		{"remap fail", func(f *fakeSource, o *Options, b *fakeBench) {
+			f.gpus[0].RemappedRows = &results.RemappedRows{Failure: true}
+		}, []string{CheckRemap + "@0"}, results.StatusFlag},
+		{"pcie x8", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[1].PCIe.WidthCurrent = 8 }, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
+		{"pcie x8 by design", func(f *fakeSource, o *Options, b *fakeBench) {
+			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, o.ExpectPCIeWidth = 8, 8, 8
+		}, nil, results.StatusOK},
+		{"pcie x4 under expected x8", func(f *fakeSource, o *Options, b *fakeBench) {
+			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, o.ExpectPCIeWidth = 8, 4, 8
+		}, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
+		{"slow pcie and gemm spread", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.1} },
+			[]string{CheckPCIeBW + "@1", CheckPCIeBW + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1"}, results.StatusFlag},
+		{"spread within 25 %", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.8} }, nil, results.StatusOK},
+		{"hw slowdown at idle", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x9) }, []string{CheckClockEvents + "@0"}, results.StatusFlag},
+		{"sw power cap at idle is a note", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x4) }, nil, results.StatusOK},
+		{"power cap under burn is fine", func(f *fakeSource, o *Options, b *fakeBench) { f.reasons = gpu.ReasonSWPowerCap }, nil, results.StatusOK},
+		{"thermal under burn", func(f *fakeSource, o *Options, b *fakeBench) {
+			f.reasons = gpu.ReasonSWPowerCap | gpu.ReasonSWThermalSlowdown
+		},
+			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
+		{"power brake under burn", func(f *fakeSource, o *Options, b *fakeBench) { f.reasons = gpu.ReasonHWPowerBrakeSlowdown },
+			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
+		{"xid", func(f *fakeSource, o *Options, b *fakeBench) {
+			f.gpus[1].XIDs = []results.XIDEvent{{XID: 79, Note: gpu.XIDNote(79)}}
+		}, []string{CheckXID + "@1"}, results.StatusFlag},
+		{"benchmark fails", func(f *fakeSource, o *Options, b *fakeBench) { b.fail = "hbm_d2d" }, nil, results.StatusFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, b := newFake(2), fakeBench{}
+			o := Options{Source: "nvml", Burn: 60 * time.Millisecond, SampleEvery: 10 * time.Millisecond}
+			c.mod(f, &o, &b)
+			h := Run(context.Background(), f, b, o)
+			got := flagsOf(h)
+			if fmt.Sprint(got) != fmt.Sprint(c.want) || h.Status != c.state {
+				t.Errorf("flags %v status %s; want %v %s", got, h.Status, c.want, c.state)
+			}
+			for _, gh := range h.GPUs {
+				for _, fl := range gh.Flags {
+					if fl.Reason == "" || strings.Contains(fl.Reason, "\n") {
+						t.Errorf("flag %s: reason must be one non-empty line: %q", fl.Check, fl.Reason)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBurnSummary(t *testing.T) {
+	f := newFake(1)
+	f.reasons = gpu.ReasonSWPowerCap
+	h := Run(context.Background(), f, fakeBench{}, Options{Source: "nvml", SkipBench: true, Burn: 100 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
+	b := h.GPUs[0].Burn
+	if b == nil || len(b.Samples) < 3 {
+		t.Fatalf("burn %+v", b)
+	}
+	if b.TFLOPS != 670 || b.PowerMeanW < 650 || b.PowerMaxW < b.PowerMeanW || b.PowerLimitW != 700 || b.MinSMClockMHz >= 1980 || b.MaxTempC < 50 {
+		t.Errorf("summary %+v", b)
+	}
+	if fmt.Sprint(b.ReasonsSeen) != "[sw_power_cap]" {
+		t.Errorf("reasons %v", b.ReasonsSeen)
+	}
+	if !strings.Contains(strings.Join(h.GPUs[0].Notes, ";"), "sw_power_cap under the burn") {
+		t.Errorf("notes %v", h.GPUs[0].Notes)
+	}
+}
+
+func TestXMLSourceRunsInventoryOnly(t *testing.T) {
+	src, err := gpu.FromNvidiaSMIXML("../gpu/testdata/h200x2.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Run(context.Background(), src, nil, Options{Source: "nvidia-smi-xml", Burn: time.Second, DCGM: true})
+	if len(h.GPUs) != 2 || h.Status != results.StatusOK || h.DCGM.Status != results.StatusSkipped {
+		t.Fatalf("status %s flags %v dcgm %+v", h.Status, flagsOf(h), h.DCGM)
+	}
+	var out bytes.Buffer
+	Render(&out, h)
+	for _, want := range []string{"Inventory", "NVIDIA H200", "gen5 x16 / gen5 x16", "700 W", "microbenchmarks not run", "burn not run", "health status: OK"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("render lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRenderEverything(t *testing.T) {
+	f := newFake(2)
+	f.reasons = gpu.ReasonSWPowerCap
+	h := Run(context.Background(), f, fakeBench{slow: map[int]float64{1: 0.5}}, Options{Source: "nvml", Burn: 30 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
+	var out bytes.Buffer
+	Render(&out, h)
+	for _, want := range []string{"Microbenchmarks", "sgemm_fp32", "54.0 TFLOP/s", "67.0 TFLOP/s", "0.81", "Burn", "sw_power_cap",
+		"GPU-to-GPU", "gpu 1", "DCGM diagnostic", "Flags", "compare.gpu_to_gpu", "health status: FLAG"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("render lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestInterruptKeepsMeasured(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &cancelAfter{n: 2, cancel: cancel}
+	h := Run(ctx, newFake(1), b, Options{Source: "nvml"})
+	if len(h.GPUs[0].Bench) < 2 || !strings.Contains(strings.Join(h.Notes, ";"), "interrupted") {
+		t.Errorf("bench %d notes %v", len(h.GPUs[0].Bench), h.Notes)
+	}
+}
+
+type cancelAfter struct {
+	n      int
+	cancel func()
+}
+
+func (c *cancelAfter) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	c.n--
+	if c.n == 0 {
+		c.cancel()
+	}
+	return 1, "GB/s", nil
+}
+func (c *cancelAfter) Burn(ctx context.Context, g results.GPUInfo) (float64, error) { return 0, nil }
+
+func TestCompareGPUs(t *testing.T) {
+	c := CompareGPUs("sgemm_fp32", map[int]float64{0: 54, 1: 53, 2: 40, 3: 39}, 25)
+	flagged := map[int]bool{}
+	for _, v := range c.Values {
+		flagged[v.GPU] = v.Flagged
+	}
+	// best 54: floor 40.5 -> 40 and 39 flag, 53 does not.
+	if c.Best != 54 || flagged[0] || flagged[1] || !flagged[2] || !flagged[3] {
+		t.Errorf("%+v", c)
+	}
+	if c := CompareGPUs("x", map[int]float64{0: 1}, 25); c.Note == "" {
+		t.Errorf("single GPU: no note")
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	cases := []struct {
+		in   string
+		want string
+		err  bool
+	}{
+		{"0-3,8,10-11", "0-3,8,10-11", false},
+		{"5", "5", false},
+		{"", "", false},
+		{"3-1", "", true},
+		{"a", "", true},
+	}
+	for _, c := range cases {
+		got, err := parseCPUList(c.in)
+		if (err != nil) != c.err || (!c.err && compactCPUs(got) != c.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v", c.in, got, err)
+		}
+	}
+}
+
+func TestBindThread(t *testing.T) {
+	dir := t.TempDir()
+	old := nodeRoot
+	nodeRoot = dir
+	defer func() { nodeRoot = old }()
+	os.MkdirAll(filepath.Join(dir, "node0"), 0o755)
+	os.WriteFile(filepath.Join(dir, "node0", "cpulist"), []byte("0\n"), 0o644)
+	done := make(chan string)
+	go func() {
+		b, _ := bindThread(0)
+		done <- b
+	}()
+	if b := <-done; !strings.Contains(b, "NUMA node 0 (0)") {
+		t.Errorf("binding %q", b)
+	}
+	go func() {
+		b, _ := bindThread(3)
+		done <- b
+	}()
+	if b := <-done; !strings.HasPrefix(b, "none: cannot read the CPUs of NUMA node 3") {
+		t.Errorf("binding %q", b)
+	}
+}

@@ -1,0 +1,42 @@
+package health
+
+import (
+	"context"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// IndexedBench is the simulator's microbenchmark shape (sim.Fleet): by GPU index, no context.
+type IndexedBench interface {
+	Microbench(i int, name string) (value float64, unit string, err error)
+}
+
+// SimBench adapts the simulator's Fleet to BenchRunner.
+type SimBench struct{ Fleet IndexedBench }
+
+func (s SimBench) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, "", err
+	}
+	return s.Fleet.Microbench(g.Index, name)
+}
+
+// Burn holds the virtual GPU "busy" until ctx ends (the burn's telemetry comes from the Fleet's
+// Sample) and reports the Fleet's BF16 GEMM figure as the sustained rate.
+func (s SimBench) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
+	<-ctx.Done()
+	v, _, err := s.Fleet.Microbench(g.Index, "gemm_bf16")
+	return v, err
+}
+
+func (s SimBench) Describe(string) string { return "simulated (roofline model of the catalog GPU)" }
+
+// Unavailable is a BenchRunner for a host whose GPUs are there but whose CUDA libraries are not: every
+// benchmark fails with Err, so the result says why instead of silently omitting the figures.
+type Unavailable struct{ Err error }
+
+func (u Unavailable) Microbench(context.Context, results.GPUInfo, string) (float64, string, error) {
+	return 0, "", u.Err
+}
+
+func (u Unavailable) Burn(context.Context, results.GPUInfo) (float64, error) { return 0, u.Err }

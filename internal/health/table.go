@@ -1,0 +1,305 @@
+package health
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Render writes the health result as terminal tables: inventory, microbenchmarks with peak and ratio,
+// burn, GPU-to-GPU, DCGM, flags and notes, then the status.
+func Render(w io.Writer, h *results.Health) {
+	fmt.Fprintf(w, "GPU health (source: %s, %d GPU(s)", h.Source, len(h.GPUs))
+	if h.ExpectGPUs > 0 {
+		fmt.Fprintf(w, ", expected %d", h.ExpectGPUs)
+	}
+	mode := "one GPU at a time"
+	if h.Parallel {
+		mode = "all GPUs at once"
+	}
+	fmt.Fprintf(w, ", benchmarks %s)\n", mode)
+	if h.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", h.Error)
+	}
+	renderInventory(w, h)
+	renderBench(w, h)
+	renderBurn(w, h)
+	renderCompare(w, h)
+	renderDCGM(w, h)
+	renderFlags(w, h)
+	fmt.Fprintf(w, "\nhealth status: %s\n", strings.ToUpper(string(h.Status)))
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func renderInventory(w io.Writer, h *results.Health) {
+	if len(h.GPUs) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nInventory")
+	t := table(w)
+	fmt.Fprintln(t, "GPU\tNAME\tBUS ID\tNUMA\tMEMORY\tPCIe NOW/MAX\tPOWER/LIMIT\tSM CLK/MAX\tTEMP\tECC UNC vol/agg\tREMAP pend/fail\tCLOCK EVENTS")
+	for _, gh := range h.GPUs {
+		g := gh.GPU
+		numa := fmt.Sprint(g.NUMANode)
+		if g.NUMANode < 0 {
+			numa = "unknown"
+		}
+		remap := "n/a"
+		if r := g.RemappedRows; r != nil {
+			remap = fmt.Sprintf("%s/%s", yesNo(r.Pending), yesNo(r.Failure))
+		}
+		ev := "none"
+		if len(g.ClockEvents.Names) > 0 {
+			ev = strings.Join(g.ClockEvents.Names, ",")
+		}
+		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%.1f GiB\tgen%d x%d / gen%d x%d\t%s / %s\t%s / %s\t%s\t%s / %s\t%s\t%s (%#x)\n",
+			g.Index, g.Name, g.PCIBusID, numa, float64(g.MemoryTotalMiB)/1024,
+			g.PCIe.GenCurrent, g.PCIe.WidthCurrent, g.PCIe.GenMax, g.PCIe.WidthMax,
+			fptr(g.PowerDrawW, "%.0f W"), fptr(g.PowerLimitW, "%.0f W"), iptr(g.SMClockMHz, "%d"), iptr(g.MaxSMClockMHz, "%d MHz"),
+			iptr(g.TemperatureC, "%d °C"), i64ptr(g.ECC.VolatileUncorrected), i64ptr(g.ECC.AggregateUncorrected), remap, ev, g.ClockEvents.Mask)
+	}
+	t.Flush()
+	t = table(w)
+	fmt.Fprintln(t, "GPU\tUUID\tSERIAL\tVBIOS\tARCH (CC)\tDRIVER / CUDA\tPERSIST\tECC\tRETIRED PEND\tXIDs\tNOT REPORTED")
+	for _, gh := range h.GPUs {
+		g := gh.GPU
+		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s (%s)\t%s / %s\t%s\t%s\t%s\t%d\t%d field(s)\n", g.Index, dash(g.UUID), dash(g.Serial), dash(g.VBIOS),
+			dash(g.Architecture), dash(g.ComputeCapability), dash(g.DriverVersion), dash(g.CUDAVersion),
+			bptr(g.Persistence), bptr(g.ECCEnabled), bptr(g.RetiredPagesPending), len(g.XIDs), len(g.Unsupported))
+	}
+	t.Flush()
+}
+
+func renderBench(w io.Writer, h *results.Health) {
+	any := false
+	for _, gh := range h.GPUs {
+		any = any || len(gh.Bench) > 0
+	}
+	if !any {
+		return
+	}
+	fmt.Fprintln(w, "\nMicrobenchmarks (vs the datasheet peak of the detected GPU)")
+	t := table(w)
+	fmt.Fprintln(t, "GPU\tBENCHMARK\tMEASURED\tPEAK\tRATIO\tSTATUS\tBINDING")
+	for _, gh := range h.GPUs {
+		for i, b := range gh.Bench {
+			bind := ""
+			if i == 0 {
+				bind = gh.Binding
+			}
+			if b.Status == results.StatusFailed {
+				fmt.Fprintf(t, "%d\t%s\t-\t-\t-\tfailed: %s\t%s\n", gh.GPU.Index, b.Name, b.Error, bind)
+				continue
+			}
+			peak, ratio := "-", "-"
+			if b.Peak != nil {
+				peak = fmt.Sprintf("%s %s", num(*b.Peak), b.Unit)
+				ratio = fmt.Sprintf("%.2f", *b.Ratio)
+			}
+			fmt.Fprintf(t, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\n", gh.GPU.Index, b.Name, num(b.Value), b.Unit, peak, ratio, b.Status, bind)
+		}
+	}
+	t.Flush()
+}
+
+func renderBurn(w io.Writer, h *results.Health) {
+	var rows []results.GPUHealth
+	for _, gh := range h.GPUs {
+		if gh.Burn != nil {
+			rows = append(rows, gh)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nBurn (BF16 GEMM flat out, telemetry every second)\n")
+	t := table(w)
+	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
+	for _, gh := range rows {
+		b := gh.Burn
+		reasons := "none"
+		if len(b.ReasonsSeen) > 0 {
+			reasons = strings.Join(b.ReasonsSeen, ",")
+		}
+		fmt.Fprintf(t, "%d\t%s\t%.1f\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, durationOf(b.Duration), b.TFLOPS, len(b.Samples),
+			b.PowerMeanW, b.PowerMaxW, b.PowerLimitW, b.MinSMClockMHz, b.MaxTempC, reasons, dash(b.Error))
+	}
+	t.Flush()
+}
+
+func renderCompare(w io.Writer, h *results.Health) {
+	if len(h.Comparisons) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nGPU-to-GPU")
+	gpus := map[int]bool{}
+	for _, c := range h.Comparisons {
+		for _, v := range c.Values {
+			gpus[v.GPU] = true
+		}
+	}
+	var idx []int
+	for i := range gpus {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	t := table(w)
+	head := "METRIC\tTOLERANCE"
+	for _, i := range idx {
+		head += fmt.Sprintf("\tGPU %d", i)
+	}
+	fmt.Fprintln(t, head+"\tWORST Δ\tFLAGGED")
+	for _, c := range h.Comparisons {
+		row := fmt.Sprintf("%s\t%g %%", c.Metric, c.VariancePct)
+		worst := 0.0
+		var flagged []string
+		byGPU := map[int]results.CompareCell{}
+		for _, v := range c.Values {
+			byGPU[v.GPU] = v
+			worst = max(worst, v.DeltaPct)
+			if v.Flagged {
+				flagged = append(flagged, fmt.Sprintf("gpu %d", v.GPU))
+			}
+		}
+		for _, i := range idx {
+			if v, ok := byGPU[i]; ok {
+				row += "\t" + num(v.Value)
+			} else {
+				row += "\t-"
+			}
+		}
+		fl := "none"
+		if len(flagged) > 0 {
+			fl = strings.Join(flagged, ", ")
+		}
+		fmt.Fprintf(t, "%s\t%.1f %%\t%s\n", row, worst, fl)
+	}
+	t.Flush()
+}
+
+func renderDCGM(w io.Writer, h *results.Health) {
+	d := h.DCGM
+	if d == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nDCGM diagnostic (level %d): %s", d.Level, d.Status)
+	if d.Version != "" {
+		fmt.Fprintf(w, ", DCGM %s", d.Version)
+	}
+	if d.Note != "" && d.Note != string(d.Status) {
+		fmt.Fprintf(w, " (%s)", strings.TrimPrefix(d.Note, string(d.Status)+": "))
+	}
+	if d.Error != "" {
+		fmt.Fprintf(w, " — error: %s", d.Error)
+	}
+	fmt.Fprintln(w)
+	if len(d.Tests) == 0 {
+		return
+	}
+	t := table(w)
+	fmt.Fprintln(t, "TEST\tGPU\tRESULT\tINFO")
+	for _, x := range d.Tests {
+		g := "all"
+		if x.GPU != nil {
+			g = fmt.Sprint(*x.GPU)
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\n", x.Name, g, x.Result, clip(x.Info, 100))
+	}
+	t.Flush()
+}
+
+func renderFlags(w io.Writer, h *results.Health) {
+	var flags []results.Flag
+	flags = append(flags, h.Flags...)
+	for _, gh := range h.GPUs {
+		flags = append(flags, gh.Flags...)
+	}
+	if len(flags) > 0 {
+		fmt.Fprintln(w, "\nFlags")
+		for _, f := range flags {
+			fmt.Fprintf(w, "  [%s] %s: %s\n", f.Check, f.Subject, f.Reason)
+		}
+	}
+	var notes []string
+	notes = append(notes, h.Notes...)
+	for _, gh := range h.GPUs {
+		for _, n := range gh.Notes {
+			notes = append(notes, fmt.Sprintf("gpu %d: %s", gh.GPU.Index, n))
+		}
+		if len(gh.GPU.Unsupported) > 0 {
+			notes = append(notes, fmt.Sprintf("gpu %d: not reported by the source: %s", gh.GPU.Index, strings.Join(gh.GPU.Unsupported, "; ")))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "\nNotes")
+		for _, n := range notes {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func durationOf(d results.Duration) string { return fmt.Sprint(timeDuration(d)) }
+
+func clip(s string, n int) string {
+	if len([]rune(s)) > n {
+		return string([]rune(s)[:n]) + "…"
+	}
+	return dash(s)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func bptr(b *bool) string {
+	if b == nil {
+		return "-"
+	}
+	return yesNo(*b)
+}
+
+func fptr(f *float64, format string) string {
+	if f == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *f)
+}
+
+func iptr(i *int, format string) string {
+	if i == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *i)
+}
+
+func i64ptr(i *int64) string {
+	if i == nil {
+		return "-"
+	}
+	return fmt.Sprint(*i)
+}

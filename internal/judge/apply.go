@@ -1,0 +1,491 @@
+package judge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Run kinds the judge looks for in results.Load.Runs.
+const (
+	RunSynchronous = "synchronous" // the sync run: SLO gates and sync latency comparisons
+	RunConcurrency = "concurrency" // the aicr-style fixed-concurrency run
+)
+
+// Check ids the judge writes; flags with these prefixes are the judge's own and are rewritten by
+// every Apply, so Apply can run again on the same summary.
+const (
+	CheckGPUToGPU     = "compare.gpu_to_gpu"
+	CheckBaseline     = "baseline.overhead"
+	CheckFunctional   = "functional"
+	CheckLoadPartial  = "judge.load_partial"
+	checkGatePrefix   = "gate."
+	checkJudgePrefix  = "judge."
+	checkFunctPrefix  = "functional."
+	checkCompPrefix   = "compare."
+	checkBaselnPrefix = "baseline."
+)
+
+func judgeOwned(check string) bool {
+	for _, p := range []string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix, checkBaselnPrefix} {
+		if strings.HasPrefix(check, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply judges a whole summary in place: every endpoint's gate verdicts, the GPU-to-GPU comparison
+// of every LLM metric per model, flags with one-line reasons, baseline breaches (when s.Baseline is
+// set), and the ok/flag/failed roll-up per endpoint, model, host and run. Health flags and statuses
+// (filled by the health phase) are rolled up as they are. Running it twice gives the same result.
+func Apply(s *results.Summary, cfg Config) {
+	if s == nil {
+		return
+	}
+	s.Meta.Thresholds = mergeThresholds(s.Meta.Thresholds, cfg.Thresholds())
+	for hi := range s.Hosts {
+		h := &s.Hosts[hi]
+		for mi := range h.Models {
+			applyModel(&h.Models[mi], cfg)
+		}
+		rollHost(h)
+	}
+	rollRun(s, cfg)
+}
+
+func mergeThresholds(have, add map[string]results.Threshold) map[string]results.Threshold {
+	if have == nil {
+		have = map[string]results.Threshold{}
+	}
+	for k, v := range add {
+		have[k] = v
+	}
+	return have
+}
+
+func applyModel(m *results.Model, cfg Config) {
+	for ei := range m.Endpoints {
+		ep := &m.Endpoints[ei]
+		ep.Flags = dropJudgeFlags(ep.Flags)
+		ep.Verdicts = EndpointVerdicts(ep, m.Model, cfg)
+		for _, v := range ep.Verdicts {
+			if v.Result == ResultFail {
+				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
+			}
+		}
+		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
+		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 {
+			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckLoadPartial,
+				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
+		}
+	}
+	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom())
+	for _, c := range m.Comparisons {
+		for _, cell := range c.Values {
+			if !cell.Flagged {
+				continue
+			}
+			if ep := endpointOnGPU(m, cell.GPU); ep != nil {
+				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckGPUToGPU, Reason: cell.Reason})
+			}
+		}
+	}
+	m.Flags = dropJudgeFlags(m.Flags)
+	st := results.StatusSkipped
+	for ei := range m.Endpoints {
+		ep := &m.Endpoints[ei]
+		ep.Status = endpointStatus(ep)
+		st = results.Worse(st, ep.Status)
+	}
+	if m.Error != "" {
+		st = results.StatusFailed
+	}
+	if len(m.Flags) > 0 {
+		st = results.Worse(st, results.StatusFlag)
+	}
+	m.Status = st
+}
+
+func dropJudgeFlags(fl []results.Flag) []results.Flag {
+	var out []results.Flag
+	for _, x := range fl {
+		if !judgeOwned(x.Check) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func subject(model string, ep *results.Endpoint) string {
+	return fmt.Sprintf("%s on %s", model, gpuList(ep.GPUs))
+}
+
+func gpuList(g []int) string {
+	if len(g) == 1 {
+		return fmt.Sprintf("gpu %d", g[0])
+	}
+	parts := make([]string, len(g))
+	for i, x := range g {
+		parts[i] = fmt.Sprint(x)
+	}
+	return "gpus " + strings.Join(parts, ",")
+}
+
+// endpointGPU is the GPU index that stands for an endpoint in comparisons (the first of a tp group).
+func endpointGPU(ep *results.Endpoint, i int) int {
+	if len(ep.GPUs) > 0 {
+		return ep.GPUs[0]
+	}
+	return i
+}
+
+func endpointOnGPU(m *results.Model, gpu int) *results.Endpoint {
+	for i := range m.Endpoints {
+		if endpointGPU(&m.Endpoints[i], i) == gpu {
+			return &m.Endpoints[i]
+		}
+	}
+	return nil
+}
+
+// endpointStatus: failed when the work broke, flag when any signal fired, ok when measured.
+func endpointStatus(ep *results.Endpoint) results.Status {
+	measured := ep.Load != nil || ep.Functional != nil
+	switch {
+	case ep.Error != "" || ep.Status == results.StatusFailed:
+		return results.StatusFailed
+	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
+		return results.StatusFailed
+	case ep.Functional != nil && ep.Functional.Error != "":
+		return results.StatusFailed
+	case len(ep.Flags) > 0:
+		return results.StatusFlag
+	case measured:
+		return results.StatusOK
+	case ep.Status == "":
+		return results.StatusSkipped
+	}
+	return ep.Status
+}
+
+// functionalFlags flags every failed conformance test (seed: a misbehaving API flags the model).
+func functionalFlags(model string, ep *results.Endpoint) []results.Flag {
+	if ep.Functional == nil || ep.Functional.Error != "" {
+		return nil
+	}
+	var out []results.Flag
+	for _, t := range ep.Functional.Tests {
+		if t.Passed {
+			continue
+		}
+		r := fmt.Sprintf("API conformance test %s failed", t.Name)
+		if t.Detail != "" {
+			r += ": " + t.Detail
+		}
+		out = append(out, results.Flag{Scope: "model", Subject: subject(model, ep), Check: checkFunctPrefix + t.Name,
+			Reason: r + "; check the engine version and its OpenAI-compatible server flags"})
+	}
+	return out
+}
+
+// FindRun returns the run of a kind; for several, the one with the highest concurrency (the aicr
+// run is one fixed concurrency), else the last. Nil when there is none.
+func FindRun(l *results.Load, kind string) *results.Run {
+	if l == nil {
+		return nil
+	}
+	var r *results.Run
+	for i := range l.Runs {
+		x := &l.Runs[i]
+		if x.Kind == kind && (r == nil || x.Concurrency >= r.Concurrency) {
+			r = x
+		}
+	}
+	return r
+}
+
+// TotalSuccessful is the successful requests over every run of a load: the sample count the
+// GPU-to-GPU guard reads (the seed counts a GPU's whole benchmark).
+func TotalSuccessful(l *results.Load) int {
+	if l == nil {
+		return 0
+	}
+	n := 0
+	for _, r := range l.Runs {
+		n += r.Requests.Successful
+	}
+	return n
+}
+
+// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model.
+func EndpointVerdicts(ep *results.Endpoint, model string, cfg Config) []results.Verdict {
+	if ep.Load == nil {
+		return nil
+	}
+	g := cfg.GatesFor(ep.GPUName, model)
+	l := ep.Load
+	lb := l.Saturation.LowerBound()
+	sync, conc := FindRun(l, RunSynchronous), FindRun(l, RunConcurrency)
+
+	tol := val(cfg.AICRTolerancePct)
+	aicrThr := GateSpec{Check: "gate.aicr_throughput", Name: "concurrency-run output tok/s", Unit: "tok/s", Limit: g.AICRMinOutputTokS, Factor: 1 - tol/100}
+	if g.AICRMinOutputTokS.Value != nil {
+		aicrThr.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1-tol/100, fmtNum(*g.AICRMinOutputTokS.Value), tol)
+		if n := cfg.AICRNodeGPUs; n > 0 {
+			per := float64(max(len(ep.GPUs), 1)) / float64(n)
+			aicrThr.Factor *= per
+			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, max(len(ep.GPUs), 1))
+		}
+	}
+	aicrTTFT := GateSpec{Check: "gate.aicr_ttft_p99", Name: "concurrency-run TTFT p99", Unit: "ms", Upper: true, Limit: g.AICRMaxTTFTP99Ms, Factor: 1 + tol/100}
+	if g.AICRMaxTTFTP99Ms.Value != nil {
+		aicrTTFT.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1+tol/100, fmtNum(*g.AICRMaxTTFTP99Ms.Value), tol)
+	}
+
+	return []results.Verdict{
+		JudgeGate(GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: g.TTFTP95Ms},
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") }, p95, lb, l)),
+		JudgeGate(GateSpec{Check: "gate.itl_p95", Name: "sync ITL p95", Unit: "ms", Upper: true, Limit: g.ITLP95Ms},
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") }, p95, lb, l)),
+		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l)),
+		JudgeGate(aicrThr, concThroughput(conc, l)),
+		JudgeGate(aicrTTFT,
+			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p99") }, p99, false, l)),
+	}
+}
+
+func p95(d results.Dist) float64 { return d.P95 }
+func p99(d results.Dist) float64 { return d.P99 }
+
+func ciOf(r *results.Run, which string) *results.Interval {
+	if r.CI == nil {
+		return nil
+	}
+	switch which {
+	case "ttft_p95":
+		return r.CI.TTFTP95
+	case "ttft_p99":
+		return r.CI.TTFTP99
+	case "itl_p95":
+		return r.CI.ITLP95
+	case "output_tok_s":
+		return r.CI.OutputTokS
+	}
+	return nil
+}
+
+func clientLimited(r *results.Run, l *results.Load) bool {
+	return (r != nil && r.ClientLimited) || l.Client.ClientLimited
+}
+
+// distMeasure reads a percentile of a run's distribution; a run without samples is not measured.
+func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick func(results.Dist) float64, lb bool, l *results.Load) Measured {
+	if r == nil {
+		return Measured{Missing: fmt.Sprintf("the load profile %q has no %s run", l.Config.Profile, kind)}
+	}
+	d, ci := get(r)
+	if d.Count == 0 {
+		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
+	}
+	return Measured{Value: pick(d), Present: true, LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: d.Count, CI: ci}
+}
+
+func sustainedMeasure(l *results.Load) Measured {
+	if l.SustainedReqS <= 0 {
+		return Measured{Missing: fmt.Sprintf("the load profile %q measured no sustained throughput", l.Config.Profile)}
+	}
+	return Measured{Value: l.SustainedReqS, Present: true, LowerBound: l.Saturation.LowerBound(),
+		ClientLimited: l.Client.ClientLimited, Samples: TotalSuccessful(l)}
+}
+
+func concThroughput(r *results.Run, l *results.Load) Measured {
+	if r == nil {
+		return Measured{Missing: fmt.Sprintf("the load profile %q has no concurrency run", l.Config.Profile)}
+	}
+	if r.Requests.Successful == 0 {
+		return Measured{Missing: "the concurrency run completed no request"}
+	}
+	return Measured{Value: r.OutputTokS, Present: true, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: ciOf(r, "output_tok_s")}
+}
+
+// LLMMetric is one per-endpoint figure compared GPU to GPU and against baselines.
+type LLMMetric struct {
+	Name           string
+	HigherIsBetter bool
+	// Get reads the figure and its CI from a load; ok is false when it was not measured.
+	Get func(l *results.Load) (v float64, ci *results.Interval, ok bool)
+}
+
+// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, and
+// the sync run's TTFT, ITL and TPOT p95.
+var LLMMetrics = []LLMMetric{
+	{MetricSustainedReqS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+		return l.SustainedReqS, nil, l.SustainedReqS > 0
+	}},
+	{MetricPeakOutputTokS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+		var ci *results.Interval
+		best := -1.0
+		for i := range l.Runs {
+			if r := &l.Runs[i]; r.OutputTokS > best {
+				best, ci = r.OutputTokS, ciOf(r, "output_tok_s")
+			}
+		}
+		if l.PeakOutputTokS > 0 {
+			return l.PeakOutputTokS, ci, true
+		}
+		return best, ci, best > 0
+	}},
+	{MetricTTFTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
+	{MetricITLP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
+	{MetricTPOTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+}
+
+func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (float64, *results.Interval, bool) {
+	return func(l *results.Load) (float64, *results.Interval, bool) {
+		r := FindRun(l, RunSynchronous)
+		if r == nil {
+			return 0, nil, false
+		}
+		d, ci := get(r)
+		return d.P95, ci, d.Count > 0
+	}
+}
+
+// ModelComparisons compares every LLM metric across the endpoints of one model on one host.
+// Failed endpoints and endpoints without load are left out; a model on one GPU gets none.
+func ModelComparisons(m *results.Model, g Guards) []results.Compare {
+	type ep struct {
+		gpu  int
+		load *results.Load
+	}
+	var eps []ep
+	for i := range m.Endpoints {
+		e := &m.Endpoints[i]
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || e.Status == results.StatusFailed {
+			continue
+		}
+		eps = append(eps, ep{endpointGPU(e, i), e.Load})
+	}
+	if len(eps) < 2 {
+		return nil
+	}
+	var out []results.Compare
+	for _, met := range LLMMetrics {
+		var cells []Cell
+		for _, e := range eps {
+			v, ci, ok := met.Get(e.load)
+			if !ok {
+				continue
+			}
+			cells = append(cells, Cell{GPU: e.gpu, Value: v, Samples: TotalSuccessful(e.load), ReqS: e.load.SustainedReqS,
+				LowerBound: IsThroughputMetric(met.Name) && e.load.Saturation.LowerBound(), CI: ci})
+		}
+		if len(cells) < 2 {
+			continue
+		}
+		out = append(out, CompareGPUs(met.Name, cells, met.HigherIsBetter, g))
+	}
+	return out
+}
+
+// rollHost rolls a host's status up from its discovery, health and models.
+func rollHost(h *results.Host) {
+	st := results.StatusSkipped
+	if h.Health != nil {
+		hs := h.Health.Status
+		if h.Health.Error != "" {
+			hs = results.StatusFailed
+		}
+		if len(h.Health.Flags) > 0 {
+			hs = results.Worse(hs, results.StatusFlag)
+		}
+		for _, g := range h.Health.GPUs {
+			hs = results.Worse(hs, g.Status)
+			if len(g.Flags) > 0 {
+				hs = results.Worse(hs, results.StatusFlag)
+			}
+		}
+		for _, c := range h.Health.Comparisons {
+			for _, cell := range c.Values {
+				if cell.Flagged {
+					hs = results.Worse(hs, results.StatusFlag)
+				}
+			}
+		}
+		st = results.Worse(st, hs)
+	}
+	for _, m := range h.Models {
+		st = results.Worse(st, m.Status)
+	}
+	if len(h.Flags) > 0 {
+		st = results.Worse(st, results.StatusFlag)
+	}
+	if h.Error != "" || h.Discovery.Error != "" {
+		st = results.StatusFailed
+	}
+	h.Status = st
+}
+
+// rollRun rolls the run up from its hosts and baseline, and gathers every flag into s.Flags.
+func rollRun(s *results.Summary, cfg Config) {
+	st := results.StatusSkipped
+	var all []results.Flag
+	for _, h := range s.Hosts {
+		st = results.Worse(st, h.Status)
+		all = append(all, hostFlags(h)...)
+	}
+	s.Flags = nil
+	if b := s.Baseline; b != nil {
+		for _, fl := range BaselineFlags(b) {
+			all = append(all, fl)
+			st = results.Worse(st, results.StatusFlag)
+		}
+	}
+	if s.Error != "" {
+		st = results.StatusFailed
+	}
+	if len(s.Hosts) == 0 && s.Error == "" {
+		st = results.StatusFailed
+		s.Error = "no hosts in the summary: nothing was measured"
+	}
+	s.Flags = all
+	s.Status = st
+}
+
+// hostFlags lists every flag of a host, health first, then models and their endpoints.
+func hostFlags(h results.Host) []results.Flag {
+	var out []results.Flag
+	out = append(out, h.Flags...)
+	if h.Health != nil {
+		out = append(out, h.Health.Flags...)
+		for _, g := range h.Health.GPUs {
+			out = append(out, g.Flags...)
+		}
+	}
+	for _, m := range h.Models {
+		out = append(out, m.Flags...)
+		for _, ep := range m.Endpoints {
+			out = append(out, ep.Flags...)
+		}
+	}
+	return out
+}
+
+// ExitCode is the process exit code for a judged summary: 1 on a failure, or on a flag with
+// failOnFlag; 0 otherwise.
+func ExitCode(s *results.Summary, failOnFlag bool) int {
+	if s == nil {
+		return 1
+	}
+	switch s.Status {
+	case results.StatusFailed:
+		return 1
+	case results.StatusFlag:
+		if failOnFlag {
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,463 @@
+package judge
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func verdict(t *testing.T, ep results.Endpoint, check string) results.Verdict {
+	t.Helper()
+	for _, v := range ep.Verdicts {
+		if v.Check == check {
+			return v
+		}
+	}
+	t.Fatalf("no verdict %s in %+v", check, ep.Verdicts)
+	return results.Verdict{}
+}
+
+// The issue's "done when": 4 GPUs, one 30 % slower, flags that GPU and only it, for the right reason.
+func TestApplyFlagsTheStragglerOnly(t *testing.T) {
+	s := summary(healthy(), healthy(), healthy().scaled(0.30), healthy())
+	Apply(s, DefaultConfig())
+
+	m := s.Hosts[0].Models[0]
+	for i, ep := range m.Endpoints {
+		want := results.StatusOK
+		if i == 2 {
+			want = results.StatusFlag
+		}
+		if ep.Status != want {
+			t.Errorf("gpu %d status %s, want %s (flags %+v)", i, ep.Status, want, ep.Flags)
+		}
+	}
+	if len(s.Flags) == 0 {
+		t.Fatal("no flag in the run")
+	}
+	var sawThroughput bool
+	for _, fl := range s.Flags {
+		if fl.Subject != testModel+" on gpu 2" {
+			t.Errorf("flag on the wrong subject: %+v", fl)
+		}
+		if fl.Check != CheckGPUToGPU {
+			t.Errorf("unexpected flag check %s: %s", fl.Check, fl.Reason)
+		}
+		if strings.HasPrefix(fl.Reason, MetricSustainedReqS) && strings.Contains(fl.Reason, "30.0 % below the best") {
+			sawThroughput = true
+		}
+	}
+	if !sawThroughput {
+		t.Errorf("no flag says sustained req/s is 30 %% below the best: %+v", s.Flags)
+	}
+	// Its sync TTFT is 57 ms vs 40: +43 % but only 17 ms, under the 25 ms floor: not flagged.
+	for _, c := range m.Comparisons {
+		if c.Metric == MetricTTFTP95 && c.Values[2].Flagged {
+			t.Errorf("TTFT spread of 17 ms flagged: %+v", c.Values[2])
+		}
+	}
+	if m.Status != results.StatusFlag || s.Hosts[0].Status != results.StatusFlag || s.Status != results.StatusFlag {
+		t.Errorf("roll-up: model %s host %s run %s, want flag everywhere", m.Status, s.Hosts[0].Status, s.Status)
+	}
+	if ExitCode(s, false) != 0 || ExitCode(s, true) != 1 {
+		t.Errorf("exit codes: %d without --fail-on-flag (want 0), %d with (want 1)", ExitCode(s, false), ExitCode(s, true))
+	}
+	if len(m.Comparisons) != len(LLMMetrics) {
+		t.Errorf("%d comparisons, want one per LLM metric (%d)", len(m.Comparisons), len(LLMMetrics))
+	}
+}
+
+func TestApplyHealthyRunIsOK(t *testing.T) {
+	s := summary(healthy(), healthy().scaled(0.1), healthy())
+	Apply(s, DefaultConfig())
+	if s.Status != results.StatusOK || len(s.Flags) != 0 {
+		t.Fatalf("status %s flags %+v, want ok and none", s.Status, s.Flags)
+	}
+	v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], "gate.ttft_p95")
+	if v.Result != ResultPass || v.Source != SourceDefault || *v.Threshold != 200 || *v.Value != 40 {
+		t.Errorf("ttft verdict %+v", v)
+	}
+	if s.Meta.Thresholds["gate.ttft_p95_ms"].Source != SourceDefault {
+		t.Errorf("thresholds not recorded in meta: %+v", s.Meta.Thresholds)
+	}
+}
+
+// The seed's slow 2× T4: 3-vs-4 requests, a spurious 25 % spread: low confidence, no flag.
+func TestApplySeedT4LowConfidence(t *testing.T) {
+	a, b := healthy(), healthy()
+	a.sustained, a.requests = 0.2, 4
+	b.sustained, b.requests = 0.15, 3
+	s := summary(a, b)
+	cfg := DefaultConfig()
+	cfg.Gates.TTFTP95Ms.Value, cfg.Gates.ITLP95Ms.Value = nil, nil
+	Apply(s, cfg)
+	for _, c := range s.Hosts[0].Models[0].Comparisons {
+		if !c.LowConfidence {
+			t.Errorf("%s: not low confidence with 3 vs 4 requests", c.Metric)
+		}
+	}
+	if len(s.Flags) != 0 || s.Status != results.StatusOK {
+		t.Errorf("flags %+v status %s, want none and ok", s.Flags, s.Status)
+	}
+}
+
+func TestApplyGates(t *testing.T) {
+	slow := healthy()
+	slow.syncTTFT, slow.syncITL = 260, 60
+	tests := []struct {
+		name   string
+		p      perf
+		cfg    func(*Config)
+		check  string
+		result string
+		source string
+		thr    float64
+		reason string
+	}{
+		{"default TTFT gate fails", slow, nil, "gate.ttft_p95", ResultFail, SourceDefault, 200, "calibrate a reference entry"},
+		{"default ITL gate fails", slow, nil, "gate.itl_p95", ResultFail, SourceDefault, 50, "60.0 ms > 50.0 ms"},
+		{"reference entry passes it", slow, func(c *Config) {
+			c.Reference = map[string]map[string]Override{testGPU: {testModel: {TTFTP95Ms: fp(300)}}}
+		}, "gate.ttft_p95", ResultPass, SourceReference, 300, "within"},
+		{"reference for another model does not apply", slow, func(c *Config) {
+			c.Reference = map[string]map[string]Override{testGPU: {"Qwen/Qwen3-0.6B": {TTFTP95Ms: fp(300)}}}
+		}, "gate.ttft_p95", ResultFail, SourceDefault, 200, ""},
+		{"reference is partial: ITL inherits", slow, func(c *Config) {
+			c.Reference = map[string]map[string]Override{testGPU: {testModel: {TTFTP95Ms: fp(300)}}}
+		}, "gate.itl_p95", ResultFail, SourceDefault, 50, ""},
+		{"accelerator override", slow, func(c *Config) {
+			c.Accelerators = map[string]Override{"h200": {ITLP95Ms: fp(70)}}
+		}, "gate.itl_p95", ResultPass, "accelerator:h200", 70, ""},
+		{"null disables", slow, func(c *Config) { c.Gates.TTFTP95Ms = Limit{Source: "config:site.yaml"} },
+			"gate.ttft_p95", ResultDisabled, "config:site.yaml", 0, "disabled"},
+		{"throughput floor off by default", healthy(), nil, "gate.sustained_req_s", ResultDisabled, SourceDefault, 0, ""},
+		{"throughput floor met", healthy(), func(c *Config) { c.Gates.MinThroughputReqS = Limit{Value: fp(30), Source: "flag"} },
+			"gate.sustained_req_s", ResultPass, "flag", 30, ""},
+		{"throughput floor missed", healthy(), func(c *Config) { c.Gates.MinThroughputReqS = Limit{Value: fp(50), Source: "flag"} },
+			"gate.sustained_req_s", ResultFail, "flag", 50, "40.0 req/s < 50.0 req/s"},
+		{"floor missed on a truncated sweep is inconclusive", perf{syncTTFT: 40, syncITL: 8, syncTPOT: 8, sustained: 40, outTokPerReq: 256, requests: 900, lowerBound: true},
+			func(c *Config) { c.Gates.MinThroughputReqS = Limit{Value: fp(50), Source: "flag"} },
+			"gate.sustained_req_s", ResultInconclusive, "flag", 50, "truncated or unsaturated"},
+		{"floor met on a truncated sweep passes", perf{syncTTFT: 40, syncITL: 8, syncTPOT: 8, sustained: 40, outTokPerReq: 256, requests: 900, lowerBound: true},
+			func(c *Config) { c.Gates.MinThroughputReqS = Limit{Value: fp(30), Source: "flag"} },
+			"gate.sustained_req_s", ResultPass, "flag", 30, "lower bound"},
+		{"TTFT breach on a truncated sweep is inconclusive", perf{syncTTFT: 260, syncITL: 8, syncTPOT: 8, sustained: 40, outTokPerReq: 256, requests: 900, lowerBound: true},
+			nil, "gate.ttft_p95", ResultInconclusive, SourceDefault, 200, "inconclusive"},
+		{"aicr gates stay quiet without a concurrency run", healthy(), func(c *Config) { c.Gates.AICRMinOutputTokS = Limit{Value: fp(1000), Source: "recipe:r.yaml"} },
+			"gate.aicr_throughput", ResultInconclusive, "recipe:r.yaml", 900, "no concurrency run"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			if tc.cfg != nil {
+				tc.cfg(&cfg)
+			}
+			s := summary(tc.p)
+			Apply(s, cfg)
+			ep := s.Hosts[0].Models[0].Endpoints[0]
+			v := verdict(t, ep, tc.check)
+			if v.Result != tc.result || v.Source != tc.source {
+				t.Errorf("result %s source %s, want %s %s (%s)", v.Result, v.Source, tc.result, tc.source, v.Reason)
+			}
+			if tc.thr != 0 && (v.Threshold == nil || *v.Threshold != tc.thr) {
+				t.Errorf("threshold %v, want %v", v.Threshold, tc.thr)
+			}
+			if !strings.Contains(v.Reason, tc.reason) {
+				t.Errorf("reason %q lacks %q", v.Reason, tc.reason)
+			}
+			flagged := false
+			for _, fl := range ep.Flags {
+				flagged = flagged || fl.Check == tc.check
+			}
+			if flagged != (tc.result == ResultFail) {
+				t.Errorf("flagged %v for a %s verdict", flagged, tc.result)
+			}
+		})
+	}
+}
+
+func TestApplyAICRGates(t *testing.T) {
+	conc := func(outTokS, ttftP99 float64, gpus []int) *results.Summary {
+		s := summary(healthy())
+		ep := &s.Hosts[0].Models[0].Endpoints[0]
+		ep.GPUs = gpus
+		ep.Load = &results.Load{Config: results.LoadConfig{Profile: "concurrency", Concurrency: 256}, Runs: []results.Run{{
+			Kind: RunConcurrency, Concurrency: 256, WindowSeconds: 60, Requests: results.RequestCounts{Successful: 4000},
+			TTFT: results.Dist{Count: 4000, P50: ttftP99 / 2, P95: ttftP99 * 0.9, P99: ttftP99}, OutputTokS: outTokS}}}
+		return s
+	}
+	tests := []struct {
+		name            string
+		out, ttft       float64
+		gpus            []int
+		nodeGPUs        int
+		thrRes, ttftRes string
+		thr             float64
+	}{
+		{"within the 10 % tolerance", 46000, 2150, []int{0}, 0, ResultPass, ResultPass, 45000},
+		{"below 0.9 × X", 44000, 1000, []int{0}, 0, ResultFail, ResultPass, 45000},
+		{"above 1.1 × Y", 60000, 2300, []int{0}, 0, ResultPass, ResultFail, 45000},
+		{"node floor normalized per GPU", 12000, 1000, []int{0}, 4, ResultPass, ResultPass, 11250},
+		{"node floor for a tp=2 group", 22000, 1000, []int{0, 1}, 4, ResultFail, ResultPass, 22500},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Gates.AICRMinOutputTokS = Limit{Value: fp(50000), Source: "recipe:gb200.yaml"}
+			cfg.Gates.AICRMaxTTFTP99Ms = Limit{Value: fp(2000), Source: "recipe:gb200.yaml"}
+			cfg.AICRNodeGPUs = tc.nodeGPUs
+			s := conc(tc.out, tc.ttft, tc.gpus)
+			Apply(s, cfg)
+			ep := s.Hosts[0].Models[0].Endpoints[0]
+			vt, vl := verdict(t, ep, "gate.aicr_throughput"), verdict(t, ep, "gate.aicr_ttft_p99")
+			if vt.Result != tc.thrRes || vl.Result != tc.ttftRes {
+				t.Errorf("throughput %s (%s), ttft %s (%s); want %s, %s", vt.Result, vt.Reason, vl.Result, vl.Reason, tc.thrRes, tc.ttftRes)
+			}
+			if d := *vt.Threshold - tc.thr; d > 1e-6 || d < -1e-6 {
+				t.Errorf("throughput threshold %v, want %v", *vt.Threshold, tc.thr)
+			}
+			if *vl.Threshold < 2199.99 || *vl.Threshold > 2200.01 {
+				t.Errorf("ttft p99 threshold %v, want 2200", *vl.Threshold)
+			}
+			if vt.Source != "recipe:gb200.yaml" {
+				t.Errorf("source %q", vt.Source)
+			}
+			// The sync gates have no sync run here: inconclusive, not a silent pass.
+			if v := verdict(t, ep, "gate.ttft_p95"); v.Result != ResultInconclusive {
+				t.Errorf("sync TTFT without a sync run: %s", v.Result)
+			}
+		})
+	}
+}
+
+func TestApplyRollUp(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(s *results.Summary)
+		ep0    results.Status
+		model  results.Status
+		host   results.Status
+		run    results.Status
+		check  string // a flag check that must be in s.Flags
+	}{
+		{"failed conformance test flags the model", func(s *results.Summary) {
+			s.Hosts[0].Models[0].Endpoints[0].Functional.Tests = append(s.Hosts[0].Models[0].Endpoints[0].Functional.Tests,
+				results.FunctionalTest{Name: "stream_done", Passed: false, Detail: "no [DONE]"})
+		}, results.StatusFlag, results.StatusFlag, results.StatusFlag, results.StatusFlag, "functional.stream_done"},
+		{"unrunnable suite is a failure", func(s *results.Summary) {
+			s.Hosts[0].Models[0].Endpoints[0].Functional = &results.Functional{Status: results.StatusFailed, Error: "connection refused"}
+		}, results.StatusFailed, results.StatusFailed, results.StatusFailed, results.StatusFailed, ""},
+		{"engine failed to start", func(s *results.Summary) {
+			ep := &s.Hosts[0].Models[0].Endpoints[0]
+			ep.Load, ep.Functional, ep.Error = nil, nil, "engine exited with status 1"
+		}, results.StatusFailed, results.StatusFailed, results.StatusFailed, results.StatusFailed, ""},
+		{"load with no run is a failure", func(s *results.Summary) {
+			s.Hosts[0].Models[0].Endpoints[0].Load = &results.Load{Error: "connect: refused"}
+		}, results.StatusFailed, results.StatusFailed, results.StatusFailed, results.StatusFailed, ""},
+		{"interrupted load keeps its runs and flags", func(s *results.Summary) {
+			s.Hosts[0].Models[0].Endpoints[0].Load.Error = "interrupted"
+		}, results.StatusFlag, results.StatusFlag, results.StatusFlag, results.StatusFlag, CheckLoadPartial},
+		{"health flag rolls up to host and run", func(s *results.Summary) {
+			g := &s.Hosts[0].Health.GPUs[1]
+			g.Status = results.StatusFlag
+			g.Flags = []results.Flag{{Scope: "gpu", Subject: "gpu 1", Check: "health.ecc", Reason: "2 uncorrected ECC errors"}}
+			s.Hosts[0].Health.Status = results.StatusFlag
+		}, results.StatusOK, results.StatusOK, results.StatusFlag, results.StatusFlag, "health.ecc"},
+		{"failed health phase fails the host", func(s *results.Summary) {
+			s.Hosts[0].Health.Status, s.Hosts[0].Health.Error = results.StatusFailed, "nvml: driver not loaded"
+		}, results.StatusOK, results.StatusOK, results.StatusFailed, results.StatusFailed, ""},
+		{"skipped DCGM is not a failure", func(s *results.Summary) {
+			s.Hosts[0].Health.DCGM = &results.DCGM{Status: results.StatusSkipped, Note: "dcgmi not installed"}
+		}, results.StatusOK, results.StatusOK, results.StatusOK, results.StatusOK, ""},
+		{"discovery error fails the host", func(s *results.Summary) {
+			s.Hosts[0].Discovery.Error = "nvidia-smi: not found"
+		}, results.StatusOK, results.StatusOK, results.StatusFailed, results.StatusFailed, ""},
+		{"run error fails the run", func(s *results.Summary) { s.Error = "interrupted" },
+			results.StatusOK, results.StatusOK, results.StatusOK, results.StatusFailed, ""},
+		{"no hosts is never a silent pass", func(s *results.Summary) { s.Hosts = nil }, "", "", "", results.StatusFailed, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := summary(healthy(), healthy())
+			tc.mutate(s)
+			Apply(s, DefaultConfig())
+			if s.Status != tc.run {
+				t.Errorf("run %s, want %s (%s)", s.Status, tc.run, s.Error)
+			}
+			if len(s.Hosts) > 0 {
+				h := s.Hosts[0]
+				if h.Status != tc.host || h.Models[0].Status != tc.model || h.Models[0].Endpoints[0].Status != tc.ep0 {
+					t.Errorf("host %s model %s ep0 %s, want %s %s %s", h.Status, h.Models[0].Status, h.Models[0].Endpoints[0].Status, tc.host, tc.model, tc.ep0)
+				}
+			}
+			if tc.check != "" {
+				found := false
+				for _, fl := range s.Flags {
+					found = found || fl.Check == tc.check
+				}
+				if !found {
+					t.Errorf("no %s flag in %+v", tc.check, s.Flags)
+				}
+			}
+			want := 0
+			if tc.run == results.StatusFailed {
+				want = 1
+			}
+			if ExitCode(s, false) != want {
+				t.Errorf("exit code %d, want %d", ExitCode(s, false), want)
+			}
+		})
+	}
+}
+
+func TestApplyIsIdempotent(t *testing.T) {
+	s := summary(healthy(), healthy().scaled(0.4))
+	s.Hosts[0].Models[0].Endpoints[1].Flags = []results.Flag{{Scope: "gpu", Check: "load.client_limited", Reason: "client lag"}}
+	Apply(s, DefaultConfig())
+	first, _ := json.Marshal(s)
+	Apply(s, DefaultConfig())
+	second, _ := json.Marshal(s)
+	if string(first) != string(second) {
+		t.Errorf("a second Apply changed the summary")
+	}
+	var keep bool
+	for _, fl := range s.Hosts[0].Models[0].Endpoints[1].Flags {
+		keep = keep || fl.Check == "load.client_limited"
+	}
+	if !keep {
+		t.Errorf("Apply dropped a flag it does not own")
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	tests := []struct {
+		st         results.Status
+		failOnFlag bool
+		want       int
+	}{
+		{results.StatusOK, false, 0}, {results.StatusOK, true, 0}, {results.StatusFlag, false, 0},
+		{results.StatusFlag, true, 1}, {results.StatusFailed, false, 1}, {results.StatusSkipped, true, 0},
+	}
+	for _, tc := range tests {
+		if got := ExitCode(&results.Summary{Status: tc.st}, tc.failOnFlag); got != tc.want {
+			t.Errorf("ExitCode(%s, %v) = %d, want %d", tc.st, tc.failOnFlag, got, tc.want)
+		}
+	}
+	if ExitCode(nil, false) != 1 {
+		t.Error("nil summary must exit 1")
+	}
+}
+
+func TestGatesFor(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Accelerators = map[string]Override{
+		"h200":            {TTFTP95Ms: fp(150), ITLP95Ms: fp(40)},
+		"NVIDIA H200 NVL": {TTFTP95Ms: fp(120)},
+		"l40s":            {Disable: []string{KeyITLP95}},
+	}
+	cfg.Reference = map[string]map[string]Override{"NVIDIA H200 NVL": {testModel: {ITLP95Ms: fp(30)}}}
+	type lim struct {
+		v   *float64
+		src string
+	}
+	tests := []struct {
+		gpu, model string
+		ttft, itl  lim
+	}{
+		{"NVIDIA H200", testModel, lim{fp(150), "accelerator:h200"}, lim{fp(40), "accelerator:h200"}},
+		{"NVIDIA H200 NVL", testModel, lim{fp(120), "accelerator:NVIDIA H200 NVL"}, lim{fp(30), SourceReference}},
+		{"NVIDIA H200 NVL", "other/model", lim{fp(120), "accelerator:NVIDIA H200 NVL"}, lim{fp(40), "accelerator:h200"}},
+		{"NVIDIA L40S", testModel, lim{fp(200), SourceDefault}, lim{nil, "accelerator:l40s"}},
+		{"NVIDIA H100 80GB HBM3", testModel, lim{fp(200), SourceDefault}, lim{fp(50), SourceDefault}},
+	}
+	for _, tc := range tests {
+		g := cfg.GatesFor(tc.gpu, tc.model)
+		got := []lim{{g.TTFTP95Ms.Value, g.TTFTP95Ms.Source}, {g.ITLP95Ms.Value, g.ITLP95Ms.Source}}
+		for i, want := range []lim{tc.ttft, tc.itl} {
+			if !reflect.DeepEqual(got[i], want) {
+				t.Errorf("%s × %s gate %d: %v %s, want %v %s", tc.gpu, tc.model, i, ptr(got[i].v), got[i].src, ptr(want.v), want.src)
+			}
+		}
+	}
+	if cfg.Gates.ITLP95Ms.Value == nil || *cfg.Gates.ITLP95Ms.Value != 50 {
+		t.Error("GatesFor changed the global gates")
+	}
+}
+
+func ptr(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestAcceleratorMatches(t *testing.T) {
+	tests := []struct {
+		key, gpu string
+		want     bool
+	}{
+		{"h100", "NVIDIA H100 80GB HBM3", true}, {"H100", "NVIDIA H100 NVL", true}, {"h20", "NVIDIA H200", false},
+		{"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", true}, {"gb200", "NVIDIA GB200", true},
+		{"NVIDIA L40S", "NVIDIA L40S", true}, {"l40", "NVIDIA L40S", false}, {"", "NVIDIA L40S", false},
+	}
+	for _, tc := range tests {
+		if got := AcceleratorMatches(tc.key, tc.gpu); got != tc.want {
+			t.Errorf("AcceleratorMatches(%q, %q) = %v, want %v", tc.key, tc.gpu, got, tc.want)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		errSub string
+	}{
+		{"defaults are valid", func(*Config) {}, ""},
+		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "thresholds.ttft_p95_ms: -1 is negative"},
+		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "llm_variance_pct: 100 % would never flag"},
+		{"unknown disable key", func(c *Config) {
+			c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"m": {Disable: []string{"ttft"}}}}
+		}, `reference["NVIDIA L40S"]["m"].disable: unknown gate "ttft"`},
+		{"negative reference value", func(c *Config) {
+			c.Accelerators = map[string]Override{"h100": {ITLP95Ms: fp(-5)}}
+		}, `accelerators["h100"].itl_p95_ms: -5 is negative`},
+	}
+	for _, tc := range tests {
+		c := DefaultConfig()
+		tc.mutate(&c)
+		err := c.Validate()
+		if (err == nil) != (tc.errSub == "") || (err != nil && !strings.Contains(err.Error(), tc.errSub)) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.errSub)
+		}
+	}
+}
+
+func TestJudgeGate(t *testing.T) {
+	lim := Limit{Value: fp(200), Source: SourceDefault}
+	spec := GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: lim}
+	tests := []struct {
+		name string
+		spec GateSpec
+		m    Measured
+		want string
+	}{
+		{"at the limit passes", spec, Measured{Value: 200, Present: true}, ResultPass},
+		{"over fails", spec, Measured{Value: 200.1, Present: true}, ResultFail},
+		{"not measured is inconclusive", spec, Measured{Missing: "no sync run"}, ResultInconclusive},
+		{"client-limited breach is inconclusive", spec, Measured{Value: 900, Present: true, ClientLimited: true}, ResultInconclusive},
+		{"client-limited pass stays a pass", spec, Measured{Value: 90, Present: true, ClientLimited: true}, ResultPass},
+		{"disabled", GateSpec{Name: "x", Limit: Limit{Source: "flag"}}, Measured{Value: 1, Present: true}, ResultDisabled},
+		{"floor: at the limit passes", GateSpec{Name: "t", Limit: lim}, Measured{Value: 200, Present: true}, ResultPass},
+		{"floor: under fails", GateSpec{Name: "t", Limit: lim}, Measured{Value: 199, Present: true}, ResultFail},
+		{"factor applies", GateSpec{Name: "t", Limit: lim, Factor: 0.9}, Measured{Value: 181, Present: true}, ResultPass},
+	}
+	for _, tc := range tests {
+		if got := JudgeGate(tc.spec, tc.m); got.Result != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Result, got.Reason, tc.want)
+		}
+	}
+}

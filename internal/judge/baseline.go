@@ -1,0 +1,330 @@
+package judge
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Baseline row statuses.
+const (
+	BaselineOK            = "ok"
+	BaselineBreach        = "breach"
+	BaselineLowConfidence = "low_confidence"
+	BaselineLowerBound    = "lower_bound"
+	BaselineMissing       = "missing"
+)
+
+// figure is one subject × metric of one summary, with what the guards need.
+type figure struct {
+	value      float64
+	samples    int
+	reqS       float64
+	lowerBound bool
+	ci         *results.Interval
+}
+
+// subjectFigures is every comparable figure of a summary: subject -> metric -> figure, plus the
+// subjects in the order they appear.
+type subjectFigures struct {
+	order   []string
+	metrics map[string][]string // subject -> metrics in order
+	higher  map[string]bool     // metric -> higher is better
+	fig     map[string]map[string]figure
+	dups    []string
+}
+
+func (sf *subjectFigures) add(subject, metric string, higher bool, x figure) {
+	if sf.fig[subject] == nil {
+		sf.fig[subject] = map[string]figure{}
+		sf.order = append(sf.order, subject)
+	}
+	if _, dup := sf.fig[subject][metric]; dup {
+		sf.dups = append(sf.dups, subject+" "+metric)
+		return
+	}
+	sf.fig[subject][metric] = x
+	sf.metrics[subject] = append(sf.metrics[subject], metric)
+	sf.higher[metric] = higher
+}
+
+// collect reads the comparable figures of a summary: LLM metrics per model × GPU index, and health
+// microbenchmarks per GPU index.
+func collect(s *results.Summary) *subjectFigures {
+	sf := &subjectFigures{metrics: map[string][]string{}, higher: map[string]bool{}, fig: map[string]map[string]figure{}}
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for i := range m.Endpoints {
+				ep := &m.Endpoints[i]
+				if ep.Load == nil || len(ep.Load.Runs) == 0 {
+					continue
+				}
+				subj := fmt.Sprintf("%s gpu %d", m.Model, endpointGPU(ep, i))
+				for _, met := range LLMMetrics {
+					v, ci, ok := met.Get(ep.Load)
+					if !ok {
+						continue
+					}
+					sf.add(subj, met.Name, met.HigherIsBetter, figure{value: v, samples: TotalSuccessful(ep.Load), reqS: ep.Load.SustainedReqS,
+						lowerBound: IsThroughputMetric(met.Name) && ep.Load.Saturation.LowerBound(), ci: ci})
+				}
+			}
+		}
+		if h.Health == nil {
+			continue
+		}
+		for _, g := range h.Health.GPUs {
+			for _, b := range g.Bench {
+				if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
+					continue
+				}
+				sf.add(fmt.Sprintf("gpu %d", g.GPU.Index), b.Name, true, figure{value: b.Value})
+			}
+		}
+	}
+	return sf
+}
+
+// CompareBaseline lines one or more environments up against a baseline (bare metal): per subject
+// (an endpoint, matched by model + GPU index; a health microbenchmark, matched by GPU index) and
+// metric, the overhead % (positive = worse) and a status per environment, with the GPU-to-GPU noise
+// guards (g.VariancePct is not used: the tolerance is tolerancePct). Caveats say when driver, engine,
+// GPU count or load profile differ, or when a side's sweep is a lower bound. A nil baseline gives a
+// comparison with only a note, never a panic.
+func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePct float64, g Guards) *results.BaselineComparison {
+	bc := &results.BaselineComparison{TolerancePct: tolerancePct}
+	if base == nil {
+		bc.Note = "no comparison: no baseline"
+		return bc
+	}
+	names := envNames(envs)
+	bc.Environments = names
+	bf := collect(base)
+	efs := make([]*subjectFigures, len(envs))
+	for i, e := range envs {
+		efs[i] = collect(e)
+		bc.Caveats = append(bc.Caveats, caveats(base, e, names[i])...)
+		for _, d := range efs[i].dups {
+			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: %s appears on more than one host; the first is compared", names[i], d))
+		}
+	}
+	for _, d := range bf.dups {
+		bc.Caveats = append(bc.Caveats, fmt.Sprintf("baseline: %s appears on more than one host; the first is compared", d))
+	}
+	bc.Caveats = append(bc.Caveats, lowerBoundCaveats("baseline", base)...)
+	for i, e := range envs {
+		bc.Caveats = append(bc.Caveats, lowerBoundCaveats(names[i], e)...)
+	}
+	for _, subj := range bf.order {
+		for _, met := range bf.metrics[subj] {
+			bx := bf.fig[subj][met]
+			row := results.OverheadRow{Subject: subj, Metric: met, HigherIsBetter: bf.higher[met], Baseline: bx.value,
+				Values: map[string]float64{}, OverheadPct: map[string]float64{}, Status: map[string]string{}}
+			for i, ef := range efs {
+				ex, ok := ef.fig[subj][met]
+				if !ok {
+					row.Status[names[i]] = BaselineMissing
+					continue
+				}
+				row.Values[names[i]] = ex.value
+				row.OverheadPct[names[i]] = round2(deltaPct(ex.value, bx.value, row.HigherIsBetter))
+				st, note := OverheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
+				row.Status[names[i]] = st
+				if note != "" {
+					if row.Notes == nil {
+						row.Notes = map[string]string{}
+					}
+					row.Notes[names[i]] = note
+				}
+			}
+			bc.Rows = append(bc.Rows, row)
+		}
+	}
+	if len(bc.Rows) == 0 {
+		bc.Note = "no comparison: the baseline has no figure to compare (no endpoint with load, no microbenchmark)"
+	}
+	return bc
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+// OverheadStatus decides one environment's figure against the baseline's, with the noise guards.
+func OverheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string) {
+	over := deltaPct(env.value, base.value, higher)
+	breach := over > tolPct
+	thr := IsThroughputMetric(metric)
+	if n := minPositive(base.samples, env.samples); g.MinSamples > 0 && n > 0 && float64(n) < g.MinSamples {
+		return BaselineLowConfidence, fmt.Sprintf("only %d successful requests on the weaker side (< %g)", n, g.MinSamples)
+	}
+	if thr && higher {
+		if env.lowerBound && breach {
+			return BaselineLowerBound, "this environment's sweep was truncated or unsaturated: its throughput is a lower bound, the gap is not a measurement"
+		}
+		if base.lowerBound && !breach {
+			return BaselineLowerBound, "the baseline's sweep was truncated or unsaturated: its throughput is a lower bound, the real overhead may be larger"
+		}
+	}
+	if !breach {
+		return BaselineOK, ""
+	}
+	switch {
+	case thr && g.MinThroughputReqS > 0 && base.reqS > 0 && env.reqS > 0 && math.Abs(base.reqS-env.reqS) < g.MinThroughputReqS:
+		return BaselineLowConfidence, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(base.reqS-env.reqS), g.MinThroughputReqS)
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(env.value-base.value) <= g.MinTTFTDeltaMs:
+		return BaselineOK, fmt.Sprintf("%.1f %% worse but only %.1f ms (≤ %g ms): not material", over, math.Abs(env.value-base.value), g.MinTTFTDeltaMs)
+	case CIOverlap(base.ci, env.ci):
+		return BaselineLowConfidence, "the confidence intervals overlap: the difference is inside the noise"
+	}
+	return BaselineBreach, ""
+}
+
+func minPositive(a, b int) int {
+	switch {
+	case a > 0 && b > 0:
+		return min(a, b)
+	case a > 0:
+		return a
+	}
+	return b
+}
+
+// envNames names the environment columns by each summary's Environment, made unique.
+func envNames(envs []*results.Summary) []string {
+	seen := map[string]int{}
+	out := make([]string, len(envs))
+	for i, e := range envs {
+		n := e.Environment
+		if n == "" {
+			n = fmt.Sprintf("env%d", i+1)
+		}
+		seen[n]++
+		if seen[n] > 1 {
+			n = fmt.Sprintf("%s (%d)", n, seen[n])
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// caveats says what differs between the baseline and one environment beyond the hardware.
+func caveats(base, env *results.Summary, name string) []string {
+	var out []string
+	diff := func(what, a, b string) {
+		if a != "" && b != "" && a != b {
+			out = append(out, fmt.Sprintf("%s: %s differs (baseline %s, %s %s)", name, what, a, name, b))
+		}
+	}
+	diff("driver version", driverOf(base), driverOf(env))
+	diff("CUDA version", base.Meta.CUDAVersion, env.Meta.CUDAVersion)
+	diff("engine", base.Meta.Engine, env.Meta.Engine)
+	diff("engine version", base.Meta.EngineVersion, env.Meta.EngineVersion)
+	if a, b := gpuCount(base), gpuCount(env); a != b {
+		out = append(out, fmt.Sprintf("%s: GPU count differs (baseline %d, %s %d)", name, a, name, b))
+	}
+	if d := profileDiff(base.Meta.LoadProfile, env.Meta.LoadProfile); d != "" {
+		out = append(out, fmt.Sprintf("%s: load profile differs (%s): the LLM figures measure different loads; re-record the baseline with the same profile", name, d))
+	}
+	return out
+}
+
+func driverOf(s *results.Summary) string {
+	if s.Meta.DriverVersion != "" {
+		return s.Meta.DriverVersion
+	}
+	for _, h := range s.Hosts {
+		for _, g := range h.Discovery.GPUs {
+			if g.DriverVersion != "" {
+				return g.DriverVersion
+			}
+		}
+	}
+	return ""
+}
+
+func gpuCount(s *results.Summary) int {
+	n := 0
+	for _, h := range s.Hosts {
+		if len(h.Discovery.GPUs) > 0 {
+			n += len(h.Discovery.GPUs)
+		} else if h.Health != nil {
+			n += len(h.Health.GPUs)
+		}
+	}
+	return n
+}
+
+// profileDiff names the load-profile fields that differ ("" when equal or unknown on both sides).
+func profileDiff(a, b *results.LoadConfig) string {
+	switch {
+	case a == nil && b == nil:
+		return ""
+	case a == nil || b == nil:
+		return "recorded on one side only"
+	}
+	var d []string
+	add := func(field string, x, y any) {
+		if x != y {
+			d = append(d, fmt.Sprintf("%s %v vs %v", field, x, y))
+		}
+	}
+	add("profile", a.Profile, b.Profile)
+	add("api", a.API, b.API)
+	add("prompt_tokens", a.PromptTokens, b.PromptTokens)
+	add("prompt_tokens_stdev", a.PromptStdev, b.PromptStdev)
+	add("output_tokens", a.OutputTokens, b.OutputTokens)
+	add("max_concurrency", a.MaxConcurrency, b.MaxConcurrency)
+	add("concurrency", a.Concurrency, b.Concurrency)
+	add("rate", a.Rate, b.Rate)
+	add("rates", a.Rates, b.Rates)
+	add("max_duration", time.Duration(a.MaxDuration), time.Duration(b.MaxDuration))
+	add("max_requests", a.MaxRequests, b.MaxRequests)
+	add("warmup", a.Warmup, b.Warmup)
+	add("data", a.Data, b.Data)
+	if len(d) == 0 {
+		return ""
+	}
+	return strings.Join(d, ", ")
+}
+
+// lowerBoundCaveats names each endpoint whose sweep is only a lower bound.
+func lowerBoundCaveats(name string, s *results.Summary) []string {
+	var out []string
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for i := range m.Endpoints {
+				ep := &m.Endpoints[i]
+				if ep.Load != nil && ep.Load.Saturation.LowerBound() {
+					why := ep.Load.Saturation.Reason
+					if why == "" {
+						why = "truncated or unsaturated"
+					}
+					out = append(out, fmt.Sprintf("%s: %s gpu %d sweep is a lower bound (%s): throughput gaps against it are not flagged", name, m.Model, endpointGPU(ep, i), why))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// BaselineFlags turns every breach of a baseline comparison into a run-level flag.
+func BaselineFlags(b *results.BaselineComparison) []results.Flag {
+	var out []results.Flag
+	for _, r := range b.Rows {
+		for _, env := range b.Environments {
+			if r.Status[env] != BaselineBreach {
+				continue
+			}
+			dir := "lower"
+			if !r.HigherIsBetter {
+				dir = "higher"
+			}
+			out = append(out, results.Flag{Scope: "run", Subject: fmt.Sprintf("%s [%s]", r.Subject, env), Check: CheckBaseline,
+				Reason: fmt.Sprintf("%s %s vs baseline %s: %.1f %% worse (%s), beyond the %g %% tolerance; check the %s environment's GPU passthrough, NUMA pinning and CPU/memory sizing",
+					r.Metric, fmtNum(r.Values[env]), fmtNum(r.Baseline), r.OverheadPct[env], dir, b.TolerancePct, env)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,292 @@
+package judge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Limit is one threshold and where it came from ("default", "config:FILE", "env", "flag",
+// "reference", "accelerator:NAME", "recipe:FILE"). A nil Value disables the gate it belongs to.
+// It is results.Threshold, so the limits in force can be written into summary.json as they are.
+type Limit = results.Threshold
+
+// Gate keys: the names of the gates in Gates, in Override.Disable, and in the reference table.
+const (
+	KeyTTFTP95        = "ttft_p95_ms"
+	KeyITLP95         = "itl_p95_ms"
+	KeyMinThroughput  = "min_throughput_req_s"
+	KeyAICRThroughput = "aicr_min_output_tok_s"
+	KeyAICRTTFTP99    = "aicr_max_ttft_p99_ms"
+)
+
+// Gates are the absolute gates applied to every endpoint.
+type Gates struct {
+	// TTFTP95Ms: the synchronous run's TTFT p95 must be ≤ this (ms). Seed default 200.
+	TTFTP95Ms Limit `yaml:"ttft_p95_ms" json:"ttft_p95_ms"`
+	// ITLP95Ms: the synchronous run's ITL p95 must be ≤ this (ms). Seed default 50.
+	ITLP95Ms Limit `yaml:"itl_p95_ms" json:"itl_p95_ms"`
+	// MinThroughputReqS: sustained req/s of the sweep must be ≥ this. Default disabled.
+	MinThroughputReqS Limit `yaml:"min_throughput_req_s" json:"min_throughput_req_s"`
+	// AICRMinOutputTokS is aicr's inference-throughput X: the concurrency run's output tok/s must be
+	// ≥ X × (1 − AICRTolerancePct/100). Default disabled.
+	AICRMinOutputTokS Limit `yaml:"aicr_min_output_tok_s" json:"aicr_min_output_tok_s"`
+	// AICRMaxTTFTP99Ms is aicr's inference-ttft-p99 Y: the concurrency run's TTFT p99 must be
+	// ≤ Y × (1 + AICRTolerancePct/100). Default disabled.
+	AICRMaxTTFTP99Ms Limit `yaml:"aicr_max_ttft_p99_ms" json:"aicr_max_ttft_p99_ms"`
+}
+
+// Override is a partial set of gates (a reference-table cell or an accelerator entry): a nil field
+// inherits, a set field overrides, and a key listed in Disable turns that gate off.
+type Override struct {
+	TTFTP95Ms         *float64 `yaml:"ttft_p95_ms,omitempty" json:"ttft_p95_ms,omitempty"`
+	ITLP95Ms          *float64 `yaml:"itl_p95_ms,omitempty" json:"itl_p95_ms,omitempty"`
+	MinThroughputReqS *float64 `yaml:"min_throughput_req_s,omitempty" json:"min_throughput_req_s,omitempty"`
+	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s,omitempty" json:"aicr_min_output_tok_s,omitempty"`
+	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms,omitempty" json:"aicr_max_ttft_p99_ms,omitempty"`
+	// Disable lists gate keys (e.g. "itl_p95_ms") this entry turns off.
+	Disable []string `yaml:"disable,omitempty" json:"disable,omitempty"`
+}
+
+// Config holds every threshold the judge uses, each with its source. The config package fills it
+// (recipe > env > default, then flags); DefaultConfig gives the seeds' defaults.
+type Config struct {
+	Gates Gates `yaml:"thresholds" json:"thresholds"`
+	// Reference is keyed by the exact nvidia-smi GPU name, then the exact model id: a partial
+	// override of Gates, more specific than an accelerator entry. Source "reference".
+	Reference map[string]map[string]Override `yaml:"reference,omitempty" json:"reference,omitempty"`
+	// Accelerators holds per-accelerator overrides keyed by an accelerator name ("H100", "gb200",
+	// "rtx-pro-6000", or an exact GPU name); a key matches a GPU whose name contains its words in
+	// order, case and dashes ignored. Source "accelerator:NAME".
+	Accelerators map[string]Override `yaml:"accelerators,omitempty" json:"accelerators,omitempty"`
+	// AICRTolerancePct is the tolerance on the aicr gates (seed 000: 10 %).
+	AICRTolerancePct Limit `yaml:"aicr_tolerance_pct" json:"aicr_tolerance_pct"`
+	// AICRNodeGPUs, when > 0, says the aicr throughput X is a full-node figure over that many GPUs
+	// (aicr issue 1254): it is normalized per GPU before it gates one endpoint.
+	AICRNodeGPUs int `yaml:"aicr_node_gpus,omitempty" json:"aicr_node_gpus,omitempty"`
+	// LLMVariancePct and GEMMVariancePct are the GPU-to-GPU tolerances (20 %, 25 %).
+	LLMVariancePct  Limit `yaml:"llm_variance_pct" json:"llm_variance_pct"`
+	GEMMVariancePct Limit `yaml:"gemm_variance_pct" json:"gemm_variance_pct"`
+	// Noise guards of GPU-to-GPU and baseline comparisons (30 requests, 1 req/s, 25 ms); nil disables.
+	CompareMinSamples        Limit `yaml:"compare_min_samples" json:"compare_min_samples"`
+	CompareMinThroughputReqS Limit `yaml:"compare_min_throughput_req_s" json:"compare_min_throughput_req_s"`
+	CompareMinTTFTDeltaMs    Limit `yaml:"compare_min_ttft_delta_ms" json:"compare_min_ttft_delta_ms"`
+	// BaselineTolerancePct: a metric worse than the baseline by more than this breaches (10 %).
+	BaselineTolerancePct Limit `yaml:"baseline_tolerance_pct" json:"baseline_tolerance_pct"`
+}
+
+// SourceDefault and SourceReference are the sources the judge itself writes.
+const (
+	SourceDefault   = "default"
+	SourceReference = "reference"
+)
+
+func f(v float64) *float64 { return &v }
+
+func def(v float64, unit string) Limit { return Limit{Value: f(v), Unit: unit, Source: SourceDefault} }
+
+func off(unit string) Limit { return Limit{Unit: unit, Source: SourceDefault} }
+
+// DefaultConfig returns the seeds' defaults, every one marked "default".
+func DefaultConfig() Config {
+	return Config{
+		Gates: Gates{
+			TTFTP95Ms:         def(200, "ms"),
+			ITLP95Ms:          def(50, "ms"),
+			MinThroughputReqS: off("req/s"),
+			AICRMinOutputTokS: off("tok/s"),
+			AICRMaxTTFTP99Ms:  off("ms"),
+		},
+		AICRTolerancePct:         def(DefaultAICRTolerancePct, "%"),
+		LLMVariancePct:           def(DefaultLLMVariancePct, "%"),
+		GEMMVariancePct:          def(DefaultGEMMVariancePct, "%"),
+		CompareMinSamples:        def(DefaultMinSamples, "requests"),
+		CompareMinThroughputReqS: def(DefaultMinThroughputReqS, "req/s"),
+		CompareMinTTFTDeltaMs:    def(DefaultMinTTFTDeltaMs, "ms"),
+		BaselineTolerancePct:     def(DefaultBaselineTolerance, "%"),
+	}
+}
+
+// val is a Limit's value, 0 when disabled (guards treat 0 as off).
+func val(l Limit) float64 {
+	if l.Value == nil {
+		return 0
+	}
+	return *l.Value
+}
+
+// LLMGuardsFrom returns the GPU-to-GPU guards for LLM metrics from a config.
+func (c Config) LLMGuardsFrom() Guards {
+	return Guards{VariancePct: val(c.LLMVariancePct), MinSamples: val(c.CompareMinSamples),
+		MinThroughputReqS: val(c.CompareMinThroughputReqS), MinTTFTDeltaMs: val(c.CompareMinTTFTDeltaMs)}
+}
+
+// GEMMGuardsFrom returns the GPU-to-GPU guards for GEMM/PCIe figures from a config.
+func (c Config) GEMMGuardsFrom() Guards { return Guards{VariancePct: val(c.GEMMVariancePct)} }
+
+// GatesFor resolves the gates for one GPU × model: the global gates, then the matching
+// accelerator entries (the longest key last, so the most specific wins), then the reference cell.
+func (c Config) GatesFor(gpuName, model string) Gates {
+	g := c.Gates
+	for _, key := range matchingAccelerators(c.Accelerators, gpuName) {
+		g = g.with(c.Accelerators[key], "accelerator:"+key)
+	}
+	if cell, ok := c.Reference[gpuName][model]; ok {
+		g = g.with(cell, SourceReference)
+	}
+	return g
+}
+
+// with applies a partial override, recording source on every gate it touches.
+func (g Gates) with(o Override, source string) Gates {
+	set := func(l *Limit, v *float64) {
+		if v != nil {
+			l.Value, l.Source = f(*v), source
+		}
+	}
+	set(&g.TTFTP95Ms, o.TTFTP95Ms)
+	set(&g.ITLP95Ms, o.ITLP95Ms)
+	set(&g.MinThroughputReqS, o.MinThroughputReqS)
+	set(&g.AICRMinOutputTokS, o.AICRMinOutputTokS)
+	set(&g.AICRMaxTTFTP99Ms, o.AICRMaxTTFTP99Ms)
+	for _, k := range o.Disable {
+		if l := g.byKey(k); l != nil {
+			l.Value, l.Source = nil, source
+		}
+	}
+	return g
+}
+
+func (g *Gates) byKey(k string) *Limit {
+	switch k {
+	case KeyTTFTP95:
+		return &g.TTFTP95Ms
+	case KeyITLP95:
+		return &g.ITLP95Ms
+	case KeyMinThroughput:
+		return &g.MinThroughputReqS
+	case KeyAICRThroughput:
+		return &g.AICRMinOutputTokS
+	case KeyAICRTTFTP99:
+		return &g.AICRMaxTTFTP99Ms
+	}
+	return nil
+}
+
+// matchingAccelerators returns the accelerator keys that match a GPU name, least specific first.
+func matchingAccelerators(acc map[string]Override, gpuName string) []string {
+	var keys []string
+	for k := range acc {
+		if AcceleratorMatches(k, gpuName) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if len(keys[i]) != len(keys[j]) {
+			return len(keys[i]) < len(keys[j])
+		}
+		return keys[i] < keys[j]
+	})
+	return keys
+}
+
+// AcceleratorMatches reports whether an accelerator key names this GPU: its words appear in the
+// GPU name's words, consecutively and in order, ignoring case, dashes and underscores. "h100"
+// matches "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200".
+func AcceleratorMatches(key, gpuName string) bool {
+	kw, gw := words(key), words(gpuName)
+	if len(kw) == 0 {
+		return false
+	}
+	for i := 0; i+len(kw) <= len(gw); i++ {
+		match := true
+		for j := range kw {
+			if gw[i+j] != kw[j] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return r == ' ' || r == '-' || r == '_' || r == '\t'
+	})
+}
+
+// Validate checks the config for values that cannot be meant; errors name the field path.
+func (c Config) Validate() error {
+	var errs []string
+	neg := func(path string, l Limit) {
+		if l.Value != nil && *l.Value < 0 {
+			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", path, *l.Value))
+		}
+	}
+	for path, l := range map[string]Limit{
+		"thresholds.ttft_p95_ms": c.Gates.TTFTP95Ms, "thresholds.itl_p95_ms": c.Gates.ITLP95Ms,
+		"thresholds.min_throughput_req_s": c.Gates.MinThroughputReqS, "thresholds.aicr_min_output_tok_s": c.Gates.AICRMinOutputTokS,
+		"thresholds.aicr_max_ttft_p99_ms": c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
+		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
+		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
+		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+	} {
+		neg(path, l)
+	}
+	for _, pct := range []struct {
+		path string
+		l    Limit
+	}{{"llm_variance_pct", c.LLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct}, {"aicr_tolerance_pct", c.AICRTolerancePct}} {
+		if pct.l.Value != nil && *pct.l.Value >= 100 {
+			errs = append(errs, fmt.Sprintf("%s: %g %% would never flag; give a percentage below 100", pct.path, *pct.l.Value))
+		}
+	}
+	checkOverride := func(path string, o Override) {
+		for _, k := range o.Disable {
+			if (&Gates{}).byKey(k) == nil {
+				errs = append(errs, fmt.Sprintf("%s.disable: unknown gate %q; use one of %s, %s, %s, %s, %s",
+					path, k, KeyTTFTP95, KeyITLP95, KeyMinThroughput, KeyAICRThroughput, KeyAICRTTFTP99))
+			}
+		}
+		for k, v := range map[string]*float64{KeyTTFTP95: o.TTFTP95Ms, KeyITLP95: o.ITLP95Ms, KeyMinThroughput: o.MinThroughputReqS,
+			KeyAICRThroughput: o.AICRMinOutputTokS, KeyAICRTTFTP99: o.AICRMaxTTFTP99Ms} {
+			if v != nil && *v < 0 {
+				errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, k, *v))
+			}
+		}
+	}
+	for gpu, models := range c.Reference {
+		for model, o := range models {
+			checkOverride(fmt.Sprintf("reference[%q][%q]", gpu, model), o)
+		}
+	}
+	for acc, o := range c.Accelerators {
+		checkOverride(fmt.Sprintf("accelerators[%q]", acc), o)
+	}
+	if c.AICRNodeGPUs < 0 {
+		errs = append(errs, fmt.Sprintf("aicr_node_gpus: %d is negative; give the GPU count of the node the aicr figure was measured on, or 0", c.AICRNodeGPUs))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Strings(errs)
+	return fmt.Errorf("judge config: %s", strings.Join(errs, "; "))
+}
+
+// Thresholds lists the global limits in force by stable name, for summary.json's meta.thresholds.
+func (c Config) Thresholds() map[string]results.Threshold {
+	return map[string]results.Threshold{
+		"gate." + KeyTTFTP95: c.Gates.TTFTP95Ms, "gate." + KeyITLP95: c.Gates.ITLP95Ms,
+		"gate." + KeyMinThroughput: c.Gates.MinThroughputReqS, "gate." + KeyAICRThroughput: c.Gates.AICRMinOutputTokS,
+		"gate." + KeyAICRTTFTP99: c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
+		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
+		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
+		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+	}
+}

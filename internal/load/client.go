@@ -1,0 +1,258 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
+)
+
+// Error classes a request can end in (the keys of results.Run.Errors).
+const (
+	errConnect   = "connect"
+	errTimeout   = "timeout"
+	errCut       = "cut_stream"
+	errMalformed = "malformed_chunk"
+	errShort     = "short_output"
+	errStream    = "stream_error" // the server sent an {"error": …} object inside the stream
+)
+
+var (
+	errStall       = errors.New("no stream data within the stall timeout")
+	errReqDeadline = errors.New("request exceeded its timeout")
+)
+
+// client sends one streamed completion at a time per call; it is safe for concurrent use.
+type client struct {
+	hc         *http.Client
+	endpoint   string // full URL of /v1/chat/completions or /v1/completions
+	chat       bool
+	model      string
+	key        string // from the environment only; never logged
+	reqTimeout time.Duration
+	stall      time.Duration
+	epoch      time.Time
+}
+
+// newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot.
+func newHTTPClient(slots int) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          slots + 16,
+		MaxIdleConnsPerHost:   slots + 16,
+		MaxConnsPerHost:       slots + 16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 0, // bounded by the request's own timeout: TTFT under overload can be long
+		DisableCompression:    true,
+		ForceAttemptHTTP2:     false, // one connection per slot, as the measurement assumes
+		ReadBufferSize:        4096,
+		WriteBufferSize:       4096,
+	}
+	return &http.Client{Transport: tr}
+}
+
+// apiKey reads the key from the named environment variable (default OPENAI_API_KEY).
+func apiKey(env string) string {
+	if env == "" {
+		env = "OPENAI_API_KEY"
+	}
+	return os.Getenv(env)
+}
+
+type streamOptions struct {
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+}
+
+type message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// request is the body sent. ignore_eos and min_tokens ask vLLM/SGLang for exactly max_tokens tokens.
+type request struct {
+	Model         string        `json:"model"`
+	Messages      []message     `json:"messages,omitempty"`
+	Prompt        *string       `json:"prompt,omitempty"`
+	MaxTokens     int           `json:"max_tokens"`
+	MinTokens     int           `json:"min_tokens"`
+	IgnoreEOS     bool          `json:"ignore_eos"`
+	Stream        bool          `json:"stream"`
+	StreamOptions streamOptions `json:"stream_options"`
+	Temperature   float64       `json:"temperature"`
+}
+
+func (c *client) body(p dataset.Prompt, out int) []byte {
+	r := request{Model: c.model, MaxTokens: out, MinTokens: out, IgnoreEOS: true, Stream: true,
+		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: true}}
+	if c.chat {
+		r.Messages = []message{{Role: "user", Content: p.Text}}
+	} else {
+		text := p.Text
+		r.Prompt = &text
+	}
+	b, _ := json.Marshal(r) // cannot fail: plain strings and numbers
+	return b
+}
+
+// do sends one request and fills rec. It never panics on server input and always sets rec.end.
+func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
+	rec.RequestedTokens = out
+	rec.start = c.since()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
+	defer deadline.Stop()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(c.body(p, out)))
+	if err != nil {
+		c.fail(rec, errConnect, err.Error())
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
+	var wroteAt atomic.Int64
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
+	}))
+	resp, err := c.hc.Do(req)
+	rec.sent = time.Duration(wroteAt.Load())
+	if rec.sent == 0 {
+		rec.sent = rec.start
+	}
+	if err != nil {
+		class := errConnect
+		if wroteAt.Load() != 0 {
+			class = errCut
+		}
+		c.failCtx(ctx, rec, class, err)
+		return
+	}
+	defer func() {
+		io.CopyN(io.Discard, resp.Body, 64<<10) // let the connection be reused
+		resp.Body.Close()
+	}()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		c.fail(rec, fmt.Sprintf("http_%d", resp.StatusCode), strings.TrimSpace(string(msg)))
+		return
+	}
+	c.stream(ctx, cancel, resp.Body, rec)
+}
+
+// stream reads the SSE body, marking each chunk that carries generated tokens.
+func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record) {
+	stall := time.AfterFunc(c.stall, func() { cancel(errStall) })
+	defer stall.Stop()
+	sse := newSSEReader(body)
+	lastCum := 0
+	var final *usage
+	finished := false
+	// Whatever ends the stream, the tokens already received are counted (they were generated).
+	defer func() {
+		if rec.Counts == "" {
+			rec.finalize(final)
+		}
+	}()
+	for {
+		data, err := sse.Next()
+		now := c.since()
+		stall.Reset(c.stall)
+		if err != nil {
+			rec.end = now
+			if errors.Is(err, errLineTooLong) {
+				c.fail(rec, errMalformed, err.Error())
+				return
+			}
+			if ctx.Err() != nil {
+				c.failCtx(ctx, rec, errCut, err)
+				return
+			}
+			if err == io.EOF && finished {
+				break // ended without [DONE] but after a finish_reason: complete
+			}
+			c.fail(rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(rec.marks), err))
+			return
+		}
+		if string(bytes.TrimSpace(data)) == "[DONE]" {
+			rec.end = now
+			break
+		}
+		ch, perr := parseChunk(data)
+		if perr != nil {
+			rec.end = now
+			c.fail(rec, errMalformed, perr.Error())
+			return
+		}
+		if ch.Err != "" {
+			rec.end = now
+			c.fail(rec, errStream, ch.Err)
+			return
+		}
+		delta := 0
+		if ch.Usage != nil {
+			final = ch.Usage
+			if ch.HasChoices {
+				rec.contUsage = true
+				delta = ch.Usage.CompletionTokens - lastCum
+				lastCum = ch.Usage.CompletionTokens
+			}
+		}
+		if ch.Finish != "" {
+			finished = true
+		}
+		if ch.TextBytes > 0 || delta > 0 {
+			rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+		}
+	}
+	rec.finalize(final)
+	if rec.OutputTokens < rec.RequestedTokens {
+		c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
+	}
+}
+
+func (c *client) since() time.Duration { return time.Since(c.epoch) }
+
+func (c *client) fail(rec *Record, class, detail string) {
+	if rec.end == 0 {
+		rec.end = c.since()
+	}
+	rec.Error, rec.Detail = class, head([]byte(detail), 300)
+}
+
+// failCtx classifies an error that may come from a context: our own deadlines are timeouts, the
+// caller's cancellation (drain bound, Ctrl-C) makes the request incomplete, not an error.
+func (c *client) failCtx(ctx context.Context, rec *Record, class string, err error) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errStall) || errors.Is(cause, errReqDeadline):
+		c.fail(rec, errTimeout, cause.Error())
+	case ctx.Err() != nil:
+		if rec.end == 0 {
+			rec.end = c.since()
+		}
+		rec.Incomplete = true
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			class = errTimeout
+		}
+		c.fail(rec, class, err.Error())
+	}
+}

@@ -1,0 +1,591 @@
+// Package load is gpuvet's load generator: it drives an OpenAI-compatible endpoint with streamed chat or
+// completion requests under a profile (synchronous, concurrency, throughput, constant, poisson, sweep)
+// and measures it by the rules in DESIGN.md "Measurement rules":
+//
+//   - TTFT: from the moment the request is written to the first SSE chunk carrying generated content
+//     (a role-only chunk does not count). Open-loop profiles also give TTFT from the scheduled send.
+//   - ITL: gaps between successive content chunks, pooled over requests; a chunk carrying k tokens
+//     contributes k gaps of gap/k. Tokens per chunk come from usage (continuous_usage_stats when the
+//     server sends it, else include_usage's total); Load.OutputCounts says which.
+//   - TPOT: (E2E − TTFT) / (output tokens − 1) per request. E2E: written -> end of stream.
+//   - Throughput (output tok/s, total tok/s, req/s) over the measured window only: warm-up excluded,
+//     the tail drained outside it. Sustained req/s = peak output tok/s ÷ mean output tokens/request.
+//
+// The client checks itself (lag behind schedule, own CPU) and marks client-limited runs loudly.
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Options is one load against one endpoint.
+type Options struct {
+	URL, Model string
+	// APIKeyEnv names the environment variable holding the API key (default OPENAI_API_KEY). The key
+	// is read from the environment only and never written anywhere.
+	APIKeyEnv     string
+	Config        results.LoadConfig
+	SLO           SLO
+	TokenizerPath string // a local tokenizer.json: not supported by this build (see Validate)
+	// RecordsPath, when set, receives one JSON line per request (Record).
+	RecordsPath      string
+	RetryUnsaturated bool
+	ScrapeMetrics    bool
+	// Progress receives a progress bar per rung (nil: none).
+	Progress io.Writer
+	// Log receives a line per phase: calibration, rungs, retry (nil: none).
+	Log io.Writer
+	// RequestTimeout bounds one request (default 10 min); StallTimeout bounds silence inside a stream
+	// (default 120 s); Drain bounds each rung's tail after dispatch stops (default max(30 s, max duration)).
+	RequestTimeout, StallTimeout, Drain time.Duration
+	// MaxInFlight caps open-loop requests in flight (default 4 × max concurrency, at least 1024).
+	MaxInFlight int
+	// ScrapeEvery is the /metrics interval (default 1 s).
+	ScrapeEvery time.Duration
+}
+
+// Profiles are the accepted values of LoadConfig.Profile.
+var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson}
+
+// Defaults fills unset LoadConfig fields with the shared profile's values.
+func Defaults(c results.LoadConfig) results.LoadConfig {
+	if c.Profile == "" {
+		c.Profile = "sweep"
+	}
+	if c.API == "" {
+		c.API = "chat"
+	}
+	if c.PromptTokens == 0 {
+		c.PromptTokens = 512
+	}
+	if c.PromptMin == 0 && c.PromptMax == 0 {
+		c.PromptMin, c.PromptMax = c.PromptTokens, c.PromptTokens
+		if c.PromptStdev > 0 {
+			c.PromptMin, c.PromptMax = 1, c.PromptTokens+10*c.PromptStdev
+		}
+	}
+	if c.OutputTokens == 0 {
+		c.OutputTokens = 256
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = 128
+	}
+	if c.Rates == 0 {
+		c.Rates = 10
+	}
+	if c.MaxDuration == 0 && c.MaxRequests == 0 {
+		c.MaxDuration = results.Duration(20 * time.Second)
+	}
+	if c.Warmup == "" {
+		c.Warmup = "1"
+	}
+	if c.Data == "" {
+		c.Data = "synthetic"
+	}
+	return c
+}
+
+// Validate checks options before any request is sent: every error names the flag and what to do.
+func Validate(o Options) error {
+	c := Defaults(o.Config)
+	if o.URL == "" {
+		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
+	}
+	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--url %q: want http(s)://host:port", o.URL)
+	}
+	if o.Model == "" {
+		return errors.New("--model is empty: give the model id the server lists at /v1/models")
+	}
+	known := false
+	for _, p := range Profiles {
+		known = known || p == c.Profile
+	}
+	if !known {
+		return fmt.Errorf("--profile %q: unknown; want one of %s", c.Profile, strings.Join(Profiles, ", "))
+	}
+	if c.API != "chat" && c.API != "completions" {
+		return fmt.Errorf("--api %q: want chat or completions", c.API)
+	}
+	switch {
+	case c.Profile == kindConcurrency && c.Concurrency < 1:
+		return fmt.Errorf("--concurrency %d: profile concurrency needs --concurrency ≥ 1", c.Concurrency)
+	case c.Concurrency < 0:
+		return fmt.Errorf("--concurrency %d: want ≥ 1", c.Concurrency)
+	case (c.Profile == kindConstant || c.Profile == kindPoisson) && !(c.Rate > 0):
+		return fmt.Errorf("--rate %v: profile %s needs a rate > 0 (requests per second)", c.Rate, c.Profile)
+	case c.Rate < 0:
+		return fmt.Errorf("--rate %v: want > 0", c.Rate)
+	case c.MaxConcurrency < 1:
+		return fmt.Errorf("--max-concurrency %d: want ≥ 1", c.MaxConcurrency)
+	case c.Rates < 1 || c.Rates > 100:
+		return fmt.Errorf("--rates %d: want 1..100 sweep rungs", c.Rates)
+	case c.MaxDuration < 0:
+		return fmt.Errorf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))
+	case c.MaxRequests < 0:
+		return fmt.Errorf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)
+	case c.OutputTokens < 1:
+		return fmt.Errorf("--output-tokens %d: want ≥ 1", c.OutputTokens)
+	case c.PrefixCount < 0 || c.PrefixTokens < 0:
+		return fmt.Errorf("shared prefix %d×%d: want non-negative", c.PrefixCount, c.PrefixTokens)
+	case c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin:
+		return fmt.Errorf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)
+	}
+	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
+		return err
+	}
+	if _, _, err := parseWarmup(c.Warmup); err != nil {
+		return err
+	}
+	if c.Data != "synthetic" {
+		if _, err := os.Stat(c.Data); err != nil {
+			return fmt.Errorf("--data %s: %v", c.Data, err)
+		}
+	}
+	if o.TokenizerPath != "" {
+		return fmt.Errorf("--tokenizer %s: loading a tokenizer.json is not supported by this build; omit it and gpuvet uses the server's /tokenize (or calibrates from usage)", o.TokenizerPath)
+	}
+	if need := slots(o, c) + 64; need > 0 {
+		if err := ensureNoFile(uint64(need)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseWarmup reads "N" (requests) or a duration like "5s".
+func parseWarmup(s string) (int, time.Duration, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 0 {
+			return 0, 0, fmt.Errorf("--warmup %q: want ≥ 0 requests or a duration like 5s", s)
+		}
+		return n, 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, 0, fmt.Errorf("--warmup %q: want a request count (1) or a duration (5s)", s)
+	}
+	return 0, d, nil
+}
+
+// slots is the most requests the profile can have in flight (each gets its own connection).
+func slots(o Options, c results.LoadConfig) int {
+	switch c.Profile {
+	case kindSynchronous:
+		return 1
+	case kindConcurrency:
+		return c.Concurrency
+	case kindThroughput:
+		return c.MaxConcurrency
+	case kindConstant, kindPoisson:
+		return maxInFlight(o, c)
+	}
+	return max(c.MaxConcurrency, maxInFlight(o, c))
+}
+
+func maxInFlight(o Options, c results.LoadConfig) int {
+	if o.MaxInFlight > 0 {
+		return o.MaxInFlight
+	}
+	return max(4*c.MaxConcurrency, 1024)
+}
+
+// ensureNoFile raises RLIMIT_NOFILE's soft limit to need when the hard limit allows, and otherwise
+// stops with a clear message, so a big run never dies of EMFILE half-way.
+func ensureNoFile(need uint64) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // cannot tell: let the run try
+	}
+	if lim.Cur >= need {
+		return nil
+	}
+	if lim.Max < need {
+		return fmt.Errorf("this load needs %d open files (one connection per stream) but the hard limit is %d: raise it (ulimit -Hn, or LimitNOFILE in systemd) or ask for fewer streams", need, lim.Max)
+	}
+	lim.Cur = need
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("this load needs %d open files; raising the soft limit failed (%v): run ulimit -n %d first", need, err, need)
+	}
+	return nil
+}
+
+// baseURL strips a trailing "/" and "/v1" so paths can be appended.
+func baseURL(u string) string {
+	u = strings.TrimRight(u, "/")
+	return strings.TrimSuffix(u, "/v1")
+}
+
+// Preflight checks that the endpoint answers and lists the model at /v1/models.
+func Preflight(ctx context.Context, o Options) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	u := baseURL(o.URL) + "/v1/models"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("--url %q: %v", o.URL, err)
+	}
+	if k := apiKey(o.APIKeyEnv); k != "" {
+		req.Header.Set("Authorization", "Bearer "+k)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", o.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		return fmt.Errorf("GET %s: HTTP %d: set the API key in $%s", u, resp.StatusCode, orDefault(o.APIKeyEnv, "OPENAI_API_KEY"))
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d: not an OpenAI-compatible endpoint?", u, resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := decodeLimited(resp.Body, &list); err != nil {
+		return fmt.Errorf("GET %s: not a model list: %v", u, err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		if m.ID == o.Model {
+			return nil
+		}
+		ids = append(ids, m.ID)
+	}
+	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, o.URL, strings.Join(ids, ", "))
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly and
+// returns what was measured with Interrupted set. Errors before any load (bad options, calibration)
+// return a nil Load; errors after load started return the Load too, with Error set.
+func Run(ctx context.Context, o Options) (*results.Load, error) {
+	if err := Validate(o); err != nil {
+		return nil, err
+	}
+	cfg := Defaults(o.Config)
+	o = withOptionDefaults(o, cfg)
+	warmReqs, warmDur, _ := parseWarmup(cfg.Warmup)
+	chat := cfg.API == "chat"
+	base := baseURL(o.URL)
+	path := "/v1/completions"
+	if chat {
+		path = "/v1/chat/completions"
+	}
+	hc := newHTTPClient(slots(o, cfg))
+	defer hc.CloseIdleConnections()
+	key := apiKey(o.APIKeyEnv)
+	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
+
+	l := &results.Load{Config: cfg, Model: o.Model, URL: o.URL}
+	src, counts, err := prompts(ctx, cfg, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
+		&usageCounter{url: base + path, model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	l.TokenCounts = counts
+
+	var recW io.Writer
+	if o.RecordsPath != "" {
+		fh, err := os.Create(o.RecordsPath)
+		if err != nil {
+			return nil, fmt.Errorf("--records: %v", err)
+		}
+		defer fh.Close()
+		recW = fh
+	}
+	cl.epoch = time.Now()
+	var sc *scraper
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	var scrapeWG sync.WaitGroup
+	if o.ScrapeMetrics {
+		sc = &scraper{url: base + "/metrics", hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
+		sc.res.Source = sc.url
+		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
+	}
+	cpu0, wall0 := cpuTime(), time.Now()
+
+	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress},
+		warmReqs: warmReqs, warmDur: warmDur, recW: recW}
+	att := ex.profile(ctx, 1)
+	l.Runs, l.Saturation = att.runs, att.sat
+	if cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil {
+		logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
+		second := ex.profile(ctx, 2)
+		l.Retried, l.KeptAttempt = true, 1
+		if second.err == "" && !second.interrupted && peak(second.runs) > peak(att.runs) {
+			att, l.KeptAttempt = second, 2
+			l.Runs, l.Saturation = att.runs, att.sat
+		} else if second.err != "" || second.interrupted {
+			logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
+		}
+	}
+	l.Error = att.err
+	l.Interrupted = ctx.Err() != nil
+	stopScrape()
+	scrapeWG.Wait()
+	if sc != nil {
+		l.Server = sc.result()
+	}
+	fillTotals(l, att, ex.allLags, cpuTime()-cpu0, time.Since(wall0))
+	l.OutputCounts = ex.countsSource()
+	if ex.recErr != nil && l.Error == "" {
+		l.Error = "writing records: " + ex.recErr.Error()
+	}
+	if l.Error != "" {
+		return l, errors.New(l.Error)
+	}
+	return l, nil
+}
+
+func withOptionDefaults(o Options, cfg results.LoadConfig) Options {
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 10 * time.Minute
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 120 * time.Second
+	}
+	if o.Drain <= 0 {
+		o.Drain = max(30*time.Second, time.Duration(cfg.MaxDuration))
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = maxInFlight(o, cfg)
+	}
+	if o.ScrapeEvery <= 0 {
+		o.ScrapeEvery = time.Second
+	}
+	return o
+}
+
+func logf(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, "gpuvet bench: "+format+"\n", args...)
+	}
+}
+
+// prompts builds the prompt source and says how lengths were made exact: the server's /tokenize when
+// it has one, else a fit from usage.prompt_tokens.
+func prompts(ctx context.Context, cfg results.LoadConfig, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
+	if cfg.Data != "synthetic" {
+		f, err := dataset.Load(cfg.Data)
+		return f, tokensFile, err
+	}
+	s := &dataset.Synthetic{Lengths: dataset.Lengths{Mean: cfg.PromptTokens, Stdev: cfg.PromptStdev, Min: cfg.PromptMin, Max: cfg.PromptMax},
+		Seed: uint64(cfg.Seed), PrefixCount: cfg.PrefixCount, PrefixTokens: cfg.PrefixTokens}
+	err := s.Calibrate(ctx, server)
+	if err == nil {
+		return s, tokensServer, nil
+	}
+	logf(log, "exact prompt lengths via /tokenize unavailable (%v); calibrating from usage.prompt_tokens", err)
+	if err2 := s.CalibrateLinear(ctx, usageC); err2 != nil {
+		return nil, "", fmt.Errorf("cannot size prompts: /tokenize failed (%v) and usage calibration failed (%v)", err, err2)
+	}
+	return s, tokensUsage, nil
+}
+
+// attempt is one pass of the profile (a sweep may run twice).
+type attempt struct {
+	runs        []results.Run
+	outs        []*rungOut
+	sat         *results.Saturation
+	err         string
+	interrupted bool
+}
+
+// executor runs the configured profile's rungs, writing records as each rung ends.
+type executor struct {
+	o        Options
+	cfg      results.LoadConfig
+	rn       *runner
+	warmReqs int
+	warmDur  time.Duration
+	recW     io.Writer
+	recErr   error
+	rung     int
+	allLags  []float64
+	counts   map[string]int
+}
+
+func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
+	s := rungSpec{Index: ex.rung, Kind: kind, Concurrency: conc, Rate: rate,
+		Duration: time.Duration(ex.cfg.MaxDuration), MaxRequests: ex.cfg.MaxRequests,
+		WarmupReqs: ex.warmReqs, WarmupDur: ex.warmDur, Drain: ex.o.Drain, MaxInFlight: ex.o.MaxInFlight}
+	ex.rung++
+	return s
+}
+
+// one runs a rung, summarises it, writes its records and frees them.
+func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) results.Run {
+	logf(ex.o.Log, "rung %d: %s", s.Index+1, s.label())
+	out := ex.rn.run(ctx, s)
+	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
+	if ex.counts == nil {
+		ex.counts = map[string]int{}
+	}
+	for _, r := range out.recs {
+		r.Attempt = n
+		if r.ok() {
+			ex.counts[r.Counts]++
+		}
+		if !r.Warmup && !r.noLag && r.ok() {
+			ex.allLags = append(ex.allLags, r.LagMs)
+		}
+	}
+	if ex.recW != nil && ex.recErr == nil {
+		ex.recErr = writeRecords(ex.recW, out.recs)
+	}
+	for _, r := range out.recs { // keep the figures, drop the per-chunk data
+		r.marks, r.ITLMs = nil, nil
+	}
+	a.runs = append(a.runs, run)
+	a.outs = append(a.outs, out)
+	a.interrupted = a.interrupted || out.interrupted
+	return run
+}
+
+// profile runs the whole profile once.
+func (ex *executor) profile(ctx context.Context, n int) attempt {
+	var a attempt
+	c := ex.cfg
+	switch c.Profile {
+	case kindSynchronous:
+		ex.one(ctx, &a, ex.spec(kindSynchronous, 1, 0), n)
+	case kindConcurrency:
+		ex.one(ctx, &a, ex.spec(kindConcurrency, c.Concurrency, 0), n)
+	case kindThroughput:
+		ex.one(ctx, &a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
+	case kindConstant, kindPoisson:
+		ex.one(ctx, &a, ex.spec(c.Profile, 0, c.Rate), n)
+	case "sweep":
+		ex.sweep(ctx, &a, n)
+	}
+	if a.err == "" {
+		for _, r := range a.runs {
+			if r.Requests.Successful == 0 && !a.interrupted {
+				a.err = fmt.Sprintf("%s rung: no successful request (errors: %v)", r.Kind, r.Errors)
+				break
+			}
+		}
+	}
+	return a
+}
+
+// sweep: synchronous -> throughput probe (max concurrency) -> Rates constant rungs at
+// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate), then the
+// saturation analysis.
+func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
+	c := ex.cfg
+	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
+	if ctx.Err() != nil {
+		return
+	}
+	if sync.Requests.Successful == 0 || sync.ReqS <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in its window (errors: %v)", sync.Errors)
+		return
+	}
+	probe := ex.one(ctx, a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
+	if ctx.Err() != nil {
+		return
+	}
+	if probe.Requests.Successful == 0 || probe.ReqS <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request in its window (errors: %v)", probe.Errors)
+		return
+	}
+	lo, hi := sync.ReqS, max(probe.ReqS, sync.ReqS)
+	var outs []float64
+	for i := 1; i <= c.Rates; i++ {
+		r := ex.one(ctx, a, ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates)), n)
+		if ctx.Err() != nil {
+			return
+		}
+		outs = append(outs, r.OutputTokS)
+	}
+	s := AnalyzeSaturation(outs, probe.OutputTokS)
+	a.sat = &s
+}
+
+func peak(runs []results.Run) float64 {
+	p := 0.0
+	for _, r := range runs {
+		p = max(p, r.OutputTokS)
+	}
+	return p
+}
+
+// fillTotals sets the load-wide figures: peak and sustained throughput, burst rate, client check.
+func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Duration) {
+	best := -1
+	for i, r := range l.Runs {
+		if best < 0 || r.OutputTokS > l.Runs[best].OutputTokS {
+			best = i
+		}
+	}
+	if best >= 0 {
+		l.PeakOutputTokS = l.Runs[best].OutputTokS
+		if m := l.Runs[best].MeanOutputTokens; m > 0 {
+			l.SustainedReqS = l.PeakOutputTokS / m
+		}
+	}
+	for _, o := range a.outs {
+		l.BurstReqS = max(l.BurstReqS, burstReqS(o))
+	}
+	d := metrics.Summarize(lags)
+	l.Client = results.ClientCheck{LagP50Ms: d.P50, LagP99Ms: d.P99, LagMaxMs: d.Max, Cores: numCPU()}
+	if wall > 0 {
+		l.Client.CPUPercent = 100 * cpu.Seconds() / wall.Seconds()
+	}
+	var reasons []string
+	for _, r := range l.Runs {
+		if r.ClientLimited {
+			reasons = append(reasons, fmt.Sprintf("%s rung: %s", r.Kind, r.ClientReason))
+		}
+	}
+	if lim, why := selfCheck(d, cpu, wall); lim {
+		reasons = append(reasons, why)
+	}
+	if len(reasons) > 0 {
+		l.Client.ClientLimited = true
+		l.Client.Reason = strings.Join(reasons, "; ")
+	}
+}
+
+// countsSource is the output-count source used by most successful requests.
+func (ex *executor) countsSource() string {
+	best, n := "", 0
+	for k, v := range ex.counts {
+		if v > n || (v == n && k < best) {
+			best, n = k, v
+		}
+	}
+	return best
+}
+
+// decodeLimited decodes JSON from at most 8 MiB of r.
+func decodeLimited(r io.Reader, v any) error {
+	return json.NewDecoder(io.LimitReader(r, 8<<20)).Decode(v)
+}

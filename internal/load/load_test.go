@@ -1,0 +1,371 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+const testModel = "Qwen/Qwen3-8B"
+
+func opts(url string, c results.LoadConfig) Options {
+	if c.PromptTokens == 0 {
+		c.PromptTokens = 64
+	}
+	if c.OutputTokens == 0 {
+		c.OutputTokens = 20
+	}
+	return Options{URL: url, Model: testModel, Config: c, Drain: 5 * time.Second}
+}
+
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.3f, want %.3f ± %.3f", what, got, want, tol)
+	}
+}
+
+// The fake's timing is exact on the server side; the client adds scheduling noise of well under a
+// millisecond on an idle machine, but this machine is shared, so tolerances here are loose: the
+// fidelity benchmark holds the tight figures.
+func TestSynchronousMeasuresTTFTAndITL(t *testing.T) {
+	for _, c := range []struct {
+		name, usage, api string
+		perChunk         int
+		counts           string
+	}{
+		{"one token per chunk, continuous usage", "continuous", "chat", 1, countsContinuous},
+		{"four tokens per chunk, continuous usage", "continuous", "chat", 4, countsContinuous},
+		{"four tokens per chunk, final usage only", "final", "completions", 4, countsUsageSplit},
+		{"one token per chunk, final usage only", "final", "chat", 1, countsUsage},
+		{"no usage at all", "none", "chat", 1, countsChunks},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &fake{model: testModel, ttft: 40 * time.Millisecond, itl: 4 * time.Millisecond, perChunk: c.perChunk, roleChunk: true, usage: c.usage}
+			s := f.start(t)
+			l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", API: c.api, MaxRequests: 4}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := l.Runs[0]
+			if r.Requests.Successful != 4 || r.Requests.Warmup != 1 || r.Requests.Errored != 0 {
+				t.Fatalf("requests %+v errors %v", r.Requests, r.Errors)
+			}
+			near(t, "TTFT p50", r.TTFT.P50, 40, 8)
+			if r.TTFT.P50 < 40 {
+				t.Errorf("TTFT %.2f ms below the server's 40 ms: the role-only chunk was counted?", r.TTFT.P50)
+			}
+			near(t, "ITL p50", r.ITL.P50, 4, 1.5)
+			near(t, "TPOT p50", r.TPOT.P50, 4, 1.5)
+			near(t, "E2E p50", r.E2E.P50, 40+19*4, 15)
+			// Tokens after the first chunk each give one ITL sample (a k-token chunk gives k of gap/k).
+			if want := 4 * (20 - c.perChunk); r.ITL.Count != want {
+				t.Errorf("ITL samples %d, want %d", r.ITL.Count, want)
+			}
+			if r.MeanOutputTokens != 20 || l.OutputCounts != c.counts {
+				t.Errorf("mean output %v counts %q, want 20 %q", r.MeanOutputTokens, l.OutputCounts, c.counts)
+			}
+			if l.TokenCounts != tokensServer {
+				t.Errorf("token counts %q", l.TokenCounts)
+			}
+			if r.OutputTokS <= 0 || r.ReqS <= 0 || r.WindowSeconds <= 0 || r.TTFTFromSchedule != nil {
+				t.Errorf("throughput %+v", r)
+			}
+		})
+	}
+}
+
+func TestExactPromptLengths(t *testing.T) {
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous", overhead: 9}
+	s := f.start(t)
+	l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "concurrency", Concurrency: 4, MaxRequests: 20, PromptTokens: 300}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := l.Runs[0]; r.MeanPromptTokens != 300 {
+		t.Fatalf("mean prompt tokens %v (server count, template included), want exactly 300", r.MeanPromptTokens)
+	}
+	f.noTokenize = true
+	l, err = Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "concurrency", Concurrency: 4, MaxRequests: 20, PromptTokens: 300}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.TokenCounts != tokensUsage || math.Abs(l.Runs[0].MeanPromptTokens-300) > 3 {
+		t.Fatalf("usage-calibrated: %q mean %v", l.TokenCounts, l.Runs[0].MeanPromptTokens)
+	}
+}
+
+func TestErrorsAreClassifiedNotFatal(t *testing.T) {
+	cases := []struct {
+		name  string
+		f     *fake
+		class string
+	}{
+		{"malformed chunk", &fake{malformed: 3}, errMalformed},
+		{"cut stream", &fake{cutAfter: 5}, errCut},
+		{"no [DONE] and no finish", &fake{noDone: true}, errCut},
+		{"HTTP 429", &fake{status: 429}, "http_429"},
+		{"HTTP 500", &fake{status: 500}, "http_500"},
+		{"short output", &fake{short: 3}, errShort},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.f
+			f.model, f.ttft, f.itl, f.usage, f.perChunk = testModel, 2*time.Millisecond, time.Millisecond, "continuous", 1
+			s := f.start(t)
+			l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "concurrency", Concurrency: 3, MaxRequests: 6, Warmup: "0"}))
+			if err == nil || l == nil {
+				t.Fatalf("want an error with the measured load, got %v, %v", l, err)
+			}
+			r := l.Runs[0]
+			if r.Errors[c.class] != 6 || r.Requests.Errored != 6 || r.Requests.Successful != 0 {
+				t.Fatalf("errors %v requests %+v, want 6 × %s", r.Errors, r.Requests, c.class)
+			}
+		})
+	}
+}
+
+func TestConnectError(t *testing.T) {
+	f := &fake{model: testModel}
+	s := f.start(t)
+	url := s.URL
+	o := opts(url, results.LoadConfig{Profile: "synchronous", MaxRequests: 2})
+	cl := &client{hc: newHTTPClient(1), endpoint: "http://127.0.0.1:1/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	rec := &Record{}
+	cl.do(context.Background(), promptOf("hi"), 5, rec)
+	if rec.Error != errConnect {
+		t.Fatalf("class %q (%s), want connect", rec.Error, rec.Detail)
+	}
+	_ = o
+}
+
+func TestStallIsTimeout(t *testing.T) {
+	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true}
+	s := f.start(t)
+	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
+	rec := &Record{}
+	cl.do(context.Background(), promptOf("hi"), 5, rec)
+	if rec.Error != errTimeout {
+		t.Fatalf("class %q (%s), want timeout", rec.Error, rec.Detail)
+	}
+}
+
+func TestOpenLoopConstant(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "constant", Rate: 40, MaxDuration: results.Duration(time.Second)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.Runs[0]
+	n := r.Requests.Successful + r.Requests.Warmup
+	if n < 36 || n > 41 || r.TargetRate != 40 {
+		t.Fatalf("%d requests at 40 req/s over 1 s", n)
+	}
+	if r.TTFTFromSchedule == nil || r.TTFTFromSchedule.Count != r.TTFT.Count || r.TTFTFromSchedule.P50 < r.TTFT.P50 {
+		t.Fatalf("TTFT from schedule %+v vs TTFT %+v", r.TTFTFromSchedule, r.TTFT)
+	}
+	if r.ClientLag.Count == 0 || l.Client.Cores < 1 {
+		t.Fatalf("no self-check: %+v %+v", r.ClientLag, l.Client)
+	}
+}
+
+func TestInterruptKeepsMeasurements(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	rec := filepath.Join(t.TempDir(), "r.jsonl")
+	o := opts(s.URL, results.LoadConfig{Profile: "concurrency", Concurrency: 4, MaxDuration: results.Duration(time.Minute)})
+	o.RecordsPath = rec
+	start := time.Now()
+	l, err := Run(ctx, o)
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("interrupt took %v", time.Since(start))
+	}
+	if err != nil || l == nil || !l.Interrupted {
+		t.Fatalf("load %v err %v", l, err)
+	}
+	r := l.Runs[0]
+	if r.Requests.Successful < 10 || r.WindowSeconds > 1 {
+		t.Fatalf("interrupted run kept %+v window %v", r.Requests, r.WindowSeconds)
+	}
+	if lines := countLines(t, rec); lines < r.Requests.Successful {
+		t.Fatalf("records has %d lines for %d requests", lines, r.Requests.Successful)
+	}
+}
+
+func TestSweepAndRecords(t *testing.T) {
+	// Capacity 8: the probe at 16 streams saturates, constant rungs climb toward it.
+	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
+	s := f.start(t)
+	dir := t.TempDir()
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 5, MaxDuration: results.Duration(600 * time.Millisecond)})
+	o.RecordsPath = filepath.Join(dir, "records.jsonl")
+	o.ScrapeMetrics = true
+	o.ScrapeEvery = 100 * time.Millisecond
+	o.SLO = SLO{TTFT: 200 * time.Millisecond}
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Runs) != 7 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
+		t.Fatalf("runs: %d", len(l.Runs))
+	}
+	syncRate, probeRate := l.Runs[0].ReqS, l.Runs[1].ReqS
+	for i, r := range l.Runs[2:] {
+		want := syncRate + (probeRate-syncRate)*float64(i+1)/5
+		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {
+			t.Fatalf("rung %d: %s at %v, want constant at %v", i, r.Kind, r.TargetRate, want)
+		}
+		if r.Goodput == nil {
+			t.Fatal("no goodput with an SLO")
+		}
+	}
+	if l.Saturation == nil || len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != l.Runs[1].OutputTokS {
+		t.Fatalf("saturation %+v", l.Saturation)
+	}
+	if l.PeakOutputTokS <= 0 || math.Abs(l.SustainedReqS-l.PeakOutputTokS/20) > 1e-6 {
+		t.Fatalf("peak %v sustained %v", l.PeakOutputTokS, l.SustainedReqS)
+	}
+	total := 0
+	for _, r := range l.Runs {
+		total += r.Requests.Successful + r.Requests.Warmup + r.Requests.Errored + r.Requests.Incomplete
+	}
+	if n := countLines(t, o.RecordsPath); n != total {
+		t.Fatalf("records: %d lines, %d requests", n, total)
+	}
+	if l.Server == nil || len(l.Server.Samples) < 5 || l.Server.Error != "" {
+		t.Fatalf("server metrics %+v", l.Server)
+	}
+	maxRun := 0.0
+	for _, s := range l.Server.Samples {
+		maxRun = max(maxRun, s.Running)
+	}
+	if maxRun < 2 || maxRun > 8 {
+		t.Fatalf("scraped running peaked at %v, want 2..8", maxRun)
+	}
+	if l.Runs[1].CI == nil || l.Runs[1].CI.TTFTP95 == nil {
+		t.Fatalf("no CI on the probe: %+v", l.Runs[1].CI)
+	}
+}
+
+func TestRetryKeepsBetterCurve(t *testing.T) {
+	// A fake whose capacity grows between attempts: the ladder stays linear below a far probe.
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 4, Rates: 5, MaxDuration: results.Duration(300 * time.Millisecond)})
+	o.RetryUnsaturated = true
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Saturation.Unsaturated != l.Retried {
+		t.Fatalf("unsaturated %v but retried %v", l.Saturation.Unsaturated, l.Retried)
+	}
+	if l.Retried && (l.KeptAttempt < 1 || l.KeptAttempt > 2) {
+		t.Fatalf("kept attempt %d", l.KeptAttempt)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := Options{URL: "http://127.0.0.1:8000", Model: "m"}
+	if err := Validate(good); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	bad := []struct {
+		mut  func(*Options)
+		want string
+	}{
+		{func(o *Options) { o.URL = "" }, "--url"},
+		{func(o *Options) { o.URL = "127.0.0.1:8000" }, "--url"},
+		{func(o *Options) { o.Model = "" }, "--model"},
+		{func(o *Options) { o.Config.Profile = "burst" }, "unknown"},
+		{func(o *Options) { o.Config.Profile = "constant" }, "--rate"},
+		{func(o *Options) { o.Config.Profile = "poisson"; o.Config.Rate = -1 }, "--rate"},
+		{func(o *Options) { o.Config.Profile = "concurrency" }, "--concurrency"},
+		{func(o *Options) { o.Config.Concurrency = -2 }, "--concurrency"},
+		{func(o *Options) { o.Config.MaxConcurrency = -1 }, "--max-concurrency"},
+		{func(o *Options) { o.Config.Rates = 1000 }, "--rates"},
+		{func(o *Options) { o.Config.API = "grpc" }, "--api"},
+		{func(o *Options) { o.Config.Warmup = "soon" }, "--warmup"},
+		{func(o *Options) { o.Config.OutputTokens = -1 }, "--output-tokens"},
+		{func(o *Options) { o.Config.PromptTokens = -5 }, "prompt tokens"},
+		{func(o *Options) { o.Config.Data = "/nonexistent/prompts.jsonl" }, "--data"},
+		{func(o *Options) { o.TokenizerPath = "tokenizer.json" }, "--tokenizer"},
+		{func(o *Options) { o.Config.MaxDuration = results.Duration(-time.Second) }, "--max-duration"},
+	}
+	for _, b := range bad {
+		o := good
+		b.mut(&o)
+		if err := Validate(o); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("Validate(%+v) = %v, want an error naming %s", o.Config, err, b.want)
+		}
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	f := &fake{model: testModel}
+	s := f.start(t)
+	if err := Preflight(context.Background(), Options{URL: s.URL + "/v1/", Model: testModel}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Preflight(context.Background(), Options{URL: s.URL, Model: "other/model"}); err == nil || !strings.Contains(err.Error(), testModel) {
+		t.Fatalf("unlisted model: %v", err)
+	}
+	if err := Preflight(context.Background(), Options{URL: "http://127.0.0.1:1", Model: testModel}); err == nil || !strings.Contains(err.Error(), "does not answer") {
+		t.Fatalf("dead endpoint: %v", err)
+	}
+}
+
+func TestAPIKeyFromEnvOnly(t *testing.T) {
+	t.Setenv("GPUVET_TEST_KEY", "sekret")
+	got := ""
+	f := &fake{model: testModel}
+	s := f.start(t)
+	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, key: apiKey("GPUVET_TEST_KEY"), reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	got = cl.key
+	if got != "sekret" {
+		t.Fatalf("key %q", got)
+	}
+	b := cl.body(promptOf("hi"), 7)
+	if strings.Contains(string(b), "sekret") {
+		t.Fatal("key in the body")
+	}
+	var req map[string]any
+	json.Unmarshal(b, &req)
+	if req["max_tokens"] != 7.0 || req["min_tokens"] != 7.0 || req["ignore_eos"] != true || req["stream"] != true {
+		t.Fatalf("body does not ask for exact lengths: %s", b)
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	n := 0
+	sc := bufio.NewScanner(fh)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("records line %d: %v", n+1, err)
+		}
+		n++
+	}
+	return n
+}
+
+func promptOf(s string) dataset.Prompt { return dataset.Prompt{Text: s} }

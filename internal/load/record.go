@@ -1,0 +1,162 @@
+package load
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// mark is one chunk that carried generated text or tokens: when it arrived (since the load's epoch),
+// how many tokens it carried (from continuous usage; 0 until finalize fills it otherwise) and its bytes.
+type mark struct {
+	at    time.Duration
+	tok   int32
+	bytes int32
+}
+
+// Record is one request. It is written to --records as one JSON line; times are milliseconds since the
+// start of the load (the first rung), latencies in milliseconds.
+type Record struct {
+	Rung   int    `json:"rung"`
+	Kind   string `json:"kind"`
+	Index  int    `json:"index"` // prompt index (seeded prompts are reproducible by index)
+	Warmup bool   `json:"warmup,omitempty"`
+	// Attempt is 2 for requests of a sweep's retry.
+	Attempt int `json:"attempt,omitempty"`
+
+	ScheduledMs float64 `json:"scheduled_ms"`
+	SentMs      float64 `json:"sent_ms"` // request fully written to the connection
+	FirstMs     float64 `json:"first_token_ms,omitempty"`
+	EndMs       float64 `json:"end_ms"`
+	// LagMs is how far behind its schedule the client wrote the request.
+	LagMs float64 `json:"lag_ms"`
+	// TTFTMs: written -> first chunk with generated content. TTFTFromScheduleMs: scheduled -> same.
+	TTFTMs             float64   `json:"ttft_ms,omitempty"`
+	TTFTFromScheduleMs float64   `json:"ttft_from_schedule_ms,omitempty"`
+	E2EMs              float64   `json:"e2e_ms,omitempty"`
+	TPOTMs             float64   `json:"tpot_ms,omitempty"`
+	ITLMs              []float64 `json:"itl_ms,omitempty"` // per token, gaps divided by tokens per chunk
+
+	PromptTokens    int    `json:"prompt_tokens,omitempty"` // from usage, else the prompt's exact count
+	OutputTokens    int    `json:"output_tokens"`
+	RequestedTokens int    `json:"requested_tokens"`
+	Chunks          int    `json:"chunks"`
+	Counts          string `json:"counts,omitempty"` // where output token counts came from
+	Error           string `json:"error,omitempty"`  // class: http_<code>, timeout, cut_stream, …
+	Detail          string `json:"detail,omitempty"`
+	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
+
+	sched, start, sent, end time.Duration
+	marks                   []mark
+	contUsage               bool
+	promptTokens            int  // the prompt's exact count, when known
+	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
+}
+
+// Output-count sources, most exact first.
+const (
+	countsContinuous = "continuous_usage_stats"
+	countsUsage      = "usage"
+	countsUsageSplit = "usage (split over chunks by text length)"
+	countsChunks     = "chunks (no usage from the server: one token per chunk assumed)"
+)
+
+// finalize fills per-chunk token counts and the output count once the stream is complete.
+func (r *Record) finalize(final *usage) {
+	r.Chunks = len(r.marks)
+	if final != nil && final.PromptTokens > 0 {
+		r.PromptTokens = final.PromptTokens
+	} else {
+		r.PromptTokens = r.promptTokens
+	}
+	switch {
+	case r.contUsage:
+		r.Counts = countsContinuous
+		r.OutputTokens = final.CompletionTokens
+	case final != nil && final.CompletionTokens == len(r.marks):
+		r.Counts = countsUsage
+		r.OutputTokens = final.CompletionTokens
+		for i := range r.marks {
+			r.marks[i].tok = 1
+		}
+	case final != nil && len(r.marks) > 0:
+		r.Counts = countsUsageSplit
+		r.OutputTokens = final.CompletionTokens
+		splitByBytes(r.marks, final.CompletionTokens)
+	case final != nil:
+		r.Counts = countsUsage
+		r.OutputTokens = final.CompletionTokens
+	default:
+		r.Counts = countsChunks
+		r.OutputTokens = len(r.marks)
+		for i := range r.marks {
+			r.marks[i].tok = 1
+		}
+	}
+}
+
+// splitByBytes shares total tokens over chunks in proportion to their text, each at least one, keeping
+// the sum exact (largest remainders).
+func splitByBytes(marks []mark, total int) {
+	var bytes int
+	for _, m := range marks {
+		bytes += int(max(m.bytes, 1))
+	}
+	given := 0
+	for i, m := range marks {
+		share := total * int(max(m.bytes, 1)) / bytes
+		marks[i].tok = int32(share)
+		given += share
+	}
+	for i := 0; given < total; i = (i + 1) % len(marks) {
+		marks[i].tok++
+		given++
+	}
+}
+
+// ok reports whether the request completed without error and was measured.
+func (r *Record) ok() bool { return r.Error == "" && !r.Incomplete && len(r.marks) > 0 }
+
+// derive computes the latency figures from the raw times (called once the request is over).
+func (r *Record) derive() {
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	r.ScheduledMs, r.SentMs, r.EndMs = ms(r.sched), ms(r.sent), ms(r.end)
+	r.LagMs = max(0, ms(r.sent-r.sched))
+	r.Chunks = len(r.marks)
+	if !r.ok() {
+		return
+	}
+	first := r.marks[0].at
+	r.FirstMs = ms(first)
+	r.TTFTMs = ms(first - r.sent)
+	r.TTFTFromScheduleMs = ms(first - r.sched)
+	r.E2EMs = ms(r.end - r.sent)
+	if r.OutputTokens > 1 {
+		r.TPOTMs = (r.E2EMs - r.TTFTMs) / float64(r.OutputTokens-1)
+	}
+	r.ITLMs = r.ITLMs[:0]
+	last := first
+	for _, m := range r.marks[1:] {
+		if m.tok <= 0 {
+			continue // text without a new token (e.g. a detokenizer flush): the gap runs on
+		}
+		gap := ms(m.at-last) / float64(m.tok)
+		for range m.tok {
+			r.ITLMs = append(r.ITLMs, gap)
+		}
+		last = m.at
+	}
+}
+
+// writeRecords writes records as JSON lines.
+func writeRecords(w io.Writer, recs []*Record) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	for _, r := range recs {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,290 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
+)
+
+// Profile kinds of one rung.
+const (
+	kindSynchronous = "synchronous"
+	kindConcurrency = "concurrency"
+	kindThroughput  = "throughput"
+	kindConstant    = "constant"
+	kindPoisson     = "poisson"
+)
+
+// rungSpec is one rung: a closed loop of Concurrency slots, or an open loop at Rate req/s.
+type rungSpec struct {
+	Index       int
+	Kind        string
+	Concurrency int     // closed loop (synchronous, concurrency, throughput)
+	Rate        float64 // open loop (constant, poisson)
+	Duration    time.Duration
+	MaxRequests int // measured requests (warm-up not included); 0: bounded by Duration only
+	WarmupReqs  int
+	WarmupDur   time.Duration
+	Drain       time.Duration // bound on the tail after dispatch stops
+	MaxInFlight int           // open loop: requests beyond it wait (and the lag shows it)
+}
+
+func (s rungSpec) openLoop() bool { return s.Kind == kindConstant || s.Kind == kindPoisson }
+
+func (s rungSpec) label() string {
+	if s.openLoop() {
+		return fmt.Sprintf("%s %.3g req/s", s.Kind, s.Rate)
+	}
+	return fmt.Sprintf("%s c=%d", s.Kind, s.Concurrency)
+}
+
+// rungOut is what one rung measured, before it is summarised.
+type rungOut struct {
+	spec             rungSpec
+	recs             []*Record
+	start            time.Duration
+	winStart, winEnd time.Duration
+	cpu              time.Duration // this process's CPU time over the rung
+	wall             time.Duration
+	interrupted      bool
+}
+
+// runner drives rungs against one endpoint. Prompt indexes run on across rungs so that no two requests
+// of a load share a prompt (a prefix cache must not flatter later rungs).
+type runner struct {
+	c         *client
+	src       dataset.Source
+	outTokens int
+	seed      uint64
+	next      atomic.Int64
+	progress  io.Writer
+}
+
+// run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
+// interrupted.
+func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
+	out := &rungOut{spec: spec, start: rn.c.since()}
+	cpu0 := cpuTime()
+	var mu sync.Mutex
+	add := func(r *Record) { mu.Lock(); out.recs = append(out.recs, r); mu.Unlock() }
+
+	// reqCtx ends in-flight requests: on Ctrl-C (ctx) or when the drain bound expires.
+	reqCtx, cancelReqs := context.WithCancel(ctx)
+	defer cancelReqs()
+	dispatchCtx, stopDispatch := context.WithCancel(ctx)
+	defer stopDispatch()
+	if spec.Duration > 0 {
+		var cancel context.CancelFunc
+		dispatchCtx, cancel = context.WithDeadline(dispatchCtx, rn.c.epoch.Add(out.start+spec.Duration))
+		defer cancel()
+	}
+	total := 0
+	if spec.MaxRequests > 0 {
+		total = spec.MaxRequests + spec.WarmupReqs
+	}
+	var lastDispatch atomic.Int64
+	lastSent := make(chan struct{})
+	var lastOnce sync.Once
+	dispatched := func(k int) {
+		lastDispatch.Store(int64(rn.c.since()))
+		if total > 0 && k == total-1 {
+			lastOnce.Do(func() { close(lastSent) })
+		}
+	}
+	// Once dispatch is over, the tail gets spec.Drain to finish.
+	go func() {
+		select {
+		case <-dispatchCtx.Done():
+		case <-lastSent:
+		}
+		t := time.NewTimer(spec.Drain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelReqs()
+		case <-reqCtx.Done():
+		}
+	}()
+	stopBar := rn.bar(spec, out.start, func() int { mu.Lock(); defer mu.Unlock(); return len(out.recs) })
+
+	warm := func(k int, sched time.Duration) bool {
+		return k < spec.WarmupReqs || (spec.WarmupDur > 0 && sched < out.start+spec.WarmupDur)
+	}
+	newRec := func(k int, sched time.Duration) (*Record, dataset.Prompt, int) {
+		idx := int(rn.next.Add(1) - 1)
+		p := rn.src.Prompt(idx)
+		n := rn.outTokens
+		if p.OutputTokens > 0 {
+			n = p.OutputTokens
+		}
+		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: warm(k, sched), sched: sched, promptTokens: p.Tokens}, p, n
+	}
+
+	var wg sync.WaitGroup
+	if spec.openLoop() {
+		rn.openLoop(dispatchCtx, reqCtx, spec, total, out.start, &wg, newRec, add, dispatched)
+	} else {
+		var counter atomic.Int64
+		for range spec.Concurrency {
+			wg.Go(func() {
+				free, first := rn.c.since(), true
+				for dispatchCtx.Err() == nil {
+					k := int(counter.Add(1) - 1)
+					if total > 0 && k >= total {
+						return
+					}
+					rec, p, n := newRec(k, free)
+					rec.noLag = first // a slot's first request pays the connection ramp, not client lag
+					dispatched(k)
+					rn.c.do(reqCtx, p, n, rec)
+					add(rec)
+					free, first = rn.c.since(), false
+				}
+			})
+		}
+	}
+	wg.Wait()
+	stopBar()
+	end := rn.c.since()
+	out.interrupted = ctx.Err() != nil
+	out.wall = end - out.start
+	out.cpu = cpuTime() - cpu0
+	out.window(spec, time.Duration(lastDispatch.Load()), end)
+	return out
+}
+
+// openLoop sends on schedule (constant spacing or seeded Poisson arrivals) until the duration or the
+// request budget ends; each request runs in its own goroutine, at most spec.MaxInFlight at once.
+func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, total int, start time.Duration,
+	wg *sync.WaitGroup, newRec func(int, time.Duration) (*Record, dataset.Prompt, int), add func(*Record), dispatched func(int)) {
+	rng := rand.New(rand.NewPCG(rn.seed, uint64(spec.Index)+1))
+	sem := make(chan struct{}, max(spec.MaxInFlight, 1))
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	offset := time.Duration(0)
+	for k := 0; total == 0 || k < total; k++ {
+		if spec.Duration > 0 && offset >= spec.Duration {
+			return
+		}
+		sched := start + offset
+		if d := sched - rn.c.since(); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-timer.C:
+			case <-dispatchCtx.Done():
+				return
+			}
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-dispatchCtx.Done():
+			return
+		}
+		rec, p, n := newRec(k, sched)
+		dispatched(k)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rn.c.do(reqCtx, p, n, rec)
+			add(rec)
+		})
+		gap := 1 / spec.Rate
+		if spec.Kind == kindPoisson {
+			gap = rng.ExpFloat64() / spec.Rate
+		}
+		offset += time.Duration(gap * float64(time.Second))
+	}
+}
+
+// window sets the measured window: it opens when warm-up is over and closes when dispatch stopped (the
+// duration ran out, or the last request was sent); the tail drains outside it. When a request budget
+// ends dispatch so early that the window would hold less than half the work (e.g. every request sent at
+// once), it closes at the last completion instead.
+func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
+	ws := o.start
+	if spec.WarmupDur > 0 {
+		ws = o.start + spec.WarmupDur
+	}
+	var lastEnd time.Duration
+	for _, r := range o.recs {
+		if r.Warmup && r.end > ws && spec.WarmupDur == 0 {
+			ws = r.end
+		}
+		lastEnd = max(lastEnd, r.end)
+	}
+	we := o.start + spec.Duration
+	switch {
+	case o.interrupted:
+		we = end
+	case spec.MaxRequests > 0 && (spec.Duration == 0 || lastDispatch < o.start+spec.Duration):
+		we = lastDispatch
+		if we-ws < (lastEnd-ws)/2 {
+			we = lastEnd
+		}
+	}
+	if we > end {
+		we = end
+	}
+	if we < ws {
+		we = ws
+	}
+	o.winStart, o.winEnd = ws, we
+}
+
+// bar shows a progress bar while the rung runs (time-based, or by requests when only a budget bounds
+// it). It returns a function that stops and clears it.
+func (rn *runner) bar(spec rungSpec, start time.Duration, done func() int) func() {
+	if rn.progress == nil {
+		return func() {}
+	}
+	byTime := spec.Duration > 0
+	limit := int64(spec.Duration / (100 * time.Millisecond))
+	if !byTime {
+		limit = int64(spec.MaxRequests + spec.WarmupReqs)
+	}
+	b := progressbar.NewOptions64(limit, progressbar.OptionSetWriter(rn.progress),
+		progressbar.OptionSetDescription(fmt.Sprintf("rung %d %-26s", spec.Index+1, spec.label())),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(30))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if byTime {
+					b.Set64(min(limit, int64((rn.c.since()-start)/(100*time.Millisecond))))
+				} else {
+					b.Set64(int64(done()))
+				}
+				b.Describe(fmt.Sprintf("rung %d %-26s %6d req", spec.Index+1, spec.label(), done()))
+			}
+		}
+	})
+	return func() {
+		close(stop)
+		wg.Wait()
+		b.Finish()
+	}
+}
+
+// cpuTime is this process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,165 @@
+package load
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Server-side gauges by engine: running requests, queued requests, KV-cache use (0..1).
+var (
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "gpuvet_sim_running"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "gpuvet_sim_waiting"}
+	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "gpuvet_sim_kv_cache_usage"}
+)
+
+// maxServerSamples bounds the kept scrapes (an hour at 1 Hz).
+const maxServerSamples = 3600
+
+// parseProm reads Prometheus text exposition and sums each wanted metric over its label sets. It returns
+// which of the wanted names were present. Malformed lines are an error naming the line.
+func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, rest := line, ""
+		if i := strings.IndexAny(line, "{ \t"); i >= 0 {
+			name, rest = line[:i], line[i:]
+		} else {
+			return nil, fmt.Errorf("/metrics line %d: %q has no value", n, head([]byte(line), 80))
+		}
+		if strings.HasPrefix(rest, "{") {
+			j := strings.LastIndexByte(rest, '}')
+			if j < 0 {
+				return nil, fmt.Errorf("/metrics line %d: unclosed label set in %q", n, head([]byte(line), 80))
+			}
+			rest = rest[j+1:]
+		}
+		if !wanted[name] {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("/metrics line %d: %s has no value", n, name)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("/metrics line %d: %s value %q is not a number", n, name, fields[0])
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}
+
+// scraper polls /metrics while the load runs.
+type scraper struct {
+	url   string
+	hc    *http.Client
+	every time.Duration
+	epoch time.Time
+
+	mu  sync.Mutex
+	res results.ServerMetrics
+}
+
+func pick(vals map[string]float64, names []string) (float64, bool) {
+	for _, n := range names {
+		if v, ok := vals[n]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// once takes one sample; an error the first time stops the scraper (the endpoint has no usable /metrics).
+func (s *scraper) once(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", s.url, resp.StatusCode)
+	}
+	wanted := map[string]bool{}
+	for _, l := range [][]string{runningNames, waitingNames, kvNames} {
+		for _, n := range l {
+			wanted[n] = true
+		}
+	}
+	vals, err := parseProm(io.LimitReader(resp.Body, 16<<20), wanted)
+	if err != nil {
+		return err
+	}
+	run, ok1 := pick(vals, runningNames)
+	wait, ok2 := pick(vals, waitingNames)
+	kv, ok3 := pick(vals, kvNames)
+	if !ok1 && !ok2 && !ok3 {
+		return fmt.Errorf("GET %s: none of the known engine gauges (e.g. vllm:num_requests_running)", s.url)
+	}
+	if kv > 1 { // some engines report percent
+		kv /= 100
+	}
+	s.mu.Lock()
+	if len(s.res.Samples) < maxServerSamples {
+		s.res.Samples = append(s.res.Samples, results.ServerSample{T: time.Since(s.epoch).Seconds(), Running: run, Waiting: wait, KVCacheUsage: kv})
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// loop scrapes until ctx ends. A failing first scrape records the error and stops; later failures
+// are counted into the error text but do not stop it.
+func (s *scraper) loop(ctx context.Context) {
+	if err := s.once(ctx); err != nil {
+		s.mu.Lock()
+		s.res.Error = "no usable /metrics: " + err.Error()
+		s.mu.Unlock()
+		return
+	}
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.once(ctx); err != nil && ctx.Err() == nil {
+				fails++
+				s.mu.Lock()
+				s.res.Error = fmt.Sprintf("%d scrapes failed, last: %v", fails, err)
+				s.mu.Unlock()
+			}
+		}
+	}
+}
+
+func (s *scraper) result() *results.ServerMetrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.res
+	r.Samples = append([]results.ServerSample(nil), s.res.Samples...)
+	return &r
+}

@@ -1,0 +1,71 @@
+package load
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// SLO is the service-level objective for goodput: a request is good when it meets every set bound.
+// ITL is judged per request on its mean inter-token latency (its TPOT), as vLLM's goodput does.
+type SLO struct {
+	TTFT, ITL, TPOT, E2E time.Duration
+}
+
+func (s *SLO) empty() bool { return s == nil || *s == SLO{} }
+
+// met reports whether a successful request met every bound.
+func (s *SLO) met(r *Record) bool {
+	if s.empty() {
+		return true
+	}
+	within := func(limit time.Duration, ms float64) bool {
+		return limit == 0 || ms <= float64(limit)/1e6
+	}
+	return within(s.TTFT, r.TTFTMs) && within(s.ITL, r.TPOTMs) && within(s.TPOT, r.TPOTMs) && within(s.E2E, r.E2EMs)
+}
+
+// ParseSLO reads "ttft=200ms,itl=50ms" (keys ttft, itl, tpot, e2e; Go durations).
+func ParseSLO(s string) (SLO, error) {
+	var slo SLO
+	if strings.TrimSpace(s) == "" {
+		return slo, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return SLO{}, fmt.Errorf("--slo %q: %q is not key=duration (e.g. ttft=200ms,itl=50ms)", s, kv)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d <= 0 {
+			return SLO{}, fmt.Errorf("--slo %q: %s=%q is not a positive duration like 200ms", s, k, v)
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "ttft":
+			slo.TTFT = d
+		case "itl":
+			slo.ITL = d
+		case "tpot":
+			slo.TPOT = d
+		case "e2e":
+			slo.E2E = d
+		default:
+			return SLO{}, fmt.Errorf("--slo %q: unknown key %q (want ttft, itl, tpot or e2e)", s, k)
+		}
+	}
+	return slo, nil
+}
+
+// String is the SLO in --slo syntax.
+func (s SLO) String() string {
+	var parts []string
+	for _, p := range []struct {
+		k string
+		d time.Duration
+	}{{"ttft", s.TTFT}, {"itl", s.ITL}, {"tpot", s.TPOT}, {"e2e", s.E2E}} {
+		if p.d > 0 {
+			parts = append(parts, p.k+"="+p.d.String())
+		}
+	}
+	return strings.Join(parts, ",")
+}

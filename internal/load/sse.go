@@ -1,0 +1,169 @@
+package load
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// maxSSELine bounds one SSE line: a chunk of an OpenAI stream is a few hundred bytes; a line of
+// megabytes is a broken server, not a bigger chunk.
+const maxSSELine = 4 << 20
+
+// errLineTooLong is returned when an SSE line exceeds maxSSELine.
+var errLineTooLong = errors.New("SSE line longer than 4 MiB")
+
+// sseReader reads the data payloads of Server-Sent Events (the WHATWG event-stream format): "data:"
+// lines joined by "\n" make one event, dispatched at a blank line; comments (":") and other fields
+// (event, id, retry) are skipped. A final event without its blank line is still dispatched at EOF.
+type sseReader struct {
+	r    *bufio.Reader
+	data []byte
+	line []byte
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{r: bufio.NewReaderSize(r, 4096)}
+}
+
+// Next returns the next event's data. The slice is valid until the next call. At the end of the stream
+// it returns io.EOF (or the transport's error).
+func (s *sseReader) Next() ([]byte, error) {
+	s.data = s.data[:0]
+	have := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if have && (err == io.EOF || err == io.ErrUnexpectedEOF) {
+				return s.data, nil
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			if have {
+				return s.data, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if have {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, value...)
+		have = true
+	}
+}
+
+// readLine returns one line without its terminator (\n, \r\n or \r\n). A last line without a
+// terminator is returned before io.EOF.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		s.line = append(s.line, frag...)
+		if len(s.line) > maxSSELine {
+			return nil, errLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(s.line) > 0 {
+				return bytes.TrimRight(s.line, "\r"), nil
+			}
+			return nil, err
+		}
+		return bytes.TrimRight(s.line[:len(s.line)-1], "\r"), nil
+	}
+}
+
+// chunk is what gpuvet reads from one streamed chunk of /v1/chat/completions or /v1/completions.
+type chunk struct {
+	// TextBytes is the generated text in the chunk (content, reasoning or completion text), in bytes.
+	TextBytes int
+	// HasChoices: the chunk carried a choice (a usage-only final chunk does not).
+	HasChoices bool
+	Finish     string
+	Usage      *usage
+	// Err is the message of an in-stream error object ({"error": {...}}).
+	Err string
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+type wireChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+		} `json:"delta"`
+		Text         *string `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *usage          `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+// parseChunk decodes one chunk's JSON. Anything that is not a JSON object, or whose usage counts are
+// negative, is an error (the request is then classed malformed_chunk).
+func parseChunk(b []byte) (chunk, error) {
+	var w wireChunk
+	if err := json.Unmarshal(b, &w); err != nil {
+		return chunk{}, fmt.Errorf("chunk is not the expected JSON object: %v (starts %q)", err, head(b, 80))
+	}
+	var c chunk
+	if len(w.Error) > 0 && string(w.Error) != "null" {
+		var e struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(w.Error, &e) != nil || e.Message == "" {
+			e.Message = head(w.Error, 200)
+		}
+		c.Err = e.Message
+		return c, nil
+	}
+	if w.Usage != nil {
+		if w.Usage.PromptTokens < 0 || w.Usage.CompletionTokens < 0 {
+			return chunk{}, fmt.Errorf("usage with negative counts (prompt %d, completion %d)", w.Usage.PromptTokens, w.Usage.CompletionTokens)
+		}
+		c.Usage = w.Usage
+	}
+	for _, ch := range w.Choices {
+		c.HasChoices = true
+		for _, s := range []*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
+			if s != nil {
+				c.TextBytes += len(*s)
+			}
+		}
+		if ch.FinishReason != nil {
+			c.Finish = *ch.FinishReason
+		}
+	}
+	return c, nil
+}
+
+func head(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

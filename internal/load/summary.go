@@ -1,0 +1,197 @@
+package load
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Client self-check limits: beyond them the client, not the server, may be what was measured.
+const (
+	// LagLimit is the p99 lag behind schedule above which a run is client-limited.
+	LagLimit = 10 * time.Millisecond
+	// CPULimit is the share of all cores the client may use before it is deemed saturated.
+	CPULimit = 0.90
+	// bootstrapResamples and ciLevel set the confidence intervals on gated figures.
+	bootstrapResamples = 200
+	ciLevel            = 0.95
+	// maxBootstrapPool caps pooled samples fed to the bootstrap (a seeded subsample above it), so a
+	// million ITL gaps do not take minutes; the interval is then slightly wider, never narrower.
+	maxBootstrapPool = 20000
+)
+
+// summarize turns one rung's records into its results.Run.
+func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
+	spec := o.spec
+	run := results.Run{Kind: spec.Kind, Errors: map[string]int{}}
+	if spec.openLoop() {
+		run.TargetRate = spec.Rate
+	} else {
+		run.Concurrency = spec.Concurrency
+	}
+	win := o.winEnd - o.winStart
+	run.WindowSeconds = win.Seconds()
+
+	var ttft, ttftSched, itl, tpot, e2e, lag, outToks, promptToks []float64
+	var outInWin, promptInWin float64
+	var doneInWin, goodInWin int
+	bucket := win / 40
+	var buckets []float64
+	if bucket > 0 {
+		buckets = make([]float64, 40)
+	}
+	for _, r := range o.recs {
+		r.derive()
+		for _, m := range r.marks {
+			if m.at >= o.winStart && m.at <= o.winEnd {
+				outInWin += float64(m.tok)
+				if buckets != nil {
+					buckets[min(int((m.at-o.winStart)/bucket), 39)] += float64(m.tok)
+				}
+			}
+		}
+		if len(r.marks) > 0 && r.marks[0].at >= o.winStart && r.marks[0].at <= o.winEnd {
+			promptInWin += float64(r.PromptTokens)
+		}
+		switch {
+		case r.Warmup:
+			run.Requests.Warmup++
+			continue
+		case r.Incomplete:
+			run.Requests.Incomplete++
+			continue
+		case r.Error != "":
+			run.Requests.Errored++
+			run.Errors[r.Error]++
+			continue
+		case !r.ok():
+			run.Requests.Errored++
+			run.Errors[errCut]++
+			continue
+		}
+		run.Requests.Successful++
+		if !r.noLag {
+			lag = append(lag, r.LagMs)
+		}
+		ttft = append(ttft, r.TTFTMs)
+		if spec.openLoop() {
+			ttftSched = append(ttftSched, r.TTFTFromScheduleMs)
+		}
+		itl = append(itl, r.ITLMs...)
+		if r.OutputTokens > 1 {
+			tpot = append(tpot, r.TPOTMs)
+		}
+		e2e = append(e2e, r.E2EMs)
+		outToks = append(outToks, float64(r.OutputTokens))
+		promptToks = append(promptToks, float64(r.PromptTokens))
+		if r.end >= o.winStart && r.end <= o.winEnd {
+			doneInWin++
+			if slo.met(r) {
+				goodInWin++
+			}
+		}
+	}
+	if len(run.Errors) == 0 {
+		run.Errors = nil
+	}
+	run.TTFT = metrics.Summarize(ttft)
+	if spec.openLoop() {
+		d := metrics.Summarize(ttftSched)
+		run.TTFTFromSchedule = &d
+	}
+	run.ITL = metrics.Summarize(itl)
+	run.TPOT = metrics.Summarize(tpot)
+	run.E2E = metrics.Summarize(e2e)
+	run.ClientLag = metrics.Summarize(lag)
+	run.MeanOutputTokens = metrics.MeanStat(outToks)
+	run.MeanPromptTokens = metrics.MeanStat(promptToks)
+	if win > 0 {
+		s := win.Seconds()
+		run.OutputTokS = outInWin / s
+		run.TotalTokS = (outInWin + promptInWin) / s
+		run.ReqS = float64(doneInWin) / s
+		if slo != nil && !slo.empty() {
+			g := float64(goodInWin) / s
+			run.Goodput = &g
+		}
+	}
+	run.CI = intervals(ttft, itl, buckets, bucket, seed+uint64(spec.Index))
+	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
+	return run
+}
+
+// intervals bootstraps the gated figures: TTFT p95/p99, ITL p95, and output tok/s (the mean of the
+// window's 40 per-slice rates).
+func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
+	ci := &results.Intervals{
+		TTFTP95: metrics.Bootstrap(ttft, metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed),
+		TTFTP99: metrics.Bootstrap(ttft, metrics.QuantileStat(0.99), ciLevel, bootstrapResamples, seed+1),
+		ITLP95:  metrics.Bootstrap(subsample(itl, maxBootstrapPool, seed), metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed+2),
+	}
+	if bucket > 0 {
+		rates := make([]float64, len(buckets))
+		for i, b := range buckets {
+			rates[i] = b / bucket.Seconds()
+		}
+		ci.OutputTokS = metrics.Bootstrap(rates, metrics.MeanStat, ciLevel, bootstrapResamples, seed+3)
+	}
+	if ci.TTFTP95 == nil && ci.TTFTP99 == nil && ci.ITLP95 == nil && ci.OutputTokS == nil {
+		return nil
+	}
+	return ci
+}
+
+// subsample returns at most n samples of s, drawn without replacement with a seeded generator.
+func subsample(s []float64, n int, seed uint64) []float64 {
+	if len(s) <= n {
+		return s
+	}
+	rng := rand.New(rand.NewPCG(seed, 77))
+	out := make([]float64, n)
+	for i, j := range rng.Perm(len(s))[:n] {
+		out[i] = s[j]
+	}
+	return out
+}
+
+// selfCheck decides whether the client limited the run: lagging its schedule, or short of CPU.
+func selfCheck(lag results.Dist, cpu, wall time.Duration) (bool, string) {
+	cores := runtime.NumCPU()
+	if lag.Count >= 10 && lag.P99 > float64(LagLimit)/1e6 {
+		return true, fmt.Sprintf("CLIENT-LIMITED: requests left %.1f ms behind schedule at p99 (max %.1f ms; limit %v): the load generator, not the server, set the pace — use fewer streams or a bigger client machine", lag.P99, lag.Max, LagLimit)
+	}
+	if wall > 0 {
+		use := cpu.Seconds() / wall.Seconds()
+		if use >= CPULimit*float64(cores) {
+			return true, fmt.Sprintf("CLIENT-LIMITED: the load generator used %.0f%% CPU of %d cores (limit %.0f%%): its figures may be its own, not the server's", 100*use, cores, 100*CPULimit*float64(cores))
+		}
+	}
+	return false, ""
+}
+
+// burstReqS is the highest completion rate in any 1 s slice of the window (reported, never gated).
+func burstReqS(o *rungOut) float64 {
+	win := o.winEnd - o.winStart
+	if win < 2*time.Second {
+		return 0
+	}
+	n := int(math.Ceil(win.Seconds()))
+	counts := make([]int, n)
+	for _, r := range o.recs {
+		if r.ok() && !r.Warmup && r.end >= o.winStart && r.end <= o.winEnd {
+			counts[min(int((r.end-o.winStart)/time.Second), n-1)]++
+		}
+	}
+	best := 0
+	for _, c := range counts[:n-1] { // the last slice may be partial
+		best = max(best, c)
+	}
+	return float64(best)
+}
+
+func numCPU() int { return runtime.NumCPU() }

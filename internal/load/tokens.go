@@ -1,0 +1,110 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// How prompt lengths were made exact (results.Load.TokenCounts).
+const (
+	tokensServer = "server /tokenize"
+	tokensUsage  = "usage-calibrated"
+	tokensFile   = "from the file (lengths as the server's usage counts them)"
+)
+
+// serverCounter counts tokens with the server's /tokenize (vLLM, SGLang), as the server will count the
+// prompt: through the chat template for chat, with special tokens for completions.
+type serverCounter struct {
+	url, model, key string
+	chat            bool
+	hc              *http.Client
+}
+
+func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
+	body := map[string]any{"model": c.model}
+	if c.chat {
+		body["messages"] = []message{{Role: "user", Content: text}}
+	} else {
+		body["prompt"] = text
+	}
+	var out struct {
+		Count  *int  `json:"count"`
+		Tokens []int `json:"tokens"`
+	}
+	if err := postJSON(ctx, c.hc, c.url, c.key, body, &out); err != nil {
+		return 0, err
+	}
+	switch {
+	case out.Count != nil:
+		return *out.Count, nil
+	case out.Tokens != nil:
+		return len(out.Tokens), nil
+	}
+	return 0, fmt.Errorf("POST %s: answer has neither \"count\" nor \"tokens\"", c.url)
+}
+
+// usageCounter counts by sending a one-token completion and reading usage.prompt_tokens: the fallback
+// when the server has no /tokenize.
+type usageCounter struct {
+	url, model, key string
+	chat            bool
+	hc              *http.Client
+}
+
+func (c *usageCounter) Count(ctx context.Context, text string) (int, error) {
+	body := map[string]any{"model": c.model, "max_tokens": 1, "stream": false}
+	if c.chat {
+		body["messages"] = []message{{Role: "user", Content: text}}
+	} else {
+		body["prompt"] = text
+	}
+	var out struct {
+		Usage *usage `json:"usage"`
+	}
+	if err := postJSON(ctx, c.hc, c.url, c.key, body, &out); err != nil {
+		return 0, err
+	}
+	if out.Usage == nil || out.Usage.PromptTokens <= 0 {
+		return 0, fmt.Errorf("POST %s: no usage.prompt_tokens in the answer: cannot calibrate prompt lengths", c.url)
+	}
+	return out.Usage.PromptTokens, nil
+}
+
+// postJSON posts body and decodes a 200 answer into out; any other status is an error quoting the body.
+func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("POST %s: %v", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, head(bytes.TrimSpace(raw), 200))
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", url, err)
+	}
+	return nil
+}

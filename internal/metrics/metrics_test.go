@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"math"
+	"testing"
+)
+
+func TestPercentile(t *testing.T) {
+	s := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	cases := []struct {
+		q    float64
+		want float64
+	}{
+		{0, 1}, {1, 10}, {0.5, 5.5}, {0.9, 9.1}, {0.99, 9.91}, {0.25, 3.25},
+	}
+	for _, c := range cases {
+		if got := Percentile(s, c.q); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Percentile(1..10, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := Percentile(nil, 0.5); got != 0 {
+		t.Errorf("empty: got %v", got)
+	}
+	if got := Percentile([]float64{7}, 0.99); got != 7 {
+		t.Errorf("single: got %v", got)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	in := []float64{5, 1, math.NaN(), 3, math.Inf(1), 2, 4}
+	d := Summarize(in)
+	if d.Count != 5 || d.Min != 1 || d.Max != 5 || d.Mean != 3 || d.P50 != 3 {
+		t.Fatalf("Summarize = %+v", d)
+	}
+	if in[0] != 5 {
+		t.Fatal("Summarize reordered the caller's slice")
+	}
+	if z := Summarize(nil); z.Count != 0 {
+		t.Fatalf("empty: %+v", z)
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	s := make([]float64, 1000)
+	for i := range s {
+		s[i] = float64(i % 100) // uniform 0..99: p95 ≈ 94
+	}
+	ci := Bootstrap(s, QuantileStat(0.95), 0.95, 400, 1)
+	if ci == nil {
+		t.Fatal("no interval for 1000 samples")
+	}
+	if !(ci.Lo <= 94.05 && ci.Hi >= 93.95) || ci.Hi-ci.Lo > 10 || ci.Lo > ci.Hi {
+		t.Fatalf("p95 interval %+v does not bracket ~94 tightly", ci)
+	}
+	again := Bootstrap(s, QuantileStat(0.95), 0.95, 400, 1)
+	if *again != *ci {
+		t.Fatalf("same seed gave %+v then %+v", ci, again)
+	}
+	if Bootstrap(s[:5], MeanStat, 0.95, 400, 1) != nil {
+		t.Fatal("interval from 5 samples")
+	}
+	m := Bootstrap(s, MeanStat, 0.95, 400, 2)
+	if m.Lo > 49.5 || m.Hi < 49.5 {
+		t.Fatalf("mean interval %+v misses 49.5", m)
+	}
+}

@@ -1,0 +1,96 @@
+package modelcache
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// globMatcher matches repo paths the way the hub libraries' allow_patterns do (Python fnmatch):
+// `*` matches any run of characters including "/", `?` one character, `[seq]`/`[!seq]` a class;
+// a pattern ending in "/" matches everything under that folder.
+type globMatcher struct {
+	patterns []string
+	res      []*regexp.Regexp
+}
+
+func compileGlobs(patterns []string) (*globMatcher, error) {
+	g := &globMatcher{patterns: patterns}
+	for _, p := range patterns {
+		re, err := globRegexp(p)
+		if err != nil {
+			return nil, err
+		}
+		g.res = append(g.res, re)
+	}
+	return g, nil
+}
+
+// match reports whether path matches any pattern; no patterns match everything.
+func (g *globMatcher) match(path string) bool {
+	if g == nil || len(g.res) == 0 {
+		return true
+	}
+	for _, re := range g.res {
+		if re.MatchString(path) {
+			return true
+		}
+	}
+	return false
+}
+
+func globRegexp(pat string) (*regexp.Regexp, error) {
+	if pat == "" {
+		return nil, fmt.Errorf("--include pattern is empty; give a glob like '*.safetensors'")
+	}
+	if strings.HasSuffix(pat, "/") {
+		pat += "*"
+	}
+	var b strings.Builder
+	b.WriteString(`(?s)^`)
+	for i := 0; i < len(pat); i++ {
+		c := pat[i]
+		switch c {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		case '[':
+			j := i + 1
+			if j < len(pat) && pat[j] == '!' {
+				j++
+			}
+			if j < len(pat) && pat[j] == ']' {
+				j++
+			}
+			for j < len(pat) && pat[j] != ']' {
+				j++
+			}
+			if j >= len(pat) { // no closing ]: a literal [, as fnmatch does
+				b.WriteString(`\[`)
+				continue
+			}
+			class := pat[i+1 : j]
+			neg := strings.HasPrefix(class, "!")
+			class = strings.TrimPrefix(class, "!")
+			class = strings.ReplaceAll(class, `\`, `\\`)
+			class = strings.ReplaceAll(class, `[`, `\[`)
+			if neg {
+				b.WriteString(`[^` + class + `]`)
+			} else if strings.HasPrefix(class, "^") {
+				b.WriteString(`[\` + class + `]`)
+			} else {
+				b.WriteString(`[` + class + `]`)
+			}
+			i = j
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString(`$`)
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, fmt.Errorf("--include pattern %q is not a valid glob: %v", pat, err)
+	}
+	return re, nil
+}

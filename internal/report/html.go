@@ -1,0 +1,74 @@
+// Package report turns a summary.json into what people and machines read: a self-contained HTML
+// report (inline SVG charts, no script, no network), a PDF through headless Chromium, JUnit XML for
+// CI systems and a Prometheus textfile for dashboards. It reads results.Summary only.
+package report
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+//go:embed report.html.tmpl
+var pageTmpl string
+
+//go:embed report.css
+var pageCSS string
+
+// html/template escapes every name taken from the summary (models, hosts, reasons are outside input).
+var tmpl = template.Must(template.New("report").Parse(pageTmpl))
+
+// RenderHTML writes the report of s to w.
+func RenderHTML(s *results.Summary, w io.Writer) error {
+	if s == nil {
+		return fmt.Errorf("report: no summary to render")
+	}
+	p := buildPage(s)
+	data := struct {
+		*page
+		CSS template.CSS
+	}{p, template.CSS(pageCSS)}
+	return tmpl.Execute(w, data)
+}
+
+// WriteHTML writes the report of s to path, atomically (a reader never sees half a file).
+func WriteHTML(s *results.Summary, path string) error {
+	var b bytes.Buffer
+	if err := RenderHTML(s, &b); err != nil {
+		return err
+	}
+	return writeAtomic(path, b.Bytes())
+}
+
+// writeAtomic writes data to a hidden temp file beside path and renames it into place. The temp name
+// does not end in .prom, so node-exporter's textfile collector never reads a partial file.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,410 @@
+package report
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// JUnit XML for CI systems: one test case per check. Suites: the health of each host, each model on
+// each host, and the run (baseline comparison, run-wide flags). A fired flag is a <failure> with its
+// reason; broken work is an <error>; an inconclusive or disabled gate, or a comparison a noise guard
+// stopped, is <skipped> with why. A flag no generated case accounts for becomes a case of its own,
+// so nothing judged is ever missing from the file.
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name      string      `xml:"name,attr"`
+	Tests     int         `xml:"tests,attr"`
+	Failures  int         `xml:"failures,attr"`
+	Errors    int         `xml:"errors,attr"`
+	Skipped   int         `xml:"skipped,attr"`
+	Timestamp string      `xml:"timestamp,attr,omitempty"`
+	Hostname  string      `xml:"hostname,attr,omitempty"`
+	Cases     []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	Skipped   *junitSkip    `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Text    string `xml:",chardata"`
+}
+
+type junitSkip struct {
+	Message string `xml:"message,attr"`
+}
+
+// flagPool hands out the flags of one subject to the cases that explain them; what is left over
+// becomes cases of its own. seen spans the whole run, since phases copy flags up to host and run.
+type flagPool struct {
+	flags []results.Flag
+	used  []bool
+	seen  map[results.Flag]bool
+}
+
+func newPool(seen map[results.Flag]bool, fs ...[]results.Flag) *flagPool {
+	p := &flagPool{seen: seen}
+	for _, list := range fs {
+		for _, f := range list {
+			if !seen[f] {
+				seen[f] = true
+				p.flags = append(p.flags, f)
+			}
+		}
+	}
+	p.used = make([]bool, len(p.flags))
+	return p
+}
+
+// take returns the reasons of the flags whose check contains any of keys, and marks them used.
+func (p *flagPool) take(keys ...string) []results.Flag {
+	var out []results.Flag
+	for i, f := range p.flags {
+		if p.used[i] {
+			continue
+		}
+		for _, k := range keys {
+			if strings.Contains(f.Check, k) {
+				p.used[i] = true
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (p *flagPool) rest() []results.Flag {
+	var out []results.Flag
+	for i, f := range p.flags {
+		if !p.used[i] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func failCase(class, name string, fs []results.Flag) junitCase {
+	c := junitCase{Classname: class, Name: name}
+	if len(fs) > 0 {
+		var msgs []string
+		for _, f := range fs {
+			msgs = append(msgs, f.Reason)
+		}
+		c.Failure = &junitProblem{Message: strings.Join(msgs, "; "), Type: fs[0].Check, Text: strings.Join(msgs, "\n")}
+	}
+	return c
+}
+
+func classPart(s string) string {
+	return strings.NewReplacer(" ", "_", "/", "_", ".", "_").Replace(s)
+}
+
+// JUnit builds the JUnit document of s.
+func JUnit(s *results.Summary) ([]byte, error) {
+	if s == nil {
+		return nil, fmt.Errorf("junit: no summary")
+	}
+	seen := map[results.Flag]bool{}
+	doc := junitSuites{Name: "gpuvet " + s.RunID}
+	ts := ""
+	if !s.StartedAt.IsZero() {
+		ts = s.StartedAt.UTC().Format("2006-01-02T15:04:05")
+	}
+	for _, h := range s.Hosts {
+		if h.Health != nil {
+			su := healthSuite(h, seen)
+			su.Timestamp, su.Hostname = ts, h.Name
+			doc.Suites = append(doc.Suites, su)
+		}
+		for _, m := range h.Models {
+			su := modelSuite(h, m, seen)
+			su.Timestamp, su.Hostname = ts, h.Name
+			doc.Suites = append(doc.Suites, su)
+		}
+	}
+	run := runSuite(s, seen)
+	run.Timestamp = ts
+	doc.Suites = append(doc.Suites, run)
+	for i := range doc.Suites {
+		su := &doc.Suites[i]
+		for _, c := range su.Cases {
+			su.Tests++
+			switch {
+			case c.Failure != nil:
+				su.Failures++
+			case c.Error != nil:
+				su.Errors++
+			case c.Skipped != nil:
+				su.Skipped++
+			}
+		}
+		doc.Tests += su.Tests
+		doc.Failures += su.Failures
+		doc.Errors += su.Errors
+		doc.Skipped += su.Skipped
+	}
+	var b bytes.Buffer
+	b.WriteString(xml.Header)
+	enc := xml.NewEncoder(&b)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+// WriteJUnit writes the JUnit XML of s to path.
+func WriteJUnit(s *results.Summary, path string) error {
+	b, err := JUnit(s)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, b)
+}
+
+// healthChecks are the per-GPU health checks and the flag-check fragments each one answers for.
+var healthChecks = []struct {
+	name string
+	keys []string
+}{
+	{"health.ecc", []string{"ecc", "remapped", "retired"}},
+	{"health.pcie_link", []string{"pcie_width", "pcie_link", "pcie_gen"}},
+	{"health.clock_events", []string{"clock", "throttle", "thermal", "power_brake"}},
+	{"health.xid", []string{"xid"}},
+}
+
+func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
+	su := junitSuite{Name: "gpuvet.health." + h.Name}
+	hh := h.Health
+	for _, g := range hh.GPUs {
+		class := "gpuvet.health." + classPart(h.Name) + ".gpu" + fmt.Sprint(g.GPU.Index)
+		pool := newPool(seen, g.Flags)
+		for _, hc := range healthChecks {
+			su.Cases = append(su.Cases, failCase(class, hc.name, pool.take(hc.keys...)))
+		}
+		for _, b := range g.Bench {
+			c := failCase(class, "bench."+b.Name, pool.take("bench."+b.Name, "pcie_bw", b.Name))
+			if b.Error != "" || b.Status == results.StatusFailed {
+				c.Error = &junitProblem{Message: orDash(b.Error), Type: "bench." + b.Name}
+			} else if c.Failure == nil && b.Ratio != nil {
+				c.SystemOut = fmt.Sprintf("%s %s = %.0f %% of the datasheet peak", num(b.Value), b.Unit, *b.Ratio*100)
+			}
+			su.Cases = append(su.Cases, c)
+		}
+		if g.Burn != nil {
+			c := failCase(class, "health.burn", pool.take("burn"))
+			if g.Burn.Error != "" {
+				c.Error = &junitProblem{Message: g.Burn.Error, Type: "health.burn"}
+			}
+			su.Cases = append(su.Cases, c)
+		}
+		if hh.DCGM != nil {
+			for _, t := range hh.DCGM.Tests {
+				if t.GPU == nil || *t.GPU != g.GPU.Index {
+					continue
+				}
+				su.Cases = append(su.Cases, dcgmCase(class, t, pool))
+			}
+		}
+		su.Cases = append(su.Cases, compareCases(class, hh.Comparisons, g.GPU.Index, pool)...)
+		for _, f := range pool.rest() {
+			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
+		}
+	}
+	class := "gpuvet.health." + classPart(h.Name)
+	pool := newPool(seen, hh.Flags)
+	if d := hh.DCGM; d != nil {
+		c := failCase(class, "dcgm.diag", pool.take("dcgm"))
+		switch {
+		case d.Status == results.StatusFailed && c.Failure == nil:
+			c.Error = &junitProblem{Message: orDash(d.Error), Type: "dcgm.diag"}
+		case d.Status == results.StatusSkipped:
+			c.Skipped = &junitSkip{Message: "DCGM diagnostics skipped: " + orDash(d.Note)}
+		}
+		su.Cases = append(su.Cases, c)
+	}
+	if hh.ExpectGPUs > 0 {
+		su.Cases = append(su.Cases, failCase(class, "health.gpu_count", pool.take("count")))
+	}
+	if hh.Error != "" {
+		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "health.phase", Error: &junitProblem{Message: hh.Error, Type: "health"}})
+	}
+	for _, f := range pool.rest() {
+		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
+	}
+	return su
+}
+
+func dcgmCase(class string, t results.DCGMTest, pool *flagPool) junitCase {
+	c := failCase(class, "dcgm."+t.Name, pool.take("dcgm."+t.Name))
+	switch t.Result {
+	case "fail":
+		if c.Failure == nil {
+			c.Failure = &junitProblem{Message: "DCGM " + t.Name + " failed: " + orDash(t.Info), Type: "dcgm"}
+		}
+	case "skip":
+		c.Skipped = &junitSkip{Message: "DCGM skipped " + t.Name + ": " + orDash(t.Info)}
+	case "warn":
+		c.SystemOut = "DCGM warning: " + orDash(t.Info)
+	}
+	return c
+}
+
+// compareCases makes one case per comparison metric for one GPU.
+func compareCases(class string, cs []results.Compare, gpu int, pool *flagPool) []junitCase {
+	var out []junitCase
+	for _, c := range cs {
+		for _, v := range c.Values {
+			if v.GPU != gpu {
+				continue
+			}
+			jc := junitCase{Classname: class, Name: "compare." + c.Metric}
+			switch {
+			case v.Flagged:
+				pool.take("compare.")
+				reason := v.Reason
+				if reason == "" {
+					reason = fmt.Sprintf("%s %s is %.1f %% worse than the best card (%s), beyond %g %%", c.Metric, num(v.Value), v.DeltaPct, num(c.Best), c.VariancePct)
+				}
+				jc.Failure = &junitProblem{Message: reason, Type: "compare.gpu_to_gpu", Text: reason}
+			case c.LowConfidence:
+				jc.Skipped = &junitSkip{Message: "low confidence: " + orDash(c.Note)}
+			case v.LowerBound:
+				jc.Skipped = &junitSkip{Message: "lower bound (truncated or unsaturated sweep): not compared"}
+			}
+			out = append(out, jc)
+		}
+	}
+	return out
+}
+
+func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) junitSuite {
+	su := junitSuite{Name: "gpuvet.model." + h.Name + "." + m.Model}
+	for _, e := range m.Endpoints {
+		class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model) + "." + strings.ReplaceAll(gpuList(e.GPUs), " ", "")
+		pool := newPool(seen, e.Flags)
+		serve := junitCase{Classname: class, Name: "serve"}
+		if e.Error != "" {
+			serve.Error = &junitProblem{Message: e.Error, Type: "serve", Text: e.LogTail}
+		}
+		su.Cases = append(su.Cases, serve)
+		if e.Load != nil && e.Load.Error != "" {
+			su.Cases = append(su.Cases, junitCase{Classname: class, Name: "load", Error: &junitProblem{Message: e.Load.Error, Type: "load"}})
+		}
+		for _, v := range e.Verdicts {
+			c := failCase(class, v.Check, pool.take(v.Check))
+			switch v.Result {
+			case "fail":
+				if c.Failure == nil {
+					msg := orDash(v.Reason)
+					if v.Reason == "" && v.Value != nil {
+						msg = fmt.Sprintf("%s: measured %s %s", v.Rule, num(*v.Value), v.Unit)
+					}
+					c.Failure = &junitProblem{Message: msg, Type: v.Check, Text: msg}
+				}
+			case "inconclusive":
+				c.Failure = nil
+				c.Skipped = &junitSkip{Message: "inconclusive: " + orDash(v.Reason)}
+			case "disabled":
+				c.Skipped = &junitSkip{Message: "gate disabled: " + orDash(v.Reason)}
+			default:
+				if c.Failure == nil {
+					c.SystemOut = v.Rule + " — source: " + v.Source
+				}
+			}
+			su.Cases = append(su.Cases, c)
+		}
+		if f := e.Functional; f != nil {
+			for _, t := range f.Tests {
+				c := failCase(class, "functional."+t.Name, pool.take("functional."+t.Name))
+				if !t.Passed && c.Failure == nil {
+					c.Failure = &junitProblem{Message: orDash(t.Detail), Type: "functional", Text: t.Detail}
+				}
+				su.Cases = append(su.Cases, c)
+			}
+			if f.Error != "" {
+				su.Cases = append(su.Cases, junitCase{Classname: class, Name: "functional.suite", Error: &junitProblem{Message: f.Error, Type: "functional"}})
+			}
+		}
+		if len(e.GPUs) > 0 {
+			su.Cases = append(su.Cases, compareCases(class, m.Comparisons, e.GPUs[0], pool)...)
+		}
+		for _, f := range pool.rest() {
+			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
+		}
+	}
+	class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model)
+	if m.Error != "" {
+		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "model", Error: &junitProblem{Message: m.Error, Type: "model"}})
+	}
+	for _, f := range newPool(seen, m.Flags).rest() {
+		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
+	}
+	return su
+}
+
+func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
+	su := junitSuite{Name: "gpuvet.run"}
+	var hostFlags [][]results.Flag
+	for _, h := range s.Hosts {
+		if h.Error != "" || h.Discovery.Error != "" {
+			msg := strings.TrimPrefix(h.Error+"; "+h.Discovery.Error, "; ")
+			su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.host." + classPart(h.Name), Name: "host", Error: &junitProblem{Message: strings.TrimSuffix(msg, "; "), Type: "host"}})
+		}
+		hostFlags = append(hostFlags, h.Flags)
+	}
+	pool := newPool(seen, append(hostFlags, s.Flags)...)
+	if b := s.Baseline; b != nil {
+		pool.take("baseline")
+		for _, r := range b.Rows {
+			for _, env := range b.Environments {
+				st, ok := r.Status[env]
+				if !ok {
+					continue
+				}
+				c := junitCase{Classname: "gpuvet.baseline." + classPart(env) + "." + classPart(r.Subject), Name: "baseline." + r.Metric}
+				switch st {
+				case "breach":
+					msg := fmt.Sprintf("%s %s in %s: %s vs %s on bare metal (%s overhead)", r.Subject, r.Metric, env, num(r.Values[env]), num(r.Baseline), signedPct(r.OverheadPct[env]))
+					c.Failure = &junitProblem{Message: msg, Type: "baseline.overhead", Text: msg}
+				case "low_confidence", "lower_bound":
+					c.Skipped = &junitSkip{Message: st + ": not judged"}
+				}
+				su.Cases = append(su.Cases, c)
+			}
+		}
+	}
+	if s.Error != "" {
+		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run", Error: &junitProblem{Message: s.Error, Type: "run"}})
+	}
+	for _, f := range pool.rest() {
+		su.Cases = append(su.Cases, failCase("gpuvet.run", f.Check, []results.Flag{f}))
+	}
+	if len(su.Cases) == 0 {
+		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run"})
+	}
+	return su
+}

@@ -1,0 +1,278 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The Prometheus export is a node-exporter textfile (--collector.textfile.directory): the headline
+// figures and statuses of a run as gauges. Statuses are 0 ok, 1 flag, 2 failed; a skipped or absent
+// thing has no sample, so "not judged" never reads as "ok". Units are Prometheus base units (seconds,
+// watts) except where the name says otherwise.
+
+type promSample struct {
+	labels [][2]string
+	value  float64
+}
+
+type promFamily struct {
+	name, help string
+	samples    []promSample
+}
+
+type promDoc struct {
+	fams  []*promFamily
+	index map[string]*promFamily
+}
+
+// family declares a gauge; declaration order is output order.
+func (d *promDoc) family(name, help string) *promFamily {
+	if f, ok := d.index[name]; ok {
+		return f
+	}
+	f := &promFamily{name: name, help: help}
+	d.fams = append(d.fams, f)
+	d.index[name] = f
+	return f
+}
+
+func (f *promFamily) add(v float64, labels ...string) {
+	s := promSample{value: v}
+	for i := 0; i+1 < len(labels); i += 2 {
+		s.labels = append(s.labels, [2]string{labels[i], labels[i+1]})
+	}
+	f.samples = append(f.samples, s)
+}
+
+func statusValue(s results.Status) (float64, bool) {
+	switch s {
+	case results.StatusOK:
+		return 0, true
+	case results.StatusFlag:
+		return 1, true
+	case results.StatusFailed:
+		return 2, true
+	}
+	return 0, false
+}
+
+func (f *promFamily) status(st results.Status, labels ...string) {
+	if v, ok := statusValue(st); ok {
+		f.add(v, labels...)
+	}
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+var helpEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+
+func promValue(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case math.IsInf(v, -1):
+		return "-Inf"
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+func (d *promDoc) bytes() []byte {
+	var b bytes.Buffer
+	for _, f := range d.fams {
+		if len(f.samples) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", f.name, helpEscaper.Replace(f.help), f.name)
+		for _, s := range f.samples {
+			b.WriteString(f.name)
+			if len(s.labels) > 0 {
+				b.WriteByte('{')
+				for i, l := range s.labels {
+					if i > 0 {
+						b.WriteByte(',')
+					}
+					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(l[1]))
+				}
+				b.WriteByte('}')
+			}
+			b.WriteByte(' ')
+			b.WriteString(promValue(s.value))
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// Prometheus builds the textfile of s.
+func Prometheus(s *results.Summary) ([]byte, error) {
+	if s == nil {
+		return nil, fmt.Errorf("prometheus: no summary")
+	}
+	d := &promDoc{index: map[string]*promFamily{}}
+	d.family("gpuvet_run_info", "The gpuvet run these figures come from (value always 1).").
+		add(1, "run_id", s.RunID, "backend", s.Backend, "environment", s.Environment, "version", s.Tool.Version)
+	d.family("gpuvet_run_status", "Run status: 0 ok, 1 flag, 2 failed.").status(s.Status)
+	complete := 0.0
+	if s.Complete {
+		complete = 1
+	}
+	d.family("gpuvet_run_complete", "1 when the run finished and summary.json is final.").add(complete)
+	if !s.StartedAt.IsZero() {
+		d.family("gpuvet_run_start_time_seconds", "Unix time the run started.").add(float64(s.StartedAt.Unix()))
+		if !s.FinishedAt.IsZero() {
+			d.family("gpuvet_run_duration_seconds", "Wall time of the run.").add(s.FinishedAt.Sub(s.StartedAt).Seconds())
+		}
+	}
+	byScope := map[string]int{}
+	for _, f := range allFlags(s) {
+		byScope[f.Scope]++
+	}
+	flags := d.family("gpuvet_flags", "Flags raised in the run, by scope.")
+	for _, sc := range sortedKeys(byScope) {
+		flags.add(float64(byScope[sc]), "scope", sc)
+	}
+	for _, h := range s.Hosts {
+		d.family("gpuvet_host_status", "Host status: 0 ok, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
+		if h.Health != nil {
+			promHealth(d, h.Name, h.Health)
+		}
+		for _, m := range h.Models {
+			promModel(d, h.Name, m)
+		}
+	}
+	if b := s.Baseline; b != nil {
+		ov := d.family("gpuvet_baseline_overhead_percent", "Overhead vs the bare-metal baseline in percent; positive is worse.")
+		st := d.family("gpuvet_baseline_status", "Baseline comparison: 0 within tolerance, 1 not judged (low confidence or lower bound), 2 breach.")
+		for _, r := range b.Rows {
+			for _, env := range b.Environments {
+				p, ok := r.OverheadPct[env]
+				if !ok {
+					continue
+				}
+				l := []string{"subject", r.Subject, "metric", r.Metric, "environment", env}
+				ov.add(p, l...)
+				switch r.Status[env] {
+				case "ok":
+					st.add(0, l...)
+				case "breach":
+					st.add(2, l...)
+				case "low_confidence", "lower_bound":
+					st.add(1, l...)
+				}
+			}
+		}
+	}
+	return d.bytes(), nil
+}
+
+func promHealth(d *promDoc, host string, h *results.Health) {
+	d.family("gpuvet_health_status", "Health phase status of a host: 0 ok, 1 flag, 2 failed.").status(h.Status, "host", host)
+	if h.DCGM != nil {
+		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: 0 ok, 1 flag, 2 failed (absent when skipped).").status(h.DCGM.Status, "host", host)
+	}
+	for _, g := range h.GPUs {
+		gi := strconv.Itoa(g.GPU.Index)
+		d.family("gpuvet_gpu_info", "GPU inventory (value always 1).").add(1, "host", host, "gpu", gi, "name", g.GPU.Name, "uuid", g.GPU.UUID, "pci_bus_id", g.GPU.PCIBusID)
+		d.family("gpuvet_gpu_status", "GPU health status: 0 ok, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
+		for _, b := range g.Bench {
+			if b.Error != "" || b.Status == results.StatusFailed {
+				continue
+			}
+			d.family("gpuvet_gpu_bench", "Microbenchmark figure, in the unit of the unit label.").add(b.Value, "host", host, "gpu", gi, "bench", b.Name, "unit", b.Unit)
+			if b.Ratio != nil {
+				d.family("gpuvet_gpu_bench_peak_ratio", "Microbenchmark figure as a fraction of the datasheet peak.").add(*b.Ratio, "host", host, "gpu", gi, "bench", b.Name)
+			}
+		}
+		if e := g.GPU.ECC.VolatileUncorrected; e != nil {
+			d.family("gpuvet_gpu_ecc_uncorrected_errors", "Uncorrected ECC errors.").add(float64(*e), "host", host, "gpu", gi, "counter", "volatile")
+		}
+		if e := g.GPU.ECC.AggregateUncorrected; e != nil {
+			d.family("gpuvet_gpu_ecc_uncorrected_errors", "").add(float64(*e), "host", host, "gpu", gi, "counter", "aggregate")
+		}
+		if w := g.GPU.PCIe.WidthCurrent; w > 0 {
+			d.family("gpuvet_gpu_pcie_link_width", "PCIe link width in lanes, current and max.").add(float64(w), "host", host, "gpu", gi, "link", "current")
+			d.family("gpuvet_gpu_pcie_link_width", "").add(float64(g.GPU.PCIe.WidthMax), "host", host, "gpu", gi, "link", "max")
+		}
+		if b := g.Burn; b != nil && b.Error == "" {
+			d.family("gpuvet_gpu_burn_power_watts", "Power during the burn, mean and max.").add(b.PowerMeanW, "host", host, "gpu", gi, "stat", "mean")
+			d.family("gpuvet_gpu_burn_power_watts", "").add(b.PowerMaxW, "host", host, "gpu", gi, "stat", "max")
+			d.family("gpuvet_gpu_burn_min_sm_clock_mhz", "Lowest SM clock seen during the burn, MHz.").add(float64(b.MinSMClockMHz), "host", host, "gpu", gi)
+			d.family("gpuvet_gpu_burn_max_temperature_celsius", "Highest GPU temperature seen during the burn.").add(float64(b.MaxTempC), "host", host, "gpu", gi)
+		}
+	}
+}
+
+func promModel(d *promDoc, host string, m results.Model) {
+	d.family("gpuvet_model_status", "Model status on a host: 0 ok, 1 flag, 2 failed.").status(m.Status, "host", host, "model", m.Model)
+	for _, e := range m.Endpoints {
+		gs := make([]string, len(e.GPUs))
+		for i, g := range e.GPUs {
+			gs[i] = strconv.Itoa(g)
+		}
+		l := []string{"host", host, "model", m.Model, "gpu", strings.Join(gs, ",")}
+		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: 0 ok, 1 flag, 2 failed.").status(e.Status, l...)
+		if ld := e.Load; ld != nil && ld.Error == "" {
+			lb := 0.0
+			if ld.Saturation.LowerBound() {
+				lb = 1
+			}
+			d.family("gpuvet_output_tokens_per_second_peak", "Peak output tokens per second of the sweep.").add(ld.PeakOutputTokS, l...)
+			d.family("gpuvet_sustained_requests_per_second", "Sustained req/s: peak output tok/s over mean output tokens per request.").add(ld.SustainedReqS, l...)
+			d.family("gpuvet_throughput_lower_bound", "1 when throughput is only a lower bound (truncated or unsaturated sweep).").add(lb, l...)
+			if r := syncRun(ld); r != nil {
+				if r.TTFT.Count > 0 {
+					d.family("gpuvet_sync_ttft_p95_seconds", "Time to first token, p95, synchronous run.").add(r.TTFT.P95/1000, l...)
+				}
+				if r.ITL.Count > 0 {
+					d.family("gpuvet_sync_itl_p95_seconds", "Inter-token latency, p95, synchronous run.").add(r.ITL.P95/1000, l...)
+				}
+				if r.TPOT.Count > 0 {
+					d.family("gpuvet_sync_tpot_p95_seconds", "Time per output token, p95, synchronous run.").add(r.TPOT.P95/1000, l...)
+				}
+			}
+		}
+		if p := e.Power; p != nil {
+			d.family("gpuvet_load_power_mean_watts", "Mean GPU power during the load.").add(p.MeanW, l...)
+			if p.TokensPerJoule > 0 {
+				d.family("gpuvet_tokens_per_joule", "Output tokens per joule at the peak rung.").add(p.TokensPerJoule, l...)
+			}
+		}
+		for _, v := range e.Verdicts {
+			gl := append(append([]string(nil), l...), "check", v.Check, "source", v.Source)
+			g := d.family("gpuvet_gate_status", "Gate result: 0 pass, 1 inconclusive, 2 fail (disabled gates have no sample).")
+			switch v.Result {
+			case "pass":
+				g.add(0, gl...)
+			case "inconclusive":
+				g.add(1, gl...)
+			case "fail":
+				g.add(2, gl...)
+			}
+		}
+		if f := e.Functional; f != nil {
+			failed := 0
+			for _, t := range f.Tests {
+				if !t.Passed {
+					failed++
+				}
+			}
+			d.family("gpuvet_functional_tests", "Functional API tests run against the endpoint.").add(float64(len(f.Tests)), l...)
+			d.family("gpuvet_functional_tests_failed", "Functional API tests that failed.").add(float64(failed), l...)
+		}
+	}
+}
+
+// WritePrometheus writes the textfile of s to path atomically (node-exporter never reads half a file).
+func WritePrometheus(s *results.Summary, path string) error {
+	b, err := Prometheus(s)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, b)
+}

@@ -1,0 +1,200 @@
+package sim
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Seq is one request inside the engine. The engine owns every field except the atomics, which the
+// request's HTTP handler reads after a notification.
+type Seq struct {
+	ID     uint64
+	Prompt int // prompt tokens
+	MaxOut int // output tokens this request will produce (max_tokens, or its natural stop)
+
+	computed  int         // tokens whose KV is in the cache
+	generated int         // tokens produced so far
+	blocks    int         // KV blocks held
+	aborted   bool        // the client went away: dropped at the next step
+	gone      atomic.Bool // the same, for the fixed-mode driver
+
+	// For the HTTP side: Generated mirrors generated, Done is set when the last token is out.
+	Generated atomic.Int32
+	Done      atomic.Bool
+	// Notify (capacity 1) gets a value at every step that produced a token for this Seq.
+	Notify chan struct{}
+	// Arrived is when the engine first saw the request (engine clock).
+	Arrived time.Duration
+}
+
+// context is the sequence's full length: prompt plus what it generated.
+func (s *Seq) context() int { return s.Prompt + s.generated }
+
+// Engine is vLLM's V1 scheduler in miniature: continuous batching with MaxNumSeqs, chunked prefill
+// under a per-step token budget, a paged KV cache with recompute preemption when it runs out. It has
+// no clock: Step returns how long the step takes, and the driver (virtual time in tests, wall time
+// behind HTTP) decides when the step ends. Not safe for concurrent use: the driver serialises.
+type Engine struct {
+	perf       *Perf
+	waiting    []*Seq // FIFO; preempted sequences go back to the front
+	running    []*Seq
+	freeBlocks int
+
+	emitted  []*Seq // reused: sequences that got a token in the last step
+	finished []*Seq // reused: sequences that finished in the last step
+
+	// Counters for /metrics.
+	PromptTokens, GenerationTokens, Preemptions int64
+	BusyTime                                    time.Duration
+}
+
+// NewEngine starts an empty engine on perf.
+func NewEngine(perf *Perf) *Engine {
+	return &Engine{perf: perf, freeBlocks: perf.KVBlocks}
+}
+
+// Perf is the roofline the engine runs on.
+func (e *Engine) Perf() *Perf { return e.perf }
+
+// Add queues a request.
+func (e *Engine) Add(s *Seq) {
+	e.waiting = append(e.waiting, s)
+	e.PromptTokens += int64(s.Prompt)
+}
+
+// Abort drops a request at the next step (its client is gone).
+func (e *Engine) Abort(s *Seq) { s.aborted = true }
+
+// Idle reports whether there is nothing to do.
+func (e *Engine) Idle() bool { return len(e.waiting) == 0 && len(e.running) == 0 }
+
+// Running and Waiting are the queue lengths (vllm:num_requests_running / _waiting).
+func (e *Engine) Running() int { return len(e.running) }
+func (e *Engine) Waiting() int { return len(e.waiting) }
+
+// KVUsage is the fraction of KV blocks in use (vllm:kv_cache_usage_perc, 0..1).
+func (e *Engine) KVUsage() float64 {
+	if e.perf.KVBlocks == 0 {
+		return 0
+	}
+	return 1 - float64(e.freeBlocks)/float64(e.perf.KVBlocks)
+}
+
+type scheduled struct {
+	seq *Seq
+	n   int
+}
+
+// Step schedules one engine step, applies it, and returns its duration with the sequences that got
+// a token (emitted) and those that finished. The returned slices are reused by the next Step.
+func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
+	e.dropAborted()
+	var plan []scheduled
+	budget := e.perf.Cfg.MaxBatchedTokens
+	bs := e.perf.Cfg.BlockSize
+
+	// Running sequences first, in arrival order: decodes (1 token) and unfinished prefill chunks.
+	for i := 0; i < len(e.running) && budget > 0; i++ {
+		s := e.running[i]
+		n := min(s.context()-s.computed, budget)
+		need := blocksFor(s.computed+n, bs) - s.blocks
+		for need > e.freeBlocks {
+			// Out of KV: preempt the newest running sequence (recompute later), as vLLM does.
+			victim := e.running[len(e.running)-1]
+			e.preempt(victim)
+			if victim == s {
+				break
+			}
+		}
+		if i >= len(e.running) || e.running[i] != s {
+			break // s itself was preempted
+		}
+		e.freeBlocks -= need
+		s.blocks += need
+		plan = append(plan, scheduled{s, n})
+		budget -= n
+	}
+	// Then admit waiting requests while there is room in the batch, the budget and the KV cache.
+	for len(e.waiting) > 0 && len(e.running) < e.perf.Cfg.MaxNumSeqs && budget > 0 {
+		s := e.waiting[0]
+		n := min(s.context()-s.computed, budget)
+		need := blocksFor(s.computed+n, bs) - s.blocks
+		if need > e.freeBlocks {
+			break // queue until KV frees up
+		}
+		e.waiting = e.waiting[1:]
+		e.running = append(e.running, s)
+		e.freeBlocks -= need
+		s.blocks += need
+		plan = append(plan, scheduled{s, n})
+		budget -= n
+	}
+
+	var b Batch
+	for _, p := range plan {
+		b.Tokens += p.n
+		b.Seqs++
+		b.AttnCtx += float64(p.n) * (float64(p.seq.computed) + float64(p.n)/2)
+		b.KVRead += float64(p.seq.computed + p.n)
+	}
+	d = e.perf.StepTime(b)
+	e.BusyTime += d
+
+	e.emitted, e.finished = e.emitted[:0], e.finished[:0]
+	for _, p := range plan {
+		s := p.seq
+		s.computed += p.n
+		if s.computed < s.context() {
+			continue // a prefill chunk: no token yet
+		}
+		s.generated++
+		e.GenerationTokens++
+		e.emitted = append(e.emitted, s)
+		if s.generated >= s.MaxOut {
+			e.finished = append(e.finished, s)
+		}
+	}
+	for _, s := range e.finished {
+		e.release(s)
+	}
+	return d, e.emitted, e.finished
+}
+
+func blocksFor(tokens, bs int) int { return (tokens + bs - 1) / bs }
+
+// preempt frees a running sequence's KV and puts it at the front of the queue to recompute.
+func (e *Engine) preempt(s *Seq) {
+	e.release(s)
+	s.computed = 0
+	e.waiting = append([]*Seq{s}, e.waiting...)
+	e.Preemptions++
+}
+
+// release frees a sequence's blocks and removes it from the running list.
+func (e *Engine) release(s *Seq) {
+	e.freeBlocks += s.blocks
+	s.blocks = 0
+	for i, r := range e.running {
+		if r == s {
+			e.running = append(e.running[:i], e.running[i+1:]...)
+			break
+		}
+	}
+}
+
+func (e *Engine) dropAborted() {
+	keep := e.waiting[:0]
+	for _, s := range e.waiting {
+		if !s.aborted {
+			keep = append(keep, s)
+		}
+	}
+	e.waiting = keep
+	for i := 0; i < len(e.running); {
+		if s := e.running[i]; s.aborted {
+			e.release(s)
+			continue
+		}
+		i++
+	}
+}

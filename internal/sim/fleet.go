@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// FleetConfig describes a host's worth of simulated GPUs.
+type FleetConfig struct {
+	GPU            string  // catalog key or exact nvidia-smi name: "H100", "NVIDIA H200"
+	Count          int     // number of GPUs (≥ 1)
+	StragglerIndex int     // the GPU that is slower; -1: none
+	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
+	Seed           int64   // UUIDs and microbenchmark noise derive from it
+}
+
+// Fleet is a set of virtual GPUs whose power, clock and temperature follow the load of the engines
+// attached to them (Config.Fleet / Config.GPUIndex). Safe for concurrent use.
+type Fleet struct {
+	cfg   FleetConfig
+	gpu   catalog.GPU
+	start time.Time
+	mu    sync.Mutex
+	gpus  []vgpu
+}
+
+type vgpu struct {
+	busy     time.Duration // engine busy time since the last sample
+	active   int           // fixed-mode streams in flight (no engine steps to count)
+	lastAt   time.Time
+	util     float64 // smoothed utilisation 0..1
+	tempC    float64
+	sampled  bool
+	lastWall time.Time
+}
+
+// Typical efficiencies of the microbenchmarks against the datasheet peak, from a real H200
+// (fixtures/h200/README.md): cuBLAS SGEMM 0.81, TF32 0.92, BF16 0.79, pinned PCIe 0.87 each way,
+// HBM device-to-device 0.86.
+var microEff = map[string]struct {
+	eff  float64
+	unit string
+}{
+	"sgemm_fp32": {0.81, "TFLOP/s"}, "gemm_tf32": {0.92, "TFLOP/s"}, "gemm_bf16": {0.79, "TFLOP/s"},
+	"pcie_h2d": {0.87, "GB/s"}, "pcie_d2h": {0.87, "GB/s"}, "hbm_d2d": {0.86, "GB/s"},
+}
+
+const ambientC = 30.0
+
+// NewFleet checks cfg and builds the fleet. Errors name the field.
+func NewFleet(cfg FleetConfig) (*Fleet, error) {
+	g, ok := catalog.LookupGPU(cfg.GPU)
+	if !ok {
+		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, catalog.GPUKeys())
+	}
+	if cfg.Count < 1 || cfg.Count > 1024 {
+		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
+	}
+	if cfg.StragglerIndex >= cfg.Count || cfg.StragglerIndex < -1 {
+		return nil, fmt.Errorf("straggler index: must be -1 (none) or 0–%d, got %d", cfg.Count-1, cfg.StragglerIndex)
+	}
+	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
+		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count)}
+	for i := range f.gpus {
+		f.gpus[i].tempC = ambientC + 5
+	}
+	return f, nil
+}
+
+// GPU is the catalog entry the fleet is made of.
+func (f *Fleet) GPU() catalog.GPU { return f.gpu }
+
+// Count is the number of GPUs.
+func (f *Fleet) Count() int { return f.cfg.Count }
+
+func (f *Fleet) check(i int) error {
+	if i < 0 || i >= f.cfg.Count {
+		return fmt.Errorf("gpu index %d: the fleet has GPUs 0–%d", i, f.cfg.Count-1)
+	}
+	return nil
+}
+
+func (f *Fleet) uuid(i int) string {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", f.cfg.Seed, i, f.gpu.Key)
+	a := h.Sum64()
+	h.Write([]byte("b"))
+	b := h.Sum64()
+	return fmt.Sprintf("GPU-%08x-%04x-%04x-%04x-%012x", uint32(a>>32), uint16(a>>16), uint16(a), uint16(b>>48), b&0xffffffffffff)
+}
+
+func (f *Fleet) maxClock() int {
+	if f.gpu.MaxSMClockMHz > 0 {
+		return f.gpu.MaxSMClockMHz
+	}
+	return 1980
+}
+
+func (f *Fleet) idleW() float64 {
+	if f.gpu.IdleW > 0 {
+		return f.gpu.IdleW
+	}
+	return math.Round(f.gpu.TDPW * 0.12)
+}
+
+// GPUs is the inventory, as a health phase reads it from NVML: exact nvidia-smi names from the
+// catalog, seeded UUIDs, PCIe link at its maximum, NUMA unknown (-1), no ECC errors.
+func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
+	out := make([]results.GPUInfo, f.cfg.Count)
+	for i := range out {
+		s, _ := f.Sample(i)
+		limit, draw := f.gpu.TDPW, s.PowerW
+		maxClk, clk, temp := f.maxClock(), s.SMClockMHz, s.TempC
+		used := int64(0)
+		persist, ecc := true, true
+		zero := int64(0)
+		out[i] = results.GPUInfo{
+			Index: i, Name: f.gpu.Names[0], UUID: f.uuid(i), Serial: fmt.Sprintf("SIM%010d", i),
+			PCIBusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10%0xe0), NUMANode: -1,
+			VBIOS: "96.00.SIM.00.01", ComputeCapability: f.gpu.ComputeCap, Architecture: f.gpu.Architecture,
+			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: &used,
+			DriverVersion: "580.159.04", CUDAVersion: "13.0",
+			PCIe: results.PCIeLink{GenCurrent: f.gpu.PCIeGen, GenMax: f.gpu.PCIeGen,
+				WidthCurrent: f.gpu.PCIeWidth, WidthMax: f.gpu.PCIeWidth},
+			PowerLimitW: &limit, PowerDrawW: &draw, MaxSMClockMHz: &maxClk, SMClockMHz: &clk, TemperatureC: &temp,
+			Persistence: &persist, ECCEnabled: &ecc,
+			ECC:          results.ECC{VolatileUncorrected: &zero, AggregateUncorrected: &zero},
+			RemappedRows: &results.RemappedRows{},
+			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: reasonNames(s.ClockReasons)},
+		}
+	}
+	return out, nil
+}
+
+func reasonNames(m uint64) []string {
+	var n []string
+	if m&0x1 != 0 {
+		n = append(n, "gpu_idle")
+	}
+	if m&0x4 != 0 {
+		n = append(n, "sw_power_cap")
+	}
+	return n
+}
+
+// addBusy records engine busy time on GPU i (called by an attached server after every step).
+func (f *Fleet) addBusy(i int, d time.Duration) {
+	f.mu.Lock()
+	f.gpus[i].busy += d
+	f.mu.Unlock()
+}
+
+// addActive counts fixed-mode streams on GPU i (no engine steps to measure load by).
+func (f *Fleet) addActive(i, delta int) {
+	f.mu.Lock()
+	f.gpus[i].active += delta
+	f.mu.Unlock()
+}
+
+// Sample is one NVML-like reading of GPU i: utilisation is the attached engine's busy fraction since
+// the previous sample (fixed mode: streams in flight ÷ 64), power goes from idle to the limit with
+// it, the SM clock sags under the power cap, temperature approaches 30 °C + 50 °C × utilisation with
+// a 20 s time constant.
+func (f *Fleet) Sample(i int) (results.PowerSample, error) {
+	if err := f.check(i); err != nil {
+		return results.PowerSample{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g := &f.gpus[i]
+	now := time.Now()
+	util := g.util
+	if g.sampled {
+		if el := now.Sub(g.lastWall); el > 0 {
+			util = math.Min(1, g.busy.Seconds()/el.Seconds())
+		}
+	}
+	if g.active > 0 {
+		util = math.Max(util, math.Min(1, float64(g.active)/64))
+	}
+	dt := now.Sub(g.lastWall).Seconds()
+	if !g.sampled {
+		dt = 0
+	}
+	target := ambientC + 5 + 50*util
+	g.tempC += (target - g.tempC) * (1 - math.Exp(-dt/20))
+	g.busy, g.lastWall, g.sampled, g.util = 0, now, true, util
+
+	power := f.idleW() + (f.gpu.TDPW*0.97-f.idleW())*util
+	clk := float64(f.maxClock()) * (1 - 0.1*util)
+	var reasons uint64
+	switch {
+	case util < 0.05:
+		reasons, clk = 0x1, 345
+	case util > 0.9:
+		reasons = 0x4
+	}
+	return results.PowerSample{T: now.Sub(f.start).Seconds(), PowerW: math.Round(power*10) / 10,
+		SMClockMHz: int(clk), TempC: int(math.Round(g.tempC)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
+}
+
+// Speed is GPU i's speed relative to a healthy one: 1.0, or 1 − StragglerPct/100 for the straggler.
+func (f *Fleet) Speed(i int) float64 {
+	if i == f.cfg.StragglerIndex {
+		return 1 - f.cfg.StragglerPct/100
+	}
+	return 1
+}
+
+// Microbench is a simulated microbenchmark on GPU i: datasheet peak × typical efficiency × Speed(i)
+// ± 1 % seeded noise. Names: sgemm_fp32, gemm_tf32, gemm_bf16 (TFLOP/s); pcie_h2d, pcie_d2h,
+// hbm_d2d (GB/s).
+func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
+	if err := f.check(i); err != nil {
+		return 0, "", err
+	}
+	me, ok := microEff[name]
+	if !ok {
+		return 0, "", fmt.Errorf("microbenchmark %q: known are sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d", name)
+	}
+	var peak float64
+	switch name {
+	case "sgemm_fp32":
+		peak = f.gpu.FP32TFLOPS
+	case "gemm_tf32":
+		peak = f.gpu.TF32TFLOPS
+	case "gemm_bf16":
+		peak = f.gpu.BF16TFLOPS
+	case "pcie_h2d", "pcie_d2h":
+		peak = f.gpu.PCIeGBps()
+	case "hbm_d2d":
+		peak = f.gpu.HBMGBps
+	}
+	if peak == 0 {
+		return 0, me.unit, fmt.Errorf("%s on %s: not applicable (no datasheet figure, e.g. no PCIe host link)", name, f.gpu.Key)
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", f.cfg.Seed, i, name)
+	rng := rand.New(rand.NewPCG(h.Sum64(), 0))
+	noise := 1 + 0.01*(2*rng.Float64()-1)
+	return peak * me.eff * f.Speed(i) * noise, me.unit, nil
+}
+
+// Close releases the fleet (nothing to release today; servers attached to it keep working).
+func (f *Fleet) Close() error { return nil }

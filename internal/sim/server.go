@@ -1,0 +1,414 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/catalog"
+)
+
+// Config is one simulated serving endpoint: vLLM serving Model on GPU (or TP GPUs), or, in fixed
+// mode (TTFT or ITL set), a server with exact latencies and no load effects.
+//
+// Start one in-process with Listen:
+//
+//	srv, err := sim.Listen(sim.Config{GPU: "H100", Model: "Qwen/Qwen3-8B"}, "127.0.0.1:0")
+//	defer srv.Close()
+//	resp, _ := http.Post(srv.URL()+"/v1/completions", "application/json", body)
+//
+// Attach it to GPU i of a Fleet (Fleet, GPUIndex) so its load moves that GPU's power, clock and
+// temperature, and so a straggler GPU's engine runs Fleet.Speed(i) times as fast.
+type Config struct {
+	GPU    string       // catalog key or nvidia-smi name; required unless fixed mode
+	Model  string       // served model id: a catalog model, or any name in fixed mode
+	Engine EngineConfig // vLLM engine settings (zero: vLLM's defaults)
+
+	// Fixed mode: first token TTFT after arrival, then one token every ITL, each gap scaled by
+	// 1 ± Jitter (uniform, seeded). No queueing, no batching.
+	TTFT, ITL time.Duration
+	Jitter    float64
+
+	Faults Faults
+	// Trace receives the ground truth, one JSON line per finished request (see TraceRecord).
+	Trace io.Writer
+	Seed  int64
+
+	Fleet    *Fleet // optional: the virtual GPUs this server runs on
+	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
+}
+
+// Fixed reports whether c is fixed mode.
+func (c Config) Fixed() bool { return c.TTFT > 0 || c.ITL > 0 }
+
+// Server is a running simulated endpoint.
+type Server struct {
+	cfg       Config
+	model     catalog.Model
+	perf      *Perf // nil in fixed mode
+	maxLen    int
+	tok       *tokenizer
+	drv       driver
+	ln        net.Listener
+	hs        *http.Server
+	started   time.Time
+	readyAt   time.Time
+	reqs      atomic.Uint64
+	metrics   *metrics
+	trace     *traceWriter
+	created   int64
+	modelJSON string // the served model name, JSON-encoded
+	name      string // trace label when several servers share a trace file
+}
+
+// NewServer checks cfg and builds the server without listening (Handler serves it).
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.Faults.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Jitter < 0 || cfg.Jitter >= 1 {
+		return nil, fmt.Errorf("jitter: must be in [0, 1), got %v", cfg.Jitter)
+	}
+	if cfg.TTFT < 0 || cfg.ITL < 0 {
+		return nil, fmt.Errorf("ttft/itl: must be ≥ 0, got %v / %v", cfg.TTFT, cfg.ITL)
+	}
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, fmt.Errorf("model: required (a model id such as Qwen/Qwen3-8B)")
+	}
+	s := &Server{cfg: cfg, started: time.Now(), created: time.Now().Unix()}
+	s.readyAt = s.started.Add(cfg.Faults.SlowStart)
+	mj, _ := json.Marshal(cfg.Model)
+	s.modelJSON = string(mj)
+	speed := 1.0
+	if cfg.Fleet != nil {
+		tp := max(cfg.Engine.TP, 1)
+		if cfg.GPUIndex < 0 || cfg.GPUIndex+tp > cfg.Fleet.Count() {
+			return nil, fmt.Errorf("gpu index: GPUs %d–%d do not exist in a fleet of %d", cfg.GPUIndex, cfg.GPUIndex+tp-1, cfg.Fleet.Count())
+		}
+		for i := cfg.GPUIndex; i < cfg.GPUIndex+tp; i++ {
+			speed = min(speed, cfg.Fleet.Speed(i)) // a TP group runs at its slowest GPU's pace
+		}
+		if cfg.GPU == "" {
+			cfg.GPU = cfg.Fleet.GPU().Key
+			s.cfg.GPU = cfg.GPU
+		}
+	}
+	if cfg.Fixed() {
+		m, ok := catalog.LookupModel(cfg.Model)
+		if !ok {
+			m = catalog.Model{ID: cfg.Model, Vocab: 151936, MaxContext: 32768}
+		}
+		s.model = m
+		s.maxLen = m.MaxContext
+		if cfg.Engine.MaxModelLen > 0 {
+			s.maxLen = cfg.Engine.MaxModelLen
+		}
+		s.cfg.TTFT = time.Duration(float64(cfg.TTFT) / speed)
+		s.cfg.ITL = time.Duration(float64(cfg.ITL) / speed)
+		s.drv = newFixed()
+	} else {
+		g, ok := catalog.LookupGPU(cfg.GPU)
+		if !ok {
+			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(catalog.GPUKeys(), ", "))
+		}
+		m, ok := catalog.LookupModel(cfg.Model)
+		if !ok {
+			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(catalog.ModelIDs(), ", "))
+		}
+		p, err := NewPerf(g, m, cfg.Engine)
+		if err != nil {
+			return nil, err
+		}
+		p.Speed = speed
+		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
+		var onStep func(time.Duration)
+		if f := cfg.Fleet; f != nil {
+			first, n := cfg.GPUIndex, p.Cfg.TP
+			onStep = func(d time.Duration) {
+				for i := first; i < first+n; i++ {
+					f.addBusy(i, d)
+				}
+			}
+		}
+		s.drv = newRealtime(NewEngine(p), onStep)
+	}
+	s.tok = newTokenizer(max(s.model.Vocab, 1))
+	s.metrics = newMetrics()
+	if cfg.Trace != nil {
+		s.trace = newTraceWriter(cfg.Trace)
+	}
+	return s, nil
+}
+
+// Listen builds the server and serves it on addr ("127.0.0.1:0" picks a free port).
+func Listen(cfg Config, addr string) (*Server, error) {
+	s, err := NewServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		s.drv.close()
+		return nil, fmt.Errorf("listen on %s: %w (is the port in use? pick another with --port)", addr, err)
+	}
+	s.ln = ln
+	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go s.hs.Serve(ln)
+	return s, nil
+}
+
+// URL is the base URL ("http://127.0.0.1:PORT"); the OpenAI base is URL()+"/v1".
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Addr is the listening address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close stops serving (open streams are cut) and flushes the trace.
+func (s *Server) Close() error {
+	var err error
+	if s.hs != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if e := s.hs.Shutdown(ctx); e != nil {
+			err = s.hs.Close()
+		}
+	}
+	s.drv.close()
+	if s.trace != nil {
+		if e := s.trace.flush(); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Handler serves the vLLM OpenAI-compatible API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", s.health)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
+	mux.HandleFunc("POST /tokenize", s.tokenize)
+	mux.HandleFunc("POST /detokenize", s.detokenize)
+	mux.HandleFunc("GET /metrics", s.metricsHandler)
+	mux.HandleFunc("GET /sim/gpus", s.fleetHandler)
+	mux.HandleFunc("GET /sim/sample", s.fleetHandler)
+	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]string{"version": "0.17.1+gpuvet.sim"})
+	})
+	return s.ready(mux)
+}
+
+// ready answers 503 to everything during a slow start, as an engine that is still loading.
+func (s *Server) ready(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if time.Now().Before(s.readyAt) {
+			writeErr(w, &apiError{Status: 503, Type: "ServiceUnavailableError",
+				Message: fmt.Sprintf("the engine is still starting (ready in %v)", time.Until(s.readyAt).Round(time.Millisecond))})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
+
+func (s *Server) models(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
+		"id": s.cfg.Model, "object": "model", "created": s.created, "owned_by": "vllm", "root": s.cfg.Model,
+		"parent": nil, "max_model_len": s.maxLen,
+		"permission": []any{map[string]any{"id": "modelperm-sim", "object": "model_permission", "created": s.created,
+			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
+			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false}},
+	}}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeErr(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.Status)
+	w.Write(e.body())
+}
+
+// checkModel answers 404 for a model this server does not serve (empty: the served one, as vLLM).
+func (s *Server) checkModel(name string) *apiError {
+	if name == "" || name == s.cfg.Model {
+		return nil
+	}
+	return &apiError{Status: 404, Type: "NotFoundError", Param: "model", Message: fmt.Sprintf("The model `%s` does not exist.", name)}
+}
+
+const maxBody = 32 << 20
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return nil, badRequest("", "request body: %v (limit %d MiB)", err, maxBody>>20)
+	}
+	return b, nil
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r)
+	if e != nil {
+		writeErr(w, e)
+		return
+	}
+	var head struct {
+		Model string `json:"model"`
+	}
+	json.Unmarshal(body, &head)
+	if e := s.checkModel(head.Model); e != nil {
+		writeErr(w, e)
+		return
+	}
+	text, e := parseTokenizeRequest(body)
+	if e != nil {
+		writeErr(w, e)
+		return
+	}
+	ids := s.tok.Tokenize(text)
+	writeJSON(w, 200, map[string]any{"count": len(ids), "max_model_len": s.maxLen, "tokens": ids, "token_strs": nil})
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	body, e := readBody(w, r)
+	if e != nil {
+		writeErr(w, e)
+		return
+	}
+	var req struct {
+		Model  string `json:"model"`
+		Tokens []int  `json:"tokens"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeErr(w, badRequest("tokens", "request body: %v; send {\"tokens\": [ids…]}", err))
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeErr(w, e)
+		return
+	}
+	text, err := s.tok.Detokenize(req.Tokens)
+	if err != nil {
+		writeErr(w, badRequest("tokens", "%v", err))
+		return
+	}
+	writeJSON(w, 200, map[string]any{"prompt": text})
+}
+
+// plan is everything decided about a request before it runs: its output and its faults.
+type plan struct {
+	n        uint64
+	out      int    // output tokens
+	finish   string // "length" or "stop"
+	wordSeed uint64 // picks the output words
+	fault    faultPlan
+}
+
+// decide fixes a request's output length, text and faults from its content and the server seed.
+func (s *Server) decide(req *genRequest, n uint64) plan {
+	rng := rand.New(rand.NewPCG(uint64(s.cfg.Seed), n))
+	h := fnv.New64a()
+	h.Write([]byte(req.promptText))
+	fmt.Fprintf(h, "/%d", req.promptToks)
+	promptHash := h.Sum64()
+	p := plan{n: n}
+	switch {
+	case req.Seed != nil:
+		p.wordSeed = promptHash ^ uint64(*req.Seed)*0x9e3779b97f4a7c15
+	case req.temperature == 0:
+		p.wordSeed = promptHash // greedy: the same prompt gives the same text
+	default:
+		p.wordSeed = rng.Uint64()
+	}
+	// The "natural" length at which the model would emit EOS: 64–511 tokens, from the text.
+	natural := 64 + int(p.wordSeed%448)
+	p.out, p.finish = req.maxTokens, "length"
+	if !req.IgnoreEOS && natural < req.maxTokens {
+		p.out, p.finish = max(natural, req.MinTokens), "stop"
+	}
+	p.fault = s.cfg.Faults.plan(rng, p.out)
+	return p
+}
+
+// word is output token k (1-based) of a request.
+func word(seed uint64, k int) string {
+	x := seed + uint64(k)*0x9e3779b97f4a7c15
+	x ^= x >> 31
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 29
+	return outputWords[x%uint64(len(outputWords))]
+}
+
+func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
+	arrival := time.Now()
+	n := s.reqs.Add(1)
+	body, e := readBody(w, r)
+	if e != nil {
+		writeErr(w, e)
+		return
+	}
+	req, e := parseGenRequest(body, chat, s.maxLen)
+	if e == nil {
+		e = s.checkModel(req.Model)
+	}
+	if e != nil {
+		writeErr(w, e)
+		return
+	}
+	p := s.decide(req, n)
+	if fe := p.fault.httpError(); fe != nil {
+		s.metrics.failed(fe.Status)
+		s.traceError(arrival, n, req, fe.Status, p.fault.name())
+		writeErr(w, fe)
+		return
+	}
+	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Notify: make(chan struct{}, 1)}
+	var rng *rand.Rand
+	if s.cfg.Jitter > 0 {
+		rng = rand.New(rand.NewPCG(uint64(s.cfg.Seed)^0x5bd1e995, n))
+	}
+	if s.cfg.Fleet != nil && s.cfg.Fixed() {
+		s.cfg.Fleet.addActive(s.cfg.GPUIndex, 1)
+		defer s.cfg.Fleet.addActive(s.cfg.GPUIndex, -1)
+	}
+	s.metrics.start(req.promptToks)
+	s.drv.add(seq, s.cfg.TTFT, s.cfg.ITL, s.cfg.Jitter, rng)
+	st := &stream{s: s, w: w, req: req, plan: p, seq: seq, arrival: arrival, chat: chat}
+	if req.Stream {
+		st.runStream(r.Context())
+	} else {
+		st.runWhole(r.Context())
+	}
+}
+
+var errCut = errors.New("stream cut by fault injection")
+
+// appendUsage appends a usage object.
+func appendUsage(b []byte, prompt, completion int) []byte {
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(prompt+completion), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(completion), 10)
+	return append(b, '}')
+}

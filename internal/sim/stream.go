@@ -1,0 +1,249 @@
+package sim
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// stream writes one request's answer. The SSE path is the hot one: chunk text is pre-encoded once
+// per request, tokens found at a wake-up are appended into one buffer, and the buffer goes out in one
+// write and one Flush.
+type stream struct {
+	s       *Server
+	w       http.ResponseWriter
+	req     *genRequest
+	plan    plan
+	seq     *Seq
+	arrival time.Time
+	chat    bool
+
+	head  []byte // `{"id":…,"object":…,"created":…,"model":…,"choices":`
+	buf   []byte
+	times []float64 // send time of each token, ms after arrival
+	last  time.Time
+}
+
+func (st *stream) id() string {
+	if st.chat {
+		return "chatcmpl-sim" + strconv.FormatUint(st.plan.n, 10)
+	}
+	return "cmpl-sim" + strconv.FormatUint(st.plan.n, 10)
+}
+
+func (st *stream) buildHead(object string) {
+	b := append([]byte(nil), `{"id":"`...)
+	b = append(b, st.id()...)
+	b = append(b, `","object":"`...)
+	b = append(b, object...)
+	b = append(b, `","created":`...)
+	b = strconv.AppendInt(b, st.s.created, 10)
+	b = append(b, `,"model":`...)
+	b = append(b, st.s.modelJSON...)
+	b = append(b, `,"choices":`...)
+	st.head = b
+}
+
+func (st *stream) continuous() bool {
+	return st.req.StreamOptions != nil && st.req.StreamOptions.ContinuousUsageStats
+}
+
+// appendChunk appends the SSE event carrying output token k (1-based).
+func (st *stream) appendChunk(b []byte, k int) []byte {
+	b = append(b, "data: "...)
+	b = append(b, st.head...)
+	if st.chat {
+		b = append(b, `[{"index":0,"delta":{"content":"`...)
+		b = append(b, word(st.plan.wordSeed, k)...)
+		b = append(b, `"},"logprobs":null,"finish_reason":`...)
+	} else {
+		b = append(b, `[{"index":0,"text":"`...)
+		b = append(b, word(st.plan.wordSeed, k)...)
+		b = append(b, `","logprobs":null,"finish_reason":`...)
+	}
+	if k == st.plan.out {
+		b = append(b, '"')
+		b = append(b, st.plan.finish...)
+		b = append(b, `","stop_reason":null}]`...)
+	} else if st.chat {
+		b = append(b, `null}]`...)
+	} else {
+		b = append(b, `null,"stop_reason":null}]`...)
+	}
+	if st.continuous() {
+		b = append(b, `,"usage":`...)
+		b = appendUsage(b, st.req.promptToks, k)
+	}
+	return append(b, "}\n\n"...)
+}
+
+func (st *stream) runStream(ctx context.Context) {
+	s := st.s
+	if st.chat {
+		st.buildHead("chat.completion.chunk")
+	} else {
+		st.buildHead("text_completion")
+	}
+	h := st.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	st.w.WriteHeader(http.StatusOK)
+	fl, _ := st.w.(http.Flusher)
+	flush := func() {
+		st.w.Write(st.buf)
+		if fl != nil {
+			fl.Flush()
+		}
+		st.buf = st.buf[:0]
+	}
+	st.buf = make([]byte, 0, 4096)
+	st.times = make([]float64, 0, st.plan.out)
+	if st.chat {
+		// vLLM opens a chat stream with the assistant role and no content (TTFT does not count it).
+		st.buf = append(st.buf, "data: "...)
+		st.buf = append(st.buf, st.head...)
+		st.buf = append(st.buf, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+		if st.continuous() {
+			st.buf = append(st.buf, `,"usage":`...)
+			st.buf = appendUsage(st.buf, st.req.promptToks, 0)
+		}
+		st.buf = append(st.buf, "}\n\n"...)
+		flush()
+	}
+	f := st.plan.fault
+	sent := 0
+	for sent < st.plan.out {
+		select {
+		case <-st.seq.Notify:
+		case <-ctx.Done():
+			s.drv.abort(st.seq)
+			st.finishTrace(200, "client_gone")
+			s.metrics.aborted()
+			return
+		}
+		g := int(st.seq.Generated.Load())
+		now := time.Now()
+		for sent < g {
+			sent++
+			if sent == f.stallAt {
+				flush()
+				t := time.NewTimer(f.stall)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+				}
+				now = time.Now()
+			}
+			if sent == f.malformedAt {
+				st.buf = append(st.buf, "data: "...)
+				st.buf = append(st.buf, st.head...)
+				st.buf = append(st.buf, `[{"index":0,"delta":{"cont`...)
+				st.buf = append(st.buf, "\n\n"...)
+			}
+			if sent == f.cutAt {
+				flush()
+				s.drv.abort(st.seq)
+				st.finishTrace(200, "cut_stream")
+				s.metrics.aborted()
+				panic(http.ErrAbortHandler) // closes the connection without ending the chunked body
+			}
+			st.buf = st.appendChunk(st.buf, sent)
+			st.mark(now)
+		}
+		flush()
+	}
+	if st.req.StreamOptions != nil && st.req.StreamOptions.IncludeUsage {
+		st.buf = append(st.buf, "data: "...)
+		st.buf = append(st.buf, st.head...)
+		st.buf = append(st.buf, `[],"usage":`...)
+		st.buf = appendUsage(st.buf, st.req.promptToks, st.plan.out)
+		st.buf = append(st.buf, "}\n\n"...)
+	}
+	st.buf = append(st.buf, "data: [DONE]\n\n"...)
+	flush()
+	st.finishTrace(200, f.name())
+	s.metrics.success(st.plan.finish, time.Since(st.arrival))
+}
+
+// mark records that the next token left at now (trace and latency histograms).
+func (st *stream) mark(now time.Time) {
+	st.times = append(st.times, float64(now.Sub(st.arrival).Nanoseconds())/1e6)
+	if len(st.times) == 1 {
+		st.s.metrics.ttft.observe(now.Sub(st.arrival).Seconds())
+	} else {
+		st.s.metrics.itl.observe(now.Sub(st.last).Seconds())
+	}
+	st.last = now
+}
+
+// runWhole answers a non-streaming request once its last token is out.
+func (st *stream) runWhole(ctx context.Context) {
+	s := st.s
+	for !st.seq.Done.Load() {
+		select {
+		case <-st.seq.Notify:
+		case <-ctx.Done():
+			s.drv.abort(st.seq)
+			st.finishTrace(200, "client_gone")
+			s.metrics.aborted()
+			return
+		}
+	}
+	if f := st.plan.fault; f.stall > 0 && f.stallAt > 0 {
+		time.Sleep(f.stall)
+	}
+	text := make([]byte, 0, st.plan.out*4)
+	for k := 1; k <= st.plan.out; k++ {
+		text = append(text, word(st.plan.wordSeed, k)...)
+	}
+	usage := map[string]any{"prompt_tokens": st.req.promptToks, "total_tokens": st.req.promptToks + st.plan.out,
+		"completion_tokens": st.plan.out, "prompt_tokens_details": nil}
+	var choice map[string]any
+	object := "text_completion"
+	if st.chat {
+		object = "chat.completion"
+		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(text),
+			"reasoning_content": nil, "tool_calls": []any{}}, "logprobs": nil, "finish_reason": st.plan.finish, "stop_reason": nil}
+	} else {
+		choice = map[string]any{"index": 0, "text": string(text), "logprobs": nil, "finish_reason": st.plan.finish,
+			"stop_reason": nil, "prompt_logprobs": nil}
+	}
+	now := time.Now()
+	for range st.plan.out {
+		st.mark(now)
+	}
+	writeJSON(st.w, 200, map[string]any{"id": st.id(), "object": object, "created": s.created, "model": s.cfg.Model,
+		"choices": []any{choice}, "usage": usage, "system_fingerprint": nil})
+	st.finishTrace(200, st.plan.fault.name())
+	s.metrics.success(st.plan.finish, time.Since(st.arrival))
+}
+
+func (st *stream) finishTrace(status int, fault string) {
+	if st.s.trace == nil {
+		return
+	}
+	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: st.endpoint(), Stream: st.req.Stream, Arrival: st.arrival,
+		PromptTokens: st.req.promptToks, CompletionTokens: len(st.times), MaxTokens: st.req.maxTokens,
+		Planned: st.plan.out, Finish: st.plan.finish, Status: status, Fault: fault, TokenMs: st.times})
+}
+
+func (st *stream) endpoint() string {
+	if st.chat {
+		return "/v1/chat/completions"
+	}
+	return "/v1/completions"
+}
+
+func (s *Server) traceError(arrival time.Time, n uint64, req *genRequest, status int, fault string) {
+	if s.trace == nil {
+		return
+	}
+	ep := "/v1/completions"
+	if req.chat {
+		ep = "/v1/chat/completions"
+	}
+	s.trace.write(TraceRecord{ID: n, Server: s.name, Endpoint: ep, Stream: req.Stream, Arrival: arrival, PromptTokens: req.promptToks,
+		MaxTokens: req.maxTokens, Status: status, Fault: fault, TokenMs: []float64{}})
+}

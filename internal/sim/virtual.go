@@ -1,0 +1,116 @@
+package sim
+
+import (
+	"sort"
+	"time"
+)
+
+// Workload is a closed-loop load: Concurrency clients, each sending its next request the moment
+// its previous one ends, Requests in all, every one with the same prompt and output length.
+type Workload struct {
+	Concurrency int
+	Prompt      int
+	Output      int
+	Requests    int
+}
+
+// VirtualResult is what a client would have measured, in the engine's virtual time.
+type VirtualResult struct {
+	TTFT, ITL, E2E []time.Duration // per request (ITL: pooled gaps)
+	Duration       time.Duration   // first send to last token
+	OutputTokens   int
+	Preemptions    int64
+	MaxWaiting     int
+}
+
+// OutputTokS is output tokens per second over the run.
+func (r VirtualResult) OutputTokS() float64 { return float64(r.OutputTokens) / r.Duration.Seconds() }
+
+// ReqS is completed requests per second over the run.
+func (r VirtualResult) ReqS() float64 { return float64(len(r.E2E)) / r.Duration.Seconds() }
+
+// Percentile returns the p-th percentile (0..100) of ds by nearest rank.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	k := int(p/100*float64(len(s))+0.5) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+// RunVirtual drives a fresh engine on perf with w in virtual time: the same Engine.Step the HTTP
+// server runs in wall time, with no sleeping, so a minute of serving takes milliseconds and is exactly
+// repeatable. A request enters the engine APIOverhead after it is sent, and its TTFT counts from
+// the send.
+func RunVirtual(perf *Perf, w Workload) VirtualResult {
+	e := NewEngine(perf)
+	api := perf.Cfg.APIOverhead
+	type pending struct {
+		at  time.Duration
+		seq *Seq
+	}
+	type track struct {
+		sent, last time.Duration
+	}
+	var (
+		now     time.Duration
+		queue   []pending // arrivals not yet in the engine, in time order
+		tracks  = map[*Seq]*track{}
+		res     VirtualResult
+		sent    int
+		nextID  uint64
+		lastTok time.Duration
+	)
+	send := func(at time.Duration) {
+		if sent >= w.Requests {
+			return
+		}
+		sent++
+		nextID++
+		s := &Seq{ID: nextID, Prompt: w.Prompt, MaxOut: w.Output}
+		tracks[s] = &track{sent: at}
+		queue = append(queue, pending{at + api, s})
+	}
+	for range min(w.Concurrency, w.Requests) {
+		send(0)
+	}
+	for len(res.E2E) < w.Requests {
+		// Requests that reached the engine by now join before the next step.
+		for len(queue) > 0 && queue[0].at <= now {
+			queue[0].seq.Arrived = queue[0].at
+			e.Add(queue[0].seq)
+			queue = queue[1:]
+		}
+		if e.Idle() {
+			if len(queue) == 0 {
+				break
+			}
+			now = queue[0].at
+			continue
+		}
+		d, emitted, finished := e.Step()
+		now += d
+		res.MaxWaiting = max(res.MaxWaiting, e.Waiting())
+		for _, s := range emitted {
+			t := tracks[s]
+			if s.generated == 1 {
+				res.TTFT = append(res.TTFT, now-t.sent)
+			} else {
+				res.ITL = append(res.ITL, now-t.last)
+			}
+			t.last = now
+			res.OutputTokens++
+			lastTok = now
+		}
+		for _, s := range finished {
+			res.E2E = append(res.E2E, now-tracks[s].sent)
+			delete(tracks, s)
+			send(now)
+		}
+	}
+	res.Duration = lastTok
+	res.Preemptions = e.Preemptions
+	return res
+}
