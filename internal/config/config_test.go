@@ -205,7 +205,7 @@ func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config.Load.MaxDuration.D().Seconds() != 3 || p.Source("load.max_duration") != "default(sim)" {
+	if p.Config.Load.MaxDuration.D().Seconds() != 4 || p.Source("load.max_duration") != "default(sim)" || p.Config.Load.OutputTokens != 128 {
 		t.Errorf("sim profile not applied: %v %s", p.Config.Load.MaxDuration, p.Source("load.max_duration"))
 	}
 	if p.Config.Load.Rates != 6 {

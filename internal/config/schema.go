@@ -271,10 +271,14 @@ func Defaults() Config {
 }
 
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
-// first command finishes in a minute or two on a small machine. Recorded with source "default(sim)".
+// first command finishes in about two minutes on a small machine: shorter windows, shorter
+// requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; set any
+// load.* key to run the seed's full profile on the simulator.
 var simDefaults = map[string]any{
-	"load.max_duration":    "3s",
+	"load.max_duration":    "4s",
 	"load.rates":           4,
 	"load.max_concurrency": 32,
+	"load.prompt_tokens":   256,
+	"load.output_tokens":   128,
 	"health.burn":          "0s",
 }

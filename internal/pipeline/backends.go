@@ -121,4 +121,3 @@ func CacheEnv(mc config.ModelCache) map[string]string {
 	}
 	return env
 }
-

@@ -155,7 +155,14 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			}
 			maps.Copy(cfg.Engine.Env, env)
 			var ep results.Endpoint
-			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg); return nil }); err != nil {
+			served := func(info results.EngineInfo) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if me := &r.host().Models[mi].Engine; me.Command == "" {
+					me.Command = info.Command
+				}
+			}
+			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg, served); return nil }); err != nil {
 				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
 			}
 			r.mu.Lock()
@@ -206,7 +213,7 @@ func gpuTag(gpus []int) string {
 
 // endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.
 // The engine is stopped before it returns, whatever happened.
-func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config) results.Endpoint {
+func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) results.Endpoint {
 	ep := results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
 	fail := func(phase string, err error) {
 		ep.Status = results.StatusFailed
@@ -242,6 +249,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	}
 	ep.URL = sv.URL
 	ep.ProvisionSeconds = sv.Provision.Seconds()
+	served(sv.Engine)
 
 	if err := r.warmup(ctx, sv, model, slot.Index); err != nil {
 		fail("warmup", err)

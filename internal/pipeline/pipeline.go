@@ -87,6 +87,7 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 	r.health(ctx)
 	r.flushLogged()
 	r.models(ctx)
+	r.baseline(ctx)
 	r.judge()
 	r.finish(ctx)
 	return &Result{Summary: r.sum, SummaryPath: r.summaryPath(), ExitCode: r.exitCode()}, nil
@@ -120,9 +121,9 @@ func (r *run) newSummary() *results.Summary {
 		s.Caveats = append(s.Caveats, n)
 	}
 	if strings.HasPrefix(r.plan.Source("load.max_duration"), "default(sim)") {
-		s.Caveats = append(s.Caveats, "simulator quick profile: "+r.cfg.Load.MaxDuration.String()+" per rate, "+
-			fmt.Sprint(r.cfg.Load.Rates)+" rates, max concurrency "+fmt.Sprint(r.cfg.Load.MaxConcurrency)+
-			" (set load.* to run the full seed profile)")
+		l := r.cfg.Load
+		s.Caveats = append(s.Caveats, fmt.Sprintf("simulator quick profile: %d/%d prompt/output tokens, %s per rate, %d rates, "+
+			"max concurrency %d (set load.* to run the seed's full profile)", l.PromptTokens, l.OutputTokens, l.MaxDuration, l.Rates, l.MaxConcurrency))
 	}
 	return s
 }

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
+)
+
+func init() { root.AddCommand(newRunCmd()) }
+
+// runFlag maps a named flag to a config key; it is applied only when given on the command line.
+type runFlag struct {
+	name, path string
+	value      func() string
+}
+
+func newRunCmd() *cobra.Command {
+	var cf configFlags
+	var (
+		sim, failOnFlag, saveBaseline                      bool
+		backend, url, model, out, failIn, baseline, simGPU string
+		apiKeyEnv, engineKind, engineCmd                   string
+		parallel, simGPUs, simStraggler, gpuCount          int
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
+		Long: `Runs the whole validation on one host: discover GPUs -> health -> for each model and GPU (or tp
+group): serve -> warm-up -> load with power sampling -> functional API suite -> judge -> write.
+
+Results go to --out (default out/): summary.json (rewritten as each GPU finishes, complete=false
+until the end, so a killed run keeps what it measured), raw load per GPU under raw/, engine logs
+under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+
+  gpuvet run --sim                         the whole run on 4 simulated H200s (no GPU needed)
+  gpuvet run -c site.yaml                  vLLM on every GPU of this host
+  gpuvet run --backend endpoint --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B
+
+Configuration: -c FILE (repeatable; aicr recipes too), --set key=value, GPUVET_<KEY> variables;
+see 'gpuvet config show'. Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag
+with --fail-on-flag, 2 bad configuration (nothing started).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			flags := []runFlag{
+				{"backend", "backend", func() string { return backend }},
+				{"url", "endpoint.url", func() string { return url }},
+				{"api-key-env", "endpoint.api_key_env", func() string { return apiKeyEnv }},
+				{"model", "models", func() string { return model }},
+				{"out", "output.dir", func() string { return out }},
+				{"parallel-gpus", "run.parallel_gpus", func() string { return strconv.Itoa(parallel) }},
+				{"gpu-count", "run.gpu_count", func() string { return strconv.Itoa(gpuCount) }},
+				{"fail-in", "run.fail_in", func() string { return failIn }},
+				{"fail-on-flag", "run.fail_on_flag", func() string { return strconv.FormatBool(failOnFlag) }},
+				{"save-baseline", "run.save_baseline", func() string { return strconv.FormatBool(saveBaseline) }},
+				{"baseline", "run.baseline", func() string { return baseline }},
+				{"engine", "engine.kind", func() string { return engineKind }},
+				{"engine-cmd", "engine.command", func() string { return engineCmd }},
+				{"sim-gpu", "sim.gpu", func() string { return simGPU }},
+				{"sim-gpus", "sim.gpus", func() string { return strconv.Itoa(simGPUs) }},
+				{"sim-straggler", "sim.straggler", func() string { return strconv.Itoa(simStraggler) }},
+			}
+			var set []config.Flag
+			if sim {
+				if cmd.Flags().Changed("backend") && backend != "sim" {
+					return usageErr("--sim and --backend %s exclude each other", backend)
+				}
+				set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
+			}
+			for _, f := range flags {
+				if cmd.Flags().Changed(f.name) {
+					set = append(set, config.Flag{Name: "--" + f.name, Path: f.path, Value: f.value()})
+				}
+			}
+			plan, err := cf.plan(set...)
+			if err != nil {
+				return err
+			}
+			return runPlan(cmd, plan)
+		},
+	}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; a short profile unless load.* is set)")
+	fl.StringVar(&backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim")
+	fl.StringVar(&url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
+	fl.StringVar(&apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
+	fl.StringVar(&model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
+	fl.StringVar(&out, "out", "out", "output directory")
+	fl.IntVar(&parallel, "parallel-gpus", 1, "load N GPUs at once, each with its own engine and load worker")
+	fl.IntVar(&gpuCount, "gpu-count", 0, "vet only the first N GPUs (0: all)")
+	fl.StringVar(&failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
+	fl.BoolVar(&failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
+	fl.BoolVar(&saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
+	fl.StringVar(&baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
+	fl.StringVar(&engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, generic (with --engine-cmd)")
+	fl.StringVar(&engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization}")
+	fl.StringVar(&simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
+	fl.IntVar(&simGPUs, "sim-gpus", 4, "number of simulated GPUs")
+	fl.IntVar(&simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+	return cmd
+}
+
+// runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
+// summary.json keeps what was measured.
+func runPlan(cmd *cobra.Command, plan *config.Plan) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer engine.StopAll(10 * time.Second)
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, nil), pipeline.Options{
+		ToolVersion: version(),
+		Progress: func(format string, args ...any) {
+			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		},
+	})
+	if err != nil {
+		return failedErr("%v", err)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), pipeline.Describe(res))
+	if ctx.Err() != nil {
+		return failedErr("interrupted: partial results in %s", res.SummaryPath)
+	}
+	if res.ExitCode != exitOK {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return failedErr("interrupted")
+		}
+		return failedErr("run status %s (see %s)", res.Summary.Status, res.SummaryPath)
+	}
+	return nil
+}
