@@ -105,7 +105,6 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"flag:--set", "load.nope", "allowed here"}},
 		{"set no equals", "", []string{"load.rates"}, nil, []string{"--set", "want key=value"}},
 		{"set impossible", "", []string{"engine.gpu_memory_utilization=1.5"}, nil, []string{"flag:--set", "engine.gpu_memory_utilization", "(0, 1]"}},
-		{"env typo", "", nil, []string{"GPUVET_LOAD_RATEZ=3"}, []string{"GPUVET_LOAD_RATEZ", "unknown variable"}},
 		{"env wrong type", "", nil, []string{"GPUVET_LOAD_RATES=x"}, []string{"GPUVET_LOAD_RATES", "want an integer"}},
 		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
 		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
@@ -131,6 +130,16 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestUnknownEnvIsNotedNotSilent(t *testing.T) {
+	p, err := Load(Options{Environ: []string{"GPUVET_LOAD_RATEZ=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "GPUVET_LOAD_RATEZ") {
+		t.Errorf("notes: %v", p.Notes)
 	}
 }
 

@@ -231,4 +231,3 @@ func TestBadOutputDirIsAnError(t *testing.T) {
 		t.Fatal("want an error for an output directory under a file")
 	}
 }
-
