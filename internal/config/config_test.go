@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -319,6 +320,35 @@ func TestAcceleratorMatches(t *testing.T) {
 	for _, tt := range tests {
 		if got := acceleratorMatches(tt.key, tt.name); got != tt.want {
 			t.Errorf("acceleratorMatches(%q, %q) = %v", tt.key, tt.name, got)
+		}
+	}
+}
+
+// TestDocsExampleIsCompleteAndTrue keeps docs/config.md honest: its full example must load, set
+// every key, and hold exactly the built-in defaults.
+func TestDocsExampleIsCompleteAndTrue(t *testing.T) {
+	md, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(md), "## Full example")
+	if !ok {
+		t.Fatal("docs/config.md has no full example section")
+	}
+	_, block, _ := strings.Cut(rest, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	f := write(t, "example.yaml", block)
+	p, err := Load(Options{Files: []string{f}})
+	if err != nil {
+		t.Fatalf("the documented example does not load: %v", err)
+	}
+	def, _ := Load(Options{})
+	if !reflect.DeepEqual(p.Config, def.Config) {
+		t.Errorf("the documented example differs from the defaults:\ndoc: %+v\ndef: %+v", p.Config, def.Config)
+	}
+	for _, l := range p.Leaves() {
+		if l.Source != "config:"+f && l.Value != "{}" {
+			t.Errorf("key %s is not in the documented example", l.Path)
 		}
 	}
 }
