@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -229,5 +231,44 @@ func TestBadOutputDirIsAnError(t *testing.T) {
 	p := quick(t, "output.dir="+filepath.Join(f, "sub"))
 	if _, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{}); err == nil {
 		t.Fatal("want an error for an output directory under a file")
+	}
+}
+
+// TestSerialAndParallelAgree shows on the simulator that loading GPUs one at a time and all at once
+// measure the same thing: per GPU, the medians of sync TTFT and ITL and the peak output rate agree
+// within noise (35 %: a shared 2-core test machine runs both the servers and the clients).
+func TestSerialAndParallelAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two simulated runs")
+	}
+	type fig struct{ ttft, itl, peak float64 }
+	measure := func(parallel string) map[int]fig {
+		p := quick(t, "run.parallel_gpus="+parallel, "functional.enabled=false")
+		res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Summary.Meta.ParallelGPUs; fmt.Sprint(got) != parallel {
+			t.Errorf("parallel_gpus recorded as %d, want %s", got, parallel)
+		}
+		out := map[int]fig{}
+		for _, e := range res.Summary.Hosts[0].Models[0].Endpoints {
+			if e.Load == nil || len(e.Load.Runs) == 0 || e.Load.Runs[0].Kind != "synchronous" {
+				t.Fatalf("parallel=%s gpu %v: no sync run (%s)", parallel, e.GPUs, e.Error)
+			}
+			s := e.Load.Runs[0]
+			out[e.GPUs[0]] = fig{s.TTFT.P50, s.ITL.P50, e.Load.PeakOutputTokS}
+		}
+		return out
+	}
+	serial, parallel := measure("1"), measure("2")
+	within := func(a, b float64) bool { return a > 0 && b > 0 && math.Abs(a-b)/math.Max(a, b) <= 0.35 }
+	for g, s := range serial {
+		p := parallel[g]
+		t.Logf("gpu %d: serial TTFT p50 %.1f ms, ITL p50 %.2f ms, peak %.0f tok/s | parallel %.1f ms, %.2f ms, %.0f tok/s",
+			g, s.ttft, s.itl, s.peak, p.ttft, p.itl, p.peak)
+		if !within(s.itl, p.itl) || !within(s.peak, p.peak) || !within(s.ttft, p.ttft) {
+			t.Errorf("gpu %d: serial and parallel disagree beyond noise: %+v vs %+v", g, s, p)
+		}
 	}
 }
