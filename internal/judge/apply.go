@@ -18,7 +18,6 @@ const (
 const (
 	CheckGPUToGPU     = "compare.gpu_to_gpu"
 	CheckBaseline     = "baseline.overhead"
-	CheckFunctional   = "functional"
 	CheckLoadPartial  = "judge.load_partial"
 	checkGatePrefix   = "gate."
 	checkJudgePrefix  = "judge."
@@ -48,7 +47,7 @@ func Apply(s *results.Summary, cfg Config) {
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg)
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h))
 		}
 		rollHost(h)
 	}
@@ -65,11 +64,30 @@ func mergeThresholds(have, add map[string]results.Threshold) map[string]results.
 	return have
 }
 
-func applyModel(m *results.Model, cfg Config) {
+// hostGPUCount is how many GPUs the host has: discovered, else measured by health, else served.
+func hostGPUCount(h *results.Host) int {
+	if n := len(h.Discovery.GPUs); n > 0 {
+		return n
+	}
+	if h.Health != nil && len(h.Health.GPUs) > 0 {
+		return len(h.Health.GPUs)
+	}
+	seen := map[int]bool{}
+	for _, m := range h.Models {
+		for _, ep := range m.Endpoints {
+			for _, g := range ep.GPUs {
+				seen[g] = true
+			}
+		}
+	}
+	return len(seen)
+}
+
+func applyModel(m *results.Model, cfg Config, hostGPUs int) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
-		ep.Verdicts = EndpointVerdicts(ep, m.Model, cfg)
+		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
@@ -219,8 +237,9 @@ func TotalSuccessful(l *results.Load) int {
 	return n
 }
 
-// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model.
-func EndpointVerdicts(ep *results.Endpoint, model string, cfg Config) []results.Verdict {
+// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model;
+// hostGPUs (the host's GPU count) normalizes a node-wide aicr throughput floor per GPU.
+func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Config) []results.Verdict {
 	if ep.Load == nil {
 		return nil
 	}
@@ -233,10 +252,19 @@ func EndpointVerdicts(ep *results.Endpoint, model string, cfg Config) []results.
 	aicrThr := GateSpec{Check: "gate.aicr_throughput", Name: "concurrency-run output tok/s", Unit: "tok/s", Limit: g.AICRMinOutputTokS, Factor: 1 - tol/100}
 	if g.AICRMinOutputTokS.Value != nil {
 		aicrThr.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1-tol/100, fmtNum(*g.AICRMinOutputTokS.Value), tol)
-		if n := cfg.AICRNodeGPUs; n > 0 {
-			per := float64(max(len(ep.GPUs), 1)) / float64(n)
-			aicrThr.Factor *= per
-			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, max(len(ep.GPUs), 1))
+		epGPUs := max(len(ep.GPUs), 1)
+		switch n := cfg.AICRNodeGPUs; {
+		case cfg.AICRThroughputScope == ScopeGPU:
+			if epGPUs > 1 {
+				aicrThr.Factor *= float64(epGPUs)
+				aicrThr.FactorNote += fmt.Sprintf(", per-GPU floor × %d GPUs", epGPUs)
+			}
+		case n > 0 || hostGPUs > 0:
+			if n == 0 {
+				n = hostGPUs
+			}
+			aicrThr.Factor *= float64(epGPUs) / float64(n)
+			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, epGPUs)
 		}
 	}
 	aicrTTFT := GateSpec{Check: "gate.aicr_ttft_p99", Name: "concurrency-run TTFT p99", Unit: "ms", Upper: true, Limit: g.AICRMaxTTFTP99Ms, Factor: 1 + tol/100}
@@ -314,17 +342,20 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 type LLMMetric struct {
 	Name           string
 	HigherIsBetter bool
+	// BaselineOnly: compared against baselines but not GPU to GPU (too noisy between cards).
+	BaselineOnly bool
 	// Get reads the figure and its CI from a load; ok is false when it was not measured.
 	Get func(l *results.Load) (v float64, ci *results.Interval, ok bool)
 }
 
-// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, and
-// the sync run's TTFT, ITL and TPOT p95.
+// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
+// sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99 (the
+// latter against baselines only).
 var LLMMetrics = []LLMMetric{
-	{MetricSustainedReqS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricSustainedReqS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
 		return l.SustainedReqS, nil, l.SustainedReqS > 0
 	}},
-	{MetricPeakOutputTokS, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricPeakOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
 		var ci *results.Interval
 		best := -1.0
 		for i := range l.Runs {
@@ -337,9 +368,23 @@ var LLMMetrics = []LLMMetric{
 		}
 		return best, ci, best > 0
 	}},
-	{MetricTTFTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
-	{MetricITLP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
-	{MetricTPOTP95, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
+	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
+	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+	{MetricConcOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
+		r := FindRun(l, RunConcurrency)
+		if r == nil || r.Requests.Successful == 0 {
+			return 0, nil, false
+		}
+		return r.OutputTokS, ciOf(r, "output_tok_s"), true
+	}},
+	{MetricConcTTFTP99, false, true, func(l *results.Load) (float64, *results.Interval, bool) {
+		r := FindRun(l, RunConcurrency)
+		if r == nil || r.TTFT.Count == 0 {
+			return 0, nil, false
+		}
+		return r.TTFT.P99, ciOf(r, "ttft_p99"), true
+	}},
 }
 
 func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (float64, *results.Interval, bool) {
@@ -363,7 +408,9 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	var eps []ep
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
-		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || e.Status == results.StatusFailed {
+		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
+		// Apply stays idempotent; a failed conformance suite does not void the load figures.
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" {
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})
@@ -373,6 +420,9 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
+		if met.BaselineOnly {
+			continue
+		}
 		var cells []Cell
 		for _, e := range eps {
 			v, ci, ok := met.Get(e.load)

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -65,8 +66,12 @@ func TestApplyFlagsTheStragglerOnly(t *testing.T) {
 	if ExitCode(s, false) != 0 || ExitCode(s, true) != 1 {
 		t.Errorf("exit codes: %d without --fail-on-flag (want 0), %d with (want 1)", ExitCode(s, false), ExitCode(s, true))
 	}
-	if len(m.Comparisons) != len(LLMMetrics) {
-		t.Errorf("%d comparisons, want one per LLM metric (%d)", len(m.Comparisons), len(LLMMetrics))
+	var metrics []string
+	for _, c := range m.Comparisons {
+		metrics = append(metrics, c.Metric)
+	}
+	if got := strings.Join(metrics, ","); got != "sustained_req_s,output_tok_s_peak,ttft_p95_ms,itl_p95_ms,tpot_p95_ms" {
+		t.Errorf("comparisons %s: want every LLM metric of a sweep", got)
 	}
 }
 
@@ -419,6 +424,9 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults are valid", func(*Config) {}, ""},
 		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "thresholds.ttft_p95_ms: -1 is negative"},
 		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "llm_variance_pct: 100 % would never flag"},
+		{"variance unset", func(c *Config) { c.GEMMVariancePct.Value = nil }, "gemm_variance_pct: not set"},
+		{"zero config", func(c *Config) { *c = Config{} }, "llm_variance_pct: not set"},
+		{"bad scope", func(c *Config) { c.AICRThroughputScope = "rack" }, `aicr_throughput_scope: "rack"`},
 		{"unknown disable key", func(c *Config) {
 			c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"m": {Disable: []string{"ttft"}}}}
 		}, `reference["NVIDIA L40S"]["m"].disable: unknown gate "ttft"`},
@@ -458,6 +466,86 @@ func TestJudgeGate(t *testing.T) {
 	for _, tc := range tests {
 		if got := JudgeGate(tc.spec, tc.m); got.Result != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got.Result, got.Reason, tc.want)
+		}
+	}
+}
+
+// A concurrency-only (aicr-style) profile is compared GPU to GPU on its concurrency-run figures.
+func TestApplyComparesConcurrencyRuns(t *testing.T) {
+	s := summary(healthy(), healthy(), healthy())
+	for i := range s.Hosts[0].Models[0].Endpoints {
+		out := 60000.0
+		if i == 1 {
+			out = 42000 // 30 % slower
+		}
+		s.Hosts[0].Models[0].Endpoints[i].Load = &results.Load{Config: results.LoadConfig{Profile: "concurrency", Concurrency: 256},
+			SustainedReqS: out / 256, Runs: []results.Run{{Kind: RunConcurrency, Concurrency: 256, Requests: results.RequestCounts{Successful: 5000},
+				OutputTokS: out, TTFT: results.Dist{Count: 5000, P95: 700, P99: 800}}}}
+	}
+	cfg := DefaultConfig()
+	cfg.Gates.TTFTP95Ms.Value, cfg.Gates.ITLP95Ms.Value = nil, nil
+	Apply(s, cfg)
+	if s.Status != results.StatusFlag {
+		t.Fatalf("status %s", s.Status)
+	}
+	found := false
+	for _, fl := range s.Flags {
+		if fl.Subject != testModel+" on gpu 1" {
+			t.Errorf("flag on %s: %s", fl.Subject, fl.Reason)
+		}
+		found = found || strings.HasPrefix(fl.Reason, MetricConcOutputTokS+" 42000 on gpu 1 is 30.0 % below")
+	}
+	if !found {
+		t.Errorf("no concurrency-run throughput flag: %+v", s.Flags)
+	}
+}
+
+func TestApplyIdempotentWithFailures(t *testing.T) {
+	s := summary(healthy(), healthy().scaled(0.3), healthy())
+	s.Hosts[0].Models[0].Endpoints[1].Functional = &results.Functional{Status: results.StatusFailed, Error: "suite could not connect"}
+	s.Hosts[0].Models[0].Endpoints[2].Load.Error = "interrupted"
+	Apply(s, DefaultConfig())
+	first, _ := json.Marshal(s)
+	Apply(s, DefaultConfig())
+	second, _ := json.Marshal(s)
+	if string(first) != string(second) {
+		t.Error("a second Apply changed a summary with failures")
+	}
+	if s.Hosts[0].Models[0].Endpoints[1].Status != results.StatusFailed || s.Status != results.StatusFailed {
+		t.Errorf("statuses: ep1 %s run %s", s.Hosts[0].Models[0].Endpoints[1].Status, s.Status)
+	}
+}
+
+func TestAICRThroughputScope(t *testing.T) {
+	tests := []struct {
+		name     string
+		scope    string
+		nodeGPUs int
+		hostGPUs int
+		epGPUs   []int
+		want     float64
+	}{
+		{"node floor, this host's 4 GPUs", ScopeNode, 0, 4, []int{0}, 50000 * 0.9 / 4},
+		{"node floor, a recipe measured on 8", ScopeNode, 8, 4, []int{0}, 50000 * 0.9 / 8},
+		{"per-GPU floor", ScopeGPU, 0, 4, []int{0}, 50000 * 0.9},
+		{"per-GPU floor on a tp=2 group", ScopeGPU, 0, 4, []int{0, 1}, 50000 * 0.9 * 2},
+	}
+	for _, tc := range tests {
+		cfg := DefaultConfig()
+		cfg.Gates.AICRMinOutputTokS = Limit{Value: fp(50000), Source: "recipe:r.yaml"}
+		cfg.AICRThroughputScope, cfg.AICRNodeGPUs = tc.scope, tc.nodeGPUs
+		ep := endpoint(0, healthy())
+		ep.GPUs = tc.epGPUs
+		ep.Load.Runs = append(ep.Load.Runs, results.Run{Kind: RunConcurrency, Concurrency: 256, Requests: results.RequestCounts{Successful: 100}, OutputTokS: 1})
+		v := EndpointVerdicts(&ep, testModel, tc.hostGPUs, cfg)
+		var thr *float64
+		for _, x := range v {
+			if x.Check == "gate.aicr_throughput" {
+				thr = x.Threshold
+			}
+		}
+		if thr == nil || math.Abs(*thr-tc.want) > 1e-6 {
+			t.Errorf("%s: threshold %v, want %v", tc.name, ptr(thr), tc.want)
 		}
 	}
 }

@@ -146,7 +146,30 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 	if len(bc.Rows) == 0 {
 		bc.Note = "no comparison: the baseline has no figure to compare (no endpoint with load, no microbenchmark)"
 	}
+	for i, ef := range efs {
+		if len(bc.Rows) > 0 && !sharesSubject(bf, ef) {
+			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: no subject in common with the baseline (baseline %s; %s %s): compare the same models on the same GPU indexes",
+				names[i], strings.Join(first(bf.order, 3), ", "), names[i], strings.Join(first(ef.order, 3), ", ")))
+		}
+	}
 	return bc
+}
+
+func sharesSubject(a, b *subjectFigures) bool {
+	for _, subj := range a.order {
+		if _, ok := b.fig[subj]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// first returns up to n items, with "…" when there were more.
+func first(list []string, n int) []string {
+	if len(list) <= n {
+		return list
+	}
+	return append(append([]string(nil), list[:n]...), "…")
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

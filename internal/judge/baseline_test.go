@@ -137,6 +137,15 @@ func TestCompareBaselineDegrades(t *testing.T) {
 	if !strings.HasPrefix(bc.Note, "no comparison") {
 		t.Errorf("empty baseline: %+v", bc)
 	}
+	other := summary(healthy())
+	other.Hosts[0].Models[0].Model = "other/model"
+	other.Hosts[0].Health = nil
+	base := summary(healthy())
+	base.Hosts[0].Health = nil
+	bc = CompareBaseline(base, []*results.Summary{withEnv(other, "vm")}, 10, LLMGuards())
+	if !containsAny(bc.Caveats, "vm: no subject in common with the baseline (baseline Qwen/Qwen3-8B gpu 0; vm other/model gpu 0)") {
+		t.Errorf("caveats %v", bc.Caveats)
+	}
 	two := CompareBaseline(summary(healthy()), []*results.Summary{withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "")}, 10, LLMGuards())
 	if strings.Join(two.Environments, ",") != "vm,vm (2),env3" {
 		t.Errorf("environment names %v", two.Environments)

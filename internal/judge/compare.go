@@ -21,6 +21,11 @@ const (
 	MetricTTFTP99        = "ttft_p99_ms"
 	MetricITLP95         = "itl_p95_ms"
 	MetricTPOTP95        = "tpot_p95_ms"
+	// The aicr-style fixed-concurrency run's figures (present when the profile has one). Its TTFT
+	// p99 is a tail figure of one short window: compared against baselines (with the TTFT ms floor,
+	// hence the "ttft" prefix), never GPU to GPU, where one scheduler hiccup would flag a card.
+	MetricConcOutputTokS = "concurrency_output_tok_s"
+	MetricConcTTFTP99    = "ttft_p99_concurrency_ms"
 )
 
 // Default GPU-to-GPU tolerances and noise guards (seed 003, "How results are judged").
@@ -223,4 +228,31 @@ func fmtNum(v float64) string {
 	default:
 		return fmt.Sprintf("%.2f", v)
 	}
+}
+
+// HealthComparisons compares every microbenchmark (GEMM, PCIe, HBM) across the GPUs of a host with
+// the given guards (GEMMGuards: 25 %). Failed figures are left out; a figure on one GPU only is not
+// compared. The health phase calls it and turns flagged cells into its own flags.
+func HealthComparisons(gpus []results.GPUHealth, g Guards) []results.Compare {
+	var names []string
+	cells := map[string][]Cell{}
+	for _, gh := range gpus {
+		for _, b := range gh.Bench {
+			if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
+				continue
+			}
+			if _, seen := cells[b.Name]; !seen {
+				names = append(names, b.Name)
+			}
+			cells[b.Name] = append(cells[b.Name], Cell{GPU: gh.GPU.Index, Value: b.Value})
+		}
+	}
+	var out []results.Compare
+	for _, n := range names {
+		if len(cells[n]) < 2 {
+			continue
+		}
+		out = append(out, CompareGPUs(n, cells[n], true, g))
+	}
+	return out
 }

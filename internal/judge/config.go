@@ -63,9 +63,15 @@ type Config struct {
 	Accelerators map[string]Override `yaml:"accelerators,omitempty" json:"accelerators,omitempty"`
 	// AICRTolerancePct is the tolerance on the aicr gates (seed 000: 10 %).
 	AICRTolerancePct Limit `yaml:"aicr_tolerance_pct" json:"aicr_tolerance_pct"`
-	// AICRNodeGPUs, when > 0, says the aicr throughput X is a full-node figure over that many GPUs
-	// (aicr issue 1254): it is normalized per GPU before it gates one endpoint.
+	// AICRThroughputScope says what the aicr throughput X covers: "node" (as aicr writes it, the
+	// whole node: aicr issue 1254) or "gpu". A node floor is normalized per GPU before it gates one
+	// endpoint: X × endpoint GPUs ÷ node GPUs.
+	AICRThroughputScope string `yaml:"aicr_throughput_scope" json:"aicr_throughput_scope"`
+	// AICRNodeGPUs is the GPU count of the node the aicr floor was measured on; 0: this host's count.
 	AICRNodeGPUs int `yaml:"aicr_node_gpus,omitempty" json:"aicr_node_gpus,omitempty"`
+	// GPUGates, when set for an exact GPU name, are that GPU's gates already resolved (global plus
+	// accelerator overlay, with sources): GatesFor starts from them instead of matching Accelerators.
+	GPUGates map[string]Gates `yaml:"gpu_gates,omitempty" json:"gpu_gates,omitempty"`
 	// LLMVariancePct and GEMMVariancePct are the GPU-to-GPU tolerances (20 %, 25 %).
 	LLMVariancePct  Limit `yaml:"llm_variance_pct" json:"llm_variance_pct"`
 	GEMMVariancePct Limit `yaml:"gemm_variance_pct" json:"gemm_variance_pct"`
@@ -76,6 +82,12 @@ type Config struct {
 	// BaselineTolerancePct: a metric worse than the baseline by more than this breaches (10 %).
 	BaselineTolerancePct Limit `yaml:"baseline_tolerance_pct" json:"baseline_tolerance_pct"`
 }
+
+// AICR throughput scopes.
+const (
+	ScopeNode = "node"
+	ScopeGPU  = "gpu"
+)
 
 // SourceDefault and SourceReference are the sources the judge itself writes.
 const (
@@ -100,6 +112,7 @@ func DefaultConfig() Config {
 			AICRMaxTTFTP99Ms:  off("ms"),
 		},
 		AICRTolerancePct:         def(DefaultAICRTolerancePct, "%"),
+		AICRThroughputScope:      ScopeNode,
 		LLMVariancePct:           def(DefaultLLMVariancePct, "%"),
 		GEMMVariancePct:          def(DefaultGEMMVariancePct, "%"),
 		CompareMinSamples:        def(DefaultMinSamples, "requests"),
@@ -130,8 +143,12 @@ func (c Config) GEMMGuardsFrom() Guards { return Guards{VariancePct: val(c.GEMMV
 // accelerator entries (the longest key last, so the most specific wins), then the reference cell.
 func (c Config) GatesFor(gpuName, model string) Gates {
 	g := c.Gates
-	for _, key := range matchingAccelerators(c.Accelerators, gpuName) {
-		g = g.with(c.Accelerators[key], "accelerator:"+key)
+	if pre, ok := c.GPUGates[gpuName]; ok {
+		g = pre
+	} else {
+		for _, key := range matchingAccelerators(c.Accelerators, gpuName) {
+			g = g.with(c.Accelerators[key], "accelerator:"+key)
+		}
 	}
 	if cell, ok := c.Reference[gpuName][model]; ok {
 		g = g.with(cell, SourceReference)
@@ -239,6 +256,15 @@ func (c Config) Validate() error {
 	} {
 		neg(path, l)
 	}
+	for _, need := range []struct {
+		path string
+		l    Limit
+		def  float64
+	}{{"llm_variance_pct", c.LLMVariancePct, DefaultLLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct, DefaultGEMMVariancePct}} {
+		if need.l.Value == nil || *need.l.Value == 0 {
+			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the seed's default is %g)", need.path, need.def))
+		}
+	}
 	for _, pct := range []struct {
 		path string
 		l    Limit
@@ -268,6 +294,9 @@ func (c Config) Validate() error {
 	}
 	for acc, o := range c.Accelerators {
 		checkOverride(fmt.Sprintf("accelerators[%q]", acc), o)
+	}
+	if c.AICRThroughputScope != "" && c.AICRThroughputScope != ScopeNode && c.AICRThroughputScope != ScopeGPU {
+		errs = append(errs, fmt.Sprintf("aicr_throughput_scope: %q; want node (the recipe's floor covers the whole node) or gpu", c.AICRThroughputScope))
 	}
 	if c.AICRNodeGPUs < 0 {
 		errs = append(errs, fmt.Sprintf("aicr_node_gpus: %d is negative; give the GPU count of the node the aicr figure was measured on, or 0", c.AICRNodeGPUs))

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/judge"
+)
+
+func init() { root.AddCommand(newCompareCmd()) }
+
+func newCompareCmd() *cobra.Command {
+	var (
+		tolerance  float64
+		asJSON     bool
+		failOnFlag bool
+		cf         configFlags
+	)
+	cmd := &cobra.Command{
+		Use:   "compare BASELINE.json RESULT.json [RESULT2.json ...]",
+		Short: "Line results from other environments up against a bare-metal baseline (overhead % per metric)",
+		Long: `compare reads a baseline (a gpuvet summary.json, a vLLM bench result or a guidellm report) and
+one or more results, and prints per subject (model × GPU index, GPU microbenchmarks) and metric the
+baseline, each environment's value, its overhead % (positive = worse) and status, with the GPU-to-GPU
+noise guards and the caveats (driver, engine version, GPU count, load profile, lower-bound sweeps).
+The tolerance and guards come from the config (compare.*; -c, --set, GPUVET_* as for run).
+A missing or corrupt baseline degrades to "no comparison" with a note.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var extra []config.Flag
+			if cmd.Flags().Changed("tolerance") {
+				extra = append(extra, config.Flag{Name: "--tolerance", Path: "compare.baseline_tolerance_pct", Value: strconv.FormatFloat(tolerance, 'g', -1, 64)})
+			}
+			p, err := cf.plan(extra...)
+			if err != nil {
+				return err
+			}
+			cfg := judge.FromPlan(p, nil)
+			if err := cfg.Validate(); err != nil {
+				return usageErr("%v", err)
+			}
+			bc, err := judge.CompareFiles(args[0], args[1:], cfg)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(bc); err != nil {
+					return err
+				}
+			} else if err := judge.WriteBaselineTable(out, bc); err != nil {
+				return err
+			}
+			if n := judge.Breaches(bc); n > 0 && failOnFlag {
+				return failedErr("%d metric(s) beyond the %g %% tolerance", n, bc.TolerancePct)
+			}
+			if bc.Note != "" {
+				fmt.Fprintln(os.Stderr, "gpuvet:", bc.Note)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&tolerance, "tolerance", judge.DefaultBaselineTolerance, "breach when a metric is worse than the baseline by more than this %")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")
+	cmd.Flags().BoolVar(&failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance")
+	cf.register(cmd)
+	return cmd
+}

@@ -1,0 +1,127 @@
+package judge
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// FromPlan builds the judge's Config from a resolved plan: the global gates and guards with the
+// source the plan recorded for each key, the reference table, and, for every GPU name given (the
+// names discovery found), that GPU's gates with its accelerators overlay already applied
+// (config.Plan.ForGPU), so the judge and the plan agree on which entry decided.
+func FromPlan(p *config.Plan, gpuNames []string) Config {
+	c := p.Config
+	src := func(path string) string {
+		if s := p.Sources[path]; s != "" {
+			return s
+		}
+		return SourceDefault
+	}
+	cfg := DefaultConfig()
+	cfg.Gates = gatesFrom(c.Gates, src)
+	cfg.AICRTolerancePct = Limit{Value: f(c.Gates.AICRTolerancePct), Unit: "%", Source: src("gates.aicr_tolerance_pct")}
+	if c.Gates.AICRThroughputScope != "" {
+		cfg.AICRThroughputScope = c.Gates.AICRThroughputScope
+	}
+	guard := func(v float64, unit, path string) Limit {
+		l := Limit{Unit: unit, Source: src(path)}
+		if v > 0 {
+			l.Value = f(v)
+		}
+		return l
+	}
+	cfg.LLMVariancePct = guard(c.Compare.VariancePct, "%", "compare.variance_pct")
+	cfg.GEMMVariancePct = guard(c.Compare.GEMMVariancePct, "%", "compare.gemm_variance_pct")
+	cfg.CompareMinSamples = guard(float64(c.Compare.MinSamples), "requests", "compare.min_samples")
+	cfg.CompareMinThroughputReqS = guard(c.Compare.MinThroughputReqS, "req/s", "compare.min_throughput_req_s")
+	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, "ms", "compare.min_ttft_delta_ms")
+	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, "%", "compare.baseline_tolerance_pct")
+	if len(c.Reference) > 0 {
+		cfg.Reference = map[string]map[string]Override{}
+		for gpu, models := range c.Reference {
+			cfg.Reference[gpu] = map[string]Override{}
+			for model, r := range models {
+				cfg.Reference[gpu][model] = Override{TTFTP95Ms: r.TTFTP95Ms, ITLP95Ms: r.ITLP95Ms, MinThroughputReqS: r.MinThroughputReqS}
+			}
+		}
+	}
+	for _, name := range gpuNames {
+		gc, gsrc, key := p.ForGPU(name)
+		if key == "" {
+			continue
+		}
+		if cfg.GPUGates == nil {
+			cfg.GPUGates = map[string]Gates{}
+		}
+		cfg.GPUGates[name] = gatesFrom(gc.Gates, func(path string) string {
+			if s := gsrc[path]; s != "" {
+				return s
+			}
+			return SourceDefault
+		})
+	}
+	return cfg
+}
+
+func gatesFrom(g config.Gates, src func(string) string) Gates {
+	return Gates{
+		TTFTP95Ms:         Limit{Value: g.TTFTP95Ms, Unit: "ms", Source: src("gates.ttft_p95_ms")},
+		ITLP95Ms:          Limit{Value: g.ITLP95Ms, Unit: "ms", Source: src("gates.itl_p95_ms")},
+		MinThroughputReqS: Limit{Value: g.MinThroughputReqS, Unit: "req/s", Source: src("gates.min_throughput_req_s")},
+		AICRMinOutputTokS: Limit{Value: g.AICRMinOutputTokS, Unit: "tok/s", Source: src("gates.aicr_min_output_tok_s")},
+		AICRMaxTTFTP99Ms:  Limit{Value: g.AICRMaxTTFTP99Ms, Unit: "ms", Source: src("gates.aicr_max_ttft_p99_ms")},
+	}
+}
+
+// Judge is the pipeline's judge phase (pipeline.Deps.Judge): the plan's thresholds, resolved for
+// every GPU name in the summary, applied to the whole summary.
+func Judge(s *results.Summary, plan *config.Plan) error {
+	if s == nil || plan == nil {
+		return fmt.Errorf("judge: no summary or no plan")
+	}
+	cfg := FromPlan(plan, gpuNames(s))
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	Apply(s, cfg)
+	return nil
+}
+
+// Baseline is the pipeline's baseline step (pipeline.Deps.Baseline, `gpuvet run --baseline FILE`):
+// it compares the summary against the file (an unreadable file becomes a note, not an error) and
+// judges again so that breaches become flags.
+func Baseline(s *results.Summary, baselinePath string, plan *config.Plan) error {
+	if s == nil || plan == nil {
+		return fmt.Errorf("baseline: no summary or no plan")
+	}
+	cfg := FromPlan(plan, gpuNames(s))
+	BaselineFor(baselinePath, s, cfg)
+	Apply(s, cfg)
+	return nil
+}
+
+// gpuNames lists the distinct exact GPU names of a summary (discovery and endpoints), sorted.
+func gpuNames(s *results.Summary) []string {
+	seen := map[string]bool{}
+	for _, h := range s.Hosts {
+		for _, g := range h.Discovery.GPUs {
+			seen[g.Name] = g.Name != ""
+		}
+		for _, m := range h.Models {
+			for _, ep := range m.Endpoints {
+				seen[ep.GPUName] = ep.GPUName != ""
+			}
+		}
+	}
+	var out []string
+	for n, ok := range seen {
+		if ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
