@@ -272,3 +272,39 @@ func TestSerialAndParallelAgree(t *testing.T) {
 		}
 	}
 }
+
+func TestSaveBaselineThenCompare(t *testing.T) {
+	p := quick(t, "run.save_baseline=true", "functional.enabled=false")
+	deps := NewDeps(p.Config, nil)
+	deps.Load = stubLoad
+	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(filepath.Dir(res.SummaryPath), "baseline.json")
+	if _, err := results.Read(base); err != nil {
+		t.Fatalf("--save-baseline: %v", err)
+	}
+	p2 := quick(t, "run.baseline="+base, "functional.enabled=false", "environment=vm")
+	deps2 := NewDeps(p2.Config, nil)
+	deps2.Load = stubLoad
+	res2, err := Run(context.Background(), p2, deps2, Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := res2.Summary.Baseline
+	if b == nil || b.BaselineFile != base || len(b.Rows) == 0 {
+		t.Fatalf("no baseline comparison: %+v", b)
+	}
+	// A missing baseline is a note, never a failed run.
+	p3 := quick(t, "run.baseline=/nonexistent/baseline.json", "functional.enabled=false")
+	deps3 := NewDeps(p3.Config, nil)
+	deps3.Load = stubLoad
+	res3, err := Run(context.Background(), p3, deps3, Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res3.Summary.Baseline; b == nil || b.Note == "" || !res3.Summary.Complete {
+		t.Errorf("unreadable baseline: %+v", b)
+	}
+}

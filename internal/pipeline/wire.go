@@ -37,8 +37,8 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
 				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true})
 		},
-		Judge:    applyJudge,
-		Baseline: compareBaseline,
+		Judge:    judge.Judge,
+		Baseline: judge.Baseline,
 		Report:   writeReports,
 		ExitCode: judge.ExitCode,
 	}
@@ -138,90 +138,6 @@ func ensureCache(ctx context.Context, model string, mc config.ModelCache) (map[s
 		env[k] = v
 	}
 	return env, nil
-}
-
-// JudgeConfig converts the plan's gates, reference table and accelerator overrides into the
-// judge's thresholds, keeping every source. nodeGPUs is the GPU count an aicr node-wide
-// throughput floor is spread over.
-func JudgeConfig(plan *config.Plan, nodeGPUs int) judge.Config {
-	c := plan.Config
-	jc := judge.DefaultConfig()
-	th := config.Thresholds(c, plan.Sources)
-	jc.Gates.TTFTP95Ms = th["ttft_p95_ms"]
-	jc.Gates.ITLP95Ms = th["itl_p95_ms"]
-	jc.Gates.MinThroughputReqS = th["min_throughput_req_s"]
-	jc.Gates.AICRMinOutputTokS = th["aicr_min_output_tok_s"]
-	jc.Gates.AICRMaxTTFTP99Ms = th["aicr_max_ttft_p99_ms"]
-	jc.AICRTolerancePct = th["aicr_tolerance_pct"]
-	jc.LLMVariancePct = th["variance_pct"]
-	jc.GEMMVariancePct = th["gemm_variance_pct"]
-	jc.CompareMinSamples = th["compare_min_samples"]
-	jc.CompareMinThroughputReqS = th["compare_min_throughput_req_s"]
-	jc.CompareMinTTFTDeltaMs = th["compare_min_ttft_delta_ms"]
-	jc.BaselineTolerancePct = th["baseline_tolerance_pct"]
-	if c.Gates.AICRThroughputScope == "node" && nodeGPUs > 0 {
-		jc.AICRNodeGPUs = nodeGPUs
-	}
-	jc.Reference = map[string]map[string]judge.Override{}
-	for gpuName, models := range c.Reference {
-		jc.Reference[gpuName] = map[string]judge.Override{}
-		for m, g := range models {
-			jc.Reference[gpuName][m] = judge.Override{TTFTP95Ms: g.TTFTP95Ms, ITLP95Ms: g.ITLP95Ms, MinThroughputReqS: g.MinThroughputReqS}
-		}
-	}
-	jc.Accelerators = map[string]judge.Override{}
-	for key, a := range c.Accelerators {
-		var o judge.Override
-		base := config.JoinPath(config.JoinPath("accelerators", key), "gates")
-		for _, g := range []struct {
-			key string
-			v   *float64
-			dst **float64
-		}{
-			{judge.KeyTTFTP95, a.Gates.TTFTP95Ms, &o.TTFTP95Ms},
-			{judge.KeyITLP95, a.Gates.ITLP95Ms, &o.ITLP95Ms},
-			{judge.KeyMinThroughput, a.Gates.MinThroughputReqS, &o.MinThroughputReqS},
-			{judge.KeyAICRThroughput, a.Gates.AICRMinOutputTokS, &o.AICRMinOutputTokS},
-			{judge.KeyAICRTTFTP99, a.Gates.AICRMaxTTFTP99Ms, &o.AICRMaxTTFTP99Ms},
-		} {
-			if _, set := plan.Sources[config.JoinPath(base, g.key)]; !set {
-				continue
-			}
-			if strings.HasPrefix(plan.Sources[config.JoinPath("gates", g.key)], "flag:") {
-				continue // a command-line gate beats an accelerator override
-			}
-			if g.v == nil {
-				o.Disable = append(o.Disable, g.key)
-			} else {
-				*g.dst = g.v
-			}
-		}
-		jc.Accelerators[key] = o
-	}
-	return jc
-}
-
-func applyJudge(s *results.Summary, plan *config.Plan) error {
-	n := 0
-	for _, h := range s.Hosts {
-		n += len(h.Discovery.GPUs)
-	}
-	if g := plan.Config.Run.GPUCount; g > 0 && g < n {
-		n = g
-	}
-	judge.Apply(s, JudgeConfig(plan, n))
-	return nil
-}
-
-func compareBaseline(s *results.Summary, path string, plan *config.Plan) error {
-	base, err := results.Read(path)
-	if err != nil {
-		return err
-	}
-	jc := JudgeConfig(plan, 0)
-	s.Baseline = judge.CompareBaseline(base, []*results.Summary{s}, plan.Config.Compare.BaselineTolerancePc, jc.LLMGuardsFrom())
-	s.Baseline.BaselineFile = path
-	return nil
 }
 
 func writeReports(s *results.Summary, dir string, o config.Output) error {
