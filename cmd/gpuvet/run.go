@@ -119,7 +119,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer engine.StopAll(10 * time.Second)
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, nil), pipeline.Options{
+	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
 		ToolVersion: version(),
 		Progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))

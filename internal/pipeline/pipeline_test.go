@@ -308,3 +308,35 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 		t.Errorf("unreadable baseline: %+v", b)
 	}
 }
+
+func TestEngineThatDiesKeepsItsLogTail(t *testing.T) {
+	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
+		"engine.command=sh -c 'echo loading weights; echo CUDA out of memory on port {port} >&2; exit 3'")
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Summary.Hosts[0].Models[0].Endpoints[0]
+	if e.Status != results.StatusFailed || !strings.Contains(e.Error, "serve") || !strings.Contains(e.LogTail, "CUDA out of memory") || e.LogFile == "" {
+		t.Fatalf("want a failed serve with the log tail: %s %q tail=%q", e.Status, e.Error, e.LogTail)
+	}
+	if !res.Summary.Complete || res.ExitCode != 1 {
+		t.Errorf("complete=%v exit=%d", res.Summary.Complete, res.ExitCode)
+	}
+}
+
+func TestModelMissingFromOfflineCacheFailsTheModelOnly(t *testing.T) {
+	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
+		"engine.command=true {port}", "model_cache.dir="+t.TempDir())
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Summary.Hosts[0].Models[0]
+	if m.Status != results.StatusFailed || !strings.Contains(m.Error, "model cache") || !strings.Contains(m.Error, "gpuvet cache pull") || len(m.Endpoints) != 0 {
+		t.Fatalf("want the model failed with the pull command and no engine started: %s %q", m.Status, m.Error)
+	}
+	if res.Summary.Hosts[0].Health == nil || !res.Summary.Complete {
+		t.Errorf("the rest of the run must still be recorded")
+	}
+}
