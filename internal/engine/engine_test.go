@@ -195,6 +195,22 @@ func TestReadinessFailureKeepsLogTail(t *testing.T) {
 	}
 }
 
+func TestTokenEnvIsPassedAsHFTokenAndRedacted(t *testing.T) {
+	t.Setenv("MY_HUB_CRED", "s3cr3t-v4lue-xyz")
+	dir := t.TempDir()
+	e, err := Start(Spec{Kind: "generic", Command: "sh -c 'echo token is $HF_TOKEN; echo port {port}'", Vars: Vars{Model: "m", Port: 18500},
+		TokenEnv: "MY_HUB_CRED", LogPath: filepath.Join(dir, "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WaitReady(context.Background(), "m", time.Second)
+	e.Stop(time.Second)
+	log, _ := os.ReadFile(filepath.Join(dir, "e.log"))
+	if !strings.Contains(string(log), "token is [REDACTED]") || strings.Contains(string(log), "s3cr3t") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
 func TestReadinessNeedsARealCompletion(t *testing.T) {
 	dir := t.TempDir()
 	e, err := Start(Spec{Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18400},

@@ -29,7 +29,7 @@ func (Local) Serve(ctx context.Context, slot Slot, model string, cfg config.Conf
 		Vars: engine.Vars{Model: model, Port: cfg.Engine.PortBase + 10*slot.Index, GPUs: slot.GPUs, TP: max(1, cfg.Engine.TP),
 			MaxModelLen: cfg.Engine.MaxModelLen, GPUMemoryUtilization: cfg.Engine.GPUMemoryUtilization},
 		NUMANode: slot.NUMANode, NUMABind: cfg.Engine.NUMABind, Env: cfg.Engine.Env,
-		LogPath: filepath.Join(outDir, logRel),
+		LogPath: filepath.Join(outDir, logRel), TokenEnv: cfg.Engine.TokenEnv,
 	})
 	if err != nil {
 		return &Served{LogFile: logRel, LogTail: func() string { return engine.Tail(filepath.Join(outDir, logRel), 40, nil) }}, err
