@@ -14,18 +14,22 @@ import (
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 func init() { root.AddCommand(newHealthCmd()) }
 
 type healthFlags struct {
-	xml        string
-	out        string
-	sim        bool
-	simGPU     string
-	simCount   int
-	failOnFlag bool
-	opts       health.Options
+	xml      string
+	out      string
+	sim      bool
+	simGPU   string
+	simCount int
+	// simStraggler makes one simulated GPU slower by simStragglerPct (-1: none), to see a GPU-to-GPU flag.
+	simStraggler    int
+	simStragglerPct float64
+	failOnFlag      bool
+	opts            health.Options
 }
 
 func newHealthCmd() *cobra.Command {
@@ -49,6 +53,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
 	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "GPU model of the simulated host (a catalog key)")
 	fl.IntVar(&f.simCount, "sim-count", 4, "number of simulated GPUs")
+	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", 30, "how much slower the straggler is (%)")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
 	o := &f.opts
 	fl.IntVar(&o.ExpectGPUs, "expect-gpus", 0, "flag when the GPU count differs (0: no check)")
@@ -138,7 +144,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 		return src, nil, nil
 	case f.sim:
 		f.opts.Source = "sim"
-		return openSim(f.simGPU, f.simCount)
+		return openSim(f)
 	}
 	f.opts.Source = "nvml"
 	src, err := gpu.OpenNVML()
@@ -170,7 +176,12 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// openSim is replaced once internal/sim is on main.
-var openSim = func(gpuKey string, count int) (gpu.Source, health.BenchRunner, error) {
-	return nil, nil, usageErr("--sim: the simulator is not built into this binary yet")
+// openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
+// through health.SimBench, the benchmark runner.
+func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1})
+	if err != nil {
+		return nil, nil, usageErr("--sim: %v", err)
+	}
+	return fleet, health.SimBench{Fleet: fleet}, nil
 }

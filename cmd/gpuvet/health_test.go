@@ -82,3 +82,27 @@ func TestHealthNoDriver(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+func TestHealthSim(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "sim.json")
+	code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim", "--sim-count", "2", "--sim-straggler", "-1", "--burn", "0s", "--out", out, "--expect-gpus", "2", "--fail-on-flag")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, text)
+	}
+	for _, want := range []string{"source: sim", "sgemm_fp32", "GPU-to-GPU", "health status: OK"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	b, _ := os.ReadFile(out)
+	var h results.Health
+	if err := json.Unmarshal(b, &h); err != nil || len(h.GPUs) != 2 || len(h.GPUs[0].Bench) != 6 || h.GPUs[0].Bench[0].Ratio == nil {
+		t.Fatalf("json %v: %+v", err, h)
+	}
+	// A 40 % straggler flags on GPU-to-GPU; --fail-on-flag makes that exit 1.
+	code, text = runCLI(t, "health", "--sim", "--sim-count", "2", "--sim-straggler", "1", "--sim-straggler-pct", "40", "--out", "", "--fail-on-flag")
+	if code != 1 || !strings.Contains(text, "compare.gpu_to_gpu") {
+		t.Errorf("straggler: exit %d:\n%s", code, text)
+	}
+	runCLI(t, "health", "--sim=false", "--sim-straggler", "-1", "--fail-on-flag=false", "--expect-gpus", "0", "--nvidia-smi-xml", "testdata/h200-idle.xml")
+}

@@ -30,8 +30,10 @@ type nvmlSource struct {
 }
 
 // OpenNVML loads NVML, finds the GPUs and starts watching XID events. Close it when done.
-func OpenNVML() (Source, error) {
-	lib := nvml.New()
+func OpenNVML() (Source, error) { return openNVML(nvml.New()) }
+
+// openNVML opens a given NVML (the real library, or go-nvml's mock in tests).
+func openNVML(lib nvml.Interface) (*nvmlSource, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		if ret == nvml.ERROR_LIBRARY_NOT_FOUND {
 			return nil, ErrNoDriver
@@ -81,8 +83,10 @@ func (s *nvmlSource) call(notes *[]string, sym string, f func() nvml.Return) boo
 func (s *nvmlSource) GPUs() ([]results.GPUInfo, error) {
 	driver, _ := s.lib.SystemGetDriverVersion()
 	cudaVer := ""
-	if v, ret := s.lib.SystemGetCudaDriverVersion_v2(); ret == nvml.SUCCESS {
-		cudaVer = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
+	if s.has("nvmlSystemGetCudaDriverVersion_v2") {
+		if v, ret := s.lib.SystemGetCudaDriverVersion_v2(); ret == nvml.SUCCESS {
+			cudaVer = fmt.Sprintf("%d.%d", v/1000, (v%1000)/10)
+		}
 	}
 	out := make([]results.GPUInfo, 0, len(s.devices))
 	for i, d := range s.devices {
@@ -94,14 +98,22 @@ func (s *nvmlSource) GPUs() ([]results.GPUInfo, error) {
 func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.GPUInfo {
 	var notes []string
 	g := results.GPUInfo{Index: i, DriverVersion: driver, CUDAVersion: cudaVer, NUMANode: -1}
-	s.call(&notes, "nvmlDeviceGetName", func() (r nvml.Return) { g.Name, r = d.GetName(); return })
-	s.call(&notes, "nvmlDeviceGetUUID", func() (r nvml.Return) { g.UUID, r = d.GetUUID(); return })
-	s.call(&notes, "nvmlDeviceGetSerial", func() (r nvml.Return) { g.Serial, r = d.GetSerial(); return })
-	s.call(&notes, "nvmlDeviceGetVbiosVersion", func() (r nvml.Return) { g.VBIOS, r = d.GetVbiosVersion(); return })
-	s.call(&notes, "nvmlDeviceGetPciInfo_v3", func() nvml.Return {
+	str := func(sym string, dst *string, get func() (string, nvml.Return)) {
+		s.call(&notes, sym, func() nvml.Return {
+			v, r := get()
+			if r == nvml.SUCCESS {
+				*dst = v
+			}
+			return r
+		})
+	}
+	str("nvmlDeviceGetName", &g.Name, d.GetName)
+	str("nvmlDeviceGetUUID", &g.UUID, d.GetUUID)
+	str("nvmlDeviceGetSerial", &g.Serial, d.GetSerial)
+	str("nvmlDeviceGetVbiosVersion", &g.VBIOS, d.GetVbiosVersion)
+	str("nvmlDeviceGetPciInfo_v3", &g.PCIBusID, func() (string, nvml.Return) {
 		p, r := d.GetPciInfo()
-		g.PCIBusID = cString(p.BusId[:])
-		return r
+		return cString(p.BusId[:]), r
 	})
 	if g.PCIBusID != "" {
 		n, why := NUMANode(g.PCIBusID)
@@ -109,19 +121,30 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 		if why != "" {
 			notes = append(notes, why)
 		}
+	} else {
+		notes = append(notes, "numa_node unknown: no PCI bus id to look up in sysfs")
 	}
 	s.call(&notes, "nvmlDeviceGetCudaComputeCapability", func() nvml.Return {
 		maj, min, r := d.GetCudaComputeCapability()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetArchitecture", func() nvml.Return {
 		a, r := d.GetArchitecture()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.Architecture = archName(a)
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
 		m, r := d.GetMemoryInfo()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.MemoryTotalMiB = int64(m.Total >> 20)
 		used := int64(m.Used >> 20)
 		g.MemoryUsedMiB = &used
@@ -130,31 +153,49 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 	s.pcie(d, &g, &notes)
 	s.call(&notes, "nvmlDeviceGetEnforcedPowerLimit", func() nvml.Return {
 		mw, r := d.GetEnforcedPowerLimit()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.PowerLimitW = ptr(float64(mw) / 1000)
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
 		mw, r := d.GetPowerUsage()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.PowerDrawW = ptr(float64(mw) / 1000)
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetMaxClockInfo", func() nvml.Return {
 		c, r := d.GetMaxClockInfo(nvml.CLOCK_SM)
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.MaxSMClockMHz = ptr(int(c))
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
 		c, r := d.GetClockInfo(nvml.CLOCK_SM)
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.SMClockMHz = ptr(int(c))
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
 		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.TemperatureC = ptr(int(t))
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetPersistenceMode", func() nvml.Return {
 		m, r := d.GetPersistenceMode()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.Persistence = ptr(m == nvml.FEATURE_ENABLED)
 		return r
 	})
@@ -177,12 +218,18 @@ func (s *nvmlSource) pcie(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	s.call(notes, "nvmlDeviceGetEccMode", func() nvml.Return {
 		cur, _, r := d.GetEccMode()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
 		return r
 	})
 	counter := func(dst **int64, typ nvml.MemoryErrorType, ct nvml.EccCounterType) {
 		s.call(notes, "nvmlDeviceGetTotalEccErrors", func() nvml.Return {
 			n, r := d.GetTotalEccErrors(typ, ct)
+			if r != nvml.SUCCESS {
+				return r
+			}
 			*dst = ptr(int64(n))
 			return r
 		})
@@ -195,11 +242,17 @@ func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	}
 	s.call(notes, "nvmlDeviceGetRetiredPagesPendingStatus", func() nvml.Return {
 		st, r := d.GetRetiredPagesPendingStatus()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.RetiredPagesPending = ptr(st == nvml.FEATURE_ENABLED)
 		return r
 	})
 	s.call(notes, "nvmlDeviceGetRemappedRows", func() nvml.Return {
 		corr, unc, pend, fail, r := d.GetRemappedRows()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		g.RemappedRows = &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}
 		return r
 	})
@@ -225,18 +278,27 @@ func (s *nvmlSource) Sample(i int) (results.PowerSample, error) {
 	d := s.devices[i]
 	ps := results.PowerSample{T: time.Since(s.start).Seconds()}
 	var notes []string
-	okP := s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
+	s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
 		mw, r := d.GetPowerUsage()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		ps.PowerW = float64(mw) / 1000
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
 		c, r := d.GetClockInfo(nvml.CLOCK_SM)
+		if r != nvml.SUCCESS {
+			return r
+		}
 		ps.SMClockMHz = int(c)
 		return r
 	})
 	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
 		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		if r != nvml.SUCCESS {
+			return r
+		}
 		ps.TempC = int(t)
 		return r
 	})
@@ -245,10 +307,13 @@ func (s *nvmlSource) Sample(i int) (results.PowerSample, error) {
 	}
 	s.call(&notes, "nvmlDeviceGetUtilizationRates", func() nvml.Return {
 		u, r := d.GetUtilizationRates()
+		if r != nvml.SUCCESS {
+			return r
+		}
 		ps.UtilPct = int(u.Gpu)
 		return r
 	})
-	if !okP && len(notes) >= 5 {
+	if len(notes) >= 5 {
 		return ps, fmt.Errorf("GPU %d: no telemetry: %s", i, strings.Join(notes, "; "))
 	}
 	return ps, nil

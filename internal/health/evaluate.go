@@ -2,11 +2,10 @@ package health
 
 import (
 	"fmt"
-	"math"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -33,7 +32,7 @@ func Evaluate(h *results.Health, o Options) {
 	for i := range h.GPUs {
 		gh := &h.GPUs[i]
 		gh.Flags = nil
-		judgeGPU(gh, o)
+		judgeGPU(gh, o, h.Source)
 	}
 	if o.ExpectGPUs > 0 && len(h.GPUs) != o.ExpectGPUs {
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckCount,
@@ -94,7 +93,7 @@ func gpuStatus(gh *results.GPUHealth) results.Status {
 }
 
 // judgeGPU applies the inventory, bandwidth, clock-event and burn rules to one GPU.
-func judgeGPU(gh *results.GPUHealth, o Options) {
+func judgeGPU(gh *results.GPUHealth, o Options, source string) {
 	g := gh.GPU
 	flag := func(check, format string, args ...any) {
 		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: subject(g), Check: check, Reason: fmt.Sprintf(format, args...)})
@@ -118,14 +117,14 @@ func judgeGPU(gh *results.GPUHealth, o Options) {
 	if bad := idle & gpu.FailureMask; bad != 0 {
 		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(gpu.ReasonNames(bad), ", "))
 	} else if other := idle &^ gpu.ReasonGPUIdle; other != 0 {
-		gh.Notes = append(gh.Notes, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(gpu.ReasonNames(other), ", ")))
+		addNote(gh, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(gpu.ReasonNames(other), ", ")))
 	}
 	if b := gh.Burn; b != nil {
 		if bad := burnReasons(b) & gpu.FailureMask; bad != 0 {
 			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check airflow, fans and PSU/power brake cabling", strings.Join(gpu.ReasonNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
 		}
 		if burnReasons(b)&gpu.ReasonSWPowerCap != 0 {
-			gh.Notes = append(gh.Notes, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
+			addNote(gh, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
 		}
 	}
 	for _, x := range g.XIDs {
@@ -135,8 +134,8 @@ func judgeGPU(gh *results.GPUHealth, o Options) {
 		}
 		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
 	}
-	if g.NUMANode < 0 && (len(gh.Bench) > 0 || gh.Burn != nil) {
-		gh.Notes = append(gh.Notes, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
+	if g.NUMANode < 0 && source != "sim" && (len(gh.Bench) > 0 || gh.Burn != nil) {
+		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
 	}
 }
 
@@ -151,7 +150,7 @@ func judgePCIe(gh *results.GPUHealth, o Options, flag func(check, format string,
 		flag(CheckPCIeWidth, "PCIe link x%d, below the card's x%d: reseat the card or check the slot; if the slot is narrower by design, pass --expect-pcie-width %d", p.WidthCurrent, p.WidthMax, p.WidthCurrent)
 	}
 	if p.GenMax > 0 && p.GenCurrent > 0 && p.GenCurrent < p.GenMax {
-		gh.Notes = append(gh.Notes, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
+		addNote(gh, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
 	}
 	for _, b := range gh.Bench {
 		if (b.Name == "pcie_h2d" || b.Name == "pcie_d2h") && b.Status == results.StatusOK && b.Value < o.MinPCIeGBps {
@@ -197,65 +196,19 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		case !strings.Contains(name, "gemm"):
 			continue
 		}
-		cells := map[int]float64{}
+		var cells []judge.Cell
 		for _, gh := range h.GPUs {
 			for _, b := range gh.Bench {
 				if b.Name == name && b.Status == results.StatusOK {
-					cells[gh.GPU.Index] = b.Value
+					cells = append(cells, judge.Cell{GPU: gh.GPU.Index, Value: b.Value})
 				}
 			}
 		}
 		if len(cells) >= 2 {
-			out = append(out, CompareGPUs(name, cells, v))
+			out = append(out, judge.CompareGPUs(name, cells, true, judge.Guards{VariancePct: v}))
 		}
 	}
 	return out
-}
-
-// CompareGPUs flags a card below best × (1 − variancePct/100) for a higher-is-better figure.
-// (A stand-in for judge.CompareGPUs until both live on main: GEMM and PCIe have no sample-count guards.)
-func CompareGPUs(metric string, values map[int]float64, variancePct float64) results.Compare {
-	c := results.Compare{Metric: metric, HigherIsBetter: true, VariancePct: variancePct}
-	idx := make([]int, 0, len(values))
-	for i, v := range values {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			idx = append(idx, i)
-		}
-	}
-	sort.Ints(idx)
-	if len(idx) == 0 {
-		c.Note = "no values to compare"
-		return c
-	}
-	best := idx[0]
-	for _, i := range idx {
-		if values[i] > values[best] {
-			best = i
-		}
-	}
-	c.Best = values[best]
-	for _, i := range idx {
-		v := values[i]
-		d := 0.0
-		if c.Best > 0 {
-			d = (c.Best - v) / c.Best * 100
-		}
-		cell := results.CompareCell{GPU: i, Value: v, DeltaPct: d}
-		switch {
-		case i == best:
-			cell.Reason = "best"
-		case v < c.Best*(1-variancePct/100):
-			cell.Flagged = true
-			cell.Reason = fmt.Sprintf("%s %.4g on gpu %d is %.1f %% below the best (gpu %d: %.4g), beyond the %g %% GPU-to-GPU tolerance: check this card's clocks, power, cooling and PCIe link", metric, v, i, d, best, c.Best, variancePct)
-		default:
-			cell.Reason = fmt.Sprintf("within %g %% of best (%.1f %% below)", variancePct, d)
-		}
-		c.Values = append(c.Values, cell)
-	}
-	if len(idx) < 2 {
-		c.Note = "single GPU: nothing to compare"
-	}
-	return c
 }
 
 func deref64(p *int64) int64 {
@@ -263,4 +216,14 @@ func deref64(p *int64) int64 {
 		return 0
 	}
 	return *p
+}
+
+// addNote adds a note once, so Evaluate can run again on a loaded result.
+func addNote(gh *results.GPUHealth, note string) {
+	for _, n := range gh.Notes {
+		if n == note {
+			return
+		}
+	}
+	gh.Notes = append(gh.Notes, note)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ type Options struct {
 	ExpectPCIeWidth int           // lanes wired by design (e.g. 8); 0: strict current-vs-max check
 	Parallel        bool          // run every GPU's benchmarks and burn at once
 	SkipBench       bool          // inventory (and burn/DCGM) only
+	Benchmarks      []string      // which of Benchmarks to run, in that order; nil: all
 	Burn            time.Duration // 0: no burn
 	SampleEvery     time.Duration // telemetry interval during a burn (default 1 s)
 	DCGM            bool          // run `dcgmi diag`
@@ -99,6 +101,9 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 			h.Notes = append(h.Notes, fmt.Sprintf("burn not run: no GPU to run it on (source %s)", o.Source))
 		} else {
 			forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { gh.Burn = runBurn(ctx, src, bench, gh, o) })
+			if o.Source == "sim" {
+				h.Notes = append(h.Notes, "simulated burn: the virtual GPUs' telemetry follows attached engines only, so burn samples show them idle; the TFLOP/s is the simulator's BF16 GEMM figure")
+			}
 		}
 	}
 	h.DCGM = runDCGM(ctx, o)
@@ -161,6 +166,9 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 	for _, name := range Benchmarks {
 		if ctx.Err() != nil {
 			return
+		}
+		if o.Benchmarks != nil && !slices.Contains(o.Benchmarks, name) {
+			continue
 		}
 		o.progress("gpu %d: %s", gh.GPU.Index, name)
 		mb := results.Microbench{Name: name, Status: results.StatusOK}

@@ -3,6 +3,7 @@ package health
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -259,21 +261,6 @@ func (c *cancelAfter) Microbench(ctx context.Context, g results.GPUInfo, name st
 }
 func (c *cancelAfter) Burn(ctx context.Context, g results.GPUInfo) (float64, error) { return 0, nil }
 
-func TestCompareGPUs(t *testing.T) {
-	c := CompareGPUs("sgemm_fp32", map[int]float64{0: 54, 1: 53, 2: 40, 3: 39}, 25)
-	flagged := map[int]bool{}
-	for _, v := range c.Values {
-		flagged[v.GPU] = v.Flagged
-	}
-	// best 54: floor 40.5 -> 40 and 39 flag, 53 does not.
-	if c.Best != 54 || flagged[0] || flagged[1] || !flagged[2] || !flagged[3] {
-		t.Errorf("%+v", c)
-	}
-	if c := CompareGPUs("x", map[int]float64{0: 1}, 25); c.Note == "" {
-		t.Errorf("single GPU: no note")
-	}
-}
-
 func TestParseCPUList(t *testing.T) {
 	cases := []struct {
 		in   string
@@ -315,5 +302,61 @@ func TestBindThread(t *testing.T) {
 	}()
 	if b := <-done; !strings.HasPrefix(b, "none: cannot read the CPUs of NUMA node 3") {
 		t.Errorf("binding %q", b)
+	}
+}
+
+// TestRealH200Result re-judges the result of a real run on 2 × H200 (nvidia-h200-x2, 60 s burn): a
+// healthy host at its power limit (sw_power_cap throughout the burn) must come out ok, not flagged.
+func TestRealH200Result(t *testing.T) {
+	b, err := os.ReadFile("testdata/h200x2-real.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h results.Health
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	Evaluate(&h, Options{ExpectGPUs: 2})
+	if h.Status != results.StatusOK || len(flagsOf(&h)) != 0 || len(h.Comparisons) != 5 {
+		t.Fatalf("status %s flags %v comparisons %d", h.Status, flagsOf(&h), len(h.Comparisons))
+	}
+	for _, gh := range h.GPUs {
+		if gh.Burn == nil || len(gh.Burn.Samples) != 60 || fmt.Sprint(gh.Burn.ReasonsSeen) != "[sw_power_cap]" {
+			t.Errorf("gpu %d burn: %+v", gh.GPU.Index, gh.Burn)
+		}
+	}
+	// The same host with a throttling card: hw_thermal_slowdown in one sample flags that GPU only.
+	h.GPUs[1].Burn.Samples[30].ClockReasons |= gpu.ReasonHWThermalSlowdown
+	Evaluate(&h, Options{ExpectGPUs: 2})
+	if got := fmt.Sprint(flagsOf(&h)); got != "["+CheckBurnClock+"@1]" {
+		t.Errorf("flags %s", got)
+	}
+}
+
+func TestFromConfigSelectsBenchmarks(t *testing.T) {
+	c := config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
+		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}
+	o := FromConfig(c, "nvml")
+	if fmt.Sprint(o.Benchmarks) != "[pcie_h2d pcie_d2h hbm_d2d]" || o.SkipBench || o.Burn != time.Minute || o.DCGMLevel != 3 || o.ExpectPCIeWidth != 8 {
+		t.Errorf("%+v", o)
+	}
+	o.Burn = 0
+	h := Run(context.Background(), newFake(1), fakeBench{}, o)
+	if len(h.GPUs[0].Bench) != 3 {
+		t.Errorf("ran %d benchmarks, want 3", len(h.GPUs[0].Bench))
+	}
+	if o := FromConfig(config.Health{}, "nvml"); !o.SkipBench {
+		t.Errorf("no gemm, no pcie: want SkipBench")
+	}
+}
+
+type listed struct{ *fakeSource }
+
+func (l listed) GPUs() []results.GPUInfo { return l.gpus }
+
+func TestFromLister(t *testing.T) {
+	h := Run(context.Background(), FromLister(listed{newFake(2)}), nil, Options{Source: "sim", SkipBench: true})
+	if len(h.GPUs) != 2 || h.Status != results.StatusOK {
+		t.Errorf("%+v", h)
 	}
 }

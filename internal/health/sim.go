@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 
+	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -40,3 +41,19 @@ func (u Unavailable) Microbench(context.Context, results.GPUInfo, string) (float
 }
 
 func (u Unavailable) Burn(context.Context, results.GPUInfo) (float64, error) { return 0, u.Err }
+
+// Lister is a source whose inventory is read once and cannot fail (the shape of pipeline.Source).
+type Lister interface {
+	GPUs() []results.GPUInfo
+	Sample(i int) (results.PowerSample, error)
+	Close() error
+}
+
+// FromLister adapts a Lister to gpu.Source, so `gpuvet run` can hand its discovered source to Run.
+func FromLister(l Lister) gpu.Source { return lister{l} }
+
+type lister struct{ l Lister }
+
+func (a lister) GPUs() ([]results.GPUInfo, error)          { return a.l.GPUs(), nil }
+func (a lister) Sample(i int) (results.PowerSample, error) { return a.l.Sample(i) }
+func (a lister) Close() error                              { return a.l.Close() }
