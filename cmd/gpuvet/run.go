@@ -128,7 +128,8 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	if err != nil {
 		return failedErr("%v", err)
 	}
-	fmt.Fprintln(cmd.OutOrStdout(), pipeline.Describe(res))
+	pipeline.Render(cmd.OutOrStdout(), res.Summary)
+	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(res))
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", res.SummaryPath)
 	}

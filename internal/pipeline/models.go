@@ -269,6 +269,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	}
 	if err != nil {
 		fail("load", err)
+		if sv.LogTail != nil && ctx.Err() == nil {
+			ep.LogTail = sv.LogTail() // the engine may have died under load: keep its last words
+		}
 	}
 	if ctx.Err() != nil {
 		return ep

@@ -73,6 +73,11 @@ func TestSimEndToEnd(t *testing.T) {
 	if s.Meta.Settings["load.max_duration"] != "1500ms (flag:--set)" {
 		t.Errorf("settings: %q", s.Meta.Settings["load.max_duration"])
 	}
+	var sb strings.Builder
+	Render(&sb, s)
+	if !strings.Contains(sb.String(), "Qwen/Qwen3-8B  0") || !strings.Contains(sb.String(), "6/6") {
+		t.Errorf("terminal table:\n%s", sb.String())
+	}
 	for _, f := range []string{"report.html", "junit.xml"} {
 		if _, err := os.Stat(filepath.Join(p.Config.Output.Dir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
