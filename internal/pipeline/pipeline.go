@@ -50,7 +50,7 @@ type run struct {
 }
 
 // errInjected marks failures injected by --fail-in.
-var errInjected = errors.New("injected failure (--fail-in)")
+var errInjected = errors.New("injected failure")
 
 func (r *run) progress(format string, args ...any) {
 	if r.opt.Progress != nil {
@@ -62,7 +62,7 @@ func (r *run) progress(format string, args ...any) {
 // so the run shows the others go on).
 func (r *run) inject(phase string, slot int) error {
 	if r.cfg.Run.FailIn == phase && slot <= 0 {
-		return fmt.Errorf("%s: %w", phase, errInjected)
+		return fmt.Errorf("%w (--fail-in %s)", errInjected, phase)
 	}
 	return nil
 }
@@ -117,8 +117,9 @@ func (r *run) newSummary() *results.Summary {
 		Hosts:  []results.Host{{Name: host}},
 		Status: results.StatusOK,
 	}
-	for _, n := range r.plan.Notes {
-		s.Caveats = append(s.Caveats, n)
+	s.Caveats = append(s.Caveats, r.plan.Notes...)
+	if r.cfg.Run.FailIn != "" {
+		s.Caveats = append(s.Caveats, "a failure is injected in phase "+r.cfg.Run.FailIn+" (--fail-in): this run tests gpuvet, not the host")
 	}
 	if strings.HasPrefix(r.plan.Source("load.max_duration"), "default(sim)") {
 		l := r.cfg.Load
