@@ -35,7 +35,7 @@ func (Local) Serve(ctx context.Context, slot Slot, model string, cfg config.Conf
 		return &Served{LogFile: logRel, LogTail: func() string { return engine.Tail(filepath.Join(outDir, logRel), 40, nil) }}, err
 	}
 	sv := &Served{
-		URL: e.URL, Binding: "engine: " + e.Binding + "; load generator: in gpuvet's own process, not bound", LogFile: logRel,
+		URL: e.URL, Binding: "engine: " + e.Binding, LogFile: logRel,
 		Engine:  results.EngineInfo{Kind: cfg.Engine.Kind, Command: e.Command, TP: max(1, cfg.Engine.TP)},
 		Stop:    func() { e.Stop(10 * time.Second) },
 		LogTail: func() string { return e.LogTail(40) },

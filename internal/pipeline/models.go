@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -260,7 +261,12 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		return ep
 	}
 	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
+	unbind, lb := r.bindLoad(slot, cfg)
+	if lb != "" {
+		ep.Binding = strings.TrimPrefix(ep.Binding+"; load generator: "+lb, "; ")
+	}
 	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
+	unbind()
 	ep.Load, ep.Power = ld, pw
 	if ld != nil {
 		if werr := results.WriteJSON(filepath.Join(r.out, rel+".json"), ld); werr == nil {
@@ -298,6 +304,27 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 	}
 	return ep
+}
+
+// bindLoad pins the in-process load generator to the CPUs of the GPU's NUMA node (local backend,
+// engine.numa_bind, node known, one GPU at a time) and says what it did; the returned func undoes it.
+func (r *run) bindLoad(slot Slot, cfg config.Config) (func(), string) {
+	noop := func() {}
+	switch {
+	case r.cfg.Backend != "local":
+		return noop, ""
+	case !cfg.Engine.NUMABind:
+		return noop, "not bound (engine.numa_bind=false)"
+	case slot.NUMANode < 0:
+		return noop, "not bound: the GPU's NUMA node is unknown"
+	case r.cfg.Run.ParallelGPUs > 1:
+		return noop, "not bound: several GPUs are loaded at once from one process"
+	}
+	restore, cpus, err := engine.BindProcessToNode(slot.NUMANode)
+	if err != nil {
+		return noop, "not bound: " + err.Error()
+	}
+	return restore, fmt.Sprintf("CPUs %s of NUMA node %d (sched_setaffinity; memory not bound)", cpus, slot.NUMANode)
 }
 
 // warmup sends a few real completions so the load starts on a warm engine (compiled graphs,

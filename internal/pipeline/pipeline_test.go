@@ -345,3 +345,29 @@ func TestModelMissingFromOfflineCacheFailsTheModelOnly(t *testing.T) {
 		t.Errorf("the rest of the run must still be recorded")
 	}
 }
+
+func TestBindLoad(t *testing.T) {
+	if _, err := os.Stat("/sys/devices/system/node/node0/cpulist"); err != nil {
+		t.Skip("no NUMA sysfs")
+	}
+	tests := []struct {
+		sets []string
+		node int
+		want string
+	}{
+		{[]string{"backend=local"}, 0, "of NUMA node 0 (sched_setaffinity"},
+		{[]string{"backend=local"}, -1, "node is unknown"},
+		{[]string{"backend=local", "run.parallel_gpus=2"}, 0, "several GPUs"},
+		{[]string{"backend=local", "engine.numa_bind=false"}, 0, "numa_bind=false"},
+		{[]string{"backend=sim"}, 0, ""},
+	}
+	for _, tt := range tests {
+		p := quick(t, tt.sets...)
+		r := &run{plan: p, cfg: p.Config}
+		undo, got := r.bindLoad(Slot{NUMANode: tt.node}, p.Config)
+		undo()
+		if !strings.Contains(got, tt.want) || (tt.want == "" && got != "") {
+			t.Errorf("%v node %d: %q, want %q", tt.sets, tt.node, got, tt.want)
+		}
+	}
+}
