@@ -49,6 +49,9 @@ func newCachePullCmd() *cobra.Command {
 			defer stop()
 			start := time.Now()
 			s, err := modelcache.Pull(ctx, args[0], o)
+			if err != nil && ctx.Err() != nil {
+				return failedErr("cache pull %s: interrupted; the partial downloads are kept in the cache: run the same command again to resume", args[0])
+			}
 			if err != nil {
 				return failedErr("cache pull %s: %v", args[0], err)
 			}

@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -133,6 +134,25 @@ func FuzzValidateModelAndRevision(f *testing.F) {
 			if !strings.HasPrefix(p, "/cache/models--a/refs/") {
 				t.Fatalf("revision %q escapes refs/: %s", s, p)
 			}
+		}
+	})
+}
+
+func FuzzFileFromHead(f *testing.F) {
+	f.Add(`"`+strings.Repeat("a", 64)+`"`, "", "123", int64(5))
+	f.Add("", `W/"`+strings.Repeat("b", 40)+`"`, "", int64(7))
+	f.Add("", "nginx-5f3a", "-1", int64(-1))
+	f.Fuzz(func(t *testing.T, linked, etag, size string, cl int64) {
+		h := http.Header{}
+		h.Set("X-Linked-Etag", linked)
+		h.Set("ETag", etag)
+		h.Set("X-Linked-Size", size)
+		fl, err := fileFromHead("m.safetensors", h, cl)
+		if err != nil {
+			return
+		}
+		if fl.validate() != nil {
+			t.Fatalf("accepted %+v from linked=%q etag=%q size=%q cl=%d", fl, linked, etag, size, cl)
 		}
 	})
 }

@@ -162,6 +162,40 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 	}
 }
 
+// doNoFollow sends one request to the hub and returns its answer with any redirect to another
+// host unfollowed (a HEAD reads the hub's own headers; the CDN is not asked). Relative redirects on
+// the hub's host (a renamed repo) that carry no file headers are followed, up to 5.
+func (h *hub) doNoFollow(ctx context.Context, method, rawURL string) (*http.Response, http.Header, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	for hop := 0; ; hop++ {
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		req.Header.Set("User-Agent", "gpuvet-modelcache")
+		req.Header.Set("Accept-Encoding", "identity")
+		if h.token != "" && sameOrigin(u, h.endpoint) {
+			req.Header.Set("Authorization", "Bearer "+h.token)
+		}
+		resp, err := h.hc.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		if resp.StatusCode < 300 || resp.StatusCode > 399 || resp.Header.Get("X-Linked-Etag") != "" || hop >= 5 {
+			return resp, resp.Header, nil
+		}
+		next, err := u.Parse(resp.Header.Get("Location"))
+		if err != nil || !sameOrigin(next, h.endpoint) {
+			return resp, resp.Header, nil
+		}
+		drain(resp)
+		u = next
+	}
+}
+
 func drain(resp *http.Response) {
 	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 	resp.Body.Close()
@@ -311,7 +345,8 @@ func transient(ctx context.Context, err error) bool {
 var errStalled = errors.New("connection stalled: no bytes received")
 
 // withRetry runs op until it succeeds, fails for good, or runs out of attempts. op reports progress
-// (bytes moved) so a long download cut many times keeps going as long as each try gets further.
+// (bytes moved) so a long download cut many times keeps going as long as each try gets further
+// (up to 1000 tries in all).
 func (h *hub) withRetry(ctx context.Context, what string, op func() (progress bool, err error)) error {
 	fails := 0
 	for total := 1; ; total++ {
@@ -327,7 +362,7 @@ func (h *hub) withRetry(ctx context.Context, what string, op func() (progress bo
 			fails = 0
 		}
 		fails++
-		if fails >= h.retry.attempts || total >= 10*h.retry.attempts {
+		if fails >= h.retry.attempts || total >= 1000 {
 			return fmt.Errorf("%s: gave up after %d tries: %w", what, total, re.err)
 		}
 		if err := sleepCtx(ctx, h.retry.backoff(fails, re.wait, re.hasWait)); err != nil {
@@ -413,15 +448,16 @@ func (r *revisionInfo) check() error {
 }
 
 func (h *hub) revision(ctx context.Context, model, rev string) (*revisionInfo, error) {
-	var r revisionInfo
+	var raw json.RawMessage
 	what := fmt.Sprintf("revision %s of %s", rev, model)
-	if _, err := h.getJSON(ctx, h.apiModelURL(model, "revision", rev), model, what, 16<<20, &r); err != nil {
+	if _, err := h.getJSON(ctx, h.apiModelURL(model, "revision", rev), model, what, 16<<20, &raw); err != nil {
 		return nil, err
 	}
-	if err := r.check(); err != nil {
+	r, err := parseRevision(raw)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return &r, nil
+	return r, nil
 }
 
 // treeEntry is one element of GET /api/models/{repo}/tree/{rev}?recursive=true.

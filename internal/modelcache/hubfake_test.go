@@ -26,6 +26,7 @@ type fakeHub struct {
 	hub, cdn *httptest.Server
 	token    string // the token the hub accepts for gated repos
 	pageSize int    // tree page size (Link: rel="next" paging)
+	noTree   bool   // answer the tree API with a bare 404, as a proxy without it would
 
 	mu          sync.Mutex
 	repos       map[string]*fakeRepo
@@ -37,8 +38,33 @@ type fakeHub struct {
 	cut         map[string]int64
 	ignoreRange map[string]bool
 	corrupt     map[string]bool
+	hang        map[string]int64 // path -> stop sending (without closing) after this many bytes, once
 	slow        map[string]time.Duration
 	onBytes     func(path string, served int64) // called after each chunk of a slow body
+	active      sync.WaitGroup                  // bodies being served
+}
+
+func (fh *fakeHub) rangesOf(p string) []string {
+	fh.mu.Lock()
+	defer fh.mu.Unlock()
+	return append([]string(nil), fh.ranges[p]...)
+}
+
+func (fh *fakeHub) servedOf(p string) int64 {
+	fh.mu.Lock()
+	defer fh.mu.Unlock()
+	return fh.served[p]
+}
+
+// quiesce waits until no body is being served (a killed client's handler notices and returns).
+func (fh *fakeHub) quiesce() {
+	done := make(chan struct{})
+	go func() { fh.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		fh.t.Fatal("the test hub is still serving a body 10s after its client went away")
+	}
 }
 
 type fakeRepo struct {
@@ -126,7 +152,7 @@ func (fh *fakeHub) reset() {
 	fh.served, fh.ranges, fh.calls = map[string]int64{}, map[string][]string{}, map[string]int{}
 	fh.cdnAuth = nil
 	fh.throttle, fh.cut, fh.ignoreRange = map[string]int{}, map[string]int64{}, map[string]bool{}
-	fh.corrupt, fh.slow = map[string]bool{}, map[string]time.Duration{}
+	fh.corrupt, fh.slow, fh.hang = map[string]bool{}, map[string]time.Duration{}, map[string]int64{}
 	fh.onBytes = nil
 }
 
@@ -193,7 +219,10 @@ func (fh *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fh.mu.Lock()
-	fh.calls["resolve"]++
+	fh.calls[strings.ToLower(r.Method)+" resolve"]++
+	if r.Method == http.MethodGet {
+		fh.calls["resolve"]++
+	}
 	fh.mu.Unlock()
 	if repo.gated && !fh.authorized(r) {
 		if r.Header.Get("Authorization") == "" {
@@ -222,6 +251,10 @@ func (fh *fakeHub) serveHub(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", `"`+gitBlobSHA1(content)+`"`)
+	if r.Method == http.MethodHead {
+		w.Header().Set("Content-Length", strconv.Itoa(len(content)))
+		return
+	}
 	fh.serveBody(w, r, path, content)
 }
 
@@ -283,6 +316,10 @@ func (fh *fakeHub) serveAPI(w http.ResponseWriter, r *http.Request, rest string)
 		fh.mu.Lock()
 		fh.calls["tree"]++
 		fh.mu.Unlock()
+		if fh.noTree {
+			http.Error(w, "404 page not found", 404)
+			return
+		}
 		if r.URL.Query().Get("recursive") != "true" {
 			hubError(w, 400, "", "test hub expects recursive=true")
 			return
@@ -315,6 +352,8 @@ func (fh *fakeHub) serveAPI(w http.ResponseWriter, r *http.Request, rest string)
 
 // serveBody sends content (or the asked range) with the faults configured for path.
 func (fh *fakeHub) serveBody(w http.ResponseWriter, r *http.Request, path string, content []byte) {
+	fh.active.Add(1)
+	defer fh.active.Done()
 	fh.mu.Lock()
 	rng := r.Header.Get("Range")
 	fh.ranges[path] = append(fh.ranges[path], rng)
@@ -327,6 +366,8 @@ func (fh *fakeHub) serveBody(w http.ResponseWriter, r *http.Request, path string
 	}
 	cutAt, cut := fh.cut[path]
 	delete(fh.cut, path)
+	hangAt, hang := fh.hang[path]
+	delete(fh.hang, path)
 	ignore, corrupt, slow, hook := fh.ignoreRange[path], fh.corrupt[path], fh.slow[path], fh.onBytes
 	fh.mu.Unlock()
 
@@ -357,6 +398,9 @@ func (fh *fakeHub) serveBody(w http.ResponseWriter, r *http.Request, path string
 		if cut && sent+int64(n) > cutAt {
 			n = int(cutAt - sent)
 		}
+		if hang && sent+int64(n) > hangAt {
+			n = int(hangAt - sent)
+		}
 		m, err := w.Write(body[:n])
 		sent += int64(m)
 		fh.mu.Lock()
@@ -369,6 +413,10 @@ func (fh *fakeHub) serveBody(w http.ResponseWriter, r *http.Request, path string
 		}
 		if cut && sent >= cutAt {
 			panic(http.ErrAbortHandler) // drop the connection mid-body
+		}
+		if hang && sent >= hangAt {
+			<-r.Context().Done() // keep the connection open, send nothing
+			return
 		}
 		body = body[n:]
 		if hook != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 )
@@ -28,17 +29,18 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 	repo := testModel("acme/killed", 8)
 	fh := newFakeHub(t, repo)
 	big := "model-00001-of-00002.safetensors"
+	fh.mu.Lock()
 	fh.slow[big] = 3 * time.Millisecond
+	fh.mu.Unlock()
 	reached := make(chan struct{})
+	var once sync.Once
+	fh.mu.Lock()
 	fh.onBytes = func(p string, n int64) {
 		if p == big && n >= 1<<20 {
-			select {
-			case <-reached:
-			default:
-				close(reached)
-			}
+			once.Do(func() { close(reached) })
 		}
 	}
+	fh.mu.Unlock()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPullProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "GPUVET_TEST_PULL_CHILD=1", "GPUVET_TEST_CACHE="+cache,
 		"GPUVET_TEST_ENDPOINT="+fh.endpoint(), "GPUVET_TEST_MODEL="+repo.model)
@@ -55,6 +57,7 @@ func TestResumeAfterSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
+	fh.quiesce()
 	fh.mu.Lock()
 	fh.slow[big], fh.onBytes = 0, nil
 	fh.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // The on-disk layout is the Hugging Face hub cache, so engines read it as is with HF_HUB_OFFLINE=1:
@@ -148,12 +149,26 @@ func writeRef(repo, rev, commit string) error {
 	return writeFileAtomic(p, []byte(commit))
 }
 
+// writeFileAtomic replaces p with data in one rename, through a uniquely named temporary file so
+// two gpuvet processes writing the same ref never trip over each other's temporary.
 func writeFileAtomic(p string, data []byte) error {
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, p)
+	defer os.Remove(tmp.Name()) // no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), p)
 }
 
 // manifest is the full file listing of one commit, as the hub's tree API gave it.
@@ -206,13 +221,25 @@ func linkSnapshot(repo, commit string, f File) error {
 	if cur, err := os.Readlink(dst); err == nil && cur == rel {
 		return nil
 	}
-	tmp := dst + ".gpuvet-link"
+	// The temporary link is made outside snapshots/ (a symlink's target is resolved from where it
+	// ends up), so a crash never leaves a stray name in the snapshot an engine reads.
+	tmpDir := filepath.Join(repo, ".gpuvet", "tmp")
+	if err := os.MkdirAll(tmpDir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(tmpDir, fmt.Sprintf("link-%d-%d", os.Getpid(), linkSeq.Add(1)))
 	_ = os.Remove(tmp)
 	if err := os.Symlink(rel, tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dst)
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	return nil
 }
+
+var linkSeq atomic.Int64
 
 // present reports whether f is in the snapshot: the link resolves to the right blob of the right size.
 func present(repo, commit string, f File) bool {

@@ -48,17 +48,17 @@ type Snapshot struct {
 	BytesDownloaded int64    `json:"bytes_downloaded"` // bytes received by this call
 }
 
-// config is Options with defaults applied and inputs checked.
-type config struct {
+// pullConfig is Options with defaults applied and inputs checked.
+type pullConfig struct {
 	Options
 	include *globMatcher
 }
 
-func (o Options) resolve(model string) (*config, error) {
+func (o Options) resolve(model string) (*pullConfig, error) {
 	if err := ValidateModel(model); err != nil {
 		return nil, err
 	}
-	c := &config{Options: o}
+	c := &pullConfig{Options: o}
 	if c.CacheDir == "" {
 		c.CacheDir = DefaultCacheDir()
 	}
@@ -164,7 +164,7 @@ func Pull(ctx context.Context, model string, o Options) (*Snapshot, error) {
 	return pull(ctx, c, model)
 }
 
-func pull(ctx context.Context, c *config, model string) (*Snapshot, error) {
+func pull(ctx context.Context, c *pullConfig, model string) (*Snapshot, error) {
 	token, err := readToken()
 	if err != nil {
 		return nil, err
@@ -193,6 +193,11 @@ func pull(ctx context.Context, c *config, model string) (*Snapshot, error) {
 	m, err := readManifest(repo, commit)
 	if err != nil {
 		files, err := h.tree(ctx, model, commit)
+		if treeUnsupported(err) {
+			// Some hub proxies serve only the revision and resolve endpoints: list from the
+			// revision's siblings and ask each file's hash and size with a HEAD.
+			files, err = h.headAll(ctx, model, commit, info, c)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +238,7 @@ func pull(ctx context.Context, c *config, model string) (*Snapshot, error) {
 }
 
 // selectFiles picks the files --include asks for; none matching is an error naming a few that exist.
-func selectFiles(m *manifest, c *config) ([]File, error) {
+func selectFiles(m *manifest, c *pullConfig) ([]File, error) {
 	var want []File
 	for _, f := range m.Files {
 		if c.include.match(f.Path) {
@@ -257,7 +262,7 @@ func selectFiles(m *manifest, c *config) ([]File, error) {
 
 // fetchAll downloads files with c.Workers in parallel, largest first (so the long tail is short).
 // The first hard failure cancels the rest; their partial files stay for the next pull to resume.
-func fetchAll(ctx context.Context, c *config, h *hub, repo, model, commit string, files []File) (int64, error) {
+func fetchAll(ctx context.Context, c *pullConfig, h *hub, repo, model, commit string, files []File) (int64, error) {
 	need, partial := int64(0), int64(0)
 	for _, f := range files {
 		need += f.Size
@@ -315,10 +320,15 @@ feed:
 	}
 	close(jobs)
 	wg.Wait()
-	if bar != nil {
-		_ = bar.Finish()
-	}
 	n := ft.downloaded.Load()
+	if bar != nil {
+		if len(errs) == 0 && ctx.Err() == nil {
+			_ = bar.Finish()
+		} else {
+			_ = bar.Exit() // stop where it is: a failed pull must not show 100 %
+			fmt.Fprintln(c.Progress)
+		}
+	}
 	if len(errs) > 0 {
 		return n, firstRealError(errs)
 	}
@@ -374,7 +384,7 @@ func human(n int64) string {
 
 // local finds the snapshot o asks for in the cache with no network: nil, nil when it is not there
 // (or not complete).
-func local(c *config, model string) (*Snapshot, error) {
+func local(c *pullConfig, model string) (*Snapshot, error) {
 	repo := repoDir(c.CacheDir, model)
 	commit, err := readRef(repo, c.Revision)
 	if err != nil || commit == "" {

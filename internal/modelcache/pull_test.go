@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 var fastRetry = &retryPolicy{attempts: 5, base: 10 * time.Millisecond, max: 50 * time.Millisecond, maxRetryAfter: 5 * time.Second}
@@ -70,9 +72,11 @@ func TestPullThrottledAndCutThenNothing(t *testing.T) {
 	cache := isolate(t)
 	repo := testModel("acme/tiny-llm", 1)
 	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
 	fh.throttle["model-00001-of-00002.safetensors"] = 1 // one 429 with Retry-After: 1
 	fh.cut["model-00002-of-00002.safetensors"] = 700 << 10
 	fh.cut["config.json"] = 10 // a small (non-LFS) file cut too
+	fh.mu.Unlock()
 
 	var bar bytes.Buffer
 	o := opts(fh, cache)
@@ -93,18 +97,18 @@ func TestPullThrottledAndCutThenNothing(t *testing.T) {
 	if time.Since(start) < time.Second {
 		t.Fatalf("pull took %v: the 429's Retry-After of 1s was not honoured", time.Since(start))
 	}
-	shard1 := fh.ranges["model-00001-of-00002.safetensors"]
+	shard1 := fh.rangesOf("model-00001-of-00002.safetensors")
 	if len(shard1) != 2 {
 		t.Fatalf("throttled shard: %d requests, want 2 (429 then 200)", len(shard1))
 	}
 	// The cut shard resumed with a Range from where the cut left it, not from 0.
-	r2 := fh.ranges["model-00002-of-00002.safetensors"]
+	r2 := fh.rangesOf("model-00002-of-00002.safetensors")
 	if len(r2) != 2 || r2[0] != "" || !strings.HasPrefix(r2[1], "bytes=") || r2[1] == "bytes=0-" {
 		t.Fatalf("cut shard requests %q: want a first plain GET then a Range resume", r2)
 	}
-	if fh.served["model-00002-of-00002.safetensors"] != int64(len(repo.files["model-00002-of-00002.safetensors"])) {
+	if fh.servedOf("model-00002-of-00002.safetensors") != int64(len(repo.files["model-00002-of-00002.safetensors"])) {
 		t.Fatalf("cut shard: served %d bytes in all, want exactly its size %d (resume must not refetch)",
-			fh.served["model-00002-of-00002.safetensors"], len(repo.files["model-00002-of-00002.safetensors"]))
+			fh.servedOf("model-00002-of-00002.safetensors"), len(repo.files["model-00002-of-00002.safetensors"]))
 	}
 	if fh.count("tree") != 3 { // 8 entries (7 files + 1 directory), pages of 3
 		t.Fatalf("tree pages fetched: %d, want 3", fh.count("tree"))
@@ -148,17 +152,22 @@ func TestResumeAfterCancel(t *testing.T) {
 	big := "model-00001-of-00002.safetensors"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	fh.mu.Lock()
 	fh.slow[big] = 2 * time.Millisecond
+	fh.mu.Unlock()
+	fh.mu.Lock()
 	fh.onBytes = func(p string, n int64) {
 		if p == big && n >= 1<<20 {
 			cancel()
 		}
 	}
+	fh.mu.Unlock()
 	o := opts(fh, cache)
 	_, err := Pull(ctx, repo.model, o)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled pull: err %v, want context.Canceled", err)
 	}
+	fh.quiesce()
 	inc := blobPath(repoDir(cache, repo.model), repo.blobID(big)) + ".incomplete"
 	st, err := os.Stat(inc)
 	if err != nil || st.Size() == 0 {
@@ -180,10 +189,10 @@ func assertResumes(t *testing.T, fh *fakeHub, cache string, repo *fakeRepo, big 
 	}
 	checkSnapshot(t, cache, repo, s)
 	want := "bytes=" + itoa(partial) + "-"
-	if r := fh.ranges[big]; len(r) != 1 || r[0] != want {
+	if r := fh.rangesOf(big); len(r) != 1 || r[0] != want {
 		t.Fatalf("resume requests for %s: %q, want [%q]", big, r, want)
 	}
-	if got, rest := fh.served[big], int64(len(repo.files[big]))-partial; got != rest {
+	if got, rest := fh.servedOf(big), int64(len(repo.files[big]))-partial; got != rest {
 		t.Fatalf("resume served %d bytes of %s, want the remaining %d", got, big, rest)
 	}
 	if err := Verify(cache, repo.model); err != nil {
@@ -206,13 +215,15 @@ func TestServerIgnoresRange(t *testing.T) {
 	if err := os.WriteFile(inc, repo.files[big][:1000], 0o644); err != nil {
 		t.Fatal(err)
 	}
+	fh.mu.Lock()
 	fh.ignoreRange[big] = true
+	fh.mu.Unlock()
 	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkSnapshot(t, cache, repo, s)
-	if r := fh.ranges[big]; len(r) != 1 || r[0] != "bytes=1000-" {
+	if r := fh.rangesOf(big); len(r) != 1 || r[0] != "bytes=1000-" {
 		t.Fatalf("requests %q: want one Range request", r)
 	}
 }
@@ -222,7 +233,9 @@ func TestHashMismatchNotLinked(t *testing.T) {
 	repo := testModel("acme/corrupt", 4)
 	fh := newFakeHub(t, repo)
 	bad := "model-00001-of-00002.safetensors"
+	fh.mu.Lock()
 	fh.corrupt[bad] = true
+	fh.mu.Unlock()
 	_, err := Pull(context.Background(), repo.model, opts(fh, cache))
 	var hm *HashMismatchError
 	if !errors.As(err, &hm) || hm.Path != bad || hm.Want != repo.blobID(bad) {
@@ -279,7 +292,9 @@ func TestGatedRepo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HF_TOKEN_PATH", tokFile)
+	fh.mu.Lock()
 	fh.cut["model-00001-of-00002.safetensors"] = 100 << 10
+	fh.mu.Unlock()
 	s, err := Pull(context.Background(), repo.model, o)
 	if err != nil {
 		t.Fatal(err)
@@ -316,7 +331,7 @@ func TestIncludeAndEnsure(t *testing.T) {
 	if strings.Join(sortStrings(got), ",") != want {
 		t.Fatalf("included %v, want %s", got, want)
 	}
-	if fh.served["model-00001-of-00002.safetensors"] != 0 {
+	if fh.servedOf("model-00001-of-00002.safetensors") != 0 {
 		t.Fatal("an excluded shard was downloaded")
 	}
 
@@ -391,3 +406,169 @@ func TestEngineEnv(t *testing.T) {
 }
 
 func sortStrings(s []string) []string { sort.Strings(s); return s }
+
+// TestConcurrentPulls runs two pulls of one model into one cache at once (as two gpuvet processes on
+// a shared cache would): both succeed and every file crosses the wire once.
+func TestConcurrentPulls(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/shared", 9)
+	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
+	fh.slow["model-00001-of-00002.safetensors"] = time.Millisecond
+	fh.mu.Unlock()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := Pull(context.Background(), repo.model, opts(fh, cache))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := fh.totalServed(); got != repo.total() {
+		t.Fatalf("two concurrent pulls served %d bytes, want each file once: %d", got, repo.total())
+	}
+	if err := Verify(cache, repo.model); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkPull measures pull throughput from the loopback test hub (64 MiB in 4 LFS shards + JSON):
+// it reports MB/s, the downloader's own overhead ceiling (hashing, file writes, HTTP).
+func BenchmarkPull(b *testing.B) {
+	repo := &fakeRepo{model: "acme/bench", commit: strings.Repeat("be", 20), branch: "main",
+		files: map[string][]byte{"config.json": []byte(`{}`)}, lfs: map[string]bool{}}
+	for i := range 4 {
+		p := "model-0000" + strconv.Itoa(i+1) + ".safetensors"
+		repo.files[p], repo.lfs[p] = randBytes(uint64(i), 16<<20), true
+	}
+	t := &testing.T{}
+	fh := newFakeHub(t, repo)
+	defer fh.hub.Close()
+	defer fh.cdn.Close()
+	b.SetBytes(repo.total())
+	b.ResetTimer()
+	for i := range b.N {
+		cache := filepath.Join(b.TempDir(), strconv.Itoa(i))
+		if _, err := Pull(context.Background(), repo.model, Options{CacheDir: cache, Endpoint: fh.endpoint()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestCacheEnvHook is the `gpuvet run` path: pull once, then the engine env; offline afterwards.
+func TestCacheEnvHook(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/run", 13)
+	fh := newFakeHub(t, repo)
+	t.Setenv("HF_ENDPOINT", fh.endpoint())
+	env, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env["HF_HUB_CACHE"] != cache || env["HF_HUB_OFFLINE"] != "1" || env["HF_HOME"] != filepath.Dir(cache) {
+		t.Fatalf("engine env %v", env)
+	}
+	if fh.totalServed() != repo.total() {
+		t.Fatalf("served %d, want the whole model %d", fh.totalServed(), repo.total())
+	}
+	// Present: the hook touches no network, even with the hub gone.
+	fh.hub.Close()
+	fh.reset()
+	if _, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: false}); err != nil {
+		t.Fatal(err)
+	}
+	// A model not in the cache on an offline host: the exact command.
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	_, err = CacheEnv(context.Background(), "acme/absent", config.ModelCache{Dir: cache, Offline: true})
+	if err == nil || !strings.Contains(err.Error(), "gpuvet cache pull acme/absent --cache-dir "+cache) {
+		t.Fatalf("offline, absent: %v", err)
+	}
+	// model_cache: off, or a local folder: nothing to do.
+	for _, tc := range []struct{ model, dir string }{{"acme/x", ""}, {t.TempDir(), cache}} {
+		if env, err := CacheEnv(context.Background(), tc.model, config.ModelCache{Dir: tc.dir}); err != nil || len(env) != 0 {
+			t.Fatalf("CacheEnv(%q, dir %q) = %v, %v; want nothing", tc.model, tc.dir, env, err)
+		}
+	}
+}
+
+// TestNoTreeAPI pulls from a hub proxy that has no tree API: the listing comes from the revision's
+// siblings plus a HEAD per file (X-Linked-Etag/X-Linked-Size for LFS, ETag for the rest).
+func TestNoTreeAPI(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/proxy", 14)
+	fh := newFakeHub(t, repo)
+	fh.mu.Lock()
+	fh.noTree = true
+	fh.mu.Unlock()
+	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if fh.count("head resolve") != len(repo.files) || fh.count("tree") != 1 {
+		t.Fatalf("%d HEADs, %d tree calls; want one HEAD per file and the one failed tree call", fh.count("head resolve"), fh.count("tree"))
+	}
+	if err := Verify(cache, repo.model); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStalledBody: a body that stops sending is cut by the stall watchdog and resumed.
+func TestStalledBody(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/stall", 15)
+	fh := newFakeHub(t, repo)
+	big := "model-00001-of-00002.safetensors"
+	fh.mu.Lock()
+	fh.hang = map[string]int64{big: 512 << 10}
+	fh.mu.Unlock()
+	o := opts(fh, cache)
+	o.stall = 300 * time.Millisecond
+	s, err := Pull(context.Background(), repo.model, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if r := fh.rangesOf(big); len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") || r[1] == "bytes=0-" {
+		t.Fatalf("stalled file requests %q: want a resume after the stall", r)
+	}
+}
+
+// TestNewCommitSharesBlobs: a new commit that changes one file downloads only that file; the
+// unchanged blobs are shared by both snapshots, and refs/main moves to the new commit.
+func TestNewCommitSharesBlobs(t *testing.T) {
+	cache := isolate(t)
+	repo := testModel("acme/evolving", 16)
+	fh := newFakeHub(t, repo)
+	if _, err := Pull(context.Background(), repo.model, opts(fh, cache)); err != nil {
+		t.Fatal(err)
+	}
+	old := repo.commit
+	fh.mu.Lock()
+	repo.commit = strings.Repeat("c", 40)
+	repo.files["config.json"] = []byte(`{"hidden_size":128}`)
+	fh.mu.Unlock()
+	fh.reset()
+	s, err := Pull(context.Background(), repo.model, opts(fh, cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSnapshot(t, cache, repo, s)
+	if fh.totalServed() != int64(len(repo.files["config.json"])) {
+		t.Fatalf("new commit: served %d bytes, want only the changed config.json", fh.totalServed())
+	}
+	snaps, _ := List(cache)
+	if len(snaps) != 2 || snaps[0].Commit != old && snaps[1].Commit != old {
+		t.Fatalf("want both commits listed: %+v", snaps)
+	}
+	// The old revision stays usable by commit, offline.
+	o := opts(fh, cache)
+	o.Revision, o.Offline = old, true
+	if _, err := Ensure(context.Background(), repo.model, o); err != nil {
+		t.Fatal(err)
+	}
+}

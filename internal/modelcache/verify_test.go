@@ -119,3 +119,22 @@ func TestWriteToFullDisk(t *testing.T) {
 		t.Fatalf("writing to /dev/full: %v", err)
 	}
 }
+
+// TestPermissionDenied: a cache folder the user cannot write gives the permission message (root
+// writes anywhere, so this runs only as an ordinary user).
+func TestPermissionDenied(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores file permissions")
+	}
+	cache := isolate(t)
+	repo := testModel("acme/ro", 17)
+	fh := newFakeHub(t, repo)
+	if err := os.MkdirAll(cache, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(cache, 0o755)
+	_, err := Pull(context.Background(), repo.model, opts(fh, cache))
+	if err == nil || !strings.Contains(err.Error(), "permission denied") || !strings.Contains(err.Error(), "--cache-dir") {
+		t.Fatalf("read-only cache: %v", err)
+	}
+}
