@@ -371,3 +371,40 @@ func TestBindLoad(t *testing.T) {
 		}
 	}
 }
+
+// An aicr recipe's gates are judged on a fixed-concurrency run that the pipeline adds after the profile.
+func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
+	base := []string{"backend=sim", "sim.gpus=1", "load.max_duration=1500ms", "load.rates=2", "load.prompt_tokens=64",
+		"load.output_tokens=32", "load.max_concurrency=4", "load.concurrency=8", "functional.enabled=false", "output.dir=" + t.TempDir()}
+	p, err := config.Load(config.Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml"}, Sets: base})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res.Summary.Hosts[0].Models[0].Endpoints[0]
+	if e.Load == nil {
+		t.Fatalf("no load: %s", e.Error)
+	}
+	found := false
+	for _, r := range e.Load.Runs {
+		found = found || (r.Kind == "concurrency" && r.Concurrency == 8)
+	}
+	if !found {
+		t.Errorf("no concurrency run at 8 in %d runs", len(e.Load.Runs))
+	}
+	judged := 0
+	for _, v := range e.Verdicts {
+		if strings.HasPrefix(v.Check, "gate.aicr") && v.Result != "disabled" {
+			judged++
+			if !strings.HasPrefix(v.Source, "recipe:") {
+				t.Errorf("%s: source %q, want the recipe", v.Check, v.Source)
+			}
+		}
+	}
+	if judged != 2 {
+		t.Errorf("want both aicr gates judged, got %d: %+v", judged, e.Verdicts)
+	}
+}
