@@ -67,7 +67,7 @@ func TestSimEndToEnd(t *testing.T) {
 			t.Errorf("gpu %v: raw load file %q: %v", e.GPUs, e.RawLoadFile, err)
 		}
 	}
-	if th := s.Meta.Thresholds["ttft_p95_ms"]; th.Value == nil || *th.Value != 200 || th.Source != "default" {
+	if th := s.Meta.Thresholds["gate.ttft_p95_ms"]; th.Value == nil || *th.Value != 200 || th.Source != "default" {
 		t.Errorf("threshold with source not recorded: %+v", th)
 	}
 	if s.Meta.Settings["load.max_duration"] != "1500ms (flag:--set)" {
