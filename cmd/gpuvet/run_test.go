@@ -184,3 +184,25 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigShowPrintsSources(t *testing.T) {
+	cmd := gpuvet("config", "show", "--sim", "--set", "load.rates=7", "--parallel-gpus", "2")
+	cmd.Env = append(cmd.Env, "GPUVET_LOAD_OUTPUT_TOKENS=99")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"backend = sim", "# flag:--sim", "load.rates = 7", "# flag:--set", "run.parallel_gpus = 2",
+		"load.output_tokens = 99", "# env:GPUVET_LOAD_OUTPUT_TOKENS", "load.max_duration = 4s", "# default(sim)",
+		"gates.ttft_p95_ms = 200", "# default",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("config show lacks %q:\n%s", want, out)
+		}
+	}
+	bad := gpuvet("config", "show", "--set", "gates.ttft_p95_ms=fast")
+	if err := bad.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
+		t.Errorf("a bad value must exit 2, got %v", err)
+	}
+}
