@@ -116,44 +116,45 @@ func (s *Synthetic) Length(i int) int {
 	return min(max(n, l.Min), l.Max)
 }
 
+// anchor opens and closes every synthetic prompt, so the tokens where the prompt meets a chat template
+// are the same for every prompt (a tokenizer that merges across that boundary then adds a constant).
+const anchor = "the"
+
 // Prompt implements Source.
 func (s *Synthetic) Prompt(i int) Prompt {
 	n := s.Length(i)
-	var b strings.Builder
-	words := s.words()
-	b.Grow(n * 7)
-	count := 0
-	if s.PrefixCount > 0 && s.PrefixTokens > 0 {
-		k := min(s.PrefixTokens, n)
-		writeWords(&b, words, rand.New(rand.NewPCG(s.Seed^0xabcdef, uint64(i%s.PrefixCount))), k, false)
-		count = k
-	}
-	rest := n - count - s.Offset
+	m := n - s.Offset
 	if s.PerWord > 0 {
-		rest = int(math.Round(float64(n-count-s.Offset) / s.PerWord))
+		m = int(math.Round(float64(n-s.Offset) / s.PerWord))
 	}
-	writeWords(&b, words, rand.New(rand.NewPCG(s.Seed, uint64(i)*2)), max(rest, 1), count > 0)
-	p := Prompt{Text: b.String()}
+	m = max(m, 1)
+	words := s.words()
+	ws := make([]string, 0, m)
+	if s.PrefixCount > 0 && s.PrefixTokens > 0 {
+		ws = pickWords(ws, words, rand.New(rand.NewPCG(s.Seed^0xabcdef, uint64(i%s.PrefixCount))), min(s.PrefixTokens, m))
+	}
+	ws = pickWords(ws, words, rand.New(rand.NewPCG(s.Seed, uint64(i)*2)), m-len(ws))
+	ws[0], ws[len(ws)-1] = anchor, anchor
+	p := Prompt{Text: strings.Join(ws, " ")}
 	if s.Exact {
 		p.Tokens = n
 	}
 	return p
 }
 
-func writeWords(b *strings.Builder, words []string, rng *rand.Rand, n int, leadingSpace bool) {
-	for j := 0; j < n; j++ {
-		if j > 0 || leadingSpace {
-			b.WriteByte(' ')
-		}
-		b.WriteString(words[rng.IntN(len(words))])
+func pickWords(ws, words []string, rng *rand.Rand, n int) []string {
+	for range n {
+		ws = append(ws, words[rng.IntN(len(words))])
 	}
+	return ws
 }
 
 // Calibrate keeps the built-in words the tokenizer holds as one token after a space, then measures the
 // fixed offset of whole prompts (the first word has no leading space) on a few samples. It fails when
 // fewer than 50 words survive or when samples disagree, since then exact lengths cannot be promised.
 func (s *Synthetic) Calibrate(ctx context.Context, c Counter) error {
-	base, err := c.Count(ctx, "the")
+	// A word is probed between anchors, so its count is not blurred by where the text meets a template.
+	base, err := c.Count(ctx, anchor+" "+anchor)
 	if err != nil {
 		return err
 	}
@@ -164,7 +165,7 @@ func (s *Synthetic) Calibrate(ctx context.Context, c Counter) error {
 			continue
 		}
 		seen[w] = true
-		n, err := c.Count(ctx, "the "+w)
+		n, err := c.Count(ctx, anchor+" "+w+" "+anchor)
 		if err != nil {
 			return err
 		}
@@ -201,9 +202,9 @@ func (s *Synthetic) Calibrate(ctx context.Context, c Counter) error {
 func (s *Synthetic) CalibrateLinear(ctx context.Context, c Counter) error {
 	const short, long = 16, 272
 	probe := func(n int) (int, error) {
-		var b strings.Builder
-		writeWords(&b, commonWords, rand.New(rand.NewPCG(s.Seed, 99)), n, false)
-		return c.Count(ctx, b.String())
+		ws := pickWords(nil, commonWords, rand.New(rand.NewPCG(s.Seed, 99)), n)
+		ws[0], ws[n-1] = anchor, anchor
+		return c.Count(ctx, strings.Join(ws, " "))
 	}
 	a, err := probe(short)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,7 +44,19 @@ type client struct {
 	reqTimeout time.Duration
 	stall      time.Duration
 	epoch      time.Time
+	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
+	// no longer sent.
+	dropped []string
 }
+
+// Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
+const (
+	paramContinuous = "stream_options.continuous_usage_stats"
+	paramExact      = "min_tokens+ignore_eos"
+	paramUsage      = "stream_options"
+)
+
+func (c *client) sends(param string) bool { return !slices.Contains(c.dropped, param) }
 
 // newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot.
 func newHTTPClient(slots int) *http.Client {
@@ -58,8 +71,8 @@ func newHTTPClient(slots int) *http.Client {
 		ResponseHeaderTimeout: 0, // bounded by the request's own timeout: TTFT under overload can be long
 		DisableCompression:    true,
 		ForceAttemptHTTP2:     false, // one connection per slot, as the measurement assumes
-		ReadBufferSize:        4096,
-		WriteBufferSize:       4096,
+		ReadBufferSize:        2048,  // SSE chunks are a few hundred bytes; 10,000 streams hold one each
+		WriteBufferSize:       1024,  // a larger request body streams through it
 	}
 	return &http.Client{Transport: tr}
 }
@@ -74,7 +87,7 @@ func apiKey(env string) string {
 
 type streamOptions struct {
 	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
 }
 
 type message struct {
@@ -84,20 +97,25 @@ type message struct {
 
 // request is the body sent. ignore_eos and min_tokens ask vLLM/SGLang for exactly max_tokens tokens.
 type request struct {
-	Model         string        `json:"model"`
-	Messages      []message     `json:"messages,omitempty"`
-	Prompt        *string       `json:"prompt,omitempty"`
-	MaxTokens     int           `json:"max_tokens"`
-	MinTokens     int           `json:"min_tokens"`
-	IgnoreEOS     bool          `json:"ignore_eos"`
-	Stream        bool          `json:"stream"`
-	StreamOptions streamOptions `json:"stream_options"`
-	Temperature   float64       `json:"temperature"`
+	Model         string         `json:"model"`
+	Messages      []message      `json:"messages,omitempty"`
+	Prompt        *string        `json:"prompt,omitempty"`
+	MaxTokens     int            `json:"max_tokens"`
+	MinTokens     int            `json:"min_tokens,omitempty"`
+	IgnoreEOS     bool           `json:"ignore_eos,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	Temperature   float64        `json:"temperature"`
 }
 
 func (c *client) body(p dataset.Prompt, out int) []byte {
-	r := request{Model: c.model, MaxTokens: out, MinTokens: out, IgnoreEOS: true, Stream: true,
-		StreamOptions: streamOptions{IncludeUsage: true, ContinuousUsageStats: true}}
+	r := request{Model: c.model, MaxTokens: out, Stream: true}
+	if c.sends(paramExact) {
+		r.MinTokens, r.IgnoreEOS = out, true
+	}
+	if c.sends(paramUsage) {
+		r.StreamOptions = &streamOptions{IncludeUsage: true, ContinuousUsageStats: c.sends(paramContinuous)}
+	}
 	if c.chat {
 		r.Messages = []message{{Role: "user", Content: p.Text}}
 	} else {
@@ -108,9 +126,31 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 	return b
 }
 
+// negotiate sends one short request; while the endpoint answers HTTP 400, it gives up the optional
+// parameters one by one (continuous usage, then exact lengths, then stream_options) and tries again.
+// Servers that are OpenAI-compatible but not vLLM-compatible get a load they accept, and the result
+// says what was given up. An endpoint that refuses even the plain request is an error.
+func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
+	for _, give := range []string{"", paramContinuous, paramExact, paramUsage} {
+		if give != "" {
+			c.dropped = append(c.dropped, give)
+		}
+		rec := &Record{}
+		c.do(ctx, p, 2, rec)
+		if rec.Error != "http_400" {
+			return nil // other failures are the load's to count, not a reason to give anything up
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
+}
+
 // do sends one request and fills rec. It never panics on server input and always sets rec.end.
 func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	rec.RequestedTokens = out
+	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
 	rec.start = c.since()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -129,11 +169,14 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 	}
 	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
 	var wroteAt atomic.Int64
+	var newConn atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
 	}))
 	resp, err := c.hc.Do(req)
 	rec.sent = time.Duration(wroteAt.Load())
+	rec.NewConnection = newConn.Load()
 	if rec.sent == 0 {
 		rec.sent = rec.start
 	}

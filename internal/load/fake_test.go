@@ -1,8 +1,10 @@
 package load
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,6 +26,7 @@ type fake struct {
 	short      int           // send this many fewer tokens than asked
 	noTokenize bool
 	noDone     bool
+	strict     bool          // answer 400 to vLLM's extra parameters, as a strict OpenAI-compatible server
 	capacity   chan struct{} // when set, at most cap(capacity) streams generate at once
 	overhead   int           // chat template tokens added to the prompt count
 	running    atomic.Int64
@@ -67,6 +70,17 @@ func (f *fake) promptTokens(prompt string, msgs []message) int {
 
 func (f *fake) complete(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
+	if f.strict {
+		var raw map[string]any
+		body, _ := io.ReadAll(r.Body)
+		json.Unmarshal(body, &raw)
+		so, _ := raw["stream_options"].(map[string]any)
+		if _, bad := raw["min_tokens"]; bad || so["continuous_usage_stats"] != nil {
+			http.Error(w, `{"error":{"message":"unknown parameter"}}`, 400)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	var req struct {
 		Model     string    `json:"model"`
 		Prompt    string    `json:"prompt"`

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,6 +227,44 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
+// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (memLimit: 48 KiB per
+// stream is the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
+// function that gives the streams back. With thousands of streams on a busy client the GC otherwise lets
+// garbage from parsed chunks pile up to several times the live heap. Concurrent Runs (one per GPU) add
+// their streams; the limit before the first one is restored after the last.
+func softMemoryLimit(streams int) func() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}
+	}
+	memMu.Lock()
+	defer memMu.Unlock()
+	if memStreams == 0 {
+		memPrev = debug.SetMemoryLimit(-1)
+	}
+	memStreams += streams
+	debug.SetMemoryLimit(memLimit(memStreams))
+	return func() {
+		memMu.Lock()
+		defer memMu.Unlock()
+		memStreams -= streams
+		if memStreams == 0 {
+			debug.SetMemoryLimit(memPrev)
+		} else {
+			debug.SetMemoryLimit(memLimit(memStreams))
+		}
+	}
+}
+
+// memLimit is 64 MiB + 48 KiB per stream, never below 256 MiB: a small run keeps ample headroom, so
+// the limit never makes the GC work hard enough to slow the client.
+func memLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
+
+var (
+	memMu      sync.Mutex
+	memStreams int
+	memPrev    int64
+)
+
 // baseURL strips a trailing "/" and "/v1" so paths can be appended.
 func baseURL(u string) string {
 	u = strings.TrimRight(u, "/")
@@ -298,6 +337,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	hc := newHTTPClient(slots(o, cfg))
 	defer hc.CloseIdleConnections()
+	defer softMemoryLimit(slots(o, cfg))()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
@@ -310,6 +350,13 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	l.TokenCounts = counts
 
+	if err := cl.negotiate(ctx, src.Prompt(0)); err != nil {
+		return nil, err
+	}
+	if len(cl.dropped) > 0 {
+		l.DroppedParams = cl.dropped
+		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
+	}
 	var recW io.Writer
 	if o.RecordsPath != "" {
 		fh, err := os.Create(o.RecordsPath)
@@ -330,7 +377,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
 
-	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress},
+	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: base + "/v1/models"},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
@@ -411,10 +458,10 @@ func prompts(ctx context.Context, cfg results.LoadConfig, server, usageC dataset
 // attempt is one pass of the profile (a sweep may run twice).
 type attempt struct {
 	runs        []results.Run
-	outs        []*rungOut
 	sat         *results.Saturation
 	err         string
 	interrupted bool
+	burst       float64 // best 1 s completion rate of any rung
 }
 
 // executor runs the configured profile's rungs, writing records as each rung ends.
@@ -459,11 +506,11 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	if ex.recW != nil && ex.recErr == nil {
 		ex.recErr = writeRecords(ex.recW, out.recs)
 	}
+	a.burst = max(a.burst, burstReqS(out))
 	for _, r := range out.recs { // keep the figures, drop the per-chunk data
 		r.marks, r.ITLMs = nil, nil
 	}
 	a.runs = append(a.runs, run)
-	a.outs = append(a.outs, out)
 	a.interrupted = a.interrupted || out.interrupted
 	return run
 }
@@ -496,27 +543,27 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 }
 
 // sweep: synchronous -> throughput probe (max concurrency) -> Rates constant rungs at
-// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate), then the
-// saturation analysis.
+// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate; rates are
+// sustained rates, see rungRate), then the saturation analysis.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
 	if ctx.Err() != nil {
 		return
 	}
-	if sync.Requests.Successful == 0 || sync.ReqS <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in its window (errors: %v)", sync.Errors)
+	if rungRate(sync) <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request (errors: %v)", sync.Errors)
 		return
 	}
 	probe := ex.one(ctx, a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
 	if ctx.Err() != nil {
 		return
 	}
-	if probe.Requests.Successful == 0 || probe.ReqS <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request in its window (errors: %v)", probe.Errors)
+	if rungRate(probe) <= 0 {
+		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request (errors: %v)", probe.Errors)
 		return
 	}
-	lo, hi := sync.ReqS, max(probe.ReqS, sync.ReqS)
+	lo, hi := rungRate(sync), max(rungRate(probe), rungRate(sync))
 	var outs []float64
 	for i := 1; i <= c.Rates; i++ {
 		r := ex.one(ctx, a, ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates)), n)
@@ -527,6 +574,22 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	}
 	s := AnalyzeSaturation(outs, probe.OutputTokS)
 	a.sat = &s
+}
+
+// rungRate is a closed-loop rung's sustained request rate, which places the constant rungs: output
+// tok/s ÷ mean output tokens per request, as sustained req/s is defined. Counting completions instead
+// under-reads a window not much longer than a request (none finish during the first E2E), and a ladder
+// placed too low looks unsaturated. With no tokens it falls back to concurrency ÷ mean E2E.
+func rungRate(r results.Run) float64 {
+	switch {
+	case r.Requests.Successful == 0:
+		return 0
+	case r.OutputTokS > 0 && r.MeanOutputTokens > 0:
+		return r.OutputTokS / r.MeanOutputTokens
+	case r.E2E.Mean > 0:
+		return float64(max(r.Concurrency, 1)) / (r.E2E.Mean / 1000)
+	}
+	return r.ReqS
 }
 
 func peak(runs []results.Run) float64 {
@@ -551,9 +614,7 @@ func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Durat
 			l.SustainedReqS = l.PeakOutputTokS / m
 		}
 	}
-	for _, o := range a.outs {
-		l.BurstReqS = max(l.BurstReqS, burstReqS(o))
-	}
+	l.BurstReqS = a.burst
 	d := metrics.Summarize(lags)
 	l.Client = results.ClientCheck{LagP50Ms: d.P50, LagP99Ms: d.P99, LagMaxMs: d.Max, Cores: numCPU()}
 	if wall > 0 {

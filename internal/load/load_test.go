@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,7 +222,7 @@ func TestSweepAndRecords(t *testing.T) {
 	if len(l.Runs) != 7 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
 		t.Fatalf("runs: %d", len(l.Runs))
 	}
-	syncRate, probeRate := l.Runs[0].ReqS, l.Runs[1].ReqS
+	syncRate, probeRate := rungRate(l.Runs[0]), rungRate(l.Runs[1])
 	for i, r := range l.Runs[2:] {
 		want := syncRate + (probeRate-syncRate)*float64(i+1)/5
 		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {
@@ -369,3 +370,87 @@ func countLines(t *testing.T, path string) int {
 }
 
 func promptOf(s string) dataset.Prompt { return dataset.Prompt{Text: s} }
+
+func TestPoissonIsSeeded(t *testing.T) {
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	gaps := func(seed int64) []float64 {
+		o := opts(s.URL, results.LoadConfig{Profile: "poisson", Rate: 60, MaxRequests: 30, OutputTokens: 4, Seed: seed})
+		o.RecordsPath = filepath.Join(t.TempDir(), "r.jsonl")
+		l, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := l.Runs[0]; r.Kind != kindPoisson || r.Requests.Successful != 30 || r.TTFTFromSchedule == nil {
+			t.Fatalf("poisson run %+v", r)
+		}
+		var sched []float64
+		for _, r := range readRecordsT(t, o.RecordsPath) {
+			sched = append(sched, r.ScheduledMs)
+		}
+		slices.Sort(sched)
+		var g []float64
+		for i := 1; i < len(sched); i++ {
+			g = append(g, math.Round((sched[i]-sched[i-1])*1000)/1000)
+		}
+		return g
+	}
+	a, b, c := gaps(5), gaps(5), gaps(6)
+	if !slices.Equal(a, b) {
+		t.Fatalf("same seed, different arrivals:\n%v\n%v", a, b)
+	}
+	if slices.Equal(a, c) {
+		t.Fatal("different seeds, same arrivals")
+	}
+	if slices.Min(a) == slices.Max(a) {
+		t.Fatal("poisson gaps are constant")
+	}
+}
+
+func TestPromptFileAndPerLineOutput(t *testing.T) {
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	p := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(p, []byte("{\"prompt\": \"one two three\", \"output_tokens\": 5}\n{\"prompt\": \"four five\"}\n"), 0o644)
+	l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 4, OutputTokens: 9, Data: p, Warmup: "0"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.Runs[0]
+	if l.TokenCounts != tokensFile || r.Requests.Successful != 4 || r.MeanOutputTokens != 7 || r.MeanPromptTokens != 2.5 {
+		t.Fatalf("counts %q, requests %+v, mean out %v, mean prompt %v", l.TokenCounts, r.Requests, r.MeanOutputTokens, r.MeanPromptTokens)
+	}
+}
+
+func readRecordsT(t *testing.T, path string) []Record {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Record
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var r Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestStrictEndpointGetsPlainRequests(t *testing.T) {
+	f := &fake{model: testModel, ttft: time.Millisecond, itl: time.Millisecond, usage: "final", strict: true}
+	s := f.start(t)
+	l, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(l.DroppedParams, []string{paramContinuous, paramExact}) || l.OutputCounts != countsUsage || l.Runs[0].Requests.Successful != 3 {
+		t.Fatalf("dropped %v counts %q requests %+v", l.DroppedParams, l.OutputCounts, l.Runs[0].Requests)
+	}
+	f.status = 400
+	if _, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3})); err == nil || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Fatalf("an endpoint refusing everything: %v", err)
+	}
+}

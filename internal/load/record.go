@@ -46,6 +46,8 @@ type Record struct {
 	Error           string `json:"error,omitempty"`  // class: http_<code>, timeout, cut_stream, …
 	Detail          string `json:"detail,omitempty"`
 	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
+	// NewConnection: the request opened a connection (it was not reused from the keep-alive pool).
+	NewConnection bool `json:"new_connection,omitempty"`
 
 	sched, start, sent, end time.Duration
 	marks                   []mark
@@ -135,7 +137,7 @@ func (r *Record) derive() {
 	if r.OutputTokens > 1 {
 		r.TPOTMs = (r.E2EMs - r.TTFTMs) / float64(r.OutputTokens-1)
 	}
-	r.ITLMs = r.ITLMs[:0]
+	r.ITLMs = make([]float64, 0, max(r.OutputTokens-1, 0))
 	last := first
 	for _, m := range r.marks[1:] {
 		if m.tok <= 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,11 +68,15 @@ type runner struct {
 	seed      uint64
 	next      atomic.Int64
 	progress  io.Writer
+	modelsURL string // GET target used to open connections before closed-loop rungs ("": none)
 }
 
 // run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
 // interrupted.
 func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
+	if !spec.openLoop() {
+		rn.prewarm(ctx, spec.Concurrency) // before the clock starts
+	}
 	out := &rungOut{spec: spec, start: rn.c.since()}
 	cpu0 := cpuTime()
 	var mu sync.Mutex
@@ -162,6 +167,47 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	return out
 }
 
+// prewarm opens up to n keep-alive connections (GET /v1/models on each, at once) before a closed-loop
+// rung starts, so its first wave measures the server's inference, not TCP handshakes and accept queues.
+// It is bounded to 10 s and best effort: a failure only means the first wave opens its own connections.
+func (rn *runner) prewarm(ctx context.Context, n int) {
+	if rn.modelsURL == "" || n < 2 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// Each answer's body stays unread until every request has its answer, so no connection returns to
+	// the pool early to be reused by another: n requests hold n distinct connections.
+	var wg, answered sync.WaitGroup
+	answered.Add(n)
+	allAnswered := make(chan struct{})
+	go func() { answered.Wait(); close(allAnswered) }()
+	for range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, rn.modelsURL, nil)
+			if err != nil {
+				answered.Done()
+				return
+			}
+			if rn.c.key != "" {
+				req.Header.Set("Authorization", "Bearer "+rn.c.key)
+			}
+			resp, err := rn.c.hc.Do(req)
+			answered.Done()
+			if err != nil {
+				return
+			}
+			select {
+			case <-allAnswered:
+			case <-ctx.Done():
+			}
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+}
+
 // openLoop sends on schedule (constant spacing or seeded Poisson arrivals) until the duration or the
 // request budget ends; each request runs in its own goroutine, at most spec.MaxInFlight at once.
 func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, total int, start time.Duration,
@@ -204,21 +250,27 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	}
 }
 
-// window sets the measured window: it opens when warm-up is over and closes when dispatch stopped (the
+// window sets the measured window: it opens when the first measured (non-warm-up) request is sent, or
+// when a warm-up duration is over, and closes when dispatch stopped (the
 // duration ran out, or the last request was sent); the tail drains outside it. When a request budget
 // ends dispatch so early that the window would hold less than half the work (e.g. every request sent at
 // once), it closes at the last completion instead.
 func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	ws := o.start
-	if spec.WarmupDur > 0 {
-		ws = o.start + spec.WarmupDur
-	}
-	var lastEnd time.Duration
+	var lastEnd, firstMeasured time.Duration = 0, -1
 	for _, r := range o.recs {
-		if r.Warmup && r.end > ws && spec.WarmupDur == 0 {
-			ws = r.end
-		}
 		lastEnd = max(lastEnd, r.end)
+		if !r.Warmup && (firstMeasured < 0 || r.sent < firstMeasured) {
+			firstMeasured = r.sent
+		}
+	}
+	switch {
+	case spec.WarmupDur > 0:
+		ws = o.start + spec.WarmupDur
+	case spec.WarmupReqs > 0 && firstMeasured >= 0:
+		ws = firstMeasured // synchronous: the warm-up's end; concurrent slots: at once
+	case spec.WarmupReqs > 0:
+		ws = lastEnd
 	}
 	we := o.start + spec.Duration
 	switch {

@@ -26,7 +26,8 @@ type sseReader struct {
 }
 
 func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{r: bufio.NewReaderSize(r, 4096)}
+	// Small: the transport below already buffers, and thousands of streams each hold one of these.
+	return &sseReader{r: bufio.NewReaderSize(r, 512)}
 }
 
 // Next returns the next event's data. The slice is valid until the next call. At the end of the stream

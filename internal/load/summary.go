@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/metrics"
@@ -15,6 +16,8 @@ import (
 const (
 	// LagLimit is the p99 lag behind schedule above which a run is client-limited.
 	LagLimit = 10 * time.Millisecond
+	// minLagSamples: below it a lag p99 is one unlucky request, not a pattern.
+	minLagSamples = 50
 	// CPULimit is the share of all cores the client may use before it is deemed saturated.
 	CPULimit = 0.90
 	// bootstrapResamples and ciLevel set the confidence intervals on gated figures.
@@ -45,8 +48,13 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 	if bucket > 0 {
 		buckets = make([]float64, 40)
 	}
+	nITL := 0
 	for _, r := range o.recs {
 		r.derive()
+		nITL += len(r.ITLMs)
+	}
+	itl = make([]float64, 0, nITL)
+	for _, r := range o.recs {
 		for _, m := range r.marks {
 			if m.at >= o.winStart && m.at <= o.winEnd {
 				outInWin += float64(m.tok)
@@ -104,7 +112,8 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 		d := metrics.Summarize(ttftSched)
 		run.TTFTFromSchedule = &d
 	}
-	run.ITL = metrics.Summarize(itl)
+	slices.Sort(itl) // our own pool: sorted in place rather than copied (it can hold millions)
+	run.ITL = metrics.SummarizeSorted(itl)
 	run.TPOT = metrics.Summarize(tpot)
 	run.E2E = metrics.Summarize(e2e)
 	run.ClientLag = metrics.Summarize(lag)
@@ -146,15 +155,15 @@ func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) 
 	return ci
 }
 
-// subsample returns at most n samples of s, drawn without replacement with a seeded generator.
+// subsample returns at most n samples of s, drawn at random (with replacement) by a seeded generator.
 func subsample(s []float64, n int, seed uint64) []float64 {
 	if len(s) <= n {
 		return s
 	}
 	rng := rand.New(rand.NewPCG(seed, 77))
 	out := make([]float64, n)
-	for i, j := range rng.Perm(len(s))[:n] {
-		out[i] = s[j]
+	for i := range out {
+		out[i] = s[rng.IntN(len(s))]
 	}
 	return out
 }
@@ -162,7 +171,7 @@ func subsample(s []float64, n int, seed uint64) []float64 {
 // selfCheck decides whether the client limited the run: lagging its schedule, or short of CPU.
 func selfCheck(lag results.Dist, cpu, wall time.Duration) (bool, string) {
 	cores := runtime.NumCPU()
-	if lag.Count >= 10 && lag.P99 > float64(LagLimit)/1e6 {
+	if lag.Count >= minLagSamples && lag.P99 > float64(LagLimit)/1e6 {
 		return true, fmt.Sprintf("CLIENT-LIMITED: requests left %.1f ms behind schedule at p99 (max %.1f ms; limit %v): the load generator, not the server, set the pace — use fewer streams or a bigger client machine", lag.P99, lag.Max, LagLimit)
 	}
 	if wall > 0 {

@@ -96,7 +96,10 @@ type Load struct {
 	TokenCounts string `json:"token_counts"`
 	// OutputCounts says where output token counts came from: "usage", "continuous_usage_stats", "tokenizer", "chunks".
 	OutputCounts string `json:"output_counts,omitempty"`
-	Runs         []Run  `json:"runs"`
+	// DroppedParams lists optional request parameters the endpoint refused with HTTP 400 and gpuvet
+	// stopped sending: "stream_options.continuous_usage_stats", "min_tokens+ignore_eos", "stream_options".
+	DroppedParams []string `json:"dropped_params,omitempty"`
+	Runs          []Run    `json:"runs"`
 	// Saturation is set for sweeps: a truncated or unsaturated sweep makes throughput a lower bound.
 	Saturation *Saturation `json:"saturation,omitempty"`
 	// Retried: the sweep was unsaturated and ran once more; KeptAttempt is 1 or 2.

@@ -160,3 +160,28 @@ func TestKVBytesAndCapacity(t *testing.T) {
 	}
 	_ = p4
 }
+
+// Open loop below saturation: the seed's L40S reference has TTFT 55–90 ms at its constant-rate
+// rungs (its client adds a few ms of its own). TTFT must grow with the rate and sit within ±25 % of
+// that band on the upper rungs.
+func TestOpenLoopRates(t *testing.T) {
+	g, _ := catalog.LookupGPU("L40S")
+	m, _ := catalog.LookupModel("Qwen/Qwen2.5-3B-Instruct")
+	p, err := NewPerf(g, m, EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := time.Duration(0)
+	for _, rate := range []float64{2, 6, 10, 13} {
+		r := RunVirtual(p, Workload{Prompt: 512, Output: 256, Requests: int(rate * 40), Rate: rate})
+		p95 := Percentile(r.TTFT, 95)
+		t.Logf("L40S Qwen2.5-3B at %4.1f req/s: TTFT p95 %v, ITL p50 %v", rate, p95.Round(100*time.Microsecond), Percentile(r.ITL, 50).Round(100*time.Microsecond))
+		if p95 <= prev {
+			t.Errorf("TTFT p95 at %.0f req/s (%v) should exceed the lower rate's (%v)", rate, p95, prev)
+		}
+		if rate >= 6 && (p95 < 41*time.Millisecond || p95 > 112*time.Millisecond) {
+			t.Errorf("TTFT p95 at %.0f req/s = %v, want within ±25 %% of 55–90 ms", rate, p95)
+		}
+		prev = p95
+	}
+}

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -91,6 +90,9 @@ func (r *realtime) loop() {
 			}
 		}
 		d, emitted, _ := r.eng.Step()
+		if d == 0 {
+			d = time.Millisecond // nothing could be scheduled (cannot happen with a valid Perf): never spin
+		}
 		out = out[:0]
 		for _, s := range emitted {
 			out = append(out, delivery{s, s.generated, s.generated >= s.MaxOut})
@@ -121,16 +123,19 @@ func (r *realtime) loop() {
 }
 
 // fixed produces tokens on a fixed schedule: token k of a request is due at
-// arrival + TTFT + (k−1)·ITL (each gap scaled by 1 ± jitter), with no load effects. One goroutine and
-// one timer serve every stream: it sleeps until the earliest due token and releases everything due
-// within the next half millisecond, so 2,000 streams cost a few thousand wake-ups a second.
+// arrival + TTFT + (k−1)·ITL (each gap scaled by 1 ± jitter), with no load effects. One goroutine
+// and one 1 ms ticker serve every stream through a timing wheel (a ring of 1 ms slots): each tick
+// releases the tokens of the slots that have come due (never early, at most a tick late), so 2,000
+// streams cost a thousand wake-ups a second, not one timer per token.
 type fixed struct {
-	mu   sync.Mutex
-	h    dueHeap
-	wake chan struct{}
-	quit chan struct{}
-	done chan struct{}
-	live int
+	mu     sync.Mutex
+	slots  [][]*due // ring of wheelSlots 1 ms slots, indexed by absolute ms & wheelMask
+	far    []*due   // due beyond the ring's horizon (long TTFT or ITL)
+	cursor int64    // next absolute ms slot to release
+	live   int
+	wake   chan struct{}
+	quit   chan struct{}
+	done   chan struct{}
 }
 
 type due struct {
@@ -141,31 +146,39 @@ type due struct {
 	rng    *rand.Rand
 }
 
-type dueHeap []*due
-
-func (h dueHeap) Len() int           { return len(h) }
-func (h dueHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h dueHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *dueHeap) Push(x any)        { *h = append(*h, x.(*due)) }
-func (h *dueHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-const batchWindow = 500 * time.Microsecond
+const (
+	wheelSlots = 1 << 12 // 4.096 s of 1 ms slots
+	wheelMask  = wheelSlots - 1
+	tick       = time.Millisecond
+)
 
 func newFixed() *fixed {
-	f := &fixed{wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
+	f := &fixed{slots: make([][]*due, wheelSlots), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+		cursor: slotOf(time.Now())}
 	go f.loop()
 	return f
 }
 
+// slotOf is the absolute ms slot a due time belongs to, rounded up so no token leaves early.
+func slotOf(t time.Time) int64 { return (t.UnixNano() + int64(tick) - 1) / int64(tick) }
+
+// place files d in its slot, or in far when beyond the horizon. Callers hold mu.
+func (f *fixed) place(d *due) {
+	slot := max(slotOf(d.at), f.cursor)
+	if slot-f.cursor >= wheelSlots {
+		f.far = append(f.far, d)
+		return
+	}
+	f.slots[slot&wheelMask] = append(f.slots[slot&wheelMask], d)
+}
+
 func (f *fixed) add(s *Seq, ttft, itl time.Duration, jitter float64, rng *rand.Rand) {
-	first := jittered(ttft, jitter, rng)
+	d := &due{at: time.Now().Add(jittered(ttft, jitter, rng)), s: s, itl: itl, jitter: jitter, rng: rng}
 	f.mu.Lock()
-	heap.Push(&f.h, &due{at: time.Now().Add(first), s: s, itl: itl, jitter: jitter, rng: rng})
+	if f.live == 0 {
+		f.cursor = slotOf(time.Now()) // the wheel was idle: its cursor is stale
+	}
+	f.place(d)
 	f.live++
 	f.mu.Unlock()
 	select {
@@ -196,55 +209,80 @@ func (f *fixed) close() {
 
 func (f *fixed) loop() {
 	defer close(f.done)
-	timer := time.NewTimer(time.Hour)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
 	for {
 		f.mu.Lock()
-		if len(f.h) == 0 {
-			f.mu.Unlock()
+		idle := f.live == 0
+		if idle {
+			f.cursor = slotOf(time.Now())
+		}
+		f.mu.Unlock()
+		if idle {
+			ticker.Stop()
 			select {
 			case <-f.wake:
-				continue
+				ticker.Reset(tick)
 			case <-f.quit:
 				return
 			}
 		}
-		now := time.Now()
-		horizon := now.Add(batchWindow)
-		for len(f.h) > 0 && f.h[0].at.Before(horizon) {
-			d := f.h[0]
+		f.release(time.Now())
+		select {
+		case <-ticker.C:
+		case <-f.wake:
+		case <-f.quit:
+			return
+		}
+	}
+}
+
+// release hands out every token due by now.
+func (f *fixed) release(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := now.UnixNano() / int64(tick)
+	for ; f.cursor <= last; f.cursor++ {
+		if f.cursor&wheelMask == 0 && len(f.far) > 0 {
+			f.refill() // once per revolution, bring far entries into the ring
+		}
+		k := f.cursor & wheelMask
+		// Index loop: an entry whose next token is due in this same slot is appended and released now.
+		for i := 0; i < len(f.slots[k]); i++ {
+			d := f.slots[k][i]
 			s := d.s
 			if s.gone.Load() {
-				heap.Pop(&f.h)
 				f.live--
 				continue
 			}
 			g := s.Generated.Add(1)
 			if int(g) >= s.MaxOut {
-				s.Done.Store(true)
-				heap.Pop(&f.h)
+				s.Done.Store(true) // before the notification: the handler may look at once
+				notify(s)
 				f.live--
-			} else {
-				// Next token is scheduled from the previous due time, not from now: no drift.
-				d.at = d.at.Add(jittered(d.itl, d.jitter, d.rng))
-				heap.Fix(&f.h, 0)
+				continue
 			}
 			notify(s)
+			// Next token from the previous due time, not from now: no drift.
+			d.at = d.at.Add(jittered(d.itl, d.jitter, d.rng))
+			f.place(d)
 		}
-		var wait time.Duration
-		if len(f.h) > 0 {
-			wait = time.Until(f.h[0].at)
-		}
-		f.mu.Unlock()
-		if wait <= 0 {
-			continue
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-f.wake:
-			timer.Stop() // Go ≥ 1.23: no stale tick can be received after Stop
-		case <-f.quit:
-			return
+		clear(f.slots[k])
+		f.slots[k] = f.slots[k][:0]
+	}
+}
+
+// refill moves far entries that are now within the ring's horizon into it.
+func (f *fixed) refill() {
+	keep := f.far[:0]
+	far := f.far
+	f.far = nil
+	for _, d := range far {
+		if slotOf(d.at)-f.cursor < wheelSlots {
+			f.place(d)
+		} else {
+			keep = append(keep, d)
 		}
 	}
+	f.far = append(f.far, keep...)
 }

@@ -33,6 +33,7 @@ type Fleet struct {
 
 type vgpu struct {
 	busy     time.Duration // engine busy time since the last sample
+	usedMiB  int64         // memory an attached engine holds (weights + KV cache, as vLLM reserves it)
 	active   int           // fixed-mode streams in flight (no engine steps to count)
 	lastAt   time.Time
 	util     float64 // smoothed utilisation 0..1
@@ -117,10 +118,12 @@ func (f *Fleet) idleW() float64 {
 func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 	out := make([]results.GPUInfo, f.cfg.Count)
 	for i := range out {
-		s, _ := f.Sample(i)
+		s, _ := f.sample(i, false) // an inventory read must not reset a sampler's window
 		limit, draw := f.gpu.TDPW, s.PowerW
 		maxClk, clk, temp := f.maxClock(), s.SMClockMHz, s.TempC
-		used := int64(0)
+		f.mu.Lock()
+		used := f.gpus[i].usedMiB
+		f.mu.Unlock()
 		persist, ecc := true, true
 		zero := int64(0)
 		out[i] = results.GPUInfo{
@@ -159,6 +162,13 @@ func (f *Fleet) addBusy(i int, d time.Duration) {
 	f.mu.Unlock()
 }
 
+// setUsed records the memory an attached engine holds on GPU i (0 when it stops).
+func (f *Fleet) setUsed(i int, mib int64) {
+	f.mu.Lock()
+	f.gpus[i].usedMiB = mib
+	f.mu.Unlock()
+}
+
 // addActive counts fixed-mode streams on GPU i (no engine steps to measure load by).
 func (f *Fleet) addActive(i, delta int) {
 	f.mu.Lock()
@@ -170,7 +180,10 @@ func (f *Fleet) addActive(i, delta int) {
 // the previous sample (fixed mode: streams in flight ÷ 64), power goes from idle to the limit with
 // it, the SM clock sags under the power cap, temperature approaches 30 °C + 50 °C × utilisation with
 // a 20 s time constant.
-func (f *Fleet) Sample(i int) (results.PowerSample, error) {
+func (f *Fleet) Sample(i int) (results.PowerSample, error) { return f.sample(i, true) }
+
+// sample reads GPU i; consume starts a new utilisation window (Sample), else the window goes on.
+func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	if err := f.check(i); err != nil {
 		return results.PowerSample{}, err
 	}
@@ -192,8 +205,11 @@ func (f *Fleet) Sample(i int) (results.PowerSample, error) {
 		dt = 0
 	}
 	target := ambientC + 5 + 50*util
-	g.tempC += (target - g.tempC) * (1 - math.Exp(-dt/20))
-	g.busy, g.lastWall, g.sampled, g.util = 0, now, true, util
+	temp := g.tempC + (target-g.tempC)*(1-math.Exp(-dt/20))
+	if consume {
+		g.tempC = temp
+		g.busy, g.lastWall, g.sampled, g.util = 0, now, true, util
+	}
 
 	power := f.idleW() + (f.gpu.TDPW*0.97-f.idleW())*util
 	clk := float64(f.maxClock()) * (1 - 0.1*util)
@@ -205,7 +221,7 @@ func (f *Fleet) Sample(i int) (results.PowerSample, error) {
 		reasons = 0x4
 	}
 	return results.PowerSample{T: now.Sub(f.start).Seconds(), PowerW: math.Round(power*10) / 10,
-		SMClockMHz: int(clk), TempC: int(math.Round(g.tempC)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
+		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
 }
 
 // Speed is GPU i's speed relative to a healthy one: 1.0, or 1 − StragglerPct/100 for the straggler.

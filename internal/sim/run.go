@@ -54,7 +54,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	fleet, err := NewFleet(FleetConfig{GPU: gpu, Count: o.GPUs, StragglerIndex: o.StragglerIndex, StragglerPct: o.StragglerPct, Seed: o.Seed})
 	if err != nil {
-		return &UsageError{fmt.Errorf("--%s", err)}
+		return &UsageError{flagErr(err)}
 	}
 	defer fleet.Close()
 	var traceFile *os.File
@@ -84,7 +84,7 @@ func Run(ctx context.Context, o RunOptions) error {
 		s, err := Listen(cfg, net.JoinHostPort(o.Host, strconv.Itoa(port)))
 		if err != nil {
 			if g == 0 && !strings.HasPrefix(err.Error(), "listen on") {
-				return &UsageError{fmt.Errorf("--%s", err)}
+				return &UsageError{flagErr(err)}
 			}
 			return err
 		}
@@ -98,6 +98,25 @@ func Run(ctx context.Context, o RunOptions) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// flagErr renames the field a library error starts with to the CLI flag that sets it.
+func flagErr(err error) error {
+	msg := err.Error()
+	for _, r := range []struct{ field, flag string }{
+		{"gpu:", "--gpu:"}, {"count:", "--gpus:"}, {"straggler index:", "--straggler:"}, {"straggler pct:", "--straggler-pct:"},
+		{"model:", "--model:"}, {"jitter:", "--jitter:"}, {"ttft/itl:", "--ttft/--itl:"}, {"fault-", "--fault-"},
+		{"stall / slow-start:", "--fault-stall-for / --slow-start:"}, {"gpu_memory_utilization:", "--gpu-memory-utilization:"},
+		{"engine config:", "--tp/--max-num-seqs/--max-num-batched-tokens:"},
+	} {
+		if strings.HasPrefix(msg, r.field) {
+			return fmt.Errorf("%s%s", r.flag, msg[len(r.field):])
+		}
+	}
+	if strings.Contains(msg, "does not fit on") {
+		return fmt.Errorf("--model/--gpu/--tp: %s", msg)
+	}
+	return err
 }
 
 func (s *Server) kvTokens() int {

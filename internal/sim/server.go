@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -69,6 +70,8 @@ type Server struct {
 	created   int64
 	modelJSON string // the served model name, JSON-encoded
 	name      string // trace label when several servers share a trace file
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewServer checks cfg and builds the server without listening (Handler serves it).
@@ -141,6 +144,12 @@ func NewServer(cfg Config) (*Server, error) {
 			}
 		}
 		s.drv = newRealtime(NewEngine(p), onStep)
+		if f := cfg.Fleet; f != nil {
+			// vLLM reserves gpu_memory_utilization of every GPU at start, whatever the load.
+			for i := cfg.GPUIndex; i < cfg.GPUIndex+p.Cfg.TP; i++ {
+				f.setUsed(i, int64(g.MemoryGiB*1024*p.Cfg.GPUMemUtil))
+			}
+		}
 	}
 	s.tok = newTokenizer(max(s.model.Vocab, 1))
 	s.metrics = newMetrics()
@@ -173,8 +182,13 @@ func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
 // Addr is the listening address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close stops serving (open streams are cut) and flushes the trace.
+// Close stops serving (open streams are cut) and flushes the trace. Calling it again is a no-op.
 func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
 	var err error
 	if s.hs != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -184,6 +198,11 @@ func (s *Server) Close() error {
 		}
 	}
 	s.drv.close()
+	if f := s.cfg.Fleet; f != nil && s.perf != nil {
+		for i := s.cfg.GPUIndex; i < s.cfg.GPUIndex+s.perf.Cfg.TP; i++ {
+			f.setUsed(i, 0)
+		}
+	}
 	if s.trace != nil {
 		if e := s.trace.flush(); e != nil && err == nil {
 			err = e
@@ -204,6 +223,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /metrics", s.metricsHandler)
 	mux.HandleFunc("GET /sim/gpus", s.fleetHandler)
 	mux.HandleFunc("GET /sim/sample", s.fleetHandler)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"}) // FastAPI's shape, as vLLM answers
+	})
 	mux.HandleFunc("GET /version", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, map[string]string{"version": "0.17.1+gpuvet.sim"})
 	})
@@ -363,6 +385,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	n := s.reqs.Add(1)
 	body, e := readBody(w, r)
 	if e != nil {
+		s.traceError(arrival, n, chat, nil, e.Status, "")
 		writeErr(w, e)
 		return
 	}
@@ -371,13 +394,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		e = s.checkModel(req.Model)
 	}
 	if e != nil {
+		s.traceError(arrival, n, chat, req, e.Status, "")
 		writeErr(w, e)
 		return
 	}
 	p := s.decide(req, n)
 	if fe := p.fault.httpError(); fe != nil {
 		s.metrics.failed(fe.Status)
-		s.traceError(arrival, n, req, fe.Status, p.fault.name())
+		s.traceError(arrival, n, chat, req, fe.Status, p.fault.name())
 		writeErr(w, fe)
 		return
 	}

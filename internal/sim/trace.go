@@ -8,8 +8,9 @@ import (
 	"time"
 )
 
-// TraceRecord is the ground truth of one request, one JSON line of --trace FILE, written when the
-// request ends (finished, failed, cut or abandoned by its client).
+// TraceRecord is the ground truth of one request (refused ones too: 4xx, injected 5xx/429), one JSON
+// line of --trace FILE, written when the request ends (finished, failed, cut or abandoned by its
+// client).
 type TraceRecord struct {
 	ID               uint64    `json:"id"`               // the server's request counter (1-based, arrival order)
 	Server           string    `json:"server,omitempty"` // the endpoint's address, when several share a file

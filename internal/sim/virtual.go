@@ -6,12 +6,14 @@ import (
 )
 
 // Workload is a closed-loop load: Concurrency clients, each sending its next request the moment
-// its previous one ends, Requests in all, every one with the same prompt and output length.
+// its previous one ends, Requests in all, every one with the same prompt and output length. With
+// Rate > 0 it is open-loop instead: one request every 1/Rate seconds, whatever is in flight.
 type Workload struct {
 	Concurrency int
 	Prompt      int
 	Output      int
 	Requests    int
+	Rate        float64 // requests per second (open loop); 0: closed loop
 }
 
 // VirtualResult is what a client would have measured, in the engine's virtual time.
@@ -73,8 +75,14 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 		tracks[s] = &track{sent: at}
 		queue = append(queue, pending{at + api, s})
 	}
-	for range min(w.Concurrency, w.Requests) {
-		send(0)
+	if w.Rate > 0 {
+		for i := range w.Requests {
+			send(time.Duration(float64(i) / w.Rate * 1e9))
+		}
+	} else {
+		for range min(w.Concurrency, w.Requests) {
+			send(0)
+		}
 	}
 	for len(res.E2E) < w.Requests {
 		// Requests that reached the engine by now join before the next step.
@@ -107,7 +115,9 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 		for _, s := range finished {
 			res.E2E = append(res.E2E, now-tracks[s].sent)
 			delete(tracks, s)
-			send(now)
+			if w.Rate == 0 {
+				send(now)
+			}
 		}
 	}
 	res.Duration = lastTok

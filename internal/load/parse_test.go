@@ -1,0 +1,224 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func events(t *testing.T, r io.Reader) ([]string, error) {
+	t.Helper()
+	s := newSSEReader(r)
+	var out []string
+	for {
+		d, err := s.Next()
+		if err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return out, err
+		}
+		out = append(out, string(d))
+	}
+}
+
+func TestSSEReader(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     []string
+	}{
+		{"plain", "data: a\n\ndata: b\n\n", []string{"a", "b"}},
+		{"CRLF and no space", "data:a\r\n\r\ndata: b\r\n\r\n", []string{"a", "b"}},
+		{"comments and other fields", ": ping\n\nevent: x\nid: 3\ndata: a\n\nretry: 5\n\n", []string{"a"}},
+		{"multi-line data", "data: a\ndata: b\n\n", []string{"a\nb"}},
+		{"last event without blank line", "data: a\n\ndata: b", []string{"a", "b"}},
+		{"blank lines only", "\n\n\n", nil},
+		{"field without colon", "data\n\n", []string{""}},
+	}
+	for _, c := range cases {
+		for _, r := range []io.Reader{strings.NewReader(c.in), iotest.OneByteReader(strings.NewReader(c.in))} {
+			got, err := events(t, r)
+			if err != nil || strings.Join(got, "|") != strings.Join(c.want, "|") || len(got) != len(c.want) {
+				t.Errorf("%s: got %q, %v; want %q", c.name, got, err, c.want)
+			}
+		}
+	}
+	long := "data: " + strings.Repeat("x", maxSSELine+10) + "\n\n"
+	if _, err := events(t, strings.NewReader(long)); err != errLineTooLong {
+		t.Errorf("over-long line: %v", err)
+	}
+}
+
+func TestParseChunk(t *testing.T) {
+	cases := []struct {
+		name, in     string
+		text         int
+		choices      bool
+		usage        bool
+		finish, errs string
+		bad          bool
+	}{
+		{"role only", `{"choices":[{"delta":{"role":"assistant","content":""}}]}`, 0, true, false, "", "", false},
+		{"content", `{"choices":[{"delta":{"content":"hello"}}]}`, 5, true, false, "", "", false},
+		{"reasoning", `{"choices":[{"delta":{"reasoning_content":"hmm"}}]}`, 3, true, false, "", "", false},
+		{"completion text", `{"choices":[{"text":"ab","finish_reason":"length"}]}`, 2, true, false, "length", "", false},
+		{"usage only", `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}}`, 0, false, true, "", "", false},
+		{"error object", `{"error":{"message":"overloaded","code":503}}`, 0, false, false, "", "overloaded", false},
+		{"error string", `{"error":"boom"}`, 0, false, false, "", `"boom"`, false},
+		{"null content", `{"choices":[{"delta":{"content":null}}]}`, 0, true, false, "", "", false},
+		{"truncated JSON", `{"choices":[{"delta":{"content":"a"`, 0, false, false, "", "", true},
+		{"not an object", `[1,2]`, 0, false, false, "", "", true},
+		{"negative usage", `{"usage":{"prompt_tokens":-1,"completion_tokens":2}}`, 0, false, false, "", "", true},
+		{"content of wrong type", `{"choices":[{"delta":{"content":5}}]}`, 0, false, false, "", "", true},
+	}
+	for _, c := range cases {
+		ch, err := parseChunk([]byte(c.in))
+		if (err != nil) != c.bad {
+			t.Errorf("%s: err %v, want bad=%v", c.name, err, c.bad)
+			continue
+		}
+		if c.bad {
+			continue
+		}
+		if ch.TextBytes != c.text || ch.HasChoices != c.choices || (ch.Usage != nil) != c.usage || ch.Finish != c.finish || ch.Err != c.errs {
+			t.Errorf("%s: %+v", c.name, ch)
+		}
+	}
+}
+
+func TestParseProm(t *testing.T) {
+	in := `# HELP vllm:num_requests_running Number of requests running.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="1",model_name="m"} 2
+vllm:num_requests_waiting{model_name="m",path="a}b"} 7 1700000000000
+vllm:kv_cache_usage_perc 0.5
+other_metric 9
+`
+	want := map[string]bool{"vllm:num_requests_running": true, "vllm:num_requests_waiting": true, "vllm:kv_cache_usage_perc": true}
+	got, err := parseProm(strings.NewReader(in), want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["vllm:num_requests_running"] != 5 || got["vllm:num_requests_waiting"] != 7 || got["vllm:kv_cache_usage_perc"] != 0.5 || len(got) != 3 {
+		t.Fatalf("got %v", got)
+	}
+	for _, bad := range []string{"vllm:num_requests_running{a=\"b\" 3\n", "vllm:num_requests_running x\n", "vllm:num_requests_running\n"} {
+		if _, err := parseProm(strings.NewReader(bad), want); err == nil {
+			t.Errorf("parseProm(%q): no error", bad)
+		}
+	}
+}
+
+func TestSplitByBytes(t *testing.T) {
+	m := []mark{{bytes: 10}, {bytes: 30}, {bytes: 0}, {bytes: 20}}
+	splitByBytes(m, 13)
+	sum := 0
+	for _, x := range m {
+		sum += int(x.tok)
+		if x.tok < 0 {
+			t.Fatal("negative share")
+		}
+	}
+	if sum != 13 || m[1].tok < m[0].tok {
+		t.Fatalf("split %+v", m)
+	}
+}
+
+func FuzzSSEReader(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte(": c\r\ndata:a\r\ndata:b\r\n\r\n"))
+	f.Add([]byte("data"))
+	f.Add([]byte("\r\r\n\n:"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := newSSEReader(bytes.NewReader(b))
+		total := 0
+		for range len(b) + 2 {
+			d, err := s.Next()
+			if err != nil {
+				return
+			}
+			total += len(d)
+			if total > len(b) {
+				t.Fatalf("events carry %d bytes from %d of input", total, len(b))
+			}
+		}
+		t.Fatal("more events than input bytes")
+	})
+}
+
+func FuzzParseChunk(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"delta":{"content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":2}}`))
+	f.Add([]byte(`{"error":{"message":"x"}}`))
+	f.Add([]byte(`{"choices":[{"text":"a","finish_reason":"stop"}]}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parseChunk(b)
+		if err != nil {
+			return
+		}
+		if c.TextBytes < 0 || c.TextBytes > len(b) {
+			t.Fatalf("text bytes %d from %d input bytes", c.TextBytes, len(b))
+		}
+		if c.Usage != nil && (c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0) {
+			t.Fatalf("negative usage accepted: %+v", c.Usage)
+		}
+	})
+}
+
+func FuzzParseProm(f *testing.F) {
+	f.Add([]byte("vllm:num_requests_running{a=\"b\"} 3\n# x\n"))
+	f.Add([]byte("vllm:kv_cache_usage_perc NaN\n"))
+	f.Add([]byte("{\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := map[string]bool{"vllm:num_requests_running": true, "vllm:kv_cache_usage_perc": true}
+		got, err := parseProm(bytes.NewReader(b), want)
+		if err == nil {
+			for k := range got {
+				if !want[k] {
+					t.Fatalf("unwanted metric %q returned", k)
+				}
+			}
+		}
+	})
+}
+
+// FuzzRecordDerive feeds arbitrary streams through the client's finalize/derive path via a fake body.
+func FuzzStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"), 1)
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[],\"usage\":{\"completion_tokens\":9}}\n\ndata: [DONE]\n\n"), 9)
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"completion_tokens\":5}}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"b\"}}],\"usage\":{\"completion_tokens\":2}}\n\n"), 3)
+	f.Fuzz(func(t *testing.T, body []byte, want int) {
+		cl := &client{stall: 1e9}
+		rec := &Record{RequestedTokens: want}
+		ctx, cancel := contextWithCancelCause()
+		defer cancel(nil)
+		cl.stream(ctx, cancel, bytes.NewReader(body), rec)
+		rec.derive()
+		for _, g := range rec.ITLMs {
+			if g < 0 {
+				t.Fatalf("negative ITL %v", g)
+			}
+		}
+		if rec.Error == "" && !rec.Incomplete && rec.OutputTokens < want {
+			t.Fatalf("short output %d < %d not flagged", rec.OutputTokens, want)
+		}
+	})
+}
+
+func contextWithCancelCause() (context.Context, context.CancelCauseFunc) {
+	return context.WithCancelCause(context.Background())
+}
+
+func BenchmarkParseChunk(b *testing.B) {
+	c := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"Qwen/Qwen3-8B","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":512,"total_tokens":600,"completion_tokens":88}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := parseChunk(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

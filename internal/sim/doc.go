@@ -1,0 +1,61 @@
+// Package sim is gpuvet's simulated GPU serving an LLM: a server that behaves like vLLM serving a
+// given model on a given GPU, closely enough that a curve measured against it has the right shape
+// and scale, and virtual GPUs that a health phase can read.
+//
+// # Performance model
+//
+// Engine is vLLM's V1 scheduler in miniature (continuous batching up to MaxNumSeqs, chunked prefill
+// under a per-step token budget, a paged KV cache sized from GPU memory × gpu_memory_utilization −
+// weights − an activation reserve, requests queued when it is full, recompute preemption). Each step
+// costs max(FLOPs / (BF16 peak × MFU), bytes / (HBM × MBU)) + all-reduces (TP > 1) + fixed and
+// per-sequence overheads, on the Perf roofline of a catalog GPU and model. Tokens leave at step
+// boundaries. RunVirtual drives the engine in virtual time (calibration tests, no sleeping);
+// Listen drives the same engine in wall time behind HTTP.
+//
+// # Fixed mode
+//
+// Config.TTFT / Config.ITL (optionally Jitter) give exact latencies with no load effects, for any
+// model name. One goroutine and one timer release every stream's tokens.
+//
+// # API for other packages
+//
+//	srv, err := sim.Listen(sim.Config{GPU: "H100", Model: "Qwen/Qwen3-8B"}, "127.0.0.1:0")
+//	srv.URL()    // "http://127.0.0.1:PORT"; OpenAI base URL()+"/v1"
+//	srv.Close()
+//
+//	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: "H200", Count: 8, StragglerIndex: -1, Seed: 1})
+//	fleet.GPUs()                       // []results.GPUInfo, as NVML would give it
+//	fleet.Sample(i)                    // results.PowerSample following GPU i's engine load
+//	fleet.Speed(i)                     // 1.0, or 1 − StragglerPct/100
+//	fleet.Microbench(i, "gemm_bf16")   // datasheet peak × typical efficiency × Speed(i) ± 1 %
+//	srv, err := sim.Listen(sim.Config{Model: "Qwen/Qwen3-8B", Fleet: fleet, GPUIndex: i}, addr)
+//
+// A server attached to GPU i (Config.Fleet, Config.GPUIndex; with Engine.TP = N it occupies GPUs
+// i..i+N−1) moves those GPUs' power, clock and temperature with its load, and runs at the speed of
+// its slowest GPU. Run is `gpuvet sim`: a fleet plus one server per GPU or TP group on consecutive
+// ports. A server on a fleet also serves GET /sim/gpus and GET /sim/sample?gpu=I (JSON) for readers
+// in another process.
+//
+// # HTTP surface (vLLM's OpenAI-compatible server)
+//
+// GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream or not; usage with
+// stream_options.include_usage and continuous_usage_stats; max_tokens, max_completion_tokens,
+// min_tokens, ignore_eos, temperature, seed), POST /tokenize, POST /detokenize, GET /health,
+// GET /metrics (vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
+// vllm:prompt_tokens_total, vllm:generation_tokens_total, vllm:time_to_first_token_seconds,
+// vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds, …), GET /version. Errors are
+// vLLM's JSON: {"error": {"message", "type", "param", "code"}}; 404 for an unknown model, 400 when
+// prompt + max_tokens exceed the context.
+//
+// Without ignore_eos a request stops on its own after 64–511 tokens (derived from its text and
+// seed; finish_reason "stop"), never before min_tokens, never after max_tokens ("length").
+//
+// Tokens are counted by the simulator's own tokenizer (see tokenizer.go): pieces of at most 4 bytes
+// that break before whitespace; /tokenize and usage.prompt_tokens always agree.
+//
+// # Faults and ground truth
+//
+// Faults (per-request rates of 500, 429, cut streams, stalls, malformed SSE events; slow start) are
+// drawn from Config.Seed and the request's arrival number. Config.Trace receives one TraceRecord per
+// request (arrival, each token's send time, counts, the fault that hit it).
+package sim
