@@ -35,12 +35,20 @@ func (f *configFlags) plan(extra ...config.Flag) (*config.Plan, error) {
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
 	var cf configFlags
+	var pf planFlags
 	show := &cobra.Command{
 		Use:   "show",
 		Short: "Print the resolved plan: every value with its source (default, env, file, recipe, flag)",
-		Args:  cobra.NoArgs,
+		Long: `Prints the plan 'gpuvet run' would use with the same -c, --set and flags: one key a line, its
+value, and where it came from (default, default(sim), env:GPUVET_…, config:FILE, recipe:FILE, flag:…).
+Bad input exits 2 with the file, the key path and what is allowed. See docs/config.md.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := cf.plan()
+			set, err := pf.configFlags(cmd)
+			if err != nil {
+				return err
+			}
+			p, err := cf.plan(set...)
 			if err != nil {
 				return err
 			}
@@ -49,6 +57,7 @@ func newConfigCmd() *cobra.Command {
 		},
 	}
 	cf.register(show)
+	pf.register(show)
 	cmd.AddCommand(show)
 	return cmd
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -105,7 +106,6 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"flag:--set", "load.nope", "allowed here"}},
 		{"set no equals", "", []string{"load.rates"}, nil, []string{"--set", "want key=value"}},
 		{"set impossible", "", []string{"engine.gpu_memory_utilization=1.5"}, nil, []string{"flag:--set", "engine.gpu_memory_utilization", "(0, 1]"}},
-		{"env typo", "", nil, []string{"GPUVET_LOAD_RATEZ=3"}, []string{"GPUVET_LOAD_RATEZ", "unknown variable"}},
 		{"env wrong type", "", nil, []string{"GPUVET_LOAD_RATES=x"}, []string{"GPUVET_LOAD_RATES", "want an integer"}},
 		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
 		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
@@ -131,6 +131,16 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestUnknownEnvIsNotedNotSilent(t *testing.T) {
+	p, err := Load(Options{Environ: []string{"GPUVET_LOAD_RATEZ=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "GPUVET_LOAD_RATEZ") {
+		t.Errorf("notes: %v", p.Notes)
 	}
 }
 
@@ -205,7 +215,7 @@ func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Config.Load.MaxDuration.D().Seconds() != 3 || p.Source("load.max_duration") != "default(sim)" {
+	if p.Config.Load.MaxDuration.D().Seconds() != 4 || p.Source("load.max_duration") != "default(sim)" || p.Config.Load.OutputTokens != 128 {
 		t.Errorf("sim profile not applied: %v %s", p.Config.Load.MaxDuration, p.Source("load.max_duration"))
 	}
 	if p.Config.Load.Rates != 6 {
@@ -310,6 +320,35 @@ func TestAcceleratorMatches(t *testing.T) {
 	for _, tt := range tests {
 		if got := acceleratorMatches(tt.key, tt.name); got != tt.want {
 			t.Errorf("acceleratorMatches(%q, %q) = %v", tt.key, tt.name, got)
+		}
+	}
+}
+
+// TestDocsExampleIsCompleteAndTrue keeps docs/config.md honest: its full example must load, set
+// every key, and hold exactly the built-in defaults.
+func TestDocsExampleIsCompleteAndTrue(t *testing.T) {
+	md, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(md), "## Full example")
+	if !ok {
+		t.Fatal("docs/config.md has no full example section")
+	}
+	_, block, _ := strings.Cut(rest, "```yaml\n")
+	block, _, _ = strings.Cut(block, "```")
+	f := write(t, "example.yaml", block)
+	p, err := Load(Options{Files: []string{f}})
+	if err != nil {
+		t.Fatalf("the documented example does not load: %v", err)
+	}
+	def, _ := Load(Options{})
+	if !reflect.DeepEqual(p.Config, def.Config) {
+		t.Errorf("the documented example differs from the defaults:\ndoc: %+v\ndef: %+v", p.Config, def.Config)
+	}
+	for _, l := range p.Leaves() {
+		if l.Source != "config:"+f && l.Value != "{}" {
+			t.Errorf("key %s is not in the documented example", l.Path)
 		}
 	}
 }

@@ -257,8 +257,11 @@ func envKeys() map[string]string {
 	return out
 }
 
-// applyEnv reads GPUVET_<PATH> variables. An unknown GPUVET_ variable is an error (a typo would
-// otherwise be silently ignored).
+// otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys).
+var otherEnv = map[string]bool{"GPUVET_CHROMIUM": true}
+
+// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is ignored with a
+// note (shown by `gpuvet config show` and in the summary's caveats), so a typo does not go unseen.
 func (p *Plan) applyEnv(environ []string) error {
 	keys := envKeys()
 	var names []string
@@ -275,7 +278,10 @@ func (p *Plan) applyEnv(environ []string) error {
 	for _, k := range names {
 		path, ok := keys[k]
 		if !ok {
-			return &Error{Source: "env " + k, Msg: "unknown variable: GPUVET_<KEY> maps to a config key (e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency); see `gpuvet config show`"}
+			if !otherEnv[k] && !strings.HasPrefix(k, "GPUVET_TEST_") {
+				p.Notes = append(p.Notes, fmt.Sprintf("environment variable %s is not a config key and was ignored (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency)", k))
+			}
+			continue
 		}
 		if err := p.set(path, vals[k], "env:"+k); err != nil {
 			return err

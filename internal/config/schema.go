@@ -91,12 +91,12 @@ type LoadProfile struct {
 
 // Gates are the absolute SLO gates; null disables one.
 type Gates struct {
-	TTFTP95Ms          *float64 `yaml:"ttft_p95_ms"`
-	ITLP95Ms           *float64 `yaml:"itl_p95_ms"`
-	MinThroughputReqS  *float64 `yaml:"min_throughput_req_s"`
+	TTFTP95Ms         *float64 `yaml:"ttft_p95_ms"`
+	ITLP95Ms          *float64 `yaml:"itl_p95_ms"`
+	MinThroughputReqS *float64 `yaml:"min_throughput_req_s"`
 	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
-	AICRMaxTTFTP99Ms      *float64 `yaml:"aicr_max_ttft_p99_ms"`
-	AICRTolerancePct   float64  `yaml:"aicr_tolerance_pct"`
+	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms"`
+	AICRTolerancePct  float64  `yaml:"aicr_tolerance_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
 }
@@ -271,10 +271,14 @@ func Defaults() Config {
 }
 
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
-// first command finishes in a minute or two on a small machine. Recorded with source "default(sim)".
+// first command finishes in about two minutes on a small machine: shorter windows, shorter
+// requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; set any
+// load.* key to run the seed's full profile on the simulator.
 var simDefaults = map[string]any{
-	"load.max_duration":    "3s",
+	"load.max_duration":    "4s",
 	"load.rates":           4,
 	"load.max_concurrency": 32,
+	"load.prompt_tokens":   256,
+	"load.output_tokens":   128,
 	"health.burn":          "0s",
 }

@@ -31,6 +31,9 @@ type Spec struct {
 	// Secrets are not passed here: the engine inherits them from gpuvet's own environment.
 	Env     map[string]string
 	LogPath string // stdout+stderr, redacted
+	// TokenEnv names the variable holding the hub token: its value is redacted wherever it appears
+	// and handed to the engine as HF_TOKEN (through the environment, never argv).
+	TokenEnv string
 	// Environ is the base environment (os.Environ() when nil).
 	Environ []string
 }
@@ -92,6 +95,14 @@ func Start(s Spec) (*Engine, error) {
 	}
 	red := NewRedactor(environ)
 	env := append([]string{}, environ...)
+	if s.TokenEnv != "" {
+		if tok := lookup(environ, s.TokenEnv); tok != "" {
+			red.Add(tok)
+			if s.TokenEnv != "HF_TOKEN" {
+				env = append(env, "HF_TOKEN="+tok)
+			}
+		}
+	}
 	gpus := make([]string, len(s.Vars.GPUs))
 	for i, g := range s.Vars.GPUs {
 		gpus[i] = strconv.Itoa(g)
@@ -129,6 +140,16 @@ func Start(s Spec) (*Engine, error) {
 		close(e.done)
 	}()
 	return e, nil
+}
+
+func lookup(environ []string, name string) string {
+	v := ""
+	for _, kv := range environ {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == name {
+			v = val // the last one wins, as in exec
+		}
+	}
+	return v
 }
 
 func dirOf(p string) string {

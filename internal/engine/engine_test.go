@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"net/http"
 	"os"
 	"os/exec"
@@ -195,6 +196,22 @@ func TestReadinessFailureKeepsLogTail(t *testing.T) {
 	}
 }
 
+func TestTokenEnvIsPassedAsHFTokenAndRedacted(t *testing.T) {
+	t.Setenv("MY_HUB_CRED", "s3cr3t-v4lue-xyz")
+	dir := t.TempDir()
+	e, err := Start(Spec{Kind: "generic", Command: "sh -c 'echo token is $HF_TOKEN; echo port {port}'", Vars: Vars{Model: "m", Port: 18500},
+		TokenEnv: "MY_HUB_CRED", LogPath: filepath.Join(dir, "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.WaitReady(context.Background(), "m", time.Second)
+	e.Stop(time.Second)
+	log, _ := os.ReadFile(filepath.Join(dir, "e.log"))
+	if !strings.Contains(string(log), "token is [REDACTED]") || strings.Contains(string(log), "s3cr3t") {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
 func TestReadinessNeedsARealCompletion(t *testing.T) {
 	dir := t.TempDir()
 	e, err := Start(Spec{Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18400},
@@ -271,4 +288,46 @@ func FuzzSplitWords(f *testing.F) {
 			t.Fatalf("SplitWords(%q) = %q, %v", s, w, err)
 		}
 	})
+}
+
+func TestBindProcessToNode(t *testing.T) {
+	if _, err := os.Stat("/sys/devices/system/node/node0/cpulist"); err != nil {
+		t.Skip("no NUMA sysfs")
+	}
+	var before unix.CPUSet
+	unix.SchedGetaffinity(0, &before)
+	restore, cpus, err := BindProcessToNode(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := parseCPUList(cpus)
+	tids, _ := threads()
+	for _, tid := range tids {
+		var got unix.CPUSet
+		if unix.SchedGetaffinity(tid, &got) == nil && got != want {
+			t.Errorf("thread %d not bound to node 0 (%s)", tid, cpus)
+		}
+	}
+	restore()
+	var after unix.CPUSet
+	unix.SchedGetaffinity(0, &after)
+	if after != before {
+		t.Errorf("affinity not restored")
+	}
+	if _, _, err := BindProcessToNode(9999); err == nil {
+		t.Error("a node that does not exist must be an error")
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		fail bool
+	}{{"0-3,8,10-11", 7, false}, {"5", 1, false}, {"", 0, true}, {"3-1", 0, true}, {"a", 0, true}, {"0-2000", 0, true}} {
+		s, err := parseCPUList(tt.in)
+		if (err != nil) != tt.fail || (!tt.fail && s.Count() != tt.n) {
+			t.Errorf("parseCPUList(%q) = %d, %v", tt.in, s.Count(), err)
+		}
+	}
 }

@@ -33,6 +33,15 @@ func NewRedactor(environ []string) *Redactor {
 	return r
 }
 
+// Add redacts one more secret value (ignored when shorter than 6 bytes: too likely to be a word).
+func (r *Redactor) Add(v string) {
+	if len(v) < 6 {
+		return
+	}
+	r.values = append(r.values, v)
+	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
+}
+
 func secretName(k string) bool {
 	u := strings.ToUpper(k)
 	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"} {

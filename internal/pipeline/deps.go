@@ -10,9 +10,9 @@ import (
 
 // Source is where GPUs are found and sampled: NVML, a captured nvidia-smi XML, or the simulator's
 // virtual GPUs.
+// It is gpu.Source's shape, so gpu.OpenNVML, gpu.FromNvidiaSMIXML and sim.Fleet fit as they are.
 type Source interface {
-	Name() string // "nvml", "nvidia-smi-xml", "sim"
-	GPUs() []results.GPUInfo
+	GPUs() ([]results.GPUInfo, error)
 	// Sample reads GPU i's power, clocks and temperature now.
 	Sample(i int) (results.PowerSample, error)
 	Close() error
@@ -28,8 +28,9 @@ type Slot struct {
 
 // Served is a running endpoint: an engine process, an in-process simulator, or a given URL.
 type Served struct {
-	URL       string
-	APIKey    string // from the environment only; never written anywhere
+	URL string
+	// APIKeyEnv names the environment variable holding the API key (the key itself is never stored).
+	APIKeyEnv string
 	Engine    results.EngineInfo
 	Binding   string
 	LogFile   string // relative to the output directory
@@ -52,13 +53,15 @@ type Backend interface {
 // Deps are the phases the pipeline calls, each a plain function over plain data, so a phase
 // that is missing (or injected to fail in tests) is one field.
 type Deps struct {
-	// Discover opens the GPU source for the plan (nil source with nil error: no GPUs, e.g. endpoint).
-	Discover func(ctx context.Context, cfg config.Config) (Source, error)
-	// Health runs the health phase over the source's GPUs.
-	Health func(ctx context.Context, src Source, cfg config.Config) *results.Health
+	// Discover opens the GPU source for the plan and names it ("nvml", "nvidia-smi-xml", "sim");
+	// a nil source with a nil error means no GPUs (e.g. backend endpoint).
+	Discover func(ctx context.Context, cfg config.Config) (Source, string, error)
+	// Health runs the health phase over the source's GPUs (name as Discover gave it).
+	Health  func(ctx context.Context, src Source, name string, cfg config.Config) *results.Health
 	Backend Backend
 	// Load runs one load profile against one endpoint.
-	Load func(ctx context.Context, url, model, apiKey string, lc results.LoadConfig) (*results.Load, error)
+	// recordsPath receives the raw per-request records ("" none).
+	Load func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, recordsPath string) (*results.Load, error)
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
 	// Baseline compares the summary against a baseline file.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -154,7 +156,14 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			}
 			maps.Copy(cfg.Engine.Env, env)
 			var ep results.Endpoint
-			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg); return nil }); err != nil {
+			served := func(info results.EngineInfo) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if me := &r.host().Models[mi].Engine; me.Command == "" {
+					me.Command = info.Command
+				}
+			}
+			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg, served); return nil }); err != nil {
 				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
 			}
 			r.mu.Lock()
@@ -205,7 +214,7 @@ func gpuTag(gpus []int) string {
 
 // endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.
 // The engine is stopped before it returns, whatever happened.
-func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config) results.Endpoint {
+func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) results.Endpoint {
 	ep := results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
 	fail := func(phase string, err error) {
 		ep.Status = results.StatusFailed
@@ -241,6 +250,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	}
 	ep.URL = sv.URL
 	ep.ProvisionSeconds = sv.Provision.Seconds()
+	served(sv.Engine)
 
 	if err := r.warmup(ctx, sv, model, slot.Index); err != nil {
 		fail("warmup", err)
@@ -250,16 +260,24 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		fail("load", ctx.Err())
 		return ep
 	}
-	ld, pw, err := r.load(ctx, sv, model, slot, cfg)
+	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
+	unbind, lb := r.bindLoad(slot, cfg)
+	if lb != "" {
+		ep.Binding = strings.TrimPrefix(ep.Binding+"; load generator: "+lb, "; ")
+	}
+	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
+	unbind()
 	ep.Load, ep.Power = ld, pw
 	if ld != nil {
-		rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs)+".json")
-		if werr := results.WriteJSON(filepath.Join(r.out, rel), ld); werr == nil {
-			ep.RawLoadFile = rel
+		if werr := results.WriteJSON(filepath.Join(r.out, rel+".json"), ld); werr == nil {
+			ep.RawLoadFile = rel + ".json"
 		}
 	}
 	if err != nil {
 		fail("load", err)
+		if sv.LogTail != nil && ctx.Err() == nil {
+			ep.LogTail = sv.LogTail() // the engine may have died under load: keep its last words
+		}
 	}
 	if ctx.Err() != nil {
 		return ep
@@ -269,7 +287,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
 		} else {
-			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: sv.APIKey,
+			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: envOr(sv.APIKeyEnv),
 				MaxModelLen: cfg.Engine.MaxModelLen, Timeout: cfg.Functional.Timeout.D()})
 		}
 		switch ep.Functional.Status {
@@ -288,6 +306,27 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	return ep
 }
 
+// bindLoad pins the in-process load generator to the CPUs of the GPU's NUMA node (local backend,
+// engine.numa_bind, node known, one GPU at a time) and says what it did; the returned func undoes it.
+func (r *run) bindLoad(slot Slot, cfg config.Config) (func(), string) {
+	noop := func() {}
+	switch {
+	case r.cfg.Backend != "local":
+		return noop, ""
+	case !cfg.Engine.NUMABind:
+		return noop, "not bound (engine.numa_bind=false)"
+	case slot.NUMANode < 0:
+		return noop, "not bound: the GPU's NUMA node is unknown"
+	case r.cfg.Run.ParallelGPUs > 1:
+		return noop, "not bound: several GPUs are loaded at once from one process"
+	}
+	restore, cpus, err := engine.BindProcessToNode(slot.NUMANode)
+	if err != nil {
+		return noop, "not bound: " + err.Error()
+	}
+	return restore, fmt.Sprintf("CPUs %s of NUMA node %d (sched_setaffinity; memory not bound)", cpus, slot.NUMANode)
+}
+
 // warmup sends a few real completions so the load starts on a warm engine (compiled graphs,
 // allocated KV cache); the load generator still excludes its own first request(s).
 func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) error {
@@ -295,7 +334,7 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 		return err
 	}
 	for i := 0; i < 2; i++ {
-		if err := complete(ctx, sv.URL, model, sv.APIKey, 16); err != nil {
+		if err := complete(ctx, sv.URL, model, envOr(sv.APIKeyEnv), 16); err != nil {
 			return fmt.Errorf("warm-up request %d: %v", i+1, err)
 		}
 	}
@@ -328,7 +367,7 @@ func complete(ctx context.Context, url, model, apiKey string, maxTokens int) err
 }
 
 // load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
-func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config) (*results.Load, *results.Power, error) {
+func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, error) {
 	if err := r.inject("load", slot.Index); err != nil {
 		return nil, nil, err
 	}
@@ -344,13 +383,16 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
 	lc := cfg.Load.LoadConfig()
-	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKey, lc)
+	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
+		return nil, nil, err
+	}
+	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
 		// aicr gates judge a fixed-concurrency run; run it after the profile and keep its rung.
 		c := lc
 		c.Profile, c.Concurrency = "concurrency", cfg.Load.Concurrency
 		r.progress("%s on gpu %v: aicr concurrency run (%d in flight)", model, slot.GPUs, c.Concurrency)
-		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKey, c)
+		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {
 			err = fmt.Errorf("aicr concurrency run: %v", cerr)
 		}
@@ -370,6 +412,14 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		ld.Interrupted = true
 	}
 	return ld, pw, err
+}
+
+// envOr reads the environment variable named (the only place secrets come from).
+func envOr(name string) string {
+	if name == "" {
+		return ""
+	}
+	return os.Getenv(name)
 }
 
 func sumSamples(src Source, gpus []int) (results.PowerSample, error) {

@@ -43,13 +43,14 @@ type run struct {
 	opt  Options
 	out  string
 
-	mu  sync.Mutex // guards sum while phases write into it and it is flushed
-	sum *results.Summary
-	src Source
+	mu      sync.Mutex // guards sum while phases write into it and it is flushed
+	sum     *results.Summary
+	src     Source
+	srcName string
 }
 
 // errInjected marks failures injected by --fail-in.
-var errInjected = errors.New("injected failure (--fail-in)")
+var errInjected = errors.New("injected failure")
 
 func (r *run) progress(format string, args ...any) {
 	if r.opt.Progress != nil {
@@ -61,7 +62,7 @@ func (r *run) progress(format string, args ...any) {
 // so the run shows the others go on).
 func (r *run) inject(phase string, slot int) error {
 	if r.cfg.Run.FailIn == phase && slot <= 0 {
-		return fmt.Errorf("%s: %w", phase, errInjected)
+		return fmt.Errorf("%w (--fail-in %s)", errInjected, phase)
 	}
 	return nil
 }
@@ -86,6 +87,7 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 	r.health(ctx)
 	r.flushLogged()
 	r.models(ctx)
+	r.baseline(ctx)
 	r.judge()
 	r.finish(ctx)
 	return &Result{Summary: r.sum, SummaryPath: r.summaryPath(), ExitCode: r.exitCode()}, nil
@@ -115,13 +117,14 @@ func (r *run) newSummary() *results.Summary {
 		Hosts:  []results.Host{{Name: host}},
 		Status: results.StatusOK,
 	}
-	for _, n := range r.plan.Notes {
-		s.Caveats = append(s.Caveats, n)
+	s.Caveats = append(s.Caveats, r.plan.Notes...)
+	if r.cfg.Run.FailIn != "" {
+		s.Caveats = append(s.Caveats, "a failure is injected in phase "+r.cfg.Run.FailIn+" (--fail-in): this run tests gpuvet, not the host")
 	}
 	if strings.HasPrefix(r.plan.Source("load.max_duration"), "default(sim)") {
-		s.Caveats = append(s.Caveats, "simulator quick profile: "+r.cfg.Load.MaxDuration.String()+" per rate, "+
-			fmt.Sprint(r.cfg.Load.Rates)+" rates, max concurrency "+fmt.Sprint(r.cfg.Load.MaxConcurrency)+
-			" (set load.* to run the full seed profile)")
+		l := r.cfg.Load
+		s.Caveats = append(s.Caveats, fmt.Sprintf("simulator quick profile: %d/%d prompt/output tokens, %s per rate, %d rates, "+
+			"max concurrency %d (set load.* to run the seed's full profile)", l.PromptTokens, l.OutputTokens, l.MaxDuration, l.Rates, l.MaxConcurrency))
 	}
 	return s
 }
@@ -167,11 +170,19 @@ func (r *run) discover(ctx context.Context) {
 		if err := r.inject("discover", 0); err != nil {
 			return err
 		}
-		src, err := r.deps.Discover(ctx, r.cfg)
+		src, name, err := r.deps.Discover(ctx, r.cfg)
 		if err != nil {
 			return err
 		}
-		r.src = src
+		r.src, r.srcName = src, name
+		if src == nil {
+			return nil
+		}
+		gpus, err := src.GPUs()
+		if err != nil {
+			return fmt.Errorf("GPU inventory from %s: %v", name, err)
+		}
+		d.GPUs = gpus
 		return nil
 	})
 	if err != nil {
@@ -185,8 +196,7 @@ func (r *run) discover(ctx context.Context) {
 		d.Note = "no GPU discovery for this backend"
 		return
 	}
-	d.Source = r.src.Name()
-	d.GPUs = r.src.GPUs()
+	d.Source = r.srcName
 	if len(d.GPUs) > 0 {
 		r.sum.Meta.DriverVersion = d.GPUs[0].DriverVersion
 		r.sum.Meta.CUDAVersion = d.GPUs[0].CUDAVersion
@@ -213,20 +223,20 @@ func (r *run) health(ctx context.Context) {
 		}
 		return
 	}
-	r.progress("health: %d GPUs", len(r.src.GPUs()))
+	r.progress("health: %d GPUs", len(r.host().Discovery.GPUs))
 	var h *results.Health
 	err := protect(func() error {
 		if err := r.inject("health", 0); err != nil {
 			return err
 		}
-		h = r.deps.Health(ctx, r.src, r.cfg)
+		h = r.deps.Health(ctx, r.src, r.srcName, r.cfg)
 		if h == nil {
 			return errors.New("health phase returned nothing")
 		}
 		return nil
 	})
 	if err != nil {
-		h = &results.Health{Source: r.src.Name(), Status: results.StatusFailed, Error: err.Error()}
+		h = &results.Health{Source: r.srcName, Status: results.StatusFailed, Error: err.Error()}
 	}
 	r.mu.Lock()
 	r.host().Health = h

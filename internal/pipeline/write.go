@@ -25,6 +25,20 @@ func (r *run) flushLogged() {
 	}
 }
 
+// baseline compares against --baseline before the judge runs, so breaches become flags.
+func (r *run) baseline(ctx context.Context) {
+	if r.cfg.Run.Baseline == "" || ctx.Err() != nil {
+		return
+	}
+	if r.deps.Baseline == nil {
+		r.sum.Caveats = append(r.sum.Caveats, "baseline "+r.cfg.Run.Baseline+" not compared: no baseline comparison in this build")
+		return
+	}
+	if err := protect(func() error { return r.deps.Baseline(r.sum, r.cfg.Run.Baseline, r.plan) }); err != nil {
+		r.sum.Baseline = &results.BaselineComparison{BaselineFile: r.cfg.Run.Baseline, Note: "no comparison: " + err.Error()}
+	}
+}
+
 func (r *run) judge() {
 	if r.deps.Judge == nil {
 		r.sum.Caveats = append(r.sum.Caveats, "no judge in this build: gates, reference table and GPU-to-GPU comparisons were not applied")
@@ -103,14 +117,6 @@ func rollup(s *results.Summary) {
 
 // finish writes the final summary (complete=true unless interrupted), the baseline and the reports.
 func (r *run) finish(ctx context.Context) {
-	if r.cfg.Run.Baseline != "" && r.deps.Baseline != nil && ctx.Err() == nil {
-		if err := protect(func() error { return r.deps.Baseline(r.sum, r.cfg.Run.Baseline, r.plan) }); err != nil {
-			r.sum.Baseline = &results.BaselineComparison{BaselineFile: r.cfg.Run.Baseline, Note: "no comparison: " + err.Error()}
-		}
-		rollup(r.sum)
-	} else if r.cfg.Run.Baseline != "" {
-		r.sum.Caveats = append(r.sum.Caveats, "baseline "+r.cfg.Run.Baseline+" not compared: no baseline comparison in this build")
-	}
 	r.sum.FinishedAt = time.Now().UTC()
 	if ctx.Err() != nil {
 		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): results are partial")

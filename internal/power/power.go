@@ -87,7 +87,15 @@ func Summarise(samples []results.PowerSample, interval time.Duration, peakOutput
 	p.MeanW = sum / float64(len(samples))
 	slices.Sort(ws)
 	p90 := ws[min(len(ws)-1, int(0.9*float64(len(ws))))]
-	if peakOutputTokS > 0 && p90 > 0 {
+	busy := false
+	for _, s := range samples {
+		busy = busy || s.UtilPct > 0
+	}
+	if !busy && len(samples) >= 3 {
+		// A load the GPU never saw: dividing its tokens by this GPU's idle power would be fiction.
+		p.Note = "GPU utilisation stayed at 0 % during the load: the engine did not run on this GPU (a CPU or " +
+			"simulated engine, or a wrong CUDA_VISIBLE_DEVICES); tokens per joule not computed"
+	} else if peakOutputTokS > 0 && p90 > 0 {
 		p.TokensPerJoule = peakOutputTokS / p90
 		p.Note = fmt.Sprintf("tokens per joule = peak output %.0f tok/s ÷ p90 power %.0f W (the loaded plateau)", peakOutputTokS, p90)
 	}

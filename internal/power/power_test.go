@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 func TestSummarise(t *testing.T) {
 	var s []results.PowerSample
 	for i := 1; i <= 10; i++ {
-		s = append(s, results.PowerSample{PowerW: float64(i * 100)})
+		s = append(s, results.PowerSample{PowerW: float64(i * 100), UtilPct: 90})
 	}
 	p := Summarise(s, time.Second, 5000, 0, nil)
 	if p.MeanW != 550 || p.MaxW != 1000 || math.Abs(p.TokensPerJoule-5) > 1e-9 {
@@ -25,13 +26,20 @@ func TestSummarise(t *testing.T) {
 	}
 }
 
+func TestIdleGPUGetsNoTokensPerJoule(t *testing.T) {
+	idle := []results.PowerSample{{PowerW: 80}, {PowerW: 82}, {PowerW: 81}}
+	if p := Summarise(idle, time.Second, 4000, 0, nil); p.TokensPerJoule != 0 || !strings.Contains(p.Note, "did not run on this GPU") {
+		t.Fatalf("an idle GPU under load must not get tokens per joule: %+v", p)
+	}
+}
+
 func TestSamplerCollectsAndCountsErrors(t *testing.T) {
 	var n atomic.Int32
 	s := Start(context.Background(), 10*time.Millisecond, func() (results.PowerSample, error) {
 		if n.Add(1)%2 == 0 {
 			return results.PowerSample{}, errors.New("transient")
 		}
-		return results.PowerSample{PowerW: 300}, nil
+		return results.PowerSample{PowerW: 300, UtilPct: 50}, nil
 	})
 	time.Sleep(100 * time.Millisecond)
 	p := s.Stop(600)

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
+)
+
+func init() { root.AddCommand(newRunCmd()) }
+
+// planFlags are the named flags of `gpuvet run` that set config keys; `gpuvet config show` takes
+// them too, so it shows exactly the plan a run would use.
+type planFlags struct {
+	sim, failOnFlag, saveBaseline                      bool
+	backend, url, model, out, failIn, baseline, simGPU string
+	apiKeyEnv, engineKind, engineCmd                   string
+	parallel, simGPUs, simStraggler, gpuCount          int
+}
+
+func (f *planFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; a short profile unless load.* is set)")
+	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim")
+	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
+	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
+	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
+	fl.StringVar(&f.out, "out", "out", "output directory")
+	fl.IntVar(&f.parallel, "parallel-gpus", 1, "load N GPUs at once, each with its own engine and load worker")
+	fl.IntVar(&f.gpuCount, "gpu-count", 0, "vet only the first N GPUs (0: all)")
+	fl.StringVar(&f.failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
+	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
+	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
+	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
+	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, generic (with --engine-cmd)")
+	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization}")
+	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
+	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
+	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+}
+
+// configFlags returns the keys the flags given on the command line set (flags left out set nothing,
+// so files, environment and defaults still decide).
+func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
+	table := []struct {
+		name, path, value string
+	}{
+		{"backend", "backend", f.backend},
+		{"url", "endpoint.url", f.url},
+		{"api-key-env", "endpoint.api_key_env", f.apiKeyEnv},
+		{"model", "models", f.model},
+		{"out", "output.dir", f.out},
+		{"parallel-gpus", "run.parallel_gpus", strconv.Itoa(f.parallel)},
+		{"gpu-count", "run.gpu_count", strconv.Itoa(f.gpuCount)},
+		{"fail-in", "run.fail_in", f.failIn},
+		{"fail-on-flag", "run.fail_on_flag", strconv.FormatBool(f.failOnFlag)},
+		{"save-baseline", "run.save_baseline", strconv.FormatBool(f.saveBaseline)},
+		{"baseline", "run.baseline", f.baseline},
+		{"engine", "engine.kind", f.engineKind},
+		{"engine-cmd", "engine.command", f.engineCmd},
+		{"sim-gpu", "sim.gpu", f.simGPU},
+		{"sim-gpus", "sim.gpus", strconv.Itoa(f.simGPUs)},
+		{"sim-straggler", "sim.straggler", strconv.Itoa(f.simStraggler)},
+	}
+	var set []config.Flag
+	if f.sim {
+		if cmd.Flags().Changed("backend") && f.backend != "sim" {
+			return nil, usageErr("--sim and --backend %s exclude each other", f.backend)
+		}
+		set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
+	}
+	for _, t := range table {
+		if cmd.Flags().Changed(t.name) {
+			set = append(set, config.Flag{Name: "--" + t.name, Path: t.path, Value: t.value})
+		}
+	}
+	return set, nil
+}
+
+func newRunCmd() *cobra.Command {
+	var cf configFlags
+	var pf planFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
+		Long: `Runs the whole validation on one host: discover GPUs -> health -> for each model and GPU (or tp
+group): serve -> warm-up -> load with power sampling -> functional API suite -> judge -> write.
+
+Results go to --out (default out/): summary.json (rewritten as each GPU finishes, complete=false
+until the end, so a killed run keeps what it measured), raw load per GPU under raw/, engine logs
+under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+
+  gpuvet run --sim                         the whole run on 4 simulated H200s (no GPU needed)
+  gpuvet run -c site.yaml                  vLLM on every GPU of this host
+  gpuvet run --backend endpoint --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B
+
+Configuration: -c FILE (repeatable; aicr recipes too), --set key=value, GPUVET_<KEY> variables;
+see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or flags without
+--fail-on-flag), 1 a failure or a flag with --fail-on-flag, 2 bad configuration (nothing started).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			set, err := pf.configFlags(cmd)
+			if err != nil {
+				return err
+			}
+			plan, err := cf.plan(set...)
+			if err != nil {
+				return err
+			}
+			return runPlan(cmd, plan)
+		},
+	}
+	cf.register(cmd)
+	pf.register(cmd)
+	return cmd
+}
+
+// runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
+// summary.json keeps what was measured.
+func runPlan(cmd *cobra.Command, plan *config.Plan) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	defer engine.StopAll(10 * time.Second)
+	stderr := cmd.ErrOrStderr()
+	start := time.Now()
+	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
+		ToolVersion: version(),
+		Progress: func(format string, args ...any) {
+			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+		},
+	})
+	if err != nil {
+		return failedErr("%v", err)
+	}
+	pipeline.Render(cmd.OutOrStdout(), res.Summary)
+	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(res))
+	if ctx.Err() != nil {
+		return failedErr("interrupted: partial results in %s", res.SummaryPath)
+	}
+	if res.ExitCode != exitOK {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return failedErr("interrupted")
+		}
+		return failedErr("run status %s (see %s)", res.Summary.Status, res.SummaryPath)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// TestMain lets the test binary act as the gpuvet binary (GPUVET_TEST_AS_GPUVET=1), so `gpuvet run`
+// and the `gpuvet sim` engines it launches through the generic template are real processes.
+func TestMain(m *testing.M) {
+	if os.Getenv("GPUVET_TEST_AS_GPUVET") == "1" {
+		os.Exit(execute(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// genericSimArgs is `gpuvet run` with engine = `gpuvet sim` launched through the generic template,
+// GPUs from the simulator's fleet, and a short profile.
+func genericSimArgs(out string, gpus, port int) []string {
+	self, _ := os.Executable()
+	return []string{"run", "--out", out, "--engine", "generic",
+		"--engine-cmd", self + " sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}",
+		"--set", "engine.version_command=" + self + " --version",
+		"--set", "health.source=sim", "--set", "sim.gpus=" + strconv.Itoa(gpus), "--set", "engine.port_base=" + strconv.Itoa(port),
+		"--set", "load.max_duration=1500ms", "--set", "load.rates=2", "--set", "load.prompt_tokens=64",
+		"--set", "load.output_tokens=32", "--set", "load.max_concurrency=4"}
+}
+
+func gpuvet(args ...string) *exec.Cmd {
+	self, _ := os.Executable()
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "GPUVET_TEST_AS_GPUVET=1")
+	return cmd
+}
+
+// engineProcs lists live processes running `<this binary> sim ... --port N` with N in [port, port+50).
+func engineProcs(t *testing.T, port int) []string {
+	self, _ := os.Executable()
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) < 2 || args[0] != self || args[1] != "sim" {
+			continue
+		}
+		for i, a := range args {
+			if a == "--port" && i+1 < len(args) {
+				if p, _ := strconv.Atoi(args[i+1]); p >= port && p < port+50 {
+					if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+						out = append(out, fmt.Sprintf("pid %d: %s", pid, strings.Join(args, " ")))
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestRunGenericSimThroughRealProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	out := t.TempDir()
+	port := 20000 + rand.IntN(20000)
+	cmd := gpuvet(genericSimArgs(out, 2, port)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 2 {
+		t.Fatalf("usage error: %s", stderr.String())
+	}
+	s, rerr := results.Read(filepath.Join(out, "summary.json"))
+	if rerr != nil {
+		t.Fatalf("summary: %v\n%s", rerr, stderr.String())
+	}
+	if !s.Complete || s.Meta.Engine != "generic" || !strings.Contains(s.Meta.EngineVersion, "gpuvet") {
+		t.Fatalf("complete=%v engine=%s version=%q\n%s", s.Complete, s.Meta.Engine, s.Meta.EngineVersion, stderr.String())
+	}
+	eps := s.Hosts[0].Models[0].Endpoints
+	if len(eps) != 2 {
+		t.Fatalf("want 2 endpoints, got %d", len(eps))
+	}
+	for _, e := range eps {
+		if e.Status == results.StatusFailed || e.Load == nil || e.Functional == nil || e.ProvisionSeconds <= 0 {
+			t.Errorf("gpu %v: %s %q", e.GPUs, e.Status, e.Error)
+		}
+		log, _ := os.ReadFile(filepath.Join(out, e.LogFile))
+		if !strings.Contains(string(log), "gpuvet sim") || !strings.Contains(string(log), fmt.Sprintf("CUDA_VISIBLE_DEVICES=%d", e.GPUs[0])) {
+			t.Errorf("gpu %v: engine log %s lacks the engine's output:\n%s", e.GPUs, e.LogFile, log)
+		}
+	}
+	if left := engineProcs(t, port); len(left) > 0 {
+		t.Errorf("engines survived a finished run: %v", left)
+	}
+}
+
+func TestRunKilledMidRunLeavesPartialResultsAndNoChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := t.TempDir()
+			port := 20000 + rand.IntN(20000)
+			cmd := gpuvet(genericSimArgs(out, 3, port)...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// Wait until GPU 0 is recorded and GPU 1's engine runs, then kill gpuvet mid-run.
+			deadline := time.Now().Add(90 * time.Second)
+			for {
+				s, err := results.Read(filepath.Join(out, "summary.json"))
+				if err == nil && len(s.Hosts[0].Models) > 0 && len(s.Hosts[0].Models[0].Endpoints) == 1 && len(engineProcs(t, port)) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					cmd.Process.Kill()
+					cmd.Wait()
+					t.Fatalf("the run never reached GPU 1:\n%s", stderr.String())
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			cmd.Process.Signal(sig)
+			err := cmd.Wait()
+			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+				t.Errorf("exit: %v, want exit code 1", err)
+			}
+			s, err := results.Read(filepath.Join(out, "summary.json"))
+			if err != nil {
+				t.Fatalf("a killed run must leave a valid summary.json: %v", err)
+			}
+			eps := s.Hosts[0].Models[0].Endpoints
+			if s.Complete || !strings.Contains(s.Error, "interrupted") || len(eps) < 1 || eps[0].Load == nil {
+				t.Errorf("want an incomplete summary keeping gpu 0: complete=%v error=%q endpoints=%d", s.Complete, s.Error, len(eps))
+			}
+			for i := 0; i < 50 && len(engineProcs(t, port)) > 0; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+			if left := engineProcs(t, port); len(left) > 0 {
+				t.Errorf("engine processes survived %s: %v\n%s", sig, left, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	for _, args := range [][]string{
+		{"run", "--sim", "--out", out, "--set", "load.max_concurency=3"},
+		{"run", "--sim", "--out", out, "--parallel-gpus", "0"},
+		{"run", "--sim", "--backend", "endpoint", "--out", out},
+		{"run", "--out", out, "-c", "/nonexistent.yaml"},
+	} {
+		cmd := gpuvet(args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Errorf("%v: want exit 2, got %v (%s)", args, err, stderr.String())
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: the output directory was created before the plan was valid", args)
+		}
+	}
+}
+
+func TestConfigShowPrintsSources(t *testing.T) {
+	cmd := gpuvet("config", "show", "--sim", "--set", "load.rates=7", "--parallel-gpus", "2")
+	cmd.Env = append(cmd.Env, "GPUVET_LOAD_OUTPUT_TOKENS=99")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"backend = sim", "# flag:--sim", "load.rates = 7", "# flag:--set", "run.parallel_gpus = 2",
+		"load.output_tokens = 99", "# env:GPUVET_LOAD_OUTPUT_TOKENS", "load.max_duration = 4s", "# default(sim)",
+		"gates.ttft_p95_ms = 200", "# default",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("config show lacks %q:\n%s", want, out)
+		}
+	}
+	bad := gpuvet("config", "show", "--set", "gates.ttft_p95_ms=fast")
+	if err := bad.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
+		t.Errorf("a bad value must exit 2, got %v", err)
+	}
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// BindProcessToNode pins every thread of this process (and so every thread the Go runtime starts
+// from them) to the CPUs of NUMA node, so the in-process load generator runs next to the GPU it
+// drives. Memory is not bound (that needs the policy at allocation time). restore puts every
+// thread back on the CPUs it had. It is meant for one GPU at a time: with several GPUs loaded at
+// once on different nodes there is no one right placement.
+func BindProcessToNode(node int) (restore func(), cpus string, err error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", node))
+	if err != nil {
+		return nil, "", fmt.Errorf("NUMA node %d: %v", node, err)
+	}
+	cpus = strings.TrimSpace(string(raw))
+	set, err := parseCPUList(cpus)
+	if err != nil {
+		return nil, "", fmt.Errorf("NUMA node %d cpulist %q: %v", node, cpus, err)
+	}
+	tids, err := threads()
+	if err != nil {
+		return nil, "", err
+	}
+	saved := map[int]unix.CPUSet{}
+	for _, tid := range tids {
+		var old unix.CPUSet
+		if unix.SchedGetaffinity(tid, &old) != nil {
+			continue // the thread exited meanwhile
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			continue
+		}
+		saved[tid] = old
+	}
+	restore = func() {
+		// Threads started while bound inherited the node's CPUs: give them the widest saved mask.
+		var wide unix.CPUSet
+		for _, m := range saved {
+			for c := 0; c < 1024; c++ {
+				if m.IsSet(c) {
+					wide.Set(c)
+				}
+			}
+		}
+		now, _ := threads()
+		for _, tid := range now {
+			m, ok := saved[tid]
+			if !ok {
+				m = wide
+			}
+			unix.SchedSetaffinity(tid, &m)
+		}
+	}
+	return restore, cpus, nil
+}
+
+func threads() ([]int, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(filepath.Base(e.Name())); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// parseCPUList reads the kernel's cpulist format: "0-3,8,10-11".
+func parseCPUList(s string) (unix.CPUSet, error) {
+	var set unix.CPUSet
+	n := 0
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return set, fmt.Errorf("bad cpu %q", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return set, fmt.Errorf("bad range %q", part)
+			}
+		}
+		if b >= 1024 {
+			return set, fmt.Errorf("cpu %d beyond 1023", b)
+		}
+		for c := a; c <= b; c++ {
+			set.Set(c)
+			n++
+		}
+	}
+	if n == 0 {
+		return set, fmt.Errorf("no CPUs")
+	}
+	return set, nil
+}

@@ -1,0 +1,200 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/cuda"
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/health"
+	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
+	"github.com/gpuvet/gpuvet/internal/report"
+	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
+)
+
+// ErrNoGPUSource is a discovery failure that means "this host has no NVIDIA driver".
+var ErrNoGPUSource = errors.New("no NVIDIA driver on this host")
+
+// NewDeps wires the real phases for a plan: GPU discovery (NVML, nvidia-smi XML or the
+// simulator's fleet), the health phase (cuBLAS microbenchmarks where CUDA loads), the backend, the
+// load generator, the judge, the baseline comparison, the reports and the model cache.
+// progress receives the phases' own progress lines (nil: quiet).
+func NewDeps(cfg config.Config, progress io.Writer) Deps {
+	var fleet *sim.Fleet
+	d := Deps{
+		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
+			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
+				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
+		},
+		Judge:    judge.Judge,
+		Baseline: judge.Baseline,
+		Report:   writeReports,
+		ExitCode: judge.ExitCode,
+	}
+	d.Discover = func(ctx context.Context, c config.Config) (Source, string, error) {
+		src, name, f, err := discover(c)
+		fleet = f
+		return src, name, err
+	}
+	d.Health = func(ctx context.Context, src Source, name string, c config.Config) *results.Health {
+		o := health.Options{
+			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
+			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
+			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
+			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: progress,
+		}
+		var bench health.BenchRunner
+		switch name {
+		case "sim":
+			bench = health.SimBench{Fleet: fleet}
+			o.DCGM = false // no dcgmi for virtual GPUs; said in the notes below
+		case "nvml":
+			if r, err := cuda.Open(); err != nil {
+				bench = health.Unavailable{Err: err}
+			} else {
+				defer r.Close()
+				bench = r
+			}
+		}
+		h := health.Run(ctx, src, bench, o)
+		if name == "sim" {
+			h.Notes = append(h.Notes, "DCGM not run: the GPUs are the simulator's virtual GPUs")
+		}
+		return h
+	}
+	switch cfg.Backend {
+	case "sim":
+		d.Backend = &Sim{fleet: func() *sim.Fleet { return fleet }}
+	case "endpoint":
+		d.Backend = Endpoint{}
+		if !cfg.Endpoint.Health {
+			d.Discover = nil
+		}
+	default:
+		d.Backend = Local{}
+		d.CacheEnv = ensureCache
+	}
+	return d
+}
+
+// discover opens the GPU source named by health.source: auto (the fleet for backend sim, else
+// NVML), nvml, sim, or the path of a captured `nvidia-smi -q -x`.
+func discover(c config.Config) (Source, string, *sim.Fleet, error) {
+	s := c.Health.Source
+	if s == "auto" {
+		s = "nvml"
+		if c.Backend == "sim" {
+			s = "sim"
+		}
+	}
+	switch s {
+	case "sim":
+		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
+			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed})
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("sim: %v", err)
+		}
+		return f, "sim", f, nil
+	case "nvml":
+		src, err := gpu.OpenNVML()
+		if errors.Is(err, gpu.ErrNoDriver) {
+			return nil, "", nil, fmt.Errorf("%w: %v; on a host without GPUs use --sim, or health.source=sim / a nvidia-smi XML file", ErrNoGPUSource, err)
+		}
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return src, "nvml", nil, nil
+	}
+	src, err := gpu.FromNvidiaSMIXML(s)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return src, "nvidia-smi-xml", nil, nil
+}
+
+// ensureCache makes sure the model is in model_cache.dir (offline: it must already be there) and
+// returns the engine environment pointing at it with the hub offline.
+func ensureCache(ctx context.Context, model string, mc config.ModelCache) (map[string]string, error) {
+	if mc.Dir == "" {
+		return nil, nil
+	}
+	if _, err := modelcache.Ensure(ctx, model, modelcache.Options{CacheDir: mc.Dir, Offline: mc.Offline}); err != nil {
+		return nil, err
+	}
+	env := map[string]string{}
+	for _, kv := range modelcache.EngineEnv(mc.Dir) {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	return env, nil
+}
+
+func writeReports(s *results.Summary, dir string, o config.Output) error {
+	var errs []error
+	if o.HTML {
+		errs = append(errs, report.WriteHTML(s, filepath.Join(dir, "report.html")))
+	}
+	if o.JUnit {
+		errs = append(errs, report.WriteJUnit(s, filepath.Join(dir, "junit.xml")))
+	}
+	if o.Prometheus {
+		errs = append(errs, report.WritePrometheus(s, filepath.Join(dir, "gpuvet.prom")))
+	}
+	return errors.Join(errs...)
+}
+
+// Sim serves every slot with an in-process simulator attached to the slot's virtual GPU, so the
+// fleet's power, clocks and temperature follow the load (and a straggler GPU is slower).
+type Sim struct {
+	fleet func() *sim.Fleet
+}
+
+func (*Sim) Name() string { return "sim" }
+
+func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Config, _ string) (*Served, error) {
+	f := s.fleet()
+	if f == nil || len(slot.GPUs) == 0 {
+		return nil, errors.New("sim backend: no virtual GPUs (discovery failed)")
+	}
+	start := time.Now()
+	srv, err := sim.Listen(sim.Config{
+		GPU: f.GPU().Key, Model: model, Seed: cfg.Sim.Seed + int64(slot.Index),
+		Engine: sim.EngineConfig{TP: max(1, cfg.Engine.TP), MaxModelLen: cfg.Engine.MaxModelLen, GPUMemUtil: cfg.Engine.GPUMemoryUtilization},
+		Fleet:  f, GPUIndex: slot.GPUs[0],
+	}, "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(catalogModels(), ", "))
+	}
+	sv := &Served{URL: srv.URL(), Binding: "none: simulator (in-process)",
+		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() }}
+	rctx, cancel := context.WithTimeout(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute))
+	defer cancel()
+	for {
+		err := engine.Probe(rctx, sv.URL, model, "")
+		if err == nil {
+			break
+		}
+		select {
+		case <-rctx.Done():
+			return sv, fmt.Errorf("simulator not serving: %v", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	sv.Provision = time.Since(start)
+	return sv, nil
+}
+
+func (*Sim) EngineVersion(context.Context, config.Config) (string, error) { return "gpuvet-sim", nil }
+
+func catalogModels() []string { return catalog.ModelIDs() }
