@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"os/signal"
 	"syscall"
@@ -66,7 +65,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			}
 			load.WriteTable(cmd.OutOrStdout(), res)
 			if out != "" {
-				if err := writeBenchJSON(out, res); err != nil {
+				if err := results.WriteJSON(out, res); err != nil {
 					return failedErr("--out: %v", err)
 				}
 			}
@@ -107,17 +106,4 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
 	return cmd
-}
-
-// writeBenchJSON writes v indented to path (atomically: a temp file renamed into place).
-func writeBenchJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

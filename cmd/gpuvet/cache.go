@@ -57,8 +57,8 @@ func newCachePullCmd() *cobra.Command {
 			}
 			secs := time.Since(start).Seconds()
 			fmt.Fprintf(cmd.OutOrStdout(), "%s@%s: %d files, %s; downloaded %s in %.1fs (%s/s)\n%s\n",
-				s.Model, s.Commit, len(s.Files), bytesStr(s.Size), bytesStr(s.BytesDownloaded), secs,
-				bytesStr(int64(float64(s.BytesDownloaded)/max(secs, 1e-3))), s.Dir)
+				s.Model, s.Commit, len(s.Files), modelcache.HumanBytes(s.Size), modelcache.HumanBytes(s.BytesDownloaded), secs,
+				modelcache.HumanBytes(int64(float64(s.BytesDownloaded)/max(secs, 1e-3))), s.Dir)
 			return nil
 		},
 	}
@@ -96,7 +96,7 @@ func newCacheLsCmd() *cobra.Command {
 			fmt.Fprintln(tw, "MODEL\tCOMMIT\tREFS\tFILES\tSIZE\tPATH")
 			for _, s := range snaps {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Model, s.Commit[:min(12, len(s.Commit))],
-					strings.Join(s.Refs, ","), len(s.Files), bytesStr(s.Size), s.Dir)
+					strings.Join(s.Refs, ","), len(s.Files), modelcache.HumanBytes(s.Size), s.Dir)
 			}
 			return tw.Flush()
 		},
@@ -136,17 +136,4 @@ func newCacheVerifyCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "hub cache directory (default HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub)")
 	return cmd
-}
-
-func bytesStr(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

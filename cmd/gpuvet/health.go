@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"os/signal"
@@ -119,7 +118,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	h := health.Run(ctx, src, bench, f.opts)
 	health.Render(cmd.OutOrStdout(), h)
 	if f.out != "" {
-		if err := writeJSON(f.out, h); err != nil {
+		if err := results.WriteJSON(f.out, h); err != nil {
 			return failedErr("writing --out: %v (the result is printed above)", err)
 		}
 	}
@@ -162,18 +161,6 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 		return src, health.Unavailable{Err: err}, nil
 	}
 	return src, r, nil
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,

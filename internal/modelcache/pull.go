@@ -369,7 +369,8 @@ func newBar(w io.Writer, model string, total, done int64) *progressbar.ProgressB
 	return bar
 }
 
-func human(n int64) string {
+// HumanBytes prints a byte count in binary units (KiB, MiB, …), for progress and listings.
+func HumanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -19,7 +19,7 @@ func checkFreeSpace(dir string, need int64) error {
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if free >= 0 && free < need {
 		return fmt.Errorf("disk full: %s needs %s more but %s is free; free space or use --cache-dir on a larger disk",
-			dir, human(need), human(free))
+			dir, HumanBytes(need), HumanBytes(free))
 	}
 	return nil
 }
