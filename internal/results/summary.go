@@ -180,5 +180,10 @@ func WriteJSON(path string, v any) error {
 		os.Remove(tmp.Name())
 		return err
 	}
+	// CreateTemp makes the file 0600; results are meant to be read by whoever runs the report.
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
 	return os.Rename(tmp.Name(), path)
 }

@@ -1,0 +1,62 @@
+package results
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWriteJSONThenRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "summary.json")
+	in := &Summary{SchemaVersion: SchemaVersion, RunID: "r1", Status: StatusFlag}
+	if err := WriteJSON(path, in); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Fatalf("mode %v, want 0644", st.Mode().Perm())
+	}
+	out, err := Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.RunID != "r1" || out.Status != StatusFlag {
+		t.Fatalf("read back %+v", out)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*"))
+	if len(left) != 0 {
+		t.Fatalf("temp files left behind: %v", left)
+	}
+}
+
+func TestReadRefusesOtherSchemas(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"notjson":   "{",
+		"noversion": `{"run_id":"x"}`,
+		"major2":    `{"schema_version":"2.0"}`,
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o644)
+		if _, err := Read(p); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+}
+
+func TestWorse(t *testing.T) {
+	cases := []struct{ a, b, want Status }{
+		{StatusOK, StatusFlag, StatusFlag},
+		{StatusFailed, StatusFlag, StatusFailed},
+		{StatusSkipped, StatusOK, StatusOK},
+		{"", StatusSkipped, ""},
+	}
+	for _, c := range cases {
+		if got := Worse(c.a, c.b); got != c.want {
+			t.Errorf("Worse(%q,%q) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}
