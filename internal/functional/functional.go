@@ -28,7 +28,7 @@ type Options struct {
 	URL         string // base URL, e.g. http://127.0.0.1:8000
 	Model       string
 	APIKey      string        // from the environment only
-	MaxModelLen int           // the served context length; the overflow test exceeds it
+	MaxModelLen int           // the configured context length; the server's own (from /v1/models) wins when it reports one
 	Timeout     time.Duration // per request (default 60 s)
 	Client      *http.Client
 }
@@ -60,6 +60,11 @@ func Run(ctx context.Context, o Options) *results.Functional {
 		o.MaxModelLen = 1024
 	}
 	s := &suite{o: o}
+	// The overflow test must exceed the context the server really serves: a template that does not
+	// pass max_model_len to the engine serves the model's full context, not the configured one.
+	if n := s.servedMaxModelLen(ctx); n > 0 {
+		s.o.MaxModelLen = n
+	}
 	tests := []struct {
 		name string
 		fn   func(context.Context) (string, error)
@@ -91,6 +96,40 @@ func Run(ctx context.Context, o Options) *results.Functional {
 		out.Tests = append(out.Tests, ft)
 	}
 	return out
+}
+
+// servedMaxModelLen reads max_model_len for the model from /v1/models (vLLM and SGLang report it);
+// 0 when the server does not say.
+func (s *suite) servedMaxModelLen(ctx context.Context) int {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.o.URL, "/")+"/v1/models", nil)
+	if err != nil {
+		return 0
+	}
+	if s.o.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
+	}
+	resp, err := s.o.Client.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list) != nil {
+		return 0
+	}
+	for _, m := range list.Data {
+		if m.ID == s.o.Model && m.MaxModelLen > 0 && m.MaxModelLen <= 1<<22 {
+			return m.MaxModelLen
+		}
+	}
+	return 0
 }
 
 func unreachable(err error) bool {

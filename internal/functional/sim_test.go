@@ -23,3 +23,22 @@ func TestSuiteAgainstTheSimulator(t *testing.T) {
 		t.Fatalf("status %s: %s", r.Status, r.Error)
 	}
 }
+
+// A launch template that does not pass max_model_len serves a longer context than configured: the
+// overflow test must size its prompt from what the server reports in /v1/models, not from the plan.
+func TestOverflowSizedFromTheServedContext(t *testing.T) {
+	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Engine: sim.EngineConfig{MaxModelLen: 16384}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	r := Run(context.Background(), Options{URL: srv.URL(), Model: "Qwen/Qwen3-8B", MaxModelLen: 1024})
+	for _, ft := range r.Tests {
+		if ft.Name == ContextOverflow4xx && !ft.Passed {
+			t.Fatalf("overflow test sized from the configured 1024, not the served 16384: %s", ft.Detail)
+		}
+	}
+	if r.Status != results.StatusOK {
+		t.Fatalf("status %s: %+v", r.Status, r.Tests)
+	}
+}
