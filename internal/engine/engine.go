@@ -225,14 +225,20 @@ func (e *Engine) WaitReady(ctx context.Context, model string, timeout time.Durat
 	}
 }
 
-// Probe sends one real chat completion and insists on a non-empty answer.
+// Probe sends one real chat completion and insists on an OpenAI chat completion coming back.
 func Probe(ctx context.Context, url, model, apiKey string) error {
+	return Complete(ctx, url, model, apiKey, "Reply with OK.", 4, 30*time.Second)
+}
+
+// Complete sends one chat completion (readiness probe, warm-up) bounded by timeout, and fails unless
+// HTTP 200 brings a chat completion with at least one choice.
+func Complete(ctx context.Context, url, model, apiKey, prompt string, maxTokens int, timeout time.Duration) error {
 	body, _ := json.Marshal(map[string]any{
 		"model":      model,
-		"messages":   []map[string]string{{"role": "user", "content": "Reply with OK."}},
-		"max_tokens": 4,
+		"messages":   []map[string]string{{"role": "user", "content": prompt}},
+		"max_tokens": maxTokens,
 	})
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {

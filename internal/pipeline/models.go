@@ -1,13 +1,9 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -334,34 +330,9 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 		return err
 	}
 	for i := 0; i < 2; i++ {
-		if err := complete(ctx, sv.URL, model, envOr(sv.APIKeyEnv), 16); err != nil {
+		if err := engine.Complete(ctx, sv.URL, model, envOr(sv.APIKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
 			return fmt.Errorf("warm-up request %d: %v", i+1, err)
 		}
-	}
-	return nil
-}
-
-func complete(ctx context.Context, url, model, apiKey string, maxTokens int) error {
-	body, _ := json.Marshal(map[string]any{"model": model, "max_tokens": maxTokens,
-		"messages": []map[string]string{{"role": "user", "content": "Write one sentence about GPUs."}}})
-	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, b)
 	}
 	return nil
 }
