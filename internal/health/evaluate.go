@@ -182,7 +182,8 @@ func judgeDCGM(h *results.Health) {
 	}
 }
 
-// compareAll compares GEMM and PCIe figures across the GPUs of the host.
+// compareAll compares GEMM, PCIe and HBM figures across the GPUs of the host. HBM is an on-card
+// figure like GEMM and takes the GEMM tolerance.
 func compareAll(h *results.Health, o Options) []results.Compare {
 	if len(h.GPUs) < 2 {
 		return nil
@@ -193,7 +194,7 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		switch {
 		case strings.HasPrefix(name, "pcie_"):
 			v = o.PCIeVariancePct
-		case !strings.Contains(name, "gemm"):
+		case !strings.Contains(name, "gemm") && !strings.HasPrefix(name, "hbm_"):
 			continue
 		}
 		var cells []judge.Cell

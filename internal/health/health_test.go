@@ -119,8 +119,8 @@ func TestRunHealthy(t *testing.T) {
 	if h.DCGM.Status != results.StatusSkipped || h.DCGM.Note != "skipped: dcgmi not installed" {
 		t.Errorf("dcgm %+v", h.DCGM)
 	}
-	if len(h.Comparisons) != 5 {
-		t.Errorf("%d comparisons, want 5 (3 GEMM + 2 PCIe)", len(h.Comparisons))
+	if len(h.Comparisons) != 6 {
+		t.Errorf("%d comparisons, want 6 (3 GEMM + 2 PCIe + HBM)", len(h.Comparisons))
 	}
 	if !strings.Contains(h.GPUs[0].Binding, "unknown") {
 		t.Errorf("binding %q, want it to say why none", h.GPUs[0].Binding)
@@ -149,8 +149,8 @@ func TestRunFlags(t *testing.T) {
 		{"pcie x4 under expected x8", func(f *fakeSource, o *Options, b *fakeBench) {
 			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, o.ExpectPCIeWidth = 8, 4, 8
 		}, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
-		{"slow pcie and gemm spread", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.1} },
-			[]string{CheckPCIeBW + "@1", CheckPCIeBW + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1"}, results.StatusFlag},
+		{"slow pcie, gemm and hbm spread", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.1} },
+			[]string{CheckPCIeBW + "@1", CheckPCIeBW + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1"}, results.StatusFlag},
 		{"spread within 25 %", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.8} }, nil, results.StatusOK},
 		{"hw slowdown at idle", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x9) }, []string{CheckClockEvents + "@0"}, results.StatusFlag},
 		{"sw power cap at idle is a note", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x4) }, nil, results.StatusOK},
@@ -317,7 +317,7 @@ func TestRealH200Result(t *testing.T) {
 		t.Fatal(err)
 	}
 	Evaluate(&h, Options{ExpectGPUs: 2})
-	if h.Status != results.StatusOK || len(flagsOf(&h)) != 0 || len(h.Comparisons) != 5 {
+	if h.Status != results.StatusOK || len(flagsOf(&h)) != 0 || len(h.Comparisons) != 6 {
 		t.Fatalf("status %s flags %v comparisons %d", h.Status, flagsOf(&h), len(h.Comparisons))
 	}
 	for _, gh := range h.GPUs {

@@ -229,30 +229,3 @@ func fmtNum(v float64) string {
 		return fmt.Sprintf("%.2f", v)
 	}
 }
-
-// HealthComparisons compares every microbenchmark (GEMM, PCIe, HBM) across the GPUs of a host with
-// the given guards (GEMMGuards: 25 %). Failed figures are left out; a figure on one GPU only is not
-// compared. The health phase calls it and turns flagged cells into its own flags.
-func HealthComparisons(gpus []results.GPUHealth, g Guards) []results.Compare {
-	var names []string
-	cells := map[string][]Cell{}
-	for _, gh := range gpus {
-		for _, b := range gh.Bench {
-			if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
-				continue
-			}
-			if _, seen := cells[b.Name]; !seen {
-				names = append(names, b.Name)
-			}
-			cells[b.Name] = append(cells[b.Name], Cell{GPU: gh.GPU.Index, Value: b.Value})
-		}
-	}
-	var out []results.Compare
-	for _, n := range names {
-		if len(cells[n]) < 2 {
-			continue
-		}
-		out = append(out, CompareGPUs(n, cells[n], true, g))
-	}
-	return out
-}

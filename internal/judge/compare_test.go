@@ -161,30 +161,3 @@ func TestCIOverlap(t *testing.T) {
 		}
 	}
 }
-
-func TestHealthComparisons(t *testing.T) {
-	bench := func(gpu int, sgemm, h2d float64) results.GPUHealth {
-		return results.GPUHealth{GPU: results.GPUInfo{Index: gpu}, Bench: []results.Microbench{
-			{Name: "sgemm_fp32", Value: sgemm, Status: results.StatusOK}, {Name: "pcie_h2d", Value: h2d, Status: results.StatusOK}}}
-	}
-	gpus := []results.GPUHealth{bench(0, 51.2, 55), bench(1, 50.8, 54), bench(2, 36, 53), bench(3, 51, 30)}
-	gpus[1].Bench[1].Status, gpus[1].Bench[1].Error = results.StatusFailed, "cudaMemcpy failed"
-	cs := HealthComparisons(gpus, GEMMGuards())
-	if len(cs) != 2 || cs[0].Metric != "sgemm_fp32" || cs[1].Metric != "pcie_h2d" {
-		t.Fatalf("comparisons %+v", cs)
-	}
-	for _, c := range cs {
-		for _, v := range c.Values {
-			want := (c.Metric == "sgemm_fp32" && v.GPU == 2) || (c.Metric == "pcie_h2d" && v.GPU == 3)
-			if v.Flagged != want {
-				t.Errorf("%s gpu %d flagged %v (%s)", c.Metric, v.GPU, v.Flagged, v.Reason)
-			}
-		}
-	}
-	if len(cs[1].Values) != 3 {
-		t.Errorf("the failed PCIe figure must be left out: %+v", cs[1].Values)
-	}
-	if HealthComparisons(gpus[:1], GEMMGuards()) != nil {
-		t.Error("one GPU: nothing to compare")
-	}
-}
