@@ -2,14 +2,17 @@ package health
 
 import (
 	"context"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// IndexedBench is the simulator's microbenchmark shape (sim.Fleet): by GPU index, no context.
+// IndexedBench is the simulator's microbenchmark shape (sim.Fleet): by GPU index, no context; Load
+// marks a GPU busy so a simulated burn's telemetry shows a loaded card.
 type IndexedBench interface {
 	Microbench(i int, name string) (value float64, unit string, err error)
+	Load(i int, d time.Duration) error
 }
 
 // SimBench adapts the simulator's Fleet to BenchRunner.
@@ -25,9 +28,21 @@ func (s SimBench) Microbench(ctx context.Context, g results.GPUInfo, name string
 // Burn holds the virtual GPU "busy" until ctx ends (the burn's telemetry comes from the Fleet's
 // Sample) and reports the Fleet's BF16 GEMM figure as the sustained rate.
 func (s SimBench) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
-	<-ctx.Done()
-	v, _, err := s.Fleet.Microbench(g.Index, "gemm_bf16")
-	return v, err
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			v, _, err := s.Fleet.Microbench(g.Index, "gemm_bf16")
+			return v, err
+		case now := <-tick.C:
+			if err := s.Fleet.Load(g.Index, now.Sub(last)); err != nil {
+				return 0, err
+			}
+			last = now
+		}
+	}
 }
 
 func (s SimBench) Describe(string) string { return "simulated (roofline model of the catalog GPU)" }

@@ -162,6 +162,16 @@ func (f *Fleet) addBusy(i int, d time.Duration) {
 	f.mu.Unlock()
 }
 
+// Load marks GPU i busy for d from outside an engine: a simulated GEMM burn (`gpuvet health --sim
+// --burn`) calls it so the burn's telemetry shows a loaded card, not an idle one.
+func (f *Fleet) Load(i int, d time.Duration) error {
+	if err := f.check(i); err != nil {
+		return err
+	}
+	f.addBusy(i, d)
+	return nil
+}
+
 // setUsed records the memory an attached engine holds on GPU i (0 when it stops).
 func (f *Fleet) setUsed(i int, mib int64) {
 	f.mu.Lock()
