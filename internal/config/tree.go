@@ -270,7 +270,9 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 func modelCacheShorthand(n *yaml.Node) (*yaml.Node, error) {
 	switch strings.ToLower(n.Value) {
 	case "off", "false":
-		str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: n.Line} }
+		str := func(v string) *yaml.Node {
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: n.Line}
+		}
 		return &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Content: []*yaml.Node{str("dir"), str("off")}}, nil
 	}
 	return nil, fmt.Errorf("want off, or a map with keys %s; got %s", allowedKeys(modelCacheType), kindName(n))
