@@ -2,9 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/spf13/cobra"
 )
 
@@ -53,6 +55,15 @@ Bad input exits 2 with the file, the key path and what is allowed. See docs/conf
 				return err
 			}
 			p.Show(cmd.OutOrStdout())
+			if c := p.Config; c.Backend == "local" {
+				dir, note := modelcache.Dir(c.ModelCache, c.Engine.Kind)
+				if note == "" && dir != "" && dir != c.ModelCache.Dir {
+					note = fmt.Sprintf("model_cache.dir %s is %s for engine kind %s", c.ModelCache.Dir, dir, c.Engine.Kind)
+				}
+				if note != "" {
+					fmt.Fprintf(cmd.OutOrStdout(), "# note: %s\n", note)
+				}
+			}
 			return nil
 		},
 	}

@@ -185,6 +185,34 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 	}
 }
 
+// config show says what model_cache.dir auto means for the engine kind, and that off turns it off.
+func TestConfigShowModelCache(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+		not  string
+	}{
+		{nil, []string{"model_cache.dir = auto", "# note: model_cache.dir auto is /data/hf/hub for engine kind vllm"}, ""},
+		{[]string{"--set", "model_cache=off"}, []string{"model_cache.dir = off", "# flag:--set"}, "# note: model_cache"},
+		{[]string{"--set", "engine.kind=generic", "--set", "engine.command=srv {port}"}, []string{"no managed model cache for engine kind generic"}, ""},
+	} {
+		cmd := gpuvet(append([]string{"config", "show"}, tc.args...)...)
+		cmd.Env = append(cmd.Env, "HF_HUB_CACHE=/data/hf/hub")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%v: config show lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+		if tc.not != "" && strings.Contains(string(out), tc.not) {
+			t.Errorf("%v: config show has %q:\n%s", tc.args, tc.not, out)
+		}
+	}
+}
+
 func TestConfigShowPrintsSources(t *testing.T) {
 	cmd := gpuvet("config", "show", "--sim", "--set", "load.rates=7", "--parallel-gpus", "2")
 	cmd.Env = append(cmd.Env, "GPUVET_LOAD_OUTPUT_TOKENS=99")

@@ -110,6 +110,9 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
 		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
 		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
+		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys dir, offline", `got "3"`}},
+		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"flag:--set", "model_cache", "want off"}},
+		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,8 +270,57 @@ func TestSplitPath(t *testing.T) {
 	}
 }
 
+// model_cache is on by default (dir auto); the issue's scalar `model_cache: off` and dir off turn it
+// off from a file, --set and the environment, keeping offline as it was.
+func TestModelCacheOff(t *testing.T) {
+	def, err := Load(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Config.ModelCache != (ModelCache{Dir: "auto", Offline: true}) || IsOff(def.Config.ModelCache.Dir) {
+		t.Fatalf("default model_cache = %+v, want dir auto, offline", def.Config.ModelCache)
+	}
+	tests := []struct {
+		name  string
+		file  string
+		sets  []string
+		env   []string
+		src   string
+		offln bool
+	}{
+		{"file scalar", "model_cache: off\n", nil, nil, "config:", true},
+		{"file scalar false", "model_cache: false\n", nil, nil, "config:", true},
+		{"file dir", "model_cache:\n  dir: off\n  offline: false\n", nil, nil, "config:", false},
+		{"set scalar", "", []string{"model_cache=off"}, nil, "flag:--set", true},
+		{"set dir", "", []string{"model_cache.dir=off"}, nil, "flag:--set", true},
+		{"env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=off"}, "env:GPUVET_MODEL_CACHE", true},
+		{"env dir", "", nil, []string{"GPUVET_MODEL_CACHE_DIR=off"}, "env:GPUVET_MODEL_CACHE_DIR", true},
+		{"set after file", "model_cache:\n  dir: /data/hub\n", []string{"model_cache=off"}, nil, "flag:--set", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var files []string
+			if tt.file != "" {
+				files = []string{write(t, "mc.yaml", tt.file)}
+			}
+			p, err := Load(Options{Files: files, Sets: tt.sets, Environ: tt.env})
+			if err != nil {
+				t.Fatal(err)
+			}
+			mc := p.Config.ModelCache
+			if mc.Dir != "off" || !IsOff(mc.Dir) || mc.Offline != tt.offln {
+				t.Errorf("model_cache = %+v, want dir off, offline %v", mc, tt.offln)
+			}
+			if src := p.Source("model_cache.dir"); !strings.HasPrefix(src, tt.src) {
+				t.Errorf("model_cache.dir source %q, want %s…", src, tt.src)
+			}
+		})
+	}
+}
+
 func FuzzLoadYAML(f *testing.F) {
 	f.Add([]byte("load:\n  max_concurrency: 3\n"))
+	f.Add([]byte("model_cache: off\n"))
 	f.Add([]byte("models: [a]\naccelerators:\n  H200:\n    gates: {ttft_p95_ms: null}\n"))
 	f.Add([]byte("kind: RecipeMetadata\nspec: {validation: {performance: {constraints: [{name: inference-throughput, value: '>= 5'}]}}}\n"))
 	f.Add([]byte("a: &x [1]\nb: *x\n"))

@@ -247,6 +247,9 @@ func envKeys() map[string]string {
 			switch {
 			case ft.Kind() == reflect.Struct && ft != durationType:
 				rec(ft, p)
+				if ft == modelCacheType { // GPUVET_MODEL_CACHE=off, like model_cache: off
+					out["GPUVET_"+strings.ToUpper(strings.ReplaceAll(p, ".", "_"))] = p
+				}
 			case ft.Kind() == reflect.Map:
 			default:
 				out["GPUVET_"+strings.ToUpper(strings.ReplaceAll(p, ".", "_"))] = p

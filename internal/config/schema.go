@@ -162,11 +162,18 @@ type Output struct {
 	Prometheus bool   `yaml:"prometheus"`
 }
 
-// ModelCache is the local weights cache (HF_HOME) with the hub offline.
+// ModelCache is the local weights cache (HF_HOME) with the hub offline. In YAML, `model_cache: off`
+// is short for `model_cache: {dir: off}`.
 type ModelCache struct {
-	Dir     string `yaml:"dir"` // empty: no managed cache, the engine's own
+	// Dir is the hub cache folder (holds models--org--name): auto (the hub's default folder for the
+	// engines that load hub weights: vllm, sglang, trtllm; none for generic), off (or empty) for no
+	// managed cache, or a path. modelcache.Dir resolves it.
+	Dir     string `yaml:"dir"`
 	Offline bool   `yaml:"offline"`
 }
+
+// IsOff reports whether a model_cache.dir value disables the managed cache.
+func IsOff(dir string) bool { return dir == "" || dir == "off" }
 
 // Run holds the knobs of the run itself.
 type Run struct {
@@ -264,7 +271,7 @@ func Defaults() Config {
 		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
 		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
 		Output:     Output{Dir: "out", HTML: true, JUnit: true},
-		ModelCache: ModelCache{Offline: true},
+		ModelCache: ModelCache{Dir: "auto", Offline: true},
 		Run:        Run{ParallelGPUs: 1},
 		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
 	}

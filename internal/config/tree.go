@@ -34,7 +34,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Path, e.Msg)
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType   = reflect.TypeFor[Duration]()
+	modelCacheType = reflect.TypeFor[ModelCache]()
+)
 
 // JoinPath appends one key to a key path the way Plan.Sources spells it (quoted when not a plain
 // identifier: accelerators["NVIDIA H200"]).
@@ -183,6 +186,13 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 		w.sources[path] = w.source
 		return n.Value, nil
 	}
+	if t == modelCacheType && n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
+		m, err := modelCacheShorthand(n)
+		if err != nil {
+			return nil, w.fail(n, path, "%v", err)
+		}
+		n = m
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -253,6 +263,19 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 	}
 	w.sources[path] = w.source
 	return v, nil
+}
+
+// modelCacheShorthand reads the scalar form `model_cache: off` (as the docs write it) as the map
+// {dir: off}; any other scalar is an error.
+func modelCacheShorthand(n *yaml.Node) (*yaml.Node, error) {
+	switch strings.ToLower(n.Value) {
+	case "off", "false":
+		str := func(v string) *yaml.Node {
+			return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v, Line: n.Line}
+		}
+		return &yaml.Node{Kind: yaml.MappingNode, Line: n.Line, Content: []*yaml.Node{str("dir"), str("off")}}, nil
+	}
+	return nil, fmt.Errorf("want off, or a map with keys %s; got %s", allowedKeys(modelCacheType), kindName(n))
 }
 
 func typeName(t reflect.Type) string {

@@ -9,21 +9,39 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 )
 
-// CacheEnv is the `gpuvet run` hook (pipeline.Deps.CacheEnv). With model_cache.dir set it makes
-// sure model is in the cache before any engine starts (no network when it is there; a pull when it
-// is not; on an air-gapped host an error naming the exact `gpuvet cache pull` command), and returns
-// the environment engines need to read it. model_cache.offline (the default) starts engines with
-// HF_HUB_OFFLINE=1, so no engine ever downloads or needs a token; false lets them reach the hub.
-// An empty dir (model_cache: off) or a model given as a local path leaves engines as they are.
-func CacheEnv(ctx context.Context, model string, mc config.ModelCache) (map[string]string, error) {
+// Dir resolves model_cache.dir for an engine kind: the hub cache folder gpuvet manages, or "" for
+// none. auto is the hub's default folder (DefaultCacheDir) for the engines that load hub weights
+// (vllm, sglang, trtllm) and none for generic, whose command may not load any; off (or empty) is
+// none. note says why auto means none, for the summary ("" otherwise).
+func Dir(mc config.ModelCache, engineKind string) (dir, note string) {
+	switch {
+	case config.IsOff(mc.Dir):
+		return "", ""
+	case mc.Dir == "auto" && engineKind == "generic":
+		return "", "model_cache.dir auto: no managed model cache for engine kind generic (its command may not load hub weights); set model_cache.dir to a hub cache folder to use one"
+	case mc.Dir == "auto":
+		return DefaultCacheDir(), ""
+	}
+	return mc.Dir, ""
+}
+
+// CacheEnv is the `gpuvet run` hook (pipeline.Deps.CacheEnv). With a managed cache (Dir(mc,
+// engineKind) not "") it makes sure model is in the cache before any engine starts (no network when
+// it is there; a pull when it is not; on an air-gapped host an error naming the exact `gpuvet cache
+// pull` command), and returns the environment engines need to read it. model_cache.offline (the
+// default) starts engines with HF_HUB_OFFLINE=1, so no engine ever downloads or needs a token; false
+// lets them reach the hub. No managed cache, or a model given as a local path, leaves engines as
+// they are.
+func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCache) (map[string]string, error) {
 	env := map[string]string{}
-	if mc.Dir == "" || isLocalPath(model) {
+	dir, _ := Dir(mc, engineKind)
+	if dir == "" || isLocalPath(model) {
 		return env, nil
 	}
-	if _, err := Ensure(ctx, model, Options{CacheDir: mc.Dir, Progress: os.Stderr}); err != nil {
+	if _, err := Ensure(ctx, model, Options{CacheDir: dir, Progress: os.Stderr}); err != nil {
 		return nil, err
 	}
-	for _, kv := range EngineEnv(mc.Dir) {
+	for _, kv := range EngineEnv(dir) {
 		k, v, _ := strings.Cut(kv, "=")
 		if !mc.Offline && (k == "HF_HUB_OFFLINE" || k == "TRANSFORMERS_OFFLINE") {
 			continue

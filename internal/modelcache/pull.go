@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -464,17 +465,38 @@ func Ensure(ctx context.Context, model string, o Options) (*Snapshot, error) {
 	if err != nil || s != nil {
 		return s, err
 	}
-	o.CacheDir = c.CacheDir
+	o.CacheDir, o.Endpoint = c.CacheDir, c.Endpoint // the command names the hub this host was told to use
 	if c.Offline {
 		return nil, fmt.Errorf("model %s (revision %s) is not in the cache %s and the hub is offline; on a host that can reach %s run:\n  %s\nthen copy %s to this host",
 			model, c.Revision, c.CacheDir, c.Endpoint, PullCommand(model, o), c.CacheDir)
 	}
-	s, err = pull(ctx, c, model)
+	// One try first, so an air-gapped host fails now rather than after the downloader's retries.
+	err = probe(ctx, c.Endpoint)
+	if err == nil {
+		s, err = pull(ctx, c, model)
+	}
 	if err != nil && unreachable(err) {
 		return nil, fmt.Errorf("model %s is not in the cache %s and the hub %s is unreachable (%v); if this host is air-gapped, on a host that can reach it run:\n  %s\nthen copy %s to this host",
 			model, c.CacheDir, c.Endpoint, err, PullCommand(model, o), c.CacheDir)
 	}
 	return s, err
+}
+
+// probe makes one request to the hub with no retry: any answer means it can be reached.
+func probe(ctx context.Context, endpoint string) error {
+	h, err := newHub(endpoint, "")
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, h.endpoint.String()+"/", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	return resp.Body.Close()
 }
 
 // unreachable reports network failures that mean "no route to the hub" rather than a hub answer.

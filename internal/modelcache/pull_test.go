@@ -465,7 +465,7 @@ func TestCacheEnvHook(t *testing.T) {
 	repo := testModel("acme/run", 13)
 	fh := newFakeHub(t, repo)
 	t.Setenv("HF_ENDPOINT", fh.endpoint())
-	env, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: true})
+	env, err := CacheEnv(context.Background(), repo.model, "vllm", config.ModelCache{Dir: cache, Offline: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,23 +475,33 @@ func TestCacheEnvHook(t *testing.T) {
 	if fh.totalServed() != repo.total() {
 		t.Fatalf("served %d, want the whole model %d", fh.totalServed(), repo.total())
 	}
+	// dir auto: the hub's default folder for an engine that loads hub weights.
+	env, err = CacheEnv(context.Background(), repo.model, "sglang", config.ModelCache{Dir: "auto", Offline: true})
+	if err != nil || env["HF_HUB_CACHE"] != DefaultCacheDir() || env["HF_HUB_OFFLINE"] != "1" {
+		t.Fatalf("auto: %v, %v; want HF_HUB_CACHE=%s", env, err, DefaultCacheDir())
+	}
 	// Present: the hook touches no network, even with the hub gone.
 	fh.hub.Close()
 	fh.reset()
-	if _, err := CacheEnv(context.Background(), repo.model, config.ModelCache{Dir: cache, Offline: false}); err != nil {
+	if _, err := CacheEnv(context.Background(), repo.model, "vllm", config.ModelCache{Dir: cache, Offline: false}); err != nil {
 		t.Fatal(err)
 	}
 	// A model not in the cache on an offline host: the exact command.
 	t.Setenv("HF_HUB_OFFLINE", "1")
-	_, err = CacheEnv(context.Background(), "acme/absent", config.ModelCache{Dir: cache, Offline: true})
+	_, err = CacheEnv(context.Background(), "acme/absent", "vllm", config.ModelCache{Dir: cache, Offline: true})
 	if err == nil || !strings.Contains(err.Error(), "gpuvet cache pull acme/absent --cache-dir "+cache) {
 		t.Fatalf("offline, absent: %v", err)
 	}
-	// model_cache: off, or a local folder: nothing to do.
-	for _, tc := range []struct{ model, dir string }{{"acme/x", ""}, {t.TempDir(), cache}} {
-		if env, err := CacheEnv(context.Background(), tc.model, config.ModelCache{Dir: tc.dir}); err != nil || len(env) != 0 {
-			t.Fatalf("CacheEnv(%q, dir %q) = %v, %v; want nothing", tc.model, tc.dir, env, err)
+	// model_cache: off, auto for a generic engine, or a local folder: nothing to do.
+	for _, tc := range []struct{ model, kind, dir string }{
+		{"acme/x", "vllm", ""}, {"acme/x", "vllm", "off"}, {"acme/x", "generic", "auto"}, {t.TempDir(), "vllm", cache},
+	} {
+		if env, err := CacheEnv(context.Background(), tc.model, tc.kind, config.ModelCache{Dir: tc.dir}); err != nil || len(env) != 0 {
+			t.Fatalf("CacheEnv(%q, %s, dir %q) = %v, %v; want nothing", tc.model, tc.kind, tc.dir, env, err)
 		}
+	}
+	if _, note := Dir(config.ModelCache{Dir: "auto"}, "generic"); !strings.Contains(note, "generic") {
+		t.Errorf("auto for generic needs a note saying why there is no cache: %q", note)
 	}
 }
 

@@ -108,16 +108,3 @@ func (Endpoint) EngineVersion(ctx context.Context, cfg config.Config) (string, e
 	}
 	return v.Version, nil
 }
-
-// CacheEnv is the engine environment for a local model cache directory: HF_HOME, and the hub
-// offline when model_cache.offline (the engine reads weights from the cache only).
-func CacheEnv(mc config.ModelCache) map[string]string {
-	if mc.Dir == "" {
-		return nil
-	}
-	env := map[string]string{"HF_HOME": mc.Dir}
-	if mc.Offline {
-		env["HF_HUB_OFFLINE"] = "1"
-	}
-	return env
-}

@@ -68,8 +68,9 @@ type Deps struct {
 	Baseline func(s *results.Summary, baselinePath string, plan *config.Plan) error
 	// Report writes the human and machine reports next to summary.json.
 	Report func(s *results.Summary, dir string, out config.Output) error
-	// CacheEnv prepares the model cache and returns the engine environment for it.
-	CacheEnv func(ctx context.Context, model string, mc config.ModelCache) (map[string]string, error)
+	// CacheEnv prepares the model cache for an engine kind and returns the engine environment for it
+	// (modelcache.CacheEnv).
+	CacheEnv func(ctx context.Context, model, engineKind string, mc config.ModelCache) (map[string]string, error)
 	// ExitCode maps a finished summary to the process exit code.
 	ExitCode func(s *results.Summary, failOnFlag bool) int
 }

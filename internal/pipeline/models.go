@@ -115,7 +115,7 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	env := map[string]string{}
 	if r.deps.CacheEnv != nil && r.cfg.Backend == "local" {
 		err := protect(func() error {
-			e, err := r.deps.CacheEnv(ctx, id, r.cfg.ModelCache)
+			e, err := r.deps.CacheEnv(ctx, id, r.cfg.Engine.Kind, r.cfg.ModelCache)
 			env = e
 			return err
 		})

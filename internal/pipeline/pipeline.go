@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -118,6 +119,11 @@ func (r *run) newSummary() *results.Summary {
 		Status: results.StatusOK,
 	}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
+	if r.cfg.Backend == "local" {
+		if _, note := modelcache.Dir(r.cfg.ModelCache, r.cfg.Engine.Kind); note != "" {
+			s.Caveats = append(s.Caveats, note)
+		}
+	}
 	if r.cfg.Run.FailIn != "" {
 		s.Caveats = append(s.Caveats, "a failure is injected in phase "+r.cfg.Run.FailIn+" (--fail-in): this run tests gpuvet, not the host")
 	}

@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,19 +332,91 @@ func TestEngineThatDiesKeepsItsLogTail(t *testing.T) {
 	}
 }
 
-func TestModelMissingFromOfflineCacheFailsTheModelOnly(t *testing.T) {
+// TestRunUsesTheModelCache is `gpuvet run` with backend local and a managed cache: the cached model's
+// engine starts with HF_HOME/HF_HUB_CACHE and the hub offline (the fake engine prints its HF_*
+// environment into its log, then exits); a model absent from the cache on a host that cannot reach
+// the hub fails with the exact `gpuvet cache pull` command, starts no engine, and the run goes on.
+func TestRunUsesTheModelCache(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "hf")
+	cache := filepath.Join(home, "hub")
+	writeCachedModel(t, cache, "acme/tiny")
+	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:1") // nothing listens: the hub is unreachable
+	t.Setenv("HF_HUB_OFFLINE", "")
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
-		"engine.command=true {port}", "model_cache.dir="+t.TempDir())
+		"models=acme/tiny,acme/absent", "model_cache.dir="+cache,
+		"engine.command=sh -c 'env | grep ^HF_ | sort; echo no server on port {port}; exit 3'")
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := res.Summary.Hosts[0].Models[0]
-	if m.Status != results.StatusFailed || !strings.Contains(m.Error, "model cache") || !strings.Contains(m.Error, "gpuvet cache pull") || len(m.Endpoints) != 0 {
-		t.Fatalf("want the model failed with the pull command and no engine started: %s %q", m.Status, m.Error)
+	ms := res.Summary.Hosts[0].Models
+	if len(ms) != 2 {
+		t.Fatalf("want 2 models, got %d", len(ms))
+	}
+	tiny, absent := ms[0], ms[1]
+	if tiny.Model != "acme/tiny" {
+		tiny, absent = absent, tiny
+	}
+	if len(tiny.Endpoints) != 1 {
+		t.Fatalf("the cached model's engine must start: %s %q", tiny.Status, tiny.Error)
+	}
+	tail := tiny.Endpoints[0].LogTail
+	for _, want := range []string{"HF_HOME=" + home + "\n", "HF_HUB_CACHE=" + cache + "\n", "HF_HUB_OFFLINE=1\n"} {
+		if !strings.Contains(tail, want) {
+			t.Errorf("the engine's environment lacks %q; its log:\n%s", want, tail)
+		}
+	}
+	want := "gpuvet cache pull acme/absent --cache-dir " + cache + " --endpoint http://127.0.0.1:1"
+	if absent.Status != results.StatusFailed || !strings.Contains(absent.Error, "model cache") ||
+		!strings.Contains(absent.Error, want) || len(absent.Endpoints) != 0 {
+		t.Fatalf("want the absent model failed with %q and no engine started: %s %q", want, absent.Status, absent.Error)
 	}
 	if res.Summary.Hosts[0].Health == nil || !res.Summary.Complete {
 		t.Errorf("the rest of the run must still be recorded")
+	}
+}
+
+// writeCachedModel lays out model in a hub cache the way the hub libraries do:
+// models--org--name/{blobs/<sha256>, snapshots/<commit>/<file> -> ../../blobs/<sha256>, refs/main}.
+func writeCachedModel(t *testing.T, cache, model string) {
+	t.Helper()
+	repo := filepath.Join(cache, "models--"+strings.ReplaceAll(model, "/", "--"))
+	commit := strings.Repeat("ab", 20)
+	body := []byte("not really weights")
+	sum := fmt.Sprintf("%x", sha256.Sum256(body))
+	snap := filepath.Join(repo, "snapshots", commit)
+	for _, d := range []string{filepath.Join(repo, "blobs"), snap, filepath.Join(repo, "refs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo, "blobs", sum), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "blobs", sum), filepath.Join(snap, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// With dir auto a generic engine gets no managed cache (its command may not load hub weights), and
+// the summary says so.
+func TestGenericEngineAutoCacheIsNoted(t *testing.T) {
+	t.Setenv("HF_HUB_OFFLINE", "")
+	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
+		"engine.command=sh -c 'env | grep ^HF_HUB_OFFLINE; exit 3; echo {port}'")
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(res.Summary.Caveats, func(c string) bool { return strings.Contains(c, "no managed model cache for engine kind generic") }) {
+		t.Errorf("caveats lack the generic-engine cache note: %q", res.Summary.Caveats)
+	}
+	m := res.Summary.Hosts[0].Models[0]
+	if len(m.Endpoints) != 1 || strings.Contains(m.Endpoints[0].LogTail, "HF_HUB_OFFLINE=1") {
+		t.Errorf("the generic engine must start without the cache env: %s %q %+v", m.Status, m.Error, m.Endpoints)
 	}
 }
 

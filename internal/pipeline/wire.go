@@ -83,7 +83,7 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 		}
 	default:
 		d.Backend = Local{}
-		d.CacheEnv = ensureCache
+		d.CacheEnv = modelcache.CacheEnv
 	}
 	return d
 }
@@ -121,23 +121,6 @@ func discover(c config.Config) (Source, string, *sim.Fleet, error) {
 		return nil, "", nil, err
 	}
 	return src, "nvidia-smi-xml", nil, nil
-}
-
-// ensureCache makes sure the model is in model_cache.dir (offline: it must already be there) and
-// returns the engine environment pointing at it with the hub offline.
-func ensureCache(ctx context.Context, model string, mc config.ModelCache) (map[string]string, error) {
-	if mc.Dir == "" {
-		return nil, nil
-	}
-	if _, err := modelcache.Ensure(ctx, model, modelcache.Options{CacheDir: mc.Dir, Offline: mc.Offline}); err != nil {
-		return nil, err
-	}
-	env := map[string]string{}
-	for _, kv := range modelcache.EngineEnv(mc.Dir) {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	return env, nil
 }
 
 func writeReports(s *results.Summary, dir string, o config.Output) error {
