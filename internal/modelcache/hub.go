@@ -120,18 +120,9 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 		return nil, nil, err
 	}
 	for hop := 0; ; hop++ {
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		req, err := h.request(ctx, method, u, hdr)
 		if err != nil {
 			return nil, nil, err
-		}
-		for k, v := range hdr {
-			req.Header[k] = v
-		}
-		req.Header.Set("User-Agent", "gpuvet-modelcache")
-		// identity: a Range must address the file's bytes, not a gzip stream of them.
-		req.Header.Set("Accept-Encoding", "identity")
-		if h.token != "" && sameOrigin(u, h.endpoint) {
-			req.Header.Set("Authorization", "Bearer "+h.token)
 		}
 		resp, err := h.hc.Do(req)
 		if err != nil {
@@ -162,6 +153,25 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 	}
 }
 
+// request builds one hub request with hdr: gpuvet's User-Agent, no compression (a Range must address
+// the file's bytes, not a gzip stream of them), and the token only for the hub's own origin, so it
+// never follows a redirect to a CDN.
+func (h *hub) request(ctx context.Context, method string, u *url.URL, hdr http.Header) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("User-Agent", "gpuvet-modelcache")
+	req.Header.Set("Accept-Encoding", "identity")
+	if h.token != "" && sameOrigin(u, h.endpoint) {
+		req.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	return req, nil
+}
+
 // doNoFollow sends one request to the hub and returns its answer with any redirect to another
 // host unfollowed (a HEAD reads the hub's own headers; the CDN is not asked). Relative redirects on
 // the hub's host (a renamed repo) that carry no file headers are followed, up to 5.
@@ -171,14 +181,9 @@ func (h *hub) doNoFollow(ctx context.Context, method, rawURL string) (*http.Resp
 		return nil, nil, err
 	}
 	for hop := 0; ; hop++ {
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		req, err := h.request(ctx, method, u, nil)
 		if err != nil {
 			return nil, nil, err
-		}
-		req.Header.Set("User-Agent", "gpuvet-modelcache")
-		req.Header.Set("Accept-Encoding", "identity")
-		if h.token != "" && sameOrigin(u, h.endpoint) {
-			req.Header.Set("Authorization", "Bearer "+h.token)
 		}
 		resp, err := h.hc.Do(req)
 		if err != nil {
