@@ -40,6 +40,9 @@ type vgpu struct {
 	tempC    float64
 	sampled  bool
 	lastWall time.Time
+	// loadedUntil is the end of an outside full load (Load, a simulated burn): NVML reports the
+	// utilisation of its last sample period (≤ 1 s), so a card under a burn reads busy at once.
+	loadedUntil time.Time
 }
 
 // Typical efficiencies of the microbenchmarks against the datasheet peak, from a real H200
@@ -168,7 +171,13 @@ func (f *Fleet) Load(i int, d time.Duration) error {
 	if err := f.check(i); err != nil {
 		return err
 	}
-	f.addBusy(i, d)
+	f.mu.Lock()
+	g := &f.gpus[i]
+	g.busy += d
+	if until := time.Now().Add(d); until.After(g.loadedUntil) {
+		g.loadedUntil = until
+	}
+	f.mu.Unlock()
 	return nil
 }
 
@@ -209,6 +218,9 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	}
 	if g.active > 0 {
 		util = math.Max(util, math.Min(1, float64(g.active)/64))
+	}
+	if now.Before(g.loadedUntil.Add(250 * time.Millisecond)) {
+		util = 1
 	}
 	dt := now.Sub(g.lastWall).Seconds()
 	if !g.sampled {

@@ -184,3 +184,32 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// A simulated burn (Load) reads as a fully loaded card from its first sample on, however long the
+// GPU sat idle before, and as idle again once the load has stopped.
+func TestFleetLoadReadsBusyAtOnce(t *testing.T) {
+	f, err := NewFleet(FleetConfig{GPU: "H200", Count: 1, StragglerIndex: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Sample(0); err != nil { // opens a long idle window
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := f.Load(0, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := f.Sample(0)
+	if s.UtilPct != 100 || s.ClockReasons != 0x4 || s.PowerW < 600 {
+		t.Fatalf("under load: util %d%% reasons %#x power %.0f W, want 100%%, sw_power_cap, near 700 W", s.UtilPct, s.ClockReasons, s.PowerW)
+	}
+	time.Sleep(400 * time.Millisecond)
+	f.Sample(0)
+	time.Sleep(50 * time.Millisecond)
+	if s, _ = f.Sample(0); s.UtilPct != 0 || s.ClockReasons != 0x1 {
+		t.Fatalf("after the load: util %d%% reasons %#x, want idle", s.UtilPct, s.ClockReasons)
+	}
+	if err := f.Load(5, time.Second); err == nil {
+		t.Fatal("Load on a GPU the fleet does not have: no error")
+	}
+}
