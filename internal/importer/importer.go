@@ -77,7 +77,7 @@ func Parse(b []byte) (*results.Summary, Format, error) {
 	var s *results.Summary
 	switch f {
 	case FormatGPUVet:
-		s, err = parseGPUVet(b)
+		s, err = results.Parse(b)
 	case FormatVLLMBench:
 		s, err = VLLMBench(b)
 	case FormatGuideLLM:
@@ -99,26 +99,6 @@ func Parse(b []byte) (*results.Summary, Format, error) {
 		}
 	}
 	return s, f, nil
-}
-
-func parseGPUVet(b []byte) (*results.Summary, error) {
-	var s results.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("not a gpuvet summary (%v)", err)
-	}
-	if major(s.SchemaVersion) != major(results.SchemaVersion) {
-		return nil, fmt.Errorf("schema_version %s, this gpuvet reads %s.x: rerun with the gpuvet that wrote it, or re-record", s.SchemaVersion, major(results.SchemaVersion))
-	}
-	return &s, nil
-}
-
-func major(v string) string {
-	for i, c := range v {
-		if c == '.' {
-			return v[:i]
-		}
-	}
-	return v
 }
 
 // imported wraps one model's load in a summary of one host and one endpoint.

@@ -135,15 +135,25 @@ func Read(path string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	s, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Parse decodes summary.json bytes and checks the schema version: the one check every reader of a
+// gpuvet summary (report, compare, import) goes through.
+func Parse(b []byte) (*Summary, error) {
 	var s Summary
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: not a gpuvet summary (%v)", path, err)
+		return nil, fmt.Errorf("not a gpuvet summary (%v)", err)
 	}
 	if s.SchemaVersion == "" {
-		return nil, fmt.Errorf("%s: no schema_version: not a gpuvet summary", path)
+		return nil, fmt.Errorf("no schema_version: not a gpuvet summary")
 	}
 	if major(s.SchemaVersion) != major(SchemaVersion) {
-		return nil, fmt.Errorf("%s: schema_version %s, this gpuvet reads %s.x", path, s.SchemaVersion, major(SchemaVersion))
+		return nil, fmt.Errorf("schema_version %s, this gpuvet reads %s.x: rerun with the gpuvet that wrote it, or re-record", s.SchemaVersion, major(SchemaVersion))
 	}
 	return &s, nil
 }
