@@ -61,14 +61,7 @@ func TestBenchCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var l results.Load
-	if err := json.Unmarshal(b, &l); err != nil {
-		t.Fatal(err)
-	}
+	l := readLoad(t, out)
 	if len(l.Runs) != 7 || l.Saturation == nil || l.Config.Profile != "sweep" || l.Config.PromptTokens != 32 {
 		t.Fatalf("result: %d runs, saturation %v, config %+v", len(l.Runs), l.Saturation, l.Config)
 	}
@@ -108,7 +101,16 @@ func TestBenchTokenizerFlag(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	b, err := os.ReadFile(out)
+	l := readLoad(t, out)
+	if want := "tokenizer.json (testdata/words-bpe.json); chat template -2 tokens by server /tokenize"; l.TokenCounts != want {
+		t.Errorf("token_counts %q, want %q", l.TokenCounts, want)
+	}
+}
+
+// readLoad reads the results.Load that `gpuvet bench --out` wrote.
+func readLoad(t *testing.T, path string) results.Load {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +118,5 @@ func TestBenchTokenizerFlag(t *testing.T) {
 	if err := json.Unmarshal(b, &l); err != nil {
 		t.Fatal(err)
 	}
-	if want := "tokenizer.json (testdata/words-bpe.json); chat template -2 tokens by server /tokenize"; l.TokenCounts != want {
-		t.Errorf("token_counts %q, want %q", l.TokenCounts, want)
-	}
+	return l
 }
