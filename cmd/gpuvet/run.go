@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
@@ -49,29 +49,18 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 }
 
+// flagPaths maps run's flags to the config keys they set.
+var flagPaths = map[string]string{
+	"backend": "backend", "url": "endpoint.url", "api-key-env": "endpoint.api_key_env", "model": "models",
+	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
+	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
+	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
+	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
+}
+
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,
 // so files, environment and defaults still decide).
 func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
-	table := []struct {
-		name, path, value string
-	}{
-		{"backend", "backend", f.backend},
-		{"url", "endpoint.url", f.url},
-		{"api-key-env", "endpoint.api_key_env", f.apiKeyEnv},
-		{"model", "models", f.model},
-		{"out", "output.dir", f.out},
-		{"parallel-gpus", "run.parallel_gpus", strconv.Itoa(f.parallel)},
-		{"gpu-count", "run.gpu_count", strconv.Itoa(f.gpuCount)},
-		{"fail-in", "run.fail_in", f.failIn},
-		{"fail-on-flag", "run.fail_on_flag", strconv.FormatBool(f.failOnFlag)},
-		{"save-baseline", "run.save_baseline", strconv.FormatBool(f.saveBaseline)},
-		{"baseline", "run.baseline", f.baseline},
-		{"engine", "engine.kind", f.engineKind},
-		{"engine-cmd", "engine.command", f.engineCmd},
-		{"sim-gpu", "sim.gpu", f.simGPU},
-		{"sim-gpus", "sim.gpus", strconv.Itoa(f.simGPUs)},
-		{"sim-straggler", "sim.straggler", strconv.Itoa(f.simStraggler)},
-	}
 	var set []config.Flag
 	if f.sim {
 		if cmd.Flags().Changed("backend") && f.backend != "sim" {
@@ -79,11 +68,11 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 		}
 		set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
 	}
-	for _, t := range table {
-		if cmd.Flags().Changed(t.name) {
-			set = append(set, config.Flag{Name: "--" + t.name, Path: t.path, Value: t.value})
+	cmd.Flags().Visit(func(fl *pflag.Flag) { // changed flags only, in name order
+		if path, ok := flagPaths[fl.Name]; ok {
+			set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
 		}
-	}
+	})
 	return set, nil
 }
 

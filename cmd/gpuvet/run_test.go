@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -233,4 +236,17 @@ func TestConfigShowPrintsSources(t *testing.T) {
 	if err := bad.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 {
 		t.Errorf("a bad value must exit 2, got %v", err)
 	}
+}
+
+// Every plan flag sets a config key (--sim sets backend by hand): a flag missing from flagPaths
+// would be accepted and silently ignored.
+func TestEveryPlanFlagHasAConfigPath(t *testing.T) {
+	cmd := &cobra.Command{Use: "x"}
+	var pf planFlags
+	pf.register(cmd)
+	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
+		if _, ok := flagPaths[fl.Name]; !ok && fl.Name != "sim" {
+			t.Errorf("--%s sets no config key", fl.Name)
+		}
+	})
 }
