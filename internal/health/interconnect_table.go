@@ -19,7 +19,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 	if ic.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", ic.Error)
 	}
-	if m := TopologyMatrix(h); len(m) > 0 {
+	if m := ic.Matrix(len(h.GPUs)); len(m) > 0 {
 		t := table(w)
 		for _, row := range m {
 			fmt.Fprintln(t, strings.Join(row, "\t"))
@@ -30,7 +30,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 		t := table(w)
 		fmt.Fprintln(t, "\nGPU\tNVLINKS UP\tSPEED/LINK\tVERSION\tREACHES\tERRORS crc/replay/recovery (start → end)")
 		for _, gl := range ic.Links {
-			fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\n", gl.GPU, LinksUp(gl), linkSpeed(gl), linkVersion(gl), linkRemotes(gl), linkErrorsText(gl))
+			fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\n", gl.GPU, fmt.Sprintf("%d/%d", gl.Up(), len(gl.Links)), linkSpeed(gl), linkVersion(gl), linkRemotes(gl), linkErrorsText(gl))
 		}
 		t.Flush()
 	}
@@ -74,51 +74,6 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 	for _, n := range ic.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-}
-
-// TopologyMatrix is the GPUs' path matrix with a header row: "X" on the diagonal, the pair's path
-// elsewhere ("?" when unknown). Empty without pairs.
-func TopologyMatrix(h *results.Health) [][]string {
-	ic := h.Interconnect
-	if ic == nil || len(ic.Pairs) == 0 {
-		return nil
-	}
-	n := len(h.GPUs)
-	head := []string{""}
-	for i := 0; i < n; i++ {
-		head = append(head, fmt.Sprintf("GPU%d", i))
-	}
-	out := [][]string{head}
-	path := map[[2]int]string{}
-	for _, p := range ic.Pairs {
-		path[[2]int{p.A, p.B}], path[[2]int{p.B, p.A}] = dash(p.Path), dash(p.Path)
-	}
-	for i := 0; i < n; i++ {
-		row := []string{fmt.Sprintf("GPU%d", i)}
-		for j := 0; j < n; j++ {
-			switch v, ok := path[[2]int{i, j}]; {
-			case i == j:
-				row = append(row, "X")
-			case ok:
-				row = append(row, v)
-			default:
-				row = append(row, "?")
-			}
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
-// LinksUp is "18/18".
-func LinksUp(gl results.GPULinks) string {
-	up := 0
-	for _, l := range gl.Links {
-		if l.Up {
-			up++
-		}
-	}
-	return fmt.Sprintf("%d/%d", up, len(gl.Links))
 }
 
 func linkSpeed(gl results.GPULinks) string {
@@ -165,27 +120,8 @@ func linkRemotes(gl results.GPULinks) string {
 	return dash(strings.Join(parts, ", "))
 }
 
-// LinkErrorTotals sums a GPU's link counters at the start and the end (nil: not read).
-func LinkErrorTotals(gl results.GPULinks) (start, end *results.LinkErrors) {
-	for _, l := range gl.Links {
-		if l.Errors != nil {
-			if start == nil {
-				start = &results.LinkErrors{}
-			}
-			start.CRC, start.Replay, start.Recovery = start.CRC+l.Errors.CRC, start.Replay+l.Errors.Replay, start.Recovery+l.Errors.Recovery
-		}
-		if l.ErrorsAfter != nil {
-			if end == nil {
-				end = &results.LinkErrors{}
-			}
-			end.CRC, end.Replay, end.Recovery = end.CRC+l.ErrorsAfter.CRC, end.Replay+l.ErrorsAfter.Replay, end.Recovery+l.ErrorsAfter.Recovery
-		}
-	}
-	return start, end
-}
-
 func linkErrorsText(gl results.GPULinks) string {
-	a, b := LinkErrorTotals(gl)
+	a, b := gl.ErrorTotals()
 	f := func(e *results.LinkErrors) string {
 		if e == nil {
 			return "n/a"

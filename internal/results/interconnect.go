@@ -1,5 +1,7 @@
 package results
 
+import "fmt"
+
 // Interconnect is how the GPUs of a host reach each other: each GPU's NVLinks, the path of every GPU
 // pair, the peer-to-peer copy bandwidth measured over it, and an all-reduce over all GPUs.
 type Interconnect struct {
@@ -90,4 +92,71 @@ type AllReduceSize struct {
 	AlgBWGBps  float64  `json:"algbw_gbps"`
 	BusBWGBps  float64  `json:"busbw_gbps"`
 	BusBWRatio *float64 `json:"busbw_ratio,omitempty"` // busbw / PeakGBps
+}
+
+// Matrix is the GPUs' path matrix as `nvidia-smi topo -m` prints it, with a header row: "X" on the
+// diagonal, the pair's path elsewhere ("?" when unknown). Empty without pairs.
+func (ic *Interconnect) Matrix(gpus int) [][]string {
+	if ic == nil || len(ic.Pairs) == 0 {
+		return nil
+	}
+	head := []string{""}
+	for i := 0; i < gpus; i++ {
+		head = append(head, fmt.Sprintf("GPU%d", i))
+	}
+	out := [][]string{head}
+	path := map[[2]int]string{}
+	for _, p := range ic.Pairs {
+		v := p.Path
+		if v == "" {
+			v = "?"
+		}
+		path[[2]int{p.A, p.B}], path[[2]int{p.B, p.A}] = v, v
+	}
+	for i := 0; i < gpus; i++ {
+		row := []string{fmt.Sprintf("GPU%d", i)}
+		for j := 0; j < gpus; j++ {
+			v, ok := path[[2]int{i, j}]
+			switch {
+			case i == j:
+				v = "X"
+			case !ok:
+				v = "?"
+			}
+			row = append(row, v)
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// Up is how many of the GPU's links are up.
+func (g GPULinks) Up() int {
+	n := 0
+	for _, l := range g.Links {
+		if l.Up {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrorTotals sums the GPU's link counters at the start and at the end (nil: not read).
+func (g GPULinks) ErrorTotals() (start, end *LinkErrors) {
+	add := func(dst **LinkErrors, e *LinkErrors) {
+		if e == nil {
+			return
+		}
+		if *dst == nil {
+			*dst = &LinkErrors{}
+		}
+		(*dst).CRC += e.CRC
+		(*dst).Replay += e.Replay
+		(*dst).Recovery += e.Recovery
+	}
+	for _, l := range g.Links {
+		add(&start, l.Errors)
+		add(&end, l.ErrorsAfter)
+	}
+	return start, end
 }

@@ -75,7 +75,7 @@ func (f *Fleet) Interconnect() (*results.Interconnect, error) {
 		gl := results.GPULinks{GPU: i}
 		for l := 0; l < links; l++ {
 			link := results.NVLink{Link: l, Up: true, Version: nvlinkVersion(f.gpu.Architecture), GBps: speed, Errors: &results.LinkErrors{}}
-			if f.fault.gpu == i && f.fault.kind == "down" && l >= links-2 {
+			if f.linkDown(i, l) {
 				link.Up, link.GBps = false, 0
 			}
 			if f.fault.gpu == i && f.fault.kind == "errors" && l == 0 {
@@ -108,12 +108,24 @@ func nvlinkVersion(arch string) int {
 	return map[string]int{"Ampere": 3, "Hopper": 4, "Blackwell": 5}[arch]
 }
 
+// linkDown says whether link l of GPU i is down: the faulty GPU's last two, and with two GPUs joined
+// directly the same links of its partner (a link is down at both ends).
+func (f *Fleet) linkDown(i, l int) bool {
+	if f.fault.kind != "down" || l < f.gpu.NVLinks()-2 {
+		return false
+	}
+	return f.fault.gpu == i || f.cfg.Count == 2
+}
+
 // upLinks is how many NVLinks GPU i has up.
 func (f *Fleet) upLinks(i int) int {
-	if f.fault.gpu == i && f.fault.kind == "down" {
-		return f.gpu.NVLinks() - 2
+	up := 0
+	for l := 0; l < f.gpu.NVLinks(); l++ {
+		if !f.linkDown(i, l) {
+			up++
+		}
 	}
-	return f.gpu.NVLinks()
+	return up
 }
 
 // pairPeak is the one-direction peak between two GPUs: their common NVLinks, else PCIe.
