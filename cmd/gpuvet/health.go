@@ -44,6 +44,9 @@ func newHealthCmd() *cobra.Command {
 row remapping, PCIe link, clock-event reasons, XIDs), cuBLAS GEMM (FP32, TF32, BF16), pinned PCIe
 H2D/D2H and HBM bandwidth against the detected GPU's datasheet peak, an optional GEMM burn with
 1 Hz telemetry, and DCGM diagnostics when dcgmi is installed.
+With two or more GPUs: the NVLink/PCIe topology (links, paths, error counters before and after),
+peer-to-peer copy bandwidth per pair against its links, and an NCCL all-reduce (busbw as nccl-tests)
+where a libnccl.so.2 is found (--nccl-lib).
 
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
