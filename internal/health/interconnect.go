@@ -293,7 +293,7 @@ func judgeInterconnect(h *results.Health, o Options) {
 		big := ar.Sizes[len(ar.Sizes)-1]
 		if big.BusBWRatio != nil && *big.BusBWRatio < o.MinLinkRatio {
 			hostFlag(CheckAllReduce, "host", "all-reduce bus bandwidth %.0f GB/s at %s, %.0f %% of the links' %.0f GB/s per GPU (floor %.0f %%): a slow link or a PCIe fallback on one GPU holds every rank back",
-				big.BusBWGBps, humanBytes(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, o.MinLinkRatio*100)
+				big.BusBWGBps, results.SizeText(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, o.MinLinkRatio*100)
 		}
 	}
 }
@@ -374,13 +374,3 @@ func comparePairs(h *results.Health, o Options, hostFlag func(check, subject, fo
 }
 
 func pairName(p results.GPUPair) string { return fmt.Sprintf("gpu %d ↔ gpu %d", p.A, p.B) }
-
-func humanBytes(b int64) string {
-	switch {
-	case b >= 1<<30 && b%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", b>>30)
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", b>>20)
-	}
-	return fmt.Sprintf("%d B", b)
-}

@@ -66,7 +66,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 			t := table(w)
 			fmt.Fprintln(t, "SIZE\tTIME µs\tALGBW GB/s\tBUSBW GB/s\tRATIO (of "+peakText(ar.PeakGBps)+" per GPU)")
 			for _, s := range ar.Sizes {
-				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", humanBytes(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, fptr(s.BusBWRatio, "%.2f"))
+				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", results.SizeText(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, fptr(s.BusBWRatio, "%.2f"))
 			}
 			t.Flush()
 		}

@@ -57,7 +57,7 @@ func interconnectCases(class string, hh *results.Health, pool *flagPool) []junit
 			c.Error = &junitProblem{Message: orDash(ar.Error), Type: "interconnect.all_reduce"}
 		case c.Failure == nil && len(ar.Sizes) > 0:
 			s := ar.Sizes[len(ar.Sizes)-1]
-			c.SystemOut = fmt.Sprintf("busbw %.1f GB/s at %s over %d GPUs (NCCL %s)", s.BusBWGBps, sizeText(s.Bytes), ar.GPUs, ar.NCCL)
+			c.SystemOut = fmt.Sprintf("busbw %.1f GB/s at %s over %d GPUs (NCCL %s)", s.BusBWGBps, results.SizeText(s.Bytes), ar.GPUs, ar.NCCL)
 		}
 		out = append(out, c)
 	}

@@ -82,7 +82,7 @@ func buildLinks(h *results.Health, flaggedPairs map[string]bool) *linksView {
 			}
 		}
 		for _, s := range ar.Sizes {
-			r := arRow{Size: sizeText(s.Bytes), Time: fmt.Sprintf("%.1f", s.TimeUs), AlgBW: fmt.Sprintf("%.1f", s.AlgBWGBps), BusBW: fmt.Sprintf("%.1f", s.BusBWGBps), Ratio: "—"}
+			r := arRow{Size: results.SizeText(s.Bytes), Time: fmt.Sprintf("%.1f", s.TimeUs), AlgBW: fmt.Sprintf("%.1f", s.AlgBWGBps), BusBW: fmt.Sprintf("%.1f", s.BusBWGBps), Ratio: "—"}
 			if s.BusBWRatio != nil {
 				r.Ratio = fmt.Sprintf("%.0f %%", *s.BusBWRatio*100)
 			}
@@ -100,14 +100,4 @@ func pairFig(f *results.PairFigure) string {
 		return fmt.Sprintf("%.1f", f.GBps)
 	}
 	return fmt.Sprintf("%.1f · %.0f %%", f.GBps, *f.Ratio*100)
-}
-
-func sizeText(b int64) string {
-	switch {
-	case b >= 1<<30 && b%(1<<30) == 0:
-		return fmt.Sprintf("%d GiB", b>>30)
-	case b >= 1<<20 && b%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", b>>20)
-	}
-	return fmt.Sprintf("%d B", b)
 }

@@ -160,3 +160,14 @@ func (g GPULinks) ErrorTotals() (start, end *LinkErrors) {
 	}
 	return start, end
 }
+
+// SizeText writes a message size as "1 MiB", "1 GiB", or bytes when it is not a whole MiB.
+func SizeText(b int64) string {
+	switch {
+	case b >= 1<<30 && b%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", b>>30)
+	case b >= 1<<20 && b%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", b>>20)
+	}
+	return fmt.Sprintf("%d B", b)
+}
