@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -113,8 +115,8 @@ func ParseFile(b []byte) (*File, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		if err.Error() == "EOF" {
-			return nil, fmt.Errorf("empty file: expected top-level keys gpus: and/or models:")
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty file: expected the top-level keys gpus and/or models")
 		}
 		return nil, fmt.Errorf("%v (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
 	}

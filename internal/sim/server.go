@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -423,8 +422,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		st.runWhole(r.Context())
 	}
 }
-
-var errCut = errors.New("stream cut by fault injection")
 
 // appendUsage appends a usage object.
 func appendUsage(b []byte, prompt, completion int) []byte {
