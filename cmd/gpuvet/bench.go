@@ -30,7 +30,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Drive an OpenAI-compatible endpoint with a calibrated load and measure it",
 		Long: `bench points at any OpenAI-compatible endpoint (vLLM, SGLang, trtllm-serve, Dynamo, NIM, gpuvet sim)
-and measures TTFT, ITL, TPOT, E2E and throughput by the rules in DESIGN.md. The API key, if any, is
+and measures TTFT, ITL, TPOT, E2E and throughput by the measurement rules in the README. The API key, if any, is
 read from the environment variable named by --api-key-env (default OPENAI_API_KEY), never from flags.`,
 		Example: `  gpuvet bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B --profile sweep --out result.json`,
 		Args:    cobra.NoArgs,

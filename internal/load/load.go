@@ -1,6 +1,6 @@
 // Package load is gpuvet's load generator: it drives an OpenAI-compatible endpoint with streamed chat or
 // completion requests under a profile (synchronous, concurrency, throughput, constant, poisson, sweep)
-// and measures it by the rules in DESIGN.md "Measurement rules":
+// and measures it by gpuvet's measurement rules (docs/architecture.md, "Measurement rules"):
 //
 //   - TTFT: from the moment the request is written to the first SSE chunk carrying generated content
 //     (a role-only chunk does not count). Open-loop profiles also give TTFT from the scheduled send.
