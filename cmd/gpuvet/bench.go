@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -42,7 +43,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
 			c.MaxDuration = results.Duration(maxDuration)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
-			if o.SLO, err = load.ParseSLO(slo); err != nil {
+			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
 				return usageErr("%v", err)
 			}
 			o.Config = c
