@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/roofline"
 )
 
 // EngineConfig is the serving engine's configuration, named as vLLM names it. Zero values take the
@@ -139,12 +140,9 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	if b.Tokens == 0 {
 		return 0
 	}
-	m := p.Model
-	tp := float64(p.Cfg.TP)
-	flops := 2*m.Params*float64(b.Tokens) + 4*float64(m.Layers*m.Hidden)*b.AttnCtx
-	compute := flops / tp / (p.GPU.BF16TFLOPS * 1e12 * p.mfu)
-	bytes := m.WeightBytes()/tp + b.KVRead*m.KVBytesPerToken()/tp
-	memory := bytes / (p.GPU.HBMGBps * 1e9 * p.mbu)
+	step := roofline.Step{Tokens: b.Tokens, AttnCtx: b.AttnCtx, KVRead: b.KVRead}
+	compute := roofline.ComputeSeconds(p.GPU, p.Model, step, p.Cfg.TP) / p.mfu
+	memory := roofline.MemorySeconds(p.GPU, p.Model, step, p.Cfg.TP) / p.mbu
 	t := math.Max(compute, memory) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
 	speed := p.Speed
 	if speed <= 0 {
