@@ -45,7 +45,16 @@ func newRealtime(e *Engine, onStep func(time.Duration)) *realtime {
 	return r
 }
 
+// add hands s to the engine after the frontend's entry cost (Perf.Entry), as RunVirtual does.
 func (r *realtime) add(s *Seq, _, _ time.Duration, _ float64, _ *rand.Rand) {
+	if d := r.eng.Perf().Entry(s.Prompt, s.Chat); d > 0 {
+		time.AfterFunc(d, func() { r.enqueue(s) })
+		return
+	}
+	r.enqueue(s)
+}
+
+func (r *realtime) enqueue(s *Seq) {
 	r.mu.Lock()
 	r.eng.Add(s)
 	r.mu.Unlock()
@@ -112,13 +121,25 @@ func (r *realtime) loop() {
 		if r.onStep != nil {
 			r.onStep(d)
 		}
-		for _, o := range out {
-			o.s.Generated.Store(int32(o.gen))
-			if o.done {
-				o.s.Done.Store(true)
-			}
-			notify(o.s)
+		// The step's tokens reach their handlers after the frontend's output cost (Perf.Exit).
+		if exit := r.eng.Perf().Exit(); exit > 0 {
+			batch := append([]delivery(nil), out...)
+			time.AfterFunc(exit, func() { deliver(batch) })
+		} else {
+			deliver(out)
 		}
+	}
+}
+
+func deliver(out []delivery) {
+	for _, o := range out {
+		// Never move backwards: two steps' deliveries may run in either order.
+		for cur := o.s.Generated.Load(); int(cur) < o.gen && !o.s.Generated.CompareAndSwap(cur, int32(o.gen)); cur = o.s.Generated.Load() {
+		}
+		if o.done {
+			o.s.Done.Store(true)
+		}
+		notify(o.s)
 	}
 }
 

@@ -9,8 +9,9 @@ import (
 // request's HTTP handler reads after a notification.
 type Seq struct {
 	ID     uint64
-	Prompt int // prompt tokens
-	MaxOut int // output tokens this request will produce (max_tokens, or its natural stop)
+	Prompt int  // prompt tokens
+	MaxOut int  // output tokens this request will produce (max_tokens, or its natural stop)
+	Chat   bool // a chat completion: the frontend renders the chat template (Perf.Entry)
 
 	computed  int         // tokens whose KV is in the cache
 	generated int         // tokens produced so far
