@@ -31,6 +31,9 @@ type realtime struct {
 	quit   chan struct{}
 	done   chan struct{}
 	onStep func(busy time.Duration) // load accounting for a Fleet GPU
+	// due is when the request that woke the idle engine was due in its queue: the first step starts
+	// then, not when the loop goroutine got to run (a loaded machine wakes it late).
+	due time.Time
 }
 
 type delivery struct {
@@ -47,15 +50,23 @@ func newRealtime(e *Engine, onStep func(time.Duration)) *realtime {
 
 // add hands s to the engine after the frontend's entry cost (Perf.Entry), as RunVirtual does.
 func (r *realtime) add(s *Seq, _, _ time.Duration, _ float64, _ *rand.Rand) {
-	if d := r.eng.Perf().Entry(s.Prompt, s.Chat); d > 0 {
-		time.AfterFunc(d, func() { r.enqueue(s) })
+	from := s.Received
+	if from.IsZero() {
+		from = time.Now()
+	}
+	due := from.Add(r.eng.Perf().Entry(s.Prompt, s.Chat))
+	if wait := time.Until(due); wait > 0 {
+		time.AfterFunc(wait, func() { r.enqueue(s, due) })
 		return
 	}
-	r.enqueue(s)
+	r.enqueue(s, due)
 }
 
-func (r *realtime) enqueue(s *Seq) {
+func (r *realtime) enqueue(s *Seq, due time.Time) {
 	r.mu.Lock()
+	if r.eng.Idle() && (r.due.IsZero() || due.Before(r.due)) {
+		r.due = due
+	}
 	r.eng.Add(s)
 	r.mu.Unlock()
 	select {
@@ -92,7 +103,13 @@ func (r *realtime) loop() {
 			r.mu.Unlock()
 			select {
 			case <-r.wake:
-				next = time.Now()
+				r.mu.Lock()
+				next = r.due
+				r.due = time.Time{}
+				r.mu.Unlock()
+				if now := time.Now(); next.IsZero() || next.Before(now.Add(-50*time.Millisecond)) {
+					next = now
+				}
 				continue
 			case <-r.quit:
 				return
@@ -121,10 +138,11 @@ func (r *realtime) loop() {
 		if r.onStep != nil {
 			r.onStep(d)
 		}
-		// The step's tokens reach their handlers after the frontend's output cost (Perf.Exit).
-		if exit := r.eng.Perf().Exit(); exit > 0 {
+		// The step's tokens reach their handlers the frontend's output cost (Perf.Exit) after the
+		// step's scheduled end.
+		if wait := time.Until(next.Add(r.eng.Perf().Exit())); wait > 0 {
 			batch := append([]delivery(nil), out...)
-			time.AfterFunc(exit, func() { deliver(batch) })
+			time.AfterFunc(wait, func() { deliver(batch) })
 		} else {
 			deliver(out)
 		}

@@ -160,7 +160,8 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	if speed <= 0 {
 		speed = 1
 	}
-	return time.Duration(t / speed * 1e9)
+	// Round the healthy step first, so a straggler's step is an exact multiple of it.
+	return time.Duration(float64(time.Duration(t*1e9)) / speed)
 }
 
 // comm is the cost of tensor parallelism in a step: two all-reduces of the step's hidden states

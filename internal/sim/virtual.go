@@ -18,7 +18,7 @@ type Workload struct {
 	// Poisson draws open-loop arrivals from a Poisson process at Rate (seeded, repeatable), as
 	// vLLM's and SGLang's benchmark clients do; false spaces them evenly.
 	Poisson bool
-	Chat        bool    // chat completions (the chat template is rendered) rather than completions
+	Chat    bool // chat completions (the chat template is rendered) rather than completions
 	// Offline drives the engine in-process, as vLLM's LLM class (benchmark_latency) does: no
 	// frontend, so no entry or exit cost.
 	Offline bool
