@@ -32,10 +32,10 @@ type GPU struct {
 	PeerLink GPULink `yaml:"peer_link"`
 	SMs      int     `yaml:"sms"` // streaming multiprocessors (0: unknown; the simulator then ignores wave quantisation)
 
-	// Simulator efficiency factors, fitted per family to public serving measurements (see
-	// internal/sim calibration tests). Zero: the simulator's generic default.
-	MFU            float64 `yaml:"mfu"`              // achieved fraction of BF16TFLOPS in engine steps
-	MBU            float64 `yaml:"mbu"`              // achieved fraction of HBMGBps in engine steps
+	// Simulator figures that override its per-architecture ones (internal/sim efficiency.go);
+	// required for an architecture the simulator does not know. Zero: the architecture's.
+	MFU            float64 `yaml:"mfu"`              // achieved fraction of BF16TFLOPS in a large GEMM
+	MBU            float64 `yaml:"mbu"`              // achieved fraction of HBMGBps in a streaming read
 	StepOverheadMs float64 `yaml:"step_overhead_ms"` // fixed CPU/launch cost of one engine step
 	SeqOverheadUs  float64 `yaml:"seq_overhead_us"`  // per-sequence scheduling/sampling cost per step
 }

@@ -15,26 +15,25 @@ import (
 // is derived from the shape of the step and the link.
 type archFigures struct {
 	gemm, mem float64
-	// basis says where the figures come from; extrapolated marks figures borrowed from another
-	// architecture (shown by `gpuvet sim --help` and docs/sim-validation.md).
-	basis        string
-	extrapolated bool
+	// basis says where the figures come from, on which GPU (shown by `gpuvet sim --help` and
+	// docs/sim-validation.md); the architecture's other GPUs are extrapolated from that one.
+	basis, on string
 }
 
 var archFig = map[string]archFigures{
 	// Measured on an H200 SXM (cuBLAS BF16 GEMM n=16384: 0.79 of 989 TFLOP/s; device-to-device copy:
 	// 0.86 of 4.8 TB/s), the same figures the simulated health microbenchmarks use.
-	"Hopper": {gemm: 0.79, mem: 0.86, basis: "measured on H200 (cuBLAS BF16 GEMM 0.79 of peak, HBM copy 0.86)"},
+	"Hopper": {gemm: 0.79, mem: 0.86, on: "H200", basis: "measured: cuBLAS BF16 GEMM 0.79 of peak, HBM copy 0.86"},
 	// A100: fitted to the A100 rows marked fitted in docs/sim-validation.md (Llama-3.1-8B TPOT at
 	// 4 req/s and the offline throughput of 5000 ShareGPT prompts).
-	"Ampere": {gemm: 0.60, mem: 0.75, basis: "fitted to the A100 fit rows of the validation table (Llama-3.1-8B TPOT, offline throughput)"},
+	"Ampere": {gemm: 0.60, mem: 0.75, on: "A100", basis: "fitted to the A100 fit rows of the validation table (Llama-3.1-8B TPOT, offline throughput)"},
 	// L40S: its 362 TFLOP/s BF16 datasheet figure is far from reached under its 350 W limit; set by
 	// the L40S calibration case (Qwen2.5-3B: sync TTFT of a 512-token prompt, one compute-bound
 	// prefill step, and the sustained rate at 128 streams).
-	"Ada Lovelace": {gemm: 0.33, mem: 0.86, basis: "fitted to the L40S calibration case (512-token prefill TTFT, 128-stream rate)"},
+	"Ada Lovelace": {gemm: 0.33, mem: 0.86, on: "L40S", basis: "fitted to the L40S calibration case (512-token prefill TTFT, 128-stream rate)"},
 	// Blackwell: set by the GB200 calibration case (Qwen3-8B, 256 streams, 128/128); B200 and the
 	// RTX PRO 6000 (GDDR7, PCIe) have no published BF16 vLLM figure here, so theirs are GB200's.
-	"Blackwell": {gemm: 0.45, mem: 0.75, basis: "fitted to the GB200 calibration case; B200 and RTX PRO 6000 extrapolated from GB200", extrapolated: true},
+	"Blackwell": {gemm: 0.45, mem: 0.75, on: "GB200", basis: "fitted to the GB200 calibration case (Qwen3-8B, 256 streams)"},
 }
 
 // ArchBasis describes where the simulator's efficiency figures for each catalog GPU come from,
@@ -48,8 +47,8 @@ func ArchBasis() []string {
 			out = append(out, fmt.Sprintf("%s: mfu/mbu from the catalog entry", g.Key))
 		case !ok:
 			out = append(out, fmt.Sprintf("%s: no figures for architecture %q (set mfu and mbu in a catalog file)", g.Key, g.Architecture))
-		case f.extrapolated:
-			out = append(out, fmt.Sprintf("%s (%s): extrapolated: %s", g.Key, g.Architecture, f.basis))
+		case g.Key != f.on:
+			out = append(out, fmt.Sprintf("%s (%s): extrapolated from %s, same architecture; there: %s", g.Key, g.Architecture, f.on, f.basis))
 		default:
 			out = append(out, fmt.Sprintf("%s (%s): %s", g.Key, g.Architecture, f.basis))
 		}
