@@ -20,14 +20,20 @@ type Frontend struct {
 	Output time.Duration
 }
 
-// DefaultFrontend is vLLM V1's OpenAI server on a server-class CPU. Sources: vLLM's v0.6.0
-// performance post (Llama-3-8B on one H100: before the API server was moved out of the engine's
-// process it took 33 % of the time of a ~10 ms step, i.e. ~3 ms per step across all requests);
-// Hugging Face tokenizers' README (1 GB of text in < 20 s on a server CPU, ~10 µs per 1000 tokens
-// per core in aggregate; a single request's call, Python binding included, is ~1 µs per token).
-// The split between HTTP, handoff and output is not published; their sum (≈ 4 ms at 512 tokens) is
-// set by the light-load TTFT of the L40S calibration case and the A100 fit rows of
-// docs/sim-validation.md.
+// DefaultFrontend is vLLM V1's OpenAI server on a server-class CPU. Published figures behind it:
+//   - vLLM's v0.6.0 performance post (blog.vllm.ai/2024/09/05/perf-update.html): with the API server
+//     in the engine's process, Llama-3-8B on one H100 spent 33 % of its time in it, ~3 ms of each
+//     ~10 ms step across all requests; V1 moved it to its own process, so a request now pays its own
+//     share once on the way in (HTTP + Handoff) and once per token on the way out (Output).
+//   - Hugging Face tokenizer encode inside an OpenAI server (tenstorrent/tt-inference-server#2173):
+//     131 tokens in 1.3–2.8 ms, mostly the call's fixed cost; the fixed part is in HTTP, the
+//     per-token part is the marginal ~1 µs/token of the Rust encoder.
+//   - Detokenisation is ~1 % of a Llama-70B TP4 A100 step (vllm-project/vllm#818): small next to
+//     the SSE write and the IPC back, which Output holds.
+//
+// The split of the fixed costs between HTTP, Handoff and Output is not published: their sum
+// (≈ 3.5 ms, plus 0.5 ms of chat template) is set by the light-load TTFTs of the L40S calibration
+// case and the A100 fit rows of docs/sim-validation.md.
 func DefaultFrontend() Frontend {
 	return Frontend{
 		HTTP:             1500 * time.Microsecond,
