@@ -44,35 +44,35 @@ const (
 // vllm-project/vllm#7567).
 const shareGPTIn, shareGPTOut = 215, 194
 
+// shareGPT is the sources' online load: Poisson arrivals at rate, n requests, mean lengths.
+func shareGPT(rate float64, n int) Workload {
+	return Workload{Rate: rate, Poisson: true, Requests: n, Prompt: shareGPTIn, Output: shareGPTOut}
+}
+
+// offlineShareGPT is n ShareGPT prompts sent at once (benchmark_serving at an infinite rate).
+func offlineShareGPT(n int) Workload {
+	return Workload{Concurrency: n, Requests: n, Prompt: shareGPTIn, Output: shareGPTOut}
+}
+
 // latency is vLLM's nightly latency test: benchmark_latency, batch 8, 32 in / 128 out, offline.
 var latency = Workload{Concurrency: 8, Requests: 8, Prompt: 32, Output: 128, Offline: true}
 
 var measurements = []measurement{
 	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out", "E2E ms", 833.421, true},
 	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; the source runs Llama-3-70B (same shapes)", "E2E ms", 2077.53, true},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1,
-		Workload{Rate: 4, Poisson: true, Requests: 1200, Prompt: shareGPTIn, Output: shareGPTOut}, "ShareGPT at 4 req/s as mean lengths, Poisson arrivals", "TTFT ms", 31.98, true},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1,
-		Workload{Rate: 4, Poisson: true, Requests: 1200, Prompt: shareGPTIn, Output: shareGPTOut}, "as above", "TPOT ms", 13.17, true},
-	{srcSGLang060, "vLLM 0.6.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1,
-		Workload{Concurrency: 5000, Requests: 5000, Prompt: shareGPTIn, Output: shareGPTOut}, "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 4132.37, true},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths, Poisson arrivals", "TTFT ms", 31.98, true},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "as above", "TPOT ms", 13.17, true},
+	{srcSGLang060, "vLLM 0.6.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 4132.37, true},
 
 	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out (the page is a stored copy of vLLM's performance-benchmark build under another pipeline's name)", "E2E ms", 997.542, false},
 	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; Llama-3-70B", "E2E ms", 2444.47, false},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1,
-		Workload{Rate: 8, Poisson: true, Requests: 2400, Prompt: shareGPTIn, Output: shareGPTOut}, "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 35.68, false},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1,
-		Workload{Rate: 8, Poisson: true, Requests: 2400, Prompt: shareGPTIn, Output: shareGPTOut}, "as above", "TPOT ms", 17.85, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4,
-		Workload{Rate: 4, Poisson: true, Requests: 1200, Prompt: shareGPTIn, Output: shareGPTOut}, "ShareGPT at 4 req/s as mean lengths", "TTFT ms", 53.94, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4,
-		Workload{Rate: 4, Poisson: true, Requests: 1200, Prompt: shareGPTIn, Output: shareGPTOut}, "as above", "TPOT ms", 25.03, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4,
-		Workload{Rate: 8, Poisson: true, Requests: 2400, Prompt: shareGPTIn, Output: shareGPTOut}, "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 58.11, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4,
-		Workload{Rate: 8, Poisson: true, Requests: 2400, Prompt: shareGPTIn, Output: shareGPTOut}, "as above", "TPOT ms", 33.07, false},
-	{srcSGLang060, "vLLM 0.6.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4,
-		Workload{Concurrency: 5000, Requests: 5000, Prompt: shareGPTIn, Output: shareGPTOut}, "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 3700.64, false},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 35.68, false},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "as above", "TPOT ms", 17.85, false},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths", "TTFT ms", 53.94, false},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "as above", "TPOT ms", 25.03, false},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 58.11, false},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "as above", "TPOT ms", 33.07, false},
+	{srcSGLang060, "vLLM 0.6.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 3700.64, false},
 }
 
 // simulate runs the measurement's workload on the model and returns the figure it reports.
