@@ -164,6 +164,9 @@ func validGPU(g GPU) error {
 	if _, ok := pcieLane[g.PCIeGen]; !ok && g.PCIeGen != 0 {
 		return fmt.Errorf("pcie_gen: must be 0 (not PCIe-attached) or 1–6 for %s, got %d", g.Key, g.PCIeGen)
 	}
+	if g.SMs < 0 {
+		return fmt.Errorf("sms: must be ≥ 0 for %s, got %d", g.Key, g.SMs)
+	}
 	if g.PCIeWidth < 0 || g.PCIeWidth > 32 {
 		return fmt.Errorf("pcie_width: must be 0–32 lanes for %s, got %d", g.Key, g.PCIeWidth)
 	}
