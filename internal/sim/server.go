@@ -404,7 +404,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeErr(w, fe)
 		return
 	}
-	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Notify: make(chan struct{}, 1)}
+	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Chat: chat, Received: arrival, Notify: make(chan struct{}, 1)}
 	var rng *rand.Rand
 	if s.cfg.Jitter > 0 {
 		rng = rand.New(rand.NewPCG(uint64(s.cfg.Seed)^0x5bd1e995, n))
