@@ -11,6 +11,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Peer-to-peer copy sizes: 256 MiB per copy, 2 warm-up + 20 timed each way (about 13 ms at NVLink
@@ -124,7 +125,7 @@ func OpenPeer() (*Peer, error) {
 func (p *Peer) ordinal(g results.GPUInfo) (int32, error) {
 	var ord int32
 	if g.PCIBusID != "" {
-		return ord, p.a.err("finding the CUDA device of GPU "+g.PCIBusID, p.a.cuDeviceGetByPCIBusId(&ord, cudaBusID(g.PCIBusID)))
+		return ord, p.a.err("finding the CUDA device of GPU "+g.PCIBusID, p.a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID)))
 	}
 	return ord, p.a.err(fmt.Sprintf("finding CUDA device %d", g.Index), p.a.cuDeviceGet(&ord, int32(g.Index)))
 }

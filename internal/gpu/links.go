@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Linker is a Source that can read how its GPUs reach each other (NVML, the simulator, captured
@@ -46,7 +47,7 @@ func (s *nvmlSource) Interconnect() (*results.Interconnect, error) {
 	bus := map[string]int{} // PCI bus id (sysfs form) -> GPU index
 	for i, d := range s.devices {
 		if p, r := d.GetPciInfo(); r == nvml.SUCCESS {
-			bus[SysfsBusID(cString(p.BusId[:]))] = i
+			bus[sysfs.BusID(cString(p.BusId[:]))] = i
 		}
 	}
 	if !s.has("nvmlDeviceGetNvLinkState") {
@@ -98,7 +99,7 @@ func (s *nvmlSource) nvlinks(d nvml.Device, notes *[]string) []results.NVLink {
 func (s *nvmlSource) linkPeer(d nvml.Device, l int, link *results.NVLink) {
 	if s.has("nvmlDeviceGetNvLinkRemotePciInfo_v2") {
 		if p, r := d.GetNvLinkRemotePciInfo(l); r == nvml.SUCCESS {
-			link.Remote = SysfsBusID(cString(p.BusId[:]))
+			link.Remote = sysfs.BusID(cString(p.BusId[:]))
 		}
 	}
 	if s.has("nvmlDeviceGetNvLinkRemoteDeviceType") {
@@ -236,7 +237,7 @@ func PairLinks(links []results.GPULinks, i, j int, bus map[string]int) (direct, 
 				switchLinks[gl.GPU]++
 				continue
 			}
-			other, ok := bus[SysfsBusID(l.Remote)]
+			other, ok := bus[sysfs.BusID(l.Remote)]
 			if ok && gl.GPU == i && other == j {
 				direct++
 			}
