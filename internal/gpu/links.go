@@ -59,6 +59,9 @@ func (s *nvmlSource) Interconnect() (*results.Interconnect, error) {
 			}
 		}
 	}
+	if len(ic.Links) == 0 && s.has("nvmlDeviceGetNvLinkState") {
+		ic.Notes = append(ic.Notes, "NVML reports no NVLink on these GPUs (a PCIe card, or links not exposed to this VM)")
+	}
 	for i := range s.devices {
 		for j := i + 1; j < len(s.devices); j++ {
 			ic.Pairs = append(ic.Pairs, s.pair(i, j, ic.Links, bus, &ic.Notes))

@@ -285,6 +285,9 @@ func TestNVMLInterconnectPCIeOnly(t *testing.T) {
 	}
 	defer src.Close()
 	ic, _ := src.Interconnect()
+	if !strings.Contains(strings.Join(ic.Notes, ";"), "no NVLink") {
+		t.Errorf("notes %q do not say there is no NVLink", ic.Notes)
+	}
 	if len(ic.Links) != 0 || len(ic.Pairs) != 28 || ic.Pairs[0].Path != "SYS" || ic.Pairs[0].P2P != "disabled by a driver registry key" || !PathIsPCIe(ic.Pairs[0].Path) {
 		t.Errorf("links %d, pair 0: %+v", len(ic.Links), ic.Pairs[0])
 	}
