@@ -38,7 +38,7 @@ type Model struct {
 
 // EngineInfo says what served the model and how it was started (secrets redacted).
 type EngineInfo struct {
-	Kind    string `json:"kind"` // "vllm", "sglang", "trtllm", "generic", "endpoint", "sim"
+	Kind    string `json:"kind"` // "vllm", "sglang", "trtllm", "transformers", "generic", "endpoint", "sim"
 	Version string `json:"version,omitempty"`
 	Command string `json:"command,omitempty"` // the launch command line, secrets redacted
 	TP      int    `json:"tp,omitempty"`
