@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/roofline"
 )
 
 // EngineConfig is the serving engine's configuration, named as vLLM names it. Zero values take the
@@ -139,13 +140,10 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	if b.Tokens == 0 {
 		return 0
 	}
-	m := p.Model
-	tp := float64(p.Cfg.TP)
-	flops := 2*m.Params*float64(b.Tokens) + 4*float64(m.Layers*m.Hidden)*b.AttnCtx
-	compute := flops / tp / (p.GPU.BF16TFLOPS * 1e12 * p.mfu)
-	bytes := m.WeightBytes()/tp + b.KVRead*m.KVBytesPerToken()/tp
-	memory := bytes / (p.GPU.HBMGBps * 1e9 * p.mbu)
-	t := math.Max(compute, memory) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
+	// The roofline at the datasheet (shared with the run phase's speed-of-light), scaled by the
+	// achieved fractions of FLOP/s and bandwidth.
+	c := roofline.StepCost(p.GPU, p.Model, p.Cfg.TP, roofline.Step{Tokens: float64(b.Tokens), AttnCtx: b.AttnCtx, KVRead: b.KVRead})
+	t := math.Max(c.ComputeSeconds/p.mfu, c.MemorySeconds/p.mbu) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
 	speed := p.Speed
 	if speed <= 0 {
 		speed = 1
