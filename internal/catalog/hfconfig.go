@@ -76,7 +76,7 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 		params += emb
 	}
 	m := Model{ID: id, Params: params, Layers: c.Layers, Hidden: c.Hidden, Heads: c.Heads, KVHeads: c.KVHeads,
-		HeadDim: c.HeadDim, Vocab: c.Vocab, MaxContext: c.MaxPos, DTypeBytes: bytes}
+		HeadDim: c.HeadDim, Vocab: c.Vocab, MaxContext: c.MaxPos, DTypeBytes: bytes, TiedEmbeddings: c.Tie}
 	if m.MaxContext <= 0 {
 		m.MaxContext = 4096
 	}

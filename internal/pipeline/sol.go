@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -35,16 +36,24 @@ func speedOfLight(gpuName, model string, tp int, ld *results.Load) (*results.Spe
 		return nil, "speed-of-light: " + src
 	}
 	tp = max(1, tp)
-	s := roofline.Serving{Batch: peak.ReqS * peak.E2E.Mean / 1000, PromptTokens: peak.MeanPromptTokens, OutputTokens: peak.MeanOutputTokens}
-	bound, cost := roofline.OutputTokPerSecBound(g, m, tp, s)
-	if bound <= 0 {
+	// The engine decodes the in-flight requests together; their mean context is the prompt plus half
+	// the output. Prefill is left out, so the bound is an upper one.
+	batch := peak.ReqS * peak.E2E.Mean / 1000
+	b := max(1, int(math.Round(batch)))
+	ctx := peak.MeanPromptTokens + peak.MeanOutputTokens/2
+	bound := roofline.DecodeTokS(g, m, b, ctx, tp)
+	if bound <= 0 || math.IsInf(bound, 0) || math.IsNaN(bound) {
 		return nil, "speed-of-light: no bound (datasheet figures missing)"
+	}
+	limit := "memory"
+	if roofline.ComputeBound(g, m, roofline.DecodeStep(b, ctx), tp) {
+		limit = "compute"
 	}
 	return &results.SpeedOfLight{
 		BoundOutputTokS: bound, MeasuredOutputTokS: peak.OutputTokS, Percent: 100 * peak.OutputTokS / bound,
-		Limit: cost.Limit(), Batch: s.Batch,
-		BatchSource:  fmt.Sprintf("mean requests in flight in the %s run (%.2f req/s × %.0f ms mean E2E)", runName(peak), peak.ReqS, peak.E2E.Mean),
-		PromptTokens: s.PromptTokens, OutputTokens: s.OutputTokens, TP: tp, GPU: g.Key, Model: src,
+		Limit: limit, Batch: batch,
+		BatchSource:  fmt.Sprintf("mean requests in flight in the %s run (%.2f req/s × %.0f ms mean E2E), rounded to %d", runName(peak), peak.ReqS, peak.E2E.Mean, b),
+		PromptTokens: peak.MeanPromptTokens, OutputTokens: peak.MeanOutputTokens, TP: tp, GPU: g.Key, Model: src,
 	}, ""
 }
 

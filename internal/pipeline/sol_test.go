@@ -23,7 +23,7 @@ func TestSpeedOfLightAtThePeak(t *testing.T) {
 	}
 	g, _ := catalog.LookupGPU("H200")
 	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
-	want, _ := roofline.OutputTokPerSecBound(g, m, 1, roofline.Serving{Batch: 62.5, PromptTokens: 256, OutputTokens: 128})
+	want := roofline.DecodeTokS(g, m, 63, 256+64, 1) // 62.5 in flight, rounded; context prompt + half the output
 	if s.Batch != 62.5 || math.Abs(s.BoundOutputTokS-want) > 1e-9 || math.Abs(s.Percent-100*4000/want) > 1e-9 || s.Limit != "memory" {
 		t.Errorf("got %+v, want bound %v", s, want)
 	}

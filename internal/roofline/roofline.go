@@ -1,6 +1,7 @@
-// Package roofline is the one formula for what a GPU can do for a model: the time of one engine step
-// at the datasheet's FLOP/s and HBM bandwidth. The simulator scales it by its efficiency factors to
-// predict; the run phase uses it as is for speed-of-light (a measured figure as % of the bound).
+// Package roofline is the speed of light of LLM inference: what one engine step (or one decode
+// token) cannot beat on a GPU, from the datasheet peaks alone. It has no efficiency factors and no
+// overheads: the simulator adds those on top (internal/sim), and a real benchmark states its measured
+// figure as a fraction of these bounds. It reads only catalog figures and plain values.
 package roofline
 
 import (
@@ -9,65 +10,84 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 )
 
-// Step is what one engine step computes.
+// Step is the work of one engine step (all sequences in the batch together).
 type Step struct {
-	Tokens  float64 // tokens computed: decode tokens plus prefill tokens
-	AttnCtx float64 // Σ over computed tokens of the context each attends to
-	KVRead  float64 // Σ over sequences of their context length (the KV cache is read once per sequence)
+	Tokens int // tokens computed: one per decoding sequence plus every prefill chunk token
+	// AttnCtx is Σ over computed tokens of the context each token attends to (itself included):
+	// a decode at context C adds C, a prefill chunk of n tokens after c cached adds n·(c + n/2).
+	AttnCtx float64
+	// KVRead is Σ over the step's sequences of the context whose K and V are read (each sequence's KV
+	// is read once per step, whatever its number of new tokens).
+	KVRead float64
 }
 
-// Cost is the time of one step at 100 % of the datasheet, per GPU of a tensor-parallel group.
-type Cost struct {
-	ComputeSeconds float64 // FLOPs ÷ BF16 tensor FLOP/s
-	MemorySeconds  float64 // bytes read (weights once, plus the KV cache) ÷ HBM bandwidth
+// DecodeStep is the step of B sequences decoding one token each at context C.
+func DecodeStep(batch int, ctx float64) Step {
+	b := float64(batch)
+	return Step{Tokens: batch, AttnCtx: b * ctx, KVRead: b * ctx}
 }
 
-// StepCost is the roofline of one step of model m on tp GPUs like gpu: FLOPs are 2 per parameter per
-// token plus attention (4·layers·hidden per token per context token); bytes are the weights once
-// plus the KV cache of every sequence; both split evenly over the tp GPUs.
-func StepCost(gpu catalog.GPU, m catalog.Model, tp int, s Step) Cost {
-	t := float64(max(1, tp))
-	flops := 2*m.Params*s.Tokens + 4*float64(m.Layers*m.Hidden)*s.AttnCtx
-	bytes := m.WeightBytes() + s.KVRead*m.KVBytesPerToken()
-	return Cost{
-		ComputeSeconds: flops / t / (gpu.BF16TFLOPS * 1e12),
-		MemorySeconds:  bytes / t / (gpu.HBMGBps * 1e9),
+// PrefillStep is the step that computes a whole prompt of n tokens (nothing cached).
+func PrefillStep(n int) Step {
+	f := float64(n)
+	return Step{Tokens: n, AttnCtx: f * f / 2, KVRead: f}
+}
+
+// MatmulParams is the number of weights that take part in a token's matrix multiplies: all of them
+// but the input embedding table, whose "multiply" is a row lookup. A model with tied embeddings
+// multiplies by that table again in the LM head, so it counts there.
+func MatmulParams(m catalog.Model) float64 {
+	if m.TiedEmbeddings {
+		return m.Params
 	}
+	return math.Max(m.Params-float64(m.Vocab*m.Hidden), 0)
 }
 
-// Seconds is the bound: the larger of the two.
-func (c Cost) Seconds() float64 { return math.Max(c.ComputeSeconds, c.MemorySeconds) }
+// FLOPs is the arithmetic of a step on the whole model: 2 FLOPs per weight per token for the
+// multiplies, and for attention 2 FLOPs per query-key dot product element and 2 per value-weighted
+// sum element, per layer, per query head: 4 · layers · heads · head_dim per (token, context position).
+func FLOPs(m catalog.Model, s Step) float64 {
+	return 2*MatmulParams(m)*float64(s.Tokens) + 4*float64(m.Layers*m.Heads*m.HeadDim)*s.AttnCtx
+}
 
-// Limit names the side that bounds the step: "memory" or "compute".
-func (c Cost) Limit() string {
-	if c.ComputeSeconds > c.MemorySeconds {
-		return "compute"
+// Bytes is the HBM traffic a step cannot avoid on the whole model: every multiplied weight once,
+// and the K and V of every context position of every sequence once.
+func Bytes(m catalog.Model, s Step) float64 {
+	return MatmulParams(m)*float64(m.DTypeBytes) + s.KVRead*m.KVBytesPerToken()
+}
+
+// ComputeSeconds is the compute bound of a step split over tp GPUs: FLOPs at the dense BF16 tensor
+// peak of each.
+func ComputeSeconds(g catalog.GPU, m catalog.Model, s Step, tp int) float64 {
+	return FLOPs(m, s) / float64(max(tp, 1)) / (g.BF16TFLOPS * 1e12)
+}
+
+// MemorySeconds is the memory bound of a step split over tp GPUs: bytes at each GPU's HBM peak.
+func MemorySeconds(g catalog.GPU, m catalog.Model, s Step, tp int) float64 {
+	return Bytes(m, s) / float64(max(tp, 1)) / (g.HBMGBps * 1e9)
+}
+
+// StepSeconds is the speed-of-light time of a step: the larger of its compute and memory bounds.
+// Communication is not in it (see AllReduceSeconds).
+func StepSeconds(g catalog.GPU, m catalog.Model, s Step, tp int) float64 {
+	return math.Max(ComputeSeconds(g, m, s, tp), MemorySeconds(g, m, s, tp))
+}
+
+// ComputeBound reports whether the step is limited by FLOPs rather than bytes.
+func ComputeBound(g catalog.GPU, m catalog.Model, s Step, tp int) bool {
+	return ComputeSeconds(g, m, s, tp) >= MemorySeconds(g, m, s, tp)
+}
+
+// DecodeTokS is the speed-of-light output rate, tokens per second for the whole TP group, of batch
+// sequences decoding together at context ctx (prompt plus tokens generated so far).
+func DecodeTokS(g catalog.GPU, m catalog.Model, batch int, ctx float64, tp int) float64 {
+	if batch <= 0 {
+		return 0
 	}
-	return "memory"
+	return float64(batch) / StepSeconds(g, m, DecodeStep(batch, ctx), tp)
 }
 
-// Serving is a steady state of an engine: Batch sequences in the batch, requests of PromptTokens in
-// and OutputTokens out on average.
-type Serving struct {
-	Batch        float64
-	PromptTokens float64
-	OutputTokens float64
-}
-
-// OutputTokPerSecBound is the speed of light of output tokens per second at that steady state. Each
-// step yields Batch output tokens; for each of them the engine must also prefill PromptTokens ÷
-// OutputTokens prompt tokens (each attending to half its prompt on average), and it reads the weights
-// once and the KV cache of every sequence, whose mean context is the prompt plus half the output.
-func OutputTokPerSecBound(gpu catalog.GPU, m catalog.Model, tp int, s Serving) (float64, Cost) {
-	if s.Batch <= 0 || s.OutputTokens <= 0 || gpu.BF16TFLOPS <= 0 || gpu.HBMGBps <= 0 {
-		return 0, Cost{}
-	}
-	ctx := s.PromptTokens + s.OutputTokens/2
-	prefill := s.Batch * s.PromptTokens / s.OutputTokens
-	c := StepCost(gpu, m, tp, Step{
-		Tokens:  s.Batch + prefill,
-		AttnCtx: s.Batch*ctx + prefill*s.PromptTokens/2,
-		KVRead:  s.Batch * ctx,
-	})
-	return s.Batch / c.Seconds(), c
+// PrefillSeconds is the speed-of-light time to compute a prompt of n tokens alone.
+func PrefillSeconds(g catalog.GPU, m catalog.Model, n, tp int) float64 {
+	return StepSeconds(g, m, PrefillStep(n), tp)
 }

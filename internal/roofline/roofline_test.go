@@ -7,67 +7,87 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 )
 
+func near(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol*math.Abs(want) {
+		t.Errorf("%s = %.6g, want %.6g (±%.1f %%)", what, got, want, tol*100)
+	}
+}
+
 func lookup(t *testing.T, gpu, model string) (catalog.GPU, catalog.Model) {
 	t.Helper()
 	g, ok := catalog.LookupGPU(gpu)
-	if !ok {
-		t.Fatalf("no GPU %s in the catalog", gpu)
-	}
-	m, ok := catalog.LookupModel(model)
-	if !ok {
-		t.Fatalf("no model %s in the catalog", model)
+	m, ok2 := catalog.LookupModel(model)
+	if !ok || !ok2 {
+		t.Fatalf("catalog lacks %s or %s", gpu, model)
 	}
 	return g, m
 }
 
-// Figures worked by hand from the datasheet (H200: 4800 GB/s, 989.4 TFLOP/s BF16) and Qwen3-8B's
-// config (8.19e9 parameters in BF16 = 16.38 GB; KV 147,456 bytes per token).
-func TestOutputTokPerSecBound(t *testing.T) {
-	g, m := lookup(t, "H200", "Qwen/Qwen3-8B")
-	for _, c := range []struct {
-		name  string
-		tp    int
-		s     Serving
-		want  float64
-		limit string
-	}{
-		// One sequence, one token of context: the weights once per token, 16.38e9 B ÷ 4.8e12 B/s.
-		{"batch 1", 1, Serving{Batch: 1, PromptTokens: 0, OutputTokens: 2}, 1 / ((16.38e9 + 147456) / 4.8e12), "memory"},
-		{"batch 1, tp 2", 2, Serving{Batch: 1, PromptTokens: 0, OutputTokens: 2}, 2 / ((16.38e9 + 147456) / 4.8e12), "memory"},
-		// 256 × (1000 in, 1000 out): mean context 1500, KV 256×1500×147456 = 56.62 GB on top of the
-		// weights: 73.00 GB ÷ 4.8 TB/s = 15.21 ms per step of 256 tokens.
-		{"batch 256", 1, Serving{Batch: 256, PromptTokens: 1000, OutputTokens: 1000}, 256 / ((16.38e9 + 384000*147456.0) / 4.8e12), "memory"},
-		// 4096 × (8000 in, 8 out): 1000 prefill tokens per output token make it compute-bound.
-		{"prefill heavy", 1, Serving{Batch: 4096, PromptTokens: 8000, OutputTokens: 8},
-			4096 / ((2*8.19e9*(4096+4096*1000) + 4*36*4096*(4096*8004+4096*1000*4000.0)) / 989.4e12), "compute"},
-	} {
-		got, cost := OutputTokPerSecBound(g, m, c.tp, c.s)
-		if math.Abs(got-c.want)/c.want > 1e-9 {
-			t.Errorf("%s: bound %.6g tok/s, want %.6g", c.name, got, c.want)
-		}
-		if cost.Limit() != c.limit {
-			t.Errorf("%s: limit %s, want %s (%+v)", c.name, cost.Limit(), c.limit, cost)
-		}
+// The embedding lookup is not a multiply: an untied model drops vocab × hidden, a tied one keeps it
+// (its LM head multiplies by the same table).
+func TestMatmulParams(t *testing.T) {
+	_, q8 := lookup(t, "H100", "Qwen/Qwen3-8B")
+	near(t, "Qwen3-8B", MatmulParams(q8), 8.19e9-151936*4096, 1e-9)
+	_, q3 := lookup(t, "H100", "Qwen/Qwen2.5-3B-Instruct")
+	near(t, "Qwen2.5-3B (tied)", MatmulParams(q3), 3.09e9, 1e-9)
+}
+
+// Hand-computed bounds for Llama-3.1-8B on one H100 (989.4 TFLOP/s, 3350 GB/s).
+func TestBoundsByHand(t *testing.T) {
+	g, m := lookup(t, "H100", "meta-llama/Llama-3.1-8B-Instruct")
+	mp := 8.03e9 - 128256*4096.0 // 7.5047e9
+	kv := 2 * 32 * 8 * 128 * 2.0 // 131072 B/token
+
+	// Decode, B = 1 at context 1000: memory bound, weights + 1000 tokens of KV.
+	s := DecodeStep(1, 1000)
+	near(t, "decode bytes", Bytes(m, s), mp*2+1000*kv, 1e-9)
+	near(t, "decode FLOPs", FLOPs(m, s), 2*mp+4*32*32*128*1000, 1e-9)
+	if ComputeBound(g, m, s, 1) {
+		t.Error("single-stream decode must be memory bound")
 	}
-	if v, _ := OutputTokPerSecBound(g, m, 1, Serving{}); v != 0 {
-		t.Errorf("no batch: want 0 (unknown), got %v", v)
+	wantTokS := 1 / ((mp*2 + 1000*kv) / 3350e9) // ≈ 222 tok/s
+	near(t, "decode tok/s B=1", DecodeTokS(g, m, 1, 1000, 1), wantTokS, 1e-9)
+
+	// Prefill of 4096 tokens: compute bound.
+	p := PrefillStep(4096)
+	wantFLOPs := 2*mp*4096 + 4*32*32*128*4096.0*4096/2
+	near(t, "prefill FLOPs", FLOPs(m, p), wantFLOPs, 1e-9)
+	if !ComputeBound(g, m, p, 1) {
+		t.Error("a 4096-token prefill must be compute bound")
+	}
+	near(t, "prefill seconds", PrefillSeconds(g, m, 4096, 1), wantFLOPs/989.4e12, 1e-9)
+
+	// TP splits both bounds evenly.
+	near(t, "tp=4 step", StepSeconds(g, m, s, 4), StepSeconds(g, m, s, 1)/4, 1e-9)
+
+	// Decode throughput rises with batch while memory bound, and its gain flattens once compute
+	// bound: B=1 → 64 is nearly ×64, B=1024 → 4096 is well under ×4 at long context.
+	if r := DecodeTokS(g, m, 64, 1000, 1) / DecodeTokS(g, m, 1, 1000, 1); r < 20 {
+		t.Errorf("B=64 / B=1 decode = ×%.1f, want a large gain (weights amortised)", r)
+	}
+	if r := DecodeTokS(g, m, 4096, 1000, 1) / DecodeTokS(g, m, 1024, 1000, 1); r > 2 {
+		t.Errorf("B=4096 / B=1024 decode = ×%.2f: KV reads should dominate", r)
 	}
 }
 
-// A larger batch never lowers the bound, and a faster card never lowers it.
-func TestBoundMonotone(t *testing.T) {
-	g, m := lookup(t, "H100", "Qwen/Qwen3-0.6B")
-	h, _ := lookup(t, "H200", "Qwen/Qwen3-0.6B")
-	prev := 0.0
-	for b := 1.0; b <= 1024; b *= 2 {
-		s := Serving{Batch: b, PromptTokens: 256, OutputTokens: 128}
-		v, _ := OutputTokPerSecBound(g, m, 1, s)
-		if v < prev {
-			t.Errorf("batch %v: bound %v below batch %v's %v", b, v, b/2, prev)
-		}
-		if w, _ := OutputTokPerSecBound(h, m, 1, s); w < v {
-			t.Errorf("batch %v: H200 bound %v below H100's %v", b, w, v)
-		}
-		prev = v
+func TestAllReduce(t *testing.T) {
+	g, m := lookup(t, "H100", "meta-llama/Llama-3.1-70B-Instruct")
+	link := g.TPLink()
+	if link.GBps != 450 {
+		t.Fatalf("H100 link %+v, want NVLink4 450 GB/s", link)
+	}
+	msg := AllReduceBytes(m, 256) // 256 × 8192 × 2 = 4 MiB
+	near(t, "message", msg, 256*8192*2, 1e-12)
+	want := 2*3.0/4*msg/450e9 + link.LatencyUs/1e6
+	near(t, "all-reduce tp=4", AllReduceSeconds(link, msg, 4), want, 1e-9)
+	near(t, "step comm tp=4", TPStepCommSeconds(link, m, 256, 4), 160*want, 1e-9)
+	if AllReduceSeconds(link, msg, 1) != 0 {
+		t.Error("tp=1 has no all-reduce")
+	}
+	// A card without NVLink talks over PCIe: slower for the same message.
+	l, _ := catalog.LookupGPU("L40S")
+	if pl := l.TPLink(); !(AllReduceSeconds(pl, msg, 4) > 5*AllReduceSeconds(link, msg, 4)) {
+		t.Errorf("PCIe all-reduce (%+v) should be far slower than NVLink", pl)
 	}
 }

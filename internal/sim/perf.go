@@ -140,10 +140,10 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	if b.Tokens == 0 {
 		return 0
 	}
-	// The roofline at the datasheet (shared with the run phase's speed-of-light), scaled by the
-	// achieved fractions of FLOP/s and bandwidth.
-	c := roofline.StepCost(p.GPU, p.Model, p.Cfg.TP, roofline.Step{Tokens: float64(b.Tokens), AttnCtx: b.AttnCtx, KVRead: b.KVRead})
-	t := math.Max(c.ComputeSeconds/p.mfu, c.MemorySeconds/p.mbu) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
+	step := roofline.Step{Tokens: b.Tokens, AttnCtx: b.AttnCtx, KVRead: b.KVRead}
+	compute := roofline.ComputeSeconds(p.GPU, p.Model, step, p.Cfg.TP) / p.mfu
+	memory := roofline.MemorySeconds(p.GPU, p.Model, step, p.Cfg.TP) / p.mbu
+	t := math.Max(compute, memory) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
 	speed := p.Speed
 	if speed <= 0 {
 		speed = 1
