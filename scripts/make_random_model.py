@@ -8,8 +8,9 @@ with HF_HUB_OFFLINE=1 and no download.
 The folder holds config.json (Qwen3ForCausalLM, the published Qwen3-0.6B / Qwen3-8B shapes),
 generation_config.json, model.safetensors (random BF16 weights), and a tokenizer built here with the
 `tokenizers` library: a byte-level BPE whose vocabulary fills the model's whole embedding table
-(151,936 ids: 256 byte tokens, merges of printable byte pairs and triples, Qwen's chat special tokens at
-the top), with a ChatML chat template in tokenizer_config.json. Every id the model can emit decodes.
+(151,936 ids: 256 byte tokens; gpuvet's common English words whole, with and without a leading space;
+merges of printable byte pairs and triples; Qwen's chat special tokens at the top), with a ChatML chat
+template in tokenizer_config.json. Every id the model can emit decodes.
 
 --dry-run needs only Python: it prints the config and the parameter count as JSON (CI checks them
 against gpuvet's model catalog). Writing the folder needs torch, transformers and tokenizers.
@@ -63,8 +64,17 @@ def param_count(c):
     return emb + c["num_hidden_layers"] * layer + h + (0 if c["tie_word_embeddings"] else emb)
 
 
-def build_tokenizer(vocab_size):
-    """A byte-level BPE filling ids [0, FIRST_SPECIAL) with bytes and merges, specials above."""
+def common_words(path):
+    """Lower-case words quoted in gpuvet's word list (internal/dataset/words.go)."""
+    import re
+    with open(path) as f:
+        return sorted(set(re.findall(r'"([a-z]+)"', f.read())))
+
+
+def build_tokenizer(vocab_size, words):
+    """A byte-level BPE filling ids [0, FIRST_SPECIAL) with bytes and merges, specials above. The
+    words come first, whole, with and without a leading space (as every real BPE holds common words),
+    so prompts of an exact token length can be built from them; byte pairs and triples fill the rest."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from tokenizers.pre_tokenizers import ByteLevel
 
@@ -76,12 +86,21 @@ def build_tokenizer(vocab_size):
     vocab = {ch: n for n, ch in enumerate(sorted(alphabet))}
     merges = []
     want = FIRST_SPECIAL
+    # Only the space-led forms: their merges all start with Ġ (ByteLevel's stand-in for the space
+    # byte) and rank before every other merge, so BPE builds each word left to right, whole.
+    for w in words:
+        for piece in ("\u0120" + w,):
+            for k in range(2, len(piece) + 1):
+                if piece[:k] not in vocab:
+                    vocab[piece[:k]] = len(vocab)
+                    merges.append((piece[:k - 1], piece[k - 1]))
     pairs = ((a, b) for a in order for b in order)
     for a, b in pairs:
         if len(vocab) >= want:
             break
-        vocab[a + b] = len(vocab)
-        merges.append((a, b))
+        if a + b not in vocab:
+            vocab[a + b] = len(vocab)
+            merges.append((a, b))
     if len(vocab) < want:
         twos = [a + b for a, b in merges]
         for ab in twos:
@@ -104,21 +123,27 @@ def build_tokenizer(vocab_size):
     return tok
 
 
-def write(size, out, device, seed):
+def write(size, out, device, seed, words):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, GenerationConfig, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, GenerationConfig, Qwen3Config
+    try:
+        from transformers import PreTrainedTokenizerFast
+    except ImportError:  # transformers 5 may name it TokenizersBackend only
+        from transformers import TokenizersBackend as PreTrainedTokenizerFast
 
     c = config(size)
     os.makedirs(out, exist_ok=True)
-    tok = build_tokenizer(c["vocab_size"])
+    tok = build_tokenizer(c["vocab_size"], words)
+    split = [w for w in words if len(tok.encode(" " + w).ids) != 1]
+    if split:
+        sys.exit(f"tokenizer: {len(split)} of {len(words)} words are not one token after a space, e.g. {split[:5]}")
     if tok.token_to_id("<|im_end|>") != c["eos_token_id"] or tok.token_to_id("<|endoftext|>") != c["bos_token_id"]:
         sys.exit("tokenizer: special token ids do not match the config")
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
                                    bos_token=None, unk_token=None, model_max_length=c["max_position_embeddings"])
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
-    cfg = AutoConfig.for_model(**{k: v for k, v in c.items() if k not in ("architectures", "model_type")},
-                               model_type="qwen3")
+    cfg = Qwen3Config(**{k: v for k, v in c.items() if k not in ("model_type", "torch_dtype")})
     cfg.architectures = c["architectures"]
     torch.manual_seed(seed)
     with torch.device(device):
@@ -138,6 +163,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="where to initialise the weights (cuda is much faster for 8B)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dry-run", action="store_true", help="print config and parameter count, write nothing")
+    ap.add_argument("--words", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "internal", "dataset", "words.go"),
+                    help="gpuvet's common-word list (internal/dataset/words.go): whole tokens in the vocabulary")
     a = ap.parse_args()
     c = config(a.size)
     if a.dry_run:
@@ -145,7 +172,7 @@ def main():
         return
     if not a.out:
         ap.error("--out: the folder to write (or --dry-run)")
-    write(a.size, a.out, a.device, a.seed)
+    write(a.size, a.out, a.device, a.seed, common_words(a.words))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ const (
 	sgemmN       = 16384
 	sgemmWarmup  = 1
 	sgemmIters   = 10
+	tf32N        = 16384
+	tf32Warmup   = 1
+	tf32Iters    = 10
 	bf16N        = 8192
 	bf16Warmup   = 5
 	bf16Iters    = 50
@@ -66,7 +69,7 @@ func (r *Runner) Describe(name string) string {
 	case "sgemm_fp32":
 		return fmt.Sprintf("cublasSgemm n=%d, %d warm-up + %d timed, CUDA events", sgemmN, sgemmWarmup, sgemmIters)
 	case "gemm_tf32":
-		return fmt.Sprintf("cublasSgemm with cublasSetMathMode(TF32_TENSOR_OP_MATH), n=%d, %d+%d iterations", sgemmN, sgemmWarmup, sgemmIters)
+		return fmt.Sprintf("cublasSgemm with cublasSetMathMode(TF32_TENSOR_OP_MATH), n=%d, %d+%d iterations", tf32N, tf32Warmup, tf32Iters)
 	case "gemm_bf16":
 		return fmt.Sprintf("cublasGemmEx BF16 in/out, compute 32F, n=%d, %d+%d iterations", bf16N, bf16Warmup, bf16Iters)
 	case "pcie_h2d", "pcie_d2h":
@@ -133,6 +136,12 @@ func cudaBusID(id string) string {
 
 // Microbench runs one benchmark on one GPU and returns its figure: TFLOP/s for GEMMs, GB/s for copies.
 func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	return r.MicrobenchSized(ctx, g, name, 0)
+}
+
+// MicrobenchSized is Microbench at another size: n for GEMMs, bytes for copies (0: the default). The
+// side-by-side harness (bench/microbench) uses it to sweep sizes against other tools.
+func (r *Runner) MicrobenchSized(ctx context.Context, g results.GPUInfo, name string, size int) (float64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
@@ -145,21 +154,27 @@ func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	or := func(def int) int {
+		if size > 0 {
+			return size
+		}
+		return def
+	}
 	switch name {
 	case "sgemm_fp32":
-		v, err := r.gemm(d, gemmFP32, sgemmN, sgemmWarmup, sgemmIters)
+		v, err := r.gemm(d, gemmFP32, or(sgemmN), sgemmWarmup, sgemmIters)
 		return v, "TFLOP/s", err
 	case "gemm_tf32":
-		v, err := r.gemm(d, gemmTF32, sgemmN, sgemmWarmup, sgemmIters)
+		v, err := r.gemm(d, gemmTF32, or(tf32N), tf32Warmup, tf32Iters)
 		return v, "TFLOP/s", err
 	case "gemm_bf16":
-		v, err := r.gemm(d, gemmBF16, bf16N, bf16Warmup, bf16Iters)
+		v, err := r.gemm(d, gemmBF16, or(bf16N), bf16Warmup, bf16Iters)
 		return v, "TFLOP/s", err
 	case "pcie_h2d", "pcie_d2h":
-		v, err := r.pcie(name == "pcie_h2d")
+		v, err := r.pcie(name == "pcie_h2d", uint64(or(pcieBytes)))
 		return v, "GB/s", err
 	case "hbm_d2d":
-		v, err := r.hbm()
+		v, err := r.hbm(uint64(or(hbmBytes)))
 		return v, "GB/s", err
 	}
 	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(Names, ", "))
@@ -397,24 +412,24 @@ func FillRandom(b []byte, bf16 bool, seed uint64) {
 	}
 }
 
-func (r *Runner) pcie(h2d bool) (float64, error) {
+func (r *Runner) pcie(h2d bool, size uint64) (float64, error) {
 	a := r.a
-	h, err := r.allocPinned(pcieBytes)
+	h, err := r.allocPinned(size)
 	if err != nil {
 		return 0, err
 	}
 	defer a.cuMemFreeHost(h.p)
 	clear(h.bytes()) // touch every page so the first copy does not pay for faults
 	var dptr uint64
-	if err := a.cuErr("cuMemAlloc 256 MiB", a.cuMemAlloc(&dptr, pcieBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB", size>>20), a.cuMemAlloc(&dptr, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(dptr)
 	copyOnce := func() error {
 		if h2d {
-			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, pcieBytes, 0))
+			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, size, 0))
 		}
-		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, pcieBytes, 0))
+		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, size, 0))
 	}
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
@@ -423,22 +438,22 @@ func (r *Runner) pcie(h2d bool) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(pcieBytes) * pcieIters / secs / 1e9, nil
+	return float64(size) * pcieIters / secs / 1e9, nil
 }
 
-func (r *Runner) hbm() (float64, error) {
+func (r *Runner) hbm(size uint64) (float64, error) {
 	a := r.a
 	var src, dst uint64
-	if err := a.cuErr("cuMemAlloc 2 GiB (HBM source)", a.cuMemAlloc(&src, hbmBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (HBM source)", size>>20), a.cuMemAlloc(&src, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(src)
-	if err := a.cuErr("cuMemAlloc 2 GiB (HBM destination)", a.cuMemAlloc(&dst, hbmBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (HBM destination)", size>>20), a.cuMemAlloc(&dst, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(dst)
 	copyOnce := func() error {
-		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, hbmBytes, 0))
+		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, size, 0))
 	}
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
@@ -448,5 +463,5 @@ func (r *Runner) hbm() (float64, error) {
 		return 0, err
 	}
 	// Each byte copied is read once and written once.
-	return 2 * float64(hbmBytes) * hbmIters / secs / 1e9, nil
+	return 2 * float64(size) * hbmIters / secs / 1e9, nil
 }

@@ -55,8 +55,8 @@ func startFront(t *testing.T, py string, maxLen int) *engine.Engine {
 // "length", [DONE], unknown model 4xx, context overflow 4xx, concurrent isolation.
 func TestTransformersFrontPassesFunctionalSuite(t *testing.T) {
 	py := pythonWithAiohttp(t)
-	e := startFront(t, py, 4096) // the fake tokenizer is one token per byte
-	f := functional.Run(context.Background(), functional.Options{URL: e.URL, Model: "gpuvet/fake", MaxModelLen: 4096, Timeout: 20 * time.Second})
+	e := startFront(t, py, 512)
+	f := functional.Run(context.Background(), functional.Options{URL: e.URL, Model: "gpuvet/fake", MaxModelLen: 512, Timeout: 20 * time.Second})
 	if f.Status != results.StatusOK {
 		t.Fatalf("functional suite: %s %s %+v\n%s", f.Status, f.Error, f.Tests, e.LogTail(30))
 	}
@@ -119,7 +119,7 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 		t.Fatalf("want 7 token chunks + finish + usage and [DONE], got %d chunks, done=%v: %v", len(chunks), done, chunks)
 	}
 	usage, _ := chunks[len(chunks)-1]["usage"].(map[string]any)
-	if usage == nil || usage["completion_tokens"].(float64) != 7 || usage["prompt_tokens"].(float64) != 5 {
+	if usage == nil || usage["completion_tokens"].(float64) != 7 || usage["prompt_tokens"].(float64) != 1 {
 		t.Errorf("usage chunk: %v", chunks[len(chunks)-1])
 	}
 	if fr := chunks[len(chunks)-2]["choices"].([]any)[0].(map[string]any)["finish_reason"]; fr != "length" {
@@ -135,8 +135,12 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 		body := `{"model":"gpuvet/fake","prompt":"please STOP","max_tokens":20,"ignore_eos":` + map[bool]string{false: "false", true: "true"}[c.ignore] + `}`
 		_, b := post(t, e.URL+"/v1/completions", body)
 		var out struct {
-			Choices []struct{ FinishReason string `json:"finish_reason"` }
-			Usage   struct{ CompletionTokens float64 `json:"completion_tokens"` }
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			}
+			Usage struct {
+				CompletionTokens float64 `json:"completion_tokens"`
+			}
 		}
 		if err := json.Unmarshal(b, &out); err != nil || len(out.Choices) != 1 {
 			t.Fatalf("ignore_eos=%v: %s (%v)", c.ignore, b, err)
@@ -160,8 +164,8 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 	}
 
 	// /tokenize counts like the generation path; /metrics carries the running gauge gpuvet scrapes.
-	_, b := post(t, e.URL+"/tokenize", `{"model":"gpuvet/fake","prompt":"hello"}`)
-	if !strings.Contains(string(b), `"count": 5`) {
+	_, b := post(t, e.URL+"/tokenize", `{"model":"gpuvet/fake","prompt":"hello world"}`)
+	if !strings.Contains(string(b), `"count": 2`) {
 		t.Errorf("/tokenize: %s", b)
 	}
 	mr, err := http.Get(e.URL + "/metrics")

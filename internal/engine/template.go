@@ -29,9 +29,9 @@ var Templates = map[string]string{
 
 // VersionCommands print the engine's version on stdout.
 var VersionCommands = map[string]string{
-	"vllm":   `python3 -c "import vllm; print(vllm.__version__)"`,
-	"sglang": `python3 -c "import sglang; print(sglang.__version__)"`,
-	"trtllm": `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
+	"vllm":         `python3 -c "import vllm; print(vllm.__version__)"`,
+	"sglang":       `python3 -c "import sglang; print(sglang.__version__)"`,
+	"trtllm":       `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
 	"transformers": `python3 -c "import transformers; print(transformers.__version__)"`,
 }
 

@@ -18,7 +18,7 @@ Each finished request is logged on stderr as one line, the engine's own timing:
   gpuvet-front done id=… prompt_tokens=… output_tokens=… arrive=<unix s> first=<unix s> end=<unix s>
 so gpuvet's client-side TTFT and output tok/s can be checked against the server's.
 
---generator fake serves a deterministic byte-level model without torch (for tests on machines with
+--generator fake serves a deterministic word-level model without torch (for tests on machines with
 only Python and aiohttp).
 """
 
@@ -81,8 +81,9 @@ class TransformersGenerator:
             fields = {}
             for name, value in (("max_memory_percent", args.gpu_memory_utilization),
                                 ("max_batch_tokens", args.max_batch_tokens or None),
+                                ("max_requests_per_batch", args.max_num_seqs or None),
                                 ("use_cuda_graph", args.cuda_graphs),
-                                ("max_queue_size", 0)):
+                                ("default_compile_level", args.compile_level or None)):
                 if value is not None and _accepts(cbc, name):
                     fields[name] = value
             try:
@@ -175,16 +176,28 @@ def _accepts(cls, name):
         return False
 
 
-class ByteTokenizer:
-    """The fake generator's tokenizer: one token per UTF-8 byte, 256 = end of sequence."""
+class WordTokenizer:
+    """The fake generator's tokenizer: one token per word with its leading space (as byte-level BPEs
+    hold common words), ids handed out as words are first seen; 0 is the end of sequence."""
 
-    eos_token_id = 256
+    eos_token_id = 0
+
+    def __init__(self):
+        self.ids, self.words, self.lock = {"<eos>": 0}, ["<eos>"], threading.Lock()
+
+    def id(self, w):
+        with self.lock:
+            if w not in self.ids:
+                self.ids[w] = len(self.words)
+                self.words.append(w)
+            return self.ids[w]
 
     def encode(self, text, add_special_tokens=False):
-        return list(text.encode("utf-8"))
+        import re
+        return [self.id(w) for w in re.findall(r"\s*\S+|\s+", text)]
 
     def decode(self, ids, skip_special_tokens=True):
-        return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
+        return "".join(self.words[i] for i in ids if 0 < i < len(self.words))
 
     def apply_chat_template(self, messages, add_generation_prompt=True, tokenize=False):
         s = "".join(f"<|im_start|>{m.get('role', '')}\n{_content(m)}<|im_end|>\n" for m in messages)
@@ -193,13 +206,15 @@ class ByteTokenizer:
 
 class FakeGenerator:
     """Continuous batching without a model: every step (--fake-step-ms) each running request gets one
-    token (letters a..z); a request whose prompt ends in 'STOP' stops early with EOS unless ignore_eos."""
+    token (the words " a" … " z"); a prompt ending in 'STOP' stops after 2 tokens with EOS unless
+    ignore_eos."""
 
     version = "fake"
 
     def __init__(self, args):
-        self.tokenizer = ByteTokenizer()
-        self.eos = ByteTokenizer.eos_token_id
+        self.tokenizer = WordTokenizer()
+        self.eos = WordTokenizer.eos_token_id
+        self.letters = [self.tokenizer.id(" " + chr(97 + k)) for k in range(26)]
         self.step = args.fake_step_ms / 1000.0
         self.lock = threading.Lock()
         self.reqs = {}
@@ -208,7 +223,7 @@ class FakeGenerator:
     def submit(self, ids, max_new_tokens, ignore_eos, callback):
         rid = "fake-" + uuid.uuid4().hex
         stop_at = max_new_tokens
-        if not ignore_eos and bytes(i for i in ids if i < 256).rstrip().endswith(b"STOP"):
+        if not ignore_eos and self.tokenizer.decode(ids).rstrip().endswith("STOP"):
             stop_at = min(max_new_tokens, 3)
         with self.lock:
             self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "stop_at": stop_at}
@@ -228,7 +243,7 @@ class FakeGenerator:
                 if r["n"] >= r["stop_at"] and r["stop_at"] < r["max"]:
                     tok, done = self.eos, True
                 else:
-                    tok, done = 97 + (r["n"] - 1) % 26, r["n"] >= r["max"]
+                    tok, done = self.letters[(r["n"] - 1) % 26], r["n"] >= r["max"]
                 if done:
                     with self.lock:
                         self.reqs.pop(rid, None)
@@ -507,6 +522,8 @@ def main(argv=None):
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9,
                     help="share of free GPU memory for the paged KV cache (ContinuousBatchingConfig.max_memory_percent)")
     ap.add_argument("--max-batch-tokens", type=int, default=0, help="tokens per engine step (0: transformers' default)")
+    ap.add_argument("--max-num-seqs", type=int, default=0, help="requests per engine step (0: transformers' default)")
+    ap.add_argument("--compile-level", type=int, default=0, help="ContinuousBatchingConfig.default_compile_level (0: none)")
     ap.add_argument("--attn-implementation", default="sdpa_paged")
     ap.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None)
     ap.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false")
