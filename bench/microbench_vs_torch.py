@@ -63,7 +63,7 @@ def torch_copy(name, size):
         dst = torch.empty_like(src)
         secs = timed(lambda: dst.copy_(src), 1, 20)
         return 2.0 * size * 20 / secs / 1e9
-    host = torch.empty(size, dtype=torch.uint8, pin_memory=True).random_()
+    host = torch.empty(size, dtype=torch.uint8, pin_memory=True).fill_(7)  # DMA does not care what it moves
     dev = torch.empty(size, dtype=torch.uint8, device="cuda")
     if name == "pcie_h2d":
         secs = timed(lambda: dev.copy_(host, non_blocking=True), 1, 20)

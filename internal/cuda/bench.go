@@ -13,18 +13,22 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Benchmark sizes. SGEMM follows the seed (n=16384, 1 warm-up + 10 timed); the tensor GEMMs run more
-// iterations because each one is short; copies follow the seed's PCIe test (256 MiB × 20).
+// Benchmark sizes, chosen on an H200 side by side with PyTorch (docs/microbench-h200.md): each is the
+// size at which cuBLAS reaches its best on that card. SGEMM follows the seed (n=16384, 1 warm-up + 10
+// timed); TF32 peaks at n=8192 (about 12 % above n=16384) and BF16 at n=4096 (about 3 % above 8192),
+// each with enough iterations to run for a tenth of a second or more; copies follow the seed's PCIe test
+// (256 MiB × 20). The burn keeps n=8192: it must hold the card at full power, not peak for a moment.
 const (
 	sgemmN       = 16384
 	sgemmWarmup  = 1
 	sgemmIters   = 10
-	tf32N        = 16384
-	tf32Warmup   = 1
-	tf32Iters    = 10
-	bf16N        = 8192
-	bf16Warmup   = 5
-	bf16Iters    = 50
+	tf32N        = 8192
+	tf32Warmup   = 5
+	tf32Iters    = 50
+	bf16N        = 4096
+	bf16Warmup   = 20
+	bf16Iters    = 300
+	burnN        = 8192
 	pcieBytes    = 256 << 20
 	pcieIters    = 20
 	hbmBytes     = 2 << 30
@@ -190,7 +194,7 @@ func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m, err := r.newGEMM(d, gemmBF16, bf16N)
+	m, err := r.newGEMM(d, gemmBF16, burnN)
 	if err != nil {
 		return 0, err
 	}
@@ -201,7 +205,7 @@ func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
 		if err != nil {
 			return rate(flops, secs), err
 		}
-		flops += 2 * math.Pow(bf16N, 3) * burnBatch
+		flops += 2 * math.Pow(burnN, 3) * burnBatch
 		secs += s
 	}
 	return rate(flops, secs), nil

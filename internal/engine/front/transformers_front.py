@@ -59,9 +59,19 @@ class TransformersGenerator:
         self.version = transformers.__version__
         self.tokenizer = AutoTokenizer.from_pretrained(args.model)
         t0 = time.time()
-        self.model = AutoModelForCausalLM.from_pretrained(
-            args.model, dtype=torch.bfloat16, attn_implementation=args.attn_implementation, device_map="cuda"
-        ).eval()
+        # transformers 5 names paged attention "paged|sdpa"; 4.5x named it "sdpa_paged".
+        for attn in dict.fromkeys([args.attn_implementation, "paged|sdpa", "sdpa_paged", "paged|eager"]):
+            try:
+                self.model = AutoModelForCausalLM.from_pretrained(
+                    args.model, dtype=torch.bfloat16, attn_implementation=attn, device_map="cuda").eval()
+                args.attn_implementation = attn
+                break
+            except ValueError as e:
+                if "attn_implementation" not in str(e):
+                    raise
+                LOG.warning("attn_implementation=%s refused: %s", attn, str(e).splitlines()[0][:200])
+        else:
+            raise SystemExit("no paged attention implementation accepted by this transformers")
         LOG.warning("loaded %s in %.1f s (transformers %s, torch %s, attn %s)", args.model, time.time() - t0,
                     self.version, torch.__version__, args.attn_implementation)
         eos = self.tokenizer.eos_token_id
@@ -92,7 +102,11 @@ class TransformersGenerator:
             except TypeError as e:
                 LOG.warning("ContinuousBatchingConfig(%s) refused (%s): using its defaults", fields, e)
                 cb_kwargs["continuous_batching_config"] = cbc()
-        self.manager = self.model.init_continuous_batching(generation_config=gen, **cb_kwargs)
+        try:
+            self.manager = self.model.init_continuous_batching(generation_config=gen, **cb_kwargs)
+        except TypeError as e:
+            LOG.warning("init_continuous_batching(%s) refused (%s): using its defaults", list(cb_kwargs), e)
+            self.manager = self.model.init_continuous_batching(generation_config=gen)
         if args.warmup and hasattr(self.manager, "warmup"):
             t0 = time.time()
             try:
@@ -410,20 +424,39 @@ class Front:
                      rid, len(ids), state["n"], arrive, state["first"] or 0, time.time(), state["finish"])
 
     def detok(self):
-        if self.decode_stream is not None:
-            ds = self.decode_stream(skip_special_tokens=True)
-            backend = self.tok.backend_tokenizer
-            return lambda t: ds.step(backend, t) or ""
-        seen = []
-        prev = [""]
+        """A per-request incremental detokeniser: tokenizers' DecodeStream where it works, else the
+        difference of whole decodes (holding back an incomplete UTF-8 sequence)."""
+        seen, prev = [], [""]
 
-        def step(t):
+        def by_diff(t):
             seen.append(t)
             s = self.tok.decode(seen, skip_special_tokens=True)
             if s.endswith("\ufffd"):
-                return ""  # an incomplete UTF-8 sequence: wait for the next byte
+                return ""
             out, prev[0] = s[len(prev[0]):], s
             return out
+
+        if self.decode_stream is None:
+            return by_diff
+        try:
+            ds, backend = self.decode_stream(skip_special_tokens=True), self.tok.backend_tokenizer
+        except Exception as e:
+            LOG.warning("DecodeStream unusable (%s): decoding by difference", e)
+            self.decode_stream = None
+            return by_diff
+        state = {"stream": True}
+
+        def step(t):
+            if state["stream"]:
+                try:
+                    out = ds.step(backend, t) or ""
+                    seen.append(t)
+                    prev[0] += out
+                    return out
+                except Exception as e:  # an id the stream cannot take: carry on by difference
+                    LOG.warning("DecodeStream.step(%d) failed (%s): decoding by difference", t, e)
+                    state["stream"] = False
+            return by_diff(t)
         return step
 
     async def tokens(self, q, state, max_new):
@@ -524,7 +557,7 @@ def main(argv=None):
     ap.add_argument("--max-batch-tokens", type=int, default=0, help="tokens per engine step (0: transformers' default)")
     ap.add_argument("--max-num-seqs", type=int, default=0, help="requests per engine step (0: transformers' default)")
     ap.add_argument("--compile-level", type=int, default=0, help="ContinuousBatchingConfig.default_compile_level (0: none)")
-    ap.add_argument("--attn-implementation", default="sdpa_paged")
+    ap.add_argument("--attn-implementation", default="paged|sdpa")
     ap.add_argument("--cuda-graphs", dest="cuda_graphs", action="store_true", default=None)
     ap.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false")
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward (CompileConfig)")
