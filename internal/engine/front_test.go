@@ -183,3 +183,23 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 		t.Errorf("want a timing line per request in the log, got %d:\n%s", n, log)
 	}
 }
+
+// The transformers template runs the embedded front with every value gpuvet plans, and names no
+// placeholder the expander does not know.
+func TestTransformersTemplate(t *testing.T) {
+	argv, err := engine.Expand(engine.Templates["transformers"], engine.Vars{Model: "/models/q3", Port: 8123, GPUs: []int{1}, TP: 1,
+		MaxModelLen: 2048, GPUMemoryUtilization: 0.8, Front: "/out/logs/m/" + engine.FrontFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "python3 /out/logs/m/gpuvet-transformers-front.py --model /models/q3 --host 127.0.0.1 --port 8123 --max-model-len 2048 --gpu-memory-utilization 0.8"
+	if got := strings.Join(argv, " "); got != want {
+		t.Errorf("argv %q\nwant %q", got, want)
+	}
+	if !strings.Contains(engine.VersionCommands["transformers"], "transformers.__version__") {
+		t.Errorf("version command: %q", engine.VersionCommands["transformers"])
+	}
+	if !strings.Contains(string(engine.TransformersFront), "ContinuousBatchingManager") || !strings.Contains(engine.APIGaps["transformers"], "logprobs") {
+		t.Error("the embedded front or the API-gap note is missing")
+	}
+}

@@ -35,6 +35,16 @@ var VersionCommands = map[string]string{
 	"transformers": `python3 -c "import transformers; print(transformers.__version__)"`,
 }
 
+// APIGaps says, per engine kind, what its OpenAI API lacks compared with vLLM's: the run records it
+// with the model and the report shows it, so a parameter the engine refuses (HTTP 400 naming it) is
+// read as unsupported, not as a fault of the machine.
+var APIGaps = map[string]string{
+	"transformers": "gpuvet's transformers front lacks, compared with vLLM: n > 1 and best_of, logprobs, echo, " +
+		"stop strings and stop_token_ids, tools and response_format, logit_bias and penalties, per-request sampling " +
+		"(greedy only: temperature 0, top_p 1), batched prompts, prefix caching and tensor parallelism; " +
+		"each is refused with HTTP 400 naming the parameter",
+}
+
 // Vars are the values substituted into a template.
 type Vars struct {
 	Model                string

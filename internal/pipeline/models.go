@@ -100,6 +100,9 @@ func (r *run) engineKind() string {
 func (r *run) model(ctx context.Context, id string, sps []slotPlan, version string) {
 	m := results.Model{Model: id, Status: results.StatusOK,
 		Engine: results.EngineInfo{Kind: r.engineKind(), Version: version, TP: max(1, r.cfg.Engine.TP)}}
+	if gap := engine.APIGaps[m.Engine.Kind]; gap != "" && r.cfg.Engine.Command == "" {
+		m.Notes = append(m.Notes, gap)
+	}
 	var mine []slotPlan
 	for _, sp := range sps {
 		if slices.Contains(sp.cfg.Models, id) {
