@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -115,8 +117,8 @@ func ParseFile(b []byte) (*File, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		if err.Error() == "EOF" {
-			return nil, fmt.Errorf("empty file: expected top-level keys gpus: and/or models:")
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty file: expected the top-level keys gpus and/or models")
 		}
 		return nil, fmt.Errorf("%v (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
 	}
@@ -163,6 +165,9 @@ func validGPU(g GPU) error {
 	}
 	if _, ok := pcieLane[g.PCIeGen]; !ok && g.PCIeGen != 0 {
 		return fmt.Errorf("pcie_gen: must be 0 (not PCIe-attached) or 1–6 for %s, got %d", g.Key, g.PCIeGen)
+	}
+	if g.SMs < 0 {
+		return fmt.Errorf("sms: must be ≥ 0 for %s, got %d", g.Key, g.SMs)
 	}
 	if g.PCIeWidth < 0 || g.PCIeWidth > 32 {
 		return fmt.Errorf("pcie_width: must be 0–32 lanes for %s, got %d", g.Key, g.PCIeWidth)
