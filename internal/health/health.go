@@ -52,6 +52,8 @@ type Options struct {
 	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
 	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
 	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
+	// Catalog gives each GPU's datasheet peaks (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 func (o *Options) defaults() {
@@ -159,7 +161,7 @@ func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*resul
 
 // runBenches measures every benchmark on one GPU and sets each figure beside its datasheet peak.
 func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options) {
-	spec, known := catalog.LookupGPU(gh.GPU.Name)
+	spec, known := o.Catalog.LookupGPU(gh.GPU.Name)
 	if !known {
 		gh.Notes = append(gh.Notes, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
 	}

@@ -208,7 +208,7 @@ func TestBurnSummary(t *testing.T) {
 }
 
 func TestXMLSourceRunsInventoryOnly(t *testing.T) {
-	src, err := gpu.FromNvidiaSMIXML("../gpu/testdata/h200x2.xml")
+	src, err := gpu.FromNvidiaSMIXML("../gpu/testdata/h200x2.xml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

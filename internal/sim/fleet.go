@@ -19,6 +19,8 @@ type FleetConfig struct {
 	StragglerIndex int     // the GPU that is slower; -1: none
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
+	// Catalog is where GPU is looked up (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 // Fleet is a set of virtual GPUs whose power, clock and temperature follow the load of the engines
@@ -59,9 +61,9 @@ const ambientC = 30.0
 
 // NewFleet checks cfg and builds the fleet. Errors name the field.
 func NewFleet(cfg FleetConfig) (*Fleet, error) {
-	g, ok := catalog.LookupGPU(cfg.GPU)
+	g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 	if !ok {
-		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, catalog.GPUKeys())
+		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, cfg.Catalog.GPUKeys())
 	}
 	if cfg.Count < 1 || cfg.Count > 1024 {
 		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
