@@ -72,16 +72,19 @@ type Options struct {
 // Profiles are the accepted values of LoadConfig.Profile.
 var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson}
 
-// Defaults fills unset LoadConfig fields with the shared profile's values.
+// Defaults fills unset LoadConfig fields from the shared profile (results.DefaultLoadConfig, which
+// config and `gpuvet bench` read too). Concurrency and Seed are left as given: profile concurrency
+// asks for its level explicitly, and 0 is a seed like any other.
 func Defaults(c results.LoadConfig) results.LoadConfig {
+	d := results.DefaultLoadConfig()
 	if c.Profile == "" {
-		c.Profile = "sweep"
+		c.Profile = d.Profile
 	}
 	if c.API == "" {
-		c.API = "chat"
+		c.API = d.API
 	}
 	if c.PromptTokens == 0 {
-		c.PromptTokens = 512
+		c.PromptTokens = d.PromptTokens
 	}
 	if c.PromptMin == 0 && c.PromptMax == 0 {
 		c.PromptMin, c.PromptMax = c.PromptTokens, c.PromptTokens
@@ -90,22 +93,22 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 		}
 	}
 	if c.OutputTokens == 0 {
-		c.OutputTokens = 256
+		c.OutputTokens = d.OutputTokens
 	}
 	if c.MaxConcurrency == 0 {
-		c.MaxConcurrency = 128
+		c.MaxConcurrency = d.MaxConcurrency
 	}
 	if c.Rates == 0 {
-		c.Rates = 10
+		c.Rates = d.Rates
 	}
 	if c.MaxDuration == 0 && c.MaxRequests == 0 {
-		c.MaxDuration = results.Duration(20 * time.Second)
+		c.MaxDuration = d.MaxDuration
 	}
 	if c.Warmup == "" {
-		c.Warmup = "1"
+		c.Warmup = d.Warmup
 	}
 	if c.Data == "" {
-		c.Data = "synthetic"
+		c.Data = d.Data
 	}
 	return c
 }
