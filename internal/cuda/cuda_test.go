@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func TestFillRandom(t *testing.T) {
@@ -32,7 +34,7 @@ func TestFillRandom(t *testing.T) {
 
 func TestDescribeEveryName(t *testing.T) {
 	r := &Runner{}
-	for _, n := range Names {
+	for _, n := range results.MicrobenchNames() {
 		if r.Describe(n) == "" {
 			t.Errorf("no description for %s", n)
 		}

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -264,7 +265,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	}
 	me, ok := microEff[name]
 	if !ok {
-		return 0, "", fmt.Errorf("microbenchmark %q: known are sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d", name)
+		return 0, "", fmt.Errorf("microbenchmark %q: known are %s", name, strings.Join(results.MicrobenchNames(), ", "))
 	}
 	var peak float64
 	switch name {
