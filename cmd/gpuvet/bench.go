@@ -61,6 +61,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			if err := load.Preflight(ctx, o); err != nil {
 				return usageErr("%v", err)
 			}
+			defer softMemoryLimit(load.Streams(o))()
 			res, runErr := load.Run(ctx, o)
 			if res == nil {
 				return failedErr("%v", runErr)

@@ -121,6 +121,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
+	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{

@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,43 +239,16 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
-// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (memLimit: 48 KiB per
-// stream is the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
-// function that gives the streams back. With thousands of streams on a busy client the GC otherwise lets
-// garbage from parsed chunks pile up to several times the live heap. Concurrent Runs (one per GPU) add
-// their streams; the limit before the first one is restored after the last.
-func softMemoryLimit(streams int) func() {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
-	memMu.Lock()
-	defer memMu.Unlock()
-	if memStreams == 0 {
-		memPrev = debug.SetMemoryLimit(-1)
-	}
-	memStreams += streams
-	debug.SetMemoryLimit(memLimit(memStreams))
-	return func() {
-		memMu.Lock()
-		defer memMu.Unlock()
-		memStreams -= streams
-		if memStreams == 0 {
-			debug.SetMemoryLimit(memPrev)
-		} else {
-			debug.SetMemoryLimit(memLimit(memStreams))
-		}
-	}
-}
+// MemoryLimit is the soft Go memory limit a client with streams in flight wants: 64 MiB + 48 KiB per
+// stream (the measured cost of a stream with its connection), never below 256 MiB, so a small run
+// keeps ample headroom and the limit never makes the GC work hard enough to slow the client. Without
+// one, with thousands of streams on a busy client, the GC lets garbage from parsed chunks pile up to
+// several times the live heap. The load generator does not set it: a library leaves process-wide
+// runtime settings to the program, which knows how many Runs it starts at once (see Streams).
+func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
 
-// memLimit is 64 MiB + 48 KiB per stream, never below 256 MiB: a small run keeps ample headroom, so
-// the limit never makes the GC work hard enough to slow the client.
-func memLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
-
-var (
-	memMu      sync.Mutex
-	memStreams int
-	memPrev    int64
-)
+// Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
+func Streams(o Options) int { return slots(o, Defaults(o.Config)) }
 
 // baseURL strips a trailing "/" and "/v1" so paths can be appended.
 func baseURL(u string) string {
@@ -351,7 +323,6 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	var err error
 	hc := newHTTPClient(slots(o, cfg))
 	defer hc.CloseIdleConnections()
-	defer softMemoryLimit(slots(o, cfg))()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
