@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -48,6 +50,11 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return usageErr("%v", err)
 			}
 			o.Config = c
+			if o.TokenizerPath == "" {
+				if o.CachedTokenizer, err = modelcache.Tokenizer("", o.Model); err != nil {
+					fmt.Fprintf(os.Stderr, "gpuvet bench: hub cache: %v\n", err) // the server sizes prompts instead
+				}
+			}
 			o.ScrapeMetrics = !noScrape
 			o.Log = os.Stderr
 			if progress || term.IsTerminal(int(os.Stderr.Fd())) {

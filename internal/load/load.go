@@ -32,7 +32,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/metrics"
-	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -44,13 +43,14 @@ type Options struct {
 	APIKeyEnv string
 	Config    results.LoadConfig
 	SLO       analysis.SLO
-	// TokenizerPath is a local tokenizer.json to size synthetic prompts with. Empty: the model's
-	// tokenizer.json in the hub cache (CacheDir) when there is one, else the server's /tokenize, else a
-	// fit from usage.prompt_tokens.
+	// TokenizerPath is a local tokenizer.json to size synthetic prompts with (--tokenizer): it must
+	// load. Empty: CachedTokenizer when it loads, else the server's /tokenize, else a fit from
+	// usage.prompt_tokens.
 	TokenizerPath string
-	// CacheDir is the hub cache searched for the model's tokenizer.json (default
-	// modelcache.DefaultCacheDir()).
-	CacheDir string
+	// CachedTokenizer is the model's tokenizer.json as the caller found it (gpuvet: in the hub cache,
+	// modelcache.Tokenizer), used when TokenizerPath is empty; one that does not load is logged and
+	// left to the server. The load generator itself looks nowhere but here and at the endpoint.
+	CachedTokenizer string
 	// RecordsPath, when set, receives one JSON line per request (Record).
 	RecordsPath      string
 	RetryUnsaturated bool
@@ -489,9 +489,9 @@ func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *data
 	return label, nil
 }
 
-// localTokenizer loads --tokenizer (an error when it does not load), else the model's tokenizer.json
-// from the hub cache when there is one and it loads (a kind this build does not read, SentencePiece
-// say, is logged and left to the server), else returns nil.
+// localTokenizer loads --tokenizer (an error when it does not load), else the cached tokenizer.json
+// when there is one and it loads (a kind this build does not read, SentencePiece say, is logged and
+// left to the server), else returns nil.
 func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 	if o.TokenizerPath != "" {
 		t, err := dataset.LoadTokenizer(o.TokenizerPath)
@@ -500,25 +500,16 @@ func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	cache := orDefault(o.CacheDir, modelcache.DefaultCacheDir())
-	p, ok, err := modelcache.CachedFile(cache, o.Model, "main", "tokenizer.json")
-	if err != nil || !ok {
-		logf(o.Log, "no tokenizer.json for %s in %s%s: sizing prompts with the server", o.Model, cache, errSuffix(err))
+	if o.CachedTokenizer == "" {
+		logf(o.Log, "no tokenizer.json for %s (none given, none in the model cache): sizing prompts with the server", o.Model)
 		return nil, nil
 	}
-	t, err := dataset.LoadTokenizer(p)
+	t, err := dataset.LoadTokenizer(o.CachedTokenizer)
 	if err != nil {
 		logf(o.Log, "the cached %v: sizing prompts with the server", err)
 		return nil, nil
 	}
 	return t, nil
-}
-
-func errSuffix(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (" + err.Error() + ")"
 }
 
 // attempt is one pass of the profile (a sweep may run twice).

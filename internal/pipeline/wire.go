@@ -36,7 +36,8 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	d := Deps{
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
-				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
+				CachedTokenizer: cachedTokenizer(cfg, model, progress),
+				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
@@ -88,6 +89,17 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		d.CacheEnv = modelcache.CacheEnv
 	}
 	return d
+}
+
+// cachedTokenizer finds model's tokenizer.json for the load generator: in the plan's model cache
+// (model_cache.dir), else in the hub's default one. "" when there is none.
+func cachedTokenizer(cfg config.Config, model string, progress io.Writer) string {
+	dir, _ := modelcache.Dir(cfg.ModelCache, cfg.Engine.Kind)
+	p, err := modelcache.Tokenizer(dir, model)
+	if err != nil && progress != nil {
+		fmt.Fprintf(progress, "model cache: %v (the server sizes prompts instead)\n", err)
+	}
+	return p
 }
 
 // discover opens the GPU source named by health.source: auto (the fleet for backend sim, else
