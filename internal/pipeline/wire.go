@@ -43,6 +43,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		Baseline: judge.Baseline,
 		Report:   writeReports,
 		ExitCode: judge.ExitCode,
+		Catalog:  cat,
 	}
 	d.Discover = func(ctx context.Context, c config.Config) (Source, string, error) {
 		src, name, f, err := discover(c, cat)
