@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -47,6 +50,11 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return usageErr("%v", err)
 			}
 			o.Config = c
+			if o.TokenizerPath == "" {
+				if o.CachedTokenizer, err = modelcache.Tokenizer("", o.Model); err != nil {
+					fmt.Fprintf(os.Stderr, "gpuvet bench: hub cache: %v\n", err) // the server sizes prompts instead
+				}
+			}
 			o.ScrapeMetrics = !noScrape
 			o.Log = os.Stderr
 			if progress || term.IsTerminal(int(os.Stderr.Fd())) {
@@ -60,6 +68,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			if err := load.Preflight(ctx, o); err != nil {
 				return usageErr("%v", err)
 			}
+			defer softMemoryLimit(load.Streams(o))()
 			res, runErr := load.Run(ctx, o)
 			if res == nil {
 				return failedErr("%v", runErr)
@@ -79,25 +88,27 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			return nil
 		},
 	}
+	// The profile flags default to the shared profile, as a plan's load section does.
+	d := results.DefaultLoadConfig()
 	f := cmd.Flags()
 	f.StringVar(&o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
 	f.StringVar(&o.Model, "model", "", "model id as the server lists it at /v1/models")
 	f.StringVar(&o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
-	f.StringVar(&c.Profile, "profile", "sweep", "sweep, synchronous, concurrency, constant, poisson or throughput")
-	f.IntVar(&c.Concurrency, "concurrency", 0, "streams in flight (profile concurrency)")
+	f.StringVar(&c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson or throughput")
+	f.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
 	f.Float64Var(&c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
-	f.IntVar(&c.MaxConcurrency, "max-concurrency", 128, "streams of the throughput probe (and profile throughput)")
-	f.IntVar(&c.Rates, "rates", 10, "constant-rate rungs of a sweep")
-	f.DurationVar(&maxDuration, "max-duration", 20*time.Second, "duration of each rung")
+	f.IntVar(&c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
+	f.IntVar(&c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
+	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung")
 	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only)")
-	f.StringVar(&c.Warmup, "warmup", "1", "warm-up excluded from each rung: requests (1) or a duration (5s)")
-	f.StringVar(&promptTokens, "prompt-tokens", "512", "prompt length in tokens: N, or mean,stdev,min,max")
-	f.IntVar(&c.OutputTokens, "output-tokens", 256, "output tokens per request (asked for exactly)")
+	f.StringVar(&c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
+	f.StringVar(&promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")
+	f.IntVar(&c.OutputTokens, "output-tokens", d.OutputTokens, "output tokens per request (asked for exactly)")
 	f.IntVar(&prefixCount, "prefix-count", 0, "shared-prefix prompts: number of distinct prefixes")
 	f.IntVar(&prefixTk, "prefix-tokens", 0, "shared-prefix prompts: tokens per prefix")
-	f.StringVar(&c.API, "api", "chat", "chat or completions")
-	f.StringVar(&c.Data, "data", "synthetic", "prompts: synthetic, or a JSONL / ShareGPT file")
-	f.Int64Var(&c.Seed, "seed", 1, "seed of prompts and Poisson arrivals")
+	f.StringVar(&c.API, "api", d.API, "chat or completions")
+	f.StringVar(&c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
+	f.Int64Var(&c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&out, "out", "", "write the result JSON (results.Load) here")
 	f.StringVar(&o.RecordsPath, "records", "", "write one JSON line per request here")
 	f.StringVar(&slo, "slo", "", "goodput SLO, e.g. ttft=200ms,itl=50ms")

@@ -15,10 +15,13 @@ import (
 )
 
 // miniServer is a small OpenAI-compatible streaming server: 5 ms to the first token, 1 ms per token.
-func miniServer(t *testing.T) *httptest.Server {
+func miniServer(t *testing.T) *httptest.Server { return miniServerOf(t, "m") }
+
+// miniServerOf is miniServer serving model.
+func miniServerOf(t *testing.T, model string) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		fmt.Fprintf(w, `{"data":[{"id":%q}]}`, model)
 	})
 	mux.HandleFunc("/tokenize", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

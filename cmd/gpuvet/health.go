@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/cuda"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
@@ -125,6 +126,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 
+	f.opts.Catalog = catalog.Builtin()
 	src, bench, err := openHealthSource(&f)
 	if err != nil {
 		return err
@@ -158,7 +160,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 	switch {
 	case f.xml != "":
 		f.opts.Source = "nvidia-smi-xml"
-		src, err := gpu.FromNvidiaSMIXML(f.xml)
+		src, err := gpu.FromNvidiaSMIXML(f.xml, f.opts.Catalog)
 		if err != nil {
 			return nil, nil, usageErr("%v", err)
 		}
@@ -196,7 +198,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault})
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
@@ -124,9 +125,10 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
+	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
 	start := time.Now()
-	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
+	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
 		ToolVersion: version(),
 		Progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))

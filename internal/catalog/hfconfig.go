@@ -85,8 +85,8 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 
 // ResolveModel finds a model's architecture: the catalog by id, else the config.json of a local
 // model folder given as the id. The note says where it came from (or why it is unknown).
-func ResolveModel(id string) (Model, string, bool) {
-	if m, ok := LookupModel(id); ok {
+func (c *Catalog) ResolveModel(id string) (Model, string, bool) {
+	if m, ok := c.LookupModel(id); ok {
 		return m, "catalog", true
 	}
 	b, err := os.ReadFile(filepath.Join(id, "config.json"))

@@ -10,6 +10,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Config is the whole schema. Field comments are the documentation of each key (docs/config.md has
@@ -248,6 +250,18 @@ func parseDuration(s string) (time.Duration, error) {
 
 func f(v float64) *float64 { return &v }
 
+// loadDefaults is the load section's defaults: the shared profile (results.DefaultLoadConfig, which
+// the load generator and `gpuvet bench` read too) plus what only a plan has.
+func loadDefaults() LoadProfile {
+	d := results.DefaultLoadConfig()
+	return LoadProfile{
+		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
+		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
+		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed,
+		RetryUnsaturated: true,
+	}
+}
+
 // Defaults are the built-in values (from the seeds).
 func Defaults() Config {
 	return Config{
@@ -258,11 +272,7 @@ func Defaults() Config {
 			Kind: "vllm", TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9, PortBase: 8000,
 			ReadyTimeout: Duration(20 * time.Minute), NUMABind: true, TokenEnv: "HF_TOKEN",
 		},
-		Load: LoadProfile{
-			Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256, MaxConcurrency: 128,
-			Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second), Warmup: "1",
-			RetryUnsaturated: true, Seed: 42,
-		},
+		Load:  loadDefaults(),
 		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node"},
 		Compare: Compare{
 			VariancePct: 20, GEMMVariancePct: 25, MinSamples: 30, MinThroughputReqS: 1,

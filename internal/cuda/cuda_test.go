@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func TestFillRandom(t *testing.T) {
@@ -33,7 +35,7 @@ func TestFillRandom(t *testing.T) {
 
 func TestDescribeEveryName(t *testing.T) {
 	r := &Runner{}
-	for _, n := range Names {
+	for _, n := range results.MicrobenchNames() {
 		if r.Describe(n) == "" {
 			t.Errorf("no description for %s", n)
 		}

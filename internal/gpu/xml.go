@@ -96,12 +96,13 @@ type xmlSource struct {
 }
 
 // FromNvidiaSMIXML reads a captured `nvidia-smi -q -x`. Sample returns an error saying it is a capture.
-func FromNvidiaSMIXML(path string) (Source, error) {
+// cat fills in what the XML does not print (compute capability); nil: the built-in catalog.
+func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml: %w (want the output of `nvidia-smi -q -x` saved to a file)", err)
 	}
-	gpus, err := ParseNvidiaSMIXML(b)
+	gpus, err := ParseNvidiaSMIXML(b, cat)
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml %s: %w", path, err)
 	}
@@ -120,7 +121,8 @@ func (s *xmlSource) Close() error { return nil }
 
 // ParseNvidiaSMIXML parses `nvidia-smi -q -x`. Values the capture lacks or marks N/A stay nil and are
 // listed in GPUInfo.Unsupported; a value that is there but unreadable is listed too, with the text found.
-func ParseNvidiaSMIXML(data []byte) ([]results.GPUInfo, error) {
+// The compute capability, which the XML lacks, comes from cat (nil: the built-in catalog).
+func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, error) {
 	var log smiLog
 	dec := xml.NewDecoder(bytes.NewReader(data))
 	// The DOCTYPE names a DTD that is never fetched; non-UTF-8 charsets are passed through as bytes.
@@ -137,12 +139,12 @@ func ParseNvidiaSMIXML(data []byte) ([]results.GPUInfo, error) {
 	}
 	out := make([]results.GPUInfo, 0, len(log.GPUs))
 	for i, g := range log.GPUs {
-		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion)))
+		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
 	}
 	return out, nil
 }
 
-func (g smiGPU) info(index int, driver, cuda string) results.GPUInfo {
+func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) results.GPUInfo {
 	p := &fieldParser{}
 	info := results.GPUInfo{
 		Index:         index,
@@ -165,7 +167,7 @@ func (g smiGPU) info(index int, driver, cuda string) results.GPUInfo {
 		p.missing("numa_node: not in this nvidia-smi XML (read sysfs on the host)")
 	}
 	// nvidia-smi -q -x does not print the compute capability; the catalog knows it per model.
-	if c, ok := catalog.LookupGPU(info.Name); ok {
+	if c, ok := cat.LookupGPU(info.Name); ok {
 		info.ComputeCapability = c.ComputeCap
 		p.missing("compute_capability: not in nvidia-smi XML, taken from the catalog")
 	} else {

@@ -193,7 +193,7 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		return nil
 	}
 	var out []results.Compare
-	for _, name := range Benchmarks {
+	for _, name := range results.MicrobenchNames() {
 		v := o.GEMMVariancePct
 		switch {
 		case strings.HasPrefix(name, "pcie_"):

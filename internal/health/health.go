@@ -21,7 +21,7 @@ import (
 // BenchRunner runs microbenchmarks on one GPU. The real one is internal/cuda's Runner; the simulator's
 // Fleet fits through SimBench.
 type BenchRunner interface {
-	// Microbench returns the figure of one benchmark (see Benchmarks) on GPU g: TFLOP/s or GB/s.
+	// Microbench returns the figure of one benchmark (see results.MicrobenchNames) on GPU g: TFLOP/s or GB/s.
 	Microbench(ctx context.Context, g results.GPUInfo, name string) (value float64, unit string, err error)
 	// Burn runs GEMM flat out on g until ctx ends and returns the TFLOP/s it sustained.
 	Burn(ctx context.Context, g results.GPUInfo) (tflops float64, err error)
@@ -30,9 +30,6 @@ type BenchRunner interface {
 // Describer is optionally implemented by a BenchRunner to say what each benchmark does (sizes, API).
 type Describer interface{ Describe(name string) string }
 
-// Benchmarks are the microbenchmarks of the health phase, in run order.
-var Benchmarks = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
-
 // Options are the health phase's settings; zero values take the defaults noted.
 type Options struct {
 	Source          string        // "nvml", "nvidia-smi-xml", "sim": recorded in the result
@@ -40,7 +37,7 @@ type Options struct {
 	ExpectPCIeWidth int           // lanes wired by design (e.g. 8); 0: strict current-vs-max check
 	Parallel        bool          // run every GPU's benchmarks and burn at once
 	SkipBench       bool          // inventory (and burn/DCGM) only
-	Benchmarks      []string      // which of Benchmarks to run, in that order; nil: all
+	Benchmarks      []string      // which of results.MicrobenchNames to run (in that order); nil: all
 	Burn            time.Duration // 0: no burn
 	SampleEvery     time.Duration // telemetry interval during a burn (default 1 s)
 	DCGM            bool          // run `dcgmi diag`
@@ -55,6 +52,8 @@ type Options struct {
 	LinkVariancePct float64       // pair-to-pair tolerance of the copy ratio, default 25
 	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
 	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
+	// Catalog gives each GPU's datasheet peaks (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 func (o *Options) defaults() {
@@ -173,11 +172,11 @@ func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*resul
 
 // runBenches measures every benchmark on one GPU and sets each figure beside its datasheet peak.
 func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options) {
-	spec, known := catalog.LookupGPU(gh.GPU.Name)
+	spec, known := o.Catalog.LookupGPU(gh.GPU.Name)
 	if !known {
 		gh.Notes = append(gh.Notes, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
 	}
-	for _, name := range Benchmarks {
+	for _, name := range results.MicrobenchNames() {
 		if ctx.Err() != nil {
 			return
 		}

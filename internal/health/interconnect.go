@@ -163,12 +163,12 @@ func pairOf(ic *results.Interconnect, a, b int) *results.GPUPair {
 
 // linkPeaks sets every pair's peak (its NVLinks × their speed, else the PCIe datasheet figure), the
 // ratios of the measured copies to it, and the all-reduce's peak and busbw ratios.
-func linkPeaks(h *results.Health) {
+func linkPeaks(h *results.Health, cat *catalog.Catalog) {
 	ic := h.Interconnect
 	if ic == nil {
 		return
 	}
-	spec, known := catalog.LookupGPU(firstName(h))
+	spec, known := cat.LookupGPU(firstName(h))
 	speed := map[int]float64{} // GPU -> mean speed of its up links
 	total := map[int]float64{} // GPU -> sum of its up links' speeds
 	for _, gl := range ic.Links {
@@ -252,7 +252,7 @@ func judgeInterconnect(h *results.Health, o Options) {
 	if ic == nil {
 		return
 	}
-	linkPeaks(h)
+	linkPeaks(h, o.Catalog)
 	byIndex := map[int]*results.GPUHealth{}
 	for i := range h.GPUs {
 		byIndex[h.GPUs[i].GPU.Index] = &h.GPUs[i]
@@ -265,7 +265,7 @@ func judgeInterconnect(h *results.Health, o Options) {
 	hostFlag := func(check, subject, format string, args ...any) {
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: check, Reason: fmt.Sprintf(format, args...)})
 	}
-	spec, known := catalog.LookupGPU(firstName(h))
+	spec, known := o.Catalog.LookupGPU(firstName(h))
 	shipsNVLink := known && spec.NVLinks() > 0
 	for _, p := range ic.Pairs {
 		subj := pairName(p)

@@ -225,7 +225,7 @@ func TestAllReduceSkippedAndFailed(t *testing.T) {
 }
 
 func TestInterconnectFromCapturesRenders(t *testing.T) {
-	src, err := gpu.FromNvidiaSMIXML("testdata/h200x2.xml")
+	src, err := gpu.FromNvidiaSMIXML("testdata/h200x2.xml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

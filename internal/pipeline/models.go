@@ -267,7 +267,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
 	ep.Load, ep.Power = ld, pw
-	if sol, note := speedOfLight(slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
+	if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
 		ep.SpeedOfLight = sol
 	} else if note != "" {
 		ep.SpeedOfLight = &results.SpeedOfLight{Note: note} // why there is no bound, for the report

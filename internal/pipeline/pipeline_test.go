@@ -30,7 +30,7 @@ func quick(t *testing.T, sets ...string) *config.Plan {
 
 func TestSimEndToEnd(t *testing.T) {
 	p := quick(t)
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{ToolVersion: "test", Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.phase, func(t *testing.T) {
 			p := quick(t, "run.fail_in="+tt.phase)
-			deps := NewDeps(p.Config, nil)
+			deps := NewDeps(p.Config, nil, nil)
 			deps.Load = stubLoad
 			res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 			if err != nil {
@@ -164,7 +164,7 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 
 func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 	p := quick(t, "sim.gpus=3")
-	deps := NewDeps(p.Config, nil)
+	deps := NewDeps(p.Config, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -206,7 +206,7 @@ func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 func TestEndpointBackendVetsARunningServer(t *testing.T) {
 	// A simulator started by the test plays the already-running server.
 	p0 := quick(t)
-	d0 := NewDeps(p0.Config, nil)
+	d0 := NewDeps(p0.Config, nil, nil)
 	src, _, err := d0.Discover(context.Background(), p0.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestEndpointBackendVetsARunningServer(t *testing.T) {
 	}
 	defer sv.Stop()
 	p := quick(t, "backend=endpoint", "endpoint.url="+sv.URL)
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +236,7 @@ func TestBadOutputDirIsAnError(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(f, nil, 0o644)
 	p := quick(t, "output.dir="+filepath.Join(f, "sub"))
-	if _, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{}); err == nil {
+	if _, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{}); err == nil {
 		t.Fatal("want an error for an output directory under a file")
 	}
 }
@@ -251,7 +251,7 @@ func TestSerialAndParallelAgree(t *testing.T) {
 	type fig struct{ ttft, itl, peak float64 }
 	measure := func(parallel string) map[int]fig {
 		p := quick(t, "run.parallel_gpus="+parallel, "functional.enabled=false")
-		res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+		res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestSerialAndParallelAgree(t *testing.T) {
 
 func TestSaveBaselineThenCompare(t *testing.T) {
 	p := quick(t, "run.save_baseline=true", "functional.enabled=false")
-	deps := NewDeps(p.Config, nil)
+	deps := NewDeps(p.Config, nil, nil)
 	deps.Load = stubLoad
 	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 	if err != nil {
@@ -293,7 +293,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 		t.Fatalf("--save-baseline: %v", err)
 	}
 	p2 := quick(t, "run.baseline="+base, "functional.enabled=false", "environment=vm")
-	deps2 := NewDeps(p2.Config, nil)
+	deps2 := NewDeps(p2.Config, nil, nil)
 	deps2.Load = stubLoad
 	res2, err := Run(context.Background(), p2, deps2, Options{Host: "h"})
 	if err != nil {
@@ -305,7 +305,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 	}
 	// A missing baseline is a note, never a failed run.
 	p3 := quick(t, "run.baseline=/nonexistent/baseline.json", "functional.enabled=false")
-	deps3 := NewDeps(p3.Config, nil)
+	deps3 := NewDeps(p3.Config, nil, nil)
 	deps3.Load = stubLoad
 	res3, err := Run(context.Background(), p3, deps3, Options{Host: "h"})
 	if err != nil {
@@ -319,7 +319,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 func TestEngineThatDiesKeepsItsLogTail(t *testing.T) {
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"engine.command=sh -c 'echo loading weights; echo CUDA out of memory on port {port} >&2; exit 3'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestRunUsesTheModelCache(t *testing.T) {
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"models=acme/tiny,acme/absent", "model_cache.dir="+cache,
 		"engine.command=sh -c 'env | grep ^HF_ | sort; echo no server on port {port}; exit 3'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func TestGenericEngineAutoCacheIsNoted(t *testing.T) {
 	t.Setenv("HF_HUB_OFFLINE", "")
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"engine.command=sh -c 'env | grep ^HF_HUB_OFFLINE; exit 3; echo {port}'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ type GPUHealth struct {
 
 // Microbench is one measured figure next to the detected GPU's datasheet peak.
 type Microbench struct {
-	Name   string   `json:"name"`  // "sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"
+	Name   string   `json:"name"`  // one of MicrobenchNames()
 	Value  float64  `json:"value"` // in Unit
 	Unit   string   `json:"unit"`  // "TFLOP/s", "GB/s"
 	Peak   *float64 `json:"peak,omitempty"`

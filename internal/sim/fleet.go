@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,8 @@ type FleetConfig struct {
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
 	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	// Catalog is where GPU is looked up (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 // Fleet is a set of virtual GPUs whose power, clock and temperature follow the load of the engines
@@ -63,9 +66,9 @@ const ambientC = 30.0
 
 // NewFleet checks cfg and builds the fleet. Errors name the field.
 func NewFleet(cfg FleetConfig) (*Fleet, error) {
-	g, ok := catalog.LookupGPU(cfg.GPU)
+	g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 	if !ok {
-		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, catalog.GPUKeys())
+		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, cfg.Catalog.GPUKeys())
 	}
 	if cfg.Count < 1 || cfg.Count > 1024 {
 		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
@@ -273,7 +276,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	}
 	me, ok := microEff[name]
 	if !ok {
-		return 0, "", fmt.Errorf("microbenchmark %q: known are sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d", name)
+		return 0, "", fmt.Errorf("microbenchmark %q: known are %s", name, strings.Join(results.MicrobenchNames(), ", "))
 	}
 	var peak float64
 	switch name {

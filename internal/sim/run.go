@@ -52,7 +52,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if gpu == "" && o.Fixed() {
 		gpu = "H100" // fixed mode needs no roofline; the virtual GPUs still need a datasheet
 	}
-	fleet, err := NewFleet(FleetConfig{GPU: gpu, Count: o.GPUs, StragglerIndex: o.StragglerIndex, StragglerPct: o.StragglerPct, Seed: o.Seed})
+	fleet, err := NewFleet(FleetConfig{GPU: gpu, Count: o.GPUs, StragglerIndex: o.StragglerIndex, StragglerPct: o.StragglerPct, Seed: o.Seed, Catalog: o.Catalog})
 	if err != nil {
 		return &UsageError{flagErr(err)}
 	}

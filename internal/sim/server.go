@@ -33,6 +33,8 @@ type Config struct {
 	GPU    string       // catalog key or nvidia-smi name; required unless fixed mode
 	Model  string       // served model id: a catalog model, or any name in fixed mode
 	Engine EngineConfig // vLLM engine settings (zero: vLLM's defaults)
+	// Catalog is where GPU and Model are looked up (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 
 	// Fixed mode: first token TTFT after arrival, then one token every ITL, each gap scaled by
 	// 1 ± Jitter (uniform, seeded). No queueing, no batching.
@@ -106,7 +108,7 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Fixed() {
-		m, ok := catalog.LookupModel(cfg.Model)
+		m, ok := cfg.Catalog.LookupModel(cfg.Model)
 		if !ok {
 			m = catalog.Model{ID: cfg.Model, Vocab: 151936, MaxContext: 32768}
 		}
@@ -119,13 +121,13 @@ func NewServer(cfg Config) (*Server, error) {
 		s.cfg.ITL = time.Duration(float64(cfg.ITL) / speed)
 		s.drv = newFixed()
 	} else {
-		g, ok := catalog.LookupGPU(cfg.GPU)
+		g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 		if !ok {
-			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(catalog.GPUKeys(), ", "))
+			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(cfg.Catalog.GPUKeys(), ", "))
 		}
-		m, ok := catalog.LookupModel(cfg.Model)
+		m, ok := cfg.Catalog.LookupModel(cfg.Model)
 		if !ok {
-			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(catalog.ModelIDs(), ", "))
+			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(cfg.Catalog.ModelIDs(), ", "))
 		}
 		p, err := NewPerf(g, m, cfg.Engine)
 		if err != nil {
