@@ -20,8 +20,8 @@ log "health rc=$?"
 { echo "== nvlink -e after"; nvidia-smi nvlink -e; } >> "$OUT/smi.txt" 2>&1
 wait
 for mode in serial parallel; do
-  p=1; [ $mode = parallel ] && p=$N
-  t=$(( mode == serial ? 100 * N + 40 : 150 ))
+  p=1 t=$((100 * N + 40))
+  [ $mode = parallel ] && p=$N t=150
   timeout $t "$G" run -c scripts/h200/realengine.yaml --engine transformers --model $M --gpu-count "$N" \
     --parallel-gpus $p --out /tmp/$mode > "$OUT/run-$mode.txt" 2>&1
   log "run $mode (--parallel-gpus $p) rc=$?"
