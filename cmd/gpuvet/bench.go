@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -9,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -25,6 +28,7 @@ func newBenchCmd() *cobra.Command {
 		out                   string
 		progress, noScrape    bool
 		prefixCount, prefixTk int
+		maxErrPct             float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -54,6 +58,13 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			if err := load.Validate(o); err != nil {
 				return usageErr("%v", err)
 			}
+			errLimit := judge.Limit{Value: &maxErrPct, Unit: "%", Source: judge.SourceDefault}
+			if cmd.Flags().Changed("max-error-rate-pct") {
+				errLimit.Source = "flag"
+			}
+			if maxErrPct < 0 || maxErrPct > 100 {
+				return usageErr("--max-error-rate-pct: %g; want a percentage 0..100", maxErrPct)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := load.Preflight(ctx, o); err != nil {
@@ -69,11 +80,17 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 					return failedErr("--out: %v", err)
 				}
 			}
+			errV := judge.ErrorRateVerdict(res, errLimit)
+			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
+			}
 			switch {
 			case res.Interrupted:
 				return failedErr("interrupted: wrote what was measured")
 			case runErr != nil:
 				return failedErr("%v", runErr)
+			case errV != nil && errV.Result == judge.ResultFail:
+				return failedErr("%s", errV.Reason)
 			}
 			return nil
 		},
@@ -105,5 +122,6 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.BoolVar(&progress, "progress", false, "show the progress bar even when stderr is not a terminal")
 	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
+	f.Float64Var(&maxErrPct, "max-error-rate-pct", *config.Defaults().Gates.MaxErrorRatePct, "exit 1 when more than this % of requests failed (errors below it are reported)")
 	return cmd
 }

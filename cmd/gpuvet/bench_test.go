@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,4 +121,64 @@ func readLoad(t *testing.T, path string) results.Load {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// faultyServer answers every third request with HTTP 500; the rest stream 4 tokens.
+func faultyServer(t *testing.T) *httptest.Server {
+	var n atomic.Int64
+	ok := miniServer(t)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" && n.Add(1)%3 == 0 {
+			http.Error(w, `{"error":{"message":"injected"}}`, http.StatusInternalServerError)
+			return
+		}
+		u := *r.URL
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, ok.URL+u.RequestURI(), r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 4096)
+		for {
+			k, err := resp.Body.Read(buf)
+			w.Write(buf[:k])
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A third of the requests failing is exit 1 with the errors by kind; a share under the limit
+// passes with the errors said.
+func TestBenchErrorRateGate(t *testing.T) {
+	s := faultyServer(t)
+	for _, tc := range []struct {
+		limit string
+		code  int
+	}{{"", exitFailed}, {"50", 0}} {
+		args := []string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "9",
+			"--prompt-tokens", "8", "--output-tokens", "4", "--no-metrics"}
+		if tc.limit != "" {
+			args = append(args, "--max-error-rate-pct", tc.limit)
+		}
+		resetFlags(root)
+		var stderr bytes.Buffer
+		root.SetErr(&stderr)
+		code := execute(args)
+		root.SetErr(nil)
+		if code != tc.code {
+			t.Errorf("--max-error-rate-pct %q: exit %d, want %d (%s)", tc.limit, code, tc.code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "requests failed") || !strings.Contains(stderr.String(), "http_500") {
+			t.Errorf("stderr %q does not give the errors by kind", stderr.String())
+		}
+	}
 }

@@ -53,6 +53,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"gates.aicr_min_output_tok_s", pos(c.Gates.AICRMinOutputTokS), "want ≥ 0, or null to disable"},
 		{"gates.aicr_max_ttft_p99_ms", pos(c.Gates.AICRMaxTTFTP99Ms), "want ≥ 0, or null to disable"},
 		{"gates.aicr_tolerance_pct", c.Gates.AICRTolerancePct < 0 || c.Gates.AICRTolerancePct >= 100, "want 0..100"},
+		{"gates.max_error_rate_pct", c.Gates.MaxErrorRatePct != nil && (*c.Gates.MaxErrorRatePct < 0 || *c.Gates.MaxErrorRatePct > 100), "want a percentage 0..100, or null for errors to only flag"},
 		{"gates.aicr_throughput_scope", oneOf(c.Gates.AICRThroughputScope, "node", "gpu"), "want node or gpu"},
 		{"compare.variance_pct", c.Compare.VariancePct <= 0 || c.Compare.VariancePct >= 100, "want a percentage in (0, 100)"},
 		{"compare.gemm_variance_pct", c.Compare.GEMMVariancePct <= 0 || c.Compare.GEMMVariancePct >= 100, "want a percentage in (0, 100)"},
