@@ -121,6 +121,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
 	stderr := cmd.ErrOrStderr()
+	reapLeftovers(plan.Config.Output.Dir, stderr)
 	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
 		ToolVersion: version(),

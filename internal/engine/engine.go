@@ -54,6 +54,7 @@ type Engine struct {
 	done     chan struct{}
 	waitErr  error
 	stopOnce sync.Once
+	lifeline *os.File // write end of the watchdog's pipe: closing it kills the process group
 }
 
 // Start launches the engine in its own process group with CUDA_VISIBLE_DEVICES set to its GPUs.
@@ -111,6 +112,8 @@ func Start(s Spec) (*Engine, error) {
 	for k, v := range s.Env {
 		env = append(env, k+"="+v)
 	}
+	id := newEngineID()
+	env = append(env, markerEnv+"="+id)
 	if err := os.MkdirAll(dirOf(s.LogPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -134,6 +137,15 @@ func Start(s Spec) (*Engine, error) {
 		return nil, fmt.Errorf("start %s: %v (is it installed and on PATH?)", argv[0], err)
 	}
 	e.cmd = cmd
+	if e.lifeline, err = startWatchdog(cmd.Process.Pid); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		lf.Close()
+		return nil, err
+	}
+	if err := writePidFile(s.LogPath, pidFile{PGID: cmd.Process.Pid, ID: id, Command: e.Command, Log: s.LogPath}); err != nil {
+		fmt.Fprintf(e.rw, "# gpuvet: no pid file (%v): a run killed beyond the watchdog's reach cannot be cleaned up by the next one\n", err)
+	}
 	track(e)
 	go func() {
 		e.waitErr = cmd.Wait()
@@ -287,6 +299,8 @@ func (e *Engine) Stop(grace time.Duration) error {
 			err = fmt.Errorf("kill process group %d: %v", pgid, kerr)
 		}
 		<-e.done
+		e.lifeline.Close() // the group is gone: the watchdog finds nothing left to kill and exits
+		_ = os.Remove(pidPath(e.LogPath))
 		e.rw.Close()
 		e.log.Close()
 	})
