@@ -122,6 +122,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer engine.StopAll(10 * time.Second)
 	stderr := cmd.ErrOrStderr()
 	reapLeftovers(plan.Config.Output.Dir, stderr)
+	useEndpointURLKey(plan)
 	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
 		ToolVersion: version(),

@@ -35,7 +35,10 @@ type Plan struct {
 	Config  Config
 	Sources map[string]string // key path -> "default", "default(sim)", "env:GPUVET_…", "config:FILE", "recipe:FILE", "flag:--set"
 	Notes   []string          // e.g. recipe constraints gpuvet does not use
-	tree    tree
+	// EndpointURLKey is the password endpoint.url carried (removed from the URL): the API key when
+	// endpoint.api_key_env's variable is empty. Never recorded.
+	EndpointURLKey string
+	tree           tree
 }
 
 // Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming
@@ -77,7 +80,8 @@ func Load(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("config: internal decode error (a bug): %v", err)
 	}
 	p.Config = c
-	if err := validate(c, p.Sources, ""); err != nil {
+	p.stripEndpointCredentials()
+	if err := validate(p.Config, p.Sources, ""); err != nil {
 		return nil, err
 	}
 	for _, name := range sortedKeys(c.Accelerators) {

@@ -60,3 +60,16 @@ func TestWorse(t *testing.T) {
 		}
 	}
 }
+
+func TestStripUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://user:s3cret@host:8000/v1": "http://host:8000/v1",
+		"https://tok@host":                "https://host",
+		"http://127.0.0.1:8000":           "http://127.0.0.1:8000",
+		"not a url %":                     "not a url %",
+	} {
+		if got := StripUserinfo(in); got != want {
+			t.Errorf("StripUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

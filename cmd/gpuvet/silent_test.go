@@ -1,0 +1,169 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/sim"
+)
+
+// pgidsFromPidFiles reads the process groups the engine pid files under out record.
+func pgidsFromPidFiles(out string) []int {
+	var pg []int
+	filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".pid") {
+			var f struct {
+				PGID int `json:"pgid"`
+			}
+			if b, err := os.ReadFile(p); err == nil && json.Unmarshal(b, &f) == nil && f.PGID > 1 {
+				pg = append(pg, f.PGID)
+			}
+		}
+		return nil
+	})
+	return pg
+}
+
+// liveInGroup counts the live (not zombie) processes of process group pgid.
+func liveInGroup(pgid int) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
+			if st, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); !strings.Contains(string(st), ") Z ") {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// kill -9 of gpuvet, with the engine launched through a shell that forks (as vLLM and SGLang fork
+// workers): no process of the engine survives.
+func TestRunKill9ThroughForkingShellLeavesNoEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	out := t.TempDir()
+	port := 20000 + rand.IntN(20000)
+	args := genericSimArgs(out, 1, port)
+	self, _ := os.Executable()
+	for i, a := range args {
+		if a == "--engine-cmd" {
+			args[i+1] = "sh -c 'sleep 1000 & sleep 1000 & exec " + self + " sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}'"
+		}
+	}
+	cmd := gpuvet(append(args, "--set", "load.max_duration=30s")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pgids []int
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if pgids = pgidsFromPidFiles(out); len(pgids) > 0 && liveInGroup(pgids[0]) >= 3 && len(engineProcs(t, port)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("the engine never started: %s", stderr.String())
+		}
+	}
+	defer syscall.Kill(-pgids[0], syscall.SIGKILL)
+	cmd.Process.Kill()
+	cmd.Wait()
+	for i := 0; i < 200 && liveInGroup(pgids[0]) > 0; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if n := liveInGroup(pgids[0]); n > 0 {
+		t.Fatalf("after kill -9 of gpuvet, %d processes of the engine's group %d survive", n, pgids[0])
+	}
+}
+
+// A canary hub token in the environment (printed by the engine, on a line longer than the 64 KiB
+// cut) and a password in the endpoint URL appear in no file gpuvet writes.
+func TestRunSecretCanary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	const token, password = "hf_CanaryToken0123456789abcdef", "CanaryPassw0rd77"
+	t.Setenv("HF_TOKEN", token)
+
+	// An engine that prints the token, once on a short line and once 70000 bytes into a long one.
+	engOut := t.TempDir()
+	port := 20000 + rand.IntN(20000)
+	args := genericSimArgs(engOut, 1, port)
+	self, _ := os.Executable()
+	for i, a := range args {
+		if a == "--engine-cmd" {
+			args[i+1] = `sh -c 'echo token=$HF_TOKEN; printf "%070000d$HF_TOKEN%070000d\n" 0 0; exec ` + self + ` sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}'`
+		}
+	}
+	cmd := gpuvet(args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	cmd.Run()
+
+	// An endpoint whose URL carries user:password.
+	srv, err := sim.Listen(sim.Config{TTFT: 2 * time.Millisecond, ITL: time.Millisecond, Model: "m"}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	epOut := t.TempDir()
+	url := strings.Replace(srv.URL(), "http://", "http://gpuvet:"+password+"@", 1)
+	cmd = gpuvet("run", "--backend", "endpoint", "--url", url, "--model", "m", "--out", epOut,
+		"--set", "load.max_duration=500ms", "--set", "load.rates=1", "--set", "load.prompt_tokens=16",
+		"--set", "load.output_tokens=8", "--set", "load.max_concurrency=2", "--set", "engine.max_model_len=64")
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	cmd.Run()
+
+	if strings.Contains(stderr.String(), token) || strings.Contains(stderr.String(), password) {
+		t.Errorf("gpuvet's own output carries a canary")
+	}
+	files := 0
+	for _, out := range []string{engOut, epOut} {
+		filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			files++
+			b, _ := os.ReadFile(p)
+			if bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(password)) {
+				t.Errorf("%s carries a canary", p)
+			}
+			return nil
+		})
+	}
+	for _, want := range []string{"summary.json", "report.html"} {
+		for _, out := range []string{engOut, epOut} {
+			if _, err := os.Stat(filepath.Join(out, want)); err != nil {
+				t.Errorf("no %s: the canary check would be empty\n%s", want, stderr.String())
+			}
+		}
+	}
+	if log, _ := filepath.Glob(filepath.Join(engOut, "logs", "*", "*.log")); len(log) == 0 {
+		t.Errorf("no engine log written")
+	} else if b, _ := os.ReadFile(log[0]); !bytes.Contains(b, []byte("token=[REDACTED]")) {
+		t.Errorf("the engine log lacks the redacted token line")
+	}
+	if s, _ := os.ReadFile(filepath.Join(epOut, "summary.json")); !bytes.Contains(s, []byte(strings.TrimPrefix(srv.URL(), "http://"))) {
+		t.Errorf("summary.json does not record the endpoint URL at all")
+	}
+}
