@@ -2,10 +2,11 @@ package catalog
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // Model is a model's architecture figures: what the simulator's roofline needs (weights to read per
@@ -89,7 +90,7 @@ type File struct {
 // LoadFile reads a catalog extension file and adds or replaces its entries in GPUs and Models.
 // Nothing changes unless the whole file is valid; an error names the file and the field path.
 func LoadFile(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Catalog, "catalog file")
 	if err != nil {
 		return fmt.Errorf("catalog file: %w", err)
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // Options are the inputs of a Plan.
@@ -116,7 +117,7 @@ func (p *Plan) applySimDefaults() {
 // applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its
 // validation.performance.constraints.
 func (p *Plan) applyFile(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Config, "config")
 	if err != nil {
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}

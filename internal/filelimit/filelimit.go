@@ -11,7 +11,7 @@ import (
 
 // Bounds of the files gpuvet reads: generous for any real file, far below what would hurt.
 const (
-	Config    = 16 << 20  // a YAML config or aicr recipe
+	Config    = 4 << 20   // a YAML config or aicr recipe (real ones are a few KiB)
 	Catalog   = 16 << 20  // a GPU/model catalog overlay
 	GPUXML    = 64 << 20  // `nvidia-smi -q -x` (about 40 KiB per GPU in real captures)
 	DCGM      = 64 << 20  // `dcgmi diag -j` output
@@ -59,3 +59,25 @@ func Size(n int64) string {
 	}
 	return fmt.Sprintf("%d bytes", n)
 }
+
+// Buffer collects a command's output up to Limit bytes and drops the rest (the command is not
+// disturbed); Over says whether it did.
+type Buffer struct {
+	Limit int64
+	Over  bool
+	b     []byte
+}
+
+func (w *Buffer) Write(p []byte) (int, error) {
+	room := w.Limit - int64(len(w.b))
+	if int64(len(p)) > room {
+		w.Over = true
+		w.b = append(w.b, p[:max(room, 0)]...)
+		return len(p), nil
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// Bytes is what was kept.
+func (w *Buffer) Bytes() []byte { return w.b }

@@ -25,3 +25,11 @@ func TestRead(t *testing.T) {
 		t.Fatal(Size(64<<20), Size(1<<30))
 	}
 }
+
+func TestBuffer(t *testing.T) {
+	w := &Buffer{Limit: 5}
+	w.Write([]byte("abc"))
+	if n, err := w.Write([]byte("defg")); n != 4 || err != nil || !w.Over || string(w.Bytes()) != "abcde" {
+		t.Fatalf("n %d err %v over %v kept %q", n, err, w.Over, w.Bytes())
+	}
+}

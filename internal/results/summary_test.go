@@ -38,12 +38,29 @@ func TestReadRefusesOtherSchemas(t *testing.T) {
 		"notjson":   "{",
 		"noversion": `{"run_id":"x"}`,
 		"major2":    `{"schema_version":"2.0"}`,
+		"minor99":   `{"schema_version":"1.99"}`,
+		"semver":    `{"schema_version":"1.0.0"}`,
+		"padded":    `{"schema_version":"1.00"}`,
+		"bare":      `{"schema_version":"1"}`,
+		"spaces":    `{"schema_version":" 1.0"}`,
+		"number":    `{"schema_version":1.0}`,
 	} {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte(body), 0o644)
 		if _, err := Read(p); err == nil {
 			t.Errorf("%s: read without error", name)
 		}
+	}
+}
+
+func TestReadAcceptsKnownSchemas(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(p, []byte(`{"schema_version":"`+SchemaVersion+`"}`), 0o644)
+	if _, err := Read(p); err != nil {
+		t.Fatal(err)
+	}
+	if !knownVersion("1.0") {
+		t.Error("1.0 (the first schema) refused")
 	}
 }
 
