@@ -44,6 +44,11 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return usageErr("--prompt-tokens: %v", err)
 			}
 			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
+			// An explicit request budget is not cut by the default duration: only a duration the
+			// user gave bounds it too (and the result says which bound ended each rung).
+			if cmd.Flags().Changed("max-requests") && !cmd.Flags().Changed("max-duration") {
+				maxDuration = 0
+			}
 			c.MaxDuration = results.Duration(maxDuration)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
 			if o.SLO, err = load.ParseSLO(slo); err != nil {
@@ -75,6 +80,9 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return failedErr("%v", runErr)
 			}
 			load.WriteTable(cmd.OutOrStdout(), res)
+			if cut := load.CutByDuration(res); len(cut) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, maxDuration, c.MaxRequests)
+			}
 			if out != "" {
 				if err := results.WriteJSON(out, res); err != nil {
 					return failedErr("--out: %v", err)
@@ -104,8 +112,8 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.Float64Var(&c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
 	f.IntVar(&c.MaxConcurrency, "max-concurrency", 128, "streams of the throughput probe (and profile throughput)")
 	f.IntVar(&c.Rates, "rates", 10, "constant-rate rungs of a sweep")
-	f.DurationVar(&maxDuration, "max-duration", 20*time.Second, "duration of each rung")
-	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only)")
+	f.DurationVar(&maxDuration, "max-duration", 20*time.Second, "duration of each rung (none when only --max-requests is given)")
+	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
 	f.StringVar(&c.Warmup, "warmup", "1", "warm-up excluded from each rung: requests (1) or a duration (5s)")
 	f.StringVar(&promptTokens, "prompt-tokens", "512", "prompt length in tokens: N, or mean,stdev,min,max")
 	f.IntVar(&c.OutputTokens, "output-tokens", 256, "output tokens per request (asked for exactly)")

@@ -182,3 +182,59 @@ func TestBenchErrorRateGate(t *testing.T) {
 		}
 	}
 }
+
+// --max-requests alone is not cut by the default --max-duration; with both, the result says which
+// bound ended each rung and stderr says the budget was cut.
+func TestBenchMaxRequestsLiftsDefaultDuration(t *testing.T) {
+	s := miniServer(t)
+	dir := t.TempDir()
+	base := []string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "12",
+		"--prompt-tokens", "8", "--output-tokens", "40", "--no-metrics"}
+
+	out := filepath.Join(dir, "a.json")
+	resetFlags(root)
+	if code := execute(append(base, "--out", out)); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	l := readLoad(t, out)
+	if l.Config.MaxDuration != 0 || l.Runs[0].EndedBy != "max_requests" || l.Runs[0].Requests.Successful != 12 {
+		t.Errorf("max_duration %v, ended_by %q, %d successful; want no duration, max_requests, 12",
+			time.Duration(l.Config.MaxDuration), l.Runs[0].EndedBy, l.Runs[0].Requests.Successful)
+	}
+
+	out = filepath.Join(dir, "b.json")
+	resetFlags(root)
+	var stderr bytes.Buffer
+	root.SetErr(&stderr)
+	code := execute(append(base, "--max-duration", "150ms", "--out", out))
+	root.SetErr(nil)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	l = readLoad(t, out)
+	if l.Runs[0].EndedBy != "max_duration" || !strings.Contains(stderr.String(), "before --max-requests 12") {
+		t.Errorf("ended_by %q (%d successful), stderr %q; want max_duration and a warning", l.Runs[0].EndedBy, l.Runs[0].Requests.Successful, stderr.String())
+	}
+}
+
+// A prompt file with a line that is not JSON is bad input: exit 2 before any request is sent.
+func TestBenchBadDataFileExit2(t *testing.T) {
+	var requests atomic.Int64
+	s := miniServer(t)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Redirect(w, r, s.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(counting.Close)
+	data := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(data, []byte("{\"prompt\": \"hello\"}\nnot json\n"), 0o644)
+	resetFlags(root)
+	var stderr bytes.Buffer
+	root.SetErr(&stderr)
+	code := execute([]string{"bench", "--url", counting.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
+		"--data", data, "--no-metrics"})
+	root.SetErr(nil)
+	if code != exitBadUsage || requests.Load() != 0 {
+		t.Fatalf("exit %d after %d requests, want 2 before any (%s)", code, requests.Load(), stderr.String())
+	}
+}

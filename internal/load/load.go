@@ -158,6 +158,12 @@ func Validate(o Options) error {
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
 	}
+	// A prompt file is input like a flag: a bad line is found here, before any load (exit 2).
+	if c.Data != "synthetic" {
+		if _, err := dataset.Load(c.Data); err != nil {
+			return fmt.Errorf("--data: %v", err)
+		}
+	}
 	if _, _, err := parseWarmup(c.Warmup); err != nil {
 		return err
 	}

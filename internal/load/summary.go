@@ -39,6 +39,7 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 	}
 	win := o.winEnd - o.winStart
 	run.WindowSeconds = win.Seconds()
+	run.EndedBy = endedBy(o)
 
 	var ttft, ttftSched, itl, tpot, e2e, lag, outToks, promptToks []float64
 	var outInWin, promptInWin float64

@@ -124,10 +124,12 @@ type Run struct {
 	Concurrency int     `json:"concurrency,omitempty"`
 	TargetRate  float64 `json:"target_rate,omitempty"` // req/s for constant and poisson
 	// Window is the measured window (warm-up excluded, tail drained).
-	WindowSeconds float64        `json:"window_seconds"`
-	Requests      RequestCounts  `json:"requests"`
-	Errors        map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
-	TTFT          Dist           `json:"ttft_ms"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// EndedBy is the bound that ended the rung: "max_requests", "max_duration" or "interrupted".
+	EndedBy  string         `json:"ended_by,omitempty"`
+	Requests RequestCounts  `json:"requests"`
+	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
+	TTFT     Dist           `json:"ttft_ms"`
 	// TTFTFromSchedule: open-loop profiles only, latency from the scheduled send time (coordinated omission shown).
 	TTFTFromSchedule *Dist   `json:"ttft_from_schedule_ms,omitempty"`
 	ITL              Dist    `json:"itl_ms"`
