@@ -34,3 +34,36 @@ func TestRedactWriterLongLines(t *testing.T) {
 		}
 	}
 }
+
+// Wherever a known secret falls in the output and however the writes are split, it never reaches
+// the log, and everything else does.
+func FuzzRedactWriter(f *testing.F) {
+	f.Add("hello", 3, 100, 7)
+	f.Add("x", redactChunk-5, 2*redactChunk, 4096)
+	f.Fuzz(func(t *testing.T, filler string, pos, length, step int) {
+		const secret = "s3cr3t-Canary-Value"
+		if strings.ContainsAny(filler, "\n") || strings.Contains(filler, "s3cr3t") || filler == "" {
+			return
+		}
+		pos, length, step = abs(pos)%(3*redactChunk), abs(length)%(3*redactChunk), 1+abs(step)%(8<<10)
+		fill := strings.Repeat(filler, length/len(filler)+1)[:length]
+		pos = min(pos, len(fill))
+		line := fill[:pos] + secret + fill[pos:] + "\n"
+		var out bytes.Buffer
+		w := NewRedactor([]string{"MY_TOKEN=" + secret}).Writer(&out)
+		for i := 0; i < len(line); i += step {
+			w.Write([]byte(line[i:min(i+step, len(line))]))
+		}
+		w.Close()
+		if strings.Contains(out.String(), secret) {
+			t.Fatalf("secret at %d of a %d-byte line, writes of %d: leaked", pos, len(line), step)
+		}
+	})
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
