@@ -80,6 +80,13 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return failedErr("%v", runErr)
 			}
 			load.WriteTable(cmd.OutOrStdout(), res)
+			for i, r := range res.Runs {
+				for _, note := range []string{r.ServerReason, r.TokenBursts} {
+					if note != "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
+					}
+				}
+			}
 			if cut := load.CutByDuration(res); len(cut) > 0 {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, maxDuration, c.MaxRequests)
 			}

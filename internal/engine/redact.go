@@ -84,12 +84,15 @@ type RedactWriter struct {
 func (rw *RedactWriter) Write(p []byte) (int, error) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
+	from := len(rw.buf) // only the new bytes can hold a newline: a long line stays linear
 	rw.buf = append(rw.buf, p...)
 	for {
-		i := bytes.IndexByte(rw.buf, '\n')
+		i := bytes.IndexByte(rw.buf[from:], '\n')
 		if i < 0 {
 			break
 		}
+		i += from
+		from = 0
 		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf[:i+1]))); err != nil {
 			return 0, err
 		}

@@ -141,11 +141,18 @@ type Run struct {
 	MeanOutputTokens float64 `json:"mean_output_tokens"`
 	MeanPromptTokens float64 `json:"mean_prompt_tokens"`
 	// Goodput is req/s of requests that met every SLO in --slo (nil when no SLO was given).
-	Goodput       *float64   `json:"goodput_req_s,omitempty"`
-	ClientLag     Dist       `json:"client_lag_ms"` // how far behind schedule the client sent
-	ClientLimited bool       `json:"client_limited,omitempty"`
-	ClientReason  string     `json:"client_limited_reason,omitempty"`
-	CI            *Intervals `json:"ci,omitempty"`
+	Goodput       *float64 `json:"goodput_req_s,omitempty"`
+	ClientLag     Dist     `json:"client_lag_ms"` // how far behind schedule the client sent
+	ClientLimited bool     `json:"client_limited,omitempty"`
+	ClientReason  string   `json:"client_limited_reason,omitempty"`
+	// ServerRefusing: the server refused connections or was slow to accept them (file descriptors,
+	// accept backlog): the delay is the server's, never counted as client lag. ServerReason says how.
+	ServerRefusing bool   `json:"server_refusing,omitempty"`
+	ServerReason   string `json:"server_refusing_reason,omitempty"`
+	// TokenBursts says when the server's token timing came in bursts (several chunks in one read,
+	// the server or a proxy behind its own schedule): ITL and TPOT then measure the buffering.
+	TokenBursts string     `json:"token_bursts,omitempty"`
+	CI          *Intervals `json:"ci,omitempty"`
 }
 
 // RequestCounts counts requests in the measured window.
