@@ -113,6 +113,7 @@ func (r *realtime) loop() {
 			r.onStep(d)
 		}
 		for _, o := range out {
+			o.s.Due.CompareAndSwap(0, next.UnixNano())
 			o.s.Generated.Store(int32(o.gen))
 			if o.done {
 				o.s.Done.Store(true)
@@ -255,6 +256,7 @@ func (f *fixed) release(now time.Time) {
 				f.live--
 				continue
 			}
+			s.Due.CompareAndSwap(0, d.at.UnixNano())
 			g := s.Generated.Add(1)
 			if int(g) >= s.MaxOut {
 				s.Done.Store(true) // before the notification: the handler may look at once

@@ -124,8 +124,10 @@ func (st *stream) runStream(ctx context.Context) {
 			s.metrics.aborted()
 			return
 		}
+		due := st.seq.Due.Swap(0)
 		g := int(st.seq.Generated.Load())
 		now := time.Now()
+		s.lag.observe(now, due, g-sent)
 		for sent < g {
 			sent++
 			if sent == f.stallAt {
