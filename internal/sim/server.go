@@ -44,8 +44,8 @@ type Config struct {
 	// Trace receives the ground truth, one JSON line per finished request (see TraceRecord).
 	Trace io.Writer
 	// Log receives warnings, e.g. that the simulator fell behind its schedule (nil: none).
-	Log io.Writer
-	Seed  int64
+	Log  io.Writer
+	Seed int64
 
 	Fleet    *Fleet // optional: the virtual GPUs this server runs on
 	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
