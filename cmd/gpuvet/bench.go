@@ -96,7 +96,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				}
 			}
 			errV := judge.ErrorRateVerdict(res, errLimit)
-			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil {
+			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil && errV.Result != judge.ResultFail { // a failure says it on exit
 				fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
 			}
 			switch {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -165,5 +166,33 @@ func TestRunSecretCanary(t *testing.T) {
 	}
 	if s, _ := os.ReadFile(filepath.Join(epOut, "summary.json")); !bytes.Contains(s, []byte(strings.TrimPrefix(srv.URL(), "http://"))) {
 		t.Errorf("summary.json does not record the endpoint URL at all")
+	}
+}
+
+// The audit's fault run: a server answering 30 % 500s and cutting 20 % of its streams. The run
+// fails (exit 1 without --fail-on-flag) and says why, with the errors by kind.
+func TestRunWithLoadErrorsFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	srv, err := sim.Listen(sim.Config{TTFT: 2 * time.Millisecond, ITL: time.Millisecond, Model: "m", Seed: 7,
+		Faults: sim.Faults{Rate5xx: 0.3, CutRate: 0.2}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	out := t.TempDir()
+	cmd := gpuvet("run", "--backend", "endpoint", "--url", srv.URL(), "--model", "m", "--out", out,
+		"--set", "load.max_duration=500ms", "--set", "load.rates=1", "--set", "load.prompt_tokens=16",
+		"--set", "load.output_tokens=8", "--set", "load.max_concurrency=2", "--set", "engine.max_model_len=64",
+		"--set", "functional.enabled=false")
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stdout
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s", err, stdout.String())
+	}
+	if !strings.Contains(stdout.String(), "requests failed") || !strings.Contains(stdout.String(), "http_500") {
+		t.Errorf("the output does not say why:\n%s", stdout.String())
 	}
 }
