@@ -45,7 +45,7 @@ func FuzzRedactWriter(f *testing.F) {
 		if strings.ContainsAny(filler, "\n") || strings.Contains(filler, "s3cr3t") || filler == "" {
 			return
 		}
-		pos, length, step = abs(pos)%(3*redactChunk), abs(length)%(3*redactChunk), 1+abs(step)%(8<<10)
+		pos, length, step = abs(pos)%(2*redactChunk), abs(length)%(2*redactChunk), 16+abs(step)%(8<<10)
 		fill := strings.Repeat(filler, length/len(filler)+1)[:length]
 		pos = min(pos, len(fill))
 		line := fill[:pos] + secret + fill[pos:] + "\n"
