@@ -52,6 +52,17 @@ func liveInGroup(pgid int) int {
 	return n
 }
 
+// withShellEngine launches the generic-sim engine of args through `sh -c 'PRE exec ENGINE'`
+// (PRE ends with "&" or ";").
+func withShellEngine(args []string, pre string) []string {
+	for i, a := range args {
+		if a == "--engine-cmd" {
+			args[i+1] = "sh -c '" + pre + " exec " + args[i+1] + "'"
+		}
+	}
+	return args
+}
+
 // kill -9 of gpuvet, with the engine launched through a shell that forks (as vLLM and SGLang fork
 // workers): no process of the engine survives.
 func TestRunKill9ThroughForkingShellLeavesNoEngine(t *testing.T) {
@@ -60,13 +71,7 @@ func TestRunKill9ThroughForkingShellLeavesNoEngine(t *testing.T) {
 	}
 	out := t.TempDir()
 	port := 20000 + rand.IntN(20000)
-	args := genericSimArgs(out, 1, port)
-	self, _ := os.Executable()
-	for i, a := range args {
-		if a == "--engine-cmd" {
-			args[i+1] = "sh -c 'sleep 1000 & sleep 1000 & exec " + self + " sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}'"
-		}
-	}
+	args := withShellEngine(genericSimArgs(out, 1, port), "sleep 1000 & sleep 1000 &")
 	cmd := gpuvet(append(args, "--set", "load.max_duration=30s")...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -107,13 +112,7 @@ func TestRunSecretCanary(t *testing.T) {
 	// An engine that prints the token, once on a short line and once 70000 bytes into a long one.
 	engOut := t.TempDir()
 	port := 20000 + rand.IntN(20000)
-	args := genericSimArgs(engOut, 1, port)
-	self, _ := os.Executable()
-	for i, a := range args {
-		if a == "--engine-cmd" {
-			args[i+1] = `sh -c 'echo token=$HF_TOKEN; printf "%070000d$HF_TOKEN%070000d\n" 0 0; exec ` + self + ` sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}'`
-		}
-	}
+	args := withShellEngine(genericSimArgs(engOut, 1, port), `echo token=$HF_TOKEN; printf "%070000d$HF_TOKEN%070000d\n" 0 0;`)
 	cmd := gpuvet(args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
