@@ -71,6 +71,9 @@ func Start(s Spec) (*Engine, error) {
 		return nil, err
 	}
 	s.Vars.Port = port
+	if s.Vars.Front, err = writeFront(tmpl, dirOf(s.LogPath)); err != nil {
+		return nil, err
+	}
 	argv, err := Expand(tmpl, s.Vars)
 	if err != nil {
 		return nil, err
@@ -315,12 +318,18 @@ func (e *Engine) LogTail(n int) string {
 
 // Tail returns the last n lines of a file, redacted.
 func Tail(path string, n int, red *Redactor) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	if len(b) > 64<<10 {
-		b = b[len(b)-64<<10:]
+	defer f.Close()
+	// Only the end is read: an engine log can run to gigabytes.
+	if st, err := f.Stat(); err == nil && st.Size() > 64<<10 {
+		f.Seek(st.Size()-64<<10, io.SeekStart)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
