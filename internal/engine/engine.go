@@ -140,7 +140,7 @@ func Start(s Spec) (*Engine, error) {
 		return nil, fmt.Errorf("start %s: %v (is it installed and on PATH?)", argv[0], err)
 	}
 	e.cmd = cmd
-	if e.lifeline, err = startWatchdog(cmd.Process.Pid); err != nil {
+	if e.lifeline, err = startWatchdog(cmd.Process.Pid, id); err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		lf.Close()

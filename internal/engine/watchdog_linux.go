@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -29,11 +30,13 @@ func init() {
 	}
 }
 
-// watchdog waits for EOF on the lifeline, then kills the process group pgid.
+// watchdog waits for EOF on the lifeline, then kills the process group PGID of arg ("PGID:ID")
+// if a process in it still carries the engine's marker ID (a recycled group id is left alone).
 func watchdog(arg string, lifeline io.Reader) int {
-	pgid, err := strconv.Atoi(arg)
-	if err != nil || pgid <= 1 {
-		fmt.Fprintf(os.Stderr, "gpuvet watchdog: bad process group %q\n", arg)
+	g, id, _ := strings.Cut(arg, ":")
+	pgid, err := strconv.Atoi(g)
+	if err != nil || pgid <= 1 || id == "" {
+		fmt.Fprintf(os.Stderr, "gpuvet watchdog: bad argument %q, want PGID:ID\n", arg)
 		return 2
 	}
 	// Ctrl-C and hang-ups are gpuvet's to handle (it stops the engine and closes the lifeline);
@@ -50,13 +53,15 @@ func watchdog(arg string, lifeline io.Reader) int {
 	case <-eof:
 	case <-term:
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if len(groupWithMarker(pgid, id)) > 0 {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL) // the whole group at once: no fork escapes between kills
+	}
 	return 0
 }
 
-// startWatchdog starts the watchdog of process group pgid and returns the lifeline's write end:
-// closing it (or gpuvet dying) kills the group.
-func startWatchdog(pgid int) (*os.File, error) {
+// startWatchdog starts the watchdog of process group pgid, whose processes carry marker id, and
+// returns the lifeline's write end: closing it (or gpuvet dying) kills the group.
+func startWatchdog(pgid int, id string) (*os.File, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("engine watchdog: %v", err)
@@ -68,7 +73,7 @@ func startWatchdog(pgid int) (*os.File, error) {
 	defer r.Close()
 	c := exec.Command(exe)
 	// A bare environment: the watchdog needs nothing, and so holds no secret.
-	c.Env = []string{watchdogEnv + "=" + strconv.Itoa(pgid)}
+	c.Env = []string{watchdogEnv + "=" + strconv.Itoa(pgid) + ":" + id}
 	c.ExtraFiles = []*os.File{r}
 	// Its own process group keeps it out of the terminal's Ctrl-C and out of the engine's group.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
