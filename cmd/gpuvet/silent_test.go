@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
@@ -193,5 +194,21 @@ func TestRunWithLoadErrorsFails(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "requests failed") || !strings.Contains(stdout.String(), "http_500") {
 		t.Errorf("the output does not say why:\n%s", stdout.String())
+	}
+}
+
+// The password of an endpoint URL is the API key only when the key variable is empty.
+func TestEndpointURLKeyPrefersEnv(t *testing.T) {
+	for _, tc := range []struct{ env, want string }{{"", "urlpass99"}, {"envkey123", "envkey123"}} {
+		t.Setenv("OPENAI_API_KEY", tc.env)
+		p, err := config.Load(config.Options{Flags: []config.Flag{{Name: "--url", Path: "endpoint.url", Value: "http://u:urlpass99@127.0.0.1:8000"},
+			{Name: "--backend", Path: "backend", Value: "endpoint"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		useEndpointURLKey(p)
+		if got := os.Getenv(p.Config.Endpoint.APIKeyEnv); got != tc.want || strings.Contains(p.Config.Endpoint.URL, "urlpass99") {
+			t.Errorf("env %q: key %q (want %q), url %s", tc.env, got, tc.want, p.Config.Endpoint.URL)
+		}
 	}
 }
