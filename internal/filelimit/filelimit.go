@@ -13,7 +13,7 @@ import (
 const (
 	Config    = 4 << 20   // a YAML config or aicr recipe (real ones are a few KiB)
 	Catalog   = 16 << 20  // a GPU/model catalog overlay
-	GPUXML    = 64 << 20  // `nvidia-smi -q -x` (about 40 KiB per GPU in real captures)
+	GPUXML    = 64 << 20  // `nvidia-smi -q -x`, `topo -m`, `nvlink -s` (about 40 KiB per GPU in real captures)
 	DCGM      = 64 << 20  // `dcgmi diag -j` output
 	Data      = 1 << 30   // a prompt file (JSONL, ShareGPT): whole data sets are large
 	Result    = 256 << 20 // a summary.json, a vLLM bench result or a guidellm report
