@@ -12,7 +12,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpuvet/gpuvet/internal/analysis"
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -29,6 +31,7 @@ func newBenchCmd() *cobra.Command {
 		out                   string
 		progress, noScrape    bool
 		prefixCount, prefixTk int
+		maxErrPct             float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,6 +47,11 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return usageErr("--prompt-tokens: %v", err)
 			}
 			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
+			// An explicit request budget is not cut by the default duration: only a duration the
+			// user gave bounds it too (and the result says which bound ended each rung).
+			if cmd.Flags().Changed("max-requests") && !cmd.Flags().Changed("max-duration") {
+				maxDuration = 0
+			}
 			c.MaxDuration = results.Duration(maxDuration)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
 			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
@@ -63,6 +71,13 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			if err := load.Validate(o); err != nil {
 				return usageErr("%v", err)
 			}
+			errLimit := judge.Limit{Value: &maxErrPct, Unit: "%", Source: judge.SourceDefault}
+			if cmd.Flags().Changed("max-error-rate-pct") {
+				errLimit.Source = "flag"
+			}
+			if maxErrPct < 0 || maxErrPct > 100 {
+				return usageErr("--max-error-rate-pct: %g; want a percentage 0..100", maxErrPct)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := load.Preflight(ctx, o); err != nil {
@@ -74,16 +89,32 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return failedErr("%v", runErr)
 			}
 			load.WriteTable(cmd.OutOrStdout(), res)
+			for i, r := range res.Runs {
+				for _, note := range []string{r.ServerReason, r.TokenBursts} {
+					if note != "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
+					}
+				}
+			}
+			if cut := load.CutByDuration(res); len(cut) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, maxDuration, c.MaxRequests)
+			}
 			if out != "" {
 				if err := results.WriteJSON(out, res); err != nil {
 					return failedErr("--out: %v", err)
 				}
+			}
+			errV := judge.ErrorRateVerdict(res, errLimit)
+			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil && errV.Result != judge.ResultFail { // a failure says it on exit
+				fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
 			}
 			switch {
 			case res.Interrupted:
 				return failedErr("interrupted: wrote what was measured")
 			case runErr != nil:
 				return failedErr("%v", runErr)
+			case errV != nil && errV.Result == judge.ResultFail:
+				return failedErr("%s", errV.Reason)
 			}
 			return nil
 		},
@@ -99,8 +130,8 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.Float64Var(&c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
 	f.IntVar(&c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
 	f.IntVar(&c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
-	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung")
-	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only)")
+	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
+	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
 	f.StringVar(&c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
 	f.StringVar(&promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")
 	f.IntVar(&c.OutputTokens, "output-tokens", d.OutputTokens, "output tokens per request (asked for exactly)")
@@ -117,5 +148,6 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.BoolVar(&progress, "progress", false, "show the progress bar even when stderr is not a terminal")
 	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
+	f.Float64Var(&maxErrPct, "max-error-rate-pct", *config.Defaults().Gates.MaxErrorRatePct, "exit 1 when more than this % of requests failed (errors below it are reported)")
 	return cmd
 }

@@ -58,6 +58,8 @@ func TestCompareCommand(t *testing.T) {
 		{"bad tolerance", []string{"compare", "--tolerance", "-3", base, vm}, 2, nil},
 		{"corrupt baseline degrades", []string{"compare", corrupt, vm}, 0, []string{"no comparison: baseline", "unreadable"}},
 		{"missing baseline degrades", []string{"compare", filepath.Join(dir, "none.json"), vm}, 0, []string{"no comparison"}},
+		{"missing baseline fails on flag", []string{"compare", "--fail-on-flag", filepath.Join(dir, "none.json"), vm}, 1, []string{"no comparison"}},
+		{"corrupt baseline fails on flag", []string{"compare", "--fail-on-flag", corrupt, vm}, 1, []string{"no comparison"}},
 		{"missing result is bad input", []string{"compare", base, filepath.Join(dir, "none.json")}, 2, nil},
 		{"vLLM bench as baseline", []string{"compare", vllm, vllm}, 0, []string{"mock gpu 0", "ttft_p99_concurrency_ms", "concurrency_output_tok_s", "+0.0 %"}},
 		{"json", []string{"compare", "--json", base, vm}, 0, []string{`"overhead_pct"`, `"tolerance_pct": 10`}},

@@ -127,6 +127,8 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer engine.StopAll(10 * time.Second)
 	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
+	reapLeftovers(plan.Config.Output.Dir, stderr)
+	useEndpointURLKey(plan)
 	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
 		ToolVersion: version(),

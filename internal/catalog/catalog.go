@@ -2,9 +2,10 @@ package catalog
 
 import (
 	"fmt"
-	"os"
 	"sort"
 	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // Catalog is a set of GPUs and models. It is a value that is passed to whoever needs figures (the
@@ -34,7 +35,7 @@ func (c *Catalog) orBuiltin() *Catalog {
 // base's (same key / id: replaced as a whole, in place). base is not changed. An error names the
 // file and the field path.
 func LoadFile(base *Catalog, path string) (*Catalog, error) {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Catalog, "catalog file")
 	if err != nil {
 		return nil, fmt.Errorf("catalog file: %w", err)
 	}

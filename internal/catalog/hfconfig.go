@@ -3,8 +3,9 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // hfConfig is the part of a Hugging Face config.json that fixes a dense decoder's size.
@@ -89,7 +90,7 @@ func (c *Catalog) ResolveModel(id string) (Model, string, bool) {
 	if m, ok := c.LookupModel(id); ok {
 		return m, "catalog", true
 	}
-	b, err := os.ReadFile(filepath.Join(id, "config.json"))
+	b, err := filelimit.Read(filepath.Join(id, "config.json"), filelimit.Config, "model config.json")
 	if err != nil {
 		return Model{}, fmt.Sprintf("%s is not in the model catalog and is not a local folder with config.json", id), false
 	}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // Options are the inputs of a Plan.
@@ -35,7 +36,10 @@ type Plan struct {
 	Config  Config
 	Sources map[string]string // key path -> "default", "default(sim)", "env:GPUVET_…", "config:FILE", "recipe:FILE", "flag:--set"
 	Notes   []string          // e.g. recipe constraints gpuvet does not use
-	tree    tree
+	// EndpointURLKey is the password endpoint.url carried (removed from the URL): the API key when
+	// endpoint.api_key_env's variable is empty. Never recorded.
+	EndpointURLKey string
+	tree           tree
 }
 
 // Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming
@@ -77,7 +81,8 @@ func Load(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("config: internal decode error (a bug): %v", err)
 	}
 	p.Config = c
-	if err := validate(c, p.Sources, ""); err != nil {
+	p.stripEndpointCredentials()
+	if err := validate(p.Config, p.Sources, ""); err != nil {
 		return nil, err
 	}
 	for _, name := range sortedKeys(c.Accelerators) {
@@ -112,7 +117,7 @@ func (p *Plan) applySimDefaults() {
 // applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its
 // validation.performance.constraints.
 func (p *Plan) applyFile(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Config, "config")
 	if err != nil {
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}

@@ -99,6 +99,9 @@ type Gates struct {
 	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
 	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms"`
 	AICRTolerancePct  float64  `yaml:"aicr_tolerance_pct"`
+	// MaxErrorRatePct: a load with more failed requests than this share (%) fails its endpoint, and
+	// bench exits 1; any failed request flags. null: errors only flag.
+	MaxErrorRatePct *float64 `yaml:"max_error_rate_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
 }
@@ -273,7 +276,7 @@ func Defaults() Config {
 			ReadyTimeout: Duration(20 * time.Minute), NUMABind: true, TokenEnv: "HF_TOKEN",
 		},
 		Load:  loadDefaults(),
-		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node"},
+		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node", MaxErrorRatePct: f(1)},
 		Compare: Compare{
 			VariancePct: 20, GEMMVariancePct: 25, MinSamples: 30, MinThroughputReqS: 1,
 			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,

@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -158,7 +158,7 @@ func ParseNvLinkStatus(b []byte) ([]results.GPULinks, error) {
 func FromLinkCaptures(topoPath, nvlinkPath string) (*results.Interconnect, error) {
 	ic := &results.Interconnect{Source: "nvidia-smi"}
 	if topoPath != "" {
-		b, err := os.ReadFile(topoPath)
+		b, err := filelimit.Read(topoPath, filelimit.GPUXML, "nvidia-smi topo capture")
 		if err != nil {
 			return nil, fmt.Errorf("--nvidia-smi-topo: %w (want the output of `nvidia-smi topo -m` saved to a file)", err)
 		}
@@ -167,7 +167,7 @@ func FromLinkCaptures(topoPath, nvlinkPath string) (*results.Interconnect, error
 		}
 	}
 	if nvlinkPath != "" {
-		b, err := os.ReadFile(nvlinkPath)
+		b, err := filelimit.Read(nvlinkPath, filelimit.GPUXML, "nvidia-smi nvlink capture")
 		if err != nil {
 			return nil, fmt.Errorf("--nvidia-smi-nvlink: %w (want the output of `nvidia-smi nvlink -s` saved to a file)", err)
 		}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -98,7 +98,7 @@ type xmlSource struct {
 // FromNvidiaSMIXML reads a captured `nvidia-smi -q -x`. Sample returns an error saying it is a capture.
 // cat fills in what the XML does not print (compute capability); nil: the built-in catalog.
 func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.GPUXML, "nvidia-smi XML")
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml: %w (want the output of `nvidia-smi -q -x` saved to a file)", err)
 	}
@@ -136,6 +136,13 @@ func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, er
 	}
 	if len(log.GPUs) == 0 {
 		return nil, fmt.Errorf("no <gpu> element in <nvidia_smi_log> (attached_gpus=%q): the capture lists no GPU", strings.TrimSpace(log.AttachedGPUs))
+	}
+	// The file states its GPU count twice: a capture whose two counts disagree was edited, cut or
+	// concatenated, and none of its figures can be trusted.
+	if a := strings.TrimSpace(log.AttachedGPUs); a != "" {
+		if n, err := strconv.Atoi(a); err != nil || n != len(log.GPUs) {
+			return nil, fmt.Errorf("attached_gpus=%q but the capture has %d <gpu> elements: the file is edited, cut or concatenated (want the unedited output of `nvidia-smi -q -x`)", a, len(log.GPUs))
+		}
 	}
 	out := make([]results.GPUInfo, 0, len(log.GPUs))
 	for i, g := range log.GPUs {

@@ -88,10 +88,17 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int) {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
 		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
+		errV := ErrorRateVerdict(ep.Load, cfg.MaxErrorRatePct)
+		if errV != nil {
+			ep.Verdicts = append(ep.Verdicts, *errV)
+		}
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
 			}
+		}
+		if fl := loadErrorFlag(subject(m.Model, ep), ep.Load, errV); fl != nil {
+			ep.Flags = append(ep.Flags, *fl)
 		}
 		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
 		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 {
@@ -177,6 +184,8 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
 		return results.StatusFailed
 	case ep.Functional != nil && ep.Functional.Error != "":
+		return results.StatusFailed
+	case errorRateFailed(ep):
 		return results.StatusFailed
 	case len(ep.Flags) > 0:
 		return results.StatusFlag

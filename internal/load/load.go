@@ -119,7 +119,7 @@ func Validate(o Options) error {
 		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want http(s)://host:port", o.URL)
+		return fmt.Errorf("--url %q: want http(s)://host:port", results.StripUserinfo(o.URL))
 	}
 	if o.Model == "" {
 		return errors.New("--model is empty: give the model id the server lists at /v1/models")
@@ -160,6 +160,12 @@ func Validate(o Options) error {
 	}
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
+	}
+	// A prompt file is input like a flag: a bad line is found here, before any load (exit 2).
+	if c.Data != "synthetic" {
+		if _, err := dataset.Load(c.Data); err != nil {
+			return fmt.Errorf("--data: %v", err)
+		}
 	}
 	if _, _, err := parseWarmup(c.Warmup); err != nil {
 		return err
@@ -263,14 +269,14 @@ func Preflight(ctx context.Context, o Options) error {
 	u := baseURL(o.URL) + "/v1/models"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("--url %q: %v", o.URL, err)
+		return fmt.Errorf("--url %q: %v", results.StripUserinfo(o.URL), err)
 	}
 	if k := apiKey(o.APIKeyEnv); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", o.URL, err)
+		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.StripUserinfo(o.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
@@ -294,7 +300,7 @@ func Preflight(ctx context.Context, o Options) error {
 		}
 		ids = append(ids, m.ID)
 	}
-	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, o.URL, strings.Join(ids, ", "))
+	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.StripUserinfo(o.URL), strings.Join(ids, ", "))
 }
 
 func orDefault(s, d string) string {
@@ -327,7 +333,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
 
-	l := &results.Load{Config: cfg, Model: o.Model, URL: o.URL}
+	l := &results.Load{Config: cfg, Model: o.Model, URL: results.StripUserinfo(o.URL)}
 	var local *dataset.Tokenizer
 	if cfg.Data == "synthetic" {
 		if local, err = localTokenizer(o); err != nil {
@@ -363,7 +369,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	var scrapeWG sync.WaitGroup
 	if o.ScrapeMetrics {
 		sc = &scraper{url: base + "/metrics", hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
-		sc.res.Source = sc.url
+		sc.res.Source = results.StripUserinfo(sc.url)
 		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
 	}
 	cpu0, wall0 := cpuTime(), time.Now()

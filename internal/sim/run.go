@@ -74,6 +74,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	for g := 0; g < o.GPUs/tp; g++ {
 		cfg := o.Config
 		cfg.Fleet, cfg.GPUIndex = fleet, g*tp
+		if cfg.Log == nil {
+			cfg.Log = o.Out
+		}
 		if traceFile != nil {
 			cfg.Trace = traceFile
 		}

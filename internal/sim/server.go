@@ -44,7 +44,9 @@ type Config struct {
 	Faults Faults
 	// Trace receives the ground truth, one JSON line per finished request (see TraceRecord).
 	Trace io.Writer
-	Seed  int64
+	// Log receives warnings, e.g. that the simulator fell behind its schedule (nil: none).
+	Log  io.Writer
+	Seed int64
 
 	Fleet    *Fleet // optional: the virtual GPUs this server runs on
 	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
@@ -71,6 +73,7 @@ type Server struct {
 	created   int64
 	modelJSON string // the served model name, JSON-encoded
 	name      string // trace label when several servers share a trace file
+	lag       lagMeter
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -90,6 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("model: required (a model id such as Qwen/Qwen3-8B)")
 	}
 	s := &Server{cfg: cfg, started: time.Now(), created: time.Now().Unix()}
+	s.lag.log, s.lag.name = cfg.Log, cfg.Model
 	s.readyAt = s.started.Add(cfg.Faults.SlowStart)
 	mj, _ := json.Marshal(cfg.Model)
 	s.modelJSON = string(mj)
