@@ -224,6 +224,18 @@ func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
 	if p.Config.Load.Rates != 6 {
 		t.Errorf("sim default replaced a user value")
 	}
+	// Virtual GPUs load in parallel by default, as many as there are; a user's value stays.
+	if p.Config.Run.ParallelGPUs != p.Config.Sim.GPUs || !strings.HasPrefix(p.Source("run.parallel_gpus"), "default(sim)") {
+		t.Errorf("sim parallel_gpus %d (%s), want sim.gpus %d", p.Config.Run.ParallelGPUs, p.Source("run.parallel_gpus"), p.Config.Sim.GPUs)
+	}
+	p, err = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6", "run.parallel_gpus=2"}})
+	if err != nil || p.Config.Run.ParallelGPUs != 2 {
+		t.Errorf("a user's run.parallel_gpus was replaced: %v %v", p, err)
+	}
+	p, _ = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6"}})
+	if p.Config.Run.ParallelGPUs != 6 {
+		t.Errorf("parallel_gpus %d, want 6 (sim.gpus)", p.Config.Run.ParallelGPUs)
+	}
 }
 
 func TestSetParsing(t *testing.T) {

@@ -173,6 +173,8 @@ func endpointOnGPU(m *results.Model, gpu int) *results.Endpoint {
 func endpointStatus(ep *results.Endpoint) results.Status {
 	measured := ep.Load != nil || ep.Functional != nil
 	switch {
+	case ep.Status == results.StatusInterrupted || ep.Status == results.StatusNotRun:
+		return ep.Status // the run stopped: what was measured is partial, never ok
 	case ep.Error != "" || ep.Status == results.StatusFailed:
 		return results.StatusFailed
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
@@ -548,14 +550,14 @@ func hostFlags(h results.Host) []results.Flag {
 	return out
 }
 
-// ExitCode is the process exit code for a judged summary: 1 on a failure, or on a flag with
-// failOnFlag; 0 otherwise.
+// ExitCode is the process exit code for a judged summary: 1 on a failure, on a run that did not
+// finish (interrupted, killed, still writing), or on a flag with failOnFlag; 0 otherwise.
 func ExitCode(s *results.Summary, failOnFlag bool) int {
-	if s == nil {
+	if s == nil || !s.Complete {
 		return 1
 	}
 	switch s.Status {
-	case results.StatusFailed:
+	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
 		return 1
 	case results.StatusFlag:
 		if failOnFlag {

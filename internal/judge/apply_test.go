@@ -346,14 +346,19 @@ func TestExitCode(t *testing.T) {
 	}{
 		{results.StatusOK, false, 0}, {results.StatusOK, true, 0}, {results.StatusFlag, false, 0},
 		{results.StatusFlag, true, 1}, {results.StatusFailed, false, 1}, {results.StatusSkipped, true, 0},
+		{results.StatusInterrupted, false, 1}, {results.StatusIncomplete, false, 1},
 	}
 	for _, tc := range tests {
-		if got := ExitCode(&results.Summary{Status: tc.st}, tc.failOnFlag); got != tc.want {
+		if got := ExitCode(&results.Summary{Status: tc.st, Complete: true}, tc.failOnFlag); got != tc.want {
 			t.Errorf("ExitCode(%s, %v) = %d, want %d", tc.st, tc.failOnFlag, got, tc.want)
 		}
 	}
 	if ExitCode(nil, false) != 1 {
 		t.Error("nil summary must exit 1")
+	}
+	// A killed run's file says ok in old versions: complete=false alone is a failure.
+	if ExitCode(&results.Summary{Status: results.StatusOK}, false) != 1 {
+		t.Error("an incomplete summary must exit 1")
 	}
 }
 

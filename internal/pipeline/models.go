@@ -83,10 +83,28 @@ func (r *run) models(ctx context.Context) {
 	}
 	for _, id := range modelOrder(r.cfg.Models, sps) {
 		if ctx.Err() != nil {
-			return
+			r.notRun(id, sps)
+			continue
 		}
 		r.model(ctx, id, sps, version)
 	}
+}
+
+// notRun records a model the run never reached, with every slot it would have served as not run.
+func (r *run) notRun(id string, sps []slotPlan) {
+	m := results.Model{Model: id, Status: results.StatusNotRun, Engine: results.EngineInfo{Kind: r.engineKind()}}
+	for _, sp := range sps {
+		if slices.Contains(sp.cfg.Models, id) {
+			m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
+		}
+	}
+	r.mu.Lock()
+	r.host().Models = append(r.host().Models, m)
+	r.mu.Unlock()
+}
+
+func notRunEndpoint(s Slot) results.Endpoint {
+	return results.Endpoint{GPUs: s.GPUs, GPUName: s.GPUName, Status: results.StatusNotRun}
 }
 
 func (r *run) engineKind() string {
@@ -133,13 +151,17 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
 	var wg sync.WaitGroup
 	for _, sp := range mine {
-		if ctx.Err() != nil {
-			break
+		if ctx.Err() == nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
 		}
-		sem <- struct{}{}
 		if ctx.Err() != nil {
-			<-sem
-			break
+			r.mu.Lock()
+			r.host().Models[mi].Endpoints = append(r.host().Models[mi].Endpoints, notRunEndpoint(sp.slot))
+			r.mu.Unlock()
+			continue
 		}
 		wg.Add(1)
 		go func() {
@@ -216,6 +238,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		ep.Status = results.StatusFailed
 		msg := phase + ": " + err.Error()
 		if ctx.Err() != nil {
+			ep.Status = results.StatusInterrupted
 			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"
 		}
 		if ep.Error == "" {
@@ -276,6 +299,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 	}
 	if ctx.Err() != nil {
+		if ep.Status != results.StatusInterrupted {
+			fail("load", ctx.Err())
+		}
 		return ep
 	}
 	if cfg.Functional.Enabled {

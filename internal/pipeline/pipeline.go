@@ -115,8 +115,9 @@ func (r *run) newSummary() *results.Summary {
 			Models: r.cfg.Models, LoadProfile: &lc, Thresholds: th,
 			ParallelGPUs: r.cfg.Run.ParallelGPUs, Settings: r.plan.Settings(),
 		},
-		Hosts:  []results.Host{{Name: host}},
-		Status: results.StatusOK,
+		Hosts: []results.Host{{Name: host}},
+		// Until finish rewrites it, the file on disk belongs to a run that has not finished.
+		Status: results.StatusIncomplete,
 	}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
 	if r.cfg.Backend == "local" {
