@@ -385,10 +385,11 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
-		// aicr gates judge a fixed-concurrency run; run it after the profile and keep its rung.
-		c := lc
-		c.Profile, c.Concurrency = "concurrency", cfg.Load.Concurrency
-		r.progress("%s on gpu %v: aicr concurrency run (%d in flight)", model, slot.GPUs, c.Concurrency)
+		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
+		// keep its rung.
+		c := config.AICRLoad(lc, cfg.Load.Concurrency)
+		r.progress("%s on gpu %v: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, slot.GPUs,
+			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
 		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {
 			err = fmt.Errorf("aicr concurrency run: %v", cerr)

@@ -468,13 +468,33 @@ func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	deps := NewDeps(p.Config, nil)
+	// The sweep is real; the aicr run's load (1000 requests) is checked for its shape and stubbed,
+	// so the test stays short.
+	var aicr *results.LoadConfig
+	real := deps.Load
+	deps.Load = func(ctx context.Context, url, model, k string, lc results.LoadConfig, rec string) (*results.Load, error) {
+		if lc.Profile != "concurrency" {
+			return real(ctx, url, model, k, lc, rec)
+		}
+		aicr = &lc
+		return &results.Load{Config: lc, Runs: []results.Run{{Kind: "concurrency", Concurrency: lc.Concurrency,
+			Requests: results.RequestCounts{Successful: lc.MaxRequests}, OutputTokS: 5000, TTFT: results.Dist{Count: lc.MaxRequests, P99: 300}}}}, nil
+	}
+	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := res.Summary.Hosts[0].Models[0].Endpoints[0]
 	if e.Load == nil {
 		t.Fatalf("no load: %s", e.Error)
+	}
+	// aicr's own load: AIPerf with 128/128 tokens and max(1000, 8 × concurrency) requests.
+	if aicr == nil || aicr.Concurrency != 8 || aicr.PromptTokens != 128 || aicr.OutputTokens != 128 || aicr.MaxRequests != 1000 || aicr.MaxDuration != 0 {
+		t.Fatalf("aicr run load: %+v, want concurrency 8, 128/128 tokens, 1000 requests, no duration bound", aicr)
+	}
+	if c := config.AICRLoad(*aicr, 256); c.MaxRequests != 2048 || c.Warmup != "256" {
+		t.Errorf("at 256 in flight: %d requests (want 2048), warm-up %s", c.MaxRequests, c.Warmup)
 	}
 	found := false
 	for _, r := range e.Load.Runs {
