@@ -15,6 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newRunCmd()) }
@@ -121,12 +122,8 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
 	stderr := cmd.ErrOrStderr()
-	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
-		ToolVersion: version(),
-		Progress: func(format string, args ...any) {
-			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-		},
+		ToolVersion: version(), Progress: stderr, Live: term.IsTerminal(stderr),
 	})
 	if err != nil {
 		return failedErr("%v", err)

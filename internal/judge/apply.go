@@ -48,7 +48,7 @@ func Apply(s *results.Summary, cfg Config) {
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg, hostGPUCount(h))
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
 		}
 		rollHost(h)
 	}
@@ -84,7 +84,7 @@ func hostGPUCount(h *results.Host) int {
 	return len(seen)
 }
 
-func applyModel(m *results.Model, cfg Config, hostGPUs int) {
+func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
@@ -100,7 +100,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int) {
 				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
 		}
 	}
-	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom())
+	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom(), parallel)
 	for _, c := range m.Comparisons {
 		for _, cell := range c.Values {
 			if !cell.Flagged {
@@ -351,15 +351,17 @@ func peakRun(l *results.Load) *results.Run {
 	return best
 }
 
-// throughputFigure is a load-wide throughput figure with the rung behind it: its requests, its CI,
-// whether it was client-limited, and whether the sweep makes it a lower bound.
+// throughputFigure is a load-wide throughput figure with the rung behind it: its requests, its CI
+// (scaled when the figure is the rung's tok/s in other units, as sustained req/s is), whether it was
+// client-limited, and whether the sweep makes it a lower bound.
 func throughputFigure(l *results.Load, v float64) compare.Figure {
 	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
 	if r := peakRun(l); r != nil {
-		f.Samples, f.CI = r.Requests.Successful, ciOf(r, "output_tok_s")
+		f.Samples = r.Requests.Successful
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
-		if v != r.OutputTokS {
-			f.CI = nil // the interval is of the rung's tok/s, not of this figure
+		if ci := ciOf(r, "output_tok_s"); ci != nil && r.OutputTokS > 0 {
+			k := v / r.OutputTokS
+			f.CI = &results.Interval{Lo: ci.Lo * k, Hi: ci.Hi * k, Level: ci.Level}
 		}
 	}
 	return f
@@ -426,8 +428,10 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 }
 
 // ModelComparisons compares every LLM metric across the endpoints of one model on one host.
-// Failed endpoints and endpoints without load are left out; a model on one GPU gets none.
-func ModelComparisons(m *results.Model, g Guards) []results.Compare {
+// Failed endpoints and endpoints without load are left out; a model on one GPU gets none. With
+// sharedClient (GPUs loaded at once by one gpuvet process), a client that fell behind on one GPU was
+// short of CPU for all of them: every figure of the model is then client-limited.
+func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
 	type ep struct {
 		gpu  int
 		load *results.Load
@@ -445,6 +449,10 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	if len(eps) < 2 {
 		return nil
 	}
+	anyLimited := false
+	for _, e := range eps {
+		anyLimited = anyLimited || e.load.Client.ClientLimited
+	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
 		if met.BaselineOnly {
@@ -457,6 +465,7 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 				continue
 			}
 			f.ReqS = e.load.SustainedReqS
+			f.ClientLimited = f.ClientLimited || (sharedClient && anyLimited)
 			cells = append(cells, compare.Cell{GPU: e.gpu, Figure: f})
 		}
 		if len(cells) < 2 {

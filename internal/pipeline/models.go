@@ -81,7 +81,17 @@ func (r *run) models(ctx context.Context) {
 		r.sum.Flags = append(r.sum.Flags, results.Flag{Scope: "run", Subject: "engine", Check: "engine.version",
 			Reason: fmt.Sprintf("engine reports version %s, the plan pins %s: install the pinned version or update engine.version", version, r.cfg.Engine.Version)})
 	}
-	for _, id := range modelOrder(r.cfg.Models, sps) {
+	order := modelOrder(r.cfg.Models, sps)
+	units := 0
+	for _, id := range order {
+		for _, sp := range sps {
+			if slices.Contains(sp.cfg.Models, id) {
+				units++
+			}
+		}
+	}
+	r.prog.SetPlan(units, r.stepsPerEndpoint())
+	for _, id := range order {
 		if ctx.Err() != nil {
 			r.notRun(id, sps)
 			continue
@@ -181,7 +191,10 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 					me.Command = info.Command
 				}
 			}
-			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg, served); return nil }); err != nil {
+			unit := unitName(id, sp.slot.GPUs, len(r.cfg.Models))
+			defer r.prog.Done(unit)
+			ectx := r.withRungs(ctx, unit)
+			if err := protect(func() error { ep = r.endpoint(ectx, id, sp.slot, cfg, served); return nil }); err != nil {
 				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
 			}
 			r.mu.Lock()
@@ -388,9 +401,10 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
 		// keep its rung.
 		c := config.AICRLoad(lc, cfg.Load.Concurrency)
+		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
 		r.progress("%s on gpu %v: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, slot.GPUs,
 			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
-		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
+		cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {
 			err = fmt.Errorf("aicr concurrency run: %v", cerr)
 		}

@@ -35,7 +35,8 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 	d := Deps{
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
-				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
+				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true,
+				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx)})
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
@@ -52,7 +53,7 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
 			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
 			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
-			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: progress,
+			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
 		}
 		var bench health.BenchRunner
 		switch name {
