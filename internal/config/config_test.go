@@ -137,13 +137,32 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 	}
 }
 
-func TestUnknownEnvIsNotedNotSilent(t *testing.T) {
-	p, err := Load(Options{Environ: []string{"GPUVET_LOAD_RATEZ=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
-	if err != nil {
-		t.Fatal(err)
+// A mistyped GPUVET_ variable is an error naming the closest key (as an unknown file key is);
+// variables other parts of gpuvet read are not config keys and pass.
+func TestUnknownEnvIsAnErrorWithTheClosestKey(t *testing.T) {
+	_, err := Load(Options{Environ: []string{"GPUVET_LOAD_MAX_CONCURENCY=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
+	var ce *Error
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "env:GPUVET_LOAD_MAX_CONCURENCY") ||
+		!strings.Contains(err.Error(), "did you mean GPUVET_LOAD_MAX_CONCURRENCY (load.max_concurrency)") {
+		t.Errorf("err = %v", err)
 	}
-	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "GPUVET_LOAD_RATEZ") {
-		t.Errorf("notes: %v", p.Notes)
+	if _, err := Load(Options{Environ: []string{"GPUVET_CHROMIUM=/usr/bin/chromium", "GPUVET_TEST_X=1"}}); err != nil {
+		t.Errorf("a non-config GPUVET_ variable is refused: %v", err)
+	}
+	if _, err := Load(Options{Environ: []string{"GPUVET_ZZZZZZZZZZZZ=1"}}); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("nothing near: want an error without a guess, got %v", err)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	for _, tc := range []struct {
+		w, want string
+		ok      bool
+	}{{"fail-on-flg", "fail-on-flag", true}, {"rn", "run", true}, {"bnch", "bench", true}, {"xyzzy", "", false}} {
+		got, ok := Closest(tc.w, []string{"fail-on-flag", "run", "bench", "report", "out"})
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("Closest(%q) = %q, %v", tc.w, got, ok)
+		}
 	}
 }
 
