@@ -11,7 +11,9 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
+	gvterm "github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newBenchCmd()) }
@@ -47,7 +49,15 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			}
 			o.Config = c
 			o.ScrapeMetrics = !noScrape
-			o.Log = os.Stderr
+			if out != "" {
+				if err := checkOutFile(out); err != nil {
+					return usageErr("--out: %v", err)
+				}
+			}
+			// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
+			prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
+			o.Log = prog.Writer(pipeline.RungLine)
+			o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
 			if progress || term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}

@@ -5,10 +5,10 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // ReadBaseline reads a baseline in any format the importer knows (gpuvet summary, vLLM bench,
@@ -91,7 +91,7 @@ func WriteBaselineTable(w io.Writer, bc *results.BaselineComparison) error {
 		fmt.Fprintln(w, bc.Note)
 	}
 	if len(bc.Rows) > 0 {
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		tw := term.Columns(w)
 		head := []string{"SUBJECT", "METRIC", "BASELINE"}
 		for _, e := range bc.Environments {
 			head = append(head, strings.ToUpper(e), "OVERHEAD", "STATUS")

@@ -76,7 +76,7 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 	if opt.Progress != nil {
 		r.prog = term.NewProgress(opt.Progress, 0, 1, opt.Live)
 		defer r.prog.Finish()
-		ctx = context.WithValue(ctx, logKey, io.Writer(&logWriter{p: r.prog, seen: map[string]bool{}}))
+		ctx = context.WithValue(ctx, logKey, r.prog.Writer(RungLine))
 	}
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory %s: %v", r.out, err)

@@ -1,14 +1,10 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"regexp"
-	"sync"
-
-	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // The run's progress: one term.Progress over every endpoint (units) and load rung (steps). The
@@ -36,35 +32,8 @@ func rungFrom(ctx context.Context) func(int, string) {
 	return f
 }
 
-// rungLine is the load generator's own line for a rung start; the progress says it instead.
-var rungLine = regexp.MustCompile(`^gpuvet bench: rung \d+: `)
-
-// logWriter turns phase output into progress lines: one line each, repeats dropped.
-type logWriter struct {
-	mu   sync.Mutex
-	p    *term.Progress
-	buf  []byte
-	seen map[string]bool
-}
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, b...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		line := string(w.buf[:i])
-		w.buf = w.buf[i+1:]
-		if line == "" || rungLine.MatchString(line) || w.seen[line] {
-			continue
-		}
-		w.seen[line] = true
-		w.p.Logf("%s", line)
-	}
-}
+// RungLine matches the load generator's own line for a rung start; the progress says it instead.
+var RungLine = regexp.MustCompile(`^gpuvet bench: rung \d+: `).MatchString
 
 // stepsPerEndpoint is how many load rungs one endpoint runs: a sweep's sync, probe and rates, or one
 // run, plus the aicr concurrency run when aicr gates are set.

@@ -1,6 +1,7 @@
 package term
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -116,6 +117,39 @@ func (p *Progress) Finish() {
 	}
 }
 
+// Writer returns a writer that turns another phase's output into progress lines: one line each,
+// repeats dropped, and lines drop says the progress tells already left out.
+func (p *Progress) Writer(drop func(line string) bool) io.Writer {
+	return &lineWriter{p: p, drop: drop, seen: map[string]bool{}}
+}
+
+type lineWriter struct {
+	mu   sync.Mutex
+	p    *Progress
+	drop func(string) bool
+	buf  []byte
+	seen map[string]bool
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if line == "" || w.seen[line] || (w.drop != nil && w.drop(line)) {
+			continue
+		}
+		w.seen[line] = true
+		w.p.Logf("%s", line)
+	}
+}
+
 // Status is the current state in words, e.g. "gpu 2/4, 12 s elapsed, ~20 s left".
 func (p *Progress) Status() string {
 	p.mu.Lock()
@@ -146,7 +180,10 @@ func (p *Progress) stepsDone() int {
 
 func (p *Progress) status() string {
 	el := p.now().Sub(p.start)
-	s := fmt.Sprintf("gpu %d/%d, %s elapsed", min(p.done+len(p.active), p.units), p.units, el.Round(time.Second))
+	s := fmt.Sprintf("%s elapsed", el.Round(time.Second))
+	if p.units > 1 {
+		s = fmt.Sprintf("gpu %d/%d, %s", min(p.done+len(p.active), p.units), p.units, s)
+	}
 	if left, ok := p.left(el); ok {
 		s += fmt.Sprintf(", ~%s left", left.Round(time.Second))
 	}

@@ -26,16 +26,18 @@ type Table struct {
 	tw *tabwriter.Writer
 }
 
-// NewTable starts a table with its header (left-aligned columns).
-func NewTable(w io.Writer, header ...string) *Table {
-	t := &Table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
-	t.Row(header...)
-	return t
+// Columns is the one column style of gpuvet's tables (for code that writes tab-separated lines):
+// two spaces between columns, left-aligned.
+func Columns(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// NumColumns is Columns with right-aligned cells (tables of figures).
+func NumColumns(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 }
 
-// NewNumTable starts a table whose columns are right-aligned (figures).
-func NewNumTable(w io.Writer, header ...string) *Table {
-	t := &Table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+// NewTable starts a table with its header (left-aligned columns).
+func NewTable(w io.Writer, header ...string) *Table {
+	t := &Table{tw: Columns(w)}
 	t.Row(header...)
 	return t
 }
