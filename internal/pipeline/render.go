@@ -15,7 +15,7 @@ import (
 // reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
 // interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
 func Render(w io.Writer, s *results.Summary) {
-	t := term.NewTable(w, "MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE")
+	t := term.NewTable(w, "MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE")
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			if len(m.Endpoints) == 0 {
@@ -25,7 +25,7 @@ func Render(w io.Writer, s *results.Summary) {
 				t.Row(m.Model, gpuList(e.GPUs), string(e.Status),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
-					peak(e.Load), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
+					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
 					ready(e), note(e.Load))
 			}
 		}
@@ -197,6 +197,14 @@ func peak(l *results.Load) string {
 		s = "≥ " + s
 	}
 	return s
+}
+
+// sol is the measured peak as % of the roofline bound at the batch the engine ran, and the bound.
+func sol(s *results.SpeedOfLight) string {
+	if s == nil || s.BoundOutputTokS == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
 }
 
 func sustained(l *results.Load) string {
