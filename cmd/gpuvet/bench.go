@@ -17,7 +17,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
+	gvterm "github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newBenchCmd()) }
@@ -64,7 +66,15 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				}
 			}
 			o.ScrapeMetrics = !noScrape
-			o.Log = os.Stderr
+			if out != "" {
+				if err := checkOutFile(out); err != nil {
+					return usageErr("--out: %v", err)
+				}
+			}
+			// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
+			prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
+			o.Log = prog.Writer(pipeline.RungLine)
+			o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
 			if progress || term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}

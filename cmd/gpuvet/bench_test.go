@@ -87,6 +87,9 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", "http://127.0.0.1:1", "--model", "m"},
 		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/no-such-tokenizer.json"},
 		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/h200-idle.xml"},
+		// An unwritable --out is refused before the load runs (a minute of load here, were it run).
+		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", "/proc/nope/x.json"},
+		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", os.TempDir()},
 	} {
 		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {

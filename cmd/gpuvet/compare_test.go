@@ -61,6 +61,7 @@ func TestCompareCommand(t *testing.T) {
 		{"missing baseline fails on flag", []string{"compare", "--fail-on-flag", filepath.Join(dir, "none.json"), vm}, 1, []string{"no comparison"}},
 		{"corrupt baseline fails on flag", []string{"compare", "--fail-on-flag", corrupt, vm}, 1, []string{"no comparison"}},
 		{"missing result is bad input", []string{"compare", base, filepath.Join(dir, "none.json")}, 2, nil},
+		{"inputs named by path", []string{"compare", base, vm}, 0, []string{"vm: " + vm}},
 		{"vLLM bench as baseline", []string{"compare", vllm, vllm}, 0, []string{"mock gpu 0", "ttft_p99_concurrency_ms", "concurrency_output_tok_s", "+0.0 %"}},
 		{"json", []string{"compare", "--json", base, vm}, 0, []string{`"overhead_pct"`, `"tolerance_pct": 10`}},
 		{"one argument", []string{"compare", base}, 2, nil},

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newRunCmd()) }
@@ -84,6 +85,7 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 func newRunCmd() *cobra.Command {
 	var cf configFlags
 	var pf planFlags
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
@@ -91,8 +93,10 @@ func newRunCmd() *cobra.Command {
 group): serve -> warm-up -> load with power sampling -> functional API suite -> judge -> write.
 
 Results go to --out (default out/): summary.json (rewritten as each GPU finishes, complete=false
-until the end, so a killed run keeps what it measured), raw load per GPU under raw/, engine logs
-under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+and status incomplete until the end, so a killed run keeps what it measured), raw load per GPU
+under raw/, engine logs under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+A run locks its --out folder, and refuses one holding an earlier run's results unless --force
+(which removes them first, so no stale file mixes with the new ones).
 
   gpuvet run --sim                         the whole run on 4 simulated H200s (no GPU needed)
   gpuvet run -c site.yaml                  vLLM on every GPU of this host
@@ -100,7 +104,9 @@ under logs/, report.html and junit.xml; baseline.json with --save-baseline.
 
 Configuration: -c FILE (repeatable; aicr recipes too), --set key=value, GPUVET_<KEY> variables;
 see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or flags without
---fail-on-flag), 1 a failure or a flag with --fail-on-flag, 2 bad configuration (nothing started).`,
+--fail-on-flag), 1 a failure, an interrupted run, or a flag with --fail-on-flag, 2 bad input found
+before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
+--out, no NVIDIA driver for a local run).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := pf.configFlags(cmd)
@@ -111,17 +117,26 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 			if err != nil {
 				return err
 			}
-			return runPlan(cmd, plan)
+			return runPlan(cmd, plan, force)
 		},
 	}
 	cf.register(cmd)
 	pf.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "replace the results of an earlier run in --out (refused without it)")
 	return cmd
 }
 
 // runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
 // summary.json keeps what was measured.
-func runPlan(cmd *cobra.Command, plan *config.Plan) error {
+func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
+	if err := pipeline.Preflight(plan, catalog.Builtin()); err != nil {
+		return usageErr("%v", err)
+	}
+	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, force)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer lock.Release()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
@@ -129,12 +144,8 @@ func runPlan(cmd *cobra.Command, plan *config.Plan) error {
 	stderr := cmd.ErrOrStderr()
 	reapLeftovers(plan.Config.Output.Dir, stderr)
 	useEndpointURLKey(plan)
-	start := time.Now()
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
-		ToolVersion: version(),
-		Progress: func(format string, args ...any) {
-			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-		},
+		ToolVersion: version(), Progress: stderr, Live: term.IsTerminal(stderr),
 	})
 	if err != nil {
 		return failedErr("%v", err)

@@ -112,6 +112,15 @@ func (p *Plan) applySimDefaults() {
 		setPath(p.tree, segs, v)
 		p.Sources[path] = "default(sim)"
 	}
+	// Virtual GPUs share no real card, so the simulator loads them all at once unless told otherwise.
+	if p.Sources["run.parallel_gpus"] == "default" {
+		if sim, ok := p.tree["sim"].(tree); ok {
+			if n, ok := sim["gpus"]; ok {
+				setPath(p.tree, []string{"run", "parallel_gpus"}, n)
+				p.Sources["run.parallel_gpus"] = "default(sim): sim.gpus"
+			}
+		}
+	}
 }
 
 // applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its
@@ -129,7 +138,8 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty file: nothing to overlay
+			p.Notes = append(p.Notes, fmt.Sprintf("warning: config file %s is empty: nothing overlaid", path))
+			return nil
 		}
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("not valid YAML: %v", err)}
 	}
@@ -268,8 +278,8 @@ func envKeys() map[string]string {
 // otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys).
 var otherEnv = map[string]bool{"GPUVET_CHROMIUM": true}
 
-// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is ignored with a
-// note (shown by `gpuvet config show` and in the summary's caveats), so a typo does not go unseen.
+// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is an error naming
+// the closest key, as an unknown key in a file is: a typo must not silently run the default.
 func (p *Plan) applyEnv(environ []string) error {
 	keys := envKeys()
 	var names []string
@@ -286,10 +296,18 @@ func (p *Plan) applyEnv(environ []string) error {
 	for _, k := range names {
 		path, ok := keys[k]
 		if !ok {
-			if !otherEnv[k] && !strings.HasPrefix(k, "GPUVET_TEST_") {
-				p.Notes = append(p.Notes, fmt.Sprintf("environment variable %s is not a config key and was ignored (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency)", k))
+			if otherEnv[k] || strings.HasPrefix(k, "GPUVET_TEST_") {
+				continue
 			}
-			continue
+			msg := "not a config key (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency); unset it or fix the name"
+			names := make([]string, 0, len(keys))
+			for n := range keys {
+				names = append(names, n)
+			}
+			if near, ok := Closest(k, names); ok {
+				msg = fmt.Sprintf("not a config key; did you mean %s (%s)?", near, keys[near])
+			}
+			return &Error{Source: "env:" + k, Msg: msg}
 		}
 		if err := p.set(path, vals[k], "env:"+k); err != nil {
 			return err

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/gpu"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -201,16 +201,16 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		case !strings.Contains(name, "gemm") && !strings.HasPrefix(name, "hbm_"):
 			continue
 		}
-		var cells []judge.Cell
+		var cells []compare.Cell
 		for _, gh := range h.GPUs {
 			for _, b := range gh.Bench {
 				if b.Name == name && b.Status == results.StatusOK {
-					cells = append(cells, judge.Cell{GPU: gh.GPU.Index, Value: b.Value})
+					cells = append(cells, compare.Cell{GPU: gh.GPU.Index, Figure: compare.Figure{Value: b.Value}})
 				}
 			}
 		}
 		if len(cells) >= 2 {
-			out = append(out, judge.CompareGPUs(name, cells, true, judge.Guards{VariancePct: v}))
+			out = append(out, compare.GPUs(name, cells, true, compare.Guards{VariancePct: v}))
 		}
 	}
 	return out

@@ -188,6 +188,13 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 		if d, ok := bench.(Describer); ok {
 			mb.Params = d.Describe(name)
 		}
+		if known && Peak(spec, name, gh.GPU) == 0 {
+			// No datasheet figure: the benchmark does not apply to this GPU (a GB200's GPUs have no
+			// PCIe host link). Skipped, not failed: a healthy card must not fail for it.
+			mb.Status, mb.Params = results.StatusSkipped, fmt.Sprintf("not applicable: %s has no datasheet figure for %s", spec.Key, name)
+			gh.Bench = append(gh.Bench, mb)
+			continue
+		}
 		v, unit, err := bench.Microbench(ctx, gh.GPU, name)
 		if err != nil {
 			mb.Status, mb.Error = results.StatusFailed, err.Error()

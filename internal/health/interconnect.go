@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/gpu"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -366,7 +366,7 @@ func comparePairs(h *results.Health, o Options, hostFlag func(check, subject, fo
 		}
 	}
 	for _, p := range measured {
-		if judge.Outlier(*p.Uni.Ratio, *best.Uni.Ratio, true, o.LinkVariancePct) {
+		if compare.Outlier(*p.Uni.Ratio, *best.Uni.Ratio, true, o.LinkVariancePct) {
 			hostFlag(CheckLinkCompare, pairName(p), "peer copy %.0f GB/s (%.0f %% of its link) is more than %g %% below the best pair (%s: %.0f %% of its link): check this pair's NVLinks",
 				p.Uni.GBps, *p.Uni.Ratio*100, o.LinkVariancePct, pairName(best), *best.Uni.Ratio*100)
 		}

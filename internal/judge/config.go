@@ -137,7 +137,7 @@ func val(l Limit) float64 {
 
 // LLMGuardsFrom returns the GPU-to-GPU guards for LLM metrics from a config.
 func (c Config) LLMGuardsFrom() Guards {
-	return Guards{VariancePct: val(c.LLMVariancePct), MinSamples: val(c.CompareMinSamples),
+	return Guards{VariancePct: val(c.LLMVariancePct), MinSamples: int(val(c.CompareMinSamples)),
 		MinThroughputReqS: val(c.CompareMinThroughputReqS), MinTTFTDeltaMs: val(c.CompareMinTTFTDeltaMs)}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
 )
 
 // Check ids of the load's error accounting: the gate (errors above the configured share fail the
@@ -60,7 +62,8 @@ func ErrorRateVerdict(l *results.Load, lim Limit) *results.Verdict {
 	}
 	share := 100 * float64(bad) / float64(ok+bad)
 	v := JudgeGate(GateSpec{Check: CheckErrorRate, Name: "failed-request share", Unit: "%", Upper: true, Limit: lim},
-		Measured{Value: share, Present: true, Samples: ok + bad})
+		// A count of failures needs no sample guard: 3 failures of 3 requests are not inconclusive.
+		Measured{Figure: compare.Figure{Value: share, Samples: ok + bad}, Present: true}, 0)
 	what := fmt.Sprintf("%d of %d requests failed (%s %%)", bad, ok+bad, fmtNum(share))
 	if bad > 0 {
 		what += ": " + ErrorKinds(byKind)

@@ -59,6 +59,8 @@ type Options struct {
 	Progress io.Writer
 	// Log receives a line per phase: calibration, rungs, retry (nil: none).
 	Log io.Writer
+	// OnRung is called as each rung starts, with its index (0-based, over retries too) and label.
+	OnRung func(index int, label string)
 	// RequestTimeout bounds one request (default 10 min); StallTimeout bounds silence inside a stream
 	// (default 120 s); Drain bounds each rung's tail after dispatch stops (default max(30 s, max duration)).
 	RequestTimeout, StallTimeout, Drain time.Duration
@@ -552,6 +554,9 @@ func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
 // one runs a rung, summarises it, writes its records and frees them.
 func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) results.Run {
 	logf(ex.o.Log, "rung %d: %s", s.Index+1, s.label())
+	if ex.o.OnRung != nil {
+		ex.o.OnRung(s.Index, s.label())
+	}
 	out := ex.rn.run(ctx, s)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
 	if ex.counts == nil {

@@ -163,7 +163,7 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 }
 
 func TestInterruptedRunKeepsPartialResults(t *testing.T) {
-	p := quick(t, "sim.gpus=3")
+	p := quick(t, "sim.gpus=3", "run.parallel_gpus=1")
 	deps := NewDeps(p.Config, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -198,8 +198,22 @@ func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 	if s.Complete || !strings.Contains(s.Error, "interrupted") || res.ExitCode != 1 {
 		t.Errorf("want an incomplete, interrupted summary: complete=%v error=%q exit=%d", s.Complete, s.Error, res.ExitCode)
 	}
-	if len(eps) != 2 || eps[0].Load == nil || eps[0].Status == results.StatusFailed || !eps[1].Load.Interrupted {
-		t.Errorf("want gpu 0 measured and gpu 1 interrupted, gpu 2 not started: %+v", eps)
+	if len(eps) != 3 || eps[0].Load == nil || eps[0].Status != results.StatusOK || !eps[1].Load.Interrupted {
+		t.Fatalf("want gpu 0 measured and gpu 1 interrupted, gpu 2 not started: %+v", eps)
+	}
+	// The GPU that was running is interrupted, the one never reached is not run, and the run says so.
+	if eps[1].Status != results.StatusInterrupted || eps[2].Status != results.StatusNotRun || s.Status != results.StatusInterrupted {
+		t.Errorf("statuses: gpu1 %s gpu2 %s run %s, want interrupted, not_run, interrupted", eps[1].Status, eps[2].Status, s.Status)
+	}
+	if !strings.Contains(s.Error, "Qwen/Qwen3-8B on gpu 1") || !strings.Contains(s.Error, "1 endpoint(s) not run") {
+		t.Errorf("the error does not say what was interrupted: %q", s.Error)
+	}
+	if d := Describe(res); !strings.HasPrefix(d, "status interrupted: 3 endpoint(s): 1 ok, 1 interrupted, 1 not_run") {
+		t.Errorf("last line: %s", d)
+	}
+	junit, err := os.ReadFile(filepath.Join(p.Config.Output.Dir, "junit.xml"))
+	if err != nil || !strings.Contains(string(junit), `errors="3"`) || !strings.Contains(string(junit), "run.complete") {
+		t.Errorf("junit.xml does not fail an interrupted run (err %v):\n%s", err, junit)
 	}
 }
 
@@ -454,13 +468,33 @@ func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
+	deps := NewDeps(p.Config, nil, nil)
+	// The sweep is real; the aicr run's load (1000 requests) is checked for its shape and stubbed,
+	// so the test stays short.
+	var aicr *results.LoadConfig
+	real := deps.Load
+	deps.Load = func(ctx context.Context, url, model, k string, lc results.LoadConfig, rec string) (*results.Load, error) {
+		if lc.Profile != "concurrency" {
+			return real(ctx, url, model, k, lc, rec)
+		}
+		aicr = &lc
+		return &results.Load{Config: lc, Runs: []results.Run{{Kind: "concurrency", Concurrency: lc.Concurrency,
+			Requests: results.RequestCounts{Successful: lc.MaxRequests}, OutputTokS: 5000, TTFT: results.Dist{Count: lc.MaxRequests, P99: 300}}}}, nil
+	}
+	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := res.Summary.Hosts[0].Models[0].Endpoints[0]
 	if e.Load == nil {
 		t.Fatalf("no load: %s", e.Error)
+	}
+	// aicr's own load: AIPerf with 128/128 tokens and max(1000, 8 × concurrency) requests.
+	if aicr == nil || aicr.Concurrency != 8 || aicr.PromptTokens != 128 || aicr.OutputTokens != 128 || aicr.MaxRequests != 1000 || aicr.MaxDuration != 0 {
+		t.Fatalf("aicr run load: %+v, want concurrency 8, 128/128 tokens, 1000 requests, no duration bound", aicr)
+	}
+	if c := config.AICRLoad(*aicr, 256); c.MaxRequests != 2048 || c.Warmup != "256" {
+		t.Errorf("at 256 in flight: %d requests (want 2048), warm-up %s", c.MaxRequests, c.Warmup)
 	}
 	found := false
 	for _, r := range e.Load.Runs {

@@ -37,7 +37,8 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
 				CachedTokenizer: cachedTokenizer(cfg, model, progress),
-				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
+				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true,
+				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx)})
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
@@ -55,7 +56,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
 			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
 			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
-			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: progress,
+			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
 			Catalog: cat,
 		}
 		var bench health.BenchRunner

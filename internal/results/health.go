@@ -175,5 +175,8 @@ type CompareCell struct {
 	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse
 	LowerBound bool    `json:"lower_bound,omitempty"`
 	Flagged    bool    `json:"flagged"`
-	Reason     string  `json:"reason,omitempty"`
+	// Inconclusive: the card looked worse, but its figure cannot show it (too few samples,
+	// client-limited, a lower bound, overlapping intervals); Reason says which.
+	Inconclusive bool   `json:"inconclusive,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 }

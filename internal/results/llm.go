@@ -286,11 +286,13 @@ type Verdict struct {
 
 // BaselineComparison is bare metal vs this run (and, in `gpuvet compare`, more environments).
 type BaselineComparison struct {
-	BaselineFile string        `json:"baseline_file"`
-	Environments []string      `json:"environments"` // column order
-	Rows         []OverheadRow `json:"rows,omitempty"`
-	Caveats      []string      `json:"caveats,omitempty"`
-	Note         string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
+	BaselineFile string   `json:"baseline_file"`
+	Environments []string `json:"environments"` // column order
+	// EnvironmentFiles are the files the environments were read from, in the same order (gpuvet compare).
+	EnvironmentFiles []string      `json:"environment_files,omitempty"`
+	Rows             []OverheadRow `json:"rows,omitempty"`
+	Caveats          []string      `json:"caveats,omitempty"`
+	Note             string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
 
 	// TolerancePct is the breach tolerance in force (overhead beyond it breaches), set by TolerancePctSrc.
 	TolerancePct    float64 `json:"tolerance_pct,omitempty"`

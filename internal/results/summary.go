@@ -28,6 +28,12 @@ const (
 	StatusFlag    Status = "flag"    // measured, and at least one signal fired (see Flags)
 	StatusFailed  Status = "failed"  // the work itself broke; Error says how
 	StatusSkipped Status = "skipped" // not run, on purpose or for lack of a tool; Note says why
+	// A run that did not finish is never ok: the summary of a run still writing, or of one that was
+	// killed, says "incomplete"; one stopped by Ctrl-C/SIGTERM says "interrupted", and so does the
+	// GPU that was running then; the GPUs and models never reached are "not_run".
+	StatusIncomplete  Status = "incomplete"
+	StatusInterrupted Status = "interrupted"
+	StatusNotRun      Status = "not_run"
 )
 
 // Worse returns the more serious of two statuses (failed > flag > ok > skipped/empty).
@@ -40,6 +46,8 @@ func Worse(a, b Status) Status {
 
 func rank(s Status) int {
 	switch s {
+	case StatusIncomplete, StatusInterrupted:
+		return 4
 	case StatusFailed:
 		return 3
 	case StatusFlag:
