@@ -1,0 +1,266 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
+)
+
+// fakeGpuvet plays the remote gpuvet: it prints progress, writes a summary and a log, and obeys
+// FAKE_MODE (sleep: wait for SIGTERM and write a partial summary; fail: exit 1 with no summary).
+const fakeGpuvet = `#!/bin/sh
+echo "run r1: backend local, out $5"
+mkdir -p out/logs
+echo "engine log" > out/logs/engine-0.log
+case "$FAKE_MODE" in
+fail) echo "gpuvet: discover: no NVIDIA driver (libnvidia-ml.so.1 not found)" >&2; exit 2 ;;
+sleep)
+  trap 'echo "{\"schema_version\":\"1.0\",\"complete\":false,\"hosts\":[],\"status\":\"failed\"}" > out/summary.json; exit 1' TERM
+  echo started > started
+  while :; do sleep 0.1; done ;;
+esac
+echo "{\"schema_version\":\"1.0\",\"complete\":true,\"backend\":\"local\",\"hosts\":[{\"name\":\"h\",\"discovery\":{\"source\":\"sim\",\"gpus\":null},\"status\":\"ok\"}],\"status\":\"ok\"}" > out/summary.json
+echo "done: status ok"
+`
+
+type fixture struct {
+	srv    *sshtest.Server
+	opts   Options
+	target Target
+	bin    string
+	local  string
+}
+
+func newFixture(t *testing.T, env ...string) *fixture {
+	t.Helper()
+	tmp := t.TempDir()
+	key := filepath.Join(tmp, "id_ed25519")
+	pub, err := sshtest.NewKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostDir := filepath.Join(tmp, "host")
+	if err := os.Mkdir(hostDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := sshtest.Start(hostDir, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Env = env
+	t.Cleanup(srv.Close)
+	kh := filepath.Join(tmp, "known_hosts")
+	if err := os.WriteFile(kh, []byte(srv.KnownHostsLine(nil)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(tmp, "gpuvet")
+	if err := os.WriteFile(bin, []byte(fakeGpuvet), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{srv: srv, bin: bin, local: filepath.Join(tmp, "collected"),
+		opts:   Options{ConfigFile: filepath.Join(tmp, "no-config"), KnownHosts: []string{kh}, AgentSocket: "/nonexistent", ConnectTimeout: 5 * time.Second},
+		target: Target{Name: "h1", Host: "127.0.0.1", Port: srv.Port(), User: "gpuvet", IdentityFiles: []string{key}}}
+}
+
+func (f *fixture) job(progress func(string)) Job {
+	return Job{Binary: f.bin, BinaryArch: runtime.GOARCH, Plan: []byte("models: [m]\n"), Args: []string{"--backend", "local"},
+		RemoteDir: filepath.Join(f.srv.Dir, "gpuvet-run1"), LocalOut: f.local, Progress: progress, StopGrace: 5 * time.Second}
+}
+
+func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
+	f := newFixture(t)
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var mu sync.Mutex
+	var lines []string
+	out, err := Run(context.Background(), c, f.job(func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }))
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if out.Summary == nil || out.Summary.Status != "ok" || out.ExitCode != 0 || out.Left != "" {
+		t.Fatalf("outcome %+v", out)
+	}
+	if !slices.Contains(lines, "done: status ok") || !slices.Contains(lines, "run r1: backend local, out out") {
+		t.Fatalf("progress lines %q", lines)
+	}
+	if b, err := os.ReadFile(filepath.Join(f.local, "logs", "engine-0.log")); err != nil || string(b) != "engine log\n" {
+		t.Fatalf("log not collected: %q %v", b, err)
+	}
+	if left := f.srv.Files(); len(left) != 0 {
+		t.Fatalf("left on the host: %v", left)
+	}
+}
+
+func TestRunRecordsARunWithoutSummary(t *testing.T) {
+	f := newFixture(t, "FAKE_MODE=fail")
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := Run(context.Background(), c, f.job(nil))
+	if err == nil || !strings.Contains(err.Error(), "no NVIDIA driver") || out.ExitCode != 2 {
+		t.Fatalf("want the remote's reason in the error, got %v (exit %d)", err, out.ExitCode)
+	}
+	if left := f.srv.Files(); len(left) != 0 {
+		t.Fatalf("left on the host: %v", left)
+	}
+}
+
+func TestRunInterruptedStopsRemoteAndCleansUp(t *testing.T) {
+	f := newFixture(t, "FAKE_MODE=sleep")
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	j := f.job(nil)
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(j.RemoteDir, "started")); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	out, err := Run(ctx, c, j)
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("want interrupted, got %v", err)
+	}
+	if out.Summary == nil || out.Summary.Complete {
+		t.Fatalf("the partial summary was not collected: %+v", out.Summary)
+	}
+	if left := f.srv.Files(); len(left) != 0 {
+		t.Fatalf("left on the host: %v", left)
+	}
+}
+
+func TestRunHostDiesMidRun(t *testing.T) {
+	f := newFixture(t, "FAKE_MODE=sleep")
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j := f.job(nil)
+	go func() {
+		for {
+			if _, err := os.Stat(filepath.Join(j.RemoteDir, "started")); err == nil {
+				f.srv.DropConnections()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	_, err = Run(context.Background(), c, j)
+	if err == nil || !strings.Contains(err.Error(), "died mid-run") {
+		t.Fatalf("want died mid-run, got %v", err)
+	}
+}
+
+func TestRunRefusesAnotherArchitecture(t *testing.T) {
+	f := newFixture(t)
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	j := f.job(nil)
+	j.BinaryArch = "riscv64"
+	if _, err := Run(context.Background(), c, j); err == nil || !strings.Contains(err.Error(), "GOARCH=") {
+		t.Fatalf("want an architecture error, got %v", err)
+	}
+	if left := f.srv.Files(); len(left) != 0 {
+		t.Fatalf("left on the host: %v", left)
+	}
+}
+
+func TestDialFailures(t *testing.T) {
+	f := newFixture(t)
+	other := filepath.Join(t.TempDir(), "other")
+	otherPub, err := sshtest.NewKey(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongKH := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(wrongKH, []byte(f.srv.KnownHostsLine(otherPub)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyKH := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(emptyKH, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		mod    func(*Target, *Options)
+		want   error
+		reason string
+	}{
+		{"wrong host key", func(_ *Target, o *Options) { o.KnownHosts = []string{wrongKH} }, ErrHostKey, "does not match known_hosts"},
+		{"unknown host", func(_ *Target, o *Options) { o.KnownHosts = []string{emptyKH} }, ErrHostKey, "ssh-keyscan"},
+		{"refused key", func(t *Target, _ *Options) { t.IdentityFiles = []string{other} }, ErrAuth, "refused every key"},
+		{"no key", func(t *Target, _ *Options) { t.IdentityFiles = []string{"/nonexistent"} }, ErrAuth, "no SSH key"},
+		{"unreachable", func(t *Target, _ *Options) { t.Port = closedPort }, ErrUnreachable, "127.0.0.1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tg, o := f.target, f.opts
+			o.KnownHosts = slices.Clone(o.KnownHosts)
+			tc.mod(&tg, &o)
+			c, err := Dial(context.Background(), tg, o)
+			if c != nil {
+				c.Close()
+			}
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("want %v with %q, got %v", tc.want, tc.reason, err)
+			}
+		})
+	}
+}
+
+// closedPort is a loopback port nothing listens on (the tests' listeners take ephemeral ports).
+const closedPort = 1
+
+func TestResolveReadsSSHConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config")
+	if err := os.WriteFile(cfg, []byte("Host gpu1\n  HostName 10.0.0.5\n  User ops\n  Port 2222\n  IdentityFile /keys/gpu\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Resolve(Target{Name: "gpu1"}, Options{ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Host != "10.0.0.5" || got.User != "ops" || got.Port != 2222 || !slices.Equal(got.IdentityFiles, []string{"/keys/gpu"}) {
+		t.Fatalf("resolved %+v", got)
+	}
+	// The inventory wins over ssh_config; an unknown host keeps its name and the defaults.
+	got, _ = Resolve(Target{Name: "gpu1", Port: 22, User: "root"}, Options{ConfigFile: cfg})
+	if got.Port != 22 || got.User != "root" || got.Host != "10.0.0.5" {
+		t.Fatalf("inventory should win: %+v", got)
+	}
+	got, _ = Resolve(Target{Name: "other"}, Options{ConfigFile: cfg, User: "u", Port: 2200})
+	if got.Host != "other" || got.User != "u" || got.Port != 2200 || len(got.IdentityFiles) != 0 {
+		t.Fatalf("defaults: %+v", got)
+	}
+	if err := os.WriteFile(cfg, []byte("Host gpu1\n  Port banana\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(Target{Name: "gpu1"}, Options{ConfigFile: cfg}); err == nil || !strings.Contains(err.Error(), "banana") {
+		t.Fatalf("want a Port error, got %v", err)
+	}
+}
