@@ -136,6 +136,7 @@ type Host struct {
 	Discovery Discovery `json:"discovery"`
 	Health    *Health   `json:"health,omitempty"`
 	Models    []Model   `json:"models,omitempty"`
+	VMs       []VM      `json:"vms,omitempty"` // the VMs gpuvet created on this host (backend opennebula)
 	Status    Status    `json:"status"`
 	Flags     []Flag    `json:"flags,omitempty"`
 	Error     string    `json:"error,omitempty"`

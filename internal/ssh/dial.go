@@ -47,6 +47,10 @@ type Options struct {
 	// User and Port apply when neither the inventory nor ssh_config set them.
 	User string
 	Port int
+	// AcceptNew trusts a host key that is not in known_hosts yet and appends it to KnownHosts[0]
+	// (OpenSSH's StrictHostKeyChecking=accept-new); a changed key is still refused. Only for VMs
+	// gpuvet has just created, whose keys no one could have known before.
+	AcceptNew bool
 	// ConnectTimeout bounds the TCP connect and the SSH handshake (default 15 s).
 	ConnectTimeout time.Duration
 }
@@ -148,6 +152,13 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if len(files) == 0 {
 		files = []string{defaultPath("known_hosts")}
 	}
+	if o.AcceptNew {
+		f, err := os.OpenFile(files[0], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("known_hosts %s: %v", files[0], err)
+		}
+		f.Close()
+	}
 	var existing []string
 	for _, f := range files {
 		if _, err := os.Stat(f); err == nil {
@@ -160,6 +171,9 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	check, err := knownhosts.New(existing...)
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts: %v", err)
+	}
+	if o.AcceptNew {
+		check = acceptNew(check, files[0])
 	}
 	auths, closeAgent := authMethods(t, o)
 	defer closeAgent()
@@ -246,4 +260,23 @@ func authMethods(t Target, o Options) ([]gossh.AuthMethod, func()) {
 		return nil, closeFn
 	}
 	return []gossh.AuthMethod{gossh.PublicKeys(signers...)}, closeFn
+}
+
+// acceptNew wraps a known_hosts check: an unknown key is appended to file and trusted; a key that
+// differs from a known one is still an error.
+func acceptNew(check gossh.HostKeyCallback, file string) gossh.HostKeyCallback {
+	return func(host string, remote net.Addr, key gossh.PublicKey) error {
+		err := check(host, remote, key)
+		var ke *knownhosts.KeyError
+		if err == nil || !errors.As(err, &ke) || len(ke.Want) > 0 {
+			return err
+		}
+		f, ferr := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0o600)
+		if ferr != nil {
+			return ferr
+		}
+		defer f.Close()
+		_, ferr = fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(host)}, key))
+		return ferr
+	}
 }

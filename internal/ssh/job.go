@@ -50,30 +50,52 @@ type Outcome struct {
 }
 
 // Run copies gpuvet to the host, runs it, collects its output and removes RemoteDir whatever
-// happens (success, failure, ctx cancelled). The error says why the host has no result; a remote run
-// that finished with a failed or flagged status is not an error (the summary says it).
-func Run(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
-	out := &Outcome{ExitCode: -1}
-	arch, err := output(ctx, c, "uname -m")
-	if err != nil {
-		return out, fmt.Errorf("uname -m: %v", err)
-	}
-	if got := goarch(strings.TrimSpace(arch)); got != j.BinaryArch {
-		return out, fmt.Errorf("host is %s (%s) but the gpuvet binary is %s: build one with GOARCH=%s and pass it with ssh.binary", strings.TrimSpace(arch), got, j.BinaryArch, got)
-	}
-	if _, err := output(ctx, c, "mkdir -m 700 "+quote(j.RemoteDir)); err != nil {
-		return out, fmt.Errorf("mkdir %s: %v", j.RemoteDir, err)
+// happens (success, failure, ctx cancelled): Prepare, Execute and Remove in one call. The error
+// says why the host has no result; a remote run that finished with a failed or flagged status is
+// not an error (the summary says it).
+func Run(ctx context.Context, c *gossh.Client, j Job) (out *Outcome, err error) {
+	out = &Outcome{ExitCode: -1}
+	if err := Prepare(ctx, c, j); err != nil {
+		if !errors.Is(err, errNotCreated) {
+			out.Left = cleanup(c, j.RemoteDir)
+		}
+		return out, err
 	}
 	defer func() { out.Left = cleanup(c, j.RemoteDir) }()
+	return Execute(ctx, c, j)
+}
+
+// errNotCreated marks a Prepare failure before RemoteDir existed: nothing to remove.
+var errNotCreated = errors.New("nothing created on the host")
+
+// Prepare checks the host's architecture against the binary, creates RemoteDir (it must not
+// exist) and copies gpuvet and the plan into it.
+func Prepare(ctx context.Context, c *gossh.Client, j Job) error {
+	arch, err := output(ctx, c, "uname -m")
+	if err != nil {
+		return fmt.Errorf("uname -m: %v (%w)", err, errNotCreated)
+	}
+	if got := goarch(strings.TrimSpace(arch)); got != j.BinaryArch {
+		return fmt.Errorf("host is %s (%s) but the gpuvet binary is %s: build one with GOARCH=%s and pass it with ssh.binary (%w)", strings.TrimSpace(arch), got, j.BinaryArch, got, errNotCreated)
+	}
+	if _, err := output(ctx, c, "mkdir -m 700 "+quote(j.RemoteDir)); err != nil {
+		return fmt.Errorf("mkdir %s: %v (%w)", j.RemoteDir, err, errNotCreated)
+	}
 	if err := upload(ctx, c, j.Binary, j.RemoteDir+"/gpuvet", 0o700); err != nil {
-		return out, fmt.Errorf("copy gpuvet: %v", err)
+		return fmt.Errorf("copy gpuvet: %v", err)
 	}
 	if err := uploadBytes(ctx, c, j.Plan, j.RemoteDir+"/plan.yaml"); err != nil {
-		return out, fmt.Errorf("copy plan: %v", err)
+		return fmt.Errorf("copy plan: %v", err)
 	}
+	return nil
+}
+
+// Execute runs the prepared gpuvet and collects its output folder into LocalOut, also after a
+// failure or an interrupt (a killed run keeps what it measured).
+func Execute(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
+	out := &Outcome{ExitCode: -1}
 	code, tail, runErr := runRemote(ctx, c, j)
 	out.ExitCode, out.Tail = code, tail
-	// Collect even after a failure or an interrupt: a killed run keeps what it measured.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	collectErr := collect(cctx, c, j.RemoteDir+"/out", j.LocalOut)

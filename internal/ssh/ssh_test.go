@@ -15,23 +15,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
 )
 
-// fakeGpuvet plays the remote gpuvet: it prints progress, writes a summary and a log, and obeys
-// FAKE_MODE (sleep: wait for SIGTERM and write a partial summary; fail: exit 1 with no summary).
-const fakeGpuvet = `#!/bin/sh
-echo "run r1: backend local, out $5"
-mkdir -p out/logs
-echo "engine log" > out/logs/engine-0.log
-case "$FAKE_MODE" in
-fail) echo "gpuvet: discover: no NVIDIA driver (libnvidia-ml.so.1 not found)" >&2; exit 2 ;;
-sleep)
-  trap 'echo "{\"schema_version\":\"1.0\",\"complete\":false,\"hosts\":[],\"status\":\"failed\"}" > out/summary.json; exit 1' TERM
-  echo started > started
-  while :; do sleep 0.1; done ;;
-esac
-echo "{\"schema_version\":\"1.0\",\"complete\":true,\"backend\":\"local\",\"hosts\":[{\"name\":\"h\",\"discovery\":{\"source\":\"sim\",\"gpus\":null},\"status\":\"ok\"}],\"status\":\"ok\"}" > out/summary.json
-echo "done: status ok"
-`
-
 type fixture struct {
 	srv    *sshtest.Server
 	opts   Options
@@ -63,7 +46,7 @@ func newFixture(t *testing.T, env ...string) *fixture {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(tmp, "gpuvet")
-	if err := os.WriteFile(bin, []byte(fakeGpuvet), 0o755); err != nil {
+	if err := os.WriteFile(bin, []byte(sshtest.FakeGpuvet), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{srv: srv, bin: bin, local: filepath.Join(tmp, "collected"),

@@ -55,6 +55,11 @@ func NewKey(path string) (gossh.PublicKey, error) {
 
 // Start listens on a free loopback port and serves until Close. Only the authorized keys log in.
 func Start(dir string, authorized ...gossh.PublicKey) (*Server, error) {
+	return StartAt("127.0.0.1:0", dir, authorized...)
+}
+
+// StartAt is Start on a given address (e.g. 127.0.0.3:2222: several hosts on one port, as VMs).
+func StartAt(addr, dir string, authorized ...gossh.PublicKey) (*Server, error) {
 	_, hpriv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -73,7 +78,7 @@ func Start(dir string, authorized ...gossh.PublicKey) (*Server, error) {
 		return nil, fmt.Errorf("key not authorized")
 	}}
 	s.cfg.AddHostKey(signer)
-	if s.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+	if s.ln, err = net.Listen("tcp", addr); err != nil {
 		return nil, err
 	}
 	s.Addr = s.ln.Addr().String()
