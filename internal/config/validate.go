@@ -23,7 +23,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
 	checks := []check{
-		{"backend", oneOf(c.Backend, "local", "endpoint", "sim"), "want local, endpoint or sim"},
+		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "ssh", "opennebula"), "want local, endpoint, sim, ssh or opennebula"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "generic"), "want vllm, sglang, trtllm or generic"},
@@ -77,6 +77,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
 	}
+	checks = append(checks, remoteChecks(c)...)
 	for ref, models := range c.Reference {
 		for m, g := range models {
 			p := joinPath(joinPath("reference", ref), m)
