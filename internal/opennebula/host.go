@@ -32,10 +32,11 @@ type VMHost struct {
 	// PerGPU names the host NAME/gpuN (one VM per GPU); Combine folds them back into one host.
 	PerGPU bool
 
-	id      int
-	client  *gossh.Client
-	created bool
-	vm      results.VM
+	id       int
+	client   *gossh.Client
+	created  bool
+	prepared bool // Prepare was attempted: the run folder may exist in the VM
+	vm       results.VM
 }
 
 // Name is the hypervisor host's name, with /gpuN when the VM holds one GPU of several.
@@ -83,6 +84,7 @@ func (h *VMHost) Provision(ctx context.Context) error {
 		return fmt.Errorf("VM %d (%s) is RUNNING but SSH does not answer: %w", id, v.IPs[0], err)
 	}
 	h.vm.ProvisionS = time.Since(start).Seconds()
+	h.prepared = true
 	return ssh.Prepare(ctx, h.client, h.Job)
 }
 
@@ -115,7 +117,13 @@ func (h *VMHost) Run(ctx context.Context) (*results.Summary, error) {
 // Cleanup terminates the VM (its disk and everything gpuvet put in it go with it). A VM whose id
 // was never learned (create failed, or answered late) is looked up by its unique name.
 func (h *VMHost) Cleanup(ctx context.Context) error {
+	var leftErr error
 	if h.client != nil {
+		// The VM's disk goes with it; removing the run folder first still matters for a VM that
+		// outlives the run (terminate refused, or a persistent image).
+		if h.prepared {
+			leftErr = ssh.Remove(ctx, h.client, h.Job.RemoteDir)
+		}
 		h.client.Close()
 	}
 	if !h.created {
@@ -139,9 +147,11 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 	}
 	h.vm.Terminated = true
 	if h.Manifest != nil {
-		return h.Manifest.Deleted(h.object())
+		if err := h.Manifest.Deleted(h.object()); err != nil {
+			return err
+		}
 	}
-	return nil
+	return leftErr
 }
 
 // Record is the VM as results keep it (after Cleanup: with Terminated).

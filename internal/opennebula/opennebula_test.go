@@ -203,6 +203,7 @@ func (lab *vmLab) hosts(t *testing.T, m *fleet.Manifest, perGPU bool) ([]*VMHost
 	if err != nil {
 		t.Fatal(err)
 	}
+	os.MkdirAll(filepath.Join(lab.dir, "vmroot"), 0o755)
 	bin := filepath.Join(lab.dir, "gpuvet")
 	os.WriteFile(bin, []byte(sshtest.FakeGpuvet), 0o755)
 	p := PlanVMs(pool, nil, perGPU, "r1", Sizing{TemplateID: 3, PinPolicy: "CORE", SSHPublicKey: "ssh-ed25519 AAAA"})
@@ -213,7 +214,7 @@ func (lab *vmLab) hosts(t *testing.T, m *fleet.Manifest, perGPU bool) ([]*VMHost
 			SSH:     ssh.Target{User: "root", Port: lab.port, IdentityFiles: []string{lab.key}},
 			SSHOpts: ssh.Options{KnownHosts: []string{filepath.Join(lab.dir, "vm_known_hosts")}, AcceptNew: true, AgentSocket: "/nonexistent", ConfigFile: "/nonexistent"},
 		}
-		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RemoteDir: "/tmp/gpuvet-test-" + spec.Name, LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
+		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RemoteDir: filepath.Join(lab.dir, "vmroot", spec.Name), LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
 		hs = append(hs, h)
 	}
 	return hs, p
@@ -237,12 +238,7 @@ func TestVMPerGPUOverTwoHosts(t *testing.T) {
 		}
 	}
 	s := fleet.Merge(&results.Summary{SchemaVersion: results.SchemaVersion}, outs, plan.Skipped, 2)
-	Attach(s, hs)
-	names := map[string]string{}
-	for _, h := range hs {
-		names[h.Name()] = h.Spec.Host.Name
-	}
-	Combine(s, names)
+	Finish(s, hs)
 	if len(s.Hosts) != 2 || s.Hosts[0].Name != "node1" || len(s.Hosts[0].Discovery.GPUs) != 2 || s.Hosts[0].Discovery.GPUs[1].Index != 1 {
 		t.Fatalf("combined hosts %+v", s.Hosts)
 	}
@@ -268,6 +264,9 @@ func TestVMPerGPUOverTwoHosts(t *testing.T) {
 		if f := srv.Files(); len(f) != 0 {
 			t.Fatalf("left in VM %s: %v", ip, f)
 		}
+	}
+	if left, _ := os.ReadDir(filepath.Join(lab.dir, "vmroot")); len(left) != 0 {
+		t.Fatalf("left in the VMs' run folders: %v", left)
 	}
 	if live := m.Live(); len(live) != 0 {
 		t.Fatalf("manifest still lists %v", live)

@@ -44,6 +44,8 @@ type Options struct {
 	KnownHosts []string
 	// AgentSocket is the ssh-agent socket (default $SSH_AUTH_SOCK; empty: no agent).
 	AgentSocket string
+	// IdentityFile is offered when neither the inventory nor ssh_config name one.
+	IdentityFile string
 	// User and Port apply when neither the inventory nor ssh_config set them.
 	User string
 	Port int
@@ -125,6 +127,9 @@ func Resolve(t Target, o Options) (Target, error) {
 				}
 			}
 		}
+	}
+	if len(t.IdentityFiles) == 0 && o.IdentityFile != "" {
+		t.IdentityFiles = []string{expandHome(o.IdentityFile)}
 	}
 	return t, nil
 }
