@@ -39,7 +39,7 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
-		Report:   writeReports,
+		Report:   WriteReports,
 		ExitCode: judge.ExitCode,
 	}
 	d.Discover = func(ctx context.Context, c config.Config) (Source, string, error) {
@@ -123,7 +123,8 @@ func discover(c config.Config) (Source, string, *sim.Fleet, error) {
 	return src, "nvidia-smi-xml", nil, nil
 }
 
-func writeReports(s *results.Summary, dir string, o config.Output) error {
+// WriteReports writes the reports the output settings ask for (HTML, JUnit, Prometheus) into dir.
+func WriteReports(s *results.Summary, dir string, o config.Output) error {
 	var errs []error
 	if o.HTML {
 		errs = append(errs, report.WriteHTML(s, filepath.Join(dir, "report.html")))

@@ -12,9 +12,9 @@ import (
 	"strconv"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
