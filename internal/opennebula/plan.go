@@ -59,7 +59,7 @@ func (f Fleet) Hosts(ctx context.Context, c *Client) ([]*VMHost, []results.Skipp
 		}
 		name := h.Name()
 		h.Job = ssh.Job{Binary: bin, BinaryArch: arch, Plan: f.Plan, Args: []string{"--backend", f.SSH.RemoteBackend},
-			RemoteDir: path.Join(f.SSH.RemoteDir, "gpuvet-"+f.RunID),
+			RemoteDir: path.Join(f.SSH.RemoteDir, spec.Name), // gpuvet-RUN-HOST[-gN]
 			LocalOut:  filepath.Join(f.Out, "hosts", spec.Name),
 			Progress: func(l string) {
 				if f.Progress != nil {

@@ -226,7 +226,14 @@ func (s *Server) session(ch gossh.Channel, reqs <-chan *gossh.Request) {
 		}
 	}
 	if cmd != nil {
-		<-done
+		select {
+		case <-done:
+		default:
+			// The client went away with the command still running: its output pipe is gone, so
+			// (as under sshd, where the next write gets SIGPIPE) the command dies.
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
 	}
 }
 
