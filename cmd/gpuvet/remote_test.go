@@ -181,13 +181,28 @@ func oneLab(t *testing.T, lab *sshLab, s *onetest.Server) (*onetest.Server, int)
 	return s, port
 }
 
+// bareMetal runs the ssh backend over node1 and node2 (2 simulated GPUs each) with --save-baseline
+// and returns the baseline file: the reference a VM run of the same hosts is compared with.
+func bareMetal(t *testing.T, lab *sshLab) string {
+	t.Helper()
+	n1, n2 := lab.host(t, "node1", "127.0.0.1:0", true), lab.host(t, "node2", "127.0.0.1:0", true)
+	inv := filepath.Join(lab.dir, "baremetal.yaml")
+	os.WriteFile(inv, []byte(fmt.Sprintf("hosts:\n  - {name: node1, host: 127.0.0.1, port: %d}\n  - {name: node2, host: 127.0.0.1, port: %d}\n", n1.Port(), n2.Port())), 0o644)
+	out := filepath.Join(lab.dir, "baremetal")
+	if code, stdout, stderr := runFleetCLI(append(lab.args(out), "--backend", "ssh", "--inventory", inv, "--save-baseline")); code != exitOK {
+		t.Fatalf("bare-metal run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return filepath.Join(out, "baseline.json")
+}
+
 func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 	lab := newSSHLab(t)
+	baseline := bareMetal(t, lab)
 	one, port := oneLab(t, lab, &onetest.Server{})
 	out := filepath.Join(lab.dir, "out")
 	args := append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
 		"--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms",
-		"--set", "opennebula.parallel=4", "--set", "sim.gpus=1")
+		"--set", "opennebula.parallel=4", "--set", "sim.gpus=1", "--baseline", baseline)
 	code, stdout, stderr := runFleetCLI(args)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -229,6 +244,25 @@ func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(filepath.Join(lab.dir, "remote")); len(left) != 0 {
 		t.Fatalf("run folders left in the VMs: %v", left)
+	}
+	// The overhead table: host by host, GPU by GPU, against the bare-metal run of the same hosts.
+	if s.Baseline == nil || len(s.Baseline.Rows) == 0 || s.Baseline.Environments[0] != "vm" {
+		t.Fatalf("no baseline comparison: %+v", s.Baseline)
+	}
+	seen := map[string]bool{}
+	for _, r := range s.Baseline.Rows {
+		if _, ok := r.Values["vm"]; ok {
+			seen[r.Subject] = true
+		}
+	}
+	for _, subj := range []string{"node1: Qwen/Qwen3-8B gpu 0", "node1: Qwen/Qwen3-8B gpu 1", "node2: Qwen/Qwen3-8B gpu 1"} {
+		if !seen[subj] {
+			t.Fatalf("no overhead for %s: %v", subj, seen)
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil || !strings.Contains(string(html), "Virtualization overhead vs bare-metal baseline") || !strings.Contains(string(html), "node2: Qwen/Qwen3-8B gpu 1") {
+		t.Fatalf("the report lacks the overhead table (%v)", err)
 	}
 }
 
