@@ -375,7 +375,18 @@ func Remove(ctx context.Context, c *gossh.Client, dir string) error {
 	if !strings.HasPrefix(dir, "/") || strings.Count(dir, "/") < 2 {
 		return fmt.Errorf("refusing to remove %q: not a gpuvet run folder", dir)
 	}
-	if _, err := output(ctx, c, fmt.Sprintf("rm -rf %s; test ! -e %s", quote(dir), quote(dir))); err != nil {
+	// A run still going there (its controller was killed) is stopped first: SIGTERM lets it stop
+	// its engines; the pid counts only while that process still runs in this folder.
+	script := `d=%s
+if [ -f "$d/pid" ]; then
+  p=$(cat "$d/pid")
+  if [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$d" ] && kill -TERM "$p" 2>/dev/null; then
+    i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); done
+    kill -KILL "$p" 2>/dev/null
+  fi
+fi
+rm -rf "$d"; test ! -e "$d"`
+	if _, err := output(ctx, c, fmt.Sprintf(script, quote(dir))); err != nil {
 		return fmt.Errorf("%s left on the host: %v", dir, err)
 	}
 	return nil

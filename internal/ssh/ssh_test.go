@@ -247,3 +247,41 @@ func TestResolveReadsSSHConfig(t *testing.T) {
 		t.Fatalf("want a Port error, got %v", err)
 	}
 }
+
+func TestRemoveStopsARunLeftBehind(t *testing.T) {
+	f := newFixture(t, "FAKE_MODE=sleep")
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := f.job(nil)
+	if err := Prepare(context.Background(), c, j); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = Execute(context.Background(), c, j) }()
+	for i := 0; i < 200; i++ {
+		if _, err := os.Stat(filepath.Join(j.RemoteDir, "started")); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid, _ := os.ReadFile(filepath.Join(j.RemoteDir, "pid"))
+	// A second connection (gpuvet clean) removes the folder of a run still going.
+	c2, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := Remove(context.Background(), c2, j.RemoteDir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join("/proc", strings.TrimSpace(string(pid)))); err == nil {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat")); !strings.Contains(string(b), ") Z") {
+			t.Fatalf("the remote run %s still runs", pid)
+		}
+	}
+	if left := f.srv.Files(); len(left) != 0 {
+		t.Fatalf("left: %v", left)
+	}
+	c.Close()
+}
