@@ -285,3 +285,40 @@ func TestRemoveStopsARunLeftBehind(t *testing.T) {
 	}
 	c.Close()
 }
+
+func TestParseInventory(t *testing.T) {
+	hs, err := ParseInventory("inv.yaml", []byte("hosts:\n  - {name: a}\n  - {name: b, host: 10.0.0.2, user: ops, port: 2222, identity_file: ~/.ssh/k, gpus: 2, set: [\"sim.straggler=0\"]}\n"))
+	if err != nil || len(hs) != 2 || hs[1].Port != 2222 || hs[1].GPUs != 2 || hs[1].Set[0] != "sim.straggler=0" {
+		t.Fatalf("%+v %v", hs, err)
+	}
+	for _, bad := range []struct{ doc, want string }{
+		{"hosts:\n  - {name: a, colour: red}\n", "colour"},
+		{"hosts:\n  - {host: x}\n", "name is required"},
+		{"hosts:\n  - {name: a}\n  - {name: a}\n", "listed twice"},
+		{"hosts:\n  - {name: a, port: 70000}\n", "not a port"},
+		{"hosts:\n  - {name: a, set: [oops]}\n", "key=value"},
+		{"hosts: []\n", "no hosts"},
+	} {
+		if _, err := ParseInventory("inv.yaml", []byte(bad.doc)); err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "inv.yaml") {
+			t.Errorf("%q: want an error with %q, got %v", bad.doc, bad.want, err)
+		}
+	}
+}
+
+func FuzzParseInventory(f *testing.F) {
+	f.Add([]byte("hosts:\n  - {name: a, port: 22, set: [\"a=b\"]}\n"))
+	f.Add([]byte("hosts: [{name: x}, {name: y, gpus: -1}]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hs, err := ParseInventory("fuzz", b)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, h := range hs {
+			if strings.TrimSpace(h.Name) == "" || seen[h.Name] || h.Port < 0 || h.Port > 65535 || h.GPUs < 0 {
+				t.Fatalf("accepted a bad host %+v", h)
+			}
+			seen[h.Name] = true
+		}
+	})
+}
