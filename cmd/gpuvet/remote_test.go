@@ -334,3 +334,42 @@ func runFleetCLI(args []string) (int, string, string) {
 	code := execute(args)
 	return code, stdout.String(), stderr.String()
 }
+
+func TestKilledSSHRunThenCleanManifest(t *testing.T) {
+	lab := newSSHLab(t)
+	h1 := lab.host(t, "h1", "127.0.0.1:0", true)
+	out := filepath.Join(lab.dir, "out")
+	cmd := gpuvet(append(lab.args(out), "--backend", "ssh", "--hosts", "127.0.0.1", "--set", "ssh.port="+strconv.Itoa(h1.Port()),
+		"--set", "load.max_duration=30s")...)
+	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	remote := filepath.Join(lab.dir, "remote")
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if ents, _ := filepath.Glob(filepath.Join(remote, "*", "out", "summary.json")); len(ents) > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	left, _ := os.ReadDir(remote)
+	ms, _ := filepath.Glob(filepath.Join(lab.state, "ssh-*.json"))
+	if len(left) == 0 || len(ms) != 1 {
+		t.Fatalf("the test killed gpuvet too late or too early: remote %v, manifests %v", left, ms)
+	}
+	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+lab.key, "--set", "ssh.known_hosts="+lab.knownHosts, "--set", "ssh.config_file=/dev/null")
+	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")
+	b, err := clean.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "removed ssh-dir") {
+		t.Fatalf("clean: %v\n%s", err, b)
+	}
+	if left, _ := os.ReadDir(remote); len(left) != 0 {
+		t.Fatalf("clean left %v\n%s", left, b)
+	}
+	if _, err := os.Stat(ms[0]); err == nil {
+		t.Fatal("the manifest is still there")
+	}
+}
