@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
 )
 
@@ -54,6 +56,17 @@ func newFixture(t *testing.T, env ...string) *fixture {
 		target: Target{Name: "h1", Host: "127.0.0.1", Port: srv.Port(), User: "gpuvet", IdentityFiles: []string{key}}}
 }
 
+// dial connects to the fixture's host; the connection closes with the test.
+func (f *fixture) dial(t *testing.T) *gossh.Client {
+	t.Helper()
+	c, err := Dial(context.Background(), f.target, f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func (f *fixture) job(progress func(string)) Job {
 	return Job{Binary: f.bin, BinaryArch: runtime.GOARCH, Plan: []byte("models: [m]\n"), Args: []string{"--backend", "local"},
 		RemoteDir: filepath.Join(f.srv.Dir, "gpuvet-run1"), LocalOut: f.local, Progress: progress, StopGrace: 5 * time.Second}
@@ -61,11 +74,7 @@ func (f *fixture) job(progress func(string)) Job {
 
 func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
 	f := newFixture(t)
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dial(t)
 	var mu sync.Mutex
 	var lines []string
 	out, err := Run(context.Background(), c, f.job(func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }))
@@ -88,11 +97,7 @@ func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
 
 func TestRunRecordsARunWithoutSummary(t *testing.T) {
 	f := newFixture(t, "FAKE_MODE=fail")
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dial(t)
 	out, err := Run(context.Background(), c, f.job(nil))
 	if err == nil || !strings.Contains(err.Error(), "no NVIDIA driver") || out.ExitCode != 2 {
 		t.Fatalf("want the remote's reason in the error, got %v (exit %d)", err, out.ExitCode)
@@ -104,11 +109,7 @@ func TestRunRecordsARunWithoutSummary(t *testing.T) {
 
 func TestRunInterruptedStopsRemoteAndCleansUp(t *testing.T) {
 	f := newFixture(t, "FAKE_MODE=sleep")
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dial(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	j := f.job(nil)
 	go func() {
@@ -134,11 +135,7 @@ func TestRunInterruptedStopsRemoteAndCleansUp(t *testing.T) {
 
 func TestRunHostDiesMidRun(t *testing.T) {
 	f := newFixture(t, "FAKE_MODE=sleep")
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dial(t)
 	j := f.job(nil)
 	go func() {
 		for {
@@ -149,7 +146,7 @@ func TestRunHostDiesMidRun(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	_, err = Run(context.Background(), c, j)
+	_, err := Run(context.Background(), c, j)
 	if err == nil || !strings.Contains(err.Error(), "died mid-run") {
 		t.Fatalf("want died mid-run, got %v", err)
 	}
@@ -157,11 +154,7 @@ func TestRunHostDiesMidRun(t *testing.T) {
 
 func TestRunRefusesAnotherArchitecture(t *testing.T) {
 	f := newFixture(t)
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := f.dial(t)
 	j := f.job(nil)
 	j.BinaryArch = "riscv64"
 	if _, err := Run(context.Background(), c, j); err == nil || !strings.Contains(err.Error(), "GOARCH=") {
@@ -250,10 +243,7 @@ func TestResolveReadsSSHConfig(t *testing.T) {
 
 func TestRemoveStopsARunLeftBehind(t *testing.T) {
 	f := newFixture(t, "FAKE_MODE=sleep")
-	c, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := f.dial(t)
 	j := f.job(nil)
 	if err := Prepare(context.Background(), c, j); err != nil {
 		t.Fatal(err)
@@ -267,12 +257,7 @@ func TestRemoveStopsARunLeftBehind(t *testing.T) {
 	}
 	pid, _ := os.ReadFile(filepath.Join(j.RemoteDir, "pid"))
 	// A second connection (gpuvet clean) removes the folder of a run still going.
-	c2, err := Dial(context.Background(), f.target, f.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if err := Remove(context.Background(), c2, j.RemoteDir); err != nil {
+	if err := Remove(context.Background(), f.dial(t), j.RemoteDir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join("/proc", strings.TrimSpace(string(pid)))); err == nil {
@@ -283,7 +268,6 @@ func TestRemoveStopsARunLeftBehind(t *testing.T) {
 	if left := f.srv.Files(); len(left) != 0 {
 		t.Fatalf("left: %v", left)
 	}
-	c.Close()
 }
 
 func TestParseInventory(t *testing.T) {
