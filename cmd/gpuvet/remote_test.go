@@ -266,7 +266,8 @@ func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 		}
 	}
 	html, err := os.ReadFile(filepath.Join(out, "report.html"))
-	if err != nil || !strings.Contains(string(html), "Virtualization overhead vs bare-metal baseline") || !strings.Contains(string(html), "node2: Qwen/Qwen3-8B gpu 1") {
+	if err != nil || !strings.Contains(string(html), "Virtualization overhead vs bare-metal baseline") || !strings.Contains(string(html), "node2: Qwen/Qwen3-8B gpu 1") ||
+		!strings.Contains(string(html), "(PCI c1:00.0), NODE_AFFINITY 1, provisioned in") {
 		t.Fatalf("the report lacks the overhead table (%v)", err)
 	}
 }
