@@ -122,5 +122,25 @@ func (p *Plan) RemoteYAML() ([]byte, error) {
 	c.Backend = c.SSH.RemoteBackend
 	c.Run.Baseline, c.Run.SaveBaseline = "", false
 	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
-	return yaml.Marshal(c)
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	// The hosts would refuse a plan this one does not check (e.g. engine kind generic without a
+	// command, which only the local backend needs): refuse it here, before any host is touched.
+	q := &Plan{Sources: map[string]string{}}
+	if q.tree, err = toTree(Defaults(), "default", q.Sources); err != nil {
+		return nil, err
+	}
+	if err := q.applyBytes("hosts' plan", b); err != nil {
+		return nil, err
+	}
+	rc, err := decode(q.tree)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(rc, p.Sources, "on the hosts ("+c.Backend+")"); err != nil {
+		return nil, err
+	}
+	return b, nil
 }

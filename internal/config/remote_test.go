@@ -58,3 +58,13 @@ func TestRemoteBackendsNeedTheirSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoteYAMLRefusesWhatTheHostsWould(t *testing.T) {
+	p, err := Load(Options{Sets: []string{"backend=ssh", "ssh.hosts=a", "engine.kind=generic"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.RemoteYAML(); err == nil || !strings.Contains(err.Error(), "engine.command") || !strings.Contains(err.Error(), "on the hosts (local)") {
+		t.Fatalf("want the engine.command error as the hosts would give it, got %v", err)
+	}
+}
