@@ -136,6 +136,8 @@ type Health struct {
 	PCIeExpectedWidth int      `yaml:"pcie_expected_width"` // 0: strict current-vs-max
 	Burn              Duration `yaml:"burn"`                // 0: no burn
 	DCGM              DCGM     `yaml:"dcgm"`
+	// NCCLLib is the libnccl.so.2 for the all-reduce; "": the library path, then Python environments.
+	NCCLLib string `yaml:"nccl_lib"`
 }
 
 // DCGM is `dcgmi diag`.
@@ -198,6 +200,8 @@ type Sim struct {
 	// StragglerPct is how much slower the straggler is.
 	StragglerPct float64 `yaml:"straggler_pct"`
 	Seed         int64   `yaml:"seed"`
+	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
+	LinkFault string `yaml:"link_fault"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of

@@ -76,6 +76,7 @@ type healthView struct {
 	DCGMStatus            string
 	Compare               *compareTable
 	Burn                  template.HTML
+	Links                 *linksView // GPU interconnect (nil: not read)
 }
 
 type invRow struct {
