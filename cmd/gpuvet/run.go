@@ -34,7 +34,7 @@ type planFlags struct {
 func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; a short profile unless load.* is set)")
-	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim")
+	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, ssh (--hosts/--inventory), opennebula (--endpoint)")
 	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
@@ -52,6 +52,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
+	registerRemoteFlags(fl)
 }
 
 // flagPaths maps run's flags to the config keys they set.
@@ -137,6 +138,9 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 		return usageErr("%v", err)
 	}
 	defer lock.Release()
+	if isRemoteBackend(plan.Config.Backend) {
+		return runRemotePlan(cmd, plan)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)

@@ -18,7 +18,8 @@ import (
 // a commented full example).
 type Config struct {
 	// Backend decides where engines run: local (child processes on this host), endpoint (an
-	// already-running OpenAI-compatible server), sim (the built-in simulator, in-process).
+	// already-running OpenAI-compatible server), sim (the built-in simulator, in-process), ssh
+	// (gpuvet copied to each host of ssh.*), opennebula (VMs with GPU passthrough, opennebula.*).
 	Backend string `yaml:"backend"`
 	// Environment labels the run for comparisons: baremetal, vm, k8s, or anything.
 	Environment string `yaml:"environment"`
@@ -37,6 +38,8 @@ type Config struct {
 	ModelCache   ModelCache             `yaml:"model_cache"`
 	Run          Run                    `yaml:"run"`
 	Sim          Sim                    `yaml:"sim"`
+	SSH          SSH                    `yaml:"ssh"`
+	OpenNebula   OpenNebula             `yaml:"opennebula"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
 }
 
@@ -291,6 +294,8 @@ func Defaults() Config {
 		ModelCache: ModelCache{Dir: "auto", Offline: true},
 		Run:        Run{ParallelGPUs: 1},
 		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
+		SSH:        sshDefaults(),
+		OpenNebula: openNebulaDefaults(),
 	}
 }
 

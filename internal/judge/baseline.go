@@ -47,17 +47,22 @@ func (sf *subjectFigures) add(subject, metric string, higher bool, x figure) {
 }
 
 // collect reads the comparable figures of a summary: LLM metrics per model × GPU index, and health
-// microbenchmarks per GPU index.
-func collect(s *results.Summary) *subjectFigures {
+// microbenchmarks per GPU index; with byHost, each subject starts with its host's name ("node1: "),
+// so fleets line up host by host and GPU by GPU.
+func collect(s *results.Summary, byHost bool) *subjectFigures {
 	sf := &subjectFigures{metrics: map[string][]string{}, higher: map[string]bool{}, fig: map[string]map[string]figure{}}
 	for _, h := range s.Hosts {
+		prefix := ""
+		if byHost {
+			prefix = h.Name + ": "
+		}
 		for _, m := range h.Models {
 			for i := range m.Endpoints {
 				ep := &m.Endpoints[i]
 				if ep.Load == nil || len(ep.Load.Runs) == 0 {
 					continue
 				}
-				subj := fmt.Sprintf("%s gpu %d", m.Model, endpointGPU(ep, i))
+				subj := fmt.Sprintf("%s%s gpu %d", prefix, m.Model, endpointGPU(ep, i))
 				for _, met := range LLMMetrics {
 					f, ok := met.Get(ep.Load)
 					if !ok {
@@ -76,7 +81,7 @@ func collect(s *results.Summary) *subjectFigures {
 				if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
 					continue
 				}
-				sf.add(fmt.Sprintf("gpu %d", g.GPU.Index), b.Name, true, figure{Value: b.Value})
+				sf.add(fmt.Sprintf("%sgpu %d", prefix, g.GPU.Index), b.Name, true, figure{Value: b.Value})
 			}
 		}
 	}
@@ -97,10 +102,16 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 	}
 	names := envNames(envs)
 	bc.Environments = names
-	bf := collect(base)
+	// Fleets (more than one host on any side) are matched host by host; single hosts by GPU only,
+	// so a bare-metal run and a VM of the same machine compare whatever their host names.
+	byHost := len(base.Hosts) > 1
+	for _, e := range envs {
+		byHost = byHost || len(e.Hosts) > 1
+	}
+	bf := collect(base, byHost)
 	efs := make([]*subjectFigures, len(envs))
 	for i, e := range envs {
-		efs[i] = collect(e)
+		efs[i] = collect(e, byHost)
 		bc.Caveats = append(bc.Caveats, caveats(base, e, names[i])...)
 		for _, d := range efs[i].dups {
 			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: %s appears on more than one host; the first is compared", names[i], d))
@@ -143,7 +154,7 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 	}
 	for i, ef := range efs {
 		if len(bc.Rows) > 0 && !sharesSubject(bf, ef) {
-			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: no subject in common with the baseline (baseline %s; %s %s): compare the same models on the same GPU indexes",
+			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: no subject in common with the baseline (baseline %s; %s %s): compare the same models on the same GPU indexes (and, for fleets, the same host names)",
 				names[i], strings.Join(first(bf.order, 3), ", "), names[i], strings.Join(first(ef.order, 3), ", ")))
 		}
 	}

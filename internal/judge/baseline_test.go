@@ -180,3 +180,34 @@ func containsAny(list []string, sub string) bool {
 	}
 	return false
 }
+
+func TestCompareBaselineMatchesFleetsHostByHost(t *testing.T) {
+	mk := func(env string, a, b perf) *results.Summary {
+		s1, s2 := summary(a, healthy()), summary(b, healthy())
+		s1.Environment = env
+		h1, h2 := s1.Hosts[0], s2.Hosts[0]
+		h1.Name, h2.Name = "node1", "node2"
+		s1.Hosts = []results.Host{h1, h2}
+		return s1
+	}
+	base := mk("baremetal", healthy(), healthy())
+	// In the VMs, node2's GPU 0 is 15 % slower; node1's is not.
+	vm := mk("vm", healthy(), healthy().scaled(0.15))
+	bc := CompareBaseline(base, []*results.Summary{vm}, 10, compare.LLMGuards())
+	if r := row(t, bc, "node2: "+testModel+" gpu 0", MetricSustainedReqS); r.Status["vm"] != BaselineBreach {
+		t.Fatalf("node2 gpu 0: %s", r.Status["vm"])
+	}
+	if r := row(t, bc, "node1: "+testModel+" gpu 0", MetricSustainedReqS); r.Status["vm"] != BaselineOK {
+		t.Fatalf("node1 gpu 0: %s", r.Status["vm"])
+	}
+	if containsAny(bc.Caveats, "appears on more than one host") {
+		t.Fatalf("fleet subjects collided: %v", bc.Caveats)
+	}
+	// Hosts named differently on the two sides share nothing: said, not silently matched.
+	other := mk("vm", healthy(), healthy())
+	other.Hosts[0].Name, other.Hosts[1].Name = "vm-a", "vm-b"
+	bc = CompareBaseline(base, []*results.Summary{other}, 10, compare.LLMGuards())
+	if !containsAny(bc.Caveats, "no subject in common") {
+		t.Fatalf("caveats %v", bc.Caveats)
+	}
+}

@@ -42,7 +42,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
-		Report:   writeReports,
+		Report:   WriteReports,
 		ExitCode: judge.ExitCode,
 		Catalog:  cat,
 	}
@@ -147,7 +147,8 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	return src, "nvidia-smi-xml", nil, nil
 }
 
-func writeReports(s *results.Summary, dir string, o config.Output) error {
+// WriteReports writes the reports the output settings ask for (HTML, JUnit, Prometheus) into dir.
+func WriteReports(s *results.Summary, dir string, o config.Output) error {
 	var errs []error
 	if o.HTML {
 		errs = append(errs, report.WriteHTML(s, filepath.Join(dir, "report.html")))

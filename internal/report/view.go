@@ -59,6 +59,7 @@ type thresholdView struct{ Name, Value, Source string }
 type hostView struct {
 	Name, Status, Error, Discovery string
 	Flags                          int
+	VMs                            []string // one line per VM gpuvet created on the host (backend opennebula)
 	Health                         *healthView
 	Models                         []modelView
 }

@@ -29,6 +29,9 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 	if h.Discovery.Note != "" {
 		hv.Discovery += ": " + h.Discovery.Note
 	}
+	for _, v := range h.VMs {
+		hv.VMs = append(hv.VMs, vmLine(v))
+	}
 	if h.Health != nil {
 		hv.Health = buildHealth(h.Health, large)
 	}
@@ -356,4 +359,21 @@ func signedPct(v float64) string {
 		s = "+" + s
 	}
 	return s + " %"
+}
+
+// vmLine says what a VM was: its GPUs by PCI address, the NUMA placement, how long it took to
+// provision and whether it is gone.
+func vmLine(v results.VM) string {
+	numa := "NUMA node unknown"
+	if v.NUMANode != nil {
+		numa = fmt.Sprintf("NODE_AFFINITY %d", *v.NUMANode)
+	}
+	if v.NUMANode == nil && v.PinPolicy != "" {
+		numa += ", PIN_POLICY " + v.PinPolicy
+	}
+	gone := "terminated"
+	if !v.Terminated {
+		gone = "NOT TERMINATED: run gpuvet clean"
+	}
+	return fmt.Sprintf("VM %d %s: GPUs %v (PCI %s), %s, provisioned in %.1f s, %s", v.ID, v.Name, v.GPUs, strings.Join(v.PCI, ", "), numa, v.ProvisionS, gone)
 }

@@ -171,6 +171,7 @@ type Compare struct {
 // CompareCell is one GPU's value in a comparison.
 type CompareCell struct {
 	GPU        int     `json:"gpu"`
+	Host       string  `json:"host,omitempty"` // node-to-node comparisons: the host this figure is from
 	Value      float64 `json:"value"`
 	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse
 	LowerBound bool    `json:"lower_bound,omitempty"`

@@ -84,10 +84,30 @@ type Summary struct {
 	Hosts       []Host `json:"hosts"`
 	// Baseline comparison against a bare-metal run, when one was given.
 	Baseline *BaselineComparison `json:"baseline,omitempty"`
-	Status   Status              `json:"status"`
-	Flags    []Flag              `json:"flags,omitempty"`
-	Caveats  []string            `json:"caveats,omitempty"`
-	Error    string              `json:"error,omitempty"`
+	// Fleet is set by multi-host backends (kubernetes, ssh, opennebula): the hosts skipped and the
+	// node-to-node comparisons.
+	Fleet   *Fleet   `json:"fleet,omitempty"`
+	Status  Status   `json:"status"`
+	Flags   []Flag   `json:"flags,omitempty"`
+	Caveats []string `json:"caveats,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Fleet is what a run over many hosts adds to the summary.
+type Fleet struct {
+	// ParallelHosts is how many hosts ran at once (--parallel-nodes).
+	ParallelHosts int `json:"parallel_hosts,omitempty"`
+	// Skipped lists the hosts the backend did not run, each with the reason.
+	Skipped []SkippedHost `json:"skipped,omitempty"`
+	// Comparisons are node-to-node: one figure per host (CompareCell.Host names it), judged with
+	// the GPU-to-GPU rule and guards.
+	Comparisons []Compare `json:"comparisons,omitempty"`
+}
+
+// SkippedHost is a host left out of a fleet run, and why (e.g. "no free nvidia.com/gpu").
+type SkippedHost struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
 }
 
 // Tool identifies the gpuvet build that wrote the file.
@@ -127,6 +147,7 @@ type Host struct {
 	Discovery Discovery `json:"discovery"`
 	Health    *Health   `json:"health,omitempty"`
 	Models    []Model   `json:"models,omitempty"`
+	VMs       []VM      `json:"vms,omitempty"` // the VMs gpuvet created on this host (backend opennebula)
 	Status    Status    `json:"status"`
 	Flags     []Flag    `json:"flags,omitempty"`
 	Error     string    `json:"error,omitempty"`

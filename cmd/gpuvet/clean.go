@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+)
+
+func init() { root.AddCommand(newCleanCmd()) }
+
+// cleaner removes what runs of one backend left. Each multi-host backend registers one (in its
+// own file): it gets the manifests of its killed runs (possibly none) and the run id asked for.
+type cleaner func(ctx context.Context, cmd *cobra.Command, runID string, manifests []*fleet.Manifest) error
+
+var cleaners = map[string]cleaner{}
+
+// cleanPlan is the plan clean resolved from -c/--set/GPUVET_* (SSH keys, the OpenNebula
+// credentials variable): the cleaners that need settings read it.
+var cleanPlan *config.Plan
+
+func newCleanCmd() *cobra.Command {
+	var backend, runID string
+	var files []string
+	var cf configFlags
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove what a killed multi-host run left behind (remote folders, VMs, …)",
+		Long: `A multi-host run writes every object to a run manifest before creating it (under
+$GPUVET_STATE_DIR, default ~/.local/state/gpuvet/runs) and removes the manifest when everything is
+gone. A run that was killed leaves it behind; clean removes what it still lists (on ssh hosts it
+stops a run still going there first; OpenNebula VMs are terminated, recover-deleted as the last
+resort), then the manifest. Safe to run twice.
+
+  gpuvet clean                                   every manifest in the state directory
+  gpuvet clean --run 20261130T110000Z            one run's
+  gpuvet clean --manifest FILE                   a manifest file (repeatable)
+
+SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
+(opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			plan, err := cf.plan()
+			if err != nil {
+				return err
+			}
+			cleanPlan = plan
+			byBackend, err := cleanManifests(cmd, backend, runID, files)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var errs []error
+			for _, b := range sortedKeys(byBackend) {
+				c, ok := cleaners[b]
+				if !ok {
+					errs = append(errs, fmt.Errorf("manifests of backend %s: this gpuvet has no cleaner for it", b))
+					continue
+				}
+				errs = append(errs, c(ctx, cmd, runID, byBackend[b]))
+			}
+			if err := errors.Join(errs...); err != nil {
+				return failedErr("%v", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
+	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
+	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
+	cf.register(cmd)
+	return cmd
+}
+
+// cleanManifests gathers the manifests to clean, by backend: the files given, else the state
+// directory's (filtered by backend and run id). A backend asked for by name is listed even with
+// no manifest, for cleaners that find leftovers without one.
+func cleanManifests(cmd *cobra.Command, backend, runID string, files []string) (map[string][]*fleet.Manifest, error) {
+	out := map[string][]*fleet.Manifest{}
+	if backend != "" {
+		out[backend] = nil
+	}
+	if len(files) > 0 {
+		for _, f := range files {
+			m, err := fleet.ReadManifest(f)
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			out[m.Backend] = append(out[m.Backend], m)
+		}
+		return out, nil
+	}
+	dir, err := fleet.StateDir()
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	ms, err := fleet.Manifests(dir, backend, runID)
+	if err != nil {
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifests:", err)
+	}
+	for _, m := range ms {
+		out[m.Backend] = append(out[m.Backend], m)
+	}
+	if len(out) == 0 {
+		if runID != "" {
+			return nil, usageErr("no manifest for run %s in %s", runID, dir)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "clean: no run manifest in %s, nothing to clean\n", dir)
+	}
+	return out, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	k := make([]string, 0, len(m))
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Strings(k)
+	return k
+}
+
+// finishManifests removes the manifests whose objects are all gone; gone tells whether an object
+// is gone now.
+func finishManifests(ms []*fleet.Manifest, gone func(fleet.Object) bool) error {
+	var errs []error
+	for _, m := range ms {
+		for _, o := range m.Live() {
+			if gone(o) {
+				m.Deleted(o)
+			}
+		}
+		errs = append(errs, m.Finish())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,146 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// SSH configures backend ssh (gpuvet copies itself to each host and runs there), and how the
+// opennebula backend reaches its VMs.
+type SSH struct {
+	// Hosts are the hosts to vet: ssh_config aliases, host names or addresses (--hosts h1,h2).
+	Hosts []string `yaml:"hosts"`
+	// Inventory is a YAML file listing hosts with per-host user, port, identity_file and set
+	// (config overrides for that host's run); see docs/config.md.
+	Inventory string `yaml:"inventory"`
+	// User and Port apply when neither the inventory nor ~/.ssh/config say (default: the local
+	// user, 22).
+	User string `yaml:"user"`
+	Port int    `yaml:"port"`
+	// IdentityFile is a private key file offered after the agent's keys (default: ~/.ssh/id_*).
+	IdentityFile string `yaml:"identity_file"`
+	// ConfigFile is the ssh_config read for HostName, User, Port, IdentityFile (default ~/.ssh/config).
+	ConfigFile string `yaml:"config_file"`
+	// KnownHosts is the known_hosts file host keys are checked against (default ~/.ssh/known_hosts).
+	// Checking is always on: an unknown or changed host key fails that host.
+	KnownHosts string `yaml:"known_hosts"`
+	// Binary is the gpuvet executable copied to the hosts (default: the one running); its
+	// architecture must match the hosts' `uname -m`.
+	Binary string `yaml:"binary"`
+	// RemoteDir is where the run's folder is made on each host (removed at the end).
+	RemoteDir string `yaml:"remote_dir"`
+	// RemoteBackend is the backend the host runs: local (engines on its GPUs) or sim.
+	RemoteBackend string `yaml:"remote_backend"`
+	// Parallel is how many hosts run at once.
+	Parallel       int      `yaml:"parallel"`
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// OpenNebula configures backend opennebula: VMs with GPU passthrough through the XML-RPC API.
+type OpenNebula struct {
+	// Endpoint is the XML-RPC URL, e.g. http://frontend:2633/RPC2 (--endpoint).
+	Endpoint string `yaml:"endpoint"`
+	// AuthEnv names the environment variable holding user:password, or the path of a file holding
+	// it (as ONE_AUTH). The secret itself is never in the config.
+	AuthEnv string `yaml:"auth_env"`
+	// Clusters limits discovery to these clusters (names or ids); empty: every cluster.
+	Clusters []string `yaml:"clusters"`
+	// VMPerGPU makes one VM per GPU instead of one per host with all its GPUs.
+	VMPerGPU bool `yaml:"vm_per_gpu"`
+	// TemplateID instantiates this VM template (with the GPUs, sizing and SSH key added); -1:
+	// allocate a VM from image and network below.
+	TemplateID int    `yaml:"template_id"`
+	Image      string `yaml:"image"`
+	Network    string `yaml:"network"`
+	VCPU       int    `yaml:"vcpu"`
+	MemoryMB   int    `yaml:"memory_mb"`
+	DiskMB     int    `yaml:"disk_mb"` // 0: the image's size
+	// PinPolicy is the TOPOLOGY PIN_POLICY for a VM whose GPUs' NUMA node is unknown (a known node
+	// gets NODE_AFFINITY instead: OpenNebula refuses both). Empty: none.
+	PinPolicy string `yaml:"pin_policy"`
+	// SSHUser and SSHPort log into the VMs (the key: ssh.identity_file, else the agent's first).
+	SSHUser string `yaml:"ssh_user"`
+	SSHPort int    `yaml:"ssh_port"`
+	// BootTimeout bounds create → RUNNING with SSH answering; CleanupTimeout terminate → DONE
+	// before recover-delete; Poll is the one.vm.info interval.
+	BootTimeout    Duration `yaml:"boot_timeout"`
+	CleanupTimeout Duration `yaml:"cleanup_timeout"`
+	Poll           Duration `yaml:"poll"`
+	Parallel       int      `yaml:"parallel"`
+}
+
+func sshDefaults() SSH {
+	return SSH{RemoteDir: "/tmp", RemoteBackend: "local", Parallel: 4, ConnectTimeout: Duration(15 * time.Second)}
+}
+
+func openNebulaDefaults() OpenNebula {
+	return OpenNebula{AuthEnv: "ONE_AUTH", TemplateID: -1, VCPU: 16, MemoryMB: 65536, SSHUser: "root", SSHPort: 22,
+		BootTimeout: Duration(15 * time.Minute), CleanupTimeout: Duration(5 * time.Minute), Poll: Duration(5 * time.Second), Parallel: 4}
+}
+
+// remoteChecks are the rules over ssh.* and opennebula.*.
+func remoteChecks(c Config) []check {
+	s, o := c.SSH, c.OpenNebula
+	return []check{
+		{"ssh.hosts", c.Backend == "ssh" && len(s.Hosts) == 0 && s.Inventory == "", "backend ssh needs hosts: --hosts h1,h2 or --inventory FILE"},
+		{"ssh.port", s.Port < 0 || s.Port > 65535, "want a port 1..65535 (0: ssh_config's or 22)"},
+		{"ssh.remote_backend", s.RemoteBackend != "local" && s.RemoteBackend != "sim", "want local or sim"},
+		{"ssh.remote_dir", len(s.RemoteDir) == 0 || s.RemoteDir[0] != '/', "want an absolute directory on the hosts, e.g. /tmp"},
+		{"ssh.parallel", s.Parallel < 1, "want ≥ 1"},
+		{"ssh.connect_timeout", s.ConnectTimeout <= 0, "want a positive duration"},
+		{"opennebula.endpoint", c.Backend == "opennebula" && o.Endpoint == "", "backend opennebula needs the XML-RPC URL: --endpoint http://frontend:2633/RPC2"},
+		{"opennebula.auth_env", c.Backend == "opennebula" && o.AuthEnv == "", "name the environment variable holding user:password (e.g. ONE_AUTH)"},
+		{"opennebula.image", c.Backend == "opennebula" && o.TemplateID < 0 && o.Image == "", "without template_id a VM is allocated from an image: set opennebula.image (and network), or template_id"},
+		{"opennebula.vcpu", o.VCPU < 1, "want ≥ 1"},
+		{"opennebula.memory_mb", o.MemoryMB < 512, "want ≥ 512 MB"},
+		{"opennebula.disk_mb", o.DiskMB < 0, "want ≥ 0 (0: the image's size)"},
+		{"opennebula.ssh_port", o.SSHPort < 1 || o.SSHPort > 65535, "want 1..65535"},
+		{"opennebula.boot_timeout", o.BootTimeout <= 0, "want a positive duration"},
+		{"opennebula.cleanup_timeout", o.CleanupTimeout <= 0, "want a positive duration"},
+		{"opennebula.poll", o.Poll < Duration(10*time.Millisecond), "want ≥ 10ms"},
+		{"opennebula.parallel", o.Parallel < 1, "want ≥ 1"},
+		{"opennebula.pin_policy", !oneOfStr(o.PinPolicy, "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (or empty), got %q", o.PinPolicy)},
+	}
+}
+
+func oneOfStr(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}
+
+// RemoteYAML is the resolved plan as one YAML file for a host's own `gpuvet run` (ssh and
+// opennebula backends): every value as resolved here, with the backend the host runs, and
+// without what belongs to this machine only (the baseline file, the fleet's own settings).
+func (p *Plan) RemoteYAML() ([]byte, error) {
+	c := p.Config
+	c.Backend = c.SSH.RemoteBackend
+	c.Run.Baseline, c.Run.SaveBaseline = "", false
+	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	// The hosts would refuse a plan this one does not check (e.g. engine kind generic without a
+	// command, which only the local backend needs): refuse it here, before any host is touched.
+	q := &Plan{Sources: map[string]string{}}
+	if q.tree, err = toTree(Defaults(), "default", q.Sources); err != nil {
+		return nil, err
+	}
+	if err := q.applyBytes("hosts' plan", b); err != nil {
+		return nil, err
+	}
+	rc, err := decode(q.tree)
+	if err != nil {
+		return nil, err
+	}
+	if err := validate(rc, p.Sources, "on the hosts ("+c.Backend+")"); err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,206 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CheckNodeToNode is the check id of a node-to-node flag. It sits under judge's "compare." prefix,
+// but on hosts[].flags, which judge.Apply keeps as they are; CompareNodes rewrites its own.
+const CheckNodeToNode = "compare.node_to_node"
+
+// CompareNodes compares the hosts of a merged summary node to node: per model and LLM metric (the
+// ones judge compares GPU to GPU), each host's figure is the median over its endpoints (per GPU,
+// so nodes with different GPU counts compare), and the hosts are judged with the GPU-to-GPU rule and
+// LLM guards; health microbenchmarks likewise with the GEMM guards. A flagged host gets a host
+// flag. Failed hosts and hosts without figures are left out. Running it again gives the same result.
+func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
+	if s.Fleet == nil {
+		s.Fleet = &results.Fleet{}
+	}
+	s.Fleet.Comparisons = nil
+	for i := range s.Hosts {
+		s.Hosts[i].Flags = slices.DeleteFunc(s.Hosts[i].Flags, func(f results.Flag) bool { return f.Check == CheckNodeToNode })
+	}
+	var hosts []int
+	for i, h := range s.Hosts {
+		if h.Error == "" && h.Discovery.Error == "" {
+			hosts = append(hosts, i)
+		}
+	}
+	if len(hosts) < 2 {
+		return
+	}
+	for _, model := range modelNames(s, hosts) {
+		for _, met := range judge.LLMMetrics {
+			if met.BaselineOnly {
+				continue
+			}
+			var cells []nodeCell
+			for _, hi := range hosts {
+				if c, ok := llmCell(&s.Hosts[hi], model, met); ok {
+					c.host = hi
+					cells = append(cells, c)
+				}
+			}
+			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm)
+		}
+	}
+	for _, name := range benchNames(s, hosts) {
+		var cells []nodeCell
+		for _, hi := range hosts {
+			if c, ok := benchCell(&s.Hosts[hi], name); ok {
+				c.host = hi
+				cells = append(cells, c)
+			}
+		}
+		addComparison(s, "health "+name, cells, true, gemm)
+	}
+}
+
+// nodeCell is one host's figure, with the quality the comparison rule's guards read.
+type nodeCell struct {
+	host int
+	compare.Figure
+}
+
+// summary is a local name for results.Summary so the comparison helper reads as a method.
+type summary = results.Summary
+
+// addComparison judges one metric across hosts and records it with its flags. This is the one call
+// site of the GPU-to-GPU rule for hosts: cells are numbered by host position, and the rule's
+// "gpu N" wording is rewritten to the host's name.
+func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g compare.Guards) {
+	if len(cells) < 2 {
+		return
+	}
+	jc := make([]compare.Cell, len(cells))
+	for i, c := range cells {
+		jc[i] = compare.Cell{GPU: c.host, Figure: c.Figure}
+	}
+	// The rule's wording keys on the metric's name (throughput / TTFT guards), so judge the bare
+	// metric and prefix the model afterwards.
+	what, bare := metric[:max(0, strings.LastIndex(metric, " "))], metric[strings.LastIndex(metric, " ")+1:]
+	cmp := compare.GPUs(bare, jc, higher, g)
+	cmp.Metric = metric
+	rename := hostRenamer(s, cells)
+	cmp.Note = rename.Replace(cmp.Note)
+	for i := range cmp.Values {
+		v := &cmp.Values[i]
+		v.Host = s.Hosts[v.GPU].Name
+		v.Reason = rename.Replace(v.Reason)
+		if v.Flagged {
+			h := &s.Hosts[v.GPU]
+			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "node " + h.Name, Check: CheckNodeToNode,
+				Reason: what + ": " + strings.Replace(v.Reason, "check this card's", "check this node's", 1)})
+		}
+	}
+	s.Fleet.Comparisons = append(s.Fleet.Comparisons, cmp)
+}
+
+// hostRenamer rewrites judge's "gpu N" (N = host position) to "node NAME".
+func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
+	var pairs []string
+	for _, c := range cells {
+		name := s.Hosts[c.host].Name
+		pairs = append(pairs, fmt.Sprintf("on gpu %d ", c.host), "on node "+name+" ",
+			fmt.Sprintf("(gpu %d:", c.host), "(node "+name+":", fmt.Sprintf("gpu %d has", c.host), "node "+name+" has")
+	}
+	return strings.NewReplacer(pairs...)
+}
+
+// llmCell is a host's figure for one model and metric: the median over its endpoints with load,
+// as doubtful as its most doubtful endpoint (fewest samples, any lower bound or client limit).
+func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool) {
+	var vals, reqs []float64
+	c := nodeCell{Figure: compare.Figure{Samples: -1}}
+	for _, m := range h.Models {
+		if m.Model != model {
+			continue
+		}
+		for _, ep := range m.Endpoints {
+			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" {
+				continue
+			}
+			f, ok := met.Get(ep.Load)
+			if !ok {
+				continue
+			}
+			vals = append(vals, f.Value)
+			reqs = append(reqs, ep.Load.SustainedReqS)
+			if c.Samples < 0 || f.Samples < c.Samples {
+				c.Samples = f.Samples
+			}
+			c.LowerBound = c.LowerBound || f.LowerBound
+			c.ClientLimited = c.ClientLimited || f.ClientLimited
+		}
+	}
+	if len(vals) == 0 {
+		return c, false
+	}
+	c.Value, c.ReqS = median(vals), median(reqs)
+	return c, true
+}
+
+// benchCell is a host's figure for one health microbenchmark: the median over its GPUs.
+func benchCell(h *results.Host, name string) (nodeCell, bool) {
+	if h.Health == nil {
+		return nodeCell{}, false
+	}
+	var vals []float64
+	for _, g := range h.Health.GPUs {
+		for _, b := range g.Bench {
+			if b.Name == name && b.Error == "" && b.Value > 0 {
+				vals = append(vals, b.Value)
+			}
+		}
+	}
+	if len(vals) == 0 {
+		return nodeCell{}, false
+	}
+	return nodeCell{Figure: compare.Figure{Value: median(vals)}}, true
+}
+
+func modelNames(s *summary, hosts []int) []string {
+	var out []string
+	for _, hi := range hosts {
+		for _, m := range s.Hosts[hi].Models {
+			if !slices.Contains(out, m.Model) {
+				out = append(out, m.Model)
+			}
+		}
+	}
+	return out
+}
+
+func benchNames(s *summary, hosts []int) []string {
+	var out []string
+	for _, hi := range hosts {
+		if h := s.Hosts[hi].Health; h != nil {
+			for _, g := range h.GPUs {
+				for _, b := range g.Bench {
+					if !slices.Contains(out, b.Name) {
+						out = append(out, b.Name)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	v = slices.Clone(v)
+	sort.Float64s(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}

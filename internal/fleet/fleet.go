@@ -1,0 +1,143 @@
+// Package fleet runs the one-host pipeline on many hosts: a backend (kubernetes, ssh, opennebula)
+// provides each Host's Provision, Run and Cleanup; fleet bounds how many run at once, records a
+// host that fails (with its phase and reason) without costing the others, merges the per-host
+// summaries into one summary with hosts[], compares the hosts node to node with the GPU-to-GPU rule
+// and guards, and keeps a run manifest (every object written before it is created) that
+// `gpuvet clean` reads when a run was killed.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Host is one machine (a Kubernetes node, an SSH host, a VM) as a backend drives it.
+type Host interface {
+	// Name is the host's name as it appears in summary.json hosts[].name.
+	Name() string
+	// Provision makes the host ready to run the pipeline (copy or pull gpuvet, create objects).
+	Provision(ctx context.Context) error
+	// Run runs the pipeline on the host and returns its summary. A summary with an error is kept:
+	// what the host measured before it broke is never lost.
+	Run(ctx context.Context) (*results.Summary, error)
+	// Cleanup removes what Provision and Run created. It runs whatever happened before, with its
+	// own context (the run's may be cancelled).
+	Cleanup(ctx context.Context) error
+}
+
+// Skipped is a host the backend chose not to run, with the reason (e.g. "no free nvidia.com/gpu").
+type Skipped struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// Phases a host goes through; an Outcome's Phase names the one that failed.
+const (
+	PhaseProvision = "provision"
+	PhaseRun       = "run"
+	PhaseCleanup   = "cleanup"
+)
+
+// Outcome is what one host left: its summary (possibly partial), and the first error with its phase.
+type Outcome struct {
+	Host     string
+	Summary  *results.Summary
+	Err      error
+	Phase    string // the phase that failed; "" when none did
+	Started  time.Time
+	Elapsed  time.Duration
+	CleanErr error // a cleanup failure, kept apart so it never hides the run's own error
+}
+
+// Options bound and report a fleet run.
+type Options struct {
+	// Parallel is how many hosts run at once (--parallel-nodes); < 1 means 1.
+	Parallel int
+	// CleanupTimeout bounds each host's Cleanup (default 2 minutes).
+	CleanupTimeout time.Duration
+	// Progress receives one line per host step (nil: silent).
+	Progress func(format string, args ...any)
+}
+
+// Run drives every host through Provision → Run → Cleanup, at most opt.Parallel at a time, and
+// returns one Outcome per host in the order given. A host that fails or panics is recorded; the
+// others go on. Cleanup always runs, even when ctx is cancelled.
+func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
+	par := max(1, opt.Parallel)
+	out := make([]Outcome, len(hosts))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				out[i] = Outcome{Host: h.Name(), Phase: PhaseProvision, Err: fmt.Errorf("not started: %w", context.Cause(ctx))}
+				return
+			}
+			defer func() { <-sem }()
+			out[i] = runHost(ctx, h, opt)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func runHost(ctx context.Context, h Host, opt Options) Outcome {
+	o := Outcome{Host: h.Name(), Started: time.Now()}
+	say := func(format string, args ...any) {
+		if opt.Progress != nil {
+			opt.Progress("%s: %s", h.Name(), fmt.Sprintf(format, args...))
+		}
+	}
+	defer func() { o.Elapsed = time.Since(o.Started) }()
+	say("provision")
+	if err := protect(func() error { return h.Provision(ctx) }); err != nil {
+		o.Phase, o.Err = PhaseProvision, err
+	} else {
+		say("run")
+		err := protect(func() error {
+			s, err := h.Run(ctx)
+			o.Summary = s
+			return err
+		})
+		if err != nil {
+			o.Phase, o.Err = PhaseRun, err
+		}
+	}
+	if o.Err != nil {
+		say("FAILED in %s: %v", o.Phase, o.Err)
+	}
+	timeout := opt.CleanupTimeout
+	if timeout <= 0 {
+		timeout = 2 * time.Minute
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := protect(func() error { return h.Cleanup(cctx) }); err != nil {
+		o.CleanErr = err
+		say("cleanup FAILED: %v", err)
+	} else {
+		say("cleaned up")
+	}
+	return o
+}
+
+// protect turns a panic into an error, so one broken host never ends the fleet run.
+func protect(fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			st := strings.SplitN(string(debug.Stack()), "\n", 13)
+			err = fmt.Errorf("panic: %v\n%s", p, strings.Join(st[:min(12, len(st))], "\n"))
+		}
+	}()
+	return fn()
+}

@@ -1,0 +1,110 @@
+package fleet
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Merge folds per-host outcomes into one summary: base carries the run's identity (run id, backend,
+// tool, meta); every outcome becomes one hosts[] entry named after its host (a host's summary with
+// several hosts keeps them all, as HOST/NAME). A host that failed keeps what it measured, its
+// status is failed and its error says in which phase; a host with no summary at all is still
+// listed. Cleanup failures become caveats (they name `gpuvet clean`). The caller judges the merged
+// summary (judge.Apply) after CompareNodes, so the roll-up sees the node flags.
+func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost, parallel int) *results.Summary {
+	s := *base
+	s.Hosts = nil
+	s.Fleet = &results.Fleet{ParallelHosts: max(1, parallel), Skipped: slices.Clone(skipped)}
+	for _, o := range outs {
+		hosts := hostsOf(o)
+		for i := range hosts {
+			h := &hosts[i]
+			if o.Err != nil {
+				h.Error = joinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
+				h.Status = results.StatusFailed
+			}
+		}
+		s.Hosts = append(s.Hosts, hosts...)
+		if o.Summary != nil {
+			mergeMeta(&s.Meta, o.Summary.Meta)
+			for _, c := range o.Summary.Caveats {
+				if !slices.Contains(s.Caveats, c) {
+					s.Caveats = append(s.Caveats, c)
+				}
+			}
+		}
+		if o.CleanErr != nil {
+			s.Caveats = append(s.Caveats, fmt.Sprintf("%s: cleanup failed (%v): run `gpuvet clean` to remove what is left", o.Host, o.CleanErr))
+		}
+	}
+	return &s
+}
+
+// hostsOf returns the hosts[] entries an outcome contributes, named after the fleet host.
+func hostsOf(o Outcome) []results.Host {
+	if o.Summary == nil || len(o.Summary.Hosts) == 0 {
+		h := results.Host{Name: o.Host, Status: results.StatusFailed}
+		if o.Summary != nil && o.Summary.Error != "" {
+			h.Error = o.Summary.Error
+		}
+		if o.Err == nil && h.Error == "" {
+			h.Error = "the host returned no results"
+		}
+		return []results.Host{h}
+	}
+	hosts := slices.Clone(o.Summary.Hosts)
+	for i := range hosts {
+		if len(hosts) == 1 {
+			hosts[i].Name = o.Host
+		} else {
+			hosts[i].Name = o.Host + "/" + hosts[i].Name
+		}
+		if o.Summary.Error != "" {
+			hosts[i].Error = joinErr(hosts[i].Error, o.Summary.Error)
+			hosts[i].Status = results.StatusFailed
+		}
+	}
+	return hosts
+}
+
+// mergeMeta fills the fleet's meta from a host's where the fleet's is still empty.
+func mergeMeta(dst *results.Meta, src results.Meta) {
+	fill := func(d *string, v string) {
+		if *d == "" {
+			*d = v
+		}
+	}
+	fill(&dst.DriverVersion, src.DriverVersion)
+	fill(&dst.CUDAVersion, src.CUDAVersion)
+	fill(&dst.Engine, src.Engine)
+	fill(&dst.EngineVersion, src.EngineVersion)
+	if dst.LoadProfile == nil {
+		dst.LoadProfile = src.LoadProfile
+	}
+	if len(dst.Models) == 0 {
+		dst.Models = src.Models
+	}
+	if dst.ParallelGPUs == 0 {
+		dst.ParallelGPUs = src.ParallelGPUs
+	}
+	for k, v := range src.Thresholds {
+		if dst.Thresholds == nil {
+			dst.Thresholds = map[string]results.Threshold{}
+		}
+		if _, ok := dst.Thresholds[k]; !ok {
+			dst.Thresholds[k] = v
+		}
+	}
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,419 @@
+package ssh
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Job is one host's run: what to copy, what to run, where results go.
+type Job struct {
+	// Binary is the gpuvet executable copied to the host; BinaryArch its GOARCH (checked against the
+	// host's `uname -m` before anything is copied).
+	Binary     string
+	BinaryArch string
+	// Plan is the resolved plan as YAML, passed to the remote run as -c plan.yaml.
+	Plan []byte
+	// Args are appended to `gpuvet run -c plan.yaml --out out` there (e.g. --backend local).
+	Args []string
+	// RemoteDir is the folder gpuvet creates on the host and removes at the end (it must not exist).
+	RemoteDir string
+	// LocalOut receives the host's output folder (summary.json, logs/, raw/, report).
+	LocalOut string
+	// Progress gets each line the remote run prints (stdout and stderr), without its newline.
+	Progress func(line string)
+	// StopGrace is how long an interrupted remote run gets to stop its engines after SIGTERM before
+	// SIGKILL (default 20 s).
+	StopGrace time.Duration
+}
+
+// Outcome is what came back from one host.
+type Outcome struct {
+	Summary  *results.Summary // nil when the run wrote none
+	ExitCode int              // the remote gpuvet's exit status (-1: unknown, e.g. the connection died)
+	Tail     string           // the last lines the remote run printed, for a failure's reason
+	// Left is non-empty when cleanup could not remove RemoteDir: say it loudly.
+	Left string
+}
+
+// Run copies gpuvet to the host, runs it, collects its output and removes RemoteDir whatever
+// happens (success, failure, ctx cancelled): Prepare, Execute and Remove in one call. The error
+// says why the host has no result; a remote run that finished with a failed or flagged status is
+// not an error (the summary says it).
+func Run(ctx context.Context, c *gossh.Client, j Job) (out *Outcome, err error) {
+	out = &Outcome{ExitCode: -1}
+	if err := Prepare(ctx, c, j); err != nil {
+		if !errors.Is(err, errNotCreated) {
+			out.Left = cleanup(c, j.RemoteDir)
+		}
+		return out, err
+	}
+	defer func() { out.Left = cleanup(c, j.RemoteDir) }()
+	return Execute(ctx, c, j)
+}
+
+// errNotCreated marks a Prepare failure before RemoteDir existed: nothing to remove.
+var errNotCreated = errors.New("nothing created on the host")
+
+// Prepare checks the host's architecture against the binary, creates RemoteDir (it must not
+// exist) and copies gpuvet and the plan into it.
+func Prepare(ctx context.Context, c *gossh.Client, j Job) error {
+	arch, err := output(ctx, c, "uname -m")
+	if err != nil {
+		return fmt.Errorf("uname -m: %v (%w)", err, errNotCreated)
+	}
+	if got := goarch(strings.TrimSpace(arch)); got != j.BinaryArch {
+		return fmt.Errorf("host is %s (%s) but the gpuvet binary is %s: build one with GOARCH=%s and pass it with ssh.binary (%w)", strings.TrimSpace(arch), got, j.BinaryArch, got, errNotCreated)
+	}
+	if _, err := output(ctx, c, "mkdir -m 700 "+quote(j.RemoteDir)); err != nil {
+		return fmt.Errorf("mkdir %s: %v (%w)", j.RemoteDir, err, errNotCreated)
+	}
+	if err := upload(ctx, c, j.Binary, j.RemoteDir+"/gpuvet", 0o700); err != nil {
+		return fmt.Errorf("copy gpuvet: %v", err)
+	}
+	if err := uploadBytes(ctx, c, j.Plan, j.RemoteDir+"/plan.yaml"); err != nil {
+		return fmt.Errorf("copy plan: %v", err)
+	}
+	return nil
+}
+
+// Execute runs the prepared gpuvet and collects its output folder into LocalOut, also after a
+// failure or an interrupt (a killed run keeps what it measured).
+func Execute(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
+	out := &Outcome{ExitCode: -1}
+	code, tail, runErr := runRemote(ctx, c, j)
+	out.ExitCode, out.Tail = code, tail
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	collectErr := collect(cctx, c, j.RemoteDir+"/out", j.LocalOut)
+	if s, err := results.Read(filepath.Join(j.LocalOut, "summary.json")); err == nil {
+		out.Summary = s
+	}
+	switch {
+	case runErr != nil:
+		return out, runErr
+	case out.Summary == nil && collectErr != nil:
+		return out, fmt.Errorf("remote gpuvet exited %d and its results could not be collected (%v); last output: %s", code, collectErr, tail)
+	case out.Summary == nil:
+		return out, fmt.Errorf("remote gpuvet exited %d without a summary; last output: %s", code, tail)
+	}
+	return out, nil
+}
+
+// goarch maps `uname -m` to Go's GOARCH names.
+func goarch(m string) string {
+	switch m {
+	case "x86_64", "amd64":
+		return "amd64"
+	case "aarch64", "arm64":
+		return "arm64"
+	case "ppc64le":
+		return "ppc64le"
+	case "s390x":
+		return "s390x"
+	}
+	return m
+}
+
+// quote makes s one word for a POSIX shell.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// output runs cmd in a new session and returns its stdout; the error carries stderr.
+func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return "", err
+	}
+	defer s.Close()
+	var stdout, stderr bytes.Buffer
+	s.Stdout, s.Stderr = &stdout, &stderr
+	if err := waitCtx(ctx, s, cmd); err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return stdout.String(), fmt.Errorf("%v: %s", err, msg)
+		}
+		return stdout.String(), err
+	}
+	return stdout.String(), nil
+}
+
+// waitCtx runs cmd and returns when it ends or ctx is done (then the session is closed).
+func waitCtx(ctx context.Context, s *gossh.Session, cmd string) error {
+	if err := s.Start(cmd); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
+	}
+}
+
+func upload(ctx context.Context, c *gossh.Client, local, remote string, mode os.FileMode) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return put(ctx, c, f, remote, mode)
+}
+
+func uploadBytes(ctx context.Context, c *gossh.Client, b []byte, remote string) error {
+	return put(ctx, c, bytes.NewReader(b), remote, 0o600)
+}
+
+// put streams r into the remote file through `cat` (no scp or sftp needed on the host).
+func put(ctx context.Context, c *gossh.Client, r io.Reader, remote string, mode os.FileMode) error {
+	s, err := c.NewSession()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	s.Stdin = r
+	var stderr bytes.Buffer
+	s.Stderr = &stderr
+	cmd := fmt.Sprintf("cat > %s && chmod %o %s", quote(remote), mode, quote(remote))
+	if err := waitCtx(ctx, s, cmd); err != nil {
+		return fmt.Errorf("%v %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// runRemote runs gpuvet there, streaming its lines to Progress. On ctx cancel the remote run gets
+// SIGTERM (it stops its engines and writes what it measured), then SIGKILL after StopGrace.
+func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error) {
+	s, err := c.NewSession()
+	if err != nil {
+		return -1, "", err
+	}
+	defer s.Close()
+	dir := quote(j.RemoteDir)
+	args := []string{"./gpuvet", "run", "-c", "plan.yaml", "--out", "out"}
+	for _, a := range j.Args {
+		args = append(args, quote(a))
+	}
+	// The pid file lets a second session signal the run: not every sshd delivers signal requests.
+	cmd := fmt.Sprintf("cd %s && echo $$ > pid && exec %s", dir, strings.Join(args, " "))
+	tail := &tailLines{max: 20}
+	var wg sync.WaitGroup
+	stream := func(r io.Reader) {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			tail.add(sc.Text())
+			if j.Progress != nil {
+				j.Progress(sc.Text())
+			}
+		}
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		return -1, "", err
+	}
+	stderr, err := s.StderrPipe()
+	if err != nil {
+		return -1, "", err
+	}
+	wg.Add(2)
+	go stream(stdout)
+	go stream(stderr)
+	if err := s.Start(cmd); err != nil {
+		return -1, "", err
+	}
+	done := make(chan error, 1)
+	go func() { wg.Wait(); done <- s.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		werr = stop(c, s, j, done)
+	}
+	code := exitCode(werr)
+	if ctx.Err() != nil {
+		return code, tail.String(), fmt.Errorf("interrupted: the remote run was stopped (%v)", ctx.Err())
+	}
+	if code < 0 {
+		return code, tail.String(), fmt.Errorf("the connection to the host died mid-run (%v); last output: %s", werr, tail.String())
+	}
+	return code, tail.String(), nil
+}
+
+// stop asks the remote run to end (SIGTERM through the session and through kill), waits StopGrace,
+// then kills it.
+func stop(c *gossh.Client, s *gossh.Session, j Job, done <-chan error) error {
+	grace := j.StopGrace
+	if grace <= 0 {
+		grace = 20 * time.Second
+	}
+	bg, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+	defer cancel()
+	pid := "$(cat " + quote(j.RemoteDir+"/pid") + ")"
+	_ = s.Signal(gossh.SIGTERM)
+	_, _ = output(bg, c, "kill -TERM "+pid+" 2>/dev/null")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+	}
+	_, _ = output(bg, c, "kill -KILL "+pid+" 2>/dev/null")
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		return errors.New("the remote run did not end after SIGKILL")
+	}
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *gossh.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitStatus()
+	}
+	return -1
+}
+
+// collect copies the remote folder into local through tar (present on every Linux host).
+func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
+	s, err := c.NewSession()
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	r, err := s.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	s.Stderr = &stderr
+	if err := s.Start("tar -C " + quote(remote) + " -cf - ."); err != nil {
+		return err
+	}
+	xerr := untar(r, local)
+	_, _ = io.Copy(io.Discard, r)
+	if err := s.Wait(); err != nil {
+		return fmt.Errorf("tar: %v %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return xerr
+}
+
+// untar extracts regular files and folders under dir, refusing any path that leaves it.
+func untar(r io.Reader, dir string) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := filepath.Clean(h.Name)
+		if name == "." {
+			continue
+		}
+		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("tar entry %q leaves the output folder", h.Name)
+		}
+		p := filepath.Join(dir, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, tr)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// cleanup removes the remote folder and checks it is gone; it returns what was left ("" when
+// nothing). It runs on a fresh context: an interrupted run still cleans up.
+func cleanup(c *gossh.Client, dir string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := Remove(ctx, c, dir); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// Remove deletes dir on the host and checks it is gone (safe to run twice).
+func Remove(ctx context.Context, c *gossh.Client, dir string) error {
+	if !strings.HasPrefix(dir, "/") || strings.Count(dir, "/") < 2 {
+		return fmt.Errorf("refusing to remove %q: not a gpuvet run folder", dir)
+	}
+	// A run still going there (its controller was killed) is stopped first: SIGTERM lets it stop
+	// its engines; the pid counts only while that process still runs in this folder.
+	script := `d=%s
+if [ -f "$d/pid" ]; then
+  p=$(cat "$d/pid")
+  if [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$d" ] && kill -TERM "$p" 2>/dev/null; then
+    i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); done
+    kill -KILL "$p" 2>/dev/null
+  fi
+fi
+rm -rf "$d"; test ! -e "$d"`
+	if _, err := output(ctx, c, fmt.Sprintf(script, quote(dir))); err != nil {
+		return fmt.Errorf("%s left on the host: %v", dir, err)
+	}
+	return nil
+}
+
+// tailLines keeps the last max lines.
+type tailLines struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (t *tailLines) add(l string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, l)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+}
+
+func (t *tailLines) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.lines) == 0 {
+		return "(nothing)"
+	}
+	last := t.lines[max(0, len(t.lines)-3):]
+	return strings.Join(last, " | ")
+}
