@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -348,6 +349,8 @@ func TestKilledSSHRunThenCleanManifest(t *testing.T) {
 	cmd := gpuvet(append(lab.args(out), "--backend", "ssh", "--hosts", "127.0.0.1", "--set", "ssh.port="+strconv.Itoa(h1.Port()),
 		"--set", "load.max_duration=30s")...)
 	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +367,7 @@ func TestKilledSSHRunThenCleanManifest(t *testing.T) {
 	left, _ := os.ReadDir(remote)
 	ms, _ := filepath.Glob(filepath.Join(lab.state, "ssh-*.json"))
 	if len(left) == 0 || len(ms) != 1 {
-		t.Fatalf("the test killed gpuvet too late or too early: remote %v, manifests %v", left, ms)
+		t.Fatalf("the test killed gpuvet too late or too early: remote %v, manifests %v; its output:\n%s", left, ms, output.String())
 	}
 	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+lab.key, "--set", "ssh.known_hosts="+lab.knownHosts, "--set", "ssh.config_file=/dev/null")
 	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")

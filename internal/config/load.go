@@ -275,8 +275,14 @@ func envKeys() map[string]string {
 	return out
 }
 
-// otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys).
-var otherEnv = map[string]bool{"GPUVET_CHROMIUM": true}
+// otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys); a new one is added
+// here, or a run that sets it stops as a typo.
+var otherEnv = map[string]bool{
+	"GPUVET_CHROMIUM":        true, // report: the Chromium that prints the PDF
+	"GPUVET_STATE_DIR":       true, // fleet: where run manifests live
+	"GPUVET_ENGINE_ID":       true, // engine: the marker on an engine's processes
+	"GPUVET_ENGINE_WATCHDOG": true, // engine: set on gpuvet re-executed as an engine's watchdog
+}
 
 // applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is an error naming
 // the closest key, as an unknown key in a file is: a typo must not silently run the default.
