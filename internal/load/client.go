@@ -250,8 +250,9 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 			return
 		}
 		delta := 0
-		if ch.Usage != nil {
-			final = ch.Usage
+		if ch.HasUsage {
+			final = &usage{}
+			*final = ch.Usage
 			if ch.HasChoices {
 				rec.contUsage = true
 				delta = ch.Usage.CompletionTokens - lastCum

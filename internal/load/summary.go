@@ -138,9 +138,9 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 // window's 40 per-slice rates).
 func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
 	ci := &results.Intervals{
-		TTFTP95: metrics.Bootstrap(ttft, metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed),
-		TTFTP99: metrics.Bootstrap(ttft, metrics.QuantileStat(0.99), ciLevel, bootstrapResamples, seed+1),
-		ITLP95:  metrics.Bootstrap(subsample(itl, maxBootstrapPool, seed), metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed+2),
+		TTFTP95: metrics.BootstrapQuantile(ttft, 0.95, ciLevel, bootstrapResamples, seed),
+		TTFTP99: metrics.BootstrapQuantile(ttft, 0.99, ciLevel, bootstrapResamples, seed+1),
+		ITLP95:  metrics.BootstrapQuantile(subsample(itl, maxBootstrapPool, seed), 0.95, ciLevel, bootstrapResamples, seed+2),
 	}
 	if bucket > 0 {
 		rates := make([]float64, len(buckets))
