@@ -47,6 +47,8 @@ type client struct {
 	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
 	// no longer sent.
 	dropped []string
+	// marked counts chunks with generated text over the load (the early-stop watcher's rate).
+	marked atomic.Int64
 }
 
 // Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
@@ -264,6 +266,7 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 		}
 		if ch.TextBytes > 0 || delta > 0 {
 			rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+			c.marked.Add(1)
 		}
 	}
 	rec.finalize(final)

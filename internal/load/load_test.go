@@ -219,12 +219,29 @@ func TestSweepAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Runs) != 7 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
-		t.Fatalf("runs: %d", len(l.Runs))
+	if l.Saturation == nil || l.Saturation.Knee == nil {
+		t.Fatalf("saturation %+v: no knee search", l.Saturation)
 	}
-	syncRate, probeRate := rungRate(l.Runs[0]), rungRate(l.Runs[1])
-	for i, r := range l.Runs[2:] {
-		want := syncRate + (probeRate-syncRate)*float64(i+1)/5
+	k := l.Saturation.Knee
+	probes := len(k.Probes)
+	if len(l.Runs) != 1+probes+5 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
+		t.Fatalf("runs: %d (knee %+v)", len(l.Runs), k)
+	}
+	best := l.Runs[1]
+	for _, r := range l.Runs[1 : 1+probes] {
+		if r.Kind != kindThroughput {
+			t.Fatalf("probe of kind %s", r.Kind)
+		}
+		if r.OutputTokS > best.OutputTokS {
+			best = r
+		}
+	}
+	syncRate := rungRate(l.Runs[0])
+	if want := kneeOvershoot * rungRate(best); math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
+		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)
+	}
+	for i, r := range l.Runs[1+probes:] {
+		want := syncRate + (k.LadderTopReqS-syncRate)*float64(i+1)/5
 		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {
 			t.Fatalf("rung %d: %s at %v, want constant at %v", i, r.Kind, r.TargetRate, want)
 		}
@@ -232,7 +249,7 @@ func TestSweepAndRecords(t *testing.T) {
 			t.Fatal("no goodput with an SLO")
 		}
 	}
-	if l.Saturation == nil || len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != l.Runs[1].OutputTokS {
+	if len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != best.OutputTokS {
 		t.Fatalf("saturation %+v", l.Saturation)
 	}
 	if l.PeakOutputTokS <= 0 || math.Abs(l.SustainedReqS-l.PeakOutputTokS/20) > 1e-6 {

@@ -131,6 +131,7 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 	}
 	run.CI = intervals(ttft, itl, buckets, bucket, seed+uint64(spec.Index))
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
+	run.EarlyStop = o.earlyStop
 	return run
 }
 

@@ -35,7 +35,8 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 	d := Deps{
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
-				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress})
+				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress,
+				MaxNumSeqs: maxNumSeqs(cfg)})
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,

@@ -144,6 +144,8 @@ type Run struct {
 	ClientLimited bool       `json:"client_limited,omitempty"`
 	ClientReason  string     `json:"client_limited_reason,omitempty"`
 	CI            *Intervals `json:"ci,omitempty"`
+	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
+	EarlyStop string `json:"early_stop,omitempty"`
 }
 
 // RequestCounts counts requests in the measured window.
@@ -189,6 +191,28 @@ type Saturation struct {
 	Peak        float64   `json:"peak_output_tok_s"`  // saturated peak (the throughput probe)
 	Rungs       []float64 `json:"rungs_output_tok_s"` // constant rungs, in order
 	Reason      string    `json:"reason,omitempty"`
+	// Knee is the search for the concurrency where output tok/s stops growing (nil: not searched).
+	Knee *Knee `json:"knee,omitempty"`
+}
+
+// Knee records how a sweep raised its throughput probe: doubling concurrency from max_concurrency while
+// output tok/s grew, up to the engine's max_num_seqs; the constant rungs then reach the best probe's rate.
+type Knee struct {
+	Probes      []KneeProbe `json:"probes"`
+	Concurrency int         `json:"concurrency"` // the best probe's, which the ladder tops at
+	Limit       int         `json:"limit"`       // the most concurrency the search could reach
+	LimitSource string      `json:"limit_source"`
+	Reason      string      `json:"reason"` // why the search stopped
+	// LadderTopReqS is the top constant rung's rate: a little past the best probe's, to show the plateau.
+	LadderTopReqS float64 `json:"ladder_top_req_s"`
+}
+
+// KneeProbe is one throughput probe of the knee search.
+type KneeProbe struct {
+	Concurrency int     `json:"concurrency"`
+	OutputTokS  float64 `json:"output_tok_s"`
+	// ServerWaiting is the median of the endpoint's queued requests over the probe (-1: not scraped).
+	ServerWaiting float64 `json:"server_waiting"`
 }
 
 // LowerBound reports whether throughput from this sweep is only a lower bound.
