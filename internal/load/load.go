@@ -348,12 +348,13 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		path = "/v1/chat/completions"
 	}
 	var err error
-	hc := newHTTPClient(slots(o, cfg))
+	rx := &rxStatus{}
+	hc := newHTTPClient(slots(o, cfg), rx)
 	defer hc.CloseIdleConnections()
 	defer softMemoryLimit(slots(o, cfg))()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
-		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, rx: rx}
 
 	l := &results.Load{Config: cfg, Model: o.Model, URL: o.URL}
 	var local *dataset.Tokenizer
@@ -419,6 +420,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		l.Server = sc.result()
 	}
 	fillTotals(l, att, ex.allLags, cpuTime()-cpu0, time.Since(wall0))
+	fillRX(l, rx, ex.rxLags)
 	l.OutputCounts = ex.countsSource()
 	if ex.recErr != nil && l.Error == "" {
 		l.Error = "writing records: " + ex.recErr.Error()
@@ -570,6 +572,7 @@ type executor struct {
 	rung     int
 	sc       *scraper // nil: /metrics not scraped
 	allLags  []float64
+	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
 	counts   map[string]int
 }
 
@@ -596,6 +599,9 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 		}
 		if !r.Warmup && !r.noLag && r.ok() {
 			ex.allLags = append(ex.allLags, r.LagMs)
+		}
+		if !r.Warmup && r.ok() && r.rxN > 0 {
+			ex.rxLags = append(ex.rxLags, r.RXLagMs)
 		}
 	}
 	if ex.recW != nil && ex.recErr == nil {

@@ -140,7 +140,7 @@ func TestConnectError(t *testing.T) {
 	s := f.start(t)
 	url := s.URL
 	o := opts(url, results.LoadConfig{Profile: "synchronous", MaxRequests: 2})
-	cl := &client{hc: newHTTPClient(1), endpoint: "http://127.0.0.1:1/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: "http://127.0.0.1:1/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
 	rec := &Record{}
 	cl.do(context.Background(), promptOf("hi"), 5, rec)
 	if rec.Error != errConnect {
@@ -152,7 +152,7 @@ func TestConnectError(t *testing.T) {
 func TestStallIsTimeout(t *testing.T) {
 	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true}
 	s := f.start(t)
-	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
 	rec := &Record{}
 	cl.do(context.Background(), promptOf("hi"), 5, rec)
 	if rec.Error != errTimeout {
@@ -350,7 +350,7 @@ func TestAPIKeyFromEnvOnly(t *testing.T) {
 	got := ""
 	f := &fake{model: testModel}
 	s := f.start(t)
-	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, key: apiKey("GPUVET_TEST_KEY"), reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, key: apiKey("GPUVET_TEST_KEY"), reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
 	got = cl.key
 	if got != "sekret" {
 		t.Fatalf("key %q", got)

@@ -227,6 +227,10 @@ type ClientCheck struct {
 	Cores         int     `json:"cores"`
 	ClientLimited bool    `json:"client_limited"`
 	Reason        string  `json:"reason,omitempty"`
+	// ChunkTimes says how chunk arrival times were taken (kernel receive timestamps, or read time and why).
+	ChunkTimes string `json:"chunk_times,omitempty"`
+	// RXWait is the per-request mean time chunks waited in the socket before the client read them.
+	RXWait *Dist `json:"rx_wait_ms,omitempty"`
 }
 
 // ServerMetrics is what the endpoint's /metrics said during the load, over time.
