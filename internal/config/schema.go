@@ -40,10 +40,10 @@ type Config struct {
 
 // Engine says how a serving engine is launched per GPU (or per tp group).
 type Engine struct {
-	// Kind: vllm, sglang, trtllm (built-in templates) or generic (Command below).
+	// Kind: vllm, sglang, trtllm, transformers (built-in templates) or generic (Command below).
 	Kind string `yaml:"kind"`
 	// Command is the launch template for kind generic; placeholders {model} {port} {gpu} {tp}
-	// {max_model_len} {gpu_memory_utilization}. Also overrides a built-in template when set.
+	// {max_model_len} {gpu_memory_utilization} {front}. Also overrides a built-in template when set.
 	Command string `yaml:"command"`
 	// ExtraArgs are appended to the launch command line.
 	ExtraArgs []string `yaml:"extra_args"`

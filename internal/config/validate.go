@@ -26,7 +26,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"backend", oneOf(c.Backend, "local", "endpoint", "sim"), "want local, endpoint or sim"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
-		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "generic"), "want vllm, sglang, trtllm or generic"},
+		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "transformers", "generic"), "want vllm, sglang, trtllm, transformers or generic"},
 		{"engine.command", c.Engine.Kind == "generic" && c.Backend == "local" && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},

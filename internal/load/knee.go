@@ -18,6 +18,9 @@ const (
 	kneeGain = 0.05
 	// kneeLimitFactor bounds the search when the engine's max_num_seqs is unknown: max_concurrency × it.
 	kneeLimitFactor = 8
+	// kneeQueue: a median queue above this share of the probe's concurrency means the engine's batch is
+	// full (a few requests waiting for a prefill slot do not).
+	kneeQueue = 0.1
 	// kneeOvershoot places the top constant rung this far past the best probe's rate: a closed-loop probe
 	// reads the capacity a little low (slots idle between requests), and the top two rungs must both be
 	// past the true capacity for the curve to show its plateau.
@@ -34,9 +37,15 @@ const (
 	minSteadySlices = 16
 )
 
-// findKnee raises the throughput probe's concurrency, doubling, while output tok/s grows by at least
-// kneeGain and the server holds no queue (a steady queue means the engine's batch is already full), up
-// to the engine's max_num_seqs (more only queues). It returns the best probe and records each step.
+// minKneeRung is the shortest rung the search runs with: at higher concurrency a request takes
+// seconds, and a shorter probe would measure its ramp, not its rate (the simulator's quick profile).
+// A variable so that a test can search with short rungs.
+var minKneeRung = 10 * time.Second
+
+// findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
+// only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is
+// already full), or, without /metrics, while output tok/s grows by at least kneeGain. It returns the
+// best probe and records each step.
 func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe results.Run, probeAt [2]time.Duration) (results.Run, *results.Knee) {
 	k := &results.Knee{Limit: ex.o.MaxNumSeqs, LimitSource: "the engine's max_num_seqs"}
 	if k.Limit <= 0 {
@@ -47,7 +56,11 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	wait := ex.waiting(probeAt)
 	k.Probes = append(k.Probes, results.KneeProbe{Concurrency: probe.Concurrency, OutputTokS: probe.OutputTokS, ServerWaiting: wait})
 	for c := probe.Concurrency; ; {
-		if wait > 0 {
+		if d := time.Duration(ex.cfg.MaxDuration); d < minKneeRung {
+			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (the search needs %v)", d, minKneeRung)
+			break
+		}
+		if wait > kneeQueue*float64(c) {
 			k.Reason = fmt.Sprintf("the server queued a median of %.0f requests at concurrency %d: its batch is full", wait, c)
 			break
 		}
@@ -62,13 +75,19 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = "the search was cut short (interrupted, or the probe completed no request)"
 			break
 		}
+		if ex.lastCPU >= CPULimit {
+			k.Reason = fmt.Sprintf("this process used %.0f%% of the CPU at concurrency %d: more streams would measure the client, not the server", 100*ex.lastCPU, next)
+			break
+		}
 		wait = ex.waiting([2]time.Duration{from, ex.rn.c.since()})
 		k.Probes = append(k.Probes, results.KneeProbe{Concurrency: next, OutputTokS: r.OutputTokS, ServerWaiting: wait})
 		gain := r.OutputTokS/best.OutputTokS - 1
 		if r.OutputTokS > best.OutputTokS {
 			best = r
 		}
-		if gain < kneeGain {
+		// With the server's queue in view, an empty queue says the batch still has room, whatever one
+		// noisy window's gain says; without it, the gain decides.
+		if gain < kneeGain && wait < 0 {
 			k.Reason = fmt.Sprintf("output tok/s grew %+.1f%% from concurrency %d to %d (less than %.0f%%): past the knee", 100*gain, c, next, 100*kneeGain)
 			break
 		}

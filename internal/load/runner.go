@@ -188,7 +188,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	stopDispatch()
 	watch.Wait() // its stoppedAt and reason are read below
 	if spec.EarlyStop {
-		out.skipRamp(e2e)
+		out.skipRamp(e2e, spec.Duration)
 	}
 	stopBar()
 	end := rn.c.since()
@@ -284,10 +284,11 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 
 // skipRamp makes the first mean E2E of the rung warm-up: until then the requests in flight are still
 // building up (an open loop's queue, a closed loop's first wave), so output tok/s there reads low and
-// latencies are those of a lighter load. The window opens at its end (see window).
-func (o *rungOut) skipRamp(e2e func() (time.Duration, int)) {
+// latencies are those of a lighter load. The window opens at its end (see window). A rung whose
+// requests take more than half its duration keeps its ramp: skipping it would leave too little.
+func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
 	mean, n := e2e()
-	if n == 0 {
+	if n == 0 || mean > dur/2 {
 		return
 	}
 	o.rampEnd = o.start + mean

@@ -76,9 +76,9 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	if n == 0 {
 		return 0, io.EOF
 	}
-	if ts := scmTimestamp(c.oob[:oobn]); ts > 0 {
-		c.last.Store(ts)
-	}
+	// A read without a timestamp (the kernel enables stamping a moment after the first socket asks)
+	// clears the last one, so a chunk is never given an older read's time.
+	c.last.Store(scmTimestamp(c.oob[:oobn]))
 	return n, nil
 }
 

@@ -31,6 +31,10 @@ func TestRXTimestampIsArrivalNotRead(t *testing.T) {
 	}
 	defer srv.Close()
 	buf := make([]byte, 64)
+	// The kernel turns stamping on a moment after the first socket asks: the first read may lack one.
+	srv.Write([]byte("warm\n"))
+	conn.Read(buf)
+	time.Sleep(20 * time.Millisecond)
 	for i := range 3 {
 		sent := time.Now()
 		if _, err := srv.Write([]byte("data: x\n\n")); err != nil {

@@ -75,6 +75,8 @@ func TestSimSweep(t *testing.T) {
 		t.Skipf("sim has no roofline for %s/H100: %v", testModel, err)
 	}
 	defer srv.Close()
+	defer func(d time.Duration) { minKneeRung = d }(minKneeRung)
+	minKneeRung = 0 // search with the test's short rungs
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 5, MaxDuration: results.Duration(2 * time.Second), PromptTokens: 128, OutputTokens: 32})
 	l, err := Run(context.Background(), o)
 	if err != nil {
@@ -92,7 +94,8 @@ func TestSimSweep(t *testing.T) {
 			t.Fatalf("probes %+v do not double up to %d", k.Probes, k.Limit)
 		}
 	}
-	if k.Reason == "" || k.LadderTopReqS <= 0 {
+	t.Logf("knee: %+v", k)
+	if len(k.Probes) < 2 || k.Reason == "" || k.LadderTopReqS <= 0 {
 		t.Fatalf("knee %+v: no reason or ladder top", k)
 	}
 	if l.Runs[1].OutputTokS <= l.Runs[0].OutputTokS {

@@ -109,6 +109,7 @@ type modelView struct {
 
 type epRow struct {
 	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Provision, Error string
+	SOL, SOLTip                                                                      string // % of speed-of-light, and how it was bounded
 	LogTail, LogFile                                                                 string // shown with the error
 	Gates                                                                            []cell
 	LowerBound                                                                       bool
