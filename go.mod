@@ -26,3 +26,5 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/NVIDIA/go-nvml => ./third_party/go-nvml

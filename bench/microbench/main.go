@@ -34,7 +34,7 @@ func main() {
 	gpu := flag.Int("gpu", 0, "CUDA device ordinal")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: microbench [-gpu N] name:size … (names: "+strings.Join(cuda.Names, ", ")+")")
+		fmt.Fprintln(os.Stderr, "usage: microbench [-gpu N] name:size … (names: "+strings.Join(results.MicrobenchNames(), ", ")+")")
 		os.Exit(2)
 	}
 	type job struct {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -10,9 +12,14 @@ import (
 	"golang.org/x/term"
 
 	"github.com/gpuvet/gpuvet/internal/analysis"
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
+	gvterm "github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newBenchCmd()) }
@@ -26,6 +33,7 @@ func newBenchCmd() *cobra.Command {
 		out                   string
 		progress, noScrape    bool
 		prefixCount, prefixTk int
+		maxErrPct             float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -41,63 +49,107 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				return usageErr("--prompt-tokens: %v", err)
 			}
 			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
+			// An explicit request budget is not cut by the default duration: only a duration the
+			// user gave bounds it too (and the result says which bound ended each rung).
+			if cmd.Flags().Changed("max-requests") && !cmd.Flags().Changed("max-duration") {
+				maxDuration = 0
+			}
 			c.MaxDuration = results.Duration(maxDuration)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
 			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
 				return usageErr("%v", err)
 			}
 			o.Config = c
+			if o.TokenizerPath == "" {
+				if o.CachedTokenizer, err = modelcache.Tokenizer("", o.Model); err != nil {
+					fmt.Fprintf(os.Stderr, "gpuvet bench: hub cache: %v\n", err) // the server sizes prompts instead
+				}
+			}
 			o.ScrapeMetrics = !noScrape
-			o.Log = os.Stderr
+			if out != "" {
+				if err := checkOutFile(out); err != nil {
+					return usageErr("--out: %v", err)
+				}
+			}
+			// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
+			prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
+			o.Log = prog.Writer(pipeline.RungLine)
+			o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
 			if progress || term.IsTerminal(int(os.Stderr.Fd())) {
 				o.Progress = os.Stderr
 			}
 			if err := load.Validate(o); err != nil {
 				return usageErr("%v", err)
 			}
+			errLimit := judge.Limit{Value: &maxErrPct, Unit: "%", Source: judge.SourceDefault}
+			if cmd.Flags().Changed("max-error-rate-pct") {
+				errLimit.Source = "flag"
+			}
+			if maxErrPct < 0 || maxErrPct > 100 {
+				return usageErr("--max-error-rate-pct: %g; want a percentage 0..100", maxErrPct)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := load.Preflight(ctx, o); err != nil {
 				return usageErr("%v", err)
 			}
+			defer softMemoryLimit(load.Streams(o))()
 			res, runErr := load.Run(ctx, o)
 			if res == nil {
 				return failedErr("%v", runErr)
 			}
 			load.WriteTable(cmd.OutOrStdout(), res)
+			for i, r := range res.Runs {
+				for _, note := range []string{r.ServerReason, r.TokenBursts} {
+					if note != "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
+					}
+				}
+			}
+			if cut := load.CutByDuration(res); len(cut) > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, maxDuration, c.MaxRequests)
+			}
 			if out != "" {
 				if err := results.WriteJSON(out, res); err != nil {
 					return failedErr("--out: %v", err)
 				}
+			}
+			errV := judge.ErrorRateVerdict(res, errLimit)
+			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil && errV.Result != judge.ResultFail { // a failure says it on exit
+				fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
 			}
 			switch {
 			case res.Interrupted:
 				return failedErr("interrupted: wrote what was measured")
 			case runErr != nil:
 				return failedErr("%v", runErr)
+			case errV != nil && errV.Result == judge.ResultFail:
+				return failedErr("%s", errV.Reason)
 			}
 			return nil
 		},
 	}
+	// The profile flags default to the shared profile, as a plan's load section does.
+	d := results.DefaultLoadConfig()
 	f := cmd.Flags()
 	f.StringVar(&o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
 	f.StringVar(&o.Model, "model", "", "model id as the server lists it at /v1/models")
 	f.StringVar(&o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
-	f.StringVar(&c.Profile, "profile", "sweep", "sweep, synchronous, concurrency, constant, poisson or throughput")
-	f.IntVar(&c.Concurrency, "concurrency", 0, "streams in flight (profile concurrency)")
+	f.StringVar(&c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson or throughput")
+	f.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
 	f.Float64Var(&c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
-	f.IntVar(&c.MaxConcurrency, "max-concurrency", 128, "streams of the throughput probe (and profile throughput)")
-	f.IntVar(&c.Rates, "rates", 10, "constant-rate rungs of a sweep")
-	f.DurationVar(&maxDuration, "max-duration", 20*time.Second, "duration of each rung")
-	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only)")
-	f.StringVar(&c.Warmup, "warmup", "1", "warm-up excluded from each rung: requests (1) or a duration (5s)")
-	f.StringVar(&promptTokens, "prompt-tokens", "512", "prompt length in tokens: N, or mean,stdev,min,max")
-	f.IntVar(&c.OutputTokens, "output-tokens", 256, "output tokens per request (asked for exactly)")
+	f.IntVar(&c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
+	f.IntVar(&c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
+	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
+	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
+	f.StringVar(&c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
+	f.StringVar(&promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")
+	f.IntVar(&c.OutputTokens, "output-tokens", d.OutputTokens, "output tokens per request (asked for exactly)")
 	f.IntVar(&prefixCount, "prefix-count", 0, "shared-prefix prompts: number of distinct prefixes")
 	f.IntVar(&prefixTk, "prefix-tokens", 0, "shared-prefix prompts: tokens per prefix")
-	f.StringVar(&c.API, "api", "chat", "chat or completions")
-	f.StringVar(&c.Data, "data", "synthetic", "prompts: synthetic, or a JSONL / ShareGPT file")
-	f.Int64Var(&c.Seed, "seed", 1, "seed of prompts and Poisson arrivals")
+	f.StringVar(&c.API, "api", d.API, "chat or completions")
+	f.StringVar(&c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
+	f.Int64Var(&c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&out, "out", "", "write the result JSON (results.Load) here")
 	f.StringVar(&o.RecordsPath, "records", "", "write one JSON line per request here")
 	f.StringVar(&slo, "slo", "", "goodput SLO, e.g. ttft=200ms,itl=50ms")
@@ -106,5 +158,6 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.BoolVar(&progress, "progress", false, "show the progress bar even when stderr is not a terminal")
 	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
 	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
+	f.Float64Var(&maxErrPct, "max-error-rate-pct", *config.Defaults().Gates.MaxErrorRatePct, "exit 1 when more than this % of requests failed (errors below it are reported)")
 	return cmd
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +17,13 @@ import (
 )
 
 // miniServer is a small OpenAI-compatible streaming server: 5 ms to the first token, 1 ms per token.
-func miniServer(t *testing.T) *httptest.Server {
+func miniServer(t *testing.T) *httptest.Server { return miniServerOf(t, "m") }
+
+// miniServerOf is miniServer serving model.
+func miniServerOf(t *testing.T, model string) *httptest.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+		fmt.Fprintf(w, `{"data":[{"id":%q}]}`, model)
 	})
 	mux.HandleFunc("/tokenize", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -82,6 +87,9 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", "http://127.0.0.1:1", "--model", "m"},
 		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/no-such-tokenizer.json"},
 		{"bench", "--url", s.URL, "--model", "m", "--tokenizer", "testdata/h200-idle.xml"},
+		// An unwritable --out is refused before the load runs (a minute of load here, were it run).
+		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", "/proc/nope/x.json"},
+		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", os.TempDir()},
 	} {
 		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
@@ -119,4 +127,121 @@ func readLoad(t *testing.T, path string) results.Load {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// faultyServer answers every third request with HTTP 500; the rest stream 4 tokens.
+func faultyServer(t *testing.T) *httptest.Server {
+	var n atomic.Int64
+	ok := miniServer(t)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chat/completions" && n.Add(1)%3 == 0 {
+			http.Error(w, `{"error":{"message":"injected"}}`, http.StatusInternalServerError)
+			return
+		}
+		u := *r.URL
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, ok.URL+u.RequestURI(), r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 4096)
+		for {
+			k, err := resp.Body.Read(buf)
+			w.Write(buf[:k])
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// A third of the requests failing is exit 1 with the errors by kind; a share under the limit
+// passes with the errors said.
+func TestBenchErrorRateGate(t *testing.T) {
+	s := faultyServer(t)
+	for _, tc := range []struct {
+		limit string
+		code  int
+	}{{"", exitFailed}, {"50", 0}} {
+		args := []string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "9",
+			"--prompt-tokens", "8", "--output-tokens", "4", "--no-metrics"}
+		if tc.limit != "" {
+			args = append(args, "--max-error-rate-pct", tc.limit)
+		}
+		resetFlags(root)
+		var stderr bytes.Buffer
+		root.SetErr(&stderr)
+		code := execute(args)
+		root.SetErr(nil)
+		if code != tc.code {
+			t.Errorf("--max-error-rate-pct %q: exit %d, want %d (%s)", tc.limit, code, tc.code, stderr.String())
+		}
+		// A failure says it as the exit error (on os.Stderr); errors under the limit are said here.
+		if tc.code == 0 && (!strings.Contains(stderr.String(), "requests failed") || !strings.Contains(stderr.String(), "http_500")) {
+			t.Errorf("stderr %q does not give the errors by kind", stderr.String())
+		}
+	}
+}
+
+// --max-requests alone is not cut by the default --max-duration; with both, the result says which
+// bound ended each rung and stderr says the budget was cut.
+func TestBenchMaxRequestsLiftsDefaultDuration(t *testing.T) {
+	s := miniServer(t)
+	dir := t.TempDir()
+	base := []string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "12",
+		"--prompt-tokens", "8", "--output-tokens", "40", "--no-metrics"}
+
+	out := filepath.Join(dir, "a.json")
+	resetFlags(root)
+	if code := execute(append(base, "--out", out)); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	l := readLoad(t, out)
+	if l.Config.MaxDuration != 0 || l.Runs[0].EndedBy != "max_requests" || l.Runs[0].Requests.Successful != 12 {
+		t.Errorf("max_duration %v, ended_by %q, %d successful; want no duration, max_requests, 12",
+			time.Duration(l.Config.MaxDuration), l.Runs[0].EndedBy, l.Runs[0].Requests.Successful)
+	}
+
+	out = filepath.Join(dir, "b.json")
+	resetFlags(root)
+	var stderr bytes.Buffer
+	root.SetErr(&stderr)
+	code := execute(append(base, "--max-duration", "150ms", "--out", out))
+	root.SetErr(nil)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	l = readLoad(t, out)
+	if l.Runs[0].EndedBy != "max_duration" || !strings.Contains(stderr.String(), "before --max-requests 12") {
+		t.Errorf("ended_by %q (%d successful), stderr %q; want max_duration and a warning", l.Runs[0].EndedBy, l.Runs[0].Requests.Successful, stderr.String())
+	}
+}
+
+// A prompt file with a line that is not JSON is bad input: exit 2 before any request is sent.
+func TestBenchBadDataFileExit2(t *testing.T) {
+	var requests atomic.Int64
+	s := miniServer(t)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Redirect(w, r, s.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(counting.Close)
+	data := filepath.Join(t.TempDir(), "p.jsonl")
+	os.WriteFile(data, []byte("{\"prompt\": \"hello\"}\nnot json\n"), 0o644)
+	resetFlags(root)
+	var stderr bytes.Buffer
+	root.SetErr(&stderr)
+	code := execute([]string{"bench", "--url", counting.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
+		"--data", data, "--no-metrics"})
+	root.SetErr(nil)
+	if code != exitBadUsage || requests.Load() != 0 {
+		t.Fatalf("exit %d after %d requests, want 2 before any (%s)", code, requests.Load(), stderr.String())
+	}
 }

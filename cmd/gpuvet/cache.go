@@ -7,10 +7,10 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/modelcache"
+	"github.com/gpuvet/gpuvet/internal/term"
 	"github.com/spf13/cobra"
 )
 
@@ -92,7 +92,7 @@ func newCacheLsCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(snaps)
 			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			tw := term.Columns(out)
 			fmt.Fprintln(tw, "MODEL\tCOMMIT\tREFS\tFILES\tSIZE\tPATH")
 			for _, s := range snaps {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Model, s.Commit[:min(12, len(s.Commit))],

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/judge"
@@ -32,7 +30,7 @@ left out), itl_p95_ms left at the global gate unless --itl. The figures used are
 				if err != nil {
 					return usageErr("%v", err)
 				}
-				label := filepath.Base(p)
+				label := p // by its path: two runs are often both summary.json
 				runs = append(runs, judge.CalibRun{Label: label, Summary: s})
 				labels = append(labels, label)
 			}

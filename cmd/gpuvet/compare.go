@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,7 @@ one or more results, and prints per subject (model × GPU index, GPU microbenchm
 baseline, each environment's value, its overhead % (positive = worse) and status, with the GPU-to-GPU
 noise guards and the caveats (driver, engine version, GPU count, load profile, lower-bound sweeps).
 The tolerance and guards come from the config (compare.*; -c, --set, GPUVET_* as for run).
-A missing or corrupt baseline degrades to "no comparison" with a note.`,
+A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 under --fail-on-flag).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var extra []config.Flag
@@ -61,6 +62,11 @@ A missing or corrupt baseline degrades to "no comparison" with a note.`,
 			if n := judge.Breaches(bc); n > 0 && failOnFlag {
 				return failedErr("%d metric(s) beyond the %g %% tolerance", n, bc.TolerancePct)
 			}
+			// Nothing compared is no evidence of no overhead: under --fail-on-flag it fails, so a
+			// missing or unreadable baseline cannot pass CI silently.
+			if len(bc.Rows) == 0 && failOnFlag {
+				return failedErr("%s: nothing was compared, and --fail-on-flag needs a comparison", strings.TrimPrefix(bc.Note, "no comparison: "))
+			}
 			if bc.Note != "" {
 				fmt.Fprintln(os.Stderr, "gpuvet:", bc.Note)
 			}
@@ -69,7 +75,7 @@ A missing or corrupt baseline degrades to "no comparison" with a note.`,
 	}
 	cmd.Flags().Float64Var(&tolerance, "tolerance", judge.DefaultBaselineTolerance, "breach when a metric is worse than the baseline by more than this %")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")
-	cmd.Flags().BoolVar(&failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance")
+	cmd.Flags().BoolVar(&failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance, or when nothing could be compared")
 	cf.register(cmd)
 	return cmd
 }

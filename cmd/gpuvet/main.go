@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 // Exit codes: 0 all ok (or flags without --fail-on-flag); 1 a failure, or a flag with --fail-on-flag;
@@ -54,9 +58,24 @@ func version() string {
 
 func init() {
 	root.Version = version()
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return &exitError{code: exitBadUsage, err: err}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
 	})
+}
+
+// withFlagHint adds "did you mean --x?" to an unknown-flag error, as kubectl does for commands.
+func withFlagHint(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if near, ok := config.Closest(name, names); ok {
+		return fmt.Errorf("%v\n\nDid you mean this?\n\t--%s", err, near)
+	}
+	return err
 }
 
 func main() {

@@ -12,9 +12,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newRunCmd()) }
@@ -25,6 +27,7 @@ type planFlags struct {
 	sim, failOnFlag, saveBaseline                      bool
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
+	simLinkFault, ncclLib                              string
 	parallel, simGPUs, simStraggler, gpuCount          int
 }
 
@@ -47,6 +50,8 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
 	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
+	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 }
 
 // flagPaths maps run's flags to the config keys they set.
@@ -56,6 +61,7 @@ var flagPaths = map[string]string{
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
 	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
+	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 }
 
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,
@@ -79,6 +85,7 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 func newRunCmd() *cobra.Command {
 	var cf configFlags
 	var pf planFlags
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
@@ -86,8 +93,10 @@ func newRunCmd() *cobra.Command {
 group): serve -> warm-up -> load with power sampling -> functional API suite -> judge -> write.
 
 Results go to --out (default out/): summary.json (rewritten as each GPU finishes, complete=false
-until the end, so a killed run keeps what it measured), raw load per GPU under raw/, engine logs
-under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+and status incomplete until the end, so a killed run keeps what it measured), raw load per GPU
+under raw/, engine logs under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+A run locks its --out folder, and refuses one holding an earlier run's results unless --force
+(which removes them first, so no stale file mixes with the new ones).
 
   gpuvet run --sim                         the whole run on 4 simulated H200s (no GPU needed)
   gpuvet run -c site.yaml                  vLLM on every GPU of this host
@@ -95,7 +104,9 @@ under logs/, report.html and junit.xml; baseline.json with --save-baseline.
 
 Configuration: -c FILE (repeatable; aicr recipes too), --set key=value, GPUVET_<KEY> variables;
 see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or flags without
---fail-on-flag), 1 a failure or a flag with --fail-on-flag, 2 bad configuration (nothing started).`,
+--fail-on-flag), 1 a failure, an interrupted run, or a flag with --fail-on-flag, 2 bad input found
+before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
+--out, no NVIDIA driver for a local run).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := pf.configFlags(cmd)
@@ -106,27 +117,35 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 			if err != nil {
 				return err
 			}
-			return runPlan(cmd, plan)
+			return runPlan(cmd, plan, force)
 		},
 	}
 	cf.register(cmd)
 	pf.register(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "replace the results of an earlier run in --out (refused without it)")
 	return cmd
 }
 
 // runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
 // summary.json keeps what was measured.
-func runPlan(cmd *cobra.Command, plan *config.Plan) error {
+func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
+	if err := pipeline.Preflight(plan, catalog.Builtin()); err != nil {
+		return usageErr("%v", err)
+	}
+	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, force)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	defer lock.Release()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
+	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
-	start := time.Now()
-	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, stderr), pipeline.Options{
-		ToolVersion: version(),
-		Progress: func(format string, args ...any) {
-			fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-		},
+	reapLeftovers(plan.Config.Output.Dir, stderr)
+	useEndpointURLKey(plan)
+	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
+		ToolVersion: version(), Progress: stderr, Live: term.IsTerminal(stderr),
 	})
 	if err != nil {
 		return failedErr("%v", err)

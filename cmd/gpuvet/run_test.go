@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -169,23 +170,82 @@ func TestRunKilledMidRunLeavesPartialResultsAndNoChild(t *testing.T) {
 
 func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	for _, args := range [][]string{
-		{"run", "--sim", "--out", out, "--set", "load.max_concurency=3"},
-		{"run", "--sim", "--out", out, "--parallel-gpus", "0"},
-		{"run", "--sim", "--backend", "endpoint", "--out", out},
-		{"run", "--out", out, "-c", "/nonexistent.yaml"},
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string // in stderr, once
+	}{
+		{[]string{"run", "--sim", "--out", out, "--set", "load.max_concurency=3"}, "", "max_concurency"},
+		{[]string{"run", "--sim", "--out", out, "--parallel-gpus", "0"}, "", "parallel_gpus"},
+		{[]string{"run", "--sim", "--backend", "endpoint", "--out", out}, "", "exclude each other"},
+		{[]string{"run", "--out", out, "-c", "/nonexistent.yaml"}, "", "/nonexistent.yaml"},
+		{[]string{"run", "--sim", "--sim-gpu", "H900", "--out", out}, "", `--sim-gpu "H900"`},
+		{[]string{"run", "--sim", "--model", "foo/bar", "--out", out}, "", `--model "foo/bar"`},
+		{[]string{"run", "--out", out}, "", "no NVIDIA driver"},
+		{[]string{"run", "--sim", "--out", "/proc/nope/out"}, "", "--out /proc/nope/out"},
+		{[]string{"run", "--sim", "--fail-on-flg", "--out", out}, "", "Did you mean this?\n\t--fail-on-flag"},
+		{[]string{"rn", "--sim"}, "", "Did you mean this?\n\trun"},
+		{[]string{"run", "--sim", "--out", out}, "GPUVET_LOAD_MAX_CONCURENCY=3", "did you mean GPUVET_LOAD_MAX_CONCURRENCY"},
 	} {
-		cmd := gpuvet(args...)
+		cmd := gpuvet(tc.args...)
+		if tc.env != "" {
+			cmd.Env = append(cmd.Env, tc.env)
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err := cmd.Run()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
-			t.Errorf("%v: want exit 2, got %v (%s)", args, err, stderr.String())
+			t.Errorf("%v: want exit 2, got %v (%s)", tc.args, err, stderr.String())
+		}
+		if n := strings.Count(stderr.String(), "gpuvet:"); n != 1 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: want one error saying %q, got %d:\n%s", tc.args, tc.want, n, stderr.String())
 		}
 		if _, err := os.Stat(out); err == nil {
-			t.Errorf("%v: the output directory was created before the plan was valid", args)
+			t.Errorf("%v: the output directory was created before the plan was valid", tc.args)
 		}
 	}
+}
+
+// Two runs into one --out never overwrite each other silently: the second is refused (exit 2)
+// while the first holds the lock or its results are there; --force replaces them, stale files
+// (raw/gpu3.json of an earlier 4-GPU run) included.
+func TestRunOutputFolderIsLockedAndNotOverwritten(t *testing.T) {
+	out := t.TempDir()
+	args := []string{"run", "--sim", "--sim-gpus", "1", "--out", out, "--set", "load.max_duration=1s", "--set", "load.rates=1",
+		"--set", "load.output_tokens=16", "--set", "functional.enabled=false"}
+	refused := func(args []string, want string) {
+		t.Helper()
+		var stderr bytes.Buffer
+		cmd := gpuvet(args...)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err == nil || err.(*exec.ExitError).ExitCode() != 2 || !strings.Contains(stderr.String(), want) {
+			t.Fatalf("%v: want exit 2 saying %q: %v %s", args, want, err, stderr.String())
+		}
+	}
+	lock, err := pipeline.LockOutput(out, false) // another run holds the folder
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused(append(args, "--force"), "another gpuvet run")
+	lock.Release()
+	stale := filepath.Join(out, "raw", "m", "gpu3.json")
+	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	refused(args, "--force")
+	if b, err := gpuvet(append(args, "--force")...).CombinedOutput(); err != nil {
+		t.Fatalf("--force: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("a stale raw file of an earlier run survived --force")
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
+		t.Errorf("no summary: %v", err)
+	}
+	refused(args, "holds the results of run")
 }
 
 // config show says what model_cache.dir auto means for the engine kind, and that off turns it off.

@@ -32,22 +32,25 @@ NVLink or PCIe for TP all-reduces) at an achieved fraction per architecture, plu
 the step's shape; a request also pays the server's frontend (HTTP, chat template, tokenisation,
 hand-off, output). docs/sim-validation.md compares it with published vLLM/SGLang figures.
 Where each GPU's efficiency figures come from:
-  ` + strings.Join(sim.ArchBasis(), "\n  "),
+  ` + strings.Join(sim.ArchBasis(catalog.Builtin()), "\n  "),
 		Example: `  gpuvet sim --gpu H100 --model Qwen/Qwen3-8B
   gpuvet sim --model any-name --ttft 50ms --itl 10ms --jitter 0.1
   gpuvet sim --gpu H200 --model meta-llama/Llama-3.1-70B-Instruct --gpus 8 --tp 4 --trace trace.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Catalog = catalog.Builtin()
 			if catalogFile != "" {
-				if err := catalog.LoadFile(catalogFile); err != nil {
+				cat, err := catalog.LoadFile(o.Catalog, catalogFile)
+				if err != nil {
 					return usageErr("--catalog: %v", err)
 				}
+				o.Catalog = cat
 			}
 			if o.Model == "" {
 				return usageErr("--model: required (e.g. Qwen/Qwen3-8B)")
 			}
 			if o.GPU == "" && !o.Fixed() {
-				return usageErr("--gpu: required unless fixed mode (--ttft/--itl); known: %v", catalog.GPUKeys())
+				return usageErr("--gpu: required unless fixed mode (--ttft/--itl); known: %v", o.Catalog.GPUKeys())
 			}
 			o.Out = cmd.OutOrStdout()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -2,11 +2,7 @@
 // place both the health phase (ratio of a measurement to its peak) and the simulator (roofline) read.
 package catalog
 
-import (
-	"fmt"
-	"sort"
-	"strings"
-)
+import "fmt"
 
 // GPU is a GPU model's datasheet figures. Tensor figures are DENSE (NVIDIA's datasheets print the
 // 2:4-sparse figure first; it is twice these).
@@ -77,13 +73,13 @@ func (g GPU) PCIeGBps() float64 {
 // pcieLane is GB/s per lane, one direction, per generation.
 var pcieLane = map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
-// GPUs is the built-in table. Peer links: NVIDIA's per-GPU NVLink figure halved (one direction); the
+// builtinGPUs is the built-in GPU table (read through Builtin; never changed at run time). Peer links: NVIDIA's per-GPU NVLink figure halved (one direction); the
 // latency of one small all-reduce is vLLM's custom all-reduce on H100 SXM (9 µs up to 32 KiB,
 // sgl-project/sglang#2904), used for every NVLink generation (A100 and Blackwell: not measured).
 // Sources: NVIDIA datasheets (A100, L40S, H100, H200, HGX B200,
 // GB200 NVL72 ÷ 72, RTX PRO 6000 Blackwell Server Edition); max SM clocks as nvidia-smi reports them
 // (H200: fixtures/h200), idle power typical of an idle board with persistence on.
-var GPUs = []GPU{
+var builtinGPUs = []GPU{
 	{Key: "A100", Names: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"},
 		Architecture: "Ampere", MemoryGiB: 80, FP32TFLOPS: 19.5, TF32TFLOPS: 156, BF16TFLOPS: 312, HBMGBps: 2039,
 		PCIeGen: 4, PCIeWidth: 16, TDPW: 400, NVLinkGBps: 300, ComputeCap: "8.0",
@@ -125,39 +121,4 @@ var GPUs = []GPU{
 		Architecture: "Blackwell", MemoryGiB: 95, FP32TFLOPS: 117, TF32TFLOPS: 126, BF16TFLOPS: 504, HBMGBps: 1597,
 		PCIeGen: 5, PCIeWidth: 16, TDPW: 600, ComputeCap: "12.0",
 		MaxSMClockMHz: 2617, IdleW: 30, SMs: 188},
-}
-
-// LookupGPU finds a GPU by exact nvidia-smi name or by key, case-insensitively; failing both, by the
-// longest key contained in the name ("NVIDIA H100 80GB HBM3" -> H100). ok is false when nothing fits.
-func LookupGPU(name string) (GPU, bool) {
-	n := strings.ToLower(strings.TrimSpace(name))
-	for _, g := range GPUs {
-		if strings.ToLower(g.Key) == n {
-			return g, true
-		}
-		for _, full := range g.Names {
-			if strings.ToLower(full) == n {
-				return g, true
-			}
-		}
-	}
-	// Fuzzy: the longest key whose text appears in the name, so "H200 NVL" wins over "H200".
-	cands := append([]GPU(nil), GPUs...)
-	sort.SliceStable(cands, func(i, j int) bool { return len(cands[i].Key) > len(cands[j].Key) })
-	for _, g := range cands {
-		k := strings.ToLower(strings.ReplaceAll(g.Key, "-", " "))
-		if strings.Contains(n, k) {
-			return g, true
-		}
-	}
-	return GPU{}, false
-}
-
-// GPUKeys lists the keys, for help and error messages.
-func GPUKeys() []string {
-	keys := make([]string, len(GPUs))
-	for i, g := range GPUs {
-		keys[i] = g.Key
-	}
-	return keys
 }

@@ -3,8 +3,9 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // hfConfig is the part of a Hugging Face config.json that fixes a dense decoder's size.
@@ -85,11 +86,11 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 
 // ResolveModel finds a model's architecture: the catalog by id, else the config.json of a local
 // model folder given as the id. The note says where it came from (or why it is unknown).
-func ResolveModel(id string) (Model, string, bool) {
-	if m, ok := LookupModel(id); ok {
+func (c *Catalog) ResolveModel(id string) (Model, string, bool) {
+	if m, ok := c.LookupModel(id); ok {
 		return m, "catalog", true
 	}
-	b, err := os.ReadFile(filepath.Join(id, "config.json"))
+	b, err := filelimit.Read(filepath.Join(id, "config.json"), filelimit.Config, "model config.json")
 	if err != nil {
 		return Model{}, fmt.Sprintf("%s is not in the model catalog and is not a local folder with config.json", id), false
 	}

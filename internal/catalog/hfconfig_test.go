@@ -29,7 +29,7 @@ func TestRandomModelScriptMatchesCatalog(t *testing.T) {
 		if err := json.Unmarshal(out, &d); err != nil {
 			t.Fatalf("%s: %v: %s", size, err, out)
 		}
-		want, _ := LookupModel(id)
+		want, _ := Builtin().LookupModel(id)
 		m, err := ModelFromHFConfig("local", d.Config)
 		if err != nil {
 			t.Fatal(err)
@@ -49,19 +49,19 @@ func TestRandomModelScriptMatchesCatalog(t *testing.T) {
 
 func TestResolveModelFromFolder(t *testing.T) {
 	dir := t.TempDir()
-	if _, note, ok := ResolveModel(dir); ok || !strings.Contains(note, "config.json") {
+	if _, note, ok := Builtin().ResolveModel(dir); ok || !strings.Contains(note, "config.json") {
 		t.Errorf("empty folder: ok=%v note=%q", ok, note)
 	}
 	cfg := `{"model_type":"llama","num_hidden_layers":2,"hidden_size":64,"intermediate_size":128,"num_attention_heads":4,` +
 		`"num_key_value_heads":2,"vocab_size":1000,"max_position_embeddings":512,"torch_dtype":"bfloat16"}`
 	os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644)
-	m, note, ok := ResolveModel(dir)
+	m, note, ok := Builtin().ResolveModel(dir)
 	// 2 × (64·64 + 2·64·32 + 64·64 + 3·64·128 + 2·64) + 64 + 2 × 1000·64
 	want := 2*(64*64+2*64*32+64*64+3*64*128+2*64) + 64 + 2*1000*64.0
 	if !ok || m.Params != want || m.HeadDim != 16 || m.KVHeads != 2 || m.DTypeBytes != 2 {
 		t.Errorf("got %+v (%s), want %v params", m, note, want)
 	}
-	if m, _, ok := ResolveModel("Qwen/Qwen3-8B"); !ok || m.Layers != 36 {
+	if m, _, ok := Builtin().ResolveModel("Qwen/Qwen3-8B"); !ok || m.Layers != 36 {
 		t.Errorf("catalog id: %+v", m)
 	}
 	for _, bad := range []string{`{"num_hidden_layers":2}`, `{`, `{"num_hidden_layers":2,"hidden_size":64,"intermediate_size":128,"num_attention_heads":4,"vocab_size":10,"num_experts":8}`,

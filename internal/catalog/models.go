@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -36,10 +35,10 @@ func (m Model) KVBytesPerToken() float64 {
 	return float64(2 * m.Layers * m.KVHeads * m.HeadDim * m.DTypeBytes)
 }
 
-// Models is the built-in table. Sources: each model's config.json on the Hugging Face hub
+// builtinModels is the built-in model table (read through Builtin; never changed at run time). Sources: each model's config.json on the Hugging Face hub
 // (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size,
 // max_position_embeddings, torch_dtype, tie_word_embeddings) and its model card (parameter count).
-var Models = []Model{
+var builtinModels = []Model{
 	{ID: "Qwen/Qwen3-0.6B", Params: 0.596e9, Layers: 28, Hidden: 1024, Heads: 16, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2, TiedEmbeddings: true},
 	{ID: "Qwen/Qwen3-8B", Params: 8.19e9, Layers: 36, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
@@ -50,25 +49,6 @@ var Models = []Model{
 		Vocab: 128256, MaxContext: 131072, DTypeBytes: 2},
 	{ID: "meta-llama/Llama-3.1-70B-Instruct", Params: 70.6e9, Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128,
 		Vocab: 128256, MaxContext: 131072, DTypeBytes: 2},
-}
-
-// LookupModel finds a model by its exact id, case-insensitively.
-func LookupModel(id string) (Model, bool) {
-	for _, m := range Models {
-		if strings.EqualFold(m.ID, strings.TrimSpace(id)) {
-			return m, true
-		}
-	}
-	return Model{}, false
-}
-
-// ModelIDs lists the model ids, for help and error messages.
-func ModelIDs() []string {
-	ids := make([]string, len(Models))
-	for i, m := range Models {
-		ids[i] = m.ID
-	}
-	return ids
 }
 
 // File is the catalog extension file: GPUs and models that add to or replace the built-in entries
@@ -88,26 +68,6 @@ func ModelIDs() []string {
 type File struct {
 	GPUs   []GPU   `yaml:"gpus"`
 	Models []Model `yaml:"models"`
-}
-
-// LoadFile reads a catalog extension file and adds or replaces its entries in GPUs and Models.
-// Nothing changes unless the whole file is valid; an error names the file and the field path.
-func LoadFile(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("catalog file: %w", err)
-	}
-	f, err := ParseFile(b)
-	if err != nil {
-		return fmt.Errorf("catalog file %s: %w", path, err)
-	}
-	for _, g := range f.GPUs {
-		replaceGPU(g)
-	}
-	for _, m := range f.Models {
-		replaceModel(m)
-	}
-	return nil
 }
 
 // ParseFile decodes and validates a catalog extension file. Unknown fields are errors (a typo must
@@ -195,24 +155,4 @@ func validModel(m Model) error {
 		return fmt.Errorf("kv_heads: %d is more than heads %d for %s", m.KVHeads, m.Heads, m.ID)
 	}
 	return nil
-}
-
-func replaceGPU(g GPU) {
-	for i := range GPUs {
-		if strings.EqualFold(GPUs[i].Key, g.Key) {
-			GPUs[i] = g
-			return
-		}
-	}
-	GPUs = append(GPUs, g)
-}
-
-func replaceModel(m Model) {
-	for i := range Models {
-		if strings.EqualFold(Models[i].ID, m.ID) {
-			Models[i] = m
-			return
-		}
-	}
-	Models = append(Models, m)
 }

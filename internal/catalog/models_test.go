@@ -10,7 +10,7 @@ import (
 func TestModelsComplete(t *testing.T) {
 	for _, id := range []string{"Qwen/Qwen3-0.6B", "Qwen/Qwen3-8B", "Qwen/Qwen2.5-3B-Instruct",
 		"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"} {
-		m, ok := LookupModel(id)
+		m, ok := Builtin().LookupModel(id)
 		if !ok {
 			t.Fatalf("%s missing", id)
 		}
@@ -18,7 +18,7 @@ func TestModelsComplete(t *testing.T) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
-	for _, g := range GPUs {
+	for _, g := range Builtin().GPUs() {
 		if err := validGPU(g); err != nil {
 			t.Errorf("built-in GPU %s: %v", g.Key, err)
 		}
@@ -47,8 +47,6 @@ func TestParseFileErrors(t *testing.T) {
 }
 
 func TestLoadFileAddsAndReplaces(t *testing.T) {
-	saveG, saveM := append([]GPU(nil), GPUs...), append([]Model(nil), Models...)
-	t.Cleanup(func() { GPUs, Models = saveG, saveM })
 	path := filepath.Join(t.TempDir(), "cat.yaml")
 	body := `gpus:
   - key: H100
@@ -72,17 +70,30 @@ models:
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n := len(GPUs)
-	if err := LoadFile(path); err != nil {
+	base := Builtin()
+	n := len(base.GPUs())
+	cat, err := LoadFile(base, path)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if g, _ := LookupGPU("H100"); g.BF16TFLOPS != 900 || len(GPUs) != n {
-		t.Errorf("H100 not replaced in place: %+v (%d GPUs, was %d)", g, len(GPUs), n)
+	if g, _ := cat.LookupGPU("H100"); g.BF16TFLOPS != 900 || len(cat.GPUs()) != n || cat.GPUKeys()[2] != "H100" {
+		t.Errorf("H100 not replaced in place: %+v (%d GPUs, was %d; keys %v)", g, len(cat.GPUs()), n, cat.GPUKeys())
 	}
-	if m, ok := LookupModel("acme/tiny-1B"); !ok || m.KVBytesPerToken() != 2*22*4*64*2 {
+	if m, ok := cat.LookupModel("acme/tiny-1B"); !ok || m.KVBytesPerToken() != 2*22*4*64*2 {
 		t.Errorf("model not added: %+v", m)
 	}
-	if err := LoadFile(filepath.Join(t.TempDir(), "none.yaml")); err == nil {
+	// The base catalog is a value: loading a file over it leaves it (and the built-in) as it was.
+	if g, _ := base.LookupGPU("H100"); g.BF16TFLOPS != 989.4 {
+		t.Errorf("built-in H100 changed by LoadFile: %+v", g)
+	}
+	if _, ok := Builtin().LookupModel("acme/tiny-1B"); ok {
+		t.Error("built-in catalog gained the file's model")
+	}
+	var nilCat *Catalog
+	if g, ok := nilCat.LookupGPU("H100"); !ok || g.BF16TFLOPS != 989.4 {
+		t.Errorf("a nil catalog is the built-in one: %+v %v", g, ok)
+	}
+	if _, err := LoadFile(base, filepath.Join(t.TempDir(), "none.yaml")); err == nil {
 		t.Error("missing file should fail")
 	}
 }
@@ -105,11 +116,11 @@ func FuzzParseFile(f *testing.F) {
 
 // A GPU without a peer link talks over PCIe at its generation; one with NVLink uses it.
 func TestTPLink(t *testing.T) {
-	h, _ := LookupGPU("H100")
+	h, _ := Builtin().LookupGPU("H100")
 	if l := h.TPLink(); l.GBps != 450 || !strings.Contains(l.Kind, "NVLink") {
 		t.Errorf("H100 link %+v", l)
 	}
-	l40, _ := LookupGPU("L40S")
+	l40, _ := Builtin().LookupGPU("L40S")
 	if l := l40.TPLink(); l.Kind != "PCIe Gen4 x16" || l.GBps < 20 || l.GBps > 32 {
 		t.Errorf("L40S link %+v, want PCIe Gen4 x16 at ~25 GB/s", l)
 	}

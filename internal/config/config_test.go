@@ -112,6 +112,8 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
 		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys dir, offline", `got "3"`}},
 		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"flag:--set", "model_cache", "want off"}},
+		{"sim link fault", "sim:\n  gpus: 2\n  link_fault: 2:down\n", nil, nil, []string{"bad.yaml", "sim.link_fault", "GPU 0..1"}},
+		{"sim link fault kind", "", []string{"sim.link_fault=1:flaky"}, nil, []string{"flag:--set", "sim.link_fault", "down|slow|errors"}},
 		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
 	}
 	for _, tt := range tests {
@@ -137,13 +139,32 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 	}
 }
 
-func TestUnknownEnvIsNotedNotSilent(t *testing.T) {
-	p, err := Load(Options{Environ: []string{"GPUVET_LOAD_RATEZ=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
-	if err != nil {
-		t.Fatal(err)
+// A mistyped GPUVET_ variable is an error naming the closest key (as an unknown file key is);
+// variables other parts of gpuvet read are not config keys and pass.
+func TestUnknownEnvIsAnErrorWithTheClosestKey(t *testing.T) {
+	_, err := Load(Options{Environ: []string{"GPUVET_LOAD_MAX_CONCURENCY=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
+	var ce *Error
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "env:GPUVET_LOAD_MAX_CONCURENCY") ||
+		!strings.Contains(err.Error(), "did you mean GPUVET_LOAD_MAX_CONCURRENCY (load.max_concurrency)") {
+		t.Errorf("err = %v", err)
 	}
-	if len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "GPUVET_LOAD_RATEZ") {
-		t.Errorf("notes: %v", p.Notes)
+	if _, err := Load(Options{Environ: []string{"GPUVET_CHROMIUM=/usr/bin/chromium", "GPUVET_TEST_X=1"}}); err != nil {
+		t.Errorf("a non-config GPUVET_ variable is refused: %v", err)
+	}
+	if _, err := Load(Options{Environ: []string{"GPUVET_ZZZZZZZZZZZZ=1"}}); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("nothing near: want an error without a guess, got %v", err)
+	}
+}
+
+func TestClosest(t *testing.T) {
+	for _, tc := range []struct {
+		w, want string
+		ok      bool
+	}{{"fail-on-flg", "fail-on-flag", true}, {"rn", "run", true}, {"bnch", "bench", true}, {"xyzzy", "", false}} {
+		got, ok := Closest(tc.w, []string{"fail-on-flag", "run", "bench", "report", "out"})
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("Closest(%q) = %q, %v", tc.w, got, ok)
+		}
 	}
 }
 
@@ -223,6 +244,18 @@ func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
 	}
 	if p.Config.Load.Rates != 6 {
 		t.Errorf("sim default replaced a user value")
+	}
+	// Virtual GPUs load in parallel by default, as many as there are; a user's value stays.
+	if p.Config.Run.ParallelGPUs != p.Config.Sim.GPUs || !strings.HasPrefix(p.Source("run.parallel_gpus"), "default(sim)") {
+		t.Errorf("sim parallel_gpus %d (%s), want sim.gpus %d", p.Config.Run.ParallelGPUs, p.Source("run.parallel_gpus"), p.Config.Sim.GPUs)
+	}
+	p, err = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6", "run.parallel_gpus=2"}})
+	if err != nil || p.Config.Run.ParallelGPUs != 2 {
+		t.Errorf("a user's run.parallel_gpus was replaced: %v %v", p, err)
+	}
+	p, _ = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6"}})
+	if p.Config.Run.ParallelGPUs != 6 {
+		t.Errorf("parallel_gpus %d, want 6 (sim.gpus)", p.Config.Run.ParallelGPUs)
 	}
 }
 

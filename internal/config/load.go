@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // Options are the inputs of a Plan.
@@ -35,7 +36,10 @@ type Plan struct {
 	Config  Config
 	Sources map[string]string // key path -> "default", "default(sim)", "env:GPUVET_…", "config:FILE", "recipe:FILE", "flag:--set"
 	Notes   []string          // e.g. recipe constraints gpuvet does not use
-	tree    tree
+	// EndpointURLKey is the password endpoint.url carried (removed from the URL): the API key when
+	// endpoint.api_key_env's variable is empty. Never recorded.
+	EndpointURLKey string
+	tree           tree
 }
 
 // Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming
@@ -77,7 +81,8 @@ func Load(o Options) (*Plan, error) {
 		return nil, fmt.Errorf("config: internal decode error (a bug): %v", err)
 	}
 	p.Config = c
-	if err := validate(c, p.Sources, ""); err != nil {
+	p.stripEndpointCredentials()
+	if err := validate(p.Config, p.Sources, ""); err != nil {
 		return nil, err
 	}
 	for _, name := range sortedKeys(c.Accelerators) {
@@ -107,12 +112,21 @@ func (p *Plan) applySimDefaults() {
 		setPath(p.tree, segs, v)
 		p.Sources[path] = "default(sim)"
 	}
+	// Virtual GPUs share no real card, so the simulator loads them all at once unless told otherwise.
+	if p.Sources["run.parallel_gpus"] == "default" {
+		if sim, ok := p.tree["sim"].(tree); ok {
+			if n, ok := sim["gpus"]; ok {
+				setPath(p.tree, []string{"run", "parallel_gpus"}, n)
+				p.Sources["run.parallel_gpus"] = "default(sim): sim.gpus"
+			}
+		}
+	}
 }
 
 // applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its
 // validation.performance.constraints.
 func (p *Plan) applyFile(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Config, "config")
 	if err != nil {
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}
@@ -124,7 +138,8 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty file: nothing to overlay
+			p.Notes = append(p.Notes, fmt.Sprintf("warning: config file %s is empty: nothing overlaid", path))
+			return nil
 		}
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("not valid YAML: %v", err)}
 	}
@@ -263,8 +278,8 @@ func envKeys() map[string]string {
 // otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys).
 var otherEnv = map[string]bool{"GPUVET_CHROMIUM": true}
 
-// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is ignored with a
-// note (shown by `gpuvet config show` and in the summary's caveats), so a typo does not go unseen.
+// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is an error naming
+// the closest key, as an unknown key in a file is: a typo must not silently run the default.
 func (p *Plan) applyEnv(environ []string) error {
 	keys := envKeys()
 	var names []string
@@ -281,10 +296,18 @@ func (p *Plan) applyEnv(environ []string) error {
 	for _, k := range names {
 		path, ok := keys[k]
 		if !ok {
-			if !otherEnv[k] && !strings.HasPrefix(k, "GPUVET_TEST_") {
-				p.Notes = append(p.Notes, fmt.Sprintf("environment variable %s is not a config key and was ignored (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency)", k))
+			if otherEnv[k] || strings.HasPrefix(k, "GPUVET_TEST_") {
+				continue
 			}
-			continue
+			msg := "not a config key (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency); unset it or fix the name"
+			names := make([]string, 0, len(keys))
+			for n := range keys {
+				names = append(names, n)
+			}
+			if near, ok := Closest(k, names); ok {
+				msg = fmt.Sprintf("not a config key; did you mean %s (%s)?", near, keys[near])
+			}
+			return &Error{Source: "env:" + k, Msg: msg}
 		}
 		if err := p.set(path, vals[k], "env:"+k); err != nil {
 			return err

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // aicr recipes (NVIDIA AI Cluster Runtime, kind RecipeMetadata) carry inference-perf knobs in
@@ -18,6 +20,31 @@ import (
 //	inference-ttft-p99   "<= N"    -> gates.aicr_max_ttft_p99_ms
 //
 // Other constraints (e.g. inference-routing-mode) belong to aicr's deployment and are noted.
+
+// aicr's inference-perf check (validators/performance of NVIDIA/aicr) measures with AIPerf: 128 input
+// and 128 output tokens (no spread), max(1000, 8 × concurrency) measured requests after one warm-up
+// request per in-flight slot. Its thresholds were measured with that load, so the run that judges
+// them uses it too, whatever the sweep's profile is.
+const (
+	AICRPromptTokens           = 128
+	AICROutputTokens           = 128
+	AICRMinRequests            = 1000
+	AICRRequestsPerConcurrency = 8
+)
+
+// AICRLoad is the load of the aicr concurrency run at a concurrency, from a base profile (its API and
+// seed are kept).
+func AICRLoad(base results.LoadConfig, concurrency int) results.LoadConfig {
+	c := base
+	c.Profile, c.Concurrency = "concurrency", concurrency
+	c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = AICRPromptTokens, 0, 0, 0
+	c.PrefixCount, c.PrefixTokens, c.Data = 0, 0, "synthetic"
+	c.OutputTokens = AICROutputTokens
+	c.MaxRequests = max(AICRMinRequests, AICRRequestsPerConcurrency*concurrency)
+	c.MaxDuration = 0 // bounded by its request count, as AIPerf's --request-count is
+	c.Warmup = strconv.Itoa(concurrency)
+	return c
+}
 
 func isRecipe(root *yaml.Node) bool {
 	return root.Kind == yaml.MappingNode && child(root, "kind") != nil && child(root, "kind").Value == "RecipeMetadata"

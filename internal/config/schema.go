@@ -10,6 +10,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Config is the whole schema. Field comments are the documentation of each key (docs/config.md has
@@ -97,6 +99,9 @@ type Gates struct {
 	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
 	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms"`
 	AICRTolerancePct  float64  `yaml:"aicr_tolerance_pct"`
+	// MaxErrorRatePct: a load with more failed requests than this share (%) fails its endpoint, and
+	// bench exits 1; any failed request flags. null: errors only flag.
+	MaxErrorRatePct *float64 `yaml:"max_error_rate_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
 }
@@ -133,6 +138,8 @@ type Health struct {
 	PCIeExpectedWidth int      `yaml:"pcie_expected_width"` // 0: strict current-vs-max
 	Burn              Duration `yaml:"burn"`                // 0: no burn
 	DCGM              DCGM     `yaml:"dcgm"`
+	// NCCLLib is the libnccl.so.2 for the all-reduce; "": the library path, then Python environments.
+	NCCLLib string `yaml:"nccl_lib"`
 }
 
 // DCGM is `dcgmi diag`.
@@ -195,6 +202,8 @@ type Sim struct {
 	// StragglerPct is how much slower the straggler is.
 	StragglerPct float64 `yaml:"straggler_pct"`
 	Seed         int64   `yaml:"seed"`
+	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
+	LinkFault string `yaml:"link_fault"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
@@ -244,6 +253,18 @@ func parseDuration(s string) (time.Duration, error) {
 
 func f(v float64) *float64 { return &v }
 
+// loadDefaults is the load section's defaults: the shared profile (results.DefaultLoadConfig, which
+// the load generator and `gpuvet bench` read too) plus what only a plan has.
+func loadDefaults() LoadProfile {
+	d := results.DefaultLoadConfig()
+	return LoadProfile{
+		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
+		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
+		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed,
+		RetryUnsaturated: true,
+	}
+}
+
 // Defaults are the built-in values (from the seeds).
 func Defaults() Config {
 	return Config{
@@ -254,12 +275,8 @@ func Defaults() Config {
 			Kind: "vllm", TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9, PortBase: 8000,
 			ReadyTimeout: Duration(20 * time.Minute), NUMABind: true, TokenEnv: "HF_TOKEN",
 		},
-		Load: LoadProfile{
-			Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256, MaxConcurrency: 128,
-			Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second), Warmup: "1",
-			RetryUnsaturated: true, Seed: 42,
-		},
-		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node"},
+		Load:  loadDefaults(),
+		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node", MaxErrorRatePct: f(1)},
 		Compare: Compare{
 			VariancePct: 20, GEMMVariancePct: 25, MinSamples: 30, MinThroughputReqS: 1,
 			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,

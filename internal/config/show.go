@@ -128,6 +128,7 @@ func Thresholds(c Config, sources map[string]string) map[string]results.Threshol
 		"gate.aicr_min_output_tok_s":   th(c.Gates.AICRMinOutputTokS, "tok/s", "gates.aicr_min_output_tok_s"),
 		"gate.aicr_max_ttft_p99_ms":    th(c.Gates.AICRMaxTTFTP99Ms, "ms", "gates.aicr_max_ttft_p99_ms"),
 		"aicr_tolerance_pct":           th(fv(c.Gates.AICRTolerancePct), "%", "gates.aicr_tolerance_pct"),
+		"gate.max_error_rate_pct":      th(c.Gates.MaxErrorRatePct, "%", "gates.max_error_rate_pct"),
 		"llm_variance_pct":             th(fv(c.Compare.VariancePct), "%", "compare.variance_pct"),
 		"gemm_variance_pct":            th(fv(c.Compare.GEMMVariancePct), "%", "compare.gemm_variance_pct"),
 		"compare_min_samples":          th(fv(float64(c.Compare.MinSamples)), "requests", "compare.min_samples"),

@@ -2,12 +2,30 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Phases are the names --fail-in accepts.
 var Phases = []string{"discover", "health", "serve", "warmup", "load", "functional", "judge", "write"}
+
+// linkFaultRe is the form of sim.link_fault (the simulator's sim.parseLinkFault is the rule's home;
+// this catches a typo before anything starts).
+var linkFaultRe = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
+
+func validLinkFault(s string, gpus int) bool {
+	if s == "" {
+		return true
+	}
+	m := linkFaultRe.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(m[1])
+	return err == nil && n < gpus
+}
 
 // check is one rule over a resolved value.
 type check struct {
@@ -19,6 +37,10 @@ type check struct {
 // validate checks values no schema type can: ranges, enums, combinations. Errors name the source of
 // the offending value (the file, env variable or flag) and the key path. prefix is prepended to the
 // path for accelerator overrides.
+
+// maxModels bounds models: each is served on every GPU in turn, so thousands cannot be meant.
+const maxModels = 256
+
 func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
@@ -26,6 +48,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"backend", oneOf(c.Backend, "local", "endpoint", "sim"), "want local, endpoint or sim"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
+		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
 		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "transformers", "generic"), "want vllm, sglang, trtllm, transformers or generic"},
 		{"engine.command", c.Engine.Kind == "generic" && c.Backend == "local" && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
@@ -53,6 +76,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"gates.aicr_min_output_tok_s", pos(c.Gates.AICRMinOutputTokS), "want ≥ 0, or null to disable"},
 		{"gates.aicr_max_ttft_p99_ms", pos(c.Gates.AICRMaxTTFTP99Ms), "want ≥ 0, or null to disable"},
 		{"gates.aicr_tolerance_pct", c.Gates.AICRTolerancePct < 0 || c.Gates.AICRTolerancePct >= 100, "want 0..100"},
+		{"gates.max_error_rate_pct", c.Gates.MaxErrorRatePct != nil && (*c.Gates.MaxErrorRatePct < 0 || *c.Gates.MaxErrorRatePct > 100), "want a percentage 0..100, or null for errors to only flag"},
 		{"gates.aicr_throughput_scope", oneOf(c.Gates.AICRThroughputScope, "node", "gpu"), "want node or gpu"},
 		{"compare.variance_pct", c.Compare.VariancePct <= 0 || c.Compare.VariancePct >= 100, "want a percentage in (0, 100)"},
 		{"compare.gemm_variance_pct", c.Compare.GEMMVariancePct <= 0 || c.Compare.GEMMVariancePct >= 100, "want a percentage in (0, 100)"},
@@ -76,6 +100,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 	}
 	for ref, models := range c.Reference {
 		for m, g := range models {

@@ -38,9 +38,6 @@ const (
 	stagingBytes = 64 << 20
 )
 
-// Names of the microbenchmarks this runner knows, in the order the health phase runs them.
-var Names = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
-
 // Runner runs microbenchmarks on real GPUs. One primary context and one cuBLAS handle per GPU,
 // made on first use; safe for one goroutine per GPU at a time (--parallel).
 type Runner struct {
@@ -173,7 +170,7 @@ func (r *Runner) MicrobenchSized(ctx context.Context, g results.GPUInfo, name st
 		v, err := r.hbm(uint64(or(hbmBytes)))
 		return v, "GB/s", err
 	}
-	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(Names, ", "))
+	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(results.MicrobenchNames(), ", "))
 }
 
 // Burn runs BF16 GEMM flat out until ctx ends and returns the TFLOP/s it sustained.

@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // File is a list of prompts read from a file; Prompt(i) cycles through them.
@@ -41,7 +42,7 @@ type shareGPTItem struct {
 // Load reads prompts from path: a ShareGPT JSON array (objects with "conversations") or JSONL with one
 // {"prompt": "...", "output_tokens": N} per line. Errors name the line or item that is wrong.
 func Load(path string) (*File, error) {
-	raw, err := os.ReadFile(path)
+	raw, err := filelimit.Read(path, filelimit.Data, "prompt file")
 	if err != nil {
 		return nil, fmt.Errorf("prompt file: %w", err)
 	}

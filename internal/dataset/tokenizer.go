@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +33,8 @@ import (
 
 	"github.com/dlclark/regexp2"
 	"golang.org/x/text/unicode/norm"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // gpt2Split is the split the ByteLevel pre-tokenizer does when use_regex is true (its default).
@@ -95,7 +96,7 @@ func byteLevelAlphabet() ([256]rune, map[rune]byte) {
 
 // LoadTokenizer reads and parses a tokenizer.json file.
 func LoadTokenizer(path string) (*Tokenizer, error) {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Tokenizer, "tokenizer")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer %s: %v", path, err)
 	}

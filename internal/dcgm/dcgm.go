@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -52,8 +53,8 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, path, "diag", "-r", strconv.Itoa(o.Level), "-j")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	stdout, stderr := &filelimit.Buffer{Limit: filelimit.DCGM}, &filelimit.Buffer{Limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 2 * time.Second // a child of dcgmi holding the pipes must not hold gpuvet
 	runErr := cmd.Run()
 	if ctx.Err() != nil {
@@ -61,11 +62,16 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 		out.Error = fmt.Sprintf("dcgmi diag -r %d did not finish within %s: raise the DCGM timeout (level 3 takes 15 min or more)", o.Level, o.Timeout)
 		return out
 	}
+	if stdout.Over {
+		out.Status = results.StatusFailed
+		out.Error = fmt.Sprintf("dcgmi diag -r %d printed more than %s: not a diagnostic report; run it by hand to see what it prints", o.Level, filelimit.Size(filelimit.DCGM))
+		return out
+	}
 	// dcgmi exits non-zero when a test fails and still prints the JSON: parse first, judge the exit after.
 	tests, version, perr := Parse(stdout.Bytes())
 	if perr != nil {
 		out.Status = results.StatusFailed
-		msg := strings.TrimSpace(stderr.String())
+		msg := strings.TrimSpace(string(stderr.Bytes()))
 		if runErr != nil {
 			msg = strings.TrimSpace(runErr.Error() + " " + msg)
 		}

@@ -114,6 +114,8 @@ func TestRunWithFake(t *testing.T) {
 		{"fail exit with json", `[ "$1 $2 $3 $4" = "diag -r 1 -j" ] || exit 9; cat ` + abs + `; exit 226`, 0, results.StatusFlag, ""},
 		{"no json", `echo "Error: unable to connect to host engine" >&2; exit 1`, 0, results.StatusFailed, "unable to connect"},
 		{"timeout", `sleep 5`, 200 * time.Millisecond, results.StatusFailed, "did not finish"},
+		// Endless output is cut at the bound, not held in memory.
+		{"endless output", `cat ` + abs + `; head -c 70000000 /dev/zero`, 0, results.StatusFailed, "printed more than 64 MiB"},
 	}
 	for _, c := range cases {
 		d := Run(context.Background(), Options{Level: 1, Timeout: c.timeout, Binary: fakeDCGMI(t, c.body)})

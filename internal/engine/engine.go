@@ -54,6 +54,7 @@ type Engine struct {
 	done     chan struct{}
 	waitErr  error
 	stopOnce sync.Once
+	lifeline *os.File // write end of the watchdog's pipe: closing it kills the process group
 }
 
 // Start launches the engine in its own process group with CUDA_VISIBLE_DEVICES set to its GPUs.
@@ -114,6 +115,8 @@ func Start(s Spec) (*Engine, error) {
 	for k, v := range s.Env {
 		env = append(env, k+"="+v)
 	}
+	id := newEngineID()
+	env = append(env, markerEnv+"="+id)
 	if err := os.MkdirAll(dirOf(s.LogPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -137,6 +140,15 @@ func Start(s Spec) (*Engine, error) {
 		return nil, fmt.Errorf("start %s: %v (is it installed and on PATH?)", argv[0], err)
 	}
 	e.cmd = cmd
+	if e.lifeline, err = startWatchdog(cmd.Process.Pid, id); err != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		lf.Close()
+		return nil, err
+	}
+	if err := writePidFile(s.LogPath, pidFile{PGID: cmd.Process.Pid, ID: id, Command: e.Command, Log: s.LogPath}); err != nil {
+		fmt.Fprintf(e.rw, "# gpuvet: no pid file (%v): a run killed beyond the watchdog's reach cannot be cleaned up by the next one\n", err)
+	}
 	track(e)
 	go func() {
 		e.waitErr = cmd.Wait()
@@ -290,6 +302,8 @@ func (e *Engine) Stop(grace time.Duration) error {
 			err = fmt.Errorf("kill process group %d: %v", pgid, kerr)
 		}
 		<-e.done
+		e.lifeline.Close() // the group is gone: the watchdog finds nothing left to kill and exits
+		_ = os.Remove(pidPath(e.LogPath))
 		e.rw.Close()
 		e.log.Close()
 	})
@@ -304,12 +318,18 @@ func (e *Engine) LogTail(n int) string {
 
 // Tail returns the last n lines of a file, redacted.
 func Tail(path string, n int, red *Redactor) string {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return ""
 	}
-	if len(b) > 64<<10 {
-		b = b[len(b)-64<<10:]
+	defer f.Close()
+	// Only the end is read: an engine log can run to gigabytes.
+	if st, err := f.Stat(); err == nil && st.Size() > 64<<10 {
+		f.Seek(st.Size()-64<<10, io.SeekStart)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return ""
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {

@@ -73,8 +73,13 @@ func parent() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer StopAll(300 * time.Millisecond)
+	command := os.Args[0] + " {port}"
+	if os.Getenv("GPUVET_ENGINE_TEST_SHELL") != "" {
+		// A launcher shell that forks like vLLM and SGLang do: background jobs, then the server.
+		command = "sh -c 'sleep 1000 & sleep 1000 & exec " + os.Args[0] + " {port}'"
+	}
 	e, err := Start(Spec{
-		Kind: "generic", Command: os.Args[0] + " {port}", Vars: Vars{Model: "m", Port: 18100, GPUs: []int{0}},
+		Kind: "generic", Command: command, Vars: Vars{Model: "m", Port: 18100, GPUs: []int{0}},
 		Env: map[string]string{"GPUVET_ENGINE_TEST_ROLE": "server"}, LogPath: os.Getenv("GPUVET_ENGINE_TEST_LOG"),
 	})
 	if err != nil {
@@ -329,5 +334,107 @@ func TestCPUSet(t *testing.T) {
 		if (err != nil) != tt.fail || (!tt.fail && s.Count() != tt.n) {
 			t.Errorf("cpuSet(%q) = %d, %v", tt.in, s.Count(), err)
 		}
+	}
+}
+
+// groupMembers lists the live processes of process group pgid.
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid && alive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// kill -9 of gpuvet runs no cleanup and Pdeathsig reaches only the engine itself: the watchdog
+// must take the launcher shell's background jobs and the server's own child with it.
+func TestKill9LeavesNoEngineProcess(t *testing.T) {
+	dir := t.TempDir()
+	ready, pids := filepath.Join(dir, "ready"), filepath.Join(dir, "pids")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GPUVET_ENGINE_TEST_ROLE=parent", "GPUVET_ENGINE_TEST_MODE=wait", "GPUVET_ENGINE_TEST_SHELL=1",
+		"GPUVET_ENGINE_TEST_READY="+ready, "GPUVET_ENGINE_TEST_PIDS="+pids, "GPUVET_ENGINE_TEST_LOG="+filepath.Join(dir, "engine.log"))
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pgid int
+	for deadline := time.Now().Add(30 * time.Second); pgid == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(ready); err == nil && len(b) > 0 {
+			pgid, _ = strconv.Atoi(string(b))
+		}
+	}
+	if pgid == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("engine never became ready: %s", out)
+	}
+	defer syscall.Kill(-pgid, syscall.SIGKILL)
+	// The shell's two sleeps, the server (exec'd in place of the shell) and its sleeper.
+	if n := len(groupMembers(pgid)); n < 4 {
+		t.Fatalf("engine group %d has %d processes, want ≥ 4 (shell jobs, server, its child)", pgid, n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "engine.pid")); err != nil {
+		t.Errorf("no pid file beside the log: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	var left []int
+	for i := 0; i < 250; i++ {
+		if left = groupMembers(pgid); len(left) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("after kill -9 of gpuvet, engine processes %v survive", left)
+}
+
+// What a run killed beyond the watchdog's reach left is found by its pid file and ended; a process
+// group without the engine's marker (a recycled id) is left alone.
+func TestReapLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	start := func(marker string) *exec.Cmd {
+		c := exec.Command("sh", "-c", "sleep 1000 & sleep 1000")
+		c.Env = append(os.Environ(), markerEnv+"="+marker)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); c.Wait() })
+		return c
+	}
+	left, other := start("aaaa"), start("bbbb")
+	os.MkdirAll(filepath.Join(dir, "logs", "m"), 0o755)
+	writePidFile(filepath.Join(dir, "logs", "m", "gpu0.log"), pidFile{PGID: left.Process.Pid, ID: "aaaa", Command: "vllm serve m"})
+	writePidFile(filepath.Join(dir, "logs", "m", "gpu1.log"), pidFile{PGID: other.Process.Pid, ID: "not-bbbb", Command: "x"})
+	for deadline := time.Now().Add(5 * time.Second); len(groupMembers(left.Process.Pid)) < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := ReapLeftovers(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Command != "vllm serve m" || len(got[0].PIDs) < 2 {
+		t.Fatalf("leftovers %+v, want the one engine with its shell's jobs", got)
+	}
+	for i := 0; i < 100 && len(groupMembers(left.Process.Pid)) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := groupMembers(left.Process.Pid); len(n) > 0 {
+		t.Errorf("leftover processes %v still alive", n)
+	}
+	if len(groupMembers(other.Process.Pid)) == 0 {
+		t.Errorf("a process group without the marker was killed")
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "logs", "m", "*.pid")); len(m) != 0 {
+		t.Errorf("pid files left: %v", m)
 	}
 }

@@ -84,25 +84,72 @@ type RedactWriter struct {
 func (rw *RedactWriter) Write(p []byte) (int, error) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
+	from := len(rw.buf) // only the new bytes can hold a newline: a long line stays linear
 	rw.buf = append(rw.buf, p...)
 	for {
-		i := bytes.IndexByte(rw.buf, '\n')
+		i := bytes.IndexByte(rw.buf[from:], '\n')
 		if i < 0 {
 			break
 		}
+		i += from
+		from = 0
 		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf[:i+1]))); err != nil {
 			return 0, err
 		}
 		rw.buf = rw.buf[i+1:]
 	}
-	// A line longer than 64 KiB is written in pieces rather than held forever.
-	if len(rw.buf) > 64<<10 {
-		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf))); err != nil {
+	// A line longer than 64 KiB is written in pieces rather than held forever; the last bytes stay
+	// behind, and the cut never falls inside a secret, so a secret across the cut is still redacted.
+	if len(rw.buf) > redactChunk {
+		c := rw.r.safeCut(rw.buf, len(rw.buf)-rw.r.carry())
+		if _, err := io.WriteString(rw.w, rw.r.String(string(rw.buf[:c]))); err != nil {
 			return 0, err
 		}
-		rw.buf = rw.buf[:0]
+		rw.buf = append(rw.buf[:0:0], rw.buf[c:]...)
 	}
 	return len(p), nil
+}
+
+// redactChunk is the longest piece of a line held before part of it is written.
+const redactChunk = 64 << 10
+
+// carry is how many bytes of a long line stay held at a cut: more than any secret it knows.
+func (r *Redactor) carry() int {
+	n := 4 << 10
+	for _, v := range r.values {
+		n = max(n, 2*len(v))
+	}
+	return n
+}
+
+// safeCut moves the cut c back to the start of any secret (known value or token shape) that
+// spans it. A cut that would leave nothing to write is the whole buffer: memory stays bounded.
+func (r *Redactor) safeCut(b []byte, c int) int {
+	for moved := true; moved && c > 0; {
+		moved = false
+		back := func(a, e int) {
+			if a < c && c < e {
+				c, moved = a, true
+			}
+		}
+		for _, v := range r.values {
+			for off := 0; ; {
+				i := bytes.Index(b[off:], []byte(v))
+				if i < 0 {
+					break
+				}
+				back(off+i, off+i+len(v))
+				off += i + 1
+			}
+		}
+		for _, m := range tokenShapes.FindAllIndex(b, -1) {
+			back(m[0], m[1])
+		}
+	}
+	if c <= 0 {
+		return len(b)
+	}
+	return c
 }
 
 // Close writes what is left of the last line.

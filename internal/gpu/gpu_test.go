@@ -63,7 +63,7 @@ func TestNUMANode(t *testing.T) {
 }
 
 func TestParseH200Idle(t *testing.T) {
-	src, err := FromNvidiaSMIXML("testdata/h200-idle.xml")
+	src, err := FromNvidiaSMIXML("testdata/h200-idle.xml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestParseH200Idle(t *testing.T) {
 
 func TestParseAfterLoadAndTwoGPUs(t *testing.T) {
 	b, _ := os.ReadFile("testdata/h200-after-load.xml")
-	gpus, err := ParseNvidiaSMIXML(b)
+	gpus, err := ParseNvidiaSMIXML(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestParseAfterLoadAndTwoGPUs(t *testing.T) {
 		t.Errorf("after load: mask %#x temp %d", gpus[0].ClockEvents.Mask, *gpus[0].TemperatureC)
 	}
 	b, _ = os.ReadFile("testdata/h200x2.xml")
-	gpus, err = ParseNvidiaSMIXML(b)
+	gpus, err = ParseNvidiaSMIXML(b, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestParseErrors(t *testing.T) {
 		{"no gpu", "<nvidia_smi_log><attached_gpus>0</attached_gpus></nvidia_smi_log>", "no <gpu>"},
 	}
 	for _, c := range cases {
-		_, err := ParseNvidiaSMIXML([]byte(c.in))
+		_, err := ParseNvidiaSMIXML([]byte(c.in), nil)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want one containing %q", c.name, err, c.want)
 		}
@@ -158,7 +158,7 @@ func TestParseErrors(t *testing.T) {
 	g, err := ParseNvidiaSMIXML([]byte(`<nvidia_smi_log><gpu id="0"><product_name>X</product_name>
 		<temperature><gpu_temp>hot C</gpu_temp></temperature>
 		<clocks_throttle_reasons><clocks_throttle_reason_hw_slowdown>Active</clocks_throttle_reason_hw_slowdown></clocks_throttle_reasons>
-		</gpu></nvidia_smi_log>`))
+		</gpu></nvidia_smi_log>`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestParseErrors(t *testing.T) {
 	if g[0].ClockEvents.Mask != ReasonHWSlowdown {
 		t.Errorf("old throttle spelling: mask %#x", g[0].ClockEvents.Mask)
 	}
-	if _, err := FromNvidiaSMIXML("testdata/none.xml"); err == nil || !strings.Contains(err.Error(), "nvidia-smi -q -x") {
+	if _, err := FromNvidiaSMIXML("testdata/none.xml", nil); err == nil || !strings.Contains(err.Error(), "nvidia-smi -q -x") {
 		t.Errorf("missing file: %v", err)
 	}
 }
@@ -194,7 +194,7 @@ func FuzzParseNvidiaSMIXML(f *testing.F) {
 	}
 	f.Add([]byte(`<nvidia_smi_log><gpu><pci><pci_gpu_link_info><link_widths><max_link_width>x</max_link_width></link_widths></pci_gpu_link_info></pci></gpu></nvidia_smi_log>`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		gpus, err := ParseNvidiaSMIXML(b)
+		gpus, err := ParseNvidiaSMIXML(b, nil)
 		if err == nil && len(gpus) == 0 {
 			t.Fatal("no error and no GPU")
 		}

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -96,12 +96,13 @@ type xmlSource struct {
 }
 
 // FromNvidiaSMIXML reads a captured `nvidia-smi -q -x`. Sample returns an error saying it is a capture.
-func FromNvidiaSMIXML(path string) (Source, error) {
-	b, err := os.ReadFile(path)
+// cat fills in what the XML does not print (compute capability); nil: the built-in catalog.
+func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
+	b, err := filelimit.Read(path, filelimit.GPUXML, "nvidia-smi XML")
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml: %w (want the output of `nvidia-smi -q -x` saved to a file)", err)
 	}
-	gpus, err := ParseNvidiaSMIXML(b)
+	gpus, err := ParseNvidiaSMIXML(b, cat)
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml %s: %w", path, err)
 	}
@@ -120,7 +121,8 @@ func (s *xmlSource) Close() error { return nil }
 
 // ParseNvidiaSMIXML parses `nvidia-smi -q -x`. Values the capture lacks or marks N/A stay nil and are
 // listed in GPUInfo.Unsupported; a value that is there but unreadable is listed too, with the text found.
-func ParseNvidiaSMIXML(data []byte) ([]results.GPUInfo, error) {
+// The compute capability, which the XML lacks, comes from cat (nil: the built-in catalog).
+func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, error) {
 	var log smiLog
 	dec := xml.NewDecoder(bytes.NewReader(data))
 	// The DOCTYPE names a DTD that is never fetched; non-UTF-8 charsets are passed through as bytes.
@@ -135,14 +137,21 @@ func ParseNvidiaSMIXML(data []byte) ([]results.GPUInfo, error) {
 	if len(log.GPUs) == 0 {
 		return nil, fmt.Errorf("no <gpu> element in <nvidia_smi_log> (attached_gpus=%q): the capture lists no GPU", strings.TrimSpace(log.AttachedGPUs))
 	}
+	// The file states its GPU count twice: a capture whose two counts disagree was edited, cut or
+	// concatenated, and none of its figures can be trusted.
+	if a := strings.TrimSpace(log.AttachedGPUs); a != "" {
+		if n, err := strconv.Atoi(a); err != nil || n != len(log.GPUs) {
+			return nil, fmt.Errorf("attached_gpus=%q but the capture has %d <gpu> elements: the file is edited, cut or concatenated (want the unedited output of `nvidia-smi -q -x`)", a, len(log.GPUs))
+		}
+	}
 	out := make([]results.GPUInfo, 0, len(log.GPUs))
 	for i, g := range log.GPUs {
-		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion)))
+		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
 	}
 	return out, nil
 }
 
-func (g smiGPU) info(index int, driver, cuda string) results.GPUInfo {
+func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) results.GPUInfo {
 	p := &fieldParser{}
 	info := results.GPUInfo{
 		Index:         index,
@@ -165,7 +174,7 @@ func (g smiGPU) info(index int, driver, cuda string) results.GPUInfo {
 		p.missing("numa_node: not in this nvidia-smi XML (read sysfs on the host)")
 	}
 	// nvidia-smi -q -x does not print the compute capability; the catalog knows it per model.
-	if c, ok := catalog.LookupGPU(info.Name); ok {
+	if c, ok := cat.LookupGPU(info.Name); ok {
 		info.ComputeCapability = c.ComputeCap
 		p.missing("compute_capability: not in nvidia-smi XML, taken from the catalog")
 	} else {

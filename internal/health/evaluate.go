@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/gpu"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -39,6 +39,7 @@ func Evaluate(h *results.Health, o Options) {
 			Reason: fmt.Sprintf("found %d GPU(s), expected %d: check `nvidia-smi -L` and dmesg for a card that fell off the bus, or fix --expect-gpus", len(h.GPUs), o.ExpectGPUs)})
 	}
 	judgeDCGM(h)
+	judgeInterconnect(h, o)
 	h.Comparisons = compareAll(h, o)
 	for _, c := range h.Comparisons {
 		for _, cell := range c.Values {
@@ -86,8 +87,11 @@ func gpuStatus(gh *results.GPUHealth) results.Status {
 	if gh.Burn != nil && gh.Burn.Error != "" {
 		st = results.StatusFailed
 	}
-	if len(gh.Flags) > 0 {
+	for _, f := range gh.Flags {
 		st = results.Worse(st, results.StatusFlag)
+		if failingChecks[f.Check] {
+			st = results.StatusFailed
+		}
 	}
 	return st
 }
@@ -189,7 +193,7 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		return nil
 	}
 	var out []results.Compare
-	for _, name := range Benchmarks {
+	for _, name := range results.MicrobenchNames() {
 		v := o.GEMMVariancePct
 		switch {
 		case strings.HasPrefix(name, "pcie_"):
@@ -197,16 +201,16 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		case !strings.Contains(name, "gemm") && !strings.HasPrefix(name, "hbm_"):
 			continue
 		}
-		var cells []judge.Cell
+		var cells []compare.Cell
 		for _, gh := range h.GPUs {
 			for _, b := range gh.Bench {
 				if b.Name == name && b.Status == results.StatusOK {
-					cells = append(cells, judge.Cell{GPU: gh.GPU.Index, Value: b.Value})
+					cells = append(cells, compare.Cell{GPU: gh.GPU.Index, Figure: compare.Figure{Value: b.Value}})
 				}
 			}
 		}
 		if len(cells) >= 2 {
-			out = append(out, judge.CompareGPUs(name, cells, true, judge.Guards{VariancePct: v}))
+			out = append(out, compare.GPUs(name, cells, true, compare.Guards{VariancePct: v}))
 		}
 	}
 	return out

@@ -21,7 +21,7 @@ import (
 // BenchRunner runs microbenchmarks on one GPU. The real one is internal/cuda's Runner; the simulator's
 // Fleet fits through SimBench.
 type BenchRunner interface {
-	// Microbench returns the figure of one benchmark (see Benchmarks) on GPU g: TFLOP/s or GB/s.
+	// Microbench returns the figure of one benchmark (see results.MicrobenchNames) on GPU g: TFLOP/s or GB/s.
 	Microbench(ctx context.Context, g results.GPUInfo, name string) (value float64, unit string, err error)
 	// Burn runs GEMM flat out on g until ctx ends and returns the TFLOP/s it sustained.
 	Burn(ctx context.Context, g results.GPUInfo) (tflops float64, err error)
@@ -30,9 +30,6 @@ type BenchRunner interface {
 // Describer is optionally implemented by a BenchRunner to say what each benchmark does (sizes, API).
 type Describer interface{ Describe(name string) string }
 
-// Benchmarks are the microbenchmarks of the health phase, in run order.
-var Benchmarks = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
-
 // Options are the health phase's settings; zero values take the defaults noted.
 type Options struct {
 	Source          string        // "nvml", "nvidia-smi-xml", "sim": recorded in the result
@@ -40,7 +37,7 @@ type Options struct {
 	ExpectPCIeWidth int           // lanes wired by design (e.g. 8); 0: strict current-vs-max check
 	Parallel        bool          // run every GPU's benchmarks and burn at once
 	SkipBench       bool          // inventory (and burn/DCGM) only
-	Benchmarks      []string      // which of Benchmarks to run, in that order; nil: all
+	Benchmarks      []string      // which of results.MicrobenchNames to run (in that order); nil: all
 	Burn            time.Duration // 0: no burn
 	SampleEvery     time.Duration // telemetry interval during a burn (default 1 s)
 	DCGM            bool          // run `dcgmi diag`
@@ -50,8 +47,13 @@ type Options struct {
 	MinPCIeGBps     float64       // default 8 (the seed's pcie_bw.min_gbs)
 	GEMMVariancePct float64       // GPU-to-GPU tolerance for GEMM, default 25
 	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
+	Links           LinkRunner    // GPU-to-GPU copies and all-reduce; nil: topology only
+	MinLinkRatio    float64       // flag a peer copy or all-reduce below this share of its link's peak, default 0.5
+	LinkVariancePct float64       // pair-to-pair tolerance of the copy ratio, default 25
 	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
 	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
+	// Catalog gives each GPU's datasheet peaks (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 func (o *Options) defaults() {
@@ -73,6 +75,12 @@ func (o *Options) defaults() {
 	if o.PCIeVariancePct <= 0 {
 		o.PCIeVariancePct = 25
 	}
+	if o.MinLinkRatio <= 0 {
+		o.MinLinkRatio = 0.5
+	}
+	if o.LinkVariancePct <= 0 {
+		o.LinkVariancePct = 25
+	}
 }
 
 // Run is the health phase of one host. It never returns nil and never stops at the first problem:
@@ -89,12 +97,16 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 		h.GPUs = append(h.GPUs, results.GPUHealth{GPU: g})
 	}
 	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
+	readInterconnect(src, h)
 
 	switch {
 	case bench == nil && !o.SkipBench:
 		h.Notes = append(h.Notes, fmt.Sprintf("microbenchmarks not run: no GPU to run them on (source %s)", o.Source))
 	case bench != nil && !o.SkipBench:
 		forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { runBenches(ctx, bench, gh, o) })
+	}
+	if o.Links != nil && !o.SkipBench {
+		runLinks(ctx, o.Links, h, o)
 	}
 	if o.Burn > 0 {
 		if bench == nil {
@@ -106,6 +118,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 			}
 		}
 	}
+	rereadLinkErrors(src, h)
 	h.DCGM = runDCGM(ctx, o)
 	if ctx.Err() != nil {
 		h.Notes = append(h.Notes, "interrupted: the figures above are what was measured before the stop")
@@ -159,11 +172,11 @@ func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*resul
 
 // runBenches measures every benchmark on one GPU and sets each figure beside its datasheet peak.
 func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options) {
-	spec, known := catalog.LookupGPU(gh.GPU.Name)
+	spec, known := o.Catalog.LookupGPU(gh.GPU.Name)
 	if !known {
 		gh.Notes = append(gh.Notes, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
 	}
-	for _, name := range Benchmarks {
+	for _, name := range results.MicrobenchNames() {
 		if ctx.Err() != nil {
 			return
 		}
@@ -174,6 +187,13 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 		mb := results.Microbench{Name: name, Status: results.StatusOK}
 		if d, ok := bench.(Describer); ok {
 			mb.Params = d.Describe(name)
+		}
+		if known && Peak(spec, name, gh.GPU) == 0 {
+			// No datasheet figure: the benchmark does not apply to this GPU (a GB200's GPUs have no
+			// PCIe host link). Skipped, not failed: a healthy card must not fail for it.
+			mb.Status, mb.Params = results.StatusSkipped, fmt.Sprintf("not applicable: %s has no datasheet figure for %s", spec.Key, name)
+			gh.Bench = append(gh.Bench, mb)
+			continue
 		}
 		v, unit, err := bench.Microbench(ctx, gh.GPU, name)
 		if err != nil {

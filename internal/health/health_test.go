@@ -103,7 +103,7 @@ func TestRunHealthy(t *testing.T) {
 		t.Fatalf("status %s flags %v", h.Status, flagsOf(h))
 	}
 	b := h.GPUs[0].Bench
-	if len(b) != len(Benchmarks) {
+	if len(b) != len(results.MicrobenchNames()) {
 		t.Fatalf("%d benchmarks", len(b))
 	}
 	for _, m := range b {
@@ -208,7 +208,7 @@ func TestBurnSummary(t *testing.T) {
 }
 
 func TestXMLSourceRunsInventoryOnly(t *testing.T) {
-	src, err := gpu.FromNvidiaSMIXML("../gpu/testdata/h200x2.xml")
+	src, err := gpu.FromNvidiaSMIXML("../gpu/testdata/h200x2.xml", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

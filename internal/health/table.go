@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // Render writes the health result as terminal tables: inventory, microbenchmarks with peak and ratio,
@@ -29,12 +30,13 @@ func Render(w io.Writer, h *results.Health) {
 	renderBench(w, h)
 	renderBurn(w, h)
 	renderCompare(w, h)
+	renderInterconnect(w, h)
 	renderDCGM(w, h)
 	renderFlags(w, h)
 	fmt.Fprintf(w, "\nhealth status: %s\n", strings.ToUpper(string(h.Status)))
 }
 
-func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+func table(w io.Writer) *tabwriter.Writer { return term.Columns(w) }
 
 func renderInventory(w io.Writer, h *results.Health) {
 	if len(h.GPUs) == 0 {

@@ -12,10 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -27,9 +27,6 @@ const (
 	FormatVLLMBench Format = "vllm-bench" // vLLM bench serve / benchmark_serving.py result
 	FormatGuideLLM  Format = "guidellm"   // guidellm benchmarks.json report
 )
-
-// maxFileBytes bounds what Read loads: result files with per-request arrays run to tens of MB.
-const maxFileBytes = 512 << 20
 
 // Detect says which format a JSON document is, from its top-level keys.
 func Detect(b []byte) (Format, error) {
@@ -50,14 +47,7 @@ func Detect(b []byte) (Format, error) {
 
 // Read reads a result file in any supported format as a summary, saying which format it was.
 func Read(path string) (*results.Summary, Format, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, "", err
-	}
-	if st.Size() > maxFileBytes {
-		return nil, "", fmt.Errorf("%s: %d bytes, more than the %d a result file can be", path, st.Size(), maxFileBytes)
-	}
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Read(path, filelimit.Result, "result file")
 	if err != nil {
 		return nil, "", err
 	}

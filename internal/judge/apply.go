@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -47,7 +48,7 @@ func Apply(s *results.Summary, cfg Config) {
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg, hostGPUCount(h))
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
 		}
 		rollHost(h)
 	}
@@ -83,15 +84,22 @@ func hostGPUCount(h *results.Host) int {
 	return len(seen)
 }
 
-func applyModel(m *results.Model, cfg Config, hostGPUs int) {
+func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
 		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
+		errV := ErrorRateVerdict(ep.Load, cfg.MaxErrorRatePct)
+		if errV != nil {
+			ep.Verdicts = append(ep.Verdicts, *errV)
+		}
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
 			}
+		}
+		if fl := loadErrorFlag(subject(m.Model, ep), ep.Load, errV); fl != nil {
+			ep.Flags = append(ep.Flags, *fl)
 		}
 		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
 		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 {
@@ -99,7 +107,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int) {
 				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
 		}
 	}
-	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom())
+	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom(), parallel)
 	for _, c := range m.Comparisons {
 		for _, cell := range c.Values {
 			if !cell.Flagged {
@@ -172,11 +180,15 @@ func endpointOnGPU(m *results.Model, gpu int) *results.Endpoint {
 func endpointStatus(ep *results.Endpoint) results.Status {
 	measured := ep.Load != nil || ep.Functional != nil
 	switch {
+	case ep.Status == results.StatusInterrupted || ep.Status == results.StatusNotRun:
+		return ep.Status // the run stopped: what was measured is partial, never ok
 	case ep.Error != "" || ep.Status == results.StatusFailed:
 		return results.StatusFailed
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
 		return results.StatusFailed
 	case ep.Functional != nil && ep.Functional.Error != "":
+		return results.StatusFailed
+	case errorRateFailed(ep):
 		return results.StatusFailed
 	case len(ep.Flags) > 0:
 		return results.StatusFlag
@@ -224,19 +236,6 @@ func FindRun(l *results.Load, kind string) *results.Run {
 	return r
 }
 
-// TotalSuccessful is the successful requests over every run of a load: the sample count the
-// GPU-to-GPU guard reads (the seed counts a GPU's whole benchmark).
-func TotalSuccessful(l *results.Load) int {
-	if l == nil {
-		return 0
-	}
-	n := 0
-	for _, r := range l.Runs {
-		n += r.Requests.Successful
-	}
-	return n
-}
-
 // EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model;
 // hostGPUs (the host's GPU count) normalizes a node-wide aicr throughput floor per GPU.
 func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Config) []results.Verdict {
@@ -272,15 +271,16 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 		aicrTTFT.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1+tol/100, fmtNum(*g.AICRMaxTTFTP99Ms.Value), tol)
 	}
 
+	n := int(val(cfg.CompareMinSamples))
 	return []results.Verdict{
 		JudgeGate(GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: g.TTFTP95Ms},
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") }, p95, lb, l)),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") }, p95, lb, l), n),
 		JudgeGate(GateSpec{Check: "gate.itl_p95", Name: "sync ITL p95", Unit: "ms", Upper: true, Limit: g.ITLP95Ms},
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") }, p95, lb, l)),
-		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l)),
-		JudgeGate(aicrThr, concThroughput(conc, l)),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") }, p95, lb, l), n),
+		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l), n),
+		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
-			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p99") }, p99, false, l)),
+			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p99") }, p99, false, l), n),
 	}
 }
 
@@ -308,6 +308,17 @@ func clientLimited(r *results.Run, l *results.Load) bool {
 	return (r != nil && r.ClientLimited) || l.Client.ClientLimited
 }
 
+// requests is the number of requests behind a figure of one run: its successful requests (a
+// latency distribution's own count when smaller). An ITL p95 of 5 requests is 5 samples, however
+// many token gaps they had.
+func requests(r *results.Run, d results.Dist) int {
+	n := r.Requests.Successful
+	if d.Count > 0 && d.Count < n {
+		n = d.Count
+	}
+	return n
+}
+
 // distMeasure reads a percentile of a run's distribution; a run without samples is not measured.
 func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick func(results.Dist) float64, lb bool, l *results.Load) Measured {
 	if r == nil {
@@ -317,15 +328,15 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Value: pick(d), Present: true, LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: d.Count, CI: ci}
+	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci}}
 }
 
 func sustainedMeasure(l *results.Load) Measured {
-	if l.SustainedReqS <= 0 {
+	f, ok := sustainedFigure(l)
+	if !ok {
 		return Measured{Missing: fmt.Sprintf("the load profile %q measured no sustained throughput", l.Config.Profile)}
 	}
-	return Measured{Value: l.SustainedReqS, Present: true, LowerBound: l.Saturation.LowerBound(),
-		ClientLimited: l.Client.ClientLimited, Samples: TotalSuccessful(l)}
+	return Measured{Present: true, Figure: f}
 }
 
 func concThroughput(r *results.Run, l *results.Load) Measured {
@@ -335,7 +346,41 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Value: r.OutputTokS, Present: true, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: ciOf(r, "output_tok_s")}
+	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: ciOf(r, "output_tok_s")}}
+}
+
+// peakRun is the rung with the best output tok/s: the one behind the peak and sustained figures.
+func peakRun(l *results.Load) *results.Run {
+	var best *results.Run
+	for i := range l.Runs {
+		if r := &l.Runs[i]; best == nil || r.OutputTokS > best.OutputTokS {
+			best = r
+		}
+	}
+	return best
+}
+
+// throughputFigure is a load-wide throughput figure with the rung behind it: its requests, its CI
+// (scaled when the figure is the rung's tok/s in other units, as sustained req/s is), whether it was
+// client-limited, and whether the sweep makes it a lower bound.
+func throughputFigure(l *results.Load, v float64) compare.Figure {
+	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
+	if r := peakRun(l); r != nil {
+		f.Samples = r.Requests.Successful
+		f.ClientLimited = f.ClientLimited || r.ClientLimited
+		if ci := ciOf(r, "output_tok_s"); ci != nil && r.OutputTokS > 0 {
+			k := v / r.OutputTokS
+			f.CI = &results.Interval{Lo: ci.Lo * k, Hi: ci.Hi * k, Level: ci.Level}
+		}
+	}
+	return f
+}
+
+func sustainedFigure(l *results.Load) (compare.Figure, bool) {
+	if l.SustainedReqS <= 0 {
+		return compare.Figure{}, false
+	}
+	return throughputFigure(l, l.SustainedReqS), true
 }
 
 // LLMMetric is one per-endpoint figure compared GPU to GPU and against baselines.
@@ -344,63 +389,58 @@ type LLMMetric struct {
 	HigherIsBetter bool
 	// BaselineOnly: compared against baselines but not GPU to GPU (too noisy between cards).
 	BaselineOnly bool
-	// Get reads the figure and its CI from a load; ok is false when it was not measured.
-	Get func(l *results.Load) (v float64, ci *results.Interval, ok bool)
+	// Get reads the figure with its quality (the requests behind it, CI, client-limited, lower
+	// bound) from a load; ok is false when it was not measured.
+	Get func(l *results.Load) (f compare.Figure, ok bool)
 }
 
 // LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
 // sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99 (the
 // latter against baselines only).
 var LLMMetrics = []LLMMetric{
-	{MetricSustainedReqS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
-		return l.SustainedReqS, nil, l.SustainedReqS > 0
-	}},
-	{MetricPeakOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
-		var ci *results.Interval
-		best := -1.0
-		for i := range l.Runs {
-			if r := &l.Runs[i]; r.OutputTokS > best {
-				best, ci = r.OutputTokS, ciOf(r, "output_tok_s")
+	{MetricSustainedReqS, true, false, sustainedFigure},
+	{MetricPeakOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
+		v := l.PeakOutputTokS
+		if v <= 0 {
+			if r := peakRun(l); r != nil {
+				v = r.OutputTokS
 			}
 		}
-		if l.PeakOutputTokS > 0 {
-			return l.PeakOutputTokS, ci, true
-		}
-		return best, ci, best > 0
+		return throughputFigure(l, v), v > 0
 	}},
 	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
 	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
 	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
-	{MetricConcOutputTokS, true, false, func(l *results.Load) (float64, *results.Interval, bool) {
-		r := FindRun(l, RunConcurrency)
-		if r == nil || r.Requests.Successful == 0 {
-			return 0, nil, false
-		}
-		return r.OutputTokS, ciOf(r, "output_tok_s"), true
+	{MetricConcOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
+		m := concThroughput(FindRun(l, RunConcurrency), l)
+		m.ReqS = l.SustainedReqS
+		return m.Figure, m.Present
 	}},
-	{MetricConcTTFTP99, false, true, func(l *results.Load) (float64, *results.Interval, bool) {
+	{MetricConcTTFTP99, false, true, func(l *results.Load) (compare.Figure, bool) {
 		r := FindRun(l, RunConcurrency)
 		if r == nil || r.TTFT.Count == 0 {
-			return 0, nil, false
+			return compare.Figure{}, false
 		}
-		return r.TTFT.P99, ciOf(r, "ttft_p99"), true
+		return compare.Figure{Value: r.TTFT.P99, CI: ciOf(r, "ttft_p99"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l)}, true
 	}},
 }
 
-func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (float64, *results.Interval, bool) {
-	return func(l *results.Load) (float64, *results.Interval, bool) {
+func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
+	return func(l *results.Load) (compare.Figure, bool) {
 		r := FindRun(l, RunSynchronous)
 		if r == nil {
-			return 0, nil, false
+			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return d.P95, ci, d.Count > 0
+		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
 	}
 }
 
 // ModelComparisons compares every LLM metric across the endpoints of one model on one host.
-// Failed endpoints and endpoints without load are left out; a model on one GPU gets none.
-func ModelComparisons(m *results.Model, g Guards) []results.Compare {
+// Failed endpoints and endpoints without load are left out; a model on one GPU gets none. With
+// sharedClient (GPUs loaded at once by one gpuvet process), a client that fell behind on one GPU was
+// short of CPU for all of them: every figure of the model is then client-limited.
+func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
 	type ep struct {
 		gpu  int
 		load *results.Load
@@ -418,24 +458,29 @@ func ModelComparisons(m *results.Model, g Guards) []results.Compare {
 	if len(eps) < 2 {
 		return nil
 	}
+	anyLimited := false
+	for _, e := range eps {
+		anyLimited = anyLimited || e.load.Client.ClientLimited
+	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
 		if met.BaselineOnly {
 			continue
 		}
-		var cells []Cell
+		var cells []compare.Cell
 		for _, e := range eps {
-			v, ci, ok := met.Get(e.load)
+			f, ok := met.Get(e.load)
 			if !ok {
 				continue
 			}
-			cells = append(cells, Cell{GPU: e.gpu, Value: v, Samples: TotalSuccessful(e.load), ReqS: e.load.SustainedReqS,
-				LowerBound: IsThroughputMetric(met.Name) && e.load.Saturation.LowerBound(), CI: ci})
+			f.ReqS = e.load.SustainedReqS
+			f.ClientLimited = f.ClientLimited || (sharedClient && anyLimited)
+			cells = append(cells, compare.Cell{GPU: e.gpu, Figure: f})
 		}
 		if len(cells) < 2 {
 			continue
 		}
-		out = append(out, CompareGPUs(met.Name, cells, met.HigherIsBetter, g))
+		out = append(out, compare.GPUs(met.Name, cells, met.HigherIsBetter, g))
 	}
 	return out
 }
@@ -523,14 +568,14 @@ func hostFlags(h results.Host) []results.Flag {
 	return out
 }
 
-// ExitCode is the process exit code for a judged summary: 1 on a failure, or on a flag with
-// failOnFlag; 0 otherwise.
+// ExitCode is the process exit code for a judged summary: 1 on a failure, on a run that did not
+// finish (interrupted, killed, still writing), or on a flag with failOnFlag; 0 otherwise.
 func ExitCode(s *results.Summary, failOnFlag bool) int {
-	if s == nil {
+	if s == nil || !s.Complete {
 		return 1
 	}
 	switch s.Status {
-	case results.StatusFailed:
+	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
 		return 1
 	case results.StatusFlag:
 		if failOnFlag {

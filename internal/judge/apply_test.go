@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -345,14 +346,19 @@ func TestExitCode(t *testing.T) {
 	}{
 		{results.StatusOK, false, 0}, {results.StatusOK, true, 0}, {results.StatusFlag, false, 0},
 		{results.StatusFlag, true, 1}, {results.StatusFailed, false, 1}, {results.StatusSkipped, true, 0},
+		{results.StatusInterrupted, false, 1}, {results.StatusIncomplete, false, 1},
 	}
 	for _, tc := range tests {
-		if got := ExitCode(&results.Summary{Status: tc.st}, tc.failOnFlag); got != tc.want {
+		if got := ExitCode(&results.Summary{Status: tc.st, Complete: true}, tc.failOnFlag); got != tc.want {
 			t.Errorf("ExitCode(%s, %v) = %d, want %d", tc.st, tc.failOnFlag, got, tc.want)
 		}
 	}
 	if ExitCode(nil, false) != 1 {
 		t.Error("nil summary must exit 1")
+	}
+	// A killed run's file says ok in old versions: complete=false alone is a failure.
+	if ExitCode(&results.Summary{Status: results.StatusOK}, false) != 1 {
+		t.Error("an incomplete summary must exit 1")
 	}
 }
 
@@ -453,18 +459,27 @@ func TestJudgeGate(t *testing.T) {
 		m    Measured
 		want string
 	}{
-		{"at the limit passes", spec, Measured{Value: 200, Present: true}, ResultPass},
-		{"over fails", spec, Measured{Value: 200.1, Present: true}, ResultFail},
+		{"at the limit passes", spec, Measured{Present: true, Figure: compare.Figure{Value: 200}}, ResultPass},
+		{"over fails", spec, Measured{Present: true, Figure: compare.Figure{Value: 200.1}}, ResultFail},
 		{"not measured is inconclusive", spec, Measured{Missing: "no sync run"}, ResultInconclusive},
-		{"client-limited breach is inconclusive", spec, Measured{Value: 900, Present: true, ClientLimited: true}, ResultInconclusive},
-		{"client-limited pass stays a pass", spec, Measured{Value: 90, Present: true, ClientLimited: true}, ResultPass},
-		{"disabled", GateSpec{Name: "x", Limit: Limit{Source: "flag"}}, Measured{Value: 1, Present: true}, ResultDisabled},
-		{"floor: at the limit passes", GateSpec{Name: "t", Limit: lim}, Measured{Value: 200, Present: true}, ResultPass},
-		{"floor: under fails", GateSpec{Name: "t", Limit: lim}, Measured{Value: 199, Present: true}, ResultFail},
-		{"factor applies", GateSpec{Name: "t", Limit: lim, Factor: 0.9}, Measured{Value: 181, Present: true}, ResultPass},
+		{"client-limited breach is inconclusive", spec, Measured{Present: true, Figure: compare.Figure{Value: 900, ClientLimited: true}}, ResultInconclusive},
+		{"client-limited pass stays a pass", spec, Measured{Present: true, Figure: compare.Figure{Value: 90, ClientLimited: true}}, ResultPass},
+		{"disabled", GateSpec{Name: "x", Limit: Limit{Source: "flag"}}, Measured{Present: true, Figure: compare.Figure{Value: 1}}, ResultDisabled},
+		{"floor: at the limit passes", GateSpec{Name: "t", Limit: lim}, Measured{Present: true, Figure: compare.Figure{Value: 200}}, ResultPass},
+		{"floor: under fails", GateSpec{Name: "t", Limit: lim}, Measured{Present: true, Figure: compare.Figure{Value: 199}}, ResultFail},
+		{"factor applies", GateSpec{Name: "t", Limit: lim, Factor: 0.9}, Measured{Present: true, Figure: compare.Figure{Value: 181}}, ResultPass},
+		{"too few samples: inconclusive, not a pass", spec, Measured{Present: true, Figure: compare.Figure{Value: 20, Samples: 3}}, ResultInconclusive},
+		{"too few samples: inconclusive, not a fail", spec, Measured{Present: true, Figure: compare.Figure{Value: 900, Samples: 3}}, ResultInconclusive},
+		{"enough samples fail", spec, Measured{Present: true, Figure: compare.Figure{Value: 900, Samples: 30}}, ResultFail},
+		{"CI spanning the limit: inconclusive", GateSpec{Name: "t", Unit: "tok/s", Limit: Limit{Value: fp(11250), Source: "recipe"}},
+			Measured{Present: true, Figure: compare.Figure{Value: 9661, Samples: 1000, CI: ci(6809, 12623)}}, ResultInconclusive},
+		{"CI wholly under the floor: fail", GateSpec{Name: "t", Unit: "tok/s", Limit: Limit{Value: fp(11250), Source: "recipe"}},
+			Measured{Present: true, Figure: compare.Figure{Value: 9661, Samples: 1000, CI: ci(9000, 10000)}}, ResultFail},
+		{"lower-bound throughput under the floor: inconclusive", GateSpec{Name: "t", Limit: lim},
+			Measured{Present: true, Figure: compare.Figure{Value: 100, LowerBound: true}}, ResultInconclusive},
 	}
 	for _, tc := range tests {
-		if got := JudgeGate(tc.spec, tc.m); got.Result != tc.want {
+		if got := JudgeGate(tc.spec, tc.m, 30); got.Result != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got.Result, got.Reason, tc.want)
 		}
 	}

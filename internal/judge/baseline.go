@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -19,13 +20,7 @@ const (
 )
 
 // figure is one subject × metric of one summary, with what the guards need.
-type figure struct {
-	value      float64
-	samples    int
-	reqS       float64
-	lowerBound bool
-	ci         *results.Interval
-}
+type figure = compare.Figure
 
 // subjectFigures is every comparable figure of a summary: subject -> metric -> figure, plus the
 // subjects in the order they appear.
@@ -64,12 +59,12 @@ func collect(s *results.Summary) *subjectFigures {
 				}
 				subj := fmt.Sprintf("%s gpu %d", m.Model, endpointGPU(ep, i))
 				for _, met := range LLMMetrics {
-					v, ci, ok := met.Get(ep.Load)
+					f, ok := met.Get(ep.Load)
 					if !ok {
 						continue
 					}
-					sf.add(subj, met.Name, met.HigherIsBetter, figure{value: v, samples: TotalSuccessful(ep.Load), reqS: ep.Load.SustainedReqS,
-						lowerBound: IsThroughputMetric(met.Name) && ep.Load.Saturation.LowerBound(), ci: ci})
+					f.ReqS = ep.Load.SustainedReqS
+					sf.add(subj, met.Name, met.HigherIsBetter, f)
 				}
 			}
 		}
@@ -81,7 +76,7 @@ func collect(s *results.Summary) *subjectFigures {
 				if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
 					continue
 				}
-				sf.add(fmt.Sprintf("gpu %d", g.GPU.Index), b.Name, true, figure{value: b.Value})
+				sf.add(fmt.Sprintf("gpu %d", g.GPU.Index), b.Name, true, figure{Value: b.Value})
 			}
 		}
 	}
@@ -121,7 +116,7 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 	for _, subj := range bf.order {
 		for _, met := range bf.metrics[subj] {
 			bx := bf.fig[subj][met]
-			row := results.OverheadRow{Subject: subj, Metric: met, HigherIsBetter: bf.higher[met], Baseline: bx.value,
+			row := results.OverheadRow{Subject: subj, Metric: met, HigherIsBetter: bf.higher[met], Baseline: bx.Value,
 				Values: map[string]float64{}, OverheadPct: map[string]float64{}, Status: map[string]string{}}
 			for i, ef := range efs {
 				ex, ok := ef.fig[subj][met]
@@ -129,8 +124,8 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 					row.Status[names[i]] = BaselineMissing
 					continue
 				}
-				row.Values[names[i]] = ex.value
-				row.OverheadPct[names[i]] = round2(deltaPct(ex.value, bx.value, row.HigherIsBetter))
+				row.Values[names[i]] = ex.Value
+				row.OverheadPct[names[i]] = round2(deltaPct(ex.Value, bx.Value, row.HigherIsBetter))
 				st, note := OverheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
 				row.Status[names[i]] = st
 				if note != "" {
@@ -174,32 +169,24 @@ func first(list []string, n int) []string {
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-// OverheadStatus decides one environment's figure against the baseline's, with the noise guards.
+// OverheadStatus decides one environment's figure against the baseline's with compare.Pair, the
+// rule and guards of the GPU-to-GPU comparison (the tolerance is the baseline tolerance).
 func OverheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string) {
-	over := deltaPct(env.value, base.value, higher)
-	breach := over > tolPct
-	thr := IsThroughputMetric(metric)
-	if n := minPositive(base.samples, env.samples); g.MinSamples > 0 && n > 0 && float64(n) < g.MinSamples {
-		return BaselineLowConfidence, fmt.Sprintf("only %d successful requests on the weaker side (< %g)", n, g.MinSamples)
-	}
-	if thr && higher {
-		if env.lowerBound && breach {
-			return BaselineLowerBound, "this environment's sweep was truncated or unsaturated: its throughput is a lower bound, the gap is not a measurement"
-		}
-		if base.lowerBound && !breach {
-			return BaselineLowerBound, "the baseline's sweep was truncated or unsaturated: its throughput is a lower bound, the real overhead may be larger"
-		}
-	}
-	if !breach {
-		return BaselineOK, ""
-	}
+	res, over, why := compare.Pair(metric, env, base, higher, tolPct, g)
+	thr := compare.IsThroughputMetric(metric) && higher
 	switch {
-	case thr && g.MinThroughputReqS > 0 && base.reqS > 0 && env.reqS > 0 && math.Abs(base.reqS-env.reqS) < g.MinThroughputReqS:
-		return BaselineLowConfidence, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(base.reqS-env.reqS), g.MinThroughputReqS)
-	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(env.value-base.value) <= g.MinTTFTDeltaMs:
-		return BaselineOK, fmt.Sprintf("%.1f %% worse but only %.1f ms (≤ %g ms): not material", over, math.Abs(env.value-base.value), g.MinTTFTDeltaMs)
-	case CIOverlap(base.ci, env.ci):
-		return BaselineLowConfidence, "the confidence intervals overlap: the difference is inside the noise"
+	case res == compare.Pass && thr && base.LowerBound && why == "":
+		return BaselineLowerBound, "the baseline's sweep was truncated or unsaturated: its throughput is a lower bound, the real overhead may be larger"
+	case res == compare.Pass && why != "" && compare.IsTTFTMetric(metric):
+		return BaselineOK, fmt.Sprintf("%.1f %% worse but %s", over, why)
+	case res == compare.Pass && why != "":
+		return BaselineLowConfidence, why
+	case res == compare.Pass:
+		return BaselineOK, ""
+	case res == compare.Inconclusive && thr && env.LowerBound && !compare.TooFew(env, g.MinSamples) && !env.ClientLimited:
+		return BaselineLowerBound, "this environment's sweep was truncated or unsaturated: its throughput is a lower bound, the gap is not a measurement"
+	case res == compare.Inconclusive:
+		return BaselineLowConfidence, why
 	}
 	return BaselineBreach, ""
 }

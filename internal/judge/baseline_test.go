@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -25,7 +26,7 @@ func TestCompareBaselineOverheadAndStatus(t *testing.T) {
 	base := summary(healthy(), healthy())
 	vm := withEnv(summary(healthy().scaled(0.05), healthy().scaled(0.15)), "vm")
 	k8s := withEnv(summary(healthy().scaled(0.02)), "k8s") // one GPU only
-	bc := CompareBaseline(base, []*results.Summary{vm, k8s}, 10, LLMGuards())
+	bc := CompareBaseline(base, []*results.Summary{vm, k8s}, 10, compare.LLMGuards())
 	if strings.Join(bc.Environments, ",") != "vm,k8s" {
 		t.Fatalf("environments %v", bc.Environments)
 	}
@@ -68,8 +69,8 @@ func TestCompareBaselineOverheadAndStatus(t *testing.T) {
 }
 
 func TestOverheadStatusGuards(t *testing.T) {
-	g := LLMGuards()
-	fig := func(v float64, n int, reqS float64) figure { return figure{value: v, samples: n, reqS: reqS} }
+	g := compare.LLMGuards()
+	fig := func(v float64, n int, reqS float64) figure { return figure{Value: v, Samples: n, ReqS: reqS} }
 	tests := []struct {
 		name      string
 		metric    string
@@ -85,12 +86,12 @@ func TestOverheadStatusGuards(t *testing.T) {
 		{"TTFT under 25 ms is not material", MetricTTFTP95, fig(40, 900, 0), fig(60, 900, 0), false, BaselineOK},
 		{"TTFT beyond 25 ms breaches", MetricTTFTP95, fig(100, 900, 0), fig(130, 900, 0), false, BaselineBreach},
 		{"env lower bound holds a throughput breach", MetricPeakOutputTokS, fig(10000, 900, 40),
-			figure{value: 7000, samples: 900, reqS: 27, lowerBound: true}, true, BaselineLowerBound},
-		{"baseline lower bound cannot confirm ok", MetricPeakOutputTokS, figure{value: 10000, samples: 900, reqS: 40, lowerBound: true},
+			figure{Value: 7000, Samples: 900, ReqS: 27, LowerBound: true}, true, BaselineLowerBound},
+		{"baseline lower bound cannot confirm ok", MetricPeakOutputTokS, figure{Value: 10000, Samples: 900, ReqS: 40, LowerBound: true},
 			fig(9800, 900, 39), true, BaselineLowerBound},
-		{"baseline lower bound, env still far below: breach", MetricPeakOutputTokS, figure{value: 10000, samples: 900, reqS: 40, lowerBound: true},
+		{"baseline lower bound, env still far below: breach", MetricPeakOutputTokS, figure{Value: 10000, Samples: 900, ReqS: 40, LowerBound: true},
 			fig(7000, 900, 27), true, BaselineBreach},
-		{"overlapping CIs", MetricITLP95, figure{value: 10, ci: ci(8, 13)}, figure{value: 12, ci: ci(11, 14)}, false, BaselineLowConfidence},
+		{"overlapping CIs", MetricITLP95, figure{Value: 10, CI: ci(8, 13)}, figure{Value: 12, CI: ci(11, 14)}, false, BaselineLowConfidence},
 		{"GEMM has no sample guard", "sgemm_fp32", fig(51, 0, 0), fig(40, 0, 0), true, BaselineBreach},
 	}
 	for _, tc := range tests {
@@ -107,7 +108,7 @@ func TestCompareBaselineCaveats(t *testing.T) {
 	env.Meta.LoadProfile.MaxDuration = results.Duration(40 * time.Second)
 	env.Hosts[0].Models[0].Endpoints[1].Load.Saturation.Unsaturated = true
 	env.Hosts[0].Models[0].Endpoints[1].Load.Saturation.Reason = "last rungs still climbing"
-	bc := CompareBaseline(base, []*results.Summary{env}, 10, LLMGuards())
+	bc := CompareBaseline(base, []*results.Summary{env}, 10, compare.LLMGuards())
 	for _, want := range []string{
 		"vm: driver version differs (baseline 570.86.15, vm 580.65.06)",
 		"vm: engine version differs (baseline 0.11.0, vm 0.11.1)",
@@ -128,12 +129,12 @@ func TestCompareBaselineCaveats(t *testing.T) {
 }
 
 func TestCompareBaselineDegrades(t *testing.T) {
-	bc := CompareBaseline(nil, []*results.Summary{summary(healthy())}, 10, LLMGuards())
+	bc := CompareBaseline(nil, []*results.Summary{summary(healthy())}, 10, compare.LLMGuards())
 	if !strings.HasPrefix(bc.Note, "no comparison") || len(bc.Rows) != 0 {
 		t.Errorf("nil baseline: %+v", bc)
 	}
 	empty := &results.Summary{SchemaVersion: results.SchemaVersion}
-	bc = CompareBaseline(empty, []*results.Summary{summary(healthy())}, 10, LLMGuards())
+	bc = CompareBaseline(empty, []*results.Summary{summary(healthy())}, 10, compare.LLMGuards())
 	if !strings.HasPrefix(bc.Note, "no comparison") {
 		t.Errorf("empty baseline: %+v", bc)
 	}
@@ -142,11 +143,11 @@ func TestCompareBaselineDegrades(t *testing.T) {
 	other.Hosts[0].Health = nil
 	base := summary(healthy())
 	base.Hosts[0].Health = nil
-	bc = CompareBaseline(base, []*results.Summary{withEnv(other, "vm")}, 10, LLMGuards())
+	bc = CompareBaseline(base, []*results.Summary{withEnv(other, "vm")}, 10, compare.LLMGuards())
 	if !containsAny(bc.Caveats, "vm: no subject in common with the baseline (baseline Qwen/Qwen3-8B gpu 0; vm other/model gpu 0)") {
 		t.Errorf("caveats %v", bc.Caveats)
 	}
-	two := CompareBaseline(summary(healthy()), []*results.Summary{withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "")}, 10, LLMGuards())
+	two := CompareBaseline(summary(healthy()), []*results.Summary{withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "vm"), withEnv(summary(healthy()), "")}, 10, compare.LLMGuards())
 	if strings.Join(two.Environments, ",") != "vm,vm (2),env3" {
 		t.Errorf("environment names %v", two.Environments)
 	}
@@ -155,7 +156,7 @@ func TestCompareBaselineDegrades(t *testing.T) {
 func TestApplyFlagsBaselineBreach(t *testing.T) {
 	base := summary(healthy())
 	s := withEnv(summary(healthy().scaled(0.2)), "vm")
-	s.Baseline = CompareBaseline(base, []*results.Summary{s}, 10, LLMGuards())
+	s.Baseline = CompareBaseline(base, []*results.Summary{s}, 10, compare.LLMGuards())
 	Apply(s, DefaultConfig())
 	if s.Status != results.StatusFlag {
 		t.Fatalf("status %s, want flag", s.Status)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -81,6 +82,9 @@ type Config struct {
 	CompareMinTTFTDeltaMs    Limit `yaml:"compare_min_ttft_delta_ms" json:"compare_min_ttft_delta_ms"`
 	// BaselineTolerancePct: a metric worse than the baseline by more than this breaches (10 %).
 	BaselineTolerancePct Limit `yaml:"baseline_tolerance_pct" json:"baseline_tolerance_pct"`
+	// MaxErrorRatePct: a load whose failed-request share is above this fails its endpoint; any
+	// failed request flags it. nil: errors only flag. The default is config's gates.max_error_rate_pct.
+	MaxErrorRatePct Limit `yaml:"max_error_rate_pct" json:"max_error_rate_pct"`
 }
 
 // AICR throughput scopes.
@@ -119,6 +123,7 @@ func DefaultConfig() Config {
 		CompareMinThroughputReqS: def(DefaultMinThroughputReqS, "req/s"),
 		CompareMinTTFTDeltaMs:    def(DefaultMinTTFTDeltaMs, "ms"),
 		BaselineTolerancePct:     def(DefaultBaselineTolerance, "%"),
+		MaxErrorRatePct:          def(*config.Defaults().Gates.MaxErrorRatePct, "%"),
 	}
 }
 
@@ -132,7 +137,7 @@ func val(l Limit) float64 {
 
 // LLMGuardsFrom returns the GPU-to-GPU guards for LLM metrics from a config.
 func (c Config) LLMGuardsFrom() Guards {
-	return Guards{VariancePct: val(c.LLMVariancePct), MinSamples: val(c.CompareMinSamples),
+	return Guards{VariancePct: val(c.LLMVariancePct), MinSamples: int(val(c.CompareMinSamples)),
 		MinThroughputReqS: val(c.CompareMinThroughputReqS), MinTTFTDeltaMs: val(c.CompareMinTTFTDeltaMs)}
 }
 
@@ -253,8 +258,12 @@ func (c Config) Validate() error {
 		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
 		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
 		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+		"thresholds.max_error_rate_pct": c.MaxErrorRatePct,
 	} {
 		neg(path, l)
+	}
+	if v := c.MaxErrorRatePct.Value; v != nil && *v > 100 {
+		errs = append(errs, fmt.Sprintf("thresholds.max_error_rate_pct: %g %% is above 100; give a percentage 0..100, or null for errors to only flag", *v))
 	}
 	for _, need := range []struct {
 		path string
@@ -317,5 +326,6 @@ func (c Config) Thresholds() map[string]results.Threshold {
 		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
 		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
 		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+		"gate.max_error_rate_pct": c.MaxErrorRatePct,
 	}
 }

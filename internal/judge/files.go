@@ -3,13 +3,12 @@ package judge
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // ReadBaseline reads a baseline in any format the importer knows (gpuvet summary, vLLM bench,
@@ -24,14 +23,15 @@ func ReadBaseline(path string) (*results.Summary, string) {
 }
 
 // ReadResult reads one environment's result in any supported format. Imported files (which record
-// no environment of their own) are named after the file.
+// no environment of their own) are named by their path; gpuvet runs by their label and path.
 func ReadResult(path string) (*results.Summary, error) {
 	s, f, err := importer.Read(path)
 	if err != nil {
 		return nil, err
 	}
+	// A run without its own label is named by its path (two runs are often both summary.json).
 	if s.Environment == "" || f != importer.FormatGPUVet {
-		s.Environment = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		s.Environment = path
 	}
 	return s, nil
 }
@@ -70,6 +70,7 @@ func CompareFiles(basePath string, envPaths []string, cfg Config) (*results.Base
 		bc = CompareBaseline(base, envs, val(cfg.BaselineTolerancePct), cfg.LLMGuardsFrom())
 	}
 	bc.BaselineFile, bc.TolerancePct, bc.TolerancePctSrc = basePath, val(cfg.BaselineTolerancePct), cfg.BaselineTolerancePct.Source
+	bc.EnvironmentFiles = envPaths
 	return bc, nil
 }
 
@@ -81,11 +82,16 @@ func WriteBaselineTable(w io.Writer, bc *results.BaselineComparison) error {
 		fmt.Fprintf(w, ", %s", bc.TolerancePctSrc)
 	}
 	fmt.Fprintln(w, ")")
+	for i, e := range bc.Environments {
+		if i < len(bc.EnvironmentFiles) && bc.EnvironmentFiles[i] != e {
+			fmt.Fprintf(w, "%s: %s\n", e, bc.EnvironmentFiles[i])
+		}
+	}
 	if bc.Note != "" {
 		fmt.Fprintln(w, bc.Note)
 	}
 	if len(bc.Rows) > 0 {
-		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		tw := term.Columns(w)
 		head := []string{"SUBJECT", "METRIC", "BASELINE"}
 		for _, e := range bc.Environments {
 			head = append(head, strings.ToUpper(e), "OVERHEAD", "STATUS")

@@ -67,11 +67,12 @@ func TestBaselineForInline(t *testing.T) {
 }
 
 func TestReadResultNamesImports(t *testing.T) {
-	s, err := ReadResult(filepath.Join("..", "importer", "testdata", "guidellm-sweep.json"))
+	path := filepath.Join("..", "importer", "testdata", "guidellm-sweep.json")
+	s, err := ReadResult(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Environment != "guidellm-sweep" {
-		t.Errorf("environment %q, want the file name", s.Environment)
+	if s.Environment != path {
+		t.Errorf("environment %q, want its path", s.Environment)
 	}
 }

@@ -39,6 +39,7 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 	cfg.CompareMinThroughputReqS = guard(c.Compare.MinThroughputReqS, "req/s", "compare.min_throughput_req_s")
 	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, "ms", "compare.min_ttft_delta_ms")
 	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, "%", "compare.baseline_tolerance_pct")
+	cfg.MaxErrorRatePct = Limit{Value: c.Gates.MaxErrorRatePct, Unit: "%", Source: src("gates.max_error_rate_pct")}
 	if len(c.Reference) > 0 {
 		cfg.Reference = map[string]map[string]Override{}
 		for gpu, models := range c.Reference {

@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -29,15 +30,9 @@ type GateSpec struct {
 
 // Measured is the figure a gate judges, with what the judge needs to know about its quality.
 type Measured struct {
-	Value   float64
+	compare.Figure
 	Present bool   // false: nothing measured (no run of that kind, no samples)
 	Missing string // why not present, said to the operator
-	// LowerBound: the sweep was truncated or unsaturated (results.Saturation.LowerBound()).
-	LowerBound bool
-	// ClientLimited: the load generator, not the server, was the bottleneck.
-	ClientLimited bool
-	Samples       int               // sample count behind the figure (0: unknown)
-	CI            *results.Interval // bootstrap confidence interval, when known
 }
 
 // Threshold is the threshold a gate applies (Limit × Factor), or nil when the gate is disabled.
@@ -69,11 +64,12 @@ func (g GateSpec) rule() string {
 	return s
 }
 
-// JudgeGate applies one gate to one figure. A breach on a lower-bound sweep or a client-limited run
-// is inconclusive (the seed: "SLO breaches become inconclusive"), while a pass stays a pass: a
-// throughput lower bound above the floor is above it for sure, and a slow client only inflates
-// latency. A disabled gate says so; a missing figure is inconclusive, never a silent pass.
-func JudgeGate(g GateSpec, m Measured) results.Verdict {
+// JudgeGate applies one gate to one figure by compare.Gate: it fails only when the figure, with its
+// confidence interval, is beyond the threshold and can show it; a figure from fewer than minSamples
+// requests, an interval spanning the threshold, or a breach on a lower-bound sweep or a
+// client-limited run is inconclusive, with the reason and how to get a figure that decides. A
+// disabled gate says so; a missing figure is inconclusive, never a silent pass.
+func JudgeGate(g GateSpec, m Measured, minSamples int) results.Verdict {
 	v := results.Verdict{Check: g.Check, Rule: g.rule(), Unit: g.Unit, Source: g.Limit.Source, Threshold: g.Threshold()}
 	if m.Present {
 		v.Value = f(m.Value)
@@ -87,25 +83,32 @@ func JudgeGate(g GateSpec, m Measured) results.Verdict {
 		v.Result, v.Reason = ResultInconclusive, fmt.Sprintf("%s not measured: %s", g.Name, m.Missing)
 		return v
 	}
-	pass := m.Value >= thr
+	res, why := compare.Gate(m.Figure, thr, g.Upper, minSamples)
+	within := m.Value >= thr
 	if g.Upper {
-		pass = m.Value <= thr
+		within = m.Value <= thr
 	}
 	cmp := map[bool]string{true: ">", false: "<"}[g.Upper]
-	what := fmt.Sprintf("%s %s %s %s %s %s (%s)%s", g.Name, fmtNum(m.Value), g.Unit, cmp, fmtNum(thr), g.Unit, g.Limit.Source, ciText(m.CI))
-	switch {
-	case pass:
+	if within {
+		cmp = map[bool]string{true: "≤", false: "≥"}[g.Upper]
+	}
+	what := fmt.Sprintf("%s %s %s %s %s %s (%s%s)%s", g.Name, fmtNum(m.Value), g.Unit, cmp, fmtNum(thr), g.Unit, g.Limit.Source, samplesText(m.Samples), ciText(m.CI))
+	switch res {
+	case compare.Pass:
 		v.Result, v.Reason = ResultPass, passText(g, m, thr)
-	case m.LowerBound:
-		v.Result = ResultInconclusive
-		v.Reason = what + ": inconclusive, the sweep was truncated or unsaturated so the figure is not a measurement; rerun with a longer or retried sweep"
-	case m.ClientLimited:
-		v.Result = ResultInconclusive
-		v.Reason = what + ": inconclusive, the load generator was the bottleneck (client-limited); give it more CPU or fewer in flight and rerun"
+	case compare.Inconclusive:
+		v.Result, v.Reason = ResultInconclusive, what+": inconclusive, "+why
 	default:
 		v.Result, v.Reason = ResultFail, what+": "+advice(g)
 	}
 	return v
+}
+
+func samplesText(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", n=%d", n)
 }
 
 func passText(g GateSpec, m Measured, thr float64) string {

@@ -41,10 +41,10 @@ func dist(p95 float64, n int) results.Dist {
 	return results.Dist{Count: n, Mean: p95 * 0.8, Min: p95 * 0.5, Max: p95 * 1.2, P50: p95 * 0.8, P90: p95 * 0.95, P95: p95, P99: p95 * 1.1}
 }
 
-// sweepLoad builds a sweep: a sync run (10 requests) and the constant rungs carrying the rest.
+// sweepLoad builds a sweep: a sync run (40 requests, enough for the sample guard) and the constant rungs carrying the rest.
 func sweepLoad(p perf) *results.Load {
 	peak := p.sustained * p.outTokPerReq
-	syncN := 10
+	syncN := 40
 	rest := max(p.requests-syncN, 0)
 	l := &results.Load{
 		Config: results.LoadConfig{Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256, MaxConcurrency: 128,
@@ -52,7 +52,7 @@ func sweepLoad(p perf) *results.Load {
 		Model: testModel, TokenCounts: "tokenizer.json",
 		Runs: []results.Run{
 			{Kind: RunSynchronous, Concurrency: 1, WindowSeconds: 20, Requests: results.RequestCounts{Successful: min(syncN, p.requests)},
-				TTFT: dist(p.syncTTFT, syncN), ITL: dist(p.syncITL, syncN*255), TPOT: dist(p.syncTPOT, syncN),
+				TTFT: dist(p.syncTTFT, min(syncN, p.requests)), ITL: dist(p.syncITL, min(syncN, p.requests)*255), TPOT: dist(p.syncTPOT, min(syncN, p.requests)),
 				OutputTokS: p.outTokPerReq / (p.syncTTFT/1000 + 255*p.syncITL/1000), MeanOutputTokens: p.outTokPerReq},
 			{Kind: "throughput", Concurrency: 128, WindowSeconds: 20, Requests: results.RequestCounts{Successful: rest / 2},
 				TTFT: dist(p.syncTTFT*20, rest/2), ITL: dist(p.syncITL*3, rest/2*255), OutputTokS: peak, MeanOutputTokens: p.outTokPerReq},
@@ -96,3 +96,5 @@ func summary(ps ...perf) *results.Summary {
 }
 
 func fp(v float64) *float64 { return &v }
+
+func ci(lo, hi float64) *results.Interval { return &results.Interval{Lo: lo, Hi: hi, Level: 0.95} }

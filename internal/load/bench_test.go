@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -182,8 +183,11 @@ func BenchmarkMemory(b *testing.B) {
 			}
 		}
 	})
-	l, err := Run(context.Background(), opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 4000, PromptTokens: 512,
-		OutputTokens: 256, MaxDuration: results.Duration(benchDuration(15 * time.Second))}))
+	o := opts(url, results.LoadConfig{Profile: "concurrency", Concurrency: 4000, PromptTokens: 512,
+		OutputTokens: 256, MaxDuration: results.Duration(benchDuration(15 * time.Second))})
+	// The soft memory limit gpuvet's main sets for such a run (the library leaves it to the program).
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(MemoryLimit(Streams(o))))
+	l, err := Run(context.Background(), o)
 	close(done)
 	wg.Wait()
 	if err != nil {

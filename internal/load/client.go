@@ -224,16 +224,25 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
-	var wroteAt atomic.Int64
+	var wroteAt, getConnAt, gotConnAt atomic.Int64
 	var newConn atomic.Bool
 	var conn atomic.Value // net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(i httptrace.GotConnInfo) { newConn.Store(!i.Reused); conn.Store(connBox{i.Conn}) },
+		GetConn: func(string) { getConnAt.Store(int64(c.since())) },
+		GotConn: func(i httptrace.GotConnInfo) {
+			newConn.Store(!i.Reused)
+			gotConnAt.Store(int64(c.since()))
+			conn.Store(connBox{i.Conn})
+		},
+		ConnectDone:  func(string, string, error) { gotConnAt.CompareAndSwap(0, int64(c.since())) }, // a refused dial
 		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
 	}))
 	resp, err := c.hc.Do(req)
 	rec.sent = time.Duration(wroteAt.Load())
 	rec.NewConnection = newConn.Load()
+	if rec.NewConnection || err != nil {
+		rec.setConnect(getConnAt.Load(), gotConnAt.Load())
+	}
 	if rec.sent == 0 {
 		rec.sent = rec.start
 	}

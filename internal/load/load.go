@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,7 +32,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/metrics"
-	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -45,13 +43,14 @@ type Options struct {
 	APIKeyEnv string
 	Config    results.LoadConfig
 	SLO       analysis.SLO
-	// TokenizerPath is a local tokenizer.json to size synthetic prompts with. Empty: the model's
-	// tokenizer.json in the hub cache (CacheDir) when there is one, else the server's /tokenize, else a
-	// fit from usage.prompt_tokens.
+	// TokenizerPath is a local tokenizer.json to size synthetic prompts with (--tokenizer): it must
+	// load. Empty: CachedTokenizer when it loads, else the server's /tokenize, else a fit from
+	// usage.prompt_tokens.
 	TokenizerPath string
-	// CacheDir is the hub cache searched for the model's tokenizer.json (default
-	// modelcache.DefaultCacheDir()).
-	CacheDir string
+	// CachedTokenizer is the model's tokenizer.json as the caller found it (gpuvet: in the hub cache,
+	// modelcache.Tokenizer), used when TokenizerPath is empty; one that does not load is logged and
+	// left to the server. The load generator itself looks nowhere but here and at the endpoint.
+	CachedTokenizer string
 	// RecordsPath, when set, receives one JSON line per request (Record).
 	RecordsPath      string
 	RetryUnsaturated bool
@@ -60,6 +59,8 @@ type Options struct {
 	Progress io.Writer
 	// Log receives a line per phase: calibration, rungs, retry (nil: none).
 	Log io.Writer
+	// OnRung is called as each rung starts, with its index (0-based, over retries too) and label.
+	OnRung func(index int, label string)
 	// RequestTimeout bounds one request (default 10 min); StallTimeout bounds silence inside a stream
 	// (default 120 s); Drain bounds each rung's tail after dispatch stops (default max(30 s, max duration)).
 	RequestTimeout, StallTimeout, Drain time.Duration
@@ -75,16 +76,19 @@ type Options struct {
 // Profiles are the accepted values of LoadConfig.Profile.
 var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson}
 
-// Defaults fills unset LoadConfig fields with the shared profile's values.
+// Defaults fills unset LoadConfig fields from the shared profile (results.DefaultLoadConfig, which
+// config and `gpuvet bench` read too). Concurrency and Seed are left as given: profile concurrency
+// asks for its level explicitly, and 0 is a seed like any other.
 func Defaults(c results.LoadConfig) results.LoadConfig {
+	d := results.DefaultLoadConfig()
 	if c.Profile == "" {
-		c.Profile = "sweep"
+		c.Profile = d.Profile
 	}
 	if c.API == "" {
-		c.API = "chat"
+		c.API = d.API
 	}
 	if c.PromptTokens == 0 {
-		c.PromptTokens = 512
+		c.PromptTokens = d.PromptTokens
 	}
 	if c.PromptMin == 0 && c.PromptMax == 0 {
 		c.PromptMin, c.PromptMax = c.PromptTokens, c.PromptTokens
@@ -93,22 +97,22 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 		}
 	}
 	if c.OutputTokens == 0 {
-		c.OutputTokens = 256
+		c.OutputTokens = d.OutputTokens
 	}
 	if c.MaxConcurrency == 0 {
-		c.MaxConcurrency = 128
+		c.MaxConcurrency = d.MaxConcurrency
 	}
 	if c.Rates == 0 {
-		c.Rates = 10
+		c.Rates = d.Rates
 	}
 	if c.MaxDuration == 0 && c.MaxRequests == 0 {
-		c.MaxDuration = results.Duration(20 * time.Second)
+		c.MaxDuration = d.MaxDuration
 	}
 	if c.Warmup == "" {
-		c.Warmup = "1"
+		c.Warmup = d.Warmup
 	}
 	if c.Data == "" {
-		c.Data = "synthetic"
+		c.Data = d.Data
 	}
 	return c
 }
@@ -120,7 +124,7 @@ func Validate(o Options) error {
 		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want http(s)://host:port", o.URL)
+		return fmt.Errorf("--url %q: want http(s)://host:port", results.StripUserinfo(o.URL))
 	}
 	if o.Model == "" {
 		return errors.New("--model is empty: give the model id the server lists at /v1/models")
@@ -161,6 +165,12 @@ func Validate(o Options) error {
 	}
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
+	}
+	// A prompt file is input like a flag: a bad line is found here, before any load (exit 2).
+	if c.Data != "synthetic" {
+		if _, err := dataset.Load(c.Data); err != nil {
+			return fmt.Errorf("--data: %v", err)
+		}
 	}
 	if _, _, err := parseWarmup(c.Warmup); err != nil {
 		return err
@@ -240,43 +250,16 @@ func ensureNoFile(need uint64) error {
 	return nil
 }
 
-// softMemoryLimit sets a soft Go memory limit sized to the streams in flight (memLimit: 48 KiB per
-// stream is the measured cost of a stream with its connection), unless GOMEMLIMIT is set, and returns a
-// function that gives the streams back. With thousands of streams on a busy client the GC otherwise lets
-// garbage from parsed chunks pile up to several times the live heap. Concurrent Runs (one per GPU) add
-// their streams; the limit before the first one is restored after the last.
-func softMemoryLimit(streams int) func() {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
-	}
-	memMu.Lock()
-	defer memMu.Unlock()
-	if memStreams == 0 {
-		memPrev = debug.SetMemoryLimit(-1)
-	}
-	memStreams += streams
-	debug.SetMemoryLimit(memLimit(memStreams))
-	return func() {
-		memMu.Lock()
-		defer memMu.Unlock()
-		memStreams -= streams
-		if memStreams == 0 {
-			debug.SetMemoryLimit(memPrev)
-		} else {
-			debug.SetMemoryLimit(memLimit(memStreams))
-		}
-	}
-}
+// MemoryLimit is the soft Go memory limit a client with streams in flight wants: 64 MiB + 48 KiB per
+// stream (the measured cost of a stream with its connection), never below 256 MiB, so a small run
+// keeps ample headroom and the limit never makes the GC work hard enough to slow the client. Without
+// one, with thousands of streams on a busy client, the GC lets garbage from parsed chunks pile up to
+// several times the live heap. The load generator does not set it: a library leaves process-wide
+// runtime settings to the program, which knows how many Runs it starts at once (see Streams).
+func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
 
-// memLimit is 64 MiB + 48 KiB per stream, never below 256 MiB: a small run keeps ample headroom, so
-// the limit never makes the GC work hard enough to slow the client.
-func memLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
-
-var (
-	memMu      sync.Mutex
-	memStreams int
-	memPrev    int64
-)
+// Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
+func Streams(o Options) int { return slots(o, Defaults(o.Config)) }
 
 // baseURL strips a trailing "/" and "/v1" so paths can be appended.
 func baseURL(u string) string {
@@ -291,14 +274,14 @@ func Preflight(ctx context.Context, o Options) error {
 	u := baseURL(o.URL) + "/v1/models"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return fmt.Errorf("--url %q: %v", o.URL, err)
+		return fmt.Errorf("--url %q: %v", results.StripUserinfo(o.URL), err)
 	}
 	if k := apiKey(o.APIKeyEnv); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", o.URL, err)
+		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.StripUserinfo(o.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
@@ -322,7 +305,7 @@ func Preflight(ctx context.Context, o Options) error {
 		}
 		ids = append(ids, m.ID)
 	}
-	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, o.URL, strings.Join(ids, ", "))
+	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.StripUserinfo(o.URL), strings.Join(ids, ", "))
 }
 
 func orDefault(s, d string) string {
@@ -352,12 +335,11 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	rx := &rxStatus{}
 	hc := newHTTPClient(slots(o, cfg), rx)
 	defer hc.CloseIdleConnections()
-	defer softMemoryLimit(slots(o, cfg))()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, rx: rx}
 
-	l := &results.Load{Config: cfg, Model: o.Model, URL: o.URL}
+	l := &results.Load{Config: cfg, Model: o.Model, URL: results.StripUserinfo(o.URL)}
 	var local *dataset.Tokenizer
 	if cfg.Data == "synthetic" {
 		if local, err = localTokenizer(o); err != nil {
@@ -393,7 +375,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	var scrapeWG sync.WaitGroup
 	if o.ScrapeMetrics {
 		sc = &scraper{url: base + "/metrics", hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
-		sc.res.Source = sc.url
+		sc.res.Source = results.StripUserinfo(sc.url)
 		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
@@ -520,9 +502,9 @@ func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *data
 	return label, nil
 }
 
-// localTokenizer loads --tokenizer (an error when it does not load), else the model's tokenizer.json
-// from the hub cache when there is one and it loads (a kind this build does not read, SentencePiece
-// say, is logged and left to the server), else returns nil.
+// localTokenizer loads --tokenizer (an error when it does not load), else the cached tokenizer.json
+// when there is one and it loads (a kind this build does not read, SentencePiece say, is logged and
+// left to the server), else returns nil.
 func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 	if o.TokenizerPath != "" {
 		t, err := dataset.LoadTokenizer(o.TokenizerPath)
@@ -531,25 +513,16 @@ func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 		}
 		return t, nil
 	}
-	cache := orDefault(o.CacheDir, modelcache.DefaultCacheDir())
-	p, ok, err := modelcache.CachedFile(cache, o.Model, "main", "tokenizer.json")
-	if err != nil || !ok {
-		logf(o.Log, "no tokenizer.json for %s in %s%s: sizing prompts with the server", o.Model, cache, errSuffix(err))
+	if o.CachedTokenizer == "" {
+		logf(o.Log, "no tokenizer.json for %s (none given, none in the model cache): sizing prompts with the server", o.Model)
 		return nil, nil
 	}
-	t, err := dataset.LoadTokenizer(p)
+	t, err := dataset.LoadTokenizer(o.CachedTokenizer)
 	if err != nil {
 		logf(o.Log, "the cached %v: sizing prompts with the server", err)
 		return nil, nil
 	}
 	return t, nil
-}
-
-func errSuffix(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (" + err.Error() + ")"
 }
 
 // attempt is one pass of the profile (a sweep may run twice).
@@ -589,6 +562,9 @@ func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
 // one runs a rung, summarises it, writes its records and frees them.
 func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) results.Run {
 	logf(ex.o.Log, "rung %d: %s", s.Index+1, s.label())
+	if ex.o.OnRung != nil {
+		ex.o.OnRung(s.Index, s.label())
+	}
 	out := ex.rn.run(ctx, s)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
 	ex.lastCPU = 0

@@ -48,12 +48,16 @@ type Record struct {
 	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
 	// NewConnection: the request opened a connection (it was not reused from the keep-alive pool).
 	NewConnection bool `json:"new_connection,omitempty"`
+	// ConnectMs is how long the request waited for a connection (dial, TCP handshake, TLS): the
+	// server's accept, not the client's lag. Zero for a reused connection.
+	ConnectMs float64 `json:"connect_ms,omitempty"`
 
 	sched, start, sent, end time.Duration
 	marks                   []mark
 	contUsage               bool
 	promptTokens            int  // the prompt's exact count, when known
 	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
+	connect                 time.Duration
 	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
 	// read it.
 	rxLag time.Duration
@@ -130,7 +134,7 @@ func (r *Record) ok() bool { return r.Error == "" && !r.Incomplete && len(r.mark
 func (r *Record) derive() {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	r.ScheduledMs, r.SentMs, r.EndMs = ms(r.sched), ms(r.sent), ms(r.end)
-	r.LagMs = max(0, ms(r.sent-r.sched))
+	r.LagMs = max(0, ms(r.sent-r.sched-r.connect)) // the server's accept is not the client's lag
 	if r.rxN > 0 {
 		r.RXLagMs = ms(r.rxLag) / float64(r.rxN)
 	}

@@ -40,6 +40,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	}
 	win := o.winEnd - o.winStart
 	run.WindowSeconds = win.Seconds()
+	run.EndedBy = endedBy(o)
 
 	var ttft, ttftSched, itl, tpot, e2e, lag, outToks, promptToks []float64
 	var outInWin, promptInWin float64
@@ -132,6 +133,8 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	}
 	run.CI = intervals(ttft, itl, buckets, bucket, seed+uint64(spec.Index))
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
+	run.ServerRefusing, run.ServerReason = acceptCheck(o)
+	run.TokenBursts = burstCheck(o)
 	run.EarlyStop = o.earlyStop
 	if !run.ClientLimited {
 		run.ClientLimited, run.ClientReason = rxBacklog(o)

@@ -33,3 +33,17 @@ func CachedFile(cacheDir, model, rev, p string) (path string, ok bool, err error
 	}
 	return path, true, nil
 }
+
+// Tokenizer is model's tokenizer.json in the hub cache dir (DefaultCacheDir when dir is ""), or ""
+// when the cache has none: what the load generator sizes synthetic prompts with when it is given no
+// --tokenizer. err is set only for a cache that cannot be read.
+func Tokenizer(dir, model string) (string, error) {
+	if dir == "" {
+		dir = DefaultCacheDir()
+	}
+	p, ok, err := CachedFile(dir, model, "main", "tokenizer.json")
+	if !ok {
+		return "", err
+	}
+	return p, nil
+}

@@ -46,6 +46,17 @@ func TestCachedFile(t *testing.T) {
 			t.Errorf("CachedFile(%q, %q, %q) = %q, %v, %v; want ok %v (%s)", c.model, c.rev, c.path, got, ok, err, c.ok, want)
 		}
 	}
+	// Tokenizer: the load generator's tokenizer.json, in the given cache or the default one.
+	if p, err := Tokenizer(cache, "org/name"); p != want || err != nil {
+		t.Errorf("Tokenizer = %q, %v; want %q", p, err, want)
+	}
+	t.Setenv("HF_HUB_CACHE", cache)
+	if p, err := Tokenizer("", "org/name"); p != want || err != nil {
+		t.Errorf("Tokenizer in the default cache = %q, %v; want %q", p, err, want)
+	}
+	if p, err := Tokenizer(cache, "org/other"); p != "" || err != nil {
+		t.Errorf("Tokenizer of an uncached model = %q, %v; want none", p, err)
+	}
 	write(refPath(repo, "main"), "not-a-commit")
 	if _, ok, err := CachedFile(cache, "org/name", "main", "tokenizer.json"); ok || err == nil || !strings.Contains(err.Error(), "refs") {
 		t.Errorf("corrupt ref: ok %v err %v; want an error naming the ref", ok, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // globMatcher matches repo paths the way the hub libraries' allow_patterns do (Python fnmatch):
@@ -31,6 +32,10 @@ func (g *globMatcher) match(path string) bool {
 	if g == nil || len(g.res) == 0 {
 		return true
 	}
+	// Hub file names are UTF-8; the regexps would read an invalid byte as U+FFFD and match "�".
+	if !utf8.ValidString(path) {
+		return false
+	}
 	for _, re := range g.res {
 		if re.MatchString(path) {
 			return true
@@ -42,6 +47,9 @@ func (g *globMatcher) match(path string) bool {
 func globRegexp(pat string) (*regexp.Regexp, error) {
 	if pat == "" {
 		return nil, fmt.Errorf("--include pattern is empty; give a glob like '*.safetensors'")
+	}
+	if !utf8.ValidString(pat) {
+		return nil, fmt.Errorf("--include pattern %q is not valid UTF-8 (hub file names are): give the pattern in UTF-8", pat)
 	}
 	if strings.HasSuffix(pat, "/") {
 		pat += "*"
@@ -84,7 +92,10 @@ func globRegexp(pat string) (*regexp.Regexp, error) {
 			}
 			i = j
 		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+			// A whole UTF-8 character, not its first byte read as a Latin-1 one: "é" matches "é".
+			_, size := utf8.DecodeRuneInString(pat[i:])
+			b.WriteString(regexp.QuoteMeta(pat[i : i+size]))
+			i += size - 1
 		}
 	}
 	b.WriteString(`$`)

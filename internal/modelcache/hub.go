@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // DefaultEndpoint is the public hub; HF_ENDPOINT or Options.Endpoint replace it.
@@ -74,7 +76,7 @@ func readToken() (string, error) {
 	if p == "" {
 		p = filepath.Join(hfHome(), "token")
 	}
-	b, err := os.ReadFile(p)
+	b, err := filelimit.Read(p, filelimit.Small, "hub token file")
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -73,4 +74,6 @@ type Deps struct {
 	CacheEnv func(ctx context.Context, model, engineKind string, mc config.ModelCache) (map[string]string, error)
 	// ExitCode maps a finished summary to the process exit code.
 	ExitCode func(s *results.Summary, failOnFlag bool) int
+	// Catalog gives the GPU and model figures the run is set against (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }

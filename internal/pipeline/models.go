@@ -81,12 +81,40 @@ func (r *run) models(ctx context.Context) {
 		r.sum.Flags = append(r.sum.Flags, results.Flag{Scope: "run", Subject: "engine", Check: "engine.version",
 			Reason: fmt.Sprintf("engine reports version %s, the plan pins %s: install the pinned version or update engine.version", version, r.cfg.Engine.Version)})
 	}
-	for _, id := range modelOrder(r.cfg.Models, sps) {
+	order := modelOrder(r.cfg.Models, sps)
+	units := 0
+	for _, id := range order {
+		for _, sp := range sps {
+			if slices.Contains(sp.cfg.Models, id) {
+				units++
+			}
+		}
+	}
+	r.prog.SetPlan(units, r.stepsPerEndpoint())
+	for _, id := range order {
 		if ctx.Err() != nil {
-			return
+			r.notRun(id, sps)
+			continue
 		}
 		r.model(ctx, id, sps, version)
 	}
+}
+
+// notRun records a model the run never reached, with every slot it would have served as not run.
+func (r *run) notRun(id string, sps []slotPlan) {
+	m := results.Model{Model: id, Status: results.StatusNotRun, Engine: results.EngineInfo{Kind: r.engineKind()}}
+	for _, sp := range sps {
+		if slices.Contains(sp.cfg.Models, id) {
+			m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
+		}
+	}
+	r.mu.Lock()
+	r.host().Models = append(r.host().Models, m)
+	r.mu.Unlock()
+}
+
+func notRunEndpoint(s Slot) results.Endpoint {
+	return results.Endpoint{GPUs: s.GPUs, GPUName: s.GPUName, Status: results.StatusNotRun}
 }
 
 func (r *run) engineKind() string {
@@ -136,13 +164,17 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
 	var wg sync.WaitGroup
 	for _, sp := range mine {
-		if ctx.Err() != nil {
-			break
+		if ctx.Err() == nil {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+			}
 		}
-		sem <- struct{}{}
 		if ctx.Err() != nil {
-			<-sem
-			break
+			r.mu.Lock()
+			r.host().Models[mi].Endpoints = append(r.host().Models[mi].Endpoints, notRunEndpoint(sp.slot))
+			r.mu.Unlock()
+			continue
 		}
 		wg.Add(1)
 		go func() {
@@ -162,7 +194,10 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 					me.Command = info.Command
 				}
 			}
-			if err := protect(func() error { ep = r.endpoint(ctx, id, sp.slot, cfg, served); return nil }); err != nil {
+			unit := unitName(id, sp.slot.GPUs, len(r.cfg.Models))
+			defer r.prog.Done(unit)
+			ectx := r.withRungs(ctx, unit)
+			if err := protect(func() error { ep = r.endpoint(ectx, id, sp.slot, cfg, served); return nil }); err != nil {
 				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
 			}
 			r.mu.Lock()
@@ -219,6 +254,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		ep.Status = results.StatusFailed
 		msg := phase + ": " + err.Error()
 		if ctx.Err() != nil {
+			ep.Status = results.StatusInterrupted
 			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"
 		}
 		if ep.Error == "" {
@@ -267,7 +303,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
 	ep.Load, ep.Power = ld, pw
-	if sol, note := speedOfLight(slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
+	if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
 		ep.SpeedOfLight = sol
 	} else if note != "" {
 		ep.SpeedOfLight = &results.SpeedOfLight{Note: note} // why there is no bound, for the report
@@ -284,6 +320,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 	}
 	if ctx.Err() != nil {
+		if ep.Status != results.StatusInterrupted {
+			fail("load", ctx.Err())
+		}
 		return ep
 	}
 	if cfg.Functional.Enabled {
@@ -367,11 +406,13 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
-		// aicr gates judge a fixed-concurrency run; run it after the profile and keep its rung.
-		c := lc
-		c.Profile, c.Concurrency = "concurrency", cfg.Load.Concurrency
-		r.progress("%s on gpu %v: aicr concurrency run (%d in flight)", model, slot.GPUs, c.Concurrency)
-		cl, cerr := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
+		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
+		// keep its rung.
+		c := config.AICRLoad(lc, cfg.Load.Concurrency)
+		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
+		r.progress("%s on gpu %v: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, slot.GPUs,
+			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
+		cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {
 			err = fmt.Errorf("aicr concurrency run: %v", cerr)
 		}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -19,14 +20,17 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // Options are the run-level inputs that are not configuration.
 type Options struct {
 	ToolVersion string
 	Host        string // host name recorded; default os.Hostname()
-	// Progress receives one line per step (nil: silent).
-	Progress func(format string, args ...any)
+	// Progress receives the run's progress (nil: silent): plain lines, or a live line when Live
+	// (a terminal): "gpu 2/4", "rung 3/6", elapsed and time left.
+	Progress io.Writer
+	Live     bool
 }
 
 // Result is what a run leaves: the summary and where it was written.
@@ -44,7 +48,8 @@ type run struct {
 	opt  Options
 	out  string
 
-	mu      sync.Mutex // guards sum while phases write into it and it is flushed
+	prog    *term.Progress // nil: silent
+	mu      sync.Mutex     // guards sum while phases write into it and it is flushed
 	sum     *results.Summary
 	src     Source
 	srcName string
@@ -53,11 +58,7 @@ type run struct {
 // errInjected marks failures injected by --fail-in.
 var errInjected = errors.New("injected failure")
 
-func (r *run) progress(format string, args ...any) {
-	if r.opt.Progress != nil {
-		r.opt.Progress(format, args...)
-	}
-}
+func (r *run) progress(format string, args ...any) { r.prog.Logf(format, args...) }
 
 // inject returns an injected error when --fail-in names phase (for per-GPU phases: on the first slot only,
 // so the run shows the others go on).
@@ -72,6 +73,11 @@ func (r *run) inject(phase string, slot int) error {
 func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Result, error) {
 	cfg := plan.Config
 	r := &run{plan: plan, cfg: cfg, deps: deps, opt: opt, out: cfg.Output.Dir}
+	if opt.Progress != nil {
+		r.prog = term.NewProgress(opt.Progress, 0, 1, opt.Live)
+		defer r.prog.Finish()
+		ctx = context.WithValue(ctx, logKey, r.prog.Writer(RungLine))
+	}
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
 		return nil, fmt.Errorf("output directory %s: %v", r.out, err)
 	}
@@ -115,8 +121,9 @@ func (r *run) newSummary() *results.Summary {
 			Models: r.cfg.Models, LoadProfile: &lc, Thresholds: th,
 			ParallelGPUs: r.cfg.Run.ParallelGPUs, Settings: r.plan.Settings(),
 		},
-		Hosts:  []results.Host{{Name: host}},
-		Status: results.StatusOK,
+		Hosts: []results.Host{{Name: host}},
+		// Until finish rewrites it, the file on disk belongs to a run that has not finished.
+		Status: results.StatusIncomplete,
 	}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
 	if r.cfg.Backend == "local" {

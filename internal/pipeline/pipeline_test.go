@@ -30,7 +30,7 @@ func quick(t *testing.T, sets ...string) *config.Plan {
 
 func TestSimEndToEnd(t *testing.T) {
 	p := quick(t)
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{ToolVersion: "test", Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.phase, func(t *testing.T) {
 			p := quick(t, "run.fail_in="+tt.phase)
-			deps := NewDeps(p.Config, nil)
+			deps := NewDeps(p.Config, nil, nil)
 			deps.Load = stubLoad
 			res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 			if err != nil {
@@ -163,8 +163,8 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 }
 
 func TestInterruptedRunKeepsPartialResults(t *testing.T) {
-	p := quick(t, "sim.gpus=3")
-	deps := NewDeps(p.Config, nil)
+	p := quick(t, "sim.gpus=3", "run.parallel_gpus=1")
+	deps := NewDeps(p.Config, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -198,15 +198,29 @@ func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 	if s.Complete || !strings.Contains(s.Error, "interrupted") || res.ExitCode != 1 {
 		t.Errorf("want an incomplete, interrupted summary: complete=%v error=%q exit=%d", s.Complete, s.Error, res.ExitCode)
 	}
-	if len(eps) != 2 || eps[0].Load == nil || eps[0].Status == results.StatusFailed || !eps[1].Load.Interrupted {
-		t.Errorf("want gpu 0 measured and gpu 1 interrupted, gpu 2 not started: %+v", eps)
+	if len(eps) != 3 || eps[0].Load == nil || eps[0].Status != results.StatusOK || !eps[1].Load.Interrupted {
+		t.Fatalf("want gpu 0 measured and gpu 1 interrupted, gpu 2 not started: %+v", eps)
+	}
+	// The GPU that was running is interrupted, the one never reached is not run, and the run says so.
+	if eps[1].Status != results.StatusInterrupted || eps[2].Status != results.StatusNotRun || s.Status != results.StatusInterrupted {
+		t.Errorf("statuses: gpu1 %s gpu2 %s run %s, want interrupted, not_run, interrupted", eps[1].Status, eps[2].Status, s.Status)
+	}
+	if !strings.Contains(s.Error, "Qwen/Qwen3-8B on gpu 1") || !strings.Contains(s.Error, "1 endpoint(s) not run") {
+		t.Errorf("the error does not say what was interrupted: %q", s.Error)
+	}
+	if d := Describe(res); !strings.HasPrefix(d, "status interrupted: 3 endpoint(s): 1 ok, 1 interrupted, 1 not_run") {
+		t.Errorf("last line: %s", d)
+	}
+	junit, err := os.ReadFile(filepath.Join(p.Config.Output.Dir, "junit.xml"))
+	if err != nil || !strings.Contains(string(junit), `errors="3"`) || !strings.Contains(string(junit), "run.complete") {
+		t.Errorf("junit.xml does not fail an interrupted run (err %v):\n%s", err, junit)
 	}
 }
 
 func TestEndpointBackendVetsARunningServer(t *testing.T) {
 	// A simulator started by the test plays the already-running server.
 	p0 := quick(t)
-	d0 := NewDeps(p0.Config, nil)
+	d0 := NewDeps(p0.Config, nil, nil)
 	src, _, err := d0.Discover(context.Background(), p0.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +232,7 @@ func TestEndpointBackendVetsARunningServer(t *testing.T) {
 	}
 	defer sv.Stop()
 	p := quick(t, "backend=endpoint", "endpoint.url="+sv.URL)
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +250,7 @@ func TestBadOutputDirIsAnError(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "file")
 	os.WriteFile(f, nil, 0o644)
 	p := quick(t, "output.dir="+filepath.Join(f, "sub"))
-	if _, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{}); err == nil {
+	if _, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{}); err == nil {
 		t.Fatal("want an error for an output directory under a file")
 	}
 }
@@ -251,7 +265,7 @@ func TestSerialAndParallelAgree(t *testing.T) {
 	type fig struct{ ttft, itl, peak float64 }
 	measure := func(parallel string) map[int]fig {
 		p := quick(t, "run.parallel_gpus="+parallel, "functional.enabled=false")
-		res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+		res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +296,7 @@ func TestSerialAndParallelAgree(t *testing.T) {
 
 func TestSaveBaselineThenCompare(t *testing.T) {
 	p := quick(t, "run.save_baseline=true", "functional.enabled=false")
-	deps := NewDeps(p.Config, nil)
+	deps := NewDeps(p.Config, nil, nil)
 	deps.Load = stubLoad
 	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 	if err != nil {
@@ -293,7 +307,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 		t.Fatalf("--save-baseline: %v", err)
 	}
 	p2 := quick(t, "run.baseline="+base, "functional.enabled=false", "environment=vm")
-	deps2 := NewDeps(p2.Config, nil)
+	deps2 := NewDeps(p2.Config, nil, nil)
 	deps2.Load = stubLoad
 	res2, err := Run(context.Background(), p2, deps2, Options{Host: "h"})
 	if err != nil {
@@ -305,7 +319,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 	}
 	// A missing baseline is a note, never a failed run.
 	p3 := quick(t, "run.baseline=/nonexistent/baseline.json", "functional.enabled=false")
-	deps3 := NewDeps(p3.Config, nil)
+	deps3 := NewDeps(p3.Config, nil, nil)
 	deps3.Load = stubLoad
 	res3, err := Run(context.Background(), p3, deps3, Options{Host: "h"})
 	if err != nil {
@@ -319,7 +333,7 @@ func TestSaveBaselineThenCompare(t *testing.T) {
 func TestEngineThatDiesKeepsItsLogTail(t *testing.T) {
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"engine.command=sh -c 'echo loading weights; echo CUDA out of memory on port {port} >&2; exit 3'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +359,7 @@ func TestRunUsesTheModelCache(t *testing.T) {
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"models=acme/tiny,acme/absent", "model_cache.dir="+cache,
 		"engine.command=sh -c 'env | grep ^HF_ | sort; echo no server on port {port}; exit 3'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +421,7 @@ func TestGenericEngineAutoCacheIsNoted(t *testing.T) {
 	t.Setenv("HF_HUB_OFFLINE", "")
 	p := quick(t, "backend=local", "health.source=sim", "engine.kind=generic", "sim.gpus=1",
 		"engine.command=sh -c 'env | grep ^HF_HUB_OFFLINE; exit 3; echo {port}'")
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,13 +468,33 @@ func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Run(context.Background(), p, NewDeps(p.Config, nil), Options{Host: "h"})
+	deps := NewDeps(p.Config, nil, nil)
+	// The sweep is real; the aicr run's load (1000 requests) is checked for its shape and stubbed,
+	// so the test stays short.
+	var aicr *results.LoadConfig
+	real := deps.Load
+	deps.Load = func(ctx context.Context, url, model, k string, lc results.LoadConfig, rec string) (*results.Load, error) {
+		if lc.Profile != "concurrency" {
+			return real(ctx, url, model, k, lc, rec)
+		}
+		aicr = &lc
+		return &results.Load{Config: lc, Runs: []results.Run{{Kind: "concurrency", Concurrency: lc.Concurrency,
+			Requests: results.RequestCounts{Successful: lc.MaxRequests}, OutputTokS: 5000, TTFT: results.Dist{Count: lc.MaxRequests, P99: 300}}}}, nil
+	}
+	res, err := Run(context.Background(), p, deps, Options{Host: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := res.Summary.Hosts[0].Models[0].Endpoints[0]
 	if e.Load == nil {
 		t.Fatalf("no load: %s", e.Error)
+	}
+	// aicr's own load: AIPerf with 128/128 tokens and max(1000, 8 × concurrency) requests.
+	if aicr == nil || aicr.Concurrency != 8 || aicr.PromptTokens != 128 || aicr.OutputTokens != 128 || aicr.MaxRequests != 1000 || aicr.MaxDuration != 0 {
+		t.Fatalf("aicr run load: %+v, want concurrency 8, 128/128 tokens, 1000 requests, no duration bound", aicr)
+	}
+	if c := config.AICRLoad(*aicr, 256); c.MaxRequests != 2048 || c.Warmup != "256" {
+		t.Errorf("at 256 in flight: %d requests (want 2048), warm-up %s", c.MaxRequests, c.Warmup)
 	}
 	found := false
 	for _, r := range e.Load.Runs {

@@ -3,36 +3,43 @@ package pipeline
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// Render prints the run's outcome for the terminal: one line per endpoint with the figures the
-// gates look at, then every flag with its reason, then caveats. summary.json has everything.
+// Render prints the run's outcome for the terminal: one row per endpoint with the figures the gates
+// look at (and CLIENT-LIMITED / LOWER BOUND where the figure cannot decide), every flag with its
+// reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
+// interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
 func Render(w io.Writer, s *results.Summary) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tGPU\tSTATUS\tSYNC TTFT p95\tSYNC ITL p95\tPEAK tok/s\t% SOL\tSUSTAINED req/s\tPOWER mean\ttok/J\tAPI SUITE\tREADY IN")
+	t := term.NewTable(w, "MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE")
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			if len(m.Endpoints) == 0 {
-				fmt.Fprintf(tw, "%s\t-\t%s\t%s\n", m.Model, m.Status, firstLines(m.Error, 1))
+				t.Row(m.Model, "-", string(m.Status), firstLines(m.Error, 1))
 			}
 			for _, e := range m.Endpoints {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Model, gpuList(e.GPUs), e.Status,
+				t.Row(m.Model, gpuList(e.GPUs), string(e.Status),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
 					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
-					fmt.Sprintf("%.1f s", e.ProvisionSeconds))
+					ready(e), note(e.Load))
 			}
 		}
 	}
-	tw.Flush()
-	var flags []string
+	t.Flush()
+	term.Block(w, "Flags and failures", flagLines(s))
+	term.Block(w, "Caveats", caveatLines(s))
+}
+
+func flagLines(s *results.Summary) []string {
+	var out []string
 	add := func(fl []results.Flag) {
 		for _, f := range fl {
-			flags = append(flags, fmt.Sprintf("  [%s] %s: %s", f.Check, f.Subject, f.Reason))
+			out = append(out, fmt.Sprintf("[%s] %s: %s", f.Check, f.Subject, f.Reason))
 		}
 	}
 	add(s.Flags)
@@ -48,34 +55,110 @@ func Render(w io.Writer, s *results.Summary) {
 			add(m.Flags)
 			for _, e := range m.Endpoints {
 				add(e.Flags)
-				if e.Error != "" {
-					flags = append(flags, fmt.Sprintf("  [failed] %s on gpu %s: %s", m.Model, gpuList(e.GPUs), firstLines(e.Error, 1)))
+				if e.Error != "" && e.Status != results.StatusInterrupted {
+					out = append(out, fmt.Sprintf("[failed] %s on gpu %s: %s", m.Model, gpuList(e.GPUs), firstLines(e.Error, 1)))
 				}
 			}
 		}
 	}
-	if len(flags) > 0 {
-		fmt.Fprintln(w, "\nFlags and failures")
-		fmt.Fprintln(w, strings.Join(dedup(flags), "\n"))
-	}
-	if len(s.Caveats) > 0 {
-		fmt.Fprintln(w, "\nCaveats")
-		for _, c := range s.Caveats {
-			fmt.Fprintln(w, "  "+c)
-		}
-	}
+	return out
 }
 
-func dedup(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range in {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+// caveatLines lists what the figures cannot say, one line per finding; a finding shared by several
+// GPUs is one line naming them all.
+func caveatLines(s *results.Summary) []string {
+	type finding struct {
+		what string
+		gpus []string
+	}
+	var order []string
+	found := map[string]*finding{}
+	add := func(gpu, what string) {
+		f, ok := found[what]
+		if !ok {
+			f = &finding{what: what}
+			found[what] = f
+			order = append(order, what)
+		}
+		if !slices.Contains(f.gpus, gpu) {
+			f.gpus = append(f.gpus, gpu)
 		}
 	}
-	return out
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				g := gpuList(e.GPUs)
+				switch e.Status {
+				case results.StatusInterrupted:
+					add(g, m.Model+": INTERRUPTED: the run was stopped while it ran; its figures are partial")
+				case results.StatusNotRun:
+					add(g, m.Model+": NOT RUN: the run stopped before it")
+				}
+				if l := e.Load; l != nil {
+					if l.Client.ClientLimited {
+						add(g, term.ClientLimited+": the load generator fell behind its schedule, so it, not the server, set the pace: "+
+							"breaches and GPU-to-GPU gaps of these figures are inconclusive, not flags (give gpuvet more CPU, fewer GPUs at once with --parallel-gpus, or fewer streams; the reason per rung is in summary.json)")
+					}
+					if l.Saturation.LowerBound() {
+						add(g, term.LowerBound+": throughput is a lower bound: "+l.Saturation.Reason)
+					}
+				}
+				for _, v := range e.Verdicts {
+					if v.Result == "inconclusive" {
+						add(g, v.Rule+": inconclusive: "+afterInconclusive(v.Reason))
+					}
+				}
+			}
+			for _, c := range m.Comparisons {
+				if c.LowConfidence {
+					add("all", "GPU-to-GPU "+c.Metric+": "+c.Note)
+				}
+				for _, v := range c.Values {
+					if v.Inconclusive && !c.LowConfidence {
+						add(fmt.Sprint(v.GPU), "GPU-to-GPU "+c.Metric+": inconclusive: "+afterInconclusive(v.Reason))
+					}
+				}
+			}
+		}
+	}
+	var out []string
+	for _, what := range order {
+		f := found[what]
+		who := "gpu " + strings.Join(f.gpus, ", ")
+		if len(f.gpus) == 1 && f.gpus[0] == "all" {
+			who = "all GPUs"
+		}
+		out = append(out, who+": "+what)
+	}
+	return append(out, s.Caveats...)
+}
+
+// afterInconclusive keeps the why of a reason ("… : inconclusive, <why>").
+func afterInconclusive(r string) string {
+	for _, sep := range []string{"inconclusive, not flagged: ", "inconclusive, "} {
+		if _, why, ok := strings.Cut(r, sep); ok {
+			return why
+		}
+	}
+	return r
+}
+
+func ready(e results.Endpoint) string {
+	if e.ProvisionSeconds == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f s", e.ProvisionSeconds)
+}
+
+func note(l *results.Load) string {
+	var n []string
+	if l != nil && l.Client.ClientLimited {
+		n = append(n, term.ClientLimited)
+	}
+	if l != nil && l.Saturation.LowerBound() {
+		n = append(n, term.LowerBound)
+	}
+	return strings.Join(n, ", ")
 }
 
 func gpuList(g []int) string {
@@ -91,27 +174,27 @@ func gpuList(g []int) string {
 
 func syncMs(l *results.Load, pick func(results.Run) results.Dist) string {
 	if l == nil {
-		return "-"
+		return ""
 	}
 	for _, r := range l.Runs {
 		if r.Kind == "synchronous" {
 			d := pick(r)
 			if d.Count == 0 {
-				return "-"
+				return ""
 			}
-			return fmt.Sprintf("%.1f ms (n=%d)", d.P95, d.Count)
+			return term.N(fmt.Sprintf("%.1f ms", d.P95), r.Requests.Successful)
 		}
 	}
-	return "-"
+	return ""
 }
 
 func peak(l *results.Load) string {
 	if l == nil || l.PeakOutputTokS == 0 {
-		return "-"
+		return ""
 	}
 	s := fmt.Sprintf("%.0f", l.PeakOutputTokS)
 	if l.Saturation.LowerBound() {
-		s += " (≥, lower bound)"
+		s = "≥ " + s
 	}
 	return s
 }
@@ -119,35 +202,35 @@ func peak(l *results.Load) string {
 // sol is the measured peak as % of the roofline bound at the batch the engine ran, and the bound.
 func sol(s *results.SpeedOfLight) string {
 	if s == nil || s.BoundOutputTokS == 0 {
-		return "-"
+		return ""
 	}
 	return fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
 }
 
 func sustained(l *results.Load) string {
 	if l == nil || l.SustainedReqS == 0 {
-		return "-"
+		return ""
 	}
 	return fmt.Sprintf("%.1f", l.SustainedReqS)
 }
 
 func powerMean(p *results.Power) string {
 	if p == nil || p.MeanW == 0 {
-		return "-"
+		return ""
 	}
 	return fmt.Sprintf("%.0f W", p.MeanW)
 }
 
 func tokJ(p *results.Power) string {
 	if p == nil || p.TokensPerJoule == 0 {
-		return "-"
+		return ""
 	}
 	return fmt.Sprintf("%.2f", p.TokensPerJoule)
 }
 
 func suite(f *results.Functional) string {
 	if f == nil {
-		return "-"
+		return ""
 	}
 	n := 0
 	for _, t := range f.Tests {

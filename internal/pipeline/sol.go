@@ -13,8 +13,8 @@ import (
 // at the batch the engine ran then. The batch is the mean number of requests in flight during the
 // peak run (Little's law: completed req/s × mean end-to-end seconds), which is what a continuous-
 // batching engine decodes together when nothing waits. nil when the peak, the GPU or the model is
-// unknown; the reason is then in the returned note.
-func speedOfLight(gpuName, model string, tp int, ld *results.Load) (*results.SpeedOfLight, string) {
+// unknown; the reason is then in the returned note. Figures come from cat (nil: the built-in catalog).
+func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *results.Load) (*results.SpeedOfLight, string) {
 	if ld == nil || len(ld.Runs) == 0 {
 		return nil, ""
 	}
@@ -27,11 +27,11 @@ func speedOfLight(gpuName, model string, tp int, ld *results.Load) (*results.Spe
 	if peak.OutputTokS <= 0 || peak.ReqS <= 0 || peak.E2E.Count == 0 || peak.MeanOutputTokens <= 0 {
 		return nil, "speed-of-light: no completed requests at the peak"
 	}
-	g, ok := catalog.LookupGPU(gpuName)
+	g, ok := cat.LookupGPU(gpuName)
 	if !ok {
 		return nil, fmt.Sprintf("speed-of-light: GPU %q is not in the catalog", gpuName)
 	}
-	m, src, ok := catalog.ResolveModel(model)
+	m, src, ok := cat.ResolveModel(model)
 	if !ok {
 		return nil, "speed-of-light: " + src
 	}

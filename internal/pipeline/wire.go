@@ -29,22 +29,25 @@ var ErrNoGPUSource = errors.New("no NVIDIA driver on this host")
 // NewDeps wires the real phases for a plan: GPU discovery (NVML, nvidia-smi XML or the
 // simulator's fleet), the health phase (cuBLAS microbenchmarks where CUDA loads), the backend, the
 // load generator, the judge, the baseline comparison, the reports and the model cache.
+// cat is the GPU and model catalog the phases look figures up in (nil: the built-in one).
 // progress receives the phases' own progress lines (nil: quiet).
-func NewDeps(cfg config.Config, progress io.Writer) Deps {
+func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	var fleet *sim.Fleet
 	d := Deps{
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
-				RecordsPath: records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true, Log: progress,
-				MaxNumSeqs: maxNumSeqs(cfg)})
+				CachedTokenizer: cachedTokenizer(cfg, model, progress),
+				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true,
+				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx), MaxNumSeqs: maxNumSeqs(cfg)})
 		},
 		Judge:    judge.Judge,
 		Baseline: judge.Baseline,
 		Report:   writeReports,
 		ExitCode: judge.ExitCode,
+		Catalog:  cat,
 	}
 	d.Discover = func(ctx context.Context, c config.Config) (Source, string, error) {
-		src, name, f, err := discover(c)
+		src, name, f, err := discover(c, cat)
 		fleet = f
 		return src, name, err
 	}
@@ -53,12 +56,14 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
 			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
 			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
-			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: progress,
+			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
+			Catalog: cat,
 		}
 		var bench health.BenchRunner
 		switch name {
 		case "sim":
 			bench = health.SimBench{Fleet: fleet}
+			o.Links = health.SimLinks{Fleet: fleet}
 			o.DCGM = false // no dcgmi for virtual GPUs; said in the notes below
 		case "nvml":
 			if r, err := cuda.Open(); err != nil {
@@ -66,6 +71,13 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 			} else {
 				defer r.Close()
 				bench = r
+			}
+			if p, err := cuda.OpenPeer(); err != nil {
+				o.Links = health.UnavailableLinks{Err: err}
+			} else {
+				defer p.Close()
+				p.NCCLLib = c.Health.NCCLLib
+				o.Links = p
 			}
 		}
 		h := health.Run(ctx, src, bench, o)
@@ -76,7 +88,7 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 	}
 	switch cfg.Backend {
 	case "sim":
-		d.Backend = &Sim{fleet: func() *sim.Fleet { return fleet }}
+		d.Backend = &Sim{fleet: func() *sim.Fleet { return fleet }, cat: cat}
 	case "endpoint":
 		d.Backend = Endpoint{}
 		if !cfg.Endpoint.Health {
@@ -89,9 +101,20 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 	return d
 }
 
+// cachedTokenizer finds model's tokenizer.json for the load generator: in the plan's model cache
+// (model_cache.dir), else in the hub's default one. "" when there is none.
+func cachedTokenizer(cfg config.Config, model string, progress io.Writer) string {
+	dir, _ := modelcache.Dir(cfg.ModelCache, cfg.Engine.Kind)
+	p, err := modelcache.Tokenizer(dir, model)
+	if err != nil && progress != nil {
+		fmt.Fprintf(progress, "model cache: %v (the server sizes prompts instead)\n", err)
+	}
+	return p
+}
+
 // discover opens the GPU source named by health.source: auto (the fleet for backend sim, else
 // NVML), nvml, sim, or the path of a captured `nvidia-smi -q -x`.
-func discover(c config.Config) (Source, string, *sim.Fleet, error) {
+func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet, error) {
 	s := c.Health.Source
 	if s == "auto" {
 		s = "nvml"
@@ -102,7 +125,7 @@ func discover(c config.Config) (Source, string, *sim.Fleet, error) {
 	switch s {
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed})
+			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}
@@ -117,7 +140,7 @@ func discover(c config.Config) (Source, string, *sim.Fleet, error) {
 		}
 		return src, "nvml", nil, nil
 	}
-	src, err := gpu.FromNvidiaSMIXML(s)
+	src, err := gpu.FromNvidiaSMIXML(s, cat)
 	if err != nil {
 		return nil, "", nil, err
 	}
@@ -142,6 +165,7 @@ func writeReports(s *results.Summary, dir string, o config.Output) error {
 // fleet's power, clocks and temperature follow the load (and a straggler GPU is slower).
 type Sim struct {
 	fleet func() *sim.Fleet
+	cat   *catalog.Catalog // the fleet's catalog: the served model is looked up in it
 }
 
 func (*Sim) Name() string { return "sim" }
@@ -153,12 +177,12 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	}
 	start := time.Now()
 	srv, err := sim.Listen(sim.Config{
-		GPU: f.GPU().Key, Model: model, Seed: cfg.Sim.Seed + int64(slot.Index),
+		GPU: f.GPU().Key, Model: model, Seed: cfg.Sim.Seed + int64(slot.Index), Catalog: s.cat,
 		Engine: sim.EngineConfig{TP: max(1, cfg.Engine.TP), MaxModelLen: cfg.Engine.MaxModelLen, GPUMemUtil: cfg.Engine.GPUMemoryUtilization},
 		Fleet:  f, GPUIndex: slot.GPUs[0],
 	}, "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(catalogModels(), ", "))
+		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(s.cat.ModelIDs(), ", "))
 	}
 	sv := &Served{URL: srv.URL(), Binding: "none: simulator (in-process)",
 		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() }}
@@ -180,5 +204,3 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 }
 
 func (*Sim) EngineVersion(context.Context, config.Config) (string, error) { return "gpuvet-sim", nil }
-
-func catalogModels() []string { return catalog.ModelIDs() }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -119,8 +120,8 @@ func rollup(s *results.Summary) {
 func (r *run) finish(ctx context.Context) {
 	r.sum.FinishedAt = time.Now().UTC()
 	if ctx.Err() != nil {
-		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): results are partial")
-		r.sum.Status = results.StatusFailed
+		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
+		r.sum.Status = results.StatusInterrupted
 	} else {
 		r.sum.Complete = true
 	}
@@ -158,21 +159,57 @@ func (r *run) exitCode() int {
 	return 0
 }
 
-// Describe is a one-paragraph summary of a finished run for the terminal.
-func Describe(res *Result) string {
-	s := res.Summary
-	eps, failed := 0, 0
+// interruptedWhat names the endpoints that were running when the run was stopped and counts those
+// never reached.
+func interruptedWhat(s *results.Summary) string {
+	var running []string
+	notRun := 0
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				eps++
-				if e.Status == results.StatusFailed {
-					failed++
+				switch e.Status {
+				case results.StatusInterrupted:
+					running = append(running, fmt.Sprintf("%s on gpu %s", m.Model, gpuList(e.GPUs)))
+				case results.StatusNotRun:
+					notRun++
 				}
 			}
 		}
 	}
-	out := fmt.Sprintf("status %s: %d endpoint(s), %d failed; summary %s", s.Status, eps, failed, res.SummaryPath)
+	out := "nothing was running"
+	if len(running) > 0 {
+		out = "stopped while running " + strings.Join(running, ", ")
+	}
+	return out + fmt.Sprintf("; %d endpoint(s) not run", notRun)
+}
+
+// Describe is a one-paragraph summary of a finished run for the terminal: the status, then the
+// endpoints counted by status ("4 endpoint(s): 1 ok, 1 interrupted, 2 not_run").
+func Describe(res *Result) string {
+	s := res.Summary
+	eps := 0
+	count := map[results.Status]int{}
+	var order []results.Status
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				eps++
+				if count[e.Status] == 0 {
+					order = append(order, e.Status)
+				}
+				count[e.Status]++
+			}
+		}
+	}
+	var parts []string
+	for _, st := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
+	}
+	out := fmt.Sprintf("status %s: %d endpoint(s)", s.Status, eps)
+	if len(parts) > 0 {
+		out += ": " + strings.Join(parts, ", ")
+	}
+	out += "; summary " + res.SummaryPath
 	if _, err := os.Stat(filepath.Join(filepath.Dir(res.SummaryPath), "report.html")); err == nil {
 		out += "; report " + filepath.Join(filepath.Dir(res.SummaryPath), "report.html")
 	}

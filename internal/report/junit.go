@@ -242,6 +242,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 			}
 		}
 		su.Cases = append(su.Cases, compareCases(class, hh.Comparisons, g.GPU.Index, pool)...)
+		su.Cases = append(su.Cases, nvlinkCase(class, hh, g.GPU.Index, pool)...)
 		for _, f := range pool.rest() {
 			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
 		}
@@ -261,6 +262,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 	if hh.ExpectGPUs > 0 {
 		su.Cases = append(su.Cases, failCase(class, "health.gpu_count", pool.take("count")))
 	}
+	su.Cases = append(su.Cases, interconnectCases(class, hh, pool)...)
 	if hh.Error != "" {
 		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "health.phase", Error: &junitProblem{Message: hh.Error, Type: "health"}})
 	}
@@ -319,7 +321,12 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 		class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model) + "." + strings.ReplaceAll(gpuList(e.GPUs), " ", "")
 		pool := newPool(seen, e.Flags)
 		serve := junitCase{Classname: class, Name: "serve"}
-		if e.Error != "" {
+		switch {
+		case e.Status == results.StatusNotRun:
+			serve.Error = &junitProblem{Message: "not run: the run stopped before this GPU", Type: "not_run"}
+		case e.Status == results.StatusInterrupted:
+			serve.Error = &junitProblem{Message: "interrupted: " + orDash(e.Error), Type: "interrupted", Text: e.LogTail}
+		case e.Error != "":
 			serve.Error = &junitProblem{Message: e.Error, Type: "serve", Text: e.LogTail}
 		}
 		su.Cases = append(su.Cases, serve)
@@ -420,6 +427,11 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 	}
 	if s.Error != "" {
 		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run", Error: &junitProblem{Message: s.Error, Type: "run"}})
+	}
+	if !s.Complete {
+		// A killed or interrupted run never passes CI: its file says so whatever else it holds.
+		msg := fmt.Sprintf("the run did not finish (complete: false, status %s): its figures are partial", s.Status)
+		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run.complete", Error: &junitProblem{Message: msg, Type: "incomplete"}})
 	}
 	for _, f := range pool.rest() {
 		su.Cases = append(su.Cases, failCase("gpuvet.run", f.Check, []results.Flag{f}))

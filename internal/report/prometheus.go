@@ -55,8 +55,8 @@ func statusValue(s results.Status) (float64, bool) {
 		return 0, true
 	case results.StatusFlag:
 		return 1, true
-	case results.StatusFailed:
-		return 2, true
+	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
+		return 2, true // a run that did not finish is as bad as a failed one for an alert
 	}
 	return 0, false
 }

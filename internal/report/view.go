@@ -75,6 +75,7 @@ type healthView struct {
 	DCGMStatus            string
 	Compare               *compareTable
 	Burn                  template.HTML
+	Links                 *linksView // GPU interconnect (nil: not read)
 }
 
 type invRow struct {
@@ -149,7 +150,8 @@ type baseRow struct {
 	Cells                     []cell // per environment: value and overhead
 }
 
-var statusWord = map[results.Status]string{results.StatusOK: "PASS", results.StatusFlag: "WARN", results.StatusFailed: "FAIL", results.StatusSkipped: "SKIPPED"}
+var statusWord = map[results.Status]string{results.StatusOK: "PASS", results.StatusFlag: "WARN", results.StatusFailed: "FAIL", results.StatusSkipped: "SKIPPED",
+	results.StatusInterrupted: "INTERRUPTED", results.StatusIncomplete: "INCOMPLETE", results.StatusNotRun: "NOT RUN"}
 
 // maxVerdictFlags is how many flags the verdict lists before folding the rest.
 const maxVerdictFlags = 12

@@ -50,9 +50,6 @@ func statusClass(st results.Status) string {
 	return "skipped"
 }
 
-// benchOrder puts the microbenchmarks in a reading order; unknown names follow, sorted.
-var benchOrder = []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "hbm_d2d", "pcie_h2d", "pcie_d2h"}
-
 func buildHealth(h *results.Health, large bool) *healthView {
 	hv := &healthView{Source: h.Source, Status: string(h.Status), Error: h.Error, Notes: h.Notes}
 	hv.Open = !large || h.Status != results.StatusOK
@@ -62,7 +59,8 @@ func buildHealth(h *results.Health, large bool) *healthView {
 			present[b.Name] = true
 		}
 	}
-	for _, n := range benchOrder {
+	// The schema's order (the order they ran in, as the terminal shows them); unknown names follow, sorted.
+	for _, n := range results.MicrobenchNames() {
 		if present[n] {
 			hv.BenchCols = append(hv.BenchCols, n)
 			delete(present, n)
@@ -146,6 +144,11 @@ func buildHealth(h *results.Health, large bool) *healthView {
 		hv.Burn = LineChart{Title: "Power during the burn, per GPU", XLabel: "seconds", YLabel: "W", Series: burn, Refs: powerRefs(h)}.SVG()
 	}
 	hv.Compare = compares(h.Comparisons)
+	pairFlags := map[string]bool{}
+	for _, f := range h.Flags {
+		pairFlags[f.Subject] = true
+	}
+	hv.Links = buildLinks(h, pairFlags)
 	return hv
 }
 

@@ -86,6 +86,9 @@ type Health struct {
 	Flags       []Flag      `json:"flags,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
 	Error       string      `json:"error,omitempty"`
+
+	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
+	Interconnect *Interconnect `json:"interconnect,omitempty"`
 }
 
 // GPUHealth is one GPU's inventory plus its measured figures.
@@ -101,7 +104,7 @@ type GPUHealth struct {
 
 // Microbench is one measured figure next to the detected GPU's datasheet peak.
 type Microbench struct {
-	Name   string   `json:"name"`  // "sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"
+	Name   string   `json:"name"`  // one of MicrobenchNames()
 	Value  float64  `json:"value"` // in Unit
 	Unit   string   `json:"unit"`  // "TFLOP/s", "GB/s"
 	Peak   *float64 `json:"peak,omitempty"`
@@ -172,5 +175,8 @@ type CompareCell struct {
 	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse
 	LowerBound bool    `json:"lower_bound,omitempty"`
 	Flagged    bool    `json:"flagged"`
-	Reason     string  `json:"reason,omitempty"`
+	// Inconclusive: the card looked worse, but its figure cannot show it (too few samples,
+	// client-limited, a lower bound, overlapping intervals); Reason says which.
+	Inconclusive bool   `json:"inconclusive,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 }

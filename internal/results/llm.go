@@ -125,10 +125,12 @@ type Run struct {
 	Concurrency int     `json:"concurrency,omitempty"`
 	TargetRate  float64 `json:"target_rate,omitempty"` // req/s for constant and poisson
 	// Window is the measured window (warm-up excluded, tail drained).
-	WindowSeconds float64        `json:"window_seconds"`
-	Requests      RequestCounts  `json:"requests"`
-	Errors        map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
-	TTFT          Dist           `json:"ttft_ms"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// EndedBy is the bound that ended the rung: "max_requests", "max_duration" or "interrupted".
+	EndedBy  string         `json:"ended_by,omitempty"`
+	Requests RequestCounts  `json:"requests"`
+	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
+	TTFT     Dist           `json:"ttft_ms"`
 	// TTFTFromSchedule: open-loop profiles only, latency from the scheduled send time (coordinated omission shown).
 	TTFTFromSchedule *Dist   `json:"ttft_from_schedule_ms,omitempty"`
 	ITL              Dist    `json:"itl_ms"`
@@ -140,11 +142,18 @@ type Run struct {
 	MeanOutputTokens float64 `json:"mean_output_tokens"`
 	MeanPromptTokens float64 `json:"mean_prompt_tokens"`
 	// Goodput is req/s of requests that met every SLO in --slo (nil when no SLO was given).
-	Goodput       *float64   `json:"goodput_req_s,omitempty"`
-	ClientLag     Dist       `json:"client_lag_ms"` // how far behind schedule the client sent
-	ClientLimited bool       `json:"client_limited,omitempty"`
-	ClientReason  string     `json:"client_limited_reason,omitempty"`
-	CI            *Intervals `json:"ci,omitempty"`
+	Goodput       *float64 `json:"goodput_req_s,omitempty"`
+	ClientLag     Dist     `json:"client_lag_ms"` // how far behind schedule the client sent
+	ClientLimited bool     `json:"client_limited,omitempty"`
+	ClientReason  string   `json:"client_limited_reason,omitempty"`
+	// ServerRefusing: the server refused connections or was slow to accept them (file descriptors,
+	// accept backlog): the delay is the server's, never counted as client lag. ServerReason says how.
+	ServerRefusing bool   `json:"server_refusing,omitempty"`
+	ServerReason   string `json:"server_refusing_reason,omitempty"`
+	// TokenBursts says when the server's token timing came in bursts (several chunks in one read,
+	// the server or a proxy behind its own schedule): ITL and TPOT then measure the buffering.
+	TokenBursts string     `json:"token_bursts,omitempty"`
+	CI          *Intervals `json:"ci,omitempty"`
 	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
 	EarlyStop string `json:"early_stop,omitempty"`
 }
@@ -305,11 +314,13 @@ type Verdict struct {
 
 // BaselineComparison is bare metal vs this run (and, in `gpuvet compare`, more environments).
 type BaselineComparison struct {
-	BaselineFile string        `json:"baseline_file"`
-	Environments []string      `json:"environments"` // column order
-	Rows         []OverheadRow `json:"rows,omitempty"`
-	Caveats      []string      `json:"caveats,omitempty"`
-	Note         string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
+	BaselineFile string   `json:"baseline_file"`
+	Environments []string `json:"environments"` // column order
+	// EnvironmentFiles are the files the environments were read from, in the same order (gpuvet compare).
+	EnvironmentFiles []string      `json:"environment_files,omitempty"`
+	Rows             []OverheadRow `json:"rows,omitempty"`
+	Caveats          []string      `json:"caveats,omitempty"`
+	Note             string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
 
 	// TolerancePct is the breach tolerance in force (overhead beyond it breaches), set by TolerancePctSrc.
 	TolerancePct    float64 `json:"tolerance_pct,omitempty"`

@@ -9,8 +9,11 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -25,6 +28,12 @@ const (
 	StatusFlag    Status = "flag"    // measured, and at least one signal fired (see Flags)
 	StatusFailed  Status = "failed"  // the work itself broke; Error says how
 	StatusSkipped Status = "skipped" // not run, on purpose or for lack of a tool; Note says why
+	// A run that did not finish is never ok: the summary of a run still writing, or of one that was
+	// killed, says "incomplete"; one stopped by Ctrl-C/SIGTERM says "interrupted", and so does the
+	// GPU that was running then; the GPUs and models never reached are "not_run".
+	StatusIncomplete  Status = "incomplete"
+	StatusInterrupted Status = "interrupted"
+	StatusNotRun      Status = "not_run"
 )
 
 // Worse returns the more serious of two statuses (failed > flag > ok > skipped/empty).
@@ -37,6 +46,8 @@ func Worse(a, b Status) Status {
 
 func rank(s Status) int {
 	switch s {
+	case StatusIncomplete, StatusInterrupted:
+		return 4
 	case StatusFailed:
 		return 3
 	case StatusFlag:
@@ -129,11 +140,23 @@ type Discovery struct {
 	Error  string    `json:"error,omitempty"`
 }
 
+// MaxSummaryBytes bounds the summary files Read accepts.
+const MaxSummaryBytes = 256 << 20
+
 // Read reads a summary.json (or baseline.json) and checks its schema version.
 func Read(path string) (*Summary, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	// Bounded: a wrong file must not take the machine's memory (summaries are a few MB).
+	b, err := io.ReadAll(io.LimitReader(f, MaxSummaryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(b) > MaxSummaryBytes {
+		return nil, fmt.Errorf("%s: more than %d MiB: not a gpuvet summary", path, MaxSummaryBytes>>20)
 	}
 	s, err := Parse(b)
 	if err != nil {
@@ -152,19 +175,32 @@ func Parse(b []byte) (*Summary, error) {
 	if s.SchemaVersion == "" {
 		return nil, fmt.Errorf("no schema_version: not a gpuvet summary")
 	}
-	if major(s.SchemaVersion) != major(SchemaVersion) {
-		return nil, fmt.Errorf("schema_version %s, this gpuvet reads %s.x: rerun with the gpuvet that wrote it, or re-record", s.SchemaVersion, major(SchemaVersion))
+	if !knownVersion(s.SchemaVersion) {
+		return nil, fmt.Errorf("schema_version %s: this gpuvet reads %s.0 to %s (MAJOR.MINOR): a newer or unknown summary; read it with the gpuvet that wrote it, or re-record",
+			s.SchemaVersion, major(SchemaVersion), SchemaVersion)
 	}
 	return &s, nil
 }
 
+// knownVersion accepts exactly MAJOR.MINOR with this reader's major and a minor no newer than its
+// own (minors only add fields): "1.99" and "1.0.0" are not versions this reader knows.
+func knownVersion(v string) bool {
+	mj, mn, ok := splitVersion(v)
+	cmj, cmn, _ := splitVersion(SchemaVersion)
+	return ok && mj == cmj && mn <= cmn
+}
+
+func splitVersion(v string) (major, minor int, ok bool) {
+	a, b, found := strings.Cut(v, ".")
+	x, err1 := strconv.Atoi(a)
+	y, err2 := strconv.Atoi(b)
+	canonical := found && err1 == nil && err2 == nil && strconv.Itoa(x) == a && strconv.Itoa(y) == b
+	return x, y, canonical
+}
+
 func major(v string) string {
-	for i, c := range v {
-		if c == '.' {
-			return v[:i]
-		}
-	}
-	return v
+	a, _, _ := strings.Cut(v, ".")
+	return a
 }
 
 // WriteJSON writes v as indented JSON atomically (temp file + rename), so a reader or a killed run

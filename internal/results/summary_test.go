@@ -38,12 +38,29 @@ func TestReadRefusesOtherSchemas(t *testing.T) {
 		"notjson":   "{",
 		"noversion": `{"run_id":"x"}`,
 		"major2":    `{"schema_version":"2.0"}`,
+		"minor99":   `{"schema_version":"1.99"}`,
+		"semver":    `{"schema_version":"1.0.0"}`,
+		"padded":    `{"schema_version":"1.00"}`,
+		"bare":      `{"schema_version":"1"}`,
+		"spaces":    `{"schema_version":" 1.0"}`,
+		"number":    `{"schema_version":1.0}`,
 	} {
 		p := filepath.Join(dir, name)
 		os.WriteFile(p, []byte(body), 0o644)
 		if _, err := Read(p); err == nil {
 			t.Errorf("%s: read without error", name)
 		}
+	}
+}
+
+func TestReadAcceptsKnownSchemas(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.json")
+	os.WriteFile(p, []byte(`{"schema_version":"`+SchemaVersion+`"}`), 0o644)
+	if _, err := Read(p); err != nil {
+		t.Fatal(err)
+	}
+	if !knownVersion("1.0") {
+		t.Error("1.0 (the first schema) refused")
 	}
 }
 
@@ -57,6 +74,19 @@ func TestWorse(t *testing.T) {
 	for _, c := range cases {
 		if got := Worse(c.a, c.b); got != c.want {
 			t.Errorf("Worse(%q,%q) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+func TestStripUserinfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://user:s3cret@host:8000/v1": "http://host:8000/v1",
+		"https://tok@host":                "https://host",
+		"http://127.0.0.1:8000":           "http://127.0.0.1:8000",
+		"not a url %":                     "not a url %",
+	} {
+		if got := StripUserinfo(in); got != want {
+			t.Errorf("StripUserinfo(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

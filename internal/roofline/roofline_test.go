@@ -16,8 +16,8 @@ func near(t *testing.T, what string, got, want, tol float64) {
 
 func lookup(t *testing.T, gpu, model string) (catalog.GPU, catalog.Model) {
 	t.Helper()
-	g, ok := catalog.LookupGPU(gpu)
-	m, ok2 := catalog.LookupModel(model)
+	g, ok := catalog.Builtin().LookupGPU(gpu)
+	m, ok2 := catalog.Builtin().LookupModel(model)
 	if !ok || !ok2 {
 		t.Fatalf("catalog lacks %s or %s", gpu, model)
 	}
@@ -86,7 +86,7 @@ func TestAllReduce(t *testing.T) {
 		t.Error("tp=1 has no all-reduce")
 	}
 	// A card without NVLink talks over PCIe: slower for the same message.
-	l, _ := catalog.LookupGPU("L40S")
+	l, _ := catalog.Builtin().LookupGPU("L40S")
 	if pl := l.TPLink(); !(AllReduceSeconds(pl, msg, 4) > 5*AllReduceSeconds(link, msg, 4)) {
 		t.Errorf("PCIe all-reduce (%+v) should be far slower than NVLink", pl)
 	}

@@ -9,8 +9,8 @@ import (
 // BenchmarkRunVirtual is the cost of simulating a serving run in virtual time: an H100 serving
 // Qwen3-8B to 256 streams, 2,048 requests of 128/128 tokens (about 20 s of simulated serving).
 func BenchmarkRunVirtual(b *testing.B) {
-	g, _ := catalog.LookupGPU("H100")
-	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+	g, _ := catalog.Builtin().LookupGPU("H100")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 	p, err := NewPerf(g, m, EngineConfig{})
 	if err != nil {
 		b.Fatal(err)

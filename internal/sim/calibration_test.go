@@ -55,8 +55,8 @@ var calibrationCases = func() []calCase {
 
 // runCalibration simulates one case and returns its figures with their deviations.
 func runCalibration(c calCase) ([]float64, error) {
-	g, ok := catalog.LookupGPU(c.gpu)
-	m, ok2 := catalog.LookupModel(c.model)
+	g, ok := catalog.Builtin().LookupGPU(c.gpu)
+	m, ok2 := catalog.Builtin().LookupModel(c.model)
 	if !ok || !ok2 {
 		return nil, fmt.Errorf("catalog lacks %s or %s", c.gpu, c.model)
 	}
@@ -94,8 +94,8 @@ func TestCalibration(t *testing.T) {
 // Load must move the figures the way real engines do: TTFT grows with prompt length and load,
 // throughput rises with concurrency to a knee and flattens.
 func TestShape(t *testing.T) {
-	g, _ := catalog.LookupGPU("H100")
-	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+	g, _ := catalog.Builtin().LookupGPU("H100")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 	p, err := NewPerf(g, m, EngineConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +128,8 @@ func TestShape(t *testing.T) {
 
 // A full KV cache must queue requests (and preempt when decode growth overflows it), never lose one.
 func TestKVCapacityQueues(t *testing.T) {
-	g, _ := catalog.LookupGPU("L40S")
-	m, _ := catalog.LookupModel("meta-llama/Llama-3.1-8B-Instruct")
+	g, _ := catalog.Builtin().LookupGPU("L40S")
+	m, _ := catalog.Builtin().LookupModel("meta-llama/Llama-3.1-8B-Instruct")
 	p, err := NewPerf(g, m, EngineConfig{MaxModelLen: 16384, GPUMemUtil: 0.5})
 	if err != nil {
 		t.Fatal(err)
@@ -149,11 +149,11 @@ func TestKVCapacityQueues(t *testing.T) {
 }
 
 func TestKVBytesAndCapacity(t *testing.T) {
-	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 	if got := m.KVBytesPerToken(); got != 147456 {
 		t.Errorf("Qwen3-8B KV bytes/token = %v, want 147456", got)
 	}
-	g, _ := catalog.LookupGPU("H100")
+	g, _ := catalog.Builtin().LookupGPU("H100")
 	p, err := NewPerf(g, m, EngineConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func TestKVBytesAndCapacity(t *testing.T) {
 	if d := math.Abs(float64(p.KVTokens())-want) / want; d > 0.01 {
 		t.Errorf("KV tokens %d, want ≈ %.0f", p.KVTokens(), want)
 	}
-	big, _ := catalog.LookupModel("meta-llama/Llama-3.1-70B-Instruct")
+	big, _ := catalog.Builtin().LookupModel("meta-llama/Llama-3.1-70B-Instruct")
 	if _, err := NewPerf(g, big, EngineConfig{}); err == nil {
 		t.Error("70B BF16 on one 80 GB GPU should not fit")
 	}
@@ -184,8 +184,8 @@ func TestKVBytesAndCapacity(t *testing.T) {
 // rungs (its client adds a few ms of its own). TTFT must grow with the rate and sit within ±25 % of
 // that band on the upper rungs.
 func TestOpenLoopRates(t *testing.T) {
-	g, _ := catalog.LookupGPU("L40S")
-	m, _ := catalog.LookupModel("Qwen/Qwen2.5-3B-Instruct")
+	g, _ := catalog.Builtin().LookupGPU("L40S")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen2.5-3B-Instruct")
 	p, err := NewPerf(g, m, EngineConfig{})
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,9 @@
 // min_tokens, ignore_eos, temperature, seed), POST /tokenize, POST /detokenize, GET /health,
 // GET /metrics (vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
 // vllm:prompt_tokens_total, vllm:generation_tokens_total, vllm:time_to_first_token_seconds,
-// vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds, …), GET /version. Errors are
+// vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds, …, and the simulator's own
+// lag behind its schedule: gpuvet_sim:tokens_behind_schedule_total, gpuvet_sim:schedule_lag_max_seconds,
+// also logged once per 10 s while it lasts), GET /version. Errors are
 // vLLM's JSON: {"error": {"message", "type", "param", "code"}}; 404 for an unknown model, 400 when
 // prompt + max_tokens exceed the context.
 //

@@ -140,17 +140,21 @@ func (r *realtime) loop() {
 		}
 		// The step's tokens reach their handlers the frontend's output cost (Perf.Exit) after the
 		// step's scheduled end.
-		if wait := time.Until(next.Add(r.eng.Perf().Exit())); wait > 0 {
+		due := next.Add(r.eng.Perf().Exit())
+		if wait := time.Until(due); wait > 0 {
 			batch := append([]delivery(nil), out...)
-			time.AfterFunc(wait, func() { deliver(batch) })
+			time.AfterFunc(wait, func() { deliver(batch, due.UnixNano()) })
 		} else {
-			deliver(out)
+			deliver(out, due.UnixNano())
 		}
 	}
 }
 
-func deliver(out []delivery) {
+// deliver hands a step's tokens to their handlers; dueNs is when they were due (the simulator's
+// own lag is measured from it).
+func deliver(out []delivery, dueNs int64) {
 	for _, o := range out {
+		o.s.Due.CompareAndSwap(0, dueNs)
 		// Never move backwards: two steps' deliveries may run in either order.
 		for cur := o.s.Generated.Load(); int(cur) < o.gen && !o.s.Generated.CompareAndSwap(cur, int32(o.gen)); cur = o.s.Generated.Load() {
 		}
@@ -294,6 +298,7 @@ func (f *fixed) release(now time.Time) {
 				f.live--
 				continue
 			}
+			s.Due.CompareAndSwap(0, d.at.UnixNano())
 			g := s.Generated.Add(1)
 			if int(g) >= s.MaxOut {
 				s.Done.Store(true) // before the notification: the handler may look at once

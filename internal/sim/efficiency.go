@@ -36,11 +36,11 @@ var archFig = map[string]archFigures{
 	"Blackwell": {gemm: 0.45, mem: 0.75, on: "GB200", basis: "fitted to the GB200 calibration case (Qwen3-8B, 256 streams)"},
 }
 
-// ArchBasis describes where the simulator's efficiency figures for each catalog GPU come from,
+// ArchBasis describes where the simulator's efficiency figures for each GPU of cat come from,
 // for help text and docs: one line per GPU.
-func ArchBasis() []string {
+func ArchBasis(cat *catalog.Catalog) []string {
 	var out []string
-	for _, g := range catalog.GPUs {
+	for _, g := range cat.GPUs() {
 		f, ok := archFig[g.Architecture]
 		switch {
 		case g.MFU > 0 && g.MBU > 0:

@@ -8,8 +8,8 @@ import (
 
 func perfFor(t *testing.T, gpu, model string, tp int) *Perf {
 	t.Helper()
-	g, ok := catalog.LookupGPU(gpu)
-	m, ok2 := catalog.LookupModel(model)
+	g, ok := catalog.Builtin().LookupGPU(gpu)
+	m, ok2 := catalog.Builtin().LookupModel(model)
 	if !ok || !ok2 {
 		t.Fatalf("catalog lacks %s or %s", gpu, model)
 	}
@@ -48,8 +48,8 @@ func TestShapeEfficiency(t *testing.T) {
 	if !(perTok(128) > 1.5*perTok(2048)) {
 		t.Errorf("per-token cost of a 128-token prefill %.0f ns should be well above a 2048-token one %.0f ns", perTok(128), perTok(2048))
 	}
-	g, _ := catalog.LookupGPU("H100")
-	m, _ := catalog.LookupModel("meta-llama/Llama-3.1-8B-Instruct")
+	g, _ := catalog.Builtin().LookupGPU("H100")
+	m, _ := catalog.Builtin().LookupModel("meta-llama/Llama-3.1-8B-Instruct")
 	if f := waveFill(g, m, 8192, 1); f < 0.95 {
 		t.Errorf("an 8192-token step should fill the SMs, fill %.2f", f)
 	}

@@ -29,6 +29,9 @@ type Seq struct {
 	Notify chan struct{}
 	// Arrived is when the engine first saw the request (engine clock).
 	Arrived time.Duration
+	// Due is when the oldest token the HTTP side has not taken yet was due (unix ns; 0: none):
+	// drivers set it if unset, the stream takes it, so the simulator knows its own lag.
+	Due atomic.Int64
 }
 
 // context is the sequence's full length: prompt plus what it generated.

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -88,7 +89,11 @@ func (p faultPlan) httpError() *apiError {
 }
 
 // name is the trace label of the faults that touched a request ("" when none).
-func (p faultPlan) name() string {
+func (p faultPlan) name() string { return p.upTo(math.MaxInt, "") }
+
+// upTo is the trace label of every fault a request received before token k, in the order sent,
+// then extra (e.g. "client_gone"): a malformed event and then a cut are both recorded.
+func (p faultPlan) upTo(k int, extra string) string {
 	switch {
 	case p.status == 500:
 		return "http_500"
@@ -102,14 +107,17 @@ func (p faultPlan) name() string {
 		}
 		s += n
 	}
-	if p.stallAt > 0 {
+	if p.stallAt > 0 && p.stallAt <= k {
 		add("stall")
 	}
-	if p.malformedAt > 0 {
+	if p.malformedAt > 0 && p.malformedAt <= k {
 		add("malformed_chunk")
 	}
-	if p.cutAt > 0 {
+	if p.cutAt > 0 && p.cutAt <= k {
 		add("cut_stream")
+	}
+	if extra != "" {
+		add(extra)
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,9 @@ type FleetConfig struct {
 	StragglerIndex int     // the GPU that is slower; -1: none
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
+	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	// Catalog is where GPU is looked up (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 }
 
 // Fleet is a set of virtual GPUs whose power, clock and temperature follow the load of the engines
@@ -29,6 +33,9 @@ type Fleet struct {
 	start time.Time
 	mu    sync.Mutex
 	gpus  []vgpu
+	// fault is the parsed LinkFault; linkReads counts Interconnect reads (the "errors" fault grows with them).
+	fault     linkFault
+	linkReads int
 }
 
 type vgpu struct {
@@ -59,9 +66,9 @@ const ambientC = 30.0
 
 // NewFleet checks cfg and builds the fleet. Errors name the field.
 func NewFleet(cfg FleetConfig) (*Fleet, error) {
-	g, ok := catalog.LookupGPU(cfg.GPU)
+	g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 	if !ok {
-		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, catalog.GPUKeys())
+		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, cfg.Catalog.GPUKeys())
 	}
 	if cfg.Count < 1 || cfg.Count > 1024 {
 		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
@@ -72,7 +79,14 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
 		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
 	}
-	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count)}
+	fault, err := parseLinkFault(cfg.LinkFault, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	if fault.gpu >= 0 && fault.kind != "slow" && g.NVLinks() == 0 {
+		return nil, fmt.Errorf("link fault %q: the %s has no NVLink; only the slow kind applies", cfg.LinkFault, g.Key)
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}
@@ -262,7 +276,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	}
 	me, ok := microEff[name]
 	if !ok {
-		return 0, "", fmt.Errorf("microbenchmark %q: known are sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d", name)
+		return 0, "", fmt.Errorf("microbenchmark %q: known are %s", name, strings.Join(results.MicrobenchNames(), ", "))
 	}
 	var peak float64
 	switch name {

@@ -40,8 +40,8 @@ func TestHTTPTTFTEqualsVirtual(t *testing.T) {
 		if promptToks < n {
 			t.Fatalf("usage.prompt_tokens %d, want ≥ %d", promptToks, n)
 		}
-		g, _ := catalog.LookupGPU("H100")
-		m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+		g, _ := catalog.Builtin().LookupGPU("H100")
+		m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 		p, err := NewPerf(g, m, EngineConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -63,8 +63,8 @@ func TestFrontendEntry(t *testing.T) {
 	if f.Entry(100, true)-f.Entry(100, false) != f.ChatTemplate {
 		t.Error("chat adds the template, completions do not")
 	}
-	g, _ := catalog.LookupGPU("H100")
-	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+	g, _ := catalog.Builtin().LookupGPU("H100")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 	p, _ := NewPerf(g, m, EngineConfig{APIOverhead: 2 * time.Millisecond})
 	if p.Entry(5000, true) != 2*time.Millisecond || p.Exit() != 0 {
 		t.Error("--api-overhead replaces the modelled frontend")
@@ -73,7 +73,7 @@ func TestFrontendEntry(t *testing.T) {
 
 // An architecture the simulator has no figures for is an error, not Hopper's figures.
 func TestUnknownArchitecture(t *testing.T) {
-	m, _ := catalog.LookupModel("Qwen/Qwen3-8B")
+	m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
 	g := catalog.GPU{Key: "X", Architecture: "Rubin", MemoryGiB: 200, BF16TFLOPS: 4000, HBMGBps: 13000}
 	if _, err := NewPerf(g, m, EngineConfig{}); err == nil || !strings.Contains(err.Error(), "Rubin") {
 		t.Fatalf("want an error naming the architecture, got %v", err)
@@ -82,7 +82,7 @@ func TestUnknownArchitecture(t *testing.T) {
 	if _, err := NewPerf(g, m, EngineConfig{}); err != nil {
 		t.Fatalf("with mfu/mbu in the catalog entry it should work: %v", err)
 	}
-	for _, gpu := range catalog.GPUs {
+	for _, gpu := range catalog.Builtin().GPUs() {
 		if _, err := NewPerf(gpu, m, EngineConfig{TP: 1, MaxModelLen: 4096}); err != nil {
 			t.Errorf("catalog GPU %s: %v", gpu.Key, err)
 		}

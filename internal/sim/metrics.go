@@ -120,6 +120,8 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", gen)
 	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", preempt)
+	counter("gpuvet_sim:tokens_behind_schedule_total", "Tokens the simulator sent more than 20 ms after they were due: it could not keep up, clients saw bursts.", s.lag.late.Load())
+	gauge("gpuvet_sim:schedule_lag_max_seconds", "The largest lag of a token behind its due time since start.", float64(s.lag.maxNs.Load())/1e9)
 	m.mu.Lock()
 	fmt.Fprintf(&b, "# HELP vllm:request_success_total Count of successfully processed requests.\n# TYPE vllm:request_success_total counter\n")
 	for _, r := range []string{"stop", "length", "abort"} {

@@ -52,7 +52,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if gpu == "" && o.Fixed() {
 		gpu = "H100" // fixed mode needs no roofline; the virtual GPUs still need a datasheet
 	}
-	fleet, err := NewFleet(FleetConfig{GPU: gpu, Count: o.GPUs, StragglerIndex: o.StragglerIndex, StragglerPct: o.StragglerPct, Seed: o.Seed})
+	fleet, err := NewFleet(FleetConfig{GPU: gpu, Count: o.GPUs, StragglerIndex: o.StragglerIndex, StragglerPct: o.StragglerPct, Seed: o.Seed, Catalog: o.Catalog})
 	if err != nil {
 		return &UsageError{flagErr(err)}
 	}
@@ -74,6 +74,9 @@ func Run(ctx context.Context, o RunOptions) error {
 	for g := 0; g < o.GPUs/tp; g++ {
 		cfg := o.Config
 		cfg.Fleet, cfg.GPUIndex = fleet, g*tp
+		if cfg.Log == nil {
+			cfg.Log = o.Out
+		}
 		if traceFile != nil {
 			cfg.Trace = traceFile
 		}

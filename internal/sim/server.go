@@ -33,6 +33,8 @@ type Config struct {
 	GPU    string       // catalog key or nvidia-smi name; required unless fixed mode
 	Model  string       // served model id: a catalog model, or any name in fixed mode
 	Engine EngineConfig // vLLM engine settings (zero: vLLM's defaults)
+	// Catalog is where GPU and Model are looked up (nil: the built-in catalog).
+	Catalog *catalog.Catalog
 
 	// Fixed mode: first token TTFT after arrival, then one token every ITL, each gap scaled by
 	// 1 ± Jitter (uniform, seeded). No queueing, no batching.
@@ -42,7 +44,9 @@ type Config struct {
 	Faults Faults
 	// Trace receives the ground truth, one JSON line per finished request (see TraceRecord).
 	Trace io.Writer
-	Seed  int64
+	// Log receives warnings, e.g. that the simulator fell behind its schedule (nil: none).
+	Log  io.Writer
+	Seed int64
 
 	Fleet    *Fleet // optional: the virtual GPUs this server runs on
 	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
@@ -69,6 +73,7 @@ type Server struct {
 	created   int64
 	modelJSON string // the served model name, JSON-encoded
 	name      string // trace label when several servers share a trace file
+	lag       lagMeter
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -88,6 +93,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("model: required (a model id such as Qwen/Qwen3-8B)")
 	}
 	s := &Server{cfg: cfg, started: time.Now(), created: time.Now().Unix()}
+	s.lag.log, s.lag.name = cfg.Log, cfg.Model
 	s.readyAt = s.started.Add(cfg.Faults.SlowStart)
 	mj, _ := json.Marshal(cfg.Model)
 	s.modelJSON = string(mj)
@@ -106,7 +112,7 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 	}
 	if cfg.Fixed() {
-		m, ok := catalog.LookupModel(cfg.Model)
+		m, ok := cfg.Catalog.LookupModel(cfg.Model)
 		if !ok {
 			m = catalog.Model{ID: cfg.Model, Vocab: 151936, MaxContext: 32768}
 		}
@@ -119,13 +125,13 @@ func NewServer(cfg Config) (*Server, error) {
 		s.cfg.ITL = time.Duration(float64(cfg.ITL) / speed)
 		s.drv = newFixed()
 	} else {
-		g, ok := catalog.LookupGPU(cfg.GPU)
+		g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 		if !ok {
-			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(catalog.GPUKeys(), ", "))
+			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(cfg.Catalog.GPUKeys(), ", "))
 		}
-		m, ok := catalog.LookupModel(cfg.Model)
+		m, ok := cfg.Catalog.LookupModel(cfg.Model)
 		if !ok {
-			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(catalog.ModelIDs(), ", "))
+			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(cfg.Catalog.ModelIDs(), ", "))
 		}
 		p, err := NewPerf(g, m, cfg.Engine)
 		if err != nil {

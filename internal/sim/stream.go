@@ -120,12 +120,14 @@ func (st *stream) runStream(ctx context.Context) {
 		<-st.seq.Notify
 		if ctx.Err() != nil {
 			s.drv.abort(st.seq)
-			st.finishTrace(200, "client_gone")
+			st.finishTrace(200, f.upTo(sent, "client_gone"))
 			s.metrics.aborted()
 			return
 		}
+		due := st.seq.Due.Swap(0)
 		g := int(st.seq.Generated.Load())
 		now := time.Now()
+		s.lag.observe(now, due, g-sent)
 		for sent < g {
 			sent++
 			if sent == f.stallAt {
@@ -147,7 +149,7 @@ func (st *stream) runStream(ctx context.Context) {
 			if sent == f.cutAt {
 				flush()
 				s.drv.abort(st.seq)
-				st.finishTrace(200, "cut_stream")
+				st.finishTrace(200, f.upTo(sent, ""))
 				s.metrics.aborted()
 				panic(http.ErrAbortHandler) // closes the connection without ending the chunked body
 			}

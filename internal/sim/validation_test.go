@@ -77,8 +77,8 @@ var measurements = []measurement{
 
 // simulate runs the measurement's workload on the model and returns the figure it reports.
 func (m measurement) simulate() (float64, error) {
-	g, ok := catalog.LookupGPU(m.gpu)
-	mod, ok2 := catalog.LookupModel(m.model)
+	g, ok := catalog.Builtin().LookupGPU(m.gpu)
+	mod, ok2 := catalog.Builtin().LookupModel(m.model)
 	if !ok || !ok2 {
 		return 0, fmt.Errorf("catalog lacks %s or %s", m.gpu, m.model)
 	}
@@ -247,7 +247,7 @@ mean-length reproduction does not show; the nightly single-batch rows have no su
 ## Where each GPU's efficiency figures come from
 
 `)
-	for _, l := range ArchBasis() {
+	for _, l := range ArchBasis(catalog.Builtin()) {
 		b.WriteString("- " + l + "\n")
 	}
 	return b.String()

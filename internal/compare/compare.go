@@ -1,0 +1,185 @@
+// Package compare is the one rule that decides whether a measured figure is worse than a reference
+// — a gate's limit, the best sibling GPU, a baseline host — and when the figure cannot say: too few
+// samples behind it, a load generator that was the bottleneck (client-limited), a sweep that only
+// gives a lower bound, a confidence interval that spans the reference, a spread too small to matter.
+// Health, judge (gates, GPU-to-GPU) and baseline comparisons all call it, so a guard added here holds
+// everywhere. It imports only results.
+package compare
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Outcomes of a gate or a pair.
+const (
+	Pass         = "pass"         // within the limit / within the tolerance of the reference
+	Fail         = "fail"         // beyond it, and the figure can show it
+	Inconclusive = "inconclusive" // the figure cannot decide; Why says why and how to get one that can
+)
+
+// Tighten is the one advice for a figure with too few samples or a wide interval.
+const Tighten = "a longer window or more requests give more samples (load.max_duration, load.max_requests; compare.min_samples sets the minimum)"
+
+// Figure is one measured figure with what is known of its quality.
+type Figure struct {
+	Value float64
+	// Samples is the number of requests behind this very figure (the rung it comes from, not the
+	// whole load); 0 = not a per-request figure (GEMM, PCIe), where the sample guard does not apply.
+	Samples int
+	CI      *results.Interval // bootstrap confidence interval of Value, when known
+	// LowerBound: a throughput from a truncated or unsaturated sweep: the true value may be higher.
+	LowerBound bool
+	// ClientLimited: the load generator, not the server, was the bottleneck: latency reads high and
+	// throughput low.
+	ClientLimited bool
+	// ReqS is the run's sustained req/s, read by the tiny-denominator guard on throughput figures.
+	ReqS float64
+}
+
+// Guards are the tolerance and noise guards. A zero guard is disabled.
+type Guards struct {
+	VariancePct       float64 // a figure worse than the reference by more than this % is an outlier
+	MinSamples        int     // a figure from fewer requests cannot decide anything
+	MinThroughputReqS float64 // a throughput spread below this many req/s is a tiny-denominator artifact
+	MinTTFTDeltaMs    float64 // a TTFT spread at or below this many ms is not material
+}
+
+// Defaults of the guards (compare.* in the configuration).
+const (
+	DefaultLLMVariancePct    = 20.0
+	DefaultGEMMVariancePct   = 25.0
+	DefaultMinSamples        = 30
+	DefaultMinThroughputReqS = 1.0
+	DefaultMinTTFTDeltaMs    = 25.0
+)
+
+// LLMGuards are the defaults for LLM metrics.
+func LLMGuards() Guards {
+	return Guards{VariancePct: DefaultLLMVariancePct, MinSamples: DefaultMinSamples,
+		MinThroughputReqS: DefaultMinThroughputReqS, MinTTFTDeltaMs: DefaultMinTTFTDeltaMs}
+}
+
+// GEMMGuards are the defaults for GEMM, PCIe and HBM figures (no request guards apply).
+func GEMMGuards() Guards { return Guards{VariancePct: DefaultGEMMVariancePct} }
+
+// IsThroughputMetric reports whether a metric is an LLM throughput (req/s or tok/s).
+func IsThroughputMetric(metric string) bool {
+	return strings.HasSuffix(metric, "req_s") || strings.Contains(metric, "tok_s")
+}
+
+// IsTTFTMetric reports whether a metric is a time-to-first-token figure.
+func IsTTFTMetric(metric string) bool { return strings.HasPrefix(metric, "ttft") }
+
+// TooFew reports whether a figure has fewer samples than the minimum (figures without a sample
+// count never do).
+func TooFew(f Figure, minSamples int) bool {
+	return minSamples > 0 && f.Samples > 0 && f.Samples < minSamples
+}
+
+// Doubt is why f cannot show that it is worse than a reference ("" when it can): too few samples,
+// a client-limited run, or (higher is better) a lower-bound throughput. A figure in doubt may still
+// show it is good enough: a client-limited latency within a limit is within it for sure.
+func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
+	switch {
+	case TooFew(f, minSamples):
+		return fmt.Sprintf("only %d requests behind the figure (< %d): %s", f.Samples, minSamples, Tighten)
+	case f.ClientLimited:
+		return "the load generator was the bottleneck (client-limited), so the figure reads worse than the server is: give gpuvet more CPU or fewer requests in flight and rerun"
+	case f.LowerBound && higherIsBetter:
+		return "the sweep was truncated or unsaturated, so the figure is not a measurement (a lower bound): rerun with a longer or retried sweep"
+	}
+	return ""
+}
+
+// Gate judges a figure against a limit (upper: the figure must be ≤ limit, else ≥). It fails only
+// when the figure, with its confidence interval, is beyond the limit; an interval that spans the
+// limit, or a figure from too few samples, is inconclusive either way; a figure beyond the limit
+// that is in doubt (client-limited, a lower bound) is inconclusive.
+func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why string) {
+	if TooFew(f, minSamples) {
+		return Inconclusive, Doubt(f, !upper, minSamples)
+	}
+	if f.CI != nil && f.CI.Lo <= limit && limit <= f.CI.Hi {
+		return Inconclusive, fmt.Sprintf("its %g %% confidence interval [%s, %s] spans the limit: %s", f.CI.Level*100, Num(f.CI.Lo), Num(f.CI.Hi), Tighten)
+	}
+	within := f.Value >= limit
+	if upper {
+		within = f.Value <= limit
+	}
+	if within {
+		return Pass, ""
+	}
+	// A breach on a truncated or unsaturated sweep is not a measurement, whichever way the gate bounds.
+	if d := Doubt(f, true, minSamples); d != "" {
+		return Inconclusive, d
+	}
+	return Fail, ""
+}
+
+// Pair judges x against a reference figure (the best GPU, a baseline) with a tolerance in %: Pass
+// when within it or when the spread is too small to matter, Fail when beyond it and both figures can
+// show it, Inconclusive with the reason otherwise. over is how much worse x is, in % (positive = worse).
+func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (result string, over float64, why string) {
+	over = DeltaPct(x.Value, ref.Value, higher)
+	if !(over > tolPct) {
+		return Pass, over, ""
+	}
+	switch {
+	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && x.ReqS > 0 && ref.ReqS > 0 && math.Abs(ref.ReqS-x.ReqS) < g.MinThroughputReqS:
+		return Pass, over, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(ref.ReqS-x.ReqS), g.MinThroughputReqS)
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(x.Value-ref.Value) <= g.MinTTFTDeltaMs:
+		return Pass, over, fmt.Sprintf("the spread is %.1f ms (≤ %g ms), not material", math.Abs(x.Value-ref.Value), g.MinTTFTDeltaMs)
+	}
+	if d := Doubt(x, higher && IsThroughputMetric(metric), g.MinSamples); d != "" {
+		return Inconclusive, over, d
+	}
+	if TooFew(ref, g.MinSamples) {
+		return Inconclusive, over, fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
+	}
+	if CIOverlap(x.CI, ref.CI) {
+		return Inconclusive, over, fmt.Sprintf("the confidence intervals overlap ([%s, %s] vs [%s, %s]): inside the noise",
+			Num(x.CI.Lo), Num(x.CI.Hi), Num(ref.CI.Lo), Num(ref.CI.Hi))
+	}
+	return Fail, over, ""
+}
+
+// Outlier is the bare variance rule: value below best × (1 − pct/100) when higher is better, or
+// above best × (1 + pct/100) when lower is better.
+func Outlier(value, best float64, higherIsBetter bool, pct float64) bool {
+	if higherIsBetter {
+		return value < best*(1-pct/100)
+	}
+	return value > best*(1+pct/100)
+}
+
+// CIOverlap reports whether two confidence intervals are both present and overlap.
+func CIOverlap(a, b *results.Interval) bool {
+	return a != nil && b != nil && a.Lo <= b.Hi && b.Lo <= a.Hi
+}
+
+// DeltaPct is how much worse value is than ref, in % of ref (positive = worse; 0 when ref is 0).
+func DeltaPct(value, ref float64, higherIsBetter bool) float64 {
+	if ref == 0 {
+		return 0
+	}
+	if higherIsBetter {
+		return (ref - value) / math.Abs(ref) * 100
+	}
+	return (value - ref) / math.Abs(ref) * 100
+}
+
+// Num prints a figure with sensible precision for a reason line.
+func Num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}

@@ -1,0 +1,64 @@
+package compare
+
+import (
+	"strings"
+	"testing"
+)
+
+// The one rule behind gates and comparisons: a figure decides only when it can.
+func TestGate(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      Figure
+		limit  float64
+		upper  bool
+		want   string
+		reason string
+	}{
+		{"within passes", Figure{Value: 10, Samples: 100}, 200, true, Pass, ""},
+		{"beyond fails", Figure{Value: 300, Samples: 100}, 200, true, Fail, ""},
+		{"too few samples: not a pass", Figure{Value: 10, Samples: 5}, 200, true, Inconclusive, "only 5 requests"},
+		{"too few samples: not a fail", Figure{Value: 300, Samples: 5}, 200, true, Inconclusive, "load.max_duration"},
+		{"no sample count (GEMM): decides", Figure{Value: 300}, 200, true, Fail, ""},
+		{"client-limited breach: inconclusive", Figure{Value: 300, Samples: 100, ClientLimited: true}, 200, true, Inconclusive, "client-limited"},
+		{"client-limited pass: a pass", Figure{Value: 100, Samples: 100, ClientLimited: true}, 200, true, Pass, ""},
+		{"lower-bound floor breach: inconclusive", Figure{Value: 5, Samples: 100, LowerBound: true}, 10, false, Inconclusive, "lower bound"},
+		{"lower-bound latency breach: inconclusive", Figure{Value: 300, Samples: 100, LowerBound: true}, 200, true, Inconclusive, "truncated"},
+		{"lower-bound above the floor: a pass", Figure{Value: 50, Samples: 100, LowerBound: true}, 10, false, Pass, ""},
+		{"the aicr case: CI spans the floor", Figure{Value: 9661, Samples: 1000, CI: ci(6809, 12623)}, 11250, false, Inconclusive, "spans the limit"},
+		{"CI spans, value within: inconclusive", Figure{Value: 12000, Samples: 1000, CI: ci(10000, 14000)}, 11250, false, Inconclusive, "spans"},
+		{"CI wholly beyond: fail", Figure{Value: 9661, Samples: 1000, CI: ci(9000, 10000)}, 11250, false, Fail, ""},
+	}
+	for _, tc := range tests {
+		got, why := Gate(tc.f, tc.limit, tc.upper, 30)
+		if got != tc.want || !strings.Contains(why, tc.reason) {
+			t.Errorf("%s: %s (%q), want %s with %q", tc.name, got, why, tc.want, tc.reason)
+		}
+	}
+}
+
+// A GPU-to-GPU comparison never flags from a figure that cannot show it, and counts the requests
+// behind the figure compared (an ITL p95 of a 5-request rung is 5 samples).
+func TestGPUsGuardsAreTheGateGuards(t *testing.T) {
+	g := LLMGuards()
+	cells := func(bad Figure) []Cell {
+		good := Figure{Value: 6.5, Samples: 100}
+		return []Cell{{GPU: 0, Figure: good}, {GPU: 1, Figure: bad}, {GPU: 2, Figure: good}}
+	}
+	for _, tc := range []struct {
+		name   string
+		bad    Figure
+		flag   bool
+		reason string
+	}{
+		{"the issue's false flag: ITL p95 from a 5-request rung", Figure{Value: 8.01, Samples: 5}, false, "only 5 requests"},
+		{"client-limited", Figure{Value: 9, Samples: 100, ClientLimited: true}, false, "client-limited"},
+		{"a real outlier", Figure{Value: 9, Samples: 100}, true, "beyond the 20 % tolerance"},
+	} {
+		c := GPUs("itl_p95_ms", cells(tc.bad), false, g)
+		v := c.Values[1]
+		if v.Flagged != tc.flag || v.Inconclusive == tc.flag || !strings.Contains(v.Reason, tc.reason) {
+			t.Errorf("%s: flagged %v inconclusive %v (%s)", tc.name, v.Flagged, v.Inconclusive, v.Reason)
+		}
+	}
+}

@@ -1,0 +1,30 @@
+package config
+
+import (
+	"net/url"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// stripEndpointCredentials removes user:password@ from endpoint.url, so that no output (summary
+// settings, config show, reports, raw files) records it. The password (or a lone user name) is
+// kept in Plan.EndpointURLKey, to be used as the API key only when endpoint.api_key_env is empty.
+func (p *Plan) stripEndpointCredentials() {
+	u, err := url.Parse(p.Config.Endpoint.URL)
+	if err != nil || u.User == nil {
+		return
+	}
+	key, ok := u.User.Password()
+	if !ok {
+		key = u.User.Username()
+	}
+	p.EndpointURLKey = key
+	p.Config.Endpoint.URL = results.StripUserinfo(p.Config.Endpoint.URL)
+	setPath(p.tree, []string{"endpoint", "url"}, p.Config.Endpoint.URL)
+	env := p.Config.Endpoint.APIKeyEnv
+	if env == "" {
+		env = "OPENAI_API_KEY"
+	}
+	p.Notes = append(p.Notes, "endpoint.url carried credentials (user:password@): removed from the URL so that no output records them; "+
+		"the key from $"+env+" is used when set, else the URL's password; put the key in $"+env+" (endpoint.api_key_env) instead")
+}

@@ -1,0 +1,83 @@
+// Package filelimit reads input files with a size bound, so a wrong or hostile file (a 300 MB
+// nvidia-smi field, a config listing millions of models) is refused with a clear error instead of
+// taking gigabytes of memory. Every bound on a file gpuvet reads lives here.
+package filelimit
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Bounds of the files gpuvet reads: generous for any real file, far below what would hurt.
+const (
+	Config    = 4 << 20   // a YAML config or aicr recipe (real ones are a few KiB)
+	Catalog   = 16 << 20  // a GPU/model catalog overlay
+	GPUXML    = 64 << 20  // `nvidia-smi -q -x`, `topo -m`, `nvlink -s` (about 40 KiB per GPU in real captures)
+	DCGM      = 64 << 20  // `dcgmi diag -j` output
+	Data      = 1 << 30   // a prompt file (JSONL, ShareGPT): whole data sets are large
+	Result    = 256 << 20 // a summary.json, a vLLM bench result or a guidellm report
+	Tokenizer = 256 << 20 // a tokenizer.json
+	Small     = 1 << 20   // pid files and other small state
+)
+
+// ErrTooLarge is wrapped by Read's error when a file is over its bound.
+var ErrTooLarge = fmt.Errorf("file too large")
+
+// Read reads the file at path, refusing it when it holds more than limit bytes; what names the
+// kind of file in the error ("config", "nvidia-smi XML").
+func Read(path string, limit int64, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ReadFrom(f, limit, what+" "+path)
+}
+
+// ReadFrom reads r up to limit bytes; more is an error naming what.
+func ReadFrom(r io.Reader, limit int64, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: %w: more than %s; is it the right file?", what, ErrTooLarge, Size(limit))
+	}
+	return b, nil
+}
+
+// Size writes a byte count in binary units: "64 MiB".
+func Size(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// Buffer collects a command's output up to Limit bytes and drops the rest (the command is not
+// disturbed); Over says whether it did.
+type Buffer struct {
+	Limit int64
+	Over  bool
+	b     []byte
+}
+
+func (w *Buffer) Write(p []byte) (int, error) {
+	room := w.Limit - int64(len(w.b))
+	if int64(len(p)) > room {
+		w.Over = true
+		w.b = append(w.b, p[:max(room, 0)]...)
+		return len(p), nil
+	}
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// Bytes is what was kept.
+func (w *Buffer) Bytes() []byte { return w.b }

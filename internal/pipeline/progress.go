@@ -1,0 +1,65 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+)
+
+// The run's progress: one term.Progress over every endpoint (units) and load rung (steps). The
+// phases that log (health, the load generator) write through the run's log writer, carried in the
+// context, so their lines land above the live line and a line said for every GPU is said once.
+
+type ctxKey int
+
+const (
+	logKey ctxKey = iota
+	rungKey
+)
+
+// logFrom is the run's log writer in ctx, else def.
+func logFrom(ctx context.Context, def io.Writer) io.Writer {
+	if w, ok := ctx.Value(logKey).(io.Writer); ok {
+		return w
+	}
+	return def
+}
+
+// rungFrom is the callback of the endpoint being loaded in ctx (nil: none).
+func rungFrom(ctx context.Context) func(int, string) {
+	f, _ := ctx.Value(rungKey).(func(int, string))
+	return f
+}
+
+// RungLine matches the load generator's own line for a rung start; the progress says it instead.
+var RungLine = regexp.MustCompile(`^gpuvet bench: rung \d+: `).MatchString
+
+// stepsPerEndpoint is how many load rungs one endpoint runs: a sweep's sync, probe and rates, or one
+// run, plus the aicr concurrency run when aicr gates are set.
+func (r *run) stepsPerEndpoint() int {
+	n := 1
+	if r.cfg.Load.Profile == "sweep" {
+		n = 2 + r.cfg.Load.Rates
+	}
+	if r.cfg.Gates.AICRMinOutputTokS != nil || r.cfg.Gates.AICRMaxTTFTP99Ms != nil {
+		n++
+	}
+	return n
+}
+
+// withRungs returns ctx carrying the rung callback of one endpoint (its label, e.g. "gpu 2").
+func (r *run) withRungs(ctx context.Context, unit string) context.Context {
+	if r.prog == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, rungKey, func(i int, label string) { r.prog.Step(unit, i+1, label) })
+}
+
+func unitName(model string, gpus []int, models int) string {
+	u := "gpu " + gpuList(gpus)
+	if models > 1 {
+		u = fmt.Sprintf("%s on %s", model, u)
+	}
+	return u
+}

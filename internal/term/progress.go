@@ -1,0 +1,201 @@
+package term
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// Progress tracks a run of units (GPUs) made of steps (load rungs) and says where it is: "gpu 2/4",
+// "rung 3/6", the elapsed time and an estimate of the time left. On a terminal it is one live line
+// (a progress bar over all steps); otherwise every event is a plain line.
+type Progress struct {
+	mu     sync.Mutex
+	w      io.Writer
+	start  time.Time
+	now    func() time.Time
+	units  int            // GPUs (endpoints) in the run
+	steps  int            // rungs per unit
+	done   int            // units finished
+	active map[string]int // unit -> rung it is on (1-based)
+	order  []string       // active units in start order
+	bar    *progressbar.ProgressBar
+}
+
+// NewProgress starts tracking units × steps. live draws a live line (pass IsTerminal(w)).
+func NewProgress(w io.Writer, units, steps int, live bool) *Progress {
+	p := &Progress{w: w, start: time.Now(), now: time.Now, units: max(units, 1), steps: max(steps, 1), active: map[string]int{}}
+	if live {
+		p.bar = progressbar.NewOptions(p.units*p.steps, progressbar.OptionSetWriter(w),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
+			progressbar.OptionSetWidth(20), progressbar.OptionSetPredictTime(false), progressbar.OptionShowElapsedTimeOnFinish())
+	}
+	return p
+}
+
+// Logf prints a line (above the live line on a terminal), with the elapsed time.
+func (p *Progress) Logf(format string, args ...any) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	line := fmt.Sprintf("[%6.1fs] %s", p.now().Sub(p.start).Seconds(), fmt.Sprintf(format, args...))
+	if p.bar != nil {
+		p.bar.Clear()
+		fmt.Fprintln(p.w, line)
+		p.redraw()
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+// Step says unit is on step i (1-based) of its steps, doing what.
+func (p *Progress) Step(unit string, i int, what string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.active[unit]; !ok {
+		p.order = append(p.order, unit)
+	}
+	p.active[unit] = min(i, p.steps)
+	if p.bar != nil {
+		p.redraw()
+		return
+	}
+	fmt.Fprintf(p.w, "[%6.1fs] %s: rung %d/%d %s · %s\n", p.now().Sub(p.start).Seconds(), unit, i, p.steps, what, p.status())
+}
+
+// Done says a unit finished (whatever its outcome).
+func (p *Progress) Done(unit string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.active[unit]; ok {
+		delete(p.active, unit)
+		p.order = slices.DeleteFunc(p.order, func(u string) bool { return u == unit })
+	}
+	p.done++
+	if p.bar != nil {
+		p.redraw()
+	}
+}
+
+// SetPlan sets the number of units and steps per unit once they are known (a nil Progress is
+// silent: every method is a no-op on it).
+func (p *Progress) SetPlan(units, steps int) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.units, p.steps = max(units, 1), max(steps, 1)
+	if p.bar != nil {
+		p.bar.ChangeMax(p.units * p.steps)
+	}
+}
+
+// Finish clears the live line.
+func (p *Progress) Finish() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil {
+		p.bar.Clear()
+	}
+}
+
+// Writer returns a writer that turns another phase's output into progress lines: one line each,
+// repeats dropped, and lines drop says the progress tells already left out.
+func (p *Progress) Writer(drop func(line string) bool) io.Writer {
+	return &lineWriter{p: p, drop: drop, seen: map[string]bool{}}
+}
+
+type lineWriter struct {
+	mu   sync.Mutex
+	p    *Progress
+	drop func(string) bool
+	buf  []byte
+	seen map[string]bool
+}
+
+func (w *lineWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		line := string(w.buf[:i])
+		w.buf = w.buf[i+1:]
+		if line == "" || w.seen[line] || (w.drop != nil && w.drop(line)) {
+			continue
+		}
+		w.seen[line] = true
+		w.p.Logf("%s", line)
+	}
+}
+
+// Status is the current state in words, e.g. "gpu 2/4, 12 s elapsed, ~20 s left".
+func (p *Progress) Status() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.status()
+}
+
+func (p *Progress) redraw() {
+	p.bar.Describe(p.describe())
+	_ = p.bar.Set(p.stepsDone())
+}
+
+func (p *Progress) describe() string {
+	var on []string
+	for _, u := range p.order {
+		on = append(on, fmt.Sprintf("%s rung %d/%d", u, p.active[u], p.steps))
+	}
+	return strings.Join(append(on, p.status()), " · ")
+}
+
+func (p *Progress) stepsDone() int {
+	n := p.done * p.steps
+	for _, i := range p.active {
+		n += i - 1
+	}
+	return n
+}
+
+func (p *Progress) status() string {
+	el := p.now().Sub(p.start)
+	s := fmt.Sprintf("%s elapsed", el.Round(time.Second))
+	if p.units > 1 {
+		s = fmt.Sprintf("gpu %d/%d, %s", min(p.done+len(p.active), p.units), p.units, s)
+	}
+	if left, ok := p.left(el); ok {
+		s += fmt.Sprintf(", ~%s left", left.Round(time.Second))
+	}
+	return s
+}
+
+// left estimates the time left from the pace so far (steps done per second); none before a step.
+func (p *Progress) left(el time.Duration) (time.Duration, bool) {
+	done := p.stepsDone()
+	total := p.units * p.steps
+	if done <= 0 || el <= 0 {
+		return 0, false
+	}
+	return time.Duration(float64(el) * float64(total-done) / float64(done)), true
+}
