@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -47,6 +48,45 @@ type client struct {
 	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
 	// no longer sent.
 	dropped []string
+	// marked counts chunks with generated text over the load (the early-stop watcher's rate).
+	marked atomic.Int64
+	// rx says how chunk times are taken: rxKernel, or why kernel receive timestamps are unavailable.
+	rx *rxStatus
+}
+
+// rxStatus collects, over a load's connections, whether chunk times are the kernel's receive times.
+type rxStatus struct {
+	mu      sync.Mutex
+	kernel  int    // connections with kernel receive timestamps
+	without string // why one was without ("": none)
+}
+
+func (s *rxStatus) note(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.without == "" {
+			s.without = err.Error()
+		}
+		return
+	}
+	s.kernel++
+}
+
+// String is the result's account of chunk times.
+func (s *rxStatus) String() string {
+	if s == nil {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.without == "":
+		return rxKernel
+	case s.kernel == 0:
+		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together"
+	}
+	return rxKernel + "; some connections fell back to read time (" + s.without + ")"
 }
 
 // Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
@@ -58,11 +98,27 @@ const (
 
 func (c *client) sends(param string) bool { return !slices.Contains(c.dropped, param) }
 
-// newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot.
-func newHTTPClient(slots int) *http.Client {
+// newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot. With rx set,
+// each connection asks the kernel for receive timestamps (rx records where it cannot). TLS endpoints keep
+// them too: the TLS layer reads from the timestamped TCP connection (but GotConn then sees the TLS
+// connection, so chunk times there are read times).
+func newHTTPClient(slots int, rx *rxStatus) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	dial := d.DialContext
+	if rx != nil {
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			c, err = withRXTimestamps(c)
+			rx.note(err)
+			return c, nil
+		}
+	}
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		MaxIdleConns:          slots + 16,
 		MaxIdleConnsPerHost:   slots + 16,
 		MaxConnsPerHost:       slots + 16,
@@ -170,11 +226,13 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
 	var wroteAt, getConnAt, gotConnAt atomic.Int64
 	var newConn atomic.Bool
+	var conn atomic.Value // net.Conn
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GetConn: func(string) { getConnAt.Store(int64(c.since())) },
 		GotConn: func(i httptrace.GotConnInfo) {
 			newConn.Store(!i.Reused)
 			gotConnAt.Store(int64(c.since()))
+			conn.Store(connBox{i.Conn})
 		},
 		ConnectDone:  func(string, string, error) { gotConnAt.CompareAndSwap(0, int64(c.since())) }, // a refused dial
 		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
@@ -205,11 +263,32 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 		c.fail(rec, fmt.Sprintf("http_%d", resp.StatusCode), strings.TrimSpace(string(msg)))
 		return
 	}
-	c.stream(ctx, cancel, resp.Body, rec)
+	cb, _ := conn.Load().(connBox)
+	c.stream(ctx, cancel, resp.Body, rec, cb.Conn)
+}
+
+// connBox lets an atomic.Value hold connections of different concrete types.
+type connBox struct{ net.Conn }
+
+// chunkTime is when the chunk just read arrived: the kernel's receive time of the newest data read on
+// conn when there is one (it lies between the request's send and now), else now. It adds the read
+// lag (now − kernel time) to rec for the self-check.
+func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.Duration {
+	kt, ok := rxTime(conn)
+	if !ok {
+		return now
+	}
+	at := kt.Sub(c.epoch) // wall clock on both sides: the kernel stamps CLOCK_REALTIME
+	if at > now || at < rec.sent {
+		return now // a clock step, or data from before this request: trust the read time
+	}
+	rec.rxLag += now - at
+	rec.rxN++
+	return at
 }
 
 // stream reads the SSE body, marking each chunk that carries generated tokens.
-func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record) {
+func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record, conn net.Conn) {
 	stall := time.AfterFunc(c.stall, func() { cancel(errStall) })
 	defer stall.Stop()
 	sse := newSSEReader(body)
@@ -224,8 +303,11 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 	}()
 	for {
 		data, err := sse.Next()
-		now := c.since()
 		stall.Reset(c.stall)
+		now := c.since()
+		if err == nil {
+			now = c.chunkTime(conn, rec, now)
+		}
 		if err != nil {
 			rec.end = now
 			if errors.Is(err, errLineTooLong) {
@@ -258,8 +340,9 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 			return
 		}
 		delta := 0
-		if ch.Usage != nil {
-			final = ch.Usage
+		if ch.HasUsage {
+			final = &usage{}
+			*final = ch.Usage
 			if ch.HasChoices {
 				rec.contUsage = true
 				delta = ch.Usage.CompletionTokens - lastCum
@@ -271,6 +354,7 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 		}
 		if ch.TextBytes > 0 || delta > 0 {
 			rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+			c.marked.Add(1)
 		}
 	}
 	rec.finalize(final)

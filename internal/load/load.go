@@ -68,6 +68,9 @@ type Options struct {
 	MaxInFlight int
 	// ScrapeEvery is the /metrics interval (default 1 s).
 	ScrapeEvery time.Duration
+	// MaxNumSeqs is the engine's max_num_seqs when known (0: unknown): the sweep's knee search goes no
+	// higher, since concurrency beyond it only queues.
+	MaxNumSeqs int
 }
 
 // Profiles are the accepted values of LoadConfig.Profile.
@@ -329,11 +332,12 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		path = "/v1/chat/completions"
 	}
 	var err error
-	hc := newHTTPClient(slots(o, cfg))
+	rx := &rxStatus{}
+	hc := newHTTPClient(slots(o, cfg), rx)
 	defer hc.CloseIdleConnections()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
-		reqTimeout: o.RequestTimeout, stall: o.StallTimeout}
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, rx: rx}
 
 	l := &results.Load{Config: cfg, Model: o.Model, URL: results.StripUserinfo(o.URL)}
 	var local *dataset.Tokenizer
@@ -377,7 +381,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	cpu0, wall0 := cpuTime(), time.Now()
 
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: base + "/v1/models"},
-		warmReqs: warmReqs, warmDur: warmDur, recW: recW}
+		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
 	if cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil {
@@ -399,6 +403,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		l.Server = sc.result()
 	}
 	fillTotals(l, att, ex.allLags, cpuTime()-cpu0, time.Since(wall0))
+	fillRX(l, rx, ex.rxLags)
 	l.OutputCounts = ex.countsSource()
 	if ex.recErr != nil && l.Error == "" {
 		l.Error = "writing records: " + ex.recErr.Error()
@@ -539,7 +544,10 @@ type executor struct {
 	recW     io.Writer
 	recErr   error
 	rung     int
+	sc       *scraper // nil: /metrics not scraped
 	allLags  []float64
+	lastCPU  float64   // the last rung's CPU use, as a share of all cores
+	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
 	counts   map[string]int
 }
 
@@ -559,6 +567,10 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	}
 	out := ex.rn.run(ctx, s)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
+	ex.lastCPU = 0
+	if out.wall > 0 {
+		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(numCPU())
+	}
 	if ex.counts == nil {
 		ex.counts = map[string]int{}
 	}
@@ -569,6 +581,9 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 		}
 		if !r.Warmup && !r.noLag && r.ok() {
 			ex.allLags = append(ex.allLags, r.LagMs)
+		}
+		if !r.Warmup && r.ok() && r.rxN > 0 {
+			ex.rxLags = append(ex.rxLags, r.RXLagMs)
 		}
 	}
 	if ex.recW != nil && ex.recErr == nil {
@@ -581,6 +596,12 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	a.runs = append(a.runs, run)
 	a.interrupted = a.interrupted || out.interrupted
 	return run
+}
+
+// steady lets a sweep rung end once its output rate is steady.
+func (ex *executor) steady(s rungSpec) rungSpec {
+	s.EarlyStop = true
+	return s
 }
 
 // profile runs the whole profile once.
@@ -610,9 +631,9 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	return a
 }
 
-// sweep: synchronous -> throughput probe (max concurrency) -> Rates constant rungs at
-// sync + (probe − sync) × i / Rates, i = 1..Rates (the top rung sits at the probe's rate; rates are
-// sustained rates, see rungRate), then the saturation analysis.
+// sweep: synchronous -> throughput probe (max concurrency), raised to the knee (findKnee) -> Rates
+// constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, top = kneeOvershoot × the best
+// probe's rate (rates are sustained rates, see rungRate), then the saturation analysis.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
@@ -623,7 +644,8 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request (errors: %v)", sync.Errors)
 		return
 	}
-	probe := ex.one(ctx, a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
+	from := ex.rn.c.since()
+	probe := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, c.MaxConcurrency, 0)), n)
 	if ctx.Err() != nil {
 		return
 	}
@@ -631,16 +653,24 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request (errors: %v)", probe.Errors)
 		return
 	}
-	lo, hi := rungRate(sync), max(rungRate(probe), rungRate(sync))
+	probe, knee := ex.findKnee(ctx, a, n, probe, [2]time.Duration{from, ex.rn.c.since()})
+	if ctx.Err() != nil {
+		return
+	}
+	// The ladder reaches past the knee's rate, so that its top rungs show the plateau (a top rung at
+	// exactly the peak's rate reads as still climbing, or as truncated).
+	lo, hi := rungRate(sync), max(kneeOvershoot*rungRate(probe), rungRate(sync))
+	knee.LadderTopReqS = hi
 	var outs []float64
 	for i := 1; i <= c.Rates; i++ {
-		r := ex.one(ctx, a, ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates)), n)
+		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates))), n)
 		if ctx.Err() != nil {
 			return
 		}
 		outs = append(outs, r.OutputTokS)
 	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
+	s.Knee = knee
 	a.sat = &s
 }
 

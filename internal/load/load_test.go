@@ -141,7 +141,7 @@ func TestConnectError(t *testing.T) {
 	s := f.start(t)
 	url := s.URL
 	o := opts(url, results.LoadConfig{Profile: "synchronous", MaxRequests: 2})
-	cl := &client{hc: newHTTPClient(1), endpoint: "http://127.0.0.1:1/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: "http://127.0.0.1:1/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
 	rec := &Record{}
 	cl.do(context.Background(), promptOf("hi"), 5, rec)
 	if rec.Error != errConnect {
@@ -153,7 +153,7 @@ func TestConnectError(t *testing.T) {
 func TestStallIsTimeout(t *testing.T) {
 	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true}
 	s := f.start(t)
-	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
 	rec := &Record{}
 	cl.do(context.Background(), promptOf("hi"), 5, rec)
 	if rec.Error != errTimeout {
@@ -220,12 +220,29 @@ func TestSweepAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Runs) != 7 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
-		t.Fatalf("runs: %d", len(l.Runs))
+	if l.Saturation == nil || l.Saturation.Knee == nil {
+		t.Fatalf("saturation %+v: no knee search", l.Saturation)
 	}
-	syncRate, probeRate := rungRate(l.Runs[0]), rungRate(l.Runs[1])
-	for i, r := range l.Runs[2:] {
-		want := syncRate + (probeRate-syncRate)*float64(i+1)/5
+	k := l.Saturation.Knee
+	probes := len(k.Probes)
+	if len(l.Runs) != 1+probes+5 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
+		t.Fatalf("runs: %d (knee %+v)", len(l.Runs), k)
+	}
+	best := l.Runs[1]
+	for _, r := range l.Runs[1 : 1+probes] {
+		if r.Kind != kindThroughput {
+			t.Fatalf("probe of kind %s", r.Kind)
+		}
+		if r.OutputTokS > best.OutputTokS {
+			best = r
+		}
+	}
+	syncRate := rungRate(l.Runs[0])
+	if want := kneeOvershoot * rungRate(best); math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
+		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)
+	}
+	for i, r := range l.Runs[1+probes:] {
+		want := syncRate + (k.LadderTopReqS-syncRate)*float64(i+1)/5
 		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {
 			t.Fatalf("rung %d: %s at %v, want constant at %v", i, r.Kind, r.TargetRate, want)
 		}
@@ -233,7 +250,7 @@ func TestSweepAndRecords(t *testing.T) {
 			t.Fatal("no goodput with an SLO")
 		}
 	}
-	if l.Saturation == nil || len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != l.Runs[1].OutputTokS {
+	if len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != best.OutputTokS {
 		t.Fatalf("saturation %+v", l.Saturation)
 	}
 	if l.PeakOutputTokS <= 0 || math.Abs(l.SustainedReqS-l.PeakOutputTokS/20) > 1e-6 {
@@ -334,7 +351,7 @@ func TestAPIKeyFromEnvOnly(t *testing.T) {
 	got := ""
 	f := &fake{model: testModel}
 	s := f.start(t)
-	cl := &client{hc: newHTTPClient(1), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, key: apiKey("GPUVET_TEST_KEY"), reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, key: apiKey("GPUVET_TEST_KEY"), reqTimeout: time.Second, stall: time.Second, epoch: time.Now()}
 	got = cl.key
 	if got != "sekret" {
 		t.Fatalf("key %q", got)

@@ -83,7 +83,7 @@ func TestParseChunk(t *testing.T) {
 		if c.bad {
 			continue
 		}
-		if ch.TextBytes != c.text || ch.HasChoices != c.choices || (ch.Usage != nil) != c.usage || ch.Finish != c.finish || ch.Err != c.errs {
+		if ch.TextBytes != c.text || ch.HasChoices != c.choices || ch.HasUsage != c.usage || ch.Finish != c.finish || ch.Err != c.errs {
 			t.Errorf("%s: %+v", c.name, ch)
 		}
 	}
@@ -163,7 +163,7 @@ func FuzzParseChunk(f *testing.F) {
 		if c.TextBytes < 0 || c.TextBytes > len(b) {
 			t.Fatalf("text bytes %d from %d input bytes", c.TextBytes, len(b))
 		}
-		if c.Usage != nil && (c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0) {
+		if c.HasUsage && (c.Usage.PromptTokens < 0 || c.Usage.CompletionTokens < 0) {
 			t.Fatalf("negative usage accepted: %+v", c.Usage)
 		}
 	})
@@ -196,7 +196,7 @@ func FuzzStream(f *testing.F) {
 		rec := &Record{RequestedTokens: want}
 		ctx, cancel := contextWithCancelCause()
 		defer cancel(nil)
-		cl.stream(ctx, cancel, bytes.NewReader(body), rec)
+		cl.stream(ctx, cancel, bytes.NewReader(body), rec, nil)
 		rec.derive()
 		for _, g := range rec.ITLMs {
 			if g < 0 {

@@ -58,6 +58,12 @@ type Record struct {
 	promptTokens            int  // the prompt's exact count, when known
 	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
 	connect                 time.Duration
+	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
+	// read it.
+	rxLag time.Duration
+	rxN   int
+	// RXLagMs is the mean of those waits (0: no kernel receive times).
+	RXLagMs float64 `json:"rx_lag_ms,omitempty"`
 }
 
 // Output-count sources, most exact first.
@@ -129,6 +135,9 @@ func (r *Record) derive() {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	r.ScheduledMs, r.SentMs, r.EndMs = ms(r.sched), ms(r.sent), ms(r.end)
 	r.LagMs = max(0, ms(r.sent-r.sched-r.connect)) // the server's accept is not the client's lag
+	if r.rxN > 0 {
+		r.RXLagMs = ms(r.rxLag) / float64(r.rxN)
+	}
 	r.Chunks = len(r.marks)
 	if !r.ok() {
 		return

@@ -37,6 +37,8 @@ type rungSpec struct {
 	WarmupDur   time.Duration
 	Drain       time.Duration // bound on the tail after dispatch stops
 	MaxInFlight int           // open loop: requests beyond it wait (and the lag shows it)
+	// EarlyStop ends dispatch once the output rate is steady (steadyWatch), before Duration.
+	EarlyStop bool
 }
 
 func (s rungSpec) openLoop() bool { return s.Kind == kindConstant || s.Kind == kindPoisson }
@@ -57,6 +59,9 @@ type rungOut struct {
 	cpu              time.Duration // this process's CPU time over the rung
 	wall             time.Duration
 	interrupted      bool
+	earlyStop        string        // why dispatch ended early ("": it did not)
+	stoppedAt        time.Duration // when it did
+	rampEnd          time.Duration // EarlyStop rungs: start + mean E2E; the window opens no earlier
 }
 
 // runner drives rungs against one endpoint. Prompt indexes run on across rungs so that no two requests
@@ -119,6 +124,28 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		case <-reqCtx.Done():
 		}
 	}()
+	var watch sync.WaitGroup // the early-stop watcher, when there is one
+	e2e := func() (time.Duration, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		var sum time.Duration
+		n := 0
+		for _, r := range out.recs {
+			if r.ok() && !r.Warmup {
+				sum += r.end - r.sent
+				n++
+			}
+		}
+		if n == 0 {
+			return 0, 0
+		}
+		return sum / time.Duration(n), n
+	}
+	if spec.EarlyStop && spec.Duration > 0 {
+		var smu sync.Mutex
+		stop := func() { out.stoppedAt = rn.c.since(); stopDispatch() }
+		watch.Go(func() { steadyWatch(dispatchCtx, stop, rn.c.marked.Load, e2e, &out.earlyStop, &smu) })
+	}
 	stopBar := rn.bar(spec, out.start, func() int { mu.Lock(); defer mu.Unlock(); return len(out.recs) })
 
 	warm := func(k int, sched time.Duration) bool {
@@ -158,6 +185,11 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		}
 	}
 	wg.Wait()
+	stopDispatch()
+	watch.Wait() // its stoppedAt and reason are read below
+	if spec.EarlyStop {
+		out.skipRamp(e2e, spec.Duration)
+	}
 	stopBar()
 	end := rn.c.since()
 	out.interrupted = ctx.Err() != nil
@@ -250,6 +282,23 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	}
 }
 
+// skipRamp makes the first mean E2E of the rung warm-up: until then the requests in flight are still
+// building up (an open loop's queue, a closed loop's first wave), so output tok/s there reads low and
+// latencies are those of a lighter load. The window opens at its end (see window). A rung whose
+// requests take more than half its duration keeps its ramp: skipping it would leave too little.
+func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
+	mean, n := e2e()
+	if n == 0 || mean > dur/2 {
+		return
+	}
+	o.rampEnd = o.start + mean
+	for _, r := range o.recs {
+		if r.sent < o.rampEnd {
+			r.Warmup = true
+		}
+	}
+}
+
 // window sets the measured window: it opens when the first measured (non-warm-up) request is sent, or
 // when a warm-up duration is over, and closes when dispatch stopped (the
 // duration ran out, or the last request was sent); the tail drains outside it. When a request budget
@@ -272,7 +321,11 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	case spec.WarmupReqs > 0:
 		ws = lastEnd
 	}
+	ws = max(ws, o.rampEnd)
 	we := o.start + spec.Duration
+	if o.stoppedAt > 0 && o.stoppedAt < we {
+		we = o.stoppedAt
+	}
 	switch {
 	case o.interrupted:
 		we = end

@@ -75,13 +75,28 @@ func TestSimSweep(t *testing.T) {
 		t.Skipf("sim has no roofline for %s/H100: %v", testModel, err)
 	}
 	defer srv.Close()
+	defer func(d time.Duration) { minKneeRung = d }(minKneeRung)
+	minKneeRung = 0 // search with the test's short rungs
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 5, MaxDuration: results.Duration(2 * time.Second), PromptTokens: 128, OutputTokens: 32})
 	l, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(l.Runs) != 7 || l.Saturation == nil {
-		t.Fatalf("%d runs, saturation %v", len(l.Runs), l.Saturation)
+	if l.Saturation == nil || l.Saturation.Knee == nil || len(l.Saturation.Knee.Probes) == 0 {
+		t.Fatalf("%d runs, saturation %+v: no knee search recorded", len(l.Runs), l.Saturation)
+	}
+	k := l.Saturation.Knee
+	if want := 1 + len(k.Probes) + 5; len(l.Runs) != want {
+		t.Fatalf("%d runs, want synchronous + %d probes + 5 rungs", len(l.Runs), len(k.Probes))
+	}
+	for i, p := range k.Probes[1:] { // each probe doubles the last, up to the limit
+		if p.Concurrency != min(2*k.Probes[i].Concurrency, k.Limit) {
+			t.Fatalf("probes %+v do not double up to %d", k.Probes, k.Limit)
+		}
+	}
+	t.Logf("knee: %+v", k)
+	if len(k.Probes) < 2 || k.Reason == "" || k.LadderTopReqS <= 0 {
+		t.Fatalf("knee %+v: no reason or ladder top", k)
 	}
 	if l.Runs[1].OutputTokS <= l.Runs[0].OutputTokS {
 		t.Fatalf("probe %v tok/s not above synchronous %v", l.Runs[1].OutputTokS, l.Runs[0].OutputTokS)

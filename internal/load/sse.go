@@ -100,7 +100,9 @@ type chunk struct {
 	// HasChoices: the chunk carried a choice (a usage-only final chunk does not).
 	HasChoices bool
 	Finish     string
-	Usage      *usage
+	// HasUsage: the chunk carried a usage object (Usage holds it).
+	HasUsage bool
+	Usage    usage
 	// Err is the message of an in-stream error object ({"error": {...}}).
 	Err string
 }
@@ -125,8 +127,17 @@ type wireChunk struct {
 }
 
 // parseChunk decodes one chunk's JSON. Anything that is not a JSON object, or whose usage counts are
-// negative, is an error (the request is then classed malformed_chunk).
+// negative, is an error (the request is then classed malformed_chunk). The usual chunk takes the
+// allocation-free fast path (fastChunk); anything else is decoded by encoding/json (slowChunk).
 func parseChunk(b []byte) (chunk, error) {
+	if c, ok := fastChunk(b); ok {
+		return c, nil
+	}
+	return slowChunk(b)
+}
+
+// slowChunk decodes a chunk with encoding/json: the reference the fast path is tested against.
+func slowChunk(b []byte) (chunk, error) {
 	var w wireChunk
 	if err := json.Unmarshal(b, &w); err != nil {
 		return chunk{}, fmt.Errorf("chunk is not the expected JSON object: %v (starts %q)", err, head(b, 80))
@@ -146,7 +157,7 @@ func parseChunk(b []byte) (chunk, error) {
 		if w.Usage.PromptTokens < 0 || w.Usage.CompletionTokens < 0 {
 			return chunk{}, fmt.Errorf("usage with negative counts (prompt %d, completion %d)", w.Usage.PromptTokens, w.Usage.CompletionTokens)
 		}
-		c.Usage = w.Usage
+		c.HasUsage, c.Usage = true, *w.Usage
 	}
 	for _, ch := range w.Choices {
 		c.HasChoices = true

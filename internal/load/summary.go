@@ -135,6 +135,10 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
+	run.EarlyStop = o.earlyStop
+	if !run.ClientLimited {
+		run.ClientLimited, run.ClientReason = rxBacklog(o)
+	}
 	return run
 }
 
@@ -142,9 +146,9 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 // window's 40 per-slice rates).
 func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
 	ci := &results.Intervals{
-		TTFTP95: metrics.Bootstrap(ttft, metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed),
-		TTFTP99: metrics.Bootstrap(ttft, metrics.QuantileStat(0.99), ciLevel, bootstrapResamples, seed+1),
-		ITLP95:  metrics.Bootstrap(subsample(itl, maxBootstrapPool, seed), metrics.QuantileStat(0.95), ciLevel, bootstrapResamples, seed+2),
+		TTFTP95: metrics.BootstrapQuantile(ttft, 0.95, ciLevel, bootstrapResamples, seed),
+		TTFTP99: metrics.BootstrapQuantile(ttft, 0.99, ciLevel, bootstrapResamples, seed+1),
+		ITLP95:  metrics.BootstrapQuantile(subsample(itl, maxBootstrapPool, seed), 0.95, ciLevel, bootstrapResamples, seed+2),
 	}
 	if bucket > 0 {
 		rates := make([]float64, len(buckets))
@@ -208,3 +212,43 @@ func burstReqS(o *rungOut) float64 {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// rxBacklog reports a receive backlog that grows over the window: requests ending in its last third
+// waited in the socket, on average, more than LagLimit per chunk and at least twice as long as those
+// ending in its first third. The kernel's timestamps keep chunk times right while the client is late,
+// but a backlog that keeps growing means the client cannot keep up with the stream.
+func rxBacklog(o *rungOut) (bool, string) {
+	third := (o.winEnd - o.winStart) / 3
+	if third <= 0 {
+		return false, ""
+	}
+	var first, last []float64
+	for _, r := range o.recs {
+		if r.Warmup || !r.ok() || r.rxN == 0 {
+			continue
+		}
+		switch {
+		case r.end >= o.winStart && r.end < o.winStart+third:
+			first = append(first, r.RXLagMs)
+		case r.end >= o.winEnd-third && r.end <= o.winEnd:
+			last = append(last, r.RXLagMs)
+		}
+	}
+	if len(first) < 5 || len(last) < 5 {
+		return false, ""
+	}
+	f, l := metrics.MeanStat(first), metrics.MeanStat(last)
+	if l > float64(LagLimit)/1e6 && l >= 2*f {
+		return true, fmt.Sprintf("CLIENT-LIMITED: chunks waited in the socket %.1f ms on average late in the rung against %.1f ms early (limit %v): the client fell behind the stream and the backlog grew — use fewer streams or a bigger client machine", l, f, LagLimit)
+	}
+	return false, ""
+}
+
+// fillRX records how chunk times were taken and how long chunks waited in the socket.
+func fillRX(l *results.Load, rx *rxStatus, waits []float64) {
+	l.Client.ChunkTimes = rx.String()
+	if len(waits) > 0 {
+		d := metrics.Summarize(waits)
+		l.Client.RXWait = &d
+	}
+}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -62,5 +63,58 @@ func TestBootstrap(t *testing.T) {
 	m := Bootstrap(s, MeanStat, 0.95, 400, 2)
 	if m.Lo > 49.5 || m.Hi < 49.5 {
 		t.Fatalf("mean interval %+v misses 49.5", m)
+	}
+}
+
+// BootstrapQuantile must give exactly the sort-based interval: same draws, same multiset, same figure.
+func TestBootstrapQuantileIsTheSortedBootstrap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{20, 21, 57, 1000, 5003} {
+		s := make([]float64, n)
+		for i := range s {
+			switch i % 3 {
+			case 0:
+				s[i] = rng.ExpFloat64() * 40
+			case 1:
+				s[i] = float64(rng.IntN(7)) // ties
+			default:
+				s[i] = rng.NormFloat64()
+			}
+		}
+		for _, q := range []float64{0, 0.01, 0.5, 0.95, 0.99, 0.999, 1} {
+			for _, seed := range []uint64{1, 99} {
+				want := Bootstrap(s, QuantileStat(q), 0.95, 50, seed)
+				got := BootstrapQuantile(s, q, 0.95, 50, seed)
+				if *got != *want {
+					t.Fatalf("n=%d q=%v seed=%d: ranked %+v, sorted %+v", n, q, seed, got, want)
+				}
+			}
+		}
+	}
+	if BootstrapQuantile(make([]float64, 5), 0.5, 0.95, 50, 1) != nil {
+		t.Fatal("interval from 5 samples")
+	}
+}
+
+func benchSamples() []float64 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := make([]float64, 20000)
+	for i := range s {
+		s[i] = rng.ExpFloat64()
+	}
+	return s
+}
+
+func BenchmarkBootstrapSorted(b *testing.B) {
+	s := benchSamples()
+	for b.Loop() {
+		Bootstrap(s, QuantileStat(0.95), 0.95, 200, 1)
+	}
+}
+
+func BenchmarkBootstrapQuantile(b *testing.B) {
+	s := benchSamples()
+	for b.Loop() {
+		BootstrapQuantile(s, 0.95, 0.95, 200, 1)
 	}
 }

@@ -154,6 +154,8 @@ type Run struct {
 	// the server or a proxy behind its own schedule): ITL and TPOT then measure the buffering.
 	TokenBursts string     `json:"token_bursts,omitempty"`
 	CI          *Intervals `json:"ci,omitempty"`
+	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
+	EarlyStop string `json:"early_stop,omitempty"`
 }
 
 // RequestCounts counts requests in the measured window.
@@ -199,6 +201,28 @@ type Saturation struct {
 	Peak        float64   `json:"peak_output_tok_s"`  // saturated peak (the throughput probe)
 	Rungs       []float64 `json:"rungs_output_tok_s"` // constant rungs, in order
 	Reason      string    `json:"reason,omitempty"`
+	// Knee is the search for the concurrency where output tok/s stops growing (nil: not searched).
+	Knee *Knee `json:"knee,omitempty"`
+}
+
+// Knee records how a sweep raised its throughput probe: doubling concurrency from max_concurrency while
+// output tok/s grew, up to the engine's max_num_seqs; the constant rungs then reach the best probe's rate.
+type Knee struct {
+	Probes      []KneeProbe `json:"probes"`
+	Concurrency int         `json:"concurrency"` // the best probe's, which the ladder tops at
+	Limit       int         `json:"limit"`       // the most concurrency the search could reach
+	LimitSource string      `json:"limit_source"`
+	Reason      string      `json:"reason"` // why the search stopped
+	// LadderTopReqS is the top constant rung's rate: a little past the best probe's, to show the plateau.
+	LadderTopReqS float64 `json:"ladder_top_req_s"`
+}
+
+// KneeProbe is one throughput probe of the knee search.
+type KneeProbe struct {
+	Concurrency int     `json:"concurrency"`
+	OutputTokS  float64 `json:"output_tok_s"`
+	// ServerWaiting is the median of the endpoint's queued requests over the probe (-1: not scraped).
+	ServerWaiting float64 `json:"server_waiting"`
 }
 
 // LowerBound reports whether throughput from this sweep is only a lower bound.
@@ -213,6 +237,10 @@ type ClientCheck struct {
 	Cores         int     `json:"cores"`
 	ClientLimited bool    `json:"client_limited"`
 	Reason        string  `json:"reason,omitempty"`
+	// ChunkTimes says how chunk arrival times were taken (kernel receive timestamps, or read time and why).
+	ChunkTimes string `json:"chunk_times,omitempty"`
+	// RXWait is the per-request mean time chunks waited in the socket before the client read them.
+	RXWait *Dist `json:"rx_wait_ms,omitempty"`
 }
 
 // ServerMetrics is what the endpoint's /metrics said during the load, over time.

@@ -1,0 +1,196 @@
+// Command client measures gpuvet's load generator against the simulator's ground truth: for each
+// stream count it starts `gpuvet sim` (fixed TTFT/ITL, --trace) as a separate process, drives it with
+// load.Run in this process (profile concurrency, exact output lengths), and prints the client's CPU per
+// streamed token, the tokens/s it sustained, its self-check, and its TTFT/ITL p50 against the trace.
+// With -hog a second process spins on one core beside the client for the whole run.
+//
+//	go build -o /tmp/gpuvet ./cmd/gpuvet
+//	go run ./bench/client -gpuvet /tmp/gpuvet -streams 128,1000,4000 [-hog] [-one-core]
+//
+// Targets (issue 16): ≤ 1/5 of vLLM's benchmark_serving.py CPU per token on the same load; 1,000
+// streams at 50,000 tok/s with no client lag on one core; with a hog, TTFT p50 within 1 ms and ITL p50
+// within 0.3 ms of the trace.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func main() {
+	if os.Getenv("GPUVET_BENCH_HOG") == "1" {
+		hog()
+	}
+	bin := flag.String("gpuvet", "", "path to a built gpuvet binary (go build -o /tmp/gpuvet ./cmd/gpuvet)")
+	streams := flag.String("streams", "128,1000,4000", "stream counts, comma-separated")
+	perStream := flag.Int("requests", 10, "requests per stream")
+	tokens := flag.Int("tokens", 128, "output tokens per request")
+	ttft := flag.Duration("ttft", 10*time.Millisecond, "the simulator's TTFT")
+	itl := flag.Duration("itl", 4*time.Millisecond, "the simulator's ITL")
+	withHog := flag.Bool("hog", false, "run a second process that spins on one core beside the client")
+	oneCore := flag.Bool("one-core", false, "run the client with GOMAXPROCS=1")
+	flag.Parse()
+	if *bin == "" {
+		fmt.Fprintln(os.Stderr, "-gpuvet is required: go build -o /tmp/gpuvet ./cmd/gpuvet")
+		os.Exit(2)
+	}
+	if *oneCore {
+		runtime.GOMAXPROCS(1)
+	}
+	if *withHog {
+		h := exec.Command(os.Args[0])
+		h.Env = append(os.Environ(), "GPUVET_BENCH_HOG=1")
+		if err := h.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "hog:", err)
+			os.Exit(1)
+		}
+		defer func() { h.Process.Kill(); h.Wait() }()
+	}
+	fmt.Printf("%-8s %10s %12s %10s %10s %10s %10s %10s %10s  %s\n", "streams", "µs CPU/tok", "tok/s", "TTFT p50", "trace", "ITL p50", "trace", "rx wait", "lag p99", "client check")
+	for _, f := range strings.Split(*streams, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "-streams %q: want positive integers\n", f)
+			os.Exit(2)
+		}
+		if err := one(*bin, n, *perStream, *tokens, *ttft, *itl); err != nil {
+			fmt.Fprintf(os.Stderr, "%d streams: %v\n", n, err)
+			os.Exit(1)
+		}
+	}
+}
+
+// one runs n streams × per requests against a fresh simulator and prints a line.
+func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
+	trace, err := os.CreateTemp("", "gpuvet-bench-trace-*.jsonl")
+	if err != nil {
+		return err
+	}
+	trace.Close()
+	defer os.Remove(trace.Name())
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	srv := exec.Command(bin, "sim", "--model", "mock", "--ttft", ttft.String(), "--itl", itl.String(),
+		"--port", strconv.Itoa(port), "--trace", trace.Name())
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitUp(url); err != nil {
+		return err
+	}
+	cpu0 := cpu()
+	l, err := load.Run(context.Background(), load.Options{URL: url, Model: "mock", Config: results.LoadConfig{
+		Profile: "concurrency", Concurrency: n, MaxRequests: n * per, OutputTokens: tokens, PromptTokens: 64, API: "completions"}})
+	used := cpu() - cpu0
+	if err != nil {
+		return err
+	}
+	srv.Process.Signal(syscall.SIGTERM)
+	srv.Wait()
+	r := l.Runs[0]
+	got := float64(r.Requests.Successful+r.Requests.Warmup) * r.MeanOutputTokens
+	tt, it, err := truth(trace.Name())
+	if err != nil {
+		return err
+	}
+	wait := 0.0
+	if l.Client.RXWait != nil {
+		wait = l.Client.RXWait.P50
+	}
+	check := "ok"
+	if l.Client.ClientLimited {
+		check = l.Client.Reason
+	}
+	fmt.Printf("%-8d %10.2f %12.0f %10.2f %10.2f %10.3f %10.3f %10.2f %10.1f  %s\n", n, float64(used.Microseconds())/got, r.OutputTokS,
+		r.TTFT.P50, tt.P50, r.ITL.P50, it.P50, wait, l.Client.LagP99Ms, check)
+	fmt.Printf("         chunk times: %s\n", l.Client.ChunkTimes)
+	return nil
+}
+
+// truth reads the simulator's trace: TTFT and ITL as the server sent them.
+func truth(path string) (ttft, itl results.Dist, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var tt, it []float64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for sc.Scan() {
+		var r struct {
+			Status  int       `json:"status"`
+			Fault   string    `json:"fault"`
+			TokenMs []float64 `json:"token_ms"`
+		}
+		if err = json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return
+		}
+		if r.Status != 200 || r.Fault != "" || len(r.TokenMs) < 3 {
+			continue // the load's short calibration requests are not part of the measured load
+		}
+		tt = append(tt, r.TokenMs[0])
+		for i := 1; i < len(r.TokenMs); i++ {
+			it = append(it, r.TokenMs[i]-r.TokenMs[i-1])
+		}
+	}
+	return metrics.Summarize(tt), metrics.Summarize(it), sc.Err()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitUp(url string) error {
+	for range 200 {
+		if resp, err := http.Get(url + "/v1/models"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("simulator at %s did not come up", url)
+}
+
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hog spins on one core until killed.
+func hog() {
+	runtime.GOMAXPROCS(1)
+	x := 0
+	for {
+		x++
+	}
+}

@@ -1,0 +1,68 @@
+//go:build linux
+
+package load
+
+import (
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// A chunk read late still carries the time the kernel received it.
+func TestRXTimestampIsArrivalNotRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := withRXTimestamps(c)
+	if err != nil {
+		t.Skipf("kernel refuses SO_TIMESTAMPING here: %v", err)
+	}
+	defer conn.Close()
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	buf := make([]byte, 64)
+	// The kernel turns stamping on a moment after the first socket asks: the first read may lack one.
+	srv.Write([]byte("warm\n"))
+	conn.Read(buf)
+	time.Sleep(20 * time.Millisecond)
+	for i := range 3 {
+		sent := time.Now()
+		if _, err := srv.Write([]byte("data: x\n\n")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(60 * time.Millisecond) // the client is late
+		if _, err := conn.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		read := time.Now()
+		at, ok := rxTime(conn)
+		if !ok {
+			t.Fatal("no receive timestamp after a read")
+		}
+		if d := at.Sub(sent); d < -time.Millisecond || d > 20*time.Millisecond {
+			t.Errorf("read %d: kernel time %v after the write, want about 0 (read %v after)", i, d, read.Sub(sent))
+		}
+	}
+	srv.Close()
+	if _, err := conn.Read(buf); err != io.EOF {
+		t.Errorf("after close: %v, want io.EOF", err)
+	}
+}
+
+func TestSCMTimestampRejectsJunk(t *testing.T) {
+	for _, b := range [][]byte{nil, {1, 2, 3}, make([]byte, 16), {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 0, 0, 0, 0x25, 0, 0, 0}} {
+		if ts := scmTimestamp(b); ts != 0 {
+			t.Errorf("scmTimestamp(%v) = %d", b, ts)
+		}
+	}
+}
