@@ -401,6 +401,9 @@ func TestAcceleratorMatches(t *testing.T) {
 		{"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", true},
 		{"NVIDIA H200", "NVIDIA H200", true},
 		{"", "NVIDIA H200", false},
+		{"H100", "NVIDIA H100 NVL", true},
+		{"gb200", "NVIDIA GB200", true},
+		{"l40", "NVIDIA L40S", false},
 	}
 	for _, tt := range tests {
 		if got := acceleratorMatches(tt.key, tt.name); got != tt.want {

@@ -325,19 +325,34 @@ func (p *Plan) applyEnv(environ []string) error {
 // Source returns where the value at path came from.
 func (p *Plan) Source(path string) string { return p.Sources[path] }
 
-// ForGPU returns the configuration for a GPU of the given exact name, with the matching
-// accelerators entry overlaid (the exact name, else the longest key whose words appear in the name:
-// "H200" matches "NVIDIA H200", "h20" does not). Values set by command-line flags still win.
-// It returns the config, its sources, and the accelerators key used ("" when none).
+// ForGPU returns the configuration for a GPU of the given exact name, with every matching
+// accelerators entry overlaid, least specific first, so the most specific wins where two set the same
+// key: a key matches when its words appear in the name ("H200" matches "NVIDIA H200"; "h20" does
+// not), and the exact name is the most specific of all. Values set by command-line flags still win.
+// This is the one place a GPU's settings (plan and gates) are resolved; the judge reads the result.
+// It returns the config, its sources, and the most specific accelerators key used ("" when none).
 func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
-	key := matchAccelerator(p.Config.Accelerators, name)
+	keys := matchAccelerators(p.Config.Accelerators, name)
 	src := maps(p.Sources)
-	if key == "" {
+	if len(keys) == 0 {
 		return p.Config, src, ""
 	}
 	acc, _ := p.tree["accelerators"].(tree)
-	sub, _ := acc[key].(tree)
 	t := deepCopy(p.tree).(tree)
+	for _, key := range keys {
+		sub, _ := acc[key].(tree)
+		overlayAccelerator(t, src, p.Sources, key, sub)
+	}
+	c, err := decode(t)
+	if err != nil {
+		return p.Config, maps(p.Sources), ""
+	}
+	return c, src, keys[len(keys)-1]
+}
+
+// overlayAccelerator sets every leaf of one accelerators entry into t, recording its source, unless
+// a flag set that key.
+func overlayAccelerator(t tree, src, planSrc map[string]string, key string, sub tree) {
 	accPath := joinPath("accelerators", key)
 	var rec func(v any, rel []string)
 	rec = func(v any, rel []string) {
@@ -357,14 +372,9 @@ func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 		}
 		dropSources(src, path)
 		setPath(t, rel, deepCopy(v))
-		src[path] = "accelerator:" + key + " (" + p.Sources[full] + ")"
+		src[path] = "accelerator:" + key + " (" + planSrc[full] + ")"
 	}
 	rec(sub, nil)
-	c, err := decode(t)
-	if err != nil {
-		return p.Config, maps(p.Sources), ""
-	}
-	return c, src, key
 }
 
 func maps(m map[string]string) map[string]string {
@@ -375,22 +385,30 @@ func maps(m map[string]string) map[string]string {
 	return out
 }
 
-func matchAccelerator(acc map[string]Accelerator, name string) string {
-	if _, ok := acc[name]; ok {
-		return name
-	}
-	best := ""
+// matchAccelerators returns the accelerators keys that name this GPU, least specific first: shorter
+// keys before longer ones, the exact name last.
+func matchAccelerators(acc map[string]Accelerator, name string) []string {
+	var keys []string
 	for k := range acc {
-		if acceleratorMatches(k, name) && (len(k) > len(best) || len(k) == len(best) && k < best) {
-			best = k
+		if k != name && acceleratorMatches(k, name) {
+			keys = append(keys, k)
 		}
 	}
-	return best
+	slices.SortFunc(keys, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(a) - len(b)
+		}
+		return strings.Compare(a, b)
+	})
+	if _, ok := acc[name]; ok {
+		keys = append(keys, name)
+	}
+	return keys
 }
 
 // acceleratorMatches reports whether an accelerator key names this GPU: its words appear in the GPU
 // name's words, consecutively and in order, ignoring case, dashes and underscores ("h100" matches
-// "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200"). The judge matches the same way.
+// "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200").
 func acceleratorMatches(key, gpuName string) bool {
 	kw, gw := words(key), words(gpuName)
 	if len(kw) == 0 {

@@ -3,11 +3,14 @@ package judge
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -134,8 +137,10 @@ func TestApplyGates(t *testing.T) {
 		{"reference is partial: ITL inherits", slow, func(c *Config) {
 			c.Reference = map[string]map[string]Override{testGPU: {testModel: {TTFTP95Ms: fp(300)}}}
 		}, "gate.itl_p95", ResultFail, SourceDefault, 50, ""},
-		{"accelerator override", slow, func(c *Config) {
-			c.Accelerators = map[string]Override{"h200": {ITLP95Ms: fp(70)}}
+		{"accelerator override (resolved by the plan)", slow, func(c *Config) {
+			g := c.Gates
+			g.ITLP95Ms = Limit{Value: fp(70), Unit: "ms", Source: "accelerator:h200"}
+			c.GPUGates = map[string]Gates{testGPU: g}
 		}, "gate.itl_p95", ResultPass, "accelerator:h200", 70, ""},
 		{"null disables", slow, func(c *Config) { c.Gates.TTFTP95Ms = Limit{Source: "config:site.yaml"} },
 			"gate.ttft_p95", ResultDisabled, "config:site.yaml", 0, "disabled"},
@@ -362,14 +367,24 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
+// The plan resolves each GPU's accelerators entries (all that match, the most specific last); the
+// judge reads them with their sources and lays the reference cell on top.
 func TestGatesFor(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Accelerators = map[string]Override{
-		"h200":            {TTFTP95Ms: fp(150), ITLP95Ms: fp(40)},
-		"NVIDIA H200 NVL": {TTFTP95Ms: fp(120)},
-		"l40s":            {Disable: []string{KeyITLP95}},
+	site := filepath.Join(t.TempDir(), "site.yaml")
+	os.WriteFile(site, []byte(`
+accelerators:
+  h200: {gates: {ttft_p95_ms: 150, itl_p95_ms: 40}}
+  "NVIDIA H200 NVL": {gates: {ttft_p95_ms: 120}}
+  l40s: {gates: {itl_p95_ms: null}}
+reference:
+  "NVIDIA H200 NVL": {"`+testModel+`": {itl_p95_ms: 30}}
+`), 0o644)
+	p, err := config.Load(config.Options{Files: []string{site}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	cfg.Reference = map[string]map[string]Override{"NVIDIA H200 NVL": {testModel: {ITLP95Ms: fp(30)}}}
+	gpus := []string{"NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA L40S", "NVIDIA H100 80GB HBM3"}
+	cfg := FromPlan(p, gpus)
 	type lim struct {
 		v   *float64
 		src string
@@ -388,7 +403,7 @@ func TestGatesFor(t *testing.T) {
 		g := cfg.GatesFor(tc.gpu, tc.model)
 		got := []lim{{g.TTFTP95Ms.Value, g.TTFTP95Ms.Source}, {g.ITLP95Ms.Value, g.ITLP95Ms.Source}}
 		for i, want := range []lim{tc.ttft, tc.itl} {
-			if !reflect.DeepEqual(got[i], want) {
+			if !reflect.DeepEqual(got[i].v, want.v) || !hasPrefix(got[i].src, want.src) {
 				t.Errorf("%s × %s gate %d: %v %s, want %v %s", tc.gpu, tc.model, i, ptr(got[i].v), got[i].src, ptr(want.v), want.src)
 			}
 		}
@@ -403,22 +418,6 @@ func ptr(p *float64) any {
 		return nil
 	}
 	return *p
-}
-
-func TestAcceleratorMatches(t *testing.T) {
-	tests := []struct {
-		key, gpu string
-		want     bool
-	}{
-		{"h100", "NVIDIA H100 80GB HBM3", true}, {"H100", "NVIDIA H100 NVL", true}, {"h20", "NVIDIA H200", false},
-		{"rtx-pro-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition", true}, {"gb200", "NVIDIA GB200", true},
-		{"NVIDIA L40S", "NVIDIA L40S", true}, {"l40", "NVIDIA L40S", false}, {"", "NVIDIA L40S", false},
-	}
-	for _, tc := range tests {
-		if got := AcceleratorMatches(tc.key, tc.gpu); got != tc.want {
-			t.Errorf("AcceleratorMatches(%q, %q) = %v, want %v", tc.key, tc.gpu, got, tc.want)
-		}
-	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -437,8 +436,8 @@ func TestConfigValidate(t *testing.T) {
 			c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"m": {Disable: []string{"ttft"}}}}
 		}, `reference["NVIDIA L40S"]["m"].disable: unknown gate "ttft"`},
 		{"negative reference value", func(c *Config) {
-			c.Accelerators = map[string]Override{"h100": {ITLP95Ms: fp(-5)}}
-		}, `accelerators["h100"].itl_p95_ms: -5 is negative`},
+			c.Reference = map[string]map[string]Override{"NVIDIA H100": {"m": {ITLP95Ms: fp(-5)}}}
+		}, `reference["NVIDIA H100"]["m"].itl_p95_ms: -5 is negative`},
 	}
 	for _, tc := range tests {
 		c := DefaultConfig()

@@ -58,10 +58,6 @@ type Config struct {
 	// Reference is keyed by the exact nvidia-smi GPU name, then the exact model id: a partial
 	// override of Gates, more specific than an accelerator entry. Source "reference".
 	Reference map[string]map[string]Override `yaml:"reference,omitempty" json:"reference,omitempty"`
-	// Accelerators holds per-accelerator overrides keyed by an accelerator name ("H100", "gb200",
-	// "rtx-pro-6000", or an exact GPU name); a key matches a GPU whose name contains its words in
-	// order, case and dashes ignored. Source "accelerator:NAME".
-	Accelerators map[string]Override `yaml:"accelerators,omitempty" json:"accelerators,omitempty"`
 	// AICRTolerancePct is the tolerance on the aicr gates (seed 000: 10 %).
 	AICRTolerancePct Limit `yaml:"aicr_tolerance_pct" json:"aicr_tolerance_pct"`
 	// AICRThroughputScope says what the aicr throughput X covers: "node" (as aicr writes it, the
@@ -70,8 +66,9 @@ type Config struct {
 	AICRThroughputScope string `yaml:"aicr_throughput_scope" json:"aicr_throughput_scope"`
 	// AICRNodeGPUs is the GPU count of the node the aicr floor was measured on; 0: this host's count.
 	AICRNodeGPUs int `yaml:"aicr_node_gpus,omitempty" json:"aicr_node_gpus,omitempty"`
-	// GPUGates, when set for an exact GPU name, are that GPU's gates already resolved (global plus
-	// accelerator overlay, with sources): GatesFor starts from them instead of matching Accelerators.
+	// GPUGates, when set for an exact GPU name, are that GPU's gates already resolved by the plan
+	// (global plus its accelerators entries, with sources: config.Plan.ForGPU, the one place that
+	// matches accelerators); GatesFor starts from them, else from Gates.
 	GPUGates map[string]Gates `yaml:"gpu_gates,omitempty" json:"gpu_gates,omitempty"`
 	// LLMVariancePct and GEMMVariancePct are the GPU-to-GPU tolerances (20 %, 25 %).
 	LLMVariancePct  Limit `yaml:"llm_variance_pct" json:"llm_variance_pct"`
@@ -144,16 +141,12 @@ func (c Config) LLMGuardsFrom() Guards {
 // GEMMGuardsFrom returns the GPU-to-GPU guards for GEMM/PCIe figures from a config.
 func (c Config) GEMMGuardsFrom() Guards { return Guards{VariancePct: val(c.GEMMVariancePct)} }
 
-// GatesFor resolves the gates for one GPU × model: the global gates, then the matching
-// accelerator entries (the longest key last, so the most specific wins), then the reference cell.
+// GatesFor gives the gates for one GPU × model: the GPU's resolved gates (or the global ones),
+// then the reference cell.
 func (c Config) GatesFor(gpuName, model string) Gates {
 	g := c.Gates
 	if pre, ok := c.GPUGates[gpuName]; ok {
 		g = pre
-	} else {
-		for _, key := range matchingAccelerators(c.Accelerators, gpuName) {
-			g = g.with(c.Accelerators[key], "accelerator:"+key)
-		}
 	}
 	if cell, ok := c.Reference[gpuName][model]; ok {
 		g = g.with(cell, SourceReference)
@@ -195,52 +188,6 @@ func (g *Gates) byKey(k string) *Limit {
 		return &g.AICRMaxTTFTP99Ms
 	}
 	return nil
-}
-
-// matchingAccelerators returns the accelerator keys that match a GPU name, least specific first.
-func matchingAccelerators(acc map[string]Override, gpuName string) []string {
-	var keys []string
-	for k := range acc {
-		if AcceleratorMatches(k, gpuName) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if len(keys[i]) != len(keys[j]) {
-			return len(keys[i]) < len(keys[j])
-		}
-		return keys[i] < keys[j]
-	})
-	return keys
-}
-
-// AcceleratorMatches reports whether an accelerator key names this GPU: its words appear in the
-// GPU name's words, consecutively and in order, ignoring case, dashes and underscores. "h100"
-// matches "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200".
-func AcceleratorMatches(key, gpuName string) bool {
-	kw, gw := words(key), words(gpuName)
-	if len(kw) == 0 {
-		return false
-	}
-	for i := 0; i+len(kw) <= len(gw); i++ {
-		match := true
-		for j := range kw {
-			if gw[i+j] != kw[j] {
-				match = false
-				break
-			}
-		}
-		if match {
-			return true
-		}
-	}
-	return false
-}
-
-func words(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return r == ' ' || r == '-' || r == '_' || r == '\t'
-	})
 }
 
 // Validate checks the config for values that cannot be meant; errors name the field path.
@@ -300,9 +247,6 @@ func (c Config) Validate() error {
 		for model, o := range models {
 			checkOverride(fmt.Sprintf("reference[%q][%q]", gpu, model), o)
 		}
-	}
-	for acc, o := range c.Accelerators {
-		checkOverride(fmt.Sprintf("accelerators[%q]", acc), o)
 	}
 	if c.AICRThroughputScope != "" && c.AICRThroughputScope != ScopeNode && c.AICRThroughputScope != ScopeGPU {
 		errs = append(errs, fmt.Sprintf("aicr_throughput_scope: %q; want node (the recipe's floor covers the whole node) or gpu", c.AICRThroughputScope))
