@@ -31,7 +31,7 @@ type planFlags struct {
 func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; a short profile unless load.* is set)")
-	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim")
+	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes)")
 	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
@@ -117,6 +117,9 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 // runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
 // summary.json keeps what was measured.
 func runPlan(cmd *cobra.Command, plan *config.Plan) error {
+	if plan.Config.Backend == "kubernetes" { // many nodes, one summary: run_kubernetes.go
+		return runKubernetes(cmd, plan)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	defer engine.StopAll(10 * time.Second)

@@ -23,11 +23,11 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
 	checks := []check{
-		{"backend", oneOf(c.Backend, "local", "endpoint", "sim"), "want local, endpoint or sim"},
+		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes"), "want local, endpoint, sim or kubernetes"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "generic"), "want vllm, sglang, trtllm or generic"},
-		{"engine.command", c.Engine.Kind == "generic" && c.Backend == "local" && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
+		{"engine.command", c.Engine.Kind == "generic" && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
 		{"engine.max_model_len", c.Engine.MaxModelLen < 16, "want ≥ 16 tokens"},
