@@ -350,7 +350,9 @@ func (h *nodeHost) runJob(ctx context.Context, j jobObject) ([]byte, error) {
 func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	r := h.r
 	gpus := make([]results.GPUInfo, h.node.Free)
-	name := h.node.Product
+	// GPU feature discovery writes the nvidia-smi name with dashes for spaces ("NVIDIA-H200"); the
+	// reference table and the accelerator overrides key on the nvidia-smi name.
+	name := strings.ReplaceAll(h.node.Product, "-", " ")
 	if name == "" {
 		name = string(GPUResource)
 	}
