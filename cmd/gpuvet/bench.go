@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -30,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Drive an OpenAI-compatible endpoint with a calibrated load and measure it",
 		Long: `bench points at any OpenAI-compatible endpoint (vLLM, SGLang, trtllm-serve, Dynamo, NIM, gpuvet sim)
-and measures TTFT, ITL, TPOT, E2E and throughput by the rules in DESIGN.md. The API key, if any, is
+and measures TTFT, ITL, TPOT, E2E and throughput by the measurement rules in the README. The API key, if any, is
 read from the environment variable named by --api-key-env (default OPENAI_API_KEY), never from flags.`,
 		Example: `  gpuvet bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B --profile sweep --out result.json`,
 		Args:    cobra.NoArgs,
@@ -42,7 +43,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
 			c.MaxDuration = results.Duration(maxDuration)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
-			if o.SLO, err = load.ParseSLO(slo); err != nil {
+			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
 				return usageErr("%v", err)
 			}
 			o.Config = c

@@ -17,7 +17,7 @@ func newCalibrateCmd() *cobra.Command {
 		Use:   "calibrate RUN1.json RUN2.json ...",
 		Short: "Turn 2–3 runs on known-healthy hardware into reference-table entries (YAML to paste under reference:)",
 		Long: `calibrate reads summary.json files from runs on known-healthy hardware and prints, per exact GPU
-name × model id, the reference-table entry the seed's procedure gives: ttft_p95_ms = worst sync TTFT
+name × model id, the reference-table entry the calibration rule gives: ttft_p95_ms = worst sync TTFT
 p95 + 30 %, min_throughput_req_s = worst sustained req/s − 25 % (sweeps that are only a lower bound are
 left out), itl_p95_ms left at the global gate unless --itl. The figures used are printed as comments.`,
 		Args: cobra.MinimumNArgs(1),

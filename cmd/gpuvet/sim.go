@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -24,7 +25,14 @@ func newSimCmd() *cobra.Command {
 		Long: `gpuvet sim behaves like vLLM serving --model on --gpu: continuous batching, a KV cache sized from
 GPU memory, chunked prefill, each engine step costed on the GPU's roofline. With --ttft/--itl it is a
 fixed-latency server instead (any --model name). --gpus N starts one endpoint per GPU (or per --tp
-group) on --port, --port+1, …`,
+group) on --port, --port+1, …
+
+The step cost is the speed of light of the GPU's datasheet (BF16 tensor peak, memory bandwidth,
+NVLink or PCIe for TP all-reduces) at an achieved fraction per architecture, plus losses derived from
+the step's shape; a request also pays the server's frontend (HTTP, chat template, tokenisation,
+hand-off, output). docs/sim-validation.md compares it with published vLLM/SGLang figures.
+Where each GPU's efficiency figures come from:
+  ` + strings.Join(sim.ArchBasis(), "\n  "),
 		Example: `  gpuvet sim --gpu H100 --model Qwen/Qwen3-8B
   gpuvet sim --model any-name --ttft 50ms --itl 10ms --jitter 0.1
   gpuvet sim --gpu H200 --model meta-llama/Llama-3.1-70B-Instruct --gpus 8 --tp 4 --trace trace.jsonl`,
@@ -63,7 +71,7 @@ group) on --port, --port+1, …`,
 	f.IntVar(&o.Engine.MaxBatchedTokens, "max-num-batched-tokens", 8192, "token budget per engine step (chunked prefill)")
 	f.Float64Var(&o.Engine.GPUMemUtil, "gpu-memory-utilization", 0.9, "fraction of GPU memory for weights + KV cache")
 	f.IntVar(&o.Engine.MaxModelLen, "max-model-len", 0, "context length (0: the model's)")
-	f.DurationVar(&o.Engine.APIOverhead, "api-overhead", 0, "per-request HTTP/tokenisation cost added before the engine (0: 3ms)")
+	f.DurationVar(&o.Engine.APIOverhead, "api-overhead", 0, "replace the modelled per-request frontend cost (HTTP, chat template, tokenisation, output) with this fixed cost (0: modelled)")
 	f.DurationVar(&o.TTFT, "ttft", 0, "fixed mode: time to first token")
 	f.DurationVar(&o.ITL, "itl", 0, "fixed mode: inter-token latency")
 	f.Float64Var(&o.Jitter, "jitter", 0, "fixed mode: each latency scaled by 1 ± jitter (uniform), e.g. 0.1")

@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -21,6 +23,8 @@ type Model struct {
 	Vocab      int     `yaml:"vocab"`       // vocabulary size
 	MaxContext int     `yaml:"max_context"` // max_position_embeddings: vLLM's default max_model_len
 	DTypeBytes int     `yaml:"dtype_bytes"` // bytes per weight and per KV element (2: BF16)
+	// TiedEmbeddings: the LM head reuses the input embedding table (config.json tie_word_embeddings).
+	TiedEmbeddings bool `yaml:"tied_embeddings"`
 }
 
 // WeightBytes is the size of the weights in memory.
@@ -34,14 +38,14 @@ func (m Model) KVBytesPerToken() float64 {
 
 // Models is the built-in table. Sources: each model's config.json on the Hugging Face hub
 // (num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, vocab_size,
-// max_position_embeddings, torch_dtype) and its model card (parameter count).
+// max_position_embeddings, torch_dtype, tie_word_embeddings) and its model card (parameter count).
 var Models = []Model{
 	{ID: "Qwen/Qwen3-0.6B", Params: 0.596e9, Layers: 28, Hidden: 1024, Heads: 16, KVHeads: 8, HeadDim: 128,
-		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
+		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2, TiedEmbeddings: true},
 	{ID: "Qwen/Qwen3-8B", Params: 8.19e9, Layers: 36, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
 	{ID: "Qwen/Qwen2.5-3B-Instruct", Params: 3.09e9, Layers: 36, Hidden: 2048, Heads: 16, KVHeads: 2, HeadDim: 128,
-		Vocab: 151936, MaxContext: 32768, DTypeBytes: 2},
+		Vocab: 151936, MaxContext: 32768, DTypeBytes: 2, TiedEmbeddings: true},
 	{ID: "meta-llama/Llama-3.1-8B-Instruct", Params: 8.03e9, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
 		Vocab: 128256, MaxContext: 131072, DTypeBytes: 2},
 	{ID: "meta-llama/Llama-3.1-70B-Instruct", Params: 70.6e9, Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128,
@@ -113,8 +117,8 @@ func ParseFile(b []byte) (*File, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		if err.Error() == "EOF" {
-			return nil, fmt.Errorf("empty file: expected top-level keys gpus: and/or models:")
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("empty file: expected the top-level keys gpus and/or models")
 		}
 		return nil, fmt.Errorf("%v (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
 	}
@@ -150,7 +154,8 @@ func validGPU(g GPU) error {
 		field string
 		v     float64
 	}{{"fp32_tflops", g.FP32TFLOPS}, {"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"nvlink_gbps", g.NVLinkGBps},
-		{"mfu", g.MFU}, {"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs}} {
+		{"mfu", g.MFU}, {"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs},
+		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}} {
 		if c.v < 0 {
 			return fmt.Errorf("%s: must be ≥ 0 for %s, got %v", c.field, g.Key, c.v)
 		}
@@ -160,6 +165,9 @@ func validGPU(g GPU) error {
 	}
 	if _, ok := pcieLane[g.PCIeGen]; !ok && g.PCIeGen != 0 {
 		return fmt.Errorf("pcie_gen: must be 0 (not PCIe-attached) or 1–6 for %s, got %d", g.Key, g.PCIeGen)
+	}
+	if g.SMs < 0 {
+		return fmt.Errorf("sms: must be ≥ 0 for %s, got %d", g.Key, g.SMs)
 	}
 	if g.PCIeWidth < 0 || g.PCIeWidth > 32 {
 		return fmt.Errorf("pcie_width: must be 0–32 lanes for %s, got %d", g.Key, g.PCIeWidth)

@@ -34,6 +34,8 @@ func TestParseFileErrors(t *testing.T) {
 		{"gpu bad pcie", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    pcie_gen: 9\n", "pcie_gen"},
 		{"gpu mfu > 1", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    mfu: 60\n", "mfu"},
 		{"wrong type", "models:\n  - id: a/b\n    layers: many\n", "many"},
+		{"gpu negative link", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    peer_link: {kind: NVLink, gbps: -1}\n", "peer_link.gbps"},
+		{"gpu negative sms", "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    sms: -4\n", "sms"},
 		{"empty", "", "empty file"},
 	}
 	for _, c := range cases {
@@ -99,4 +101,20 @@ func FuzzParseFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A GPU without a peer link talks over PCIe at its generation; one with NVLink uses it.
+func TestTPLink(t *testing.T) {
+	h, _ := LookupGPU("H100")
+	if l := h.TPLink(); l.GBps != 450 || !strings.Contains(l.Kind, "NVLink") {
+		t.Errorf("H100 link %+v", l)
+	}
+	l40, _ := LookupGPU("L40S")
+	if l := l40.TPLink(); l.Kind != "PCIe Gen4 x16" || l.GBps < 20 || l.GBps > 32 {
+		t.Errorf("L40S link %+v, want PCIe Gen4 x16 at ~25 GB/s", l)
+	}
+	f, err := ParseFile([]byte("gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n    peer_link: {kind: NVLink5, gbps: 900, latency_us: 9}\n    sms: 100\n"))
+	if err != nil || f.GPUs[0].TPLink().GBps != 900 || f.GPUs[0].SMs != 100 {
+		t.Fatalf("peer_link from a catalog file: %v %+v", err, f)
+	}
 }

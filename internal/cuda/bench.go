@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Benchmark sizes. SGEMM follows the seed (n=16384, 1 warm-up + 10 timed); the tensor GEMMs run more
@@ -96,7 +97,7 @@ func (r *Runner) bind(g results.GPUInfo) (*device, error) {
 		var res int32
 		if g.PCIBusID != "" {
 			// CUDA's device order may differ from NVML's: the bus id ties the two together.
-			res = a.cuDeviceGetByPCIBusId(&ord, cudaBusID(g.PCIBusID))
+			res = a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID))
 		} else {
 			res = a.cuDeviceGet(&ord, int32(g.Index))
 		}
@@ -120,15 +121,6 @@ func (r *Runner) bind(g results.GPUInfo) (*device, error) {
 		d.blas = h
 	}
 	return d, nil
-}
-
-// cudaBusID turns NVML's "00000000:1B:00.0" into the "0000:1b:00.0" form CUDA accepts everywhere.
-func cudaBusID(id string) string {
-	id = strings.ToLower(strings.TrimSpace(id))
-	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) == 8 {
-		id = dom[4:] + ":" + rest
-	}
-	return id
 }
 
 // Microbench runs one benchmark on one GPU and returns its figure: TFLOP/s for GEMMs, GB/s for copies.

@@ -7,15 +7,6 @@ import (
 	"testing"
 )
 
-func TestCudaBusID(t *testing.T) {
-	cases := map[string]string{"00000000:1B:00.0": "0000:1b:00.0", "0000:00:06.0": "0000:00:06.0", " 00000001:AA:00.0 ": "0001:aa:00.0"}
-	for in, want := range cases {
-		if got := cudaBusID(in); got != want {
-			t.Errorf("cudaBusID(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestFillRandom(t *testing.T) {
 	b := make([]byte, 4096)
 	FillRandom(b, false, 1)

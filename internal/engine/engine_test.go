@@ -300,7 +300,7 @@ func TestBindProcessToNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := parseCPUList(cpus)
+	want, _ := cpuSet(cpus)
 	tids, _ := threads()
 	for _, tid := range tids {
 		var got unix.CPUSet
@@ -319,15 +319,15 @@ func TestBindProcessToNode(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
+func TestCPUSet(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
 		n    int
 		fail bool
 	}{{"0-3,8,10-11", 7, false}, {"5", 1, false}, {"", 0, true}, {"3-1", 0, true}, {"a", 0, true}, {"0-2000", 0, true}} {
-		s, err := parseCPUList(tt.in)
+		s, err := cpuSet(tt.in)
 		if (err != nil) != tt.fail || (!tt.fail && s.Count() != tt.n) {
-			t.Errorf("parseCPUList(%q) = %d, %v", tt.in, s.Count(), err)
+			t.Errorf("cpuSet(%q) = %d, %v", tt.in, s.Count(), err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +22,7 @@ func BindProcessToNode(node int) (restore func(), cpus string, err error) {
 		return nil, "", fmt.Errorf("NUMA node %d: %v", node, err)
 	}
 	cpus = strings.TrimSpace(string(raw))
-	set, err := parseCPUList(cpus)
+	set, err := cpuSet(cpus)
 	if err != nil {
 		return nil, "", fmt.Errorf("NUMA node %d cpulist %q: %v", node, cpus, err)
 	}
@@ -76,36 +77,24 @@ func threads() ([]int, error) {
 	return out, nil
 }
 
-// parseCPUList reads the kernel's cpulist format: "0-3,8,10-11".
-func parseCPUList(s string) (unix.CPUSet, error) {
+// affinityCPUs is how many CPUs unix.CPUSet (the kernel's default cpu_set_t) holds.
+const affinityCPUs = 1024
+
+// cpuSet turns a kernel cpulist into the affinity mask sched_setaffinity takes.
+func cpuSet(list string) (unix.CPUSet, error) {
 	var set unix.CPUSet
-	n := 0
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return set, fmt.Errorf("bad cpu %q", part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return set, fmt.Errorf("bad range %q", part)
-			}
-		}
-		if b >= 1024 {
-			return set, fmt.Errorf("cpu %d beyond 1023", b)
-		}
-		for c := a; c <= b; c++ {
-			set.Set(c)
-			n++
-		}
+	cpus, err := sysfs.ParseCPUList(list)
+	if err != nil {
+		return set, err
 	}
-	if n == 0 {
+	if len(cpus) == 0 {
 		return set, fmt.Errorf("no CPUs")
+	}
+	for _, c := range cpus {
+		if c >= affinityCPUs {
+			return set, fmt.Errorf("cpu %d beyond %d, the last an affinity mask holds", c, affinityCPUs-1)
+		}
+		set.Set(c)
 	}
 	return set, nil
 }

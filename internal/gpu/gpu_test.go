@@ -32,13 +32,7 @@ func TestReasonNames(t *testing.T) {
 	}
 }
 
-func TestSysfsBusIDAndNUMA(t *testing.T) {
-	if got := SysfsBusID("00000000:1B:00.0"); got != "0000:1b:00.0" {
-		t.Errorf("SysfsBusID = %q", got)
-	}
-	if got := SysfsBusID("0000:1b:00.0"); got != "0000:1b:00.0" {
-		t.Errorf("SysfsBusID short = %q", got)
-	}
+func TestNUMANode(t *testing.T) {
 	dir := t.TempDir()
 	old := sysfsRoot
 	sysfsRoot = dir

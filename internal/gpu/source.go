@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Source is where GPU inventory and live telemetry come from.
@@ -78,20 +79,10 @@ func ClockEvents(mask uint64) results.ClockEvents {
 // sysfsRoot is where PCI devices live; tests point it elsewhere.
 var sysfsRoot = "/sys/bus/pci/devices"
 
-// SysfsBusID turns NVML's bus id ("00000000:00:06.0", 8-hex domain) into the sysfs name
-// ("0000:00:06.0", 4-hex domain, lower case).
-func SysfsBusID(busID string) string {
-	id := strings.ToLower(strings.TrimSpace(busID))
-	if dom, rest, ok := strings.Cut(id, ":"); ok && len(dom) == 8 {
-		id = dom[4:] + ":" + rest
-	}
-	return id
-}
-
 // NUMANode reads the GPU's NUMA node from sysfs. It returns -1 and why when the node is unknown
 // (sysfs says -1, as in most VMs, or the file is missing).
 func NUMANode(busID string) (int, string) {
-	path := sysfsRoot + "/" + SysfsBusID(busID) + "/numa_node"
+	path := sysfsRoot + "/" + sysfs.BusID(busID) + "/numa_node"
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return -1, fmt.Sprintf("numa_node unknown: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // fakeSource is a host of H200s with settable inventory and per-sample clock reasons.
@@ -274,9 +275,9 @@ func TestParseCPUList(t *testing.T) {
 		{"a", "", true},
 	}
 	for _, c := range cases {
-		got, err := parseCPUList(c.in)
+		got, err := sysfs.ParseCPUList(c.in)
 		if (err != nil) != c.err || (!c.err && compactCPUs(got) != c.want) {
-			t.Errorf("parseCPUList(%q) = %v, %v", c.in, got, err)
+			t.Errorf("ParseCPUList(%q) = %v, %v", c.in, got, err)
 		}
 	}
 }

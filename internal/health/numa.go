@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/gpuvet/gpuvet/internal/sysfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -67,7 +68,7 @@ func nodeCPUs(node int) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the CPUs of NUMA node %d: %v", node, err)
 	}
-	cpus, err := parseCPUList(strings.TrimSpace(string(b)))
+	cpus, err := sysfs.ParseCPUList(string(b))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
@@ -75,34 +76,6 @@ func nodeCPUs(node int) ([]int, error) {
 		return nil, fmt.Errorf("NUMA node %d has no CPUs (%s is empty)", node, path)
 	}
 	return cpus, nil
-}
-
-// parseCPUList reads the kernel's cpulist format: "0-15,32-47" or "3".
-func parseCPUList(s string) ([]int, error) {
-	var out []int
-	if s == "" {
-		return nil, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, fmt.Errorf("cpulist %q: %q is not a CPU number", s, lo)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpulist %q: bad range %q", s, part)
-			}
-		}
-		if b-a > 1<<16 {
-			return nil, fmt.Errorf("cpulist %q: range %q too large", s, part)
-		}
-		for c := a; c <= b; c++ {
-			out = append(out, c)
-		}
-	}
-	return out, nil
 }
 
 // compactCPUs writes CPUs back in cpulist form.

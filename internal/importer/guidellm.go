@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -271,7 +271,7 @@ func glConfig(l *results.Load, kinds map[string]bool, peak *results.Run) results
 	return c
 }
 
-// sweepSaturation runs the seed's truncated/unsaturated analysis (load.AnalyzeSaturation) on the
+// sweepSaturation runs the seed's truncated/unsaturated analysis (analysis.AnalyzeSaturation) on the
 // throughput probe and the constant rungs of an imported sweep, as gpuvet does on its own sweeps.
 func sweepSaturation(l *results.Load) *results.Saturation {
 	var peak float64
@@ -284,7 +284,7 @@ func sweepSaturation(l *results.Load) *results.Saturation {
 			rungs = append(rungs, r.OutputTokS)
 		}
 	}
-	s := load.AnalyzeSaturation(rungs, peak)
+	s := analysis.AnalyzeSaturation(rungs, peak)
 	return &s
 }
 

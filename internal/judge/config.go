@@ -262,7 +262,7 @@ func (c Config) Validate() error {
 		def  float64
 	}{{"llm_variance_pct", c.LLMVariancePct, DefaultLLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct, DefaultGEMMVariancePct}} {
 		if need.l.Value == nil || *need.l.Value == 0 {
-			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the seed's default is %g)", need.path, need.def))
+			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the default is %g)", need.path, need.def))
 		}
 	}
 	for _, pct := range []struct {

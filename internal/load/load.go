@@ -1,6 +1,6 @@
 // Package load is gpuvet's load generator: it drives an OpenAI-compatible endpoint with streamed chat or
 // completion requests under a profile (synchronous, concurrency, throughput, constant, poisson, sweep)
-// and measures it by the rules in DESIGN.md "Measurement rules":
+// and measures it by gpuvet's measurement rules (docs/architecture.md, "Measurement rules"):
 //
 //   - TTFT: from the moment the request is written to the first SSE chunk carrying generated content
 //     (a role-only chunk does not count). Open-loop profiles also give TTFT from the scheduled send.
@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
@@ -43,7 +44,7 @@ type Options struct {
 	// is read from the environment only and never written anywhere.
 	APIKeyEnv string
 	Config    results.LoadConfig
-	SLO       SLO
+	SLO       analysis.SLO
 	// TokenizerPath is a local tokenizer.json to size synthetic prompts with. Empty: the model's
 	// tokenizer.json in the hub cache (CacheDir) when there is one, else the server's /tokenize, else a
 	// fit from usage.prompt_tokens.
@@ -663,7 +664,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		}
 		outs = append(outs, r.OutputTokS)
 	}
-	s := AnalyzeSaturation(outs, probe.OutputTokS)
+	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
 	a.sat = &s
 }
 

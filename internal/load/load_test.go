@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -214,7 +215,7 @@ func TestSweepAndRecords(t *testing.T) {
 	o.RecordsPath = filepath.Join(dir, "records.jsonl")
 	o.ScrapeMetrics = true
 	o.ScrapeEvery = 100 * time.Millisecond
-	o.SLO = SLO{TTFT: 200 * time.Millisecond}
+	o.SLO = analysis.SLO{TTFT: 200 * time.Millisecond}
 	l, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

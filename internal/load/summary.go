@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -29,7 +30,7 @@ const (
 )
 
 // summarize turns one rung's records into its results.Run.
-func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
+func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	spec := o.spec
 	run := results.Run{Kind: spec.Kind, Errors: map[string]int{}}
 	if spec.openLoop() {
@@ -99,7 +100,7 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 		promptToks = append(promptToks, float64(r.PromptTokens))
 		if r.end >= o.winStart && r.end <= o.winEnd {
 			doneInWin++
-			if slo.met(r) {
+			if slo.Met(r.TTFTMs, r.TPOTMs, r.E2EMs) {
 				goodInWin++
 			}
 		}
@@ -124,7 +125,7 @@ func summarize(o *rungOut, slo *SLO, seed uint64) results.Run {
 		run.OutputTokS = outInWin / s
 		run.TotalTokS = (outInWin + promptInWin) / s
 		run.ReqS = float64(doneInWin) / s
-		if slo != nil && !slo.empty() {
+		if !slo.Empty() {
 			g := float64(goodInWin) / s
 			run.Goodput = &g
 		}

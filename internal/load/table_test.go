@@ -5,11 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func TestWriteTable(t *testing.T) {
-	sat := AnalyzeSaturation([]float64{400, 800, 1200, 1600, 2000, 2400}, 2700)
+	sat := analysis.AnalyzeSaturation([]float64{400, 800, 1200, 1600, 2000, 2400}, 2700)
 	l := &results.Load{
 		Runs: []results.Run{
 			{Kind: kindSynchronous, Concurrency: 1, Requests: results.RequestCounts{Successful: 9}, ReqS: 0.4, OutputTokS: 100},

@@ -17,7 +17,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/summary.json and the golden files")
 
 // sampleCfg shapes a synthetic run. The producing phases are written in parallel, so the report is
-// tested against summaries built here with the physics and judging rules of DESIGN.md applied by hand.
+// tested against summaries built here with the physics and judging rules of docs/architecture.md applied by hand.
 type sampleCfg struct {
 	gpus        int
 	models      []string

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -14,59 +15,77 @@ import (
 //   - GB200 per GPU, same: ~16,500 output tok/s;
 //   - L40S, Qwen2.5-3B-Instruct, 512/256: sync TTFT p95 ≈ 37 ms, ITL p95 ≈ 10 ms, sustained
 //     12.8–15.4 req/s at ≤ 128 in flight (the ansible GPU benchmark's reference table, vLLM 0.17.1).
-func TestCalibration(t *testing.T) {
-	type figure struct {
-		name   string
-		got    func(VirtualResult) float64
-		target float64
-	}
+type calFigure struct {
+	name   string
+	got    func(VirtualResult) float64
+	target float64
+}
+
+type calCase struct {
+	gpu, model string
+	w          Workload
+	want       []calFigure
+}
+
+var calibrationCases = func() []calCase {
 	outTokS := func(r VirtualResult) float64 { return r.OutputTokS() }
 	ms := func(p float64, pick func(VirtualResult) []time.Duration) func(VirtualResult) float64 {
 		return func(r VirtualResult) float64 { return float64(Percentile(pick(r), p)) / 1e6 }
 	}
 	ttft := func(r VirtualResult) []time.Duration { return r.TTFT }
 	itl := func(r VirtualResult) []time.Duration { return r.ITL }
-	cases := []struct {
-		gpu, model string
-		w          Workload
-		want       []figure
-	}{
-		{"H100", "Qwen/Qwen3-8B", Workload{Concurrency: 256, Prompt: 128, Output: 128, Requests: 256 * 24}, []figure{
+	return []calCase{
+		{"H100", "Qwen/Qwen3-8B", Workload{Concurrency: 256, Prompt: 128, Output: 128, Requests: 256 * 24}, []calFigure{
 			{"output tok/s", outTokS, 13600},
 			{"TTFT p99 ms", ms(99, ttft), 690},
 		}},
-		{"GB200", "Qwen/Qwen3-8B", Workload{Concurrency: 256, Prompt: 128, Output: 128, Requests: 256 * 24}, []figure{
+		{"GB200", "Qwen/Qwen3-8B", Workload{Concurrency: 256, Prompt: 128, Output: 128, Requests: 256 * 24}, []calFigure{
 			{"output tok/s", outTokS, 16500},
 		}},
-		{"L40S", "Qwen/Qwen2.5-3B-Instruct", Workload{Concurrency: 1, Prompt: 512, Output: 256, Requests: 20}, []figure{
+		{"L40S", "Qwen/Qwen2.5-3B-Instruct", Workload{Concurrency: 1, Prompt: 512, Output: 256, Requests: 20}, []calFigure{
 			{"sync TTFT p95 ms", ms(95, ttft), 37},
 			{"sync ITL p95 ms", ms(95, itl), 10},
 		}},
-		{"L40S", "Qwen/Qwen2.5-3B-Instruct", Workload{Concurrency: 128, Prompt: 512, Output: 256, Requests: 128 * 12}, []figure{
+		{"L40S", "Qwen/Qwen2.5-3B-Instruct", Workload{Concurrency: 128, Prompt: 512, Output: 256, Requests: 128 * 12}, []calFigure{
 			// sustained req/s = peak output tok/s ÷ output tokens per request; the midpoint of 12.8–15.4.
 			{"sustained req/s", func(r VirtualResult) float64 { return r.OutputTokS() / 256 }, 14.1},
 		}},
 	}
-	for _, c := range cases {
-		g, ok := catalog.LookupGPU(c.gpu)
-		m, ok2 := catalog.LookupModel(c.model)
-		if !ok || !ok2 {
-			t.Fatalf("catalog lacks %s or %s", c.gpu, c.model)
-		}
-		p, err := NewPerf(g, m, EngineConfig{})
+}()
+
+// runCalibration simulates one case and returns its figures with their deviations.
+func runCalibration(c calCase) ([]float64, error) {
+	g, ok := catalog.LookupGPU(c.gpu)
+	m, ok2 := catalog.LookupModel(c.model)
+	if !ok || !ok2 {
+		return nil, fmt.Errorf("catalog lacks %s or %s", c.gpu, c.model)
+	}
+	p, err := NewPerf(g, m, EngineConfig{})
+	if err != nil {
+		return nil, err
+	}
+	r := RunVirtual(p, c.w)
+	if len(r.E2E) != c.w.Requests {
+		return nil, fmt.Errorf("%s %s: %d of %d requests completed", c.gpu, c.model, len(r.E2E), c.w.Requests)
+	}
+	var got []float64
+	for _, f := range c.want {
+		got = append(got, f.got(r))
+	}
+	return got, nil
+}
+
+func TestCalibration(t *testing.T) {
+	for _, c := range calibrationCases {
+		got, err := runCalibration(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := RunVirtual(p, c.w)
-		if len(r.E2E) != c.w.Requests {
-			t.Fatalf("%s %s: %d of %d requests completed", c.gpu, c.model, len(r.E2E), c.w.Requests)
-		}
-		for _, f := range c.want {
-			got := f.got(r)
-			dev := (got - f.target) / f.target
-			t.Logf("%-5s %-26s c=%-3d %-16s model %8.1f  target %8.1f  (%+.0f %%)", c.gpu, c.model, c.w.Concurrency, f.name, got, f.target, dev*100)
+		for i, f := range c.want {
+			dev := (got[i] - f.target) / f.target
+			t.Logf("%-5s %-26s c=%-3d %-16s model %8.1f  target %8.1f  (%+.0f %%)", c.gpu, c.model, c.w.Concurrency, f.name, got[i], f.target, dev*100)
 			if math.Abs(dev) > 0.25 {
-				t.Errorf("%s %s c=%d: %s = %.1f, want %.1f ± 25 %%", c.gpu, c.model, c.w.Concurrency, f.name, got, f.target)
+				t.Errorf("%s %s c=%d: %s = %.1f, want %.1f ± 25 %%", c.gpu, c.model, c.w.Concurrency, f.name, got[i], f.target)
 			}
 		}
 	}

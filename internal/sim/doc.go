@@ -7,10 +7,15 @@
 // Engine is vLLM's V1 scheduler in miniature (continuous batching up to MaxNumSeqs, chunked prefill
 // under a per-step token budget, a paged KV cache sized from GPU memory × gpu_memory_utilization −
 // weights − an activation reserve, requests queued when it is full, recompute preemption). Each step
-// costs max(FLOPs / (BF16 peak × MFU), bytes / (HBM × MBU)) + all-reduces (TP > 1) + fixed and
-// per-sequence overheads, on the Perf roofline of a catalog GPU and model. Tokens leave at step
-// boundaries. RunVirtual drives the engine in virtual time (calibration tests, no sleeping);
-// Listen drives the same engine in wall time behind HTTP.
+// costs the speed of light of internal/roofline (FLOPs over the BF16 tensor peak, bytes over memory
+// bandwidth) at the architecture's achieved fractions (efficiency.go), compute further divided by the
+// wave fill of the step's GEMMs on the GPU's SMs (few tokens, or narrow per-GPU slices under TP,
+// leave SMs idle), the two joined by a smooth maximum; plus a gap at every kernel boundary of every
+// layer, two all-reduces per layer over the GPU's NVLink or PCIe link under TP, and the engine's CPU
+// time per step and per sequence. A request pays the frontend (frontend.go: HTTP, chat template,
+// tokenisation, hand-off before the engine; output after each step). Tokens leave at step
+// boundaries. RunVirtual drives the engine in virtual time (calibration and validation tests, no
+// sleeping); Listen drives the same engine in wall time behind HTTP.
 //
 // # Fixed mode
 //

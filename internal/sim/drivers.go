@@ -31,6 +31,9 @@ type realtime struct {
 	quit   chan struct{}
 	done   chan struct{}
 	onStep func(busy time.Duration) // load accounting for a Fleet GPU
+	// due is when the request that woke the idle engine was due in its queue: the first step starts
+	// then, not when the loop goroutine got to run (a loaded machine wakes it late).
+	due time.Time
 }
 
 type delivery struct {
@@ -45,8 +48,25 @@ func newRealtime(e *Engine, onStep func(time.Duration)) *realtime {
 	return r
 }
 
+// add hands s to the engine after the frontend's entry cost (Perf.Entry), as RunVirtual does.
 func (r *realtime) add(s *Seq, _, _ time.Duration, _ float64, _ *rand.Rand) {
+	from := s.Received
+	if from.IsZero() {
+		from = time.Now()
+	}
+	due := from.Add(r.eng.Perf().Entry(s.Prompt, s.Chat))
+	if wait := time.Until(due); wait > 0 {
+		time.AfterFunc(wait, func() { r.enqueue(s, due) })
+		return
+	}
+	r.enqueue(s, due)
+}
+
+func (r *realtime) enqueue(s *Seq, due time.Time) {
 	r.mu.Lock()
+	if r.eng.Idle() && (r.due.IsZero() || due.Before(r.due)) {
+		r.due = due
+	}
 	r.eng.Add(s)
 	r.mu.Unlock()
 	select {
@@ -83,7 +103,13 @@ func (r *realtime) loop() {
 			r.mu.Unlock()
 			select {
 			case <-r.wake:
-				next = time.Now()
+				r.mu.Lock()
+				next = r.due
+				r.due = time.Time{}
+				r.mu.Unlock()
+				if now := time.Now(); next.IsZero() || next.Before(now.Add(-50*time.Millisecond)) {
+					next = now
+				}
 				continue
 			case <-r.quit:
 				return
@@ -112,13 +138,26 @@ func (r *realtime) loop() {
 		if r.onStep != nil {
 			r.onStep(d)
 		}
-		for _, o := range out {
-			o.s.Generated.Store(int32(o.gen))
-			if o.done {
-				o.s.Done.Store(true)
-			}
-			notify(o.s)
+		// The step's tokens reach their handlers the frontend's output cost (Perf.Exit) after the
+		// step's scheduled end.
+		if wait := time.Until(next.Add(r.eng.Perf().Exit())); wait > 0 {
+			batch := append([]delivery(nil), out...)
+			time.AfterFunc(wait, func() { deliver(batch) })
+		} else {
+			deliver(out)
 		}
+	}
+}
+
+func deliver(out []delivery) {
+	for _, o := range out {
+		// Never move backwards: two steps' deliveries may run in either order.
+		for cur := o.s.Generated.Load(); int(cur) < o.gen && !o.s.Generated.CompareAndSwap(cur, int32(o.gen)); cur = o.s.Generated.Load() {
+		}
+		if o.done {
+			o.s.Done.Store(true)
+		}
+		notify(o.s)
 	}
 }
 

@@ -9,8 +9,12 @@ import (
 // request's HTTP handler reads after a notification.
 type Seq struct {
 	ID     uint64
-	Prompt int // prompt tokens
-	MaxOut int // output tokens this request will produce (max_tokens, or its natural stop)
+	Prompt int  // prompt tokens
+	MaxOut int  // output tokens this request will produce (max_tokens, or its natural stop)
+	Chat   bool // a chat completion: the frontend renders the chat template (Perf.Entry)
+	// Received is when the HTTP server got the request: the modelled frontend cost counts from
+	// here, so the server's own parsing is part of it, not added to it. Zero: from Driver.add.
+	Received time.Time
 
 	computed  int         // tokens whose KV is in the cache
 	generated int         // tokens produced so far

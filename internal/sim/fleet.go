@@ -35,8 +35,7 @@ type vgpu struct {
 	busy     time.Duration // engine busy time since the last sample
 	usedMiB  int64         // memory an attached engine holds (weights + KV cache, as vLLM reserves it)
 	active   int           // fixed-mode streams in flight (no engine steps to count)
-	lastAt   time.Time
-	util     float64 // smoothed utilisation 0..1
+	util     float64       // smoothed utilisation 0..1
 	tempC    float64
 	sampled  bool
 	lastWall time.Time

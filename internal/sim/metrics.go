@@ -12,13 +12,13 @@ import (
 
 // metrics holds what /metrics exposes, under vLLM's metric names.
 type metrics struct {
-	promptTokens, genTokens atomic.Int64
-	running                 atomic.Int64 // fixed mode / handler-level in flight
-	mu                      sync.Mutex
-	succeeded               map[string]int64 // finished_reason -> count
-	failures                map[int]int64
-	abortedN                atomic.Int64
-	ttft, itl, e2e          *histogram
+	promptTokens   atomic.Int64
+	running        atomic.Int64 // fixed mode / handler-level in flight
+	mu             sync.Mutex
+	succeeded      map[string]int64 // finished_reason -> count
+	failures       map[int]int64
+	abortedN       atomic.Int64
+	ttft, itl, e2e *histogram
 }
 
 func newMetrics() *metrics {

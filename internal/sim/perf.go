@@ -2,10 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/roofline"
 )
 
 // EngineConfig is the serving engine's configuration, named as vLLM names it. Zero values take the
@@ -17,15 +17,14 @@ type EngineConfig struct {
 	GPUMemUtil       float64 // fraction of GPU memory the engine may use (--gpu-memory-utilization)
 	MaxModelLen      int     // context length; 0: the model's max_context
 	BlockSize        int     // KV block size in tokens (vLLM: 16)
-	// APIOverhead is the per-request cost outside the engine (HTTP, tokenisation, detokenisation): it
-	// delays a request's entry into the engine and so adds to its TTFT.
+	// APIOverhead, when set, replaces the modelled frontend (Frontend: HTTP, chat template,
+	// tokenisation, hand-off, output) with one fixed cost before the engine. 0: the modelled one.
 	APIOverhead time.Duration
 }
 
 // DefaultEngineConfig is vLLM's V1 online-serving default on a data-centre GPU.
 func DefaultEngineConfig() EngineConfig {
-	return EngineConfig{TP: 1, MaxNumSeqs: 256, MaxBatchedTokens: 8192, GPUMemUtil: 0.9, BlockSize: 16,
-		APIOverhead: 3 * time.Millisecond}
+	return EngineConfig{TP: 1, MaxNumSeqs: 256, MaxBatchedTokens: 8192, GPUMemUtil: 0.9, BlockSize: 16}
 }
 
 func (c EngineConfig) withDefaults() EngineConfig {
@@ -45,41 +44,32 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	if c.BlockSize == 0 {
 		c.BlockSize = d.BlockSize
 	}
-	if c.APIOverhead == 0 {
-		c.APIOverhead = d.APIOverhead
-	}
 	return c
 }
 
-// Family defaults for the efficiency factors a catalog entry leaves at zero. Fitted to the public
-// figures in calibration_test.go; see catalog.GPU for what each one means.
-var familyEff = map[string]struct{ mfu, mbu, stepMs, seqUs float64 }{
-	"Ampere":       {0.55, 0.75, 2.0, 22},
-	"Ada Lovelace": {0.26, 0.80, 1.0, 45},
-	"Hopper":       {0.70, 0.80, 1.5, 8},
-	"Blackwell":    {0.40, 0.75, 2.0, 20},
-}
+// activationReserveBytes is what vLLM keeps per GPU outside weights and KV: activations, CUDA
+// graphs, allocator slack.
+const activationReserveBytes = 2 << 30
 
-const (
-	activationReserveBytes = 2 << 30 // activations, CUDA graphs, allocator slack per GPU
-	allReduceLatency       = 8 * time.Microsecond
-)
-
-// Perf is the roofline of one model on one GPU (or TP group): what an engine step costs.
+// Perf is the cost model of one model on one GPU (or TP group): what an engine step costs, on
+// top of the speed of light of internal/roofline.
 type Perf struct {
 	GPU   catalog.GPU
 	Model catalog.Model
 	Cfg   EngineConfig
+	// Frontend is the per-request cost outside the engine (see Entry, Exit).
+	Frontend Frontend
 
-	mfu, mbu     float64
-	stepOverhead float64 // seconds
-	seqOverhead  float64 // seconds per sequence in the step
-	KVBlocks     int     // KV-cache capacity in blocks (per GPU, the same on every GPU of the group)
+	gemm, mem float64 // achieved fractions of the BF16 tensor peak and of memory bandwidth
+	stepCPU   float64 // seconds of engine CPU per step
+	seqCPU    float64 // seconds of engine CPU per sequence in a step
+	KVBlocks  int     // KV-cache capacity in blocks (per GPU, the same on every GPU of the group)
 	// Speed scales every step: 1 healthy, 0.7 for a GPU 30 % slower (a straggler).
 	Speed float64
 }
 
-// NewPerf builds the roofline for model on gpu under cfg. It fails when the weights do not fit.
+// NewPerf builds the cost model for model on gpu under cfg. It fails when the weights do not fit,
+// and when the GPU's architecture has no efficiency figures and its catalog entry sets none.
 func NewPerf(gpu catalog.GPU, model catalog.Model, cfg EngineConfig) (*Perf, error) {
 	cfg = cfg.withDefaults()
 	if cfg.MaxModelLen == 0 {
@@ -92,14 +82,15 @@ func NewPerf(gpu catalog.GPU, model catalog.Model, cfg EngineConfig) (*Perf, err
 	if cfg.GPUMemUtil <= 0 || cfg.GPUMemUtil > 1 {
 		return nil, fmt.Errorf("gpu_memory_utilization: must be in (0, 1], got %v", cfg.GPUMemUtil)
 	}
-	p := &Perf{GPU: gpu, Model: model, Cfg: cfg, Speed: 1}
-	fe, ok := familyEff[gpu.Architecture]
-	if !ok {
-		fe = familyEff["Hopper"]
+	p := &Perf{GPU: gpu, Model: model, Cfg: cfg, Speed: 1, Frontend: DefaultFrontend()}
+	fig, ok := archFig[gpu.Architecture]
+	if !ok && (gpu.MFU == 0 || gpu.MBU == 0) {
+		return nil, fmt.Errorf("gpu %s: the simulator has no efficiency figures for architecture %q (known: Ampere, Ada Lovelace, Hopper, Blackwell); set mfu and mbu for it in a catalog file (--catalog)",
+			gpu.Key, gpu.Architecture)
 	}
-	p.mfu, p.mbu = pick(gpu.MFU, fe.mfu), pick(gpu.MBU, fe.mbu)
-	p.stepOverhead = pick(gpu.StepOverheadMs, fe.stepMs) / 1e3
-	p.seqOverhead = pick(gpu.SeqOverheadUs, fe.seqUs) / 1e6
+	p.gemm, p.mem = pick(gpu.MFU, fig.gemm), pick(gpu.MBU, fig.mem)
+	p.stepCPU = pick(gpu.StepOverheadMs, stepCPUms) / 1e3
+	p.seqCPU = pick(gpu.SeqOverheadUs, seqCPUus) / 1e6
 
 	tp := float64(cfg.TP)
 	mem := gpu.MemoryGiB * (1 << 30) * cfg.GPUMemUtil
@@ -125,6 +116,22 @@ func pick(v, def float64) float64 {
 // KVTokens is the KV-cache capacity in tokens.
 func (p *Perf) KVTokens() int { return p.KVBlocks * p.Cfg.BlockSize }
 
+// Entry is the time from a request's arrival at the server to its place in the engine's queue.
+func (p *Perf) Entry(promptTokens int, chat bool) time.Duration {
+	if p.Cfg.APIOverhead > 0 {
+		return p.Cfg.APIOverhead
+	}
+	return p.Frontend.Entry(promptTokens, chat)
+}
+
+// Exit is the time from the end of the step that produced a token to the token leaving the server.
+func (p *Perf) Exit() time.Duration {
+	if p.Cfg.APIOverhead > 0 {
+		return 0
+	}
+	return p.Frontend.Output
+}
+
 // Batch is what one engine step computes.
 type Batch struct {
 	Tokens  int     // tokens computed: decode tokens plus prefill chunk tokens
@@ -133,40 +140,38 @@ type Batch struct {
 	KVRead  float64 // Σ over sequences of their context length (KV read once per sequence)
 }
 
-// StepTime is the cost of one engine step: the larger of compute and memory time on the roofline,
-// plus the tensor-parallel all-reduces and the fixed and per-sequence overheads.
+// StepTime is the cost of one engine step: the speed-of-light compute and memory times of
+// internal/roofline at the achieved fractions (compute also losing the SMs a small or narrow GEMM
+// leaves idle), joined by a smooth maximum; plus the kernel boundaries of every layer, the
+// tensor-parallel all-reduces, and the engine's CPU time per step and per sequence.
 func (p *Perf) StepTime(b Batch) time.Duration {
 	if b.Tokens == 0 {
 		return 0
 	}
-	m := p.Model
-	tp := float64(p.Cfg.TP)
-	flops := 2*m.Params*float64(b.Tokens) + 4*float64(m.Layers*m.Hidden)*b.AttnCtx
-	compute := flops / tp / (p.GPU.BF16TFLOPS * 1e12 * p.mfu)
-	bytes := m.WeightBytes()/tp + b.KVRead*m.KVBytesPerToken()/tp
-	memory := bytes / (p.GPU.HBMGBps * 1e9 * p.mbu)
-	t := math.Max(compute, memory) + p.allReduce(b.Tokens) + p.stepOverhead + p.seqOverhead*float64(b.Seqs)
+	g, m, tp := p.GPU, p.Model, p.Cfg.TP
+	step := roofline.Step{Tokens: b.Tokens, AttnCtx: b.AttnCtx, KVRead: b.KVRead}
+	compute := roofline.ComputeSeconds(g, m, step, tp) / (p.gemm * waveFill(g, m, b.Tokens, tp))
+	memory := roofline.MemorySeconds(g, m, step, tp) / p.mem
+	t := smoothMax(compute, memory) +
+		float64(m.Layers*kernelsPerLayer)*kernelGapUs/1e6 +
+		p.comm(b.Tokens) +
+		p.stepCPU + p.seqCPU*float64(b.Seqs)
 	speed := p.Speed
 	if speed <= 0 {
 		speed = 1
 	}
-	return time.Duration(t / speed * 1e9)
+	// Round the healthy step first, so a straggler's step is an exact multiple of it.
+	return time.Duration(float64(time.Duration(t*1e9)) / speed)
 }
 
-// allReduce is the cost of tensor parallelism: two all-reduces of the activations per layer, over
-// NVLink when the GPU has it, else PCIe.
-func (p *Perf) allReduce(tokens int) float64 {
+// comm is the cost of tensor parallelism in a step: two all-reduces of the step's hidden states
+// per layer over the GPU's link at the achieved fraction of its bandwidth, and the broadcast of
+// the step to every worker.
+func (p *Perf) comm(tokens int) float64 {
 	if p.Cfg.TP <= 1 {
 		return 0
 	}
-	tp := float64(p.Cfg.TP)
-	link := p.GPU.NVLinkGBps
-	if link == 0 {
-		link = p.GPU.PCIeGBps() * 0.8
-	}
-	if link == 0 {
-		link = 25
-	}
-	perReduce := float64(tokens*p.Model.Hidden*p.Model.DTypeBytes) * 2 * (tp - 1) / tp / (link * 1e9)
-	return float64(2*p.Model.Layers) * (perReduce + allReduceLatency.Seconds())
+	link := p.GPU.TPLink()
+	link.GBps *= allReduceEff
+	return roofline.TPStepCommSeconds(link, p.Model, tokens, p.Cfg.TP) + tpStepUs/1e6
 }

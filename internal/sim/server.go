@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -405,7 +404,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		writeErr(w, fe)
 		return
 	}
-	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Notify: make(chan struct{}, 1)}
+	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Chat: chat, Received: arrival, Notify: make(chan struct{}, 1)}
 	var rng *rand.Rand
 	if s.cfg.Jitter > 0 {
 		rng = rand.New(rand.NewPCG(uint64(s.cfg.Seed)^0x5bd1e995, n))
@@ -423,8 +422,6 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		st.runWhole(r.Context())
 	}
 }
-
-var errCut = errors.New("stream cut by fault injection")
 
 // appendUsage appends a usage object.
 func appendUsage(b []byte, prompt, completion int) []byte {

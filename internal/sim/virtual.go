@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/rand/v2"
 	"sort"
 	"time"
 )
@@ -14,6 +15,13 @@ type Workload struct {
 	Output      int
 	Requests    int
 	Rate        float64 // requests per second (open loop); 0: closed loop
+	// Poisson draws open-loop arrivals from a Poisson process at Rate (seeded, repeatable), as
+	// vLLM's and SGLang's benchmark clients do; false spaces them evenly.
+	Poisson bool
+	Chat    bool // chat completions (the chat template is rendered) rather than completions
+	// Offline drives the engine in-process, as vLLM's LLM class (benchmark_latency) does: no
+	// frontend, so no entry or exit cost.
+	Offline bool
 }
 
 // VirtualResult is what a client would have measured, in the engine's virtual time.
@@ -44,11 +52,14 @@ func Percentile(ds []time.Duration, p float64) time.Duration {
 
 // RunVirtual drives a fresh engine on perf with w in virtual time: the same Engine.Step the HTTP
 // server runs in wall time, with no sleeping, so a minute of serving takes milliseconds and is exactly
-// repeatable. A request enters the engine APIOverhead after it is sent, and its TTFT counts from
-// the send.
+// repeatable. A request enters the engine Perf.Entry after it is sent and each token leaves
+// Perf.Exit after its step ends, as behind HTTP; its TTFT counts from the send.
 func RunVirtual(perf *Perf, w Workload) VirtualResult {
 	e := NewEngine(perf)
-	api := perf.Cfg.APIOverhead
+	entry, exit := perf.Entry(w.Prompt, w.Chat), perf.Exit()
+	if w.Offline {
+		entry, exit = 0, 0
+	}
 	type pending struct {
 		at  time.Duration
 		seq *Seq
@@ -73,11 +84,18 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 		nextID++
 		s := &Seq{ID: nextID, Prompt: w.Prompt, MaxOut: w.Output}
 		tracks[s] = &track{sent: at}
-		queue = append(queue, pending{at + api, s})
+		queue = append(queue, pending{at + entry, s})
 	}
 	if w.Rate > 0 {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var at float64
 		for i := range w.Requests {
-			send(time.Duration(float64(i) / w.Rate * 1e9))
+			if w.Poisson {
+				at += rng.ExpFloat64() / w.Rate
+			} else {
+				at = float64(i) / w.Rate
+			}
+			send(time.Duration(at * 1e9))
 		}
 	} else {
 		for range min(w.Concurrency, w.Requests) {
@@ -101,22 +119,23 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 		d, emitted, finished := e.Step()
 		now += d
 		res.MaxWaiting = max(res.MaxWaiting, e.Waiting())
+		out := now + exit // when this step's tokens reach the client
 		for _, s := range emitted {
 			t := tracks[s]
 			if s.generated == 1 {
-				res.TTFT = append(res.TTFT, now-t.sent)
+				res.TTFT = append(res.TTFT, out-t.sent)
 			} else {
-				res.ITL = append(res.ITL, now-t.last)
+				res.ITL = append(res.ITL, out-t.last)
 			}
-			t.last = now
+			t.last = out
 			res.OutputTokens++
-			lastTok = now
+			lastTok = out
 		}
 		for _, s := range finished {
-			res.E2E = append(res.E2E, now-tracks[s].sent)
+			res.E2E = append(res.E2E, out-tracks[s].sent)
 			delete(tracks, s)
 			if w.Rate == 0 {
-				send(now)
+				send(out)
 			}
 		}
 	}

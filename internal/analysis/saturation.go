@@ -1,4 +1,6 @@
-package load
+// Package analysis holds the pure functions over measured samples that the load generator, the
+// importers and the judge share: sweep saturation and goodput SLOs. It imports only the results schema.
+package analysis
 
 import (
 	"fmt"
@@ -6,7 +8,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// AnalyzeSaturation applies the seed's sweep rules to the constant rungs' output tok/s (in rung order)
+// AnalyzeSaturation applies the sweep-saturation rules to the constant rungs' output tok/s (in rung order)
 // and the saturated peak (the throughput probe's output tok/s). Either flag makes throughput a lower
 // bound.
 //

@@ -1,4 +1,4 @@
-package load
+package analysis
 
 import (
 	"fmt"
@@ -12,17 +12,18 @@ type SLO struct {
 	TTFT, ITL, TPOT, E2E time.Duration
 }
 
-func (s *SLO) empty() bool { return s == nil || *s == SLO{} }
+// Empty reports whether no bound is set (every request is good).
+func (s *SLO) Empty() bool { return s == nil || *s == SLO{} }
 
-// met reports whether a successful request met every bound.
-func (s *SLO) met(r *Record) bool {
-	if s.empty() {
+// Met reports whether a successful request with these latencies (ms) met every bound.
+func (s *SLO) Met(ttftMs, tpotMs, e2eMs float64) bool {
+	if s.Empty() {
 		return true
 	}
 	within := func(limit time.Duration, ms float64) bool {
 		return limit == 0 || ms <= float64(limit)/1e6
 	}
-	return within(s.TTFT, r.TTFTMs) && within(s.ITL, r.TPOTMs) && within(s.TPOT, r.TPOTMs) && within(s.E2E, r.E2EMs)
+	return within(s.TTFT, ttftMs) && within(s.ITL, tpotMs) && within(s.TPOT, tpotMs) && within(s.E2E, e2eMs)
 }
 
 // ParseSLO reads "ttft=200ms,itl=50ms" (keys ttft, itl, tpot, e2e; Go durations).
