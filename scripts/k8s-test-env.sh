@@ -55,7 +55,17 @@ build() {
   for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
            pod/fast/pod-ready.yaml pod/fast/pod-delete.yaml \
            volume/fast/pvc-provision.yaml volume/fast/pv-bind.yaml volume/fast/pv-delete.yaml volume/fast/pvc-delete.yaml; do
-    echo '---'; cat "$s/$f"; done > "$BIN/gpuvet-kwok-stages.yaml"
+    echo '---'
+    if [ "$f" = pod/fast/pod-ready.yaml ]; then
+      # A pod with a readiness probe starts Running but not Ready, as on a real node: readiness is
+      # the probe's to give (the tests' stand-in kubelet probes the engine and sets Ready itself).
+      perl -0p -e 's/(\{\{ \$now := Now \}\}\n)/$1      {{ \$ready := "True" }}{{ range .spec.containers }}{{ if .readinessProbe }}{{ \$ready = "False" }}{{ end }}{{ end }}\n/;
+    s/status: "True"\n(\s+)type: Ready\n/status: {{ \$ready | Quote }}\n$1type: Ready\n/;
+    s/status: "True"\n(\s+)type: ContainersReady\n/status: {{ \$ready | Quote }}\n$1type: ContainersReady\n/;
+    s/(containerStatuses:\n\s+\{\{ range .spec.containers \}\}\n(?:.*\n){2}\s+)ready: true/$1ready: {{ eq \$ready "True" }}/' "$s/$f"
+    else cat "$s/$f"; fi
+  done > "$BIN/gpuvet-kwok-stages.yaml"
+  grep -q 'ready = "False"' "$BIN/gpuvet-kwok-stages.yaml" || { echo "kwok stage patch failed"; exit 1; }
   cp "$s/volume/fast/storage-class.yaml" "$BIN/kwok-storageclass.yaml"
   mkdir -p "$BIN/kwok-crds"   # CRDs for --enable-crds (kwok itself does not install them)
   for k in portforwards clusterportforwards execs clusterexecs logs clusterlogs; do

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -138,7 +139,7 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 				a[i+1] = p.Status.PodIP
 			}
 		}
-		if p.Spec.Affinity != nil && nodeOf(p) == k.straggler {
+		if nodeOf(p) == k.straggler {
 			a = append(a, "--straggler", "0", "--straggler-pct", "50")
 		}
 		c := exec.Command(a[0], a[1:]...)
@@ -150,6 +151,7 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		k.mu.Lock()
 		k.procs[p.UID] = c
 		k.mu.Unlock()
+		k.probeReady(ctx, p)
 	case k8s.RoleCache:
 		if k.hog {
 			k.takeAllGPUs(ctx)
@@ -185,6 +187,12 @@ func (k *standInKubelet) podDir(p *corev1.Pod) string {
 	return d
 }
 
+// gone reports whether the pod was deleted (its run ended or was cleaned meanwhile).
+func (k *standInKubelet) gone(ctx context.Context, p *corev1.Pod) bool {
+	cur, err := k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil) || ctx.Err() != nil
+}
+
 // setLogs points the pod's log at a file of CRI-format lines with the given text.
 func (k *standInKubelet) setLogs(ctx context.Context, p *corev1.Pod, text []byte) error {
 	var b strings.Builder
@@ -218,7 +226,7 @@ func (k *standInKubelet) setLogs(ctx context.Context, p *corev1.Pod, text []byte
 
 // complete publishes the output as the pod's log, then ends the pod with the exit code.
 func (k *standInKubelet) complete(ctx context.Context, p *corev1.Pod, out []byte, code int) {
-	if err := k.setLogs(ctx, p, out); err != nil {
+	if err := k.setLogs(ctx, p, out); err != nil && !k.gone(ctx, p) {
 		k.fail("logs of %s: %v", p.Name, err)
 	}
 	phase, reason := corev1.PodSucceeded, "Completed"
@@ -235,6 +243,31 @@ func (k *standInKubelet) complete(ctx context.Context, p *corev1.Pod, out []byte
 		for i := range st.Conditions {
 			if st.Conditions[i].Type == corev1.PodReady || st.Conditions[i].Type == corev1.ContainersReady {
 				st.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+	})
+}
+
+// probeReady is the readiness probe: once the engine answers GET /health, the pod is Ready.
+func (k *standInKubelet) probeReady(ctx context.Context, p *corev1.Pod) {
+	url := fmt.Sprintf("http://%s:%d/health", p.Status.PodIP, k8s.EnginePort)
+	for ctx.Err() == nil {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	k.patchStatus(ctx, p, func(st *corev1.PodStatus) {
+		for i := range st.ContainerStatuses {
+			st.ContainerStatuses[i].Ready = true
+		}
+		for i := range st.Conditions {
+			if st.Conditions[i].Type == corev1.PodReady || st.Conditions[i].Type == corev1.ContainersReady {
+				st.Conditions[i].Status = corev1.ConditionTrue
 			}
 		}
 	})
@@ -274,7 +307,9 @@ func (k *standInKubelet) patchStatus(ctx context.Context, p *corev1.Pod, edit fu
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	k.fail("status of %s not updated", p.Name)
+	if !k.gone(ctx, p) {
+		k.fail("status of %s not updated", p.Name)
+	}
 }
 
 // takeAllGPUs binds a pod holding every GPU to each node, as another workload would between
