@@ -28,12 +28,22 @@ func newInPodCmd() *cobra.Command {
 			if emit == "" {
 				return usageErr("--emit: the result file to print is required")
 			}
+			// A fresh working directory: the subcommand's relative paths (its --out, the result file)
+			// land there, so two of them never share files.
+			dir, err := os.MkdirTemp("", "gpuvet-pod-")
+			if err != nil {
+				return failedErr("%v", err)
+			}
+			defer os.RemoveAll(dir)
+			if !filepath.IsAbs(emit) {
+				emit = filepath.Join(dir, emit)
+			}
 			if plan != "" {
 				b, err := base64.StdEncoding.DecodeString(plan)
 				if err != nil {
 					return usageErr("--plan: not base64: %v", err)
 				}
-				f := filepath.Join(os.TempDir(), "gpuvet-plan.yaml")
+				f := filepath.Join(dir, "plan.yaml")
 				if err := os.WriteFile(f, b, 0o600); err != nil {
 					return failedErr("--plan: %v", err)
 				}
@@ -44,6 +54,7 @@ func newInPodCmd() *cobra.Command {
 				return failedErr("%v", err)
 			}
 			c := exec.CommandContext(cmd.Context(), self, args...)
+			c.Dir = dir
 			c.Stdout, c.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 			runErr := c.Run()
 			// The result is emitted whatever the exit code: a flagged or failed run still measured.
@@ -65,6 +76,6 @@ func newInPodCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&plan, "plan", "", "the resolved plan as base64 YAML, passed to the subcommand with -c")
-	cmd.Flags().StringVar(&emit, "emit", "", "the result file to print between markers when the subcommand ends")
+	cmd.Flags().StringVar(&emit, "emit", "", "the result file to print between markers when the subcommand ends (relative: in the subcommand's fresh working directory)")
 	return cmd
 }

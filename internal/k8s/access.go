@@ -31,13 +31,13 @@ func (p Permission) String() string {
 }
 
 // Needs lists what a run asks of the API: the namespace, the node and pod listings that choose
-// nodes, and inside the namespace the objects it creates, watches, reads logs of, and deletes.
+// nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes.
 func Needs(cache, secret bool) []Permission {
 	p := []Permission{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
 		{Verb: "list", Resource: "nodes"}, {Verb: "list", Resource: "pods"},
 	}
-	for _, v := range []string{"create", "get", "list", "watch", "delete"} {
+	for _, v := range []string{"create", "get", "list", "delete"} {
 		p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true})
 	}
 	p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true})

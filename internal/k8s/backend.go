@@ -304,7 +304,8 @@ func (h *nodeHost) Provision(ctx context.Context) error {
 // health phase's result, not the host's end.
 func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 	r := h.r
-	const out = "/tmp/gpuvet-health.json"
+	// Relative paths: in-pod runs the subcommand in a fresh working directory.
+	const out = "health.json"
 	args := append([]string{"in-pod", "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}, r.opt.HealthArgs...)
 	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
 	h.say("health: %d GPUs", h.node.Free)
@@ -462,7 +463,7 @@ func (h *nodeHost) loadEngine(ctx context.Context, mi, slot, tp int, model, pod 
 		return ep, nil
 	}
 	ep.URL = fmt.Sprintf("http://%s:%d", p.Status.PodIP, EnginePort)
-	const out = "/tmp/gpuvet-out"
+	const out = "out" // relative: in-pod's fresh working directory
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
 		"run", "--backend", "endpoint", "--url", ep.URL, "--model", model, "--out", out, "--set", "health.enabled=false"}
 	j := gpuvetJob(r.opt.RunID, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(slot)), RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
