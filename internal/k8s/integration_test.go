@@ -268,12 +268,13 @@ func TestKubernetesMissingRBACPermission(t *testing.T) {
 	e.assertNothingLeft(t, state)
 }
 
-func TestKubernetesUnschedulableFailsFast(t *testing.T) {
-	e := setup(t)
-	e.standIn(t, func(k *standInKubelet) { k.hog = true })
+// failsFast runs gpuvet with the stand-in kubelet in a failure mode and checks that every node
+// failed, quickly, with an error holding each of want, and that nothing is left.
+func (e *env) failsFast(t *testing.T, mode func(*standInKubelet), extra []string, want ...string) {
+	e.standIn(t, mode)
 	out, state := t.TempDir(), t.TempDir()
 	start := time.Now()
-	log, code := e.gpuvet(t, state, e.runArgs(out)...)
+	log, code := e.gpuvet(t, state, e.runArgs(out, extra...)...)
 	took := time.Since(start)
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, log)
@@ -283,34 +284,28 @@ func TestKubernetesUnschedulableFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, h := range s.Hosts {
-		if !strings.Contains(h.Error, "Unschedulable") || !strings.Contains(h.Error, "Insufficient nvidia.com/gpu") {
-			t.Errorf("host %s error %q, want the scheduler's reason", h.Name, h.Error)
+		for _, w := range want {
+			if !strings.Contains(h.Error, w) {
+				t.Errorf("host %s error %q, want %q", h.Name, h.Error, w)
+			}
 		}
 	}
+	t.Logf("failed in %s", took.Round(100*time.Millisecond))
 	if took > 90*time.Second {
-		t.Errorf("took %s: an unschedulable pod must fail within seconds, not at a timeout", took)
+		t.Errorf("took %s: a pod that cannot start must fail within seconds, not at a timeout", took)
 	}
 	e.assertNothingLeft(t, state)
 }
 
+func TestKubernetesUnschedulableFailsFast(t *testing.T) {
+	e := setup(t)
+	e.failsFast(t, func(k *standInKubelet) { k.hog = true }, nil, "Unschedulable", "Insufficient nvidia.com/gpu")
+}
+
 func TestKubernetesCrashLoopFailsFast(t *testing.T) {
 	e := setup(t)
-	e.standIn(t, func(k *standInKubelet) { k.crash = true })
-	out, state := t.TempDir(), t.TempDir()
-	log, code := e.gpuvet(t, state, e.runArgs(out, "--set", "health.enabled=false")...)
-	if code != 1 {
-		t.Fatalf("exit %d, want 1:\n%s", code, log)
-	}
-	s, err := results.Read(filepath.Join(out, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, h := range s.Hosts {
-		if !strings.Contains(h.Error, "CrashLoopBackOff") || !strings.Contains(h.Error, "larger than the maximum number of tokens") {
-			t.Errorf("host %s error %q, want CrashLoopBackOff with the last log lines", h.Name, h.Error)
-		}
-	}
-	e.assertNothingLeft(t, state)
+	e.failsFast(t, func(k *standInKubelet) { k.crash = true }, []string{"--set", "health.enabled=false"},
+		"CrashLoopBackOff", "larger than the maximum number of tokens")
 }
 
 func TestKubernetesKillThenClean(t *testing.T) {
