@@ -37,7 +37,7 @@ func Needs(cache, secret bool) []Permission {
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
 		{Verb: "list", Resource: "nodes"}, {Verb: "list", Resource: "pods"},
 	}
-	for _, v := range []string{"create", "get", "list", "delete"} {
+	for _, v := range []string{"create", "get", "list", "delete", "deletecollection"} {
 		p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true})
 	}
 	p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true})

@@ -110,9 +110,18 @@ func (k *standInKubelet) stop() {
 		c.Wait()
 	}
 	k.procs = map[types.UID]*exec.Cmd{}
+	ctx := context.Background()
 	for _, h := range k.hogs {
 		zero := int64(0)
-		k.cs.CoreV1().Pods("default").Delete(context.Background(), h, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		k.cs.CoreV1().Pods("default").Delete(ctx, h, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	}
+	for _, h := range k.hogs { // gone before the next test chooses nodes
+		for i := 0; i < 100; i++ {
+			if _, err := k.cs.CoreV1().Pods("default").Get(ctx, h, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 	}
 }
 
