@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,15 @@ func TestCTRF(t *testing.T) {
 	}
 	if !nodeFlag || !skipped {
 		t.Errorf("node-to-node flag %v, skipped node %v", nodeFlag, skipped)
+	}
+	// The HTML report has the fleet's own section: node columns, the skipped node.
+	var html bytes.Buffer
+	if err := RenderHTML(s, &html); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Node to node", "<th>node-b</th>", "<b>node-c</b>: no free GPU"} {
+		if !strings.Contains(html.String(), want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
 	}
 }
