@@ -29,6 +29,10 @@ type healthFlags struct {
 	simStragglerPct float64
 	failOnFlag      bool
 	opts            health.Options
+	// Interconnect: the simulator's link fault, captured topology text, and the libnccl to load.
+	simLinkFault         string
+	topoFile, nvlinkFile string
+	ncclLib              string
 }
 
 func newHealthCmd() *cobra.Command {
@@ -40,6 +44,9 @@ func newHealthCmd() *cobra.Command {
 row remapping, PCIe link, clock-event reasons, XIDs), cuBLAS GEMM (FP32, TF32, BF16), pinned PCIe
 H2D/D2H and HBM bandwidth against the detected GPU's datasheet peak, an optional GEMM burn with
 1 Hz telemetry, and DCGM diagnostics when dcgmi is installed.
+With two or more GPUs: the NVLink/PCIe topology (links, paths, error counters before and after),
+peer-to-peer copy bandwidth per pair against its links, and an NCCL all-reduce (busbw as nccl-tests)
+where a libnccl.so.2 is found (--nccl-lib).
 
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
@@ -54,6 +61,10 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.IntVar(&f.simCount, "sim-count", 4, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", 30, "how much slower the straggler is (%)")
+	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
+	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured `nvidia-smi topo -m` for the GPU pairs' paths")
+	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured `nvidia-smi nvlink -s` for each GPU's links")
+	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the all-reduce (default: the library path, then Python environments' nvidia-nccl wheels)")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
 	o := &f.opts
 	fl.IntVar(&o.ExpectGPUs, "expect-gpus", 0, "flag when the GPU count differs (0: no check)")
@@ -68,6 +79,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", 25, "GPU-to-GPU tolerance for GEMM (%)")
 	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", 25, "GPU-to-GPU tolerance for PCIe (%)")
 	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
+	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0.5, "flag a peer copy or all-reduce below this share of its link's peak (0-1)")
+	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", 25, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
 
@@ -90,6 +103,12 @@ func (f healthFlags) validate() error {
 		return usageErr("--min-pcie-gbps must be ≥ 0 and the variance percentages between 0 and 100")
 	case f.sim && (f.simCount < 1 || f.simCount > 64):
 		return usageErr("--sim-count %d: want 1 to 64", f.simCount)
+	case o.MinLinkRatio <= 0 || o.MinLinkRatio > 1 || o.LinkVariancePct <= 0 || o.LinkVariancePct >= 100:
+		return usageErr("--min-link-ratio must be in (0, 1] and --link-variance-pct between 0 and 100")
+	case (f.topoFile != "" || f.nvlinkFile != "") && f.xml == "":
+		return usageErr("--nvidia-smi-topo and --nvidia-smi-nvlink go with --nvidia-smi-xml (on a live host NVML reads the links)")
+	case f.simLinkFault != "" && !f.sim:
+		return usageErr("--sim-link-fault needs --sim")
 	}
 	return nil
 }
@@ -112,6 +131,9 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	}
 	defer src.Close()
 	if c, ok := bench.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	if c, ok := f.opts.Links.(interface{ Close() error }); ok {
 		defer c.Close()
 	}
 	f.opts.Progress = cmd.ErrOrStderr()
@@ -140,6 +162,13 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 		if err != nil {
 			return nil, nil, usageErr("%v", err)
 		}
+		if f.topoFile != "" || f.nvlinkFile != "" {
+			ic, err := gpu.FromLinkCaptures(f.topoFile, f.nvlinkFile)
+			if err != nil {
+				return nil, nil, usageErr("%v", err)
+			}
+			src = gpu.WithLinks(src, ic)
+		}
 		return src, nil, nil
 	case f.sim:
 		f.opts.Source = "sim"
@@ -156,6 +185,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 	if f.opts.SkipBench && f.opts.Burn == 0 {
 		return src, nil, nil
 	}
+	f.opts.Links = openPeer(f.ncclLib)
 	r, err := cuda.Open()
 	if err != nil {
 		return src, health.Unavailable{Err: err}, nil
@@ -166,9 +196,20 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1})
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)
 	}
+	f.opts.Links = health.SimLinks{Fleet: fleet}
 	return fleet, health.SimBench{Fleet: fleet}, nil
+}
+
+// openPeer opens the GPU-to-GPU runner; where the CUDA driver does not load, every pair says why.
+func openPeer(ncclLib string) health.LinkRunner {
+	p, err := cuda.OpenPeer()
+	if err != nil {
+		return health.UnavailableLinks{Err: err}
+	}
+	p.NCCLLib = ncclLib
+	return p
 }

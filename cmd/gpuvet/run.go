@@ -25,6 +25,7 @@ type planFlags struct {
 	sim, failOnFlag, saveBaseline                      bool
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
+	simLinkFault, ncclLib                              string
 	parallel, simGPUs, simStraggler, gpuCount          int
 }
 
@@ -42,11 +43,13 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
 	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
-	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, generic (with --engine-cmd)")
-	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization}")
+	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, transformers, generic (with --engine-cmd)")
+	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
 	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
 	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
+	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 }
 
 // flagPaths maps run's flags to the config keys they set.
@@ -56,6 +59,7 @@ var flagPaths = map[string]string{
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
 	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
+	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 }
 
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,

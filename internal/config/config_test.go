@@ -112,6 +112,8 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
 		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys dir, offline", `got "3"`}},
 		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"flag:--set", "model_cache", "want off"}},
+		{"sim link fault", "sim:\n  gpus: 2\n  link_fault: 2:down\n", nil, nil, []string{"bad.yaml", "sim.link_fault", "GPU 0..1"}},
+		{"sim link fault kind", "", []string{"sim.link_fault=1:flaky"}, nil, []string{"flag:--set", "sim.link_fault", "down|slow|errors"}},
 		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
 	}
 	for _, tt := range tests {

@@ -40,10 +40,10 @@ type Config struct {
 
 // Engine says how a serving engine is launched per GPU (or per tp group).
 type Engine struct {
-	// Kind: vllm, sglang, trtllm (built-in templates) or generic (Command below).
+	// Kind: vllm, sglang, trtllm, transformers (built-in templates) or generic (Command below).
 	Kind string `yaml:"kind"`
 	// Command is the launch template for kind generic; placeholders {model} {port} {gpu} {tp}
-	// {max_model_len} {gpu_memory_utilization}. Also overrides a built-in template when set.
+	// {max_model_len} {gpu_memory_utilization} {front}. Also overrides a built-in template when set.
 	Command string `yaml:"command"`
 	// ExtraArgs are appended to the launch command line.
 	ExtraArgs []string `yaml:"extra_args"`
@@ -133,6 +133,8 @@ type Health struct {
 	PCIeExpectedWidth int      `yaml:"pcie_expected_width"` // 0: strict current-vs-max
 	Burn              Duration `yaml:"burn"`                // 0: no burn
 	DCGM              DCGM     `yaml:"dcgm"`
+	// NCCLLib is the libnccl.so.2 for the all-reduce; "": the library path, then Python environments.
+	NCCLLib string `yaml:"nccl_lib"`
 }
 
 // DCGM is `dcgmi diag`.
@@ -195,6 +197,8 @@ type Sim struct {
 	// StragglerPct is how much slower the straggler is.
 	StragglerPct float64 `yaml:"straggler_pct"`
 	Seed         int64   `yaml:"seed"`
+	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
+	LinkFault string `yaml:"link_fault"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of

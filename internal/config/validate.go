@@ -2,12 +2,30 @@ package config
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
 // Phases are the names --fail-in accepts.
 var Phases = []string{"discover", "health", "serve", "warmup", "load", "functional", "judge", "write"}
+
+// linkFaultRe is the form of sim.link_fault (the simulator's sim.parseLinkFault is the rule's home;
+// this catches a typo before anything starts).
+var linkFaultRe = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
+
+func validLinkFault(s string, gpus int) bool {
+	if s == "" {
+		return true
+	}
+	m := linkFaultRe.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(m[1])
+	return err == nil && n < gpus
+}
 
 // check is one rule over a resolved value.
 type check struct {
@@ -26,7 +44,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes"), "want local, endpoint, sim or kubernetes"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
-		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "generic"), "want vllm, sglang, trtllm or generic"},
+		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "transformers", "generic"), "want vllm, sglang, trtllm, transformers or generic"},
 		{"engine.command", c.Engine.Kind == "generic" && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
@@ -76,6 +94,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 	}
 	for ref, models := range c.Reference {
 		for m, g := range models {

@@ -14,15 +14,22 @@ import (
 	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
-// Benchmark sizes. SGEMM follows the seed (n=16384, 1 warm-up + 10 timed); the tensor GEMMs run more
-// iterations because each one is short; copies follow the seed's PCIe test (256 MiB × 20).
+// Benchmark sizes, chosen on an H200 side by side with PyTorch (docs/microbench-h200.md): each is the
+// size at which cuBLAS reaches its best on that card. SGEMM follows the seed (n=16384, 1 warm-up + 10
+// timed); TF32 peaks at n=8192 (about 12 % above n=16384) and BF16 at n=4096 (about 3 % above 8192),
+// each with enough iterations to run for a tenth of a second or more; copies follow the seed's PCIe test
+// (256 MiB × 20). The burn keeps n=8192: it must hold the card at full power, not peak for a moment.
 const (
 	sgemmN       = 16384
 	sgemmWarmup  = 1
 	sgemmIters   = 10
-	bf16N        = 8192
-	bf16Warmup   = 5
-	bf16Iters    = 50
+	tf32N        = 8192
+	tf32Warmup   = 5
+	tf32Iters    = 50
+	bf16N        = 4096
+	bf16Warmup   = 20
+	bf16Iters    = 300
+	burnN        = 8192
 	pcieBytes    = 256 << 20
 	pcieIters    = 20
 	hbmBytes     = 2 << 30
@@ -67,7 +74,7 @@ func (r *Runner) Describe(name string) string {
 	case "sgemm_fp32":
 		return fmt.Sprintf("cublasSgemm n=%d, %d warm-up + %d timed, CUDA events", sgemmN, sgemmWarmup, sgemmIters)
 	case "gemm_tf32":
-		return fmt.Sprintf("cublasSgemm with cublasSetMathMode(TF32_TENSOR_OP_MATH), n=%d, %d+%d iterations", sgemmN, sgemmWarmup, sgemmIters)
+		return fmt.Sprintf("cublasSgemm with cublasSetMathMode(TF32_TENSOR_OP_MATH), n=%d, %d+%d iterations", tf32N, tf32Warmup, tf32Iters)
 	case "gemm_bf16":
 		return fmt.Sprintf("cublasGemmEx BF16 in/out, compute 32F, n=%d, %d+%d iterations", bf16N, bf16Warmup, bf16Iters)
 	case "pcie_h2d", "pcie_d2h":
@@ -125,6 +132,12 @@ func (r *Runner) bind(g results.GPUInfo) (*device, error) {
 
 // Microbench runs one benchmark on one GPU and returns its figure: TFLOP/s for GEMMs, GB/s for copies.
 func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
+	return r.MicrobenchSized(ctx, g, name, 0)
+}
+
+// MicrobenchSized is Microbench at another size: n for GEMMs, bytes for copies (0: the default). The
+// side-by-side harness (bench/microbench) uses it to sweep sizes against other tools.
+func (r *Runner) MicrobenchSized(ctx context.Context, g results.GPUInfo, name string, size int) (float64, string, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, "", err
 	}
@@ -137,21 +150,27 @@ func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	or := func(def int) int {
+		if size > 0 {
+			return size
+		}
+		return def
+	}
 	switch name {
 	case "sgemm_fp32":
-		v, err := r.gemm(d, gemmFP32, sgemmN, sgemmWarmup, sgemmIters)
+		v, err := r.gemm(d, gemmFP32, or(sgemmN), sgemmWarmup, sgemmIters)
 		return v, "TFLOP/s", err
 	case "gemm_tf32":
-		v, err := r.gemm(d, gemmTF32, sgemmN, sgemmWarmup, sgemmIters)
+		v, err := r.gemm(d, gemmTF32, or(tf32N), tf32Warmup, tf32Iters)
 		return v, "TFLOP/s", err
 	case "gemm_bf16":
-		v, err := r.gemm(d, gemmBF16, bf16N, bf16Warmup, bf16Iters)
+		v, err := r.gemm(d, gemmBF16, or(bf16N), bf16Warmup, bf16Iters)
 		return v, "TFLOP/s", err
 	case "pcie_h2d", "pcie_d2h":
-		v, err := r.pcie(name == "pcie_h2d")
+		v, err := r.pcie(name == "pcie_h2d", uint64(or(pcieBytes)))
 		return v, "GB/s", err
 	case "hbm_d2d":
-		v, err := r.hbm()
+		v, err := r.hbm(uint64(or(hbmBytes)))
 		return v, "GB/s", err
 	}
 	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(Names, ", "))
@@ -167,7 +186,7 @@ func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m, err := r.newGEMM(d, gemmBF16, bf16N)
+	m, err := r.newGEMM(d, gemmBF16, burnN)
 	if err != nil {
 		return 0, err
 	}
@@ -178,7 +197,7 @@ func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
 		if err != nil {
 			return rate(flops, secs), err
 		}
-		flops += 2 * math.Pow(bf16N, 3) * burnBatch
+		flops += 2 * math.Pow(burnN, 3) * burnBatch
 		secs += s
 	}
 	return rate(flops, secs), nil
@@ -389,24 +408,24 @@ func FillRandom(b []byte, bf16 bool, seed uint64) {
 	}
 }
 
-func (r *Runner) pcie(h2d bool) (float64, error) {
+func (r *Runner) pcie(h2d bool, size uint64) (float64, error) {
 	a := r.a
-	h, err := r.allocPinned(pcieBytes)
+	h, err := r.allocPinned(size)
 	if err != nil {
 		return 0, err
 	}
 	defer a.cuMemFreeHost(h.p)
 	clear(h.bytes()) // touch every page so the first copy does not pay for faults
 	var dptr uint64
-	if err := a.cuErr("cuMemAlloc 256 MiB", a.cuMemAlloc(&dptr, pcieBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB", size>>20), a.cuMemAlloc(&dptr, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(dptr)
 	copyOnce := func() error {
 		if h2d {
-			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, pcieBytes, 0))
+			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, size, 0))
 		}
-		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, pcieBytes, 0))
+		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, size, 0))
 	}
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
@@ -415,22 +434,22 @@ func (r *Runner) pcie(h2d bool) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return float64(pcieBytes) * pcieIters / secs / 1e9, nil
+	return float64(size) * pcieIters / secs / 1e9, nil
 }
 
-func (r *Runner) hbm() (float64, error) {
+func (r *Runner) hbm(size uint64) (float64, error) {
 	a := r.a
 	var src, dst uint64
-	if err := a.cuErr("cuMemAlloc 2 GiB (HBM source)", a.cuMemAlloc(&src, hbmBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (HBM source)", size>>20), a.cuMemAlloc(&src, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(src)
-	if err := a.cuErr("cuMemAlloc 2 GiB (HBM destination)", a.cuMemAlloc(&dst, hbmBytes)); err != nil {
+	if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (HBM destination)", size>>20), a.cuMemAlloc(&dst, size)); err != nil {
 		return 0, err
 	}
 	defer a.cuMemFree(dst)
 	copyOnce := func() error {
-		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, hbmBytes, 0))
+		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, size, 0))
 	}
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
@@ -440,5 +459,5 @@ func (r *Runner) hbm() (float64, error) {
 		return 0, err
 	}
 	// Each byte copied is read once and written once.
-	return 2 * float64(hbmBytes) * hbmIters / secs / 1e9, nil
+	return 2 * float64(size) * hbmIters / secs / 1e9, nil
 }

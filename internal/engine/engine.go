@@ -70,6 +70,9 @@ func Start(s Spec) (*Engine, error) {
 		return nil, err
 	}
 	s.Vars.Port = port
+	if s.Vars.Front, err = writeFront(tmpl, dirOf(s.LogPath)); err != nil {
+		return nil, err
+	}
 	argv, err := Expand(tmpl, s.Vars)
 	if err != nil {
 		return nil, err

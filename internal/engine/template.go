@@ -11,7 +11,7 @@ import (
 )
 
 // Templates are the built-in launch command lines. Placeholders: {model} {port} {gpu} {tp}
-// {max_model_len} {gpu_memory_utilization}. They are split into words before substitution and run
+// {max_model_len} {gpu_memory_utilization} {front} (the path of gpuvet's transformers front script). They are split into words before substitution and run
 // without a shell, so a value can never inject a command.
 var Templates = map[string]string{
 	"vllm": "vllm serve {model} --host 127.0.0.1 --port {port} --tensor-parallel-size {tp} " +
@@ -20,13 +20,29 @@ var Templates = map[string]string{
 		"--tp-size {tp} --context-length {max_model_len} --mem-fraction-static {gpu_memory_utilization}",
 	"trtllm": "trtllm-serve {model} --host 127.0.0.1 --port {port} --tp_size {tp} " +
 		"--max_seq_len {max_model_len} --kv_cache_free_gpu_memory_fraction {gpu_memory_utilization}",
+	// transformers: gpuvet's own thin OpenAI front (front/transformers_front.py, written next to the
+	// engine log as {front}) over transformers' continuous-batching engine. Where transformers[serving]
+	// is installed, engine.command can run `transformers serve` instead (see docs/engines.md).
+	"transformers": "python3 {front} --model {model} --host 127.0.0.1 --port {port} " +
+		"--max-model-len {max_model_len} --gpu-memory-utilization {gpu_memory_utilization}",
 }
 
 // VersionCommands print the engine's version on stdout.
 var VersionCommands = map[string]string{
-	"vllm":   `python3 -c "import vllm; print(vllm.__version__)"`,
-	"sglang": `python3 -c "import sglang; print(sglang.__version__)"`,
-	"trtllm": `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
+	"vllm":         `python3 -c "import vllm; print(vllm.__version__)"`,
+	"sglang":       `python3 -c "import sglang; print(sglang.__version__)"`,
+	"trtllm":       `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
+	"transformers": `python3 -c "import transformers; print(transformers.__version__)"`,
+}
+
+// APIGaps says, per engine kind, what its OpenAI API lacks compared with vLLM's: the run records it
+// with the model and the report shows it, so a parameter the engine refuses (HTTP 400 naming it) is
+// read as unsupported, not as a fault of the machine.
+var APIGaps = map[string]string{
+	"transformers": "gpuvet's transformers front lacks, compared with vLLM: n > 1 and best_of, logprobs, echo, " +
+		"stop strings and stop_token_ids, tools and response_format, logit_bias and penalties, per-request sampling " +
+		"(greedy only: temperature 0, top_p 1), batched prompts, prefix caching and tensor parallelism; " +
+		"each is refused with HTTP 400 naming the parameter",
 }
 
 // Vars are the values substituted into a template.
@@ -37,6 +53,7 @@ type Vars struct {
 	TP                   int
 	MaxModelLen          int
 	GPUMemoryUtilization float64
+	Front                string // path of the written front script; set by Start when the template names {front}
 }
 
 func (v Vars) table() map[string]string {
@@ -51,6 +68,7 @@ func (v Vars) table() map[string]string {
 		"{tp}":                     strconv.Itoa(v.TP),
 		"{max_model_len}":          strconv.Itoa(v.MaxModelLen),
 		"{gpu_memory_utilization}": strconv.FormatFloat(v.GPUMemoryUtilization, 'f', -1, 64),
+		"{front}":                  v.Front,
 	}
 }
 
@@ -71,7 +89,7 @@ func Expand(tmpl string, v Vars) ([]string, error) {
 		}
 		if a := strings.Index(w, "{"); a >= 0 {
 			if b := strings.Index(w[a:], "}"); b > 0 && isPlaceholder(w[a+1:a+b]) {
-				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization}", w[a:a+b+1], tmpl)
+				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}", w[a:a+b+1], tmpl)
 			}
 		}
 		words[i] = w

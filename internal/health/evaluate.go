@@ -39,6 +39,7 @@ func Evaluate(h *results.Health, o Options) {
 			Reason: fmt.Sprintf("found %d GPU(s), expected %d: check `nvidia-smi -L` and dmesg for a card that fell off the bus, or fix --expect-gpus", len(h.GPUs), o.ExpectGPUs)})
 	}
 	judgeDCGM(h)
+	judgeInterconnect(h, o)
 	h.Comparisons = compareAll(h, o)
 	for _, c := range h.Comparisons {
 		for _, cell := range c.Values {
@@ -86,8 +87,11 @@ func gpuStatus(gh *results.GPUHealth) results.Status {
 	if gh.Burn != nil && gh.Burn.Error != "" {
 		st = results.StatusFailed
 	}
-	if len(gh.Flags) > 0 {
+	for _, f := range gh.Flags {
 		st = results.Worse(st, results.StatusFlag)
+		if failingChecks[f.Check] {
+			st = results.StatusFailed
+		}
 	}
 	return st
 }

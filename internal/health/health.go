@@ -50,6 +50,9 @@ type Options struct {
 	MinPCIeGBps     float64       // default 8 (the seed's pcie_bw.min_gbs)
 	GEMMVariancePct float64       // GPU-to-GPU tolerance for GEMM, default 25
 	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
+	Links           LinkRunner    // GPU-to-GPU copies and all-reduce; nil: topology only
+	MinLinkRatio    float64       // flag a peer copy or all-reduce below this share of its link's peak, default 0.5
+	LinkVariancePct float64       // pair-to-pair tolerance of the copy ratio, default 25
 	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
 	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
 }
@@ -73,6 +76,12 @@ func (o *Options) defaults() {
 	if o.PCIeVariancePct <= 0 {
 		o.PCIeVariancePct = 25
 	}
+	if o.MinLinkRatio <= 0 {
+		o.MinLinkRatio = 0.5
+	}
+	if o.LinkVariancePct <= 0 {
+		o.LinkVariancePct = 25
+	}
 }
 
 // Run is the health phase of one host. It never returns nil and never stops at the first problem:
@@ -89,12 +98,16 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 		h.GPUs = append(h.GPUs, results.GPUHealth{GPU: g})
 	}
 	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
+	readInterconnect(src, h)
 
 	switch {
 	case bench == nil && !o.SkipBench:
 		h.Notes = append(h.Notes, fmt.Sprintf("microbenchmarks not run: no GPU to run them on (source %s)", o.Source))
 	case bench != nil && !o.SkipBench:
 		forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { runBenches(ctx, bench, gh, o) })
+	}
+	if o.Links != nil && !o.SkipBench {
+		runLinks(ctx, o.Links, h, o)
 	}
 	if o.Burn > 0 {
 		if bench == nil {
@@ -106,6 +119,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 			}
 		}
 	}
+	rereadLinkErrors(src, h)
 	h.DCGM = runDCGM(ctx, o)
 	if ctx.Err() != nil {
 		h.Notes = append(h.Notes, "interrupted: the figures above are what was measured before the stop")

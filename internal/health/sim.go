@@ -57,6 +57,20 @@ func (u Unavailable) Microbench(context.Context, results.GPUInfo, string) (float
 
 func (u Unavailable) Burn(context.Context, results.GPUInfo) (float64, error) { return 0, u.Err }
 
+// UnavailableLinks is a LinkRunner for a host whose CUDA driver does not load: every measurement
+// fails with Err, so the result says why.
+type UnavailableLinks struct{ Err error }
+
+func (u UnavailableLinks) PeerCopy(context.Context, results.GPUInfo, results.GPUInfo) (float64, float64, error) {
+	return 0, 0, u.Err
+}
+
+func (u UnavailableLinks) AllReduce(context.Context, []results.GPUInfo, []int64) (*results.AllReduce, error) {
+	return nil, u.Err
+}
+
+func (u UnavailableLinks) Describe() string { return "" }
+
 // Lister is a source whose inventory is read once and cannot fail (the shape of pipeline.Source).
 type Lister interface {
 	GPUs() []results.GPUInfo
@@ -72,3 +86,31 @@ type lister struct{ l Lister }
 func (a lister) GPUs() ([]results.GPUInfo, error)          { return a.l.GPUs(), nil }
 func (a lister) Sample(i int) (results.PowerSample, error) { return a.l.Sample(i) }
 func (a lister) Close() error                              { return a.l.Close() }
+
+// PeerFleet is the simulator's GPU-to-GPU shape (sim.Fleet): by GPU index, no context.
+type PeerFleet interface {
+	PeerCopy(a, b int) (uni, bi float64, err error)
+	AllReduce(sizes []int64) []results.AllReduceSize
+}
+
+// SimLinks adapts the simulator's Fleet to LinkRunner.
+type SimLinks struct{ Fleet PeerFleet }
+
+func (s SimLinks) PeerCopy(ctx context.Context, a, b results.GPUInfo) (float64, float64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	return s.Fleet.PeerCopy(a.Index, b.Index)
+}
+
+func (s SimLinks) AllReduce(ctx context.Context, gpus []results.GPUInfo, sizes []int64) (*results.AllReduce, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &results.AllReduce{Status: results.StatusOK, Lib: "simulated", GPUs: len(gpus), Dtype: "float32",
+		Sizes: s.Fleet.AllReduce(sizes), Params: "simulated ring all-reduce (the slowest GPU's links bound the bus bandwidth)"}, nil
+}
+
+func (s SimLinks) Describe() string {
+	return "simulated (the pair's NVLink peak × a measured H200 efficiency)"
+}

@@ -29,6 +29,7 @@ func Render(w io.Writer, h *results.Health) {
 	renderBench(w, h)
 	renderBurn(w, h)
 	renderCompare(w, h)
+	renderInterconnect(w, h)
 	renderDCGM(w, h)
 	renderFlags(w, h)
 	fmt.Fprintf(w, "\nhealth status: %s\n", strings.ToUpper(string(h.Status)))

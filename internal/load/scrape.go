@@ -16,8 +16,8 @@ import (
 
 // Server-side gauges by engine: running requests, queued requests, KV-cache use (0..1).
 var (
-	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "gpuvet_sim_running"}
-	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "gpuvet_sim_waiting"}
+	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "transformers_cb:num_requests_running", "gpuvet_sim_running"}
+	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "transformers_cb:num_requests_waiting", "gpuvet_sim_waiting"}
 	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "gpuvet_sim_kv_cache_usage"}
 )
 

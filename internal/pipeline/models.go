@@ -100,6 +100,9 @@ func (r *run) engineKind() string {
 func (r *run) model(ctx context.Context, id string, sps []slotPlan, version string) {
 	m := results.Model{Model: id, Status: results.StatusOK,
 		Engine: results.EngineInfo{Kind: r.engineKind(), Version: version, TP: max(1, r.cfg.Engine.TP)}}
+	if gap := engine.APIGaps[m.Engine.Kind]; gap != "" && r.cfg.Engine.Command == "" {
+		m.Notes = append(m.Notes, gap)
+	}
 	var mine []slotPlan
 	for _, sp := range sps {
 		if slices.Contains(sp.cfg.Models, id) {
@@ -264,6 +267,11 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
 	ep.Load, ep.Power = ld, pw
+	if sol, note := speedOfLight(slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
+		ep.SpeedOfLight = sol
+	} else if note != "" {
+		ep.SpeedOfLight = &results.SpeedOfLight{Note: note} // why there is no bound, for the report
+	}
 	if ld != nil {
 		if werr := results.WriteJSON(filepath.Join(r.out, rel+".json"), ld); werr == nil {
 			ep.RawLoadFile = rel + ".json"

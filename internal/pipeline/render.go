@@ -13,17 +13,17 @@ import (
 // gates look at, then every flag with its reason, then caveats. summary.json has everything.
 func Render(w io.Writer, s *results.Summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tGPU\tSTATUS\tSYNC TTFT p95\tSYNC ITL p95\tPEAK tok/s\tSUSTAINED req/s\tPOWER mean\ttok/J\tAPI SUITE\tREADY IN")
+	fmt.Fprintln(tw, "MODEL\tGPU\tSTATUS\tSYNC TTFT p95\tSYNC ITL p95\tPEAK tok/s\t% SOL\tSUSTAINED req/s\tPOWER mean\ttok/J\tAPI SUITE\tREADY IN")
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			if len(m.Endpoints) == 0 {
 				fmt.Fprintf(tw, "%s\t-\t%s\t%s\n", m.Model, m.Status, firstLines(m.Error, 1))
 			}
 			for _, e := range m.Endpoints {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Model, gpuList(e.GPUs), e.Status,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Model, gpuList(e.GPUs), e.Status,
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
-					peak(e.Load), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
+					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
 					fmt.Sprintf("%.1f s", e.ProvisionSeconds))
 			}
 		}
@@ -114,6 +114,14 @@ func peak(l *results.Load) string {
 		s += " (≥, lower bound)"
 	}
 	return s
+}
+
+// sol is the measured peak as % of the roofline bound at the batch the engine ran, and the bound.
+func sol(s *results.SpeedOfLight) string {
+	if s == nil || s.BoundOutputTokS == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
 }
 
 func sustained(l *results.Load) string {

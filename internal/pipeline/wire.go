@@ -58,6 +58,7 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 		switch name {
 		case "sim":
 			bench = health.SimBench{Fleet: fleet}
+			o.Links = health.SimLinks{Fleet: fleet}
 			o.DCGM = false // no dcgmi for virtual GPUs; said in the notes below
 		case "nvml":
 			if r, err := cuda.Open(); err != nil {
@@ -65,6 +66,13 @@ func NewDeps(cfg config.Config, progress io.Writer) Deps {
 			} else {
 				defer r.Close()
 				bench = r
+			}
+			if p, err := cuda.OpenPeer(); err != nil {
+				o.Links = health.UnavailableLinks{Err: err}
+			} else {
+				defer p.Close()
+				p.NCCLLib = c.Health.NCCLLib
+				o.Links = p
 			}
 		}
 		h := health.Run(ctx, src, bench, o)
@@ -101,7 +109,7 @@ func discover(c config.Config) (Source, string, *sim.Fleet, error) {
 	switch s {
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed})
+			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}

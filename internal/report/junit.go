@@ -242,6 +242,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 			}
 		}
 		su.Cases = append(su.Cases, compareCases(class, hh.Comparisons, g.GPU.Index, pool)...)
+		su.Cases = append(su.Cases, nvlinkCase(class, hh, g.GPU.Index, pool)...)
 		for _, f := range pool.rest() {
 			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
 		}
@@ -261,6 +262,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 	if hh.ExpectGPUs > 0 {
 		su.Cases = append(su.Cases, failCase(class, "health.gpu_count", pool.take("count")))
 	}
+	su.Cases = append(su.Cases, interconnectCases(class, hh, pool)...)
 	if hh.Error != "" {
 		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "health.phase", Error: &junitProblem{Message: hh.Error, Type: "health"}})
 	}

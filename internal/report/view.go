@@ -94,6 +94,7 @@ type healthView struct {
 	DCGMStatus            string
 	Compare               *compareTable
 	Burn                  template.HTML
+	Links                 *linksView // GPU interconnect (nil: not read)
 }
 
 type invRow struct {
@@ -128,6 +129,7 @@ type modelView struct {
 
 type epRow struct {
 	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Provision, Error string
+	SOL, SOLTip                                                                      string // % of speed-of-light, and how it was bounded
 	LogTail, LogFile                                                                 string // shown with the error
 	Gates                                                                            []cell
 	LowerBound                                                                       bool

@@ -146,6 +146,11 @@ func buildHealth(h *results.Health, large bool) *healthView {
 		hv.Burn = LineChart{Title: "Power during the burn, per GPU", XLabel: "seconds", YLabel: "W", Series: burn, Refs: powerRefs(h)}.SVG()
 	}
 	hv.Compare = compares(h.Comparisons)
+	pairFlags := map[string]bool{}
+	for _, f := range h.Flags {
+		pairFlags[f.Subject] = true
+	}
+	hv.Links = buildLinks(h, pairFlags)
 	return hv
 }
 

@@ -131,6 +131,15 @@ func endpointRow(e results.Endpoint, cols []string) epRow {
 			r.TokPerJ = num(e.Power.TokensPerJoule)
 		}
 	}
+	r.SOL = "—"
+	if s := e.SpeedOfLight; s != nil {
+		r.SOLTip = s.Note
+		if s.BoundOutputTokS > 0 {
+			r.SOL = fmt.Sprintf("%.1f %% of %s", s.Percent, num(s.BoundOutputTokS))
+			r.SOLTip = fmt.Sprintf("bound %s tok/s (%s-bound on the %s datasheet, tp %d) at batch %.1f: %s; %.0f prompt / %.0f output tokens per request; model from %s",
+				num(s.BoundOutputTokS), s.Limit, s.GPU, s.TP, s.Batch, s.BatchSource, s.PromptTokens, s.OutputTokens, s.Model)
+		}
+	}
 	if e.ProvisionSeconds > 0 {
 		r.Provision = num(e.ProvisionSeconds) + " s"
 	}

@@ -86,6 +86,9 @@ type Health struct {
 	Flags       []Flag      `json:"flags,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
 	Error       string      `json:"error,omitempty"`
+
+	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
+	Interconnect *Interconnect `json:"interconnect,omitempty"`
 }
 
 // GPUHealth is one GPU's inventory plus its measured figures.

@@ -38,7 +38,7 @@ type Model struct {
 
 // EngineInfo says what served the model and how it was started (secrets redacted).
 type EngineInfo struct {
-	Kind    string `json:"kind"` // "vllm", "sglang", "trtllm", "generic", "endpoint", "sim"
+	Kind    string `json:"kind"` // "vllm", "sglang", "trtllm", "transformers", "generic", "endpoint", "sim"
 	Version string `json:"version,omitempty"`
 	Command string `json:"command,omitempty"` // the launch command line, secrets redacted
 	TP      int    `json:"tp,omitempty"`
@@ -51,17 +51,18 @@ type Endpoint struct {
 	URL     string `json:"url,omitempty"`
 	Binding string `json:"binding,omitempty"` // numactl binding of engine and load, or why none
 	// ProvisionSeconds is engine start -> first real completion (informational, never gated).
-	ProvisionSeconds float64     `json:"provision_seconds,omitempty"`
-	Load             *Load       `json:"load,omitempty"`
-	Functional       *Functional `json:"functional,omitempty"`
-	Power            *Power      `json:"power,omitempty"`
-	Verdicts         []Verdict   `json:"verdicts,omitempty"`
-	RawLoadFile      string      `json:"raw_load_file,omitempty"` // relative to the summary's directory
-	LogFile          string      `json:"log_file,omitempty"`
-	LogTail          string      `json:"log_tail,omitempty"` // on failure: the end of the engine log, redacted
-	Status           Status      `json:"status"`
-	Flags            []Flag      `json:"flags,omitempty"`
-	Error            string      `json:"error,omitempty"`
+	ProvisionSeconds float64       `json:"provision_seconds,omitempty"`
+	Load             *Load         `json:"load,omitempty"`
+	Functional       *Functional   `json:"functional,omitempty"`
+	Power            *Power        `json:"power,omitempty"`
+	SpeedOfLight     *SpeedOfLight `json:"speed_of_light,omitempty"`
+	Verdicts         []Verdict     `json:"verdicts,omitempty"`
+	RawLoadFile      string        `json:"raw_load_file,omitempty"` // relative to the summary's directory
+	LogFile          string        `json:"log_file,omitempty"`
+	LogTail          string        `json:"log_tail,omitempty"` // on failure: the end of the engine log, redacted
+	Status           Status        `json:"status"`
+	Flags            []Flag        `json:"flags,omitempty"`
+	Error            string        `json:"error,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
@@ -228,6 +229,24 @@ type Power struct {
 	TokensPerJoule  float64       `json:"tokens_per_joule,omitempty"` // output tokens per joule at peak rung ("tokens per watt·s")
 	Samples         []PowerSample `json:"samples,omitempty"`
 	Note            string        `json:"note,omitempty"`
+}
+
+// SpeedOfLight is the roofline bound of output tok/s for this GPU × model at the batch the engine
+// ran (datasheet HBM bandwidth for the weights and KV reads, datasheet BF16 FLOP/s), and the
+// measured peak as a percentage of it.
+type SpeedOfLight struct {
+	BoundOutputTokS    float64 `json:"bound_output_tok_s"`
+	MeasuredOutputTokS float64 `json:"measured_output_tok_s"`
+	Percent            float64 `json:"percent"`
+	Limit              string  `json:"limit"`         // "memory" or "compute": the side that bounds the step
+	Batch              float64 `json:"batch"`         // sequences in flight at the measured peak
+	BatchSource        string  `json:"batch_source"`  // how Batch was found
+	PromptTokens       float64 `json:"prompt_tokens"` // mean, of the peak run
+	OutputTokens       float64 `json:"output_tokens"` // mean, of the peak run
+	TP                 int     `json:"tp"`
+	GPU                string  `json:"gpu"`   // catalog key of the datasheet used
+	Model              string  `json:"model"` // where the architecture came from
+	Note               string  `json:"note,omitempty"`
 }
 
 // Functional is the API conformance suite against one endpoint. A suite that cannot run is failed.

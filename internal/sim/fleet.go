@@ -19,6 +19,7 @@ type FleetConfig struct {
 	StragglerIndex int     // the GPU that is slower; -1: none
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
+	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
 }
 
 // Fleet is a set of virtual GPUs whose power, clock and temperature follow the load of the engines
@@ -29,6 +30,9 @@ type Fleet struct {
 	start time.Time
 	mu    sync.Mutex
 	gpus  []vgpu
+	// fault is the parsed LinkFault; linkReads counts Interconnect reads (the "errors" fault grows with them).
+	fault     linkFault
+	linkReads int
 }
 
 type vgpu struct {
@@ -72,7 +76,14 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
 		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
 	}
-	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count)}
+	fault, err := parseLinkFault(cfg.LinkFault, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	if fault.gpu >= 0 && fault.kind != "slow" && g.NVLinks() == 0 {
+		return nil, fmt.Errorf("link fault %q: the %s has no NVLink; only the slow kind applies", cfg.LinkFault, g.Key)
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}

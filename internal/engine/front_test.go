@@ -1,0 +1,205 @@
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/functional"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// pythonWithAiohttp finds a python3 that can import aiohttp (the front's one dependency without
+// torch), or skips: CI installs python3-aiohttp; a machine without it still runs every other test.
+func pythonWithAiohttp(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{"python3", "/usr/bin/python3"} {
+		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import aiohttp").Run() == nil {
+			return path
+		}
+	}
+	t.Skip("no python3 with aiohttp (apt-get install python3-aiohttp): the transformers front's tests skip")
+	return ""
+}
+
+// startFront launches the transformers kind's real template with the front's fake generator (no torch).
+func startFront(t *testing.T, py string, maxLen int) *engine.Engine {
+	t.Helper()
+	dir := t.TempDir()
+	tmpl := strings.Replace(engine.Templates["transformers"], "python3", py, 1)
+	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl, ExtraArgs: []string{"--generator", "fake", "--fake-step-ms", "2"},
+		Vars:    engine.Vars{Model: "gpuvet/fake", Port: 18600, GPUs: []int{0}, TP: 1, MaxModelLen: maxLen, GPUMemoryUtilization: 0.9},
+		LogPath: filepath.Join(dir, "front.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(5 * time.Second) })
+	if _, err := e.WaitReady(context.Background(), "gpuvet/fake", 60*time.Second); err != nil {
+		t.Fatalf("front not ready: %v\n%s", err, e.LogTail(30))
+	}
+	if _, err := os.Stat(filepath.Join(dir, engine.FrontFile)); err != nil {
+		t.Errorf("the front script was not written next to the log: %v", err)
+	}
+	return e
+}
+
+// The functional suite, unchanged, passes against the front: chat, max_tokens with finish_reason
+// "length", [DONE], unknown model 4xx, context overflow 4xx, concurrent isolation.
+func TestTransformersFrontPassesFunctionalSuite(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	e := startFront(t, py, 512)
+	f := functional.Run(context.Background(), functional.Options{URL: e.URL, Model: "gpuvet/fake", MaxModelLen: 512, Timeout: 20 * time.Second})
+	if f.Status != results.StatusOK {
+		t.Fatalf("functional suite: %s %s %+v\n%s", f.Status, f.Error, f.Tests, e.LogTail(30))
+	}
+	if len(f.Tests) != 6 {
+		t.Fatalf("want 6 tests, got %+v", f.Tests)
+	}
+}
+
+func post(t *testing.T, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(resp.Header.Get("Content-Type"), "event-stream") {
+		defer resp.Body.Close()
+		var b []byte
+		b, _ = readAll(resp)
+		return resp, b
+	}
+	return resp, nil
+}
+
+func readAll(resp *http.Response) ([]byte, error) {
+	var sb strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		sb.WriteString(sc.Text() + "\n")
+	}
+	return []byte(sb.String()), sc.Err()
+}
+
+// Streaming: one chunk per token, the usage chunk with stream_options.include_usage, [DONE] last;
+// ignore_eos keeps a request that would stop early going to max_tokens; unsupported parameters are
+// refused with 400 naming them, never silently ignored.
+func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	e := startFront(t, py, 256)
+	resp, _ := post(t, e.URL+"/v1/completions", `{"model":"gpuvet/fake","prompt":"count","max_tokens":7,"stream":true,"stream_options":{"include_usage":true}}`)
+	defer resp.Body.Close()
+	var chunks []map[string]any
+	done := false
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		if line == "" {
+			continue
+		}
+		if line == "[DONE]" {
+			done = true
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("chunk %q: %v", line, err)
+		}
+		chunks = append(chunks, m)
+	}
+	if !done || len(chunks) != 7+2 {
+		t.Fatalf("want 7 token chunks + finish + usage and [DONE], got %d chunks, done=%v: %v", len(chunks), done, chunks)
+	}
+	usage, _ := chunks[len(chunks)-1]["usage"].(map[string]any)
+	if usage == nil || usage["completion_tokens"].(float64) != 7 || usage["prompt_tokens"].(float64) != 1 {
+		t.Errorf("usage chunk: %v", chunks[len(chunks)-1])
+	}
+	if fr := chunks[len(chunks)-2]["choices"].([]any)[0].(map[string]any)["finish_reason"]; fr != "length" {
+		t.Errorf("finish_reason %v, want length", fr)
+	}
+
+	// The fake stops a prompt ending in STOP after 3 tokens (EOS), unless ignore_eos.
+	for _, c := range []struct {
+		ignore bool
+		want   float64
+		finish string
+	}{{false, 2, "stop"}, {true, 20, "length"}} {
+		body := `{"model":"gpuvet/fake","prompt":"please STOP","max_tokens":20,"ignore_eos":` + map[bool]string{false: "false", true: "true"}[c.ignore] + `}`
+		_, b := post(t, e.URL+"/v1/completions", body)
+		var out struct {
+			Choices []struct {
+				FinishReason string `json:"finish_reason"`
+			}
+			Usage struct {
+				CompletionTokens float64 `json:"completion_tokens"`
+			}
+		}
+		if err := json.Unmarshal(b, &out); err != nil || len(out.Choices) != 1 {
+			t.Fatalf("ignore_eos=%v: %s (%v)", c.ignore, b, err)
+		}
+		if out.Usage.CompletionTokens != c.want || out.Choices[0].FinishReason != c.finish {
+			t.Errorf("ignore_eos=%v: %v tokens, finish %s; want %v, %s", c.ignore, out.Usage.CompletionTokens, out.Choices[0].FinishReason, c.want, c.finish)
+		}
+	}
+
+	for _, c := range []struct{ body, param string }{
+		{`{"model":"gpuvet/fake","prompt":"x","n":2}`, "n"},
+		{`{"model":"gpuvet/fake","prompt":"x","temperature":0.7}`, "temperature"},
+		{`{"model":"gpuvet/fake","prompt":"x","stop":["\n"]}`, "stop"},
+		{`{"model":"gpuvet/fake","prompt":"x","max_tokens":0}`, "max_tokens"},
+		{`{"model":"gpuvet/fake","prompt":{"a":1}}`, "prompt"},
+	} {
+		resp, b := post(t, e.URL+"/v1/completions", c.body)
+		if resp.StatusCode != 400 || !strings.Contains(string(b), `"param": "`+c.param+`"`) {
+			t.Errorf("%s: want 400 naming %s, got %d %s", c.body, c.param, resp.StatusCode, b)
+		}
+	}
+
+	// /tokenize counts like the generation path; /metrics carries the running gauge gpuvet scrapes.
+	_, b := post(t, e.URL+"/tokenize", `{"model":"gpuvet/fake","prompt":"hello world"}`)
+	if !strings.Contains(string(b), `"count": 2`) {
+		t.Errorf("/tokenize: %s", b)
+	}
+	mr, err := http.Get(e.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := readAll(mr)
+	mr.Body.Close()
+	if !strings.Contains(string(mb), "transformers_cb:num_requests_running 0") {
+		t.Errorf("/metrics: %s", mb)
+	}
+	// The engine's own timing log: one line per finished request.
+	log, _ := os.ReadFile(e.LogPath)
+	if n := strings.Count(string(log), "gpuvet-front done "); n < 4 {
+		t.Errorf("want a timing line per request in the log, got %d:\n%s", n, log)
+	}
+}
+
+// The transformers template runs the embedded front with every value gpuvet plans, and names no
+// placeholder the expander does not know.
+func TestTransformersTemplate(t *testing.T) {
+	argv, err := engine.Expand(engine.Templates["transformers"], engine.Vars{Model: "/models/q3", Port: 8123, GPUs: []int{1}, TP: 1,
+		MaxModelLen: 2048, GPUMemoryUtilization: 0.8, Front: "/out/logs/m/" + engine.FrontFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "python3 /out/logs/m/gpuvet-transformers-front.py --model /models/q3 --host 127.0.0.1 --port 8123 --max-model-len 2048 --gpu-memory-utilization 0.8"
+	if got := strings.Join(argv, " "); got != want {
+		t.Errorf("argv %q\nwant %q", got, want)
+	}
+	if !strings.Contains(engine.VersionCommands["transformers"], "transformers.__version__") {
+		t.Errorf("version command: %q", engine.VersionCommands["transformers"])
+	}
+	if !strings.Contains(string(engine.TransformersFront), "ContinuousBatchingManager") || !strings.Contains(engine.APIGaps["transformers"], "logprobs") {
+		t.Error("the embedded front or the API-gap note is missing")
+	}
+}
