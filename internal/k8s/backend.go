@@ -388,6 +388,9 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	}
 	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: r.cfg.Engine.Kind, TP: tp}}
 	img := r.opt.EngineImage
+	if w := strings.Fields(r.cfg.Engine.Command); img == "" && len(w) > 0 && w[0] == "gpuvet" {
+		img = r.opt.Image // `gpuvet sim` as the engine runs from gpuvet's own image
+	}
 	if img == "" {
 		var err error
 		if img, err = DefaultEngineImage(r.cfg.Engine.Kind, r.cfg.Engine.Version); err != nil {
