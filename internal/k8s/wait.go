@@ -33,7 +33,9 @@ var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": tru
 // logs fetches a container's last lines for a crash-looping one.
 func podProblem(p *corev1.Pod, logs func(container string, previous bool) string) *PodError {
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		// "unbound immediate PersistentVolumeClaims" passes once the volume binds: not a verdict.
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+			!strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {
 			return &PodError{Pod: p.Name, Reason: "Unschedulable", Detail: c.Message}
 		}
 	}
