@@ -33,16 +33,19 @@ func newCleanCmd() *cobra.Command {
 	var cf configFlags
 	cmd := &cobra.Command{
 		Use:   "clean",
-		Short: "Remove what a killed multi-host run left behind (remote folders, VMs, …)",
+		Short: "Remove what a killed multi-host run left behind (Kubernetes namespaces, remote folders, VMs, …)",
 		Long: `A multi-host run writes every object to a run manifest before creating it (under
 $GPUVET_STATE_DIR, default ~/.local/state/gpuvet/runs) and removes the manifest when everything is
 gone. A run that was killed leaves it behind; clean removes what it still lists (on ssh hosts it
 stops a run still going there first; OpenNebula VMs are terminated, recover-deleted as the last
-resort), then the manifest. Safe to run twice.
+resort), then the manifest. On Kubernetes (--kubeconfig/--context, or --backend kubernetes) it
+also finds a run's namespace by its run label, so it works without the manifest too, and waits until
+everything is gone. Safe to run twice.
 
   gpuvet clean                                   every manifest in the state directory
   gpuvet clean --run 20261130T110000Z            one run's
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
+  gpuvet clean --kubeconfig ~/.kube/config       every gpuvet namespace left on the cluster, too
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
@@ -53,7 +56,11 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 				return err
 			}
 			cleanPlan = plan
-			byBackend, err := cleanManifests(cmd, backend, runID, files)
+			var label []string // backends that find leftovers without a manifest, by the run label
+			if backend == "" && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context")) {
+				label = append(label, "kubernetes")
+			}
+			byBackend, err := cleanManifests(cmd, backend, label, runID, files)
 			if err != nil {
 				return err
 			}
@@ -78,16 +85,19 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
 	cf.register(cmd)
+	registerKubeConnectFlags(cmd)
 	return cmd
 }
 
 // cleanManifests gathers the manifests to clean, by backend: the files given, else the state
-// directory's (filtered by backend and run id). A backend asked for by name is listed even with
-// no manifest, for cleaners that find leftovers without one.
-func cleanManifests(cmd *cobra.Command, backend, runID string, files []string) (map[string][]*fleet.Manifest, error) {
+// directory's (filtered by backend and run id). The backend asked for, and those in label, are
+// listed even with no manifest, for cleaners that find leftovers without one (Kubernetes, by label).
+func cleanManifests(cmd *cobra.Command, backend string, label []string, runID string, files []string) (map[string][]*fleet.Manifest, error) {
 	out := map[string][]*fleet.Manifest{}
-	if backend != "" {
-		out[backend] = nil
+	for _, b := range append(label, backend) {
+		if b != "" {
+			out[b] = nil
+		}
 	}
 	if len(files) > 0 {
 		for _, f := range files {

@@ -16,7 +16,7 @@ import (
 func init() { root.AddCommand(newReportCmd()) }
 
 type reportOpts struct {
-	html, pdf, junit, prom string
+	html, pdf, junit, prom, ctrf string
 }
 
 func newReportCmd() *cobra.Command {
@@ -43,6 +43,7 @@ check for CI systems; --prom writes a node-exporter textfile of the headline fig
 	cmd.Flags().StringVar(&o.html, "html", "", "write the HTML report here (default: report.html beside the summary when no output is given)")
 	cmd.Flags().StringVar(&o.pdf, "pdf", "", "write a PDF of the report here (needs Chromium)")
 	cmd.Flags().StringVar(&o.junit, "junit", "", "write JUnit XML here")
+	cmd.Flags().StringVar(&o.ctrf, "ctrf", "", "write CTRF JSON here (one test per gate, per node and GPU; the format aicr reports in)")
 	cmd.Flags().StringVar(&o.prom, "prom", "", "write a Prometheus textfile (node-exporter format) here")
 	return cmd
 }
@@ -52,7 +53,7 @@ func runReport(cmd *cobra.Command, path string, o reportOpts) error {
 	if err != nil {
 		return usageErr("reading the summary: %v: give the summary.json a gpuvet run wrote", err)
 	}
-	if o.html == "" && o.pdf == "" && o.junit == "" && o.prom == "" {
+	if o.html == "" && o.pdf == "" && o.junit == "" && o.prom == "" && o.ctrf == "" {
 		o.html = filepath.Join(filepath.Dir(path), "report.html")
 	}
 	out := cmd.OutOrStdout()
@@ -79,6 +80,12 @@ func runReport(cmd *cobra.Command, path string, o reportOpts) error {
 			return failedErr("writing JUnit XML: %v", err)
 		}
 		fmt.Fprintln(out, "wrote", o.junit)
+	}
+	if o.ctrf != "" {
+		if err := report.WriteCTRF(s, o.ctrf); err != nil {
+			return failedErr("writing CTRF JSON: %v", err)
+		}
+		fmt.Fprintln(out, "wrote", o.ctrf)
 	}
 	if o.prom != "" {
 		if err := report.WritePrometheus(s, o.prom); err != nil {

@@ -34,7 +34,7 @@ type planFlags struct {
 func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; a short profile unless load.* is set)")
-	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, ssh (--hosts/--inventory), opennebula (--endpoint)")
+	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint)")
 	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
@@ -138,6 +138,9 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 		return usageErr("%v", err)
 	}
 	defer lock.Release()
+	if plan.Config.Backend == "kubernetes" { // many nodes, one summary: run_kubernetes.go
+		return runKubernetes(cmd, plan)
+	}
 	if isRemoteBackend(plan.Config.Backend) {
 		return runRemotePlan(cmd, plan)
 	}

@@ -45,12 +45,12 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
 	checks := []check{
-		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "ssh", "opennebula"), "want local, endpoint, sim, ssh or opennebula"},
+		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula"), "want local, endpoint, sim, kubernetes, ssh or opennebula"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
 		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "transformers", "generic"), "want vllm, sglang, trtllm, transformers or generic"},
-		{"engine.command", c.Engine.Kind == "generic" && c.Backend == "local" && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
+		{"engine.command", c.Engine.Kind == "generic" && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
 		{"engine.max_model_len", c.Engine.MaxModelLen < 16, "want ≥ 16 tokens"},

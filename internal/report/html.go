@@ -90,6 +90,7 @@ func WriteDir(s *results.Summary, dir string, html, junit, prom bool) error {
 	}
 	if junit {
 		errs = append(errs, WriteJUnit(s, filepath.Join(dir, JUnitFile)))
+		errs = append(errs, WriteCTRF(s, filepath.Join(dir, CTRFFile))) // aicr's format, beside JUnit
 	}
 	if prom {
 		errs = append(errs, WritePrometheus(s, filepath.Join(dir, PrometheusFile)))

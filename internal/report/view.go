@@ -41,6 +41,7 @@ type page struct {
 	KPIs       []kpi
 	Hosts      []hostView
 	Baseline   *baselineView
+	Fleet      *fleetView // multi-host runs: skipped nodes and node-to-node comparisons
 	Caveats    []string
 	Thresholds []thresholdView
 	Settings   []kv
@@ -55,6 +56,24 @@ type overviewRow struct {
 }
 
 type thresholdView struct{ Name, Value, Source string }
+
+// fleetView is a multi-host run's own section.
+type fleetView struct {
+	Skipped []kv
+	Compare *compareTable
+}
+
+func buildFleet(s *results.Summary) *fleetView {
+	f := s.Fleet
+	if f == nil || (len(f.Skipped) == 0 && len(f.Comparisons) == 0) {
+		return nil
+	}
+	v := &fleetView{Compare: compares(f.Comparisons)}
+	for _, sk := range f.Skipped {
+		v.Skipped = append(v.Skipped, kv{sk.Name, sk.Reason})
+	}
+	return v
+}
 
 type hostView struct {
 	Name, Status, Error, Discovery string
@@ -195,6 +214,7 @@ func buildPage(s *results.Summary) *page {
 	if s.Baseline != nil {
 		p.Baseline = buildBaseline(s)
 	}
+	p.Fleet = buildFleet(s)
 	p.Caveats = caveats(s)
 	p.Thresholds = thresholds(s)
 	for _, k := range sortedKeys(s.Meta.Settings) {

@@ -301,9 +301,13 @@ func compares(cs []results.Compare) *compareTable {
 	}
 	t := &compareTable{}
 	gpus := map[int]bool{}
+	label := map[int]string{} // node-to-node comparisons name the host of each cell
 	for _, c := range cs {
 		for _, v := range c.Values {
 			gpus[v.GPU] = true
+			if v.Host != "" {
+				label[v.GPU] = v.Host
+			}
 		}
 	}
 	var idx []int
@@ -312,6 +316,10 @@ func compares(cs []results.Compare) *compareTable {
 	}
 	sort.Ints(idx)
 	for _, g := range idx {
+		if l, ok := label[g]; ok {
+			t.Cols = append(t.Cols, l)
+			continue
+		}
 		t.Cols = append(t.Cols, "gpu "+strconv.Itoa(g))
 	}
 	for _, c := range cs {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/k8s"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The load Jobs get the resolved plan as YAML (-c): it must load back to the same configuration.
+func TestPlanYAMLRoundTrip(t *testing.T) {
+	p, err := config.Load(config.Options{Sets: []string{"load.max_duration=7s", "gates.ttft_p95_ms=null", "engine.env.FOO=bar",
+		"reference.NVIDIA H200.Qwen/Qwen3-8B.ttft_p95_ms=90"},
+		Flags: []config.Flag{{Name: "--backend", Path: "backend", Value: "kubernetes"}, {Name: "--model", Path: "models", Value: "Qwen/Qwen3-8B"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(p.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "plan.yaml")
+	os.WriteFile(f, b, 0o600)
+	q, err := config.Load(config.Options{Files: []string{f}})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if !reflect.DeepEqual(p.Config, q.Config) {
+		t.Errorf("plan changed through YAML:\n%+v\n%+v", p.Config, q.Config)
+	}
+}
+
+// asGpuvet runs the test binary as gpuvet and returns its stdout, stderr and exit code.
+func asGpuvet(t *testing.T, args ...string) (string, string, int) {
+	self, _ := os.Executable()
+	c := exec.Command(self, args...)
+	c.Env = append(os.Environ(), "GPUVET_TEST_AS_GPUVET=1", "GPUVET_STATE_DIR="+t.TempDir())
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestRunKubernetesBadInputExit2(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tolerations", "=x"}, "--tolerations"},
+		{[]string{"--parallel-nodes", "0"}, "--parallel-nodes"},
+		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "--kubeconfig /nonexistent/kubeconfig"},
+	} {
+		args := append([]string{"run", "--backend", "kubernetes", "--model", "Qwen/Qwen3-8B", "--out", t.TempDir()}, c.args...)
+		_, stderr, code := asGpuvet(t, args...)
+		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, %q: want 2 naming %s", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// in-pod prints the subcommand's result between markers, where the CLI reads it back.
+func TestInPodEmitsResult(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "health.json")
+	stdout, stderr, code := asGpuvet(t, "in-pod", "--emit", f, "--", "health", "--sim", "--sim-count", "2", "--dcgm=false", "--out", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := k8s.ExtractResult([]byte(stdout))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stdout)
+	}
+	var h results.Health
+	if err := json.Unmarshal(b, &h); err != nil || len(h.GPUs) != 2 || h.Source != "sim" {
+		t.Errorf("health from the log: %v, %d GPUs, source %q", err, len(h.GPUs), h.Source)
+	}
+	if _, _, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-count", "1", "--dcgm=false"); code != exitFailed {
+		t.Errorf("no result file: exit %d, want 1", code)
+	}
+}

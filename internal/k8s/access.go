@@ -1,0 +1,82 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Permission is one verb on one resource that a run needs.
+type Permission struct {
+	Verb        string
+	Group       string // "" core, "batch", "storage.k8s.io"
+	Resource    string
+	Subresource string
+	Namespaced  bool // checked in the run's namespace, else cluster-wide
+}
+
+func (p Permission) String() string {
+	r := p.Resource
+	if p.Subresource != "" {
+		r += "/" + p.Subresource
+	}
+	if p.Group != "" {
+		r += "." + p.Group
+	}
+	return p.Verb + " " + r
+}
+
+// Needs lists what a run asks of the API: the namespace, the node and pod listings that choose
+// nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes.
+func Needs(cache, secret bool) []Permission {
+	p := []Permission{
+		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
+		{Verb: "list", Resource: "nodes"}, {Verb: "list", Resource: "pods"},
+	}
+	for _, v := range []string{"create", "get", "list", "delete", "deletecollection"} {
+		p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true})
+	}
+	p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true})
+	if cache {
+		p = append(p, Permission{Verb: "list", Group: "storage.k8s.io", Resource: "storageclasses"},
+			Permission{Verb: "create", Resource: "persistentvolumeclaims", Namespaced: true},
+			Permission{Verb: "get", Resource: "persistentvolumeclaims", Namespaced: true})
+	}
+	if secret {
+		p = append(p, Permission{Verb: "create", Resource: "secrets", Namespaced: true})
+	}
+	return p
+}
+
+// CheckAccess asks the API server, once per permission, whether the caller may do it
+// (SelfSubjectAccessReview), before anything is created. It names every missing permission.
+func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace string, needs []Permission) error {
+	var missing []string
+	for _, p := range needs {
+		ra := &authv1.ResourceAttributes{Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource}
+		if p.Namespaced {
+			ra.Namespace = namespace
+		}
+		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+			&authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("checking access (%s): %v", p, err)
+		}
+		if !r.Status.Allowed {
+			where := "cluster-wide"
+			if p.Namespaced {
+				where = "in namespace " + namespace
+			}
+			missing = append(missing, fmt.Sprintf("%s (%s)", p, where))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing RBAC permission: %s: grant them to this user or service account (a ClusterRole with these verbs), nothing was created",
+			strings.Join(missing, ", "))
+	}
+	return nil
+}

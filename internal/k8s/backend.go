@@ -1,0 +1,530 @@
+package k8s
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Options are the Kubernetes backend's inputs that are not in the plan.
+type Options struct {
+	RunID       string
+	Image       string // gpuvet's own image (--image)
+	EngineImage string // engine image; "" the kind's default (vllm/vllm-openai:<engine.version>)
+	Selection   Selection
+	// ParallelNodes bounds how many nodes run at once (--parallel-nodes).
+	ParallelNodes int
+	// KeepOnFailure keeps the namespace when the run failed (--keep-on-failure), for a post-mortem.
+	KeepOnFailure bool
+	// CacheSize is each node's model-cache PVC size ("off": no cache PVC).
+	CacheSize    string
+	StorageClass string // "" the cluster's default StorageClass
+	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
+	HealthArgs []string
+	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
+	JobTimeout time.Duration
+	StateDir   string // run manifests (fleet.StateDir)
+	Progress   func(format string, args ...any)
+}
+
+// AnnotationDefaultClass marks the default StorageClass.
+const AnnotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
+
+// Run is one Kubernetes run, checked and ready to create objects.
+type Run struct {
+	cl       *Cluster
+	cfg      config.Config
+	opt      Options
+	ns       string
+	planArg  string // the resolved plan, base64 YAML, passed to every load Job
+	nodes    []Node
+	skipped  []results.SkippedHost
+	class    string
+	size     resource.Quantity
+	tokenEnv string
+	man      *fleet.Manifest
+}
+
+// Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
+// StorageClass. Its errors are the user's to fix (exit 2).
+func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byte, opt Options) (*Run, error) {
+	if opt.Image == "" {
+		return nil, errors.New("--image: gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see README)")
+	}
+	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID), planArg: base64.StdEncoding.EncodeToString(planYAML)}
+	cache := !config.IsOff(opt.CacheSize)
+	if cache {
+		q, err := resource.ParseQuantity(opt.CacheSize)
+		if err != nil || q.Sign() <= 0 {
+			return nil, fmt.Errorf("--cache-size %q: want a size such as 100Gi, or off", opt.CacheSize)
+		}
+		r.size = q
+	}
+	if cfg.Engine.TokenEnv != "" && os.Getenv(cfg.Engine.TokenEnv) != "" {
+		r.tokenEnv = cfg.Engine.TokenEnv
+	}
+	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "")); err != nil {
+		return nil, err
+	}
+	nodes, skipped, err := ChooseNodes(ctx, cl.Client, opt.Selection)
+	if err != nil {
+		return nil, err
+	}
+	r.nodes, r.skipped = nodes, skipped
+	tp := max(1, cfg.Engine.TP)
+	for _, n := range nodes {
+		if n.Free < tp {
+			return nil, fmt.Errorf("node %s has %d free GPU(s), fewer than engine.tp=%d", n.Name, n.Free, tp)
+		}
+	}
+	if cache {
+		sc, err := r.storageClass(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r.class = sc
+	}
+	return r, nil
+}
+
+// storageClass is the named class, or the cluster's default one; none is an error naming the
+// settings (before anything is created).
+func (r *Run) storageClass(ctx context.Context) (string, error) {
+	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("listing StorageClasses: %v", err)
+	}
+	if r.opt.StorageClass != "" {
+		for _, sc := range l.Items {
+			if sc.Name == r.opt.StorageClass {
+				return sc.Name, nil
+			}
+		}
+		return "", fmt.Errorf("--storage-class %s: no such StorageClass (have: %s)", r.opt.StorageClass, classNames(l.Items))
+	}
+	for _, sc := range l.Items {
+		if sc.Annotations[AnnotationDefaultClass] == "true" {
+			return sc.Name, nil
+		}
+	}
+	return "", fmt.Errorf("no default StorageClass for the model cache (none has the %s annotation; have: %s): "+
+		"name one with --storage-class, or disable the cache PVC with --cache-size off", AnnotationDefaultClass, classNames(l.Items))
+}
+
+func classNames(l []storagev1.StorageClass) string {
+	var n []string
+	for _, sc := range l {
+		n = append(n, sc.Name)
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
+// Nodes are the chosen nodes; Skipped the others with their reasons.
+func (r *Run) Nodes() []Node                  { return r.nodes }
+func (r *Run) Skipped() []results.SkippedHost { return r.skipped }
+func (r *Run) NamespaceName() string          { return r.ns }
+func (r *Run) progress(format string, a ...any) {
+	if r.opt.Progress != nil {
+		r.opt.Progress(format, a...)
+	}
+}
+
+// Execute creates the namespace, runs every node (at most ParallelNodes at once) and deletes the
+// namespace at the end whatever happened (unless KeepOnFailure and something failed), waiting
+// until it is gone. failed tells whether to keep it (the caller judges).
+func (r *Run) Execute(ctx context.Context) ([]fleet.Outcome, error) {
+	dir := r.opt.StateDir
+	if dir == "" {
+		d, err := fleet.StateDir()
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+	}
+	man, err := fleet.NewManifest(dir, "kubernetes", r.opt.RunID, map[string]string{"context": r.cl.Context, "server": r.cl.Server})
+	if err != nil {
+		return nil, err
+	}
+	r.man = man
+	nsObj := fleet.Object{Kind: "Namespace", Name: r.ns}
+	if err := man.Record(nsObj); err != nil {
+		return nil, err
+	}
+	if _, err := r.cl.Client.CoreV1().Namespaces().Create(ctx, namespaceObject(r.opt.RunID), metav1.CreateOptions{}); err != nil {
+		man.Deleted(nsObj)
+		man.Finish()
+		return nil, fmt.Errorf("creating namespace %s: %v", r.ns, err)
+	}
+	r.progress("namespace %s created (run %s)", r.ns, r.opt.RunID)
+	if r.tokenEnv != "" {
+		if err := r.createTokenSecret(ctx); err != nil {
+			r.teardown(ctx, true)
+			return nil, err
+		}
+	}
+	hosts := make([]fleet.Host, len(r.nodes))
+	for i, n := range r.nodes {
+		hosts[i] = &nodeHost{r: r, node: n, index: i}
+	}
+	outs := fleet.Run(ctx, hosts, fleet.Options{Parallel: r.opt.ParallelNodes, Progress: r.opt.Progress})
+	failed := ctx.Err() != nil
+	for _, o := range outs {
+		failed = failed || o.Err != nil
+	}
+	if err := r.teardown(ctx, failed); err != nil {
+		return outs, err
+	}
+	return outs, nil
+}
+
+// teardown deletes the namespace and waits until it is gone (or keeps it on failure when asked).
+func (r *Run) teardown(ctx context.Context, failed bool) error {
+	if failed && r.opt.KeepOnFailure {
+		r.progress("keeping namespace %s for a post-mortem (--keep-on-failure); remove it with `gpuvet clean --run %s`", r.ns, r.opt.RunID)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := DeleteNamespace(ctx, r.cl.Client, r.ns); err != nil {
+		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
+	}
+	r.man.Deleted(fleet.Object{Kind: "Namespace", Name: r.ns})
+	for _, o := range r.man.Live() { // everything else lived in the namespace
+		r.man.Deleted(o)
+	}
+	r.progress("namespace %s deleted", r.ns)
+	return r.man.Finish()
+}
+
+// DeleteNamespace deletes a namespace (foreground) and waits until the API no longer has it.
+func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
+	fg := metav1.DeletePropagationForeground
+	err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	for {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still terminating after the wait (%v)", ctx.Err())
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+func (r *Run) createTokenSecret(ctx context.Context) error {
+	o := fleet.Object{Kind: "Secret", Namespace: r.ns, Name: tokenSecret}
+	if err := r.man.Record(o); err != nil {
+		return err
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecret, Labels: runLabels(r.opt.RunID, RoleCache, "")},
+		Type: corev1.SecretTypeOpaque, StringData: map[string]string{"HF_TOKEN": os.Getenv(r.tokenEnv)}}
+	if _, err := r.cl.Client.CoreV1().Secrets(r.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the hub-token Secret (from $%s): %v", r.tokenEnv, err)
+	}
+	return nil
+}
+
+// nodeHost is one GPU node as a fleet host.
+type nodeHost struct {
+	r      *Run
+	node   Node
+	index  int
+	pvc    string
+	health *results.Health
+}
+
+func (h *nodeHost) Name() string { return h.node.Name }
+
+func (h *nodeHost) say(format string, a ...any) {
+	h.r.progress("%s: %s", h.node.Name, fmt.Sprintf(format, a...))
+}
+
+// create records obj in the manifest, then creates it.
+func (h *nodeHost) record(kind, name string) error {
+	return h.r.man.Record(fleet.Object{Kind: kind, Namespace: h.r.ns, Name: name, Host: h.node.Name})
+}
+
+// Provision creates the node's model cache (PVC + one populate Job per model) and runs the
+// health Job on all its free GPUs.
+func (h *nodeHost) Provision(ctx context.Context) error {
+	r := h.r
+	cs := r.cl.Client
+	if r.class != "" {
+		pvc := cachePVC(r.opt.RunID, h.node.Name, r.class, r.size)
+		if err := h.record("PersistentVolumeClaim", pvc.Name); err != nil {
+			return err
+		}
+		if _, err := cs.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("model cache PVC: %v", err)
+		}
+		h.pvc = pvc.Name
+		for mi, model := range r.cfg.Models {
+			name := dnsName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
+			j := gpuvetJob(r.opt.RunID, name, RoleCache, h.node.Name, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
+			withCache(j, h.pvc, r.tokenEnv != "")
+			h.say("model cache: pulling %s into PVC %s (%s, %s)", model, h.pvc, r.class, r.size.String())
+			if _, err := h.runJob(ctx, j); err != nil {
+				return fmt.Errorf("model cache: %v", err)
+			}
+		}
+	}
+	if r.cfg.Health.Enabled {
+		h.health = h.runHealth(ctx)
+	}
+	return nil
+}
+
+// runHealth runs `gpuvet health` in a pod holding all the node's free GPUs. A failure is the
+// health phase's result, not the host's end.
+func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
+	r := h.r
+	// Relative paths: in-pod runs the subcommand in a fresh working directory.
+	const out = "health.json"
+	args := append([]string{"in-pod", "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}, r.opt.HealthArgs...)
+	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
+	h.say("health: %d GPUs", h.node.Free)
+	b, err := h.runJob(ctx, j)
+	if err != nil && b == nil {
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
+	}
+	var hr results.Health
+	if uerr := json.Unmarshal(b, &hr); uerr != nil {
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error()}
+	}
+	return &hr
+}
+
+// runJob records and creates a gpuvet Job, waits for it, and returns the result it emitted
+// (nil when it emitted none; the error then says why).
+func (h *nodeHost) runJob(ctx context.Context, j jobObject) ([]byte, error) {
+	r := h.r
+	if err := h.record("Job", j.Name); err != nil {
+		return nil, err
+	}
+	if _, err := r.cl.Client.BatchV1().Jobs(r.ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("creating job %s: %v", j.Name, err)
+	}
+	timeout := r.opt.JobTimeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	log, err := WaitJob(ctx, r.cl.Client, r.ns, j.Name, timeout)
+	res, xerr := ExtractResult(log)
+	if xerr != nil {
+		res = nil
+		if err == nil && j.Labels[LabelRole] != RoleCache {
+			err = fmt.Errorf("job %s: %v", j.Name, xerr)
+		}
+	}
+	return res, err
+}
+
+// Run serves each model on the node (one engine pod per GPU or tp GPUs), waits until every
+// replica is Ready, runs one load Job per engine (run.parallel_gpus at a time) and assembles the
+// node's summary from theirs.
+func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
+	r := h.r
+	gpus := make([]results.GPUInfo, h.node.Free)
+	// GPU feature discovery writes the nvidia-smi name with dashes for spaces ("NVIDIA-H200"); the
+	// reference table and the accelerator overrides key on the nvidia-smi name.
+	name := strings.ReplaceAll(h.node.Product, "-", " ")
+	if name == "" {
+		name = string(GPUResource)
+	}
+	for i := range gpus {
+		gpus[i] = results.GPUInfo{Index: i, Name: name, UUID: fmt.Sprintf("%s/gpu-%d", h.node.Name, i), NUMANode: -1}
+	}
+	host := results.Host{Name: h.node.Name, Health: h.health,
+		Discovery: results.Discovery{Source: "kubernetes", GPUs: gpus,
+			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q", h.node.Free, h.node.Allocatable, h.node.Product)}}
+	sum := &results.Summary{SchemaVersion: results.SchemaVersion, Hosts: []results.Host{host}}
+	for mi, model := range r.cfg.Models {
+		m, meta, err := h.serveModel(ctx, mi, model, gpus)
+		sum.Hosts[0].Models = append(sum.Hosts[0].Models, m)
+		if meta != nil {
+			sum.Meta = *meta
+		}
+		if err != nil {
+			return sum, err
+		}
+	}
+	return sum, nil
+}
+
+// serveModel runs one model's engines and load on the node.
+func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
+	r := h.r
+	cs := r.cl.Client
+	tp := max(1, r.cfg.Engine.TP)
+	nslots := h.node.Free / tp
+	if c := r.cfg.Run.GPUCount; c > 0 {
+		nslots = min(nslots, c/tp)
+	}
+	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: r.cfg.Engine.Kind, TP: tp}}
+	img := r.opt.EngineImage
+	if w := strings.Fields(r.cfg.Engine.Command); img == "" && len(w) > 0 && w[0] == "gpuvet" {
+		img = r.opt.Image // `gpuvet sim` as the engine runs from gpuvet's own image
+	}
+	if img == "" {
+		var err error
+		if img, err = DefaultEngineImage(r.cfg.Engine.Kind, r.cfg.Engine.Version); err != nil {
+			m.Error = err.Error()
+			return m, nil, err
+		}
+	}
+	es := EngineSpec{Kind: r.cfg.Engine.Kind, Command: r.cfg.Engine.Command, Image: img, ExtraArgs: r.cfg.Engine.ExtraArgs,
+		Model: model, TP: tp, MaxModelLen: r.cfg.Engine.MaxModelLen, GPUMemoryUtilization: r.cfg.Engine.GPUMemoryUtilization,
+		Env: r.cfg.Engine.Env, CachePVC: h.pvc}
+	var pods []string
+	start := time.Now()
+	for s := range nslots {
+		name := dnsName("engine", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s))
+		pod, err := enginePod(r.opt.RunID, name, h.node.Name, s, es, r.opt.Selection.Tolerations)
+		if err != nil {
+			m.Error = err.Error()
+			return m, nil, err
+		}
+		m.Engine.Command = strings.Join(pod.Spec.Containers[0].Command, " ")
+		if err := h.record("Pod", name); err != nil {
+			return m, nil, err
+		}
+		if _, err := cs.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			m.Error = fmt.Sprintf("creating engine pod %s: %v", name, err)
+			return m, nil, errors.New(m.Error)
+		}
+		pods = append(pods, name)
+	}
+	defer h.deletePods(context.WithoutCancel(ctx), pods)
+	h.say("%s: %d engine pod(s) (%s), waiting for Ready", model, len(pods), img)
+	if err := WaitPodsReady(ctx, cs, r.ns, pods, r.cfg.Engine.ReadyTimeout.D()); err != nil {
+		m.Error = "engines not ready: " + err.Error()
+		return m, nil, errors.New(m.Error)
+	}
+	ready := time.Since(start)
+	h.say("%s: %d engine pod(s) Ready in %.1fs; load", model, len(pods), ready.Seconds())
+	eps := make([]results.Endpoint, len(pods))
+	metas := make([]*results.Meta, len(pods))
+	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
+	var wg sync.WaitGroup
+	for s, pod := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			eps[s], metas[s] = h.loadEngine(ctx, mi, s, tp, model, pod, gpus, ready)
+		}()
+	}
+	wg.Wait()
+	m.Endpoints = eps
+	var meta *results.Meta
+	for _, mt := range metas {
+		if mt != nil {
+			meta = mt
+			break
+		}
+	}
+	return m, meta, nil
+}
+
+// loadEngine runs the load Job against one engine pod and returns its endpoint result.
+func (h *nodeHost) loadEngine(ctx context.Context, mi, slot, tp int, model, pod string, gpus []results.GPUInfo, ready time.Duration) (results.Endpoint, *results.Meta) {
+	r := h.r
+	ep := results.Endpoint{GPUName: gpus[0].Name}
+	for g := slot * tp; g < (slot+1)*tp; g++ {
+		ep.GPUs = append(ep.GPUs, g)
+	}
+	p, err := r.cl.Client.CoreV1().Pods(r.ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil || p.Status.PodIP == "" {
+		ep.Error = fmt.Sprintf("engine pod %s has no address (%v)", pod, err)
+		return ep, nil
+	}
+	ep.URL = fmt.Sprintf("http://%s:%d", p.Status.PodIP, EnginePort)
+	const out = "out" // relative: in-pod's fresh working directory
+	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
+		"run", "--backend", "endpoint", "--url", ep.URL, "--model", model, "--out", out, "--set", "health.enabled=false"}
+	j := gpuvetJob(r.opt.RunID, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(slot)), RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
+	b, err := h.runJob(ctx, j)
+	if b == nil {
+		ep.Error = fmt.Sprintf("load job against %s: %v", pod, err)
+		return ep, nil
+	}
+	s, perr := results.Parse(b)
+	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
+		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", pod, perr)
+		return ep, nil
+	}
+	got := s.Hosts[0].Models[0].Endpoints[0]
+	got.GPUs, got.GPUName, got.URL = ep.GPUs, ep.GPUName, ep.URL
+	got.Binding = "kubernetes: engine pod " + pod + ", load job " + j.Name + " on node " + h.node.Name
+	got.ProvisionSeconds = ready.Seconds() + got.ProvisionSeconds
+	got.RawLoadFile, got.LogFile = "", ""
+	if err != nil && got.Error == "" {
+		got.Error = err.Error()
+	}
+	return got, &s.Meta
+}
+
+// deletePods deletes engine pods and waits until they are gone, so their GPUs are free again.
+func (h *nodeHost) deletePods(ctx context.Context, pods []string) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cs := h.r.cl.Client
+	for _, p := range pods {
+		if err := cs.CoreV1().Pods(h.r.ns).Delete(ctx, p, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+			for {
+				if _, err := cs.CoreV1().Pods(h.r.ns).Get(ctx, p, metav1.GetOptions{}); apierrors.IsNotFound(err) || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(pollEvery)
+			}
+			h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: h.r.ns, Name: p, Host: h.node.Name})
+		}
+	}
+}
+
+// Cleanup deletes what is left of the node's pods and Jobs (the namespace goes at the end).
+func (h *nodeHost) Cleanup(ctx context.Context) error {
+	if h.r.opt.KeepOnFailure {
+		return nil
+	}
+	cs := h.r.cl.Client
+	sel := LabelNode + "=" + labelValue(h.node.Name)
+	bg := metav1.DeletePropagationBackground
+	err1 := cs.BatchV1().Jobs(h.r.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel})
+	err2 := cs.CoreV1().Pods(h.r.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
+	return errors.Join(ignoreNotFound(err1), ignoreNotFound(err2))
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,235 @@
+package k8s
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func gpuNode(name string, gpus int64, mods ...func(*corev1.Node)) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{ProductLabel: "NVIDIA-H200"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	for _, m := range mods {
+		m(n)
+	}
+	return n
+}
+
+func gpuPod(node string, gpus int64) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "user-" + node, Namespace: "default"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+}
+
+func TestChooseNodes(t *testing.T) {
+	cs := fake.NewClientset(
+		gpuNode("a", 8), gpuNode("b", 8), gpuNode("cpu", 0),
+		gpuNode("cordoned", 8, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
+		gpuNode("tainted", 8, func(n *corev1.Node) {
+			n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+		}),
+		gpuNode("full", 4), gpuPod("full", 4), gpuPod("b", 3),
+	)
+	nodes, skipped, err := ChooseNodes(context.Background(), cs, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 2 || nodes[0].Name != "a" || nodes[0].Free != 8 || nodes[1].Name != "b" || nodes[1].Free != 5 || nodes[0].Product != "NVIDIA-H200" {
+		t.Errorf("nodes %+v", nodes)
+	}
+	why := map[string]string{}
+	for _, s := range skipped {
+		why[s.Name] = s.Reason
+	}
+	for n, want := range map[string]string{"cordoned": "cordoned", "tainted": "not tolerated", "full": "no free GPU: 4 of 4"} {
+		if !strings.Contains(why[n], want) {
+			t.Errorf("%s skipped as %q, want %q", n, why[n], want)
+		}
+	}
+	if _, ok := why["cpu"]; ok {
+		t.Errorf("a CPU node is not a skipped GPU node: %v", why)
+	}
+	tols, err := ParseTolerations("nvidia.com/gpu=present:NoSchedule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, skipped, _ = ChooseNodes(context.Background(), cs, Selection{Tolerations: tols, Max: 2})
+	if len(nodes) != 2 || nodes[1].Name != "b" {
+		t.Errorf("with --nodes 2: %+v", nodes)
+	}
+	for _, s := range skipped {
+		if s.Name == "tainted" && !strings.Contains(s.Reason, "past --nodes 2") {
+			t.Errorf("tainted: %s", s.Reason)
+		}
+	}
+	if _, _, err := ChooseNodes(context.Background(), cs, Selection{Selector: "pool=none"}); err == nil || !strings.Contains(err.Error(), "no GPU node") {
+		t.Errorf("no match: %v", err)
+	}
+	if _, _, err := ChooseNodes(context.Background(), cs, Selection{Selector: "a b"}); err == nil || !strings.Contains(err.Error(), "--node-selector") {
+		t.Errorf("bad selector: %v", err)
+	}
+}
+
+func TestParseTolerations(t *testing.T) {
+	for _, bad := range []string{"=v", "k:Sometimes"} {
+		if _, err := ParseTolerations(bad); err == nil || !strings.Contains(err.Error(), "--tolerations") {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	tl, err := ParseTolerations("a, b=c:NoExecute, *")
+	if err != nil || len(tl) != 3 || tl[0].Operator != corev1.TolerationOpExists || tl[1].Value != "c" || tl[2].Key != "" {
+		t.Errorf("%+v %v", tl, err)
+	}
+	if !tolerates(tl[2], corev1.Taint{Key: "x", Effect: corev1.TaintEffectNoSchedule}) || tolerates(tl[1], corev1.Taint{Key: "b", Value: "d", Effect: corev1.TaintEffectNoExecute}) {
+		t.Error("toleration match")
+	}
+}
+
+func TestCheckAccessNamesMissing(t *testing.T) {
+	cs := fake.NewClientset()
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)
+		ra := r.Spec.ResourceAttributes
+		r.Status.Allowed = !(ra.Verb == "create" && ra.Resource == "jobs") && !(ra.Verb == "delete" && ra.Resource == "namespaces")
+		return true, r, nil
+	})
+	err := CheckAccess(context.Background(), cs, "gpuvet-x", Needs(true, false))
+	if err == nil || !strings.Contains(err.Error(), "missing RBAC permission: delete namespaces (cluster-wide), create jobs.batch (in namespace gpuvet-x)") {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestPodProblem(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0"}}
+	if podProblem(p, nil) != nil {
+		t.Error("a new pod has no problem")
+	}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+		Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}}
+	if pe := podProblem(p, nil); pe == nil || pe.Reason != "Unschedulable" || !strings.Contains(pe.Error(), "Insufficient nvidia.com/gpu") {
+		t.Errorf("%v", pe)
+	}
+	p.Status.Conditions = nil
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", RestartCount: 5,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+	pe := podProblem(p, func(c string, prev bool) string { return "ValueError: no KV cache\n" + c })
+	if pe == nil || pe.Reason != "CrashLoopBackOff" || !strings.Contains(pe.Detail, "restarted 5 times, last exit 1") || !strings.Contains(pe.Detail, "ValueError: no KV cache") {
+		t.Errorf("%v", pe)
+	}
+	p.Status.ContainerStatuses[0].LastTerminationState.Terminated.Reason = "OOMKilled"
+	if pe := podProblem(p, nil); pe == nil || pe.Reason != "OOMKilled" {
+		t.Errorf("%v", pe)
+	}
+	p.Status.ContainerStatuses[0] = corev1.ContainerStatus{Name: "engine", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"vllm/vllm-openai:v9\""}}}
+	if pe := podProblem(p, nil); pe == nil || pe.Reason != "ImagePullBackOff" || !strings.Contains(pe.Detail, "vllm-openai:v9") {
+		t.Errorf("%v", pe)
+	}
+	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
+	if pe := podProblem(p, nil); pe != nil {
+		t.Errorf("ContainerCreating is not a problem: %v", pe)
+	}
+}
+
+func TestMarkersRoundTrip(t *testing.T) {
+	data := bytes.Repeat([]byte(`{"schema_version":"1.0","hosts":[]}`), 3000)
+	var log bytes.Buffer
+	log.WriteString("progress line\n")
+	if err := EmitResult(&log, data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ExtractResult(log.Bytes())
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("round trip: %v (%d bytes)", err, len(got))
+	}
+	// As the kubelet's CRI log file holds it: a timestamp and stream on every line.
+	var cri bytes.Buffer
+	for _, l := range strings.Split(log.String(), "\n") {
+		cri.WriteString("2026-01-01T00:00:00Z stdout F " + l + "\n")
+	}
+	if got, err := ExtractResult(cri.Bytes()); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("CRI-prefixed: %v", err)
+	}
+	if _, err := ExtractResult([]byte("no markers\n")); err != ErrNoResult {
+		t.Errorf("no result: %v", err)
+	}
+	cut := log.String()[:log.Len()/2]
+	if _, err := ExtractResult([]byte(cut)); err != ErrNoResult {
+		t.Errorf("cut log: %v", err)
+	}
+	bad := strings.Replace(log.String(), "H4sI", "!!!!", 1)
+	if _, err := ExtractResult([]byte(bad)); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("damaged: %v", err)
+	}
+}
+
+func FuzzExtractResult(f *testing.F) {
+	var b bytes.Buffer
+	EmitResult(&b, []byte(`{"a":1}`))
+	f.Add(b.Bytes())
+	f.Add([]byte(markerBegin + "\nAAAA\n" + markerEnd + "\n"))
+	f.Fuzz(func(t *testing.T, log []byte) {
+		ExtractResult(log) // must not panic or allocate without bound
+	})
+}
+
+func TestEnginePod(t *testing.T) {
+	es := EngineSpec{Kind: "vllm", Image: "vllm/vllm-openai:v0.11.0", Model: "Qwen/Qwen3-8B", TP: 2, MaxModelLen: 4096,
+		GPUMemoryUtilization: 0.9, CachePVC: "cache-n1", Env: map[string]string{"VLLM_LOGGING_LEVEL": "INFO"}}
+	p, err := enginePod("20260101T000000Z", "engine-0-0-0", "n1", 0, es, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Spec.Containers[0]
+	cmd := strings.Join(c.Command, " ")
+	if !strings.Contains(cmd, "--host 0.0.0.0 --port 8000") || !strings.Contains(cmd, "--tensor-parallel-size 2") {
+		t.Errorf("command %s", cmd)
+	}
+	if q := c.Resources.Limits[GPUResource]; q.Value() != 2 {
+		t.Errorf("gpus %v", q)
+	}
+	if p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "n1" {
+		t.Error("not pinned to its node through the scheduler")
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env["HF_HUB_OFFLINE"] != "1" || env["HF_HOME"] != cacheMount || !c.VolumeMounts[0].ReadOnly || !p.Spec.Volumes[0].PersistentVolumeClaim.ReadOnly {
+		t.Errorf("cache not mounted read-only offline: %v %+v", env, c.VolumeMounts)
+	}
+	if p.Labels[LabelRun] != "20260101T000000Z" || p.Labels[LabelManagedBy] != ManagedBy {
+		t.Errorf("labels %v", p.Labels)
+	}
+	if _, err := enginePod("r", "e", "n", 0, EngineSpec{Kind: "generic"}, nil); err == nil {
+		t.Error("generic without a command")
+	}
+	img, err := DefaultEngineImage("vllm", "0.11.0")
+	if err != nil || img != "vllm/vllm-openai:v0.11.0" {
+		t.Errorf("%s %v", img, err)
+	}
+	if _, err := DefaultEngineImage("generic", ""); err == nil || !strings.Contains(err.Error(), "--engine-image") {
+		t.Errorf("%v", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	if n := Namespace("20260101T000000Z"); n != "gpuvet-20260101t000000z" {
+		t.Error(n)
+	}
+	long := dnsName("engine", strings.Repeat("Node_", 30), "1")
+	if len(long) > 63 || strings.ContainsAny(long, "_N") {
+		t.Error(long)
+	}
+}

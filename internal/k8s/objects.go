@@ -1,0 +1,244 @@
+package k8s
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuvet/gpuvet/internal/engine"
+)
+
+// Labels every object of a run carries, so `gpuvet clean` finds what a killed run left.
+const (
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	ManagedBy      = "gpuvet"
+	LabelRun       = "gpuvet.dev/run-id"
+	LabelRole      = "gpuvet.dev/role" // engine, load, health, cache
+	LabelNode      = "gpuvet.dev/node"
+	LabelModel     = "gpuvet.dev/model" // slug of the model id
+)
+
+// Roles of the pods a run creates.
+const (
+	RoleEngine = "engine"
+	RoleLoad   = "load"
+	RoleHealth = "health"
+	RoleCache  = "cache"
+)
+
+// GpuvetBinary is where gpuvet sits in its image (ko's layout: /ko-app/<name>).
+const GpuvetBinary = "/ko-app/gpuvet"
+
+// EnginePort is the port every engine pod listens on (one engine per pod, so no port_base offsets).
+const EnginePort = 8000
+
+// cacheMount is where the model-cache PVC is mounted (HF_HOME).
+const cacheMount = "/cache"
+
+// tokenSecret holds the hub token, made from the environment at run time.
+const tokenSecret = "gpuvet-hub-token"
+
+// Namespace is the run's namespace: gpuvet-<run id>, lower case (a DNS label).
+func Namespace(runID string) string { return "gpuvet-" + strings.ToLower(runID) }
+
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// dnsName turns parts into a DNS-1123 label (≤ 63 chars): lower case, [a-z0-9-].
+func dnsName(parts ...string) string {
+	s := notDNS.ReplaceAllString(strings.ToLower(strings.Join(parts, "-")), "-")
+	s = strings.Trim(s, "-")
+	if len(s) > 63 {
+		s = strings.Trim(s[:63], "-")
+	}
+	return s
+}
+
+// labelValue makes s a valid label value (≤ 63, alphanumerics and -_.).
+func labelValue(s string) string {
+	s = regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(s, "_")
+	if len(s) > 63 {
+		s = s[:63]
+	}
+	return strings.Trim(s, "-_.")
+}
+
+func runLabels(runID, role, node string) map[string]string {
+	l := map[string]string{LabelManagedBy: ManagedBy, LabelRun: runID}
+	if role != "" {
+		l[LabelRole] = role
+	}
+	if node != "" {
+		l[LabelNode] = labelValue(node)
+	}
+	return l
+}
+
+// namespaceObject is the run's namespace.
+func namespaceObject(runID string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace(runID), Labels: runLabels(runID, "", "")}}
+}
+
+// pinToNode requires the pod on one node by name (as DaemonSets do), through the scheduler, so
+// an unschedulable request is reported by the scheduler ("Insufficient nvidia.com/gpu").
+func pinToNode(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+}
+
+// cachePVC is one node's model cache: ReadWriteOnce on the chosen StorageClass.
+func cachePVC(runID, node, storageClass string, size resource.Quantity) *corev1.PersistentVolumeClaim {
+	sc := storageClass
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: dnsName("cache", node), Labels: runLabels(runID, RoleCache, node)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+}
+
+// gpuvetJob is a one-shot Job running gpuvet (its own image) on a node: the cache populate, the
+// health phase, or the load against one engine. It never retries (a retry would double the load)
+// and is removed a while after it ends even if gpuvet is gone.
+func gpuvetJob(runID, name, role, node, image string, args []string, gpus int, tols []corev1.Toleration) *batchv1.Job {
+	zero := int32(0)
+	ttl := int32(3600)
+	c := corev1.Container{Name: "gpuvet", Image: image, Command: []string{GpuvetBinary}, Args: args,
+		ImagePullPolicy: corev1.PullIfNotPresent}
+	if gpus > 0 {
+		c.Resources = corev1.ResourceRequirements{Limits: gpuQuantity(gpus)}
+	}
+	l := runLabels(runID, role, node)
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: &zero, TTLSecondsAfterFinished: &ttl,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: l},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Affinity: pinToNode(node), Tolerations: tols,
+					Containers: []corev1.Container{c}},
+			},
+		},
+	}
+}
+
+// EngineSpec is what an engine pod runs.
+type EngineSpec struct {
+	Kind, Command, Image string
+	ExtraArgs            []string
+	Model                string
+	TP                   int
+	MaxModelLen          int
+	GPUMemoryUtilization float64
+	Env                  map[string]string
+	// Cache mounts the node's model-cache PVC read-only (HF_HOME) with the hub offline.
+	CachePVC string
+}
+
+// DefaultEngineImage is the image of an engine kind: vLLM's official image at the pinned version.
+func DefaultEngineImage(kind, version string) (string, error) {
+	tag := version
+	if tag == "" {
+		tag = "latest"
+	}
+	switch kind {
+	case "vllm":
+		if !strings.HasPrefix(tag, "v") && tag != "latest" {
+			tag = "v" + tag
+		}
+		return "vllm/vllm-openai:" + tag, nil
+	case "sglang":
+		return "lmsysorg/sglang:" + tag, nil
+	case "trtllm":
+		return "nvcr.io/nvidia/tensorrt-llm/release:" + tag, nil
+	}
+	return "", fmt.Errorf("engine %s has no default image: give --engine-image", kind)
+}
+
+// engineArgs expands the engine's launch template for a pod: listening on every address of the
+// pod on EnginePort (the templates bind 127.0.0.1 for local runs), GPUs as the device plugin
+// exposes them (0..tp-1).
+func engineArgs(es EngineSpec) ([]string, error) {
+	tmpl := es.Command
+	if tmpl == "" {
+		tmpl = engine.Templates[es.Kind]
+	}
+	if tmpl == "" {
+		return nil, fmt.Errorf("engine %s: no launch template (set --engine-cmd)", es.Kind)
+	}
+	gpus := make([]int, max(1, es.TP))
+	for i := range gpus {
+		gpus[i] = i
+	}
+	words, err := engine.Expand(tmpl, engine.Vars{Model: es.Model, Port: EnginePort, GPUs: gpus, TP: max(1, es.TP),
+		MaxModelLen: es.MaxModelLen, GPUMemoryUtilization: es.GPUMemoryUtilization})
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+1 < len(words); i++ {
+		if words[i] == "--host" && (words[i+1] == "127.0.0.1" || words[i+1] == "localhost") {
+			words[i+1] = "0.0.0.0"
+		}
+	}
+	if words[0] == "gpuvet" {
+		words[0] = GpuvetBinary
+	}
+	return append(words, es.ExtraArgs...), nil
+}
+
+// enginePod is one engine on one node: tp GPUs, the model cache read-only, Ready when /health
+// answers (the real completion is the load Job's first request).
+func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.Toleration) (*corev1.Pod, error) {
+	args, err := engineArgs(es)
+	if err != nil {
+		return nil, err
+	}
+	l := runLabels(runID, RoleEngine, node)
+	l[LabelModel] = labelValue(es.Model)
+	l["gpuvet.dev/slot"] = strconv.Itoa(slot)
+	c := corev1.Container{Name: "engine", Image: es.Image, Command: args, ImagePullPolicy: corev1.PullIfNotPresent,
+		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: EnginePort}},
+		Resources: corev1.ResourceRequirements{Limits: gpuQuantity(max(1, es.TP))},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstrPort()}},
+			PeriodSeconds: 5, FailureThreshold: 3},
+	}
+	for _, k := range sortedKeys(es.Env) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: es.Env[k]})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Affinity: pinToNode(node), Tolerations: tols,
+			Containers: []corev1.Container{c}},
+	}
+	if es.CachePVC != "" {
+		c := &pod.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
+		c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
+		pod.Spec.Volumes = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: es.CachePVC, ReadOnly: true}}}}
+	}
+	return pod, nil
+}
+
+// withCache mounts the cache PVC read-write into a populate Job and passes the hub token from the
+// run's Secret (never a literal in the manifest).
+func withCache(j *batchv1.Job, pvc string, token bool) {
+	ps := &j.Spec.Template.Spec
+	c := &ps.Containers[0]
+	c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount})
+	if token {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: "HF_TOKEN"}}})
+	}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
+	ps.Volumes = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc}}}}
+}

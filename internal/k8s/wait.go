@@ -1,0 +1,200 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// pollEvery is how often pods and Jobs are looked at: a pod that cannot start surfaces its reason
+// within about this long.
+var pollEvery = 500 * time.Millisecond
+
+// PodError is a pod that cannot start or run, with the reason Kubernetes gave.
+type PodError struct {
+	Pod    string
+	Reason string // Unschedulable, ErrImagePull, ImagePullBackOff, CrashLoopBackOff, OOMKilled, Failed
+	Detail string
+}
+
+func (e *PodError) Error() string { return fmt.Sprintf("pod %s: %s: %s", e.Pod, e.Reason, e.Detail) }
+
+// waitingFatal are container waiting reasons that never fix themselves.
+var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true, "RunContainerError": true}
+
+// podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
+// logs fetches a container's last lines for a crash-looping one.
+func podProblem(p *corev1.Pod, logs func(container string, previous bool) string) *PodError {
+	for _, c := range p.Status.Conditions {
+		// "unbound immediate PersistentVolumeClaims" passes once the volume binds: not a verdict.
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+			!strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {
+			return &PodError{Pod: p.Name, Reason: "Unschedulable", Detail: c.Message}
+		}
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+			if t != nil && t.Reason == "OOMKilled" {
+				return &PodError{Pod: p.Name, Reason: "OOMKilled", Detail: fmt.Sprintf("container %s was killed for memory (exit %d): raise its memory limit or lower the model's footprint", cs.Name, t.ExitCode)}
+			}
+		}
+		if w := cs.State.Waiting; w != nil && waitingFatal[w.Reason] {
+			d := w.Message
+			if w.Reason == "CrashLoopBackOff" {
+				d = fmt.Sprintf("container %s restarted %d times", cs.Name, cs.RestartCount)
+				if t := cs.LastTerminationState.Terminated; t != nil {
+					d += fmt.Sprintf(", last exit %d (%s)", t.ExitCode, t.Reason)
+				}
+				if logs != nil {
+					if l := logs(cs.Name, true); l != "" {
+						d += "; last log lines:\n" + l
+					}
+				}
+			}
+			return &PodError{Pod: p.Name, Reason: w.Reason, Detail: d}
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		d := p.Status.Message
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				d = strings.TrimSpace(fmt.Sprintf("%s container %s exit %d (%s)", d, cs.Name, t.ExitCode, t.Reason))
+			}
+		}
+		return &PodError{Pod: p.Name, Reason: "Failed", Detail: d}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// tailLogs returns the last n lines of a container's log ("" when there is none).
+func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod, container string, previous bool, n int64) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous, TailLines: &n}).DoRaw(ctx)
+	if err != nil && previous {
+		b, err = cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &n}).DoRaw(ctx)
+	}
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
+// problem (unschedulable, image pull, crash loop with its last log lines, OOMKilled).
+func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		ready := 0
+		var pending []string
+		for _, n := range names {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				return fmt.Errorf("pod %s: %v", n, err)
+			}
+			if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, n, c, prev, 20) }); pe != nil {
+				return pe
+			}
+			if podReady(p) {
+				ready++
+			} else {
+				pending = append(pending, fmt.Sprintf("%s (%s)", n, p.Status.Phase))
+			}
+		}
+		if ready == len(names) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d engine pods Ready after %s; not ready: %s (raise engine.ready_timeout)", ready, len(names), timeout, strings.Join(pending, ", "))
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// WaitJob waits for a Job to finish and returns its pod's log. A Job whose pod cannot start fails
+// at once with the reason; a failed Job returns its log with the error.
+func WaitJob(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		j, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("job %s: %v", name, err)
+		}
+		if err == nil {
+			pods, perr := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+			if perr == nil && len(pods.Items) > 0 {
+				p := &pods.Items[0]
+				done := jobDone(j)
+				if done != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+					if lerr != nil {
+						return nil, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
+					}
+					if p.Status.Phase == corev1.PodFailed || done == "failed" {
+						return log, fmt.Errorf("job %s failed: %s", name, podFailure(p, log))
+					}
+					if p.Status.Phase == corev1.PodSucceeded || done == "complete" {
+						return log, nil
+					}
+				}
+				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }); pe != nil {
+					return nil, fmt.Errorf("job %s: %w", name, pe)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("job %s did not finish within %s", name, timeout)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+func jobDone(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return "complete"
+		case batchv1.JobFailed:
+			return "failed"
+		}
+	}
+	return ""
+}
+
+func podFailure(p *corev1.Pod, log []byte) string {
+	d := ""
+	if pe := podProblem(p, nil); pe != nil {
+		d = pe.Reason + ": " + pe.Detail
+	}
+	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.TrimSpace(d + "; last log lines:\n" + strings.Join(lines, "\n"))
+}

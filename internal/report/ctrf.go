@@ -1,0 +1,190 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CTRF (Common Test Report Format, ctrf.io) is the JSON document aicr reports its checks in. gpuvet
+// writes one test per gate verdict, per node and GPU (endpoint), one per node-to-node comparison
+// cell, one per GPU's health, and one per host that failed, so a CTRF consumer sees the same
+// checks as the JUnit file.
+
+// CTRFFile is the standard name beside junit.xml.
+const CTRFFile = "ctrf.json"
+
+type ctrfDoc struct {
+	Results ctrfResults `json:"results"`
+}
+
+type ctrfResults struct {
+	Tool        ctrfTool          `json:"tool"`
+	Summary     ctrfSummary       `json:"summary"`
+	Tests       []ctrfTest        `json:"tests"`
+	Environment map[string]string `json:"environment,omitempty"`
+}
+
+type ctrfTool struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+}
+
+type ctrfSummary struct {
+	Tests   int   `json:"tests"`
+	Passed  int   `json:"passed"`
+	Failed  int   `json:"failed"`
+	Pending int   `json:"pending"`
+	Skipped int   `json:"skipped"`
+	Other   int   `json:"other"`
+	Start   int64 `json:"start"`
+	Stop    int64 `json:"stop"`
+}
+
+type ctrfTest struct {
+	Name     string         `json:"name"`
+	Status   string         `json:"status"` // passed, failed, skipped, pending, other
+	Duration int64          `json:"duration"`
+	Message  string         `json:"message,omitempty"`
+	Suite    string         `json:"suite,omitempty"`
+	Extra    map[string]any `json:"extra,omitempty"`
+}
+
+// CTRF builds the CTRF document of s.
+func CTRF(s *results.Summary) ([]byte, error) {
+	if s == nil {
+		return nil, fmt.Errorf("ctrf: no summary")
+	}
+	r := ctrfResults{Tool: ctrfTool{Name: "gpuvet", Version: s.Tool.Version},
+		Environment: map[string]string{"run_id": s.RunID, "backend": s.Backend, "environment": s.Environment}}
+	if !s.StartedAt.IsZero() {
+		r.Summary.Start = s.StartedAt.UnixMilli()
+	}
+	if !s.FinishedAt.IsZero() {
+		r.Summary.Stop = s.FinishedAt.UnixMilli()
+	}
+	for _, h := range s.Hosts {
+		r.Tests = append(r.Tests, hostTests(h)...)
+	}
+	if s.Fleet != nil {
+		for _, c := range s.Fleet.Comparisons {
+			for _, v := range c.Values {
+				t := ctrfTest{Name: fmt.Sprintf("compare.node_to_node %s node %s", c.Metric, v.Host), Suite: "gpuvet.fleet", Status: "passed",
+					Message: v.Reason, Extra: map[string]any{"node": v.Host, "metric": c.Metric, "value": v.Value, "delta_pct": v.DeltaPct, "variance_pct": c.VariancePct}}
+				switch {
+				case v.Flagged:
+					t.Status = "failed"
+				case c.LowConfidence:
+					t.Status, t.Message = "skipped", c.Note
+				}
+				r.Tests = append(r.Tests, t)
+			}
+		}
+		for _, sk := range s.Fleet.Skipped {
+			r.Tests = append(r.Tests, ctrfTest{Name: "node " + sk.Name, Suite: "gpuvet.fleet", Status: "skipped", Message: sk.Reason,
+				Extra: map[string]any{"node": sk.Name}})
+		}
+	}
+	if s.Error != "" {
+		r.Tests = append(r.Tests, ctrfTest{Name: "run", Suite: "gpuvet.run", Status: "failed", Message: s.Error})
+	}
+	for _, t := range r.Tests {
+		r.Summary.Tests++
+		switch t.Status {
+		case "passed":
+			r.Summary.Passed++
+		case "failed":
+			r.Summary.Failed++
+		case "skipped":
+			r.Summary.Skipped++
+		default:
+			r.Summary.Other++
+		}
+	}
+	if r.Tests == nil {
+		r.Tests = []ctrfTest{}
+	}
+	b, err := json.MarshalIndent(ctrfDoc{Results: r}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+func hostTests(h results.Host) []ctrfTest {
+	suite := "gpuvet." + h.Name
+	var out []ctrfTest
+	if h.Error != "" {
+		out = append(out, ctrfTest{Name: "host " + h.Name, Suite: suite, Status: "failed", Message: h.Error, Extra: map[string]any{"node": h.Name}})
+	}
+	if hh := h.Health; hh != nil {
+		for _, g := range hh.GPUs {
+			t := ctrfTest{Name: fmt.Sprintf("health gpu %d", g.GPU.Index), Suite: suite, Status: statusCTRF(g.Status),
+				Extra: map[string]any{"node": h.Name, "gpu": g.GPU.Index, "gpu_name": g.GPU.Name}}
+			var reasons []string
+			for _, f := range g.Flags {
+				reasons = append(reasons, f.Reason)
+			}
+			t.Message = strings.Join(reasons, "; ")
+			out = append(out, t)
+		}
+		if hh.Error != "" {
+			out = append(out, ctrfTest{Name: "health", Suite: suite, Status: "failed", Message: hh.Error, Extra: map[string]any{"node": h.Name}})
+		}
+	}
+	for _, m := range h.Models {
+		for _, ep := range m.Endpoints {
+			gpus := gpuList(ep.GPUs) // "gpu 3", "gpus 0,1"
+			base := map[string]any{"node": h.Name, "gpus": ep.GPUs, "gpu_name": ep.GPUName, "model": m.Model}
+			if ep.Error != "" {
+				out = append(out, ctrfTest{Name: fmt.Sprintf("endpoint %s %s", m.Model, gpus), Suite: suite, Status: "failed", Message: ep.Error, Extra: base})
+			}
+			for _, v := range ep.Verdicts {
+				x := map[string]any{"rule": v.Rule, "source": v.Source, "unit": v.Unit}
+				for k, val := range base {
+					x[k] = val
+				}
+				if v.Value != nil {
+					x["value"] = *v.Value
+				}
+				if v.Threshold != nil {
+					x["threshold"] = *v.Threshold
+				}
+				out = append(out, ctrfTest{Name: fmt.Sprintf("%s %s %s", v.Check, m.Model, gpus), Suite: suite,
+					Status: verdictCTRF(v.Result), Message: v.Reason, Extra: x})
+			}
+		}
+	}
+	return out
+}
+
+func verdictCTRF(r string) string {
+	switch r {
+	case "pass":
+		return "passed"
+	case "fail":
+		return "failed"
+	}
+	return "skipped" // inconclusive, disabled
+}
+
+func statusCTRF(s results.Status) string {
+	switch s {
+	case results.StatusOK:
+		return "passed"
+	case results.StatusFlag, results.StatusFailed:
+		return "failed"
+	}
+	return "skipped"
+}
+
+// WriteCTRF writes the CTRF JSON of s to path.
+func WriteCTRF(s *results.Summary, path string) error {
+	b, err := CTRF(s)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(path, b)
+}
