@@ -10,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func init() { root.AddCommand(newCompareCmd()) }
@@ -45,10 +47,16 @@ A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 un
 			if err := cfg.Validate(); err != nil {
 				return usageErr("%v", err)
 			}
-			bc, err := judge.CompareFiles(args[0], args[1:], cfg)
-			if err != nil {
-				return usageErr("%v", err)
+			var envs []*results.Summary
+			for _, path := range args[1:] {
+				s, err := importer.ReadResult(path)
+				if err != nil {
+					return usageErr("%v", err) // the input the user asked about
+				}
+				envs = append(envs, s)
 			}
+			base, note := importer.ReadBaseline(args[0])
+			bc := judge.CompareSummaries(base, note, args[0], envs, args[1:], cfg)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)

@@ -141,7 +141,7 @@ func finishFleet(ctx context.Context, cmd *cobra.Command, plan *config.Plan, s *
 		s.Status = results.StatusFailed
 	}
 	if c.Run.Baseline != "" {
-		_ = judge.Baseline(s, c.Run.Baseline, plan)
+		_ = pipeline.BaselineFromFile(s, c.Run.Baseline, plan)
 	}
 	if err := m.Finish(); err != nil {
 		s.Caveats = append(s.Caveats, "LEFTOVERS: "+err.Error())

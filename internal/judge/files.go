@@ -6,40 +6,14 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// ReadBaseline reads a baseline in any format the importer knows (gpuvet summary, vLLM bench,
-// guidellm). A missing or corrupt baseline is not an error: it returns nil and the note to show
-// ("no comparison: …"), so a run or a compare degrades instead of failing.
-func ReadBaseline(path string) (*results.Summary, string) {
-	s, _, err := importer.Read(path)
-	if err != nil {
-		return nil, fmt.Sprintf("no comparison: baseline %s unreadable (%v)", path, err)
-	}
-	return s, ""
-}
-
-// ReadResult reads one environment's result in any supported format. Imported files (which record
-// no environment of their own) are named by their path; gpuvet runs by their label and path.
-func ReadResult(path string) (*results.Summary, error) {
-	s, f, err := importer.Read(path)
-	if err != nil {
-		return nil, err
-	}
-	// A run without its own label is named by its path (two runs are often both summary.json).
-	if s.Environment == "" || f != importer.FormatGPUVet {
-		s.Environment = path
-	}
-	return s, nil
-}
-
-// BaselineFor compares a finished run against a baseline file (gpuvet run --baseline FILE) and
-// stores the comparison in s.Baseline; Apply then turns breaches into flags.
-func BaselineFor(path string, s *results.Summary, cfg Config) {
-	base, note := ReadBaseline(path)
+// BaselineFor compares a finished run against a baseline read from path (gpuvet run --baseline
+// FILE; nil base: unreadable, note says why) and stores the comparison in s.Baseline; Apply then
+// turns breaches into flags.
+func BaselineFor(base *results.Summary, note, path string, s *results.Summary, cfg Config) {
 	var bc *results.BaselineComparison
 	if base == nil {
 		bc = &results.BaselineComparison{Note: note}
@@ -50,19 +24,9 @@ func BaselineFor(path string, s *results.Summary, cfg Config) {
 	s.Baseline = bc
 }
 
-// CompareFiles is `gpuvet compare`: the baseline file against one or more result files. An
-// unreadable baseline degrades to a note; an unreadable result file is an error (it is the input
-// the user asked about).
-func CompareFiles(basePath string, envPaths []string, cfg Config) (*results.BaselineComparison, error) {
-	var envs []*results.Summary
-	for _, p := range envPaths {
-		s, err := ReadResult(p)
-		if err != nil {
-			return nil, err
-		}
-		envs = append(envs, s)
-	}
-	base, note := ReadBaseline(basePath)
+// CompareSummaries is `gpuvet compare`: the baseline read from basePath (nil: unreadable, note says
+// why) against the environments read from envPaths.
+func CompareSummaries(base *results.Summary, note, basePath string, envs []*results.Summary, envPaths []string, cfg Config) *results.BaselineComparison {
 	var bc *results.BaselineComparison
 	if base == nil {
 		bc = &results.BaselineComparison{Note: note, Environments: envNames(envs)}
@@ -71,7 +35,7 @@ func CompareFiles(basePath string, envPaths []string, cfg Config) (*results.Base
 	}
 	bc.BaselineFile, bc.TolerancePct, bc.TolerancePctSrc = basePath, val(cfg.BaselineTolerancePct), cfg.BaselineTolerancePct.Source
 	bc.EnvironmentFiles = envPaths
-	return bc, nil
+	return bc
 }
 
 // WriteBaselineTable prints a comparison as a table: per subject and metric, the baseline, then for

@@ -91,15 +91,15 @@ func Judge(s *results.Summary, plan *config.Plan) error {
 	return nil
 }
 
-// Baseline is the pipeline's baseline step (pipeline.Deps.Baseline, `gpuvet run --baseline FILE`):
-// it compares the summary against the file (an unreadable file becomes a note, not an error) and
-// judges again so that breaches become flags.
-func Baseline(s *results.Summary, baselinePath string, plan *config.Plan) error {
+// Baseline is the baseline step of `gpuvet run --baseline FILE`: it compares the summary against
+// the baseline read from baselinePath (nil: unreadable, note says why, and the run is not failed
+// for it) and judges again so that breaches become flags.
+func Baseline(s, base *results.Summary, note, baselinePath string, plan *config.Plan) error {
 	if s == nil || plan == nil {
 		return fmt.Errorf("baseline: no summary or no plan")
 	}
 	cfg := FromPlan(plan, gpuNames(s))
-	BaselineFor(baselinePath, s, cfg)
+	BaselineFor(base, note, baselinePath, s, cfg)
 	Apply(s, cfg)
 	return nil
 }

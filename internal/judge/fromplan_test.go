@@ -95,10 +95,9 @@ func TestFromPlanAICRRecipe(t *testing.T) {
 
 func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
-// Judge and Baseline have the pipeline's Deps signatures and judge a whole run from a plan.
+// Judge has the pipeline's Deps signature; Judge and Baseline judge a whole run from a plan.
 func TestJudgeAndBaselineDeps(t *testing.T) {
 	var _ func(*results.Summary, *config.Plan) error = Judge
-	var _ func(*results.Summary, string, *config.Plan) error = Baseline
 	var _ func(*results.Summary, bool) int = ExitCode
 
 	dir := t.TempDir()
@@ -116,12 +115,9 @@ func TestJudgeAndBaselineDeps(t *testing.T) {
 	if v.Result != ResultFail || !hasPrefix(v.Source, "accelerator:H200") || *v.Threshold != 30 {
 		t.Errorf("accelerator gate through the plan: %+v", v)
 	}
-	base := filepath.Join(dir, "baseline.json")
-	if err := results.WriteJSON(base, summary(healthy(), healthy())); err != nil {
-		t.Fatal(err)
-	}
+	base := "baseline.json"
 	s2 := withEnv(summary(healthy(), healthy().scaled(0.3)), "vm")
-	if err := Baseline(s2, base, p); err != nil {
+	if err := Baseline(s2, summary(healthy(), healthy()), "", base, p); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -131,7 +127,7 @@ func TestJudgeAndBaselineDeps(t *testing.T) {
 	if !found || s2.Baseline == nil || s2.Baseline.BaselineFile != base {
 		t.Errorf("baseline breach not flagged: %+v", s2.Flags)
 	}
-	if err := Baseline(s2, filepath.Join(dir, "nope.json"), p); err != nil || !hasPrefix(s2.Baseline.Note, "no comparison") {
+	if err := Baseline(s2, nil, "no comparison: baseline nope.json unreadable", "nope.json", p); err != nil || !hasPrefix(s2.Baseline.Note, "no comparison") {
 		t.Errorf("missing baseline: %v %+v", err, s2.Baseline)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
+	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
@@ -41,7 +42,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx), MaxNumSeqs: maxNumSeqs(cfg)})
 		},
 		Judge:    judge.Judge,
-		Baseline: judge.Baseline,
+		Baseline: BaselineFromFile,
 		Report:   WriteReports,
 		ExitCode: judge.ExitCode,
 		Catalog:  cat,
@@ -205,3 +206,10 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 }
 
 func (*Sim) EngineVersion(context.Context, config.Config) (string, error) { return "gpuvet-sim", nil }
+
+// BaselineFromFile is the baseline step of `gpuvet run --baseline FILE`: the file is read here
+// (any format the importer knows; an unreadable one becomes a note, not a failure) and judged.
+func BaselineFromFile(s *results.Summary, path string, plan *config.Plan) error {
+	base, note := importer.ReadBaseline(path)
+	return judge.Baseline(s, base, note, path, plan)
+}
