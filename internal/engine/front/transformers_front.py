@@ -436,6 +436,14 @@ class Front:
             out, prev[0] = s[len(prev[0]):], s
             return out
 
+        def flush():
+            """What the stream held back (an incomplete UTF-8 sequence at the end): sent once the
+            request finishes, with replacement characters, as vLLM's detokeniser does."""
+            s = self.tok.decode(seen, skip_special_tokens=True)
+            out, prev[0] = s[len(prev[0]):], s
+            return out
+
+        by_diff.flush = flush
         if self.decode_stream is None:
             return by_diff
         try:
@@ -457,6 +465,7 @@ class Front:
                     LOG.warning("DecodeStream.step(%d) failed (%s): decoding by difference", t, e)
                     state["stream"] = False
             return by_diff(t)
+        step.flush = flush
         return step
 
     async def tokens(self, q, state, max_new):
@@ -483,6 +492,9 @@ class Front:
             if done:
                 if state["finish"] is None:
                     state["finish"] = "length" if state["n"] >= max_new else "stop"
+                tail = step.flush()
+                if tail:
+                    yield tail, 0
                 return
 
     def usage(self, ids, state):
