@@ -31,6 +31,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 func main() {
@@ -128,7 +129,8 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	return nil
 }
 
-// truth reads the simulator's trace: TTFT and ITL as the server sent them.
+// truth reads the simulator's trace: TTFT (from the kernel's receive time of the request to the first
+// token's send) and ITL as the server sent them.
 func truth(path string) (ttft, itl results.Dist, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -139,18 +141,20 @@ func truth(path string) (ttft, itl results.Dist, err error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	for sc.Scan() {
-		var r struct {
-			Status  int       `json:"status"`
-			Fault   string    `json:"fault"`
-			TokenMs []float64 `json:"token_ms"`
-		}
+		var r sim.TraceRecord
 		if err = json.Unmarshal(sc.Bytes(), &r); err != nil {
 			return
 		}
 		if r.Status != 200 || r.Fault != "" || len(r.TokenMs) < 3 {
 			continue // the load's short calibration requests are not part of the measured load
 		}
-		tt = append(tt, r.TokenMs[0])
+		// TTFT as a client sees it starts when the request reached the server's socket, not when
+		// the server got round to reading it (a busy server's read delay is part of a user's wait).
+		if r.Received.IsZero() {
+			err = fmt.Errorf("%s: a request without a received time (no kernel timestamps): TTFT truth would miss the server's read delay", path)
+			return
+		}
+		tt = append(tt, r.TTFTMs())
 		for i := 1; i < len(r.TokenMs); i++ {
 			it = append(it, r.TokenMs[i]-r.TokenMs[i-1])
 		}
@@ -186,11 +190,14 @@ func cpu() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// hog spins on one core until killed.
+// hog spins on one core until killed, or until the harness that started it is gone (killed by a
+// signal, e.g. SIGPIPE when its output is piped into head, it cannot kill the hog itself).
 func hog() {
 	runtime.GOMAXPROCS(1)
-	x := 0
-	for {
-		x++
+	parent := os.Getppid()
+	for x := 1; ; x++ {
+		if x&(1<<24-1) == 0 && os.Getppid() != parent {
+			os.Exit(0)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/netstamp"
 )
 
 // Error classes a request can end in (the keys of results.Run.Errors).
@@ -50,7 +51,7 @@ type client struct {
 	dropped []string
 	// marked counts chunks with generated text over the load (the early-stop watcher's rate).
 	marked atomic.Int64
-	// rx says how chunk times are taken: rxKernel, or why kernel receive timestamps are unavailable.
+	// rx says how chunk times are taken: netstamp.Kernel, or why kernel receive timestamps are unavailable.
 	rx *rxStatus
 }
 
@@ -82,11 +83,11 @@ func (s *rxStatus) String() string {
 	defer s.mu.Unlock()
 	switch {
 	case s.without == "":
-		return rxKernel
+		return netstamp.Kernel
 	case s.kernel == 0:
 		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together"
 	}
-	return rxKernel + "; some connections fell back to read time (" + s.without + ")"
+	return netstamp.Kernel + "; some connections fell back to read time (" + s.without + ")"
 }
 
 // Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
@@ -111,7 +112,7 @@ func newHTTPClient(slots int, rx *rxStatus) *http.Client {
 			if err != nil {
 				return nil, err
 			}
-			c, err = withRXTimestamps(c)
+			c, err = netstamp.Enable(c)
 			rx.note(err)
 			return c, nil
 		}
@@ -274,7 +275,7 @@ type connBox struct{ net.Conn }
 // conn when there is one (it lies between the request's send and now), else now. It adds the read
 // lag (now − kernel time) to rec for the self-check.
 func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.Duration {
-	kt, ok := rxTime(conn)
+	kt, ok := netstamp.RXTime(conn)
 	if !ok {
 		return now
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
-// traceDists reads the simulator's ground truth: TTFT (arrival -> first token) and per-token ITL.
+// traceDists reads the simulator's ground truth: TTFT (request received -> first token) and per-token ITL.
 func traceDists(t testing.TB, trace []byte) (ttft, itl results.Dist, n int) {
 	t.Helper()
 	var tt, it []float64
@@ -28,7 +28,7 @@ func traceDists(t testing.TB, trace []byte) (ttft, itl results.Dist, n int) {
 			continue
 		}
 		n++
-		tt = append(tt, r.TokenMs[0])
+		tt = append(tt, r.TTFTMs())
 		for i := 1; i < len(r.TokenMs); i++ {
 			it = append(it, r.TokenMs[i]-r.TokenMs[i-1])
 		}

@@ -176,8 +176,9 @@ func Listen(cfg Config, addr string) (*Server, error) {
 		return nil, fmt.Errorf("listen on %s: %w (is the port in use? pick another with --port)", addr, err)
 	}
 	s.ln = ln
-	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go s.hs.Serve(ln)
+	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
+	go s.hs.Serve(stampListener{ln})
 	return s, nil
 }
 
@@ -387,10 +388,11 @@ func word(seed uint64, k int) string {
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	arrival := time.Now()
+	received := requestReceived(r, arrival)
 	n := s.reqs.Add(1)
 	body, e := readBody(w, r)
 	if e != nil {
-		s.traceError(arrival, n, chat, nil, e.Status, "")
+		s.traceError(arrival, received, n, chat, nil, e.Status, "")
 		writeErr(w, e)
 		return
 	}
@@ -399,14 +401,14 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		e = s.checkModel(req.Model)
 	}
 	if e != nil {
-		s.traceError(arrival, n, chat, req, e.Status, "")
+		s.traceError(arrival, received, n, chat, req, e.Status, "")
 		writeErr(w, e)
 		return
 	}
 	p := s.decide(req, n)
 	if fe := p.fault.httpError(); fe != nil {
 		s.metrics.failed(fe.Status)
-		s.traceError(arrival, n, chat, req, fe.Status, p.fault.name())
+		s.traceError(arrival, received, n, chat, req, fe.Status, p.fault.name())
 		writeErr(w, fe)
 		return
 	}
@@ -421,7 +423,7 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	s.metrics.start(req.promptToks)
 	s.drv.add(seq, s.cfg.TTFT, s.cfg.ITL, s.cfg.Jitter, rng)
-	st := &stream{s: s, w: w, req: req, plan: p, seq: seq, arrival: arrival, chat: chat}
+	st := &stream{s: s, w: w, req: req, plan: p, seq: seq, arrival: arrival, received: received, chat: chat}
 	if req.Stream {
 		st.runStream(r.Context())
 	} else {

@@ -11,13 +11,14 @@ import (
 // per request, tokens found at a wake-up are appended into one buffer, and the buffer goes out in one
 // write and one Flush.
 type stream struct {
-	s       *Server
-	w       http.ResponseWriter
-	req     *genRequest
-	plan    plan
-	seq     *Seq
-	arrival time.Time
-	chat    bool
+	s        *Server
+	w        http.ResponseWriter
+	req      *genRequest
+	plan     plan
+	seq      *Seq
+	arrival  time.Time
+	received time.Time // the kernel's receive time of the request (zero: unknown)
+	chat     bool
 
 	head  []byte // `{"id":…,"object":…,"created":…,"model":…,"choices":`
 	buf   []byte
@@ -228,7 +229,7 @@ func (st *stream) finishTrace(status int, fault string) {
 	if st.s.trace == nil {
 		return
 	}
-	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: st.endpoint(), Stream: st.req.Stream, Arrival: st.arrival,
+	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: st.endpoint(), Stream: st.req.Stream, Arrival: st.arrival, Received: st.received,
 		PromptTokens: st.req.promptToks, CompletionTokens: len(st.times), MaxTokens: st.req.maxTokens,
 		Planned: st.plan.out, Finish: st.plan.finish, Status: status, Fault: fault, TokenMs: st.times})
 }
@@ -240,7 +241,7 @@ func (st *stream) endpoint() string {
 	return "/v1/completions"
 }
 
-func (s *Server) traceError(arrival time.Time, n uint64, chat bool, req *genRequest, status int, fault string) {
+func (s *Server) traceError(arrival, received time.Time, n uint64, chat bool, req *genRequest, status int, fault string) {
 	if s.trace == nil {
 		return
 	}
@@ -248,7 +249,7 @@ func (s *Server) traceError(arrival time.Time, n uint64, chat bool, req *genRequ
 	if chat {
 		ep = "/v1/chat/completions"
 	}
-	r := TraceRecord{ID: n, Server: s.name, Endpoint: ep, Arrival: arrival, Status: status, Fault: fault, TokenMs: []float64{}}
+	r := TraceRecord{ID: n, Server: s.name, Endpoint: ep, Arrival: arrival, Received: received, Status: status, Fault: fault, TokenMs: []float64{}}
 	if req != nil { // nil: the request was refused before it could be read
 		r.Stream, r.PromptTokens, r.MaxTokens = req.Stream, req.promptToks, req.maxTokens
 	}

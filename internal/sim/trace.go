@@ -12,11 +12,15 @@ import (
 // line of --trace FILE, written when the request ends (finished, failed, cut or abandoned by its
 // client).
 type TraceRecord struct {
-	ID               uint64    `json:"id"`               // the server's request counter (1-based, arrival order)
-	Server           string    `json:"server,omitempty"` // the endpoint's address, when several share a file
-	Endpoint         string    `json:"endpoint"`         // /v1/completions or /v1/chat/completions
-	Stream           bool      `json:"stream"`
-	Arrival          time.Time `json:"arrival"`           // when the handler started (headers read)
+	ID       uint64    `json:"id"`               // the server's request counter (1-based, arrival order)
+	Server   string    `json:"server,omitempty"` // the endpoint's address, when several share a file
+	Endpoint string    `json:"endpoint"`         // /v1/completions or /v1/chat/completions
+	Stream   bool      `json:"stream"`
+	Arrival  time.Time `json:"arrival"` // when the handler started (headers read)
+	// Received is when the request's newest bytes reached the server's socket (the kernel's receive
+	// time; absent where unavailable). A client's TTFT starts about here: Received → Arrival is the
+	// time the request waited for the server to read it, which a user waits through too.
+	Received         time.Time `json:"received,omitzero"`
 	PromptTokens     int       `json:"prompt_tokens"`     // as usage.prompt_tokens and /tokenize count them
 	CompletionTokens int       `json:"completion_tokens"` // tokens actually sent
 	MaxTokens        int       `json:"max_tokens"`        // resolved max_tokens
@@ -63,4 +67,17 @@ func (t *traceWriter) flush() error {
 		return t.err
 	}
 	return t.w.Flush()
+}
+
+// TTFTMs is the request's time to first token as its client sees it, in ms: from Received (the
+// request reaching the server's socket) when known, else from Arrival, to the first token's send.
+// Zero when no token was sent.
+func (r TraceRecord) TTFTMs() float64 {
+	if len(r.TokenMs) == 0 {
+		return 0
+	}
+	if r.Received.IsZero() {
+		return r.TokenMs[0]
+	}
+	return r.TokenMs[0] + float64(r.Arrival.Sub(r.Received).Nanoseconds())/1e6
 }

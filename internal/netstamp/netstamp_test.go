@@ -1,6 +1,6 @@
 //go:build linux
 
-package load
+package netstamp
 
 import (
 	"io"
@@ -20,7 +20,7 @@ func TestRXTimestampIsArrivalNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := withRXTimestamps(c)
+	conn, err := Enable(c)
 	if err != nil {
 		t.Skipf("kernel refuses SO_TIMESTAMPING here: %v", err)
 	}
@@ -45,7 +45,7 @@ func TestRXTimestampIsArrivalNotRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		read := time.Now()
-		at, ok := rxTime(conn)
+		at, ok := RXTime(conn)
 		if !ok {
 			t.Fatal("no receive timestamp after a read")
 		}

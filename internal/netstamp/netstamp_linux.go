@@ -1,6 +1,10 @@
 //go:build linux
 
-package load
+// Package netstamp gives TCP connections the kernel's software receive timestamps (SO_TIMESTAMPING):
+// when data reached the socket, not when the program got round to reading it. The load generator times
+// chunks with it; the simulator times a request's arrival with it, so both sides of a TTFT start and
+// end at kernel times.
+package netstamp
 
 import (
 	"encoding/binary"
@@ -15,24 +19,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rxConn is a TCP connection whose reads also return the kernel's software receive timestamp
+// conn is a TCP connection whose reads also return the kernel's software receive timestamp
 // (SO_TIMESTAMPING with SOF_TIMESTAMPING_RX_SOFTWARE, read with recvmsg): the time the data reached
 // the socket, not the time gpuvet got round to reading it. For TCP the kernel reports the timestamp of
 // the newest segment a read consumed, so when several SSE events arrive in one read they all carry the
 // time the last of them arrived.
-type rxConn struct {
+type conn struct {
 	*net.TCPConn
 	raw  syscall.RawConn
 	oob  []byte
 	last atomic.Int64 // unix ns of the newest segment read so far (0: none yet)
 }
 
-// rxTimestamps says how chunk times are taken, for the result.
-const rxKernel = "kernel receive time (SO_TIMESTAMPING software RX, recvmsg); SSE events that arrive in one read share the newest segment's time"
+// Kernel says how times are taken, for results.
+const Kernel = "kernel receive time (SO_TIMESTAMPING software RX, recvmsg); SSE events that arrive in one read share the newest segment's time"
 
-// withRXTimestamps turns on software receive timestamps for c; it returns c unchanged, and why, where
+// Enable turns on software receive timestamps for c; it returns c unchanged, and why, where
 // the kernel refuses.
-func withRXTimestamps(c net.Conn) (net.Conn, error) {
+func Enable(c net.Conn) (net.Conn, error) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return c, errors.New("not a TCP connection")
@@ -51,10 +55,10 @@ func withRXTimestamps(c net.Conn) (net.Conn, error) {
 	if serr != nil {
 		return c, serr
 	}
-	return &rxConn{TCPConn: tc, raw: raw, oob: make([]byte, unix.CmsgSpace(3*16))}, nil
+	return &conn{TCPConn: tc, raw: raw, oob: make([]byte, unix.CmsgSpace(3*16))}, nil
 }
 
-func (c *rxConn) Read(p []byte) (int, error) {
+func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -107,9 +111,9 @@ func scmTimestamp(oob []byte) int64 {
 	return 0
 }
 
-// rxTime is the kernel receive time of the newest data read on conn, as a time.Time (zero: none).
-func rxTime(conn net.Conn) (time.Time, bool) {
-	c, ok := conn.(*rxConn)
+// RXTime is the kernel receive time of the newest data read on conn, as a time.Time (zero: none).
+func RXTime(nc net.Conn) (time.Time, bool) {
+	c, ok := nc.(*conn)
 	if !ok {
 		return time.Time{}, false
 	}
