@@ -202,16 +202,6 @@ func OverheadStatus(metric string, base, env figure, higher bool, tolPct float64
 	return BaselineBreach, ""
 }
 
-func minPositive(a, b int) int {
-	switch {
-	case a > 0 && b > 0:
-		return min(a, b)
-	case a > 0:
-		return a
-	}
-	return b
-}
-
 // envNames names the environment columns by each summary's Environment, made unique.
 func envNames(envs []*results.Summary) []string {
 	seen := map[string]int{}

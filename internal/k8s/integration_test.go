@@ -24,7 +24,7 @@ import (
 
 // The integration tests run `gpuvet run --backend kubernetes` against a real control plane
 // (kube-apiserver, etcd, scheduler, controller-manager) with kwok's fake GPU nodes:
-// scripts/k8s-test-env.sh starts it; .ci/run sets GPUVET_K8S_KUBECONFIG. Without it they skip
+// scripts/k8s-test-env.sh starts it; .ci/run sets GPUVET_TEST_K8S_KUBECONFIG. Without it they skip
 // and say so.
 
 type env struct {
@@ -34,9 +34,9 @@ type env struct {
 }
 
 func setup(t *testing.T) *env {
-	kc := os.Getenv("GPUVET_K8S_KUBECONFIG")
+	kc := os.Getenv("GPUVET_TEST_K8S_KUBECONFIG")
 	if kc == "" {
-		t.Skip("no test control plane: start one with `bash scripts/k8s-test-env.sh build && NODES=2 bash scripts/k8s-test-env.sh start` and set GPUVET_K8S_KUBECONFIG=$HOME/.cache/k8s-test/v1.37.2/run/kubeconfig (.ci/run does)")
+		t.Skip("no test control plane: start one with `bash scripts/k8s-test-env.sh build && NODES=2 bash scripts/k8s-test-env.sh start` and set GPUVET_TEST_K8S_KUBECONFIG=$HOME/.cache/k8s-test/v1.37.2/run/kubeconfig (.ci/run does)")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
