@@ -122,9 +122,12 @@ func load() (*api, error) {
 }
 
 // errName turns a CUresult into its name, e.g. "CUDA_ERROR_OUT_OF_MEMORY (2)".
-func (a *api) errName(r int32) string {
+func (a *api) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
+
+// cuErrName names a CUresult through the driver's cuGetErrorName (both API tables load it).
+func cuErrName(getName func(int32, *unsafe.Pointer) int32, r int32) string {
 	var p unsafe.Pointer
-	if a.cuGetErrorName(r, &p) != 0 || p == nil {
+	if getName(r, &p) != 0 || p == nil {
 		return fmt.Sprintf("CUresult %d", r)
 	}
 	return fmt.Sprintf("%s (%d)", goString(p), r)

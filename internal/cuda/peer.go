@@ -88,13 +88,7 @@ func loadPeerAPI() (*peerAPI, error) {
 	return a, nil
 }
 
-func (a *peerAPI) errName(r int32) string {
-	var p unsafe.Pointer
-	if a.cuGetErrorName(r, &p) != 0 || p == nil {
-		return fmt.Sprintf("CUresult %d", r)
-	}
-	return fmt.Sprintf("%s (%d)", goString(p), r)
-}
+func (a *peerAPI) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
 
 func (a *peerAPI) err(what string, r int32) error {
 	if r == 0 {
