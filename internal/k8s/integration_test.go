@@ -135,7 +135,11 @@ func TestKubernetesRunTwoNodesFlagsStraggler(t *testing.T) {
 	e.standIn(t, func(k *standInKubelet) { k.straggler = "kwok-gpu-1" })
 	out, state := t.TempDir(), t.TempDir()
 	start := time.Now()
-	log, code := e.gpuvet(t, state, e.runArgs(out)...)
+	// Two loads per node at a time: all 16 at once on a 2-core CI machine make the load generator,
+	// not the engines, the bottleneck, and a client-limited figure rightly cannot flag a node. The
+	// quick profile's 2 s rungs give the synchronous rung ~4 requests and its sweep is a lower bound,
+	// so the minimum sample count is lowered to let the latency figures decide.
+	log, code := e.gpuvet(t, state, e.runArgs(out, "--parallel-gpus", "2", "--set", "compare.min_samples=3")...)
 	t.Logf("gpuvet run --backend kubernetes: exit %d in %s", code, time.Since(start).Round(time.Second))
 	if code != 0 {
 		t.Fatalf("exit %d (flags without --fail-on-flag exit 0):\n%s", code, log)
