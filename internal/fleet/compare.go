@@ -115,11 +115,12 @@ func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
-// llmCell is a host's figure for one model and metric: the median over its endpoints with load,
-// as doubtful as its most doubtful endpoint (fewest samples, any lower bound or client limit).
+// llmCell is a host's figure for one model and metric: the median over its endpoints with load.
+// The median is taken over the endpoints whose figure can decide (neither client-limited nor a lower
+// bound) when they are at least half of them, so one starved load among eight does not silence a
+// node; otherwise over all, as doubtful as its most doubtful endpoint.
 func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool) {
-	var vals, reqs []float64
-	c := nodeCell{Figure: compare.Figure{Samples: -1}}
+	var all, sure []endpointFigure
 	for _, m := range h.Models {
 		if m.Model != model {
 			continue
@@ -132,20 +133,38 @@ func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool
 			if !ok {
 				continue
 			}
-			vals = append(vals, f.Value)
-			reqs = append(reqs, ep.Load.SustainedReqS)
-			if c.Samples < 0 || f.Samples < c.Samples {
-				c.Samples = f.Samples
+			ef := endpointFigure{f, ep.Load.SustainedReqS}
+			all = append(all, ef)
+			if !f.ClientLimited && !f.LowerBound {
+				sure = append(sure, ef)
 			}
-			c.LowerBound = c.LowerBound || f.LowerBound
-			c.ClientLimited = c.ClientLimited || f.ClientLimited
 		}
 	}
-	if len(vals) == 0 {
-		return c, false
+	if len(all) == 0 {
+		return nodeCell{}, false
+	}
+	use := all
+	if 2*len(sure) >= len(all) {
+		use = sure
+	}
+	c := nodeCell{Figure: compare.Figure{Samples: -1}}
+	var vals, reqs []float64
+	for _, ef := range use {
+		vals, reqs = append(vals, ef.Value), append(reqs, ef.reqS)
+		if c.Samples < 0 || ef.Samples < c.Samples {
+			c.Samples = ef.Samples
+		}
+		c.LowerBound = c.LowerBound || ef.LowerBound
+		c.ClientLimited = c.ClientLimited || ef.ClientLimited
 	}
 	c.Value, c.ReqS = median(vals), median(reqs)
 	return c, true
+}
+
+// endpointFigure is one endpoint's figure with its sustained req/s.
+type endpointFigure struct {
+	compare.Figure
+	reqS float64
 }
 
 // benchCell is a host's figure for one health microbenchmark: the median over its GPUs.

@@ -223,3 +223,33 @@ func TestManifest(t *testing.T) {
 		t.Errorf("unwritable dir: %v", err)
 	}
 }
+
+// One starved load among a node's endpoints does not silence the node: its median is taken over
+// the figures that can decide. When most of them cannot, the node's figure cannot either.
+func TestCompareNodesMedianOverDecidingFigures(t *testing.T) {
+	starved := func(s *results.Summary, n int) *results.Summary {
+		for i := 0; i < n; i++ {
+			s.Hosts[0].Models[0].Endpoints[i].Load.Client.ClientLimited = true
+		}
+		return s
+	}
+	slow := healthy().scaled(0.3)
+	for _, tc := range []struct {
+		starved int
+		flagged bool
+	}{{0, true}, {1, true}, {3, false}} {
+		outs := []Outcome{
+			{Host: "node-a", Summary: oneHost(healthy(), healthy(), healthy(), healthy())},
+			{Host: "node-b", Summary: starved(oneHost(slow, slow, slow, slow), tc.starved)},
+		}
+		s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
+		CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+		flagged := false
+		for _, f := range s.Hosts[1].Flags {
+			flagged = flagged || f.Check == CheckNodeToNode
+		}
+		if flagged != tc.flagged {
+			t.Errorf("%d of 4 endpoints client-limited: node-b flagged %v, want %v; comparisons %+v", tc.starved, flagged, tc.flagged, s.Fleet.Comparisons)
+		}
+	}
+}
