@@ -228,6 +228,14 @@ func runPeer(url, out string, streams, n, tokens int) (clientRun, error) {
 	if pr.Completed != n {
 		return clientRun{}, fmt.Errorf("the peer completed %d of %d requests (first error: %s)", pr.Completed, n, firstError(pr.Errors))
 	}
+	ttftP50, itlP50 := pr.p50s()
+	return clientRun{client: "peer", cpu: cpu, start: start, end: end, tokS: pr.OutputThroughput,
+		ttft: ttftP50, itl: itlP50}, nil
+}
+
+// p50s is the peer's TTFT and ITL p50 in ms over its successful requests, as the peer measured
+// them (its own median_ttft_ms / median_itl_ms, which not every version writes).
+func (pr peerResult) p50s() (ttft, itl float64) {
 	var tt, it []float64
 	for i, v := range pr.TTFTs {
 		if i < len(pr.Errors) && pr.Errors[i] != "" {
@@ -240,8 +248,7 @@ func runPeer(url, out string, streams, n, tokens int) (clientRun, error) {
 			}
 		}
 	}
-	return clientRun{client: "peer", cpu: cpu, start: start, end: end, tokS: pr.OutputThroughput,
-		ttft: metrics.Summarize(tt).P50, itl: metrics.Summarize(it).P50}, nil
+	return metrics.Summarize(tt).P50, metrics.Summarize(it).P50
 }
 
 func parsePeer(b []byte) (peerResult, error) {
