@@ -112,12 +112,16 @@ func sideBySide(bin string, streams, per, tokens int, ttft, itl time.Duration) e
 		runs = append(runs, r)
 		return nil
 	}
-	// Fixed cost: one request each, one stream.
-	if err := one("gpuvet", 0, 1, 1); err != nil {
-		return err
-	}
-	if err := one("peer", 0, 1, 1); err != nil {
-		return err
+	fmt.Printf("load average before: %s\n", loadavg())
+	// Fixed cost: one request each, one stream, as many times as the measured pairs (one sample is
+	// too noisy on a shared machine; the median is used).
+	for i := 1; i <= *peerAlt; i++ {
+		if err := one("gpuvet", -i, 1, 1); err != nil {
+			return err
+		}
+		if err := one("peer", -i, 1, 1); err != nil {
+			return err
+		}
 	}
 	for i := 1; i <= *peerAlt; i++ {
 		if err := one("gpuvet", i, streams, n); err != nil {
@@ -127,12 +131,26 @@ func sideBySide(bin string, streams, per, tokens int, ttft, itl time.Duration) e
 			return err
 		}
 	}
+	fmt.Printf("load average after:  %s\n", loadavg())
 	stop()
 	if err := attribute(tracePath, runs); err != nil {
 		return fmt.Errorf("%w (simulator stderr: %s)", err, tail(srvErr.Bytes()))
 	}
-	report(runs)
+	report(runs[:2**peerAlt], runs[2**peerAlt:])
 	return nil
+}
+
+// loadavg is the machine's 1/5/15-minute load (Linux), to say how shared the CPU was.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // checkPeer fails early and clearly when the peer cannot run at all.
@@ -315,32 +333,37 @@ func attribute(path string, runs []clientRun) error {
 }
 
 // report prints each run, then per-client ranges and the peer/gpuvet ratios, both as measured and
-// with each client's fixed cost (its one-request run) taken out.
-func report(runs []clientRun) {
-	fixed := map[string]clientRun{}
+// with each client's fixed cost (the median of its one-request runs) taken out.
+func report(fixedRuns, runs []clientRun) {
 	fmt.Printf("\n%-4s %-7s %8s %9s %11s %13s %9s %9s %8s %9s %8s\n", "run", "client", "CPU s", "tokens", "µs CPU/tok", "µs excl.fixed", "tok/s",
 		"TTFT p50", "trace", "ITL p50", "trace")
-	for i, r := range runs {
-		run := strconv.Itoa(i/2 + 0)
-		excl := "-"
-		if i < 2 {
-			fixed[r.client] = r
-			run = "fix"
-		} else {
-			excl = fmt.Sprintf("%.2f", exclFixed(r, fixed[r.client]))
-		}
+	row := func(run string, r clientRun, excl string) {
 		fmt.Printf("%-4s %-7s %8.2f %9d %11.2f %13s %9.0f %9.2f %8.2f %9.3f %8.3f\n", run, r.client, r.cpu.Seconds(), r.tokens,
 			r.usPerTok(), excl, r.tokS, r.ttft, r.truthTTFT, r.itl, r.truthITL)
 	}
+	for _, r := range fixedRuns {
+		row("fix", r, "-")
+	}
+	fixed := map[string]clientRun{"gpuvet": medianCPU(fixedRuns, "gpuvet"), "peer": medianCPU(fixedRuns, "peer")}
 	var g, p, ge, pe, ratio, ratioE []float64
-	for i := 2; i+1 < len(runs); i += 2 {
+	for i := 0; i+1 < len(runs); i += 2 {
 		gr, pr := runs[i], runs[i+1]
 		g, p = append(g, gr.usPerTok()), append(p, pr.usPerTok())
 		ge, pe = append(ge, exclFixed(gr, fixed["gpuvet"])), append(pe, exclFixed(pr, fixed["peer"]))
 		ratio = append(ratio, pr.usPerTok()/gr.usPerTok())
 		ratioE = append(ratioE, pe[len(pe)-1]/ge[len(ge)-1])
+		row(strconv.Itoa(i/2+1), gr, fmt.Sprintf("%.2f", ge[len(ge)-1]))
+		row(strconv.Itoa(i/2+1), pr, fmt.Sprintf("%.2f", pe[len(pe)-1]))
 	}
-	fmt.Printf("\nfixed cost (1 request): gpuvet %.2f s CPU, peer %.2f s CPU\n", fixed["gpuvet"].cpu.Seconds(), fixed["peer"].cpu.Seconds())
+	var gf, pf []float64
+	for _, r := range fixedRuns {
+		if r.client == "gpuvet" {
+			gf = append(gf, r.cpu.Seconds())
+		} else {
+			pf = append(pf, r.cpu.Seconds())
+		}
+	}
+	fmt.Printf("\nfixed cost (1 request, s of CPU): gpuvet %s, peer %s\n", span(gf), span(pf))
 	fmt.Printf("µs of client CPU per token: gpuvet %s, peer %s; peer ÷ gpuvet per pair %s\n", span(g), span(p), span(ratio))
 	fmt.Printf("fixed cost taken out:       gpuvet %s, peer %s; peer ÷ gpuvet per pair %s\n", span(ge), span(pe), span(ratioE))
 	verdict := "MET"
@@ -348,6 +371,18 @@ func report(runs []clientRun) {
 		verdict = "NOT met"
 	}
 	fmt.Printf("issue 16 target (gpuvet ≤ 1/5 of the peer in every pair, as measured): %s\n", verdict)
+}
+
+// medianCPU is the client's one-request run of median CPU.
+func medianCPU(runs []clientRun, client string) clientRun {
+	var c []clientRun
+	for _, r := range runs {
+		if r.client == client {
+			c = append(c, r)
+		}
+	}
+	slices.SortFunc(c, func(a, b clientRun) int { return int(a.cpu - b.cpu) })
+	return c[len(c)/2]
 }
 
 // exclFixed is a run's CPU per token with the client's one-request cost (start-up, imports) taken
