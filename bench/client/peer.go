@@ -136,7 +136,7 @@ func sideBySide(bin string, streams, per, tokens int, ttft, itl time.Duration) e
 	if err := attribute(tracePath, runs); err != nil {
 		return fmt.Errorf("%w (simulator stderr: %s)", err, tail(srvErr.Bytes()))
 	}
-	report(runs[:2**peerAlt], runs[2**peerAlt:])
+	report(runs[:2**peerAlt], runs[2**peerAlt:], itl)
 	return nil
 }
 
@@ -333,27 +333,40 @@ func attribute(path string, runs []clientRun) error {
 }
 
 // report prints each run, then per-client ranges and the peer/gpuvet ratios, both as measured and
-// with each client's fixed cost (the median of its one-request runs) taken out.
-func report(fixedRuns, runs []clientRun) {
+// with each client's fixed cost (the median of its one-request runs) taken out. A pair in which the
+// simulator itself fell behind (its own ITL p50 under half the set ITL: it sent tokens in bursts) is
+// shown but left out of the summary: a bursty server lets a client read many tokens per wake-up, so
+// CPU per token there says little about the client.
+func report(fixedRuns, runs []clientRun, itl time.Duration) {
 	fmt.Printf("\n%-4s %-7s %8s %9s %11s %13s %9s %9s %8s %9s %8s\n", "run", "client", "CPU s", "tokens", "µs CPU/tok", "µs excl.fixed", "tok/s",
 		"TTFT p50", "trace", "ITL p50", "trace")
+	behind := func(r clientRun) bool { return r.truthITL < float64(itl.Microseconds())/1000/2 }
 	row := func(run string, r clientRun, excl string) {
-		fmt.Printf("%-4s %-7s %8.2f %9d %11.2f %13s %9.0f %9.2f %8.2f %9.3f %8.3f\n", run, r.client, r.cpu.Seconds(), r.tokens,
-			r.usPerTok(), excl, r.tokS, r.ttft, r.truthTTFT, r.itl, r.truthITL)
+		note := ""
+		if behind(r) {
+			note = "  server behind schedule"
+		}
+		fmt.Printf("%-4s %-7s %8.2f %9d %11.2f %13s %9.0f %9.2f %8.2f %9.3f %8.3f%s\n", run, r.client, r.cpu.Seconds(), r.tokens,
+			r.usPerTok(), excl, r.tokS, r.ttft, r.truthTTFT, r.itl, r.truthITL, note)
 	}
 	for _, r := range fixedRuns {
 		row("fix", r, "-")
 	}
 	fixed := map[string]clientRun{"gpuvet": medianCPU(fixedRuns, "gpuvet"), "peer": medianCPU(fixedRuns, "peer")}
-	var g, p, ge, pe, ratio, ratioE []float64
+	var g, p, ge, pe, ratio, ratioE, all []float64
 	for i := 0; i+1 < len(runs); i += 2 {
 		gr, pr := runs[i], runs[i+1]
+		gx, px := exclFixed(gr, fixed["gpuvet"]), exclFixed(pr, fixed["peer"])
+		row(strconv.Itoa(i/2+1), gr, fmt.Sprintf("%.2f", gx))
+		row(strconv.Itoa(i/2+1), pr, fmt.Sprintf("%.2f", px))
+		all = append(all, pr.usPerTok()/gr.usPerTok())
+		if behind(gr) || behind(pr) {
+			continue
+		}
 		g, p = append(g, gr.usPerTok()), append(p, pr.usPerTok())
-		ge, pe = append(ge, exclFixed(gr, fixed["gpuvet"])), append(pe, exclFixed(pr, fixed["peer"]))
+		ge, pe = append(ge, gx), append(pe, px)
 		ratio = append(ratio, pr.usPerTok()/gr.usPerTok())
-		ratioE = append(ratioE, pe[len(pe)-1]/ge[len(ge)-1])
-		row(strconv.Itoa(i/2+1), gr, fmt.Sprintf("%.2f", ge[len(ge)-1]))
-		row(strconv.Itoa(i/2+1), pr, fmt.Sprintf("%.2f", pe[len(pe)-1]))
+		ratioE = append(ratioE, px/gx)
 	}
 	var gf, pf []float64
 	for _, r := range fixedRuns {
@@ -364,10 +377,17 @@ func report(fixedRuns, runs []clientRun) {
 		}
 	}
 	fmt.Printf("\nfixed cost (1 request, s of CPU): gpuvet %s, peer %s\n", span(gf), span(pf))
+	fmt.Printf("%d of %d pairs with the simulator on schedule; over those:\n", len(ratio), len(all))
 	fmt.Printf("µs of client CPU per token: gpuvet %s, peer %s; peer ÷ gpuvet per pair %s\n", span(g), span(p), span(ratio))
 	fmt.Printf("fixed cost taken out:       gpuvet %s, peer %s; peer ÷ gpuvet per pair %s\n", span(ge), span(pe), span(ratioE))
+	if len(ratio) < len(all) {
+		fmt.Printf("(peer ÷ gpuvet over all %d pairs: %s)\n", len(all), span(all))
+	}
 	verdict := "MET"
-	if slices.Min(ratio) < 5 {
+	switch {
+	case len(ratio) == 0:
+		verdict = "undecided: the simulator fell behind in every pair; rerun on a quieter machine"
+	case slices.Min(ratio) < 5:
 		verdict = "NOT met"
 	}
 	fmt.Printf("issue 16 target (gpuvet ≤ 1/5 of the peer in every pair, as measured): %s\n", verdict)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +93,47 @@ func TestAttributeByWindow(t *testing.T) {
 	if err := attribute(path, runs); err == nil {
 		t.Error("a run with no token in its window was accepted")
 	}
+}
+
+// The verdict comes from the pairs in which the simulator kept its schedule.
+func TestReportVerdict(t *testing.T) {
+	run := func(client string, cpuMs, tokens int, truthITL float64) clientRun {
+		return clientRun{client: client, cpu: time.Duration(cpuMs) * time.Millisecond, tokens: tokens, truthITL: truthITL}
+	}
+	fixed := []clientRun{run("gpuvet", 10, 100, 4), run("peer", 500, 100, 4)}
+	cases := []struct {
+		runs []clientRun
+		want string
+	}{
+		{[]clientRun{run("gpuvet", 1000, 200000, 4), run("peer", 6000, 200000, 4)}, "as measured): MET"},
+		{[]clientRun{run("gpuvet", 1000, 200000, 4), run("peer", 4000, 200000, 4)}, "as measured): NOT met"},
+		// The second pair's 2× is from a bursty server: left out.
+		{[]clientRun{run("gpuvet", 1000, 200000, 4), run("peer", 6000, 200000, 4),
+			run("gpuvet", 1000, 200000, 0.1), run("peer", 2000, 200000, 4)}, "as measured): MET"},
+		{[]clientRun{run("gpuvet", 1000, 200000, 1), run("peer", 6000, 200000, 4)}, "as measured): undecided"},
+	}
+	for i, c := range cases {
+		out := captureStdout(t, func() { report(fixed, c.runs, 4*time.Millisecond) })
+		if !strings.Contains(out, c.want) {
+			t.Errorf("case %d: want %q in\n%s", i, c.want, out)
+		}
+	}
+}
+
+func captureStdout(t *testing.T, f func()) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	f()
+	os.Stdout = old
+	w.Close()
+	b, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
