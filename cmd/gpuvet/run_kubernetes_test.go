@@ -21,7 +21,8 @@ import (
 func TestPlanYAMLRoundTrip(t *testing.T) {
 	p, err := config.Load(config.Options{Sets: []string{"load.max_duration=7s", "gates.ttft_p95_ms=null", "engine.env.FOO=bar",
 		"reference.NVIDIA H200.Qwen/Qwen3-8B.ttft_p95_ms=90"},
-		Flags: []config.Flag{{Name: "--backend", Path: "backend", Value: "kubernetes"}, {Name: "--model", Path: "models", Value: "Qwen/Qwen3-8B"}}})
+		Flags: []config.Flag{{Name: "--backend", Path: "backend", Value: "kubernetes"}, {Name: "--model", Path: "models", Value: "Qwen/Qwen3-8B"},
+			{Name: "--image", Path: "kubernetes.image", Value: "reg/gpuvet:v1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,19 +58,37 @@ func asGpuvet(t *testing.T, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
+// Bad Kubernetes settings, from flags, --set or GPUVET_* alike, exit 2 naming the key before any
+// cluster is contacted.
 func TestRunKubernetesBadInputExit2(t *testing.T) {
 	for _, c := range []struct {
 		args []string
-		want string
+		env  []string
+		want []string
 	}{
-		{[]string{"--tolerations", "=x"}, "--tolerations"},
-		{[]string{"--parallel-nodes", "0"}, "--parallel-nodes"},
-		{[]string{"--kubeconfig", "/nonexistent/kubeconfig"}, "--kubeconfig /nonexistent/kubeconfig"},
+		{args: []string{"--tolerations", "=x"}, want: []string{"kubernetes.tolerations", "flag:--tolerations", "no key"}},
+		{env: []string{"GPUVET_KUBERNETES_TOLERATIONS=gpu:Never"}, want: []string{"kubernetes.tolerations", "env:GPUVET_KUBERNETES_TOLERATIONS", "effect"}},
+		{args: []string{"--node-selector", "a in (b"}, want: []string{"kubernetes.node_selector", "label selector"}},
+		{args: []string{"--parallel-nodes", "0"}, want: []string{"kubernetes.parallel_nodes", "--parallel-nodes"}},
+		{args: []string{"--cache-size", "lots"}, want: []string{"model_cache.size", "100Gi, or off"}},
+		{env: []string{"GPUVET_MODEL_CACHE_ACCESS_MODE=shared"}, want: []string{"model_cache.access_mode", "ReadWriteMany"}},
+		{args: []string{"--set", "kubernetes.health_args='--burn"}, want: []string{"kubernetes.health_args"}},
+		{args: []string{"--image", ""}, want: []string{"kubernetes.image", "ko build"}},
+		{args: []string{"--kubeconfig", "/nonexistent/kubeconfig"}, want: []string{"--kubeconfig /nonexistent/kubeconfig"}},
+		{env: []string{"GPUVET_KUBERNETES_KUBECONFIG=/nonexistent/kc"}, want: []string{"/nonexistent/kc"}},
 	} {
-		args := append([]string{"run", "--backend", "kubernetes", "--model", "Qwen/Qwen3-8B", "--out", t.TempDir()}, c.args...)
+		args := append([]string{"run", "--backend", "kubernetes", "--image", "reg/gpuvet:v1", "--model", "Qwen/Qwen3-8B", "--out", t.TempDir()}, c.args...)
+		for _, e := range c.env {
+			t.Setenv(strings.Split(e, "=")[0], strings.SplitN(e, "=", 2)[1])
+		}
 		_, stderr, code := asGpuvet(t, args...)
-		if code != exitBadUsage || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v: exit %d, %q: want 2 naming %s", c.args, code, stderr, c.want)
+		for _, e := range c.env {
+			os.Unsetenv(strings.Split(e, "=")[0])
+		}
+		for _, w := range c.want {
+			if code != exitBadUsage || !strings.Contains(stderr, w) {
+				t.Errorf("%v %v: exit %d, %q: want 2 naming %s", c.args, c.env, code, stderr, w)
+			}
 		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +33,13 @@ type Options struct {
 	ParallelNodes int
 	// KeepOnFailure keeps the namespace when the run failed (--keep-on-failure), for a post-mortem.
 	KeepOnFailure bool
-	// CacheSize is each node's model-cache PVC size ("off": no cache PVC).
+	// CacheSize is the model-cache PVC size ("off": no cache PVC); CacheAccess its access mode
+	// (model_cache.access_mode: auto, ReadWriteOnce, ReadWriteMany).
 	CacheSize    string
+	CacheAccess  string
 	StorageClass string // "" the cluster's default StorageClass
+	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
+	Dynamo bool
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
 	HealthArgs []string
 	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
@@ -50,31 +53,34 @@ const AnnotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
 // Run is one Kubernetes run, checked and ready to create objects.
 type Run struct {
-	cl       *Cluster
-	cfg      config.Config
-	opt      Options
-	ns       string
-	planArg  string // the resolved plan, base64 YAML, passed to every load Job
-	nodes    []Node
-	skipped  []results.SkippedHost
-	class    string
-	size     resource.Quantity
-	tokenEnv string
-	man      *fleet.Manifest
+	cl        *Cluster
+	cfg       config.Config
+	opt       Options
+	ns        string
+	planArg   string // the resolved plan, base64 YAML, passed to every load Job
+	nodes     []Node
+	skipped   []results.SkippedHost
+	class     string
+	size      resource.Quantity
+	access    corev1.PersistentVolumeAccessMode
+	cacheNote string
+	shared    sharedCache
+	tokenEnv  string
+	man       *fleet.Manifest
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
 // StorageClass. Its errors are the user's to fix (exit 2).
 func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byte, opt Options) (*Run, error) {
 	if opt.Image == "" {
-		return nil, errors.New("--image: gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see README)")
+		return nil, errors.New("kubernetes.image (--image): gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)")
 	}
 	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID), planArg: base64.StdEncoding.EncodeToString(planYAML)}
 	cache := !config.IsOff(opt.CacheSize)
 	if cache {
 		q, err := resource.ParseQuantity(opt.CacheSize)
 		if err != nil || q.Sign() <= 0 {
-			return nil, fmt.Errorf("--cache-size %q: want a size such as 100Gi, or off", opt.CacheSize)
+			return nil, fmt.Errorf("model_cache.size (--cache-size) %q: want a size such as 100Gi, or off", opt.CacheSize)
 		}
 		r.size = q
 	}
@@ -100,44 +106,14 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 		if err != nil {
 			return nil, err
 		}
-		r.class = sc
+		r.class = sc.Name
+		var why string
+		r.access, why = chooseAccess(opt.CacheAccess, sc, len(nodes))
+		r.cacheNote = fmt.Sprintf("model cache %s: %s", r.size.String(), why)
+	} else {
+		r.cacheNote = "model cache: none (model_cache.size off): every engine downloads its weights"
 	}
 	return r, nil
-}
-
-// storageClass is the named class, or the cluster's default one; none is an error naming the
-// settings (before anything is created).
-func (r *Run) storageClass(ctx context.Context) (string, error) {
-	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("listing StorageClasses: %v", err)
-	}
-	if r.opt.StorageClass != "" {
-		for _, sc := range l.Items {
-			if sc.Name == r.opt.StorageClass {
-				return sc.Name, nil
-			}
-		}
-		return "", fmt.Errorf("--storage-class %s: no such StorageClass (have: %s)", r.opt.StorageClass, classNames(l.Items))
-	}
-	for _, sc := range l.Items {
-		if sc.Annotations[AnnotationDefaultClass] == "true" {
-			return sc.Name, nil
-		}
-	}
-	return "", fmt.Errorf("no default StorageClass for the model cache (none has the %s annotation; have: %s): "+
-		"name one with --storage-class, or disable the cache PVC with --cache-size off", AnnotationDefaultClass, classNames(l.Items))
-}
-
-func classNames(l []storagev1.StorageClass) string {
-	var n []string
-	for _, sc := range l {
-		n = append(n, sc.Name)
-	}
-	if len(n) == 0 {
-		return "none"
-	}
-	return strings.Join(n, ", ")
 }
 
 // Nodes are the chosen nodes; Skipped the others with their reasons.
@@ -274,24 +250,9 @@ func (h *nodeHost) record(kind, name string) error {
 // health Job on all its free GPUs.
 func (h *nodeHost) Provision(ctx context.Context) error {
 	r := h.r
-	cs := r.cl.Client
 	if r.class != "" {
-		pvc := cachePVC(r.opt.RunID, h.node.Name, r.class, r.size)
-		if err := h.record("PersistentVolumeClaim", pvc.Name); err != nil {
+		if err := h.provisionCache(ctx); err != nil {
 			return err
-		}
-		if _, err := cs.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("model cache PVC: %v", err)
-		}
-		h.pvc = pvc.Name
-		for mi, model := range r.cfg.Models {
-			name := dnsName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
-			j := gpuvetJob(r.opt.RunID, name, RoleCache, h.node.Name, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
-			withCache(j, h.pvc, r.tokenEnv != "")
-			h.say("model cache: pulling %s into PVC %s (%s, %s)", model, h.pvc, r.class, r.size.String())
-			if _, err := h.runJob(ctx, j); err != nil {
-				return fmt.Errorf("model cache: %v", err)
-			}
 		}
 	}
 	if r.cfg.Health.Enabled {
@@ -362,7 +323,7 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	}
 	host := results.Host{Name: h.node.Name, Health: h.health,
 		Discovery: results.Discovery{Source: "kubernetes", GPUs: gpus,
-			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q", h.node.Free, h.node.Allocatable, h.node.Product)}}
+			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q; %s", h.node.Free, h.node.Allocatable, h.node.Product, r.cacheNote)}}
 	sum := &results.Summary{SchemaVersion: results.SchemaVersion, Hosts: []results.Host{host}}
 	for mi, model := range r.cfg.Models {
 		m, meta, err := h.serveModel(ctx, mi, model, gpus)
