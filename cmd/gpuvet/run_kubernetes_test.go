@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,5 +113,29 @@ func TestInPodEmitsResult(t *testing.T) {
 	}
 	if _, _, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-count", "1", "--dcgm=false"); code != exitFailed {
 		t.Errorf("no result file: exit %d, want 1", code)
+	}
+}
+
+// probe reports each server's tokens or its response's error, and exits 1 when one failed.
+func TestProbeReportsCompletionError(t *testing.T) {
+	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"choices":[{"message":{"content":"OK"}}],"usage":{"completion_tokens":2}}`)
+	}))
+	defer good.Close()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+		fmt.Fprint(w, `{"object":"error","message":"CUDA error: an illegal memory access"}`)
+	}))
+	defer bad.Close()
+	f := filepath.Join(t.TempDir(), "ready.json")
+	stdout, stderr, code := asGpuvet(t, "probe", "--model", "m", "--url", good.URL, "--url", bad.URL, "--wait", "1s", "--out", f)
+	if code != exitFailed || !strings.Contains(stdout, "2 token(s)") || !strings.Contains(stdout, "illegal memory access") {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var res []k8s.CompletionCheck
+	b, _ := os.ReadFile(f)
+	if err := json.Unmarshal(b, &res); err != nil || len(res) != 2 || res[0].Tokens != 2 || res[0].Error != "" ||
+		!strings.Contains(res[1].Error, "HTTP 500") || res[1].Seconds < 1 {
+		t.Errorf("%v %+v", err, res)
 	}
 }

@@ -387,13 +387,44 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 		m.Error = "engines not ready: " + err.Error()
 		return m, nil, errors.New(m.Error)
 	}
+	// Ready also means a real completion came back from each replica (ready.go says from where).
+	urls, err := h.podURLs(ctx, pods)
+	if err != nil {
+		m.Error = "engines not ready: " + err.Error()
+		return m, nil, errors.New(m.Error)
+	}
+	fails, err := h.checkCompletions(ctx, dnsName("ready", strconv.Itoa(h.index), strconv.Itoa(mi)), model, urls)
+	if err != nil {
+		m.Error = "engines Ready, but the completion check did not run: " + err.Error()
+		return m, nil, errors.New(m.Error)
+	}
 	ready := time.Since(start)
-	h.say("%s: %d engine pod(s) Ready in %.1fs; load", model, len(pods), ready.Seconds())
 	eps := make([]results.Endpoint, len(pods))
+	var good []string
+	for s, f := range fails {
+		if f == "" {
+			good = append(good, pods[s])
+			continue
+		}
+		eps[s] = results.Endpoint{GPUName: gpus[0].Name, URL: urls[s], Error: "engine pod " + pods[s] + ": " + f}
+		for g := s * tp; g < (s+1)*tp; g++ {
+			eps[s].GPUs = append(eps[s].GPUs, g)
+		}
+		h.say("%s: engine pod %s %s", model, pods[s], f)
+	}
+	if len(good) == 0 {
+		m.Endpoints = eps
+		m.Error = fmt.Sprintf("no engine pod returned a real completion; pod %s: %s", pods[0], fails[0])
+		return m, nil, errors.New(m.Error)
+	}
+	h.say("%s: %d engine pod(s) Ready and %d returned a real completion, in %.1fs; load", model, len(pods), len(good), ready.Seconds())
 	metas := make([]*results.Meta, len(pods))
 	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
 	var wg sync.WaitGroup
 	for s, pod := range pods {
+		if fails[s] != "" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -185,3 +185,21 @@ func TestCacheSharedOrPerNode(t *testing.T) {
 		}
 	}
 }
+
+func TestCompletionFailures(t *testing.T) {
+	urls := []string{"http://a:8000", "http://b:8000", "http://c:8000", "http://d:8000"}
+	b := []byte(`[{"url":"http://a:8000","tokens":3,"seconds":0.2},
+		{"url":"http://b:8000","seconds":20.4,"error":"HTTP 500: {\"message\":\"simulated engine error\"}"},
+		{"url":"http://c:8000","tokens":0,"seconds":0.1}]`)
+	f, err := completionFailures(b, urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f[0] != "" || !strings.Contains(f[1], "Ready, but a real completion failed after 20.4s: HTTP 500: {\"message\":\"simulated engine error\"}") ||
+		!strings.Contains(f[2], "no tokens") || !strings.Contains(f[3], "no completion check result") {
+		t.Errorf("%q", f)
+	}
+	if _, err := completionFailures([]byte("{"), urls); err == nil {
+		t.Error("a damaged result passed")
+	}
+}
