@@ -64,3 +64,17 @@ func TestKubernetesBadValues(t *testing.T) {
 		}
 	}
 }
+
+// An aicr recipe that deploys Dynamo's platform asks for a DynamoGraphDeployment.
+func TestRecipeAsksForDynamo(t *testing.T) {
+	p, err := Load(Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Config.Kubernetes.Dynamo || !strings.HasPrefix(p.Source("kubernetes.dynamo"), "recipe:") {
+		t.Errorf("dynamo %v from %q", p.Config.Kubernetes.Dynamo, p.Source("kubernetes.dynamo"))
+	}
+	if d, _ := Load(Options{}); d.Config.Kubernetes.Dynamo {
+		t.Error("dynamo on by default")
+	}
+}

@@ -87,7 +87,12 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 	if cfg.Engine.TokenEnv != "" && os.Getenv(cfg.Engine.TokenEnv) != "" {
 		r.tokenEnv = cfg.Engine.TokenEnv
 	}
-	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "")); err != nil {
+	if opt.Dynamo {
+		if err := cl.CheckDynamo(cfg.Engine.Kind); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "", opt.Dynamo)); err != nil {
 		return nil, err
 	}
 	nodes, skipped, err := ChooseNodes(ctx, cl.Client, opt.Selection)
@@ -341,6 +346,9 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 // serveModel runs one model's engines and load on the node.
 func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
 	r := h.r
+	if r.opt.Dynamo {
+		return h.serveDynamo(ctx, mi, model, gpus)
+	}
 	cs := r.cl.Client
 	tp := max(1, r.cfg.Engine.TP)
 	nslots := h.node.Free / tp
@@ -406,10 +414,7 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 			good = append(good, pods[s])
 			continue
 		}
-		eps[s] = results.Endpoint{GPUName: gpus[0].Name, URL: urls[s], Error: "engine pod " + pods[s] + ": " + f}
-		for g := s * tp; g < (s+1)*tp; g++ {
-			eps[s].GPUs = append(eps[s].GPUs, g)
-		}
+		eps[s] = results.Endpoint{GPUName: gpus[0].Name, GPUs: slotGPUs(s, tp), URL: urls[s], Error: "engine pod " + pods[s] + ": " + f}
 		h.say("%s: engine pod %s %s", model, pods[s], f)
 	}
 	if len(good) == 0 {
@@ -430,7 +435,8 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			eps[s], metas[s] = h.loadEngine(ctx, mi, s, tp, model, pod, gpus, ready)
+			eps[s], metas[s] = h.runLoad(ctx, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s)), urls[s], model,
+				"engine pod "+pod, slotGPUs(s, tp), gpus[0].Name, ready)
 		}()
 	}
 	wg.Wait()
@@ -445,42 +451,44 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	return m, meta, nil
 }
 
-// loadEngine runs the load Job against one engine pod and returns its endpoint result.
-func (h *nodeHost) loadEngine(ctx context.Context, mi, slot, tp int, model, pod string, gpus []results.GPUInfo, ready time.Duration) (results.Endpoint, *results.Meta) {
+// runLoad runs one load Job on the node against url (an engine pod, or a Dynamo frontend) and
+// returns its endpoint result for gpus. what names the server in the binding and errors; extra
+// are more `gpuvet run` arguments.
+func (h *nodeHost) runLoad(ctx context.Context, job, url, model, what string, gpus []int, gpuName string, ready time.Duration, extra ...string) (results.Endpoint, *results.Meta) {
 	r := h.r
-	ep := results.Endpoint{GPUName: gpus[0].Name}
-	for g := slot * tp; g < (slot+1)*tp; g++ {
-		ep.GPUs = append(ep.GPUs, g)
-	}
-	p, err := r.cl.Client.CoreV1().Pods(r.ns).Get(ctx, pod, metav1.GetOptions{})
-	if err != nil || p.Status.PodIP == "" {
-		ep.Error = fmt.Sprintf("engine pod %s has no address (%v)", pod, err)
-		return ep, nil
-	}
-	ep.URL = fmt.Sprintf("http://%s:%d", p.Status.PodIP, EnginePort)
+	ep := results.Endpoint{GPUName: gpuName, GPUs: gpus, URL: url}
 	const out = "out" // relative: in-pod's fresh working directory
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", ep.URL, "--model", model, "--out", out, "--set", "health.enabled=false"}
-	j := gpuvetJob(r.opt.RunID, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(slot)), RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
+		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
+	j := gpuvetJob(r.opt.RunID, job, RoleLoad, h.node.Name, r.opt.Image, append(args, extra...), 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, j)
 	if b == nil {
-		ep.Error = fmt.Sprintf("load job against %s: %v", pod, err)
+		ep.Error = fmt.Sprintf("load job against %s: %v", what, err)
 		return ep, nil
 	}
 	s, perr := results.Parse(b)
 	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
-		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", pod, perr)
+		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", what, perr)
 		return ep, nil
 	}
 	got := s.Hosts[0].Models[0].Endpoints[0]
 	got.GPUs, got.GPUName, got.URL = ep.GPUs, ep.GPUName, ep.URL
-	got.Binding = "kubernetes: engine pod " + pod + ", load job " + j.Name + " on node " + h.node.Name
+	got.Binding = "kubernetes: " + what + ", load job " + j.Name + " on node " + h.node.Name
 	got.ProvisionSeconds = ready.Seconds() + got.ProvisionSeconds
 	got.RawLoadFile, got.LogFile = "", ""
 	if err != nil && got.Error == "" {
 		got.Error = err.Error()
 	}
 	return got, &s.Meta
+}
+
+// slotGPUs are the GPU indexes of engine slot s of tp GPUs each.
+func slotGPUs(s, tp int) []int {
+	var g []int
+	for i := s * tp; i < (s+1)*tp; i++ {
+		g = append(g, i)
+	}
+	return g
 }
 
 // deletePods deletes engine pods and waits until they are gone, so their GPUs are free again.

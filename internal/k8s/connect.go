@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +22,7 @@ import (
 // Cluster is a connected API client and where it points.
 type Cluster struct {
 	Client  kubernetes.Interface
+	Dynamic dynamic.Interface // custom resources (DynamoGraphDeployment)
 	Config  *rest.Config
 	Context string // the kubeconfig context used ("in-cluster" inside a pod)
 	Server  string
@@ -63,5 +65,9 @@ func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v", err)
 	}
-	return &Cluster{Client: cs, Config: cfg, Context: name, Server: cfg.Host}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %v", err)
+	}
+	return &Cluster{Client: cs, Dynamic: dyn, Config: cfg, Context: name, Server: cfg.Host}, nil
 }
