@@ -186,14 +186,14 @@ func TestKubernetesReadyButCompletionFails(t *testing.T) {
 	out, state := t.TempDir(), t.TempDir()
 	w := e.watchRun(t)
 	start := time.Now()
-	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE_SIZE=off"}, e.runArgs(out, small...)...)
+	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, e.runArgs(out, small...)...)
 	w.end()
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, log)
 	}
 	if len(w.pvcs) != 0 || len(w.readyJobs) != 2 {
-		t.Errorf("PVCs %v (model_cache.size off), ready jobs %s", w.pvcs, keys(w.readyJobs))
+		t.Errorf("PVCs %v (model_cache: off), ready jobs %s", w.pvcs, keys(w.readyJobs))
 	}
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
