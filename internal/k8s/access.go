@@ -53,7 +53,7 @@ func Needs(cache, secret, dynamo bool) []Permission {
 		for _, v := range []string{"create", "get", "delete"} {
 			p = append(p, Permission{Verb: v, Group: "nvidia.com", Resource: "dynamographdeployments", Namespaced: true})
 		}
-		p = append(p, Permission{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices", Namespaced: true})
+		p = append(p, Permission{Verb: "get", Resource: "services", Namespaced: true})
 	}
 	return p
 }

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -25,8 +26,8 @@ import (
 // GPU (or per engine.tp GPUs), every pod pinned to the node, the workers on the model cache
 // read-only. gpuvet waits until the operator reports it successful with every component's replicas
 // Ready, checks a real completion through the frontend, runs the load Job against the frontend
-// Service's ready endpoint (its pod address: the load runs next to the GPUs, as with plain
-// engine pods, with no need for cluster DNS or a Service proxy in its path), and deletes the
+// Service's Ready pod (its pod address: the load runs next to the GPUs, as with plain engine pods,
+// with no need for cluster DNS or a Service proxy in its path), and deletes the
 // DynamoGraphDeployment at the end. It goes through the dynamic client (unstructured objects): no
 // Dynamo Go module.
 
@@ -210,26 +211,68 @@ func (h *nodeHost) waitDynamo(ctx context.Context, name string, timeout time.Dur
 	}
 }
 
-// frontendURL is the address of a ready endpoint of the deployment's frontend Service.
-func (h *nodeHost) frontendURL(ctx context.Context, name string) (string, error) {
+// frontendURL is the address of a Ready pod behind the deployment's frontend Service (its selector,
+// its target port), waited for a while: the Service may appear a moment after the operator reports
+// the deployment Ready. The load then runs against that pod address, as with engine pods, so it
+// needs no cluster DNS or Service proxy in its path.
+func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Duration) (string, error) {
 	r := h.r
-	svc := name + "-frontend"
-	l, err := r.cl.Client.DiscoveryV1().EndpointSlices(r.ns).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + svc})
-	if err != nil {
-		return "", fmt.Errorf("frontend Service %s: %v", svc, err)
-	}
-	for _, es := range l.Items {
-		port := int32(EnginePort)
-		if len(es.Ports) > 0 && es.Ports[0].Port != nil {
-			port = *es.Ports[0].Port
+	svcName := name + "-frontend"
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	last := "no such Service"
+	for {
+		svc, err := r.cl.Client.CoreV1().Services(r.ns).Get(ctx, svcName, metav1.GetOptions{})
+		if err == nil {
+			last = "no Ready pod matches its selector"
+			if len(svc.Spec.Selector) == 0 {
+				return "", fmt.Errorf("frontend Service %s has no selector", svcName)
+			}
+			pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+			if err == nil {
+				if u := frontendAddress(svc, pods.Items); u != "" {
+					return u, nil
+				}
+			}
+		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			return "", fmt.Errorf("frontend Service %s: %v", svcName, err)
 		}
-		for _, ep := range es.Endpoints {
-			if len(ep.Addresses) > 0 && (ep.Conditions.Ready == nil || *ep.Conditions.Ready) {
-				return "http://" + ep.Addresses[0] + ":" + strconv.Itoa(int(port)), nil
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("frontend Service %s: %s after %s", svcName, last, wait)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// frontendAddress is http://podIP:port of the first Ready pod, port being the Service's first
+// target port (a name is looked up among the pod's container ports); "" when no pod is Ready.
+func frontendAddress(svc *corev1.Service, pods []corev1.Pod) string {
+	for i := range pods {
+		p := &pods[i]
+		if !podReady(p) || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		port := int32(EnginePort)
+		if len(svc.Spec.Ports) > 0 {
+			sp := svc.Spec.Ports[0]
+			port = sp.Port
+			switch tp := sp.TargetPort; {
+			case tp.Type == intstr.Int && tp.IntVal > 0:
+				port = tp.IntVal
+			case tp.Type == intstr.String && tp.StrVal != "":
+				for _, c := range p.Spec.Containers {
+					for _, cp := range c.Ports {
+						if cp.Name == tp.StrVal {
+							port = cp.ContainerPort
+						}
+					}
+				}
 			}
 		}
+		return "http://" + p.Status.PodIP + ":" + strconv.Itoa(int(port))
 	}
-	return "", fmt.Errorf("frontend Service %s has no ready endpoint", svc)
+	return ""
 }
 
 // deleteDynamo deletes the deployment and waits until the API no longer has it (its pods and
@@ -287,7 +330,7 @@ func (h *nodeHost) serveDynamo(ctx context.Context, mi int, model string, gpus [
 	if err := h.waitDynamo(ctx, name, r.cfg.Engine.ReadyTimeout.D()); err != nil {
 		return fail("engines not ready: %v", err)
 	}
-	url, err := h.frontendURL(ctx, name)
+	url, err := h.frontendURL(ctx, name, 2*time.Minute)
 	if err != nil {
 		return fail("engines not ready: %v", err)
 	}

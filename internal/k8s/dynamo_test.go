@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -121,6 +123,35 @@ func TestDynamoReady(t *testing.T) {
 		ok, why := dynamoReady(tt.o)
 		if ok != tt.ready || !strings.Contains(why, tt.why) {
 			t.Errorf("%v %q, want %v %q", ok, why, tt.ready, tt.why)
+		}
+	}
+}
+
+func TestFrontendAddress(t *testing.T) {
+	pod := func(name, ip string, ready bool) corev1.Pod {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:   corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+			Status: corev1.PodStatus{PodIP: ip, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}}}
+	}
+	svc := func(tp intstr.IntOrString) *corev1.Service {
+		return &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8000, TargetPort: tp}}}}
+	}
+	for _, tt := range []struct {
+		svc  *corev1.Service
+		pods []corev1.Pod
+		want string
+	}{
+		{svc(intstr.FromInt32(9000)), []corev1.Pod{pod("a", "10.0.0.1", false), pod("b", "10.0.0.2", true)}, "http://10.0.0.2:9000"},
+		{svc(intstr.FromString("http")), []corev1.Pod{pod("a", "10.0.0.1", true)}, "http://10.0.0.1:8080"},
+		{svc(intstr.IntOrString{}), []corev1.Pod{pod("a", "10.0.0.1", true)}, "http://10.0.0.1:8000"},
+		{svc(intstr.FromInt32(9000)), []corev1.Pod{pod("a", "10.0.0.1", false), pod("b", "", true)}, ""},
+	} {
+		if got := frontendAddress(tt.svc, tt.pods); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.svc.Spec.Ports[0].TargetPort, got, tt.want)
 		}
 	}
 }
