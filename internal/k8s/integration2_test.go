@@ -2,8 +2,6 @@ package k8s_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,20 +20,6 @@ import (
 // small is one engine per node and no health phase: the tests below are about the cache and
 // readiness, not the load.
 var small = []string{"--gpu-count", "1", "--set", "health.enabled=false"}
-
-// gpuvetEnv is gpuvet with extra environment variables (config keys as GPUVET_*).
-func (e *env) gpuvetEnv(t *testing.T, state string, extra []string, args ...string) (string, int) {
-	c := exec.Command(e.bin, args...)
-	c.Env = append(append(os.Environ(), "GPUVET_STATE_DIR="+state), extra...)
-	out, err := c.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
-}
 
 // seen records what a run created, polled while it runs.
 type seen struct {

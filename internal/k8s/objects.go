@@ -200,7 +200,7 @@ func engineArgs(es EngineSpec) ([]string, error) {
 }
 
 // enginePod is one engine on one node: tp GPUs, the model cache read-only, Ready when /health
-// answers (the real completion is the load Job's first request).
+// answers (gpuvet then also asks for a real completion: ready.go).
 func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.Toleration) (*corev1.Pod, error) {
 	args, err := engineArgs(es)
 	if err != nil {
