@@ -140,11 +140,12 @@ func TestKubernetesRunTwoNodesFlagsStraggler(t *testing.T) {
 	e.standIn(t, func(k *standInKubelet) { k.straggler = "kwok-gpu-1" })
 	out, state := t.TempDir(), t.TempDir()
 	start := time.Now()
-	// Two loads per node at a time: all 16 at once on a 2-core CI machine make the load generator,
-	// not the engines, the bottleneck, and a client-limited figure rightly cannot flag a node. The
+	// One load per node at a time: more at once on a 2-core CI machine (beside the control plane and
+	// sixteen simulators) make the load generator fall behind its schedule, and a client-limited
+	// figure rightly cannot flag a node (two per node did, in 3 of 6 runs). The
 	// quick profile's 2 s rungs give the synchronous rung ~4 requests and its sweep is a lower bound,
 	// so the minimum sample count is lowered to let the latency figures decide.
-	log, code := e.gpuvet(t, state, e.runArgs(out, "--parallel-gpus", "2", "--set", "compare.min_samples=3")...)
+	log, code := e.gpuvet(t, state, e.runArgs(out, "--parallel-gpus", "1", "--set", "compare.min_samples=3")...)
 	t.Logf("gpuvet run --backend kubernetes: exit %d in %s", code, time.Since(start).Round(time.Second))
 	if code != 0 {
 		t.Fatalf("exit %d (flags without --fail-on-flag exit 0):\n%s", code, log)
@@ -183,6 +184,13 @@ func TestKubernetesRunTwoNodesFlagsStraggler(t *testing.T) {
 	}
 	if nodeFlags == 0 {
 		t.Errorf("no node-to-node flag on the straggler; comparisons: %+v", s.Fleet.Comparisons)
+		for _, h := range s.Hosts {
+			for _, ep := range h.Models[0].Endpoints {
+				if ep.Load != nil && ep.Load.Client.ClientLimited {
+					t.Logf("%s gpu %v client-limited: %s", h.Name, ep.GPUs, ep.Load.Client.Reason)
+				}
+			}
+		}
 	}
 	for _, f := range []string{"summary.json", "report.html", "junit.xml", "ctrf.json"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {

@@ -120,6 +120,13 @@ func TestPodProblem(t *testing.T) {
 	if pe := podProblem(p, nil); pe == nil || pe.Reason != "Unschedulable" || !strings.Contains(pe.Error(), "Insufficient nvidia.com/gpu") {
 		t.Errorf("%v", pe)
 	}
+	for _, m := range []string{"0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available",
+		`0/2 nodes are available: persistentvolumeclaim "cache-kwok-gpu-0" bound to non-existent persistentvolume "". not found`} {
+		p.Status.Conditions[0].Message = m
+		if pe := podProblem(p, nil); pe != nil {
+			t.Errorf("a volume still binding is not a verdict: %v", pe)
+		}
+	}
 	p.Status.Conditions = nil
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", RestartCount: 5,
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},

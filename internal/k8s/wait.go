@@ -29,13 +29,20 @@ func (e *PodError) Error() string { return fmt.Sprintf("pod %s: %s: %s", e.Pod, 
 var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true, "RunContainerError": true}
 
+// volumeBinding tells a scheduler message about a volume still binding ("unbound immediate
+// PersistentVolumeClaims", a claim "bound to non-existent persistentvolume" while the scheduler's view
+// of a fresh volume catches up) from one that will not fix itself: it passes once the volume binds, so
+// it is not a verdict (a volume that never binds ends at the readiness timeout, with its reason).
+func volumeBinding(msg string) bool {
+	return strings.Contains(strings.ToLower(msg), "persistentvolume")
+}
+
 // podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
 // logs fetches a container's last lines for a crash-looping one.
 func podProblem(p *corev1.Pod, logs func(container string, previous bool) string) *PodError {
 	for _, c := range p.Status.Conditions {
-		// "unbound immediate PersistentVolumeClaims" passes once the volume binds: not a verdict.
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
-			!strings.Contains(c.Message, "unbound immediate PersistentVolumeClaims") {
+			!volumeBinding(c.Message) {
 			return &PodError{Pod: p.Name, Reason: "Unschedulable", Detail: c.Message}
 		}
 	}
