@@ -293,74 +293,106 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 	stall := time.AfterFunc(c.stall, func() { cancel(errStall) })
 	defer stall.Stop()
 	sse := newSSEReader(body)
-	lastCum := 0
-	var final *usage
-	finished := false
+	s := sseStream{c: c, rec: rec}
 	// Whatever ends the stream, the tokens already received are counted (they were generated).
-	defer func() {
-		if rec.Counts == "" {
-			rec.finalize(final)
-		}
-	}()
+	defer s.finalize()
 	for {
 		data, err := sse.Next()
 		stall.Reset(c.stall)
 		now := c.since()
-		if err == nil {
-			now = c.chunkTime(conn, rec, now)
-		}
 		if err != nil {
-			rec.end = now
-			if errors.Is(err, errLineTooLong) {
-				c.fail(rec, errMalformed, err.Error())
-				return
-			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && !errors.Is(err, errLineTooLong) {
+				rec.end = now
 				c.failCtx(ctx, rec, errCut, err)
 				return
 			}
-			if err == io.EOF && finished {
-				break // ended without [DONE] but after a finish_reason: complete
-			}
-			c.fail(rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(rec.marks), err))
+			s.broken(err, now)
 			return
 		}
-		if string(bytes.TrimSpace(data)) == "[DONE]" {
-			rec.end = now
-			break
-		}
-		ch, perr := parseChunk(data)
-		if perr != nil {
-			rec.end = now
-			c.fail(rec, errMalformed, perr.Error())
+		if s.event(data, c.chunkTime(conn, rec, now)) {
 			return
-		}
-		if ch.Err != "" {
-			rec.end = now
-			c.fail(rec, errStream, ch.Err)
-			return
-		}
-		delta := 0
-		if ch.HasUsage {
-			final = &usage{}
-			*final = ch.Usage
-			if ch.HasChoices {
-				rec.contUsage = true
-				delta = ch.Usage.CompletionTokens - lastCum
-				lastCum = ch.Usage.CompletionTokens
-			}
-		}
-		if ch.Finish != "" {
-			finished = true
-		}
-		if ch.TextBytes > 0 || delta > 0 {
-			rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
-			c.marked.Add(1)
 		}
 	}
-	rec.finalize(final)
+}
+
+// sseStream turns one response's SSE events into its Record: both readers (net/http's and the event
+// loop's) feed it, so a request is classified the same whichever read it.
+type sseStream struct {
+	c        *client
+	rec      *Record
+	lastCum  int
+	final    *usage
+	finished bool // a chunk carried a finish_reason
+}
+
+// event handles one event's data, received at now. It returns true when the request is over: [DONE],
+// or an event that ends it with an error.
+func (s *sseStream) event(data []byte, now time.Duration) bool {
+	rec := s.rec
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
+		rec.end = now
+		s.complete()
+		return true
+	}
+	ch, perr := parseChunk(data)
+	if perr != nil {
+		rec.end = now
+		s.c.fail(rec, errMalformed, perr.Error())
+		return true
+	}
+	if ch.Err != "" {
+		rec.end = now
+		s.c.fail(rec, errStream, ch.Err)
+		return true
+	}
+	delta := 0
+	if ch.HasUsage {
+		s.final = &usage{}
+		*s.final = ch.Usage
+		if ch.HasChoices {
+			rec.contUsage = true
+			delta = ch.Usage.CompletionTokens - s.lastCum
+			s.lastCum = ch.Usage.CompletionTokens
+		}
+	}
+	if ch.Finish != "" {
+		s.finished = true
+	}
+	if ch.TextBytes > 0 || delta > 0 {
+		rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+		s.c.marked.Add(1)
+	}
+	return false
+}
+
+// broken is the body ending (err: io.EOF when it ended cleanly) before [DONE], at now. A stream that
+// already had its finish_reason is complete; otherwise it was cut.
+func (s *sseStream) broken(err error, now time.Duration) {
+	s.rec.end = now
+	switch {
+	case errors.Is(err, errLineTooLong):
+		s.c.fail(s.rec, errMalformed, err.Error())
+	case err == io.EOF && s.finished:
+		s.complete() // ended without [DONE] but after a finish_reason: complete
+	default:
+		s.c.fail(s.rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(s.rec.marks), err))
+	}
+	s.finalize()
+}
+
+// complete is a stream that ended as it should: its counts are final, and a short one is an error.
+func (s *sseStream) complete() {
+	rec := s.rec
+	rec.finalize(s.final)
 	if rec.OutputTokens < rec.RequestedTokens {
-		c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
+		s.c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
+	}
+}
+
+// finalize counts the tokens of a stream that ended any other way (they were generated).
+func (s *sseStream) finalize() {
+	if s.rec.Counts == "" {
+		s.rec.finalize(s.final)
 	}
 }
 
