@@ -46,6 +46,7 @@ func main() {
 	itl := flag.Duration("itl", 4*time.Millisecond, "the simulator's ITL")
 	withHog := flag.Bool("hog", false, "run a second process that spins on one core beside the client")
 	oneCore := flag.Bool("one-core", false, "run the client with GOMAXPROCS=1")
+	flag.StringVar(&reader, "reader", load.ReaderAuto, "reader of streamed responses: "+strings.Join(load.Readers, ", "))
 	flag.Parse()
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "-gpuvet is required: go build -o /tmp/gpuvet ./cmd/gpuvet")
@@ -77,6 +78,9 @@ func main() {
 	}
 }
 
+// reader is the client's reader of streamed responses (-reader).
+var reader string
+
 // one runs n streams × per requests against a fresh simulator and prints a line.
 func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	trace, err := os.CreateTemp("", "gpuvet-bench-trace-*.jsonl")
@@ -102,7 +106,7 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	}
 	cpu0 := cpu()
 	l, err := load.Run(context.Background(), load.Options{URL: url, Model: "mock", Config: results.LoadConfig{
-		Profile: "concurrency", Concurrency: n, MaxRequests: n * per, OutputTokens: tokens, PromptTokens: 64, API: "completions"}})
+		Profile: "concurrency", Concurrency: n, MaxRequests: n * per, OutputTokens: tokens, PromptTokens: 64, API: "completions", Reader: reader}})
 	used := cpu() - cpu0
 	if err != nil {
 		return err
@@ -125,7 +129,7 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	}
 	fmt.Printf("%-8d %10.2f %12.0f %10.2f %10.2f %10.3f %10.3f %10.2f %10.1f  %s\n", n, float64(used.Microseconds())/got, r.OutputTokS,
 		r.TTFT.P50, tt.P50, r.ITL.P50, it.P50, wait, l.Client.LagP99Ms, check)
-	fmt.Printf("         chunk times: %s\n", l.Client.ChunkTimes)
+	fmt.Printf("         reader: %s\n         chunk times: %s\n", l.Client.Reader, l.Client.ChunkTimes)
 	return nil
 }
 

@@ -53,6 +53,8 @@ type client struct {
 	marked atomic.Int64
 	// rx says how chunk times are taken: netstamp.Kernel, or why kernel receive timestamps are unavailable.
 	rx *rxStatus
+	// ev is the event-loop reader of streamed responses (nil: net/http reads them; see pickReader).
+	ev *evReader
 }
 
 // rxStatus collects, over a load's connections, whether chunk times are the kernel's receive times.
@@ -60,6 +62,18 @@ type rxStatus struct {
 	mu      sync.Mutex
 	kernel  int    // connections with kernel receive timestamps
 	without string // why one was without ("": none)
+	// reader says which reader read the streams, and why (results.ClientCheck.Reader).
+	reader string
+	// The event-loop reader's reads that carried SSE events, those that carried several, and their events.
+	reads, multiReads, multiEvents int
+}
+
+func (s *rxStatus) addReads(reads, multi, events int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads += reads
+	s.multiReads += multi
+	s.multiEvents += events
 }
 
 func (s *rxStatus) note(err error) {
@@ -81,13 +95,17 @@ func (s *rxStatus) String() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	multi := ""
+	if s.reads > 0 {
+		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), each timed at that read", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+	}
 	switch {
 	case s.without == "":
-		return netstamp.Kernel
+		return netstamp.Kernel + multi
 	case s.kernel == 0:
-		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together"
+		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together" + multi
 	}
-	return netstamp.Kernel + "; some connections fell back to read time (" + s.without + ")"
+	return netstamp.Kernel + "; some connections fell back to read time (" + s.without + ")" + multi
 }
 
 // Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
@@ -193,7 +211,7 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 			c.dropped = append(c.dropped, give)
 		}
 		rec := &Record{}
-		c.do(ctx, p, 2, rec)
+		c.doHTTP(ctx, p, 2, rec) // off the hot path: net/http, whichever reader streams the load
 		if rec.Error != "http_400" {
 			return nil // other failures are the load's to count, not a reason to give anything up
 		}
@@ -204,8 +222,25 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
 }
 
-// do sends one request and fills rec. It never panics on server input and always sets rec.end.
+// do sends one request and fills rec with the load's reader. It never panics on server input and
+// always sets rec.end.
 func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
+	if c.ev == nil {
+		c.doHTTP(ctx, p, out, rec)
+		return
+	}
+	rec.RequestedTokens = out
+	rec.marks = make([]mark, 0, min(out, 1<<16))
+	rec.start = c.since()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
+	defer deadline.Stop()
+	c.ev.do(ctx, cancel, c.body(p, out), rec)
+}
+
+// doHTTP is do with net/http.
+func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	rec.RequestedTokens = out
 	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
 	rec.start = c.since()
