@@ -507,6 +507,7 @@ func (l *evLoop) event(cn *evConn, data []byte, now, at time.Duration, kernel bo
 		q.s.rec.rxN++
 	}
 	if q.s.event(data, at) {
+		q.s.finalize() // an event that ended it with an error: the tokens so far still count
 		l.settle(q, now)
 		return true
 	}

@@ -21,6 +21,9 @@ const (
 // Readers are the accepted values of LoadConfig.Reader.
 var Readers = []string{ReaderAuto, ReaderEventLoop, ReaderNetHTTP}
 
+// proxyFor is the proxy net/http's transport would use (the environment, read once per process).
+var proxyFor = http.ProxyFromEnvironment
+
 // endpointURL is what the event-loop reader needs of a completions URL.
 type endpointURL struct {
 	addr string // host:port to dial
@@ -43,7 +46,7 @@ func loopEndpoint(rawURL string) (endpointURL, string) {
 	case u.User != nil:
 		return endpointURL{}, "credentials in the URL: net/http sends them"
 	}
-	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
+	if p, err := proxyFor(&http.Request{URL: u}); err != nil || p != nil {
 		return endpointURL{}, "a proxy from the environment ($HTTP_PROXY/$NO_PROXY): net/http goes through it"
 	}
 	port := u.Port()

@@ -1,0 +1,163 @@
+//go:build linux
+
+package load
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
+)
+
+// classified is what a record says about its request, whichever reader read it.
+type classified struct {
+	Index                     int
+	Warmup, Incomplete, NewCx bool
+	Error, Detail, Counts     string
+	Output, Requested, Prompt int
+	Chunks                    int
+}
+
+func classify(r Record) classified {
+	d := r.Detail
+	if r.Error == errCut || r.Error == errTimeout {
+		// The transport's own words differ ("read tcp 127.0.0.1:…: connection reset" against "read:
+		// connection reset"); what the request got before it was cut must not.
+		d, _, _ = strings.Cut(d, ":")
+	}
+	d, _, _ = strings.Cut(d, " (starts") // a malformed chunk's start holds its creation time
+	return classified{Index: r.Index, Warmup: r.Warmup, Incomplete: r.Incomplete, NewCx: r.NewConnection,
+		Error: r.Error, Detail: d, Counts: r.Counts, Output: r.OutputTokens, Requested: r.RequestedTokens,
+		Prompt: r.PromptTokens, Chunks: r.Chunks}
+}
+
+// simRecords runs one load through reader against a fresh simulator with faults and returns its
+// records by prompt index and the result.
+func simRecords(t *testing.T, reader, api string, faults sim.Faults) (map[int]classified, *results.Load) {
+	t.Helper()
+	srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 5 * time.Millisecond, ITL: time.Millisecond, Faults: faults, Seed: 7}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "records.jsonl")
+	// One stream: the simulator draws each request's faults in arrival order, so both readers
+	// must see the same order to meet the same faults.
+	o := opts(srv.URL(), results.LoadConfig{Profile: "concurrency", Concurrency: 1, MaxRequests: 60, OutputTokens: 16, API: api, Reader: reader})
+	o.RecordsPath = path
+	o.StallTimeout = 300 * time.Millisecond
+	l, err := Run(context.Background(), o)
+	if l == nil {
+		t.Fatalf("%s: %v", reader, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got := map[int]classified{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var r Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatal(err)
+		}
+		got[r.Index] = classify(r)
+	}
+	return got, l
+}
+
+// TestReadersAgreeOnSim is the event-loop reader's differential test: the same load against the same
+// fault-injecting simulator gives the same classified records through both readers.
+func TestReadersAgreeOnSim(t *testing.T) {
+	faults := sim.Faults{Rate5xx: 0.08, Rate429: 0.08, CutRate: 0.1, MalformedRate: 0.1, StallRate: 0.08, Stall: time.Second}
+	for _, api := range []string{"completions", "chat"} {
+		t.Run(api, func(t *testing.T) {
+			ev, evLoad := simRecords(t, ReaderEventLoop, api, faults)
+			nh, nhLoad := simRecords(t, ReaderNetHTTP, api, faults)
+			if !strings.HasPrefix(evLoad.Client.Reader, "event loop") || !strings.HasPrefix(nhLoad.Client.Reader, "net/http") {
+				t.Fatalf("readers %q and %q", evLoad.Client.Reader, nhLoad.Client.Reader)
+			}
+			if len(ev) != len(nh) || len(ev) < 61 {
+				t.Fatalf("%d records through the event loop, %d through net/http, want 61 each", len(ev), len(nh))
+			}
+			classes := map[string]int{}
+			for i, want := range nh {
+				if got := ev[i]; got != want {
+					t.Errorf("request %d:\nevent loop %+v\nnet/http   %+v", i, got, want)
+				}
+				classes[want.Error]++
+			}
+			// The faults must have hit: a differential test of clean streams only proves little.
+			for _, c := range []string{"", "http_500", "http_429", errCut, errMalformed, errTimeout} {
+				if classes[c] == 0 {
+					t.Errorf("no request classed %q (classes %v): change the seed or rates", c, classes)
+				}
+			}
+			t.Logf("classes %v", classes)
+			if t.Failed() {
+				for i := range len(nh) {
+					t.Logf("%d\n ev %+v\n nh %+v", i, ev[i], nh[i])
+				}
+			}
+			if fmt.Sprint(evLoad.Runs[0].Errors) != fmt.Sprint(nhLoad.Runs[0].Errors) {
+				t.Errorf("run errors: event loop %v, net/http %v", evLoad.Runs[0].Errors, nhLoad.Runs[0].Errors)
+			}
+		})
+	}
+}
+
+// TestNetHTTPReader runs the scenario tests, which use the event loop by default, with net/http too.
+func TestNetHTTPReader(t *testing.T) {
+	defer func(r string) { testReader = r }(testReader)
+	testReader = ReaderNetHTTP
+	for name, test := range map[string]func(*testing.T){
+		"errors": TestErrorsAreClassifiedNotFatal, "connect": TestConnectError, "stall": TestStallIsTimeout,
+		"refusing": TestServerRefusingIsNotClientLag, "interrupt": TestInterruptKeepsMeasurements,
+		"apikey": TestAPIKeyFromEnvOnly, "synchronous": TestSynchronousMeasuresTTFTAndITL, "strict": TestStrictEndpointGetsPlainRequests,
+	} {
+		t.Run(name, test)
+	}
+}
+
+// TestReaderChoice: auto takes the event loop for plain http only; an explicit eventloop where it
+// cannot run is an error before any load.
+func TestReaderChoice(t *testing.T) {
+	for _, c := range []struct {
+		setting, url string
+		loop, err    bool
+	}{
+		{ReaderAuto, "http://127.0.0.1:8000/v1/completions", true, false},
+		{ReaderAuto, "https://example.com/v1/completions", false, false},
+		{ReaderAuto, "http://user:pw@127.0.0.1:8000/v1/completions", false, false},
+		{ReaderNetHTTP, "http://127.0.0.1:8000/v1/completions", false, false},
+		{ReaderEventLoop, "http://127.0.0.1:8000/v1/completions", true, false},
+		{ReaderEventLoop, "https://example.com/v1/completions", false, true},
+	} {
+		ep, loop, why, err := pickReader(c.setting, c.url)
+		if loop != c.loop || (err != nil) != c.err || (!loop && !c.err && why == "") {
+			t.Errorf("%s %s: loop %v why %q err %v", c.setting, c.url, loop, why, err)
+		}
+		if loop && (ep.addr != "127.0.0.1:8000" || ep.uri != "/v1/completions" || ep.host != "127.0.0.1:8000") {
+			t.Errorf("%s: endpoint %+v", c.url, ep)
+		}
+	}
+	defer func(f func(*http.Request) (*url.URL, error)) { proxyFor = f }(proxyFor)
+	proxyFor = func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.example:3128") }
+	if _, loop, why, _ := pickReader(ReaderAuto, "http://10.1.2.3:8000/v1/completions"); loop || !strings.Contains(why, "proxy") {
+		t.Errorf("with a proxy: loop %v (%q)", loop, why)
+	}
+	if err := Validate(Options{URL: "http://127.0.0.1:1", Model: "m", Config: results.LoadConfig{Reader: "epoll"}}); err == nil || !strings.Contains(err.Error(), "--reader") {
+		t.Errorf("a bad reader: %v", err)
+	}
+}
