@@ -362,16 +362,7 @@ func (l *evLoop) run() {
 			}
 		}
 		t0 := time.Now()
-		n, err := unix.EpollWait(l.epfd, l.events, 0)
-		if err != nil && err != unix.EINTR {
-			l.failAll(fmt.Errorf("epoll_wait: %v", err))
-		}
-		for i := range max(n, 0) {
-			e := l.events[i]
-			if cn := l.conns[e.Fd]; cn != nil {
-				l.ready(cn, e.Events)
-			}
-		}
+		l.poll()
 		if now := l.r.c.since(); now-l.lastSweep >= sweepEvery {
 			l.sweep(now)
 			l.lastSweep = now
@@ -383,6 +374,28 @@ func (l *evLoop) run() {
 		}
 		if d := pollEvery - time.Since(t0); d > 0 {
 			time.Sleep(d)
+		}
+	}
+}
+
+// poll reads every socket that is ready now (several epoll_waits when more are ready than one returns).
+func (l *evLoop) poll() {
+	for {
+		n, err := unix.EpollWait(l.epfd, l.events, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			l.failAll(fmt.Errorf("epoll_wait: %v", err))
+			return
+		}
+		for _, e := range l.events[:n] {
+			if cn := l.conns[e.Fd]; cn != nil {
+				l.ready(cn, e.Events)
+			}
+		}
+		if n < len(l.events) {
+			return
 		}
 	}
 }
