@@ -78,17 +78,8 @@ func (f *sseFramer) lineDone(line []byte, emit func([]byte) bool) bool {
 		f.data = f.data[:0]
 		return emit(d)
 	}
-	if line[0] == ':' {
-		return true
-	}
-	field, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		field, value = line[:i], line[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
-	if string(field) != "data" {
+	value, ok := sseData(line)
+	if !ok {
 		return true
 	}
 	if f.have {
