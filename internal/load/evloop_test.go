@@ -8,13 +8,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
@@ -159,5 +162,61 @@ func TestReaderChoice(t *testing.T) {
 	}
 	if err := Validate(Options{URL: "http://127.0.0.1:1", Model: "m", Config: results.LoadConfig{Reader: "epoll"}}); err == nil || !strings.Contains(err.Error(), "--reader") {
 		t.Errorf("a bad reader: %v", err)
+	}
+}
+
+// TestEventLoopLargeRequestAndReuse: a request far larger than the socket's send buffer is written in
+// pieces by the loop (the server reads it slowly), and answered streams reuse their connection.
+func TestEventLoopLargeRequestAndReuse(t *testing.T) {
+	var got []int
+	var mu sync.Mutex
+	var conns sync.Map
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conns.Store(r.RemoteAddr, true)
+		n := 0
+		buf := make([]byte, 64<<10)
+		for {
+			k, err := r.Body.Read(buf)
+			n += k
+			if err != nil {
+				break
+			}
+			time.Sleep(time.Millisecond) // slower than the client writes: its send buffer fills
+		}
+		mu.Lock()
+		got = append(got, n)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := 1; i <= 3; i++ {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"text\":\"x\"}],\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":%d}}\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	c := &client{endpoint: srv.URL + "/v1/completions", model: "m", reqTimeout: time.Minute, stall: time.Minute, epoch: time.Now(), rx: &rxStatus{}}
+	ep, ok, why, err := pickReader(ReaderEventLoop, c.endpoint)
+	if !ok || err != nil {
+		t.Fatalf("no event loop: %s %v", why, err)
+	}
+	if c.ev, err = newEvReader(c, ep, 1); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ev.close()
+	big := strings.Repeat("token ", 1<<20) // a 6 MiB prompt
+	for i := range 3 {
+		rec := &Record{}
+		c.do(context.Background(), dataset.Prompt{Text: big}, 3, rec)
+		if rec.Error != "" || rec.OutputTokens != 3 || rec.Counts != countsContinuous || rec.sent <= rec.start {
+			t.Fatalf("request %d: %s %s, %d tokens (%s), sent %v", i, rec.Error, rec.Detail, rec.OutputTokens, rec.Counts, rec.sent)
+		}
+		if rec.NewConnection != (i == 0) {
+			t.Fatalf("request %d: new connection %v", i, rec.NewConnection)
+		}
+	}
+	n := 0
+	conns.Range(func(any, any) bool { n++; return true })
+	if len(got) != 3 || got[0] < len(big) || n != 1 {
+		t.Fatalf("server read %v bytes over %d connections", got, n)
 	}
 }
