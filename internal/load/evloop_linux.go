@@ -4,6 +4,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -43,6 +44,8 @@ const (
 
 // eventLoopBuilt says whether this build has the event-loop reader.
 const eventLoopBuilt = true
+
+var errLoopClosed = errors.New("the event loop closed with the request in flight")
 
 // evReader is one load's event-loop transport: a keep-alive pool of raw sockets to one endpoint and the
 // loops that read them.
@@ -152,8 +155,9 @@ func (r *evReader) closeNow() {
 	r.idle = nil
 	r.mu.Unlock()
 	for _, l := range r.loops {
-		for _, cn := range l.conns {
-			unix.Close(cn.fd)
+		l.takeWork()
+		for _, cn := range l.conns { // none while a load runs to its end; a caller still waiting is let go
+			l.release(cn, false)
 		}
 		unix.Close(l.epfd)
 		if rx := r.c.rx; rx != nil {
@@ -233,7 +237,11 @@ func (r *evReader) wait(ctx context.Context, cancel context.CancelCauseFunc, cn 
 	if len(q.out) == 0 {
 		class = errCut
 	}
-	c.failCtx(ctx, rec, class, context.Cause(ctx))
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = errLoopClosed
+	}
+	c.failCtx(ctx, rec, class, cause)
 	if q.streaming {
 		q.s.finalize()
 	}
@@ -415,7 +423,6 @@ func (l *evLoop) takeWork() {
 	}
 	for _, q := range cancels {
 		if !q.released {
-			q.cancelled = !q.settled
 			l.release(q.conn, false)
 		}
 	}
@@ -628,6 +635,7 @@ func (l *evLoop) release(cn *evConn, reusable bool) {
 		return
 	}
 	q.released = true
+	q.cancelled = !q.settled // released before it was read out: its caller classifies it
 	delete(l.conns, int32(cn.fd))
 	unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, cn.fd, nil)
 	if reusable && q.settled && !q.cancelled {
