@@ -7,6 +7,11 @@
 //	go build -o /tmp/gpuvet ./cmd/gpuvet
 //	go run ./bench/client -gpuvet /tmp/gpuvet -streams 128,1000,4000 [-hog] [-one-core]
 //
+// With -peer PATH it runs gpuvet's client and vLLM's Python benchmark_serving.py side by side instead
+// (peer.go, docs/client-vs-vllm.md):
+//
+//	go run ./bench/client -gpuvet /tmp/gpuvet -streams 128 -peer /path/to/vllm/benchmarks/benchmark_serving.py
+//
 // Targets (issue 16): ≤ 1/5 of vLLM's benchmark_serving.py CPU per token on the same load; 1,000
 // streams at 50,000 tok/s with no client lag on one core; with a hog, TTFT p50 within 1 ms and ITL p50
 // within 0.3 ms of the trace.
@@ -77,6 +82,18 @@ func main() {
 			os.Exit(1)
 		}
 		defer func() { h.Process.Kill(); h.Wait() }()
+	}
+	if *peerScript != "" {
+		n, err := strconv.Atoi(strings.TrimSpace(strings.Split(*streams, ",")[0]))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "-streams %q: want a positive integer\n", *streams)
+			os.Exit(2)
+		}
+		if err := sideBySide(*bin, n, *perStream, *tokens, *ttft, *itl); err != nil {
+			fmt.Fprintln(os.Stderr, "side by side:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	fmt.Printf("%-8s %10s %12s %10s %10s %10s %10s %10s %10s  %s\n", "streams", "µs CPU/tok", "tok/s", "TTFT p50", "trace", "ITL p50", "trace", "rx wait", "lag p99", "client check")
 	for _, f := range strings.Split(*streams, ",") {

@@ -185,6 +185,8 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--sim", "--out", "/proc/nope/out"}, "", "--out /proc/nope/out"},
 		{[]string{"run", "--sim", "--fail-on-flg", "--out", out}, "", "Did you mean this?\n\t--fail-on-flag"},
 		{[]string{"rn", "--sim"}, "", "Did you mean this?\n\trun"},
+		{[]string{"run", "--sim", "--out", out, "--baseline", "/nonexistent/baseline.json", "--fail-on-flag"}, "", "--baseline /nonexistent/baseline.json (run.baseline)"},
+		{[]string{"run", "--sim", "--out", out, "--baseline", "/etc/hostname"}, "", "--baseline /etc/hostname (run.baseline)"},
 		{[]string{"run", "--sim", "--out", out}, "GPUVET_LOAD_MAX_CONCURENCY=3", "did you mean GPUVET_LOAD_MAX_CONCURRENCY"},
 	} {
 		cmd := gpuvet(tc.args...)

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -46,7 +47,22 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			src.Close()
 		}
 	}
+	if err := checkBaseline(c.Run.Baseline); err != nil {
+		return err
+	}
 	return checkWritable(c.Output.Dir)
+}
+
+// checkBaseline reads a baseline named for this run up front: one that cannot be read would
+// otherwise leave the run without its comparison and pass, however long the run took.
+func checkBaseline(path string) error {
+	if path == "" {
+		return nil
+	}
+	if _, _, err := importer.Read(path); err != nil {
+		return fmt.Errorf("%w: --baseline %s (run.baseline): %v; give a summary.json or baseline.json of an earlier run (gpuvet run --save-baseline), a vLLM bench result or a guidellm report, or drop --baseline", ErrBadInput, path, err)
+	}
+	return nil
 }
 
 // checkWritable makes sure dir can hold the results (creating nothing that was not there).
