@@ -390,9 +390,11 @@ func (l *evLoop) run() {
 	}
 }
 
-// poll reads every socket that is ready now (several epoll_waits when more are ready than one returns).
+// poll reads every socket that is ready now: several epoll_waits when more are ready than one
+// returns, as many as it takes to visit every connection once (not more: busy sockets would keep it
+// here, away from new requests and the stall sweep).
 func (l *evLoop) poll() {
-	for {
+	for range len(l.conns)/len(l.events) + 1 {
 		n, err := unix.EpollWait(l.epfd, l.events, 0)
 		if err == unix.EINTR {
 			continue
