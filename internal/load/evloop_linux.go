@@ -478,8 +478,15 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 			at, kernel = kt, true
 		}
 	}
+	l.consume(cn, l.buf[:n], now, at, kernel)
+}
+
+// consume takes what one read returned, received at (the read's time, kernel says whether the
+// kernel's) and read at now.
+func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool) {
+	q, n := cn.req, len(p)
 	l.readEvents = 0
-	used, perr := cn.resp.feed(l.buf[:n], func(b []byte) bool { return l.body(cn, b, now, at, kernel) })
+	used, perr := cn.resp.feed(p, func(b []byte) bool { return l.body(cn, b, now, at, kernel) })
 	if l.readEvents > 0 {
 		l.reads++
 		if l.readEvents > 1 {

@@ -4,9 +4,11 @@ package load
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -219,4 +221,103 @@ func TestEventLoopLargeRequestAndReuse(t *testing.T) {
 	if len(got) != 3 || got[0] < len(big) || n != 1 {
 		t.Fatalf("server read %v bytes over %d connections", got, n)
 	}
+}
+
+// readWithNetHTTP classifies a response the way the net/http reader does (doHTTP after the round trip),
+// the end of in being the server closing the connection.
+func readWithNetHTTP(c *client, in []byte) *Record {
+	rec := &Record{RequestedTokens: 4, marks: make([]mark, 0, 4)}
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(in)), &http.Request{Method: http.MethodPost})
+	if err != nil {
+		c.fail(rec, errCut, err.Error())
+		return rec
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		c.fail(rec, fmt.Sprintf("http_%d", resp.StatusCode), strings.TrimSpace(string(msg)))
+		return rec
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	c.stream(ctx, cancel, resp.Body, rec, nil)
+	return rec
+}
+
+// readWithEventLoop feeds in to an event loop's connection in the pieces cuts draws, then closes it.
+func readWithEventLoop(c *client, in, cuts []byte) *Record {
+	rec := &Record{RequestedTokens: 4, marks: make([]mark, 0, 4)}
+	l := &evLoop{r: &evReader{c: c}, epfd: -1, conns: map[int32]*evConn{}}
+	cn := &evConn{fd: -1, loop: l}
+	q := &evReq{conn: cn, s: sseStream{c: c, rec: rec}, done: make(chan struct{}), cancel: func(error) {}}
+	cn.req = q
+	l.conns[-1] = cn
+	for k := 0; len(in) > 0 && !q.released; k++ {
+		n := len(in)
+		if len(cuts) > 0 {
+			n = min(n, int(cuts[k%len(cuts)])+1)
+		}
+		l.consume(cn, in[:n], c.since(), c.since(), false)
+		in = in[n:]
+	}
+	if !q.released {
+		l.eof(cn, c.since())
+	}
+	return rec
+}
+
+// FuzzReadersAgreeOnResponses: whatever a server sends in a response body (any SSE, cut anywhere,
+// framed chunked, by length or until close, or an error status), and however it arrives in reads, the
+// event loop classifies the request as the net/http reader does.
+func FuzzReadersAgreeOnResponses(f *testing.F) {
+	ev := func(s ...string) []byte {
+		var b []byte
+		for _, e := range s {
+			b = append(b, "data: "+e+"\n\n"...)
+		}
+		return b
+	}
+	tok := func(n int) string {
+		return fmt.Sprintf(`{"choices":[{"text":"ab","finish_reason":null}],"usage":{"prompt_tokens":3,"completion_tokens":%d}}`, n)
+	}
+	full := ev(tok(1), tok(2), tok(3), tok(4), "[DONE]")
+	for frame := range byte(4) {
+		f.Add(frame, full, []byte{7})
+		f.Add(frame|4, full[:len(full)/2], []byte{3, 60})
+		f.Add(frame, ev(tok(1), `{"choices":[{"text":"x"`, tok(2)), []byte{255})
+		f.Add(frame, ev(tok(1), `{"error":{"message":"boom"}}`), []byte{1})
+		f.Add(frame, ev(`{"choices":[{"text":"ab","finish_reason":"length"}]}`, `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`), []byte{9})
+	}
+	f.Fuzz(func(t *testing.T, frame byte, body, cuts []byte) {
+		c := &client{stall: time.Hour, epoch: time.Now()}
+		var in []byte
+		switch frame & 3 {
+		case 0: // chunked, one HTTP chunk per 40 bytes; bit 4: no last chunk (cut)
+			in = []byte(chunkedHead)
+			for b := body; len(b) > 0; {
+				k := min(len(b), 40)
+				in = fmt.Appendf(in, "%x\r\n%s\r\n", k, b[:k])
+				b = b[k:]
+			}
+			if frame&4 == 0 {
+				in = append(in, "0\r\n\r\n"...)
+			}
+		case 1: // Content-Length; bit 4: the server promised 5 bytes more than it sent
+			extra := 0
+			if frame&4 != 0 {
+				extra = 5
+			}
+			in = fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body)+extra, body)
+		case 2: // a body that ends when the server closes
+			in = append([]byte("HTTP/1.0 200 OK\r\nContent-Type: text/event-stream\r\n\r\n"), body...)
+		case 3:
+			in = fmt.Appendf(nil, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		}
+		want, got := classify(*readWithNetHTTP(c, in)), classify(*readWithEventLoop(c, in, cuts))
+		if want.Error == errCut && !strings.HasPrefix(want.Detail, "stream ended") {
+			want.Detail, got.Detail = "", "" // a transport's own words
+		}
+		if got != want {
+			t.Fatalf("frame %d:\nnet/http   %+v\nevent loop %+v", frame, want, got)
+		}
+	})
 }
