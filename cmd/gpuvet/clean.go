@@ -57,7 +57,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			}
 			cleanPlan = plan
 			var label []string // backends that find leftovers without a manifest, by the run label
-			if backend == "" && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context")) {
+			if backend == "" && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context") || plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
 				label = append(label, "kubernetes")
 			}
 			byBackend, err := cleanManifests(cmd, backend, label, runID, files)

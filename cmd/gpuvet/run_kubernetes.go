@@ -23,42 +23,65 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// kubeFlags are `gpuvet run`'s flags for --backend kubernetes (and `gpuvet clean`'s connection).
-type kubeFlags struct {
-	kubeconfig, context, selector, tolerations, image, engineImage string
-	cacheSize, storageClass, healthArgs                            string
-	nodes, parallelNodes                                           int
-	keepOnFailure                                                  bool
-	jobTimeout                                                     time.Duration
-}
-
-var kube kubeFlags
+// kubeConnect is the cluster `gpuvet clean` connects to (--kubeconfig, --context); `gpuvet run`
+// reads the same flags as the keys kubernetes.kubeconfig and kubernetes.context.
+var kubeConnect struct{ kubeconfig, context string }
 
 func registerKubeConnectFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&kube.kubeconfig, "kubeconfig", "", "backend kubernetes: kubeconfig file (default $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fl.StringVar(&kube.context, "context", "", "backend kubernetes: kubeconfig context (default: the current one)")
+	fl.StringVar(&kubeConnect.kubeconfig, "kubeconfig", "", "backend kubernetes: kubeconfig file (kubernetes.kubeconfig; default $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fl.StringVar(&kubeConnect.context, "context", "", "backend kubernetes: kubeconfig context (kubernetes.context; default: the current one)")
 }
 
-// The Kubernetes flags join `gpuvet run` here, so run.go stays backend-neutral (run.go's init runs first).
+// kubeFlagPaths maps the Kubernetes flags to their config keys: a flag given on the command line
+// sets its key, above files, --set and GPUVET_* (flags left out set nothing).
+var kubeFlagPaths = map[string]string{
+	"kubeconfig": "kubernetes.kubeconfig", "context": "kubernetes.context", "node-selector": "kubernetes.node_selector",
+	"tolerations": "kubernetes.tolerations", "nodes": "kubernetes.nodes", "parallel-nodes": "kubernetes.parallel_nodes",
+	"image": "kubernetes.image", "engine-image": "kubernetes.engine_image", "cache-size": "model_cache.size",
+	"cache-access-mode": "model_cache.access_mode", "storage-class": "kubernetes.storage_class",
+	"health-args": "kubernetes.health_args", "keep-on-failure": "kubernetes.keep_on_failure",
+	"job-timeout": "kubernetes.job_timeout", "dynamo": "kubernetes.dynamo",
+}
+
+// registerKubeFlags adds the Kubernetes flags to a command that resolves a plan (run, config show).
+// Their values are read through the plan; the defaults shown are the keys' (config.Defaults).
+func registerKubeFlags(cmd *cobra.Command) {
+	d := config.Defaults()
+	fl := cmd.Flags()
+	registerKubeConnectFlags(cmd)
+	fl.String("node-selector", "", "backend kubernetes: only nodes matching this label selector, e.g. nvidia.com/gpu.product=NVIDIA-H200")
+	fl.String("tolerations", "", "backend kubernetes: taints to tolerate: key[=value][:effect],… (* tolerates all)")
+	fl.Int("nodes", d.Kubernetes.Nodes, "backend kubernetes: vet at most N GPU nodes (0: all with a free GPU)")
+	fl.Int("parallel-nodes", d.Kubernetes.ParallelNodes, "backend kubernetes: how many nodes run at once")
+	fl.String("image", "", "backend kubernetes: gpuvet's own image for the in-cluster Jobs (see docs/kubernetes.md: ko build)")
+	fl.String("engine-image", "", "backend kubernetes: the engine image (default vllm/vllm-openai:v<engine.version>)")
+	fl.String("cache-size", d.ModelCache.Size, "backend kubernetes: model-cache PVC size, or off (model_cache.size)")
+	fl.String("cache-access-mode", d.ModelCache.AccessMode, "backend kubernetes: model-cache PVC access: auto, ReadWriteOnce (one per node) or ReadWriteMany (one shared)")
+	fl.String("storage-class", "", "backend kubernetes: StorageClass of the model cache (default: the cluster's default)")
+	fl.String("health-args", "", "backend kubernetes: extra arguments for `gpuvet health` in each node's health Job, e.g. '--burn 60s'")
+	fl.Bool("keep-on-failure", false, "backend kubernetes: keep the run's namespace when something failed")
+	fl.Duration("job-timeout", d.Kubernetes.JobTimeout.D(), "backend kubernetes: limit for each in-cluster gpuvet Job")
+	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
+}
+
+// The Kubernetes flags join `gpuvet run` and `gpuvet config show` here, so run.go stays
+// backend-neutral (run.go's and config.go's init run first).
 func init() {
+	for k, v := range kubeFlagPaths {
+		flagPaths[k] = v
+	}
 	for _, c := range root.Commands() {
-		if c.Name() != "run" {
-			continue
+		switch c.Name() {
+		case "run":
+			registerKubeFlags(c)
+		case "config":
+			for _, sc := range c.Commands() {
+				if sc.Name() == "show" {
+					registerKubeFlags(sc)
+				}
+			}
 		}
-		registerKubeConnectFlags(c)
-		fl := c.Flags()
-		fl.StringVar(&kube.selector, "node-selector", "", "backend kubernetes: only nodes matching this label selector, e.g. nvidia.com/gpu.product=NVIDIA-H200")
-		fl.StringVar(&kube.tolerations, "tolerations", "", "backend kubernetes: taints to tolerate: key[=value][:effect],… (* tolerates all)")
-		fl.IntVar(&kube.nodes, "nodes", 0, "backend kubernetes: vet at most N GPU nodes (0: all with a free GPU)")
-		fl.IntVar(&kube.parallelNodes, "parallel-nodes", 4, "multi-host backends: how many nodes run at once")
-		fl.StringVar(&kube.image, "image", "", "backend kubernetes: gpuvet's own image for the in-cluster Jobs (see README: ko build)")
-		fl.StringVar(&kube.engineImage, "engine-image", "", "backend kubernetes: the engine image (default vllm/vllm-openai:<engine.version>)")
-		fl.StringVar(&kube.cacheSize, "cache-size", "100Gi", "backend kubernetes: model-cache PVC size per node, or off")
-		fl.StringVar(&kube.storageClass, "storage-class", "", "backend kubernetes: StorageClass of the model cache (default: the cluster's default)")
-		fl.StringVar(&kube.healthArgs, "health-args", "", "backend kubernetes: extra arguments for `gpuvet health` in each node's health Job, e.g. '--burn 60s'")
-		fl.BoolVar(&kube.keepOnFailure, "keep-on-failure", false, "backend kubernetes: keep the run's namespace when something failed")
-		fl.DurationVar(&kube.jobTimeout, "job-timeout", time.Hour, "backend kubernetes: limit for each in-cluster gpuvet Job")
 	}
 	cleaners["kubernetes"] = cleanKubernetes
 }
@@ -70,25 +93,28 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	say := func(format string, a ...any) {
 		fmt.Fprintf(stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
-	tols, err := k8s.ParseTolerations(kube.tolerations)
+	kc := plan.Config.Kubernetes
+	// The forms only the Kubernetes libraries read are checked here, before anything is created.
+	tols, err := k8s.ParseTolerations(strings.Join(kc.Tolerations, ","))
+	if err != nil {
+		return usageErr("kubernetes.tolerations (%s): %v", plan.Source("kubernetes.tolerations"), err)
+	}
+	if err := k8s.CheckSelector(kc.NodeSelector); err != nil {
+		return usageErr("kubernetes.node_selector (%s): %v", plan.Source("kubernetes.node_selector"), err)
+	}
+	hargs, err := splitArgs(kc.HealthArgs)
+	if err != nil {
+		return usageErr("kubernetes.health_args (%s): %v", plan.Source("kubernetes.health_args"), err)
+	}
+	cl, err := k8s.Connect(kc.Kubeconfig, kc.Context)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	switch {
-	case kube.nodes < 0:
-		return usageErr("--nodes %d: want 0 (all) or a positive count", kube.nodes)
-	case kube.parallelNodes < 1:
-		return usageErr("--parallel-nodes %d: want at least 1", kube.parallelNodes)
-	}
-	hargs, err := splitArgs(kube.healthArgs)
-	if err != nil {
-		return usageErr("--health-args: %v", err)
-	}
-	cl, err := k8s.Connect(kube.kubeconfig, kube.context)
-	if err != nil {
-		return usageErr("%v", err)
-	}
-	planYAML, err := yaml.Marshal(plan.Config)
+	// The in-cluster Jobs get the plan without what only this machine uses (the kubeconfig path).
+	podCfg := plan.Config
+	podCfg.Kubernetes = config.Defaults().Kubernetes
+	podCfg.Kubernetes.Image = kc.Image
+	planYAML, err := yaml.Marshal(podCfg)
 	if err != nil {
 		return failedErr("plan: %v", err)
 	}
@@ -97,10 +123,11 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	base := newFleetSummary(plan)
 	say("run %s: backend kubernetes, context %s (%s)", base.RunID, cl.Context, cl.Server)
 	r, err := k8s.Prepare(ctx, cl, plan.Config, planYAML, k8s.Options{
-		RunID: base.RunID, Image: kube.image, EngineImage: kube.engineImage,
-		Selection:     k8s.Selection{Selector: kube.selector, Tolerations: tols, Max: kube.nodes},
-		ParallelNodes: kube.parallelNodes, KeepOnFailure: kube.keepOnFailure, CacheSize: kube.cacheSize,
-		StorageClass: kube.storageClass, HealthArgs: hargs, JobTimeout: kube.jobTimeout, Progress: say,
+		RunID: base.RunID, Image: kc.Image, EngineImage: kc.EngineImage,
+		Selection:     k8s.Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes},
+		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(plan.Config.ModelCache),
+		CacheAccess: plan.Config.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
+		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, Progress: say,
 	})
 	if err != nil {
 		return usageErr("%v", err)
@@ -111,11 +138,12 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	for _, s := range r.Skipped() {
 		say("node %s skipped: %s", s.Name, s.Reason)
 	}
+	say("%s", r.CacheNote())
 	outs, execErr := r.Execute(ctx)
 	if outs == nil && execErr != nil {
 		return failedErr("%v", execErr)
 	}
-	s := fleet.Merge(base, outs, r.Skipped(), kube.parallelNodes)
+	s := fleet.Merge(base, outs, r.Skipped(), kc.ParallelNodes)
 	jc := judge.FromPlan(plan, nil)
 	fleet.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
 	if execErr != nil {
@@ -166,7 +194,16 @@ func newFleetSummary(plan *config.Plan) *results.Summary {
 
 // cleanKubernetes deletes every gpuvet namespace (or one run's) and the manifests they leave.
 func cleanKubernetes(ctx context.Context, cmd *cobra.Command, runID string, ms []*fleet.Manifest) error {
-	cl, err := k8s.Connect(kube.kubeconfig, kube.context)
+	kc, kctx := kubeConnect.kubeconfig, kubeConnect.context
+	if cleanPlan != nil { // flags left out: kubernetes.kubeconfig/context from -c, --set, GPUVET_*
+		if !cmd.Flags().Changed("kubeconfig") {
+			kc = cleanPlan.Config.Kubernetes.Kubeconfig
+		}
+		if !cmd.Flags().Changed("context") {
+			kctx = cleanPlan.Config.Kubernetes.Context
+		}
+	}
+	cl, err := k8s.Connect(kc, kctx)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -192,6 +229,14 @@ func cleanKubernetes(ctx context.Context, cmd *cobra.Command, runID string, ms [
 		return failedErr("manifests: %v", err)
 	}
 	return nil
+}
+
+// cacheSize is the cache PVC's size, or off: `model_cache: off` (dir off) turns the volume off too.
+func cacheSize(mc config.ModelCache) string {
+	if config.IsOff(mc.Dir) {
+		return "off"
+	}
+	return mc.Size
 }
 
 // splitArgs splits a flag value into words with the engine template's quoting rules.

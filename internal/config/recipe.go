@@ -70,8 +70,17 @@ func recipeLayer(path string, root *yaml.Node, _ map[string]string) (tree, []str
 	cons := child(child(child(child(root, "spec"), "validation"), "performance"), "constraints")
 	layer := tree{}
 	var notes []string
+	// A recipe that deploys NVIDIA Dynamo's platform serves through it on backend kubernetes, as
+	// aicr's inference check does (a DynamoGraphDeployment).
+	if refs := child(child(root, "spec"), "componentRefs"); refs != nil && refs.Kind == yaml.SequenceNode {
+		for _, c := range refs.Content {
+			if n := child(c, "name"); n != nil && n.Value == "dynamo-platform" {
+				setPath(layer, []string{"kubernetes", "dynamo"}, true)
+			}
+		}
+	}
 	if cons == nil {
-		notes = append(notes, fmt.Sprintf("%s: aicr recipe without spec.validation.performance.constraints: nothing to read", path))
+		notes = append(notes, fmt.Sprintf("%s: aicr recipe without spec.validation.performance.constraints: nothing to read but its components", path))
 		return layer, notes, nil
 	}
 	const where = "spec.validation.performance.constraints"

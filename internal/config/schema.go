@@ -19,7 +19,8 @@ import (
 type Config struct {
 	// Backend decides where engines run: local (child processes on this host), endpoint (an
 	// already-running OpenAI-compatible server), sim (the built-in simulator, in-process), ssh
-	// (gpuvet copied to each host of ssh.*), opennebula (VMs with GPU passthrough, opennebula.*).
+	// (gpuvet copied to each host of ssh.*), opennebula (VMs with GPU passthrough, opennebula.*),
+	// kubernetes (a cluster's GPU nodes, kubernetes.*).
 	Backend string `yaml:"backend"`
 	// Environment labels the run for comparisons: baremetal, vm, k8s, or anything.
 	Environment string `yaml:"environment"`
@@ -40,6 +41,7 @@ type Config struct {
 	Sim          Sim                    `yaml:"sim"`
 	SSH          SSH                    `yaml:"ssh"`
 	OpenNebula   OpenNebula             `yaml:"opennebula"`
+	Kubernetes   Kubernetes             `yaml:"kubernetes"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
 }
 
@@ -183,6 +185,12 @@ type ModelCache struct {
 	// managed cache, or a path. modelcache.Dir resolves it.
 	Dir     string `yaml:"dir"`
 	Offline bool   `yaml:"offline"`
+	// Size is the cache volume's size on backend kubernetes (a PVC), e.g. 100Gi; off: no volume.
+	Size string `yaml:"size"`
+	// AccessMode of the cache PVC on backend kubernetes: auto (ReadWriteMany, one volume shared by
+	// every node, when the StorageClass's provisioner is known to support it; else ReadWriteOnce,
+	// one per node), ReadWriteOnce or ReadWriteMany.
+	AccessMode string `yaml:"access_mode"`
 }
 
 // IsOff reports whether a model_cache.dir value disables the managed cache.
@@ -294,11 +302,12 @@ func Defaults() Config {
 		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
 		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
 		Output:     Output{Dir: "out", HTML: true, JUnit: true},
-		ModelCache: ModelCache{Dir: "auto", Offline: true},
+		ModelCache: ModelCache{Dir: "auto", Offline: true, Size: "100Gi", AccessMode: AccessAuto},
 		Run:        Run{ParallelGPUs: 1},
 		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
 		SSH:        sshDefaults(),
 		OpenNebula: openNebulaDefaults(),
+		Kubernetes: kubernetesDefaults(),
 	}
 }
 

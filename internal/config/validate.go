@@ -104,6 +104,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 	}
 	checks = append(checks, remoteChecks(c)...)
+	checks = append(checks, kubernetesChecks(c)...)
 	for ref, models := range c.Reference {
 		for m, g := range models {
 			p := joinPath(joinPath("reference", ref), m)

@@ -246,8 +246,23 @@ func Probe(ctx context.Context, url, model, apiKey string) error {
 }
 
 // Complete sends one chat completion (readiness probe, warm-up) bounded by timeout, and fails unless
-// HTTP 200 brings a chat completion with at least one choice.
+// HTTP 200 brings a chat completion with at least one choice that generated tokens.
 func Complete(ctx context.Context, url, model, apiKey, prompt string, maxTokens int, timeout time.Duration) error {
+	_, err := Completion(ctx, url, model, apiKey, prompt, maxTokens, timeout)
+	return err
+}
+
+// Reply is what one real completion brought back.
+type Reply struct {
+	// Tokens generated: usage.completion_tokens, or 1 for a non-empty text when the server sends no usage.
+	Tokens int
+	Text   string // the message's content (its reasoning_content when the content is empty)
+}
+
+// Completion sends one chat completion bounded by timeout and returns what it generated. It fails
+// unless HTTP 200 brings a chat completion with a choice and at least one generated token; the
+// error quotes the server's response.
+func Completion(ctx context.Context, url, model, apiKey, prompt string, maxTokens int, timeout time.Duration) (Reply, error) {
 	body, _ := json.Marshal(map[string]any{
 		"model":      model,
 		"messages":   []map[string]string{{"role": "user", "content": prompt}},
@@ -257,7 +272,7 @@ func Complete(ctx context.Context, url, model, apiKey, prompt string, maxTokens 
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return Reply{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if apiKey != "" {
@@ -265,24 +280,45 @@ func Complete(ctx context.Context, url, model, apiKey, prompt string, maxTokens 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return Reply{}, err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d: %.200s", resp.StatusCode, b)
+	return parseReply(resp.StatusCode, b)
+}
+
+// parseReply reads a chat completion response.
+func parseReply(status int, b []byte) (Reply, error) {
+	if status != http.StatusOK {
+		return Reply{}, fmt.Errorf("HTTP %d: %.200s", status, b)
 	}
 	var r struct {
 		Choices []struct {
 			Message struct {
-				Content string `json:"content"`
+				Content   string `json:"content"`
+				Reasoning string `json:"reasoning_content"`
 			} `json:"message"`
 		} `json:"choices"`
+		Usage *struct {
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || len(r.Choices) == 0 {
-		return fmt.Errorf("not an OpenAI chat completion: %.200s", b)
+		return Reply{}, fmt.Errorf("not an OpenAI chat completion: %.200s", b)
 	}
-	return nil
+	rep := Reply{Text: r.Choices[0].Message.Content}
+	if rep.Text == "" {
+		rep.Text = r.Choices[0].Message.Reasoning
+	}
+	switch {
+	case r.Usage != nil && r.Usage.CompletionTokens > 0:
+		rep.Tokens = r.Usage.CompletionTokens
+	case rep.Text != "":
+		rep.Tokens = 1
+	default:
+		return rep, fmt.Errorf("a chat completion that generated no tokens: %.200s", b)
+	}
+	return rep, nil
 }
 
 // Stop ends the engine's whole process group: SIGTERM, then SIGKILL after grace. Safe to call more

@@ -438,3 +438,26 @@ func TestReapLeftovers(t *testing.T) {
 		t.Errorf("pid files left: %v", m)
 	}
 }
+
+// A real completion generated tokens; an error response or an empty one is refused with the body.
+func TestParseReply(t *testing.T) {
+	for _, tt := range []struct {
+		status int
+		body   string
+		tokens int
+		err    string
+	}{
+		{200, `{"choices":[{"message":{"content":"OK"}}],"usage":{"completion_tokens":2}}`, 2, ""},
+		{200, `{"choices":[{"message":{"content":"OK"}}]}`, 1, ""},
+		{200, `{"choices":[{"message":{"content":null,"reasoning_content":"hmm"}}],"usage":{"completion_tokens":4}}`, 4, ""},
+		{200, `{"choices":[{"message":{"content":""}}],"usage":{"completion_tokens":0}}`, 0, "generated no tokens"},
+		{200, `{"choices":[]}`, 0, "not an OpenAI chat completion"},
+		{500, `{"object":"error","message":"simulated engine error","type":"InternalServerError","code":500}`, 0, "HTTP 500: {\"object\":\"error\",\"message\":\"simulated engine error\""},
+		{404, `{"message":"The model x does not exist."}`, 0, "HTTP 404"},
+	} {
+		r, err := parseReply(tt.status, []byte(tt.body))
+		if (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) || (err == nil && r.Tokens != tt.tokens) {
+			t.Errorf("%d %s: %+v, %v; want %d tokens, error %q", tt.status, tt.body, r, err, tt.tokens, tt.err)
+		}
+	}
+}

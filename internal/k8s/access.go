@@ -32,7 +32,7 @@ func (p Permission) String() string {
 
 // Needs lists what a run asks of the API: the namespace, the node and pod listings that choose
 // nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes.
-func Needs(cache, secret bool) []Permission {
+func Needs(cache, secret, dynamo bool) []Permission {
 	p := []Permission{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
 		{Verb: "list", Resource: "nodes"}, {Verb: "list", Resource: "pods"},
@@ -48,6 +48,12 @@ func Needs(cache, secret bool) []Permission {
 	}
 	if secret {
 		p = append(p, Permission{Verb: "create", Resource: "secrets", Namespaced: true})
+	}
+	if dynamo {
+		for _, v := range []string{"create", "get", "delete"} {
+			p = append(p, Permission{Verb: v, Group: "nvidia.com", Resource: "dynamographdeployments", Namespaced: true})
+		}
+		p = append(p, Permission{Verb: "get", Resource: "services", Namespaced: true})
 	}
 	return p
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +33,13 @@ type Options struct {
 	ParallelNodes int
 	// KeepOnFailure keeps the namespace when the run failed (--keep-on-failure), for a post-mortem.
 	KeepOnFailure bool
-	// CacheSize is each node's model-cache PVC size ("off": no cache PVC).
+	// CacheSize is the model-cache PVC size ("off": no cache PVC); CacheAccess its access mode
+	// (model_cache.access_mode: auto, ReadWriteOnce, ReadWriteMany).
 	CacheSize    string
+	CacheAccess  string
 	StorageClass string // "" the cluster's default StorageClass
+	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
+	Dynamo bool
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
 	HealthArgs []string
 	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
@@ -50,38 +53,46 @@ const AnnotationDefaultClass = "storageclass.kubernetes.io/is-default-class"
 
 // Run is one Kubernetes run, checked and ready to create objects.
 type Run struct {
-	cl       *Cluster
-	cfg      config.Config
-	opt      Options
-	ns       string
-	planArg  string // the resolved plan, base64 YAML, passed to every load Job
-	nodes    []Node
-	skipped  []results.SkippedHost
-	class    string
-	size     resource.Quantity
-	tokenEnv string
-	man      *fleet.Manifest
+	cl        *Cluster
+	cfg       config.Config
+	opt       Options
+	ns        string
+	planArg   string // the resolved plan, base64 YAML, passed to every load Job
+	nodes     []Node
+	skipped   []results.SkippedHost
+	class     string
+	size      resource.Quantity
+	access    corev1.PersistentVolumeAccessMode
+	cacheNote string
+	shared    sharedCache
+	tokenEnv  string
+	man       *fleet.Manifest
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
 // StorageClass. Its errors are the user's to fix (exit 2).
 func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byte, opt Options) (*Run, error) {
 	if opt.Image == "" {
-		return nil, errors.New("--image: gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see README)")
+		return nil, errors.New("kubernetes.image (--image): gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)")
 	}
 	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID), planArg: base64.StdEncoding.EncodeToString(planYAML)}
 	cache := !config.IsOff(opt.CacheSize)
 	if cache {
 		q, err := resource.ParseQuantity(opt.CacheSize)
 		if err != nil || q.Sign() <= 0 {
-			return nil, fmt.Errorf("--cache-size %q: want a size such as 100Gi, or off", opt.CacheSize)
+			return nil, fmt.Errorf("model_cache.size (--cache-size) %q: want a size such as 100Gi, or off", opt.CacheSize)
 		}
 		r.size = q
 	}
 	if cfg.Engine.TokenEnv != "" && os.Getenv(cfg.Engine.TokenEnv) != "" {
 		r.tokenEnv = cfg.Engine.TokenEnv
 	}
-	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "")); err != nil {
+	if opt.Dynamo {
+		if err := cl.CheckDynamo(cfg.Engine.Kind); err != nil {
+			return nil, err
+		}
+	}
+	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "", opt.Dynamo)); err != nil {
 		return nil, err
 	}
 	nodes, skipped, err := ChooseNodes(ctx, cl.Client, opt.Selection)
@@ -100,44 +111,14 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 		if err != nil {
 			return nil, err
 		}
-		r.class = sc
+		r.class = sc.Name
+		var why string
+		r.access, why = chooseAccess(opt.CacheAccess, sc, len(nodes))
+		r.cacheNote = fmt.Sprintf("model cache %s: %s", r.size.String(), why)
+	} else {
+		r.cacheNote = "model cache: none (model_cache.size off): every engine downloads its weights"
 	}
 	return r, nil
-}
-
-// storageClass is the named class, or the cluster's default one; none is an error naming the
-// settings (before anything is created).
-func (r *Run) storageClass(ctx context.Context) (string, error) {
-	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("listing StorageClasses: %v", err)
-	}
-	if r.opt.StorageClass != "" {
-		for _, sc := range l.Items {
-			if sc.Name == r.opt.StorageClass {
-				return sc.Name, nil
-			}
-		}
-		return "", fmt.Errorf("--storage-class %s: no such StorageClass (have: %s)", r.opt.StorageClass, classNames(l.Items))
-	}
-	for _, sc := range l.Items {
-		if sc.Annotations[AnnotationDefaultClass] == "true" {
-			return sc.Name, nil
-		}
-	}
-	return "", fmt.Errorf("no default StorageClass for the model cache (none has the %s annotation; have: %s): "+
-		"name one with --storage-class, or disable the cache PVC with --cache-size off", AnnotationDefaultClass, classNames(l.Items))
-}
-
-func classNames(l []storagev1.StorageClass) string {
-	var n []string
-	for _, sc := range l {
-		n = append(n, sc.Name)
-	}
-	if len(n) == 0 {
-		return "none"
-	}
-	return strings.Join(n, ", ")
 }
 
 // Nodes are the chosen nodes; Skipped the others with their reasons.
@@ -274,24 +255,9 @@ func (h *nodeHost) record(kind, name string) error {
 // health Job on all its free GPUs.
 func (h *nodeHost) Provision(ctx context.Context) error {
 	r := h.r
-	cs := r.cl.Client
 	if r.class != "" {
-		pvc := cachePVC(r.opt.RunID, h.node.Name, r.class, r.size)
-		if err := h.record("PersistentVolumeClaim", pvc.Name); err != nil {
+		if err := h.provisionCache(ctx); err != nil {
 			return err
-		}
-		if _, err := cs.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("model cache PVC: %v", err)
-		}
-		h.pvc = pvc.Name
-		for mi, model := range r.cfg.Models {
-			name := dnsName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
-			j := gpuvetJob(r.opt.RunID, name, RoleCache, h.node.Name, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
-			withCache(j, h.pvc, r.tokenEnv != "")
-			h.say("model cache: pulling %s into PVC %s (%s, %s)", model, h.pvc, r.class, r.size.String())
-			if _, err := h.runJob(ctx, j); err != nil {
-				return fmt.Errorf("model cache: %v", err)
-			}
 		}
 	}
 	if r.cfg.Health.Enabled {
@@ -362,7 +328,7 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	}
 	host := results.Host{Name: h.node.Name, Health: h.health,
 		Discovery: results.Discovery{Source: "kubernetes", GPUs: gpus,
-			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q", h.node.Free, h.node.Allocatable, h.node.Product)}}
+			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q; %s", h.node.Free, h.node.Allocatable, h.node.Product, r.cacheNote)}}
 	sum := &results.Summary{SchemaVersion: results.SchemaVersion, Hosts: []results.Host{host}}
 	for mi, model := range r.cfg.Models {
 		m, meta, err := h.serveModel(ctx, mi, model, gpus)
@@ -380,6 +346,9 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 // serveModel runs one model's engines and load on the node.
 func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
 	r := h.r
+	if r.opt.Dynamo {
+		return h.serveDynamo(ctx, mi, model, gpus)
+	}
 	cs := r.cl.Client
 	tp := max(1, r.cfg.Engine.TP)
 	nslots := h.node.Free / tp
@@ -426,19 +395,48 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 		m.Error = "engines not ready: " + err.Error()
 		return m, nil, errors.New(m.Error)
 	}
+	// Ready also means a real completion came back from each replica (ready.go says from where).
+	urls, err := h.podURLs(ctx, pods)
+	if err != nil {
+		m.Error = "engines not ready: " + err.Error()
+		return m, nil, errors.New(m.Error)
+	}
+	fails, err := h.checkCompletions(ctx, dnsName("ready", strconv.Itoa(h.index), strconv.Itoa(mi)), model, urls)
+	if err != nil {
+		m.Error = "engines Ready, but the completion check did not run: " + err.Error()
+		return m, nil, errors.New(m.Error)
+	}
 	ready := time.Since(start)
-	h.say("%s: %d engine pod(s) Ready in %.1fs; load", model, len(pods), ready.Seconds())
 	eps := make([]results.Endpoint, len(pods))
+	var good []string
+	for s, f := range fails {
+		if f == "" {
+			good = append(good, pods[s])
+			continue
+		}
+		eps[s] = results.Endpoint{GPUName: gpus[0].Name, GPUs: slotGPUs(s, tp), URL: urls[s], Error: "engine pod " + pods[s] + ": " + f}
+		h.say("%s: engine pod %s %s", model, pods[s], f)
+	}
+	if len(good) == 0 {
+		m.Endpoints = eps
+		m.Error = fmt.Sprintf("no engine pod returned a real completion; pod %s: %s", pods[0], fails[0])
+		return m, nil, errors.New(m.Error)
+	}
+	h.say("%s: %d engine pod(s) Ready and %d returned a real completion, in %.1fs; load", model, len(pods), len(good), ready.Seconds())
 	metas := make([]*results.Meta, len(pods))
 	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
 	var wg sync.WaitGroup
 	for s, pod := range pods {
+		if fails[s] != "" {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			eps[s], metas[s] = h.loadEngine(ctx, mi, s, tp, model, pod, gpus, ready)
+			eps[s], metas[s] = h.runLoad(ctx, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s)), urls[s], model,
+				"engine pod "+pod, slotGPUs(s, tp), gpus[0].Name, ready)
 		}()
 	}
 	wg.Wait()
@@ -453,42 +451,44 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	return m, meta, nil
 }
 
-// loadEngine runs the load Job against one engine pod and returns its endpoint result.
-func (h *nodeHost) loadEngine(ctx context.Context, mi, slot, tp int, model, pod string, gpus []results.GPUInfo, ready time.Duration) (results.Endpoint, *results.Meta) {
+// runLoad runs one load Job on the node against url (an engine pod, or a Dynamo frontend) and
+// returns its endpoint result for gpus. what names the server in the binding and errors; extra
+// are more `gpuvet run` arguments.
+func (h *nodeHost) runLoad(ctx context.Context, job, url, model, what string, gpus []int, gpuName string, ready time.Duration, extra ...string) (results.Endpoint, *results.Meta) {
 	r := h.r
-	ep := results.Endpoint{GPUName: gpus[0].Name}
-	for g := slot * tp; g < (slot+1)*tp; g++ {
-		ep.GPUs = append(ep.GPUs, g)
-	}
-	p, err := r.cl.Client.CoreV1().Pods(r.ns).Get(ctx, pod, metav1.GetOptions{})
-	if err != nil || p.Status.PodIP == "" {
-		ep.Error = fmt.Sprintf("engine pod %s has no address (%v)", pod, err)
-		return ep, nil
-	}
-	ep.URL = fmt.Sprintf("http://%s:%d", p.Status.PodIP, EnginePort)
+	ep := results.Endpoint{GPUName: gpuName, GPUs: gpus, URL: url}
 	const out = "out" // relative: in-pod's fresh working directory
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", ep.URL, "--model", model, "--out", out, "--set", "health.enabled=false"}
-	j := gpuvetJob(r.opt.RunID, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(slot)), RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
+		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
+	j := gpuvetJob(r.opt.RunID, job, RoleLoad, h.node.Name, r.opt.Image, append(args, extra...), 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, j)
 	if b == nil {
-		ep.Error = fmt.Sprintf("load job against %s: %v", pod, err)
+		ep.Error = fmt.Sprintf("load job against %s: %v", what, err)
 		return ep, nil
 	}
 	s, perr := results.Parse(b)
 	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
-		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", pod, perr)
+		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", what, perr)
 		return ep, nil
 	}
 	got := s.Hosts[0].Models[0].Endpoints[0]
 	got.GPUs, got.GPUName, got.URL = ep.GPUs, ep.GPUName, ep.URL
-	got.Binding = "kubernetes: engine pod " + pod + ", load job " + j.Name + " on node " + h.node.Name
+	got.Binding = "kubernetes: " + what + ", load job " + j.Name + " on node " + h.node.Name
 	got.ProvisionSeconds = ready.Seconds() + got.ProvisionSeconds
 	got.RawLoadFile, got.LogFile = "", ""
 	if err != nil && got.Error == "" {
 		got.Error = err.Error()
 	}
 	return got, &s.Meta
+}
+
+// slotGPUs are the GPU indexes of engine slot s of tp GPUs each.
+func slotGPUs(s, tp int) []int {
+	var g []int
+	for i := s * tp; i < (s+1)*tp; i++ {
+		g = append(g, i)
+	}
+	return g
 }
 
 // deletePods deletes engine pods and waits until they are gone, so their GPUs are free again.

@@ -1,9 +1,10 @@
 // Package k8s is the Kubernetes backend: it vets a cluster's GPU nodes in place through the API
 // (client-go). Per run: check access (SelfSubjectAccessReview per verb and resource), choose the GPU
-// nodes, create one namespace labelled with the run id, a model-cache PVC per node with a populate
-// Job, a health Job per node, one engine Pod per GPU (or tp GPUs) pinned to its node, and one load
-// Job per engine that runs gpuvet itself next to the GPU against the engine's pod address; results
-// come back from the Jobs' logs between markers. The namespace is deleted at the end and waited for.
+// nodes, create one namespace labelled with the run id, a model cache (one shared ReadWriteMany PVC,
+// or one ReadWriteOnce PVC per node) with populate Jobs, a health Job per node, one engine Pod per
+// GPU (or tp GPUs) pinned to its node (or a DynamoGraphDeployment), a Job checking a real completion
+// from each, and one load Job per engine that runs gpuvet itself next to the GPU against the
+// engine's pod address; results come back from the Jobs' logs between markers. The namespace is deleted at the end and waited for.
 // Every object is written to the run manifest before it is created, so `gpuvet clean` can remove
 // what a killed run left.
 package k8s
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +23,7 @@ import (
 // Cluster is a connected API client and where it points.
 type Cluster struct {
 	Client  kubernetes.Interface
+	Dynamic dynamic.Interface // custom resources (DynamoGraphDeployment)
 	Config  *rest.Config
 	Context string // the kubeconfig context used ("in-cluster" inside a pod)
 	Server  string
@@ -63,5 +66,9 @@ func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v", err)
 	}
-	return &Cluster{Client: cs, Config: cfg, Context: name, Server: cfg.Host}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %v", err)
+	}
+	return &Cluster{Client: cs, Dynamic: dyn, Config: cfg, Context: name, Server: cfg.Host}, nil
 }

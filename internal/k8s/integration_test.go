@@ -86,8 +86,13 @@ func (e *env) runArgs(out string, extra ...string) []string {
 
 // gpuvet runs the built binary with a private state directory and returns its output and exit code.
 func (e *env) gpuvet(t *testing.T, state string, args ...string) (string, int) {
+	return e.gpuvetEnv(t, state, nil, args...)
+}
+
+// gpuvetEnv is gpuvet with extra environment variables (config keys as GPUVET_*).
+func (e *env) gpuvetEnv(t *testing.T, state string, extra []string, args ...string) (string, int) {
 	c := exec.Command(e.bin, args...)
-	c.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
+	c.Env = append(append(os.Environ(), "GPUVET_STATE_DIR="+state), extra...)
 	out, err := c.CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {

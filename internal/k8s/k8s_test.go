@@ -104,7 +104,7 @@ func TestCheckAccessNamesMissing(t *testing.T) {
 		r.Status.Allowed = !(ra.Verb == "create" && ra.Resource == "jobs") && !(ra.Verb == "delete" && ra.Resource == "namespaces")
 		return true, r, nil
 	})
-	err := CheckAccess(context.Background(), cs, "gpuvet-x", Needs(true, false))
+	err := CheckAccess(context.Background(), cs, "gpuvet-x", Needs(true, false, false))
 	if err == nil || !strings.Contains(err.Error(), "missing RBAC permission: delete namespaces (cluster-wide), create jobs.batch (in namespace gpuvet-x)") {
 		t.Errorf("%v", err)
 	}

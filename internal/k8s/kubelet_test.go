@@ -42,6 +42,8 @@ type standInKubelet struct {
 	straggler string // node whose engines run slower
 	crash     bool   // engine pods crash-loop
 	hog       bool   // take every GPU of every node when the run's cache Job starts
+	// badCompletion is a node whose engines answer /health but fail every completion (HTTP 500).
+	badCompletion string
 
 	mu      sync.Mutex
 	handled map[types.UID]bool
@@ -150,6 +152,9 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		}
 		if nodeOf(p) == k.straggler {
 			a = append(a, "--straggler", "0", "--straggler-pct", "50")
+		}
+		if nodeOf(p) == k.badCompletion {
+			a = append(a, "--fault-5xx", "1")
 		}
 		c := exec.Command(a[0], a[1:]...)
 		c.Stdout, c.Stderr = nil, nil

@@ -37,12 +37,20 @@ type Selection struct {
 	Names       []string            // only these nodes (empty: any)
 }
 
+// CheckSelector checks a node label selector's form (kubernetes.node_selector).
+func CheckSelector(s string) error {
+	if _, err := labels.Parse(s); err != nil {
+		return fmt.Errorf("%q is no label selector (want e.g. nvidia.com/gpu.product=NVIDIA-H200): %v", s, err)
+	}
+	return nil
+}
+
 // ChooseNodes lists the nodes matching the selection that have free GPUs. Every other node the
 // selector matched is returned as skipped with the reason (no GPU, not ready, cordoned, a taint not
 // tolerated, every GPU taken, past --nodes).
 func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([]Node, []results.SkippedHost, error) {
-	if _, err := labels.Parse(sel.Selector); err != nil {
-		return nil, nil, fmt.Errorf("--node-selector %q: %v", sel.Selector, err)
+	if err := CheckSelector(sel.Selector); err != nil {
+		return nil, nil, fmt.Errorf("kubernetes.node_selector (--node-selector): %v", err)
 	}
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.Selector})
 	if err != nil {

@@ -92,13 +92,14 @@ func pinToNode(node string) *corev1.Affinity {
 			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
 }
 
-// cachePVC is one node's model cache: ReadWriteOnce on the chosen StorageClass.
-func cachePVC(runID, node, storageClass string, size resource.Quantity) *corev1.PersistentVolumeClaim {
+// cachePVC is a model cache on the chosen StorageClass: one node's (ReadWriteOnce), or every
+// node's (ReadWriteMany, node "").
+func cachePVC(runID, name, node, storageClass string, size resource.Quantity, mode corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
 	sc := storageClass
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: dnsName("cache", node), Labels: runLabels(runID, RoleCache, node)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(runID, RoleCache, node)},
 		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
 			StorageClassName: &sc,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
@@ -117,13 +118,17 @@ func gpuvetJob(runID, name, role, node, image string, args []string, gpus int, t
 		c.Resources = corev1.ResourceRequirements{Limits: gpuQuantity(gpus)}
 	}
 	l := runLabels(runID, role, node)
+	var aff *corev1.Affinity
+	if node != "" { // "": anywhere (the shared cache's populate Job)
+		aff = pinToNode(node)
+	}
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: &zero, TTLSecondsAfterFinished: &ttl,
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: l},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Affinity: pinToNode(node), Tolerations: tols,
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Affinity: aff, Tolerations: tols,
 					Containers: []corev1.Container{c}},
 			},
 		},
@@ -195,7 +200,7 @@ func engineArgs(es EngineSpec) ([]string, error) {
 }
 
 // enginePod is one engine on one node: tp GPUs, the model cache read-only, Ready when /health
-// answers (the real completion is the load Job's first request).
+// answers (gpuvet then also asks for a real completion: ready.go).
 func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.Toleration) (*corev1.Pod, error) {
 	args, err := engineArgs(es)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -36,6 +37,31 @@ const (
 	// minSteadySlices: the steady part (after one mean E2E of ramp) must hold at least this many slices.
 	minSteadySlices = 16
 )
+
+// maxClimb bounds the rungs a truncated ladder adds above its planned top.
+const maxClimb = 3
+
+// climb extends a ladder whose top rung still climbs past the probe's peak (truncated: the probe
+// under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
+// so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
+// on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
+// rungs, and records how many it added.
+func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, peak, step float64, k *results.Knee) []float64 {
+	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
+		rate := k.LadderTopReqS + step
+		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate)), n)
+		if ctx.Err() != nil {
+			return outs
+		}
+		outs = append(outs, r.OutputTokS)
+		k.ClimbedRungs++
+		k.LadderTopReqS = rate
+	}
+	if k.ClimbedRungs > 0 {
+		logf(ex.o.Log, "the ladder was still climbing past the probe's peak: %d rung(s) added up to %.3g req/s", k.ClimbedRungs, k.LadderTopReqS)
+	}
+	return outs
+}
 
 // minKneeRung is the shortest rung the search runs with: at higher concurrency a request takes
 // seconds, and a shorter probe would measure its ramp, not its rate (the simulator's quick profile).

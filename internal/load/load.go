@@ -694,6 +694,10 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		}
 		outs = append(outs, r.OutputTokS)
 	}
+	outs = ex.climb(ctx, a, n, outs, probe.OutputTokS, (hi-lo)/float64(c.Rates), knee)
+	if ctx.Err() != nil {
+		return
+	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
 	s.Knee = knee
 	a.sat = &s

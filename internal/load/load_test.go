@@ -232,7 +232,7 @@ func TestSweepAndRecords(t *testing.T) {
 	}
 	k := l.Saturation.Knee
 	probes := len(k.Probes)
-	if len(l.Runs) != 1+probes+5 || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
+	if len(l.Runs) != 1+probes+5+k.ClimbedRungs || l.Runs[0].Kind != kindSynchronous || l.Runs[1].Kind != kindThroughput || l.Runs[1].Concurrency != 16 {
 		t.Fatalf("runs: %d (knee %+v)", len(l.Runs), k)
 	}
 	best := l.Runs[1]
@@ -245,11 +245,12 @@ func TestSweepAndRecords(t *testing.T) {
 		}
 	}
 	syncRate := rungRate(l.Runs[0])
-	if want := kneeOvershoot * rungRate(best); math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
+	top := kneeOvershoot * rungRate(best) // the planned top; climbing rungs go on at the same spacing
+	if want := top + float64(k.ClimbedRungs)*(top-syncRate)/5; math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
 		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)
 	}
 	for i, r := range l.Runs[1+probes:] {
-		want := syncRate + (k.LadderTopReqS-syncRate)*float64(i+1)/5
+		want := syncRate + (top-syncRate)*float64(i+1)/5
 		if r.Kind != kindConstant || math.Abs(r.TargetRate-want) > 1e-9 {
 			t.Fatalf("rung %d: %s at %v, want constant at %v", i, r.Kind, r.TargetRate, want)
 		}
@@ -257,7 +258,7 @@ func TestSweepAndRecords(t *testing.T) {
 			t.Fatal("no goodput with an SLO")
 		}
 	}
-	if len(l.Saturation.Rungs) != 5 || l.Saturation.Peak != best.OutputTokS {
+	if len(l.Saturation.Rungs) != 5+k.ClimbedRungs || l.Saturation.Peak != best.OutputTokS {
 		t.Fatalf("saturation %+v", l.Saturation)
 	}
 	if l.PeakOutputTokS <= 0 || math.Abs(l.SustainedReqS-l.PeakOutputTokS/20) > 1e-6 {
@@ -477,5 +478,36 @@ func TestStrictEndpointGetsPlainRequests(t *testing.T) {
 	f.status = 400
 	if _, err := Run(context.Background(), opts(s.URL, results.LoadConfig{Profile: "synchronous", MaxRequests: 3})); err == nil || !strings.Contains(err.Error(), "HTTP 400") {
 		t.Fatalf("an endpoint refusing everything: %v", err)
+	}
+}
+
+// A probe that under-reads the capacity places the ladder too low: its top still climbs past the
+// probe's peak (truncated). The sweep then goes on upward at the ladder's spacing instead of ending
+// on a lower bound. Here the probe runs 2 streams against a server that serves 8 at once, and rungs
+// are too short for the knee search, so only climbing can reach the capacity.
+func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
+	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 2, Rates: 3, MaxDuration: results.Duration(600 * time.Millisecond)})
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := l.Saturation.Knee
+	if k.ClimbedRungs < 1 || k.ClimbedRungs > maxClimb || len(l.Saturation.Rungs) != 3+k.ClimbedRungs {
+		t.Fatalf("climbed %d rungs, saturation %+v", k.ClimbedRungs, l.Saturation)
+	}
+	consts := l.Runs[len(l.Runs)-len(l.Saturation.Rungs):]
+	step := consts[1].TargetRate - consts[0].TargetRate
+	for i := 1; i < len(consts); i++ {
+		if d := consts[i].TargetRate - consts[i-1].TargetRate; math.Abs(d-step) > 1e-9 || consts[i].Kind != kindConstant {
+			t.Fatalf("rung %d: %s at %v, step %v, want constant rungs %v apart", i, consts[i].Kind, consts[i].TargetRate, d, step)
+		}
+	}
+	if last := consts[len(consts)-1].TargetRate; math.Abs(k.LadderTopReqS-last) > 1e-9 {
+		t.Fatalf("ladder top %v, last rung at %v", k.LadderTopReqS, last)
+	}
+	if top, probe := l.Saturation.Rungs[len(l.Saturation.Rungs)-1], l.Saturation.Peak; top <= probe {
+		t.Fatalf("the climbed ladder's top %v tok/s is not past the probe's %v", top, probe)
 	}
 }

@@ -86,8 +86,8 @@ func TestSimSweep(t *testing.T) {
 		t.Fatalf("%d runs, saturation %+v: no knee search recorded", len(l.Runs), l.Saturation)
 	}
 	k := l.Saturation.Knee
-	if want := 1 + len(k.Probes) + 5; len(l.Runs) != want {
-		t.Fatalf("%d runs, want synchronous + %d probes + 5 rungs", len(l.Runs), len(k.Probes))
+	if want := 1 + len(k.Probes) + 5 + k.ClimbedRungs; len(l.Runs) != want {
+		t.Fatalf("%d runs, want synchronous + %d probes + 5 rungs + %d climbed", len(l.Runs), len(k.Probes), k.ClimbedRungs)
 	}
 	for i, p := range k.Probes[1:] { // each probe doubles the last, up to the limit
 		if p.Concurrency != min(2*k.Probes[i].Concurrency, k.Limit) {

@@ -218,6 +218,8 @@ type Knee struct {
 	Reason      string      `json:"reason"` // why the search stopped
 	// LadderTopReqS is the top constant rung's rate: a little past the best probe's, to show the plateau.
 	LadderTopReqS float64 `json:"ladder_top_req_s"`
+	// ClimbedRungs is how many rungs went on past the planned top because the ladder still climbed.
+	ClimbedRungs int `json:"climbed_rungs,omitempty"`
 }
 
 // KneeProbe is one throughput probe of the knee search.

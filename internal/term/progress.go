@@ -66,7 +66,13 @@ func (p *Progress) Step(unit string, i int, what string) {
 	if _, ok := p.active[unit]; !ok {
 		p.order = append(p.order, unit)
 	}
-	p.active[unit] = min(i, p.steps)
+	if i > p.steps { // the plan grew (the knee search probes more): never print "rung 13/12"
+		p.steps = i
+		if p.bar != nil {
+			p.bar.ChangeMax(p.units * p.steps)
+		}
+	}
+	p.active[unit] = i
 	if p.bar != nil {
 		p.redraw()
 		return

@@ -24,6 +24,11 @@ func TestProgressPlainLines(t *testing.T) {
 			t.Errorf("progress lacks %q:\n%s", want, out)
 		}
 	}
+	// A rung past the plan (the knee search probed more) grows the plan: never "rung 7/6".
+	p.Step("gpu 0", 7, "constant 9.9 req/s")
+	if out := b.String(); !strings.Contains(out, "gpu 0: rung 7/7 constant") || strings.Contains(out, "7/6") {
+		t.Errorf("a rung past the plan:\n%s", out)
+	}
 	var nilP *Progress
 	nilP.Step("x", 1, "y") // a nil Progress is silent
 }

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/k8s"
+)
+
+func init() { root.AddCommand(newProbeCmd()) }
+
+// probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
+// one real chat completion to each engine, the tokens it generated or the server's error.
+func newProbeCmd() *cobra.Command {
+	var urls []string
+	var model, out, apiKeyEnv string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "probe --url URL [--url URL…] --model MODEL",
+		Short: "Send one real chat completion to each OpenAI-compatible server and report the tokens it returned, or its error",
+		Long: `Sends one chat completion (max 8 tokens) to each --url, retrying a failed one until --wait passes,
+and prints one line per server: the tokens it generated and how long it took, or the last error
+with the server's response. --out writes the same as JSON. Exit 1 when any server failed.
+The Kubernetes backend runs it in a Job next to the GPUs once every engine pod is Ready: Ready
+means a real completion came back, not only that /health answers.
+
+  gpuvet probe --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(urls) == 0 || model == "" {
+				return usageErr("--url and --model are required")
+			}
+			key := ""
+			if apiKeyEnv != "" {
+				key = os.Getenv(apiKeyEnv)
+			}
+			res := make([]k8s.CompletionCheck, len(urls))
+			var wg sync.WaitGroup
+			for i, u := range urls {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res[i] = probeOne(cmd, u, model, key, wait)
+				}()
+			}
+			wg.Wait()
+			failed := 0
+			for _, r := range res {
+				if r.Error != "" {
+					failed++
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: FAILED after %.1fs: %s\n", r.URL, r.Seconds, r.Error)
+				} else {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d token(s) in %.2fs\n", r.URL, r.Tokens, r.Seconds)
+				}
+			}
+			if out != "" {
+				b, _ := json.MarshalIndent(res, "", "  ")
+				if err := os.WriteFile(out, b, 0o644); err != nil {
+					return failedErr("--out: %v", err)
+				}
+			}
+			if failed > 0 {
+				return failedErr("%d of %d server(s) returned no completion", failed, len(res))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&urls, "url", nil, "server base URL, e.g. http://10.0.0.5:8000 (repeatable)")
+	fl.StringVar(&model, "model", "", "model id to ask for")
+	fl.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key")
+	fl.DurationVar(&wait, "wait", 20*time.Second, "keep retrying a failed server this long")
+	fl.StringVar(&out, "out", "", "also write the results as JSON here")
+	return cmd
+}
+
+func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) k8s.CompletionCheck {
+	start := time.Now()
+	for {
+		rep, err := engine.Completion(cmd.Context(), url, model, key, "Reply with OK.", 8, 30*time.Second)
+		c := k8s.CompletionCheck{URL: url, Tokens: rep.Tokens, Seconds: time.Since(start).Seconds()}
+		if err == nil {
+			return c
+		}
+		c.Error = err.Error()
+		if time.Since(start) >= wait || cmd.Context().Err() != nil {
+			return c
+		}
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,172 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+)
+
+// The model cache, as aicr's inference check does it: a PVC on the chosen StorageClass, filled once
+// by a populate Job per model (`gpuvet cache pull`), mounted read-only by the engines. One
+// ReadWriteMany PVC serves every node when the StorageClass can share a volume between nodes;
+// otherwise each node gets its own ReadWriteOnce PVC and populate Jobs.
+//
+// Kubernetes has no field saying a StorageClass supports ReadWriteMany (a PVC asking for it just
+// stays Pending where it cannot), so model_cache.access_mode auto decides from the provisioner:
+// ReadWriteMany for the file-system provisioners listed here, known to share volumes between nodes,
+// ReadWriteOnce for any other. A site whose provisioner is not listed sets ReadWriteMany itself.
+
+// rwxProvisioners are provisioners known to support ReadWriteMany on any of their classes.
+var rwxProvisioners = map[string]string{
+	"nfs.csi.k8s.io": "NFS CSI",
+	"k8s-sigs.io/nfs-subdir-external-provisioner":   "NFS subdir provisioner",
+	"cluster.local/nfs-subdir-external-provisioner": "NFS subdir provisioner",
+	"cephfs.csi.ceph.com":                           "CephFS CSI",
+	"efs.csi.aws.com":                               "Amazon EFS CSI",
+	"fsx.csi.aws.com":                               "Amazon FSx for Lustre CSI",
+	"file.csi.azure.com":                            "Azure Files CSI",
+	"kubernetes.io/azure-file":                      "Azure Files",
+	"filestore.csi.storage.gke.io":                  "GCP Filestore CSI",
+	"lustre.csi.storage.gke.io":                     "GCP Managed Lustre CSI",
+	"driver.longhorn.io":                            "Longhorn (RWX through its share manager's NFS)",
+	"spectrumscale.csi.ibm.com":                     "IBM Storage Scale CSI",
+	"csi.weka.io":                                   "WEKA CSI",
+	"org.democratic-csi.nfs":                        "democratic-csi NFS",
+}
+
+// rwxSuffixes match provisioners deployed under an operator's prefix (Rook: rook-ceph.cephfs.csi.ceph.com).
+var rwxSuffixes = map[string]string{".cephfs.csi.ceph.com": "CephFS CSI (Rook)", "/nfs-subdir-external-provisioner": "NFS subdir provisioner"}
+
+// knownRWX names the provisioner's family when it is known to support ReadWriteMany ("" otherwise).
+func knownRWX(provisioner string) string {
+	if n, ok := rwxProvisioners[provisioner]; ok {
+		return n
+	}
+	for suf, n := range rwxSuffixes {
+		if strings.HasSuffix(provisioner, suf) {
+			return n
+		}
+	}
+	return ""
+}
+
+// chooseAccess decides the cache PVC's access mode from model_cache.access_mode and the class, and
+// says why (the run prints it and records it on each host).
+func chooseAccess(mode string, sc *storagev1.StorageClass, nodes int) (corev1.PersistentVolumeAccessMode, string) {
+	what := fmt.Sprintf("StorageClass %s (provisioner %s)", sc.Name, sc.Provisioner)
+	fam := knownRWX(sc.Provisioner)
+	switch mode {
+	case config.AccessRWX:
+		if fam == "" {
+			return corev1.ReadWriteMany, fmt.Sprintf("ReadWriteMany as model_cache.access_mode asks, on %s, which gpuvet does not know to support it: a PVC it cannot provision stays Pending", what)
+		}
+		return corev1.ReadWriteMany, fmt.Sprintf("ReadWriteMany as model_cache.access_mode asks, on %s (%s)", what, fam)
+	case config.AccessRWO:
+		return corev1.ReadWriteOnce, fmt.Sprintf("ReadWriteOnce as model_cache.access_mode asks, one PVC per node, on %s", what)
+	}
+	if fam != "" {
+		return corev1.ReadWriteMany, fmt.Sprintf("ReadWriteMany (model_cache.access_mode auto): %s is %s, known to share a volume between nodes, so one PVC and one download serve all %d node(s)", what, fam, nodes)
+	}
+	return corev1.ReadWriteOnce, fmt.Sprintf("ReadWriteOnce, one PVC per node (model_cache.access_mode auto): %s is not known to support ReadWriteMany; set model_cache.access_mode ReadWriteMany if it does", what)
+}
+
+// storageClass is the named class, or the cluster's default one; none is an error naming the
+// settings (before anything is created).
+func (r *Run) storageClass(ctx context.Context) (*storagev1.StorageClass, error) {
+	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing StorageClasses: %v", err)
+	}
+	if r.opt.StorageClass != "" {
+		for i := range l.Items {
+			if l.Items[i].Name == r.opt.StorageClass {
+				return &l.Items[i], nil
+			}
+		}
+		return nil, fmt.Errorf("kubernetes.storage_class (--storage-class) %s: no such StorageClass (have: %s)", r.opt.StorageClass, classNames(l.Items))
+	}
+	for i := range l.Items {
+		if l.Items[i].Annotations[AnnotationDefaultClass] == "true" {
+			return &l.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no default StorageClass for the model cache (none has the %s annotation; have: %s): "+
+		"name one with kubernetes.storage_class (--storage-class), or disable the cache PVC with model_cache.size off (--cache-size off)",
+		AnnotationDefaultClass, classNames(l.Items))
+}
+
+func classNames(l []storagev1.StorageClass) string {
+	var n []string
+	for _, sc := range l {
+		n = append(n, sc.Name)
+	}
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
+// sharedCache is the one ReadWriteMany cache of a run: the first node to need it creates and fills
+// it, the others wait for that and share its outcome.
+type sharedCache struct {
+	once sync.Once
+	err  error
+}
+
+// CacheNote says which model cache the run uses and why ("" when it has none).
+func (r *Run) CacheNote() string { return r.cacheNote }
+
+// provisionCache gives the node its model cache: the run's shared ReadWriteMany PVC (created and
+// filled once), or its own ReadWriteOnce PVC filled by its own populate Jobs.
+func (h *nodeHost) provisionCache(ctx context.Context) error {
+	r := h.r
+	if r.access == corev1.ReadWriteMany {
+		r.shared.once.Do(func() { r.shared.err = h.fillCache(ctx, "cache", "") })
+		if r.shared.err != nil {
+			return fmt.Errorf("model cache (shared): %v", r.shared.err)
+		}
+		h.pvc = "cache"
+		return nil
+	}
+	name := dnsName("cache", h.node.Name)
+	if err := h.fillCache(ctx, name, h.node.Name); err != nil {
+		return fmt.Errorf("model cache: %v", err)
+	}
+	h.pvc = name
+	return nil
+}
+
+// fillCache creates a cache PVC and runs a populate Job per model into it, on node (any node
+// when "": a ReadWriteMany volume mounts everywhere).
+func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
+	r := h.r
+	pvc := cachePVC(r.opt.RunID, name, node, r.class, r.size, r.access)
+	if err := r.man.Record(fleet.Object{Kind: "PersistentVolumeClaim", Namespace: r.ns, Name: name, Host: node}); err != nil {
+		return err
+	}
+	if _, err := r.cl.Client.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("PVC %s: %v", name, err)
+	}
+	for mi, model := range r.cfg.Models {
+		job := dnsName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
+		if node == "" {
+			job = dnsName("cache", "shared", strconv.Itoa(mi))
+		}
+		j := gpuvetJob(r.opt.RunID, job, RoleCache, node, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
+		withCache(j, name, r.tokenEnv != "")
+		h.say("model cache: pulling %s into %s PVC %s (%s, %s)", model, r.access, name, r.class, r.size.String())
+		if _, err := h.runJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}

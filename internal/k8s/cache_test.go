@@ -1,0 +1,205 @@
+package k8s
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+)
+
+func class(name, provisioner string, def bool) *storagev1.StorageClass {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}, Provisioner: provisioner}
+	if def {
+		sc.Annotations[AnnotationDefaultClass] = "true"
+	}
+	return sc
+}
+
+func TestChooseAccess(t *testing.T) {
+	for _, tt := range []struct {
+		mode, provisioner string
+		want              corev1.PersistentVolumeAccessMode
+		why               string
+	}{
+		{config.AccessAuto, "nfs.csi.k8s.io", corev1.ReadWriteMany, "NFS CSI, known to share a volume between nodes, so one PVC and one download serve all 2 node(s)"},
+		{config.AccessAuto, "rook-ceph.cephfs.csi.ceph.com", corev1.ReadWriteMany, "CephFS CSI (Rook)"},
+		{config.AccessAuto, "efs.csi.aws.com", corev1.ReadWriteMany, "Amazon EFS"},
+		{config.AccessAuto, "ebs.csi.aws.com", corev1.ReadWriteOnce, "not known to support ReadWriteMany; set model_cache.access_mode ReadWriteMany if it does"},
+		{config.AccessAuto, "rook-ceph.rbd.csi.ceph.com", corev1.ReadWriteOnce, "not known"},
+		{config.AccessRWO, "nfs.csi.k8s.io", corev1.ReadWriteOnce, "ReadWriteOnce as model_cache.access_mode asks"},
+		{config.AccessRWX, "kwok.x-k8s.io/volume", corev1.ReadWriteMany, "does not know to support it: a PVC it cannot provision stays Pending"},
+		{config.AccessRWX, "file.csi.azure.com", corev1.ReadWriteMany, "Azure Files CSI"},
+	} {
+		got, why := chooseAccess(tt.mode, class("sc", tt.provisioner, true), 2)
+		if got != tt.want || !strings.Contains(why, tt.why) || !strings.Contains(why, "StorageClass sc (provisioner "+tt.provisioner+")") {
+			t.Errorf("%s on %s: %s, %q; want %s, %q", tt.mode, tt.provisioner, got, why, tt.want, tt.why)
+		}
+	}
+}
+
+// allowAll answers every SelfSubjectAccessReview with yes.
+func allowAll(cs *fake.Clientset) {
+	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)
+		r.Status.Allowed = true
+		return true, r, nil
+	})
+}
+
+// Prepare picks the cache's class and access mode, and says why, before anything is created.
+func TestPrepareCacheMode(t *testing.T) {
+	for _, tt := range []struct {
+		classes      []*storagev1.StorageClass
+		size, access string
+		class        string
+		want         corev1.PersistentVolumeAccessMode
+		note, err    string
+	}{
+		{[]*storagev1.StorageClass{class("nfs", "nfs.csi.k8s.io", true)}, "10Gi", "auto", "nfs", corev1.ReadWriteMany, "model cache 10Gi: ReadWriteMany (model_cache.access_mode auto)", ""},
+		{[]*storagev1.StorageClass{class("gp3", "ebs.csi.aws.com", true), class("nfs", "nfs.csi.k8s.io", false)}, "10Gi", "auto", "gp3", corev1.ReadWriteOnce, "ReadWriteOnce, one PVC per node", ""},
+		{[]*storagev1.StorageClass{class("nfs", "nfs.csi.k8s.io", true)}, "10Gi", "ReadWriteOnce", "nfs", corev1.ReadWriteOnce, "as model_cache.access_mode asks", ""},
+		{[]*storagev1.StorageClass{class("gp3", "ebs.csi.aws.com", false)}, "10Gi", "auto", "", "", "", "name one with kubernetes.storage_class (--storage-class), or disable the cache PVC with model_cache.size off"},
+		{nil, "off", "auto", "", "", "model cache: none (model_cache.size off)", ""},
+		{[]*storagev1.StorageClass{class("gp3", "ebs.csi.aws.com", true)}, "-3Gi", "auto", "", "", "", "model_cache.size (--cache-size)"},
+	} {
+		objs := []runtime.Object{gpuNode("a", 8), gpuNode("b", 8)}
+		for _, c := range tt.classes {
+			objs = append(objs, c)
+		}
+		cs := fake.NewClientset(objs...)
+		allowAll(cs)
+		r, err := Prepare(context.Background(), &Cluster{Client: cs}, config.Defaults(), nil,
+			Options{RunID: "r1", Image: "img", CacheSize: tt.size, CacheAccess: tt.access})
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s/%s: error %v, want %q", tt.size, tt.access, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.class != tt.class || r.access != tt.want || !strings.Contains(r.CacheNote(), tt.note) {
+			t.Errorf("%s/%s: class %q access %q note %q", tt.size, tt.access, r.class, r.access, r.CacheNote())
+		}
+		for _, a := range cs.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource != "selfsubjectaccessreviews" {
+				t.Errorf("Prepare created %s", a.GetResource().Resource)
+			}
+		}
+	}
+}
+
+// completeJobs plays the Job controller and kubelet of the fake clientset: every Job gets a pod
+// that has Succeeded.
+func completeJobs(ctx context.Context, cs kubernetes.Interface, ns string) {
+	done := map[string]bool{}
+	for ctx.Err() == nil {
+		l, _ := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		for _, j := range l.Items {
+			if done[j.Name] {
+				continue
+			}
+			done[j.Name] = true
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: j.Name + "-x", Namespace: ns, Labels: map[string]string{"batch.kubernetes.io/job-name": j.Name}},
+				Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+			cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// With ReadWriteMany, one PVC and one populate Job per model serve every node, however many ask
+// at once; with ReadWriteOnce each node gets its own, pinned to it.
+func TestCacheSharedOrPerNode(t *testing.T) {
+	defer func(d time.Duration) { pollEvery = d }(pollEvery)
+	pollEvery = 5 * time.Millisecond
+	for _, mode := range []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany, corev1.ReadWriteOnce} {
+		cs := fake.NewClientset()
+		man, err := fleet.NewManifest(t.TempDir(), "kubernetes", "r1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := config.Defaults()
+		cfg.Models = []string{"m/one", "m/two"}
+		r := &Run{cl: &Cluster{Client: cs}, cfg: cfg, opt: Options{RunID: "r1", Image: "img"}, ns: "gpuvet-r1", man: man,
+			class: "sc", access: mode}
+		ctx, cancel := context.WithCancel(context.Background())
+		go completeJobs(ctx, cs, r.ns)
+		hosts := []*nodeHost{{r: r, node: Node{Name: "a"}, index: 0}, {r: r, node: Node{Name: "b"}, index: 1}, {r: r, node: Node{Name: "c"}, index: 2}}
+		var wg sync.WaitGroup
+		for _, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := h.provisionCache(ctx); err != nil {
+					t.Errorf("%s: %v", h.node.Name, err)
+				}
+			}()
+		}
+		wg.Wait()
+		cancel()
+		pvcs, _ := cs.CoreV1().PersistentVolumeClaims(r.ns).List(context.Background(), metav1.ListOptions{})
+		jobs, _ := cs.BatchV1().Jobs(r.ns).List(context.Background(), metav1.ListOptions{})
+		if mode == corev1.ReadWriteMany {
+			if len(pvcs.Items) != 1 || pvcs.Items[0].Spec.AccessModes[0] != corev1.ReadWriteMany || len(jobs.Items) != 2 {
+				t.Fatalf("RWX: %d PVCs, %d jobs; want 1 shared PVC and one job per model", len(pvcs.Items), len(jobs.Items))
+			}
+			for _, j := range jobs.Items {
+				if j.Spec.Template.Spec.Affinity != nil {
+					t.Errorf("shared populate job %s pinned to a node", j.Name)
+				}
+			}
+			for _, h := range hosts {
+				if h.pvc != "cache" {
+					t.Errorf("%s mounts %q", h.node.Name, h.pvc)
+				}
+			}
+			continue
+		}
+		if len(pvcs.Items) != 3 || len(jobs.Items) != 6 {
+			t.Fatalf("RWO: %d PVCs, %d jobs; want one PVC per node and one job per node and model", len(pvcs.Items), len(jobs.Items))
+		}
+		for _, p := range pvcs.Items {
+			if p.Spec.AccessModes[0] != corev1.ReadWriteOnce {
+				t.Errorf("PVC %s %v", p.Name, p.Spec.AccessModes)
+			}
+		}
+		for _, h := range hosts {
+			if h.pvc != "cache-"+h.node.Name {
+				t.Errorf("%s mounts %q", h.node.Name, h.pvc)
+			}
+		}
+	}
+}
+
+func TestCompletionFailures(t *testing.T) {
+	urls := []string{"http://a:8000", "http://b:8000", "http://c:8000", "http://d:8000"}
+	b := []byte(`[{"url":"http://a:8000","tokens":3,"seconds":0.2},
+		{"url":"http://b:8000","seconds":20.4,"error":"HTTP 500: {\"message\":\"simulated engine error\"}"},
+		{"url":"http://c:8000","tokens":0,"seconds":0.1}]`)
+	f, err := completionFailures(b, urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f[0] != "" || !strings.Contains(f[1], "Ready, but a real completion failed after 20.4s: HTTP 500: {\"message\":\"simulated engine error\"}") ||
+		!strings.Contains(f[2], "no tokens") || !strings.Contains(f[3], "no completion check result") {
+		t.Errorf("%q", f)
+	}
+	if _, err := completionFailures([]byte("{"), urls); err == nil {
+		t.Error("a damaged result passed")
+	}
+}

@@ -1,0 +1,358 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// With kubernetes.dynamo, each node serves a model through a DynamoGraphDeployment (NVIDIA Dynamo's
+// operator), shaped as aicr's inference check deploys it: one Frontend and one VllmDecodeWorker per
+// GPU (or per engine.tp GPUs), every pod pinned to the node, the workers on the model cache
+// read-only. gpuvet waits until the operator reports it successful with every component's replicas
+// Ready, checks a real completion through the frontend, runs the load Job against the frontend
+// Service's Ready pod (its pod address: the load runs next to the GPUs, as with plain engine pods,
+// with no need for cluster DNS or a Service proxy in its path), and deletes the
+// DynamoGraphDeployment at the end. It goes through the dynamic client (unstructured objects): no
+// Dynamo Go module.
+
+// DynamoGVR is the DynamoGraphDeployment resource gpuvet creates (Dynamo ≥ 1.0 serves v1beta1).
+var DynamoGVR = schema.GroupVersionResource{Group: "nvidia.com", Version: "v1beta1", Resource: "dynamographdeployments"}
+
+// DynamoImage is the default worker and frontend image: Dynamo's vLLM runtime (aicr's version).
+const DynamoImage = "nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.2.1-cuda13"
+
+// Labels the Dynamo operator puts on the pods of a DynamoGraphDeployment.
+const (
+	LabelDynamoGraph     = "nvidia.com/dynamo-graph-deployment-name"
+	LabelDynamoComponent = "nvidia.com/dynamo-component"
+)
+
+// Component names in the DynamoGraphDeployment (the frontend Service is <name>-frontend).
+const (
+	DynamoFrontend = "Frontend"
+	DynamoWorker   = "VllmDecodeWorker"
+)
+
+// CheckDynamo fails unless the cluster serves DynamoGraphDeployments at the version gpuvet writes,
+// naming what to do (before anything is created).
+func (c *Cluster) CheckDynamo(kind string) error {
+	if kind != "vllm" {
+		return fmt.Errorf("kubernetes.dynamo: gpuvet deploys Dynamo's vLLM workers (as aicr's inference check does); engine.kind is %s: set engine.kind vllm, or kubernetes.dynamo false for plain engine pods", kind)
+	}
+	has := func(gv string) bool {
+		l, err := c.Client.Discovery().ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			return false
+		}
+		for _, r := range l.APIResources {
+			if r.Name == DynamoGVR.Resource {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(DynamoGVR.GroupVersion().String()):
+		if c.Dynamic == nil {
+			return errors.New("kubernetes.dynamo: no dynamic client (a bug)")
+		}
+		return nil
+	case has("nvidia.com/v1alpha1"):
+		return errors.New("kubernetes.dynamo: this cluster's DynamoGraphDeployment CRD serves only nvidia.com/v1alpha1; gpuvet writes v1beta1 (Dynamo ≥ 1.0): upgrade the Dynamo platform, or set kubernetes.dynamo false for plain engine pods")
+	}
+	return errors.New("kubernetes.dynamo: the cluster has no DynamoGraphDeployment CRD (dynamographdeployments.nvidia.com): install NVIDIA Dynamo's platform (its operator and CRDs), or set kubernetes.dynamo false (--dynamo=false) to serve with plain engine pods")
+}
+
+// DynamoSpec is what one node's DynamoGraphDeployment serves.
+type DynamoSpec struct {
+	Name, Node, Image, Model string
+	Workers, TP              int
+	ExtraArgs                []string
+	Env                      map[string]string
+	CachePVC                 string
+	Token                    bool // HF_TOKEN from the run's Secret
+	Tolerations              []corev1.Toleration
+}
+
+// toMap turns a typed API object into its unstructured form (the JSON the API server reads).
+func toMap(v any) map[string]any {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(v)
+	if err != nil {
+		panic(err) // typed API structs always convert
+	}
+	return m
+}
+
+// dynamoGraph is one node's DynamoGraphDeployment.
+func dynamoGraph(runID string, d DynamoSpec) *unstructured.Unstructured {
+	pin := func(c corev1.Container, vols []corev1.Volume) map[string]any {
+		return toMap(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{Affinity: pinToNode(d.Node), Tolerations: d.Tolerations,
+			Containers: []corev1.Container{c}, Volumes: vols}})
+	}
+	var env []corev1.EnvVar
+	for _, k := range sortedKeys(d.Env) {
+		env = append(env, corev1.EnvVar{Name: k, Value: d.Env[k]})
+	}
+	if d.Token {
+		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: "HF_TOKEN"}}})
+	}
+	front := corev1.Container{Name: "main", Image: d.Image, Env: append(append([]corev1.EnvVar{}, env...), corev1.EnvVar{Name: "SERVED_MODEL_NAME", Value: d.Model})}
+	args := []string{"--model", d.Model}
+	if d.TP > 1 {
+		args = append(args, "--tensor-parallel-size", strconv.Itoa(d.TP))
+	}
+	worker := corev1.Container{Name: "main", Image: d.Image, Command: []string{"python3", "-m", "dynamo.vllm"},
+		Args: append(args, d.ExtraArgs...), Env: env,
+		Resources: corev1.ResourceRequirements{Limits: gpuQuantity(max(1, d.TP))}}
+	var vols []corev1.Volume
+	if d.CachePVC != "" {
+		worker.Env = append(worker.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
+		worker.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
+		vols = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.CachePVC, ReadOnly: true}}}}
+	}
+	labels := map[string]any{}
+	for k, v := range runLabels(runID, RoleEngine, d.Node) {
+		labels[k] = v
+	}
+	labels[LabelModel] = labelValue(d.Model)
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": DynamoGVR.GroupVersion().String(), "kind": "DynamoGraphDeployment",
+		"metadata": map[string]any{"name": d.Name, "labels": labels},
+		"spec": map[string]any{
+			"backendFramework": "vllm",
+			"components": []any{
+				map[string]any{"name": DynamoFrontend, "type": "frontend", "replicas": int64(1), "podTemplate": pin(front, nil)},
+				map[string]any{"name": DynamoWorker, "type": "worker", "replicas": int64(d.Workers), "podTemplate": pin(worker, vols)},
+			},
+		},
+	}}
+}
+
+// dynamoReady reports whether the operator says the deployment is successful and every desired
+// component has all its replicas Ready; otherwise it says what it waits for.
+func dynamoReady(obj *unstructured.Unstructured) (bool, string) {
+	state, _, _ := unstructured.NestedString(obj.Object, "status", "state")
+	comps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "components")
+	status, _, _ := unstructured.NestedMap(obj.Object, "status", "components")
+	var waiting []string
+	for _, c := range comps {
+		cm, ok := c.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(cm, "name")
+		want, found, _ := unstructured.NestedInt64(cm, "replicas")
+		if !found {
+			want = 1
+		}
+		sm, _ := status[name].(map[string]any)
+		ready, _, _ := unstructured.NestedInt64(sm, "readyReplicas")
+		if ready < want {
+			waiting = append(waiting, fmt.Sprintf("%s %d/%d Ready", name, ready, want))
+		}
+	}
+	if state != "successful" {
+		waiting = append([]string{fmt.Sprintf("state %q", state)}, waiting...)
+	}
+	return len(waiting) == 0 && len(comps) > 0, strings.Join(waiting, ", ")
+}
+
+// waitDynamo waits until the deployment is ready, failing at once when one of its pods cannot
+// start (the same reasons as engine pods: unschedulable, image pull, crash loop, OOMKilled).
+func (h *nodeHost) waitDynamo(ctx context.Context, name string, timeout time.Duration) error {
+	r := h.r
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := "not created yet"
+	for {
+		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
+		}
+		if err == nil {
+			ok, why := dynamoReady(obj)
+			if ok {
+				return nil
+			}
+			last = why
+		}
+		pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
+		if err == nil {
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, r.cl.Client, r.ns, p.Name, c, prev, 20) }); pe != nil {
+					return fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("DynamoGraphDeployment %s not ready after %s: %s (raise engine.ready_timeout)", name, timeout, last)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// frontendURL is the address of a Ready pod behind the deployment's frontend Service (its selector,
+// its target port), waited for a while: the Service may appear a moment after the operator reports
+// the deployment Ready. The load then runs against that pod address, as with engine pods, so it
+// needs no cluster DNS or Service proxy in its path.
+func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Duration) (string, error) {
+	r := h.r
+	svcName := name + "-frontend"
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	last := "no such Service"
+	for {
+		svc, err := r.cl.Client.CoreV1().Services(r.ns).Get(ctx, svcName, metav1.GetOptions{})
+		if err == nil {
+			last = "no Ready pod matches its selector"
+			if len(svc.Spec.Selector) == 0 {
+				return "", fmt.Errorf("frontend Service %s has no selector", svcName)
+			}
+			pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+			if err == nil {
+				if u := frontendAddress(svc, pods.Items); u != "" {
+					return u, nil
+				}
+			}
+		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+			return "", fmt.Errorf("frontend Service %s: %v", svcName, err)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("frontend Service %s: %s after %s", svcName, last, wait)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// frontendAddress is http://podIP:port of the first Ready pod, port being the Service's first
+// target port (a name is looked up among the pod's container ports); "" when no pod is Ready.
+func frontendAddress(svc *corev1.Service, pods []corev1.Pod) string {
+	for i := range pods {
+		p := &pods[i]
+		if !podReady(p) || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		port := int32(EnginePort)
+		if len(svc.Spec.Ports) > 0 {
+			sp := svc.Spec.Ports[0]
+			port = sp.Port
+			switch tp := sp.TargetPort; {
+			case tp.Type == intstr.Int && tp.IntVal > 0:
+				port = tp.IntVal
+			case tp.Type == intstr.String && tp.StrVal != "":
+				for _, c := range p.Spec.Containers {
+					for _, cp := range c.Ports {
+						if cp.Name == tp.StrVal {
+							port = cp.ContainerPort
+						}
+					}
+				}
+			}
+		}
+		return "http://" + p.Status.PodIP + ":" + strconv.Itoa(int(port))
+	}
+	return ""
+}
+
+// deleteDynamo deletes the deployment and waits until the API no longer has it (its pods and
+// GPUs go with it through the operator's owner references).
+func (h *nodeHost) deleteDynamo(ctx context.Context, name string) {
+	r := h.r
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	res := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns)
+	fg := metav1.DeletePropagationForeground
+	if err := res.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
+		h.say("deleting DynamoGraphDeployment %s: %v (the namespace goes at the end)", name, err)
+		return
+	}
+	for ctx.Err() == nil {
+		if _, err := res.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			r.man.Deleted(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.ns, Name: name, Host: h.node.Name})
+			return
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// serveDynamo serves one model on the node through a DynamoGraphDeployment and runs one load Job
+// against its frontend at load.concurrency × GPUs (aicr's per-GPU concurrency on the whole node).
+func (h *nodeHost) serveDynamo(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
+	r := h.r
+	tp := max(1, r.cfg.Engine.TP)
+	workers := h.node.Free / tp
+	if c := r.cfg.Run.GPUCount; c > 0 {
+		workers = min(workers, c/tp)
+	}
+	img := r.opt.EngineImage
+	if img == "" {
+		img = DynamoImage
+	}
+	name := dnsName("dgd", strconv.Itoa(h.index), strconv.Itoa(mi))
+	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: "dynamo-vllm", TP: tp,
+		Command: fmt.Sprintf("DynamoGraphDeployment %s: %s + %d × %s (%s)", name, DynamoFrontend, workers, DynamoWorker, img)}}
+	fail := func(format string, a ...any) (results.Model, *results.Meta, error) {
+		m.Error = fmt.Sprintf(format, a...)
+		return m, nil, errors.New(m.Error)
+	}
+	obj := dynamoGraph(r.opt.RunID, DynamoSpec{Name: name, Node: h.node.Name, Image: img, Model: model, Workers: workers, TP: tp,
+		ExtraArgs: r.cfg.Engine.ExtraArgs, Env: r.cfg.Engine.Env, CachePVC: h.pvc, Token: r.tokenEnv != "", Tolerations: r.opt.Selection.Tolerations})
+	if err := r.man.Record(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.ns, Name: name, Host: h.node.Name}); err != nil {
+		return fail("%v", err)
+	}
+	start := time.Now()
+	if _, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return fail("creating DynamoGraphDeployment %s: %v", name, err)
+	}
+	defer h.deleteDynamo(context.WithoutCancel(ctx), name)
+	h.say("%s: DynamoGraphDeployment %s (%d worker(s), %s), waiting for Ready", model, name, workers, img)
+	if err := h.waitDynamo(ctx, name, r.cfg.Engine.ReadyTimeout.D()); err != nil {
+		return fail("engines not ready: %v", err)
+	}
+	url, err := h.frontendURL(ctx, name, 2*time.Minute)
+	if err != nil {
+		return fail("engines not ready: %v", err)
+	}
+	var all []int
+	for s := range workers {
+		all = append(all, slotGPUs(s, tp)...)
+	}
+	fails, err := h.checkCompletions(ctx, dnsName("ready", strconv.Itoa(h.index), strconv.Itoa(mi)), model, []string{url})
+	if err != nil {
+		return fail("DynamoGraphDeployment %s Ready, but the completion check did not run: %v", name, err)
+	}
+	if fails[0] != "" {
+		m.Endpoints = []results.Endpoint{{GPUName: gpus[0].Name, GPUs: all, URL: url, Error: "DynamoGraphDeployment " + name + " frontend: " + fails[0]}}
+		return fail("DynamoGraphDeployment %s frontend %s: %s", name, url, fails[0])
+	}
+	ready := time.Since(start)
+	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, ready.Seconds())
+	n := len(all)
+	ep, meta := h.runLoad(ctx, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi)), url, model,
+		"DynamoGraphDeployment "+name+" frontend", all, gpus[0].Name, ready,
+		"--set", "load.concurrency="+strconv.Itoa(r.cfg.Load.Concurrency*n),
+		"--set", "load.max_concurrency="+strconv.Itoa(r.cfg.Load.MaxConcurrency*n))
+	m.Endpoints = []results.Endpoint{ep}
+	return m, meta, nil
+}
