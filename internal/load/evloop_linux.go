@@ -35,6 +35,7 @@ const pollEvery = time.Millisecond
 const (
 	sweepEvery   = 50 * time.Millisecond // how often stalled streams are looked for
 	drainLimit   = 64 << 10              // body bytes read after a request is settled, for reuse
+	yieldEvery   = 32                    // sockets read between yields to other goroutines
 	drainTimeout = time.Second           // a settled response that does not end by then is closed
 	// streamsPerEv: streams per loop before another is started (up to GOMAXPROCS). A loop runs on one
 	// thread, and on a busy machine the OS shares each core among threads: measured on a loaded
@@ -404,9 +405,15 @@ func (l *evLoop) poll() {
 			l.failAll(fmt.Errorf("epoll_wait: %v", err))
 			return
 		}
-		for _, e := range l.events[:n] {
+		for i, e := range l.events[:n] {
 			if cn := l.conns[e.Fd]; cn != nil {
 				l.ready(cn, e.Events)
+			}
+			if i%yieldEvery == yieldEvery-1 {
+				// Let the callers whose requests just ended send their next ones: on one core
+				// (GOMAXPROCS 1) they run only when the loop gives way, and a poll over 1,000
+				// busy sockets takes milliseconds, which would show as client lag.
+				runtime.Gosched()
 			}
 		}
 		if n < len(l.events) {
