@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,7 +52,21 @@ func main() {
 	itl := flag.Duration("itl", 4*time.Millisecond, "the simulator's ITL")
 	withHog := flag.Bool("hog", false, "run a second process that spins on one core beside the client")
 	oneCore := flag.Bool("one-core", false, "run the client with GOMAXPROCS=1")
+	flag.StringVar(&simCPUs, "sim-cpus", "", "pin the simulator to these CPUs with taskset (e.g. 0; pin the client with taskset -c 1 go run …)")
+	flag.StringVar(&reader, "reader", load.ReaderAuto, "reader of streamed responses: "+strings.Join(load.Readers, ", "))
+	cpuProfile := flag.String("cpuprofile", "", "write the client's CPU profile here")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "-cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "-gpuvet is required: go build -o /tmp/gpuvet ./cmd/gpuvet")
 		os.Exit(2)
@@ -94,6 +109,9 @@ func main() {
 	}
 }
 
+// reader is the client's reader of streamed responses (-reader); simCPUs pins the simulator (-sim-cpus).
+var reader, simCPUs string
+
 // one runs n streams × per requests against a fresh simulator and prints a line.
 func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	trace, err := os.CreateTemp("", "gpuvet-bench-trace-*.jsonl")
@@ -108,6 +126,9 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	}
 	srv := exec.Command(bin, "sim", "--model", "mock", "--ttft", ttft.String(), "--itl", itl.String(),
 		"--port", strconv.Itoa(port), "--trace", trace.Name())
+	if simCPUs != "" {
+		srv = exec.Command("taskset", append([]string{"-c", simCPUs}, srv.Args...)...)
+	}
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		return err
@@ -119,7 +140,7 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	}
 	cpu0 := cpu()
 	l, err := load.Run(context.Background(), load.Options{URL: url, Model: "mock", Config: results.LoadConfig{
-		Profile: "concurrency", Concurrency: n, MaxRequests: n * per, OutputTokens: tokens, PromptTokens: 64, API: "completions"}})
+		Profile: "concurrency", Concurrency: n, MaxRequests: n * per, OutputTokens: tokens, PromptTokens: 64, API: "completions", Reader: reader}})
 	used := cpu() - cpu0
 	if err != nil {
 		return err
@@ -142,7 +163,7 @@ func one(bin string, n, per, tokens int, ttft, itl time.Duration) error {
 	}
 	fmt.Printf("%-8d %10.2f %12.0f %10.2f %10.2f %10.3f %10.3f %10.2f %10.1f  %s\n", n, float64(used.Microseconds())/got, r.OutputTokS,
 		r.TTFT.P50, tt.P50, r.ITL.P50, it.P50, wait, l.Client.LagP99Ms, check)
-	fmt.Printf("         chunk times: %s\n", l.Client.ChunkTimes)
+	fmt.Printf("         reader: %s\n         chunk times: %s\n", l.Client.Reader, l.Client.ChunkTimes)
 	return nil
 }
 

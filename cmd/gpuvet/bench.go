@@ -148,6 +148,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.IntVar(&prefixCount, "prefix-count", 0, "shared-prefix prompts: number of distinct prefixes")
 	f.IntVar(&prefixTk, "prefix-tokens", 0, "shared-prefix prompts: tokens per prefix")
 	f.StringVar(&c.API, "api", d.API, "chat or completions")
+	f.StringVar(&c.Reader, "reader", d.Reader, "reader of streamed responses: auto (an event loop for plain http on Linux, else net/http), eventloop or nethttp")
 	f.StringVar(&c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
 	f.Int64Var(&c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&out, "out", "", "write the result JSON (results.Load) here")

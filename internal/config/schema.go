@@ -94,6 +94,9 @@ type LoadProfile struct {
 	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
 	RetryUnsaturated bool     `yaml:"retry_unsaturated"`
 	Seed             int64    `yaml:"seed"`
+	// Reader reads streamed responses: auto (an event loop for plain http on Linux, else net/http),
+	// eventloop or nethttp.
+	Reader string `yaml:"reader"`
 }
 
 // Gates are the absolute SLO gates; null disables one.
@@ -271,7 +274,7 @@ func loadDefaults() LoadProfile {
 	return LoadProfile{
 		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
 		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
-		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed,
+		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed, Reader: d.Reader,
 		RetryUnsaturated: true,
 	}
 }

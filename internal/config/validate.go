@@ -61,6 +61,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"endpoint.url", c.Endpoint.URL != "" && !strings.HasPrefix(c.Endpoint.URL, "http://") && !strings.HasPrefix(c.Endpoint.URL, "https://"), "want http://host:port or https://host:port"},
 		{"load.profile", oneOf(c.Load.Profile, "sweep", "synchronous", "concurrency", "constant", "poisson", "throughput"), "want sweep, synchronous, concurrency, constant, poisson or throughput"},
 		{"load.api", oneOf(c.Load.API, "chat", "completions"), "want chat or completions"},
+		{"load.reader", oneOf(c.Load.Reader, "auto", "eventloop", "nethttp"), "want auto, eventloop or nethttp"},
 		{"load.prompt_tokens", c.Load.PromptTokens < 1, "want ≥ 1"},
 		{"load.output_tokens", c.Load.OutputTokens < 1, "want ≥ 1"},
 		{"load.output_tokens", c.Load.PromptTokens+c.Load.OutputTokens > c.Engine.MaxModelLen, fmt.Sprintf("prompt_tokens + output_tokens = %d exceeds engine.max_model_len %d: raise max_model_len or shorten the profile", c.Load.PromptTokens+c.Load.OutputTokens, c.Engine.MaxModelLen)},

@@ -53,6 +53,8 @@ type client struct {
 	marked atomic.Int64
 	// rx says how chunk times are taken: netstamp.Kernel, or why kernel receive timestamps are unavailable.
 	rx *rxStatus
+	// ev is the event-loop reader of streamed responses (nil: net/http reads them; see pickReader).
+	ev *evReader
 }
 
 // rxStatus collects, over a load's connections, whether chunk times are the kernel's receive times.
@@ -60,6 +62,18 @@ type rxStatus struct {
 	mu      sync.Mutex
 	kernel  int    // connections with kernel receive timestamps
 	without string // why one was without ("": none)
+	// reader says which reader read the streams, and why (results.ClientCheck.Reader).
+	reader string
+	// The event-loop reader's reads that carried SSE events, those that carried several, and their events.
+	reads, multiReads, multiEvents int
+}
+
+func (s *rxStatus) addReads(reads, multi, events int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads += reads
+	s.multiReads += multi
+	s.multiEvents += events
 }
 
 func (s *rxStatus) note(err error) {
@@ -81,13 +95,17 @@ func (s *rxStatus) String() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	multi := ""
+	if s.reads > 0 {
+		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), each timed at that read", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+	}
 	switch {
 	case s.without == "":
-		return netstamp.Kernel
+		return netstamp.Kernel + multi
 	case s.kernel == 0:
-		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together"
+		return "read time (kernel receive timestamps unavailable: " + s.without + "); a late client reads a backlog of chunks as arriving together" + multi
 	}
-	return netstamp.Kernel + "; some connections fell back to read time (" + s.without + ")"
+	return netstamp.Kernel + "; some connections fell back to read time (" + s.without + ")" + multi
 }
 
 // Optional parameters, in the order they are given up when an endpoint refuses them with HTTP 400.
@@ -193,7 +211,7 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 			c.dropped = append(c.dropped, give)
 		}
 		rec := &Record{}
-		c.do(ctx, p, 2, rec)
+		c.doHTTP(ctx, p, 2, rec) // off the hot path: net/http, whichever reader streams the load
 		if rec.Error != "http_400" {
 			return nil // other failures are the load's to count, not a reason to give anything up
 		}
@@ -204,8 +222,25 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
 }
 
-// do sends one request and fills rec. It never panics on server input and always sets rec.end.
+// do sends one request and fills rec with the load's reader. It never panics on server input and
+// always sets rec.end.
 func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
+	if c.ev == nil {
+		c.doHTTP(ctx, p, out, rec)
+		return
+	}
+	rec.RequestedTokens = out
+	rec.marks = make([]mark, 0, min(out, 1<<16))
+	rec.start = c.since()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
+	defer deadline.Stop()
+	c.ev.do(ctx, cancel, c.body(p, out), rec)
+}
+
+// doHTTP is do with net/http.
+func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	rec.RequestedTokens = out
 	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
 	rec.start = c.since()
@@ -293,74 +328,106 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 	stall := time.AfterFunc(c.stall, func() { cancel(errStall) })
 	defer stall.Stop()
 	sse := newSSEReader(body)
-	lastCum := 0
-	var final *usage
-	finished := false
+	s := sseStream{c: c, rec: rec}
 	// Whatever ends the stream, the tokens already received are counted (they were generated).
-	defer func() {
-		if rec.Counts == "" {
-			rec.finalize(final)
-		}
-	}()
+	defer s.finalize()
 	for {
 		data, err := sse.Next()
 		stall.Reset(c.stall)
 		now := c.since()
-		if err == nil {
-			now = c.chunkTime(conn, rec, now)
-		}
 		if err != nil {
-			rec.end = now
-			if errors.Is(err, errLineTooLong) {
-				c.fail(rec, errMalformed, err.Error())
-				return
-			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil && !errors.Is(err, errLineTooLong) {
+				rec.end = now
 				c.failCtx(ctx, rec, errCut, err)
 				return
 			}
-			if err == io.EOF && finished {
-				break // ended without [DONE] but after a finish_reason: complete
-			}
-			c.fail(rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(rec.marks), err))
+			s.broken(err, now)
 			return
 		}
-		if string(bytes.TrimSpace(data)) == "[DONE]" {
-			rec.end = now
-			break
-		}
-		ch, perr := parseChunk(data)
-		if perr != nil {
-			rec.end = now
-			c.fail(rec, errMalformed, perr.Error())
+		if s.event(data, c.chunkTime(conn, rec, now)) {
 			return
-		}
-		if ch.Err != "" {
-			rec.end = now
-			c.fail(rec, errStream, ch.Err)
-			return
-		}
-		delta := 0
-		if ch.HasUsage {
-			final = &usage{}
-			*final = ch.Usage
-			if ch.HasChoices {
-				rec.contUsage = true
-				delta = ch.Usage.CompletionTokens - lastCum
-				lastCum = ch.Usage.CompletionTokens
-			}
-		}
-		if ch.Finish != "" {
-			finished = true
-		}
-		if ch.TextBytes > 0 || delta > 0 {
-			rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
-			c.marked.Add(1)
 		}
 	}
-	rec.finalize(final)
+}
+
+// sseStream turns one response's SSE events into its Record: both readers (net/http's and the event
+// loop's) feed it, so a request is classified the same whichever read it.
+type sseStream struct {
+	c        *client
+	rec      *Record
+	lastCum  int
+	final    *usage
+	finished bool // a chunk carried a finish_reason
+}
+
+// event handles one event's data, received at now. It returns true when the request is over: [DONE],
+// or an event that ends it with an error.
+func (s *sseStream) event(data []byte, now time.Duration) bool {
+	rec := s.rec
+	if string(bytes.TrimSpace(data)) == "[DONE]" {
+		rec.end = now
+		s.complete()
+		return true
+	}
+	ch, perr := parseChunk(data)
+	if perr != nil {
+		rec.end = now
+		s.c.fail(rec, errMalformed, perr.Error())
+		return true
+	}
+	if ch.Err != "" {
+		rec.end = now
+		s.c.fail(rec, errStream, ch.Err)
+		return true
+	}
+	delta := 0
+	if ch.HasUsage {
+		s.final = &usage{}
+		*s.final = ch.Usage
+		if ch.HasChoices {
+			rec.contUsage = true
+			delta = ch.Usage.CompletionTokens - s.lastCum
+			s.lastCum = ch.Usage.CompletionTokens
+		}
+	}
+	if ch.Finish != "" {
+		s.finished = true
+	}
+	if ch.TextBytes > 0 || delta > 0 {
+		rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+		s.c.marked.Add(1)
+	}
+	return false
+}
+
+// broken is the body ending (err: io.EOF when it ended cleanly) before [DONE], at now. A stream that
+// already had its finish_reason is complete; otherwise it was cut.
+func (s *sseStream) broken(err error, now time.Duration) {
+	s.rec.end = now
+	switch {
+	case errors.Is(err, errLineTooLong):
+		s.c.fail(s.rec, errMalformed, err.Error())
+	case err == io.EOF && s.finished:
+		s.complete() // ended without [DONE] but after a finish_reason: complete
+	default:
+		s.c.fail(s.rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(s.rec.marks), err))
+	}
+	s.finalize()
+}
+
+// complete is a stream that ended as it should: its counts are final, and a short one is an error.
+func (s *sseStream) complete() {
+	rec := s.rec
+	rec.finalize(s.final)
 	if rec.OutputTokens < rec.RequestedTokens {
-		c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
+		s.c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
+	}
+}
+
+// finalize counts the tokens of a stream that ended any other way (they were generated).
+func (s *sseStream) finalize() {
+	if s.rec.Counts == "" {
+		s.rec.finalize(s.final)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -114,6 +115,9 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 	if c.Data == "" {
 		c.Data = d.Data
 	}
+	if c.Reader == "" {
+		c.Reader = d.Reader
+	}
 	return c
 }
 
@@ -173,6 +177,12 @@ func Validate(o Options) error {
 		}
 	}
 	if _, _, err := parseWarmup(c.Warmup); err != nil {
+		return err
+	}
+	if !slices.Contains(Readers, c.Reader) {
+		return fmt.Errorf("--reader %q: want one of %s", c.Reader, strings.Join(Readers, ", "))
+	}
+	if _, _, _, err := pickReader(c.Reader, o.URL); err != nil {
 		return err
 	}
 	if c.Data != "synthetic" {
@@ -338,6 +348,18 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, rx: rx}
+	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if useLoop {
+		if cl.ev, err = newEvReader(cl, ep, slots(o, cfg)); err != nil {
+			return nil, err
+		}
+		defer cl.ev.close()
+		why = cl.ev.describe()
+	}
+	rx.reader = why
 
 	l := &results.Load{Config: cfg, Model: o.Model, URL: results.StripUserinfo(o.URL)}
 	var local *dataset.Tokenizer
@@ -403,6 +425,9 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		l.Server = sc.result()
 	}
 	fillTotals(l, att, ex.allLags, cpuTime()-cpu0, time.Since(wall0))
+	if cl.ev != nil {
+		cl.ev.close() // its read counts go into rx
+	}
 	fillRX(l, rx, ex.rxLags)
 	l.OutputCounts = ex.countsSource()
 	if ex.recErr != nil && l.Error == "" {

@@ -26,8 +26,15 @@ func opts(url string, c results.LoadConfig) Options {
 	if c.OutputTokens == 0 {
 		c.OutputTokens = 20
 	}
+	if c.Reader == "" {
+		c.Reader = testReader
+	}
 	return Options{URL: url, Model: testModel, Config: c, Drain: 5 * time.Second}
 }
+
+// testReader is the reader the tests' loads use (auto: the event loop here); TestNetHTTPReader runs
+// the scenario tests again with net/http.
+var testReader = ReaderAuto
 
 func near(t *testing.T, what string, got, want, tol float64) {
 	t.Helper()

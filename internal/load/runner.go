@@ -203,6 +203,12 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 // rung starts, so its first wave measures the server's inference, not TCP handshakes and accept queues.
 // It is bounded to 10 s and best effort: a failure only means the first wave opens its own connections.
 func (rn *runner) prewarm(ctx context.Context, n int) {
+	if rn.c.ev != nil {
+		// The event loop's own pool (even for one slot: net/http's holds the negotiation's
+		// connection): TCP connections, nothing sent.
+		rn.c.ev.prewarm(ctx, n)
+		return
+	}
 	if rn.modelsURL == "" || n < 2 {
 		return
 	}

@@ -49,17 +49,8 @@ func (s *sseReader) Next() ([]byte, error) {
 			}
 			continue
 		}
-		if line[0] == ':' {
-			continue
-		}
-		field, value := line, []byte(nil)
-		if i := bytes.IndexByte(line, ':'); i >= 0 {
-			field, value = line[:i], line[i+1:]
-			if len(value) > 0 && value[0] == ' ' {
-				value = value[1:]
-			}
-		}
-		if string(field) != "data" {
+		value, ok := sseData(line)
+		if !ok {
 			continue
 		}
 		if have {
@@ -68,6 +59,22 @@ func (s *sseReader) Next() ([]byte, error) {
 		s.data = append(s.data, value...)
 		have = true
 	}
+}
+
+// sseData is the value of a non-empty line that is a "data" field (one leading space dropped); ok is
+// false for comments and other fields.
+func sseData(line []byte) (value []byte, ok bool) {
+	if line[0] == ':' {
+		return nil, false
+	}
+	field := line
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	return value, string(field) == "data"
 }
 
 // readLine returns one line without its terminator (\n, \r\n or \r\n). A last line without a

@@ -247,6 +247,7 @@ func rxBacklog(o *rungOut) (bool, string) {
 // fillRX records how chunk times were taken and how long chunks waited in the socket.
 func fillRX(l *results.Load, rx *rxStatus, waits []float64) {
 	l.Client.ChunkTimes = rx.String()
+	l.Client.Reader = rx.reader
 	if len(waits) > 0 {
 		d := metrics.Summarize(waits)
 		l.Client.RXWait = &d

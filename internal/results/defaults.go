@@ -15,7 +15,7 @@ func DefaultLoadConfig() LoadConfig {
 	return LoadConfig{
 		Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256,
 		MaxConcurrency: 128, Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second),
-		Warmup: "1", Data: "synthetic", Seed: 42,
+		Warmup: "1", Data: "synthetic", Seed: 42, Reader: "auto",
 	}
 }
 

@@ -86,6 +86,9 @@ type LoadConfig struct {
 	Warmup         string   `json:"warmup,omitempty"` // "1" (requests) or "5s"
 	Data           string   `json:"data,omitempty"`   // "synthetic", or the file
 	Seed           int64    `json:"seed,omitempty"`
+	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
+	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
+	Reader string `json:"reader,omitempty"`
 }
 
 // Load is the result of one load profile against one endpoint.
@@ -243,6 +246,8 @@ type ClientCheck struct {
 	ChunkTimes string `json:"chunk_times,omitempty"`
 	// RXWait is the per-request mean time chunks waited in the socket before the client read them.
 	RXWait *Dist `json:"rx_wait_ms,omitempty"`
+	// Reader is the reader of streamed responses that ran, and why (the event loop, or net/http).
+	Reader string `json:"reader,omitempty"`
 }
 
 // ServerMetrics is what the endpoint's /metrics said during the load, over time.
