@@ -46,16 +46,20 @@ def isolated(reqs):
     return out
 
 
-def burst_start(reqs, n):
-    """Arrival time of the first request of the largest burst (≥ n/2 arrivals within 0.5 s)."""
-    best, at = 0, None
+def burst_start(reqs, n, after=float("-inf")):
+    """Arrival time of the first burst (>= n/2 arrivals within 0.5 s) that starts after `after`.
+
+    The knee search runs several throughput rungs, each a larger burst, so each rung is matched with
+    the first burst past the previous rung's window, not with the largest burst in the log."""
+    need = max(2, n // 2)
+    arrivals = [r["arrive"] for r in reqs if r["arrive"] > after]
     j = 0
-    for i, r in enumerate(reqs):
-        while reqs[j]["arrive"] < r["arrive"] - 0.5:
+    for i, t in enumerate(arrivals):
+        while arrivals[j] < t - 0.5:
             j += 1
-        if i - j + 1 > best:
-            best, at = i - j + 1, reqs[j]["arrive"]
-    return at if best >= max(2, n // 2) else None
+        if i - j + 1 >= need:
+            return arrivals[j]
+    return None
 
 
 def rate(reqs, t, window):
@@ -107,8 +111,7 @@ def main():
                 reqs = parse(log if os.path.isabs(log) else os.path.join(base, log))
                 runs = (e.get("load") or {}).get("runs", [])
                 sync = next((r for r in runs if r["kind"] == "synchronous"), None)
-                thr = next((r for r in runs if r["kind"] == "throughput"), None)
-                g_ttft = srv_ttft = g_rate = srv_rate = float("nan")
+                g_ttft = srv_ttft = float("nan")
                 n_alone = 0
                 if sync:
                     g_ttft = sync["ttft_ms"]["p50"]
@@ -117,13 +120,17 @@ def main():
                     n_alone = len(alone)
                     if alone:
                         srv_ttft = statistics.median((r["first"] - r["arrive"]) * 1000 for r in alone)
-                at = burst_start(reqs, thr.get("concurrency", 0)) if thr else None
-                if thr and at is not None and thr["window_seconds"] > 0:
-                    g_rate, srv_rate = thr["output_tok_s"], rate(reqs, at, thr["window_seconds"])
-                print(f"| {m['model']} | {','.join(map(str, e['gpus']))} | {g_ttft:.1f} | {srv_ttft:.1f} (n={n_alone}) | "
-                      f"{g_rate:.0f} | {srv_rate:.0f} ({thr['window_seconds'] if thr else 0:.1f} s from the burst of {thr.get('concurrency', 0) if thr else 0}) | "
-                      f"{(g_rate / srv_rate) if srv_rate else float('nan'):.3f} |")
-
+                thrs = [r for r in runs if r["kind"] == "throughput"] or [None]
+                after = float("-inf")
+                for thr in thrs:  # one row per throughput rung (the knee search runs several)
+                    g_rate = srv_rate = float("nan")
+                    at = burst_start(reqs, thr.get("concurrency", 0), after) if thr else None
+                    if thr and at is not None and thr["window_seconds"] > 0:
+                        g_rate, srv_rate = thr["output_tok_s"], rate(reqs, at, thr["window_seconds"])
+                        after = at + thr["window_seconds"]
+                    print(f"| {m['model']} | {','.join(map(str, e['gpus']))} | {g_ttft:.1f} | {srv_ttft:.1f} (n={n_alone}) | "
+                          f"{g_rate:.0f} | {srv_rate:.0f} ({thr['window_seconds'] if thr else 0:.1f} s from the burst of {thr.get('concurrency', 0) if thr else 0}) | "
+                          f"{(g_rate / srv_rate) if srv_rate else float('nan'):.3f} |")
 
 if __name__ == "__main__":
     main()
