@@ -207,7 +207,8 @@ func (r *respParser) parseHead(head []byte) error {
 	lines := bytes.Split(bytes.TrimRight(head, "\r\n"), []byte("\n"))
 	status := bytes.TrimRight(lines[0], "\r")
 	proto, rest, ok := bytes.Cut(status, []byte(" "))
-	if !ok || !bytes.HasPrefix(proto, []byte("HTTP/1.")) || len(proto) != 8 || proto[7] < '0' || proto[7] > '9' {
+	// HTTP/d.d, as net/http reads it (any single digits; below 1.1 the connection closes by default).
+	if !ok || len(proto) != 8 || !bytes.HasPrefix(proto, []byte("HTTP/")) || !isDigit(proto[5]) || proto[6] != '.' || !isDigit(proto[7]) {
 		return fmt.Errorf("malformed HTTP response %q", head1(status))
 	}
 	code, _, _ := bytes.Cut(rest, []byte(" "))
@@ -215,7 +216,7 @@ func (r *respParser) parseHead(head []byte) error {
 		return fmt.Errorf("malformed HTTP status code %q", head1(code))
 	}
 	r.Status = int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0')
-	http10 := proto[7] == '0'
+	http10 := proto[5] < '1' || (proto[5] == '1' && proto[7] == '0')
 	r.Close = http10
 	length := int64(-1)
 	for _, l := range lines[1:] {
@@ -304,17 +305,17 @@ func (r *respParser) sizeLine(line []byte) error {
 	return nil
 }
 
-// trailerLine reads a line after the last chunk: an empty one ends the response.
+// trailerLine reads a line after the last chunk: an empty one ends the response. Trailers are
+// skipped unread, whatever their syntax: the body is complete by then, and net/http does not fail a
+// response on them either.
 func (r *respParser) trailerLine(line []byte) error {
 	if len(bytes.TrimRight(line, "\r\n")) == 0 {
 		r.state = wsDone
-		return nil
-	}
-	if bytes.IndexByte(line, ':') < 0 {
-		return fmt.Errorf("malformed chunked trailer %q", head1(line))
 	}
 	return nil
 }
+
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
 
 func parseHex(v []byte) (uint64, error) {
 	if len(v) == 0 {

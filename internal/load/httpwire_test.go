@@ -93,7 +93,8 @@ func TestRespParser(t *testing.T) {
 // where net/http refuses, this parser refuses too or has read the same bytes up to that point (it is
 // laxer only about trailer header syntax).
 func FuzzChunkedAgainstNetHTTP(f *testing.F) {
-	for _, s := range []string{"5\r\nhello\r\n0\r\n\r\n", "1;a=b\r\nx\r\n0\r\nT: v\r\n\r\n", "3\r\nabc\n", "0\r\n\r\n", "ff\r\n", "\r\n", "1\r\nx\r\r\n"} {
+	for _, s := range []string{"5\r\nhello\r\n0\r\n\r\n", "1;a=b\r\nx\r\n0\r\nT: v\r\n\r\n", "3\r\nabc\n", "0\r\n\r\n", "ff\r\n", "\r\n", "1\r\nx\r\r\n",
+		"0\r\nA: b\r\n \r\n\r\n", "2\r\nok\r\n0\r\nno colon\r\n\r\n"} { // trailers of any syntax are skipped, as net/http does (found by 5 minutes of fuzzing)
 		f.Add([]byte(s), []byte{3, 1})
 	}
 	f.Fuzz(func(t *testing.T, chunked, cuts []byte) {
@@ -124,6 +125,8 @@ func FuzzRespHead(f *testing.F) {
 		"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 11\r\nConnection: close\r\n\r\n{\"error\":1}",
 		"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\nx",
 		"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/0.0 200\r\nContent-Length: 1\r\n\r\nx", // net/http reads any HTTP/d.d (found by 5 minutes of fuzzing)
+		"HTTP/2.0 200 OK\r\nContent-Length: 1\r\n\r\ny",
 	} {
 		f.Add([]byte(s), []byte{5})
 	}
