@@ -221,8 +221,12 @@ func (r *respParser) parseHead(head []byte) error {
 	length := int64(-1)
 	for _, l := range lines[1:] {
 		l = bytes.TrimRight(l, "\r")
+		// Only the framing headers matter here, so a name is not judged: net/http reads names with
+		// spaces (and skips empty ones) in a response, and so does this parser. A line with no colon
+		// is refused by both.
 		name, value, ok := bytes.Cut(l, []byte(":"))
-		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+		name = bytes.TrimRight(name, " \t")
+		if !ok {
 			return fmt.Errorf("malformed HTTP response header %q", head1(l))
 		}
 		value = bytes.Trim(value, " \t")
