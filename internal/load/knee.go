@@ -45,8 +45,13 @@ const maxClimb = 3
 // under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
 // so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
 // on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added.
+// rungs, and records how many it added. Rungs too short for the knee search (the simulator's quick
+// profile) do not climb: their probe was never raised, so the ladder sits far below the knee, a few
+// more rungs would not reach it, and the lower bound is already said.
 func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, peak, step float64, k *results.Knee) []float64 {
+	if time.Duration(ex.cfg.MaxDuration) < minKneeRung {
+		return outs
+	}
 	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
 		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate)), n)

@@ -483,12 +483,15 @@ func TestStrictEndpointGetsPlainRequests(t *testing.T) {
 
 // A probe that under-reads the capacity places the ladder too low: its top still climbs past the
 // probe's peak (truncated). The sweep then goes on upward at the ladder's spacing instead of ending
-// on a lower bound. Here the probe runs 2 streams against a server that serves 8 at once, and rungs
-// are too short for the knee search, so only climbing can reach the capacity.
+// on a lower bound. Here the probe runs 2 streams against a server that serves 8 at once, and the knee
+// search is held to the first probe, so only climbing can reach the capacity.
 func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
+	defer func(d time.Duration) { minKneeRung = d }(minKneeRung)
+	minKneeRung = 0 // the test's short rungs count as long enough
 	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 2, Rates: 3, MaxDuration: results.Duration(600 * time.Millisecond)})
+	o.MaxNumSeqs = 2 // the knee search stops at its first probe
 	l, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -509,5 +512,13 @@ func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
 	}
 	if top, probe := l.Saturation.Rungs[len(l.Saturation.Rungs)-1], l.Saturation.Peak; top <= probe {
 		t.Fatalf("the climbed ladder's top %v tok/s is not past the probe's %v", top, probe)
+	}
+	// Rungs too short for the knee search (the quick profile) do not climb: the lower bound is said.
+	minKneeRung = time.Minute
+	if l, err = Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if k := l.Saturation.Knee; k.ClimbedRungs != 0 || len(l.Saturation.Rungs) != 3 || !l.Saturation.Truncated {
+		t.Fatalf("short rungs: climbed %d, saturation %+v", k.ClimbedRungs, l.Saturation)
 	}
 }
