@@ -104,6 +104,10 @@ func connect(n int, itl time.Duration) (fds []int, port int, stop func(), err er
 	}
 	stop = func() { srv.Process.Kill(); srv.Wait() }
 	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		stop()
+		return nil, 0, nil, fmt.Errorf("writer did not start: %v", err)
+	}
 	if port, err = strconv.Atoi(line[:max(len(line)-1, 0)]); err != nil || port == 0 {
 		stop()
 		return nil, 0, nil, fmt.Errorf("writer did not start: %q %v", line, err)
