@@ -153,12 +153,14 @@ func dynamoReady(obj *unstructured.Unstructured) (bool, string) {
 	comps, _, _ := unstructured.NestedSlice(obj.Object, "spec", "components")
 	status, _, _ := unstructured.NestedMap(obj.Object, "status", "components")
 	var waiting []string
+	valid := 0 // components gpuvet can read: an operator's object may hold anything
 	for _, c := range comps {
 		cm, ok := c.(map[string]any)
-		if !ok {
+		name, _, _ := unstructured.NestedString(cm, "name")
+		if !ok || name == "" {
 			continue
 		}
-		name, _, _ := unstructured.NestedString(cm, "name")
+		valid++
 		want, found, _ := unstructured.NestedInt64(cm, "replicas")
 		if !found {
 			want = 1
@@ -172,7 +174,10 @@ func dynamoReady(obj *unstructured.Unstructured) (bool, string) {
 	if state != "successful" {
 		waiting = append([]string{fmt.Sprintf("state %q", state)}, waiting...)
 	}
-	return len(waiting) == 0 && len(comps) > 0, strings.Join(waiting, ", ")
+	if valid == 0 {
+		waiting = append(waiting, "no named component in spec.components")
+	}
+	return len(waiting) == 0, strings.Join(waiting, ", ")
 }
 
 // waitDynamo waits until the deployment is ready, failing at once when one of its pods cannot
