@@ -46,35 +46,30 @@ func Enable(c net.Conn) (net.Conn, error) {
 		return c, err
 	}
 	var serr error
-	if err := raw.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPING,
-			unix.SOF_TIMESTAMPING_RX_SOFTWARE|unix.SOF_TIMESTAMPING_SOFTWARE)
-	}); err != nil {
+	if err := raw.Control(func(fd uintptr) { serr = EnableFD(int(fd)) }); err != nil {
 		return c, err
 	}
 	if serr != nil {
 		return c, serr
 	}
-	return &conn{TCPConn: tc, raw: raw, oob: make([]byte, unix.CmsgSpace(3*16))}, nil
+	return &conn{TCPConn: tc, raw: raw, oob: make([]byte, OOBSize)}, nil
 }
 
 func (c *conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	var n, oobn int
+	var n int
+	var stamp int64
 	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = unix.Recvmsg(int(fd), p, c.oob, 0)
+		n, stamp, rerr = RecvFD(int(fd), p, c.oob)
 		return rerr != unix.EAGAIN
 	})
 	if err == nil {
 		err = rerr
 	}
 	if err != nil {
-		if n < 0 {
-			n = 0
-		}
 		return n, err
 	}
 	if n == 0 {
@@ -82,7 +77,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	// A read without a timestamp (the kernel enables stamping a moment after the first socket asks)
 	// clears the last one, so a chunk is never given an older read's time.
-	c.last.Store(scmTimestamp(c.oob[:oobn]))
+	c.last.Store(stamp)
 	return n, nil
 }
 
