@@ -212,7 +212,7 @@ func (r *respParser) parseHead(head []byte) error {
 		return fmt.Errorf("malformed HTTP response %q", head1(status))
 	}
 	code, _, _ := bytes.Cut(rest, []byte(" "))
-	if len(code) != 3 || code[0] < '1' || code[0] > '9' || code[1] < '0' || code[1] > '9' || code[2] < '0' || code[2] > '9' {
+	if len(code) != 3 || code[0] == '0' || !isDigit(code[0]) || !isDigit(code[1]) || !isDigit(code[2]) {
 		return fmt.Errorf("malformed HTTP status code %q", head1(code))
 	}
 	r.Status = int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0')
