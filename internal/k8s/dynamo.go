@@ -182,9 +182,9 @@ func dynamoReady(obj *unstructured.Unstructured) (bool, string) {
 
 // waitDynamo waits until the deployment is ready, failing at once when one of its pods cannot
 // start (the same reasons as engine pods: unschedulable, image pull, crash loop, OOMKilled).
-func (h *nodeHost) waitDynamo(ctx context.Context, name string, timeout time.Duration) error {
+func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.Duration) error {
 	r := h.r
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	last := "not created yet"
 	for {
@@ -210,6 +210,9 @@ func (h *nodeHost) waitDynamo(ctx context.Context, name string, timeout time.Dur
 		}
 		select {
 		case <-ctx.Done():
+			if err := interrupted(parent); err != nil {
+				return fmt.Errorf("DynamoGraphDeployment %s (%s): %w", name, last, err)
+			}
 			return fmt.Errorf("DynamoGraphDeployment %s not ready after %s: %s (raise engine.ready_timeout)", name, timeout, last)
 		case <-time.After(pollEvery):
 		}

@@ -3,10 +3,13 @@ package k8s
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	authv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -238,5 +241,24 @@ func TestNames(t *testing.T) {
 	long := dnsName("engine", strings.Repeat("Node_", 30), "1")
 	if len(long) > 63 || strings.ContainsAny(long, "_N") {
 		t.Error(long)
+	}
+}
+
+// A wait cut short by the run says it was interrupted; only a wait whose own timeout passed says so.
+func TestWaitJobInterruptedIsNotATimeout(t *testing.T) {
+	cs := fake.NewSimpleClientset(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0", Namespace: "ns"}})
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("SIGTERM"))
+	_, err := WaitJob(ctx, cs, "ns", "cache-0-0", time.Hour)
+	if err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "within") {
+		t.Errorf("interrupted wait: %v", err)
+	}
+	_, err = WaitJob(context.Background(), cs, "ns", "cache-0-0", 10*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "did not finish within 10ms") {
+		t.Errorf("timed-out wait: %v", err)
+	}
+	pods := fake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0", Namespace: "ns"}})
+	if err := WaitPodsReady(ctx, pods, "ns", []string{"engine-0"}, time.Hour); err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "ready_timeout") {
+		t.Errorf("interrupted pod wait: %v", err)
 	}
 }

@@ -105,8 +105,8 @@ func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod, container s
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
 // problem (unschedulable, image pull, crash loop with its last log lines, OOMKilled).
-func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	for {
 		ready := 0
@@ -133,6 +133,9 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, ns string, name
 		}
 		select {
 		case <-ctx.Done():
+			if err := interrupted(parent); err != nil {
+				return fmt.Errorf("%d of %d engine pods Ready: %w", ready, len(names), err)
+			}
 			return fmt.Errorf("%d of %d engine pods Ready after %s; not ready: %s (raise engine.ready_timeout)", ready, len(names), timeout, strings.Join(pending, ", "))
 		case <-time.After(pollEvery):
 		}
@@ -141,8 +144,8 @@ func WaitPodsReady(ctx context.Context, cs kubernetes.Interface, ns string, name
 
 // WaitJob waits for a Job to finish and returns its pod's log. A Job whose pod cannot start fails
 // at once with the reason; a failed Job returns its log with the error.
-func WaitJob(ctx context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	for {
 		j, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
@@ -173,10 +176,22 @@ func WaitJob(ctx context.Context, cs kubernetes.Interface, ns, name string, time
 		}
 		select {
 		case <-ctx.Done():
+			if err := interrupted(parent); err != nil {
+				return nil, fmt.Errorf("job %s: %w", name, err)
+			}
 			return nil, fmt.Errorf("job %s did not finish within %s", name, timeout)
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only
+// a wait's timeout passed: a wait cut short by the run must not claim that its timeout was reached.
+func interrupted(parent context.Context) error {
+	if parent.Err() == nil {
+		return nil
+	}
+	return fmt.Errorf("interrupted: %w", context.Cause(parent))
 }
 
 func jobDone(j *batchv1.Job) string {
