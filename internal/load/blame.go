@@ -59,7 +59,8 @@ func acceptCheck(o *rungOut) (bool, string) {
 		refused, d.P99, d.Max, d.Count, ConnectLimit)
 }
 
-// burstCheck says when most chunk gaps of the rung's successful streams were shorter than burstGap.
+// burstCheck says when most chunk gaps of the rung's successful streams were shorter than burstGap or
+// inside one read (the event loop spaces those, so their gaps are not their own).
 func burstCheck(o *rungOut) string {
 	gaps, bursts := 0, 0
 	for _, r := range o.recs {
@@ -68,7 +69,7 @@ func burstCheck(o *rungOut) string {
 		}
 		for i := 1; i < len(r.marks); i++ {
 			gaps++
-			if r.marks[i].at-r.marks[i-1].at < burstGap {
+			if r.marks[i].joint || r.marks[i].at-r.marks[i-1].at < burstGap {
 				bursts++
 			}
 		}

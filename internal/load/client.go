@@ -95,9 +95,10 @@ func (s *rxStatus) String() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	multi := ""
+	// net/http's reader times every event of a read at the read's (newest segment's) time.
+	multi := "; SSE events that arrive in one read share the newest segment's time"
 	if s.reads > 0 {
-		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), each timed at that read", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), spaced evenly between when the socket was last seen empty and the newest segment's arrival", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
 	}
 	switch {
 	case s.without == "":

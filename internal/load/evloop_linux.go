@@ -21,15 +21,12 @@ import (
 
 // The event-loop reader: streamed responses are read by one event loop per core at most, each over its
 // own epoll set of non-blocking sockets, instead of by one goroutine per stream that wakes per token.
-// The loop wakes on a short schedule and drains every readable socket, so a wake-up and a read carry
-// many tokens at once; each event is still timed by the kernel's receive time of the read that carried
-// it (SO_TIMESTAMPING), so reading late does not make TTFT or ITL late.
-//
-// pollEvery is that schedule. It sits below the shortest inter-token latency a real engine shows (a
-// decode step takes 2 ms or more even for small models on fast GPUs), so one stream's consecutive
-// tokens almost never arrive within one poll and share a read (and so a timestamp); reads that do
-// carry several events are counted in the result. Polling faster would cost wake-ups, not accuracy.
-const pollEvery = time.Millisecond
+// The loop wakes on a short schedule (readtiming.go: below the shortest inter-token gap it sees) and
+// drains every readable socket, so a wake-up carries many streams' tokens at once; each event is still
+// timed by the kernel's receive time of the read that carried it (SO_TIMESTAMPING), so reading late
+// does not make TTFT or ITL late. A read that carried several events of one stream (the client fell
+// behind, or the server sent them together) knows only its newest segment's time: its events are
+// spaced evenly between when the socket was last seen empty and that time (spaceRead), and counted.
 
 // Other schedule bounds.
 const (
@@ -82,18 +79,27 @@ type evLoop struct {
 	reads, multiReads, multiEvents int
 	readEvents                     int // events the current read carried
 	lastSweep                      time.Duration
+	sched                          pollSchedule
+	// polledAt is when the current poll's epoll_wait was called, prevPolledAt the previous one's;
+	// prevComplete says the previous poll visited every ready socket (so a socket it did not read
+	// was empty then).
+	polledAt, prevPolledAt time.Duration
+	prevComplete           bool
 }
 
 // evConn is a connection and the request it carries (one at a time).
 type evConn struct {
-	fd      int
-	loop    *evLoop
-	rx      bool // kernel receive timestamps are on
-	resp    respParser
-	sse     sseFramer
-	peek    [1]byte
-	req     *evReq // the request in flight
-	errBody []byte
+	fd   int
+	loop *evLoop
+	rx   bool // kernel receive timestamps are on
+	resp respParser
+	sse  sseFramer
+	peek [1]byte
+	// drainedAt is when a read last left the socket empty (0: never): what a later read returns
+	// arrived after it.
+	drainedAt time.Duration
+	req       *evReq // the request in flight
+	errBody   []byte
 }
 
 // evReq is one request on an evConn. The caller reads its outcome after done is closed; by then the
@@ -128,7 +134,7 @@ func newEvReader(c *client, u endpointURL, slots int) (*evReader, error) {
 		}
 		l := &evLoop{r: r, epfd: epfd, kick: make(chan struct{}, 1), stop: make(chan struct{}),
 			conns: map[int32]*evConn{}, buf: make([]byte, 64<<10), oob: make([]byte, netstamp.OOBSize),
-			events: make([]unix.EpollEvent, 1024)}
+			events: make([]unix.EpollEvent, 1024), sched: newPollSchedule()}
 		r.loops = append(r.loops, l)
 		r.wg.Go(l.run)
 	}
@@ -137,7 +143,7 @@ func newEvReader(c *client, u endpointURL, slots int) (*evReader, error) {
 
 // describe is the result's account of the reader.
 func (r *evReader) describe() string {
-	return fmt.Sprintf("event loop (%d epoll loop(s) over non-blocking sockets, polled every %v; gpuvet's own HTTP/1.1, chunked and SSE parsing)", len(r.loops), pollEvery)
+	return fmt.Sprintf("event loop (%d epoll loop(s) over non-blocking sockets, polled every %v to %v, below the shortest inter-token gap seen; gpuvet's own HTTP/1.1, chunked and SSE parsing)", len(r.loops), pollMin, pollMax)
 }
 
 // close stops the loops and closes every connection, once the load is over (again: nothing).
@@ -361,7 +367,7 @@ func (r *evReader) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// run is the loop: wake every pollEvery while requests are in flight, read every readable socket,
+// run is the loop: wake on the poll schedule while requests are in flight, read every readable socket,
 // sleep (in the Go scheduler, not in epoll_wait, so the loop never holds an OS thread in a blocking
 // call) until the next poll; with nothing in flight, wait for work.
 func (l *evLoop) run() {
@@ -386,7 +392,7 @@ func (l *evLoop) run() {
 			return
 		default:
 		}
-		if d := pollEvery - time.Since(t0); d > 0 {
+		if d := l.sched.every - time.Since(t0); d > 0 {
 			time.Sleep(d)
 		}
 	}
@@ -396,6 +402,9 @@ func (l *evLoop) run() {
 // returns, as many as it takes to visit every connection once (not more: busy sockets would keep it
 // here, away from new requests and the stall sweep).
 func (l *evLoop) poll() {
+	l.prevPolledAt, l.polledAt = l.polledAt, l.r.c.since()
+	complete := false
+	defer func() { l.prevComplete = complete }()
 	for range len(l.conns)/len(l.events) + 1 {
 		n, err := unix.EpollWait(l.epfd, l.events, 0)
 		if err == unix.EINTR {
@@ -417,6 +426,7 @@ func (l *evLoop) poll() {
 			}
 		}
 		if n < len(l.events) {
+			complete = true
 			return
 		}
 	}
@@ -485,15 +495,49 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 			at, kernel = kt, true
 		}
 	}
-	l.consume(cn, l.buf[:n], now, at, kernel)
+	// What this read returned arrived after the socket was last seen empty: its last draining read,
+	// or the previous poll when that one visited every ready socket and this one was not among them.
+	from := cn.drainedAt
+	if l.prevComplete && cn.drainedAt < l.prevPolledAt {
+		from = l.prevPolledAt
+	}
+	if n < len(l.buf) {
+		cn.drainedAt = now
+	}
+	m0 := len(q.s.rec.marks)
+	l.consume(cn, l.buf[:n], now, at, kernel, func() { l.spaceRead(q, m0, from) })
+}
+
+// spaceRead handles the marks one read added to q's record (marks[m0:], all at the newest segment's
+// time). Several share a read when the client read late or the server sent them together; either
+// way only the newest one's time is known, and the others arrived after from (when the socket was
+// last seen empty, the request's send or the stream's previous token, whichever is latest). They are
+// spaced evenly over that span, as one chunk carrying several tokens is: ITL keeps its exact sum
+// instead of showing zero gaps (a late client's backlog) and TTFT is never later than the token.
+func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
+	marks := q.s.rec.marks
+	k := len(marks) - m0
+	switch {
+	case k == 1 && m0 > 0:
+		l.sched.gap(marks[m0].at-marks[m0-1].at, false)
+	case k > 1:
+		spaceMarks(marks[m0:], max(from, q.s.rec.sent, prevAt(marks, m0)))
+		for range k {
+			l.sched.gap(0, true)
+		}
+	}
 }
 
 // consume takes what one read returned, received at (the read's time, kernel says whether the
-// kernel's) and read at now.
-func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool) {
+// kernel's) and read at now; spaced (nil: none) runs once the read's events are in the record, before
+// the request can be released to its caller.
+func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, spaced func()) {
 	q, n := cn.req, len(p)
 	l.readEvents = 0
 	used, perr := cn.resp.feed(p, func(b []byte) bool { return l.body(cn, b, now, at, kernel) })
+	if spaced != nil {
+		spaced()
+	}
 	if l.readEvents > 0 {
 		l.reads++
 		if l.readEvents > 1 {

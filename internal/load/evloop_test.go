@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,7 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/netstamp"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
@@ -256,7 +260,7 @@ func readWithEventLoop(c *client, in, cuts []byte) *Record {
 		if len(cuts) > 0 {
 			n = min(n, int(cuts[k%len(cuts)])+1)
 		}
-		l.consume(cn, in[:n], c.since(), c.since(), false)
+		l.consume(cn, in[:n], c.since(), c.since(), false, nil)
 		in = in[n:]
 	}
 	if !q.released {
@@ -320,4 +324,63 @@ func FuzzReadersAgreeOnResponses(f *testing.F) {
 			t.Fatalf("frame %d:\nnet/http   %+v\nevent loop %+v", frame, want, got)
 		}
 	})
+}
+
+// TestEventLoopSpacesALateRead: a stream's three tokens 4 ms apart reach the socket while the loop is
+// away, and one read returns them all. Its kernel time is the newest token's; the two before are spaced
+// over the span since the socket was last drained, so no gap reads zero and the gaps keep their sum.
+func TestEventLoopSpacesALateRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c := &client{endpoint: "http://" + ln.Addr().String() + "/v1/completions", reqTimeout: time.Minute, stall: time.Minute, epoch: time.Now(), rx: &rxStatus{}}
+	r := &evReader{c: c, addr: ln.Addr().String()}
+	l := &evLoop{r: r, epfd: -1, conns: map[int32]*evConn{}, buf: make([]byte, 64<<10), oob: make([]byte, netstamp.OOBSize), sched: newPollSchedule()}
+	r.loops = []*evLoop{l}
+	cn, err := r.dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(cn.fd)
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	rec := &Record{marks: make([]mark, 0, 8)}
+	rec.sent = c.since()
+	cn.req = &evReq{conn: cn, s: sseStream{c: c, rec: rec}, done: make(chan struct{}), cancel: func(error) {}}
+	event := func(i int) string {
+		e := fmt.Sprintf("data: {\"choices\":[{\"text\":\"t%d\"}]}\n\n", i)
+		return fmt.Sprintf("%x\r\n%s\r\n", len(e), e)
+	}
+	poll := func() {
+		time.Sleep(time.Millisecond) // the data is in the socket
+		l.prevPolledAt, l.polledAt, l.prevComplete = l.polledAt, c.since(), true
+		l.ready(cn, unix.EPOLLIN)
+	}
+	io.WriteString(srv, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"+event(1))
+	poll()
+	for i := 2; i <= 4; i++ {
+		time.Sleep(4 * time.Millisecond)
+		io.WriteString(srv, event(i))
+	}
+	poll()
+	if len(rec.marks) != 4 || rec.Error != "" {
+		t.Fatalf("%d marks, error %q %s", len(rec.marks), rec.Error, rec.Detail)
+	}
+	if !cn.rx {
+		t.Skip("no kernel receive timestamps here: a read's time is its read time")
+	}
+	m := rec.marks
+	for i := 1; i < 4; i++ {
+		if gap := m[i].at - m[i-1].at; gap < time.Millisecond || m[i].joint != (i > 1) {
+			t.Errorf("gap %d: %v (joint %v): a late read's tokens are spaced, not stacked", i, gap, m[i].joint)
+		}
+	}
+	if m[3].at <= m[0].at+12*time.Millisecond-time.Millisecond || m[3].at > c.since() {
+		t.Errorf("the newest token keeps its kernel time: %v after the first", m[3].at-m[0].at)
+	}
 }

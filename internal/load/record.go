@@ -9,10 +9,12 @@ import (
 
 // mark is one chunk that carried generated text or tokens: when it arrived (since the load's epoch),
 // how many tokens it carried (from continuous usage; 0 until finalize fills it otherwise) and its bytes.
+// joint: it came in the same read as the chunk before it, so its time is spaced, not its own.
 type mark struct {
 	at    time.Duration
 	tok   int32
 	bytes int32
+	joint bool
 }
 
 // Record is one request. It is written to --records as one JSON line; times are milliseconds since the

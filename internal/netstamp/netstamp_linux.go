@@ -32,7 +32,7 @@ type conn struct {
 }
 
 // Kernel says how times are taken, for results.
-const Kernel = "kernel receive time (SO_TIMESTAMPING software RX, recvmsg); SSE events that arrive in one read share the newest segment's time"
+const Kernel = "kernel receive time (SO_TIMESTAMPING software RX, recvmsg)"
 
 // Enable turns on software receive timestamps for c; it returns c unchanged, and why, where
 // the kernel refuses.

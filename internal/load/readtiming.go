@@ -1,0 +1,89 @@
+package load
+
+import "time"
+
+// How the event-loop reader times its reads: its poll schedule, and the spacing of events that share a
+// read.
+//
+// The poll schedule. A read is timed by the kernel's receive time of its newest
+// segment, so one stream's consecutive tokens must not share a read: the loop polls faster than the
+// shortest inter-token gap it sees. Every wake-up costs CPU (about 50 µs on a small VM, whatever it
+// finds), so it polls no faster than that needs.
+const (
+	// pollMin is where a loop starts and the fastest it polls: a decode step takes 2 ms or more even
+	// for small models on fast GPUs.
+	pollMin = time.Millisecond
+	// pollMax bounds the slowest: a finished request is seen (and its closed-loop slot refilled) within
+	// one poll, and that delay must stay negligible beside a request's seconds.
+	pollMax = 4 * time.Millisecond
+	// pollGapShare is the share of recent gaps allowed below two polls: the schedule follows the 5th
+	// percentile of the gaps, so a stream that sometimes runs fast pulls it back down at once.
+	pollGapShare = 0.05
+	// pollEpoch is how many gaps each choice of schedule looks at.
+	pollEpoch = 2000
+	// pollBin is the resolution of the gap histogram.
+	pollBin = 250 * time.Microsecond
+)
+
+// pollSchedule picks a loop's poll interval from the inter-token gaps it reads.
+type pollSchedule struct {
+	every time.Duration
+	bins  [int(2*pollMax/pollBin) + 1]int // gaps by pollBin, the last bin: 2·pollMax and over
+	n     int
+}
+
+func newPollSchedule() pollSchedule { return pollSchedule{every: pollMin} }
+
+// gap notes one stream's time between consecutive token events; joint says they came in one read
+// (their true gap is unknown and below the poll: it counts as zero).
+func (p *pollSchedule) gap(d time.Duration, joint bool) {
+	i := len(p.bins) - 1
+	switch {
+	case joint || d < 0:
+		i = 0
+	case d < 2*pollMax:
+		i = int(d / pollBin)
+	}
+	p.bins[i]++
+	if p.n++; p.n >= pollEpoch {
+		p.choose()
+	}
+}
+
+// choose sets the interval to half the 5th-percentile gap of the epoch (within pollMin..pollMax) and
+// starts a new epoch.
+func (p *pollSchedule) choose() {
+	limit := int(pollGapShare * float64(p.n))
+	seen, low := 0, time.Duration(0)
+	for i, c := range p.bins {
+		if seen+c > limit {
+			low = time.Duration(i) * pollBin // the bin's lower edge: the conservative side
+			break
+		}
+		seen += c
+	}
+	p.every = min(max(low/2, pollMin), pollMax)
+	p.bins, p.n = [len(p.bins)]int{}, 0
+}
+
+func prevAt(marks []mark, i int) time.Duration {
+	if i == 0 {
+		return 0
+	}
+	return marks[i-1].at
+}
+
+// spaceMarks spaces marks that came in one read, all timed at the last one's time, evenly over
+// (from, that time], and marks all but the first as sharing a read with the one before.
+func spaceMarks(marks []mark, from time.Duration) {
+	end := marks[len(marks)-1].at
+	if from < end {
+		step := (end - from) / time.Duration(len(marks))
+		for i := range marks[:len(marks)-1] {
+			marks[i].at = from + step*time.Duration(i+1)
+		}
+	}
+	for i := 1; i < len(marks); i++ {
+		marks[i].joint = true
+	}
+}
