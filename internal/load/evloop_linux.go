@@ -79,6 +79,7 @@ type evLoop struct {
 	reads, multiReads, multiEvents int
 	readEvents                     int // events the current read carried
 	lastSweep                      time.Duration
+	woken                          int // callers released since the loop last yielded
 	sched                          pollSchedule
 	// polledAt is when the current poll's epoll_wait was called, prevPolledAt the previous one's;
 	// prevComplete says the previous poll visited every ready socket (so a socket it did not read
@@ -418,10 +419,12 @@ func (l *evLoop) poll() {
 			if cn := l.conns[e.Fd]; cn != nil {
 				l.ready(cn, e.Events)
 			}
-			if i%yieldEvery == yieldEvery-1 {
+			if i%yieldEvery == yieldEvery-1 && l.woken > 0 {
 				// Let the callers whose requests just ended send their next ones: on one core
 				// (GOMAXPROCS 1) they run only when the loop gives way, and a poll over 1,000
-				// busy sockets takes milliseconds, which would show as client lag.
+				// busy sockets takes milliseconds, which would show as client lag. With none
+				// woken, a yield would only cost a wake-up of an idle thread.
+				l.woken = 0
 				runtime.Gosched()
 			}
 		}
@@ -711,5 +714,6 @@ func (l *evLoop) release(cn *evConn, reusable bool) {
 	} else {
 		unix.Close(cn.fd)
 	}
+	l.woken++
 	close(q.done)
 }
