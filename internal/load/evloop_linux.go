@@ -96,11 +96,11 @@ type evConn struct {
 	resp respParser
 	sse  sseFramer
 	peek [1]byte
-	// drainedAt is when a read last left the socket empty (0: never): what a later read returns
-	// arrived after it.
-	drainedAt time.Duration
-	req       *evReq // the request in flight
-	errBody   []byte
+	// drainedAt is when a read that left the socket empty began (0: never): what a later read returns
+	// arrived after it. attachedAt is when the loop took the connection's request on.
+	drainedAt, attachedAt time.Duration
+	req                   *evReq // the request in flight
+	errBody               []byte
 }
 
 // evReq is one request on an evConn. The caller reads its outcome after done is closed; by then the
@@ -441,8 +441,10 @@ func (l *evLoop) takeWork() {
 	adds, cancels := l.adds, l.cancels
 	l.adds, l.cancels = nil, nil
 	l.mu.Unlock()
+	now := l.r.c.since()
 	for _, cn := range adds {
 		l.conns[int32(cn.fd)] = cn
+		cn.attachedAt = now
 	}
 	for _, q := range cancels {
 		if !q.released {
@@ -473,6 +475,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 	var n int
 	var stamp int64
 	var err error
+	readAt := c.since() // what arrived before this is in the read, unless the buffer fills
 	if cn.rx {
 		n, stamp, err = netstamp.RecvFD(cn.fd, l.buf, l.oob)
 	} else {
@@ -499,13 +502,13 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 		}
 	}
 	// What this read returned arrived after the socket was last seen empty: its last draining read,
-	// or the previous poll when that one visited every ready socket and this one was not among them.
+	// or the previous poll when the socket was in it and that poll visited every ready socket.
 	from := cn.drainedAt
-	if l.prevComplete && cn.drainedAt < l.prevPolledAt {
+	if l.prevComplete && cn.attachedAt < l.prevPolledAt && cn.drainedAt < l.prevPolledAt {
 		from = l.prevPolledAt
 	}
 	if n < len(l.buf) {
-		cn.drainedAt = now
+		cn.drainedAt = readAt
 	}
 	m0 := len(q.s.rec.marks)
 	l.consume(cn, l.buf[:n], now, at, kernel, func() { l.spaceRead(q, m0, from) })
