@@ -313,8 +313,8 @@ func Defaults() Config {
 
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
 // first command finishes in about two minutes on a small machine: shorter windows, shorter
-// requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; set any
-// load.* key to run the seed's full profile on the simulator.
+// requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; each is
+// replaced by a value the user sets, so the seed's full profile needs all five load keys set.
 var simDefaults = map[string]any{
 	"load.max_duration":    "4s",
 	"load.rates":           4,
