@@ -106,3 +106,21 @@ func TestTokenBurstsAreSaid(t *testing.T) {
 		}
 	}
 }
+
+// A read that carried several tokens has them spaced over its span, so their gaps can look like a
+// steady stream; they still count as bursts, so a server or proxy that buffers is still said.
+func TestSpacedReadsStillCountAsBursts(t *testing.T) {
+	rec := func(joint bool) *Record {
+		r := &Record{marks: make([]mark, 300)}
+		for i := range r.marks {
+			r.marks[i] = mark{at: time.Duration(i) * time.Millisecond, tok: 1, joint: joint && i%10 != 0}
+		}
+		return r
+	}
+	if got := burstCheck(&rungOut{recs: []*Record{rec(true)}}); !strings.Contains(got, "bursts") {
+		t.Errorf("tokens that came ten to a read, spaced 1 ms apart: %q", got)
+	}
+	if got := burstCheck(&rungOut{recs: []*Record{rec(false)}}); got != "" {
+		t.Errorf("tokens 1 ms apart, each in its own read: %q", got)
+	}
+}
