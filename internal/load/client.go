@@ -120,8 +120,8 @@ func (c *client) sends(param string) bool { return !slices.Contains(c.dropped, p
 
 // newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot. With rx set,
 // each connection asks the kernel for receive timestamps (rx records where it cannot). TLS endpoints keep
-// them too: the TLS layer reads from the timestamped TCP connection (but GotConn then sees the TLS
-// connection, so chunk times there are read times).
+// them too: the TLS layer reads from the timestamped TCP connection, and netstamp.RXTime looks through
+// the TLS connection GotConn sees to it.
 func newHTTPClient(slots int, rx *rxStatus) *http.Client {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	dial := d.DialContext

@@ -29,6 +29,7 @@ type fake struct {
 	strict     bool          // answer 400 to vLLM's extra parameters, as a strict OpenAI-compatible server
 	capacity   chan struct{} // when set, at most cap(capacity) streams generate at once
 	overhead   int           // chat template tokens added to the prompt count
+	tls        bool          // serve https (the test's own certificate: s.Client() trusts it)
 	running    atomic.Int64
 	requests   atomic.Int64
 }
@@ -55,7 +56,12 @@ func (f *fake) start(t testing.TB) *httptest.Server {
 	})
 	mux.HandleFunc("/v1/chat/completions", f.complete)
 	mux.HandleFunc("/v1/completions", f.complete)
-	s := httptest.NewServer(mux)
+	s := httptest.NewUnstartedServer(mux)
+	if f.tls {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
 	t.Cleanup(s.Close)
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -521,4 +522,28 @@ func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
 	if k := l.Saturation.Knee; k.ClimbedRungs != 0 || len(l.Saturation.Rungs) != 3 || !l.Saturation.Truncated {
 		t.Fatalf("short rungs: climbed %d, saturation %+v", k.ClimbedRungs, l.Saturation)
 	}
+}
+
+// Over TLS (read by net/http) chunks are still timed by the kernel's receive time, not the read time.
+func TestTLSChunksAreKernelTimed(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", tls: true}
+	s := f.start(t)
+	rx := &rxStatus{}
+	hc := newHTTPClient(1, rx)
+	hc.Transport.(*http.Transport).TLSClientConfig = s.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	cl := &client{hc: hc, endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: time.Minute, epoch: time.Now(), rx: rx}
+	for range 2 { // the kernel turns stamping on a moment after the first socket asks
+		rec := &Record{}
+		cl.do(context.Background(), promptOf("hi"), 5, rec)
+		if rec.Error != "" {
+			t.Fatalf("%s: %s", rec.Error, rec.Detail)
+		}
+		if rec.rxN > 0 {
+			return
+		}
+	}
+	if rx.without != "" {
+		t.Skipf("no kernel receive timestamps here: %s", rx.without)
+	}
+	t.Fatal("no chunk of a TLS stream was timed by the kernel")
 }

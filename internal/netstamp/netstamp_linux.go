@@ -106,8 +106,13 @@ func scmTimestamp(oob []byte) int64 {
 	return 0
 }
 
-// RXTime is the kernel receive time of the newest data read on conn, as a time.Time (zero: none).
+// RXTime is the kernel receive time of the newest data read on conn, as a time.Time (zero: none). A
+// TLS connection (anything with NetConn) answers for the TCP connection under it: its records are
+// read from there, so the newest segment read is the newest data it decrypted, or a little after.
 func RXTime(nc net.Conn) (time.Time, bool) {
+	if u, ok := nc.(interface{ NetConn() net.Conn }); ok {
+		nc = u.NetConn()
+	}
 	c, ok := nc.(*conn)
 	if !ok {
 		return time.Time{}, false

@@ -3,7 +3,13 @@
 package netstamp
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"math/big"
 	"net"
 	"testing"
 	"time"
@@ -65,4 +71,71 @@ func TestSCMTimestampRejectsJunk(t *testing.T) {
 			t.Errorf("scmTimestamp(%v) = %d", b, ts)
 		}
 	}
+}
+
+// Over TLS the chunk times are still the kernel's: RXTime looks through the TLS connection to the
+// timestamped TCP connection it reads from.
+func TestRXTimestampThroughTLS(t *testing.T) {
+	cert, err := selfSigned()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := Enable(c)
+	if err != nil {
+		t.Skipf("kernel refuses SO_TIMESTAMPING here: %v", err)
+	}
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true}) // the test's own certificate
+	defer conn.Close()
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go srv.(*tls.Conn).Handshake()
+	if err := conn.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	srv.Write([]byte("warm\n"))
+	conn.Read(buf)
+	time.Sleep(20 * time.Millisecond)
+	sent := time.Now()
+	if _, err := srv.Write([]byte("data: x\n\n")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond) // the client is late
+	if _, err := conn.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	at, ok := RXTime(conn)
+	if !ok {
+		t.Fatal("no receive timestamp through the TLS connection")
+	}
+	if d := at.Sub(sent); d < -time.Millisecond || d > 20*time.Millisecond {
+		t.Errorf("kernel time %v after the write, want about 0 (read 60 ms after)", d)
+	}
+}
+
+// selfSigned makes a throwaway certificate for 127.0.0.1.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
