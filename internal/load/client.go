@@ -66,6 +66,17 @@ type rxStatus struct {
 	reader string
 	// The event-loop reader's reads that carried SSE events, those that carried several, and their events.
 	reads, multiReads, multiEvents int
+	// The fastest and slowest poll intervals its loops chose (0: no loop).
+	pollLo, pollHi time.Duration
+}
+
+func (s *rxStatus) addPolls(lo, hi time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pollLo == 0 || lo < s.pollLo {
+		s.pollLo = lo
+	}
+	s.pollHi = max(s.pollHi, hi)
 }
 
 func (s *rxStatus) addReads(reads, multi, events int) {
@@ -99,6 +110,9 @@ func (s *rxStatus) String() string {
 	multi := "; SSE events that arrive in one read share the newest segment's time"
 	if s.reads > 0 {
 		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), spaced evenly between when the socket was last seen empty and the newest segment's arrival", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+		if s.pollHi > 0 {
+			multi += fmt.Sprintf("; polled every %v to %v", s.pollLo, s.pollHi)
+		}
 	}
 	switch {
 	case s.without == "":

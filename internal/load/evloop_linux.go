@@ -171,6 +171,7 @@ func (r *evReader) closeNow() {
 		unix.Close(l.epfd)
 		if rx := r.c.rx; rx != nil {
 			rx.addReads(l.reads, l.multiReads, l.multiEvents)
+			rx.addPolls(l.sched.lo, l.sched.hi)
 		}
 	}
 }

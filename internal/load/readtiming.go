@@ -28,11 +28,13 @@ const (
 // pollSchedule picks a loop's poll interval from the inter-token gaps it reads.
 type pollSchedule struct {
 	every time.Duration
-	bins  [int(2*pollMax/pollBin) + 1]int // gaps by pollBin, the last bin: 2·pollMax and over
-	n     int
+	// lo and hi are the fastest and slowest intervals chosen so far (the result says them).
+	lo, hi time.Duration
+	bins   [int(2*pollMax/pollBin) + 1]int // gaps by pollBin, the last bin: 2·pollMax and over
+	n      int
 }
 
-func newPollSchedule() pollSchedule { return pollSchedule{every: pollMin} }
+func newPollSchedule() pollSchedule { return pollSchedule{every: pollMin, lo: pollMin, hi: pollMin} }
 
 // gap notes one stream's time between consecutive token events; joint says they came in one read
 // (their true gap is unknown and below the poll: it counts as zero).
@@ -63,6 +65,7 @@ func (p *pollSchedule) choose() {
 		seen += c
 	}
 	p.every = min(max(low/2, pollMin), pollMax)
+	p.lo, p.hi = min(p.lo, p.every), max(p.hi, p.every)
 	p.bins, p.n = [len(p.bins)]int{}, 0
 }
 

@@ -40,6 +40,9 @@ func TestPollScheduleFollowsTheShortestGaps(t *testing.T) {
 		if p.every != tc.every {
 			t.Errorf("%s: every %v, want %v", tc.name, p.every, tc.every)
 		}
+		if p.lo != pollMin || p.hi != tc.every {
+			t.Errorf("%s: polled from %v to %v, want %v to %v", tc.name, p.lo, p.hi, pollMin, tc.every)
+		}
 	}
 }
 
