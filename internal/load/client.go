@@ -64,7 +64,8 @@ type rxStatus struct {
 	without string // why one was without ("": none)
 	// reader says which reader read the streams, and why (results.ClientCheck.Reader).
 	reader string
-	// The event-loop reader's reads that carried SSE events, those that carried several, and their events.
+	// The event-loop reader's reads that carried tokens, those that carried several of one stream, and
+	// their tokens' events.
 	reads, multiReads, multiEvents int
 	// The fastest and slowest poll intervals its loops chose (0: no loop).
 	pollLo, pollHi time.Duration
@@ -109,7 +110,7 @@ func (s *rxStatus) String() string {
 	// net/http's reader times every event of a read at the read's (newest segment's) time.
 	multi := "; SSE events that arrive in one read share the newest segment's time"
 	if s.reads > 0 {
-		multi = fmt.Sprintf("; %d of %d reads (%.2f %%) carried several SSE events (%d events), spaced evenly between when the socket was last seen empty and the newest segment's arrival", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+		multi = fmt.Sprintf("; %d of %d reads with tokens (%.2f %%) carried several token events (%d), spaced evenly between when the socket was last seen empty and the newest segment's arrival", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
 		if s.pollHi > 0 {
 			multi += fmt.Sprintf("; polled every %v to %v", s.pollLo, s.pollHi)
 		}

@@ -75,9 +75,8 @@ type evLoop struct {
 	buf     []byte
 	oob     []byte
 	events  []unix.EpollEvent
-	// Reads that carried events, and those that carried several (with how many events).
+	// Reads that carried tokens of a stream, and those that carried several (with how many).
 	reads, multiReads, multiEvents int
-	readEvents                     int // events the current read carried
 	lastSweep                      time.Duration
 	woken                          int // callers released since the loop last yielded
 	sched                          pollSchedule
@@ -524,6 +523,13 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 	marks := q.s.rec.marks
 	k := len(marks) - m0
+	if k > 0 {
+		l.reads++
+	}
+	if k > 1 {
+		l.multiReads++
+		l.multiEvents += k
+	}
 	switch {
 	case k == 1 && m0 > 0:
 		l.sched.gap(marks[m0].at-marks[m0-1].at, false)
@@ -540,17 +546,9 @@ func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 // the request can be released to its caller.
 func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, spaced func()) {
 	q, n := cn.req, len(p)
-	l.readEvents = 0
 	used, perr := cn.resp.feed(p, func(b []byte) bool { return l.body(cn, b, now, at, kernel) })
 	if spaced != nil {
 		spaced()
-	}
-	if l.readEvents > 0 {
-		l.reads++
-		if l.readEvents > 1 {
-			l.multiReads++
-			l.multiEvents += l.readEvents
-		}
 	}
 	switch {
 	case q.released:
@@ -592,7 +590,6 @@ func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) 
 // event hands one SSE event to the request's stream; true when that ended the request.
 func (l *evLoop) event(cn *evConn, data []byte, now, at time.Duration, kernel bool) bool {
 	q := cn.req
-	l.readEvents++
 	q.lastData = now
 	if kernel {
 		q.s.rec.rxLag += now - at
