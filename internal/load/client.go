@@ -107,10 +107,11 @@ func (s *rxStatus) String() string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// net/http's reader times every event of a read at the read's (newest segment's) time.
-	multi := "; SSE events that arrive in one read share the newest segment's time"
+	// A read's time is its newest segment's kernel time, or the read time. net/http's reader gives
+	// every event of a read that time; the event loop spaces a stream's events that share a read.
+	multi := "; SSE events that arrive in one read share its time"
 	if s.reads > 0 {
-		multi = fmt.Sprintf("; %d of %d reads with tokens (%.2f %%) carried several token events (%d), spaced evenly between when the socket was last seen empty and the newest segment's arrival", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
+		multi = fmt.Sprintf("; %d of %d reads with tokens (%.2f %%) carried several token events (%d), spaced evenly between when the socket was last seen empty and the read's time", s.multiReads, s.reads, 100*float64(s.multiReads)/float64(s.reads), s.multiEvents)
 		if s.pollHi > 0 {
 			multi += fmt.Sprintf("; polled every %v to %v", s.pollLo, s.pollHi)
 		}
