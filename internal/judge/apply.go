@@ -304,8 +304,14 @@ func ciOf(r *results.Run, which string) *results.Interval {
 	return nil
 }
 
+// clientLimited says whether the client, not the server, set run r's figures (r nil: the load's). A
+// run's check covers its own window (its requests' lag, the client's CPU and socket backlog over it),
+// so a later rung that overloaded the client does not make an earlier rung's latencies inconclusive.
 func clientLimited(r *results.Run, l *results.Load) bool {
-	return (r != nil && r.ClientLimited) || l.Client.ClientLimited
+	if r != nil {
+		return r.ClientLimited
+	}
+	return l.Client.ClientLimited
 }
 
 // requests is the number of requests behind a figure of one run: its successful requests (a

@@ -563,3 +563,26 @@ func TestAICRThroughputScope(t *testing.T) {
 		}
 	}
 }
+
+// A rung that overloaded the client makes its own figures inconclusive, not those of a rung the
+// client kept up with: the synchronous run's TTFT breach is still a failure.
+func TestClientLimitedIsPerRun(t *testing.T) {
+	slow := healthy()
+	slow.syncTTFT = 260
+	for _, syncLimited := range []bool{false, true} {
+		s := summary(slow)
+		l := s.Hosts[0].Models[0].Endpoints[0].Load
+		top := &l.Runs[len(l.Runs)-1]
+		top.ClientLimited, top.ClientReason = true, "CLIENT-LIMITED: x"
+		l.Runs[0].ClientLimited = syncLimited
+		l.Client.ClientLimited, l.Client.Reason = true, "constant rung: CLIENT-LIMITED: x"
+		Apply(s, DefaultConfig())
+		want := ResultFail
+		if syncLimited {
+			want = ResultInconclusive
+		}
+		if v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], "gate.ttft_p95"); v.Result != want {
+			t.Errorf("sync run limited %v: gate.ttft_p95 %s (%s), want %s", syncLimited, v.Result, v.Reason, want)
+		}
+	}
+}
