@@ -247,10 +247,11 @@ func readWithNetHTTP(c *client, in []byte) *Record {
 	return rec
 }
 
-// readWithEventLoop feeds in to an event loop's connection in the pieces cuts draws, then closes it.
+// readWithEventLoop feeds in to an event loop's connection in the pieces cuts draws (spacing what each
+// read carried, as the loop does), then closes it.
 func readWithEventLoop(c *client, in, cuts []byte) *Record {
 	rec := &Record{RequestedTokens: 4, marks: make([]mark, 0, 4)}
-	l := &evLoop{r: &evReader{c: c}, epfd: -1, conns: map[int32]*evConn{}}
+	l := &evLoop{r: &evReader{c: c}, epfd: -1, conns: map[int32]*evConn{}, sched: newPollSchedule()}
 	cn := &evConn{fd: -1, loop: l}
 	q := &evReq{conn: cn, s: sseStream{c: c, rec: rec}, done: make(chan struct{}), cancel: func(error) {}}
 	cn.req = q
@@ -260,7 +261,8 @@ func readWithEventLoop(c *client, in, cuts []byte) *Record {
 		if len(cuts) > 0 {
 			n = min(n, int(cuts[k%len(cuts)])+1)
 		}
-		l.consume(cn, in[:n], c.since(), c.since(), false, nil)
+		m0 := len(rec.marks)
+		l.consume(cn, in[:n], c.since(), c.since(), false, func() { l.spaceRead(q, m0, 0) })
 		in = in[n:]
 	}
 	if !q.released {
