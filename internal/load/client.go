@@ -71,21 +71,17 @@ type rxStatus struct {
 	pollLo, pollHi time.Duration
 }
 
-func (s *rxStatus) addPolls(lo, hi time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pollLo == 0 || lo < s.pollLo {
-		s.pollLo = lo
-	}
-	s.pollHi = max(s.pollHi, hi)
-}
-
-func (s *rxStatus) addReads(reads, multi, events int) {
+// addReads adds one event loop's reads and the range of poll intervals it chose.
+func (s *rxStatus) addReads(reads, multi, events int, pollLo, pollHi time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reads += reads
 	s.multiReads += multi
 	s.multiEvents += events
+	if s.pollLo == 0 || pollLo < s.pollLo {
+		s.pollLo = pollLo
+	}
+	s.pollHi = max(s.pollHi, pollHi)
 }
 
 func (s *rxStatus) note(err error) {

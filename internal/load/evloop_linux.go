@@ -169,8 +169,7 @@ func (r *evReader) closeNow() {
 		}
 		unix.Close(l.epfd)
 		if rx := r.c.rx; rx != nil {
-			rx.addReads(l.reads, l.multiReads, l.multiEvents)
-			rx.addPolls(l.sched.lo, l.sched.hi)
+			rx.addReads(l.reads, l.multiReads, l.multiEvents, l.sched.lo, l.sched.hi)
 		}
 	}
 }
@@ -510,8 +509,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 	if n < len(l.buf) {
 		cn.drainedAt = readAt
 	}
-	m0 := len(q.s.rec.marks)
-	l.consume(cn, l.buf[:n], now, at, kernel, func() { l.spaceRead(q, m0, from) })
+	l.consume(cn, l.buf[:n], now, at, kernel, from)
 }
 
 // spaceRead handles the marks one read added to q's record (marks[m0:], all at the newest segment's
@@ -542,14 +540,13 @@ func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 }
 
 // consume takes what one read returned, received at (the read's time, kernel says whether the
-// kernel's) and read at now; spaced (nil: none) runs once the read's events are in the record, before
-// the request can be released to its caller.
-func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, spaced func()) {
+// kernel's) and read at now, its data having arrived after from; the tokens it carried are spaced
+// before the request can be released to its caller.
+func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, from time.Duration) {
 	q, n := cn.req, len(p)
+	m0 := len(q.s.rec.marks)
 	used, perr := cn.resp.feed(p, func(b []byte) bool { return l.body(cn, b, now, at, kernel) })
-	if spaced != nil {
-		spaced()
-	}
+	l.spaceRead(q, m0, from)
 	switch {
 	case q.released:
 	case perr != nil:

@@ -261,8 +261,7 @@ func readWithEventLoop(c *client, in, cuts []byte) *Record {
 		if len(cuts) > 0 {
 			n = min(n, int(cuts[k%len(cuts)])+1)
 		}
-		m0 := len(rec.marks)
-		l.consume(cn, in[:n], c.since(), c.since(), false, func() { l.spaceRead(q, m0, 0) })
+		l.consume(cn, in[:n], c.since(), c.since(), false, 0)
 		in = in[n:]
 	}
 	if !q.released {
