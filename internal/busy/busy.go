@@ -33,16 +33,21 @@ type Options struct {
 	// BaselineMiB is memory in use already accounted for (during the load: what was in use, beyond
 	// gpuvet's listed processes, when the engine had started).
 	BaselineMiB int64
+	// Known are PIDs already reported (a co-tenant flagged before the engine started is not news
+	// during its load); their memory stays accounted for.
+	Known map[int]bool
 }
 
 // Reason says why the GPU is not gpuvet's alone ("" when it is): another process first, by PID,
 // name and memory; else load with no process to explain it (utilisation, power, memory in use).
 func Reason(o results.Occupancy, opt Options) string {
-	if foreign := Foreign(o); len(foreign) > 0 {
-		parts := make([]string, 0, len(foreign))
-		for _, p := range foreign {
+	var parts []string
+	for _, p := range Foreign(o) {
+		if !opt.Known[p.PID] {
 			parts = append(parts, describe(p))
 		}
+	}
+	if len(parts) > 0 {
 		return "busy: " + strings.Join(parts, "; ")
 	}
 	var signs []string
