@@ -28,7 +28,10 @@ func TestReason(t *testing.T) {
 			o.MemoryUsedMiB, o.UtilPct, o.PowerW = p(int64(70618)), p(100), p(690.0)
 		}), Options{DuringLoad: true}, ""},
 		{"co-tenant", with(idle, func(o *results.Occupancy) { o.Processes = []results.GPUProcess{own, other} }), Options{}, "busy: PID 4242 python3, 8.1 GiB"},
-		{"known co-tenant", with(idle, func(o *results.Occupancy) { o.Processes = []results.GPUProcess{other}; o.MemoryUsedMiB = p(int64(8900)) }),
+		{"known co-tenant", with(idle, func(o *results.Occupancy) {
+			o.Processes = []results.GPUProcess{other}
+			o.MemoryUsedMiB = p(int64(8900))
+		}),
 			Options{DuringLoad: true, Known: map[int]bool{4242: true}}, ""},
 		{"hidden PID", with(idle, func(o *results.Occupancy) {
 			o.Processes = []results.GPUProcess{{PID: 77, UsedMiB: p(int64(512)), Hidden: true}}
