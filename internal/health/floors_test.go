@@ -69,11 +69,12 @@ func TestBusyGPU(t *testing.T) {
 // A single simulated GPU at half its datasheet peaks: no sibling to compare with, the floors alone
 // flag it; the reference table (or --floor) moves a floor per GPU name.
 func TestFloorsOnASingleGPU(t *testing.T) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: "H200", Count: 1, StragglerIndex: 0, StragglerPct: 38, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	run := func(o Options) *results.Health {
+		// A fresh fleet each time: the last run's burn leaves the GPU loaded for a moment.
+		fleet, err := sim.NewFleet(sim.FleetConfig{GPU: "H200", Count: 1, StragglerIndex: 0, StragglerPct: 38, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		o.Source, o.Burn, o.SampleEvery = "sim", 50*time.Millisecond, 10*time.Millisecond
 		return Run(context.Background(), fleet, SimBench{Fleet: fleet}, o)
 	}
