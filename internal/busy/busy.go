@@ -118,29 +118,22 @@ func GiB(mib int64) string {
 }
 
 // Least merges readings taken a moment apart: the least utilisation and power (a load that ended
-// settles within a second, a co-tenant's does not), the most memory in use, every process seen.
+// settles within a second, a co-tenant's does not), and the processes and memory of the last
+// reading (an engine gpuvet just stopped may still be exiting in the first).
 func Least(rs []results.Occupancy) results.Occupancy {
 	if len(rs) == 0 {
 		return results.Occupancy{}
 	}
-	out := rs[0]
-	out.Processes = append([]results.GPUProcess(nil), rs[0].Processes...)
-	out.Samples = 1
-	for _, r := range rs[1:] {
-		out.Samples++
-		out.ProcessesListed = out.ProcessesListed || r.ProcessesListed
+	last := rs[len(rs)-1]
+	out := last
+	out.Processes = append([]results.GPUProcess(nil), last.Processes...)
+	out.Samples = len(rs)
+	out.Notes = nil
+	for _, r := range rs {
 		out.UtilPct = leastPtr(out.UtilPct, r.UtilPct)
 		out.PowerW = leastPtr(out.PowerW, r.PowerW)
-		if r.MemoryUsedMiB != nil && (out.MemoryUsedMiB == nil || *r.MemoryUsedMiB > *out.MemoryUsedMiB) {
-			out.MemoryUsedMiB = r.MemoryUsedMiB
-		}
 		if out.PowerLimitW == nil {
 			out.PowerLimitW = r.PowerLimitW
-		}
-		for _, p := range r.Processes {
-			if !hasPID(out.Processes, p.PID) {
-				out.Processes = append(out.Processes, p)
-			}
 		}
 		for _, n := range r.Notes {
 			if !contains(out.Notes, n) {
@@ -159,15 +152,6 @@ func leastPtr[T int | float64](a, b *T) *T {
 		return a
 	}
 	return b
-}
-
-func hasPID(ps []results.GPUProcess, pid int) bool {
-	for _, p := range ps {
-		if p.PID == pid {
-			return true
-		}
-	}
-	return false
 }
 
 func contains(ss []string, s string) bool {

@@ -52,16 +52,22 @@ func TestReason(t *testing.T) {
 	}
 }
 
-// Least keeps the least utilisation and power of a settling GPU and every process seen.
+// Least keeps the least utilisation and power of a settling GPU, and the processes and memory of
+// the last reading: a process that exited meanwhile (an engine gpuvet just stopped) is not busy.
 func TestLeast(t *testing.T) {
-	a := results.Occupancy{ProcessesListed: true, UtilPct: p(23), PowerW: p(124.0), MemoryUsedMiB: p(int64(600)), PowerLimitW: p(700.0)}
-	b := results.Occupancy{ProcessesListed: true, UtilPct: p(0), PowerW: p(81.0), MemoryUsedMiB: p(int64(618)),
-		Processes: []results.GPUProcess{{PID: 5, Name: "x"}}, Notes: []string{"n"}}
-	x := Least([]results.Occupancy{a, b, b})
-	if *x.UtilPct != 0 || *x.PowerW != 81 || *x.MemoryUsedMiB != 618 || len(x.Processes) != 1 || x.Samples != 3 || len(x.Notes) != 1 || x.PowerLimitW == nil {
+	dying := results.Occupancy{ProcessesListed: true, UtilPct: p(23), PowerW: p(124.0), MemoryUsedMiB: p(int64(40000)), PowerLimitW: p(700.0),
+		Processes: []results.GPUProcess{{PID: 9, Name: "python3", UsedMiB: p(int64(39000))}}}
+	settled := results.Occupancy{ProcessesListed: true, UtilPct: p(0), PowerW: p(81.0), MemoryUsedMiB: p(int64(618)), Notes: []string{"n"}}
+	x := Least([]results.Occupancy{dying, settled, settled})
+	if *x.UtilPct != 0 || *x.PowerW != 81 || *x.MemoryUsedMiB != 618 || len(x.Processes) != 0 || x.Samples != 3 || len(x.Notes) != 1 || x.PowerLimitW == nil {
 		t.Errorf("%+v", x)
 	}
-	if r := Reason(x, Options{}); !strings.HasPrefix(r, "busy: PID 5 x") {
+	if r := Reason(x, Options{}); r != "" {
+		t.Errorf("reason %q", r)
+	}
+	cotenant := settled
+	cotenant.Processes = []results.GPUProcess{{PID: 5, Name: "x"}}
+	if r := Reason(Least([]results.Occupancy{cotenant, cotenant}), Options{}); !strings.HasPrefix(r, "busy: PID 5 x") {
 		t.Errorf("reason %q", r)
 	}
 }
