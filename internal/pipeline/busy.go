@@ -40,12 +40,24 @@ func (r *run) busyBefore(ctx context.Context, slot Slot, allow bool) *results.Bu
 			continue
 		}
 		x := busy.Least(rs)
+		// The workers of an engine this run just stopped can take seconds to release a large
+		// context, reparented (no longer gpuvet's descendants): a process that leaves within
+		// exitWait was one of them; a co-tenant stays.
+		for waited := time.Duration(0); n > 1 && len(busy.Foreign(x)) > 0 && waited < exitWait && ctx.Err() == nil; waited += time.Second {
+			time.Sleep(time.Second)
+			if o, err := occ.Occupancy(g); err == nil {
+				x = busy.Least(append(rs, o))
+			}
+		}
 		if why := busy.Reason(x, busy.Options{}); why != "" {
 			return &results.Busy{When: "before the engine", Reason: fmt.Sprintf("gpu %d %s", g, why), Occupancy: x, Allowed: allow}
 		}
 	}
 	return nil
 }
+
+// exitWait is how long busyBefore waits for foreign processes to leave a live GPU.
+const exitWait = 10 * time.Second
 
 // busyWatch reads the slot's GPUs at every power sample of a load: a process that is not gpuvet's
 // or its engine's and was not there when the load started, or memory that none of theirs holds growing past busy.MemoryMiB above what it was
