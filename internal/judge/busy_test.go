@@ -49,3 +49,19 @@ func TestBusyEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// Nor does a shared GPU's figure enter a baseline comparison, on either side.
+func TestBusyEndpointNotInBaseline(t *testing.T) {
+	base, env := summary(healthy(), healthy()), summary(healthy(), healthy().scaled(0.6))
+	env.Hosts[0].Models[0].Endpoints[1].Busy = []results.Busy{{When: "before the engine", Reason: "gpu 1 busy: PID 4242 python3, 8.1 GiB"}}
+	bc := CompareBaseline(base, []*results.Summary{env}, 10, DefaultConfig().LLMGuardsFrom())
+	for _, fl := range BaselineFlags(bc) {
+		if strings.Contains(fl.Subject, "gpu 1") {
+			t.Errorf("a shared GPU's figure breached the baseline: %+v", fl)
+		}
+	}
+	env.Hosts[0].Models[0].Endpoints[1].Busy = nil
+	if len(BaselineFlags(CompareBaseline(base, []*results.Summary{env}, 10, DefaultConfig().LLMGuardsFrom()))) == 0 {
+		t.Error("the same slow GPU, not shared, breached nothing: the test proves nothing")
+	}
+}
