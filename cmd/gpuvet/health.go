@@ -54,6 +54,10 @@ H2D/D2H and HBM bandwidth against the detected GPU's datasheet peak, an optional
 With two or more GPUs: the NVLink/PCIe topology (links, paths, error counters before and after),
 peer-to-peer copy bandwidth per pair against its links, and an NCCL all-reduce (busbw as nccl-tests)
 where a libnccl.so.2 is found (--nccl-lib).
+Every figure has a datasheet floor (a share of its peak a healthy card reaches; --floor, or
+reference_floors in a run's config): below it the GPU is flagged, one GPU included. Before the
+benchmarks, a GPU another process uses (NVML's process list, or load and memory no process of
+gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy measures it anyway.
 
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,

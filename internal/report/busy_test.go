@@ -22,3 +22,20 @@ func TestPowerChartShowsBusy(t *testing.T) {
 		t.Error("a busy record without a time drew a mark")
 	}
 }
+
+func TestPrometheusBusyAndFloors(t *testing.T) {
+	r, fl := 0.32, 0.6
+	s := &results.Summary{SchemaVersion: results.SchemaVersion, Status: results.StatusFlag, Complete: true, Hosts: []results.Host{{Name: "h", Health: &results.Health{GPUs: []results.GPUHealth{
+		{GPU: results.GPUInfo{Index: 0}, Busy: &results.Busy{When: "health", Reason: "busy: PID 4242 python3, 8.1 GiB"},
+			Bench: []results.Microbench{{Name: "gemm_bf16", Value: 312, Unit: "TFLOP/s", Ratio: &r, Floor: &fl, Status: results.StatusFlag}}},
+		{GPU: results.GPUInfo{Index: 1}}}}}}}
+	b, err := Prometheus(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`gpuvet_gpu_busy{host="h",gpu="0"} 1`, `gpuvet_gpu_busy{host="h",gpu="1"} 0`, `gpuvet_gpu_bench_floor_ratio{host="h",gpu="0",bench="gemm_bf16"} 0.6`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("lacks %s:\n%s", want, b)
+		}
+	}
+}
