@@ -2,7 +2,8 @@
 # Issue 26 on one H200, in one call: `gpuvet health` and `gpuvet run --engine transformers` with the
 # GPU alone (both end ok), then the same beside a co-tenant (a plain PyTorch BF16 8192³ GEMM loop
 # started in the background on the same GPU; both end flag, naming it). Run from the folder holding
-# gpuvet and the repo's scripts (the device tool's .dev/busygpu); results go to $OUT.
+# gpuvet, realengine.yaml, make_random_model.py and internal/dataset/words.go (the device tool's
+# .dev/busygpu); results go to $OUT. STEPS="health run midload" picks the parts (default: health run).
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}
