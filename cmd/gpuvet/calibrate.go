@@ -17,7 +17,10 @@ func newCalibrateCmd() *cobra.Command {
 		Long: `calibrate reads summary.json files from runs on known-healthy hardware and prints, per exact GPU
 name × model id, the reference-table entry the calibration rule gives: ttft_p95_ms = worst sync TTFT
 p95 + 30 %, min_throughput_req_s = worst sustained req/s − 25 % (sweeps that are only a lower bound are
-left out), itl_p95_ms left at the global gate unless --itl. The figures used are printed as comments.`,
+left out), itl_p95_ms left at the global gate unless --itl. From the runs' health phases it also
+prints reference_floors per exact GPU name: each microbenchmark's (and the burn's, peer copy's,
+all-reduce's) worst ratio to the datasheet peak − 25 %; a GPU that was busy is left out. The figures
+used are printed as comments.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opt.TTFTMarginPct < 0 || opt.ThroughputMarginPct < 0 || opt.ThroughputMarginPct >= 100 {
@@ -34,11 +37,18 @@ left out), itl_p95_ms left at the global gate unless --itl. The figures used are
 				runs = append(runs, judge.CalibRun{Label: label, Summary: s})
 				labels = append(labels, label)
 			}
+			floors := judge.CalibrateFloors(runs, results.FloorMarginPct)
 			entries, err := judge.Calibrate(runs, opt)
-			if err != nil {
+			if err != nil && len(floors) == 0 {
 				return usageErr("%v", err)
 			}
-			return judge.WriteCalibrationYAML(cmd.OutOrStdout(), entries, labels, opt)
+			if err == nil {
+				if err := judge.WriteCalibrationYAML(cmd.OutOrStdout(), entries, labels, opt); err != nil {
+					return err
+				}
+			}
+			// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
+			return judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct)
 		},
 	}
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,6 +37,9 @@ type healthFlags struct {
 	simLinkFault         string
 	topoFile, nvlinkFile string
 	ncclLib              string
+	// floors are --floor NAME=RATIO; simCoTenant is --sim-cotenant.
+	floors      map[string]string
+	simCoTenant string
 }
 
 func newHealthCmd() *cobra.Command {
@@ -48,6 +54,10 @@ H2D/D2H and HBM bandwidth against the detected GPU's datasheet peak, an optional
 With two or more GPUs: the NVLink/PCIe topology (links, paths, error counters before and after),
 peer-to-peer copy bandwidth per pair against its links, and an NCCL all-reduce (busbw as nccl-tests)
 where a libnccl.so.2 is found (--nccl-lib).
+Every figure has a datasheet floor (a share of its peak a healthy card reaches; --floor, or
+reference_floors in a run's config): below it the GPU is flagged, one GPU included. Before the
+benchmarks, a GPU another process uses (NVML's process list, or load and memory no process of
+gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy measures it anyway.
 
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
@@ -80,7 +90,10 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", 25, "GPU-to-GPU tolerance for GEMM (%)")
 	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", 25, "GPU-to-GPU tolerance for PCIe (%)")
 	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
-	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0.5, "flag a peer copy or all-reduce below this share of its link's peak (0-1)")
+	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0, "flag a peer copy or all-reduce below this share of its link's peak (0-1; 0: the peer_copy and all_reduce datasheet floors)")
+	fl.BoolVar(&o.AllowBusy, "allow-busy", false, "measure a GPU another process uses, and note it instead of flagging it")
+	fl.StringToStringVar(&f.floors, "floor", nil, "datasheet floor of a benchmark on every GPU, as a share of its peak: NAME=RATIO, e.g. gemm_bf16=0.7 (names: "+strings.Join(floorNames(), ", ")+")")
+	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
 	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", 25, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
@@ -104,8 +117,10 @@ func (f healthFlags) validate() error {
 		return usageErr("--min-pcie-gbps must be ≥ 0 and the variance percentages between 0 and 100")
 	case f.sim && (f.simCount < 1 || f.simCount > 64):
 		return usageErr("--sim-count %d: want 1 to 64", f.simCount)
-	case o.MinLinkRatio <= 0 || o.MinLinkRatio > 1 || o.LinkVariancePct <= 0 || o.LinkVariancePct >= 100:
-		return usageErr("--min-link-ratio must be in (0, 1] and --link-variance-pct between 0 and 100")
+	case o.MinLinkRatio < 0 || o.MinLinkRatio > 1 || o.LinkVariancePct <= 0 || o.LinkVariancePct >= 100:
+		return usageErr("--min-link-ratio must be in [0, 1] (0: the datasheet floors) and --link-variance-pct between 0 and 100")
+	case f.simCoTenant != "" && !f.sim:
+		return usageErr("--sim-cotenant needs --sim")
 	case (f.topoFile != "" || f.nvlinkFile != "") && f.xml == "":
 		return usageErr("--nvidia-smi-topo and --nvidia-smi-nvlink go with --nvidia-smi-xml (on a live host NVML reads the links)")
 	case f.simLinkFault != "" && !f.sim:
@@ -118,6 +133,11 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	if err := f.validate(); err != nil {
 		return err
 	}
+	ov, err := parseFloors(f.floors)
+	if err != nil {
+		return err
+	}
+	f.opts.FloorOverrides = ov
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
@@ -198,7 +218,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, Catalog: f.opts.Catalog})
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)
 	}
@@ -214,4 +234,28 @@ func openPeer(ncclLib string) health.LinkRunner {
 	}
 	p.NCCLLib = ncclLib
 	return p
+}
+
+// floorNames are the names --floor and reference_floors accept.
+func floorNames() []string {
+	return append(results.MicrobenchNames(), results.FloorBurn, results.FloorPeerCopy, results.FloorAllReduce)
+}
+
+// parseFloors reads --floor NAME=RATIO pairs; a bad one is a usage error naming it.
+func parseFloors(in map[string]string) (map[string]float64, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	out := map[string]float64{}
+	for k, v := range in {
+		if !slices.Contains(floorNames(), k) {
+			return nil, usageErr("--floor %s: unknown benchmark; want one of %s", k, strings.Join(floorNames(), ", "))
+		}
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1.5 {
+			return nil, usageErr("--floor %s=%s: want a share of the datasheet peak between 0 and 1.5 (0 turns the floor off), e.g. %s=0.6", k, v, k)
+		}
+		out[k] = r
+	}
+	return out, nil
 }

@@ -43,6 +43,12 @@ type Config struct {
 	OpenNebula   OpenNebula             `yaml:"opennebula"`
 	Kubernetes   Kubernetes             `yaml:"kubernetes"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
+	// ReferenceFloors is the reference table's datasheet floors: exact GPU name -> benchmark
+	// (sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d, burn, peer_copy, all_reduce)
+	// -> the least share of the datasheet peak a healthy card measures (0 turns the floor off).
+	// A benchmark not named keeps the built-in floor (docs/health-floors.md); `gpuvet calibrate`
+	// writes this table from healthy runs.
+	ReferenceFloors map[string]map[string]float64 `yaml:"reference_floors"`
 }
 
 // Engine says how a serving engine is launched per GPU (or per tp group).
@@ -148,6 +154,9 @@ type Health struct {
 	DCGM              DCGM     `yaml:"dcgm"`
 	// NCCLLib is the libnccl.so.2 for the all-reduce; "": the library path, then Python environments.
 	NCCLLib string `yaml:"nccl_lib"`
+	// AllowBusy measures a GPU another process uses (or that is not idle) and notes it, instead of
+	// flagging the GPU and marking its figures so they pass nothing.
+	AllowBusy bool `yaml:"allow_busy"`
 }
 
 // DCGM is `dcgmi diag`.
@@ -218,6 +227,10 @@ type Sim struct {
 	Seed         int64   `yaml:"seed"`
 	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
 	LinkFault string `yaml:"link_fault"`
+	// CoTenant puts another process on one virtual GPU for part of the run: "GPU[:FROM[-TO]]" (Go
+	// durations from the start), e.g. "1" or "1:5s-20s"; while it runs the GPU is slower, lists
+	// PID 4242 python3 with 8.1 GiB, and draws power at idle. "": none.
+	CoTenant string `yaml:"cotenant"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Phases are the names --fail-in accepts.
@@ -14,6 +16,27 @@ var Phases = []string{"discover", "health", "serve", "warmup", "load", "function
 // linkFaultRe is the form of sim.link_fault (the simulator's sim.parseLinkFault is the rule's home;
 // this catches a typo before anything starts).
 var linkFaultRe = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
+
+// coTenantRe is the form of sim.cotenant (sim.parseCoTenant is the rule's home).
+var coTenantRe = regexp.MustCompile(`^(\d+)(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?$`)
+
+func validCoTenant(s string, gpus int) bool {
+	if s == "" {
+		return true
+	}
+	m := coTenantRe.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	n, err := strconv.Atoi(m[1])
+	return err == nil && n < gpus
+}
+
+// floorNames are the benchmarks reference_floors may name (results.MicrobenchNames and the three
+// floors beside them).
+func floorNames() []string {
+	return append(results.MicrobenchNames(), results.FloorBurn, results.FloorPeerCopy, results.FloorAllReduce)
+}
 
 func validLinkFault(s string, gpus int) bool {
 	if s == "" {
@@ -102,6 +125,15 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
 		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
+		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
+	}
+	for gpuName, floors := range c.ReferenceFloors {
+		for name, v := range floors {
+			p := joinPath(joinPath("reference_floors", gpuName), name)
+			checks = append(checks,
+				check{p, !slices.Contains(floorNames(), name), "unknown benchmark; want one of " + strings.Join(floorNames(), ", ")},
+				check{p, v < 0 || v > 1.5, "want a share of the datasheet peak between 0 and 1.5 (0 turns the floor off), e.g. 0.6"})
+		}
 	}
 	checks = append(checks, remoteChecks(c)...)
 	checks = append(checks, kubernetesChecks(c)...)

@@ -185,7 +185,7 @@ func TestOpenNVMLWithoutDriver(t *testing.T) {
 }
 
 func FuzzParseNvidiaSMIXML(f *testing.F) {
-	for _, p := range []string{"testdata/h200-idle.xml", "testdata/h200x2.xml"} {
+	for _, p := range []string{"testdata/h200-idle.xml", "testdata/h200x2.xml", "testdata/h200-busy.xml"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
@@ -201,6 +201,18 @@ func FuzzParseNvidiaSMIXML(f *testing.F) {
 		for i, g := range gpus {
 			if g.Index != i || g.NUMANode < -1 {
 				t.Fatalf("GPU %d: index %d numa %d", i, g.Index, g.NUMANode)
+			}
+		}
+		// The processes and load of the same capture (the busy check): one per GPU, whatever the input.
+		occ, oerr := ParseNvidiaSMIOccupancy(b)
+		if (oerr == nil) != (err == nil) || len(occ) != len(gpus) {
+			t.Fatalf("occupancy %d for %d GPUs: %v / %v", len(occ), len(gpus), oerr, err)
+		}
+		for _, o := range occ {
+			for _, p := range o.Processes {
+				if p.Own || p.Hidden {
+					t.Fatalf("a capture's process marked own or hidden: %+v", p)
+				}
 			}
 		}
 	})

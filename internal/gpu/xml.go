@@ -70,6 +70,18 @@ type smiGPU struct {
 	OldPowerLimit string `xml:"power_readings>power_limit"`
 	SMClock       string `xml:"clocks>sm_clock"`
 	MaxSMClock    string `xml:"max_clocks>sm_clock"`
+	// Processes is <processes>: nil when the capture has no such element.
+	Processes *struct {
+		Items []smiProcess `xml:"process_info"`
+	} `xml:"processes"`
+}
+
+// smiProcess is one <process_info> of <processes>.
+type smiProcess struct {
+	PID  string `xml:"pid"`
+	Type string `xml:"type"` // "C", "G", "C+G"
+	Name string `xml:"process_name"`
+	Used string `xml:"used_memory"` // "8300 MiB"
 }
 
 type smiValue struct {
@@ -93,6 +105,7 @@ type smiECCCounts struct {
 type xmlSource struct {
 	path string
 	gpus []results.GPUInfo
+	occ  []results.Occupancy
 }
 
 // FromNvidiaSMIXML reads a captured `nvidia-smi -q -x`. Sample returns an error saying it is a capture.
@@ -102,11 +115,20 @@ func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml: %w (want the output of `nvidia-smi -q -x` saved to a file)", err)
 	}
-	gpus, err := ParseNvidiaSMIXML(b, cat)
+	log, err := decodeSMI(b)
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml %s: %w", path, err)
 	}
-	return &xmlSource{path: path, gpus: gpus}, nil
+	return &xmlSource{path: path, gpus: log.infos(cat), occ: log.occupancies()}, nil
+}
+
+// Occupancy is what the capture shows on GPU i: its <processes> (none is Own: gpuvet was not
+// running when it was taken), memory in use, utilisation and power at the moment of the capture.
+func (s *xmlSource) Occupancy(i int) (results.Occupancy, error) {
+	if i < 0 || i >= len(s.occ) {
+		return results.Occupancy{}, fmt.Errorf("GPU %d: the capture has GPUs 0-%d", i, len(s.occ)-1)
+	}
+	return s.occ[i], nil
 }
 
 func (s *xmlSource) GPUs() ([]results.GPUInfo, error) {
@@ -123,6 +145,83 @@ func (s *xmlSource) Close() error { return nil }
 // listed in GPUInfo.Unsupported; a value that is there but unreadable is listed too, with the text found.
 // The compute capability, which the XML lacks, comes from cat (nil: the built-in catalog).
 func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, error) {
+	log, err := decodeSMI(data)
+	if err != nil {
+		return nil, err
+	}
+	return log.infos(cat), nil
+}
+
+// ParseNvidiaSMIOccupancy reads what `nvidia-smi -q -x` shows on each GPU besides the inventory:
+// the processes, memory in use, utilisation and power.
+func ParseNvidiaSMIOccupancy(data []byte) ([]results.Occupancy, error) {
+	log, err := decodeSMI(data)
+	if err != nil {
+		return nil, err
+	}
+	return log.occupancies(), nil
+}
+
+func (log *smiLog) infos(cat *catalog.Catalog) []results.GPUInfo {
+	out := make([]results.GPUInfo, 0, len(log.GPUs))
+	for i, g := range log.GPUs {
+		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
+	}
+	return out
+}
+
+func (log *smiLog) occupancies() []results.Occupancy {
+	out := make([]results.Occupancy, 0, len(log.GPUs))
+	for _, g := range log.GPUs {
+		out = append(out, g.occupancy())
+	}
+	return out
+}
+
+func (g smiGPU) occupancy() results.Occupancy {
+	p := &fieldParser{}
+	o := results.Occupancy{Samples: 1}
+	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
+		o.MemoryUsedMiB = ptr(int64(*v))
+	}
+	o.UtilPct = p.int("gpu_util", g.GPUUtil, "%")
+	o.PowerW = p.float("power_draw", first(g.PowerDraw, g.PowerAvg, g.OldPowerDraw), "W")
+	o.PowerLimitW = p.float("power_limit", first(g.PowerLimit, g.OldPowerLimit), "W")
+	if g.Processes == nil {
+		p.missing("processes: not in this capture")
+	} else {
+		o.ProcessesListed = true
+		for _, it := range g.Processes.Items {
+			pid, err := strconv.Atoi(strings.TrimSpace(it.PID))
+			if err != nil {
+				p.missing(fmt.Sprintf("process pid: cannot read %q as an integer", strings.TrimSpace(it.PID)))
+				continue
+			}
+			gp := results.GPUProcess{PID: pid, Name: baseName(na(it.Name)), Type: smiProcessType(it.Type)}
+			if v := p.int("process used_memory", it.Used, "MiB"); v != nil {
+				gp.UsedMiB = ptr(int64(*v))
+			}
+			o.Processes = addProcess(o.Processes, gp)
+		}
+	}
+	o.Notes = p.notes
+	return o
+}
+
+func smiProcessType(t string) string {
+	switch strings.TrimSpace(t) {
+	case "C":
+		return "compute"
+	case "G":
+		return "graphics"
+	case "C+G":
+		return "compute+graphics"
+	}
+	return na(t)
+}
+
+// decodeSMI decodes and checks a capture: well-formed, at least one GPU, and its two GPU counts agree.
+func decodeSMI(data []byte) (*smiLog, error) {
 	var log smiLog
 	dec := xml.NewDecoder(bytes.NewReader(data))
 	// The DOCTYPE names a DTD that is never fetched; non-UTF-8 charsets are passed through as bytes.
@@ -144,11 +243,7 @@ func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, er
 			return nil, fmt.Errorf("attached_gpus=%q but the capture has %d <gpu> elements: the file is edited, cut or concatenated (want the unedited output of `nvidia-smi -q -x`)", a, len(log.GPUs))
 		}
 	}
-	out := make([]results.GPUInfo, 0, len(log.GPUs))
-	for i, g := range log.GPUs {
-		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
-	}
-	return out, nil
+	return &log, nil
 }
 
 func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) results.GPUInfo {

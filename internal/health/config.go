@@ -14,7 +14,7 @@ import (
 func FromConfig(c config.Health, source string) Options {
 	o := Options{
 		Source: source, ExpectGPUs: c.ExpectGPUs, ExpectPCIeWidth: c.PCIeExpectedWidth, MinPCIeGBps: c.PCIeMinGBs,
-		Burn: time.Duration(c.Burn), DCGM: c.DCGM.Enabled, DCGMLevel: c.DCGM.Level, DCGMTimeout: time.Duration(c.DCGM.Timeout),
+		Burn: time.Duration(c.Burn), DCGM: c.DCGM.Enabled, DCGMLevel: c.DCGM.Level, DCGMTimeout: time.Duration(c.DCGM.Timeout), AllowBusy: c.AllowBusy,
 	}
 	o.Benchmarks = []string{}
 	for _, name := range results.MicrobenchNames() {

@@ -138,6 +138,7 @@ func judgeGPU(gh *results.GPUHealth, o Options, source string) {
 		}
 		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
 	}
+	judgeBusyAndFloors(gh, o, flag)
 	if g.NUMANode < 0 && source != "sim" && (len(gh.Bench) > 0 || gh.Burn != nil) {
 		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
 	}
@@ -204,7 +205,8 @@ func compareAll(h *results.Health, o Options) []results.Compare {
 		var cells []compare.Cell
 		for _, gh := range h.GPUs {
 			for _, b := range gh.Bench {
-				if b.Name == name && b.Status == results.StatusOK {
+				// A busy GPU's figures are not its own: they neither pass nor set the best.
+				if b.Name == name && b.Value > 0 && b.Error == "" && !b.Busy && (b.Status == results.StatusOK || b.Status == results.StatusFlag) {
 					cells = append(cells, compare.Cell{GPU: gh.GPU.Index, Figure: compare.Figure{Value: b.Value}})
 				}
 			}

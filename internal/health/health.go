@@ -48,12 +48,22 @@ type Options struct {
 	GEMMVariancePct float64       // GPU-to-GPU tolerance for GEMM, default 25
 	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
 	Links           LinkRunner    // GPU-to-GPU copies and all-reduce; nil: topology only
-	MinLinkRatio    float64       // flag a peer copy or all-reduce below this share of its link's peak, default 0.5
+	MinLinkRatio    float64       // flag a peer copy or all-reduce below this share of its link's peak; 0: the peer_copy and all_reduce floors
 	LinkVariancePct float64       // pair-to-pair tolerance of the copy ratio, default 25
 	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
 	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
 	// Catalog gives each GPU's datasheet peaks (nil: the built-in catalog).
 	Catalog *catalog.Catalog
+
+	// Datasheet floors and the busy check (issue 26). Floors is the reference table's floors by
+	// exact GPU name, then benchmark; FloorOverrides (--floor) apply to every GPU; what neither
+	// names takes results.MicrobenchFloors. AllowBusy measures a GPU another process uses and notes
+	// it instead of flagging it. BusyReadings × BusyGap is how long a live GPU is read for (3, 0.5 s).
+	Floors         map[string]map[string]float64
+	FloorOverrides map[string]float64
+	AllowBusy      bool
+	BusyReadings   int
+	BusyGap        time.Duration
 }
 
 func (o *Options) defaults() {
@@ -75,11 +85,14 @@ func (o *Options) defaults() {
 	if o.PCIeVariancePct <= 0 {
 		o.PCIeVariancePct = 25
 	}
-	if o.MinLinkRatio <= 0 {
-		o.MinLinkRatio = 0.5
-	}
 	if o.LinkVariancePct <= 0 {
 		o.LinkVariancePct = 25
+	}
+	if o.BusyReadings <= 0 {
+		o.BusyReadings = 3
+	}
+	if o.BusyGap <= 0 {
+		o.BusyGap = 500 * time.Millisecond
 	}
 }
 
@@ -98,6 +111,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 	}
 	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
 	readInterconnect(src, h)
+	checkBusy(ctx, src, h, o)
 
 	switch {
 	case bench == nil && !o.SkipBench:

@@ -237,6 +237,15 @@ func nz(v, fallback float64) float64 {
 	return fallback
 }
 
+// linkFloor is the floor of a peer copy or all-reduce: --min-link-ratio when set, else the datasheet
+// floor of the host's GPU model.
+func (o *Options) linkFloor(gpuName, name string) float64 {
+	if o.MinLinkRatio > 0 {
+		return o.MinLinkRatio
+	}
+	return o.Floor(gpuName, name)
+}
+
 func firstName(h *results.Health) string {
 	if len(h.GPUs) == 0 {
 		return ""
@@ -282,18 +291,18 @@ func judgeInterconnect(h *results.Health, o Options) {
 			name string
 			fig  *results.PairFigure
 		}{{"unidirectional", p.Uni}, {"bidirectional", p.Bi}} {
-			if f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < o.MinLinkRatio {
+			if fl := o.linkFloor(firstName(h), results.FloorPeerCopy); f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < fl {
 				hostFlag(CheckP2PBandwidth, subj, "peer copy %s %.0f GB/s, %.0f %% of the link's %.0f GB/s (floor %.0f %%): check the links' state, speed and error counters (`nvidia-smi nvlink -s -e`)",
-					f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), o.MinLinkRatio*100)
+					f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), fl*100)
 			}
 		}
 	}
 	comparePairs(h, o, hostFlag)
 	if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 {
 		big := ar.Sizes[len(ar.Sizes)-1]
-		if big.BusBWRatio != nil && *big.BusBWRatio < o.MinLinkRatio {
+		if fl := o.linkFloor(firstName(h), results.FloorAllReduce); big.BusBWRatio != nil && *big.BusBWRatio < fl {
 			hostFlag(CheckAllReduce, "host", "all-reduce bus bandwidth %.0f GB/s at %s, %.0f %% of the links' %.0f GB/s per GPU (floor %.0f %%): a slow link or a PCIe fallback on one GPU holds every rank back",
-				big.BusBWGBps, results.SizeText(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, o.MinLinkRatio*100)
+				big.BusBWGBps, results.SizeText(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, fl*100)
 		}
 	}
 }

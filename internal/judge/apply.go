@@ -93,6 +93,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		if errV != nil {
 			ep.Verdicts = append(ep.Verdicts, *errV)
 		}
+		busyVerdicts(m.Model, ep)
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
@@ -456,7 +457,8 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 		e := &m.Endpoints[i]
 		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
 		// Apply stays idempotent; a failed conformance suite does not void the load figures.
-		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" {
+		// A shared GPU's figures are not its own: they neither pass nor set the best (issue 26).
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || busyOf(e) != nil {
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})

@@ -59,7 +59,8 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 		for _, m := range h.Models {
 			for i := range m.Endpoints {
 				ep := &m.Endpoints[i]
-				if ep.Load == nil || len(ep.Load.Runs) == 0 {
+				// A shared GPU's figures are not its own: no baseline comparison either way (issue 26).
+				if ep.Load == nil || len(ep.Load.Runs) == 0 || busyOf(ep) != nil {
 					continue
 				}
 				subj := fmt.Sprintf("%s%s gpu %d", prefix, m.Model, endpointGPU(ep, i))
@@ -78,7 +79,7 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 		}
 		for _, g := range h.Health.GPUs {
 			for _, b := range g.Bench {
-				if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 {
+				if b.Status == results.StatusFailed || b.Error != "" || b.Value <= 0 || b.Busy {
 					continue
 				}
 				sf.add(fmt.Sprintf("%sgpu %d", prefix, g.GPU.Index), b.Name, true, figure{Value: b.Value})

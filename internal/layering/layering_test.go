@@ -41,7 +41,7 @@ type rule struct {
 var rules = []rule{
 	{"results is the schema: it imports nothing of gpuvet's", []string{"internal/results"}, []string{"internal/", "cmd/"}},
 	{"the pure functions over measured samples import only the schema",
-		[]string{"internal/analysis", "internal/compare", "internal/metrics", "internal/sysfs", "internal/filelimit", "internal/term"},
+		[]string{"internal/analysis", "internal/compare", "internal/metrics", "internal/sysfs", "internal/filelimit", "internal/term", "internal/busy"},
 		[]string{"internal/load", "internal/sim", "internal/judge", "internal/health", "internal/pipeline", "internal/config", "internal/engine"}},
 	{"report and judge read results (files are read by whoever wires them), never the load generator, engines or the simulator",
 		[]string{"internal/report", "internal/judge"},

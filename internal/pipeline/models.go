@@ -263,6 +263,10 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 			ep.Error += "; " + msg
 		}
 	}
+	if b := r.busyBefore(ctx, slot, cfg.Health.AllowBusy); b != nil {
+		ep.Busy = append(ep.Busy, *b)
+		r.progress("%s on gpu %v: %s", model, slot.GPUs, b.Reason)
+	}
 	r.progress("%s on gpu %v: serve", model, slot.GPUs)
 	var sv *Served
 	err := r.inject("serve", slot.Index)
@@ -300,9 +304,13 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if lb != "" {
 		ep.Binding = strings.TrimPrefix(ep.Binding+"; load generator: "+lb, "; ")
 	}
-	ld, pw, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
+	ld, pw, during, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
 	ep.Load, ep.Power = ld, pw
+	if during != nil {
+		ep.Busy = append(ep.Busy, *during)
+		r.progress("%s on gpu %v: %s", model, slot.GPUs, during.Reason)
+	}
 	if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
 		ep.SpeedOfLight = sol
 	} else if note != "" {
@@ -385,24 +393,39 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 }
 
 // load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
-func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, error) {
+// The busy watch rides on the power sampler: it reads what else is on the GPUs at every sample.
+func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, *results.Busy, error) {
 	if err := r.inject("load", slot.Index); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if r.deps.Load == nil {
-		return nil, nil, fmt.Errorf("no load generator in this build")
+		return nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
 	var sampler *power.Sampler
+	var watch *busyWatch
 	if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
 		src := r.src
+		watch = newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
+		if watch != nil {
+			prev := rungFrom(ctx)
+			ctx = context.WithValue(ctx, rungKey, func(i int, label string) {
+				watch.rung(i)
+				if prev != nil {
+					prev(i, label)
+				}
+			})
+		}
 		sampler = power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
+			if watch != nil {
+				watch.check()
+			}
 			return sumSamples(src, slot.GPUs)
 		})
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
 	lc := cfg.Load.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
@@ -431,7 +454,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	if ld != nil && ctx.Err() != nil {
 		ld.Interrupted = true
 	}
-	return ld, pw, err
+	return ld, pw, watch.result(ld), err
 }
 
 // envOr reads the environment variable named (the only place secrets come from).

@@ -58,7 +58,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
 			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
 			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
-			Catalog: cat,
+			Catalog: cat, Floors: c.ReferenceFloors, AllowBusy: c.Health.AllowBusy,
 		}
 		var bench health.BenchRunner
 		switch name {
@@ -126,7 +126,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	switch s {
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, Catalog: cat})
+			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}

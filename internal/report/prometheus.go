@@ -197,7 +197,15 @@ func promHealth(d *promDoc, host string, h *results.Health) {
 			if b.Ratio != nil {
 				d.family("gpuvet_gpu_bench_peak_ratio", "Microbenchmark figure as a fraction of the datasheet peak.").add(*b.Ratio, "host", host, "gpu", gi, "bench", b.Name)
 			}
+			if b.Floor != nil {
+				d.family("gpuvet_gpu_bench_floor_ratio", "The datasheet floor of a microbenchmark: the least fraction of its peak a healthy card reaches.").add(*b.Floor, "host", host, "gpu", gi, "bench", b.Name)
+			}
 		}
+		busy := 0.0
+		if g.Busy != nil {
+			busy = 1
+		}
+		d.family("gpuvet_gpu_busy", "1 when another process or unexplained load was on the GPU at the health phase.").add(busy, "host", host, "gpu", gi)
 		if e := g.GPU.ECC.VolatileUncorrected; e != nil {
 			d.family("gpuvet_gpu_ecc_uncorrected_errors", "Uncorrected ECC errors.").add(float64(*e), "host", host, "gpu", gi, "counter", "volatile")
 		}

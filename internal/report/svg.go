@@ -41,11 +41,18 @@ type RefLine struct {
 	Label string
 }
 
+// EventLine is a vertical mark at one x (a co-tenant seen on the GPU during the load).
+type EventLine struct {
+	X     float64
+	Label string
+}
+
 // LineChart is an x/y chart with one line per series.
 type LineChart struct {
 	Title, XLabel, YLabel string
 	Series                []Series
 	Refs                  []RefLine
+	Events                []EventLine
 	Markers               bool    // draw a marker on each point
 	YCap                  float64 // when > 0, the y axis stops here and higher points sit on the top edge as ▲
 }
@@ -76,6 +83,9 @@ func (c LineChart) SVG() template.HTML {
 	for _, r := range c.Refs {
 		ys = append(ys, r.Y)
 	}
+	for _, e := range c.Events {
+		xs = append(xs, e.X)
+	}
 	xt := niceTicks(minOf(xs), maxOf(xs), 6)
 	ymax := maxOf(ys)
 	if c.YCap > 0 && ymax > c.YCap {
@@ -103,6 +113,12 @@ func (c LineChart) SVG() template.HTML {
 		fmt.Fprintf(&b, `<line class="ref" x1="%d" x2="%s" y1="%s" y2="%s" stroke="#C00000" stroke-width="1.5" stroke-dasharray="6 4"/>`,
 			marginL, f1(marginL+plotW), y, y)
 		fmt.Fprintf(&b, `<text x="%s" y="%s" text-anchor="end" font-size="11" fill="#C00000">%s</text>`, f1(marginL+plotW-4), f1(sy(r.Y)-5), esc(r.Label))
+	}
+	for _, e := range c.Events {
+		x := f1(sx(e.X))
+		fmt.Fprintf(&b, `<line class="event" x1="%s" x2="%s" y1="%s" y2="%s" stroke="#7030A0" stroke-width="1.5" stroke-dasharray="3 3"/>`,
+			x, x, f1(plotTop), f1(plotTop+plotH))
+		fmt.Fprintf(&b, `<text x="%s" y="%s" font-size="11" fill="#7030A0">%s</text>`, f1(sx(e.X)+4), f1(plotTop+12), esc(e.Label))
 	}
 	for i, s := range c.Series {
 		if len(s.Points) == 0 {

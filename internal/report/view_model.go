@@ -294,6 +294,7 @@ func runOrder(r results.Run) float64 {
 
 func powerChart(m results.Model, limit float64) template.HTML {
 	var ss []Series
+	var evs []EventLine
 	for _, e := range m.Endpoints {
 		if e.Power == nil || len(e.Power.Samples) == 0 {
 			continue
@@ -303,11 +304,17 @@ func powerChart(m results.Model, limit float64) template.HTML {
 			sr.Points = append(sr.Points, Point{X: p.T, Y: p.PowerW})
 		}
 		ss = append(ss, sr)
+		// When another process appeared on the GPU during the load (issue 26).
+		for _, b := range e.Busy {
+			if b.T != nil {
+				evs = append(evs, EventLine{X: *b.T, Label: gpuList(e.GPUs) + " shared: " + b.Reason})
+			}
+		}
 	}
 	if len(ss) == 0 {
 		return ""
 	}
-	c := LineChart{Title: "Power during the load, per GPU", XLabel: "seconds since load start", YLabel: "W", Series: ss}
+	c := LineChart{Title: "Power during the load, per GPU", XLabel: "seconds since load start", YLabel: "W", Series: ss, Events: evs}
 	if limit > 0 {
 		c.Refs = []RefLine{{Y: limit, Label: "power limit " + num(limit) + " W"}}
 	}

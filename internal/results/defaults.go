@@ -25,3 +25,32 @@ func DefaultLoadConfig() LoadConfig {
 func MicrobenchNames() []string {
 	return []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
 }
+
+// MicrobenchFloors are the default datasheet floors: the least share of the detected GPU's
+// datasheet peak a healthy card measures, per benchmark (MicrobenchNames, plus "burn" for the burn's
+// sustained BF16 TFLOP/s, "peer_copy" for a GPU pair's copy against its links and "all_reduce" for
+// the all-reduce bus bandwidth at its largest size). Below its floor a figure is flagged, on every
+// host, one GPU included. Each is the lowest ratio healthy H200s measured less FloorMarginPct,
+// rounded down to 0.05 (docs/health-floors.md gives the figures): SGEMM 0.79, TF32 0.74, BF16 0.76,
+// pinned PCIe 0.87, HBM copy 0.86, burn 0.68, peer copy 0.81, all-reduce 0.68 at 1 GiB. The reference table
+// (reference_floors) overrides them per GPU name; `gpuvet calibrate` derives them from healthy runs.
+// A function, as DefaultLoadConfig: the one home of these values.
+func MicrobenchFloors() map[string]float64 {
+	return map[string]float64{
+		"sgemm_fp32": 0.55, "gemm_tf32": 0.55, "gemm_bf16": 0.55,
+		"pcie_h2d": 0.65, "pcie_d2h": 0.65, "hbm_d2d": 0.60,
+		FloorBurn: 0.50, FloorPeerCopy: 0.60, FloorAllReduce: 0.50,
+	}
+}
+
+// Floor names beside MicrobenchNames.
+const (
+	FloorBurn      = "burn"
+	FloorPeerCopy  = "peer_copy"
+	FloorAllReduce = "all_reduce"
+)
+
+// FloorMarginPct is how far below a healthy card's ratio a floor sits: the GPU-to-GPU tolerance of
+// GEMM figures (25 %), so a card the comparison would flag beside a healthy sibling is flagged on its
+// own too. `gpuvet calibrate` applies it to the worst ratio of the healthy runs it is given.
+const FloorMarginPct = 25.0

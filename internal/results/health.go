@@ -100,6 +100,10 @@ type GPUHealth struct {
 	Status  Status       `json:"status"`
 	Flags   []Flag       `json:"flags,omitempty"`
 	Notes   []string     `json:"notes,omitempty"`
+
+	// Busy is set when another process or unexplained load was on the GPU at the health phase
+	// (issue 26): its figures are marked and cannot pass a floor or a comparison.
+	Busy *Busy `json:"busy,omitempty"`
 }
 
 // Microbench is one measured figure next to the detected GPU's datasheet peak.
@@ -112,6 +116,11 @@ type Microbench struct {
 	Params string   `json:"params,omitempty"`
 	Status Status   `json:"status"`
 	Error  string   `json:"error,omitempty"`
+
+	// Floor is the least Ratio a healthy card measures (results.MicrobenchFloors or the reference
+	// table); below it the figure is flagged. Busy: measured while the GPU was not gpuvet's alone.
+	Floor *float64 `json:"floor,omitempty"`
+	Busy  bool     `json:"busy,omitempty"`
 }
 
 // Burn summarises a sustained GEMM with 1 Hz NVML sampling.
@@ -126,6 +135,11 @@ type Burn struct {
 	ReasonsSeen   []string      `json:"reasons_seen,omitempty"`
 	Samples       []PowerSample `json:"samples,omitempty"`
 	Error         string        `json:"error,omitempty"`
+
+	// Peak is the datasheet BF16 TFLOP/s, Ratio = TFLOPS / Peak, Floor the least healthy Ratio.
+	Peak  *float64 `json:"peak,omitempty"`
+	Ratio *float64 `json:"ratio,omitempty"`
+	Floor *float64 `json:"floor,omitempty"`
 }
 
 // PowerSample is one NVML reading (burn, and power sampling during load).

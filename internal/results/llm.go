@@ -63,6 +63,10 @@ type Endpoint struct {
 	Status           Status        `json:"status"`
 	Flags            []Flag        `json:"flags,omitempty"`
 	Error            string        `json:"error,omitempty"`
+
+	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
+	// its figures then cannot pass a gate or a comparison.
+	Busy []Busy `json:"busy,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
@@ -159,6 +163,9 @@ type Run struct {
 	CI          *Intervals `json:"ci,omitempty"`
 	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
 	EarlyStop string `json:"early_stop,omitempty"`
+
+	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
+	Busy string `json:"busy,omitempty"`
 }
 
 // RequestCounts counts requests in the measured window.

@@ -21,6 +21,9 @@ type FleetConfig struct {
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
 	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
+	// "GPU[:FROM[-TO]]", e.g. "1" or "1:5s-20s"; "": none.
+	CoTenant string
 	// Catalog is where GPU is looked up (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }
@@ -36,6 +39,7 @@ type Fleet struct {
 	// fault is the parsed LinkFault; linkReads counts Interconnect reads (the "errors" fault grows with them).
 	fault     linkFault
 	linkReads int
+	cotenant  coTenant
 }
 
 type vgpu struct {
@@ -86,7 +90,11 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if fault.gpu >= 0 && fault.kind != "slow" && g.NVLinks() == 0 {
 		return nil, fmt.Errorf("link fault %q: the %s has no NVLink; only the slow kind applies", cfg.LinkFault, g.Key)
 	}
-	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault}
+	ct, err := parseCoTenant(cfg.CoTenant, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}
@@ -140,6 +148,9 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 		f.mu.Lock()
 		used := f.gpus[i].usedMiB
 		f.mu.Unlock()
+		if f.coTenantOn(i, time.Now()) {
+			used += CoTenantMiB
+		}
 		persist, ecc := true, true
 		zero := int64(0)
 		out[i] = results.GPUInfo{
@@ -232,8 +243,8 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	if g.active > 0 {
 		util = math.Max(util, math.Min(1, float64(g.active)/64))
 	}
-	if now.Before(g.loadedUntil.Add(250 * time.Millisecond)) {
-		util = 1
+	if now.Before(g.loadedUntil.Add(250*time.Millisecond)) || f.coTenantOn(i, now) {
+		util = 1 // a burn, or the co-tenant's GEMM loop: the card is flat out whatever gpuvet does
 	}
 	dt := now.Sub(g.lastWall).Seconds()
 	if !g.sampled {
@@ -259,12 +270,17 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
 }
 
-// Speed is GPU i's speed relative to a healthy one: 1.0, or 1 − StragglerPct/100 for the straggler.
+// Speed is GPU i's speed relative to a healthy one now: 1.0, or 1 − StragglerPct/100 for the
+// straggler, times CoTenantSpeed while a co-tenant runs on it.
 func (f *Fleet) Speed(i int) float64 {
+	sp := 1.0
 	if i == f.cfg.StragglerIndex {
-		return 1 - f.cfg.StragglerPct/100
+		sp = 1 - f.cfg.StragglerPct/100
 	}
-	return 1
+	if f.coTenantOn(i, time.Now()) {
+		sp *= CoTenantSpeed
+	}
+	return sp
 }
 
 // Microbench is a simulated microbenchmark on GPU i: datasheet peak × typical efficiency × Speed(i)
