@@ -312,8 +312,15 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	if len(one.Live()) == 0 {
 		t.Fatal("the test killed gpuvet too late: no VM left to clean")
 	}
+	// The manifest's front-end is not trusted with $ONE_AUTH until the config names it too.
+	calls := len(one.Calls)
+	refused := gpuvet("clean")
+	refused.Env = append(refused.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth)
+	if b, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(b), "confirm it with --set opennebula.endpoint="+one.URL) || len(one.Calls) != calls {
+		t.Fatalf("clean without the endpoint confirmed: %v, %d calls sent\n%s", err, len(one.Calls)-calls, b)
+	}
 	clean := gpuvet("clean")
-	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth, "GPUVET_OPENNEBULA_POLL=20ms")
+	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth, "GPUVET_OPENNEBULA_POLL=20ms", "GPUVET_OPENNEBULA_ENDPOINT="+one.URL)
 	b, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean: %v\n%s", err, b)

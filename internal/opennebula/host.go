@@ -39,6 +39,9 @@ type VMHost struct {
 	vm       results.VM
 }
 
+// ExpectGPUs is how many GPUs were passed through (fleet.GPUCounter): a VM that shows fewer fails.
+func (h *VMHost) ExpectGPUs() int { return len(h.Spec.GPUs) }
+
 // Name is the hypervisor host's name, with /gpuN when the VM holds one GPU of several.
 func (h *VMHost) Name() string {
 	if h.PerGPU {
@@ -122,7 +125,7 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 		// The VM's disk goes with it; removing the run folder first still matters for a VM that
 		// outlives the run (terminate refused, or a persistent image).
 		if h.prepared {
-			leftErr = ssh.Remove(ctx, h.client, h.Job.RemoteDir)
+			leftErr = ssh.Remove(ctx, h.client, h.Job.RemoteDir, h.Job.RunID)
 		}
 		h.client.Close()
 	}

@@ -214,7 +214,7 @@ func (lab *vmLab) hosts(t *testing.T, m *fleet.Manifest, perGPU bool) ([]*VMHost
 			SSH:     ssh.Target{User: "root", Port: lab.port, IdentityFiles: []string{lab.key}},
 			SSHOpts: ssh.Options{KnownHosts: []string{filepath.Join(lab.dir, "vm_known_hosts")}, AcceptNew: true, AgentSocket: "/nonexistent", ConfigFile: "/nonexistent"},
 		}
-		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RemoteDir: filepath.Join(lab.dir, "vmroot", spec.Name), LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
+		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RunID: "r1", RemoteDir: filepath.Join(lab.dir, "vmroot", spec.Name), LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
 		hs = append(hs, h)
 	}
 	return hs, p
@@ -238,7 +238,7 @@ func TestVMPerGPUOverTwoHosts(t *testing.T) {
 		}
 	}
 	s := fleet.Merge(&results.Summary{SchemaVersion: results.SchemaVersion}, outs, plan.Skipped, 2)
-	Finish(s, hs)
+	(&Fleet{hosts: hs}).Finish(s)
 	if len(s.Hosts) != 2 || s.Hosts[0].Name != "node1" || len(s.Hosts[0].Discovery.GPUs) != 2 || s.Hosts[0].Discovery.GPUs[1].Index != 1 {
 		t.Fatalf("combined hosts %+v", s.Hosts)
 	}
