@@ -43,7 +43,7 @@ type Plan struct {
 	// auth of a proxy in front of the front-end): only the client dials it. The config's value,
 	// what every output records, is without them.
 	OpenNebulaEndpoint string
-	tree           tree
+	tree               tree
 }
 
 // Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming

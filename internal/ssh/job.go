@@ -460,6 +460,7 @@ const stopScript = `if [ -f "$d/pid" ]; then
     kill -KILL "$p" 2>/dev/null
   fi
 fi
+:
 `
 
 func runDirScript(ctx context.Context, c *gossh.Client, dir, runID, body string) error {
