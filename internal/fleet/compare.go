@@ -93,7 +93,7 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 	cmp.Note = rename.Replace(cmp.Note)
 	for i := range cmp.Values {
 		v := &cmp.Values[i]
-		h := &s.Hosts[v.GPU] // the rule numbered the cells by host position
+		h := &s.Hosts[v.GPU]       // the rule numbered the cells by host position
 		v.Host, v.GPU = h.Name, -1 // a host's figure (the median over its GPUs), not one GPU's
 		v.Reason = rename.Replace(v.Reason)
 		if v.Flagged {

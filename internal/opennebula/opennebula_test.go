@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/opennebula/onetest"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -332,4 +333,17 @@ func FuzzParseHostPool(f *testing.F) {
 		}
 		_, _ = ParseVMPool(b)
 	})
+}
+
+// Issue 30: a VM's cleanup limit covers terminate and recover-delete, each up to
+// opennebula.cleanup_timeout; pin_policy in OpenNebula's lower case is written as OpenNebula spells it.
+func TestCleanupLimitAndPinPolicySpelling(t *testing.T) {
+	f := &Fleet{Config: config.OpenNebula{CleanupTimeout: config.Duration(5 * time.Minute)}}
+	if got := f.CleanupTimeout(); got < 10*time.Minute {
+		t.Fatalf("cleanup limit %s cuts opennebula.cleanup_timeout=5m short", got)
+	}
+	tmpl := Spec{Name: "v", GPUs: []GPU{{ShortAddress: "41:00.0"}}, Sizing: Sizing{PinPolicy: "thread"}}.Template()
+	if !strings.Contains(tmpl, `PIN_POLICY = "THREAD"`) {
+		t.Fatalf("template:\n%s", tmpl)
+	}
 }

@@ -233,7 +233,8 @@ func PublicKey(identity, agentSocket string) (string, error) {
 		}
 	}
 	for _, f := range IdentityFiles("") {
-		if _, err := os.Stat(f); err == nil {
+		_, priv := os.Stat(f)
+		if _, pub := os.Stat(f + ".pub"); priv == nil || pub == nil {
 			return publicKeyOf(f, "default key")
 		}
 	}
