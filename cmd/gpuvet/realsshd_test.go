@@ -284,6 +284,9 @@ func TestRealSSHDKilledControllerCleanViaAlias(t *testing.T) {
 	if err != nil || len(s.Hosts) == 0 {
 		t.Fatalf("the host's partial results were not collected before deleting: %v", err)
 	}
+	if s, err := results.Read(filepath.Join(out, "summary.json")); err != nil || s.Status != results.StatusIncomplete || s.Complete {
+		t.Fatalf("the killed fleet run's summary.json: %v %+v", err, s)
+	}
 }
 
 // Item 8: a connection that drops mid-run (the host stays up) still ends with the run folder

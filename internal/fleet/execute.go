@@ -102,6 +102,16 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 		return &InputError{err}
 	}
 	parallel := b.Parallel()
+	// Until the run ends, summary.json says it has not: a controller killed with kill -9 leaves a
+	// summary that never reads as ok, and `gpuvet clean` collects the hosts' partial results.
+	started := base(plan, runID, start, o.ToolVersion)
+	started.Status = results.StatusIncomplete
+	started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --manifest %s` collects each host's partial results into %s)",
+		m.Path(), filepath.Join(c.Output.Dir, "hosts"))
+	if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
+		_ = m.Finish()
+		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+	}
 	say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, len(hosts), parallel, m.Path()))
 	for _, sk := range skipped {
 		say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
