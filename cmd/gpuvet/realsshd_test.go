@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/opennebula/onetest"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/ssh/sshdtest"
 	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
@@ -359,5 +361,57 @@ func TestRealSSHDInterruptKeepsManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(ms[0]); err == nil {
 		t.Fatal("the manifest is still there after clean")
+	}
+}
+
+// The opennebula backend with real OpenSSH servers as its VMs (one sshd per VM address, all on
+// one port, as sshd on 22): each VM's fresh host key is trusted on first use, whatever its type,
+// the run's folders are gone, every VM terminated, and HF_TOKEN reached each VM on stdin.
+func TestRealSSHDOpenNebulaVMs(t *testing.T) {
+	l := newRealLab(t)
+	port := l.start(t, "127.0.0.10").Port
+	sshdtest.Start(t, "127.0.0.11", sshdtest.Options{Authorized: l.authorized, Port: port,
+		SetEnv: []string{"GPUVET_TEST_AS_GPUVET=1", "GPUVET_TEST_ENV_REPORT=" + l.envReport("127.0.0.11")}})
+	var mu sync.Mutex
+	next := 10
+	one := &onetest.Server{Auth: "oneadmin:pw", Hosts: []onetest.Host{
+		{ID: 0, Name: "node1", Cluster: "gpu", State: 2, PCI: []onetest.PCI{onetest.GPU("41:00.0", 0), onetest.GPU("c1:00.0", 1)}},
+		{ID: 1, Name: "node2", Cluster: "gpu", State: 2, PCI: []onetest.PCI{onetest.GPU("41:00.0", 0), onetest.GPU("c1:00.0", 1)}},
+	}, IPFor: func(string, int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		next++
+		return fmt.Sprintf("127.0.0.%d", next-1)
+	}, TerminateSteps: 2}
+	onetest.Start(one)
+	t.Cleanup(one.Close)
+	t.Setenv("ONE_AUTH", one.Auth)
+	token := "hf_VM" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	t.Setenv("HF_TOKEN", token)
+	out := filepath.Join(l.dir, "out")
+	code, stdout, stderr := runFleetCLI(append(l.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
+		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms"))
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range s.Hosts {
+		if h.Status == results.StatusFailed || len(h.VMs) != 1 || !h.VMs[0].Terminated {
+			t.Fatalf("%s: %s %q %+v", h.Name, h.Status, h.Error, h.VMs)
+		}
+	}
+	for _, ip := range []string{"127.0.0.10", "127.0.0.11"} {
+		if b, err := os.ReadFile(l.envReport(ip)); err != nil || !strings.Contains(string(b), "HF_TOKEN="+token+" argv=false") {
+			t.Fatalf("VM %s: HF_TOKEN %q (%v)", ip, b, err)
+		}
+	}
+	if len(one.Live()) != 0 {
+		t.Fatalf("VMs left %+v", one.Live())
+	}
+	if left, _ := os.ReadDir(l.remote); len(left) != 0 {
+		t.Fatalf("left in the VMs: %v", left)
 	}
 }

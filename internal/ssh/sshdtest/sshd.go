@@ -77,6 +77,8 @@ type Options struct {
 	SetEnv []string
 	// Authorized is the authorized_keys content (the test key's public line).
 	Authorized string
+	// Port is the port to listen on (0: a free one). VMs share one port on their own addresses.
+	Port int
 }
 
 // Start starts an sshd on host (e.g. "127.0.0.2") and a free port, stopped at the test's end. The
@@ -114,7 +116,10 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 		t.Fatal(err)
 	}
 	for attempt := 0; ; attempt++ {
-		port, err := freePort(host)
+		port, err := o.Port, error(nil)
+		if port == 0 {
+			port, err = freePort(host)
+		}
 		if err != nil {
 			t.Skipf("real sshd tests skipped: no address %s: %v", host, err)
 		}
@@ -143,7 +148,7 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 		}
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
-		if attempt == 3 {
+		if attempt == 3 || o.Port != 0 {
 			t.Fatalf("sshd on %s did not start:\n%s", s.Addr(), s.Log())
 		}
 	}
