@@ -97,9 +97,9 @@ func caveatLines(s *results.Summary) []string {
 		}
 	}
 	for _, h := range s.Hosts {
-		on := "" // in a fleet's summary a GPU is named with its host: "node1:0"
+		on := "gpu " // in a fleet's summary a GPU is named with its host: "node1 gpu 0"
 		if s.Fleet != nil {
-			on = h.Name + ":"
+			on = h.Name + " gpu "
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
@@ -140,10 +140,11 @@ func caveatLines(s *results.Summary) []string {
 	var out []string
 	for _, what := range order {
 		f := found[what]
-		who := "gpu " + strings.Join(f.gpus, ", ")
-		if len(f.gpus) == 1 && strings.HasSuffix(f.gpus[0], "all") {
-			who = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(f.gpus[0], "all"), ":") + " all GPUs")
+		who := strings.Join(f.gpus, ", ")
+		if s.Fleet == nil && len(f.gpus) > 1 { // one host: "gpu 0, 1"
+			who = "gpu " + strings.ReplaceAll(who, "gpu ", "")
 		}
+		who = strings.ReplaceAll(who, "gpu all", "all GPUs")
 		out = append(out, who+": "+what)
 	}
 	return append(out, s.Caveats...)
