@@ -57,43 +57,76 @@ var removers = map[string]remover{
 const cleanParallel = 8
 
 // cleanObjects removes every live object of the manifests, in parallel (bounded), marking each as
-// it goes; a manifest file goes when nothing of it is left. Anything left is an error naming it.
+// it goes; a manifest file goes when nothing of it is left. Run folders go first (their partial
+// results are collected then), the machines that hold them after: a folder in a VM that could not
+// be reached is gone with its VM. Anything left is an error naming it.
 func cleanObjects(ctx context.Context, cmd *cobra.Command, _ string, ms []*fleet.Manifest) error {
 	var mu sync.Mutex
-	var errs []error
 	say := func(line string) {
 		mu.Lock()
 		defer mu.Unlock()
 		fmt.Fprintln(cmd.OutOrStdout(), line)
 	}
-	gone := map[fleet.Object]bool{}
-	sem := make(chan struct{}, cleanParallel)
-	var wg sync.WaitGroup
+	type item struct {
+		m *fleet.Manifest
+		o fleet.Object
+	}
+	var folders, rest []item
+	var errs []error
 	for _, m := range ms {
 		for _, o := range m.Live() {
-			rm, ok := removers[o.Kind]
-			if !ok {
+			if _, ok := removers[o.Kind]; !ok {
 				errs = append(errs, fmt.Errorf("%s: no cleaner for %s in this gpuvet", m.Path(), o))
-				continue
+			} else if o.Kind == ssh.ObjectKind {
+				folders = append(folders, item{m, o})
+			} else {
+				rest = append(rest, item{m, o})
 			}
+		}
+	}
+	gone := map[fleet.Object]bool{}
+	failed := map[fleet.Object]error{}
+	removeAll := func(items []item) {
+		sem := make(chan struct{}, cleanParallel)
+		var wg sync.WaitGroup
+		for _, it := range items {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				err := rm(ctx, m, o, say)
+				err := removers[it.o.Kind](ctx, it.m, it.o, say)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
-					errs = append(errs, fmt.Errorf("LEFT: %s: %v", o, err))
+					failed[it.o] = err
 					return
 				}
-				gone[o] = true
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", o)
+				gone[it.o] = true
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", it.o)
 			}()
 		}
+		wg.Wait()
 	}
-	wg.Wait()
+	removeAll(folders)
+	removeAll(rest)
+	removedVMs := map[string]bool{}
+	for o := range gone {
+		if o.Kind == opennebula.ObjectKind {
+			removedVMs[o.Name] = true
+		}
+	}
+	for _, it := range append(folders, rest...) {
+		err, bad := failed[it.o]
+		switch {
+		case !bad:
+		case it.o.On != "" && removedVMs[it.o.On]:
+			gone[it.o] = true
+			say(fmt.Sprintf("removed %s with VM %s (its partial results could not be collected: %v)", it.o, it.o.On, err))
+		default:
+			errs = append(errs, fmt.Errorf("LEFT: %s: %v", it.o, err))
+		}
+	}
 	errs = append(errs, finishManifests(ms, func(o fleet.Object) bool { o.Deleted = false; return gone[o] }))
 	if err := errors.Join(errs...); err != nil {
 		return err

@@ -303,12 +303,14 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill it once both VMs exist (node2's is stuck in BOOT, node1's is running the validation).
+	// Kill it once both VMs exist (node2's is stuck in BOOT) and node1's run has measured something.
 	deadline := time.Now().Add(60 * time.Second)
-	for len(one.VMs()) < 2 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(lab.dir, "remote", "*", "out", "summary.json")); len(one.VMs()) == 2 && len(m) > 0 {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	if len(one.Live()) == 0 {
@@ -329,6 +331,13 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	}
 	if live := one.Live(); len(live) != 0 {
 		t.Fatalf("clean left VMs %+v\n%s", live, b)
+	}
+	// node1's VM run was measuring: clean collected what it had before the VM went.
+	if got, _ := filepath.Glob(filepath.Join(out, "hosts", "*node1*", "summary.json")); len(got) != 1 {
+		t.Fatalf("the VM's partial results were not collected before it was terminated:\n%s", b)
+	}
+	if left, _ := os.ReadDir(filepath.Join(lab.dir, "remote")); len(left) != 0 {
+		t.Fatalf("run folders left: %v\n%s", left, b)
 	}
 	if m, _ := os.ReadDir(lab.state); len(m) != 0 {
 		t.Fatalf("manifest left after clean: %v", m)

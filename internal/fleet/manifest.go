@@ -45,6 +45,11 @@ type Object struct {
 	Via       string    `json:"via,omitempty"`
 	Identity  string    `json:"identity_file,omitempty"`
 	LocalOut  string    `json:"local_out,omitempty"`
+	// KnownHosts is the known_hosts file that trusts Host's key when it is not the user's (a VM's
+	// key, trusted on first use by the run). On names the object this one lives on (a VM): it is
+	// gone when that is, and clean removes it before that.
+	KnownHosts string `json:"known_hosts,omitempty"`
+	On         string `json:"on,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	// Deleted is set once the backend has removed it (and waited for it, where that applies).
 	Deleted bool `json:"deleted,omitempty"`

@@ -35,7 +35,8 @@ type VMHost struct {
 	id       int
 	client   *gossh.Client
 	created  bool
-	prepared bool // Prepare was attempted: the run folder may exist in the VM
+	prepared bool         // Prepare was attempted: the run folder may exist in the VM
+	dir      fleet.Object // the run folder in the VM, as the manifest lists it
 	vm       results.VM
 }
 
@@ -87,6 +88,18 @@ func (h *VMHost) Provision(ctx context.Context) error {
 		return fmt.Errorf("VM %d (%s) is RUNNING but SSH does not answer: %w", id, v.IPs[0], err)
 	}
 	h.vm.ProvisionS = time.Since(start).Seconds()
+	// The run folder in the VM is an object of its own: `gpuvet clean` of a killed run collects
+	// its partial results from it before the VM (and its disk) goes.
+	h.dir = fleet.Object{Kind: ssh.ObjectKind, Name: h.Job.RemoteDir, Host: ssh.Address(t), Via: t.Host,
+		LocalOut: ssh.AbsPath(h.Job.LocalOut), KnownHosts: ssh.AbsPath(h.SSHOpts.KnownHosts[0]), On: h.Spec.Name}
+	if len(t.IdentityFiles) == 1 {
+		h.dir.Identity = t.IdentityFiles[0]
+	}
+	if h.Manifest != nil {
+		if err := h.Manifest.Record(h.dir); err != nil {
+			return fmt.Errorf("run manifest: %v (nothing created in the VM)", err)
+		}
+	}
 	h.prepared = true
 	return ssh.Prepare(ctx, h.client, h.Job)
 }
@@ -150,6 +163,9 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 	}
 	h.vm.Terminated = true
 	if h.Manifest != nil {
+		if h.prepared { // gone with the VM's disk
+			_ = h.Manifest.Deleted(h.dir)
+		}
 		if err := h.Manifest.Deleted(h.object()); err != nil {
 			return err
 		}

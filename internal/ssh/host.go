@@ -48,7 +48,7 @@ func (h *Host) Provision(ctx context.Context) error {
 	}
 	h.client = c
 	h.obj = fleet.Object{Kind: ObjectKind, Name: h.Job.RemoteDir, Host: Address(h.Target), Via: h.Target.Name,
-		LocalOut: absPath(h.Job.LocalOut)}
+		LocalOut: AbsPath(h.Job.LocalOut)}
 	if len(h.Target.IdentityFiles) == 1 {
 		h.obj.Identity = h.Target.IdentityFiles[0]
 	}
@@ -98,7 +98,8 @@ func (h *Host) Cleanup(ctx context.Context) error {
 	return nil
 }
 
-func absPath(p string) string {
+// AbsPath is p made absolute (as it is when that fails): manifests name files from anywhere.
+func AbsPath(p string) string {
 	if a, err := filepath.Abs(p); err == nil {
 		return a
 	}
@@ -137,6 +138,9 @@ func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say 
 	}
 	if o.Identity != "" {
 		t.IdentityFiles = []string{o.Identity}
+	}
+	if o.KnownHosts != "" { // a VM's key, trusted by the run that made it: not in the user's files
+		opts.KnownHosts, opts.ConfigFile = []string{o.KnownHosts}, "/dev/null"
 	}
 	t, err = Resolve(t, opts)
 	if err != nil {
