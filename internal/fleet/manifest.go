@@ -42,15 +42,15 @@ type Object struct {
 	// whose HostName, User, Port and IdentityFile apply again). Identity is the key file the run
 	// used (a path, never a key). LocalOut is where the object's partial results go when clean
 	// collects them before deleting (the run's --out/hosts/NAME).
-	Via       string    `json:"via,omitempty"`
-	Identity  string    `json:"identity_file,omitempty"`
-	LocalOut  string    `json:"local_out,omitempty"`
+	Via      string `json:"via,omitempty"`
+	Identity string `json:"identity_file,omitempty"`
+	LocalOut string `json:"local_out,omitempty"`
 	// KnownHosts is the known_hosts file that trusts Host's key when it is not the user's (a VM's
 	// key, trusted on first use by the run). On names the object this one lives on (a VM): it is
 	// gone when that is, and clean removes it before that.
-	KnownHosts string `json:"known_hosts,omitempty"`
-	On         string `json:"on,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	KnownHosts string    `json:"known_hosts,omitempty"`
+	On         string    `json:"on,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 	// Deleted is set once the backend has removed it (and waited for it, where that applies).
 	Deleted bool `json:"deleted,omitempty"`
 }
