@@ -214,6 +214,9 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts: %v", err)
 	}
+	// The known key types are read from the files as they are (the probe must never reach
+	// acceptNew, which would write it down).
+	algos := knownAlgorithms(check, t)
 	if o.AcceptNew {
 		check = acceptNew(check, files[0])
 	}
@@ -229,7 +232,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	// Ask for the host key types known_hosts holds for this host, as OpenSSH does: a host that also
 	// offers a type we do not know it by (ecdsa beside a known ed25519) is not an attacker.
 	cfg := &gossh.ClientConfig{User: t.User, Auth: auths, HostKeyCallback: check, Timeout: timeout,
-		HostKeyAlgorithms: knownAlgorithms(check, t)}
+		HostKeyAlgorithms: algos}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", t.Addr())
 	if err != nil {

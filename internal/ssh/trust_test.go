@@ -91,3 +91,22 @@ func TestResolveWithoutUSER(t *testing.T) {
 		t.Fatalf("user %q, %v", got.User, err)
 	}
 }
+
+// A host trusted on first use (a new VM) has exactly its own key written to the run's
+// known_hosts, and a second connection is accepted by it.
+func TestAcceptNewWritesOnlyTheHostKey(t *testing.T) {
+	f := newFixture(t)
+	kh := filepath.Join(t.TempDir(), "vm_known_hosts")
+	f.opts.KnownHosts, f.opts.AcceptNew = []string{kh}, true
+	for range 2 {
+		c, err := Dial(context.Background(), f.target, f.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	b, _ := os.ReadFile(kh)
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1 || lines[0] != f.srv.KnownHostsLine(nil) {
+		t.Fatalf("known_hosts:\n%s\nwant only:\n%s", b, f.srv.KnownHostsLine(nil))
+	}
+}
