@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -18,18 +20,31 @@ func init() {
 	cleaners["opennebula"] = cleanObjects
 }
 
-// removers remove one manifest object, by kind.
-var removers = map[string]func(ctx context.Context, o fleet.Object) error{
-	ssh.ObjectKind: func(ctx context.Context, o fleet.Object) error {
-		return ssh.Clean(ctx, o, ssh.OptionsFrom(cleanPlan.Config.SSH))
+// remover removes one object of manifest m; say reports a step (collected results).
+type remover func(ctx context.Context, m *fleet.Manifest, o fleet.Object, say func(string)) error
+
+// removers remove one manifest object, by kind. A manifest is a file anyone may have edited:
+// what it names is checked before anything is sent or deleted.
+var removers = map[string]remover{
+	ssh.ObjectKind: func(ctx context.Context, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+		return ssh.Clean(ctx, o, m.RunID, ssh.OptionsFrom(cleanPlan.Config.SSH), say)
 	},
-	opennebula.ObjectKind: func(ctx context.Context, o fleet.Object) error {
+	opennebula.ObjectKind: func(ctx context.Context, m *fleet.Manifest, o fleet.Object, _ func(string)) error {
 		c := cleanPlan.Config.OpenNebula
+		// The credentials go only to the front-end the config names: a manifest naming another is
+		// refused (it could be anyone's).
+		if c.Endpoint == "" || c.Endpoint != o.Host {
+			return fmt.Errorf("the manifest names OpenNebula front-end %s; $%s is sent only to the front-end the config names (now %q): confirm it with --set opennebula.endpoint=%s (or GPUVET_OPENNEBULA_ENDPOINT)",
+				o.Host, c.AuthEnv, c.Endpoint, o.Host)
+		}
+		if !strings.HasPrefix(o.Name, "gpuvet-"+m.RunID+"-") {
+			return fmt.Errorf("VM name %q does not carry run %s (gpuvet-%s-…): not gpuvet's, left alone", o.Name, m.RunID, m.RunID)
+		}
 		auth, err := opennebula.Credentials(c.AuthEnv)
 		if err != nil {
 			return err
 		}
-		client, err := opennebula.NewClient(o.Host, auth) // the manifest names the endpoint
+		client, err := opennebula.NewClient(cleanPlan.OpenNebulaEndpoint, auth)
 		if err != nil {
 			return err
 		}
@@ -38,24 +53,78 @@ var removers = map[string]func(ctx context.Context, o fleet.Object) error{
 	},
 }
 
-// cleanObjects removes every live object of the manifests, newest first, marking each as it
-// goes; a manifest file goes when nothing of it is left. Anything left is an error naming it.
+// cleanParallel bounds how many objects are removed at once (VMs take a while to reach DONE).
+const cleanParallel = 8
+
+// cleanObjects removes every live object of the manifests, in parallel (bounded), marking each as
+// it goes; a manifest file goes when nothing of it is left. Run folders go first (their partial
+// results are collected then), the machines that hold them after: a folder in a VM that could not
+// be reached is gone with its VM. Anything left is an error naming it.
 func cleanObjects(ctx context.Context, cmd *cobra.Command, _ string, ms []*fleet.Manifest) error {
+	var mu sync.Mutex
+	say := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(cmd.OutOrStdout(), line)
+	}
+	type item struct {
+		m *fleet.Manifest
+		o fleet.Object
+	}
+	var folders, rest []item
 	var errs []error
-	gone := map[fleet.Object]bool{}
 	for _, m := range ms {
 		for _, o := range m.Live() {
-			rm, ok := removers[o.Kind]
-			if !ok {
+			if _, ok := removers[o.Kind]; !ok {
 				errs = append(errs, fmt.Errorf("%s: no cleaner for %s in this gpuvet", m.Path(), o))
-				continue
+			} else if o.Kind == ssh.ObjectKind {
+				folders = append(folders, item{m, o})
+			} else {
+				rest = append(rest, item{m, o})
 			}
-			if err := rm(ctx, o); err != nil {
-				errs = append(errs, fmt.Errorf("LEFT: %s: %v", o, err))
-				continue
-			}
-			gone[o] = true
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", o)
+		}
+	}
+	gone := map[fleet.Object]bool{}
+	failed := map[fleet.Object]error{}
+	removeAll := func(items []item) {
+		sem := make(chan struct{}, cleanParallel)
+		var wg sync.WaitGroup
+		for _, it := range items {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				err := removers[it.o.Kind](ctx, it.m, it.o, say)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failed[it.o] = err
+					return
+				}
+				gone[it.o] = true
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %s\n", it.o)
+			}()
+		}
+		wg.Wait()
+	}
+	removeAll(folders)
+	removeAll(rest)
+	removedVMs := map[string]bool{}
+	for o := range gone {
+		if o.Kind == opennebula.ObjectKind {
+			removedVMs[o.Name] = true
+		}
+	}
+	for _, it := range append(folders, rest...) {
+		err, bad := failed[it.o]
+		switch {
+		case !bad:
+		case it.o.On != "" && removedVMs[it.o.On]:
+			gone[it.o] = true
+			say(fmt.Sprintf("removed %s with VM %s (its partial results could not be collected: %v)", it.o, it.o.On, err))
+		default:
+			errs = append(errs, fmt.Errorf("LEFT: %s: %v", it.o, err))
 		}
 	}
 	errs = append(errs, finishManifests(ms, func(o fleet.Object) bool { o.Deleted = false; return gone[o] }))

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -301,25 +303,41 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Kill it once both VMs exist (node2's is stuck in BOOT, node1's is running the validation).
+	// Kill it once both VMs exist (node2's is stuck in BOOT) and node1's run has measured something.
 	deadline := time.Now().Add(60 * time.Second)
-	for len(one.VMs()) < 2 && time.Now().Before(deadline) {
+	for time.Now().Before(deadline) {
+		if m, _ := filepath.Glob(filepath.Join(lab.dir, "remote", "*", "out", "summary.json")); len(one.VMs()) == 2 && len(m) > 0 {
+			break
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
 	if len(one.Live()) == 0 {
 		t.Fatal("the test killed gpuvet too late: no VM left to clean")
 	}
+	// The manifest's front-end is not trusted with $ONE_AUTH until the config names it too.
+	calls := len(one.Calls)
+	refused := gpuvet("clean")
+	refused.Env = append(refused.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth)
+	if b, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(b), "confirm it with --set opennebula.endpoint="+one.URL) || len(one.Calls) != calls {
+		t.Fatalf("clean without the endpoint confirmed: %v, %d calls sent\n%s", err, len(one.Calls)-calls, b)
+	}
 	clean := gpuvet("clean")
-	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth, "GPUVET_OPENNEBULA_POLL=20ms")
+	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth, "GPUVET_OPENNEBULA_POLL=20ms", "GPUVET_OPENNEBULA_ENDPOINT="+one.URL)
 	b, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean: %v\n%s", err, b)
 	}
 	if live := one.Live(); len(live) != 0 {
 		t.Fatalf("clean left VMs %+v\n%s", live, b)
+	}
+	// node1's VM run was measuring: clean collected what it had before the VM went.
+	if got, _ := filepath.Glob(filepath.Join(out, "hosts", "*node1*", "summary.json")); len(got) != 1 {
+		t.Fatalf("the VM's partial results were not collected before it was terminated:\n%s", b)
+	}
+	if left, _ := os.ReadDir(filepath.Join(lab.dir, "remote")); len(left) != 0 {
+		t.Fatalf("run folders left: %v\n%s", left, b)
 	}
 	if m, _ := os.ReadDir(lab.state); len(m) != 0 {
 		t.Fatalf("manifest left after clean: %v", m)
@@ -380,5 +398,175 @@ func TestKilledSSHRunThenCleanManifest(t *testing.T) {
 	}
 	if _, err := os.Stat(ms[0]); err == nil {
 		t.Fatal("the manifest is still there")
+	}
+}
+
+// oneArgs is a VM run on oneLab's fake front-end.
+func oneArgs(lab *sshLab, out, url string, port int, more ...string) []string {
+	return append(append(lab.args(out), "--backend", "opennebula", "--endpoint", url, "--set", "opennebula.template_id=5",
+		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms"), more...)
+}
+
+// Item 2: a VM that sees fewer GPUs than were passed through fails: the count travels with the
+// plan (health.expect_gpus) and a shortfall fails the host.
+func TestRunOpenNebulaVMSeesFewerGPUsFails(t *testing.T) {
+	lab := newSSHLab(t)
+	one, port := oneLab(t, lab, &onetest.Server{})
+	out := filepath.Join(lab.dir, "out")
+	// One VM per host with both GPUs attached; the simulator inside shows one.
+	code, stdout, stderr := runFleetCLI(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=1"))
+	if code != exitFailed {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	s, _ := results.Read(filepath.Join(out, "summary.json"))
+	if s == nil || len(s.Hosts) != 2 {
+		t.Fatalf("summary %+v", s)
+	}
+	for _, h := range s.Hosts {
+		if h.Status != results.StatusFailed || !strings.Contains(h.Error, "shows 1 GPU(s), 2 expected") {
+			t.Fatalf("%s: %s %q", h.Name, h.Status, h.Error)
+		}
+		if h.Health == nil || h.Health.ExpectGPUs != 2 {
+			t.Fatalf("%s: the VM's own health phase did not get health.expect_gpus=2: %+v", h.Name, h.Health)
+		}
+	}
+	if len(one.Live()) != 0 {
+		t.Fatalf("left %+v", one.Live())
+	}
+}
+
+// Item 6: two runs started at once share nothing: run ids, manifests, VM names, run folders.
+func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
+	lab := newSSHLab(t)
+	one, port := oneLab(t, lab, &onetest.Server{})
+	var cmds []*exec.Cmd
+	var outs []*bytes.Buffer
+	for i := range 2 {
+		out := filepath.Join(lab.dir, fmt.Sprintf("out%d", i))
+		// One VM per run, on its own host: the two runs' 2 VMs are up at the same time.
+		c := gpuvet(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=2", "--set", "opennebula.clusters=gpu", "--set", "opennebula.parallel=1")...)
+		var b bytes.Buffer
+		c.Stdout, c.Stderr = &b, &b
+		cmds, outs = append(cmds, c), append(outs, &b)
+	}
+	for _, c := range cmds {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, outs[i])
+		}
+	}
+	names := map[string]bool{}
+	for _, v := range one.VMs() {
+		if names[v.Name] {
+			t.Fatalf("two VMs named %s", v.Name)
+		}
+		names[v.Name] = true
+	}
+	if len(one.Live()) != 0 {
+		t.Fatalf("left %+v", one.Live())
+	}
+	ids := map[string]bool{}
+	for i := range 2 {
+		s, err := results.Read(filepath.Join(lab.dir, fmt.Sprintf("out%d", i), "summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[s.RunID] = true
+		// Each run made its own VMs (a host whose GPUs the other run held is skipped, as
+		// OpenNebula's monitoring says they are attached).
+		mine := 0
+		for n := range names {
+			if strings.HasPrefix(n, "gpuvet-"+s.RunID+"-") {
+				mine++
+			}
+		}
+		if mine == 0 || mine != len(s.Hosts) {
+			t.Fatalf("run %s: %d VMs of its own for %d hosts (VMs %v)", s.RunID, mine, len(s.Hosts), names)
+		}
+		for _, h := range s.Hosts {
+			if h.Status == results.StatusFailed {
+				t.Fatalf("run %d host %s failed: %s", i, h.Name, h.Error)
+			}
+		}
+	}
+	if len(ids) != 2 {
+		t.Fatalf("the two runs share a run id: %v", ids)
+	}
+	if m, _ := os.ReadDir(lab.state); len(m) != 0 {
+		t.Fatalf("manifest left: %v", m)
+	}
+}
+
+// Item 8: a VM that ignores terminate-hard is recover-deleted within opennebula.cleanup_timeout,
+// and reported as terminated, not left over; the password of a user:password@ endpoint is
+// recorded nowhere (item 10).
+func TestRunOpenNebulaStuckVMRecoverDelete(t *testing.T) {
+	lab := newSSHLab(t)
+	one, port := oneLab(t, lab, &onetest.Server{IgnoreTerminate: true})
+	out := filepath.Join(lab.dir, "out")
+	url := strings.Replace(one.URL, "http://", "http://proxyuser:url-pw-never-logged@", 1)
+	code, stdout, stderr := runFleetCLI(oneArgs(lab, out, url, port, "--set", "opennebula.cleanup_timeout=1s", "--set", "opennebula.clusters=gpu"))
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	s, _ := results.Read(filepath.Join(out, "summary.json"))
+	for _, h := range s.Hosts {
+		for _, v := range h.VMs {
+			if !v.Terminated {
+				t.Fatalf("%s VM %+v not terminated", h.Name, v)
+			}
+		}
+	}
+	if len(one.Live()) != 0 || !slices.Contains(one.Calls, "one.vm.recover") {
+		t.Fatalf("left %+v, calls %v", one.Live(), one.Calls)
+	}
+	for _, f := range []string{"summary.json", "report.html"} {
+		b, _ := os.ReadFile(filepath.Join(out, f))
+		if len(b) == 0 || strings.Contains(string(b), "url-pw-never-logged") {
+			t.Fatalf("%s holds the endpoint's password (or is empty)", f)
+		}
+	}
+	if strings.Contains(stdout+stderr, "url-pw-never-logged") {
+		t.Fatal("the endpoint's password reached the output")
+	}
+}
+
+// Item 8: `gpuvet clean` terminates a killed run's VMs in parallel, its polls paced by the VMs
+// (a front-end whose terminate takes a few polls), not one poll interval after another.
+func TestCleanOpenNebulaVMsInParallel(t *testing.T) {
+	lab := newSSHLab(t)
+	one, port := oneLab(t, lab, &onetest.Server{StuckOn: map[int]bool{0: true, 1: true}, TerminateSteps: 2})
+	cmd := gpuvet(oneArgs(lab, filepath.Join(lab.dir, "out"), one.URL, port, "--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.parallel=4")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(one.VMs()) < 4 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if len(one.Live()) != 4 {
+		t.Fatalf("want 4 VMs left by the killed run, got %d", len(one.Live()))
+	}
+	// With a 3 s poll, one VM after another takes at least 4 × 3 s; in parallel with paced polls,
+	// well under one interval per VM.
+	start := time.Now()
+	clean := gpuvet("clean", "--set", "opennebula.endpoint="+one.URL, "--set", "opennebula.poll=3s")
+	b, err := clean.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("clean: %v\n%s", err, b)
+	}
+	if len(one.Live()) != 0 {
+		t.Fatalf("left %+v", one.Live())
+	}
+	if took > 9*time.Second {
+		t.Fatalf("clean of 4 VMs took %s: sequential or paced by the poll interval", took)
 	}
 }

@@ -24,9 +24,29 @@ import (
 // and the `gpuvet sim` engines it launches through the generic template are real processes.
 func TestMain(m *testing.M) {
 	if os.Getenv("GPUVET_TEST_AS_GPUVET") == "1" {
+		reportEnv()
 		os.Exit(execute(os.Args[1:]))
 	}
 	os.Exit(m.Run())
+}
+
+// reportEnv lets a real-sshd test see what a remote run got: with GPUVET_TEST_ENV_REPORT set (by
+// the test's sshd), it appends whether HF_TOKEN arrived (its value, which the test made up) and
+// whether it was in this process's argv or its parent's.
+func reportEnv() {
+	f := os.Getenv("GPUVET_TEST_ENV_REPORT")
+	tok := os.Getenv("HF_TOKEN")
+	if f == "" || len(os.Args) < 2 || os.Args[1] != "run" {
+		return
+	}
+	self, _ := os.ReadFile("/proc/self/cmdline")
+	parent, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", os.Getppid()))
+	inArgv := tok != "" && (strings.Contains(string(self), tok) || strings.Contains(string(parent), tok))
+	line := fmt.Sprintf("HF_TOKEN=%s argv=%v\n", tok, inArgv)
+	if w, err := os.OpenFile(f, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err == nil {
+		w.WriteString(line)
+		w.Close()
+	}
 }
 
 // genericSimArgs is `gpuvet run` with engine = `gpuvet sim` launched through the generic template,

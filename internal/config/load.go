@@ -39,7 +39,11 @@ type Plan struct {
 	// EndpointURLKey is the password endpoint.url carried (removed from the URL): the API key when
 	// endpoint.api_key_env's variable is empty. Never recorded.
 	EndpointURLKey string
-	tree           tree
+	// OpenNebulaEndpoint is opennebula.endpoint as given, user:password@ included (HTTP basic
+	// auth of a proxy in front of the front-end): only the client dials it. The config's value,
+	// what every output records, is without them.
+	OpenNebulaEndpoint string
+	tree               tree
 }
 
 // Load resolves a Plan from defaults, environment, files and flags. Any error is an *Error naming
@@ -73,7 +77,7 @@ func Load(o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	if b, _ := p.tree["backend"].(string); b == "sim" {
+	if p.simulated() {
 		p.applySimDefaults()
 	}
 	c, err := decode(p.tree)
@@ -82,6 +86,7 @@ func Load(o Options) (*Plan, error) {
 	}
 	p.Config = c
 	p.stripEndpointCredentials()
+	p.stripOpenNebulaCredentials()
 	if err := validate(p.Config, p.Sources, ""); err != nil {
 		return nil, err
 	}
@@ -101,6 +106,21 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula)
+// whose hosts run the simulator (ssh.remote_backend=sim). Both get the simulator's short defaults.
+func (p *Plan) simulated() bool {
+	b, _ := p.tree["backend"].(string)
+	if b == "sim" {
+		return true
+	}
+	if b != "ssh" && b != "opennebula" {
+		return false
+	}
+	ssh, _ := p.tree["ssh"].(tree)
+	rb, _ := ssh["remote_backend"].(string)
+	return rb == "sim"
 }
 
 func (p *Plan) applySimDefaults() {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -101,7 +102,7 @@ func remoteChecks(c Config) []check {
 		{"opennebula.cleanup_timeout", o.CleanupTimeout <= 0, "want a positive duration"},
 		{"opennebula.poll", o.Poll < Duration(10*time.Millisecond), "want ≥ 10ms"},
 		{"opennebula.parallel", o.Parallel < 1, "want ≥ 1"},
-		{"opennebula.pin_policy", !oneOfStr(o.PinPolicy, "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (or empty), got %q", o.PinPolicy)},
+		{"opennebula.pin_policy", !oneOfStr(strings.ToUpper(o.PinPolicy), "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (any case, or empty), got %q", o.PinPolicy)},
 	}
 }
 

@@ -28,3 +28,15 @@ func (p *Plan) stripEndpointCredentials() {
 	p.Notes = append(p.Notes, "endpoint.url carried credentials (user:password@): removed from the URL so that no output records them; "+
 		"the key from $"+env+" is used when set, else the URL's password; put the key in $"+env+" (endpoint.api_key_env) instead")
 }
+
+// stripOpenNebulaCredentials removes user:password@ from opennebula.endpoint in the config (and
+// so from summary settings, config show, reports); Plan.OpenNebulaEndpoint keeps the URL whole
+// for the client.
+func (p *Plan) stripOpenNebulaCredentials() {
+	p.OpenNebulaEndpoint = p.Config.OpenNebula.Endpoint
+	if stripped := results.StripUserinfo(p.OpenNebulaEndpoint); stripped != p.OpenNebulaEndpoint {
+		p.Config.OpenNebula.Endpoint = stripped
+		setPath(p.tree, []string{"opennebula", "endpoint"}, stripped)
+		p.Notes = append(p.Notes, "opennebula.endpoint carried credentials (user:password@): used to connect, recorded nowhere; OpenNebula's own credentials come from $"+p.Config.OpenNebula.AuthEnv)
+	}
+}

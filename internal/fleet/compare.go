@@ -93,10 +93,10 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 	cmp.Note = rename.Replace(cmp.Note)
 	for i := range cmp.Values {
 		v := &cmp.Values[i]
-		v.Host = s.Hosts[v.GPU].Name
+		h := &s.Hosts[v.GPU]       // the rule numbered the cells by host position
+		v.Host, v.GPU = h.Name, -1 // a host's figure (the median over its GPUs), not one GPU's
 		v.Reason = rename.Replace(v.Reason)
 		if v.Flagged {
-			h := &s.Hosts[v.GPU]
 			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "node " + h.Name, Check: CheckNodeToNode,
 				Reason: what + ": " + strings.Replace(v.Reason, "check this card's", "check this node's", 1)})
 		}

@@ -53,6 +53,17 @@ type Outcome struct {
 	Started  time.Time
 	Elapsed  time.Duration
 	CleanErr error // a cleanup failure, kept apart so it never hides the run's own error
+	// ExpectGPUs is how many GPUs the host must show (what was passed through, what the plan
+	// expects); a host that shows fewer fails. 0: no count.
+	ExpectGPUs int
+	// Interrupted is set when the run's context was cancelled before the host finished:
+	// interrupted (it was running), not_run (it never started).
+	Interrupted results.Status
+}
+
+// GPUCounter is a Host that knows how many GPUs it must show (a VM: the GPUs passed through).
+type GPUCounter interface {
+	ExpectGPUs() int
 }
 
 // Options bound and report a fleet run.
@@ -63,6 +74,9 @@ type Options struct {
 	CleanupTimeout time.Duration
 	// Progress receives one line per host step (nil: silent).
 	Progress func(format string, args ...any)
+	// ExpectGPUs is the plan's health.expect_gpus: every host must show at least that many
+	// (a GPUCounter host's own count wins). 0: no count.
+	ExpectGPUs int
 }
 
 // Run drives every host through Provision → Run → Cleanup, at most opt.Parallel at a time, and
@@ -80,7 +94,7 @@ func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				out[i] = Outcome{Host: h.Name(), Phase: PhaseProvision, Err: fmt.Errorf("not started: %w", context.Cause(ctx))}
+				out[i] = Outcome{Host: h.Name(), Phase: PhaseProvision, Err: fmt.Errorf("not started: %w", context.Cause(ctx)), Interrupted: results.StatusNotRun}
 				return
 			}
 			defer func() { <-sem }()
@@ -92,7 +106,10 @@ func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 }
 
 func runHost(ctx context.Context, h Host, opt Options) Outcome {
-	o := Outcome{Host: h.Name(), Started: time.Now()}
+	o := Outcome{Host: h.Name(), Started: time.Now(), ExpectGPUs: opt.ExpectGPUs}
+	if gc, ok := h.(GPUCounter); ok && gc.ExpectGPUs() > 0 {
+		o.ExpectGPUs = gc.ExpectGPUs()
+	}
 	say := func(format string, args ...any) {
 		if opt.Progress != nil {
 			opt.Progress("%s: %s", h.Name(), fmt.Sprintf(format, args...))
@@ -112,6 +129,9 @@ func runHost(ctx context.Context, h Host, opt Options) Outcome {
 		if err != nil {
 			o.Phase, o.Err = PhaseRun, err
 		}
+	}
+	if ctx.Err() != nil {
+		o.Interrupted = results.StatusInterrupted
 	}
 	if o.Err != nil {
 		say("FAILED in %s: %v", o.Phase, o.Err)

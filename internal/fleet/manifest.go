@@ -34,11 +34,23 @@ type Manifest struct {
 // Object is one created thing. Kind and Name are the backend's ("Namespace", "gpuvet-…"; "dir",
 // "/tmp/gpuvet-…"); Host is where it lives, for backends with per-host objects.
 type Object struct {
-	Kind      string    `json:"kind"`
-	Name      string    `json:"name"`
-	Namespace string    `json:"namespace,omitempty"`
-	Host      string    `json:"host,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Host      string `json:"host,omitempty"`
+	// Via is how `gpuvet clean` reconnects to Host: the name the user gave (an ssh_config alias,
+	// whose HostName, User, Port and IdentityFile apply again). Identity is the key file the run
+	// used (a path, never a key). LocalOut is where the object's partial results go when clean
+	// collects them before deleting (the run's --out/hosts/NAME).
+	Via      string `json:"via,omitempty"`
+	Identity string `json:"identity_file,omitempty"`
+	LocalOut string `json:"local_out,omitempty"`
+	// KnownHosts is the known_hosts file that trusts Host's key when it is not the user's (a VM's
+	// key, trusted on first use by the run). On names the object this one lives on (a VM): it is
+	// gone when that is, and clean removes it before that.
+	KnownHosts string    `json:"known_hosts,omitempty"`
+	On         string    `json:"on,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 	// Deleted is set once the backend has removed it (and waited for it, where that applies).
 	Deleted bool `json:"deleted,omitempty"`
 }
@@ -148,6 +160,14 @@ func (m *Manifest) Finish() error {
 		return err
 	}
 	return nil
+}
+
+// Keep writes the manifest as it is and leaves it in place, whatever is left: an interrupted run
+// keeps it for `gpuvet clean --manifest`, which confirms nothing is left and removes it.
+func (m *Manifest) Keep() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.save()
 }
 
 func (m *Manifest) save() error { return results.WriteJSON(m.path, m) }

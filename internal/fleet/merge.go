@@ -25,11 +25,16 @@ func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost,
 				h.Error = joinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
 				h.Status = results.StatusFailed
 			}
+			if why := shortfall(*h, o.ExpectGPUs); why != "" {
+				h.Error = joinErr(h.Error, why)
+				h.Status = results.StatusFailed
+			}
 		}
 		s.Hosts = append(s.Hosts, hosts...)
 		if o.Summary != nil {
 			mergeMeta(&s.Meta, o.Summary.Meta)
 			for _, c := range o.Summary.Caveats {
+				c = o.Host + ": " + c // a caveat is about one host's figures: say which
 				if !slices.Contains(s.Caveats, c) {
 					s.Caveats = append(s.Caveats, c)
 				}
@@ -67,6 +72,15 @@ func hostsOf(o Outcome) []results.Host {
 		}
 	}
 	return hosts
+}
+
+// shortfall says why a host showing fewer GPUs than it must fails ("" when it does not).
+func shortfall(h results.Host, want int) string {
+	if want <= 0 || h.Discovery.Error != "" || len(h.Discovery.GPUs) >= want {
+		return ""
+	}
+	return fmt.Sprintf("the host shows %d GPU(s), %d expected (health.expect_gpus; for a VM: the GPUs passed through): GPU(s) missing were never vetted; check the passthrough (vfio-pci) and `nvidia-smi -L` there",
+		len(h.Discovery.GPUs), want)
 }
 
 // mergeMeta fills the fleet's meta from a host's where the fleet's is still empty.

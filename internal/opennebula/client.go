@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/kolo/xmlrpc"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Client speaks OpenNebula's XML-RPC API. Every call carries the session string "user:password",
@@ -67,10 +69,11 @@ func NewClient(endpoint, session string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{endpoint: endpoint, session: session, rpc: c}, nil
+	return &Client{endpoint: results.StripUserinfo(endpoint), session: session, rpc: c}, nil
 }
 
-// Endpoint is the API URL (no secret in it).
+// Endpoint is the API URL without user:password@ (it names the front-end in manifests and
+// messages; no secret in it).
 func (c *Client) Endpoint() string { return c.endpoint }
 
 // Close releases the client.

@@ -35,9 +35,13 @@ type VMHost struct {
 	id       int
 	client   *gossh.Client
 	created  bool
-	prepared bool // Prepare was attempted: the run folder may exist in the VM
+	prepared bool         // Prepare was attempted: the run folder may exist in the VM
+	dir      fleet.Object // the run folder in the VM, as the manifest lists it
 	vm       results.VM
 }
+
+// ExpectGPUs is how many GPUs were passed through (fleet.GPUCounter): a VM that shows fewer fails.
+func (h *VMHost) ExpectGPUs() int { return len(h.Spec.GPUs) }
 
 // Name is the hypervisor host's name, with /gpuN when the VM holds one GPU of several.
 func (h *VMHost) Name() string {
@@ -84,6 +88,18 @@ func (h *VMHost) Provision(ctx context.Context) error {
 		return fmt.Errorf("VM %d (%s) is RUNNING but SSH does not answer: %w", id, v.IPs[0], err)
 	}
 	h.vm.ProvisionS = time.Since(start).Seconds()
+	// The run folder in the VM is an object of its own: `gpuvet clean` of a killed run collects
+	// its partial results from it before the VM (and its disk) goes.
+	h.dir = fleet.Object{Kind: ssh.ObjectKind, Name: h.Job.RemoteDir, Host: ssh.Address(t), Via: t.Host,
+		LocalOut: ssh.AbsPath(h.Job.LocalOut), KnownHosts: ssh.AbsPath(h.SSHOpts.KnownHosts[0]), On: h.Spec.Name}
+	if len(t.IdentityFiles) == 1 {
+		h.dir.Identity = t.IdentityFiles[0]
+	}
+	if h.Manifest != nil {
+		if err := h.Manifest.Record(h.dir); err != nil {
+			return fmt.Errorf("run manifest: %v (nothing created in the VM)", err)
+		}
+	}
 	h.prepared = true
 	return ssh.Prepare(ctx, h.client, h.Job)
 }
@@ -122,7 +138,7 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 		// The VM's disk goes with it; removing the run folder first still matters for a VM that
 		// outlives the run (terminate refused, or a persistent image).
 		if h.prepared {
-			leftErr = ssh.Remove(ctx, h.client, h.Job.RemoteDir)
+			leftErr = ssh.Remove(ctx, h.client, h.Job.RemoteDir, h.Job.RunID)
 		}
 		h.client.Close()
 	}
@@ -147,6 +163,9 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 	}
 	h.vm.Terminated = true
 	if h.Manifest != nil {
+		if h.prepared { // gone with the VM's disk
+			_ = h.Manifest.Deleted(h.dir)
+		}
 		if err := h.Manifest.Deleted(h.object()); err != nil {
 			return err
 		}

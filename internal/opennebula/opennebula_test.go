@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/opennebula/onetest"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -214,7 +215,7 @@ func (lab *vmLab) hosts(t *testing.T, m *fleet.Manifest, perGPU bool) ([]*VMHost
 			SSH:     ssh.Target{User: "root", Port: lab.port, IdentityFiles: []string{lab.key}},
 			SSHOpts: ssh.Options{KnownHosts: []string{filepath.Join(lab.dir, "vm_known_hosts")}, AcceptNew: true, AgentSocket: "/nonexistent", ConfigFile: "/nonexistent"},
 		}
-		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RemoteDir: filepath.Join(lab.dir, "vmroot", spec.Name), LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
+		h.Job = ssh.Job{Binary: bin, BinaryArch: runtime.GOARCH, Plan: []byte("{}\n"), RunID: "r1", RemoteDir: filepath.Join(lab.dir, "vmroot", spec.Name), LocalOut: filepath.Join(lab.dir, "out", spec.Name)}
 		hs = append(hs, h)
 	}
 	return hs, p
@@ -238,7 +239,7 @@ func TestVMPerGPUOverTwoHosts(t *testing.T) {
 		}
 	}
 	s := fleet.Merge(&results.Summary{SchemaVersion: results.SchemaVersion}, outs, plan.Skipped, 2)
-	Finish(s, hs)
+	(&Fleet{hosts: hs}).Finish(s)
 	if len(s.Hosts) != 2 || s.Hosts[0].Name != "node1" || len(s.Hosts[0].Discovery.GPUs) != 2 || s.Hosts[0].Discovery.GPUs[1].Index != 1 {
 		t.Fatalf("combined hosts %+v", s.Hosts)
 	}
@@ -332,4 +333,17 @@ func FuzzParseHostPool(f *testing.F) {
 		}
 		_, _ = ParseVMPool(b)
 	})
+}
+
+// Issue 30: a VM's cleanup limit covers terminate and recover-delete, each up to
+// opennebula.cleanup_timeout; pin_policy in OpenNebula's lower case is written as OpenNebula spells it.
+func TestCleanupLimitAndPinPolicySpelling(t *testing.T) {
+	f := &Fleet{Config: config.OpenNebula{CleanupTimeout: config.Duration(5 * time.Minute)}}
+	if got := f.CleanupTimeout(); got < 10*time.Minute {
+		t.Fatalf("cleanup limit %s cuts opennebula.cleanup_timeout=5m short", got)
+	}
+	tmpl := Spec{Name: "v", GPUs: []GPU{{ShortAddress: "41:00.0"}}, Sizing: Sizing{PinPolicy: "thread"}}.Template()
+	if !strings.Contains(tmpl, `PIN_POLICY = "THREAD"`) {
+		t.Fatalf("template:\n%s", tmpl)
+	}
 }

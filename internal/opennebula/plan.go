@@ -2,8 +2,11 @@ package opennebula
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
@@ -11,15 +14,15 @@ import (
 	"github.com/gpuvet/gpuvet/internal/ssh"
 )
 
-// Fleet is what every VM of a run shares.
+// Fleet is the opennebula backend of a fleet run (fleet.Backend): one VM per GPU host (or per
+// GPU), each reached over SSH and running the ssh backend's path inside it.
 type Fleet struct {
-	Config   config.OpenNebula
-	SSH      config.SSH // how gpuvet logs into the VMs (identity_file, binary, remote_backend)
-	Plan     []byte     // the plan as YAML (config.Plan.RemoteYAML)
-	RunID    string
-	Out      string // local output folder: each VM's results go to OUT/hosts/NAME
-	Manifest *fleet.Manifest
-	Progress func(line string)
+	Config config.OpenNebula
+	SSH    config.SSH // how gpuvet logs into the VMs (identity_file, binary, remote_backend)
+	Client *Client
+	Env    map[string]string // secrets for the VMs' runs (ssh.SecretsFromEnv)
+
+	hosts []*VMHost
 }
 
 // Waits are the config's timeouts.
@@ -27,12 +30,22 @@ func WaitsFrom(c config.OpenNebula) Waits {
 	return Waits{Boot: c.BootTimeout.D(), Cleanup: c.CleanupTimeout.D(), Poll: c.Poll.D()}
 }
 
+// Parallel is opennebula.parallel.
+func (f *Fleet) Parallel() int { return f.Config.Parallel }
+
+// CleanupTimeout bounds one VM's cleanup: terminate-hard and up to cleanup_timeout for DONE, then
+// recover-delete and up to cleanup_timeout again, plus the run folder's removal over SSH.
+func (f *Fleet) CleanupTimeout() time.Duration {
+	return 2*WaitsFrom(f.Config).withDefaults().Cleanup + 2*time.Minute
+}
+
 // Hosts discovers the GPU hosts and returns one fleet host per VM to create, and the hosts and
 // clusters it leaves out (each with its reason).
-func (f Fleet) Hosts(ctx context.Context, c *Client) ([]*VMHost, []results.SkippedHost, error) {
+func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
+	c := f.Client
 	pool, err := c.HostPool(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("opennebula %s: %v", c.Endpoint(), err)
 	}
 	key, err := ssh.PublicKey(f.SSH.IdentityFile, "")
 	if err != nil {
@@ -43,39 +56,39 @@ func (f Fleet) Hosts(ctx context.Context, c *Client) ([]*VMHost, []results.Skipp
 		return nil, nil, err
 	}
 	o := f.Config
-	plan := PlanVMs(pool, o.Clusters, o.VMPerGPU, f.RunID, Sizing{TemplateID: o.TemplateID, Image: o.Image, DiskMB: o.DiskMB,
+	plan := PlanVMs(pool, o.Clusters, o.VMPerGPU, r.ID, Sizing{TemplateID: o.TemplateID, Image: o.Image, DiskMB: o.DiskMB,
 		Network: o.Network, VCPU: o.VCPU, MemoryMB: o.MemoryMB, PinPolicy: o.PinPolicy, SSHPublicKey: key})
 	opts := ssh.OptionsFrom(f.SSH)
 	// A VM's host key cannot be known before the VM exists: trust it on first use, in a file of
-	// this run only (never the user's known_hosts).
-	opts.KnownHosts, opts.AcceptNew = []string{filepath.Join(f.Out, "vm_known_hosts")}, true
+	// this run only (never the user's known_hosts; --force clears an earlier run's, whose VMs may have had these IPs).
+	opts.KnownHosts, opts.AcceptNew = []string{filepath.Join(r.Out, "vm_known_hosts")}, true
 	opts.ConfigFile = "/dev/null"
-	var hosts []*VMHost
+	var out []fleet.Host
 	for _, spec := range plan.VMs {
-		h := &VMHost{Client: c, Spec: spec, Waits: WaitsFrom(o), Manifest: f.Manifest, PerGPU: o.VMPerGPU,
-			SSH: ssh.Target{User: o.SSHUser, Port: o.SSHPort}, SSHOpts: opts}
-		if f.SSH.IdentityFile != "" {
-			h.SSH.IdentityFiles = []string{f.SSH.IdentityFile}
-		}
+		h := &VMHost{Client: c, Spec: spec, Waits: WaitsFrom(o), Manifest: r.Manifest, PerGPU: o.VMPerGPU,
+			SSH: ssh.Target{User: o.SSHUser, Port: o.SSHPort, IdentityFiles: ssh.IdentityFiles(f.SSH.IdentityFile)}, SSHOpts: opts}
 		name := h.Name()
-		h.Job = ssh.Job{Binary: bin, BinaryArch: arch, Plan: f.Plan, Args: []string{"--backend", f.SSH.RemoteBackend},
+		// The GPUs passed through travel with the plan: the VM's own health phase checks the count.
+		args := []string{"--backend", f.SSH.RemoteBackend, "--set", "health.expect_gpus=" + strconv.Itoa(len(spec.GPUs))}
+		h.Job = ssh.Job{Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
 			RemoteDir: path.Join(f.SSH.RemoteDir, spec.Name), // gpuvet-RUN-HOST[-gN]
-			LocalOut:  filepath.Join(f.Out, "hosts", spec.Name),
+			LocalOut:  filepath.Join(r.Out, "hosts", spec.Name),
 			Progress: func(l string) {
-				if f.Progress != nil {
-					f.Progress("[" + name + "] " + l)
+				if r.Say != nil {
+					r.Say("[" + name + "] " + l)
 				}
 			}}
-		hosts = append(hosts, h)
+		f.hosts = append(f.hosts, h)
+		out = append(out, h)
 	}
-	return hosts, plan.Skipped, nil
+	return out, plan.Skipped, nil
 }
 
 // Finish adds the VMs' records to the merged summary and folds per-GPU VMs into their hosts.
-func Finish(s *results.Summary, hosts []*VMHost) {
-	Attach(s, hosts)
+func (f *Fleet) Finish(s *results.Summary) {
+	Attach(s, f.hosts)
 	names := map[string]string{}
-	for _, h := range hosts {
+	for _, h := range f.hosts {
 		names[h.Name()] = h.Spec.Host.Name
 	}
 	Combine(s, names)

@@ -88,7 +88,8 @@ func checkWritable(dir string) error {
 }
 
 // outputs are the files and folders a run writes in its output folder: what --force replaces.
-var outputs = []string{"summary.json", "baseline.json", "report.html", "report.pdf", "junit.xml", "gpuvet.prom", "raw", "logs"}
+var outputs = []string{"summary.json", "baseline.json", "report.html", "report.pdf", "junit.xml", "gpuvet.prom", "raw", "logs",
+	"hosts", "vm_known_hosts"} // a fleet run's: each host's own results, the VMs' host keys (trusted on first use)
 
 // OutLock holds the output folder for one run: an exclusive lock (released when the run ends, or
 // when the process dies), so two runs never write into one folder.

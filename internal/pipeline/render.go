@@ -15,14 +15,26 @@ import (
 // reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
 // interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
 func Render(w io.Writer, s *results.Summary) {
-	t := term.NewTable(w, "MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE")
+	// A fleet's summary (many hosts) gets a HOST column: GPU 0 is on every host.
+	fleet := s.Fleet != nil
+	header := []string{"MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE"}
+	if fleet {
+		header = append([]string{"HOST"}, header...)
+	}
+	t := term.NewTable(w, header...)
+	row := func(host string, cells ...string) {
+		if fleet {
+			cells = append([]string{host}, cells...)
+		}
+		t.Row(cells...)
+	}
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			if len(m.Endpoints) == 0 {
-				t.Row(m.Model, "-", string(m.Status), firstLines(m.Error, 1))
+				row(h.Name, m.Model, "-", string(m.Status), firstLines(m.Error, 1))
 			}
 			for _, e := range m.Endpoints {
-				t.Row(m.Model, gpuList(e.GPUs), string(e.Status),
+				row(h.Name, m.Model, gpuList(e.GPUs), string(e.Status),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
 					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
@@ -85,9 +97,13 @@ func caveatLines(s *results.Summary) []string {
 		}
 	}
 	for _, h := range s.Hosts {
+		on := "gpu " // in a fleet's summary a GPU is named with its host: "node1 gpu 0"
+		if s.Fleet != nil {
+			on = h.Name + " gpu "
+		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				g := gpuList(e.GPUs)
+				g := on + gpuList(e.GPUs)
 				switch e.Status {
 				case results.StatusInterrupted:
 					add(g, m.Model+": INTERRUPTED: the run was stopped while it ran; its figures are partial")
@@ -111,11 +127,11 @@ func caveatLines(s *results.Summary) []string {
 			}
 			for _, c := range m.Comparisons {
 				if c.LowConfidence {
-					add("all", "GPU-to-GPU "+c.Metric+": "+c.Note)
+					add(on+"all", "GPU-to-GPU "+c.Metric+": "+c.Note)
 				}
 				for _, v := range c.Values {
 					if v.Inconclusive && !c.LowConfidence {
-						add(fmt.Sprint(v.GPU), "GPU-to-GPU "+c.Metric+": inconclusive: "+afterInconclusive(v.Reason))
+						add(on+fmt.Sprint(v.GPU), "GPU-to-GPU "+c.Metric+": inconclusive: "+afterInconclusive(v.Reason))
 					}
 				}
 			}
@@ -124,10 +140,11 @@ func caveatLines(s *results.Summary) []string {
 	var out []string
 	for _, what := range order {
 		f := found[what]
-		who := "gpu " + strings.Join(f.gpus, ", ")
-		if len(f.gpus) == 1 && f.gpus[0] == "all" {
-			who = "all GPUs"
+		who := strings.Join(f.gpus, ", ")
+		if s.Fleet == nil && len(f.gpus) > 1 { // one host: "gpu 0, 1"
+			who = "gpu " + strings.ReplaceAll(who, "gpu ", "")
 		}
+		who = strings.ReplaceAll(who, "gpu all", "all GPUs")
 		out = append(out, who+": "+what)
 	}
 	return append(out, s.Caveats...)

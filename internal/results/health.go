@@ -184,7 +184,7 @@ type Compare struct {
 
 // CompareCell is one GPU's value in a comparison.
 type CompareCell struct {
-	GPU        int     `json:"gpu"`
+	GPU        int     `json:"gpu"`            // the GPU's index; -1 in node-to-node comparisons (the figure is the host's)
 	Host       string  `json:"host,omitempty"` // node-to-node comparisons: the host this figure is from
 	Value      float64 `json:"value"`
 	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse

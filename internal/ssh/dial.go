@@ -6,11 +6,14 @@ package ssh
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +105,11 @@ func Resolve(t Target, o Options) (Target, error) {
 		t.User = o.User
 	}
 	if t.User == "" {
-		t.User = os.Getenv("USER")
+		u, err := localUser()
+		if err != nil {
+			return t, fmt.Errorf("host %s: no SSH user: $USER is unset and %v: set ssh.user (or User in ssh_config, user in the inventory)", t.Name, err)
+		}
+		t.User = u
 	}
 	if t.Port == 0 {
 		if p := get("Port"); p != "" {
@@ -129,9 +136,39 @@ func Resolve(t Target, o Options) (Target, error) {
 		}
 	}
 	if len(t.IdentityFiles) == 0 && o.IdentityFile != "" {
-		t.IdentityFiles = []string{expandHome(o.IdentityFile)}
+		t.IdentityFiles = IdentityFiles(o.IdentityFile)
 	}
 	return t, nil
+}
+
+// localUser is the user gpuvet logs in as when nothing names one, as ssh does: $USER, else the
+// account this process runs as (cron, systemd units and containers often have no $USER).
+func localUser() (string, error) {
+	if u := os.Getenv("USER"); u != "" {
+		return u, nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return "", fmt.Errorf("the current user is unknown (%v)", err)
+	}
+	if u.Username == "" {
+		return "", fmt.Errorf("the current user (uid %s) has no name", u.Uid)
+	}
+	return u.Username, nil
+}
+
+// IdentityFiles are the key files gpuvet offers: the one configured (ssh.identity_file, ~
+// expanded), else OpenSSH's defaults (~/.ssh/id_ed25519, id_ecdsa, id_rsa). The one home of that
+// rule for the ssh and opennebula backends.
+func IdentityFiles(configured string) []string {
+	if configured != "" {
+		return []string{expandHome(configured)}
+	}
+	var out []string
+	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+		out = append(out, defaultPath(n))
+	}
+	return out
 }
 
 func expandHome(p string) string {
@@ -177,6 +214,9 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts: %v", err)
 	}
+	// The known key types are read from the files as they are (the probe must never reach
+	// acceptNew, which would write it down).
+	algos := knownAlgorithms(check, t)
 	if o.AcceptNew {
 		check = acceptNew(check, files[0])
 	}
@@ -189,7 +229,10 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if timeout <= 0 {
 		timeout = 15 * time.Second
 	}
-	cfg := &gossh.ClientConfig{User: t.User, Auth: auths, HostKeyCallback: check, Timeout: timeout}
+	// Ask for the host key types known_hosts holds for this host, as OpenSSH does: a host that also
+	// offers a type we do not know it by (ecdsa beside a known ed25519) is not an attacker.
+	cfg := &gossh.ClientConfig{User: t.User, Auth: auths, HostKeyCallback: check, Timeout: timeout,
+		HostKeyAlgorithms: algos}
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", t.Addr())
 	if err != nil {
@@ -228,11 +271,7 @@ func keyFiles(t Target) []string {
 	if len(t.IdentityFiles) > 0 {
 		return t.IdentityFiles
 	}
-	var out []string
-	for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
-		out = append(out, defaultPath(n))
-	}
-	return out
+	return IdentityFiles("")
 }
 
 // authMethods offers the agent's keys, then the unencrypted key files that exist. Encrypted key
@@ -284,4 +323,40 @@ func acceptNew(check gossh.HostKeyCallback, file string) gossh.HostKeyCallback {
 		_, ferr = fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(host)}, key))
 		return ferr
 	}
+}
+
+// knownAlgorithms lists the host key algorithms of the keys known_hosts holds for t, in
+// known_hosts order (nil: none known, the library's defaults apply). knownhosts answers a key it
+// does not know with the keys it knows for that host: a probe key asks for them.
+func knownAlgorithms(check gossh.HostKeyCallback, t Target) []string {
+	probe, err := gossh.NewPublicKey(ed25519.PublicKey(make([]byte, ed25519.PublicKeySize)))
+	if err != nil {
+		return nil
+	}
+	var remote net.Addr = &net.TCPAddr{IP: net.IPv4zero, Port: t.Port}
+	if ip := net.ParseIP(t.Host); ip != nil {
+		remote = &net.TCPAddr{IP: ip, Port: t.Port}
+	}
+	var ke *knownhosts.KeyError
+	if err := check(t.Addr(), remote, probe); !errors.As(err, &ke) || len(ke.Want) == 0 {
+		return nil
+	}
+	var out []string
+	for _, k := range ke.Want {
+		for _, a := range algorithmsFor(k.Key.Type()) {
+			if !slices.Contains(out, a) {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// algorithmsFor maps a key type to the signature algorithms that use it (an RSA key signs with
+// SHA-2 first, as OpenSSH prefers).
+func algorithmsFor(keyType string) []string {
+	if keyType == gossh.KeyAlgoRSA {
+		return []string{gossh.KeyAlgoRSASHA512, gossh.KeyAlgoRSASHA256, gossh.KeyAlgoRSA}
+	}
+	return []string{keyType}
 }

@@ -2,8 +2,11 @@ package ssh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -23,6 +26,8 @@ type Host struct {
 	Options  Options
 	Job      Job
 	Manifest *fleet.Manifest // nil: no manifest (tests)
+	// GPUs is how many GPUs the host must show (the inventory's gpus); 0: no count.
+	GPUs int
 
 	client *gossh.Client
 	obj    fleet.Object
@@ -32,6 +37,9 @@ type Host struct {
 // Name is the host as the user named it.
 func (h *Host) Name() string { return h.Target.Name }
 
+// ExpectGPUs is the inventory's gpus (fleet.GPUCounter).
+func (h *Host) ExpectGPUs() int { return h.GPUs }
+
 // Provision connects and prepares the remote folder.
 func (h *Host) Provision(ctx context.Context) error {
 	c, err := Dial(ctx, h.Target, h.Options)
@@ -39,14 +47,22 @@ func (h *Host) Provision(ctx context.Context) error {
 		return err
 	}
 	h.client = c
-	h.obj = fleet.Object{Kind: ObjectKind, Name: h.Job.RemoteDir, Host: Address(h.Target)}
+	h.obj = fleet.Object{Kind: ObjectKind, Name: h.Job.RemoteDir, Host: Address(h.Target), Via: h.Target.Name,
+		LocalOut: AbsPath(h.Job.LocalOut)}
+	if len(h.Target.IdentityFiles) == 1 {
+		h.obj.Identity = h.Target.IdentityFiles[0]
+	}
 	if h.Manifest != nil {
 		if err := h.Manifest.Record(h.obj); err != nil {
 			return fmt.Errorf("run manifest: %v (nothing created on the host)", err)
 		}
 	}
-	h.made = true
-	return Prepare(ctx, c, h.Job)
+	err = Prepare(ctx, c, h.Job)
+	h.made = err == nil || !errors.Is(err, errNotCreated) // a failed mkdir made nothing to remove
+	if !h.made && h.Manifest != nil {
+		_ = h.Manifest.Deleted(h.obj)
+	}
+	return err
 }
 
 // Run runs gpuvet on the host and returns its summary (partial when the run broke).
@@ -55,22 +71,39 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	return out.Summary, err
 }
 
-// Cleanup removes the remote folder (safe to run twice) and closes the connection.
+// Cleanup removes the remote folder (safe to run twice) and closes the connection. A connection
+// that dropped is made again: the host may well be up.
 func (h *Host) Cleanup(ctx context.Context) error {
 	if h.client == nil {
 		return nil
 	}
-	defer h.client.Close()
+	defer func() { h.client.Close() }()
 	if !h.made {
 		return nil
 	}
-	if err := Remove(ctx, h.client, h.Job.RemoteDir); err != nil {
+	err := Remove(ctx, h.client, h.Job.RemoteDir, h.Job.RunID)
+	if err != nil && ctx.Err() == nil {
+		if c, derr := Dial(ctx, h.Target, h.Options); derr == nil {
+			h.client.Close()
+			h.client = c
+			err = Remove(ctx, c, h.Job.RemoteDir, h.Job.RunID)
+		}
+	}
+	if err != nil {
 		return err
 	}
 	if h.Manifest != nil {
 		return h.Manifest.Deleted(h.obj)
 	}
 	return nil
+}
+
+// AbsPath is p made absolute (as it is when that fails): manifests name files from anywhere.
+func AbsPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // Address is how the manifest names a host: user@host:port, enough for `gpuvet clean` to reach it.
@@ -90,11 +123,24 @@ func ParseAddress(a string) (Target, error) {
 	return Target{Name: host, Host: host, Port: p, User: user}, nil
 }
 
-// Clean removes what a killed run left on one host: the manifest's ssh-dir objects.
-func Clean(ctx context.Context, o fleet.Object, opts Options) error {
+// Clean removes what a killed run left on one host: the manifest's ssh-dir object of run runID.
+// It reconnects as the run did (the name the user gave, so ssh_config's alias applies again, and
+// the run's key file), stops a run still going there, collects its partial results into the
+// run's --out (what it measured survives a killed controller), then removes the folder, only
+// when it carries the run's marker. say reports what it did.
+func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say func(string)) error {
 	t, err := ParseAddress(o.Host)
 	if err != nil {
 		return err
+	}
+	if o.Via != "" {
+		t.Name = o.Via
+	}
+	if o.Identity != "" {
+		t.IdentityFiles = []string{o.Identity}
+	}
+	if o.KnownHosts != "" { // a VM's key, trusted by the run that made it: not in the user's files
+		opts.KnownHosts, opts.ConfigFile = []string{o.KnownHosts}, "/dev/null"
 	}
 	t, err = Resolve(t, opts)
 	if err != nil {
@@ -105,5 +151,26 @@ func Clean(ctx context.Context, o fleet.Object, opts Options) error {
 		return err
 	}
 	defer c.Close()
-	return Remove(ctx, c, o.Name)
+	if o.LocalOut != "" {
+		if err := Stop(ctx, c, o.Name, runID); err != nil {
+			return err
+		}
+		if err := collectPartial(ctx, c, o.Name, o.LocalOut); err != nil {
+			say(fmt.Sprintf("warning: %s: partial results not collected: %v", o, err))
+		} else if _, err := os.Stat(filepath.Join(o.LocalOut, "summary.json")); err == nil {
+			say(fmt.Sprintf("collected %s's partial results into %s", t.Name, o.LocalOut))
+		}
+	}
+	return Remove(ctx, c, o.Name, runID)
+}
+
+// collectPartial copies the run folder's out/ into local, when there is one.
+func collectPartial(ctx context.Context, c *gossh.Client, dir, local string) error {
+	if _, err := output(ctx, c, "test -d "+quote(dir+"/out")); err != nil {
+		return nil // nothing measured yet
+	}
+	if err := os.MkdirAll(local, 0o755); err != nil {
+		return err
+	}
+	return collect(ctx, c, dir+"/out", local)
 }

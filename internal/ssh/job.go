@@ -8,8 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +35,12 @@ type Job struct {
 	Args []string
 	// RemoteDir is the folder gpuvet creates on the host and removes at the end (it must not exist).
 	RemoteDir string
+	// RunID is written into RemoteDir/.gpuvet-run when the folder is made: gpuvet removes only a
+	// folder that carries its run's marker.
+	RunID string
+	// Env holds secrets the remote run needs (HF_TOKEN): sent on the session's stdin and exported
+	// there, never in argv, a file or a log.
+	Env map[string]string
 	// LocalOut receives the host's output folder (summary.json, logs/, raw/, report).
 	LocalOut string
 	// Progress gets each line the remote run prints (stdout and stderr), without its newline.
@@ -57,11 +67,11 @@ func Run(ctx context.Context, c *gossh.Client, j Job) (out *Outcome, err error) 
 	out = &Outcome{ExitCode: -1}
 	if err := Prepare(ctx, c, j); err != nil {
 		if !errors.Is(err, errNotCreated) {
-			out.Left = cleanup(c, j.RemoteDir)
+			out.Left = cleanup(c, j.RemoteDir, j.RunID)
 		}
 		return out, err
 	}
-	defer func() { out.Left = cleanup(c, j.RemoteDir) }()
+	defer func() { out.Left = cleanup(c, j.RemoteDir, j.RunID) }()
 	return Execute(ctx, c, j)
 }
 
@@ -78,7 +88,13 @@ func Prepare(ctx context.Context, c *gossh.Client, j Job) error {
 	if got := goarch(strings.TrimSpace(arch)); got != j.BinaryArch {
 		return fmt.Errorf("host is %s (%s) but the gpuvet binary is %s: build one with GOARCH=%s and pass it with ssh.binary (%w)", strings.TrimSpace(arch), got, j.BinaryArch, got, errNotCreated)
 	}
-	if _, err := output(ctx, c, "mkdir -m 700 "+quote(j.RemoteDir)); err != nil {
+	if err := checkRunDir(j.RemoteDir, j.RunID); err != nil {
+		return fmt.Errorf("%v (%w)", err, errNotCreated)
+	}
+	// The folder and its marker in one command: a folder that existed already (mkdir fails) is
+	// never gpuvet's to remove.
+	mk := fmt.Sprintf("mkdir -m 700 %s && printf %%s %s > %s", quote(j.RemoteDir), quote(j.RunID), quote(j.RemoteDir+"/"+Marker))
+	if _, err := output(ctx, c, mk); err != nil {
 		return fmt.Errorf("mkdir %s: %v (%w)", j.RemoteDir, err, errNotCreated)
 	}
 	if err := upload(ctx, c, j.Binary, j.RemoteDir+"/gpuvet", 0o700); err != nil {
@@ -109,8 +125,29 @@ func Execute(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
 		return out, fmt.Errorf("remote gpuvet exited %d and its results could not be collected (%v); last output: %s", code, collectErr, tail)
 	case out.Summary == nil:
 		return out, fmt.Errorf("remote gpuvet exited %d without a summary; last output: %s", code, tail)
+	case code > 1:
+		// gpuvet exits 0 or 1 once it has judged; anything else (137: SIGKILL, the OOM killer) is
+		// a run that died: what it measured is kept, but it never passes.
+		return out, fmt.Errorf("remote gpuvet died (exit %d%s) before it finished; its partial results are kept; last output: %s", code, signalName(code), tail)
+	case !out.Summary.Complete:
+		return out, fmt.Errorf("remote gpuvet exited %d but its summary says complete: false (the run did not finish); its partial results are kept; last output: %s", code, tail)
 	}
 	return out, nil
+}
+
+// signalName names the signal of a shell-style exit status (128+N).
+func signalName(code int) string {
+	switch code {
+	case 137:
+		return ": SIGKILL, e.g. the OOM killer"
+	case 143:
+		return ": SIGTERM"
+	case 139:
+		return ": SIGSEGV"
+	case 134:
+		return ": SIGABRT"
+	}
+	return ""
 }
 
 // goarch maps `uname -m` to Go's GOARCH names.
@@ -209,7 +246,14 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 		args = append(args, quote(a))
 	}
 	// The pid file lets a second session signal the run: not every sshd delivers signal requests.
-	cmd := fmt.Sprintf("cd %s && echo $$ > pid && exec %s", dir, strings.Join(args, " "))
+	// Secrets come on stdin, NAME=value lines up to an empty one, and are exported by the shell:
+	// never in argv (ps), a file or the command sshd logs.
+	secrets, err := envLines(j.Env)
+	if err != nil {
+		return -1, "", err
+	}
+	s.Stdin = strings.NewReader(secrets)
+	cmd := fmt.Sprintf(`cd %s && echo $$ > pid && while IFS= read -r l && [ -n "$l" ]; do export "$l"; done && exec %s`, dir, strings.Join(args, " "))
 	tail := &tailLines{max: 20}
 	var wg sync.WaitGroup
 	stream := func(r io.Reader) {
@@ -279,6 +323,21 @@ func stop(c *gossh.Client, s *gossh.Session, j Job, done <-chan error) error {
 	case <-time.After(10 * time.Second):
 		return errors.New("the remote run did not end after SIGKILL")
 	}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// envLines is the stdin header that carries j.Env: NAME=value lines, then an empty line.
+func envLines(env map[string]string) (string, error) {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		if !envName.MatchString(k) || strings.ContainsAny(v, "\n\r\x00") {
+			return "", fmt.Errorf("secret $%s cannot be passed to the host (a name of letters, digits and _, a value of one line)", k)
+		}
+		b.WriteString(k + "=" + v + "\n")
+	}
+	return b.String() + "\n", nil
 }
 
 func exitCode(err error) int {
@@ -361,32 +420,69 @@ func untar(r io.Reader, dir string) error {
 
 // cleanup removes the remote folder and checks it is gone; it returns what was left ("" when
 // nothing). It runs on a fresh context: an interrupted run still cleans up.
-func cleanup(c *gossh.Client, dir string) string {
+func cleanup(c *gossh.Client, dir, runID string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := Remove(ctx, c, dir); err != nil {
+	if err := Remove(ctx, c, dir, runID); err != nil {
 		return err.Error()
 	}
 	return ""
 }
 
-// Remove deletes dir on the host and checks it is gone (safe to run twice).
-func Remove(ctx context.Context, c *gossh.Client, dir string) error {
-	if !strings.HasPrefix(dir, "/") || strings.Count(dir, "/") < 2 {
-		return fmt.Errorf("refusing to remove %q: not a gpuvet run folder", dir)
+// Marker is the file in a run folder that says which run made it (its content: the run id).
+const Marker = ".gpuvet-run"
+
+// checkRunDir refuses a folder that is not one gpuvet names for a run: absolute, clean, and named
+// gpuvet-RUNID-… (a manifest can be edited: its paths are not trusted).
+func checkRunDir(dir, runID string) error {
+	if runID == "" || !path.IsAbs(dir) || path.Clean(dir) != dir || !strings.HasPrefix(path.Base(dir), "gpuvet-"+runID) {
+		return fmt.Errorf("refusing %q: not a gpuvet run folder of run %q (want /DIR/gpuvet-%s-HOST)", dir, runID, runID)
 	}
-	// A run still going there (its controller was killed) is stopped first: SIGTERM lets it stop
-	// its engines; the pid counts only while that process still runs in this folder.
-	script := `d=%s
-if [ -f "$d/pid" ]; then
+	return nil
+}
+
+// guard is the shell preamble of every script that touches a run folder: a folder that is gone is
+// done (exit 0 before the body), one that does not carry the run's marker is refused (exit 3).
+const guard = `d=%s; id=%s
+[ -e "$d" ] || [ -L "$d" ] || exit 0
+if [ -L "$d" ] || [ ! -d "$d" ] || [ "$(cat "$d/.gpuvet-run" 2>/dev/null)" != "$id" ]; then
+  echo "$d does not carry the marker of gpuvet run $id ($d/.gpuvet-run): not gpuvet's, left alone" >&2; exit 3
+fi
+`
+
+// stopScript stops a run still going in the folder (its controller was killed): SIGTERM lets it
+// stop its engines and write what it measured; the pid counts only while that process still runs
+// in this folder.
+const stopScript = `if [ -f "$d/pid" ]; then
   p=$(cat "$d/pid")
   if [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$d" ] && kill -TERM "$p" 2>/dev/null; then
     i=0; while kill -0 "$p" 2>/dev/null && [ $i -lt 60 ]; do sleep 0.5; i=$((i+1)); done
     kill -KILL "$p" 2>/dev/null
   fi
 fi
-rm -rf "$d"; test ! -e "$d"`
-	if _, err := output(ctx, c, fmt.Sprintf(script, quote(dir))); err != nil {
+:
+`
+
+func runDirScript(ctx context.Context, c *gossh.Client, dir, runID, body string) error {
+	if err := checkRunDir(dir, runID); err != nil {
+		return err
+	}
+	_, err := output(ctx, c, fmt.Sprintf(guard, quote(dir), quote(runID))+body)
+	return err
+}
+
+// Stop stops a run still going in the run folder (safe when there is none).
+func Stop(ctx context.Context, c *gossh.Client, dir, runID string) error {
+	if err := runDirScript(ctx, c, dir, runID, stopScript); err != nil {
+		return fmt.Errorf("stop the run in %s: %v", dir, err)
+	}
+	return nil
+}
+
+// Remove deletes run runID's folder dir on the host (stopping a run still going there first) and
+// checks it is gone; safe to run twice. A folder without the run's marker is never touched.
+func Remove(ctx context.Context, c *gossh.Client, dir, runID string) error {
+	if err := runDirScript(ctx, c, dir, runID, stopScript+`rm -rf "$d"; test ! -e "$d"`); err != nil {
 		return fmt.Errorf("%s left on the host: %v", dir, err)
 	}
 	return nil

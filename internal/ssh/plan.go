@@ -2,7 +2,10 @@ package ssh
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 	gossh "golang.org/x/crypto/ssh"
@@ -18,6 +22,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // InventoryHost is one host of an inventory file.
@@ -76,28 +81,50 @@ func ParseInventory(file string, b []byte) ([]InventoryHost, error) {
 	return inv.Hosts, nil
 }
 
-// Fleet is what every host of a run shares.
+// Fleet is the ssh backend of a fleet run (fleet.Backend): the hosts of ssh.hosts and the
+// inventory, each running gpuvet over SSH.
 type Fleet struct {
-	Config   config.SSH
-	Plan     []byte // the plan as YAML (config.Plan.RemoteYAML)
-	RunID    string
-	Out      string // local output folder: each host's results go to OUT/hosts/NAME
-	Manifest *fleet.Manifest
-	// Progress receives each host's lines, already prefixed with its name.
-	Progress func(line string)
+	Config config.SSH
+	// Env is the secrets each host's run gets (SecretEnv's, from this environment).
+	Env map[string]string
+}
+
+// SecretEnv are the variables a host's own run needs from this one's environment (gated model
+// downloads). They reach the host on the session's stdin: never argv, a file or a log.
+var SecretEnv = []string{"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}
+
+// SecretsFromEnv picks SecretEnv's variables that are set here.
+func SecretsFromEnv() map[string]string {
+	out := map[string]string{}
+	for _, k := range SecretEnv {
+		if v := os.Getenv(k); v != "" {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // Options are the client settings from the config.
 func OptionsFrom(c config.SSH) Options {
 	o := Options{ConfigFile: c.ConfigFile, User: c.User, Port: c.Port, ConnectTimeout: c.ConnectTimeout.D(), IdentityFile: c.IdentityFile}
 	if c.KnownHosts != "" {
-		o.KnownHosts = []string{c.KnownHosts}
+		o.KnownHosts = []string{expandHome(c.KnownHosts)}
 	}
 	return o
 }
 
+// Parallel is ssh.parallel.
+func (f Fleet) Parallel() int { return f.Config.Parallel }
+
+// CleanupTimeout bounds one host's cleanup: stopping a run still going (up to 30 s), removing
+// the folder, reconnecting once.
+func (f Fleet) CleanupTimeout() time.Duration { return 2 * time.Minute }
+
+// Finish has nothing to add for plain hosts.
+func (f Fleet) Finish(*results.Summary) {}
+
 // Hosts builds the fleet's hosts from ssh.hosts and the inventory.
-func (f Fleet) Hosts() ([]*Host, error) {
+func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
 	var inv []InventoryHost
 	for _, h := range f.Config.Hosts {
 		inv = append(inv, InventoryHost{Name: h})
@@ -105,28 +132,28 @@ func (f Fleet) Hosts() ([]*Host, error) {
 	if f.Config.Inventory != "" {
 		more, err := ReadInventory(f.Config.Inventory)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		inv = append(inv, more...)
 	}
 	bin, arch, err := Binary(f.Config.Binary)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	opts := OptionsFrom(f.Config)
 	seen := map[string]bool{}
-	var out []*Host
+	var out []fleet.Host
 	for _, ih := range inv {
 		if seen[ih.Name] {
-			return nil, fmt.Errorf("host %s is listed twice (ssh.hosts and the inventory)", ih.Name)
+			return nil, nil, fmt.Errorf("host %s is listed twice (ssh.hosts and the inventory)", ih.Name)
 		}
 		seen[ih.Name] = true
 		t := Target{Name: ih.Name, Host: ih.Host, User: ih.User, Port: ih.Port}
 		if ih.IdentityFile != "" {
-			t.IdentityFiles = []string{expandHome(ih.IdentityFile)}
+			t.IdentityFiles = IdentityFiles(ih.IdentityFile)
 		}
 		if t, err = Resolve(t, opts); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		args := []string{"--backend", f.Config.RemoteBackend}
 		if ih.GPUs > 0 {
@@ -136,26 +163,34 @@ func (f Fleet) Hosts() ([]*Host, error) {
 			args = append(args, "--set", s)
 		}
 		name := ih.Name
-		out = append(out, &Host{Target: t, Options: opts, Manifest: f.Manifest, Job: Job{
-			Binary: bin, BinaryArch: arch, Plan: f.Plan, Args: args,
-			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+f.RunID+"-"+safe(name)),
-			LocalOut:  filepath.Join(f.Out, "hosts", safe(name)),
-			Progress:  func(l string) { f.say(name, l) },
+		out = append(out, &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Job: Job{
+			Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
+			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+r.ID+"-"+Safe(name)),
+			LocalOut:  filepath.Join(r.Out, "hosts", Safe(name)),
+			Progress:  func(l string) { say(r, name, l) },
 		}})
 	}
-	return out, nil
+	return out, nil, nil
 }
 
-func (f Fleet) say(host, line string) {
-	if f.Progress != nil {
-		f.Progress("[" + host + "] " + line)
+func say(r fleet.RunInfo, host, line string) {
+	if r.Say != nil {
+		r.Say("[" + host + "] " + line)
 	}
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 
-// safe makes a host name usable in a file name.
-func safe(name string) string { return unsafeChars.ReplaceAllString(name, "_") }
+// Safe makes a host name usable in a file name, one name to one folder: a name that had to be
+// changed gets a hash of the original ("gpu:1" and "gpu_1" never share a folder).
+func Safe(name string) string {
+	s := unsafeChars.ReplaceAllString(name, "_")
+	if s == name && s != "" && s != "." && s != ".." {
+		return s
+	}
+	h := sha256.Sum256([]byte(name))
+	return s + "-" + hex.EncodeToString(h[:4])
+}
 
 // Binary is the gpuvet executable to copy (path "" = this one) and its GOARCH, read from its ELF
 // header.
@@ -179,23 +214,12 @@ func Binary(p string) (string, string, error) {
 	return p, arch, nil
 }
 
-// PublicKey is the authorized_keys line of the key gpuvet logs in with: identity's .pub file when
-// set, else the agent's first key. The opennebula backend puts it in each VM's context.
+// PublicKey is the authorized_keys line of the key gpuvet logs in with: identity's (~ expanded)
+// .pub file when set, else the agent's first key, else the first of OpenSSH's default key files
+// (~/.ssh/id_ed25519, …) that exists. The opennebula backend puts it in each VM's context.
 func PublicKey(identity, agentSocket string) (string, error) {
 	if identity != "" {
-		b, err := os.ReadFile(expandHome(identity) + ".pub")
-		if err == nil {
-			return strings.TrimSpace(string(b)), nil
-		}
-		k, perr := os.ReadFile(expandHome(identity))
-		if perr != nil {
-			return "", fmt.Errorf("ssh.identity_file: %v", perr)
-		}
-		s, perr := gossh.ParsePrivateKey(k)
-		if perr != nil {
-			return "", fmt.Errorf("ssh.identity_file %s: %v", identity, perr)
-		}
-		return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(s.PublicKey()))), nil
+		return publicKeyOf(IdentityFiles(identity)[0], "ssh.identity_file")
 	}
 	if agentSocket == "" {
 		agentSocket = os.Getenv("SSH_AUTH_SOCK")
@@ -208,5 +232,27 @@ func PublicKey(identity, agentSocket string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no SSH key to put in the VMs: set ssh.identity_file or load a key in ssh-agent")
+	for _, f := range IdentityFiles("") {
+		_, priv := os.Stat(f)
+		if _, pub := os.Stat(f + ".pub"); priv == nil || pub == nil {
+			return publicKeyOf(f, "default key")
+		}
+	}
+	return "", fmt.Errorf("no SSH key to put in the VMs: set ssh.identity_file, load a key in ssh-agent, or make ~/.ssh/id_ed25519 (ssh-keygen -t ed25519)")
+}
+
+// publicKeyOf reads a key file's public half: its .pub beside it, else from the private key.
+func publicKeyOf(file, what string) (string, error) {
+	if b, err := os.ReadFile(file + ".pub"); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	k, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", what, err)
+	}
+	s, err := gossh.ParsePrivateKey(k)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: %v (an encrypted key: load it in ssh-agent)", what, file, err)
+	}
+	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(s.PublicKey()))), nil
 }

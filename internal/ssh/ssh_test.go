@@ -69,7 +69,7 @@ func (f *fixture) dial(t *testing.T) *gossh.Client {
 
 func (f *fixture) job(progress func(string)) Job {
 	return Job{Binary: f.bin, BinaryArch: runtime.GOARCH, Plan: []byte("models: [m]\n"), Args: []string{"--backend", "local"},
-		RemoteDir: filepath.Join(f.srv.Dir, "gpuvet-run1"), LocalOut: f.local, Progress: progress, StopGrace: 5 * time.Second}
+		RunID: "run1", RemoteDir: filepath.Join(f.srv.Dir, "gpuvet-run1"), LocalOut: f.local, Progress: progress, StopGrace: 5 * time.Second}
 }
 
 func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
@@ -257,7 +257,7 @@ func TestRemoveStopsARunLeftBehind(t *testing.T) {
 	}
 	pid, _ := os.ReadFile(filepath.Join(j.RemoteDir, "pid"))
 	// A second connection (gpuvet clean) removes the folder of a run still going.
-	if err := Remove(context.Background(), f.dial(t), j.RemoteDir); err != nil {
+	if err := Remove(context.Background(), f.dial(t), j.RemoteDir, j.RunID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join("/proc", strings.TrimSpace(string(pid)))); err == nil {

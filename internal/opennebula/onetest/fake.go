@@ -48,6 +48,7 @@ type VM struct {
 	IP       string
 	Deleted  bool
 	polls    int
+	stopping int // info calls left before DONE after terminate-hard
 }
 
 // Server is the fake front-end.
@@ -62,6 +63,10 @@ type Server struct {
 	StuckOn map[int]bool
 	// IgnoreTerminate leaves VMs where they are on terminate-hard (recover delete still works).
 	IgnoreTerminate bool
+	// TerminateSteps makes terminate-hard take as long as a real front-end's: the VM goes
+	// ACTIVE/SHUTDOWN, then ACTIVE/EPILOG, and reaches DONE after this many one.vm.info calls
+	// (0: DONE on the next one).
+	TerminateSteps int
 
 	URL   string
 	srv   *httptest.Server
@@ -204,7 +209,11 @@ func (s *Server) dispatch(method string, args []any) (bool, any, int) {
 		if str(args, 0) != "terminate-hard" {
 			return false, "unsupported action " + str(args, 0), codeAction
 		}
-		if !s.IgnoreTerminate {
+		switch {
+		case s.IgnoreTerminate:
+		case s.TerminateSteps > 0:
+			v.State, v.LCM, v.stopping = 3, 12, s.TerminateSteps // ACTIVE/SHUTDOWN, then EPILOG, then DONE
+		default:
 			v.State, v.LCM = 6, 0 // DONE on the next info
 		}
 		return true, v.ID, 0
@@ -251,6 +260,14 @@ func (s *Server) step(v *VM) {
 		return
 	}
 	v.polls++
+	if v.stopping > 0 {
+		v.stopping--
+		v.LCM = 11 // EPILOG
+		if v.stopping == 0 {
+			v.State, v.LCM = 6, 0
+		}
+		return
+	}
 	switch {
 	case v.State == 1:
 		v.State, v.LCM = 3, 1

@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Backend is what a fleet backend (ssh, opennebula) gives Execute: the hosts of one run. Execute
+// owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs, exit status).
+type Backend interface {
+	// Hosts lists the run's hosts (nothing created yet) and the ones left out, with their reasons.
+	// An error is bad input (exit 2): nothing was created.
+	Hosts(ctx context.Context, r RunInfo) ([]Host, []results.SkippedHost, error)
+	// Parallel is how many hosts run at once.
+	Parallel() int
+	// CleanupTimeout bounds one host's Cleanup (the backend knows how long its objects take to go).
+	CleanupTimeout() time.Duration
+	// Finish adds the backend's own records to the merged summary (VMs), before it is judged.
+	Finish(s *results.Summary)
+}
+
+// RunInfo is what every host of a run shares.
+type RunInfo struct {
+	ID       string // unique: NewRunID
+	Out      string // the local output folder; each host's own results go under Out/hosts/
+	Plan     []byte // the plan as YAML for the hosts' own runs (config.Plan.RemoteYAML)
+	Manifest *Manifest
+	Say      func(line string) // progress, one line
+}
+
+// ExecOptions are the process-wide things Execute needs from its caller.
+type ExecOptions struct {
+	Stdout, Stderr io.Writer
+	ToolVersion    string
+}
+
+// InputError is bad input found before anything was created (the CLI's exit 2).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ErrInterrupted is the error of a run stopped by Ctrl-C or SIGTERM (partial results kept).
+var ErrInterrupted = errors.New("interrupted")
+
+// NewRunID is a run id unique even for runs started in the same second: the UTC time and 8 random
+// hex digits (20261201T103000Z-3fa9c1d2). Every object a run creates carries it.
+func NewRunID(t time.Time) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}
+
+// Execute runs one fleet run: hosts (or VMs) in parallel, one merged, judged summary and its
+// reports. The error is an *InputError (nothing started), ErrInterrupted (wrapped), or a failed run.
+func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) error {
+	c := plan.Config
+	start := time.Now().UTC()
+	runID := NewRunID(start)
+	var mu sync.Mutex
+	say := func(line string) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(o.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), line)
+	}
+	yml, err := plan.RemoteYAML()
+	if err != nil {
+		return &InputError{fmt.Errorf("plan: %v", err)}
+	}
+	if err := os.MkdirAll(c.Output.Dir, 0o755); err != nil {
+		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+	}
+	state, err := StateDir()
+	if err != nil {
+		return &InputError{err}
+	}
+	out, err := filepath.Abs(c.Output.Dir)
+	if err != nil {
+		return &InputError{err}
+	}
+	m, err := NewManifest(state, c.Backend, runID, map[string]string{"output": out})
+	if err != nil {
+		return &InputError{err}
+	}
+	hosts, skipped, err := b.Hosts(ctx, RunInfo{ID: runID, Out: c.Output.Dir, Plan: yml, Manifest: m, Say: say})
+	if err != nil {
+		_ = m.Finish()
+		return &InputError{err}
+	}
+	parallel := b.Parallel()
+	// Until the run ends, summary.json says it has not: a controller killed with kill -9 leaves a
+	// summary that never reads as ok, and `gpuvet clean` collects the hosts' partial results.
+	started := base(plan, runID, start, o.ToolVersion)
+	started.Status = results.StatusIncomplete
+	started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --manifest %s` collects each host's partial results into %s)",
+		m.Path(), filepath.Join(c.Output.Dir, "hosts"))
+	if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
+		_ = m.Finish()
+		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+	}
+	say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, len(hosts), parallel, m.Path()))
+	for _, sk := range skipped {
+		say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
+	}
+	outs := Run(ctx, hosts, Options{Parallel: parallel, CleanupTimeout: b.CleanupTimeout(), ExpectGPUs: c.Health.ExpectGPUs,
+		Progress: func(f string, a ...any) { say(fmt.Sprintf(f, a...)) }})
+	s := Merge(base(plan, runID, start, o.ToolVersion), outs, skipped, parallel)
+	b.Finish(s)
+	return finish(ctx, plan, s, m, outs, o)
+}
+
+// base is the merged summary's identity: the run, the tool, the plan's meta.
+func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
+	c := plan.Config
+	env := c.Environment
+	if c.Backend == "opennebula" && plan.Source("environment") == "default" {
+		env = "vm"
+	}
+	lc := c.Load.LoadConfig()
+	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
+		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
+		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings()}}
+}
+
+// finish judges the merged summary (node to node, gates, baseline), writes it and the reports,
+// closes the manifest (loudly when something is left) and returns the run's error.
+func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
+	c := plan.Config
+	jc := judge.FromPlan(plan, nil)
+	CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
+	if err := judge.Judge(s, plan); err != nil {
+		s.Error = joinErr(s.Error, "judge: "+err.Error())
+		s.Status = results.StatusFailed
+	}
+	if c.Run.Baseline != "" {
+		_ = pipeline.BaselineFromFile(s, c.Run.Baseline, plan)
+	}
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		markInterrupted(s, outs)
+		// The manifest stays, every object marked as it went: `gpuvet clean --manifest` on the path
+		// printed at the start confirms that nothing is left (or removes what is).
+		if err := m.Keep(); err != nil {
+			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: run manifest:", err)
+		}
+		if live := m.Live(); len(live) > 0 {
+			s.Caveats = append(s.Caveats, fmt.Sprintf("LEFTOVERS: %d object(s) left (first: %s): run `gpuvet clean --manifest %s`", len(live), live[0], m.Path()))
+		}
+	} else if err := m.Finish(); err != nil {
+		s.Caveats = append(s.Caveats, "LEFTOVERS: "+err.Error())
+		fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+err.Error())
+	}
+	s.FinishedAt = time.Now().UTC()
+	s.Complete = !interrupted
+	path := filepath.Join(c.Output.Dir, "summary.json")
+	if err := results.WriteJSON(path, s); err != nil {
+		return fmt.Errorf("write %s: %v", path, err)
+	}
+	if c.Run.SaveBaseline && s.Complete {
+		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), s)
+	}
+	if err := pipeline.WriteReports(s, c.Output.Dir, c.Output); err != nil {
+		fmt.Fprintln(o.Stderr, "gpuvet: report:", err)
+	}
+	Render(o.Stdout, s)
+	fmt.Fprintf(o.Stdout, "\nstatus %s: %d host(s); summary %s\n", s.Status, len(s.Hosts), path)
+	if interrupted {
+		return fmt.Errorf("%w: partial results in %s; manifest %s", ErrInterrupted, path, m.Path())
+	}
+	if judge.ExitCode(s, c.Run.FailOnFlag) != 0 {
+		return fmt.Errorf("run status %s (see %s)", s.Status, path)
+	}
+	return nil
+}
+
+// markInterrupted sets the run, and every host the interrupt cut short, interrupted (never
+// started: not_run). Judge rolls a host with an error up to failed; an interrupt is not a failure
+// of the host. A host that had finished, or failed on its own, keeps its status.
+func markInterrupted(s *results.Summary, outs []Outcome) {
+	for _, o := range outs {
+		if o.Interrupted == "" {
+			continue
+		}
+		for i := range s.Hosts {
+			h := &s.Hosts[i]
+			// A host's summary with several hosts is HOST/NAME; per-GPU VMs HOST/gpuN fold into HOST.
+			if h.Name == o.Host || strings.HasPrefix(h.Name, o.Host+"/") || strings.HasPrefix(o.Host, h.Name+"/") {
+				h.Status = o.Interrupted
+			}
+		}
+	}
+	s.Error = joinErr(s.Error, "interrupted: results are partial")
+	s.Status = results.StatusInterrupted
+}

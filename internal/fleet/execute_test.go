@@ -1,0 +1,154 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// testHost returns a canned summary; it records the deadline its Cleanup got.
+type testHost struct {
+	name     string
+	sum      *results.Summary
+	gpus     int
+	block    bool // Run waits for the run's cancel
+	deadline time.Duration
+}
+
+func (h *testHost) Name() string                        { return h.name }
+func (h *testHost) Provision(ctx context.Context) error { return nil }
+func (h *testHost) ExpectGPUs() int                     { return h.gpus }
+func (h *testHost) Run(ctx context.Context) (*results.Summary, error) {
+	if h.block {
+		<-ctx.Done()
+		return h.sum, ctx.Err()
+	}
+	return h.sum, nil
+}
+func (h *testHost) Cleanup(ctx context.Context) error {
+	if d, ok := ctx.Deadline(); ok {
+		h.deadline = time.Until(d)
+	}
+	return nil
+}
+
+type testBackend struct {
+	hosts   []Host
+	cleanup time.Duration
+}
+
+func (b testBackend) Hosts(context.Context, RunInfo) ([]Host, []results.SkippedHost, error) {
+	return b.hosts, nil, nil
+}
+func (b testBackend) Parallel() int                 { return 4 }
+func (b testBackend) CleanupTimeout() time.Duration { return b.cleanup }
+func (b testBackend) Finish(*results.Summary)       {}
+
+func withGPUs(s *results.Summary, n int) *results.Summary {
+	for i := range n {
+		s.Hosts[0].Discovery.GPUs = append(s.Hosts[0].Discovery.GPUs, results.GPUInfo{Index: i, Name: "NVIDIA H200"})
+	}
+	s.Complete = true
+	s.Caveats = []string{"a caveat of this host"}
+	return s
+}
+
+func testPlan(t *testing.T) *config.Plan {
+	t.Helper()
+	t.Setenv("GPUVET_STATE_DIR", t.TempDir())
+	p, err := config.Load(config.Options{Sets: []string{"backend=ssh", "ssh.hosts=[a]", "output.dir=" + t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue 30: a host showing fewer GPUs than passed through fails; the backend's cleanup limit is
+// the one each host gets; caveats name their host; node-to-node cells name a host, not a GPU.
+func TestExecuteShortfallCleanupLimitCaveats(t *testing.T) {
+	p := testPlan(t)
+	a := &testHost{name: "a", sum: withGPUs(oneHost(healthy(), healthy()), 2), gpus: 2}
+	b := &testHost{name: "b", sum: withGPUs(oneHost(healthy()), 1), gpus: 2}
+	c := &testHost{name: "c", sum: withGPUs(oneHost(healthy(), healthy()), 2)}
+	var out, errOut bytes.Buffer
+	err := Execute(context.Background(), p, testBackend{hosts: []Host{a, b, c}, cleanup: 11 * time.Minute}, ExecOptions{Stdout: &out, Stderr: &errOut})
+	if err == nil {
+		t.Fatal("a host short of a GPU passed")
+	}
+	s, rerr := results.Read(filepath.Join(p.Config.Output.Dir, "summary.json"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	st := map[string]results.Host{}
+	for _, h := range s.Hosts {
+		st[h.Name] = h
+	}
+	if h := st["b"]; h.Status != results.StatusFailed || !strings.Contains(h.Error, "shows 1 GPU(s), 2 expected") {
+		t.Fatalf("b: %s %q", h.Status, h.Error)
+	}
+	if st["a"].Status == results.StatusFailed || st["c"].Status == results.StatusFailed {
+		t.Fatalf("a %s, c %s", st["a"].Status, st["c"].Status)
+	}
+	if a.deadline < 10*time.Minute {
+		t.Fatalf("cleanup got %s, the backend asked for 11m", a.deadline)
+	}
+	for _, want := range []string{"a: a caveat of this host", "c: a caveat of this host"} {
+		if !strings.Contains(strings.Join(s.Caveats, "\n"), want) {
+			t.Fatalf("caveats %q lack %q", s.Caveats, want)
+		}
+	}
+	for _, cmp := range s.Fleet.Comparisons {
+		for _, v := range cmp.Values {
+			if v.GPU != -1 || v.Host == "" {
+				t.Fatalf("node-to-node cell %+v: want gpu -1 and the host", v)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "HOST") {
+		t.Fatalf("no HOST column:\n%s", out.String())
+	}
+	if ids := strings.Count(s.RunID, "-"); ids != 1 || len(s.RunID) != len("20060102T150405Z-abcdef01") {
+		t.Fatalf("run id %q", s.RunID)
+	}
+}
+
+// Ctrl-C: the run and the hosts it cut short are interrupted (not failed) and the manifest stays.
+func TestExecuteInterrupted(t *testing.T) {
+	p := testPlan(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &testHost{name: "a", sum: withGPUs(oneHost(healthy()), 1), block: true}
+	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	var out, errOut bytes.Buffer
+	err := Execute(ctx, p, testBackend{hosts: []Host{a}}, ExecOptions{Stdout: &out, Stderr: &errOut})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err %v", err)
+	}
+	s, _ := results.Read(filepath.Join(p.Config.Output.Dir, "summary.json"))
+	if s == nil || s.Status != results.StatusInterrupted || s.Hosts[0].Status != results.StatusInterrupted || s.Complete {
+		t.Fatalf("summary %+v", s)
+	}
+	dir, _ := StateDir()
+	if ms, _ := os.ReadDir(dir); len(ms) != 1 {
+		t.Fatalf("manifest not kept: %v", ms)
+	}
+}
+
+func TestRunIDsUnique(t *testing.T) {
+	now := time.Now()
+	seen := map[string]bool{}
+	for range 200 {
+		id := NewRunID(now)
+		if seen[id] {
+			t.Fatalf("run id %s twice in one second", id)
+		}
+		seen[id] = true
+	}
+}
