@@ -18,8 +18,12 @@ func Render(w io.Writer, s *results.Summary) {
 	t := term.NewTable(w, "MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE")
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
-			if len(m.Endpoints) == 0 {
-				t.Row(m.Model, "-", string(m.Status), firstLines(m.Error, 1))
+			if len(m.Endpoints) == 0 { // the error is in the failures block: a table cell is no place for it
+				note := ""
+				if m.Error != "" {
+					note = "failed: see below"
+				}
+				t.Row(m.Model, "-", string(m.Status), "", "", "", "", "", "", "", "", "", note)
 			}
 			for _, e := range m.Endpoints {
 				t.Row(m.Model, gpuList(e.GPUs), string(e.Status),
@@ -45,6 +49,9 @@ func flagLines(s *results.Summary) []string {
 	add(s.Flags)
 	for _, h := range s.Hosts {
 		add(h.Flags)
+		if h.Error != "" && !modelSaid(h) {
+			out = append(out, fmt.Sprintf("[failed] %s: %s", hostName(h), firstLines(h.Error, 1)))
+		}
 		if h.Health != nil {
 			add(h.Health.Flags)
 			for _, g := range h.Health.GPUs {
@@ -53,6 +60,9 @@ func flagLines(s *results.Summary) []string {
 		}
 		for _, m := range h.Models {
 			add(m.Flags)
+			if m.Error != "" && m.Status != results.StatusInterrupted {
+				out = append(out, fmt.Sprintf("[failed] %s: %s", m.Model, firstLines(m.Error, 1)))
+			}
 			for _, e := range m.Endpoints {
 				add(e.Flags)
 				if e.Error != "" && e.Status != results.StatusInterrupted {
@@ -62,6 +72,24 @@ func flagLines(s *results.Summary) []string {
 		}
 	}
 	return out
+}
+
+// modelSaid reports whether one of the host's models already carries the host's error (a fleet
+// host fails with its model's error), so the failures block says it once.
+func modelSaid(h results.Host) bool {
+	for _, m := range h.Models {
+		if m.Error != "" && strings.Contains(h.Error, m.Error) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostName(h results.Host) string {
+	if h.Name == "" {
+		return "host"
+	}
+	return "host " + h.Name
 }
 
 // caveatLines lists what the figures cannot say, one line per finding; a finding shared by several
