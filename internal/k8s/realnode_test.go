@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -406,7 +407,8 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 			t.Errorf("host error lacks %q:\n%s", w, log)
 		}
 	}
-	t.Logf("8 engine pods on the real node failed in %s (run start to exit, namespace deleted)", took.Round(100*time.Millisecond))
+	t.Logf("8 engine pods on the real node: the node failed %s after they were created (run start to exit, namespace deleted: %s)",
+		sinceLine(log, "waiting for Ready", "FAILED in"), took.Round(100*time.Millisecond))
 	if took > 90*time.Second {
 		t.Errorf("took %s: a pod that cannot start must fail within seconds, not at a timeout", took)
 	}
@@ -470,4 +472,24 @@ func TestRealNodeKillThenClean(t *testing.T) {
 	}
 	t.Logf("clean removed namespace %s and its %d pods in %s", ns.Items[0].Name, len(pods.Items), time.Since(start).Round(100*time.Millisecond))
 	e.assertNothingLeft(t, state)
+}
+
+var progressTime = regexp.MustCompile(`^\[\s*([0-9.]+)s\] `)
+
+// sinceLine is the time between the run's progress lines holding from and to ("?" when absent).
+func sinceLine(log, from, to string) string {
+	at := func(what string) float64 {
+		for _, l := range strings.Split(log, "\n") {
+			if m := progressTime.FindStringSubmatch(l); m != nil && strings.Contains(l, what) {
+				f, _ := strconv.ParseFloat(m[1], 64)
+				return f
+			}
+		}
+		return -1
+	}
+	a, b := at(from), at(to)
+	if a < 0 || b < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.1fs", b-a)
 }

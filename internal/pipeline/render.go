@@ -50,7 +50,7 @@ func flagLines(s *results.Summary) []string {
 	for _, h := range s.Hosts {
 		add(h.Flags)
 		if h.Error != "" && !modelSaid(h) {
-			out = append(out, fmt.Sprintf("[failed] %s: %s", hostName(h), firstLines(h.Error, 1)))
+			out = append(out, fmt.Sprintf("[failed] %s: %s", hostName(h), errorLine(h.Error)))
 		}
 		if h.Health != nil {
 			add(h.Health.Flags)
@@ -61,7 +61,7 @@ func flagLines(s *results.Summary) []string {
 		for _, m := range h.Models {
 			add(m.Flags)
 			if m.Error != "" && m.Status != results.StatusInterrupted {
-				out = append(out, fmt.Sprintf("[failed] %s: %s", m.Model, firstLines(m.Error, 1)))
+				out = append(out, fmt.Sprintf("[failed] %s: %s", m.Model, errorLine(m.Error)))
 			}
 			for _, e := range m.Endpoints {
 				add(e.Flags)
@@ -72,6 +72,17 @@ func flagLines(s *results.Summary) []string {
 		}
 	}
 	return out
+}
+
+// errorLine is an error on one line: its first, and where that one announces more ("…; last log
+// lines:") its last, which is where a crashed process says why.
+func errorLine(err string) string {
+	first := firstLines(err, 1)
+	if !strings.HasSuffix(first, ":") {
+		return first
+	}
+	rest := strings.Split(strings.TrimSpace(strings.TrimPrefix(err, first)), "\n")
+	return first + " … " + strings.TrimSpace(rest[len(rest)-1])
 }
 
 // modelSaid reports whether one of the host's models already carries the host's error (a fleet

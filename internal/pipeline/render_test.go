@@ -13,7 +13,7 @@ import (
 // holds the error's first line, once.
 func TestRenderFailedModelErrorNotInFigureColumn(t *testing.T) {
 	long := "engines not ready: pod engine-0-0-0: CrashLoopBackOff: container engine restarted once, last exit 2 (Error); last log lines:\n" +
-		strings.Repeat("gpuvet: unknown flag: --no-such-flag ", 10)
+		strings.Repeat("INFO loading shard\n", 10) + "ValueError: no KV cache left " + strings.Repeat("x", 300)
 	s := &results.Summary{Hosts: []results.Host{{Name: "node-a", Error: "run: " + long,
 		Models: []results.Model{{Model: "Qwen/Qwen3-8B", Status: results.StatusFailed, Error: long}}}}}
 	var b bytes.Buffer
@@ -36,10 +36,10 @@ func TestRenderFailedModelErrorNotInFigureColumn(t *testing.T) {
 	if len([]rune(row)) > len([]rune(header))+20 {
 		t.Errorf("row %d wide for a header of %d:\n%s", len([]rune(row)), len([]rune(header)), row)
 	}
-	if n := strings.Count(out, "[failed] Qwen/Qwen3-8B: engines not ready: pod engine-0-0-0: CrashLoopBackOff"); n != 1 {
+	if n := strings.Count(out, "[failed] Qwen/Qwen3-8B: engines not ready: pod engine-0-0-0: CrashLoopBackOff: container engine restarted once, last exit 2 (Error); last log lines: … ValueError: no KV cache left"); n != 1 {
 		t.Errorf("the failures block has the model's error %d times, want once:\n%s", n, out)
 	}
-	if strings.Contains(out, "unknown flag") {
-		t.Errorf("only the error's first line belongs on the terminal:\n%s", out)
+	if strings.Contains(out, "loading shard") {
+		t.Errorf("only the error's first and last lines belong on the terminal:\n%s", out)
 	}
 }
