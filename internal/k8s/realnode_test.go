@@ -327,6 +327,10 @@ func TestRealNodeModelCache(t *testing.T) {
 			t.Errorf("gpu %v: error %q, url %s", ep.GPUs, ep.Error, ep.URL)
 		}
 	}
+	var ctrf struct{ ReportFormat, SpecVersion string }
+	if b, err := os.ReadFile(filepath.Join(out, "ctrf.json")); err != nil || json.Unmarshal(b, &ctrf) != nil || ctrf.ReportFormat != "CTRF" {
+		t.Errorf("ctrf.json: %v, %+v", err, ctrf)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.pvHostPath {
