@@ -183,6 +183,11 @@ func hubName(hub string) string {
 // populateHint adds what to do to a populate Job that could not write its volume: `gpuvet cache
 // pull`'s own hint (--cache-dir) is not something a Kubernetes user can set for that Job.
 func populateHint(err error, ownerInit bool) error {
+	if ownerInit && strings.Contains(err.Error(), "its pod cannot be created") {
+		return fmt.Errorf("%v\nthe populate Job's init container runs as root with CAP_CHOWN and CAP_FOWNER (it hands a fresh volume's root to uid %d); "+
+			"where root containers are refused, set kubernetes.cache_owner_init false (--cache-owner-init=false) and use a StorageClass that applies fsGroup "+
+			"(docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser)
+	}
 	if !strings.Contains(err.Error(), "permission denied") {
 		return err
 	}

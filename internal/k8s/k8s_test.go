@@ -374,3 +374,24 @@ func TestPodProblemInitContainer(t *testing.T) {
 		t.Errorf("%v", pe)
 	}
 }
+
+// A Job whose pod the API refuses (admission) fails at once with the API's reason, not at its timeout.
+func TestWaitJobPodRefused(t *testing.T) {
+	defer func(d time.Duration) { pollEvery = d }(pollEvery)
+	pollEvery = 5 * time.Millisecond
+	msg := `Error creating: pods "cache-0-0-abcde" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true`
+	cs := fake.NewClientset(
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0", Namespace: "ns"}},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "ns"}, Reason: "FailedCreate", Message: msg,
+			InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "cache-0-0", Namespace: "ns"}},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e2", Namespace: "ns"}, Reason: "FailedCreate", Message: "other job",
+			InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "load-0-0", Namespace: "ns"}})
+	start := time.Now()
+	_, err := WaitJob(context.Background(), cs, "ns", "cache-0-0", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "its pod cannot be created: "+msg) || time.Since(start) > 10*time.Second {
+		t.Fatalf("%v after %s", err, time.Since(start))
+	}
+	if h := populateHint(err, true).Error(); !strings.Contains(h, "kubernetes.cache_owner_init false") {
+		t.Errorf("hint: %s", h)
+	}
+}

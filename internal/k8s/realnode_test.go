@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -520,4 +521,59 @@ func sinceLine(log, from, to string) float64 {
 		return -1
 	}
 	return b - a
+}
+
+// TestRealNodePopulatePodRefused: a cluster whose admission refuses root containers (here a
+// ValidatingAdmissionPolicy on gpuvet's namespaces, as a Pod Security or site policy would) refuses
+// the populate Job's init container. The run fails at once with the API's reason and what to set,
+// instead of waiting out kubernetes.job_timeout.
+func TestRealNodePopulatePodRefused(t *testing.T) {
+	e := setupReal(t)
+	ctx := context.Background()
+	fail := admissionregistrationv1.Fail
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "gpuvet-test-no-root"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{FailurePolicy: &fail,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}}}}}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: "!has(object.spec.initContainers) || object.spec.initContainers.all(c, !has(c.securityContext) || !has(c.securityContext.runAsUser) || c.securityContext.runAsUser != 0)",
+				Message:    "root containers are not allowed here"}}}}
+	bind := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: "gpuvet-test-no-root"},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: vap.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{k8s.LabelManagedBy: k8s.ManagedBy}}}}}
+	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, vap.Name, metav1.DeleteOptions{})
+	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, bind, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, bind.Name, metav1.DeleteOptions{})
+	time.Sleep(3 * time.Second) // the apiserver loads a new policy within about a second
+	hub := startNodeHub(t, "Qwen/Qwen3-8B", map[string][]byte{"config.json": []byte(`{}`)})
+	out, state := t.TempDir(), t.TempDir()
+	start := time.Now()
+	log, code := e.gpuvet(t, state, e.realArgs(out, "", "--cache-size", "1Gi", "--hub-endpoint", hub.url, "--set", "health.enabled=false",
+		"--job-timeout", "10m")...)
+	took := time.Since(start)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, log)
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"its pod cannot be created", "root containers are not allowed here", "kubernetes.cache_owner_init false"} {
+		if len(s.Hosts) != 1 || !strings.Contains(s.Hosts[0].Error, w) {
+			t.Errorf("host error lacks %q:\n%s", w, log)
+		}
+	}
+	t.Logf("populate pod refused by admission: the run failed in %s", took.Round(100*time.Millisecond))
+	if took > 60*time.Second {
+		t.Errorf("took %s: a refused pod must fail the run at once, not at the Job's timeout", took)
+	}
+	e.assertNothingLeft(t, state)
 }

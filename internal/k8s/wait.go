@@ -173,6 +173,11 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 		}
 		if err == nil {
 			pods, perr := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+			if perr == nil && len(pods.Items) == 0 {
+				if refused := podRefused(ctx, cs, ns, name); refused != "" {
+					return nil, fmt.Errorf("job %s: its pod cannot be created: %s", name, refused)
+				}
+			}
 			if perr == nil && len(pods.Items) > 0 {
 				p := &pods.Items[0]
 				done := jobDone(j)
@@ -204,6 +209,23 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// podRefused is why the API refused a Job's pod (admission: Pod Security, a policy, a quota), from
+// the Job controller's FailedCreate event; "" when there is none. The Job controller keeps trying,
+// so without this the Job would wait out its timeout. Events are read best effort: without the
+// permission to list them the Job waits as before.
+func podRefused(ctx context.Context, cs kubernetes.Interface, ns, job string) string {
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + job})
+	if err != nil {
+		return ""
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "FailedCreate" && e.InvolvedObject.Name == job {
+			return e.Message
+		}
+	}
+	return ""
 }
 
 // interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only
