@@ -182,7 +182,11 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				p := &pods.Items[0]
 				done := jobDone(j)
 				if done != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name}).DoRaw(ctx)
+					opt := &corev1.PodLogOptions{}
+					if len(p.Spec.Containers) > 0 { // the Job's container, not its init container
+						opt.Container = p.Spec.Containers[0].Name
+					}
+					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, opt).DoRaw(ctx)
 					failed := p.Status.Phase == corev1.PodFailed || done == "failed"
 					if lerr != nil && !failed {
 						return nil, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
