@@ -66,7 +66,7 @@ func registerKubeFlags(cmd *cobra.Command) {
 	fl.Duration("job-timeout", d.Kubernetes.JobTimeout.D(), "backend kubernetes: limit for each in-cluster gpuvet Job")
 	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
 	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
-	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false under Pod Security restricted)")
+	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
 // The Kubernetes flags join `gpuvet run` and `gpuvet config show` here, so run.go stays

@@ -42,8 +42,9 @@ type Kubernetes struct {
 	Dynamo bool `yaml:"dynamo"`
 	// CacheOwnerInit gives the populate Job an init container that runs as root with only
 	// CAP_CHOWN and CAP_FOWNER and hands the cache volume's root to the image's user (65532) where
-	// fsGroup does not (hostPath, NFS without root squash). false where Pod Security "restricted" is
-	// enforced: the volume's provisioner must then apply fsGroup (CSI block volumes do).
+	// fsGroup does not (hostPath, NFS without root squash). false where root containers are refused
+	// (an admission policy, OpenShift's restricted SCC): the volume's provisioner must then apply
+	// fsGroup (CSI block volumes do).
 	CacheOwnerInit bool `yaml:"cache_owner_init"`
 }
 

@@ -246,8 +246,8 @@ type CacheAccess struct {
 	// Token passes HF_TOKEN from the run's Secret.
 	Token bool
 	// OwnerInit adds the init container that hands the volume's root to CacheUser where fsGroup does
-	// not (hostPath, NFS): root, with only CAP_CHOWN and CAP_FOWNER. Without it the pod meets Pod
-	// Security "restricted" and relies on fsGroup alone.
+	// not (hostPath, NFS): root, with only CAP_CHOWN and CAP_FOWNER (Pod Security baseline). Without
+	// it the pod meets "restricted" and relies on fsGroup alone.
 	OwnerInit bool
 }
 
