@@ -8,7 +8,8 @@
 #   build   apt packages (containerd runc containernetworking-plugins), the control plane (its
 #           cache, as k8s-test-env.sh builds it), kubelet + crictl (cached under $C/bin), pause, gpuvet's image
 #   images  (re)build gpuvet's image from GPUVET_BIN (default: go build of $GPUVET_SRC) and import it
-#   start   netns, control plane (NODES=0), containerd, kubelet; node $NODE with nvidia.com/gpu=$GPUS
+#   start   netns, control plane (NODES=0), containerd, kubelet; node $NODE with nvidia.com/gpu=$GPUS;
+#           KUBE_PROXY=1 (build and start): kube-proxy in nftables mode, so pods reach Services' ClusterIPs
 #   stop    everything started, pods' cgroups, mounts, the netns; the image cache stays in $C
 #   exec    run a command inside the netns (clients: KUBECONFIG=$C/cp/run/kubeconfig)
 #   crictl  crictl against the node's containerd
@@ -69,6 +70,11 @@ build() {
     printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kubelet"\n' > tools.go
     go mod tidy
     go build -trimpath -ldflags="$LDX" -o "$BIN/kubelet" k8s.io/kubernetes/cmd/kubelet
+  fi
+  if [ -n "${KUBE_PROXY:-}" ] && [ ! -x "$BIN/kube-proxy" ]; then   # optional: Services (ClusterIP) through nftables, ~40 s after the kubelet
+    rm -rf "$SRC/kube-proxy"; mkdir -p "$SRC/kube-proxy"; cp "$SRC/kubelet/go.mod" "$SRC/kubelet/go.sum" "$SRC/kube-proxy/"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-proxy"\n' > "$SRC/kube-proxy/tools.go"
+    (cd "$SRC/kube-proxy" && go mod tidy && go build -trimpath -ldflags="$LDX" -o "$BIN/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy)
   fi
   [ -x "$BIN/crictl" ] || GOBIN=$BIN go install -trimpath -ldflags='-s -w' "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
   if [ ! -x "$BIN/pause" ]; then             # the sandbox image's process: static, sleeps, reaps
@@ -217,6 +223,14 @@ start() {
     sleep 0.2
   done
   [ "$ok" = 2 ] || { echo "nvidia.com/gpu never became allocatable"; exit 1; }
+  if [ -n "${KUBE_PROXY:-}" ]; then           # Services: ClusterIPs DNAT'ed by nftables for the pods (the netns itself has no route to them)
+    [ -x "$BIN/kube-proxy" ] || { echo "KUBE_PROXY=1: run KUBE_PROXY=1 $0 build first"; exit 1; }
+    nsenter --net=/run/netns/$NETNS "$BIN/kube-proxy" --kubeconfig="$KC" --hostname-override="$NODE" --proxy-mode=nftables \
+      --cluster-cidr="$POD_SUBNET" --conntrack-max-per-core=0 --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
+      -v=2 > "$LOG/kube-proxy.log" 2>&1 &
+    echo $! > "$RUN/kube-proxy.pid"
+    echo "kube-proxy (nftables) started: $(ms) ms"
+  fi
   echo "all started: $(ms) ms; node $NODE with $GPUS nvidia.com/gpu; KUBECONFIG=$KC; clients run inside the netns: $0 exec CMD (or nsenter --net=/run/netns/$NETNS CMD)"
 }
 
@@ -228,6 +242,7 @@ stopproc() { # pidfile
 }
 
 stop() {
+  stopproc "$RUN/kube-proxy.pid"
   stopproc "$RUN/kubelet.pid"
   if [ -S "$SOCK" ]; then                 # pods: stop sandboxes through the CRI (CNI DEL, netns, mounts)
     "$BIN/crictl" -r "unix://$SOCK" rmp -fa >/dev/null 2>&1 || true
@@ -258,7 +273,7 @@ stop() {
 }
 
 status() {
-  for p in kubelet containerd; do alive "$RUN/$p.pid" && echo "$p: running (pid $(cat "$RUN/$p.pid"))" || echo "$p: stopped"; done
+  for p in kube-proxy kubelet containerd; do alive "$RUN/$p.pid" && echo "$p: running (pid $(cat "$RUN/$p.pid"))" || echo "$p: stopped"; done
   [ -e "/run/netns/$NETNS" ] && api GET "/api/v1/nodes/$NODE" | python3 -c 'import json,sys; n=json.load(sys.stdin); print("node", n["metadata"]["name"], [c["type"]+"="+c["status"] for c in n["status"]["conditions"]], "allocatable", n["status"]["allocatable"])' 2>/dev/null || echo "node: none"
 }
 
