@@ -24,7 +24,7 @@ func newCacheCmd() *cobra.Command {
 SGLang and transformers read it as is with HF_HUB_OFFLINE=1. The hub token comes only from HF_TOKEN
 (or the file named by HF_TOKEN_PATH, default $HF_HOME/token).`,
 	}
-	cmd.AddCommand(newCachePullCmd(), newCacheLsCmd(), newCacheVerifyCmd())
+	cmd.AddCommand(newCachePullCmd(), newCacheLsCmd(), newCacheVerifyCmd(), newCacheOwnCmd())
 	return cmd
 }
 
@@ -135,5 +135,32 @@ func newCacheVerifyCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", "", "hub cache directory (default HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub)")
+	return cmd
+}
+
+// cache own is the init container of backend kubernetes' populate Job (docs/kubernetes.md): as root
+// with only CAP_CHOWN and CAP_FOWNER, it hands the cache volume's root to the user the populate step
+// runs as, where fsGroup does not (hostPath, NFS).
+func newCacheOwnCmd() *cobra.Command {
+	var uid, gid int
+	cmd := &cobra.Command{
+		Use:    "own DIR --uid N --gid N",
+		Short:  "Give a cache volume's root folder to uid:gid (the kubernetes backend's populate Job runs it as root)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if uid < 0 || gid < 0 {
+				return usageErr("--uid and --gid: required, ≥ 0")
+			}
+			what, err := modelcache.Own(args[0], uid, gid)
+			if err != nil {
+				return failedErr("cache own: %v", err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), what)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&uid, "uid", -1, "owner to give the folder to")
+	cmd.Flags().IntVar(&gid, "gid", -1, "group to give the folder to")
 	return cmd
 }

@@ -99,7 +99,7 @@ group): serve -> warm-up -> load with power sampling -> functional API suite -> 
 
 Results go to --out (default out/): summary.json (rewritten as each GPU finishes, complete=false
 and status incomplete until the end, so a killed run keeps what it measured), raw load per GPU
-under raw/, engine logs under logs/, report.html and junit.xml; baseline.json with --save-baseline.
+under raw/, engine logs under logs/, report.html, junit.xml and ctrf.json (CTRF, beside JUnit); baseline.json with --save-baseline.
 A run locks its --out folder, and refuses one holding an earlier run's results unless --force
 (which removes them first, so no stale file mixes with the new ones).
 

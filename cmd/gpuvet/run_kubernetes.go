@@ -18,6 +18,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/k8s"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/report"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -42,6 +43,7 @@ var kubeFlagPaths = map[string]string{
 	"cache-access-mode": "model_cache.access_mode", "storage-class": "kubernetes.storage_class",
 	"health-args": "kubernetes.health_args", "keep-on-failure": "kubernetes.keep_on_failure",
 	"job-timeout": "kubernetes.job_timeout", "dynamo": "kubernetes.dynamo",
+	"hub-endpoint": "model_cache.endpoint", "cache-owner-init": "kubernetes.cache_owner_init",
 }
 
 // registerKubeFlags adds the Kubernetes flags to a command that resolves a plan (run, config show).
@@ -63,6 +65,8 @@ func registerKubeFlags(cmd *cobra.Command) {
 	fl.Bool("keep-on-failure", false, "backend kubernetes: keep the run's namespace when something failed")
 	fl.Duration("job-timeout", d.Kubernetes.JobTimeout.D(), "backend kubernetes: limit for each in-cluster gpuvet Job")
 	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
+	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
+	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
 // The Kubernetes flags join `gpuvet run` and `gpuvet config show` here, so run.go stays
@@ -128,6 +132,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(plan.Config.ModelCache),
 		CacheAccess: plan.Config.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, Progress: say,
+		HubEndpoint: plan.Config.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit,
 	})
 	if err != nil {
 		return usageErr("%v", err)

@@ -110,13 +110,15 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
 		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
 		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
-		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys access_mode, dir, offline, size", `got "3"`}},
+		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys access_mode, dir, endpoint, offline, size", `got "3"`}},
 		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"flag:--set", "model_cache", "want off"}},
 		{"sim link fault", "sim:\n  gpus: 2\n  link_fault: 2:down\n", nil, nil, []string{"bad.yaml", "sim.link_fault", "GPU 0..1"}},
 		{"sim link fault kind", "", []string{"sim.link_fault=1:flaky"}, nil, []string{"flag:--set", "sim.link_fault", "down|slow|errors"}},
 		{"sim cotenant", "sim:\n  gpus: 2\n  cotenant: 2:5s\n", nil, nil, []string{"bad.yaml", "sim.cotenant", "GPU 0..1"}},
 		{"reference floor name", "reference_floors:\n  NVIDIA H200: {gemm_bf17: 0.6}\n", nil, nil, []string{"bad.yaml", "gemm_bf17", "unknown benchmark", "gemm_bf16"}},
 		{"reference floor value", "", []string{"reference_floors.NVIDIA H200.hbm_d2d=7"}, nil, []string{"flag:--set", "hbm_d2d", "between 0 and 1.5"}},
+		{"hub mirror not a URL", "", []string{"model_cache.endpoint=hf-mirror.local"}, nil, []string{"flag:--set", "model_cache.endpoint", "http(s) URL"}},
+		{"hub mirror with credentials", "", nil, []string{"GPUVET_MODEL_CACHE_ENDPOINT=https://bob:s3cret@mirror.local"}, []string{"env:GPUVET_MODEL_CACHE_ENDPOINT", "model_cache.endpoint", "HF_TOKEN"}},
 		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
 	}
 	for _, tt := range tests {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"time"
 )
@@ -39,10 +40,16 @@ type Kubernetes struct {
 	// Dynamo serves each model through a DynamoGraphDeployment (NVIDIA Dynamo's operator, the CRD
 	// dynamographdeployments.nvidia.com) instead of plain engine Pods.
 	Dynamo bool `yaml:"dynamo"`
+	// CacheOwnerInit gives the populate Job an init container that runs as root with only
+	// CAP_CHOWN and CAP_FOWNER and hands the cache volume's root to the image's user (65532) where
+	// fsGroup does not (hostPath, NFS without root squash). false where root containers are refused
+	// (an admission policy, OpenShift's restricted SCC): the volume's provisioner must then apply
+	// fsGroup (CSI block volumes do).
+	CacheOwnerInit bool `yaml:"cache_owner_init"`
 }
 
 func kubernetesDefaults() Kubernetes {
-	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour)}
+	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true}
 }
 
 // Model cache PVC access modes (model_cache.access_mode, backend kubernetes).
@@ -65,6 +72,24 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.parallel_nodes", k.ParallelNodes < 1, "want ≥ 1"},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},
+		{"model_cache.endpoint", mc.Endpoint != "" && HubURLProblem(mc.Endpoint) != "", HubURLProblem(mc.Endpoint)},
 		{"model_cache.access_mode", !oneOfStr(mc.AccessMode, AccessAuto, AccessRWO, AccessRWX), fmt.Sprintf("want auto (ReadWriteMany when the StorageClass's provisioner is known to support it), ReadWriteOnce or ReadWriteMany; got %q", mc.AccessMode)},
 	}
+}
+
+// HubURLProblem says what is wrong with a hub mirror URL ("" when nothing): it must be an absolute
+// http(s) URL, without credentials (a token goes in HF_TOKEN, never in a URL that lands in
+// manifests and logs).
+func HubURLProblem(s string) string {
+	u, err := url.Parse(s)
+	if err == nil && u.User != nil {
+		return "the URL holds credentials: give the hub token in HF_TOKEN (engine.token_env), never in the URL, which is written to manifests and logs"
+	}
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Sprintf("want the hub mirror's http(s) URL, e.g. https://hf-mirror.example.com; got %q", s)
+	case u.RawQuery != "" || u.Fragment != "":
+		return fmt.Sprintf("want a base URL without query or fragment; got %q", u.Redacted())
+	}
+	return ""
 }

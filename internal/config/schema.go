@@ -200,6 +200,10 @@ type ModelCache struct {
 	// every node, when the StorageClass's provisioner is known to support it; else ReadWriteOnce,
 	// one per node), ReadWriteOnce or ReadWriteMany.
 	AccessMode string `yaml:"access_mode"`
+	// Endpoint is the hub the cache is filled from: a Hugging Face-compatible mirror for sites that
+	// cannot reach huggingface.co. "": $HF_ENDPOINT where gpuvet runs, else https://huggingface.co.
+	// Backend kubernetes passes it to the populate Jobs as HF_ENDPOINT.
+	Endpoint string `yaml:"endpoint"`
 }
 
 // IsOff reports whether a model_cache.dir value disables the managed cache.

@@ -38,6 +38,12 @@ type Options struct {
 	CacheSize    string
 	CacheAccess  string
 	StorageClass string // "" the cluster's default StorageClass
+	// HubEndpoint is the hub the populate Jobs download from (model_cache.endpoint); "": $HF_ENDPOINT
+	// where gpuvet runs, else the public hub.
+	HubEndpoint string
+	// CacheOwnerInit: the populate Job's root init container that chowns the volume's root
+	// (kubernetes.cache_owner_init).
+	CacheOwnerInit bool
 	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
 	Dynamo bool
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
@@ -66,6 +72,7 @@ type Run struct {
 	cacheNote string
 	shared    sharedCache
 	tokenEnv  string
+	hub       string // HF_ENDPOINT of the populate Jobs ("": the public hub)
 	man       *fleet.Manifest
 }
 
@@ -83,6 +90,14 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 			return nil, fmt.Errorf("model_cache.size (--cache-size) %q: want a size such as 100Gi, or off", opt.CacheSize)
 		}
 		r.size = q
+	}
+	r.hub = opt.HubEndpoint
+	if r.hub == "" {
+		r.hub = os.Getenv("HF_ENDPOINT")
+	}
+	r.hub = strings.TrimRight(r.hub, "/")
+	if p := config.HubURLProblem(r.hub); r.hub != "" && opt.HubEndpoint == "" && p != "" {
+		return nil, fmt.Errorf("HF_ENDPOINT (the hub mirror the populate Jobs would use; model_cache.endpoint overrides it): %s", p)
 	}
 	if cfg.Engine.TokenEnv != "" && os.Getenv(cfg.Engine.TokenEnv) != "" {
 		r.tokenEnv = cfg.Engine.TokenEnv

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 )
 
 // The model cache, as aicr's inference check does it: a PVC on the chosen StorageClass, filled once
@@ -162,11 +163,37 @@ func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 			job = dnsName("cache", "shared", strconv.Itoa(mi))
 		}
 		j := gpuvetJob(r.opt.RunID, job, RoleCache, node, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
-		withCache(j, name, r.tokenEnv != "")
-		h.say("model cache: pulling %s into %s PVC %s (%s, %s)", model, r.access, name, r.class, r.size.String())
+		withCache(j, name, CacheAccess{Hub: r.hub, Token: r.tokenEnv != "", OwnerInit: r.opt.CacheOwnerInit})
+		h.say("model cache: pulling %s from %s into %s PVC %s (%s, %s)", model, hubName(r.hub), r.access, name, r.class, r.size.String())
 		if _, err := h.runJob(ctx, j); err != nil {
-			return err
+			return populateHint(err, r.opt.CacheOwnerInit)
 		}
 	}
 	return nil
+}
+
+// hubName is the hub a populate Job downloads from, for the run's output.
+func hubName(hub string) string {
+	if hub == "" {
+		return modelcache.DefaultEndpoint
+	}
+	return hub
+}
+
+// populateHint adds what to do to a populate Job that could not write its volume: `gpuvet cache
+// pull`'s own hint (--cache-dir) is not something a Kubernetes user can set for that Job.
+func populateHint(err error, ownerInit bool) error {
+	if ownerInit && strings.Contains(err.Error(), "its pod cannot be created") {
+		return fmt.Errorf("%v\nthe populate Job's init container runs as root with CAP_CHOWN and CAP_FOWNER (it hands a fresh volume's root to uid %d); "+
+			"where root containers are refused, set kubernetes.cache_owner_init false (--cache-owner-init=false) and use a StorageClass that applies fsGroup "+
+			"(docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser)
+	}
+	if !strings.Contains(err.Error(), "permission denied") {
+		return err
+	}
+	fix := "the init container could not hand it over either: use a StorageClass whose volumes can be chowned by root or honour fsGroup"
+	if !ownerInit {
+		fix = "its StorageClass does not apply fsGroup: set kubernetes.cache_owner_init true (a root init container that chowns the volume's root; needs Pod Security baseline), or use a StorageClass that applies fsGroup"
+	}
+	return fmt.Errorf("%v\nthe cache volume's root is not writable by uid %d, the user the populate Job runs as; %s (docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser, fix)
 }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 func gpuNode(name string, gpus int64, mods ...func(*corev1.Node)) *corev1.Node {
@@ -260,5 +262,136 @@ func TestWaitJobInterruptedIsNotATimeout(t *testing.T) {
 	pods := fake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0", Namespace: "ns"}})
 	if err := WaitPodsReady(ctx, pods, "ns", []string{"engine-0"}, time.Hour); err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "ready_timeout") {
 		t.Errorf("interrupted pod wait: %v", err)
+	}
+}
+
+// The populate Job writes a volume that comes up root:root 0755 as uid 65532: fsGroup for CSI block
+// volumes, and (kubernetes.cache_owner_init) a root init container with only CAP_CHOWN and
+// CAP_FOWNER for hostPath and NFS; the hub mirror reaches it as HF_ENDPOINT; the token only through
+// the Secret.
+func TestPopulateJob(t *testing.T) {
+	for _, init := range []bool{true, false} {
+		j := gpuvetJob("r1", "cache-0-0", RoleCache, "n1", "img:1", []string{"cache", "pull", "m/x"}, 0, nil)
+		withCache(j, "cache-n1", CacheAccess{Hub: "http://mirror.local:8080", Token: true, OwnerInit: init})
+		ps := j.Spec.Template.Spec
+		sc := ps.SecurityContext
+		if sc == nil || *sc.RunAsUser != CacheUser || *sc.RunAsGroup != CacheUser || *sc.FSGroup != CacheUser || !*sc.RunAsNonRoot ||
+			*sc.FSGroupChangePolicy != corev1.FSGroupChangeOnRootMismatch || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Fatalf("pod securityContext %+v", sc)
+		}
+		c := ps.Containers[0]
+		if c.SecurityContext == nil || *c.SecurityContext.AllowPrivilegeEscalation || c.SecurityContext.Capabilities.Drop[0] != "ALL" {
+			t.Errorf("populate container securityContext %+v", c.SecurityContext)
+		}
+		env := map[string]corev1.EnvVar{}
+		for _, e := range c.Env {
+			env[e.Name] = e
+		}
+		if env["HF_ENDPOINT"].Value != "http://mirror.local:8080" || env["HF_HOME"].Value != cacheMount ||
+			env["HF_TOKEN"].Value != "" || env["HF_TOKEN"].ValueFrom.SecretKeyRef.Name != tokenSecret {
+			t.Errorf("populate env %+v", c.Env)
+		}
+		if !init {
+			if len(ps.InitContainers) != 0 {
+				t.Errorf("cache_owner_init false: init containers %+v", ps.InitContainers)
+			}
+			continue
+		}
+		if len(ps.InitContainers) != 1 {
+			t.Fatalf("init containers %+v", ps.InitContainers)
+		}
+		ic := ps.InitContainers[0]
+		isc := ic.SecurityContext
+		if ic.Image != "img:1" || strings.Join(ic.Command, " ") != GpuvetBinary+" cache own /cache --uid 65532 --gid 65532" ||
+			ic.VolumeMounts[0].MountPath != cacheMount || ic.VolumeMounts[0].ReadOnly {
+			t.Errorf("init container %+v", ic)
+		}
+		if *isc.RunAsUser != 0 || *isc.RunAsNonRoot || *isc.AllowPrivilegeEscalation || isc.Capabilities.Drop[0] != "ALL" ||
+			len(isc.Capabilities.Add) != 2 || isc.Capabilities.Add[0] != "CHOWN" || isc.Capabilities.Add[1] != "FOWNER" {
+			t.Errorf("init securityContext %+v", isc)
+		}
+	}
+	// No mirror: no HF_ENDPOINT (the hub's default).
+	j := gpuvetJob("r1", "cache-0-0", RoleCache, "n1", "img:1", nil, 0, nil)
+	withCache(j, "c", CacheAccess{})
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == "HF_ENDPOINT" || e.Name == "HF_TOKEN" {
+			t.Errorf("unexpected %s", e.Name)
+		}
+	}
+}
+
+// The hub mirror comes from model_cache.endpoint, else HF_ENDPOINT where gpuvet runs; a bad
+// HF_ENDPOINT stops the run before anything is created.
+func TestPrepareHubMirror(t *testing.T) {
+	cs := fake.NewClientset(gpuNode("n1", 8))
+	allowAll(cs)
+	cl := &Cluster{Client: cs}
+	opt := Options{RunID: "r1", Image: "img", CacheSize: "off"}
+	t.Setenv("HF_ENDPOINT", "http://env-mirror:8080/")
+	r, err := Prepare(context.Background(), cl, config.Defaults(), nil, opt)
+	if err != nil || r.hub != "http://env-mirror:8080" {
+		t.Fatalf("hub %q, %v; want HF_ENDPOINT's", r.hub, err)
+	}
+	opt.HubEndpoint = "https://key-mirror"
+	if r, err = Prepare(context.Background(), cl, config.Defaults(), nil, opt); err != nil || r.hub != "https://key-mirror" {
+		t.Fatalf("hub %q, %v; want model_cache.endpoint's", r.hub, err)
+	}
+	opt.HubEndpoint = ""
+	t.Setenv("HF_ENDPOINT", "https://user:pw@mirror")
+	if _, err := Prepare(context.Background(), cl, config.Defaults(), nil, opt); err == nil || !strings.Contains(err.Error(), "HF_ENDPOINT") || strings.Contains(err.Error(), "pw@") {
+		t.Errorf("bad HF_ENDPOINT: %v", err)
+	}
+}
+
+// A populate Job that cannot write its volume says what to do in Kubernetes terms.
+func TestPopulateHint(t *testing.T) {
+	err := errors.New("job cache-0-0 failed: ... mkdir /cache/hub: permission denied); make the cache folder writable or choose another with --cache-dir")
+	for _, init := range []bool{true, false} {
+		got := populateHint(err, init).Error()
+		if !strings.Contains(got, "not writable by uid 65532") || strings.Contains(got, "kubernetes.cache_owner_init true") == init {
+			t.Errorf("init %v: %s", init, got)
+		}
+	}
+	if other := errors.New("job x failed: HTTP 404"); populateHint(other, true) != other {
+		t.Error("only permission errors get the hint")
+	}
+}
+
+// An init container that fails is the pod's reason (its containers never ran, so they have no log),
+// and one restart reads "once".
+func TestPodProblemInitContainer(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0-x"}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+		InitContainerStatuses: []corev1.ContainerStatus{{Name: "cache-owner", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}},
+		ContainerStatuses:     []corev1.ContainerStatus{{Name: "gpuvet", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}}
+	pe := podProblem(p, func(c string, prev bool) string { return c + ": chown /cache to 65532:65532: operation not permitted" })
+	if pe == nil || pe.Reason != "Failed" || !strings.Contains(pe.Detail, "init container cache-owner exit 1") || !strings.Contains(pe.Detail, "cache-owner: chown /cache") {
+		t.Errorf("%v", pe)
+	}
+	p.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "engine", RestartCount: 1,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}
+	if pe := podProblem(p, nil); pe == nil || !strings.Contains(pe.Detail, "container engine restarted once") {
+		t.Errorf("%v", pe)
+	}
+}
+
+// A Job whose pod the API refuses (admission) fails at once with the API's reason, not at its timeout.
+func TestWaitJobPodRefused(t *testing.T) {
+	defer func(d time.Duration) { pollEvery = d }(pollEvery)
+	pollEvery = 5 * time.Millisecond
+	msg := `Error creating: pods "cache-0-0-abcde" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true`
+	cs := fake.NewClientset(
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0", Namespace: "ns"}},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e1", Namespace: "ns"}, Reason: "FailedCreate", Message: msg,
+			InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "cache-0-0", Namespace: "ns"}},
+		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e2", Namespace: "ns"}, Reason: "FailedCreate", Message: "other job",
+			InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "load-0-0", Namespace: "ns"}})
+	start := time.Now()
+	_, err := WaitJob(context.Background(), cs, "ns", "cache-0-0", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "its pod cannot be created: "+msg) || time.Since(start) > 10*time.Second {
+		t.Fatalf("%v after %s", err, time.Since(start))
+	}
+	if h := populateHint(err, true).Error(); !strings.Contains(h, "kubernetes.cache_owner_init false") {
+		t.Errorf("hint: %s", h)
 	}
 }

@@ -233,17 +233,57 @@ func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.
 	return pod, nil
 }
 
-// withCache mounts the cache PVC read-write into a populate Job and passes the hub token from the
-// run's Secret (never a literal in the manifest).
-func withCache(j *batchv1.Job, pvc string, token bool) {
+// CacheUser is the user and group the populate Job writes the cache as: the user of gpuvet's image
+// (distroless "nonroot", ko's default base), set explicitly so that an image built another way
+// writes the same owner. Engines read the cache whatever their user: it is written 0755/0644.
+const CacheUser = 65532
+
+// CacheAccess is how a populate Job gets write access to a fresh cache volume, whose root comes up
+// root:root 0755 (ext4/xfs block volumes, hostPath).
+type CacheAccess struct {
+	// Hub is the hub (or mirror) the Job downloads from, passed as HF_ENDPOINT; "": the hub's default.
+	Hub string
+	// Token passes HF_TOKEN from the run's Secret.
+	Token bool
+	// OwnerInit adds the init container that hands the volume's root to CacheUser where fsGroup does
+	// not (hostPath, NFS): root, with only CAP_CHOWN and CAP_FOWNER (Pod Security baseline). Without
+	// it the pod meets "restricted" and relies on fsGroup alone.
+	OwnerInit bool
+}
+
+// withCache makes j a populate Job: the cache PVC mounted read-write at /cache (HF_HOME), the hub
+// token from the run's Secret (never a literal in the manifest), the hub mirror, and write access to
+// the volume as CacheUser (docs/kubernetes.md, "The model cache's volume").
+func withCache(j *batchv1.Job, pvc string, a CacheAccess) {
 	ps := &j.Spec.Template.Spec
 	c := &ps.Containers[0]
 	c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount})
-	if token {
+	if a.Hub != "" {
+		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_ENDPOINT", Value: a.Hub})
+	}
+	if a.Token {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
 			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: "HF_TOKEN"}}})
 	}
-	c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
+	mount := []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
+	c.VolumeMounts = mount
 	ps.Volumes = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc}}}}
+	// fsGroup makes a CSI block volume's root group-writable by CacheUser (OnRootMismatch: only a
+	// fresh volume is walked); the kubelet leaves hostPath and NFS as they are.
+	uid, no, yes := int64(CacheUser), false, true
+	onRoot := corev1.FSGroupChangeOnRootMismatch
+	ps.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid, RunAsNonRoot: &yes, FSGroup: &uid,
+		FSGroupChangePolicy: &onRoot, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	c.SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &no,
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	if !a.OwnerInit {
+		return
+	}
+	root := int64(0)
+	ps.InitContainers = []corev1.Container{{Name: "cache-owner", Image: c.Image, ImagePullPolicy: c.ImagePullPolicy,
+		Command:      []string{GpuvetBinary, "cache", "own", cacheMount, "--uid", strconv.Itoa(CacheUser), "--gid", strconv.Itoa(CacheUser)},
+		VolumeMounts: mount,
+		SecurityContext: &corev1.SecurityContext{RunAsUser: &root, RunAsGroup: &root, RunAsNonRoot: &no, AllowPrivilegeEscalation: &no,
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "FOWNER"}}}}}
 }

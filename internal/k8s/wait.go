@@ -46,7 +46,8 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 			return &PodError{Pod: p.Name, Reason: "Unschedulable", Detail: c.Message}
 		}
 	}
-	for _, cs := range p.Status.ContainerStatuses {
+	// Init containers first: a pod whose init container fails never starts its containers.
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 			if t != nil && t.Reason == "OOMKilled" {
 				return &PodError{Pod: p.Name, Reason: "OOMKilled", Detail: fmt.Sprintf("container %s was killed for memory (exit %d): raise its memory limit or lower the model's footprint", cs.Name, t.ExitCode)}
@@ -55,7 +56,7 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 		if w := cs.State.Waiting; w != nil && waitingFatal[w.Reason] {
 			d := w.Message
 			if w.Reason == "CrashLoopBackOff" {
-				d = fmt.Sprintf("container %s restarted %d times", cs.Name, cs.RestartCount)
+				d = fmt.Sprintf("container %s restarted %s", cs.Name, times(cs.RestartCount))
 				if t := cs.LastTerminationState.Terminated; t != nil {
 					d += fmt.Sprintf(", last exit %d (%s)", t.ExitCode, t.Reason)
 				}
@@ -70,6 +71,16 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 	}
 	if p.Status.Phase == corev1.PodFailed {
 		d := p.Status.Message
+		for _, cs := range p.Status.InitContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				d = strings.TrimSpace(fmt.Sprintf("%s init container %s exit %d (%s)", d, cs.Name, t.ExitCode, t.Reason))
+				if logs != nil { // its containers never ran: the init container's log is the only one
+					if l := logs(cs.Name, false); l != "" {
+						d += "; its last log lines:\n" + l
+					}
+				}
+			}
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 				d = strings.TrimSpace(fmt.Sprintf("%s container %s exit %d (%s)", d, cs.Name, t.ExitCode, t.Reason))
@@ -78,6 +89,14 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 		return &PodError{Pod: p.Name, Reason: "Failed", Detail: d}
 	}
 	return nil
+}
+
+// times is "once", "2 times": how often a container restarted.
+func times(n int32) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -154,16 +173,27 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 		}
 		if err == nil {
 			pods, perr := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+			if perr == nil && len(pods.Items) == 0 {
+				if refused := podRefused(ctx, cs, ns, name); refused != "" {
+					return nil, fmt.Errorf("job %s: its pod cannot be created: %s", name, refused)
+				}
+			}
 			if perr == nil && len(pods.Items) > 0 {
 				p := &pods.Items[0]
 				done := jobDone(j)
 				if done != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
-					if lerr != nil {
+					opt := &corev1.PodLogOptions{}
+					if len(p.Spec.Containers) > 0 { // the Job's container, not its init container
+						opt.Container = p.Spec.Containers[0].Name
+					}
+					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, opt).DoRaw(ctx)
+					failed := p.Status.Phase == corev1.PodFailed || done == "failed"
+					if lerr != nil && !failed {
 						return nil, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
 					}
-					if p.Status.Phase == corev1.PodFailed || done == "failed" {
-						return log, fmt.Errorf("job %s failed: %s", name, podFailure(p, log))
+					if failed { // a container that never ran (its init container failed) has no log: the reason says why
+						logs := func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }
+						return log, fmt.Errorf("job %s failed: %s", name, podFailure(p, log, logs))
 					}
 					if p.Status.Phase == corev1.PodSucceeded || done == "complete" {
 						return log, nil
@@ -183,6 +213,23 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// podRefused is why the API refused a Job's pod (admission: Pod Security, a policy, a quota), from
+// the Job controller's FailedCreate event; "" when there is none. The Job controller keeps trying,
+// so without this the Job would wait out its timeout. Events are read best effort: without the
+// permission to list them the Job waits as before.
+func podRefused(ctx context.Context, cs kubernetes.Interface, ns, job string) string {
+	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + job})
+	if err != nil {
+		return ""
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "FailedCreate" && e.InvolvedObject.Name == job {
+			return e.Message
+		}
+	}
+	return ""
 }
 
 // interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only
@@ -209,10 +256,13 @@ func jobDone(j *batchv1.Job) string {
 	return ""
 }
 
-func podFailure(p *corev1.Pod, log []byte) string {
+func podFailure(p *corev1.Pod, log []byte, logs func(container string, previous bool) string) string {
 	d := ""
-	if pe := podProblem(p, nil); pe != nil {
+	if pe := podProblem(p, logs); pe != nil {
 		d = pe.Reason + ": " + pe.Detail
+	}
+	if len(log) == 0 {
+		return d
 	}
 	lines := strings.Split(strings.TrimRight(string(log), "\n"), "\n")
 	if len(lines) > 15 {

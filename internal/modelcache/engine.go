@@ -38,7 +38,7 @@ func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCach
 	if dir == "" || isLocalPath(model) {
 		return env, nil
 	}
-	if _, err := Ensure(ctx, model, Options{CacheDir: dir, Progress: os.Stderr}); err != nil {
+	if _, err := Ensure(ctx, model, Options{CacheDir: dir, Endpoint: mc.Endpoint, Progress: os.Stderr}); err != nil {
 		return nil, err
 	}
 	for _, kv := range EngineEnv(dir) {

@@ -80,7 +80,7 @@ func TestSimEndToEnd(t *testing.T) {
 	if !strings.Contains(sb.String(), "Qwen/Qwen3-8B  0") || !strings.Contains(sb.String(), "6/6") {
 		t.Errorf("terminal table:\n%s", sb.String())
 	}
-	for _, f := range []string{"report.html", "junit.xml"} {
+	for _, f := range []string{"report.html", "junit.xml", "ctrf.json"} { // CTRF beside JUnit on every backend
 		if _, err := os.Stat(filepath.Join(p.Config.Output.Dir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}

@@ -30,8 +30,12 @@ func Render(w io.Writer, s *results.Summary) {
 	}
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
-			if len(m.Endpoints) == 0 {
-				row(h.Name, m.Model, "-", string(m.Status), firstLines(m.Error, 1))
+			if len(m.Endpoints) == 0 { // the error is in the failures block: a table cell is no place for it
+				note := ""
+				if m.Error != "" {
+					note = "failed: see below"
+				}
+				row(h.Name, m.Model, "-", string(m.Status), "", "", "", "", "", "", "", "", "", note)
 			}
 			for _, e := range m.Endpoints {
 				row(h.Name, m.Model, gpuList(e.GPUs), string(e.Status),
@@ -57,6 +61,9 @@ func flagLines(s *results.Summary) []string {
 	add(s.Flags)
 	for _, h := range s.Hosts {
 		add(h.Flags)
+		if h.Error != "" && !modelSaid(h) {
+			out = append(out, fmt.Sprintf("[failed] %s: %s", hostName(h), errorLine(h.Error)))
+		}
 		if h.Health != nil {
 			add(h.Health.Flags)
 			for _, g := range h.Health.GPUs {
@@ -65,6 +72,9 @@ func flagLines(s *results.Summary) []string {
 		}
 		for _, m := range h.Models {
 			add(m.Flags)
+			if m.Error != "" && m.Status != results.StatusInterrupted {
+				out = append(out, fmt.Sprintf("[failed] %s: %s", m.Model, errorLine(m.Error)))
+			}
 			for _, e := range m.Endpoints {
 				add(e.Flags)
 				if e.Error != "" && e.Status != results.StatusInterrupted {
@@ -74,6 +84,35 @@ func flagLines(s *results.Summary) []string {
 		}
 	}
 	return out
+}
+
+// errorLine is an error on one line: its first, and where that one announces more ("…; last log
+// lines:") its last, which is where a crashed process says why.
+func errorLine(err string) string {
+	first := firstLines(err, 1)
+	if !strings.HasSuffix(first, ":") {
+		return first
+	}
+	rest := strings.Split(strings.TrimSpace(strings.TrimPrefix(err, first)), "\n")
+	return first + " … " + strings.TrimSpace(rest[len(rest)-1])
+}
+
+// modelSaid reports whether one of the host's models already carries the host's error (a fleet
+// host fails with its model's error), so the failures block says it once.
+func modelSaid(h results.Host) bool {
+	for _, m := range h.Models {
+		if m.Error != "" && strings.Contains(h.Error, m.Error) {
+			return true
+		}
+	}
+	return false
+}
+
+func hostName(h results.Host) string {
+	if h.Name == "" {
+		return "host"
+	}
+	return "host " + h.Name
 }
 
 // caveatLines lists what the figures cannot say, one line per finding; a finding shared by several

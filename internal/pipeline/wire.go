@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -148,19 +147,10 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	return src, "nvidia-smi-xml", nil, nil
 }
 
-// WriteReports writes the reports the output settings ask for (HTML, JUnit, Prometheus) into dir.
+// WriteReports writes the reports the output settings ask for into dir, under report.WriteDir's
+// standard names: HTML, JUnit with CTRF beside it, Prometheus. Every backend writes through it.
 func WriteReports(s *results.Summary, dir string, o config.Output) error {
-	var errs []error
-	if o.HTML {
-		errs = append(errs, report.WriteHTML(s, filepath.Join(dir, "report.html")))
-	}
-	if o.JUnit {
-		errs = append(errs, report.WriteJUnit(s, filepath.Join(dir, "junit.xml")))
-	}
-	if o.Prometheus {
-		errs = append(errs, report.WritePrometheus(s, filepath.Join(dir, "gpuvet.prom")))
-	}
-	return errors.Join(errs...)
+	return report.WriteDir(s, dir, o.HTML, o.JUnit, o.Prometheus)
 }
 
 // Sim serves every slot with an in-process simulator attached to the slot's virtual GPU, so the

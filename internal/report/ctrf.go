@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -16,15 +17,38 @@ import (
 // CTRFFile is the standard name beside junit.xml.
 const CTRFFile = "ctrf.json"
 
+// The document follows the CTRF JSON schema of the reference implementation (npm ctrf 0.3.0,
+// testdata/ctrf-schema-0.0.json; a test validates against it): reportFormat and specVersion are
+// required, a test's suite is its hierarchy (an array), and environment holds only the schema's
+// keys, gpuvet's own in its extra.
+const (
+	ctrfFormat      = "CTRF"
+	ctrfSpecVersion = "0.0.0" // the spec version ctrf 0.3.0 writes and validates
+)
+
 type ctrfDoc struct {
-	Results ctrfResults `json:"results"`
+	ReportFormat string      `json:"reportFormat"`
+	SpecVersion  string      `json:"specVersion"`
+	RunID        string      `json:"runId,omitempty"`
+	Timestamp    string      `json:"timestamp,omitempty"`
+	GeneratedBy  string      `json:"generatedBy"`
+	Results      ctrfResults `json:"results"`
 }
 
 type ctrfResults struct {
-	Tool        ctrfTool          `json:"tool"`
-	Summary     ctrfSummary       `json:"summary"`
-	Tests       []ctrfTest        `json:"tests"`
-	Environment map[string]string `json:"environment,omitempty"`
+	Tool        ctrfTool        `json:"tool"`
+	Summary     ctrfSummary     `json:"summary"`
+	Tests       []ctrfTest      `json:"tests"`
+	Environment ctrfEnvironment `json:"environment"`
+}
+
+type ctrfEnvironment struct {
+	ReportName      string         `json:"reportName,omitempty"`
+	AppName         string         `json:"appName,omitempty"`
+	AppVersion      string         `json:"appVersion,omitempty"`
+	TestEnvironment string         `json:"testEnvironment,omitempty"`
+	Healthy         bool           `json:"healthy"`
+	Extra           map[string]any `json:"extra,omitempty"`
 }
 
 type ctrfTool struct {
@@ -41,6 +65,7 @@ type ctrfSummary struct {
 	Other   int   `json:"other"`
 	Start   int64 `json:"start"`
 	Stop    int64 `json:"stop"`
+	Suites  int   `json:"suites"`
 }
 
 type ctrfTest struct {
@@ -48,7 +73,7 @@ type ctrfTest struct {
 	Status   string         `json:"status"` // passed, failed, skipped, pending, other
 	Duration int64          `json:"duration"`
 	Message  string         `json:"message,omitempty"`
-	Suite    string         `json:"suite,omitempty"`
+	Suite    []string       `json:"suite,omitempty"` // gpuvet, then the node (or fleet, run)
 	Extra    map[string]any `json:"extra,omitempty"`
 }
 
@@ -58,7 +83,9 @@ func CTRF(s *results.Summary) ([]byte, error) {
 		return nil, fmt.Errorf("ctrf: no summary")
 	}
 	r := ctrfResults{Tool: ctrfTool{Name: "gpuvet", Version: s.Tool.Version},
-		Environment: map[string]string{"run_id": s.RunID, "backend": s.Backend, "environment": s.Environment}}
+		Environment: ctrfEnvironment{ReportName: "gpuvet run " + s.RunID, AppName: "gpuvet", AppVersion: s.Tool.Version,
+			TestEnvironment: s.Environment, Healthy: s.Status == results.StatusOK,
+			Extra: map[string]any{"run_id": s.RunID, "backend": s.Backend, "status": string(s.Status)}}}
 	if !s.StartedAt.IsZero() {
 		r.Summary.Start = s.StartedAt.UnixMilli()
 	}
@@ -71,7 +98,7 @@ func CTRF(s *results.Summary) ([]byte, error) {
 	if s.Fleet != nil {
 		for _, c := range s.Fleet.Comparisons {
 			for _, v := range c.Values {
-				t := ctrfTest{Name: fmt.Sprintf("compare.node_to_node %s node %s", c.Metric, v.Host), Suite: "gpuvet.fleet", Status: "passed",
+				t := ctrfTest{Name: fmt.Sprintf("compare.node_to_node %s node %s", c.Metric, v.Host), Suite: fleetSuite, Status: "passed",
 					Message: v.Reason, Extra: map[string]any{"node": v.Host, "metric": c.Metric, "value": v.Value, "delta_pct": v.DeltaPct, "variance_pct": c.VariancePct}}
 				switch {
 				case v.Flagged:
@@ -83,14 +110,16 @@ func CTRF(s *results.Summary) ([]byte, error) {
 			}
 		}
 		for _, sk := range s.Fleet.Skipped {
-			r.Tests = append(r.Tests, ctrfTest{Name: "node " + sk.Name, Suite: "gpuvet.fleet", Status: "skipped", Message: sk.Reason,
+			r.Tests = append(r.Tests, ctrfTest{Name: "node " + sk.Name, Suite: fleetSuite, Status: "skipped", Message: sk.Reason,
 				Extra: map[string]any{"node": sk.Name}})
 		}
 	}
 	if s.Error != "" {
-		r.Tests = append(r.Tests, ctrfTest{Name: "run", Suite: "gpuvet.run", Status: "failed", Message: s.Error})
+		r.Tests = append(r.Tests, ctrfTest{Name: "run", Suite: []string{"gpuvet", "run"}, Status: "failed", Message: s.Error})
 	}
+	suites := map[string]bool{}
 	for _, t := range r.Tests {
+		suites[strings.Join(t.Suite, "\x00")] = true
 		r.Summary.Tests++
 		switch t.Status {
 		case "passed":
@@ -103,10 +132,16 @@ func CTRF(s *results.Summary) ([]byte, error) {
 			r.Summary.Other++
 		}
 	}
+	r.Summary.Suites = len(suites)
 	if r.Tests == nil {
 		r.Tests = []ctrfTest{}
 	}
-	b, err := json.MarshalIndent(ctrfDoc{Results: r}, "", "  ")
+	doc := ctrfDoc{ReportFormat: ctrfFormat, SpecVersion: ctrfSpecVersion, RunID: s.RunID, GeneratedBy: "gpuvet " + s.Tool.Version, Results: r}
+	if !s.FinishedAt.IsZero() {
+		doc.Timestamp = s.FinishedAt.UTC().Format(time.RFC3339)
+	}
+	doc.GeneratedBy = strings.TrimSpace(doc.GeneratedBy)
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +149,10 @@ func CTRF(s *results.Summary) ([]byte, error) {
 }
 
 func hostTests(h results.Host) []ctrfTest {
-	suite := "gpuvet." + h.Name
+	suite := []string{"gpuvet", h.Name}
+	if h.Name == "" {
+		suite = []string{"gpuvet", "host"}
+	}
 	var out []ctrfTest
 	if h.Error != "" {
 		out = append(out, ctrfTest{Name: "host " + h.Name, Suite: suite, Status: "failed", Message: h.Error, Extra: map[string]any{"node": h.Name}})
@@ -159,6 +197,8 @@ func hostTests(h results.Host) []ctrfTest {
 	}
 	return out
 }
+
+var fleetSuite = []string{"gpuvet", "fleet"}
 
 func verdictCTRF(r string) string {
 	switch r {

@@ -34,8 +34,9 @@ func TestCTRF(t *testing.T) {
 			Tool    struct{ Name string }
 			Summary struct{ Tests, Passed, Failed, Skipped, Other int }
 			Tests   []struct {
-				Name, Status, Suite string
-				Extra               map[string]any
+				Name, Status string
+				Suite        []string
+				Extra        map[string]any
 			}
 		}
 	}
