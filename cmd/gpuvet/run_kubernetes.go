@@ -190,7 +190,7 @@ func newFleetSummary(plan *config.Plan) *results.Summary {
 	}
 	return &results.Summary{
 		SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version()},
-		RunID: now.Format("20060102T150405Z"), StartedAt: now, Backend: "kubernetes", Environment: env,
+		RunID: results.NewRunID(now), StartedAt: now, Backend: "kubernetes", Environment: env,
 		Meta: results.Meta{Models: cfg.Models, LoadProfile: &lc, Thresholds: config.Thresholds(cfg, plan.Sources),
 			ParallelGPUs: cfg.Run.ParallelGPUs, Settings: plan.Settings(), Engine: cfg.Engine.Kind},
 		Status: results.StatusOK,

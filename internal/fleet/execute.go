@@ -2,8 +2,6 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -57,13 +55,8 @@ func (e *InputError) Unwrap() error { return e.Err }
 // ErrInterrupted is the error of a run stopped by Ctrl-C or SIGTERM (partial results kept).
 var ErrInterrupted = errors.New("interrupted")
 
-// NewRunID is a run id unique even for runs started in the same second: the UTC time and 8 random
-// hex digits (20261201T103000Z-3fa9c1d2). Every object a run creates carries it.
-func NewRunID(t time.Time) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return t.UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
-}
+// NewRunID is results.NewRunID: a run id unique even for runs started in the same second.
+func NewRunID(t time.Time) string { return results.NewRunID(t) }
 
 // Execute runs one fleet run: hosts (or VMs) in parallel, one merged, judged summary and its
 // reports. The error is an *InputError (nothing started), ErrInterrupted (wrapped), or a failed run.

@@ -113,7 +113,7 @@ func (r *run) newSummary() *results.Summary {
 	s := &results.Summary{
 		SchemaVersion: results.SchemaVersion,
 		Tool:          results.Tool{Name: "gpuvet", Version: r.opt.ToolVersion, Commit: vcsCommit()},
-		RunID:         now.Format("20060102T150405Z"),
+		RunID:         results.NewRunID(now),
 		StartedAt:     now,
 		Backend:       r.cfg.Backend,
 		Environment:   r.cfg.Environment,
