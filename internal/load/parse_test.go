@@ -196,7 +196,7 @@ func FuzzStream(f *testing.F) {
 		rec := &Record{RequestedTokens: want}
 		ctx, cancel := contextWithCancelCause()
 		defer cancel(nil)
-		cl.stream(ctx, cancel, bytes.NewReader(body), rec, nil)
+		cl.stream(ctx, cancel, bytes.NewReader(body), rec, nil, "")
 		rec.derive()
 		for _, g := range rec.ITLMs {
 			if g < 0 {
