@@ -26,7 +26,7 @@ type fake struct {
 	short      int           // send this many fewer tokens than asked
 	noTokenize bool
 	noDone     bool
-	pauseAfter int           // pause for pause after this many content chunks (0: never)
+	pauseAfter int // pause for pause after this many content chunks (0: never)
 	pause      time.Duration
 	strict     bool          // answer 400 to vLLM's extra parameters, as a strict OpenAI-compatible server
 	capacity   chan struct{} // when set, at most cap(capacity) streams generate at once

@@ -44,9 +44,9 @@ type Record struct {
 	OutputTokens    int    `json:"output_tokens"`
 	RequestedTokens int    `json:"requested_tokens"`
 	Chunks          int    `json:"chunks"`
-	Counts          string `json:"counts,omitempty"` // where output token counts came from
-	Error           string `json:"error,omitempty"`  // class: http_<code>, timeout, cut_stream, …
-	Detail          string `json:"detail,omitempty"` // the error's words, or why the request is incomplete
+	Counts          string `json:"counts,omitempty"`     // where output token counts came from
+	Error           string `json:"error,omitempty"`      // class: http_<code>, timeout, cut_stream, …
+	Detail          string `json:"detail,omitempty"`     // the error's words, or why the request is incomplete
 	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
 	// UsageClaim and PromptClaim are the server's usage counts where they were not believed (more
 	// completion tokens than max_tokens, more prompt tokens than the prompt can hold): the counts
@@ -62,8 +62,8 @@ type Record struct {
 	sched, start, sent, end time.Duration
 	marks                   []mark
 	contUsage               bool
-	promptTokens            int  // the prompt's exact count, when known
-	promptBytes             int  // the prompt's length in bytes (a bound on its tokens)
+	promptTokens            int // the prompt's exact count, when known
+	promptBytes             int // the prompt's length in bytes (a bound on its tokens)
 	beat                    *pulse
 	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
 	connect                 time.Duration
