@@ -187,7 +187,11 @@ func (r *Record) derive() {
 	if r.OutputTokens > 1 {
 		r.TPOTMs = (r.E2EMs - r.TTFTMs) / float64(r.OutputTokens-1)
 	}
-	r.ITLMs = make([]float64, 0, max(r.OutputTokens-1, 0))
+	gaps := 0
+	for _, m := range r.marks[1:] {
+		gaps += int(max(m.tok, 0))
+	}
+	r.ITLMs = make([]float64, 0, gaps) // the marks' tokens, bounded when they were counted (finalize)
 	last := first
 	for _, m := range r.marks[1:] {
 		if m.tok <= 0 {
