@@ -93,6 +93,9 @@ func Run(ctx context.Context, o Options) *results.Functional {
 			ft.Detail = err.Error()
 			out.Status = results.Worse(out.Status, results.StatusFlag)
 		}
+		if o.APIKey != "" { // details quote the server, which may echo the key
+			ft.Detail = strings.ReplaceAll(ft.Detail, o.APIKey, "[redacted]")
+		}
 		out.Tests = append(out.Tests, ft)
 	}
 	return out

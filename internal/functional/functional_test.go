@@ -129,3 +129,18 @@ func TestUnrunnableIsFailedNeverPass(t *testing.T) {
 		}
 	}
 }
+
+// A server that echoes the API key in its error bodies leaves it out of the suite's details.
+func TestKeyEchoIsRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+		fmt.Fprintf(w, `{"error":{"message":"bad %s"}}`, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	r := Run(context.Background(), Options{URL: srv.URL, Model: "m", APIKey: "sk-echoed-key-123"})
+	for _, ft := range r.Tests {
+		if strings.Contains(ft.Detail, "sk-echoed-key-123") {
+			t.Fatalf("%s: %s", ft.Name, ft.Detail)
+		}
+	}
+}
