@@ -308,13 +308,13 @@ func TestHostileSilences(t *testing.T) {
 }
 
 // Issue 27, item 2: a slow stream that keeps streaming is not stalled. 300 ms between tokens (a
-// real engine at c=128 streams about that) against a silence floor of 100 ms: the limit is the
-// stream's own gaps, so nothing is cut.
+// real engine at c=128 streams about that) against a silence floor of 100 ms: the limit follows the
+// gaps and TTFTs the load has seen, so nothing is cut.
 func TestHostileSlowStreamIsNotStalled(t *testing.T) {
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			h := startHostile(t, func(c net.Conn, _, maxTokens int, _ *http.Request) bool {
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(500 * time.Millisecond) // the first gap's limit is 2× the TTFT: 1 s
 				return answerStream(c, maxTokens, 300*time.Millisecond, maxTokens)
 			})
 			o := hostileOpts(h.url(), reader, 6, results.LoadConfig{Profile: "concurrency", Concurrency: 2, MaxRequests: 4})
