@@ -241,8 +241,7 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 		if give != "" {
 			c.dropped = append(c.dropped, give)
 		}
-		rec := &Record{}
-		c.doHTTP(ctx, p, 2, rec) // off the hot path: net/http, whichever reader streams the load
+		rec := c.probe(ctx, p)
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s did not answer the first streamed request (%s): %w", c.endpoint, orDefault(rec.Detail, "no answer"), context.Cause(ctx))
 		}
@@ -251,6 +250,31 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 		}
 	}
 	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
+}
+
+// probeTries is how many times the negotiation's request is sent before a server that does not
+// answer it is an error: one request that stalls (as a load may meet one in many) is not the
+// endpoint's verdict.
+const probeTries = 3
+
+// probe sends the negotiation's request (net/http, off the hot path, whichever reader streams the
+// load). Each try gets an equal share of what is left of ctx's deadline; a try that runs out of its
+// share is sent again.
+func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
+	for try := range probeTries {
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if end, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithTimeout(ctx, time.Until(end)/time.Duration(probeTries-try))
+		}
+		rec := &Record{}
+		c.doHTTP(tctx, p, 2, rec)
+		answered := tctx.Err() == nil
+		cancel()
+		if answered || ctx.Err() != nil || try == probeTries-1 {
+			return rec
+		}
+	}
+	panic("unreachable")
 }
 
 // do sends one request and fills rec with the load's reader. It never panics on server input and

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 // hostile serves /v1/models and /tokenize as an engine does, and hands every streamed completion to
@@ -478,5 +479,36 @@ func TestHostileBodies(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// Issue 27, item 2, through the simulator (`gpuvet sim --fault-stall 0.2 --fault-stall-for 60s`):
+// the streams it stalls are stalled errors within the rung, judged by the load's own gaps (the
+// stall timeout, 120 s, is far off), and none is left to the drain as incomplete.
+func TestSimStallsAreStalledErrors(t *testing.T) {
+	for _, reader := range readers {
+		t.Run(reader, func(t *testing.T) {
+			srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 5 * time.Millisecond, ITL: 2 * time.Millisecond,
+				Faults: sim.Faults{StallRate: 0.2, Stall: time.Minute}, Seed: 3}, "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			o := opts(srv.URL(), results.LoadConfig{Profile: "concurrency", Concurrency: 4, MaxDuration: results.Duration(2 * time.Second), Reader: reader})
+			o.SilenceFloor = 500 * time.Millisecond
+			o.Drain = 6 * time.Second // the setup's bound too: a stalled negotiation is sent again within it
+			start := time.Now()
+			l, err := Run(context.Background(), o)
+			if l == nil {
+				t.Fatal(err)
+			}
+			r := l.Runs[0]
+			if r.Errors[errStalled] == 0 || r.Requests.Incomplete != 0 || r.Requests.Successful == 0 {
+				t.Fatalf("errors %v requests %+v: want the stalled streams as %s errors, none incomplete", r.Errors, r.Requests, errStalled)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Fatalf("took %v: the stalls waited for the drain", d)
+			}
+		})
 	}
 }
