@@ -431,16 +431,17 @@ func TestHostileBodies(t *testing.T) {
 	}{
 		{"html", errNotSSE, "text/html", func(c net.Conn) {
 			body := "<html><body><h1>502 Bad Gateway</h1></body></html>\n"
-			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}},
 		{"gzip", errNotSSE, "gzip", func(c net.Conn) {
-			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", gz.Len(), gz.Bytes())
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n%s", gz.Len(), gz.Bytes())
 		}},
 		{"json", errNotSSE, "application/json", func(c net.Conn) {
-			writeJSON(c, 200, `{"choices":[{"text":"tok tok tok tok"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`)
+			body := `{"choices":[{"text":"tok tok tok tok"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}},
 		{"trickling 500", "http_500", "upstream", func(c net.Conn) {
-			c.Write([]byte("HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\nupstream "))
+			c.Write([]byte("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\nupstream "))
 			for range 300 {
 				if _, err := c.Write([]byte("x")); err != nil {
 					return
@@ -455,7 +456,7 @@ func TestHostileBodies(t *testing.T) {
 					if n == 0 {
 						return answerStream(c, maxTokens, 0, maxTokens) // the negotiation
 					}
-					tc.answer(c)
+					tc.answer(c) // each says Connection: close, as it closes
 					return false
 				})
 				o := hostileOpts(h.url(), reader, 4, results.LoadConfig{Profile: "synchronous", MaxRequests: 2})
