@@ -467,6 +467,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		recW = fh
 	}
 	cl.epoch = time.Now()
+	cl.pace.reset()
 	var sc *scraper
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	var scrapeWG sync.WaitGroup

@@ -17,8 +17,10 @@ const (
 	// (its own, or any stream's of the load), at least the floor, at most the stall timeout.
 	errStalled = "stalled"
 	// errNoAnswer: a request with no first token for answerTTFTs times the longest TTFT seen so far,
-	// at least the floor. Before any request of the load had its first token, only the end of the
-	// rung (its drain bound) judges one.
+	// at least the floor, while a request started later (by more than that TTFT) has had its first
+	// token (it was overtaken: an engine that queues requests answers them in order, so a request that waits
+	// behind a long queue is not unanswered). Before any request of the load had its first token,
+	// only the end of the rung (its drain bound) judges one.
 	errNoAnswer = "no_answer"
 	stallGaps   = 20
 	answerTTFTs = 10
@@ -38,12 +40,20 @@ func (s *silence) Error() string { return s.kind + ": " + s.detail }
 
 // pace is what the load has seen so far: the longest gap between two tokens of a stream and the
 // longest time from a request's start to its first token.
-type pace struct{ maxGap, maxTTFT atomic.Int64 }
+// answeredStart is the latest start of a request that has had its first token.
+type pace struct{ maxGap, maxTTFT, answeredStart atomic.Int64 }
 
 // pulse is one request's progress, written by its reader and read by its watchdog's timer.
 type pulse struct {
 	first, last, maxGap atomic.Int64 // since the load's epoch (first, last: 0 before the first token)
 	tokens              atomic.Int64 // chunks with tokens
+}
+
+// reset forgets what the setup's requests showed (timed before the load's epoch).
+func (p *pace) reset() {
+	p.maxGap.Store(0)
+	p.maxTTFT.Store(0)
+	p.answeredStart.Store(0)
 }
 
 func raise(a *atomic.Int64, v int64) {
@@ -61,6 +71,7 @@ func (c *client) beat(rec *Record, at time.Duration) {
 	if last := time.Duration(p.last.Load()); last == 0 {
 		p.first.Store(int64(at))
 		raise(&c.pace.maxTTFT, int64(at-rec.start))
+		raise(&c.pace.answeredStart, int64(rec.start))
 	} else if gap := at - last; gap > 0 {
 		raise(&p.maxGap, int64(gap))
 		raise(&c.pace.maxGap, int64(gap))
@@ -115,9 +126,19 @@ func (c *client) judgeNext(rec *Record, now time.Duration, final bool) (*silence
 		return nil, stall - silent
 	}
 	waited := now - rec.start
+	// Overtaken: a request started more than the longest TTFT after this one has had its first
+	// token (requests started together reach the server in any order); when the rung ends, any
+	// later request answered will do: this one has waited the drain bound too.
+	margin := time.Duration(c.pace.maxTTFT.Load())
+	if final {
+		margin = 0
+	}
+	overtaken := time.Duration(c.pace.answeredStart.Load())-margin > rec.start
 	switch {
+	case answer > 0 && waited >= answer && !overtaken:
+		return nil, floor // queued behind requests not yet answered: not judged
 	case answer > 0 && waited >= answer:
-		return &silence{errNoAnswer, fmt.Sprintf("no first token %s after the request was sent (longest TTFT so far %s; the limit %s is %d× that, at least %s)",
+		return &silence{errNoAnswer, fmt.Sprintf("no first token %s after the request was sent, while later requests had theirs (longest TTFT so far %s; the limit %s is %d× that, at least %s)",
 			secs(waited), secs(time.Duration(c.pace.maxTTFT.Load())), secs(answer), answerTTFTs, secs(floor))}, 0
 	case answer == 0 && final && waited >= floor:
 		return &silence{errNoAnswer, fmt.Sprintf("no first token %s after the request was sent, when the rung ended; no request of the load had had one", secs(waited))}, 0
