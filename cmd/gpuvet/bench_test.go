@@ -81,6 +81,11 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", s.URL, "--model", "m", "--profile", "nope"},
 		{"bench", "--url", s.URL, "--model", "m", "--profile", "constant", "--rate", "0"},
 		{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "0"},
+		// Bounded inputs (a concurrency of 2^63 wrapped the open-files check and ran on).
+		{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "9223372036854775807"},
+		{"bench", "--url", s.URL, "--model", "m", "--max-concurrency", "9223372036854775807"},
+		{"bench", "--url", s.URL, "--model", "m", "--output-tokens", "9223372036854775807"},
+		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "2562047h"},
 		{"bench", "--url", s.URL, "--model", "m", "--prompt-tokens", "abc"},
 		{"bench", "--url", s.URL, "--model", "m", "--slo", "ttft=fast"},
 		{"bench", "--url", s.URL, "--model", "other"},
@@ -243,5 +248,73 @@ func TestBenchBadDataFileExit2(t *testing.T) {
 	root.SetErr(nil)
 	if code != exitBadUsage || requests.Load() != 0 {
 		t.Fatalf("exit %d after %d requests, want 2 before any (%s)", code, requests.Load(), stderr.String())
+	}
+}
+
+// Issue 27: a server that never answers one request in ten. The hung requests were cancelled by the
+// drain as "incomplete" and bench exited 0 with 0 errors; now they are no_answer errors (judged
+// against the TTFTs seen, after the 10 s silence floor), counted by the error gate: exit 1, and
+// the terminal names the kind.
+func TestBenchHungRequestsFailTheGate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 10 s silence floor")
+	}
+	var n atomic.Int64
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprint(w, `{"data":[{"id":"m"}]}`)
+			return
+		case "/tokenize":
+			var req struct {
+				Messages []struct{ Content string } `json:"messages"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			fmt.Fprintf(w, `{"count":%d}`, len(strings.Fields(req.Messages[0].Content)))
+			return
+		}
+		var req struct {
+			MaxTokens int `json:"max_tokens"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if k := n.Add(1); k%10 == 3 {
+			select { // never answers
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Minute):
+			}
+			return
+		}
+		fl := w.(http.Flusher)
+		for i := 1; i <= req.MaxTokens; i++ {
+			time.Sleep(2 * time.Millisecond)
+			fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x \"}}],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d}}\n\n", i)
+			fl.Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	out := filepath.Join(t.TempDir(), "r.json")
+	resetFlags(root)
+	var stdout bytes.Buffer
+	root.SetOut(&stdout)
+	start := time.Now()
+	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "4",
+		"--max-duration", "2s", "--prompt-tokens", "8", "--output-tokens", "8", "--max-error-rate-pct", "1", "--no-metrics", "--out", out})
+	root.SetOut(nil)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1 (%s)", code, stdout.String())
+	}
+	l := readLoad(t, out)
+	r := l.Runs[0]
+	// A hung request no answered one was sent after (the last sent) stays incomplete, with its reason.
+	if r.Errors["no_answer"] == 0 || r.Requests.Incomplete > 1 {
+		t.Fatalf("errors %v requests %+v: want the hung requests as no_answer", r.Errors, r.Requests)
+	}
+	if !strings.Contains(stdout.String(), "no_answer=") {
+		t.Fatalf("the terminal does not name the kind:\n%s", stdout.String())
+	}
+	// The duration (2 s) and the drain bound (30 s) bound it; the floor judges within them.
+	if d := time.Since(start); d > 40*time.Second {
+		t.Fatalf("bench took %v", d)
 	}
 }

@@ -93,6 +93,9 @@ func Run(ctx context.Context, o Options) *results.Functional {
 			ft.Detail = err.Error()
 			out.Status = results.Worse(out.Status, results.StatusFlag)
 		}
+		if o.APIKey != "" { // details quote the server, which may echo the key
+			ft.Detail = strings.ReplaceAll(ft.Detail, o.APIKey, "[redacted]")
+		}
 		out.Tests = append(out.Tests, ft)
 	}
 	return out
@@ -234,7 +237,8 @@ func (s *suite) maxTokens(ctx context.Context) (string, error) {
 }
 
 func (s *suite) stream(ctx context.Context) (string, error) {
-	body := s.body("Count from one to five.", 16)
+	const maxTokens = 16
+	body := s.body("Count from one to five.", maxTokens)
 	body["stream"] = true
 	b, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
@@ -285,6 +289,11 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		chunks++
 		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
 			content++
+		}
+		// A chunk with text carries a token at least: more of them than max_tokens is a server that
+		// ignores it (an API defect the load reports too, as over_max_tokens), and may never stop.
+		if content > maxTokens {
+			return "", fmt.Errorf("stream went past max_tokens=%d: %d chunks with content and no end yet", maxTokens, content)
 		}
 	}
 	if err := sc.Err(); err != nil {

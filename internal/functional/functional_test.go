@@ -50,7 +50,7 @@ func fakeServer(f fault) *httptest.Server {
 		if req.MaxTokens <= 20 {
 			finish = "length"
 		}
-		if f == "ignore_max_tokens" {
+		if f == "ignore_max_tokens" && !req.Stream {
 			out, finish = 50, "stop"
 		}
 		if f == "mixed_usage" {
@@ -58,8 +58,12 @@ func fakeServer(f fault) *httptest.Server {
 		}
 		if req.Stream {
 			w.Header().Set("Content-Type", "text/event-stream")
-			for i := 0; i < out; i++ {
+			for i := 0; i < out || f == "endless_stream"; i++ {
+				if r.Context().Err() != nil {
+					return
+				}
 				fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+				w.(http.Flusher).Flush()
 			}
 			if f != "no_done" {
 				fmt.Fprint(w, "data: [DONE]\n\n")
@@ -83,6 +87,8 @@ func TestSuite(t *testing.T) {
 		{"", results.StatusOK, ""},
 		{"ignore_max_tokens", results.StatusFlag, MaxTokensLength},
 		{"no_done", results.StatusFlag, StreamDone},
+		// A stream that ignores max_tokens and never stops fails at once, not at the request timeout.
+		{"endless_stream", results.StatusFlag, StreamDone},
 		{"unknown_model_ok", results.StatusFlag, UnknownModel4xx},
 		{"no_error_body", results.StatusFlag, UnknownModel4xx},
 		{"overflow_500", results.StatusFlag, ContextOverflow4xx},
@@ -92,7 +98,11 @@ func TestSuite(t *testing.T) {
 		t.Run(string(tt.fault), func(t *testing.T) {
 			srv := fakeServer(tt.fault)
 			defer srv.Close()
+			start := time.Now()
 			r := Run(context.Background(), Options{URL: srv.URL, Model: "m", MaxModelLen: 1024})
+			if d := time.Since(start); d > 30*time.Second {
+				t.Fatalf("the suite took %v", d)
+			}
 			if r.Status != tt.status || len(r.Tests) != 6 {
 				t.Fatalf("status %s (%d tests), want %s: %+v", r.Status, len(r.Tests), tt.status, r.Tests)
 			}
@@ -116,6 +126,21 @@ func TestUnrunnableIsFailedNeverPass(t *testing.T) {
 	for _, ft := range r.Tests {
 		if ft.Passed {
 			t.Errorf("%s passed against a dead server", ft.Name)
+		}
+	}
+}
+
+// A server that echoes the API key in its error bodies leaves it out of the suite's details.
+func TestKeyEchoIsRedacted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(500)
+		fmt.Fprintf(w, `{"error":{"message":"bad %s"}}`, r.Header.Get("Authorization"))
+	}))
+	defer srv.Close()
+	r := Run(context.Background(), Options{URL: srv.URL, Model: "m", APIKey: "sk-echoed-key-123"})
+	for _, ft := range r.Tests {
+		if strings.Contains(ft.Detail, "sk-echoed-key-123") {
+			t.Fatalf("%s: %s", ft.Name, ft.Detail)
 		}
 	}
 }

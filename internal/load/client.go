@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -29,12 +30,19 @@ const (
 	errMalformed = "malformed_chunk"
 	errShort     = "short_output"
 	errStream    = "stream_error" // the server sent an {"error": …} object inside the stream
+	// errOverMax: the stream carried more tokens than max_tokens asked for (or its usage said so): the
+	// server ignores max_tokens, an API defect.
+	errOverMax = "over_max_tokens"
+	// errRedirect: the endpoint answered with a redirect (3xx); neither reader follows one (the key
+	// would go to the target, and another server would be measured).
+	errRedirect = "redirect"
+	// errNotSSE: a 200 answer that is not an event stream (an HTML page, a compressed or a plain JSON
+	// body): the detail says what came back.
+	errNotSSE = "not_event_stream"
+	// errStalled and errNoAnswer: see silence.go.
 )
 
-var (
-	errStall       = errors.New("no stream data within the stall timeout")
-	errReqDeadline = errors.New("request exceeded its timeout")
-)
+var errReqDeadline = errors.New("request exceeded its timeout")
 
 // client sends one streamed completion at a time per call; it is safe for concurrent use.
 type client struct {
@@ -44,8 +52,13 @@ type client struct {
 	model      string
 	key        string // from the environment only; never logged
 	reqTimeout time.Duration
-	stall      time.Duration
-	epoch      time.Time
+	// stall is the longest silence inside a stream ever allowed (Options.StallTimeout); floor the
+	// shortest judged stalled or unanswered (Options.SilenceFloor); pace what the load has seen so
+	// far that silences are judged against (silence.go).
+	stall time.Duration
+	floor time.Duration
+	pace  pace
+	epoch time.Time
 	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
 	// no longer sent.
 	dropped []string
@@ -162,8 +175,12 @@ func newHTTPClient(slots int, rx *rxStatus) *http.Client {
 		ReadBufferSize:        2048,  // SSE chunks are a few hundred bytes; 10,000 streams hold one each
 		WriteBufferSize:       1024,  // a larger request body streams through it
 	}
-	return &http.Client{Transport: tr}
+	return &http.Client{Transport: tr, CheckRedirect: noRedirects}
 }
+
+// noRedirects makes a redirect the answer itself: followed, it would send the API key to its target
+// and measure another server. Both readers then report it as errRedirect, naming the target.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // apiKey reads the key from the named environment variable (default OPENAI_API_KEY).
 func apiKey(env string) string {
@@ -217,22 +234,47 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 // negotiate sends one short request; while the endpoint answers HTTP 400, it gives up the optional
 // parameters one by one (continuous usage, then exact lengths, then stream_options) and tries again.
 // Servers that are OpenAI-compatible but not vLLM-compatible get a load they accept, and the result
-// says what was given up. An endpoint that refuses even the plain request is an error.
+// says what was given up. An endpoint that refuses even the plain request is an error, and so is one
+// that does not answer before ctx ends (the load's setup bound).
 func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 	for _, give := range []string{"", paramContinuous, paramExact, paramUsage} {
 		if give != "" {
 			c.dropped = append(c.dropped, give)
 		}
-		rec := &Record{}
-		c.doHTTP(ctx, p, 2, rec) // off the hot path: net/http, whichever reader streams the load
+		rec := c.probe(ctx, p)
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s did not answer the first streamed request (%s): %w", c.endpoint, orDefault(rec.Detail, "no answer"), context.Cause(ctx))
+		}
 		if rec.Error != "http_400" {
 			return nil // other failures are the load's to count, not a reason to give anything up
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 	}
 	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
+}
+
+// probeTries is how many times the negotiation's request is sent before a server that does not
+// answer it is an error: one request that stalls (as a load may meet one in many) is not the
+// endpoint's verdict.
+const probeTries = 3
+
+// probe sends the negotiation's request (net/http, off the hot path, whichever reader streams the
+// load). Each try gets an equal share of what is left of ctx's deadline; a try that runs out of its
+// share is sent again.
+func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
+	for try := range probeTries {
+		tctx, cancel := ctx, context.CancelFunc(func() {})
+		if end, ok := ctx.Deadline(); ok {
+			tctx, cancel = context.WithTimeout(ctx, time.Until(end)/time.Duration(probeTries-try))
+		}
+		rec := &Record{}
+		c.doHTTP(tctx, p, 2, rec)
+		answered := tctx.Err() == nil
+		cancel()
+		if answered || ctx.Err() != nil || try == probeTries-1 {
+			return rec
+		}
+	}
+	panic("unreachable")
 }
 
 // do sends one request and fills rec with the load's reader. It never panics on server input and
@@ -249,6 +291,7 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 	defer cancel(nil)
 	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
 	defer deadline.Stop()
+	defer c.watch(rec, cancel)()
 	c.ev.do(ctx, cancel, c.body(p, out), rec)
 }
 
@@ -261,6 +304,7 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 	defer cancel(nil)
 	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
 	defer deadline.Stop()
+	defer c.watch(rec, cancel)()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(c.body(p, out)))
 	if err != nil {
@@ -307,14 +351,63 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 		io.CopyN(io.Discard, resp.Body, 64<<10) // let the connection be reused
 		resp.Body.Close()
 	}()
+	cb, _ := conn.Load().(connBox)
+	c.response(ctx, cancel, resp, rec, cb.Conn)
+}
+
+// errBodyWait bounds how long an error answer's body is waited for: the status is the answer, the
+// body only its detail, and a body that trickles must not hold the request.
+const errBodyWait = time.Second
+
+// response reads one answer (net/http's reader): an error status with the start of its body, a
+// redirect naming its target, a body that is no event stream for what it is, else the stream.
+func (c *client) response(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rec *Record, conn net.Conn) {
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
-		c.fail(rec, fmt.Sprintf("http_%d", resp.StatusCode), strings.TrimSpace(string(msg)))
+		rec.end = c.since()
+		t := time.AfterFunc(errBodyWait, func() { resp.Body.Close() })
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, int64(c.errBodyLen())))
+		t.Stop()
+		class, detail := c.httpFailure(resp.StatusCode, resp.Header.Get("Location"), msg)
+		c.fail(rec, class, detail)
 		return
 	}
-	cb, _ := conn.Load().(connBox)
-	c.stream(ctx, cancel, resp.Body, rec, cb.Conn)
+	if enc := resp.Header.Get("Content-Encoding"); !identity(enc) {
+		c.fail(rec, errNotSSE, notSSEDetail(resp.Header.Get("Content-Type"), enc, nil))
+		return
+	}
+	c.stream(ctx, cancel, resp.Body, rec, conn, resp.Header.Get("Content-Type"))
 }
+
+// httpFailure classifies a non-200 answer: a redirect names its target, any other status is
+// http_<code> with the start of its body. Both readers use it, so they agree.
+func (c *client) httpFailure(status int, location string, body []byte) (class, detail string) {
+	if status >= 300 && status < 400 {
+		return errRedirect, fmt.Sprintf("HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", status, orDefault(head([]byte(location), 200), "(no Location)"))
+	}
+	return fmt.Sprintf("http_%d", status), strings.TrimSpace(string(body))
+}
+
+// identity says whether a Content-Encoding leaves the body as sent (gpuvet asks for no compression).
+func identity(enc string) bool {
+	enc = strings.TrimSpace(enc)
+	return enc == "" || strings.EqualFold(enc, "identity")
+}
+
+// notSSEDetail says what came back instead of an event stream.
+func notSSEDetail(ctype, enc string, start []byte) string {
+	what := "a body with Content-Type " + orDefault(strings.TrimSpace(ctype), "(none)")
+	if !identity(enc) {
+		what += ", Content-Encoding " + enc + " (compressed: gpuvet asks for none)"
+	}
+	if len(start) > 0 {
+		what += fmt.Sprintf(", starting %q", head(bytes.TrimSpace(start), 120))
+	}
+	return "HTTP 200 with " + what + ", not an event stream of completion chunks"
+}
+
+// errBodyLen is how much of an error body is read: the detail's 300 bytes, and the key's length
+// more, so that a key the server echoes across the cut is still found and redacted whole.
+func (c *client) errBodyLen() int { return 300 + len(c.key) }
 
 // connBox lets an atomic.Value hold connections of different concrete types.
 type connBox struct{ net.Conn }
@@ -336,17 +429,16 @@ func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.D
 	return at
 }
 
-// stream reads the SSE body, marking each chunk that carries generated tokens.
-func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record, conn net.Conn) {
-	stall := time.AfterFunc(c.stall, func() { cancel(errStall) })
-	defer stall.Stop()
-	sse := newSSEReader(body)
-	s := sseStream{c: c, rec: rec}
+// stream reads the SSE body, marking each chunk that carries generated tokens. Silence is the
+// request's watchdog's to judge (silence.go): it ends the request through ctx.
+func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record, conn net.Conn, ctype string) {
+	start := &headBytes{r: body}
+	sse := newSSEReader(start)
+	s := sseStream{c: c, rec: rec, ctype: ctype}
 	// Whatever ends the stream, the tokens already received are counted (they were generated).
 	defer s.finalize()
 	for {
 		data, err := sse.Next()
-		stall.Reset(c.stall)
 		now := c.since()
 		if err != nil {
 			if ctx.Err() != nil && !errors.Is(err, errLineTooLong) {
@@ -354,6 +446,7 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 				c.failCtx(ctx, rec, errCut, err)
 				return
 			}
+			s.start = start.b
 			s.broken(err, now)
 			return
 		}
@@ -363,20 +456,40 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 	}
 }
 
+// headBytes keeps the first bytes read through it: what a body that is no event stream began with.
+type headBytes struct {
+	r io.Reader
+	b []byte
+}
+
+func (h *headBytes) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if k := min(n, 200-len(h.b)); k > 0 {
+		h.b = append(h.b, p[:k]...)
+	}
+	return n, err
+}
+
 // sseStream turns one response's SSE events into its Record: both readers (net/http's and the event
 // loop's) feed it, so a request is classified the same whichever read it.
 type sseStream struct {
 	c        *client
 	rec      *Record
-	lastCum  int
+	lastCum  int // the server's cumulative completion count so far (continuous usage)
+	tokens   int // tokens marked so far (continuous usage: deltas, bounded by max_tokens)
 	final    *usage
 	finished bool // a chunk carried a finish_reason
+	events   int  // SSE events with data
+	// ctype is the answer's Content-Type and start its first bytes (for a body that is no stream).
+	ctype string
+	start []byte
 }
 
 // event handles one event's data, received at now. It returns true when the request is over: [DONE],
 // or an event that ends it with an error.
 func (s *sseStream) event(data []byte, now time.Duration) bool {
 	rec := s.rec
+	s.events++
 	if string(bytes.TrimSpace(data)) == "[DONE]" {
 		rec.end = now
 		s.complete()
@@ -399,22 +512,52 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 		*s.final = ch.Usage
 		if ch.HasChoices {
 			rec.contUsage = true
-			delta = ch.Usage.CompletionTokens - s.lastCum
-			s.lastCum = ch.Usage.CompletionTokens
+			// A count that goes back carries nothing new; one beyond max_tokens is not spread
+			// over the marks (its excess is the defect reported below, not tokens to time).
+			cum := ch.Usage.CompletionTokens
+			delta = max(min(cum, tokenBound(rec))-s.tokens, 0)
+			s.lastCum = max(s.lastCum, cum)
 		}
 	}
 	if ch.Finish != "" {
 		s.finished = true
 	}
 	if ch.TextBytes > 0 || delta > 0 {
-		rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(ch.TextBytes)})
+		s.tokens += delta
+		rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(min(ch.TextBytes, math.MaxInt32))})
 		s.c.marked.Add(1)
+		s.c.beat(rec, now)
+	}
+	if over := s.overMax(); over != "" {
+		rec.end = now
+		s.c.fail(rec, errOverMax, over)
+		return true
 	}
 	return false
 }
 
+// overMax says how the stream went past max_tokens ("": it has not): more content chunks than tokens
+// asked for (a chunk carries one token at least), or a usage count above them. The stream is ended
+// there: a server that ignores max_tokens may never stop.
+func (s *sseStream) overMax() string {
+	rec := s.rec
+	asked := rec.RequestedTokens
+	switch {
+	case asked <= 0:
+		return ""
+	case s.lastCum > asked:
+		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d (%d chunks received): the server ignores max_tokens, or its usage is wrong", s.lastCum, asked, len(rec.marks))
+	case len(rec.marks) > asked:
+		return fmt.Sprintf("more than %d chunks with generated text for max_tokens %d: the server ignores max_tokens (or ignore_eos)", asked, asked)
+	case s.final != nil && s.final.CompletionTokens > asked:
+		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d (%d chunks received): the server ignores max_tokens, or its usage is wrong", s.final.CompletionTokens, asked, len(rec.marks))
+	}
+	return ""
+}
+
 // broken is the body ending (err: io.EOF when it ended cleanly) before [DONE], at now. A stream that
-// already had its finish_reason is complete; otherwise it was cut.
+// already had its finish_reason is complete; a body without one SSE event is no stream at all;
+// otherwise it was cut.
 func (s *sseStream) broken(err error, now time.Duration) {
 	s.rec.end = now
 	switch {
@@ -422,17 +565,23 @@ func (s *sseStream) broken(err error, now time.Duration) {
 		s.c.fail(s.rec, errMalformed, err.Error())
 	case err == io.EOF && s.finished:
 		s.complete() // ended without [DONE] but after a finish_reason: complete
+	case err == io.EOF && s.events == 0 && len(bytes.TrimSpace(s.start)) > 0:
+		s.c.fail(s.rec, errNotSSE, notSSEDetail(s.ctype, "", s.start))
 	default:
 		s.c.fail(s.rec, errCut, fmt.Sprintf("stream ended before [DONE] after %d chunks: %v", len(s.rec.marks), err))
 	}
 	s.finalize()
 }
 
-// complete is a stream that ended as it should: its counts are final, and a short one is an error.
+// complete is a stream that ended as it should: its counts are final, and a short or long one is an
+// error.
 func (s *sseStream) complete() {
 	rec := s.rec
+	if over := s.overMax(); over != "" {
+		s.c.fail(rec, errOverMax, over)
+	}
 	rec.finalize(s.final)
-	if rec.OutputTokens < rec.RequestedTokens {
+	if rec.Error == "" && rec.OutputTokens < rec.RequestedTokens {
 		s.c.fail(rec, errShort, fmt.Sprintf("asked for %d output tokens, got %d", rec.RequestedTokens, rec.OutputTokens))
 	}
 }
@@ -446,24 +595,42 @@ func (s *sseStream) finalize() {
 
 func (c *client) since() time.Duration { return time.Since(c.epoch) }
 
+// fail classifies rec. The detail is the server's words as often as not: the API key is taken out
+// of it before anything keeps it (records, results, reports, the terminal).
 func (c *client) fail(rec *Record, class, detail string) {
 	if rec.end == 0 {
 		rec.end = c.since()
 	}
-	rec.Error, rec.Detail = class, head([]byte(detail), 300)
+	rec.Error, rec.Detail = class, head([]byte(redact(detail, c.key)), 300)
 }
 
-// failCtx classifies an error that may come from a context: our own deadlines are timeouts, the
-// caller's cancellation (drain bound, Ctrl-C) makes the request incomplete, not an error.
+// Causes of a request's end that are the load's own, not the request's (the request is then
+// incomplete, with the reason).
+var (
+	errDrained = errors.New("cut by the rung's drain bound")
+	errSetup   = errors.New("the setup bound (the drain bound) ran out")
+)
+
+// failCtx classifies an error that may come from a context: our own deadlines are timeouts, a
+// silence the watchdog judged is its kind, and the caller's cancellation (drain bound, Ctrl-C) makes
+// the request incomplete, with the reason, unless by then it had been silent long enough to judge.
 func (c *client) failCtx(ctx context.Context, rec *Record, class string, err error) {
+	var quiet *silence
 	switch cause := context.Cause(ctx); {
-	case errors.Is(cause, errStall) || errors.Is(cause, errReqDeadline):
+	case errors.As(cause, &quiet):
+		c.fail(rec, quiet.kind, quiet.detail)
+	case errors.Is(cause, errReqDeadline):
 		c.fail(rec, errTimeout, cause.Error())
 	case ctx.Err() != nil:
 		if rec.end == 0 {
 			rec.end = c.since()
 		}
+		if q := c.judge(rec, rec.end, true); q != nil {
+			c.fail(rec, q.kind, q.detail)
+			return
+		}
 		rec.Incomplete = true
+		rec.Detail = c.incompleteReason(rec, cause)
 	default:
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

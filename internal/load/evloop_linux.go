@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +29,7 @@ import (
 
 // Other schedule bounds.
 const (
-	sweepEvery   = 50 * time.Millisecond // how often stalled streams are looked for
+	sweepEvery   = 50 * time.Millisecond // how often error answers and settled responses are looked at
 	drainLimit   = 64 << 10              // body bytes read after a request is settled, for reuse
 	yieldEvery   = 32                    // sockets read between yields to other goroutines
 	drainTimeout = time.Second           // a settled response that does not end by then is closed
@@ -114,10 +113,10 @@ type evReq struct {
 	settled   bool // the record is classified; the rest of the body is only drained
 	cancelled bool // ended by the caller (its context): the caller classifies
 	streaming bool // a 200 answer: events go to s
-	stalled   bool
+	headSeen  bool // the answer's head has been acted on (headDone)
 	released  bool
 	drained   int
-	lastData  time.Duration
+	headAt    time.Duration // when the head was read
 	settledAt time.Duration
 }
 
@@ -211,7 +210,7 @@ func (r *evReader) do(ctx context.Context, cancel context.CancelCauseFunc, body 
 // wait hands cn to its loop and waits until the loop releases it (or the context ends the request).
 func (r *evReader) wait(ctx context.Context, cancel context.CancelCauseFunc, cn *evConn, rest []byte, rec *Record) {
 	c := r.c
-	q := &evReq{conn: cn, s: sseStream{c: c, rec: rec}, cancel: cancel, out: rest, done: make(chan struct{}), lastData: c.since()}
+	q := &evReq{conn: cn, s: sseStream{c: c, rec: rec}, cancel: cancel, out: rest, done: make(chan struct{})}
 	cn.req = q
 	l := cn.loop
 	l.mu.Lock()
@@ -552,9 +551,10 @@ func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel boo
 	case perr != nil:
 		l.transportErr(cn, perr, now)
 	case cn.resp.Done():
+		l.headDone(cn, now)
 		l.complete(cn, now, used == n && !cn.resp.Close)
-	case cn.resp.HeadDone() && !q.streaming && cn.resp.Status == 200 && !q.settled:
-		q.streaming, q.lastData = true, now // the stall clock starts with the answer
+	case cn.resp.HeadDone() && !q.headSeen:
+		l.headDone(cn, now)
 	case q.settled && q.drained > drainLimit:
 		l.release(cn, false)
 	}
@@ -563,19 +563,23 @@ func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel boo
 // body takes body bytes of the response in flight.
 func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) bool {
 	q := cn.req
+	if !q.headSeen {
+		l.headDone(cn, now)
+	}
 	if q.settled {
 		q.drained += len(b)
 		return q.drained <= drainLimit
 	}
 	if cn.resp.Status != 200 {
-		cn.errBody = append(cn.errBody, b[:min(len(b), 300-len(cn.errBody))]...)
-		if len(cn.errBody) >= 300 {
+		limit := l.r.c.errBodyLen()
+		cn.errBody = append(cn.errBody, b[:min(len(b), limit-len(cn.errBody))]...)
+		if len(cn.errBody) >= limit {
 			l.httpError(cn, now)
 		}
 		return true
 	}
-	if !q.streaming {
-		q.streaming, q.lastData = true, now
+	if k := min(len(b), 200-len(q.s.start)); k > 0 {
+		q.s.start = append(q.s.start, b[:k]...) // what a body that is no event stream began with
 	}
 	if !cn.sse.feed(b, func(data []byte) bool { return !l.event(cn, data, now, at, kernel) }) && !q.settled {
 		q.s.broken(cn.sse.err, now) // a line over maxSSELine
@@ -584,10 +588,29 @@ func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) 
 	return true
 }
 
+// headDone acts on the answer's head, once: an error status starts the wait for its body's start
+// (errBodyWait); a 200 answer streams, unless its body is compressed (it cannot be read as a stream).
+func (l *evLoop) headDone(cn *evConn, now time.Duration) {
+	q := cn.req
+	if q.headSeen || q.settled {
+		return
+	}
+	q.headSeen, q.headAt = true, now
+	if cn.resp.Status != 200 {
+		return
+	}
+	q.streaming = true
+	q.s.ctype = cn.resp.ContentType
+	if !identity(cn.resp.ContentEncoding) {
+		q.s.rec.end = now
+		l.r.c.fail(q.s.rec, errNotSSE, notSSEDetail(cn.resp.ContentType, cn.resp.ContentEncoding, nil))
+		l.settle(q, now)
+	}
+}
+
 // event hands one SSE event to the request's stream; true when that ended the request.
 func (l *evLoop) event(cn *evConn, data []byte, now, at time.Duration, kernel bool) bool {
 	q := cn.req
-	q.lastData = now
 	if kernel {
 		q.s.rec.rxLag += now - at
 		q.s.rec.rxN++
@@ -604,11 +627,16 @@ func (l *evLoop) settle(q *evReq, now time.Duration) {
 	q.settled, q.settledAt = true, now
 }
 
-// httpError settles a non-200 answer with the start of its body, as the net/http reader does.
+// httpError settles a non-200 answer with the start of its body, as the net/http reader does: its
+// end is when its head came.
 func (l *evLoop) httpError(cn *evConn, now time.Duration) {
 	q := cn.req
 	q.s.rec.end = now
-	l.r.c.fail(q.s.rec, fmt.Sprintf("http_%d", cn.resp.Status), strings.TrimSpace(string(cn.errBody)))
+	if q.headAt > 0 {
+		q.s.rec.end = q.headAt
+	}
+	class, detail := l.r.c.httpFailure(cn.resp.Status, cn.resp.Location, cn.errBody)
+	l.r.c.fail(q.s.rec, class, detail)
 	l.settle(q, now)
 }
 
@@ -667,18 +695,17 @@ func (l *evLoop) transportErr(cn *evConn, err error, now time.Duration) {
 	l.release(cn, false)
 }
 
-// sweep ends streams silent for the stall timeout (through the caller's context, as the net/http
-// reader's timer does) and closes settled responses that never end.
+// sweep settles error answers whose body has not come within errBodyWait (the status is the answer,
+// as the net/http reader has it) and closes settled responses that never end. Silent streams are
+// their requests' watchdogs' to end (silence.go).
 func (l *evLoop) sweep(now time.Duration) {
-	stall := l.r.c.stall
 	for _, cn := range l.conns {
 		q := cn.req
 		switch {
 		case q.settled && now-q.settledAt > drainTimeout:
 			l.release(cn, false)
-		case q.streaming && !q.settled && !q.stalled && now-q.lastData > stall:
-			q.stalled = true
-			q.cancel(errStall)
+		case !q.settled && q.headSeen && cn.resp.Status != 200 && now-q.headAt > errBodyWait:
+			l.httpError(cn, now)
 		}
 	}
 }

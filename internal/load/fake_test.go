@@ -26,6 +26,8 @@ type fake struct {
 	short      int           // send this many fewer tokens than asked
 	noTokenize bool
 	noDone     bool
+	pauseAfter int // pause for pause after this many content chunks (0: never)
+	pause      time.Duration
 	strict     bool          // answer 400 to vLLM's extra parameters, as a strict OpenAI-compatible server
 	capacity   chan struct{} // when set, at most cap(capacity) streams generate at once
 	overhead   int           // chat template tokens added to the prompt count
@@ -145,6 +147,14 @@ func (f *fake) complete(w http.ResponseWriter, r *http.Request) {
 		if f.malformed == n {
 			send(`{"choices":[{"delta":{"content":"oops"`)
 			return
+		}
+		if f.pauseAfter > 0 && n == f.pauseAfter+1 {
+			select {
+			case <-time.After(f.pause):
+			case <-r.Context().Done():
+				return
+			}
+			next = time.Now()
 		}
 		if f.cutAfter > 0 && n > f.cutAfter {
 			panic(http.ErrAbortHandler) // drop the connection mid-stream

@@ -55,14 +55,17 @@ const (
 // respParser reads one HTTP/1.1 response fed in pieces as they arrive. It copies only what spans two
 // pieces (the head, a chunk-size line): body bytes are handed on in place.
 type respParser struct {
-	state   wireState
-	Status  int
-	Close   bool // the connection carries no further request after this response
-	chunked bool
-	left    int64
-	line    []byte // the head, or a chunk-size / trailer line, while incomplete
-	crlf    int    // bytes of the CRLF after chunk data seen so far
-	excess  int64  // chunk framing beyond the data (net/http's guard against framing floods)
+	state  wireState
+	Status int
+	Close  bool // the connection carries no further request after this response
+	// Location, ContentType and ContentEncoding are those headers (their first 200 bytes): what a
+	// redirect points to, and what a body that is no event stream is.
+	Location, ContentType, ContentEncoding string
+	chunked                                bool
+	left                                   int64
+	line                                   []byte // the head, or a chunk-size / trailer line, while incomplete
+	crlf                                   int    // bytes of the CRLF after chunk data seen so far
+	excess                                 int64  // chunk framing beyond the data (net/http's guard against framing floods)
 }
 
 func (r *respParser) reset() {
@@ -242,6 +245,12 @@ func (r *respParser) parseHead(head []byte) error {
 				return fmt.Errorf("bad Content-Length %q", head1(value))
 			}
 			length = n
+		case asciiEqualFold(name, "Location"):
+			r.Location = string(value[:min(len(value), 200)])
+		case asciiEqualFold(name, "Content-Type"):
+			r.ContentType = string(value[:min(len(value), 200)])
+		case asciiEqualFold(name, "Content-Encoding"):
+			r.ContentEncoding = string(value[:min(len(value), 200)])
 		case asciiEqualFold(name, "Connection"):
 			for _, tok := range bytes.Split(value, []byte(",")) {
 				tok = bytes.Trim(tok, " \t")

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -62,9 +63,13 @@ type Options struct {
 	Log io.Writer
 	// OnRung is called as each rung starts, with its index (0-based, over retries too) and label.
 	OnRung func(index int, label string)
-	// RequestTimeout bounds one request (default 10 min); StallTimeout bounds silence inside a stream
-	// (default 120 s); Drain bounds each rung's tail after dispatch stops (default max(30 s, max duration)).
+	// RequestTimeout bounds one request (default 10 min); StallTimeout is the most silence allowed
+	// inside a stream, whatever the load's pace (default 120 s); Drain bounds each rung's tail after
+	// dispatch stops, and the setup before the first rung (default max(30 s, max duration)).
 	RequestTimeout, StallTimeout, Drain time.Duration
+	// SilenceFloor is the least silence judged stalled or no_answer (default DefaultSilenceFloor):
+	// above it, a stream is judged by the gaps and TTFTs the load has seen (silence.go).
+	SilenceFloor time.Duration
 	// MaxInFlight caps open-loop requests in flight (default 4 × max concurrency, at least 1024).
 	MaxInFlight int
 	// ScrapeEvery is the /metrics interval (default 1 s).
@@ -167,6 +172,9 @@ func Validate(o Options) error {
 	case c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin:
 		return fmt.Errorf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)
 	}
+	if err := bounded(o, c); err != nil {
+		return err
+	}
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
 	}
@@ -199,6 +207,51 @@ func Validate(o Options) error {
 		if err := ensureNoFile(uint64(need)); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Input bounds: far beyond any real load, and below where counts and durations would overflow (a
+// concurrency of 2^63 once wrapped the open-files check negative and ran with every descriptor in use).
+const (
+	MaxStreams      = 100_000
+	MaxRate         = 1e6 // requests per second
+	MaxOutputTokens = 1 << 20
+	MaxPromptTokens = 1 << 22
+	MaxRequests     = 1_000_000_000
+	MaxDuration     = 7 * 24 * time.Hour
+)
+
+// bounded checks the numbers of a load against the bounds above.
+func bounded(o Options, c results.LoadConfig) error {
+	switch {
+	case c.Concurrency > MaxStreams:
+		return fmt.Errorf("--concurrency %d: want at most %d streams", c.Concurrency, MaxStreams)
+	case c.MaxConcurrency > MaxStreams:
+		return fmt.Errorf("--max-concurrency %d: want at most %d streams", c.MaxConcurrency, MaxStreams)
+	case o.MaxInFlight > MaxStreams:
+		return fmt.Errorf("max in flight %d: want at most %d streams", o.MaxInFlight, MaxStreams)
+	case math.IsNaN(c.Rate) || c.Rate > MaxRate:
+		return fmt.Errorf("--rate %v: want at most %g requests per second", c.Rate, MaxRate)
+	case c.OutputTokens > MaxOutputTokens:
+		return fmt.Errorf("--output-tokens %d: want at most %d", c.OutputTokens, MaxOutputTokens)
+	case c.PromptTokens > MaxPromptTokens || c.PromptMax > MaxPromptTokens || c.PrefixTokens > MaxPromptTokens:
+		return fmt.Errorf("--prompt-tokens %d (max %d): want at most %d", c.PromptTokens, c.PromptMax, MaxPromptTokens)
+	case c.PrefixCount > MaxRequests:
+		return fmt.Errorf("--prefix-count %d: want at most %d", c.PrefixCount, MaxRequests)
+	case c.MaxRequests > MaxRequests:
+		return fmt.Errorf("--max-requests %d: want at most %d", c.MaxRequests, MaxRequests)
+	case time.Duration(c.MaxDuration) > MaxDuration:
+		return fmt.Errorf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)
+	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
+		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
+	}
+	n, d, err := parseWarmup(c.Warmup)
+	switch {
+	case err != nil:
+		return err
+	case n > MaxRequests || d > MaxDuration:
+		return fmt.Errorf("--warmup %q: want at most %d requests or %v", c.Warmup, MaxRequests, MaxDuration)
 	}
 	return nil
 }
@@ -289,11 +342,14 @@ func Preflight(ctx context.Context, o Options) error {
 	if k := apiKey(o.APIKeyEnv); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{CheckRedirect: noRedirects}).Do(req)
 	if err != nil {
 		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.StripUserinfo(o.URL), err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		return fmt.Errorf("GET %s: HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", u, resp.StatusCode, redact(orDefault(resp.Header.Get("Location"), "(no Location)"), apiKey(o.APIKeyEnv)))
+	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		return fmt.Errorf("GET %s: HTTP %d: set the API key in $%s", u, resp.StatusCode, orDefault(o.APIKeyEnv, "OPENAI_API_KEY"))
 	}
@@ -327,8 +383,22 @@ func orDefault(s, d string) string {
 
 // Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly and
 // returns what was measured with Interrupted set. Errors before any load (bad options, calibration)
-// return a nil Load; errors after load started return the Load too, with Error set.
+// return a nil Load; errors after load started return the Load too, with Error set. The setup
+// (prompt calibration, parameter negotiation) is bounded by the drain bound, each rung by its
+// duration and drain. Neither the error nor the Load holds the API key, whatever the server echoed.
 func Run(ctx context.Context, o Options) (*results.Load, error) {
+	l, err := run(ctx, o)
+	key := apiKey(o.APIKeyEnv)
+	if l != nil {
+		l.Error = redact(l.Error, key)
+	}
+	if err != nil && key != "" && strings.Contains(err.Error(), key[:min(8, len(key))]) {
+		err = errors.New(redact(err.Error(), key))
+	}
+	return l, err
+}
+
+func run(ctx context.Context, o Options) (*results.Load, error) {
 	if err := Validate(o); err != nil {
 		return nil, err
 	}
@@ -347,7 +417,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	defer hc.CloseIdleConnections()
 	key := apiKey(o.APIKeyEnv)
 	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
-		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, rx: rx}
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
 	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
 	if err != nil {
 		return nil, err
@@ -368,16 +438,21 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 			return nil, err
 		}
 	}
-	src, counts, err := prompts(ctx, cfg, local, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
+	// The setup is bounded too: a server that never answers ends the run here, not at the request
+	// timeout.
+	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
+	defer endSetup()
+	src, counts, err := prompts(setup, cfg, local, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
 		&usageCounter{url: base + path, model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
 	if err != nil {
 		return nil, err
 	}
 	l.TokenCounts = counts
 
-	if err := cl.negotiate(ctx, src.Prompt(0)); err != nil {
+	if err := cl.negotiate(setup, src.Prompt(0)); err != nil {
 		return nil, err
 	}
+	endSetup()
 	if len(cl.dropped) > 0 {
 		l.DroppedParams = cl.dropped
 		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
@@ -392,6 +467,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 		recW = fh
 	}
 	cl.epoch = time.Now()
+	cl.pace.reset()
 	var sc *scraper
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	var scrapeWG sync.WaitGroup

@@ -158,14 +158,24 @@ func TestConnectError(t *testing.T) {
 	_ = o
 }
 
-func TestStallIsTimeout(t *testing.T) {
-	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true}
+// TestStallTimeoutIsTheCeiling: a stream silent for the stall timeout (the most silence ever allowed,
+// whatever the load's pace) has stalled; silence before the first token is not a stall.
+func TestStallTimeoutIsTheCeiling(t *testing.T) {
+	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true, pauseAfter: 2, pause: time.Minute}
 	s := f.start(t)
-	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 50 * time.Millisecond, epoch: time.Now()}
+	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 200 * time.Millisecond, epoch: time.Now()}
+	if testReader != ReaderNetHTTP {
+		ev, err := newEvReader(cl, endpointURL{addr: strings.TrimPrefix(s.URL, "http://"), host: strings.TrimPrefix(s.URL, "http://"), uri: "/v1/chat/completions"}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ev.close()
+		cl.ev = ev
+	}
 	rec := &Record{}
 	cl.do(context.Background(), promptOf("hi"), 5, rec)
-	if rec.Error != errTimeout {
-		t.Fatalf("class %q (%s), want timeout", rec.Error, rec.Detail)
+	if rec.Error != errStalled || rec.OutputTokens != 2 {
+		t.Fatalf("class %q (%s), %d tokens, want stalled after 2", rec.Error, rec.Detail, rec.OutputTokens)
 	}
 }
 
@@ -331,6 +341,15 @@ func TestValidate(t *testing.T) {
 		{func(o *Options) { o.Config.Data = "/nonexistent/prompts.jsonl" }, "--data"},
 		{func(o *Options) { o.TokenizerPath = "tokenizer.json" }, "--tokenizer"},
 		{func(o *Options) { o.Config.MaxDuration = results.Duration(-time.Second) }, "--max-duration"},
+		{func(o *Options) { o.Config.Profile = "concurrency"; o.Config.Concurrency = math.MaxInt64 }, "--concurrency"},
+		{func(o *Options) { o.Config.MaxConcurrency = math.MaxInt }, "--max-concurrency"},
+		{func(o *Options) { o.Config.Profile = "constant"; o.Config.Rate = math.Inf(1) }, "--rate"},
+		{func(o *Options) { o.Config.Profile = "constant"; o.Config.Rate = math.NaN() }, "--rate"},
+		{func(o *Options) { o.Config.OutputTokens = math.MaxInt32 }, "--output-tokens"},
+		{func(o *Options) { o.Config.MaxRequests = math.MaxInt64 }, "--max-requests"},
+		{func(o *Options) { o.Config.MaxDuration = results.Duration(math.MaxInt64) }, "--max-duration"},
+		{func(o *Options) { o.Config.Warmup = "9223372036854775807" }, "--warmup"},
+		{func(o *Options) { o.MaxInFlight = math.MaxInt }, "max in flight"},
 	}
 	for _, b := range bad {
 		o := good

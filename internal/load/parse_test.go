@@ -3,10 +3,12 @@ package load
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 )
 
 func events(t *testing.T, r io.Reader) ([]string, error) {
@@ -196,7 +198,7 @@ func FuzzStream(f *testing.F) {
 		rec := &Record{RequestedTokens: want}
 		ctx, cancel := contextWithCancelCause()
 		defer cancel(nil)
-		cl.stream(ctx, cancel, bytes.NewReader(body), rec, nil)
+		cl.stream(ctx, cancel, bytes.NewReader(body), rec, nil, "")
 		rec.derive()
 		for _, g := range rec.ITLMs {
 			if g < 0 {
@@ -221,4 +223,56 @@ func BenchmarkParseChunk(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzUsageClaims: whatever usage counts a server claims (continuous or final, any size), and however
+// many chunks it sends, no count beyond max_tokens is believed and nothing is sized by a claim: the
+// output count, the per-token gaps and the prompt count stay within what was asked and received.
+// (Issue 27: a claim of 999,999,999,999,999 tokens once panicked bench in makeslice.)
+func FuzzUsageClaims(f *testing.F) {
+	f.Add(uint16(4), uint8(4), uint64(999999999999999), uint64(0), uint64(3), false)
+	f.Add(uint16(4), uint8(4), uint64(3_000_000_000), uint64(3_000_000_004), uint64(3), true)
+	f.Add(uint16(16), uint8(3), uint64(16), uint64(1), uint64(1<<40), true)
+	f.Add(uint16(2), uint8(40), uint64(40), uint64(5), uint64(0), false)
+	f.Fuzz(func(t *testing.T, asked uint16, chunks uint8, final, step, prompt uint64, continuous bool) {
+		var body bytes.Buffer
+		for k := range uint64(chunks) {
+			u := ""
+			if continuous {
+				u = fmt.Sprintf(`,"usage":{"prompt_tokens":%d,"completion_tokens":%d}`, prompt, (k+1)*step)
+			}
+			fmt.Fprintf(&body, "data: {\"choices\":[{\"text\":\"ab\",\"finish_reason\":null}]%s}\n\n", u)
+		}
+		fmt.Fprintf(&body, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", prompt, final)
+		cl := &client{stall: time.Hour, epoch: time.Now()}
+		rec := &Record{RequestedTokens: int(asked), promptBytes: 10, marks: make([]mark, 0, 4)}
+		ctx, cancel := contextWithCancelCause()
+		defer cancel(nil)
+		cl.stream(ctx, cancel, bytes.NewReader(body.Bytes()), rec, nil, "text/event-stream")
+		rec.derive()
+		bound := max(int(asked), len(rec.marks))
+		if rec.OutputTokens > bound || rec.OutputTokens < 0 {
+			t.Fatalf("output %d tokens for max_tokens %d and %d chunks (%s)", rec.OutputTokens, asked, len(rec.marks), rec.Counts)
+		}
+		if len(rec.ITLMs) > bound || cap(rec.ITLMs) > bound {
+			t.Fatalf("%d ITL gaps (cap %d) for max_tokens %d", len(rec.ITLMs), cap(rec.ITLMs), asked)
+		}
+		sum := 0
+		for _, m := range rec.marks {
+			if m.tok < 0 {
+				t.Fatalf("negative tokens in a chunk: %+v", m)
+			}
+			sum += int(m.tok)
+		}
+		if sum > bound {
+			t.Fatalf("chunks carry %d tokens for a bound of %d", sum, bound)
+		}
+		if rec.PromptTokens > 10+templateTokens {
+			t.Fatalf("prompt count %d believed for a 10-byte prompt", rec.PromptTokens)
+		}
+		honest := final <= uint64(asked) && (!continuous || uint64(chunks)*step <= uint64(asked))
+		if asked > 0 && !honest && rec.Error == "" && final <= 1e15 && step <= 1e12 {
+			t.Fatalf("a claim beyond max_tokens %d passed clean: final %d, continuous %v × %d", asked, final, continuous, step)
+		}
+	})
 }

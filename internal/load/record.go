@@ -44,10 +44,15 @@ type Record struct {
 	OutputTokens    int    `json:"output_tokens"`
 	RequestedTokens int    `json:"requested_tokens"`
 	Chunks          int    `json:"chunks"`
-	Counts          string `json:"counts,omitempty"` // where output token counts came from
-	Error           string `json:"error,omitempty"`  // class: http_<code>, timeout, cut_stream, …
-	Detail          string `json:"detail,omitempty"`
+	Counts          string `json:"counts,omitempty"`     // where output token counts came from
+	Error           string `json:"error,omitempty"`      // class: http_<code>, timeout, cut_stream, …
+	Detail          string `json:"detail,omitempty"`     // the error's words, or why the request is incomplete
 	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
+	// UsageClaim and PromptClaim are the server's usage counts where they were not believed (more
+	// completion tokens than max_tokens, more prompt tokens than the prompt can hold): the counts
+	// above are then gpuvet's own.
+	UsageClaim  int `json:"usage_completion_tokens,omitempty"`
+	PromptClaim int `json:"usage_prompt_tokens,omitempty"`
 	// NewConnection: the request opened a connection (it was not reused from the keep-alive pool).
 	NewConnection bool `json:"new_connection,omitempty"`
 	// ConnectMs is how long the request waited for a connection (dial, TCP handshake, TLS): the
@@ -57,7 +62,9 @@ type Record struct {
 	sched, start, sent, end time.Duration
 	marks                   []mark
 	contUsage               bool
-	promptTokens            int  // the prompt's exact count, when known
+	promptTokens            int // the prompt's exact count, when known
+	promptBytes             int // the prompt's length in bytes (a bound on its tokens)
+	beat                    *pulse
 	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
 	connect                 time.Duration
 	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
@@ -74,15 +81,43 @@ const (
 	countsUsage      = "usage"
 	countsUsageSplit = "usage (split over chunks by text length)"
 	countsChunks     = "chunks (no usage from the server: one token per chunk assumed)"
+	countsDisputed   = "chunks (the server's usage counted more than max_tokens: not believed)"
 )
 
-// finalize fills per-chunk token counts and the output count once the stream is complete.
+// templateTokens bounds what a chat template (and a system prompt a server adds) puts around a
+// prompt: a server's prompt count beyond the prompt's bytes and this is not believed.
+const templateTokens = 4096
+
+// tokenBound is the most output tokens a request can be credited with, whatever the server says:
+// its max_tokens (what it asked for), or its chunks when it asked for none.
+func tokenBound(r *Record) int {
+	if r.RequestedTokens > 0 {
+		return r.RequestedTokens
+	}
+	return len(r.marks)
+}
+
+// finalize fills per-chunk token counts and the output count once the stream is complete. The
+// server's counts are claims: none beyond tokenBound is believed (and no allocation is ever sized by
+// one); a disbelieved one is kept in UsageClaim / PromptClaim.
 func (r *Record) finalize(final *usage) {
 	r.Chunks = len(r.marks)
+	r.PromptTokens = r.promptTokens
 	if final != nil && final.PromptTokens > 0 {
-		r.PromptTokens = final.PromptTokens
-	} else {
-		r.PromptTokens = r.promptTokens
+		if r.promptBytes > 0 && final.PromptTokens > r.promptBytes+templateTokens {
+			r.PromptClaim = final.PromptTokens
+		} else {
+			r.PromptTokens = final.PromptTokens
+		}
+	}
+	if final != nil && final.CompletionTokens > tokenBound(r) {
+		r.UsageClaim = final.CompletionTokens
+		r.Counts = countsDisputed
+		r.OutputTokens = len(r.marks)
+		for i := range r.marks {
+			r.marks[i].tok = 1
+		}
+		return
 	}
 	switch {
 	case r.contUsage:
@@ -152,7 +187,11 @@ func (r *Record) derive() {
 	if r.OutputTokens > 1 {
 		r.TPOTMs = (r.E2EMs - r.TTFTMs) / float64(r.OutputTokens-1)
 	}
-	r.ITLMs = make([]float64, 0, max(r.OutputTokens-1, 0))
+	gaps := 0
+	for _, m := range r.marks[1:] {
+		gaps += int(max(m.tok, 0))
+	}
+	r.ITLMs = make([]float64, 0, gaps) // the marks' tokens, bounded when they were counted (finalize)
 	last := first
 	for _, m := range r.marks[1:] {
 		if m.tok <= 0 {

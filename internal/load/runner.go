@@ -88,8 +88,8 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	add := func(r *Record) { mu.Lock(); out.recs = append(out.recs, r); mu.Unlock() }
 
 	// reqCtx ends in-flight requests: on Ctrl-C (ctx) or when the drain bound expires.
-	reqCtx, cancelReqs := context.WithCancel(ctx)
-	defer cancelReqs()
+	reqCtx, cancelReqs := context.WithCancelCause(ctx)
+	defer cancelReqs(nil)
 	dispatchCtx, stopDispatch := context.WithCancel(ctx)
 	defer stopDispatch()
 	if spec.Duration > 0 {
@@ -120,7 +120,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		defer t.Stop()
 		select {
 		case <-t.C:
-			cancelReqs()
+			cancelReqs(errDrained) // what is still in flight is judged (silence.go) or incomplete
 		case <-reqCtx.Done():
 		}
 	}()
@@ -158,7 +158,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		if p.OutputTokens > 0 {
 			n = p.OutputTokens
 		}
-		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: warm(k, sched), sched: sched, promptTokens: p.Tokens}, p, n
+		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: warm(k, sched), sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
 	}
 
 	var wg sync.WaitGroup

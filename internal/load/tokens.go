@@ -102,7 +102,7 @@ func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out a
 		return fmt.Errorf("POST %s: %v", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, head(bytes.TrimSpace(raw), 200))
+		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, head([]byte(redact(string(bytes.TrimSpace(raw)), key)), 200))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", url, err)
