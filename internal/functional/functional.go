@@ -54,7 +54,9 @@ func Run(ctx context.Context, o Options) *results.Functional {
 		o.Timeout = 60 * time.Second
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		// A redirect is the answer itself: followed, it would send the API key to its target and test
+		// another server (the load's rule too).
+		o.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if o.MaxModelLen <= 0 {
 		o.MaxModelLen = 1024

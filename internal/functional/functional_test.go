@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,5 +143,27 @@ func TestKeyEchoIsRedacted(t *testing.T) {
 		if strings.Contains(ft.Detail, "sk-echoed-key-123") {
 			t.Fatalf("%s: %s", ft.Name, ft.Detail)
 		}
+	}
+}
+
+// A redirect is never followed: the API key would go to its target, and the suite would test
+// another server than the one it names.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var reached atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(200)
+	}))
+	defer target.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	r := Run(context.Background(), Options{URL: srv.URL, Model: "m", APIKey: "sk-redirected-key"})
+	if n := reached.Load(); n != 0 {
+		t.Fatalf("the redirect target got %d requests (each with the API key)", n)
+	}
+	if r.Status == results.StatusOK {
+		t.Fatalf("a server answering every request with a redirect passed the suite")
 	}
 }
