@@ -82,15 +82,18 @@ type Endpoint struct {
 
 // LoadProfile is the load profile (the seed's shared guidellm profile by default).
 type LoadProfile struct {
-	Profile          string   `yaml:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
-	API              string   `yaml:"api"`     // chat or completions
-	PromptTokens     int      `yaml:"prompt_tokens"`
-	OutputTokens     int      `yaml:"output_tokens"`
-	MaxConcurrency   int      `yaml:"max_concurrency"`
-	Concurrency      int      `yaml:"concurrency"` // for profile concurrency (aicr: per GPU)
-	Rate             float64  `yaml:"rate"`        // for constant and poisson
-	Rates            int      `yaml:"rates"`       // constant rungs of a sweep
-	MaxDuration      Duration `yaml:"max_duration"`
+	Profile        string   `yaml:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API            string   `yaml:"api"`     // chat or completions
+	PromptTokens   int      `yaml:"prompt_tokens"`
+	OutputTokens   int      `yaml:"output_tokens"`
+	MaxConcurrency int      `yaml:"max_concurrency"`
+	Concurrency    int      `yaml:"concurrency"` // for profile concurrency (aicr: per GPU)
+	Rate           float64  `yaml:"rate"`        // for constant and poisson
+	Rates          int      `yaml:"rates"`       // constant rungs of a sweep
+	MaxDuration    Duration `yaml:"max_duration"`
+	// MaxRungDuration caps a rung sized by completions: the synchronous rung (and a concurrency
+	// run) goes on past max_duration until compare.min_samples requests completed, at most this long.
+	MaxRungDuration  Duration `yaml:"max_rung_duration"`
 	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
 	RetryUnsaturated bool     `yaml:"retry_unsaturated"`
 	Seed             int64    `yaml:"seed"`
@@ -218,6 +221,12 @@ type Sim struct {
 	Seed         int64   `yaml:"seed"`
 	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
 	LinkFault string `yaml:"link_fault"`
+	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
+	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
+	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).
+	StepOverhead Duration `yaml:"step_overhead"`
+	SeqOverhead  Duration `yaml:"seq_overhead"`
+	MaxNumSeqs   int      `yaml:"max_num_seqs"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
@@ -275,7 +284,7 @@ func loadDefaults() LoadProfile {
 		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
 		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
 		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed, Reader: d.Reader,
-		RetryUnsaturated: true,
+		MaxRungDuration: Duration(d.MaxRungDuration), RetryUnsaturated: true,
 	}
 }
 
@@ -321,5 +330,6 @@ var simDefaults = map[string]any{
 	"load.max_concurrency": 32,
 	"load.prompt_tokens":   256,
 	"load.output_tokens":   128,
+	"sim.max_num_seqs":     32, // the batch the quick profile's max concurrency fills: its knee
 	"health.burn":          "0s",
 }
