@@ -171,7 +171,7 @@ func finishFleet(ctx context.Context, cmd *cobra.Command, plan *config.Plan, s *
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", path)
 	}
-	if judge.ExitCode(s, c.Run.FailOnFlag) != exitOK {
+	if judge.ExitCode(s, c.Run.FailOnFlag, c.Run.FailOnInconclusive) != exitOK {
 		return failedErr("run status %s (see %s)", s.Status, path)
 	}
 	return nil

@@ -168,7 +168,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	}
 	pipeline.Render(cmd.OutOrStdout(), s)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(&pipeline.Result{Summary: s, SummaryPath: path}))
-	if judge.ExitCode(s, plan.Config.Run.FailOnFlag) != exitOK {
+	if judge.ExitCode(s, plan.Config.Run.FailOnFlag, plan.Config.Run.FailOnInconclusive) != exitOK {
 		return failedErr("run status %s (see %s)", s.Status, path)
 	}
 	return nil

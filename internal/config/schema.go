@@ -204,6 +204,8 @@ type Run struct {
 	ParallelGPUs int  `yaml:"parallel_gpus"`
 	GPUCount     int  `yaml:"gpu_count"` // 0: all discovered GPUs
 	FailOnFlag   bool `yaml:"fail_on_flag"`
+	// FailOnInconclusive exits 1 when the run is inconclusive (a gate or comparison could not decide).
+	FailOnInconclusive bool `yaml:"fail_on_inconclusive"`
 	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
 	// cleanup and reporting survive it.
 	FailIn       string `yaml:"fail_in"`
