@@ -172,7 +172,7 @@ type baseRow struct {
 
 var statusWord = map[results.Status]string{results.StatusOK: "PASS", results.StatusFlag: "WARN", results.StatusFailed: "FAIL", results.StatusSkipped: "SKIPPED",
 	results.StatusInconclusive: "UNDECIDED",
-	results.StatusInterrupted: "INTERRUPTED", results.StatusIncomplete: "INCOMPLETE", results.StatusNotRun: "NOT RUN"}
+	results.StatusInterrupted:  "INTERRUPTED", results.StatusIncomplete: "INCOMPLETE", results.StatusNotRun: "NOT RUN"}
 
 // maxVerdictFlags is how many flags the verdict lists before folding the rest.
 const maxVerdictFlags = 12
