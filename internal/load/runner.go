@@ -43,8 +43,9 @@ type rungSpec struct {
 	// MinSamples measured requests completed, at most until Cap (0: sized by Duration alone).
 	MinSamples int
 	Cap        time.Duration
-	// Shorten lets a synchronous sized rung ask for shorter outputs once its first measured
-	// request shows that full-length ones would not give MinSamples within Duration (see shortLen).
+	// Shorten lets a synchronous sized rung ask for shorter outputs once its first full-length
+	// request (the warm-up, when there is one) shows that full-length ones would not give MinSamples
+	// within Duration (see shortLen).
 	Shorten bool
 }
 
@@ -204,11 +205,11 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		defer mu.Unlock()
 		done, full := 0, []*Record{}
 		for _, r := range out.recs {
+			if r.ok() && r.RequestedTokens == rn.outTokens {
+				full = append(full, r) // the warm-up request too: it says what a full request costs
+			}
 			if r.ok() && !r.Warmup {
 				done++
-				if r.RequestedTokens == rn.outTokens {
-					full = append(full, r)
-				}
 			}
 		}
 		out.completed = done

@@ -183,7 +183,7 @@ type RungSizing struct {
 	Cut    bool   `json:"cut,omitempty"`
 	Reason string `json:"reason"`
 	// ShortOutputTokens: a synchronous rung whose full-length requests would not give MinSamples in
-	// its window asked, after its first measured request, for this many output tokens (the same
+	// its window asked, after its first full-length request (the warm-up), for this many output tokens (the same
 	// prompt, so the same prefill at concurrency 1: the TTFT and ITL samples it needs, sooner).
 	// ShortRequests of its requests did. 0: every request asked for the profile's output length.
 	ShortOutputTokens int `json:"short_output_tokens,omitempty"`
