@@ -124,7 +124,7 @@ func fleetBase(plan *config.Plan, runID string, start time.Time) *results.Summar
 	if c.Backend == "opennebula" && plan.Source("environment") == "default" {
 		env = "vm"
 	}
-	lc := c.Load.LoadConfig()
+	lc := c.LoadConfig()
 	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version()},
 		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
 		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings()}}

@@ -178,7 +178,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 func newFleetSummary(plan *config.Plan) *results.Summary {
 	now := time.Now().UTC()
 	cfg := plan.Config
-	lc := cfg.Load.LoadConfig()
+	lc := cfg.LoadConfig()
 	env := cfg.Environment
 	if plan.Source("environment") == "" || strings.HasPrefix(plan.Source("environment"), "default") {
 		env = "k8s"

@@ -400,7 +400,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		})
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
-	lc := cfg.Load.LoadConfig()
+	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
 		return nil, nil, err
 	}

@@ -108,7 +108,7 @@ func (r *run) newSummary() *results.Summary {
 		host, _ = os.Hostname()
 	}
 	now := time.Now().UTC()
-	lc := r.cfg.Load.LoadConfig()
+	lc := r.cfg.LoadConfig()
 	th := config.Thresholds(r.cfg, r.plan.Sources)
 	s := &results.Summary{
 		SchemaVersion: results.SchemaVersion,
