@@ -45,8 +45,16 @@ func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
 	if r.Requests.Successful != 0 || r.Requests.Incomplete == 0 || r.Requests.Streamed < 40 || r.OutputTokS <= 0 {
 		t.Fatalf("requests %+v, output %.0f tok/s: want none complete, the streams incomplete and counted", r.Requests, r.OutputTokS)
 	}
+	// Right after the cut: a rung whose window opens as the engine drops the cut requests. Tokens the
+	// engine still makes for clients gone are not streamed, and the front does not count them.
+	l2, err := load.Run(context.Background(), load.Options{URL: e.URL, Model: "gpuvet/fake", Drain: time.Second,
+		Config: results.LoadConfig{Profile: "throughput", MaxConcurrency: 4, PromptTokens: 32, OutputTokens: 20,
+			MaxDuration: results.Duration(3 * time.Second), Warmup: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	sum := results.Summary{Hosts: []results.Host{{Models: []results.Model{{Model: "gpuvet/fake",
-		Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: l, LogFile: logPath}}}}}}}
+		Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: l, LogFile: logPath}, {GPUs: []int{0}, Load: l2, LogFile: logPath}}}}}}}
 	b, _ := json.Marshal(sum)
 	sp := filepath.Join(dir, "summary.json")
 	if err := os.WriteFile(sp, b, 0o644); err != nil {
@@ -55,7 +63,7 @@ func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the front's last token-total line
 	script, _ := filepath.Abs("../../scripts/check_engine_timing.py")
 	out, err := exec.Command(py, script, sp).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "| throughput c=48 |") {
+	if err != nil || !strings.Contains(string(out), "| throughput c=48 |") || !strings.Contains(string(out), "| throughput c=4 |") {
 		t.Fatalf("check_engine_timing.py: %v\n%s\n%s", err, out, e.LogTail(5))
 	}
 	t.Logf("\n%s", out)

@@ -268,7 +268,28 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	out.wall = end - out.start
 	out.cpu = cpuTime() - cpu0
 	out.window(spec, time.Duration(lastDispatch.Load()), end)
+	rn.settle(ctx, out)
 	return out
+}
+
+// settleCut is how long the runner waits after a rung that cut requests still in flight: the engine
+// drops them as it notices (a step or two), and the next rung must measure it without them.
+const settleCut = time.Second
+
+// settle waits settleCut when the rung ended with requests cut by its drain bound (not on Ctrl-C).
+func (rn *runner) settle(ctx context.Context, out *rungOut) {
+	if out.interrupted {
+		return
+	}
+	for _, r := range out.recs {
+		if r.Incomplete {
+			select {
+			case <-ctx.Done():
+			case <-time.After(settleCut):
+			}
+			return
+		}
+	}
 }
 
 // prewarm opens up to n keep-alive connections (GET /v1/models on each, at once) before a closed-loop

@@ -17,7 +17,8 @@ GenerationConfig for every request), and prompts given as token lists in batches
 Each finished request is logged on stderr as one line, the engine's own timing:
   gpuvet-front done id=… prompt_tokens=… output_tokens=… arrive=<unix s> first=<unix s> end=<unix s>
 so gpuvet's client-side TTFT and output tok/s can be checked against the server's. While tokens flow,
-the front also logs every 0.1 s how many output tokens it has streamed in all, with the time:
+the front also logs every 0.1 s how many output tokens it has written to streams in all (a token made
+for a client that went away is not counted), with the time:
   gpuvet-front tokens at=<unix s> total=<tokens>
 so the server's own token count over any window (a rung's, from summary.json) is exact, with no
 assumption about how a request's tokens spread over its life.
@@ -295,7 +296,7 @@ class Front:
         self.max_model_len = args.max_model_len
         self.created = int(time.time())
         self.ready = True
-        self.streamed = 0  # output tokens handed to streams so far (the event loop's thread only)
+        self.streamed = 0  # output tokens written to streams so far (the event loop's thread only)
         self.decode_stream = None
         try:
             from tokenizers.decoders import DecodeStream  # incremental detokenisation, O(1) per token
@@ -506,7 +507,6 @@ class Front:
                 if state["first"] is None:
                     state["first"] = time.time()
                 state["n"] += n
-                self.streamed += n
                 yield text, n
             if done:
                 if state["finish"] is None:
@@ -563,8 +563,11 @@ class Front:
             await send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}],
                        self.usage(ids, state) if continuous else None)
         try:
-            async for text, _ in self.tokens(q, state, max_new):
+            async for text, n in self.tokens(q, state, max_new):
+                if request.transport is None or request.transport.is_closing():
+                    return resp  # the client went away: what the engine still makes is not streamed
                 await send([choice(text)], self.usage(ids, state) if continuous else None)
+                self.streamed += n  # counted once written: a token for a client gone is not streamed
         except RuntimeError as e:
             await resp.write(b"data: " + json.dumps({"error": {"message": f"engine error: {e}", "code": 500}}).encode() + b"\n\n")
             return resp
