@@ -609,6 +609,13 @@ func (ex *executor) tail(s rungSpec) rungSpec {
 	return s
 }
 
+// RungTime is the planned length of one sweep rung after the synchronous one (its max_duration and
+// the most its drain takes), for progress estimates; the synchronous rung runs until its samples.
+func RungTime(c results.LoadConfig) time.Duration {
+	d := time.Duration(Defaults(c).MaxDuration)
+	return d + max(sweepTail, d/4)
+}
+
 // sweepTail is the least drain a sweep's ungated rung gets.
 const sweepTail = 2 * time.Second
 
