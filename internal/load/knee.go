@@ -45,13 +45,14 @@ const maxClimb = 3
 // under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
 // so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
 // on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added. Rungs too short for the knee search (the simulator's quick
-// profile) do not climb: their probe was never raised, so the ladder sits far below the knee, a few
-// more rungs would not reach it, and the lower bound is already said.
-func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, peak, step float64, k *results.Knee) []float64 {
-	if time.Duration(ex.cfg.MaxDuration) < minKneeRung {
+// rungs, and records how many it added. Rungs too short for the knee search (tooShort) do not climb:
+// their probe was never raised, so the ladder sits far below the knee, a few more rungs would not
+// reach it, and the lower bound is already said.
+func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, probe results.Run, step float64, k *results.Knee) []float64 {
+	if tooShort(time.Duration(ex.cfg.MaxDuration), probe) {
 		return outs
 	}
+	peak := probe.OutputTokS
 	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
 		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate)), n)
@@ -74,6 +75,14 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 // A variable so that a test can search with short rungs.
 var minKneeRung = 10 * time.Second
 
+// tooShort reports whether rungs of d are too short to search or climb with: shorter than
+// minKneeRung and than two of the probe's requests (a probe that short measures its ramp).
+func tooShort(d time.Duration, probe results.Run) bool {
+	return d < minKneeRung && 2*e2e(probe) > d
+}
+
+func e2e(r results.Run) time.Duration { return time.Duration(r.E2E.Mean * float64(time.Millisecond)) }
+
 // findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
 // only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is
 // already full), or, without /metrics, while output tok/s grows by at least kneeGain. A probe that
@@ -95,8 +104,8 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("the probe at concurrency %d streamed %.0f tok/s but completed no request in its %.0f s window: over capacity, past the knee", c, last.OutputTokS, last.WindowSeconds)
 			break
 		}
-		if d, e2e := time.Duration(ex.cfg.MaxDuration), time.Duration(last.E2E.Mean*float64(time.Millisecond)); d < minKneeRung && 2*e2e > d {
-			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (its requests took %v: the search needs rungs of %v, or of two requests' time)", d, e2e.Round(time.Millisecond), minKneeRung)
+		if d := time.Duration(ex.cfg.MaxDuration); tooShort(d, last) {
+			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (its requests took %v: the search needs rungs of %v, or of two requests' time)", d, e2e(last).Round(time.Millisecond), minKneeRung)
 			break
 		}
 		if wait > kneeQueue*float64(c) {
@@ -107,10 +116,6 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		next := min(2*c, k.Limit)
 		if next <= c {
 			k.Reason = fmt.Sprintf("concurrency %d is the limit (%s)", c, k.LimitSource)
-			if ex.o.MaxNumSeqs > 0 { // the engine's batch is full: more concurrency only queues
-				k.PastKnee = true
-				k.Reason += ": the engine's batch is full, past the knee"
-			}
 			break
 		}
 		from := ex.rn.c.since()

@@ -742,11 +742,10 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		}
 		outs = append(outs, r.OutputTokS)
 	}
-	if !knee.PastKnee {
-		outs = ex.climb(ctx, a, n, outs, probe.OutputTokS, (hi-lo)/float64(c.Rates), knee)
-		if ctx.Err() != nil {
-			return
-		}
+	// A ladder whose top still climbs past the probe's peak says the probe under-read, knee or not.
+	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(c.Rates), knee)
+	if ctx.Err() != nil {
+		return
 	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
 	if knee.PastKnee && s.LowerBound() && !s.Truncated {
