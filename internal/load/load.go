@@ -701,10 +701,10 @@ func broken(r results.Run) bool {
 
 // sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
 // (findKnee) -> Rates constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, then the
-// saturation analysis. With the knee found (a probe whose output stopped rising or that completed
-// nothing), top is the knee's rate: the ladder sits at or below it and the sweep is saturated by the
-// search's finding. Without it, top = kneeOvershoot × the best probe's rate, so that the ladder's top
-// rungs show the plateau. Rates are sustained rates (see rungRate). Only a rung that measured
+// saturation analysis. With the knee found by a probe that completed nothing (overCapacity), top is
+// the knee's rate: the ladder sits at or below it and the sweep is saturated by the search's finding.
+// Otherwise top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
+// plateau. Rates are sustained rates (see rungRate). Only a rung that measured
 // nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
@@ -730,7 +730,8 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	lo, hi := ex.rungRate(sync), max(kneeOvershoot*ex.rungRate(probe), ex.rungRate(sync))
-	if knee.PastKnee {
+	over := overCapacity(knee)
+	if over {
 		hi = max(ex.rungRate(probe), lo)
 	}
 	knee.LadderTopReqS = hi
@@ -748,7 +749,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
-	if knee.PastKnee && s.LowerBound() && !s.Truncated {
+	if over && s.LowerBound() && !s.Truncated {
 		// A ladder placed below the knee climbs by design: the probe past the knee is the plateau.
 		s.Unsaturated = false
 		s.Reason = "saturated: " + knee.Reason + " (the constant rungs sit at or below the knee, so they climb)"
@@ -757,6 +758,16 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	}
 	s.Knee = knee
 	a.sat = &s
+}
+
+// overCapacity reports a knee found by a probe that completed nothing in its window: the engine was
+// past what it can finish in a rung, so the constant rungs go no higher than the knee's rate (above
+// it an open loop only piles up requests that never finish) and the finding saturates the sweep. A
+// knee found by output that stopped rising keeps the ladder reaching past it, so that its top rungs
+// show the plateau (or, still climbing, that the probe under-read: a noisy window must not pass for
+// a knee).
+func overCapacity(k *results.Knee) bool {
+	return k.PastKnee && len(k.Probes) > 0 && k.Probes[len(k.Probes)-1].Completed == 0
 }
 
 // rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷

@@ -248,8 +248,8 @@ func TestSweepAndRecords(t *testing.T) {
 	ex := &executor{cfg: Defaults(o.Config)}
 	syncRate := ex.rungRate(l.Runs[0])
 	top := kneeOvershoot * ex.rungRate(best) // the planned top; climbing rungs go on at the same spacing
-	if k.PastKnee {
-		top = ex.rungRate(best) // the knee found: the ladder tops at its rate
+	if overCapacity(k) {
+		top = ex.rungRate(best) // the knee found over capacity: the ladder tops at its rate
 	}
 	if want := top + float64(k.ClimbedRungs)*(top-syncRate)/5; math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
 		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)
