@@ -203,6 +203,9 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		if out.enough {
+			return true // another slot stopped the rung: its window ends then
+		}
 		done, full := 0, []*Record{}
 		for _, r := range out.recs {
 			if r.ok() && r.RequestedTokens == rn.outTokens {
@@ -262,8 +265,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	end := rn.c.since()
 	out.interrupted = ctx.Err() != nil
 	if spec.sized() && !out.enough {
-		enough() // the count at the cap
-		out.enough = false
+		enough() // the count at the cap (enough if the last requests reached it)
 	}
 	out.wall = end - out.start
 	out.cpu = cpuTime() - cpu0
