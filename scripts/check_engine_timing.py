@@ -4,14 +4,20 @@
   python3 scripts/check_engine_timing.py OUT/summary.json
 
 The transformers front logs one line per finished request with its arrival, first-token and end times
-(unix seconds, taken inside the server). For every endpoint of the summary this prints, beside
-gpuvet's figures:
+(unix seconds, taken inside the server), and every 0.1 s the running total of output tokens it has
+streamed. For every endpoint of the summary this prints, beside gpuvet's figures:
 - TTFT: the server's first-token time of the requests that ran alone with the synchronous rung's
   prompt and output lengths (gpuvet's own synchronous requests; probes and the API suite are left out).
   The client's figure must be the server's plus the HTTP hop: a little more, never less.
-- output tok/s: the server's token rate over gpuvet's throughput window, found in the log as the burst
-  of requests the throughput rung sends at once (its concurrency within half a second), for as long as
-  gpuvet's window; each request's tokens are spread evenly from its first token to its end.
+- output tok/s of every rung: the server's tokens streamed over gpuvet's own window of that rung. The
+  window is exact: summary.json gives the load's start on the wall clock (load.started_at) and each
+  window's start and length (window_start_s, window_seconds), and the engine runs on the same host;
+  the front's running total, read at both ends (linear between its 0.1 s lines), is what it streamed
+  in between, requests complete or not. Summaries or logs without these fall back to the older
+  estimate: throughput rungs only, the window found as the burst of arrivals, each request's tokens
+  spread evenly from its first token to its end (which does not hold when requests outlast the window
+  and prefills crowd its first seconds: that estimate read 0.6 of gpuvet at such rungs).
+Exit status 1 when an exact row is outside 0.97–1.03.
 """
 
 import json
@@ -21,6 +27,7 @@ import statistics
 import sys
 
 LINE = re.compile(r"gpuvet-front done id=(\S+) prompt_tokens=(\d+) output_tokens=(\d+) arrive=([\d.]+) first=([\d.]+) end=([\d.]+)")
+TICK = re.compile(r"gpuvet-front tokens at=([\d.]+) total=(\d+)")
 
 
 def parse(path):
@@ -33,6 +40,67 @@ def parse(path):
                 reqs.append(dict(prompt=int(p), out=int(o), arrive=float(a), first=float(fi), end=float(e)))
     reqs.sort(key=lambda r: r["arrive"])
     return reqs
+
+
+def ticks(path):
+    """The front's running token totals: [(unix s, total)], in time order."""
+    out = []
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = TICK.search(line)
+            if m:
+                out.append((float(m.group(1)), int(m.group(2))))
+    out.sort()
+    return out
+
+
+def total_at(ts, t):
+    """The running total at time t, linear between two tick lines (the count is flat before the
+    first tick's predecessor, i.e. 0 before anything streamed, and flat after the last)."""
+    if not ts or t <= ts[0][0] - 0.1:
+        return 0.0
+    if t <= ts[0][0]:  # inside the first tick's 0.1 s
+        return ts[0][1] * (t - (ts[0][0] - 0.1)) / 0.1
+    lo, hi = 0, len(ts) - 1
+    if t >= ts[hi][0]:
+        return float(ts[hi][1])
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ts[mid][0] <= t:
+            lo = mid
+        else:
+            hi = mid
+    (t0, n0), (t1, n1) = ts[lo], ts[hi]
+    # The total changes only at tokens; a gap longer than a tick means nothing streamed in it
+    # but its last 0.1 s (the tick logs within 0.1 s of a change).
+    start = max(t0, t1 - 0.1)
+    if t <= start:
+        return float(n0)
+    return n0 + (n1 - n0) * (t - start) / (t1 - start)
+
+
+def parse_time(s):
+    """RFC 3339 (Go's time.Time in JSON) to unix seconds."""
+    from datetime import datetime
+    s = s.replace("Z", "+00:00")
+    m = re.match(r"(.*T\d\d:\d\d:\d\d)(\.\d+)?(.*)", s)
+    frac = float(m.group(2) or 0)
+    return datetime.fromisoformat(m.group(1) + m.group(3)).timestamp() + frac
+
+
+def exact_rows(load, ts):
+    """(label, gpuvet output tok/s, log output tok/s, ratio) for every rung, from the exact window."""
+    t0 = parse_time(load["started_at"])
+    rows = []
+    for r in load.get("runs", []):
+        w = r.get("window_seconds", 0)
+        if w <= 0 or "window_start_s" not in r:
+            continue
+        a = t0 + r["window_start_s"]
+        srv = (total_at(ts, a + w) - total_at(ts, a)) / w
+        label = f"{r['kind']} c={r['concurrency']}" if r.get("concurrency") else f"{r['kind']} {r.get('target_rate', 0):.3g} req/s"
+        rows.append((label, r["output_tok_s"], srv, r["output_tok_s"] / srv if srv else float("nan"), r["requests"]))
+    return rows
 
 
 def isolated(reqs):
@@ -100,37 +168,45 @@ def main():
     path = sys.argv[1]
     base = os.path.dirname(path)
     s = json.load(open(path))
-    print("| model | GPU | gpuvet sync TTFT p50 (ms) | engine log TTFT p50, same requests (ms) | gpuvet throughput-rung output tok/s | engine log output tok/s, same window | gpuvet ÷ log |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    bad = 0
     for h in s.get("hosts", []):
         for m in h.get("models", []):
             for e in m.get("endpoints", []):
                 log = e.get("log_file")
                 if not log:
                     continue
-                reqs = parse(log if os.path.isabs(log) else os.path.join(base, log))
-                runs = (e.get("load") or {}).get("runs", [])
+                log = log if os.path.isabs(log) else os.path.join(base, log)
+                reqs, ts = parse(log), ticks(log)
+                load = e.get("load") or {}
+                runs = load.get("runs", [])
+                gpus = ",".join(map(str, e["gpus"]))
                 sync = next((r for r in runs if r["kind"] == "synchronous"), None)
-                g_ttft = srv_ttft = float("nan")
-                n_alone = 0
                 if sync:
-                    g_ttft = sync["ttft_ms"]["p50"]
-                    alone = [r for r in isolated(reqs) if r["prompt"] == round(sync["mean_prompt_tokens"])
-                             and r["out"] == round(sync["mean_output_tokens"])]
-                    n_alone = len(alone)
-                    if alone:
-                        srv_ttft = statistics.median((r["first"] - r["arrive"]) * 1000 for r in alone)
-                thrs = [r for r in runs if r["kind"] == "throughput"] or [None]
+                    alone = [r for r in isolated(reqs) if r["prompt"] == round(sync["mean_prompt_tokens"]) and r["first"] > 0]
+                    srv = statistics.median((r["first"] - r["arrive"]) * 1000 for r in alone) if alone else float("nan")
+                    print(f"{m['model']} on gpu {gpus}: sync TTFT p50 gpuvet {sync['ttft_ms']['p50']:.1f} ms, engine log {srv:.1f} ms (n={len(alone)} requests alone)")
+                if ts and load.get("started_at"):
+                    print()
+                    print("| rung | completed / incomplete / streamed | gpuvet output tok/s | engine log, same window | gpuvet ÷ log |")
+                    print("| --- | --- | --- | --- | --- |")
+                    for label, g, srv, ratio, rq in exact_rows(load, ts):
+                        ok = 0.97 <= ratio <= 1.03
+                        bad += not ok
+                        print(f"| {label} | {rq.get('successful', 0)} / {rq.get('incomplete', 0)} / {rq.get('streamed', 0)} | {g:.1f} | {srv:.1f} | {ratio:.3f}{'' if ok else ' (outside 0.97–1.03)'} |")
+                    continue
+                # The older estimate (no token totals in the log, or a summary without window times).
+                print("| throughput rung | gpuvet output tok/s | engine log estimate (burst, spread tokens) | gpuvet ÷ log |")
+                print("| --- | --- | --- | --- |")
                 after = float("-inf")
-                for thr in thrs:  # one row per throughput rung (the knee search runs several)
-                    g_rate = srv_rate = float("nan")
-                    at = burst_start(reqs, thr.get("concurrency", 0), after) if thr else None
-                    if thr and at is not None and thr["window_seconds"] > 0:
-                        g_rate, srv_rate = thr["output_tok_s"], rate(reqs, at, thr["window_seconds"])
-                        after = at + thr["window_seconds"]
-                    print(f"| {m['model']} | {','.join(map(str, e['gpus']))} | {g_ttft:.1f} | {srv_ttft:.1f} (n={n_alone}) | "
-                          f"{g_rate:.0f} | {srv_rate:.0f} ({thr['window_seconds'] if thr else 0:.1f} s from the burst of {thr.get('concurrency', 0) if thr else 0}) | "
-                          f"{(g_rate / srv_rate) if srv_rate else float('nan'):.3f} |")
+                for thr in [r for r in runs if r["kind"] == "throughput"]:
+                    at = burst_start(reqs, thr.get("concurrency", 0), after)
+                    if at is None or thr["window_seconds"] <= 0:
+                        continue
+                    srv = rate(reqs, at, thr["window_seconds"])
+                    after = at + thr["window_seconds"]
+                    print(f"| c={thr.get('concurrency', 0)} | {thr['output_tok_s']:.0f} | {srv:.0f} | {(thr['output_tok_s'] / srv) if srv else float('nan'):.3f} |")
+    sys.exit(1 if bad else 0)
+
 
 if __name__ == "__main__":
     main()

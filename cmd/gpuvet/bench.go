@@ -29,7 +29,7 @@ func newBenchCmd() *cobra.Command {
 		o                     load.Options
 		c                     results.LoadConfig
 		promptTokens, slo     string
-		maxDuration           time.Duration
+		maxDuration, maxRung  time.Duration
 		out                   string
 		progress, noScrape    bool
 		prefixCount, prefixTk int
@@ -55,6 +55,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 				maxDuration = 0
 			}
 			c.MaxDuration = results.Duration(maxDuration)
+			c.MaxRungDuration = results.Duration(maxRung)
 			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
 			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
 				return usageErr("%v", err)
@@ -141,6 +142,8 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.IntVar(&c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
 	f.IntVar(&c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
 	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
+	f.DurationVar(&maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed")
+	f.IntVar(&c.MinSamples, "min-samples", d.MinSamples, "completed requests a synchronous or concurrency rung runs for (past --max-duration, up to --max-rung-duration)")
 	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
 	f.StringVar(&c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
 	f.StringVar(&promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")

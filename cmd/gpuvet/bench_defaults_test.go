@@ -21,7 +21,8 @@ func TestBenchFlagDefaultsAreTheSharedProfile(t *testing.T) {
 		"MaxConcurrency": {"max-concurrency", strconv.Itoa(d.MaxConcurrency)}, "Concurrency": {"concurrency", strconv.Itoa(d.Concurrency)},
 		"Rates": {"rates", strconv.Itoa(d.Rates)}, "MaxDuration": {"max-duration", time.Duration(d.MaxDuration).String()},
 		"Warmup": {"warmup", d.Warmup}, "Data": {"data", d.Data}, "Seed": {"seed", strconv.FormatInt(d.Seed, 10)},
-		"Reader": {"reader", d.Reader},
+		"Reader": {"reader", d.Reader}, "MinSamples": {"min-samples", strconv.Itoa(d.MinSamples)},
+		"MaxRungDuration": {"max-rung-duration", time.Duration(d.MaxRungDuration).String()},
 	}
 	v := reflect.ValueOf(d)
 	for i := range v.NumField() {

@@ -67,7 +67,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	l := readLoad(t, out)
-	if l.Saturation == nil || l.Saturation.Knee == nil || len(l.Runs) != 7+l.Saturation.Knee.ClimbedRungs || l.Config.Profile != "sweep" || l.Config.PromptTokens != 32 {
+	if l.Saturation == nil || l.Saturation.Knee == nil || len(l.Runs) != 6+len(l.Saturation.Knee.Probes)+l.Saturation.Knee.ClimbedRungs || l.Config.Profile != "sweep" || l.Config.PromptTokens != 32 {
 		t.Fatalf("result: %d runs, saturation %v, config %+v", len(l.Runs), l.Saturation, l.Config)
 	}
 	if st, err := os.Stat(rec); err != nil || st.Size() == 0 {

@@ -23,7 +23,7 @@ func softMemoryLimit(streams int) func() {
 // planStreams is the most load streams a plan has in flight at once: run.parallel_gpus slots, each
 // running its profile and then, when aicr gates are set, a concurrency run (the larger of the two).
 func planStreams(c config.Config) int {
-	lc := c.Load.LoadConfig()
+	lc := c.LoadConfig()
 	aicr := lc
 	aicr.Profile, aicr.Concurrency = "concurrency", c.Load.Concurrency
 	per := max(load.Streams(load.Options{Config: lc}), load.Streams(load.Options{Config: aicr}))

@@ -24,7 +24,7 @@ func init() { root.AddCommand(newRunCmd()) }
 // planFlags are the named flags of `gpuvet run` that set config keys; `gpuvet config show` takes
 // them too, so it shows exactly the plan a run would use.
 type planFlags struct {
-	sim, failOnFlag, saveBaseline                      bool
+	sim, failOnFlag, failOnInconclusive, saveBaseline  bool
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
 	simLinkFault, ncclLib, simCoTenant                 string
@@ -44,6 +44,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.gpuCount, "gpu-count", 0, "vet only the first N GPUs (0: all)")
 	fl.StringVar(&f.failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
+	fl.BoolVar(&f.failOnInconclusive, "fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
 	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
 	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, transformers, generic (with --engine-cmd)")
@@ -63,7 +64,8 @@ var flagPaths = map[string]string{
 	"backend": "backend", "url": "endpoint.url", "api-key-env": "endpoint.api_key_env", "model": "models",
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
-	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
+	"fail-on-inconclusive": "run.fail_on_inconclusive",
+	"baseline":             "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
 	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
@@ -109,7 +111,8 @@ A run locks its --out folder, and refuses one holding an earlier run's results u
 
 Configuration: -c FILE (repeatable; aicr recipes too), --set key=value, GPUVET_<KEY> variables;
 see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or flags without
---fail-on-flag), 1 a failure, an interrupted run, or a flag with --fail-on-flag, 2 bad input found
+--fail-on-flag, or inconclusive without --fail-on-inconclusive), 1 a failure, an interrupted run, a
+flag with --fail-on-flag, or an inconclusive run with --fail-on-inconclusive, 2 bad input found
 before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
 --out, no NVIDIA driver for a local run).`,
 		Args: cobra.NoArgs,

@@ -173,7 +173,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	}
 	pipeline.Render(cmd.OutOrStdout(), s)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(&pipeline.Result{Summary: s, SummaryPath: path}))
-	if judge.ExitCode(s, plan.Config.Run.FailOnFlag) != exitOK {
+	if judge.ExitCode(s, plan.Config.Run.FailOnFlag, plan.Config.Run.FailOnInconclusive) != exitOK {
 		return failedErr("run status %s (see %s)", s.Status, path)
 	}
 	return nil
@@ -183,7 +183,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 func newFleetSummary(plan *config.Plan) *results.Summary {
 	now := time.Now().UTC()
 	cfg := plan.Config
-	lc := cfg.Load.LoadConfig()
+	lc := cfg.LoadConfig()
 	env := cfg.Environment
 	if plan.Source("environment") == "" || strings.HasPrefix(plan.Source("environment"), "default") {
 		env = "k8s"

@@ -9,7 +9,7 @@ import (
 
 // The plan's load defaults are the shared profile that `gpuvet bench` and the load generator use.
 func TestLoadDefaultsAreTheSharedProfile(t *testing.T) {
-	got, want := Defaults().Load.LoadConfig(), results.DefaultLoadConfig()
+	got, want := Defaults().LoadConfig(), results.DefaultLoadConfig()
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config's load defaults diverge from results.DefaultLoadConfig:\n got %+v\nwant %+v", got, want)
 	}

@@ -88,15 +88,18 @@ type Endpoint struct {
 
 // LoadProfile is the load profile (the seed's shared guidellm profile by default).
 type LoadProfile struct {
-	Profile          string   `yaml:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
-	API              string   `yaml:"api"`     // chat or completions
-	PromptTokens     int      `yaml:"prompt_tokens"`
-	OutputTokens     int      `yaml:"output_tokens"`
-	MaxConcurrency   int      `yaml:"max_concurrency"`
-	Concurrency      int      `yaml:"concurrency"` // for profile concurrency (aicr: per GPU)
-	Rate             float64  `yaml:"rate"`        // for constant and poisson
-	Rates            int      `yaml:"rates"`       // constant rungs of a sweep
-	MaxDuration      Duration `yaml:"max_duration"`
+	Profile        string   `yaml:"profile"` // sweep, synchronous, concurrency, constant, poisson, throughput
+	API            string   `yaml:"api"`     // chat or completions
+	PromptTokens   int      `yaml:"prompt_tokens"`
+	OutputTokens   int      `yaml:"output_tokens"`
+	MaxConcurrency int      `yaml:"max_concurrency"`
+	Concurrency    int      `yaml:"concurrency"` // for profile concurrency (aicr: per GPU)
+	Rate           float64  `yaml:"rate"`        // for constant and poisson
+	Rates          int      `yaml:"rates"`       // constant rungs of a sweep
+	MaxDuration    Duration `yaml:"max_duration"`
+	// MaxRungDuration caps a rung sized by completions: the synchronous rung (and a concurrency
+	// run) goes on past max_duration until compare.min_samples requests completed, at most this long.
+	MaxRungDuration  Duration `yaml:"max_rung_duration"`
 	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
 	RetryUnsaturated bool     `yaml:"retry_unsaturated"`
 	Seed             int64    `yaml:"seed"`
@@ -214,6 +217,8 @@ type Run struct {
 	ParallelGPUs int  `yaml:"parallel_gpus"`
 	GPUCount     int  `yaml:"gpu_count"` // 0: all discovered GPUs
 	FailOnFlag   bool `yaml:"fail_on_flag"`
+	// FailOnInconclusive exits 1 when the run is inconclusive (a gate or comparison could not decide).
+	FailOnInconclusive bool `yaml:"fail_on_inconclusive"`
 	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
 	// cleanup and reporting survive it.
 	FailIn       string `yaml:"fail_in"`
@@ -235,6 +240,12 @@ type Sim struct {
 	// durations from the start), e.g. "1" or "1:5s-20s"; while it runs the GPU is slower, lists
 	// PID 4242 python3 with 8.1 GiB, and draws power at idle. "": none.
 	CoTenant string `yaml:"cotenant"`
+	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
+	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
+	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).
+	StepOverhead Duration `yaml:"step_overhead"`
+	SeqOverhead  Duration `yaml:"seq_overhead"`
+	MaxNumSeqs   int      `yaml:"max_num_seqs"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
@@ -292,7 +303,7 @@ func loadDefaults() LoadProfile {
 		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
 		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
 		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed, Reader: d.Reader,
-		RetryUnsaturated: true,
+		MaxRungDuration: Duration(d.MaxRungDuration), RetryUnsaturated: true,
 	}
 }
 
@@ -338,5 +349,6 @@ var simDefaults = map[string]any{
 	"load.max_concurrency": 32,
 	"load.prompt_tokens":   256,
 	"load.output_tokens":   128,
+	"sim.max_num_seqs":     32, // the batch the quick profile's max concurrency fills: its knee
 	"health.burn":          "0s",
 }

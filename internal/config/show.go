@@ -140,11 +140,19 @@ func Thresholds(c Config, sources map[string]string) map[string]results.Threshol
 }
 
 // LoadConfig converts the load section into the results schema's recorded profile.
+// LoadConfig is the plan's load profile with compare.min_samples, which sizes the rungs whose
+// figures are gated (a min_samples of 0 asks for one completed request).
+func (c Config) LoadConfig() results.LoadConfig {
+	lc := c.Load.LoadConfig()
+	lc.MinSamples = max(1, c.Compare.MinSamples)
+	return lc
+}
+
 func (l LoadProfile) LoadConfig() results.LoadConfig {
 	return results.LoadConfig{
 		Profile: l.Profile, API: l.API, PromptTokens: l.PromptTokens, OutputTokens: l.OutputTokens,
 		MaxConcurrency: l.MaxConcurrency, Concurrency: l.Concurrency, Rate: l.Rate, Rates: l.Rates,
 		MaxDuration: results.Duration(l.MaxDuration), Warmup: l.Warmup, Data: "synthetic", Seed: l.Seed,
-		Reader: l.Reader,
+		Reader: l.Reader, MaxRungDuration: results.Duration(l.MaxRungDuration),
 	}
 }

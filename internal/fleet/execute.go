@@ -123,7 +123,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 	if c.Backend == "opennebula" && plan.Source("environment") == "default" {
 		env = "vm"
 	}
-	lc := c.Load.LoadConfig()
+	lc := c.LoadConfig()
 	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
 		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
 		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings()}}
@@ -174,7 +174,7 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 	if interrupted {
 		return fmt.Errorf("%w: partial results in %s; manifest %s", ErrInterrupted, path, m.Path())
 	}
-	if judge.ExitCode(s, c.Run.FailOnFlag) != 0 {
+	if judge.ExitCode(s, c.Run.FailOnFlag, c.Run.FailOnInconclusive) != 0 {
 		return fmt.Errorf("run status %s (see %s)", s.Status, path)
 	}
 	return nil

@@ -132,6 +132,9 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	if len(m.Flags) > 0 {
 		st = results.Worse(st, results.StatusFlag)
 	}
+	if comparisonsUndecided(m.Comparisons) && st == results.StatusOK {
+		st = results.StatusInconclusive
+	}
 	m.Status = st
 }
 
@@ -193,6 +196,8 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 		return results.StatusFailed
 	case len(ep.Flags) > 0:
 		return results.StatusFlag
+	case measured && undecided(ep):
+		return results.StatusInconclusive // measured, nothing fired, but not a pass either
 	case measured:
 		return results.StatusOK
 	case ep.Status == "":
@@ -273,7 +278,7 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	}
 
 	n := int(val(cfg.CompareMinSamples))
-	return []results.Verdict{
+	vs := []results.Verdict{
 		JudgeGate(GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: g.TTFTP95Ms},
 			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") }, p95, lb, l), n),
 		JudgeGate(GateSpec{Check: "gate.itl_p95", Name: "sync ITL p95", Unit: "ms", Upper: true, Limit: g.ITLP95Ms},
@@ -283,6 +288,54 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 		JudgeGate(aicrTTFT,
 			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p99") }, p99, false, l), n),
 	}
+	cutRung(vs[0:2], sync)
+	cutRung(vs[4:5], conc)
+	return vs
+}
+
+// cutRung makes the verdicts on a rung cut by load.max_rung_duration inconclusive, with the cut's
+// reason: the rung stopped before its figures had the samples they need, whatever they read.
+func cutRung(vs []results.Verdict, r *results.Run) {
+	why := r.CutReason()
+	if why == "" {
+		return
+	}
+	for i := range vs {
+		if vs[i].Result == ResultDisabled {
+			continue
+		}
+		if vs[i].Result != ResultInconclusive {
+			vs[i].Reason += ": but inconclusive"
+		}
+		vs[i].Result = ResultInconclusive
+		vs[i].Reason += "; the " + r.Kind + " rung was " + why
+	}
+}
+
+// undecided reports whether any gate of the endpoint could not decide.
+func undecided(ep *results.Endpoint) bool {
+	for _, v := range ep.Verdicts {
+		if v.Result == ResultInconclusive {
+			return true
+		}
+	}
+	return false
+}
+
+// comparisonsUndecided reports whether a GPU-to-GPU comparison of the model could not decide: too
+// few samples behind the weakest card, or a card that looked worse but whose figure cannot show it.
+func comparisonsUndecided(cs []results.Compare) bool {
+	for _, c := range cs {
+		if c.LowConfidence {
+			return true
+		}
+		for _, cell := range c.Values {
+			if cell.Inconclusive {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func p95(d results.Dist) float64 { return d.P95 }
@@ -373,7 +426,9 @@ func peakRun(l *results.Load) *results.Run {
 func throughputFigure(l *results.Load, v float64) compare.Figure {
 	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
 	if r := peakRun(l); r != nil {
-		f.Samples = r.Requests.Successful
+		// Throughput counts every token streamed in the window: the requests behind it are those
+		// that streamed, complete or not (older summaries have only the successful count).
+		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
 		if ci := ciOf(r, "output_tok_s"); ci != nil && r.OutputTokS > 0 {
 			k := v / r.OutputTokS
@@ -577,8 +632,9 @@ func hostFlags(h results.Host) []results.Flag {
 }
 
 // ExitCode is the process exit code for a judged summary: 1 on a failure, on a run that did not
-// finish (interrupted, killed, still writing), or on a flag with failOnFlag; 0 otherwise.
-func ExitCode(s *results.Summary, failOnFlag bool) int {
+// finish (interrupted, killed, still writing), on a flag with failOnFlag, or on an inconclusive run
+// with failOnInconclusive; 0 otherwise.
+func ExitCode(s *results.Summary, failOnFlag, failOnInconclusive bool) int {
 	if s == nil || !s.Complete {
 		return 1
 	}
@@ -587,6 +643,10 @@ func ExitCode(s *results.Summary, failOnFlag bool) int {
 		return 1
 	case results.StatusFlag:
 		if failOnFlag {
+			return 1
+		}
+	case results.StatusInconclusive:
+		if failOnInconclusive {
 			return 1
 		}
 	}

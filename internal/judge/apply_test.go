@@ -67,8 +67,8 @@ func TestApplyFlagsTheStragglerOnly(t *testing.T) {
 	if m.Status != results.StatusFlag || s.Hosts[0].Status != results.StatusFlag || s.Status != results.StatusFlag {
 		t.Errorf("roll-up: model %s host %s run %s, want flag everywhere", m.Status, s.Hosts[0].Status, s.Status)
 	}
-	if ExitCode(s, false) != 0 || ExitCode(s, true) != 1 {
-		t.Errorf("exit codes: %d without --fail-on-flag (want 0), %d with (want 1)", ExitCode(s, false), ExitCode(s, true))
+	if ExitCode(s, false, false) != 0 || ExitCode(s, true, false) != 1 {
+		t.Errorf("exit codes: %d without --fail-on-flag (want 0), %d with (want 1)", ExitCode(s, false, false), ExitCode(s, true, false))
 	}
 	var metrics []string
 	for _, c := range m.Comparisons {
@@ -94,7 +94,8 @@ func TestApplyHealthyRunIsOK(t *testing.T) {
 	}
 }
 
-// The seed's slow 2× T4: 3-vs-4 requests, a spurious 25 % spread: low confidence, no flag.
+// The seed's slow 2× T4: 3-vs-4 requests, a spurious 25 % spread: low confidence, no flag, and not
+// ok either: a comparison that could not decide makes the model, host and run inconclusive.
 func TestApplySeedT4LowConfidence(t *testing.T) {
 	a, b := healthy(), healthy()
 	a.sustained, a.requests = 0.2, 4
@@ -108,8 +109,12 @@ func TestApplySeedT4LowConfidence(t *testing.T) {
 			t.Errorf("%s: not low confidence with 3 vs 4 requests", c.Metric)
 		}
 	}
-	if len(s.Flags) != 0 || s.Status != results.StatusOK {
-		t.Errorf("flags %+v status %s, want none and ok", s.Flags, s.Status)
+	if len(s.Flags) != 0 || s.Status != results.StatusInconclusive || s.Hosts[0].Status != results.StatusInconclusive || s.Hosts[0].Models[0].Status != results.StatusInconclusive {
+		t.Errorf("flags %+v status %s (host %s, model %s), want none and inconclusive", s.Flags, s.Status, s.Hosts[0].Status, s.Hosts[0].Models[0].Status)
+	}
+	s.Complete = true
+	if ExitCode(s, true, false) != 0 || ExitCode(s, false, true) != 1 {
+		t.Errorf("inconclusive exits %d (want 0) without --fail-on-inconclusive, %d (want 1) with", ExitCode(s, true, false), ExitCode(s, false, true))
 	}
 }
 
@@ -317,8 +322,8 @@ func TestApplyRollUp(t *testing.T) {
 			if tc.run == results.StatusFailed {
 				want = 1
 			}
-			if ExitCode(s, false) != want {
-				t.Errorf("exit code %d, want %d", ExitCode(s, false), want)
+			if ExitCode(s, false, false) != want {
+				t.Errorf("exit code %d, want %d", ExitCode(s, false, false), want)
 			}
 		})
 	}
@@ -354,15 +359,15 @@ func TestExitCode(t *testing.T) {
 		{results.StatusInterrupted, false, 1}, {results.StatusIncomplete, false, 1},
 	}
 	for _, tc := range tests {
-		if got := ExitCode(&results.Summary{Status: tc.st, Complete: true}, tc.failOnFlag); got != tc.want {
+		if got := ExitCode(&results.Summary{Status: tc.st, Complete: true}, tc.failOnFlag, false); got != tc.want {
 			t.Errorf("ExitCode(%s, %v) = %d, want %d", tc.st, tc.failOnFlag, got, tc.want)
 		}
 	}
-	if ExitCode(nil, false) != 1 {
+	if ExitCode(nil, false, false) != 1 {
 		t.Error("nil summary must exit 1")
 	}
 	// A killed run's file says ok in old versions: complete=false alone is a failure.
-	if ExitCode(&results.Summary{Status: results.StatusOK}, false) != 1 {
+	if ExitCode(&results.Summary{Status: results.StatusOK}, false, false) != 1 {
 		t.Error("an incomplete summary must exit 1")
 	}
 }

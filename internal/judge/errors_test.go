@@ -56,8 +56,8 @@ func TestApplyErrorRateGate(t *testing.T) {
 					t.Errorf("reasons %q lack %q", text, want)
 				}
 			}
-			if tc.status != results.StatusOK && ExitCode(s, tc.status == results.StatusFlag) != 1 {
-				t.Errorf("exit code %d, want 1", ExitCode(s, true))
+			if tc.status != results.StatusOK && ExitCode(s, tc.status == results.StatusFlag, false) != 1 {
+				t.Errorf("exit code %d, want 1", ExitCode(s, true, false))
 			}
 			Apply(s, cfg) // idempotent: the flag is the judge's own
 			if got := len(s.Hosts[0].Models[0].Endpoints[1].Flags); got != len(ep.Flags) {

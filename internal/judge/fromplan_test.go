@@ -98,7 +98,7 @@ func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 // Judge has the pipeline's Deps signature; Judge and Baseline judge a whole run from a plan.
 func TestJudgeAndBaselineDeps(t *testing.T) {
 	var _ func(*results.Summary, *config.Plan) error = Judge
-	var _ func(*results.Summary, bool) int = ExitCode
+	var _ func(*results.Summary, bool, bool) int = ExitCode
 
 	dir := t.TempDir()
 	site := filepath.Join(dir, "site.yaml")

@@ -50,6 +50,7 @@ func TestSimStragglerFlaggedOnly(t *testing.T) {
 	s := &results.Summary{SchemaVersion: results.SchemaVersion, Backend: "sim",
 		Hosts: []results.Host{{Name: "sim", Discovery: results.Discovery{Source: "sim", GPUs: infos}, Models: []results.Model{m}}}}
 	cfg := DefaultConfig()
+	cfg.Gates.TTFTP95Ms.Value, cfg.Gates.ITLP95Ms.Value = nil, nil // a concurrency profile has no synchronous rung to gate
 	Apply(s, cfg)
 
 	var why []string

@@ -45,13 +45,14 @@ const maxClimb = 3
 // under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
 // so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
 // on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added. Rungs too short for the knee search (the simulator's quick
-// profile) do not climb: their probe was never raised, so the ladder sits far below the knee, a few
-// more rungs would not reach it, and the lower bound is already said.
-func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, peak, step float64, k *results.Knee) []float64 {
-	if time.Duration(ex.cfg.MaxDuration) < minKneeRung {
+// rungs, and records how many it added. Rungs too short for the knee search (tooShort) do not climb:
+// their probe was never raised, so the ladder sits far below the knee, a few more rungs would not
+// reach it, and the lower bound is already said.
+func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, probe results.Run, step float64, k *results.Knee) []float64 {
+	if tooShort(time.Duration(ex.cfg.MaxDuration), probe) {
 		return outs
 	}
+	peak := probe.OutputTokS
 	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
 		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate)), n)
@@ -68,14 +69,25 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 	return outs
 }
 
-// minKneeRung is the shortest rung the search runs with: at higher concurrency a request takes
-// seconds, and a shorter probe would measure its ramp, not its rate (the simulator's quick profile).
+// minKneeRung is the shortest rung the search always runs with: at higher concurrency a request takes
+// seconds, and a shorter probe would measure its ramp, not its rate. A shorter rung still searches
+// when the probe's requests took at most half of it (the simulator's quick profile).
 // A variable so that a test can search with short rungs.
 var minKneeRung = 10 * time.Second
 
+// tooShort reports whether rungs of d are too short to search or climb with: shorter than
+// minKneeRung and than two of the probe's requests (a probe that short measures its ramp).
+func tooShort(d time.Duration, probe results.Run) bool {
+	return d < minKneeRung && 2*e2e(probe) > d
+}
+
+func e2e(r results.Run) time.Duration { return time.Duration(r.E2E.Mean * float64(time.Millisecond)) }
+
 // findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
 // only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is
-// already full), or, without /metrics, while output tok/s grows by at least kneeGain. It returns the
+// already full), or, without /metrics, while output tok/s grows by at least kneeGain. A probe that
+// completed no request in its window is over capacity: past the knee, as is one whose output stopped
+// growing or a full server queue; either is a finding (Knee.PastKnee), never an error. It returns the
 // best probe and records each step.
 func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe results.Run, probeAt [2]time.Duration) (results.Run, *results.Knee) {
 	k := &results.Knee{Limit: ex.o.MaxNumSeqs, LimitSource: "the engine's max_num_seqs"}
@@ -85,13 +97,19 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	}
 	best := probe
 	wait := ex.waiting(probeAt)
-	k.Probes = append(k.Probes, results.KneeProbe{Concurrency: probe.Concurrency, OutputTokS: probe.OutputTokS, ServerWaiting: wait})
-	for c := probe.Concurrency; ; {
-		if d := time.Duration(ex.cfg.MaxDuration); d < minKneeRung {
-			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (the search needs %v)", d, minKneeRung)
+	k.Probes = append(k.Probes, results.KneeProbe{Concurrency: probe.Concurrency, OutputTokS: probe.OutputTokS, ServerWaiting: wait, Completed: probe.Requests.Successful})
+	for c, last := probe.Concurrency, probe; ; {
+		if last.Requests.Successful == 0 {
+			k.PastKnee = true
+			k.Reason = fmt.Sprintf("the probe at concurrency %d streamed %.0f tok/s but completed no request in its %.0f s window: over capacity, past the knee", c, last.OutputTokS, last.WindowSeconds)
+			break
+		}
+		if d := time.Duration(ex.cfg.MaxDuration); tooShort(d, last) {
+			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (its requests took %v: the search needs rungs of %v, or of two requests' time)", d, e2e(last).Round(time.Millisecond), minKneeRung)
 			break
 		}
 		if wait > kneeQueue*float64(c) {
+			k.PastKnee = true
 			k.Reason = fmt.Sprintf("the server queued a median of %.0f requests at concurrency %d: its batch is full", wait, c)
 			break
 		}
@@ -101,9 +119,14 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			break
 		}
 		from := ex.rn.c.since()
-		r := ex.one(ctx, a, ex.spec(kindThroughput, next, 0), n)
-		if ctx.Err() != nil || r.Requests.Successful == 0 {
-			k.Reason = "the search was cut short (interrupted, or the probe completed no request)"
+		r := ex.one(ctx, a, ex.tail(ex.spec(kindThroughput, next, 0)), n)
+		if ctx.Err() != nil {
+			k.Reason = "the search was interrupted"
+			break
+		}
+		if broken(r) {
+			k.PastKnee = true
+			k.Reason = fmt.Sprintf("the probe at concurrency %d neither completed a request nor streamed a token (errors: %v): past the knee", next, r.Errors)
 			break
 		}
 		if ex.lastCPU >= CPULimit {
@@ -111,7 +134,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			break
 		}
 		wait = ex.waiting([2]time.Duration{from, ex.rn.c.since()})
-		k.Probes = append(k.Probes, results.KneeProbe{Concurrency: next, OutputTokS: r.OutputTokS, ServerWaiting: wait})
+		k.Probes = append(k.Probes, results.KneeProbe{Concurrency: next, OutputTokS: r.OutputTokS, ServerWaiting: wait, Completed: r.Requests.Successful})
 		gain := r.OutputTokS/best.OutputTokS - 1
 		if r.OutputTokS > best.OutputTokS {
 			best = r
@@ -119,10 +142,11 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		// With the server's queue in view, an empty queue says the batch still has room, whatever one
 		// noisy window's gain says; without it, the gain decides.
 		if gain < kneeGain && wait < 0 {
+			k.PastKnee = true
 			k.Reason = fmt.Sprintf("output tok/s grew %+.1f%% from concurrency %d to %d (less than %.0f%%): past the knee", 100*gain, c, next, 100*kneeGain)
 			break
 		}
-		c = next
+		c, last = next, r
 	}
 	k.Concurrency = best.Concurrency
 	logf(ex.o.Log, "knee search: %s; the ladder tops at concurrency %d (%.0f tok/s)", k.Reason, k.Concurrency, best.OutputTokS)

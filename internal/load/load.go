@@ -123,6 +123,12 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 	if c.Reader == "" {
 		c.Reader = d.Reader
 	}
+	if c.MinSamples == 0 {
+		c.MinSamples = d.MinSamples
+	}
+	if c.MaxRungDuration == 0 {
+		c.MaxRungDuration = d.MaxRungDuration
+	}
 	return c
 }
 
@@ -163,6 +169,10 @@ func Validate(o Options) error {
 		return fmt.Errorf("--rates %d: want 1..100 sweep rungs", c.Rates)
 	case c.MaxDuration < 0:
 		return fmt.Errorf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))
+	case c.MaxRungDuration < 0:
+		return fmt.Errorf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))
+	case c.MinSamples < 0:
+		return fmt.Errorf("min samples %d: want ≥ 1", c.MinSamples)
 	case c.MaxRequests < 0:
 		return fmt.Errorf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)
 	case c.OutputTokens < 1:
@@ -468,6 +478,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	cl.epoch = time.Now()
 	cl.pace.reset()
+	l.StartedAt = cl.epoch.UTC()
 	var sc *scraper
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	var scrapeWG sync.WaitGroup
@@ -656,9 +667,33 @@ func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
 	s := rungSpec{Index: ex.rung, Kind: kind, Concurrency: conc, Rate: rate,
 		Duration: time.Duration(ex.cfg.MaxDuration), MaxRequests: ex.cfg.MaxRequests,
 		WarmupReqs: ex.warmReqs, WarmupDur: ex.warmDur, Drain: ex.o.Drain, MaxInFlight: ex.o.MaxInFlight}
+	// The rungs whose latency figures are gated are sized by what completes.
+	if kind == kindSynchronous || kind == kindConcurrency {
+		s.MinSamples, s.Cap = ex.cfg.MinSamples, time.Duration(ex.cfg.MaxRungDuration)
+		s.Shorten = kind == kindSynchronous && ex.cfg.Profile == "sweep"
+	}
 	ex.rung++
 	return s
 }
+
+// tail bounds the drain of a sweep rung whose latencies are not gated (the probes and the constant
+// rungs): their throughput counts the tokens streamed inside the window, so requests still in flight
+// at its end need not finish. A slow engine's requests can last minutes: waiting for them would
+// double the sweep and measure nothing more.
+func (ex *executor) tail(s rungSpec) rungSpec {
+	s.Drain = min(s.Drain, max(sweepTail, s.Duration/4))
+	return s
+}
+
+// RungTime is the planned length of one sweep rung after the synchronous one (its max_duration and
+// the most its drain takes), for progress estimates; the synchronous rung runs until its samples.
+func RungTime(c results.LoadConfig) time.Duration {
+	d := time.Duration(Defaults(c).MaxDuration)
+	return d + max(sweepTail, d/4)
+}
+
+// sweepTail is the least drain a sweep's ungated rung gets.
+const sweepTail = 2 * time.Second
 
 // one runs a rung, summarises it, writes its records and frees them.
 func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) results.Run {
@@ -702,7 +737,7 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 // steady lets a sweep rung end once its output rate is steady.
 func (ex *executor) steady(s rungSpec) rungSpec {
 	s.EarlyStop = true
-	return s
+	return ex.tail(s)
 }
 
 // profile runs the whole profile once.
@@ -721,9 +756,12 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	case "sweep":
 		ex.sweep(ctx, &a, n)
 	}
-	if a.err == "" {
-		for _, r := range a.runs {
-			if r.Requests.Successful == 0 && !a.interrupted {
+	if a.err == "" && !a.interrupted {
+		for i, r := range a.runs {
+			if c.Profile == "sweep" && i > 0 && r.Requests.Errored == 0 {
+				continue // a sweep rung with nothing measured (a starved client) is said by its counts, not an error
+			}
+			if broken(r) {
 				a.err = fmt.Sprintf("%s rung: no successful request (errors: %v)", r.Kind, r.Errors)
 				break
 			}
@@ -732,17 +770,29 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	return a
 }
 
-// sweep: synchronous -> throughput probe (max concurrency), raised to the knee (findKnee) -> Rates
-// constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, top = kneeOvershoot × the best
-// probe's rate (rates are sustained rates, see rungRate), then the saturation analysis.
+// broken reports a rung with no successful request that was not merely over capacity: one whose
+// requests streamed tokens but were still running when the rung ended (incomplete) is over capacity, a
+// finding (Knee.PastKnee), never an error: a slow engine is measured, not failed. One whose requests
+// all failed, or that streamed nothing, is broken.
+func broken(r results.Run) bool {
+	return r.Requests.Successful == 0 && (r.Requests.Streamed == 0 || r.Requests.Incomplete == 0)
+}
+
+// sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
+// (findKnee) -> Rates constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, then the
+// saturation analysis. With the knee found by a probe that completed nothing (overCapacity), top is
+// the knee's rate: the ladder sits at or below it and the sweep is saturated by the search's finding.
+// Otherwise top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
+// plateau. Rates are sustained rates (see rungRate). Only a rung that measured
+// nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
 	if ctx.Err() != nil {
 		return
 	}
-	if rungRate(sync) <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request (errors: %v)", sync.Errors)
+	if sync.Requests.Successful == 0 {
+		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in %v (errors: %v)", time.Duration(sync.WindowSeconds*float64(time.Second)).Round(time.Second), sync.Errors)
 		return
 	}
 	from := ex.rn.c.since()
@@ -750,17 +800,19 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	if ctx.Err() != nil {
 		return
 	}
-	if rungRate(probe) <= 0 {
-		a.err = fmt.Sprintf("sweep stopped: the throughput probe completed no request (errors: %v)", probe.Errors)
+	if broken(probe) {
+		a.err = fmt.Sprintf("sweep stopped: the throughput probe neither completed a request nor streamed a token (errors: %v)", probe.Errors)
 		return
 	}
 	probe, knee := ex.findKnee(ctx, a, n, probe, [2]time.Duration{from, ex.rn.c.since()})
 	if ctx.Err() != nil {
 		return
 	}
-	// The ladder reaches past the knee's rate, so that its top rungs show the plateau (a top rung at
-	// exactly the peak's rate reads as still climbing, or as truncated).
-	lo, hi := rungRate(sync), max(kneeOvershoot*rungRate(probe), rungRate(sync))
+	lo, hi := ex.rungRate(sync), max(kneeOvershoot*ex.rungRate(probe), ex.rungRate(sync))
+	over := overCapacity(knee)
+	if over {
+		hi = max(ex.rungRate(probe), lo)
+	}
 	knee.LadderTopReqS = hi
 	var outs []float64
 	for i := 1; i <= c.Rates; i++ {
@@ -770,26 +822,49 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		}
 		outs = append(outs, r.OutputTokS)
 	}
-	outs = ex.climb(ctx, a, n, outs, probe.OutputTokS, (hi-lo)/float64(c.Rates), knee)
+	// A ladder whose top still climbs past the probe's peak says the probe under-read, knee or not.
+	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(c.Rates), knee)
 	if ctx.Err() != nil {
 		return
 	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
+	if over && s.LowerBound() && !s.Truncated {
+		// A ladder placed below the knee climbs by design: the probe past the knee is the plateau.
+		s.Unsaturated = false
+		s.Reason = "saturated: " + knee.Reason + " (the constant rungs sit at or below the knee, so they climb)"
+	} else if knee.PastKnee && !s.LowerBound() {
+		s.Reason = "saturated: " + knee.Reason
+	}
 	s.Knee = knee
 	a.sat = &s
 }
 
-// rungRate is a closed-loop rung's sustained request rate, which places the constant rungs: output
-// tok/s ÷ mean output tokens per request, as sustained req/s is defined. Counting completions instead
-// under-reads a window not much longer than a request (none finish during the first E2E), and a ladder
-// placed too low looks unsaturated. With no tokens it falls back to concurrency ÷ mean E2E.
-func rungRate(r results.Run) float64 {
+// overCapacity reports a knee found by a probe that completed nothing in its window: the engine was
+// past what it can finish in a rung, so the constant rungs go no higher than the knee's rate (above
+// it an open loop only piles up requests that never finish) and the finding saturates the sweep. A
+// knee found by output that stopped rising keeps the ladder reaching past it, so that its top rungs
+// show the plateau (or, still climbing, that the probe under-read: a noisy window must not pass for
+// a knee).
+func overCapacity(k *results.Knee) bool {
+	return k.PastKnee && len(k.Probes) > 0 && k.Probes[len(k.Probes)-1].Completed == 0
+}
+
+// rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷
+// output tokens per request, as sustained req/s is defined. Counting completions instead under-reads
+// a window not much longer than a request (none finish during the first E2E), and a ladder placed
+// too low looks unsaturated. The tokens per request are the profile's output length when the rung
+// completed none (over capacity: every request asks for that many) or when it shortened some (the
+// synchronous rung's TTFT samples), else the completed requests' mean. With no tokens it falls back
+// to concurrency ÷ mean E2E.
+func (ex *executor) rungRate(r results.Run) float64 {
+	per := r.MeanOutputTokens
+	if r.Requests.Successful == 0 || (r.Sizing != nil && r.Sizing.ShortRequests > 0) || per <= 0 {
+		per = float64(ex.cfg.OutputTokens)
+	}
 	switch {
-	case r.Requests.Successful == 0:
-		return 0
-	case r.OutputTokS > 0 && r.MeanOutputTokens > 0:
-		return r.OutputTokS / r.MeanOutputTokens
-	case r.E2E.Mean > 0:
+	case r.OutputTokS > 0 && per > 0:
+		return r.OutputTokS / per
+	case r.Requests.Successful > 0 && r.E2E.Mean > 0:
 		return float64(max(r.Concurrency, 1)) / (r.E2E.Mean / 1000)
 	}
 	return r.ReqS
@@ -813,7 +888,11 @@ func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Durat
 	}
 	if best >= 0 {
 		l.PeakOutputTokS = l.Runs[best].OutputTokS
-		if m := l.Runs[best].MeanOutputTokens; m > 0 {
+		m := l.Runs[best].MeanOutputTokens
+		if l.Runs[best].Requests.Successful == 0 || m <= 0 {
+			m = float64(l.Config.OutputTokens) // none completed: each asked for the profile's length
+		}
+		if m > 0 {
 			l.SustainedReqS = l.PeakOutputTokS / m
 		}
 	}

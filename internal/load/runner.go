@@ -39,6 +39,27 @@ type rungSpec struct {
 	MaxInFlight int           // open loop: requests beyond it wait (and the lag shows it)
 	// EarlyStop ends dispatch once the output rate is steady (steadyWatch), before Duration.
 	EarlyStop bool
+	// MinSamples sizes a closed-loop rung by completions: past Duration it goes on dispatching until
+	// MinSamples measured requests completed, at most until Cap (0: sized by Duration alone).
+	MinSamples int
+	Cap        time.Duration
+	// Shorten lets a synchronous sized rung ask for shorter outputs once its first full-length
+	// request (the warm-up, when there is one) shows that full-length ones would not give MinSamples
+	// within Duration (see shortLen).
+	Shorten bool
+}
+
+// sized reports whether the rung is sized by completions.
+func (s rungSpec) sized() bool {
+	return s.MinSamples > 0 && s.Cap > s.Duration && s.Duration > 0 && s.MaxRequests == 0 && !s.openLoop()
+}
+
+// until is how long dispatch may go on: Duration, or Cap for a rung sized by completions.
+func (s rungSpec) until() time.Duration {
+	if s.sized() {
+		return s.Cap
+	}
+	return s.Duration
 }
 
 func (s rungSpec) openLoop() bool { return s.Kind == kindConstant || s.Kind == kindPoisson }
@@ -62,6 +83,12 @@ type rungOut struct {
 	earlyStop        string        // why dispatch ended early ("": it did not)
 	stoppedAt        time.Duration // when it did
 	rampEnd          time.Duration // EarlyStop rungs: start + mean E2E; the window opens no earlier
+	// Sized rungs: how many measured requests had completed when dispatch stopped, whether they were
+	// enough, and the shorter output length asked for after the first measured request (0: none).
+	completed   int
+	enough      bool
+	shortTokens int
+	fullTokens  int // the profile's output length
 }
 
 // runner drives rungs against one endpoint. Prompt indexes run on across rungs so that no two requests
@@ -82,7 +109,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	if !spec.openLoop() {
 		rn.prewarm(ctx, spec.Concurrency) // before the clock starts
 	}
-	out := &rungOut{spec: spec, start: rn.c.since()}
+	out := &rungOut{spec: spec, start: rn.c.since(), fullTokens: rn.outTokens}
 	cpu0 := cpuTime()
 	var mu sync.Mutex
 	add := func(r *Record) { mu.Lock(); out.recs = append(out.recs, r); mu.Unlock() }
@@ -94,7 +121,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	defer stopDispatch()
 	if spec.Duration > 0 {
 		var cancel context.CancelFunc
-		dispatchCtx, cancel = context.WithDeadline(dispatchCtx, rn.c.epoch.Add(out.start+spec.Duration))
+		dispatchCtx, cancel = context.WithDeadline(dispatchCtx, rn.c.epoch.Add(out.start+spec.until()))
 		defer cancel()
 	}
 	total := 0
@@ -158,7 +185,47 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		if p.OutputTokens > 0 {
 			n = p.OutputTokens
 		}
-		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: warm(k, sched), sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
+		w := warm(k, sched)
+		if !w && p.OutputTokens == 0 {
+			mu.Lock()
+			if out.shortTokens > 0 {
+				n = out.shortTokens
+			}
+			mu.Unlock()
+		}
+		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
+	}
+	// enough is the sized rung's check before each new request: past Duration with MinSamples
+	// completed, dispatch stops (the window closes then). It also picks the shorter output length.
+	enough := func() bool {
+		if !spec.sized() {
+			return false
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if out.enough {
+			return true // another slot stopped the rung: its window ends then
+		}
+		done, full := 0, []*Record{}
+		for _, r := range out.recs {
+			if r.ok() && r.RequestedTokens == rn.outTokens {
+				full = append(full, r) // the warm-up request too: it says what a full request costs
+			}
+			if r.ok() && !r.Warmup {
+				done++
+			}
+		}
+		out.completed = done
+		now := rn.c.since()
+		if now >= out.start+spec.Duration && done >= spec.MinSamples {
+			out.enough = true
+			out.stoppedAt = now
+			return true
+		}
+		if spec.Shorten && out.shortTokens == 0 && len(full) > 0 {
+			out.shortTokens = shortLen(full, rn.outTokens, spec.MinSamples-done, out.start+spec.Duration-now)
+		}
+		return false
 	}
 
 	var wg sync.WaitGroup
@@ -170,6 +237,10 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 			wg.Go(func() {
 				free, first := rn.c.since(), true
 				for dispatchCtx.Err() == nil {
+					if enough() {
+						stopDispatch()
+						return
+					}
 					k := int(counter.Add(1) - 1)
 					if total > 0 && k >= total {
 						return
@@ -193,10 +264,34 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	stopBar()
 	end := rn.c.since()
 	out.interrupted = ctx.Err() != nil
+	if spec.sized() && !out.enough {
+		enough() // the count at the cap (enough if the last requests reached it)
+	}
 	out.wall = end - out.start
 	out.cpu = cpuTime() - cpu0
 	out.window(spec, time.Duration(lastDispatch.Load()), end)
+	rn.settle(ctx, out)
 	return out
+}
+
+// settleCut is how long the runner waits after a rung that cut requests still in flight: the engine
+// drops them as it notices (a step or two), and the next rung must measure it without them.
+const settleCut = time.Second
+
+// settle waits settleCut when the rung ended with requests cut by its drain bound (not on Ctrl-C).
+func (rn *runner) settle(ctx context.Context, out *rungOut) {
+	if out.interrupted {
+		return
+	}
+	for _, r := range out.recs {
+		if r.Incomplete {
+			select {
+			case <-ctx.Done():
+			case <-time.After(settleCut):
+			}
+			return
+		}
+	}
 }
 
 // prewarm opens up to n keep-alive connections (GET /v1/models on each, at once) before a closed-loop
@@ -328,7 +423,7 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 		ws = lastEnd
 	}
 	ws = max(ws, o.rampEnd)
-	we := o.start + spec.Duration
+	we := o.start + spec.until()
 	if o.stoppedAt > 0 && o.stoppedAt < we {
 		we = o.stoppedAt
 	}
@@ -350,6 +445,44 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	o.winStart, o.winEnd = ws, we
 }
 
+// minShortOutput is the fewest output tokens a shortened synchronous request asks for: enough
+// inter-token gaps per request for the ITL figure, and still a prefill-dominated TTFT.
+const minShortOutput = 16
+
+// shortLen is the output length that lets need more synchronous requests complete within left,
+// from the measured full-length ones (their mean TTFT and time per output token); full when
+// full-length requests already fit. A request at concurrency 1 with the same prompt has the same
+// prefill, so its TTFT is the same sample; its ITL gaps are those of the same decode at batch 1.
+func shortLen(full []*Record, fullTokens, need int, left time.Duration) int {
+	if need <= 0 || fullTokens <= minShortOutput {
+		return 0
+	}
+	var e2e, ttft, tpot float64
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for _, r := range full { // raw times: derive has not run yet
+		e, t := ms(r.end-r.sent), ms(r.marks[0].at-r.sent)
+		e2e += e
+		ttft += t
+		if r.OutputTokens > 1 {
+			tpot += (e - t) / float64(r.OutputTokens-1)
+		}
+	}
+	n := float64(len(full))
+	e2e, ttft, tpot = e2e/n, ttft/n, tpot/n
+	budget := float64(left) / 1e6 / float64(need) // ms per request
+	if e2e <= budget {
+		return 0
+	}
+	k := minShortOutput
+	if tpot > 0 && budget > ttft {
+		k = max(minShortOutput, int((budget-ttft)/tpot)+1)
+	}
+	if k >= fullTokens {
+		return 0
+	}
+	return k
+}
+
 // bar shows a progress bar while the rung runs (time-based, or by requests when only a budget bounds
 // it). It returns a function that stops and clears it.
 func (rn *runner) bar(spec rungSpec, start time.Duration, done func() int) func() {
@@ -357,7 +490,7 @@ func (rn *runner) bar(spec rungSpec, start time.Duration, done func() int) func(
 		return func() {}
 	}
 	byTime := spec.Duration > 0
-	limit := int64(spec.Duration / (100 * time.Millisecond))
+	limit := int64(spec.until() / (100 * time.Millisecond))
 	if !byTime {
 		limit = int64(spec.MaxRequests + spec.WarmupReqs)
 	}

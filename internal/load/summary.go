@@ -57,8 +57,10 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	}
 	itl = make([]float64, 0, nITL)
 	for _, r := range o.recs {
+		streamed := false
 		for _, m := range r.marks {
 			if m.at >= o.winStart && m.at <= o.winEnd {
+				streamed = streamed || m.tok > 0
 				outInWin += float64(m.tok)
 				if buckets != nil {
 					buckets[min(int((m.at-o.winStart)/bucket), 39)] += float64(m.tok)
@@ -67,6 +69,9 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		}
 		if len(r.marks) > 0 && r.marks[0].at >= o.winStart && r.marks[0].at <= o.winEnd {
 			promptInWin += float64(r.PromptTokens)
+		}
+		if streamed && !r.Warmup {
+			run.Requests.Streamed++
 		}
 		switch {
 		case r.Warmup:
@@ -136,10 +141,40 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
 	run.EarlyStop = o.earlyStop
+	run.WindowStartS = o.winStart.Seconds()
+	run.Sizing = sizing(o)
 	if !run.ClientLimited {
 		run.ClientLimited, run.ClientReason = rxBacklog(o)
 	}
 	return run
+}
+
+// sizing says how a rung sized by completions ran (nil for a rung sized by time alone).
+func sizing(o *rungOut) *results.RungSizing {
+	spec := o.spec
+	if !spec.sized() {
+		return nil
+	}
+	z := &results.RungSizing{MinSamples: spec.MinSamples, Cap: results.Duration(spec.Cap), Completed: o.completed, ShortOutputTokens: o.shortTokens}
+	for _, r := range o.recs {
+		if !r.Warmup && o.shortTokens > 0 && r.RequestedTokens == o.shortTokens {
+			z.ShortRequests++
+		}
+	}
+	switch {
+	case o.interrupted:
+		z.Reason = fmt.Sprintf("interrupted with %d of %d requests completed", o.completed, spec.MinSamples)
+		z.Cut = o.completed < spec.MinSamples
+	case o.enough:
+		z.Reason = fmt.Sprintf("ran until %d requests completed (compare.min_samples %d)", o.completed, spec.MinSamples)
+	default:
+		z.Cut = true
+		z.Reason = fmt.Sprintf("cut by load.max_rung_duration (%v) with %d of the %d completed requests compare.min_samples asks for: its latency figures are inconclusive; raise load.max_rung_duration, or shorten load.output_tokens", spec.Cap, o.completed, spec.MinSamples)
+	}
+	if z.ShortRequests > 0 {
+		z.Reason += fmt.Sprintf("; %d requests asked for %d output tokens instead of %d (same prompt, so the same prefill at concurrency 1), so that the samples fit in load.max_duration", z.ShortRequests, o.shortTokens, o.fullTokens)
+	}
+	return z
 }
 
 // intervals bootstraps the gated figures: TTFT p95/p99, ITL p95, and output tok/s (the mean of the

@@ -73,7 +73,7 @@ type Deps struct {
 	// (modelcache.CacheEnv).
 	CacheEnv func(ctx context.Context, model, engineKind string, mc config.ModelCache) (map[string]string, error)
 	// ExitCode maps a finished summary to the process exit code.
-	ExitCode func(s *results.Summary, failOnFlag bool) int
+	ExitCode func(s *results.Summary, failOnFlag, failOnInconclusive bool) int
 	// Catalog gives the GPU and model figures the run is set against (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }

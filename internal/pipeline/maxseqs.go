@@ -13,6 +13,9 @@ import (
 // on its own bound).
 func maxNumSeqs(cfg config.Config) int {
 	if cfg.Backend == "sim" {
+		if cfg.Sim.MaxNumSeqs > 0 {
+			return cfg.Sim.MaxNumSeqs
+		}
 		return sim.DefaultEngineConfig().MaxNumSeqs
 	}
 	args := cfg.Engine.ExtraArgs

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/functional"
+	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -91,6 +92,7 @@ func (r *run) models(ctx context.Context) {
 		}
 	}
 	r.prog.SetPlan(units, r.stepsPerEndpoint())
+	r.prog.SetRungTime(load.RungTime(r.cfg.LoadConfig()))
 	for _, id := range order {
 		if ctx.Err() != nil {
 			r.notRun(id, sps)
@@ -423,7 +425,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		})
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
-	lc := cfg.Load.LoadConfig()
+	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
 		return nil, nil, nil, err
 	}

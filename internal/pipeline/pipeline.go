@@ -108,7 +108,7 @@ func (r *run) newSummary() *results.Summary {
 		host, _ = os.Hostname()
 	}
 	now := time.Now().UTC()
-	lc := r.cfg.Load.LoadConfig()
+	lc := r.cfg.LoadConfig()
 	th := config.Thresholds(r.cfg, r.plan.Sources)
 	s := &results.Summary{
 		SchemaVersion: results.SchemaVersion,
@@ -137,7 +137,7 @@ func (r *run) newSummary() *results.Summary {
 	if strings.HasPrefix(r.plan.Source("load.max_duration"), "default(sim)") {
 		l := r.cfg.Load
 		s.Caveats = append(s.Caveats, fmt.Sprintf("simulator quick profile: %d/%d prompt/output tokens, %s per rate, %d rates, "+
-			"max concurrency %d (the simulator's shorter defaults: set load.prompt_tokens, load.output_tokens, load.max_duration, load.rates and load.max_concurrency for the full default profile)", l.PromptTokens, l.OutputTokens, l.MaxDuration, l.Rates, l.MaxConcurrency))
+			"max concurrency %d, an engine batch of %d (sim.max_num_seqs) (the simulator's shorter defaults: set load.prompt_tokens, load.output_tokens, load.max_duration, load.rates and load.max_concurrency for the full default profile, and sim.max_num_seqs for a larger batch)", l.PromptTokens, l.OutputTokens, l.MaxDuration, l.Rates, l.MaxConcurrency, r.cfg.Sim.MaxNumSeqs))
 	}
 	return s
 }

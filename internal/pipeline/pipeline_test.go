@@ -91,7 +91,8 @@ func TestSimEndToEnd(t *testing.T) {
 // under test here).
 func stubLoad(_ context.Context, url, model, _ string, lc results.LoadConfig, _ string) (*results.Load, error) {
 	return &results.Load{Config: lc, Model: model, URL: url, PeakOutputTokS: 1000, SustainedReqS: 4,
-		Runs: []results.Run{{Kind: "synchronous", Concurrency: 1, Requests: results.RequestCounts{Successful: 40}, OutputTokS: 100}}}, nil
+		Runs: []results.Run{{Kind: "synchronous", Concurrency: 1, Requests: results.RequestCounts{Successful: 40}, OutputTokS: 100,
+			TTFT: results.Dist{Count: 40, P50: 20, P95: 30, P99: 35}, ITL: results.Dist{Count: 40 * 99, P50: 5, P95: 7, P99: 8}}}}, nil
 }
 
 func TestFailInIsolatesAndReports(t *testing.T) {

@@ -170,8 +170,9 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	start := time.Now()
 	srv, err := sim.Listen(sim.Config{
 		GPU: f.GPU().Key, Model: model, Seed: cfg.Sim.Seed + int64(slot.Index), Catalog: s.cat,
-		Engine: sim.EngineConfig{TP: max(1, cfg.Engine.TP), MaxModelLen: cfg.Engine.MaxModelLen, GPUMemUtil: cfg.Engine.GPUMemoryUtilization},
-		Fleet:  f, GPUIndex: slot.GPUs[0],
+		Engine: sim.EngineConfig{TP: max(1, cfg.Engine.TP), MaxModelLen: cfg.Engine.MaxModelLen, GPUMemUtil: cfg.Engine.GPUMemoryUtilization,
+			MaxNumSeqs: cfg.Sim.MaxNumSeqs, StepOverhead: cfg.Sim.StepOverhead.D(), SeqOverhead: cfg.Sim.SeqOverhead.D()},
+		Fleet: f, GPUIndex: slot.GPUs[0],
 	}, "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(s.cat.ModelIDs(), ", "))

@@ -148,12 +148,14 @@ func (r *run) finish(ctx context.Context) {
 
 func (r *run) exitCode() int {
 	if r.deps.ExitCode != nil {
-		return r.deps.ExitCode(r.sum, r.cfg.Run.FailOnFlag)
+		return r.deps.ExitCode(r.sum, r.cfg.Run.FailOnFlag, r.cfg.Run.FailOnInconclusive)
 	}
 	switch {
 	case r.sum.Status == results.StatusFailed:
 		return 1
 	case r.sum.Status == results.StatusFlag && r.cfg.Run.FailOnFlag:
+		return 1
+	case r.sum.Status == results.StatusInconclusive && r.cfg.Run.FailOnInconclusive:
 		return 1
 	}
 	return 0

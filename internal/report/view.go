@@ -171,7 +171,8 @@ type baseRow struct {
 }
 
 var statusWord = map[results.Status]string{results.StatusOK: "PASS", results.StatusFlag: "WARN", results.StatusFailed: "FAIL", results.StatusSkipped: "SKIPPED",
-	results.StatusInterrupted: "INTERRUPTED", results.StatusIncomplete: "INCOMPLETE", results.StatusNotRun: "NOT RUN"}
+	results.StatusInconclusive: "UNDECIDED",
+	results.StatusInterrupted:  "INTERRUPTED", results.StatusIncomplete: "INCOMPLETE", results.StatusNotRun: "NOT RUN"}
 
 // maxVerdictFlags is how many flags the verdict lists before folding the rest.
 const maxVerdictFlags = 12
@@ -180,6 +181,10 @@ func buildPage(s *results.Summary) *page {
 	p := &page{Title: "gpuvet report", RunID: s.RunID, Status: string(s.Status), StatusWord: statusWord[s.Status], Incomplete: !s.Complete}
 	if p.StatusWord == "" {
 		p.Status, p.StatusWord = "skipped", "UNKNOWN"
+	}
+	if s.Status == results.StatusOK && anySkipped(s) {
+		// Some checks did not run: the headline says "that is not a pass", so the badge is no green PASS.
+		p.Status, p.StatusWord = "partial", "PARTIAL"
 	}
 	p.Generated = s.StartedAt.UTC().Format("2006-01-02 15:04 UTC")
 	if !s.FinishedAt.IsZero() {
@@ -319,6 +324,8 @@ func headline(s *results.Summary, p *page) string {
 			return "Every check that ran passed: " + what + ". Some were skipped (see the caveats): that is not a pass."
 		}
 		return "Every check passed: " + what + "."
+	case results.StatusInconclusive:
+		return "Nothing was flagged, but not every gate could decide: " + what + ". The caveats say which and how to get figures that decide (more samples, a less loaded client): that is not a pass."
 	case results.StatusFlag:
 		return fmt.Sprintf("%d flag%s raised: %s. The hardware serves, but not everything is as it should be.", p.FlagCount, plural(p.FlagCount), what)
 	case results.StatusFailed:
@@ -704,7 +711,7 @@ func overview(s *results.Summary) []overviewRow {
 				}
 			}
 			var parts []string
-			for _, st := range []results.Status{results.StatusOK, results.StatusFlag, results.StatusFailed, results.StatusSkipped} {
+			for _, st := range []results.Status{results.StatusOK, results.StatusInconclusive, results.StatusFlag, results.StatusFailed, results.StatusSkipped} {
 				if count[st] > 0 {
 					parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
 				}

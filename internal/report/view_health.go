@@ -45,6 +45,8 @@ func statusClass(st results.Status) string {
 	switch st {
 	case results.StatusOK:
 		return "ok"
+	case results.StatusInconclusive:
+		return "inconclusive"
 	case results.StatusFlag:
 		return "flag"
 	case results.StatusFailed:

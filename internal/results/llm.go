@@ -93,6 +93,11 @@ type LoadConfig struct {
 	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
 	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
 	Reader string `json:"reader,omitempty"`
+	// Rung sizing: a rung whose latency figures are gated (the synchronous rung, a concurrency run)
+	// runs past MaxDuration until MinSamples requests completed (compare.min_samples), at most
+	// MaxRungDuration (load.max_rung_duration); a rung that hits the cap first is cut (Run.Sizing).
+	MinSamples      int      `json:"min_samples,omitempty"`
+	MaxRungDuration Duration `json:"max_rung_duration,omitempty"`
 }
 
 // Load is the result of one load profile against one endpoint.
@@ -123,7 +128,9 @@ type Load struct {
 	Client         ClientCheck    `json:"client"`
 	Server         *ServerMetrics `json:"server_metrics,omitempty"`
 	Interrupted    bool           `json:"interrupted,omitempty"` // stopped by Ctrl-C: what was measured is kept
-	Error          string         `json:"error,omitempty"`
+	// StartedAt is the wall-clock time the load's clock started (Run.WindowStartS counts from it).
+	StartedAt time.Time `json:"started_at,omitzero"`
+	Error     string    `json:"error,omitempty"`
 }
 
 // Run is one rung of a profile: a fixed concurrency or rate for a bounded time or request count.
@@ -163,9 +170,31 @@ type Run struct {
 	CI          *Intervals `json:"ci,omitempty"`
 	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
 	EarlyStop string `json:"early_stop,omitempty"`
+	// WindowStartS is when the measured window opened, in seconds since Load.StartedAt (so that an
+	// engine's own log can be read over the same window).
+	WindowStartS float64 `json:"window_start_s,omitempty"`
+	// Sizing says how the rung's length was set when it was sized by completions (nil: by time only).
+	Sizing *RungSizing `json:"sizing,omitempty"`
 
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
+}
+
+// RungSizing is how a rung sized by completions ran: until its gated figures had MinSamples
+// completed requests, or the cap.
+type RungSizing struct {
+	MinSamples int      `json:"min_samples"`
+	Cap        Duration `json:"max_rung_duration"`
+	Completed  int      `json:"completed"` // measured requests completed when dispatch stopped
+	// Cut: the cap ended the rung before MinSamples completed; its figures are inconclusive.
+	Cut    bool   `json:"cut,omitempty"`
+	Reason string `json:"reason"`
+	// ShortOutputTokens: a synchronous rung whose full-length requests would not give MinSamples in
+	// its window asked, after its first full-length request (the warm-up), for this many output tokens (the same
+	// prompt, so the same prefill at concurrency 1: the TTFT and ITL samples it needs, sooner).
+	// ShortRequests of its requests did. 0: every request asked for the profile's output length.
+	ShortOutputTokens int `json:"short_output_tokens,omitempty"`
+	ShortRequests     int `json:"short_requests,omitempty"`
 }
 
 // RequestCounts counts requests in the measured window.
@@ -174,6 +203,9 @@ type RequestCounts struct {
 	Errored    int `json:"errored"`
 	Incomplete int `json:"incomplete"` // cut by the end of the window / drain bound
 	Warmup     int `json:"warmup"`     // excluded
+	// Streamed is how many measured requests streamed tokens inside the window, complete or not:
+	// the requests behind the rung's output tok/s (which counts every token received in it).
+	Streamed int `json:"streamed,omitempty"`
 }
 
 // Dist is a distribution in a unit given by the field name (ms unless said otherwise).
@@ -227,6 +259,10 @@ type Knee struct {
 	LadderTopReqS float64 `json:"ladder_top_req_s"`
 	// ClimbedRungs is how many rungs went on past the planned top because the ladder still climbed.
 	ClimbedRungs int `json:"climbed_rungs,omitempty"`
+	// PastKnee: a probe past the knee was measured (its output tok/s stopped rising, or it completed
+	// no request in its window: over capacity). A finding, not an error: the sweep is saturated and
+	// the constant rungs sit below the knee.
+	PastKnee bool `json:"past_knee,omitempty"`
 }
 
 // KneeProbe is one throughput probe of the knee search.
@@ -235,10 +271,20 @@ type KneeProbe struct {
 	OutputTokS  float64 `json:"output_tok_s"`
 	// ServerWaiting is the median of the endpoint's queued requests over the probe (-1: not scraped).
 	ServerWaiting float64 `json:"server_waiting"`
+	// Completed is how many of its requests completed (0 with tokens streamed: over capacity).
+	Completed int `json:"completed"`
 }
 
 // LowerBound reports whether throughput from this sweep is only a lower bound.
 func (s *Saturation) LowerBound() bool { return s != nil && (s.Truncated || s.Unsaturated) }
+
+// CutReason says why a run's figures are inconclusive by its sizing ("": the rung was not cut).
+func (r *Run) CutReason() string {
+	if r == nil || r.Sizing == nil || !r.Sizing.Cut {
+		return ""
+	}
+	return r.Sizing.Reason
+}
 
 // ClientCheck is the load generator's check on itself.
 type ClientCheck struct {

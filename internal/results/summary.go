@@ -28,6 +28,10 @@ const (
 	StatusFlag    Status = "flag"    // measured, and at least one signal fired (see Flags)
 	StatusFailed  Status = "failed"  // the work itself broke; Error says how
 	StatusSkipped Status = "skipped" // not run, on purpose or for lack of a tool; Note says why
+	// StatusInconclusive: measured, nothing fired, but a gate or comparison could not decide (too
+	// few samples, a client-limited run, a lower-bound sweep, a rung cut by load.max_rung_duration):
+	// not a pass. Ranked between ok and flag; exit 0 unless --fail-on-inconclusive.
+	StatusInconclusive Status = "inconclusive"
 	// A run that did not finish is never ok: the summary of a run still writing, or of one that was
 	// killed, says "incomplete"; one stopped by Ctrl-C/SIGTERM says "interrupted", and so does the
 	// GPU that was running then; the GPUs and models never reached are "not_run".
@@ -36,7 +40,7 @@ const (
 	StatusNotRun      Status = "not_run"
 )
 
-// Worse returns the more serious of two statuses (failed > flag > ok > skipped/empty).
+// Worse returns the more serious of two statuses (failed > flag > inconclusive > ok > skipped/empty).
 func Worse(a, b Status) Status {
 	if rank(b) > rank(a) {
 		return b
@@ -47,10 +51,12 @@ func Worse(a, b Status) Status {
 func rank(s Status) int {
 	switch s {
 	case StatusIncomplete, StatusInterrupted:
-		return 4
+		return 5
 	case StatusFailed:
-		return 3
+		return 4
 	case StatusFlag:
+		return 3
+	case StatusInconclusive:
 		return 2
 	case StatusOK:
 		return 1

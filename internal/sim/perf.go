@@ -17,6 +17,11 @@ type EngineConfig struct {
 	GPUMemUtil       float64 // fraction of GPU memory the engine may use (--gpu-memory-utilization)
 	MaxModelLen      int     // context length; 0: the model's max_context
 	BlockSize        int     // KV block size in tokens (vLLM: 16)
+	// StepOverhead and SeqOverhead add engine CPU to every step: a fixed cost, and a cost per
+	// sequence in the step. They make a slow engine: one whose step loop is bound by its own
+	// scheduler rather than the GPU (transformers' Python continuous batching on an 8B is about
+	// 40 ms + 2 ms × batch), so that long requests under load outlast a rung. 0: none.
+	StepOverhead, SeqOverhead time.Duration
 	// APIOverhead, when set, replaces the modelled frontend (Frontend: HTTP, chat template,
 	// tokenisation, hand-off, output) with one fixed cost before the engine. 0: the modelled one.
 	APIOverhead time.Duration
@@ -155,7 +160,8 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	t := smoothMax(compute, memory) +
 		float64(m.Layers*kernelsPerLayer)*kernelGapUs/1e6 +
 		p.comm(b.Tokens) +
-		p.stepCPU + p.seqCPU*float64(b.Seqs)
+		p.stepCPU + p.seqCPU*float64(b.Seqs) +
+		p.Cfg.StepOverhead.Seconds() + p.Cfg.SeqOverhead.Seconds()*float64(b.Seqs)
 	speed := p.Speed
 	if speed <= 0 {
 		speed = 1

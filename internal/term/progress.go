@@ -24,6 +24,7 @@ type Progress struct {
 	steps  int            // rungs per unit
 	done   int            // units finished
 	active map[string]int // unit -> rung it is on (1-based)
+	rung   time.Duration  // a rung's planned length (0: unknown; the pace so far estimates then)
 	order  []string       // active units in start order
 	bar    *progressbar.ProgressBar
 }
@@ -111,6 +112,18 @@ func (p *Progress) SetPlan(units, steps int) {
 	}
 }
 
+// SetRungTime gives the planned length of one rung (the load's max_duration and its drain): the time
+// left is then the rungs left at that length, run as many at once as units are active, instead of
+// the pace so far, which a long first rung (the synchronous one, sized by completions) inflates.
+func (p *Progress) SetRungTime(d time.Duration) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rung = d
+}
+
 // Finish clears the live line.
 func (p *Progress) Finish() {
 	if p == nil {
@@ -196,12 +209,16 @@ func (p *Progress) status() string {
 	return s
 }
 
-// left estimates the time left from the pace so far (steps done per second); none before a step.
+// left estimates the time left: the rungs left at their planned length (SetRungTime), as many at
+// once as units are active, else from the pace so far (steps done per second); none before a step.
 func (p *Progress) left(el time.Duration) (time.Duration, bool) {
 	done := p.stepsDone()
 	total := p.units * p.steps
 	if done <= 0 || el <= 0 {
 		return 0, false
+	}
+	if p.rung > 0 {
+		return time.Duration(float64(p.rung) * float64(total-done) / float64(max(len(p.active), 1))), true
 	}
 	return time.Duration(float64(el) * float64(total-done) / float64(done)), true
 }

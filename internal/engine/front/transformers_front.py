@@ -16,7 +16,12 @@ GenerationConfig for every request), and prompts given as token lists in batches
 
 Each finished request is logged on stderr as one line, the engine's own timing:
   gpuvet-front done id=… prompt_tokens=… output_tokens=… arrive=<unix s> first=<unix s> end=<unix s>
-so gpuvet's client-side TTFT and output tok/s can be checked against the server's.
+so gpuvet's client-side TTFT and output tok/s can be checked against the server's. While tokens flow,
+the front also logs every 0.1 s how many output tokens it has written to streams in all (a token made
+for a client that went away is not counted), with the time:
+  gpuvet-front tokens at=<unix s> total=<tokens>
+so the server's own token count over any window (a rung's, from summary.json) is exact, with no
+assumption about how a request's tokens spread over its life.
 
 --generator fake serves a deterministic word-level model without torch (for tests on machines with
 only Python and aiohttp).
@@ -291,6 +296,7 @@ class Front:
         self.max_model_len = args.max_model_len
         self.created = int(time.time())
         self.ready = True
+        self.streamed = 0  # output tokens written to streams so far (the event loop's thread only)
         self.decode_stream = None
         try:
             from tokenizers.decoders import DecodeStream  # incremental detokenisation, O(1) per token
@@ -298,6 +304,19 @@ class Front:
                 self.decode_stream = DecodeStream
         except ImportError:
             pass
+
+    async def tick(self, app):
+        """Logs the running token total every 0.1 s while it changes (see the module's docstring)."""
+        async def loop():
+            last = -1
+            while True:
+                await asyncio.sleep(0.1)
+                if self.streamed != last:
+                    last = self.streamed
+                    LOG.info("gpuvet-front tokens at=%.6f total=%d", time.time(), last)
+        task = asyncio.get_running_loop().create_task(loop())
+        yield
+        task.cancel()
 
     # --- request parsing -------------------------------------------------------------------------
     def check_params(self, body):
@@ -544,8 +563,11 @@ class Front:
             await send([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None, "logprobs": None}],
                        self.usage(ids, state) if continuous else None)
         try:
-            async for text, _ in self.tokens(q, state, max_new):
+            async for text, n in self.tokens(q, state, max_new):
+                if request.transport is None or request.transport.is_closing():
+                    return resp  # the client went away: what the engine still makes is not streamed
                 await send([choice(text)], self.usage(ids, state) if continuous else None)
+                self.streamed += n  # counted once written: a token for a client gone is not streamed
         except RuntimeError as e:
             await resp.write(b"data: " + json.dumps({"error": {"message": f"engine error: {e}", "code": 500}}).encode() + b"\n\n")
             return resp
@@ -587,6 +609,7 @@ def main(argv=None):
     gen = FakeGenerator(args) if args.generator == "fake" else TransformersGenerator(args)
     front = Front(gen, args)
     app = web.Application(client_max_size=64 << 20)
+    app.cleanup_ctx.append(front.tick)
     app.add_routes([web.get("/health", front.health), web.get("/v1/models", front.models),
                     web.get("/metrics", front.metrics), web.post("/tokenize", front.tokenize),
                     web.post("/v1/completions", front.completions), web.post("/v1/chat/completions", front.chat)])

@@ -1,0 +1,70 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Over capacity, against the real front (its fake generator, 25 ms a step): 48 streams of 400 tokens
+// each need 10 s, the rung lasts 3 s, so no request completes. The rung is measured, not failed
+// (its output tok/s counts every token streamed in the window), and gpuvet's figure agrees with the
+// front's own token count over the same window within 3 % (scripts/check_engine_timing.py, exact
+// mode), where the old estimate from finished requests could not.
+func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "front.log")
+	tmpl := strings.Replace(engine.Templates["transformers"], "python3", py, 1)
+	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl, ExtraArgs: []string{"--generator", "fake", "--fake-step-ms", "25"},
+		Vars:    engine.Vars{Model: "gpuvet/fake", Port: 18610, GPUs: []int{0}, TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9},
+		LogPath: logPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(5 * time.Second) })
+	if _, err := e.WaitReady(context.Background(), "gpuvet/fake", 60*time.Second); err != nil {
+		t.Fatalf("front not ready: %v\n%s", err, e.LogTail(30))
+	}
+	l, err := load.Run(context.Background(), load.Options{URL: e.URL, Model: "gpuvet/fake", Drain: time.Second,
+		Config: results.LoadConfig{Profile: "throughput", MaxConcurrency: 48, PromptTokens: 32, OutputTokens: 400,
+			MaxDuration: results.Duration(3 * time.Second), Warmup: "0"}})
+	if err != nil {
+		t.Fatalf("a rung over capacity is not an error: %v", err)
+	}
+	r := l.Runs[0]
+	if r.Requests.Successful != 0 || r.Requests.Incomplete == 0 || r.Requests.Streamed < 40 || r.OutputTokS <= 0 {
+		t.Fatalf("requests %+v, output %.0f tok/s: want none complete, the streams incomplete and counted", r.Requests, r.OutputTokS)
+	}
+	// Right after the cut: a rung whose window opens as the engine drops the cut requests. Tokens the
+	// engine still makes for clients gone are not streamed, and the front does not count them.
+	l2, err := load.Run(context.Background(), load.Options{URL: e.URL, Model: "gpuvet/fake", Drain: time.Second,
+		Config: results.LoadConfig{Profile: "throughput", MaxConcurrency: 4, PromptTokens: 32, OutputTokens: 20,
+			MaxDuration: results.Duration(3 * time.Second), Warmup: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := results.Summary{Hosts: []results.Host{{Models: []results.Model{{Model: "gpuvet/fake",
+		Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: l, LogFile: logPath}, {GPUs: []int{0}, Load: l2, LogFile: logPath}}}}}}}
+	b, _ := json.Marshal(sum)
+	sp := filepath.Join(dir, "summary.json")
+	if err := os.WriteFile(sp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the front's last token-total line
+	script, _ := filepath.Abs("../../scripts/check_engine_timing.py")
+	out, err := exec.Command(py, script, sp).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "| throughput c=48 |") || !strings.Contains(string(out), "| throughput c=4 |") {
+		t.Fatalf("check_engine_timing.py: %v\n%s\n%s", err, out, e.LogTail(5))
+	}
+	t.Logf("\n%s", out)
+}
