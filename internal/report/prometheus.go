@@ -11,7 +11,7 @@ import (
 )
 
 // The Prometheus export is a node-exporter textfile (--collector.textfile.directory): the headline
-// figures and statuses of a run as gauges. Statuses are 0 ok, 1 flag, 2 failed; a skipped or absent
+// figures and statuses of a run as gauges. Statuses are 0 ok, 0.5 inconclusive, 1 flag, 2 failed; a skipped or absent
 // thing has no sample, so "not judged" never reads as "ok". Units are Prometheus base units (seconds,
 // watts) except where the name says otherwise.
 
@@ -53,6 +53,8 @@ func statusValue(s results.Status) (float64, bool) {
 	switch s {
 	case results.StatusOK:
 		return 0, true
+	case results.StatusInconclusive:
+		return 0.5, true // between ok and flag, as it ranks: `> 0` alerts on it, `>= 1` does not
 	case results.StatusFlag:
 		return 1, true
 	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
@@ -118,7 +120,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	d := &promDoc{index: map[string]*promFamily{}}
 	d.family("gpuvet_run_info", "The gpuvet run these figures come from (value always 1).").
 		add(1, "run_id", s.RunID, "backend", s.Backend, "environment", s.Environment, "version", s.Tool.Version)
-	d.family("gpuvet_run_status", "Run status: 0 ok, 1 flag, 2 failed.").status(s.Status)
+	d.family("gpuvet_run_status", "Run status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(s.Status)
 	complete := 0.0
 	if s.Complete {
 		complete = 1
@@ -139,7 +141,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 		flags.add(float64(byScope[sc]), "scope", sc)
 	}
 	for _, h := range s.Hosts {
-		d.family("gpuvet_host_status", "Host status: 0 ok, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
+		d.family("gpuvet_host_status", "Host status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
 		if h.Health != nil {
 			promHealth(d, h.Name, h.Health)
 		}
@@ -173,14 +175,14 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 }
 
 func promHealth(d *promDoc, host string, h *results.Health) {
-	d.family("gpuvet_health_status", "Health phase status of a host: 0 ok, 1 flag, 2 failed.").status(h.Status, "host", host)
+	d.family("gpuvet_health_status", "Health phase status of a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", host)
 	if h.DCGM != nil {
-		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: 0 ok, 1 flag, 2 failed (absent when skipped).").status(h.DCGM.Status, "host", host)
+		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed (absent when skipped).").status(h.DCGM.Status, "host", host)
 	}
 	for _, g := range h.GPUs {
 		gi := strconv.Itoa(g.GPU.Index)
 		d.family("gpuvet_gpu_info", "GPU inventory (value always 1).").add(1, "host", host, "gpu", gi, "name", g.GPU.Name, "uuid", g.GPU.UUID, "pci_bus_id", g.GPU.PCIBusID)
-		d.family("gpuvet_gpu_status", "GPU health status: 0 ok, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
+		d.family("gpuvet_gpu_status", "GPU health status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
 		for _, b := range g.Bench {
 			if b.Error != "" || b.Status == results.StatusFailed {
 				continue
@@ -226,14 +228,14 @@ func promHealth(d *promDoc, host string, h *results.Health) {
 }
 
 func promModel(d *promDoc, host string, m results.Model) {
-	d.family("gpuvet_model_status", "Model status on a host: 0 ok, 1 flag, 2 failed.").status(m.Status, "host", host, "model", m.Model)
+	d.family("gpuvet_model_status", "Model status on a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(m.Status, "host", host, "model", m.Model)
 	for _, e := range m.Endpoints {
 		gs := make([]string, len(e.GPUs))
 		for i, g := range e.GPUs {
 			gs[i] = strconv.Itoa(g)
 		}
 		l := []string{"host", host, "model", m.Model, "gpu", strings.Join(gs, ",")}
-		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: 0 ok, 1 flag, 2 failed.").status(e.Status, l...)
+		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(e.Status, l...)
 		if ld := e.Load; ld != nil && ld.Error == "" {
 			lb := 0.0
 			if ld.Saturation.LowerBound() {

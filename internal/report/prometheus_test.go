@@ -10,6 +10,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func parseProm(t *testing.T, b []byte) map[string]*dto.MetricFamily {
@@ -112,5 +114,24 @@ func TestPrometheusEscapes(t *testing.T) {
 	fams := parseProm(t, b)
 	if got := gauge(t, fams, "gpuvet_model_status", map[string]string{"host": evil, "model": evil}); got != 1 {
 		t.Errorf("model status %v", got)
+	}
+}
+
+// An inconclusive run has a sample of its own, between ok and flag: with none, an alert on the run
+// status saw nothing at all for a run whose gates could not decide.
+func TestPrometheusInconclusive(t *testing.T) {
+	s := readSample(t)
+	s.Status = results.StatusInconclusive
+	s.Hosts[0].Models[0].Status = results.StatusInconclusive
+	b, err := Prometheus(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := parseProm(t, b)
+	if got := gauge(t, fams, "gpuvet_run_status", nil); got != 0.5 {
+		t.Errorf("run status %v, want 0.5 (inconclusive)", got)
+	}
+	if got := gauge(t, fams, "gpuvet_model_status", map[string]string{"host": s.Hosts[0].Name, "model": s.Hosts[0].Models[0].Model}); got != 0.5 {
+		t.Errorf("model status %v, want 0.5 (inconclusive)", got)
 	}
 }
