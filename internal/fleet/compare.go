@@ -126,7 +126,7 @@ func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool
 			continue
 		}
 		for _, ep := range m.Endpoints {
-			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" {
+			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || judge.SharedGPU(&ep) {
 				continue
 			}
 			f, ok := met.Get(ep.Load)
@@ -175,7 +175,7 @@ func benchCell(h *results.Host, name string) (nodeCell, bool) {
 	var vals []float64
 	for _, g := range h.Health.GPUs {
 		for _, b := range g.Bench {
-			if b.Name == name && b.Error == "" && b.Value > 0 {
+			if b.Name == name && b.Error == "" && b.Value > 0 && !b.Busy { // a shared GPU's figure says nothing of its node
 				vals = append(vals, b.Value)
 			}
 		}

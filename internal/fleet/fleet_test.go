@@ -253,3 +253,39 @@ func TestCompareNodesMedianOverDecidingFigures(t *testing.T) {
 		}
 	}
 }
+
+// A node whose GPUs another process shared is flagged busy by the judge, not compared: its slow
+// figures say nothing of the node's hardware, and must neither flag it a straggler nor move the
+// fleet's median.
+func TestCompareNodesLeavesSharedGPUsOut(t *testing.T) {
+	shared := oneHost(healthy().scaled(0.3), healthy().scaled(0.3))
+	m := &shared.Hosts[0].Models[0]
+	for i := range m.Endpoints {
+		m.Endpoints[i].Busy = []results.Busy{{When: "before the engine", Reason: "busy: PID 4242 python3, 8.1 GiB"}}
+	}
+	for i := range shared.Hosts[0].Health.GPUs {
+		b := &shared.Hosts[0].Health.GPUs[i].Bench[0]
+		b.Value, b.Busy = b.Value*0.3, true
+	}
+	outs := []Outcome{
+		{Host: "node-a", Summary: oneHost(healthy(), healthy())},
+		{Host: "node-b", Summary: shared},
+		{Host: "node-c", Summary: oneHost(healthy(), healthy())},
+	}
+	s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
+	CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	for _, h := range s.Hosts {
+		for _, f := range h.Flags {
+			if f.Check == CheckNodeToNode {
+				t.Errorf("%s flagged node to node: %s", h.Name, f.Reason)
+			}
+		}
+	}
+	for _, c := range s.Fleet.Comparisons {
+		for _, v := range c.Values {
+			if v.Host == "node-b" {
+				t.Errorf("%s: the shared node-b is in the comparison (%v)", c.Metric, v)
+			}
+		}
+	}
+}

@@ -20,6 +20,10 @@ func busyOf(ep *results.Endpoint) *results.Busy {
 	return nil
 }
 
+// SharedGPU reports whether an endpoint's figures were measured on a GPU another process shared
+// (and --allow-busy did not allow it): such figures enter no comparison, GPU to GPU or node to node.
+func SharedGPU(ep *results.Endpoint) bool { return busyOf(ep) != nil }
+
 // busyVerdicts applies the busy rule to one endpoint: a flag per busy record, and no gate passes on
 // figures a co-tenant shared (a pass becomes inconclusive; a fail stays: the card did not reach it
 // even so, but its reason says the GPU was shared).
