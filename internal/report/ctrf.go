@@ -206,8 +206,10 @@ func verdictCTRF(r string) string {
 		return "passed"
 	case "fail":
 		return "failed"
+	case "inconclusive":
+		return "other" // it ran and could not decide: not a pass, not a skip
 	}
-	return "skipped" // inconclusive, disabled
+	return "skipped" // disabled
 }
 
 func statusCTRF(s results.Status) string {
@@ -216,6 +218,8 @@ func statusCTRF(s results.Status) string {
 		return "passed"
 	case results.StatusFlag, results.StatusFailed:
 		return "failed"
+	case results.StatusInconclusive:
+		return "other" // measured, but a gate could not decide: neither a pass nor a skip
 	}
 	return "skipped"
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,4 +97,44 @@ func firstN(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
+}
+
+// An inconclusive gate ran and could not decide: CTRF's "other", never "skipped" (which says it did
+// not run) — and the document still validates.
+func TestCTRFInconclusiveIsOther(t *testing.T) {
+	s, err := results.Read(filepath.Join("testdata", "sim-summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := &s.Hosts[0].Models[0].Endpoints[0]
+	if len(ep.Verdicts) == 0 {
+		t.Fatal("the sample has no verdicts")
+	}
+	ep.Verdicts[0].Result = "inconclusive"
+	b, err := CTRF(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validCTRF(t, ctrfSchema(t), b); err != nil {
+		t.Fatalf("does not validate: %v", err)
+	}
+	var doc struct {
+		Results struct {
+			Summary struct{ Other int }
+			Tests   []struct{ Name, Status string }
+		}
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want := ep.Verdicts[0].Check
+	found := false
+	for _, tc := range doc.Results.Tests {
+		if strings.HasPrefix(tc.Name, want+" ") && tc.Status == "other" {
+			found = true
+		}
+	}
+	if !found || doc.Results.Summary.Other == 0 {
+		t.Errorf("inconclusive %s: no test with status other (summary other=%d)", want, doc.Results.Summary.Other)
+	}
 }
