@@ -104,7 +104,7 @@ func judgeBusyAndFloors(gh *results.GPUHealth, o Options, flag func(check, forma
 		b.Floor = ptr(fl)
 		if *b.Ratio < fl {
 			b.Status = results.StatusFlag
-			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, fig(b.Value), b.Unit, ratio(*b.Ratio, fl), fig(*b.Peak), b.Unit, fl, hint)
+			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, num(b.Value), b.Unit, ratio(*b.Ratio, fl), num(*b.Peak), b.Unit, fl, hint)
 		}
 	}
 	if bu := gh.Burn; bu != nil && bu.Error == "" && bu.Ratio != nil {
@@ -112,21 +112,10 @@ func judgeBusyAndFloors(gh *results.GPUHealth, o Options, flag func(check, forma
 		if fl > 0 {
 			bu.Floor = ptr(fl)
 			if *bu.Ratio < fl {
-				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", fig(bu.TFLOPS), ratio(*bu.Ratio, fl), fig(*bu.Peak), fl, hint)
+				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", num(bu.TFLOPS), ratio(*bu.Ratio, fl), num(*bu.Peak), fl, hint)
 			}
 		}
 	}
-}
-
-// fig writes a figure with three significant digits, never in exponent form: 2556, 312, 21.7, 5.52.
-func fig(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
 }
 
 // ratio writes r with two decimals, or three where two would read as the floor itself (0.596 < 0.60).

@@ -245,6 +245,7 @@ func renderFlags(w io.Writer, h *results.Health) {
 	}
 }
 
+// num writes a figure with three significant digits, never in exponent form: 2556, 312, 21.7, 5.52.
 func num(v float64) string {
 	switch {
 	case v >= 100:
