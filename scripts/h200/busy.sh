@@ -21,53 +21,8 @@ RUN=(run -c "$D/realengine.yaml" --engine transformers --model "$M" --gpu-count 
   --set health.enabled=true --set health.gemm=false --set health.pcie=false --set health.dcgm.enabled=false
   --set load.rates=1 --set load.max_duration=${MAXDUR:-10s})
 
-
-log env
-nvidia-smi --query-gpu=index,name,driver_version,power.limit,power.draw,utilization.gpu,memory.used --format=csv
-timeout 90 python3 "$D/make_random_model.py" --words "$D/words.go" --size 0.6B --out $M --device cuda >"$OUT/make.log" 2>&1
-log "make 0.6B exit $?"
-
-if has health; then
-  log "gpuvet health, the GPU alone"
-  timeout 90 "$D/gpuvet" health --out "$OUT/health-alone.json" --dcgm=false
-  log "gpuvet health exit $?"
-fi
-if has run; then
-  log "gpuvet run, the GPU alone"
-  timeout 150 "$D/gpuvet" "${RUN[@]}" --out /tmp/run-alone
-  log "gpuvet run exit $?"
-  cp /tmp/run-alone/summary.json "$OUT/run-alone.json"
-fi
-
-log "co-tenant: a PyTorch BF16 8192^3 GEMM loop in the background"
-python3 -c "
-import torch
-a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-b = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
-while True:
-    c = a @ b
-" &
-CT=$!
-sleep 8
-nvidia-smi --query-gpu=power.draw,utilization.gpu,memory.used --format=csv
-nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
-if has health; then
-  log "gpuvet health, beside the co-tenant (PID $CT)"
-  timeout 120 "$D/gpuvet" health --out "$OUT/health-cotenant.json" --dcgm=false
-  log "gpuvet health exit $?"
-fi
-if has run; then
-  log "gpuvet run, beside the co-tenant"
-  timeout 150 "$D/gpuvet" "${RUN[@]}" --out /tmp/run-cotenant
-  log "gpuvet run exit $?"
-  cp /tmp/run-cotenant/summary.json "$OUT/run-cotenant.json"
-fi
-kill $CT; wait $CT 2>/dev/null
-if has midload; then
-  log "gpuvet run, the co-tenant starting 26 s in (during the load)"
-  timeout 150 "$D/gpuvet" "${RUN[@]}" --out /tmp/run-midload &
-  RP=$!
-  sleep 26
+# cotenant starts the co-tenant in the background: a plain PyTorch BF16 8192^3 GEMM loop on the GPU.
+cotenant() {
   python3 -c "
 import torch
 a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
@@ -75,6 +30,43 @@ b = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
 while True:
     c = a @ b
 " &
+}
+# measure NAME WHAT HEALTH_TIMEOUT: gpuvet health and gpuvet run (as STEPS picks), results named NAME.
+measure() {
+  if has health; then
+    log "gpuvet health, $2"
+    timeout "$3" "$D/gpuvet" health --out "$OUT/health-$1.json" --dcgm=false
+    log "gpuvet health exit $?"
+  fi
+  if has run; then
+    log "gpuvet run, $2"
+    timeout 150 "$D/gpuvet" "${RUN[@]}" --out "/tmp/run-$1"
+    log "gpuvet run exit $?"
+    cp "/tmp/run-$1/summary.json" "$OUT/run-$1.json"
+  fi
+}
+
+log env
+nvidia-smi --query-gpu=index,name,driver_version,power.limit,power.draw,utilization.gpu,memory.used --format=csv
+timeout 90 python3 "$D/make_random_model.py" --words "$D/words.go" --size 0.6B --out $M --device cuda >"$OUT/make.log" 2>&1
+log "make 0.6B exit $?"
+
+measure alone "the GPU alone" 90
+
+log "co-tenant: a PyTorch BF16 8192^3 GEMM loop in the background"
+cotenant
+CT=$!
+sleep 8
+nvidia-smi --query-gpu=power.draw,utilization.gpu,memory.used --format=csv
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+measure cotenant "beside the co-tenant (PID $CT)" 120
+kill $CT; wait $CT 2>/dev/null
+if has midload; then
+  log "gpuvet run, the co-tenant starting 26 s in (during the load)"
+  timeout 150 "$D/gpuvet" "${RUN[@]}" --out /tmp/run-midload &
+  RP=$!
+  sleep 26
+  cotenant
   CT=$!
   wait $RP
   log "gpuvet run exit $?"
