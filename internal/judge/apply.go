@@ -513,7 +513,7 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
 		// Apply stays idempotent; a failed conformance suite does not void the load figures.
 		// A shared GPU's figures are not its own: they neither pass nor set the best (issue 26).
-		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || busyOf(e) != nil {
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || SharedGPU(e) {
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})
