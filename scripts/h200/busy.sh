@@ -3,7 +3,9 @@
 # GPU alone (both end ok), then the same beside a co-tenant (a plain PyTorch BF16 8192³ GEMM loop
 # started in the background on the same GPU; both end flag, naming it). Run from the folder holding
 # gpuvet, realengine.yaml, make_random_model.py and internal/dataset/words.go (the device tool's
-# .dev/busygpu); results go to $OUT. STEPS="health run midload" picks the parts (default: health run).
+# .dev/busygpu); results go to $OUT. STEPS="health run midload" picks the parts (default: health run);
+# ALONE=0 skips the runs with the GPU alone; RUN_TIMEOUT bounds each gpuvet run (seconds, default 330:
+# beside the co-tenant the slowed engine's knee search took over 134 s, which a 150 s bound cut).
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}
@@ -40,7 +42,7 @@ measure() {
   fi
   if has run; then
     log "gpuvet run, $2"
-    timeout 150 "$D/gpuvet" "${RUN[@]}" --out "/tmp/run-$1"
+    timeout "${RUN_TIMEOUT:-330}" "$D/gpuvet" "${RUN[@]}" --out "/tmp/run-$1"
     log "gpuvet run exit $?"
     cp "/tmp/run-$1/summary.json" "$OUT/run-$1.json"
   fi
@@ -51,7 +53,7 @@ nvidia-smi --query-gpu=index,name,driver_version,power.limit,power.draw,utilizat
 timeout 90 python3 "$D/make_random_model.py" --words "$D/words.go" --size 0.6B --out $M --device cuda >"$OUT/make.log" 2>&1
 log "make 0.6B exit $?"
 
-measure alone "the GPU alone" 90
+[ "${ALONE:-1}" = 0 ] || measure alone "the GPU alone" 90
 
 log "co-tenant: a PyTorch BF16 8192^3 GEMM loop in the background"
 cotenant
@@ -63,7 +65,7 @@ measure cotenant "beside the co-tenant (PID $CT)" 120
 kill $CT; wait $CT 2>/dev/null
 if has midload; then
   log "gpuvet run, the co-tenant starting 26 s in (during the load)"
-  timeout 150 "$D/gpuvet" "${RUN[@]}" --out /tmp/run-midload &
+  timeout "${RUN_TIMEOUT:-330}" "$D/gpuvet" "${RUN[@]}" --out /tmp/run-midload &
   RP=$!
   sleep 26
   cotenant

@@ -3,6 +3,7 @@
 # device call can collect it) the seed's default `gpuvet run --engine transformers` (health on) and
 # the realengine.yaml run, each followed by the engine-log check. The first call waits up to WAIT
 # seconds; `slowengine.sh collect` waits for the rest. Results: $OUT (one tarball and the logs).
+# RUNS="A B" picks the runs (A: the default profile, B: realengine.yaml).
 set -u
 D=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}
@@ -28,17 +29,22 @@ fi
   timeout 300 python3 "$D/make_random_model.py" --words "$D/words.go" --size 8B --out $M --device cuda 2>&1 | tail -5
   log "make exit ${PIPESTATUS[0]}"; ls -la $M | head
 } 2>&1 | tee "$OUT/make.log"
+RUNS=${RUNS:-A B}
 cat > "$W/bg.sh" <<BG
 set -u
 log() { echo "[\$(date +%T)] \$*"; }
+if [[ " $RUNS " == *" A "* ]]; then
 log "run A: the default profile, health on"
 ( time "$D/gpuvet" run --engine transformers --model $M --set engine.max_model_len=2048 --set engine.gpu_memory_utilization=0.8 --set engine.ready_timeout=300s --out /tmp/gvA ) > $W/runA.log 2>&1
 log "run A exit \$?"
 python3 "$D/check_engine_timing.py" /tmp/gvA/summary.json > $W/runA-timing.md 2>&1; log "check A exit \$?"
+fi
+if [[ " $RUNS " == *" B "* ]]; then
 log "run B: realengine.yaml"
 ( time "$D/gpuvet" run -c "$D/realengine.yaml" --engine transformers --model $M --out /tmp/gvB ) > $W/runB.log 2>&1
 log "run B exit \$?"
 python3 "$D/check_engine_timing.py" /tmp/gvB/summary.json > $W/runB-timing.md 2>&1; log "check B exit \$?"
+fi
 pgrep -fa transformers-front && echo "ENGINE LEFT RUNNING" || echo "no engine left running"
 touch $W/done
 BG
