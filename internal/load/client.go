@@ -537,8 +537,10 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 }
 
 // overMax says how the stream went past max_tokens ("": it has not): more content chunks than tokens
-// asked for (a chunk carries one token at least), or a usage count above them. The stream is ended
-// there: a server that ignores max_tokens may never stop.
+// asked for, or a usage count above them. The stream is ended there: a server that ignores max_tokens
+// may never stop. A chunk carries one token at least, but for one: a real detokeniser (vLLM's, the
+// transformers front's) sends the text it held back (a partial UTF-8 sequence) in a last chunk of
+// no token of its own once the request finishes, so max_tokens + 1 chunks is not a defect.
 func (s *sseStream) overMax() string {
 	rec := s.rec
 	asked := rec.RequestedTokens
@@ -547,8 +549,8 @@ func (s *sseStream) overMax() string {
 		return ""
 	case s.lastCum > asked:
 		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d (%d chunks received): the server ignores max_tokens, or its usage is wrong", s.lastCum, asked, len(rec.marks))
-	case len(rec.marks) > asked:
-		return fmt.Sprintf("more than %d chunks with generated text for max_tokens %d: the server ignores max_tokens (or ignore_eos)", asked, asked)
+	case len(rec.marks) > asked+1:
+		return fmt.Sprintf("more than %d chunks with generated text for max_tokens %d: the server ignores max_tokens (or ignore_eos)", asked+1, asked)
 	case s.final != nil && s.final.CompletionTokens > asked:
 		return fmt.Sprintf("usage.completion_tokens %d for max_tokens %d (%d chunks received): the server ignores max_tokens, or its usage is wrong", s.final.CompletionTokens, asked, len(rec.marks))
 	}
