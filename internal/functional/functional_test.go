@@ -66,6 +66,9 @@ func fakeServer(f fault) *httptest.Server {
 				fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
 				w.(http.Flusher).Flush()
 			}
+			if f == "flush_chunk" { // the text a detokeniser held back, in a chunk of no token
+				fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"\\ufffd\"}}]}\n\n")
+			}
 			if f != "no_done" {
 				fmt.Fprint(w, "data: [DONE]\n\n")
 			}
@@ -86,6 +89,8 @@ func TestSuite(t *testing.T) {
 		failed string // the one test that must fail ("" = none)
 	}{
 		{"", results.StatusOK, ""},
+		// A real detokeniser's last chunk of held-back text (vLLM's, the transformers front's).
+		{"flush_chunk", results.StatusOK, ""},
 		{"ignore_max_tokens", results.StatusFlag, MaxTokensLength},
 		{"no_done", results.StatusFlag, StreamDone},
 		// A stream that ignores max_tokens and never stops fails at once, not at the request timeout.
