@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Issue 33: a simulated GPU that computes wrong answers fails `gpuvet run --sim`, with the count
+// of wrong burn results and when they started; its sibling's burn checked every result and passed.
+func TestRunSimCorruptGPUFails(t *testing.T) {
+	t.Parallel()
+	code, text, s := runSim(t, "--sim-gpus", "2", "--sim-corrupt", "1", "--set", "health.burn=2s")
+	if code != 1 || s.Status != results.StatusFailed {
+		t.Fatalf("exit %d, status %s, want 1 and failed:\n%s", code, s.Status, text)
+	}
+	h := s.Hosts[0].Health
+	bad, good := h.GPUs[1], h.GPUs[0]
+	if bad.Status != results.StatusFailed || bad.Burn == nil || bad.Burn.Check == nil || bad.Burn.Check.Mismatches == 0 || bad.Burn.Check.FirstMismatchS == nil {
+		t.Fatalf("gpu 1: status %s burn %+v", bad.Status, bad.Burn)
+	}
+	if good.Burn == nil || good.Burn.Check == nil || good.Burn.Check.Checked == 0 || good.Burn.Check.Mismatches != 0 {
+		t.Errorf("gpu 0 burn check: %+v", good.Burn)
+	}
+	if !strings.Contains(text, "[health.result_check] gpu 1") || !strings.Contains(text, "the burn computed wrong answers") || strings.Contains(text, "[health.result_check] gpu 0") {
+		t.Errorf("output:\n%s", text)
+	}
+}
+
+// `gpuvet health --sim --sim-corrupt` fails (exit 1) and its JSON keeps the counts.
+func TestHealthSimCorruptGPUFails(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "health.json")
+	b, err := gpuvet("health", "--sim", "--sim-count", "2", "--sim-corrupt", "0", "--burn", "1500ms", "--out", out).CombinedOutput()
+	if ee, ok := err.(interface{ ExitCode() int }); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("err %v, want exit 1:\n%s", err, b)
+	}
+	var h results.Health
+	raw, err := os.ReadFile(out)
+	if err != nil || json.Unmarshal(raw, &h) != nil {
+		t.Fatalf("no result: %v", err)
+	}
+	if !h.GPUs[0].Burn.Check.Failed() || h.GPUs[1].Burn.Check.Failed() || h.GPUs[1].Status != results.StatusOK {
+		t.Errorf("checks %+v / %+v", h.GPUs[0].Burn.Check, h.GPUs[1].Burn.Check)
+	}
+	if !strings.Contains(string(b), "RESULTS CHECKED / WRONG") {
+		t.Errorf("no check column:\n%s", b)
+	}
+	if b, err := gpuvet("health", "--sim-corrupt", "0").CombinedOutput(); err == nil || !strings.Contains(string(b), "--sim-corrupt and --sim-throttle need --sim") {
+		t.Errorf("--sim-corrupt without --sim: %v\n%s", err, b)
+	}
+}
