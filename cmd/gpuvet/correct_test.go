@@ -54,3 +54,30 @@ func TestHealthSimCorruptGPUFails(t *testing.T) {
 		t.Errorf("--sim-corrupt without --sim: %v\n%s", err, b)
 	}
 }
+
+// Issue 33: the corrupt GPU's greedy outputs drift from its siblings'; the judge flags it, and
+// only it, "outputs differ" with the first differing position; the others agree by token ids.
+func TestRunSimCorruptGPUOutputsDiffer(t *testing.T) {
+	t.Parallel()
+	_, text, s := runSim(t, "--sim-gpus", "3", "--sim-corrupt", "2", "--set", "functional.enabled=true")
+	eps := s.Hosts[0].Models[0].Endpoints
+	if len(eps) != 3 {
+		t.Fatalf("%d endpoints:\n%s", len(eps), text)
+	}
+	for i, ep := range eps {
+		g := ep.Functional.Greedy
+		if g == nil || g.Basis != "token_ids" || g.RepeatDiff != nil {
+			t.Fatalf("gpu %d greedy %+v", i, g)
+		}
+		differ := false
+		for _, f := range ep.Flags {
+			differ = differ || f.Check == "judge.outputs_differ"
+		}
+		if differ != (i == 2) {
+			t.Errorf("gpu %d: outputs_differ flagged %v; flags %+v", i, differ, ep.Flags)
+		}
+	}
+	if !strings.Contains(text, "[judge.outputs_differ] Qwen/Qwen3-8B on gpu 2: outputs differ: they differ from the majority's (gpus 0,1) at prompt 0, token 5") {
+		t.Errorf("output lacks the outputs_differ flag:\n%s", text)
+	}
+}

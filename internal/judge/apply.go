@@ -119,6 +119,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 			}
 		}
 	}
+	greedyAgreement(m)
 	m.Flags = dropJudgeFlags(m.Flags)
 	st := results.StatusSkipped
 	for ei := range m.Endpoints {

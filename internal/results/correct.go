@@ -1,6 +1,9 @@
 package results
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Correct, not only fast (issue 33): the GEMMs' answers checked, greedy outputs compared across
 // GPUs, and the GPU's own telemetry during the load. Every type here is new; the fields that hold
@@ -30,3 +33,86 @@ type ResultCheck struct {
 
 // Failed reports whether the check found a wrong answer.
 func (c *ResultCheck) Failed() bool { return c != nil && (c.Mismatches > 0 || c.TileMismatches > 0) }
+
+// GreedyOutputs is the functional suite's greedy case on one endpoint: fixed prompts at
+// temperature 0, one request at a time, each prompt primed once and then asked twice. GPUs of
+// one model, engine and version must give the same outputs (the judge compares them); a single
+// GPU must give the same outputs on its repeat.
+type GreedyOutputs struct {
+	// Basis is what was compared: "token_ids" (the engine's own ids, return_token_ids) or "text";
+	// BasisNote says why text.
+	Basis     string `json:"basis"`
+	BasisNote string `json:"basis_note,omitempty"`
+	MaxTokens int    `json:"max_tokens"`
+	// Outputs are the first compared pass, one per prompt in order.
+	Outputs []GreedyOutput `json:"outputs"`
+	// RepeatDiff is where the second pass first differed from the first (nil: it agreed).
+	RepeatDiff *OutputDiff `json:"repeat_diff,omitempty"`
+}
+
+// GreedyOutput is one prompt's greedy answer.
+type GreedyOutput struct {
+	Prompt   string `json:"prompt"`
+	TokenIDs []int  `json:"token_ids,omitempty"`
+	Text     string `json:"text"`
+	Finish   string `json:"finish_reason,omitempty"`
+}
+
+// OutputDiff is the first place two sets of greedy outputs differ: prompt (from 0), position (a
+// token or a character from 0, by Unit) and what each side had there ("end" past its last).
+type OutputDiff struct {
+	Prompt   int    `json:"prompt"`
+	Position int    `json:"position"`
+	Unit     string `json:"unit"` // "token" or "character"
+	Got      string `json:"got"`
+	Want     string `json:"want"`
+}
+
+// FirstDiff is where o first differs from ref (nil: the same outputs). Two sets on different bases
+// are compared by text.
+func (o *GreedyOutputs) FirstDiff(ref *GreedyOutputs) *OutputDiff {
+	ids := o.Basis == "token_ids" && ref.Basis == "token_ids"
+	for p := 0; p < max(len(o.Outputs), len(ref.Outputs)); p++ {
+		if p >= len(o.Outputs) || p >= len(ref.Outputs) {
+			return &OutputDiff{Prompt: p, Unit: "prompt", Got: presence(p < len(o.Outputs)), Want: presence(p < len(ref.Outputs))}
+		}
+		var d *OutputDiff
+		if ids {
+			d = diffSeq(o.Outputs[p].TokenIDs, ref.Outputs[p].TokenIDs, "token", func(v int) string { return fmt.Sprint(v) })
+		} else {
+			d = diffSeq([]rune(o.Outputs[p].Text), []rune(ref.Outputs[p].Text), "character", func(r rune) string { return fmt.Sprintf("%q", r) })
+		}
+		if d != nil {
+			d.Prompt = p
+			return d
+		}
+	}
+	return nil
+}
+
+func presence(ok bool) string {
+	if ok {
+		return "answered"
+	}
+	return "missing"
+}
+
+func diffSeq[T comparable](got, want []T, unit string, show func(T) string) *OutputDiff {
+	at := func(s []T, i int) string {
+		if i < len(s) {
+			return show(s[i])
+		}
+		return "end"
+	}
+	for i := 0; i < max(len(got), len(want)); i++ {
+		if i >= len(got) || i >= len(want) || got[i] != want[i] {
+			return &OutputDiff{Position: i, Unit: unit, Got: at(got, i), Want: at(want, i)}
+		}
+	}
+	return nil
+}
+
+// String says where: "prompt 2, token 5: 1234 instead of 5678".
+func (d *OutputDiff) String() string {
+	return fmt.Sprintf("prompt %d, %s %d: %s instead of %s", d.Prompt, d.Unit, d.Position, d.Got, d.Want)
+}

@@ -351,6 +351,10 @@ type Functional struct {
 	Status Status           `json:"status"`
 	Tests  []FunctionalTest `json:"tests"`
 	Error  string           `json:"error,omitempty"`
+
+	// Greedy is what the greedy_outputs case received (nil: not run); the judge compares it across
+	// the GPUs of the model.
+	Greedy *GreedyOutputs `json:"greedy,omitempty"`
 }
 
 // FunctionalTest is one conformance check.
