@@ -81,3 +81,35 @@ func TestRunSimCorruptGPUOutputsDiffer(t *testing.T) {
 		t.Errorf("output lacks the outputs_differ flag:\n%s", text)
 	}
 }
+
+// Issue 33: a simulated GPU throttled by hw_power_brake_slowdown is explained by its reasons in
+// `gpuvet run --sim`; each GPU's telemetry is in the summary, aligned to the rungs; the healthy GPU
+// at its power cap is not flagged for it.
+func TestRunSimThrottledGPUIsExplained(t *testing.T) {
+	t.Parallel()
+	_, text, s := runSim(t, "--sim-gpus", "2", "--sim-throttle", "1:hw_power_brake_slowdown")
+	eps := s.Hosts[0].Models[0].Endpoints
+	for i, ep := range eps {
+		tel := ep.Telemetry
+		if tel == nil || len(tel.GPUs) != 1 || tel.GPUs[0].GPU != i || len(tel.GPUs[0].Samples) == 0 || len(tel.GPUs[0].Rungs) != len(ep.Load.Runs) {
+			t.Fatalf("gpu %d telemetry %+v", i, tel)
+		}
+		sampled := 0
+		for _, r := range tel.GPUs[0].Rungs {
+			sampled += r.Samples
+		}
+		if sampled == 0 {
+			t.Errorf("gpu %d: no sample inside any rung: %+v", i, tel.GPUs[0].Rungs)
+		}
+		explained := false
+		for _, f := range ep.Flags {
+			explained = explained || (f.Check == "judge.clock_events" && strings.Contains(f.Reason, "hw_power_brake_slowdown in rung"))
+		}
+		if explained != (i == 1) {
+			t.Errorf("gpu %d: clock_events flag %v; flags %+v", i, explained, ep.Flags)
+		}
+	}
+	if !strings.Contains(text, "[judge.clock_events] Qwen/Qwen3-8B on gpu 1: gpu 1: hardware clock-event reasons under the load: hw_power_brake_slowdown") {
+		t.Errorf("output:\n%s", text)
+	}
+}

@@ -116,3 +116,50 @@ func diffSeq[T comparable](got, want []T, unit string, show func(T) string) *Out
 func (d *OutputDiff) String() string {
 	return fmt.Sprintf("prompt %d, %s %d: %s instead of %s", d.Prompt, d.Unit, d.Position, d.Got, d.Want)
 }
+
+// Telemetry is the GPUs' own telemetry during one endpoint's load: per GPU, a bounded time series
+// (T in seconds since Load.StartedAt), each rung's share of it, and the error counters that grew.
+type Telemetry struct {
+	Source          string         `json:"source"` // "nvml", "sim"
+	IntervalSeconds float64        `json:"interval_seconds"`
+	GPUs            []GPUTelemetry `json:"gpus"`
+	Note            string         `json:"note,omitempty"`
+}
+
+// GPUTelemetry is one GPU's telemetry during a load.
+type GPUTelemetry struct {
+	GPU int `json:"gpu"`
+	// Samples is the series, at most TelemetryMaxSamples: one kept in Stride when the load ran longer.
+	Samples []PowerSample `json:"samples,omitempty"`
+	Stride  int           `json:"stride,omitempty"`
+	// Rungs summarise the samples inside each rung's measured window (Load.Runs order).
+	Rungs []RungTelemetry `json:"rungs,omitempty"`
+	// What grew during the load: XID events, ECC error counts (volatile), PCIe replays. Nil: not read.
+	XIDs           []XIDEvent `json:"xids,omitempty"`
+	ECCCorrected   *int64     `json:"ecc_corrected_delta,omitempty"`
+	ECCUncorrected *int64     `json:"ecc_uncorrected_delta,omitempty"`
+	PCIeReplays    *int64     `json:"pcie_replay_delta,omitempty"`
+	CountersNote   string     `json:"counters_note,omitempty"`
+}
+
+// TelemetryMaxSamples bounds a GPU's series in the summary.
+const TelemetryMaxSamples = 600
+
+// RungTelemetry is one rung's telemetry on one GPU.
+type RungTelemetry struct {
+	Rung            int     `json:"rung"` // index in Load.Runs
+	Label           string  `json:"label"`
+	StartS          float64 `json:"start_s"`
+	EndS            float64 `json:"end_s"`
+	Samples         int     `json:"samples"`
+	SMClockMeanMHz  int     `json:"sm_clock_mean_mhz"`
+	SMClockMinMHz   int     `json:"sm_clock_min_mhz"`
+	MemClockMeanMHz int     `json:"mem_clock_mean_mhz,omitempty"`
+	PowerMeanW      float64 `json:"power_mean_w"`
+	PowerMaxW       float64 `json:"power_max_w"`
+	TempMaxC        int     `json:"temp_max_c"`
+	UtilMeanPct     int     `json:"util_mean_pct"`
+	MemUsedMaxMiB   int64   `json:"mem_used_max_mib,omitempty"`
+	// ReasonShare is the share of the rung's samples in which each clock-event reason was active.
+	ReasonShare map[string]float64 `json:"reason_share,omitempty"`
+}

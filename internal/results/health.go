@@ -156,6 +156,10 @@ type PowerSample struct {
 	TempC        int     `json:"temp_c,omitempty"`
 	ClockReasons uint64  `json:"clock_reasons,omitempty"`
 	UtilPct      int     `json:"util_pct,omitempty"`
+	// Telemetry under the load (issue 33): memory clock, memory controller utilisation, memory in use.
+	MemClockMHz int   `json:"mem_clock_mhz,omitempty"`
+	MemUtilPct  int   `json:"mem_util_pct,omitempty"`
+	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
 }
 
 // DCGM is the result of `dcgmi diag`.

@@ -67,6 +67,9 @@ type Endpoint struct {
 	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
 	// its figures then cannot pass a gate or a comparison.
 	Busy []Busy `json:"busy,omitempty"`
+
+	// Telemetry is each GPU's own telemetry during the load, aligned to the rungs (issue 33).
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.

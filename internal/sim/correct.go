@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+
+	"github.com/gpuvet/gpuvet/internal/gpu"
 	"strconv"
 	"strings"
 	"time"
@@ -138,4 +140,26 @@ func (f *Fleet) throttleOn(i int, now time.Time) (uint64, bool) {
 		return t.reason, true
 	}
 	return 0, false
+}
+
+// simMemClockMHz is a virtual GPU's memory clock (an H200's HBM3e reads 3201 MHz in nvidia-smi).
+const simMemClockMHz = 3201
+
+// Counts reads GPU i's error counters: a virtual GPU has no ECC errors, PCIe replays or XIDs.
+func (f *Fleet) Counts(i int) (gpu.ErrorCounts, error) {
+	if err := f.check(i); err != nil {
+		return gpu.ErrorCounts{}, err
+	}
+	zero := int64(0)
+	return gpu.ErrorCounts{ECCCorrected: &zero, ECCUncorrected: ptr(zero), PCIeReplays: ptr(zero)}, nil
+}
+
+// ThrottleSpeed is GPU i's speed under its throttle now: ThrottleSpeed while it is on, else 1.
+// Engines read it at every step (Perf.Slowdown), so a throttle that starts mid-run slows the rungs
+// after it.
+func (f *Fleet) ThrottleSpeed(i int) float64 {
+	if _, on := f.throttleOn(i, time.Now()); on {
+		return ThrottleSpeed
+	}
+	return 1
 }

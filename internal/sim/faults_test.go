@@ -304,7 +304,7 @@ func TestCorruptAndThrottleSettings(t *testing.T) {
 		f.Mismatch(1, "burn", CorruptEvery, CorruptFrom/2) || f.Mismatch(1, "sgemm_fp32", 1, 0) || !f.Mismatch(1, "gemm_bf16", 1, 0) {
 		t.Error("corrupt GPU 1: wrong mismatch pattern")
 	}
-	if f.Speed(2) != ThrottleSpeed || f.Speed(0) != 1 {
+	if f.ThrottleSpeed(2) != ThrottleSpeed || f.ThrottleSpeed(0) != 1 || f.Speed(2) != 1 {
 		t.Errorf("speeds %v %v", f.Speed(2), f.Speed(0))
 	}
 	if err := f.Load(2, time.Second); err != nil {

@@ -288,8 +288,13 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 			temp = math.Max(temp, 91)
 		}
 	}
+	used := g.usedMiB
+	if f.coTenantOn(i, now) {
+		used += CoTenantMiB
+	}
 	return results.PowerSample{T: now.Sub(f.start).Seconds(), PowerW: math.Round(power*10) / 10,
-		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
+		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100),
+		MemClockMHz: simMemClockMHz, MemUtilPct: int(util * 60), MemUsedMiB: used}, nil
 }
 
 // Speed is GPU i's speed relative to a healthy one now: 1.0, or 1 − StragglerPct/100 for the
@@ -301,9 +306,6 @@ func (f *Fleet) Speed(i int) float64 {
 	}
 	if f.coTenantOn(i, time.Now()) {
 		sp *= CoTenantSpeed
-	}
-	if _, on := f.throttleOn(i, time.Now()); on {
-		sp *= ThrottleSpeed
 	}
 	return sp
 }
@@ -339,7 +341,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	fmt.Fprintf(h, "%d/%d/%s", f.cfg.Seed, i, name)
 	rng := rand.New(rand.NewPCG(h.Sum64(), 0))
 	noise := 1 + 0.01*(2*rng.Float64()-1)
-	return peak * me.eff * f.Speed(i) * noise, me.unit, nil
+	return peak * me.eff * f.Speed(i) * f.ThrottleSpeed(i) * noise, me.unit, nil
 }
 
 // Close releases the fleet (nothing to release today; servers attached to it keep working).

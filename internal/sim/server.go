@@ -138,6 +138,16 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		p.Speed = speed
+		if f := cfg.Fleet; f != nil {
+			first, n := cfg.GPUIndex, p.Cfg.TP
+			p.Slowdown = func() float64 {
+				sp := 1.0
+				for i := first; i < first+n; i++ {
+					sp = min(sp, f.ThrottleSpeed(i))
+				}
+				return sp
+			}
+		}
 		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
 		var onStep func(time.Duration)
 		if f := cfg.Fleet; f != nil {
