@@ -40,6 +40,8 @@ type healthFlags struct {
 	// floors are --floor NAME=RATIO; simCoTenant is --sim-cotenant.
 	floors      map[string]string
 	simCoTenant string
+	// simCorrupt and simThrottle are --sim-corrupt and --sim-throttle (sim.FleetConfig).
+	simCorrupt, simThrottle string
 }
 
 func newHealthCmd() *cobra.Command {
@@ -94,6 +96,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.BoolVar(&o.AllowBusy, "allow-busy", false, "measure a GPU another process uses, and note it instead of flagging it")
 	fl.StringToStringVar(&f.floors, "floor", nil, "datasheet floor of a benchmark on every GPU, as a share of its peak: NAME=RATIO, e.g. gemm_bf16=0.7 (names: "+strings.Join(floorNames(), ", ")+")")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
+	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and BF16 GEMM results mismatch (GPU index)")
+	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2:hw_slowdown)")
 	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", 25, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
@@ -125,6 +129,8 @@ func (f healthFlags) validate() error {
 		return usageErr("--nvidia-smi-topo and --nvidia-smi-nvlink go with --nvidia-smi-xml (on a live host NVML reads the links)")
 	case f.simLinkFault != "" && !f.sim:
 		return usageErr("--sim-link-fault needs --sim")
+	case (f.simCorrupt != "" || f.simThrottle != "") && !f.sim:
+		return usageErr("--sim-corrupt and --sim-throttle need --sim")
 	}
 	return nil
 }
@@ -218,7 +224,8 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant, Catalog: f.opts.Catalog})
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
+		Corrupt: f.simCorrupt, Throttle: f.simThrottle, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)
 	}

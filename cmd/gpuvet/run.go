@@ -28,6 +28,7 @@ type planFlags struct {
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
 	simLinkFault, ncclLib, simCoTenant                 string
+	simCorrupt, simThrottle                            string
 	allowBusy                                          bool
 	parallel, simGPUs, simStraggler, gpuCount          int
 }
@@ -54,6 +55,8 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
+	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
+	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
 	fl.BoolVar(&f.allowBusy, "allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 	registerRemoteFlags(fl)
@@ -69,6 +72,7 @@ var flagPaths = map[string]string{
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
 	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
+	"sim-corrupt": "sim.corrupt", "sim-throttle": "sim.throttle",
 }
 
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,

@@ -240,6 +240,13 @@ type Sim struct {
 	// durations from the start), e.g. "1" or "1:5s-20s"; while it runs the GPU is slower, lists
 	// PID 4242 python3 with 8.1 GiB, and draws power at idle. "": none.
 	CoTenant string `yaml:"cotenant"`
+	// Corrupt makes one virtual GPU compute wrong answers: its burn and BF16 GEMM results mismatch
+	// and its engine's greedy outputs drift from the others' (issue 33). "GPU", "": none.
+	Corrupt string `yaml:"corrupt"`
+	// Throttle slows one virtual GPU with a clock-event reason while it is loaded:
+	// "GPU[:REASON[:FROM[-TO]]]" (REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or
+	// hw_power_brake_slowdown; Go durations from the start), e.g. "2" or "2:hw_slowdown:20s". "": none.
+	Throttle string `yaml:"throttle"`
 	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
 	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
 	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).

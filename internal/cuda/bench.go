@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -135,15 +136,27 @@ func (r *Runner) Microbench(ctx context.Context, g results.GPUInfo, name string)
 // MicrobenchSized is Microbench at another size: n for GEMMs, bytes for copies (0: the default). The
 // side-by-side harness (bench/microbench) uses it to sweep sizes against other tools.
 func (r *Runner) MicrobenchSized(ctx context.Context, g results.GPUInfo, name string, size int) (float64, string, error) {
+	v, unit, _, err := r.checkedMicrobench(ctx, g, name, size)
+	return v, unit, err
+}
+
+// CheckedMicrobench is Microbench with the GEMMs' answer checked (check.go): the last timed
+// result's row checksum against the first result's, and the first against a CPU tile. Copies
+// return no check.
+func (r *Runner) CheckedMicrobench(ctx context.Context, g results.GPUInfo, name string) (float64, string, *results.ResultCheck, error) {
+	return r.checkedMicrobench(ctx, g, name, 0)
+}
+
+func (r *Runner) checkedMicrobench(ctx context.Context, g results.GPUInfo, name string, size int) (float64, string, *results.ResultCheck, error) {
 	if err := ctx.Err(); err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	// The CUDA context is per OS thread: the whole benchmark must stay on this one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	d, err := r.bind(g)
 	if err != nil {
-		return 0, "", err
+		return 0, "", nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -155,49 +168,107 @@ func (r *Runner) MicrobenchSized(ctx context.Context, g results.GPUInfo, name st
 	}
 	switch name {
 	case "sgemm_fp32":
-		v, err := r.gemm(d, gemmFP32, or(sgemmN), sgemmWarmup, sgemmIters)
-		return v, "TFLOP/s", err
+		v, c, err := r.gemm(d, gemmFP32, or(sgemmN), sgemmWarmup, sgemmIters)
+		return v, "TFLOP/s", c, err
 	case "gemm_tf32":
-		v, err := r.gemm(d, gemmTF32, or(tf32N), tf32Warmup, tf32Iters)
-		return v, "TFLOP/s", err
+		v, c, err := r.gemm(d, gemmTF32, or(tf32N), tf32Warmup, tf32Iters)
+		return v, "TFLOP/s", c, err
 	case "gemm_bf16":
-		v, err := r.gemm(d, gemmBF16, or(bf16N), bf16Warmup, bf16Iters)
-		return v, "TFLOP/s", err
+		v, c, err := r.gemm(d, gemmBF16, or(bf16N), bf16Warmup, bf16Iters)
+		return v, "TFLOP/s", c, err
 	case "pcie_h2d", "pcie_d2h":
 		v, err := r.pcie(name == "pcie_h2d", uint64(or(pcieBytes)))
-		return v, "GB/s", err
+		return v, "GB/s", nil, err
 	case "hbm_d2d":
 		v, err := r.hbm(uint64(or(hbmBytes)))
-		return v, "GB/s", err
+		return v, "GB/s", nil, err
 	}
-	return 0, "", fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(results.MicrobenchNames(), ", "))
+	return 0, "", nil, fmt.Errorf("unknown microbenchmark %q (known: %s)", name, strings.Join(results.MicrobenchNames(), ", "))
 }
 
 // Burn runs BF16 GEMM flat out until ctx ends and returns the TFLOP/s it sustained.
 func (r *Runner) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
+	v, _, err := r.CheckedBurn(ctx, g)
+	return v, err
+}
+
+// CheckedBurn is Burn with every GEMM's answer checked (check.go): each result's row checksum
+// against the first result's, bit for bit, and the first result against a tile recomputed on the CPU.
+func (r *Runner) CheckedBurn(ctx context.Context, g results.GPUInfo) (float64, *results.ResultCheck, error) {
+	start := time.Now()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	d, err := r.bind(g)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m, err := r.newGEMM(d, gemmBF16, burnN)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer m.free()
+	ck, err := r.newChecker(m, burnBatch)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer ck.free()
+	v := newVerifier(fmt.Sprintf("every GEMM's row checksum C·v (cuBLAS, FP32) equal bit for bit to the first result's; "+
+		"the first result checked against a %d×%d tile recomputed on the CPU", checkTile, checkTile), start)
+	if err := r.reference(m, ck, v); err != nil {
+		return 0, v.result(), err
+	}
 	var flops, secs float64
+	var iter int64
 	for ctx.Err() == nil {
-		s, err := r.timed(burnBatch, m.run)
+		slot := 0
+		s, err := r.timed(burnBatch, func() error {
+			if err := m.run(); err != nil {
+				return err
+			}
+			slot++
+			return ck.sum(slot - 1)
+		})
 		if err != nil {
-			return rate(flops, secs), err
+			return rate(flops, secs), v.result(), err
+		}
+		sums, err := ck.read(burnBatch)
+		if err != nil {
+			return rate(flops, secs), v.result(), err
+		}
+		now := time.Now()
+		for _, sum := range sums {
+			iter++
+			v.compare(sum, iter, now)
 		}
 		flops += 2 * math.Pow(burnN, 3) * burnBatch
 		secs += s
 	}
-	return rate(flops, secs), nil
+	return rate(flops, secs), v.result(), nil
+}
+
+// reference computes the first result, sets its checksum as the reference and checks a tile of it
+// on the CPU.
+func (r *Runner) reference(m *gemmBufs, ck *checker, v *verifier) error {
+	if err := m.run(); err != nil {
+		return err
+	}
+	if err := ck.sum(0); err != nil {
+		return err
+	}
+	sums, err := ck.read(1)
+	if err != nil {
+		return err
+	}
+	v.reference(sums[0])
+	tile, bad, err := r.tile(m)
+	if err != nil {
+		v.c.Error = "tile check: " + err.Error()
+		return nil
+	}
+	v.c.Tile, v.c.TileMismatches = tile, bad
+	return nil
 }
 
 func rate(flops, secs float64) float64 {
@@ -243,6 +314,9 @@ type gemmBufs struct {
 	kind    gemmKind
 	n       int
 	a, b, c uint64
+	// host is the random chunk every buffer was filled with (repeated): the CPU tile check reads
+	// A and B from it.
+	host []byte
 }
 
 func (r *Runner) newGEMM(d *device, kind gemmKind, n int) (*gemmBufs, error) {
@@ -259,8 +333,10 @@ func (r *Runner) newGEMM(d *device, kind gemmKind, n int) (*gemmBufs, error) {
 		}
 	}
 	// Random operands: constant ones would understate power draw during a burn.
+	m.host = make([]byte, min(uint64(stagingBytes), size))
+	FillRandom(m.host, kind == gemmBF16, 1)
 	for _, p := range []uint64{m.a, m.b, m.c} {
-		if err := r.fillRandom(p, size, kind == gemmBF16); err != nil {
+		if err := r.fill(p, size, m.host); err != nil {
 			m.free()
 			return nil, err
 		}
@@ -299,20 +375,40 @@ func (m *gemmBufs) run() error {
 	}
 }
 
-func (r *Runner) gemm(d *device, kind gemmKind, n, warmup, iters int) (float64, error) {
+// gemm times iters GEMMs after warmup and checks the answer: the first result (after the warm-up)
+// is the reference and is checked against a CPU tile, the last timed one must equal it bit for bit.
+func (r *Runner) gemm(d *device, kind gemmKind, n, warmup, iters int) (float64, *results.ResultCheck, error) {
 	m, err := r.newGEMM(d, kind, n)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer m.free()
+	ck, err := r.newChecker(m, 1)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer ck.free()
+	v := newVerifier(fmt.Sprintf("the last timed result's row checksum C·v equal bit for bit to the first result's; "+
+		"the first result checked against a %d×%d tile recomputed on the CPU", checkTile, checkTile), time.Now())
 	if _, err := r.timed(warmup, m.run); err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	if err := r.reference(m, ck, v); err != nil {
+		return 0, v.result(), err
 	}
 	secs, err := r.timed(iters, m.run)
 	if err != nil {
-		return 0, err
+		return 0, v.result(), err
 	}
-	return rate(2*math.Pow(float64(n), 3)*float64(iters), secs), nil
+	if err := ck.sum(0); err != nil {
+		return 0, v.result(), err
+	}
+	sums, err := ck.read(1)
+	if err != nil {
+		return 0, v.result(), err
+	}
+	v.compare(sums[0], int64(warmup+iters), time.Now())
+	return rate(2*math.Pow(float64(n), 3)*float64(iters), secs), v.result(), nil
 }
 
 // timed enqueues body iters times between two CUDA events on the default stream and returns the
@@ -369,18 +465,17 @@ func (r *Runner) allocPinned(size uint64) (*pinned, error) {
 
 func (h *pinned) bytes() []byte { return unsafe.Slice((*byte)(h.p), h.size) }
 
-// fillRandom fills size bytes at dptr with uniform values in [-1, 1) (FP32 or BF16) through a pinned
-// staging buffer, repeating one random chunk.
-func (r *Runner) fillRandom(dptr, size uint64, bf16 bool) error {
-	chunk := min(uint64(stagingBytes), size)
-	h, err := r.allocPinned(chunk)
+// fill writes size bytes at dptr with chunk repeated, through a pinned staging buffer.
+func (r *Runner) fill(dptr, size uint64, chunk []byte) error {
+	h, err := r.allocPinned(uint64(len(chunk)))
 	if err != nil {
 		return err
 	}
 	defer r.a.cuMemFreeHost(h.p)
-	FillRandom(h.bytes(), bf16, 1)
-	for off := uint64(0); off < size; off += chunk {
-		n := min(chunk, size-off)
+	copy(h.bytes(), chunk)
+	step := uint64(len(chunk))
+	for off := uint64(0); off < size; off += step {
+		n := min(step, size-off)
 		if err := r.a.cuErr("cuMemcpyHtoDAsync (fill)", r.a.cuMemcpyHtoDAsync(dptr+off, h.p, n, 0)); err != nil {
 			return err
 		}
@@ -457,4 +552,140 @@ func (r *Runner) hbm(size uint64) (float64, error) {
 	}
 	// Each byte copied is read once and written once.
 	return 2 * float64(size) * hbmIters / secs / 1e9, nil
+}
+
+// checker holds the row checksums of a GEMM's results on the device: v (n weights in the GEMM's
+// input type) and slots × n FP32 sums, read back through a pinned buffer.
+type checker struct {
+	m     *gemmBufs
+	v     uint64
+	sums  uint64
+	slots int
+	host  *pinned
+}
+
+func (r *Runner) newChecker(m *gemmBufs, slots int) (*checker, error) {
+	a, n := r.a, m.n
+	bf16 := m.kind == gemmBF16
+	elem := 4
+	if bf16 {
+		elem = 2
+	}
+	w := make([]byte, n*elem)
+	for k := 0; k < n; k++ {
+		bits := math.Float32bits(checksumWeight(k))
+		if bf16 {
+			w[2*k], w[2*k+1] = byte(bits>>16), byte(bits>>24)
+		} else {
+			w[4*k], w[4*k+1], w[4*k+2], w[4*k+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+		}
+	}
+	ck := &checker{m: m, slots: slots}
+	sumBytes := uint64(slots) * uint64(n) * 4
+	if err := a.cuErr("cuMemAlloc (checksum weights)", a.cuMemAlloc(&ck.v, uint64(len(w)))); err != nil {
+		return nil, err
+	}
+	if err := a.cuErr("cuMemAlloc (checksums)", a.cuMemAlloc(&ck.sums, sumBytes)); err != nil {
+		ck.free()
+		return nil, err
+	}
+	h, err := r.allocPinned(max(sumBytes, uint64(len(w))))
+	if err != nil {
+		ck.free()
+		return nil, err
+	}
+	ck.host = h
+	copy(h.bytes(), w)
+	if err := a.cuErr("cuMemcpyHtoDAsync (checksum weights)", a.cuMemcpyHtoDAsync(ck.v, h.p, uint64(len(w)), 0)); err != nil {
+		ck.free()
+		return nil, err
+	}
+	if err := a.cuErr("cuCtxSynchronize (checksum weights)", a.cuCtxSynchronize()); err != nil {
+		ck.free()
+		return nil, err
+	}
+	return ck, nil
+}
+
+func (ck *checker) free() {
+	a := ck.m.r.a
+	if ck.v != 0 {
+		a.cuMemFree(ck.v)
+	}
+	if ck.sums != 0 {
+		a.cuMemFree(ck.sums)
+	}
+	if ck.host != nil {
+		a.cuMemFreeHost(ck.host.p)
+	}
+}
+
+// sum enqueues the row checksum of the current C into a slot: sums[slot] = C·v, FP32 accumulation
+// and output, default math (no TF32), so it is exact enough to see any changed element.
+func (ck *checker) sum(slot int) error {
+	m := ck.m
+	a, n := m.r.a, int32(m.n)
+	alpha, beta := float32(1), float32(0)
+	dst := ck.sums + uint64(slot)*uint64(m.n)*4
+	if m.kind == gemmBF16 {
+		return blasErr("cublasGemmEx (checksum)", a.cublasGemmEx(m.d.blas, cublasOpN, cublasOpN, n, 1, n, unsafe.Pointer(&alpha),
+			m.c, cudaR16BF, n, ck.v, cudaR16BF, n, unsafe.Pointer(&beta), dst, cudaR32F, n, cublasCompute32F, cublasGemmDefault))
+	}
+	if err := blasErr("cublasSetMathMode (checksum)", a.cublasSetMathMode(m.d.blas, cublasDefaultMath)); err != nil {
+		return err
+	}
+	return blasErr("cublasSgemm (checksum)", a.cublasSgemm(m.d.blas, cublasOpN, cublasOpN, n, 1, n, &alpha, m.c, n, ck.v, n, &beta, dst, n))
+}
+
+// read copies the first k slots back (after the GEMMs before them finished).
+func (ck *checker) read(k int) ([][]float32, error) {
+	a, n := ck.m.r.a, ck.m.n
+	size := uint64(k) * uint64(n) * 4
+	if err := a.cuErr("cuMemcpyDtoHAsync (checksums)", a.cuMemcpyDtoHAsync(ck.host.p, ck.sums, size, 0)); err != nil {
+		return nil, err
+	}
+	if err := a.cuErr("cuCtxSynchronize (checksums: a GEMM failed)", a.cuCtxSynchronize()); err != nil {
+		return nil, err
+	}
+	b := ck.host.bytes()
+	out := make([][]float32, k)
+	for s := range out {
+		out[s] = make([]float32, n)
+		for i := range out[s] {
+			off := (s*n + i) * 4
+			out[s][i] = math.Float32frombits(uint32(b[off]) | uint32(b[off+1])<<8 | uint32(b[off+2])<<16 | uint32(b[off+3])<<24)
+		}
+	}
+	return out, nil
+}
+
+// tile copies the tile's columns of the current C back and recomputes them on the CPU.
+func (r *Runner) tile(m *gemmBufs) (string, int, error) {
+	bf16 := m.kind == gemmBF16
+	elem := uint64(4)
+	if bf16 {
+		elem = 2
+	}
+	colBytes := uint64(m.n) * elem
+	cols := tileIndexes(m.n)
+	h, err := r.allocPinned(colBytes * uint64(len(cols)))
+	if err != nil {
+		return "", 0, err
+	}
+	defer r.a.cuMemFreeHost(h.p)
+	for t, j := range cols {
+		dst := unsafe.Add(h.p, uint64(t)*colBytes)
+		if err := r.a.cuErr("cuMemcpyDtoHAsync (tile)", r.a.cuMemcpyDtoHAsync(dst, m.c+uint64(j)*colBytes, colBytes, 0)); err != nil {
+			return "", 0, err
+		}
+	}
+	if err := r.a.cuErr("cuCtxSynchronize (tile)", r.a.cuCtxSynchronize()); err != nil {
+		return "", 0, err
+	}
+	b := h.bytes()
+	val := func(idx int) float64 { return hostValue(m.host, bf16, idx) }
+	tile, bad := checkTileCPU(m.kind, m.n, val, val, func(t, i int) float64 {
+		return deviceValue(b[uint64(t)*colBytes:], bf16, i)
+	})
+	return tile, bad, nil
 }

@@ -50,8 +50,10 @@ const (
 	cublasDefaultMath       = 0
 	cublasTF32TensorMath    = 3
 	cudaR16BF               = 14
+	cudaR32F                = 0
 	cublasCompute32F        = 68
 	cublasGemmDefaultTensor = 99
+	cublasGemmDefault       = -1
 )
 
 // cublasNames are tried in order: CUDA 13, 12, 11, then the unversioned development link.

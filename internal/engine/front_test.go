@@ -60,8 +60,12 @@ func TestTransformersFrontPassesFunctionalSuite(t *testing.T) {
 	if f.Status != results.StatusOK {
 		t.Fatalf("functional suite: %s %s %+v\n%s", f.Status, f.Error, f.Tests, e.LogTail(30))
 	}
-	if len(f.Tests) != 6 {
-		t.Fatalf("want 6 tests, got %+v", f.Tests)
+	if len(f.Tests) != 7 {
+		t.Fatalf("want 7 tests, got %+v", f.Tests)
+	}
+	// The greedy case compares the front's own token ids (return_token_ids), and the repeat agrees.
+	if g := f.Greedy; g == nil || g.Basis != "token_ids" || g.RepeatDiff != nil || len(g.Outputs) == 0 || len(g.Outputs[0].TokenIDs) == 0 {
+		t.Errorf("greedy case %+v", g)
 	}
 }
 

@@ -44,7 +44,8 @@ const (
 )
 
 type suite struct {
-	o Options
+	o         Options
+	greedyOut *results.GreedyOutputs // what the greedy case received
 }
 
 // Run runs the whole suite. The result's Status is ok when every test passed, flag when a test
@@ -77,6 +78,7 @@ func Run(ctx context.Context, o Options) *results.Functional {
 		{UnknownModel4xx, s.unknownModel},
 		{ContextOverflow4xx, s.contextOverflow},
 		{ConcurrentIsolation, s.concurrent},
+		{GreedyOutputs, s.greedy},
 	}
 	out := &results.Functional{Status: results.StatusOK}
 	for i, tt := range tests {
@@ -100,6 +102,7 @@ func Run(ctx context.Context, o Options) *results.Functional {
 		}
 		out.Tests = append(out.Tests, ft)
 	}
+	out.Greedy = s.greedyOut
 	return out
 }
 

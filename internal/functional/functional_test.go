@@ -109,7 +109,7 @@ func TestSuite(t *testing.T) {
 			if d := time.Since(start); d > 30*time.Second {
 				t.Fatalf("the suite took %v", d)
 			}
-			if r.Status != tt.status || len(r.Tests) != 6 {
+			if r.Status != tt.status || len(r.Tests) != 7 {
 				t.Fatalf("status %s (%d tests), want %s: %+v", r.Status, len(r.Tests), tt.status, r.Tests)
 			}
 			for _, ft := range r.Tests {
@@ -126,8 +126,8 @@ func TestUnrunnableIsFailedNeverPass(t *testing.T) {
 	url := srv.URL
 	srv.Close() // nothing listens any more
 	r := Run(context.Background(), Options{URL: url, Model: "m", Timeout: 2 * time.Second})
-	if r.Status != results.StatusFailed || r.Error == "" || len(r.Tests) != 6 {
-		t.Fatalf("want a failed suite with 6 failed tests, got %+v", r)
+	if r.Status != results.StatusFailed || r.Error == "" || len(r.Tests) != 7 {
+		t.Fatalf("want a failed suite with 7 failed tests, got %+v", r)
 	}
 	for _, ft := range r.Tests {
 		if ft.Passed {

@@ -310,7 +310,24 @@ func (s *nvmlSource) Sample(i int) (results.PowerSample, error) {
 		if r != nvml.SUCCESS {
 			return r
 		}
-		ps.UtilPct = int(u.Gpu)
+		ps.UtilPct, ps.MemUtilPct = int(u.Gpu), int(u.Memory)
+		return r
+	})
+	// Telemetry under the load (issue 33): not counted towards "no telemetry" (older drivers and
+	// some GPUs lack them; the five above decide).
+	var extra []string
+	s.call(&extra, "nvmlDeviceGetClockInfo", func() nvml.Return {
+		c, r := d.GetClockInfo(nvml.CLOCK_MEM)
+		if r == nvml.SUCCESS {
+			ps.MemClockMHz = int(c)
+		}
+		return r
+	})
+	s.call(&extra, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
+		m, r := d.GetMemoryInfo()
+		if r == nvml.SUCCESS {
+			ps.MemUsedMiB = int64(m.Used >> 20)
+		}
 		return r
 	})
 	if len(notes) >= 5 {

@@ -20,12 +20,13 @@ func runBurn(ctx context.Context, src gpu.Source, bench BenchRunner, gh *results
 	defer cancel()
 	type outcome struct {
 		tflops float64
+		check  *results.ResultCheck
 		err    error
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		t, err := bench.Burn(bctx, gh.GPU)
-		done <- outcome{t, err}
+		t, c, err := burn(bctx, bench, gh.GPU)
+		done <- outcome{t, c, err}
 	}()
 	tick := time.NewTicker(o.SampleEvery)
 	defer tick.Stop()
@@ -34,7 +35,7 @@ func runBurn(ctx context.Context, src gpu.Source, bench BenchRunner, gh *results
 	for {
 		select {
 		case res := <-done:
-			b.TFLOPS = res.tflops
+			b.TFLOPS, b.Check = res.tflops, res.check
 			if spec, ok := o.Catalog.LookupGPU(gh.GPU.Name); ok && spec.BF16TFLOPS > 0 && res.err == nil && res.tflops > 0 {
 				b.Peak, b.Ratio = ptr(spec.BF16TFLOPS), ptr(res.tflops/spec.BF16TFLOPS)
 			}

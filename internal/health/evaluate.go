@@ -139,6 +139,7 @@ func judgeGPU(gh *results.GPUHealth, o Options, source string) {
 		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
 	}
 	judgeBusyAndFloors(gh, o, flag)
+	judgeResultChecks(gh, flag)
 	if g.NUMANode < 0 && source != "sim" && (len(gh.Bench) > 0 || gh.Burn != nil) {
 		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
 	}

@@ -209,7 +209,8 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 			gh.Bench = append(gh.Bench, mb)
 			continue
 		}
-		v, unit, err := bench.Microbench(ctx, gh.GPU, name)
+		v, unit, check, err := microbench(ctx, bench, gh.GPU, name)
+		mb.Check = check
 		if err != nil {
 			mb.Status, mb.Error = results.StatusFailed, err.Error()
 		} else {

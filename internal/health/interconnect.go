@@ -24,7 +24,7 @@ const (
 )
 
 // failingChecks are the rules whose flag makes a GPU failed, not just flagged.
-var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: true}
+var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: true, CheckResults: true}
 
 // LinkRunner measures GPU-to-GPU bandwidth: cuda.Peer on a host, SimLinks on the simulator.
 type LinkRunner interface {

@@ -2,6 +2,9 @@ package health
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/gpu"
@@ -13,6 +16,9 @@ import (
 type IndexedBench interface {
 	Microbench(i int, name string) (value float64, unit string, err error)
 	Load(i int, d time.Duration) error
+	// Mismatch says whether result number n (from 1) of a GEMM benchmark ("burn" or a microbenchmark
+	// name), since into it, differs from the first result on GPU i (sim.FleetConfig.Corrupt).
+	Mismatch(i int, bench string, n int64, since time.Duration) bool
 }
 
 // SimBench adapts the simulator's Fleet to BenchRunner.
@@ -28,21 +34,67 @@ func (s SimBench) Microbench(ctx context.Context, g results.GPUInfo, name string
 // Burn holds the virtual GPU "busy" until ctx ends (the burn's telemetry comes from the Fleet's
 // Sample) and reports the Fleet's BF16 GEMM figure as the sustained rate.
 func (s SimBench) Burn(ctx context.Context, g results.GPUInfo) (float64, error) {
+	v, _, err := s.CheckedBurn(ctx, g)
+	return v, err
+}
+
+// simCheckMethod says what a simulated result check is.
+const simCheckMethod = "simulated: results counted at the simulated BF16 GEMM rate, each compared with the first (a corrupt GPU, --sim-corrupt, differs)"
+
+// CheckedBurn is Burn with the simulated result check: as many n=8192 BF16 GEMM results as the
+// simulated rate gives, all equal to the first on a healthy GPU; on a corrupt one, one in
+// sim.CorruptEvery differs from sim.CorruptFrom on (the Fleet's Mismatch).
+func (s SimBench) CheckedBurn(ctx context.Context, g results.GPUInfo) (float64, *results.ResultCheck, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	last := time.Now()
+	start := time.Now()
+	last := start
+	c := &results.ResultCheck{Method: simCheckMethod, Tile: "simulated: 64 elements of the first result within tolerance"}
+	tflops, _, err := s.Fleet.Microbench(g.Index, "gemm_bf16")
+	if err != nil {
+		return 0, nil, err
+	}
+	perResult := 2 * math.Pow(8192, 3) / (tflops * 1e12) // seconds per GEMM
+	var done float64
 	for {
 		select {
 		case <-ctx.Done():
-			v, _, err := s.Fleet.Microbench(g.Index, "gemm_bf16")
-			return v, err
+			return tflops, c, nil
 		case now := <-tick.C:
 			if err := s.Fleet.Load(g.Index, now.Sub(last)); err != nil {
-				return 0, err
+				return 0, c, err
 			}
+			n := int64((done + now.Sub(last).Seconds()) / perResult)
+			done += now.Sub(last).Seconds() - float64(n)*perResult
 			last = now
+			for k := int64(0); k < n; k++ {
+				c.Checked++
+				if s.Fleet.Mismatch(g.Index, "burn", c.Checked, now.Sub(start)) {
+					c.Mismatches++
+					if c.FirstMismatchS == nil {
+						at := now.UTC()
+						c.FirstMismatchS, c.FirstMismatchAt = ptr(now.Sub(start).Seconds()), &at
+						c.MismatchDetail = fmt.Sprintf("result %d: row checksums differ from the first result's (simulated corruption)", c.Checked)
+					}
+				}
+			}
 		}
 	}
+}
+
+// CheckedMicrobench is Microbench with the simulated result check of GEMMs: one result against the
+// first; a corrupt GPU's BF16 GEMM differs.
+func (s SimBench) CheckedMicrobench(ctx context.Context, g results.GPUInfo, name string) (float64, string, *results.ResultCheck, error) {
+	v, unit, err := s.Microbench(ctx, g, name)
+	if err != nil || !strings.Contains(name, "gemm") {
+		return v, unit, nil, err
+	}
+	c := &results.ResultCheck{Method: simCheckMethod, Checked: 1, Tile: "simulated: 64 elements of the first result within tolerance"}
+	if s.Fleet.Mismatch(g.Index, name, 1, 0) {
+		c.Mismatches, c.FirstMismatchS = 1, ptr(0.0)
+		c.MismatchDetail = "the last timed result's row checksums differ from the first result's (simulated corruption)"
+	}
+	return v, unit, c, nil
 }
 
 func (s SimBench) Describe(string) string { return "simulated (roofline model of the catalog GPU)" }

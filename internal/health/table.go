@@ -87,7 +87,7 @@ func renderBench(w io.Writer, h *results.Health) {
 	}
 	fmt.Fprintln(w, "\nMicrobenchmarks (vs the datasheet peak of the detected GPU)")
 	t := table(w)
-	fmt.Fprintln(t, "GPU\tBENCHMARK\tMEASURED\tPEAK\tRATIO\tSTATUS\tBINDING")
+	fmt.Fprintln(t, "GPU\tBENCHMARK\tMEASURED\tPEAK\tRATIO\tANSWER\tSTATUS\tBINDING")
 	for _, gh := range h.GPUs {
 		for i, b := range gh.Bench {
 			bind := ""
@@ -95,7 +95,7 @@ func renderBench(w io.Writer, h *results.Health) {
 				bind = gh.Binding
 			}
 			if b.Status == results.StatusFailed {
-				fmt.Fprintf(t, "%d\t%s\t-\t-\t-\tfailed: %s\t%s\n", gh.GPU.Index, b.Name, b.Error, bind)
+				fmt.Fprintf(t, "%d\t%s\t-\t-\t-\t-\tfailed: %s\t%s\n", gh.GPU.Index, b.Name, b.Error, bind)
 				continue
 			}
 			peak, ratio := "-", "-"
@@ -103,7 +103,7 @@ func renderBench(w io.Writer, h *results.Health) {
 				peak = fmt.Sprintf("%s %s", num(*b.Peak), b.Unit)
 				ratio = fmt.Sprintf("%.2f", *b.Ratio)
 			}
-			fmt.Fprintf(t, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\n", gh.GPU.Index, b.Name, num(b.Value), b.Unit, peak, ratio, b.Status, bind)
+			fmt.Fprintf(t, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", gh.GPU.Index, b.Name, num(b.Value), b.Unit, peak, ratio, answerCell(b.Check), b.Status, bind)
 		}
 	}
 	t.Flush()
@@ -121,14 +121,14 @@ func renderBurn(w io.Writer, h *results.Health) {
 	}
 	fmt.Fprintf(w, "\nBurn (BF16 GEMM flat out, telemetry every second)\n")
 	t := table(w)
-	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
+	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tRESULTS CHECKED / WRONG\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
 	for _, gh := range rows {
 		b := gh.Burn
 		reasons := "none"
 		if len(b.ReasonsSeen) > 0 {
 			reasons = strings.Join(b.ReasonsSeen, ",")
 		}
-		fmt.Fprintf(t, "%d\t%s\t%.1f\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, durationOf(b.Duration), b.TFLOPS, len(b.Samples),
+		fmt.Fprintf(t, "%d\t%s\t%.1f\t%s\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, durationOf(b.Duration), b.TFLOPS, checkCell(b.Check), len(b.Samples),
 			b.PowerMeanW, b.PowerMaxW, b.PowerLimitW, b.MinSMClockMHz, b.MaxTempC, reasons, dash(b.Error))
 	}
 	t.Flush()
@@ -305,4 +305,27 @@ func i64ptr(i *int64) string {
 		return "-"
 	}
 	return fmt.Sprint(*i)
+}
+
+// checkCell is a result check in a table cell: "2132 / 0", "not checked".
+func checkCell(c *results.ResultCheck) string {
+	if c == nil {
+		return "not checked"
+	}
+	s := fmt.Sprintf("%d / %d", c.Checked, c.Mismatches)
+	if c.TileMismatches > 0 {
+		s += fmt.Sprintf(" (tile: %d wrong)", c.TileMismatches)
+	}
+	return s
+}
+
+// answerCell is a microbenchmark's result check: "checked", "WRONG", "-" (a copy: nothing to check).
+func answerCell(c *results.ResultCheck) string {
+	switch {
+	case c == nil:
+		return "-"
+	case c.Failed():
+		return "WRONG"
+	}
+	return "checked"
 }

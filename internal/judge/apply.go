@@ -119,6 +119,10 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 			}
 		}
 	}
+	greedyAgreement(m)
+	for ei := range m.Endpoints {
+		telemetryFlags(m.Model, &m.Endpoints[ei])
+	}
 	m.Flags = dropJudgeFlags(m.Flags)
 	st := results.StatusSkipped
 	for ei := range m.Endpoints {

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/functional"
+	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -306,9 +307,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if lb != "" {
 		ep.Binding = strings.TrimPrefix(ep.Binding+"; load generator: "+lb, "; ")
 	}
-	ld, pw, during, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
+	ld, pw, tel, during, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
-	ep.Load, ep.Power = ld, pw
+	ep.Load, ep.Power, ep.Telemetry = ld, pw, tel
 	if during != nil {
 		ep.Busy = append(ep.Busy, *during)
 		r.progress("%s on gpu %v: %s", model, slot.GPUs, during.Reason)
@@ -396,15 +397,19 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 
 // load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
 // The busy watch rides on the power sampler: it reads what else is on the GPUs at every sample.
-func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, *results.Busy, error) {
+func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, *results.Telemetry, *results.Busy, error) {
 	if err := r.inject("load", slot.Index); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	if r.deps.Load == nil {
-		return nil, nil, nil, fmt.Errorf("no load generator in this build")
+		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
 	var sampler *power.Sampler
 	var watch *busyWatch
+	// Each GPU's own telemetry under the load (issue 33): every power sample, per GPU, and the
+	// error counters before and after.
+	var rec *power.Recorder
+	var before map[int]gpu.ErrorCounts
 	if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
 		src := r.src
 		watch = newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
@@ -417,17 +422,18 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 				}
 			})
 		}
+		rec, before = power.NewRecorder(slot.GPUs), power.ReadCounts(src, slot.GPUs)
 		sampler = power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
 			if watch != nil {
 				watch.check()
 			}
-			return sumSamples(src, slot.GPUs)
+			return sumSamples(src, slot.GPUs, rec)
 		})
 	}
 	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
@@ -446,17 +452,19 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		}
 	}
 	var pw *results.Power
+	var tel *results.Telemetry
 	if sampler != nil {
 		peak := 0.0
 		if ld != nil {
 			peak = ld.PeakOutputTokS
 		}
 		pw = sampler.Stop(peak)
+		tel = rec.Result(r.srcName, cfg.Power.Interval.D(), ld, before, power.ReadCounts(r.src, slot.GPUs))
 	}
 	if ld != nil && ctx.Err() != nil {
 		ld.Interrupted = true
 	}
-	return ld, pw, watch.result(ld), err
+	return ld, pw, tel, watch.result(ld), err
 }
 
 // envOr reads the environment variable named (the only place secrets come from).
@@ -467,12 +475,17 @@ func envOr(name string) string {
 	return os.Getenv(name)
 }
 
-func sumSamples(src Source, gpus []int) (results.PowerSample, error) {
+// sumSamples reads every GPU of the slot once: the slot's power is their sum (clocks the lowest,
+// temperature and utilisation the highest); rec, when set, keeps each GPU's own sample.
+func sumSamples(src Source, gpus []int, rec *power.Recorder) (results.PowerSample, error) {
 	var out results.PowerSample
 	for i, g := range gpus {
 		s, err := src.Sample(g)
 		if err != nil {
 			return out, err
+		}
+		if rec != nil {
+			rec.Add(g, s, time.Now())
 		}
 		out.PowerW += s.PowerW
 		if i == 0 || s.SMClockMHz < out.SMClockMHz {

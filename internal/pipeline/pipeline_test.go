@@ -56,7 +56,7 @@ func TestSimEndToEnd(t *testing.T) {
 		if e.Load == nil || len(e.Load.Runs) < 3 || e.Load.PeakOutputTokS <= 0 {
 			t.Errorf("gpu %v: no load measured: %+v", e.GPUs, e.Load)
 		}
-		if e.Functional == nil || e.Functional.Status != results.StatusOK || len(e.Functional.Tests) != 6 {
+		if e.Functional == nil || e.Functional.Status != results.StatusOK || len(e.Functional.Tests) != 7 {
 			t.Errorf("gpu %v: functional suite: %+v", e.GPUs, e.Functional)
 		}
 		if e.Power == nil || len(e.Power.Samples) == 0 || e.Power.MeanW <= 0 {
@@ -77,7 +77,7 @@ func TestSimEndToEnd(t *testing.T) {
 	}
 	var sb strings.Builder
 	Render(&sb, s)
-	if !strings.Contains(sb.String(), "Qwen/Qwen3-8B  0") || !strings.Contains(sb.String(), "6/6") {
+	if !strings.Contains(sb.String(), "Qwen/Qwen3-8B  0") || !strings.Contains(sb.String(), "7/7") {
 		t.Errorf("terminal table:\n%s", sb.String())
 	}
 	for _, f := range []string{"report.html", "junit.xml", "ctrf.json"} { // CTRF beside JUnit on every backend

@@ -123,6 +123,7 @@ type modelView struct {
 	GateHeads                            []kv     // check id -> column title
 	Rows                                 []epRow
 	Throughput, TTFT, Power              template.HTML
+	Telemetry                            []template.HTML // one chart per GPU: clocks, power, temperature under the load
 	Functional                           *funcTable
 	Compare                              *compareTable
 	Notes                                []string

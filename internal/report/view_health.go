@@ -36,7 +36,9 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 		hv.Health = buildHealth(h.Health, large)
 	}
 	for _, m := range h.Models {
-		hv.Models = append(hv.Models, buildModel(s, h.Name, m, large, powerLimit(h)))
+		mv := buildModel(s, h.Name, m, large, powerLimit(h))
+		mv.Telemetry = telemetryCharts(m, maxClocks(h), powerLimit(h))
+		hv.Models = append(hv.Models, mv)
 	}
 	return hv
 }

@@ -121,6 +121,9 @@ type Microbench struct {
 	// table); below it the figure is flagged. Busy: measured while the GPU was not gpuvet's alone.
 	Floor *float64 `json:"floor,omitempty"`
 	Busy  bool     `json:"busy,omitempty"`
+
+	// Check is the check of the GEMM's answer (GEMMs only; nil: not checked).
+	Check *ResultCheck `json:"check,omitempty"`
 }
 
 // Burn summarises a sustained GEMM with 1 Hz NVML sampling.
@@ -140,6 +143,9 @@ type Burn struct {
 	Peak  *float64 `json:"peak,omitempty"`
 	Ratio *float64 `json:"ratio,omitempty"`
 	Floor *float64 `json:"floor,omitempty"`
+
+	// Check is the check of every burn GEMM's answer (nil: not checked).
+	Check *ResultCheck `json:"check,omitempty"`
 }
 
 // PowerSample is one NVML reading (burn, and power sampling during load).
@@ -150,6 +156,10 @@ type PowerSample struct {
 	TempC        int     `json:"temp_c,omitempty"`
 	ClockReasons uint64  `json:"clock_reasons,omitempty"`
 	UtilPct      int     `json:"util_pct,omitempty"`
+	// Telemetry under the load (issue 33): memory clock, memory controller utilisation, memory in use.
+	MemClockMHz int   `json:"mem_clock_mhz,omitempty"`
+	MemUtilPct  int   `json:"mem_util_pct,omitempty"`
+	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
 }
 
 // DCGM is the result of `dcgmi diag`.

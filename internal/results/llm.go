@@ -67,6 +67,9 @@ type Endpoint struct {
 	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
 	// its figures then cannot pass a gate or a comparison.
 	Busy []Busy `json:"busy,omitempty"`
+
+	// Telemetry is each GPU's own telemetry during the load, aligned to the rungs (issue 33).
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
@@ -351,6 +354,10 @@ type Functional struct {
 	Status Status           `json:"status"`
 	Tests  []FunctionalTest `json:"tests"`
 	Error  string           `json:"error,omitempty"`
+
+	// Greedy is what the greedy_outputs case received (nil: not run); the judge compares it across
+	// the GPUs of the model.
+	Greedy *GreedyOutputs `json:"greedy,omitempty"`
 }
 
 // FunctionalTest is one conformance check.

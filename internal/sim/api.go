@@ -60,6 +60,7 @@ type genRequest struct {
 	N                   *int            `json:"n"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *streamOptions  `json:"stream_options"`
+	ReturnTokenIDs      bool            `json:"return_token_ids"`
 
 	chat        bool
 	promptText  string // the text the prompt tokens were counted on

@@ -287,3 +287,34 @@ func TestJitterBoundsAndSeed(t *testing.T) {
 		t.Errorf("unknown path: %d %s", resp.StatusCode, body)
 	}
 }
+
+// Issue 33: the correctness faults' settings, and what they do to the fleet.
+func TestCorruptAndThrottleSettings(t *testing.T) {
+	for _, bad := range []FleetConfig{{Corrupt: "4"}, {Corrupt: "x"}, {Throttle: "4"}, {Throttle: "1:too_hot"}, {Throttle: "1:hw_slowdown:5s-2s"}} {
+		bad.GPU, bad.Count, bad.StragglerIndex = "H200", 4, -1
+		if _, err := NewFleet(bad); err == nil {
+			t.Errorf("%+v: accepted", bad)
+		}
+	}
+	f, err := NewFleet(FleetConfig{GPU: "H200", Count: 4, StragglerIndex: -1, Corrupt: "1", Throttle: "2:hw_power_brake_slowdown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Corrupt(1) || f.Corrupt(0) || f.Mismatch(0, "burn", CorruptEvery, 2*CorruptFrom) || !f.Mismatch(1, "burn", CorruptEvery, 2*CorruptFrom) ||
+		f.Mismatch(1, "burn", CorruptEvery, CorruptFrom/2) || f.Mismatch(1, "sgemm_fp32", 1, 0) || !f.Mismatch(1, "gemm_bf16", 1, 0) {
+		t.Error("corrupt GPU 1: wrong mismatch pattern")
+	}
+	if f.ThrottleSpeed(2) != ThrottleSpeed || f.ThrottleSpeed(0) != 1 || f.Speed(2) != 1 {
+		t.Errorf("speeds %v %v", f.Speed(2), f.Speed(0))
+	}
+	if err := f.Load(2, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := f.Sample(2)
+	if s.ClockReasons != 0x80 || s.SMClockMHz > int(float64(f.maxClock())*ThrottleSpeed) {
+		t.Errorf("throttled sample %+v, want hw_power_brake_slowdown (0x80) and cut clocks", s)
+	}
+	if s, _ := f.Sample(0); s.ClockReasons&0x80 != 0 {
+		t.Errorf("healthy GPU sample %+v", s)
+	}
+}

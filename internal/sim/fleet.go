@@ -24,6 +24,10 @@ type FleetConfig struct {
 	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
 	// "GPU[:FROM[-TO]]", e.g. "1" or "1:5s-20s"; "": none.
 	CoTenant string
+	// Corrupt makes one GPU compute wrong answers: "GPU", "" none. Throttle slows one GPU with a
+	// clock-event reason: "GPU[:REASON[:FROM[-TO]]]", "" none (correct.go).
+	Corrupt  string
+	Throttle string
 	// Catalog is where GPU is looked up (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }
@@ -40,6 +44,8 @@ type Fleet struct {
 	fault     linkFault
 	linkReads int
 	cotenant  coTenant
+	corrupt   int
+	throttle  throttle
 }
 
 type vgpu struct {
@@ -94,7 +100,15 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct}
+	corrupt, err := parseCorrupt(cfg.Corrupt, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	th, err := parseThrottle(cfg.Throttle, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}
@@ -266,8 +280,21 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	case util > 0.9:
 		reasons = 0x4
 	}
+	if bit, on := f.throttleOn(i, now); on && util >= 0.05 {
+		// A throttled card under load: the reason set, clocks and power cut with its speed; a thermal
+		// reason comes with the heat that caused it.
+		reasons, clk, power = bit, clk*ThrottleSpeed, power*ThrottleSpeed
+		if bit == 0x20 || bit == 0x40 {
+			temp = math.Max(temp, 91)
+		}
+	}
+	used := g.usedMiB
+	if f.coTenantOn(i, now) {
+		used += CoTenantMiB
+	}
 	return results.PowerSample{T: now.Sub(f.start).Seconds(), PowerW: math.Round(power*10) / 10,
-		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100)}, nil
+		SMClockMHz: int(clk), TempC: int(math.Round(temp)), ClockReasons: reasons, UtilPct: int(util * 100),
+		MemClockMHz: simMemClockMHz, MemUtilPct: int(util * 60), MemUsedMiB: used}, nil
 }
 
 // Speed is GPU i's speed relative to a healthy one now: 1.0, or 1 − StragglerPct/100 for the
@@ -314,7 +341,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	fmt.Fprintf(h, "%d/%d/%s", f.cfg.Seed, i, name)
 	rng := rand.New(rand.NewPCG(h.Sum64(), 0))
 	noise := 1 + 0.01*(2*rng.Float64()-1)
-	return peak * me.eff * f.Speed(i) * noise, me.unit, nil
+	return peak * me.eff * f.Speed(i) * f.ThrottleSpeed(i) * noise, me.unit, nil
 }
 
 // Close releases the fleet (nothing to release today; servers attached to it keep working).

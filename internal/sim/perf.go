@@ -71,6 +71,8 @@ type Perf struct {
 	KVBlocks  int     // KV-cache capacity in blocks (per GPU, the same on every GPU of the group)
 	// Speed scales every step: 1 healthy, 0.7 for a GPU 30 % slower (a straggler).
 	Speed float64
+	// Slowdown, when set, scales each step by what it says then (a throttle that comes and goes).
+	Slowdown func() float64
 }
 
 // NewPerf builds the cost model for model on gpu under cfg. It fails when the weights do not fit,
@@ -165,6 +167,9 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	speed := p.Speed
 	if speed <= 0 {
 		speed = 1
+	}
+	if p.Slowdown != nil {
+		speed *= p.Slowdown()
 	}
 	// Round the healthy step first, so a straggler's step is an exact multiple of it.
 	return time.Duration(float64(time.Duration(t*1e9)) / speed)

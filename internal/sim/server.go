@@ -138,6 +138,16 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		p.Speed = speed
+		if f := cfg.Fleet; f != nil {
+			first, n := cfg.GPUIndex, p.Cfg.TP
+			p.Slowdown = func() float64 {
+				sp := 1.0
+				for i := first; i < first+n; i++ {
+					sp = min(sp, f.ThrottleSpeed(i))
+				}
+				return sp
+			}
+		}
 		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
 		var onStep func(time.Duration)
 		if f := cfg.Fleet; f != nil {
@@ -349,6 +359,9 @@ type plan struct {
 	finish   string // "length" or "stop"
 	wordSeed uint64 // picks the output words
 	fault    faultPlan
+	// drift: the server runs on a corrupt GPU (FleetConfig.Corrupt): from token CorruptDrift on, its
+	// words are not the ones a healthy GPU gives the same request.
+	drift bool
 }
 
 // decide fixes a request's output length, text and faults from its content and the server seed.
@@ -374,16 +387,29 @@ func (s *Server) decide(req *genRequest, n uint64) plan {
 		p.out, p.finish = max(natural, req.MinTokens), "stop"
 	}
 	p.fault = s.cfg.Faults.plan(rng, p.out)
+	p.drift = s.cfg.Fleet != nil && s.cfg.Fleet.Corrupt(s.cfg.GPUIndex)
 	return p
 }
 
 // word is output token k (1-based) of a request.
-func word(seed uint64, k int) string {
+func word(seed uint64, k int) string { return outputWords[wordIndex(seed, k)] }
+
+// wordIndex is the id of output token k (1-based): its index in outputWords.
+func wordIndex(seed uint64, k int) int {
 	x := seed + uint64(k)*0x9e3779b97f4a7c15
 	x ^= x >> 31
 	x *= 0xbf58476d1ce4e5b9
 	x ^= x >> 29
-	return outputWords[x%uint64(len(outputWords))]
+	return int(x % uint64(len(outputWords)))
+}
+
+// token is the id of output token k (1-based) of the planned request: a corrupt GPU's drift from
+// token CorruptDrift+1 on (position CorruptDrift counted from 0).
+func (p plan) token(k int) int {
+	if p.drift && k > CorruptDrift {
+		return wordIndex(p.wordSeed^0x5bd1e995, k)
+	}
+	return wordIndex(p.wordSeed, k)
 }
 
 func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {

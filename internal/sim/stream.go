@@ -56,11 +56,11 @@ func (st *stream) appendChunk(b []byte, k int) []byte {
 	b = append(b, st.head...)
 	if st.chat {
 		b = append(b, `[{"index":0,"delta":{"content":"`...)
-		b = append(b, word(st.plan.wordSeed, k)...)
+		b = append(b, outputWords[st.plan.token(k)]...)
 		b = append(b, `"},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = append(b, `[{"index":0,"text":"`...)
-		b = append(b, word(st.plan.wordSeed, k)...)
+		b = append(b, outputWords[st.plan.token(k)]...)
 		b = append(b, `","logprobs":null,"finish_reason":`...)
 	}
 	if k == st.plan.out {
@@ -200,8 +200,10 @@ func (st *stream) runWhole(ctx context.Context) {
 		time.Sleep(f.stall)
 	}
 	text := make([]byte, 0, st.plan.out*4)
+	ids := make([]int, 0, st.plan.out)
 	for k := 1; k <= st.plan.out; k++ {
-		text = append(text, word(st.plan.wordSeed, k)...)
+		ids = append(ids, st.plan.token(k))
+		text = append(text, outputWords[ids[k-1]]...)
 	}
 	usage := map[string]any{"prompt_tokens": st.req.promptToks, "total_tokens": st.req.promptToks + st.plan.out,
 		"completion_tokens": st.plan.out, "prompt_tokens_details": nil}
@@ -214,6 +216,9 @@ func (st *stream) runWhole(ctx context.Context) {
 	} else {
 		choice = map[string]any{"index": 0, "text": string(text), "logprobs": nil, "finish_reason": st.plan.finish,
 			"stop_reason": nil, "prompt_logprobs": nil}
+	}
+	if st.req.ReturnTokenIDs {
+		choice["token_ids"] = ids // vLLM's return_token_ids (0.10.2+): the output's token ids
 	}
 	now := time.Now()
 	for range st.plan.out {

@@ -431,7 +431,7 @@ class Front:
         except APIError as e:
             return self.error(e)
         stream = bool(body.get("stream", False))
-        state = {"n": 0, "first": None, "finish": None, "rid": rid}
+        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": []}
         try:
             if stream:
                 return await self.stream(request, body, chat, ids, q, so, state, max_new)
@@ -502,6 +502,7 @@ class Front:
                     state["finish"] = "stop"
                     break
                 text += step(t)
+                state["ids"].append(t)
                 n += 1
             if n:
                 if state["first"] is None:
@@ -533,6 +534,8 @@ class Front:
             choice["message"] = {"role": "assistant", "content": text}
         else:
             choice["text"] = text
+        if body.get("return_token_ids"):  # vLLM's field (0.10.2+): the output's token ids, for gpuvet's greedy case
+            choice["token_ids"] = list(state["ids"])
         return web.json_response({"id": cid, "object": "chat.completion" if chat else "text_completion",
                                   "created": int(time.time()), "model": self.served, "choices": [choice],
                                   "usage": self.usage(ids, state)})

@@ -1,0 +1,118 @@
+package judge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CheckOutputsDiffer flags an endpoint whose greedy outputs (the functional suite's greedy case)
+// differ from the other GPUs' of the same model, or, alone, from its own repeat (issue 33).
+const CheckOutputsDiffer = "judge.outputs_differ"
+
+// greedyAgreement compares the greedy outputs of a model's endpoints. The promise it rests on: at
+// batch 1 and temperature 0 an engine runs the same kernels for the same request on every GPU of
+// one model, so one version of one engine gives the same tokens everywhere. It compares endpoints
+// of the same GPU name and tensor-parallel size only (another GPU or split may pick other kernels),
+// and not at all where no GPU repeats its own outputs (the engine does not keep the promise).
+func greedyAgreement(m *results.Model) {
+	groups := map[string][]*results.Endpoint{}
+	var keys []string
+	for i := range m.Endpoints {
+		ep := &m.Endpoints[i]
+		if ep.Functional == nil || ep.Functional.Greedy == nil {
+			continue
+		}
+		k := fmt.Sprintf("%s, tp %d", ep.GPUName, max(1, len(ep.GPUs)))
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], ep)
+	}
+	sort.Strings(keys)
+	if len(keys) > 1 {
+		addModelNote(m, "greedy outputs compared within each GPU model and tensor-parallel size only ("+strings.Join(keys, "; ")+"): another GPU or split may choose other kernels")
+	}
+	for _, k := range keys {
+		agreeWithin(m, groups[k])
+	}
+}
+
+func agreeWithin(m *results.Model, eps []*results.Endpoint) {
+	flag := func(ep *results.Endpoint, format string, args ...any) {
+		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckOutputsDiffer,
+			Reason: "outputs differ: " + fmt.Sprintf(format, args...) + "; at temperature 0 and batch 1 a healthy GPU gives the tokens its siblings give: rerun, and drain the GPU if it persists (run `gpuvet health --burn 10m` on it)"})
+	}
+	var steady []*results.Endpoint
+	for _, ep := range eps {
+		if ep.Functional.Greedy.RepeatDiff == nil {
+			steady = append(steady, ep)
+		}
+	}
+	switch {
+	case len(eps) == 1 && len(steady) == 0:
+		flag(eps[0], "its repeat of the same prompts differs at %s", eps[0].Functional.Greedy.RepeatDiff)
+		return
+	case len(steady) == 0:
+		addModelNote(m, fmt.Sprintf("greedy outputs not compared across GPUs: none of the %d GPUs repeats its own outputs at temperature 0 and batch 1, so the engine does not keep the promise the check rests on (deterministic greedy decoding)", len(eps)))
+		return
+	}
+	for _, ep := range eps {
+		if d := ep.Functional.Greedy.RepeatDiff; d != nil {
+			flag(ep, "its repeat of the same prompts differs at %s, while %d other GPU(s) repeat theirs", d, len(steady))
+		}
+	}
+	// Classes of equal outputs among the GPUs that repeat theirs; the largest is the majority when
+	// it holds more than half of them.
+	var classes [][]*results.Endpoint
+	for _, ep := range steady {
+		placed := false
+		for i, c := range classes {
+			if ep.Functional.Greedy.FirstDiff(c[0].Functional.Greedy) == nil {
+				classes[i], placed = append(c, ep), true
+				break
+			}
+		}
+		if !placed {
+			classes = append(classes, []*results.Endpoint{ep})
+		}
+	}
+	if len(classes) < 2 {
+		return
+	}
+	sort.SliceStable(classes, func(i, j int) bool { return len(classes[i]) > len(classes[j]) })
+	major := classes[0]
+	if 2*len(major) <= len(steady) {
+		for _, c := range classes {
+			for _, ep := range c {
+				other := major[0]
+				if other == ep {
+					other = classes[1][0]
+				}
+				flag(ep, "%s differs from %s's at %s, and no majority of GPUs says which is right", gpuList(ep.GPUs), gpuList(other.GPUs), ep.Functional.Greedy.FirstDiff(other.Functional.Greedy))
+			}
+		}
+		return
+	}
+	var names []string
+	for _, ep := range major {
+		names = append(names, strings.TrimPrefix(strings.TrimPrefix(gpuList(ep.GPUs), "gpus "), "gpu "))
+	}
+	for _, c := range classes[1:] {
+		for _, ep := range c {
+			flag(ep, "they differ from the majority's (gpus %s) at %s", strings.Join(names, ","), ep.Functional.Greedy.FirstDiff(major[0].Functional.Greedy))
+		}
+	}
+}
+
+// addModelNote adds a note once (Apply runs again on a loaded summary).
+func addModelNote(m *results.Model, note string) {
+	for _, n := range m.Notes {
+		if n == note {
+			return
+		}
+	}
+	m.Notes = append(m.Notes, note)
+}

@@ -1,0 +1,173 @@
+package judge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Verdicts on the GPUs' own telemetry under the load (issue 33): a GPU the hardware slowed during a
+// rung says so (and a rung whose throughput fell with it says by how much), and XIDs, uncorrected
+// ECC errors or a burst of PCIe replays during the load flag the GPU even when its figures pass.
+const (
+	CheckThrottled   = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
+	CheckClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
+	CheckXIDLoad     = "judge.xid_under_load"
+	CheckECCLoad     = "judge.ecc_under_load"
+	CheckReplayLoad  = "judge.pcie_replays_under_load"
+)
+
+// hwReasons are the clock-event reasons that are the hardware's, not the workload's: DCGM's
+// failure mask (gpu.FailureMask: 0x8, 0x20, 0x40, 0x80). sw_power_cap is a loaded GPU at its limit.
+var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+// Thresholds of the telemetry verdicts.
+const (
+	// fellPct: a rung this much below the rung before it "fell".
+	fellPct = 5.0
+	// minReasonShare: a reason active in less of a rung's samples is a blip, not a throttle.
+	minReasonShare = 0.10
+	// maxReplays: PCIe replays that grew more than this during one load are a marginal link.
+	maxReplays = 100
+)
+
+// telemetryFlags judges one endpoint's telemetry; it runs after the GPU-to-GPU comparisons so a
+// throttled GPU's gap is explained in its flag.
+func telemetryFlags(model string, ep *results.Endpoint) {
+	if ep.Telemetry == nil {
+		return
+	}
+	flag := func(check, reason string) {
+		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(model, ep), Check: check, Reason: reason})
+	}
+	gap := false
+	for _, f := range ep.Flags {
+		gap = gap || f.Check == CheckGPUToGPU
+	}
+	for _, gt := range ep.Telemetry.GPUs {
+		if r := throttleReason(gt, gap); r != "" {
+			flag(CheckClockEvents, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
+		}
+		if ep.Load != nil {
+			for _, r := range fellReasons(gt, ep.Load.Runs) {
+				flag(CheckThrottled, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
+			}
+		}
+		if len(gt.XIDs) > 0 {
+			var xs []string
+			for _, x := range gt.XIDs {
+				s := fmt.Sprintf("XID %d at %s", x.XID, x.Time.Format("15:04:05"))
+				if x.Note != "" {
+					s += " (" + x.Note + ")"
+				}
+				xs = append(xs, s)
+			}
+			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(xs, ", ")))
+		}
+		if d := gt.ECCUncorrected; d != nil && *d > 0 {
+			flag(CheckECCLoad, fmt.Sprintf("gpu %d: %d uncorrected ECC error(s) during the load: drain the GPU, run `dcgmi diag -r 3`, and RMA it if they recur", gt.GPU, *d))
+		}
+		if d := gt.PCIeReplays; d != nil && *d > maxReplays {
+			flag(CheckReplayLoad, fmt.Sprintf("gpu %d: the PCIe replay counter grew by %d during the load: a marginal link (reseat the card, check the riser and `lspci -vvv` AER errors)", gt.GPU, *d))
+		}
+	}
+}
+
+// throttleReason says which hardware reasons were active in which rungs, and the clocks they cost.
+func throttleReason(gt results.GPUTelemetry, gap bool) string {
+	best, worst := 0, 0
+	var parts []string
+	for _, name := range hwReasons {
+		var rungs []int
+		lo, hi := 1.0, 0.0
+		for _, rt := range gt.Rungs {
+			if sh := rt.ReasonShare[name]; sh >= minReasonShare {
+				rungs = append(rungs, rt.Rung+1)
+				lo, hi = min(lo, sh), max(hi, sh)
+			}
+		}
+		if len(rungs) > 0 {
+			share := fmt.Sprintf("%.0f %%", 100*hi)
+			if lo < hi {
+				share = fmt.Sprintf("%.0f–%.0f %%", 100*lo, 100*hi)
+			}
+			parts = append(parts, fmt.Sprintf("%s in %s of %d (%s of each)", name, rungList(rungs), len(gt.Rungs), share))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	for _, rt := range gt.Rungs {
+		throttled := false
+		for _, name := range hwReasons {
+			throttled = throttled || rt.ReasonShare[name] >= minReasonShare
+		}
+		if throttled && rt.SMClockMeanMHz > 0 && (worst == 0 || rt.SMClockMeanMHz < worst) {
+			worst = rt.SMClockMeanMHz
+		} else if !throttled {
+			best = max(best, rt.SMClockMeanMHz)
+		}
+	}
+	r := "hardware clock-event reasons under the load: " + strings.Join(parts, "; ")
+	if worst > 0 {
+		r += fmt.Sprintf("; SM clock down to %d MHz", worst)
+		if best > 0 {
+			r += fmt.Sprintf(" against %d MHz in the rungs without them", best)
+		}
+	}
+	if gap {
+		r += "; this explains its GPU-to-GPU gap"
+	}
+	return r + ": the hardware slowed the GPU (check airflow, fans, PSU and power-brake cabling, `nvidia-smi -q -d PERFORMANCE`)"
+}
+
+// rungList writes rung numbers with runs collapsed: "rungs 1–3, 5", "rung 2".
+func rungList(r []int) string {
+	var parts []string
+	for i := 0; i < len(r); {
+		j := i
+		for j+1 < len(r) && r[j+1] == r[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d–%d", r[i], r[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(r[i]))
+		}
+		i = j + 1
+	}
+	if len(r) == 1 {
+		return "rung " + parts[0]
+	}
+	return "rungs " + strings.Join(parts, ", ")
+}
+
+// fellReasons: each rung whose output fell more than fellPct below the rung before it while a
+// hardware reason was active in it.
+func fellReasons(gt results.GPUTelemetry, runs []results.Run) []string {
+	var out []string
+	for _, rt := range gt.Rungs {
+		k := rt.Rung
+		if k < 1 || k >= len(runs) || runs[k-1].OutputTokS <= 0 {
+			continue
+		}
+		drop := 100 * (1 - runs[k].OutputTokS/runs[k-1].OutputTokS)
+		if drop < fellPct {
+			continue
+		}
+		var on []string
+		for _, name := range hwReasons {
+			if sh := rt.ReasonShare[name]; sh > 0 {
+				on = append(on, fmt.Sprintf("%s was active %.0f %% of the rung", name, 100*sh))
+			}
+		}
+		if len(on) == 0 {
+			continue
+		}
+		sort.Strings(on)
+		out = append(out, fmt.Sprintf("rung %d (%s): %.0f %% below rung %d while %s", k+1, rt.Label, drop, k, strings.Join(on, " and ")))
+	}
+	return out
+}
