@@ -132,7 +132,9 @@ func (j Job) say(l string) {
 type Runner struct{ C *gossh.Client }
 
 // Run runs script in a new session and returns its stdout.
-func (r Runner) Run(ctx context.Context, script string) (string, error) { return output(ctx, r.C, script) }
+func (r Runner) Run(ctx context.Context, script string) (string, error) {
+	return output(ctx, r.C, script)
+}
 
 // AbsPath is p made absolute (as it is when that fails): manifests name files from anywhere.
 func AbsPath(p string) string {
