@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/hostprep"
+	"github.com/gpuvet/gpuvet/internal/hostprep/hostpreptest"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// prepHost is a bare Debian host (no driver, DCGM or numactl; a local apt repository of stand-in
+// NVIDIA packages) with its own sshd, trusted by the lab.
+func (l *realLab) prepHost(t *testing.T, addr string) *hostpreptest.Host {
+	t.Helper()
+	h := hostpreptest.New(t, addr, hostpreptest.Options{Authorized: l.authorized, SetEnv: []string{"GPUVET_TEST_AS_GPUVET=1"}})
+	l.trust(t, h.SSHD.KnownHostsLines())
+	return h
+}
+
+// prepArgs vet h as an ssh host running the local backend: GPUs from the installed nvidia-smi's
+// XML, DCGM's diagnostic through the installed dcgmi, the engine played by gpuvet's own simulator
+// (the copied binary, `./gpuvet sim`, in the run's folder on the host).
+func (l *realLab) prepArgs(h *hostpreptest.Host, out string, extra ...string) []string {
+	a := []string{"run", "--out", out, "--backend", "ssh", "--hosts", h.SSHD.Host, "--set", "ssh.port=" + strconv.Itoa(h.SSHD.Port),
+		"--set", "ssh.user=root", "--set", "ssh.identity_file=" + l.key, "--set", "ssh.known_hosts=" + l.knownHosts,
+		"--set", "ssh.config_file=/dev/null", "--set", "ssh.remote_dir=/tmp", "--set", "ssh.remote_backend=local",
+		"--set", "health.source=/usr/share/nvidia-standin/nvidia-smi-q-idle.xml", "--set", "health.gemm=false", "--set", "health.pcie=false",
+		"--engine", "generic", "--engine-cmd", "./gpuvet sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}",
+		"--set", "engine.version_command=./gpuvet --version", "--set", "engine.port_base=" + strconv.Itoa(21000+int(h.SSHD.Host[len(h.SSHD.Host)-1])*10),
+		"--set", "load.max_duration=1500ms", "--set", "load.rates=2", "--set", "load.prompt_tokens=64",
+		"--set", "load.output_tokens=32", "--set", "load.max_concurrency=4", "--set", "health.burn=0s"}
+	return append(a, extra...)
+}
+
+// A bare host vetted over real SSH with the local backend: the driver, DCGM and numactl are
+// installed before its run, used by it (its GPUs are read from the installed driver's files), and
+// purged after; the host's packages end as they began and the summary says what was done.
+func TestRealSSHDHostPrepInstallUsePurge(t *testing.T) {
+	l := newRealLab(t)
+	h := l.prepHost(t, "127.0.0.45")
+	before := h.Installed(t)
+	out := filepath.Join(l.dir, "out")
+	code, stdout, stderr := runFleetCLI(l.prepArgs(h, out))
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil || len(s.Hosts) != 1 {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	host := s.Hosts[0]
+	if host.Status == results.StatusFailed || code > 1 {
+		t.Fatalf("host failed (exit %d): %s\n%s", code, host.Error, stderr)
+	}
+	// The GPUs come from the XML the installed driver package put there (a capture source: DCGM's
+	// diagnostic through the installed dcgmi and its engine is TestChrootBareHostInstallUsePurge's).
+	if n := len(host.Discovery.GPUs); n != 1 || !strings.Contains(host.Discovery.GPUs[0].Name, "H200") {
+		t.Fatalf("discovery from the installed driver's nvidia-smi XML: %+v", host.Discovery)
+	}
+	p := host.Prep
+	if p == nil || !slices.Contains(p.Installed, "nvidia-open=580.159.04-1") || !slices.Contains(p.Installed, "datacenter-gpu-manager-4-cuda13=1:4.4.1-1") ||
+		!slices.Contains(p.Installed, "numactl=2.0.16-1") || !slices.Contains(p.Started, "nv-hostengine") {
+		t.Fatalf("host_prep record: %+v", p)
+	}
+	if len(p.Removed) != len(p.Installed)+len(p.Started) || len(p.Left) != 0 || !strings.HasPrefix(p.Autoremove, "ran") {
+		t.Fatalf("host_prep cleanup: %+v", p)
+	}
+	if after := h.Installed(t); !maps.Equal(after, before) {
+		t.Fatalf("the host's packages after the run differ from before:\nbefore %v\nafter  %v", before, after)
+	}
+	if ps := h.Procs("nv-hostengine"); len(ps) != 0 {
+		t.Fatalf("nv-hostengine left running: %v", ps)
+	}
+	if !strings.Contains(stderr, "host prep: apt-get install") || !strings.Contains(stderr, "host prep: apt-get purge") {
+		t.Fatalf("progress does not show the install and the purge:\n%s", stderr)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(l.state, "*.json")); len(ms) != 0 {
+		t.Fatalf("manifest left: %v", ms)
+	}
+}
+
+// A controller killed with kill -9 mid-run leaves the packages it installed on the host, listed in
+// the run manifest; `gpuvet clean` stops the remote run, collects its results, purges the packages
+// and stops the engine it started: the host ends as it began.
+func TestRealSSHDHostPrepKilledThenClean(t *testing.T) {
+	l := newRealLab(t)
+	h := l.prepHost(t, "127.0.0.46")
+	before := h.Installed(t)
+	out := filepath.Join(l.dir, "out")
+	cmd := gpuvet(l.prepArgs(h, out, "--set", "load.max_duration=30s")...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(240 * time.Second)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(h.Root, "tmp", "gpuvet-*", "out", "summary.json")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Signal(syscall.SIGQUIT) // its goroutines, in the output
+			time.Sleep(time.Second)
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the remote run never started:\n%s", output.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if _, ok := h.Installed(t)["nvidia-open"]; !ok {
+		t.Fatalf("the killed run had not installed the driver yet:\n%s", output.String())
+	}
+	ms, _ := filepath.Glob(filepath.Join(l.state, "ssh-*.json"))
+	if len(ms) != 1 {
+		t.Fatalf("manifests %v", ms)
+	}
+	m, err := fleet.ReadManifest(ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs int
+	for _, o := range m.Live() {
+		if o.Kind == hostprep.KindPackage {
+			pkgs++
+		}
+	}
+	if pkgs != 7 {
+		t.Fatalf("manifest lists %d packages, want the 7 installed: %+v", pkgs, m.Objects)
+	}
+	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
+	got, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("clean: %v\n%s", err, got)
+	}
+	for _, want := range []string{"removed ssh-dir", "removed apt-package nvidia-open=580.159.04-1", "removed dcgm-hostengine nv-hostengine", "removed apt-autoremove", "nothing left"} {
+		if !strings.Contains(string(got), want) {
+			t.Fatalf("clean output lacks %q:\n%s", want, got)
+		}
+	}
+	if after := h.Installed(t); !maps.Equal(after, before) {
+		t.Fatalf("after clean the host's packages differ from before:\nbefore %v\nafter  %v", before, after)
+	}
+	if ps := h.Procs("nv-hostengine"); len(ps) != 0 {
+		t.Fatalf("nv-hostengine left running: %v", ps)
+	}
+	if ms, _ := filepath.Glob(filepath.Join(l.state, "*.json")); len(ms) != 0 {
+		t.Fatalf("manifest left after clean: %v", ms)
+	}
+}
