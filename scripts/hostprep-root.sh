@@ -23,7 +23,9 @@ if [ "${1:-build}" = repo ]; then
   rm -rf "$repo.tmp"; mkdir -p "$repo.tmp/build"
   cp -r "$src"/standin/. "$src"/*.xml "$src"/*.txt "$src"/*.json "$repo.tmp/build/"
   (cd "$repo.tmp/build" && for c in *.ctl; do equivs-build "$c" >equivs.log 2>&1 || { cat equivs.log >&2; exit 1; }; done && mv ./*.deb ..) || exit 1
-  (cd "$repo.tmp" && timeout 120 apt-get download -q numactl libnuma1 >download.log 2>&1) || { cat "$repo.tmp/download.log" >&2; exit 1; }
+  # Debian's own numactl (the lists may be empty on a fresh machine: update them once then).
+  (cd "$repo.tmp" && { timeout 120 apt-get download -q numactl libnuma1 || { timeout 300 apt-get update -qq && timeout 120 apt-get download -q numactl libnuma1; }; } >download.log 2>&1) \
+    || { cat "$repo.tmp/download.log" >&2; exit 1; }
   rm -rf "$repo.tmp/build" "$repo.tmp/download.log"
   (cd "$repo.tmp" && dpkg-scanpackages -m . /dev/null 2>/dev/null | gzip -9 > Packages.gz)
   mv "$repo.tmp" "$repo"
