@@ -17,6 +17,10 @@ type HostPrep struct {
 	AllowDriverInstall bool `yaml:"allow_driver_install"`
 	// AllowNumactlInstall does the same for numactl (needed by engine.numa_bind).
 	AllowNumactlInstall bool `yaml:"allow_numactl_install"`
+	// VFIORelease releases the host's NVIDIA GPUs from vfio-pci for its run and restores them after
+	// (a KVM node with GPU passthrough, e.g. OpenNebula's, whose GPUs driverctl keeps on vfio-pci):
+	// the bare-metal re-measure of a virtualization node. Needs root login.
+	VFIORelease bool `yaml:"vfio_release"`
 	// Driver, DCGM and Numactl are the apt packages installed, each with its version pin ("" = the
 	// repository's candidate, recorded in the run's manifest and summary). DCGM's permission is
 	// health.dcgm.allow_install.
@@ -69,7 +73,8 @@ var (
 
 func hostPrepChecks(c Config) []check {
 	h := c.HostPrep
-	out := []check{{"host_prep.enabled", !oneOfStr(h.Enabled, "auto", "true", "false"), "want auto, true or false"}}
+	out := []check{{"host_prep.enabled", !oneOfStr(h.Enabled, "auto", "true", "false"), "want auto, true or false"},
+		{"host_prep.vfio_release", h.VFIORelease && !h.On(c.SSH.RemoteBackend), "releasing GPUs from vfio-pci needs host preparation on (host_prep.enabled true, or auto with ssh.remote_backend local): the run needs the driver"}}
 	for _, p := range []struct {
 		key string
 		p   AptPackage

@@ -65,6 +65,9 @@ type Plan struct {
 	Needs []Need
 	// Engine: DCGM's diagnostic needs nv-hostengine running; started when it is not (and stopped after).
 	Engine bool
+	// VFIORelease: the hosts are virtualization nodes whose GPUs are released from vfio-pci for the
+	// run and restored after (internal/vfio, driven by the backend).
+	VFIORelease bool
 
 	mu      sync.Mutex
 	records map[string]*results.HostPrep
@@ -80,7 +83,7 @@ func FromConfig(c config.Config) *Plan {
 	if !h.On(c.SSH.RemoteBackend) {
 		return nil
 	}
-	p := &Plan{records: map[string]*results.HostPrep{}}
+	p := &Plan{records: map[string]*results.HostPrep{}, VFIORelease: h.VFIORelease}
 	p.Needs = append(p.Needs, Need{What: "the NVIDIA driver", Binary: "nvidia-smi", Pkg: h.Driver, Allow: h.AllowDriverInstall,
 		AllowKey: "host_prep.allow_driver_install", PkgKey: "host_prep.driver", Hint: nvidiaRepo})
 	if c.Health.Enabled && c.Health.DCGM.Enabled {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/vfio"
 )
 
 // ObjectKind is the manifest kind of the folder gpuvet makes on a host.
@@ -31,11 +33,22 @@ type Host struct {
 	GPUs int
 	// Prep installs what the host lacks before the run and purges it after (nil: off).
 	Prep *hostprep.Plan
+	// VFIO releases the host's GPUs from vfio-pci for the run and restores them after (nil: off;
+	// needs Prep: the run needs the driver).
+	VFIO *VFIO
 
 	client *gossh.Client
 	obj    fleet.Object
 	made   bool
 	prep   *hostprep.Session
+	vfio   *vfio.Release
+}
+
+// VFIO is a virtualization node's vfio release: its roots and the GPUs its VMs hold.
+type VFIO struct {
+	Paths vfio.Paths
+	// Attached names the VM holding a GPU, by PCI address (OpenNebula's PCI monitoring).
+	Attached map[string]string
 }
 
 // Name is the host as the user named it.
@@ -57,13 +70,7 @@ func (h *Host) Provision(ctx context.Context) error {
 		h.obj.Identity = h.Target.IdentityFiles[0]
 	}
 	if h.Prep != nil {
-		// Before anything else: a host that cannot be prepared fails with nothing changed there.
-		var rec hostprep.Recorder
-		if h.Manifest != nil {
-			rec = h.Manifest
-		}
-		h.prep, err = h.Prep.Begin(ctx, Runner{c}, rec, h.obj, h.Target.Name, h.Job.say)
-		if err != nil {
+		if err := h.prepare(ctx, c); err != nil {
 			return err
 		}
 	}
@@ -76,6 +83,40 @@ func (h *Host) Provision(ctx context.Context) error {
 	h.made = err == nil || !errors.Is(err, errNotCreated) // a failed mkdir made nothing to remove
 	if !h.made && h.Manifest != nil {
 		_ = h.Manifest.Deleted(h.obj)
+	}
+	return err
+}
+
+// prepare releases the GPUs from vfio-pci (VFIO), installs what the host lacks (Prep), and binds
+// the released GPUs to the driver: before anything else, so a host that cannot be prepared fails
+// with nothing changed there. What was done is undone by Cleanup.
+func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
+	var recorder interface {
+		Record(fleet.Object) error
+		Deleted(fleet.Object) error
+	}
+	if h.Manifest != nil {
+		recorder = h.Manifest
+	}
+	say := h.Job.say
+	if h.VFIO != nil {
+		if out, err := output(ctx, c, "id -u"); err != nil || strings.TrimSpace(out) != "0" {
+			return fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
+		}
+		var err error
+		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, say)
+		if err != nil {
+			return err
+		}
+	}
+	var err error
+	h.prep, err = h.Prep.Begin(ctx, Runner{c}, recorder, h.obj, h.Target.Name, say)
+	if err != nil {
+		return err
+	}
+	if h.vfio != nil {
+		err = h.vfio.Bind(ctx)
+		h.prep.Rec.VFIO = append(h.prep.Rec.VFIO, h.vfio.Steps...)
 	}
 	return err
 }
@@ -99,6 +140,18 @@ func (h *Host) Cleanup(ctx context.Context) error {
 		err := h.retry(ctx, func(c *gossh.Client) error { return Remove(ctx, c, h.Job.RemoteDir, h.Job.RunID) })
 		if err == nil && h.Manifest != nil {
 			err = h.Manifest.Deleted(h.obj)
+		}
+		errs = append(errs, err)
+	}
+	if h.vfio != nil {
+		// Back on vfio-pci before the driver is purged: the node serves passthrough VMs again.
+		n := len(h.vfio.Steps)
+		err := h.retry(ctx, func(c *gossh.Client) error { return h.vfio.Restore(ctx, Runner{c}) })
+		if h.prep != nil {
+			h.prep.Rec.VFIO = append(h.prep.Rec.VFIO, h.vfio.Steps[min(n, len(h.vfio.Steps)):]...)
+			if err != nil {
+				h.prep.Rec.RestoreError = err.Error()
+			}
 		}
 		errs = append(errs, err)
 	}
@@ -197,7 +250,26 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, opts Options, say func(
 		return nil, err
 	}
 	defer c.Close()
-	return hostprep.Clean(ctx, Runner{c}, objs, say)
+	// The vfio binding first (the node serves VMs again), then the packages.
+	var v, p []fleet.Object
+	for _, o := range objs {
+		if slices.Contains(vfio.Kinds, o.Kind) {
+			v = append(v, o)
+		} else {
+			p = append(p, o)
+		}
+	}
+	var done []fleet.Object
+	var errs []error
+	if len(v) > 0 {
+		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, v, say)
+		done, errs = append(done, d...), append(errs, err)
+	}
+	if len(p) > 0 {
+		d, err := hostprep.Clean(ctx, Runner{c}, p, say)
+		done, errs = append(done, d...), append(errs, err)
+	}
+	return done, errors.Join(errs...)
 }
 
 // reconnect dials the host of a manifest object as the run did: the name the user gave (so

@@ -139,6 +139,14 @@ func (f Fleet) Finish(s *results.Summary) {
 		name, _, _ := strings.Cut(h.Name, "/") // a host's summary with several hosts is HOST/NAME
 		if r := f.Prep.Record(name); r != nil {
 			h.Prep = r
+			if r.RestoreError != "" {
+				// Loud: a node without vfio on its GPUs cannot serve passthrough VMs.
+				if h.Error != "" {
+					h.Error += "; "
+				}
+				h.Error += r.RestoreError
+				s.Caveats = append(s.Caveats, name+": "+r.RestoreError)
+			}
 			if len(r.Left) > 0 {
 				s.Caveats = append(s.Caveats, fmt.Sprintf("%s: host preparation LEFT %s on the host: run `gpuvet clean`", name, strings.Join(r.Left, ", ")))
 			}
@@ -186,12 +194,16 @@ func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []result
 			args = append(args, "--set", s)
 		}
 		name := ih.Name
-		out = append(out, &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Prep: f.Prep, Job: Job{
+		host := &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Prep: f.Prep, Job: Job{
 			Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
 			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+r.ID+"-"+Safe(name)),
 			LocalOut:  filepath.Join(r.Out, "hosts", Safe(name)),
 			Progress:  func(l string) { say(r, name, l) },
-		}})
+		}}
+		if f.Prep != nil && f.Prep.VFIORelease {
+			host.VFIO = &VFIO{}
+		}
+		out = append(out, host)
 	}
 	return out, nil, nil
 }

@@ -219,8 +219,12 @@ func (rl *Release) Bind(ctx context.Context) error {
 // Restore puts every released GPU back on vfio-pci with its override as it was (persistent through
 // driverctl, runtime only, or none), stopping persistenced first and starting it again when it ran
 // before, and verifies each. A GPU left off vfio-pci is an error naming it: the node cannot serve
-// passthrough VMs with it. Safe to call twice.
-func (rl *Release) Restore(ctx context.Context) error {
+// passthrough VMs with it. r is the connection to use (nil: Begin's; a new one after a dropped
+// connection). Safe to call twice.
+func (rl *Release) Restore(ctx context.Context, r Runner) error {
+	if r != nil {
+		rl.r = r
+	}
 	done, err := restore(ctx, rl.r, rl.p, rl.objs, rl.Wait, rl.step)
 	var left []fleet.Object
 	for _, o := range rl.objs {
@@ -242,7 +246,7 @@ func Clean(ctx context.Context, r Runner, p Paths, objs []fleet.Object, say func
 }
 
 func restore(ctx context.Context, r Runner, p Paths, objs []fleet.Object, wait time.Duration, say func(string)) ([]fleet.Object, error) {
-	rl := &Release{r: r, p: p, Wait: wait, say: func(string) {}}
+	rl := &Release{r: r, p: p, Wait: wait, say: say}
 	var done []fleet.Object
 	var bad []string
 	var persist []fleet.Object
