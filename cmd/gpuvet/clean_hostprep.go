@@ -9,16 +9,21 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/ssh"
+	"github.com/gpuvet/gpuvet/internal/vfio"
 )
 
-// Host preparation's leftovers (packages a killed run installed, the DCGM engine it started): one
-// host's are undone together and in order (engine, packages, autoremove), once, whichever of its
-// objects clean reaches first; the others then find themselves done.
+// Host preparation's leftovers (packages a killed run installed, the DCGM engine it started, GPUs
+// it released from vfio-pci): one host's are undone together and in order (vfio binding, engine,
+// packages, autoremove), once, whichever of its objects clean reaches first; the others then find
+// themselves done.
 func init() {
-	for _, k := range hostprep.Kinds {
+	for _, k := range prepKinds {
 		removers[k] = cleanHostPrep
 	}
 }
+
+// prepKinds are the manifest kinds of host preparation and of a node's vfio release.
+var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)
 
 var hostPrepLocks sync.Map // manifest path + host -> *sync.Mutex
 
@@ -30,7 +35,7 @@ func cleanHostPrep(ctx context.Context, m *fleet.Manifest, o fleet.Object, say f
 	var objs []fleet.Object
 	live := false
 	for _, l := range m.Live() {
-		if l.Host == o.Host && slices.Contains(hostprep.Kinds, l.Kind) {
+		if l.Host == o.Host && slices.Contains(prepKinds, l.Kind) {
 			objs = append(objs, l)
 		}
 		live = live || same(l, o)

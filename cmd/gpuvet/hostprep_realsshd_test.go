@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/hostprep/hostpreptest"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/vfio/vfiotest"
 )
 
 // prepHost is a bare Debian host (no driver, DCGM or numactl; a local apt repository of stand-in
@@ -153,5 +155,129 @@ func TestRealSSHDHostPrepKilledThenClean(t *testing.T) {
 	}
 	if ms, _ := filepath.Glob(filepath.Join(l.state, "*.json")); len(ms) != 0 {
 		t.Fatalf("manifest left after clean: %v", ms)
+	}
+}
+
+// vfioNode is a bare Debian host that is a virtualization node: a fake /sys/bus/pci tree with an
+// H200 on vfio-pci (driverctl's override persisted) mounted on its /sys, Debian's real driverctl
+// script in it, nvidia-persistenced running.
+func (l *realLab) vfioNode(t *testing.T, addr string) (*hostpreptest.Host, *vfiotest.Node) {
+	t.Helper()
+	if _, err := os.Stat("/usr/sbin/driverctl"); err != nil {
+		t.Skip("vfio node tests skipped: no /usr/sbin/driverctl (apt-get install driverctl)")
+	}
+	n := vfiotest.New(t, vfiotest.Options{}, "0000:41:00.0")
+	h := hostpreptest.New(t, addr, hostpreptest.Options{Authorized: l.authorized, SetEnv: []string{"GPUVET_TEST_AS_GPUVET=1"},
+		Binds: map[string]string{"/sys": n.Sys(), "/etc/driverctl.d": n.Conf()}})
+	l.trust(t, h.SSHD.KnownHostsLines())
+	n.InstallInto(h.Root)
+	b, err := os.ReadFile("/usr/sbin/driverctl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(h.Root, "usr/local/sbin/driverctl"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.SetPersistenced(true)
+	return h, n
+}
+
+func onVFIO(t *testing.T, n *vfiotest.Node, a string) {
+	t.Helper()
+	if n.Driver(a) != "vfio-pci" || n.Override(a) != "vfio-pci" || n.Persisted(a) != "vfio-pci" {
+		t.Fatalf("%s: driver %q override %q persisted %q, want vfio-pci with driverctl's override\n%v", a, n.Driver(a), n.Override(a), n.Persisted(a), n.Log())
+	}
+}
+
+// The bare-metal re-measure of a virtualization node over real SSH: its GPU is released from
+// vfio-pci (override lifted), the driver installed, the GPU bound to nvidia, the host pipeline run,
+// then the GPU goes back to vfio-pci with driverctl's persisted override before the driver is
+// purged; persistenced, which ran before, runs again; the summary says each step.
+func TestRealSSHDHostPrepVFIORelease(t *testing.T) {
+	l := newRealLab(t)
+	h, n := l.vfioNode(t, "127.0.0.47")
+	before := h.Installed(t)
+	out := filepath.Join(l.dir, "out")
+	code, stdout, stderr := runFleetCLI(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true"))
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil || len(s.Hosts) != 1 {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	host := s.Hosts[0]
+	if host.Status == results.StatusFailed || code > 1 {
+		t.Fatalf("host failed (exit %d): %s\n%s", code, host.Error, stderr)
+	}
+	onVFIO(t, n, "0000:41:00.0")
+	if !n.PersistencedActive() {
+		t.Fatal("nvidia-persistenced, which ran before, was not started again")
+	}
+	p := host.Prep
+	if p == nil || p.RestoreError != "" {
+		t.Fatalf("host_prep: %+v", p)
+	}
+	steps := strings.Join(p.VFIO, "\n")
+	for _, want := range []string{"stopped nvidia-persistenced", "released 0000:41:00.0 from vfio-pci (override lifted)", "bound 0000:41:00.0 to nvidia",
+		"restored 0000:41:00.0 to vfio-pci (persistent override)", "started nvidia-persistenced again"} {
+		if !strings.Contains(steps, want) {
+			t.Fatalf("vfio steps lack %q:\n%s", want, steps)
+		}
+	}
+	log := strings.Join(n.Log(), " ")
+	if strings.Contains(log, "WEDGED") || !strings.Contains(log, "bind:0000:41:00.0:nvidia") {
+		t.Fatalf("kernel log: %s", log)
+	}
+	if after := h.Installed(t); !maps.Equal(after, before) {
+		t.Fatalf("packages after the run differ from before")
+	}
+}
+
+// A controller killed with kill -9 while the node's GPU is on nvidia: `gpuvet clean` puts it back
+// on vfio-pci with its persisted override (before it purges the driver) from the manifest.
+func TestRealSSHDHostPrepVFIOKilledThenClean(t *testing.T) {
+	l := newRealLab(t)
+	h, n := l.vfioNode(t, "127.0.0.48")
+	before := h.Installed(t)
+	out := filepath.Join(l.dir, "out")
+	cmd := gpuvet(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true", "--set", "load.max_duration=30s")...)
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(240 * time.Second)
+	for {
+		if m, _ := filepath.Glob(filepath.Join(h.Root, "tmp", "gpuvet-*", "out", "summary.json")); len(m) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("the remote run never started:\n%s", output.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	if n.Driver("0000:41:00.0") != "nvidia" {
+		t.Fatalf("the killed run's GPU is on %q, want nvidia", n.Driver("0000:41:00.0"))
+	}
+	ms, _ := filepath.Glob(filepath.Join(l.state, "ssh-*.json"))
+	if len(ms) != 1 {
+		t.Fatalf("manifests %v", ms)
+	}
+	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
+	got, err := clean.CombinedOutput()
+	if err != nil {
+		t.Fatalf("clean: %v\n%s", err, got)
+	}
+	if !strings.Contains(string(got), "restored 0000:41:00.0 to vfio-pci (persistent override)") || !strings.Contains(string(got), "removed vfio-binding 0000:41:00.0") {
+		t.Fatalf("clean output:\n%s", got)
+	}
+	onVFIO(t, n, "0000:41:00.0")
+	if !n.PersistencedActive() {
+		t.Fatal("nvidia-persistenced not started again by clean")
+	}
+	if after := h.Installed(t); !maps.Equal(after, before) {
+		t.Fatalf("packages after clean differ from before")
 	}
 }

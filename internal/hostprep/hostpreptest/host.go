@@ -26,12 +26,17 @@ import (
 type Host struct {
 	Root string // the host's / as seen from here
 	SSHD *sshdtest.SSHD
+
+	binds map[string]string
 }
 
 // Options shape a host.
 type Options struct {
 	Authorized string   // authorized_keys line of the test's key
 	SetEnv     []string // sshd's SetEnv (e.g. GPUVET_TEST_AS_GPUVET=1)
+	// Binds mounts folders of this machine into the host: path in the host -> folder here (a fake
+	// /sys tree, a driverctl configuration folder). Unmounted before the host goes.
+	Binds map[string]string
 }
 
 // RepoDir is where the stand-in repository sits inside each host.
@@ -58,7 +63,7 @@ func New(t *testing.T, addr string, o Options) *Host {
 			t.Fatal(err)
 		}
 	}
-	h := &Host{Root: root}
+	h := &Host{Root: root, binds: o.Binds}
 	t.Cleanup(func() { h.teardown(t, dir) })
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", base, filepath.Join(dir, "upper"), filepath.Join(dir, "work"))
 	if err := syscall.Mount("overlay", root, "overlay", 0, opts); err != nil {
@@ -66,6 +71,15 @@ func New(t *testing.T, addr string, o Options) *Host {
 	}
 	if err := syscall.Mount("proc", filepath.Join(root, "proc"), "proc", 0, ""); err != nil {
 		t.Skipf("host-preparation chroot tests skipped: proc mount: %v", err)
+	}
+	for in, here := range o.Binds {
+		p := filepath.Join(root, in)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount(here, p, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatalf("bind %s on the host's %s: %v", here, in, err)
+		}
 	}
 	if out, err := exec.Command("cp", "-r", repo, filepath.Join(root, RepoDir)).CombinedOutput(); err != nil {
 		t.Fatalf("copy the repository: %v %s", err, out)
@@ -188,6 +202,9 @@ func (h *Host) teardown(t *testing.T, dir string) {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	for in := range h.binds {
+		_ = syscall.Unmount(filepath.Join(h.Root, in), syscall.MNT_DETACH)
 	}
 	_ = syscall.Unmount(filepath.Join(h.Root, "proc"), syscall.MNT_DETACH)
 	_ = syscall.Unmount(h.Root, syscall.MNT_DETACH)

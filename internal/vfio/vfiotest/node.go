@@ -119,6 +119,9 @@ func (n *Node) Sys() string { return n.sys }
 func (n *Node) Dev() string { return n.dev }
 func (n *Node) Bin() string { return n.bin }
 
+// Conf is driverctl's configuration folder of the node (mounted on /etc/driverctl.d).
+func (n *Node) Conf() string { return n.conf }
+
 // Options shape a node.
 type Options struct {
 	// Conf is driverctl's configuration folder (default: one of the test's, mounted on
