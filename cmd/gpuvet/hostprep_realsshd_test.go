@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/hostprep/hostpreptest"
+	"github.com/gpuvet/gpuvet/internal/opennebula/onetest"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/vfio/vfiotest"
 )
@@ -279,5 +281,71 @@ func TestRealSSHDHostPrepVFIOKilledThenClean(t *testing.T) {
 	}
 	if after := h.Installed(t); !maps.Equal(after, before) {
 		t.Fatalf("packages after clean differ from before")
+	}
+}
+
+// opennebula.baremetal end to end: a fake OpenNebula front-end whose node1 is a real Debian node
+// over real SSH (a fake /sys/bus/pci with its H200 on vfio-pci, Debian's driverctl) and whose VM is a
+// real sshd. Before any VM, the node's GPU is released, the driver installed, the host pipeline run
+// there, vfio-pci restored and the driver purged; then the VM runs, and the overhead table compares
+// it against the node's fresh figures.
+func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
+	l := newRealLab(t)
+	h, n := l.vfioNode(t, "127.0.0.49")
+	before := h.Installed(t)
+	if err := os.MkdirAll(filepath.Join(h.Root, l.remote), 0o755); err != nil { // ssh.remote_dir, on the node too
+		t.Fatal(err)
+	}
+	vm := l.start(t, "127.0.0.50")
+	one := &onetest.Server{Auth: "oneadmin:pw", Hosts: []onetest.Host{
+		{ID: 0, Name: "node1", Cluster: "gpu", State: 2, PCI: []onetest.PCI{onetest.GPU("41:00.0", 0)}},
+	}, IPFor: func(string, int) string { return "127.0.0.50" }, TerminateSteps: 2}
+	onetest.Start(one)
+	t.Cleanup(one.Close)
+	t.Setenv("ONE_AUTH", one.Auth)
+	cfg := filepath.Join(l.dir, "ssh_config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("Host node1\n  HostName %s\n  Port %d\n  User root\n", h.SSHD.Host, h.SSHD.Port)), 0o600)
+	conf := filepath.Join(l.dir, "baremetal.yaml")
+	os.WriteFile(conf, []byte(`opennebula:
+  baremetal: true
+  baremetal_set:
+    - health.source=/usr/share/nvidia-standin/nvidia-smi-q-idle.xml
+    - health.gemm=false
+    - health.pcie=false
+    - engine.kind=generic
+    - engine.command=./gpuvet sim --gpu H200 --model {model} --port {port} --max-model-len {max_model_len}
+    - engine.version_command=./gpuvet --version
+    - engine.port_base=21490
+`), 0o644)
+	out := filepath.Join(l.dir, "out")
+	args := append(l.args(out), "-c", conf, "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
+		"--set", "opennebula.ssh_port="+strconv.Itoa(vm.Port), "--set", "opennebula.poll=20ms", "--set", "ssh.config_file="+cfg, "--set", "sim.gpus=1")
+	code, stdout, stderr := runFleetCLI(args)
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil || len(s.Hosts) != 1 {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	host := s.Hosts[0]
+	if code > 1 || host.Status == results.StatusFailed || len(host.VMs) != 1 || !host.VMs[0].Terminated {
+		t.Fatalf("exit %d, host %s %q %+v\n%s", code, host.Status, host.Error, host.VMs, stderr)
+	}
+	onVFIO(t, n, "0000:41:00.0")
+	// Before any VM: the node's restore comes before the VM's provisioning.
+	restored, provisioned := strings.Index(stderr, "restored 0000:41:00.0 to vfio-pci"), strings.Index(stderr, "s] node1: provision") // the VM's, not "bare-metal node1: provision"
+	if restored < 0 || provisioned < 0 || restored > provisioned {
+		t.Fatalf("the node's vfio restore (at %d) is not before the VM's provisioning (at %d):\n%s", restored, provisioned, stderr)
+	}
+	if host.Prep == nil || !slices.Contains(host.Prep.Installed, "nvidia-open=580.159.04-1") || len(host.Prep.VFIO) == 0 {
+		t.Fatalf("host_prep of the node: %+v", host.Prep)
+	}
+	if after := h.Installed(t); !maps.Equal(after, before) {
+		t.Fatal("the node's packages after the run differ from before")
+	}
+	b := s.Baseline
+	if b == nil || !strings.HasSuffix(b.BaselineFile, filepath.Join("baremetal", "baseline.json")) || len(b.Rows) == 0 {
+		t.Fatalf("no overhead table against the node's fresh figures: %+v", b)
+	}
+	if len(one.Live()) != 0 {
+		t.Fatalf("VMs left %+v", one.Live())
 	}
 }

@@ -51,7 +51,7 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 			return usageErr("%v", err)
 		}
 		defer client.Close()
-		b = &opennebula.Fleet{Config: c.OpenNebula, SSH: c.SSH, Client: client, Env: ssh.SecretsFromEnv()}
+		b = &opennebula.Fleet{Config: c.OpenNebula, SSH: c.SSH, Client: client, Env: ssh.SecretsFromEnv(), Plan: plan}
 	}
 	err := fleet.Execute(ctx, plan, b, fleet.ExecOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), ToolVersion: version()})
 	var input *fleet.InputError

@@ -98,6 +98,14 @@ func FromConfig(c config.Config) *Plan {
 	return p
 }
 
+// ForNode is the plan of a virtualization node's bare-metal run (opennebula.baremetal): the node
+// runs the local backend and its GPUs are released from vfio-pci; nil when host_prep.enabled is false.
+func ForNode(c config.Config) *Plan {
+	c.SSH.RemoteBackend = "local"
+	c.HostPrep.VFIORelease = true
+	return FromConfig(c)
+}
+
 // Record is the host's record (nil when it was not prepared).
 func (p *Plan) Record(host string) *results.HostPrep {
 	p.mu.Lock()
