@@ -43,7 +43,7 @@ func cleanHostPrep(ctx context.Context, m *fleet.Manifest, o fleet.Object, say f
 	if !live {
 		return nil // undone with its host's other objects
 	}
-	done, err := ssh.CleanPrep(ctx, objs, ssh.OptionsFrom(cleanPlan.Config.SSH), say)
+	done, err := ssh.CleanPrep(ctx, objs, m.RunID, ssh.OptionsFrom(cleanPlan.Config.SSH), say)
 	for _, d := range done {
 		_ = m.Deleted(d)
 		if same(d, o) {

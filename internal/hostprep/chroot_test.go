@@ -75,7 +75,7 @@ func (l *lab) begin(t *testing.T, p *hostprep.Plan) (*hostprep.Session, error, [
 	var said []string
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s, err := p.Begin(ctx, ssh.Runner{C: l.c}, l.m, l.base, "h", func(s string) { said = append(said, s) })
+	s, err := p.Begin(ctx, ssh.Runner{C: l.c}, l.m, l.base, "h", "testrun", func(s string) { said = append(said, s) })
 	return s, err, said
 }
 
@@ -269,4 +269,42 @@ func newLabOn(t *testing.T, l *lab, user string) *lab {
 	}
 	t.Cleanup(func() { c.Close() })
 	return &lab{host: l.host, c: c, m: l.m, base: l.base, dir: l.dir}
+}
+
+// gpuvet clean trusts nothing it reads: a package an edited manifest names, which the host's own
+// record of the run does not, is left alone (and said); what the run did install is purged.
+func TestChrootCleanRefusesWhatTheRunDidNotInstall(t *testing.T) {
+	l := newLab(t, "127.0.0.43", "root")
+	s, err, said := l.begin(t, plan(t, "health.dcgm.enabled=false", "engine.numa_bind=false"))
+	if err != nil {
+		t.Fatalf("Begin: %v\n%s", err, strings.Join(said, "\n"))
+	}
+	_ = s
+	objs := l.m.Live()
+	forged := objs[0]
+	forged.Name = "openssh-server"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	done, err := hostprep.Clean(ctx, ssh.Runner{C: l.c}, "testrun", append(objs, forged), func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "apt-package openssh-server is not in the host's record of run testrun") {
+		t.Fatalf("Clean: %v", err)
+	}
+	if len(done) != len(objs) {
+		t.Fatalf("undone %d of the run's %d objects", len(done), len(objs))
+	}
+	inst := l.host.Installed(t)
+	if _, ok := inst["openssh-server"]; !ok {
+		t.Fatal("clean purged openssh-server, which the run never installed")
+	}
+	if _, ok := inst["nvidia-open"]; ok {
+		t.Fatal("clean left the driver the run installed")
+	}
+	// A run that never got to install anything (no host record) has nothing to undo.
+	done, err = hostprep.Clean(ctx, ssh.Runner{C: l.c}, "otherrun", []fleet.Object{forged}, func(string) {})
+	if err != nil || len(done) != 1 {
+		t.Fatalf("no record: %v %v", done, err)
+	}
+	if _, ok := l.host.Installed(t)["openssh-server"]; !ok {
+		t.Fatal("openssh-server purged")
+	}
 }

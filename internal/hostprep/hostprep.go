@@ -126,8 +126,9 @@ type Session struct {
 	base fleet.Object
 	say  func(string)
 	Rec  *results.HostPrep
-	objs []fleet.Object // recorded, in order
-	sudo bool           // scripts run through sudo -n
+	objs  []fleet.Object // recorded, in order
+	sudo  bool           // scripts run through sudo -n
+	runID string
 }
 
 // Begin prepares the host: it finds what is missing, checks that all of it can be installed
@@ -136,10 +137,13 @@ type Session struct {
 // base is the manifest object the host's objects are made from (Host, Via, Identity: how clean
 // reconnects). An error before the install changed nothing on the host; after it, End undoes what
 // was done.
-func (p *Plan) Begin(ctx context.Context, r Runner, rec Recorder, base fleet.Object, name string, say func(string)) (*Session, error) {
-	s := &Session{r: r, rec: rec, base: base, say: say, Rec: &results.HostPrep{}}
+func (p *Plan) Begin(ctx context.Context, r Runner, rec Recorder, base fleet.Object, name, runID string, say func(string)) (*Session, error) {
+	s := &Session{r: r, rec: rec, base: base, say: say, runID: runID, Rec: &results.HostPrep{}}
 	p.keep(name, s.Rec)
-	err := s.begin(ctx, p)
+	err := checkRunID(runID)
+	if err == nil {
+		err = s.begin(ctx, p)
+	}
 	if err != nil {
 		s.Rec.Error = err.Error()
 	}
@@ -220,6 +224,11 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 			return err
 		}
 	}
+	// The host's own record of what this run adds: `gpuvet clean` undoes only what is in both it and
+	// the manifest (a manifest is a file anyone may have edited).
+	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, shellWords(hostLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
+		return fmt.Errorf("write %s: %v (nothing installed)", hostRecord(s.runID), err)
+	}
 	s.say("apt-get install " + specs + " (" + strconv.Itoa(len(add)) + " package(s): " + strings.Join(add, " ") + ")")
 	out, err := s.r.Run(ctx, aptEnv+"apt-get install -y -q "+aptLock+specs)
 	if err != nil {
@@ -263,6 +272,9 @@ func (s *Session) engine(ctx context.Context, pr *probed) error {
 	if err := s.record(fleet.Object{Kind: KindEngine, Name: "nv-hostengine"}); err != nil {
 		return err
 	}
+	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && echo %s >> %s", stateDir, quote(KindEngine+" nv-hostengine"), quote(hostRecord(s.runID)))); err != nil {
+		return fmt.Errorf("write %s: %v (nv-hostengine not started)", hostRecord(s.runID), err)
+	}
 	s.say("start nv-hostengine (DCGM's host engine)")
 	if _, err := s.r.Run(ctx, "nv-hostengine >/dev/null && sleep 0.5 && pgrep -x nv-hostengine >/dev/null"); err != nil {
 		return fmt.Errorf("DCGM: nv-hostengine did not start: %v", err)
@@ -297,7 +309,7 @@ func (s *Session) End(ctx context.Context, r Runner) error {
 	if len(s.objs) == 0 {
 		return nil
 	}
-	res, err := undo(ctx, s.r, s.objs, s.say)
+	res, err := undo(ctx, s.r, s.runID, s.objs, s.say)
 	s.Rec.Removed = append(s.Rec.Removed, res.removed...)
 	if res.autoremove != "" {
 		s.Rec.Autoremove = res.autoremove
@@ -317,13 +329,58 @@ func (s *Session) End(ctx context.Context, r Runner) error {
 
 // Clean finishes what a killed run left on one host: the manifest objects of the Kinds given
 // (they all name that host). It returns the ones that are gone.
-func Clean(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) ([]fleet.Object, error) {
+func Clean(ctx context.Context, r Runner, runID string, objs []fleet.Object, say func(string)) ([]fleet.Object, error) {
+	if err := checkRunID(runID); err != nil {
+		return nil, err
+	}
 	if out, err := r.Run(ctx, "id -u"); err == nil && strings.TrimSpace(out) != "0" {
 		r = sudo{r}
 	}
 	sort.SliceStable(objs, func(i, j int) bool { return objs[i].CreatedAt.Before(objs[j].CreatedAt) })
-	res, err := undo(ctx, r, objs, say)
+	res, err := undo(ctx, r, runID, objs, say)
 	return res.done, err
+}
+
+// stateDir holds the hosts' own records of what each run added (hostRecord), removed with the last.
+const stateDir = "/var/lib/gpuvet"
+
+func hostRecord(runID string) string { return stateDir + "/hostprep-" + runID }
+
+func hostLines(objs []fleet.Object) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Kind+" "+o.Name)
+	}
+	return out
+}
+
+// checkRunID refuses a run id that is not one gpuvet makes (it names a file on the host).
+func checkRunID(id string) error {
+	if id == "" || strings.Trim(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_") != "" {
+		return fmt.Errorf("host preparation: run id %q is not one gpuvet makes", id)
+	}
+	return nil
+}
+
+// vouched keeps the objects the host's own record of run runID lists; the others are refused. No
+// record: the run never got to install anything (it writes the record first), nothing to undo.
+func vouched(ctx context.Context, r Runner, runID string, objs []fleet.Object) (keep, none, refused []fleet.Object, err error) {
+	out, err := r.Run(ctx, fmt.Sprintf("f=%s; if [ -f \"$f\" ]; then echo present; cat \"$f\"; fi", quote(hostRecord(runID))))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("read %s: %v", hostRecord(runID), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "present" {
+		return nil, objs, nil, nil
+	}
+	for _, o := range objs {
+		if contains(lines[1:], o.Kind+" "+o.Name) {
+			keep = append(keep, o)
+		} else {
+			refused = append(refused, o)
+		}
+	}
+	return keep, nil, refused, nil
 }
 
 type undone struct {
@@ -333,11 +390,26 @@ type undone struct {
 	left       []string
 }
 
-// undo reverses objs (in the order they were recorded): engine, then packages, then autoremove.
-func undo(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) (undone, error) {
+// undo reverses objs (in the order they were recorded): engine, then packages, then autoremove;
+// only what the host's own record of the run lists too. The record goes with the last of them.
+func undo(ctx context.Context, r Runner, runID string, objs []fleet.Object, say func(string)) (undone, error) {
 	var u undone
+	keep, none, refused, err := vouched(ctx, r, runID, objs)
+	if err != nil {
+		return u, err
+	}
+	if len(none) > 0 {
+		say(fmt.Sprintf("no host record of run %s: it installed nothing, nothing to undo", runID))
+		u.done = append(u.done, none...)
+	}
+	var errs []string
+	for _, o := range refused {
+		errs = append(errs, fmt.Sprintf("%s %s is not in the host's record of run %s (%s): not gpuvet's, left alone", o.Kind, o.Name, runID, hostRecord(runID)))
+		u.left = append(u.left, o.Kind+" "+o.Name)
+	}
 	var pkgs, engines, auto []fleet.Object
-	for _, o := range objs {
+	purgeLeft := false
+	for _, o := range keep {
 		switch o.Kind {
 		case KindPackage:
 			pkgs = append(pkgs, o)
@@ -347,7 +419,6 @@ func undo(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) 
 			auto = append(auto, o)
 		}
 	}
-	var errs []string
 	for _, o := range engines {
 		if _, err := r.Run(ctx, stopEngine); err != nil {
 			errs = append(errs, "nv-hostengine still runs: "+err.Error())
@@ -369,6 +440,7 @@ func undo(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) 
 		for i, o := range pkgs {
 			if contains(left, names[i]) {
 				u.left = append(u.left, "package "+o.Name)
+				purgeLeft = true
 				continue
 			}
 			u.removed = append(u.removed, o.Name)
@@ -379,7 +451,8 @@ func undo(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) 
 		}
 	}
 	for _, o := range auto {
-		if len(u.left) > 0 { // autoremove after a partial purge could take what is still in use
+		if purgeLeft { // autoremove after a partial purge could take what is still in use
+			u.left = append(u.left, "apt-get autoremove (after the purge)")
 			break
 		}
 		out, err := r.Run(ctx, aptEnv+"apt-get autoremove --purge -y -q "+aptLock)
@@ -395,6 +468,9 @@ func undo(ctx context.Context, r Runner, objs []fleet.Object, say func(string)) 
 		u.autoremove = fmt.Sprintf("ran: the host had nothing autoremovable before this run (%d package(s) removed)", n)
 		say("apt-get autoremove --purge")
 		u.done = append(u.done, o)
+	}
+	if len(errs) == 0 && len(keep) > 0 {
+		_, _ = r.Run(ctx, fmt.Sprintf("rm -f %s; rmdir %s 2>/dev/null; :", quote(hostRecord(runID)), stateDir))
 	}
 	if len(errs) > 0 {
 		return u, fmt.Errorf("host preparation left %s on the host: %s; `gpuvet clean` retries from the run manifest", strings.Join(u.left, ", "), strings.Join(errs, "; "))

@@ -110,7 +110,7 @@ func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
 		}
 	}
 	var err error
-	h.prep, err = h.Prep.Begin(ctx, Runner{c}, recorder, h.obj, h.Target.Name, say)
+	h.prep, err = h.Prep.Begin(ctx, Runner{c}, recorder, h.obj, h.Target.Name, h.Job.RunID, say)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say 
 // CleanPrep undoes what a killed run's host preparation left on one host (objs: its manifest
 // objects of hostprep.Kinds, all on that host), reconnecting as the run did. It returns the
 // objects that are gone.
-func CleanPrep(ctx context.Context, objs []fleet.Object, opts Options, say func(string)) ([]fleet.Object, error) {
+func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Options, say func(string)) ([]fleet.Object, error) {
 	if len(objs) == 0 {
 		return nil, nil
 	}
@@ -266,7 +266,7 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, opts Options, say func(
 		done, errs = append(done, d...), append(errs, err)
 	}
 	if len(p) > 0 {
-		d, err := hostprep.Clean(ctx, Runner{c}, p, say)
+		d, err := hostprep.Clean(ctx, Runner{c}, runID, p, say)
 		done, errs = append(done, d...), append(errs, err)
 	}
 	return done, errors.Join(errs...)

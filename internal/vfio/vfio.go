@@ -14,6 +14,7 @@ package vfio
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -290,6 +291,14 @@ func restore(ctx context.Context, r Runner, p Paths, objs []fleet.Object, wait t
 
 // restoreOne binds one GPU back to vfio-pci and checks the binding and its override.
 func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
+	// A manifest may be edited: only an NVIDIA GPU of the node is ever put on vfio-pci.
+	gpus, err := Inspect(ctx, rl.r, rl.p)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(gpus, func(n GPU) bool { return n.Address == g.Address }) {
+		return fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", g.Address)
+	}
 	a := quote(g.Address)
 	var cmd string
 	switch overrideKind(g) {

@@ -201,3 +201,16 @@ func TestParseBindingRefusesEditedNames(t *testing.T) {
 		}
 	}
 }
+
+// An edited manifest cannot put another device on vfio-pci: only the node's NVIDIA GPUs are bound.
+func TestCleanRefusesADeviceThatIsNotAGPU(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	forged := fleet.Object{Kind: KindBinding, Name: "0000:03:00.0 driver=vfio-pci override=persistent"}
+	done, err := Clean(context.Background(), n, Paths{Dev: n.Dev()}, []fleet.Object{forged}, func(string) {})
+	if err == nil || len(done) != 0 || !strings.Contains(err.Error(), "0000:03:00.0 is not an NVIDIA GPU of the node") {
+		t.Fatalf("Clean: %v %v", done, err)
+	}
+	if n.Override("0000:03:00.0") != "" || n.Persisted("0000:03:00.0") != "" {
+		t.Fatal("the NIC got an override")
+	}
+}
