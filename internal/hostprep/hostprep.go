@@ -121,11 +121,11 @@ func (p *Plan) keep(host string, r *results.HostPrep) {
 
 // Session is one host's preparation: End undoes it.
 type Session struct {
-	r    Runner
-	rec  Recorder
-	base fleet.Object
-	say  func(string)
-	Rec  *results.HostPrep
+	r     Runner
+	rec   Recorder
+	base  fleet.Object
+	say   func(string)
+	Rec   *results.HostPrep
 	objs  []fleet.Object // recorded, in order
 	sudo  bool           // scripts run through sudo -n
 	runID string
