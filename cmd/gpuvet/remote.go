@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/opennebula"
 	"github.com/gpuvet/gpuvet/internal/ssh"
 )
@@ -39,7 +40,7 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 	var b fleet.Backend
 	switch c.Backend {
 	case "ssh":
-		b = ssh.Fleet{Config: c.SSH, Env: ssh.SecretsFromEnv()}
+		b = ssh.Fleet{Config: c.SSH, Env: ssh.SecretsFromEnv(), Prep: hostprep.FromConfig(c)}
 	case "opennebula":
 		auth, err := opennebula.Credentials(c.OpenNebula.AuthEnv)
 		if err != nil {
@@ -50,7 +51,7 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 			return usageErr("%v", err)
 		}
 		defer client.Close()
-		b = &opennebula.Fleet{Config: c.OpenNebula, SSH: c.SSH, Client: client, Env: ssh.SecretsFromEnv()}
+		b = &opennebula.Fleet{Config: c.OpenNebula, SSH: c.SSH, Client: client, Env: ssh.SecretsFromEnv(), Plan: plan}
 	}
 	err := fleet.Execute(ctx, plan, b, fleet.ExecOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), ToolVersion: version()})
 	var input *fleet.InputError

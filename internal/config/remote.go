@@ -70,6 +70,13 @@ type OpenNebula struct {
 	CleanupTimeout Duration `yaml:"cleanup_timeout"`
 	Poll           Duration `yaml:"poll"`
 	Parallel       int      `yaml:"parallel"`
+	// Baremetal re-measures each node that gets VMs on the node itself first, before any VM: its
+	// GPUs are released from vfio-pci, the driver installed (host_prep), the host pipeline run over
+	// SSH (the node's name as ssh reaches it: ssh_config, ssh.user, root login), vfio-pci restored;
+	// the fresh figures are the baseline of the run's overhead table (docs/hostprep.md).
+	Baremetal bool `yaml:"baremetal"`
+	// BaremetalSet are key=value overrides for the nodes' own runs (as an inventory's set).
+	BaremetalSet []string `yaml:"baremetal_set"`
 }
 
 func sshDefaults() SSH {
@@ -102,6 +109,8 @@ func remoteChecks(c Config) []check {
 		{"opennebula.cleanup_timeout", o.CleanupTimeout <= 0, "want a positive duration"},
 		{"opennebula.poll", o.Poll < Duration(10*time.Millisecond), "want ≥ 10ms"},
 		{"opennebula.parallel", o.Parallel < 1, "want ≥ 1"},
+		{"opennebula.baremetal", o.Baremetal && c.Run.Baseline != "", "the bare-metal re-measure is this run's baseline: drop run.baseline (--baseline), or opennebula.baremetal"},
+		{"opennebula.baremetal", o.Baremetal && c.HostPrep.Enabled == "false", "the bare-metal re-measure needs host preparation (the driver, the vfio release): host_prep.enabled auto or true"},
 		{"opennebula.pin_policy", !oneOfStr(strings.ToUpper(o.PinPolicy), "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (any case, or empty), got %q", o.PinPolicy)},
 	}
 }

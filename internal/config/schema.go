@@ -25,23 +25,25 @@ type Config struct {
 	// Environment labels the run for comparisons: baremetal, vm, k8s, or anything.
 	Environment string `yaml:"environment"`
 	// Models are served one after another on every selected GPU (exact Hugging Face ids).
-	Models       []string               `yaml:"models"`
-	Engine       Engine                 `yaml:"engine"`
-	Endpoint     Endpoint               `yaml:"endpoint"`
-	Load         LoadProfile            `yaml:"load"`
-	Gates        Gates                  `yaml:"gates"`
-	Compare      Compare                `yaml:"compare"`
-	Reference    map[string]ModelRefs   `yaml:"reference"`
-	Health       Health                 `yaml:"health"`
-	Functional   Functional             `yaml:"functional"`
-	Power        Power                  `yaml:"power"`
-	Output       Output                 `yaml:"output"`
-	ModelCache   ModelCache             `yaml:"model_cache"`
-	Run          Run                    `yaml:"run"`
-	Sim          Sim                    `yaml:"sim"`
-	SSH          SSH                    `yaml:"ssh"`
-	OpenNebula   OpenNebula             `yaml:"opennebula"`
-	Kubernetes   Kubernetes             `yaml:"kubernetes"`
+	Models     []string             `yaml:"models"`
+	Engine     Engine               `yaml:"engine"`
+	Endpoint   Endpoint             `yaml:"endpoint"`
+	Load       LoadProfile          `yaml:"load"`
+	Gates      Gates                `yaml:"gates"`
+	Compare    Compare              `yaml:"compare"`
+	Reference  map[string]ModelRefs `yaml:"reference"`
+	Health     Health               `yaml:"health"`
+	Functional Functional           `yaml:"functional"`
+	Power      Power                `yaml:"power"`
+	Output     Output               `yaml:"output"`
+	ModelCache ModelCache           `yaml:"model_cache"`
+	Run        Run                  `yaml:"run"`
+	Sim        Sim                  `yaml:"sim"`
+	SSH        SSH                  `yaml:"ssh"`
+	OpenNebula OpenNebula           `yaml:"opennebula"`
+	Kubernetes Kubernetes           `yaml:"kubernetes"`
+	// HostPrep installs what an ssh host lacks (driver, DCGM, numactl) and purges it after.
+	HostPrep     HostPrep               `yaml:"host_prep"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
 	// ReferenceFloors is the reference table's datasheet floors: exact GPU name -> benchmark
 	// (sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d, burn, peer_copy, all_reduce)
@@ -167,6 +169,9 @@ type DCGM struct {
 	Enabled bool     `yaml:"enabled"`
 	Level   int      `yaml:"level"`
 	Timeout Duration `yaml:"timeout"`
+	// AllowInstall lets host preparation (host_prep) install DCGM on a host without dcgmi, and
+	// purge it after; false leaves such a host's diagnostic skipped.
+	AllowInstall bool `yaml:"allow_install"`
 }
 
 // Functional is the API conformance suite.
@@ -332,7 +337,7 @@ func Defaults() Config {
 		},
 		Health: Health{
 			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: 8,
-			DCGM: DCGM{Enabled: true, Level: 2, Timeout: Duration(15 * time.Minute)},
+			DCGM: DCGM{Enabled: true, Level: 2, Timeout: Duration(15 * time.Minute), AllowInstall: true},
 		},
 		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
 		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
@@ -343,6 +348,7 @@ func Defaults() Config {
 		SSH:        sshDefaults(),
 		OpenNebula: openNebulaDefaults(),
 		Kubernetes: kubernetesDefaults(),
+		HostPrep:   hostPrepDefaults(),
 	}
 }
 

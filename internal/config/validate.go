@@ -163,6 +163,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	}
 	checks = append(checks, remoteChecks(c)...)
 	checks = append(checks, kubernetesChecks(c)...)
+	checks = append(checks, hostPrepChecks(c)...)
 	for ref, models := range c.Reference {
 		for m, g := range models {
 			p := joinPath(joinPath("reference", ref), m)

@@ -53,7 +53,7 @@ var rules = []rule{
 	{"the simulator never imports the load generator", []string{"internal/sim"}, []string{"internal/load"}},
 	{"fleet backends sit above the host pipeline, never inside it",
 		[]string{"internal/pipeline", "internal/health", "internal/load", "internal/judge", "internal/report", "internal/engine"},
-		[]string{"internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s"}},
+		[]string{"internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s", "internal/hostprep", "internal/vfio"}},
 	{"nothing imports the command", []string{""}, []string{"cmd/"}},
 }
 

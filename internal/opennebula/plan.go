@@ -21,8 +21,12 @@ type Fleet struct {
 	SSH    config.SSH // how gpuvet logs into the VMs (identity_file, binary, remote_backend)
 	Client *Client
 	Env    map[string]string // secrets for the VMs' runs (ssh.SecretsFromEnv)
+	// Plan is the run's plan: the bare-metal re-measure (opennebula.baremetal) prepares the nodes
+	// from it and judges the VMs against the nodes' figures with it.
+	Plan *config.Plan
 
 	hosts []*VMHost
+	bm    *baremetal
 }
 
 // Waits are the config's timeouts.
@@ -58,6 +62,21 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	o := f.Config
 	plan := PlanVMs(pool, o.Clusters, o.VMPerGPU, r.ID, Sizing{TemplateID: o.TemplateID, Image: o.Image, DiskMB: o.DiskMB,
 		Network: o.Network, VCPU: o.VCPU, MemoryMB: o.MemoryMB, PinPolicy: o.PinPolicy, SSHPublicKey: key})
+	if o.Baremetal {
+		// Before any VM: the nodes' own figures, with their GPUs out of vfio-pci and back after.
+		if err := f.runBaremetal(ctx, r, plan.VMs, bin, arch); err != nil {
+			return nil, nil, err
+		}
+		var keep []Spec
+		for _, sp := range plan.VMs {
+			if why, bad := f.bm.failed[sp.Host.Name]; bad {
+				plan.Skipped = append(plan.Skipped, results.SkippedHost{Name: sp.Host.Name, Reason: "no VM: " + why})
+				continue
+			}
+			keep = append(keep, sp)
+		}
+		plan.VMs = keep
+	}
 	opts := ssh.OptionsFrom(f.SSH)
 	// A VM's host key cannot be known before the VM exists: trust it on first use, in a file of
 	// this run only (never the user's known_hosts; --force clears an earlier run's, whose VMs may have had these IPs).
@@ -92,4 +111,5 @@ func (f *Fleet) Finish(s *results.Summary) {
 		names[h.Name()] = h.Spec.Host.Name
 	}
 	Combine(s, names)
+	f.finishBaremetal(s)
 }

@@ -154,9 +154,11 @@ type Host struct {
 	Health    *Health   `json:"health,omitempty"`
 	Models    []Model   `json:"models,omitempty"`
 	VMs       []VM      `json:"vms,omitempty"` // the VMs gpuvet created on this host (backend opennebula)
-	Status    Status    `json:"status"`
-	Flags     []Flag    `json:"flags,omitempty"`
-	Error     string    `json:"error,omitempty"`
+	// Prep is what host preparation installed on the host for this run and removed after.
+	Prep   *HostPrep `json:"host_prep,omitempty"`
+	Status Status    `json:"status"`
+	Flags  []Flag    `json:"flags,omitempty"`
+	Error  string    `json:"error,omitempty"`
 }
 
 // Discovery records how GPUs were found and what was found.

@@ -7,13 +7,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/vfio"
 )
 
 // ObjectKind is the manifest kind of the folder gpuvet makes on a host.
@@ -28,10 +31,24 @@ type Host struct {
 	Manifest *fleet.Manifest // nil: no manifest (tests)
 	// GPUs is how many GPUs the host must show (the inventory's gpus); 0: no count.
 	GPUs int
+	// Prep installs what the host lacks before the run and purges it after (nil: off).
+	Prep *hostprep.Plan
+	// VFIO releases the host's GPUs from vfio-pci for the run and restores them after (nil: off;
+	// needs Prep: the run needs the driver).
+	VFIO *VFIO
 
 	client *gossh.Client
 	obj    fleet.Object
 	made   bool
+	prep   *hostprep.Session
+	vfio   *vfio.Release
+}
+
+// VFIO is a virtualization node's vfio release: its roots and the GPUs its VMs hold.
+type VFIO struct {
+	Paths vfio.Paths
+	// Attached names the VM holding a GPU, by PCI address (OpenNebula's PCI monitoring).
+	Attached map[string]string
 }
 
 // Name is the host as the user named it.
@@ -52,6 +69,11 @@ func (h *Host) Provision(ctx context.Context) error {
 	if len(h.Target.IdentityFiles) == 1 {
 		h.obj.Identity = h.Target.IdentityFiles[0]
 	}
+	if h.Prep != nil {
+		if err := h.prepare(ctx, c); err != nil {
+			return err
+		}
+	}
 	if h.Manifest != nil {
 		if err := h.Manifest.Record(h.obj); err != nil {
 			return fmt.Errorf("run manifest: %v (nothing created on the host)", err)
@@ -65,37 +87,106 @@ func (h *Host) Provision(ctx context.Context) error {
 	return err
 }
 
+// prepare releases the GPUs from vfio-pci (VFIO), installs what the host lacks (Prep), and binds
+// the released GPUs to the driver: before anything else, so a host that cannot be prepared fails
+// with nothing changed there. What was done is undone by Cleanup.
+func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
+	var recorder interface {
+		Record(fleet.Object) error
+		Deleted(fleet.Object) error
+	}
+	if h.Manifest != nil {
+		recorder = h.Manifest
+	}
+	say := h.Job.say
+	if h.VFIO != nil {
+		if out, err := output(ctx, c, "id -u"); err != nil || strings.TrimSpace(out) != "0" {
+			return fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
+		}
+		var err error
+		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, say)
+		if err != nil {
+			return err
+		}
+	}
+	var err error
+	h.prep, err = h.Prep.Begin(ctx, Runner{c}, recorder, h.obj, h.Target.Name, h.Job.RunID, say)
+	if err != nil {
+		return err
+	}
+	if h.vfio != nil {
+		err = h.vfio.Bind(ctx)
+		h.prep.Rec.VFIO = append(h.prep.Rec.VFIO, h.vfio.Steps...)
+	}
+	return err
+}
+
 // Run runs gpuvet on the host and returns its summary (partial when the run broke).
 func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	out, err := Execute(ctx, h.client, h.Job)
 	return out.Summary, err
 }
 
-// Cleanup removes the remote folder (safe to run twice) and closes the connection. A connection
-// that dropped is made again: the host may well be up.
+// Cleanup removes the remote folder (safe to run twice), then undoes the host's preparation
+// (packages this run installed), and closes the connection. A connection that dropped is made
+// again: the host may well be up.
 func (h *Host) Cleanup(ctx context.Context) error {
 	if h.client == nil {
 		return nil
 	}
 	defer func() { h.client.Close() }()
-	if !h.made {
-		return nil
+	var errs []error
+	if h.made {
+		err := h.retry(ctx, func(c *gossh.Client) error { return Remove(ctx, c, h.Job.RemoteDir, h.Job.RunID) })
+		if err == nil && h.Manifest != nil {
+			err = h.Manifest.Deleted(h.obj)
+		}
+		errs = append(errs, err)
 	}
-	err := Remove(ctx, h.client, h.Job.RemoteDir, h.Job.RunID)
+	if h.vfio != nil {
+		// Back on vfio-pci before the driver is purged: the node serves passthrough VMs again.
+		n := len(h.vfio.Steps)
+		err := h.retry(ctx, func(c *gossh.Client) error { return h.vfio.Restore(ctx, Runner{c}) })
+		if h.prep != nil {
+			h.prep.Rec.VFIO = append(h.prep.Rec.VFIO, h.vfio.Steps[min(n, len(h.vfio.Steps)):]...)
+			if err != nil {
+				h.prep.Rec.RestoreError = err.Error()
+			}
+		}
+		errs = append(errs, err)
+	}
+	if h.prep != nil {
+		errs = append(errs, h.retry(ctx, func(c *gossh.Client) error { return h.prep.End(ctx, Runner{c}) }))
+	}
+	return errors.Join(errs...)
+}
+
+// retry runs fn on the connection, and once more on a new one when it fails (a dropped connection).
+func (h *Host) retry(ctx context.Context, fn func(*gossh.Client) error) error {
+	err := fn(h.client)
 	if err != nil && ctx.Err() == nil {
 		if c, derr := Dial(ctx, h.Target, h.Options); derr == nil {
 			h.client.Close()
 			h.client = c
-			err = Remove(ctx, c, h.Job.RemoteDir, h.Job.RunID)
+			err = fn(c)
 		}
 	}
-	if err != nil {
-		return err
+	return err
+}
+
+// say reports a host preparation step as a line of the host's progress.
+func (j Job) say(l string) {
+	if j.Progress != nil {
+		j.Progress("host prep: " + l)
 	}
-	if h.Manifest != nil {
-		return h.Manifest.Deleted(h.obj)
-	}
-	return nil
+}
+
+// Runner runs host preparation's scripts over the SSH connection (hostprep.Runner).
+type Runner struct{ C *gossh.Client }
+
+// Run runs script in a new session and returns its stdout.
+func (r Runner) Run(ctx context.Context, script string) (string, error) {
+	return output(ctx, r.C, script)
 }
 
 // AbsPath is p made absolute (as it is when that fails): manifests name files from anywhere.
@@ -129,24 +220,7 @@ func ParseAddress(a string) (Target, error) {
 // run's --out (what it measured survives a killed controller), then removes the folder, only
 // when it carries the run's marker. say reports what it did.
 func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say func(string)) error {
-	t, err := ParseAddress(o.Host)
-	if err != nil {
-		return err
-	}
-	if o.Via != "" {
-		t.Name = o.Via
-	}
-	if o.Identity != "" {
-		t.IdentityFiles = []string{o.Identity}
-	}
-	if o.KnownHosts != "" { // a VM's key, trusted by the run that made it: not in the user's files
-		opts.KnownHosts, opts.ConfigFile = []string{o.KnownHosts}, "/dev/null"
-	}
-	t, err = Resolve(t, opts)
-	if err != nil {
-		return err
-	}
-	c, err := Dial(ctx, t, opts)
+	c, t, err := reconnect(ctx, o, opts)
 	if err != nil {
 		return err
 	}
@@ -162,6 +236,64 @@ func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say 
 		}
 	}
 	return Remove(ctx, c, o.Name, runID)
+}
+
+// CleanPrep undoes what a killed run's host preparation left on one host (objs: its manifest
+// objects of hostprep.Kinds, all on that host), reconnecting as the run did. It returns the
+// objects that are gone.
+func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Options, say func(string)) ([]fleet.Object, error) {
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	c, _, err := reconnect(ctx, objs[0], opts)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	// The vfio binding first (the node serves VMs again), then the packages.
+	var v, p []fleet.Object
+	for _, o := range objs {
+		if slices.Contains(vfio.Kinds, o.Kind) {
+			v = append(v, o)
+		} else {
+			p = append(p, o)
+		}
+	}
+	var done []fleet.Object
+	var errs []error
+	if len(v) > 0 {
+		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, v, say)
+		done, errs = append(done, d...), append(errs, err)
+	}
+	if len(p) > 0 {
+		d, err := hostprep.Clean(ctx, Runner{c}, runID, p, say)
+		done, errs = append(done, d...), append(errs, err)
+	}
+	return done, errors.Join(errs...)
+}
+
+// reconnect dials the host of a manifest object as the run did: the name the user gave (so
+// ssh_config's alias applies again), the run's key file, a VM's own known_hosts.
+func reconnect(ctx context.Context, o fleet.Object, opts Options) (*gossh.Client, Target, error) {
+	t, err := ParseAddress(o.Host)
+	if err != nil {
+		return nil, t, err
+	}
+	if o.Via != "" {
+		t.Name = o.Via
+	}
+	if o.Identity != "" {
+		t.IdentityFiles = []string{o.Identity}
+	}
+	if o.KnownHosts != "" { // a VM's key, trusted by the run that made it: not in the user's files
+		opts.KnownHosts, opts.ConfigFile = []string{o.KnownHosts}, "/dev/null"
+	}
+	t, err = Resolve(t, opts)
+	if err != nil {
+		return nil, t, err
+	}
+	c, err := Dial(ctx, t, opts)
+	return c, t, err
 }
 
 // collectPartial copies the run folder's out/ into local, when there is one.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -87,6 +88,8 @@ type Fleet struct {
 	Config config.SSH
 	// Env is the secrets each host's run gets (SecretEnv's, from this environment).
 	Env map[string]string
+	// Prep prepares each host (hostprep.FromConfig; nil: off).
+	Prep *hostprep.Plan
 }
 
 // SecretEnv are the variables a host's own run needs from this one's environment (gated model
@@ -117,11 +120,39 @@ func OptionsFrom(c config.SSH) Options {
 func (f Fleet) Parallel() int { return f.Config.Parallel }
 
 // CleanupTimeout bounds one host's cleanup: stopping a run still going (up to 30 s), removing
-// the folder, reconnecting once.
-func (f Fleet) CleanupTimeout() time.Duration { return 2 * time.Minute }
+// the folder, reconnecting once; with host preparation, purging what it installed (a driver's
+// DKMS module takes minutes to remove).
+func (f Fleet) CleanupTimeout() time.Duration {
+	if f.Prep != nil {
+		return 15 * time.Minute
+	}
+	return 2 * time.Minute
+}
 
-// Finish has nothing to add for plain hosts.
-func (f Fleet) Finish(*results.Summary) {}
+// Finish adds each host's preparation record (installed, used, removed, left) to its entry.
+func (f Fleet) Finish(s *results.Summary) {
+	if f.Prep == nil {
+		return
+	}
+	for i := range s.Hosts {
+		h := &s.Hosts[i]
+		name, _, _ := strings.Cut(h.Name, "/") // a host's summary with several hosts is HOST/NAME
+		if r := f.Prep.Record(name); r != nil {
+			h.Prep = r
+			if r.RestoreError != "" {
+				// Loud: a node without vfio on its GPUs cannot serve passthrough VMs.
+				if h.Error != "" {
+					h.Error += "; "
+				}
+				h.Error += r.RestoreError
+				s.Caveats = append(s.Caveats, name+": "+r.RestoreError)
+			}
+			if len(r.Left) > 0 {
+				s.Caveats = append(s.Caveats, fmt.Sprintf("%s: host preparation LEFT %s on the host: run `gpuvet clean`", name, strings.Join(r.Left, ", ")))
+			}
+		}
+	}
+}
 
 // Hosts builds the fleet's hosts from ssh.hosts and the inventory.
 func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
@@ -163,12 +194,16 @@ func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []result
 			args = append(args, "--set", s)
 		}
 		name := ih.Name
-		out = append(out, &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Job: Job{
+		host := &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Prep: f.Prep, Job: Job{
 			Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
 			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+r.ID+"-"+Safe(name)),
 			LocalOut:  filepath.Join(r.Out, "hosts", Safe(name)),
 			Progress:  func(l string) { say(r, name, l) },
-		}})
+		}}
+		if f.Prep != nil && f.Prep.VFIORelease {
+			host.VFIO = &VFIO{}
+		}
+		out = append(out, host)
 	}
 	return out, nil, nil
 }

@@ -79,6 +79,9 @@ type Options struct {
 	Authorized string
 	// Port is the port to listen on (0: a free one). VMs share one port on their own addresses.
 	Port int
+	// Root runs the root's own sshd chrooted into it (a Debian root made by debootstrap, with
+	// openssh-server): a host whose files, packages and apt are its own. "": this machine's sshd.
+	Root string
 }
 
 // Start starts an sshd on host (e.g. "127.0.0.2") and a free port, stopped at the test's end. The
@@ -89,13 +92,25 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 	if err != nil {
 		t.Skipf("real sshd tests skipped: %v", err)
 	}
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil { // sshd's privilege separation dir
+	if o.Root != "" {
+		bin = "/usr/sbin/sshd"
+		if _, err := os.Stat(filepath.Join(o.Root, bin)); err != nil {
+			t.Skipf("real sshd tests skipped: no %s in the root %s (debootstrap --include=openssh-server)", bin, o.Root)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(o.Root, "/run/sshd"), 0o755); err != nil { // sshd's privilege separation dir
 		t.Skipf("real sshd tests skipped: /run/sshd: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "sshd-"+host+"-")
+	tmp := ""
+	if o.Root != "" {
+		tmp = filepath.Join(o.Root, "tmp")
+	}
+	dir, err := os.MkdirTemp(tmp, "sshd-"+host+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// in names a file of dir as the sshd sees it (inside the root).
+	in := func(p string) string { return "/" + strings.TrimPrefix(strings.TrimPrefix(p, o.Root), "/") }
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	s := &SSHD{Host: host, Dir: dir, HostKeys: map[string]string{}, log: &lockedBuffer{}}
 	var hostKeys []string
@@ -110,7 +125,7 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 		}
 		fs := strings.Fields(string(pub))
 		s.HostKeys[kt] = fs[0] + " " + fs[1]
-		hostKeys = append(hostKeys, "HostKey "+f)
+		hostKeys = append(hostKeys, "HostKey "+in(f))
 	}
 	if err := os.WriteFile(filepath.Join(dir, "authorized_keys"), []byte(o.Authorized+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -126,9 +141,9 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 		s.Port = port
 		cfg := []string{
 			"Port " + strconv.Itoa(port), "ListenAddress " + host, strings.Join(hostKeys, "\n"),
-			"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"), "StrictModes no",
+			"AuthorizedKeysFile " + in(filepath.Join(dir, "authorized_keys")), "StrictModes no",
 			"PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no",
-			"PermitRootLogin prohibit-password", "PidFile " + filepath.Join(dir, "sshd.pid"),
+			"PermitRootLogin prohibit-password", "PidFile " + in(filepath.Join(dir, "sshd.pid")),
 			"MaxStartups 100:30:200", "MaxSessions 100", "LogLevel VERBOSE", "Subsystem sftp internal-sftp",
 		}
 		if len(o.SetEnv) > 0 {
@@ -139,6 +154,9 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 			t.Fatal(err)
 		}
 		s.cmd = exec.Command(bin, "-D", "-e", "-f", conf)
+		if o.Root != "" {
+			s.cmd = exec.Command("chroot", o.Root, bin, "-D", "-e", "-f", in(conf))
+		}
 		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 		if err := s.cmd.Start(); err != nil {
 			t.Fatalf("start sshd: %v", err)

@@ -1,0 +1,476 @@
+// Package vfio releases a virtualization node's NVIDIA GPUs from vfio-pci for a bare-metal run and
+// restores the binding after: the node's passthrough setup (driverctl's persistent vfio-pci
+// override, as OpenNebula's one-deploy makes it) is lifted, the GPUs go to the nvidia driver for the
+// run, and then go back to vfio-pci with the override persisted as it was, verified. A GPU a running
+// VM holds is never released (the process holding its /dev/vfio group is named); nvidia-persistenced
+// is stopped around every (re)bind (a running persistenced wedges the bind); every GPU is in the run
+// manifest before it is touched, so `gpuvet clean` can redo an incomplete restore.
+//
+// Everything runs through one seam: a Runner (a shell script in, its stdout out; the ssh backend's
+// SSH session), with the sysfs, /dev and driverctl configuration roots in Paths, so tests drive the
+// real driverctl against a fake /sys/bus/pci tree.
+package vfio
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+)
+
+// Runner runs one POSIX shell script on the node (as root) and returns its stdout.
+type Runner interface {
+	Run(ctx context.Context, script string) (string, error)
+}
+
+// Recorder keeps the run manifest: an object is recorded before it is changed.
+type Recorder interface {
+	Record(fleet.Object) error
+	Deleted(fleet.Object) error
+}
+
+// Manifest kinds.
+const (
+	// KindBinding is one GPU released from vfio-pci; Name: "ADDRESS driver=D override=persistent|runtime|none",
+	// what the restore puts back.
+	KindBinding = "vfio-binding"
+	// KindPersistenced is nvidia-persistenced, active before the release and stopped by it: started
+	// again after the restore.
+	KindPersistenced = "vfio-persistenced"
+)
+
+// Kinds are the manifest kinds `gpuvet clean` hands to Clean.
+var Kinds = []string{KindBinding, KindPersistenced}
+
+// Paths are the node's roots (defaults: /sys, /dev, /etc/driverctl.d).
+type Paths struct {
+	Sys, Dev, Conf string
+}
+
+func (p Paths) orDefault() Paths {
+	if p.Sys == "" {
+		p.Sys = "/sys"
+	}
+	if p.Dev == "" {
+		p.Dev = "/dev"
+	}
+	if p.Conf == "" {
+		p.Conf = "/etc/driverctl.d"
+	}
+	return p
+}
+
+// VFIODriver is the passthrough driver; NvidiaDriver the one the run needs.
+const (
+	VFIODriver   = "vfio-pci"
+	NvidiaDriver = "nvidia"
+)
+
+// GPU is one NVIDIA GPU as the node's sysfs shows it.
+type GPU struct {
+	Address   string // 0000:41:00.0
+	Driver    string // the bound driver; "" when none
+	Override  string // driver_override; "" when (null)
+	Persisted string // driverctl's saved override (Conf/pci-ADDRESS); ""
+	Group     string // IOMMU group
+}
+
+// Inspect lists the node's NVIDIA GPUs (vendor 0x10de, class display 0x03xxxx).
+func Inspect(ctx context.Context, r Runner, p Paths) ([]GPU, error) {
+	p = p.orDefault()
+	out, err := r.Run(ctx, fmt.Sprintf(inspectScript, quote(p.Sys), quote(p.Conf)))
+	if err != nil {
+		return nil, fmt.Errorf("read the node's PCI devices: %v", err)
+	}
+	var gpus []GPU
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Split(l, "|")
+		if len(f) != 5 {
+			continue
+		}
+		g := GPU{Address: f[0], Driver: f[1], Override: strings.TrimSpace(f[2]), Persisted: strings.TrimSpace(f[3]), Group: f[4]}
+		if g.Override == "(null)" {
+			g.Override = ""
+		}
+		gpus = append(gpus, g)
+	}
+	return gpus, nil
+}
+
+// inspectScript prints ADDRESS|DRIVER|OVERRIDE|PERSISTED|GROUP per NVIDIA display device.
+const inspectScript = `s=%s; c=%s
+for d in "$s"/bus/pci/devices/*; do
+  [ -e "$d/vendor" ] || continue
+  [ "$(cat "$d/vendor")" = 0x10de ] || continue
+  case "$(cat "$d/class")" in 0x03*) ;; *) continue;; esac
+  a=$(basename "$d"); drv=""; [ -L "$d/driver" ] && drv=$(basename "$(readlink "$d/driver")")
+  o=$(cat "$d/driver_override" 2>/dev/null); p=$(cat "$c/pci-$a" 2>/dev/null); g=""
+  [ -L "$d/iommu_group" ] && g=$(basename "$(readlink "$d/iommu_group")")
+  echo "$a|$drv|$o|$p|$g"
+done`
+
+// Release is one node's release of its vfio GPUs; Restore undoes it.
+type Release struct {
+	r     Runner
+	p     Paths
+	rec   Recorder
+	base  fleet.Object
+	say   func(string)
+	GPUs  []GPU // released, as they were
+	objs  []fleet.Object
+	Wait  time.Duration // how long a bind may take to show (default 10 s)
+	Steps []string      // what was done, in order: for the summary and the report
+}
+
+// Begin releases every NVIDIA GPU of the node bound to (or overridden to) vfio-pci: it refuses
+// when a VM holds one (attached names the GPUs OpenNebula says a VM has; the node's own processes
+// holding a /dev/vfio group are found too), records each GPU in the manifest, stops
+// nvidia-persistenced, lifts driverctl's override (persistence included) and unbinds vfio-pci.
+// An error after the first change leaves the Release for Restore to undo.
+func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, rec Recorder, base fleet.Object, say func(string)) (*Release, error) {
+	p = p.orDefault()
+	rl := &Release{r: r, p: p, rec: rec, base: base, say: say}
+	gpus, err := Inspect(ctx, r, p)
+	if err != nil {
+		return rl, err
+	}
+	for _, g := range gpus {
+		if g.Driver == VFIODriver || g.Override == VFIODriver || g.Persisted == VFIODriver {
+			rl.GPUs = append(rl.GPUs, g)
+		}
+	}
+	if len(rl.GPUs) == 0 {
+		return rl, nil
+	}
+	var busy []string
+	for _, g := range rl.GPUs {
+		if vm := attached[g.Address]; vm != "" {
+			busy = append(busy, g.Address+" is attached to "+vm)
+		}
+		if g.Group == "" {
+			continue
+		}
+		holders, _ := r.Run(ctx, fmt.Sprintf(holderScript, quote(p.Dev+"/vfio/"+g.Group)))
+		if h := strings.TrimSpace(holders); h != "" {
+			busy = append(busy, fmt.Sprintf("%s (IOMMU group %s) is held by %s", g.Address, g.Group, strings.ReplaceAll(h, "\n", ", ")))
+		}
+	}
+	if len(busy) > 0 {
+		return rl, fmt.Errorf("refusing to release the node's GPUs from vfio-pci: %s: terminate those VMs first (nothing changed on the node)", strings.Join(busy, "; "))
+	}
+	// The manifest first: every GPU with what restores it, and persistenced if it runs.
+	for _, g := range rl.GPUs {
+		if err := rl.record(fleet.Object{Kind: KindBinding, Name: bindingName(g)}); err != nil {
+			return rl, err
+		}
+	}
+	if active, _ := rl.persistenced(ctx); active {
+		if err := rl.record(fleet.Object{Kind: KindPersistenced, Name: "nvidia-persistenced"}); err != nil {
+			return rl, err
+		}
+	}
+	if err := rl.stopPersistenced(ctx); err != nil {
+		return rl, err
+	}
+	for _, g := range rl.GPUs {
+		dev := p.Sys + "/bus/pci/devices/" + g.Address
+		// --noprobe: the GPU stays unbound until the driver is there; gpuvet probes and checks itself.
+		if g.Override != "" || g.Persisted != "" {
+			if _, err := r.Run(ctx, "driverctl --noprobe unset-override "+quote(g.Address)); err != nil {
+				return rl, fmt.Errorf("driverctl unset-override %s: %v", g.Address, err)
+			}
+		}
+		if _, err := r.Run(ctx, fmt.Sprintf(`d=%s; a=%s; if [ -L "$d/driver" ] && [ "$(basename "$(readlink "$d/driver")")" = vfio-pci ]; then echo "$a" > "$d/driver/unbind"; fi`, quote(dev), quote(g.Address))); err != nil {
+			return rl, fmt.Errorf("unbind %s from vfio-pci: %v", g.Address, err)
+		}
+		if err := rl.waitDriver(ctx, g.Address, ""); err != nil {
+			return rl, err
+		}
+		rl.step("released " + g.Address + " from vfio-pci (override lifted)")
+	}
+	return rl, nil
+}
+
+// Bind binds the released GPUs to the nvidia driver (loaded first), persistenced stopped around it.
+func (rl *Release) Bind(ctx context.Context) error {
+	if len(rl.GPUs) == 0 {
+		return nil
+	}
+	if err := rl.stopPersistenced(ctx); err != nil {
+		return err
+	}
+	if _, err := rl.r.Run(ctx, "modprobe nvidia"); err != nil {
+		return fmt.Errorf("modprobe nvidia: %v (is the driver installed for the running kernel?)", err)
+	}
+	for _, g := range rl.GPUs {
+		if _, err := rl.r.Run(ctx, fmt.Sprintf("echo %s > %s", quote(g.Address), quote(rl.p.Sys+"/bus/pci/drivers_probe"))); err != nil {
+			return fmt.Errorf("probe %s: %v", g.Address, err)
+		}
+		if err := rl.waitDriver(ctx, g.Address, NvidiaDriver); err != nil {
+			return err
+		}
+		rl.step("bound " + g.Address + " to nvidia")
+	}
+	return nil
+}
+
+// Restore puts every released GPU back on vfio-pci with its override as it was (persistent through
+// driverctl, runtime only, or none), stopping persistenced first and starting it again when it ran
+// before, and verifies each. A GPU left off vfio-pci is an error naming it: the node cannot serve
+// passthrough VMs with it. r is the connection to use (nil: Begin's; a new one after a dropped
+// connection). Safe to call twice.
+func (rl *Release) Restore(ctx context.Context, r Runner) error {
+	if r != nil {
+		rl.r = r
+	}
+	done, err := restore(ctx, rl.r, rl.p, rl.objs, rl.Wait, rl.step)
+	var left []fleet.Object
+	for _, o := range rl.objs {
+		if containsObj(done, o) {
+			if rl.rec != nil {
+				_ = rl.rec.Deleted(o)
+			}
+		} else {
+			left = append(left, o)
+		}
+	}
+	rl.objs = left
+	return err
+}
+
+// Clean redoes the restore of a killed run from its manifest objects (all on one node).
+func Clean(ctx context.Context, r Runner, p Paths, objs []fleet.Object, say func(string)) ([]fleet.Object, error) {
+	return restore(ctx, r, p.orDefault(), objs, 0, say)
+}
+
+func restore(ctx context.Context, r Runner, p Paths, objs []fleet.Object, wait time.Duration, say func(string)) ([]fleet.Object, error) {
+	rl := &Release{r: r, p: p, Wait: wait, say: say}
+	var done []fleet.Object
+	var bad []string
+	var persist []fleet.Object
+	if len(objs) > 0 {
+		if err := rl.stopPersistenced(ctx); err != nil {
+			return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: no GPU was put back on vfio-pci; `gpuvet clean` retries", err)
+		}
+	}
+	for _, o := range objs {
+		if o.Kind == KindPersistenced {
+			persist = append(persist, o)
+			continue
+		}
+		if o.Kind != KindBinding {
+			continue
+		}
+		g, err := parseBinding(o.Name)
+		if err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		if err := rl.restoreOne(ctx, g); err != nil {
+			bad = append(bad, err.Error())
+			continue
+		}
+		say("restored " + g.Address + " to vfio-pci (" + overrideKind(g) + " override)")
+		done = append(done, o)
+	}
+	if len(bad) > 0 {
+		return done, fmt.Errorf("INCOMPLETE vfio restore: %s: the node cannot pass these GPUs to VMs until they are back on vfio-pci; `gpuvet clean` retries from the run manifest", strings.Join(bad, "; "))
+	}
+	for _, o := range persist {
+		if _, err := r.Run(ctx, "systemctl start nvidia-persistenced"); err != nil {
+			return done, fmt.Errorf("nvidia-persistenced ran before the release and did not start again: %v", err)
+		}
+		say("started nvidia-persistenced again")
+		done = append(done, o)
+	}
+	return done, nil
+}
+
+// restoreOne binds one GPU back to vfio-pci and checks the binding and its override.
+func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
+	// A manifest may be edited: only an NVIDIA GPU of the node is ever put on vfio-pci.
+	gpus, err := Inspect(ctx, rl.r, rl.p)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(gpus, func(n GPU) bool { return n.Address == g.Address }) {
+		return fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", g.Address)
+	}
+	a := quote(g.Address)
+	var cmd string
+	switch overrideKind(g) {
+	case "persistent":
+		cmd = "driverctl --noprobe set-override " + a + " vfio-pci"
+	case "runtime":
+		cmd = "driverctl --noprobe --nosave set-override " + a + " vfio-pci"
+	default: // bound to vfio-pci without an override: unbind what holds it, bind vfio-pci directly
+		dev := quote(rl.p.Sys + "/bus/pci/devices/" + g.Address)
+		cmd = fmt.Sprintf(`d=%s; [ -L "$d/driver" ] && echo %s > "$d/driver/unbind"; :`, dev, a)
+	}
+	if _, err := rl.r.Run(ctx, cmd); err != nil {
+		return fmt.Errorf("%s: %s: %v", g.Address, cmd, err)
+	}
+	target := rl.p.Sys + "/bus/pci/drivers_probe"
+	if overrideKind(g) == "none" {
+		target = rl.p.Sys + "/bus/pci/drivers/vfio-pci/bind"
+	}
+	if err := rl.waitDriver(ctx, g.Address, ""); err != nil {
+		return err
+	}
+	if _, err := rl.r.Run(ctx, fmt.Sprintf("echo %s > %s", a, quote(target))); err != nil {
+		return fmt.Errorf("%s: bind vfio-pci: %v", g.Address, err)
+	}
+	if err := rl.waitDriver(ctx, g.Address, VFIODriver); err != nil {
+		return err
+	}
+	now, err := Inspect(ctx, rl.r, rl.p)
+	if err != nil {
+		return err
+	}
+	for _, n := range now {
+		if n.Address != g.Address {
+			continue
+		}
+		if n.Override != g.Override || n.Persisted != g.Persisted {
+			return fmt.Errorf("%s: back on vfio-pci but its override is %q (persisted %q), was %q (persisted %q)", g.Address, n.Override, n.Persisted, g.Override, g.Persisted)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: gone from the node's PCI devices", g.Address)
+}
+
+// waitDriver waits until the GPU's bound driver is want ("" = none).
+func (rl *Release) waitDriver(ctx context.Context, addr, want string) error {
+	limit := rl.Wait
+	if limit <= 0 {
+		limit = 10 * time.Second
+	}
+	deadline := time.Now().Add(limit)
+	script := fmt.Sprintf(`d=%s; [ -L "$d/driver" ] && basename "$(readlink "$d/driver")"; :`, quote(rl.p.Sys+"/bus/pci/devices/"+addr))
+	got := ""
+	for {
+		out, err := rl.r.Run(ctx, script)
+		got = strings.TrimSpace(out)
+		if err == nil && got == want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if want == "" {
+		return fmt.Errorf("%s: still bound to %s after %s", addr, got, limit)
+	}
+	return fmt.Errorf("%s: bound to %q, not %s, after %s (a running nvidia-persistenced or a VM can wedge a bind)", addr, got, want, limit)
+}
+
+// persistenced says whether nvidia-persistenced is active.
+func (rl *Release) persistenced(ctx context.Context) (bool, error) {
+	out, _ := rl.r.Run(ctx, "systemctl is-active nvidia-persistenced 2>/dev/null; :")
+	return strings.TrimSpace(out) == "active", nil
+}
+
+// stopPersistenced stops nvidia-persistenced when it runs: a running one wedges a (re)bind.
+func (rl *Release) stopPersistenced(ctx context.Context) error {
+	if active, _ := rl.persistenced(ctx); !active {
+		return nil
+	}
+	if _, err := rl.r.Run(ctx, "systemctl stop nvidia-persistenced"); err != nil {
+		return fmt.Errorf("systemctl stop nvidia-persistenced: %v (a running persistenced wedges the vfio bind)", err)
+	}
+	rl.step("stopped nvidia-persistenced")
+	return nil
+}
+
+func (rl *Release) record(o fleet.Object) error {
+	full := rl.base
+	full.Kind, full.Name, full.LocalOut, full.KnownHosts = o.Kind, o.Name, "", ""
+	if rl.rec != nil {
+		if err := rl.rec.Record(full); err != nil {
+			return fmt.Errorf("run manifest: %v (nothing released)", err)
+		}
+	}
+	rl.objs = append(rl.objs, full)
+	return nil
+}
+
+func (rl *Release) step(s string) {
+	rl.Steps = append(rl.Steps, s)
+	if rl.say != nil {
+		rl.say(s)
+	}
+}
+
+// overrideKind is how the GPU's vfio-pci override was kept: persistent (driverctl's saved one),
+// runtime (driver_override only) or none (bound without one).
+func overrideKind(g GPU) string {
+	switch {
+	case g.Persisted == VFIODriver:
+		return "persistent"
+	case g.Override == VFIODriver:
+		return "runtime"
+	}
+	return "none"
+}
+
+func bindingName(g GPU) string {
+	return g.Address + " driver=" + VFIODriver + " override=" + overrideKind(g)
+}
+
+// parseBinding reads a KindBinding name back (a manifest may be edited: the address is checked).
+func parseBinding(name string) (GPU, error) {
+	f := strings.Fields(name)
+	if len(f) != 3 || !pciAddr(f[0]) || f[1] != "driver="+VFIODriver || !strings.HasPrefix(f[2], "override=") {
+		return GPU{}, fmt.Errorf("manifest object %q: not a vfio binding gpuvet records (want ADDRESS driver=vfio-pci override=persistent|runtime|none)", name)
+	}
+	g := GPU{Address: f[0], Driver: VFIODriver}
+	switch strings.TrimPrefix(f[2], "override=") {
+	case "persistent":
+		g.Override, g.Persisted = VFIODriver, VFIODriver
+	case "runtime":
+		g.Override = VFIODriver
+	case "none":
+	default:
+		return GPU{}, fmt.Errorf("manifest object %q: unknown override kind", name)
+	}
+	return g, nil
+}
+
+// pciAddr is a PCI address DDDD:BB:DD.F.
+func pciAddr(s string) bool {
+	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
+		return false
+	}
+	for i, c := range s {
+		if i == 4 || i == 7 || i == 10 {
+			continue
+		}
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// holderScript names the processes holding a /dev/vfio group open (a VM's qemu): pid and command.
+const holderScript = `g=%s
+for f in /proc/[0-9]*/fd/*; do
+  [ "$(readlink "$f" 2>/dev/null)" = "$g" ] || continue
+  p=${f#/proc/}; p=${p%%%%/*}
+  echo "pid $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120))"
+done | sort -u`
+
+func containsObj(xs []fleet.Object, o fleet.Object) bool {
+	for _, x := range xs {
+		if x.Kind == o.Kind && x.Name == o.Name && x.Host == o.Host {
+			return true
+		}
+	}
+	return false
+}
+
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -1,0 +1,216 @@
+package vfio
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/vfio/vfiotest"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type rec struct {
+	mu   sync.Mutex
+	objs []fleet.Object
+	gone []fleet.Object
+}
+
+func (r *rec) Record(o fleet.Object) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.objs = append(r.objs, o)
+	return nil
+}
+
+func (r *rec) Deleted(o fleet.Object) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone = append(r.gone, o)
+	return nil
+}
+
+var gpus = []string{"0000:41:00.0", "0000:c1:00.0"}
+
+// The whole cycle: release from vfio-pci with the override lifted, bind to nvidia, restore with
+// the persisted override, persistenced stopped around every (re)bind and started again after.
+func TestReleaseBindRestore(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	n.SetPersistenced(true) // it ran before
+	ctx := context.Background()
+	r := &rec{}
+	rl, err := Begin(ctx, n, Paths{Dev: n.Dev()}, nil, r, fleet.Object{Host: "root@node1:22"}, func(string) {})
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	if len(rl.GPUs) != 2 || len(r.objs) != 3 {
+		t.Fatalf("released %v, recorded %v", rl.GPUs, r.objs)
+	}
+	for _, a := range gpus {
+		if n.Driver(a) != "" || n.Override(a) != "" || n.Persisted(a) != "" {
+			t.Fatalf("%s after release: driver %q override %q persisted %q", a, n.Driver(a), n.Override(a), n.Persisted(a))
+		}
+	}
+	if n.Driver("0000:03:00.0") != "" || n.Override("0000:03:00.0") != "" {
+		t.Fatal("a non-NVIDIA device was touched")
+	}
+	if err := rl.Bind(ctx); err != nil {
+		t.Fatalf("Bind: %v\n%v", err, n.Log())
+	}
+	for _, a := range gpus {
+		if n.Driver(a) != "nvidia" {
+			t.Fatalf("%s on %q, want nvidia", a, n.Driver(a))
+		}
+	}
+	// The driver package started persistenced meanwhile: a rebind with it running wedges.
+	n.SetPersistenced(true)
+	rl.Wait = 3 * time.Second
+	if err := rl.Restore(ctx, nil); err != nil {
+		t.Fatalf("Restore: %v\n%v", err, n.Log())
+	}
+	for _, a := range gpus {
+		if n.Driver(a) != "vfio-pci" || n.Override(a) != "vfio-pci" || n.Persisted(a) != "vfio-pci" {
+			t.Fatalf("%s after restore: driver %q override %q persisted %q", a, n.Driver(a), n.Override(a), n.Persisted(a))
+		}
+	}
+	log := n.Log()
+	for _, e := range log {
+		if strings.HasPrefix(e, "WEDGED") {
+			t.Fatalf("a bind happened with persistenced running: %v", log)
+		}
+	}
+	if !n.PersistencedActive() {
+		t.Fatalf("persistenced, which ran before the release, was not started again: %v", log)
+	}
+	if len(r.gone) != 3 {
+		t.Fatalf("manifest objects marked done: %v", r.gone)
+	}
+}
+
+// A GPU a VM holds (its qemu has the /dev/vfio group open) or that OpenNebula says is attached is
+// never released: the address and the holder are named, nothing changes.
+func TestReleaseRefusesAttachedGPU(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	f, err := os.Open(filepath.Join(n.Dev(), "vfio", "21"))
+	must(t, err)
+	qemu := exec.Command("sleep", "30")
+	qemu.ExtraFiles = []*os.File{f}
+	must(t, qemu.Start())
+	t.Cleanup(func() { qemu.Process.Kill(); qemu.Wait(); f.Close() })
+	r := &rec{}
+	_, err = Begin(context.Background(), n, Paths{Dev: n.Dev()}, map[string]string{"0000:41:00.0": "VM 42 (RUNNING)"}, r, fleet.Object{}, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "0000:41:00.0 is attached to VM 42") ||
+		!strings.Contains(err.Error(), "0000:c1:00.0 (IOMMU group 21) is held by") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (sleep 30", qemu.Process.Pid)) {
+		t.Fatalf("Begin: %v", err)
+	}
+	if len(r.objs) != 0 {
+		t.Fatalf("recorded %v", r.objs)
+	}
+	for _, a := range gpus {
+		if n.Driver(a) != "vfio-pci" || n.Persisted(a) != "vfio-pci" {
+			t.Fatalf("%s changed", a)
+		}
+	}
+}
+
+// A restore that fails in the middle (one GPU's bind wedges) says so loudly, names the GPU, keeps
+// its manifest object, and restores the others; Clean from the manifest finishes it later.
+func TestRestoreFailureThenClean(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	ctx := context.Background()
+	r := &rec{}
+	rl, err := Begin(ctx, n, Paths{Dev: n.Dev()}, nil, r, fleet.Object{Host: "root@node1:22"}, func(string) {})
+	must(t, err)
+	must(t, rl.Bind(ctx))
+	n.SetWedge("0000:41:00.0", true)
+	rl.Wait = time.Second
+	err = rl.Restore(ctx, nil)
+	if err == nil || !strings.Contains(err.Error(), "INCOMPLETE vfio restore") || !strings.Contains(err.Error(), "0000:41:00.0") || strings.Contains(err.Error(), "0000:c1:00.0") {
+		t.Fatalf("Restore: %v", err)
+	}
+	if n.Driver("0000:c1:00.0") != "vfio-pci" || n.Persisted("0000:c1:00.0") != "vfio-pci" {
+		t.Fatal("the GPU that could be restored was not")
+	}
+	if len(r.gone) != 1 || !strings.HasPrefix(r.gone[0].Name, "0000:c1:00.0") {
+		t.Fatalf("marked done: %v", r.gone)
+	}
+	n.SetWedge("0000:41:00.0", false)
+	var left []fleet.Object
+	for _, o := range r.objs {
+		if !containsObj(r.gone, o) {
+			left = append(left, o)
+		}
+	}
+	done, err := Clean(ctx, n, Paths{Dev: n.Dev()}, left, func(string) {})
+	if err != nil || len(done) != 1 {
+		t.Fatalf("Clean: %v %v", done, err)
+	}
+	if n.Driver("0000:41:00.0") != "vfio-pci" || n.Override("0000:41:00.0") != "vfio-pci" || n.Persisted("0000:41:00.0") != "vfio-pci" {
+		t.Fatal("clean did not restore the wedged GPU")
+	}
+}
+
+// A release that fails in the middle (the second GPU cannot be unbound) leaves the first GPU
+// released and recorded: Restore puts both back as they were.
+func TestReleaseFailureInTheMiddleRestores(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	ctx := context.Background()
+	// driverctl fails on the second GPU (as it does when an unbind is refused).
+	n.Script("driverctl", `case "$*" in *c1:00.0*) echo "driverctl: unbinding 0000:c1:00.0 failed" >&2; exit 1;; esac; exec /usr/sbin/driverctl "$@"`)
+	r := &rec{}
+	rl, err := Begin(ctx, n, Paths{Dev: n.Dev()}, nil, r, fleet.Object{}, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "0000:c1:00.0") {
+		t.Fatalf("Begin: %v", err)
+	}
+	if n.Driver("0000:41:00.0") != "" || n.Persisted("0000:41:00.0") != "" {
+		t.Fatal("the first GPU was not released before the failure")
+	}
+	must(t, os.Remove(filepath.Join(n.Bin(), "driverctl")))
+	if err := rl.Restore(ctx, nil); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for _, a := range gpus {
+		if n.Driver(a) != "vfio-pci" || n.Override(a) != "vfio-pci" || n.Persisted(a) != "vfio-pci" {
+			t.Fatalf("%s after restore: driver %q override %q persisted %q", a, n.Driver(a), n.Override(a), n.Persisted(a))
+		}
+	}
+}
+
+func TestParseBindingRefusesEditedNames(t *testing.T) {
+	for _, s := range []string{"0000:41:00.0 driver=vfio-pci override=persistent", "0000:41:00.0 driver=vfio-pci override=none"} {
+		if _, err := parseBinding(s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "0000:41:00.0", "../../x driver=vfio-pci override=none", "0000:41:00.0; rm -rf / driver=vfio-pci override=none",
+		"0000:41:00.0 driver=nvidia override=none", "0000:41:00.0 driver=vfio-pci override=maybe"} {
+		if _, err := parseBinding(s); err == nil {
+			t.Fatalf("%q accepted", s)
+		}
+	}
+}
+
+// An edited manifest cannot put another device on vfio-pci: only the node's NVIDIA GPUs are bound.
+func TestCleanRefusesADeviceThatIsNotAGPU(t *testing.T) {
+	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
+	forged := fleet.Object{Kind: KindBinding, Name: "0000:03:00.0 driver=vfio-pci override=persistent"}
+	done, err := Clean(context.Background(), n, Paths{Dev: n.Dev()}, []fleet.Object{forged}, func(string) {})
+	if err == nil || len(done) != 0 || !strings.Contains(err.Error(), "0000:03:00.0 is not an NVIDIA GPU of the node") {
+		t.Fatalf("Clean: %v %v", done, err)
+	}
+	if n.Override("0000:03:00.0") != "" || n.Persisted("0000:03:00.0") != "" {
+		t.Fatal("the NIC got an override")
+	}
+}
