@@ -46,6 +46,7 @@ everything is gone. Safe to run twice.
   gpuvet clean --run 20261130T110000Z            one run's
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
   gpuvet clean --kubeconfig ~/.kube/config       every gpuvet namespace left on the cluster, too
+  gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
@@ -84,6 +85,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
+	cmd.Flags().Bool("cache", false, "backend kubernetes: also delete the namespaces that keep the model cache between runs (kubernetes.cache_namespace), with their PVCs")
 	cf.register(cmd)
 	registerKubeConnectFlags(cmd)
 	return cmd

@@ -44,6 +44,7 @@ var kubeFlagPaths = map[string]string{
 	"health-args": "kubernetes.health_args", "keep-on-failure": "kubernetes.keep_on_failure",
 	"job-timeout": "kubernetes.job_timeout", "dynamo": "kubernetes.dynamo",
 	"hub-endpoint": "model_cache.endpoint", "cache-owner-init": "kubernetes.cache_owner_init",
+	"cache-namespace": "kubernetes.cache_namespace",
 }
 
 // registerKubeFlags adds the Kubernetes flags to a command that resolves a plan (run, config show).
@@ -66,6 +67,7 @@ func registerKubeFlags(cmd *cobra.Command) {
 	fl.Duration("job-timeout", d.Kubernetes.JobTimeout.D(), "backend kubernetes: limit for each in-cluster gpuvet Job")
 	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
 	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
+	fl.String("cache-namespace", d.Kubernetes.CacheNamespace, "backend kubernetes: the namespace that keeps the model cache between runs (\"\": the run's own, deleted with it; `gpuvet clean --cache` removes it)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
@@ -132,7 +134,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(plan.Config.ModelCache),
 		CacheAccess: plan.Config.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, Progress: say,
-		HubEndpoint: plan.Config.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit,
+		HubEndpoint: plan.Config.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace,
 	})
 	if err != nil {
 		return usageErr("%v", err)
@@ -212,9 +214,10 @@ func cleanKubernetes(ctx context.Context, cmd *cobra.Command, runID string, ms [
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	done, err := k8s.Clean(ctx, cl.Client, runID, 5*time.Minute)
-	for _, ns := range done {
-		fmt.Fprintf(cmd.OutOrStdout(), "deleted namespace %s\n", ns)
+	cache, _ := cmd.Flags().GetBool("cache")
+	done, err := k8s.Clean(ctx, cl, runID, cache, 5*time.Minute)
+	for _, what := range done {
+		fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", what)
 	}
 	if err != nil {
 		return failedErr("clean: %v", err)

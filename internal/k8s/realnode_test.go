@@ -88,6 +88,7 @@ type nodeHub struct {
 	mu        sync.Mutex
 	served    int64
 	requests  int
+	resolves  int // file requests (GET or HEAD of /{id}/resolve/…)
 	offline   bool
 	offlineAt int // requests that arrived while offline
 }
@@ -152,6 +153,9 @@ func (h *nodeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(entries)
 	case strings.HasPrefix(r.URL.Path, "/"+h.model+"/resolve/"):
+		h.mu.Lock()
+		h.resolves++
+		h.mu.Unlock()
 		_, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"+h.model+"/resolve/"), "/")
 		b, ok := h.files[p]
 		if !ok {
@@ -178,6 +182,13 @@ func (h *nodeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *nodeHub) goOffline() {
 	h.mu.Lock()
 	h.offline = true
+	h.mu.Unlock()
+}
+
+// reset takes the hub back online with its counters at zero (the next run's figures).
+func (h *nodeHub) reset() {
+	h.mu.Lock()
+	h.offline, h.served, h.requests, h.resolves, h.offlineAt = false, 0, 0, 0, 0
 	h.mu.Unlock()
 }
 
@@ -292,7 +303,10 @@ func (w *cacheWatch) seeEngine(p *corev1.Pod) {
 // downloading from a hub mirror on the node's network (model_cache.endpoint); the hub then goes
 // offline, and the eight engine pods start from the cache, mounted read-only with HF_HUB_OFFLINE=1:
 // each engine's command reads a file of the cached snapshot (a catalog file), so a pod whose cache
-// is missing or unreadable crash-loops and fails the run.
+// is missing or unreadable crash-loops and fails the run. The cache is kept in its namespace
+// (kubernetes.cache_namespace): a second run finds the same volume and transfers nothing (no file
+// request reaches the hub, the populate Job says it downloaded 0 B); `gpuvet clean --cache` then
+// removes it.
 func TestRealNodeModelCache(t *testing.T) {
 	e := setupReal(t)
 	weights := make([]byte, 3<<20)
@@ -306,10 +320,65 @@ func TestRealNodeModelCache(t *testing.T) {
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", files)
 	snapshot := "/cache/hub/models--Qwen--Qwen3-8B/snapshots/" + hub.commit
 	engineCmd := "gpuvet sim --gpu H200 --model {model} --catalog " + snapshot + "/gpuvet-catalog.yaml --host 0.0.0.0 --port {port}"
+	e.cleanCache(t) // a fresh, root-owned volume: whatever an earlier test kept goes first
+	defer e.cleanCache(t)
+	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url)
+	first := e.realCacheRun(t, hub, args)
+	if !strings.Contains(first.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
+		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", first.ownerLog)
+	}
+	if first.served != hub.total() || first.resolves == 0 {
+		t.Errorf("the hub served %d bytes in %d file requests, want the model once (%d)", first.served, first.resolves, hub.total())
+	}
+	if !strings.Contains(first.log, "model cache namespace gpuvet-cache created") {
+		t.Errorf("the first run does not say it created the cache namespace:\n%s", first.log)
+	}
+	// The second run: the same kept PVC, and no file leaves the hub.
+	hub.reset()
+	second := e.realCacheRun(t, hub, args)
+	if second.resolves != 0 || second.served != 0 {
+		t.Errorf("the second run made %d file requests to the hub (%d bytes): the kept cache must serve it", second.resolves, second.served)
+	}
+	if !strings.Contains(second.log, "model cache: reusing PVC gpuvet-cache/cache-real-gpu-0") {
+		t.Errorf("the second run does not say it reuses the kept PVC:\n%s", second.log)
+	}
+	if !regexp.MustCompile(`model cache: Qwen/Qwen3-8B@[0-9a-f]{40}: 4 files, [0-9.]+ MiB; downloaded 0 B`).MatchString(second.log) {
+		t.Errorf("the second run's populate Job does not report 0 B downloaded:\n%s", second.log)
+	}
+	if first.pvPath == "" || second.pvPath != first.pvPath {
+		t.Errorf("the second run's cache volume %q, want the first run's %q", second.pvPath, first.pvPath)
+	}
+	ctx := context.Background()
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims("gpuvet-cache").Get(ctx, "cache-real-gpu-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the kept PVC after two runs: %v", err)
+	}
+	log, code := e.gpuvet(t, t.TempDir(), "clean", "--kubeconfig", e.kubeconfig, "--cache")
+	if code != 0 || !strings.Contains(log, "deleted cache namespace gpuvet-cache") {
+		t.Errorf("clean --cache: exit %d:\n%s", code, log)
+	}
+	if _, err := e.cs.CoreV1().Namespaces().Get(ctx, "gpuvet-cache", metav1.GetOptions{}); err == nil {
+		t.Error("the cache namespace is still there after `gpuvet clean --cache`")
+	}
+}
+
+// cacheRun is what one run with the model cache showed.
+type cacheRun struct {
+	log, ownerLog, pvPath string
+	served                int64
+	resolves              int
+}
+
+// realCacheRun runs gpuvet with the cache on the real node and checks what every such run must
+// show: every endpoint loaded from its engine pod, the populate Job pointed at the mirror, the
+// engines reading the cache read-only with the hub offline (taken offline once the populate Job
+// succeeded; no request reaches it afterwards), ctrf.json, and nothing of the run left.
+func (e *env) realCacheRun(t *testing.T, hub *nodeHub, args []string) cacheRun {
+	t.Helper()
 	out, state := t.TempDir(), t.TempDir()
+	args = append(args, "--out", out)
 	w := e.watchCache(t, hub)
 	start := time.Now()
-	log, code := e.gpuvet(t, state, e.realArgs(out, engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url)...)
+	log, code := e.gpuvet(t, state, args...)
 	took := time.Since(start)
 	w.end()
 	t.Logf("gpuvet run with the model cache on the real node: exit %d in %s", code, took.Round(100*time.Millisecond))
@@ -337,9 +406,6 @@ func TestRealNodeModelCache(t *testing.T) {
 	if !w.pvHostPath {
 		t.Errorf("the cache PVC was not seen bound to a hostPath volume (path %q)", w.pvPath)
 	}
-	if !strings.Contains(w.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
-		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", w.ownerLog)
-	}
 	if w.populateHub != hub.url {
 		t.Errorf("the populate Job's HF_ENDPOINT is %q, want the mirror %s", w.populateHub, hub.url)
 	}
@@ -352,11 +418,9 @@ func TestRealNodeModelCache(t *testing.T) {
 		}
 	}
 	hub.mu.Lock()
-	served, offlineAt := hub.served, hub.offlineAt
+	r := cacheRun{log: log, ownerLog: w.ownerLog, pvPath: w.pvPath, served: hub.served, resolves: hub.resolves}
+	offlineAt := hub.offlineAt
 	hub.mu.Unlock()
-	if served != hub.total() {
-		t.Errorf("the hub served %d bytes, want the model once (%d)", served, hub.total())
-	}
 	if offlineAt != 0 {
 		t.Errorf("%d requests reached the hub after the populate Job ended: the engines must read the cache only", offlineAt)
 	}
@@ -364,6 +428,15 @@ func TestRealNodeModelCache(t *testing.T) {
 		t.Errorf("the run does not say which hub it pulls from:\n%s", log)
 	}
 	e.assertNothingLeft(t, state)
+	return r
+}
+
+// cleanCache removes the kept model cache (`gpuvet clean --cache`), so a test starts from a fresh
+// volume and leaves none.
+func (e *env) cleanCache(t *testing.T) {
+	if log, code := e.gpuvet(t, t.TempDir(), "clean", "--kubeconfig", e.kubeconfig, "--cache"); code != 0 {
+		t.Fatalf("clean --cache: exit %d:\n%s", code, log)
+	}
 }
 
 // TestRealNodeCacheRootOwnedWithoutInit shows why the init container is there: without it, on a
@@ -371,6 +444,8 @@ func TestRealNodeModelCache(t *testing.T) {
 // cannot write, and the run says what to do in Kubernetes terms. The hub comes from HF_ENDPOINT.
 func TestRealNodeCacheRootOwnedWithoutInit(t *testing.T) {
 	e := setupReal(t)
+	e.cleanCache(t) // a fresh, root-owned volume
+	defer e.cleanCache(t)
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", map[string][]byte{"config.json": []byte(`{}`)})
 	out, state := t.TempDir(), t.TempDir()
 	log, code := e.gpuvetEnv(t, state, []string{"HF_ENDPOINT=" + hub.url},
@@ -524,7 +599,7 @@ func sinceLine(log, from, to string) float64 {
 }
 
 // TestRealNodePopulatePodRefused: a cluster whose admission refuses root containers (here a
-// ValidatingAdmissionPolicy on gpuvet's namespaces, as a Pod Security or site policy would) refuses
+// ValidatingAdmissionPolicy on gpuvet's namespaces, the run's and the kept cache's, as a Pod Security or site policy would) refuses
 // the populate Job's init container. The run fails at once with the API's reason and what to set,
 // instead of waiting out kubernetes.job_timeout.
 func TestRealNodePopulatePodRefused(t *testing.T) {
@@ -543,7 +618,7 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: vap.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{k8s.LabelManagedBy: k8s.ManagedBy}}}}}
+				MatchLabels: map[string]string{k8s.LabelPartOf: k8s.ManagedBy}}}}}
 	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -553,6 +628,8 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 	}
 	defer e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, bind.Name, metav1.DeleteOptions{})
 	time.Sleep(3 * time.Second) // the apiserver loads a new policy within about a second
+	e.cleanCache(t)
+	defer e.cleanCache(t)
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", map[string][]byte{"config.json": []byte(`{}`)})
 	out, state := t.TempDir(), t.TempDir()
 	start := time.Now()
