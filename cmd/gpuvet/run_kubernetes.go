@@ -44,7 +44,7 @@ var kubeFlagPaths = map[string]string{
 	"health-args": "kubernetes.health_args", "keep-on-failure": "kubernetes.keep_on_failure",
 	"job-timeout": "kubernetes.job_timeout", "dynamo": "kubernetes.dynamo",
 	"hub-endpoint": "model_cache.endpoint", "cache-owner-init": "kubernetes.cache_owner_init",
-	"cache-namespace": "kubernetes.cache_namespace",
+	"cache-namespace": "kubernetes.cache_namespace", "dynamo-target": "kubernetes.dynamo_target",
 }
 
 // registerKubeFlags adds the Kubernetes flags to a command that resolves a plan (run, config show).
@@ -68,6 +68,7 @@ func registerKubeFlags(cmd *cobra.Command) {
 	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
 	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
 	fl.String("cache-namespace", d.Kubernetes.CacheNamespace, "backend kubernetes: the namespace that keeps the model cache between runs (\"\": the run's own, deleted with it; `gpuvet clean --cache` removes it)")
+	fl.String("dynamo-target", d.Kubernetes.DynamoTarget, "backend kubernetes: where the Dynamo load goes: pod (a Ready frontend pod) or service (the frontend Service's ClusterIP, through kube-proxy)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
@@ -134,7 +135,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(plan.Config.ModelCache),
 		CacheAccess: plan.Config.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, Progress: say,
-		HubEndpoint: plan.Config.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace,
+		HubEndpoint: plan.Config.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
 	})
 	if err != nil {
 		return usageErr("%v", err)

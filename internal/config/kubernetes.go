@@ -52,10 +52,20 @@ type Kubernetes struct {
 	// the PVCs stay until `gpuvet clean --cache`. "": the run's own namespace (the cache goes with
 	// the run, and every run downloads again).
 	CacheNamespace string `yaml:"cache_namespace"`
+	// DynamoTarget is what the Dynamo load and completion check are sent to: pod (the address of a
+	// Ready pod the frontend Service selects: no Service proxy in the measured path) or service
+	// (the Service's ClusterIP, through kube-proxy, as in-cluster clients reach it).
+	DynamoTarget string `yaml:"dynamo_target"`
 }
 
+// kubernetes.dynamo_target values.
+const (
+	DynamoTargetPod     = "pod"
+	DynamoTargetService = "service"
+)
+
 func kubernetesDefaults() Kubernetes {
-	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace}
+	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod}
 }
 
 // DefaultCacheNamespace is kubernetes.cache_namespace's default: the namespace that keeps the model
@@ -84,6 +94,7 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.nodes", k.Nodes < 0, "want 0 (every GPU node with a free GPU) or a positive count"},
 		{"kubernetes.parallel_nodes", k.ParallelNodes < 1, "want ≥ 1"},
 		{"kubernetes.cache_namespace", k.CacheNamespace != "" && !dnsLabelRe.MatchString(k.CacheNamespace), fmt.Sprintf("want a namespace name (a DNS label: lower case, digits and '-', at most 63), or \"\" for the run's own namespace (the cache then goes with the run); got %q", k.CacheNamespace)},
+		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},
 		{"model_cache.endpoint", mc.Endpoint != "" && HubURLProblem(mc.Endpoint) != "", HubURLProblem(mc.Endpoint)},

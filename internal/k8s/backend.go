@@ -50,6 +50,9 @@ type Options struct {
 	CacheOwnerInit bool
 	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
 	Dynamo bool
+	// DynamoService sends the Dynamo load to the frontend Service's ClusterIP (kube-proxy) instead
+	// of a Ready pod behind it (kubernetes.dynamo_target service).
+	DynamoService bool
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
 	HealthArgs []string
 	// JobTimeout bounds each gpuvet Job (cache populate, health, load).

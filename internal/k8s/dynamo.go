@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -239,7 +240,10 @@ func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Durat
 			pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 			if err == nil {
 				if u := frontendAddress(svc, pods.Items); u != "" {
-					return u, nil
+					if !r.opt.DynamoService {
+						return u, nil
+					}
+					return serviceAddress(svc)
 				}
 			}
 		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
@@ -251,6 +255,16 @@ func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Durat
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// serviceAddress is http://ClusterIP:port of the Service (its first port), for clients in pods:
+// kube-proxy forwards it to a Ready pod. No cluster DNS is needed: the load Job gets the address.
+func serviceAddress(svc *corev1.Service) (string, error) {
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", fmt.Errorf("frontend Service %s has no ClusterIP and port (clusterIP %q, %d ports): set kubernetes.dynamo_target pod", svc.Name, ip, len(svc.Spec.Ports))
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
 }
 
 // frontendAddress is http://podIP:port of the first Ready pod, port being the Service's first

@@ -654,3 +654,47 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 	}
 	e.assertNothingLeft(t, state)
 }
+
+// TestRealNodeDynamoThroughService runs the Dynamo path on the real node with real pods (the test
+// plays Dynamo's operator: a frontend pod of gpuvet's image serving `gpuvet sim`, worker pods
+// holding the GPUs, the frontend Service) and kubernetes.dynamo_target service: the completion
+// check and the load Jobs reach the frontend through the Service's ClusterIP, which kube-proxy
+// (nftables) forwards to the pod (there is no cluster DNS: gpuvet hands the Jobs the address).
+// It needs the node started with KUBE_PROXY=1.
+func TestRealNodeDynamoThroughService(t *testing.T) {
+	e := setupReal(t)
+	ctx := context.Background()
+	if out, err := exec.Command("pgrep", "-f", "kube-proxy --kubeconfig").Output(); err != nil || len(out) == 0 {
+		t.Skip("no kube-proxy on the real node: start it with `KUBE_PROXY=1 bash scripts/k8s-real-node/setup.sh start` (after `KUBE_PROXY=1 … build`)")
+	}
+	e.installDynamoCRD(t)
+	e.runDynamoOperatorWith(t, realImage, "gpuvet.local/pause:3.10")
+	out, state := t.TempDir(), t.TempDir()
+	start := time.Now()
+	log, code := e.gpuvet(t, state, e.realArgs(out, "", "--dynamo", "--engine", "vllm", "--engine-cmd", "", "--gpu-count", "2",
+		"--cache-size", "off", "--set", "health.enabled=false", "--dynamo-target", "service")...)
+	t.Logf("gpuvet run --dynamo through the frontend Service on the real node: exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, log)
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Hosts) != 1 || s.Hosts[0].Error != "" || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != 1 {
+		t.Fatalf("hosts %+v\n%s", s.Hosts, log)
+	}
+	ep := s.Hosts[0].Models[0].Endpoints[0]
+	// ClusterIPs: the test control plane's --service-cluster-ip-range 10.0.0.0/24 (pods are on 10.88.0.0/16).
+	if ep.Error != "" || ep.Load == nil || !strings.HasPrefix(ep.URL, "http://10.0.0.") || !strings.HasSuffix(ep.URL, ":8000") || len(ep.GPUs) != 2 {
+		t.Errorf("endpoint: error %q, url %s (want the Service's ClusterIP), GPUs %v", ep.Error, ep.URL, ep.GPUs)
+	}
+	if !strings.Contains(log, "its frontend "+ep.URL+" returned a real completion") {
+		t.Errorf("no completion through the Service in the log:\n%s", log)
+	}
+	left, err := e.dyn.Resource(k8s.DynamoGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(left.Items) != 0 {
+		t.Errorf("DynamoGraphDeployments left: %v %v", left, err)
+	}
+	e.assertNothingLeft(t, state)
+}
