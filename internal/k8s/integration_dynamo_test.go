@@ -70,9 +70,9 @@ type dynamoOperator struct {
 	// The images of its pods: "dynamo" for the stand-in kubelet; on the real node gpuvet's image
 	// (the frontend runs `gpuvet sim`) and the pause image (the workers hold their GPUs).
 	frontImage, workerImage string
-	mu   sync.Mutex
-	seen map[string]bool // namespace/name of every deployment met
-	errs []string
+	mu                      sync.Mutex
+	seen                    map[string]bool // namespace/name of every deployment met
+	errs                    []string
 }
 
 func (e *env) runDynamoOperator(t *testing.T) *dynamoOperator {
