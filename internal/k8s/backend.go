@@ -57,7 +57,6 @@ type Options struct {
 	HealthArgs []string
 	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
 	JobTimeout time.Duration
-	StateDir   string // run manifests (fleet.StateDir)
 	Progress   func(format string, args ...any)
 }
 
@@ -82,6 +81,9 @@ type Run struct {
 	tokenEnv  string
 	hub       string // HF_ENDPOINT of the populate Jobs ("": the public hub)
 	man       *fleet.Manifest
+	started   sync.Once // begin
+	startErr  error
+	nsCreated bool
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
@@ -175,58 +177,46 @@ func (r *Run) progress(format string, a ...any) {
 	}
 }
 
-// Execute creates the namespace, runs every node (at most ParallelNodes at once) and deletes the
-// namespace at the end whatever happened (unless KeepOnFailure and something failed), waiting
-// until it is gone. failed tells whether to keep it (the caller judges).
-func (r *Run) Execute(ctx context.Context) ([]fleet.Outcome, error) {
-	dir := r.opt.StateDir
-	if dir == "" {
-		d, err := fleet.StateDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-	}
-	man, err := fleet.NewManifest(dir, "kubernetes", r.opt.RunID, map[string]string{"context": r.cl.Context, "server": r.cl.Server})
-	if err != nil {
-		return nil, err
-	}
-	r.man = man
+// begin creates what the run's nodes share, once, before the first node's provision: the run's
+// namespace, the kept cache's, and the hub-token Secret. An error fails every node's provision.
+func (r *Run) begin(ctx context.Context) error {
+	r.started.Do(func() { r.startErr = r.create(ctx) })
+	return r.startErr
+}
+
+func (r *Run) create(ctx context.Context) error {
 	nsObj := fleet.Object{Kind: "Namespace", Name: r.ns}
-	if err := man.Record(nsObj); err != nil {
-		return nil, err
+	if err := r.man.Record(nsObj); err != nil {
+		return err
 	}
 	if _, err := r.cl.Client.CoreV1().Namespaces().Create(ctx, namespaceObject(r.opt.RunID), metav1.CreateOptions{}); err != nil {
-		man.Deleted(nsObj)
-		man.Finish()
-		return nil, fmt.Errorf("creating namespace %s: %v", r.ns, err)
+		r.man.Deleted(nsObj)
+		return fmt.Errorf("creating namespace %s: %v", r.ns, err)
 	}
+	r.nsCreated = true
 	r.progress("namespace %s created (run %s)", r.ns, r.opt.RunID)
 	if r.keptCache() {
 		if err := r.ensureCacheNamespace(ctx); err != nil {
-			r.teardown(ctx, true)
-			return nil, err
+			return err
 		}
 	}
 	if r.tokenEnv != "" {
-		if err := r.createTokenSecret(ctx); err != nil {
-			r.teardown(ctx, true)
-			return nil, err
-		}
+		return r.createTokenSecret(ctx)
 	}
-	hosts := make([]fleet.Host, len(r.nodes))
-	for i, n := range r.nodes {
-		hosts[i] = &nodeHost{r: r, node: n, index: i}
+	return nil
+}
+
+// Close deletes the namespace once every node is done, whatever happened (unless KeepOnFailure and
+// something failed), and waits until it is gone: fleet.Execute calls it (fleet.Closer).
+func (r *Run) Close(ctx context.Context, outs []fleet.Outcome) error {
+	if !r.nsCreated {
+		return nil
 	}
-	outs := fleet.Run(ctx, hosts, fleet.Options{Parallel: r.opt.ParallelNodes, Progress: r.opt.Progress})
 	failed := ctx.Err() != nil
 	for _, o := range outs {
 		failed = failed || o.Err != nil
 	}
-	if err := r.teardown(ctx, failed); err != nil {
-		return outs, err
-	}
-	return outs, nil
+	return r.teardown(ctx, failed)
 }
 
 // teardown deletes the namespace and waits until it is gone (or keeps it on failure when asked).
@@ -250,7 +240,7 @@ func (r *Run) teardown(ctx context.Context, failed bool) error {
 		r.man.Deleted(o)
 	}
 	r.progress("namespace %s deleted", r.ns)
-	return r.man.Finish()
+	return nil
 }
 
 // DeleteNamespace deletes a namespace (foreground) and waits until the API no longer has it.
@@ -321,6 +311,9 @@ func (h *nodeHost) record(kind, ns, name string) error {
 // health Job on all its free GPUs.
 func (h *nodeHost) Provision(ctx context.Context) error {
 	r := h.r
+	if err := r.begin(ctx); err != nil {
+		return err
+	}
 	if r.class != "" {
 		if err := h.provisionCache(ctx); err != nil {
 			return err
