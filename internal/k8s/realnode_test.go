@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -695,6 +696,89 @@ func TestRealNodeDynamoThroughService(t *testing.T) {
 	left, err := e.dyn.Resource(k8s.DynamoGVR).Namespace("").List(ctx, metav1.ListOptions{})
 	if err != nil || len(left.Items) != 0 {
 		t.Errorf("DynamoGraphDeployments left: %v %v", left, err)
+	}
+	e.assertNothingLeft(t, state)
+}
+
+// TestRealNodeBaseline: --save-baseline then --baseline on backend kubernetes give the overhead
+// table (fleet.Execute applies the baseline on the merged summary, as for ssh and opennebula), and
+// the plan the load Jobs get is Plan.RemoteYAML: the baseline's local path (which a pod's preflight
+// would refuse) and this machine's kubeconfig do not travel into the pods.
+func TestRealNodeBaseline(t *testing.T) {
+	e := setupReal(t)
+	ctx := context.Background()
+	first, state := t.TempDir(), t.TempDir()
+	short := []string{"--cache-size", "off", "--set", "health.enabled=false", "--gpu-count", "2"}
+	log, code := e.gpuvet(t, state, e.realArgs(first, "", append(short, "--save-baseline")...)...)
+	if code != 0 {
+		t.Fatalf("--save-baseline: exit %d:\n%s", code, log)
+	}
+	base := filepath.Join(first, "baseline.json")
+	if _, err := os.Stat(base); err != nil {
+		t.Fatalf("--save-baseline on backend kubernetes wrote no baseline.json: %v", err)
+	}
+	// Watch the load Jobs' plan while the second run goes.
+	var mu sync.Mutex
+	plans := map[string]string{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			jobs, err := e.cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleLoad})
+			if err == nil {
+				for _, j := range jobs.Items {
+					a := j.Spec.Template.Spec.Containers[0].Args
+					for i := 0; i+1 < len(a); i++ {
+						if a[i] == "--plan" {
+							b, _ := base64.StdEncoding.DecodeString(a[i+1])
+							mu.Lock()
+							plans[j.Name] = string(b)
+							mu.Unlock()
+						}
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	second := t.TempDir()
+	log, code = e.gpuvet(t, state, e.realArgs(second, "", append(short, "--baseline", base)...)...)
+	close(stop)
+	<-done
+	if code != 0 {
+		t.Fatalf("--baseline: exit %d:\n%s", code, log)
+	}
+	s, err := results.Read(filepath.Join(second, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Baseline == nil || s.Baseline.BaselineFile != base || len(s.Baseline.Rows) == 0 || s.Baseline.Note != "" {
+		t.Fatalf("no overhead table on backend kubernetes: %+v", s.Baseline)
+	}
+	if len(s.Hosts) != 1 || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
+		t.Fatalf("hosts %+v", s.Hosts)
+	}
+	for _, ep := range s.Hosts[0].Models[0].Endpoints {
+		if ep.Error != "" || ep.Load == nil {
+			t.Errorf("gpu %v: %q", ep.GPUs, ep.Error)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(plans) != 2 {
+		t.Fatalf("saw %d load Jobs' plans, want 2", len(plans))
+	}
+	for j, p := range plans {
+		for _, local := range []string{base, e.kubeconfig, "save_baseline: true"} {
+			if strings.Contains(p, local) {
+				t.Errorf("load Job %s's plan carries %q:\n%s", j, local, p)
+			}
+		}
 	}
 	e.assertNothingLeft(t, state)
 }
