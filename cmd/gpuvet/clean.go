@@ -17,19 +17,24 @@ import (
 
 func init() { root.AddCommand(newCleanCmd()) }
 
-// cleaner removes what runs of one backend left. Each multi-host backend registers one (in its
-// own file): it gets the manifests of its killed runs (possibly none) and the run id asked for.
-type cleaner func(ctx context.Context, cmd *cobra.Command, runID string, manifests []*fleet.Manifest) error
+// cleaner removes what runs of one backend left (remote.go's table holds each backend's): it gets
+// the request and the manifests of the backend's killed runs (possibly none).
+type cleaner func(ctx context.Context, req cleanRequest, manifests []*fleet.Manifest) error
 
-var cleaners = map[string]cleaner{}
-
-// cleanPlan is the plan clean resolved from -c/--set/GPUVET_* (SSH keys, the OpenNebula
-// credentials variable): the cleaners that need settings read it.
-var cleanPlan *config.Plan
+// cleanRequest is what `gpuvet clean` was asked: the plan resolved from -c/--set/GPUVET_* and
+// --kubeconfig/--context (SSH keys, the OpenNebula credentials variable, the cluster), the run id
+// ("" every run), and --cache.
+type cleanRequest struct {
+	cmd   *cobra.Command
+	plan  *config.Plan
+	runID string
+	cache bool
+}
 
 func newCleanCmd() *cobra.Command {
 	var backend, runID string
 	var files []string
+	var cache bool
 	var cf configFlags
 	cmd := &cobra.Command{
 		Use:   "clean",
@@ -46,18 +51,24 @@ everything is gone. Safe to run twice.
   gpuvet clean --run 20261130T110000Z            one run's
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
   gpuvet clean --kubeconfig ~/.kube/config       every gpuvet namespace left on the cluster, too
+  gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			plan, err := cf.plan()
+			var set []config.Flag // --kubeconfig, --context: above -c, --set and GPUVET_*, as for run
+			for _, f := range []string{"kubeconfig", "context"} {
+				if fl := cmd.Flags().Lookup(f); fl.Changed {
+					set = append(set, config.Flag{Name: "--" + f, Path: kubeFlagPaths[f], Value: fl.Value.String()})
+				}
+			}
+			plan, err := cf.plan(set...)
 			if err != nil {
 				return err
 			}
-			cleanPlan = plan
 			var label []string // backends that find leftovers without a manifest, by the run label
-			if backend == "" && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context") || plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
+			if backend == "" && (plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
 				label = append(label, "kubernetes")
 			}
 			byBackend, err := cleanManifests(cmd, backend, label, runID, files)
@@ -68,12 +79,12 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			defer stop()
 			var errs []error
 			for _, b := range sortedKeys(byBackend) {
-				c, ok := cleaners[b]
+				fb, ok := fleetBackends[b]
 				if !ok {
 					errs = append(errs, fmt.Errorf("manifests of backend %s: this gpuvet has no cleaner for it", b))
 					continue
 				}
-				errs = append(errs, c(ctx, cmd, runID, byBackend[b]))
+				errs = append(errs, fb.clean(ctx, cleanRequest{cmd: cmd, plan: plan, runID: runID, cache: cache}, byBackend[b]))
 			}
 			if err := errors.Join(errs...); err != nil {
 				return failedErr("%v", err)
@@ -84,8 +95,9 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
+	cmd.Flags().BoolVar(&cache, "cache", false, "backend kubernetes: also delete the namespaces that keep the model cache between runs (kubernetes.cache_namespace), with their PVCs")
 	cf.register(cmd)
-	registerKubeConnectFlags(cmd)
+	registerKubeConnectFlags(cmd.Flags())
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/ssh"
@@ -27,7 +28,7 @@ var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)
 
 var hostPrepLocks sync.Map // manifest path + host -> *sync.Mutex
 
-func cleanHostPrep(ctx context.Context, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+func cleanHostPrep(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
 	mu, _ := hostPrepLocks.LoadOrStore(m.Path()+"\x00"+o.Host, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
@@ -43,7 +44,7 @@ func cleanHostPrep(ctx context.Context, m *fleet.Manifest, o fleet.Object, say f
 	if !live {
 		return nil // undone with its host's other objects
 	}
-	done, err := ssh.CleanPrep(ctx, objs, m.RunID, ssh.OptionsFrom(cleanPlan.Config.SSH), say)
+	done, err := ssh.CleanPrep(ctx, objs, m.RunID, ssh.OptionsFrom(plan.Config.SSH), say)
 	for _, d := range done {
 		_ = m.Deleted(d)
 		if same(d, o) {

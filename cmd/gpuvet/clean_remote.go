@@ -7,30 +7,26 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/spf13/cobra"
-
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/opennebula"
 	"github.com/gpuvet/gpuvet/internal/ssh"
 )
 
-// The ssh and opennebula backends' cleaners: every object their manifests still list.
-func init() {
-	cleaners["ssh"] = cleanObjects
-	cleaners["opennebula"] = cleanObjects
-}
+// The ssh and opennebula backends' cleaner (remote.go's table): every object their manifests still list.
 
-// remover removes one object of manifest m; say reports a step (collected results).
-type remover func(ctx context.Context, m *fleet.Manifest, o fleet.Object, say func(string)) error
+// remover removes one object of manifest m with the settings of plan; say reports a step
+// (collected results).
+type remover func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error
 
 // removers remove one manifest object, by kind. A manifest is a file anyone may have edited:
 // what it names is checked before anything is sent or deleted.
 var removers = map[string]remover{
-	ssh.ObjectKind: func(ctx context.Context, m *fleet.Manifest, o fleet.Object, say func(string)) error {
-		return ssh.Clean(ctx, o, m.RunID, ssh.OptionsFrom(cleanPlan.Config.SSH), say)
+	ssh.ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+		return ssh.Clean(ctx, o, m.RunID, ssh.OptionsFrom(plan.Config.SSH), say)
 	},
-	opennebula.ObjectKind: func(ctx context.Context, m *fleet.Manifest, o fleet.Object, _ func(string)) error {
-		c := cleanPlan.Config.OpenNebula
+	opennebula.ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, _ func(string)) error {
+		c := plan.Config.OpenNebula
 		// The credentials go only to the front-end the config names: a manifest naming another is
 		// refused (it could be anyone's).
 		if c.Endpoint == "" || c.Endpoint != o.Host {
@@ -44,7 +40,7 @@ var removers = map[string]remover{
 		if err != nil {
 			return err
 		}
-		client, err := opennebula.NewClient(cleanPlan.OpenNebulaEndpoint, auth)
+		client, err := opennebula.NewClient(plan.OpenNebulaEndpoint, auth)
 		if err != nil {
 			return err
 		}
@@ -60,7 +56,8 @@ const cleanParallel = 8
 // it goes; a manifest file goes when nothing of it is left. Run folders go first (their partial
 // results are collected then), the machines that hold them after: a folder in a VM that could not
 // be reached is gone with its VM. Anything left is an error naming it.
-func cleanObjects(ctx context.Context, cmd *cobra.Command, _ string, ms []*fleet.Manifest) error {
+func cleanObjects(ctx context.Context, req cleanRequest, ms []*fleet.Manifest) error {
+	cmd := req.cmd
 	var mu sync.Mutex
 	say := func(line string) {
 		mu.Lock()
@@ -95,7 +92,7 @@ func cleanObjects(ctx context.Context, cmd *cobra.Command, _ string, ms []*fleet
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				err := removers[it.o.Kind](ctx, it.m, it.o, say)
+				err := removers[it.o.Kind](ctx, req.plan, it.m, it.o, say)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {

@@ -149,10 +149,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 		return usageErr("%v", err)
 	}
 	defer lock.Release()
-	if plan.Config.Backend == "kubernetes" { // many nodes, one summary: run_kubernetes.go
-		return runKubernetes(cmd, plan)
-	}
-	if isRemoteBackend(plan.Config.Backend) {
+	if isRemoteBackend(plan.Config.Backend) { // many hosts or nodes, one summary: remote.go's table
 		return runRemotePlan(cmd, plan)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

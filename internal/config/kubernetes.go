@@ -46,11 +46,34 @@ type Kubernetes struct {
 	// (an admission policy, OpenShift's restricted SCC): the volume's provisioner must then apply
 	// fsGroup (CSI block volumes do).
 	CacheOwnerInit bool `yaml:"cache_owner_init"`
+	// CacheNamespace holds the model cache's PVCs beyond the run, so the next run finds the weights
+	// there: the populate Jobs and the pods that mount the cache (engines, Dynamo) run in it (a
+	// pod can mount only a PVC of its own namespace), labelled with the run and removed with it;
+	// the PVCs stay until `gpuvet clean --cache`. "": the run's own namespace (the cache goes with
+	// the run, and every run downloads again).
+	CacheNamespace string `yaml:"cache_namespace"`
+	// DynamoTarget is what the Dynamo load and completion check are sent to: pod (the address of a
+	// Ready pod the frontend Service selects: no Service proxy in the measured path) or service
+	// (the Service's ClusterIP, through kube-proxy, as in-cluster clients reach it).
+	DynamoTarget string `yaml:"dynamo_target"`
 }
 
+// kubernetes.dynamo_target values.
+const (
+	DynamoTargetPod     = "pod"
+	DynamoTargetService = "service"
+)
+
 func kubernetesDefaults() Kubernetes {
-	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true}
+	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod}
 }
+
+// DefaultCacheNamespace is kubernetes.cache_namespace's default: the namespace that keeps the model
+// cache between runs.
+const DefaultCacheNamespace = "gpuvet-cache"
+
+// dnsLabelRe is a DNS-1123 label (a namespace name).
+var dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 // Model cache PVC access modes (model_cache.access_mode, backend kubernetes).
 const (
@@ -70,6 +93,8 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.image", kube && k.Image == "", "backend kubernetes needs gpuvet's own image for its in-cluster Jobs: --image REGISTRY/gpuvet:TAG (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)"},
 		{"kubernetes.nodes", k.Nodes < 0, "want 0 (every GPU node with a free GPU) or a positive count"},
 		{"kubernetes.parallel_nodes", k.ParallelNodes < 1, "want ≥ 1"},
+		{"kubernetes.cache_namespace", k.CacheNamespace != "" && !dnsLabelRe.MatchString(k.CacheNamespace), fmt.Sprintf("want a namespace name (a DNS label: lower case, digits and '-', at most 63), or \"\" for the run's own namespace (the cache then goes with the run); got %q", k.CacheNamespace)},
+		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},
 		{"model_cache.endpoint", mc.Endpoint != "" && HubURLProblem(mc.Endpoint) != "", HubURLProblem(mc.Endpoint)},

@@ -132,6 +132,8 @@ func (p *Plan) RemoteYAML() ([]byte, error) {
 	c.Backend = c.SSH.RemoteBackend
 	c.Run.Baseline, c.Run.SaveBaseline = "", false
 	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
+	// Nor the Kubernetes settings: they name this machine's kubeconfig, and a pod runs one node's part.
+	c.Kubernetes = kubernetesDefaults()
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		return nil, err

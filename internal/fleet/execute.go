@@ -17,11 +17,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Backend is what a fleet backend (ssh, opennebula) gives Execute: the hosts of one run. Execute
-// owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs, exit status).
+// Backend is what a fleet backend (ssh, opennebula, kubernetes) gives Execute: the hosts of one
+// run. Execute owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs,
+// exit status).
 type Backend interface {
 	// Hosts lists the run's hosts (nothing created yet) and the ones left out, with their reasons.
-	// An error is bad input (exit 2): nothing was created.
+	// An error is bad input (exit 2): nothing was created. A backend may set the manifest's target
+	// here (where its objects live).
 	Hosts(ctx context.Context, r RunInfo) ([]Host, []results.SkippedHost, error)
 	// Parallel is how many hosts run at once.
 	Parallel() int
@@ -29,6 +31,13 @@ type Backend interface {
 	CleanupTimeout() time.Duration
 	// Finish adds the backend's own records to the merged summary (VMs), before it is judged.
 	Finish(s *results.Summary)
+}
+
+// Closer is a Backend with run-wide objects of its own (a Kubernetes run's namespace): Execute
+// calls Close once every host is done (its Cleanup run), whatever happened, before merging. An
+// error is something left behind (the run gets a LEFTOVERS caveat).
+type Closer interface {
+	Close(ctx context.Context, outs []Outcome) error
 }
 
 // RunInfo is what every host of a run shares.
@@ -111,22 +120,35 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	}
 	outs := Run(ctx, hosts, Options{Parallel: parallel, CleanupTimeout: b.CleanupTimeout(), ExpectGPUs: c.Health.ExpectGPUs,
 		Progress: func(f string, a ...any) { say(fmt.Sprintf(f, a...)) }})
+	var closeErr error
+	if cl, ok := b.(Closer); ok {
+		closeErr = cl.Close(ctx, outs)
+	}
 	s := Merge(base(plan, runID, start, o.ToolVersion), outs, skipped, parallel)
+	if closeErr != nil {
+		s.Caveats = append(s.Caveats, "LEFTOVERS: "+closeErr.Error())
+		fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+closeErr.Error())
+	}
 	b.Finish(s)
 	return finish(ctx, plan, s, m, outs, o)
 }
+
+// defaultEnvironment is summary.environment where the plan leaves it at its default: what the
+// backend's hosts are.
+var defaultEnvironment = map[string]string{"opennebula": "vm", "kubernetes": "k8s"}
 
 // base is the merged summary's identity: the run, the tool, the plan's meta.
 func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
 	c := plan.Config
 	env := c.Environment
-	if c.Backend == "opennebula" && plan.Source("environment") == "default" {
-		env = "vm"
+	if e, ok := defaultEnvironment[c.Backend]; ok && (plan.Source("environment") == "" || strings.HasPrefix(plan.Source("environment"), "default")) {
+		env = e
 	}
 	lc := c.LoadConfig()
 	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
 		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
-		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings()}}
+		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings(),
+			ParallelGPUs: c.Run.ParallelGPUs, Engine: c.Engine.Kind}}
 }
 
 // finish judges the merged summary (node to node, gates, baseline), writes it and the reports,

@@ -152,3 +152,83 @@ func TestRunIDsUnique(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+// planBackend records the plan Execute hands its hosts and the outcomes its Close got.
+type planBackend struct {
+	testBackend
+	plan   []byte
+	closed []Outcome
+}
+
+func (b *planBackend) Hosts(ctx context.Context, ri RunInfo) ([]Host, []results.SkippedHost, error) {
+	b.plan = ri.Plan
+	return b.hosts, nil, nil
+}
+
+func (b *planBackend) Close(_ context.Context, outs []Outcome) error {
+	b.closed = outs
+	return errors.New("namespace gpuvet-x still terminating")
+}
+
+// Issue 29: every fleet backend's hosts get Plan.RemoteYAML: a local baseline path and this
+// machine's kubeconfig never travel (a pod's preflight would exit 2 on the path), while the
+// baseline is applied on the merged summary here. A Closer's run-wide cleanup runs once, after
+// every host, and what it leaves is a LEFTOVERS caveat; backend kubernetes' environment is k8s.
+func TestExecuteRemotePlanBaselineCloser(t *testing.T) {
+	t.Setenv("GPUVET_STATE_DIR", t.TempDir())
+	out := t.TempDir()
+	base := filepath.Join(t.TempDir(), "site-baseline.json")
+	p, err := config.Load(config.Options{Sets: []string{"backend=kubernetes", "kubernetes.image=img", "kubernetes.kubeconfig=/home/me/.kube/prod",
+		"output.dir=" + out, "run.save_baseline=true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &testHost{name: "a", sum: withGPUs(oneHost(healthy(), healthy()), 2)}
+	b := &planBackend{testBackend: testBackend{hosts: []Host{a}}}
+	var stdout, stderr bytes.Buffer
+	if err := Execute(context.Background(), p, b, ExecOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if len(b.closed) != 1 || b.closed[0].Host != "a" {
+		t.Errorf("Close got %+v, want the one host's outcome", b.closed)
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Environment != "k8s" || !strings.Contains(strings.Join(s.Caveats, "\n"), "LEFTOVERS: namespace gpuvet-x still terminating") {
+		t.Errorf("environment %q, caveats %q", s.Environment, s.Caveats)
+	}
+	saved, err := os.ReadFile(filepath.Join(out, "baseline.json"))
+	if err != nil {
+		t.Fatalf("--save-baseline on a fleet run: %v", err)
+	}
+	if err := os.WriteFile(base, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The second run compares against it: the overhead table, from a path only this machine has.
+	out2 := t.TempDir()
+	p2, err := config.Load(config.Options{Sets: []string{"backend=kubernetes", "kubernetes.image=img", "output.dir=" + out2, "run.baseline=" + base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := &planBackend{testBackend: testBackend{hosts: []Host{&testHost{name: "a", sum: withGPUs(oneHost(healthy(), healthy()), 2)}}}}
+	stdout.Reset()
+	if err := Execute(context.Background(), p2, b2, ExecOptions{Stdout: &stdout, Stderr: &stderr}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, plan := range [][]byte{b.plan, b2.plan} {
+		for _, local := range []string{base, "/home/me/.kube/prod", "save_baseline: true"} {
+			if strings.Contains(string(plan), local) {
+				t.Errorf("the hosts' plan carries %q:\n%s", local, plan)
+			}
+		}
+	}
+	s2, err := results.Read(filepath.Join(out2, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Baseline == nil || s2.Baseline.BaselineFile != base || len(s2.Baseline.Rows) == 0 {
+		t.Fatalf("no baseline comparison on the merged summary: %+v", s2.Baseline)
+	}
+}

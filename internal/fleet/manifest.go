@@ -107,6 +107,17 @@ func NewManifest(dir, backend, runID string, target map[string]string) (*Manifes
 // Path is the manifest's file.
 func (m *Manifest) Path() string { return m.path }
 
+// SetTarget adds where the objects live (a kubeconfig context and server) and writes the manifest.
+func (m *Manifest) SetTarget(key, value string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Target == nil {
+		m.Target = map[string]string{}
+	}
+	m.Target[key] = value
+	return m.save()
+}
+
 // Record writes o to the manifest before the caller creates it; an error means: do not create.
 func (m *Manifest) Record(o Object) error {
 	m.mu.Lock()

@@ -17,6 +17,8 @@ type Permission struct {
 	Resource    string
 	Subresource string
 	Namespaced  bool // checked in the run's namespace, else cluster-wide
+	// InCache: checked in the kept cache's namespace (kubernetes.cache_namespace) instead.
+	InCache bool
 }
 
 func (p Permission) String() string {
@@ -31,41 +33,57 @@ func (p Permission) String() string {
 }
 
 // Needs lists what a run asks of the API: the namespace, the node and pod listings that choose
-// nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes.
-func Needs(cache, secret, dynamo bool) []Permission {
+// nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes. With a
+// kept cache (kept), the pods that mount it (populate Jobs, engines, Dynamo) run in the cache's
+// namespace: the same rights there, plus its PVCs and deleting the run's Secret.
+func Needs(cache, secret, dynamo, kept bool) []Permission {
 	p := []Permission{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
 		{Verb: "list", Resource: "nodes"}, {Verb: "list", Resource: "pods"},
 	}
-	for _, v := range []string{"create", "get", "list", "delete", "deletecollection"} {
-		p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true})
+	where := []bool{false} // InCache
+	if kept {
+		where = append(where, true)
 	}
-	p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true})
+	for _, in := range where {
+		for _, v := range []string{"create", "get", "list", "delete", "deletecollection"} {
+			p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true, InCache: in}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true, InCache: in})
+		}
+		p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true, InCache: in})
+	}
+	podNS := kept // the namespace of the pods that mount the cache
 	if cache {
 		p = append(p, Permission{Verb: "list", Group: "storage.k8s.io", Resource: "storageclasses"},
-			Permission{Verb: "create", Resource: "persistentvolumeclaims", Namespaced: true},
-			Permission{Verb: "get", Resource: "persistentvolumeclaims", Namespaced: true})
+			Permission{Verb: "create", Resource: "persistentvolumeclaims", Namespaced: true, InCache: kept},
+			Permission{Verb: "get", Resource: "persistentvolumeclaims", Namespaced: true, InCache: kept})
 	}
 	if secret {
-		p = append(p, Permission{Verb: "create", Resource: "secrets", Namespaced: true})
+		p = append(p, Permission{Verb: "create", Resource: "secrets", Namespaced: true, InCache: podNS})
+		if kept {
+			p = append(p, Permission{Verb: "deletecollection", Resource: "secrets", Namespaced: true, InCache: true})
+		}
 	}
 	if dynamo {
 		for _, v := range []string{"create", "get", "delete"} {
-			p = append(p, Permission{Verb: v, Group: "nvidia.com", Resource: "dynamographdeployments", Namespaced: true})
+			p = append(p, Permission{Verb: v, Group: "nvidia.com", Resource: "dynamographdeployments", Namespaced: true, InCache: podNS})
 		}
-		p = append(p, Permission{Verb: "get", Resource: "services", Namespaced: true})
+		p = append(p, Permission{Verb: "get", Resource: "services", Namespaced: true, InCache: podNS})
 	}
 	return p
 }
 
 // CheckAccess asks the API server, once per permission, whether the caller may do it
 // (SelfSubjectAccessReview), before anything is created. It names every missing permission.
-func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace string, needs []Permission) error {
+// namespace is the run's, cacheNS the kept cache's.
+func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace, cacheNS string, needs []Permission) error {
 	var missing []string
 	for _, p := range needs {
 		ra := &authv1.ResourceAttributes{Verb: p.Verb, Group: p.Group, Resource: p.Resource, Subresource: p.Subresource}
 		if p.Namespaced {
 			ra.Namespace = namespace
+			if p.InCache {
+				ra.Namespace = cacheNS
+			}
 		}
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 			&authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}, metav1.CreateOptions{})
@@ -75,7 +93,7 @@ func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace string,
 		if !r.Status.Allowed {
 			where := "cluster-wide"
 			if p.Namespaced {
-				where = "in namespace " + namespace
+				where = "in namespace " + ra.Namespace
 			}
 			missing = append(missing, fmt.Sprintf("%s (%s)", p, where))
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,9 @@ type Options struct {
 	CacheSize    string
 	CacheAccess  string
 	StorageClass string // "" the cluster's default StorageClass
+	// CacheNamespace keeps the cache PVCs beyond the run (kubernetes.cache_namespace); "": the run's
+	// own namespace (the cache goes with it).
+	CacheNamespace string
 	// HubEndpoint is the hub the populate Jobs download from (model_cache.endpoint); "": $HF_ENDPOINT
 	// where gpuvet runs, else the public hub.
 	HubEndpoint string
@@ -46,11 +50,13 @@ type Options struct {
 	CacheOwnerInit bool
 	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
 	Dynamo bool
+	// DynamoService sends the Dynamo load to the frontend Service's ClusterIP (kube-proxy) instead
+	// of a Ready pod behind it (kubernetes.dynamo_target service).
+	DynamoService bool
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
 	HealthArgs []string
 	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
 	JobTimeout time.Duration
-	StateDir   string // run manifests (fleet.StateDir)
 	Progress   func(format string, args ...any)
 }
 
@@ -63,6 +69,7 @@ type Run struct {
 	cfg       config.Config
 	opt       Options
 	ns        string
+	cacheNS   string // where the cache PVCs live and the pods mounting them run (ns without a kept cache)
 	planArg   string // the resolved plan, base64 YAML, passed to every load Job
 	nodes     []Node
 	skipped   []results.SkippedHost
@@ -74,6 +81,9 @@ type Run struct {
 	tokenEnv  string
 	hub       string // HF_ENDPOINT of the populate Jobs ("": the public hub)
 	man       *fleet.Manifest
+	started   sync.Once // begin
+	startErr  error
+	nsCreated bool
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
@@ -84,6 +94,10 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 	}
 	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID), planArg: base64.StdEncoding.EncodeToString(planYAML)}
 	cache := !config.IsOff(opt.CacheSize)
+	r.cacheNS = r.ns
+	if cache && opt.CacheNamespace != "" {
+		r.cacheNS = opt.CacheNamespace
+	}
 	if cache {
 		q, err := resource.ParseQuantity(opt.CacheSize)
 		if err != nil || q.Sign() <= 0 {
@@ -107,7 +121,7 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 			return nil, err
 		}
 	}
-	if err := CheckAccess(ctx, cl.Client, r.ns, Needs(cache, r.tokenEnv != "", opt.Dynamo)); err != nil {
+	if err := CheckAccess(ctx, cl.Client, r.ns, r.cacheNS, Needs(cache, r.tokenEnv != "", opt.Dynamo, r.keptCache())); err != nil {
 		return nil, err
 	}
 	nodes, skipped, err := ChooseNodes(ctx, cl.Client, opt.Selection)
@@ -140,58 +154,69 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byt
 func (r *Run) Nodes() []Node                  { return r.nodes }
 func (r *Run) Skipped() []results.SkippedHost { return r.skipped }
 func (r *Run) NamespaceName() string          { return r.ns }
+
+// keptCache tells whether the cache outlives the run, in a namespace of its own.
+func (r *Run) keptCache() bool { return r.cacheNS != r.ns }
+
+// podName names an object of the pod namespace: in a kept cache's namespace, which several runs
+// share, it carries the run id's random part, so no two runs' names meet.
+func (r *Run) podName(parts ...string) string {
+	if r.keptCache() {
+		_, tag, _ := strings.Cut(r.opt.RunID, "-")
+		parts = append(parts, tag)
+	}
+	return dnsName(parts...)
+}
+
+// podNS is the namespace of the pods that mount the cache (populate Jobs, engines, Dynamo
+// deployments): a pod can mount only a PVC of its own namespace.
+func (r *Run) podNS() string { return r.cacheNS }
 func (r *Run) progress(format string, a ...any) {
 	if r.opt.Progress != nil {
 		r.opt.Progress(format, a...)
 	}
 }
 
-// Execute creates the namespace, runs every node (at most ParallelNodes at once) and deletes the
-// namespace at the end whatever happened (unless KeepOnFailure and something failed), waiting
-// until it is gone. failed tells whether to keep it (the caller judges).
-func (r *Run) Execute(ctx context.Context) ([]fleet.Outcome, error) {
-	dir := r.opt.StateDir
-	if dir == "" {
-		d, err := fleet.StateDir()
-		if err != nil {
-			return nil, err
-		}
-		dir = d
-	}
-	man, err := fleet.NewManifest(dir, "kubernetes", r.opt.RunID, map[string]string{"context": r.cl.Context, "server": r.cl.Server})
-	if err != nil {
-		return nil, err
-	}
-	r.man = man
+// begin creates what the run's nodes share, once, before the first node's provision: the run's
+// namespace, the kept cache's, and the hub-token Secret. An error fails every node's provision.
+func (r *Run) begin(ctx context.Context) error {
+	r.started.Do(func() { r.startErr = r.create(ctx) })
+	return r.startErr
+}
+
+func (r *Run) create(ctx context.Context) error {
 	nsObj := fleet.Object{Kind: "Namespace", Name: r.ns}
-	if err := man.Record(nsObj); err != nil {
-		return nil, err
+	if err := r.man.Record(nsObj); err != nil {
+		return err
 	}
 	if _, err := r.cl.Client.CoreV1().Namespaces().Create(ctx, namespaceObject(r.opt.RunID), metav1.CreateOptions{}); err != nil {
-		man.Deleted(nsObj)
-		man.Finish()
-		return nil, fmt.Errorf("creating namespace %s: %v", r.ns, err)
+		r.man.Deleted(nsObj)
+		return fmt.Errorf("creating namespace %s: %v", r.ns, err)
 	}
+	r.nsCreated = true
 	r.progress("namespace %s created (run %s)", r.ns, r.opt.RunID)
-	if r.tokenEnv != "" {
-		if err := r.createTokenSecret(ctx); err != nil {
-			r.teardown(ctx, true)
-			return nil, err
+	if r.keptCache() {
+		if err := r.ensureCacheNamespace(ctx); err != nil {
+			return err
 		}
 	}
-	hosts := make([]fleet.Host, len(r.nodes))
-	for i, n := range r.nodes {
-		hosts[i] = &nodeHost{r: r, node: n, index: i}
+	if r.tokenEnv != "" {
+		return r.createTokenSecret(ctx)
 	}
-	outs := fleet.Run(ctx, hosts, fleet.Options{Parallel: r.opt.ParallelNodes, Progress: r.opt.Progress})
+	return nil
+}
+
+// Close deletes the namespace once every node is done, whatever happened (unless KeepOnFailure and
+// something failed), and waits until it is gone: fleet.Execute calls it (fleet.Closer).
+func (r *Run) Close(ctx context.Context, outs []fleet.Outcome) error {
+	if !r.nsCreated {
+		return nil
+	}
 	failed := ctx.Err() != nil
 	for _, o := range outs {
 		failed = failed || o.Err != nil
 	}
-	if err := r.teardown(ctx, failed); err != nil {
-		return outs, err
-	}
-	return outs, nil
+	return r.teardown(ctx, failed)
 }
 
 // teardown deletes the namespace and waits until it is gone (or keeps it on failure when asked).
@@ -202,15 +227,20 @@ func (r *Run) teardown(ctx context.Context, failed bool) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
+	if r.keptCache() {
+		if err := DeleteRunObjects(ctx, r.cl.Client, r.cl.Dynamic, r.cacheNS, r.opt.RunID); err != nil {
+			return fmt.Errorf("deleting run %s's pods in the cache namespace %s: %v: run `gpuvet clean --run %s`", r.opt.RunID, r.cacheNS, err, r.opt.RunID)
+		}
+	}
 	if err := DeleteNamespace(ctx, r.cl.Client, r.ns); err != nil {
 		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
 	}
 	r.man.Deleted(fleet.Object{Kind: "Namespace", Name: r.ns})
-	for _, o := range r.man.Live() { // everything else lived in the namespace
+	for _, o := range r.man.Live() { // everything else lived in the namespace, or was the run's in the cache's
 		r.man.Deleted(o)
 	}
 	r.progress("namespace %s deleted", r.ns)
-	return r.man.Finish()
+	return nil
 }
 
 // DeleteNamespace deletes a namespace (foreground) and waits until the API no longer has it.
@@ -233,14 +263,25 @@ func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, name string) 
 	}
 }
 
+// tokenSecret is the run's hub-token Secret ("": the run passes no token).
+func (r *Run) tokenSecret() string {
+	if r.tokenEnv == "" {
+		return ""
+	}
+	return tokenSecret(r.opt.RunID)
+}
+
+// createTokenSecret makes the hub-token Secret where the populate Jobs run (the cache namespace
+// when the cache is kept: one Secret per run there, removed with the run).
 func (r *Run) createTokenSecret(ctx context.Context) error {
-	o := fleet.Object{Kind: "Secret", Namespace: r.ns, Name: tokenSecret}
+	name := r.tokenSecret()
+	o := fleet.Object{Kind: "Secret", Namespace: r.podNS(), Name: name}
 	if err := r.man.Record(o); err != nil {
 		return err
 	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecret, Labels: runLabels(r.opt.RunID, RoleCache, "")},
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(r.opt.RunID, RoleCache, "")},
 		Type: corev1.SecretTypeOpaque, StringData: map[string]string{"HF_TOKEN": os.Getenv(r.tokenEnv)}}
-	if _, err := r.cl.Client.CoreV1().Secrets(r.ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cl.Client.CoreV1().Secrets(r.podNS()).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating the hub-token Secret (from $%s): %v", r.tokenEnv, err)
 	}
 	return nil
@@ -262,14 +303,17 @@ func (h *nodeHost) say(format string, a ...any) {
 }
 
 // create records obj in the manifest, then creates it.
-func (h *nodeHost) record(kind, name string) error {
-	return h.r.man.Record(fleet.Object{Kind: kind, Namespace: h.r.ns, Name: name, Host: h.node.Name})
+func (h *nodeHost) record(kind, ns, name string) error {
+	return h.r.man.Record(fleet.Object{Kind: kind, Namespace: ns, Name: name, Host: h.node.Name})
 }
 
 // Provision creates the node's model cache (PVC + one populate Job per model) and runs the
 // health Job on all its free GPUs.
 func (h *nodeHost) Provision(ctx context.Context) error {
 	r := h.r
+	if err := r.begin(ctx); err != nil {
+		return err
+	}
 	if r.class != "" {
 		if err := h.provisionCache(ctx); err != nil {
 			return err
@@ -290,7 +334,7 @@ func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 	args := append([]string{"in-pod", "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}, r.opt.HealthArgs...)
 	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
 	h.say("health: %d GPUs", h.node.Free)
-	b, err := h.runJob(ctx, j)
+	b, err := h.runJob(ctx, r.ns, j)
 	if err != nil && b == nil {
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
 	}
@@ -301,25 +345,28 @@ func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 	return &hr
 }
 
-// runJob records and creates a gpuvet Job, waits for it, and returns the result it emitted
-// (nil when it emitted none; the error then says why).
-func (h *nodeHost) runJob(ctx context.Context, j jobObject) ([]byte, error) {
+// runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it
+// emitted (nil when it emitted none; the error then says why); a populate Job's whole log.
+func (h *nodeHost) runJob(ctx context.Context, ns string, j jobObject) ([]byte, error) {
 	r := h.r
-	if err := h.record("Job", j.Name); err != nil {
+	if err := h.record("Job", ns, j.Name); err != nil {
 		return nil, err
 	}
-	if _, err := r.cl.Client.BatchV1().Jobs(r.ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cl.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating job %s: %v", j.Name, err)
 	}
 	timeout := r.opt.JobTimeout
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	log, err := WaitJob(ctx, r.cl.Client, r.ns, j.Name, timeout)
+	log, err := WaitJob(ctx, r.cl.Client, ns, j.Name, timeout)
+	if j.Labels[LabelRole] == RoleCache { // `gpuvet cache pull` emits no result: its log says what it did
+		return log, err
+	}
 	res, xerr := ExtractResult(log)
 	if xerr != nil {
 		res = nil
-		if err == nil && j.Labels[LabelRole] != RoleCache {
+		if err == nil {
 			err = fmt.Errorf("job %s: %v", j.Name, xerr)
 		}
 	}
@@ -364,7 +411,7 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	if r.opt.Dynamo {
 		return h.serveDynamo(ctx, mi, model, gpus)
 	}
-	cs := r.cl.Client
+	cs, ns := r.cl.Client, r.podNS()
 	tp := max(1, r.cfg.Engine.TP)
 	nslots := h.node.Free / tp
 	if c := r.cfg.Run.GPUCount; c > 0 {
@@ -388,17 +435,17 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	var pods []string
 	start := time.Now()
 	for s := range nslots {
-		name := dnsName("engine", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s))
+		name := r.podName("engine", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s))
 		pod, err := enginePod(r.opt.RunID, name, h.node.Name, s, es, r.opt.Selection.Tolerations)
 		if err != nil {
 			m.Error = err.Error()
 			return m, nil, err
 		}
 		m.Engine.Command = strings.Join(pod.Spec.Containers[0].Command, " ")
-		if err := h.record("Pod", name); err != nil {
+		if err := h.record("Pod", ns, name); err != nil {
 			return m, nil, err
 		}
-		if _, err := cs.CoreV1().Pods(r.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			m.Error = fmt.Sprintf("creating engine pod %s: %v", name, err)
 			return m, nil, errors.New(m.Error)
 		}
@@ -406,7 +453,7 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	}
 	defer h.deletePods(context.WithoutCancel(ctx), pods)
 	h.say("%s: %d engine pod(s) (%s), waiting for Ready", model, len(pods), img)
-	if err := WaitPodsReady(ctx, cs, r.ns, pods, r.cfg.Engine.ReadyTimeout.D()); err != nil {
+	if err := WaitPodsReady(ctx, cs, ns, pods, r.cfg.Engine.ReadyTimeout.D()); err != nil {
 		m.Error = "engines not ready: " + err.Error()
 		return m, nil, errors.New(m.Error)
 	}
@@ -476,7 +523,7 @@ func (h *nodeHost) runLoad(ctx context.Context, job, url, model, what string, gp
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
 		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
 	j := gpuvetJob(r.opt.RunID, job, RoleLoad, h.node.Name, r.opt.Image, append(args, extra...), 0, r.opt.Selection.Tolerations)
-	b, err := h.runJob(ctx, j)
+	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {
 		ep.Error = fmt.Sprintf("load job against %s: %v", what, err)
 		return ep, nil
@@ -510,16 +557,16 @@ func slotGPUs(s, tp int) []int {
 func (h *nodeHost) deletePods(ctx context.Context, pods []string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cs := h.r.cl.Client
+	cs, ns := h.r.cl.Client, h.r.podNS()
 	for _, p := range pods {
-		if err := cs.CoreV1().Pods(h.r.ns).Delete(ctx, p, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
+		if err := cs.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
 			for {
-				if _, err := cs.CoreV1().Pods(h.r.ns).Get(ctx, p, metav1.GetOptions{}); apierrors.IsNotFound(err) || ctx.Err() != nil {
+				if _, err := cs.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{}); apierrors.IsNotFound(err) || ctx.Err() != nil {
 					break
 				}
 				time.Sleep(pollEvery)
 			}
-			h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: h.r.ns, Name: p, Host: h.node.Name})
+			h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: ns, Name: p, Host: h.node.Name})
 		}
 	}
 }
@@ -530,11 +577,14 @@ func (h *nodeHost) Cleanup(ctx context.Context) error {
 		return nil
 	}
 	cs := h.r.cl.Client
-	sel := LabelNode + "=" + labelValue(h.node.Name)
+	sel := LabelNode + "=" + labelValue(h.node.Name) + "," + LabelRun + "=" + h.r.opt.RunID
 	bg := metav1.DeletePropagationBackground
-	err1 := cs.BatchV1().Jobs(h.r.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel})
-	err2 := cs.CoreV1().Pods(h.r.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})
-	return errors.Join(ignoreNotFound(err1), ignoreNotFound(err2))
+	var errs []error
+	for _, ns := range uniq(h.r.ns, h.r.podNS()) {
+		errs = append(errs, ignoreNotFound(cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel})),
+			ignoreNotFound(cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})))
+	}
+	return errors.Join(errs...)
 }
 
 func ignoreNotFound(err error) error {
@@ -542,4 +592,15 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// uniq is its arguments without repeats, in order.
+func uniq(s ...string) []string {
+	var out []string
+	for _, v := range s {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -6,9 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -148,25 +150,29 @@ func (h *nodeHost) provisionCache(ctx context.Context) error {
 
 // fillCache creates a cache PVC and runs a populate Job per model into it, on node (any node
 // when "": a ReadWriteMany volume mounts everywhere).
+//
+// A kept cache (kubernetes.cache_namespace) is reused as it is: a PVC already there keeps its
+// size and class, and each populate Job finds the files it already holds (`gpuvet cache pull`
+// checks them against the hub's listing and downloads only what is missing).
 func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 	r := h.r
-	pvc := cachePVC(r.opt.RunID, name, node, r.class, r.size, r.access)
-	if err := r.man.Record(fleet.Object{Kind: "PersistentVolumeClaim", Namespace: r.ns, Name: name, Host: node}); err != nil {
+	if err := h.ensurePVC(ctx, name, node); err != nil {
 		return err
 	}
-	if _, err := r.cl.Client.CoreV1().PersistentVolumeClaims(r.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("PVC %s: %v", name, err)
-	}
 	for mi, model := range r.cfg.Models {
-		job := dnsName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
+		job := r.podName("cache", strconv.Itoa(h.index), strconv.Itoa(mi))
 		if node == "" {
-			job = dnsName("cache", "shared", strconv.Itoa(mi))
+			job = r.podName("cache", "shared", strconv.Itoa(mi))
 		}
 		j := gpuvetJob(r.opt.RunID, job, RoleCache, node, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
-		withCache(j, name, CacheAccess{Hub: r.hub, Token: r.tokenEnv != "", OwnerInit: r.opt.CacheOwnerInit})
-		h.say("model cache: pulling %s from %s into %s PVC %s (%s, %s)", model, hubName(r.hub), r.access, name, r.class, r.size.String())
-		if _, err := h.runJob(ctx, j); err != nil {
+		withCache(j, name, CacheAccess{Hub: r.hub, TokenSecret: r.tokenSecret(), OwnerInit: r.opt.CacheOwnerInit})
+		h.say("model cache: pulling %s from %s into %s PVC %s/%s (%s, %s)", model, hubName(r.hub), r.access, r.cacheNS, name, r.class, r.size.String())
+		log, err := h.runJob(ctx, r.podNS(), j)
+		if err != nil {
 			return populateHint(err, r.opt.CacheOwnerInit)
+		}
+		if l := pulledLine(log); l != "" {
+			h.say("model cache: %s", l)
 		}
 	}
 	return nil
@@ -196,4 +202,76 @@ func populateHint(err error, ownerInit bool) error {
 		fix = "its StorageClass does not apply fsGroup: set kubernetes.cache_owner_init true (a root init container that chowns the volume's root; needs Pod Security baseline), or use a StorageClass that applies fsGroup"
 	}
 	return fmt.Errorf("%v\nthe cache volume's root is not writable by uid %d, the user the populate Job runs as; %s (docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser, fix)
+}
+
+// ensurePVC creates the cache PVC, or finds it (a kept cache, or the shared one): a kept PVC is
+// not recorded in the run's manifest, since it outlives the run.
+func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
+	r := h.r
+	pvcs := r.cl.Client.CoreV1().PersistentVolumeClaims(r.cacheNS)
+	if r.keptCache() {
+		old, err := pvcs.Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			if c := old.Spec.StorageClassName; c != nil && *c != r.class {
+				return fmt.Errorf("the kept PVC %s/%s is on StorageClass %s, and this run asks for %s: delete it (`gpuvet clean --cache`) or keep this class's cache in another namespace (kubernetes.cache_namespace)",
+					r.cacheNS, name, *c, r.class)
+			}
+			have := old.Spec.Resources.Requests[corev1.ResourceStorage]
+			h.say("model cache: reusing PVC %s/%s (%s, %s, created %s)", r.cacheNS, name, have.String(), old.Status.Phase, old.CreationTimestamp.UTC().Format(time.RFC3339))
+			if have.Cmp(r.size) < 0 {
+				h.say("model cache: PVC %s/%s holds %s, less than model_cache.size %s: it is used as it is (grow it with the StorageClass's volume expansion, or delete it with `gpuvet clean --cache`)",
+					r.cacheNS, name, have.String(), r.size.String())
+			}
+			return nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("PVC %s/%s: %v", r.cacheNS, name, err)
+		}
+	} else if err := r.man.Record(fleet.Object{Kind: "PersistentVolumeClaim", Namespace: r.ns, Name: name, Host: node}); err != nil {
+		return err
+	}
+	pvc := cachePVC(r.opt.RunID, name, node, r.class, r.size, r.access)
+	if r.keptCache() { // not the run's: no run label, so cleaning the run leaves it
+		pvc.Labels = cacheLabels(node)
+	}
+	if _, err := pvcs.Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		if r.keptCache() && apierrors.IsAlreadyExists(err) { // another run made it a moment ago
+			return nil
+		}
+		return fmt.Errorf("PVC %s/%s: %v", r.cacheNS, name, err)
+	}
+	return nil
+}
+
+// ensureCacheNamespace creates the namespace that keeps the cache, unless it is there.
+func (r *Run) ensureCacheNamespace(ctx context.Context) error {
+	nss := r.cl.Client.CoreV1().Namespaces()
+	ns, err := nss.Get(ctx, r.cacheNS, metav1.GetOptions{})
+	if err == nil {
+		if ns.DeletionTimestamp != nil {
+			return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace) is being deleted: wait until it is gone, then run again", r.cacheNS)
+		}
+		r.progress("model cache kept in namespace %s (kubernetes.cache_namespace)", r.cacheNS)
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace): %v", r.cacheNS, err)
+	}
+	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.cacheNS, Labels: cacheLabels("")}}
+	if _, err := nss.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the cache namespace %s (kubernetes.cache_namespace): %v", r.cacheNS, err)
+	}
+	r.progress("model cache namespace %s created (kubernetes.cache_namespace; it stays after the run: `gpuvet clean --cache` removes it)", r.cacheNS)
+	return nil
+}
+
+// pulledLine is `gpuvet cache pull`'s summary line from its log ("MODEL@COMMIT: N files, SIZE;
+// downloaded X in …"), "" when absent.
+func pulledLine(log []byte) string {
+	for _, l := range strings.Split(string(log), "\n") {
+		if strings.Contains(l, "; downloaded ") {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,7 @@ func TestCacheSharedOrPerNode(t *testing.T) {
 		}
 		cfg := config.Defaults()
 		cfg.Models = []string{"m/one", "m/two"}
-		r := &Run{cl: &Cluster{Client: cs}, cfg: cfg, opt: Options{RunID: "r1", Image: "img"}, ns: "gpuvet-r1", man: man,
+		r := &Run{cl: &Cluster{Client: cs}, cfg: cfg, opt: Options{RunID: "r1", Image: "img"}, ns: "gpuvet-r1", cacheNS: "gpuvet-r1", man: man,
 			class: "sc", access: mode}
 		ctx, cancel := context.WithCancel(context.Background())
 		go completeJobs(ctx, cs, r.ns)
@@ -183,6 +184,72 @@ func TestCacheSharedOrPerNode(t *testing.T) {
 				t.Errorf("%s mounts %q", h.node.Name, h.pvc)
 			}
 		}
+	}
+}
+
+// A kept cache (kubernetes.cache_namespace) lives in its own namespace, outside the run's
+// manifest and without the run's label, its populate Jobs beside it; the next run reuses the PVC
+// as it is, and one on another StorageClass is refused with what to do.
+func TestCacheKeptAcrossRuns(t *testing.T) {
+	defer func(d time.Duration) { pollEvery = d }(pollEvery)
+	pollEvery = 5 * time.Millisecond
+	cs := fake.NewClientset()
+	cfg := config.Defaults()
+	cfg.Models = []string{"m/one"}
+	var said []string
+	run := func(id, class string) (*nodeHost, *fleet.Manifest, error) {
+		man, err := fleet.NewManifest(t.TempDir(), "kubernetes", id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id = "20260101T000000Z-" + id
+		r := &Run{cl: &Cluster{Client: cs}, cfg: cfg, ns: Namespace(id), cacheNS: "gpuvet-cache", man: man, class: class, access: corev1.ReadWriteOnce,
+			opt: Options{RunID: id, Image: "img", Progress: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}}
+		r.size.Set(1 << 30)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go completeJobs(ctx, cs, "gpuvet-cache")
+		if err := r.ensureCacheNamespace(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h := &nodeHost{r: r, node: Node{Name: "a"}}
+		return h, man, h.provisionCache(ctx)
+	}
+	h, man, err := run("r1", "sc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pvc, err := cs.CoreV1().PersistentVolumeClaims("gpuvet-cache").Get(ctx, "cache-a", metav1.GetOptions{})
+	if err != nil || h.pvc != "cache-a" {
+		t.Fatalf("the kept PVC: %v (the node mounts %q)", err, h.pvc)
+	}
+	if pvc.Labels[LabelRun] != "" || pvc.Labels[LabelCache] != "true" {
+		t.Errorf("the kept PVC's labels %v: want no run label (cleaning a run leaves it) and %s", pvc.Labels, LabelCache)
+	}
+	for _, o := range man.Live() {
+		if o.Kind == "PersistentVolumeClaim" {
+			t.Errorf("the kept PVC is in the run's manifest: %s", o)
+		}
+	}
+	if jobs, _ := cs.BatchV1().Jobs("gpuvet-cache").List(ctx, metav1.ListOptions{}); len(jobs.Items) != 1 || jobs.Items[0].Labels[LabelRun] != "20260101T000000Z-r1" || jobs.Items[0].Name != "cache-0-0-r1" {
+		t.Fatalf("populate Jobs in the cache namespace: %+v", jobs.Items)
+	}
+	if ns, err := cs.CoreV1().Namespaces().Get(ctx, "gpuvet-cache", metav1.GetOptions{}); err != nil || ns.Labels[LabelManagedBy] != "" || ns.Labels[LabelCache] != "true" {
+		t.Errorf("the cache namespace: %v %v (a run namespace's label would make `gpuvet clean` delete it)", err, ns)
+	}
+	said = nil
+	if _, _, err := run("r2", "sc"); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := cs.CoreV1().PersistentVolumeClaims("gpuvet-cache").List(ctx, metav1.ListOptions{}); len(l.Items) != 1 {
+		t.Errorf("%d PVCs after the second run, want the one kept", len(l.Items))
+	}
+	if !strings.Contains(strings.Join(said, "\n"), "reusing PVC gpuvet-cache/cache-a") {
+		t.Errorf("the second run does not say it reuses the PVC: %q", said)
+	}
+	if _, _, err := run("r3", "other"); err == nil || !strings.Contains(err.Error(), "is on StorageClass sc, and this run asks for other") {
+		t.Errorf("a kept PVC of another class: %v", err)
 	}
 }
 

@@ -2,16 +2,23 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 )
 
 // Clean deletes every namespace a gpuvet run left (all runs, or only runID), finding them by the
-// run label rather than by name, and waits until each is gone. It returns the names it deleted.
-func Clean(ctx context.Context, cs kubernetes.Interface, runID string, wait time.Duration) ([]string, error) {
+// run label rather than by name, and what those runs left in the kept cache's namespaces (their
+// pods, Jobs, Secrets), and waits until each is gone. With cache, it also deletes the cache
+// namespaces themselves (their PVCs: the next run downloads again). It returns what it deleted.
+func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time.Duration) ([]string, error) {
+	cs := cl.Client
 	sel := LabelManagedBy + "=" + ManagedBy
 	if runID != "" {
 		sel += "," + LabelRun + "=" + runID
@@ -20,14 +27,84 @@ func Clean(ctx context.Context, cs kubernetes.Interface, runID string, wait time
 	if err != nil {
 		return nil, fmt.Errorf("listing gpuvet namespaces: %v", err)
 	}
+	caches, err := CacheNamespaces(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var done []string
+	for _, ns := range caches {
+		if err := DeleteRunObjects(ctx, cs, cl.Dynamic, ns, runID); err != nil {
+			return done, fmt.Errorf("runs' objects in the cache namespace %s: %v", ns, err)
+		}
+	}
 	for _, ns := range l.Items {
 		if err := DeleteNamespace(ctx, cs, ns.Name); err != nil {
 			return done, fmt.Errorf("namespace %s: %v", ns.Name, err)
 		}
-		done = append(done, ns.Name)
+		done = append(done, "namespace "+ns.Name)
+	}
+	if cache {
+		for _, ns := range caches {
+			if err := DeleteNamespace(ctx, cs, ns); err != nil {
+				return done, fmt.Errorf("cache namespace %s: %v", ns, err)
+			}
+			done = append(done, "cache namespace "+ns+" (its PVCs with it)")
+		}
 	}
 	return done, nil
+}
+
+// DeleteRunObjects deletes what a run (every gpuvet run when runID is "") put in a namespace it
+// does not own (the kept cache's): its Jobs, pods, Secrets and Dynamo deployments, found by the run
+// label, and waits until its pods are gone (their GPUs free again). The PVCs stay.
+func DeleteRunObjects(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns, runID string) error {
+	sel := LabelManagedBy + "=" + ManagedBy
+	if runID != "" {
+		sel += "," + LabelRun + "=" + runID
+	}
+	lo := metav1.ListOptions{LabelSelector: sel}
+	bg := metav1.DeletePropagationBackground
+	errs := []error{
+		ignoreNotFound(cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)),
+		ignoreNotFound(cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)),
+		ignoreNotFound(cs.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)),
+	}
+	if dyn != nil { // a cluster without Dynamo's CRD answers NotFound
+		err := dyn.Resource(DynamoGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)
+		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, lo)
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d pod(s) still there after the wait (first: %s)", len(pods.Items), pods.Items[0].Name)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+// CacheNamespaces are the namespaces that keep gpuvet's model cache (kubernetes.cache_namespace).
+func CacheNamespaces(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
+	l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelCache + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("listing gpuvet's cache namespaces: %v", err)
+	}
+	var out []string
+	for _, ns := range l.Items {
+		out = append(out, ns.Name)
+	}
+	return out, nil
 }

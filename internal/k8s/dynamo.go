@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -86,7 +87,7 @@ type DynamoSpec struct {
 	ExtraArgs                []string
 	Env                      map[string]string
 	CachePVC                 string
-	Token                    bool // HF_TOKEN from the run's Secret
+	TokenSecret              string // HF_TOKEN from the run's Secret of that name ("": none)
 	Tolerations              []corev1.Toleration
 }
 
@@ -109,9 +110,9 @@ func dynamoGraph(runID string, d DynamoSpec) *unstructured.Unstructured {
 	for _, k := range sortedKeys(d.Env) {
 		env = append(env, corev1.EnvVar{Name: k, Value: d.Env[k]})
 	}
-	if d.Token {
+	if d.TokenSecret != "" {
 		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: "HF_TOKEN"}}})
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: d.TokenSecret}, Key: "HF_TOKEN"}}})
 	}
 	front := corev1.Container{Name: "main", Image: d.Image, Env: append(append([]corev1.EnvVar{}, env...), corev1.EnvVar{Name: "SERVED_MODEL_NAME", Value: d.Model})}
 	args := []string{"--model", d.Model}
@@ -188,7 +189,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 	defer cancel()
 	last := "not created yet"
 	for {
-		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns).Get(ctx, name, metav1.GetOptions{})
+		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
 		}
@@ -199,11 +200,11 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 			}
 			last = why
 		}
-		pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
+		pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, r.cl.Client, r.ns, p.Name, c, prev, 20) }); pe != nil {
+				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, r.cl.Client, r.podNS(), p.Name, c, prev, 20) }); pe != nil {
 					return fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
 				}
 			}
@@ -230,16 +231,19 @@ func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Durat
 	defer cancel()
 	last := "no such Service"
 	for {
-		svc, err := r.cl.Client.CoreV1().Services(r.ns).Get(ctx, svcName, metav1.GetOptions{})
+		svc, err := r.cl.Client.CoreV1().Services(r.podNS()).Get(ctx, svcName, metav1.GetOptions{})
 		if err == nil {
 			last = "no Ready pod matches its selector"
 			if len(svc.Spec.Selector) == 0 {
 				return "", fmt.Errorf("frontend Service %s has no selector", svcName)
 			}
-			pods, err := r.cl.Client.CoreV1().Pods(r.ns).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+			pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
 			if err == nil {
 				if u := frontendAddress(svc, pods.Items); u != "" {
-					return u, nil
+					if !r.opt.DynamoService {
+						return u, nil
+					}
+					return serviceAddress(svc)
 				}
 			}
 		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
@@ -251,6 +255,16 @@ func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Durat
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// serviceAddress is http://ClusterIP:port of the Service (its first port), for clients in pods:
+// kube-proxy forwards it to a Ready pod. No cluster DNS is needed: the load Job gets the address.
+func serviceAddress(svc *corev1.Service) (string, error) {
+	ip := svc.Spec.ClusterIP
+	if ip == "" || ip == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
+		return "", fmt.Errorf("frontend Service %s has no ClusterIP and port (clusterIP %q, %d ports): set kubernetes.dynamo_target pod", svc.Name, ip, len(svc.Spec.Ports))
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(int(svc.Spec.Ports[0].Port))), nil
 }
 
 // frontendAddress is http://podIP:port of the first Ready pod, port being the Service's first
@@ -289,7 +303,7 @@ func (h *nodeHost) deleteDynamo(ctx context.Context, name string) {
 	r := h.r
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	res := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns)
+	res := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS())
 	fg := metav1.DeletePropagationForeground
 	if err := res.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil && !apierrors.IsNotFound(err) {
 		h.say("deleting DynamoGraphDeployment %s: %v (the namespace goes at the end)", name, err)
@@ -297,7 +311,7 @@ func (h *nodeHost) deleteDynamo(ctx context.Context, name string) {
 	}
 	for ctx.Err() == nil {
 		if _, err := res.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			r.man.Deleted(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.ns, Name: name, Host: h.node.Name})
+			r.man.Deleted(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.podNS(), Name: name, Host: h.node.Name})
 			return
 		}
 		time.Sleep(pollEvery)
@@ -317,7 +331,7 @@ func (h *nodeHost) serveDynamo(ctx context.Context, mi int, model string, gpus [
 	if img == "" {
 		img = DynamoImage
 	}
-	name := dnsName("dgd", strconv.Itoa(h.index), strconv.Itoa(mi))
+	name := r.podName("dgd", strconv.Itoa(h.index), strconv.Itoa(mi))
 	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: "dynamo-vllm", TP: tp,
 		Command: fmt.Sprintf("DynamoGraphDeployment %s: %s + %d × %s (%s)", name, DynamoFrontend, workers, DynamoWorker, img)}}
 	fail := func(format string, a ...any) (results.Model, *results.Meta, error) {
@@ -325,12 +339,12 @@ func (h *nodeHost) serveDynamo(ctx context.Context, mi int, model string, gpus [
 		return m, nil, errors.New(m.Error)
 	}
 	obj := dynamoGraph(r.opt.RunID, DynamoSpec{Name: name, Node: h.node.Name, Image: img, Model: model, Workers: workers, TP: tp,
-		ExtraArgs: r.cfg.Engine.ExtraArgs, Env: r.cfg.Engine.Env, CachePVC: h.pvc, Token: r.tokenEnv != "", Tolerations: r.opt.Selection.Tolerations})
-	if err := r.man.Record(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.ns, Name: name, Host: h.node.Name}); err != nil {
+		ExtraArgs: r.cfg.Engine.ExtraArgs, Env: r.cfg.Engine.Env, CachePVC: h.pvc, TokenSecret: r.tokenSecret(), Tolerations: r.opt.Selection.Tolerations})
+	if err := r.man.Record(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.podNS(), Name: name, Host: h.node.Name}); err != nil {
 		return fail("%v", err)
 	}
 	start := time.Now()
-	if _, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return fail("creating DynamoGraphDeployment %s: %v", name, err)
 	}
 	defer h.deleteDynamo(context.WithoutCancel(ctx), name)

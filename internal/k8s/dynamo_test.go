@@ -66,7 +66,7 @@ func TestPrepareDynamoWithoutCRD(t *testing.T) {
 
 func TestDynamoGraph(t *testing.T) {
 	g := dynamoGraph("r1", DynamoSpec{Name: "dgd-0-0", Node: "node-a", Image: "img", Model: "Qwen/Qwen3-8B", Workers: 4, TP: 2,
-		CachePVC: "cache", Token: true, ExtraArgs: []string{"--enforce-eager"}})
+		CachePVC: "cache", TokenSecret: "gpuvet-hub-token-r1", ExtraArgs: []string{"--enforce-eager"}})
 	if g.GetAPIVersion() != "nvidia.com/v1beta1" || g.GetKind() != "DynamoGraphDeployment" || g.GetLabels()[LabelRun] != "r1" {
 		t.Fatalf("%s %s %v", g.GetAPIVersion(), g.GetKind(), g.GetLabels())
 	}
@@ -90,7 +90,7 @@ func TestDynamoGraph(t *testing.T) {
 		t.Errorf("volumes %v", ro)
 	}
 	b, _ := g.MarshalJSON()
-	for _, want := range []string{`"secretKeyRef":{"key":"HF_TOKEN","name":"gpuvet-hub-token"}`, `"HF_HUB_OFFLINE"`} {
+	for _, want := range []string{`"secretKeyRef":{"key":"HF_TOKEN","name":"gpuvet-hub-token-r1"}`, `"HF_HUB_OFFLINE"`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("manifest lacks %s:\n%s", want, b)
 		}

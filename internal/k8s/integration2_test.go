@@ -138,7 +138,9 @@ func TestKubernetesSharedCacheReadWriteMany(t *testing.T) {
 	out, state := t.TempDir(), t.TempDir()
 	w := e.watchRun(t)
 	start := time.Now()
-	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_KUBERNETES_STORAGE_CLASS=test-nfs"}, e.runArgs(out, small...)...)
+	// The run's own cache namespace (kubernetes.cache_namespace ""): the names checked below are the
+	// run's, and no kept cache of another test's StorageClass is in the way.
+	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_KUBERNETES_STORAGE_CLASS=test-nfs", "GPUVET_KUBERNETES_CACHE_NAMESPACE="}, e.runArgs(out, small...)...)
 	w.end()
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	if code != 0 {

@@ -66,14 +66,21 @@ func (e *env) installDynamoCRD(t *testing.T) {
 // `gpuvet sim`, Ready when it answers /health) and the worker pods holding their GPUs, all owned
 // by the deployment; once they are Ready it reports the deployment successful.
 type dynamoOperator struct {
-	e    *env
-	mu   sync.Mutex
-	seen map[string]bool // namespace/name of every deployment met
-	errs []string
+	e *env
+	// The images of its pods: "dynamo" for the stand-in kubelet; on the real node gpuvet's image
+	// (the frontend runs `gpuvet sim`) and the pause image (the workers hold their GPUs).
+	frontImage, workerImage string
+	mu                      sync.Mutex
+	seen                    map[string]bool // namespace/name of every deployment met
+	errs                    []string
 }
 
 func (e *env) runDynamoOperator(t *testing.T) *dynamoOperator {
-	o := &dynamoOperator{e: e, seen: map[string]bool{}}
+	return e.runDynamoOperatorWith(t, "dynamo", "dynamo")
+}
+
+func (e *env) runDynamoOperatorWith(t *testing.T, frontImage, workerImage string) *dynamoOperator {
+	o := &dynamoOperator{e: e, seen: map[string]bool{}, frontImage: frontImage, workerImage: workerImage}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -144,7 +151,7 @@ func (o *dynamoOperator) reconcile(ctx context.Context, d *unstructured.Unstruct
 		fl := sel(k8s.DynamoFrontend)
 		fl[k8s.LabelManagedBy], fl[k8s.LabelRole], fl[k8s.LabelRun] = k8s.ManagedBy, k8s.RoleEngine, d.GetLabels()[k8s.LabelRun]
 		front := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name + "-frontend-0", Labels: fl, OwnerReferences: own},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "dynamo",
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: o.frontImage, ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:        []string{k8s.GpuvetBinary, "sim", "--gpu", "H200", "--model", strings.ReplaceAll(model, "_", "/"), "--host", "0.0.0.0", "--port", "8000"},
 				Ports:          []corev1.ContainerPort{{ContainerPort: 8000}},
 				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(8000)}}}}}}}
@@ -153,7 +160,7 @@ func (o *dynamoOperator) reconcile(ctx context.Context, d *unstructured.Unstruct
 		}
 		for i := range workers {
 			w := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-worker-%d", name, i), Labels: sel(k8s.DynamoWorker), OwnerReferences: own},
-				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "dynamo",
+				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: o.workerImage, ImagePullPolicy: corev1.PullIfNotPresent,
 					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{k8s.GPUResource: resource.MustParse("1")},
 						Requests: corev1.ResourceList{k8s.GPUResource: resource.MustParse("1")}}}}}}
 			if _, err := o.e.cs.CoreV1().Pods(ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {

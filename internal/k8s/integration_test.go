@@ -130,6 +130,14 @@ func (e *env) assertNothingLeft(t *testing.T, state string) {
 	for _, n := range ns.Items {
 		t.Errorf("namespace %s (%s) left behind", n.Name, n.Status.Phase)
 	}
+	// A kept model cache (kubernetes.cache_namespace) stays, but nothing of a run in it.
+	pods, err := e.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: k8s.LabelManagedBy + "=" + k8s.ManagedBy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		t.Errorf("pod %s/%s left behind", p.Namespace, p.Name)
+	}
 	if m, _ := filepath.Glob(filepath.Join(state, "*.json")); len(m) > 0 {
 		t.Errorf("run manifests left behind: %v", m)
 	}

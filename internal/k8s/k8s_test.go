@@ -109,7 +109,7 @@ func TestCheckAccessNamesMissing(t *testing.T) {
 		r.Status.Allowed = !(ra.Verb == "create" && ra.Resource == "jobs") && !(ra.Verb == "delete" && ra.Resource == "namespaces")
 		return true, r, nil
 	})
-	err := CheckAccess(context.Background(), cs, "gpuvet-x", Needs(true, false, false))
+	err := CheckAccess(context.Background(), cs, "gpuvet-x", "gpuvet-x", Needs(true, false, false, false))
 	if err == nil || !strings.Contains(err.Error(), "missing RBAC permission: delete namespaces (cluster-wide), create jobs.batch (in namespace gpuvet-x)") {
 		t.Errorf("%v", err)
 	}
@@ -272,7 +272,7 @@ func TestWaitJobInterruptedIsNotATimeout(t *testing.T) {
 func TestPopulateJob(t *testing.T) {
 	for _, init := range []bool{true, false} {
 		j := gpuvetJob("r1", "cache-0-0", RoleCache, "n1", "img:1", []string{"cache", "pull", "m/x"}, 0, nil)
-		withCache(j, "cache-n1", CacheAccess{Hub: "http://mirror.local:8080", Token: true, OwnerInit: init})
+		withCache(j, "cache-n1", CacheAccess{Hub: "http://mirror.local:8080", TokenSecret: tokenSecret("r1"), OwnerInit: init})
 		ps := j.Spec.Template.Spec
 		sc := ps.SecurityContext
 		if sc == nil || *sc.RunAsUser != CacheUser || *sc.RunAsGroup != CacheUser || *sc.FSGroup != CacheUser || !*sc.RunAsNonRoot ||
@@ -288,7 +288,7 @@ func TestPopulateJob(t *testing.T) {
 			env[e.Name] = e
 		}
 		if env["HF_ENDPOINT"].Value != "http://mirror.local:8080" || env["HF_HOME"].Value != cacheMount ||
-			env["HF_TOKEN"].Value != "" || env["HF_TOKEN"].ValueFrom.SecretKeyRef.Name != tokenSecret {
+			env["HF_TOKEN"].Value != "" || env["HF_TOKEN"].ValueFrom.SecretKeyRef.Name != tokenSecret("r1") {
 			t.Errorf("populate env %+v", c.Env)
 		}
 		if !init {

@@ -41,8 +41,9 @@ const EnginePort = 8000
 // cacheMount is where the model-cache PVC is mounted (HF_HOME).
 const cacheMount = "/cache"
 
-// tokenSecret holds the hub token, made from the environment at run time.
-const tokenSecret = "gpuvet-hub-token"
+// tokenSecret holds the hub token, made from the environment at run time; one per run (the cache
+// namespace may hold several runs' at once).
+func tokenSecret(runID string) string { return dnsName("gpuvet-hub-token", runID) }
 
 // Namespace is the run's namespace: gpuvet-<run id>, lower case (a DNS label).
 func Namespace(runID string) string { return "gpuvet-" + strings.ToLower(runID) }
@@ -68,11 +69,28 @@ func labelValue(s string) string {
 	return strings.Trim(s, "-_.")
 }
 
+// runLabels are a run's object's labels. LabelPartOf is on every gpuvet object, the kept cache's
+// too: a site policy selects gpuvet's namespaces by it.
 func runLabels(runID, role, node string) map[string]string {
-	l := map[string]string{LabelManagedBy: ManagedBy, LabelRun: runID}
+	l := map[string]string{LabelManagedBy: ManagedBy, LabelPartOf: ManagedBy, LabelRun: runID}
 	if role != "" {
 		l[LabelRole] = role
 	}
+	if node != "" {
+		l[LabelNode] = labelValue(node)
+	}
+	return l
+}
+
+// Labels of the kept model cache (its namespace and PVCs): gpuvet's, of no run, so cleaning runs
+// leaves them; `gpuvet clean --cache` finds them by LabelCache.
+const (
+	LabelPartOf = "app.kubernetes.io/part-of"
+	LabelCache  = "gpuvet.dev/model-cache"
+)
+
+func cacheLabels(node string) map[string]string {
+	l := map[string]string{LabelPartOf: ManagedBy, LabelCache: "true"}
 	if node != "" {
 		l[LabelNode] = labelValue(node)
 	}
@@ -243,8 +261,8 @@ const CacheUser = 65532
 type CacheAccess struct {
 	// Hub is the hub (or mirror) the Job downloads from, passed as HF_ENDPOINT; "": the hub's default.
 	Hub string
-	// Token passes HF_TOKEN from the run's Secret.
-	Token bool
+	// TokenSecret passes HF_TOKEN from the run's Secret of that name ("": no token).
+	TokenSecret string
 	// OwnerInit adds the init container that hands the volume's root to CacheUser where fsGroup does
 	// not (hostPath, NFS): root, with only CAP_CHOWN and CAP_FOWNER (Pod Security baseline). Without
 	// it the pod meets "restricted" and relies on fsGroup alone.
@@ -261,9 +279,9 @@ func withCache(j *batchv1.Job, pvc string, a CacheAccess) {
 	if a.Hub != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_ENDPOINT", Value: a.Hub})
 	}
-	if a.Token {
+	if a.TokenSecret != "" {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret}, Key: "HF_TOKEN"}}})
+			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: a.TokenSecret}, Key: "HF_TOKEN"}}})
 	}
 	mount := []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
 	c.VolumeMounts = mount

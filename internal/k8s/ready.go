@@ -36,7 +36,7 @@ func (h *nodeHost) checkCompletions(ctx context.Context, name, model string, url
 		args = append(args, "--url", u)
 	}
 	j := gpuvetJob(r.opt.RunID, name, RoleReady, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
-	b, err := h.runJob(ctx, j)
+	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {
 		return nil, fmt.Errorf("completion check job %s: %v", name, err)
 	}
@@ -72,7 +72,7 @@ func completionFailures(b []byte, urls []string) ([]string, error) {
 func (h *nodeHost) podURLs(ctx context.Context, pods []string) ([]string, error) {
 	urls := make([]string, len(pods))
 	for i, pod := range pods {
-		p, err := h.r.cl.Client.CoreV1().Pods(h.r.ns).Get(ctx, pod, metav1.GetOptions{})
+		p, err := h.r.cl.Client.CoreV1().Pods(h.r.podNS()).Get(ctx, pod, metav1.GetOptions{})
 		if err != nil || p.Status.PodIP == "" {
 			return nil, fmt.Errorf("engine pod %s has no address (%v)", pod, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -88,6 +89,7 @@ type nodeHub struct {
 	mu        sync.Mutex
 	served    int64
 	requests  int
+	resolves  int // file requests (GET or HEAD of /{id}/resolve/…)
 	offline   bool
 	offlineAt int // requests that arrived while offline
 }
@@ -152,6 +154,9 @@ func (h *nodeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		json.NewEncoder(w).Encode(entries)
 	case strings.HasPrefix(r.URL.Path, "/"+h.model+"/resolve/"):
+		h.mu.Lock()
+		h.resolves++
+		h.mu.Unlock()
 		_, p, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"+h.model+"/resolve/"), "/")
 		b, ok := h.files[p]
 		if !ok {
@@ -178,6 +183,13 @@ func (h *nodeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *nodeHub) goOffline() {
 	h.mu.Lock()
 	h.offline = true
+	h.mu.Unlock()
+}
+
+// reset takes the hub back online with its counters at zero (the next run's figures).
+func (h *nodeHub) reset() {
+	h.mu.Lock()
+	h.offline, h.served, h.requests, h.resolves, h.offlineAt = false, 0, 0, 0, 0
 	h.mu.Unlock()
 }
 
@@ -292,7 +304,10 @@ func (w *cacheWatch) seeEngine(p *corev1.Pod) {
 // downloading from a hub mirror on the node's network (model_cache.endpoint); the hub then goes
 // offline, and the eight engine pods start from the cache, mounted read-only with HF_HUB_OFFLINE=1:
 // each engine's command reads a file of the cached snapshot (a catalog file), so a pod whose cache
-// is missing or unreadable crash-loops and fails the run.
+// is missing or unreadable crash-loops and fails the run. The cache is kept in its namespace
+// (kubernetes.cache_namespace): a second run finds the same volume and transfers nothing (no file
+// request reaches the hub, the populate Job says it downloaded 0 B); `gpuvet clean --cache` then
+// removes it.
 func TestRealNodeModelCache(t *testing.T) {
 	e := setupReal(t)
 	weights := make([]byte, 3<<20)
@@ -306,10 +321,65 @@ func TestRealNodeModelCache(t *testing.T) {
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", files)
 	snapshot := "/cache/hub/models--Qwen--Qwen3-8B/snapshots/" + hub.commit
 	engineCmd := "gpuvet sim --gpu H200 --model {model} --catalog " + snapshot + "/gpuvet-catalog.yaml --host 0.0.0.0 --port {port}"
+	e.cleanCache(t) // a fresh, root-owned volume: whatever an earlier test kept goes first
+	defer e.cleanCache(t)
+	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url)
+	first := e.realCacheRun(t, hub, args)
+	if !strings.Contains(first.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
+		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", first.ownerLog)
+	}
+	if first.served != hub.total() || first.resolves == 0 {
+		t.Errorf("the hub served %d bytes in %d file requests, want the model once (%d)", first.served, first.resolves, hub.total())
+	}
+	if !strings.Contains(first.log, "model cache namespace gpuvet-cache created") {
+		t.Errorf("the first run does not say it created the cache namespace:\n%s", first.log)
+	}
+	// The second run: the same kept PVC, and no file leaves the hub.
+	hub.reset()
+	second := e.realCacheRun(t, hub, args)
+	if second.resolves != 0 || second.served != 0 {
+		t.Errorf("the second run made %d file requests to the hub (%d bytes): the kept cache must serve it", second.resolves, second.served)
+	}
+	if !strings.Contains(second.log, "model cache: reusing PVC gpuvet-cache/cache-real-gpu-0") {
+		t.Errorf("the second run does not say it reuses the kept PVC:\n%s", second.log)
+	}
+	if !regexp.MustCompile(`model cache: Qwen/Qwen3-8B@[0-9a-f]{40}: 4 files, [0-9.]+ MiB; downloaded 0 B`).MatchString(second.log) {
+		t.Errorf("the second run's populate Job does not report 0 B downloaded:\n%s", second.log)
+	}
+	if first.pvPath == "" || second.pvPath != first.pvPath {
+		t.Errorf("the second run's cache volume %q, want the first run's %q", second.pvPath, first.pvPath)
+	}
+	ctx := context.Background()
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims("gpuvet-cache").Get(ctx, "cache-real-gpu-0", metav1.GetOptions{}); err != nil {
+		t.Errorf("the kept PVC after two runs: %v", err)
+	}
+	log, code := e.gpuvet(t, t.TempDir(), "clean", "--kubeconfig", e.kubeconfig, "--cache")
+	if code != 0 || !strings.Contains(log, "deleted cache namespace gpuvet-cache") {
+		t.Errorf("clean --cache: exit %d:\n%s", code, log)
+	}
+	if _, err := e.cs.CoreV1().Namespaces().Get(ctx, "gpuvet-cache", metav1.GetOptions{}); err == nil {
+		t.Error("the cache namespace is still there after `gpuvet clean --cache`")
+	}
+}
+
+// cacheRun is what one run with the model cache showed.
+type cacheRun struct {
+	log, ownerLog, pvPath string
+	served                int64
+	resolves              int
+}
+
+// realCacheRun runs gpuvet with the cache on the real node and checks what every such run must
+// show: every endpoint loaded from its engine pod, the populate Job pointed at the mirror, the
+// engines reading the cache read-only with the hub offline (taken offline once the populate Job
+// succeeded; no request reaches it afterwards), ctrf.json, and nothing of the run left.
+func (e *env) realCacheRun(t *testing.T, hub *nodeHub, args []string) cacheRun {
+	t.Helper()
 	out, state := t.TempDir(), t.TempDir()
+	args = append(args, "--out", out)
 	w := e.watchCache(t, hub)
 	start := time.Now()
-	log, code := e.gpuvet(t, state, e.realArgs(out, engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url)...)
+	log, code := e.gpuvet(t, state, args...)
 	took := time.Since(start)
 	w.end()
 	t.Logf("gpuvet run with the model cache on the real node: exit %d in %s", code, took.Round(100*time.Millisecond))
@@ -337,9 +407,6 @@ func TestRealNodeModelCache(t *testing.T) {
 	if !w.pvHostPath {
 		t.Errorf("the cache PVC was not seen bound to a hostPath volume (path %q)", w.pvPath)
 	}
-	if !strings.Contains(w.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
-		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", w.ownerLog)
-	}
 	if w.populateHub != hub.url {
 		t.Errorf("the populate Job's HF_ENDPOINT is %q, want the mirror %s", w.populateHub, hub.url)
 	}
@@ -352,11 +419,9 @@ func TestRealNodeModelCache(t *testing.T) {
 		}
 	}
 	hub.mu.Lock()
-	served, offlineAt := hub.served, hub.offlineAt
+	r := cacheRun{log: log, ownerLog: w.ownerLog, pvPath: w.pvPath, served: hub.served, resolves: hub.resolves}
+	offlineAt := hub.offlineAt
 	hub.mu.Unlock()
-	if served != hub.total() {
-		t.Errorf("the hub served %d bytes, want the model once (%d)", served, hub.total())
-	}
 	if offlineAt != 0 {
 		t.Errorf("%d requests reached the hub after the populate Job ended: the engines must read the cache only", offlineAt)
 	}
@@ -364,6 +429,15 @@ func TestRealNodeModelCache(t *testing.T) {
 		t.Errorf("the run does not say which hub it pulls from:\n%s", log)
 	}
 	e.assertNothingLeft(t, state)
+	return r
+}
+
+// cleanCache removes the kept model cache (`gpuvet clean --cache`), so a test starts from a fresh
+// volume and leaves none.
+func (e *env) cleanCache(t *testing.T) {
+	if log, code := e.gpuvet(t, t.TempDir(), "clean", "--kubeconfig", e.kubeconfig, "--cache"); code != 0 {
+		t.Fatalf("clean --cache: exit %d:\n%s", code, log)
+	}
 }
 
 // TestRealNodeCacheRootOwnedWithoutInit shows why the init container is there: without it, on a
@@ -371,6 +445,8 @@ func TestRealNodeModelCache(t *testing.T) {
 // cannot write, and the run says what to do in Kubernetes terms. The hub comes from HF_ENDPOINT.
 func TestRealNodeCacheRootOwnedWithoutInit(t *testing.T) {
 	e := setupReal(t)
+	e.cleanCache(t) // a fresh, root-owned volume
+	defer e.cleanCache(t)
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", map[string][]byte{"config.json": []byte(`{}`)})
 	out, state := t.TempDir(), t.TempDir()
 	log, code := e.gpuvetEnv(t, state, []string{"HF_ENDPOINT=" + hub.url},
@@ -524,7 +600,7 @@ func sinceLine(log, from, to string) float64 {
 }
 
 // TestRealNodePopulatePodRefused: a cluster whose admission refuses root containers (here a
-// ValidatingAdmissionPolicy on gpuvet's namespaces, as a Pod Security or site policy would) refuses
+// ValidatingAdmissionPolicy on gpuvet's namespaces, the run's and the kept cache's, as a Pod Security or site policy would) refuses
 // the populate Job's init container. The run fails at once with the API's reason and what to set,
 // instead of waiting out kubernetes.job_timeout.
 func TestRealNodePopulatePodRefused(t *testing.T) {
@@ -543,7 +619,7 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: vap.Name,
 			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
-				MatchLabels: map[string]string{k8s.LabelManagedBy: k8s.ManagedBy}}}}}
+				MatchLabels: map[string]string{k8s.LabelPartOf: k8s.ManagedBy}}}}}
 	if _, err := e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, vap, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -553,6 +629,8 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 	}
 	defer e.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, bind.Name, metav1.DeleteOptions{})
 	time.Sleep(3 * time.Second) // the apiserver loads a new policy within about a second
+	e.cleanCache(t)
+	defer e.cleanCache(t)
 	hub := startNodeHub(t, "Qwen/Qwen3-8B", map[string][]byte{"config.json": []byte(`{}`)})
 	out, state := t.TempDir(), t.TempDir()
 	start := time.Now()
@@ -574,6 +652,133 @@ func TestRealNodePopulatePodRefused(t *testing.T) {
 	t.Logf("populate pod refused by admission: the run failed in %s", took.Round(100*time.Millisecond))
 	if took > 60*time.Second {
 		t.Errorf("took %s: a refused pod must fail the run at once, not at the Job's timeout", took)
+	}
+	e.assertNothingLeft(t, state)
+}
+
+// TestRealNodeDynamoThroughService runs the Dynamo path on the real node with real pods (the test
+// plays Dynamo's operator: a frontend pod of gpuvet's image serving `gpuvet sim`, worker pods
+// holding the GPUs, the frontend Service) and kubernetes.dynamo_target service: the completion
+// check and the load Jobs reach the frontend through the Service's ClusterIP, which kube-proxy
+// (nftables) forwards to the pod (there is no cluster DNS: gpuvet hands the Jobs the address).
+// It needs the node started with KUBE_PROXY=1.
+func TestRealNodeDynamoThroughService(t *testing.T) {
+	e := setupReal(t)
+	ctx := context.Background()
+	if out, err := exec.Command("pgrep", "-f", "kube-proxy --kubeconfig").Output(); err != nil || len(out) == 0 {
+		t.Skip("no kube-proxy on the real node: start it with `KUBE_PROXY=1 bash scripts/k8s-real-node/setup.sh start` (after `KUBE_PROXY=1 … build`)")
+	}
+	e.installDynamoCRD(t)
+	e.runDynamoOperatorWith(t, realImage, "gpuvet.local/pause:3.10")
+	out, state := t.TempDir(), t.TempDir()
+	start := time.Now()
+	log, code := e.gpuvet(t, state, e.realArgs(out, "", "--dynamo", "--engine", "vllm", "--engine-cmd", "", "--gpu-count", "2",
+		"--cache-size", "off", "--set", "health.enabled=false", "--dynamo-target", "service")...)
+	t.Logf("gpuvet run --dynamo through the frontend Service on the real node: exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, log)
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Hosts) != 1 || s.Hosts[0].Error != "" || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != 1 {
+		t.Fatalf("hosts %+v\n%s", s.Hosts, log)
+	}
+	ep := s.Hosts[0].Models[0].Endpoints[0]
+	// ClusterIPs: the test control plane's --service-cluster-ip-range 10.0.0.0/24 (pods are on 10.88.0.0/16).
+	if ep.Error != "" || ep.Load == nil || !strings.HasPrefix(ep.URL, "http://10.0.0.") || !strings.HasSuffix(ep.URL, ":8000") || len(ep.GPUs) != 2 {
+		t.Errorf("endpoint: error %q, url %s (want the Service's ClusterIP), GPUs %v", ep.Error, ep.URL, ep.GPUs)
+	}
+	if !strings.Contains(log, "its frontend "+ep.URL+" returned a real completion") {
+		t.Errorf("no completion through the Service in the log:\n%s", log)
+	}
+	left, err := e.dyn.Resource(k8s.DynamoGVR).Namespace("").List(ctx, metav1.ListOptions{})
+	if err != nil || len(left.Items) != 0 {
+		t.Errorf("DynamoGraphDeployments left: %v %v", left, err)
+	}
+	e.assertNothingLeft(t, state)
+}
+
+// TestRealNodeBaseline: --save-baseline then --baseline on backend kubernetes give the overhead
+// table (fleet.Execute applies the baseline on the merged summary, as for ssh and opennebula), and
+// the plan the load Jobs get is Plan.RemoteYAML: the baseline's local path (which a pod's preflight
+// would refuse) and this machine's kubeconfig do not travel into the pods.
+func TestRealNodeBaseline(t *testing.T) {
+	e := setupReal(t)
+	ctx := context.Background()
+	first, state := t.TempDir(), t.TempDir()
+	short := []string{"--cache-size", "off", "--set", "health.enabled=false", "--gpu-count", "2"}
+	log, code := e.gpuvet(t, state, e.realArgs(first, "", append(short, "--save-baseline")...)...)
+	if code != 0 {
+		t.Fatalf("--save-baseline: exit %d:\n%s", code, log)
+	}
+	base := filepath.Join(first, "baseline.json")
+	if _, err := os.Stat(base); err != nil {
+		t.Fatalf("--save-baseline on backend kubernetes wrote no baseline.json: %v", err)
+	}
+	// Watch the load Jobs' plan while the second run goes.
+	var mu sync.Mutex
+	plans := map[string]string{}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			jobs, err := e.cs.BatchV1().Jobs("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleLoad})
+			if err == nil {
+				for _, j := range jobs.Items {
+					a := j.Spec.Template.Spec.Containers[0].Args
+					for i := 0; i+1 < len(a); i++ {
+						if a[i] == "--plan" {
+							b, _ := base64.StdEncoding.DecodeString(a[i+1])
+							mu.Lock()
+							plans[j.Name] = string(b)
+							mu.Unlock()
+						}
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	second := t.TempDir()
+	log, code = e.gpuvet(t, state, e.realArgs(second, "", append(short, "--baseline", base)...)...)
+	close(stop)
+	<-done
+	if code != 0 {
+		t.Fatalf("--baseline: exit %d:\n%s", code, log)
+	}
+	s, err := results.Read(filepath.Join(second, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Baseline == nil || s.Baseline.BaselineFile != base || len(s.Baseline.Rows) == 0 || s.Baseline.Note != "" {
+		t.Fatalf("no overhead table on backend kubernetes: %+v", s.Baseline)
+	}
+	if len(s.Hosts) != 1 || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
+		t.Fatalf("hosts %+v", s.Hosts)
+	}
+	for _, ep := range s.Hosts[0].Models[0].Endpoints {
+		if ep.Error != "" || ep.Load == nil {
+			t.Errorf("gpu %v: %q", ep.GPUs, ep.Error)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(plans) != 2 {
+		t.Fatalf("saw %d load Jobs' plans, want 2", len(plans))
+	}
+	for j, p := range plans {
+		for _, local := range []string{base, e.kubeconfig, "save_baseline: true"} {
+			if strings.Contains(p, local) {
+				t.Errorf("load Job %s's plan carries %q:\n%s", j, local, p)
+			}
+		}
 	}
 	e.assertNothingLeft(t, state)
 }

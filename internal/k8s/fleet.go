@@ -1,0 +1,70 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Fleet is backend kubernetes for fleet.Execute: the cluster's chosen GPU nodes are the hosts.
+// Execute owns the run (run id, manifest, merge, node to node, judging, outputs, exit status);
+// Fleet checks access and chooses the nodes (Hosts, creating nothing), creates the run's namespace
+// before the first node's provision, and deletes it once every node is done (Close).
+type Fleet struct {
+	Cluster *Cluster
+	Config  config.Config
+	// Options are the backend's settings; RunID and Progress come from Execute.
+	Options Options
+	run     *Run
+}
+
+// Hosts checks access, chooses the nodes and the model cache's StorageClass: bad input (exit 2)
+// before anything is created.
+func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
+	opt := f.Options
+	opt.RunID = ri.ID
+	opt.Progress = func(format string, a ...any) { ri.Say(fmt.Sprintf(format, a...)) }
+	ri.Say(fmt.Sprintf("kubernetes: context %s (%s)", f.Cluster.Context, f.Cluster.Server))
+	r, err := Prepare(ctx, f.Cluster, f.Config, ri.Plan, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	// `gpuvet clean` finds the manifests of this cluster by its server.
+	for k, v := range map[string]string{"context": f.Cluster.Context, "server": f.Cluster.Server} {
+		if err := ri.Manifest.SetTarget(k, v); err != nil {
+			return nil, nil, err
+		}
+	}
+	r.man = ri.Manifest
+	f.run = r
+	for _, n := range r.Nodes() {
+		ri.Say(fmt.Sprintf("node %s: %d free of %d nvidia.com/gpu %s", n.Name, n.Free, n.Allocatable, n.Product))
+	}
+	ri.Say(r.CacheNote())
+	hosts := make([]fleet.Host, len(r.nodes))
+	for i, n := range r.nodes {
+		hosts[i] = &nodeHost{r: r, node: n, index: i}
+	}
+	return hosts, r.Skipped(), nil
+}
+
+// Parallel is kubernetes.parallel_nodes.
+func (f *Fleet) Parallel() int { return max(1, f.Options.ParallelNodes) }
+
+// CleanupTimeout bounds one node's cleanup (its pods and Jobs; the namespace goes in Close).
+func (f *Fleet) CleanupTimeout() time.Duration { return 2 * time.Minute }
+
+// Finish adds nothing: every node's record is its own summary.
+func (f *Fleet) Finish(*results.Summary) {}
+
+// Close deletes the run's namespace (fleet.Closer).
+func (f *Fleet) Close(ctx context.Context, outs []fleet.Outcome) error {
+	if f.run == nil {
+		return nil
+	}
+	return f.run.Close(ctx, outs)
+}
