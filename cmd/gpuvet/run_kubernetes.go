@@ -192,7 +192,7 @@ func newFleetSummary(plan *config.Plan) *results.Summary {
 		SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version()},
 		RunID: results.NewRunID(now), StartedAt: now, Backend: "kubernetes", Environment: env,
 		Meta: results.Meta{Models: cfg.Models, LoadProfile: &lc, Thresholds: config.Thresholds(cfg, plan.Sources),
-			ParallelGPUs: cfg.Run.ParallelGPUs, Settings: plan.Settings(), Engine: cfg.Engine.Kind},
+			ParallelGPUs: max(1, int(cfg.Run.ParallelGPUs)), Settings: plan.Settings(), Engine: cfg.Engine.Kind},
 		Status: results.StatusOK,
 	}
 }

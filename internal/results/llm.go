@@ -67,6 +67,9 @@ type Endpoint struct {
 	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
 	// its figures then cannot pass a gate or a comparison.
 	Busy []Busy `json:"busy,omitempty"`
+
+	// Timing is this engine's wall time, phase by phase (issue 34).
+	Timing *EndpointTiming `json:"timing,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
