@@ -251,6 +251,9 @@ type Sim struct {
 	StepOverhead Duration `yaml:"step_overhead"`
 	SeqOverhead  Duration `yaml:"seq_overhead"`
 	MaxNumSeqs   int      `yaml:"max_num_seqs"`
+	// BenchTime is how long each simulated microbenchmark and peer copy takes (0: no time), so a
+	// simulated health phase takes real time: one at a time against all at once shows (issue 34).
+	BenchTime Duration `yaml:"bench_time"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
