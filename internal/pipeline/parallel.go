@@ -64,6 +64,9 @@ func ChooseParallel(n config.GPUsAtOnce, in ParallelInputs) results.ParallelChoi
 	switch {
 	case in.Slots <= 1:
 		c.Reason = fmt.Sprintf("auto: 1 engine, nothing to load beside it; %s", need)
+		if c.GPUs == 1 && fit < 1 {
+			c.Reason += ": short even for it, so the client self-check may find its rungs client-limited"
+		}
 	case c.GPUs == in.Slots:
 		c.Reason = fmt.Sprintf("auto: all %d engines at once: %s, enough for %d", in.Slots, need, max(fit, in.Slots))
 	default:
@@ -76,7 +79,7 @@ func ChooseParallel(n config.GPUsAtOnce, in ParallelInputs) results.ParallelChoi
 // r.cfg.Run.ParallelGPUs to the count, so everything after reads one number.
 func (r *run) choose(ctx context.Context, sps []slotPlan) {
 	in := ParallelInputs{Slots: len(sps)}
-	if r.cfg.Run.ParallelGPUs.Auto() && len(sps) > 1 {
+	if r.cfg.Run.ParallelGPUs.Auto() && len(sps) > 0 {
 		in.FreeCores, in.CoresSource = freeCores("/")
 		in.TokenCostUs, in.CostSource = tokenCost(ctx)
 		in.DemandTokS, in.DemandSrc = demandTokS(r.deps.Catalog, sps[0].slot.GPUName, r.cfg)
@@ -178,7 +181,7 @@ func demandTokS(cat *catalog.Catalog, gpuName string, cfg config.Config) (float6
 	if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
 		return unknownDemandTokS, fmt.Sprintf("%d tok/s assumed (no roofline bound for %s × %s)", unknownDemandTokS, g.Key, src)
 	}
-	return v, fmt.Sprintf("roofline bound of %s × %s at batch %d", g.Key, src, batch)
+	return v, fmt.Sprintf("roofline bound of %s × %s (%s) at batch %d", g.Key, model, src, batch)
 }
 
 // The token cost is measured once per process: a second run in the same process (tests, a fleet

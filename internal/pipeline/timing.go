@@ -32,7 +32,10 @@ func (r *run) schedule(phase string) string {
 		}
 	case "models":
 		if c := r.sum.Meta.Parallel; c != nil && c.Slots > 0 {
-			if c.GPUs >= c.Slots {
+			switch {
+			case c.Slots == 1:
+				return fmt.Sprintf("1 engine (%s)", c.Mode)
+			case c.GPUs >= c.Slots:
 				return fmt.Sprintf("%d engines at once (%s)", c.Slots, c.Mode)
 			}
 			return fmt.Sprintf("%d of %d engines at once (%s)", c.GPUs, c.Slots, c.Mode)
