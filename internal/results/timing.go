@@ -38,7 +38,7 @@ type Timing struct {
 
 // PhaseTime is the wall time of one phase or step.
 type PhaseTime struct {
-	Phase   string  `json:"phase"` // discover, health, models, baseline, judge, write; health steps: gemm_hbm, pcie, peer_copy, all_reduce, burn, dcgm
+	Phase   string  `json:"phase"` // discover, health, models, baseline, judge; health steps: benchmarks (one GPU at a time) or gemm_hbm and pcie, peer_copy, all_reduce, burn, dcgm
 	Seconds float64 `json:"seconds"`
 	// Schedule says how the step ran across GPUs: "8 GPUs at once", "one GPU at a time", "4 rounds
 	// of pairs that share no link".
