@@ -22,10 +22,27 @@ func softMemoryLimit(streams int) func() {
 
 // planStreams is the most load streams a plan has in flight at once: run.parallel_gpus slots, each
 // running its profile and then, when aicr gates are set, a concurrency run (the larger of the two).
+// With run.parallel_gpus auto the count is chosen after discovery, so the most it can be is
+// assumed: the simulator's GPUs, gpu_count, else autoMaxGPUs.
 func planStreams(c config.Config) int {
 	lc := c.LoadConfig()
 	aicr := lc
 	aicr.Profile, aicr.Concurrency = "concurrency", c.Load.Concurrency
 	per := max(load.Streams(load.Options{Config: lc}), load.Streams(load.Options{Config: aicr}))
-	return max(1, c.Run.ParallelGPUs) * per
+	return atOnce(c) * per
+}
+
+// autoMaxGPUs is the most GPUs a host is assumed to have when the plan does not say (an 8-GPU node).
+const autoMaxGPUs = 8
+
+func atOnce(c config.Config) int {
+	switch {
+	case !c.Run.ParallelGPUs.Auto():
+		return int(c.Run.ParallelGPUs)
+	case c.Run.GPUCount > 0:
+		return c.Run.GPUCount
+	case c.Backend == "sim":
+		return max(1, c.Sim.GPUs)
+	}
+	return autoMaxGPUs
 }

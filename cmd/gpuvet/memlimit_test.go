@@ -30,6 +30,7 @@ func TestSoftMemoryLimit(t *testing.T) {
 // A plan's streams: every parallel slot's profile (the sweep's in-flight cap) or aicr run, the larger.
 func TestPlanStreams(t *testing.T) {
 	c := config.Defaults()
+	c.Run.ParallelGPUs = 1
 	one := planStreams(c)
 	if one != 1024 { // a sweep at max_concurrency 128 caps open-loop requests at max(4 × 128, 1024)
 		t.Errorf("default plan: %d streams, want 1024", one)
@@ -37,5 +38,14 @@ func TestPlanStreams(t *testing.T) {
 	c.Run.ParallelGPUs, c.Load.Concurrency = 4, 5000
 	if got := planStreams(c); got != 4*5000 {
 		t.Errorf("4 slots with a 5000-stream aicr run: %d streams, want 20000", got)
+	}
+	// auto: the most GPUs the run may load at once (an 8-GPU node unless the plan says fewer).
+	c.Run.ParallelGPUs, c.Load.Concurrency = config.AutoGPUs, 256
+	if got := planStreams(c); got != 8*1024 {
+		t.Errorf("auto on a host: %d streams, want 8 × 1024", got)
+	}
+	c.Backend, c.Sim.GPUs = "sim", 3
+	if got := planStreams(c); got != 3*1024 {
+		t.Errorf("auto on 3 simulated GPUs: %d streams, want 3 × 1024", got)
 	}
 }

@@ -27,10 +27,10 @@ type planFlags struct {
 	sim, failOnFlag, failOnInconclusive, saveBaseline  bool
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
-	simLinkFault, ncclLib, simCoTenant                 string
+	simLinkFault, ncclLib, simCoTenant, parallel       string
 	simCorrupt, simThrottle                            string
 	allowBusy                                          bool
-	parallel, simGPUs, simStraggler, gpuCount          int
+	simGPUs, simStraggler, gpuCount                    int
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -41,7 +41,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
 	fl.StringVar(&f.out, "out", "out", "output directory")
-	fl.IntVar(&f.parallel, "parallel-gpus", 1, "load N GPUs at once, each with its own engine and load worker")
+	fl.StringVar(&f.parallel, "parallel-gpus", "auto", "GPUs loaded at once, each with its own engine and load worker: auto (as many as gpuvet's free CPU carries) or N (1: one at a time)")
 	fl.IntVar(&f.gpuCount, "gpu-count", 0, "vet only the first N GPUs (0: all)")
 	fl.StringVar(&f.failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")

@@ -252,17 +252,52 @@ func TestSimDefaultsOnlyReplaceDefaults(t *testing.T) {
 	if p.Config.Load.Rates != 6 {
 		t.Errorf("sim default replaced a user value")
 	}
-	// Virtual GPUs load in parallel by default, as many as there are; a user's value stays.
-	if p.Config.Run.ParallelGPUs != p.Config.Sim.GPUs || !strings.HasPrefix(p.Source("run.parallel_gpus"), "default(sim)") {
-		t.Errorf("sim parallel_gpus %d (%s), want sim.gpus %d", p.Config.Run.ParallelGPUs, p.Source("run.parallel_gpus"), p.Config.Sim.GPUs)
+	// run.parallel_gpus is auto on the simulator too (the run decides from its CPU); a user's value stays.
+	if !p.Config.Run.ParallelGPUs.Auto() || p.Source("run.parallel_gpus") != "default" {
+		t.Errorf("sim parallel_gpus %v (%s), want auto (default)", p.Config.Run.ParallelGPUs, p.Source("run.parallel_gpus"))
 	}
 	p, err = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6", "run.parallel_gpus=2"}})
 	if err != nil || p.Config.Run.ParallelGPUs != 2 {
 		t.Errorf("a user's run.parallel_gpus was replaced: %v %v", p, err)
 	}
-	p, _ = Load(Options{Sets: []string{"backend=sim", "sim.gpus=6"}})
-	if p.Config.Run.ParallelGPUs != 6 {
-		t.Errorf("parallel_gpus %d, want 6 (sim.gpus)", p.Config.Run.ParallelGPUs)
+}
+
+// run.parallel_gpus is auto by default and takes auto or a count ≥ 1 from every source; anything
+// else is an error naming the key (exit 2 before anything starts).
+func TestParallelGPUs(t *testing.T) {
+	p, err := Load(Options{})
+	if err != nil || !p.Config.Run.ParallelGPUs.Auto() {
+		t.Fatalf("default run.parallel_gpus %v (%v), want auto", p.Config.Run.ParallelGPUs, err)
+	}
+	for _, o := range []Options{
+		{Sets: []string{"run.parallel_gpus=3"}},
+		{Environ: []string{"GPUVET_RUN_PARALLEL_GPUS=3"}},
+		{Flags: []Flag{{Name: "--parallel-gpus", Path: "run.parallel_gpus", Value: "3"}}},
+	} {
+		p, err := Load(o)
+		if err != nil || p.Config.Run.ParallelGPUs != 3 {
+			t.Errorf("%+v: %v (%v), want 3", o, p.Config.Run.ParallelGPUs, err)
+		}
+	}
+	p, err = Load(Options{Sets: []string{"run.parallel_gpus=2", "run.parallel_gpus=AUTO"}})
+	if err != nil || !p.Config.Run.ParallelGPUs.Auto() {
+		t.Errorf("auto after 2: %v (%v)", p.Config.Run.ParallelGPUs, err)
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "a.yaml")
+	os.WriteFile(f, []byte("run:\n  parallel_gpus: auto\n"), 0o644)
+	if p, err := Load(Options{Files: []string{f}}); err != nil || !p.Config.Run.ParallelGPUs.Auto() || p.Source("run.parallel_gpus") != "config:"+f {
+		t.Errorf("auto from a file: %v (%v)", p, err)
+	}
+	for _, bad := range []string{"0", "-1", "all", "1.5", ""} {
+		_, err := Load(Options{Sets: []string{"run.parallel_gpus=" + bad}})
+		if err == nil || !strings.Contains(err.Error(), "run.parallel_gpus") || !strings.Contains(err.Error(), "auto") {
+			t.Errorf("run.parallel_gpus=%q: %v, want an error naming the key and auto", bad, err)
+		}
+	}
+	os.WriteFile(f, []byte("run:\n  parallel_gpus: [1]\n"), 0o644)
+	if _, err := Load(Options{Files: []string{f}}); err == nil || !strings.Contains(err.Error(), "run.parallel_gpus") {
+		t.Errorf("a list: %v", err)
 	}
 }
 

@@ -132,15 +132,6 @@ func (p *Plan) applySimDefaults() {
 		setPath(p.tree, segs, v)
 		p.Sources[path] = "default(sim)"
 	}
-	// Virtual GPUs share no real card, so the simulator loads them all at once unless told otherwise.
-	if p.Sources["run.parallel_gpus"] == "default" {
-		if sim, ok := p.tree["sim"].(tree); ok {
-			if n, ok := sim["gpus"]; ok {
-				setPath(p.tree, []string{"run", "parallel_gpus"}, n)
-				p.Sources["run.parallel_gpus"] = "default(sim): sim.gpus"
-			}
-		}
-	}
 }
 
 // applyFile overlays one YAML file, or an aicr recipe (kind: RecipeMetadata) read for its

@@ -9,6 +9,8 @@ package config
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -219,9 +221,12 @@ func IsOff(dir string) bool { return dir == "" || dir == "off" }
 
 // Run holds the knobs of the run itself.
 type Run struct {
-	ParallelGPUs int  `yaml:"parallel_gpus"`
-	GPUCount     int  `yaml:"gpu_count"` // 0: all discovered GPUs
-	FailOnFlag   bool `yaml:"fail_on_flag"`
+	// ParallelGPUs is how many GPUs are loaded at once: auto (the default: as many as the CPU free to
+	// gpuvet can load without becoming the bottleneck, decided at the start of the run from the
+	// GPUs found; pipeline.ChooseParallel) or a number (1 = one at a time, as the seed does).
+	ParallelGPUs GPUsAtOnce `yaml:"parallel_gpus"`
+	GPUCount     int        `yaml:"gpu_count"` // 0: all discovered GPUs
+	FailOnFlag   bool       `yaml:"fail_on_flag"`
 	// FailOnInconclusive exits 1 when the run is inconclusive (a gate or comparison could not decide).
 	FailOnInconclusive bool `yaml:"fail_on_inconclusive"`
 	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
@@ -258,6 +263,9 @@ type Sim struct {
 	StepOverhead Duration `yaml:"step_overhead"`
 	SeqOverhead  Duration `yaml:"seq_overhead"`
 	MaxNumSeqs   int      `yaml:"max_num_seqs"`
+	// BenchTime is how long each simulated microbenchmark and peer copy takes (0: no time), so a
+	// simulated health phase takes real time: one at a time against all at once shows (issue 34).
+	BenchTime Duration `yaml:"bench_time"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
@@ -271,6 +279,55 @@ type Accelerator struct {
 
 // Duration is a time.Duration written as a Go duration string ("20s") in YAML.
 type Duration time.Duration
+
+// GPUsAtOnce is run.parallel_gpus: a count ≥ 1, or AutoGPUs (written "auto").
+type GPUsAtOnce int
+
+// AutoGPUs is run.parallel_gpus: auto, the run decides (its zero value, so the default).
+const AutoGPUs GPUsAtOnce = 0
+
+// Auto says the run chooses how many GPUs it loads at once.
+func (n GPUsAtOnce) Auto() bool { return n == AutoGPUs }
+
+func (n GPUsAtOnce) String() string {
+	if n.Auto() {
+		return "auto"
+	}
+	return strconv.Itoa(int(n))
+}
+
+// MarshalYAML writes auto or the count.
+func (n GPUsAtOnce) MarshalYAML() (any, error) {
+	if n.Auto() {
+		return "auto", nil
+	}
+	return int(n), nil
+}
+
+// UnmarshalYAML reads auto or a count ≥ 1.
+func (n *GPUsAtOnce) UnmarshalYAML(unmarshal func(any) error) error {
+	var s string
+	if err := unmarshal(&s); err != nil {
+		return err
+	}
+	v, err := parseGPUsAtOnce(s)
+	if err != nil {
+		return err
+	}
+	*n = v
+	return nil
+}
+
+func parseGPUsAtOnce(s string) (GPUsAtOnce, error) {
+	if strings.EqualFold(strings.TrimSpace(s), "auto") {
+		return AutoGPUs, nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil || v < 1 {
+		return 0, fmt.Errorf("want auto or a GPU count ≥ 1, got %q", s)
+	}
+	return GPUsAtOnce(v), nil
+}
 
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
@@ -343,7 +400,7 @@ func Defaults() Config {
 		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
 		Output:     Output{Dir: "out", HTML: true, JUnit: true},
 		ModelCache: ModelCache{Dir: "auto", Offline: true, Size: "100Gi", AccessMode: AccessAuto},
-		Run:        Run{ParallelGPUs: 1},
+		Run:        Run{ParallelGPUs: AutoGPUs},
 		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
 		SSH:        sshDefaults(),
 		OpenNebula: openNebulaDefaults(),

@@ -36,6 +36,7 @@ func (e *Error) Error() string {
 
 var (
 	durationType   = reflect.TypeFor[Duration]()
+	gpusAtOnceType = reflect.TypeFor[GPUsAtOnce]()
 	modelCacheType = reflect.TypeFor[ModelCache]()
 )
 
@@ -185,6 +186,20 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 		}
 		w.sources[path] = w.source
 		return n.Value, nil
+	}
+	if t == gpusAtOnceType {
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+			return nil, w.fail(n, path, "want auto or a GPU count ≥ 1, got %s", kindName(n))
+		}
+		v, err := parseGPUsAtOnce(n.Value)
+		if err != nil {
+			return nil, w.fail(n, path, "%v", err)
+		}
+		w.sources[path] = w.source
+		if v.Auto() {
+			return "auto", nil
+		}
+		return int64(v), nil
 	}
 	if t == modelCacheType && n.Kind == yaml.ScalarNode && n.Tag != "!!null" {
 		m, err := modelCacheShorthand(n)

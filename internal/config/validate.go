@@ -141,7 +141,6 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"functional.timeout", c.Functional.Timeout <= 0, "want a positive duration"},
 		{"power.interval", c.Power.Interval < Duration(100e6), "want ≥ 100ms"},
 		{"output.dir", c.Output.Dir == "", "want a directory"},
-		{"run.parallel_gpus", c.Run.ParallelGPUs < 1, "want ≥ 1"},
 		{"run.gpu_count", c.Run.GPUCount < 0, "want ≥ 0 (0: all)"},
 		{"run.fail_in", c.Run.FailIn != "" && !slices.Contains(Phases, c.Run.FailIn), "want one of " + strings.Join(Phases, ", ")},
 		{"sim.gpus", c.Sim.GPUs < 1 || c.Sim.GPUs > 64, "want 1..64"},

@@ -148,7 +148,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
 		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
 		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings(),
-			ParallelGPUs: c.Run.ParallelGPUs, Engine: c.Engine.Kind}}
+			ParallelGPUs: max(1, int(c.Run.ParallelGPUs)), Engine: c.Engine.Kind}}
 }
 
 // finish judges the merged summary (node to node, gates, baseline), writes it and the reports,

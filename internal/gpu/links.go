@@ -200,14 +200,16 @@ func (s *nvmlSource) pair(i, j int, links []results.GPULinks, bus map[string]int
 		p.Path, p.NVLinks = fmt.Sprintf("NV%d", direct), direct
 	case viaSwitch > 0:
 		p.Path, p.NVLinks, p.NVSwitch = fmt.Sprintf("NV%d", viaSwitch), viaSwitch, true
-	default:
-		a, b := s.devices[i], s.devices[j]
-		if s.has("nvmlDeviceGetTopologyCommonAncestor") {
-			if lvl, r := a.GetTopologyCommonAncestor(b); r == nvml.SUCCESS {
-				p.Path = ancestorPath[lvl]
-			} else {
-				*notes = append(*notes, "nvmlDeviceGetTopologyCommonAncestor: "+s.lib.ErrorString(r))
+	}
+	// The PCIe common ancestor, NVLink or not: which GPUs share a switch's link to the host.
+	if s.has("nvmlDeviceGetTopologyCommonAncestor") {
+		if lvl, r := s.devices[i].GetTopologyCommonAncestor(s.devices[j]); r == nvml.SUCCESS {
+			p.PCIePath = ancestorPath[lvl]
+			if p.Path == "" {
+				p.Path = p.PCIePath
 			}
+		} else {
+			*notes = append(*notes, "nvmlDeviceGetTopologyCommonAncestor: "+s.lib.ErrorString(r))
 		}
 	}
 	if s.has("nvmlDeviceGetP2PStatus") {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -208,6 +209,17 @@ func h200Links(t *testing.T, replay *uint64) *server.Server {
 			}
 			return nvml.SUCCESS
 		}
+		// An HGX board: GPUs 2k and 2k+1 under one PCIe switch, 0–3 and 4–7 on one socket each.
+		m.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+			j := slices.Index(srv.Devices, other)
+			switch {
+			case j/2 == i/2:
+				return nvml.TOPOLOGY_SINGLE, nvml.SUCCESS
+			case j/4 == i/4:
+				return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+			}
+			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
+		}
 		m.GetP2PStatusFunc = func(other nvml.Device, _ nvml.GpuP2PCapsIndex) (nvml.GpuP2PStatus, nvml.Return) {
 			if i == 0 && other == srv.Devices[7] {
 				return nvml.P2P_STATUS_CHIPSET_NOT_SUPPORTED, nvml.SUCCESS
@@ -253,6 +265,11 @@ func TestNVMLInterconnectNVSwitch(t *testing.T) {
 		}
 		if p.P2P != wantP2P {
 			t.Errorf("pair %d–%d: P2P %q, want %q", p.A, p.B, p.P2P, wantP2P)
+		}
+		// The PCIe common ancestor is read under the NVLinks too: it says which GPUs share a switch.
+		wantPCIe := map[bool]string{true: "PIX", false: map[bool]string{true: "NODE", false: "SYS"}[p.A/4 == p.B/4]}[p.A/2 == p.B/2]
+		if p.PCIePath != wantPCIe {
+			t.Errorf("pair %d–%d: PCIe path %q, want %q", p.A, p.B, p.PCIePath, wantPCIe)
 		}
 	}
 	// A second read sees the counters as they are then: the health phase compares the two.

@@ -117,7 +117,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 	case bench == nil && !o.SkipBench:
 		h.Notes = append(h.Notes, fmt.Sprintf("microbenchmarks not run: no GPU to run them on (source %s)", o.Source))
 	case bench != nil && !o.SkipBench:
-		forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { runBenches(ctx, bench, gh, o) })
+		runBenchSteps(ctx, bench, h, o)
 	}
 	if o.Links != nil && !o.SkipBench {
 		runLinks(ctx, o.Links, h, o)
@@ -126,14 +126,16 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 		if bench == nil {
 			h.Notes = append(h.Notes, fmt.Sprintf("burn not run: no GPU to run it on (source %s)", o.Source))
 		} else {
-			forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { gh.Burn = runBurn(ctx, src, bench, gh, o) })
+			step(h, "burn", schedule(o, len(h.GPUs)), func() {
+				forEachGPU(ctx, h, o, func(gh *results.GPUHealth) { gh.Burn = runBurn(ctx, src, bench, gh, o) })
+			})
 			if o.Source == "sim" {
 				h.Notes = append(h.Notes, "simulated burn: the virtual GPUs' telemetry follows attached engines only, so burn samples show them idle; the TFLOP/s is the simulator's BF16 GEMM figure")
 			}
 		}
 	}
 	rereadLinkErrors(src, h)
-	h.DCGM = runDCGM(ctx, o)
+	step(h, "dcgm", "", func() { h.DCGM = runDCGM(ctx, o) })
 	if ctx.Err() != nil {
 		h.Notes = append(h.Notes, "interrupted: the figures above are what was measured before the stop")
 	}
@@ -184,17 +186,18 @@ func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*resul
 	wg.Wait()
 }
 
-// runBenches measures every benchmark on one GPU and sets each figure beside its datasheet peak.
-func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options) {
+// runBenches measures the benchmarks on one GPU (those only (nil: all) lets through) and sets each
+// figure beside its datasheet peak.
+func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o Options, only func(string) bool) {
 	spec, known := o.Catalog.LookupGPU(gh.GPU.Name)
 	if !known {
-		gh.Notes = append(gh.Notes, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
+		addNote(gh, fmt.Sprintf("%q is not in the GPU catalog: figures are shown without a datasheet peak", gh.GPU.Name))
 	}
 	for _, name := range results.MicrobenchNames() {
 		if ctx.Err() != nil {
 			return
 		}
-		if o.Benchmarks != nil && !slices.Contains(o.Benchmarks, name) {
+		if o.Benchmarks != nil && !slices.Contains(o.Benchmarks, name) || only != nil && !only(name) {
 			continue
 		}
 		o.progress("gpu %d: %s", gh.GPU.Index, name)
@@ -258,3 +261,11 @@ func runDCGM(ctx context.Context, o Options) *results.DCGM {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// schedule says how a step that runs on every GPU ran.
+func schedule(o Options, n int) string {
+	if o.Parallel && n > 1 {
+		return fmt.Sprintf("%d GPUs at once", n)
+	}
+	return "one GPU at a time"
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -119,25 +121,45 @@ func runLinks(ctx context.Context, links LinkRunner, h *results.Health, o Option
 	if n > ringAbove {
 		ic.Notes = append(ic.Notes, fmt.Sprintf("%d GPUs: peer copies measured between ring neighbours (i, i+1) only", n))
 	}
-	for _, ab := range measurePairs(n) {
-		if ctx.Err() != nil {
-			return
+	start := time.Now()
+	pairs := measurePairs(n)
+	for _, ab := range pairs {
+		pairOf(ic, ab[0], ab[1]) // every pair in place before any is measured: measures may run at once
+	}
+	type figures struct {
+		uni, bi float64
+		err     error
+	}
+	var mu sync.Mutex
+	got := map[[2]int]figures{}
+	how := runPairs(ctx, pairs, ic, o.Parallel, func(ab [2]int) {
+		o.progress("link %d ↔ %d: peer copy", ab[0], ab[1])
+		uni, bi, err := links.PeerCopy(ctx, infos[ab[0]], infos[ab[1]])
+		mu.Lock()
+		got[ab] = figures{uni, bi, err}
+		mu.Unlock()
+	})
+	h.Timing = append(h.Timing, results.PhaseTime{Phase: "peer_copy", Seconds: time.Since(start).Seconds(), Schedule: how})
+	for _, ab := range pairs {
+		f, ok := got[ab]
+		if !ok {
+			continue // interrupted before it ran
 		}
 		p := pairOf(ic, ab[0], ab[1])
-		o.progress("link %d ↔ %d: peer copy", ab[0], ab[1])
 		p.Params = links.Describe()
-		uni, bi, err := links.PeerCopy(ctx, infos[ab[0]], infos[ab[1]])
-		if err != nil {
-			p.Error = err.Error()
+		if f.err != nil {
+			p.Error = f.err.Error()
 			continue
 		}
-		p.Uni, p.Bi = &results.PairFigure{GBps: uni}, &results.PairFigure{GBps: bi}
+		p.Uni, p.Bi = &results.PairFigure{GBps: f.uni}, &results.PairFigure{GBps: f.bi}
 	}
 	if ctx.Err() != nil {
 		return
 	}
 	o.progress("all-reduce over %d GPUs", n)
+	start = time.Now()
 	ar, err := links.AllReduce(ctx, infos, AllReduceSizes)
+	h.Timing = append(h.Timing, results.PhaseTime{Phase: "all_reduce", Seconds: time.Since(start).Seconds(), Schedule: fmt.Sprintf("%d GPUs together", n)})
 	if err != nil {
 		if ar == nil {
 			ar = &results.AllReduce{}

@@ -21,14 +21,33 @@ type IndexedBench interface {
 	Mismatch(i int, bench string, n int64, since time.Duration) bool
 }
 
-// SimBench adapts the simulator's Fleet to BenchRunner.
-type SimBench struct{ Fleet IndexedBench }
+// SimBench adapts the simulator's Fleet to BenchRunner. Each benchmark takes Pace (0: no time), as
+// a real one takes its seconds, so a simulated health phase shows its schedule in wall time.
+type SimBench struct {
+	Fleet IndexedBench
+	Pace  time.Duration
+}
 
 func (s SimBench) Microbench(ctx context.Context, g results.GPUInfo, name string) (float64, string, error) {
-	if err := ctx.Err(); err != nil {
+	if err := pace(ctx, s.Pace); err != nil {
 		return 0, "", err
 	}
 	return s.Fleet.Microbench(g.Index, name)
+}
+
+// pace waits d, or until ctx ends (its error then).
+func pace(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Burn holds the virtual GPU "busy" until ctx ends (the burn's telemetry comes from the Fleet's
@@ -145,18 +164,21 @@ type PeerFleet interface {
 	AllReduce(sizes []int64) []results.AllReduceSize
 }
 
-// SimLinks adapts the simulator's Fleet to LinkRunner.
-type SimLinks struct{ Fleet PeerFleet }
+// SimLinks adapts the simulator's Fleet to LinkRunner; each copy and the all-reduce take Pace.
+type SimLinks struct {
+	Fleet PeerFleet
+	Pace  time.Duration
+}
 
 func (s SimLinks) PeerCopy(ctx context.Context, a, b results.GPUInfo) (float64, float64, error) {
-	if err := ctx.Err(); err != nil {
+	if err := pace(ctx, s.Pace); err != nil {
 		return 0, 0, err
 	}
 	return s.Fleet.PeerCopy(a.Index, b.Index)
 }
 
 func (s SimLinks) AllReduce(ctx context.Context, gpus []results.GPUInfo, sizes []int64) (*results.AllReduce, error) {
-	if err := ctx.Err(); err != nil {
+	if err := pace(ctx, s.Pace); err != nil {
 		return nil, err
 	}
 	return &results.AllReduce{Status: results.StatusOK, Lib: "simulated", GPUs: len(gpus), Dtype: "float32",

@@ -486,7 +486,7 @@ func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []
 	}
 	h.say("%s: %d engine pod(s) Ready and %d returned a real completion, in %.1fs; load", model, len(pods), len(good), ready.Seconds())
 	metas := make([]*results.Meta, len(pods))
-	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
+	sem := make(chan struct{}, max(1, int(r.cfg.Run.ParallelGPUs)))
 	var wg sync.WaitGroup
 	for s, pod := range pods {
 		if fails[s] != "" {

@@ -92,6 +92,7 @@ func (r *run) models(ctx context.Context) {
 			}
 		}
 	}
+	r.choose(ctx, sps)
 	r.prog.SetPlan(units, r.stepsPerEndpoint())
 	r.prog.SetRungTime(load.RungTime(r.cfg.LoadConfig()))
 	for _, id := range order {
@@ -251,8 +252,10 @@ func gpuTag(gpus []int) string {
 
 // endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.
 // The engine is stopped before it returns, whatever happened.
-func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) results.Endpoint {
-	ep := results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
+func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) (ep results.Endpoint) {
+	ep = results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
+	sw := newStopwatch()
+	defer func() { ep.Timing = sw.result() }()
 	fail := func(phase string, err error) {
 		ep.Status = results.StatusFailed
 		msg := phase + ": " + err.Error()
@@ -276,6 +279,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if err == nil {
 		sv, err = r.deps.Backend.Serve(ctx, slot, model, cfg, r.out)
 	}
+	sw.lap(&sw.t.ServeSeconds)
 	if sv != nil {
 		ep.LogFile = sv.LogFile
 		ep.Binding = sv.Binding
@@ -294,7 +298,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	ep.ProvisionSeconds = sv.Provision.Seconds()
 	served(sv.Engine)
 
-	if err := r.warmup(ctx, sv, model, slot.Index); err != nil {
+	err = r.warmup(ctx, sv, model, slot.Index)
+	sw.lap(&sw.t.WarmupSeconds)
+	if err != nil {
 		fail("warmup", err)
 		return ep
 	}
@@ -309,6 +315,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	}
 	ld, pw, tel, during, err := r.load(ctx, sv, model, slot, cfg, filepath.Join(r.out, rel+".records.jsonl"))
 	unbind()
+	sw.lap(&sw.t.LoadSeconds)
 	ep.Load, ep.Power, ep.Telemetry = ld, pw, tel
 	if during != nil {
 		ep.Busy = append(ep.Busy, *during)
@@ -344,6 +351,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: envOr(sv.APIKeyEnv),
 				MaxModelLen: cfg.Engine.MaxModelLen, Timeout: cfg.Functional.Timeout.D()})
 		}
+		sw.lap(&sw.t.FunctionalSeconds)
 		switch ep.Functional.Status {
 		case results.StatusFailed:
 			fail("functional", fmt.Errorf("%s", ep.Functional.Error))

@@ -87,15 +87,15 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 	}
 	r.progress("run %s: backend %s, out %s", r.sum.RunID, cfg.Backend, r.out)
 
-	r.discover(ctx)
+	r.timed("discover", func() { r.discover(ctx) })
 	if r.src != nil {
 		defer r.src.Close()
 	}
-	r.health(ctx)
+	r.timed("health", func() { r.health(ctx) })
 	r.flushLogged()
-	r.models(ctx)
-	r.baseline(ctx)
-	r.judge()
+	r.timed("models", func() { r.models(ctx) })
+	r.timed("baseline", func() { r.baseline(ctx) })
+	r.timed("judge", r.judge)
 	r.finish(ctx)
 	return &Result{Summary: r.sum, SummaryPath: r.summaryPath(), ExitCode: r.exitCode()}, nil
 }
@@ -119,11 +119,12 @@ func (r *run) newSummary() *results.Summary {
 		Environment:   r.cfg.Environment,
 		Meta: results.Meta{
 			Models: r.cfg.Models, LoadProfile: &lc, Thresholds: th,
-			ParallelGPUs: r.cfg.Run.ParallelGPUs, Settings: r.plan.Settings(),
+			Settings: r.plan.Settings(),
 		},
 		Hosts: []results.Host{{Name: host}},
 		// Until finish rewrites it, the file on disk belongs to a run that has not finished.
 		Status: results.StatusIncomplete,
+		Timing: &results.Timing{},
 	}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
 	if r.cfg.Backend == "local" {

@@ -58,12 +58,15 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
 			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
 			Catalog: cat, Floors: c.ReferenceFloors, AllowBusy: c.Health.AllowBusy,
+			// Node scale: every GPU at once where nothing is shared (docs/node-scale.md), unless
+			// the plan loads one GPU at a time, as the seed does.
+			Parallel: c.Run.ParallelGPUs != 1,
 		}
 		var bench health.BenchRunner
 		switch name {
 		case "sim":
-			bench = health.SimBench{Fleet: fleet}
-			o.Links = health.SimLinks{Fleet: fleet}
+			bench = health.SimBench{Fleet: fleet, Pace: c.Sim.BenchTime.D()}
+			o.Links = health.SimLinks{Fleet: fleet, Pace: c.Sim.BenchTime.D()}
 			o.DCGM = false // no dcgmi for virtual GPUs; said in the notes below
 		case "nvml":
 			if r, err := cuda.Open(); err != nil {
@@ -83,6 +86,9 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		h := health.Run(ctx, src, bench, o)
 		if name == "sim" {
 			h.Notes = append(h.Notes, "DCGM not run: the GPUs are the simulator's virtual GPUs")
+			if p := c.Sim.BenchTime.D(); p > 0 {
+				h.Notes = append(h.Notes, fmt.Sprintf("each simulated microbenchmark, peer copy and the all-reduce took %s (sim.bench_time): the schedule's wall time is real, the figures simulated", p))
+			}
 		}
 		return h
 	}

@@ -119,6 +119,7 @@ func rollup(s *results.Summary) {
 // finish writes the final summary (complete=true unless interrupted), the baseline and the reports.
 func (r *run) finish(ctx context.Context) {
 	r.sum.FinishedAt = time.Now().UTC()
+	r.sum.Timing.TotalSeconds = r.sum.FinishedAt.Sub(r.sum.StartedAt).Seconds()
 	if ctx.Err() != nil {
 		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
 		r.sum.Status = results.StatusInterrupted

@@ -45,6 +45,7 @@ type page struct {
 	Caveats    []string
 	Thresholds []thresholdView
 	Settings   []kv
+	TimeToVet  []kv // issue 34: wall time per phase and per GPU
 	Large      bool // many sections: collapse what is fine
 	Overview   []overviewRow
 }
@@ -222,6 +223,7 @@ func buildPage(s *results.Summary) *page {
 	}
 	p.Fleet = buildFleet(s)
 	p.Caveats = caveats(s)
+	p.TimeToVet = timeToVet(s)
 	p.Thresholds = thresholds(s)
 	for _, k := range sortedKeys(s.Meta.Settings) {
 		p.Settings = append(p.Settings, kv{k, s.Meta.Settings[k]})

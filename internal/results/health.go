@@ -89,6 +89,9 @@ type Health struct {
 
 	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
 	Interconnect *Interconnect `json:"interconnect,omitempty"`
+
+	// Timing is each step's wall time and how it ran across the GPUs (issue 34).
+	Timing []PhaseTime `json:"timing,omitempty"`
 }
 
 // GPUHealth is one GPU's inventory plus its measured figures.

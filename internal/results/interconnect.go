@@ -54,6 +54,10 @@ type GPUPair struct {
 	Path     string `json:"path"`
 	NVLinks  int    `json:"nvlinks,omitempty"`  // links joining the pair (direct or through NVSwitch)
 	NVSwitch bool   `json:"nvswitch,omitempty"` // the links go through NVSwitches
+	// PCIePath is the pair's PCIe common ancestor (PIX, PXB, PHB, NODE, SYS) even when NVLink joins
+	// them: GPUs under one switch share its link to the host, so the health phase does not measure
+	// their PCIe copies at once (issue 34). "": not known.
+	PCIePath string `json:"pcie_path,omitempty"`
 	// P2P is "ok" when peer access works both ways, else why not (e.g. "not supported by the chipset").
 	P2P string `json:"p2p,omitempty"`
 	// PeakGBps is the link's theoretical one-direction figure: NVLink count × link speed, else PCIe.

@@ -70,6 +70,8 @@ type Endpoint struct {
 
 	// Telemetry is each GPU's own telemetry during the load, aligned to the rungs (issue 33).
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// Timing is this engine's wall time, phase by phase (issue 34).
+	Timing *EndpointTiming `json:"timing,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.

@@ -97,6 +97,9 @@ type Summary struct {
 	Flags   []Flag   `json:"flags,omitempty"`
 	Caveats []string `json:"caveats,omitempty"`
 	Error   string   `json:"error,omitempty"`
+
+	// Timing is the run's time-to-vet, phase by phase (issue 34; nil: not recorded).
+	Timing *Timing `json:"timing,omitempty"`
 }
 
 // Fleet is what a run over many hosts adds to the summary.
@@ -136,6 +139,8 @@ type Meta struct {
 	Thresholds map[string]Threshold `json:"thresholds,omitempty"`
 	// ParallelGPUs is how many GPUs were loaded at once (1 = one at a time, as the seed does).
 	ParallelGPUs int `json:"parallel_gpus,omitempty"`
+	// Parallel says how ParallelGPUs was chosen (issue 34; nil: not recorded).
+	Parallel *ParallelChoice `json:"parallel,omitempty"`
 	// Settings holds the resolved plan values worth recording, each "value (source)".
 	Settings map[string]string `json:"settings,omitempty"`
 }

@@ -93,7 +93,11 @@ func (f *Fleet) Interconnect() (*results.Interconnect, error) {
 	}
 	for a := 0; a < n; a++ {
 		for b := a + 1; b < n; b++ {
-			p := results.GPUPair{A: a, B: b, Path: "PHB", P2P: "ok"}
+			// An HGX board: each GPU under its own PCIe switch, half of them on each CPU socket.
+			p := results.GPUPair{A: a, B: b, Path: "PHB", PCIePath: "NODE", P2P: "ok"}
+			if n > 2 && (a < n/2) != (b < n/2) {
+				p.PCIePath = "SYS"
+			}
 			if links > 0 {
 				k := min(f.upLinks(a), f.upLinks(b))
 				p.Path, p.NVLinks, p.NVSwitch = fmt.Sprintf("NV%d", k), k, n > 2

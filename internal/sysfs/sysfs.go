@@ -52,3 +52,44 @@ func BusID(nvmlID string) string {
 	}
 	return id
 }
+
+// ParseCPUMax reads a cgroup v2 cpu.max ("max 100000", "200000 100000") as the cores it allows:
+// quota ÷ period; 0 with no error when there is no limit ("max").
+func ParseCPUMax(s string) (float64, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 {
+		return 0, fmt.Errorf("cpu.max %q: want \"QUOTA PERIOD\"", s)
+	}
+	period, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil || period <= 0 {
+		return 0, fmt.Errorf("cpu.max %q: period %q is not a positive integer", s, f[1])
+	}
+	if f[0] == "max" {
+		return 0, nil
+	}
+	quota, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil || quota <= 0 {
+		return 0, fmt.Errorf("cpu.max %q: quota %q is not max or a positive integer", s, f[0])
+	}
+	return float64(quota) / float64(period), nil
+}
+
+// ParseCFSQuota reads a cgroup v1 cpu.cfs_quota_us and cpu.cfs_period_us as the cores they allow;
+// 0 with no error when there is no limit (quota -1).
+func ParseCFSQuota(quota, period string) (float64, error) {
+	q, err := strconv.ParseInt(strings.TrimSpace(quota), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("cpu.cfs_quota_us %q is not an integer", quota)
+	}
+	if q < 0 {
+		return 0, nil
+	}
+	p, err := strconv.ParseInt(strings.TrimSpace(period), 10, 64)
+	if err != nil || p <= 0 {
+		return 0, fmt.Errorf("cpu.cfs_period_us %q is not a positive integer", period)
+	}
+	if q == 0 {
+		return 0, fmt.Errorf("cpu.cfs_quota_us is 0")
+	}
+	return float64(q) / float64(p), nil
+}

@@ -1,0 +1,63 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// timeToVetLines are the terminal's "Time to vet" block: the run's wall time and each phase's,
+// how the health steps and the engines were scheduled across GPUs (and why so many at once), and
+// each engine's own time. Kept in one function so it moves with the rest of the text rendering.
+func timeToVetLines(s *results.Summary) []string {
+	t := s.Timing
+	if t == nil || len(t.Phases) == 0 {
+		return nil
+	}
+	out := []string{"total " + Seconds(t.TotalSeconds) + ": " + phaseList(t.Phases)}
+	for _, h := range s.Hosts {
+		if h.Health != nil && len(h.Health.Timing) > 0 {
+			out = append(out, "health steps: "+phaseList(h.Health.Timing))
+		}
+	}
+	if c := s.Meta.Parallel; c != nil {
+		out = append(out, "GPUs at once: "+c.Reason)
+	}
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				if e.Timing == nil {
+					continue
+				}
+				et := e.Timing
+				out = append(out, fmt.Sprintf("%s on gpu %s: %s (serve %s, warm-up %s, load %s, API suite %s)", m.Model, gpuList(e.GPUs),
+					Seconds(et.TotalSeconds), Seconds(et.ServeSeconds), Seconds(et.WarmupSeconds), Seconds(et.LoadSeconds), Seconds(et.FunctionalSeconds)))
+			}
+		}
+	}
+	return out
+}
+
+func phaseList(ps []results.PhaseTime) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.Phase + " " + Seconds(p.Seconds)
+		if p.Schedule != "" {
+			parts[i] += " (" + p.Schedule + ")"
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// Seconds writes a wall time for people: "0.4 s", "12 s", "4m58s".
+func Seconds(s float64) string {
+	switch {
+	case s < 10:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 60:
+		return fmt.Sprintf("%.0f s", s)
+	}
+	return (time.Duration(s) * time.Second).Round(time.Second).String()
+}

@@ -1,0 +1,80 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// timeToVet is the report's "Time to vet" section: the run's wall time and each phase's, how
+// health and the engines ran across the GPUs (and why so many at once), and each engine's time.
+func timeToVet(s *results.Summary) []kv {
+	t := s.Timing
+	if t == nil || len(t.Phases) == 0 {
+		return nil
+	}
+	out := []kv{{"Total", secs(t.TotalSeconds)}}
+	for _, p := range t.Phases {
+		out = append(out, kv{"Phase " + p.Phase, withSchedule(p)})
+	}
+	if c := s.Meta.Parallel; c != nil {
+		out = append(out, kv{"GPUs at once", c.Reason})
+	}
+	for _, h := range s.Hosts {
+		if h.Health == nil || len(h.Health.Timing) == 0 {
+			continue
+		}
+		var steps []string
+		for _, p := range h.Health.Timing {
+			steps = append(steps, p.Phase+" "+withSchedule(p))
+		}
+		out = append(out, kv{label(s, h.Name, "Health steps"), strings.Join(steps, "; ")})
+	}
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				if et := e.Timing; et != nil {
+					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, joinInts(e.GPUs))),
+						fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", secs(et.TotalSeconds), secs(et.ServeSeconds),
+							secs(et.WarmupSeconds), secs(et.LoadSeconds), secs(et.FunctionalSeconds))})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func label(s *results.Summary, host, what string) string {
+	if len(s.Hosts) > 1 {
+		return host + ": " + what
+	}
+	return what
+}
+
+func withSchedule(p results.PhaseTime) string {
+	if p.Schedule == "" {
+		return secs(p.Seconds)
+	}
+	return secs(p.Seconds) + " (" + p.Schedule + ")"
+}
+
+func joinInts(v []int) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, ",")
+}
+
+// secs writes a wall time for people: "0.4 s", "12 s", "4m58s".
+func secs(s float64) string {
+	switch {
+	case s < 10:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 60:
+		return fmt.Sprintf("%.0f s", s)
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+}
