@@ -335,8 +335,8 @@ func TestRealH200Result(t *testing.T) {
 }
 
 func TestFromConfigSelectsBenchmarks(t *testing.T) {
-	c := config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
-		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}
+	c := config.Config{Health: config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
+		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}}
 	o := FromConfig(c, "nvml")
 	if fmt.Sprint(o.Benchmarks) != "[pcie_h2d pcie_d2h hbm_d2d]" || o.SkipBench || o.Burn != time.Minute || o.DCGMLevel != 3 || o.ExpectPCIeWidth != 8 {
 		t.Errorf("%+v", o)
@@ -346,7 +346,12 @@ func TestFromConfigSelectsBenchmarks(t *testing.T) {
 	if len(h.GPUs[0].Bench) != 3 {
 		t.Errorf("ran %d benchmarks, want 3", len(h.GPUs[0].Bench))
 	}
-	if o := FromConfig(config.Health{}, "nvml"); !o.SkipBench {
+	c.Compare.GEMMVariancePct, c.Engine.NUMABind = 12, false
+	c.ReferenceFloors = map[string]map[string]float64{"NVIDIA H200": {"gemm_bf16": 0.5}}
+	if o := FromConfig(c, "sim"); o.GEMMVariancePct != 12 || !o.NoNUMABind || o.Floors["NVIDIA H200"]["gemm_bf16"] != 0.5 || o.Source != "sim" {
+		t.Errorf("compare.gemm_variance_pct, engine.numa_bind or reference_floors not carried: %+v", o)
+	}
+	if o := FromConfig(config.Config{}, "nvml"); !o.SkipBench {
 		t.Errorf("no gemm, no pcie: want SkipBench")
 	}
 }
