@@ -44,11 +44,14 @@ used are printed as comments.`,
 			}
 			if err == nil {
 				if err := judge.WriteCalibrationYAML(cmd.OutOrStdout(), entries, labels, opt); err != nil {
-					return err
+					return failedErr("%v", err)
 				}
 			}
 			// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
-			return judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct)
+			if err := judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct); err != nil {
+				return failedErr("%v", err)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")

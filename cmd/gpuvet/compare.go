@@ -62,10 +62,10 @@ A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 un
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(bc); err != nil {
-					return err
+					return failedErr("%v", err)
 				}
 			} else if err := judge.WriteBaselineTable(out, bc); err != nil {
-				return err
+				return failedErr("%v", err)
 			}
 			if n := judge.Breaches(bc); n > 0 && failOnFlag {
 				return failedErr("%d metric(s) beyond the %g %% tolerance", n, bc.TolerancePct)

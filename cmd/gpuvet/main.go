@@ -15,8 +15,10 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 )
 
-// Exit codes: 0 all ok (or flags without --fail-on-flag); 1 a failure, or a flag with --fail-on-flag;
-// 2 bad input (flags, config, catalog) found before anything started.
+// Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
+// failure, or a flag with --fail-on-flag; 2 bad input, or it cannot start (flags, config, catalog, an
+// unreachable endpoint, a port in use), found before anything ran. Every RunE error is a usageErr or
+// a failedErr; only cobra's own errors arrive bare (and are usage errors).
 const (
 	exitOK       = 0
 	exitFailed   = 1

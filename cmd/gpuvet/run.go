@@ -114,7 +114,7 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 --fail-on-flag, or inconclusive without --fail-on-inconclusive), 1 a failure, an interrupted run, a
 flag with --fail-on-flag, or an inconclusive run with --fail-on-inconclusive, 2 bad input found
 before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
---out, no NVIDIA driver for a local run).`,
+--out, no NVIDIA driver for a local run, an endpoint that does not answer or list the model).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			set, err := pf.configFlags(cmd)
@@ -137,6 +137,7 @@ before anything started (configuration, an unknown --sim-gpu or --model, an unwr
 // runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
 // summary.json keeps what was measured.
 func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
+	useEndpointURLKey(plan) // before the preflight, which asks the endpoint with that key
 	if err := pipeline.Preflight(plan, catalog.Builtin()); err != nil {
 		return usageErr("%v", err)
 	}
@@ -157,7 +158,6 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
 	reapLeftovers(plan.Config.Output.Dir, stderr)
-	useEndpointURLKey(plan)
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
 		ToolVersion: version(), Progress: stderr, Live: term.IsTerminal(stderr),
 	})

@@ -55,12 +55,16 @@ Where each GPU's efficiency figures come from:
 			o.Out = cmd.OutOrStdout()
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// sim.Run fails only before it serves (a bad flag, a port in use): exit 2, nothing started.
 			err := sim.Run(ctx, o)
 			var ue *sim.UsageError
 			if errors.As(err, &ue) {
 				return usageErr("%v", ue.Err)
 			}
-			return err
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
