@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
@@ -47,7 +49,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.failOnInconclusive, "fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
 	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
-	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, transformers, generic (with --engine-cmd)")
+	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
 	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
 	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
 	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
