@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -64,14 +63,15 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runHealth(cmd, f) },
 	}
+	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	fl := cmd.Flags()
 	fl.StringVar(&f.xml, "nvidia-smi-xml", "", "read the inventory from a captured `nvidia-smi -q -x` instead of NVML (no benchmarks)")
 	fl.StringVar(&f.out, "out", "", "write the result as JSON (results.Health) to this file")
 	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
-	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "GPU model of the simulated host (a catalog key)")
-	fl.IntVar(&f.simCount, "sim-count", 4, "number of simulated GPUs")
+	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "GPU model of the simulated host (a catalog key)")
+	fl.IntVar(&f.simCount, "sim-count", sd.GPUs, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
-	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", 30, "how much slower the straggler is (%)")
+	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", sd.StragglerPct, "how much slower the straggler is (%)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured `nvidia-smi topo -m` for the GPU pairs' paths")
 	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured `nvidia-smi nvlink -s` for each GPU's links")
@@ -84,17 +84,17 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.BoolVar(&o.SkipBench, "no-bench", false, "skip the microbenchmarks")
 	fl.DurationVar(&o.Burn, "burn", 0, "run GEMM flat out this long per GPU while sampling power/clock/temperature every second (e.g. 60s)")
 	fl.BoolVar(&o.DCGM, "dcgm", true, "run `dcgmi diag` when dcgmi is installed")
-	fl.IntVar(&o.DCGMLevel, "dcgm-level", 2, "dcgmi diag level (1-4)")
-	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", 15*time.Minute, "limit for the whole dcgmi run")
-	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", 8, "flag pinned PCIe bandwidth below this (GB/s)")
-	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", 25, "GPU-to-GPU tolerance for GEMM (%)")
-	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", 25, "GPU-to-GPU tolerance for PCIe (%)")
+	fl.IntVar(&o.DCGMLevel, "dcgm-level", hd.DCGMLevel, "dcgmi diag level (1-4)")
+	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", hd.DCGMTimeout, "limit for the whole dcgmi run")
+	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", hd.MinPCIeGBps, "flag pinned PCIe bandwidth below this (GB/s)")
+	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", hd.GEMMVariancePct, "GPU-to-GPU tolerance for GEMM (%)")
+	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", hd.PCIeVariancePct, "GPU-to-GPU tolerance for PCIe (%)")
 	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
 	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0, "flag a peer copy or all-reduce below this share of its link's peak (0-1; 0: the peer_copy and all_reduce datasheet floors)")
 	fl.BoolVar(&o.AllowBusy, "allow-busy", false, "measure a GPU another process uses, and note it instead of flagging it")
 	fl.StringToStringVar(&f.floors, "floor", nil, "datasheet floor of a benchmark on every GPU, as a share of its peak: NAME=RATIO, e.g. gemm_bf16=0.7 (names: "+strings.Join(floorNames(), ", ")+")")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
-	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", 25, "pair-to-pair tolerance of the peer-copy ratio (%)")
+	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", hd.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
 

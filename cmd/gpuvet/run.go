@@ -18,6 +18,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
@@ -35,6 +36,7 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
+	sd := results.DefaultSim()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; shorter load defaults, each kept until you set that key)")
 	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint)")
@@ -51,8 +53,8 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
 	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
 	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
-	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
-	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
+	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "simulated GPU model (catalog key)")
+	fl.IntVar(&f.simGPUs, "sim-gpus", sd.GPUs, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
@@ -93,6 +94,6 @@ Where each GPU's efficiency figures come from:
 	f.Float64Var(&o.Faults.MalformedRate, "fault-malformed", 0, "fraction of streams with one malformed SSE event")
 	f.DurationVar(&o.Faults.SlowStart, "slow-start", 0, "answer 503 (health included) for this long after start")
 	f.IntVar(&o.StragglerIndex, "straggler", -1, "index of a GPU that runs slower (-1: none)")
-	f.Float64Var(&o.StragglerPct, "straggler-pct", 30, "how much slower the straggler is, in percent")
+	f.Float64Var(&o.StragglerPct, "straggler-pct", results.DefaultSim().StragglerPct, "how much slower the straggler is, in percent")
 	return cmd
 }

@@ -116,17 +116,11 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	return finish(ctx, plan, s, m, outs, o)
 }
 
-// base is the merged summary's identity: the run, the tool, the plan's meta.
+// base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta).
 func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
-	c := plan.Config
-	env := c.Environment
-	if c.Backend == "opennebula" && plan.Source("environment") == "default" {
-		env = "vm"
-	}
-	lc := c.LoadConfig()
-	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
-		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
-		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings()}}
+	s := pipeline.NewSummary(plan, runID, start, version)
+	s.Status = results.StatusOK
+	return s
 }
 
 // finish judges the merged summary (node to node, gates, baseline), writes it and the reports,
