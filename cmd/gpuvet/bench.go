@@ -99,7 +99,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 			if res == nil {
 				return failedErr("%v", runErr)
 			}
-			load.WriteTable(cmd.OutOrStdout(), res)
+			gvterm.Load(cmd.OutOrStdout(), res)
 			for i, r := range res.Runs {
 				for _, note := range []string{r.ServerReason, r.TokenBursts} {
 					if note != "" {

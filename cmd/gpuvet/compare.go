@@ -13,6 +13,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newCompareCmd()) }
@@ -64,7 +65,7 @@ A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 un
 				if err := enc.Encode(bc); err != nil {
 					return failedErr("%v", err)
 				}
-			} else if err := judge.WriteBaselineTable(out, bc); err != nil {
+			} else if err := term.Baseline(out, bc, judge.BaselineFlags(bc)); err != nil {
 				return failedErr("%v", err)
 			}
 			if n := judge.Breaches(bc); n > 0 && failOnFlag {

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/health"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func init() { root.AddCommand(newHealthCmd()) }
@@ -160,7 +161,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	}
 	f.opts.Progress = cmd.ErrOrStderr()
 	h := health.Run(ctx, src, bench, f.opts)
-	health.Render(cmd.OutOrStdout(), h)
+	term.Health(cmd.OutOrStdout(), h)
 	if f.out != "" {
 		if err := results.WriteJSON(f.out, h); err != nil {
 			return failedErr("writing --out: %v (the result is printed above)", err)

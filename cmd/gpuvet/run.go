@@ -168,7 +168,7 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 	if err != nil {
 		return failedErr("%v", err)
 	}
-	pipeline.Render(cmd.OutOrStdout(), res.Summary)
+	term.Summary(cmd.OutOrStdout(), res.Summary)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(res))
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", res.SummaryPath)

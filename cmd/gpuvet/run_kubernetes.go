@@ -22,6 +22,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/report"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // kubeConnect is the cluster `gpuvet clean` connects to (--kubeconfig, --context); `gpuvet run`
@@ -171,7 +172,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	if err := report.WriteDir(s, out, plan.Config.Output.HTML, plan.Config.Output.JUnit, plan.Config.Output.Prometheus); err != nil {
 		say("report: %v", err)
 	}
-	pipeline.Render(cmd.OutOrStdout(), s)
+	term.Summary(cmd.OutOrStdout(), s)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(&pipeline.Result{Summary: s, SummaryPath: path}))
 	if judge.ExitCode(s, plan.Config.Run.FailOnFlag, plan.Config.Run.FailOnInconclusive) != exitOK {
 		return failedErr("run status %s (see %s)", s.Status, path)

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sysfs"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // fakeSource is a host of H200s with settable inventory and per-sample clock reasons.
@@ -217,7 +218,7 @@ func TestXMLSourceRunsInventoryOnly(t *testing.T) {
 		t.Fatalf("status %s flags %v dcgm %+v", h.Status, flagsOf(h), h.DCGM)
 	}
 	var out bytes.Buffer
-	Render(&out, h)
+	term.Health(&out, h)
 	for _, want := range []string{"Inventory", "NVIDIA H200", "gen5 x16 / gen5 x16", "700 W", "microbenchmarks not run", "burn not run", "health status: OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("render lacks %q:\n%s", want, out.String())
@@ -230,7 +231,7 @@ func TestRenderEverything(t *testing.T) {
 	f.reasons = gpu.ReasonSWPowerCap
 	h := Run(context.Background(), f, fakeBench{slow: map[int]float64{1: 0.5}}, Options{Source: "nvml", Burn: 30 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
 	var out bytes.Buffer
-	Render(&out, h)
+	term.Health(&out, h)
 	for _, want := range []string{"Microbenchmarks", "sgemm_fp32", "54.0 TFLOP/s", "67.0 TFLOP/s", "0.81", "Burn", "sw_power_cap",
 		"GPU-to-GPU", "gpu 1", "DCGM diagnostic", "Flags", "compare.gpu_to_gpu", "health status: FLAG"} {
 		if !strings.Contains(out.String(), want) {

@@ -64,9 +64,9 @@ var allowed = graph{
 	"internal/filelimit":  nil,
 	"internal/sysfs":      nil,
 	"internal/netstamp":   nil,
-	"internal/term":       nil,
 	"internal/layering":   nil,
 	"internal/enginekind": nil,
+	"internal/term":       {"internal/compare", "internal/results"}, // the terminal renderer: results in, text out
 	"internal/analysis":   {"internal/results"},
 	"internal/busy":       {"internal/results"},
 	"internal/compare":    {"internal/results"},
@@ -85,11 +85,11 @@ var allowed = graph{
 	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
 	// The outputs and the decisions: results in, text and verdicts out.
 	"internal/report": {"internal/results"},
-	"internal/judge":  {"internal/compare", "internal/config", "internal/results", "internal/term"},
+	"internal/judge":  {"internal/compare", "internal/config", "internal/results"},
 	// The measuring phases.
 	"internal/sim":    {"internal/catalog", "internal/netstamp", "internal/results", "internal/roofline"},
-	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results", "internal/term"},
-	"internal/health": {"internal/busy", "internal/catalog", "internal/compare", "internal/config", "internal/dcgm", "internal/gpu", "internal/results", "internal/sysfs", "internal/term"},
+	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results"},
+	"internal/health": {"internal/busy", "internal/catalog", "internal/compare", "internal/config", "internal/dcgm", "internal/gpu", "internal/results", "internal/sysfs"},
 	// The host pipeline wires the phases.
 	"internal/pipeline": {"internal/busy", "internal/catalog", "internal/config", "internal/cuda", "internal/engine", "internal/enginekind", "internal/functional",
 		"internal/gpu", "internal/health", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
