@@ -7,8 +7,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func init() { root.AddCommand(newCalibrateCmd()) }
-
 func newCalibrateCmd() *cobra.Command {
 	opt := judge.DefaultCalibrateOptions()
 	cmd := &cobra.Command{

@@ -16,8 +16,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newCompareCmd()) }
-
 func newCompareCmd() *cobra.Command {
 	var (
 		tolerance  float64

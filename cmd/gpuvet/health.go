@@ -20,8 +20,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newHealthCmd()) }
-
 type healthFlags struct {
 	xml      string
 	out      string

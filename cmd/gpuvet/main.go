@@ -1,5 +1,5 @@
 // Command gpuvet vets GPU machines for LLM inference. This package is the CLI only: flags -> plan ->
-// calls into internal packages. Each subcommand lives in its own file and registers itself in init.
+// calls into internal packages. Each subcommand lives in its own file; newRoot lists them all.
 package main
 
 import (
@@ -25,11 +25,26 @@ const (
 	exitBadUsage = 2
 )
 
-var root = &cobra.Command{
-	Use:           "gpuvet",
-	Short:         "Vet GPU machines for LLM inference: health, real serving, calibrated load, verdicts, report",
-	SilenceUsage:  true,
-	SilenceErrors: true,
+// root is the command tree, built once by newRoot before any init() runs, so the files that add
+// to it in init() (the fleet backends' flags and commands) find every command whatever their file
+// names.
+var root = newRoot()
+
+// newRoot builds the command tree: every command in one list.
+func newRoot() *cobra.Command {
+	r := &cobra.Command{
+		Use:           "gpuvet",
+		Short:         "Vet GPU machines for LLM inference: health, real serving, calibrated load, verdicts, report",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	r.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
+	})
+	r.AddCommand(newRunCmd(), newHealthCmd(), newBenchCmd(), newSimCmd(), newCompareCmd(), newCalibrateCmd(),
+		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd())
+	return r
 }
 
 // exitError carries an exit code through cobra's RunE.
@@ -56,13 +71,6 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
-}
-
-func init() {
-	root.Version = version()
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
-	})
 }
 
 // withFlagHint adds "did you mean --x?" to an unknown-flag error, as kubectl does for commands.

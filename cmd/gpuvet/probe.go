@@ -13,8 +13,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/k8s"
 )
 
-func init() { root.AddCommand(newProbeCmd()) }
-
 // probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
 // one real chat completion to each engine, the tokens it generated or the server's error.
 func newProbeCmd() *cobra.Command {

@@ -13,8 +13,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func init() { root.AddCommand(newReportCmd()) }
-
 type reportOpts struct {
 	html, pdf, junit, prom, ctrf string
 }

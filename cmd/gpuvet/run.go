@@ -22,8 +22,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newRunCmd()) }
-
 // planFlags are the named flags of `gpuvet run` that set config keys; `gpuvet config show` takes
 // them too, so it shows exactly the plan a run would use.
 type planFlags struct {

@@ -15,8 +15,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
-func init() { root.AddCommand(newSimCmd()) }
-
 func newSimCmd() *cobra.Command {
 	o := sim.RunOptions{StragglerIndex: -1}
 	var catalogFile string
