@@ -20,7 +20,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-type healthFlags struct {
+// healthOptions are `gpuvet health`'s flags: Complete -> Validate -> Run (kubectl's pattern).
+type healthOptions struct {
 	xml      string
 	out      string
 	sim      bool
@@ -41,7 +42,7 @@ type healthFlags struct {
 }
 
 func newHealthCmd() *cobra.Command {
-	var f healthFlags
+	var f healthOptions
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "GPU health phase: inventory, GEMM/PCIe/HBM microbenchmarks vs datasheet peak, burn, DCGM, flags",
@@ -60,7 +61,15 @@ gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runHealth(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.Complete(); err != nil {
+				return err
+			}
+			if err := f.Validate(); err != nil {
+				return err
+			}
+			return f.Run(cmd)
+		},
 	}
 	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	fl := cmd.Flags()
@@ -97,7 +106,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	return cmd
 }
 
-func (f healthFlags) validate() error {
+// Validate checks the flags before any GPU is touched.
+func (f *healthOptions) Validate() error {
 	o := f.opts
 	switch {
 	case f.sim && f.xml != "":
@@ -128,15 +138,19 @@ func (f healthFlags) validate() error {
 	return nil
 }
 
-func runHealth(cmd *cobra.Command, f healthFlags) error {
-	if err := f.validate(); err != nil {
-		return err
-	}
+// Complete reads the --floor pairs into the options.
+func (f *healthOptions) Complete() error {
 	ov, err := parseFloors(f.floors)
 	if err != nil {
 		return err
 	}
 	f.opts.FloorOverrides = ov
+	return nil
+}
+
+// Run opens the GPU source, runs the health phase (one library call: health.Run), prints its
+// tables, writes --out and says the status in the exit code.
+func (f *healthOptions) Run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
@@ -146,7 +160,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	defer stop()
 
 	f.opts.Catalog = catalog.Builtin()
-	src, bench, err := openHealthSource(&f)
+	src, bench, err := openHealthSource(f)
 	if err != nil {
 		return err
 	}
@@ -175,7 +189,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 }
 
 // openHealthSource picks the inventory source and the benchmark runner from the flags.
-func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+func openHealthSource(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	switch {
 	case f.xml != "":
 		f.opts.Source = "nvidia-smi-xml"
@@ -216,7 +230,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
-func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)

@@ -91,10 +91,17 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	return set, nil
 }
 
+// runOptions are `gpuvet run`'s flags: Complete resolves them into a plan, Validate checks what can
+// be checked before anything starts (exit 2), Run runs it (kubectl's Complete -> Validate -> Run).
+type runOptions struct {
+	cf    configFlags
+	pf    planFlags
+	force bool
+	plan  *config.Plan
+}
+
 func newRunCmd() *cobra.Command {
-	var cf configFlags
-	var pf planFlags
-	var force bool
+	var o runOptions
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
@@ -119,31 +126,46 @@ before anything started (configuration, an unknown --sim-gpu or --model, an unwr
 --out, no NVIDIA driver for a local run, an endpoint that does not answer or list the model).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set, err := pf.configFlags(cmd)
-			if err != nil {
+			if err := o.Complete(cmd); err != nil {
 				return err
 			}
-			plan, err := cf.plan(set...)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			return runPlan(cmd, plan, force)
+			return o.Run(cmd)
 		},
 	}
-	cf.register(cmd)
-	pf.register(cmd)
-	cmd.Flags().BoolVar(&force, "force", false, "replace the results of an earlier run in --out (refused without it)")
+	o.cf.register(cmd)
+	o.pf.register(cmd)
+	cmd.Flags().BoolVar(&o.force, "force", false, "replace the results of an earlier run in --out (refused without it)")
 	return cmd
 }
 
-// runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
-// summary.json keeps what was measured.
-func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
-	useEndpointURLKey(plan) // before the preflight, which asks the endpoint with that key
-	if err := pipeline.Preflight(plan, catalog.Builtin()); err != nil {
+// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given.
+func (o *runOptions) Complete(cmd *cobra.Command) error {
+	set, err := o.pf.configFlags(cmd)
+	if err != nil {
+		return err
+	}
+	o.plan, err = o.cf.plan(set...)
+	return err
+}
+
+// Validate checks, before anything starts, what the plan needs (pipeline.Preflight): bad input is
+// exit 2 and nothing is written.
+func (o *runOptions) Validate() error {
+	useEndpointURLKey(o.plan) // before the preflight, which asks the endpoint with that key
+	if err := pipeline.Preflight(o.plan, catalog.Builtin()); err != nil {
 		return usageErr("%v", err)
 	}
-	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, force)
+	return nil
+}
+
+// Run runs the plan with Ctrl-C/SIGTERM handling: engines are always stopped and summary.json keeps
+// what was measured. A fleet backend runs through its own runner (run_kubernetes.go, remote.go).
+func (o *runOptions) Run(cmd *cobra.Command) error {
+	plan := o.plan
+	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
 	if err != nil {
 		return usageErr("%v", err)
 	}
