@@ -22,19 +22,23 @@ import (
 	gvterm "github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newBenchCmd()) }
+// benchOptions are `gpuvet bench`'s flags; Complete turns them into the load generator's options,
+// Validate checks them before anything is sent, Run is the load (kubectl's Complete -> Validate ->
+// Run).
+type benchOptions struct {
+	o                     load.Options
+	c                     results.LoadConfig
+	promptTokens, slo     string
+	maxDuration, maxRung  time.Duration
+	out                   string
+	progress, noScrape    bool
+	prefixCount, prefixTk int
+	maxErrPct             float64
+	errLimit              judge.Limit
+}
 
 func newBenchCmd() *cobra.Command {
-	var (
-		o                     load.Options
-		c                     results.LoadConfig
-		promptTokens, slo     string
-		maxDuration, maxRung  time.Duration
-		out                   string
-		progress, noScrape    bool
-		prefixCount, prefixTk int
-		maxErrPct             float64
-	)
+	var b benchOptions
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Drive an OpenAI-compatible endpoint with a calibrated load and measure it",
@@ -44,124 +48,150 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 		Example: `  gpuvet bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B --profile sweep --out result.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			l, err := dataset.ParseLengths(promptTokens)
-			if err != nil {
-				return usageErr("--prompt-tokens: %v", err)
+			if err := b.Complete(cmd); err != nil {
+				return err
 			}
-			c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
-			// An explicit request budget is not cut by the default duration: only a duration the
-			// user gave bounds it too (and the result says which bound ended each rung).
-			if cmd.Flags().Changed("max-requests") && !cmd.Flags().Changed("max-duration") {
-				maxDuration = 0
+			if err := b.Validate(); err != nil {
+				return err
 			}
-			c.MaxDuration = results.Duration(maxDuration)
-			c.MaxRungDuration = results.Duration(maxRung)
-			c.PrefixCount, c.PrefixTokens = prefixCount, prefixTk
-			if o.SLO, err = analysis.ParseSLO(slo); err != nil {
-				return usageErr("%v", err)
-			}
-			o.Config = c
-			if o.TokenizerPath == "" {
-				if o.CachedTokenizer, err = modelcache.Tokenizer("", o.Model); err != nil {
-					fmt.Fprintf(os.Stderr, "gpuvet bench: hub cache: %v\n", err) // the server sizes prompts instead
-				}
-			}
-			o.ScrapeMetrics = !noScrape
-			if out != "" {
-				if err := checkOutFile(out); err != nil {
-					return usageErr("--out: %v", err)
-				}
-			}
-			// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
-			prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
-			o.Log = prog.Writer(pipeline.RungLine)
-			o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
-			if progress || term.IsTerminal(int(os.Stderr.Fd())) {
-				o.Progress = os.Stderr
-			}
-			if err := load.Validate(o); err != nil {
-				return usageErr("%v", err)
-			}
-			errLimit := judge.Limit{Value: &maxErrPct, Unit: "%", Source: judge.SourceDefault}
-			if cmd.Flags().Changed("max-error-rate-pct") {
-				errLimit.Source = "flag"
-			}
-			if maxErrPct < 0 || maxErrPct > 100 {
-				return usageErr("--max-error-rate-pct: %g; want a percentage 0..100", maxErrPct)
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			if err := load.Preflight(ctx, o); err != nil {
-				return usageErr("%v", err)
-			}
-			defer softMemoryLimit(load.Streams(o))()
-			res, runErr := load.Run(ctx, o)
-			if res == nil {
-				return failedErr("%v", runErr)
-			}
-			load.WriteTable(cmd.OutOrStdout(), res)
-			for i, r := range res.Runs {
-				for _, note := range []string{r.ServerReason, r.TokenBursts} {
-					if note != "" {
-						fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
-					}
-				}
-			}
-			if cut := load.CutByDuration(res); len(cut) > 0 {
-				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, maxDuration, c.MaxRequests)
-			}
-			if out != "" {
-				if err := results.WriteJSON(out, res); err != nil {
-					return failedErr("--out: %v", err)
-				}
-			}
-			errV := judge.ErrorRateVerdict(res, errLimit)
-			if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil && errV.Result != judge.ResultFail { // a failure says it on exit
-				fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
-			}
-			switch {
-			case res.Interrupted:
-				return failedErr("interrupted: wrote what was measured")
-			case runErr != nil:
-				return failedErr("%v", runErr)
-			case errV != nil && errV.Result == judge.ResultFail:
-				return failedErr("%s", errV.Reason)
-			}
-			return nil
+			return b.Run(cmd)
 		},
 	}
 	// The profile flags default to the shared profile, as a plan's load section does.
 	d := results.DefaultLoadConfig()
 	f := cmd.Flags()
-	f.StringVar(&o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
-	f.StringVar(&o.Model, "model", "", "model id as the server lists it at /v1/models")
-	f.StringVar(&o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
-	f.StringVar(&c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson or throughput")
-	f.IntVar(&c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
-	f.Float64Var(&c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
-	f.IntVar(&c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
-	f.IntVar(&c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
-	f.DurationVar(&maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
-	f.DurationVar(&maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed")
-	f.IntVar(&c.MinSamples, "min-samples", d.MinSamples, "completed requests a synchronous or concurrency rung runs for (past --max-duration, up to --max-rung-duration)")
-	f.IntVar(&c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
-	f.StringVar(&c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
-	f.StringVar(&promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")
-	f.IntVar(&c.OutputTokens, "output-tokens", d.OutputTokens, "output tokens per request (asked for exactly)")
-	f.IntVar(&prefixCount, "prefix-count", 0, "shared-prefix prompts: number of distinct prefixes")
-	f.IntVar(&prefixTk, "prefix-tokens", 0, "shared-prefix prompts: tokens per prefix")
-	f.StringVar(&c.API, "api", d.API, "chat or completions")
-	f.StringVar(&c.Reader, "reader", d.Reader, "reader of streamed responses: auto (an event loop for plain http on Linux, else net/http), eventloop or nethttp")
-	f.StringVar(&c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
-	f.Int64Var(&c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
-	f.StringVar(&out, "out", "", "write the result JSON (results.Load) here")
-	f.StringVar(&o.RecordsPath, "records", "", "write one JSON line per request here")
-	f.StringVar(&slo, "slo", "", "goodput SLO, e.g. ttft=200ms,itl=50ms")
-	f.BoolVar(&o.RetryUnsaturated, "retry-unsaturated", false, "re-run an unsaturated sweep once and keep the better curve")
-	f.StringVar(&o.TokenizerPath, "tokenizer", "", "the model's tokenizer.json, to size prompts exactly (default: the hub cache's, else the server's /tokenize, else usage)")
-	f.BoolVar(&progress, "progress", false, "show the progress bar even when stderr is not a terminal")
-	f.BoolVar(&noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
-	f.DurationVar(&o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
-	f.Float64Var(&maxErrPct, "max-error-rate-pct", *config.Defaults().Gates.MaxErrorRatePct, "exit 1 when more than this % of requests failed (errors below it are reported)")
+	f.StringVar(&b.o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
+	f.StringVar(&b.o.Model, "model", "", "model id as the server lists it at /v1/models")
+	f.StringVar(&b.o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
+	f.StringVar(&b.c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson or throughput")
+	f.IntVar(&b.c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
+	f.Float64Var(&b.c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
+	f.IntVar(&b.c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
+	f.IntVar(&b.c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
+	f.DurationVar(&b.maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
+	f.DurationVar(&b.maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed")
+	f.IntVar(&b.c.MinSamples, "min-samples", d.MinSamples, "completed requests a synchronous or concurrency rung runs for (past --max-duration, up to --max-rung-duration)")
+	f.IntVar(&b.c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
+	f.StringVar(&b.c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
+	f.StringVar(&b.promptTokens, "prompt-tokens", strconv.Itoa(d.PromptTokens), "prompt length in tokens: N, or mean,stdev,min,max")
+	f.IntVar(&b.c.OutputTokens, "output-tokens", d.OutputTokens, "output tokens per request (asked for exactly)")
+	f.IntVar(&b.prefixCount, "prefix-count", 0, "shared-prefix prompts: number of distinct prefixes")
+	f.IntVar(&b.prefixTk, "prefix-tokens", 0, "shared-prefix prompts: tokens per prefix")
+	f.StringVar(&b.c.API, "api", d.API, "chat or completions")
+	f.StringVar(&b.c.Reader, "reader", d.Reader, "reader of streamed responses: auto (an event loop for plain http on Linux, else net/http), eventloop or nethttp")
+	f.StringVar(&b.c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
+	f.Int64Var(&b.c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
+	f.StringVar(&b.out, "out", "", "write the result JSON (results.Load) here")
+	f.StringVar(&b.o.RecordsPath, "records", "", "write one JSON line per request here")
+	f.StringVar(&b.slo, "slo", "", "goodput SLO, e.g. ttft=200ms,itl=50ms")
+	f.BoolVar(&b.o.RetryUnsaturated, "retry-unsaturated", false, "re-run an unsaturated sweep once and keep the better curve")
+	f.StringVar(&b.o.TokenizerPath, "tokenizer", "", "the model's tokenizer.json, to size prompts exactly (default: the hub cache's, else the server's /tokenize, else usage)")
+	f.BoolVar(&b.progress, "progress", false, "show the progress bar even when stderr is not a terminal")
+	f.BoolVar(&b.noScrape, "no-metrics", false, "do not scrape the endpoint's /metrics during the run")
+	f.DurationVar(&b.o.RequestTimeout, "request-timeout", 10*time.Minute, "bound on one request")
+	f.Float64Var(&b.maxErrPct, "max-error-rate-pct", *config.Defaults().Gates.MaxErrorRatePct, "exit 1 when more than this % of requests failed (errors below it are reported)")
 	return cmd
+}
+
+// Complete resolves what the flags leave implicit: the prompt lengths, the run bounds, the SLO, the
+// error-rate limit and its source.
+func (b *benchOptions) Complete(cmd *cobra.Command) error {
+	l, err := dataset.ParseLengths(b.promptTokens)
+	if err != nil {
+		return usageErr("--prompt-tokens: %v", err)
+	}
+	c := &b.c
+	c.PromptTokens, c.PromptStdev, c.PromptMin, c.PromptMax = l.Mean, l.Stdev, l.Min, l.Max
+	// An explicit request budget is not cut by the default duration: only a duration the
+	// user gave bounds it too (and the result says which bound ended each rung).
+	if cmd.Flags().Changed("max-requests") && !cmd.Flags().Changed("max-duration") {
+		b.maxDuration = 0
+	}
+	c.MaxDuration = results.Duration(b.maxDuration)
+	c.MaxRungDuration = results.Duration(b.maxRung)
+	c.PrefixCount, c.PrefixTokens = b.prefixCount, b.prefixTk
+	if b.o.SLO, err = analysis.ParseSLO(b.slo); err != nil {
+		return usageErr("%v", err)
+	}
+	b.o.Config = *c
+	if b.o.TokenizerPath == "" {
+		if b.o.CachedTokenizer, err = modelcache.Tokenizer("", b.o.Model); err != nil {
+			fmt.Fprintf(os.Stderr, "gpuvet bench: hub cache: %v\n", err) // the server sizes prompts instead
+		}
+	}
+	b.o.ScrapeMetrics = !b.noScrape
+	b.errLimit = judge.Limit{Value: &b.maxErrPct, Unit: "%", Source: judge.SourceDefault}
+	if cmd.Flags().Changed("max-error-rate-pct") {
+		b.errLimit.Source = "flag"
+	}
+	return nil
+}
+
+// Validate checks the options before anything is sent: the output file, the load's own options,
+// the error-rate limit.
+func (b *benchOptions) Validate() error {
+	if b.out != "" {
+		if err := checkOutFile(b.out); err != nil {
+			return usageErr("--out: %v", err)
+		}
+	}
+	if err := load.Validate(b.o); err != nil {
+		return usageErr("%v", err)
+	}
+	if b.maxErrPct < 0 || b.maxErrPct > 100 {
+		return usageErr("--max-error-rate-pct: %g; want a percentage 0..100", b.maxErrPct)
+	}
+	return nil
+}
+
+// Run checks the endpoint answers (exit 2 when not), runs the load, prints its table and notes,
+// writes --out and says the error-rate verdict in the exit code.
+func (b *benchOptions) Run(cmd *cobra.Command) error {
+	o, c := b.o, b.c
+	// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
+	prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
+	o.Log = prog.Writer(pipeline.RungLine)
+	o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
+	if b.progress || term.IsTerminal(int(os.Stderr.Fd())) {
+		o.Progress = os.Stderr
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := load.Preflight(ctx, o); err != nil {
+		return usageErr("%v", err)
+	}
+	defer softMemoryLimit(load.Streams(o))()
+	res, runErr := load.Run(ctx, o)
+	if res == nil {
+		return failedErr("%v", runErr)
+	}
+	gvterm.Load(cmd.OutOrStdout(), res)
+	for i, r := range res.Runs {
+		for _, note := range []string{r.ServerReason, r.TokenBursts} {
+			if note != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
+			}
+		}
+	}
+	if cut := load.CutByDuration(res); len(cut) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, b.maxDuration, c.MaxRequests)
+	}
+	if b.out != "" {
+		if err := results.WriteJSON(b.out, res); err != nil {
+			return failedErr("--out: %v", err)
+		}
+	}
+	errV := judge.ErrorRateVerdict(res, b.errLimit)
+	if _, bad, _ := judge.ErrorCounts(res); bad > 0 && errV != nil && errV.Result != judge.ResultFail { // a failure says it on exit
+		fmt.Fprintln(cmd.ErrOrStderr(), "gpuvet:", errV.Reason)
+	}
+	switch {
+	case res.Interrupted:
+		return failedErr("interrupted: wrote what was measured")
+	case runErr != nil:
+		return failedErr("%v", runErr)
+	case errV != nil && errV.Result == judge.ResultFail:
+		return failedErr("%s", errV.Reason)
+	}
+	return nil
 }

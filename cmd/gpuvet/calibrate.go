@@ -7,10 +7,18 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func init() { root.AddCommand(newCalibrateCmd()) }
+// calibrateOptions are `gpuvet calibrate`'s flags and arguments: Validate reads the runs, Run prints
+// the reference-table and floor entries (kubectl's Complete -> Validate -> Run; nothing to complete).
+type calibrateOptions struct {
+	opt    judge.CalibrateOptions
+	paths  []string
+	runs   []judge.CalibRun
+	labels []string
+}
 
 func newCalibrateCmd() *cobra.Command {
-	opt := judge.DefaultCalibrateOptions()
+	c := calibrateOptions{opt: judge.DefaultCalibrateOptions()}
+	opt := &c.opt // the flags below set it
 	cmd := &cobra.Command{
 		Use:   "calibrate RUN1.json RUN2.json ...",
 		Short: "Turn 2–3 runs on known-healthy hardware into reference-table entries (YAML to paste under reference:)",
@@ -23,36 +31,53 @@ all-reduce's) worst ratio to the datasheet peak − 25 %; a GPU that was busy is
 used are printed as comments.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opt.TTFTMarginPct < 0 || opt.ThroughputMarginPct < 0 || opt.ThroughputMarginPct >= 100 {
-				return usageErr("margins: --ttft-margin %g and --throughput-margin %g must be ≥ 0 (throughput below 100)", opt.TTFTMarginPct, opt.ThroughputMarginPct)
+			c.paths = args
+			if err := c.Validate(); err != nil {
+				return err
 			}
-			var runs []judge.CalibRun
-			var labels []string
-			for _, p := range args {
-				s, err := results.Read(p)
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				label := p // by its path: two runs are often both summary.json
-				runs = append(runs, judge.CalibRun{Label: label, Summary: s})
-				labels = append(labels, label)
-			}
-			floors := judge.CalibrateFloors(runs, results.FloorMarginPct)
-			entries, err := judge.Calibrate(runs, opt)
-			if err != nil && len(floors) == 0 {
-				return usageErr("%v", err)
-			}
-			if err == nil {
-				if err := judge.WriteCalibrationYAML(cmd.OutOrStdout(), entries, labels, opt); err != nil {
-					return err
-				}
-			}
-			// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
-			return judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct)
+			return c.Run(cmd)
 		},
 	}
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")
 	cmd.Flags().Float64Var(&opt.TTFTMarginPct, "ttft-margin", opt.TTFTMarginPct, "% added to the worst sync TTFT p95")
 	cmd.Flags().Float64Var(&opt.ThroughputMarginPct, "throughput-margin", opt.ThroughputMarginPct, "% taken off the worst sustained req/s")
 	return cmd
+}
+
+// Validate checks the margins and reads every run: a file that is not a summary is bad input.
+func (c *calibrateOptions) Validate() error {
+	opt := c.opt
+	if opt.TTFTMarginPct < 0 || opt.ThroughputMarginPct < 0 || opt.ThroughputMarginPct >= 100 {
+		return usageErr("margins: --ttft-margin %g and --throughput-margin %g must be ≥ 0 (throughput below 100)", opt.TTFTMarginPct, opt.ThroughputMarginPct)
+	}
+	c.runs, c.labels = nil, nil
+	for _, p := range c.paths {
+		s, err := results.Read(p)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		label := p // by its path: two runs are often both summary.json
+		c.runs = append(c.runs, judge.CalibRun{Label: label, Summary: s})
+		c.labels = append(c.labels, label)
+	}
+	return nil
+}
+
+// Run prints the reference-table entries and the datasheet floors the runs give.
+func (c *calibrateOptions) Run(cmd *cobra.Command) error {
+	floors := judge.CalibrateFloors(c.runs, results.FloorMarginPct)
+	entries, err := judge.Calibrate(c.runs, c.opt)
+	if err != nil && len(floors) == 0 {
+		return usageErr("%v", err)
+	}
+	if err == nil {
+		if err := judge.WriteCalibrationYAML(cmd.OutOrStdout(), entries, c.labels, c.opt); err != nil {
+			return failedErr("%v", err)
+		}
+	}
+	// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
+	if err := judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct); err != nil {
+		return failedErr("%v", err)
+	}
+	return nil
 }

@@ -13,17 +13,24 @@ import (
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newCompareCmd()) }
+// compareOptions are `gpuvet compare`'s flags and arguments: Complete resolves the plan's compare
+// settings, Validate checks them and reads the results, Run compares and prints.
+type compareOptions struct {
+	tolerance  float64
+	asJSON     bool
+	failOnFlag bool
+	cf         configFlags
+	baseline   string
+	paths      []string
+	cfg        judge.Config
+	envs       []*results.Summary
+}
 
 func newCompareCmd() *cobra.Command {
-	var (
-		tolerance  float64
-		asJSON     bool
-		failOnFlag bool
-		cf         configFlags
-	)
+	var o compareOptions
 	cmd := &cobra.Command{
 		Use:   "compare BASELINE.json RESULT.json [RESULT2.json ...]",
 		Short: "Line results from other environments up against a bare-metal baseline (overhead % per metric)",
@@ -35,55 +42,78 @@ The tolerance and guards come from the config (compare.*; -c, --set, GPUVET_* as
 A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 under --fail-on-flag).`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var extra []config.Flag
-			if cmd.Flags().Changed("tolerance") {
-				extra = append(extra, config.Flag{Name: "--tolerance", Path: "compare.baseline_tolerance_pct", Value: strconv.FormatFloat(tolerance, 'g', -1, 64)})
-			}
-			p, err := cf.plan(extra...)
-			if err != nil {
+			if err := o.Complete(cmd, args); err != nil {
 				return err
 			}
-			cfg := judge.FromPlan(p, nil)
-			if err := cfg.Validate(); err != nil {
-				return usageErr("%v", err)
-			}
-			var envs []*results.Summary
-			for _, path := range args[1:] {
-				s, err := importer.ReadResult(path)
-				if err != nil {
-					return usageErr("%v", err) // the input the user asked about
-				}
-				envs = append(envs, s)
-			}
-			base, note := importer.ReadBaseline(args[0])
-			bc := judge.CompareSummaries(base, note, args[0], envs, args[1:], cfg)
-			out := cmd.OutOrStdout()
-			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(bc); err != nil {
-					return err
-				}
-			} else if err := judge.WriteBaselineTable(out, bc); err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if n := judge.Breaches(bc); n > 0 && failOnFlag {
-				return failedErr("%d metric(s) beyond the %g %% tolerance", n, bc.TolerancePct)
-			}
-			// Nothing compared is no evidence of no overhead: under --fail-on-flag it fails, so a
-			// missing or unreadable baseline cannot pass CI silently.
-			if len(bc.Rows) == 0 && failOnFlag {
-				return failedErr("%s: nothing was compared, and --fail-on-flag needs a comparison", strings.TrimPrefix(bc.Note, "no comparison: "))
-			}
-			if bc.Note != "" {
-				fmt.Fprintln(os.Stderr, "gpuvet:", bc.Note)
-			}
-			return nil
+			return o.Run(cmd)
 		},
 	}
-	cmd.Flags().Float64Var(&tolerance, "tolerance", judge.DefaultBaselineTolerance, "breach when a metric is worse than the baseline by more than this %")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")
-	cmd.Flags().BoolVar(&failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance, or when nothing could be compared")
-	cf.register(cmd)
+	cmd.Flags().Float64Var(&o.tolerance, "tolerance", judge.DefaultBaselineTolerance, "breach when a metric is worse than the baseline by more than this %")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")
+	cmd.Flags().BoolVar(&o.failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance, or when nothing could be compared")
+	o.cf.register(cmd)
 	return cmd
+}
+
+// Complete resolves the compare settings from the config (-c, --set, GPUVET_*, --tolerance).
+func (o *compareOptions) Complete(cmd *cobra.Command, args []string) error {
+	o.baseline, o.paths = args[0], args[1:]
+	var extra []config.Flag
+	if cmd.Flags().Changed("tolerance") {
+		extra = append(extra, config.Flag{Name: "--tolerance", Path: "compare.baseline_tolerance_pct", Value: strconv.FormatFloat(o.tolerance, 'g', -1, 64)})
+	}
+	p, err := o.cf.plan(extra...)
+	if err != nil {
+		return err
+	}
+	o.cfg = judge.FromPlan(p, nil)
+	return nil
+}
+
+// Validate checks the settings and reads the results asked about (bad input: exit 2). The
+// baseline is read by Run: a missing one degrades to "no comparison" with a note.
+func (o *compareOptions) Validate() error {
+	if err := o.cfg.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	o.envs = nil
+	for _, path := range o.paths {
+		s, err := importer.ReadResult(path)
+		if err != nil {
+			return usageErr("%v", err) // the input the user asked about
+		}
+		o.envs = append(o.envs, s)
+	}
+	return nil
+}
+
+// Run compares the results with the baseline and prints the table (or JSON).
+func (o *compareOptions) Run(cmd *cobra.Command) error {
+	base, note := importer.ReadBaseline(o.baseline)
+	bc := judge.CompareSummaries(base, note, o.baseline, o.envs, o.paths, o.cfg)
+	out := cmd.OutOrStdout()
+	if o.asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(bc); err != nil {
+			return failedErr("%v", err)
+		}
+	} else if err := term.Baseline(out, bc, judge.BaselineFlags(bc)); err != nil {
+		return failedErr("%v", err)
+	}
+	if n := judge.Breaches(bc); n > 0 && o.failOnFlag {
+		return failedErr("%d metric(s) beyond the %g %% tolerance", n, bc.TolerancePct)
+	}
+	// Nothing compared is no evidence of no overhead: under --fail-on-flag it fails, so a
+	// missing or unreadable baseline cannot pass CI silently.
+	if len(bc.Rows) == 0 && o.failOnFlag {
+		return failedErr("%s: nothing was compared, and --fail-on-flag needs a comparison", strings.TrimPrefix(bc.Note, "no comparison: "))
+	}
+	if bc.Note != "" {
+		fmt.Fprintln(os.Stderr, "gpuvet:", bc.Note)
+	}
+	return nil
 }

@@ -72,5 +72,3 @@ Bad input exits 2 with the file, the key path and what is allowed. See docs/conf
 	cmd.AddCommand(show)
 	return cmd
 }
-
-func init() { root.AddCommand(newConfigCmd()) }

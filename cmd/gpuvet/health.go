@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -18,11 +17,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/health"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-func init() { root.AddCommand(newHealthCmd()) }
-
-type healthFlags struct {
+// healthOptions are `gpuvet health`'s flags: Complete -> Validate -> Run (kubectl's pattern).
+type healthOptions struct {
 	xml      string
 	out      string
 	sim      bool
@@ -45,7 +44,7 @@ type healthFlags struct {
 }
 
 func newHealthCmd() *cobra.Command {
-	var f healthFlags
+	var f healthOptions
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "GPU health phase: inventory, GEMM/PCIe/HBM microbenchmarks vs datasheet peak, burn, DCGM, flags",
@@ -64,16 +63,25 @@ gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runHealth(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.Complete(); err != nil {
+				return err
+			}
+			if err := f.Validate(); err != nil {
+				return err
+			}
+			return f.Run(cmd)
+		},
 	}
+	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	fl := cmd.Flags()
 	fl.StringVar(&f.xml, "nvidia-smi-xml", "", "read the inventory from a captured `nvidia-smi -q -x` instead of NVML (no benchmarks)")
 	fl.StringVar(&f.out, "out", "", "write the result as JSON (results.Health) to this file")
 	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
-	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "GPU model of the simulated host (a catalog key)")
-	fl.IntVar(&f.simCount, "sim-count", 4, "number of simulated GPUs")
+	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "GPU model of the simulated host (a catalog key)")
+	fl.IntVar(&f.simCount, "sim-count", sd.GPUs, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
-	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", 30, "how much slower the straggler is (%)")
+	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", sd.StragglerPct, "how much slower the straggler is (%)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured `nvidia-smi topo -m` for the GPU pairs' paths")
 	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured `nvidia-smi nvlink -s` for each GPU's links")
@@ -86,11 +94,11 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.BoolVar(&o.SkipBench, "no-bench", false, "skip the microbenchmarks")
 	fl.DurationVar(&o.Burn, "burn", 0, "run GEMM flat out this long per GPU while sampling power/clock/temperature every second (e.g. 60s)")
 	fl.BoolVar(&o.DCGM, "dcgm", true, "run `dcgmi diag` when dcgmi is installed")
-	fl.IntVar(&o.DCGMLevel, "dcgm-level", 2, "dcgmi diag level (1-4)")
-	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", 15*time.Minute, "limit for the whole dcgmi run")
-	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", 8, "flag pinned PCIe bandwidth below this (GB/s)")
-	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", 25, "GPU-to-GPU tolerance for GEMM (%)")
-	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", 25, "GPU-to-GPU tolerance for PCIe (%)")
+	fl.IntVar(&o.DCGMLevel, "dcgm-level", hd.DCGMLevel, "dcgmi diag level (1-4)")
+	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", hd.DCGMTimeout, "limit for the whole dcgmi run")
+	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", hd.MinPCIeGBps, "flag pinned PCIe bandwidth below this (GB/s)")
+	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", hd.GEMMVariancePct, "GPU-to-GPU tolerance for GEMM (%)")
+	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", hd.PCIeVariancePct, "GPU-to-GPU tolerance for PCIe (%)")
 	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
 	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0, "flag a peer copy or all-reduce below this share of its link's peak (0-1; 0: the peer_copy and all_reduce datasheet floors)")
 	fl.BoolVar(&o.AllowBusy, "allow-busy", false, "measure a GPU another process uses, and note it instead of flagging it")
@@ -98,11 +106,12 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and BF16 GEMM results mismatch (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2:hw_slowdown)")
-	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", 25, "pair-to-pair tolerance of the peer-copy ratio (%)")
+	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", hd.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
 
-func (f healthFlags) validate() error {
+// Validate checks the flags before any GPU is touched.
+func (f *healthOptions) Validate() error {
 	o := f.opts
 	switch {
 	case f.sim && f.xml != "":
@@ -135,15 +144,19 @@ func (f healthFlags) validate() error {
 	return nil
 }
 
-func runHealth(cmd *cobra.Command, f healthFlags) error {
-	if err := f.validate(); err != nil {
-		return err
-	}
+// Complete reads the --floor pairs into the options.
+func (f *healthOptions) Complete() error {
 	ov, err := parseFloors(f.floors)
 	if err != nil {
 		return err
 	}
 	f.opts.FloorOverrides = ov
+	return nil
+}
+
+// Run opens the GPU source, runs the health phase (one library call: health.Run), prints its
+// tables, writes --out and says the status in the exit code.
+func (f *healthOptions) Run(cmd *cobra.Command) error {
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
@@ -153,7 +166,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	defer stop()
 
 	f.opts.Catalog = catalog.Builtin()
-	src, bench, err := openHealthSource(&f)
+	src, bench, err := openHealthSource(f)
 	if err != nil {
 		return err
 	}
@@ -166,7 +179,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 	}
 	f.opts.Progress = cmd.ErrOrStderr()
 	h := health.Run(ctx, src, bench, f.opts)
-	health.Render(cmd.OutOrStdout(), h)
+	term.Health(cmd.OutOrStdout(), h)
 	if f.out != "" {
 		if err := results.WriteJSON(f.out, h); err != nil {
 			return failedErr("writing --out: %v (the result is printed above)", err)
@@ -182,7 +195,7 @@ func runHealth(cmd *cobra.Command, f healthFlags) error {
 }
 
 // openHealthSource picks the inventory source and the benchmark runner from the flags.
-func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+func openHealthSource(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	switch {
 	case f.xml != "":
 		f.opts.Source = "nvidia-smi-xml"
@@ -223,7 +236,7 @@ func openHealthSource(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
 
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
-func openSim(f *healthFlags) (gpu.Source, health.BenchRunner, error) {
+func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
 		Corrupt: f.simCorrupt, Throttle: f.simThrottle, Catalog: f.opts.Catalog})
 	if err != nil {

@@ -77,7 +77,7 @@ func TestHealthNoDriver(t *testing.T) {
 	if code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim=false"); code != 2 {
 		t.Errorf("exit %d, want 2:\n%s", code, text)
 	}
-	_, _, err := openHealthSource(&healthFlags{})
+	_, _, err := openHealthSource(&healthOptions{})
 	if err == nil || !strings.HasPrefix(err.Error(), "no NVIDIA driver found (libnvidia-ml.so.1 not loadable)") {
 		t.Errorf("err = %v", err)
 	}

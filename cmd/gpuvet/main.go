@@ -1,5 +1,5 @@
 // Command gpuvet vets GPU machines for LLM inference. This package is the CLI only: flags -> plan ->
-// calls into internal packages. Each subcommand lives in its own file and registers itself in init.
+// calls into internal packages. Each subcommand lives in its own file; newRoot lists them all.
 package main
 
 import (
@@ -15,19 +15,36 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 )
 
-// Exit codes: 0 all ok (or flags without --fail-on-flag); 1 a failure, or a flag with --fail-on-flag;
-// 2 bad input (flags, config, catalog) found before anything started.
+// Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
+// failure, or a flag with --fail-on-flag; 2 bad input, or it cannot start (flags, config, catalog, an
+// unreachable endpoint, a port in use), found before anything ran. Every RunE error is a usageErr or
+// a failedErr; only cobra's own errors arrive bare (and are usage errors).
 const (
 	exitOK       = 0
 	exitFailed   = 1
 	exitBadUsage = 2
 )
 
-var root = &cobra.Command{
-	Use:           "gpuvet",
-	Short:         "Vet GPU machines for LLM inference: health, real serving, calibrated load, verdicts, report",
-	SilenceUsage:  true,
-	SilenceErrors: true,
+// root is the command tree, built once by newRoot before any init() runs, so the files that add
+// to it in init() (the fleet backends' flags and commands) find every command whatever their file
+// names.
+var root = newRoot()
+
+// newRoot builds the command tree: every command in one list.
+func newRoot() *cobra.Command {
+	r := &cobra.Command{
+		Use:           "gpuvet",
+		Short:         "Vet GPU machines for LLM inference: health, real serving, calibrated load, verdicts, report",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version(),
+	}
+	r.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
+	})
+	r.AddCommand(newRunCmd(), newHealthCmd(), newBenchCmd(), newSimCmd(), newCompareCmd(), newCalibrateCmd(),
+		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd())
+	return r
 }
 
 // exitError carries an exit code through cobra's RunE.
@@ -54,13 +71,6 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
-}
-
-func init() {
-	root.Version = version()
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
-	})
 }
 
 // withFlagHint adds "did you mean --x?" to an unknown-flag error, as kubectl does for commands.

@@ -13,14 +13,17 @@ import (
 	"github.com/gpuvet/gpuvet/internal/k8s"
 )
 
-func init() { root.AddCommand(newProbeCmd()) }
-
 // probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
 // one real chat completion to each engine, the tokens it generated or the server's error.
+// probeOptions are `gpuvet probe`'s flags: Validate -> Run (nothing to complete).
+type probeOptions struct {
+	urls                  []string
+	model, out, apiKeyEnv string
+	wait                  time.Duration
+}
+
 func newProbeCmd() *cobra.Command {
-	var urls []string
-	var model, out, apiKeyEnv string
-	var wait time.Duration
+	var o probeOptions
 	cmd := &cobra.Command{
 		Use:   "probe --url URL [--url URL…] --model MODEL",
 		Short: "Send one real chat completion to each OpenAI-compatible server and report the tokens it returned, or its error",
@@ -33,50 +36,18 @@ means a real completion came back, not only that /health answers.
   gpuvet probe --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(urls) == 0 || model == "" {
-				return usageErr("--url and --model are required")
+			if err := o.Validate(); err != nil {
+				return err
 			}
-			key := ""
-			if apiKeyEnv != "" {
-				key = os.Getenv(apiKeyEnv)
-			}
-			res := make([]k8s.CompletionCheck, len(urls))
-			var wg sync.WaitGroup
-			for i, u := range urls {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res[i] = probeOne(cmd, u, model, key, wait)
-				}()
-			}
-			wg.Wait()
-			failed := 0
-			for _, r := range res {
-				if r.Error != "" {
-					failed++
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: FAILED after %.1fs: %s\n", r.URL, r.Seconds, r.Error)
-				} else {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s: %d token(s) in %.2fs\n", r.URL, r.Tokens, r.Seconds)
-				}
-			}
-			if out != "" {
-				b, _ := json.MarshalIndent(res, "", "  ")
-				if err := os.WriteFile(out, b, 0o644); err != nil {
-					return failedErr("--out: %v", err)
-				}
-			}
-			if failed > 0 {
-				return failedErr("%d of %d server(s) returned no completion", failed, len(res))
-			}
-			return nil
+			return o.Run(cmd)
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVar(&urls, "url", nil, "server base URL, e.g. http://10.0.0.5:8000 (repeatable)")
-	fl.StringVar(&model, "model", "", "model id to ask for")
-	fl.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the API key")
-	fl.DurationVar(&wait, "wait", 20*time.Second, "keep retrying a failed server this long")
-	fl.StringVar(&out, "out", "", "also write the results as JSON here")
+	fl.StringArrayVar(&o.urls, "url", nil, "server base URL, e.g. http://10.0.0.5:8000 (repeatable)")
+	fl.StringVar(&o.model, "model", "", "model id to ask for")
+	fl.StringVar(&o.apiKeyEnv, "api-key-env", "", "environment variable holding the API key")
+	fl.DurationVar(&o.wait, "wait", 20*time.Second, "keep retrying a failed server this long")
+	fl.StringVar(&o.out, "out", "", "also write the results as JSON here")
 	return cmd
 }
 
@@ -94,4 +65,49 @@ func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) k8
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// Validate checks a server and a model are named.
+func (o *probeOptions) Validate() error {
+	if len(o.urls) == 0 || o.model == "" {
+		return usageErr("--url and --model are required")
+	}
+	return nil
+}
+
+// Run asks every server for one completion at once and prints one line each.
+func (o *probeOptions) Run(cmd *cobra.Command) error {
+	key := ""
+	if o.apiKeyEnv != "" {
+		key = os.Getenv(o.apiKeyEnv)
+	}
+	res := make([]k8s.CompletionCheck, len(o.urls))
+	var wg sync.WaitGroup
+	for i, u := range o.urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i] = probeOne(cmd, u, o.model, key, o.wait)
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, r := range res {
+		if r.Error != "" {
+			failed++
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: FAILED after %.1fs: %s\n", r.URL, r.Seconds, r.Error)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d token(s) in %.2fs\n", r.URL, r.Tokens, r.Seconds)
+		}
+	}
+	if o.out != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(o.out, b, 0o644); err != nil {
+			return failedErr("--out: %v", err)
+		}
+	}
+	if failed > 0 {
+		return failedErr("%d of %d server(s) returned no completion", failed, len(res))
+	}
+	return nil
 }

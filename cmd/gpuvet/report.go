@@ -13,14 +13,15 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func init() { root.AddCommand(newReportCmd()) }
-
-type reportOpts struct {
+// reportOptions are `gpuvet report`'s flags and argument: Complete -> Validate -> Run.
+type reportOptions struct {
 	html, pdf, junit, prom, ctrf string
+	path                         string           // the summary.json
+	summary                      *results.Summary // read by Validate
 }
 
 func newReportCmd() *cobra.Command {
-	var o reportOpts
+	var o reportOptions
 	cmd := &cobra.Command{
 		Use:   "report SUMMARY.json",
 		Short: "Rebuild the report of a run from its summary.json: HTML, PDF, JUnit XML, Prometheus textfile",
@@ -37,7 +38,11 @@ check for CI systems; --prom writes a node-exporter textfile of the headline fig
 			defer func() {
 				cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
 			}()
-			return runReport(cmd, args[0], o)
+			o.Complete(args)
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
 		},
 	}
 	cmd.Flags().StringVar(&o.html, "html", "", "write the HTML report here (default: report.html beside the summary when no output is given)")
@@ -48,14 +53,27 @@ check for CI systems; --prom writes a node-exporter textfile of the headline fig
 	return cmd
 }
 
-func runReport(cmd *cobra.Command, path string, o reportOpts) error {
-	s, err := results.Read(path)
+// Complete takes the summary's path and, when no output is asked for, puts report.html beside it.
+func (o *reportOptions) Complete(args []string) {
+	o.path = args[0]
+	if o.html == "" && o.pdf == "" && o.junit == "" && o.prom == "" && o.ctrf == "" {
+		o.html = filepath.Join(filepath.Dir(o.path), "report.html")
+	}
+}
+
+// Validate reads the summary: one that is not a gpuvet summary is bad input (exit 2).
+func (o *reportOptions) Validate() error {
+	s, err := results.Read(o.path)
 	if err != nil {
 		return usageErr("reading the summary: %v: give the summary.json a gpuvet run wrote", err)
 	}
-	if o.html == "" && o.pdf == "" && o.junit == "" && o.prom == "" && o.ctrf == "" {
-		o.html = filepath.Join(filepath.Dir(path), "report.html")
-	}
+	o.summary = s
+	return nil
+}
+
+// Run writes every report asked for from the summary alone.
+func (o *reportOptions) Run(cmd *cobra.Command) error {
+	s := o.summary
 	out := cmd.OutOrStdout()
 	html := o.html
 	if html == "" && o.pdf != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,11 +16,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
-
-func init() { root.AddCommand(newRunCmd()) }
 
 // planFlags are the named flags of `gpuvet run` that set config keys; `gpuvet config show` takes
 // them too, so it shows exactly the plan a run would use.
@@ -34,6 +35,7 @@ type planFlags struct {
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
+	sd := results.DefaultSim()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; shorter load defaults, each kept until you set that key)")
 	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint)")
@@ -48,10 +50,10 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.failOnInconclusive, "fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
 	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
-	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: vllm, sglang, trtllm, transformers, generic (with --engine-cmd)")
+	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
 	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
-	fl.StringVar(&f.simGPU, "sim-gpu", "H200", "simulated GPU model (catalog key)")
-	fl.IntVar(&f.simGPUs, "sim-gpus", 4, "number of simulated GPUs")
+	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "simulated GPU model (catalog key)")
+	fl.IntVar(&f.simGPUs, "sim-gpus", sd.GPUs, "number of simulated GPUs")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
@@ -93,10 +95,17 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	return set, nil
 }
 
+// runOptions are `gpuvet run`'s flags: Complete resolves them into a plan, Validate checks what can
+// be checked before anything starts (exit 2), Run runs it (kubectl's Complete -> Validate -> Run).
+type runOptions struct {
+	cf    configFlags
+	pf    planFlags
+	force bool
+	plan  *config.Plan
+}
+
 func newRunCmd() *cobra.Command {
-	var cf configFlags
-	var pf planFlags
-	var force bool
+	var o runOptions
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Vet this host: health, a real engine per GPU, calibrated load, API suite, verdicts, report",
@@ -118,33 +127,49 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 --fail-on-flag, or inconclusive without --fail-on-inconclusive), 1 a failure, an interrupted run, a
 flag with --fail-on-flag, or an inconclusive run with --fail-on-inconclusive, 2 bad input found
 before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
---out, no NVIDIA driver for a local run).`,
+--out, no NVIDIA driver for a local run, an endpoint that does not answer or list the model).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set, err := pf.configFlags(cmd)
-			if err != nil {
+			if err := o.Complete(cmd); err != nil {
 				return err
 			}
-			plan, err := cf.plan(set...)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			return runPlan(cmd, plan, force)
+			return o.Run(cmd)
 		},
 	}
-	cf.register(cmd)
-	pf.register(cmd)
-	cmd.Flags().BoolVar(&force, "force", false, "replace the results of an earlier run in --out (refused without it)")
+	o.cf.register(cmd)
+	o.pf.register(cmd)
+	cmd.Flags().BoolVar(&o.force, "force", false, "replace the results of an earlier run in --out (refused without it)")
 	return cmd
 }
 
-// runPlan runs a resolved plan with Ctrl-C/SIGTERM handling: engines are always stopped and
-// summary.json keeps what was measured.
-func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
-	if err := pipeline.Preflight(plan, catalog.Builtin()); err != nil {
+// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given.
+func (o *runOptions) Complete(cmd *cobra.Command) error {
+	set, err := o.pf.configFlags(cmd)
+	if err != nil {
+		return err
+	}
+	o.plan, err = o.cf.plan(set...)
+	return err
+}
+
+// Validate checks, before anything starts, what the plan needs (pipeline.Preflight): bad input is
+// exit 2 and nothing is written.
+func (o *runOptions) Validate() error {
+	useEndpointURLKey(o.plan) // before the preflight, which asks the endpoint with that key
+	if err := pipeline.Preflight(o.plan, catalog.Builtin()); err != nil {
 		return usageErr("%v", err)
 	}
-	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, force)
+	return nil
+}
+
+// Run runs the plan with Ctrl-C/SIGTERM handling: engines are always stopped and summary.json keeps
+// what was measured. A fleet backend runs through its own runner (run_kubernetes.go, remote.go).
+func (o *runOptions) Run(cmd *cobra.Command) error {
+	plan := o.plan
+	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -158,14 +183,13 @@ func runPlan(cmd *cobra.Command, plan *config.Plan, force bool) error {
 	defer softMemoryLimit(planStreams(plan.Config))()
 	stderr := cmd.ErrOrStderr()
 	reapLeftovers(plan.Config.Output.Dir, stderr)
-	useEndpointURLKey(plan)
 	res, err := pipeline.Run(ctx, plan, pipeline.NewDeps(plan.Config, catalog.Builtin(), stderr), pipeline.Options{
 		ToolVersion: version(), Progress: stderr, Live: term.IsTerminal(stderr),
 	})
 	if err != nil {
 		return failedErr("%v", err)
 	}
-	pipeline.Render(cmd.OutOrStdout(), res.Summary)
+	term.Summary(cmd.OutOrStdout(), res.Summary)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(res))
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", res.SummaryPath)

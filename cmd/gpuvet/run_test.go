@@ -202,6 +202,7 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 		{[]string{"run", "--sim", "--sim-gpu", "H900", "--out", out}, "", `--sim-gpu "H900"`},
 		{[]string{"run", "--sim", "--model", "foo/bar", "--out", out}, "", `--model "foo/bar"`},
 		{[]string{"run", "--out", out}, "", "no NVIDIA driver"},
+		{[]string{"run", "--backend", "endpoint", "--url", "http://127.0.0.1:1", "--model", "m", "--out", out}, "", "endpoint http://127.0.0.1:1 does not answer"},
 		{[]string{"run", "--sim", "--out", "/proc/nope/out"}, "", "--out /proc/nope/out"},
 		{[]string{"run", "--sim", "--fail-on-flg", "--out", out}, "", "Did you mean this?\n\t--fail-on-flag"},
 		{[]string{"rn", "--sim"}, "", "Did you mean this?\n\trun"},

@@ -11,14 +11,20 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
-func init() { root.AddCommand(newSimCmd()) }
+// simOptions are `gpuvet sim`'s flags: Complete -> Validate -> Run (one library call: sim.Run).
+type simOptions struct {
+	sim.RunOptions
+	catalogFile string
+}
 
 func newSimCmd() *cobra.Command {
-	o := sim.RunOptions{StragglerIndex: -1}
-	var catalogFile string
+	so := simOptions{RunOptions: sim.RunOptions{StragglerIndex: -1}}
+	o := &so.RunOptions
+	catalogFile := &so.catalogFile
 	cmd := &cobra.Command{
 		Use:   "sim",
 		Short: "Serve a simulated GPU running vLLM's OpenAI-compatible API (roofline model, or fixed latencies)",
@@ -38,29 +44,13 @@ Where each GPU's efficiency figures come from:
   gpuvet sim --gpu H200 --model meta-llama/Llama-3.1-70B-Instruct --gpus 8 --tp 4 --trace trace.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Catalog = catalog.Builtin()
-			if catalogFile != "" {
-				cat, err := catalog.LoadFile(o.Catalog, catalogFile)
-				if err != nil {
-					return usageErr("--catalog: %v", err)
-				}
-				o.Catalog = cat
+			if err := so.Complete(); err != nil {
+				return err
 			}
-			if o.Model == "" {
-				return usageErr("--model: required (e.g. Qwen/Qwen3-8B)")
+			if err := so.Validate(); err != nil {
+				return err
 			}
-			if o.GPU == "" && !o.Fixed() {
-				return usageErr("--gpu: required unless fixed mode (--ttft/--itl); known: %v", o.Catalog.GPUKeys())
-			}
-			o.Out = cmd.OutOrStdout()
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := sim.Run(ctx, o)
-			var ue *sim.UsageError
-			if errors.As(err, &ue) {
-				return usageErr("%v", ue.Err)
-			}
-			return err
+			return so.Run(cmd)
 		},
 	}
 	f := cmd.Flags()
@@ -80,7 +70,7 @@ Where each GPU's efficiency figures come from:
 	f.Float64Var(&o.Jitter, "jitter", 0, "fixed mode: each latency scaled by 1 ± jitter (uniform), e.g. 0.1")
 	f.Int64Var(&o.Seed, "seed", 0, "seed of every random choice (output text, faults, jitter, UUIDs)")
 	f.StringVar(&o.TracePath, "trace", "", "write per-request ground truth (arrival, each token's send time, counts) as JSONL to FILE")
-	f.StringVar(&catalogFile, "catalog", "", "YAML file adding or replacing GPUs and models in the catalog")
+	f.StringVar(catalogFile, "catalog", "", "YAML file adding or replacing GPUs and models in the catalog")
 	f.Float64Var(&o.Faults.Rate5xx, "fault-5xx", 0, "fraction of requests answered 500")
 	f.Float64Var(&o.Faults.Rate429, "fault-429", 0, "fraction of requests answered 429")
 	f.Float64Var(&o.Faults.CutRate, "fault-cut", 0, "fraction of streams cut mid-way (connection closed)")
@@ -89,6 +79,47 @@ Where each GPU's efficiency figures come from:
 	f.Float64Var(&o.Faults.MalformedRate, "fault-malformed", 0, "fraction of streams with one malformed SSE event")
 	f.DurationVar(&o.Faults.SlowStart, "slow-start", 0, "answer 503 (health included) for this long after start")
 	f.IntVar(&o.StragglerIndex, "straggler", -1, "index of a GPU that runs slower (-1: none)")
-	f.Float64Var(&o.StragglerPct, "straggler-pct", 30, "how much slower the straggler is, in percent")
+	f.Float64Var(&o.StragglerPct, "straggler-pct", results.DefaultSim().StragglerPct, "how much slower the straggler is, in percent")
 	return cmd
+}
+
+// Complete loads the catalog: the built-in one, extended by --catalog.
+func (o *simOptions) Complete() error {
+	o.Catalog = catalog.Builtin()
+	if o.catalogFile != "" {
+		cat, err := catalog.LoadFile(o.Catalog, o.catalogFile)
+		if err != nil {
+			return usageErr("--catalog: %v", err)
+		}
+		o.Catalog = cat
+	}
+	return nil
+}
+
+// Validate checks the flags sim.Run does not: a model, and a GPU unless the latencies are fixed.
+func (o *simOptions) Validate() error {
+	if o.Model == "" {
+		return usageErr("--model: required (e.g. Qwen/Qwen3-8B)")
+	}
+	if o.GPU == "" && !o.Fixed() {
+		return usageErr("--gpu: required unless fixed mode (--ttft/--itl); known: %v", o.Catalog.GPUKeys())
+	}
+	return nil
+}
+
+// Run serves until Ctrl-C or SIGTERM.
+func (o *simOptions) Run(cmd *cobra.Command) error {
+	o.Out = cmd.OutOrStdout()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// sim.Run fails only before it serves (a bad flag, a port in use): exit 2, nothing started.
+	err := sim.Run(ctx, o.RunOptions)
+	var ue *sim.UsageError
+	if errors.As(err, &ue) {
+		return usageErr("%v", ue.Err)
+	}
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
 }

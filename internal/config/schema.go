@@ -378,6 +378,7 @@ func loadDefaults() LoadProfile {
 
 // Defaults are the built-in values (from the seeds).
 func Defaults() Config {
+	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	return Config{
 		Backend:     "local",
 		Environment: "baremetal",
@@ -389,19 +390,19 @@ func Defaults() Config {
 		Load:  loadDefaults(),
 		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node", MaxErrorRatePct: f(1)},
 		Compare: Compare{
-			VariancePct: 20, GEMMVariancePct: 25, MinSamples: 30, MinThroughputReqS: 1,
+			VariancePct: 20, GEMMVariancePct: hd.GEMMVariancePct, MinSamples: 30, MinThroughputReqS: 1,
 			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,
 		},
 		Health: Health{
-			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: 8,
-			DCGM: DCGM{Enabled: true, Level: 2, Timeout: Duration(15 * time.Minute), AllowInstall: true},
+			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: hd.MinPCIeGBps,
+			DCGM: DCGM{Enabled: true, Level: hd.DCGMLevel, Timeout: Duration(hd.DCGMTimeout), AllowInstall: true},
 		},
 		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
 		Power:      Power{Enabled: true, Interval: Duration(time.Second)},
 		Output:     Output{Dir: "out", HTML: true, JUnit: true},
 		ModelCache: ModelCache{Dir: "auto", Offline: true, Size: "100Gi", AccessMode: AccessAuto},
 		Run:        Run{ParallelGPUs: AutoGPUs},
-		Sim:        Sim{GPUs: 4, GPU: "H200", Straggler: -1, StragglerPct: 30, Seed: 1},
+		Sim:        Sim{GPUs: sd.GPUs, GPU: sd.GPU, Straggler: -1, StragglerPct: sd.StragglerPct, Seed: sd.Seed},
 		SSH:        sshDefaults(),
 		OpenNebula: openNebulaDefaults(),
 		Kubernetes: kubernetesDefaults(),

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -92,8 +93,8 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
-		{"engine.kind", oneOf(c.Engine.Kind, "vllm", "sglang", "trtllm", "transformers", "generic"), "want vllm, sglang, trtllm, transformers or generic"},
-		{"engine.command", c.Engine.Kind == "generic" && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind generic needs a command template, e.g. \"my-server --model {model} --port {port}\""},
+		{"engine.kind", oneOf(c.Engine.Kind, enginekind.Names()...), "want " + enginekind.List()},
+		{"engine.command", needsCommand(c.Engine.Kind) && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind " + c.Engine.Kind + " needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
 		{"engine.max_model_len", c.Engine.MaxModelLen < 16, "want ≥ 16 tokens"},
@@ -212,4 +213,11 @@ func validWarmup(s string) bool {
 		}
 	}
 	return len(s) < 7
+}
+
+// needsCommand reports whether engine kind has no built-in launch template (generic), so
+// engine.command must give one. An unknown kind is engine.kind's error alone.
+func needsCommand(kind string) bool {
+	k, ok := enginekind.Lookup(kind)
+	return ok && k.Template == ""
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/gpuvet/gpuvet/internal/enginekind"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -61,7 +63,7 @@ type Engine struct {
 func Start(s Spec) (*Engine, error) {
 	tmpl := s.Command
 	if tmpl == "" {
-		tmpl = Templates[s.Kind]
+		tmpl = enginekind.Get(s.Kind).Template
 	}
 	if tmpl == "" {
 		return nil, fmt.Errorf("engine kind %q has no built-in template: set engine.command", s.Kind)
@@ -381,7 +383,7 @@ func Tail(path string, n int, red *Redactor) string {
 // Version runs a version command (default: the kind's) and returns its last non-empty output line.
 func Version(ctx context.Context, kind, command string) (string, error) {
 	if command == "" {
-		command = VersionCommands[kind]
+		command = enginekind.Get(kind).VersionCommand
 	}
 	if command == "" {
 		return "", fmt.Errorf("no version command for engine kind %q: set engine.version_command", kind)

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"github.com/gpuvet/gpuvet/internal/enginekind"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -238,7 +240,7 @@ func TestExpand(t *testing.T) {
 		want string
 		err  string
 	}{
-		{Templates["vllm"], "vllm|serve|Qwen/Qwen3-8B|--host|127.0.0.1|--port|8001|--tensor-parallel-size|2|--max-model-len|1024|--gpu-memory-utilization|0.9", ""},
+		{enginekind.Get("vllm").Template, "vllm|serve|Qwen/Qwen3-8B|--host|127.0.0.1|--port|8001|--tensor-parallel-size|2|--max-model-len|1024|--gpu-memory-utilization|0.9", ""},
 		{`srv --name "a b" --gpu={gpu} '{model}'`, "srv|--name|a b|--gpu=2,3|Qwen/Qwen3-8B", ""},
 		{`srv --x {mdl}`, "", "unknown placeholder {mdl}"},
 		{`srv "open`, "", "unclosed"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -34,7 +35,7 @@ func pythonWithAiohttp(t *testing.T) string {
 func startFront(t *testing.T, py string, maxLen int) *engine.Engine {
 	t.Helper()
 	dir := t.TempDir()
-	tmpl := strings.Replace(engine.Templates["transformers"], "python3", py, 1)
+	tmpl := strings.Replace(enginekind.Get("transformers").Template, "python3", py, 1)
 	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl, ExtraArgs: []string{"--generator", "fake", "--fake-step-ms", "2"},
 		Vars:    engine.Vars{Model: "gpuvet/fake", Port: 18600, GPUs: []int{0}, TP: 1, MaxModelLen: maxLen, GPUMemoryUtilization: 0.9},
 		LogPath: filepath.Join(dir, "front.log")})
@@ -191,7 +192,7 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 // The transformers template runs the embedded front with every value gpuvet plans, and names no
 // placeholder the expander does not know.
 func TestTransformersTemplate(t *testing.T) {
-	argv, err := engine.Expand(engine.Templates["transformers"], engine.Vars{Model: "/models/q3", Port: 8123, GPUs: []int{1}, TP: 1,
+	argv, err := engine.Expand(enginekind.Get("transformers").Template, engine.Vars{Model: "/models/q3", Port: 8123, GPUs: []int{1}, TP: 1,
 		MaxModelLen: 2048, GPUMemoryUtilization: 0.8, Front: "/out/logs/m/" + engine.FrontFile})
 	if err != nil {
 		t.Fatal(err)
@@ -200,10 +201,10 @@ func TestTransformersTemplate(t *testing.T) {
 	if got := strings.Join(argv, " "); got != want {
 		t.Errorf("argv %q\nwant %q", got, want)
 	}
-	if !strings.Contains(engine.VersionCommands["transformers"], "transformers.__version__") {
-		t.Errorf("version command: %q", engine.VersionCommands["transformers"])
+	if !strings.Contains(enginekind.Get("transformers").VersionCommand, "transformers.__version__") {
+		t.Errorf("version command: %q", enginekind.Get("transformers").VersionCommand)
 	}
-	if !strings.Contains(string(engine.TransformersFront), "ContinuousBatchingManager") || !strings.Contains(engine.APIGaps["transformers"], "logprobs") {
+	if !strings.Contains(string(engine.TransformersFront), "ContinuousBatchingManager") || !strings.Contains(enginekind.Get("transformers").APIGaps, "logprobs") {
 		t.Error("the embedded front or the API-gap note is missing")
 	}
 }

@@ -10,41 +10,6 @@ import (
 	"strings"
 )
 
-// Templates are the built-in launch command lines. Placeholders: {model} {port} {gpu} {tp}
-// {max_model_len} {gpu_memory_utilization} {front} (the path of gpuvet's transformers front script). They are split into words before substitution and run
-// without a shell, so a value can never inject a command.
-var Templates = map[string]string{
-	"vllm": "vllm serve {model} --host 127.0.0.1 --port {port} --tensor-parallel-size {tp} " +
-		"--max-model-len {max_model_len} --gpu-memory-utilization {gpu_memory_utilization}",
-	"sglang": "python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port {port} " +
-		"--tp-size {tp} --context-length {max_model_len} --mem-fraction-static {gpu_memory_utilization}",
-	"trtllm": "trtllm-serve {model} --host 127.0.0.1 --port {port} --tp_size {tp} " +
-		"--max_seq_len {max_model_len} --kv_cache_free_gpu_memory_fraction {gpu_memory_utilization}",
-	// transformers: gpuvet's own thin OpenAI front (front/transformers_front.py, written next to the
-	// engine log as {front}) over transformers' continuous-batching engine. Where transformers[serving]
-	// is installed, engine.command can run `transformers serve` instead (see docs/engines.md).
-	"transformers": "python3 {front} --model {model} --host 127.0.0.1 --port {port} " +
-		"--max-model-len {max_model_len} --gpu-memory-utilization {gpu_memory_utilization}",
-}
-
-// VersionCommands print the engine's version on stdout.
-var VersionCommands = map[string]string{
-	"vllm":         `python3 -c "import vllm; print(vllm.__version__)"`,
-	"sglang":       `python3 -c "import sglang; print(sglang.__version__)"`,
-	"trtllm":       `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
-	"transformers": `python3 -c "import transformers; print(transformers.__version__)"`,
-}
-
-// APIGaps says, per engine kind, what its OpenAI API lacks compared with vLLM's: the run records it
-// with the model and the report shows it, so a parameter the engine refuses (HTTP 400 naming it) is
-// read as unsupported, not as a fault of the machine.
-var APIGaps = map[string]string{
-	"transformers": "gpuvet's transformers front lacks, compared with vLLM: n > 1 and best_of, logprobs, echo, " +
-		"stop strings and stop_token_ids, tools and response_format, logit_bias and penalties, per-request sampling " +
-		"(greedy only: temperature 0, top_p 1), batched prompts, prefix caching and tensor parallelism; " +
-		"each is refused with HTTP 400 naming the parameter",
-}
-
 // Vars are the values substituted into a template.
 type Vars struct {
 	Model                string

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -24,7 +25,7 @@ func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
 	py := pythonWithAiohttp(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "front.log")
-	tmpl := strings.Replace(engine.Templates["transformers"], "python3", py, 1)
+	tmpl := strings.Replace(enginekind.Get("transformers").Template, "python3", py, 1)
 	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl, ExtraArgs: []string{"--generator", "fake", "--fake-step-ms", "25"},
 		Vars:    engine.Vars{Model: "gpuvet/fake", Port: 18610, GPUs: []int{0}, TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9},
 		LogPath: logPath})

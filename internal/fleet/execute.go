@@ -133,22 +133,13 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	return finish(ctx, plan, s, m, outs, o)
 }
 
-// defaultEnvironment is summary.environment where the plan leaves it at its default: what the
-// backend's hosts are.
-var defaultEnvironment = map[string]string{"opennebula": "vm", "kubernetes": "k8s"}
-
-// base is the merged summary's identity: the run, the tool, the plan's meta.
+// base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta);
+// the hosts' own runs choose their GPUs at once, so auto reads one here.
 func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
-	c := plan.Config
-	env := c.Environment
-	if e, ok := defaultEnvironment[c.Backend]; ok && (plan.Source("environment") == "" || strings.HasPrefix(plan.Source("environment"), "default")) {
-		env = e
-	}
-	lc := c.LoadConfig()
-	return &results.Summary{SchemaVersion: results.SchemaVersion, Tool: results.Tool{Name: "gpuvet", Version: version},
-		RunID: runID, StartedAt: start, Backend: c.Backend, Environment: env, Status: results.StatusOK,
-		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources), Settings: plan.Settings(),
-			ParallelGPUs: max(1, int(c.Run.ParallelGPUs)), Engine: c.Engine.Kind}}
+	s := pipeline.NewSummary(plan, runID, start, version)
+	s.Status = results.StatusOK
+	s.Meta.ParallelGPUs, s.Meta.Engine = max(1, int(plan.Config.Run.ParallelGPUs)), plan.Config.Engine.Kind
+	return s
 }
 
 // finish judges the merged summary (node to node, gates, baseline), writes it and the reports,

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // Render prints a fleet run's terminal output: the per-GPU table (with its HOST column), then one
 // line per host, the skipped ones, and the fleet's caveats.
 func Render(w io.Writer, s *results.Summary) {
-	pipeline.Render(w, s)
+	term.Summary(w, s)
 	fmt.Fprintln(w)
 	for _, h := range s.Hosts {
 		line := fmt.Sprintf("host %-20s %s", h.Name, h.Status)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // checkedBench is fakeBench whose GEMMs check their answers; wrong[i] makes GPU i's burn mismatch
@@ -66,7 +67,7 @@ func TestWrongAnswersFailTheGPU(t *testing.T) {
 		}
 	}
 	var text strings.Builder
-	Render(&text, h)
+	term.Health(&text, h)
 	if !strings.Contains(text.String(), "100 / 99") || !strings.Contains(text.String(), "WRONG") {
 		t.Errorf("table lacks the mismatch counts:\n%s", text.String())
 	}

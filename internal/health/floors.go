@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/busy"
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -104,7 +105,7 @@ func judgeBusyAndFloors(gh *results.GPUHealth, o Options, flag func(check, forma
 		b.Floor = ptr(fl)
 		if *b.Ratio < fl {
 			b.Status = results.StatusFlag
-			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, num(b.Value), b.Unit, ratio(*b.Ratio, fl), num(*b.Peak), b.Unit, fl, hint)
+			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, compare.Num(b.Value), b.Unit, ratio(*b.Ratio, fl), compare.Num(*b.Peak), b.Unit, fl, hint)
 		}
 	}
 	if bu := gh.Burn; bu != nil && bu.Error == "" && bu.Ratio != nil {
@@ -112,7 +113,7 @@ func judgeBusyAndFloors(gh *results.GPUHealth, o Options, flag func(check, forma
 		if fl > 0 {
 			bu.Floor = ptr(fl)
 			if *bu.Ratio < fl {
-				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", num(bu.TFLOPS), ratio(*bu.Ratio, fl), num(*bu.Peak), fl, hint)
+				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", compare.Num(bu.TFLOPS), ratio(*bu.Ratio, fl), compare.Num(*bu.Peak), fl, hint)
 			}
 		}
 	}

@@ -70,23 +70,24 @@ func (o *Options) defaults() {
 	if o.SampleEvery <= 0 {
 		o.SampleEvery = time.Second
 	}
+	d := results.DefaultHealth()
 	if o.DCGMLevel == 0 {
-		o.DCGMLevel = 2
+		o.DCGMLevel = d.DCGMLevel
 	}
 	if o.DCGMTimeout <= 0 {
-		o.DCGMTimeout = 15 * time.Minute
+		o.DCGMTimeout = d.DCGMTimeout
 	}
 	if o.MinPCIeGBps <= 0 {
-		o.MinPCIeGBps = 8
+		o.MinPCIeGBps = d.MinPCIeGBps
 	}
 	if o.GEMMVariancePct <= 0 {
-		o.GEMMVariancePct = 25
+		o.GEMMVariancePct = d.GEMMVariancePct
 	}
 	if o.PCIeVariancePct <= 0 {
-		o.PCIeVariancePct = 25
+		o.PCIeVariancePct = d.PCIeVariancePct
 	}
 	if o.LinkVariancePct <= 0 {
-		o.LinkVariancePct = 25
+		o.LinkVariancePct = d.LinkVariancePct
 	}
 	if o.BusyReadings <= 0 {
 		o.BusyReadings = 3

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sysfs"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // fakeSource is a host of H200s with settable inventory and per-sample clock reasons.
@@ -217,7 +218,7 @@ func TestXMLSourceRunsInventoryOnly(t *testing.T) {
 		t.Fatalf("status %s flags %v dcgm %+v", h.Status, flagsOf(h), h.DCGM)
 	}
 	var out bytes.Buffer
-	Render(&out, h)
+	term.Health(&out, h)
 	for _, want := range []string{"Inventory", "NVIDIA H200", "gen5 x16 / gen5 x16", "700 W", "microbenchmarks not run", "burn not run", "health status: OK"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("render lacks %q:\n%s", want, out.String())
@@ -230,7 +231,7 @@ func TestRenderEverything(t *testing.T) {
 	f.reasons = gpu.ReasonSWPowerCap
 	h := Run(context.Background(), f, fakeBench{slow: map[int]float64{1: 0.5}}, Options{Source: "nvml", Burn: 30 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
 	var out bytes.Buffer
-	Render(&out, h)
+	term.Health(&out, h)
 	for _, want := range []string{"Microbenchmarks", "sgemm_fp32", "54.0 TFLOP/s", "67.0 TFLOP/s", "0.81", "Burn", "sw_power_cap",
 		"GPU-to-GPU", "gpu 1", "DCGM diagnostic", "Flags", "compare.gpu_to_gpu", "health status: FLAG"} {
 		if !strings.Contains(out.String(), want) {
@@ -335,8 +336,8 @@ func TestRealH200Result(t *testing.T) {
 }
 
 func TestFromConfigSelectsBenchmarks(t *testing.T) {
-	c := config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
-		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}
+	c := config.Config{Health: config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
+		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}}
 	o := FromConfig(c, "nvml")
 	if fmt.Sprint(o.Benchmarks) != "[pcie_h2d pcie_d2h hbm_d2d]" || o.SkipBench || o.Burn != time.Minute || o.DCGMLevel != 3 || o.ExpectPCIeWidth != 8 {
 		t.Errorf("%+v", o)
@@ -346,7 +347,12 @@ func TestFromConfigSelectsBenchmarks(t *testing.T) {
 	if len(h.GPUs[0].Bench) != 3 {
 		t.Errorf("ran %d benchmarks, want 3", len(h.GPUs[0].Bench))
 	}
-	if o := FromConfig(config.Health{}, "nvml"); !o.SkipBench {
+	c.Compare.GEMMVariancePct, c.Engine.NUMABind = 12, false
+	c.ReferenceFloors = map[string]map[string]float64{"NVIDIA H200": {"gemm_bf16": 0.5}}
+	if o := FromConfig(c, "sim"); o.GEMMVariancePct != 12 || !o.NoNUMABind || o.Floors["NVIDIA H200"]["gemm_bf16"] != 0.5 || o.Source != "sim" {
+		t.Errorf("compare.gemm_variance_pct, engine.numa_bind or reference_floors not carried: %+v", o)
+	}
+	if o := FromConfig(config.Config{}, "nvml"); !o.SkipBench {
 		t.Errorf("no gemm, no pcie: want SkipBench")
 	}
 }

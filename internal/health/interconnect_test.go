@@ -11,6 +11,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // simLinks runs the health phase's interconnect part (no microbenchmarks) on n simulated H200s with
@@ -214,7 +215,7 @@ func TestAllReduceSkippedAndFailed(t *testing.T) {
 		t.Errorf("the failed peer copy is not said: %+v, flags %q", h.Interconnect.Pairs[0], checks(h.Flags))
 	}
 	var buf bytes.Buffer
-	Render(&buf, h)
+	term.Health(&buf, h)
 	if !strings.Contains(buf.String(), "libnccl not found") {
 		t.Errorf("render hides the skip:\n%s", buf.String())
 	}
@@ -244,7 +245,7 @@ func TestInterconnectFromCapturesRenders(t *testing.T) {
 		t.Errorf("healthy capture flagged: %q", checks(h.Flags))
 	}
 	var buf bytes.Buffer
-	Render(&buf, h)
+	term.Health(&buf, h)
 	for _, want := range []string{"GPU0  X     NV18", "18/18", "26.562 GB/s"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("render lacks %q:\n%s", want, buf.String())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func TestBaselineForInline(t *testing.T) {
@@ -18,7 +19,7 @@ func TestBaselineForInline(t *testing.T) {
 		t.Fatalf("baseline %+v", s.Baseline)
 	}
 	var buf bytes.Buffer
-	if err := WriteBaselineTable(&buf, s.Baseline); err != nil {
+	if err := term.Baseline(&buf, s.Baseline, BaselineFlags(s.Baseline)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(buf.String(), "FLAG Qwen/Qwen3-8B gpu 1 [k8s]") {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -53,7 +54,7 @@ const (
 // CheckDynamo fails unless the cluster serves DynamoGraphDeployments at the version gpuvet writes,
 // naming what to do (before anything is created).
 func (c *Cluster) CheckDynamo(kind string) error {
-	if kind != "vllm" {
+	if !enginekind.Get(kind).Dynamo {
 		return fmt.Errorf("kubernetes.dynamo: gpuvet deploys Dynamo's vLLM workers (as aicr's inference check does); engine.kind is %s: set engine.kind vllm, or kubernetes.dynamo false for plain engine pods", kind)
 	}
 	has := func(gv string) bool {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 )
 
 // Labels every object of a run carries, so `gpuvet clean` finds what a killed run left.
@@ -166,22 +167,11 @@ type EngineSpec struct {
 	CachePVC string
 }
 
-// DefaultEngineImage is the image of an engine kind: vLLM's official image at the pinned version.
+// DefaultEngineImage is the image of an engine kind at the pinned version (enginekind's table:
+// vLLM's official image for vllm).
 func DefaultEngineImage(kind, version string) (string, error) {
-	tag := version
-	if tag == "" {
-		tag = "latest"
-	}
-	switch kind {
-	case "vllm":
-		if !strings.HasPrefix(tag, "v") && tag != "latest" {
-			tag = "v" + tag
-		}
-		return "vllm/vllm-openai:" + tag, nil
-	case "sglang":
-		return "lmsysorg/sglang:" + tag, nil
-	case "trtllm":
-		return "nvcr.io/nvidia/tensorrt-llm/release:" + tag, nil
+	if img := enginekind.Get(kind).Image; img != nil {
+		return img(version), nil
 	}
 	return "", fmt.Errorf("engine %s has no default image: give --engine-image", kind)
 }
@@ -192,7 +182,7 @@ func DefaultEngineImage(kind, version string) (string, error) {
 func engineArgs(es EngineSpec) ([]string, error) {
 	tmpl := es.Command
 	if tmpl == "" {
-		tmpl = engine.Templates[es.Kind]
+		tmpl = enginekind.Get(es.Kind).Template
 	}
 	if tmpl == "" {
 		return nil, fmt.Errorf("engine %s: no launch template (set --engine-cmd)", es.Kind)

@@ -1,28 +1,41 @@
 package layering
 
 import (
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/gpuvet/gpuvet/"
 
+// graph maps a package of the module (its path below the module) to the module's packages it
+// imports directly.
+type graph map[string][]string
+
 // importGraph lists, for every package of the module, the module's packages it imports (tests
-// excluded: a test may reach across to build its fixtures).
-func importGraph(t *testing.T) map[string][]string {
+// excluded: a test may reach across to build its fixtures; third_party is vendored code, not ours).
+func importGraph(t *testing.T) graph {
 	t.Helper()
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").Output()
 	if err != nil {
 		t.Skipf("go list is not available here (%v): the layering is not checked", err)
 	}
-	g := map[string][]string{}
+	statSources(t)
+	g := graph{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		f := strings.Fields(line)
 		pkg := strings.TrimPrefix(f[0], module)
+		if strings.HasPrefix(pkg, "third_party/") {
+			continue
+		}
 		g[pkg] = nil
 		for _, imp := range f[1:] {
-			if strings.HasPrefix(imp, module) {
+			if strings.HasPrefix(imp, module) && !strings.HasPrefix(imp, module+"third_party/") {
 				g[pkg] = append(g[pkg], strings.TrimPrefix(imp, module))
 			}
 		}
@@ -30,49 +43,170 @@ func importGraph(t *testing.T) map[string][]string {
 	return g
 }
 
-// rule: packages matching from must not import packages matching any of not (prefix match on the
-// path below the module, "internal/" included).
+// statSources stats every Go file of the module, so go test's cache, which sees files a test
+// opens but not what `go list` reads, reruns this test when an import changes.
+func statSources(t *testing.T) {
+	t.Helper()
+	filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".go") {
+			os.Stat(p)
+		}
+		return nil
+	})
+}
+
+// allowed is the allow-list: every package of the module and the module packages it may import.
+// A new package, or a new import, must be added here first; the rules below are then checked over
+// everything the allow-list lets a package reach, directly or through others.
+var allowed = graph{
+	// The schema and the leaves: nothing of gpuvet's, or only the schema and file bounds.
+	"internal/results":    nil,
+	"internal/filelimit":  nil,
+	"internal/sysfs":      nil,
+	"internal/netstamp":   nil,
+	"internal/layering":   nil,
+	"internal/enginekind": nil,
+	"internal/term":       {"internal/compare", "internal/results"}, // the terminal renderer: results in, text out
+	"internal/analysis":   {"internal/results"},
+	"internal/busy":       {"internal/results"},
+	"internal/compare":    {"internal/results"},
+	"internal/metrics":    {"internal/results"},
+	"internal/power":      {"internal/results"},
+	"internal/functional": {"internal/results"},
+	"internal/catalog":    {"internal/filelimit"},
+	"internal/dataset":    {"internal/filelimit"},
+	"internal/roofline":   {"internal/catalog"},
+	"internal/config":     {"internal/enginekind", "internal/filelimit", "internal/results"},
+	"internal/dcgm":       {"internal/filelimit", "internal/results"},
+	"internal/importer":   {"internal/analysis", "internal/filelimit", "internal/results"},
+	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit"},
+	"internal/cuda":       {"internal/results", "internal/sysfs"},
+	"internal/gpu":        {"internal/catalog", "internal/filelimit", "internal/results", "internal/sysfs"},
+	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
+	// The outputs and the decisions: results in, text and verdicts out.
+	"internal/report": {"internal/results"},
+	"internal/judge":  {"internal/compare", "internal/config", "internal/results"},
+	// The measuring phases.
+	"internal/sim":    {"internal/catalog", "internal/netstamp", "internal/results", "internal/roofline"},
+	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results"},
+	"internal/health": {"internal/busy", "internal/catalog", "internal/compare", "internal/config", "internal/dcgm", "internal/gpu", "internal/results", "internal/sysfs"},
+	// The host pipeline wires the phases.
+	"internal/pipeline": {"internal/busy", "internal/catalog", "internal/config", "internal/cuda", "internal/engine", "internal/enginekind", "internal/functional",
+		"internal/gpu", "internal/health", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
+		"internal/report", "internal/results", "internal/roofline", "internal/sim", "internal/term"},
+	// The fleet layer and its backends, above the host pipeline.
+	"internal/fleet":      {"internal/compare", "internal/config", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
+	"internal/ssh":        {"internal/config", "internal/fleet", "internal/results"},
+	"internal/opennebula": {"internal/config", "internal/fleet", "internal/results", "internal/ssh"},
+	"internal/k8s":        {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/results"},
+	// Test servers the backends' tests start (no gpuvet code).
+	"internal/ssh/sshtest":        nil,
+	"internal/ssh/sshdtest":       nil,
+	"internal/opennebula/onetest": nil,
+	// The command, and the benchmark and script programs beside it.
+	"cmd/gpuvet": {"internal/analysis", "internal/catalog", "internal/config", "internal/cuda", "internal/dataset", "internal/engine", "internal/enginekind",
+		"internal/fleet", "internal/gpu", "internal/health", "internal/importer", "internal/judge", "internal/k8s", "internal/load",
+		"internal/modelcache", "internal/opennebula", "internal/pipeline", "internal/report", "internal/results", "internal/sim",
+		"internal/ssh", "internal/term"},
+	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
+	"bench/microbench":            {"internal/cuda", "internal/results"},
+	"bench/readfloor":             {"internal/netstamp"},
+	"bench/simspeed":              {"internal/sim"},
+	"scripts/k8s-real-node/pause": nil,
+}
+
+// rule: no package matching from may reach (directly or through others) a package matching any of
+// not (prefix match on the path below the module, "internal/" included).
 type rule struct {
 	why  string
 	from []string
 	not  []string
 }
 
+var backends = []string{"internal/ssh", "internal/opennebula", "internal/k8s"}
+
 var rules = []rule{
-	{"results is the schema: it imports nothing of gpuvet's", []string{"internal/results"}, []string{"internal/", "cmd/"}},
-	{"the pure functions over measured samples import only the schema",
+	{"results is the schema: it reaches nothing of gpuvet's", []string{"internal/results"}, []string{"internal/", "cmd/", "bench/"}},
+	{"the pure functions over measured samples reach only the schema",
 		[]string{"internal/analysis", "internal/compare", "internal/metrics", "internal/sysfs", "internal/filelimit", "internal/term", "internal/busy"},
-		[]string{"internal/load", "internal/sim", "internal/judge", "internal/health", "internal/pipeline", "internal/config", "internal/engine"}},
+		[]string{"internal/load", "internal/sim", "internal/judge", "internal/health", "internal/pipeline", "internal/config", "internal/engine", "internal/catalog", "internal/gpu", "internal/cuda"}},
 	{"report and judge read results (files are read by whoever wires them), never the load generator, engines or the simulator",
 		[]string{"internal/report", "internal/judge"},
-		[]string{"internal/load", "internal/engine", "internal/sim", "internal/dataset", "internal/modelcache", "internal/cuda", "internal/gpu", "internal/power", "internal/functional", "internal/pipeline", "internal/health", "internal/importer"}},
+		[]string{"internal/load", "internal/engine", "internal/sim", "internal/dataset", "internal/modelcache", "internal/cuda", "internal/gpu", "internal/power", "internal/functional", "internal/pipeline", "internal/health", "internal/importer", "internal/dcgm", "internal/catalog", "internal/roofline"}},
 	{"health measures, judge decides", []string{"internal/health"}, []string{"internal/judge"}},
 	{"the load generator speaks HTTP only",
 		[]string{"internal/load"},
-		[]string{"internal/modelcache", "internal/sim", "internal/engine", "internal/catalog", "internal/gpu", "internal/cuda", "internal/config", "internal/pipeline"}},
-	{"the simulator never imports the load generator", []string{"internal/sim"}, []string{"internal/load"}},
+		[]string{"internal/modelcache", "internal/sim", "internal/engine", "internal/catalog", "internal/gpu", "internal/cuda", "internal/config", "internal/pipeline", "internal/roofline"}},
+	{"the simulator never reaches the load generator", []string{"internal/sim"}, []string{"internal/load"}},
+	{"the load generator never reaches the simulator", []string{"internal/load"}, []string{"internal/sim"}},
 	{"fleet backends sit above the host pipeline, never inside it",
-		[]string{"internal/pipeline", "internal/health", "internal/load", "internal/judge", "internal/report", "internal/engine"},
+		[]string{"internal/pipeline", "internal/health", "internal/load", "internal/judge", "internal/report", "internal/engine", "internal/sim", "internal/config", "internal/results"},
 		[]string{"internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s", "internal/hostprep", "internal/vfio"}},
+	{"the fleet layer knows no backend: backends register with it", []string{"internal/fleet"}, backends},
+	{"kubernetes reaches no other backend", []string{"internal/k8s"}, []string{"internal/ssh", "internal/opennebula"}},
+	// opennebula vets each VM over ssh (docs/fleet.md), so it may reach ssh; ssh never reaches it.
+	{"ssh reaches no other backend", []string{"internal/ssh"}, []string{"internal/opennebula", "internal/k8s"}},
+	{"opennebula reaches no other backend than the ssh it vets VMs with", []string{"internal/opennebula"}, []string{"internal/k8s"}},
+	{"the engine kinds table is data every layer reads: it reaches nothing", []string{"internal/enginekind"}, []string{"internal/", "cmd/"}},
 	{"nothing imports the command", []string{""}, []string{"cmd/"}},
 }
 
-// violations lists every import in g that breaks a rule.
-func violations(g map[string][]string) []string {
-	var out []string
-	for pkg, imps := range g {
-		for _, r := range rules {
-			if !under(pkg, r.from) {
-				continue
+// reach is every package p reaches in g, p excluded.
+func (g graph) reach(p string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		for _, q := range g[p] {
+			if !seen[q] {
+				seen[q] = true
+				walk(q)
 			}
-			for _, imp := range imps {
-				if under(imp, r.not) {
-					out = append(out, pkg+" imports "+imp+": "+r.why)
+		}
+	}
+	walk(p)
+	out := make([]string, 0, len(seen))
+	for q := range seen {
+		out = append(out, q)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// violations lists, for the real graph g, every package missing from the allow-list, every import
+// the allow-list does not grant, and every rule broken by what a package reaches, through the
+// allow-list (what it may reach) or the real graph (what it does).
+func violations(g, allow graph) []string {
+	var out []string
+	for _, pkg := range sortedKeys(g) {
+		grant, ok := allow[pkg]
+		if !ok {
+			out = append(out, pkg+": not in the allow-list (internal/layering): say what it may import")
+			continue
+		}
+		for _, imp := range g[pkg] {
+			if !slices.Contains(grant, imp) {
+				out = append(out, pkg+" imports "+imp+": not in its allow-list entry (internal/layering)")
+			}
+		}
+	}
+	for _, gr := range []struct {
+		name string
+		g    graph
+	}{{"may reach", allow}, {"reaches", g}} {
+		for _, pkg := range sortedKeys(gr.g) {
+			for _, r := range rules {
+				if !under(pkg, r.from) {
+					continue
+				}
+				for _, q := range gr.g.reach(pkg) {
+					if under(q, r.not) && !(r.from[0] == "" && q == pkg) {
+						out = append(out, pkg+" "+gr.name+" "+q+": "+r.why)
+					}
 				}
 			}
 		}
 	}
-	return out
+	return dedupe(out)
 }
 
 func TestLayering(t *testing.T) {
@@ -80,25 +214,72 @@ func TestLayering(t *testing.T) {
 	if len(g) < 10 {
 		t.Fatalf("go list found only %d packages: %v", len(g), g)
 	}
-	for _, v := range violations(g) {
+	for _, v := range violations(g, allowed) {
 		t.Error(v)
+	}
+	for pkg := range allowed {
+		if _, ok := g[pkg]; !ok {
+			t.Errorf("%s is in the allow-list but not in the module: remove its entry", pkg)
+		}
 	}
 }
 
-// Each rule bites: a graph that breaks it is caught.
-func TestRulesCatchBreaks(t *testing.T) {
+// The real graph passes, and a planted break of each kind is caught: a package the allow-list
+// does not name, an import it does not grant, and every rule broken through a package in between.
+func TestPlantedBreaksAreCaught(t *testing.T) {
+	if v := violations(allowed, allowed); len(v) != 0 {
+		t.Fatalf("the allow-list breaks its own rules: %v", v)
+	}
+	plant := func(edits map[string][]string) (graph, graph) {
+		g, allow := graph{}, graph{}
+		for k, v := range allowed {
+			g[k], allow[k] = slices.Clone(v), slices.Clone(v)
+		}
+		for k, v := range edits {
+			g[k] = append(g[k], v...)
+			allow[k] = append(allow[k], v...)
+		}
+		return g, allow
+	}
+	// A new package with no entry.
+	g, _ := plant(nil)
+	g["internal/newthing"] = []string{"internal/results"}
+	if v := violations(g, allowed); len(v) != 1 || !strings.Contains(v[0], "internal/newthing: not in the allow-list") {
+		t.Errorf("a package without an entry: %v", v)
+	}
+	// An import the entry does not grant.
+	g, _ = plant(nil)
+	g["internal/report"] = append(g["internal/report"], "internal/compare")
+	if v := violations(g, allowed); len(v) != 1 || !strings.Contains(v[0], "not in its allow-list entry") {
+		t.Errorf("an ungranted import: %v", v)
+	}
+	// Each rule, broken through an intermediate package that is itself allowed everything: the
+	// closure, not the direct import, is what is checked — in the allow-list and in the graph.
 	for _, r := range rules {
 		from := r.from[0]
 		if from == "" {
 			from = "internal/anything"
 		}
-		to := strings.TrimSuffix(r.not[0], "/") + "/sub"
-		if v := violations(map[string][]string{from: {to}}); len(v) == 0 {
-			t.Errorf("rule %q does not catch %s -> %s", r.why, from, to)
+		to := r.not[0]
+		if strings.HasSuffix(to, "/") {
+			to += "sub"
+		}
+		g, allow := plant(map[string][]string{from: {"internal/between"}, "internal/between": {to}})
+		v := violations(g, allow)
+		if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, from+" may reach "+to+": "+r.why) }) ||
+			!slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, from+" reaches "+to+": "+r.why) }) {
+			t.Errorf("rule %q does not catch %s -> internal/between -> %s: %v", r.why, from, to, v)
 		}
 	}
-	if v := violations(map[string][]string{"internal/report": {"internal/results"}}); len(v) != 0 {
-		t.Errorf("a legal import is caught: %v", v)
+	// The named backend rules, planted directly.
+	for _, b := range [][2]string{{"internal/ssh", "internal/k8s"}, {"internal/k8s", "internal/opennebula"}, {"internal/ssh", "internal/opennebula"},
+		{"internal/opennebula", "internal/k8s"}, {"internal/k8s", "internal/ssh"}, {"internal/fleet", "internal/ssh"}, {"internal/load", "internal/sim"},
+		{"internal/sim", "internal/load"}, {"internal/results", "internal/filelimit"}, {"internal/judge", "internal/load"}, {"internal/report", "internal/health"},
+		{"internal/load", "internal/engine"}, {"internal/pipeline", "cmd/gpuvet"}} {
+		g, allow := plant(map[string][]string{b[0]: {b[1]}})
+		if v := violations(g, allow); len(v) == 0 {
+			t.Errorf("%s -> %s is not caught", b[0], b[1])
+		}
 	}
 }
 
@@ -111,4 +292,18 @@ func under(pkg string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+func sortedKeys(g graph) []string {
+	var ks []string
+	for k := range g {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func dedupe(s []string) []string {
+	slices.Sort(s)
+	return slices.Compact(s)
 }

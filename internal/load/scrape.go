@@ -11,14 +11,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Server-side gauges by engine: running requests, queued requests, KV-cache use (0..1).
+// Server-side gauges of every engine kind (the simulator exports vLLM's): running requests, queued
+// requests, KV-cache use (0..1). The scrape does not know the server's kind: the first present wins.
 var (
-	runningNames = []string{"vllm:num_requests_running", "sglang:num_running_reqs", "transformers_cb:num_requests_running", "gpuvet_sim_running"}
-	waitingNames = []string{"vllm:num_requests_waiting", "sglang:num_queue_reqs", "transformers_cb:num_requests_waiting", "gpuvet_sim_waiting"}
-	kvNames      = []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage", "gpuvet_sim_kv_cache_usage"}
+	gauges       = enginekind.AllGauges()
+	runningNames = gauges.Running
+	waitingNames = gauges.Waiting
+	kvNames      = gauges.KVUsage
 )
 
 // maxServerSamples bounds the kept scrapes (an hour at 1 Hz).

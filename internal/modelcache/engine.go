@@ -7,18 +7,19 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 )
 
 // Dir resolves model_cache.dir for an engine kind: the hub cache folder gpuvet manages, or "" for
 // none. auto is the hub's default folder (DefaultCacheDir) for the engines that load hub weights
-// (vllm, sglang, trtllm) and none for generic, whose command may not load any; off (or empty) is
+// (enginekind's HubWeights: vllm, sglang, trtllm, transformers) and none for generic, whose command may not load any; off (or empty) is
 // none. note says why auto means none, for the summary ("" otherwise).
 func Dir(mc config.ModelCache, engineKind string) (dir, note string) {
 	switch {
 	case config.IsOff(mc.Dir):
 		return "", ""
-	case mc.Dir == "auto" && engineKind == "generic":
-		return "", "model_cache.dir auto: no managed model cache for engine kind generic (its command may not load hub weights); set model_cache.dir to a hub cache folder to use one"
+	case mc.Dir == "auto" && !enginekind.Get(engineKind).HubWeights:
+		return "", "model_cache.dir auto: no managed model cache for engine kind " + engineKind + " (its command may not load hub weights); set model_cache.dir to a hub cache folder to use one"
 	case mc.Dir == "auto":
 		return DefaultCacheDir(), ""
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // TestMain lets the test binary play a CPU hog when asked (GPUVET_TEST_HOG=1): a child process
@@ -56,7 +57,7 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		}
 		if res.Summary.Status != results.StatusOK || res.ExitCode != 0 {
 			var sb strings.Builder
-			Render(&sb, res.Summary)
+			term.Summary(&sb, res.Summary)
 			t.Fatalf("run %d/10: status %s, exit %d, want ok:\n%s", i+1, res.Summary.Status, res.ExitCode, sb.String())
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/load"
@@ -132,7 +133,7 @@ func (r *run) engineKind() string {
 func (r *run) model(ctx context.Context, id string, sps []slotPlan, version string) {
 	m := results.Model{Model: id, Status: results.StatusOK,
 		Engine: results.EngineInfo{Kind: r.engineKind(), Version: version, TP: max(1, r.cfg.Engine.TP)}}
-	if gap := engine.APIGaps[m.Engine.Kind]; gap != "" && r.cfg.Engine.Command == "" {
+	if gap := enginekind.Get(m.Engine.Kind).APIGaps; gap != "" && r.cfg.Engine.Command == "" {
 		m.Notes = append(m.Notes, gap)
 	}
 	var mine []slotPlan

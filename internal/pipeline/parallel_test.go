@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // auto loads every engine at once when the free cores carry them all within the budget, fewer when
@@ -139,7 +140,7 @@ func TestRunRecordsChoiceAndTiming(t *testing.T) {
 		}
 	}
 	var sb strings.Builder
-	Render(&sb, s)
+	term.Summary(&sb, s)
 	out := sb.String()
 	for _, want := range []string{"Time to vet", "total ", "models ", "GPUs at once: auto", "Qwen/Qwen3-8B on gpu 0: "} {
 		if !strings.Contains(out, want) {

@@ -108,24 +108,11 @@ func (r *run) newSummary() *results.Summary {
 		host, _ = os.Hostname()
 	}
 	now := time.Now().UTC()
-	lc := r.cfg.LoadConfig()
-	th := config.Thresholds(r.cfg, r.plan.Sources)
-	s := &results.Summary{
-		SchemaVersion: results.SchemaVersion,
-		Tool:          results.Tool{Name: "gpuvet", Version: r.opt.ToolVersion, Commit: vcsCommit()},
-		RunID:         results.NewRunID(now),
-		StartedAt:     now,
-		Backend:       r.cfg.Backend,
-		Environment:   r.cfg.Environment,
-		Meta: results.Meta{
-			Models: r.cfg.Models, LoadProfile: &lc, Thresholds: th,
-			Settings: r.plan.Settings(),
-		},
-		Hosts: []results.Host{{Name: host}},
-		// Until finish rewrites it, the file on disk belongs to a run that has not finished.
-		Status: results.StatusIncomplete,
-		Timing: &results.Timing{},
-	}
+	s := NewSummary(r.plan, results.NewRunID(now), now, r.opt.ToolVersion)
+	s.Hosts = []results.Host{{Name: host}}
+	// Until finish rewrites it, the file on disk belongs to a run that has not finished.
+	s.Status = results.StatusIncomplete
+	s.Timing = &results.Timing{}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
 	if r.cfg.Backend == "local" {
 		if _, note := modelcache.Dir(r.cfg.ModelCache, r.cfg.Engine.Kind); note != "" {
@@ -141,19 +128,6 @@ func (r *run) newSummary() *results.Summary {
 			"max concurrency %d, an engine batch of %d (sim.max_num_seqs) (the simulator's shorter defaults: set load.prompt_tokens, load.output_tokens, load.max_duration, load.rates and load.max_concurrency for the full default profile, and sim.max_num_seqs for a larger batch)", l.PromptTokens, l.OutputTokens, l.MaxDuration, l.Rates, l.MaxConcurrency, r.cfg.Sim.MaxNumSeqs))
 	}
 	return s
-}
-
-func vcsCommit() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" {
-			return s.Value
-		}
-	}
-	return ""
 }
 
 // protect runs fn and turns a panic into an error, so one broken phase never ends the run.

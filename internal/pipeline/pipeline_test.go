@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // quick is a sim plan with a profile short enough for a unit test on a loaded 2-core machine.
@@ -76,7 +77,7 @@ func TestSimEndToEnd(t *testing.T) {
 		t.Errorf("settings: %q", s.Meta.Settings["load.max_duration"])
 	}
 	var sb strings.Builder
-	Render(&sb, s)
+	term.Summary(&sb, s)
 	if !strings.Contains(sb.String(), "Qwen/Qwen3-8B  0") || !strings.Contains(sb.String(), "7/7") {
 		t.Errorf("terminal table:\n%s", sb.String())
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/importer"
+	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -20,8 +22,9 @@ import (
 var ErrBadInput = errors.New("bad input")
 
 // Preflight checks against cat (nil: the built-in catalog), before anything starts, what a run needs that can be checked cheaply: the
-// simulator knows its GPU and models, a local run has an NVIDIA driver (or another GPU source), and
-// the output folder can be written. Every error wraps ErrBadInput and names what to do; nothing has
+// simulator knows its GPU and models, a local run has an NVIDIA driver (or another GPU source), an
+// endpoint run's server answers and lists every model (as `gpuvet bench` checks it), and the output
+// folder can be written. Every error wraps ErrBadInput and names what to do; nothing has
 // been written when it fails.
 func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	c := plan.Config
@@ -45,6 +48,13 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		}
 		if err == nil {
 			src.Close()
+		}
+	}
+	if c.Backend == "endpoint" {
+		for _, m := range c.Models {
+			if err := load.Preflight(context.Background(), load.Options{URL: c.Endpoint.URL, Model: m, APIKeyEnv: c.Endpoint.APIKeyEnv}); err != nil {
+				return bad("%v", err)
+			}
 		}
 	}
 	if err := checkBaseline(c.Run.Baseline); err != nil {

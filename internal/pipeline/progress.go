@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // The run's progress: one term.Progress over every endpoint (units) and load rung (steps). The
@@ -57,7 +59,7 @@ func (r *run) withRungs(ctx context.Context, unit string) context.Context {
 }
 
 func unitName(model string, gpus []int, models int) string {
-	u := "gpu " + gpuList(gpus)
+	u := "gpu " + term.GPUList(gpus)
 	if models > 1 {
 		u = fmt.Sprintf("%s on %s", model, u)
 	}

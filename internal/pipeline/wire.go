@@ -52,16 +52,8 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		return src, name, err
 	}
 	d.Health = func(ctx context.Context, src Source, name string, c config.Config) *results.Health {
-		o := health.Options{
-			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
-			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
-			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
-			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
-			Catalog: cat, Floors: c.ReferenceFloors, AllowBusy: c.Health.AllowBusy,
-			// Node scale: every GPU at once where nothing is shared (docs/node-scale.md), unless
-			// the plan loads one GPU at a time, as the seed does.
-			Parallel: c.Run.ParallelGPUs != 1,
-		}
+		o := health.FromConfig(c, name)
+		o.Progress, o.Catalog = logFrom(ctx, progress), cat
 		var bench health.BenchRunner
 		switch name {
 		case "sim":

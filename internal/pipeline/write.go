@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 func (r *run) summaryPath() string { return filepath.Join(r.out, "summary.json") }
@@ -172,7 +173,7 @@ func interruptedWhat(s *results.Summary) string {
 			for _, e := range m.Endpoints {
 				switch e.Status {
 				case results.StatusInterrupted:
-					running = append(running, fmt.Sprintf("%s on gpu %s", m.Model, gpuList(e.GPUs)))
+					running = append(running, fmt.Sprintf("%s on gpu %s", m.Model, term.GPUList(e.GPUs)))
 				case results.StatusNotRun:
 					notRun++
 				}

@@ -55,3 +55,32 @@ const (
 // GEMM figures (25 %), so a card the comparison would flag beside a healthy sibling is flagged on its
 // own too. `gpuvet calibrate` applies it to the worst ratio of the healthy runs it is given.
 const FloorMarginPct = 25.0
+
+// HealthDefaults are the health phase's default settings; SimDefaults the simulator's. As
+// DefaultLoadConfig, each is the one home of its values: config's built-in defaults, the health
+// phase's fill-in of unset Options and the flag defaults of `gpuvet health`, `run` and `sim` read it.
+type HealthDefaults struct {
+	MinPCIeGBps float64       // pinned PCIe bandwidth below this is flagged (GB/s)
+	DCGMLevel   int           // dcgmi diag level
+	DCGMTimeout time.Duration // bound on the whole dcgmi run
+	// GPU-to-GPU tolerances (%) of the GEMMs, the PCIe copies and the peer-copy ratios.
+	GEMMVariancePct, PCIeVariancePct, LinkVariancePct float64
+}
+
+// DefaultHealth returns the health phase's defaults.
+func DefaultHealth() HealthDefaults {
+	return HealthDefaults{MinPCIeGBps: 8, DCGMLevel: 2, DCGMTimeout: 15 * time.Minute,
+		GEMMVariancePct: 25, PCIeVariancePct: 25, LinkVariancePct: 25}
+}
+
+// SimDefaults are the simulator's defaults: the virtual host `gpuvet run --sim` and `gpuvet health
+// --sim` vet, and how much slower a straggler GPU runs.
+type SimDefaults struct {
+	GPU          string  // catalog key
+	GPUs         int     // virtual GPUs
+	StragglerPct float64 // how much slower the straggler is (%)
+	Seed         int64
+}
+
+// DefaultSim returns the simulator's defaults.
+func DefaultSim() SimDefaults { return SimDefaults{GPU: "H200", GPUs: 4, StragglerPct: 30, Seed: 1} }

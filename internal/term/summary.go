@@ -1,4 +1,4 @@
-package pipeline
+package term
 
 import (
 	"fmt"
@@ -7,21 +7,20 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// Render prints the run's outcome for the terminal: one row per endpoint with the figures the gates
+// Summary prints the run's outcome for the terminal: one row per endpoint with the figures the gates
 // look at (and CLIENT-LIMITED / LOWER BOUND where the figure cannot decide), every flag with its
 // reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
 // interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
-func Render(w io.Writer, s *results.Summary) {
+func Summary(w io.Writer, s *results.Summary) {
 	// A fleet's summary (many hosts) gets a HOST column: GPU 0 is on every host.
 	fleet := s.Fleet != nil
 	header := []string{"MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE"}
 	if fleet {
 		header = append([]string{"HOST"}, header...)
 	}
-	t := term.NewTable(w, header...)
+	t := NewTable(w, header...)
 	row := func(host string, cells ...string) {
 		if fleet {
 			cells = append([]string{host}, cells...)
@@ -38,7 +37,7 @@ func Render(w io.Writer, s *results.Summary) {
 				row(h.Name, m.Model, "-", string(m.Status), "", "", "", "", "", "", "", "", "", note)
 			}
 			for _, e := range m.Endpoints {
-				row(h.Name, m.Model, gpuList(e.GPUs), string(e.Status),
+				row(h.Name, m.Model, GPUList(e.GPUs), string(e.Status),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
 					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
@@ -47,9 +46,9 @@ func Render(w io.Writer, s *results.Summary) {
 		}
 	}
 	t.Flush()
-	term.Block(w, "Flags and failures", flagLines(s))
-	term.Block(w, "Caveats", caveatLines(s))
-	term.Block(w, "Time to vet", timeToVetLines(s))
+	Block(w, "Flags and failures", flagLines(s))
+	Block(w, "Caveats", caveatLines(s))
+	Block(w, "Time to vet", timeToVetLines(s))
 }
 
 func flagLines(s *results.Summary) []string {
@@ -79,7 +78,7 @@ func flagLines(s *results.Summary) []string {
 			for _, e := range m.Endpoints {
 				add(e.Flags)
 				if e.Error != "" && e.Status != results.StatusInterrupted {
-					out = append(out, fmt.Sprintf("[failed] %s on gpu %s: %s", m.Model, gpuList(e.GPUs), firstLines(e.Error, 1)))
+					out = append(out, fmt.Sprintf("[failed] %s on gpu %s: %s", m.Model, GPUList(e.GPUs), firstLines(e.Error, 1)))
 				}
 			}
 		}
@@ -143,7 +142,7 @@ func caveatLines(s *results.Summary) []string {
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				g := on + gpuList(e.GPUs)
+				g := on + GPUList(e.GPUs)
 				switch e.Status {
 				case results.StatusInterrupted:
 					add(g, m.Model+": INTERRUPTED: the run was stopped while it ran; its figures are partial")
@@ -152,11 +151,11 @@ func caveatLines(s *results.Summary) []string {
 				}
 				if l := e.Load; l != nil {
 					if l.Client.ClientLimited {
-						add(g, term.ClientLimited+": the load generator fell behind its schedule, so it, not the server, set the pace: "+
+						add(g, ClientLimited+": the load generator fell behind its schedule, so it, not the server, set the pace: "+
 							"breaches and GPU-to-GPU gaps of these figures are inconclusive, not flags (give gpuvet more CPU, fewer GPUs at once with --parallel-gpus, or fewer streams; the reason per rung is in summary.json)")
 					}
 					if l.Saturation.LowerBound() {
-						add(g, term.LowerBound+": throughput is a lower bound: "+l.Saturation.Reason)
+						add(g, LowerBound+": throughput is a lower bound: "+l.Saturation.Reason)
 					}
 				}
 				for _, v := range e.Verdicts {
@@ -210,15 +209,16 @@ func ready(e results.Endpoint) string {
 func note(l *results.Load) string {
 	var n []string
 	if l != nil && l.Client.ClientLimited {
-		n = append(n, term.ClientLimited)
+		n = append(n, ClientLimited)
 	}
 	if l != nil && l.Saturation.LowerBound() {
-		n = append(n, term.LowerBound)
+		n = append(n, LowerBound)
 	}
 	return strings.Join(n, ", ")
 }
 
-func gpuList(g []int) string {
+// GPUList writes GPU indexes as the tables do: 0,1 ("-" for none).
+func GPUList(g []int) string {
 	if len(g) == 0 {
 		return "-"
 	}
@@ -239,7 +239,7 @@ func syncMs(l *results.Load, pick func(results.Run) results.Dist) string {
 			if d.Count == 0 {
 				return ""
 			}
-			return term.N(fmt.Sprintf("%.1f ms", d.P95), r.Requests.Successful)
+			return N(fmt.Sprintf("%.1f ms", d.P95), r.Requests.Successful)
 		}
 	}
 	return ""
@@ -296,4 +296,13 @@ func suite(f *results.Functional) string {
 		}
 	}
 	return fmt.Sprintf("%d/%d", n, len(f.Tests))
+}
+
+// firstLines is the first n lines of s.
+func firstLines(s string, n int) string {
+	l := strings.SplitN(s, "\n", n+1)
+	if len(l) > n {
+		l = l[:n]
+	}
+	return strings.Join(l, "\n")
 }

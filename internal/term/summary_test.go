@@ -1,4 +1,4 @@
-package pipeline
+package term
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestRenderFailedModelErrorNotInFigureColumn(t *testing.T) {
 	s := &results.Summary{Hosts: []results.Host{{Name: "node-a", Error: "run: " + long,
 		Models: []results.Model{{Model: "Qwen/Qwen3-8B", Status: results.StatusFailed, Error: long}}}}}
 	var b bytes.Buffer
-	Render(&b, s)
+	Summary(&b, s)
 	out := b.String()
 	lines := strings.Split(out, "\n")
 	header, row := lines[0], ""

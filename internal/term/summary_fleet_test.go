@@ -1,4 +1,4 @@
-package pipeline
+package term
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ func renderHosts(fleet bool, names ...string) string {
 			{GPUs: []int{0}, Status: results.StatusOK, Verdicts: v}, {GPUs: []int{1}, Status: results.StatusOK, Verdicts: v}}}}})
 	}
 	var b bytes.Buffer
-	Render(&b, s)
+	Summary(&b, s)
 	return b.String()
 }
 

@@ -1,4 +1,4 @@
-package pipeline
+package term
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func timeToVetLines(s *results.Summary) []string {
 					continue
 				}
 				et := e.Timing
-				out = append(out, fmt.Sprintf("%s on gpu %s: %s (serve %s, warm-up %s, load %s, API suite %s)", m.Model, gpuList(e.GPUs),
+				out = append(out, fmt.Sprintf("%s on gpu %s: %s (serve %s, warm-up %s, load %s, API suite %s)", m.Model, GPUList(e.GPUs),
 					Seconds(et.TotalSeconds), Seconds(et.ServeSeconds), Seconds(et.WarmupSeconds), Seconds(et.LoadSeconds), Seconds(et.FunctionalSeconds)))
 			}
 		}

@@ -1,4 +1,4 @@
-package health
+package term
 
 import (
 	"fmt"
@@ -6,14 +6,15 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// Render writes the health result as terminal tables: inventory, microbenchmarks with peak and ratio,
+// Health writes the health result as terminal tables: inventory, microbenchmarks with peak and ratio,
 // burn, GPU-to-GPU, DCGM, flags and notes, then the status.
-func Render(w io.Writer, h *results.Health) {
+func Health(w io.Writer, h *results.Health) {
 	fmt.Fprintf(w, "GPU health (source: %s, %d GPU(s)", h.Source, len(h.GPUs))
 	if h.ExpectGPUs > 0 {
 		fmt.Fprintf(w, ", expected %d", h.ExpectGPUs)
@@ -36,7 +37,7 @@ func Render(w io.Writer, h *results.Health) {
 	fmt.Fprintf(w, "\nhealth status: %s\n", strings.ToUpper(string(h.Status)))
 }
 
-func table(w io.Writer) *tabwriter.Writer { return term.Columns(w) }
+func table(w io.Writer) *tabwriter.Writer { return Columns(w) }
 
 func renderInventory(w io.Writer, h *results.Health) {
 	if len(h.GPUs) == 0 {
@@ -100,10 +101,10 @@ func renderBench(w io.Writer, h *results.Health) {
 			}
 			peak, ratio := "-", "-"
 			if b.Peak != nil {
-				peak = fmt.Sprintf("%s %s", num(*b.Peak), b.Unit)
+				peak = fmt.Sprintf("%s %s", compare.Num(*b.Peak), b.Unit)
 				ratio = fmt.Sprintf("%.2f", *b.Ratio)
 			}
-			fmt.Fprintf(t, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", gh.GPU.Index, b.Name, num(b.Value), b.Unit, peak, ratio, answerCell(b.Check), b.Status, bind)
+			fmt.Fprintf(t, "%d\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\n", gh.GPU.Index, b.Name, compare.Num(b.Value), b.Unit, peak, ratio, answerCell(b.Check), b.Status, bind)
 		}
 	}
 	t.Flush()
@@ -170,7 +171,7 @@ func renderCompare(w io.Writer, h *results.Health) {
 		}
 		for _, i := range idx {
 			if v, ok := byGPU[i]; ok {
-				row += "\t" + num(v.Value)
+				row += "\t" + compare.Num(v.Value)
 			} else {
 				row += "\t-"
 			}
@@ -245,18 +246,7 @@ func renderFlags(w io.Writer, h *results.Health) {
 	}
 }
 
-// num writes a figure with three significant digits, never in exponent form: 2556, 312, 21.7, 5.52.
-func num(v float64) string {
-	switch {
-	case v >= 100:
-		return fmt.Sprintf("%.0f", v)
-	case v >= 10:
-		return fmt.Sprintf("%.1f", v)
-	}
-	return fmt.Sprintf("%.2f", v)
-}
-
-func durationOf(d results.Duration) string { return fmt.Sprint(timeDuration(d)) }
+func durationOf(d results.Duration) string { return fmt.Sprint(time.Duration(d)) }
 
 func clip(s string, n int) string {
 	if len([]rune(s)) > n {

@@ -1,4 +1,4 @@
-package load
+package term
 
 import (
 	"fmt"
@@ -7,13 +7,12 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// WriteTable prints the load as a terminal table: one row per rung, then throughput, the saturation
+// Load prints the load as a terminal table: one row per rung, then throughput, the saturation
 // verdict, how counts were made, and the client self-check (loud when it tripped).
-func WriteTable(w io.Writer, l *results.Load) {
-	tw := term.NumColumns(w)
+func Load(w io.Writer, l *results.Load) {
+	tw := NumColumns(w)
 	fmt.Fprintln(tw, "#\tprofile\ttarget\tok\terr\tcut\treq/s\tout tok/s\tTTFT p50\tTTFT p99\tITL p50\tITL p99\tTPOT p50\tE2E p50\tlag p99\t")
 	for i, r := range l.Runs {
 		target := fmt.Sprintf("c=%d", r.Concurrency)
@@ -22,7 +21,7 @@ func WriteTable(w io.Writer, l *results.Load) {
 		}
 		mark := ""
 		if r.ClientLimited {
-			mark = " " + term.ClientLimited
+			mark = " " + ClientLimited
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%.2f\t%.0f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%s\n",
 			i+1, r.Kind, target, r.Requests.Successful, r.Requests.Errored, r.Requests.Incomplete, r.ReqS, r.OutputTokS,
@@ -97,4 +96,11 @@ func formatErrors(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
 }

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The README's command table lists every command the CLI has, once, and no other.
+func TestReadmeCommandTableMatchesTheCLI(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "## Commands\n")
+	if !ok {
+		t.Fatal("README.md has no ## Commands section")
+	}
+	table, _, _ = strings.Cut(strings.TrimLeft(table, "\n"), "\n\n") // the table: up to its first blank line
+	var listed []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `gpuvet ([a-z-]+)[^`]*` \\|").FindAllStringSubmatch(table, -1) {
+		if slices.Contains(listed, m[1]) {
+			t.Errorf("gpuvet %s is listed twice", m[1])
+		}
+		listed = append(listed, m[1])
+	}
+	var have []string
+	for _, c := range root.Commands() {
+		if !c.Hidden && c.Name() != "help" && c.Name() != "completion" {
+			have = append(have, c.Name())
+		}
+	}
+	slices.Sort(listed)
+	listed = slices.Compact(listed)
+	slices.Sort(have)
+	if !slices.Equal(listed, have) {
+		t.Errorf("README lists %v, the CLI has %v", listed, have)
+	}
+}

@@ -1,0 +1,60 @@
+package pipeline
+
+import (
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// NewSummary begins a run's summary with its identity: the schema, the tool (name, version, the
+// commit it was built from), the run id, the start, the backend, the environment and the plan's
+// meta (models, load profile, thresholds and settings with their sources). It is the one place a
+// summary is begun: the host pipeline and the fleet layer both call it, and add what is theirs.
+func NewSummary(plan *config.Plan, runID string, start time.Time, toolVersion string) *results.Summary {
+	c := plan.Config
+	lc := c.LoadConfig()
+	return &results.Summary{
+		SchemaVersion: results.SchemaVersion,
+		Tool:          results.Tool{Name: "gpuvet", Version: toolVersion, Commit: vcsCommit()},
+		RunID:         runID,
+		StartedAt:     start,
+		Backend:       c.Backend,
+		Environment:   Environment(plan),
+		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources),
+			Settings: plan.Settings()},
+	}
+}
+
+// Environment is the environment a run records: the plan's environment key, or, when it is left at
+// its default (baremetal), the backend's own: vm for opennebula (every host is a VM), k8s for
+// kubernetes.
+func Environment(plan *config.Plan) string {
+	src := plan.Source("environment")
+	if src != "" && !strings.HasPrefix(src, "default") {
+		return plan.Config.Environment
+	}
+	switch plan.Config.Backend {
+	case "opennebula":
+		return "vm"
+	case "kubernetes":
+		return "k8s"
+	}
+	return plan.Config.Environment
+}
+
+// vcsCommit is the commit the binary was built from ("" when the build did not record it).
+func vcsCommit() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			return s.Value
+		}
+	}
+	return ""
+}
