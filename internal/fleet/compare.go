@@ -17,8 +17,9 @@ const CheckNodeToNode = "compare.node_to_node"
 
 // CompareNodes compares the hosts of a merged summary node to node: per model and LLM metric (the
 // ones judge compares GPU to GPU), each host's figure is the median over its endpoints (per GPU,
-// so nodes with different GPU counts compare), and the hosts are judged with the GPU-to-GPU rule and
-// LLM guards; health microbenchmarks likewise with the GEMM guards. A flagged host gets a host
+// so nodes with different GPU counts compare, its interval combined from theirs), and the hosts are
+// judged with the GPU-to-GPU interval rule (each node against the median of the others) and LLM
+// guards; health microbenchmarks with the seed's rule against the best node and the GEMM guards. A flagged host gets a host
 // flag. Failed hosts and hosts without figures are left out. Running it again gives the same result.
 func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 	if s.Fleet == nil {
@@ -49,7 +50,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 					cells = append(cells, c)
 				}
 			}
-			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm)
+			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm, compare.Peers)
 		}
 	}
 	for _, name := range benchNames(s, hosts) {
@@ -60,7 +61,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 				cells = append(cells, c)
 			}
 		}
-		addComparison(s, "health "+name, cells, true, gemm)
+		addComparison(s, "health "+name, cells, true, gemm, compare.GPUs)
 	}
 }
 
@@ -76,7 +77,7 @@ type summary = results.Summary
 // addComparison judges one metric across hosts and records it with its flags. This is the one call
 // site of the GPU-to-GPU rule for hosts: cells are numbered by host position, and the rule's
 // "gpu N" wording is rewritten to the host's name.
-func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g compare.Guards) {
+func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
 	if len(cells) < 2 {
 		return
 	}
@@ -87,7 +88,7 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 	// The rule's wording keys on the metric's name (throughput / TTFT guards), so judge the bare
 	// metric and prefix the model afterwards.
 	what, bare := metric[:max(0, strings.LastIndex(metric, " "))], metric[strings.LastIndex(metric, " ")+1:]
-	cmp := compare.GPUs(bare, jc, higher, g)
+	cmp := rule(bare, jc, higher, g)
 	cmp.Metric = metric
 	rename := hostRenamer(s, cells)
 	cmp.Note = rename.Replace(cmp.Note)
@@ -112,6 +113,7 @@ func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
 		pairs = append(pairs, fmt.Sprintf("on gpu %d ", c.host), "on node "+name+" ",
 			fmt.Sprintf("(gpu %d:", c.host), "(node "+name+":", fmt.Sprintf("gpu %d has", c.host), "node "+name+" has")
 	}
+	pairs = append(pairs, "the median of the other GPUs", "the median of the other nodes", "weakest GPU's figure", "weakest node's figure")
 	return strings.NewReplacer(pairs...)
 }
 
@@ -147,18 +149,12 @@ func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool
 	if 2*len(sure) >= len(all) {
 		use = sure
 	}
-	c := nodeCell{Figure: compare.Figure{Samples: -1}}
-	var vals, reqs []float64
-	for _, ef := range use {
-		vals, reqs = append(vals, ef.Value), append(reqs, ef.reqS)
-		if c.Samples < 0 || ef.Samples < c.Samples {
-			c.Samples = ef.Samples
-		}
-		c.LowerBound = c.LowerBound || ef.LowerBound
-		c.ClientLimited = c.ClientLimited || ef.ClientLimited
+	figs := make([]compare.Figure, len(use))
+	for i, ef := range use {
+		figs[i] = ef.Figure
+		figs[i].ReqS = ef.reqS
 	}
-	c.Value, c.ReqS = median(vals), median(reqs)
-	return c, true
+	return nodeCell{Figure: compare.MedianOf(figs)}, true
 }
 
 // endpointFigure is one endpoint's figure with its sustained req/s.

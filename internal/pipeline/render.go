@@ -49,6 +49,7 @@ func Render(w io.Writer, s *results.Summary) {
 	t.Flush()
 	term.Block(w, "Flags and failures", flagLines(s))
 	term.Block(w, "Caveats", caveatLines(s))
+	term.Block(w, "Detection power", detectionLines(s))
 }
 
 func flagLines(s *results.Summary) []string {
