@@ -48,7 +48,11 @@ used are printed as comments.`,
 				}
 			}
 			// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
-			return judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct)
+			if err := judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct); err != nil {
+				return err
+			}
+			// The GPU-to-GPU margin (compare.variance_pct), from the runs' comparisons (issue 35).
+			return judge.WriteMarginYAML(cmd.OutOrStdout(), runs)
 		},
 	}
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")

@@ -21,13 +21,13 @@ func detectionLines(s *results.Summary) []string {
 			if s.Fleet != nil {
 				subj = h.Name + " " + m.Model
 			}
-			if l := caught(m.Comparisons, "a GPU", "slower"); l != "" {
+			if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {
 				out = append(out, subj+", GPU to GPU: "+l)
 			}
 		}
 	}
 	if s.Fleet != nil {
-		if l := caught(s.Fleet.Comparisons, "a node", "slower"); l != "" {
+		if l := caught(s.Fleet.Comparisons, "caught a node ≥ %.1f %% slower in %s"); l != "" {
 			out = append(out, "node to node: "+l)
 		}
 	}
@@ -37,7 +37,7 @@ func detectionLines(s *results.Summary) []string {
 			for met, d := range b.DetectablePct[env] {
 				cs = append(cs, results.Compare{Metric: met, DetectablePct: d})
 			}
-			if l := caught(cs, "an overhead", "worse"); l != "" {
+			if l := caught(cs, "shown an overhead ≥ %.1f %% in %s"); l != "" {
 				out = append(out, "baseline vs "+env+": "+l)
 			}
 		}
@@ -45,8 +45,9 @@ func detectionLines(s *results.Summary) []string {
 	return out
 }
 
-// caught is "this run would have caught a GPU ≥ 10.4 % slower in tpot_p50_ms, ≥ 14.8 % in …".
-func caught(cs []results.Compare, what, worse string) string {
+// caught is "this run would have caught a GPU ≥ 10.4 % slower in tpot_p50_ms, ≥ 14.8 % in …", first
+// is the phrase of the most sensitive metric (its percentage, then its name).
+func caught(cs []results.Compare, first string) string {
 	var ds []results.Compare
 	for _, c := range cs {
 		if c.DetectablePct > 0 {
@@ -61,6 +62,6 @@ func caught(cs []results.Compare, what, worse string) string {
 	for i, c := range ds {
 		parts[i] = fmt.Sprintf("≥ %.1f %% in %s", c.DetectablePct, c.Metric)
 	}
-	parts[0] = fmt.Sprintf("this run would have caught %s ≥ %.1f %% %s in %s", what, ds[0].DetectablePct, worse, ds[0].Metric)
+	parts[0] = "this run would have " + fmt.Sprintf(first, ds[0].DetectablePct, ds[0].Metric)
 	return strings.Join(parts, ", ")
 }
