@@ -150,7 +150,7 @@ func runKubernetes(cmd *cobra.Command, plan *config.Plan) error {
 	}
 	s := fleet.Merge(base, outs, r.Skipped(), kc.ParallelNodes)
 	jc := judge.FromPlan(plan, nil)
-	fleet.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
+	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
 	if execErr != nil {
 		s.Caveats = append(s.Caveats, execErr.Error())
 	}

@@ -91,11 +91,12 @@ func logOfPct(p float64, higher bool) float64 {
 }
 
 // Slower judges x against a reference figure (the median of its peers, a baseline) by the interval
-// rule with a margin in %: Pass when x is not worse by more than the margin (or a materiality guard
-// says the spread is too small to matter), Fail when it is and the interval of the difference lies
-// beyond the margin, Inconclusive with the reason otherwise (the interval reaches within the margin,
-// a side has no interval, or a figure cannot show it: too few samples, client-limited, a lower
-// bound). Figures that are neither per-request nor carry an interval (one GEMM or copy figure) are
+// rule with a margin in %: Pass when x is not worse by more than the margin, when a materiality guard
+// says the spread is too small to matter, or when the interval of the difference includes no
+// slowdown at all (noise); Fail when it is worse by more than the margin and the interval lies beyond
+// the margin; Inconclusive with the reason otherwise (a real slowdown whose interval reaches within
+// the margin, a side without an interval, or a figure that cannot show it: too few samples,
+// client-limited, a lower bound). Figures that are neither per-request nor carry an interval (one GEMM or copy figure) are
 // judged on their values alone.
 func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guards) Slowdown {
 	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
@@ -128,6 +129,11 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.Why = fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
 	case s.CI == nil && (x.Samples > 0 || ref.Samples > 0 || x.CI != nil || ref.CI != nil):
 		s.Why = "no confidence interval behind one of the figures, so the gap cannot be told from noise: rerun with a current gpuvet (its load results carry intervals)"
+	case s.CI != nil && !(s.CI.Lo > 0):
+		// No evidence of any slowdown: the gap is noise, however it reads. Not a flag, and not
+		// undecided either; the comparison's detectable slowdown says how wide the noise was.
+		s.Result = Pass
+		s.Why = fmt.Sprintf("the gap is inside the noise (its %g %% interval [%.1f %%, %.1f %%] includes none)", s.CI.Level*100, s.CI.Lo, s.CI.Hi)
 	case s.CI != nil && !(s.CI.Lo > marginPct):
 		s.Why = fmt.Sprintf("the %g %% confidence interval of the gap, [%.1f %%, %.1f %%], reaches within the %g %% margin: %s", s.CI.Level*100, s.CI.Lo, s.CI.Hi, marginPct, Tighten)
 	default:

@@ -146,3 +146,18 @@ func TestPeersDetectableSlowdown(t *testing.T) {
 		t.Errorf("a card at the margin caught in %.0f %% of runs", 100*p)
 	}
 }
+
+// A gap past the margin whose interval includes no slowdown at all is noise: a pass that says so,
+// not an undecided comparison (the hog test's run 3: TPOT p95 +21 %, interval [-32 %, 81 %]).
+func TestPeersNoiseIsAPass(t *testing.T) {
+	c := Peers("tpot_p95_ms", cellsOf(around(10, 0.3, 30), around(10, 0.3, 30), around(12.1, 0.3, 30)), false, LLMGuards())
+	v := c.Values[2]
+	if v.Flagged || v.Inconclusive || !strings.Contains(v.Reason, "inside the noise") {
+		t.Errorf("noise: %+v", v)
+	}
+	// A real slowdown (interval clear of zero) that the interval cannot put past the margin stays undecided.
+	c = Peers("tpot_p95_ms", cellsOf(around(10, 0.02, 30), around(10, 0.02, 30), around(11.2, 0.02, 30)), false, LLMGuards())
+	if v := c.Values[2]; !v.Inconclusive {
+		t.Errorf("a real 12 %% slowdown with ±2 %% intervals: %+v", v)
+	}
+}

@@ -8,12 +8,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// FromConfig turns the plan's health section into Options (for `gpuvet run`); source is "nvml",
+// FromConfig turns the plan's health section into Options (for `gpuvet run`; its thresholds are
+// judge.HealthRulesFrom's); source is "nvml",
 // "nvidia-smi-xml" or "sim". health.gemm selects the GEMMs and health.pcie the pcie_* benchmarks; the
 // on-card others (HBM) run with either.
 func FromConfig(c config.Health, source string) Options {
 	o := Options{
-		Source: source, ExpectGPUs: c.ExpectGPUs, ExpectPCIeWidth: c.PCIeExpectedWidth, MinPCIeGBps: c.PCIeMinGBs,
+		Source: source, ExpectGPUs: c.ExpectGPUs,
 		Burn: time.Duration(c.Burn), DCGM: c.DCGM.Enabled, DCGMLevel: c.DCGM.Level, DCGMTimeout: time.Duration(c.DCGM.Timeout), AllowBusy: c.AllowBusy,
 	}
 	o.Benchmarks = []string{}

@@ -53,11 +53,11 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	}
 	d.Health = func(ctx context.Context, src Source, name string, c config.Config) *results.Health {
 		o := health.Options{
-			Source: name, ExpectGPUs: c.Health.ExpectGPUs, ExpectPCIeWidth: c.Health.PCIeExpectedWidth,
+			Source: name, ExpectGPUs: c.Health.ExpectGPUs,
 			SkipBench: !c.Health.GEMM && !c.Health.PCIe, Burn: c.Health.Burn.D(), DCGM: c.Health.DCGM.Enabled,
-			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(), MinPCIeGBps: c.Health.PCIeMinGBs,
-			GEMMVariancePct: c.Compare.GEMMVariancePct, NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
-			Catalog: cat, Floors: c.ReferenceFloors, AllowBusy: c.Health.AllowBusy,
+			DCGMLevel: c.Health.DCGM.Level, DCGMTimeout: c.Health.DCGM.Timeout.D(),
+			NoNUMABind: !c.Engine.NUMABind, Progress: logFrom(ctx, progress),
+			Catalog: cat, AllowBusy: c.Health.AllowBusy,
 		}
 		var bench health.BenchRunner
 		switch name {
@@ -81,6 +81,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			}
 		}
 		h := health.Run(ctx, src, bench, o)
+		judge.Health(h, judge.HealthRulesFrom(c, cat)) // health measures, judge decides
 		if name == "sim" {
 			h.Notes = append(h.Notes, "DCGM not run: the GPUs are the simulator's virtual GPUs")
 		}

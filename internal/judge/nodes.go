@@ -1,4 +1,4 @@
-package fleet
+package judge
 
 import (
 	"fmt"
@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// CheckNodeToNode is the check id of a node-to-node flag. It sits under judge's "compare." prefix,
-// but on hosts[].flags, which judge.Apply keeps as they are; CompareNodes rewrites its own.
+// The node-to-node rule (issue 29: fleet collects, judge decides): the fleet layer merges its hosts'
+// summaries, then calls CompareNodes before Apply.
+
+// CheckNodeToNode is the check id of a node-to-node flag. It sits under the "compare." prefix, but on
+// hosts[].flags, which Apply keeps as they are; CompareNodes rewrites its own.
 const CheckNodeToNode = "compare.node_to_node"
 
 // CompareNodes compares the hosts of a merged summary node to node: per model and LLM metric (the
@@ -39,7 +41,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 		return
 	}
 	for _, model := range modelNames(s, hosts) {
-		for _, met := range judge.LLMMetrics {
+		for _, met := range LLMMetrics {
 			if met.BaselineOnly {
 				continue
 			}
@@ -71,13 +73,10 @@ type nodeCell struct {
 	compare.Figure
 }
 
-// summary is a local name for results.Summary so the comparison helper reads as a method.
-type summary = results.Summary
-
 // addComparison judges one metric across hosts and records it with its flags. This is the one call
 // site of the GPU-to-GPU rule for hosts: cells are numbered by host position, and the rule's
 // "gpu N" wording is rewritten to the host's name.
-func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
+func addComparison(s *results.Summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
 	if len(cells) < 2 {
 		return
 	}
@@ -106,7 +105,7 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 }
 
 // hostRenamer rewrites judge's "gpu N" (N = host position) to "node NAME".
-func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
+func hostRenamer(s *results.Summary, cells []nodeCell) *strings.Replacer {
 	var pairs []string
 	for _, c := range cells {
 		name := s.Hosts[c.host].Name
@@ -121,14 +120,14 @@ func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
 // The median is taken over the endpoints whose figure can decide (neither client-limited nor a lower
 // bound) when they are at least half of them, so one starved load among eight does not silence a
 // node; otherwise over all, as doubtful as its most doubtful endpoint.
-func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool) {
+func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 	var all, sure []endpointFigure
 	for _, m := range h.Models {
 		if m.Model != model {
 			continue
 		}
 		for _, ep := range m.Endpoints {
-			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || judge.SharedGPU(&ep) {
+			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || SharedGPU(&ep) {
 				continue
 			}
 			f, ok := met.Get(ep.Load)
@@ -182,7 +181,7 @@ func benchCell(h *results.Host, name string) (nodeCell, bool) {
 	return nodeCell{Figure: compare.Figure{Value: median(vals)}}, true
 }
 
-func modelNames(s *summary, hosts []int) []string {
+func modelNames(s *results.Summary, hosts []int) []string {
 	var out []string
 	for _, hi := range hosts {
 		for _, m := range s.Hosts[hi].Models {
@@ -194,7 +193,7 @@ func modelNames(s *summary, hosts []int) []string {
 	return out
 }
 
-func benchNames(s *summary, hosts []int) []string {
+func benchNames(s *results.Summary, hosts []int) []string {
 	var out []string
 	for _, hi := range hosts {
 		if h := s.Hosts[hi].Health; h != nil {
