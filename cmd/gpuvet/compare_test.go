@@ -20,7 +20,9 @@ func runJudgeCLI(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
-func around(v float64) *results.Interval { return &results.Interval{Lo: v * 0.99, Hi: v * 1.01, Level: 0.95} }
+func around(v float64) *results.Interval {
+	return &results.Interval{Lo: v * 0.99, Hi: v * 1.01, Level: 0.95}
+}
 
 func writeSummary(t *testing.T, dir, name string, sustained, ttft float64, driver string) string {
 	t.Helper()
