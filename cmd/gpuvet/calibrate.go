@@ -27,7 +27,8 @@ name × model id, the reference-table entry the calibration rule gives: ttft_p95
 p95 + 30 %, min_throughput_req_s = worst sustained req/s − 25 % (sweeps that are only a lower bound are
 left out), itl_p95_ms left at the global gate unless --itl. From the runs' health phases it also
 prints reference_floors per exact GPU name: each microbenchmark's (and the burn's, peer copy's,
-all-reduce's) worst ratio to the datasheet peak − 25 %; a GPU that was busy is left out. The figures
+all-reduce's) worst ratio to the datasheet peak − 25 %; a GPU that was busy is left out; and the
+GPU-to-GPU margin compare.variance_pct (1.5 × the largest healthy gap, at least 3 %). The figures
 used are printed as comments.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -77,6 +78,10 @@ func (c *calibrateOptions) Run(cmd *cobra.Command) error {
 	}
 	// The datasheet floors of the GPUs' microbenchmarks, from the runs' health phases.
 	if err := judge.WriteFloorsYAML(cmd.OutOrStdout(), floors, results.FloorMarginPct); err != nil {
+		return failedErr("%v", err)
+	}
+	// The GPU-to-GPU margin (compare.variance_pct), from the runs' comparisons (issue 35).
+	if err := judge.WriteMarginYAML(cmd.OutOrStdout(), c.runs); err != nil {
 		return failedErr("%v", err)
 	}
 	return nil

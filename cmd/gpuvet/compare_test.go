@@ -20,11 +20,17 @@ func runJudgeCLI(t *testing.T, args ...string) (int, string) {
 	return code, out.String()
 }
 
+func around(v float64) *results.Interval {
+	return &results.Interval{Lo: v * 0.99, Hi: v * 1.01, Level: 0.95}
+}
+
 func writeSummary(t *testing.T, dir, name string, sustained, ttft float64, driver string) string {
 	t.Helper()
 	load := &results.Load{Config: results.LoadConfig{Profile: "sweep"}, SustainedReqS: sustained, PeakOutputTokS: sustained * 256,
 		Runs: []results.Run{{Kind: "synchronous", Requests: results.RequestCounts{Successful: 400},
-			TTFT: results.Dist{Count: 400, P95: ttft}, ITL: results.Dist{Count: 4000, P95: 8}, TPOT: results.Dist{Count: 400, P95: 8}}}}
+			TTFT: results.Dist{Count: 400, P95: ttft}, ITL: results.Dist{Count: 4000, P95: 8}, TPOT: results.Dist{Count: 400, P95: 8},
+			OutputTokS: sustained * 256, CI: &results.Intervals{ // ±1 %: every judged figure carries its interval
+				TTFTP95: around(ttft), ITLP95: around(8), TPOTP95: around(8), OutputTokS: around(sustained * 256)}}}}
 	s := &results.Summary{SchemaVersion: results.SchemaVersion, Environment: strings.TrimSuffix(name, ".json"), Meta: results.Meta{DriverVersion: driver},
 		Hosts: []results.Host{{Name: "n", Models: []results.Model{{Model: "Qwen/Qwen3-8B",
 			Endpoints: []results.Endpoint{{GPUs: []int{0}, GPUName: "NVIDIA H200", Load: load}}}}}}}

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/cuda"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -32,6 +33,7 @@ type healthOptions struct {
 	simStragglerPct float64
 	failOnFlag      bool
 	opts            health.Options
+	rules           judge.HealthRules // the thresholds the result is judged with (health measures, judge decides)
 	// Interconnect: the simulator's link fault, captured topology text, and the libnccl to load.
 	simLinkFault         string
 	topoFile, nvlinkFile string
@@ -87,50 +89,51 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured `nvidia-smi nvlink -s` for each GPU's links")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the all-reduce (default: the library path, then Python environments' nvidia-nccl wheels)")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
-	o := &f.opts
+	o, r := &f.opts, &f.rules
+	def := judge.DefaultHealthRules()
 	fl.IntVar(&o.ExpectGPUs, "expect-gpus", 0, "flag when the GPU count differs (0: no check)")
-	fl.IntVar(&o.ExpectPCIeWidth, "expect-pcie-width", 0, "PCIe lanes the GPUs are wired with by design (0: require the card's maximum)")
+	fl.IntVar(&r.ExpectPCIeWidth, "expect-pcie-width", 0, "PCIe lanes the GPUs are wired with by design (0: require the card's maximum)")
 	fl.BoolVar(&o.Parallel, "parallel", false, "run every GPU's benchmarks and burn at the same time (default: one GPU at a time)")
 	fl.BoolVar(&o.SkipBench, "no-bench", false, "skip the microbenchmarks")
 	fl.DurationVar(&o.Burn, "burn", 0, "run GEMM flat out this long per GPU while sampling power/clock/temperature every second (e.g. 60s)")
 	fl.BoolVar(&o.DCGM, "dcgm", true, "run `dcgmi diag` when dcgmi is installed")
 	fl.IntVar(&o.DCGMLevel, "dcgm-level", hd.DCGMLevel, "dcgmi diag level (1-4)")
 	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", hd.DCGMTimeout, "limit for the whole dcgmi run")
-	fl.Float64Var(&o.MinPCIeGBps, "min-pcie-gbps", hd.MinPCIeGBps, "flag pinned PCIe bandwidth below this (GB/s)")
-	fl.Float64Var(&o.GEMMVariancePct, "gemm-variance-pct", hd.GEMMVariancePct, "GPU-to-GPU tolerance for GEMM (%)")
-	fl.Float64Var(&o.PCIeVariancePct, "pcie-variance-pct", hd.PCIeVariancePct, "GPU-to-GPU tolerance for PCIe (%)")
+	fl.Float64Var(&r.MinPCIeGBps, "min-pcie-gbps", def.MinPCIeGBps, "flag pinned PCIe bandwidth below this (GB/s)")
+	fl.Float64Var(&r.GEMMVariancePct, "gemm-variance-pct", def.GEMMVariancePct, "GPU-to-GPU tolerance for GEMM (%)")
+	fl.Float64Var(&r.PCIeVariancePct, "pcie-variance-pct", def.PCIeVariancePct, "GPU-to-GPU tolerance for PCIe (%)")
 	fl.BoolVar(&o.NoNUMABind, "no-numa-bind", false, "do not bind benchmark threads to the GPU's NUMA node")
-	fl.Float64Var(&o.MinLinkRatio, "min-link-ratio", 0, "flag a peer copy or all-reduce below this share of its link's peak (0-1; 0: the peer_copy and all_reduce datasheet floors)")
+	fl.Float64Var(&r.MinLinkRatio, "min-link-ratio", 0, "flag a peer copy or all-reduce below this share of its link's peak (0-1; 0: the peer_copy and all_reduce datasheet floors)")
 	fl.BoolVar(&o.AllowBusy, "allow-busy", false, "measure a GPU another process uses, and note it instead of flagging it")
 	fl.StringToStringVar(&f.floors, "floor", nil, "datasheet floor of a benchmark on every GPU, as a share of its peak: NAME=RATIO, e.g. gemm_bf16=0.7 (names: "+strings.Join(floorNames(), ", ")+")")
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and BF16 GEMM results mismatch (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2:hw_slowdown)")
-	fl.Float64Var(&o.LinkVariancePct, "link-variance-pct", hd.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
+	fl.Float64Var(&r.LinkVariancePct, "link-variance-pct", def.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	return cmd
 }
 
 // Validate checks the flags before any GPU is touched.
 func (f *healthOptions) Validate() error {
-	o := f.opts
+	o, r := f.opts, f.rules
 	switch {
 	case f.sim && f.xml != "":
 		return usageErr("--sim and --nvidia-smi-xml exclude each other: pick one source")
 	case o.ExpectGPUs < 0:
 		return usageErr("--expect-gpus %d: want 0 (no check) or a positive count", o.ExpectGPUs)
-	case o.ExpectPCIeWidth != 0 && !map[int]bool{1: true, 2: true, 4: true, 8: true, 16: true, 32: true}[o.ExpectPCIeWidth]:
-		return usageErr("--expect-pcie-width %d: want 1, 2, 4, 8, 16 or 32 lanes", o.ExpectPCIeWidth)
+	case r.ExpectPCIeWidth != 0 && !map[int]bool{1: true, 2: true, 4: true, 8: true, 16: true, 32: true}[r.ExpectPCIeWidth]:
+		return usageErr("--expect-pcie-width %d: want 1, 2, 4, 8, 16 or 32 lanes", r.ExpectPCIeWidth)
 	case o.Burn < 0:
 		return usageErr("--burn %s: want a positive duration such as 60s", o.Burn)
 	case o.DCGMLevel < 1 || o.DCGMLevel > 4:
 		return usageErr("--dcgm-level %d: want 1, 2, 3 or 4", o.DCGMLevel)
 	case o.DCGMTimeout <= 0:
 		return usageErr("--dcgm-timeout %s: want a positive duration", o.DCGMTimeout)
-	case o.MinPCIeGBps < 0 || o.GEMMVariancePct <= 0 || o.GEMMVariancePct >= 100 || o.PCIeVariancePct <= 0 || o.PCIeVariancePct >= 100:
+	case r.MinPCIeGBps < 0 || r.GEMMVariancePct <= 0 || r.GEMMVariancePct >= 100 || r.PCIeVariancePct <= 0 || r.PCIeVariancePct >= 100:
 		return usageErr("--min-pcie-gbps must be ≥ 0 and the variance percentages between 0 and 100")
 	case f.sim && (f.simCount < 1 || f.simCount > 64):
 		return usageErr("--sim-count %d: want 1 to 64", f.simCount)
-	case o.MinLinkRatio < 0 || o.MinLinkRatio > 1 || o.LinkVariancePct <= 0 || o.LinkVariancePct >= 100:
+	case r.MinLinkRatio < 0 || r.MinLinkRatio > 1 || r.LinkVariancePct <= 0 || r.LinkVariancePct >= 100:
 		return usageErr("--min-link-ratio must be in [0, 1] (0: the datasheet floors) and --link-variance-pct between 0 and 100")
 	case f.simCoTenant != "" && !f.sim:
 		return usageErr("--sim-cotenant needs --sim")
@@ -150,7 +153,7 @@ func (f *healthOptions) Complete() error {
 	if err != nil {
 		return err
 	}
-	f.opts.FloorOverrides = ov
+	f.rules.FloorOverrides = ov
 	return nil
 }
 
@@ -179,6 +182,7 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	}
 	f.opts.Progress = cmd.ErrOrStderr()
 	h := health.Run(ctx, src, bench, f.opts)
+	judge.Health(h, f.rules) // health measures, judge decides
 	term.Health(cmd.OutOrStdout(), h)
 	if f.out != "" {
 		if err := results.WriteJSON(f.out, h); err != nil {

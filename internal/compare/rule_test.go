@@ -42,7 +42,7 @@ func TestGate(t *testing.T) {
 func TestGPUsGuardsAreTheGateGuards(t *testing.T) {
 	g := LLMGuards()
 	cells := func(bad Figure) []Cell {
-		good := Figure{Value: 6.5, Samples: 100}
+		good := Figure{Value: 6.5, Samples: 100, CI: ci(6.4, 6.6)}
 		return []Cell{{GPU: 0, Figure: good}, {GPU: 1, Figure: bad}, {GPU: 2, Figure: good}}
 	}
 	for _, tc := range []struct {
@@ -51,11 +51,11 @@ func TestGPUsGuardsAreTheGateGuards(t *testing.T) {
 		flag   bool
 		reason string
 	}{
-		{"the issue's false flag: ITL p95 from a 5-request rung", Figure{Value: 8.01, Samples: 5}, false, "only 5 requests"},
-		{"client-limited", Figure{Value: 9, Samples: 100, ClientLimited: true}, false, "client-limited"},
-		{"a real outlier", Figure{Value: 9, Samples: 100}, true, "beyond the 20 % tolerance"},
+		{"the issue's false flag: ITL p95 from a 5-request rung", Figure{Value: 8.01, Samples: 5, CI: ci(7.9, 8.1)}, false, "only 5 requests"},
+		{"client-limited", Figure{Value: 9, Samples: 100, ClientLimited: true, CI: ci(8.9, 9.1)}, false, "client-limited"},
+		{"a real outlier", Figure{Value: 9, Samples: 100, CI: ci(8.9, 9.1)}, true, "beyond the 10 % margin with its interval"},
 	} {
-		c := GPUs("itl_p95_ms", cells(tc.bad), false, g)
+		c := Peers("itl_p95_ms", cells(tc.bad), false, g)
 		v := c.Values[1]
 		if v.Flagged != tc.flag || v.Inconclusive == tc.flag || !strings.Contains(v.Reason, tc.reason) {
 			t.Errorf("%s: flagged %v inconclusive %v (%s)", tc.name, v.Flagged, v.Inconclusive, v.Reason)

@@ -26,7 +26,7 @@ func TestDefaultsFromSeeds(t *testing.T) {
 	c := p.Config
 	if c.Models[0] != "Qwen/Qwen3-8B" || c.Load.PromptTokens != 512 || c.Load.OutputTokens != 256 ||
 		c.Load.MaxConcurrency != 128 || c.Load.MaxDuration.D().Seconds() != 20 || c.Load.Warmup != "1" ||
-		*c.Gates.TTFTP95Ms != 200 || *c.Gates.ITLP95Ms != 50 || c.Compare.VariancePct != 20 {
+		*c.Gates.TTFTP95Ms != 200 || *c.Gates.ITLP95Ms != 50 || c.Compare.VariancePct != 10 { // 10: the interval rule's margin (issue 35), not the seed's 20; judge's thresholds table holds them all
 		t.Fatalf("defaults differ from the seeds: %+v", c)
 	}
 	if p.Source("load.max_concurrency") != "default" {

@@ -390,7 +390,7 @@ func Defaults() Config {
 		Load:  loadDefaults(),
 		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node", MaxErrorRatePct: f(1)},
 		Compare: Compare{
-			VariancePct: 20, GEMMVariancePct: hd.GEMMVariancePct, MinSamples: 30, MinThroughputReqS: 1,
+			VariancePct: 10, GEMMVariancePct: hd.GEMMVariancePct, MinSamples: 30, MinThroughputReqS: 1,
 			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,
 		},
 		Health: Health{

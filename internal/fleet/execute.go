@@ -147,7 +147,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
 	c := plan.Config
 	jc := judge.FromPlan(plan, nil)
-	CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
+	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
 	if err := judge.Judge(s, plan); err != nil {
 		s.Error = joinErr(s.Error, "judge: "+err.Error())
 		s.Status = results.StatusFailed

@@ -134,15 +134,15 @@ func TestCompareNodesFlagsStraggler(t *testing.T) {
 		{Host: "node-d", Err: errors.New("gone"), Phase: PhaseRun},
 	}
 	s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-	CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
-	CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards()) // idempotent
+	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards()) // idempotent
 	if len(s.Fleet.Comparisons) == 0 {
 		t.Fatal("no node comparisons")
 	}
 	var flaggedB int
 	for i, h := range s.Hosts {
 		for _, f := range h.Flags {
-			if f.Check != CheckNodeToNode {
+			if f.Check != judge.CheckNodeToNode {
 				continue
 			}
 			if i != 1 {
@@ -177,7 +177,7 @@ func TestCompareNodesLowSamplesGuard(t *testing.T) {
 	few := healthy()
 	few.requests = 12
 	s := Merge(&results.Summary{}, []Outcome{{Host: "a", Summary: oneHost(few)}, {Host: "b", Summary: oneHost(few.scaled(0.5))}}, nil, 1)
-	CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
 	for _, h := range s.Hosts {
 		if len(h.Flags) > 0 {
 			t.Errorf("low-sample comparison flagged %s: %v", h.Name, h.Flags)
@@ -243,10 +243,10 @@ func TestCompareNodesMedianOverDecidingFigures(t *testing.T) {
 			{Host: "node-b", Summary: starved(oneHost(slow, slow, slow, slow), tc.starved)},
 		}
 		s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-		CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+		judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
 		flagged := false
 		for _, f := range s.Hosts[1].Flags {
-			flagged = flagged || f.Check == CheckNodeToNode
+			flagged = flagged || f.Check == judge.CheckNodeToNode
 		}
 		if flagged != tc.flagged {
 			t.Errorf("%d of 4 endpoints client-limited: node-b flagged %v, want %v; comparisons %+v", tc.starved, flagged, tc.flagged, s.Fleet.Comparisons)
@@ -273,10 +273,10 @@ func TestCompareNodesLeavesSharedGPUsOut(t *testing.T) {
 		{Host: "node-c", Summary: oneHost(healthy(), healthy())},
 	}
 	s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-	CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
 	for _, h := range s.Hosts {
 		for _, f := range h.Flags {
-			if f.Check == CheckNodeToNode {
+			if f.Check == judge.CheckNodeToNode {
 				t.Errorf("%s flagged node to node: %s", h.Name, f.Reason)
 			}
 		}

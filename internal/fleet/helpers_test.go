@@ -28,15 +28,22 @@ func dist(p95 float64, n int) results.Dist {
 	return results.Dist{Count: n, Mean: p95 * 0.8, P50: p95 * 0.8, P95: p95, P99: p95 * 1.1}
 }
 
+// around is a ±1 % interval: every judged figure carries one, as the load generator's do.
+func around(v float64) *results.Interval {
+	return &results.Interval{Lo: v * 0.99, Hi: v * 1.01, Level: 0.95}
+}
+
 func load(p perf) *results.Load {
 	peak := p.sustained * 256
+	sync := dist(p.ttft, 10)
 	return &results.Load{
 		Config: results.LoadConfig{Profile: "sweep", MaxDuration: results.Duration(20 * time.Second)},
 		Runs: []results.Run{
 			{Kind: judge.RunSynchronous, Concurrency: 1, Requests: results.RequestCounts{Successful: 10},
-				TTFT: dist(p.ttft, 10), ITL: dist(p.itl, 2550), TPOT: dist(p.itl, 10), OutputTokS: 100},
+				TTFT: sync, ITL: dist(p.itl, 2550), TPOT: dist(p.itl, 10), OutputTokS: 100,
+				CI: &results.Intervals{TTFTP95: around(sync.P95), ITLP95: around(p.itl), TPOTP95: around(p.itl), TPOTP50: around(p.itl * 0.8)}},
 			{Kind: "throughput", Concurrency: 128, Requests: results.RequestCounts{Successful: p.requests - 10},
-				TTFT: dist(p.ttft*20, p.requests-10), OutputTokS: peak},
+				TTFT: dist(p.ttft*20, p.requests-10), OutputTokS: peak, CI: &results.Intervals{OutputTokS: around(peak)}},
 		},
 		Saturation: &results.Saturation{Peak: peak, Rungs: []float64{peak * 0.95}}, PeakOutputTokS: peak, SustainedReqS: p.sustained,
 	}

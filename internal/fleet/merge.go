@@ -12,7 +12,7 @@ import (
 // several hosts keeps them all, as HOST/NAME). A host that failed keeps what it measured, its
 // status is failed and its error says in which phase; a host with no summary at all is still
 // listed. Cleanup failures become caveats (they name `gpuvet clean`). The caller judges the merged
-// summary (judge.Apply) after CompareNodes, so the roll-up sees the node flags.
+// summary (judge.Apply) after judge.CompareNodes, so the roll-up sees the node flags.
 func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost, parallel int) *results.Summary {
 	s := *base
 	s.Hosts = nil

@@ -27,9 +27,6 @@ func TestReasonNames(t *testing.T) {
 			t.Errorf("ReasonNames(%#x) = %v, want %v", c.mask, got, c.want)
 		}
 	}
-	if FailureMask != 0xe8 {
-		t.Errorf("FailureMask = %#x, want 0xe8 (0x8|0x20|0x40|0x80)", FailureMask)
-	}
 }
 
 func TestNUMANode(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -264,4 +263,4 @@ func dedupe(ss []string) []string {
 }
 
 // PathIsPCIe is true for a path that is not NVLink (PIX, PXB, PHB, NODE, SYS, BOARD).
-func PathIsPCIe(path string) bool { return path != "" && !strings.HasPrefix(path, "NV") }
+func PathIsPCIe(path string) bool { return results.PathIsPCIe(path) }

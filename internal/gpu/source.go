@@ -20,56 +20,22 @@ type Source interface {
 	Close() error
 }
 
-// Clock-event reason bits (nvmlClocksEventReason*; the same bits nvidia-smi prints by name).
+// Clock-event reason bits (nvmlClocksEventReason*): the schema's (results.Clock*), named here for
+// the readers of NVML and nvidia-smi.
 const (
-	ReasonGPUIdle                   uint64 = 0x1
-	ReasonApplicationsClocksSetting uint64 = 0x2
-	ReasonSWPowerCap                uint64 = 0x4
-	ReasonHWSlowdown                uint64 = 0x8
-	ReasonSyncBoost                 uint64 = 0x10
-	ReasonSWThermalSlowdown         uint64 = 0x20
-	ReasonHWThermalSlowdown         uint64 = 0x40
-	ReasonHWPowerBrakeSlowdown      uint64 = 0x80
-	ReasonDisplayClockSetting       uint64 = 0x100
+	ReasonGPUIdle                   = results.ClockGPUIdle
+	ReasonApplicationsClocksSetting = results.ClockApplicationsClocksSetting
+	ReasonSWPowerCap                = results.ClockSWPowerCap
+	ReasonHWSlowdown                = results.ClockHWSlowdown
+	ReasonSyncBoost                 = results.ClockSyncBoost
+	ReasonSWThermalSlowdown         = results.ClockSWThermalSlowdown
+	ReasonHWThermalSlowdown         = results.ClockHWThermalSlowdown
+	ReasonHWPowerBrakeSlowdown      = results.ClockHWPowerBrakeSlowdown
+	ReasonDisplayClockSetting       = results.ClockDisplayClockSetting
 )
 
-// FailureMask is DCGM's clock-event failure mask: HW slowdown, SW thermal, HW thermal, HW power brake.
-// SW power cap (0x4) is not in it: a healthy GPU at full load sits at its power limit.
-const FailureMask = ReasonHWSlowdown | ReasonSWThermalSlowdown | ReasonHWThermalSlowdown | ReasonHWPowerBrakeSlowdown
-
-// reasonNames names every bit, in bit order.
-var reasonNames = []struct {
-	bit  uint64
-	name string
-}{
-	{ReasonGPUIdle, "gpu_idle"},
-	{ReasonApplicationsClocksSetting, "applications_clocks_setting"},
-	{ReasonSWPowerCap, "sw_power_cap"},
-	{ReasonHWSlowdown, "hw_slowdown"},
-	{ReasonSyncBoost, "sync_boost"},
-	{ReasonSWThermalSlowdown, "sw_thermal_slowdown"},
-	{ReasonHWThermalSlowdown, "hw_thermal_slowdown"},
-	{ReasonHWPowerBrakeSlowdown, "hw_power_brake_slowdown"},
-	{ReasonDisplayClockSetting, "display_clock_setting"},
-}
-
-// ReasonNames decodes a clock-event mask; bits without a name come out as "unknown_0x...".
-func ReasonNames(mask uint64) []string {
-	var names []string
-	known := uint64(0)
-	for _, r := range reasonNames {
-		known |= r.bit
-		if mask&r.bit != 0 {
-			names = append(names, r.name)
-		}
-	}
-	for bit := uint64(1); bit != 0; bit <<= 1 {
-		if mask&bit != 0 && known&bit == 0 {
-			names = append(names, fmt.Sprintf("unknown_%#x", bit))
-		}
-	}
-	return names
-}
+// ReasonNames decodes a clock-event mask (results.ClockEventNames).
+func ReasonNames(mask uint64) []string { return results.ClockEventNames(mask) }
 
 // ClockEvents builds the results form of a mask.
 func ClockEvents(mask uint64) results.ClockEvents {

@@ -88,13 +88,4 @@ func Summarise(b *results.Burn) {
 	b.ReasonsSeen = gpu.ReasonNames(seen)
 }
 
-// burnReasons ORs the reasons of all samples.
-func burnReasons(b *results.Burn) uint64 {
-	var m uint64
-	for _, s := range b.Samples {
-		m |= s.ClockReasons
-	}
-	return m
-}
-
 func timeDuration(d results.Duration) time.Duration { return time.Duration(d) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -44,7 +45,7 @@ func (b checkedBench) CheckedBurn(ctx context.Context, g results.GPUInfo) (float
 // whatever its speed; its sibling passes; the checks are kept in the result.
 func TestWrongAnswersFailTheGPU(t *testing.T) {
 	bench := checkedBench{wrong: map[int]bool{1: true}}
-	h := Run(context.Background(), newFake(2), bench, Options{Source: "nvml", Burn: 300 * time.Millisecond, SampleEvery: 50 * time.Millisecond, DCGMBinary: "no-dcgmi-" + t.Name()})
+	h := runJudged(context.Background(), newFake(2), bench, Options{Source: "nvml", Burn: 300 * time.Millisecond, SampleEvery: 50 * time.Millisecond, DCGMBinary: "no-dcgmi-" + t.Name()}, judge.DefaultHealthRules())
 	if h.GPUs[0].Status != results.StatusOK || h.GPUs[1].Status != results.StatusFailed || h.Status != results.StatusFailed {
 		t.Fatalf("statuses %s %s host %s, flags %v", h.GPUs[0].Status, h.GPUs[1].Status, h.Status, flagsOf(h))
 	}
@@ -78,7 +79,7 @@ func TestWrongReferenceFailsTheGPU(t *testing.T) {
 	gh := &results.GPUHealth{GPU: h200(0), Bench: []results.Microbench{{Name: "sgemm_fp32", Status: results.StatusOK,
 		Check: &results.ResultCheck{Checked: 1, TileMismatches: 3, Tile: "64 elements …: 3 beyond tolerance"}}}}
 	h := &results.Health{Source: "nvml", GPUs: []results.GPUHealth{*gh}}
-	Evaluate(h, Options{})
+	judge.Health(h, judge.DefaultHealthRules())
 	if h.GPUs[0].Status != results.StatusFailed || !strings.Contains(h.GPUs[0].Flags[0].Reason, "the first result is wrong: 64 elements") {
 		t.Fatalf("status %s flags %+v", h.GPUs[0].Status, h.GPUs[0].Flags)
 	}
@@ -90,7 +91,7 @@ func TestSimCorruptGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Run(context.Background(), f, SimBench{Fleet: f}, Options{Source: "sim", Benchmarks: []string{"gemm_bf16", "sgemm_fp32"}, Burn: 1500 * time.Millisecond, Parallel: true})
+	h := runJudged(context.Background(), f, SimBench{Fleet: f}, Options{Source: "sim", Benchmarks: []string{"gemm_bf16", "sgemm_fp32"}, Burn: 1500 * time.Millisecond, Parallel: true}, judge.DefaultHealthRules())
 	bad, good := h.GPUs[0], h.GPUs[1]
 	if bad.Status != results.StatusFailed || good.Status != results.StatusOK {
 		t.Fatalf("statuses %s %s: %v", bad.Status, good.Status, flagsOf(h))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
@@ -34,7 +35,7 @@ func TestBusyGPU(t *testing.T) {
 		src := &occupied{fakeSource: newFake(2), busyGPU: 1}
 		// The co-tenant halves GPU 1's figures: with --allow-busy they count (and fall under the
 		// floors and the comparison); without, they are marked and kept out of the comparison.
-		h := Run(context.Background(), src, fakeBench{slow: map[int]float64{1: 0.4}}, Options{Source: "nvml", AllowBusy: allow, BusyGap: time.Millisecond})
+		h := runJudged(context.Background(), src, fakeBench{slow: map[int]float64{1: 0.4}}, Options{Source: "nvml", AllowBusy: allow, BusyGap: time.Millisecond}, judge.HealthRules{})
 		if src.reads != 6 {
 			t.Errorf("allow %v: %d readings, want 3 per GPU", allow, src.reads)
 		}
@@ -59,7 +60,7 @@ func TestBusyGPU(t *testing.T) {
 		}
 		// Judging again gives the same result.
 		before := fmt.Sprint(flagsOf(h))
-		Evaluate(h, Options{Source: "nvml", AllowBusy: allow})
+		judge.Health(h, judge.HealthRules{})
 		if fmt.Sprint(flagsOf(h)) != before {
 			t.Errorf("allow %v: Evaluate again: %v, was %s", allow, flagsOf(h), before)
 		}
@@ -69,16 +70,16 @@ func TestBusyGPU(t *testing.T) {
 // A single simulated GPU at half its datasheet peaks: no sibling to compare with, the floors alone
 // flag it; the reference table (or --floor) moves a floor per GPU name.
 func TestFloorsOnASingleGPU(t *testing.T) {
-	run := func(o Options) *results.Health {
+	run := func(r judge.HealthRules) *results.Health {
 		// A fresh fleet each time: the last run's burn leaves the GPU loaded for a moment.
 		fleet, err := sim.NewFleet(sim.FleetConfig{GPU: "H200", Count: 1, StragglerIndex: 0, StragglerPct: 38, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		o.Source, o.Burn, o.SampleEvery = "sim", 50*time.Millisecond, 10*time.Millisecond
-		return Run(context.Background(), fleet, SimBench{Fleet: fleet}, o)
+		o := Options{Source: "sim", Burn: 50 * time.Millisecond, SampleEvery: 10 * time.Millisecond}
+		return runJudged(context.Background(), fleet, SimBench{Fleet: fleet}, o, r)
 	}
-	h := run(Options{})
+	h := run(judge.HealthRules{})
 	g := h.GPUs[0]
 	floors := 0
 	for _, f := range g.Flags {
@@ -93,13 +94,13 @@ func TestFloorsOnASingleGPU(t *testing.T) {
 	for _, n := range append(results.MicrobenchNames(), results.FloorBurn) {
 		low[n] = 0.4
 	}
-	if h := run(Options{Floors: map[string]map[string]float64{"NVIDIA H200": low}}); h.Status != results.StatusOK {
+	if h := run(judge.HealthRules{Floors: map[string]map[string]float64{"NVIDIA H200": low}}); h.Status != results.StatusOK {
 		t.Errorf("floors 0.4 from the reference table: %s %v", h.Status, flagsOf(h))
 	}
-	if h := run(Options{Floors: map[string]map[string]float64{"NVIDIA H100 80GB HBM3": low}}); h.Status != results.StatusFlag {
+	if h := run(judge.HealthRules{Floors: map[string]map[string]float64{"NVIDIA H100 80GB HBM3": low}}); h.Status != results.StatusFlag {
 		t.Errorf("another GPU's reference floors applied: %s", h.Status)
 	}
-	if h := run(Options{Floors: map[string]map[string]float64{"NVIDIA H200": low}, FloorOverrides: map[string]float64{"gemm_bf16": 0.6}}); len(h.GPUs[0].Flags) != 1 {
+	if h := run(judge.HealthRules{Floors: map[string]map[string]float64{"NVIDIA H200": low}, FloorOverrides: map[string]float64{"gemm_bf16": 0.6}}); len(h.GPUs[0].Flags) != 1 {
 		t.Errorf("--floor gemm_bf16=0.6 over the table: %v", flagsOf(h))
 	}
 }

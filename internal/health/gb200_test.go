@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
@@ -15,7 +16,7 @@ func TestBenchmarkWithoutDatasheetFigureIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Run(context.Background(), FromLister(listerOf{f}), SimBench{Fleet: f}, Options{Source: "sim"})
+	h := runJudged(context.Background(), FromLister(listerOf{f}), SimBench{Fleet: f}, Options{Source: "sim"}, judge.HealthRules{})
 	if h.Status != results.StatusOK {
 		t.Fatalf("healthy GB200s: status %s", h.Status)
 	}

@@ -1,5 +1,6 @@
-// Package health is the GPU health phase: inventory checks, microbenchmarks against the datasheet
-// peak, a GEMM burn with 1 Hz telemetry, DCGM diagnostics, and the judging of all of it into flags.
+// Package health is the GPU health phase: inventory, microbenchmarks against the datasheet peak, a
+// GEMM burn with 1 Hz telemetry, the interconnect, DCGM diagnostics and the busy check. It measures
+// and records; judge.Health turns the result into flags and statuses (health measures, judge decides).
 // It works over interfaces: a gpu.Source for inventory and telemetry (NVML, an nvidia-smi capture, or
 // the simulator) and a BenchRunner for the microbenchmarks (internal/cuda, or the simulator).
 package health
@@ -32,38 +33,29 @@ type Describer interface{ Describe(name string) string }
 
 // Options are the health phase's settings; zero values take the defaults noted.
 type Options struct {
-	Source          string        // "nvml", "nvidia-smi-xml", "sim": recorded in the result
-	ExpectGPUs      int           // 0: no count check
-	ExpectPCIeWidth int           // lanes wired by design (e.g. 8); 0: strict current-vs-max check
-	Parallel        bool          // run every GPU's benchmarks and burn at once
-	SkipBench       bool          // inventory (and burn/DCGM) only
-	Benchmarks      []string      // which of results.MicrobenchNames to run (in that order); nil: all
-	Burn            time.Duration // 0: no burn
-	SampleEvery     time.Duration // telemetry interval during a burn (default 1 s)
-	DCGM            bool          // run `dcgmi diag`
-	DCGMLevel       int           // default 2
-	DCGMTimeout     time.Duration // default 15 min
-	DCGMBinary      string        // default "dcgmi"
-	MinPCIeGBps     float64       // default 8 (the seed's pcie_bw.min_gbs)
-	GEMMVariancePct float64       // GPU-to-GPU tolerance for GEMM, default 25
-	PCIeVariancePct float64       // GPU-to-GPU tolerance for PCIe, default 25
-	Links           LinkRunner    // GPU-to-GPU copies and all-reduce; nil: topology only
-	MinLinkRatio    float64       // flag a peer copy or all-reduce below this share of its link's peak; 0: the peer_copy and all_reduce floors
-	LinkVariancePct float64       // pair-to-pair tolerance of the copy ratio, default 25
-	NoNUMABind      bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
-	Progress        io.Writer     // one line per step (stderr in the CLI); nil: quiet
+	Source      string        // "nvml", "nvidia-smi-xml", "sim": recorded in the result
+	ExpectGPUs  int           // 0: no count check
+	Parallel    bool          // run every GPU's benchmarks and burn at once
+	SkipBench   bool          // inventory (and burn/DCGM) only
+	Benchmarks  []string      // which of results.MicrobenchNames to run (in that order); nil: all
+	Burn        time.Duration // 0: no burn
+	SampleEvery time.Duration // telemetry interval during a burn (default 1 s)
+	DCGM        bool          // run `dcgmi diag`
+	DCGMLevel   int           // default 2
+	DCGMTimeout time.Duration // default 15 min
+	DCGMBinary  string        // default "dcgmi"
+	Links       LinkRunner    // GPU-to-GPU copies and all-reduce; nil: topology only
+	NoNUMABind  bool          // do not bind the CPU side of benchmarks to the GPU's NUMA node
+	Progress    io.Writer     // one line per step (stderr in the CLI); nil: quiet
 	// Catalog gives each GPU's datasheet peaks (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 
-	// Datasheet floors and the busy check (issue 26). Floors is the reference table's floors by
-	// exact GPU name, then benchmark; FloorOverrides (--floor) apply to every GPU; what neither
-	// names takes results.MicrobenchFloors. AllowBusy measures a GPU another process uses and notes
-	// it instead of flagging it. BusyReadings × BusyGap is how long a live GPU is read for (3, 0.5 s).
-	Floors         map[string]map[string]float64
-	FloorOverrides map[string]float64
-	AllowBusy      bool
-	BusyReadings   int
-	BusyGap        time.Duration
+	// The busy check (issue 26). AllowBusy measures a GPU another process uses (recorded in
+	// results.Busy.Allowed: the judge then notes it instead of flagging it). BusyReadings × BusyGap is
+	// how long a live GPU is read for (3, 0.5 s).
+	AllowBusy    bool
+	BusyReadings int
+	BusyGap      time.Duration
 }
 
 func (o *Options) defaults() {
@@ -77,18 +69,6 @@ func (o *Options) defaults() {
 	if o.DCGMTimeout <= 0 {
 		o.DCGMTimeout = d.DCGMTimeout
 	}
-	if o.MinPCIeGBps <= 0 {
-		o.MinPCIeGBps = d.MinPCIeGBps
-	}
-	if o.GEMMVariancePct <= 0 {
-		o.GEMMVariancePct = d.GEMMVariancePct
-	}
-	if o.PCIeVariancePct <= 0 {
-		o.PCIeVariancePct = d.PCIeVariancePct
-	}
-	if o.LinkVariancePct <= 0 {
-		o.LinkVariancePct = d.LinkVariancePct
-	}
 	if o.BusyReadings <= 0 {
 		o.BusyReadings = 3
 	}
@@ -98,7 +78,8 @@ func (o *Options) defaults() {
 }
 
 // Run is the health phase of one host. It never returns nil and never stops at the first problem:
-// what was measured is kept, what broke says so in its own Error.
+// what was measured is kept, what broke says so in its own Error. It judges nothing: judge.Health
+// does, with the thresholds (the GPU count expected is recorded in the result for it).
 func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *results.Health {
 	o.defaults()
 	h := &results.Health{Source: o.Source, ExpectGPUs: o.ExpectGPUs, Parallel: o.Parallel}
@@ -112,6 +93,11 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 	}
 	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
 	readInterconnect(src, h)
+	if ic := h.Interconnect; ic != nil {
+		if spec, known := o.Catalog.LookupGPU(h.GPUs[0].GPU.Name); known {
+			ic.DatasheetModel, ic.DatasheetNVLinks = spec.Key, spec.NVLinks()
+		}
+	}
 	checkBusy(ctx, src, h, o)
 
 	switch {
@@ -140,7 +126,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 	if ctx.Err() != nil {
 		h.Notes = append(h.Notes, "interrupted: the figures above are what was measured before the stop")
 	}
-	Evaluate(h, o)
+	LinkPeaks(h, o.Catalog)
 	return h
 }
 

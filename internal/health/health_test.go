@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sysfs"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -99,7 +100,7 @@ func flagsOf(h *results.Health) []string {
 }
 
 func TestRunHealthy(t *testing.T) {
-	h := Run(context.Background(), newFake(2), fakeBench{}, Options{Source: "nvml", ExpectGPUs: 2, DCGMBinary: "no-dcgmi-" + t.Name(), DCGM: true})
+	h := runJudged(context.Background(), newFake(2), fakeBench{}, Options{Source: "nvml", ExpectGPUs: 2, DCGMBinary: "no-dcgmi-" + t.Name(), DCGM: true}, judge.HealthRules{})
 	if h.Status != results.StatusOK || len(flagsOf(h)) != 0 {
 		t.Fatalf("status %s flags %v", h.Status, flagsOf(h))
 	}
@@ -134,46 +135,57 @@ func TestRunFlags(t *testing.T) {
 	yes := true
 	cases := []struct {
 		name  string
-		mod   func(f *fakeSource, o *Options, b *fakeBench)
+		mod   func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules)
 		want  []string
 		state results.Status
 	}{
-		{"count", func(f *fakeSource, o *Options, b *fakeBench) { o.ExpectGPUs = 4 }, []string{CheckCount}, results.StatusFlag},
-		{"ecc", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[1].ECC.VolatileUncorrected = &one }, []string{CheckECC + "@1"}, results.StatusFlag},
-		{"retired", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].RetiredPagesPending = &yes }, []string{CheckRetired + "@0"}, results.StatusFlag},
-		{"remap fail", func(f *fakeSource, o *Options, b *fakeBench) {
+		{"count", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { o.ExpectGPUs = 4 }, []string{CheckCount}, results.StatusFlag},
+		{"ecc", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[1].ECC.VolatileUncorrected = &one
+		}, []string{CheckECC + "@1"}, results.StatusFlag},
+		{"retired", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[0].RetiredPagesPending = &yes
+		}, []string{CheckRetired + "@0"}, results.StatusFlag},
+		{"remap fail", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.gpus[0].RemappedRows = &results.RemappedRows{Failure: true}
 		}, []string{CheckRemap + "@0"}, results.StatusFlag},
-		{"pcie x8", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[1].PCIe.WidthCurrent = 8 }, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
-		{"pcie x8 by design", func(f *fakeSource, o *Options, b *fakeBench) {
-			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, o.ExpectPCIeWidth = 8, 8, 8
+		{"pcie x8", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { f.gpus[1].PCIe.WidthCurrent = 8 }, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
+		{"pcie x8 by design", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, r.ExpectPCIeWidth = 8, 8, 8
 		}, nil, results.StatusOK},
-		{"pcie x4 under expected x8", func(f *fakeSource, o *Options, b *fakeBench) {
-			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, o.ExpectPCIeWidth = 8, 4, 8
+		{"pcie x4 under expected x8", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, r.ExpectPCIeWidth = 8, 4, 8
 		}, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
-		{"slow pcie, gemm and hbm spread", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.1} },
+		{"slow pcie, gemm and hbm spread", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { b.slow = map[int]float64{1: 0.1} },
 			[]string{CheckPCIeBW + "@1", CheckPCIeBW + "@1", CheckFloor + "@1", CheckFloor + "@1", CheckFloor + "@1", CheckFloor + "@1", CheckFloor + "@1", CheckFloor + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1", CheckCompare + "@1"}, results.StatusFlag},
-		{"spread within 25 %", func(f *fakeSource, o *Options, b *fakeBench) { b.slow = map[int]float64{1: 0.8} }, nil, results.StatusOK},
-		{"hw slowdown at idle", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x9) }, []string{CheckClockEvents + "@0"}, results.StatusFlag},
-		{"sw power cap at idle is a note", func(f *fakeSource, o *Options, b *fakeBench) { f.gpus[0].ClockEvents = gpu.ClockEvents(0x4) }, nil, results.StatusOK},
-		{"power cap under burn is fine", func(f *fakeSource, o *Options, b *fakeBench) { f.reasons = gpu.ReasonSWPowerCap }, nil, results.StatusOK},
-		{"thermal under burn", func(f *fakeSource, o *Options, b *fakeBench) {
+		{"spread within 25 %", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { b.slow = map[int]float64{1: 0.8} }, nil, results.StatusOK},
+		{"hw slowdown at idle", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[0].ClockEvents = gpu.ClockEvents(0x9)
+		}, []string{CheckClockEvents + "@0"}, results.StatusFlag},
+		{"sw power cap at idle is a note", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[0].ClockEvents = gpu.ClockEvents(0x4)
+		}, nil, results.StatusOK},
+		{"power cap under burn is fine", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { f.reasons = gpu.ReasonSWPowerCap }, nil, results.StatusOK},
+		{"thermal under burn", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.reasons = gpu.ReasonSWPowerCap | gpu.ReasonSWThermalSlowdown
 		},
 			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
-		{"power brake under burn", func(f *fakeSource, o *Options, b *fakeBench) { f.reasons = gpu.ReasonHWPowerBrakeSlowdown },
+		{"power brake under burn", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.reasons = gpu.ReasonHWPowerBrakeSlowdown
+		},
 			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
-		{"xid", func(f *fakeSource, o *Options, b *fakeBench) {
+		{"xid", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.gpus[1].XIDs = []results.XIDEvent{{XID: 79, Note: gpu.XIDNote(79)}}
 		}, []string{CheckXID + "@1"}, results.StatusFlag},
-		{"benchmark fails", func(f *fakeSource, o *Options, b *fakeBench) { b.fail = "hbm_d2d" }, nil, results.StatusFailed},
+		{"benchmark fails", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { b.fail = "hbm_d2d" }, nil, results.StatusFailed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f, b := newFake(2), fakeBench{}
 			o := Options{Source: "nvml", Burn: 60 * time.Millisecond, SampleEvery: 10 * time.Millisecond}
-			c.mod(f, &o, &b)
-			h := Run(context.Background(), f, b, o)
+			var r judge.HealthRules
+			c.mod(f, &o, &b, &r)
+			h := runJudged(context.Background(), f, b, o, r)
 			got := flagsOf(h)
 			if fmt.Sprint(got) != fmt.Sprint(c.want) || h.Status != c.state {
 				t.Errorf("flags %v status %s; want %v %s", got, h.Status, c.want, c.state)
@@ -192,7 +204,7 @@ func TestRunFlags(t *testing.T) {
 func TestBurnSummary(t *testing.T) {
 	f := newFake(1)
 	f.reasons = gpu.ReasonSWPowerCap
-	h := Run(context.Background(), f, fakeBench{}, Options{Source: "nvml", SkipBench: true, Burn: 100 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
+	h := runJudged(context.Background(), f, fakeBench{}, Options{Source: "nvml", SkipBench: true, Burn: 100 * time.Millisecond, SampleEvery: 10 * time.Millisecond}, judge.HealthRules{})
 	b := h.GPUs[0].Burn
 	if b == nil || len(b.Samples) < 3 {
 		t.Fatalf("burn %+v", b)
@@ -213,7 +225,7 @@ func TestXMLSourceRunsInventoryOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Run(context.Background(), src, nil, Options{Source: "nvidia-smi-xml", Burn: time.Second, DCGM: true})
+	h := runJudged(context.Background(), src, nil, Options{Source: "nvidia-smi-xml", Burn: time.Second, DCGM: true}, judge.HealthRules{})
 	if len(h.GPUs) != 2 || h.Status != results.StatusOK || h.DCGM.Status != results.StatusSkipped {
 		t.Fatalf("status %s flags %v dcgm %+v", h.Status, flagsOf(h), h.DCGM)
 	}
@@ -229,7 +241,7 @@ func TestXMLSourceRunsInventoryOnly(t *testing.T) {
 func TestRenderEverything(t *testing.T) {
 	f := newFake(2)
 	f.reasons = gpu.ReasonSWPowerCap
-	h := Run(context.Background(), f, fakeBench{slow: map[int]float64{1: 0.5}}, Options{Source: "nvml", Burn: 30 * time.Millisecond, SampleEvery: 10 * time.Millisecond})
+	h := runJudged(context.Background(), f, fakeBench{slow: map[int]float64{1: 0.5}}, Options{Source: "nvml", Burn: 30 * time.Millisecond, SampleEvery: 10 * time.Millisecond}, judge.HealthRules{})
 	var out bytes.Buffer
 	term.Health(&out, h)
 	for _, want := range []string{"Microbenchmarks", "sgemm_fp32", "54.0 TFLOP/s", "67.0 TFLOP/s", "0.81", "Burn", "sw_power_cap",
@@ -243,7 +255,7 @@ func TestRenderEverything(t *testing.T) {
 func TestInterruptKeepsMeasured(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &cancelAfter{n: 2, cancel: cancel}
-	h := Run(ctx, newFake(1), b, Options{Source: "nvml"})
+	h := runJudged(ctx, newFake(1), b, Options{Source: "nvml"}, judge.HealthRules{})
 	if len(h.GPUs[0].Bench) < 2 || !strings.Contains(strings.Join(h.Notes, ";"), "interrupted") {
 		t.Errorf("bench %d notes %v", len(h.GPUs[0].Bench), h.Notes)
 	}
@@ -318,7 +330,8 @@ func TestRealH200Result(t *testing.T) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		t.Fatal(err)
 	}
-	Evaluate(&h, Options{ExpectGPUs: 2})
+	h.ExpectGPUs = 2 // the phase records the count it was told to expect
+	judge.Health(&h, judge.HealthRules{})
 	if h.Status != results.StatusOK || len(flagsOf(&h)) != 0 || len(h.Comparisons) != 6 {
 		t.Fatalf("status %s flags %v comparisons %d", h.Status, flagsOf(&h), len(h.Comparisons))
 	}
@@ -329,7 +342,7 @@ func TestRealH200Result(t *testing.T) {
 	}
 	// The same host with a throttling card: hw_thermal_slowdown in one sample flags that GPU only.
 	h.GPUs[1].Burn.Samples[30].ClockReasons |= gpu.ReasonHWThermalSlowdown
-	Evaluate(&h, Options{ExpectGPUs: 2})
+	judge.Health(&h, judge.HealthRules{})
 	if got := fmt.Sprint(flagsOf(&h)); got != "["+CheckBurnClock+"@1]" {
 		t.Errorf("flags %s", got)
 	}
@@ -339,18 +352,22 @@ func TestFromConfigSelectsBenchmarks(t *testing.T) {
 	c := config.Config{Health: config.Health{ExpectGPUs: 8, PCIe: true, PCIeMinGBs: 8, PCIeExpectedWidth: 8, Burn: config.Duration(time.Minute),
 		DCGM: config.DCGM{Enabled: true, Level: 3, Timeout: config.Duration(time.Hour)}}}
 	o := FromConfig(c, "nvml")
-	if fmt.Sprint(o.Benchmarks) != "[pcie_h2d pcie_d2h hbm_d2d]" || o.SkipBench || o.Burn != time.Minute || o.DCGMLevel != 3 || o.ExpectPCIeWidth != 8 {
+	if fmt.Sprint(o.Benchmarks) != "[pcie_h2d pcie_d2h hbm_d2d]" || o.SkipBench || o.Burn != time.Minute || o.DCGMLevel != 3 || o.ExpectGPUs != 8 {
 		t.Errorf("%+v", o)
 	}
 	o.Burn = 0
-	h := Run(context.Background(), newFake(1), fakeBench{}, o)
+	h := runJudged(context.Background(), newFake(1), fakeBench{}, o, judge.HealthRules{})
 	if len(h.GPUs[0].Bench) != 3 {
 		t.Errorf("ran %d benchmarks, want 3", len(h.GPUs[0].Bench))
 	}
 	c.Compare.GEMMVariancePct, c.Engine.NUMABind = 12, false
 	c.ReferenceFloors = map[string]map[string]float64{"NVIDIA H200": {"gemm_bf16": 0.5}}
-	if o := FromConfig(c, "sim"); o.GEMMVariancePct != 12 || !o.NoNUMABind || o.Floors["NVIDIA H200"]["gemm_bf16"] != 0.5 || o.Source != "sim" {
-		t.Errorf("compare.gemm_variance_pct, engine.numa_bind or reference_floors not carried: %+v", o)
+	if o := FromConfig(c, "sim"); !o.NoNUMABind || o.Source != "sim" || !o.Parallel {
+		t.Errorf("engine.numa_bind or run.parallel_gpus not carried: %+v", o)
+	}
+	// The thresholds are the judge's (health measures, judge decides).
+	if r := judge.HealthRulesFrom(c); r.GEMMVariancePct != 12 || r.Floors["NVIDIA H200"]["gemm_bf16"] != 0.5 || r.MinPCIeGBps != 8 || r.ExpectPCIeWidth != 8 {
+		t.Errorf("compare.gemm_variance_pct, reference_floors or the PCIe keys not carried: %+v", r)
 	}
 	if o := FromConfig(config.Config{}, "nvml"); !o.SkipBench {
 		t.Errorf("no gemm, no pcie: want SkipBench")
@@ -362,7 +379,7 @@ type listed struct{ *fakeSource }
 func (l listed) GPUs() []results.GPUInfo { return l.gpus }
 
 func TestFromLister(t *testing.T) {
-	h := Run(context.Background(), FromLister(listed{newFake(2)}), nil, Options{Source: "sim", SkipBench: true})
+	h := runJudged(context.Background(), FromLister(listed{newFake(2)}), nil, Options{Source: "sim", SkipBench: true}, judge.HealthRules{})
 	if len(h.GPUs) != 2 || h.Status != results.StatusOK {
 		t.Errorf("%+v", h)
 	}

@@ -4,29 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
-	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
-
-// Check ids of the interconnect rules.
-const (
-	CheckNVLinkDown   = "health.nvlink_down"   // a link down: failure
-	CheckNVLinkErrors = "health.nvlink_errors" // error counters grew during the phase: failure
-	CheckNVLinkPath   = "health.nvlink_path"   // a pair on PCIe where the model ships NVLink
-	CheckP2PAccess    = "health.p2p_access"    // peer access unavailable
-	CheckP2PBandwidth = "health.p2p_bandwidth" // a pair's copy bandwidth low against its link
-	CheckAllReduce    = "health.all_reduce"    // all-reduce bus bandwidth low against the links
-	CheckLinkCompare  = "compare.link_to_link" // one pair slower than the others
-)
-
-// failingChecks are the rules whose flag makes a GPU failed, not just flagged.
-var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: true, CheckResults: true}
 
 // LinkRunner measures GPU-to-GPU bandwidth: cuda.Peer on a host, SimLinks on the simulator.
 type LinkRunner interface {
@@ -183,9 +167,9 @@ func pairOf(ic *results.Interconnect, a, b int) *results.GPUPair {
 	return pairOf(ic, a, b)
 }
 
-// linkPeaks sets every pair's peak (its NVLinks × their speed, else the PCIe datasheet figure), the
+// LinkPeaks sets every pair's peak (its NVLinks × their speed, else the PCIe datasheet figure), the
 // ratios of the measured copies to it, and the all-reduce's peak and busbw ratios.
-func linkPeaks(h *results.Health, cat *catalog.Catalog) {
+func LinkPeaks(h *results.Health, cat *catalog.Catalog) {
 	ic := h.Interconnect
 	if ic == nil {
 		return
@@ -259,15 +243,6 @@ func nz(v, fallback float64) float64 {
 	return fallback
 }
 
-// linkFloor is the floor of a peer copy or all-reduce: --min-link-ratio when set, else the datasheet
-// floor of the host's GPU model.
-func (o *Options) linkFloor(gpuName, name string) float64 {
-	if o.MinLinkRatio > 0 {
-		return o.MinLinkRatio
-	}
-	return o.Floor(gpuName, name)
-}
-
 func firstName(h *results.Health) string {
 	if len(h.GPUs) == 0 {
 		return ""
@@ -275,133 +250,12 @@ func firstName(h *results.Health) string {
 	return h.GPUs[0].GPU.Name
 }
 
-// judgeInterconnect turns the interconnect into flags: links down and error counters that grew on
-// their GPU (failures), pairs on PCIe, without peer access, or slow against their link, and a slow
-// all-reduce on the host.
-func judgeInterconnect(h *results.Health, o Options) {
-	ic := h.Interconnect
-	if ic == nil {
-		return
-	}
-	linkPeaks(h, o.Catalog)
-	byIndex := map[int]*results.GPUHealth{}
-	for i := range h.GPUs {
-		byIndex[h.GPUs[i].GPU.Index] = &h.GPUs[i]
-	}
-	for _, gl := range ic.Links {
-		if gh := byIndex[gl.GPU]; gh != nil {
-			judgeLinks(gh, gl)
+// addNote adds a note once, so a phase step can run again on a loaded result.
+func addNote(gh *results.GPUHealth, note string) {
+	for _, n := range gh.Notes {
+		if n == note {
+			return
 		}
 	}
-	hostFlag := func(check, subject, format string, args ...any) {
-		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: check, Reason: fmt.Sprintf(format, args...)})
-	}
-	spec, known := o.Catalog.LookupGPU(firstName(h))
-	shipsNVLink := known && spec.NVLinks() > 0
-	for _, p := range ic.Pairs {
-		subj := pairName(p)
-		if gpu.PathIsPCIe(p.Path) && shipsNVLink {
-			hostFlag(CheckNVLinkPath, subj, "the GPUs reach each other over PCIe (%s) though the %s ships with %d NVLinks: TP across them runs at PCIe speed; check `nvidia-smi topo -m`, the NVLink bridges/baseboard and the fabric manager", p.Path, spec.Key, spec.NVLinks())
-		}
-		switch {
-		case p.P2P != "" && p.P2P != "ok":
-			hostFlag(CheckP2PAccess, subj, "peer access unavailable (NVML: %s): NCCL and TP engines fall back to copies through host memory; check IOMMU/ACS settings and, in a VM, the hypervisor's P2P support", p.P2P)
-		case p.Error != "" && strings.Contains(p.Error, "peer access unavailable"):
-			hostFlag(CheckP2PAccess, subj, "%s", p.Error)
-		}
-		for _, f := range []struct {
-			name string
-			fig  *results.PairFigure
-		}{{"unidirectional", p.Uni}, {"bidirectional", p.Bi}} {
-			if fl := o.linkFloor(firstName(h), results.FloorPeerCopy); f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < fl {
-				hostFlag(CheckP2PBandwidth, subj, "peer copy %s %.0f GB/s, %.0f %% of the link's %.0f GB/s (floor %.0f %%): check the links' state, speed and error counters (`nvidia-smi nvlink -s -e`)",
-					f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), fl*100)
-			}
-		}
-	}
-	comparePairs(h, o, hostFlag)
-	if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 {
-		big := ar.Sizes[len(ar.Sizes)-1]
-		if fl := o.linkFloor(firstName(h), results.FloorAllReduce); big.BusBWRatio != nil && *big.BusBWRatio < fl {
-			hostFlag(CheckAllReduce, "host", "all-reduce bus bandwidth %.0f GB/s at %s, %.0f %% of the links' %.0f GB/s per GPU (floor %.0f %%): a slow link or a PCIe fallback on one GPU holds every rank back",
-				big.BusBWGBps, results.SizeText(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, fl*100)
-		}
-	}
+	gh.Notes = append(gh.Notes, note)
 }
-
-func peakOf(p results.GPUPair, dir string) float64 {
-	if dir == "bidirectional" {
-		return 2 * p.PeakGBps
-	}
-	return p.PeakGBps
-}
-
-// judgeLinks flags a GPU's links that are down and error counters that grew.
-func judgeLinks(gh *results.GPUHealth, gl results.GPULinks) {
-	flag := func(check, format string, args ...any) {
-		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: subject(gh.GPU), Check: check, Reason: fmt.Sprintf(format, args...)})
-	}
-	var down []string
-	up := 0
-	for _, l := range gl.Links {
-		if !l.Up {
-			down = append(down, fmt.Sprint(l.Link))
-		} else {
-			up++
-		}
-		if l.Errors != nil && l.ErrorsAfter != nil {
-			if d := growth(*l.Errors, *l.ErrorsAfter); d != "" {
-				flag(CheckNVLinkErrors, "NVLink %d error counters grew during the health phase (%s): a marginal link; reseat or service the baseboard, and check `nvidia-smi nvlink -e -i %d`", l.Link, d, gh.GPU.Index)
-			}
-		}
-		if l.Errors != nil && (l.Errors.CRC > 0 || l.Errors.Replay > 0 || l.Errors.Recovery > 0) {
-			addNote(gh, fmt.Sprintf("NVLink %d has error counts since the driver loaded (CRC %d, replay %d, recovery %d)", l.Link, l.Errors.CRC, l.Errors.Replay, l.Errors.Recovery))
-		}
-	}
-	if len(down) > 0 {
-		flag(CheckNVLinkDown, "NVLink %s down (%d of %d up): the GPU's peer bandwidth drops by that share; check `nvidia-smi nvlink -s -i %d`, the fabric manager, then reseat or RMA",
-			strings.Join(down, ", "), up, len(gl.Links), gh.GPU.Index)
-	}
-}
-
-// growth names the counters that grew from a to b, e.g. "replay +12"; "" when none did.
-func growth(a, b results.LinkErrors) string {
-	var out []string
-	for _, c := range []struct {
-		name string
-		a, b uint64
-	}{{"CRC", a.CRC, b.CRC}, {"replay", a.Replay, b.Replay}, {"recovery", a.Recovery, b.Recovery}} {
-		if c.b > c.a {
-			out = append(out, fmt.Sprintf("%s +%d", c.name, c.b-c.a))
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// comparePairs applies the GPU-to-GPU rule across pairs: a pair whose copy ratio is more than
-// LinkVariancePct below the best pair's is flagged, so one slow link stands out among healthy ones.
-func comparePairs(h *results.Health, o Options, hostFlag func(check, subject, format string, args ...any)) {
-	var measured []results.GPUPair
-	for _, p := range h.Interconnect.Pairs {
-		if p.Uni != nil && p.Uni.Ratio != nil {
-			measured = append(measured, p)
-		}
-	}
-	if len(measured) < 2 {
-		return
-	}
-	best := measured[0]
-	for _, p := range measured[1:] {
-		if *p.Uni.Ratio > *best.Uni.Ratio {
-			best = p
-		}
-	}
-	for _, p := range measured {
-		if compare.Outlier(*p.Uni.Ratio, *best.Uni.Ratio, true, o.LinkVariancePct) {
-			hostFlag(CheckLinkCompare, pairName(p), "peer copy %.0f GB/s (%.0f %% of its link) is more than %g %% below the best pair (%s: %.0f %% of its link): check this pair's NVLinks",
-				p.Uni.GBps, *p.Uni.Ratio*100, o.LinkVariancePct, pairName(best), *best.Uni.Ratio*100)
-		}
-	}
-}
-
-func pairName(p results.GPUPair) string { return fmt.Sprintf("gpu %d ↔ gpu %d", p.A, p.B) }

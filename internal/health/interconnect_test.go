@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/gpuvet/gpuvet/internal/catalog"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/gpu"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -22,7 +24,7 @@ func simLinks(t *testing.T, n int, fault string) *results.Health {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Run(context.Background(), f, SimBench{Fleet: f}, Options{Source: "sim", Benchmarks: []string{}, Links: SimLinks{Fleet: f}})
+	return runJudged(context.Background(), f, SimBench{Fleet: f}, Options{Source: "sim", Benchmarks: []string{}, Links: SimLinks{Fleet: f}}, judge.HealthRules{})
 }
 
 func checks(fs []results.Flag) string {
@@ -112,9 +114,13 @@ func TestInterconnectErrorsThatGrowFail(t *testing.T) {
 	}
 }
 
-// linkHost is a hand-made result: GPUs of one model and the pairs given.
+// linkHost is a hand-made result: GPUs of one model and the pairs given, with the catalog's NVLink
+// count the health phase records.
 func linkHost(name string, n int, pairs ...results.GPUPair) *results.Health {
 	h := &results.Health{Source: "nvml", Interconnect: &results.Interconnect{Source: "nvml", Pairs: pairs}}
+	if spec, ok := catalog.Builtin().LookupGPU(name); ok {
+		h.Interconnect.DatasheetModel, h.Interconnect.DatasheetNVLinks = spec.Key, spec.NVLinks()
+	}
 	for i := 0; i < n; i++ {
 		g := h200(i)
 		g.Name = name
@@ -125,12 +131,12 @@ func linkHost(name string, n int, pairs ...results.GPUPair) *results.Health {
 
 func TestInterconnectPCIePathFlagsOnlyNVLinkModels(t *testing.T) {
 	h := linkHost("NVIDIA H200", 2, results.GPUPair{A: 0, B: 1, Path: "SYS", P2P: "ok"})
-	Evaluate(h, Options{})
+	judge.Health(h, judge.HealthRules{})
 	if !strings.Contains(checks(h.Flags), CheckNVLinkPath) || !strings.Contains(h.Flags[0].Reason, "ships with 18 NVLinks") {
 		t.Errorf("H200 pair on SYS: flags %q", checks(h.Flags))
 	}
 	h = linkHost("NVIDIA L40S", 2, results.GPUPair{A: 0, B: 1, Path: "SYS", P2P: "ok"})
-	Evaluate(h, Options{})
+	judge.Health(h, judge.HealthRules{})
 	if len(h.Flags) > 0 {
 		t.Errorf("L40S (no NVLink) on SYS flagged: %q", checks(h.Flags))
 	}
@@ -141,12 +147,12 @@ func TestInterconnectPeerAccessUnavailableIsSaid(t *testing.T) {
 		results.GPUPair{A: 0, B: 1, Path: "NV18", NVLinks: 18, P2P: "not supported by the chipset"},
 		results.GPUPair{A: 0, B: 2, Path: "NV18", NVLinks: 18, P2P: "ok", Error: "peer access unavailable: cuCtxEnablePeerAccess: CUDA_ERROR_PEER_ACCESS_UNSUPPORTED (217)"},
 		results.GPUPair{A: 1, B: 2, Path: "NV18", NVLinks: 18, P2P: "ok"})
-	Evaluate(h, Options{})
+	judge.Health(h, judge.HealthRules{})
 	c := checks(h.Flags)
 	if !strings.Contains(c, CheckP2PAccess+" gpu 0 ↔ gpu 1") || !strings.Contains(c, CheckP2PAccess+" gpu 0 ↔ gpu 2") || strings.Contains(c, "gpu 1 ↔ gpu 2") {
 		t.Errorf("flags:\n%s", c)
 	}
-	Evaluate(h, Options{}) // again on the same result: the same flags, once
+	judge.Health(h, judge.HealthRules{}) // again on the same result: the same flags, once
 	if checks(h.Flags) != c {
 		t.Errorf("Evaluate is not repeatable:\n%s\nthen\n%s", c, checks(h.Flags))
 	}
@@ -164,7 +170,8 @@ func TestLinkPeaksFromMeasuredLinkSpeed(t *testing.T) {
 		h.Interconnect.Links = append(h.Interconnect.Links, gl)
 	}
 	h.Interconnect.AllReduce = &results.AllReduce{Status: results.StatusOK, GPUs: 2, Sizes: []results.AllReduceSize{{Bytes: 1 << 30, BusBWGBps: 327.8}}}
-	Evaluate(h, Options{})
+	LinkPeaks(h, nil) // the phase's figures: peaks and ratios
+	judge.Health(h, judge.HealthRules{})
 	p := h.Interconnect.Pairs[0]
 	if math.Abs(p.PeakGBps-478.116) > 0.01 || math.Abs(*p.Uni.Ratio-0.8255) > 0.001 || math.Abs(*p.Bi.Ratio-0.8102) > 0.001 {
 		t.Errorf("peak %v, uni %v, bi %v", p.PeakGBps, *p.Uni.Ratio, *p.Bi.Ratio)
@@ -207,7 +214,7 @@ func (s linkStub) Describe() string { return "stub" }
 func TestAllReduceSkippedAndFailed(t *testing.T) {
 	src := newFake(2)
 	skipped := &results.AllReduce{Status: results.StatusSkipped, Note: "skipped: libnccl not found; point --nccl-lib at a libnccl.so.2"}
-	h := Run(context.Background(), src, nil, Options{Source: "nvml", Benchmarks: []string{}, Links: linkStub{ar: skipped}})
+	h := runJudged(context.Background(), src, nil, Options{Source: "nvml", Benchmarks: []string{}, Links: linkStub{ar: skipped}}, judge.HealthRules{})
 	if ar := h.Interconnect.AllReduce; ar.Status != results.StatusSkipped || strings.Contains(checks(h.Flags), CheckAllReduce) {
 		t.Errorf("all-reduce %+v, flags %q", ar, checks(h.Flags))
 	}
@@ -219,7 +226,7 @@ func TestAllReduceSkippedAndFailed(t *testing.T) {
 	if !strings.Contains(buf.String(), "libnccl not found") {
 		t.Errorf("render hides the skip:\n%s", buf.String())
 	}
-	h = Run(context.Background(), src, nil, Options{Source: "nvml", Benchmarks: []string{}, Links: linkStub{err: errors.New("ncclCommInitAll: ncclResult 2 (unhandled system error)")}})
+	h = runJudged(context.Background(), src, nil, Options{Source: "nvml", Benchmarks: []string{}, Links: linkStub{err: errors.New("ncclCommInitAll: ncclResult 2 (unhandled system error)")}}, judge.HealthRules{})
 	if ar := h.Interconnect.AllReduce; ar.Status != results.StatusFailed || !strings.Contains(ar.Error, "ncclCommInitAll") {
 		t.Errorf("all-reduce %+v", ar)
 	}
@@ -234,7 +241,7 @@ func TestInterconnectFromCapturesRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := Run(context.Background(), gpu.WithLinks(src, ic), nil, Options{Source: "nvidia-smi-xml"})
+	h := runJudged(context.Background(), gpu.WithLinks(src, ic), nil, Options{Source: "nvidia-smi-xml"}, judge.HealthRules{})
 	if h.Interconnect == nil || h.Interconnect.Pairs[0].Path != "NV18" || h.Interconnect.Links[1].Up() != 18 {
 		t.Fatalf("interconnect %+v", h.Interconnect)
 	}

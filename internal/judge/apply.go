@@ -358,6 +358,10 @@ func ciOf(r *results.Run, which string) *results.Interval {
 		return r.CI.ITLP95
 	case "output_tok_s":
 		return r.CI.OutputTokS
+	case "tpot_p95":
+		return r.CI.TPOTP95
+	case "tpot_p50":
+		return r.CI.TPOTP50
 	}
 	return nil
 }
@@ -461,7 +465,7 @@ type LLMMetric struct {
 }
 
 // LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
-// sync run's TTFT, ITL and TPOT p95, and the concurrency run's output tok/s and TTFT p99 (the
+// sync run's TTFT, ITL and TPOT p95 and its median TPOT, and the concurrency run's output tok/s and TTFT p99 (the
 // latter against baselines only).
 var LLMMetrics = []LLMMetric{
 	{MetricSustainedReqS, true, false, sustainedFigure},
@@ -476,7 +480,10 @@ var LLMMetrics = []LLMMetric{
 	}},
 	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
 	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
-	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, nil })},
+	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, ciOf(r, "tpot_p95") })},
+	// The median TPOT of the sync run is the card's decode step at concurrency 1: the figure with the
+	// tightest interval of its speed, so the one that resolves a slowdown near the margin (issue 35).
+	{MetricTPOTP50, false, false, syncMedian(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, ciOf(r, "tpot_p50") })},
 	{MetricConcOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
 		m := concThroughput(FindRun(l, RunConcurrency), l)
 		m.ReqS = l.SustainedReqS
@@ -489,6 +496,18 @@ var LLMMetrics = []LLMMetric{
 		}
 		return compare.Figure{Value: r.TTFT.P99, CI: ciOf(r, "ttft_p99"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l)}, true
 	}},
+}
+
+// syncMedian reads the median of a sync-run distribution (syncDist reads its p95).
+func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
+	return func(l *results.Load) (compare.Figure, bool) {
+		r := FindRun(l, RunSynchronous)
+		if r == nil {
+			return compare.Figure{}, false
+		}
+		d, ci := get(r)
+		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
+	}
 }
 
 func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
@@ -504,8 +523,10 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 
 // ModelComparisons compares every LLM metric across the endpoints of one model on one host.
 // Failed endpoints and endpoints without load are left out; a model on one GPU gets none. With
-// sharedClient (GPUs loaded at once by one gpuvet process), a client that fell behind on one GPU was
-// short of CPU for all of them: every figure of the model is then client-limited.
+// sharedClient (GPUs loaded at once by one gpuvet process, their rungs side by side), a client that
+// fell behind on one GPU's figure was short of CPU for the same rung of all of them: that metric's
+// figures are then client-limited on every GPU. A rung the client kept up with on every GPU (the
+// synchronous rung, when only a top rung overloaded it) stays decidable, as a gate on it does.
 func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
 	type ep struct {
 		gpu  int
@@ -525,29 +546,29 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 	if len(eps) < 2 {
 		return nil
 	}
-	anyLimited := false
-	for _, e := range eps {
-		anyLimited = anyLimited || e.load.Client.ClientLimited
-	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
 		if met.BaselineOnly {
 			continue
 		}
 		var cells []compare.Cell
+		limited := false
 		for _, e := range eps {
 			f, ok := met.Get(e.load)
 			if !ok {
 				continue
 			}
 			f.ReqS = e.load.SustainedReqS
-			f.ClientLimited = f.ClientLimited || (sharedClient && anyLimited)
+			limited = limited || f.ClientLimited
 			cells = append(cells, compare.Cell{GPU: e.gpu, Figure: f})
 		}
 		if len(cells) < 2 {
 			continue
 		}
-		out = append(out, compare.GPUs(met.Name, cells, met.HigherIsBetter, g))
+		for i := range cells {
+			cells[i].ClientLimited = cells[i].ClientLimited || (sharedClient && limited)
+		}
+		out = append(out, compare.Peers(met.Name, cells, met.HigherIsBetter, g))
 	}
 	return out
 }

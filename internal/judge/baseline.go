@@ -138,8 +138,23 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 				}
 				row.Values[names[i]] = ex.Value
 				row.OverheadPct[names[i]] = round2(deltaPct(ex.Value, bx.Value, row.HigherIsBetter))
-				st, note := OverheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
+				st, note, sd := overheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
 				row.Status[names[i]] = st
+				if sd.CI != nil {
+					if row.OverheadCI == nil {
+						row.OverheadCI, row.DetectablePct = map[string]*results.Interval{}, map[string]float64{}
+					}
+					row.OverheadCI[names[i]] = &results.Interval{Lo: round2(sd.CI.Lo), Hi: round2(sd.CI.Hi), Level: sd.CI.Level}
+					d := math.Round(sd.DetectablePct*10) / 10
+					row.DetectablePct[names[i]] = d
+					if bc.DetectablePct == nil {
+						bc.DetectablePct = map[string]map[string]float64{}
+					}
+					if bc.DetectablePct[names[i]] == nil {
+						bc.DetectablePct[names[i]] = map[string]float64{}
+					}
+					bc.DetectablePct[names[i]][met] = max(bc.DetectablePct[names[i]][met], d)
+				}
 				if note != "" {
 					if row.Notes == nil {
 						row.Notes = map[string]string{}
@@ -181,26 +196,33 @@ func first(list []string, n int) []string {
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-// OverheadStatus decides one environment's figure against the baseline's with compare.Pair, the
-// rule and guards of the GPU-to-GPU comparison (the tolerance is the baseline tolerance).
+// OverheadStatus decides one environment's figure against the baseline's by compare.Slower, the
+// interval rule of the GPU-to-GPU comparison with its guards (the margin is the baseline tolerance):
+// a breach is an overhead beyond the tolerance whose interval lies beyond it too.
 func OverheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string) {
-	res, over, why := compare.Pair(metric, env, base, higher, tolPct, g)
+	st, note, _ := overheadStatus(metric, base, env, higher, tolPct, g)
+	return st, note
+}
+
+func overheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string, compare.Slowdown) {
+	s := compare.Slower(metric, env, base, higher, tolPct, g)
+	res, over, why := s.Result, s.Pct, s.Why
 	thr := compare.IsThroughputMetric(metric) && higher
 	switch {
 	case res == compare.Pass && thr && base.LowerBound && why == "":
-		return BaselineLowerBound, "the baseline's sweep was truncated or unsaturated: its throughput is a lower bound, the real overhead may be larger"
+		return BaselineLowerBound, "the baseline's sweep was truncated or unsaturated: its throughput is a lower bound, the real overhead may be larger", s
 	case res == compare.Pass && why != "" && compare.IsTTFTMetric(metric):
-		return BaselineOK, fmt.Sprintf("%.1f %% worse but %s", over, why)
+		return BaselineOK, fmt.Sprintf("%.1f %% worse but %s", over, why), s
 	case res == compare.Pass && why != "":
-		return BaselineLowConfidence, why
+		return BaselineLowConfidence, why, s
 	case res == compare.Pass:
-		return BaselineOK, ""
+		return BaselineOK, "", s
 	case res == compare.Inconclusive && thr && env.LowerBound && !compare.TooFew(env, g.MinSamples) && !env.ClientLimited:
-		return BaselineLowerBound, "this environment's sweep was truncated or unsaturated: its throughput is a lower bound, the gap is not a measurement"
+		return BaselineLowerBound, "this environment's sweep was truncated or unsaturated: its throughput is a lower bound, the gap is not a measurement", s
 	case res == compare.Inconclusive:
-		return BaselineLowConfidence, why
+		return BaselineLowConfidence, why, s
 	}
-	return BaselineBreach, ""
+	return BaselineBreach, "", s
 }
 
 // envNames names the environment columns by each summary's Environment, made unique.

@@ -58,8 +58,8 @@ func TestCompareBaselineOverheadAndStatus(t *testing.T) {
 		t.Errorf("caveats %v lack the GPU count", bc.Caveats)
 	}
 	flags := BaselineFlags(bc)
-	if len(flags) != 4 {
-		t.Errorf("%d baseline flags, want 4 (gpu 1 sustained, peak, ITL, TPOT): %+v", len(flags), flags)
+	if len(flags) != 5 {
+		t.Errorf("%d baseline flags, want 5 (gpu 1 sustained, peak, ITL, TPOT p95 and p50): %+v", len(flags), flags)
 	}
 	for _, fl := range flags {
 		if !strings.Contains(fl.Subject, "gpu 1 [vm]") || !strings.Contains(fl.Reason, "beyond the 10 % tolerance") {
@@ -70,7 +70,14 @@ func TestCompareBaselineOverheadAndStatus(t *testing.T) {
 
 func TestOverheadStatusGuards(t *testing.T) {
 	g := compare.LLMGuards()
-	fig := func(v float64, n int, reqS float64) figure { return figure{Value: v, Samples: n, ReqS: reqS} }
+	// fig: a per-request figure with a ±0.5 % interval (a GEMM figure, n = 0, has none).
+	fig := func(v float64, n int, reqS float64) figure {
+		f := figure{Value: v, Samples: n, ReqS: reqS}
+		if n > 0 {
+			f.CI = ci(v*0.995, v*1.005)
+		}
+		return f
+	}
 	tests := []struct {
 		name      string
 		metric    string
@@ -89,8 +96,13 @@ func TestOverheadStatusGuards(t *testing.T) {
 			figure{Value: 7000, Samples: 900, ReqS: 27, LowerBound: true}, true, BaselineLowerBound},
 		{"baseline lower bound cannot confirm ok", MetricPeakOutputTokS, figure{Value: 10000, Samples: 900, ReqS: 40, LowerBound: true},
 			fig(9800, 900, 39), true, BaselineLowerBound},
-		{"baseline lower bound, env still far below: breach", MetricPeakOutputTokS, figure{Value: 10000, Samples: 900, ReqS: 40, LowerBound: true},
+		{"baseline lower bound, env still far below: breach", MetricPeakOutputTokS, figure{Value: 10000, Samples: 900, ReqS: 40, LowerBound: true, CI: ci(9950, 10050)},
 			fig(7000, 900, 27), true, BaselineBreach},
+		// Issue 35: the overhead's interval must lie beyond the tolerance, not only its value.
+		{"11 % slower, interval reaching within 10 %: low confidence", MetricSustainedReqS, fig(40, 900, 40),
+			figure{Value: 35.6, Samples: 900, ReqS: 35.6, CI: ci(34.5, 36.7)}, true, BaselineLowConfidence},
+		{"11 % slower without an interval: low confidence", MetricSustainedReqS, figure{Value: 40, Samples: 900, ReqS: 40},
+			figure{Value: 35.6, Samples: 900, ReqS: 35.6}, true, BaselineLowConfidence},
 		{"overlapping CIs", MetricITLP95, figure{Value: 10, CI: ci(8, 13)}, figure{Value: 12, CI: ci(11, 14)}, false, BaselineLowConfidence},
 		{"GEMM has no sample guard", "sgemm_fp32", fig(51, 0, 0), fig(40, 0, 0), true, BaselineBreach},
 	}

@@ -2,6 +2,8 @@ package judge
 
 import (
 	"bytes"
+	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -130,5 +132,22 @@ func TestConfigYAMLRoundTrip(t *testing.T) {
 	}
 	if !strings.Contains(string(b), "min_throughput_req_s:\n        value: null") {
 		t.Errorf("a disabled gate must read as value: null:\n%s", b)
+	}
+}
+
+// calibrate derives the interval rule's margin from healthy runs: 1.5 × the largest healthy gap.
+func TestCalibrateMargin(t *testing.T) {
+	s := summary(healthy(), healthy(), healthy().scaled(0.04))
+	Apply(s, DefaultConfig())
+	m, ok := CalibrateMargin([]CalibRun{{Label: "a.json", Summary: s}})
+	if !ok || m.GPU != 2 || m.Pct != math.Ceil(1.5*m.GapPct) || m.GapPct < 4 || m.GapPct > 4.5 {
+		t.Fatalf("margin %+v ok %v: want 1.5 × the 4 %% gap of gpu 2", m, ok)
+	}
+	var b strings.Builder
+	if err := WriteMarginYAML(&b, []CalibRun{{Label: "a.json", Summary: s}}); err != nil || !strings.Contains(b.String(), fmt.Sprintf("variance_pct: %g\n", m.Pct)) {
+		t.Errorf("yaml %q (%v)", b.String(), err)
+	}
+	if _, ok := CalibrateMargin([]CalibRun{{Label: "one", Summary: summary(healthy())}}); ok {
+		t.Error("a single GPU derived a margin")
 	}
 }

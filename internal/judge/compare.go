@@ -18,6 +18,7 @@ const (
 	MetricTTFTP99        = "ttft_p99_ms"
 	MetricITLP95         = "itl_p95_ms"
 	MetricTPOTP95        = "tpot_p95_ms"
+	MetricTPOTP50        = "tpot_p50_ms"
 	// The aicr-style fixed-concurrency run's figures (present when the profile has one). Its TTFT
 	// p99 is a tail figure of one short window: compared against baselines (with the TTFT ms floor,
 	// hence the "ttft" prefix), never GPU to GPU, where one scheduler hiccup would flag a card.

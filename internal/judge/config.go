@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -102,25 +101,25 @@ func def(v float64, unit string) Limit { return Limit{Value: f(v), Unit: unit, S
 
 func off(unit string) Limit { return Limit{Unit: unit, Source: SourceDefault} }
 
-// DefaultConfig returns the seeds' defaults, every one marked "default".
+// DefaultConfig returns the thresholds table's defaults, every one marked "default".
 func DefaultConfig() Config {
 	return Config{
 		Gates: Gates{
-			TTFTP95Ms:         def(200, "ms"),
-			ITLP95Ms:          def(50, "ms"),
+			TTFTP95Ms:         def(defaultOf(ThTTFTP95Ms), "ms"),
+			ITLP95Ms:          def(defaultOf(ThITLP95Ms), "ms"),
 			MinThroughputReqS: off("req/s"),
 			AICRMinOutputTokS: off("tok/s"),
 			AICRMaxTTFTP99Ms:  off("ms"),
 		},
-		AICRTolerancePct:         def(DefaultAICRTolerancePct, "%"),
+		AICRTolerancePct:         def(defaultOf(ThAICRTolerancePct), "%"),
 		AICRThroughputScope:      ScopeNode,
-		LLMVariancePct:           def(DefaultLLMVariancePct, "%"),
-		GEMMVariancePct:          def(DefaultGEMMVariancePct, "%"),
-		CompareMinSamples:        def(DefaultMinSamples, "requests"),
-		CompareMinThroughputReqS: def(DefaultMinThroughputReqS, "req/s"),
-		CompareMinTTFTDeltaMs:    def(DefaultMinTTFTDeltaMs, "ms"),
-		BaselineTolerancePct:     def(DefaultBaselineTolerance, "%"),
-		MaxErrorRatePct:          def(*config.Defaults().Gates.MaxErrorRatePct, "%"),
+		LLMVariancePct:           def(defaultOf(ThLLMVariancePct), "%"),
+		GEMMVariancePct:          def(defaultOf(ThGEMMVariancePct), "%"),
+		CompareMinSamples:        def(defaultOf(ThMinSamples), "requests"),
+		CompareMinThroughputReqS: def(defaultOf(ThMinThroughputReqS), "req/s"),
+		CompareMinTTFTDeltaMs:    def(defaultOf(ThMinTTFTDeltaMs), "ms"),
+		BaselineTolerancePct:     def(defaultOf(ThBaselineTolerance), "%"),
+		MaxErrorRatePct:          def(defaultOf(ThMaxErrorRatePct), "%"),
 	}
 }
 

@@ -21,10 +21,13 @@ type perf struct {
 	outTokPerReq                float64 // mean output tokens per request
 	requests                    int     // successful requests over the sweep
 	lowerBound                  bool    // the sweep was truncated
+	// spread is the half-width of every judged figure's 95 % interval, as a share of the figure
+	// (0.01 = ±1 %, a quiet machine); -1 gives no intervals at all (an old summary).
+	spread float64
 }
 
 func healthy() perf {
-	return perf{syncTTFT: 40, syncITL: 8, syncTPOT: 8.2, sustained: 40, outTokPerReq: 256, requests: 2400}
+	return perf{syncTTFT: 40, syncITL: 8, syncTPOT: 8.2, sustained: 40, outTokPerReq: 256, requests: 2400, spread: 0.01}
 }
 
 // scaled returns a card that is slower by frac (0.3 = 30 % less throughput, latencies / 0.7).
@@ -62,6 +65,16 @@ func sweepLoad(p perf) *results.Load {
 		Saturation:     &results.Saturation{Truncated: p.lowerBound, Peak: peak, Rungs: []float64{peak * 0.95}},
 		PeakOutputTokS: peak,
 		SustainedReqS:  p.sustained,
+	}
+	if p.spread >= 0 {
+		around := func(v float64) *results.Interval { return ci(v*(1-p.spread), v*(1+p.spread)) }
+		sr := &l.Runs[0]
+		sr.CI = &results.Intervals{TTFTP95: around(sr.TTFT.P95), TTFTP99: around(sr.TTFT.P99), ITLP95: around(sr.ITL.P95),
+			TPOTP95: around(sr.TPOT.P95), TPOTP50: around(sr.TPOT.P50), OutputTokS: around(sr.OutputTokS)}
+		for i := 1; i < len(l.Runs); i++ {
+			r := &l.Runs[i]
+			r.CI = &results.Intervals{TTFTP95: around(r.TTFT.P95), TTFTP99: around(r.TTFT.P99), ITLP95: around(r.ITL.P95), OutputTokS: around(r.OutputTokS)}
+		}
 	}
 	if p.lowerBound {
 		l.Saturation.Reason = "top rung ≥ peak and > 1.05 × the rung below"

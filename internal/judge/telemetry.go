@@ -13,7 +13,7 @@ import (
 // ECC errors or a burst of PCIe replays during the load flag the GPU even when its figures pass.
 const (
 	CheckThrottled   = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
-	CheckClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
+	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
 	CheckXIDLoad     = "judge.xid_under_load"
 	CheckECCLoad     = "judge.ecc_under_load"
 	CheckReplayLoad  = "judge.pcie_replays_under_load"
@@ -48,7 +48,7 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 	}
 	for _, gt := range ep.Telemetry.GPUs {
 		if r := throttleReason(gt, gap); r != "" {
-			flag(CheckClockEvents, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
+			flag(CheckLoadClockEvents, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
 		}
 		if ep.Load != nil {
 			for _, r := range fellReasons(gt, ep.Load.Runs) {

@@ -116,6 +116,7 @@ var allowed = graph{
 	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
 	"bench/microbench":            {"internal/cuda", "internal/results"},
 	"bench/nodescale":             {"internal/config", "internal/pipeline", "internal/results", "internal/term"},
+	"bench/detection":             {"internal/results"},
 	"bench/readfloor":             {"internal/netstamp"},
 	"bench/simspeed":              {"internal/sim"},
 	"scripts/k8s-real-node/pause": nil,

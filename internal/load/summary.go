@@ -136,7 +136,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 			run.Goodput = &g
 		}
 	}
-	run.CI = intervals(ttft, itl, buckets, bucket, seed+uint64(spec.Index))
+	run.CI = intervals(ttft, itl, tpot, buckets, bucket, seed+uint64(spec.Index))
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
@@ -177,13 +177,15 @@ func sizing(o *rungOut) *results.RungSizing {
 	return z
 }
 
-// intervals bootstraps the gated figures: TTFT p95/p99, ITL p95, and output tok/s (the mean of the
-// window's 40 per-slice rates).
-func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
+// intervals bootstraps the judged figures: TTFT p95/p99, ITL p95, TPOT p95 and p50 (per-request TPOTs), and
+// output tok/s (the mean of the window's 40 per-slice rates).
+func intervals(ttft, itl, tpot, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
 	ci := &results.Intervals{
 		TTFTP95: metrics.BootstrapQuantile(ttft, 0.95, ciLevel, bootstrapResamples, seed),
 		TTFTP99: metrics.BootstrapQuantile(ttft, 0.99, ciLevel, bootstrapResamples, seed+1),
 		ITLP95:  metrics.BootstrapQuantile(subsample(itl, maxBootstrapPool, seed), 0.95, ciLevel, bootstrapResamples, seed+2),
+		TPOTP95: metrics.BootstrapQuantile(tpot, 0.95, ciLevel, bootstrapResamples, seed+4),
+		TPOTP50: metrics.BootstrapQuantile(tpot, 0.5, ciLevel, bootstrapResamples, seed+5),
 	}
 	if bucket > 0 {
 		rates := make([]float64, len(buckets))
@@ -192,7 +194,7 @@ func intervals(ttft, itl, buckets []float64, bucket time.Duration, seed uint64) 
 		}
 		ci.OutputTokS = metrics.Bootstrap(rates, metrics.MeanStat, ciLevel, bootstrapResamples, seed+3)
 	}
-	if ci.TTFTP95 == nil && ci.TTFTP99 == nil && ci.ITLP95 == nil && ci.OutputTokS == nil {
+	if ci.TTFTP95 == nil && ci.TTFTP99 == nil && ci.ITLP95 == nil && ci.OutputTokS == nil && ci.TPOTP95 == nil && ci.TPOTP50 == nil {
 		return nil
 	}
 	return ci

@@ -76,6 +76,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			}
 		}
 		h := health.Run(ctx, src, bench, o)
+		judge.Health(h, judge.HealthRulesFrom(c)) // health measures, judge decides
 		if name == "sim" {
 			h.Notes = append(h.Notes, "DCGM not run: the GPUs are the simulator's virtual GPUs")
 			if p := c.Sim.BenchTime.D(); p > 0 {

@@ -31,6 +31,9 @@ func buildBaseline(s *results.Summary) *baselineView {
 			}
 			ov := r.OverheadPct[env]
 			c := cell{Text: fmt.Sprintf("%s (%s)", num(val), signedPct(ov)), Class: st, Tip: strings.TrimSuffix(env+": "+st+"; "+note, "; ")}
+			if d, ok := r.DetectablePct[env]; ok && d > 0 { // issue 35: what a pass of this row means
+				c.Tip += fmt.Sprintf("; this row would have shown an overhead ≥ %s %%", num(d))
+			}
 			if st == "lower_bound" || st == "low_confidence" {
 				c.Text += " *"
 			}

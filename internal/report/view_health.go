@@ -328,6 +328,12 @@ func compares(cs []results.Compare) *compareTable {
 	}
 	for _, c := range cs {
 		rule := fmt.Sprintf("within %g %% of the best", c.VariancePct)
+		if c.Against == "peers_median" { // issue 35's interval rule
+			rule = fmt.Sprintf("within %g %% of the median of the others, or the gap's interval reaching within it", c.VariancePct)
+			if c.DetectablePct > 0 {
+				rule += fmt.Sprintf("; this run would have caught one ≥ %s %% slower", num(c.DetectablePct))
+			}
+		}
 		if c.HigherIsBetter {
 			rule = "higher is better; " + rule
 		} else {

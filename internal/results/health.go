@@ -193,6 +193,15 @@ type Compare struct {
 	// LowConfidence: a guard stopped the call (too few samples, tiny throughput, small TTFT spread).
 	LowConfidence bool   `json:"low_confidence,omitempty"`
 	Note          string `json:"note,omitempty"`
+
+	// Detection power (issue 35). Against says what each figure was judged against: "peers_median"
+	// (the median of the other figures, by the interval rule: worse by more than VariancePct with the
+	// gap's interval beyond it) or "" (the best figure, by value: microbenchmarks). DetectablePct is
+	// the smallest slowdown this comparison could have flagged on any of its GPUs (nodes) in 80 % of
+	// runs, from the figures' intervals; 0 when a figure has no interval or the comparison is low
+	// confidence.
+	Against       string  `json:"against,omitempty"`
+	DetectablePct float64 `json:"detectable_pct,omitempty"`
 }
 
 // CompareCell is one GPU's value in a comparison.
@@ -200,11 +209,17 @@ type CompareCell struct {
 	GPU        int     `json:"gpu"`            // the GPU's index; -1 in node-to-node comparisons (the figure is the host's)
 	Host       string  `json:"host,omitempty"` // node-to-node comparisons: the host this figure is from
 	Value      float64 `json:"value"`
-	DeltaPct   float64 `json:"delta_pct"` // vs best; positive = worse
+	DeltaPct   float64 `json:"delta_pct"` // vs best (vs Reference when set); positive = worse
 	LowerBound bool    `json:"lower_bound,omitempty"`
 	Flagged    bool    `json:"flagged"`
 	// Inconclusive: the card looked worse, but its figure cannot show it (too few samples,
 	// client-limited, a lower bound, overlapping intervals); Reason says which.
 	Inconclusive bool   `json:"inconclusive,omitempty"`
 	Reason       string `json:"reason,omitempty"`
+
+	// Reference is the figure this one was judged against when the comparison's Against is
+	// "peers_median" (the median of the others; DeltaPct is then against it, not the best), and
+	// DeltaCI the confidence interval of DeltaPct (issue 35).
+	Reference float64   `json:"reference,omitempty"`
+	DeltaCI   *Interval `json:"delta_ci,omitempty"`
 }

@@ -14,6 +14,11 @@ type Interconnect struct {
 	AllReduce *AllReduce `json:"all_reduce,omitempty"`
 	Notes     []string   `json:"notes,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	// DatasheetModel and DatasheetNVLinks are the catalog's entry for the GPUs' model and the NVLinks
+	// it ships with (0: none, or a model the catalog does not know), recorded by the health phase
+	// so the judge can tell a pair on PCIe that should be on NVLink without reading the catalog.
+	DatasheetModel   string `json:"datasheet_model,omitempty"`
+	DatasheetNVLinks int    `json:"datasheet_nvlinks,omitempty"`
 }
 
 // GPULinks is one GPU's NVLinks.

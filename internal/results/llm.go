@@ -239,6 +239,10 @@ type Intervals struct {
 	TTFTP99    *Interval `json:"ttft_p99_ms,omitempty"`
 	ITLP95     *Interval `json:"itl_p95_ms,omitempty"`
 	OutputTokS *Interval `json:"output_tok_s,omitempty"`
+	// TPOTP95 and TPOTP50 are the bootstrap intervals of the TPOT p95 and median (per-request
+	// TPOTs), which GPU-to-GPU comparisons judge by the interval rule (issue 35).
+	TPOTP95 *Interval `json:"tpot_p95_ms,omitempty"`
+	TPOTP50 *Interval `json:"tpot_p50_ms,omitempty"`
 }
 
 // Saturation is the seed's sweep analysis. Either flag makes throughput a lower bound.
@@ -394,6 +398,10 @@ type BaselineComparison struct {
 	// TolerancePct is the breach tolerance in force (overhead beyond it breaches), set by TolerancePctSrc.
 	TolerancePct    float64 `json:"tolerance_pct,omitempty"`
 	TolerancePctSrc string  `json:"tolerance_pct_source,omitempty"`
+
+	// DetectablePct is, per environment and metric, the smallest overhead every row of that metric
+	// could have shown as a breach (the largest of the rows' OverheadRow.DetectablePct; issue 35).
+	DetectablePct map[string]map[string]float64 `json:"detectable_pct,omitempty"`
 }
 
 // OverheadRow is one metric compared across environments.
@@ -408,4 +416,10 @@ type OverheadRow struct {
 
 	// Notes says, per environment, which guard held the call when a status is not a plain ok/breach.
 	Notes map[string]string `json:"notes,omitempty"`
+
+	// Detection power (issue 35), per environment: the interval of the overhead (its figures'
+	// intervals combined) and the smallest overhead this row could have shown as a breach (its
+	// interval clear of the tolerance in 80 % of runs); absent where a side has no interval.
+	OverheadCI    map[string]*Interval `json:"overhead_ci,omitempty"`
+	DetectablePct map[string]float64   `json:"detectable_pct,omitempty"`
 }

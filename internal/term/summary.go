@@ -49,6 +49,7 @@ func Summary(w io.Writer, s *results.Summary) {
 	Block(w, "Flags and failures", flagLines(s))
 	Block(w, "Caveats", caveatLines(s))
 	Block(w, "Time to vet", timeToVetLines(s))
+	Block(w, "Detection power", detectionLines(s))
 }
 
 func flagLines(s *results.Summary) []string {

@@ -1,4 +1,4 @@
-package fleet
+package judge
 
 import (
 	"fmt"
@@ -7,18 +7,21 @@ import (
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// CheckNodeToNode is the check id of a node-to-node flag. It sits under judge's "compare." prefix,
-// but on hosts[].flags, which judge.Apply keeps as they are; CompareNodes rewrites its own.
+// The node-to-node rule (issue 29: fleet collects, judge decides): the fleet layer merges its hosts'
+// summaries, then calls CompareNodes before Apply.
+
+// CheckNodeToNode is the check id of a node-to-node flag. It sits under the "compare." prefix, but on
+// hosts[].flags, which Apply keeps as they are; CompareNodes rewrites its own.
 const CheckNodeToNode = "compare.node_to_node"
 
 // CompareNodes compares the hosts of a merged summary node to node: per model and LLM metric (the
 // ones judge compares GPU to GPU), each host's figure is the median over its endpoints (per GPU,
-// so nodes with different GPU counts compare), and the hosts are judged with the GPU-to-GPU rule and
-// LLM guards; health microbenchmarks likewise with the GEMM guards. A flagged host gets a host
+// so nodes with different GPU counts compare, its interval combined from theirs), and the hosts are
+// judged with the GPU-to-GPU interval rule (each node against the median of the others) and LLM
+// guards; health microbenchmarks with the seed's rule against the best node and the GEMM guards. A flagged host gets a host
 // flag. Failed hosts and hosts without figures are left out. Running it again gives the same result.
 func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 	if s.Fleet == nil {
@@ -38,7 +41,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 		return
 	}
 	for _, model := range modelNames(s, hosts) {
-		for _, met := range judge.LLMMetrics {
+		for _, met := range LLMMetrics {
 			if met.BaselineOnly {
 				continue
 			}
@@ -49,7 +52,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 					cells = append(cells, c)
 				}
 			}
-			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm)
+			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm, compare.Peers)
 		}
 	}
 	for _, name := range benchNames(s, hosts) {
@@ -60,7 +63,7 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 				cells = append(cells, c)
 			}
 		}
-		addComparison(s, "health "+name, cells, true, gemm)
+		addComparison(s, "health "+name, cells, true, gemm, compare.GPUs)
 	}
 }
 
@@ -70,13 +73,10 @@ type nodeCell struct {
 	compare.Figure
 }
 
-// summary is a local name for results.Summary so the comparison helper reads as a method.
-type summary = results.Summary
-
 // addComparison judges one metric across hosts and records it with its flags. This is the one call
 // site of the GPU-to-GPU rule for hosts: cells are numbered by host position, and the rule's
 // "gpu N" wording is rewritten to the host's name.
-func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g compare.Guards) {
+func addComparison(s *results.Summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
 	if len(cells) < 2 {
 		return
 	}
@@ -87,7 +87,7 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 	// The rule's wording keys on the metric's name (throughput / TTFT guards), so judge the bare
 	// metric and prefix the model afterwards.
 	what, bare := metric[:max(0, strings.LastIndex(metric, " "))], metric[strings.LastIndex(metric, " ")+1:]
-	cmp := compare.GPUs(bare, jc, higher, g)
+	cmp := rule(bare, jc, higher, g)
 	cmp.Metric = metric
 	rename := hostRenamer(s, cells)
 	cmp.Note = rename.Replace(cmp.Note)
@@ -105,13 +105,14 @@ func addComparison(s *summary, metric string, cells []nodeCell, higher bool, g c
 }
 
 // hostRenamer rewrites judge's "gpu N" (N = host position) to "node NAME".
-func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
+func hostRenamer(s *results.Summary, cells []nodeCell) *strings.Replacer {
 	var pairs []string
 	for _, c := range cells {
 		name := s.Hosts[c.host].Name
 		pairs = append(pairs, fmt.Sprintf("on gpu %d ", c.host), "on node "+name+" ",
 			fmt.Sprintf("(gpu %d:", c.host), "(node "+name+":", fmt.Sprintf("gpu %d has", c.host), "node "+name+" has")
 	}
+	pairs = append(pairs, "the median of the other GPUs", "the median of the other nodes", "weakest GPU's figure", "weakest node's figure")
 	return strings.NewReplacer(pairs...)
 }
 
@@ -119,14 +120,14 @@ func hostRenamer(s *summary, cells []nodeCell) *strings.Replacer {
 // The median is taken over the endpoints whose figure can decide (neither client-limited nor a lower
 // bound) when they are at least half of them, so one starved load among eight does not silence a
 // node; otherwise over all, as doubtful as its most doubtful endpoint.
-func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool) {
+func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 	var all, sure []endpointFigure
 	for _, m := range h.Models {
 		if m.Model != model {
 			continue
 		}
 		for _, ep := range m.Endpoints {
-			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || judge.SharedGPU(&ep) {
+			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || SharedGPU(&ep) {
 				continue
 			}
 			f, ok := met.Get(ep.Load)
@@ -147,18 +148,12 @@ func llmCell(h *results.Host, model string, met judge.LLMMetric) (nodeCell, bool
 	if 2*len(sure) >= len(all) {
 		use = sure
 	}
-	c := nodeCell{Figure: compare.Figure{Samples: -1}}
-	var vals, reqs []float64
-	for _, ef := range use {
-		vals, reqs = append(vals, ef.Value), append(reqs, ef.reqS)
-		if c.Samples < 0 || ef.Samples < c.Samples {
-			c.Samples = ef.Samples
-		}
-		c.LowerBound = c.LowerBound || ef.LowerBound
-		c.ClientLimited = c.ClientLimited || ef.ClientLimited
+	figs := make([]compare.Figure, len(use))
+	for i, ef := range use {
+		figs[i] = ef.Figure
+		figs[i].ReqS = ef.reqS
 	}
-	c.Value, c.ReqS = median(vals), median(reqs)
-	return c, true
+	return nodeCell{Figure: compare.MedianOf(figs)}, true
 }
 
 // endpointFigure is one endpoint's figure with its sustained req/s.
@@ -186,7 +181,7 @@ func benchCell(h *results.Host, name string) (nodeCell, bool) {
 	return nodeCell{Figure: compare.Figure{Value: median(vals)}}, true
 }
 
-func modelNames(s *summary, hosts []int) []string {
+func modelNames(s *results.Summary, hosts []int) []string {
 	var out []string
 	for _, hi := range hosts {
 		for _, m := range s.Hosts[hi].Models {
@@ -198,7 +193,7 @@ func modelNames(s *summary, hosts []int) []string {
 	return out
 }
 
-func benchNames(s *summary, hosts []int) []string {
+func benchNames(s *results.Summary, hosts []int) []string {
 	var out []string
 	for _, hi := range hosts {
 		if h := s.Hosts[hi].Health; h != nil {

@@ -1,0 +1,271 @@
+package compare
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The interval rule (issue 35). A figure measured from many requests carries a confidence interval;
+// it is judged worse than its reference only when it is worse by more than a material margin AND
+// the confidence interval of that difference lies wholly beyond the margin. Identical figures then
+// never flag (noise cannot carry the interval past the margin), and each comparison can say the
+// smallest slowdown its samples and spread could have flagged. Differences are taken on the log
+// scale, where a figure's interval is close to symmetric, with the figures' standard errors read
+// back from their intervals.
+
+// AgainstPeers is results.Compare.Against for comparisons whose figures are judged against the
+// median of the other figures (GPU to GPU, node to node).
+const AgainstPeers = "peers_median"
+
+// Power is the chance with which the detectable slowdown is caught: a figure that much worse has its
+// interval clear of the margin in 80 % of runs (the usual minimum-detectable-effect convention).
+const Power = 0.80
+
+// Slowdown is how much worse a figure is than its reference, in % (positive = worse; for a
+// throughput (ref − x)/ref, for a latency (x − ref)/ref), with what the interval rule decided.
+type Slowdown struct {
+	Result string  // Pass, Fail or Inconclusive
+	Pct    float64 // the point estimate
+	// CI is the confidence interval of Pct (nil when a side has no interval).
+	CI *results.Interval
+	// DetectablePct is the smallest slowdown that this pair's spread flags with Power (0: unknown,
+	// a side has no interval).
+	DetectablePct float64
+	Why           string // for Inconclusive, and for a Pass by a materiality guard
+}
+
+// zOf is the normal quantile of a two-sided interval at level (1.96 for 0.95).
+func zOf(level float64) float64 {
+	if !(level > 0 && level < 1) {
+		level = 0.95
+	}
+	return math.Sqrt2 * math.Erfinv(level)
+}
+
+// zPower is the normal quantile of Power.
+var zPower = math.Sqrt2 * math.Erfinv(2*Power-1)
+
+// LogSE is the standard error of ln(f.Value), read back from f's confidence interval as if it were
+// normal on the log scale; ok is false when f has no usable interval.
+func LogSE(f Figure) (se float64, ok bool) {
+	c := f.CI
+	if c == nil || !(f.Value > 0) || !(c.Lo > 0) || !(c.Hi >= c.Lo) || math.IsInf(c.Hi, 0) {
+		return 0, false
+	}
+	return (math.Log(c.Hi) - math.Log(c.Lo)) / (2 * zOf(c.Level)), true
+}
+
+// withLogSE gives f an interval of ±z standard errors on the log scale (a reference built from
+// several figures, whose own interval is the combination of theirs).
+func withLogSE(f Figure, se float64) Figure {
+	z := zOf(0.95)
+	f.CI = &results.Interval{Lo: f.Value * math.Exp(-z*se), Hi: f.Value * math.Exp(z*se), Level: 0.95}
+	return f
+}
+
+// worseLog is ln of how much worse x is than ref (positive = worse).
+func worseLog(x, ref float64, higher bool) float64 {
+	if higher {
+		return math.Log(ref / x)
+	}
+	return math.Log(x / ref)
+}
+
+// pctOfLog turns a log-scale slowdown back into DeltaPct's %.
+func pctOfLog(l float64, higher bool) float64 {
+	if higher {
+		return (1 - math.Exp(-l)) * 100
+	}
+	return (math.Exp(l) - 1) * 100
+}
+
+// logOfPct is pctOfLog's inverse (a margin in % on the log scale).
+func logOfPct(p float64, higher bool) float64 {
+	if higher {
+		return -math.Log(1 - p/100)
+	}
+	return math.Log(1 + p/100)
+}
+
+// Slower judges x against a reference figure (the median of its peers, a baseline) by the interval
+// rule with a margin in %: Pass when x is not worse by more than the margin, when a materiality guard
+// says the spread is too small to matter, or when the interval of the difference includes no
+// slowdown at all (noise); Fail when it is worse by more than the margin and the interval lies beyond
+// the margin; Inconclusive with the reason otherwise (a real slowdown whose interval reaches within
+// the margin, a side without an interval, or a figure that cannot show it: too few samples,
+// client-limited, a lower bound). Figures that are neither per-request nor carry an interval (one GEMM or copy figure) are
+// judged on their values alone.
+func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guards) Slowdown {
+	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
+	sx, okx := LogSE(x)
+	sr, okr := LogSE(ref)
+	if okx && okr && x.Value > 0 && ref.Value > 0 {
+		se := math.Hypot(sx, sr)
+		z := zOf(0.95)
+		l := worseLog(x.Value, ref.Value, higher)
+		s.CI = &results.Interval{Lo: pctOfLog(l-z*se, higher), Hi: pctOfLog(l+z*se, higher), Level: 0.95}
+		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(z+zPower)*se, higher)
+	}
+	if !(s.Pct > marginPct) {
+		s.Result = Pass
+		return s
+	}
+	switch {
+	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && x.ReqS > 0 && ref.ReqS > 0 && math.Abs(ref.ReqS-x.ReqS) < g.MinThroughputReqS:
+		s.Result, s.Why = Pass, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(ref.ReqS-x.ReqS), g.MinThroughputReqS)
+		return s
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(x.Value-ref.Value) <= g.MinTTFTDeltaMs:
+		s.Result, s.Why = Pass, fmt.Sprintf("the spread is %.1f ms (≤ %g ms), not material", math.Abs(x.Value-ref.Value), g.MinTTFTDeltaMs)
+		return s
+	}
+	s.Result = Inconclusive
+	switch d := Doubt(x, higher && IsThroughputMetric(metric), g.MinSamples); {
+	case d != "":
+		s.Why = d
+	case TooFew(ref, g.MinSamples):
+		s.Why = fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
+	case s.CI == nil && (x.Samples > 0 || ref.Samples > 0 || x.CI != nil || ref.CI != nil):
+		s.Why = "no confidence interval behind one of the figures, so the gap cannot be told from noise: rerun with a current gpuvet (its load results carry intervals)"
+	case s.CI != nil && !(s.CI.Lo > 0):
+		// No evidence of any slowdown: the gap is noise, however it reads. Not a flag, and not
+		// undecided either; the comparison's detectable slowdown says how wide the noise was.
+		s.Result = Pass
+		s.Why = fmt.Sprintf("the gap is inside the noise (its %g %% interval [%.1f %%, %.1f %%] includes none)", s.CI.Level*100, s.CI.Lo, s.CI.Hi)
+	case s.CI != nil && !(s.CI.Lo > marginPct):
+		s.Why = fmt.Sprintf("the %g %% confidence interval of the gap, [%.1f %%, %.1f %%], reaches within the %g %% margin: %s", s.CI.Level*100, s.CI.Lo, s.CI.Hi, marginPct, Tighten)
+	default:
+		s.Result = Fail
+	}
+	return s
+}
+
+// Peers judges one metric across the cards of a host (or the nodes of a fleet) by the interval
+// rule: each figure against the median of the others, whose interval combines theirs. A card is
+// flagged only when it is worse than its peers by more than g.VariancePct and the interval of that
+// gap lies beyond it; the comparison's DetectablePct is the smallest slowdown it could have flagged
+// on any of its cards (0 when a figure has no interval or cannot show a slowdown).
+func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
+	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct, Against: AgainstPeers}
+	cells = finiteCells(cells, &c)
+	if len(cells) == 0 {
+		c.Note = joinNote(c.Note, "no values to compare")
+		return c
+	}
+	c.Best = cells[bestIndex(cells, higherIsBetter)].Value
+	if len(cells) < 2 {
+		c.Values = []results.CompareCell{{GPU: cells[0].GPU, Value: cells[0].Value, LowerBound: cells[0].LowerBound}}
+		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
+		return c
+	}
+	if n, low := weakestSamples(cells, g.MinSamples); low {
+		c.LowConfidence = true
+		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", n, g.MinSamples, Tighten))
+	}
+	dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
+	detectable, known := 0.0, true
+	for i, x := range cells {
+		ref := peerMedian(cells, i)
+		s := Slower(metric, x.Figure, ref, higherIsBetter, g.VariancePct, g)
+		cell := results.CompareCell{GPU: x.GPU, Value: x.Value, DeltaPct: s.Pct, LowerBound: x.LowerBound, Reference: ref.Value, DeltaCI: s.CI}
+		// A figure that cannot show a slowdown (client-limited, a lower bound, too few samples)
+		// could have caught none: the comparison then states no detectable slowdown.
+		if s.DetectablePct > 0 && Doubt(x.Figure, higherIsBetter && IsThroughputMetric(metric), g.MinSamples) == "" {
+			detectable = max(detectable, s.DetectablePct)
+		} else {
+			known = false
+		}
+		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the median of the other GPUs (%s)%s", metric, Num(x.Value), x.GPU, s.Pct, dir, Num(ref.Value), ciText(s.CI))
+		switch {
+		case s.Result == Pass && s.Why == "" && s.Pct < 0:
+			cell.Reason = fmt.Sprintf("better than the median of the other GPUs (by %.1f %%)", -s.Pct)
+		case s.Result == Pass && s.Why == "":
+			cell.Reason = fmt.Sprintf("within %g %% of the median of the other GPUs (%.1f %% %s)", g.VariancePct, s.Pct, dir)
+		case s.Result == Pass:
+			cell.Reason = what + ": not flagged, " + s.Why
+		case s.Result == Inconclusive:
+			cell.Inconclusive = true
+			cell.Reason = what + ": inconclusive, not flagged: " + s.Why
+		default:
+			cell.Flagged = true
+			cell.Reason = what + fmt.Sprintf(", beyond the %g %% margin with its interval: check this card's clocks, power, PCIe link and NUMA binding", g.VariancePct)
+		}
+		c.Values = append(c.Values, cell)
+	}
+	if known && !c.LowConfidence {
+		c.DetectablePct = math.Round(detectable*10) / 10
+	}
+	return c
+}
+
+func ciText(c *results.Interval) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(", %g %% interval of the gap [%.1f %%, %.1f %%]", c.Level*100, c.Lo, c.Hi)
+}
+
+// peerMedian is the reference of cell i: the median of the other cells' figures, with an interval
+// whose log-scale standard error is the root mean square of theirs shrunk as a median's is (1 peer:
+// its own; 2: their mean's, ÷√2; more: √(π/2)/√k, the large-sample factor, which errs wide for few).
+// It is as doubtful as its most doubtful member, and has the fewest samples of them.
+func peerMedian(cells []Cell, i int) Figure {
+	var vals, reqs []float64
+	var sum2 float64
+	all := true
+	ref := Figure{Samples: -1}
+	for j, c := range cells {
+		if j == i {
+			continue
+		}
+		vals, reqs = append(vals, c.Value), append(reqs, c.ReqS)
+		se, ok := LogSE(c.Figure)
+		all = all && ok
+		sum2 += se * se
+		if c.Samples > 0 && (ref.Samples < 0 || c.Samples < ref.Samples) {
+			ref.Samples = c.Samples
+		}
+		ref.LowerBound = ref.LowerBound || c.LowerBound
+		ref.ClientLimited = ref.ClientLimited || c.ClientLimited
+	}
+	ref.Samples = max(ref.Samples, 0)
+	ref.Value, ref.ReqS = Median(vals), Median(reqs)
+	if !all || !(ref.Value > 0) {
+		return ref
+	}
+	k := float64(len(vals))
+	shrink := 1.0
+	switch {
+	case k == 2:
+		shrink = 1 / math.Sqrt2
+	case k > 2:
+		shrink = math.Sqrt(math.Pi/2) / math.Sqrt(k)
+	}
+	return withLogSE(ref, math.Sqrt(sum2/k)*shrink)
+}
+
+// Median is the median of v (0 for none); v is not changed.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// MedianOf is the median of several figures as one figure, with the interval peerMedian gives a
+// reference (a node's figure from its GPUs' figures).
+func MedianOf(figs []Figure) Figure {
+	cells := make([]Cell, len(figs)+1)
+	for i, f := range figs {
+		cells[i+1] = Cell{Figure: f}
+	}
+	return peerMedian(cells, 0)
+}

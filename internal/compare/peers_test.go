@@ -1,0 +1,163 @@
+package compare
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// around is a figure with a 95 % interval of ±rel around it, from n requests.
+func around(v, rel float64, n int) Figure {
+	return Figure{Value: v, Samples: n, CI: ci(v*(1-rel), v*(1+rel))}
+}
+
+// Issue 35's rule: worse than the median of its peers by more than the margin AND the interval of
+// the gap beyond the margin.
+func TestPeers(t *testing.T) {
+	g := LLMGuards() // 10 % margin
+	tests := []struct {
+		name    string
+		metric  string
+		cells   []Cell
+		higher  bool
+		flagged []int
+		incon   []int
+		reason  string // in the reason of cell 2
+	}{
+		{"a card 11 % slower with tight intervals is flagged", "tpot_p50_ms",
+			cellsOf(around(6.6, 0.003, 30), around(6.6, 0.003, 30), around(6.6*1.111, 0.003, 30), around(6.61, 0.003, 30)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
+		{"the same card with ±3 % intervals cannot decide", "tpot_p50_ms",
+			cellsOf(around(6.6, 0.03, 30), around(6.6, 0.03, 30), around(6.6*1.111, 0.03, 30), around(6.61, 0.03, 30)), false,
+			nil, []int{2}, "reaches within the 10 % margin"},
+		{"9 % slower passes, however tight", "output_tok_s_peak",
+			cellsOf(around(4000, 0.001, 90), around(4000, 0.001, 90), around(3640, 0.001, 90)), true,
+			nil, nil, "within 10 % of the median of the other GPUs (9.0 % below)"},
+		{"judged against the median, not the best: one fast card does not flag the rest", "output_tok_s_peak",
+			cellsOf(around(4000, 0.005, 90), around(4000, 0.005, 90), around(4000, 0.005, 90), around(4800, 0.005, 90)), true,
+			nil, nil, "within 10 %"},
+		{"no interval: cannot be told from noise", "itl_p95_ms",
+			cellsOf(Figure{Value: 6.5, Samples: 100}, Figure{Value: 6.5, Samples: 100}, Figure{Value: 9, Samples: 100}), false,
+			nil, []int{2}, "no confidence interval"},
+		{"client-limited stays inconclusive", "itl_p95_ms",
+			cellsOf(around(6.5, 0.001, 100), around(6.5, 0.001, 100), Figure{Value: 9, Samples: 100, ClientLimited: true, CI: ci(8.99, 9.01)}), false,
+			nil, []int{2}, "client-limited"},
+		{"the TTFT ms floor still holds", "ttft_p95_ms",
+			cellsOf(around(15, 0.001, 100), around(15, 0.001, 100), around(18, 0.001, 100)), false,
+			nil, nil, "not material"},
+	}
+	for _, tc := range tests {
+		c := Peers(tc.metric, tc.cells, tc.higher, g)
+		for _, v := range c.Values {
+			if got, want := v.Flagged, contains(tc.flagged, v.GPU); got != want {
+				t.Errorf("%s: gpu %d flagged %v, want %v (%s)", tc.name, v.GPU, got, want, v.Reason)
+			}
+			if got, want := v.Inconclusive, contains(tc.incon, v.GPU); got != want {
+				t.Errorf("%s: gpu %d inconclusive %v, want %v (%s)", tc.name, v.GPU, got, want, v.Reason)
+			}
+		}
+		if !strings.Contains(c.Values[2].Reason, tc.reason) {
+			t.Errorf("%s: reason %q lacks %q", tc.name, c.Values[2].Reason, tc.reason)
+		}
+		if c.Against != AgainstPeers {
+			t.Errorf("%s: against %q", tc.name, c.Against)
+		}
+	}
+}
+
+func cellsOf(figs ...Figure) []Cell {
+	out := make([]Cell, len(figs))
+	for i, f := range figs {
+		out[i] = Cell{GPU: i, Figure: f}
+	}
+	return out
+}
+
+func contains(s []int, x int) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Identical cards are never flagged: 2000 draws of 4 cards whose figures scatter by their own
+// (honest) intervals, with a 10 % margin: no flag, and no card even inconclusive at ±3 %.
+func TestPeersIdenticalCardsNeverFlag(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	g := LLMGuards()
+	for _, rel := range []float64{0.005, 0.03} {
+		se := rel / 1.96
+		for range 2000 {
+			var figs []Figure
+			for range 4 {
+				v := 100 * math.Exp(rng.NormFloat64()*se)
+				figs = append(figs, around(v, rel, 100))
+			}
+			for _, higher := range []bool{true, false} {
+				c := Peers("output_tok_s_peak", cellsOf(figs...), higher, g)
+				for _, v := range c.Values {
+					if v.Flagged || v.Inconclusive {
+						t.Fatalf("±%g %%: identical cards: %s", rel*100, v.Reason)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The detectable slowdown is what the rule then catches: a card that much slower is flagged in
+// about 80 % of runs (Power), one at the margin almost never.
+func TestPeersDetectableSlowdown(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	g := LLMGuards()
+	rel := 0.02
+	se := rel / 1.96
+	draw := func(slow float64) []Cell {
+		var figs []Figure
+		for i := range 4 {
+			v := 100 * math.Exp(rng.NormFloat64()*se)
+			if i == 2 {
+				v *= 1 + slow/100
+			}
+			figs = append(figs, around(v, rel, 100))
+		}
+		return cellsOf(figs...)
+	}
+	d := Peers("tpot_p50_ms", draw(0), false, g).DetectablePct
+	if !(d > 10 && d < 20) {
+		t.Fatalf("detectable slowdown %.1f %% at ±2 %% intervals and a 10 %% margin, want a little above 10", d)
+	}
+	caught := func(slow float64) float64 {
+		n := 0
+		for range 2000 {
+			if Peers("tpot_p50_ms", draw(slow), false, g).Values[2].Flagged {
+				n++
+			}
+		}
+		return float64(n) / 2000
+	}
+	if p := caught(d); p < 0.7 || p > 0.97 {
+		t.Errorf("a card %.1f %% slower (the detectable slowdown) caught in %.0f %% of runs, want about %.0f %%", d, 100*p, 100*Power)
+	}
+	if p := caught(10); p > 0.05 {
+		t.Errorf("a card at the margin caught in %.0f %% of runs", 100*p)
+	}
+}
+
+// A gap past the margin whose interval includes no slowdown at all is noise: a pass that says so,
+// not an undecided comparison (the hog test's run 3: TPOT p95 +21 %, interval [-32 %, 81 %]).
+func TestPeersNoiseIsAPass(t *testing.T) {
+	c := Peers("tpot_p95_ms", cellsOf(around(10, 0.3, 30), around(10, 0.3, 30), around(12.1, 0.3, 30)), false, LLMGuards())
+	v := c.Values[2]
+	if v.Flagged || v.Inconclusive || !strings.Contains(v.Reason, "inside the noise") {
+		t.Errorf("noise: %+v", v)
+	}
+	// A real slowdown (interval clear of zero) that the interval cannot put past the margin stays undecided.
+	c = Peers("tpot_p95_ms", cellsOf(around(10, 0.02, 30), around(10, 0.02, 30), around(11.2, 0.02, 30)), false, LLMGuards())
+	if v := c.Values[2]; !v.Inconclusive {
+		t.Errorf("a real 12 %% slowdown with ±2 %% intervals: %+v", v)
+	}
+}

@@ -1,0 +1,72 @@
+package judge
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+)
+
+// Margin derivation (issue 35): compare.variance_pct is the material margin of the interval rule.
+// On known-healthy hardware the cards differ only by what the hardware lets them differ; the margin
+// is half again the largest gap any healthy card showed against the median of its peers, and at
+// least MinCalibMarginPct, so that a card as far off as a healthy one never counts as material.
+
+// MinCalibMarginPct is the least margin calibrate derives: below it a margin is finer than the
+// run-to-run noise of a whole host (the H200 pair measured 1.5 % apart).
+const MinCalibMarginPct = 3.0
+
+// CalibMargin is the derived margin with the gap it came from.
+type CalibMargin struct {
+	Pct    float64 // the margin to set as compare.variance_pct
+	GapPct float64 // the largest healthy gap
+	Metric string
+	Run    string
+	GPU    int
+	Gaps   int // how many judged figures were read
+}
+
+// CalibrateMargin derives compare.variance_pct from the GPU-to-GPU comparisons of healthy runs; ok is
+// false when no run has a comparison (one GPU per host, or no load).
+func CalibrateMargin(runs []CalibRun) (CalibMargin, bool) {
+	var m CalibMargin
+	for _, run := range runs {
+		for _, h := range run.Summary.Hosts {
+			for _, mod := range h.Models {
+				for _, c := range mod.Comparisons {
+					if c.Against != compare.AgainstPeers || c.LowConfidence {
+						continue
+					}
+					for _, v := range c.Values {
+						if v.Inconclusive || v.Flagged { // a figure in doubt, or a flagged card, is not a healthy gap
+							continue
+						}
+						m.Gaps++
+						if g := math.Abs(v.DeltaPct); g > m.GapPct {
+							m.GapPct, m.Metric, m.Run, m.GPU = g, c.Metric, run.Label, v.GPU
+						}
+					}
+				}
+			}
+		}
+	}
+	if m.Gaps == 0 {
+		return m, false
+	}
+	m.Pct = max(MinCalibMarginPct, math.Ceil(1.5*m.GapPct))
+	return m, true
+}
+
+// WriteMarginYAML prints the derived margin as a compare.variance_pct to paste into a config, or a
+// comment saying why there is none.
+func WriteMarginYAML(w io.Writer, runs []CalibRun) error {
+	m, ok := CalibrateMargin(runs)
+	if !ok {
+		_, err := fmt.Fprintln(w, "# compare.variance_pct: no GPU-to-GPU comparison in these runs (one GPU per host?): the default margin stays")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "# the largest gap of a healthy card to the median of its peers: %.1f %% (%s, %s gpu %d, of %d figures); the margin is 1.5 × it, at least %g %%\ncompare:\n  variance_pct: %g\n",
+		m.GapPct, m.Metric, m.Run, m.GPU, m.Gaps, MinCalibMarginPct, m.Pct)
+	return err
+}

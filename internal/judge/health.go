@@ -1,0 +1,384 @@
+package judge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The health rules (issue 29: health measures, judge decides). The health phase measures and
+// records; these rules turn its results.Health into flags, notes, GPU-to-GPU comparisons and the
+// status of every GPU and of the host. Their thresholds are HealthRules, each in the thresholds
+// table (thresholds.go) with its source.
+
+// Check ids: stable names of the health rules (results.Flag.Check).
+const (
+	CheckHealthCount  = "health.gpu_count"
+	CheckECC          = "health.ecc"
+	CheckRetired      = "health.retired_pages"
+	CheckRemap        = "health.remapped_rows"
+	CheckPCIeWidth    = "health.pcie_width"
+	CheckPCIeBW       = "health.pcie_bandwidth"
+	CheckClockEvents  = "health.clock_events"
+	CheckBurnClock    = "health.burn_clock_events"
+	CheckXID          = "health.xid"
+	CheckDCGM         = "health.dcgm"
+	CheckFloor        = "health.datasheet_floor"
+	CheckHealthBusy   = "health.busy"
+	CheckNVLinkDown   = "health.nvlink_down"   // a link down: failure
+	CheckNVLinkErrors = "health.nvlink_errors" // error counters grew during the phase: failure
+	CheckNVLinkPath   = "health.nvlink_path"   // a pair on PCIe where the model ships NVLink
+	CheckP2PAccess    = "health.p2p_access"    // peer access unavailable
+	CheckP2PBandwidth = "health.p2p_bandwidth" // a pair's copy bandwidth low against its link
+	CheckAllReduce    = "health.all_reduce"    // all-reduce bus bandwidth low against the links
+	CheckLinkCompare  = "compare.link_to_link" // one pair slower than the others
+)
+
+// ClockFailureMask is DCGM's clock-event failure mask: HW slowdown, SW thermal, HW thermal, HW power
+// brake. SW power cap (0x4) is not in it: a healthy GPU at full load sits at its power limit.
+const ClockFailureMask = results.ClockHWSlowdown | results.ClockSWThermalSlowdown | results.ClockHWThermalSlowdown | results.ClockHWPowerBrakeSlowdown
+
+// failingChecks are the rules whose flag makes a GPU failed, not just flagged.
+var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: true, CheckResults: true}
+
+// HealthRules are the thresholds of the health rules; zero values take the thresholds table's
+// defaults (DefaultHealthRules). The expected GPU count and whether a busy GPU was allowed are read
+// from the result itself (results.Health.ExpectGPUs, results.Busy.Allowed): the phase records them.
+type HealthRules struct {
+	ExpectPCIeWidth int     // lanes wired by design (e.g. 8); 0: strict current-vs-max check
+	MinPCIeGBps     float64 // the seed's pcie_bw.min_gbs (8)
+	GEMMVariancePct float64 // GPU-to-GPU tolerance of GEMM and HBM figures (25)
+	PCIeVariancePct float64 // GPU-to-GPU tolerance of PCIe figures (25)
+	MinLinkRatio    float64 // flag a peer copy or all-reduce below this share of its link's peak; 0: the peer_copy and all_reduce floors
+	LinkVariancePct float64 // pair-to-pair tolerance of the copy ratio (25)
+	// Floors is the reference table's datasheet floors by exact GPU name, then benchmark;
+	// FloorOverrides (--floor) apply to every GPU; what neither names takes results.MicrobenchFloors.
+	Floors         map[string]map[string]float64
+	FloorOverrides map[string]float64
+}
+
+// DefaultHealthRules are the thresholds table's defaults.
+func DefaultHealthRules() HealthRules {
+	return HealthRules{MinPCIeGBps: defaultOf(ThPCIeMinGBps), GEMMVariancePct: defaultOf(ThGEMMVariancePct),
+		PCIeVariancePct: defaultOf(ThPCIeVariancePct), LinkVariancePct: defaultOf(ThLinkVariancePct)}
+}
+
+func (r *HealthRules) defaults() {
+	d := DefaultHealthRules()
+	if r.MinPCIeGBps <= 0 {
+		r.MinPCIeGBps = d.MinPCIeGBps
+	}
+	if r.GEMMVariancePct <= 0 {
+		r.GEMMVariancePct = d.GEMMVariancePct
+	}
+	if r.PCIeVariancePct <= 0 {
+		r.PCIeVariancePct = d.PCIeVariancePct
+	}
+	if r.LinkVariancePct <= 0 {
+		r.LinkVariancePct = d.LinkVariancePct
+	}
+}
+
+// Floor is the least share of its datasheet peak a healthy card of gpuName measures in benchmark
+// name (a results.MicrobenchNames name, or results.FloorBurn, FloorPeerCopy, FloorAllReduce):
+// FloorOverrides (--floor), else the reference table (Floors), else results.MicrobenchFloors.
+func (r *HealthRules) Floor(gpuName, name string) float64 {
+	if v, ok := r.FloorOverrides[name]; ok {
+		return v
+	}
+	if v, ok := r.Floors[gpuName][name]; ok {
+		return v
+	}
+	return results.MicrobenchFloors()[name]
+}
+
+// Health judges a measured health phase in place: per-GPU flags and notes, GPU-to-GPU comparisons,
+// host flags, and the status of every GPU and of the host. It may be called again on a loaded result.
+func Health(h *results.Health, r HealthRules) {
+	r.defaults()
+	h.Flags = nil
+	for i := range h.GPUs {
+		gh := &h.GPUs[i]
+		gh.Flags = nil
+		judgeGPU(gh, r, h.Source)
+	}
+	if h.ExpectGPUs > 0 && len(h.GPUs) != h.ExpectGPUs {
+		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckHealthCount,
+			Reason: fmt.Sprintf("found %d GPU(s), expected %d: check `nvidia-smi -L` and dmesg for a card that fell off the bus, or fix --expect-gpus", len(h.GPUs), h.ExpectGPUs)})
+	}
+	judgeDCGM(h)
+	judgeInterconnect(h, r)
+	h.Comparisons = compareHealth(h, r)
+	for _, c := range h.Comparisons {
+		for _, cell := range c.Values {
+			if cell.Flagged && cell.GPU >= 0 && cell.GPU < len(h.GPUs) {
+				gh := &h.GPUs[cell.GPU]
+				gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckGPUToGPU, Reason: cell.Reason})
+			}
+		}
+	}
+	st := results.StatusOK
+	if h.Error != "" || len(h.GPUs) == 0 {
+		st = results.StatusFailed
+		if h.Error == "" {
+			h.Error = "no GPU found"
+		}
+	}
+	for i := range h.GPUs {
+		gh := &h.GPUs[i]
+		gh.Status = gpuStatus(gh)
+		st = results.Worse(st, gh.Status)
+	}
+	if len(h.Flags) > 0 {
+		st = results.Worse(st, results.StatusFlag)
+	}
+	if h.DCGM != nil && h.DCGM.Status == results.StatusFailed {
+		st = results.Worse(st, results.StatusFailed)
+	}
+	h.Status = st
+}
+
+func gpuSubject(g results.GPUInfo) string {
+	if g.UUID == "" {
+		return fmt.Sprintf("gpu %d", g.Index)
+	}
+	return fmt.Sprintf("gpu %d (%s)", g.Index, g.UUID)
+}
+
+func gpuStatus(gh *results.GPUHealth) results.Status {
+	st := results.StatusOK
+	for _, b := range gh.Bench {
+		if b.Status == results.StatusFailed {
+			st = results.StatusFailed
+		}
+	}
+	if gh.Burn != nil && gh.Burn.Error != "" {
+		st = results.StatusFailed
+	}
+	for _, f := range gh.Flags {
+		st = results.Worse(st, results.StatusFlag)
+		if failingChecks[f.Check] {
+			st = results.StatusFailed
+		}
+	}
+	return st
+}
+
+type flagFunc func(check, format string, args ...any)
+
+// judgeGPU applies the inventory, bandwidth, clock-event and burn rules to one GPU.
+func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
+	g := gh.GPU
+	flag := func(check, format string, args ...any) {
+		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: check, Reason: fmt.Sprintf(format, args...)})
+	}
+	vol, agg := deref64(g.ECC.VolatileUncorrected), deref64(g.ECC.AggregateUncorrected)
+	if vol > 0 || agg > 0 {
+		flag(CheckECC, "uncorrected ECC errors (volatile %d, aggregate %d): drain the GPU, run `dcgmi diag -r 3`, and RMA it if they recur", vol, agg)
+	}
+	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
+		flag(CheckRetired, "retired pages are pending: reset the GPU (`nvidia-smi -r -i %d`) or reboot so the retirement takes effect", g.Index)
+	}
+	if rr := g.RemappedRows; rr != nil {
+		if rr.Failure {
+			flag(CheckRemap, "row remapping failed (%d uncorrectable rows remapped): the HBM has no spare rows left: RMA the GPU", rr.Uncorrectable)
+		} else if rr.Pending {
+			flag(CheckRemap, "a row remap is pending: reset the GPU (`nvidia-smi -r -i %d`) or reboot to apply it", g.Index)
+		}
+	}
+	judgePCIe(gh, r, flag)
+	idle := g.ClockEvents.Mask
+	if bad := idle & ClockFailureMask; bad != 0 {
+		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "))
+	} else if other := idle &^ results.ClockGPUIdle; other != 0 {
+		addNote(gh, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(results.ClockEventNames(other), ", ")))
+	}
+	if b := gh.Burn; b != nil {
+		if bad := burnReasons(b) & ClockFailureMask; bad != 0 {
+			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check airflow, fans and PSU/power brake cabling", strings.Join(results.ClockEventNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
+		}
+		if burnReasons(b)&results.ClockSWPowerCap != 0 {
+			addNote(gh, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
+		}
+	}
+	for _, x := range g.XIDs {
+		note := x.Note
+		if note == "" {
+			note = "see NVIDIA's XID catalogue"
+		}
+		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
+	}
+	judgeBusyAndFloors(gh, r, flag)
+	judgeResultChecks(gh, flag)
+	if g.NUMANode < 0 && source != "sim" && (len(gh.Bench) > 0 || gh.Burn != nil) {
+		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
+	}
+}
+
+// burnReasons ORs the clock-event reasons of all of a burn's samples.
+func burnReasons(b *results.Burn) uint64 {
+	var m uint64
+	for _, s := range b.Samples {
+		m |= s.ClockReasons
+	}
+	return m
+}
+
+func judgePCIe(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
+	p := gh.GPU.PCIe
+	switch {
+	case p.WidthCurrent == 0:
+		// not reported: nothing to judge (the source lists it in Unsupported)
+	case r.ExpectPCIeWidth > 0 && p.WidthCurrent < r.ExpectPCIeWidth:
+		flag(CheckPCIeWidth, "PCIe link x%d, below the expected x%d: reseat the card or check the riser/slot", p.WidthCurrent, r.ExpectPCIeWidth)
+	case r.ExpectPCIeWidth == 0 && p.WidthMax > 0 && p.WidthCurrent < p.WidthMax:
+		flag(CheckPCIeWidth, "PCIe link x%d, below the card's x%d: reseat the card or check the slot; if the slot is narrower by design, pass --expect-pcie-width %d", p.WidthCurrent, p.WidthMax, p.WidthCurrent)
+	}
+	if p.GenMax > 0 && p.GenCurrent > 0 && p.GenCurrent < p.GenMax {
+		addNote(gh, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
+	}
+	for _, b := range gh.Bench {
+		if (b.Name == "pcie_h2d" || b.Name == "pcie_d2h") && b.Status == results.StatusOK && b.Value < r.MinPCIeGBps {
+			flag(CheckPCIeBW, "%s %.1f GB/s, below the %.0f GB/s floor: check link width/gen, NUMA placement and IOMMU settings", b.Name, b.Value, r.MinPCIeGBps)
+		}
+	}
+}
+
+// judgeDCGM turns failed DCGM tests into flags: on the GPU they name, else on the host.
+func judgeDCGM(h *results.Health) {
+	if h.DCGM == nil {
+		return
+	}
+	for _, t := range h.DCGM.Tests {
+		if t.Result != "fail" {
+			continue
+		}
+		info := t.Info
+		if info == "" {
+			info = "no detail given"
+		}
+		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, info, h.DCGM.Level)
+		if t.GPU != nil && *t.GPU >= 0 && *t.GPU < len(h.GPUs) {
+			gh := &h.GPUs[*t.GPU]
+			gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckDCGM, Reason: reason})
+			continue
+		}
+		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckDCGM, Reason: reason})
+	}
+}
+
+// compareHealth compares GEMM, PCIe and HBM figures across the GPUs of the host by the seed's rule
+// against the best card (one figure per card, no interval). HBM is an on-card figure like GEMM and
+// takes the GEMM tolerance.
+func compareHealth(h *results.Health, r HealthRules) []results.Compare {
+	if len(h.GPUs) < 2 {
+		return nil
+	}
+	var out []results.Compare
+	for _, name := range results.MicrobenchNames() {
+		v := r.GEMMVariancePct
+		switch {
+		case strings.HasPrefix(name, "pcie_"):
+			v = r.PCIeVariancePct
+		case !strings.Contains(name, "gemm") && !strings.HasPrefix(name, "hbm_"):
+			continue
+		}
+		var cells []compare.Cell
+		for _, gh := range h.GPUs {
+			for _, b := range gh.Bench {
+				// A busy GPU's figures are not its own: they neither pass nor set the best.
+				if b.Name == name && b.Value > 0 && b.Error == "" && !b.Busy && (b.Status == results.StatusOK || b.Status == results.StatusFlag) {
+					cells = append(cells, compare.Cell{GPU: gh.GPU.Index, Figure: compare.Figure{Value: b.Value}})
+				}
+			}
+		}
+		if len(cells) >= 2 {
+			out = append(out, compare.GPUs(name, cells, true, compare.Guards{VariancePct: v}))
+		}
+	}
+	return out
+}
+
+// judgeBusyAndFloors flags a busy GPU (a note with --allow-busy) and every figure under its
+// datasheet floor; a busy GPU's figures are marked and flagged, so none of them passes.
+func judgeBusyAndFloors(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
+	marked := gh.Busy != nil && !gh.Busy.Allowed
+	switch {
+	case gh.Busy == nil:
+	case gh.Busy.Allowed:
+		addNote(gh, fmt.Sprintf("%s at the health phase; measured anyway (--allow-busy): the figures are not this GPU's alone", gh.Busy.Reason))
+	default:
+		flag(CheckHealthBusy, "%s at the health phase: its figures are not this GPU's alone and pass nothing; stop the other process (`nvidia-smi` lists it where this container cannot), or pass --allow-busy to measure anyway", gh.Busy.Reason)
+	}
+	hint := "check clocks, power cap and cooling (`nvidia-smi -q -d PERFORMANCE,POWER`), then rerun; if this GPU model measures lower when healthy, set its floor in reference_floors (`gpuvet calibrate`)"
+	if gh.Busy != nil {
+		hint = "the GPU was not gpuvet's alone (see the busy flag); rerun when it is idle"
+	}
+	for i := range gh.Bench {
+		b := &gh.Bench[i]
+		if b.Status != results.StatusOK && b.Status != results.StatusFlag {
+			continue
+		}
+		b.Busy = marked
+		b.Status = results.StatusOK
+		if marked {
+			b.Status = results.StatusFlag
+		}
+		if b.Ratio == nil {
+			continue
+		}
+		fl := r.Floor(gh.GPU.Name, b.Name)
+		if fl <= 0 {
+			continue
+		}
+		b.Floor = &fl
+		if *b.Ratio < fl {
+			b.Status = results.StatusFlag
+			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, fmtNum(b.Value), b.Unit, floorRatio(*b.Ratio, fl), fmtNum(*b.Peak), b.Unit, fl, hint)
+		}
+	}
+	if bu := gh.Burn; bu != nil && bu.Error == "" && bu.Ratio != nil {
+		fl := r.Floor(gh.GPU.Name, results.FloorBurn)
+		if fl > 0 {
+			bu.Floor = &fl
+			if *bu.Ratio < fl {
+				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", fmtNum(bu.TFLOPS), floorRatio(*bu.Ratio, fl), fmtNum(*bu.Peak), fl, hint)
+			}
+		}
+	}
+}
+
+// floorRatio writes r with two decimals, or three where two would read as the floor itself (0.596 < 0.60).
+func floorRatio(r, floor float64) string {
+	if s := fmt.Sprintf("%.2f", r); s != fmt.Sprintf("%.2f", floor) {
+		return s
+	}
+	return fmt.Sprintf("%.3f", r)
+}
+
+func deref64(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// addNote adds a note once, so Health can run again on a loaded result.
+func addNote(gh *results.GPUHealth, note string) {
+	for _, n := range gh.Notes {
+		if n == note {
+			return
+		}
+	}
+	gh.Notes = append(gh.Notes, note)
+}
+
+// HealthRulesFrom are the health rules' thresholds of a configuration: its health section, the
+// GEMM tolerance and the reference floors.
+func HealthRulesFrom(c config.Config) HealthRules {
+	return HealthRules{ExpectPCIeWidth: c.Health.PCIeExpectedWidth, MinPCIeGBps: c.Health.PCIeMinGBs,
+		GEMMVariancePct: c.Compare.GEMMVariancePct, Floors: c.ReferenceFloors}
+}

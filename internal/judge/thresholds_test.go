@@ -1,0 +1,62 @@
+package judge
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+)
+
+// The thresholds table is the one home of every default: the judge's, the health rules' and the
+// configuration's built-in values all agree with it, and every row names its source.
+func TestThresholdsTableIsTheDefaults(t *testing.T) {
+	c := config.Defaults()
+	for key, got := range map[string]float64{
+		ThTTFTP95Ms: *c.Gates.TTFTP95Ms, ThITLP95Ms: *c.Gates.ITLP95Ms, ThAICRTolerancePct: c.Gates.AICRTolerancePct,
+		ThMaxErrorRatePct: *c.Gates.MaxErrorRatePct, ThLLMVariancePct: c.Compare.VariancePct, ThGEMMVariancePct: c.Compare.GEMMVariancePct,
+		ThMinSamples: float64(c.Compare.MinSamples), ThMinThroughputReqS: c.Compare.MinThroughputReqS, ThMinTTFTDeltaMs: c.Compare.MinTTFTDeltaMs,
+		ThBaselineTolerance: c.Compare.BaselineTolerancePc, ThPCIeMinGBps: c.Health.PCIeMinGBs,
+		ThCalibTTFTMarginPct: DefaultCalibrateOptions().TTFTMarginPct, ThCalibThrMarginPct: DefaultCalibrateOptions().ThroughputMarginPct,
+	} {
+		if want := defaultOf(key); got != want {
+			t.Errorf("%s: the default in force is %g, the thresholds table says %g", key, got, want)
+		}
+	}
+	d, r := DefaultConfig(), DefaultHealthRules()
+	for key, got := range map[string]float64{ThTTFTP95Ms: *d.Gates.TTFTP95Ms.Value, ThLLMVariancePct: *d.LLMVariancePct.Value,
+		ThMaxErrorRatePct: *d.MaxErrorRatePct.Value, ThPCIeMinGBps: r.MinPCIeGBps, ThGEMMVariancePct: r.GEMMVariancePct,
+		ThPCIeVariancePct: r.PCIeVariancePct, ThLinkVariancePct: r.LinkVariancePct} {
+		if want := defaultOf(key); got != want {
+			t.Errorf("%s: judge's default is %g, the table says %g", key, got, want)
+		}
+	}
+	seen := map[string]bool{}
+	for _, th := range Thresholds {
+		if seen[th.Key] || th.Where == "" || (th.Source != FromSeed && th.Source != FromDatasheet && th.Source != FromMeasured) {
+			t.Errorf("row %+v: a key once, with a source and where it comes from", th)
+		}
+		seen[th.Key] = true
+	}
+	if ClockFailureMask != 0xe8 {
+		t.Errorf("ClockFailureMask = %#x, want 0xe8 (0x8|0x20|0x40|0x80)", ClockFailureMask)
+	}
+}
+
+// docs/thresholds.md prints the table: every key with its default and source.
+func TestThresholdsDoc(t *testing.T) {
+	b, err := os.ReadFile("../../docs/thresholds.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, th := range Thresholds {
+		d := fmtNum(th.Default)
+		if th.Key == ThFloors {
+			d = "per benchmark"
+		}
+		if row := fmt.Sprintf("| `%s` | %s | %s | %s |", th.Key, d, th.Unit, th.Source); !strings.Contains(string(b), row) {
+			t.Errorf("docs/thresholds.md lacks %q", row)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package term
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// detectionLines say what a pass of this run means (issue 35): per comparison, the smallest slowdown
+// its samples and spread could have flagged, read from the summary (GPU to GPU per model, node to
+// node, and the baseline's overhead per environment), the most sensitive metric first. A metric whose
+// figures carry no interval, or whose comparison was low confidence, has no such figure and is left
+// out. One small function of its own, so the terminal renderer can take it as it is.
+func detectionLines(s *results.Summary) []string {
+	var out []string
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			subj := m.Model
+			if s.Fleet != nil {
+				subj = h.Name + " " + m.Model
+			}
+			if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {
+				out = append(out, subj+", GPU to GPU: "+l)
+			}
+		}
+	}
+	if s.Fleet != nil {
+		if l := caught(s.Fleet.Comparisons, "caught a node ≥ %.1f %% slower in %s"); l != "" {
+			out = append(out, "node to node: "+l)
+		}
+	}
+	if b := s.Baseline; b != nil {
+		for _, env := range b.Environments {
+			var cs []results.Compare
+			for met, d := range b.DetectablePct[env] {
+				cs = append(cs, results.Compare{Metric: met, DetectablePct: d})
+			}
+			if l := caught(cs, "shown an overhead ≥ %.1f %% in %s"); l != "" {
+				out = append(out, "baseline vs "+env+": "+l)
+			}
+		}
+	}
+	return out
+}
+
+// caught is "this run would have caught a GPU ≥ 10.4 % slower in tpot_p50_ms, ≥ 14.8 % in …", first
+// is the phrase of the most sensitive metric (its percentage, then its name).
+func caught(cs []results.Compare, first string) string {
+	var ds []results.Compare
+	for _, c := range cs {
+		if c.DetectablePct > 0 {
+			ds = append(ds, c)
+		}
+	}
+	if len(ds) == 0 {
+		return ""
+	}
+	sort.SliceStable(ds, func(i, j int) bool { return ds[i].DetectablePct < ds[j].DetectablePct })
+	parts := make([]string, len(ds))
+	for i, c := range ds {
+		parts[i] = fmt.Sprintf("≥ %.1f %% in %s", c.DetectablePct, c.Metric)
+	}
+	parts[0] = "this run would have " + fmt.Sprintf(first, ds[0].DetectablePct, ds[0].Metric)
+	return strings.Join(parts, ", ")
+}
