@@ -12,11 +12,11 @@ import (
 // rung says so (and a rung whose throughput fell with it says by how much), and XIDs, uncorrected
 // ECC errors or a burst of PCIe replays during the load flag the GPU even when its figures pass.
 const (
-	CheckThrottled   = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
+	CheckThrottled       = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
 	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
-	CheckXIDLoad     = "judge.xid_under_load"
-	CheckECCLoad     = "judge.ecc_under_load"
-	CheckReplayLoad  = "judge.pcie_replays_under_load"
+	CheckXIDLoad         = "judge.xid_under_load"
+	CheckECCLoad         = "judge.ecc_under_load"
+	CheckReplayLoad      = "judge.pcie_replays_under_load"
 )
 
 // hwReasons are the clock-event reasons that are the hardware's, not the workload's: DCGM's

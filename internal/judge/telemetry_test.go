@@ -41,11 +41,11 @@ func TestTelemetryVerdicts(t *testing.T) {
 		Flags: []results.Flag{{Check: CheckGPUToGPU}}}
 	telemetryFlags("m", &ep)
 	for check, want := range map[string]string{
-		CheckThrottled:   "gpu 1: rung 3 (r): 12 % below rung 2 while hw_slowdown was active 40 % of the rung",
+		CheckThrottled:       "gpu 1: rung 3 (r): 12 % below rung 2 while hw_slowdown was active 40 % of the rung",
 		CheckLoadClockEvents: "hw_slowdown in rung 3 of 3 (40 % of each); SM clock down to 1200 MHz against 1980 MHz in the rungs without them; this explains its GPU-to-GPU gap",
-		CheckXIDLoad:     "XID 48 at 14:03:04 (double-bit ECC error) during the load",
-		CheckECCLoad:     "2 uncorrected ECC error(s) during the load",
-		CheckReplayLoad:  "grew by 500",
+		CheckXIDLoad:         "XID 48 at 14:03:04 (double-bit ECC error) during the load",
+		CheckECCLoad:         "2 uncorrected ECC error(s) during the load",
+		CheckReplayLoad:      "grew by 500",
 	} {
 		got := flagsBy(ep, check)
 		if len(got) != 1 || !strings.Contains(got[0], want) {
