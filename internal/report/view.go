@@ -80,6 +80,8 @@ type hostView struct {
 	Name, Status, Error, Discovery string
 	Flags                          int
 	VMs                            []string // one line per VM gpuvet created on the host (backend opennebula)
+	Prep                           []kv     // what host preparation used, installed, removed, released and restored
+	PrepBad                        bool     // host preparation left something behind or could not restore vfio
 	Health                         *healthView
 	Models                         []modelView
 }

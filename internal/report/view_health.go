@@ -32,6 +32,7 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 	for _, v := range h.VMs {
 		hv.VMs = append(hv.VMs, vmLine(v))
 	}
+	hv.Prep, hv.PrepBad = prepLines(h.Prep)
 	if h.Health != nil {
 		hv.Health = buildHealth(h.Health, large)
 	}
@@ -394,4 +395,35 @@ func vmLine(v results.VM) string {
 		gone = "NOT TERMINATED: run gpuvet clean"
 	}
 	return fmt.Sprintf("VM %d %s: GPUs %v (PCI %s), %s, provisioned in %.1f s, %s", v.ID, v.Name, v.GPUs, strings.Join(v.PCI, ", "), numa, v.ProvisionS, gone)
+}
+
+// prepLines is the report's "Host preparation" block: what the run found and used, installed,
+// started, removed, released from and restored to vfio-pci, and what it left (bad: a leftover or an
+// incomplete vfio restore, which `gpuvet clean` finishes from the run manifest).
+func prepLines(p *results.HostPrep) ([]kv, bool) {
+	if p == nil {
+		return nil, false
+	}
+	var out []kv
+	add := func(k string, v []string) {
+		if len(v) > 0 {
+			out = append(out, kv{k, strings.Join(v, ", ")})
+		}
+	}
+	if p.Error != "" {
+		out = append(out, kv{"not prepared", p.Error})
+	}
+	add("used (untouched)", p.Used)
+	add("installed", p.Installed)
+	add("started", p.Started)
+	add("vfio", p.VFIO)
+	add("removed after", p.Removed)
+	if p.Autoremove != "" {
+		out = append(out, kv{"autoremove", p.Autoremove})
+	}
+	add("left behind (gpuvet clean finishes it)", p.Left)
+	if p.RestoreError != "" {
+		out = append(out, kv{"vfio restore INCOMPLETE", p.RestoreError})
+	}
+	return out, len(p.Left) > 0 || p.RestoreError != ""
 }

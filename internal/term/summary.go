@@ -48,6 +48,7 @@ func Summary(w io.Writer, s *results.Summary) {
 	t.Flush()
 	Block(w, "Flags and failures", flagLines(s))
 	Block(w, "Caveats", caveatLines(s))
+	Block(w, "Host preparation", prepLines(s))
 	Block(w, "Time to vet", timeToVetLines(s))
 	Block(w, "Detection power", detectionLines(s))
 }
