@@ -145,7 +145,8 @@ func TestRunKilledMidRunLeavesPartialResultsAndNoChild(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			out := t.TempDir()
 			port := 20000 + rand.IntN(20000)
-			cmd := gpuvet(genericSimArgs(out, 3, port)...)
+			// One GPU at a time (auto would load all three at once): GPU 0 recorded, GPU 1 serving.
+			cmd := gpuvet(append(genericSimArgs(out, 3, port), "--parallel-gpus", "1")...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {

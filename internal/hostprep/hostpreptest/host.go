@@ -141,7 +141,13 @@ func (h *Host) Exec(t *testing.T, sh string) string {
 
 // Try runs a shell script inside the host and returns its output and error.
 func (h *Host) Try(sh string) (string, error) {
-	cmd := exec.Command("chroot", h.Root, "/bin/sh", "-c", "export DEBIAN_FRONTEND=noninteractive LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin; "+sh)
+	args := []string{"chroot", h.Root, "/bin/sh", "-c", "export DEBIAN_FRONTEND=noninteractive LC_ALL=C PATH=/usr/sbin:/usr/bin:/sbin:/bin; " + sh}
+	// Inside the PID and mount namespace of the host's sshd, where it has one: what the test starts
+	// there is what a run over SSH sees, and nothing of another test's host.
+	if h.SSHD != nil && h.SSHD.NamespacePid() > 0 {
+		args = append([]string{"nsenter", "-t", strconv.Itoa(h.SSHD.NamespacePid()), "-p", "-m"}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -33,7 +33,14 @@ type SSHD struct {
 
 	cmd *exec.Cmd
 	log *lockedBuffer
+	// nsPid is the chrooted sshd's pid (as seen from here) when it runs in a PID namespace of its
+	// own (Options.Root and util-linux's unshare); 0 otherwise.
+	nsPid int
 }
+
+// NamespacePid is the pid (as seen from here) of a chrooted sshd that runs in a PID and mount
+// namespace of its own, for nsenter; 0 when it shares this one.
+func (s *SSHD) NamespacePid() int { return s.nsPid }
 
 // Addr is host:port.
 func (s *SSHD) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
@@ -156,12 +163,21 @@ func Start(t testing.TB, host string, o Options) *SSHD {
 		s.cmd = exec.Command(bin, "-D", "-e", "-f", conf)
 		if o.Root != "" {
 			s.cmd = exec.Command("chroot", o.Root, bin, "-D", "-e", "-f", in(conf))
+			// A PID namespace and /proc of its own, where util-linux's unshare is found: a host's
+			// processes are its own, as on a real machine (host preparation looks for a running
+			// nv-hostengine, and another test's chroot host may run one at the same time).
+			if u, err := exec.LookPath("unshare"); err == nil {
+				s.cmd = exec.Command(u, append([]string{"--pid", "--kill-child", "--mount-proc=" + filepath.Join(o.Root, "proc"), "chroot", o.Root}, bin, "-D", "-e", "-f", in(conf))...)
+			}
 		}
 		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 		if err := s.cmd.Start(); err != nil {
 			t.Fatalf("start sshd: %v", err)
 		}
 		if waitListening(s.Addr(), 10*time.Second) {
+			if filepath.Base(s.cmd.Path) == "unshare" {
+				s.nsPid = firstChild(s.cmd.Process.Pid)
+			}
 			break
 		}
 		_ = s.cmd.Process.Kill()
@@ -277,4 +293,18 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// firstChild is pid's first child process (0: none), from /proc/PID/task/PID/children.
+func firstChild(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	c, _ := strconv.Atoi(f[0])
+	return c
 }
