@@ -204,7 +204,13 @@ func (k *standInKubelet) podDir(p *corev1.Pod) string {
 // gone reports whether the pod was deleted (its run ended or was cleaned meanwhile).
 func (k *standInKubelet) gone(ctx context.Context, p *corev1.Pod) bool {
 	cur, err := k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	return apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil) || ctx.Err() != nil
+	if apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp != nil) || ctx.Err() != nil {
+		return true
+	}
+	// A namespace being deleted (gpuvet clean, a finished run) refuses new content before its pods
+	// are marked deleted: the pod is on its way out too.
+	ns, err := k.cs.CoreV1().Namespaces().Get(ctx, p.Namespace, metav1.GetOptions{})
+	return apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)
 }
 
 // setLogs points the pod's log at a file of CRI-format lines with the given text.
