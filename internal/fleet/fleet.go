@@ -161,3 +161,17 @@ func protect(fn func() error) (err error) {
 	}()
 	return fn()
 }
+
+// ShellRunner runs one POSIX shell script on a host and returns its stdout; the error carries the
+// exit status and stderr. Host preparation and the vfio release talk to a host through it (the ssh
+// backend's connection, or a test's chroot).
+type ShellRunner interface {
+	Run(ctx context.Context, script string) (string, error)
+}
+
+// Recorder keeps a run's manifest (*Manifest): an object is recorded before it is made or changed,
+// and marked deleted once undone.
+type Recorder interface {
+	Record(Object) error
+	Deleted(Object) error
+}

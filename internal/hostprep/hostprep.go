@@ -23,17 +23,12 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Runner runs one POSIX shell script on the host and returns its stdout; the error carries the
-// exit status and stderr.
-type Runner interface {
-	Run(ctx context.Context, script string) (string, error)
-}
-
-// Recorder keeps the run manifest (*fleet.Manifest): an object is recorded before it is made.
-type Recorder interface {
-	Record(fleet.Object) error
-	Deleted(fleet.Object) error
-}
+// Runner and Recorder are the fleet layer's seams: a shell script run on the host, and the run
+// manifest an object is recorded in before it is made.
+type (
+	Runner   = fleet.ShellRunner
+	Recorder = fleet.Recorder
+)
 
 // Manifest kinds of what host preparation adds.
 const (

@@ -21,16 +21,12 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
-// Runner runs one POSIX shell script on the node (as root) and returns its stdout.
-type Runner interface {
-	Run(ctx context.Context, script string) (string, error)
-}
-
-// Recorder keeps the run manifest: an object is recorded before it is changed.
-type Recorder interface {
-	Record(fleet.Object) error
-	Deleted(fleet.Object) error
-}
+// Runner and Recorder are the fleet layer's seams: a shell script run on the host, and the run
+// manifest an object is recorded in before it is made.
+type (
+	Runner   = fleet.ShellRunner
+	Recorder = fleet.Recorder
+)
 
 // Manifest kinds.
 const (
