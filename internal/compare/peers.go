@@ -128,7 +128,7 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 	case TooFew(ref, g.MinSamples):
 		s.Why = fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
 	case s.CI == nil && (x.Samples > 0 || ref.Samples > 0 || x.CI != nil || ref.CI != nil):
-		s.Why = "no confidence interval behind one of the figures, so the gap cannot be told from noise: rerun with a current gpuvet (its load results carry intervals)"
+		s.Why = "no confidence interval behind one of the figures, so the gap cannot be told from noise: a tail percentile gets one only from enough requests (72 for a p95, 368 for a p99: raise load.max_duration or load.max_requests), and results of an old gpuvet carry none"
 	case s.CI != nil && !(s.CI.Lo > 0):
 		// No evidence of any slowdown: the gap is noise, however it reads. Not a flag, and not
 		// undecided either; the comparison's detectable slowdown says how wide the noise was.

@@ -296,8 +296,12 @@ func TestSweepAndRecords(t *testing.T) {
 	if maxRun < 2 || maxRun > 8 {
 		t.Fatalf("scraped running peaked at %v, want 2..8", maxRun)
 	}
-	if l.Runs[1].CI == nil || l.Runs[1].CI.TTFTP95 == nil {
+	if l.Runs[1].CI == nil || l.Runs[1].CI.ITLP95 == nil || l.Runs[1].CI.TPOTP50 == nil {
 		t.Fatalf("no CI on the probe: %+v", l.Runs[1].CI)
+	}
+	// A tail percentile gets an interval only from enough requests to bound it (72 for a p95).
+	if n := l.Runs[1].Requests.Successful; (n >= 72) != (l.Runs[1].CI.TTFTP95 != nil) {
+		t.Fatalf("probe of %d requests: TTFT p95 interval %+v", n, l.Runs[1].CI.TTFTP95)
 	}
 }
 
