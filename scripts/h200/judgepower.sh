@@ -8,7 +8,7 @@
 # median) and a concurrency profile (output tok/s).
 #
 # Runs from the repo root on the device machine: GPUVET=path/to/gpuvet (default .dev/gpuvet), results
-# under $OUT. Budget: about 3 minutes of device time (make 60 s at most, each run 45 s at most), 4 at
+# under $OUT. Budget: about 3 minutes of device time (make 60 s at most, each run 150 s at most, about 60 s each), 6 at
 # the very most. ENGINE=sim checks the script's logic anywhere (gpuvet's simulator, no GPU).
 set -u
 GPUVET=${GPUVET:-.dev/gpuvet}
@@ -38,10 +38,10 @@ CONC=(--set load.profile=concurrency --set load.concurrency=32 --set load.prompt
 pair() {
   local name=$1; shift
   log "$name A: the first run (--save-baseline)"
-  timeout 45 "$GPUVET" "${BASE[@]}" "$@" --save-baseline --force --out "$W/$name-a"
+  timeout 150 "$GPUVET" "${BASE[@]}" "$@" --save-baseline --force --out "$W/$name-a"
   log "$name A exit $?"
   log "$name B: the repeat, judged against A"
-  timeout 45 "$GPUVET" "${BASE[@]}" "$@" --baseline "$W/$name-a/baseline.json" --force --out "$W/$name-b"
+  timeout 150 "$GPUVET" "${BASE[@]}" "$@" --baseline "$W/$name-a/baseline.json" --force --out "$W/$name-b"
   log "$name B exit $?"
   for r in a b; do [ -f "$W/$name-$r/summary.json" ] && cp "$W/$name-$r/summary.json" "$OUT/$name-$r.json"; done
   # The overhead table of B against A: value, overhead with its interval, status, detectable.
