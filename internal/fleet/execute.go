@@ -173,11 +173,18 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
 	path := filepath.Join(c.Output.Dir, "summary.json")
-	if err := results.WriteJSON(path, s); err != nil {
+	written := s
+	if len(s.Hosts) > SeriesInlineHosts { // each host in full beside it; the summary without the samples
+		if err := writeHostFiles(c.Output.Dir, s); err != nil {
+			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: per-host results (their time series stay in summary.json):", err)
+		}
+		written = withoutSeries(s)
+	}
+	if err := results.WriteJSON(path, written); err != nil {
 		return fmt.Errorf("write %s: %v", path, err)
 	}
 	if c.Run.SaveBaseline && s.Complete {
-		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), s)
+		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), written)
 	}
 	if err := pipeline.WriteReports(s, c.Output.Dir, c.Output); err != nil {
 		fmt.Fprintln(o.Stderr, "gpuvet: report:", err)

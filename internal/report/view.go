@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,9 @@ type page struct {
 	KPIs       []kpi
 	Hosts      []hostView
 	Baseline   *baselineView
-	Fleet      *fleetView // multi-host runs: skipped nodes and node-to-node comparisons
+	Fleet      *fleetView    // multi-host runs: skipped nodes and node-to-node comparisons
+	FleetMap   *fleetMapView // multi-host runs: the node × GPU heat map and the nodes ranked worst first
+	MoreErrors []string      // the errors beyond maxVerdictFlags, folded
 	Caveats    []string
 	Thresholds []thresholdView
 	Settings   []kv
@@ -64,12 +67,27 @@ type fleetView struct {
 	Compare *compareTable
 }
 
-func buildFleet(s *results.Summary) *fleetView {
+// buildFleet is the node-to-node section; in a large fleet its table has a column for each host
+// rendered in full (shown, the worst first), and says how many more summary.json holds.
+func buildFleet(s *results.Summary, shown []results.Host) *fleetView {
 	f := s.Fleet
 	if f == nil || (len(f.Skipped) == 0 && len(f.Comparisons) == 0) {
 		return nil
 	}
-	v := &fleetView{Compare: compares(f.Comparisons)}
+	cs := f.Comparisons
+	if len(shown) < len(s.Hosts) {
+		keep := map[string]bool{}
+		for _, h := range shown {
+			keep[h.Name] = true
+		}
+		cs = make([]results.Compare, len(f.Comparisons))
+		for i, c := range f.Comparisons {
+			c.Values = slices.DeleteFunc(slices.Clone(c.Values), func(v results.CompareCell) bool { return !keep[v.Host] })
+			c.Note = strings.TrimPrefix(c.Note+fmt.Sprintf("; %d more nodes in summary.json (the fleet section ranks them all)", len(f.Comparisons[i].Values)-len(c.Values)), "; ")
+			cs[i] = c
+		}
+	}
+	v := &fleetView{Compare: compares(cs)}
 	for _, sk := range f.Skipped {
 		v.Skipped = append(v.Skipped, kv{sk.Name, sk.Reason})
 	}
@@ -200,6 +218,9 @@ func buildPage(s *results.Summary) *page {
 		p.Flags, p.MoreFlags = p.Flags[:maxVerdictFlags], p.Flags[maxVerdictFlags:]
 	}
 	p.Errors = allErrors(s)
+	if len(p.Errors) > maxVerdictFlags {
+		p.Errors, p.MoreErrors = p.Errors[:maxVerdictFlags], p.Errors[maxVerdictFlags:]
+	}
 	p.Headline = headline(s, p)
 	p.Actions = actions(s, allFlags(s))
 	p.Platform = platform(s)
@@ -214,16 +235,22 @@ func buildPage(s *results.Summary) *page {
 		}
 	}
 	p.Large = sections > 3 || endpoints > 12
-	if p.Large {
-		p.Overview = overview(s)
+	shown := s.Hosts
+	if isFleet(s) {
+		v := rankedView(s)
+		shown = shownHosts(s, v)
+		p.FleetMap = buildFleetMap(s, v, shown)
 	}
-	for _, h := range s.Hosts {
+	if p.Large {
+		p.Overview = overview(s, shown)
+	}
+	for _, h := range shown {
 		p.Hosts = append(p.Hosts, buildHost(s, h, p.Large))
 	}
 	if s.Baseline != nil {
 		p.Baseline = buildBaseline(s)
 	}
-	p.Fleet = buildFleet(s)
+	p.Fleet = buildFleet(s, shown)
 	p.Caveats = caveats(s)
 	p.TimeToVet = timeToVet(s)
 	p.Thresholds = thresholds(s)
@@ -456,6 +483,9 @@ func platform(s *results.Summary) []kv {
 	hosts := make([]string, len(s.Hosts))
 	for i, h := range s.Hosts {
 		hosts[i] = h.Name
+	}
+	if len(hosts) > fleetDetailHosts { // the fleet section lists every one
+		hosts = append(hosts[:3], fmt.Sprintf("… %s hosts in all (the fleet section ranks each)", group(strconv.Itoa(len(s.Hosts)))))
 	}
 	out = append(out, kv{"Hosts", strings.Join(hosts, ", ")})
 	gpus := strings.Join(gp, ", ")
@@ -696,10 +726,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// overview is one line per model per host: where to look first in a large run.
-func overview(s *results.Summary) []overviewRow {
+// overview is one line per model per host shown: where to look first in a large run.
+func overview(s *results.Summary, hosts []results.Host) []overviewRow {
 	var out []overviewRow
-	for _, h := range s.Hosts {
+	for _, h := range hosts {
 		for _, m := range h.Models {
 			r := overviewRow{Anchor: anchor(h.Name, m.Model), Host: h.Name, Model: m.Model, Status: string(m.Status)}
 			count := map[results.Status]int{}
