@@ -14,15 +14,19 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/fleetview/synth"
 	"github.com/gpuvet/gpuvet/internal/judge"
@@ -36,7 +40,7 @@ func main() {
 	sizes := flag.String("nodes", "100,1000", "fleet sizes, comma-separated")
 	gpus := flag.Int("gpus", 8, "GPUs per node")
 	out := flag.String("out", "", "keep each fleet's files in OUT/N (default: a temporary folder, removed)")
-	render := flag.Bool("render", true, "time Chromium's render of report.html (skipped, saying so, without Chromium)")
+	render := flag.Int("render", 3, "time Chromium's render of report.html this many times and print the median (0: not; skipped, saying so, without Chromium)")
 	flag.Parse()
 	if *src == "" {
 		fmt.Fprintln(os.Stderr, "reportscale: -summary is required: make one with `go run ./cmd/gpuvet run --sim --sim-gpus 8 --out /tmp/rs` and pass -summary /tmp/rs/summary.json")
@@ -68,7 +72,7 @@ func main() {
 	}
 }
 
-func measure(base *results.Summary, nodes, gpus int, dir string, render bool) error {
+func measure(base *results.Summary, nodes, gpus int, dir string, render int) error {
 	o := synth.Defaults()
 	o.Nodes, o.GPUs = nodes, gpus
 	t0 := time.Now()
@@ -90,11 +94,13 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render bool) er
 	fmt.Printf("\n== %s nodes × %d GPUs (built in %s, judged in %s): run status %s\n", term.Count(nodes), gpus, t1.Sub(t0).Round(time.Millisecond), judged.Round(time.Millisecond), s.Status)
 
 	sum := filepath.Join(dir, "summary.json")
-	d, err := timed(func() error { return results.WriteJSON(sum, s) })
+	var written *results.Summary
+	d, err := timed(func() (err error) { written, err = fleet.WriteSummary(dir, s, os.Stderr); return err })
 	if err != nil {
 		return err
 	}
-	line("summary.json", size(sum), "written in "+d.String())
+	line("summary.json", size(sum), fmt.Sprintf("written in %s, with the %d hosts' own files (hosts/, %s in all)", d, len(s.Hosts), dirSize(filepath.Join(dir, fleet.HostsDir))))
+	breakdown(written)
 	var back *results.Summary
 	d, err = timed(func() (err error) { back, err = results.Read(sum); return err })
 	if err != nil {
@@ -103,11 +109,17 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render bool) er
 	line("", "", "read back in "+d.String())
 
 	html := filepath.Join(dir, report.HTMLFile)
-	d, err = timed(func() error { return report.WriteHTML(back, html) })
+	d, err = timed(func() error { return report.WriteHTML(s, html) })
 	if err != nil {
 		return err
 	}
-	line("report.html", size(html), "written in "+d.String())
+	line("report.html", size(html), "written in "+d.String()+" (from the run's full summary, as a fleet run writes it)")
+	rebuilt := filepath.Join(dir, "rebuilt.html")
+	d, err = timed(func() error { return report.WriteHTML(back, rebuilt) })
+	if err != nil {
+		return err
+	}
+	line("", size(rebuilt), "rebuilt from summary.json in "+d.String()+" (gpuvet report)")
 	for _, w := range []struct {
 		name  string
 		write func(*results.Summary, string) error
@@ -120,7 +132,7 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render bool) er
 		line(w.name, size(p), "written in "+d.String())
 	}
 	var tb bytes.Buffer
-	d, _ = timed(func() error { term.Summary(&tb, back); return nil })
+	d, _ = timed(func() error { fleet.Render(&tb, back); return nil })
 	line("terminal", fmt.Sprintf("%d lines", strings.Count(tb.String(), "\n")), "in "+d.String())
 
 	v := fleetview.Build(back, fleetview.Models(back)[0])
@@ -132,7 +144,7 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render bool) er
 	}
 	fmt.Printf("  nodes not ok, worst first: %s\n", strings.Join(worst, ", "))
 
-	if !render {
+	if render <= 0 {
 		return nil
 	}
 	if _, err := report.FindChromium(); err != nil {
@@ -143,20 +155,78 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render bool) er
 	if err := os.WriteFile(blank, []byte("<!DOCTYPE html><title>blank</title><p>blank"), 0o644); err != nil {
 		return err
 	}
-	start, err := timed(func() error { _, err := report.Render(blank, 2*time.Minute); return err })
-	if err != nil {
-		return err
+	var starts, fulls []time.Duration
+	for range render {
+		start, err := timed(func() error { _, err := report.Render(blank, 2*time.Minute); return err })
+		if err != nil {
+			return err
+		}
+		var dom []byte
+		full, err := timed(func() (err error) { dom, err = report.Render(html, 5*time.Minute); return err })
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(dom, []byte(`id="fleet-map"`)) {
+			return fmt.Errorf("chromium's DOM of %s has no fleet section: the render was not of the report", html)
+		}
+		starts, fulls = append(starts, start), append(fulls, full)
 	}
-	var dom []byte
-	full, err := timed(func() (err error) { dom, err = report.Render(html, 5*time.Minute); return err })
-	if err != nil {
-		return err
-	}
-	if !bytes.Contains(dom, []byte(`id="fleet-map"`)) {
-		return fmt.Errorf("chromium's DOM of %s has no fleet section: the render was not of the report", html)
-	}
-	line("render", full.String(), fmt.Sprintf("in Chromium headless (load, layout, paint); a blank page takes %s, so the report's own share is %s", start, (full-start).Round(time.Millisecond)))
+	start, full := median(starts), median(fulls)
+	line("render", full.String(), fmt.Sprintf("median of %d in Chromium headless (load, layout, paint); a blank page takes %s, so the report's own share is %s", render, start, (full-start).Round(time.Millisecond)))
 	return nil
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// breakdown prints what summary.json's bytes go to: each host's entry by part, over all hosts.
+func breakdown(s *results.Summary) {
+	parts := map[string]int{}
+	add := func(k string, v any) {
+		b, _ := json.Marshal(v)
+		parts[k] += len(b)
+	}
+	for _, h := range s.Hosts {
+		add("hosts[].discovery", h.Discovery)
+		add("hosts[].health", h.Health)
+		for _, m := range h.Models {
+			add("hosts[].models[].comparisons", m.Comparisons)
+			for _, e := range m.Endpoints {
+				add("hosts[].models[].endpoints[].load", e.Load)
+				add("hosts[].models[].endpoints[].verdicts", e.Verdicts)
+				add("hosts[].models[].endpoints[].telemetry", e.Telemetry)
+				add("hosts[].models[].endpoints[].power", e.Power)
+				add("hosts[].models[].endpoints[].functional", e.Functional)
+			}
+		}
+	}
+	add("fleet", s.Fleet)
+	keys := make([]string, 0, len(parts))
+	for k := range parts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return parts[keys[i]] > parts[keys[j]] })
+	var out []string
+	for _, k := range keys[:min(4, len(keys))] {
+		out = append(out, fmt.Sprintf("%s %.1f MB", k, float64(parts[k])/1e6))
+	}
+	line("", "", "largest parts: "+strings.Join(out, ", "))
+}
+
+func dirSize(dir string) string {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if st, err := d.Info(); err == nil {
+				n += st.Size()
+			}
+		}
+		return nil
+	})
+	return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 }
 
 func timed(f func() error) (time.Duration, error) {

@@ -173,14 +173,8 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
 	path := filepath.Join(c.Output.Dir, "summary.json")
-	written := s
-	if len(s.Hosts) > SeriesInlineHosts { // each host in full beside it; the summary without the samples
-		if err := writeHostFiles(c.Output.Dir, s); err != nil {
-			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: per-host results (their time series stay in summary.json):", err)
-		}
-		written = withoutSeries(s)
-	}
-	if err := results.WriteJSON(path, written); err != nil {
+	written, err := WriteSummary(c.Output.Dir, s, o.Stderr)
+	if err != nil {
 		return fmt.Errorf("write %s: %v", path, err)
 	}
 	if c.Run.SaveBaseline && s.Complete {

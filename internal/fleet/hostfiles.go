@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 
@@ -12,15 +13,30 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// SeriesInlineHosts is the most hosts whose time series a fleet's summary.json keeps inline. A
-// larger fleet's summary leaves them out of every host's entry (at 1,000 nodes × 8 GPUs they would
-// make it hundreds of MB): each host's full entry, series included, is written as a one-host summary
-// hosts/NAME.json beside it (Host.DetailFile names it), which `gpuvet report` and every other
-// reader of a summary read as they are.
-const SeriesInlineHosts = 4
+// DigestHosts is the most hosts a fleet's summary.json keeps in full. A larger fleet's summary holds
+// each host's digest (digestHost: its status, flags, errors and headline figures per GPU; at 1,000
+// nodes × 8 GPUs the full entries would be hundreds of MB), and each host's full entry is written
+// as a one-host summary hosts/NAME.json beside it (Host.DetailFile names it), which `gpuvet report`
+// and every other reader of a summary read as they are.
+const DigestHosts = 4
 
 // HostsDir is the folder of a fleet run's per-host results under --out.
 const HostsDir = "hosts"
+
+// WriteSummary writes a fleet run's summary.json into dir, and for a fleet of more than DigestHosts
+// hosts each host's hosts/NAME.json with the summary holding their digests. It returns what
+// summary.json holds; a host file that cannot be written keeps that host in full in the summary,
+// said on warn.
+func WriteSummary(dir string, s *results.Summary, warn io.Writer) (*results.Summary, error) {
+	written := s
+	if len(s.Hosts) > DigestHosts {
+		if err := writeHostFiles(dir, s); err != nil && warn != nil {
+			fmt.Fprintln(warn, "gpuvet: WARNING: per-host results (those hosts stay in full in summary.json):", err)
+		}
+		written = digest(s)
+	}
+	return written, results.WriteJSON(filepath.Join(dir, "summary.json"), written)
+}
 
 // writeHostFiles writes hosts/NAME.json for every host of s and sets each host's DetailFile; the
 // errors of the hosts it could not write come back joined (their DetailFile stays empty).
@@ -43,62 +59,97 @@ func writeHostFiles(dir string, s *results.Summary) error {
 	return errors.Join(errs...)
 }
 
-// withoutSeries is s with the time series left out of every host that has its DetailFile: the same
-// figures, per-rung summaries, verdicts and flags, without the samples they were drawn from. s itself
-// is not changed (the reports are written from it, charts and all).
-func withoutSeries(s *results.Summary) *results.Summary {
+// digest is s with every host that has its DetailFile replaced by its digest. s itself is not
+// changed (the reports are written from it, charts and all).
+func digest(s *results.Summary) *results.Summary {
 	out := *s
 	out.Hosts = make([]results.Host, len(s.Hosts))
 	for i, h := range s.Hosts {
 		if h.DetailFile != "" {
-			h = hostWithoutSeries(h)
+			h = digestHost(h)
 		}
 		out.Hosts[i] = h
 	}
 	return &out
 }
 
-func hostWithoutSeries(h results.Host) results.Host {
-	if h.Health != nil {
-		hh := *h.Health
-		hh.GPUs = append([]results.GPUHealth(nil), hh.GPUs...)
-		for i := range hh.GPUs {
-			if b := hh.GPUs[i].Burn; b != nil {
-				nb := *b
-				nb.Samples = nil
-				hh.GPUs[i].Burn = &nb
+// digestHost is what a large fleet's summary keeps of a host: what it is (GPU inventory ids), how
+// it did (statuses, flags, errors at every level, every verdict that did not pass) and the figures
+// a fleet is read by (per endpoint: peak output tok/s, sustained req/s, the synchronous rung's TTFT,
+// ITL and TPOT distributions, power, tok/J, % of speed of light; the sweep's lower-bound and
+// client-limited marks). Left for its DetailFile: the microbenchmarks, burn, interconnect, DCGM
+// tests, GPU-to-GPU tables, the other rungs and their intervals, passed verdicts and API tests,
+// telemetry, time series, engine command lines and timing.
+func digestHost(h results.Host) results.Host {
+	d := results.Host{Name: h.Name, Status: h.Status, Flags: h.Flags, Error: h.Error, DetailFile: h.DetailFile, VMs: h.VMs, Prep: h.Prep,
+		Discovery: results.Discovery{Source: h.Discovery.Source, Note: h.Discovery.Note, Error: h.Discovery.Error}}
+	for _, g := range h.Discovery.GPUs {
+		d.Discovery.GPUs = append(d.Discovery.GPUs, gpuID(g))
+	}
+	if hh := h.Health; hh != nil {
+		dh := &results.Health{Source: hh.Source, Status: hh.Status, Flags: hh.Flags, Error: hh.Error, Notes: hh.Notes}
+		if hh.DCGM != nil {
+			dh.DCGM = &results.DCGM{Status: hh.DCGM.Status, Level: hh.DCGM.Level, Version: hh.DCGM.Version, Note: hh.DCGM.Note, Error: hh.DCGM.Error}
+		}
+		for _, g := range hh.GPUs {
+			dh.GPUs = append(dh.GPUs, results.GPUHealth{GPU: gpuID(g.GPU), Status: g.Status, Flags: g.Flags, Notes: g.Notes, Busy: g.Busy})
+		}
+		d.Health = dh
+	}
+	for _, m := range h.Models {
+		dm := results.Model{Model: m.Model, Engine: results.EngineInfo{Kind: m.Engine.Kind, Version: m.Engine.Version, TP: m.Engine.TP},
+			Status: m.Status, Flags: m.Flags, Notes: m.Notes, Error: m.Error}
+		for _, e := range m.Endpoints {
+			dm.Endpoints = append(dm.Endpoints, digestEndpoint(e))
+		}
+		d.Models = append(d.Models, dm)
+	}
+	return d
+}
+
+// gpuID is the part of a GPU's inventory that says which card it is.
+func gpuID(g results.GPUInfo) results.GPUInfo {
+	return results.GPUInfo{Index: g.Index, Name: g.Name, UUID: g.UUID, Serial: g.Serial, PCIBusID: g.PCIBusID, NUMANode: g.NUMANode, MemoryTotalMiB: g.MemoryTotalMiB}
+}
+
+func digestEndpoint(e results.Endpoint) results.Endpoint {
+	d := results.Endpoint{GPUs: e.GPUs, GPUName: e.GPUName, URL: e.URL, ProvisionSeconds: e.ProvisionSeconds, SpeedOfLight: e.SpeedOfLight,
+		Status: e.Status, Flags: e.Flags, Error: e.Error, Busy: e.Busy, LogFile: e.LogFile, LogTail: e.LogTail}
+	for _, v := range e.Verdicts {
+		if v.Result != "pass" {
+			d.Verdicts = append(d.Verdicts, v)
+		}
+	}
+	if l := e.Load; l != nil {
+		dl := &results.Load{Model: l.Model, PeakOutputTokS: l.PeakOutputTokS, SustainedReqS: l.SustainedReqS, BurstReqS: l.BurstReqS,
+			Interrupted: l.Interrupted, Error: l.Error, Runs: []results.Run{},
+			Client: results.ClientCheck{ClientLimited: l.Client.ClientLimited, Reason: l.Client.Reason}}
+		if sat := l.Saturation; sat != nil {
+			dl.Saturation = &results.Saturation{Truncated: sat.Truncated, Unsaturated: sat.Unsaturated, Peak: sat.Peak, Reason: sat.Reason}
+		}
+		for _, r := range l.Runs {
+			if r.Kind == "synchronous" {
+				dl.Runs = append(dl.Runs, results.Run{Kind: r.Kind, Concurrency: r.Concurrency, WindowSeconds: r.WindowSeconds, EndedBy: r.EndedBy,
+					Requests: r.Requests, TTFT: r.TTFT, ITL: r.ITL, TPOT: r.TPOT, E2E: r.E2E, OutputTokS: r.OutputTokS, ReqS: r.ReqS,
+					ClientLimited: r.ClientLimited, ClientReason: r.ClientReason, Busy: r.Busy})
+				break
 			}
 		}
-		h.Health = &hh
+		d.Load = dl
 	}
-	h.Models = append([]results.Model(nil), h.Models...)
-	for mi := range h.Models {
-		m := &h.Models[mi]
-		m.Endpoints = append([]results.Endpoint(nil), m.Endpoints...)
-		for ei := range m.Endpoints {
-			e := &m.Endpoints[ei]
-			if p := e.Power; p != nil {
-				np := *p
-				np.Samples = nil
-				e.Power = &np
-			}
-			if t := e.Telemetry; t != nil {
-				nt := *t
-				nt.GPUs = append([]results.GPUTelemetry(nil), t.GPUs...)
-				for gi := range nt.GPUs {
-					nt.GPUs[gi].Samples, nt.GPUs[gi].Stride = nil, 0
-				}
-				e.Telemetry = &nt
-			}
-			if l := e.Load; l != nil && l.Server != nil {
-				nl, ns := *l, *l.Server
-				ns.Samples = nil
-				nl.Server = &ns
-				e.Load = &nl
+	if p := e.Power; p != nil {
+		d.Power = &results.Power{IntervalSeconds: p.IntervalSeconds, MeanW: p.MeanW, MaxW: p.MaxW, TokensPerJoule: p.TokensPerJoule, Note: p.Note}
+	}
+	if f := e.Functional; f != nil {
+		df := &results.Functional{Status: f.Status, Error: f.Error, Tests: []results.FunctionalTest{}}
+		for _, t := range f.Tests {
+			if !t.Passed {
+				df.Tests = append(df.Tests, t)
 			}
 		}
+		d.Functional = df
 	}
-	return h
+	return d
 }
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)

@@ -182,15 +182,11 @@ func node(h results.Host, model string) Node {
 	if n.Status == "" {
 		n.Status = results.StatusOK
 	}
-	r := reasons{}
-	if h.Error != "" {
-		r.add(firstLine(h.Error))
-	}
-	if h.Discovery.Error != "" {
-		r.add("discovery: " + firstLine(h.Discovery.Error))
-	}
+	r := &reasons{}
+	r.add("", firstLine(h.Error))
+	r.add("", prefixed("discovery: ", firstLine(h.Discovery.Error)))
 	for _, f := range h.Flags {
-		r.add(f.Reason)
+		r.add("", f.Reason)
 	}
 	var m *results.Model
 	for i := range h.Models {
@@ -207,27 +203,26 @@ func node(h results.Host, model string) Node {
 		n.GPUs = healthGPUs(h)
 	}
 	if h.Health != nil {
-		r.add(prefixed("health: ", h.Health.Error))
+		r.add("", prefixed("health: ", firstLine(h.Health.Error)))
 		for _, g := range h.Health.GPUs {
 			for _, f := range g.Flags {
-				r.add(fmt.Sprintf("gpu %d: %s", g.GPU.Index, f.Reason))
+				r.add(fmt.Sprint(g.GPU.Index), f.Reason)
 			}
 		}
 		for _, f := range h.Health.Flags {
-			r.add(f.Reason)
+			r.add("", f.Reason)
 		}
 	}
 	for _, hm := range h.Models {
-		r.add(prefixed(hm.Model+": ", firstLine(hm.Error)))
+		r.add("", prefixed(hm.Model+": ", firstLine(hm.Error)))
 		for _, f := range hm.Flags {
-			r.add(f.Reason)
+			r.add("", f.Reason)
 		}
 		for _, e := range hm.Endpoints {
-			on := gpuLabel(e.GPUs) + ": "
 			for _, f := range e.Flags {
-				r.add(on + f.Reason)
+				r.add(gpuIDs(e.GPUs), f.Reason)
 			}
-			r.add(prefixed(on, firstLine(e.Error)))
+			r.add(gpuIDs(e.GPUs), firstLine(e.Error))
 		}
 	}
 	if n.Status == results.StatusInconclusive {
@@ -235,13 +230,13 @@ func node(h results.Host, model string) Node {
 			for _, e := range hm.Endpoints {
 				for _, vd := range e.Verdicts {
 					if vd.Result == "inconclusive" {
-						r.add(gpuLabel(e.GPUs) + ": " + vd.Rule + ": inconclusive")
+						r.add(gpuIDs(e.GPUs), vd.Rule+": inconclusive")
 					}
 				}
 			}
 		}
 	}
-	n.Reasons = r.list
+	n.Reasons = r.lines()
 	return n
 }
 
@@ -290,14 +285,49 @@ func healthGPUs(h results.Host) []GPU {
 	return out
 }
 
-// reasons is an ordered set of one-line reasons.
-type reasons struct{ list []string }
+// reasons is an ordered set of one-line reasons. A reason several GPUs share is one line naming
+// them all ("gpus 0,1,2: …"), and a GPU's reason that a node-level one already says is left out (a
+// failed node's error quotes its endpoints').
+type reasons struct {
+	text []string   // in first-seen order
+	gpus [][]string // the GPUs of each ("" entries: the node's own)
+}
 
-func (r *reasons) add(s string) {
+func (r *reasons) add(gpu, s string) {
 	s = strings.TrimSpace(s)
-	if s != "" && !slices.Contains(r.list, s) {
-		r.list = append(r.list, s)
+	if s == "" {
+		return
 	}
+	if gpu != "" {
+		for i, t := range r.text {
+			if len(r.gpus[i]) == 0 && strings.Contains(t, s) {
+				return
+			}
+		}
+	}
+	i := slices.Index(r.text, s)
+	if i < 0 {
+		r.text, r.gpus = append(r.text, s), append(r.gpus, nil)
+		i = len(r.text) - 1
+	}
+	if gpu != "" && !slices.Contains(r.gpus[i], gpu) {
+		r.gpus[i] = append(r.gpus[i], gpu)
+	}
+}
+
+func (r *reasons) lines() []string {
+	out := make([]string, len(r.text))
+	for i, t := range r.text {
+		switch g := r.gpus[i]; len(g) {
+		case 0:
+			out[i] = t
+		case 1:
+			out[i] = "gpu " + g[0] + ": " + t
+		default:
+			out[i] = "gpus " + strings.Join(g, ",") + ": " + t
+		}
+	}
+	return out
 }
 
 func prefixed(p, s string) string {
@@ -310,6 +340,15 @@ func prefixed(p, s string) string {
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
 	return l
+}
+
+// gpuIDs is an endpoint's GPU indexes as one id: "3", "0+1" for a tp group.
+func gpuIDs(gpus []int) string {
+	p := make([]string, len(gpus))
+	for i, g := range gpus {
+		p[i] = fmt.Sprint(g)
+	}
+	return strings.Join(p, "+")
 }
 
 func gpuLabel(gpus []int) string {

@@ -63,7 +63,7 @@ func TestHTMLFleetHeatMapAndRanking(t *testing.T) {
 		switch {
 		case strings.HasPrefix(tip, synth.NodeName(7)+" gpu "):
 			straggler++
-			if !strings.Contains(c[1], "hb3") || !regexp.MustCompile(`tok/s \(-1[45]\.\d % vs the fleet median [\d,]+\) · sync ITL p95 [\d.]+ ms`).MatchString(tip) {
+			if (c[1] != "hb3" && c[1] != "hb4") || !regexp.MustCompile(`tok/s \(-[12]\d\.\d % vs the fleet median [\d,]+\) · sync ITL p95 [\d.]+ ms`).MatchString(tip) {
 				t.Errorf("straggler's cell: class %q, title %q", c[1], tip)
 			}
 		case strings.HasPrefix(tip, synth.NodeName(13)+" gpu "):
@@ -77,7 +77,9 @@ func TestHTMLFleetHeatMapAndRanking(t *testing.T) {
 				t.Errorf("never-ready node's cell: class %q, title %q", c[1], tip)
 			}
 		default:
-			if c[1] != "hb0" || !strings.Contains(tip, " · ok · ") {
+			// The source node's own GPUs spread by up to ~7 % (a busy client): healthy cells sit in the
+			// first three bands, never in the straggler's.
+			if (c[1] != "hb0" && c[1] != "hb1" && c[1] != "hb2") || !strings.Contains(tip, " · ok · ") {
 				t.Errorf("healthy cell: class %q, title %q", c[1], tip)
 			}
 		}
@@ -100,7 +102,7 @@ func TestHTMLFleetHeatMapAndRanking(t *testing.T) {
 			t.Errorf("rank %s: %s is %s: only the three planted nodes may be other than ok", r[1], r[2], r[3])
 		}
 	}
-	for _, w := range []string{"never became Ready", "BackoffLimitExceeded", "below the median of the others"} {
+	for _, w := range []string{"never became Ready", "BackoffLimitExceeded", "below the median of the other nodes"} {
 		if !strings.Contains(out, template_escape(w)) {
 			t.Errorf("the ranked list lacks the reason %q", w)
 		}

@@ -251,8 +251,8 @@ func buildPage(s *results.Summary) *page {
 		p.Baseline = buildBaseline(s)
 	}
 	p.Fleet = buildFleet(s, shown)
-	p.Caveats = caveats(s)
-	p.TimeToVet = timeToVet(s)
+	p.Caveats = caveats(s, shown)
+	p.TimeToVet = timeToVet(s, shown)
 	p.Thresholds = thresholds(s)
 	for _, k := range sortedKeys(s.Meta.Settings) {
 		p.Settings = append(p.Settings, kv{k, s.Meta.Settings[k]})
@@ -684,21 +684,72 @@ func gpuList(gpus []int) string {
 	return "gpus " + strings.Join(s, ",")
 }
 
-func caveats(s *results.Summary) []string {
+// caveats are the run's caveats and the shown hosts' own (DCGM skipped, a load interrupted). In a
+// large fleet a caveat the merge prefixed with its host ("node-7: …") is said once, naming the first
+// hosts and counting the rest, and the hosts not shown are counted per kind of caveat.
+func caveats(s *results.Summary, shown []results.Host) []string {
+	large := len(shown) < len(s.Hosts)
 	out := append([]string(nil), s.Caveats...)
+	if large {
+		out = groupByHost(s, s.Caveats)
+	}
 	if !s.Complete {
 		out = append(out, "summary.json is marked incomplete: the run was stopped or is still writing.")
 	}
+	var own []string // "HOST: what", grouped in a large fleet
 	for _, h := range s.Hosts {
 		if h.Health != nil && h.Health.DCGM != nil && h.Health.DCGM.Status == results.StatusSkipped {
-			out = append(out, h.Name+": DCGM diagnostics were skipped ("+orDash(h.Health.DCGM.Note)+"): this is not a pass.")
+			own = append(own, h.Name+": DCGM diagnostics were skipped ("+orDash(h.Health.DCGM.Note)+"): this is not a pass.")
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if e.Load != nil && e.Load.Interrupted {
-					out = append(out, fmt.Sprintf("%s on %s: the load was interrupted; figures cover what ran.", m.Model, gpuList(e.GPUs)))
+					c := fmt.Sprintf("%s on %s: the load was interrupted; figures cover what ran.", m.Model, gpuList(e.GPUs))
+					if large {
+						c = h.Name + ": " + c
+					}
+					own = append(own, c)
 				}
 			}
+		}
+	}
+	if large {
+		own = groupByHost(s, own)
+	}
+	return append(out, own...)
+}
+
+// groupByHost says each caveat once: those of the form "HOST: what" become "h1, h2, h3 and N more
+// hosts: what".
+func groupByHost(s *results.Summary, cs []string) []string {
+	hosts := map[string]bool{}
+	for _, h := range s.Hosts {
+		hosts[h.Name] = true
+	}
+	var order []string
+	who := map[string][]string{}
+	for _, c := range cs {
+		host, what, ok := strings.Cut(c, ": ")
+		if !ok || !hosts[host] {
+			host, what = "", c
+		}
+		if _, seen := who[what]; !seen {
+			order = append(order, what)
+			who[what] = nil
+		}
+		if host != "" {
+			who[what] = append(who[what], host)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, what := range order {
+		switch n := who[what]; {
+		case len(n) == 0:
+			out = append(out, what)
+		case len(n) <= 3:
+			out = append(out, strings.Join(n, ", ")+": "+what)
+		default:
+			out = append(out, fmt.Sprintf("%s and %d more hosts: %s", strings.Join(n[:3], ", "), len(n)-3, what))
 		}
 	}
 	return out

@@ -28,8 +28,9 @@ type fleetMapView struct {
 	Figure       string
 	Maps         []heatMap
 	Worst, Rest  []rankRow
-	Detail       int // hosts rendered in full below (0: every host is)
-	DetailOmit   int // hosts not rendered in full
+	Detail       int  // hosts rendered in full below (0: every host is)
+	DetailOmit   int  // hosts not rendered in full
+	DetailFiles  bool // each host's one-host summary is hosts/NAME.json (Host.DetailFile)
 	Bands        []kv
 	RankedModel  string
 	RankedMedian string
@@ -127,6 +128,9 @@ func buildFleetMap(s *results.Summary, v *fleetview.View, shown []results.Host) 
 	}
 	if len(s.Hosts) > fleetDetailHosts {
 		f.Detail, f.DetailOmit = len(detail), len(s.Hosts)-len(detail)
+	}
+	for _, h := range s.Hosts {
+		f.DetailFiles = f.DetailFiles || h.DetailFile != ""
 	}
 	return f
 }

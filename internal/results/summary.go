@@ -166,10 +166,10 @@ type Host struct {
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
 
-	// DetailFile (issue 31) is set in the summary of a fleet of many hosts: the host's own one-host
-	// summary, relative to this one ("hosts/gpu-node-0007.json"), which holds the time series this
-	// summary leaves out of its entry (telemetry, power, server-metric and burn samples; every figure,
-	// per-rung summary, verdict and flag stays here).
+	// DetailFile (issue 31) is set in the summary of a fleet of many hosts, which holds each host's
+	// digest (its statuses, flags, errors, verdicts that did not pass and headline figures; docs/report.md
+	// lists what it keeps): the host's own one-host summary in full, relative to this one
+	// ("hosts/gpu-node-0007.json").
 	DetailFile string `json:"detail_file,omitempty"`
 }
 

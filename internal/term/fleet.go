@@ -19,6 +19,7 @@ const (
 	fleetWorstMax   = 20 // …and at most this many
 	fleetMaxLines   = 12 // lines per block (caveats, host preparation) before "N more"
 	fleetMaxNames   = 4  // GPUs or hosts named on one caveat line before "and N more"
+	fleetReasons    = 3  // reasons printed per listed node before "+N more"
 )
 
 // Compact reports whether s is printed as a compact fleet block (more than FleetTableHosts hosts).
@@ -50,20 +51,20 @@ func fleetSummary(w io.Writer, s *results.Summary) {
 	}
 	shown = min(len(v.Nodes), max(fleetWorstMin, min(shown, fleetWorstMax)))
 	fmt.Fprintf(w, "\nWorst nodes (%d of %s, worst first; every node: report.html and summary.json)\n", shown, Count(len(v.Nodes)))
-	t := NewTable(w, "#", "NODE", "STATUS", "GPUS", "PEAK tok/s", "VS MEDIAN", "WHY")
+	t := NewTable(w, "#", "NODE", "STATUS", "GPUS", "PEAK tok/s", "VS MEDIAN")
+	var why []string
 	for i, n := range v.Nodes[:shown] {
 		fig, delta := "", ""
 		if n.HasValue() {
 			fig, delta = fmt.Sprintf("%.0f", n.Value), Pct(n.DeltaPct)
 		}
-		why := ""
-		if len(n.Reasons) > 0 {
-			why = n.Reasons[0]
-			if len(n.Reasons) > 1 {
-				why += fmt.Sprintf(" (+%d more)", len(n.Reasons)-1)
+		t.Row(fmt.Sprint(i+1), n.Name, string(n.Status), gpuCounts(n), fig, delta)
+		for j, r := range n.Reasons[:min(len(n.Reasons), fleetReasons)] {
+			if j == fleetReasons-1 && len(n.Reasons) > fleetReasons {
+				r += fmt.Sprintf(" (+%d more: report.html)", len(n.Reasons)-fleetReasons)
 			}
+			why = append(why, n.Name+": "+r)
 		}
-		t.Row(fmt.Sprint(i+1), n.Name, string(n.Status), gpuCounts(n), fig, delta, why)
 	}
 	t.Flush()
 	if rest := v.Nodes[shown:]; len(rest) > 0 {
@@ -73,11 +74,27 @@ func fleetSummary(w io.Writer, s *results.Summary) {
 		}
 		fmt.Fprintln(w, line+".")
 	}
-	Block(w, "Flags and failures", capLines(flagLines(s), "flags and failures"))
+	Block(w, "Why", why)
+	Block(w, "Run flags and failures", capLines(runFlagLines(s), "flags"))
 	Block(w, "Caveats", capLines(fleetCaveats(s), "caveats"))
 	Block(w, "Host preparation", capLines(fleetPrep(s), "hosts"))
 	Block(w, "Time to vet", fleetTiming(s))
 	Block(w, "Detection power", fleetDetection(s))
+}
+
+// runFlagLines are the run's own flags (a baseline breach, the engine version) and error: the
+// nodes' own are in the Why block.
+func runFlagLines(s *results.Summary) []string {
+	var out []string
+	if s.Error != "" {
+		out = append(out, "[failed] run: "+errorLine(s.Error))
+	}
+	for _, f := range s.Flags {
+		if f.Scope == "run" {
+			out = append(out, fmt.Sprintf("[%s] %s: %s", f.Check, f.Subject, f.Reason))
+		}
+	}
+	return out
 }
 
 // gpuCounts is a node's GPUs by status: "8 ok", "7 ok, 1 flag".

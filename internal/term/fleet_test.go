@@ -62,7 +62,7 @@ func TestSummaryFleetCompactAtScale(t *testing.T) {
 			t.Errorf("rank %d: %s %s, want %s %s", i+1, worst[i][2], worst[i][3], w[0], w[1])
 		}
 	}
-	for _, w := range []string{"BackoffLimitExceeded", "never became Ready", "-15.", "The other 995 nodes: 995 ok, from "} {
+	for _, w := range []string{"BackoffLimitExceeded", "never became Ready", "-14.", "The other 995 nodes: 995 ok, from "} {
 		if !strings.Contains(out, w) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
