@@ -328,15 +328,19 @@ func allErrors(s *results.Summary) []string {
 				add(h.Name+" DCGM", h.Health.DCGM.Error)
 			}
 		}
+		on := "" // a fleet's errors name their host: gpu 0 is on every host
+		if len(s.Hosts) > 1 {
+			on = h.Name + ": "
+		}
 		for _, m := range h.Models {
-			add(m.Model, m.Error)
+			add(on+m.Model, m.Error)
 			for _, e := range m.Endpoints {
-				add(m.Model+" on "+gpuList(e.GPUs), e.Error)
+				add(on+m.Model+" on "+gpuList(e.GPUs), e.Error)
 				if e.Load != nil {
-					add(m.Model+" on "+gpuList(e.GPUs)+" load", e.Load.Error)
+					add(on+m.Model+" on "+gpuList(e.GPUs)+" load", e.Load.Error)
 				}
 				if e.Functional != nil {
-					add(m.Model+" on "+gpuList(e.GPUs)+" functional suite", e.Functional.Error)
+					add(on+m.Model+" on "+gpuList(e.GPUs)+" functional suite", e.Functional.Error)
 				}
 			}
 		}
