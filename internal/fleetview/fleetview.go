@@ -57,8 +57,6 @@ type View struct {
 	Median float64 // the fleet median of the per-GPU figure (0: none)
 	Nodes  []Node  // ranked worst first
 	GPUs   int     // GPU cells in all
-	// MaxGPUs is the most GPU cells any node has: the width of a heat-map row.
-	MaxGPUs int
 }
 
 // Count is how many nodes have one status.
@@ -96,11 +94,6 @@ func statusRank(s results.Status) int {
 		return i
 	}
 	return len(order)
-}
-
-// IsFleet reports whether s is a many-host run (a fleet backend, or more than one host).
-func IsFleet(s *results.Summary) bool {
-	return s != nil && (s.Fleet != nil || len(s.Hosts) > 1)
 }
 
 // Models are the models served anywhere in the fleet, in first-seen order.
@@ -155,7 +148,6 @@ func Build(s *results.Summary, model string) *View {
 			n.DeltaPct = (n.Value/v.Median - 1) * 100
 		}
 		v.GPUs += len(n.GPUs)
-		v.MaxGPUs = max(v.MaxGPUs, len(n.GPUs))
 	}
 	sort.SliceStable(v.Nodes, func(i, j int) bool { return worse(v.Nodes[i], v.Nodes[j]) })
 	return v

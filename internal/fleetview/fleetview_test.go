@@ -47,8 +47,8 @@ func TestBuildRanksWorstFirst(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("ranked %v, want %v", got, want)
 	}
-	if v.Median != 1000 || v.GPUs != 12 || v.MaxGPUs != 2 {
-		t.Errorf("median %v, %d GPUs, widest %d: want 1000, 12, 2", v.Median, v.GPUs, v.MaxGPUs)
+	if v.Median != 1000 || v.GPUs != 12 {
+		t.Errorf("median %v, %d GPUs: want 1000, 12", v.Median, v.GPUs)
 	}
 	if r := v.Nodes[0].Reasons; len(r) == 0 || r[0] != "load job failed" {
 		t.Errorf("failed node's reasons %q: want its error's first line first", r)
