@@ -16,6 +16,7 @@ import (
 // reportOptions are `gpuvet report`'s flags and argument: Complete -> Validate -> Run.
 type reportOptions struct {
 	html, pdf, junit, prom, ctrf string
+	hosts                        []string         // --host: only these hosts of a fleet's summary
 	path                         string           // the summary.json
 	summary                      *results.Summary // read by Validate
 }
@@ -30,13 +31,17 @@ func newReportCmd() *cobra.Command {
 With no output flag, writes report.html next to the summary. The HTML is one self-contained file
 (inline SVG charts, no script, no network). --pdf prints it through headless Chromium (chromium,
 chromium-browser or google-chrome on PATH, or $GPUVET_CHROMIUM). --junit writes one test case per
-check for CI systems; --prom writes a node-exporter textfile of the headline figures and statuses.`,
+check for CI systems; --prom writes a node-exporter textfile of the headline figures and statuses.
+
+A large fleet's report shows every node in its heat map and ranked list, and the worst ten in full;
+--host NAME (repeatable) writes the outputs of just those hosts, each in full.`,
 		Example: "  gpuvet report out/summary.json --html report.html --pdf report.pdf --junit junit.xml --prom gpuvet.prom",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// Flags live as long as the process: reset them so a second execute (tests) starts clean.
 			defer func() {
 				cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Value.Set(f.DefValue); f.Changed = false })
+				o.hosts = nil // a string array's default "[]" set back reads as one host named "[]"
 			}()
 			o.Complete(args)
 			if err := o.Validate(); err != nil {
@@ -50,6 +55,7 @@ check for CI systems; --prom writes a node-exporter textfile of the headline fig
 	cmd.Flags().StringVar(&o.junit, "junit", "", "write JUnit XML here")
 	cmd.Flags().StringVar(&o.ctrf, "ctrf", "", "write CTRF JSON here (one test per gate, per node and GPU; the format aicr reports in)")
 	cmd.Flags().StringVar(&o.prom, "prom", "", "write a Prometheus textfile (node-exporter format) here")
+	cmd.Flags().StringArrayVar(&o.hosts, "host", nil, "only this host of a fleet's summary, in full (repeatable)")
 	return cmd
 }
 
@@ -66,6 +72,11 @@ func (o *reportOptions) Validate() error {
 	s, err := results.Read(o.path)
 	if err != nil {
 		return usageErr("reading the summary: %v: give the summary.json a gpuvet run wrote", err)
+	}
+	if len(o.hosts) > 0 {
+		if s, err = report.HostsOnly(s, o.hosts); err != nil {
+			return usageErr("%v", err)
+		}
 	}
 	o.summary = s
 	return nil

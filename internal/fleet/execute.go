@@ -173,11 +173,12 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
 	path := filepath.Join(c.Output.Dir, "summary.json")
-	if err := results.WriteJSON(path, s); err != nil {
+	written, err := WriteSummary(c.Output.Dir, s, o.Stderr)
+	if err != nil {
 		return fmt.Errorf("write %s: %v", path, err)
 	}
 	if c.Run.SaveBaseline && s.Complete {
-		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), s)
+		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), written)
 	}
 	if err := pipeline.WriteReports(s, c.Output.Dir, c.Output); err != nil {
 		fmt.Fprintln(o.Stderr, "gpuvet: report:", err)

@@ -9,9 +9,13 @@ import (
 )
 
 // Render prints a fleet run's terminal output: the per-GPU table (with its HOST column), then one
-// line per host, the skipped ones, and the fleet's caveats.
+// line per host, the skipped ones, and the fleet's caveats. A large fleet's is term's compact fleet
+// block alone: it ranks every host and counts the rest, so no line per host follows.
 func Render(w io.Writer, s *results.Summary) {
 	term.Summary(w, s)
+	if term.Compact(s) {
+		return
+	}
 	fmt.Fprintln(w)
 	for _, h := range s.Hosts {
 		line := fmt.Sprintf("host %-20s %s", h.Name, h.Status)

@@ -66,7 +66,7 @@ var allowed = graph{
 	"internal/netstamp":   nil,
 	"internal/layering":   nil,
 	"internal/enginekind": nil,
-	"internal/term":       {"internal/compare", "internal/results"}, // the terminal renderer: results in, text out
+	"internal/term":       {"internal/compare", "internal/fleetview", "internal/results"}, // the terminal renderer: results in, text out
 	"internal/analysis":   {"internal/results"},
 	"internal/busy":       {"internal/results"},
 	"internal/compare":    {"internal/results"},
@@ -83,8 +83,11 @@ var allowed = graph{
 	"internal/cuda":       {"internal/results", "internal/sysfs"},
 	"internal/gpu":        {"internal/catalog", "internal/filelimit", "internal/results", "internal/sysfs"},
 	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
+	// A fleet's nodes ranked worst first, for report and term; synthetic fleets for their tests and bench.
+	"internal/fleetview":       {"internal/results"},
+	"internal/fleetview/synth": {"internal/results"},
 	// The outputs and the decisions: results in, text and verdicts out.
-	"internal/report": {"internal/results"},
+	"internal/report": {"internal/fleetview", "internal/results"},
 	"internal/judge":  {"internal/compare", "internal/config", "internal/results"},
 	// The measuring phases.
 	"internal/sim":    {"internal/catalog", "internal/gpu", "internal/netstamp", "internal/results", "internal/roofline"},
@@ -117,6 +120,7 @@ var allowed = graph{
 	"bench/microbench":            {"internal/cuda", "internal/results"},
 	"bench/nodescale":             {"internal/config", "internal/pipeline", "internal/results", "internal/term"},
 	"bench/detection":             {"internal/results"},
+	"bench/reportscale":           {"internal/config", "internal/fleet", "internal/fleetview", "internal/fleetview/synth", "internal/judge", "internal/report", "internal/results", "internal/term"},
 	"bench/readfloor":             {"internal/netstamp"},
 	"bench/simspeed":              {"internal/sim"},
 	"scripts/k8s-real-node/pause": nil,

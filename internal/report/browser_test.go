@@ -247,3 +247,28 @@ func readFile(t testing.TB, name string) *results.Summary {
 	}
 	return s
 }
+
+// Issue 31: a 200-node fleet's report opens in Chromium without a console message (the heat map's
+// CSS passes the page's Content-Security-Policy), with every heat-map cell and the ranked list in
+// the DOM and the worst hosts' charts drawn.
+func TestBrowserRendersFleet(t *testing.T) {
+	needChromium(t)
+	s := simFleet(t, 200)
+	page := filepath.Join(t.TempDir(), "report.html")
+	if err := WriteHTML(s, page); err != nil {
+		t.Fatal(err)
+	}
+	dom, console := browse(t, page)
+	if len(console) > 0 {
+		t.Errorf("console messages from the fleet report:\n%s", strings.Join(console, "\n"))
+	}
+	if n := len(heatCellRe.FindAllString(dom, -1)); n != 199*8+1 {
+		t.Errorf("%d heat-map cells in the DOM, want %d", n, 199*8+1)
+	}
+	if rows := rankedRow.FindAllStringSubmatch(dom, 3); len(rows) != 3 || rows[0][2] != "gpu-node-0013" || rows[2][2] != "gpu-node-0007" {
+		t.Errorf("ranked rows in the DOM: %v", rows)
+	}
+	if err := chartsDrawn(dom); err != nil {
+		t.Error(err)
+	}
+}

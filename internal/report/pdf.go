@@ -125,3 +125,11 @@ func fileURL(path string) string {
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 }
+
+// Render loads the HTML report at page in headless Chromium, waits until every compositor stage
+// has run (layout and paint, not just the parse), and returns the DOM it ended with. The
+// report-scale benchmark times it: how long a browser takes to show a fleet's report.
+func Render(page string, timeout time.Duration) ([]byte, error) {
+	dom, _, err := runChromium(timeout, "--run-all-compositor-stages-before-draw", "--window-size=1280,2000", "--dump-dom", fileURL(page))
+	return dom, err
+}

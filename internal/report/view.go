@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,7 +42,9 @@ type page struct {
 	KPIs       []kpi
 	Hosts      []hostView
 	Baseline   *baselineView
-	Fleet      *fleetView // multi-host runs: skipped nodes and node-to-node comparisons
+	Fleet      *fleetView    // multi-host runs: skipped nodes and node-to-node comparisons
+	FleetMap   *fleetMapView // multi-host runs: the node × GPU heat map and the nodes ranked worst first
+	MoreErrors []string      // the errors beyond maxVerdictFlags, folded
 	Caveats    []string
 	Thresholds []thresholdView
 	Settings   []kv
@@ -64,12 +67,27 @@ type fleetView struct {
 	Compare *compareTable
 }
 
-func buildFleet(s *results.Summary) *fleetView {
+// buildFleet is the node-to-node section; in a large fleet its table has a column for each host
+// rendered in full (shown, the worst first), and says how many more summary.json holds.
+func buildFleet(s *results.Summary, shown []results.Host) *fleetView {
 	f := s.Fleet
 	if f == nil || (len(f.Skipped) == 0 && len(f.Comparisons) == 0) {
 		return nil
 	}
-	v := &fleetView{Compare: compares(f.Comparisons)}
+	cs := f.Comparisons
+	if len(shown) < len(s.Hosts) {
+		keep := map[string]bool{}
+		for _, h := range shown {
+			keep[h.Name] = true
+		}
+		cs = make([]results.Compare, len(f.Comparisons))
+		for i, c := range f.Comparisons {
+			c.Values = slices.DeleteFunc(slices.Clone(c.Values), func(v results.CompareCell) bool { return !keep[v.Host] })
+			c.Note = strings.TrimPrefix(c.Note+fmt.Sprintf("; %d more nodes in summary.json (the fleet section ranks them all)", len(f.Comparisons[i].Values)-len(c.Values)), "; ")
+			cs[i] = c
+		}
+	}
+	v := &fleetView{Compare: compares(cs)}
 	for _, sk := range f.Skipped {
 		v.Skipped = append(v.Skipped, kv{sk.Name, sk.Reason})
 	}
@@ -200,6 +218,9 @@ func buildPage(s *results.Summary) *page {
 		p.Flags, p.MoreFlags = p.Flags[:maxVerdictFlags], p.Flags[maxVerdictFlags:]
 	}
 	p.Errors = allErrors(s)
+	if len(p.Errors) > maxVerdictFlags {
+		p.Errors, p.MoreErrors = p.Errors[:maxVerdictFlags], p.Errors[maxVerdictFlags:]
+	}
 	p.Headline = headline(s, p)
 	p.Actions = actions(s, allFlags(s))
 	p.Platform = platform(s)
@@ -214,18 +235,24 @@ func buildPage(s *results.Summary) *page {
 		}
 	}
 	p.Large = sections > 3 || endpoints > 12
-	if p.Large {
-		p.Overview = overview(s)
+	shown := s.Hosts
+	if isFleet(s) {
+		v := rankedView(s)
+		shown = shownHosts(s, v)
+		p.FleetMap = buildFleetMap(s, v, shown)
 	}
-	for _, h := range s.Hosts {
+	if p.Large {
+		p.Overview = overview(s, shown)
+	}
+	for _, h := range shown {
 		p.Hosts = append(p.Hosts, buildHost(s, h, p.Large))
 	}
 	if s.Baseline != nil {
 		p.Baseline = buildBaseline(s)
 	}
-	p.Fleet = buildFleet(s)
-	p.Caveats = caveats(s)
-	p.TimeToVet = timeToVet(s)
+	p.Fleet = buildFleet(s, shown)
+	p.Caveats = caveats(s, shown)
+	p.TimeToVet = timeToVet(s, shown)
 	p.Thresholds = thresholds(s)
 	for _, k := range sortedKeys(s.Meta.Settings) {
 		p.Settings = append(p.Settings, kv{k, s.Meta.Settings[k]})
@@ -301,15 +328,19 @@ func allErrors(s *results.Summary) []string {
 				add(h.Name+" DCGM", h.Health.DCGM.Error)
 			}
 		}
+		on := "" // a fleet's errors name their host: gpu 0 is on every host
+		if len(s.Hosts) > 1 {
+			on = h.Name + ": "
+		}
 		for _, m := range h.Models {
-			add(m.Model, m.Error)
+			add(on+m.Model, m.Error)
 			for _, e := range m.Endpoints {
-				add(m.Model+" on "+gpuList(e.GPUs), e.Error)
+				add(on+m.Model+" on "+gpuList(e.GPUs), e.Error)
 				if e.Load != nil {
-					add(m.Model+" on "+gpuList(e.GPUs)+" load", e.Load.Error)
+					add(on+m.Model+" on "+gpuList(e.GPUs)+" load", e.Load.Error)
 				}
 				if e.Functional != nil {
-					add(m.Model+" on "+gpuList(e.GPUs)+" functional suite", e.Functional.Error)
+					add(on+m.Model+" on "+gpuList(e.GPUs)+" functional suite", e.Functional.Error)
 				}
 			}
 		}
@@ -456,6 +487,9 @@ func platform(s *results.Summary) []kv {
 	hosts := make([]string, len(s.Hosts))
 	for i, h := range s.Hosts {
 		hosts[i] = h.Name
+	}
+	if len(hosts) > fleetDetailHosts { // the fleet section lists every one
+		hosts = append(hosts[:3], fmt.Sprintf("… %s hosts in all (the fleet section ranks each)", group(strconv.Itoa(len(s.Hosts)))))
 	}
 	out = append(out, kv{"Hosts", strings.Join(hosts, ", ")})
 	gpus := strings.Join(gp, ", ")
@@ -654,21 +688,72 @@ func gpuList(gpus []int) string {
 	return "gpus " + strings.Join(s, ",")
 }
 
-func caveats(s *results.Summary) []string {
+// caveats are the run's caveats and the shown hosts' own (DCGM skipped, a load interrupted). In a
+// large fleet a caveat the merge prefixed with its host ("node-7: …") is said once, naming the first
+// hosts and counting the rest, and the hosts not shown are counted per kind of caveat.
+func caveats(s *results.Summary, shown []results.Host) []string {
+	large := len(shown) < len(s.Hosts)
 	out := append([]string(nil), s.Caveats...)
+	if large {
+		out = groupByHost(s, s.Caveats)
+	}
 	if !s.Complete {
 		out = append(out, "summary.json is marked incomplete: the run was stopped or is still writing.")
 	}
+	var own []string // "HOST: what", grouped in a large fleet
 	for _, h := range s.Hosts {
 		if h.Health != nil && h.Health.DCGM != nil && h.Health.DCGM.Status == results.StatusSkipped {
-			out = append(out, h.Name+": DCGM diagnostics were skipped ("+orDash(h.Health.DCGM.Note)+"): this is not a pass.")
+			own = append(own, h.Name+": DCGM diagnostics were skipped ("+orDash(h.Health.DCGM.Note)+"): this is not a pass.")
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if e.Load != nil && e.Load.Interrupted {
-					out = append(out, fmt.Sprintf("%s on %s: the load was interrupted; figures cover what ran.", m.Model, gpuList(e.GPUs)))
+					c := fmt.Sprintf("%s on %s: the load was interrupted; figures cover what ran.", m.Model, gpuList(e.GPUs))
+					if large {
+						c = h.Name + ": " + c
+					}
+					own = append(own, c)
 				}
 			}
+		}
+	}
+	if large {
+		own = groupByHost(s, own)
+	}
+	return append(out, own...)
+}
+
+// groupByHost says each caveat once: those of the form "HOST: what" become "h1, h2, h3 and N more
+// hosts: what".
+func groupByHost(s *results.Summary, cs []string) []string {
+	hosts := map[string]bool{}
+	for _, h := range s.Hosts {
+		hosts[h.Name] = true
+	}
+	var order []string
+	who := map[string][]string{}
+	for _, c := range cs {
+		host, what, ok := strings.Cut(c, ": ")
+		if !ok || !hosts[host] {
+			host, what = "", c
+		}
+		if _, seen := who[what]; !seen {
+			order = append(order, what)
+			who[what] = nil
+		}
+		if host != "" {
+			who[what] = append(who[what], host)
+		}
+	}
+	out := make([]string, 0, len(order))
+	for _, what := range order {
+		switch n := who[what]; {
+		case len(n) == 0:
+			out = append(out, what)
+		case len(n) <= 3:
+			out = append(out, strings.Join(n, ", ")+": "+what)
+		default:
+			out = append(out, fmt.Sprintf("%s and %d more hosts: %s", strings.Join(n[:3], ", "), len(n)-3, what))
 		}
 	}
 	return out
@@ -696,10 +781,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// overview is one line per model per host: where to look first in a large run.
-func overview(s *results.Summary) []overviewRow {
+// overview is one line per model per host shown: where to look first in a large run.
+func overview(s *results.Summary, hosts []results.Host) []overviewRow {
 	var out []overviewRow
-	for _, h := range s.Hosts {
+	for _, h := range hosts {
 		for _, m := range h.Models {
 			r := overviewRow{Anchor: anchor(h.Name, m.Model), Host: h.Name, Model: m.Model, Status: string(m.Status)}
 			count := map[results.Status]int{}

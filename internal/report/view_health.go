@@ -305,28 +305,30 @@ func compares(cs []results.Compare) *compareTable {
 		return nil
 	}
 	t := &compareTable{}
-	gpus := map[int]bool{}
-	label := map[int]string{} // node-to-node comparisons name the host of each cell
+	// One column per GPU, in index order; node-to-node cells (GPU -1) are one column per host, in
+	// the order the comparisons list them.
+	var idx []int
+	var hosts []string
+	seenGPU, seenHost := map[int]bool{}, map[string]bool{}
 	for _, c := range cs {
 		for _, v := range c.Values {
-			gpus[v.GPU] = true
-			if v.Host != "" {
-				label[v.GPU] = v.Host
+			switch {
+			case v.Host != "" && !seenHost[v.Host]:
+				seenHost[v.Host] = true
+				hosts = append(hosts, v.Host)
+			case v.Host == "" && !seenGPU[v.GPU]:
+				seenGPU[v.GPU] = true
+				idx = append(idx, v.GPU)
 			}
 		}
 	}
-	var idx []int
-	for g := range gpus {
-		idx = append(idx, g)
-	}
 	sort.Ints(idx)
+	var cols []string
 	for _, g := range idx {
-		if l, ok := label[g]; ok {
-			t.Cols = append(t.Cols, l)
-			continue
-		}
-		t.Cols = append(t.Cols, "gpu "+strconv.Itoa(g))
+		cols = append(cols, "gpu "+strconv.Itoa(g))
 	}
+	cols = append(cols, hosts...)
+	t.Cols = cols
 	for _, c := range cs {
 		rule := fmt.Sprintf("within %g %% of the best", c.VariancePct)
 		if c.Against == "peers_median" { // issue 35's interval rule
@@ -344,12 +346,12 @@ func compares(cs []results.Compare) *compareTable {
 		if c.LowConfidence {
 			row.Note = strings.TrimPrefix(row.Note+"; low confidence: nothing flagged", "; ")
 		}
-		by := map[int]results.CompareCell{}
+		by := map[string]results.CompareCell{}
 		for _, v := range c.Values {
-			by[v.GPU] = v
+			by[colKey(v)] = v
 		}
-		for _, g := range idx {
-			v, ok := by[g]
+		for _, col := range cols {
+			v, ok := by[col]
 			if !ok {
 				row.Cells = append(row.Cells, cell{Text: "—"})
 				continue
@@ -370,6 +372,14 @@ func compares(cs []results.Compare) *compareTable {
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// colKey is the column of a comparison cell: its host in node-to-node comparisons, else its GPU.
+func colKey(v results.CompareCell) string {
+	if v.Host != "" {
+		return v.Host
+	}
+	return "gpu " + strconv.Itoa(v.GPU)
 }
 
 func signedPct(v float64) string {

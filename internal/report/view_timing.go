@@ -9,8 +9,9 @@ import (
 )
 
 // timeToVet is the report's "Time to vet" section: the run's wall time and each phase's, how
-// health and the engines ran across the GPUs (and why so many at once), and each engine's time.
-func timeToVet(s *results.Summary) []kv {
+// health and the engines ran across the GPUs (and why so many at once), and each engine's time on
+// the hosts shown in full (a large fleet's others are counted).
+func timeToVet(s *results.Summary, shown []results.Host) []kv {
 	t := s.Timing
 	if t == nil || len(t.Phases) == 0 {
 		return nil
@@ -22,7 +23,7 @@ func timeToVet(s *results.Summary) []kv {
 	if c := s.Meta.Parallel; c != nil {
 		out = append(out, kv{"GPUs at once", c.Reason})
 	}
-	for _, h := range s.Hosts {
+	for _, h := range shown {
 		if h.Health == nil || len(h.Health.Timing) == 0 {
 			continue
 		}
@@ -32,7 +33,10 @@ func timeToVet(s *results.Summary) []kv {
 		}
 		out = append(out, kv{label(s, h.Name, "Health steps"), strings.Join(steps, "; ")})
 	}
-	for _, h := range s.Hosts {
+	if n := len(s.Hosts) - len(shown); n > 0 {
+		out = append(out, kv{"Other hosts", fmt.Sprintf("%d hosts not shown in full: each engine's time is in summary.json", n)})
+	}
+	for _, h := range shown {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if et := e.Timing; et != nil {

@@ -7,6 +7,7 @@
 package results
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,6 +165,12 @@ type Host struct {
 	Status Status    `json:"status"`
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
+
+	// DetailFile (issue 31) is set in the summary of a fleet of many hosts, which holds each host's
+	// digest (its statuses, flags, errors, verdicts that did not pass and headline figures; docs/report.md
+	// lists what it keeps): the host's own one-host summary in full, relative to this one
+	// ("hosts/gpu-node-0007.json").
+	DetailFile string `json:"detail_file,omitempty"`
 }
 
 // Discovery records how GPUs were found and what was found.
@@ -237,12 +244,24 @@ func major(v string) string {
 	return a
 }
 
-// WriteJSON writes v as indented JSON atomically (temp file + rename), so a reader or a killed run
-// never sees half a file.
+// IndentMaxBytes is the largest compact JSON WriteJSON indents: a larger file (a fleet's summary) is
+// written compact, since indentation more than doubles it and nobody reads megabytes by eye (jq reads
+// both). One host's summary is far below it.
+const IndentMaxBytes = 2 << 20
+
+// WriteJSON writes v as JSON atomically (temp file + rename), so a reader or a killed run never sees
+// half a file: indented, unless that would pass IndentMaxBytes.
 func WriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if len(b) <= IndentMaxBytes {
+		var ind bytes.Buffer
+		if err := json.Indent(&ind, b, "", "  "); err != nil {
+			return err
+		}
+		b = ind.Bytes()
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

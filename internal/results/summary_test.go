@@ -1,6 +1,7 @@
 package results
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -87,6 +88,34 @@ func TestStripUserinfo(t *testing.T) {
 	} {
 		if got := StripUserinfo(in); got != want {
 			t.Errorf("StripUserinfo(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A summary beyond IndentMaxBytes (a large fleet's) is written compact: indentation would more than
+// double it. A small one stays indented, as before.
+func TestWriteJSONCompactWhenLarge(t *testing.T) {
+	dir := t.TempDir()
+	small := &Summary{SchemaVersion: SchemaVersion, RunID: "small", Hosts: []Host{{Name: "a"}}}
+	big := &Summary{SchemaVersion: SchemaVersion, RunID: "big"}
+	for len(big.Hosts)*60 < IndentMaxBytes+1 {
+		big.Hosts = append(big.Hosts, Host{Name: "gpu-node-000000000000000000000", Status: StatusOK})
+	}
+	for _, c := range []struct {
+		s        *Summary
+		indented bool
+	}{{small, true}, {big, false}} {
+		p := filepath.Join(dir, c.s.RunID+".json")
+		if err := WriteJSON(p, c.s); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(p)
+		if got := bytes.Contains(b, []byte("\n  \"")); got != c.indented {
+			t.Errorf("%s (%d bytes): indented %v, want %v", c.s.RunID, len(b), got, c.indented)
+		}
+		back, err := Read(p)
+		if err != nil || len(back.Hosts) != len(c.s.Hosts) {
+			t.Errorf("%s: read back %v", c.s.RunID, err)
 		}
 	}
 }

@@ -3,15 +3,12 @@ package ssh
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"debug/elf"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -214,18 +211,9 @@ func say(r fleet.RunInfo, host, line string) {
 	}
 }
 
-var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
-
-// Safe makes a host name usable in a file name, one name to one folder: a name that had to be
-// changed gets a hash of the original ("gpu:1" and "gpu_1" never share a folder).
-func Safe(name string) string {
-	s := unsafeChars.ReplaceAllString(name, "_")
-	if s == name && s != "" && s != "." && s != ".." {
-		return s
-	}
-	h := sha256.Sum256([]byte(name))
-	return s + "-" + hex.EncodeToString(h[:4])
-}
+// Safe makes a host name usable in a file name, one name to one folder: fleet.Safe, which also
+// names the fleet's per-host result files.
+func Safe(name string) string { return fleet.Safe(name) }
 
 // Binary is the gpuvet executable to copy (path "" = this one) and its GOARCH, read from its ELF
 // header.

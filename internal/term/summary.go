@@ -13,7 +13,12 @@ import (
 // look at (and CLIENT-LIMITED / LOWER BOUND where the figure cannot decide), every flag with its
 // reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
 // interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
+// A fleet of more than FleetTableHosts hosts gets the compact fleet block instead (fleet.go).
 func Summary(w io.Writer, s *results.Summary) {
+	if Compact(s) {
+		fleetSummary(w, s)
+		return
+	}
 	// A fleet's summary (many hosts) gets a HOST column: GPU 0 is on every host.
 	fleet := s.Fleet != nil
 	header := []string{"MODEL", "GPU", "STATUS", "SYNC TTFT p95", "SYNC ITL p95", "PEAK tok/s", "% SOL", "SUSTAINED req/s", "POWER mean", "tok/J", "API SUITE", "READY IN", "NOTE"}
@@ -47,7 +52,7 @@ func Summary(w io.Writer, s *results.Summary) {
 	}
 	t.Flush()
 	Block(w, "Flags and failures", flagLines(s))
-	Block(w, "Caveats", caveatLines(s))
+	Block(w, "Caveats", caveatLines(s, 0))
 	Block(w, "Host preparation", prepLines(s))
 	Block(w, "Time to vet", timeToVetLines(s))
 	Block(w, "Detection power", detectionLines(s))
@@ -118,8 +123,8 @@ func hostName(h results.Host) string {
 }
 
 // caveatLines lists what the figures cannot say, one line per finding; a finding shared by several
-// GPUs is one line naming them all.
-func caveatLines(s *results.Summary) []string {
+// GPUs is one line naming them all (the first maxWho of them and how many more, when maxWho > 0).
+func caveatLines(s *results.Summary, maxWho int) []string {
 	type finding struct {
 		what string
 		gpus []string
@@ -181,7 +186,7 @@ func caveatLines(s *results.Summary) []string {
 	var out []string
 	for _, what := range order {
 		f := found[what]
-		who := strings.Join(f.gpus, ", ")
+		who := names(f.gpus, maxWho)
 		if s.Fleet == nil && len(f.gpus) > 1 { // one host: "gpu 0, 1"
 			who = "gpu " + strings.ReplaceAll(who, "gpu ", "")
 		}

@@ -1,0 +1,83 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// HostsOnly is s narrowed to the named hosts, for a report of a few nodes of a large fleet in full
+// (`gpuvet report --host NAME`): their entries, their node-to-node figures, the run's caveats about
+// them, and a status rolled up from theirs. A name that is not a host of s is an error naming the
+// hosts that are closest.
+func HostsOnly(s *results.Summary, names []string) (*results.Summary, error) {
+	by := map[string]int{}
+	for i, h := range s.Hosts {
+		by[h.Name] = i
+	}
+	out := *s
+	out.Hosts = nil
+	out.Flags = nil
+	keep := map[string]bool{}
+	for _, n := range names {
+		i, ok := by[n]
+		if !ok {
+			return nil, fmt.Errorf("--host %s: no such host in the summary%s", n, nearHosts(s, n))
+		}
+		if !keep[n] {
+			keep[n] = true
+			out.Hosts = append(out.Hosts, s.Hosts[i])
+		}
+	}
+	out.Status = ""
+	for _, h := range out.Hosts {
+		out.Status = results.Worse(out.Status, h.Status)
+	}
+	if out.Status == "" {
+		out.Status = s.Status
+	}
+	// A run-wide caveat stays; one about another host ("node-7: …") goes.
+	out.Caveats = slices.DeleteFunc(slices.Clone(s.Caveats), func(c string) bool {
+		host, _, ok := strings.Cut(c, ": ")
+		_, isHost := by[host]
+		return ok && isHost && !keep[host]
+	})
+	if f := s.Fleet; f != nil {
+		nf := *f
+		nf.Skipped = nil
+		nf.Comparisons = make([]results.Compare, len(f.Comparisons))
+		for i, c := range f.Comparisons {
+			c.Values = slices.DeleteFunc(slices.Clone(c.Values), func(v results.CompareCell) bool { return !keep[v.Host] })
+			nf.Comparisons[i] = c
+		}
+		out.Fleet = &nf
+	}
+	return &out, nil
+}
+
+// nearHosts names up to three hosts whose names share the longest prefix with name.
+func nearHosts(s *results.Summary, name string) string {
+	type scored struct {
+		name string
+		n    int
+	}
+	var c []scored
+	for _, h := range s.Hosts {
+		n := 0
+		for n < len(name) && n < len(h.Name) && name[n] == h.Name[n] {
+			n++
+		}
+		c = append(c, scored{h.Name, n})
+	}
+	slices.SortStableFunc(c, func(a, b scored) int { return b.n - a.n })
+	var near []string
+	for i := 0; i < len(c) && i < 3; i++ {
+		near = append(near, c[i].name)
+	}
+	if len(near) == 0 {
+		return " (it has no hosts)"
+	}
+	return fmt.Sprintf(" (%d hosts; closest: %s)", len(s.Hosts), strings.Join(near, ", "))
+}
