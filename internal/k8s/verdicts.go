@@ -254,8 +254,8 @@ func withoutGpuvetTaint(taints []corev1.Taint, runID string) []corev1.Taint {
 	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return isGpuvetTaint(t, runID) })
 }
 
-// HostReason is why a judged host is not ok, in one line: its error and every flag's reason
-// (the host's, its health phase's and GPUs', its models' and endpoints'), without repeats.
+// HostReason is why a judged host is not ok, in one line: its error and every flag's check,
+// subject and reason (the host's, its health phase's and GPUs', its models' and endpoints'), without repeats.
 func HostReason(h results.Host) string {
 	var r []string
 	add := func(s string) {
@@ -265,7 +265,11 @@ func HostReason(h results.Host) string {
 	}
 	flags := func(fs []results.Flag) {
 		for _, f := range fs {
-			add(f.Check + ": " + f.Reason)
+			if f.Subject != "" {
+				add(f.Check + " (" + f.Subject + "): " + f.Reason)
+			} else {
+				add(f.Check + ": " + f.Reason)
+			}
 		}
 	}
 	add(h.Error)

@@ -234,9 +234,9 @@ func TestVerdictAccess(t *testing.T) {
 
 func TestHostReasonAndTruncate(t *testing.T) {
 	h := results.Host{Error: "run failed: engines not ready", Flags: []results.Flag{{Check: "compare.node_to_node", Reason: "slower"}},
-		Health: &results.Health{GPUs: []results.GPUHealth{{Flags: []results.Flag{{Check: "health.burn", Reason: "gpu 3 mismatches"}}}}},
+		Health: &results.Health{GPUs: []results.GPUHealth{{Flags: []results.Flag{{Check: "health.result_check", Subject: "gpu 3", Reason: "wrong answer"}}}}},
 		Models: []results.Model{{Error: "run failed: engines not ready", Endpoints: []results.Endpoint{{Error: "HTTP 500"}}}}}
-	if got := HostReason(h); got != "run failed: engines not ready; compare.node_to_node: slower; health.burn: gpu 3 mismatches; HTTP 500" {
+	if got := HostReason(h); got != "run failed: engines not ready; compare.node_to_node: slower; health.result_check (gpu 3): wrong answer; HTTP 500" {
 		t.Errorf("HostReason %q", got)
 	}
 	long := strings.Repeat("é", 2000)
