@@ -23,18 +23,19 @@ type cleaner func(ctx context.Context, req cleanRequest, manifests []*fleet.Mani
 
 // cleanRequest is what `gpuvet clean` was asked: the plan resolved from -c/--set/GPUVET_* and
 // --kubeconfig/--context (SSH keys, the OpenNebula credentials variable, the cluster), the run id
-// ("" every run), and --cache.
+// ("" every run), --cache and --untaint.
 type cleanRequest struct {
-	cmd   *cobra.Command
-	plan  *config.Plan
-	runID string
-	cache bool
+	cmd     *cobra.Command
+	plan    *config.Plan
+	runID   string
+	cache   bool
+	untaint bool
 }
 
 func newCleanCmd() *cobra.Command {
 	var backend, runID string
 	var files []string
-	var cache bool
+	var cache, untaint bool
 	var cf configFlags
 	cmd := &cobra.Command{
 		Use:   "clean",
@@ -52,6 +53,9 @@ everything is gone. Safe to run twice.
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
   gpuvet clean --kubeconfig ~/.kube/config       every gpuvet namespace left on the cluster, too
   gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
+  gpuvet clean --untaint [--run ID]              and lift gpuvet's quarantine taints (--taint-failed)
+                                                 from the nodes: gpuvet.io/unhealthy and its reason
+                                                 annotation only; other taints and every label stay
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
@@ -68,8 +72,11 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 				return err
 			}
 			var label []string // backends that find leftovers without a manifest, by the run label
-			if backend == "" && (plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
+			if backend == "" && (untaint || plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
 				label = append(label, "kubernetes")
+			}
+			if untaint && backend != "" && backend != "kubernetes" {
+				return usageErr("--untaint lifts taints from Kubernetes nodes: it goes with --backend kubernetes (or no --backend), not %s", backend)
 			}
 			byBackend, err := cleanManifests(cmd, backend, label, runID, files)
 			if err != nil {
@@ -84,9 +91,14 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 					errs = append(errs, fmt.Errorf("manifests of backend %s: this gpuvet has no cleaner for it", b))
 					continue
 				}
-				errs = append(errs, fb.clean(ctx, cleanRequest{cmd: cmd, plan: plan, runID: runID, cache: cache}, byBackend[b]))
+				errs = append(errs, fb.clean(ctx, cleanRequest{cmd: cmd, plan: plan, runID: runID, cache: cache, untaint: untaint}, byBackend[b]))
 			}
 			if err := errors.Join(errs...); err != nil {
+				for _, e := range errs { // a cleaner that refused bad input before doing anything: exit 2
+					if ee := (*exitError)(nil); errors.As(e, &ee) && ee.code == exitBadUsage {
+						return usageErr("%v", err)
+					}
+				}
 				return failedErr("%v", err)
 			}
 			return nil
@@ -95,6 +107,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
+	cmd.Flags().BoolVar(&untaint, "untaint", false, "backend kubernetes: also lift the gpuvet.io/unhealthy taints (and their reason annotation) that --taint-failed put on nodes (every run's, or --run's); nothing else on the node changes")
 	cmd.Flags().BoolVar(&cache, "cache", false, "backend kubernetes: also delete the namespaces that keep the model cache between runs (kubernetes.cache_namespace), with their PVCs")
 	cf.register(cmd)
 	registerKubeConnectFlags(cmd.Flags())

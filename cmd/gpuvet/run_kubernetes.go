@@ -29,6 +29,7 @@ var kubeFlagPaths = map[string]string{
 	"job-timeout": "kubernetes.job_timeout", "dynamo": "kubernetes.dynamo",
 	"hub-endpoint": "model_cache.endpoint", "cache-owner-init": "kubernetes.cache_owner_init",
 	"cache-namespace": "kubernetes.cache_namespace", "dynamo-target": "kubernetes.dynamo_target",
+	"label-nodes": "kubernetes.label_nodes", "taint-failed": "kubernetes.taint_failed", "taint-flagged": "kubernetes.taint_flagged",
 }
 
 // registerKubeConnectFlags adds --kubeconfig and --context (run, config show, clean); they set
@@ -59,6 +60,9 @@ func registerKubeFlags(fl *pflag.FlagSet) {
 	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
 	fl.String("cache-namespace", d.Kubernetes.CacheNamespace, "backend kubernetes: the namespace that keeps the model cache between runs (\"\": the run's own, deleted with it; `gpuvet clean --cache` removes it)")
 	fl.String("dynamo-target", d.Kubernetes.DynamoTarget, "backend kubernetes: where the Dynamo load goes: pod (a Ready frontend pod) or service (the frontend Service's ClusterIP, through kube-proxy)")
+	fl.Bool("label-nodes", false, "backend kubernetes: label each vetted node with its judged status (gpuvet.io/status=ok|inconclusive|flag|failed, gpuvet.io/run=RUN_ID); needs nodes patch")
+	fl.Bool("taint-failed", false, "backend kubernetes: taint each failed node gpuvet.io/unhealthy=RUN_ID:NoSchedule, the reason in an annotation (lift with `gpuvet clean --untaint`); needs nodes get, patch")
+	fl.Bool("taint-flagged", false, "backend kubernetes: taint flagged nodes as well as failed ones (implies --taint-failed)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
@@ -89,7 +93,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 		CacheAccess: c.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
 		HubEndpoint: c.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace,
-	}}, func() {}, nil
+	}, Verdicts: k8s.Verdicts{Label: kc.LabelNodes, TaintFailed: kc.TaintFailed, TaintFlagged: kc.TaintFlagged}}, func() {}, nil
 }
 
 // cleanKubernetes deletes every gpuvet namespace (or one run's), what runs left in the kept cache's
@@ -101,6 +105,11 @@ func cleanKubernetes(ctx context.Context, req cleanRequest, ms []*fleet.Manifest
 		return usageErr("%v", err)
 	}
 	out := req.cmd.OutOrStdout()
+	if req.untaint { // before anything is deleted: a missing permission is the user's to fix (exit 2)
+		if err := k8s.CheckAccess(ctx, cl.Client, "", "", k8s.UntaintNeeds()); err != nil {
+			return usageErr("--untaint: %v", err)
+		}
+	}
 	done, err := k8s.Clean(ctx, cl, req.runID, req.cache, 5*time.Minute)
 	for _, what := range done {
 		fmt.Fprintf(out, "deleted %s\n", what)
@@ -110,6 +119,18 @@ func cleanKubernetes(ctx context.Context, req cleanRequest, ms []*fleet.Manifest
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(out, "nothing to clean: no gpuvet namespace in", cl.Context)
+	}
+	if req.untaint {
+		lifted, err := k8s.Untaint(ctx, cl.Client, req.runID)
+		for _, what := range lifted {
+			fmt.Fprintln(out, what)
+		}
+		if err != nil {
+			return failedErr("clean --untaint: %v", err)
+		}
+		if len(lifted) == 0 {
+			fmt.Fprintf(out, "no %s taint to lift in %s\n", k8s.TaintUnhealthy, cl.Context)
+		}
 	}
 	// Every object of a run lives in its namespace or is labelled with it in the cache's: once
 	// both are cleaned on this cluster, none of the run's objects is left.

@@ -56,6 +56,15 @@ type Kubernetes struct {
 	// Ready pod the frontend Service selects: no Service proxy in the measured path) or service
 	// (the Service's ClusterIP, through kube-proxy, as in-cluster clients reach it).
 	DynamoTarget string `yaml:"dynamo_target"`
+
+	// Verdicts a cluster can act on (docs/kubernetes.md, "Labels and taints"), written onto each
+	// vetted node once it is judged. LabelNodes: labels gpuvet.io/status (ok, inconclusive, flag,
+	// failed) and gpuvet.io/run, annotation gpuvet.io/vetted-at. TaintFailed: a failed node gets
+	// the taint gpuvet.io/unhealthy=<run id>:NoSchedule and its reason in an annotation;
+	// TaintFlagged: a flagged one too (and a failed one). `gpuvet clean --untaint` lifts them.
+	LabelNodes   bool `yaml:"label_nodes"`
+	TaintFailed  bool `yaml:"taint_failed"`
+	TaintFlagged bool `yaml:"taint_flagged"`
 }
 
 // kubernetes.dynamo_target values.

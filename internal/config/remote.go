@@ -131,6 +131,8 @@ func (p *Plan) RemoteYAML() ([]byte, error) {
 	c := p.Config
 	c.Backend = c.SSH.RemoteBackend
 	c.Run.Baseline, c.Run.SaveBaseline = "", false
+	// The textfile is the merged run's, written here: a host's own run writes none of its own.
+	c.Output.PrometheusFile = ""
 	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
 	// Nor the Kubernetes settings: they name this machine's kubeconfig, and a pod runs one node's part.
 	c.Kubernetes = kubernetesDefaults()

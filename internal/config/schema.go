@@ -194,6 +194,9 @@ type Output struct {
 	HTML       bool   `yaml:"html"`
 	JUnit      bool   `yaml:"junit"`
 	Prometheus bool   `yaml:"prometheus"`
+	// PrometheusFile is one more path the Prometheus textfile is written to, atomically, e.g. a
+	// node exporter's textfile directory (a periodic run's, docs/kubernetes.md); "": none.
+	PrometheusFile string `yaml:"prometheus_file"`
 }
 
 // ModelCache is the local weights cache (HF_HOME) with the hub offline. In YAML, `model_cache: off`

@@ -142,6 +142,8 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"functional.timeout", c.Functional.Timeout <= 0, "want a positive duration"},
 		{"power.interval", c.Power.Interval < Duration(100e6), "want ≥ 100ms"},
 		{"output.dir", c.Output.Dir == "", "want a directory"},
+		{"output.prometheus_file", c.Output.PrometheusFile != "" && (!strings.HasSuffix(c.Output.PrometheusFile, ".prom") || strings.HasSuffix(c.Output.PrometheusFile, "/.prom")),
+			fmt.Sprintf("want a file name ending in .prom (node exporter's textfile collector reads only *.prom), e.g. /var/lib/node_exporter/textfile_collector/gpuvet.prom, or \"\" for none; got %q", c.Output.PrometheusFile)},
 		{"run.gpu_count", c.Run.GPUCount < 0, "want ≥ 0 (0: all)"},
 		{"run.fail_in", c.Run.FailIn != "" && !slices.Contains(Phases, c.Run.FailIn), "want one of " + strings.Join(Phases, ", ")},
 		{"sim.gpus", c.Sim.GPUs < 1 || c.Sim.GPUs > 64, "want 1..64"},

@@ -40,6 +40,14 @@ type Closer interface {
 	Close(ctx context.Context, outs []Outcome) error
 }
 
+// Verdicter is a Backend that writes the judged verdicts back where its hosts live (backend
+// kubernetes labels and taints its nodes): Execute calls ApplyVerdicts once the merged summary is
+// judged (node to node, gates, baseline), before it is written, unless the run was interrupted.
+// An error is a caveat and fails the run (exit 1); the verdicts themselves stand.
+type Verdicter interface {
+	ApplyVerdicts(ctx context.Context, s *results.Summary) error
+}
+
 // RunInfo is what every host of a run shares.
 type RunInfo struct {
 	ID       string // unique: NewRunID
@@ -130,7 +138,7 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 		fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+closeErr.Error())
 	}
 	b.Finish(s)
-	return finish(ctx, plan, s, m, outs, o)
+	return finish(ctx, plan, b, s, m, outs, o)
 }
 
 // base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta);
@@ -144,7 +152,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 
 // finish judges the merged summary (node to node, gates, baseline), writes it and the reports,
 // closes the manifest (loudly when something is left) and returns the run's error.
-func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
+func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
 	c := plan.Config
 	jc := judge.FromPlan(plan, nil)
 	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
@@ -156,6 +164,13 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 		_ = pipeline.BaselineFromFile(s, c.Run.Baseline, plan)
 	}
 	interrupted := ctx.Err() != nil
+	var actErr error
+	if v, ok := b.(Verdicter); ok && !interrupted {
+		if actErr = v.ApplyVerdicts(ctx, s); actErr != nil {
+			s.Caveats = append(s.Caveats, "VERDICTS NOT WRITTEN: "+actErr.Error())
+			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+actErr.Error())
+		}
+	}
 	if interrupted {
 		markInterrupted(s, outs)
 		// The manifest stays, every object marked as it went: `gpuvet clean --manifest` on the path
@@ -187,6 +202,9 @@ func finish(ctx context.Context, plan *config.Plan, s *results.Summary, m *Manif
 	fmt.Fprintf(o.Stdout, "\nstatus %s: %d host(s); summary %s\n", s.Status, len(s.Hosts), path)
 	if interrupted {
 		return fmt.Errorf("%w: partial results in %s; manifest %s", ErrInterrupted, path, m.Path())
+	}
+	if actErr != nil {
+		return fmt.Errorf("run status %s, but its verdicts were not all written: %v (see %s)", s.Status, actErr, path)
 	}
 	if judge.ExitCode(s, c.Run.FailOnFlag, c.Run.FailOnInconclusive) != 0 {
 		return fmt.Errorf("run status %s (see %s)", s.Status, path)

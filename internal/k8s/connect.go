@@ -46,6 +46,9 @@ func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
 		if raw, rerr := cc.RawConfig(); rerr == nil {
 			name = raw.CurrentContext
 		}
+		if name == "" { // no kubeconfig: clientcmd fell back to the pod's service account itself
+			name = "in-cluster"
+		}
 	}
 	if err != nil {
 		if kubeconfig != "" || kubeContext != "" || !clientcmd.IsEmptyConfig(err) {

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -19,7 +20,9 @@ type Fleet struct {
 	Config  config.Config
 	// Options are the backend's settings; RunID and Progress come from Execute.
 	Options Options
-	run     *Run
+	// Verdicts are the labels and taints written onto the judged nodes (verdicts.go).
+	Verdicts Verdicts
+	run      *Run
 }
 
 // Hosts checks access, chooses the nodes and the model cache's StorageClass: bad input (exit 2)
@@ -28,7 +31,12 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 	opt := f.Options
 	opt.RunID = ri.ID
 	opt.Progress = func(format string, a ...any) { ri.Say(fmt.Sprintf(format, a...)) }
+	// A node gpuvet quarantined is vetted again: its pods tolerate gpuvet's own taint.
+	opt.Selection.Tolerations = append(slices.Clone(opt.Selection.Tolerations), OwnToleration)
 	ri.Say(fmt.Sprintf("kubernetes: context %s (%s)", f.Cluster.Context, f.Cluster.Server))
+	if err := CheckVerdictAccess(ctx, f.Cluster.Client, f.Verdicts); err != nil {
+		return nil, nil, err
+	}
 	r, err := Prepare(ctx, f.Cluster, f.Config, ri.Plan, opt)
 	if err != nil {
 		return nil, nil, err

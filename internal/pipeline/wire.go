@@ -148,9 +148,16 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 }
 
 // WriteReports writes the reports the output settings ask for into dir, under report.WriteDir's
-// standard names: HTML, JUnit with CTRF beside it, Prometheus. Every backend writes through it.
+// standard names: HTML, JUnit with CTRF beside it, Prometheus; and the Prometheus textfile to
+// output.prometheus_file too (a node exporter's textfile directory). Every backend writes through it.
 func WriteReports(s *results.Summary, dir string, o config.Output) error {
-	return report.WriteDir(s, dir, o.HTML, o.JUnit, o.Prometheus)
+	err := report.WriteDir(s, dir, o.HTML, o.JUnit, o.Prometheus)
+	if o.PrometheusFile != "" {
+		if perr := report.WritePrometheus(s, o.PrometheusFile); perr != nil {
+			err = errors.Join(err, fmt.Errorf("output.prometheus_file: %v", perr))
+		}
+	}
+	return err
 }
 
 // Sim serves every slot with an in-process simulator attached to the slot's virtual GPU, so the

@@ -1,0 +1,343 @@
+package k8s
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Verdicts a cluster can act on (docs/kubernetes.md, "Labels and taints"): once a run's nodes are
+// judged, each vetted node can carry its status as labels (schedulers and dashboards select on
+// them), and a failed (or flagged) one a NoSchedule taint, like a quarantine. These are meant to
+// outlive the run: they are not in the run manifest (which goes when the run ends, and in a
+// CronJob's pod with it); the node objects are the record, and the taint's value names the run,
+// so `gpuvet clean --untaint [--run ID]` finds them from anywhere.
+const (
+	// LabelStatus is the node's judged status: ok, inconclusive, flag or failed.
+	LabelStatus = "gpuvet.io/status"
+	// LabelVettedBy is the id of the run that judged it (the run's UTC start, 20261201T163000Z-…:
+	// a label value cannot hold an RFC 3339 time).
+	LabelVettedBy = "gpuvet.io/run"
+	// AnnotationVettedAt is when it was judged, RFC 3339 UTC.
+	AnnotationVettedAt = "gpuvet.io/vetted-at"
+	// TaintUnhealthy is the quarantine taint's key (effect NoSchedule, value the run id).
+	TaintUnhealthy = "gpuvet.io/unhealthy"
+	// AnnotationUnhealthyReason says why the node was tainted (the run, its status, its reasons).
+	AnnotationUnhealthyReason = "gpuvet.io/unhealthy-reason"
+)
+
+// maxReason bounds the reason annotation: enough for a few reasons, far below the API's 256 KiB.
+const maxReason = 2048
+
+// OwnToleration lets gpuvet's own pods onto a node gpuvet quarantined: the next run vets it again
+// (other workloads stay off until `gpuvet clean --untaint`).
+var OwnToleration = corev1.Toleration{Key: TaintUnhealthy, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+
+// Verdicts says what a run writes onto its vetted nodes once they are judged
+// (kubernetes.label_nodes, kubernetes.taint_failed, kubernetes.taint_flagged).
+type Verdicts struct {
+	Label        bool
+	TaintFailed  bool
+	TaintFlagged bool // taints flagged nodes as well as failed ones
+}
+
+func (v Verdicts) any() bool      { return v.Label || v.tainting() }
+func (v Verdicts) tainting() bool { return v.TaintFailed || v.TaintFlagged }
+
+// taints tells whether a node of status st gets the taint.
+func (v Verdicts) taints(st results.Status) bool {
+	return (v.tainting() && st == results.StatusFailed) || (v.TaintFlagged && st == results.StatusFlag)
+}
+
+// flags names the settings asking for it, for error messages.
+func (v Verdicts) flags() string {
+	var f []string
+	if v.Label {
+		f = append(f, "--label-nodes (kubernetes.label_nodes)")
+	}
+	if v.TaintFailed {
+		f = append(f, "--taint-failed (kubernetes.taint_failed)")
+	}
+	if v.TaintFlagged {
+		f = append(f, "--taint-flagged (kubernetes.taint_flagged)")
+	}
+	return strings.Join(f, " and ")
+}
+
+// Needs is what labelling and tainting ask of the API beyond a run's own needs: labels are one
+// patch; a taint is read, then patched (the taint list is replaced whole, guarded by the node's
+// resourceVersion).
+func (v Verdicts) Needs() []Permission {
+	var p []Permission
+	if v.tainting() {
+		p = append(p, Permission{Verb: "get", Resource: "nodes"})
+	}
+	if v.any() {
+		p = append(p, Permission{Verb: "patch", Resource: "nodes"})
+	}
+	return p
+}
+
+// UntaintNeeds is what `gpuvet clean --untaint` asks of the API.
+func UntaintNeeds() []Permission {
+	return []Permission{{Verb: "list", Resource: "nodes"}, {Verb: "patch", Resource: "nodes"}}
+}
+
+// CheckVerdictAccess checks v's permissions before anything is created; the error names the
+// settings that need them.
+func CheckVerdictAccess(ctx context.Context, cs kubernetes.Interface, v Verdicts) error {
+	if !v.any() {
+		return nil
+	}
+	if err := CheckAccess(ctx, cs, "", "", v.Needs()); err != nil {
+		return fmt.Errorf("%s: %w", v.flags(), err)
+	}
+	return nil
+}
+
+// Verdict is one judged node's status as the run writes it onto the node.
+type Verdict struct {
+	Status results.Status
+	RunID  string
+	At     time.Time
+	Reason string // why it is not ok (for the taint's annotation)
+}
+
+// labelled reports whether a status is one the status label holds.
+func labelled(st results.Status) bool {
+	return st == results.StatusOK || st == results.StatusInconclusive || st == results.StatusFlag || st == results.StatusFailed
+}
+
+// ApplyVerdict writes vd onto node as v asks and returns what it did, in words ("" nothing). A
+// taint replaces an older gpuvet taint (the latest run's id is its value); a node that passes
+// keeps an older taint (a quarantine is lifted by a person: `gpuvet clean --untaint`), which the
+// returned text says. The user's own labels, annotations and taints are never touched.
+func ApplyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts) (string, error) {
+	if !labelled(vd.Status) {
+		return "", nil
+	}
+	var did []string
+	meta := map[string]any{}
+	if v.Label {
+		meta["labels"] = map[string]string{LabelStatus: string(vd.Status), LabelVettedBy: vd.RunID}
+		meta["annotations"] = map[string]string{AnnotationVettedAt: vd.At.UTC().Format(time.RFC3339)}
+		did = append(did, fmt.Sprintf("labelled %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID))
+	}
+	if !v.tainting() {
+		return strings.Join(did, "; "), patchNode(ctx, cs, node, map[string]any{"metadata": meta})
+	}
+	taint := v.taints(vd.Status)
+	var note string
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		old := gpuvetTaint(n.Spec.Taints, "")
+		if !taint {
+			if old != nil {
+				note = fmt.Sprintf("still tainted %s by run %s (lift it with `gpuvet clean --untaint --run %s`)", old.ToString(), old.Value, old.Value)
+			}
+			if len(meta) == 0 {
+				return nil
+			}
+			return patchNode(ctx, cs, node, map[string]any{"metadata": meta})
+		}
+		taints := withoutGpuvetTaint(n.Spec.Taints, "")
+		taints = append(taints, corev1.Taint{Key: TaintUnhealthy, Value: vd.RunID, Effect: corev1.TaintEffectNoSchedule})
+		m := map[string]any{"resourceVersion": n.ResourceVersion}
+		for k, val := range meta {
+			m[k] = val
+		}
+		ann, _ := m["annotations"].(map[string]string)
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[AnnotationUnhealthyReason] = truncate(fmt.Sprintf("run %s at %s: %s: %s", vd.RunID, vd.At.UTC().Format(time.RFC3339), vd.Status, vd.Reason), maxReason)
+		m["annotations"] = ann
+		return patchNode(ctx, cs, node, map[string]any{"metadata": m, "spec": map[string]any{"taints": taints}})
+	})
+	if err != nil {
+		return strings.Join(did, "; "), err
+	}
+	if taint {
+		did = append(did, fmt.Sprintf("tainted %s=%s:NoSchedule", TaintUnhealthy, vd.RunID))
+	}
+	if note != "" {
+		did = append(did, note)
+	}
+	return strings.Join(did, "; "), nil
+}
+
+// Untaint lifts gpuvet's quarantine taints (every run's, or only runID's) and their reason
+// annotations, and nothing else: the user's taints, and gpuvet's status labels (the last
+// verdict), stay. It returns what it lifted.
+func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]string, error) {
+	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %v", err)
+	}
+	var done []string
+	var errs []error
+	for _, n := range nl.Items {
+		if gpuvetTaint(n.Spec.Taints, runID) == nil {
+			continue
+		}
+		var lifted *corev1.Taint
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if lifted = gpuvetTaint(cur.Spec.Taints, runID); lifted == nil {
+				return nil
+			}
+			meta := map[string]any{"resourceVersion": cur.ResourceVersion}
+			if _, ok := cur.Annotations[AnnotationUnhealthyReason]; ok {
+				meta["annotations"] = map[string]any{AnnotationUnhealthyReason: nil}
+			}
+			taints := withoutGpuvetTaint(cur.Spec.Taints, runID)
+			if taints == nil {
+				taints = []corev1.Taint{}
+			}
+			return patchNode(ctx, cs, cur.Name, map[string]any{"metadata": meta, "spec": map[string]any{"taints": taints}})
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %v", n.Name, err))
+			continue
+		}
+		if lifted != nil {
+			done = append(done, fmt.Sprintf("node %s: lifted taint %s (run %s)", n.Name, lifted.ToString(), lifted.Value))
+		}
+	}
+	return done, errors.Join(errs...)
+}
+
+// patchNode applies a JSON merge patch to a node (a resourceVersion in it makes it conditional).
+func patchNode(ctx context.Context, cs kubernetes.Interface, node string, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, b, metav1.PatchOptions{FieldManager: "gpuvet"})
+	return err
+}
+
+// gpuvetTaint is gpuvet's quarantine taint among taints (of runID, when not ""), nil when none.
+func gpuvetTaint(taints []corev1.Taint, runID string) *corev1.Taint {
+	for i, t := range taints {
+		if isGpuvetTaint(t, runID) {
+			return &taints[i]
+		}
+	}
+	return nil
+}
+
+func isGpuvetTaint(t corev1.Taint, runID string) bool {
+	return t.Key == TaintUnhealthy && t.Effect == corev1.TaintEffectNoSchedule && (runID == "" || t.Value == runID)
+}
+
+func withoutGpuvetTaint(taints []corev1.Taint, runID string) []corev1.Taint {
+	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return isGpuvetTaint(t, runID) })
+}
+
+// HostReason is why a judged host is not ok, in one line: its error and every flag's check,
+// subject and reason (the host's, its health phase's and GPUs', its models' and endpoints'), without repeats.
+func HostReason(h results.Host) string {
+	var r []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(r, s) {
+			r = append(r, s)
+		}
+	}
+	flags := func(fs []results.Flag) {
+		for _, f := range fs {
+			if f.Subject != "" {
+				add(f.Check + " (" + f.Subject + "): " + f.Reason)
+			} else {
+				add(f.Check + ": " + f.Reason)
+			}
+		}
+	}
+	add(h.Error)
+	flags(h.Flags)
+	if hh := h.Health; hh != nil {
+		add(hh.Error)
+		flags(hh.Flags)
+		for _, g := range hh.GPUs {
+			flags(g.Flags)
+		}
+	}
+	for _, m := range h.Models {
+		add(m.Error)
+		flags(m.Flags)
+		for _, ep := range m.Endpoints {
+			add(ep.Error)
+			flags(ep.Flags)
+		}
+	}
+	return strings.Join(r, "; ")
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n-len(" …")]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + " …"
+}
+
+// ApplyVerdicts writes each vetted node's judged status onto it (fleet.Verdicter): fleet.Execute
+// calls it once the merged summary is judged (node to node, gates, baseline), so a node's label is
+// its final status, not its in-pod one. Skipped nodes are not in s.Hosts and get nothing. Every
+// node is tried; the error names those that could not be written.
+func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
+	v := f.Verdicts
+	if f.run == nil || !v.any() {
+		return nil
+	}
+	vetted := map[string]bool{}
+	for _, n := range f.run.Nodes() {
+		vetted[n.Name] = true
+	}
+	now := time.Now().UTC()
+	var errs []error
+	for _, h := range s.Hosts {
+		if !vetted[h.Name] {
+			continue
+		}
+		if !labelled(h.Status) {
+			f.run.progress("node %s: status %s: no verdict to write", h.Name, h.Status)
+			continue
+		}
+		did, err := ApplyVerdict(ctx, f.Cluster.Client, h.Name, Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: HostReason(h)}, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %v", h.Name, err))
+			continue
+		}
+		if did != "" {
+			f.run.progress("node %s: %s", h.Name, did)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s: %w", v.flags(), err)
+	}
+	return nil
+}
