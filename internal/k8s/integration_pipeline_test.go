@@ -19,7 +19,7 @@ import (
 // does per GPU reaches a node: an accelerators entry for the node's GPU sets its engine pods' command
 // line (the copy served every node with the plan's engine settings), the endpoint has its
 // speed-of-light bound (the copy's load Job knew no GPU), the time to vet's serve phase spans the
-// engine pod's start, and the load's power record says why nothing was sampled.
+// engine pod's start, and the load's telemetry record says why nothing was sampled.
 func TestKubernetesNodeRunsHostPipeline(t *testing.T) {
 	e := setup(t)
 	e.standIn(t, nil)
@@ -96,8 +96,8 @@ func TestKubernetesNodeRunsHostPipeline(t *testing.T) {
 		if ep.Timing == nil || ep.Timing.ServeSeconds < ep.ProvisionSeconds || ep.Timing.LoadSeconds <= 0 {
 			t.Errorf("%s: timing %+v, provision %.1fs: the serve phase must span the engine pod's start", h.Name, ep.Timing, ep.ProvisionSeconds)
 		}
-		if ep.Power == nil || !strings.Contains(ep.Power.Note, "no GPU telemetry from outside the node") {
-			t.Errorf("%s: power %+v, want the reason nothing was sampled", h.Name, ep.Power)
+		if ep.Telemetry == nil || !strings.Contains(ep.Telemetry.Note, "no GPU telemetry from outside the node") {
+			t.Errorf("%s: telemetry %+v, want the reason nothing was sampled", h.Name, ep.Telemetry)
 		}
 	}
 	e.assertNothingLeft(t, state)

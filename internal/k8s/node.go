@@ -32,7 +32,7 @@ import (
 // warms its engine up, runs the plan's load (with aicr's concurrency run when aicr gates are set)
 // and the functional suite, and the pipeline takes the load and the suite from its result (no
 // warm-up from here). Power, clocks, per-GPU telemetry and the busy watch read the GPUs, which only
-// the node can: the health Job checks them there; the load here says it sampled nothing, and why.
+// the node can: the health Job checks them there; each endpoint's telemetry record says why it has none.
 
 // noTelemetry is why a node's GPUs are not sampled during its loads.
 const noTelemetry = "no GPU telemetry from outside the node (power, clocks and the busy watch read the GPUs, which only the node can; the health Job checks them there)"

@@ -27,7 +27,7 @@ type Described interface {
 
 // Unsampled is a Source whose GPUs cannot be read from this process while they are loaded (a
 // Kubernetes node seen from outside the cluster): the load then runs without power sampling, per-GPU
-// telemetry or the busy watch, and the endpoint's power record says why.
+// telemetry or the busy watch, and the endpoint's telemetry record says why.
 type Unsampled interface {
 	Unsampled() string
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -29,7 +28,7 @@ func (oneEndpoint) Group(gpus []results.GPUInfo, tp int) ([]Slot, string) {
 
 // Issue 29: what a backend whose hosts gpuvet cannot reach needs of the host pipeline, each a Dep or
 // an optional interface rather than a branch on the backend's name: the source's note is the
-// discovery's; an unsampled source gets a power record saying why, and no telemetry; no Warmup
+// discovery's; an unsampled source gets no power record and a telemetry record saying why; no Warmup
 // means no warm-up; the functional suite is the Dep's; a load that brought its own concurrency run
 // is not run again for aicr's gates; a Grouper makes the slots.
 func TestDepsForARemoteHost(t *testing.T) {
@@ -73,7 +72,7 @@ func TestDepsForARemoteHost(t *testing.T) {
 	if len(ep.GPUs) != 2 || ep.Error != "" || ep.Load == nil {
 		t.Fatalf("endpoint gpus %v, error %q", ep.GPUs, ep.Error)
 	}
-	if ep.Power == nil || !strings.Contains(ep.Power.Note, "not sampled: the GPUs are out of reach") || ep.Telemetry != nil || len(ep.Power.Samples) != 0 {
+	if ep.Power != nil || ep.Telemetry == nil || ep.Telemetry.Note != "not sampled: the GPUs are out of reach" || len(ep.Telemetry.GPUs) != 0 {
 		t.Errorf("power %+v, telemetry %+v: want no samples and the reason", ep.Power, ep.Telemetry)
 	}
 	if ep.Timing == nil || ep.Timing.WarmupSeconds > 0.5 {

@@ -481,8 +481,8 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	var pw *results.Power
 	var tel *results.Telemetry
-	if unsampled != "" {
-		pw = &results.Power{IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + unsampled}
+	if unsampled != "" { // the telemetry record says why there is none (no power record: nothing measured)
+		tel = &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + unsampled}
 	}
 	if sampler != nil {
 		peak := 0.0
