@@ -59,7 +59,6 @@ func TestBenchCommand(t *testing.T) {
 	s := miniServer(t)
 	dir := t.TempDir()
 	out, rec := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.jsonl")
-	resetFlags(root)
 	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "sweep", "--rates", "5",
 		"--max-concurrency", "4", "--max-duration", "300ms", "--prompt-tokens", "32", "--output-tokens", "8",
 		"--out", out, "--records", rec, "--no-metrics"})
@@ -96,7 +95,6 @@ func TestBenchBadInputExit2(t *testing.T) {
 		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", "/proc/nope/x.json"},
 		{"bench", "--url", s.URL, "--model", "m", "--max-duration", "60s", "--out", os.TempDir()},
 	} {
-		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
@@ -108,7 +106,6 @@ func TestBenchBadInputExit2(t *testing.T) {
 func TestBenchTokenizerFlag(t *testing.T) {
 	s := miniServer(t)
 	out := filepath.Join(t.TempDir(), "r.json")
-	resetFlags(root)
 	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
 		"--prompt-tokens", "40", "--output-tokens", "4", "--tokenizer", "testdata/words-bpe.json", "--out", out, "--no-metrics"})
 	if code != 0 {
@@ -180,11 +177,8 @@ func TestBenchErrorRateGate(t *testing.T) {
 		if tc.limit != "" {
 			args = append(args, "--max-error-rate-pct", tc.limit)
 		}
-		resetFlags(root)
 		var stderr bytes.Buffer
-		root.SetErr(&stderr)
-		code := execute(args)
-		root.SetErr(nil)
+		code := executeTo(args, nil, &stderr)
 		if code != tc.code {
 			t.Errorf("--max-error-rate-pct %q: exit %d, want %d (%s)", tc.limit, code, tc.code, stderr.String())
 		}
@@ -204,7 +198,6 @@ func TestBenchMaxRequestsLiftsDefaultDuration(t *testing.T) {
 		"--prompt-tokens", "8", "--output-tokens", "40", "--no-metrics"}
 
 	out := filepath.Join(dir, "a.json")
-	resetFlags(root)
 	if code := execute(append(base, "--out", out)); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -215,11 +208,8 @@ func TestBenchMaxRequestsLiftsDefaultDuration(t *testing.T) {
 	}
 
 	out = filepath.Join(dir, "b.json")
-	resetFlags(root)
 	var stderr bytes.Buffer
-	root.SetErr(&stderr)
-	code := execute(append(base, "--max-duration", "150ms", "--out", out))
-	root.SetErr(nil)
+	code := executeTo(append(base, "--max-duration", "150ms", "--out", out), nil, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
@@ -240,12 +230,9 @@ func TestBenchBadDataFileExit2(t *testing.T) {
 	t.Cleanup(counting.Close)
 	data := filepath.Join(t.TempDir(), "p.jsonl")
 	os.WriteFile(data, []byte("{\"prompt\": \"hello\"}\nnot json\n"), 0o644)
-	resetFlags(root)
 	var stderr bytes.Buffer
-	root.SetErr(&stderr)
-	code := execute([]string{"bench", "--url", counting.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
-		"--data", data, "--no-metrics"})
-	root.SetErr(nil)
+	code := executeTo([]string{"bench", "--url", counting.URL, "--model", "m", "--profile", "synchronous", "--max-requests", "2",
+		"--data", data, "--no-metrics"}, nil, &stderr)
 	if code != exitBadUsage || requests.Load() != 0 {
 		t.Fatalf("exit %d after %d requests, want 2 before any (%s)", code, requests.Load(), stderr.String())
 	}
@@ -294,13 +281,10 @@ func TestBenchHungRequestsFailTheGate(t *testing.T) {
 	}))
 	t.Cleanup(s.Close)
 	out := filepath.Join(t.TempDir(), "r.json")
-	resetFlags(root)
 	var stdout bytes.Buffer
-	root.SetOut(&stdout)
 	start := time.Now()
-	code := execute([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "4",
-		"--max-duration", "2s", "--prompt-tokens", "8", "--output-tokens", "8", "--max-error-rate-pct", "1", "--no-metrics", "--out", out})
-	root.SetOut(nil)
+	code := executeTo([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "4",
+		"--max-duration", "2s", "--prompt-tokens", "8", "--output-tokens", "8", "--max-error-rate-pct", "1", "--no-metrics", "--out", out}, &stdout, nil)
 	if code != exitFailed {
 		t.Fatalf("exit %d, want 1 (%s)", code, stdout.String())
 	}

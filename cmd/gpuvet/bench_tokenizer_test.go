@@ -28,7 +28,6 @@ func TestBenchUsesCachedTokenizer(t *testing.T) {
 	t.Setenv("HF_HUB_CACHE", cache)
 	s := miniServerOf(t, "org/m")
 	out := filepath.Join(t.TempDir(), "r.json")
-	resetFlags(root)
 	if code := execute([]string{"bench", "--url", s.URL, "--model", "org/m", "--profile", "synchronous", "--max-requests", "2",
 		"--prompt-tokens", "32", "--output-tokens", "4", "--out", out, "--no-metrics"}); code != 0 {
 		t.Fatalf("exit %d", code)

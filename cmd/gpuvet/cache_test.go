@@ -11,9 +11,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // tinyHub serves one model with one small file in the hub's API shapes.
@@ -65,7 +62,6 @@ func TestCacheCLI(t *testing.T) {
 		{[]string{"cache", "verify", "acme/cli", "--cache-dir", dir}, exitOK},
 		{[]string{"cache", "verify", "acme/other", "--cache-dir", dir}, exitFailed},
 	} {
-		resetFlags(root)
 		if got := execute(tc.args); got != tc.code {
 			t.Errorf("gpuvet %s: exit %d, want %d", strings.Join(tc.args, " "), got, tc.code)
 		}
@@ -76,21 +72,5 @@ func TestCacheCLI(t *testing.T) {
 	link := filepath.Join(dir, "models--acme--cli", "snapshots", strings.Repeat("ab", 20), "config.json")
 	if b, err := os.ReadFile(link); err != nil || string(b) != `{"model_type":"llama"}` {
 		t.Fatalf("%s: %q %v", link, b, err)
-	}
-}
-
-// resetFlags puts every flag back to its default: root is global, and flags set by one execute()
-// would otherwise leak into the next.
-func resetFlags(cmd *cobra.Command) {
-	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			_ = sv.Replace(nil)
-		} else {
-			_ = f.Value.Set(f.DefValue)
-		}
-		f.Changed = false
-	})
-	for _, c := range cmd.Commands() {
-		resetFlags(c)
 	}
 }

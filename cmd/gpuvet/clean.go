@@ -15,8 +15,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
-func init() { root.AddCommand(newCleanCmd()) }
-
 // cleaner removes what runs of one backend left (remote.go's table holds each backend's): it gets
 // the request and the manifests of the backend's killed runs (possibly none).
 type cleaner func(ctx context.Context, req cleanRequest, manifests []*fleet.Manifest) error

@@ -14,9 +14,7 @@ import (
 func runJudgeCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
-	root.SetOut(&out)
-	defer root.SetOut(nil)
-	code := execute(args)
+	code := executeTo(args, &out, nil)
 	return code, out.String()
 }
 
@@ -74,7 +72,6 @@ func TestCompareCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			resetFlags(root)
 			code, out := runJudgeCLI(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, out)
@@ -92,7 +89,6 @@ func TestCalibrateCommand(t *testing.T) {
 	dir := t.TempDir()
 	r1 := writeSummary(t, dir, "r1.json", 40, 40, "")
 	r2 := writeSummary(t, dir, "r2.json", 36, 50, "")
-	resetFlags(root)
 	code, out := runJudgeCLI(t, "calibrate", r1, r2)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, out)
@@ -102,11 +98,9 @@ func TestCalibrateCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, out)
 		}
 	}
-	resetFlags(root)
 	if code, out = runJudgeCLI(t, "calibrate", "--itl", r1, r2); code != 0 || !strings.Contains(out, "itl_p95_ms: 11") {
 		t.Errorf("--itl: exit %d\n%s", code, out)
 	}
-	resetFlags(root)
 	if code, _ = runJudgeCLI(t, "calibrate", filepath.Join(dir, "none.json")); code != 2 {
 		t.Errorf("missing run: exit %d, want 2", code)
 	}

@@ -34,10 +34,17 @@ func (f *configFlags) plan(extra ...config.Flag) (*config.Plan, error) {
 	return p, nil
 }
 
+// configShowOptions are `gpuvet config show`'s flags: Complete (resolve the plan, as `gpuvet run`
+// would) -> Validate -> Run (print it).
+type configShowOptions struct {
+	cf   configFlags
+	pf   planFlags
+	plan *config.Plan
+}
+
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
-	var cf configFlags
-	var pf planFlags
+	o := &configShowOptions{}
 	show := &cobra.Command{
 		Use:   "show",
 		Short: "Print the resolved plan: every value with its source (default, env, file, recipe, flag)",
@@ -46,29 +53,46 @@ value, and where it came from (default, default(sim), env:GPUVET_…, config:FIL
 Bad input exits 2 with the file, the key path and what is allowed. See docs/config.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			set, err := pf.configFlags(cmd)
-			if err != nil {
+			if err := o.Complete(cmd); err != nil {
 				return err
 			}
-			p, err := cf.plan(set...)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			p.Show(cmd.OutOrStdout())
-			if c := p.Config; c.Backend == "local" {
-				dir, note := modelcache.Dir(c.ModelCache, c.Engine.Kind)
-				if note == "" && dir != "" && dir != c.ModelCache.Dir {
-					note = fmt.Sprintf("model_cache.dir %s is %s for engine kind %s", c.ModelCache.Dir, dir, c.Engine.Kind)
-				}
-				if note != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "# note: %s\n", note)
-				}
-			}
-			return nil
+			return o.Run(cmd)
 		},
 	}
-	cf.register(show)
-	pf.register(show)
+	o.cf.register(show)
+	o.pf.register(show)
 	cmd.AddCommand(show)
 	return cmd
+}
+
+// Complete resolves the plan from the files, --set, GPUVET_* and the named flags (bad input: exit 2).
+func (o *configShowOptions) Complete(cmd *cobra.Command) error {
+	set, err := o.pf.configFlags(cmd)
+	if err != nil {
+		return err
+	}
+	o.plan, err = o.cf.plan(set...)
+	return err
+}
+
+// Validate has nothing to add: config.Load validated the plan (what `gpuvet run` would refuse, it
+// refuses).
+func (o *configShowOptions) Validate() error { return nil }
+
+// Run prints the plan, and where the model cache of a local run really is when that differs.
+func (o *configShowOptions) Run(cmd *cobra.Command) error {
+	o.plan.Show(cmd.OutOrStdout())
+	if c := o.plan.Config; c.Backend == "local" {
+		dir, note := modelcache.Dir(c.ModelCache, c.Engine.Kind)
+		if note == "" && dir != "" && dir != c.ModelCache.Dir {
+			note = fmt.Sprintf("model_cache.dir %s is %s for engine kind %s", c.ModelCache.Dir, dir, c.Engine.Kind)
+		}
+		if note != "" {
+			fmt.Fprintf(cmd.OutOrStdout(), "# note: %s\n", note)
+		}
+	}
+	return nil
 }

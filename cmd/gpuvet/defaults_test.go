@@ -24,7 +24,7 @@ func TestHealthAndSimFlagDefaultsAreTheSharedOnes(t *testing.T) {
 		{"run", "sim-gpu", sd.GPU}, {"run", "sim-gpus", strconv.Itoa(sd.GPUs)},
 		{"sim", "straggler-pct", g(sd.StragglerPct)},
 	} {
-		c, _, err := root.Find([]string{tc.cmd})
+		c, _, err := newRoot().Find([]string{tc.cmd})
 		if err != nil {
 			t.Fatal(err)
 		}

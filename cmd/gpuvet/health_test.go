@@ -12,16 +12,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// runCLI runs gpuvet with args and returns the exit code and stdout. Flags persist between calls on
-// the shared root command, so every call names the flags it depends on.
+// runCLI runs gpuvet with args and returns the exit code and stdout (and stderr).
 func runCLI(t *testing.T, args ...string) (int, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	defer root.SetOut(nil)
-	defer root.SetErr(nil)
-	code := execute(args)
+	code := executeTo(args, &out, &errb)
 	return code, out.String() + errb.String()
 }
 

@@ -13,8 +13,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/k8s"
 )
 
-func init() { root.AddCommand(newInPodCmd()) }
-
 // in-pod is what gpuvet's own image runs in a Kubernetes Job: a gpuvet subcommand, then its result
 // file printed to the log between markers, where the CLI that started the Job reads it back.
 func newInPodCmd() *cobra.Command {

@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -25,12 +26,8 @@ const (
 	exitBadUsage = 2
 )
 
-// root is the command tree, built once by newRoot before any init() runs, so the files that add
-// to it in init() (the fleet backends' flags and commands) find every command whatever their file
-// names.
-var root = newRoot()
-
-// newRoot builds the command tree: every command in one list.
+// newRoot builds the command tree: every command in one list, built afresh for each execution (no
+// package-level command tree: flags set by one execution never leak into the next).
 func newRoot() *cobra.Command {
 	r := &cobra.Command{
 		Use:           "gpuvet",
@@ -43,7 +40,7 @@ func newRoot() *cobra.Command {
 		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
 	})
 	r.AddCommand(newRunCmd(), newHealthCmd(), newBenchCmd(), newSimCmd(), newCompareCmd(), newCalibrateCmd(),
-		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd())
+		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd(), newCleanCmd(), newInPodCmd())
 	return r
 }
 
@@ -93,8 +90,18 @@ func main() {
 }
 
 // execute runs the CLI with args and returns the process exit code (tests call it directly).
-func execute(args []string) int {
+func execute(args []string) int { return executeTo(args, nil, nil) }
+
+// executeTo is execute with the commands' output to stdout and stderr (nil: the process's own).
+func executeTo(args []string, stdout, stderr io.Writer) int {
+	root := newRoot()
 	root.SetArgs(args)
+	if stdout != nil {
+		root.SetOut(stdout)
+	}
+	if stderr != nil {
+		root.SetErr(stderr)
+	}
 	err := root.Execute()
 	if err == nil {
 		return exitOK

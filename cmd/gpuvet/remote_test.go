@@ -349,14 +349,10 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	}
 }
 
-// runFleetCLI runs gpuvet in this process with flags reset first (root is shared between tests).
+// runFleetCLI runs gpuvet in this process and returns its exit code, stdout and stderr.
 func runFleetCLI(args []string) (int, string, string) {
-	resetFlags(root)
 	var stdout, stderr strings.Builder
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
-	defer func() { root.SetOut(nil); root.SetErr(nil) }()
-	code := execute(args)
+	code := executeTo(args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 

@@ -86,7 +86,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &k8s.Fleet{Cluster: cl, Config: c, Options: k8s.Options{
+	return &k8s.Fleet{Cluster: cl, Config: c, Plan: plan, Options: k8s.Options{
 		Image: kc.Image, EngineImage: kc.EngineImage,
 		Selection:     k8s.Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes},
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(c.ModelCache),

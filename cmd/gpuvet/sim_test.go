@@ -23,10 +23,8 @@ func TestSimBadInputExits2(t *testing.T) {
 		{"sim", "--gpu", "H100", "--model", "Qwen/Qwen3-8B", "--straggler", "4", "--port", "0"},
 		{"sim", "--gpu", "H100", "--model", "Qwen/Qwen3-8B", "--trace", filepath.Join(dir, "no", "dir", "t.jsonl"), "--port", "0"},
 	} {
-		resetFlags(root)
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	resetFlags(root)
 }

@@ -136,7 +136,23 @@ func (p *Plan) RemoteYAML() ([]byte, error) {
 	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
 	// Nor the Kubernetes settings: they name this machine's kubeconfig, and a pod runs one node's part.
 	c.Kubernetes = kubernetesDefaults()
-	b, err := yaml.Marshal(c)
+	// An accelerators entry travels as the keys it sets (the plan's tree), not as the Go struct:
+	// its zero values (engine.kind "", …) would override every key on the host, which then refuses
+	// the plan.
+	var doc yaml.Node
+	if err := doc.Encode(c); err != nil {
+		return nil, err
+	}
+	if acc, ok := p.tree["accelerators"].(tree); ok {
+		for i := 0; i+1 < len(doc.Content); i += 2 {
+			if doc.Content[i].Value == "accelerators" {
+				if err := doc.Content[i+1].Encode(acc); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	b, err := yaml.Marshal(&doc)
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,31 @@ func TestRemoteYAMLRoundTrips(t *testing.T) {
 	}
 }
 
+// An accelerators entry reaches the hosts as the keys it sets: the host's plan loads, and its GPU
+// gets the override (the Go struct's zero values once travelled too, and every host refused them).
+func TestRemoteYAMLAccelerators(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "acc.yaml")
+	os.WriteFile(f, []byte("accelerators:\n  H200:\n    engine:\n      extra_args: [\"--max-num-seqs\", \"48\"]\n    load:\n      max_duration: 9s\n"), 0o600)
+	p, err := Load(Options{Files: []string{f}, Sets: []string{"backend=ssh", "ssh.hosts=a", "ssh.remote_backend=sim"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.RemoteYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := filepath.Join(t.TempDir(), "plan.yaml")
+	os.WriteFile(g, b, 0o600)
+	q, err := Load(Options{Files: []string{g}})
+	if err != nil {
+		t.Fatalf("the remote plan does not load: %v\n%s", err, b)
+	}
+	c, _, key := q.ForGPU("NVIDIA H200")
+	if key != "H200" || strings.Join(c.Engine.ExtraArgs, " ") != "--max-num-seqs 48" || c.Load.MaxDuration.D().String() != "9s" || c.Engine.Kind != p.Config.Engine.Kind {
+		t.Errorf("on the host, NVIDIA H200 gets key %q, extra args %v, max_duration %s, kind %q", key, c.Engine.ExtraArgs, c.Load.MaxDuration.D(), c.Engine.Kind)
+	}
+}
+
 func TestRemoteBackendsNeedTheirSettings(t *testing.T) {
 	for _, tc := range []struct {
 		sets []string

@@ -69,8 +69,10 @@ type Run struct {
 	cfg       config.Config
 	opt       Options
 	ns        string
-	cacheNS   string // where the cache PVCs live and the pods mounting them run (ns without a kept cache)
-	planArg   string // the resolved plan, base64 YAML, passed to every load Job
+	cacheNS   string       // where the cache PVCs live and the pods mounting them run (ns without a kept cache)
+	planArg   string       // the resolved plan, base64 YAML, passed to every load Job
+	plan      *config.Plan // what every node's host pipeline runs (Fleet.Plan)
+	out       string       // the run's output folder: each node's own results go under out/hosts/NODE
 	nodes     []Node
 	skipped   []results.SkippedHost
 	class     string
@@ -84,6 +86,9 @@ type Run struct {
 	started   sync.Once // begin
 	startErr  error
 	nsCreated bool
+
+	extraMu     sync.Mutex
+	extraModels []string // models only an accelerators entry serves, numbered after the plan's (modelIndex)
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
@@ -287,13 +292,13 @@ func (r *Run) createTokenSecret(ctx context.Context) error {
 	return nil
 }
 
-// nodeHost is one GPU node as a fleet host.
+// nodeHost is one GPU node as a fleet host: Provision makes its model cache, Run runs the host
+// pipeline with Kubernetes phases (node.go), Cleanup removes its pods and Jobs.
 type nodeHost struct {
-	r      *Run
-	node   Node
-	index  int
-	pvc    string
-	health *results.Health
+	r     *Run
+	node  Node
+	index int
+	pvc   string
 }
 
 func (h *nodeHost) Name() string { return h.node.Name }
@@ -302,13 +307,12 @@ func (h *nodeHost) say(format string, a ...any) {
 	h.r.progress("%s: %s", h.node.Name, fmt.Sprintf(format, a...))
 }
 
-// create records obj in the manifest, then creates it.
+// record records an object of the node in the manifest (before it is created).
 func (h *nodeHost) record(kind, ns, name string) error {
 	return h.r.man.Record(fleet.Object{Kind: kind, Namespace: ns, Name: name, Host: h.node.Name})
 }
 
-// Provision creates the node's model cache (PVC + one populate Job per model) and runs the
-// health Job on all its free GPUs.
+// Provision creates the node's model cache (PVC + one populate Job per model).
 func (h *nodeHost) Provision(ctx context.Context) error {
 	r := h.r
 	if err := r.begin(ctx); err != nil {
@@ -319,21 +323,17 @@ func (h *nodeHost) Provision(ctx context.Context) error {
 			return err
 		}
 	}
-	if r.cfg.Health.Enabled {
-		h.health = h.runHealth(ctx)
-	}
 	return nil
 }
 
-// runHealth runs `gpuvet health` in a pod holding all the node's free GPUs. A failure is the
-// health phase's result, not the host's end.
+// runHealth is the node's health phase: `gpuvet health` in a pod holding all the node's free GPUs.
+// A failure is the health phase's result, not the host's end.
 func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 	r := h.r
 	// Relative paths: in-pod runs the subcommand in a fresh working directory.
 	const out = "health.json"
 	args := append([]string{"in-pod", "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}, r.opt.HealthArgs...)
 	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
-	h.say("health: %d GPUs", h.node.Free)
 	b, err := h.runJob(ctx, r.ns, j)
 	if err != nil && b == nil {
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
@@ -371,186 +371,6 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j jobObject) ([]byte, 
 		}
 	}
 	return res, err
-}
-
-// Run serves each model on the node (one engine pod per GPU or tp GPUs), waits until every
-// replica is Ready, runs one load Job per engine (run.parallel_gpus at a time) and assembles the
-// node's summary from theirs.
-func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
-	r := h.r
-	gpus := make([]results.GPUInfo, h.node.Free)
-	// GPU feature discovery writes the nvidia-smi name with dashes for spaces ("NVIDIA-H200"); the
-	// reference table and the accelerator overrides key on the nvidia-smi name.
-	name := strings.ReplaceAll(h.node.Product, "-", " ")
-	if name == "" {
-		name = string(GPUResource)
-	}
-	for i := range gpus {
-		gpus[i] = results.GPUInfo{Index: i, Name: name, UUID: fmt.Sprintf("%s/gpu-%d", h.node.Name, i), NUMANode: -1}
-	}
-	host := results.Host{Name: h.node.Name, Health: h.health,
-		Discovery: results.Discovery{Source: "kubernetes", GPUs: gpus,
-			Note: fmt.Sprintf("%d of %d allocatable nvidia.com/gpu free; product label %q; %s", h.node.Free, h.node.Allocatable, h.node.Product, r.cacheNote)}}
-	sum := &results.Summary{SchemaVersion: results.SchemaVersion, Hosts: []results.Host{host}}
-	for mi, model := range r.cfg.Models {
-		m, meta, err := h.serveModel(ctx, mi, model, gpus)
-		sum.Hosts[0].Models = append(sum.Hosts[0].Models, m)
-		if meta != nil {
-			sum.Meta = *meta
-		}
-		if err != nil {
-			return sum, err
-		}
-	}
-	return sum, nil
-}
-
-// serveModel runs one model's engines and load on the node.
-func (h *nodeHost) serveModel(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
-	r := h.r
-	if r.opt.Dynamo {
-		return h.serveDynamo(ctx, mi, model, gpus)
-	}
-	cs, ns := r.cl.Client, r.podNS()
-	tp := max(1, r.cfg.Engine.TP)
-	nslots := h.node.Free / tp
-	if c := r.cfg.Run.GPUCount; c > 0 {
-		nslots = min(nslots, c/tp)
-	}
-	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: r.cfg.Engine.Kind, TP: tp}}
-	img := r.opt.EngineImage
-	if w := strings.Fields(r.cfg.Engine.Command); img == "" && len(w) > 0 && w[0] == "gpuvet" {
-		img = r.opt.Image // `gpuvet sim` as the engine runs from gpuvet's own image
-	}
-	if img == "" {
-		var err error
-		if img, err = DefaultEngineImage(r.cfg.Engine.Kind, r.cfg.Engine.Version); err != nil {
-			m.Error = err.Error()
-			return m, nil, err
-		}
-	}
-	es := EngineSpec{Kind: r.cfg.Engine.Kind, Command: r.cfg.Engine.Command, Image: img, ExtraArgs: r.cfg.Engine.ExtraArgs,
-		Model: model, TP: tp, MaxModelLen: r.cfg.Engine.MaxModelLen, GPUMemoryUtilization: r.cfg.Engine.GPUMemoryUtilization,
-		Env: r.cfg.Engine.Env, CachePVC: h.pvc}
-	var pods []string
-	start := time.Now()
-	for s := range nslots {
-		name := r.podName("engine", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s))
-		pod, err := enginePod(r.opt.RunID, name, h.node.Name, s, es, r.opt.Selection.Tolerations)
-		if err != nil {
-			m.Error = err.Error()
-			return m, nil, err
-		}
-		m.Engine.Command = strings.Join(pod.Spec.Containers[0].Command, " ")
-		if err := h.record("Pod", ns, name); err != nil {
-			return m, nil, err
-		}
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-			m.Error = fmt.Sprintf("creating engine pod %s: %v", name, err)
-			return m, nil, errors.New(m.Error)
-		}
-		pods = append(pods, name)
-	}
-	defer h.deletePods(context.WithoutCancel(ctx), pods)
-	h.say("%s: %d engine pod(s) (%s), waiting for Ready", model, len(pods), img)
-	if err := WaitPodsReady(ctx, cs, ns, pods, r.cfg.Engine.ReadyTimeout.D()); err != nil {
-		m.Error = "engines not ready: " + err.Error()
-		return m, nil, errors.New(m.Error)
-	}
-	// Ready also means a real completion came back from each replica (ready.go says from where).
-	urls, err := h.podURLs(ctx, pods)
-	if err != nil {
-		m.Error = "engines not ready: " + err.Error()
-		return m, nil, errors.New(m.Error)
-	}
-	fails, err := h.checkCompletions(ctx, dnsName("ready", strconv.Itoa(h.index), strconv.Itoa(mi)), model, urls)
-	if err != nil {
-		m.Error = "engines Ready, but the completion check did not run: " + err.Error()
-		return m, nil, errors.New(m.Error)
-	}
-	ready := time.Since(start)
-	eps := make([]results.Endpoint, len(pods))
-	var good []string
-	for s, f := range fails {
-		if f == "" {
-			good = append(good, pods[s])
-			continue
-		}
-		eps[s] = results.Endpoint{GPUName: gpus[0].Name, GPUs: slotGPUs(s, tp), URL: urls[s], Error: "engine pod " + pods[s] + ": " + f}
-		h.say("%s: engine pod %s %s", model, pods[s], f)
-	}
-	if len(good) == 0 {
-		m.Endpoints = eps
-		m.Error = fmt.Sprintf("no engine pod returned a real completion; pod %s: %s", pods[0], fails[0])
-		return m, nil, errors.New(m.Error)
-	}
-	h.say("%s: %d engine pod(s) Ready and %d returned a real completion, in %.1fs; load", model, len(pods), len(good), ready.Seconds())
-	metas := make([]*results.Meta, len(pods))
-	sem := make(chan struct{}, max(1, int(r.cfg.Run.ParallelGPUs)))
-	var wg sync.WaitGroup
-	for s, pod := range pods {
-		if fails[s] != "" {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			eps[s], metas[s] = h.runLoad(ctx, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi), strconv.Itoa(s)), urls[s], model,
-				"engine pod "+pod, slotGPUs(s, tp), gpus[0].Name, ready)
-		}()
-	}
-	wg.Wait()
-	m.Endpoints = eps
-	var meta *results.Meta
-	for _, mt := range metas {
-		if mt != nil {
-			meta = mt
-			break
-		}
-	}
-	return m, meta, nil
-}
-
-// runLoad runs one load Job on the node against url (an engine pod, or a Dynamo frontend) and
-// returns its endpoint result for gpus. what names the server in the binding and errors; extra
-// are more `gpuvet run` arguments.
-func (h *nodeHost) runLoad(ctx context.Context, job, url, model, what string, gpus []int, gpuName string, ready time.Duration, extra ...string) (results.Endpoint, *results.Meta) {
-	r := h.r
-	ep := results.Endpoint{GPUName: gpuName, GPUs: gpus, URL: url}
-	const out = "out" // relative: in-pod's fresh working directory
-	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
-	j := gpuvetJob(r.opt.RunID, job, RoleLoad, h.node.Name, r.opt.Image, append(args, extra...), 0, r.opt.Selection.Tolerations)
-	b, err := h.runJob(ctx, r.ns, j)
-	if b == nil {
-		ep.Error = fmt.Sprintf("load job against %s: %v", what, err)
-		return ep, nil
-	}
-	s, perr := results.Parse(b)
-	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
-		ep.Error = fmt.Sprintf("load job against %s: no endpoint result (%v)", what, perr)
-		return ep, nil
-	}
-	got := s.Hosts[0].Models[0].Endpoints[0]
-	got.GPUs, got.GPUName, got.URL = ep.GPUs, ep.GPUName, ep.URL
-	got.Binding = "kubernetes: " + what + ", load job " + j.Name + " on node " + h.node.Name
-	got.ProvisionSeconds = ready.Seconds() + got.ProvisionSeconds
-	got.RawLoadFile, got.LogFile = "", ""
-	if err != nil && got.Error == "" {
-		got.Error = err.Error()
-	}
-	return got, &s.Meta
-}
-
-// slotGPUs are the GPU indexes of engine slot s of tp GPUs each.
-func slotGPUs(s, tp int) []int {
-	var g []int
-	for i := s * tp; i < (s+1)*tp; i++ {
-		g = append(g, i)
-	}
-	return g
 }
 
 // deletePods deletes engine pods and waits until they are gone, so their GPUs are free again.

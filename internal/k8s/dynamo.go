@@ -18,8 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -319,63 +321,70 @@ func (h *nodeHost) deleteDynamo(ctx context.Context, name string) {
 	}
 }
 
-// serveDynamo serves one model on the node through a DynamoGraphDeployment and runs one load Job
-// against its frontend at load.concurrency × GPUs (aicr's per-GPU concurrency on the whole node).
-func (h *nodeHost) serveDynamo(ctx context.Context, mi int, model string, gpus []results.GPUInfo) (results.Model, *results.Meta, error) {
-	r := h.r
-	tp := max(1, r.cfg.Engine.TP)
-	workers := h.node.Free / tp
-	if c := r.cfg.Run.GPUCount; c > 0 {
-		workers = min(workers, c/tp)
+// dynamoBackend serves the node through one DynamoGraphDeployment per model over its GPUs: one
+// slot, one endpoint (the frontend), loaded at load.concurrency × GPUs (aicr's per-GPU concurrency
+// on the whole node). The load Jobs and the rest are the node pipeline's.
+type dynamoBackend struct{ *nodePipeline }
+
+// Group makes the node's GPUs one slot: the deployment's workers (one per tp GPUs) share a frontend.
+func (d dynamoBackend) Group(gpus []results.GPUInfo, tp int) ([]pipeline.Slot, string) {
+	slots, note := pipeline.TPSlots(gpus, tp)
+	if len(slots) == 0 {
+		return nil, note
 	}
+	one := pipeline.Slot{Index: 0, GPUName: slots[0].GPUName, NUMANode: -1}
+	for _, s := range slots {
+		one.GPUs = append(one.GPUs, s.GPUs...)
+	}
+	return []pipeline.Slot{one}, note
+}
+
+// Serve creates the model's DynamoGraphDeployment, waits until the operator reports it ready and a
+// completion Job on the node got a real completion through its frontend. Stop deletes it.
+func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model string, cfg config.Config, _ string) (*pipeline.Served, error) {
+	h := d.h
+	r := h.r
+	tp := max(1, cfg.Engine.TP)
+	workers := len(slot.GPUs) / tp
 	img := r.opt.EngineImage
 	if img == "" {
 		img = DynamoImage
 	}
-	name := r.podName("dgd", strconv.Itoa(h.index), strconv.Itoa(mi))
-	m := results.Model{Model: model, Engine: results.EngineInfo{Kind: "dynamo-vllm", TP: tp,
+	idx, mi := strconv.Itoa(h.index), strconv.Itoa(r.modelIndex(model))
+	name := r.podName("dgd", idx, mi)
+	sv := &pipeline.Served{Engine: results.EngineInfo{Kind: "dynamo-vllm", TP: tp,
 		Command: fmt.Sprintf("DynamoGraphDeployment %s: %s + %d × %s (%s)", name, DynamoFrontend, workers, DynamoWorker, img)}}
-	fail := func(format string, a ...any) (results.Model, *results.Meta, error) {
-		m.Error = fmt.Sprintf(format, a...)
-		return m, nil, errors.New(m.Error)
-	}
 	obj := dynamoGraph(r.opt.RunID, DynamoSpec{Name: name, Node: h.node.Name, Image: img, Model: model, Workers: workers, TP: tp,
-		ExtraArgs: r.cfg.Engine.ExtraArgs, Env: r.cfg.Engine.Env, CachePVC: h.pvc, TokenSecret: r.tokenSecret(), Tolerations: r.opt.Selection.Tolerations})
+		ExtraArgs: cfg.Engine.ExtraArgs, Env: cfg.Engine.Env, CachePVC: h.pvc, TokenSecret: r.tokenSecret(), Tolerations: r.opt.Selection.Tolerations})
 	if err := r.man.Record(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.podNS(), Name: name, Host: h.node.Name}); err != nil {
-		return fail("%v", err)
+		return nil, err
 	}
 	start := time.Now()
 	if _, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return fail("creating DynamoGraphDeployment %s: %v", name, err)
+		return nil, fmt.Errorf("creating DynamoGraphDeployment %s: %v", name, err)
 	}
-	defer h.deleteDynamo(context.WithoutCancel(ctx), name)
+	sv.Stop = func() { h.deleteDynamo(context.WithoutCancel(ctx), name) }
 	h.say("%s: DynamoGraphDeployment %s (%d worker(s), %s), waiting for Ready", model, name, workers, img)
-	if err := h.waitDynamo(ctx, name, r.cfg.Engine.ReadyTimeout.D()); err != nil {
-		return fail("engines not ready: %v", err)
+	if err := h.waitDynamo(ctx, name, cfg.Engine.ReadyTimeout.D()); err != nil {
+		return sv, fmt.Errorf("engines not ready: %v", err)
 	}
 	url, err := h.frontendURL(ctx, name, 2*time.Minute)
 	if err != nil {
-		return fail("engines not ready: %v", err)
+		return sv, fmt.Errorf("engines not ready: %v", err)
 	}
-	var all []int
-	for s := range workers {
-		all = append(all, slotGPUs(s, tp)...)
-	}
-	fails, err := h.checkCompletions(ctx, dnsName("ready", strconv.Itoa(h.index), strconv.Itoa(mi)), model, []string{url})
+	fails, err := h.checkCompletions(ctx, dnsName("ready", idx, mi), model, []string{url})
 	if err != nil {
-		return fail("DynamoGraphDeployment %s Ready, but the completion check did not run: %v", name, err)
+		return sv, fmt.Errorf("DynamoGraphDeployment %s Ready, but the completion check did not run: %v", name, err)
 	}
 	if fails[0] != "" {
-		m.Endpoints = []results.Endpoint{{GPUName: gpus[0].Name, GPUs: all, URL: url, Error: "DynamoGraphDeployment " + name + " frontend: " + fails[0]}}
-		return fail("DynamoGraphDeployment %s frontend %s: %s", name, url, fails[0])
+		return sv, fmt.Errorf("DynamoGraphDeployment %s frontend %s: %s", name, url, fails[0])
 	}
-	ready := time.Since(start)
-	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, ready.Seconds())
-	n := len(all)
-	ep, meta := h.runLoad(ctx, dnsName("load", strconv.Itoa(h.index), strconv.Itoa(mi)), url, model,
-		"DynamoGraphDeployment "+name+" frontend", all, gpus[0].Name, ready,
-		"--set", "load.concurrency="+strconv.Itoa(r.cfg.Load.Concurrency*n),
-		"--set", "load.max_concurrency="+strconv.Itoa(r.cfg.Load.MaxConcurrency*n))
-	m.Endpoints = []results.Endpoint{ep}
-	return m, meta, nil
+	n := len(slot.GPUs)
+	load, what := dnsName("load", idx, mi), "DynamoGraphDeployment "+name+" frontend"
+	sv.URL, sv.Provision, sv.Binding = url, time.Since(start), loadBinding(what, load, h.node.Name)
+	d.remember(url, &nodeServed{job: load, what: what, extra: []string{
+		"--set", "load.concurrency=" + strconv.Itoa(cfg.Load.Concurrency*n),
+		"--set", "load.max_concurrency=" + strconv.Itoa(cfg.Load.MaxConcurrency*n)}})
+	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, sv.Provision.Seconds())
+	return sv, nil
 }

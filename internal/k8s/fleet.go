@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,6 +19,8 @@ import (
 type Fleet struct {
 	Cluster *Cluster
 	Config  config.Config
+	// Plan is the resolved plan every node's host pipeline runs (Config is its Config).
+	Plan *config.Plan
 	// Options are the backend's settings; RunID and Progress come from Execute.
 	Options Options
 	// Verdicts are the labels and taints written onto the judged nodes (verdicts.go).
@@ -28,6 +31,9 @@ type Fleet struct {
 // Hosts checks access, chooses the nodes and the model cache's StorageClass: bad input (exit 2)
 // before anything is created.
 func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
+	if f.Plan == nil {
+		return nil, nil, errors.New("kubernetes: no plan for the nodes' host pipeline (k8s.Fleet.Plan; a bug)")
+	}
 	opt := f.Options
 	opt.RunID = ri.ID
 	opt.Progress = func(format string, a ...any) { ri.Say(fmt.Sprintf(format, a...)) }
@@ -47,7 +53,7 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 			return nil, nil, err
 		}
 	}
-	r.man = ri.Manifest
+	r.man, r.plan, r.out = ri.Manifest, f.Plan, ri.Out
 	f.run = r
 	for _, n := range r.Nodes() {
 		ri.Say(fmt.Sprintf("node %s: %d free of %d nvidia.com/gpu %s", n.Name, n.Free, n.Allocatable, n.Product))

@@ -104,7 +104,7 @@ var allowed = graph{
 	// Host preparation (packages, the vfio release) that the ssh and opennebula backends drive.
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},
-	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/results"},
+	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/pipeline", "internal/results"},
 	// Test servers the backends' tests start (no gpuvet code).
 	"internal/ssh/sshtest":           nil,
 	"internal/ssh/sshdtest":          nil,

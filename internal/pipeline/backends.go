@@ -58,6 +58,12 @@ type Endpoint struct{}
 
 func (Endpoint) Name() string { return "endpoint" }
 
+// Group makes the endpoint the one slot, whatever GPUs the health phase discovered: gpuvet did not
+// launch it, so it spans no GPU of its own.
+func (Endpoint) Group([]results.GPUInfo, int) ([]Slot, string) {
+	return []Slot{{Index: 0, NUMANode: -1}}, ""
+}
+
 // Serve checks the endpoint answers a real completion for model (bounded by engine.ready_timeout,
 // at most 2 minutes: the server is supposed to be up already).
 func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Config, _ string) (*Served, error) {

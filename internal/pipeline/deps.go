@@ -19,6 +19,19 @@ type Source interface {
 	Close() error
 }
 
+// Described is a Source with a note for the discovery record: what it saw and how (a Kubernetes
+// node: its free GPUs and product label, seen through the API).
+type Described interface {
+	Note() string
+}
+
+// Unsampled is a Source whose GPUs cannot be read from this process while they are loaded (a
+// Kubernetes node seen from outside the cluster): the load then runs without power sampling, per-GPU
+// telemetry or the busy watch, and the endpoint's telemetry record says why.
+type Unsampled interface {
+	Unsampled() string
+}
+
 // Slot is one engine's share of the host: one GPU, or one group of tp GPUs.
 type Slot struct {
 	Index    int   // 0.. in launch order
@@ -51,6 +64,13 @@ type Backend interface {
 	EngineVersion(ctx context.Context, cfg config.Config) (string, error)
 }
 
+// Grouper is a Backend that decides how the host's GPUs make engines, instead of one engine per GPU
+// or tp group (TPSlots): the endpoint backend's one given server, Kubernetes with Dynamo's one
+// deployment over every GPU. gpus are the GPUs the run may use (run.gpu_count applied).
+type Grouper interface {
+	Group(gpus []results.GPUInfo, tp int) ([]Slot, string)
+}
+
 // Deps are the phases the pipeline calls, each a plain function over plain data, so a phase
 // that is missing (or injected to fail in tests) is one field.
 type Deps struct {
@@ -63,6 +83,12 @@ type Deps struct {
 	// Load runs one load profile against one endpoint.
 	// recordsPath receives the raw per-request records ("" none).
 	Load func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, recordsPath string) (*results.Load, error)
+	// Warmup sends a few real completions so the load starts on a warm engine (nil: none here; a
+	// Kubernetes load Job warms its engine up itself, from the node).
+	Warmup func(ctx context.Context, url, model, apiKeyEnv string) error
+	// Functional runs the API conformance suite against one endpoint (nil, or a nil result: not
+	// run). A Kubernetes node hands out what its load Job ran from the node.
+	Functional func(ctx context.Context, url, model, apiKeyEnv string, cfg config.Config) *results.Functional
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
 	// Baseline compares the summary against a baseline file.

@@ -14,7 +14,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
-	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/power"
@@ -195,8 +194,12 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			served := func(info results.EngineInfo) {
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				if me := &r.host().Models[mi].Engine; me.Command == "" {
+				me := &r.host().Models[mi].Engine
+				if me.Command == "" {
 					me.Command = info.Command
+				}
+				if info.Kind != "" { // what served it (Kubernetes with Dynamo: dynamo-vllm)
+					me.Kind = info.Kind
 				}
 			}
 			unit := unitName(id, sp.slot.GPUs, len(r.cfg.Models))
@@ -322,7 +325,10 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		ep.Busy = append(ep.Busy, *during)
 		r.progress("%s on gpu %v: %s", model, slot.GPUs, during.Reason)
 	}
-	if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
+	if tp := max(1, cfg.Engine.TP); len(slot.GPUs) > tp {
+		// Several engines behind one endpoint (Dynamo's workers): the bound is one engine's.
+		ep.SpeedOfLight = &results.SpeedOfLight{Note: fmt.Sprintf("speed-of-light: the endpoint serves from %d engines of tp=%d; the bound is one engine's", len(slot.GPUs)/tp, tp)}
+	} else if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
 		ep.SpeedOfLight = sol
 	} else if note != "" {
 		ep.SpeedOfLight = &results.SpeedOfLight{Note: note} // why there is no bound, for the report
@@ -344,15 +350,16 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		return ep
 	}
-	if cfg.Functional.Enabled {
+	if cfg.Functional.Enabled && r.deps.Functional != nil {
 		r.progress("%s on gpu %v: functional suite", model, slot.GPUs)
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
 		} else {
-			ep.Functional = functional.Run(ctx, functional.Options{URL: sv.URL, Model: model, APIKey: envOr(sv.APIKeyEnv),
-				MaxModelLen: cfg.Engine.MaxModelLen, Timeout: cfg.Functional.Timeout.D()})
+			ep.Functional = r.deps.Functional(ctx, sv.URL, model, sv.APIKeyEnv, cfg)
 		}
 		sw.lap(&sw.t.FunctionalSeconds)
+	}
+	if ep.Functional != nil {
 		switch ep.Functional.Status {
 		case results.StatusFailed:
 			fail("functional", fmt.Errorf("%s", ep.Functional.Error))
@@ -390,14 +397,22 @@ func (r *run) bindLoad(slot Slot, cfg config.Config) (func(), string) {
 	return restore, fmt.Sprintf("CPUs %s of NUMA node %d (sched_setaffinity; memory not bound)", cpus, slot.NUMANode)
 }
 
-// warmup sends a few real completions so the load starts on a warm engine (compiled graphs,
-// allocated KV cache); the load generator still excludes its own first request(s).
+// warmup warms the engine up before the load (Deps.Warmup; none when the backend's load does it).
 func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) error {
 	if err := r.inject("warmup", slot); err != nil {
 		return err
 	}
+	if r.deps.Warmup == nil {
+		return nil
+	}
+	return r.deps.Warmup(ctx, sv.URL, model, sv.APIKeyEnv)
+}
+
+// Warmup sends a few real completions so the load starts on a warm engine (compiled graphs,
+// allocated KV cache); the load generator still excludes its own first request(s).
+func Warmup(ctx context.Context, url, model, apiKeyEnv string) error {
 	for i := 0; i < 2; i++ {
-		if err := engine.Complete(ctx, sv.URL, model, envOr(sv.APIKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
+		if err := engine.Complete(ctx, url, model, envOr(apiKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
 			return fmt.Errorf("warm-up request %d: %v", i+1, err)
 		}
 	}
@@ -419,7 +434,10 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	// error counters before and after.
 	var rec *power.Recorder
 	var before map[int]gpu.ErrorCounts
-	if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
+	unsampled := ""
+	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled {
+		unsampled = u.Unsampled()
+	} else if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
 		src := r.src
 		watch = newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
 		if watch != nil {
@@ -445,9 +463,10 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		return nil, nil, nil, nil, err
 	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
-	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" && ctx.Err() == nil {
+	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" &&
+		!hasRun(ld, "concurrency") && ctx.Err() == nil {
 		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
-		// keep its rung.
+		// keep its rung (unless the load brought one: a Kubernetes load Job runs the whole plan).
 		c := config.AICRLoad(lc, cfg.Load.Concurrency)
 		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
 		r.progress("%s on gpu %v: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, slot.GPUs,
@@ -462,6 +481,9 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	}
 	var pw *results.Power
 	var tel *results.Telemetry
+	if unsampled != "" { // the telemetry record says why there is none (no power record: nothing measured)
+		tel = &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + unsampled}
+	}
 	if sampler != nil {
 		peak := 0.0
 		if ld != nil {
@@ -474,6 +496,16 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		ld.Interrupted = true
 	}
 	return ld, pw, tel, watch.result(ld), err
+}
+
+// hasRun reports whether the load holds a run of that kind.
+func hasRun(ld *results.Load, kind string) bool {
+	for _, r := range ld.Runs {
+		if r.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // envOr reads the environment variable named (the only place secrets come from).

@@ -185,6 +185,9 @@ func (r *run) discover(ctx context.Context) {
 		return
 	}
 	d.Source = r.srcName
+	if n, ok := r.src.(Described); ok {
+		d.Note = n.Note()
+	}
 	if len(d.GPUs) > 0 {
 		r.sum.Meta.DriverVersion = d.GPUs[0].DriverVersion
 		r.sum.Meta.CUDAVersion = d.GPUs[0].CUDAVersion
@@ -232,15 +235,22 @@ func (r *run) health(ctx context.Context) {
 	r.progress("health: %s", h.Status)
 }
 
-// slots groups the selected GPUs into engines: one per GPU, or one per tp consecutive GPUs.
+// slots groups the selected GPUs into engines: one per GPU, or one per tp consecutive GPUs, unless
+// the backend groups them its own way (Grouper).
 func (r *run) slots(tp int) ([]Slot, string) {
-	if r.cfg.Backend == "endpoint" {
-		return []Slot{{Index: 0, NUMANode: -1}}, ""
-	}
 	gpus := r.host().Discovery.GPUs
 	if r.cfg.Run.GPUCount > 0 && r.cfg.Run.GPUCount < len(gpus) {
 		gpus = gpus[:r.cfg.Run.GPUCount]
 	}
+	if g, ok := r.deps.Backend.(Grouper); ok {
+		return g.Group(gpus, tp)
+	}
+	return TPSlots(gpus, tp)
+}
+
+// TPSlots is one slot per tp consecutive GPUs, and a note on the GPUs left over.
+func TPSlots(gpus []results.GPUInfo, tp int) ([]Slot, string) {
+	tp = max(1, tp)
 	var out []Slot
 	note := ""
 	for i := 0; i+tp <= len(gpus); i += tp {

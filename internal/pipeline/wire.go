@@ -12,6 +12,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/cuda"
 	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
 	"github.com/gpuvet/gpuvet/internal/importer"
@@ -39,6 +40,11 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 				CachedTokenizer: cachedTokenizer(cfg, model, progress),
 				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true,
 				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx), MaxNumSeqs: maxNumSeqs(cfg)})
+		},
+		Warmup: Warmup,
+		Functional: func(ctx context.Context, url, model, apiKeyEnv string, c config.Config) *results.Functional {
+			return functional.Run(ctx, functional.Options{URL: url, Model: model, APIKey: envOr(apiKeyEnv),
+				MaxModelLen: c.Engine.MaxModelLen, Timeout: c.Functional.Timeout.D()})
 		},
 		Judge:    judge.Judge,
 		Baseline: BaselineFromFile,
