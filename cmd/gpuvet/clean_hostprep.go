@@ -16,12 +16,7 @@ import (
 // Host preparation's leftovers (packages a killed run installed, the DCGM engine it started, GPUs
 // it released from vfio-pci): one host's are undone together and in order (vfio binding, engine,
 // packages, autoremove), once, whichever of its objects clean reaches first; the others then find
-// themselves done.
-func init() {
-	for _, k := range prepKinds {
-		removers[k] = cleanHostPrep
-	}
-}
+// themselves done: removerFor sends every one of prepKinds to cleanHostPrep.
 
 // prepKinds are the manifest kinds of host preparation and of a node's vfio release.
 var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,7 +73,7 @@ func cleanObjects(ctx context.Context, req cleanRequest, ms []*fleet.Manifest) e
 	var errs []error
 	for _, m := range ms {
 		for _, o := range m.Live() {
-			if _, ok := removers[o.Kind]; !ok {
+			if _, ok := removerFor(o.Kind); !ok {
 				errs = append(errs, fmt.Errorf("%s: no cleaner for %s in this gpuvet", m.Path(), o))
 			} else if o.Kind == ssh.ObjectKind {
 				folders = append(folders, item{m, o})
@@ -92,7 +93,8 @@ func cleanObjects(ctx context.Context, req cleanRequest, ms []*fleet.Manifest) e
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				err := removers[it.o.Kind](ctx, req.plan, it.m, it.o, say)
+				rm, _ := removerFor(it.o.Kind)
+				err := rm(ctx, req.plan, it.m, it.o, say)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -130,4 +132,16 @@ func cleanObjects(ctx context.Context, req cleanRequest, ms []*fleet.Manifest) e
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "clean: %d manifest(s), nothing left\n", len(ms))
 	return nil
+}
+
+// removerFor is how clean removes an object of kind: a backend's own, or host preparation's
+// (every kind of hostprep and vfio goes through cleanHostPrep).
+func removerFor(kind string) (remover, bool) {
+	if rm, ok := removers[kind]; ok {
+		return rm, true
+	}
+	if slices.Contains(prepKinds, kind) {
+		return cleanHostPrep, true
+	}
+	return nil, false
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"maps"
 	"os"
 	"os/signal"
 	"syscall"
@@ -38,12 +37,6 @@ var fleetBackends = map[string]fleetBackend{
 
 // fleetFlagPaths are the multi-host backends' `gpuvet run` flags and the config keys they set.
 var fleetFlagPaths = map[string]string{"hosts": "ssh.hosts", "inventory": "ssh.inventory", "endpoint": "opennebula.endpoint"}
-
-// Package-level maps are initialised before any init runs, whatever the file order.
-func init() {
-	maps.Copy(flagPaths, fleetFlagPaths)
-	maps.Copy(flagPaths, kubeFlagPaths)
-}
 
 // registerRemoteFlags adds the multi-host backends' flags to a command that resolves a plan
 // (run, config show).

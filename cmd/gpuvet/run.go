@@ -64,8 +64,9 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	registerRemoteFlags(fl)
 }
 
-// flagPaths maps run's flags to the config keys they set.
-var flagPaths = map[string]string{
+// hostFlagPaths maps run's single-host flags to the config keys they set (flagPath adds the
+// multi-host backends').
+var hostFlagPaths = map[string]string{
 	"backend": "backend", "url": "endpoint.url", "api-key-env": "endpoint.api_key_env", "model": "models",
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
@@ -88,7 +89,7 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 		set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
 	}
 	cmd.Flags().Visit(func(fl *pflag.Flag) { // changed flags only, in name order
-		if path, ok := flagPaths[fl.Name]; ok {
+		if path, ok := flagPath(fl.Name); ok {
 			set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
 		}
 	})
@@ -201,4 +202,14 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 		return failedErr("run status %s (see %s)", res.Summary.Status, res.SummaryPath)
 	}
 	return nil
+}
+
+// flagPath is the config key a plan flag sets: a single-host flag's, or a multi-host backend's.
+func flagPath(flag string) (string, bool) {
+	for _, m := range []map[string]string{hostFlagPaths, fleetFlagPaths, kubeFlagPaths} {
+		if p, ok := m[flag]; ok {
+			return p, true
+		}
+	}
+	return "", false
 }
