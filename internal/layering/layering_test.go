@@ -102,6 +102,8 @@ var allowed = graph{
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},
 	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/results"},
+	// The stand-in for a thousand kwok nodes' kubelets (bench/k8sscale and the scale test play with it).
+	"internal/k8s/kwokplayer": {"internal/k8s", "internal/results"},
 	// Test servers the backends' tests start (no gpuvet code).
 	"internal/ssh/sshtest":           nil,
 	"internal/ssh/sshdtest":          nil,
@@ -119,6 +121,7 @@ var allowed = graph{
 	"bench/detection":             {"internal/results"},
 	"bench/readfloor":             {"internal/netstamp"},
 	"bench/simspeed":              {"internal/sim"},
+	"bench/k8sscale":              {"internal/k8s", "internal/k8s/kwokplayer", "internal/results"},
 	"scripts/k8s-real-node/pause": nil,
 }
 
