@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -301,6 +303,38 @@ func (c *cluster) podCount(ctx context.Context) int {
 	}
 	return len(pods.Items)
 }
+
+// cpu is the CPU seconds so far of the control plane's processes (their pid files beside the
+// kubeconfig, as scripts/k8s-test-env.sh writes them) and of this process (the player).
+func (c *cluster) cpu() map[string]float64 {
+	out := map[string]float64{}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		out["player"] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+	dir := filepath.Dir(c.kubeconfig)
+	for _, p := range []string{"apiserver", "etcd", "controller-manager", "scheduler", "kwok"} {
+		pid, err := os.ReadFile(filepath.Join(dir, p+".pid"))
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseFloat(f[11], 64)
+			s, _ := strconv.ParseFloat(f[12], 64)
+			out[p] = (u + s) / clockTicks
+		}
+	}
+	return out
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
+const clockTicks = 100
 
 func fileSize(p string) int64 {
 	st, err := os.Stat(p)

@@ -60,6 +60,7 @@ type outcome struct {
 	Requests  counters
 	Player    int64 // the player's requests meanwhile
 	Stderr    string
+	CPU       map[string]float64 // CPU seconds each process spent during the run
 }
 
 func (c config) args(out, kubeconfig string, nodes int) []string {
@@ -82,6 +83,7 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 		return nil, err
 	}
 	p0 := cl.player.Load()
+	cpu0 := cl.cpu()
 	cmd := exec.CommandContext(ctx, c.Gpuvet, c.args(out, kubeconfig, nodes)...)
 	cmd.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
 	var stderr bytes.Buffer
@@ -113,6 +115,10 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 		return o, err
 	}
 	o.Requests, o.Player = after.minus(before), cl.player.Load()-p0
+	o.CPU = map[string]float64{"gpuvet": (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()}
+	for k, v := range cl.cpu() {
+		o.CPU[k] = v - cpu0[k]
+	}
 	sp := filepath.Join(out, "summary.json")
 	o.Size = fileSize(sp)
 	if s, err := results.Read(sp); err == nil {

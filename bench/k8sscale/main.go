@@ -158,6 +158,7 @@ func (r *report) fprint(w io.Writer, c config) {
 	}
 	if a := r.All; a != nil {
 		p("  wall time, %4d nodes       %6.1f s; beyond one node's own time %.1f s (target ≤ 300 s)", r.Nodes, a.Wall.Seconds(), (a.Wall - r.One.Wall).Seconds())
+		p("  CPU seconds during it      %s (%.1f cores busy on average)", cpuLine(a.CPU), sum(a.CPU)/a.Wall.Seconds())
 		p("  gpuvet peak RSS            %6.0f MiB (target ≤ 1024 MiB)", float64(a.MaxRSSKiB)/1024)
 		n := float64(r.Nodes)
 		self := int64(0)
@@ -197,4 +198,22 @@ func (r *report) fprint(w io.Writer, c config) {
 	for _, e := range first(r.PlayerErrors, 5) {
 		p("  player: %s", strings.TrimSpace(e))
 	}
+}
+
+func cpuLine(m map[string]float64) string {
+	var s []string
+	for _, k := range []string{"apiserver", "etcd", "kwok", "scheduler", "controller-manager", "gpuvet", "player"} {
+		if v, ok := m[k]; ok {
+			s = append(s, fmt.Sprintf("%s %.0f", k, v))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+func sum(m map[string]float64) float64 {
+	t := 0.0
+	for _, v := range m {
+		t += v
+	}
+	return t
 }

@@ -558,16 +558,15 @@ func (h *nodeHost) deletePods(ctx context.Context, pods []string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cs, ns := h.r.cl.Client, h.r.podNS()
+	var deleted []string
 	for _, p := range pods {
 		if err := cs.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-			for {
-				if _, err := cs.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{}); apierrors.IsNotFound(err) || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(pollEvery)
-			}
-			h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: ns, Name: p, Host: h.node.Name})
+			deleted = append(deleted, p)
 		}
+	}
+	_ = WaitPodsGone(ctx, cs, ns, deleted) // watched, not polled (wait.go)
+	for _, p := range deleted {
+		h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: ns, Name: p, Host: h.node.Name})
 	}
 }
 

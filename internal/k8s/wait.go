@@ -176,6 +176,48 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	}
 }
 
+// WaitPodsGone waits until none of the named pods (deleted, and seen by the namespace's watch
+// before) is left, reading them from the namespace's shared informer instead of asking for each.
+func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names []string) error {
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	for {
+		next := w.next()
+		left := -1
+		if w.synced() {
+			left = 0
+			for _, n := range names {
+				if _, ok := w.pod(ns, n); ok {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d pod(s) still there after the wait (%v)", left, len(names), ctx.Err())
+		case <-next:
+		case <-time.After(recheckEvery):
+		}
+	}
+}
+
+// podAddress is a pod's IP from the namespace's watch, else from the API.
+func podAddress(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, error) {
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	if p, ok := w.pod(ns, name); ok && p.Status.PodIP != "" {
+		return p.Status.PodIP, nil
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return p.Status.PodIP, nil
+}
+
 // podGone is the error of a pod the watch does not hold: one it held before was deleted; one it
 // never held is asked for once, a while after the wait began (it may be on its way), so a pod
 // that was never there fails as a Get would have.
@@ -202,7 +244,6 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	w, release := watchNamespace(cs, ns)
 	defer release()
 	start := time.Now()
-	var refusedAt time.Time // the last look at the Job's events
 	var seen bool
 	var bo backoff
 	for {
@@ -215,11 +256,10 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				return nil, fmt.Errorf("job %s: deleted while gpuvet waited for it", name)
 			}
 			pods := w.jobPods(name)
-			// The Job controller keeps trying a pod the API refuses: its events say why. Asked a
-			// while after the wait began, and then now and again, not at every event.
-			if len(pods) == 0 && time.Since(start) >= 4*pollEvery && time.Since(refusedAt) >= 10*pollEvery {
-				refusedAt = time.Now()
-				if refused := podRefused(ctx, cs, ns, name); refused != "" {
+			// The Job controller keeps trying a pod the API refuses: its events say why (watched,
+			// from the first Job of the namespace whose pod is slow to come).
+			if len(pods) == 0 && time.Since(start) >= 4*pollEvery {
+				if refused := w.refused(cs, ns, name); refused != "" {
 					return nil, fmt.Errorf("job %s: its pod cannot be created: %s", name, refused)
 				}
 			}
@@ -234,6 +274,10 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				}
 			}
 		}
+		tick := recheckEvery
+		if d := 4*pollEvery - time.Since(start); d > 0 && d < tick { // the first look at refusals
+			tick = d
+		}
 		select {
 		case <-ctx.Done():
 			if err := interrupted(parent); err != nil {
@@ -241,7 +285,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 			}
 			return nil, fmt.Errorf("job %s did not finish within %s", name, timeout)
 		case <-next:
-		case <-time.After(recheckEvery):
+		case <-time.After(tick):
 		}
 	}
 }
@@ -279,23 +323,6 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 		return nil, true, fmt.Errorf("job %s: %w", name, pe)
 	}
 	return nil, false, nil
-}
-
-// podRefused is why the API refused a Job's pod (admission: Pod Security, a policy, a quota), from
-// the Job controller's FailedCreate event; "" when there is none. The Job controller keeps trying,
-// so without this the Job would wait out its timeout. Events are read best effort: without the
-// permission to list them the Job waits as before.
-func podRefused(ctx context.Context, cs kubernetes.Interface, ns, job string) string {
-	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + job})
-	if err != nil {
-		return ""
-	}
-	for _, e := range evs.Items {
-		if e.Reason == "FailedCreate" && e.InvolvedObject.Name == job {
-			return e.Message
-		}
-	}
-	return ""
 }
 
 // interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only

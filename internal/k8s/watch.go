@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -45,6 +46,11 @@ type nsWatch struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed (and replaced) on every event
+
+	// events are the Job controller's FailedCreate events, watched from the first wait that
+	// needs them; nil when gpuvet may not list events there (they are best effort).
+	eventsOnce sync.Once
+	events     cache.SharedIndexInformer
 }
 
 var watches = struct {
@@ -156,6 +162,40 @@ func (w *nsWatch) jobPods(job string) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// refusedSelector picks the events that say the API refused a Job's pod (admission: Pod
+// Security, a policy, a quota).
+const refusedSelector = "involvedObject.kind=Job,reason=FailedCreate"
+
+// refused is why the API refused the Job's pod, from the Job controller's FailedCreate event
+// ("" when there is none). The Job controller keeps trying, so without this the Job would wait
+// out its timeout. The namespace's refusals are watched from the first call (one list, one
+// watch); without the permission to list events there is no answer, and the Job waits as before.
+func (w *nsWatch) refused(cs kubernetes.Interface, ns, job string) string {
+	w.eventsOnce.Do(func() { w.watchEvents(cs, ns) })
+	if w.events == nil || !w.events.HasSynced() {
+		return ""
+	}
+	for _, o := range w.events.GetStore().List() {
+		if e, ok := o.(*corev1.Event); ok && e.Reason == "FailedCreate" && e.InvolvedObject.Kind == "Job" && e.InvolvedObject.Name == job {
+			return e.Message
+		}
+	}
+	return ""
+}
+
+func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: refusedSelector, Limit: 1}); err != nil {
+		return // not permitted (or not answering): no refusal is read, as without events
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = refusedSelector }))
+	w.events = f.Core().V1().Events().Informer()
+	_, _ = w.events.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.signal() }, UpdateFunc: func(any, any) { w.signal() }})
+	f.Start(w.stop)
 }
 
 // transient tells an API error worth waiting out (the server overloaded or throttling, a timeout,
