@@ -118,10 +118,8 @@ func (c *cluster) ensureNodes(ctx context.Context, n int) error {
 		}
 		ready := 0
 		for _, nd := range l.Items {
-			for _, cd := range nd.Status.Conditions {
-				if cd.Type == corev1.NodeReady && cd.Status == corev1.ConditionTrue && want[nd.Name] {
-					ready++
-				}
+			if want[nd.Name] && nodeUsable(&nd) {
+				ready++
 			}
 		}
 		if ready == n && len(l.Items) == n {
@@ -133,6 +131,22 @@ func (c *cluster) ensureNodes(ctx context.Context, n int) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// nodeUsable: Ready, and the node lifecycle controller has lifted the not-ready taint it puts on
+// a new node (gpuvet would skip the node for it).
+func nodeUsable(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	for _, cd := range n.Status.Conditions {
+		if cd.Type == corev1.NodeReady {
+			return cd.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func gpuNode(name string) *corev1.Node {
