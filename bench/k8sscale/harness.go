@@ -61,6 +61,7 @@ type outcome struct {
 	Player    int64 // the player's requests meanwhile
 	Stderr    string
 	CPU       map[string]float64 // CPU seconds each process spent during the run
+	Load      string             // the machine's load average at the end (/proc/loadavg)
 }
 
 func (c config) args(out, kubeconfig string, nodes int) []string {
@@ -68,8 +69,10 @@ func (c config) args(out, kubeconfig string, nodes int) []string {
 		"--engine", "generic", "--engine-cmd", "gpuvet sim --gpu H200 --model {model} --host 0.0.0.0 --port {port}",
 		"--model", "Qwen/Qwen3-8B", "--cache-size", "1Gi", "--health-args", "--sim --sim-count 8 --dcgm=false",
 		"--parallel-gpus", "8", "--parallel-nodes", fmt.Sprint(c.ParallelNodes), "--nodes", fmt.Sprint(nodes), "--out", out,
-		"--set", "engine.ready_timeout=" + c.ReadyTimeout.String(),
-		"--set", fmt.Sprintf("kubernetes.qps=%g", c.QPS), "--set", fmt.Sprintf("kubernetes.burst=%d", c.Burst)}
+		"--set", "engine.ready_timeout=" + c.ReadyTimeout.String()}
+	if c.QPS > 0 { // 0: leave the keys out (a gpuvet from before they existed)
+		a = append(a, "--set", fmt.Sprintf("kubernetes.qps=%g", c.QPS), "--set", fmt.Sprintf("kubernetes.burst=%d", c.Burst))
+	}
 	return append(a, profile...)
 }
 
@@ -115,6 +118,9 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 		return o, err
 	}
 	o.Requests, o.Player = after.minus(before), cl.player.Load()-p0
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		o.Load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	o.CPU = map[string]float64{"gpuvet": (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()}
 	for k, v := range cl.cpu() {
 		o.CPU[k] = v - cpu0[k]

@@ -37,7 +37,7 @@ func main() {
 	flag.StringVar(&c.Kubeconfig, "kubeconfig", filepath.Join(home, ".cache/k8s-scale/run/kubeconfig"), "the harness control plane's admin kubeconfig (cluster.sh start)")
 	flag.IntVar(&c.Nodes, "nodes", 200, "kwok GPU nodes × 8 GPUs")
 	flag.IntVar(&c.ParallelNodes, "parallel-nodes", 64, "gpuvet's --parallel-nodes")
-	flag.Float64Var(&c.QPS, "qps", 50, "gpuvet's kubernetes.qps")
+	flag.Float64Var(&c.QPS, "qps", 50, "gpuvet's kubernetes.qps (0: not given, for a gpuvet without the key)")
 	flag.IntVar(&c.Burst, "burst", 100, "gpuvet's kubernetes.burst")
 	flag.StringVar(&c.Gpuvet, "gpuvet", "", "gpuvet binary (default: built from this checkout)")
 	flag.DurationVar(&c.ReadyTimeout, "ready-timeout", 60*time.Second, "engine.ready_timeout (the never-ready node fails after it)")
@@ -158,7 +158,7 @@ func (r *report) fprint(w io.Writer, c config) {
 	}
 	if a := r.All; a != nil {
 		p("  wall time, %4d nodes       %6.1f s; beyond one node's own time %.1f s (target ≤ 300 s)", r.Nodes, a.Wall.Seconds(), (a.Wall - r.One.Wall).Seconds())
-		p("  CPU seconds during it      %s (%.1f cores busy on average)", cpuLine(a.CPU), sum(a.CPU)/a.Wall.Seconds())
+		p("  CPU seconds during it      %s (%.1f cores busy on average; the machine's load average at the end %s)", cpuLine(a.CPU), sum(a.CPU)/a.Wall.Seconds(), a.Load)
 		p("  gpuvet peak RSS            %6.0f MiB (target ≤ 1024 MiB)", float64(a.MaxRSSKiB)/1024)
 		n := float64(r.Nodes)
 		self := int64(0)
