@@ -13,7 +13,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/k8s/kwokplayer"
 )
 
-// TestScale is the harness at CI size (GPUVET_TEST_K8S_SCALE_NODES, default 100 nodes × 8 GPUs,
+// TestScale is the harness at CI size (GPUVET_TEST_K8S_SCALE_NODES, default 50 nodes × 8 GPUs,
 // 64 at once): the real `gpuvet run --backend kubernetes` must name the straggler (flag), the node
 // whose Job failed and the one whose engines never became Ready (failed), and no other; and
 // `gpuvet clean` after a kill -9 of a run on every node must leave nothing. Figures are logged,
@@ -24,7 +24,7 @@ func TestScale(t *testing.T) {
 		t.Skip("no scale control plane: start one with `sudo bash bench/k8sscale/cluster.sh start` and run this test inside its network namespace: " +
 			"`sudo bash bench/k8sscale/cluster.sh exec env GPUVET_TEST_K8S_SCALE_KUBECONFIG=$HOME/.cache/k8s-scale/run/kubeconfig go test -run TestScale ./bench/k8sscale/` (.ci/run does)")
 	}
-	n := 100
+	n := 50
 	if s := os.Getenv("GPUVET_TEST_K8S_SCALE_NODES"); s != "" {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil || n < 8 {
