@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -129,6 +130,35 @@ func (c *cluster) ensureNodes(ctx context.Context, n int) error {
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d nodes Ready (%d nodes): %v", ready, n, len(l.Items), ctx.Err())
 		case <-time.After(time.Second):
+		}
+	}
+}
+
+// keepAddresses gives back their address to kwok nodes that lost it, every few seconds until ctx
+// ends. kwok's heartbeat stage (node-heartbeat-with-lease, 10-20 min after a node is Ready) drops a
+// node's status.addresses on some nodes (536 of 1,000 here); without an address the API server
+// cannot reach kwok for the node's pod logs ("no preferred addresses found"), and every Job on the
+// node waits out its timeout. A kubelet keeps its node's addresses; the player stands in for it.
+func (c *cluster) keepAddresses(ctx context.Context, logf func(string, ...any)) {
+	patch := []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"127.0.0.1"}]}}`)
+	for ctx.Err() == nil {
+		l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err == nil {
+			n := 0
+			for _, nd := range l.Items {
+				if len(nd.Status.Addresses) == 0 && nd.Annotations["kwok.x-k8s.io/node"] == "fake" {
+					if _, err := c.cs.CoreV1().Nodes().Patch(ctx, nd.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status"); err == nil {
+						n++
+					}
+				}
+			}
+			if n > 0 {
+				logf("gave %d kwok node(s) back the address kwok's heartbeat dropped", n)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
 		}
 	}
 }

@@ -125,6 +125,7 @@ func measure(ctx context.Context, c config) (*report, error) {
 	if err := p.Run(pctx); err != nil {
 		return nil, err
 	}
+	go cl.keepAddresses(pctx, func(f string, a ...any) { fmt.Fprintf(c.Log, f+"\n", a...) })
 	collect := func() {
 		pmu.Lock()
 		defer pmu.Unlock()
