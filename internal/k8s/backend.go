@@ -235,10 +235,8 @@ func (r *Run) teardown(ctx context.Context, failed bool) error {
 	if err := DeleteNamespace(ctx, r.cl.Client, r.ns); err != nil {
 		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
 	}
-	r.man.Deleted(fleet.Object{Kind: "Namespace", Name: r.ns})
-	for _, o := range r.man.Live() { // everything else lived in the namespace, or was the run's in the cache's
-		r.man.Deleted(o)
-	}
+	// Everything else lived in the namespace, or was the run's in the cache's: marked at once.
+	r.man.Deleted(append(r.man.Live(), fleet.Object{Kind: "Namespace", Name: r.ns})...)
 	r.progress("namespace %s deleted", r.ns)
 	return nil
 }
