@@ -291,7 +291,7 @@ func TestCompareNodesLeavesSharedGPUsOut(t *testing.T) {
 	}
 }
 
-// Deleted marks many objects in one write (a 1,000-node run ends with ~19,000 of them: one file
+// DeletedAll marks many objects in one write (a 1,000-node run ends with ~19,000 of them: one file
 // rewrite each took minutes), matching them as same does (kind, name, namespace, host).
 func TestManifestDeletedMany(t *testing.T) {
 	m, err := NewManifest(t.TempDir(), "kubernetes", "r1", nil)
@@ -311,7 +311,7 @@ func TestManifestDeletedMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := m.Live()
-	if err := m.Deleted(objs...); err != nil {
+	if err := m.DeletedAll(objs); err != nil {
 		t.Fatal(err)
 	}
 	if l := m.Live(); len(l) != 1 || !l[0].same(keep) || len(live) != 2001 {

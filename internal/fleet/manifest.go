@@ -135,9 +135,12 @@ func (m *Manifest) Record(o Object) error {
 	return m.save()
 }
 
-// Deleted marks objs removed, in one write of the file: a run that ends with thousands of objects
-// (a 1,000-node Kubernetes run has ~19,000) marks them at once, not one file rewrite each.
-func (m *Manifest) Deleted(objs ...Object) error {
+// Deleted marks o removed.
+func (m *Manifest) Deleted(o Object) error { return m.DeletedAll([]Object{o}) }
+
+// DeletedAll marks objs removed, in one write of the file: a run that ends with thousands of
+// objects (a 1,000-node Kubernetes run has ~19,000) marks them at once, not one file rewrite each.
+func (m *Manifest) DeletedAll(objs []Object) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	gone := make(map[Object]bool, len(objs))

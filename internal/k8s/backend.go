@@ -236,7 +236,7 @@ func (r *Run) teardown(ctx context.Context, failed bool) error {
 		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
 	}
 	// Everything else lived in the namespace, or was the run's in the cache's: marked at once.
-	r.man.Deleted(append(r.man.Live(), fleet.Object{Kind: "Namespace", Name: r.ns})...)
+	r.man.DeletedAll(append(r.man.Live(), fleet.Object{Kind: "Namespace", Name: r.ns}))
 	r.progress("namespace %s deleted", r.ns)
 	return nil
 }
