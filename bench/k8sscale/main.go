@@ -179,7 +179,10 @@ func (r *report) fprint(w io.Writer, c config) {
 			}
 		}
 		p("  injected                   straggler %s, failed Job %s, never Ready %s", r.Injected.Straggler, r.Injected.Failed, r.Injected.NeverReady)
-		if len(r.Problems) == 0 {
+		switch {
+		case a.Summary == nil:
+			p("  named                      not known: summary.json could not be read")
+		case len(r.Problems) == 0:
 			p("  named                      the straggler, the failed and the never-ready node, and no other: ok")
 		}
 		for _, pr := range r.Problems {
