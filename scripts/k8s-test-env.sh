@@ -18,6 +18,8 @@ WORK=${WORK:-$HOME/.cache/k8s-test/$K8S_VERSION}   # outside the clone, so CI on
 KWOK_DEBUG_CONFIG=${KWOK_DEBUG_CONFIG:-}   # optional extra kwok --config file (ClusterPortForward/ClusterExec/ClusterLogs ...)
 KWOK_ENABLE_CRDS=${KWOK_ENABLE_CRDS:-Logs} # e.g. PortForward,ClusterPortForward,Exec,ClusterExec,Logs,ClusterLogs
 KWOK_POD_CIDR=${KWOK_POD_CIDR:-127.77.0.1/16}
+CM_ARGS=${CM_ARGS:-}                       # more kube-controller-manager flags (bench/k8sscale: its API rate, Job workers)
+SCHED_ARGS=${SCHED_ARGS:-}                 # more kube-scheduler flags
 BIN=$WORK/bin RUN=$WORK/run SRC=$WORK/src
 KC=$RUN/kubeconfig
 LDX="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(echo $K8S_VERSION | cut -d. -f2)"
@@ -121,9 +123,9 @@ EOK
   local common=(--kubeconfig="$KC" --authentication-kubeconfig="$KC" --authorization-kubeconfig="$KC"
                 --authentication-skip-lookup=true --bind-address=127.0.0.1 --leader-elect=false)
   "$BIN/kube-controller-manager" "${common[@]}" --secure-port=10257 \
-    --service-account-private-key-file="$RUN/sa.key" --controllers='*,-nodeipam' > controller-manager.log 2>&1 &
+    --service-account-private-key-file="$RUN/sa.key" --controllers='*,-nodeipam' $CM_ARGS > controller-manager.log 2>&1 &
   echo $! > controller-manager.pid
-  "$BIN/kube-scheduler" "${common[@]}" --secure-port=10259 > scheduler.log 2>&1 &
+  "$BIN/kube-scheduler" "${common[@]}" --secure-port=10259 $SCHED_ARGS > scheduler.log 2>&1 &
   echo $! > scheduler.pid
   # --node-ip/--node-port: node-initialize stage writes status.addresses[InternalIP]=127.0.0.1 and
   # status.daemonEndpoints.kubeletEndpoint.Port=10247, so the apiserver reaches kwok as the "kubelet"

@@ -82,7 +82,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes.health_args (%s): %v", plan.Source("kubernetes.health_args"), err)
 	}
-	cl, err := k8s.Connect(kc.Kubeconfig, kc.Context)
+	cl, err := k8s.ConnectWith(kc.Kubeconfig, kc.Context, kubeLimits(kc))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -100,7 +100,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 // namespace, with --cache the cache itself, and the manifests of this cluster.
 func cleanKubernetes(ctx context.Context, req cleanRequest, ms []*fleet.Manifest) error {
 	kc := req.plan.Config.Kubernetes
-	cl, err := k8s.Connect(kc.Kubeconfig, kc.Context)
+	cl, err := k8s.ConnectWith(kc.Kubeconfig, kc.Context, kubeLimits(kc))
 	if err != nil {
 		return usageErr("%v", err)
 	}
@@ -144,6 +144,11 @@ func cleanKubernetes(ctx context.Context, req cleanRequest, ms []*fleet.Manifest
 		return failedErr("manifests: %v", err)
 	}
 	return nil
+}
+
+// kubeLimits are kubernetes.qps and kubernetes.burst as the client's rate limits.
+func kubeLimits(kc config.Kubernetes) k8s.Limits {
+	return k8s.Limits{QPS: float32(kc.QPS), Burst: kc.Burst}
 }
 
 // cacheSize is the cache PVC's size, or off: `model_cache: off` (dir off) turns the volume off too.

@@ -65,6 +65,12 @@ type Kubernetes struct {
 	LabelNodes   bool `yaml:"label_nodes"`
 	TaintFailed  bool `yaml:"taint_failed"`
 	TaintFlagged bool `yaml:"taint_flagged"`
+	// QPS and Burst bound gpuvet's requests to the API server (client-go's token bucket): QPS a
+	// second sustained, Burst at once. A run makes a bounded number of requests per node (waits
+	// are watches, not polls: docs/k8s-scale.md), so at scale these set how fast nodes can start;
+	// the API server's own limits (priority and fairness) answer 429, which gpuvet backs off on.
+	QPS   float64 `yaml:"qps"`
+	Burst int     `yaml:"burst"`
 }
 
 // kubernetes.dynamo_target values.
@@ -74,7 +80,8 @@ const (
 )
 
 func kubernetesDefaults() Kubernetes {
-	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod}
+	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod,
+		QPS: 50, Burst: 100}
 }
 
 // DefaultCacheNamespace is kubernetes.cache_namespace's default: the namespace that keeps the model
@@ -105,6 +112,8 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.cache_namespace", k.CacheNamespace != "" && !dnsLabelRe.MatchString(k.CacheNamespace), fmt.Sprintf("want a namespace name (a DNS label: lower case, digits and '-', at most 63), or \"\" for the run's own namespace (the cache then goes with the run); got %q", k.CacheNamespace)},
 		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
+		{"kubernetes.qps", !(k.QPS > 0 && k.QPS <= 10000), fmt.Sprintf("want the API requests a second gpuvet may send, > 0 and ≤ 10000 (default 50); got %v", k.QPS)},
+		{"kubernetes.burst", k.Burst < 1 || k.Burst > 100000 || (k.QPS > 0 && float64(k.Burst) < k.QPS), fmt.Sprintf("want how many API requests may go at once, ≥ 1, ≥ kubernetes.qps (%v) and ≤ 100000 (default 100); got %d", k.QPS, k.Burst)},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},
 		{"model_cache.endpoint", mc.Endpoint != "" && HubURLProblem(mc.Endpoint) != "", HubURLProblem(mc.Endpoint)},
 		{"model_cache.access_mode", !oneOfStr(mc.AccessMode, AccessAuto, AccessRWO, AccessRWX), fmt.Sprintf("want auto (ReadWriteMany when the StorageClass's provisioner is known to support it), ReadWriteOnce or ReadWriteMany; got %q", mc.AccessMode)},

@@ -13,7 +13,7 @@ func TestKubernetesKeys(t *testing.T) {
 	p, err := Load(Options{Files: []string{f},
 		Environ: []string{"GPUVET_KUBERNETES_NODES=3", "GPUVET_KUBERNETES_NODE_SELECTOR=nvidia.com/gpu.product=NVIDIA-H200",
 			"GPUVET_MODEL_CACHE_ACCESS_MODE=ReadWriteMany", "GPUVET_KUBERNETES_JOB_TIMEOUT=20m"},
-		Sets:  []string{"kubernetes.parallel_nodes=2", "kubernetes.tolerations=gpu=yes:NoSchedule,dedicated"},
+		Sets:  []string{"kubernetes.parallel_nodes=2", "kubernetes.tolerations=gpu=yes:NoSchedule,dedicated", "kubernetes.qps=200", "kubernetes.burst=400"},
 		Flags: []Flag{{Name: "--cache-size", Path: "model_cache.size", Value: "off"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +23,12 @@ func TestKubernetesKeys(t *testing.T) {
 	if k.Image != "reg/gpuvet:v1" || k.Nodes != 2 || !k.KeepOnFailure || k.ParallelNodes != 2 || k.JobTimeout.D() != 20*time.Minute ||
 		k.NodeSelector != "nvidia.com/gpu.product=NVIDIA-H200" || strings.Join(k.Tolerations, "|") != "gpu=yes:NoSchedule|dedicated" {
 		t.Errorf("kubernetes = %+v", k)
+	}
+	if k.QPS != 200 || k.Burst != 400 {
+		t.Errorf("kubernetes.qps/burst = %v/%d", k.QPS, k.Burst)
+	}
+	if d := Defaults().Kubernetes; d.QPS != 50 || d.Burst != 100 {
+		t.Errorf("default qps/burst = %v/%d", d.QPS, d.Burst)
 	}
 	if p.Config.ModelCache.Size != "off" || p.Config.ModelCache.AccessMode != AccessRWX {
 		t.Errorf("model_cache = %+v", p.Config.ModelCache)
@@ -48,6 +54,9 @@ func TestKubernetesBadValues(t *testing.T) {
 		{sets: []string{"kubernetes.nodes=-1"}, want: []string{"kubernetes.nodes", "positive count"}},
 		{env: []string{"GPUVET_KUBERNETES_PARALLEL_NODES=0"}, want: []string{"GPUVET_KUBERNETES_PARALLEL_NODES", "kubernetes.parallel_nodes", "≥ 1"}},
 		{sets: []string{"kubernetes.job_timeout=0"}, want: []string{"kubernetes.job_timeout", "positive duration"}},
+		{sets: []string{"kubernetes.qps=0"}, want: []string{"kubernetes.qps", "> 0 and ≤ 10000", "got 0"}},
+		{env: []string{"GPUVET_KUBERNETES_BURST=20"}, sets: []string{"kubernetes.qps=100"}, want: []string{"GPUVET_KUBERNETES_BURST", "kubernetes.burst", "≥ kubernetes.qps (100)", "got 20"}},
+		{sets: []string{"kubernetes.burst=x"}, want: []string{"kubernetes.burst"}},
 		{sets: []string{"kubernetes.dynamo=maybe"}, want: []string{"kubernetes.dynamo"}},
 		{env: []string{"GPUVET_KUBERNETES_IMAGES=x"}, want: []string{"GPUVET_KUBERNETES_IMAGES", "did you mean GPUVET_KUBERNETES_IMAGE"}},
 	}

@@ -136,15 +136,28 @@ func (m *Manifest) Record(o Object) error {
 }
 
 // Deleted marks o removed.
-func (m *Manifest) Deleted(o Object) error {
+func (m *Manifest) Deleted(o Object) error { return m.DeletedAll([]Object{o}) }
+
+// DeletedAll marks objs removed, in one write of the file: a run that ends with thousands of
+// objects (a 1,000-node Kubernetes run has ~19,000) marks them at once, not one file rewrite each.
+func (m *Manifest) DeletedAll(objs []Object) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	gone := make(map[Object]bool, len(objs))
+	for _, o := range objs {
+		gone[o.key()] = true
+	}
 	for i := range m.Objects {
-		if m.Objects[i].same(o) {
+		if gone[m.Objects[i].key()] {
 			m.Objects[i].Deleted = true
 		}
 	}
 	return m.save()
+}
+
+// key is what same compares: the object without its times and state.
+func (o Object) key() Object {
+	return Object{Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, Host: o.Host}
 }
 
 // Live lists the objects not yet deleted, newest first (the order to delete them in).

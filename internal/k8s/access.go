@@ -46,7 +46,7 @@ func Needs(cache, secret, dynamo, kept bool) []Permission {
 		where = append(where, true)
 	}
 	for _, in := range where {
-		for _, v := range []string{"create", "get", "list", "delete", "deletecollection"} {
+		for _, v := range []string{"create", "get", "list", "watch", "delete", "deletecollection"} {
 			p = append(p, Permission{Verb: v, Resource: "pods", Namespaced: true, InCache: in}, Permission{Verb: v, Group: "batch", Resource: "jobs", Namespaced: true, InCache: in})
 		}
 		p = append(p, Permission{Verb: "get", Resource: "pods", Subresource: "log", Namespaced: true, InCache: in})

@@ -240,10 +240,8 @@ func (r *Run) teardown(ctx context.Context, failed bool) error {
 	if err := DeleteNamespace(ctx, r.cl.Client, r.ns); err != nil {
 		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
 	}
-	r.man.Deleted(fleet.Object{Kind: "Namespace", Name: r.ns})
-	for _, o := range r.man.Live() { // everything else lived in the namespace, or was the run's in the cache's
-		r.man.Deleted(o)
-	}
+	// Everything else lived in the namespace, or was the run's in the cache's: marked at once.
+	r.man.DeletedAll(append(r.man.Live(), fleet.Object{Kind: "Namespace", Name: r.ns}))
 	r.progress("namespace %s deleted", r.ns)
 	return nil
 }
@@ -378,16 +376,15 @@ func (h *nodeHost) deletePods(ctx context.Context, pods []string) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cs, ns := h.r.cl.Client, h.r.podNS()
+	var deleted []string
 	for _, p := range pods {
 		if err := cs.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-			for {
-				if _, err := cs.CoreV1().Pods(ns).Get(ctx, p, metav1.GetOptions{}); apierrors.IsNotFound(err) || ctx.Err() != nil {
-					break
-				}
-				time.Sleep(pollEvery)
-			}
-			h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: ns, Name: p, Host: h.node.Name})
+			deleted = append(deleted, p)
 		}
+	}
+	_ = WaitPodsGone(ctx, cs, ns, deleted) // watched, not polled (wait.go)
+	for _, p := range deleted {
+		h.r.man.Deleted(fleet.Object{Kind: "Pod", Namespace: ns, Name: p, Host: h.node.Name})
 	}
 }
 

@@ -12,12 +12,16 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"sync/atomic"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 // Cluster is a connected API client and where it points.
@@ -27,11 +31,35 @@ type Cluster struct {
 	Config  *rest.Config
 	Context string // the kubeconfig context used ("in-cluster" inside a pod)
 	Server  string
+	// Requests counts the HTTP requests this client sent to the API server (every attempt,
+	// client-go's own retries and each watch included).
+	Requests *RequestCount
 }
 
-// Connect follows the usual kubeconfig rules: --kubeconfig, else $KUBECONFIG, else ~/.kube/config,
-// else the in-cluster service account; --context picks a context.
+// Limits bound the client's request rate (client-go's token bucket): QPS sustained, Burst at once
+// (kubernetes.qps, kubernetes.burst). Watches hold no token once they run.
+type Limits struct {
+	QPS   float32
+	Burst int
+}
+
+// DefaultLimits are kubernetes.qps and kubernetes.burst's defaults (config.Defaults is their home).
+func DefaultLimits() Limits {
+	k := config.Defaults().Kubernetes
+	return Limits{QPS: float32(k.QPS), Burst: k.Burst}
+}
+
+// Connect is ConnectWith at the default request limits.
 func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
+	return ConnectWith(kubeconfig, kubeContext, DefaultLimits())
+}
+
+// ConnectWith follows the usual kubeconfig rules: --kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config, else the in-cluster service account; --context picks a context. The client sends
+// at most lim.QPS requests a second (lim.Burst at once); a 429 or 5xx with Retry-After is retried
+// by client-go itself after the server's delay (up to 10 times), and gpuvet's waits back off on
+// what is left (wait.go).
+func ConnectWith(kubeconfig, kubeContext string, lim Limits) (*Cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		if _, err := os.Stat(kubeconfig); err != nil {
@@ -64,7 +92,11 @@ func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
 		name = "in-cluster"
 	}
 	cfg.UserAgent = "gpuvet"
-	cfg.QPS, cfg.Burst = 50, 100
+	if lim.QPS <= 0 || lim.Burst < 1 {
+		lim = DefaultLimits()
+	}
+	cfg.QPS, cfg.Burst = lim.QPS, lim.Burst
+	count := CountRequests(cfg)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %v", err)
@@ -73,5 +105,33 @@ func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %v", err)
 	}
-	return &Cluster{Client: cs, Dynamic: dyn, Config: cfg, Context: name, Server: cfg.Host}, nil
+	return &Cluster{Client: cs, Dynamic: dyn, Config: cfg, Context: name, Server: cfg.Host, Requests: count}, nil
 }
+
+// RequestCount is how many HTTP requests a client sent.
+type RequestCount struct{ n atomic.Int64 }
+
+// Load is the count so far (0 for a nil count).
+func (c *RequestCount) Load() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.n.Load()
+}
+
+// CountRequests makes every client built from cfg count the requests it sends into the returned
+// count (below client-go's rate limiter and retries: what reaches the wire).
+func CountRequests(cfg *rest.Config) *RequestCount {
+	c := &RequestCount{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			c.n.Add(1)
+			return rt.RoundTrip(r)
+		})
+	})
+	return c
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -72,8 +72,15 @@ func (f *Fleet) Parallel() int { return max(1, f.Options.ParallelNodes) }
 // CleanupTimeout bounds one node's cleanup (its pods and Jobs; the namespace goes in Close).
 func (f *Fleet) CleanupTimeout() time.Duration { return 2 * time.Minute }
 
-// Finish adds nothing: every node's record is its own summary.
-func (f *Fleet) Finish(*results.Summary) {}
+// Finish records how many API requests the run sent (every node's record is its own summary).
+func (f *Fleet) Finish(s *results.Summary) {
+	if n := f.Cluster.Requests.Load(); n > 0 {
+		if s.Fleet == nil {
+			s.Fleet = &results.Fleet{}
+		}
+		s.Fleet.APIRequests = n
+	}
+}
 
 // Close deletes the run's namespace (fleet.Closer).
 func (f *Fleet) Close(ctx context.Context, outs []fleet.Outcome) error {

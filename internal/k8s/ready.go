@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Ready means every replica is Ready and a real completion came back from it. The completion is
@@ -72,11 +70,11 @@ func completionFailures(b []byte, urls []string) ([]string, error) {
 func (h *nodeHost) podURLs(ctx context.Context, pods []string) ([]string, error) {
 	urls := make([]string, len(pods))
 	for i, pod := range pods {
-		p, err := h.r.cl.Client.CoreV1().Pods(h.r.podNS()).Get(ctx, pod, metav1.GetOptions{})
-		if err != nil || p.Status.PodIP == "" {
+		ip, err := podAddress(ctx, h.r.cl.Client, h.r.podNS(), pod)
+		if err != nil || ip == "" {
 			return nil, fmt.Errorf("engine pod %s has no address (%v)", pod, err)
 		}
-		urls[i] = "http://" + p.Status.PodIP + ":" + strconv.Itoa(EnginePort)
+		urls[i] = "http://" + ip + ":" + strconv.Itoa(EnginePort)
 	}
 	return urls, nil
 }

@@ -12,8 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// pollEvery is how often pods and Jobs are looked at: a pod that cannot start surfaces its reason
-// within about this long.
+// pollEvery is how often what is still polled (a namespace or pod being deleted) is looked at;
+// the waits for pods and Jobs are driven by watches (watch.go) and derive their few look-ups'
+// pacing from it.
 var pollEvery = 500 * time.Millisecond
 
 // PodError is a pod that cannot start or run, with the reason Kubernetes gave.
@@ -123,86 +124,159 @@ func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod, container s
 }
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
-// problem (unschedulable, image pull, crash loop with its last log lines, OOMKilled).
+// problem (unschedulable, image pull, crash loop with its last log lines, OOMKilled). It reads the
+// pods from the namespace's shared informer (watch.go): no request per pod and poll.
 func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	start := time.Now()
+	seen, asked := map[string]bool{}, map[string]bool{}
 	for {
+		next := w.next()
 		ready := 0
 		var pending []string
-		for _, n := range names {
-			p, err := cs.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				if ctx.Err() != nil {
-					break
+		if w.synced() {
+			for _, n := range names {
+				p, ok := w.pod(ns, n)
+				if !ok {
+					if err := podGone(ctx, cs, ns, n, seen[n], asked, start); err != nil {
+						return err
+					}
+					pending = append(pending, n+" (not seen yet)")
+					continue
 				}
-				return fmt.Errorf("pod %s: %v", n, err)
+				seen[n] = true
+				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, n, c, prev, 20) }); pe != nil {
+					return pe
+				}
+				if podReady(p) {
+					ready++
+				} else {
+					pending = append(pending, fmt.Sprintf("%s (%s)", n, p.Status.Phase))
+				}
 			}
-			if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, n, c, prev, 20) }); pe != nil {
-				return pe
+			if ready == len(names) {
+				return nil
 			}
-			if podReady(p) {
-				ready++
-			} else {
-				pending = append(pending, fmt.Sprintf("%s (%s)", n, p.Status.Phase))
-			}
-		}
-		if ready == len(names) {
-			return nil
 		}
 		select {
 		case <-ctx.Done():
 			if err := interrupted(parent); err != nil {
 				return fmt.Errorf("%d of %d engine pods Ready: %w", ready, len(names), err)
 			}
+			if !w.synced() {
+				return fmt.Errorf("engine pods not Ready after %s: the pod watch of namespace %s never synced (can gpuvet list and watch pods there?)", timeout, ns)
+			}
 			return fmt.Errorf("%d of %d engine pods Ready after %s; not ready: %s (raise engine.ready_timeout)", ready, len(names), timeout, strings.Join(pending, ", "))
-		case <-time.After(pollEvery):
+		case <-next:
+		case <-time.After(recheckEvery):
 		}
 	}
 }
 
+// WaitPodsGone waits until none of the named pods (deleted, and seen by the namespace's watch
+// before) is left, reading them from the namespace's shared informer instead of asking for each.
+func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names []string) error {
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	for {
+		next := w.next()
+		left := -1
+		if w.synced() {
+			left = 0
+			for _, n := range names {
+				if _, ok := w.pod(ns, n); ok {
+					left++
+				}
+			}
+			if left == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d pod(s) still there after the wait (%v)", left, len(names), ctx.Err())
+		case <-next:
+		case <-time.After(recheckEvery):
+		}
+	}
+}
+
+// podAddress is a pod's IP from the namespace's watch, else from the API.
+func podAddress(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, error) {
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	if p, ok := w.pod(ns, name); ok && p.Status.PodIP != "" {
+		return p.Status.PodIP, nil
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return p.Status.PodIP, nil
+}
+
+// podGone is the error of a pod the watch does not hold: one it held before was deleted; one it
+// never held is asked for once, a while after the wait began (it may be on its way), so a pod
+// that was never there fails as a Get would have.
+func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasSeen bool, asked map[string]bool, start time.Time) error {
+	if wasSeen {
+		return fmt.Errorf("pod %s: deleted while gpuvet waited for it", name)
+	}
+	if asked[name] || time.Since(start) < 20*pollEvery {
+		return nil
+	}
+	asked[name] = true
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil && ctx.Err() == nil && !transient(err) {
+		return fmt.Errorf("pod %s: %v", name, err)
+	}
+	return nil
+}
+
 // WaitJob waits for a Job to finish and returns its pod's log. A Job whose pod cannot start fails
-// at once with the reason; a failed Job returns its log with the error.
+// at once with the reason; a failed Job returns its log with the error. The Job and its pod come
+// from the namespace's shared informers (watch.go); only the log is read from the API.
 func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
+	w, release := watchNamespace(cs, ns)
+	defer release()
+	start := time.Now()
+	var seen bool
+	var bo backoff
 	for {
-		j, err := cs.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil && ctx.Err() == nil {
-			return nil, fmt.Errorf("job %s: %v", name, err)
-		}
-		if err == nil {
-			pods, perr := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
-			if perr == nil && len(pods.Items) == 0 {
-				if refused := podRefused(ctx, cs, ns, name); refused != "" {
+		next := w.next()
+		if w.synced() {
+			j, ok := w.job(ns, name)
+			if ok {
+				seen = true
+			} else if seen {
+				return nil, fmt.Errorf("job %s: deleted while gpuvet waited for it", name)
+			}
+			pods := w.jobPods(name)
+			// The Job controller keeps trying a pod the API refuses: its events say why (watched,
+			// from the first Job of the namespace whose pod is slow to come).
+			if len(pods) == 0 && time.Since(start) >= 4*pollEvery {
+				if refused := w.refused(cs, ns, name); refused != "" {
 					return nil, fmt.Errorf("job %s: its pod cannot be created: %s", name, refused)
 				}
 			}
-			if perr == nil && len(pods.Items) > 0 {
-				p := &pods.Items[0]
-				done := jobDone(j)
-				if done != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-					opt := &corev1.PodLogOptions{}
-					if len(p.Spec.Containers) > 0 { // the Job's container, not its init container
-						opt.Container = p.Spec.Containers[0].Name
-					}
-					log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, opt).DoRaw(ctx)
-					failed := p.Status.Phase == corev1.PodFailed || done == "failed"
-					if lerr != nil && !failed {
-						return nil, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
-					}
-					if failed { // a container that never ran (its init container failed) has no log: the reason says why
-						logs := func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }
-						return log, fmt.Errorf("job %s failed: %s", name, podFailure(p, log, logs))
-					}
-					if p.Status.Phase == corev1.PodSucceeded || done == "complete" {
-						return log, nil
-					}
+			if len(pods) > 0 {
+				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1])
+				if final {
+					return log, err
 				}
-				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }); pe != nil {
-					return nil, fmt.Errorf("job %s: %w", name, pe)
+				if err != nil { // a transient error reading the log: wait it out
+					sleepCtx(ctx, bo.next())
+					continue
 				}
 			}
+		}
+		tick := recheckEvery
+		if d := 4*pollEvery - time.Since(start); d > 0 && d < tick { // the first look at refusals
+			tick = d
 		}
 		select {
 		case <-ctx.Done():
@@ -210,26 +284,45 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				return nil, fmt.Errorf("job %s: %w", name, err)
 			}
 			return nil, fmt.Errorf("job %s did not finish within %s", name, timeout)
-		case <-time.After(pollEvery):
+		case <-next:
+		case <-time.After(tick):
 		}
 	}
 }
 
-// podRefused is why the API refused a Job's pod (admission: Pod Security, a policy, a quota), from
-// the Job controller's FailedCreate event; "" when there is none. The Job controller keeps trying,
-// so without this the Job would wait out its timeout. Events are read best effort: without the
-// permission to list them the Job waits as before.
-func podRefused(ctx context.Context, cs kubernetes.Interface, ns, job string) string {
-	evs, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + job})
-	if err != nil {
-		return ""
+// jobOutcome reads a Job's end from its pod: final once the wait is over (the log and error are
+// the Job's); not final with an error for a transient one (read again later), without one while
+// the Job still runs.
+func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod) ([]byte, bool, error) {
+	done := ""
+	if j != nil {
+		done = jobDone(j)
 	}
-	for _, e := range evs.Items {
-		if e.Reason == "FailedCreate" && e.InvolvedObject.Name == job {
-			return e.Message
+	if done != "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		opt := &corev1.PodLogOptions{}
+		if len(p.Spec.Containers) > 0 { // the Job's container, not its init container
+			opt.Container = p.Spec.Containers[0].Name
+		}
+		log, lerr := cs.CoreV1().Pods(ns).GetLogs(p.Name, opt).DoRaw(ctx)
+		failed := p.Status.Phase == corev1.PodFailed || done == "failed"
+		if lerr != nil && !failed {
+			if transient(lerr) && ctx.Err() == nil {
+				return nil, false, lerr
+			}
+			return nil, true, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
+		}
+		if failed { // a container that never ran (its init container failed) has no log: the reason says why
+			logs := func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }
+			return log, true, fmt.Errorf("job %s failed: %s", name, podFailure(p, log, logs))
+		}
+		if p.Status.Phase == corev1.PodSucceeded || done == "complete" {
+			return log, true, nil
 		}
 	}
-	return ""
+	if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }); pe != nil {
+		return nil, true, fmt.Errorf("job %s: %w", name, pe)
+	}
+	return nil, false, nil
 }
 
 // interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only

@@ -105,6 +105,8 @@ var allowed = graph{
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},
 	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/pipeline", "internal/results"},
+	// The stand-in for a thousand kwok nodes' kubelets (bench/k8sscale and the scale test play with it).
+	"internal/k8s/kwokplayer": {"internal/k8s", "internal/results"},
 	// Test servers the backends' tests start (no gpuvet code).
 	"internal/ssh/sshtest":           nil,
 	"internal/ssh/sshdtest":          nil,
@@ -123,6 +125,7 @@ var allowed = graph{
 	"bench/reportscale":           {"internal/config", "internal/fleet", "internal/fleetview", "internal/fleetview/synth", "internal/judge", "internal/report", "internal/results", "internal/term"},
 	"bench/readfloor":             {"internal/netstamp"},
 	"bench/simspeed":              {"internal/sim"},
+	"bench/k8sscale":              {"internal/k8s", "internal/k8s/kwokplayer", "internal/results"},
 	"scripts/k8s-real-node/pause": nil,
 }
 

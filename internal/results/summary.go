@@ -112,6 +112,10 @@ type Fleet struct {
 	// Comparisons are node-to-node: one figure per host (CompareCell.Host names it), judged with
 	// the GPU-to-GPU rule and guards.
 	Comparisons []Compare `json:"comparisons,omitempty"`
+
+	// APIRequests is how many requests the run sent to the cluster's API server (backend
+	// kubernetes: every HTTP request of gpuvet's client, retries and watches included).
+	APIRequests int64 `json:"api_requests,omitempty"`
 }
 
 // SkippedHost is a host left out of a fleet run, and why (e.g. "no free nvidia.com/gpu").

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/k8s/kwokplayer"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// config is one harness run's settings.
+type config struct {
+	Kubeconfig    string // the admin kubeconfig of the harness's control plane
+	Nodes         int
+	ParallelNodes int
+	QPS           float64
+	Burst         int
+	Gpuvet        string // gpuvet binary ("": built from this checkout)
+	Dir           string // work folder (outputs, logs, state)
+	ReadyTimeout  time.Duration
+	Pace          kwokplayer.Pace
+	KillAfter     float64 // the kill -9 run is killed once this share of the nodes has started (0: no kill run)
+	Verbose       bool
+	Log           io.Writer
+}
+
+// profile is the load profile of the recorded load (kwokplayer/testdata/README.md): the plan the
+// load Jobs get says what the played results measured.
+var profile = []string{"--set", "load.max_duration=3s", "--set", "load.rates=2", "--set", "load.max_concurrency=16",
+	"--set", "load.prompt_tokens=64", "--set", "load.output_tokens=32", "--set", "load.warmup=1"}
+
+// injected are the three nodes the player makes misbehave, and what the run must say of them.
+type injected struct{ Straggler, Failed, NeverReady string }
+
+func injectedFor(n int) injected {
+	if n < 4 {
+		return injected{}
+	}
+	return injected{Straggler: nodeName(n / 4), Failed: nodeName(n / 2), NeverReady: nodeName(3 * n / 4)}
+}
+
+// outcome is what one gpuvet run gave.
+type outcome struct {
+	Wall      time.Duration
+	MaxRSSKiB int64
+	ExitCode  int
+	Summary   *results.Summary
+	Size      int64 // summary.json's bytes
+	Requests  counters
+	Player    int64 // the player's requests meanwhile
+	Stderr    string
+	CPU       map[string]float64 // CPU seconds each process spent during the run
+	Load      string             // the machine's load average at the end (/proc/loadavg)
+}
+
+func (c config) args(out, kubeconfig string, nodes int) []string {
+	a := []string{"run", "--backend", "kubernetes", "--kubeconfig", kubeconfig, "--image", "gpuvet:scale",
+		"--engine", "generic", "--engine-cmd", "gpuvet sim --gpu H200 --model {model} --host 0.0.0.0 --port {port}",
+		"--model", "Qwen/Qwen3-8B", "--cache-size", "1Gi", "--health-args", "--sim --sim-count 8 --dcgm=false",
+		"--parallel-gpus", "8", "--parallel-nodes", fmt.Sprint(c.ParallelNodes), "--nodes", fmt.Sprint(nodes), "--out", out,
+		"--set", "engine.ready_timeout=" + c.ReadyTimeout.String()}
+	if c.QPS > 0 { // 0: leave the keys out (a gpuvet from before they existed)
+		a = append(a, "--set", fmt.Sprintf("kubernetes.qps=%g", c.QPS), "--set", fmt.Sprintf("kubernetes.burst=%d", c.Burst))
+	}
+	return append(a, profile...)
+}
+
+// runGpuvet runs `gpuvet run --backend kubernetes` on nodes nodes and measures it; kill, if not
+// nil, is called with the process once started and may kill it.
+func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name string, nodes int, kill func(*os.Process, *lineCounter)) (*outcome, error) {
+	out := filepath.Join(c.Dir, name)
+	state := filepath.Join(c.Dir, "state")
+	before, err := cl.scrape(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p0 := cl.player.Load()
+	cpu0 := cl.cpu()
+	cmd := exec.CommandContext(ctx, c.Gpuvet, c.args(out, kubeconfig, nodes)...)
+	cmd.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
+	var stderr bytes.Buffer
+	lc := &lineCounter{}
+	errw := io.MultiWriter(&stderr, lc)
+	if c.Verbose {
+		errw = io.MultiWriter(errw, c.Log)
+	}
+	cmd.Stderr = errw
+	cmd.Stdout = io.Discard
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if kill != nil {
+		go kill(cmd.Process, lc)
+	}
+	err = cmd.Wait()
+	o := &outcome{Wall: time.Since(start), Stderr: stderr.String()}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		o.MaxRSSKiB = ru.Maxrss
+	}
+	o.ExitCode = cmd.ProcessState.ExitCode()
+	if err != nil && o.ExitCode < 0 && kill == nil {
+		return o, fmt.Errorf("gpuvet: %v", err)
+	}
+	after, err := cl.scrape(ctx)
+	if err != nil {
+		return o, err
+	}
+	o.Requests, o.Player = after.minus(before), cl.player.Load()-p0
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		o.Load = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	o.CPU = map[string]float64{"gpuvet": (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()}
+	for k, v := range cl.cpu() {
+		o.CPU[k] = v - cpu0[k]
+	}
+	sp := filepath.Join(out, "summary.json")
+	o.Size = fileSize(sp)
+	if s, err := results.Read(sp); err == nil {
+		o.Summary = s
+	} else if kill == nil {
+		return o, fmt.Errorf("%s: %v; gpuvet exit %d:\n%s", sp, err, o.ExitCode, tail(o.Stderr, 30))
+	}
+	return o, nil
+}
+
+// lineCounter counts gpuvet's progress lines that say a node started its health Job.
+type lineCounter struct {
+	mu      sync.Mutex
+	partial []byte
+	started int
+}
+
+func (l *lineCounter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, b...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if bytes.Contains(l.partial[:i], []byte(": health: ")) {
+			l.started++
+		}
+		l.partial = l.partial[i+1:]
+	}
+	return len(b), nil
+}
+
+func (l *lineCounter) Started() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started
+}
+
+// verdicts are the run's hosts by status, and the ones that are not ok.
+func verdicts(s *results.Summary) (byStatus map[results.Status]int, notOK map[string]string) {
+	byStatus, notOK = map[results.Status]int{}, map[string]string{}
+	for _, h := range s.Hosts {
+		byStatus[h.Status]++
+		if h.Status != results.StatusOK {
+			notOK[h.Name] = string(h.Status)
+		}
+	}
+	for _, sk := range s.Fleet.Skipped {
+		notOK[sk.Name] = "skipped: " + sk.Reason
+	}
+	return byStatus, notOK
+}
+
+// check says what is wrong with a run's verdicts: the injected nodes must be named (the straggler
+// flagged, the failed and the never-ready node failed) and no other node may be anything but ok.
+func check(s *results.Summary, inj injected, nodes int) []string {
+	var bad []string
+	if len(s.Hosts) != nodes {
+		bad = append(bad, fmt.Sprintf("%d hosts in the summary, want %d", len(s.Hosts), nodes))
+	}
+	_, notOK := verdicts(s)
+	want := map[string]results.Status{inj.Straggler: results.StatusFlag, inj.Failed: results.StatusFailed, inj.NeverReady: results.StatusFailed}
+	for name, st := range want {
+		if name == "" {
+			continue
+		}
+		if got := notOK[name]; got != string(st) {
+			bad = append(bad, fmt.Sprintf("%s is %q, want %s", name, orOK(got), st))
+		}
+	}
+	var others []string
+	for name, st := range notOK {
+		if _, ok := want[name]; !ok {
+			others = append(others, name+" "+st)
+		}
+	}
+	sort.Strings(others)
+	if len(others) > 0 {
+		bad = append(bad, fmt.Sprintf("%d other node(s) not ok: %s", len(others), strings.Join(first(others, 8), ", ")))
+	}
+	return bad
+}
+
+func orOK(s string) string {
+	if s == "" {
+		return "ok"
+	}
+	return s
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("… %d more", len(s)-n))
+	}
+	return s
+}
+
+// reasons names each not-ok host with the first line of why.
+func reasons(s *results.Summary) []string {
+	var out []string
+	for _, h := range s.Hosts {
+		if h.Status == results.StatusOK {
+			continue
+		}
+		why := h.Error
+		for _, f := range h.Flags {
+			if why == "" {
+				why = f.Check + ": " + f.Reason
+			}
+		}
+		if why == "" && h.Health != nil && h.Health.Error != "" {
+			why = "health: " + h.Health.Error
+		}
+		if why == "" {
+			for _, m := range h.Models {
+				if m.Error != "" {
+					why = m.Error
+					break
+				}
+			}
+		}
+		why, _, _ = strings.Cut(why, "\n")
+		if len(why) > 160 {
+			why = why[:160] + "…"
+		}
+		out = append(out, fmt.Sprintf("%s %s: %s", h.Name, h.Status, why))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// cleanAfterKill starts a run on every node, kills it with SIGKILL once share of the nodes have
+// started, then times `gpuvet clean` and lists what is left.
+func (c config) cleanAfterKill(ctx context.Context, cl *cluster, kubeconfig string, share float64) (killedAt int, pods int, took time.Duration, left []string, err error) {
+	state := filepath.Join(c.Dir, "state")
+	want := max(1, int(share*float64(c.Nodes)))
+	_, err = c.runGpuvet(ctx, cl, kubeconfig, "killed", c.Nodes, func(p *os.Process, lc *lineCounter) {
+		for lc.Started() < want && ctx.Err() == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second) // the wave in flight creates its engine pods
+		killedAt = lc.Started()
+		pods = cl.podCount(ctx)
+		_ = p.Kill()
+	})
+	if err != nil {
+		return 0, 0, 0, nil, err
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, c.Gpuvet, "clean", "--kubeconfig", kubeconfig)
+	cmd.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
+	b, cerr := cmd.CombinedOutput()
+	took = time.Since(start)
+	if cerr != nil {
+		return killedAt, pods, took, nil, fmt.Errorf("gpuvet clean: %v\n%s", cerr, tail(string(b), 20))
+	}
+	left, err = cl.leftovers(ctx, state)
+	return killedAt, pods, took, left, err
+}
+
+func tail(s string, n int) string {
+	var lines []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,186 @@
+package kwokplayer
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/k8s"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The recorded in-pod outputs: each file is the whole log of one real `gpuvet in-pod` run (its
+// own output, then its result between the markers); testdata/README.md says how they were made.
+//
+//go:embed testdata/cache.log testdata/health.log testdata/ready.log testdata/load.log
+var recorded embed.FS
+
+// Recordings are the logs a player plays back, split into what the command printed and its
+// result.
+type Recordings struct {
+	Cache                           []byte
+	healthText, readyText, loadText string
+	health                          []byte // results.Health JSON
+	ready                           []k8s.CompletionCheck
+	load                            []byte // results.Summary JSON of one endpoint
+}
+
+// Recorded are the recordings in testdata.
+func Recorded() (*Recordings, error) {
+	read := func(name string) []byte {
+		b, _ := recorded.ReadFile("testdata/" + name)
+		return b
+	}
+	return ParseRecordings(read("cache.log"), read("health.log"), read("ready.log"), read("load.log"))
+}
+
+// ParseRecordings checks and splits four recorded logs: the populate Job's (plain text), and the
+// health, completion-check and load Jobs' (each with its result between the markers).
+func ParseRecordings(cache, health, ready, load []byte) (*Recordings, error) {
+	r := &Recordings{Cache: cache}
+	var err error
+	if r.healthText, r.health, err = split("health", health); err != nil {
+		return nil, err
+	}
+	var h results.Health
+	if err := json.Unmarshal(r.health, &h); err != nil || len(h.GPUs) == 0 {
+		return nil, fmt.Errorf("recorded health result: %v (%d GPUs)", err, len(h.GPUs))
+	}
+	var rb []byte
+	if r.readyText, rb, err = split("ready", ready); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(rb, &r.ready); err != nil || len(r.ready) == 0 || r.ready[0].Tokens < 1 {
+		return nil, fmt.Errorf("recorded completion check: %v (%d answers)", err, len(r.ready))
+	}
+	if r.loadText, r.load, err = split("load", load); err != nil {
+		return nil, err
+	}
+	if _, err := loadSummary(r.load); err != nil {
+		return nil, fmt.Errorf("recorded load result: %v", err)
+	}
+	if len(bytes.TrimSpace(cache)) == 0 {
+		return nil, fmt.Errorf("recorded populate log is empty")
+	}
+	return r, nil
+}
+
+// split is a log's text before its result, and the result.
+func split(what string, log []byte) (string, []byte, error) {
+	res, err := k8s.ExtractResult(log)
+	if err != nil {
+		return "", nil, fmt.Errorf("recorded %s log: %v", what, err)
+	}
+	text, _, _ := strings.Cut(string(log), "\n"+markerBegin)
+	return text, res, nil
+}
+
+// markerBegin opens the result block in a log (internal/k8s's marker, as EmitResult writes it).
+var markerBegin = func() string {
+	var b bytes.Buffer
+	_ = k8s.EmitResult(&b, nil)
+	l, _, _ := strings.Cut(strings.TrimPrefix(b.String(), "\n"), "\n")
+	return l
+}()
+
+// withResult is text followed by the result block.
+func withResult(text string, res []byte) ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteString(text)
+	if err := k8s.EmitResult(&b, res); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// HealthFor is the health Job's log for node: the recorded result with GPU UUIDs of the node's own.
+func (r *Recordings) HealthFor(node string) ([]byte, error) {
+	var h results.Health
+	if err := json.Unmarshal(r.health, &h); err != nil {
+		return nil, err
+	}
+	for i := range h.GPUs {
+		h.GPUs[i].GPU.UUID = gpuUUID(node, i)
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return withResult(r.healthText, b)
+}
+
+// HealthCut is the log of a health Job whose process died before its result: what it printed
+// until then, no result.
+func (r *Recordings) HealthCut() []byte {
+	t := r.healthText
+	if strings.TrimSpace(t) == "" {
+		t = "gpuvet health: started"
+	}
+	return []byte(t + "\n")
+}
+
+// ReadyFor is the completion check's log for urls: the recorded answer for each, its time × f.
+func (r *Recordings) ReadyFor(urls []string, f float64) ([]byte, error) {
+	out := make([]k8s.CompletionCheck, len(urls))
+	for i, u := range urls {
+		out[i] = r.ready[0]
+		out[i].URL, out[i].Seconds = u, r.ready[0].Seconds*f
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return withResult(r.readyText, b)
+}
+
+// LoadFor is a load Job's log against url: the recorded summary, its serving figures f times
+// slower (ScaleLoad).
+func (r *Recordings) LoadFor(url string, f float64) ([]byte, error) {
+	s, err := loadSummary(r.load)
+	if err != nil {
+		return nil, err
+	}
+	for hi := range s.Hosts {
+		for mi := range s.Hosts[hi].Models {
+			for ei := range s.Hosts[hi].Models[mi].Endpoints {
+				ep := &s.Hosts[hi].Models[mi].Endpoints[ei]
+				ScaleLoad(ep.Load, f)
+				ep.ProvisionSeconds *= f
+				if url != "" {
+					ep.URL = url
+					if ep.Load != nil {
+						ep.Load.URL = url
+					}
+				}
+			}
+		}
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return withResult(r.loadText, b)
+}
+
+// loadSummary parses a load Job's result: a summary with one endpoint.
+func loadSummary(b []byte) (*results.Summary, error) {
+	s, err := results.Parse(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 || s.Hosts[0].Models[0].Endpoints[0].Load == nil {
+		return nil, fmt.Errorf("no endpoint with a load")
+	}
+	return s, nil
+}
+
+// gpuUUID is a GPU's UUID on a played node, fixed by the node and index.
+func gpuUUID(node string, i int) string {
+	h := fnv.New128a()
+	fmt.Fprintf(h, "%s/%d", node, i)
+	x := h.Sum(nil)
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", x[0:4], x[4:6], x[6:8], x[8:10], x[10:16])
+}

@@ -1,0 +1,233 @@
+package k8s
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// A run waits on many pods and Jobs at once: every node's engine pods, its health, completion-check
+// and load Jobs, 64 nodes at a time. Each wait reads them from one shared informer per namespace
+// (one list, then one watch, for the whole run) instead of polling the API server: the requests a
+// run makes no longer grow with how long its pods take, only with how many objects it creates.
+// The informers live while some wait uses them, and a little after (the next wait of the same
+// namespace reuses them).
+
+// jobNameLabel is the label the Job controller puts on its pods.
+const jobNameLabel = "batch.kubernetes.io/job-name"
+
+// lingerAfterUse is how long a namespace's informers stay once no wait uses them.
+var lingerAfterUse = 10 * time.Second
+
+// recheckEvery re-reads a wait's objects without an event (a safety net: events drive the waits).
+var recheckEvery = 5 * time.Second
+
+type watchKey struct {
+	cs kubernetes.Interface
+	ns string
+}
+
+// nsWatch is one namespace's pod and Job informers, shared by every wait on that namespace.
+type nsWatch struct {
+	pods, jobs cache.SharedIndexInformer
+	stop       chan struct{}
+	refs       int
+	idle       *time.Timer
+
+	mu      sync.Mutex
+	changed chan struct{} // closed (and replaced) on every event
+
+	// events are the Job controller's FailedCreate events, watched from the first wait that
+	// needs them; nil when gpuvet may not list events there (they are best effort).
+	eventsOnce sync.Once
+	events     cache.SharedIndexInformer
+}
+
+var watches = struct {
+	sync.Mutex
+	m map[watchKey]*nsWatch
+}{m: map[watchKey]*nsWatch{}}
+
+// watchNamespace returns ns's shared informers, started if they were not, and the function that
+// gives them back.
+func watchNamespace(cs kubernetes.Interface, ns string) (*nsWatch, func()) {
+	key := watchKey{cs, ns}
+	watches.Lock()
+	defer watches.Unlock()
+	w := watches.m[key]
+	if w == nil {
+		w = newNSWatch(cs, ns)
+		watches.m[key] = w
+	}
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	w.refs++
+	var once sync.Once
+	return w, func() { once.Do(func() { release(key, w) }) }
+}
+
+func release(key watchKey, w *nsWatch) {
+	watches.Lock()
+	defer watches.Unlock()
+	w.refs--
+	if w.refs > 0 {
+		return
+	}
+	w.idle = time.AfterFunc(lingerAfterUse, func() {
+		watches.Lock()
+		defer watches.Unlock()
+		if w.refs == 0 && watches.m[key] == w {
+			delete(watches.m, key)
+			close(w.stop)
+		}
+	})
+}
+
+func newNSWatch(cs kubernetes.Interface, ns string) *nsWatch {
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	w := &nsWatch{pods: f.Core().V1().Pods().Informer(), jobs: f.Batch().V1().Jobs().Informer(),
+		stop: make(chan struct{}), changed: make(chan struct{})}
+	_ = w.pods.AddIndexers(cache.Indexers{jobNameLabel: func(obj any) ([]string, error) {
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[jobNameLabel] != "" {
+			return []string{p.Labels[jobNameLabel]}, nil
+		}
+		return nil, nil
+	}})
+	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.signal() }, UpdateFunc: func(any, any) { w.signal() }, DeleteFunc: func(any) { w.signal() }}
+	_, _ = w.pods.AddEventHandler(h)
+	_, _ = w.jobs.AddEventHandler(h)
+	f.Start(w.stop)
+	return w
+}
+
+func (w *nsWatch) signal() {
+	w.mu.Lock()
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.mu.Unlock()
+}
+
+// next is closed at the next event: take it before reading the objects, then wait on it.
+func (w *nsWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.changed
+}
+
+// synced reports whether both informers hold the namespace's objects.
+func (w *nsWatch) synced() bool { return w.pods.HasSynced() && w.jobs.HasSynced() }
+
+func (w *nsWatch) pod(ns, name string) (*corev1.Pod, bool) {
+	o, ok, _ := w.pods.GetStore().GetByKey(ns + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	p, ok := o.(*corev1.Pod)
+	return p, ok
+}
+
+func (w *nsWatch) job(ns, name string) (*batchv1.Job, bool) {
+	o, ok, _ := w.jobs.GetStore().GetByKey(ns + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	j, ok := o.(*batchv1.Job)
+	return j, ok
+}
+
+// jobPods are the Job's pods (the Job controller's label), oldest first.
+func (w *nsWatch) jobPods(job string) []*corev1.Pod {
+	objs, _ := w.pods.GetIndexer().ByIndex(jobNameLabel, job)
+	var out []*corev1.Pod
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	for i := 1; i < len(out); i++ { // a handful at most (backoffLimit 0: one)
+		for j := i; j > 0 && out[j].CreationTimestamp.Before(&out[j-1].CreationTimestamp); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// refusedSelector picks the events that say the API refused a Job's pod (admission: Pod
+// Security, a policy, a quota).
+const refusedSelector = "involvedObject.kind=Job,reason=FailedCreate"
+
+// refused is why the API refused the Job's pod, from the Job controller's FailedCreate event
+// ("" when there is none). The Job controller keeps trying, so without this the Job would wait
+// out its timeout. The namespace's refusals are watched from the first call (one list, one
+// watch); without the permission to list events there is no answer, and the Job waits as before.
+func (w *nsWatch) refused(cs kubernetes.Interface, ns, job string) string {
+	w.eventsOnce.Do(func() { w.watchEvents(cs, ns) })
+	if w.events == nil || !w.events.HasSynced() {
+		return ""
+	}
+	for _, o := range w.events.GetStore().List() {
+		if e, ok := o.(*corev1.Event); ok && e.Reason == "FailedCreate" && e.InvolvedObject.Kind == "Job" && e.InvolvedObject.Name == job {
+			return e.Message
+		}
+	}
+	return ""
+}
+
+func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: refusedSelector, Limit: 1}); err != nil {
+		return // not permitted (or not answering): no refusal is read, as without events
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = refusedSelector }))
+	w.events = f.Core().V1().Events().Informer()
+	_, _ = w.events.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.signal() }, UpdateFunc: func(any, any) { w.signal() }})
+	f.Start(w.stop)
+}
+
+// transient tells an API error worth waiting out (the server overloaded or throttling, a timeout,
+// a dropped connection) from one that ends the wait. client-go already retries a 429 or 5xx that
+// carries Retry-After, after the server's delay (up to 10 times); what reaches gpuvet after that,
+// or without the header, is waited out here with a backoff.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// backoff is a wait's delay after a transient error: doubling from 1 s to 30 s.
+type backoff struct{ d time.Duration }
+
+func (b *backoff) next() time.Duration {
+	b.d = min(max(2*b.d, time.Second), 30*time.Second)
+	return b.d
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
