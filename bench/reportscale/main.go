@@ -84,10 +84,8 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render int) err
 	if err != nil {
 		return err
 	}
-	jc := judge.FromPlan(plan, nil)
 	t1 := time.Now()
-	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
-	if err := judge.Judge(s, plan); err != nil {
+	if err := judge.Fleet(s, plan); err != nil {
 		return err
 	}
 	judged := time.Since(t1)

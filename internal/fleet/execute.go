@@ -154,9 +154,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 // closes the manifest (loudly when something is left) and returns the run's error.
 func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
 	c := plan.Config
-	jc := judge.FromPlan(plan, nil)
-	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
-	if err := judge.Judge(s, plan); err != nil {
+	if err := judge.Fleet(s, plan); err != nil {
 		s.Error = joinErr(s.Error, "judge: "+err.Error())
 		s.Status = results.StatusFailed
 	}

@@ -77,6 +77,17 @@ func gatesFrom(g config.Gates, src func(string) string) Gates {
 	}
 }
 
+// Fleet judges a merged fleet summary: node to node first, so that the roll-up Judge then makes of
+// every host sees the node flags, then Judge.
+func Fleet(s *results.Summary, plan *config.Plan) error {
+	if s == nil || plan == nil {
+		return fmt.Errorf("judge: no summary or no plan")
+	}
+	jc := FromPlan(plan, nil)
+	CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
+	return Judge(s, plan)
+}
+
 // Judge is the pipeline's judge phase (pipeline.Deps.Judge): the plan's thresholds, resolved for
 // every GPU name in the summary, applied to the whole summary.
 func Judge(s *results.Summary, plan *config.Plan) error {

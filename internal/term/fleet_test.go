@@ -31,9 +31,7 @@ func simFleet(t testing.TB, nodes int) *results.Summary {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc := judge.FromPlan(plan, nil)
-	judge.CompareNodes(s, jc.LLMGuardsFrom(), jc.GEMMGuardsFrom())
-	if err := judge.Judge(s, plan); err != nil {
+	if err := judge.Fleet(s, plan); err != nil {
 		t.Fatal(err)
 	}
 	return s
