@@ -380,3 +380,21 @@ func Spread(nodes []Node) (lo, hi float64) {
 	}
 	return lo, hi
 }
+
+// GPUCounts is the node's GPUs by status, in the order the statuses first appear: "7 ok", "1 flag".
+// The terminal and the report join them each in their own way.
+func (n Node) GPUCounts() []string {
+	count := map[results.Status]int{}
+	var order []results.Status
+	for _, g := range n.GPUs {
+		if count[g.Status] == 0 {
+			order = append(order, g.Status)
+		}
+		count[g.Status]++
+	}
+	parts := make([]string, len(order))
+	for i, st := range order {
+		parts[i] = fmt.Sprintf("%d %s", count[st], st)
+	}
+	return parts
+}

@@ -216,21 +216,7 @@ func bandOf(delta float64) string {
 }
 
 // gpuCounts is a node's GPUs by status: "8 ok", "7 ok · 1 flag" ("—" with none).
-func gpuCounts(n fleetview.Node) string {
-	count := map[results.Status]int{}
-	var order []results.Status
-	for _, g := range n.GPUs {
-		if count[g.Status] == 0 {
-			order = append(order, g.Status)
-		}
-		count[g.Status]++
-	}
-	var parts []string
-	for _, st := range order {
-		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
-	}
-	return orDash(strings.Join(parts, " · "))
-}
+func gpuCounts(n fleetview.Node) string { return orDash(strings.Join(n.GPUCounts(), " · ")) }
 
 // hostAnchor is the id of a host's section.
 func hostAnchor(name string) string { return "host-" + name }

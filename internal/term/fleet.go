@@ -98,21 +98,7 @@ func runFlagLines(s *results.Summary) []string {
 }
 
 // gpuCounts is a node's GPUs by status: "8 ok", "7 ok, 1 flag".
-func gpuCounts(n fleetview.Node) string {
-	count := map[results.Status]int{}
-	var order []results.Status
-	for _, g := range n.GPUs {
-		if count[g.Status] == 0 {
-			order = append(order, g.Status)
-		}
-		count[g.Status]++
-	}
-	parts := make([]string, len(order))
-	for i, st := range order {
-		parts[i] = fmt.Sprintf("%d %s", count[st], st)
-	}
-	return strings.Join(parts, ", ")
-}
+func gpuCounts(n fleetview.Node) string { return strings.Join(n.GPUCounts(), ", ") }
 
 // statusCounts is nodes by status, worst first: "985 ok, 5 flag" ordered as the ranking.
 func statusCounts(nodes []fleetview.Node) string {
