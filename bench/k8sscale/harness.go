@@ -33,7 +33,11 @@ type config struct {
 	KillAfter     float64 // the kill -9 run is killed once this share of the nodes has started (0: no kill run)
 	Verbose       bool
 	Log           io.Writer
+	Runs          map[string]bool // which of one, all, kill to run (nil: all three)
 }
+
+// wants says whether the harness makes run r (one, all or kill).
+func (c config) wants(r string) bool { return c.Runs == nil || c.Runs[r] }
 
 // profile is the load profile of the recorded load (kwokplayer/testdata/README.md): the plan the
 // load Jobs get says what the played results measured.

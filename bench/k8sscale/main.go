@@ -43,8 +43,18 @@ func main() {
 	flag.DurationVar(&c.ReadyTimeout, "ready-timeout", 60*time.Second, "engine.ready_timeout (the never-ready node fails after it)")
 	flag.Float64Var(&c.KillAfter, "kill-after", 0.3, "the kill -9 run is killed once this share of the nodes started (0: no kill run)")
 	keep := flag.String("keep", "", "keep the outputs (summary.json, report.html, logs) in this folder")
+	runs := flag.String("runs", "one,all,kill", "which runs, comma-separated: one (a 1-node run), all (the N-node run), kill (kill -9 of an N-node run, then gpuvet clean)")
 	flag.BoolVar(&c.Verbose, "v", false, "show gpuvet's progress")
 	flag.Parse()
+	if c.Runs = map[string]bool{}; *runs != "" {
+		for _, r := range strings.Split(*runs, ",") {
+			if r != "one" && r != "all" && r != "kill" {
+				fmt.Fprintf(os.Stderr, "k8sscale: -runs: want one, all or kill, comma-separated; got %q\n", r)
+				os.Exit(2)
+			}
+			c.Runs[r] = true
+		}
+	}
 	c.Pace = kwokplayer.DefaultPace
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -133,16 +143,20 @@ func measure(ctx context.Context, c config) (*report, error) {
 	}
 	defer collect()
 	// One node's own time: a run on one healthy node (kwok-gpu-0, first by name).
-	fmt.Fprintf(c.Log, "one node …\n")
-	if r.One, err = c.runGpuvet(ctx, cl, kc, "one", 1, nil); err != nil {
-		return r, err
+	if c.wants("one") {
+		fmt.Fprintf(c.Log, "one node …\n")
+		if r.One, err = c.runGpuvet(ctx, cl, kc, "one", 1, nil); err != nil {
+			return r, err
+		}
 	}
-	fmt.Fprintf(c.Log, "%d nodes at %d at once …\n", c.Nodes, c.ParallelNodes)
-	if r.All, err = c.runGpuvet(ctx, cl, kc, "all", c.Nodes, nil); err != nil {
-		return r, err
+	if c.wants("all") {
+		fmt.Fprintf(c.Log, "%d nodes at %d at once …\n", c.Nodes, c.ParallelNodes)
+		if r.All, err = c.runGpuvet(ctx, cl, kc, "all", c.Nodes, nil); err != nil {
+			return r, err
+		}
+		r.Problems = check(r.All.Summary, r.Injected, c.Nodes)
 	}
-	r.Problems = check(r.All.Summary, r.Injected, c.Nodes)
-	if c.KillAfter > 0 {
+	if c.KillAfter > 0 && c.wants("kill") {
 		fmt.Fprintf(c.Log, "kill -9 at %.0f %% of the nodes, then gpuvet clean …\n", 100*c.KillAfter)
 		if r.KilledAt, r.Pods, r.CleanTook, r.Left, err = c.cleanAfterKill(ctx, cl, kc, c.KillAfter); err != nil {
 			return r, err
@@ -158,7 +172,11 @@ func (r *report) fprint(w io.Writer, c config) {
 		p("  one node's own time        %6.1f s (a 1-node run, namespace to deletion)", r.One.Wall.Seconds())
 	}
 	if a := r.All; a != nil {
-		p("  wall time, %4d nodes       %6.1f s; beyond one node's own time %.1f s (target ≤ 300 s)", r.Nodes, a.Wall.Seconds(), (a.Wall - r.One.Wall).Seconds())
+		beyond := "not measured (no 1-node run)"
+		if r.One != nil {
+			beyond = fmt.Sprintf("%.1f s", (a.Wall - r.One.Wall).Seconds())
+		}
+		p("  wall time, %4d nodes       %6.1f s; beyond one node's own time %s (target ≤ 300 s)", r.Nodes, a.Wall.Seconds(), beyond)
 		p("  CPU seconds during it      %s (%.1f cores busy on average; the machine's load average at the end %s)", cpuLine(a.CPU), sum(a.CPU)/a.Wall.Seconds(), a.Load)
 		p("  gpuvet peak RSS            %6.0f MiB (target ≤ 1024 MiB)", float64(a.MaxRSSKiB)/1024)
 		n := float64(r.Nodes)

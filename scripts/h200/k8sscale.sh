@@ -1,0 +1,75 @@
+#!/bin/bash
+# scripts/h200/k8sscale.sh {stage|run [HARNESS FLAGS...]}
+# The Kubernetes scale harness (bench/k8sscale, docs/k8s-scale.md) on the GPU machine's CPUs: the
+# same control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) and the same
+# gpuvet and harness binaries as on the 2-core development machine, on a machine with cores to spare,
+# to tell gpuvet's own bounds from the development machine's control plane.
+#
+# The binaries are a bundle made on the development machine (tar of the control plane's bin folder
+# as scripts/k8s-test-env.sh builds it, gpuvet, the harness, stand-ins for curl and openssl where
+# the machine lacks them; xz, split in two), since one call carries at most 64 MiB:
+#   stage  (call 1, carrying .dev/k8s/part-aa): puts the first part outside the tree, in $KEEP;
+#   run    (call 2, carrying .dev/k8s/part-ab, within the machine's warm window): joins and unpacks
+#          the bundle, starts the control plane in a session of its own (so it outlives the call: a
+#          later call can run the harness again on the same nodes), and runs the harness with the
+#          flags given, writing its output to $OUT.
+# No GPU is used, and nothing but loopback is a target.
+set -uo pipefail
+KEEP=${KEEP:-/tmp/k8sscale}
+WORK=$KEEP/cp
+OUT=${OUT:-/tmp/k8sscale-out}
+mkdir -p "$KEEP" "$OUT"
+
+stage() {
+  cp .dev/k8s/part-aa "$KEEP/" && ls -la "$KEEP"
+  for t in curl openssl xz nsenter ip; do printf '%s: %s\n' "$t" "$(command -v $t || echo missing)"; done
+  nproc; free -g | head -2
+}
+
+unpack() {
+  [ -x "$KEEP/b/k8sscale" ] && return 0
+  [ -f "$KEEP/part-aa" ] || { echo "no $KEEP/part-aa: run stage first (the machine was given back between the calls?)"; exit 1; }
+  mkdir -p "$KEEP/b"
+  cat "$KEEP/part-aa" .dev/k8s/part-ab | xz -dc | tar -x -C "$KEEP/b" || exit 1
+  mkdir -p "$WORK" && ln -sfn "$KEEP/b/bin" "$WORK/bin"
+}
+
+# start runs the control plane as the development machine's harness does (bench/k8sscale/cluster.sh:
+# no node yet, the controllers' API rate and Job workers raised), in the root network namespace of
+# this machine, whose fixed ports no other control plane takes.
+start() {
+  local shim=$KEEP/shim
+  mkdir -p "$shim"
+  for t in curl openssl; do
+    command -v $t >/dev/null || { ln -sfn "$KEEP/b/shim/$t" "$shim/$t"; echo "$t: stand-in used"; }
+  done
+  cp "$KEEP/b/shim/sa.key" "$KEEP/b/shim/sa.pub" "$shim/" 2>/dev/null
+  PATH=$shim:$PATH setsid env WORK="$WORK" NODES=0 \
+    CM_ARGS="--kube-api-qps=300 --kube-api-burst=600 --concurrent-job-syncs=50 --concurrent-gc-syncs=50" \
+    SCHED_ARGS="--kube-api-qps=300 --kube-api-burst=600" bash scripts/k8s-test-env.sh start > "$OUT/start.log" 2>&1 < /dev/null
+  local rc=$?
+  tail -3 "$OUT/start.log"
+  return $rc
+}
+
+run() {
+  unpack
+  if ! curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1 &&
+     ! PATH=$KEEP/shim:$PATH curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1; then
+    start || { tail -30 "$OUT/start.log"; exit 1; }
+  fi
+  echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  "$KEEP/b/k8sscale" -kubeconfig "$WORK/run/kubeconfig" -gpuvet "$KEEP/b/gpuvet" -keep "$KEEP/keep" "$@" 2>&1 | tee "$OUT/harness.log"
+  local rc=${PIPESTATUS[0]}
+  # What a reader needs back: the N-node run's summary and report (compressed: a file comes back
+  # only under 16 MiB); the rest stays on the machine.
+  for f in summary.json report.html; do [ -f "$KEEP/keep/all/$f" ] && xz -T0 -c "$KEEP/keep/all/$f" > "$OUT/all-$f.xz"; done
+  ls -la "$OUT"
+  return $rc
+}
+
+case "${1:-}" in
+  stage) stage ;;
+  run) shift; run "$@" ;;
+  *) echo "usage: $0 stage | run [harness flags]" >&2; exit 2 ;;
+esac
