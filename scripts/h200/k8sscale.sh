@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/h200/k8sscale.sh {stage|run [HARNESS FLAGS...]}
+# scripts/h200/k8sscale.sh {stage|run [HARNESS FLAGS...]|collect}
 # The Kubernetes scale harness (bench/k8sscale, docs/k8s-scale.md) on the GPU machine's CPUs: the
 # same control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) and the same
 # gpuvet and harness binaries as on the 2-core development machine, on a machine with cores to spare,
@@ -12,7 +12,9 @@
 #   run    (call 2, carrying .dev/k8s/part-ab, within the machine's warm window): joins and unpacks
 #          the bundle, starts the control plane in a session of its own (so it outlives the call: a
 #          later call can run the harness again on the same nodes), and runs the harness with the
-#          flags given, writing its output to $OUT.
+#          flags given, in a session of its own too, waiting for it up to $WAIT seconds (540);
+#   collect (a later call): waits for the harness again and brings back its log and the N-node
+#          run's summary.json and report.html, xz-compressed, in $OUT.
 # No GPU is used, and nothing but loopback is a target.
 set -uo pipefail
 KEEP=${KEEP:-/tmp/k8sscale}
@@ -52,24 +54,39 @@ start() {
   return $rc
 }
 
+# run starts the harness in a session of its own (a 1,000-node run may outlast one call's 10
+# minutes) and waits for it as collect does.
 run() {
   unpack
   if ! curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1 &&
      ! PATH=$KEEP/shim:$PATH curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1; then
     start || { tail -30 "$OUT/start.log"; exit 1; }
   fi
-  echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  "$KEEP/b/k8sscale" -kubeconfig "$WORK/run/kubeconfig" -gpuvet "$KEEP/b/gpuvet" -keep "$KEEP/keep" "$@" 2>&1 | tee "$OUT/harness.log"
-  local rc=${PIPESTATUS[0]}
-  # What a reader needs back: the N-node run's summary and report (compressed: a file comes back
-  # only under 16 MiB); the rest stays on the machine.
+  echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); harness flags: $*"
+  rm -f "$KEEP/harness.rc"
+  setsid bash -c '"$0" -kubeconfig "$1/run/kubeconfig" -gpuvet "$2/b/gpuvet" -keep "$2/keep" "${@:3}" > "$2/harness.log" 2>&1; echo $? > "$2/harness.rc"' \
+    "$KEEP/b/k8sscale" "$WORK" "$KEEP" "$@" < /dev/null &
+  collect
+}
+
+# collect waits (up to $WAIT seconds) for the harness to end, then brings back its log, and the
+# N-node run's summary and report (compressed: a file comes back only under 16 MiB).
+collect() {
+  local t0=$SECONDS
+  while [ ! -f "$KEEP/harness.rc" ] && [ $((SECONDS - t0)) -lt "${WAIT:-540}" ]; do sleep 5; done
+  cp "$KEEP/harness.log" "$OUT/" 2>/dev/null
+  if [ ! -f "$KEEP/harness.rc" ]; then
+    echo "harness still running after $((SECONDS - t0)) s: collect again"; tail -5 "$OUT/harness.log"; return 3
+  fi
+  cat "$OUT/harness.log"
   for f in summary.json report.html; do [ -f "$KEEP/keep/all/$f" ] && xz -T0 -c "$KEEP/keep/all/$f" > "$OUT/all-$f.xz"; done
   ls -la "$OUT"
-  return $rc
+  return "$(cat "$KEEP/harness.rc")"
 }
 
 case "${1:-}" in
   stage) stage ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 stage | run [harness flags]" >&2; exit 2 ;;
+  collect) collect ;;
+  *) echo "usage: $0 stage | run [harness flags] | collect" >&2; exit 2 ;;
 esac
