@@ -86,7 +86,10 @@ func withFlagHint(cmd *cobra.Command, err error) error {
 }
 
 func main() {
-	os.Exit(execute(os.Args[1:]))
+	stop := startProfile()
+	code := execute(os.Args[1:])
+	stop()
+	os.Exit(code)
 }
 
 // execute runs the CLI with args and returns the process exit code (tests call it directly).

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,9 +20,18 @@ import (
 // directories), each written to disk *before* it is created and marked deleted after. A run that is
 // killed leaves its manifest behind; `gpuvet clean` reads it and removes what is still listed.
 // It holds names and places only, never a secret.
+//
+// It is two files: the document (Path: the run, where its objects live, and its objects as of the
+// document's last full write) and its journal beside it (one JSON line per change since: an object
+// recorded, or objects deleted). Recording an object is one append, so keeping the manifest costs a
+// run in proportion to its objects, not their square: a 1,000-node Kubernetes run records ~42,000,
+// and rewriting the whole document for each took most of gpuvet's own CPU and held every node
+// waiting on the manifest's lock. Reading replays the journal over the document.
 type Manifest struct {
-	mu   sync.Mutex
-	path string
+	mu      sync.Mutex
+	path    string
+	index   map[Object]int // an object's key → its place in Objects
+	journal *os.File       // open for appending once the first change is written
 
 	Backend   string    `json:"backend"`
 	RunID     string    `json:"run_id"`
@@ -55,9 +65,7 @@ type Object struct {
 	Deleted bool `json:"deleted,omitempty"`
 }
 
-func (o Object) same(p Object) bool {
-	return o.Kind == p.Kind && o.Name == p.Name && o.Namespace == p.Namespace && o.Host == p.Host
-}
+func (o Object) same(p Object) bool { return o.key() == p.key() }
 
 // String names the object for messages: "Namespace gpuvet-x", "Pod ns/name on node-1".
 func (o Object) String() string {
@@ -97,7 +105,7 @@ func ManifestPath(dir, backend, runID string) string {
 // NewManifest creates (and writes) an empty manifest for a run in dir.
 func NewManifest(dir, backend, runID string, target map[string]string) (*Manifest, error) {
 	m := &Manifest{path: ManifestPath(dir, backend, runID), Backend: backend, RunID: runID,
-		StartedAt: time.Now().UTC(), Target: target, Objects: []Object{}}
+		StartedAt: time.Now().UTC(), Target: target, Objects: []Object{}, index: map[Object]int{}}
 	if err := m.save(); err != nil {
 		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
 	}
@@ -125,35 +133,80 @@ func (m *Manifest) Record(o Object) error {
 	if o.CreatedAt.IsZero() {
 		o.CreatedAt = time.Now().UTC()
 	}
-	for i := range m.Objects {
-		if m.Objects[i].same(o) {
-			m.Objects[i].Deleted = false
-			return m.save()
-		}
-	}
-	m.Objects = append(m.Objects, o)
-	return m.save()
+	return m.change(change{Record: &o})
 }
 
 // Deleted marks o removed.
 func (m *Manifest) Deleted(o Object) error { return m.DeletedAll([]Object{o}) }
 
-// DeletedAll marks objs removed, in one write of the file: a run that ends with thousands of
-// objects (a 1,000-node Kubernetes run has ~19,000) marks them at once, not one file rewrite each.
+// DeletedAll marks objs removed, in one line of the journal: a run that ends with thousands of
+// objects marks them at once.
 func (m *Manifest) DeletedAll(objs []Object) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	gone := make(map[Object]bool, len(objs))
-	for _, o := range objs {
-		gone[o.key()] = true
+	keys := make([]Object, len(objs))
+	for i, o := range objs {
+		keys[i] = o.key()
 	}
-	for i := range m.Objects {
-		if gone[m.Objects[i].key()] {
+	return m.change(change{Deleted: keys})
+}
+
+// change is one line of the journal: an object recorded (again: it is live again), or objects
+// deleted (by their keys).
+type change struct {
+	Record  *Object  `json:"record,omitempty"`
+	Deleted []Object `json:"deleted,omitempty"`
+}
+
+// change appends c to the journal, then applies it: what the file does not hold never happened.
+// One write of one line: a kill -9 cannot cut it (a write to a file is done or not begun), and a
+// line cut short by a crash of the machine is read as never written (ReadManifest).
+func (m *Manifest) change(c change) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if m.journal == nil {
+		if m.journal, err = os.OpenFile(journalPath(m.path), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+	}
+	if _, err := m.journal.Write(append(b, '\n')); err != nil {
+		return err
+	}
+	m.apply(c)
+	return nil
+}
+
+func (m *Manifest) apply(c change) {
+	if m.index == nil {
+		m.reindex()
+	}
+	if o := c.Record; o != nil {
+		if i, ok := m.index[o.key()]; ok {
+			m.Objects[i].Deleted = false
+		} else {
+			m.index[o.key()] = len(m.Objects)
+			m.Objects = append(m.Objects, *o)
+		}
+	}
+	for _, k := range c.Deleted {
+		if i, ok := m.index[k.key()]; ok {
 			m.Objects[i].Deleted = true
 		}
 	}
-	return m.save()
 }
+
+func (m *Manifest) reindex() {
+	m.index = make(map[Object]int, len(m.Objects))
+	for i, o := range m.Objects {
+		m.index[o.key()] = i
+	}
+}
+
+// journalPath is the journal beside a manifest document ("….jsonl": Manifests lists only the
+// documents).
+func journalPath(path string) string { return strings.TrimSuffix(path, ".json") + ".jsonl" }
 
 // key is what same compares: the object without its times and state.
 func (o Object) key() Object {
@@ -180,10 +233,24 @@ func (m *Manifest) Finish() error {
 	if live := m.Live(); len(live) > 0 {
 		return fmt.Errorf("%d object(s) left (first: %s): run `gpuvet clean --run %s`; manifest %s", len(live), live[0], m.RunID, m.path)
 	}
-	if err := os.Remove(m.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closeJournal()
+	// The document first: a journal left without it is never read (a kill between the two leaves
+	// litter, not a run to clean).
+	for _, p := range []string{m.path, journalPath(m.path)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
+}
+
+func (m *Manifest) closeJournal() {
+	if m.journal != nil {
+		m.journal.Close()
+		m.journal = nil
+	}
 }
 
 // Keep writes the manifest as it is and leaves it in place, whatever is left: an interrupted run
@@ -194,7 +261,18 @@ func (m *Manifest) Keep() error {
 	return m.save()
 }
 
-func (m *Manifest) save() error { return results.WriteJSON(m.path, m) }
+// save writes the whole document, with every object, then drops the journal it now holds. A kill
+// between the two leaves both: the journal's changes replay over the document to the same objects.
+func (m *Manifest) save() error {
+	if err := results.WriteJSON(m.path, m); err != nil {
+		return err
+	}
+	m.closeJournal()
+	if err := os.Remove(journalPath(m.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
 
 // ReadManifest reads one manifest file.
 func ReadManifest(path string) (*Manifest, error) {
@@ -210,7 +288,46 @@ func ReadManifest(path string) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no backend or run_id)", path)
 	}
 	m.path = path
+	m.reindex()
+	if err := m.replay(); err != nil {
+		return nil, err
+	}
 	return &m, nil
+}
+
+// replay applies the journal's changes. A last line without its newline is a write cut short (the
+// machine stopped during it): its object was never created, so it is left out, and cut from the
+// file, so that the changes `gpuvet clean` appends next do not follow half a line. Any other line
+// that is no change is an error naming it.
+func (m *Manifest) replay() error {
+	jp := journalPath(m.path)
+	b, err := os.ReadFile(jp)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	lines := bytes.Split(b, []byte{'\n'})
+	for i, l := range lines {
+		if len(bytes.TrimSpace(l)) == 0 {
+			continue
+		}
+		var c change
+		err := json.Unmarshal(l, &c)
+		if err == nil && c.Record == nil && len(c.Deleted) == 0 {
+			err = errors.New("neither record nor deleted")
+		}
+		if err != nil {
+			if i == len(lines)-1 {
+				_ = os.Truncate(jp, int64(len(b)-len(l)))
+				break
+			}
+			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%v): remove the line and run gpuvet clean again", jp, i+1, err)
+		}
+		m.apply(c)
+	}
+	return nil
 }
 
 // Manifests lists the manifests in dir for backend ("" = any) and run id ("" = any), oldest first.
