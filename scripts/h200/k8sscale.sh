@@ -36,6 +36,13 @@ unpack() {
   mkdir -p "$WORK" && ln -sfn "$KEEP/b/bin" "$WORK/bin"
 }
 
+# fresh puts a newer gpuvet and harness (.dev/k8s/new.tar.xz, when carried) over the bundle's, so a
+# change to gpuvet travels without the control plane again.
+fresh() {
+  [ -f .dev/k8s/new.tar.xz ] || return 0
+  xz -dc .dev/k8s/new.tar.xz | tar -x -C "$KEEP/b" && echo "gpuvet and harness from .dev/k8s/new.tar.xz"
+}
+
 # start runs the control plane as the development machine's harness does (bench/k8sscale/cluster.sh:
 # no node yet, the controllers' API rate and Job workers raised), in the root network namespace of
 # this machine, whose fixed ports no other control plane takes.
@@ -58,6 +65,7 @@ start() {
 # minutes) and waits for it as collect does.
 run() {
   unpack
+  fresh
   if ! curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1 &&
      ! PATH=$KEEP/shim:$PATH curl -skf -m 5 -H 'Authorization: Bearer testtoken' https://127.0.0.1:6443/readyz >/dev/null 2>&1; then
     start || { tail -30 "$OUT/start.log"; exit 1; }
