@@ -13,10 +13,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/k8s/kwokplayer"
 )
 
-// TestScale is the harness at CI size (GPUVET_TEST_K8S_SCALE_NODES, default 50 nodes × 8 GPUs,
-// 64 at once): the real `gpuvet run --backend kubernetes` must name the straggler (flag), the node
-// whose Job failed and the one whose engines never became Ready (failed), and no other; and
-// `gpuvet clean` after a kill -9 of a run on every node must leave nothing. Figures are logged,
+// TestScale is the harness at CI size (GPUVET_TEST_K8S_SCALE_NODES nodes × 8 GPUs, 64 at once:
+// 200 in .ci/run, 50 when unset): the real `gpuvet run --backend kubernetes` must name the
+// straggler (flag), the node whose Job failed and the one whose engines never became Ready
+// (failed), and no other; and `gpuvet clean` after a kill -9 of a run on every node must leave
+// nothing. Figures are logged,
 // not asserted (they are the bench's: go run ./bench/k8sscale).
 func TestScale(t *testing.T) {
 	kc := os.Getenv("GPUVET_TEST_K8S_SCALE_KUBECONFIG")

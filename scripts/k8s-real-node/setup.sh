@@ -38,6 +38,9 @@ IMAGE=${IMAGE:-gpuvet.local/gpuvet:dev}
 PAUSE_IMAGE=gpuvet.local/pause:3.10
 SOCK=$RUN/containerd.sock
 CG=k8s-real                                 # cgroup (v1 hierarchies + unified) holding the pods
+# The pods' CPU weight beside the machine's other work (cgroup v1 cpu.shares of $CG; 1024, one
+# ordinary process's, when unset): .ci/run lowers it so that the pods yield to the tests it runs beside.
+CPU_SHARES=${CPU_SHARES:-}
 PVDIR=/tmp/kwok-local-path-provisioner      # where kwok's volume stage points its hostPath PVs
 # fixed host paths the kubelet (legacy log links, device-plugin socket), libcni (result cache) and containerd's shims
 # (sockets) use whatever the config says; stop removes those that start found missing
@@ -202,6 +205,7 @@ start() {
   for h in /sys/fs/cgroup/*/; do         # the kubelet wants its cgroup root to exist in every hierarchy
     mkdir -p "$h$CG"
     [ -f "$h/cpuset.cpus" ] && { cat "$h/cpuset.cpus" > "$h$CG/cpuset.cpus"; cat "$h/cpuset.mems" > "$h$CG/cpuset.mems"; }
+    [ -n "$CPU_SHARES" ] && [ -f "$h$CG/cpu.shares" ] && echo "$CPU_SHARES" > "$h$CG/cpu.shares"
   done
   nsenter --net=/run/netns/$NETNS "$BIN/kubelet" --config="$ETC/kubelet.yaml" --kubeconfig="$KC" --hostname-override="$NODE" --node-ip="$NODE_IP" \
     --node-labels="nvidia.com/gpu.present=true,nvidia.com/gpu.product=$GPU_PRODUCT" \
