@@ -97,8 +97,19 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render int) err
 	if err != nil {
 		return err
 	}
-	line("summary.json", size(sum), fmt.Sprintf("written in %s, with the %d hosts' own files (hosts/, %s in all)", d, len(s.Hosts), dirSize(filepath.Join(dir, fleet.HostsDir))))
-	breakdown(written)
+	line("summary.json", size(sum), fmt.Sprintf("written in %s, with the %d hosts' own files (hosts/, %s in all); %s a node", d, len(s.Hosts), dirSize(filepath.Join(dir, fleet.HostsDir)), perNode(sum, nodes)))
+	if err := breakdown(sum); err != nil {
+		return err
+	}
+	if written == s {
+		line("", "", "(every host in full: the fleet is too small for a digest)")
+	}
+	baseline := filepath.Join(dir, "baseline.json")
+	d, err = timed(func() error { return fleet.WriteBaseline(dir, s) })
+	if err != nil {
+		return err
+	}
+	line("baseline.json", size(baseline), fmt.Sprintf("written in %s (--save-baseline: the digest and the intervals and rungs a comparison against it weighs); %s a node", d, perNode(baseline, nodes)))
 	var back *results.Summary
 	d, err = timed(func() (err error) { back, err = results.Read(sum); return err })
 	if err != nil {
@@ -113,11 +124,17 @@ func measure(base *results.Summary, nodes, gpus int, dir string, render int) err
 	}
 	line("report.html", size(html), "written in "+d.String()+" (from the run's full summary, as a fleet run writes it)")
 	rebuilt := filepath.Join(dir, "rebuilt.html")
-	d, err = timed(func() error { return report.WriteHTML(back, rebuilt) })
+	d, err = timed(func() error {
+		full, err := report.WithDetails(back, dir) // as `gpuvet report` does: the hosts shown in full from their files
+		if err != nil {
+			return err
+		}
+		return report.WriteHTML(full, rebuilt)
+	})
 	if err != nil {
 		return err
 	}
-	line("", size(rebuilt), "rebuilt from summary.json in "+d.String()+" (gpuvet report)")
+	line("", size(rebuilt), "rebuilt from summary.json and the hosts it shows in full in "+d.String()+" (gpuvet report)")
 	for _, w := range []struct {
 		name  string
 		write func(*results.Summary, string) error
@@ -180,12 +197,32 @@ func median(d []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// breakdown prints what summary.json's bytes go to: each host's entry by part, over all hosts.
-func breakdown(s *results.Summary) {
+// breakdown prints what summary.json's bytes go to, as written: each host's entry by part, over
+// all hosts, and the fleet's node-to-node comparisons.
+func breakdown(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var s struct {
+		Hosts []struct {
+			Discovery, Health json.RawMessage
+			Models            []struct {
+				Comparisons json.RawMessage
+				Endpoints   []map[string]json.RawMessage
+			}
+		}
+		Fleet json.RawMessage
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
 	parts := map[string]int{}
-	add := func(k string, v any) {
-		b, _ := json.Marshal(v)
-		parts[k] += len(b)
+	add := func(k string, v json.RawMessage) {
+		var c bytes.Buffer
+		if json.Compact(&c, v) == nil {
+			parts[k] += c.Len()
+		}
 	}
 	for _, h := range s.Hosts {
 		add("hosts[].discovery", h.Discovery)
@@ -193,11 +230,9 @@ func breakdown(s *results.Summary) {
 		for _, m := range h.Models {
 			add("hosts[].models[].comparisons", m.Comparisons)
 			for _, e := range m.Endpoints {
-				add("hosts[].models[].endpoints[].load", e.Load)
-				add("hosts[].models[].endpoints[].verdicts", e.Verdicts)
-				add("hosts[].models[].endpoints[].telemetry", e.Telemetry)
-				add("hosts[].models[].endpoints[].power", e.Power)
-				add("hosts[].models[].endpoints[].functional", e.Functional)
+				for k, v := range e {
+					add("hosts[].models[].endpoints[]."+k, v)
+				}
 			}
 		}
 	}
@@ -208,10 +243,20 @@ func breakdown(s *results.Summary) {
 	}
 	sort.Slice(keys, func(i, j int) bool { return parts[keys[i]] > parts[keys[j]] })
 	var out []string
-	for _, k := range keys[:min(4, len(keys))] {
-		out = append(out, fmt.Sprintf("%s %.1f MB", k, float64(parts[k])/1e6))
+	for _, k := range keys[:min(5, len(keys))] {
+		out = append(out, fmt.Sprintf("%s %.2f MB", k, float64(parts[k])/1e6))
 	}
-	line("", "", "largest parts: "+strings.Join(out, ", "))
+	line("", "", "largest parts (compact): "+strings.Join(out, ", "))
+	return nil
+}
+
+// perNode is a file's size over the fleet's nodes.
+func perNode(path string, nodes int) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f KB", float64(st.Size())/1e3/float64(nodes))
 }
 
 func dirSize(dir string) string {

@@ -77,9 +77,20 @@ func (o *reportOptions) Validate() error {
 		if s, err = report.HostsOnly(s, o.hosts); err != nil {
 			return usageErr("%v", err)
 		}
+		s = o.withDetails(s) // every output of the chosen hosts in full
 	}
 	o.summary = s
 	return nil
+}
+
+// withDetails reads the hosts the HTML report renders in full from their hosts/NAME.json, beside
+// the summary (a large fleet's summary.json holds digests); a file that cannot be read is a warning.
+func (o *reportOptions) withDetails(s *results.Summary) *results.Summary {
+	full, err := report.WithDetails(s, filepath.Dir(o.path))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gpuvet: WARNING: per-host results:", err)
+	}
+	return full
 }
 
 // Run writes every report asked for from the summary alone.
@@ -97,7 +108,11 @@ func (o *reportOptions) Run(cmd *cobra.Command) error {
 		html = filepath.Join(dir, "report.html")
 	}
 	if html != "" {
-		if err := report.WriteHTML(s, html); err != nil {
+		hs := s
+		if len(o.hosts) == 0 {
+			hs = o.withDetails(s) // the HTML alone: JUnit, CTRF and Prometheus list every host alike
+		}
+		if err := report.WriteHTML(hs, html); err != nil {
 			return failedErr("writing the HTML report: %v", err)
 		}
 		if o.html != "" {

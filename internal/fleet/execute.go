@@ -186,12 +186,13 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
 	path := filepath.Join(c.Output.Dir, "summary.json")
-	written, err := WriteSummary(c.Output.Dir, s, o.Stderr)
-	if err != nil {
+	if _, err := WriteSummary(c.Output.Dir, s, o.Stderr); err != nil {
 		return fmt.Errorf("write %s: %v", path, err)
 	}
 	if c.Run.SaveBaseline && s.Complete {
-		_ = results.WriteJSON(filepath.Join(c.Output.Dir, "baseline.json"), written)
+		if err := WriteBaseline(c.Output.Dir, s); err != nil {
+			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: baseline.json not written:", err)
+		}
 	}
 	if err := pipeline.WriteReports(s, c.Output.Dir, c.Output); err != nil {
 		fmt.Fprintln(o.Stderr, "gpuvet: report:", err)

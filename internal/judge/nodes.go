@@ -97,11 +97,20 @@ func addComparison(s *results.Summary, metric string, cells []nodeCell, higher b
 		v.Host, v.GPU = h.Name, -1 // a host's figure (the median over its GPUs), not one GPU's
 		v.Reason = rename.Replace(v.Reason)
 		if v.Flagged {
-			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "node " + h.Name, Check: CheckNodeToNode,
-				Reason: what + ": " + strings.Replace(v.Reason, "check this card's", "check this node's", 1)})
+			h.Flags = append(h.Flags, nodeFlag(h.Name, what, v.Reason))
 		}
 	}
 	s.Fleet.Comparisons = append(s.Fleet.Comparisons, cmp)
+}
+
+// nodeFlag is the host flag of a node the comparison of what (a model, "health") flagged with reason.
+// Every reader prints a host's flag with the host's name (its subject, "node NAME"; the report and
+// the terminal's fleet block before it; JUnit's class), so the reason does not name it again: "node
+// gpu-7: Qwen3-8B: sustained_req_s 26.2 is 15.0 % below the median of the other nodes (30.8), …".
+func nodeFlag(host, what, reason string) results.Flag {
+	reason = strings.Replace(reason, " on node "+host+" ", " ", 1)
+	reason = strings.Replace(reason, "check this card's", "check this node's", 1)
+	return results.Flag{Scope: "host", Subject: "node " + host, Check: CheckNodeToNode, Reason: what + ": " + reason}
 }
 
 // hostRenamer rewrites judge's "gpu N" (N = host position) to "node NAME".

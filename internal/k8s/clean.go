@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,11 +20,7 @@ import (
 // namespaces themselves (their PVCs: the next run downloads again). It returns what it deleted.
 func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time.Duration) ([]string, error) {
 	cs := cl.Client
-	sel := LabelManagedBy + "=" + ManagedBy
-	if runID != "" {
-		sel += "," + LabelRun + "=" + runID
-	}
-	l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	nss, err := namespacesBy(ctx, cs, runSelectors(runID)...)
 	if err != nil {
 		return nil, fmt.Errorf("listing gpuvet namespaces: %v", err)
 	}
@@ -39,11 +36,11 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 			return done, fmt.Errorf("runs' objects in the cache namespace %s: %v", ns, err)
 		}
 	}
-	for _, ns := range l.Items {
-		if err := DeleteNamespace(ctx, cs, ns.Name); err != nil {
-			return done, fmt.Errorf("namespace %s: %v", ns.Name, err)
+	for _, ns := range nss {
+		if err := DeleteNamespace(ctx, cs, ns); err != nil {
+			return done, fmt.Errorf("namespace %s: %v", ns, err)
 		}
-		done = append(done, "namespace "+ns.Name)
+		done = append(done, "namespace "+ns)
 	}
 	if cache {
 		for _, ns := range caches {
@@ -60,51 +57,91 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 // does not own (the kept cache's): its Jobs, pods, Secrets and Dynamo deployments, found by the run
 // label, and waits until its pods are gone (their GPUs free again). The PVCs stay.
 func DeleteRunObjects(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns, runID string) error {
-	sel := LabelManagedBy + "=" + ManagedBy
-	if runID != "" {
-		sel += "," + LabelRun + "=" + runID
-	}
-	lo := metav1.ListOptions{LabelSelector: sel}
+	sels := runSelectors(runID)
 	bg := metav1.DeletePropagationBackground
-	errs := []error{
-		ignoreNotFound(cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)),
-		ignoreNotFound(cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)),
-		ignoreNotFound(cs.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)),
-	}
-	if dyn != nil { // a cluster without Dynamo's CRD answers NotFound
-		err := dyn.Resource(DynamoGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)
-		if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-			errs = append(errs, err)
+	var errs []error
+	for _, sel := range sels {
+		lo := metav1.ListOptions{LabelSelector: sel}
+		errs = append(errs,
+			ignoreNotFound(cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)),
+			ignoreNotFound(cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)),
+			ignoreNotFound(cs.CoreV1().Secrets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, lo)))
+		if dyn != nil { // a cluster without Dynamo's CRD answers NotFound
+			err := dyn.Resource(DynamoGVR).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, lo)
+			if err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	for {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, lo)
-		if err != nil {
-			return ignoreNotFound(err)
+		var left []string
+		for _, sel := range sels {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err != nil {
+				return ignoreNotFound(err)
+			}
+			for _, p := range pods.Items {
+				left = append(left, p.Name)
+			}
 		}
-		if len(pods.Items) == 0 {
+		if len(left) == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d pod(s) still there after the wait (first: %s)", len(pods.Items), pods.Items[0].Name)
+			return fmt.Errorf("%d pod(s) still there after the wait (first: %s)", len(left), left[0])
 		case <-time.After(pollEvery):
 		}
 	}
 }
 
+// legacyDomain is the label domain of a run's own objects before 2026-12 (now Domain). A run or a
+// kept model cache that such a gpuvet left carries legacyRun and legacyCache instead of LabelRun
+// and LabelCache, so `gpuvet clean` selects by both: drop them once no cluster can hold such
+// leftovers (the cache namespace is kept across runs, so it can for long).
+const (
+	legacyDomain = "gpuvet.dev/"
+	legacyRun    = legacyDomain + "run-id"
+	legacyCache  = legacyDomain + "model-cache"
+)
+
+// runSelectors are the label selectors of what a run left (every run's with runID ""): gpuvet's
+// managed-by label (on every object of every version), with the run's id under LabelRun or, from
+// an older gpuvet, legacyRun.
+func runSelectors(runID string) []string {
+	own := LabelManagedBy + "=" + ManagedBy
+	if runID == "" {
+		return []string{own}
+	}
+	return []string{own + "," + LabelRun + "=" + runID, own + "," + legacyRun + "=" + runID}
+}
+
+// namespacesBy lists the namespaces any of selectors selects, each once, in the order found.
+func namespacesBy(ctx context.Context, cs kubernetes.Interface, selectors ...string) ([]string, error) {
+	var out []string
+	for _, sel := range selectors {
+		l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		for _, ns := range l.Items {
+			if !slices.Contains(out, ns.Name) {
+				out = append(out, ns.Name)
+			}
+		}
+	}
+	return out, nil
+}
+
 // CacheNamespaces are the namespaces that keep gpuvet's model cache (kubernetes.cache_namespace).
+// An older gpuvet's kept cache carries legacyCache.
 func CacheNamespaces(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
-	l, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: LabelCache + "=true"})
+	out, err := namespacesBy(ctx, cs, LabelCache+"=true", legacyCache+"=true")
 	if err != nil {
 		return nil, fmt.Errorf("listing gpuvet's cache namespaces: %v", err)
-	}
-	var out []string
-	for _, ns := range l.Items {
-		out = append(out, ns.Name)
 	}
 	return out, nil
 }

@@ -15,14 +15,20 @@ import (
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 )
 
+// Domain is the prefix of every label, annotation and taint key of gpuvet's own, on the objects a
+// run creates and on the nodes it vets (verdicts.go): its one home. (Before 2026-12 a run's own
+// objects carried gpuvet.dev/: clean.go still reads that for what such a run left.)
+const Domain = "gpuvet.io/"
+
 // Labels every object of a run carries, so `gpuvet clean` finds what a killed run left.
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "gpuvet"
-	LabelRun       = "gpuvet.dev/run-id"
-	LabelRole      = "gpuvet.dev/role" // engine, load, health, cache
-	LabelNode      = "gpuvet.dev/node"
-	LabelModel     = "gpuvet.dev/model" // slug of the model id
+	LabelRun       = Domain + "run-id"
+	LabelRole      = Domain + "role" // engine, load, health, cache
+	LabelNode      = Domain + "node"
+	LabelModel     = Domain + "model" // slug of the model id
+	LabelSlot      = Domain + "slot"  // an engine pod's slot on its node
 )
 
 // Roles of the pods a run creates.
@@ -87,7 +93,7 @@ func runLabels(runID, role, node string) map[string]string {
 // leaves them; `gpuvet clean --cache` finds them by LabelCache.
 const (
 	LabelPartOf = "app.kubernetes.io/part-of"
-	LabelCache  = "gpuvet.dev/model-cache"
+	LabelCache  = Domain + "model-cache"
 )
 
 func cacheLabels(node string) map[string]string {
@@ -216,7 +222,7 @@ func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.
 	}
 	l := runLabels(runID, RoleEngine, node)
 	l[LabelModel] = labelValue(es.Model)
-	l["gpuvet.dev/slot"] = strconv.Itoa(slot)
+	l[LabelSlot] = strconv.Itoa(slot)
 	c := corev1.Container{Name: "engine", Image: es.Image, Command: args, ImagePullPolicy: corev1.PullIfNotPresent,
 		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: EnginePort}},
 		Resources: corev1.ResourceRequirements{Limits: gpuQuantity(max(1, es.TP))},

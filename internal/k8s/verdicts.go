@@ -27,16 +27,16 @@ import (
 // so `gpuvet clean --untaint [--run ID]` finds them from anywhere.
 const (
 	// LabelStatus is the node's judged status: ok, inconclusive, flag or failed.
-	LabelStatus = "gpuvet.io/status"
+	LabelStatus = Domain + "status"
 	// LabelVettedBy is the id of the run that judged it (the run's UTC start, 20261201T163000Z-…:
 	// a label value cannot hold an RFC 3339 time).
-	LabelVettedBy = "gpuvet.io/run"
+	LabelVettedBy = Domain + "run"
 	// AnnotationVettedAt is when it was judged, RFC 3339 UTC.
-	AnnotationVettedAt = "gpuvet.io/vetted-at"
+	AnnotationVettedAt = Domain + "vetted-at"
 	// TaintUnhealthy is the quarantine taint's key (effect NoSchedule, value the run id).
-	TaintUnhealthy = "gpuvet.io/unhealthy"
+	TaintUnhealthy = Domain + "unhealthy"
 	// AnnotationUnhealthyReason says why the node was tainted (the run, its status, its reasons).
-	AnnotationUnhealthyReason = "gpuvet.io/unhealthy-reason"
+	AnnotationUnhealthyReason = Domain + "unhealthy-reason"
 )
 
 // maxReason bounds the reason annotation: enough for a few reasons, far below the API's 256 KiB.

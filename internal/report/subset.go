@@ -1,7 +1,9 @@
 package report
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -80,4 +82,52 @@ func nearHosts(s *results.Summary, name string) string {
 		return " (it has no hosts)"
 	}
 	return fmt.Sprintf(" (%d hosts; closest: %s)", len(s.Hosts), strings.Join(near, ", "))
+}
+
+// WithDetails is s with each host that the HTML report renders in full (every host of a small fleet,
+// the worst fleetDetailHosts of a large one) read from its DetailFile, relative to dir (the folder of
+// s's summary.json): a large fleet's summary holds each host's digest, so that `gpuvet report` of
+// its folder renders those hosts as the run's own report did, charts and all. A host whose file is
+// missing or not its own stays its digest; the errors come back joined.
+func WithDetails(s *results.Summary, dir string) (*results.Summary, error) {
+	shown := s.Hosts
+	if isFleet(s) {
+		shown = shownHosts(s, rankedView(s))
+	}
+	want := map[string]bool{}
+	for _, h := range shown {
+		want[h.Name] = h.DetailFile != ""
+	}
+	out := *s
+	out.Hosts = slices.Clone(s.Hosts)
+	var errs []error
+	for i, h := range out.Hosts {
+		if !want[h.Name] {
+			continue
+		}
+		full, err := detail(h, dir)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out.Hosts[i] = full
+	}
+	return &out, errors.Join(errs...)
+}
+
+// detail reads host h in full from its DetailFile.
+func detail(h results.Host, dir string) (results.Host, error) {
+	if !filepath.IsLocal(filepath.FromSlash(h.DetailFile)) {
+		return h, fmt.Errorf("%s: detail_file %q is not a path inside the summary's folder (its digest is shown)", h.Name, h.DetailFile)
+	}
+	one, err := results.Read(filepath.Join(dir, filepath.FromSlash(h.DetailFile)))
+	if err != nil {
+		return h, fmt.Errorf("%s: %v (its digest is shown)", h.Name, err)
+	}
+	if len(one.Hosts) != 1 || one.Hosts[0].Name != h.Name {
+		return h, fmt.Errorf("%s: %s is not that host's summary (its digest is shown)", h.Name, h.DetailFile)
+	}
+	full := one.Hosts[0]
+	full.DetailFile = h.DetailFile
+	return full, nil
 }

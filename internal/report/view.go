@@ -260,6 +260,16 @@ func buildPage(s *results.Summary) *page {
 	return p
 }
 
+// hostSubject is a flag's subject in a many-host list, after its host's name; a subject that is the
+// host itself (a node-to-node flag's "node gpu-7") is the name alone, said once.
+func hostSubject(host, subject string) string {
+	switch subject {
+	case host, "node " + host, "host " + host:
+		return host
+	}
+	return host + ": " + subject
+}
+
 // allFlags gathers every flag of the run once: phases copy a flag up to its host and run, so a flag
 // is shown once per host it fired on (hosts may share subjects like "gpu 3"), then the run's own.
 func allFlags(s *results.Summary) []flagView {
@@ -276,7 +286,7 @@ func allFlags(s *results.Summary) []flagView {
 				seen[f], union[f] = true, true
 				v := flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason}
 				if multi {
-					v.Subject = h.Name + ": " + v.Subject
+					v.Subject = hostSubject(h.Name, v.Subject)
 				}
 				out = append(out, v)
 			}

@@ -1,6 +1,6 @@
 // Package kwokplayer plays gpuvet's pods on kwok's fake GPU nodes, fast enough for a thousand of
 // them: kwok runs no container, so something must give each pod the end a real node would. A
-// pod is played by its role label (gpuvet.dev/role) and its node, never by its command line:
+// pod is played by its role label (gpuvet.io/role) and its node, never by its command line:
 //   - an engine pod becomes Ready after a while (its readiness probe's answer);
 //   - a Job pod (health, completion check, load, cache populate) gets the log a real one printed,
 //     recorded once from the real in-pod command (testdata/README.md says how), its result
