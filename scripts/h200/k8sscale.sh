@@ -1,5 +1,5 @@
 #!/bin/bash
-# scripts/h200/k8sscale.sh {stage|run [HARNESS FLAGS...]|collect}
+# scripts/h200/k8sscale.sh {bundle|stage|run [HARNESS FLAGS...]|collect}
 # The Kubernetes scale harness (bench/k8sscale, docs/k8s-scale.md) on the GPU machine's CPUs: the
 # same control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) and the same
 # gpuvet and harness binaries as on the 2-core development machine, on a machine with cores to spare,
@@ -8,6 +8,9 @@
 # The binaries are a bundle made on the development machine (tar of the control plane's bin folder
 # as scripts/k8s-test-env.sh builds it, gpuvet, the harness, stand-ins for curl and openssl where
 # the machine lacks them; xz, split in two), since one call carries at most 64 MiB:
+#   bundle (here, on the development machine, after `bash scripts/k8s-test-env.sh build`): makes
+#          .dev/k8s/part-aa and part-ab (about 6 minutes of xz on 2 cores), and .dev/k8s/new.tar.xz
+#          (gpuvet and the harness alone, to carry beside part-ab after a change to gpuvet);
 #   stage  (call 1, carrying .dev/k8s/part-aa): puts the first part outside the tree, in $KEEP;
 #   run    (call 2, carrying .dev/k8s/part-ab, within the machine's warm window): joins and unpacks
 #          the bundle, starts the control plane in a session of its own (so it outlives the call: a
@@ -21,6 +24,18 @@ KEEP=${KEEP:-/tmp/k8sscale}
 WORK=$KEEP/cp
 OUT=${OUT:-/tmp/k8sscale-out}
 mkdir -p "$KEEP" "$OUT"
+
+bundle() {
+  local d=.dev/k8s cp=${SHARED_CP:-$HOME/.cache/k8s-test/v1.37.2}/bin
+  [ -x "$cp/kube-apiserver" ] || { echo "no $cp: run \`bash scripts/k8s-test-env.sh build\` first"; exit 1; }
+  rm -rf "$d/stage" && mkdir -p "$d/stage/shim" "$d/new" || exit 1
+  go build -trimpath -ldflags='-s -w' -o "$d/new/gpuvet" ./cmd/gpuvet && go build -trimpath -ldflags='-s -w' -o "$d/new/k8sscale" ./bench/k8sscale || exit 1
+  cp -a "$cp" "$d/stage/bin" && cp "$d/new/gpuvet" "$d/new/k8sscale" "$d/stage/" && cp scripts/h200/k8sscale-shim/* "$d/stage/shim/"
+  openssl genrsa -out "$d/stage/shim/sa.key" 2048 2>/dev/null && openssl rsa -in "$d/stage/shim/sa.key" -pubout -out "$d/stage/shim/sa.pub" 2>/dev/null
+  # One LZMA dictionary over all the binaries: the control plane's share most of their code.
+  tar cf - -C "$d/stage" bin shim gpuvet k8sscale | xz -T1 --lzma2=preset=9e,dict=1GiB > "$d/bundle.tar.xz" || exit 1
+  (cd "$d" && rm -f part-a? && split -n 2 -a 1 bundle.tar.xz part-a && tar cf - -C new gpuvet k8sscale | xz -6 -T2 > new.tar.xz) && ls -la "$d"
+}
 
 stage() {
   cp .dev/k8s/part-aa "$KEEP/" && ls -la "$KEEP"
@@ -93,8 +108,9 @@ collect() {
 }
 
 case "${1:-}" in
+  bundle) bundle ;;
   stage) stage ;;
   run) shift; run "$@" ;;
   collect) collect ;;
-  *) echo "usage: $0 stage | run [harness flags] | collect" >&2; exit 2 ;;
+  *) echo "usage: $0 bundle | stage | run [harness flags] | collect" >&2; exit 2 ;;
 esac
