@@ -131,10 +131,11 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
 	defer release()
+	next, unsubscribe := w.subscribe(names...)
+	defer unsubscribe()
 	start := time.Now()
 	seen, asked := map[string]bool{}, map[string]bool{}
 	for {
-		next := w.next()
 		ready := 0
 		var pending []string
 		if w.synced() {
@@ -181,8 +182,9 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names []string) error {
 	w, release := watchNamespace(cs, ns)
 	defer release()
+	next, unsubscribe := w.subscribe(names...)
+	defer unsubscribe()
 	for {
-		next := w.next()
 		left := -1
 		if w.synced() {
 			left = 0
@@ -243,11 +245,12 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
 	defer release()
+	next, unsubscribe := w.subscribe(name) // the Job, its pods (by their job-name label) and its events
+	defer unsubscribe()
 	start := time.Now()
 	var seen bool
 	var bo backoff
 	for {
-		next := w.next()
 		if w.synced() {
 			j, ok := w.job(ns, name)
 			if ok {

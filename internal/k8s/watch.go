@@ -44,8 +44,8 @@ type nsWatch struct {
 	refs       int
 	idle       *time.Timer
 
-	mu      sync.Mutex
-	changed chan struct{} // closed (and replaced) on every event
+	mu   sync.Mutex
+	subs map[string]map[*subscription]bool // object name → the waits on it
 
 	// events are the Job controller's FailedCreate events, watched from the first wait that
 	// needs them; nil when gpuvet may not list events there (they are best effort).
@@ -98,32 +98,80 @@ func release(key watchKey, w *nsWatch) {
 func newNSWatch(cs kubernetes.Interface, ns string) *nsWatch {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	w := &nsWatch{pods: f.Core().V1().Pods().Informer(), jobs: f.Batch().V1().Jobs().Informer(),
-		stop: make(chan struct{}), changed: make(chan struct{})}
+		stop: make(chan struct{}), subs: map[string]map[*subscription]bool{}}
 	_ = w.pods.AddIndexers(cache.Indexers{jobNameLabel: func(obj any) ([]string, error) {
 		if p, ok := obj.(*corev1.Pod); ok && p.Labels[jobNameLabel] != "" {
 			return []string{p.Labels[jobNameLabel]}, nil
 		}
 		return nil, nil
 	}})
-	h := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.signal() }, UpdateFunc: func(any, any) { w.signal() }, DeleteFunc: func(any) { w.signal() }}
+	h := cache.ResourceEventHandlerFuncs{AddFunc: w.signal, UpdateFunc: func(_, o any) { w.signal(o) }, DeleteFunc: w.signal}
 	_, _ = w.pods.AddEventHandler(h)
 	_, _ = w.jobs.AddEventHandler(h)
 	f.Start(w.stop)
 	return w
 }
 
-func (w *nsWatch) signal() {
-	w.mu.Lock()
-	close(w.changed)
-	w.changed = make(chan struct{})
-	w.mu.Unlock()
+// A wait subscribes to the names of the objects it reads, and an event wakes only the waits on its
+// object: 64 nodes' waits share a namespace, and waking all of them on every event was most of
+// gpuvet's own CPU in a 1,000-node run.
+
+// subscription is one wait's wake-up: a buffered channel, so an event between the wait's reading its
+// objects and its waiting is kept, not lost.
+type subscription struct {
+	names []string
+	c     chan struct{}
 }
 
-// next is closed at the next event: take it before reading the objects, then wait on it.
-func (w *nsWatch) next() <-chan struct{} {
+// subscribe wakes the returned channel at each event on an object named one of names (a pod, a Job,
+// a Job's pods, and the Job controller's events about a Job, by the Job's name); cancel ends it.
+func (w *nsWatch) subscribe(names ...string) (<-chan struct{}, func()) {
+	sub := &subscription{names: names, c: make(chan struct{}, 1)}
+	w.mu.Lock()
+	for _, n := range names {
+		if w.subs[n] == nil {
+			w.subs[n] = map[*subscription]bool{}
+		}
+		w.subs[n][sub] = true
+	}
+	w.mu.Unlock()
+	return sub.c, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for _, n := range sub.names {
+			delete(w.subs[n], sub)
+			if len(w.subs[n]) == 0 {
+				delete(w.subs, n)
+			}
+		}
+	}
+}
+
+// signal wakes the waits on the object of an event: its name, and for a Job's pod its Job's name,
+// for an event the name of the object it is about.
+func (w *nsWatch) signal(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	var names []string
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		names = []string{o.Name, o.Labels[jobNameLabel]}
+	case *batchv1.Job:
+		names = []string{o.Name}
+	case *corev1.Event:
+		names = []string{o.InvolvedObject.Name}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.changed
+	for _, n := range names {
+		for sub := range w.subs[n] {
+			select {
+			case sub.c <- struct{}{}:
+			default: // a wake-up is already waiting
+			}
+		}
+	}
 }
 
 // synced reports whether both informers hold the namespace's objects.
@@ -194,7 +242,7 @@ func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns string) {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = refusedSelector }))
 	w.events = f.Core().V1().Events().Informer()
-	_, _ = w.events.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { w.signal() }, UpdateFunc: func(any, any) { w.signal() }})
+	_, _ = w.events.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.signal, UpdateFunc: func(_, o any) { w.signal(o) }})
 	f.Start(w.stop)
 }
 
