@@ -179,9 +179,6 @@ func (m *Manifest) change(c change) error {
 }
 
 func (m *Manifest) apply(c change) {
-	if m.index == nil {
-		m.reindex()
-	}
 	if o := c.Record; o != nil {
 		if i, ok := m.index[o.key()]; ok {
 			m.Objects[i].Deleted = false
