@@ -8,6 +8,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -151,15 +152,10 @@ func digestLoad(l *results.Load, k digestKind) *results.Load {
 	if sat := l.Saturation; sat != nil && (sat.LowerBound() || sat.Reason != "") {
 		dl.Saturation = &results.Saturation{Truncated: sat.Truncated, Unsaturated: sat.Unsaturated, Reason: sat.Reason}
 	}
-	peak := -1 // the rung with the best output tok/s (judge's peakRun)
+	peak := judge.PeakRun(l)
 	for i, r := range l.Runs {
-		if peak < 0 || r.OutputTokS > l.Runs[peak].OutputTokS {
-			peak = i
-		}
-	}
-	for i, r := range l.Runs {
-		sync := r.Kind == "synchronous"
-		if !sync && (k != digestBaseline || (i != peak && r.Kind != "concurrency")) {
+		sync, isPeak := r.Kind == "synchronous", &l.Runs[i] == peak
+		if !sync && (k != digestBaseline || (!isPeak && r.Kind != "concurrency")) {
 			continue
 		}
 		// The requests behind its figures (judge's samples), not the warm-up or the cut ones.
@@ -181,7 +177,7 @@ func digestLoad(l *results.Load, k digestKind) *results.Load {
 			if sync {
 				ci.TTFTP95, ci.ITLP95, ci.TPOTP95, ci.TPOTP50 = roundInterval(r.CI.TTFTP95), roundInterval(r.CI.ITLP95), roundInterval(r.CI.TPOTP95), roundInterval(r.CI.TPOTP50)
 			}
-			if i == peak || r.Kind == "concurrency" {
+			if isPeak || r.Kind == "concurrency" {
 				ci.OutputTokS = roundInterval(r.CI.OutputTokS)
 			}
 			if r.Kind == "concurrency" {

@@ -417,8 +417,9 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: ciOf(r, "output_tok_s")}}
 }
 
-// peakRun is the rung with the best output tok/s: the one behind the peak and sustained figures.
-func peakRun(l *results.Load) *results.Run {
+// PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
+// (nil without rungs); the one home of that rule (a fleet's baseline digest keeps this rung).
+func PeakRun(l *results.Load) *results.Run {
 	var best *results.Run
 	for i := range l.Runs {
 		if r := &l.Runs[i]; best == nil || r.OutputTokS > best.OutputTokS {
@@ -433,7 +434,7 @@ func peakRun(l *results.Load) *results.Run {
 // client-limited, and whether the sweep makes it a lower bound.
 func throughputFigure(l *results.Load, v float64) compare.Figure {
 	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
-	if r := peakRun(l); r != nil {
+	if r := PeakRun(l); r != nil {
 		// Throughput counts every token streamed in the window: the requests behind it are those
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
@@ -472,7 +473,7 @@ var LLMMetrics = []LLMMetric{
 	{MetricPeakOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
 		v := l.PeakOutputTokS
 		if v <= 0 {
-			if r := peakRun(l); r != nil {
+			if r := PeakRun(l); r != nil {
 				v = r.OutputTokS
 			}
 		}
