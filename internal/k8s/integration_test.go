@@ -91,9 +91,31 @@ func (e *env) gpuvet(t *testing.T, state string, args ...string) (string, int) {
 
 // gpuvetEnv is gpuvet with extra environment variables (config keys as GPUVET_*).
 func (e *env) gpuvetEnv(t *testing.T, state string, extra []string, args ...string) (string, int) {
-	c := exec.Command(e.bin, args...)
-	c.Env = append(append(os.Environ(), "GPUVET_STATE_DIR="+state), extra...)
+	return runBounded(t, gpuvetBound, append([]string{"GPUVET_STATE_DIR=" + state}, extra...), e.bin, args...)
+}
+
+// gpuvetBound bounds one gpuvet command of these tests: the longest takes about 2 minutes on a
+// loaded 2-core machine, and a run that waits on something that never comes (an engine's 20-minute
+// ready timeout, a Job's hour) would otherwise hold the whole package until go test's own timeout,
+// which names no test and shows nothing of gpuvet.
+const gpuvetBound = 6 * time.Minute
+
+// runBounded runs a command with extra environment and returns its output and exit code. Past
+// bound it gets SIGQUIT, so the Go runtime prints where every goroutine of gpuvet waits, and the
+// test fails with that output; a child that keeps its output open is not waited on for more than
+// 10 s after the command itself ends.
+func runBounded(t *testing.T, bound time.Duration, extra []string, bin string, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Env = append(os.Environ(), extra...)
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGQUIT) }
+	c.WaitDelay = 10 * time.Second
 	out, err := c.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: still running after %s; its goroutines at SIGQUIT:\n%s", filepath.Base(bin), strings.Join(args, " "), bound, out)
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

@@ -176,6 +176,7 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		var out bytes.Buffer
 		c := exec.CommandContext(ctx, a[0], a[1:]...)
 		c.Stdout, c.Stderr = &out, &out
+		c.WaitDelay = 10 * time.Second // a child left holding the output must not hold the pod
 		c.Env = append(os.Environ(), "TMPDIR="+k.podDir(p))
 		code := 0
 		if err := c.Run(); err != nil {
