@@ -78,6 +78,9 @@ func writeDigest(path string, s *results.Summary) error {
 func digestHost(h results.Host, k digestKind) results.Host {
 	d := results.Host{Name: h.Name, Status: h.Status, Flags: h.Flags, Error: h.Error, DetailFile: h.DetailFile, VMs: h.VMs, Prep: h.Prep,
 		Discovery: results.Discovery{Source: h.Discovery.Source, Note: h.Discovery.Note, Error: h.Discovery.Error}}
+	if p := h.Parallel; p != nil { // how many at once; why is in the host's file
+		d.Parallel = &results.ParallelChoice{Mode: p.Mode, GPUs: p.GPUs, Slots: p.Slots}
+	}
 	if h.Health == nil || len(h.Health.GPUs) == 0 { // else health.gpus says which cards they are
 		for _, g := range h.Discovery.GPUs {
 			d.Discovery.GPUs = append(d.Discovery.GPUs, gpuID(g))

@@ -141,12 +141,16 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	return finish(ctx, plan, b, s, m, outs, o)
 }
 
-// base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta);
-// the hosts' own runs choose their GPUs at once, so auto reads one here.
+// base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta).
+// The hosts' own runs choose their GPUs at once: with auto, the merge takes the most any host
+// loaded (each host's choice is its hosts[].parallel).
 func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
 	s := pipeline.NewSummary(plan, runID, start, version)
 	s.Status = results.StatusOK
-	s.Meta.ParallelGPUs, s.Meta.Engine = max(1, int(plan.Config.Run.ParallelGPUs)), plan.Config.Engine.Kind
+	s.Meta.ParallelGPUs, s.Meta.Engine = 0, plan.Config.Engine.Kind
+	if n := plan.Config.Run.ParallelGPUs; !n.Auto() {
+		s.Meta.ParallelGPUs = max(1, int(n))
+	}
 	return s
 }
 

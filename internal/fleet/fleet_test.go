@@ -322,3 +322,29 @@ func TestManifestDeletedMany(t *testing.T) {
 		t.Errorf("the file: %v, %d live", err, len(back.Live()))
 	}
 }
+
+// Each host chose its own GPUs at once (auto reads the host's CPU, or a Kubernetes node's
+// allocatable CPU): the merge keeps every host's choice, and the fleet's count is the most any
+// host loaded, not the plan's "auto" read as one.
+func TestMergeKeepsEachHostsGPUsAtOnce(t *testing.T) {
+	with := func(gpus int) *results.Summary {
+		s := oneHost(healthy())
+		s.Meta.ParallelGPUs = gpus
+		s.Meta.Parallel = &results.ParallelChoice{Mode: "auto", GPUs: gpus, Slots: 8, Reason: fmt.Sprintf("auto: %d of 8", gpus)}
+		return s
+	}
+	s := Merge(&results.Summary{}, []Outcome{{Host: "a", Summary: with(2)}, {Host: "b", Summary: with(8)}, {Host: "c", Err: errors.New("gone"), Phase: PhaseProvision}}, nil, 2)
+	if s.Meta.ParallelGPUs != 8 {
+		t.Errorf("fleet meta.parallel_gpus %d, want 8 (the most any host loaded)", s.Meta.ParallelGPUs)
+	}
+	for i, want := range []int{2, 8, 0} {
+		p := s.Hosts[i].Parallel
+		if (want == 0) != (p == nil) || (p != nil && p.GPUs != want) {
+			t.Errorf("host %s: parallel %+v, want %d at once", s.Hosts[i].Name, p, want)
+		}
+	}
+	fixed := Merge(&results.Summary{Meta: results.Meta{ParallelGPUs: 4}}, []Outcome{{Host: "a", Summary: with(2)}}, nil, 1)
+	if fixed.Meta.ParallelGPUs != 4 {
+		t.Errorf("a fixed plan count: %d, want the plan's 4", fixed.Meta.ParallelGPUs)
+	}
+}

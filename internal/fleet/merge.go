@@ -63,6 +63,9 @@ func hostsOf(o Outcome) []results.Host {
 	for i := range hosts {
 		if len(hosts) == 1 {
 			hosts[i].Name = o.Host
+			if hosts[i].Parallel == nil {
+				hosts[i].Parallel = o.Summary.Meta.Parallel // the host's own choice, not the fleet's
+			}
 		} else {
 			hosts[i].Name = o.Host + "/" + hosts[i].Name
 		}
@@ -100,9 +103,8 @@ func mergeMeta(dst *results.Meta, src results.Meta) {
 	if len(dst.Models) == 0 {
 		dst.Models = src.Models
 	}
-	if dst.ParallelGPUs == 0 {
-		dst.ParallelGPUs = src.ParallelGPUs
-	}
+	// The plan's count, or with auto the most that any host loaded at once (each host chose its own).
+	dst.ParallelGPUs = max(dst.ParallelGPUs, src.ParallelGPUs)
 	for k, v := range src.Thresholds {
 		if dst.Thresholds == nil {
 			dst.Thresholds = map[string]results.Threshold{}

@@ -39,7 +39,8 @@ func gpuPod(node string, gpus int64) *corev1.Pod {
 
 func TestChooseNodes(t *testing.T) {
 	cs := fake.NewClientset(
-		gpuNode("a", 8), gpuNode("b", 8), gpuNode("cpu", 0),
+		gpuNode("a", 8, func(n *corev1.Node) { n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("95500m") }),
+		gpuNode("b", 8), gpuNode("cpu", 0),
 		gpuNode("cordoned", 8, func(n *corev1.Node) { n.Spec.Unschedulable = true }),
 		gpuNode("tainted", 8, func(n *corev1.Node) {
 			n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
@@ -52,6 +53,10 @@ func TestChooseNodes(t *testing.T) {
 	}
 	if len(nodes) != 2 || nodes[0].Name != "a" || nodes[0].Free != 8 || nodes[1].Name != "b" || nodes[1].Free != 5 || nodes[0].Product != "NVIDIA-H200" {
 		t.Errorf("nodes %+v", nodes)
+	}
+	// run.parallel_gpus auto weighs the load Jobs against the node's CPU (none advertised: 0).
+	if len(nodes) == 2 && (nodes[0].CPU != 95.5 || nodes[1].CPU != 0) {
+		t.Errorf("allocatable CPU %g and %g, want 95.5 and 0", nodes[0].CPU, nodes[1].CPU)
 	}
 	why := map[string]string{}
 	for _, s := range skipped {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,15 +48,50 @@ type standInKubelet struct {
 
 	mu      sync.Mutex
 	handled map[types.UID]bool
-	procs   map[types.UID]*exec.Cmd
+	procs   map[types.UID]*engineProc
 	hogs    []string
 	errs    []string
+	stopped bool // no engine starts once the stand-in has stopped
 }
 
 var logsGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
 
 func newStandIn(t *testing.T, cs kubernetes.Interface, dyn dynamic.Interface, bin string) *standInKubelet {
-	return &standInKubelet{t: t, cs: cs, dyn: dyn, bin: bin, dir: t.TempDir(), handled: map[types.UID]bool{}, procs: map[types.UID]*exec.Cmd{}}
+	return &standInKubelet{t: t, cs: cs, dyn: dyn, bin: bin, dir: t.TempDir(), handled: map[types.UID]bool{}, procs: map[types.UID]*engineProc{}}
+}
+
+// engineProc is an engine pod's container: its process, closed exited once it has ended, and what
+// it printed (why it ended, when that was early).
+type engineProc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	killed atomic.Bool // its pod went: its end is no failure
+	out    bytes.Buffer
+}
+
+// startEngine starts an engine's process; its end is reaped and closes exited.
+func startEngine(argv []string) (*engineProc, error) {
+	e := &engineProc{cmd: exec.Command(argv[0], argv[1:]...), exited: make(chan struct{})}
+	e.cmd.Stdout, e.cmd.Stderr = &e.out, &e.out
+	e.cmd.WaitDelay = 10 * time.Second
+	if err := e.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { e.cmd.Wait(); close(e.exited) }()
+	return e, nil
+}
+
+// kill ends the process and waits until it is reaped.
+func (e *engineProc) kill() {
+	e.killed.Store(true)
+	e.cmd.Process.Kill()
+	<-e.exited
+}
+
+// tail is the last lines it printed (after it ended: the buffer is written by Wait's copy until then).
+func (e *engineProc) tail() string {
+	lines := strings.Split(strings.TrimRight(e.out.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-10):], "\n")
 }
 
 // run serves pods until ctx ends, then stops every process it started and removes its hog pods.
@@ -75,7 +111,7 @@ func (k *standInKubelet) run(ctx context.Context) {
 			k.mu.Lock()
 			for uid, c := range k.procs { // the pod is gone: so is its container
 				if !live[uid] {
-					c.Process.Kill()
+					go c.kill()
 					delete(k.procs, uid)
 				}
 			}
@@ -107,11 +143,11 @@ func (k *standInKubelet) fail(format string, a ...any) {
 func (k *standInKubelet) stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.stopped = true
 	for _, c := range k.procs {
-		c.Process.Kill()
-		c.Wait()
+		c.kill()
 	}
-	k.procs = map[types.UID]*exec.Cmd{}
+	k.procs = map[types.UID]*engineProc{}
 	ctx := context.Background()
 	for _, h := range k.hogs {
 		zero := int64(0)
@@ -156,16 +192,18 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		if nodeOf(p) == k.badCompletion {
 			a = append(a, "--fault-5xx", "1")
 		}
-		c := exec.Command(a[0], a[1:]...)
-		c.Stdout, c.Stderr = nil, nil
-		if err := c.Start(); err != nil {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if k.stopped { // the test is over: a process started now would outlive it
+			return
+		}
+		c, err := startEngine(a)
+		if err != nil {
 			k.fail("engine %s: %v", p.Name, err)
 			return
 		}
-		k.mu.Lock()
 		k.procs[p.UID] = c
-		k.mu.Unlock()
-		k.probeReady(ctx, p)
+		go k.probeReady(ctx, p, c)
 	case k8s.RoleCache:
 		if k.hog {
 			k.takeAllGPUs(ctx)
@@ -270,7 +308,9 @@ func (k *standInKubelet) complete(ctx context.Context, p *corev1.Pod, out []byte
 }
 
 // probeReady is the readiness probe: once the engine answers GET /health, the pod is Ready.
-func (k *standInKubelet) probeReady(ctx context.Context, p *corev1.Pod) {
+// An engine that ends before it answers is a stand-in failure, named at once (with what it printed):
+// otherwise the run would wait out engine.ready_timeout for a pod that can never be Ready.
+func (k *standInKubelet) probeReady(ctx context.Context, p *corev1.Pod, c *engineProc) {
 	url := fmt.Sprintf("http://%s:%d/health", p.Status.PodIP, k8s.EnginePort)
 	for ctx.Err() == nil {
 		resp, err := http.Get(url)
@@ -280,7 +320,14 @@ func (k *standInKubelet) probeReady(ctx context.Context, p *corev1.Pod) {
 				break
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		select {
+		case <-c.exited:
+			if ctx.Err() == nil && !c.killed.Load() {
+				k.fail("engine %s ended before it answered /health (%v):\n%s", p.Name, c.cmd.ProcessState, c.tail())
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	k.patchStatus(ctx, p, func(st *corev1.PodStatus) {
 		for i := range st.ContainerStatuses {

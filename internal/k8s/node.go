@@ -77,13 +77,18 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	// The fleet compares the merged summary with the baseline, and writes baseline.json and the
 	// reports once, for every node.
 	plan.Config.Run.Baseline, plan.Config.Run.SaveBaseline = "", false
-	if plan.Config.Run.ParallelGPUs.Auto() {
+	if plan.Config.Run.ParallelGPUs.Auto() && h.node.CPU <= 0 {
 		plan.Config.Run.ParallelGPUs = 1
-		plan.Notes = append(slices.Clone(plan.Notes), "run.parallel_gpus auto: one engine at a time on each Kubernetes node "+
-			"(the load Jobs' share of the node's CPU is not known from here): set run.parallel_gpus to load more at once")
+		plan.Notes = append(slices.Clone(plan.Notes), "run.parallel_gpus auto: one engine at a time on node "+h.node.Name+
+			" (it advertises no allocatable CPU, where its load Jobs would run): set run.parallel_gpus to load more at once")
 	}
 	np := &nodePipeline{h: h, jobs: map[string]*nodeServed{}}
 	deps := pipeline.NewDeps(plan.Config, nil, nil) // the host pipeline's judge, exit code and catalog
+	// auto weighs the load clients' CPU need against the node's CPU, where the load Jobs run, with
+	// the host pipeline's own rule (pipeline.ChooseParallel).
+	deps.Cores = func() (float64, string) {
+		return h.node.CPU, fmt.Sprintf("node %s allocatable cpu %g, where its load Jobs run", h.node.Name, h.node.CPU)
+	}
 	deps.Discover = func(context.Context, config.Config) (pipeline.Source, string, error) {
 		return h.source(), "kubernetes", nil
 	}

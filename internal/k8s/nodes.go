@@ -24,9 +24,10 @@ const ProductLabel = "nvidia.com/gpu.product"
 // Node is a GPU node chosen for the run.
 type Node struct {
 	Name        string
-	Allocatable int    // nvidia.com/gpu allocatable
-	Free        int    // allocatable minus the GPU requests of the pods running there
-	Product     string // nvidia.com/gpu.product, "" when the label is absent
+	Allocatable int     // nvidia.com/gpu allocatable
+	Free        int     // allocatable minus the GPU requests of the pods running there
+	Product     string  // nvidia.com/gpu.product, "" when the label is absent
+	CPU         float64 // allocatable CPU cores, where the node's load Jobs run (0: not advertised)
 }
 
 // Selection says which nodes to use.
@@ -98,7 +99,9 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 			}
 			continue
 		}
-		out = append(out, Node{Name: n.Name, Allocatable: int(alloc), Free: int(alloc - used[n.Name]), Product: n.Labels[ProductLabel]})
+		cpu := n.Status.Allocatable[corev1.ResourceCPU]
+		out = append(out, Node{Name: n.Name, Allocatable: int(alloc), Free: int(alloc - used[n.Name]), Product: n.Labels[ProductLabel],
+			CPU: cpu.AsApproximateFloat64()})
 	}
 	if len(out) == 0 {
 		var why []string

@@ -156,7 +156,7 @@ func TestRealNodeCronJob(t *testing.T) {
 	ps := &spec.Template.Spec
 	c := &ps.Containers[0]
 	c.Args = append(c.Args, "--engine", "generic", "--engine-cmd", "gpuvet sim --gpu H200 --model {model} --host 0.0.0.0 --port {port}",
-		"--health-args", "--sim --sim-count 8 --dcgm=false", "--cache-size", "off", "--gpu-count", "2", "--parallel-gpus", "2")
+		"--health-args", "--sim --sim-count 8 --dcgm=false", "--cache-size", "off", "--gpu-count", "2") // run.parallel_gpus: the default, auto
 	c.Args = append(c.Args, quick...)
 	c.Env = append(c.Env, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: proxy.host}, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: proxy.port})
 	exp := int64(3600)
@@ -213,6 +213,15 @@ func TestRealNodeCronJob(t *testing.T) {
 		t.Errorf("the node exporter's textfile: %v\n%.600s", err, prom)
 	}
 	n := getNode(t, e.cs, realNode)
+	// auto weighed the load Jobs' CPU need against the node's allocatable CPU, as the kubelet
+	// reports it, with the host pipeline's rule.
+	cpu := n.Status.Allocatable[corev1.ResourceCPU]
+	if p := s.Hosts[0].Parallel; p == nil || p.Mode != "auto" || p.Slots != 2 || p.GPUs < 1 || p.FreeCores != cpu.AsApproximateFloat64() ||
+		!strings.Contains(p.CoresSource, "allocatable cpu") {
+		t.Errorf("the node's GPUs at once: %+v, want auto over its 2 GPUs from its allocatable cpu %s", p, cpu.String())
+	} else {
+		t.Logf("GPUs at once on %s: %s", realNode, p.Reason)
+	}
 	if n.Labels[k8s.LabelStatus] != string(s.Hosts[0].Status) || n.Labels[k8s.LabelVettedBy] != s.RunID || n.Annotations[k8s.AnnotationVettedAt] == "" {
 		t.Errorf("the node's labels %v, want status %s of run %s", n.Labels, s.Hosts[0].Status, s.RunID)
 	}

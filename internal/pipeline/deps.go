@@ -102,4 +102,8 @@ type Deps struct {
 	ExitCode func(s *results.Summary, failOnFlag, failOnInconclusive bool) int
 	// Catalog gives the GPU and model figures the run is set against (nil: the built-in catalog).
 	Catalog *catalog.Catalog
+	// Cores is the CPU where the load client runs, and where that figure comes from, for
+	// run.parallel_gpus auto (nil: this process's, its affinity mask and cgroup quota; a
+	// Kubernetes node: the node's allocatable CPU, where its load Jobs run).
+	Cores func() (float64, string)
 }

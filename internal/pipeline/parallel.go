@@ -80,7 +80,11 @@ func ChooseParallel(n config.GPUsAtOnce, in ParallelInputs) results.ParallelChoi
 func (r *run) choose(ctx context.Context, sps []slotPlan) {
 	in := ParallelInputs{Slots: len(sps)}
 	if r.cfg.Run.ParallelGPUs.Auto() && len(sps) > 0 {
-		in.FreeCores, in.CoresSource = freeCores("/")
+		cores := r.deps.Cores
+		if cores == nil {
+			cores = func() (float64, string) { return freeCores("/") }
+		}
+		in.FreeCores, in.CoresSource = cores()
 		in.TokenCostUs, in.CostSource = tokenCost(ctx)
 		in.DemandTokS, in.DemandSrc = demandTokS(r.deps.Catalog, sps[0].slot.GPUName, r.cfg)
 	}

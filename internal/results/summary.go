@@ -169,6 +169,9 @@ type Host struct {
 	Status Status    `json:"status"`
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// Parallel is how many of the host's engines its run loaded at once, and why: a fleet's host
+	// (a one-host run has it in meta.parallel).
+	Parallel *ParallelChoice `json:"parallel,omitempty"`
 
 	// DetailFile (issue 31) is set in the summary of a fleet of many hosts, which holds each host's
 	// digest (its statuses, flags, errors, verdicts that did not pass and headline figures; docs/report.md
