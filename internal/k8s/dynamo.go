@@ -382,9 +382,13 @@ func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model stri
 	n := len(slot.GPUs)
 	load, what := dnsName("load", idx, mi), "DynamoGraphDeployment "+name+" frontend"
 	sv.URL, sv.Provision, sv.Binding = url, time.Since(start), loadBinding(what, load, h.node.Name)
-	d.remember(url, &nodeServed{job: load, what: what, extra: []string{
-		"--set", "load.concurrency=" + strconv.Itoa(cfg.Load.Concurrency*n),
-		"--set", "load.max_concurrency=" + strconv.Itoa(cfg.Load.MaxConcurrency*n)}})
+	extra, err := loadSets(h.r.plan.Config, cfg)
+	if err != nil {
+		return sv, err
+	}
+	d.remember(url, &nodeServed{job: load, what: what, extra: append(extra, // the frontend spans the node's GPUs: the last --set wins
+		"--set", "load.concurrency="+strconv.Itoa(cfg.Load.Concurrency*n),
+		"--set", "load.max_concurrency="+strconv.Itoa(cfg.Load.MaxConcurrency*n))})
 	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, sv.Provision.Seconds())
 	return sv, nil
 }

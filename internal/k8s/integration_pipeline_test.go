@@ -19,12 +19,13 @@ import (
 // does per GPU reaches a node: an accelerators entry for the node's GPU sets its engine pods' command
 // line (the copy served every node with the plan's engine settings), the endpoint has its
 // speed-of-light bound (the copy's load Job knew no GPU), the time to vet's serve phase spans the
-// engine pod's start, and the load's telemetry record says why nothing was sampled.
+// engine pod's start, and the load's telemetry record says why nothing was sampled; the entry's
+// load settings reach the load Job (the Job's own run knows no GPU: they go as --set arguments).
 func TestKubernetesNodeRunsHostPipeline(t *testing.T) {
 	e := setup(t)
 	e.standIn(t, nil)
 	plan := filepath.Join(t.TempDir(), "plan.yaml")
-	if err := os.WriteFile(plan, []byte("accelerators:\n  H200:\n    engine:\n      extra_args: [\"--max-num-seqs\", \"48\"]\n"), 0o600); err != nil {
+	if err := os.WriteFile(plan, []byte("accelerators:\n  H200:\n    engine:\n      extra_args: [\"--max-num-seqs\", \"48\"]\n    load:\n      seed: 4242\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The engine pods' command lines, watched while the run goes.
@@ -89,6 +90,9 @@ func TestKubernetesNodeRunsHostPipeline(t *testing.T) {
 		ep := m.Endpoints[0]
 		if ep.Error != "" || ep.Load == nil {
 			t.Fatalf("%s: endpoint error %q", h.Name, ep.Error)
+		}
+		if ep.Load.Config.Seed != 4242 { // the load Job ran the GPU's load profile, not the plan's
+			t.Errorf("%s: the load ran with seed %d, want the accelerators entry's 4242", h.Name, ep.Load.Config.Seed)
 		}
 		if sol := ep.SpeedOfLight; sol == nil || sol.BoundOutputTokS <= 0 || sol.GPU == "" {
 			t.Errorf("%s: speed of light %+v, want the bound of the node's GPU", h.Name, sol)

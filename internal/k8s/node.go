@@ -287,10 +287,25 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	if fails[0] != "" {
 		return sv, fmt.Errorf("engine pod %s: %s", name, fails[0])
 	}
+	extra, err := loadSets(r.plan.Config, cfg)
+	if err != nil {
+		return sv, err
+	}
 	sv.URL, sv.Provision = urls[0], time.Since(start)
-	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name})
+	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, extra: extra})
 	h.say("%s: engine pod %s Ready and returned a real completion, in %.1fs; load", model, name, sv.Provision.Seconds())
 	return sv, nil
+}
+
+// loadSets are the load Job's `--set` arguments that give it the slot's load profile: the Job gets
+// the plan, and its endpoint run knows no GPU, so an accelerators entry's load settings (which the
+// pipeline resolved into cfg for this GPU) would not reach it otherwise.
+func loadSets(plan, cfg config.Config) ([]string, error) {
+	args, err := config.SetArgs(plan, cfg, "load")
+	if err != nil {
+		return nil, fmt.Errorf("the load Job's settings for this GPU: %v", err)
+	}
+	return args, nil
 }
 
 // loadBinding says where the endpoint ran and where its load came from.
