@@ -80,7 +80,9 @@ func (e *env) runArgs(out string, extra ...string) []string {
 	a := []string{"run", "--backend", "kubernetes", "--kubeconfig", e.kubeconfig, "--image", "gpuvet:test",
 		"--engine", "generic", "--engine-cmd", "gpuvet sim --gpu H200 --model {model} --host 0.0.0.0 --port {port}",
 		"--model", "Qwen/Qwen3-8B", "--cache-size", "1Gi", "--health-args", "--sim --sim-count 8 --dcgm=false",
-		"--parallel-gpus", "8", "--parallel-nodes", "2", "--out", out}
+		"--parallel-gpus", "8", "--parallel-nodes", "2", "--out", out,
+		// A pod the stand-in lost fails the run with its name within minutes, not an hour.
+		"--set", "engine.ready_timeout=4m", "--set", "kubernetes.job_timeout=5m"}
 	return append(append(a, quick...), extra...)
 }
 

@@ -272,8 +272,9 @@ func (k *standInKubelet) setLogs(ctx context.Context, p *corev1.Pod, text []byte
 	if err != nil {
 		return err
 	}
-	// kwok picks the Logs object up through its informer: wait until the log reads back.
-	for i := 0; i < 50; i++ {
+	// kwok picks the Logs object up through its informer: wait until the log reads back (up to
+	// 30 s: on a loaded machine its informer lags).
+	for i := 0; i < 300 && ctx.Err() == nil; i++ {
 		got, err := k.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err == nil && len(got) > 0 {
 			return nil
@@ -361,8 +362,12 @@ func (k *standInKubelet) crashLoop(ctx context.Context, p *corev1.Pod) {
 	})
 }
 
+// An update lost here is a pod that never becomes Ready or never ends, which the run would wait
+// out for its whole timeout: so it is tried for a minute (conflicts with kwok's own updates, an API
+// server slow on a loaded machine), and a failure names the last error.
 func (k *standInKubelet) patchStatus(ctx context.Context, p *corev1.Pod, edit func(*corev1.PodStatus)) {
-	for i := 0; i < 20; i++ {
+	var last error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; time.Sleep(100 * time.Millisecond) {
 		cur, err := k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return
@@ -373,10 +378,10 @@ func (k *standInKubelet) patchStatus(ctx context.Context, p *corev1.Pod, edit fu
 				return
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		last = err
 	}
 	if !k.gone(ctx, p) {
-		k.fail("status of %s not updated", p.Name)
+		k.fail("status of %s not updated within a minute: %v", p.Name, last)
 	}
 }
 
