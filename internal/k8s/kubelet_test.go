@@ -66,6 +66,7 @@ type engineProc struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	killed atomic.Bool // its pod went: its end is no failure
+	ip     string      // the pod address it listens on
 	out    bytes.Buffer
 }
 
@@ -102,20 +103,25 @@ func (k *standInKubelet) run(ctx context.Context) {
 		if err == nil {
 			live := map[types.UID]bool{}
 			for i := range pods.Items {
-				p := &pods.Items[i]
-				live[p.UID] = p.DeletionTimestamp == nil
-				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil && !k.seen(p.UID) {
-					go k.serve(ctx, p.DeepCopy())
-				}
+				live[pods.Items[i].UID] = pods.Items[i].DeletionTimestamp == nil
 			}
+			// The pod is gone: so is its container, before any new pod is served. kwok gives a new
+			// pod the address of one just deleted, and an engine still listening there made the new
+			// one fail to bind (the pod then never became Ready: last stop's CI hang).
 			k.mu.Lock()
-			for uid, c := range k.procs { // the pod is gone: so is its container
+			for uid, c := range k.procs {
 				if !live[uid] {
-					go c.kill()
+					c.kill()
 					delete(k.procs, uid)
 				}
 			}
 			k.mu.Unlock()
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil && !k.seen(p.UID) {
+					go k.serve(ctx, p.DeepCopy())
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -197,11 +203,18 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		if k.stopped { // the test is over: a process started now would outlive it
 			return
 		}
+		for uid, old := range k.procs { // an engine of an older pod at this address (it went between two looks)
+			if old.ip == p.Status.PodIP {
+				old.kill()
+				delete(k.procs, uid)
+			}
+		}
 		c, err := startEngine(a)
 		if err != nil {
 			k.fail("engine %s: %v", p.Name, err)
 			return
 		}
+		c.ip = p.Status.PodIP
 		k.procs[p.UID] = c
 		go k.probeReady(ctx, p, c)
 	case k8s.RoleCache:
