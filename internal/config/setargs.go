@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -24,13 +23,8 @@ func SetArgs(base, resolved Config, section string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys := make([]string, 0, len(r))
-	for k := range r {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var args []string
-	for _, k := range keys {
+	for _, k := range sortedKeys(r) {
 		if reflect.DeepEqual(b[k], r[k]) {
 			continue
 		}
