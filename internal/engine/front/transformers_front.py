@@ -144,8 +144,13 @@ class TransformersGenerator:
         return rid
 
     def cancel(self, rid):
+        # Only a request the engine still runs: one it reported finished is already freed, and
+        # cancelling it again makes transformers log "CacheAllocator … attempted to free blocks for
+        # non-existent request_id" (a client cut at a rung's end as its last token was made).
         with self.lock:
-            self.callbacks.pop(rid, None)
+            running = self.callbacks.pop(rid, None) is not None
+        if not running:
+            return
         try:
             self.manager.cancel_request(rid)
         except Exception:
@@ -226,7 +231,9 @@ class WordTokenizer:
 class FakeGenerator:
     """Continuous batching without a model: every step (--fake-step-ms) each running request gets one
     token (the words " a" … " z"); a prompt ending in 'STOP' stops after 2 tokens with EOS unless
-    ignore_eos."""
+    ignore_eos. With ignore_eos its third token is the EOS id and it goes on, as a real engine does
+    (transformers' eos_token_id=-1 and vLLM's ignore_eos only stop stopping at EOS: a model still
+    emits the id, and a random model does, about once in a few hundred requests)."""
 
     version = "fake"
 
@@ -241,11 +248,14 @@ class FakeGenerator:
 
     def submit(self, ids, max_new_tokens, ignore_eos, callback):
         rid = "fake-" + uuid.uuid4().hex
-        stop_at = max_new_tokens
-        if not ignore_eos and self.tokenizer.decode(ids).rstrip().endswith("STOP"):
-            stop_at = min(max_new_tokens, 3)
+        stop_at, eos_at = max_new_tokens, 0
+        if self.tokenizer.decode(ids).rstrip().endswith("STOP"):
+            if ignore_eos:
+                eos_at = 3
+            else:
+                stop_at = min(max_new_tokens, 3)
         with self.lock:
-            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "stop_at": stop_at}
+            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "stop_at": stop_at, "eos_at": eos_at}
         return rid
 
     def cancel(self, rid):
@@ -261,6 +271,8 @@ class FakeGenerator:
                 r["n"] += 1
                 if r["n"] >= r["stop_at"] and r["stop_at"] < r["max"]:
                     tok, done = self.eos, True
+                elif r["n"] == r["eos_at"]:
+                    tok, done = self.eos, r["n"] >= r["max"]
                 else:
                     tok, done = self.letters[(r["n"] - 1) % 26], r["n"] >= r["max"]
                 if done:
@@ -431,7 +443,7 @@ class Front:
         except APIError as e:
             return self.error(e)
         stream = bool(body.get("stream", False))
-        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": []}
+        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": [], "ignore_eos": ignore_eos}
         try:
             if stream:
                 return await self.stream(request, body, chat, ids, q, so, state, max_new)
@@ -497,7 +509,9 @@ class Front:
                 raise RuntimeError(str(err))
             text, n = "", 0
             for t in new:
-                if t == self.gen.eos:
+                # Under ignore_eos the EOS id is a token like any other: the engine goes on to
+                # max_tokens, and so must the stream (stopping here was issue 41's short outputs).
+                if t == self.gen.eos and not state["ignore_eos"]:
                     done = True
                     state["finish"] = "stop"
                     break
