@@ -215,6 +215,17 @@ func (e *Engine) Exited() bool {
 	}
 }
 
+// ExitStatus says how the engine process ended ("exit status 1", "signal: killed"); "" while it runs.
+func (e *Engine) ExitStatus() string {
+	if !e.Exited() {
+		return ""
+	}
+	if e.waitErr != nil {
+		return e.waitErr.Error()
+	}
+	return "exit status 0"
+}
+
 // WaitReady polls with a real chat completion until one comes back, the engine exits, ctx ends,
 // or timeout passes. It returns the provisioning time (start -> first real completion).
 func (e *Engine) WaitReady(ctx context.Context, model string, timeout time.Duration) (time.Duration, error) {
