@@ -172,7 +172,7 @@ func engineProblems(c config.Config) []string {
 	}
 	prog, err := lookPath(words[0], path)
 	if err != nil {
-		return []string{fmt.Sprintf("%s is not installed: no %q on the engine's PATH (%s)%s", c.Engine.Kind, words[0], path, fix)}
+		return []string{fmt.Sprintf("%s is not installed: no %q on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, words[0], fix)}
 	}
 	if c.Engine.Command != "" || len(k.Modules) == 0 {
 		return nil
@@ -180,7 +180,7 @@ func engineProblems(c config.Config) []string {
 	py := prog
 	if base := filepath.Base(prog); !strings.HasPrefix(base, "python") {
 		if py, err = lookPath("python3", path); err != nil {
-			return []string{fmt.Sprintf("%s is not installed for python3: no python3 on the engine's PATH (%s)%s", c.Engine.Kind, path, fix)}
+			return []string{fmt.Sprintf("%s is not installed for python3: no python3 on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, fix)}
 		}
 	}
 	gone, err := missingModules(py, env, k.Modules)
