@@ -168,6 +168,11 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 		}
 	}
 
+	// The model's EOS that ignore_eos streamed past is in the timing line.
+	if log, _ := os.ReadFile(e.LogPath); !strings.Contains(string(log), "finish=length max_tokens=20 ignore_eos=1 eos_tokens=1") {
+		t.Errorf("no timing line with the EOS streamed past:\n%s", log)
+	}
+
 	// /tokenize counts like the generation path; /metrics carries the running gauge gpuvet scrapes.
 	_, b := post(t, e.URL+"/tokenize", `{"model":"gpuvet/fake","prompt":"hello world"}`)
 	if !strings.Contains(string(b), `"count": 2`) {

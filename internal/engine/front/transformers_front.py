@@ -16,7 +16,8 @@ GenerationConfig for every request), and prompts given as token lists in batches
 
 Each finished request is logged on stderr as one line, the engine's own timing:
   gpuvet-front done id=… prompt_tokens=… output_tokens=… arrive=<unix s> first=<unix s> end=<unix s>
-      finish=<stop|length|error|cancelled|client_gone> max_tokens=… ignore_eos=<0|1>
+      finish=<stop|length|error|cancelled|client_gone> max_tokens=… ignore_eos=<0|1> eos_tokens=…
+(eos_tokens: EOS ids the model made that ignore_eos streamed past)
 so gpuvet's client-side TTFT and output tok/s can be checked against the server's. While tokens flow,
 the front also logs every 0.1 s how many output tokens it has written to streams in all (a token made
 for a client that went away is not counted), with the time:
@@ -440,7 +441,7 @@ class Front:
         except APIError as e:
             return self.error(e)
         stream = bool(body.get("stream", False))
-        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": [], "ignore_eos": ignore_eos}
+        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": [], "ignore_eos": ignore_eos, "eos": 0}
         try:
             if stream:
                 return await self.stream(request, body, chat, ids, q, so, state, max_new)
@@ -449,8 +450,8 @@ class Front:
             if state["finish"] is None:  # the client went away: free the engine's slot, if it still holds one
                 state["finish"] = "cancelled" if self.gen.cancel(rid) else "client_gone"
             LOG.info("gpuvet-front done id=%s prompt_tokens=%d output_tokens=%d arrive=%.6f first=%.6f end=%.6f finish=%s "
-                     "max_tokens=%d ignore_eos=%d", rid, len(ids), state["n"], arrive, state["first"] or 0, time.time(),
-                     state["finish"], max_new, int(ignore_eos))
+                     "max_tokens=%d ignore_eos=%d eos_tokens=%d", rid, len(ids), state["n"], arrive, state["first"] or 0,
+                     time.time(), state["finish"], max_new, int(ignore_eos), state["eos"])
 
     def detok(self):
         """A per-request incremental detokeniser: tokenizers' DecodeStream where it works, else the
@@ -510,10 +511,12 @@ class Front:
                 # EOS ends a request only where EOS is honoured. With ignore_eos the engine generates
                 # past it (eos_token_id=-1), so it is one more token, as in vLLM: ending the stream
                 # here was a short output despite ignore_eos (an H200 run's 2 short_output).
-                if t == self.gen.eos and not state["ignore_eos"]:
-                    done = True
-                    state["finish"] = "stop"
-                    break
+                if t == self.gen.eos:
+                    if not state["ignore_eos"]:
+                        done = True
+                        state["finish"] = "stop"
+                        break
+                    state["eos"] += 1  # the model made EOS; the request goes on (logged: eos_tokens=)
                 text += step(t)
                 state["ids"].append(t)
                 n += 1
