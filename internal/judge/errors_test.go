@@ -121,6 +121,9 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			results.StatusInconclusive, CheckClientFault, results.LayerClient, []string{"the load generator fell behind"}},
 		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
 			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"40 of 2440 requests failed", "CUDA error: an illegal memory access"}},
+		{"an engine that dies with a GPU error in its log", map[string]int{"connect": 90, "cut_stream": 8}, nil,
+			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: an illegal memory access was encountered", "exit status 1", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"98 of 2498 requests failed", "engine log: RuntimeError: CUDA error: an illegal memory access"}},
 		{"out of memory is not the GPU's", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "torch.OutOfMemoryError: CUDA error: out of memory")}, "", "", false,
 			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
 	}
@@ -154,6 +157,19 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 				}
 				if s.Hosts[0].Models[0].Endpoints[0].Status != results.StatusOK {
 					t.Errorf("the other GPU: %s", s.Hosts[0].Models[0].Endpoints[0].Status)
+				}
+				if tc.layer == results.LayerEngine {
+					// A faulty engine's figures decide no gate and enter no comparison.
+					if g := verdict(t, *ep, "gate.ttft_p95"); g.Result != ResultInconclusive || !strings.Contains(g.Reason, "the engine misbehaved") {
+						t.Errorf("TTFT gate on a faulty engine: %s %s", g.Result, g.Reason)
+					}
+					for _, c := range s.Hosts[0].Models[0].Comparisons {
+						for _, cell := range c.Values {
+							if cell.GPU == ep.GPUs[0] {
+								t.Errorf("the faulty engine's GPU is in the %s comparison", c.Metric)
+							}
+						}
+					}
 				}
 			}
 		})
