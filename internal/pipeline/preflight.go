@@ -179,7 +179,15 @@ func engineProblems(c config.Config) []string {
 	}
 	py := prog
 	if base := filepath.Base(prog); !strings.HasPrefix(base, "python") {
-		if py, err = lookPath("python3", path); err != nil {
+		// A pip-installed program (vllm, trtllm-serve) runs the interpreter of its #! line, which may
+		// be a virtual environment's rather than python3 on PATH (pipx, a venv's bin linked).
+		py = shebangPython(prog)
+	}
+	if py == "" {
+		py = "python3"
+	}
+	if !filepath.IsAbs(py) {
+		if py, err = lookPath(py, path); err != nil {
 			return []string{fmt.Sprintf("%s is not installed for python3: no python3 on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, fix)}
 		}
 	}
@@ -191,6 +199,29 @@ func engineProblems(c config.Config) []string {
 		return []string{fmt.Sprintf("%s is not installed for python3 (%s finds no module %s)%s", c.Engine.Kind, py, strings.Join(gone, ", "), fix)}
 	}
 	return nil
+}
+
+// shebangPython is the Python interpreter of prog's "#!" line ("" when it has none).
+func shebangPython(prog string) string {
+	f, err := os.Open(prog)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := f.Read(buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if !strings.HasPrefix(line, "#!") || len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) == "env" && len(fields) > 1 { // #!/usr/bin/env python3
+		fields = fields[1:]
+	}
+	if !strings.HasPrefix(filepath.Base(fields[0]), "python") {
+		return ""
+	}
+	return fields[0]
 }
 
 // missingModules asks py which of mods it cannot import (found without importing them: an engine's

@@ -194,3 +194,27 @@ func TestPreflightLeavesTheSimulatorAlone(t *testing.T) {
 		t.Fatalf("the simulator was refused: %s", msg)
 	}
 }
+
+// A pip-installed engine program runs the interpreter of its #! line (a virtual environment's):
+// that one is asked for the modules, not python3 on PATH (here one that cannot run).
+func TestPreflightAsksTheEnginesOwnPython(t *testing.T) {
+	plan := localPlan(t, "", t.TempDir(), hubUp(t))
+	dir := fakeEngineDir(t, plan, false, true)
+	venv := t.TempDir()
+	real, err := os.Readlink(filepath.Join(dir, "python3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(venv, "python3")); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "python3"))
+	os.WriteFile(filepath.Join(dir, "python3"), []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	script := "#!" + filepath.Join(venv, "python3") + "\nimport sys\n"
+	if err := os.WriteFile(filepath.Join(dir, "vllm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if msg := preflightErr(t, plan); msg != "" {
+		t.Fatalf("refused: %s", msg)
+	}
+}
