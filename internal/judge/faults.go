@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,9 +26,11 @@ var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cud
 // tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
 var tracebackRe = regexp.MustCompile(`Traceback \(most recent call last\)`)
 
-// gpuError reports whether s names a GPU fault (not an out-of-memory: the engine's settings).
+// gpuError reports whether s names a GPU fault: not an out-of-memory (the engine's settings) nor a
+// device-side assert (a kernel's own check of its inputs: the software's).
 func gpuError(s string) bool {
-	return gpuErrorRe.MatchString(s) && !strings.Contains(strings.ToLower(s), "out of memory")
+	low := strings.ToLower(s)
+	return gpuErrorRe.MatchString(s) && !strings.Contains(low, "out of memory") && !strings.Contains(low, "device-side assert")
 }
 
 // Faults names the layer of every failed request of ep's load, with the evidence. With evidence
@@ -44,9 +47,15 @@ func Faults(ep *results.Endpoint) []results.Fault {
 	}
 	byLayer := map[string]*results.Fault{}
 	gpuWhy := gpuEvidence(ep)
-	exactSent := !contains(l.DroppedParams, "min_tokens+ignore_eos")
+	exactSent := !slices.Contains(l.DroppedParams, "min_tokens+ignore_eos")
 	for ri, r := range l.Runs {
-		for class, n := range r.Errors {
+		classes := make([]string, 0, len(r.Errors))
+		for class := range r.Errors {
+			classes = append(classes, class)
+		}
+		sort.Strings(classes) // a stable account: the same summary judged twice reads the same
+		for _, class := range classes {
+			n := r.Errors[class]
 			if n == 0 {
 				continue
 			}
@@ -123,7 +132,7 @@ func gpuEvidence(ep *results.Endpoint) []string {
 	}
 	for _, line := range strings.Split(ep.LogTail, "\n") {
 		if gpuError(line) {
-			out = append(out, "engine log: "+strings.TrimSpace(head(line, 300)))
+			out = append(out, "engine log: "+strings.TrimSpace(clipText(line, 300)))
 			break
 		}
 	}
@@ -151,7 +160,7 @@ func engineWords(ep *results.Endpoint) []string {
 		for j := len(tb) - 1; j > 0 && strings.HasPrefix(tb[j], " "); j-- {
 			last = tb[j-1]
 		}
-		out = append(out, "engine log: Python traceback ending in "+strings.TrimSpace(head(last, 300)))
+		out = append(out, "engine log: Python traceback ending in "+strings.TrimSpace(clipText(last, 300)))
 	}
 	return out
 }
@@ -292,18 +301,9 @@ func paren(s string) string {
 	return " (" + s + ")"
 }
 
-func head(s string, n int) string {
+func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

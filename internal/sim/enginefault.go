@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,19 +52,10 @@ func ParseEngineFault(s string, count int) (gpu int, kind string, err error) {
 	}
 	g, k, ok := strings.Cut(s, ":")
 	n, aerr := strconv.Atoi(g)
-	if !ok || aerr != nil || n < 0 || n >= count || !contains(EngineFaultKinds, k) {
+	if !ok || aerr != nil || n < 0 || n >= count || !slices.Contains(EngineFaultKinds, k) {
 		return 0, "", fmt.Errorf("engine fault %q: want GPU:KIND with GPU 0–%d and KIND one of %s, e.g. 1:short", s, count-1, strings.Join(EngineFaultKinds, ", "))
 	}
 	return n, k, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // EngineFault is the fault GPU i's engine plays ("": none).
