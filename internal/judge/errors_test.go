@@ -115,8 +115,10 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "Python traceback ending in KeyError: 'gv-1'"}},
 		{"an engine that exits", map[string]int{"connect": 90, "cut_stream": 8}, nil, "", "exit status 1", false,
 			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connection refused after the engine exited", "the engine process exited during the load: exit status 1"}},
-		{"connections refused by a running engine", map[string]int{"connect": 5}, nil, "", "", false,
+		{"connections refused by a running engine across the network", map[string]int{"connect": 5}, nil, "", "", false,
 			results.StatusInconclusive, CheckNetworkFault, results.LayerNetwork, []string{"the network or a proxy"}},
+		{"connections refused by the engine on this host", map[string]int{"connect": 5}, nil, "", "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connect (5 request(s))"}},
 		{"timeouts of a client-limited rung", map[string]int{"timeout": 5}, nil, "", "", true,
 			results.StatusInconclusive, CheckClientFault, results.LayerClient, []string{"the load generator fell behind"}},
 		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
@@ -135,6 +137,9 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			ep.Load.Runs[2].ErrorSamples = tc.samples
 			ep.Load.Runs[2].ClientLimited = tc.clientLt
 			ep.LogTail, ep.EngineExit = tc.logTail, tc.exit
+			if strings.HasSuffix(tc.name, "on this host") {
+				ep.URL = "http://127.0.0.1:8000"
+			}
 			Apply(s, DefaultConfig())
 			if ep.Status != tc.status {
 				t.Fatalf("status %s, want %s; verdicts %+v flags %+v", ep.Status, tc.status, ep.Verdicts, ep.Flags)

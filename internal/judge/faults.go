@@ -2,6 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -59,7 +61,7 @@ func Faults(ep *results.Endpoint) []results.Fault {
 			if n == 0 {
 				continue
 			}
-			layer := LayerOf(class, gpuWhy != nil, ep.EngineExit != "", r.ClientLimited)
+			layer := LayerOf(class, gpuWhy != nil, ep.EngineExit != "", r.ClientLimited, loopback(ep.URL))
 			f := byLayer[layer]
 			if f == nil {
 				f = &results.Fault{Layer: layer, Kinds: map[string]int{}}
@@ -100,20 +102,31 @@ func Faults(ep *results.Endpoint) []results.Fault {
 
 // LayerOf is the layer of one error class: the GPU's when there is evidence about the GPU (gpu),
 // else the engine's for its protocol faults and for anything after it exited (exited), the
-// network's for a failed connection to a running engine or a redirect, the client's for a timeout
-// of a rung it could not keep up with (clientLimited).
-func LayerOf(class string, gpu, exited, clientLimited bool) string {
+// network's for a failed connection to a running engine across a network (not on this host's
+// loopback, where only the engine can refuse it) or a redirect, the client's for a timeout of a rung
+// it could not keep up with (clientLimited).
+func LayerOf(class string, gpu, exited, clientLimited, loopback bool) string {
 	switch {
 	case gpu:
 		return results.LayerGPU
 	case exited:
 		return results.LayerEngine
-	case class == "connect" || class == "redirect":
+	case class == "connect" && !loopback || class == "redirect":
 		return results.LayerNetwork
 	case class == "timeout" && clientLimited:
 		return results.LayerClient
 	}
 	return results.LayerEngine
+}
+
+// loopback reports whether an endpoint's URL is on this host's loopback (an engine gpuvet started).
+func loopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // gpuEvidence lists what says the GPU itself failed during the load: XIDs and uncorrected ECC
