@@ -29,7 +29,7 @@ type planFlags struct {
 	backend, url, model, out, failIn, baseline, simGPU string
 	apiKeyEnv, engineKind, engineCmd                   string
 	simLinkFault, ncclLib, simCoTenant, parallel       string
-	simCorrupt, simThrottle                            string
+	simCorrupt, simThrottle, simEngineFault            string
 	allowBusy                                          bool
 	simGPUs, simStraggler, gpuCount                    int
 }
@@ -59,6 +59,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
+	fl.StringVar(&f.simEngineFault, "sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback) or exit (e.g. 1:short)")
 	fl.BoolVar(&f.allowBusy, "allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 	registerRemoteFlags(fl)
@@ -75,7 +76,7 @@ var hostFlagPaths = map[string]string{
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
 	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
-	"sim-corrupt": "sim.corrupt", "sim-throttle": "sim.throttle",
+	"sim-corrupt": "sim.corrupt", "sim-throttle": "sim.throttle", "sim-engine-fault": "sim.engine_fault",
 }
 
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,

@@ -117,6 +117,8 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"sim cotenant", "sim:\n  gpus: 2\n  cotenant: 2:5s\n", nil, nil, []string{"bad.yaml", "sim.cotenant", "GPU 0..1"}},
 		{"sim corrupt", "sim:\n  gpus: 2\n  corrupt: 2\n", nil, nil, []string{"bad.yaml", "sim.corrupt", "0..1"}},
 		{"sim throttle reason", "sim:\n  gpus: 2\n  throttle: 1:too_hot\n", nil, nil, []string{"bad.yaml", "sim.throttle", "hw_power_brake_slowdown"}},
+		{"sim engine fault kind", "sim:\n  gpus: 2\n  engine_fault: 1:crash\n", nil, nil, []string{"bad.yaml", "sim.engine_fault", "short, cut, traceback or exit"}},
+		{"sim engine fault gpu", "sim:\n  gpus: 2\n  engine_fault: 2:short\n", nil, nil, []string{"sim.engine_fault", "GPU 0..1"}},
 		{"reference floor name", "reference_floors:\n  NVIDIA H200: {gemm_bf17: 0.6}\n", nil, nil, []string{"bad.yaml", "gemm_bf17", "unknown benchmark", "gemm_bf16"}},
 		{"reference floor value", "", []string{"reference_floors.NVIDIA H200.hbm_d2d=7"}, nil, []string{"flag:--set", "hbm_d2d", "between 0 and 1.5"}},
 		{"hub mirror not a URL", "", []string{"model_cache.endpoint=hf-mirror.local"}, nil, []string{"flag:--set", "model_cache.endpoint", "http(s) URL"}},

@@ -260,6 +260,11 @@ type Sim struct {
 	// "GPU[:REASON[:FROM[-TO]]]" (REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or
 	// hw_power_brake_slowdown; Go durations from the start), e.g. "2" or "2:hw_slowdown:20s". "": none.
 	Throttle string `yaml:"throttle"`
+	// EngineFault makes one virtual GPU's engine misbehave while the GPU stays healthy:
+	// "GPU:KIND", KIND short (short outputs despite ignore_eos), cut (streams cut without a finish
+	// reason), traceback (HTTP 500 with a Python traceback) or exit (the process exits), e.g.
+	// "1:short". "": none. gpuvet names the engine and leaves that GPU inconclusive.
+	EngineFault string `yaml:"engine_fault"`
 	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
 	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
 	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).

@@ -68,7 +68,7 @@ func Start(s Spec) (*Engine, error) {
 	if tmpl == "" {
 		return nil, fmt.Errorf("engine kind %q has no built-in template: set engine.command", s.Kind)
 	}
-	port, err := freePort(s.Vars.Port)
+	port, err := FreePort(s.Vars.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -188,9 +188,10 @@ func quoteAll(argv []string) []string {
 	return out
 }
 
-// freePort returns the first port from start on that nobody listens on, so readiness can never be
-// answered by another server.
-func freePort(start int) (int, error) {
+// FreePort returns the first port from start on that nobody listens on (at most 200 tried), so
+// readiness can never be answered by another server: where Start puts an engine, and what the
+// preflight checks.
+func FreePort(start int) (int, error) {
 	for p := start; p < start+200 && p < 65536; p++ {
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
@@ -213,6 +214,17 @@ func (e *Engine) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// ExitStatus says how the engine process ended ("exit status 1", "signal: killed"); "" while it runs.
+func (e *Engine) ExitStatus() string {
+	if !e.Exited() {
+		return ""
+	}
+	if e.waitErr != nil {
+		return e.waitErr.Error()
+	}
+	return "exit status 0"
 }
 
 // WaitReady polls with a real chat completion until one comes back, the engine exits, ctx ends,

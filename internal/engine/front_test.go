@@ -168,6 +168,11 @@ func TestTransformersFrontStreamsAndRefusesWhatItLacks(t *testing.T) {
 		}
 	}
 
+	// The model's EOS that ignore_eos streamed past is in the timing line.
+	if log, _ := os.ReadFile(e.LogPath); !strings.Contains(string(log), "finish=length max_tokens=20 ignore_eos=1 eos_tokens=1") {
+		t.Errorf("no timing line with the EOS streamed past:\n%s", log)
+	}
+
 	// /tokenize counts like the generation path; /metrics carries the running gauge gpuvet scrapes.
 	_, b := post(t, e.URL+"/tokenize", `{"model":"gpuvet/fake","prompt":"hello world"}`)
 	if !strings.Contains(string(b), `"count": 2`) {
@@ -207,4 +212,91 @@ func TestTransformersTemplate(t *testing.T) {
 	if !strings.Contains(string(engine.TransformersFront), "ContinuousBatchingManager") || !strings.Contains(enginekind.Get("transformers").APIGaps, "logprobs") {
 		t.Error("the embedded front or the API-gap note is missing")
 	}
+}
+
+// The front cancels in transformers only a request the engine still holds: cancelling one the
+// engine finished (its client gone before the last tokens were written) made transformers free its
+// KV blocks a second time ("CacheAllocator … attempted to free blocks for non-existent request_id",
+// the H200 run of issue 41). The generator's dispatch and cancel run here against a stand-in
+// manager, in the front's own Python.
+func TestTransformersFrontCancelsOnlyOpenRequests(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	dir := t.TempDir()
+	front := filepath.Join(dir, "front.py")
+	if err := os.WriteFile(front, engine.TransformersFront, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import importlib.util, sys, threading
+spec = importlib.util.spec_from_file_location("front", sys.argv[1])
+front = importlib.util.module_from_spec(spec); spec.loader.exec_module(front)
+
+class Out:
+    def __init__(self, rid, toks, finished):
+        self.request_id, self.generated_tokens, self.error, self._f = rid, toks, None, finished
+    def is_finished(self):
+        return self._f
+
+class Manager:
+    def __init__(self):
+        self.cancelled, self.outs = [], []
+    def cancel_request(self, rid):
+        self.cancelled.append(rid)
+    def get_result(self, timeout=None):
+        return self.outs.pop(0) if self.outs else None
+    def is_running(self):
+        return True
+
+g = object.__new__(front.TransformersGenerator)
+g.manager, g.lock, g.callbacks = Manager(), threading.Lock(), {}
+got = []
+g.callbacks["open"] = [lambda *a: got.append(("open",) + a), 0]
+g.callbacks["done"] = [lambda *a: got.append(("done",) + a), 0]
+g.manager.outs = [Out("done", [5, 6], True), Out("open", [7], False)]
+threading.Thread(target=g._dispatch, daemon=True).start()
+import time
+for _ in range(200):
+    if len(got) == 2: break
+    time.sleep(0.01)
+assert len(got) == 2, got
+assert g.cancel("done") is False, "a finished request was cancelled"
+assert g.cancel("open") is True
+assert g.cancel("open") is False, "cancelled twice"
+assert g.manager.cancelled == ["open"], g.manager.cancelled
+print("ok")
+`
+	out, err := exec.Command(py, "-c", script, front).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "ok") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// A client that goes away mid-stream has its request cancelled in the engine, and the front's
+// timing line says so with what the request asked for (finish=cancelled, max_tokens, ignore_eos), so
+// an engine log read beside gpuvet's records tells a cut request from a short one.
+func TestTransformersFrontLogsCancelledRequests(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	e := startFront(t, py, 256)
+	resp, err := http.Post(e.URL+"/v1/completions", "application/json",
+		strings.NewReader(`{"model":"gpuvet/fake","prompt":"go","max_tokens":250,"ignore_eos":true,"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if _, err := resp.Body.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		log, _ := os.ReadFile(e.LogPath)
+		if strings.Contains(string(log), "finish=cancelled max_tokens=250 ignore_eos=1") {
+			if strings.Contains(string(log), "non-existent") {
+				t.Errorf("the engine was asked to cancel a request it no longer held:\n%s", log)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no finish=cancelled line:\n%s", e.LogTail(20))
 }

@@ -34,6 +34,11 @@ type Kind struct {
 	Gauges Gauges
 	// Dynamo: Dynamo's workers serve this kind (kubernetes.dynamo).
 	Dynamo bool
+	// Modules are the Python modules its template needs importable by python3 in the engine's
+	// environment, and Install the command that installs them: the preflight checks them before
+	// anything runs and says this command when one is missing.
+	Modules []string
+	Install string
 }
 
 // Gauges name the server-side gauges the load generator scrapes from /metrics.
@@ -58,7 +63,9 @@ var Kinds = []Kind{
 		HubWeights: true,
 		Gauges: Gauges{Running: []string{"vllm:num_requests_running"}, Waiting: []string{"vllm:num_requests_waiting"},
 			KVUsage: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}},
-		Dynamo: true,
+		Dynamo:  true,
+		Modules: []string{"vllm"},
+		Install: "pip install vllm",
 	},
 	{
 		Name: "sglang",
@@ -69,6 +76,8 @@ var Kinds = []Kind{
 		HubWeights:     true,
 		Gauges: Gauges{Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
 			KVUsage: []string{"sglang:token_usage"}},
+		Modules: []string{"sglang"},
+		Install: `pip install "sglang[all]"`,
 	},
 	{
 		Name: "trtllm",
@@ -77,6 +86,8 @@ var Kinds = []Kind{
 		VersionCommand: `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
 		Image:          func(v string) string { return "nvcr.io/nvidia/tensorrt-llm/release:" + orLatest(v) },
 		HubWeights:     true,
+		Modules:        []string{"tensorrt_llm"},
+		Install:        "pip install tensorrt_llm",
 	},
 	{
 		// gpuvet's own thin OpenAI front (engine/front/transformers_front.py, written next to the
@@ -93,6 +104,9 @@ var Kinds = []Kind{
 			"each is refused with HTTP 400 naming the parameter",
 		HubWeights: true,
 		Gauges:     Gauges{Running: []string{"transformers_cb:num_requests_running"}, Waiting: []string{"transformers_cb:num_requests_waiting"}},
+		// The front's own needs: transformers and torch for the engine, aiohttp for its HTTP server.
+		Modules: []string{"transformers", "torch", "aiohttp"},
+		Install: "pip install transformers torch aiohttp",
 	},
 	{
 		// Any command, through engine.command; nothing is known about it.

@@ -89,21 +89,33 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
 		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
-		errV := ErrorRateVerdict(ep.Load, cfg.MaxErrorRatePct)
+		// Every failed request names its layer; the error-rate gate judges the GPU's only, and a
+		// fault of the engine, the network or the client leaves the GPU inconclusive (faults.go).
+		ep.Faults = Faults(ep)
+		okN, gpuBad, gpuKinds := gpuErrorCounts(ep, ep.Faults)
+		errV := errorRateVerdict(okN, gpuBad, gpuKinds, cfg.MaxErrorRatePct)
 		if errV != nil {
+			if gpuBad > 0 {
+				errV.Reason += "; " + ep.Faults[0].Reason // the GPU's layer comes first
+			}
+			if n := notGPUErrors(ep.Faults); n > 0 {
+				errV.Reason += fmt.Sprintf("; %d more failed request(s) are not the GPU's (their layer's verdict says whose)", n)
+			}
 			ep.Verdicts = append(ep.Verdicts, *errV)
 		}
+		ep.Verdicts = append(ep.Verdicts, faultVerdicts(ep.Faults)...)
+		engineFaultUndecides(ep)
 		busyVerdicts(m.Model, ep)
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
 			}
 		}
-		if fl := loadErrorFlag(subject(m.Model, ep), ep.Load, errV); fl != nil {
+		if fl := loadErrorFlag(subject(m.Model, ep), gpuBad, gpuKinds, errV); fl != nil {
 			ep.Flags = append(ep.Flags, *fl)
 		}
 		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
-		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 {
+		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 && !EngineFaulted(ep) { // an engine fault: its verdict says why
 			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckLoadPartial,
 				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
 		}
@@ -539,7 +551,7 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
 		// Apply stays idempotent; a failed conformance suite does not void the load figures.
 		// A shared GPU's figures are not its own: they neither pass nor set the best (issue 26).
-		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || SharedGPU(e) {
+		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || SharedGPU(e) || EngineFaulted(e) {
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})

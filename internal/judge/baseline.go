@@ -60,7 +60,7 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 			for i := range m.Endpoints {
 				ep := &m.Endpoints[i]
 				// A shared GPU's figures are not its own: no baseline comparison either way (issue 26).
-				if ep.Load == nil || len(ep.Load.Runs) == 0 || SharedGPU(ep) {
+				if ep.Load == nil || len(ep.Load.Runs) == 0 || SharedGPU(ep) || EngineFaulted(ep) {
 					continue
 				}
 				subj := fmt.Sprintf("%s%s gpu %d", prefix, m.Model, endpointGPU(ep, i))

@@ -57,6 +57,11 @@ func ErrorKinds(byKind map[string]int) string {
 // gates already say so).
 func ErrorRateVerdict(l *results.Load, lim Limit) *results.Verdict {
 	ok, bad, byKind := ErrorCounts(l)
+	return errorRateVerdict(ok, bad, byKind, lim)
+}
+
+// errorRateVerdict judges bad failed requests of ok+bad against lim.
+func errorRateVerdict(ok, bad int, byKind map[string]int, lim Limit) *results.Verdict {
 	if ok+bad == 0 {
 		return nil
 	}
@@ -82,8 +87,7 @@ func ErrorRateVerdict(l *results.Load, lim Limit) *results.Verdict {
 
 // loadErrorFlag is the flag any failed request raises when the gate did not already fail: errors
 // are never a silent pass, even below the share that fails the endpoint.
-func loadErrorFlag(subject string, l *results.Load, v *results.Verdict) *results.Flag {
-	_, bad, byKind := ErrorCounts(l)
+func loadErrorFlag(subject string, bad int, byKind map[string]int, v *results.Verdict) *results.Flag {
 	if bad == 0 || (v != nil && v.Result == ResultFail) {
 		return nil
 	}

@@ -17,8 +17,15 @@ func withErrors(ep *results.Endpoint, kinds map[string]int) {
 	}
 }
 
-// The audit's fault run: 411 of 896 requests failed, yet the run ended ok. Any error flags; above
-// the configured share the GPU fails (exit 1 without --fail-on-flag), with the errors by kind.
+// withXID gives the endpoint's GPU an XID during the load: evidence about the GPU, so its failed
+// requests are the GPU's.
+func withXID(ep *results.Endpoint) {
+	ep.Telemetry = &results.Telemetry{Source: "nvml", GPUs: []results.GPUTelemetry{{GPU: ep.GPUs[0], XIDs: []results.XIDEvent{{XID: 79, Note: "GPU has fallen off the bus"}}}}}
+}
+
+// The audit's fault run: 411 of 896 requests failed, yet the run ended ok. With evidence about the
+// GPU (here an XID during the load) any error flags; above the configured share the GPU fails
+// (exit 1 without --fail-on-flag), with the errors by kind.
 func TestApplyErrorRateGate(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -39,6 +46,9 @@ func TestApplyErrorRateGate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := summary(healthy(), healthy())
 			withErrors(&s.Hosts[0].Models[0].Endpoints[1], tc.kinds)
+			if tc.kinds != nil {
+				withXID(&s.Hosts[0].Models[0].Endpoints[1])
+			}
 			cfg := DefaultConfig()
 			cfg.MaxErrorRatePct.Value = tc.limit
 			Apply(s, cfg)
@@ -71,5 +81,102 @@ func TestErrorRateDefaultRecorded(t *testing.T) {
 	th := DefaultConfig().Thresholds()["gate.max_error_rate_pct"]
 	if th.Value == nil || *th.Value != 1 || th.Source != SourceDefault {
 		t.Fatalf("max_error_rate_pct threshold %+v, want 1 %% (default)", th)
+	}
+}
+
+// Every failed request names its layer. Without evidence about the GPU, what the engine did wrong
+// (short output despite ignore_eos, a stream cut without a finish reason, an HTTP 500 with a Python
+// traceback, an exit) leaves the GPU inconclusive with "the engine misbehaved" and the first
+// requests as evidence, never failed or flagged; a connection refused by a running engine is the
+// network's, a timeout of a client-limited rung the client's; a GPU error in the engine's words
+// makes them the GPU's again, and the error-rate gate fails it.
+func TestFailedRequestsNameTheirLayer(t *testing.T) {
+	sample := func(class, detail string) results.ErrorSample {
+		return results.ErrorSample{Class: class, Detail: detail, Index: 17, EndS: 81.2, OutputTokens: 11, RequestedTokens: 256}
+	}
+	tb := "Traceback (most recent call last):\n  File \"serve.py\", line 3, in generate\nKeyError: 'gv-1'"
+	tests := []struct {
+		name     string
+		kinds    map[string]int
+		samples  []results.ErrorSample
+		logTail  string
+		exit     string
+		clientLt bool
+		status   results.Status
+		check    string
+		layer    string
+		inReason []string
+	}{
+		{"short output despite ignore_eos", map[string]int{"short_output": 2}, []results.ErrorSample{sample("short_output", "asked for 256 output tokens, got 11")}, "", "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"the engine misbehaved: short output despite ignore_eos (2 request(s))", "rung 3 (constant", "request #17 at 81.2 s: short_output (asked for 256 output tokens, got 11)"}},
+		{"cut streams", map[string]int{"cut_stream": 300}, nil, "", "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"stream cut without a finish reason (300 request(s))"}},
+		{"an HTTP 500 with a traceback", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", tb)}, tb, "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "Python traceback ending in KeyError: 'gv-1'"}},
+		{"an engine that exits", map[string]int{"connect": 90, "cut_stream": 8}, nil, "", "exit status 1", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connection refused after the engine exited", "the engine process exited during the load: exit status 1"}},
+		{"connections refused by a running engine across the network", map[string]int{"connect": 5}, nil, "", "", false,
+			results.StatusInconclusive, CheckNetworkFault, results.LayerNetwork, []string{"the network or a proxy"}},
+		{"connections refused by the engine on this host", map[string]int{"connect": 5}, nil, "", "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connect (5 request(s))"}},
+		{"timeouts of a client-limited rung", map[string]int{"timeout": 5}, nil, "", "", true,
+			results.StatusInconclusive, CheckClientFault, results.LayerClient, []string{"the load generator fell behind"}},
+		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"40 of 2440 requests failed", "CUDA error: an illegal memory access"}},
+		{"an engine that dies with a GPU error in its log", map[string]int{"connect": 90, "cut_stream": 8}, nil,
+			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: an illegal memory access was encountered", "exit status 1", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"98 of 2498 requests failed", "engine log: RuntimeError: CUDA error: an illegal memory access"}},
+		{"out of memory is not the GPU's", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "torch.OutOfMemoryError: CUDA error: out of memory")}, "", "", false,
+			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := summary(healthy(), healthy())
+			ep := &s.Hosts[0].Models[0].Endpoints[1]
+			withErrors(ep, tc.kinds)
+			ep.Load.Runs[2].ErrorSamples = tc.samples
+			ep.Load.Runs[2].ClientLimited = tc.clientLt
+			ep.LogTail, ep.EngineExit = tc.logTail, tc.exit
+			if strings.HasSuffix(tc.name, "on this host") {
+				ep.URL = "http://127.0.0.1:8000"
+			}
+			Apply(s, DefaultConfig())
+			if ep.Status != tc.status {
+				t.Fatalf("status %s, want %s; verdicts %+v flags %+v", ep.Status, tc.status, ep.Verdicts, ep.Flags)
+			}
+			v := verdict(t, *ep, tc.check)
+			if len(ep.Faults) != 1 || ep.Faults[0].Layer != tc.layer {
+				t.Fatalf("faults %+v, want one of layer %s", ep.Faults, tc.layer)
+			}
+			for _, want := range tc.inReason {
+				if !strings.Contains(v.Reason, want) {
+					t.Errorf("%s reason %q lacks %q", tc.check, v.Reason, want)
+				}
+			}
+			if tc.layer != results.LayerGPU {
+				if v.Result != ResultInconclusive {
+					t.Errorf("%s: %s, want inconclusive", tc.check, v.Result)
+				}
+				for _, f := range ep.Flags {
+					t.Errorf("a fault not the GPU's flags it: %+v", f)
+				}
+				if s.Hosts[0].Models[0].Endpoints[0].Status != results.StatusOK {
+					t.Errorf("the other GPU: %s", s.Hosts[0].Models[0].Endpoints[0].Status)
+				}
+				if tc.layer == results.LayerEngine {
+					// A faulty engine's figures decide no gate and enter no comparison.
+					if g := verdict(t, *ep, "gate.ttft_p95"); g.Result != ResultInconclusive || !strings.Contains(g.Reason, "the engine misbehaved") {
+						t.Errorf("TTFT gate on a faulty engine: %s %s", g.Result, g.Reason)
+					}
+					for _, c := range s.Hosts[0].Models[0].Comparisons {
+						for _, cell := range c.Values {
+							if cell.GPU == ep.GPUs[0] {
+								t.Errorf("the faulty engine's GPU is in the %s comparison", c.Metric)
+							}
+						}
+					}
+				}
+			}
+		})
 	}
 }

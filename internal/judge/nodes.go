@@ -136,7 +136,7 @@ func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 			continue
 		}
 		for _, ep := range m.Endpoints {
-			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || SharedGPU(&ep) {
+			if ep.Load == nil || len(ep.Load.Runs) == 0 || ep.Error != "" || SharedGPU(&ep) || EngineFaulted(&ep) {
 				continue
 			}
 			f, ok := met.Get(ep.Load)

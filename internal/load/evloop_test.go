@@ -127,6 +127,23 @@ func TestReadersAgreeOnSim(t *testing.T) {
 			if fmt.Sprint(evLoad.Runs[0].Errors) != fmt.Sprint(nhLoad.Runs[0].Errors) {
 				t.Errorf("run errors: event loop %v, net/http %v", evLoad.Runs[0].Errors, nhLoad.Runs[0].Errors)
 			}
+			// Each class of error keeps its first requests as evidence, each one a request of that class.
+			run := evLoad.Runs[0]
+			for class, n := range run.Errors {
+				k := 0
+				for _, e := range run.ErrorSamples {
+					if e.Class != class {
+						continue
+					}
+					k++
+					if ev[e.Index].Error != class || e.RequestedTokens == 0 {
+						t.Errorf("sample %+v: its request is classed %q", e, ev[e.Index].Error)
+					}
+				}
+				if k != min(n, results.MaxErrorSamples) {
+					t.Errorf("%d samples of %s (%d errors), want %d", k, class, n, min(n, results.MaxErrorSamples))
+				}
+			}
 		})
 	}
 }

@@ -83,10 +83,12 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		case r.Error != "":
 			run.Requests.Errored++
 			run.Errors[r.Error]++
+			run.ErrorSamples = sampleError(run.ErrorSamples, r, r.Error, r.Detail)
 			continue
 		case !r.ok():
 			run.Requests.Errored++
 			run.Errors[errCut]++
+			run.ErrorSamples = sampleError(run.ErrorSamples, r, errCut, "no token came back")
 			continue
 		}
 		run.Requests.Successful++
@@ -289,4 +291,20 @@ func fillRX(l *results.Load, rx *rxStatus, waits []float64) {
 		d := metrics.Summarize(waits)
 		l.Client.RXWait = &d
 	}
+}
+
+// sampleError keeps r as evidence of its class while the rung holds fewer than
+// results.MaxErrorSamples of it (the records come in the order they ended: the first ones).
+func sampleError(have []results.ErrorSample, r *Record, class, detail string) []results.ErrorSample {
+	n := 0
+	for _, e := range have {
+		if e.Class == class {
+			n++
+		}
+	}
+	if n >= results.MaxErrorSamples {
+		return have
+	}
+	return append(have, results.ErrorSample{Class: class, Detail: detail, Index: r.Index, EndS: r.end.Seconds(),
+		OutputTokens: r.OutputTokens, RequestedTokens: r.RequestedTokens})
 }

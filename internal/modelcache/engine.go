@@ -2,9 +2,11 @@ package modelcache
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
@@ -50,6 +52,43 @@ func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCach
 		env[k] = v
 	}
 	return env, nil
+}
+
+// Preflight says in seconds, downloading nothing, whether a run can have model for an engine of
+// engineKind: a local folder holds its config.json; a hub id is in the managed cache, or the hub
+// answers (one request, bounded by timeout) so that CacheEnv can pull it. With no managed cache
+// (generic, or model_cache off) the engine finds its weights itself: nothing to check. The error
+// names what to do.
+func Preflight(ctx context.Context, model, engineKind string, mc config.ModelCache, timeout time.Duration) error {
+	if isLocalPath(model) {
+		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
+			return fmt.Errorf("model %s: the folder has no config.json (%v): give a folder with the model's config.json and weights, or a hub id", model, err)
+		}
+		return nil
+	}
+	dir, _ := Dir(mc, engineKind)
+	if dir == "" {
+		return nil
+	}
+	o := Options{CacheDir: dir, Endpoint: mc.Endpoint}
+	c, err := o.resolve(model)
+	if err != nil {
+		return fmt.Errorf("model %s: %v", model, err)
+	}
+	if s, err := local(c, model); err != nil || s != nil {
+		return err
+	}
+	if c.Offline {
+		return fmt.Errorf("model %s is not in the model cache %s and the hub is offline (HF_HUB_OFFLINE): on a host that can reach %s run `%s`, then copy %s here; or give a local model folder",
+			model, c.CacheDir, c.Endpoint, PullCommand(model, o), c.CacheDir)
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := probe(pctx, c.Endpoint); err != nil {
+		return fmt.Errorf("model %s is not in the model cache %s and the hub %s cannot be reached (%v): on a host that can reach it run `%s`, then copy %s here; or set model_cache.dir to a cache that holds it, or give a local model folder",
+			model, c.CacheDir, c.Endpoint, err, PullCommand(model, o), c.CacheDir)
+	}
+	return nil
 }
 
 // isLocalPath reports whether an engine's model argument names a folder rather than a hub repo.

@@ -39,6 +39,7 @@ func (Local) Serve(ctx context.Context, slot Slot, model string, cfg config.Conf
 		Engine:  results.EngineInfo{Kind: cfg.Engine.Kind, Command: e.Command, TP: max(1, cfg.Engine.TP)},
 		Stop:    func() { e.Stop(10 * time.Second) },
 		LogTail: func() string { return e.LogTail(40) },
+		Exited:  e.ExitStatus,
 	}
 	prov, err := e.WaitReady(ctx, model, cfg.Engine.ReadyTimeout.D())
 	if err != nil {

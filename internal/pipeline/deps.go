@@ -52,6 +52,9 @@ type Served struct {
 	Stop      func()
 	// LogTail returns the end of the engine log (redacted); nil when there is no log.
 	LogTail func() string
+	// Exited says how the engine process ended ("exit status 1"), "" while it runs; nil when the
+	// backend cannot tell (an endpoint it did not start).
+	Exited func() string
 }
 
 // Backend decides where engines run and how gpuvet reaches them.

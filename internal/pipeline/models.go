@@ -338,11 +338,24 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 			ep.RawLoadFile = rel + ".json"
 		}
 	}
-	if err != nil {
-		fail("load", err)
-		if sv.LogTail != nil && ctx.Err() == nil {
-			ep.LogTail = sv.LogTail() // the engine may have died under load: keep its last words
+	if sv.Exited != nil {
+		ep.EngineExit = sv.Exited() // an engine that exited under load: the judge names the engine
+	}
+	switch {
+	case err != nil && ep.EngineExit != "" && ld != nil && len(ld.Runs) > 0 && ctx.Err() == nil:
+		// The engine died under load after rungs were measured: the load stopped because of the
+		// engine, which the judge names (judge.engine_fault); it is no failure of the GPU's.
+		if ld.Error == "" {
+			ld.Error = err.Error()
 		}
+		r.progress("%s on gpu %v: the engine exited during the load (%s): %v", model, slot.GPUs, ep.EngineExit, err)
+	case err != nil:
+		fail("load", err)
+	}
+	if (err != nil || ep.EngineExit != "" || loadErrored(ld)) && sv.LogTail != nil && ctx.Err() == nil {
+		// The engine may have failed or died under load: keep its last words, which the judge reads
+		// for a GPU error or a traceback (judge.Faults).
+		ep.LogTail = sv.LogTail()
 	}
 	if ctx.Err() != nil {
 		if ep.Status != results.StatusInterrupted {
@@ -350,7 +363,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		return ep
 	}
-	if cfg.Functional.Enabled && r.deps.Functional != nil {
+	if cfg.Functional.Enabled && r.deps.Functional != nil && ep.EngineExit != "" {
+		r.progress("%s on gpu %v: functional suite skipped: the engine exited (%s)", model, slot.GPUs, ep.EngineExit)
+	} else if cfg.Functional.Enabled && r.deps.Functional != nil {
 		r.progress("%s on gpu %v: functional suite", model, slot.GPUs)
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
@@ -537,4 +552,17 @@ func sumSamples(src Source, gpus []int, rec *power.Recorder) (results.PowerSampl
 		out.UtilPct = max(out.UtilPct, s.UtilPct)
 	}
 	return out, nil
+}
+
+// loadErrored reports whether any request of the load failed.
+func loadErrored(l *results.Load) bool {
+	if l == nil {
+		return false
+	}
+	for _, r := range l.Runs {
+		if r.Requests.Errored > 0 {
+			return true
+		}
+	}
+	return false
 }

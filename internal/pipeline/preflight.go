@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/engine"
+	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/load"
+	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -41,13 +46,9 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			}
 		}
 	}
-	if c.Backend == "local" && (c.Health.Source == "auto" || c.Health.Source == "nvml") {
-		src, err := gpu.OpenNVML()
-		if errors.Is(err, gpu.ErrNoDriver) {
-			return bad("%v: this host has no NVIDIA driver; on a host without GPUs use --sim (or health.source=sim, or a captured nvidia-smi XML file)", err)
-		}
-		if err == nil {
-			src.Close()
+	if c.Backend == "local" {
+		if missing := localPreflight(c, cat); len(missing) > 0 {
+			return bad("this host cannot run the plan; nothing was started:\n  - %s", strings.Join(missing, "\n  - "))
 		}
 	}
 	if c.Backend == "endpoint" {
@@ -61,6 +62,236 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		return err
 	}
 	return checkWritable(c.Output.Dir)
+}
+
+// preflightTimeout bounds each check of a host's preflight that waits on something (the hub, a
+// Python interpreter): together they keep a refusal within seconds.
+const preflightTimeout = 5 * time.Second
+
+// localPreflight lists what a local run lacks, each with its fix, before anything is measured:
+// the GPUs (a driver, as many as run.gpu_count and engine.tp ask), the engine (its program on the
+// engine's PATH, its Python modules importable by python3 there), every model (a folder with its
+// config.json, in the model cache, or a hub that answers) and a free port for every engine. Empty:
+// nothing missing.
+func localPreflight(c config.Config, cat *catalog.Catalog) []string {
+	var missing []string
+	if n, why := hostGPUs(c, cat); why != "" {
+		missing = append(missing, why)
+	} else {
+		missing = append(missing, gpuCountProblems(c, n)...)
+		missing = append(missing, portProblems(c, n)...)
+	}
+	missing = append(missing, engineProblems(c)...)
+	for _, m := range c.Models {
+		if err := modelcache.Preflight(context.Background(), m, c.Engine.Kind, c.ModelCache, preflightTimeout); err != nil {
+			missing = append(missing, err.Error())
+		}
+	}
+	return missing
+}
+
+// hostGPUs counts the GPUs the run's GPU source sees, or says why it cannot.
+func hostGPUs(c config.Config, cat *catalog.Catalog) (int, string) {
+	var src gpu.Source
+	var err error
+	switch c.Health.Source {
+	case "sim":
+		return c.Sim.GPUs, ""
+	case "auto", "nvml":
+		src, err = gpu.OpenNVML()
+		if errors.Is(err, gpu.ErrNoDriver) {
+			return 0, fmt.Sprintf("%v: this host has no NVIDIA driver; on a host without GPUs use --sim (or health.source=sim, or a captured nvidia-smi XML file)", err)
+		}
+	default:
+		src, err = gpu.FromNvidiaSMIXML(c.Health.Source, cat)
+	}
+	if err != nil {
+		return 0, fmt.Sprintf("GPUs (health.source %s): %v", c.Health.Source, err)
+	}
+	defer src.Close()
+	gs, err := src.GPUs()
+	if err != nil {
+		return 0, fmt.Sprintf("GPUs (health.source %s): %v", c.Health.Source, err)
+	}
+	return len(gs), ""
+}
+
+// gpuCountProblems checks run.gpu_count and engine.tp against the n GPUs the host has.
+func gpuCountProblems(c config.Config, n int) []string {
+	var out []string
+	use := n
+	if c.Run.GPUCount > 0 {
+		use = min(n, c.Run.GPUCount)
+	}
+	switch {
+	case n == 0:
+		out = append(out, "no GPU found on this host: check `nvidia-smi`, or use --sim")
+	case c.Run.GPUCount > n:
+		out = append(out, fmt.Sprintf("--gpu-count %d (run.gpu_count): this host has %d GPU(s); give at most %d, or 0 for all", c.Run.GPUCount, n, n))
+	}
+	if tp := max(1, c.Engine.TP); n > 0 && tp > use {
+		out = append(out, fmt.Sprintf("engine.tp %d: an engine needs %d GPUs and the run has %d; lower engine.tp, or raise --gpu-count", tp, tp, use))
+	}
+	return out
+}
+
+// portProblems checks that every engine finds a free port: engine i listens on the first free
+// port from engine.port_base + 10 i on (engine.Start looks at most enginePortRange of them).
+func portProblems(c config.Config, n int) []string {
+	use := n
+	if c.Run.GPUCount > 0 {
+		use = min(n, c.Run.GPUCount)
+	}
+	var out []string
+	for i := 0; i < max(1, use/max(1, c.Engine.TP)); i++ {
+		base := c.Engine.PortBase + 10*i
+		if _, err := engine.FreePort(base); err != nil {
+			out = append(out, fmt.Sprintf("engine %d: %v (engine.port_base %d)", i, err, c.Engine.PortBase))
+		}
+	}
+	return out
+}
+
+// engineProblems checks the engine can start: its program on the engine's PATH and, for a kind's
+// own template, its Python modules importable by python3 in the engine's environment.
+func engineProblems(c config.Config) []string {
+	k := enginekind.Get(c.Engine.Kind)
+	tmpl := c.Engine.Command
+	if tmpl == "" {
+		tmpl = k.Template
+	}
+	words := strings.Fields(tmpl)
+	if len(words) == 0 {
+		return nil // config's validation refuses a kind without a command
+	}
+	env := engineEnv(c)
+	path := envValue(env, "PATH")
+	fix := "; or another engine: --engine " + strings.Join(otherKinds(c.Engine.Kind), ", --engine ") + ", or --engine-cmd"
+	if k.Install != "" && c.Engine.Command == "" {
+		fix = ": `" + k.Install + "`" + fix
+	}
+	prog, err := lookPath(words[0], path)
+	if err != nil {
+		return []string{fmt.Sprintf("%s is not installed: no %q on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, words[0], fix)}
+	}
+	if c.Engine.Command != "" || len(k.Modules) == 0 {
+		return nil
+	}
+	py := prog
+	if base := filepath.Base(prog); !strings.HasPrefix(base, "python") {
+		// A pip-installed program (vllm, trtllm-serve) runs the interpreter of its #! line, which may
+		// be a virtual environment's rather than python3 on PATH (pipx, a venv's bin linked).
+		py = shebangPython(prog)
+	}
+	if py == "" {
+		py = "python3"
+	}
+	if !filepath.IsAbs(py) {
+		if py, err = lookPath(py, path); err != nil {
+			return []string{fmt.Sprintf("%s is not installed for python3: no python3 on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, fix)}
+		}
+	}
+	gone, err := missingModules(py, env, k.Modules)
+	switch {
+	case err != nil:
+		return []string{fmt.Sprintf("%s: cannot ask %s which modules it has (%v)%s", c.Engine.Kind, py, err, fix)}
+	case len(gone) > 0:
+		return []string{fmt.Sprintf("%s is not installed for python3 (%s finds no module %s)%s", c.Engine.Kind, py, strings.Join(gone, ", "), fix)}
+	}
+	return nil
+}
+
+// shebangPython is the Python interpreter of prog's "#!" line ("" when it has none).
+func shebangPython(prog string) string {
+	f, err := os.Open(prog)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, 256)
+	n, _ := f.Read(buf)
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	fields := strings.Fields(strings.TrimPrefix(line, "#!"))
+	if !strings.HasPrefix(line, "#!") || len(fields) == 0 {
+		return ""
+	}
+	if filepath.Base(fields[0]) == "env" && len(fields) > 1 { // #!/usr/bin/env python3
+		fields = fields[1:]
+	}
+	if !strings.HasPrefix(filepath.Base(fields[0]), "python") {
+		return ""
+	}
+	return fields[0]
+}
+
+// missingModules asks py which of mods it cannot import (found without importing them: an engine's
+// import takes seconds).
+func missingModules(py string, env, mods []string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), preflightTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, append([]string{"-c",
+		"import importlib.util, sys\nprint(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"}, mods...)...)
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// engineEnv is the environment engines start with: gpuvet's, with engine.env over it.
+func engineEnv(c config.Config) []string {
+	env := os.Environ()
+	for k, v := range c.Engine.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// envValue is the last value of key in env (later entries win, as for exec).
+func envValue(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// lookPath finds file as exec.LookPath does, but on path rather than gpuvet's own PATH.
+func lookPath(file, path string) (string, error) {
+	if strings.Contains(file, "/") {
+		if executable(file) {
+			return file, nil
+		}
+		return "", fmt.Errorf("%s is not an executable file", file)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		if p := filepath.Join(dir, file); executable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q not found on PATH", file)
+}
+
+func executable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// otherKinds are the engine kinds with a template other than kind.
+func otherKinds(kind string) []string {
+	var out []string
+	for _, k := range enginekind.Kinds {
+		if k.Name != kind && k.Template != "" {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
 // checkBaseline reads a baseline named for this run up front: one that cannot be read would

@@ -131,7 +131,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
 			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
-			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, Catalog: cat})
+			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}
@@ -185,13 +185,14 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 		GPU: f.GPU().Key, Model: model, Seed: cfg.Sim.Seed + int64(slot.Index), Catalog: s.cat,
 		Engine: sim.EngineConfig{TP: max(1, cfg.Engine.TP), MaxModelLen: cfg.Engine.MaxModelLen, GPUMemUtil: cfg.Engine.GPUMemoryUtilization,
 			MaxNumSeqs: cfg.Sim.MaxNumSeqs, StepOverhead: cfg.Sim.StepOverhead.D(), SeqOverhead: cfg.Sim.SeqOverhead.D()},
-		Fleet: f, GPUIndex: slot.GPUs[0],
+		Fleet: f, GPUIndex: slot.GPUs[0], EngineFault: f.EngineFault(slot.GPUs[0]),
 	}, "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(s.cat.ModelIDs(), ", "))
 	}
 	sv := &Served{URL: srv.URL(), Binding: "none: simulator (in-process)",
-		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() }}
+		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() },
+		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus}
 	rctx, cancel := context.WithTimeout(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute))
 	defer cancel()
 	for {

@@ -72,6 +72,13 @@ type Endpoint struct {
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
 	// Timing is this engine's wall time, phase by phase (issue 34).
 	Timing *EndpointTiming `json:"timing,omitempty"`
+
+	// EngineExit says how the engine process ended while it was measured ("exit status 1"); "":
+	// it was still running when the load ended (or the backend cannot tell). See faults.go.
+	EngineExit string `json:"engine_exit,omitempty"`
+	// Faults name the layer of the endpoint's failed requests (gpu, engine, network, client), each
+	// with its evidence: the judge's (see faults.go).
+	Faults []Fault `json:"faults,omitempty"`
 }
 
 // LoadConfig is the load profile, recorded so comparisons can caveat a different one.
@@ -183,6 +190,10 @@ type Run struct {
 
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
+
+	// ErrorSamples are the rung's first failed requests (at most MaxErrorSamples per class): the
+	// evidence a fault's layer is named with.
+	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
 }
 
 // RungSizing is how a rung sized by completions ran: until its gated figures had MinSamples

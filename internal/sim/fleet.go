@@ -28,6 +28,9 @@ type FleetConfig struct {
 	// clock-event reason: "GPU[:REASON[:FROM[-TO]]]", "" none (correct.go).
 	Corrupt  string
 	Throttle string
+	// EngineFault makes one GPU's engine misbehave: "GPU:KIND" with KIND short, cut, traceback or
+	// exit (enginefault.go); "": none. The GPU itself stays healthy.
+	EngineFault string
 	// Catalog is where GPU is looked up (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }
@@ -46,6 +49,8 @@ type Fleet struct {
 	cotenant  coTenant
 	corrupt   int
 	throttle  throttle
+	// engineFault is the parsed EngineFault.
+	engineFault engineFault
 }
 
 type vgpu struct {
@@ -108,7 +113,12 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th}
+	efGPU, efKind, err := ParseEngineFault(cfg.EngineFault, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th,
+		engineFault: engineFault{gpu: efGPU, kind: efKind}}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}

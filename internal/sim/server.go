@@ -50,6 +50,9 @@ type Config struct {
 
 	Fleet    *Fleet // optional: the virtual GPUs this server runs on
 	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
+	// EngineFault is the protocol fault this server's engine plays (enginefault.go): "short",
+	// "cut", "traceback", "exit"; "": none.
+	EngineFault string
 }
 
 // Fixed reports whether c is fixed mode.
@@ -76,6 +79,7 @@ type Server struct {
 	lag       lagMeter
 	closeOnce sync.Once
 	closeErr  error
+	elog      engineLog // the engine's own log (LogTail): what its faults write
 }
 
 // NewServer checks cfg and builds the server without listening (Handler serves it).
@@ -432,6 +436,11 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	p := s.decide(req, n)
+	if s.playEngineFault(w, n, &p) {
+		s.metrics.failed(http.StatusInternalServerError)
+		s.traceError(arrival, received, n, chat, req, http.StatusInternalServerError, "engine_traceback")
+		return
+	}
 	if fe := p.fault.httpError(); fe != nil {
 		s.metrics.failed(fe.Status)
 		s.traceError(arrival, received, n, chat, req, fe.Status, p.fault.name())

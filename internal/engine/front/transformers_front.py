@@ -16,6 +16,8 @@ GenerationConfig for every request), and prompts given as token lists in batches
 
 Each finished request is logged on stderr as one line, the engine's own timing:
   gpuvet-front done id=… prompt_tokens=… output_tokens=… arrive=<unix s> first=<unix s> end=<unix s>
+      finish=<stop|length|error|cancelled|client_gone> max_tokens=… ignore_eos=<0|1> eos_tokens=…
+(eos_tokens: EOS ids the model made that ignore_eos streamed past)
 so gpuvet's client-side TTFT and output tok/s can be checked against the server's. While tokens flow,
 the front also logs every 0.1 s how many output tokens it has written to streams in all (a token made
 for a client that went away is not counted), with the time:
@@ -144,17 +146,18 @@ class TransformersGenerator:
         return rid
 
     def cancel(self, rid):
-        # Only a request the engine still runs: one it reported finished is already freed, and
-        # cancelling it again makes transformers log "CacheAllocator … attempted to free blocks for
-        # non-existent request_id" (a client cut at a rung's end as its last token was made).
+        """Cancels a request the engine has not finished. One it finished (its last output already
+        taken by the dispatcher) is not cancelled: transformers would free its KV blocks a second time
+        ("CacheAllocator … attempted to free blocks for non-existent request_id")."""
         with self.lock:
-            running = self.callbacks.pop(rid, None) is not None
-        if not running:
-            return
+            open_ = self.callbacks.pop(rid, None) is not None
+        if not open_:
+            return False
         try:
             self.manager.cancel_request(rid)
-        except Exception:
-            pass
+        except Exception as e:
+            LOG.warning("cancel_request(%s) failed: %s", rid, e)
+        return True
 
     def _dispatch(self):
         while True:
@@ -230,10 +233,10 @@ class WordTokenizer:
 
 class FakeGenerator:
     """Continuous batching without a model: every step (--fake-step-ms) each running request gets one
-    token (the words " a" … " z"); a prompt ending in 'STOP' stops after 2 tokens with EOS unless
-    ignore_eos. With ignore_eos its third token is the EOS id and it goes on, as a real engine does
-    (transformers' eos_token_id=-1 and vLLM's ignore_eos only stop stopping at EOS: a model still
-    emits the id, and a random model does, about once in a few hundred requests)."""
+    token (the words " a" … " z"). For a prompt ending in 'STOP' the third token is the EOS id, as a
+    model may make it: the engine ends the request there unless ignore_eos, and with ignore_eos it
+    goes on, the EOS id one token among others (what transformers does with eos_token_id=-1 and
+    vLLM with ignore_eos)."""
 
     version = "fake"
 
@@ -248,19 +251,18 @@ class FakeGenerator:
 
     def submit(self, ids, max_new_tokens, ignore_eos, callback):
         rid = "fake-" + uuid.uuid4().hex
-        stop_at, eos_at = max_new_tokens, 0
-        if self.tokenizer.decode(ids).rstrip().endswith("STOP"):
-            if ignore_eos:
-                eos_at = 3
-            else:
-                stop_at = min(max_new_tokens, 3)
+        eos_at = 3 if self.tokenizer.decode(ids).rstrip().endswith("STOP") else 0
         with self.lock:
-            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "stop_at": stop_at, "eos_at": eos_at}
+            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "eos_at": eos_at, "ignore_eos": ignore_eos}
         return rid
 
     def cancel(self, rid):
+        """As transformers' manager: cancelling a request it no longer holds is a mistake it logs."""
         with self.lock:
-            self.reqs.pop(rid, None)
+            open_ = self.reqs.pop(rid, None) is not None
+        if not open_:
+            LOG.warning("fake engine: attempted to cancel non-existent request_id: %s", rid)
+        return open_
 
     def _loop(self):
         while True:
@@ -269,12 +271,8 @@ class FakeGenerator:
                 batch = list(self.reqs.items())
             for rid, r in batch:
                 r["n"] += 1
-                if r["n"] >= r["stop_at"] and r["stop_at"] < r["max"]:
-                    tok, done = self.eos, True
-                elif r["n"] == r["eos_at"]:
-                    tok, done = self.eos, r["n"] >= r["max"]
-                else:
-                    tok, done = self.letters[(r["n"] - 1) % 26], r["n"] >= r["max"]
+                tok = self.eos if r["n"] == r["eos_at"] else self.letters[(r["n"] - 1) % 26]
+                done = r["n"] >= r["max"] or (tok == self.eos and not r["ignore_eos"])
                 if done:
                     with self.lock:
                         self.reqs.pop(rid, None)
@@ -443,16 +441,17 @@ class Front:
         except APIError as e:
             return self.error(e)
         stream = bool(body.get("stream", False))
-        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": [], "ignore_eos": ignore_eos}
+        state = {"n": 0, "first": None, "finish": None, "rid": rid, "ids": [], "ignore_eos": ignore_eos, "eos": 0}
         try:
             if stream:
                 return await self.stream(request, body, chat, ids, q, so, state, max_new)
             return await self.whole(body, chat, ids, q, state, max_new)
         finally:
-            if state["finish"] is None:
-                self.gen.cancel(rid)  # the client went away: free the engine's slot
-            LOG.info("gpuvet-front done id=%s prompt_tokens=%d output_tokens=%d arrive=%.6f first=%.6f end=%.6f finish=%s",
-                     rid, len(ids), state["n"], arrive, state["first"] or 0, time.time(), state["finish"])
+            if state["finish"] is None:  # the client went away: free the engine's slot, if it still holds one
+                state["finish"] = "cancelled" if self.gen.cancel(rid) else "client_gone"
+            LOG.info("gpuvet-front done id=%s prompt_tokens=%d output_tokens=%d arrive=%.6f first=%.6f end=%.6f finish=%s "
+                     "max_tokens=%d ignore_eos=%d eos_tokens=%d", rid, len(ids), state["n"], arrive, state["first"] or 0,
+                     time.time(), state["finish"], max_new, int(ignore_eos), state["eos"])
 
     def detok(self):
         """A per-request incremental detokeniser: tokenizers' DecodeStream where it works, else the
@@ -509,12 +508,15 @@ class Front:
                 raise RuntimeError(str(err))
             text, n = "", 0
             for t in new:
-                # Under ignore_eos the EOS id is a token like any other: the engine goes on to
-                # max_tokens, and so must the stream (stopping here was issue 41's short outputs).
-                if t == self.gen.eos and not state["ignore_eos"]:
-                    done = True
-                    state["finish"] = "stop"
-                    break
+                # EOS ends a request only where EOS is honoured. With ignore_eos the engine generates
+                # past it (eos_token_id=-1), so it is one more token, as in vLLM: ending the stream
+                # here was a short output despite ignore_eos (an H200 run's 2 short_output).
+                if t == self.gen.eos:
+                    if not state["ignore_eos"]:
+                        done = True
+                        state["finish"] = "stop"
+                        break
+                    state["eos"] += 1  # the model made EOS; the request goes on (logged: eos_tokens=)
                 text += step(t)
                 state["ids"].append(t)
                 n += 1

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Issue 41: a bare `gpuvet run` on a GPU host with no vLLM and no cached model is refused at once
+// (exit 2), naming the engine and the model with their fixes, before the health phase measures
+// anything; it used to run health first and then fail with "model cache FAILED".
+func TestBareRunOnAnEmptyHostRefusesBeforeHealth(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := "http://" + l.Addr().String()
+	l.Close() // nothing answers there: an air-gapped host
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := gpuvet("run", "--out", out, "--set", "health.source=testdata/h200x2.xml",
+		"--set", "model_cache.dir="+t.TempDir(), "--set", "model_cache.endpoint="+hub, "--set", "engine.env.PATH="+t.TempDir())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, stderr.String())
+	}
+	for _, want := range []string{`vllm is not installed: no "vllm" on the engine's PATH`, "`pip install vllm`", "--engine transformers",
+		"model Qwen/Qwen3-8B is not in the model cache", "gpuvet cache pull Qwen/Qwen3-8B"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "health") {
+		t.Errorf("the health phase ran:\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,322 @@
+package judge
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Check ids of the verdicts that name a layer other than the GPU's: its failed requests leave the
+// serving verdict inconclusive, never failed (docs/detection.md, "Every failure names its layer").
+const (
+	CheckEngineFault  = "judge.engine_fault"
+	CheckNetworkFault = "judge.network_fault"
+	CheckClientFault  = "judge.client_fault"
+)
+
+// gpuErrorRe matches an engine's words that name a fault of the GPU itself: an XID, ECC errors, a
+// CUDA error other than running out of memory (that one is the engine's configuration), the GPU
+// gone from the bus. The engine log's tail and the failed requests' details are read with it.
+var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|cuda error|illegal memory access|fallen off the bus|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
+
+// tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
+var tracebackRe = regexp.MustCompile(`Traceback \(most recent call last\)`)
+
+// gpuError reports whether s names a GPU fault: not an out-of-memory (the engine's settings) nor a
+// device-side assert (a kernel's own check of its inputs: the software's).
+func gpuError(s string) bool {
+	low := strings.ToLower(s)
+	return gpuErrorRe.MatchString(s) && !strings.Contains(low, "out of memory") && !strings.Contains(low, "device-side assert")
+}
+
+// Faults names the layer of every failed request of ep's load, with the evidence. With evidence
+// about the GPU (an XID or uncorrected ECC errors during the load, the engine's words naming a GPU
+// error), every failed request is the GPU's. Without it, each error class has its layer: the
+// engine's protocol faults (short output despite ignore_eos, a stream cut without a finish reason,
+// a malformed or over-long stream, an HTTP 5xx or 4xx, a stall, an exit), the network's (a
+// connection refused or a redirect while the engine ran) or the client's (a timeout of a rung the
+// client could not keep up with). Nil when no request failed.
+func Faults(ep *results.Endpoint) []results.Fault {
+	l := ep.Load
+	if l == nil {
+		return nil
+	}
+	byLayer := map[string]*results.Fault{}
+	gpuWhy := gpuEvidence(ep)
+	exactSent := !slices.Contains(l.DroppedParams, "min_tokens+ignore_eos")
+	for ri, r := range l.Runs {
+		classes := make([]string, 0, len(r.Errors))
+		for class := range r.Errors {
+			classes = append(classes, class)
+		}
+		sort.Strings(classes) // a stable account: the same summary judged twice reads the same
+		for _, class := range classes {
+			n := r.Errors[class]
+			if n == 0 {
+				continue
+			}
+			layer := LayerOf(class, gpuWhy != nil, ep.EngineExit != "", r.ClientLimited, loopback(ep.URL))
+			f := byLayer[layer]
+			if f == nil {
+				f = &results.Fault{Layer: layer, Kinds: map[string]int{}}
+				byLayer[layer] = f
+			}
+			f.Requests += n
+			f.Kinds[class] += n
+			for _, e := range r.ErrorSamples {
+				if e.Class == class && len(f.Evidence) < 2*results.MaxErrorSamples {
+					f.Evidence = append(f.Evidence, fmt.Sprintf("rung %d (%s) %s", ri+1, rungLabel(r), e))
+				}
+			}
+		}
+	}
+	var out []results.Fault
+	for _, layer := range []string{results.LayerGPU, results.LayerEngine, results.LayerNetwork, results.LayerClient} {
+		f := byLayer[layer]
+		if f == nil {
+			continue
+		}
+		f.Evidence = sortEvidence(f.Evidence)
+		switch layer {
+		case results.LayerGPU:
+			f.Evidence = append(gpuWhy, f.Evidence...)
+			f.Reason = fmt.Sprintf("%d failed request(s) (%s) with evidence about the GPU: %s", f.Requests, ErrorKinds(f.Kinds), gpuWhy[0])
+		case results.LayerEngine:
+			f.Evidence = append(engineWords(ep), f.Evidence...)
+			f.Reason = "the engine misbehaved: " + engineWhat(f.Kinds, exactSent, ep.EngineExit)
+		case results.LayerNetwork:
+			f.Reason = fmt.Sprintf("the connection to the engine failed while it ran (%s): the network or a proxy, not the GPU", ErrorKinds(f.Kinds))
+		case results.LayerClient:
+			f.Reason = fmt.Sprintf("the load generator fell behind and its own deadline ended %d request(s) (%s): the client's, not the GPU's", f.Requests, ErrorKinds(f.Kinds))
+		}
+		out = append(out, *f)
+	}
+	return out
+}
+
+// LayerOf is the layer of one error class: the GPU's when there is evidence about the GPU (gpu),
+// else the engine's for its protocol faults and for anything after it exited (exited), the
+// network's for a failed connection to a running engine across a network (not on this host's
+// loopback, where only the engine can refuse it) or a redirect, the client's for a timeout of a rung
+// it could not keep up with (clientLimited).
+func LayerOf(class string, gpu, exited, clientLimited, loopback bool) string {
+	switch {
+	case gpu:
+		return results.LayerGPU
+	case exited:
+		return results.LayerEngine
+	case class == "connect" && !loopback || class == "redirect":
+		return results.LayerNetwork
+	case class == "timeout" && clientLimited:
+		return results.LayerClient
+	}
+	return results.LayerEngine
+}
+
+// loopback reports whether an endpoint's URL is on this host's loopback (an engine gpuvet started).
+func loopback(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(u.Hostname())
+	return u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// gpuEvidence lists what says the GPU itself failed during the load: XIDs and uncorrected ECC
+// errors in its telemetry, a GPU error in the engine's log or in a failed request's words. Nil: none.
+func gpuEvidence(ep *results.Endpoint) []string {
+	var out []string
+	if t := ep.Telemetry; t != nil {
+		for _, g := range t.GPUs {
+			for _, x := range g.XIDs {
+				out = append(out, fmt.Sprintf("gpu %d: XID %d during the load%s", g.GPU, x.XID, paren(x.Note)))
+			}
+			if g.ECCUncorrected != nil && *g.ECCUncorrected > 0 {
+				out = append(out, fmt.Sprintf("gpu %d: %d uncorrected ECC error(s) during the load", g.GPU, *g.ECCUncorrected))
+			}
+		}
+	}
+	for _, line := range strings.Split(ep.LogTail, "\n") {
+		if gpuError(line) {
+			out = append(out, "engine log: "+strings.TrimSpace(clipText(line, 300)))
+			break
+		}
+	}
+	if ep.Load != nil {
+		for ri, r := range ep.Load.Runs {
+			for _, e := range r.ErrorSamples {
+				if gpuError(e.Detail) {
+					return append(out, fmt.Sprintf("rung %d (%s) %s", ri+1, rungLabel(r), e))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// engineWords is the engine's own account of its fault: how it exited, its first traceback line.
+func engineWords(ep *results.Endpoint) []string {
+	var out []string
+	if ep.EngineExit != "" {
+		out = append(out, "the engine process exited during the load: "+ep.EngineExit)
+	}
+	if i := tracebackRe.FindStringIndex(ep.LogTail); i != nil {
+		tb := strings.Split(strings.TrimSpace(ep.LogTail[i[0]:]), "\n")
+		last := tb[len(tb)-1] // the exception
+		for j := len(tb) - 1; j > 0 && strings.HasPrefix(tb[j], " "); j-- {
+			last = tb[j-1]
+		}
+		out = append(out, "engine log: Python traceback ending in "+strings.TrimSpace(clipText(last, 300)))
+	}
+	return out
+}
+
+// engineWhat says what the engine did wrong, error class by class, most frequent first.
+func engineWhat(kinds map[string]int, exactSent bool, exit string) string {
+	var parts []string
+	for _, kv := range strings.Split(ErrorKinds(kinds), ", ") {
+		class, n, _ := strings.Cut(kv, " ")
+		what := class
+		switch {
+		case class == "short_output" && exactSent:
+			what = "short output despite ignore_eos"
+		case class == "short_output":
+			what = "short output (the endpoint refused ignore_eos, so an EOS ends a request early)"
+		case class == "cut_stream":
+			what = "stream cut without a finish reason"
+		case class == "stream_error":
+			what = "error inside the stream"
+		case class == "over_max_tokens":
+			what = "more tokens than max_tokens"
+		case strings.HasPrefix(class, "http_5"):
+			what = "HTTP " + strings.TrimPrefix(class, "http_") + " server error"
+		case class == "connect" && exit != "":
+			what = "connection refused after the engine exited"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s request(s))", what, n))
+	}
+	s := strings.Join(parts, ", ")
+	if exit != "" {
+		s += "; the process exited (" + exit + ")"
+	}
+	return s + ": a fault of the engine or its server, not evidence about the GPU; read the engine log and the requests named, fix or change the engine, and rerun"
+}
+
+// EngineFaulted reports whether the engine misbehaved during ep's load (a request failed by the
+// engine's fault, not the GPU's): its figures are the engine's misbehaviour, so they enter no
+// comparison, GPU to GPU, node to node or against a baseline, and decide no gate.
+func EngineFaulted(ep *results.Endpoint) bool {
+	for _, f := range Faults(ep) {
+		if f.Layer == results.LayerEngine {
+			return true
+		}
+	}
+	return false
+}
+
+// engineFaultUndecides makes the gates of an endpoint whose engine misbehaved inconclusive: a pass
+// or a fail on figures a faulty engine made says nothing of the GPU. The error-rate gate (the
+// GPU's own failures) and the layer verdicts stay as they are.
+func engineFaultUndecides(ep *results.Endpoint) {
+	if !EngineFaulted(ep) {
+		return
+	}
+	for i := range ep.Verdicts {
+		v := &ep.Verdicts[i]
+		if v.Check == CheckErrorRate || strings.HasPrefix(v.Check, "judge.") || (v.Result != ResultPass && v.Result != ResultFail) {
+			continue
+		}
+		was := v.Result
+		v.Result = ResultInconclusive
+		v.Reason = fmt.Sprintf("the engine misbehaved (%s): a %s on its figures says nothing of this GPU; %s", CheckEngineFault, was, v.Reason)
+	}
+}
+
+// faultVerdicts are the inconclusive verdicts of the layers other than the GPU's: a request the
+// engine, the network or the client failed decides nothing about the GPU.
+func faultVerdicts(faults []results.Fault) []results.Verdict {
+	var out []results.Verdict
+	for _, f := range faults {
+		check, rule := "", ""
+		switch f.Layer {
+		case results.LayerEngine:
+			check, rule = CheckEngineFault, "the engine serves every request as asked"
+		case results.LayerNetwork:
+			check, rule = CheckNetworkFault, "the network carries every request"
+		case results.LayerClient:
+			check, rule = CheckClientFault, "the load generator keeps its schedule"
+		default:
+			continue
+		}
+		reason := f.Reason
+		if len(f.Evidence) > 0 {
+			reason += "; evidence: " + strings.Join(f.Evidence[:min(3, len(f.Evidence))], "; ")
+		}
+		out = append(out, results.Verdict{Check: check, Rule: rule, Source: "gpuvet's layer rule (docs/detection.md)",
+			Result: ResultInconclusive, Reason: reason})
+	}
+	return out
+}
+
+// gpuErrorCounts are the load's requests and those of its failures the GPU caused: what the
+// error-rate gate judges.
+func gpuErrorCounts(ep *results.Endpoint, faults []results.Fault) (successful, errored int, byKind map[string]int) {
+	successful, _, _ = ErrorCounts(ep.Load)
+	for _, f := range faults {
+		if f.Layer == results.LayerGPU {
+			return successful, f.Requests, f.Kinds
+		}
+	}
+	return successful, 0, map[string]int{}
+}
+
+// notGPUErrors counts the failed requests of the layers other than the GPU's.
+func notGPUErrors(faults []results.Fault) int {
+	n := 0
+	for _, f := range faults {
+		if f.Layer != results.LayerGPU {
+			n += f.Requests
+		}
+	}
+	return n
+}
+
+func rungLabel(r results.Run) string {
+	if r.TargetRate > 0 {
+		return fmt.Sprintf("%s %.3g req/s", r.Kind, r.TargetRate)
+	}
+	return fmt.Sprintf("%s c=%d", r.Kind, r.Concurrency)
+}
+
+// sortEvidence orders "rung N …" lines by rung number, then as they were.
+func sortEvidence(ev []string) []string {
+	sort.SliceStable(ev, func(i, j int) bool { return rungNum(ev[i]) < rungNum(ev[j]) })
+	return ev
+}
+
+func rungNum(s string) int {
+	var n int
+	fmt.Sscanf(s, "rung %d", &n)
+	return n
+}
+
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
