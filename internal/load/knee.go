@@ -24,7 +24,6 @@ const (
 	// reads the capacity a little low (slots idle between requests), and the top two rungs must both be
 	// past the true capacity for the curve to show its plateau.
 	kneeOvershoot = 1.25
-
 )
 
 // maxClimb bounds the rungs a truncated ladder adds above its planned top.
@@ -52,7 +51,6 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 	}
 	return outs
 }
-
 
 // findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
 // only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is

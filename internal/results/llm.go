@@ -213,7 +213,7 @@ type RungSizing struct {
 type RungSteady struct {
 	// PlannedS is the least length the rung was given: the time per request at its load, from the
 	// earlier rungs, plus a window.
-	PlannedS float64 `json:"planned_s"`
+	PlannedS float64  `json:"planned_s"`
 	Cap      Duration `json:"max_rung_duration"`
 	// OnsetS is when the plateau began, in seconds from the rung's start (0 with Transient).
 	OnsetS float64 `json:"onset_s,omitempty"`
