@@ -167,7 +167,7 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	}
 	gvterm.Load(cmd.OutOrStdout(), res)
 	for i, r := range res.Runs {
-		for _, note := range []string{r.ServerReason, r.TokenBursts} {
+		for _, note := range []string{r.ServerReason, r.TokenBursts, r.ErrorStop, r.TransientReason()} {
 			if note != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
 			}

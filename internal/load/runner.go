@@ -451,8 +451,8 @@ func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
 	}
 	o.rampEnd = o.start + mean
 	for _, r := range o.recs {
-		if r.sent < o.rampEnd {
-			r.Warmup = true
+		if r.sent < o.rampEnd && !r.Warmup {
+			r.Warmup, r.ramp = true, true
 		}
 	}
 }

@@ -70,15 +70,16 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		if len(r.marks) > 0 && r.marks[0].at >= o.winStart && r.marks[0].at <= o.winEnd {
 			promptInWin += float64(r.PromptTokens)
 		}
-		if streamed && !r.Warmup {
+		// A ramp request (sent before the window opened) is counted like a measured one, its errors
+		// too, unless it completed before the window: only its latencies are left out (they ran
+		// under a lighter load).
+		warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= o.winStart))
+		if streamed && !warm {
 			run.Requests.Streamed++
 		}
 		switch {
-		case r.Warmup:
+		case warm:
 			run.Requests.Warmup++
-			if r.ramp && r.ok() && r.end >= o.winStart && r.end <= o.winEnd {
-				doneInWin++ // a steady rung's ramp request that completed in its window
-			}
 			continue
 		case r.Incomplete:
 			run.Requests.Incomplete++
@@ -93,6 +94,12 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 			continue
 		}
 		run.Requests.Successful++
+		if r.ramp {
+			if r.end >= o.winStart && r.end <= o.winEnd {
+				doneInWin++
+			}
+			continue
+		}
 		if !r.noLag {
 			lag = append(lag, r.LagMs)
 		}

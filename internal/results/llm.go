@@ -327,6 +327,34 @@ func (r *Run) TransientReason() string {
 	return r.Steady.Reason
 }
 
+// RungNotes says, one line a rung, which rungs measured less than they were run for: those that
+// never reached a steady state (transient) and those their errors ended.
+func (l *Load) RungNotes() []string {
+	if l == nil {
+		return nil
+	}
+	var out []string
+	for i := range l.Runs {
+		r := &l.Runs[i]
+		what := fmt.Sprintf("rung %d (%s)", i+1, r.Label())
+		if why := r.TransientReason(); why != "" {
+			out = append(out, what+": "+why)
+		}
+		if r.ErrorStop != "" {
+			out = append(out, what+": "+r.ErrorStop)
+		}
+	}
+	return out
+}
+
+// Label names a run by its kind and load: "constant 1.2 req/s", "throughput c=128".
+func (r *Run) Label() string {
+	if r.TargetRate > 0 {
+		return fmt.Sprintf("%s %.3g req/s", r.Kind, r.TargetRate)
+	}
+	return fmt.Sprintf("%s c=%d", r.Kind, r.Concurrency)
+}
+
 // ClientCheck is the load generator's check on itself.
 type ClientCheck struct {
 	LagP50Ms      float64 `json:"lag_p50_ms"`
