@@ -87,6 +87,13 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("concurrency %d is the limit (%s)", c, k.LimitSource)
 			break
 		}
+		// A request at twice the concurrency takes up to twice as long (Little's law, at capacity): a
+		// probe whose requests would outlast load.max_rung_duration cannot level, and would only
+		// spend the cap to say so.
+		if ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c)); ahead >= time.Duration(ex.cfg.MaxRungDuration) {
+			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
+			break
+		}
 		from := ex.rn.c.since()
 		r := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, next, 0), ex.probeTime(next)), n)
 		if ctx.Err() != nil {

@@ -101,6 +101,8 @@ type LoadConfig struct {
 	// Rung sizing: a rung whose latency figures are gated (the synchronous rung, a concurrency run)
 	// runs past MaxDuration until MinSamples requests completed (compare.min_samples), at most
 	// MaxRungDuration (load.max_rung_duration); a rung that hits the cap first is cut (Run.Sizing).
+	// The sweep's probes and constant rungs run until their steady state held what their figures
+	// need, at most MaxRungDuration too (Run.Steady).
 	MinSamples      int      `json:"min_samples,omitempty"`
 	MaxRungDuration Duration `json:"max_rung_duration,omitempty"`
 }
