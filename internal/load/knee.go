@@ -33,10 +33,13 @@ const maxClimb = 3
 // under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
 // so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
 // on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added.
+// rungs, and records how many it added. A transient top rung does not climb.
 func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, probe results.Run, step float64, k *results.Knee) []float64 {
 	peak := probe.OutputTokS
-	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
+	// A top rung that never levelled read its ramp: its climb says nothing about the capacity, and
+	// each rung above it would only spend load.max_rung_duration to say the same.
+	topLevel := func() bool { return len(a.runs) == 0 || a.runs[len(a.runs)-1].TransientReason() == "" }
+	for k.ClimbedRungs < maxClimb && step > 0 && topLevel() && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
 		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate), ex.rateTime(rate)), n)
 		if ctx.Err() != nil {
@@ -88,9 +91,10 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			break
 		}
 		// A request at twice the concurrency takes up to twice as long (Little's law, at capacity): a
-		// probe whose requests would outlast load.max_rung_duration cannot level, and would only
-		// spend the cap to say so.
-		if ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c)); ahead >= time.Duration(ex.cfg.MaxRungDuration) {
+		// probe whose requests (and a window after them) would outlast load.max_rung_duration cannot
+		// level, and would only spend the cap to say so.
+		win := time.Duration(levelMinSlices) * sliceFor(time.Duration(ex.cfg.MaxDuration))
+		if ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c)); ahead+win >= time.Duration(ex.cfg.MaxRungDuration) {
 			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
 			break
 		}

@@ -205,7 +205,7 @@ func levelWatch(ctx context.Context, stop func(), slice, planned time.Duration, 
 		m, ci := rateCI(rate[on:])
 		state := "levelled"
 		if queue {
-			state = fmt.Sprintf("past capacity (the output rate flat, the in-flight count growing to %.0f: a queue)", infl[len(infl)-1])
+			state = fmt.Sprintf("queueing (the output rate flat while the in-flight count still grows, to %.0f: past capacity)", infl[len(infl)-1])
 		}
 		switch {
 		case done < levelMinDone:

@@ -13,12 +13,12 @@ import (
 // A slow engine is measured, never failed for being slow, and never judged on a transient. The
 // simulator's scheduler-bound engine (sim.step_overhead, sim.seq_overhead: transformers' continuous
 // batching on an 8B, 30 ms + 2 ms per sequence a step) under the seed's default profile's shape
-// (512-token prompts, max concurrency 128), with shorter rungs, fewer rates, 10 samples and a 12 s
+// (512-token prompts, max concurrency 128), with shorter rungs, fewer rates, 8 samples and a 15 s
 // load.max_rung_duration so that it fits a unit test: a request at concurrency 128
 // needs ~40 s, so the probe (and the constant rungs, whose requests need seconds each) cannot
 // level within the cap. Each is marked transient with its reason, the knee search takes no knee
 // from a probe that completed nothing, the sustained-throughput gate (set here) is inconclusive
-// rather than decided on a ramp, the synchronous rung gets its 10 samples from shorter requests,
+// rather than decided on a ramp, the synchronous rung gets its 8 samples from shorter requests,
 // and the run is not failed.
 func TestSlowEngineDefaultProfileIsNeverJudgedOnATransient(t *testing.T) {
 	if testing.Short() {
@@ -26,7 +26,7 @@ func TestSlowEngineDefaultProfileIsNeverJudgedOnATransient(t *testing.T) {
 	}
 	p, err := config.Load(config.Options{Sets: []string{"backend=sim", "sim.gpus=1", "sim.step_overhead=30ms", "sim.seq_overhead=2ms",
 		"sim.max_num_seqs=256", "load.prompt_tokens=512", "load.output_tokens=128", "load.max_concurrency=128",
-		"load.max_duration=4s", "load.rates=3", "load.max_rung_duration=12s", "compare.min_samples=10", "gates.min_throughput_req_s=0.01",
+		"load.max_duration=4s", "load.rates=3", "load.max_rung_duration=15s", "compare.min_samples=8", "gates.min_throughput_req_s=0.01",
 		"output.dir=" + t.TempDir()}})
 	if err != nil {
 		t.Fatal(err)
@@ -48,8 +48,8 @@ func TestSlowEngineDefaultProfileIsNeverJudgedOnATransient(t *testing.T) {
 	if s.Status == results.StatusFailed || ep.Status == results.StatusFailed || l.Error != "" {
 		t.Errorf("status %s, endpoint %s, load error %q: a slow engine is never failed", s.Status, ep.Status, l.Error)
 	}
-	if sync.Requests.Successful < 10 || sync.TTFT.Count < 10 || sync.Sizing == nil || sync.Sizing.Cut {
-		t.Errorf("sync: %+v sizing %+v: want ≥ 10 samples, not cut", sync.Requests, sync.Sizing)
+	if sync.Requests.Successful < 8 || sync.TTFT.Count < 8 || sync.Sizing == nil || sync.Sizing.Cut {
+		t.Errorf("sync: %+v sizing %+v: want ≥ 8 samples, not cut", sync.Requests, sync.Sizing)
 	}
 	transient := 0
 	for i, r := range l.Runs[1:] {
