@@ -75,3 +75,21 @@ func TestSweepOnASlowEngineWaitsForItsSteadyState(t *testing.T) {
 		t.Errorf("%d runs, sustained %v, peak %v", len(l.Runs), l.SustainedReqS, l.PeakOutputTokS)
 	}
 }
+
+// The knee search does not start a probe that could not level within load.max_rung_duration: at
+// twice the concurrency a request takes up to twice as long (2 s at 16 streams here, so about 4 s
+// at 32, past a 4 s cap), and such a probe would only spend the cap to end transient.
+func TestKneeSearchSkipsAProbeThatCouldNotLevel(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 10 * time.Millisecond, usage: "continuous"}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 1, OutputTokens: 200,
+		MaxDuration: results.Duration(500 * time.Millisecond), MinSamples: 3, MaxRungDuration: results.Duration(4 * time.Second)})
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := l.Saturation.Knee
+	if l.Runs[1].TransientReason() != "" || len(k.Probes) != 1 || !strings.Contains(k.Reason, "could not level") {
+		t.Errorf("probe %+v, knee %+v: want the first probe steady and no second one", l.Runs[1].Steady, k)
+	}
+}
