@@ -69,7 +69,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.IntVar(&b.c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
 	f.IntVar(&b.c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
 	f.DurationVar(&b.maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
-	f.DurationVar(&b.maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed")
+	f.DurationVar(&b.maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed, and of a sweep rung that runs until its steady state (never levelled by then: transient)")
 	f.IntVar(&b.c.MinSamples, "min-samples", d.MinSamples, "completed requests a synchronous or concurrency rung runs for (past --max-duration, up to --max-rung-duration)")
 	f.IntVar(&b.c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
 	f.StringVar(&b.c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")
@@ -167,7 +167,7 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	}
 	gvterm.Load(cmd.OutOrStdout(), res)
 	for i, r := range res.Runs {
-		for _, note := range []string{r.ServerReason, r.TokenBursts} {
+		for _, note := range []string{r.ServerReason, r.TokenBursts, r.ErrorStop, r.TransientReason()} {
 			if note != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung %d (%s): %s\n", i+1, r.Kind, note)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -301,4 +302,45 @@ func TestBenchHungRequestsFailTheGate(t *testing.T) {
 	if d := time.Since(start); d > 40*time.Second {
 		t.Fatalf("bench took %v", d)
 	}
+}
+
+// The bench against a server that answers every request with an error (here: one token,
+// then usage.completion_tokens of 1e15, a short output once the claim is disbelieved) ends on its
+// errors within a few dozen requests, not at load.max_rung_duration waiting for 30 completions
+// (143,555 failed requests before). Bounded by request count: past maxBad requests the server
+// answers properly, so that a client that does not stop on its errors finishes soon after, and fails
+// the count.
+func TestBenchAllFailingEndsOnItsErrors(t *testing.T) {
+	const maxBad = 500
+	var n atomic.Int64
+	ok := miniServer(t)
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" || n.Add(1) > maxBad {
+			req, _ := http.NewRequestWithContext(r.Context(), r.Method, ok.URL+r.URL.RequestURI(), r.Body)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			defer resp.Body.Close()
+			io.Copy(w, resp.Body)
+			return
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"x \"}}]}\n\n")
+		fmt.Fprint(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":1000000000000000}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(s.Close)
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stderr bytes.Buffer
+	code := executeTo([]string{"bench", "--url", s.URL, "--model", "m", "--profile", "concurrency", "--concurrency", "8",
+		"--max-duration", "5s", "--prompt-tokens", "8", "--output-tokens", "16", "--no-metrics", "--out", out}, nil, &stderr)
+	sent := n.Load()
+	if code != exitFailed || sent > maxBad {
+		t.Fatalf("exit %d after %d completion requests (want %d, and far fewer than %d): %s", code, sent, exitFailed, maxBad, stderr.String())
+	}
+	l := readLoad(t, out)
+	if r := l.Runs[0]; r.EndedBy != "errors" || r.Requests.Successful != 0 || !strings.Contains(stderr.String(), "no successful one") {
+		t.Errorf("run %+v ended by %q; stderr %q: want it ended by its errors, said", r.Requests, r.EndedBy, stderr.String())
+	}
+	t.Logf("%d requests; %s", sent, stderr.String())
 }

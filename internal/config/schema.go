@@ -103,6 +103,8 @@ type LoadProfile struct {
 	MaxDuration    Duration `yaml:"max_duration"`
 	// MaxRungDuration caps a rung sized by completions: the synchronous rung (and a concurrency
 	// run) goes on past max_duration until compare.min_samples requests completed, at most this long.
+	// It caps a sweep's probe or constant rung measured in its steady state too (one that never
+	// levels by then is transient).
 	MaxRungDuration  Duration `yaml:"max_rung_duration"`
 	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
 	RetryUnsaturated bool     `yaml:"retry_unsaturated"`

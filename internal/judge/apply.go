@@ -306,7 +306,27 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	}
 	cutRung(vs[0:2], sync)
 	cutRung(vs[4:5], conc)
+	transientRung(vs[2:3], PeakRun(l))
 	return vs
+}
+
+// transientRung makes the verdicts on a figure from a rung that never reached its steady state
+// inconclusive, with the rung's reason: a ramp's reading decides no gate, whatever it reads.
+func transientRung(vs []results.Verdict, r *results.Run) {
+	why := r.TransientReason()
+	if why == "" {
+		return
+	}
+	for i := range vs {
+		if vs[i].Result == ResultDisabled {
+			continue
+		}
+		if vs[i].Result != ResultInconclusive {
+			vs[i].Reason += ": but inconclusive"
+		}
+		vs[i].Result = ResultInconclusive
+		vs[i].Reason += fmt.Sprintf("; the %s rung behind it was %s", r.Kind, why)
+	}
 }
 
 // cutRung makes the verdicts on a rung cut by load.max_rung_duration inconclusive, with the cut's
@@ -447,6 +467,8 @@ func PeakRun(l *results.Load) *results.Run {
 func throughputFigure(l *results.Load, v float64) compare.Figure {
 	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
 	if r := PeakRun(l); r != nil {
+		// A rung that never levelled read its ramp, below its steady rate: a lower bound.
+		f.LowerBound = f.LowerBound || r.TransientReason() != ""
 		// Throughput counts every token streamed in the window: the requests behind it are those
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)

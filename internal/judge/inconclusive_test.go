@@ -91,3 +91,31 @@ func TestThroughputSamplesCountStreamed(t *testing.T) {
 		t.Errorf("samples %d behind a rung whose 128 requests streamed, want 128", f.Samples)
 	}
 }
+
+// The steady-state rule: a sustained-throughput figure read on a rung that never levelled (a
+// transient: the ramp of a slow engine's open loop) decides no gate, met or missed, and says why;
+// the same figure from a levelled rung decides.
+func TestTransientRungDecidesNoGate(t *testing.T) {
+	for _, floor := range []float64{30, 50} { // met, missed
+		cfg := DefaultConfig()
+		cfg.Gates.MinThroughputReqS = Limit{Value: fp(floor), Source: "flag"}
+		s := summary(healthy())
+		l := s.Hosts[0].Models[0].Endpoints[0].Load
+		peak := PeakRun(l)
+		peak.Steady = &results.RungSteady{PlannedS: 20, Cap: results.Duration(3 * time.Minute), Transient: true,
+			Reason: "transient: never levelled: over the last 90s the in-flight count went 12.0 → 25.0"}
+		Apply(s, cfg)
+		ep := s.Hosts[0].Models[0].Endpoints[0]
+		if v := verdict(t, ep, "gate.sustained_req_s"); v.Result != ResultInconclusive || !strings.Contains(v.Reason, "never levelled") {
+			t.Errorf("floor %g on a transient peak rung: %s (%s), want inconclusive with the rung's reason", floor, v.Result, v.Reason)
+		}
+		if ep.Status != results.StatusInconclusive {
+			t.Errorf("floor %g: endpoint %s, want inconclusive", floor, ep.Status)
+		}
+		peak.Steady.Transient = false
+		Apply(s, cfg)
+		if v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], "gate.sustained_req_s"); v.Result == ResultInconclusive {
+			t.Errorf("floor %g on a levelled rung: %s (%s), want decided", floor, v.Result, v.Reason)
+		}
+	}
+}

@@ -7,6 +7,8 @@ const (
 	EndedByRequests    = "max_requests"
 	EndedByDuration    = "max_duration"
 	EndedByInterrupted = "interrupted"
+	// EndedByErrors: the rung's errors decided it (results.Run.ErrorStop says how).
+	EndedByErrors = "errors"
 )
 
 // endedBy says which bound ended a rung: an operator who asked for N requests and got fewer learns
@@ -21,6 +23,8 @@ func endedBy(o *rungOut) string {
 	switch {
 	case o.interrupted:
 		return EndedByInterrupted
+	case o.errStop != "":
+		return EndedByErrors
 	case o.spec.MaxRequests > 0 && measured >= o.spec.MaxRequests:
 		return EndedByRequests
 	case o.spec.Duration > 0:

@@ -3,17 +3,15 @@ package load
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/analysis"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Knee search and early stop: the sweep finds where output tok/s stops growing instead of trusting
-// max_concurrency to be past it, and ends a rung as soon as its output rate is known well enough.
+// Knee search: the sweep finds where output tok/s stops growing instead of trusting max_concurrency
+// to be past it; each probe is measured in its steady state (level.go).
 const (
 	// kneeGain is the least growth in output tok/s that makes doubling the probe's concurrency worth it.
 	kneeGain = 0.05
@@ -26,16 +24,6 @@ const (
 	// reads the capacity a little low (slots idle between requests), and the top two rungs must both be
 	// past the true capacity for the curve to show its plateau.
 	kneeOvershoot = 1.25
-
-	// steadySlice is the early-stop watcher's sampling slice; minSteady the least a rung runs.
-	steadySlice = 250 * time.Millisecond
-	minSteady   = 6 * time.Second
-	// steadyCI is the relative half-width of the 95 % interval of the mean output rate, and steadyDrift
-	// the largest relative difference between the two halves of the steady part, below which a rung stops.
-	steadyCI    = 0.03
-	steadyDrift = 0.05
-	// minSteadySlices: the steady part (after one mean E2E of ramp) must hold at least this many slices.
-	minSteadySlices = 16
 )
 
 // maxClimb bounds the rungs a truncated ladder adds above its planned top.
@@ -45,17 +33,15 @@ const maxClimb = 3
 // under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
 // so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
 // on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added. Rungs too short for the knee search (tooShort) do not climb:
-// their probe was never raised, so the ladder sits far below the knee, a few more rungs would not
-// reach it, and the lower bound is already said.
+// rungs, and records how many it added. A transient top rung does not climb.
 func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, probe results.Run, step float64, k *results.Knee) []float64 {
-	if tooShort(time.Duration(ex.cfg.MaxDuration), probe) {
-		return outs
-	}
 	peak := probe.OutputTokS
-	for k.ClimbedRungs < maxClimb && step > 0 && analysis.AnalyzeSaturation(outs, peak).Truncated {
+	// A top rung that never levelled read its ramp: its climb says nothing about the capacity, and
+	// each rung above it would only spend load.max_rung_duration to say the same.
+	topLevel := func() bool { return len(a.runs) == 0 || a.runs[len(a.runs)-1].TransientReason() == "" }
+	for k.ClimbedRungs < maxClimb && step > 0 && topLevel() && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
-		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate)), n)
+		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate), ex.rateTime(rate)), n)
 		if ctx.Err() != nil {
 			return outs
 		}
@@ -69,26 +55,14 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 	return outs
 }
 
-// minKneeRung is the shortest rung the search always runs with: at higher concurrency a request takes
-// seconds, and a shorter probe would measure its ramp, not its rate. A shorter rung still searches
-// when the probe's requests took at most half of it (the simulator's quick profile).
-// A variable so that a test can search with short rungs.
-var minKneeRung = 10 * time.Second
-
-// tooShort reports whether rungs of d are too short to search or climb with: shorter than
-// minKneeRung and than two of the probe's requests (a probe that short measures its ramp).
-func tooShort(d time.Duration, probe results.Run) bool {
-	return d < minKneeRung && 2*e2e(probe) > d
-}
-
-func e2e(r results.Run) time.Duration { return time.Duration(r.E2E.Mean * float64(time.Millisecond)) }
-
 // findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
 // only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is
-// already full), or, without /metrics, while output tok/s grows by at least kneeGain. A probe that
-// completed no request in its window is over capacity: past the knee, as is one whose output stopped
-// growing or a full server queue; either is a finding (Knee.PastKnee), never an error. It returns the
-// best probe and records each step.
+// already full), or, without /metrics, while output tok/s grows by at least kneeGain. Each probe is
+// measured in its steady state: one that completed nothing in its first seconds (a slow engine's
+// requests outlast them) is extended, not taken for a knee; one that never levels within
+// load.max_rung_duration (transient) ends the search without a knee. Output that stopped growing,
+// or a full server queue, is past the knee: a finding (Knee.PastKnee), never an error. It returns
+// the best probe and records each step.
 func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe results.Run, probeAt [2]time.Duration) (results.Run, *results.Knee) {
 	k := &results.Knee{Limit: ex.o.MaxNumSeqs, LimitSource: "the engine's max_num_seqs"}
 	if k.Limit <= 0 {
@@ -99,13 +73,11 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	wait := ex.waiting(probeAt)
 	k.Probes = append(k.Probes, results.KneeProbe{Concurrency: probe.Concurrency, OutputTokS: probe.OutputTokS, ServerWaiting: wait, Completed: probe.Requests.Successful})
 	for c, last := probe.Concurrency, probe; ; {
-		if last.Requests.Successful == 0 {
-			k.PastKnee = true
-			k.Reason = fmt.Sprintf("the probe at concurrency %d streamed %.0f tok/s but completed no request in its %.0f s window: over capacity, past the knee", c, last.OutputTokS, last.WindowSeconds)
-			break
-		}
-		if d := time.Duration(ex.cfg.MaxDuration); tooShort(d, last) {
-			k.Reason = fmt.Sprintf("rungs of %v are too short to measure past the first probe (its requests took %v: the search needs rungs of %v, or of two requests' time)", d, e2e(last).Round(time.Millisecond), minKneeRung)
+		// A probe that never levelled measured a ramp (on a slow engine: requests that outlast it, so
+		// that nothing completed), not the engine's rate at its concurrency: no knee can be read from
+		// it, and none past it.
+		if why := last.TransientReason(); why != "" {
+			k.Reason = fmt.Sprintf("the probe at concurrency %d did not reach a steady state (%s): the knee is not measured", c, why)
 			break
 		}
 		if wait > kneeQueue*float64(c) {
@@ -118,8 +90,16 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("concurrency %d is the limit (%s)", c, k.LimitSource)
 			break
 		}
+		// A request at twice the concurrency takes up to twice as long (Little's law, at capacity): a
+		// probe whose requests (and a window after them) would outlast load.max_rung_duration cannot
+		// level, and would only spend the cap to say so.
+		win := time.Duration(levelMinSlices) * sliceFor(time.Duration(ex.cfg.MaxDuration))
+		if ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c)); ahead+win >= time.Duration(ex.cfg.MaxRungDuration) {
+			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
+			break
+		}
 		from := ex.rn.c.since()
-		r := ex.one(ctx, a, ex.tail(ex.spec(kindThroughput, next, 0)), n)
+		r := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, next, 0), ex.probeTime(next)), n)
 		if ctx.Err() != nil {
 			k.Reason = "the search was interrupted"
 			break
@@ -174,66 +154,4 @@ func (ex *executor) waiting(at [2]time.Duration) float64 {
 	}
 	slices.Sort(w)
 	return w[len(w)/2]
-}
-
-// steadyWatch ends a rung's dispatch (stop) once its output rate is steady: after minSteady, at least
-// minSteadySlices slices past one mean E2E of ramp, enough completed requests for the bootstrap, a 95 %
-// interval of the mean rate within ±steadyCI and the two halves within steadyDrift of each other. The
-// reason goes to *why. It returns when ctx ends.
-func steadyWatch(ctx context.Context, stop context.CancelFunc, tokens func() int64, e2e func() (time.Duration, int), why *string, mu *sync.Mutex) {
-	t := time.NewTicker(steadySlice)
-	defer t.Stop()
-	var rates []float64
-	last := tokens()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := tokens()
-		rates = append(rates, float64(now-last)/steadySlice.Seconds())
-		last = now
-		elapsed := time.Duration(len(rates)) * steadySlice
-		meanE2E, done := e2e()
-		if elapsed < minSteady || done < 20 {
-			continue
-		}
-		skip := int(math.Ceil(float64(meanE2E) / float64(steadySlice)))
-		if len(rates)-skip < minSteadySlices {
-			continue
-		}
-		if r, ok := steady(rates[skip:]); ok {
-			mu.Lock()
-			*why = fmt.Sprintf("output rate steady at %.0f tok/s after %v (95%% interval within ±%.0f%%, halves within %.0f%%)", r, elapsed, 100*steadyCI, 100*steadyDrift)
-			mu.Unlock()
-			stop()
-			return
-		}
-	}
-}
-
-// steady reports whether per-slice rates have a tight mean (normal 95 % interval within ±steadyCI) and
-// no trend (the halves' means within steadyDrift), and returns the mean.
-func steady(rates []float64) (float64, bool) {
-	n := len(rates)
-	mean := func(s []float64) float64 {
-		var t float64
-		for _, v := range s {
-			t += v
-		}
-		return t / float64(len(s))
-	}
-	m := mean(rates)
-	if m <= 0 {
-		return 0, false
-	}
-	var ss float64
-	for _, v := range rates {
-		ss += (v - m) * (v - m)
-	}
-	sd := math.Sqrt(ss / float64(n-1))
-	hw := 1.96 * sd / math.Sqrt(float64(n))
-	drift := math.Abs(mean(rates[n/2:])-mean(rates[:n/2])) / m
-	return m, hw <= steadyCI*m && drift <= steadyDrift
 }

@@ -2,31 +2,73 @@ package load
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
-func TestSteady(t *testing.T) {
+func TestPlateau(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	flat := make([]float64, 40)
-	ramp := make([]float64, 40)
-	for i := range flat {
-		flat[i] = 1000 * (1 + 0.03*rng.NormFloat64())
-		ramp[i] = 500 + 25*float64(i)
+	const n = 80
+	flat, infl := make([]float64, n), make([]float64, n)
+	rampRate, rampInfl := make([]float64, n), make([]float64, n)
+	stepRate, stepInfl := make([]float64, n), make([]float64, n)
+	for i := range n {
+		flat[i], infl[i] = 1000*(1+0.03*rng.NormFloat64()), 32
+		// An open loop on a slow engine: nothing completes yet, so the in-flight count and the
+		// output rate climb through the whole rung (the H200's 20 s constant rungs).
+		rampRate[i], rampInfl[i] = 50+10*float64(i), 1+0.3*float64(i)
+		// A ramp of 20 slices, then flat.
+		stepRate[i], stepInfl[i] = 1000*(1+0.02*rng.NormFloat64()), 32
+		if i < 20 {
+			stepRate[i], stepInfl[i] = 50*float64(i), 1.6*float64(i)
+		}
 	}
-	if m, ok := steady(flat); !ok || m < 950 || m > 1050 {
-		t.Errorf("a flat rate with 3%% noise: steady=%v mean %.0f", ok, m)
+	if on, _, why := plateau(flat, infl, levelSlice); on != 0 {
+		t.Errorf("flat: onset %d (%s), want 0", on, why)
 	}
-	if _, ok := steady(ramp); ok {
-		t.Error("a climbing rate was called steady")
+	if on, _, why := plateau(rampRate, rampInfl, levelSlice); on >= 0 || !strings.Contains(why, "in-flight count went") {
+		t.Errorf("a climbing ramp levelled at slice %d (%q)", on, why)
 	}
-	noisy := make([]float64, 16)
-	for i := range noisy {
-		noisy[i] = 1000 * (1 + 0.5*rng.NormFloat64())
+	// The onset may take in the ramp's last slices (within levelDrift of the level), not more.
+	if on, _, why := plateau(stepRate, stepInfl, levelSlice); on < 15 || on > 24 {
+		t.Errorf("ramp then flat: onset at slice %d (%s), want 15..24", on, why)
 	}
-	if _, ok := steady(noisy); ok {
-		t.Error("a rate with 50% noise over 16 slices was called steady")
+	if on, _, _ := plateau(make([]float64, n), infl, levelSlice); on >= 0 {
+		t.Error("no output was called level")
 	}
-	if _, ok := steady(make([]float64, 20)); ok {
-		t.Error("no output was called steady")
+	if on, _, _ := plateau(flat[:levelMinSlices-1], infl[:levelMinSlices-1], levelSlice); on >= 0 {
+		t.Error("a plateau shorter than levelMinSlices")
+	}
+	// Small in-flight counts move by one request as they come and go: still level.
+	small := make([]float64, n)
+	for i := range small {
+		small[i] = float64(2 + i%2)
+	}
+	if on, _, why := plateau(flat, small, levelSlice); on != 0 {
+		t.Errorf("in flight 2..3: onset %d (%s)", on, why)
+	}
+	if _, ci := meanCI(flat); ci > levelCI {
+		t.Errorf("a 3%% noisy flat rate over %d slices: ±%.1f%%", n, 100*ci)
+	}
+}
+
+func TestErrorsDecide(t *testing.T) {
+	cases := []struct {
+		good, bad, slots int
+		stop             bool
+	}{
+		{0, 19, 8, false},   // too few to decide
+		{0, 20, 8, true},    // all failed
+		{0, 20, 64, false},  // a wide first wave: one failure per slot first
+		{0, 64, 64, true},   //
+		{1, 19, 1, false},   //
+		{5, 45, 8, true},    // 90 % fail, with confidence
+		{45, 55, 8, false},  // 55 % fail, the interval still reaches below half
+		{100, 20, 8, false}, // a few errors among many successes: the error gate's business
+	}
+	for _, c := range cases {
+		if got := errorsDecide(c.good, c.bad, c.slots) != ""; got != c.stop {
+			t.Errorf("good %d bad %d slots %d: stop %v, want %v", c.good, c.bad, c.slots, got, c.stop)
+		}
 	}
 }

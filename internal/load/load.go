@@ -661,6 +661,12 @@ type executor struct {
 	lastCPU  float64   // the last rung's CPU use, as a share of all cores
 	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
 	counts   map[string]int
+	// What the earlier rungs of a sweep measured, to size the later ones by (plan): a full-length
+	// request's time alone (the synchronous rung), and the time per request and sustained rate at
+	// the best steady probe (0: none yet).
+	aloneTime, probeReqTime time.Duration
+	probeRate               float64
+	lastProbeTime           time.Duration // the last steady probe's time per request
 }
 
 func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
@@ -731,13 +737,56 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	}
 	a.runs = append(a.runs, run)
 	a.interrupted = a.interrupted || out.interrupted
+	if s.Steady && s.Kind == kindThroughput && run.TransientReason() == "" {
+		ex.lastProbeTime = ex.reqTime(run)
+	}
 	return run
 }
 
-// steady lets a sweep rung end once its output rate is steady.
-func (ex *executor) steady(s rungSpec) rungSpec {
-	s.EarlyStop = true
+// steady measures a sweep rung in its steady state (level.go): planned for at least max_duration
+// and for perReq (the time a request takes at its load, from the earlier rungs: its ramp) plus a
+// window that holds levelMinDone completions at its rate, extended up to load.max_rung_duration.
+// A slow engine gets longer rungs; a fast one's stay at max_duration.
+func (ex *executor) steady(s rungSpec, perReq time.Duration) rungSpec {
+	s.Steady, s.Cap, s.Slice = true, time.Duration(ex.cfg.MaxRungDuration), sliceFor(s.Duration)
+	win := time.Duration(levelMinSlices) * s.Slice
+	if s.Rate > 0 {
+		win = max(win, time.Duration(float64(levelMinDone)/s.Rate*float64(time.Second)))
+	}
+	s.Duration = min(max(s.Duration, perReq+win), max(s.Cap, s.Duration))
 	return ex.tail(s)
+}
+
+// probeTime is the time a request takes at a probe's load, as far as the earlier rungs tell: at
+// least a request's time alone, and at least the last steady probe's (a higher concurrency only
+// makes each request slower).
+func (ex *executor) probeTime(int) time.Duration { return max(ex.aloneTime, ex.lastProbeTime) }
+
+// rateTime is the time a request takes at an open-loop rate: from a request's time alone (rate 0)
+// up to the best steady probe's at its rate, in proportion; at least the time alone.
+func (ex *executor) rateTime(rate float64) time.Duration {
+	if ex.probeRate <= 0 || ex.probeReqTime <= ex.aloneTime {
+		return ex.aloneTime
+	}
+	f := min(rate/ex.probeRate, 1)
+	return ex.aloneTime + time.Duration(f*float64(ex.probeReqTime-ex.aloneTime))
+}
+
+// aloneTime is a full-length request's time at concurrency 1 from the synchronous rung: its mean
+// TTFT and time per output token (its requests may have asked for fewer tokens, see shortLen).
+func aloneTime(sync results.Run, outTokens int) time.Duration {
+	ms := sync.TTFT.Mean + sync.TPOT.Mean*float64(max(outTokens-1, 0))
+	return time.Duration(ms * float64(time.Millisecond))
+}
+
+// reqTime is a steady closed-loop rung's time per request by Little's law: its concurrency over its
+// sustained rate (which counts every token streamed, so it holds when few requests completed).
+func (ex *executor) reqTime(r results.Run) time.Duration {
+	rate := ex.rungRate(r)
+	if rate <= 0 || r.Concurrency <= 0 {
+		return 0
+	}
+	return time.Duration(float64(r.Concurrency) / rate * float64(time.Second))
 }
 
 // profile runs the whole profile once.
@@ -780,11 +829,10 @@ func broken(r results.Run) bool {
 
 // sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
 // (findKnee) -> Rates constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, then the
-// saturation analysis. With the knee found by a probe that completed nothing (overCapacity), top is
-// the knee's rate: the ladder sits at or below it and the sweep is saturated by the search's finding.
-// Otherwise top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
-// plateau. Rates are sustained rates (see rungRate). Only a rung that measured
-// nothing (broken) ends a sweep early.
+// saturation analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs
+// show the plateau. Rates are sustained rates (see rungRate). The probes and constant rungs are
+// measured in their steady state, each sized from what the earlier ones measured (steady). Only a
+// rung that measured nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
@@ -795,8 +843,9 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in %v (errors: %v)", time.Duration(sync.WindowSeconds*float64(time.Second)).Round(time.Second), sync.Errors)
 		return
 	}
+	ex.aloneTime = aloneTime(sync, c.OutputTokens)
 	from := ex.rn.c.since()
-	probe := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, c.MaxConcurrency, 0)), n)
+	probe := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, c.MaxConcurrency, 0), ex.probeTime(c.MaxConcurrency)), n)
 	if ctx.Err() != nil {
 		return
 	}
@@ -808,15 +857,15 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	if ctx.Err() != nil {
 		return
 	}
-	lo, hi := ex.rungRate(sync), max(kneeOvershoot*ex.rungRate(probe), ex.rungRate(sync))
-	over := overCapacity(knee)
-	if over {
-		hi = max(ex.rungRate(probe), lo)
+	if probe.TransientReason() == "" {
+		ex.probeReqTime, ex.probeRate = ex.reqTime(probe), ex.rungRate(probe)
 	}
+	lo, hi := ex.rungRate(sync), max(kneeOvershoot*ex.rungRate(probe), ex.rungRate(sync))
 	knee.LadderTopReqS = hi
 	var outs []float64
 	for i := 1; i <= c.Rates; i++ {
-		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, lo+(hi-lo)*float64(i)/float64(c.Rates))), n)
+		rate := lo + (hi-lo)*float64(i)/float64(c.Rates)
+		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate), ex.rateTime(rate)), n)
 		if ctx.Err() != nil {
 			return
 		}
@@ -828,25 +877,11 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	s := analysis.AnalyzeSaturation(outs, probe.OutputTokS)
-	if over && s.LowerBound() && !s.Truncated {
-		// A ladder placed below the knee climbs by design: the probe past the knee is the plateau.
-		s.Unsaturated = false
-		s.Reason = "saturated: " + knee.Reason + " (the constant rungs sit at or below the knee, so they climb)"
-	} else if knee.PastKnee && !s.LowerBound() {
+	if knee.PastKnee && !s.LowerBound() {
 		s.Reason = "saturated: " + knee.Reason
 	}
 	s.Knee = knee
 	a.sat = &s
-}
-
-// overCapacity reports a knee found by a probe that completed nothing in its window: the engine was
-// past what it can finish in a rung, so the constant rungs go no higher than the knee's rate (above
-// it an open loop only piles up requests that never finish) and the finding saturates the sweep. A
-// knee found by output that stopped rising keeps the ladder reaching past it, so that its top rungs
-// show the plateau (or, still climbing, that the probe under-read: a noisy window must not pass for
-// a knee).
-func overCapacity(k *results.Knee) bool {
-	return k.PastKnee && len(k.Probes) > 0 && k.Probes[len(k.Probes)-1].Completed == 0
 }
 
 // rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷

@@ -258,9 +258,6 @@ func TestSweepAndRecords(t *testing.T) {
 	ex := &executor{cfg: Defaults(o.Config)}
 	syncRate := ex.rungRate(l.Runs[0])
 	top := kneeOvershoot * ex.rungRate(best) // the planned top; climbing rungs go on at the same spacing
-	if overCapacity(k) {
-		top = ex.rungRate(best) // the knee found over capacity: the ladder tops at its rate
-	}
 	if want := top + float64(k.ClimbedRungs)*(top-syncRate)/5; math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
 		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)
 	}
@@ -514,8 +511,6 @@ func TestStrictEndpointGetsPlainRequests(t *testing.T) {
 // on a lower bound. Here the probe runs 2 streams against a server that serves 8 at once, and the knee
 // search is held to the first probe, so only climbing can reach the capacity.
 func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
-	defer func(d time.Duration) { minKneeRung = d }(minKneeRung)
-	minKneeRung = 0 // the test's short rungs count as long enough
 	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 2, Rates: 3, MaxDuration: results.Duration(600 * time.Millisecond)})
@@ -540,16 +535,6 @@ func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
 	}
 	if top, probe := l.Saturation.Rungs[len(l.Saturation.Rungs)-1], l.Saturation.Peak; top <= probe {
 		t.Fatalf("the climbed ladder's top %v tok/s is not past the probe's %v", top, probe)
-	}
-	// Rungs too short for the knee search (shorter than minKneeRung and than two of the probe's
-	// requests) do not climb: the lower bound is said.
-	minKneeRung = time.Minute
-	f.itl = 30 * time.Millisecond // 20 tokens: 610 ms a request, more than half a 600 ms rung
-	if l, err = Run(context.Background(), o); err != nil {
-		t.Fatal(err)
-	}
-	if k := l.Saturation.Knee; k.ClimbedRungs != 0 || len(l.Saturation.Rungs) != 3 {
-		t.Fatalf("short rungs: climbed %d, saturation %+v", k.ClimbedRungs, l.Saturation)
 	}
 }
 

@@ -66,6 +66,7 @@ type Record struct {
 	promptBytes             int // the prompt's length in bytes (a bound on its tokens)
 	beat                    *pulse
 	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
+	ramp                    bool // sent before a steady rung's onset: warm-up for latency, counted in req/s
 	connect                 time.Duration
 	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
 	// read it.

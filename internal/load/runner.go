@@ -37,8 +37,11 @@ type rungSpec struct {
 	WarmupDur   time.Duration
 	Drain       time.Duration // bound on the tail after dispatch stops
 	MaxInFlight int           // open loop: requests beyond it wait (and the lag shows it)
-	// EarlyStop ends dispatch once the output rate is steady (steadyWatch), before Duration.
-	EarlyStop bool
+	// Steady measures the rung in its steady state (levelWatch): Duration is its planned least
+	// length, and it goes on until its in-flight count and output rate have levelled and the level
+	// holds what its figures need, at most until Cap; its window opens at the level's onset.
+	Steady bool
+	Slice  time.Duration // the plateau test's sampling slice
 	// MinSamples sizes a closed-loop rung by completions: past Duration it goes on dispatching until
 	// MinSamples measured requests completed, at most until Cap (0: sized by Duration alone).
 	MinSamples int
@@ -54,9 +57,15 @@ func (s rungSpec) sized() bool {
 	return s.MinSamples > 0 && s.Cap > s.Duration && s.Duration > 0 && s.MaxRequests == 0 && !s.openLoop()
 }
 
-// until is how long dispatch may go on: Duration, or Cap for a rung sized by completions.
+// steadied reports whether the rung is measured in its steady state, with room to grow.
+func (s rungSpec) steadied() bool {
+	return s.Steady && s.Cap >= s.Duration && s.Duration > 0 && s.MaxRequests == 0
+}
+
+// until is how long dispatch may go on: Duration, or Cap for a rung sized by completions or by its
+// steady state.
 func (s rungSpec) until() time.Duration {
-	if s.sized() {
+	if s.sized() || s.steadied() {
 		return s.Cap
 	}
 	return s.Duration
@@ -80,9 +89,10 @@ type rungOut struct {
 	cpu              time.Duration // this process's CPU time over the rung
 	wall             time.Duration
 	interrupted      bool
-	earlyStop        string        // why dispatch ended early ("": it did not)
-	stoppedAt        time.Duration // when it did
-	rampEnd          time.Duration // EarlyStop rungs: start + mean E2E; the window opens no earlier
+	stoppedAt        time.Duration // when dispatch ended early (0: it did not)
+	rampEnd          time.Duration // the window opens no earlier: a steady rung's onset, else start + mean E2E
+	errStop          string        // why the rung's errors ended it ("": they did not)
+	level            *levelOut     // a steady rung's plateau test (nil: not tested)
 	// Sized rungs: how many measured requests had completed when dispatch stopped, whether they were
 	// enough, and the shorter output length asked for after the first measured request (0: none).
 	completed   int
@@ -112,13 +122,29 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	out := &rungOut{spec: spec, start: rn.c.since(), fullTokens: rn.outTokens}
 	cpu0 := cpuTime()
 	var mu sync.Mutex
-	add := func(r *Record) { mu.Lock(); out.recs = append(out.recs, r); mu.Unlock() }
-
 	// reqCtx ends in-flight requests: on Ctrl-C (ctx) or when the drain bound expires.
 	reqCtx, cancelReqs := context.WithCancelCause(ctx)
 	defer cancelReqs(nil)
 	dispatchCtx, stopDispatch := context.WithCancel(ctx)
 	defer stopDispatch()
+	var inflight atomic.Int64
+	var good, bad int // ended requests, warm-up included: what the error stop weighs
+	add := func(r *Record) {
+		inflight.Add(-1)
+		mu.Lock()
+		defer mu.Unlock()
+		out.recs = append(out.recs, r)
+		switch {
+		case r.ok():
+			good++
+		case !r.Incomplete:
+			bad++
+		}
+		if why := errorsDecide(good, bad, slotsOf(spec)); why != "" && out.errStop == "" && dispatchCtx.Err() == nil {
+			out.errStop, out.stoppedAt = why, rn.c.since()
+			stopDispatch()
+		}
+	}
 	if spec.Duration > 0 {
 		var cancel context.CancelFunc
 		dispatchCtx, cancel = context.WithDeadline(dispatchCtx, rn.c.epoch.Add(out.start+spec.until()))
@@ -132,6 +158,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	lastSent := make(chan struct{})
 	var lastOnce sync.Once
 	dispatched := func(k int) {
+		inflight.Add(1) // until add takes the request back
 		lastDispatch.Store(int64(rn.c.since()))
 		if total > 0 && k == total-1 {
 			lastOnce.Do(func() { close(lastSent) })
@@ -168,10 +195,24 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		}
 		return sum / time.Duration(n), n
 	}
-	if spec.EarlyStop && spec.Duration > 0 {
-		var smu sync.Mutex
+	if spec.steadied() {
+		out.level = &levelOut{}
 		stop := func() { out.stoppedAt = rn.c.since(); stopDispatch() }
-		watch.Go(func() { steadyWatch(dispatchCtx, stop, rn.c.marked.Load, e2e, &out.earlyStop, &smu) })
+		doneSince := func(t time.Duration) int {
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, r := range out.recs {
+				if r.ok() && !r.Warmup && r.end >= out.start+t {
+					n++
+				}
+			}
+			return n
+		}
+		watch.Go(func() {
+			since := func() time.Duration { return rn.c.since() - out.start }
+			levelWatch(dispatchCtx, stop, spec.Slice, spec.Duration, rn.c.marked.Load, inflight.Load, since, doneSince, out.level)
+		})
 	}
 	stopBar := rn.bar(spec, out.start, func() int { mu.Lock(); defer mu.Unlock(); return len(out.recs) })
 
@@ -258,8 +299,12 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	wg.Wait()
 	stopDispatch()
 	watch.Wait() // its stoppedAt and reason are read below
-	if spec.EarlyStop {
-		out.skipRamp(e2e, spec.Duration)
+	if out.level != nil {
+		if onset, done, _, _ := out.level.get(); done {
+			out.fromOnset(out.start + onset)
+		} else {
+			out.skipRamp(e2e, spec.Duration) // transient: its figures are the ramp's, said so
+		}
 	}
 	stopBar()
 	end := rn.c.since()
@@ -351,7 +396,7 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	defer timer.Stop()
 	offset := time.Duration(0)
 	for k := 0; total == 0 || k < total; k++ {
-		if spec.Duration > 0 && offset >= spec.Duration {
+		if spec.Duration > 0 && offset >= spec.until() {
 			return
 		}
 		sched := start + offset
@@ -383,6 +428,18 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	}
 }
 
+// fromOnset opens a steady rung's window at its level's onset: requests sent before it are its
+// ramp, warm-up for the latency figures (they ran under a lighter load); those that end inside the
+// window still count towards its completion rate (marked ramp).
+func (o *rungOut) fromOnset(onset time.Duration) {
+	o.rampEnd = onset
+	for _, r := range o.recs {
+		if r.sent < onset && !r.Warmup {
+			r.Warmup, r.ramp = true, true
+		}
+	}
+}
+
 // skipRamp makes the first mean E2E of the rung warm-up: until then the requests in flight are still
 // building up (an open loop's queue, a closed loop's first wave), so output tok/s there reads low and
 // latencies are those of a lighter load. The window opens at its end (see window). A rung whose
@@ -394,8 +451,8 @@ func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
 	}
 	o.rampEnd = o.start + mean
 	for _, r := range o.recs {
-		if r.sent < o.rampEnd {
-			r.Warmup = true
+		if r.sent < o.rampEnd && !r.Warmup {
+			r.Warmup, r.ramp = true, true
 		}
 	}
 }
@@ -410,7 +467,7 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	var lastEnd, firstMeasured time.Duration = 0, -1
 	for _, r := range o.recs {
 		lastEnd = max(lastEnd, r.end)
-		if !r.Warmup && (firstMeasured < 0 || r.sent < firstMeasured) {
+		if (!r.Warmup || r.ramp) && (firstMeasured < 0 || r.sent < firstMeasured) {
 			firstMeasured = r.sent
 		}
 	}

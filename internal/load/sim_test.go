@@ -75,8 +75,6 @@ func TestSimSweep(t *testing.T) {
 		t.Skipf("sim has no roofline for %s/H100: %v", testModel, err)
 	}
 	defer srv.Close()
-	defer func(d time.Duration) { minKneeRung = d }(minKneeRung)
-	minKneeRung = 0 // search with the test's short rungs
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 5, MaxDuration: results.Duration(2 * time.Second), PromptTokens: 128, OutputTokens: 32})
 	l, err := Run(context.Background(), o)
 	if err != nil {

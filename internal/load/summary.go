@@ -70,11 +70,15 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		if len(r.marks) > 0 && r.marks[0].at >= o.winStart && r.marks[0].at <= o.winEnd {
 			promptInWin += float64(r.PromptTokens)
 		}
-		if streamed && !r.Warmup {
+		// A ramp request (sent before the window opened) is counted like a measured one, its errors
+		// too, unless it completed before the window: only its latencies are left out (they ran
+		// under a lighter load).
+		warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= o.winStart))
+		if streamed && !warm {
 			run.Requests.Streamed++
 		}
 		switch {
-		case r.Warmup:
+		case warm:
 			run.Requests.Warmup++
 			continue
 		case r.Incomplete:
@@ -92,6 +96,12 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 			continue
 		}
 		run.Requests.Successful++
+		if r.ramp {
+			if r.end >= o.winStart && r.end <= o.winEnd {
+				doneInWin++
+			}
+			continue
+		}
 		if !r.noLag {
 			lag = append(lag, r.LagMs)
 		}
@@ -142,9 +152,10 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
-	run.EarlyStop = o.earlyStop
 	run.WindowStartS = o.winStart.Seconds()
 	run.Sizing = sizing(o)
+	run.Steady = steadiness(o)
+	run.ErrorStop = o.errStop
 	if !run.ClientLimited {
 		run.ClientLimited, run.ClientReason = rxBacklog(o)
 	}
@@ -167,6 +178,9 @@ func sizing(o *rungOut) *results.RungSizing {
 	case o.interrupted:
 		z.Reason = fmt.Sprintf("interrupted with %d of %d requests completed", o.completed, spec.MinSamples)
 		z.Cut = o.completed < spec.MinSamples
+	case o.errStop != "":
+		z.Cut = true
+		z.Reason = fmt.Sprintf("%s, with %d of the %d completed requests compare.min_samples asks for", o.errStop, o.completed, spec.MinSamples)
 	case o.enough:
 		z.Reason = fmt.Sprintf("ran until %d requests completed (compare.min_samples %d)", o.completed, spec.MinSamples)
 	default:
@@ -177,6 +191,27 @@ func sizing(o *rungOut) *results.RungSizing {
 		z.Reason += fmt.Sprintf("; %d requests asked for %d output tokens instead of %d (same prompt, so the same prefill at concurrency 1), so that the samples fit in load.max_duration", z.ShortRequests, o.shortTokens, o.fullTokens)
 	}
 	return z
+}
+
+// steadiness says how a steady rung levelled (nil for a rung not measured in its steady state).
+func steadiness(o *rungOut) *results.RungSteady {
+	if o.level == nil {
+		return nil
+	}
+	onset, done, queue, why := o.level.get()
+	st := &results.RungSteady{PlannedS: o.spec.Duration.Seconds(), Cap: results.Duration(o.spec.Cap), Reason: why, Queue: queue && done}
+	switch {
+	case done:
+		st.OnsetS = onset.Seconds()
+	case o.interrupted:
+		st.Transient, st.Reason = true, "interrupted before it levelled: "+why
+	case o.errStop != "":
+		st.Transient, st.Reason = true, o.errStop
+	default:
+		st.Transient = true
+		st.Reason = fmt.Sprintf("transient: %s, when load.max_rung_duration (%v) ended it; its figures are those of a ramp and decide no gate (raise load.max_rung_duration, or shorten load.output_tokens)", why, o.spec.Cap)
+	}
+	return st
 }
 
 // intervals bootstraps the judged figures: TTFT p95/p99, ITL p95, TPOT p95 and p50 (per-request TPOTs), and

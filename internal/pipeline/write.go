@@ -42,6 +42,7 @@ func (r *run) baseline(ctx context.Context) {
 }
 
 func (r *run) judge() {
+	r.sum.Caveats = append(r.sum.Caveats, rungNotes(r.sum)...)
 	if r.deps.Judge == nil {
 		r.sum.Caveats = append(r.sum.Caveats, "no judge in this build: gates, reference table and GPU-to-GPU comparisons were not applied")
 		rollup(r.sum)
@@ -58,6 +59,22 @@ func (r *run) judge() {
 		r.sum.Status = results.StatusFailed
 	}
 	rollup(r.sum)
+}
+
+// rungNotes are the caveats of every endpoint's rungs that measured less than they ran for
+// (transient, or ended by their errors): the terminal and the report say them with the verdicts.
+func rungNotes(s *results.Summary) []string {
+	var out []string
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, ep := range m.Endpoints {
+				for _, n := range ep.Load.RungNotes() {
+					out = append(out, fmt.Sprintf("%s on gpu %v: %s", m.Model, ep.GPUs, n))
+				}
+			}
+		}
+	}
+	return out
 }
 
 func joinErr(a, b string) string {

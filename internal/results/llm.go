@@ -108,6 +108,8 @@ type LoadConfig struct {
 	// Rung sizing: a rung whose latency figures are gated (the synchronous rung, a concurrency run)
 	// runs past MaxDuration until MinSamples requests completed (compare.min_samples), at most
 	// MaxRungDuration (load.max_rung_duration); a rung that hits the cap first is cut (Run.Sizing).
+	// The sweep's probes and constant rungs run until their steady state held what their figures
+	// need, at most MaxRungDuration too (Run.Steady).
 	MinSamples      int      `json:"min_samples,omitempty"`
 	MaxRungDuration Duration `json:"max_rung_duration,omitempty"`
 }
@@ -152,7 +154,8 @@ type Run struct {
 	TargetRate  float64 `json:"target_rate,omitempty"` // req/s for constant and poisson
 	// Window is the measured window (warm-up excluded, tail drained).
 	WindowSeconds float64 `json:"window_seconds"`
-	// EndedBy is the bound that ended the rung: "max_requests", "max_duration" or "interrupted".
+	// EndedBy is the bound that ended the rung: "max_requests", "max_duration", "interrupted", or
+	// "errors" (ErrorStop says why).
 	EndedBy  string         `json:"ended_by,omitempty"`
 	Requests RequestCounts  `json:"requests"`
 	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
@@ -180,13 +183,16 @@ type Run struct {
 	// the server or a proxy behind its own schedule): ITL and TPOT then measure the buffering.
 	TokenBursts string     `json:"token_bursts,omitempty"`
 	CI          *Intervals `json:"ci,omitempty"`
-	// EarlyStop says why the rung ended before its duration (its output rate was steady), if it did.
-	EarlyStop string `json:"early_stop,omitempty"`
 	// WindowStartS is when the measured window opened, in seconds since Load.StartedAt (so that an
 	// engine's own log can be read over the same window).
 	WindowStartS float64 `json:"window_start_s,omitempty"`
 	// Sizing says how the rung's length was set when it was sized by completions (nil: by time only).
 	Sizing *RungSizing `json:"sizing,omitempty"`
+	// Steady says how a sweep's probe or constant rung found its steady state (nil: not tested).
+	Steady *RungSteady `json:"steady,omitempty"`
+	// ErrorStop says why the rung ended early on its errors ("": it did not): they decided it, and
+	// more requests would only have failed too.
+	ErrorStop string `json:"error_stop,omitempty"`
 
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
@@ -211,6 +217,26 @@ type RungSizing struct {
 	// ShortRequests of its requests did. 0: every request asked for the profile's output length.
 	ShortOutputTokens int `json:"short_output_tokens,omitempty"`
 	ShortRequests     int `json:"short_requests,omitempty"`
+}
+
+// RungSteady is how a rung measured in its steady state ran: its window opens once the in-flight
+// count and the output rate have levelled (the plateau test over the rung's own samples), and the
+// rung runs until that window holds the completions and tokens its figures need, at least PlannedS
+// (sized from what the earlier rungs measured) and at most load.max_rung_duration.
+type RungSteady struct {
+	// PlannedS is the least length the rung was given: the time per request at its load, from the
+	// earlier rungs, plus a window.
+	PlannedS float64  `json:"planned_s"`
+	Cap      Duration `json:"max_rung_duration"`
+	// OnsetS is when the plateau began, in seconds from the rung's start (0 with Transient).
+	OnsetS float64 `json:"onset_s,omitempty"`
+	// Queue: past the engine's capacity, the output rate levelled while the in-flight count still
+	// grew (an open loop's queue): its tok/s is the capacity, its latencies grow with the queue.
+	Queue bool `json:"queue,omitempty"`
+	// Transient: the rung never levelled (or its level held too few completions) within the cap:
+	// its figures are those of a ramp, and it decides no gate. Reason says what was missing.
+	Transient bool   `json:"transient,omitempty"`
+	Reason    string `json:"reason"`
 }
 
 // RequestCounts counts requests in the measured window.
@@ -304,6 +330,42 @@ func (r *Run) CutReason() string {
 		return ""
 	}
 	return r.Sizing.Reason
+}
+
+// TransientReason says why a run never reached a steady state ("": it did, or was not tested).
+func (r *Run) TransientReason() string {
+	if r == nil || r.Steady == nil || !r.Steady.Transient {
+		return ""
+	}
+	return r.Steady.Reason
+}
+
+// RungNotes says, one line a rung, which rungs measured less than they were run for: those that
+// never reached a steady state (transient) and those their errors ended.
+func (l *Load) RungNotes() []string {
+	if l == nil {
+		return nil
+	}
+	var out []string
+	for i := range l.Runs {
+		r := &l.Runs[i]
+		what := fmt.Sprintf("rung %d (%s)", i+1, r.Label())
+		if why := r.TransientReason(); why != "" {
+			out = append(out, what+": "+why)
+		}
+		if r.ErrorStop != "" {
+			out = append(out, what+": "+r.ErrorStop)
+		}
+	}
+	return out
+}
+
+// Label names a run by its kind and load: "constant 1.2 req/s", "throughput c=128".
+func (r *Run) Label() string {
+	if r.TargetRate > 0 {
+		return fmt.Sprintf("%s %.3g req/s", r.Kind, r.TargetRate)
+	}
+	return fmt.Sprintf("%s c=%d", r.Kind, r.Concurrency)
 }
 
 // ClientCheck is the load generator's check on itself.

@@ -1,0 +1,53 @@
+package load
+
+import (
+	"fmt"
+	"math"
+)
+
+// An error is not a sample: a rung whose requests fail goes on only while its successes can still
+// outweigh its failures. Once the errors decide it, it stops and says so (results.Run.ErrorStop):
+// waiting out a duration, or a cap for samples that cannot come, would only send more requests to a
+// broken server (an endpoint answering every request with an error once drew 143,555 of them from a
+// 5 s bench, its rung running to load.max_rung_duration for 30 completions).
+const (
+	// errStopMin is the fewest failures that can decide a rung; a wider rung needs one per slot, so
+	// that its first wave (all sent at once) is not judged by its first few answers.
+	errStopMin = 20
+	// errStopShare: the rung stops once the 95 % Wilson interval of its failed share lies above it
+	// (most requests fail, and more would not change that).
+	errStopShare = 0.5
+)
+
+// errorsDecide says why a rung's ended requests (good, bad) decide it ("": they do not): at least
+// max(errStopMin, slots) failed, and none succeeded, or most fail with confidence.
+func errorsDecide(good, bad, slots int) string {
+	if bad < max(errStopMin, slots) {
+		return ""
+	}
+	if good == 0 {
+		return fmt.Sprintf("stopped after %d failed requests and no successful one: an error is not a sample, and more would fail too", bad)
+	}
+	if lo := wilsonLow(bad, good+bad); lo > errStopShare {
+		return fmt.Sprintf("stopped after %d of %d requests failed (95 %% interval of the failed share above %.0f%%): the errors decide the rung", bad, good+bad, 100*errStopShare)
+	}
+	return ""
+}
+
+// wilsonLow is the lower end of the 95 % Wilson score interval of k successes in n trials.
+func wilsonLow(k, n int) float64 {
+	const z = 1.96
+	p, nf := float64(k)/float64(n), float64(n)
+	d := 1 + z*z/nf
+	c := p + z*z/(2*nf)
+	return (c - z*math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))) / d
+}
+
+// slotsOf is how many requests a rung holds in flight at once by its own spec (an open loop: its
+// rate for one second, as a first wave).
+func slotsOf(s rungSpec) int {
+	if s.openLoop() {
+		return int(math.Ceil(s.Rate))
+	}
+	return s.Concurrency
+}

@@ -1,0 +1,61 @@
+package load
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// A rung whose every request fails ends on its errors, not at its cap: the issue's `gpuvet bench
+// --profile concurrency --concurrency 8 --max-duration 5s` against a server answering every request
+// with an error ran to load.max_rung_duration waiting for 30 completions that could not come,
+// sending 143,555 requests. The test is bounded by what the server sees, not by time: past
+// maxSent requests it cancels the load (and fails), so that the old code fails in seconds too.
+func TestAllFailingRungEndsOnItsErrors(t *testing.T) {
+	const maxSent = 2000
+	for _, c := range []struct {
+		name  string
+		f     *fake
+		class string
+	}{
+		{"HTTP 500", &fake{status: 500}, "http_500"},
+		{"cut stream", &fake{cutAfter: 2}, errCut},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.f
+			f.model, f.ttft, f.itl, f.usage, f.perChunk = testModel, time.Millisecond, time.Millisecond, "continuous", 1
+			s := f.start(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for ctx.Err() == nil && f.requests.Load() <= maxSent {
+					time.Sleep(5 * time.Millisecond)
+				}
+				cancel()
+			}()
+			o := opts(s.URL, results.LoadConfig{Profile: "concurrency", Concurrency: 8, MaxDuration: results.Duration(5 * time.Second)})
+			l, err := Run(ctx, o)
+			sent := f.requests.Load()
+			if err == nil || l == nil || len(l.Runs) != 1 {
+				t.Fatalf("want the measured load with an error, got %v, %v", l, err)
+			}
+			r := l.Runs[0]
+			t.Logf("%d requests sent; run %+v; ended by %s: %s; sizing %+v", sent, r.Requests, r.EndedBy, r.ErrorStop, r.Sizing)
+			if l.Interrupted || sent > maxSent {
+				t.Fatalf("%d requests sent to a server that fails every one: the rung did not stop on its errors", sent)
+			}
+			if r.EndedBy != EndedByErrors || !strings.Contains(r.ErrorStop, "no successful one") || r.Errors[c.class] < errStopMin {
+				t.Errorf("ended by %q (%q), errors %v: want it ended by its %s errors", r.EndedBy, r.ErrorStop, r.Errors, c.class)
+			}
+			if r.Sizing == nil || !r.Sizing.Cut || !strings.Contains(r.Sizing.Reason, "no successful one") {
+				t.Errorf("sizing %+v: want the rung cut by its errors, said so", r.Sizing)
+			}
+			if !strings.Contains(err.Error(), "no successful request") {
+				t.Errorf("error %q", err)
+			}
+		})
+	}
+}
