@@ -128,6 +128,9 @@ func cleanManifests(cmd *cobra.Command, backend string, label []string, runID st
 			if err != nil {
 				return nil, usageErr("%v", err)
 			}
+			if err := m.Claim(); err != nil {
+				return nil, usageErr("%v", err)
+			}
 			out[m.Backend] = append(out[m.Backend], m)
 		}
 		return out, nil
@@ -137,10 +140,18 @@ func cleanManifests(cmd *cobra.Command, backend string, label []string, runID st
 		return nil, usageErr("%v", err)
 	}
 	ms, err := fleet.Manifests(dir, backend, runID)
-	if err != nil {
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifests:", err)
+	if err != nil { // a file there that is not gpuvet's: nothing is cleaned until it is gone
+		return nil, usageErr("run manifests: %v", err)
 	}
 	for _, m := range ms {
+		// Only a manifest clean holds is acted on: a live run's is left to it.
+		if err := m.Claim(); err != nil {
+			if runID != "" {
+				return nil, usageErr("%v", err)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifest left alone:", err)
+			continue
+		}
 		out[m.Backend] = append(out[m.Backend], m)
 	}
 	if len(out) == 0 {
