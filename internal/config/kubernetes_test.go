@@ -58,6 +58,10 @@ func TestKubernetesBadValues(t *testing.T) {
 		{env: []string{"GPUVET_KUBERNETES_BURST=20"}, sets: []string{"kubernetes.qps=100"}, want: []string{"GPUVET_KUBERNETES_BURST", "kubernetes.burst", "≥ kubernetes.qps (100)", "got 20"}},
 		{sets: []string{"kubernetes.burst=x"}, want: []string{"kubernetes.burst"}},
 		{sets: []string{"kubernetes.dynamo=maybe"}, want: []string{"kubernetes.dynamo"}},
+		// Finding 7 of issue 43: the cluster's own namespaces never hold gpuvet's cache.
+		{sets: []string{"kubernetes.cache_namespace=kube-system"}, want: []string{"kubernetes.cache_namespace", "kube-system is the cluster's own"}},
+		{env: []string{"GPUVET_KUBERNETES_CACHE_NAMESPACE=default"}, want: []string{"kubernetes.cache_namespace", "default is the cluster's own"}},
+		{sets: []string{"kubernetes.cache_namespace=kube-node-lease", "kubernetes.cache_namespace_allow_existing=true"}, want: []string{"kubernetes.cache_namespace", "kube-node-lease is the cluster's own"}},
 		{env: []string{"GPUVET_KUBERNETES_IMAGES=x"}, want: []string{"GPUVET_KUBERNETES_IMAGES", "did you mean GPUVET_KUBERNETES_IMAGE"}},
 	}
 	for _, tt := range tests {
