@@ -79,7 +79,7 @@ var allowed = graph{
 	"internal/config":     {"internal/enginekind", "internal/filelimit", "internal/results"},
 	"internal/dcgm":       {"internal/filelimit", "internal/results"},
 	"internal/importer":   {"internal/analysis", "internal/filelimit", "internal/results"},
-	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit"},
+	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit", "internal/results"},
 	"internal/cuda":       {"internal/results", "internal/sysfs"},
 	"internal/gpu":        {"internal/catalog", "internal/filelimit", "internal/results", "internal/sysfs"},
 	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
