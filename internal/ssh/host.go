@@ -106,7 +106,7 @@ func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
 			return fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
 		}
 		var err error
-		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, say)
+		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, h.Job.RunID, say)
 		if err != nil {
 			return err
 		}
@@ -281,7 +281,7 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Opti
 	var done []fleet.Object
 	var errs []error
 	if len(v) > 0 {
-		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, v, say)
+		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, runID, v, say)
 		done, errs = append(done, d...), append(errs, err)
 	}
 	if len(p) > 0 {
