@@ -2,7 +2,6 @@ package config
 
 import (
 	"net/url"
-
 )
 
 // stripEndpointCredentials removes user:password@ from endpoint.url, so that no output (summary
