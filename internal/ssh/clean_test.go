@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -109,5 +110,18 @@ func TestCleanUnknownManifestHostGetsNoKeyscanAdvice(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(o.LocalOut, "summary.json")); err != nil {
 		t.Errorf("not collected into the run's own --out: %v %q", err, said)
+	}
+}
+
+// What a host answers is bounded: a script that prints 20 MB is an error, not 20 MB held.
+func TestOutputBounded(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	if _, err := output(context.Background(), c, "head -c 20000000 /dev/zero"); err == nil || !strings.Contains(err.Error(), "over 16 MiB") {
+		t.Fatalf("20 MB of output: %v", err)
+	}
+	_, err := output(context.Background(), c, "head -c 3000000 /dev/zero | tr '\\0' x >&2; exit 1")
+	if err == nil || len(err.Error()) > 2200 {
+		t.Fatalf("3 MB of error text: %d bytes", len(fmt.Sprint(err)))
 	}
 }
