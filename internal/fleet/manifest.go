@@ -408,7 +408,7 @@ func ReadManifest(path string) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%v)", path, err)
 	}
 	if m.Format != ManifestFormat {
-		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no \"format\": %q): a summary.json or any other file is never cleaned; a run's manifest is BACKEND-RUN.json in the state directory ($GPUVET_STATE_DIR): `gpuvet clean --run RUN` finds it", path, ManifestFormat)
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no \"format\": %q): a summary.json or any other file is never cleaned; a run's manifest is BACKEND-RUN.json in the state directory ($GPUVET_STATE_DIR): `gpuvet clean --run RUN` finds it; one written by a gpuvet older than the marker is cleaned by that gpuvet, or removed by hand", path, ManifestFormat)
 	}
 	if m.Version != ManifestVersion {
 		return nil, fmt.Errorf("%s: run manifest version %d; this gpuvet reads version %d: clean it with the gpuvet that ran it", path, m.Version, ManifestVersion)
