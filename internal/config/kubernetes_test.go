@@ -91,3 +91,25 @@ func TestRecipeAsksForDynamo(t *testing.T) {
 		t.Error("dynamo on by default")
 	}
 }
+
+// Finding 5 of issue 43: a URL's key-like query values are recorded nowhere (summary settings,
+// config show), while the URL the client uses keeps them; its password never stays in the config.
+func TestURLSecretsNotInSettings(t *testing.T) {
+	p, err := Load(Options{Sets: []string{"endpoint.url=http://u:CANARY1@h:8000/v1?api_key=CANARY2&x=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var show strings.Builder
+	p.Show(&show)
+	for k, v := range p.Settings() {
+		if strings.Contains(v, "CANARY") {
+			t.Errorf("settings %s = %s", k, v)
+		}
+	}
+	if strings.Contains(show.String(), "CANARY") {
+		t.Errorf("config show:\n%s", show.String())
+	}
+	if p.Config.Endpoint.URL != "http://h:8000/v1?api_key=CANARY2&x=1" || p.EndpointURLKey != "CANARY1" {
+		t.Errorf("the URL the client uses: %q, key %q", p.Config.Endpoint.URL, p.EndpointURLKey)
+	}
+}
