@@ -82,7 +82,7 @@ var allowed = graph{
 	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit", "internal/results"},
 	"internal/cuda":       {"internal/results", "internal/sysfs"},
 	"internal/gpu":        {"internal/catalog", "internal/filelimit", "internal/results", "internal/sysfs"},
-	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
+	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/results", "internal/sysfs"},
 	// A fleet's nodes ranked worst first, for report and term; synthetic fleets for their tests and bench.
 	"internal/fleetview":       {"internal/results"},
 	"internal/fleetview/synth": {"internal/results"},

@@ -334,18 +334,8 @@ func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*4
 // Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
 func Streams(o Options) int { return slots(o, Defaults(o.Config)) }
 
-// apiURL is the endpoint's path p (/v1/models, /tokenize, …) under the base URL u: a trailing "/"
-// and "/v1" of u's path go, its query stays (a gateway that wants ?api-version=… gets it on every
-// request).
-func apiURL(u, p string) string {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return strings.TrimSuffix(strings.TrimRight(u, "/"), "/v1") + p
-	}
-	pu.Path = strings.TrimSuffix(strings.TrimRight(pu.Path, "/"), "/v1") + p
-	pu.RawPath, pu.Fragment = "", ""
-	return pu.String()
-}
+// apiURL is the endpoint's path p under the base URL u (results.JoinURL: the query stays).
+func apiURL(u, p string) string { return results.JoinURL(u, p) }
 
 // Preflight checks that the endpoint answers and lists the model at /v1/models.
 func Preflight(ctx context.Context, o Options) error {

@@ -1,6 +1,10 @@
 package results
 
-import "regexp"
+import (
+	"net/url"
+	"regexp"
+	"strings"
+)
 
 // RedactURLs is gpuvet's one redaction of URLs, for everything it writes: messages, errors,
 // summary.json, reports, raw files, logs. In every URL of s it removes the user and password
@@ -23,3 +27,17 @@ var (
 	// secretParamRe is a query parameter whose name says it holds a secret, up to its value.
 	secretParamRe = regexp.MustCompile(`(?i)([?&;][a-z0-9_.\-]*(?:key|token|secret|passw|sig|credential|auth)[a-z0-9_.\-]*=)[^&#;\s]*`)
 )
+
+// JoinURL is an OpenAI-compatible server's path p (/v1/models, /v1/chat/completions, /tokenize,
+// /metrics, /version) under its base URL: a trailing "/" and "/v1" of the base's path go, its query
+// stays (a gateway that wants ?api-version=… gets it on every request), a fragment goes. Every
+// client of gpuvet joins its paths here.
+func JoinURL(base, p string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1") + p
+	}
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + p
+	u.RawPath, u.Fragment = "", ""
+	return u.String()
+}
