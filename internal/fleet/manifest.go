@@ -348,6 +348,9 @@ func (m *Manifest) Finish() error {
 	if live := m.Live(); len(live) > 0 {
 		return fmt.Errorf("%d object(s) left (first: %s): run `gpuvet clean --run %s`; manifest %s", len(live), live[0], m.RunID, m.path)
 	}
+	if err := m.Claim(); err != nil { // a live run's manifest is its own to remove
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeJournal()
