@@ -46,6 +46,11 @@ resort), then the manifest. On Kubernetes (--kubeconfig/--context, or --backend 
 also finds a run's namespace by its run label, so it works without the manifest too, and waits until
 everything is gone. Safe to run twice.
 
+A manifest is read only when it is gpuvet's (BACKEND-RUN.json with gpuvet's format marker, a regular
+file under its size bound; a summary.json or anything else is refused, exit 2), and acted on only
+when no run holds it (a live run's is left alone). Names are checked before any connection; what a
+host changed is undone only when the host's own record vouches for it: docs/security.md.
+
   gpuvet clean                                   every manifest in the state directory
   gpuvet clean --run 20261130T110000Z            one run's
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
