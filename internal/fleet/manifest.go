@@ -231,6 +231,11 @@ func (m *Manifest) openJournal() error {
 	if err != nil {
 		return err
 	}
+	// A journal gpuvet writes has one name: another (a hard link to some other file) is not written.
+	if st, err := f.Stat(); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 1 {
+		f.Close()
+		return fmt.Errorf("%s: not a journal gpuvet wrote (a second name links to it, or it cannot be read): not written; remove it", jp)
+	}
 	if m.cut >= 0 {
 		st, err := f.Stat()
 		if err == nil && st.Size() != m.size {

@@ -211,3 +211,29 @@ func FuzzManifestDocument(f *testing.F) {
 		}
 	})
 }
+
+// A journal that is a second name of another file (a hard link) is never written, even with a
+// half line at its end that the next change would cut.
+func TestManifestJournalHardLinkNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManifest(dir, "kubernetes", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Keep()
+	other := dir + "/token"
+	os.WriteFile(other, []byte("secret-token-without-newline"), 0o600)
+	if err := os.Link(other, journalPath(m.Path())); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	back, err := ReadManifest(m.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Record(Object{Kind: "Pod", Name: "x"}); err == nil || !strings.Contains(err.Error(), "second name") {
+		t.Fatalf("a change through a hard link: %v", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "secret-token-without-newline" {
+		t.Fatalf("the linked file now holds %q", b)
+	}
+}
