@@ -99,6 +99,31 @@ func Regular(path string, limit int64, what string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Over its bound by its size: refused before a byte is read; under it, read into one buffer
+	// of its size (no doubling on the way).
+	if st, err := f.Stat(); err == nil {
+		if st.Size() > limit {
+			return nil, fmt.Errorf("%s %s: %w: more than %s; is it the right file?", what, path, ErrTooLarge, Size(limit))
+		}
+		b := make([]byte, 0, st.Size()+1)
+		for {
+			n, err := f.Read(b[len(b):cap(b)])
+			b = b[:len(b)+n]
+			if err == io.EOF {
+				return b, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", what, path, err)
+			}
+			if len(b) == cap(b) { // it grew while read: the bounded reader takes the rest
+				rest, err := ReadFrom(f, limit-int64(len(b)), what+" "+path)
+				if err != nil {
+					return nil, err
+				}
+				return append(b, rest...), nil
+			}
+		}
+	}
 	return ReadFrom(f, limit, what+" "+path)
 }
 

@@ -1,10 +1,12 @@
 package fleet
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -499,40 +501,72 @@ func Quote(s string) string {
 // its own.
 func (m *Manifest) replay() error {
 	jp := journalPath(m.path)
-	b, err := filelimit.Regular(jp, filelimit.Manifest, "run manifest journal")
+	f, err := filelimit.OpenRegular(jp, os.O_RDONLY, "run manifest journal")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	m.size = int64(len(b))
-	for off, n := 0, 1; off < len(b); n++ {
-		end := bytes.IndexByte(b[off:], '\n')
-		last := end < 0
-		if last {
-			end = len(b) - off
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return fmt.Errorf("%s: %v", jp, err)
+	} else if st.Size() > filelimit.Manifest {
+		return fmt.Errorf("%s: %s, over the bound of a run manifest journal (%s): not gpuvet's; remove it", jp, filelimit.Size(st.Size()), filelimit.Size(filelimit.Manifest))
+	}
+	// Line by line: memory is one line's bound, whatever the file holds.
+	br := bufio.NewReaderSize(io.LimitReader(f, filelimit.Manifest), 64<<10)
+	var off int64
+	for n := 1; ; n++ {
+		l, whole, err := readLine(br, filelimit.ManifestLine)
+		if err != nil {
+			return fmt.Errorf("%s line %d: %v: not gpuvet's; remove the file", jp, n, err)
 		}
-		l := b[off : off+end]
+		if len(l) == 0 && !whole {
+			break // the end
+		}
 		start := off
-		off += end + 1
-		if len(l) > filelimit.ManifestLine {
-			return fmt.Errorf("%s line %d: %d bytes, over the bound of a manifest change (%s): not gpuvet's; remove the file", jp, n, len(l), filelimit.Size(filelimit.ManifestLine))
+		off += int64(len(l))
+		if whole {
+			off++
 		}
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
 		c, err := parseChange(l)
 		if err != nil {
-			if last {
-				m.cut = int64(start)
+			if !whole { // the last line, cut short by a crash
+				m.cut = start
 				break
 			}
 			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%v): remove the line and run gpuvet clean again", jp, n, err)
 		}
 		m.apply(c)
 	}
+	m.size = off
 	return nil
+}
+
+// readLine reads one line of at most max bytes (without its newline); whole says a newline ended
+// it. A longer line is an error, and no more of it is read.
+func readLine(br *bufio.Reader, max int) (line []byte, whole bool, err error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max+1 {
+			return nil, false, fmt.Errorf("longer than the bound of a manifest change (%s)", filelimit.Size(int64(max)))
+		}
+		line = append(line, frag...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return line, false, nil
+		default:
+			return nil, false, err
+		}
+	}
 }
 
 // parseChange reads one journal line: a change whose objects are within their bounds.
