@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuvet/gpuvet/internal/results"
 	"io"
 	"math"
 	"net"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/netstamp"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Error classes a request can end in (the keys of results.Run.Errors).

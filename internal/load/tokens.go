@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/gpuvet/gpuvet/internal/results"
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // How prompt lengths were made exact (results.Load.TokenCounts).

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpuvet/gpuvet/internal/results"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/filelimit"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // DefaultEndpoint is the public hub; HF_ENDPOINT or Options.Endpoint replace it.
