@@ -46,6 +46,11 @@ resort), then the manifest. On Kubernetes (--kubeconfig/--context, or --backend 
 also finds a run's namespace by its run label, so it works without the manifest too, and waits until
 everything is gone. Safe to run twice.
 
+A manifest is read only when it is gpuvet's (BACKEND-RUN.json with gpuvet's format marker, a regular
+file under its size bound; a summary.json or anything else is refused, exit 2), and acted on only
+when no run holds it (a live run's is left alone). Names are checked before any connection; what a
+host changed is undone only when the host's own record vouches for it: docs/security.md.
+
   gpuvet clean                                   every manifest in the state directory
   gpuvet clean --run 20261130T110000Z            one run's
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
@@ -128,6 +133,9 @@ func cleanManifests(cmd *cobra.Command, backend string, label []string, runID st
 			if err != nil {
 				return nil, usageErr("%v", err)
 			}
+			if err := m.Claim(); err != nil {
+				return nil, usageErr("%v", err)
+			}
 			out[m.Backend] = append(out[m.Backend], m)
 		}
 		return out, nil
@@ -137,10 +145,18 @@ func cleanManifests(cmd *cobra.Command, backend string, label []string, runID st
 		return nil, usageErr("%v", err)
 	}
 	ms, err := fleet.Manifests(dir, backend, runID)
-	if err != nil {
-		fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifests:", err)
+	if err != nil { // a file there that is not gpuvet's: nothing is cleaned until it is gone
+		return nil, usageErr("run manifests: %v", err)
 	}
 	for _, m := range ms {
+		// Only a manifest clean holds is acted on: a live run's is left to it.
+		if err := m.Claim(); err != nil {
+			if runID != "" {
+				return nil, usageErr("%v", err)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifest left alone:", err)
+			continue
+		}
 		out[m.Backend] = append(out[m.Backend], m)
 	}
 	if len(out) == 0 {

@@ -24,7 +24,7 @@ type remover func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o f
 // what it names is checked before anything is sent or deleted.
 var removers = map[string]remover{
 	ssh.ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
-		return ssh.Clean(ctx, o, m.RunID, ssh.OptionsFrom(plan.Config.SSH), say)
+		return ssh.Clean(ctx, o, m.RunID, m.Target["output"], ssh.OptionsFrom(plan.Config.SSH), say)
 	},
 	opennebula.ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, _ func(string)) error {
 		c := plan.Config.OpenNebula

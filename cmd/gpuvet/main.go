@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
@@ -109,7 +110,9 @@ func executeTo(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "gpuvet:", err)
+	// Every error gpuvet ends with goes through the one URL redaction (a base URL's password, a
+	// ?api_key= in a message from any layer).
+	fmt.Fprintln(os.Stderr, "gpuvet:", results.RedactURLs(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

@@ -92,7 +92,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(c.ModelCache),
 		CacheAccess: c.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
-		HubEndpoint: c.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace,
+		HubEndpoint: c.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace, CacheNamespaceAllowExisting: kc.CacheNamespaceAllowExisting,
 	}, Verdicts: k8s.Verdicts{Label: kc.LabelNodes, TaintFailed: kc.TaintFailed, TaintFlagged: kc.TaintFlagged}}, func() {}, nil
 }
 

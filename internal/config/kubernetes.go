@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -52,6 +53,12 @@ type Kubernetes struct {
 	// the PVCs stay until `gpuvet clean --cache`. "": the run's own namespace (the cache goes with
 	// the run, and every run downloads again).
 	CacheNamespace string `yaml:"cache_namespace"`
+	// CacheNamespaceAllowExisting lets the cache go into a cache_namespace that exists and that
+	// gpuvet did not create (it carries no gpuvet.io/cache label): off, such a namespace is refused
+	// before anything is created in it. The cluster's own (default, kube-system, every kube-*) are
+	// refused whatever this says, and `gpuvet clean --cache` never deletes a namespace gpuvet did
+	// not create.
+	CacheNamespaceAllowExisting bool `yaml:"cache_namespace_allow_existing"`
 	// DynamoTarget is what the Dynamo load and completion check are sent to: pod (the address of a
 	// Ready pod the frontend Service selects: no Service proxy in the measured path) or service
 	// (the Service's ClusterIP, through kube-proxy, as in-cluster clients reach it).
@@ -88,6 +95,10 @@ func kubernetesDefaults() Kubernetes {
 // cache between runs.
 const DefaultCacheNamespace = "gpuvet-cache"
 
+// ClusterNamespace says whether ns is one of the cluster's own namespaces (default, kube-system,
+// kube-public, kube-node-lease, any kube-*): gpuvet creates nothing there, whatever is allowed.
+func ClusterNamespace(ns string) bool { return ns == "default" || strings.HasPrefix(ns, "kube-") }
+
 // dnsLabelRe is a DNS-1123 label (a namespace name).
 var dnsLabelRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
@@ -110,6 +121,7 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.nodes", k.Nodes < 0, "want 0 (every GPU node with a free GPU) or a positive count"},
 		{"kubernetes.parallel_nodes", k.ParallelNodes < 1, "want ≥ 1"},
 		{"kubernetes.cache_namespace", k.CacheNamespace != "" && !dnsLabelRe.MatchString(k.CacheNamespace), fmt.Sprintf("want a namespace name (a DNS label: lower case, digits and '-', at most 63), or \"\" for the run's own namespace (the cache then goes with the run); got %q", k.CacheNamespace)},
+		{"kubernetes.cache_namespace", ClusterNamespace(k.CacheNamespace), fmt.Sprintf("%s is the cluster's own namespace: gpuvet never puts its cache PVCs and Jobs there (nor in default or any kube-*); name a namespace of gpuvet's own (default %s)", k.CacheNamespace, DefaultCacheNamespace)},
 		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
 		{"kubernetes.qps", !(k.QPS > 0 && k.QPS <= 10000), fmt.Sprintf("want the API requests a second gpuvet may send, > 0 and ≤ 10000 (default 50); got %v", k.QPS)},

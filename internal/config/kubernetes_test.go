@@ -58,6 +58,10 @@ func TestKubernetesBadValues(t *testing.T) {
 		{env: []string{"GPUVET_KUBERNETES_BURST=20"}, sets: []string{"kubernetes.qps=100"}, want: []string{"GPUVET_KUBERNETES_BURST", "kubernetes.burst", "≥ kubernetes.qps (100)", "got 20"}},
 		{sets: []string{"kubernetes.burst=x"}, want: []string{"kubernetes.burst"}},
 		{sets: []string{"kubernetes.dynamo=maybe"}, want: []string{"kubernetes.dynamo"}},
+		// Finding 7 of issue 43: the cluster's own namespaces never hold gpuvet's cache.
+		{sets: []string{"kubernetes.cache_namespace=kube-system"}, want: []string{"kubernetes.cache_namespace", "kube-system is the cluster's own"}},
+		{env: []string{"GPUVET_KUBERNETES_CACHE_NAMESPACE=default"}, want: []string{"kubernetes.cache_namespace", "default is the cluster's own"}},
+		{sets: []string{"kubernetes.cache_namespace=kube-node-lease", "kubernetes.cache_namespace_allow_existing=true"}, want: []string{"kubernetes.cache_namespace", "kube-node-lease is the cluster's own"}},
 		{env: []string{"GPUVET_KUBERNETES_IMAGES=x"}, want: []string{"GPUVET_KUBERNETES_IMAGES", "did you mean GPUVET_KUBERNETES_IMAGE"}},
 	}
 	for _, tt := range tests {
@@ -85,5 +89,27 @@ func TestRecipeAsksForDynamo(t *testing.T) {
 	}
 	if d, _ := Load(Options{}); d.Config.Kubernetes.Dynamo {
 		t.Error("dynamo on by default")
+	}
+}
+
+// Finding 5 of issue 43: a URL's key-like query values are recorded nowhere (summary settings,
+// config show), while the URL the client uses keeps them; its password never stays in the config.
+func TestURLSecretsNotInSettings(t *testing.T) {
+	p, err := Load(Options{Sets: []string{"endpoint.url=http://u:CANARY1@h:8000/v1?api_key=CANARY2&x=1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var show strings.Builder
+	p.Show(&show)
+	for k, v := range p.Settings() {
+		if strings.Contains(v, "CANARY") {
+			t.Errorf("settings %s = %s", k, v)
+		}
+	}
+	if strings.Contains(show.String(), "CANARY") {
+		t.Errorf("config show:\n%s", show.String())
+	}
+	if p.Config.Endpoint.URL != "http://h:8000/v1?api_key=CANARY2&x=1" || p.EndpointURLKey != "CANARY1" {
+		t.Errorf("the URL the client uses: %q, key %q", p.Config.Endpoint.URL, p.EndpointURLKey)
 	}
 }

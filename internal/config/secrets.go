@@ -2,8 +2,6 @@ package config
 
 import (
 	"net/url"
-
-	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // stripEndpointCredentials removes user:password@ from endpoint.url, so that no output (summary
@@ -19,7 +17,8 @@ func (p *Plan) stripEndpointCredentials() {
 		key = u.User.Username()
 	}
 	p.EndpointURLKey = key
-	p.Config.Endpoint.URL = results.StripUserinfo(p.Config.Endpoint.URL)
+	u.User = nil
+	p.Config.Endpoint.URL = u.String()
 	setPath(p.tree, []string{"endpoint", "url"}, p.Config.Endpoint.URL)
 	env := p.Config.Endpoint.APIKeyEnv
 	if env == "" {
@@ -34,9 +33,20 @@ func (p *Plan) stripEndpointCredentials() {
 // for the client.
 func (p *Plan) stripOpenNebulaCredentials() {
 	p.OpenNebulaEndpoint = p.Config.OpenNebula.Endpoint
-	if stripped := results.StripUserinfo(p.OpenNebulaEndpoint); stripped != p.OpenNebulaEndpoint {
+	if stripped := stripUserinfo(p.OpenNebulaEndpoint); stripped != p.OpenNebulaEndpoint {
 		p.Config.OpenNebula.Endpoint = stripped
 		setPath(p.tree, []string{"opennebula", "endpoint"}, stripped)
 		p.Notes = append(p.Notes, "opennebula.endpoint carried credentials (user:password@): used to connect, recorded nowhere; OpenNebula's own credentials come from $"+p.Config.OpenNebula.AuthEnv)
 	}
+}
+
+// stripUserinfo removes user:password@ from a URL that is still used (the query stays: it is part
+// of the address); what is shown of a URL goes through results.RedactURLs.
+func stripUserinfo(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = nil
+	return u.String()
 }

@@ -89,7 +89,7 @@ func (p *Plan) Show(w io.Writer) {
 	}
 	width = min(width, 72)
 	for _, l := range leaves {
-		kv := l.Path + " = " + l.Value
+		kv := l.Path + " = " + results.RedactURLs(l.Value) // a URL's key-like query values
 		fmt.Fprintf(w, "%-*s  # %s\n", width, kv, l.Source)
 	}
 	for _, n := range p.Notes {
@@ -105,7 +105,7 @@ func (p *Plan) Settings() map[string]string {
 		if strings.HasPrefix(l.Path, "reference") || strings.HasPrefix(l.Path, "accelerators") || strings.HasPrefix(l.Path, "engine.env") {
 			continue
 		}
-		out[l.Path] = l.Value + " (" + l.Source + ")"
+		out[l.Path] = results.RedactURLs(l.Value) + " (" + l.Source + ")" // summary.json never holds a URL's key
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"github.com/gpuvet/gpuvet/internal/enginekind"
+	"github.com/gpuvet/gpuvet/internal/results"
 
 	"bytes"
 	"context"
@@ -284,7 +285,7 @@ func Completion(ctx context.Context, url, model, apiKey, prompt string, maxToken
 	})
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, results.JoinURL(url, "/v1/chat/completions"), bytes.NewReader(body))
 	if err != nil {
 		return Reply{}, err
 	}

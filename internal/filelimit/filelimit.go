@@ -4,9 +4,11 @@
 package filelimit
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // Bounds of the files gpuvet reads: generous for any real file, far below what would hurt.
@@ -19,6 +21,11 @@ const (
 	Result    = 256 << 20 // a summary.json, a vLLM bench result or a guidellm report
 	Tokenizer = 256 << 20 // a tokenizer.json
 	Small     = 1 << 20   // pid files and other small state
+	// Manifest bounds a run manifest's document and its journal each (a 1,000-node Kubernetes run
+	// records ~42,000 objects: about 12 MiB); ManifestLine one line of the journal (a change: one
+	// object, or up to a few hundred deleted).
+	Manifest     = 64 << 20
+	ManifestLine = 256 << 10
 )
 
 // ErrTooLarge is wrapped by Read's error when a file is over its bound.
@@ -81,3 +88,68 @@ func (w *Buffer) Write(p []byte) (int, error) {
 
 // Bytes is what was kept.
 func (w *Buffer) Bytes() []byte { return w.b }
+
+// Regular reads the regular file at path (not a link to one: the last name is not followed), up to
+// limit bytes: a FIFO, a device (/dev/zero), a directory or a symbolic link is refused before a
+// byte is read, so a file that names gpuvet's state cannot hang it, exhaust its memory or lead it
+// through a link to another file. what names the kind of file in the error.
+func Regular(path string, limit int64, what string) ([]byte, error) {
+	f, err := OpenRegular(path, os.O_RDONLY, what)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	// Over its bound by its size: refused before a byte is read; under it, read into one buffer
+	// of its size (no doubling on the way).
+	if st, err := f.Stat(); err == nil {
+		if st.Size() > limit {
+			return nil, fmt.Errorf("%s %s: %w: more than %s; is it the right file?", what, path, ErrTooLarge, Size(limit))
+		}
+		b := make([]byte, 0, st.Size()+1)
+		for {
+			n, err := f.Read(b[len(b):cap(b)])
+			b = b[:len(b)+n]
+			if err == io.EOF {
+				return b, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", what, path, err)
+			}
+			if len(b) == cap(b) { // it grew while read: the bounded reader takes the rest
+				rest, err := ReadFrom(f, limit-int64(len(b)), what+" "+path)
+				if err != nil {
+					return nil, err
+				}
+				return append(b, rest...), nil
+			}
+		}
+	}
+	return ReadFrom(f, limit, what+" "+path)
+}
+
+// OpenRegular opens path with flag (O_RDONLY, O_WRONLY|O_APPEND, …), never through a symbolic
+// link (O_NOFOLLOW) and without waiting on a FIFO (O_NONBLOCK, cleared once the file is known to
+// be regular), and refuses anything but a regular file.
+func OpenRegular(path string, flag int, what string) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) {
+			return nil, fmt.Errorf("%s %s: a symbolic link, not a file gpuvet wrote: refused (remove it)", what, path)
+		}
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s %s: not a regular file (%s): refused", what, path, st.Mode().Type())
+	}
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s %s: %w", what, path, err)
+	}
+	return f, nil
+}

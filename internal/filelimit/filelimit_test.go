@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -31,5 +32,30 @@ func TestBuffer(t *testing.T) {
 	w.Write([]byte("abc"))
 	if n, err := w.Write([]byte("defg")); n != 4 || err != nil || !w.Over || string(w.Bytes()) != "abcde" {
 		t.Fatalf("n %d err %v over %v kept %q", n, err, w.Over, w.Bytes())
+	}
+}
+
+// Regular reads a regular file only: a link (even to a regular file), a FIFO (without waiting on
+// it), a device and a directory are refused; over its bound is ErrTooLarge.
+func TestRegular(t *testing.T) {
+	d := t.TempDir()
+	p := filepath.Join(d, "f")
+	os.WriteFile(p, []byte("0123456789"), 0o644)
+	if b, err := Regular(p, 10, "manifest"); err != nil || string(b) != "0123456789" {
+		t.Fatalf("a file: %q %v", b, err)
+	}
+	if _, err := Regular(p, 9, "manifest"); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over: %v", err)
+	}
+	os.Symlink(p, filepath.Join(d, "link"))
+	fifo := filepath.Join(d, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{filepath.Join(d, "link"): "symbolic link", fifo: "not a regular file",
+		"/dev/zero": "not a regular file", d: "not a regular file"} {
+		if _, err := Regular(path, 1<<20, "manifest"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", path, err)
+		}
 	}
 }

@@ -116,8 +116,9 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	// summary that never reads as ok, and `gpuvet clean` collects the hosts' partial results.
 	started := base(plan, runID, start, o.ToolVersion)
 	started.Status = results.StatusIncomplete
-	started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --manifest %s` collects each host's partial results into %s)",
-		m.Path(), filepath.Join(c.Output.Dir, "hosts"))
+	// The advice names the run, not a file: this summary is never a manifest (clean refuses it).
+	started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --run %s` collects each host's partial results into %s; its manifest is %s)",
+		runID, filepath.Join(c.Output.Dir, "hosts"), m.Path())
 	if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
 		_ = m.Finish()
 		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}

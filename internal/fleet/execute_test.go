@@ -125,7 +125,14 @@ func TestExecuteInterrupted(t *testing.T) {
 	p := testPlan(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &testHost{name: "a", sum: withGPUs(oneHost(healthy()), 1), block: true}
-	go func() { time.Sleep(200 * time.Millisecond); cancel() }()
+	var startedErr string // the summary while the run goes: its advice for a killed run
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		if s, err := results.Read(filepath.Join(p.Config.Output.Dir, "summary.json")); err == nil {
+			startedErr = s.Error
+		}
+		cancel()
+	}()
 	var out, errOut bytes.Buffer
 	err := Execute(ctx, p, testBackend{hosts: []Host{a}}, ExecOptions{Stdout: &out, Stderr: &errOut})
 	if !errors.Is(err, ErrInterrupted) {
@@ -138,6 +145,9 @@ func TestExecuteInterrupted(t *testing.T) {
 	dir, _ := StateDir()
 	if ms, _ := os.ReadDir(dir); len(ms) != 1 {
 		t.Fatalf("manifest not kept: %v", ms)
+	}
+	if !strings.HasPrefix(startedErr, "the fleet run has not finished") || !strings.Contains(startedErr, "`gpuvet clean --run ") || strings.Contains(startedErr, "--manifest") {
+		t.Errorf("a running fleet's summary advises: %q (the summary is no manifest: the advice names the run)", startedErr)
 	}
 }
 

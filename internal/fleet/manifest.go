@@ -1,18 +1,23 @@
 package fleet
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -32,7 +37,14 @@ type Manifest struct {
 	path    string
 	index   map[Object]int // an object's key → its place in Objects
 	journal *os.File       // open for appending once the first change is written
+	// cut is where a journal line cut short by a crash begins (-1: none), and size the journal's
+	// size as read: the first change this manifest writes cuts the half line first (claimJournal).
+	cut, size int64
 
+	// Format and Version mark the file as a gpuvet run manifest: any other JSON (a summary.json
+	// naming a backend and a run id) is refused, never cleaned or deleted.
+	Format    string    `json:"format"`
+	Version   int       `json:"version"`
 	Backend   string    `json:"backend"`
 	RunID     string    `json:"run_id"`
 	StartedAt time.Time `json:"started_at"`
@@ -97,6 +109,12 @@ func StateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "gpuvet", "runs"), nil
 }
 
+// The format marker and version of the manifests this gpuvet writes and reads.
+const (
+	ManifestFormat  = "gpuvet-run-manifest"
+	ManifestVersion = 1
+)
+
 // ManifestPath is the manifest file of one run in dir.
 func ManifestPath(dir, backend, runID string) string {
 	return filepath.Join(dir, backend+"-"+runID+".json")
@@ -104,8 +122,19 @@ func ManifestPath(dir, backend, runID string) string {
 
 // NewManifest creates (and writes) an empty manifest for a run in dir.
 func NewManifest(dir, backend, runID string, target map[string]string) (*Manifest, error) {
-	m := &Manifest{path: ManifestPath(dir, backend, runID), Backend: backend, RunID: runID,
-		StartedAt: time.Now().UTC(), Target: target, Objects: []Object{}, index: map[Object]int{}}
+	m := &Manifest{path: ManifestPath(dir, backend, runID), Format: ManifestFormat, Version: ManifestVersion,
+		Backend: backend, RunID: runID, StartedAt: time.Now().UTC(), Target: target, Objects: []Object{},
+		index: map[Object]int{}, cut: -1}
+	if err := checkNames(backend, runID); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
+	}
+	// The run holds its manifest's lock until it ends: `gpuvet clean` leaves a live run's alone.
+	if err := m.Claim(); err != nil {
+		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
+	}
 	if err := m.save(); err != nil {
 		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
 	}
@@ -148,8 +177,19 @@ func (m *Manifest) DeletedAll(objs []Object) error {
 	for i, o := range objs {
 		keys[i] = o.key()
 	}
-	return m.change(change{Deleted: keys})
+	for len(keys) > 0 { // lines of deletedPerLine keys at most: every line stays under its bound
+		n := min(len(keys), deletedPerLine)
+		if err := m.change(change{Deleted: keys[:n]}); err != nil {
+			return err
+		}
+		keys = keys[n:]
+	}
+	return nil
 }
+
+// deletedPerLine bounds the keys of one journal line: with names at their bound (checkObject) a
+// line stays under filelimit.ManifestLine.
+const deletedPerLine = 128
 
 // change is one line of the journal: an object recorded (again: it is live again), or objects
 // deleted (by their keys).
@@ -166,8 +206,11 @@ func (m *Manifest) change(c change) error {
 	if err != nil {
 		return err
 	}
+	if len(b) >= filelimit.ManifestLine {
+		return fmt.Errorf("run manifest: a change of %d bytes is over the journal's line bound (%s)", len(b), filelimit.Size(filelimit.ManifestLine))
+	}
 	if m.journal == nil {
-		if m.journal, err = os.OpenFile(journalPath(m.path), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644); err != nil {
+		if err := m.openJournal(); err != nil {
 			return err
 		}
 	}
@@ -177,6 +220,88 @@ func (m *Manifest) change(c change) error {
 	m.apply(c)
 	return nil
 }
+
+// openJournal opens the journal for appending: only under the manifest's lock (a live run's is
+// never written by another gpuvet), never through a link, and, when a crash cut its last line
+// short, after cutting that half line (only if the journal is still as it was read).
+func (m *Manifest) openJournal() error {
+	if err := m.Claim(); err != nil {
+		return err
+	}
+	jp := journalPath(m.path)
+	f, err := filelimit.OpenRegular(jp, os.O_WRONLY|os.O_CREATE|os.O_APPEND, "run manifest journal")
+	if err != nil {
+		return err
+	}
+	// A journal gpuvet writes has one name: another (a hard link to some other file) is not written.
+	if st, err := f.Stat(); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 1 {
+		f.Close()
+		return fmt.Errorf("%s: not a journal gpuvet wrote (a second name links to it, or it cannot be read): not written; remove it", jp)
+	}
+	if m.cut >= 0 {
+		st, err := f.Stat()
+		if err == nil && st.Size() != m.size {
+			err = fmt.Errorf("changed since it was read (%d bytes, was %d)", st.Size(), m.size)
+		}
+		if err == nil {
+			err = f.Truncate(m.cut)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%s: cutting the line a crash left half written: %v", jp, err)
+		}
+		m.cut = -1
+	}
+	m.journal = f
+	return nil
+}
+
+// Claim takes the manifest's lock (a file beside it, flock'd): the run that wrote it holds it
+// until it ends, so a manifest whose lock is held is a live run's, and `gpuvet clean` writes,
+// repairs or removes only a manifest it claimed. Within one process a claim is shared (the run
+// and a test's second reader of its manifest).
+func (m *Manifest) Claim() error {
+	lp := lockPath(m.path)
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if held[lp] != nil {
+		return nil
+	}
+	f, err := filelimit.OpenRegular(lp, os.O_RDWR|os.O_CREATE, "run manifest lock")
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s is held by the gpuvet that runs %s-%s: let it finish (or stop it), then clean", ErrLive, lp, m.Backend, m.RunID)
+		}
+		return fmt.Errorf("lock %s: %v", lp, err)
+	}
+	held[lp] = f
+	return nil
+}
+
+// ErrLive is wrapped by Claim's error when the manifest's run is still going.
+var ErrLive = errors.New("the run is live")
+
+var (
+	heldMu sync.Mutex
+	held   = map[string]*os.File{} // lock file → this process's claim on it
+)
+
+func (m *Manifest) release() {
+	lp := lockPath(m.path)
+	heldMu.Lock()
+	defer heldMu.Unlock()
+	if f := held[lp]; f != nil {
+		_ = os.Remove(lp) // before the unlock: a claim after this one locks a new file
+		f.Close()
+		delete(held, lp)
+	}
+}
+
+func lockPath(path string) string { return strings.TrimSuffix(path, ".json") + ".lock" }
 
 func (m *Manifest) apply(c change) {
 	if o := c.Record; o != nil {
@@ -230,6 +355,9 @@ func (m *Manifest) Finish() error {
 	if live := m.Live(); len(live) > 0 {
 		return fmt.Errorf("%d object(s) left (first: %s): run `gpuvet clean --run %s`; manifest %s", len(live), live[0], m.RunID, m.path)
 	}
+	if err := m.Claim(); err != nil { // a live run's manifest is its own to remove
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeJournal()
@@ -240,6 +368,7 @@ func (m *Manifest) Finish() error {
 			return err
 		}
 	}
+	m.release()
 	return nil
 }
 
@@ -250,12 +379,15 @@ func (m *Manifest) closeJournal() {
 	}
 }
 
-// Keep writes the manifest as it is and leaves it in place, whatever is left: an interrupted run
-// keeps it for `gpuvet clean --manifest`, which confirms nothing is left and removes it.
+// Keep writes the manifest as it is and leaves it in place, whatever is left, and gives up the
+// run's lock on it: an interrupted run hands it to `gpuvet clean`, which confirms nothing is left
+// and removes it.
 func (m *Manifest) Keep() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.save()
+	err := m.save()
+	m.release()
+	return err
 }
 
 // save writes the whole document, with every object, then drops the journal it now holds. A kill
@@ -271,18 +403,36 @@ func (m *Manifest) save() error {
 	return nil
 }
 
-// ReadManifest reads one manifest file.
+// ReadManifest reads one manifest file. Reading never writes: a journal line a crash cut short is
+// left out, and cut from the file only by this manifest's first change (under its lock). A file
+// that is not gpuvet's (no format marker: a summary.json, any other JSON; a name other than
+// BACKEND-RUN.json; a link, a FIFO, a device; over its size bound) is an error, and nothing of it
+// is acted on.
 func ReadManifest(path string) (*Manifest, error) {
-	b, err := os.ReadFile(path)
+	b, err := filelimit.Regular(path, filelimit.Manifest, "run manifest")
 	if err != nil {
 		return nil, err
 	}
-	var m Manifest
+	m := Manifest{cut: -1}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%v)", path, err)
 	}
-	if m.Backend == "" || m.RunID == "" {
-		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no backend or run_id)", path)
+	if m.Format != ManifestFormat {
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no \"format\": %q): a summary.json or any other file is never cleaned; a run's manifest is BACKEND-RUN.json in the state directory ($GPUVET_STATE_DIR): `gpuvet clean --run RUN` finds it; one written by a gpuvet older than the marker is cleaned by that gpuvet, or removed by hand", path, ManifestFormat)
+	}
+	if m.Version != ManifestVersion {
+		return nil, fmt.Errorf("%s: run manifest version %d; this gpuvet reads version %d: clean it with the gpuvet that ran it", path, m.Version, ManifestVersion)
+	}
+	if err := checkNames(m.Backend, m.RunID); err != nil {
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%v)", path, err)
+	}
+	if want := m.Backend + "-" + m.RunID + ".json"; filepath.Base(path) != want {
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest: it names backend %s and run %s, so its file is %s", path, m.Backend, m.RunID, want)
+	}
+	for i, o := range m.Objects {
+		if err := checkObject(o); err != nil {
+			return nil, fmt.Errorf("%s: object %d: %v", path, i+1, err)
+		}
 	}
 	m.path = path
 	m.reindex()
@@ -292,43 +442,158 @@ func ReadManifest(path string) (*Manifest, error) {
 	return &m, nil
 }
 
+// checkNames refuses a backend or run id that is not one gpuvet makes: they name files here and
+// on hosts.
+func checkNames(backend, runID string) error {
+	ok := func(s string, n int, chars string) bool {
+		return s != "" && len(s) <= n && strings.Trim(s, chars) == ""
+	}
+	if !ok(backend, 32, "abcdefghijklmnopqrstuvwxyz") {
+		return fmt.Errorf("backend %s is not one gpuvet has", Quote(backend))
+	}
+	if !ok(runID, 64, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.") || strings.HasPrefix(runID, ".") {
+		return fmt.Errorf("run id %s is not one gpuvet makes (letters, digits, - _ . up to 64)", Quote(runID))
+	}
+	return nil
+}
+
+// Bounds of an object's names: far over any real one (a Kubernetes name is at most 253 bytes, a
+// path 4,096), far under what would flood a terminal or a log with every message naming it.
+const (
+	maxName = 512
+	maxPath = 4096
+)
+
+// checkObject refuses an object whose fields are over their bounds or hold control characters (a
+// line break in a name would forge lines of gpuvet's own output).
+func checkObject(o Object) error {
+	if o.Kind == "" || len(o.Kind) > 64 {
+		return fmt.Errorf("kind %s: not one gpuvet records", Quote(o.Kind))
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"name", o.Name, maxName}, {"namespace", o.Namespace, maxName}, {"host", o.Host, maxName}, {"via", o.Via, maxName},
+		{"on", o.On, maxName}, {"identity_file", o.Identity, maxPath}, {"local_out", o.LocalOut, maxPath}, {"known_hosts", o.KnownHosts, maxPath}} {
+		if len(f.v) > f.max {
+			return fmt.Errorf("%s %s…: %d bytes, more than %d", f.name, Quote(f.v), len(f.v), f.max)
+		}
+		if strings.ContainsFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			return fmt.Errorf("%s %s: holds control characters", f.name, Quote(f.v))
+		}
+	}
+	return nil
+}
+
+// Quote quotes at most the first 64 bytes of s, for messages about input that may be hostile (a
+// name of 200 MB, a line of binary).
+func Quote(s string) string {
+	if len(s) > 64 {
+		return strconv.Quote(s[:64]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
 // replay applies the journal's changes. A last line without its newline is a write cut short (the
-// machine stopped during it): its object was never created, so it is left out, and cut from the
-// file, so that the changes `gpuvet clean` appends next do not follow half a line. Any other line
-// that is no change is an error naming it.
+// machine stopped during it): its object was never created, so it is left out (openJournal cuts it
+// before the next change). Any other line that is no change is an error naming it. The journal is
+// read as the document is: a regular file, never through a link, under its bound, each line under
+// its own.
 func (m *Manifest) replay() error {
 	jp := journalPath(m.path)
-	b, err := os.ReadFile(jp)
+	f, err := filelimit.OpenRegular(jp, os.O_RDONLY, "run manifest journal")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	lines := bytes.Split(b, []byte{'\n'})
-	for i, l := range lines {
+	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return fmt.Errorf("%s: %v", jp, err)
+	} else if st.Size() > filelimit.Manifest {
+		return fmt.Errorf("%s: %s, over the bound of a run manifest journal (%s): not gpuvet's; remove it", jp, filelimit.Size(st.Size()), filelimit.Size(filelimit.Manifest))
+	}
+	// Line by line: memory is one line's bound, whatever the file holds.
+	br := bufio.NewReaderSize(io.LimitReader(f, filelimit.Manifest), 64<<10)
+	var off int64
+	for n := 1; ; n++ {
+		l, whole, err := readLine(br, filelimit.ManifestLine)
+		if err != nil {
+			return fmt.Errorf("%s line %d: %v: not gpuvet's; remove the file", jp, n, err)
+		}
+		if len(l) == 0 && !whole {
+			break // the end
+		}
+		start := off
+		off += int64(len(l))
+		if whole {
+			off++
+		}
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
-		var c change
-		err := json.Unmarshal(l, &c)
-		if err == nil && c.Record == nil && len(c.Deleted) == 0 {
-			err = errors.New("neither record nor deleted")
-		}
+		c, err := parseChange(l)
 		if err != nil {
-			if i == len(lines)-1 {
-				_ = os.Truncate(jp, int64(len(b)-len(l)))
+			if !whole { // the last line, cut short by a crash
+				m.cut = start
 				break
 			}
-			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%v): remove the line and run gpuvet clean again", jp, i+1, err)
+			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%v): remove the line and run gpuvet clean again", jp, n, err)
 		}
 		m.apply(c)
 	}
+	m.size = off
 	return nil
 }
 
+// readLine reads one line of at most max bytes (without its newline); whole says a newline ended
+// it. A longer line is an error, and no more of it is read.
+func readLine(br *bufio.Reader, max int) (line []byte, whole bool, err error) {
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max+1 {
+			return nil, false, fmt.Errorf("longer than the bound of a manifest change (%s)", filelimit.Size(int64(max)))
+		}
+		line = append(line, frag...)
+		switch {
+		case err == nil:
+			return line[:len(line)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF):
+			return line, false, nil
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// parseChange reads one journal line: a change whose objects are within their bounds.
+func parseChange(l []byte) (change, error) {
+	var c change
+	if err := json.Unmarshal(l, &c); err != nil {
+		return c, err
+	}
+	if c.Record == nil && len(c.Deleted) == 0 {
+		return c, errors.New("neither record nor deleted")
+	}
+	if c.Record != nil {
+		if err := checkObject(*c.Record); err != nil {
+			return c, err
+		}
+	}
+	for _, o := range c.Deleted {
+		if err := checkObject(o); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
 // Manifests lists the manifests in dir for backend ("" = any) and run id ("" = any), oldest first.
-// A file that cannot be read is returned as an error next to the ones that can.
+// Only files named for them are read (BACKEND-RUN.json), and only read: listing never writes. A
+// file that cannot be read is returned as an error next to the ones that can.
 func Manifests(dir, backend, runID string) ([]*Manifest, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -340,10 +605,12 @@ func Manifests(dir, backend, runID string) ([]*Manifest, error) {
 	var out []*Manifest
 	var errs []error
 	for _, e := range ents {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".json") || strings.HasPrefix(n, ".") ||
+			(backend != "" && !strings.HasPrefix(n, backend+"-")) || (runID != "" && !strings.HasSuffix(n, "-"+runID+".json")) {
 			continue
 		}
-		m, err := ReadManifest(filepath.Join(dir, e.Name()))
+		m, err := ReadManifest(filepath.Join(dir, n))
 		if err != nil {
 			errs = append(errs, err)
 			continue

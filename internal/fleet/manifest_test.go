@@ -139,3 +139,101 @@ func BenchmarkManifestRecord(b *testing.B) {
 		})
 	}
 }
+
+// A manifest is gpuvet's or nothing: without its format marker, of another version, under a name
+// that is not its own, or naming objects over their bounds, it is refused.
+func TestReadManifestRefusesWhatIsNotGpuvets(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, doc string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct{ name, doc, want string }{
+		{"ssh-r1.json", `{"backend":"ssh","run_id":"r1","objects":[]}`, "no \"format\""},
+		{"ssh-r1.json", `{"format":"gpuvet-run-manifest","version":2,"backend":"ssh","run_id":"r1"}`, "version 2"},
+		{"summary.json", `{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"r1"}`, "its file is ssh-r1.json"},
+		{"ssh-..json", `{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"."}`, "run id"},
+		{"ssh-r1.json", `{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"r1","objects":[{"kind":"ssh-dir","name":"` + strings.Repeat("x", 600) + `"}]}`, "more than 512"},
+		{"ssh-r1.json", `{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"r1","objects":[{"kind":"ssh-dir","name":"a\nremoved everything"}]}`, "control characters"},
+	} {
+		_, err := ReadManifest(write(c.name, c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) || len(err.Error()) > 600 {
+			t.Errorf("%s %.80s: %v", c.name, c.doc, err)
+		}
+	}
+}
+
+// Deleting thousands of objects at once writes lines under the journal's line bound, and reads back.
+func TestManifestDeletedAllLinesBounded(t *testing.T) {
+	m, err := NewManifest(t.TempDir(), "kubernetes", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []Object
+	for i := range 2000 {
+		o := Object{Kind: "Pod", Namespace: strings.Repeat("n", 253), Name: fmt.Sprintf("%0253d", i), Host: strings.Repeat("h", 253)}
+		objs = append(objs, o)
+		if err := m.Record(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.DeletedAll(objs); err != nil {
+		t.Fatal(err)
+	}
+	if back, err := ReadManifest(m.Path()); err != nil || len(back.Live()) != 0 {
+		t.Fatalf("read back: %v", err)
+	}
+}
+
+// FuzzManifestDocument: any document reads back or fails with an error, never panics, and what
+// it reads back is within the bounds every reader relies on.
+func FuzzManifestDocument(f *testing.F) {
+	f.Add([]byte(`{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"fuzz","objects":[{"kind":"ssh-dir","name":"/tmp/x","host":"h"}]}`))
+	f.Add([]byte(`{"format":"gpuvet-run-manifest","version":1,"backend":"ssh","run_id":"fuzz","objects":[{"kind":"","name":""}]}`))
+	f.Add([]byte(`{"backend":"ssh","run_id":"fuzz"}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		p := ManifestPath(dir, "ssh", "fuzz")
+		if err := os.WriteFile(p, doc, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m, err := ReadManifest(p)
+		if err != nil {
+			return
+		}
+		for _, o := range m.Live() {
+			if checkObject(o) != nil {
+				t.Fatalf("read back an object out of bounds: %v", o)
+			}
+		}
+	})
+}
+
+// A journal that is a second name of another file (a hard link) is never written, even with a
+// half line at its end that the next change would cut.
+func TestManifestJournalHardLinkNotWritten(t *testing.T) {
+	dir := t.TempDir()
+	m, err := NewManifest(dir, "kubernetes", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Keep()
+	other := dir + "/token"
+	os.WriteFile(other, []byte("secret-token-without-newline"), 0o600)
+	if err := os.Link(other, journalPath(m.Path())); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	back, err := ReadManifest(m.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Record(Object{Kind: "Pod", Name: "x"}); err == nil || !strings.Contains(err.Error(), "second name") {
+		t.Fatalf("a change through a hard link: %v", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "secret-token-without-newline" {
+		t.Fatalf("the linked file now holds %q", b)
+	}
+}

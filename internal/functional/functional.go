@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) *results.Functional {
 func (s *suite) servedMaxModelLen(ctx context.Context) int {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(s.o.URL, "/")+"/v1/models", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, results.JoinURL(s.o.URL, "/v1/models"), nil)
 	if err != nil {
 		return 0
 	}
@@ -166,7 +166,7 @@ func (s *suite) post(ctx context.Context, body map[string]any) (int, []byte, err
 	b, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.o.URL, "/")+"/v1/chat/completions", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, results.JoinURL(s.o.URL, "/v1/chat/completions"), bytes.NewReader(b))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -248,7 +248,7 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 	b, _ := json.Marshal(body)
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(s.o.URL, "/")+"/v1/chat/completions", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, results.JoinURL(s.o.URL, "/v1/chat/completions"), bytes.NewReader(b))
 	if err != nil {
 		return "", err
 	}

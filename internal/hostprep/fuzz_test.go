@@ -1,8 +1,12 @@
 package hostprep
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // apt-get -s output is outside input: whatever it prints, parseSimulation returns packages that are
@@ -43,4 +47,32 @@ func TestParseSimulation(t *testing.T) {
 	if strings.Join(changed, ", ") != "libc6 2.36-9, nouveau-firmware (removed)" {
 		t.Fatalf("%v", changed)
 	}
+}
+
+type fixedOut string
+
+func (f fixedOut) Run(context.Context, string) (string, error) { return string(f), nil }
+
+// The host's record is what clean trusts: whatever the host answers, vouched never panics and
+// keeps an object only when its exact line is in a record the host says is present.
+func FuzzVouched(f *testing.F) {
+	f.Add("present\napt-package dcgm=1:3.3\ndcgm-hostengine nv-hostengine\n")
+	f.Add("")
+	f.Add("present")
+	objs := []fleet.Object{{Kind: KindPackage, Name: "dcgm=1:3.3"}, {Kind: KindEngine, Name: "nv-hostengine"}}
+	f.Fuzz(func(t *testing.T, out string) {
+		keep, none, refused, err := vouched(context.Background(), fixedOut(out), "r1", objs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keep)+len(none)+len(refused) != len(objs) {
+			t.Fatalf("keep %v none %v refused %v", keep, none, refused)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, o := range keep {
+			if lines[0] != "present" || !slices.Contains(lines[1:], o.Kind+" "+o.Name) {
+				t.Fatalf("kept %v from %q", o, out)
+			}
+		}
+	})
 }

@@ -42,6 +42,9 @@ type Options struct {
 	// CacheNamespace keeps the cache PVCs beyond the run (kubernetes.cache_namespace); "": the run's
 	// own namespace (the cache goes with it).
 	CacheNamespace string
+	// CacheNamespaceAllowExisting lets the cache into a CacheNamespace gpuvet did not create
+	// (kubernetes.cache_namespace_allow_existing).
+	CacheNamespaceAllowExisting bool
 	// HubEndpoint is the hub the populate Jobs download from (model_cache.endpoint); "": $HF_ENDPOINT
 	// where gpuvet runs, else the public hub.
 	HubEndpoint string

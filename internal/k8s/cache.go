@@ -247,9 +247,15 @@ func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
 func (r *Run) ensureCacheNamespace(ctx context.Context) error {
 	nss := r.cl.Client.CoreV1().Namespaces()
 	ns, err := nss.Get(ctx, r.cacheNS, metav1.GetOptions{})
+	if config.ClusterNamespace(r.cacheNS) { // config refuses it too: this is the last guard
+		return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace) is the cluster's own: gpuvet creates nothing there", r.cacheNS)
+	}
 	if err == nil {
 		if ns.DeletionTimestamp != nil {
 			return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace) is being deleted: wait until it is gone, then run again", r.cacheNS)
+		}
+		if ns.Labels[LabelCache] != "true" && ns.Labels[legacyCache] != "true" && !r.opt.CacheNamespaceAllowExisting {
+			return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace) exists and gpuvet did not create it (no label %s=true): gpuvet puts its PVCs and Jobs only in a namespace of its own; name another, or allow this one with kubernetes.cache_namespace_allow_existing: true (gpuvet clean --cache never deletes it)", r.cacheNS, LabelCache)
 		}
 		r.progress("model cache kept in namespace %s (kubernetes.cache_namespace)", r.cacheNS)
 		return nil

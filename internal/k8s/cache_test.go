@@ -270,3 +270,28 @@ func TestCompletionFailures(t *testing.T) {
 		t.Error("a damaged result passed")
 	}
 }
+
+// Finding 7 of issue 43: a cache namespace that exists and that gpuvet did not create is refused
+// before anything goes there, unless kubernetes.cache_namespace_allow_existing names it; the
+// cluster's own are refused whatever is allowed.
+func TestCacheNamespaceNotGpuvetsRefused(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "old", Labels: map[string]string{legacyCache: "true"}}})
+	for _, c := range []struct {
+		ns    string
+		allow bool
+		want  string
+	}{{"team-a", false, "gpuvet did not create it"}, {"team-a", true, ""}, {"kube-system", true, "the cluster's own"},
+		{"default", true, "the cluster's own"}, {"old", false, ""}, {"gpuvet-cache", false, ""}} {
+		r := &Run{cl: &Cluster{Client: cs}, cacheNS: c.ns, opt: Options{CacheNamespaceAllowExisting: c.allow, Progress: func(string, ...any) {}}}
+		err := r.ensureCacheNamespace(ctx)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s (allow %v): %v, want %q", c.ns, c.allow, err, c.want)
+		}
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err == nil {
+		t.Error("the default namespace was created by gpuvet")
+	}
+}

@@ -79,10 +79,10 @@ var allowed = graph{
 	"internal/config":     {"internal/enginekind", "internal/filelimit", "internal/results"},
 	"internal/dcgm":       {"internal/filelimit", "internal/results"},
 	"internal/importer":   {"internal/analysis", "internal/filelimit", "internal/results"},
-	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit"},
+	"internal/modelcache": {"internal/config", "internal/enginekind", "internal/filelimit", "internal/results"},
 	"internal/cuda":       {"internal/results", "internal/sysfs"},
 	"internal/gpu":        {"internal/catalog", "internal/filelimit", "internal/results", "internal/sysfs"},
-	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/sysfs"},
+	"internal/engine":     {"internal/enginekind", "internal/filelimit", "internal/results", "internal/sysfs"},
 	// A fleet's nodes ranked worst first, for report and term; synthetic fleets for their tests and bench.
 	"internal/fleetview":       {"internal/results"},
 	"internal/fleetview/synth": {"internal/results"},
@@ -98,8 +98,8 @@ var allowed = graph{
 		"internal/gpu", "internal/health", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
 		"internal/report", "internal/results", "internal/roofline", "internal/sim", "internal/sysfs", "internal/term"},
 	// The fleet layer and its backends, above the host pipeline.
-	"internal/fleet":      {"internal/compare", "internal/config", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
-	"internal/ssh":        {"internal/config", "internal/fleet", "internal/hostprep", "internal/results", "internal/vfio"},
+	"internal/fleet":      {"internal/compare", "internal/config", "internal/filelimit", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
+	"internal/ssh":        {"internal/config", "internal/filelimit", "internal/fleet", "internal/hostprep", "internal/results", "internal/vfio"},
 	"internal/opennebula": {"internal/config", "internal/fleet", "internal/hostprep", "internal/judge", "internal/results", "internal/ssh"},
 	// Host preparation (packages, the vfio release) that the ssh and opennebula backends drive.
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/netstamp"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Error classes a request can end in (the keys of results.Run.Errors).
@@ -243,13 +244,13 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 		}
 		rec := c.probe(ctx, p)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s did not answer the first streamed request (%s): %w", c.endpoint, orDefault(rec.Detail, "no answer"), context.Cause(ctx))
+			return fmt.Errorf("%s did not answer the first streamed request (%s): %w", results.RedactURLs(c.endpoint), orDefault(rec.Detail, "no answer"), context.Cause(ctx))
 		}
 		if rec.Error != "http_400" {
 			return nil // other failures are the load's to count, not a reason to give anything up
 		}
 	}
-	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", c.endpoint, "check --api (chat or completions) and --model")
+	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", results.RedactURLs(c.endpoint), "check --api (chat or completions) and --model")
 }
 
 // probeTries is how many times the negotiation's request is sent before a server that does not
@@ -382,7 +383,7 @@ func (c *client) response(ctx context.Context, cancel context.CancelCauseFunc, r
 // http_<code> with the start of its body. Both readers use it, so they agree.
 func (c *client) httpFailure(status int, location string, body []byte) (class, detail string) {
 	if status >= 300 && status < 400 {
-		return errRedirect, fmt.Sprintf("HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", status, orDefault(head([]byte(location), 200), "(no Location)"))
+		return errRedirect, fmt.Sprintf("HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", status, orDefault(head([]byte(results.RedactURLs(location)), 200), "(no Location)"))
 	}
 	return fmt.Sprintf("http_%d", status), strings.TrimSpace(string(body))
 }

@@ -139,7 +139,7 @@ func Validate(o Options) error {
 		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
 	}
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want http(s)://host:port", results.StripUserinfo(o.URL))
+		return fmt.Errorf("--url %q: want http(s)://host:port", results.RedactURLs(o.URL))
 	}
 	if o.Model == "" {
 		return errors.New("--model is empty: give the model id the server lists at /v1/models")
@@ -334,31 +334,29 @@ func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*4
 // Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
 func Streams(o Options) int { return slots(o, Defaults(o.Config)) }
 
-// baseURL strips a trailing "/" and "/v1" so paths can be appended.
-func baseURL(u string) string {
-	u = strings.TrimRight(u, "/")
-	return strings.TrimSuffix(u, "/v1")
-}
+// apiURL is the endpoint's path p under the base URL u (results.JoinURL: the query stays).
+func apiURL(u, p string) string { return results.JoinURL(u, p) }
 
 // Preflight checks that the endpoint answers and lists the model at /v1/models.
 func Preflight(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	u := baseURL(o.URL) + "/v1/models"
+	u := apiURL(o.URL, "/v1/models")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	u = results.RedactURLs(u) // what the messages below show
 	if err != nil {
-		return fmt.Errorf("--url %q: %v", results.StripUserinfo(o.URL), err)
+		return fmt.Errorf("--url %q: %v", results.RedactURLs(o.URL), err)
 	}
 	if k := apiKey(o.APIKeyEnv); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := (&http.Client{CheckRedirect: noRedirects}).Do(req)
 	if err != nil {
-		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.StripUserinfo(o.URL), err)
+		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.RedactURLs(o.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return fmt.Errorf("GET %s: HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", u, resp.StatusCode, redact(orDefault(resp.Header.Get("Location"), "(no Location)"), apiKey(o.APIKeyEnv)))
+		return fmt.Errorf("GET %s: HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", u, resp.StatusCode, results.RedactURLs(redact(orDefault(resp.Header.Get("Location"), "(no Location)"), apiKey(o.APIKeyEnv))))
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		return fmt.Errorf("GET %s: HTTP %d: set the API key in $%s", u, resp.StatusCode, orDefault(o.APIKeyEnv, "OPENAI_API_KEY"))
@@ -381,7 +379,7 @@ func Preflight(ctx context.Context, o Options) error {
 		}
 		ids = append(ids, m.ID)
 	}
-	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.StripUserinfo(o.URL), strings.Join(ids, ", "))
+	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.RedactURLs(o.URL), strings.Join(ids, ", "))
 }
 
 func orDefault(s, d string) string {
@@ -400,10 +398,12 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	l, err := run(ctx, o)
 	key := apiKey(o.APIKeyEnv)
 	if l != nil {
-		l.Error = redact(l.Error, key)
+		l.Error = results.RedactURLs(redact(l.Error, key))
 	}
-	if err != nil && key != "" && strings.Contains(err.Error(), key[:min(8, len(key))]) {
-		err = errors.New(redact(err.Error(), key))
+	if err != nil {
+		if msg := results.RedactURLs(redact(err.Error(), key)); msg != err.Error() {
+			err = errors.New(msg)
+		}
 	}
 	return l, err
 }
@@ -416,7 +416,6 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	o = withOptionDefaults(o, cfg)
 	warmReqs, warmDur, _ := parseWarmup(cfg.Warmup)
 	chat := cfg.API == "chat"
-	base := baseURL(o.URL)
 	path := "/v1/completions"
 	if chat {
 		path = "/v1/chat/completions"
@@ -426,7 +425,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	hc := newHTTPClient(slots(o, cfg), rx)
 	defer hc.CloseIdleConnections()
 	key := apiKey(o.APIKeyEnv)
-	cl := &client{hc: hc, endpoint: base + path, chat: chat, model: o.Model, key: key,
+	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: key,
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
 	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
 	if err != nil {
@@ -441,7 +440,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	rx.reader = why
 
-	l := &results.Load{Config: cfg, Model: o.Model, URL: results.StripUserinfo(o.URL)}
+	l := &results.Load{Config: cfg, Model: o.Model, URL: results.RedactURLs(o.URL)}
 	var local *dataset.Tokenizer
 	if cfg.Data == "synthetic" {
 		if local, err = localTokenizer(o); err != nil {
@@ -452,8 +451,8 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	// timeout.
 	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
 	defer endSetup()
-	src, counts, err := prompts(setup, cfg, local, &serverCounter{url: base + "/tokenize", model: o.Model, key: key, chat: chat, hc: hc},
-		&usageCounter{url: base + path, model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
+	src, counts, err := prompts(setup, cfg, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
+		&usageCounter{url: apiURL(o.URL, path), model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -483,13 +482,13 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	var scrapeWG sync.WaitGroup
 	if o.ScrapeMetrics {
-		sc = &scraper{url: base + "/metrics", hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
-		sc.res.Source = results.StripUserinfo(sc.url)
+		sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
+		sc.res.Source = results.RedactURLs(sc.url)
 		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
 	}
 	cpu0, wall0 := cpuTime(), time.Now()
 
-	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: base + "/v1/models"},
+	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: apiURL(o.URL, "/v1/models")},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
@@ -547,7 +546,7 @@ func withOptionDefaults(o Options, cfg results.LoadConfig) Options {
 
 func logf(w io.Writer, format string, args ...any) {
 	if w != nil {
-		fmt.Fprintf(w, "gpuvet bench: "+format+"\n", args...)
+		io.WriteString(w, results.RedactURLs(fmt.Sprintf("gpuvet bench: "+format+"\n", args...)))
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -376,6 +378,34 @@ func TestPreflight(t *testing.T) {
 	}
 	if err := Preflight(context.Background(), Options{URL: "http://127.0.0.1:1", Model: testModel}); err == nil || !strings.Contains(err.Error(), "does not answer") {
 		t.Fatalf("dead endpoint: %v", err)
+	}
+}
+
+// Finding 5 of issue 43: a base URL's query stays on every path appended to it (it was appended
+// after the query: /v1/models went into the query string, and such a URL never worked).
+func TestAPIURLKeepsTheQuery(t *testing.T) {
+	for _, c := range [][3]string{
+		{"http://h:8000", "/v1/models", "http://h:8000/v1/models"},
+		{"http://h:8000/v1/", "/tokenize", "http://h:8000/tokenize"},
+		{"http://h/gw/v1?api-version=2&x=1", "/v1/chat/completions", "http://h/gw/v1/chat/completions?api-version=2&x=1"},
+		{"http://h/?k=v#frag", "/metrics", "http://h/metrics?k=v"},
+	} {
+		if got := apiURL(c[0], c[1]); got != c[2] {
+			t.Errorf("apiURL(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
+	var gotQuery string
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotQuery = r.URL.RawQuery
+		if r.URL.Path != "/v1/models" || r.URL.Query().Get("api-version") != "2" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprintf(w, `{"data":[{"id":%q}]}`, testModel)
+	}))
+	defer s.Close()
+	if err := Preflight(context.Background(), Options{URL: s.URL + "/?api-version=2", Model: testModel}); err != nil {
+		t.Fatalf("a base URL with a query: %v (the server saw query %q)", err, gotQuery)
 	}
 }
 

@@ -103,7 +103,7 @@ func (s *scraper) once(ctx context.Context) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", s.url, resp.StatusCode)
+		return fmt.Errorf("GET %s: HTTP %d", results.RedactURLs(s.url), resp.StatusCode)
 	}
 	wanted := map[string]bool{}
 	for _, l := range [][]string{runningNames, waitingNames, kvNames} {
@@ -119,7 +119,7 @@ func (s *scraper) once(ctx context.Context) error {
 	wait, ok2 := pick(vals, waitingNames)
 	kv, ok3 := pick(vals, kvNames)
 	if !ok1 && !ok2 && !ok3 {
-		return fmt.Errorf("GET %s: none of the known engine gauges (e.g. vllm:num_requests_running)", s.url)
+		return fmt.Errorf("GET %s: none of the known engine gauges (e.g. vllm:num_requests_running)", results.RedactURLs(s.url))
 	}
 	if kv > 1 { // some engines report percent
 		kv /= 100

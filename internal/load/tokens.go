@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // How prompt lengths were made exact (results.Load.TokenCounts).
@@ -46,7 +48,7 @@ func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
 	case out.Tokens != nil:
 		return len(out.Tokens), nil
 	}
-	return 0, fmt.Errorf("POST %s: answer has neither \"count\" nor \"tokens\"", c.url)
+	return 0, fmt.Errorf("POST %s: answer has neither \"count\" nor \"tokens\"", results.RedactURLs(c.url))
 }
 
 // usageCounter counts by sending a one-token completion and reading usage.prompt_tokens: the fallback
@@ -71,7 +73,7 @@ func (c *usageCounter) Count(ctx context.Context, text string) (int, error) {
 		return 0, err
 	}
 	if out.Usage == nil || out.Usage.PromptTokens <= 0 {
-		return 0, fmt.Errorf("POST %s: no usage.prompt_tokens in the answer: cannot calibrate prompt lengths", c.url)
+		return 0, fmt.Errorf("POST %s: no usage.prompt_tokens in the answer: cannot calibrate prompt lengths", results.RedactURLs(c.url))
 	}
 	return out.Usage.PromptTokens, nil
 }
@@ -99,13 +101,13 @@ func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out a
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("POST %s: %v", url, err)
+		return fmt.Errorf("POST %s: %v", results.RedactURLs(url), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: HTTP %d: %s", url, resp.StatusCode, head([]byte(redact(string(bytes.TrimSpace(raw)), key)), 200))
+		return fmt.Errorf("POST %s: HTTP %d: %s", results.RedactURLs(url), resp.StatusCode, head([]byte(redact(string(bytes.TrimSpace(raw)), key)), 200))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", url, err)
+		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", results.RedactURLs(url), err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/filelimit"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // DefaultEndpoint is the public hub; HF_ENDPOINT or Options.Endpoint replace it.
@@ -139,17 +140,17 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 		loc := resp.Header.Get("Location")
 		drain(resp)
 		if loc == "" {
-			return nil, nil, fmt.Errorf("%s %s: redirect %d without a Location header", method, u.Redacted(), resp.StatusCode)
+			return nil, nil, fmt.Errorf("%s %s: redirect %d without a Location header", method, results.RedactURLs(u.String()), resp.StatusCode)
 		}
 		if hop >= 5 {
 			return nil, nil, fmt.Errorf("%s %s: more than 5 redirects", method, rawURL)
 		}
 		next, err := u.Parse(loc)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s %s: redirect to unparsable Location %q", method, u.Redacted(), loc)
+			return nil, nil, fmt.Errorf("%s %s: redirect to unparsable Location %q", method, results.RedactURLs(u.String()), loc)
 		}
 		if next.Scheme != "http" && next.Scheme != "https" {
-			return nil, nil, fmt.Errorf("%s %s: redirect to %q is not http(s)", method, u.Redacted(), next.Redacted())
+			return nil, nil, fmt.Errorf("%s %s: redirect to %q is not http(s)", method, results.RedactURLs(u.String()), results.RedactURLs(next.String()))
 		}
 		u = next
 	}
@@ -258,7 +259,7 @@ func (h *hub) statusError(resp *http.Response, model, what string) error {
 	case code == "RevisionNotFound":
 		e.Msg = fmt.Sprintf("%s: revision not found on the hub; check --revision (a branch, tag or commit)", what)
 	case code == "RepoNotFound":
-		e.Msg = fmt.Sprintf("%s: model %s not found at %s (check the name; if it is private, set HF_TOKEN)", what, model, h.endpoint.Redacted())
+		e.Msg = fmt.Sprintf("%s: model %s not found at %s (check the name; if it is private, set HF_TOKEN)", what, model, results.RedactURLs(h.endpoint.String()))
 	case resp.StatusCode == 404:
 		e.Msg = fmt.Sprintf("%s: not found on the hub (404); check the model name and --revision", what)
 	default:
@@ -407,10 +408,10 @@ func (h *hub) getJSON(ctx context.Context, rawURL, model, what string, limit int
 			return false, fmt.Errorf("%s: %w", what, err)
 		}
 		if int64(len(b)) > limit {
-			return false, fmt.Errorf("%s: answer larger than %d bytes; is %s a Hugging Face-compatible hub?", what, limit, h.endpoint.Redacted())
+			return false, fmt.Errorf("%s: answer larger than %d bytes; is %s a Hugging Face-compatible hub?", what, limit, results.RedactURLs(h.endpoint.String()))
 		}
 		if err := json.Unmarshal(b, v); err != nil {
-			return false, fmt.Errorf("%s: the hub's JSON does not parse (%v); is %s a Hugging Face-compatible hub?", what, err, h.endpoint.Redacted())
+			return false, fmt.Errorf("%s: the hub's JSON does not parse (%v); is %s a Hugging Face-compatible hub?", what, err, results.RedactURLs(h.endpoint.String()))
 		}
 		hdr = resp.Header
 		return false, nil

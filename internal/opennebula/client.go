@@ -69,7 +69,7 @@ func NewClient(endpoint, session string) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{endpoint: results.StripUserinfo(endpoint), session: session, rpc: c}, nil
+	return &Client{endpoint: results.RedactURLs(endpoint), session: session, rpc: c}, nil
 }
 
 // Endpoint is the API URL without user:password@ (it names the front-end in manifests and

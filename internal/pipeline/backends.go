@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -68,7 +67,7 @@ func (Endpoint) Group([]results.GPUInfo, int) ([]Slot, string) {
 // Serve checks the endpoint answers a real completion for model (bounded by engine.ready_timeout,
 // at most 2 minutes: the server is supposed to be up already).
 func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Config, _ string) (*Served, error) {
-	url := strings.TrimSuffix(strings.TrimRight(cfg.Endpoint.URL, "/"), "/v1")
+	url := cfg.Endpoint.URL // paths join under it keeping its query (results.JoinURL)
 	sv := &Served{URL: url, APIKeyEnv: cfg.Endpoint.APIKeyEnv, Binding: "none: endpoint backend (gpuvet did not launch it)",
 		Engine: results.EngineInfo{Kind: "endpoint"}}
 	start := time.Now()
@@ -83,7 +82,7 @@ func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Conf
 		}
 		select {
 		case <-ctx.Done():
-			return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %v", url, model, timeout, err)
+			return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %v", results.RedactURLs(url), model, timeout, err)
 		case <-time.After(time.Second):
 		}
 	}
@@ -91,10 +90,9 @@ func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Conf
 
 // EngineVersion asks the server's /version (vLLM answers {"version": "..."}).
 func (Endpoint) EngineVersion(ctx context.Context, cfg config.Config) (string, error) {
-	url := strings.TrimSuffix(strings.TrimRight(cfg.Endpoint.URL, "/"), "/v1")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/version", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, results.JoinURL(cfg.Endpoint.URL, "/version"), nil)
 	if err != nil {
 		return "", err
 	}
@@ -111,7 +109,7 @@ func (Endpoint) EngineVersion(ctx context.Context, cfg config.Config) (string, e
 		Version string `json:"version"`
 	}
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &v) != nil || v.Version == "" {
-		return "", fmt.Errorf("GET %s/version: HTTP %d, no version", url, resp.StatusCode)
+		return "", fmt.Errorf("GET %s: HTTP %d, no version", results.RedactURLs(results.JoinURL(cfg.Endpoint.URL, "/version")), resp.StatusCode)
 	}
 	return v.Version, nil
 }

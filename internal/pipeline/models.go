@@ -298,7 +298,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		return ep
 	}
-	ep.URL = sv.URL
+	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
 	ep.ProvisionSeconds = sv.Provision.Seconds()
 	served(sv.Engine)
 

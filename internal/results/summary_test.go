@@ -79,15 +79,21 @@ func TestWorse(t *testing.T) {
 	}
 }
 
-func TestStripUserinfo(t *testing.T) {
+func TestRedactURLs(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://user:s3cret@host:8000/v1": "http://host:8000/v1",
-		"https://tok@host":                "https://host",
-		"http://127.0.0.1:8000":           "http://127.0.0.1:8000",
-		"not a url %":                     "not a url %",
+		"http://user:s3cret@host:8000/v1":                          "http://host:8000/v1",
+		"https://tok@host":                                         "https://host",
+		"http://127.0.0.1:8000":                                    "http://127.0.0.1:8000",
+		"not a url %":                                              "not a url %",
+		"http://h/v1?api_key=CANARY&model=x":                       "http://h/v1?api_key=REDACTED&model=x",
+		"https://h/b?X-Amz-Signature=CANARY;sig=CANARY#f":          "https://h/b?X-Amz-Signature=REDACTED;sig=REDACTED#f",
+		`Get "http://u:***@h:1/v1/models?token=CANARY": EOF`:       `Get "http://h:1/v1/models?token=REDACTED": EOF`,
+		"GET http://user:CANARY@h/nope/v1/models: HTTP 404, then ": "GET http://h/nope/v1/models: HTTP 404, then ",
+		"two: http://a:CANARY@x/ and ws://b:CANARY@y/?key=CANARY":  "two: http://x/ and ws://y/?key=REDACTED",
+		"a path@ stays: http://h/models/m@rev?k=v":                 "a path@ stays: http://h/models/m@rev?k=v",
 	} {
-		if got := StripUserinfo(in); got != want {
-			t.Errorf("StripUserinfo(%q) = %q, want %q", in, got, want)
+		if got := RedactURLs(in); got != want {
+			t.Errorf("RedactURLs(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

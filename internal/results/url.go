@@ -1,15 +1,43 @@
 package results
 
-import "net/url"
+import (
+	"net/url"
+	"regexp"
+	"strings"
+)
 
-// StripUserinfo returns a URL without its user and password (http://user:pass@host -> http://host),
-// for every place a URL is recorded: credentials never reach summary.json, reports, raw files or
-// logs. A string that does not parse as a URL is returned as it is.
-func StripUserinfo(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
+// RedactURLs is gpuvet's one redaction of URLs, for everything it writes: messages, errors,
+// summary.json, reports, raw files, logs. In every URL of s it removes the user and password
+// (http://user:pass@host → http://host; Go's own "user:***@" too) and replaces the value of every
+// key-like query parameter (api_key, key, token, access_token, sig, signature, secret, password,
+// X-Amz-Credential, …) with REDACTED; the rest of s is left as it is. A URL alone is a text with
+// one URL in it.
+func RedactURLs(s string) string {
+	return urlRe.ReplaceAllStringFunc(s, func(u string) string {
+		u = userinfoRe.ReplaceAllString(u, "$1")
+		return secretParamRe.ReplaceAllString(u, "${1}REDACTED")
+	})
+}
+
+var (
+	// urlRe finds a URL in text: a scheme, "://", and everything up to a space or a quote.
+	urlRe = regexp.MustCompile("(?i)\\b[a-z][a-z0-9+.\\-]*://[^\\s\"'<>`]+")
+	// userinfoRe is a URL's scheme and user info (up to the authority's last "@").
+	userinfoRe = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.\-]*://)[^/?#]*@`)
+	// secretParamRe is a query parameter whose name says it holds a secret, up to its value.
+	secretParamRe = regexp.MustCompile(`(?i)([?&;][a-z0-9_.\-]*(?:key|token|secret|passw|sig|credential|auth)[a-z0-9_.\-]*=)[^&#;\s]*`)
+)
+
+// JoinURL is an OpenAI-compatible server's path p (/v1/models, /v1/chat/completions, /tokenize,
+// /metrics, /version) under its base URL: a trailing "/" and "/v1" of the base's path go, its query
+// stays (a gateway that wants ?api-version=… gets it on every request), a fragment goes. Every
+// client of gpuvet joins its paths here.
+func JoinURL(base, p string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return strings.TrimSuffix(strings.TrimRight(base, "/"), "/v1") + p
 	}
-	u.User = nil
+	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + p
+	u.RawPath, u.Fragment = "", ""
 	return u.String()
 }

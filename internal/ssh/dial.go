@@ -58,6 +58,9 @@ type Options struct {
 	AcceptNew bool
 	// ConnectTimeout bounds the TCP connect and the SSH handshake (default 15 s).
 	ConnectTimeout time.Duration
+	// fromManifest: the host is named only by a run manifest (gpuvet clean): an unknown key gets
+	// no advice to trust it.
+	fromManifest bool
 }
 
 // ConfigFile returns the default ssh_config path (~/.ssh/config).
@@ -207,6 +210,9 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 			existing = append(existing, f)
 		}
 	}
+	if len(existing) == 0 && o.fromManifest {
+		return nil, manifestHostErr(t)
+	}
 	if len(existing) == 0 {
 		return nil, fmt.Errorf("%w: no known_hosts file (%s): add the host's key with `ssh-keyscan -p %d %s >> ~/.ssh/known_hosts` after checking its fingerprint", ErrHostKey, strings.Join(files, ", "), t.Port, t.Host)
 	}
@@ -242,10 +248,20 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	c, chans, reqs, err := gossh.NewClientConn(conn, t.Addr(), cfg)
 	if err != nil {
 		conn.Close()
+		var ke *knownhosts.KeyError
+		if o.fromManifest && errors.As(err, &ke) && len(ke.Want) == 0 {
+			return nil, manifestHostErr(t)
+		}
 		return nil, classify(t, err)
 	}
 	_ = conn.SetDeadline(time.Time{})
 	return gossh.NewClient(c, chans, reqs), nil
+}
+
+// manifestHostErr is an unknown host key of a host only a run manifest names: no advice to
+// trust it (a manifest is a file anyone may have edited).
+func manifestHostErr(t Target) error {
+	return fmt.Errorf("%w: %s is not in known_hosts and only a run manifest names it: gpuvet does not log in to a host a file names; if the run was yours, clean with the known_hosts it used (ssh.known_hosts)", ErrHostKey, t.Addr())
 }
 
 // classify turns a handshake error into one of the failure kinds with what to do.

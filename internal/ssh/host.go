@@ -2,8 +2,10 @@ package ssh
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -104,7 +106,7 @@ func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
 			return fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
 		}
 		var err error
-		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, say)
+		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, h.Job.RunID, say)
 		if err != nil {
 			return err
 		}
@@ -214,22 +216,39 @@ func ParseAddress(a string) (Target, error) {
 	return Target{Name: host, Host: host, Port: p, User: user}, nil
 }
 
-// Clean removes what a killed run left on one host: the manifest's ssh-dir object of run runID.
-// It reconnects as the run did (the name the user gave, so ssh_config's alias applies again, and
-// the run's key file), stops a run still going there, collects its partial results into the
-// run's --out (what it measured survives a killed controller), then removes the folder, only
-// when it carries the run's marker. say reports what it did.
-func Clean(ctx context.Context, o fleet.Object, runID string, opts Options, say func(string)) error {
+// Clean removes what a killed run left on one host: the manifest's ssh-dir object of run runID,
+// whose --out was out (the manifest's target "output"). What the manifest names is checked before
+// any connection: the folder must be a run folder of runID, its local_out a folder under out
+// (hosts/NAME or baremetal/NAME). It reconnects as the run did (the name the user gave, so
+// ssh_config's alias applies again, and the run's key file), stops a run still going there,
+// collects its partial results into local_out when out is the run's own (its summary.json names
+// the run; what it measured survives a killed controller), then removes the folder, only when it
+// carries the run's marker. say reports what it did.
+func Clean(ctx context.Context, o fleet.Object, runID, out string, opts Options, say func(string)) error {
+	if err := checkRunDir(o.Name, runID); err != nil {
+		return err
+	}
+	collectTo := ""
+	if o.LocalOut != "" {
+		if err := checkLocalOut(o.LocalOut, out); err != nil {
+			return err
+		}
+		if ownOut(out, runID) {
+			collectTo = o.LocalOut
+		} else {
+			say(fmt.Sprintf("warning: %s: partial results not collected: %s holds no summary.json of run %s (not the run's own --out)", o, out, runID))
+		}
+	}
 	c, t, err := reconnect(ctx, o, opts)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	if o.LocalOut != "" {
+	if collectTo != "" {
 		if err := Stop(ctx, c, o.Name, runID); err != nil {
 			return err
 		}
-		if err := collectPartial(ctx, c, o.Name, o.LocalOut); err != nil {
+		if err := collectPartial(ctx, c, o.Name, collectTo); err != nil {
 			say(fmt.Sprintf("warning: %s: partial results not collected: %v", o, err))
 		} else if _, err := os.Stat(filepath.Join(o.LocalOut, "summary.json")); err == nil {
 			say(fmt.Sprintf("collected %s's partial results into %s", t.Name, o.LocalOut))
@@ -262,7 +281,7 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Opti
 	var done []fleet.Object
 	var errs []error
 	if len(v) > 0 {
-		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, v, say)
+		d, err := vfio.Clean(ctx, Runner{c}, vfio.Paths{}, runID, v, say)
 		done, errs = append(done, d...), append(errs, err)
 	}
 	if len(p) > 0 {
@@ -272,9 +291,50 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Opti
 	return done, errors.Join(errs...)
 }
 
+// checkLocalOut refuses a local_out that is not a folder of its own under the run's --out (out):
+// out/hosts/NAME or out/baremetal/NAME, no link on the way. A manifest is a file: the folder it
+// names is where clean writes what a remote host sends.
+func checkLocalOut(local, out string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("local_out %s: %s: refused, nothing done on the host (partial results go only into the run's own --out)", fleet.Quote(local), why)
+	}
+	if out == "" || !filepath.IsAbs(out) || filepath.Clean(out) != out {
+		return bad("the manifest names no absolute --out of the run")
+	}
+	rel, err := filepath.Rel(out, local)
+	parts := strings.Split(rel, string(filepath.Separator))
+	if err != nil || filepath.Clean(local) != local || len(parts) != 2 || (parts[0] != "hosts" && parts[0] != "baremetal") || parts[1] == ".." || parts[1] == "." {
+		return bad("not a folder " + filepath.Join(out, "hosts", "NAME") + " (or baremetal/NAME) of the run's --out " + out)
+	}
+	for _, p := range []string{out, filepath.Join(out, parts[0]), local} {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return bad(p + " is a symbolic link")
+		}
+	}
+	return nil
+}
+
+// ownOut says whether out holds the summary.json of run runID: the run's own --out (every fleet
+// run writes it there before it starts a host).
+func ownOut(out, runID string) bool {
+	f, err := os.Open(filepath.Join(out, "summary.json"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var s struct {
+		RunID string `json:"run_id"`
+	}
+	// Bounded: the run id is near the top of a summary; a file that is not one fails to decode.
+	err = json.NewDecoder(io.LimitReader(f, 256<<20)).Decode(&s)
+	return err == nil && s.RunID == runID
+}
+
 // reconnect dials the host of a manifest object as the run did: the name the user gave (so
-// ssh_config's alias applies again), the run's key file, a VM's own known_hosts.
+// ssh_config's alias applies again), the run's key file, a VM's own known_hosts. A host that only
+// a manifest names is never trusted on first use, and its failures carry no advice to trust it.
 func reconnect(ctx context.Context, o fleet.Object, opts Options) (*gossh.Client, Target, error) {
+	opts.AcceptNew, opts.fromManifest = false, true
 	t, err := ParseAddress(o.Host)
 	if err != nil {
 		return nil, t, err

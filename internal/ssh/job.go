@@ -16,10 +16,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -175,15 +177,32 @@ func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	var stdout, stderr bytes.Buffer
-	s.Stdout, s.Stderr = &stdout, &stderr
-	if err := waitCtx(ctx, s, cmd); err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return stdout.String(), fmt.Errorf("%v: %s", err, msg)
-		}
-		return stdout.String(), err
+	// A host's answer is outside input: kept up to a bound (a script's output is lines of state,
+	// apt's a few hundred KiB), its error text to its end's last 2 KiB.
+	stdout, stderr := &filelimit.Buffer{Limit: maxOutput}, &filelimit.Buffer{Limit: 64 << 10}
+	s.Stdout, s.Stderr = stdout, stderr
+	err = waitCtx(ctx, s, cmd)
+	if err == nil && stdout.Over {
+		err = fmt.Errorf("the host's output is over %s: cut, not read", filelimit.Size(maxOutput))
 	}
-	return stdout.String(), nil
+	if err != nil {
+		if msg := strings.TrimSpace(string(stderr.Bytes())); msg != "" {
+			return string(stdout.Bytes()), fmt.Errorf("%v: %s", err, lastBytes(msg, 2048))
+		}
+		return string(stdout.Bytes()), err
+	}
+	return string(stdout.Bytes()), nil
+}
+
+// maxOutput bounds what one script's stdout may hold.
+const maxOutput = 16 << 20
+
+// lastBytes is the end of s, at most n bytes of it.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }
 
 // waitCtx runs cmd and returns when it ends or ctx is done (then the session is closed).
@@ -403,7 +422,7 @@ func untar(r io.Reader, dir string) error {
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return err
 			}
-			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+			f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/hostprep"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -36,7 +37,7 @@ type InventoryHost struct {
 
 // ReadInventory reads an inventory: `hosts:` with one entry per host. Unknown keys are errors.
 func ReadInventory(file string) ([]InventoryHost, error) {
-	b, err := os.ReadFile(file)
+	b, err := filelimit.Read(file, filelimit.Config, "inventory")
 	if err != nil {
 		return nil, fmt.Errorf("inventory: %v", err)
 	}

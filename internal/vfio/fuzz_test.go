@@ -45,3 +45,26 @@ func FuzzInspect(f *testing.F) {
 		}
 	})
 }
+
+// The node's record is what a restore trusts: whatever the node answers, readRecord never panics,
+// a record is present only when the node says so first, and restore vouches for an object only
+// when its exact line is in the record.
+func FuzzReadRecord(f *testing.F) {
+	f.Add("present\nvfio-binding 0000:41:00.0 driver=vfio-pci override=persistent\nvfio-persistenced nvidia-persistenced\n")
+	f.Add("")
+	f.Add("presentx\n\n\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		lines, present, err := readRecord(context.Background(), fixed(out), Paths{}.orDefault(), "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if present != strings.HasPrefix(strings.TrimSpace(out), "present\n") && present != (strings.TrimSpace(out) == "present") {
+			t.Fatalf("present %v for %q", present, out)
+		}
+		for _, l := range lines {
+			if strings.Contains(l, "\n") {
+				t.Fatalf("line %q", l)
+			}
+		}
+	})
+}

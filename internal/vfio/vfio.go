@@ -13,6 +13,7 @@ package vfio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,9 +42,10 @@ const (
 // Kinds are the manifest kinds `gpuvet clean` hands to Clean.
 var Kinds = []string{KindBinding, KindPersistenced}
 
-// Paths are the node's roots (defaults: /sys, /dev, /etc/driverctl.d).
+// Paths are the node's roots (defaults: /sys, /dev, /etc/driverctl.d, /proc, and /var/lib/gpuvet
+// for State, where the node keeps its own record of what each run released).
 type Paths struct {
-	Sys, Dev, Conf string
+	Sys, Dev, Conf, Proc, State string
 }
 
 func (p Paths) orDefault() Paths {
@@ -55,6 +57,12 @@ func (p Paths) orDefault() Paths {
 	}
 	if p.Conf == "" {
 		p.Conf = "/etc/driverctl.d"
+	}
+	if p.Proc == "" {
+		p.Proc = "/proc"
+	}
+	if p.State == "" {
+		p.State = "/var/lib/gpuvet"
 	}
 	return p
 }
@@ -113,6 +121,7 @@ type Release struct {
 	r     Runner
 	p     Paths
 	rec   Recorder
+	runID string
 	base  fleet.Object
 	say   func(string)
 	GPUs  []GPU // released, as they were
@@ -125,10 +134,15 @@ type Release struct {
 // when a VM holds one (attached names the GPUs OpenNebula says a VM has; the node's own processes
 // holding a /dev/vfio group are found too), records each GPU in the manifest, stops
 // nvidia-persistenced, lifts driverctl's override (persistence included) and unbinds vfio-pci.
-// An error after the first change leaves the Release for Restore to undo.
-func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, rec Recorder, base fleet.Object, say func(string)) (*Release, error) {
+// An error after the first change leaves the Release for Restore to undo. Before the first change
+// the node gets its own record of what run runID releases (Paths.State/vfio-RUN): a restore puts back
+// only what that record names.
+func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, rec Recorder, base fleet.Object, runID string, say func(string)) (*Release, error) {
 	p = p.orDefault()
-	rl := &Release{r: r, p: p, rec: rec, base: base, say: say}
+	rl := &Release{r: r, p: p, rec: rec, base: base, runID: runID, say: say}
+	if err := checkRunID(runID); err != nil {
+		return rl, err
+	}
 	gpus, err := Inspect(ctx, r, p)
 	if err != nil {
 		return rl, err
@@ -168,7 +182,16 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 			return rl, err
 		}
 	}
-	if err := rl.stopPersistenced(ctx); err != nil {
+	// The node's own record, before anything changes there: a manifest is a file anyone may edit.
+	var lines []string
+	for _, o := range rl.objs {
+		lines = append(lines, o.Kind+" "+o.Name)
+	}
+	rf := hostRecord(p, runID)
+	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), shellWords(lines), quote(rf))); err != nil {
+		return rl, fmt.Errorf("write the node's record %s: %v (nothing released)", rf, err)
+	}
+	if _, err := rl.stopPersistenced(ctx); err != nil {
 		return rl, err
 	}
 	for _, g := range rl.GPUs {
@@ -195,7 +218,7 @@ func (rl *Release) Bind(ctx context.Context) error {
 	if len(rl.GPUs) == 0 {
 		return nil
 	}
-	if err := rl.stopPersistenced(ctx); err != nil {
+	if _, err := rl.stopPersistenced(ctx); err != nil {
 		return err
 	}
 	if _, err := rl.r.Run(ctx, "modprobe nvidia"); err != nil {
@@ -222,7 +245,7 @@ func (rl *Release) Restore(ctx context.Context, r Runner) error {
 	if r != nil {
 		rl.r = r
 	}
-	done, err := restore(ctx, rl.r, rl.p, rl.objs, rl.Wait, rl.step)
+	done, err := restore(ctx, rl.r, rl.p, rl.runID, rl.objs, rl.Wait, rl.step)
 	var left []fleet.Object
 	for _, o := range rl.objs {
 		if containsObj(done, o) {
@@ -237,52 +260,184 @@ func (rl *Release) Restore(ctx context.Context, r Runner) error {
 	return err
 }
 
-// Clean redoes the restore of a killed run from its manifest objects (all on one node).
-func Clean(ctx context.Context, r Runner, p Paths, objs []fleet.Object, say func(string)) ([]fleet.Object, error) {
-	return restore(ctx, r, p.orDefault(), objs, 0, say)
+// Clean redoes the restore of a killed run runID from its manifest objects (all on one node).
+func Clean(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.Object, say func(string)) ([]fleet.Object, error) {
+	if err := checkRunID(runID); err != nil {
+		return nil, err
+	}
+	return restore(ctx, r, p.orDefault(), runID, objs, 0, say)
 }
 
-func restore(ctx context.Context, r Runner, p Paths, objs []fleet.Object, wait time.Duration, say func(string)) ([]fleet.Object, error) {
+// restore puts back what objs name and the node's own record of run runID names too, and only
+// what is still as gpuvet left it: a GPU unbound, or on nvidia with no process holding it (one
+// serving is never taken), or already back. Every entry is checked before anything changes;
+// nvidia-persistenced is stopped only when a GPU is to be rebound, and started again on every path
+// (failure included) when this restore stopped it or it ran before the release. The record goes
+// when everything it names is back.
+func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.Object, wait time.Duration, say func(string)) ([]fleet.Object, error) {
 	rl := &Release{r: r, p: p, Wait: wait, say: say}
-	var done []fleet.Object
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	record, present, err := readRecord(ctx, r, p, runID)
+	if err != nil {
+		return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: nothing changed; `gpuvet clean` retries", err)
+	}
+	if !present { // written before the first change: without it, nothing was released
+		say(fmt.Sprintf("no vfio record of run %s on the node (%s): it released nothing, nothing to restore", runID, hostRecord(p, runID)))
+		return objs, nil
+	}
+	var done, persist []fleet.Object
 	var bad []string
-	var persist []fleet.Object
-	if len(objs) > 0 {
-		if err := rl.stopPersistenced(ctx); err != nil {
-			return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: no GPU was put back on vfio-pci; `gpuvet clean` retries", err)
-		}
+	type todo struct {
+		o fleet.Object
+		g GPU
+	}
+	var work []todo
+	now, err := Inspect(ctx, r, p)
+	if err != nil {
+		return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: nothing changed; `gpuvet clean` retries", err)
 	}
 	for _, o := range objs {
-		if o.Kind == KindPersistenced {
-			persist = append(persist, o)
+		if !slices.Contains(record, o.Kind+" "+o.Name) {
+			bad = append(bad, fmt.Sprintf("%s %s is not in the node's record of run %s (%s): not gpuvet's, left alone", o.Kind, fleet.Quote(o.Name), runID, hostRecord(p, runID)))
 			continue
 		}
-		if o.Kind != KindBinding {
+		switch o.Kind {
+		case KindPersistenced:
+			persist = append(persist, o)
+			continue
+		case KindBinding:
+		default:
 			continue
 		}
 		g, err := parseBinding(o.Name)
+		if err == nil {
+			var back bool
+			back, err = rl.asLeft(ctx, now, g)
+			if err == nil && back {
+				say("restored " + g.Address + " to vfio-pci (" + overrideKind(g) + " override): already back")
+				done = append(done, o)
+				continue
+			}
+		}
 		if err != nil {
 			bad = append(bad, err.Error())
 			continue
 		}
-		if err := rl.restoreOne(ctx, g); err != nil {
+		work = append(work, todo{o, g})
+	}
+	var stopped bool
+	if len(work) > 0 {
+		if stopped, err = rl.stopPersistenced(ctx); err != nil {
+			return done, fmt.Errorf("INCOMPLETE vfio restore: %v: no GPU was put back on vfio-pci; `gpuvet clean` retries", err)
+		}
+	}
+	for _, w := range work {
+		if err := rl.restoreOne(ctx, w.g); err != nil {
 			bad = append(bad, err.Error())
 			continue
 		}
-		say("restored " + g.Address + " to vfio-pci (" + overrideKind(g) + " override)")
-		done = append(done, o)
+		say("restored " + w.g.Address + " to vfio-pci (" + overrideKind(w.g) + " override)")
+		done = append(done, w.o)
+	}
+	// Started again on every path: what gpuvet stopped (now or at the release) runs again.
+	var startErr error
+	if stopped || len(persist) > 0 {
+		if _, err := r.Run(ctx, "systemctl start nvidia-persistenced"); err != nil {
+			startErr = fmt.Errorf("nvidia-persistenced was stopped by gpuvet and did not start again: %v", err)
+		} else {
+			say("started nvidia-persistenced again")
+			done = append(done, persist...)
+		}
 	}
 	if len(bad) > 0 {
-		return done, fmt.Errorf("INCOMPLETE vfio restore: %s: the node cannot pass these GPUs to VMs until they are back on vfio-pci; `gpuvet clean` retries from the run manifest", strings.Join(bad, "; "))
+		err := fmt.Errorf("INCOMPLETE vfio restore: %s: the node cannot pass these GPUs to VMs until they are back on vfio-pci; `gpuvet clean` retries from the run manifest", strings.Join(bad, "; "))
+		return done, errors.Join(err, startErr)
 	}
-	for _, o := range persist {
-		if _, err := r.Run(ctx, "systemctl start nvidia-persistenced"); err != nil {
-			return done, fmt.Errorf("nvidia-persistenced ran before the release and did not start again: %v", err)
-		}
-		say("started nvidia-persistenced again")
-		done = append(done, o)
+	if startErr != nil {
+		return done, startErr
+	}
+	if len(done) == len(objs) {
+		_, _ = r.Run(ctx, fmt.Sprintf("rm -f %s; rmdir %s 2>/dev/null; :", quote(hostRecord(p, runID)), quote(p.State)))
 	}
 	return done, nil
+}
+
+// asLeft says whether GPU g (as a binding names it) is still as gpuvet left it: back already on
+// vfio-pci with its override (back), unbound, or on nvidia with nothing holding it. Anything else
+// (another driver, a process serving on it, a device that is no NVIDIA GPU of the node) is an
+// error naming it, and the GPU is not touched.
+func (rl *Release) asLeft(ctx context.Context, now []GPU, g GPU) (back bool, err error) {
+	i := slices.IndexFunc(now, func(n GPU) bool { return n.Address == g.Address })
+	if i < 0 {
+		return false, fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", g.Address)
+	}
+	n := now[i]
+	switch n.Driver {
+	case VFIODriver:
+		if n.Override == g.Override && n.Persisted == g.Persisted {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s is on vfio-pci with override %q (persisted %q), not as gpuvet left it: left alone", g.Address, n.Override, n.Persisted)
+	case "":
+		return false, nil
+	case NvidiaDriver:
+		holders, err := rl.r.Run(ctx, fmt.Sprintf(servingScript, quote(rl.p.Proc+"/driver/nvidia/gpus/"+g.Address+"/information"), quote(rl.p.Dev)))
+		if err != nil {
+			return false, fmt.Errorf("%s is on nvidia and whether it serves cannot be told (%v): not taken", g.Address, err)
+		}
+		if h := strings.TrimSpace(holders); h != "" {
+			return false, fmt.Errorf("%s is on nvidia and serving (%s): not taken from it; stop that first", g.Address, strings.ReplaceAll(h, "\n", ", "))
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("%s is bound to %s, not as gpuvet left it: left alone", g.Address, n.Driver)
+}
+
+// servingScript names the processes holding the GPU's /dev/nvidiaN open (N from the driver's
+// information file; where that cannot be read, any /dev/nvidiaN counts: a GPU is never taken
+// while it may be serving).
+const servingScript = `m=$(sed -n 's/^Device Minor:[[:space:]]*\([0-9][0-9]*\).*/\1/p' %s 2>/dev/null); d=%s
+for f in /proc/[0-9]*/fd/*; do
+  l=$(readlink "$f" 2>/dev/null) || continue
+  case "$l" in "$d"/nvidia[0-9]*) ;; *) continue;; esac
+  [ -z "$m" ] || [ "$l" = "$d/nvidia$m" ] || continue
+  p=${f#/proc/}; p=${p%%%%/*}
+  echo "pid $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120))"
+done | sort -u`
+
+// hostRecord is the node's own record of what run runID released.
+func hostRecord(p Paths, runID string) string { return p.State + "/vfio-" + runID }
+
+// readRecord reads the node's record of run runID (a regular file, not a link; its first 64 KiB):
+// its lines, and whether it is there.
+func readRecord(ctx context.Context, r Runner, p Paths, runID string) ([]string, bool, error) {
+	out, err := r.Run(ctx, fmt.Sprintf(`f=%s; if [ -f "$f" ] && [ ! -L "$f" ]; then echo present; head -c 65536 "$f"; fi`, quote(hostRecord(p, runID))))
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %v", hostRecord(p, runID), err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "present" {
+		return nil, false, nil
+	}
+	return lines[1:], true, nil
+}
+
+// checkRunID refuses a run id that is not one gpuvet makes (it names a file on the node).
+func checkRunID(id string) error {
+	if id == "" || len(id) > 64 || strings.Trim(id, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_") != "" {
+		return fmt.Errorf("vfio release: run id %s is not one gpuvet makes", fleet.Quote(id))
+	}
+	return nil
+}
+
+func shellWords(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = quote(w)
+	}
+	return strings.Join(q, " ")
 }
 
 // restoreOne binds one GPU back to vfio-pci and checks the binding and its override.
@@ -370,16 +525,17 @@ func (rl *Release) persistenced(ctx context.Context) (bool, error) {
 	return strings.TrimSpace(out) == "active", nil
 }
 
-// stopPersistenced stops nvidia-persistenced when it runs: a running one wedges a (re)bind.
-func (rl *Release) stopPersistenced(ctx context.Context) error {
+// stopPersistenced stops nvidia-persistenced when it runs (a running one wedges a (re)bind) and
+// says whether it did.
+func (rl *Release) stopPersistenced(ctx context.Context) (bool, error) {
 	if active, _ := rl.persistenced(ctx); !active {
-		return nil
+		return false, nil
 	}
 	if _, err := rl.r.Run(ctx, "systemctl stop nvidia-persistenced"); err != nil {
-		return fmt.Errorf("systemctl stop nvidia-persistenced: %v (a running persistenced wedges the vfio bind)", err)
+		return false, fmt.Errorf("systemctl stop nvidia-persistenced: %v (a running persistenced wedges the vfio bind)", err)
 	}
 	rl.step("stopped nvidia-persistenced")
-	return nil
+	return true, nil
 }
 
 func (rl *Release) record(o fleet.Object) error {
