@@ -115,10 +115,15 @@ func (p *Plan) simulated() bool {
 	if b == "sim" {
 		return true
 	}
-	if b != "ssh" && b != "opennebula" {
+	section := "ssh"
+	switch b {
+	case "slurm":
+		section = "slurm"
+	case "ssh", "opennebula":
+	default:
 		return false
 	}
-	ssh, _ := p.tree["ssh"].(tree)
+	ssh, _ := p.tree[section].(tree)
 	rb, _ := ssh["remote_backend"].(string)
 	return rb == "sim"
 }
