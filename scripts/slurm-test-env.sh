@@ -7,6 +7,8 @@
 #   stop     every daemon it started (and every job's process with its node), its state folder
 #   status   the daemons, sinfo and squeue
 #   env      the variables a client needs (SLURM_CONF), for eval
+#   kill-node NAME   the node dies: its slurmd and every job process on it, at once (SIGKILL)
+#   start-node NAME  it comes back (ReturnToService=2: idle again once its slurmd registers)
 #
 # Each slurmd is one node: a UTS namespace of its own (the node's host name, which is how slurmd
 # knows which node it is: Debian builds slurmd without --enable-multiple-slurmd, so -N is not
@@ -88,6 +90,16 @@ CONF
   echo "ConstrainDevices=no" > "$D/etc/cgroup.conf"
 }
 
+# start_node NAME: one slurmd in a UTS namespace (its host name is the node's name, which is how
+# slurmd knows which node it is) and a PID namespace of its own (--kill-child: when unshare goes,
+# the namespace's init and with it every process of the node go).
+start_node() {
+  mkdir -p "$D/spool/$1"
+  setsid unshare --uts --pid --fork --kill-child sh -c "hostname $1; exec /usr/sbin/slurmd -D -f '$CONF'" \
+    > "$D/log/slurmd-$1.out" 2>&1 < /dev/null &
+  echo $! > "$D/run/$1.unshare"
+}
+
 pidalive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 start() {
@@ -103,14 +115,7 @@ start() {
   for _ in $(seq 50); do [ -S "$D/munge/munge.sock" ] && break; sleep 0.1; done
   [ -S "$D/munge/munge.sock" ] || die "munged did not start: $(tail -5 "$D/log/munged.log")"
   /usr/sbin/slurmctld -f "$CONF" -i
-  for i in $(seq 1 "$NODES"); do
-    mkdir -p "$D/spool/node$i"
-    # The node's namespaces: a host name (UTS) and a process tree (PID) of its own. unshare's
-    # --fork makes slurmd (-D: in the foreground) the namespace's pid 1's child... its init.
-    setsid unshare --uts --pid --fork --kill-child sh -c "hostname node$i; exec /usr/sbin/slurmd -D -f '$CONF'" \
-      > "$D/log/slurmd-node$i.out" 2>&1 < /dev/null &
-    echo $! > "$D/run/node$i.unshare"
-  done
+  for i in $(seq 1 "$NODES"); do start_node "node$i"; done
   local ok=
   for _ in $(seq 150); do
     if [ "$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -cE ' (idle|alloc|mix)$')" -ge "$NODES" ]; then ok=1; break; fi
@@ -158,5 +163,6 @@ case ${1:-} in
   status) status ;;
   env) echo "export SLURM_CONF=$CONF" ;;
   kill-node) kill_node "${2:?node name}" ;;
-  *) echo "usage: $0 start|stop|status|env|kill-node NODE" >&2; exit 2 ;;
+  start-node) [ -f "$D/run/${2:?node name}.unshare" ] && die "$2 is running"; start_node "$2" ;;
+  *) echo "usage: $0 start|stop|status|env|kill-node NODE|start-node NODE" >&2; exit 2 ;;
 esac

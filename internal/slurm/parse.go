@@ -150,14 +150,14 @@ func GresGPUs(gres string) (int, error) {
 	}
 	total := 0
 	for _, e := range splitGres(gres) {
+		if i := strings.IndexByte(e, '('); i >= 0 { // (S:0-1), (IDX:0-7): where, not how many
+			e = e[:i]
+		}
 		parts := strings.Split(e, ":")
 		if parts[0] != "gpu" {
 			continue
 		}
 		last := parts[len(parts)-1]
-		if i := strings.IndexByte(last, '('); i >= 0 {
-			last = last[:i]
-		}
 		if len(parts) == 1 { // "gpu": one
 			total++
 			continue
@@ -265,8 +265,8 @@ func ParseJobID(out string) (string, error) {
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 { // warnings may come first
 		s = strings.TrimSpace(s[i+1:])
 	}
-	id, _, _ := strings.Cut(s, ";")
-	if !jobIDRe.MatchString(id) {
+	id, cluster, _ := strings.Cut(s, ";")
+	if !jobIDRe.MatchString(id) || !clusterRe.MatchString(cluster) {
 		return "", fmt.Errorf("sbatch --parsable printed %.100q, not a job id", out)
 	}
 	return id, nil
@@ -275,6 +275,9 @@ func ParseJobID(out string) (string, error) {
 // jobIDRe is a job id as gpuvet passes it back to scontrol and scancel: digits only (an array or
 // het job's "12_3"/"12+1" is never one of gpuvet's).
 var jobIDRe = regexp.MustCompile(`^[0-9]{1,12}$`)
+
+// clusterRe is a cluster's name after the id ("" for none).
+var clusterRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
 
 // ValidJobID reports whether s is a job id gpuvet submits (a manifest is a file anyone may have
 // edited: what it names goes to scancel only when it is one).
