@@ -92,10 +92,12 @@ CONF
 
 # start_node NAME: one slurmd in a UTS namespace (its host name is the node's name, which is how
 # slurmd knows which node it is) and a PID namespace of its own (--kill-child: when unshare goes,
-# the namespace's init and with it every process of the node go).
+# the namespace's init and with it every process of the node go), with its own /proc (a mount
+# namespace: slurmstepd's proctrack/linuxproc finds a job's processes there, to signal them on
+# scancel; the host's /proc would show it pids of another namespace).
 start_node() {
   mkdir -p "$D/spool/$1"
-  setsid unshare --uts --pid --fork --kill-child sh -c "hostname $1; exec /usr/sbin/slurmd -D -f '$CONF'" \
+  setsid unshare --uts --pid --mount --mount-proc --fork --kill-child sh -c "hostname $1; exec /usr/sbin/slurmd -D -f '$CONF'" \
     > "$D/log/slurmd-$1.out" 2>&1 < /dev/null &
   echo $! > "$D/run/$1.unshare"
 }

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"bytes"
+	"sync"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/slurm"
+)
+
+// The slurm backend against a real Slurm 22.05 cluster (scripts/slurm-test-env.sh: slurmctld and
+// three slurmd, node1..node3 with gres gpu:8 each, on loopback). .ci/run starts it and sets
+// GPUVET_TEST_SLURM=1 and SLURM_CONF; without them these tests skip and say so. Each node's job
+// runs this test binary as gpuvet (GPUVET_TEST_AS_GPUVET travels in the job's environment, as
+// sbatch exports it) with the simulator in place of the GPUs.
+
+// slurmLab is one test's state folder and output root on the real cluster.
+type slurmLab struct{ dir, state string }
+
+func newSlurmLab(t *testing.T) *slurmLab {
+	t.Helper()
+	if os.Getenv("GPUVET_TEST_SLURM") != "1" {
+		t.Skip("no Slurm test cluster: run `scripts/slurm-test-env.sh start`, then GPUVET_TEST_SLURM=1 and SLURM_CONF from `scripts/slurm-test-env.sh env` (.ci/run does)")
+	}
+	if out, err := exec.Command("sinfo", "-h", "-o", "%D").Output(); err != nil {
+		t.Fatalf("GPUVET_TEST_SLURM=1 but sinfo fails: %v %s", err, out)
+	}
+	l := &slurmLab{dir: t.TempDir()}
+	l.state = filepath.Join(l.dir, "state")
+	t.Cleanup(func() { // the cluster as the next test expects it: no job of ours, no node drained
+		for _, n := range []string{"node1", "node2", "node3"} {
+			exec.Command("scontrol", "update", "nodename="+n, "state=resume").Run()
+		}
+	})
+	return l
+}
+
+var slurmQuick = []string{"--set", "load.max_duration=1500ms", "--set", "load.rates=2", "--set", "load.prompt_tokens=64",
+	"--set", "load.output_tokens=32", "--set", "load.max_concurrency=4", "--set", "health.burn=0s", "--set", "slurm.poll=300ms"}
+
+// run runs `gpuvet run --backend slurm --sim` with args, as its own process.
+func (l *slurmLab) run(t *testing.T, out string, args ...string) (int, string) {
+	t.Helper()
+	cmd := l.cmd(append(append([]string{"run", "--backend", "slurm", "--sim", "--out", out}, slurmQuick...), args...)...)
+	b, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, string(b)
+}
+
+func (l *slurmLab) cmd(args ...string) *exec.Cmd {
+	cmd := gpuvet(args...)
+	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+l.state)
+	return cmd
+}
+
+func slurmNode(t *testing.T, name string) slurm.Node {
+	t.Helper()
+	out, err := exec.Command("scontrol", "-o", "show", "node", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := slurm.ParseNodes(string(out))
+	if err != nil || len(ns) != 1 {
+		t.Fatalf("%v %q", err, out)
+	}
+	return ns[0]
+}
+
+func hostByName(s *results.Summary, name string) *results.Host {
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == name {
+			return &s.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// A fleet run with one straggler node: every node's summary merged, the straggler flagged and
+// drained with its reason (--drain-flagged), the others left alone; a later run finds the node
+// ok and resumes it (gpuvet drained it: its record and its reason say so).
+func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
+	l := newSlurmLab(t)
+	cfg := filepath.Join(l.dir, "straggler.yaml")
+	os.WriteFile(cfg, []byte("slurm:\n  node_set:\n    node2: [\"sim.straggler=3\"]\n"), 0o644)
+	out := filepath.Join(l.dir, "out1")
+	code, log := l.run(t, out, "-c", cfg, "--drain-flagged", "--set", "slurm.max_drain=1")
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("exit %d, no summary: %v\n%s", code, err, log)
+	}
+	if s.Backend != "slurm" || len(s.Hosts) != 3 || !s.Complete {
+		t.Fatalf("backend %s, %d hosts, complete %v\n%s", s.Backend, len(s.Hosts), s.Complete, log)
+	}
+	for _, h := range s.Hosts {
+		if len(h.Models) == 0 || len(h.Models[0].Endpoints) != 8 {
+			t.Fatalf("%s: not 8 GPUs' endpoints merged: %+v", h.Name, h.Models)
+		}
+	}
+	if h := hostByName(s, "node2"); h == nil || h.Status != results.StatusFlag {
+		t.Fatalf("node2: %+v, want flag\n%s", h, log)
+	}
+	n2 := slurmNode(t, "node2")
+	if !n2.Drained() || !strings.HasPrefix(n2.Reason, "gpuvet "+s.RunID+": flag: ") {
+		t.Fatalf("node2 not drained with gpuvet's reason: %+v\n%s", n2, log)
+	}
+	for _, n := range []string{"node1", "node3"} {
+		if nd := slurmNode(t, n); nd.Drained() {
+			t.Errorf("%s drained (%q): only the straggler may be", n, nd.Reason)
+		}
+	}
+	if !strings.Contains(log, "node2: drained: gpuvet "+s.RunID) {
+		t.Errorf("the drain was not said:\n%s", log)
+	}
+	// The next run, without the straggler, on node2: vetted again under the run's reservation, ok,
+	// resumed.
+	out2 := filepath.Join(l.dir, "out2")
+	code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged")
+	s2, err := results.Read(filepath.Join(out2, "summary.json"))
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, log)
+	}
+	h := hostByName(s2, "node2")
+	if h == nil || h.Status != results.StatusOK {
+		t.Fatalf("node2 vetted again: %+v\n%s", h, log)
+	}
+	if n2 := slurmNode(t, "node2"); n2.Drained() {
+		t.Fatalf("node2 still drained after an ok run: %q\n%s", n2.Reason, log)
+	}
+	if !strings.Contains(log, "node2: ok: resumed") {
+		t.Errorf("the resume was not said:\n%s", log)
+	}
+	if out, _ := exec.Command("scontrol", "-o", "show", "reservation").Output(); strings.Contains(string(out), "gpuvet-") {
+		t.Errorf("a reservation of gpuvet's is left: %s", out)
+	}
+	if ms, _ := fleet.Manifests(l.state, "slurm", ""); len(ms) != 0 {
+		t.Errorf("%d manifest(s) left", len(ms))
+	}
+}
+
+// A node someone else drained is left alone and said; the run vets the others.
+func TestRealSlurmDrainedBySomeoneElse(t *testing.T) {
+	l := newSlurmLab(t)
+	reason := "ops: PSU swap, do not touch"
+	if out, err := exec.Command("scontrol", "update", "nodename=node3", "state=drain", "reason="+reason).CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	out := filepath.Join(l.dir, "out")
+	code, log := l.run(t, out, "--slurm-nodes", "node[1,3]", "--drain-failed")
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("exit %d: %v\n%s", code, err, log)
+	}
+	if len(s.Hosts) != 1 || s.Hosts[0].Name != "node1" {
+		t.Fatalf("hosts %+v: want node1 alone\n%s", s.Hosts, log)
+	}
+	said := false
+	for _, sk := range s.Fleet.Skipped {
+		said = said || (sk.Name == "node3" && strings.Contains(sk.Reason, "not gpuvet's drain, left alone") && strings.Contains(sk.Reason, reason))
+	}
+	if !said || !strings.Contains(log, "skipped node3") {
+		t.Fatalf("node3 skipped without a word: %+v\n%s", s.Fleet, log)
+	}
+	if n := slurmNode(t, "node3"); !n.Drained() || n.Reason != reason {
+		t.Fatalf("node3's drain changed: %+v", n)
+	}
+}
+
+// A node that dies mid-job (slurmd and the job's processes killed at once): the node fails,
+// never a pass; the others are not touched.
+func TestRealSlurmNodeDiesMidJob(t *testing.T) {
+	l := newSlurmLab(t)
+	script, err := filepath.Abs("../../scripts/slurm-test-env.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(l.dir, "out")
+	cmd := l.cmd(append(append([]string{"run", "--backend", "slurm", "--sim", "--out", out, "--slurm-nodes", "node3"}, slurmQuick...),
+		"--set", "load.max_duration=60s", "--set", "slurm.poll=300ms")...)
+	var buf syncBuf
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool { return strings.Contains(buf.String(), "node3: job") && strings.Contains(buf.String(), "running") })
+	time.Sleep(3 * time.Second) // well into the node's run
+	if b, err := exec.Command("bash", script, "kill-node", "node3").CombinedOutput(); err != nil {
+		t.Fatalf("kill-node: %v %s", err, b)
+	}
+	t.Cleanup(func() {
+		exec.Command("bash", script, "start-node", "node3").Run()
+		waitFor(t, 60*time.Second, func() bool { n := slurmNode(t, "node3"); return n.Unusable() == "" || n.Drained() })
+	})
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatalf("gpuvet did not end after its node died\n%s", buf.String())
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	h := hostByName(s, "node3")
+	if h == nil || h.Status != results.StatusFailed || s.Status == results.StatusOK {
+		t.Fatalf("node3 after its death: %+v, run %s\n%s", h, s.Status, buf.String())
+	}
+	t.Logf("node3 died: %s", h.Error)
+	if !strings.Contains(h.Error, "NODE_FAIL") && !strings.Contains(h.Error, "complete: false") && !strings.Contains(h.Error, "no summary") {
+		t.Errorf("node3's error does not say the job died: %s", h.Error)
+	}
+}
+
+// kill -9 of gpuvet while its jobs run, then `gpuvet clean`: the jobs the manifest names are
+// cancelled (nothing of the run left in squeue), a job of someone else's is not.
+func TestRealSlurmKillThenClean(t *testing.T) {
+	l := newSlurmLab(t)
+	other, err := exec.Command("sbatch", "--parsable", "--job-name=not-gpuvet", "--nodelist=node1", "--time=5", "--output=/dev/null", "--wrap", "sleep 120").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherID := strings.TrimSpace(string(other))
+	t.Cleanup(func() { exec.Command("scancel", otherID).Run() })
+	out := filepath.Join(l.dir, "out")
+	cmd := l.cmd(append(append([]string{"run", "--backend", "slurm", "--sim", "--out", out, "--slurm-nodes", "node[2-3]"}, slurmQuick...),
+		"--set", "load.max_duration=60s")...)
+	var buf syncBuf
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool { return strings.Count(buf.String(), " running") >= 2 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	ms, err := fleet.Manifests(l.state, "slurm", "")
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("manifests %d %v\n%s", len(ms), err, buf.String())
+	}
+	runID := ms[0].RunID
+	if q := squeueNames(t); !strings.Contains(q, "gpuvet-"+runID) {
+		t.Fatalf("the killed run's jobs are not in squeue (nothing to show clean works): %q", q)
+	}
+	cl := l.cmd("clean", "--run", runID)
+	t0 := time.Now()
+	b, err := cl.CombinedOutput()
+	t.Logf("clean after kill -9 (%.1f s):\n%s", time.Since(t0).Seconds(), b)
+	if err != nil {
+		t.Fatalf("clean: %v\n%s", err, b)
+	}
+	if q := squeueNames(t); strings.Contains(q, "gpuvet-"+runID) {
+		t.Fatalf("after clean, squeue still has the run's jobs: %q\n%s", q, b)
+	}
+	if q := squeueNames(t); !strings.Contains(q, "not-gpuvet") {
+		t.Fatalf("clean cancelled someone else's job: squeue %q\n%s", q, b)
+	}
+	if ms, _ := fleet.Manifests(l.state, "slurm", ""); len(ms) != 0 {
+		t.Errorf("the manifest stayed after clean:\n%s", b)
+	}
+}
+
+func squeueNames(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("squeue", "-h", "-o", "%i %j %T").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+func waitFor(t *testing.T, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v", d)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// syncBuf is a buffer a process writes while the test reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
