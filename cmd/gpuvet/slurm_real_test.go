@@ -2,11 +2,12 @@ package main
 
 import (
 	"bytes"
-	"sync"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -109,7 +110,7 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 		}
 	}
 	if h := hostByName(s, "node2"); h == nil || h.Status != results.StatusFlag {
-		t.Fatalf("node2: %+v, want flag\n%s", h, log)
+		t.Fatalf("node2: %v, want flag\n%s", h != nil && h.Status == results.StatusFlag, log)
 	}
 	n2 := slurmNode(t, "node2")
 	if !n2.Drained() || !strings.HasPrefix(n2.Reason, "gpuvet "+s.RunID+": flag: ") {
@@ -123,20 +124,36 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	if !strings.Contains(log, "node2: drained: gpuvet "+s.RunID) {
 		t.Errorf("the drain was not said:\n%s", log)
 	}
-	// The next run, without the straggler, on node2: vetted again under the run's reservation, ok,
-	// resumed.
-	out2 := filepath.Join(l.dir, "out2")
-	code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged")
-	s2, err := results.Read(filepath.Join(out2, "summary.json"))
-	if err != nil {
-		t.Fatalf("exit %d: %v\n%s", code, err, log)
+	// The next run, without the straggler, on node2: vetted again under the run's reservation. A
+	// verdict short of ok (on this shared 2-core machine a run can come out inconclusive: the load
+	// generator short of CPU) puts gpuvet's drain back, as it was; an ok resumes the node. Up to 3
+	// runs, for the ok.
+	firstReason := n2.Reason
+	resumed := false
+	for try := 1; try <= 3 && !resumed; try++ {
+		out2 := filepath.Join(l.dir, "again"+strconv.Itoa(try))
+		code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged")
+		s2, err := results.Read(filepath.Join(out2, "summary.json"))
+		if err != nil {
+			t.Fatalf("exit %d: %v\n%s", code, err, log)
+		}
+		h := hostByName(s2, "node2")
+		if h == nil {
+			t.Fatalf("node2 not vetted again: %v\n%s", s2.Fleet.Skipped, log)
+		}
+		n := slurmNode(t, "node2")
+		t.Logf("run %d on node2: %s; node2 %s %q", try, h.Status, n.StateString(), n.Reason)
+		switch {
+		case h.Status == results.StatusOK && n.Drained():
+			t.Fatalf("node2 still drained after an ok run: %q\n%s", n.Reason, log)
+		case h.Status == results.StatusOK:
+			resumed = true
+		case !n.Drained() || (h.Status != results.StatusFlag && n.Reason != firstReason):
+			t.Fatalf("node2 %s, not ok: its drain must stay gpuvet's (%q), got %s %q\n%s", h.Status, firstReason, n.StateString(), n.Reason, log)
+		}
 	}
-	h := hostByName(s2, "node2")
-	if h == nil || h.Status != results.StatusOK {
-		t.Fatalf("node2 vetted again: %+v\n%s", h, log)
-	}
-	if n2 := slurmNode(t, "node2"); n2.Drained() {
-		t.Fatalf("node2 still drained after an ok run: %q\n%s", n2.Reason, log)
+	if !resumed {
+		t.Fatalf("no ok run on node2 in 3: the resume was never exercised\n%s", log)
 	}
 	if !strings.Contains(log, "node2: ok: resumed") {
 		t.Errorf("the resume was not said:\n%s", log)
@@ -193,7 +210,9 @@ func TestRealSlurmNodeDiesMidJob(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() bool { return strings.Contains(buf.String(), "node3: job") && strings.Contains(buf.String(), "running") })
+	waitFor(t, 60*time.Second, func() bool {
+		return strings.Contains(buf.String(), "node3: job") && strings.Contains(buf.String(), "running")
+	})
 	time.Sleep(3 * time.Second) // well into the node's run
 	if b, err := exec.Command("bash", script, "kill-node", "node3").CombinedOutput(); err != nil {
 		t.Fatalf("kill-node: %v %s", err, b)
@@ -216,7 +235,7 @@ func TestRealSlurmNodeDiesMidJob(t *testing.T) {
 	}
 	h := hostByName(s, "node3")
 	if h == nil || h.Status != results.StatusFailed || s.Status == results.StatusOK {
-		t.Fatalf("node3 after its death: %+v, run %s\n%s", h, s.Status, buf.String())
+		t.Fatalf("node3 after its death: %v, run %s\n%s", h != nil && h.Status == results.StatusFailed, s.Status, buf.String())
 	}
 	t.Logf("node3 died: %s", h.Error)
 	if !strings.Contains(h.Error, "NODE_FAIL") && !strings.Contains(h.Error, "complete: false") && !strings.Contains(h.Error, "no summary") {
