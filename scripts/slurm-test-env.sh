@@ -74,8 +74,20 @@ MessageTimeout=10
 KillWait=5
 MinJobAge=600
 InactiveLimit=0
-HealthCheckInterval=0
+# slurmd runs $D/healthcheck.sh on each node every 5 s; it runs the node's own check when a test
+# put one at healthcheck.d/NODE (gpuvet health --slurm-drain), else passes.
+HealthCheckProgram=$D/healthcheck.sh
+HealthCheckInterval=5
+HealthCheckNodeState=ANY
 CONF
+  mkdir -p "$D/healthcheck.d"
+  cat > "$D/healthcheck.sh" <<HC
+#!/bin/sh
+n=\$(hostname)
+[ -x "$D/healthcheck.d/\$n" ] && exec "$D/healthcheck.d/\$n"
+exit 0
+HC
+  chmod 755 "$D/healthcheck.sh"
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=$((PORT_CTLD + i)) CPUs=2 RealMemory=4000 Gres=gpu:$GPUS State=UNKNOWN" >> "$CONF"
   done

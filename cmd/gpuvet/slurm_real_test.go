@@ -37,8 +37,19 @@ func newSlurmLab(t *testing.T) *slurmLab {
 	l.state = filepath.Join(l.dir, "state")
 	t.Cleanup(func() { // the cluster as the next test expects it: no job of ours, no node drained
 		for _, n := range []string{"node1", "node2", "node3"} {
-			exec.Command("scontrol", "update", "nodename="+n, "state=resume").Run()
+			if slurmNode(t, n).Drained() {
+				exec.Command("scontrol", "update", "nodename="+n, "state=resume").Run()
+			}
 		}
+		// A resumed node reads "not responding" until slurmctld's next ping.
+		waitFor(t, 60*time.Second, func() bool {
+			for _, n := range []string{"node1", "node2", "node3"} {
+				if slurmNode(t, n).Unusable() != "" {
+					return false
+				}
+			}
+			return true
+		})
 	})
 	return l
 }
@@ -326,4 +337,48 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// `gpuvet health --slurm-drain` as slurmd's own HealthCheckProgram on node1 (the test cluster's
+// healthcheck.sh runs healthcheck.d/NODE every 5 s): a failing check drains the node with its
+// reason, a passing one resumes it (gpuvet drained it), a node drained by someone else stays theirs.
+func TestRealSlurmHealthCheckProgram(t *testing.T) {
+	l := newSlurmLab(t)
+	dir := filepath.Dir(filepath.Dir(os.Getenv("SLURM_CONF")))
+	hook := filepath.Join(dir, "healthcheck.d", "node1")
+	self, _ := os.Executable()
+	check := func(args string) {
+		// slurmd gives the program a bare environment: what gpuvet needs is set here.
+		sh := "#!/bin/sh\nexport GPUVET_TEST_AS_GPUVET=1 GPUVET_STATE_DIR=" + l.state + " SLURM_CONF=" + os.Getenv("SLURM_CONF") + " PATH=/usr/bin:/bin:/usr/sbin:/sbin\n" +
+			"exec " + self + " health --sim --sim-count 8 --timeout 40s --slurm-drain " + args + " >> " + filepath.Join(l.dir, "health.log") + " 2>&1\n"
+		tmp := hook + ".tmp"
+		if err := os.WriteFile(tmp, []byte(sh), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.Rename(tmp, hook)
+	}
+	t.Cleanup(func() { os.Remove(hook) })
+	logs := func() string { b, _ := os.ReadFile(filepath.Join(l.dir, "health.log")); return string(b) }
+	check("--sim-corrupt 2")
+	waitFor(t, 60*time.Second, func() bool { n := slurmNode(t, "node1"); return n.Drained() })
+	n := slurmNode(t, "node1")
+	if !strings.HasPrefix(n.Reason, "gpuvet health@") || !strings.Contains(n.Reason, "failed: ") || !strings.Contains(n.Reason, "gpu 2") {
+		t.Fatalf("node1 drained with %q, want gpuvet's reason naming gpu 2\n%s", n.Reason, logs())
+	}
+	check("")
+	waitFor(t, 60*time.Second, func() bool { return !slurmNode(t, "node1").Drained() })
+	if !strings.Contains(logs(), "node1: ok: resumed") {
+		t.Errorf("the resume was not said:\n%s", logs())
+	}
+	// Someone else's drain: a failing check leaves it, and says so.
+	if out, err := exec.Command("scontrol", "update", "nodename=node1", "state=drain", "reason=ops: cabling").CombinedOutput(); err != nil {
+		t.Fatalf("%v %s", err, out)
+	}
+	check("--sim-corrupt 2")
+	waitFor(t, 60*time.Second, func() bool { return strings.Contains(logs(), `already drained by root ("ops: cabling"): left alone`) })
+	check("")
+	time.Sleep(6 * time.Second) // a passing check must not lift another's drain either
+	if n := slurmNode(t, "node1"); !n.Drained() || n.Reason != "ops: cabling" {
+		t.Fatalf("someone else's drain changed: %s %q\n%s", n.StateString(), n.Reason, logs())
+	}
 }
