@@ -382,3 +382,41 @@ func TestRealSlurmHealthCheckProgram(t *testing.T) {
 		t.Fatalf("someone else's drain changed: %s %q\n%s", n.StateString(), n.Reason, logs())
 	}
 }
+
+// Ctrl-C while the jobs run: each is cancelled by its id and waited for, the node's partial
+// results are kept, the run says interrupted, and nothing of it is left in squeue.
+func TestRealSlurmInterruptCancelsJobs(t *testing.T) {
+	l := newSlurmLab(t)
+	out := filepath.Join(l.dir, "out")
+	cmd := l.cmd(append(append([]string{"run", "--backend", "slurm", "--sim", "--out", out, "--slurm-nodes", "node1"}, slurmQuick...),
+		"--set", "load.max_duration=60s")...)
+	var buf syncBuf
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, func() bool { return strings.Contains(buf.String(), " running") })
+	time.Sleep(2 * time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v, want 1 (interrupted)\n%s", err, buf.String())
+		}
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("gpuvet did not stop after Ctrl-C\n%s", buf.String())
+	}
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil || s.Status != results.StatusInterrupted {
+		t.Fatalf("summary %v %v\n%s", s != nil && s.Status == results.StatusInterrupted, err, buf.String())
+	}
+	if q := squeueNames(t); strings.Contains(q, "gpuvet-"+s.RunID) {
+		t.Fatalf("after Ctrl-C squeue still has the run's job: %q", q)
+	}
+	if _, err := os.Stat(filepath.Join(out, "hosts", "node1", "summary.json")); err != nil {
+		t.Errorf("node1's partial results not kept: %v", err)
+	}
+}
