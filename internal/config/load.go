@@ -108,8 +108,9 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula)
-// whose hosts run the simulator (ssh.remote_backend=sim). Both get the simulator's short defaults.
+// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula,
+// slurm) whose hosts run the simulator (ssh.remote_backend=sim, slurm.remote_backend=sim). Both get
+// the simulator's short defaults.
 func (p *Plan) simulated() bool {
 	b, _ := p.tree["backend"].(string)
 	if b == "sim" {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -45,13 +44,11 @@ type Fleet struct {
 	// Out is the run's --out, absolute.
 	Out string
 
-	run      fleet.RunInfo
-	cluster  string
-	resv     *fleet.Object // the run's reservation, when it resumed nodes to vet them again
-	mu       sync.Mutex
-	resumed  map[string]Drain // node → the drain gpuvet lifted to vet it again
-	vetted   map[string]bool
-	skipSaid []string
+	run     fleet.RunInfo
+	cluster string
+	resv    *fleet.Object    // the run's reservation, when it resumed nodes to vet them again
+	resumed map[string]Drain // node → the drain gpuvet lifted to vet it again
+	vetted  map[string]bool
 }
 
 // Parallel is slurm.parallel.
@@ -131,7 +128,13 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 		if resv, err = f.reserve(ctx, revet, drains); err != nil {
 			return nil, nil, err
 		}
-		use = append(use, revet...)
+		for _, n := range revet {
+			if _, ok := f.resumed[n.Name]; ok {
+				use = append(use, n)
+			} else {
+				skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: "drained by gpuvet, and could not be resumed to vet it again (see above): left drained"})
+			}
+		}
 	}
 	f.vetted = map[string]bool{}
 	var hosts []fleet.Host
