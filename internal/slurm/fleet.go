@@ -126,15 +126,19 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	resv := ""
 	if len(revet) > 0 {
 		if resv, err = f.reserve(ctx, revet, drains); err != nil {
-			return nil, nil, err
+			// Vetting them again needs an operator; the other nodes do not.
+			f.say(err.Error())
 		}
 		for _, n := range revet {
 			if _, ok := f.resumed[n.Name]; ok {
 				use = append(use, n)
 			} else {
-				skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: "drained by gpuvet, and could not be resumed to vet it again (see above): left drained"})
+				skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: fmt.Sprintf("drained by gpuvet (%s), and could not be resumed to vet it again (see above): left drained", n.Reason)})
 			}
 		}
+	}
+	if len(use) == 0 {
+		return nil, skipped, fmt.Errorf("backend slurm: no node to vet: %d skipped%s", len(skipped), firstSkip(skipped))
 	}
 	f.vetted = map[string]bool{}
 	var hosts []fleet.Host
