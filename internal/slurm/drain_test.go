@@ -159,3 +159,43 @@ func TestDrainsOurs(t *testing.T) {
 		t.Error("a node not drained taken for a drain of ours")
 	}
 }
+
+// A node gpuvet drained and vetted again under the run's reservation: ok resumes it (it stays
+// resumed, gpuvet's record forgets it); anything short of ok puts gpuvet's drain back as it was.
+// The reservation goes either way, after the nodes.
+func TestApplyVerdictsResumesOnlyOnOK(t *testing.T) {
+	for _, st := range []results.Status{results.StatusOK, results.StatusInconclusive, results.StatusFlag} {
+		c := defaults()
+		c.DrainFailed = true
+		f, fs, said := verdictFleet(t, c, "a")
+		old := Drain{RunID: "r0", Reason: "gpuvet r0: failed: x"}
+		d, _ := ReadDrains(f.StateDir)
+		d.Nodes["c1/a"] = old
+		d.Save()
+		resv := fleet.Object{Kind: KindResv, Name: "gpuvet-r1"}
+		f.resv, f.resumed = &resv, map[string]Drain{"a": old}
+		f.run.Manifest.Record(resv)
+		f.run.Manifest.Record(fleet.Object{Kind: KindResumed, Name: "a", On: "gpuvet-r1"})
+		if err := f.ApplyVerdicts(context.Background(), summaryOf(map[string]results.Status{"a": st})); err != nil {
+			t.Fatal(err)
+		}
+		calls := strings.Join(fs.calls, "\n")
+		redrain := strings.Contains(calls, "scontrol update nodename=a state=drain reason=gpuvet r0: failed: x")
+		if redrain == (st == results.StatusOK) {
+			t.Errorf("%s: drain put back %v (calls %q)", st, redrain, fs.calls)
+		}
+		if !strings.HasSuffix(calls, "scontrol delete reservation=gpuvet-r1") {
+			t.Errorf("%s: the reservation was not deleted last: %q", st, fs.calls)
+		}
+		d, _ = ReadDrains(f.StateDir)
+		if _, kept := d.Nodes["c1/a"]; kept == (st == results.StatusOK) {
+			t.Errorf("%s: record kept %v", st, kept)
+		}
+		if st == results.StatusOK && !strings.Contains(strings.Join(*said, "\n"), "a: ok: resumed (gpuvet drained it in run r0)") {
+			t.Errorf("resume not said: %q", *said)
+		}
+		if live := f.run.Manifest.Live(); len(live) != 0 {
+			t.Errorf("%s: manifest still lists %v", st, live)
+		}
+	}
+}
