@@ -181,15 +181,18 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	}
 }
 
-// A node someone else drained is left alone and said; the run vets the others.
+// A node someone else drained is left alone and said; the run vets the others. The run is a dry
+// run: node1, a straggler, would be drained, and is not.
 func TestRealSlurmDrainedBySomeoneElse(t *testing.T) {
 	l := newSlurmLab(t)
+	cfg := filepath.Join(l.dir, "straggler.yaml")
+	os.WriteFile(cfg, []byte("slurm:\n  node_set:\n    node1: [\"sim.straggler=3\"]\n"), 0o644)
 	reason := "ops: PSU swap, do not touch"
 	if out, err := exec.Command("scontrol", "update", "nodename=node3", "state=drain", "reason="+reason).CombinedOutput(); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
 	out := filepath.Join(l.dir, "out")
-	code, log := l.run(t, out, "--slurm-nodes", "node[1,3]", "--drain-failed")
+	code, log := l.run(t, out, "-c", cfg, "--slurm-nodes", "node[1,3]", "--drain-flagged", "--dry-run")
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
 		t.Fatalf("exit %d: %v\n%s", code, err, log)
@@ -206,6 +209,12 @@ func TestRealSlurmDrainedBySomeoneElse(t *testing.T) {
 	}
 	if n := slurmNode(t, "node3"); !n.Drained() || n.Reason != reason {
 		t.Fatalf("node3's drain changed: %+v", n)
+	}
+	if !strings.Contains(log, "dry run: would drain node1: scontrol update nodename=node1 state=drain reason=") {
+		t.Errorf("the dry run did not say node1's drain:\n%s", log)
+	}
+	if n := slurmNode(t, "node1"); n.Drained() {
+		t.Errorf("a dry run drained node1: %q", n.Reason)
 	}
 }
 
