@@ -153,30 +153,42 @@ func partial(s *results.Summary) string {
 	return "; its partial results are kept"
 }
 
+// maxPollFailures is how many reads of a job's state in a row may fail (slurmctld restarting
+// takes a few seconds) before the node fails.
+const maxPollFailures = 10
+
 // wait polls the job until it ends (or ctx ends: the job is then cancelled by Cleanup). A job
 // still pending after slurm.queue_timeout is cancelled.
 func (h *Host) wait(ctx context.Context) (Job, error) {
 	c := h.f.Config
 	var last string
+	failures := 0
 	t := time.NewTicker(c.Poll.D())
 	defer t.Stop()
 	for {
 		j, gone, err := ShowJob(ctx, h.f.Slurm, h.jobID)
+		if err == nil {
+			failures = 0
+		}
 		switch {
 		case ctx.Err() != nil:
 			return j, context.Cause(ctx)
 		case gone:
 			return Job{ID: h.jobID, State: "COMPLETED"}, nil // purged (MinJobAge): its results say how it went
+		case err != nil && failures < maxPollFailures:
+			// slurmctld busy or restarting: the job goes on without it; ask again.
+			failures++
+			h.f.say(fmt.Sprintf("%s: job %s: %v (asking again)", h.node.Name, h.jobID, err))
 		case err != nil:
-			return j, err
+			return j, fmt.Errorf("job %s: %d reads of its state failed in a row: %v", h.jobID, failures+1, err)
 		case j.Final():
 			return j, nil
 		}
-		if j.State != last {
+		if err == nil && j.State != last {
 			last = j.State
 			h.f.say(fmt.Sprintf("%s: job %s %s%s", h.node.Name, j.ID, strings.ToLower(j.State), pendingWhy(j)))
 		}
-		if j.State == "PENDING" && time.Since(h.released) > c.QueueTimeout.D() {
+		if err == nil && j.State == "PENDING" && time.Since(h.released) > c.QueueTimeout.D() {
 			return j, fmt.Errorf("job %s did not start within slurm.queue_timeout %v (%s): the node stayed busy or unavailable; cancelled", j.ID, c.QueueTimeout.D(), j.Reason)
 		}
 		select {
