@@ -138,6 +138,9 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 		}
 	}
 	if len(use) == 0 {
+		if f.resv != nil { // made, but no node could be resumed into it
+			_ = f.release(ctx, nil)
+		}
 		return nil, skipped, fmt.Errorf("backend slurm: no node to vet: %d skipped%s", len(skipped), firstSkip(skipped))
 	}
 	f.vetted = map[string]bool{}
