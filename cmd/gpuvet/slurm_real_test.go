@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -285,7 +286,7 @@ func TestRealSlurmKillThenClean(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() bool { return strings.Count(buf.String(), " running") >= 2 })
+	waitFor(t, 60*time.Second, func() bool { return len(jobRunning.FindAllString(buf.String(), -1)) >= 2 })
 	cmd.Process.Kill()
 	cmd.Wait()
 	ms, err := fleet.Manifests(l.state, "slurm", "")
@@ -313,6 +314,9 @@ func TestRealSlurmKillThenClean(t *testing.T) {
 		t.Errorf("the manifest stayed after clean:\n%s", b)
 	}
 }
+
+// jobRunning is gpuvet's progress line for a job that started ("node2: job 17 running").
+var jobRunning = regexp.MustCompile(`(?m)\] node[0-9]+: job [0-9]+ running$`)
 
 func squeueNames(t *testing.T) string {
 	t.Helper()
@@ -408,7 +412,7 @@ func TestRealSlurmInterruptCancelsJobs(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, func() bool { return strings.Contains(buf.String(), " running") })
+	waitFor(t, 60*time.Second, func() bool { return len(jobRunning.FindAllString(buf.String(), -1)) >= 1 })
 	time.Sleep(2 * time.Second)
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)

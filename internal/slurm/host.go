@@ -30,6 +30,7 @@ type Host struct {
 	job      fleet.Object
 	released time.Time
 	ended    bool
+	follow   follower // the job's output, streamed as the node's progress
 }
 
 // Name is the node's name.
@@ -126,6 +127,7 @@ func (h *Host) Provision(ctx context.Context) error {
 // kept, but never a pass).
 func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	j, err := h.wait(ctx)
+	h.follow.lines(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), func(l string) { h.f.say("[" + h.node.Name + "] " + l) })
 	s, cerr := h.collect()
 	if err != nil {
 		return s, err
@@ -184,6 +186,7 @@ func (h *Host) wait(ctx context.Context) (Job, error) {
 		case j.Final():
 			return j, nil
 		}
+		h.follow.lines(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), func(l string) { h.f.say("[" + h.node.Name + "] " + l) })
 		if err == nil && j.State != last {
 			last = j.State
 			h.f.say(fmt.Sprintf("%s: job %s %s%s", h.node.Name, j.ID, strings.ToLower(j.State), pendingWhy(j)))
@@ -292,6 +295,42 @@ func Cancel(ctx context.Context, s Runner, id string) error {
 		case <-ctx.Done():
 			return fmt.Errorf("job %s: still %s after scancel: %w", id, j.State, errors.Join(err, ctx.Err()))
 		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// follower reads what a job wrote to its output file since the last read: the node's own
+// progress, as an ssh host's streams back. At most maxFollow bytes a read; a line longer than that
+// is cut.
+type follower struct {
+	off     int64
+	partial string
+}
+
+const maxFollow = 64 << 10
+
+func (f *follower) lines(path string, say func(string)) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer fh.Close()
+	b := make([]byte, maxFollow)
+	n, _ := fh.ReadAt(b, f.off)
+	if n == 0 {
+		return
+	}
+	f.off += int64(n)
+	text := f.partial + string(b[:n])
+	parts := strings.Split(text, "\n")
+	f.partial = parts[len(parts)-1]
+	if len(f.partial) > maxFollow {
+		say(f.partial[:200] + " …")
+		f.partial = ""
+	}
+	for _, l := range parts[:len(parts)-1] {
+		if l = strings.TrimRight(l, "\r"); l != "" {
+			say(l)
 		}
 	}
 }

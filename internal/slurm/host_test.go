@@ -3,6 +3,8 @@ package slurm
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +50,23 @@ func TestWaitQueueTimeout(t *testing.T) {
 	_, err := waitHost(s, 20*time.Millisecond).wait(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "did not start within slurm.queue_timeout") || !strings.Contains(err.Error(), "Resources") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// The job's output comes back line by line as it is written, a line cut by a read kept whole.
+func TestFollowerLines(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "slurm-7.out")
+	var got []string
+	var f follower
+	say := func(l string) { got = append(got, l) }
+	os.WriteFile(p, []byte("one\ntw"), 0o644)
+	f.lines(p, say)
+	fh, _ := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+	fh.WriteString("o\r\nthree\n")
+	fh.Close()
+	f.lines(p, say)
+	f.lines(p, say)
+	if strings.Join(got, "|") != "one|two|three" {
+		t.Fatalf("%q", got)
 	}
 }
