@@ -137,6 +137,10 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	switch {
 	case j.State != "COMPLETED" && j.State != "FAILED":
 		return s, fmt.Errorf("job %s ended %s on %s (exit %d, signal %d) before gpuvet finished there%s; last output: %s", j.ID, j.State, h.node.Name, j.ExitCode, j.Signal, partial(s), tail)
+	case s == nil && j.ExitCode == 127:
+		return nil, fmt.Errorf("job %s on %s: gpuvet not found there at %s (exit 127): install it at that path on every node, or on a shared file system, and name it with slurm.binary; last output: %s", j.ID, h.node.Name, h.bin, tail)
+	case s == nil && tail == noOutput:
+		return nil, fmt.Errorf("job %s (%s, exit %d) wrote nothing here: is %s visible at the same path on %s (slurm.shared_dir), and gpuvet at %s (slurm.binary)?", j.ID, j.State, j.ExitCode, h.dir, h.node.Name, h.bin)
 	case s == nil:
 		return nil, fmt.Errorf("job %s (%s, exit %d) left no summary in %s (%v); last output: %s", j.ID, j.State, j.ExitCode, filepath.Join(h.dir, "out"), cerr, tail)
 	case j.ExitCode > 1 || j.Signal != 0:
@@ -246,11 +250,13 @@ func Collect(src, dst string) (*results.Summary, error) {
 	return results.Read(filepath.Join(dst, "summary.json"))
 }
 
+const noOutput = "(no job output)"
+
 // lastLines is the last n lines of a file (its last 64 KiB), for a failure's reason.
 func lastLines(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
-		return "(no job output)"
+		return noOutput
 	}
 	defer f.Close()
 	st, _ := f.Stat()
