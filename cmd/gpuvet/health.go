@@ -196,7 +196,7 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	h := health.Run(ctx, src, bench, f.opts)
 	judge.Health(h, f.rules) // health measures, judge decides
 	term.Health(cmd.OutOrStdout(), h)
-	if err := f.slurm.act(context.WithoutCancel(ctx), cmd, h); err != nil {
+	if err := f.slurm.act(context.WithoutCancel(ctx), cmd, h, ctx.Err() != nil); err != nil {
 		return err
 	}
 	if f.out != "" {

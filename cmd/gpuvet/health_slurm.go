@@ -32,9 +32,14 @@ func (s *slurmHealth) register(fl *pflag.FlagSet) {
 }
 
 // act drains or resumes this node after its verdict; an error is exit 1 (the check's own verdict
-// is printed above).
-func (s *slurmHealth) act(ctx context.Context, cmd *cobra.Command, h *results.Health) error {
+// is printed above). A check cut short (--timeout, a signal) changes nothing: its figures are
+// partial, and a benchmark stopped half-way is no evidence against the node.
+func (s *slurmHealth) act(ctx context.Context, cmd *cobra.Command, h *results.Health, cut bool) error {
 	if !s.drain {
+		return nil
+	}
+	if cut {
+		fmt.Fprintf(cmd.ErrOrStderr(), "--slurm-drain: the check was cut short (--timeout or a signal): node left as it is (status %s of a partial check)\n", h.Status)
 		return nil
 	}
 	node := s.node
