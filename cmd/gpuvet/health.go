@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -43,6 +45,9 @@ type healthOptions struct {
 	simCoTenant string
 	// simCorrupt and simThrottle are --sim-corrupt and --sim-throttle (sim.FleetConfig).
 	simCorrupt, simThrottle string
+	// slurm is the Slurm node mode (--slurm-drain, health_slurm.go); timeout bounds the run.
+	slurm   slurmHealth
+	timeout time.Duration
 }
 
 func newHealthCmd() *cobra.Command {
@@ -110,6 +115,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and BF16 GEMM results mismatch (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2:hw_slowdown)")
 	fl.Float64Var(&r.LinkVariancePct, "link-variance-pct", def.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the checks after this long and judge what was measured (0: no limit; slurmd kills a HealthCheckProgram after 60 s)")
+	f.slurm.register(fl)
 	return cmd
 }
 
@@ -165,8 +172,13 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 		ctx = context.Background()
 	}
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if f.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+	}
 
 	f.opts.Catalog = catalog.Builtin()
 	src, bench, err := openHealthSource(f)
@@ -184,6 +196,9 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	h := health.Run(ctx, src, bench, f.opts)
 	judge.Health(h, f.rules) // health measures, judge decides
 	term.Health(cmd.OutOrStdout(), h)
+	if err := f.slurm.act(context.WithoutCancel(ctx), cmd, h, ctx.Err() != nil); err != nil {
+		return err
+	}
 	if f.out != "" {
 		if err := results.WriteJSON(f.out, h); err != nil {
 			return failedErr("writing --out: %v (the result is printed above)", err)

@@ -33,6 +33,7 @@ var fleetBackends = map[string]fleetBackend{
 	"ssh":        {open: openSSH, clean: cleanObjects},
 	"opennebula": {open: openOpenNebula, clean: cleanObjects},
 	"kubernetes": {open: openKubernetes, clean: cleanKubernetes},
+	"slurm":      {open: openSlurm, clean: cleanSlurm},
 }
 
 // fleetFlagPaths are the multi-host backends' `gpuvet run` flags and the config keys they set.
@@ -45,6 +46,7 @@ func registerRemoteFlags(fl *pflag.FlagSet) {
 	fl.String("inventory", "", "backend ssh: a YAML inventory of hosts (per-host user, port, identity_file, gpus, set)")
 	fl.String("endpoint", "", "backend opennebula: the XML-RPC URL, e.g. http://frontend:2633/RPC2 (credentials: $ONE_AUTH)")
 	registerKubeFlags(fl)
+	registerSlurmFlags(fl)
 }
 
 func isRemoteBackend(b string) bool { _, ok := fleetBackends[b]; return ok }

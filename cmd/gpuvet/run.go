@@ -38,7 +38,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	sd := results.DefaultSim()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; shorter load defaults, each kept until you set that key)")
-	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint)")
+	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint), slurm (a Slurm cluster's GPU nodes, one job each)")
 	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
@@ -84,10 +84,14 @@ var hostFlagPaths = map[string]string{
 func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	var set []config.Flag
 	if f.sim {
-		if cmd.Flags().Changed("backend") && f.backend != "sim" {
-			return nil, usageErr("--sim and --backend %s exclude each other", f.backend)
+		switch {
+		case cmd.Flags().Changed("backend") && f.backend == "slurm": // each node's job runs the simulator
+			set = append(set, config.Flag{Name: "--sim", Path: "slurm.remote_backend", Value: "sim"})
+		case cmd.Flags().Changed("backend") && f.backend != "sim":
+			return nil, usageErr("--sim and --backend %s exclude each other (with --backend slurm it runs the simulator in each node's job)", f.backend)
+		default:
+			set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
 		}
-		set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
 	}
 	cmd.Flags().Visit(func(fl *pflag.Flag) { // changed flags only, in name order
 		if path, ok := flagPath(fl.Name); ok {
@@ -207,7 +211,7 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 
 // flagPath is the config key a plan flag sets: a single-host flag's, or a multi-host backend's.
 func flagPath(flag string) (string, bool) {
-	for _, m := range []map[string]string{hostFlagPaths, fleetFlagPaths, kubeFlagPaths} {
+	for _, m := range []map[string]string{hostFlagPaths, fleetFlagPaths, kubeFlagPaths, slurmFlagPaths} {
 		if p, ok := m[flag]; ok {
 			return p, true
 		}

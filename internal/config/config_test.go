@@ -100,7 +100,7 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"wrong type", "load:\n  max_concurrency: lots\n", nil, nil, []string{"bad.yaml:2", "load.max_concurrency", "want an integer"}},
 		{"list wanted", "models: Qwen/Qwen3-8B\n", nil, nil, []string{"bad.yaml:1", "models", "want a list"}},
 		{"impossible value", "load:\n  max_concurrency: 0\n", nil, nil, []string{"config:", "bad.yaml", "load.max_concurrency", "want ≥ 1"}},
-		{"bad enum", "backend: cloud\n", nil, nil, []string{"bad.yaml", "backend", "local, endpoint, sim, kubernetes, ssh or opennebula"}},
+		{"bad enum", "backend: cloud\n", nil, nil, []string{"bad.yaml", "backend", "local, endpoint, sim, kubernetes, ssh, opennebula or slurm"}},
 		{"bad duration", "load:\n  max_duration: 20\n", nil, nil, []string{"bad.yaml:2", "load.max_duration", "duration"}},
 		{"not yaml", "load: [\n", nil, nil, []string{"bad.yaml", "not valid YAML"}},
 		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"flag:--set", "load.nope", "allowed here"}},

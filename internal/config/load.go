@@ -108,17 +108,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
-// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula)
-// whose hosts run the simulator (ssh.remote_backend=sim). Both get the simulator's short defaults.
+// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula,
+// slurm) whose hosts run the simulator (ssh.remote_backend=sim, slurm.remote_backend=sim). Both get
+// the simulator's short defaults.
 func (p *Plan) simulated() bool {
 	b, _ := p.tree["backend"].(string)
 	if b == "sim" {
 		return true
 	}
-	if b != "ssh" && b != "opennebula" {
+	section := "ssh"
+	switch b {
+	case "slurm":
+		section = "slurm"
+	case "ssh", "opennebula":
+	default:
 		return false
 	}
-	ssh, _ := p.tree["ssh"].(tree)
+	ssh, _ := p.tree[section].(tree)
 	rb, _ := ssh["remote_backend"].(string)
 	return rb == "sim"
 }

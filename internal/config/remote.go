@@ -130,12 +130,16 @@ func oneOfStr(v string, allowed ...string) bool {
 func (p *Plan) RemoteYAML() ([]byte, error) {
 	c := p.Config
 	c.Backend = c.SSH.RemoteBackend
+	if p.Config.Backend == "slurm" {
+		c.Backend = c.Slurm.RemoteBackend
+	}
 	c.Run.Baseline, c.Run.SaveBaseline = "", false
 	// The textfile is the merged run's, written here: a host's own run writes none of its own.
 	c.Output.PrometheusFile = ""
 	c.SSH, c.OpenNebula = sshDefaults(), openNebulaDefaults()
 	// Nor the Kubernetes settings: they name this machine's kubeconfig, and a pod runs one node's part.
 	c.Kubernetes = kubernetesDefaults()
+	c.Slurm = slurmDefaults()
 	// An accelerators entry travels as the keys it sets (the plan's tree), not as the Go struct:
 	// its zero values (engine.kind "", …) would override every key on the host, which then refuses
 	// the plan.

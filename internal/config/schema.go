@@ -44,6 +44,7 @@ type Config struct {
 	SSH        SSH                  `yaml:"ssh"`
 	OpenNebula OpenNebula           `yaml:"opennebula"`
 	Kubernetes Kubernetes           `yaml:"kubernetes"`
+	Slurm      Slurm                `yaml:"slurm"`
 	// HostPrep installs what an ssh host lacks (driver, DCGM, numactl) and purges it after.
 	HostPrep     HostPrep               `yaml:"host_prep"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
@@ -416,6 +417,7 @@ func Defaults() Config {
 		SSH:        sshDefaults(),
 		OpenNebula: openNebulaDefaults(),
 		Kubernetes: kubernetesDefaults(),
+		Slurm:      slurmDefaults(),
 		HostPrep:   hostPrepDefaults(),
 	}
 }

@@ -91,7 +91,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
 	checks := []check{
-		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula"), "want local, endpoint, sim, kubernetes, ssh or opennebula"},
+		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula", "slurm"), "want local, endpoint, sim, kubernetes, ssh, opennebula or slurm"},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
@@ -168,6 +168,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	}
 	checks = append(checks, remoteChecks(c)...)
 	checks = append(checks, kubernetesChecks(c)...)
+	checks = append(checks, slurmChecks(c)...)
 	checks = append(checks, hostPrepChecks(c)...)
 	for ref, models := range c.Reference {
 		for m, g := range models {

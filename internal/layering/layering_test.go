@@ -104,6 +104,7 @@ var allowed = graph{
 	// Host preparation (packages, the vfio release) that the ssh and opennebula backends drive.
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},
+	"internal/slurm":    {"internal/config", "internal/filelimit", "internal/fleet", "internal/results"},
 	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/pipeline", "internal/results"},
 	// The stand-in for a thousand kwok nodes' kubelets (bench/k8sscale and the scale test play with it).
 	"internal/k8s/kwokplayer": {"internal/k8s", "internal/results"},
@@ -117,7 +118,7 @@ var allowed = graph{
 	"cmd/gpuvet": {"internal/analysis", "internal/catalog", "internal/config", "internal/cuda", "internal/dataset", "internal/engine", "internal/enginekind",
 		"internal/fleet", "internal/gpu", "internal/health", "internal/hostprep", "internal/importer", "internal/judge", "internal/k8s", "internal/load",
 		"internal/modelcache", "internal/opennebula", "internal/pipeline", "internal/report", "internal/results", "internal/sim",
-		"internal/ssh", "internal/term", "internal/vfio"},
+		"internal/slurm", "internal/ssh", "internal/term", "internal/vfio"},
 	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
 	"bench/microbench":            {"internal/cuda", "internal/results"},
 	"bench/nodescale":             {"internal/config", "internal/pipeline", "internal/results", "internal/term"},
@@ -137,7 +138,7 @@ type rule struct {
 	not  []string
 }
 
-var backends = []string{"internal/ssh", "internal/opennebula", "internal/k8s"}
+var backends = []string{"internal/ssh", "internal/opennebula", "internal/k8s", "internal/slurm"}
 
 var rules = []rule{
 	{"results is the schema: it reaches nothing of gpuvet's", []string{"internal/results"}, []string{"internal/", "cmd/", "bench/"}},
@@ -155,9 +156,10 @@ var rules = []rule{
 	{"the load generator never reaches the simulator", []string{"internal/load"}, []string{"internal/sim"}},
 	{"fleet backends sit above the host pipeline, never inside it",
 		[]string{"internal/pipeline", "internal/health", "internal/load", "internal/judge", "internal/report", "internal/engine", "internal/sim", "internal/config", "internal/results"},
-		[]string{"internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s", "internal/hostprep", "internal/vfio"}},
+		[]string{"internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s", "internal/slurm", "internal/hostprep", "internal/vfio"}},
 	{"the fleet layer knows no backend: backends register with it", []string{"internal/fleet"}, backends},
-	{"kubernetes reaches no other backend", []string{"internal/k8s"}, []string{"internal/ssh", "internal/opennebula"}},
+	{"kubernetes reaches no other backend", []string{"internal/k8s"}, []string{"internal/ssh", "internal/opennebula", "internal/slurm"}},
+	{"slurm reaches no other backend", []string{"internal/slurm"}, []string{"internal/ssh", "internal/opennebula", "internal/k8s"}},
 	// opennebula vets each VM over ssh (docs/fleet.md), so it may reach ssh; ssh never reaches it.
 	{"ssh reaches no other backend", []string{"internal/ssh"}, []string{"internal/opennebula", "internal/k8s"}},
 	{"opennebula reaches no other backend than the ssh it vets VMs with", []string{"internal/opennebula"}, []string{"internal/k8s"}},

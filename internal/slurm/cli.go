@@ -1,0 +1,82 @@
+// Package slurm is backend slurm: a Slurm cluster's GPU nodes vetted in place, one exclusive job
+// per node running the host pipeline there (fleet.Execute runs it), failed nodes drained with a
+// reason, and the modes Slurm operators use (docs/slurm.md). It speaks to the cluster through
+// Slurm's own commands (sinfo, scontrol, sbatch, squeue, scancel), whose one-line key=value output
+// has been stable for many releases; their --json output changes its schema with each release and
+// scontrol of 22.05 has none.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// Runner runs one Slurm command and returns its stdout; the error carries stderr.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) (string, error)
+}
+
+// Exec runs the commands found on PATH (SLURM_CONF and the rest of the environment as they are),
+// each bounded by Timeout (default 60 s) and its output by maxOutput.
+type Exec struct {
+	Timeout time.Duration
+	// Log, when set, gets every command line run (--dry-run shows them; tests read them).
+	Log func(line string)
+}
+
+// maxOutput bounds what one command may print: scontrol's node list of a 10,000-node cluster is
+// a few MB.
+const maxOutput = 64 << 20
+
+// Run runs name with args.
+func (e Exec) Run(ctx context.Context, name string, args ...string) (string, error) {
+	t := e.Timeout
+	if t <= 0 {
+		t = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	if e.Log != nil {
+		e.Log(name + " " + strings.Join(args, " "))
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	var out, errb limited
+	out.n, errb.n = maxOutput, 64<<10
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if out.over {
+		return "", fmt.Errorf("%s: output over %d MB", name, maxOutput>>20)
+	}
+	if err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = fmt.Sprintf("no answer in %v (is slurmctld up?) %s", t, msg)
+		}
+		if msg == "" {
+			msg = strings.TrimSpace(out.String())
+		}
+		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, msg)
+	}
+	return out.String(), nil
+}
+
+// limited is a buffer that keeps at most n bytes and says when more came.
+type limited struct {
+	bytes.Buffer
+	n    int
+	over bool
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if l.Len()+len(p) > l.n {
+		l.over = true
+		p = p[:max(0, l.n-l.Len())]
+	}
+	l.Buffer.Write(p)
+	return len(p), nil
+}

@@ -1,0 +1,83 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The node-side mode: `gpuvet health --slurm-drain` as slurmd's HealthCheckProgram, Prolog or
+// Epilog, on the node itself (docs/slurm.md).
+
+// DrainNode drains node with reason, recorded first in gpuvet's record (stateDir), unless someone
+// else drained it (their drain stays: said, no error). It returns what it did, in words.
+func DrainNode(ctx context.Context, s Runner, stateDir, node, runID, reason string) (string, error) {
+	n, cluster, d, err := nodeState(ctx, s, stateDir, node)
+	if err != nil {
+		return "", err
+	}
+	if n.Drained() && !d.Ours(cluster, n) {
+		return fmt.Sprintf("%s: already drained by %s (%q): left alone", node, orUnknown(n.ReasonBy), n.Reason), nil
+	}
+	d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
+	if err := d.Save(); err != nil {
+		return "", fmt.Errorf("recording the drain first: %v (node not drained)", err)
+	}
+	if _, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: drained: %s", node, reason), nil
+}
+
+// ResumeNode resumes node when gpuvet drained it (its record and its reason both say so) and
+// forgets the drain; any other node is left as it is ("" said).
+func ResumeNode(ctx context.Context, s Runner, stateDir, node string) (string, error) {
+	n, cluster, d, err := nodeState(ctx, s, stateDir, node)
+	if err != nil {
+		return "", err
+	}
+	if !d.Ours(cluster, n) {
+		return "", nil
+	}
+	if _, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=resume"); err != nil {
+		return "", err
+	}
+	run := d.Nodes[drainKey(cluster, node)].RunID
+	delete(d.Nodes, drainKey(cluster, node))
+	if err := d.Save(); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: ok: resumed (gpuvet drained it: %s)", node, run), nil
+}
+
+// HealthAction acts on a node's own health verdict: failed drains it with the reason, ok resumes
+// it when gpuvet drained it; anything else (flag, inconclusive) changes nothing.
+func HealthAction(ctx context.Context, s Runner, stateDir, node string, st results.Status, why string) (string, error) {
+	switch st {
+	case results.StatusFailed:
+		id := "health@" + time.Now().UTC().Format("20060102T150405Z")
+		return DrainNode(ctx, s, stateDir, node, id, Reason(id, st, why))
+	case results.StatusOK:
+		return ResumeNode(ctx, s, stateDir, node)
+	}
+	return "", nil
+}
+
+func nodeState(ctx context.Context, s Runner, stateDir, node string) (Node, string, *Drains, error) {
+	cfg, err := s.Run(ctx, "scontrol", "show", "config")
+	if err != nil {
+		return Node{}, "", nil, err
+	}
+	out, err := s.Run(ctx, "scontrol", "-o", "show", "node", node)
+	if err != nil {
+		return Node{}, "", nil, err
+	}
+	ns, err := ParseNodes(out)
+	if err != nil || len(ns) != 1 {
+		return Node{}, "", nil, fmt.Errorf("node %s: %v (scontrol show node)", node, err)
+	}
+	d, err := ReadDrains(stateDir)
+	return ns[0], ClusterName(cfg), d, err
+}
