@@ -84,6 +84,8 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	}
 	np := &nodePipeline{h: h, jobs: map[string]*nodeServed{}}
 	deps := pipeline.NewDeps(plan.Config, nil, nil) // the host pipeline's judge, exit code and catalog
+	// The fleet's merge reads and records the history once for every node (fleet.Execute).
+	deps.History, deps.Record = nil, nil
 	// auto weighs the load clients' CPU need against the node's CPU, where the load Jobs run, with
 	// the host pipeline's own rule (pipeline.ChooseParallel).
 	deps.Cores = func() (float64, string) {
