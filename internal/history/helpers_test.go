@@ -3,74 +3,18 @@ package history
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/history/historytest"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// pgPasswordEnv is the variable .ci/run (scripts/pg-test.sh) puts the scratch server's password
-// in: not PGPASSWORD, which pgx would read by itself, so the tests show history.password_env works.
-const pgPasswordEnv = "GPUVET_TEST_PG_PASSWORD"
-
-// storeKind is one of the two stores every store test runs against.
-type storeKind struct {
-	name string
-	// fresh gives the history settings of a new, empty store (skips the test when it cannot).
-	fresh func(t testing.TB) config.History
-}
-
-var kinds = []storeKind{
-	{"sqlite", func(t testing.TB) config.History {
-		h := config.Defaults().History
-		h.URL = "sqlite://" + filepath.Join(t.TempDir(), "history.db")
-		return h
-	}},
-	{"postgres", freshPostgres},
-}
-
-// freshPostgres creates a database of its own on the server GPUVET_TEST_PG_URL names (dropped when
-// the test ends), or skips the test saying how to run it.
-func freshPostgres(t testing.TB) config.History {
-	base := os.Getenv("GPUVET_TEST_PG_URL")
-	if base == "" {
-		t.Skip("no PostgreSQL: set GPUVET_TEST_PG_URL and " + pgPasswordEnv + " (.ci/run starts one with scripts/pg-test.sh start)")
-	}
-	cfg, err := pgx.ParseConfig(base)
-	if err != nil {
-		t.Fatalf("GPUVET_TEST_PG_URL: %v", err)
-	}
-	cfg.Password = os.Getenv(pgPasswordEnv)
-	admin := stdlib.OpenDB(*cfg)
-	t.Cleanup(func() { admin.Close() })
-	name := fmt.Sprintf("gpuvet_test_%d_%d", time.Now().UnixNano(), rand.IntN(1_000_000))
-	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name + " WITH (FORCE)")
-	})
-	h := config.Defaults().History
-	h.URL = strings.Replace(base, "/postgres?", "/"+name+"?", 1)
-	if !strings.Contains(h.URL, name) {
-		t.Fatalf("GPUVET_TEST_PG_URL %q: want a URL ending in /postgres?…", base)
-	}
-	h.PasswordEnv = pgPasswordEnv
-	return h
-}
-
 // eachStore runs fn against a fresh store of each kind.
 func eachStore(t *testing.T, fn func(t *testing.T, h config.History)) {
-	for _, k := range kinds {
-		t.Run(k.name, func(t *testing.T) { fn(t, k.fresh(t)) })
+	for _, k := range historytest.Kinds {
+		t.Run(k.Name, func(t *testing.T) { fn(t, k.Fresh(t)) })
 	}
 }
 

@@ -91,6 +91,8 @@ var allowed = graph{
 	"internal/judge":  {"internal/compare", "internal/config", "internal/results"},
 	// The run history: a database of results; the judge's key figures, compared by the judge.
 	"internal/history": {"internal/compare", "internal/config", "internal/judge", "internal/results"},
+	// The two stores, fresh, for tests (SQLite, and the PostgreSQL server CI starts).
+	"internal/history/historytest": {"internal/config"},
 	// The measuring phases.
 	"internal/sim":    {"internal/catalog", "internal/gpu", "internal/netstamp", "internal/results", "internal/roofline"},
 	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results"},
