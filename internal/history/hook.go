@@ -3,8 +3,11 @@ package history
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -80,6 +83,40 @@ func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 		return
 	}
 	s.History.Recorded = stats
+	addCurrent(s)
+}
+
+// addCurrent appends this run to each node's trend (read before the run was recorded), so that the
+// report shows it beside the earlier runs.
+func addCurrent(s *results.Summary) {
+	for _, p := range s.History.Trend {
+		if p.RunID == s.RunID {
+			return
+		}
+	}
+	for i := range s.Hosts {
+		if i == TrendHosts {
+			break
+		}
+		h := &s.Hosts[i]
+		byKey := map[string]map[string]float64{}
+		for _, f := range judge.KeyFigures(h) {
+			k := judge.FigureKey(f)
+			if byKey[k] == nil {
+				byKey[k] = map[string]float64{}
+			}
+			byKey[k][f.UUID] = f.Value
+		}
+		p := results.TrendPoint{Host: h.Name, RunID: s.RunID, At: s.StartedAt.Truncate(time.Millisecond).UTC(), Status: h.Status, Figures: map[string]float64{}}
+		for k, byGPU := range byKey {
+			v := make([]float64, 0, len(byGPU))
+			for _, x := range byGPU {
+				v = append(v, x)
+			}
+			p.Figures[k] = compare.Median(v)
+		}
+		s.History.Trend = append(s.History.Trend, p)
+	}
 }
 
 // failed records a store error as the history's error and a caveat: never a failed run.

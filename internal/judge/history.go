@@ -330,7 +330,11 @@ func driftOf(scope, host string, gpu int, proto results.StoredFigure, x, ref com
 	switch sl.Result {
 	case compare.Fail:
 		d.Result = string(results.StatusFlag)
-		d.Reason = what + fmt.Sprintf(", beyond the %g %% drift margin with its interval: the node has slowed against itself (cooling, power, firmware, driver): compare its clocks and power with the acceptance run's", margin)
+		how := "with its interval"
+		if sl.CI == nil {
+			how = "(a figure without an interval, judged on its value)"
+		}
+		d.Reason = what + fmt.Sprintf(", beyond the %g %% drift margin %s: the node has slowed against itself (cooling, power, firmware, driver): compare its clocks and power with the acceptance run's", margin, how)
 	case compare.Inconclusive:
 		d.Result = string(results.StatusInconclusive)
 		d.Reason = what + ": not decided: " + sl.Why
@@ -346,7 +350,7 @@ func driftOf(scope, host string, gpu int, proto results.StoredFigure, x, ref com
 
 func gapText(c *results.Interval) string {
 	if c == nil {
-		return ", no interval"
+		return ""
 	}
 	return fmt.Sprintf(", 95 %% interval of the gap [%.1f %%, %.1f %%]", c.Lo, c.Hi)
 }

@@ -1,6 +1,10 @@
 package results
 
-import "time"
+import (
+	"sort"
+	"strings"
+	"time"
+)
 
 // History is what the history store (issue 47) knew of this run's hosts and GPUs when it was
 // judged: each node's and each GPU's acceptance reference (its first ok run under the same plan,
@@ -100,4 +104,46 @@ type TrendPoint struct {
 	Figures map[string]float64 `json:"figures"` // "MODEL metric" or "metric" (health) -> value
 	// Other: a run under another plan fingerprint, shown but never compared.
 	Other bool `json:"other_plan,omitempty"`
+}
+
+// TrendMetrics are the figures a trend shows, in this order (the judge's metric names: health
+// microbenchmarks and burn, then per model the throughputs, the latencies, energy and % SOL).
+var TrendMetrics = []string{"output_tok_s_peak", "sustained_req_s", "tpot_p50_ms", "ttft_p95_ms", "itl_p95_ms",
+	"tokens_per_joule", "power_mean_w", "sol_pct", "gemm_bf16", "hbm_d2d", "pcie_h2d", "burn_tflops", "burn_min_sm_clock_mhz"}
+
+// TrendKeys are the figure keys ("MODEL metric" or "metric") of points that TrendMetrics names, in
+// its order (then by key); with one model only, short drops the model from each label.
+func TrendKeys(pts []TrendPoint) (keys, labels []string) {
+	rank := map[string]int{}
+	for i, m := range TrendMetrics {
+		rank[m] = i
+	}
+	seen, models := map[string]bool{}, map[string]bool{}
+	for _, p := range pts {
+		for k := range p.Figures {
+			m := k[strings.LastIndex(k, " ")+1:]
+			if _, ok := rank[m]; ok && !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+				if i := strings.LastIndex(k, " "); i > 0 {
+					models[k[:i]] = true
+				}
+			}
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		mi, mj := keys[i][strings.LastIndex(keys[i], " ")+1:], keys[j][strings.LastIndex(keys[j], " ")+1:]
+		if rank[mi] != rank[mj] {
+			return rank[mi] < rank[mj]
+		}
+		return keys[i] < keys[j]
+	})
+	for _, k := range keys {
+		l := k
+		if len(models) <= 1 {
+			l = k[strings.LastIndex(k, " ")+1:]
+		}
+		labels = append(labels, l)
+	}
+	return keys, labels
 }
