@@ -46,7 +46,9 @@ func TestHistoryCommand(t *testing.T) {
 			for _, s := range historytest.Sets(h) {
 				sets = append(sets, "--set", s)
 			}
-			cli := func(args ...string) (int, string) { return runCLI(t, append(append([]string{"history"}, args...), sets...)...) }
+			cli := func(args ...string) (int, string) {
+				return runCLI(t, append(append([]string{"history"}, args...), sets...)...)
+			}
 
 			code, out := cli("runs")
 			if code != 0 || !strings.Contains(out, "run-c") || strings.Index(out, "run-c") > strings.Index(out, "run-a") {
