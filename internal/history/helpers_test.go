@@ -54,9 +54,13 @@ func synth(runID string, at time.Time, hosts, gpus int, speed float64, uuid func
 		for g := 0; g < gpus; g++ {
 			info := results.GPUInfo{Index: g, Name: "NVIDIA H200", UUID: uuid(h, g), Serial: fmt.Sprintf("SN%04d%02d", h, g)}
 			host.Discovery.GPUs = append(host.Discovery.GPUs, info)
-			host.Health.GPUs = append(host.Health.GPUs, results.GPUHealth{GPU: info, Status: results.StatusOK, Bench: []results.Microbench{
-				{Name: "gemm_bf16", Value: 780 * speed, Unit: "TFLOP/s", Status: results.StatusOK},
-				{Name: "hbm_d2d", Value: 4100 * speed, Unit: "GB/s", Status: results.StatusOK}}})
+			var bench []results.Microbench
+			for _, name := range results.MicrobenchNames() {
+				v := map[string]float64{"sgemm_fp32": 54, "gemm_tf32": 455, "gemm_bf16": 780, "pcie_h2d": 55, "pcie_d2h": 55, "hbm_d2d": 4100}[name]
+				bench = append(bench, results.Microbench{Name: name, Value: v * speed, Unit: "x", Status: results.StatusOK})
+			}
+			host.Health.GPUs = append(host.Health.GPUs, results.GPUHealth{GPU: info, Status: results.StatusOK, Bench: bench,
+				Burn: &results.Burn{TFLOPS: 700 * speed, PowerMeanW: 690, MinSMClockMHz: 1980}})
 			itl, tpot, ttft := 6.5/speed, 6.4/speed, 40/speed
 			run := results.Run{Kind: "synchronous", Concurrency: 1, Requests: results.RequestCounts{Successful: 200},
 				TTFT: results.Dist{Count: 200, P50: ttft * 0.9, P95: ttft}, ITL: results.Dist{Count: 20000, P50: itl * 0.95, P95: itl},

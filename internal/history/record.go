@@ -199,28 +199,106 @@ func (s *Store) Record(ctx context.Context, sum *results.Summary, fp string, ret
 	return &results.RecordedStats{Nodes: len(r.nodes), GPUs: len(r.gpus), Figures: len(r.figures), Seconds: time.Since(start).Seconds()}, nil
 }
 
-// insertMany writes rows with multi-row INSERTs of at most maxParams placeholders (one round trip
-// per chunk: a 1,000-node run is a few dozen statements, not a hundred thousand).
+// pgTypes are the PostgreSQL types of the columns that are not text, for insertMany's arrays.
+var pgTypes = map[string]string{
+	"idx": "integer", "samples": "integer", "higher": "integer", "lower_bound": "integer", "client_limited": "integer", "judged": "integer",
+	"pinned": "integer", "at_ms": "bigint", "value": "double precision", "ci_lo": "double precision", "ci_hi": "double precision",
+	"ci_level": "double precision", "req_s": "double precision", "threshold": "double precision",
+}
+
+// pgRowsPerInsert bounds one unnest INSERT (its arrays are built in memory).
+const pgRowsPerInsert = 50000
+
+// insertMany writes rows in few statements: on SQLite multi-row INSERTs of at most maxParams
+// placeholders; on PostgreSQL one INSERT … SELECT FROM unnest(…) of one array per column, which
+// PostgreSQL parses once for any number of rows (multi-row VALUES of a 1,000-node run took 8.5 s
+// there, with 2 million placeholders to encode and parse; unnest, docs/history.md).
 func (s *Store) insertMany(ctx context.Context, tx *sql.Tx, table string, cols []string, rows [][]any, suffix string) error {
+	if s.dialect == Postgres {
+		return s.insertUnnest(ctx, tx, table, cols, rows, suffix)
+	}
+	// SQLite: chunks of per rows through one prepared statement (parsed once), the rest in one more.
 	per := max(1, maxParams/len(cols))
 	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
-	for len(rows) > 0 {
-		n := min(per, len(rows))
-		var b strings.Builder
-		fmt.Fprintf(&b, "INSERT INTO %s (%s) VALUES ", table, strings.Join(cols, ", "))
-		args := make([]any, 0, n*len(cols))
-		for i := 0; i < n; i++ {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(one)
-			args = append(args, rows[i]...)
+	stmt := func(n int) string {
+		return fmt.Sprintf("INSERT INTO %s (%s) VALUES %s%s", table, strings.Join(cols, ", "), strings.TrimSuffix(strings.Repeat(one+", ", n), ", "), suffix)
+	}
+	args := func(rows [][]any) []any {
+		out := make([]any, 0, len(rows)*len(cols))
+		for _, r := range rows {
+			out = append(out, r...)
 		}
-		b.WriteString(suffix)
-		if _, err := tx.ExecContext(ctx, s.q(b.String()), args...); err != nil {
+		return out
+	}
+	if len(rows) >= per {
+		full, err := tx.PrepareContext(ctx, stmt(per))
+		if err != nil {
+			return err
+		}
+		defer full.Close()
+		for len(rows) >= per {
+			if _, err := full.ExecContext(ctx, args(rows[:per])...); err != nil {
+				return err
+			}
+			rows = rows[per:]
+		}
+	}
+	if len(rows) > 0 {
+		if _, err := tx.ExecContext(ctx, stmt(len(rows)), args(rows)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) insertUnnest(ctx context.Context, tx *sql.Tx, table string, cols []string, rows [][]any, suffix string) error {
+	for len(rows) > 0 {
+		n := min(pgRowsPerInsert, len(rows))
+		args := make([]any, len(cols))
+		casts := make([]string, len(cols))
+		for j, c := range cols {
+			typ := pgTypes[c]
+			if typ == "" {
+				typ = "text"
+			}
+			casts[j] = fmt.Sprintf("$%d::%s[]", j+1, typ)
+			args[j] = column(rows[:n], j, typ)
+		}
+		q := fmt.Sprintf("INSERT INTO %s (%s) SELECT * FROM unnest(%s)%s", table, strings.Join(cols, ", "), strings.Join(casts, ", "), suffix)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 			return err
 		}
 		rows = rows[n:]
 	}
 	return nil
+}
+
+// column is column j of rows as a typed slice for a PostgreSQL array (nil values become NULLs).
+func column(rows [][]any, j int, typ string) any {
+	switch typ {
+	case "integer", "bigint":
+		out := make([]int64, len(rows))
+		for i, r := range rows {
+			switch v := r[j].(type) {
+			case int:
+				out[i] = int64(v)
+			case int64:
+				out[i] = v
+			}
+		}
+		return out
+	case "double precision":
+		out := make([]*float64, len(rows))
+		for i, r := range rows {
+			if v, ok := r[j].(float64); ok {
+				out[i] = &v
+			}
+		}
+		return out
+	}
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i], _ = r[j].(string)
+	}
+	return out
 }

@@ -68,7 +68,6 @@ var schema1 = []string{
 		judged INTEGER NOT NULL
 	)`,
 	`CREATE INDEX figures_run_host ON figures (run_id, host)`,
-	`CREATE INDEX figures_host ON figures (host, run_id)`,
 	`CREATE INDEX figures_uuid ON figures (uuid, run_id)`,
 	`CREATE TABLE verdicts (
 		run_id TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
