@@ -19,7 +19,7 @@ as() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
 case "${1:-}" in
 start)
-  "$0" stop >/dev/null 2>&1 || true
+  bash "$0" stop >/dev/null 2>&1 || true
   mkdir -p "$dir" && chmod 755 "$dir"
   if [ -f "$cache/template/PG_VERSION" ] && [ -f "$cache/password" ]; then
     cp -a "$cache/template" "$dir/data"
@@ -41,7 +41,7 @@ start)
   echo "$port" > "$dir/port"
   if [ -n "${2:-}" ]; then
     # Stopped when the process that started it ends, whatever its exit traps do.
-    (while kill -0 "$2" 2>/dev/null; do sleep 2; done; "$0" stop >/dev/null 2>&1) </dev/null >/dev/null 2>&1 &
+    (while kill -0 "$2" 2>/dev/null; do sleep 2; done; bash "$0" stop >/dev/null 2>&1) </dev/null >/dev/null 2>&1 &
   fi
   echo "export GPUVET_TEST_PG_URL='postgres://gpuvet@127.0.0.1:$port/postgres?sslmode=disable'"
   echo "export GPUVET_TEST_PG_PASSWORD='$(cat "$cache/password")'"
