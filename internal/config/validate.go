@@ -73,7 +73,7 @@ func historyURLProblem(raw string) string {
 			return "want sqlite:///path/history.db (an absolute path after sqlite://)"
 		}
 	case "postgres", "postgresql":
-		if _, has := u.User.Password(); has {
+		if _, has := u.User.Password(); has || u.Query().Has("password") {
 			return "a password in history.url would be recorded and shown: remove it and put it in the variable history.password_env names (default PGPASSWORD)"
 		}
 	default:

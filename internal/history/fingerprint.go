@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"reflect"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 )
@@ -24,7 +25,7 @@ func Fingerprint(c config.Config) string {
 		Health       []any
 		Functional   bool
 		Power        bool
-		Accelerators map[string]config.Accelerator
+		Accelerators map[string]any
 	}{
 		Environment:  c.Environment,
 		Models:       c.Models,
@@ -33,7 +34,12 @@ func Fingerprint(c config.Config) string {
 		Health:       []any{c.Health.Enabled, c.Health.GEMM, c.Health.PCIe, c.Health.Burn, c.Health.DCGM.Enabled, c.Health.DCGM.Level},
 		Functional:   c.Functional.Enabled,
 		Power:        c.Power.Enabled,
-		Accelerators: c.Accelerators,
+		Accelerators: map[string]any{},
+	}
+	for name, a := range c.Accelerators { // their models, engine and load; their gates judge
+		if len(a.Models) > 0 || !reflect.ValueOf(a.Engine).IsZero() || !reflect.ValueOf(a.Load).IsZero() {
+			v.Accelerators[name] = []any{a.Models, a.Engine, a.Load}
+		}
 	}
 	// json.Marshal writes map keys sorted and struct fields in order: the same plan, the same bytes.
 	b, err := json.Marshal(v)

@@ -121,9 +121,6 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 // new store at once do not both create it: SQLite's BEGIN IMMEDIATE and PostgreSQL's transaction
 // advisory lock make the second wait and then find the version already there.
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("schema_version: %v", err)
-	}
 	for _, m := range migrations {
 		if err := s.step(ctx, m); err != nil {
 			return fmt.Errorf("migration %d: %v", m.version, err)
@@ -161,6 +158,11 @@ func (s *Store) step(ctx context.Context, m migration) error {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(4747)`); err != nil {
 			return err
 		}
+	}
+	// Inside the lock: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against a second one
+	// at the same time (a duplicate-type error; seen when two runs opened a new store at once).
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("schema_version: %v", err)
 	}
 	v, err := s.version(ctx, tx)
 	if err != nil {

@@ -115,7 +115,7 @@ func open(h config.History) (*Store, error) {
 
 func openSQLite(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("history: %v (set GPUVET_STATE_DIR or history.url to a writable place)", err)
+		return nil, fmt.Errorf("sqlite %s: %v (set GPUVET_STATE_DIR or history.url to a writable place)", path, err)
 	}
 	// WAL lets readers go on while a run writes; busy_timeout makes a second writer wait for the
 	// first instead of failing; _txlock=immediate takes the write lock when a transaction begins,
@@ -129,7 +129,7 @@ func openSQLite(path string) (*Store, error) {
 }
 
 func openPostgres(u *url.URL, passwordEnv string) (*Store, error) {
-	if _, has := u.User.Password(); has {
+	if _, has := u.User.Password(); has || u.Query().Has("password") {
 		return nil, errors.New("history.url: carries a password: remove it and put it in the variable history.password_env names")
 	}
 	cfg, err := pgx.ParseConfig(u.String())

@@ -298,3 +298,65 @@ func TestPasswordStaysOutOfURLAndName(t *testing.T) {
 		t.Fatalf("an unreachable server: %v", err)
 	}
 }
+
+// The fingerprint changes with what is measured (the load, the model, the engine) and not with
+// what judges or stands for the hardware (a gate, the simulator's slowdown, an accelerator's gates).
+func TestFingerprint(t *testing.T) {
+	base := config.Defaults()
+	fp := Fingerprint(base)
+	if len(fp) != 16 || Fingerprint(config.Defaults()) != fp {
+		t.Fatalf("fingerprint %q is not stable", fp)
+	}
+	same := config.Defaults()
+	ttft := 150.0
+	same.Gates.TTFTP95Ms, same.Sim.NodeSlowdownPct, same.History.DriftPct = &ttft, 5, 9
+	same.Accelerators = map[string]config.Accelerator{"H200": {Gates: config.Gates{TTFTP95Ms: &ttft}}}
+	if Fingerprint(same) != fp {
+		t.Error("a gate, the simulator's slowdown or the drift margin changed the fingerprint")
+	}
+	for name, change := range map[string]func(c *config.Config){
+		"load":   func(c *config.Config) { c.Load.OutputTokens++ },
+		"model":  func(c *config.Config) { c.Models = []string{"Qwen/Qwen3-32B"} },
+		"engine": func(c *config.Config) { c.Engine.ExtraArgs = []string{"--enforce-eager"} },
+		"health": func(c *config.Config) { c.Health.GEMM = false },
+		"accelerator": func(c *config.Config) {
+			c.Accelerators = map[string]config.Accelerator{"H200": {Models: []string{"x"}}}
+		},
+	} {
+		c := config.Defaults()
+		change(&c)
+		if Fingerprint(c) == fp {
+			t.Errorf("a different %s kept the fingerprint", name)
+		}
+	}
+}
+
+// Several gpuvets opening a new store at the same moment create its schema once, and none fails
+// (on PostgreSQL two concurrent CREATE TABLE IF NOT EXISTS collide unless the migration's lock is
+// taken first: a pipeline test caught it).
+func TestConcurrentOpenOfANewStore(t *testing.T) {
+	eachStore(t, func(t *testing.T, h config.History) {
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for i := 0; i < 6; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				st, err := Open(ctx, h)
+				if err != nil {
+					errs <- err
+					return
+				}
+				st.Close()
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if n := count(t, mustOpen(t, h), `SELECT COUNT(*) FROM schema_version`); n != 1 {
+			t.Fatalf("schema_version rows = %d, want 1", n)
+		}
+	})
+}

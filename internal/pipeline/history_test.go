@@ -157,3 +157,25 @@ func TestTwoRunsRecordingAtOnceLoseNothing(t *testing.T) {
 		})
 	}
 }
+
+// A history that cannot be written never loses or fails the measurement: the run ends as it would,
+// its summary is complete, and it says the history was not recorded.
+func TestUnwritableHistoryIsACaveat(t *testing.T) {
+	h := config.Defaults().History
+	h.URL = "sqlite:///proc/gpuvet-no-such-dir/history.db"
+	p := driftPlan(t, h, 0)
+	d := NewDeps(p.Config, nil, nil)
+	d.Load = stubLoad
+	res, err := Run(context.Background(), p, d, Options{ToolVersion: "test", Host: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if !s.Complete || s.Status == results.StatusFailed || s.History == nil || !strings.Contains(s.History.Error, "history not read") ||
+		!strings.Contains(strings.Join(s.Caveats, "\n"), "history not recorded") {
+		t.Fatalf("status %s complete %v history %+v caveats %q", s.Status, s.Complete, s.History, s.Caveats)
+	}
+	if len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
+		t.Fatalf("the measurement is not all there: %+v", s.Hosts[0].Models)
+	}
+}
