@@ -334,7 +334,9 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	}
 	const out = "out" // relative: in-pod's fresh working directory
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
+		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false",
+		// The fleet's merge records the node's history (fleet.Execute): the Job's pod keeps none.
+		"--set", "history.enabled=false"}
 	j := gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, append(args, sv.extra...), 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {
