@@ -20,16 +20,36 @@ func History(w io.Writer, h *results.History) {
 	if h.Error != "" {
 		items = append(items, "ERROR: "+h.Error)
 	}
-	pass := 0
+	// A node that drifted as a whole is said once per figure: its GPUs' drifts in the same figure
+	// are counted, not repeated (summary.json's history.drift lists every one).
+	key := func(d results.Drift) string { return d.Host + "\x00" + d.Model + "\x00" + d.Metric }
+	nodeSaid := map[string]string{}
 	for _, d := range h.Drift {
-		switch d.Result {
-		case "pass":
+		if d.Scope == "node" && d.Result != "pass" {
+			nodeSaid[key(d)] = d.Result
+		}
+	}
+	// A GPU's flag is folded under its node's flag; a GPU's undecided drift under its node's flag
+	// or undecided drift; a GPU that flagged where its node did not is said.
+	folds := func(d results.Drift) bool {
+		n := nodeSaid[key(d)]
+		return d.Scope != "node" && (n == string(results.StatusFlag) || (n != "" && n == d.Result))
+	}
+	pass, folded := 0, 0
+	for _, d := range h.Drift {
+		switch {
+		case d.Result == "pass":
 			pass++
-		case string(results.StatusFlag):
+		case folds(d):
+			folded++
+		case d.Result == string(results.StatusFlag):
 			items = append(items, "DRIFT: "+d.Reason)
 		default:
 			items = append(items, "undecided: "+d.Reason)
 		}
+	}
+	if folded > 0 {
+		items = append(items, fmt.Sprintf("%d GPU figure(s) drifted with their node's, as above (each in summary.json's history.drift and the report)", folded))
 	}
 	if len(h.Drift) > 0 {
 		items = append(items, fmt.Sprintf("%d figure(s) within %g %% of their acceptance run", pass, h.DriftPct))
