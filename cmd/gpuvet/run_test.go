@@ -32,7 +32,13 @@ func TestMain(m *testing.M) {
 
 // withStateDir runs the tests with gpuvet's state (run manifests, the history database) in a
 // folder of their own, unless the caller chose one: a test's runs never land in the user's history.
+// The runs it starts keep no history (GPUVET_HISTORY_ENABLED=false, which a test's --set beats):
+// every simulated GPU has the same UUID in every test, and one test's run would become the next
+// one's acceptance; the history's own tests (history_test.go) set it.
 func withStateDir(m *testing.M) int {
+	if os.Getenv("GPUVET_HISTORY_ENABLED") == "" {
+		os.Setenv("GPUVET_HISTORY_ENABLED", "false")
+	}
 	if os.Getenv("GPUVET_STATE_DIR") != "" {
 		return m.Run()
 	}

@@ -68,7 +68,8 @@ func Postgres(t testing.TB) config.History {
 	return h
 }
 
-// Sets are the --set arguments that point a plan at h.
+// Sets are the --set arguments that point a plan at h (and turn the history on, whatever the
+// test binary's environment says).
 func Sets(h config.History) []string {
-	return []string{"history.url=" + h.URL, "history.password_env=" + h.PasswordEnv}
+	return []string{"history.enabled=true", "history.url=" + h.URL, "history.password_env=" + h.PasswordEnv}
 }
