@@ -69,6 +69,7 @@ func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	if s.History == nil {
 		s.History = &results.History{Fingerprint: Fingerprint(plan.Config)}
 	}
+	defer trimAcceptance(s.History)
 	ctx = context.WithoutCancel(ctx)
 	st, err := Open(ctx, h)
 	if err != nil {
@@ -84,6 +85,15 @@ func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	}
 	s.History.Recorded = stats
 	addCurrent(s)
+}
+
+// trimAcceptance drops the acceptance runs' figures from the summary once the run is judged (Record
+// comes after the last judging): each compared figure is in History.Drift with both values, and
+// the rest are in the store. A 1,000-node fleet's would be some 270,000 figures (tens of MB).
+func trimAcceptance(h *results.History) {
+	for i := range h.Acceptance {
+		h.Acceptance[i].Figures = nil
+	}
 }
 
 // addCurrent appends this run to each node's trend (read before the run was recorded), so that the

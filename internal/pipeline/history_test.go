@@ -96,6 +96,15 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 				!strings.Contains(node.Reason, first.RunID) || !strings.Contains(node.Reason, "interval") {
 				t.Errorf("node drift %+v: want against %s of %v, its interval beyond %g %%", node, first.RunID, first.StartedAt, third.History.DriftPct)
 			}
+			// The summary names each acceptance run; its figures stay in the store.
+			if len(third.History.Acceptance) != 3 {
+				t.Errorf("acceptance entries %d, want 3 (the node and its 2 GPUs)", len(third.History.Acceptance))
+			}
+			for _, a := range third.History.Acceptance {
+				if a.RunID != first.RunID || len(a.Figures) != 0 {
+					t.Errorf("acceptance %s %s: run %s, %d figures in the summary", a.Scope, a.Host+a.UUID, a.RunID, len(a.Figures))
+				}
+			}
 			var hostFlag bool
 			for _, f := range third.Hosts[0].Flags {
 				hostFlag = hostFlag || f.Check == judge.CheckDrift

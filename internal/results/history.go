@@ -50,7 +50,9 @@ type Acceptance struct {
 	At     time.Time `json:"at"`
 	// Pinned: the user chose this run (`gpuvet history pin`); else it is the first ok run under the
 	// fingerprint.
-	Pinned  bool           `json:"pinned,omitempty"`
+	Pinned bool `json:"pinned,omitempty"`
+	// Figures are the acceptance run's figures, read for the judge; summary.json does not keep
+	// them (each compared one is in History.Drift with both values; all are in the store).
 	Figures []StoredFigure `json:"figures,omitempty"`
 }
 
