@@ -41,7 +41,7 @@ func newRoot() *cobra.Command {
 		return &exitError{code: exitBadUsage, err: withFlagHint(cmd, err)}
 	})
 	r.AddCommand(newRunCmd(), newHealthCmd(), newBenchCmd(), newSimCmd(), newCompareCmd(), newCalibrateCmd(),
-		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd(), newCleanCmd(), newInPodCmd())
+		newReportCmd(), newCacheCmd(), newConfigCmd(), newProbeCmd(), newCleanCmd(), newInPodCmd(), newHistoryCmd())
 	return r
 }
 

@@ -196,6 +196,7 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 		return failedErr("%v", err)
 	}
 	term.Summary(cmd.OutOrStdout(), res.Summary)
+	term.History(cmd.OutOrStdout(), res.Summary.History)
 	fmt.Fprintln(cmd.OutOrStdout(), "\n"+pipeline.Describe(res))
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", res.SummaryPath)

@@ -27,7 +27,28 @@ func TestMain(m *testing.M) {
 		reportEnv()
 		os.Exit(execute(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	os.Exit(withStateDir(m))
+}
+
+// withStateDir runs the tests with gpuvet's state (run manifests, the history database) in a
+// folder of their own, unless the caller chose one: a test's runs never land in the user's history.
+// The runs it starts keep no history (GPUVET_HISTORY_ENABLED=false, which a test's --set beats):
+// every simulated GPU has the same UUID in every test, and one test's run would become the next
+// one's acceptance; the history's own tests (history_test.go) set it.
+func withStateDir(m *testing.M) int {
+	if os.Getenv("GPUVET_HISTORY_ENABLED") == "" {
+		os.Setenv("GPUVET_HISTORY_ENABLED", "false")
+	}
+	if os.Getenv("GPUVET_STATE_DIR") != "" {
+		return m.Run()
+	}
+	d, err := os.MkdirTemp("", "gpuvet-test-state-")
+	if err != nil {
+		return m.Run()
+	}
+	defer os.RemoveAll(d)
+	os.Setenv("GPUVET_STATE_DIR", d)
+	return m.Run()
 }
 
 // reportEnv lets a real-sshd test see what a remote run got: with GPUVET_TEST_ENV_REPORT set (by

@@ -124,6 +124,11 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"hub mirror not a URL", "", []string{"model_cache.endpoint=hf-mirror.local"}, nil, []string{"flag:--set", "model_cache.endpoint", "http(s) URL"}},
 		{"hub mirror with credentials", "", nil, []string{"GPUVET_MODEL_CACHE_ENDPOINT=https://bob:s3cret@mirror.local"}, []string{"env:GPUVET_MODEL_CACHE_ENDPOINT", "model_cache.endpoint", "HF_TOKEN"}},
 		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
+		{"history password in url", "", []string{"history.url=postgres://gv:hunter2@db:5432/gpuvet"}, nil, []string{"flag:--set", "history.url", "history.password_env"}},
+		{"history password in query", "", []string{"history.url=postgres://gv@db/gpuvet?password=hunter2"}, nil, []string{"flag:--set", "history.url", "password"}},
+		{"history scheme", "history:\n  url: mysql://db/gpuvet\n", nil, nil, []string{"bad.yaml", "history.url", "sqlite:///path/history.db"}},
+		{"history drift", "", nil, []string{"GPUVET_HISTORY_DRIFT_PCT=0"}, []string{"env:GPUVET_HISTORY_DRIFT_PCT", "history.drift_pct", "(0, 100)"}},
+		{"sim node slowdown", "", []string{"sim.node_slowdown_pct=100"}, nil, []string{"flag:--set", "sim.node_slowdown_pct", "0..100"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

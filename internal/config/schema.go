@@ -41,10 +41,13 @@ type Config struct {
 	ModelCache ModelCache           `yaml:"model_cache"`
 	Run        Run                  `yaml:"run"`
 	Sim        Sim                  `yaml:"sim"`
-	SSH        SSH                  `yaml:"ssh"`
-	OpenNebula OpenNebula           `yaml:"opennebula"`
-	Kubernetes Kubernetes           `yaml:"kubernetes"`
-	Slurm      Slurm                `yaml:"slurm"`
+	// History keeps every run in a database and compares each node and GPU with its own
+	// acceptance run (docs/history.md).
+	History    History    `yaml:"history"`
+	SSH        SSH        `yaml:"ssh"`
+	OpenNebula OpenNebula `yaml:"opennebula"`
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+	Slurm      Slurm      `yaml:"slurm"`
 	// HostPrep installs what an ssh host lacks (driver, DCGM, numactl) and purges it after.
 	HostPrep     HostPrep               `yaml:"host_prep"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
@@ -277,6 +280,33 @@ type Sim struct {
 	// BenchTime is how long each simulated microbenchmark and peer copy takes (0: no time), so a
 	// simulated health phase takes real time: one at a time against all at once shows (issue 34).
 	BenchTime Duration `yaml:"bench_time"`
+	// NodeSlowdownPct slows every virtual GPU of the node by this share (5: each runs at 0.95 of a
+	// healthy one, health and serving alike): a node that ages as a whole, which no GPU-to-GPU
+	// comparison sees and only the history does (issue 47).
+	NodeSlowdownPct float64 `yaml:"node_slowdown_pct"`
+}
+
+// History is the run history (docs/history.md): where runs are kept and how a node is compared
+// with its own acceptance run.
+type History struct {
+	// Enabled records every run and compares it with its acceptance (default true: the embedded
+	// SQLite file costs nothing to set up, and a history that starts late has no acceptance).
+	Enabled bool `yaml:"enabled"`
+	// URL is the store: "" (SQLite at the default path under gpuvet's state directory),
+	// sqlite:///path/history.db, or postgres://user@host:port/db?sslmode=... for a fleet. A
+	// password in the URL is refused: it comes from PasswordEnv.
+	URL string `yaml:"url"`
+	// PasswordEnv names the variable holding the PostgreSQL password (never in argv or output).
+	PasswordEnv string `yaml:"password_env"`
+	// RetentionDays drops runs older than this many days when a run is recorded (0: keep all);
+	// pinned and acceptance runs are kept.
+	RetentionDays int `yaml:"retention_days"`
+	// DriftPct is the material margin of a drift: a figure worse than its acceptance by more than
+	// this, with the interval of the gap beyond it too, flags (docs/history.md says why it is
+	// tighter than compare.variance_pct).
+	DriftPct float64 `yaml:"drift_pct"`
+	// Timeout bounds each read and write of the store.
+	Timeout Duration `yaml:"timeout"`
 }
 
 // Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
@@ -419,7 +449,13 @@ func Defaults() Config {
 		Kubernetes: kubernetesDefaults(),
 		Slurm:      slurmDefaults(),
 		HostPrep:   hostPrepDefaults(),
+		History:    historyDefaults(),
 	}
+}
+
+// historyDefaults is the history section's one home of defaults.
+func historyDefaults() History {
+	return History{Enabled: true, PasswordEnv: "PGPASSWORD", RetentionDays: 365, DriftPct: 6, Timeout: Duration(30 * time.Second)}
 }
 
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -53,6 +54,34 @@ func validCoTenant(s string, gpus int) bool {
 	}
 	n, err := strconv.Atoi(m[1])
 	return err == nil && n < gpus
+}
+
+// envNameRe is the form of an environment variable's name.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// historyURLProblem says what is wrong with history.url ("" when nothing): a scheme gpuvet has no
+// store for, or a password written into it.
+func historyURLProblem(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "want sqlite:///path/history.db or postgres://user@host:port/db (the URL does not parse)"
+	}
+	switch u.Scheme {
+	case "sqlite":
+		if u.Path == "" {
+			return "want sqlite:///path/history.db (an absolute path after sqlite://)"
+		}
+	case "postgres", "postgresql":
+		if _, has := u.User.Password(); has || u.Query().Has("password") {
+			return "a password in history.url would be recorded and shown: remove it and put it in the variable history.password_env names (default PGPASSWORD)"
+		}
+	default:
+		return fmt.Sprintf("scheme %q: want sqlite:///path/history.db or postgres://user@host:port/db", u.Scheme)
+	}
+	return ""
 }
 
 // floorNames are the benchmarks reference_floors may name (results.MicrobenchNames and the three
@@ -152,6 +181,12 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+		{"sim.node_slowdown_pct", c.Sim.NodeSlowdownPct < 0 || c.Sim.NodeSlowdownPct >= 100, "want 0..100 (5: every GPU of the node runs at 0.95)"},
+		{"history.url", historyURLProblem(c.History.URL) != "", historyURLProblem(c.History.URL)},
+		{"history.password_env", c.History.PasswordEnv != "" && !envNameRe.MatchString(c.History.PasswordEnv), "want the name of an environment variable, e.g. PGPASSWORD (the password itself never goes in the config)"},
+		{"history.retention_days", c.History.RetentionDays < 0, "want ≥ 0 days (0: keep every run)"},
+		{"history.drift_pct", c.History.DriftPct <= 0 || c.History.DriftPct >= 100, "want a margin in % in (0, 100), e.g. 5"},
+		{"history.timeout", c.History.Timeout <= 0, "want a positive duration, e.g. 30s"},
 		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},

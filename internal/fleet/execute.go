@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/history"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -159,6 +160,8 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 // closes the manifest (loudly when something is left) and returns the run's error.
 func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
 	c := plan.Config
+	// Each node against its own acceptance run: read before judging, recorded once judged.
+	history.Prepare(ctx, s, plan)
 	if err := judge.Fleet(s, plan); err != nil {
 		s.Error = joinErr(s.Error, "judge: "+err.Error())
 		s.Status = results.StatusFailed
@@ -190,6 +193,7 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	}
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
+	history.Record(ctx, s, plan)
 	path := filepath.Join(c.Output.Dir, "summary.json")
 	if _, err := WriteSummary(c.Output.Dir, s, o.Stderr); err != nil {
 		return fmt.Errorf("write %s: %v", path, err)

@@ -13,6 +13,7 @@ import (
 // block alone: it ranks every host and counts the rest, so no line per host follows.
 func Render(w io.Writer, s *results.Summary) {
 	term.Summary(w, s)
+	term.History(w, s.History)
 	if term.Compact(s) {
 		return
 	}

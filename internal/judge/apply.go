@@ -28,7 +28,7 @@ const (
 )
 
 func judgeOwned(check string) bool {
-	for _, p := range []string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix, checkBaselnPrefix} {
+	for _, p := range []string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix, checkBaselnPrefix, checkHistoryPrefix} {
 		if strings.HasPrefix(check, p) {
 			return true
 		}
@@ -50,6 +50,7 @@ func Apply(s *results.Summary, cfg Config) {
 		for mi := range h.Models {
 			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
 		}
+		applyDrift(s, h, cfg)
 		rollHost(h)
 	}
 	rollRun(s, cfg)

@@ -81,6 +81,9 @@ type Config struct {
 	// MaxErrorRatePct: a load whose failed-request share is above this fails its endpoint; any
 	// failed request flags it. nil: errors only flag. The default is config's gates.max_error_rate_pct.
 	MaxErrorRatePct Limit `yaml:"max_error_rate_pct" json:"max_error_rate_pct"`
+	// DriftPct: a figure worse than its node's or GPU's acceptance run by more than this, with the
+	// interval of the gap beyond it, is a drift (history.drift_pct; issue 47).
+	DriftPct Limit `yaml:"drift_pct" json:"drift_pct"`
 }
 
 // AICR throughput scopes.
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		CompareMinTTFTDeltaMs:    def(defaultOf(ThMinTTFTDeltaMs), "ms"),
 		BaselineTolerancePct:     def(defaultOf(ThBaselineTolerance), "%"),
 		MaxErrorRatePct:          def(defaultOf(ThMaxErrorRatePct), "%"),
+		DriftPct:                 def(defaultOf(ThDriftPct), "%"),
 	}
 }
 
@@ -269,6 +273,6 @@ func (c Config) Thresholds() map[string]results.Threshold {
 		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
 		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
 		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
-		"gate.max_error_rate_pct": c.MaxErrorRatePct,
+		"gate.max_error_rate_pct": c.MaxErrorRatePct, "history.drift_pct": c.DriftPct,
 	}
 }

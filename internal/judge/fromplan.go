@@ -40,6 +40,7 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, "ms", "compare.min_ttft_delta_ms")
 	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, "%", "compare.baseline_tolerance_pct")
 	cfg.MaxErrorRatePct = Limit{Value: c.Gates.MaxErrorRatePct, Unit: "%", Source: src("gates.max_error_rate_pct")}
+	cfg.DriftPct = guard(c.History.DriftPct, "%", "history.drift_pct")
 	if len(c.Reference) > 0 {
 		cfg.Reference = map[string]map[string]Override{}
 		for gpu, models := range c.Reference {

@@ -35,6 +35,7 @@ const (
 	ThMinThroughputReqS  = "compare.min_throughput_req_s"
 	ThMinTTFTDeltaMs     = "compare.min_ttft_delta_ms"
 	ThBaselineTolerance  = "compare.baseline_tolerance_pct"
+	ThDriftPct           = "history.drift_pct"
 	ThPCIeMinGBps        = "health.pcie_min_gbs"
 	ThFloors             = "reference_floors"
 	ThCalibTTFTMarginPct = "gpuvet calibrate --ttft-margin"
@@ -67,6 +68,7 @@ var Thresholds = []ThresholdSpec{
 	{ThMinThroughputReqS, DefaultMinThroughputReqS, "req/s", FromSeed, "seed 003: compare_min_throughput_req_s 1.0 (the 2 × T4 3-vs-4 requests case)"},
 	{ThMinTTFTDeltaMs, DefaultMinTTFTDeltaMs, "ms", FromSeed, "seed 003: compare_min_ttft_delta_ms 25"},
 	{ThBaselineTolerance, DefaultBaselineTolerance, "%", FromSeed, "seed 003: baremetal.baseline_tolerance_pct 10"},
+	{ThDriftPct, 6, "%", FromMeasured, "a host's run-to-run noise measured under 3 % (the H200 pair, 1.5 % apart), on each of the two runs compared: above it, and below the 8 % a costly firmware update takes (issue 47)"},
 	{ThPCIeMinGBps, results.DefaultHealth().MinPCIeGBps, "GB/s", FromSeed, "seed 003: pcie_bw.min_gbs 8"},
 	{ThFloors, 0, "share of peak", FromDatasheet, "the lowest ratio to the datasheet peak healthy H200s measured, less 25 % (results.MicrobenchFloors; docs/health-floors.md)"},
 	{ThCalibTTFTMarginPct, DefaultCalibTTFTMarginPct, "%", FromSeed, "seed 003: calibration TTFT p95 = worst + 30 %"},

@@ -17,7 +17,7 @@ func TestThresholdsTableIsTheDefaults(t *testing.T) {
 		ThTTFTP95Ms: *c.Gates.TTFTP95Ms, ThITLP95Ms: *c.Gates.ITLP95Ms, ThAICRTolerancePct: c.Gates.AICRTolerancePct,
 		ThMaxErrorRatePct: *c.Gates.MaxErrorRatePct, ThLLMVariancePct: c.Compare.VariancePct, ThGEMMVariancePct: c.Compare.GEMMVariancePct,
 		ThMinSamples: float64(c.Compare.MinSamples), ThMinThroughputReqS: c.Compare.MinThroughputReqS, ThMinTTFTDeltaMs: c.Compare.MinTTFTDeltaMs,
-		ThBaselineTolerance: c.Compare.BaselineTolerancePc, ThPCIeMinGBps: c.Health.PCIeMinGBs,
+		ThBaselineTolerance: c.Compare.BaselineTolerancePc, ThPCIeMinGBps: c.Health.PCIeMinGBs, ThDriftPct: c.History.DriftPct,
 		ThCalibTTFTMarginPct: DefaultCalibrateOptions().TTFTMarginPct, ThCalibThrMarginPct: DefaultCalibrateOptions().ThroughputMarginPct,
 	} {
 		if want := defaultOf(key); got != want {

@@ -84,6 +84,8 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	}
 	np := &nodePipeline{h: h, jobs: map[string]*nodeServed{}}
 	deps := pipeline.NewDeps(plan.Config, nil, nil) // the host pipeline's judge, exit code and catalog
+	// The fleet's merge reads and records the history once for every node (fleet.Execute).
+	deps.History, deps.Record = nil, nil
 	// auto weighs the load clients' CPU need against the node's CPU, where the load Jobs run, with
 	// the host pipeline's own rule (pipeline.ChooseParallel).
 	deps.Cores = func() (float64, string) {
@@ -332,7 +334,9 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	}
 	const out = "out" // relative: in-pod's fresh working directory
 	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false"}
+		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false",
+		// The fleet's merge records the node's history (fleet.Execute): the Job's pod keeps none.
+		"--set", "history.enabled=false"}
 	j := gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, append(args, sv.extra...), 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {

@@ -521,7 +521,7 @@ func TestRealNodeKillThenClean(t *testing.T) {
 	e := setupReal(t)
 	out, state := t.TempDir(), t.TempDir()
 	c := exec.Command(e.bin, e.realArgs(out, "", "--cache-size", "off", "--set", "load.max_duration=30s")...)
-	c.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
+	c.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state, "GPUVET_HISTORY_ENABLED=false")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

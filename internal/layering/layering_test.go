@@ -89,16 +89,20 @@ var allowed = graph{
 	// The outputs and the decisions: results in, text and verdicts out.
 	"internal/report": {"internal/fleetview", "internal/results"},
 	"internal/judge":  {"internal/compare", "internal/config", "internal/results"},
+	// The run history: a database of results; the judge's key figures, compared by the judge.
+	"internal/history": {"internal/compare", "internal/config", "internal/judge", "internal/results"},
+	// The two stores, fresh, for tests (SQLite, and the PostgreSQL server CI starts).
+	"internal/history/historytest": {"internal/config"},
 	// The measuring phases.
 	"internal/sim":    {"internal/catalog", "internal/gpu", "internal/netstamp", "internal/results", "internal/roofline"},
 	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results"},
 	"internal/health": {"internal/busy", "internal/catalog", "internal/compare", "internal/config", "internal/dcgm", "internal/gpu", "internal/results", "internal/sysfs"},
 	// The host pipeline wires the phases.
 	"internal/pipeline": {"internal/busy", "internal/catalog", "internal/config", "internal/cuda", "internal/engine", "internal/enginekind", "internal/functional",
-		"internal/gpu", "internal/health", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
+		"internal/gpu", "internal/health", "internal/history", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
 		"internal/report", "internal/results", "internal/roofline", "internal/sim", "internal/sysfs", "internal/term"},
 	// The fleet layer and its backends, above the host pipeline.
-	"internal/fleet":      {"internal/compare", "internal/config", "internal/filelimit", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
+	"internal/fleet":      {"internal/compare", "internal/config", "internal/filelimit", "internal/history", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
 	"internal/ssh":        {"internal/config", "internal/filelimit", "internal/fleet", "internal/hostprep", "internal/results", "internal/vfio"},
 	"internal/opennebula": {"internal/config", "internal/fleet", "internal/hostprep", "internal/judge", "internal/results", "internal/ssh"},
 	// Host preparation (packages, the vfio release) that the ssh and opennebula backends drive.
@@ -116,7 +120,7 @@ var allowed = graph{
 	"internal/vfio/vfiotest":         nil,
 	// The command, and the benchmark and script programs beside it.
 	"cmd/gpuvet": {"internal/analysis", "internal/catalog", "internal/config", "internal/cuda", "internal/dataset", "internal/engine", "internal/enginekind",
-		"internal/fleet", "internal/gpu", "internal/health", "internal/hostprep", "internal/importer", "internal/judge", "internal/k8s", "internal/load",
+		"internal/fleet", "internal/gpu", "internal/health", "internal/history", "internal/hostprep", "internal/importer", "internal/judge", "internal/k8s", "internal/load",
 		"internal/modelcache", "internal/opennebula", "internal/pipeline", "internal/report", "internal/results", "internal/sim",
 		"internal/slurm", "internal/ssh", "internal/term", "internal/vfio"},
 	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
@@ -149,6 +153,11 @@ var rules = []rule{
 		[]string{"internal/report", "internal/judge"},
 		[]string{"internal/load", "internal/engine", "internal/sim", "internal/dataset", "internal/modelcache", "internal/cuda", "internal/gpu", "internal/power", "internal/functional", "internal/pipeline", "internal/health", "internal/importer", "internal/dcgm", "internal/catalog", "internal/roofline"}},
 	{"health measures, judge decides", []string{"internal/health"}, []string{"internal/judge"}},
+	{"report and judge never open the history's database: what it knew is in results",
+		[]string{"internal/report", "internal/judge"}, []string{"internal/history"}},
+	{"the history stores results: it measures nothing and knows no backend",
+		[]string{"internal/history"},
+		[]string{"internal/load", "internal/sim", "internal/engine", "internal/health", "internal/pipeline", "internal/fleet", "internal/ssh", "internal/opennebula", "internal/k8s"}},
 	{"the load generator speaks HTTP only",
 		[]string{"internal/load"},
 		[]string{"internal/modelcache", "internal/sim", "internal/engine", "internal/catalog", "internal/gpu", "internal/cuda", "internal/config", "internal/pipeline", "internal/roofline"}},

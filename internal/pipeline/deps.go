@@ -94,6 +94,11 @@ type Deps struct {
 	Functional func(ctx context.Context, url, model, apiKeyEnv string, cfg config.Config) *results.Functional
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
+	// History reads each node's and GPU's acceptance run into the summary before the judge
+	// (history.Prepare), and Record appends the judged run to the store (history.Record); nil: no
+	// history. Neither may fail the run: a store error is a caveat.
+	History func(ctx context.Context, s *results.Summary, plan *config.Plan)
+	Record  func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	// Baseline compares the summary against a baseline file.
 	Baseline func(s *results.Summary, baselinePath string, plan *config.Plan) error
 	// Report writes the human and machine reports next to summary.json.

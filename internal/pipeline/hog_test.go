@@ -26,7 +26,22 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(withStateDir(m))
+}
+
+// withStateDir runs the tests with gpuvet's state (run manifests, the history database) in a
+// folder of their own, unless the caller chose one: a test's runs never land in the user's history.
+func withStateDir(m *testing.M) int {
+	if os.Getenv("GPUVET_STATE_DIR") != "" {
+		return m.Run()
+	}
+	d, err := os.MkdirTemp("", "gpuvet-test-state-")
+	if err != nil {
+		return m.Run()
+	}
+	defer os.RemoveAll(d)
+	os.Setenv("GPUVET_STATE_DIR", d)
+	return m.Run()
 }
 
 // hog starts one spinning child process per core and stops them when the test ends.

@@ -17,11 +17,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// quick is a sim plan with a profile short enough for a unit test on a loaded 2-core machine.
+// quick is a sim plan with a profile short enough for a unit test on a loaded 2-core machine. It
+// keeps no history: every simulated GPU has the same UUID in every test, and one test's run would
+// become the next one's acceptance (history_test.go tests the history).
 func quick(t *testing.T, sets ...string) *config.Plan {
 	t.Helper()
 	base := []string{"backend=sim", "sim.gpus=2", "load.max_duration=1500ms", "load.rates=2", "load.prompt_tokens=64",
-		"load.output_tokens=32", "load.max_concurrency=4", "output.dir=" + t.TempDir()}
+		"load.output_tokens=32", "load.max_concurrency=4", "output.dir=" + t.TempDir(), "history.enabled=false"}
 	p, err := config.Load(config.Options{Sets: append(base, sets...)})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
+	"github.com/gpuvet/gpuvet/internal/history"
 	"github.com/gpuvet/gpuvet/internal/importer"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/load"
@@ -47,6 +48,8 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 				MaxModelLen: c.Engine.MaxModelLen, Timeout: c.Functional.Timeout.D()})
 		},
 		Judge:    judge.Judge,
+		History:  history.Prepare,
+		Record:   history.Record,
 		Baseline: BaselineFromFile,
 		Report:   WriteReports,
 		ExitCode: judge.ExitCode,
@@ -130,7 +133,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	switch s {
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
+			StragglerPct: c.Sim.StragglerPct, NodeSlowdownPct: c.Sim.NodeSlowdownPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
 			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)

@@ -41,6 +41,24 @@ func (r *run) baseline(ctx context.Context) {
 	}
 }
 
+// history reads each node's and GPU's acceptance run into the summary, for the judge.
+func (r *run) history(ctx context.Context) {
+	if r.deps.History != nil {
+		if err := protect(func() error { r.deps.History(ctx, r.sum, r.plan); return nil }); err != nil {
+			r.sum.Caveats = append(r.sum.Caveats, "history not read: "+err.Error())
+		}
+	}
+}
+
+// record appends the judged run to the history (a failure is a caveat, never the run's).
+func (r *run) record(ctx context.Context) {
+	if r.deps.Record != nil {
+		if err := protect(func() error { r.deps.Record(ctx, r.sum, r.plan); return nil }); err != nil {
+			r.sum.Caveats = append(r.sum.Caveats, "history not recorded: "+err.Error())
+		}
+	}
+}
+
 func (r *run) judge() {
 	r.sum.Caveats = append(r.sum.Caveats, rungNotes(r.sum)...)
 	if r.deps.Judge == nil {
@@ -144,6 +162,7 @@ func (r *run) finish(ctx context.Context) {
 	} else {
 		r.sum.Complete = true
 	}
+	r.record(ctx)
 	r.flushLogged()
 	if r.cfg.Run.SaveBaseline && r.sum.Complete {
 		if err := results.WriteJSON(filepath.Join(r.out, "baseline.json"), r.sum); err != nil {

@@ -42,6 +42,7 @@ type page struct {
 	KPIs       []kpi
 	Hosts      []hostView
 	Baseline   *baselineView
+	History    *historyView  // each node against its own acceptance run, and its trend (issue 47)
 	Fleet      *fleetView    // multi-host runs: skipped nodes and node-to-node comparisons
 	FleetMap   *fleetMapView // multi-host runs: the node × GPU heat map and the nodes ranked worst first
 	MoreErrors []string      // the errors beyond maxVerdictFlags, folded
@@ -250,6 +251,7 @@ func buildPage(s *results.Summary) *page {
 	if s.Baseline != nil {
 		p.Baseline = buildBaseline(s)
 	}
+	p.History = buildHistory(s)
 	p.Fleet = buildFleet(s, shown)
 	p.Caveats = caveats(s, shown)
 	p.TimeToVet = timeToVet(s, shown)

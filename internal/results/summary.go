@@ -101,6 +101,9 @@ type Summary struct {
 
 	// Timing is the run's time-to-vet, phase by phase (issue 34; nil: not recorded).
 	Timing *Timing `json:"timing,omitempty"`
+
+	// History is each node and GPU against its own acceptance run (issue 47; nil: no history).
+	History *History `json:"history,omitempty"`
 }
 
 // Fleet is what a run over many hosts adds to the summary.

@@ -19,8 +19,11 @@ type FleetConfig struct {
 	Count          int     // number of GPUs (≥ 1)
 	StragglerIndex int     // the GPU that is slower; -1: none
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
-	Seed           int64   // UUIDs and microbenchmark noise derive from it
-	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	// NodeSlowdownPct slows every GPU by this share (5: all run at 0.95 of a healthy one): a node
+	// that ages as a whole, seen by no GPU-to-GPU comparison, only by the node's history.
+	NodeSlowdownPct float64
+	Seed            int64  // UUIDs and microbenchmark noise derive from it
+	LinkFault       string // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
 	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
 	// "GPU[:FROM[-TO]]", e.g. "1" or "1:5s-20s"; "": none.
 	CoTenant string
@@ -93,6 +96,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	}
 	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
 		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
+	}
+	if cfg.NodeSlowdownPct < 0 || cfg.NodeSlowdownPct >= 100 {
+		return nil, fmt.Errorf("node slowdown pct: must be in [0, 100), got %v", cfg.NodeSlowdownPct)
 	}
 	fault, err := parseLinkFault(cfg.LinkFault, cfg.Count)
 	if err != nil {
@@ -307,12 +313,12 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 		MemClockMHz: simMemClockMHz, MemUtilPct: int(util * 60), MemUsedMiB: used}, nil
 }
 
-// Speed is GPU i's speed relative to a healthy one now: 1.0, or 1 − StragglerPct/100 for the
-// straggler, times CoTenantSpeed while a co-tenant runs on it.
+// Speed is GPU i's speed relative to a healthy one now: 1 − NodeSlowdownPct/100, times
+// 1 − StragglerPct/100 for the straggler, times CoTenantSpeed while a co-tenant runs on it.
 func (f *Fleet) Speed(i int) float64 {
-	sp := 1.0
+	sp := 1 - f.cfg.NodeSlowdownPct/100
 	if i == f.cfg.StragglerIndex {
-		sp = 1 - f.cfg.StragglerPct/100
+		sp *= 1 - f.cfg.StragglerPct/100
 	}
 	if f.coTenantOn(i, time.Now()) {
 		sp *= CoTenantSpeed

@@ -72,6 +72,29 @@ func TestFleetMicrobench(t *testing.T) {
 	}
 }
 
+// A node slowdown slows every GPU by the same share, on top of a straggler's own (issue 47): the
+// GPUs stay alike, so only the node's history sees it.
+func TestFleetNodeSlowdown(t *testing.T) {
+	base, _ := NewFleet(FleetConfig{GPU: "H200", Count: 3, StragglerIndex: 2, StragglerPct: 30, Seed: 1})
+	slow, err := NewFleet(FleetConfig{GPU: "H200", Count: 3, StragglerIndex: 2, StragglerPct: 30, Seed: 1, NodeSlowdownPct: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []float64{0.95, 0.95, 0.95 * 0.7} {
+		if got := slow.Speed(i); math.Abs(got-want) > 1e-12 {
+			t.Errorf("gpu %d speed %v, want %v", i, got, want)
+		}
+		a, _, _ := base.Microbench(i, "gemm_bf16")
+		b, _, _ := slow.Microbench(i, "gemm_bf16")
+		if r := b / a; math.Abs(r-0.95) > 1e-9 {
+			t.Errorf("gpu %d GEMM slowed to %.4f of its healthy figure, want 0.95", i, r)
+		}
+	}
+	if _, err := NewFleet(FleetConfig{GPU: "H200", Count: 1, StragglerIndex: -1, NodeSlowdownPct: 100}); err == nil {
+		t.Error("a node 100 % slower should fail")
+	}
+}
+
 // Load on a GPU's engine moves that GPU's power and temperature, and no other's.
 func TestFleetPowerFollowsLoad(t *testing.T) {
 	f, _ := NewFleet(FleetConfig{GPU: "H100", Count: 2, StragglerIndex: -1})

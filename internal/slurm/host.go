@@ -48,7 +48,10 @@ func JobName(runID, node string) string { return "gpuvet-" + runID + "-" + fleet
 func (h *Host) script() string {
 	c := h.f.Config
 	args := []string{quote(h.bin), "run", "-c", quote(filepath.Join(h.dir, "plan.yaml")), "--out", quote(filepath.Join(h.dir, "out")),
-		"--backend", quote(c.RemoteBackend)}
+		"--backend", quote(c.RemoteBackend),
+		// The fleet run keeps the history (fleet.Execute records the merged summary): a node's own
+		// run recording it too would count every node twice.
+		"--set", "history.enabled=false"}
 	if c.RemoteBackend == "sim" && strings.HasPrefix(h.f.Plan.Source("sim.gpus"), "default") {
 		// The simulator stands in for the node's GPUs: as many as its gres says.
 		args = append(args, "--sim-gpus", strconv.Itoa(h.node.GPUs))

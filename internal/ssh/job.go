@@ -260,7 +260,9 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	}
 	defer s.Close()
 	dir := quote(j.RemoteDir)
-	args := []string{"./gpuvet", "run", "-c", "plan.yaml", "--out", "out"}
+	// The controller records the fleet's history (fleet.Execute): a host's own run keeps none, so
+	// nothing of it stays on the host.
+	args := []string{"./gpuvet", "run", "-c", "plan.yaml", "--out", "out", "--set", "history.enabled=false"}
 	for _, a := range j.Args {
 		args = append(args, quote(a))
 	}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gpuvet/gpuvet/internal/history"
+	"github.com/gpuvet/gpuvet/internal/term"
+)
+
+// historyOptions are the flags every `gpuvet history` subcommand shares: the store comes from the
+// plan's history section (-c, --set history.url=…, GPUVET_HISTORY_URL), the password from the
+// variable history.password_env names.
+type historyOptions struct {
+	cf    configFlags
+	node  string
+	gpu   string
+	limit int
+	store *history.Store
+}
+
+func (o *historyOptions) register(cmd *cobra.Command, subject bool) {
+	o.cf.register(cmd)
+	if subject {
+		cmd.Flags().StringVar(&o.node, "node", "", "one node (host name)")
+		cmd.Flags().StringVar(&o.gpu, "gpu", "", "one GPU, by UUID (followed across nodes)")
+	}
+}
+
+// Complete resolves the plan and opens its store (a store that cannot be opened: exit 2).
+func (o *historyOptions) Complete(ctx context.Context) error {
+	p, err := o.cf.plan()
+	if err != nil {
+		return err
+	}
+	o.store, err = history.Open(ctx, p.Config.History)
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+func newHistoryCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "Each node and GPU against its own past: list runs, show a trend, pin an acceptance run, export",
+		Long: `Every run (host or fleet, every backend) is kept in the history store: SQLite under gpuvet's state
+directory by default, PostgreSQL with history.url (the password from the variable history.password_env
+names). Each node and GPU is compared with its acceptance run: its first ok run under the same plan
+fingerprint, or the run pinned here. See docs/history.md.`,
+	}
+	cmd.AddCommand(newHistoryRunsCmd(), newHistoryTrendCmd(), newHistoryPinCmd(), newHistoryExportCmd())
+	return cmd
+}
+
+func newHistoryRunsCmd() *cobra.Command {
+	o := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "List the recorded runs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Complete(cmd.Context()); err != nil {
+				return err
+			}
+			defer o.store.Close()
+			runs, err := o.store.Runs(cmd.Context(), o.node, o.limit)
+			if err != nil {
+				return failedErr("history: %v", err)
+			}
+			t := term.NewTable(cmd.OutOrStdout(), "started (UTC)", "run", "status", "backend", "hosts", "plan", "gpuvet")
+			for _, r := range runs {
+				t.Row(r.StartedAt.Format("2006-01-02 15:04"), r.ID, r.Status, r.Backend, strconv.Itoa(r.Hosts), r.Fingerprint, r.ToolVersion)
+			}
+			t.Flush()
+			return nil
+		},
+	}
+	o.cf.register(cmd)
+	cmd.Flags().StringVar(&o.node, "node", "", "only runs that measured this node")
+	cmd.Flags().IntVar(&o.limit, "limit", 50, "at most this many runs (0: all)")
+	return cmd
+}
+
+func newHistoryTrendCmd() *cobra.Command {
+	o := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "trend (--node NAME | --gpu UUID)",
+		Short: "A node's (the median of its GPUs) or a GPU's figures over its runs, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if (o.node == "") == (o.gpu == "") {
+				return usageErr("trend: give one of --node NAME or --gpu UUID")
+			}
+			if err := o.Complete(cmd.Context()); err != nil {
+				return err
+			}
+			defer o.store.Close()
+			pts, err := o.store.Trend(cmd.Context(), o.node, o.gpu, "", o.limit)
+			if err != nil {
+				return failedErr("history: %v", err)
+			}
+			term.Trend(cmd.OutOrStdout(), pts)
+			return nil
+		},
+	}
+	o.register(cmd, true)
+	cmd.Flags().IntVar(&o.limit, "limit", 100, "the newest this many runs")
+	return cmd
+}
+
+func newHistoryPinCmd() *cobra.Command {
+	o := &historyOptions{}
+	cmd := &cobra.Command{
+		Use:   "pin RUN_ID [--node NAME | --gpu UUID]",
+		Short: "Make a run the acceptance of one node, one GPU, or everything it measured (under its plan)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.node != "" && o.gpu != "" {
+				return usageErr("pin: give --node or --gpu, not both")
+			}
+			if err := o.Complete(cmd.Context()); err != nil {
+				return err
+			}
+			defer o.store.Close()
+			pinned, err := o.store.Pin(cmd.Context(), args[0], o.node, o.gpu)
+			if err != nil {
+				return usageErr("history: %v", err)
+			}
+			for _, p := range pinned {
+				fmt.Fprintf(cmd.OutOrStdout(), "pinned %s: acceptance run %s\n", p, args[0])
+			}
+			return nil
+		},
+	}
+	o.register(cmd, true)
+	return cmd
+}
+
+func newHistoryExportCmd() *cobra.Command {
+	o := &historyOptions{}
+	var format, out string
+	cmd := &cobra.Command{
+		Use:   "export [--node NAME] [--gpu UUID] [--format csv|json] [-o FILE]",
+		Short: "Every stored figure with its interval and run, as CSV or JSON",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "csv" && format != "json" {
+				return usageErr("--format %q: want csv or json", format)
+			}
+			if out != "" {
+				if err := checkOutFile(out); err != nil {
+					return usageErr("-o: %v", err)
+				}
+			}
+			if err := o.Complete(cmd.Context()); err != nil {
+				return err
+			}
+			defer o.store.Close()
+			rows, err := o.store.Export(cmd.Context(), o.node, o.gpu)
+			if err != nil {
+				return failedErr("history: %v", err)
+			}
+			w := cmd.OutOrStdout()
+			var f *os.File
+			if out != "" {
+				if f, err = os.Create(out); err != nil {
+					return failedErr("%v", err)
+				}
+				w = f
+			}
+			err = writeExport(w, format, rows)
+			if f != nil {
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				return failedErr("export: %v", err)
+			}
+			return nil
+		},
+	}
+	o.register(cmd, true)
+	cmd.Flags().StringVar(&format, "format", "csv", "csv or json")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file (default: stdout)")
+	return cmd
+}
+
+// exportHeader is the CSV's columns, one per field of history.Row.
+var exportHeader = []string{"run_id", "started_at", "fingerprint", "host", "uuid", "model", "metric", "unit", "value", "ci_lo", "ci_hi", "ci_level",
+	"samples", "higher_is_better", "lower_bound", "client_limited", "req_s", "judged"}
+
+func writeExport(w io.Writer, format string, rows []history.Row) error {
+	if format == "json" {
+		if rows == nil {
+			rows = []history.Row{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write(exportHeader); err != nil {
+		return err
+	}
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+	for _, r := range rows {
+		lo, hi, lvl := "", "", ""
+		if r.CI != nil {
+			lo, hi, lvl = g(r.CI.Lo), g(r.CI.Hi), g(r.CI.Level)
+		}
+		if err := cw.Write([]string{r.RunID, r.StartedAt.Format("2006-01-02T15:04:05.000Z"), r.Fingerprint, r.Host, r.UUID, r.Model, r.Metric, r.Unit,
+			g(r.Value), lo, hi, lvl, strconv.Itoa(r.Samples), strconv.FormatBool(r.HigherIsBetter), strconv.FormatBool(r.LowerBound),
+			strconv.FormatBool(r.ClientLimited), g(r.ReqS), strconv.FormatBool(r.Judged)}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}

@@ -1,0 +1,397 @@
+package history
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// RunInfo is one recorded run.
+type RunInfo struct {
+	ID          string    `json:"run_id"`
+	StartedAt   time.Time `json:"started_at"`
+	ToolVersion string    `json:"tool_version"`
+	Backend     string    `json:"backend"`
+	Environment string    `json:"environment"`
+	Fingerprint string    `json:"fingerprint"`
+	Status      string    `json:"status"`
+	Complete    bool      `json:"complete"`
+	Hosts       int       `json:"hosts"`
+}
+
+// Runs lists the newest runs first (at most limit; 0: all), those that measured host when given.
+func (s *Store) Runs(ctx context.Context, host string, limit int) ([]RunInfo, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	q := `SELECT id, started_ms, tool_version, backend, environment, fingerprint, status, complete, hosts FROM runs`
+	var args []any
+	if host != "" {
+		q += ` WHERE id IN (SELECT run_id FROM nodes WHERE host = ?)`
+		args = append(args, host)
+	}
+	q += ` ORDER BY started_ms DESC, id DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(" LIMIT %d", limit)
+	}
+	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []RunInfo
+	for rs.Next() {
+		var r RunInfo
+		var ms int64
+		var complete int
+		if err := rs.Scan(&r.ID, &ms, &r.ToolVersion, &r.Backend, &r.Environment, &r.Fingerprint, &r.Status, &complete, &r.Hosts); err != nil {
+			return nil, err
+		}
+		r.StartedAt, r.Complete = time.UnixMilli(ms).UTC(), complete == 1
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}
+
+// acceptanceOf is the acceptance row of one node or GPU under fp (ok false: none).
+func (s *Store) acceptanceOf(ctx context.Context, scope, subject, fp string) (results.Acceptance, bool, error) {
+	a := results.Acceptance{Scope: scope}
+	var pinned int
+	var ms int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT run_id, host, pinned, at_ms FROM acceptance WHERE scope = ? AND subject = ? AND fingerprint = ?`),
+		scope, subject, fp).Scan(&a.RunID, &a.Host, &pinned, &ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, false, nil
+	}
+	if err != nil {
+		return a, false, err
+	}
+	a.Pinned, a.At = pinned == 1, time.UnixMilli(ms).UTC()
+	if scope == ScopeGPU {
+		a.UUID = subject
+	}
+	return a, true, nil
+}
+
+// figures reads the stored figures of one run, for a host (uuid "") or one GPU.
+func (s *Store) figures(ctx context.Context, runID, host, uuid string) ([]results.StoredFigure, error) {
+	q := `SELECT uuid, model, metric, unit, value, ci_lo, ci_hi, ci_level, samples, higher, lower_bound, client_limited, req_s, judged FROM figures WHERE run_id = ?`
+	args := []any{runID}
+	if uuid != "" {
+		q += ` AND uuid = ?`
+		args = append(args, uuid)
+	} else {
+		q += ` AND host = ?`
+		args = append(args, host)
+	}
+	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []results.StoredFigure
+	for rs.Next() {
+		var f results.StoredFigure
+		var lo, hi, lvl sql.NullFloat64
+		var higher, lb, cl, judged int
+		if err := rs.Scan(&f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl, &f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
+			return nil, err
+		}
+		if lo.Valid && hi.Valid {
+			f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
+		}
+		f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
+		out = append(out, f)
+	}
+	return out, rs.Err()
+}
+
+// Acceptance reads, for every host of sum and every GPU found on it, its acceptance run under fp
+// with that run's figures, and says in notes what has none (a first run, or earlier runs under
+// another plan only, which are not compared). The run itself is never its own reference.
+func (s *Store) Acceptance(ctx context.Context, sum *results.Summary, fp string) ([]results.Acceptance, []string, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []results.Acceptance
+	var notes []string
+	for hi := range sum.Hosts {
+		h := &sum.Hosts[hi]
+		a, ok, err := s.acceptanceOf(ctx, ScopeNode, h.Name, fp)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok && a.RunID != sum.RunID {
+			if a.Figures, err = s.figures(ctx, a.RunID, a.Host, ""); err != nil {
+				return nil, nil, err
+			}
+			out = append(out, a)
+		} else {
+			note, err := s.noAcceptance(ctx, h.Name, fp)
+			if err != nil {
+				return nil, nil, err
+			}
+			notes = append(notes, note)
+		}
+		for _, g := range h.Discovery.GPUs {
+			if g.UUID == "" {
+				continue
+			}
+			a, ok, err := s.acceptanceOf(ctx, ScopeGPU, g.UUID, fp)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok || a.RunID == sum.RunID {
+				continue
+			}
+			if a.Figures, err = s.figures(ctx, a.RunID, "", g.UUID); err != nil {
+				return nil, nil, err
+			}
+			a.Serial = g.Serial
+			if a.Host != h.Name {
+				notes = append(notes, fmt.Sprintf("gpu %d (%s) on %s was on %s in its acceptance run %s: it keeps its history (followed by UUID)", g.Index, g.UUID, h.Name, a.Host, a.RunID))
+			}
+			out = append(out, a)
+		}
+	}
+	return out, notes, nil
+}
+
+// noAcceptance says why a node is not compared: no run yet, or runs under other plans only.
+func (s *Store) noAcceptance(ctx context.Context, host, fp string) (string, error) {
+	var other, same int
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT
+		COALESCE(SUM(CASE WHEN r.fingerprint <> ? THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN r.fingerprint = ? THEN 1 ELSE 0 END), 0)
+		FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.host = ?`), fp, fp, host).Scan(&other, &same)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case other > 0 && same == 0:
+		return fmt.Sprintf("node %s: %d earlier run(s) under another plan (a different load, model, engine or health settings): not compared; this plan's first ok run becomes its acceptance", host, other), nil
+	case same > 0:
+		return fmt.Sprintf("node %s: %d earlier run(s) under this plan, none ok: no acceptance yet (its first ok run becomes it, or pin one: gpuvet history pin)", host, same), nil
+	}
+	return fmt.Sprintf("node %s: no earlier run: this run becomes its acceptance if it ends ok", host), nil
+}
+
+// Trend is one node's (uuid "") or one GPU's runs, oldest first, at most limit (0: 100) of the
+// newest: each run's status and figures (a node's: the median over its GPUs). Runs under another
+// fingerprint than fp are marked Other (fp "": none is).
+func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]results.TrendPoint, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	if limit <= 0 {
+		limit = 100
+	}
+	var runQ string
+	var args []any
+	if uuid != "" {
+		runQ = `SELECT r.id, r.started_ms, g.status, r.fingerprint, g.host FROM gpus g JOIN runs r ON r.id = g.run_id WHERE g.uuid = ?`
+		args = append(args, uuid)
+	} else {
+		runQ = `SELECT r.id, r.started_ms, n.status, r.fingerprint, n.host FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.host = ?`
+		args = append(args, host)
+	}
+	rs, err := s.db.QueryContext(ctx, s.q(runQ+fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit)), args...)
+	if err != nil {
+		return nil, err
+	}
+	var pts []results.TrendPoint
+	pos := map[string]int{}
+	for rs.Next() {
+		var p results.TrendPoint
+		var ms int64
+		var st, f string
+		if err := rs.Scan(&p.RunID, &ms, &st, &f, &p.Host); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		p.At, p.Status, p.Other, p.Figures = time.UnixMilli(ms).UTC(), results.Status(st), fp != "" && f != fp, map[string]float64{}
+		if _, dup := pos[p.RunID]; !dup {
+			pos[p.RunID] = len(pts)
+			pts = append(pts, p)
+		}
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	if len(pts) == 0 {
+		return nil, nil
+	}
+	figQ := `SELECT run_id, uuid, model, metric, value FROM figures WHERE `
+	if uuid != "" {
+		figQ += `uuid = ?`
+	} else {
+		figQ += `host = ?`
+	}
+	figQ += ` AND run_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(pts)), ", ") + `)`
+	for _, p := range pts {
+		args = append(args, p.RunID)
+	}
+	rs, err = s.db.QueryContext(ctx, s.q(figQ), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	vals := map[string]map[string]map[string]float64{} // run -> key -> uuid -> value (a tp group's figure once)
+	for rs.Next() {
+		var run, u, model, metric string
+		var v float64
+		if err := rs.Scan(&run, &u, &model, &metric, &v); err != nil {
+			return nil, err
+		}
+		k := judge.FigureKey(results.StoredFigure{Model: model, Metric: metric})
+		if vals[run] == nil {
+			vals[run] = map[string]map[string]float64{}
+		}
+		if vals[run][k] == nil {
+			vals[run][k] = map[string]float64{}
+		}
+		vals[run][k][u] = v
+	}
+	if err := rs.Err(); err != nil {
+		return nil, err
+	}
+	for run, byKey := range vals {
+		p := &pts[pos[run]]
+		for k, byGPU := range byKey {
+			v := make([]float64, 0, len(byGPU))
+			for _, x := range byGPU {
+				v = append(v, x)
+			}
+			p.Figures[k] = compare.Median(v)
+		}
+	}
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].At.Before(pts[j].At) })
+	return pts, nil
+}
+
+// Pin makes runID the acceptance, under that run's fingerprint, of one node (host), one GPU
+// (uuid), or, with neither, of every node and GPU the run measured. It returns what it pinned.
+func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var fp string
+	var ms int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT fingerprint, started_ms FROM runs WHERE id = ?`), runID).Scan(&fp, &ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %s is not in the history (gpuvet history runs lists them)", runID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	type subj struct{ scope, subject, host string }
+	var subs []subj
+	rs, err := s.db.QueryContext(ctx, s.q(`SELECT host, uuid FROM gpus WHERE run_id = ?`), runID)
+	if err != nil {
+		return nil, err
+	}
+	hosts := map[string]bool{}
+	for rs.Next() {
+		var h, u string
+		if err := rs.Scan(&h, &u); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		if u != "" && (uuid == "" && (host == "" || host == h) || uuid == u) {
+			subs = append(subs, subj{ScopeGPU, u, h})
+		}
+		hosts[h] = true
+	}
+	rs.Close()
+	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host FROM nodes WHERE run_id = ?`), runID)
+	if err != nil {
+		return nil, err
+	}
+	for nrs.Next() {
+		var h string
+		if err := nrs.Scan(&h); err != nil {
+			nrs.Close()
+			return nil, err
+		}
+		if uuid == "" && (host == "" || host == h) {
+			subs = append(subs, subj{ScopeNode, h, h})
+		}
+	}
+	nrs.Close()
+	if len(subs) == 0 {
+		return nil, fmt.Errorf("run %s measured no node %q / GPU %q", runID, host, uuid)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var out []string
+	for _, x := range subs {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO acceptance (scope, subject, fingerprint, run_id, host, pinned, at_ms) VALUES (?, ?, ?, ?, ?, 1, ?)
+			ON CONFLICT (scope, subject, fingerprint) DO UPDATE SET run_id = excluded.run_id, host = excluded.host, pinned = 1, at_ms = excluded.at_ms`),
+			x.scope, x.subject, fp, runID, x.host, ms); err != nil {
+			return nil, err
+		}
+		out = append(out, x.scope+" "+x.subject)
+	}
+	return out, tx.Commit()
+}
+
+// Row is one stored figure with its run, for export.
+type Row struct {
+	RunID       string    `json:"run_id"`
+	StartedAt   time.Time `json:"started_at"`
+	Fingerprint string    `json:"fingerprint"`
+	Host        string    `json:"host"`
+	results.StoredFigure
+}
+
+// Export reads every stored figure (of one node or GPU when given), oldest run first.
+func (s *Store) Export(ctx context.Context, host, uuid string) ([]Row, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	q := `SELECT r.id, r.started_ms, r.fingerprint, f.host, f.uuid, f.model, f.metric, f.unit, f.value, f.ci_lo, f.ci_hi, f.ci_level, f.samples, f.higher, f.lower_bound, f.client_limited, f.req_s, f.judged
+		FROM figures f JOIN runs r ON r.id = f.run_id`
+	var args []any
+	var where []string
+	if host != "" {
+		where, args = append(where, "f.host = ?"), append(args, host)
+	}
+	if uuid != "" {
+		where, args = append(where, "f.uuid = ?"), append(args, uuid)
+	}
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY r.started_ms, r.id, f.host, f.uuid, f.model, f.metric"
+	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []Row
+	for rs.Next() {
+		var r Row
+		var ms int64
+		var lo, hi, lvl sql.NullFloat64
+		var higher, lb, cl, judged int
+		f := &r.StoredFigure
+		if err := rs.Scan(&r.RunID, &ms, &r.Fingerprint, &r.Host, &f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl,
+			&f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
+			return nil, err
+		}
+		if lo.Valid && hi.Valid {
+			f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
+		}
+		r.StartedAt = time.UnixMilli(ms).UTC()
+		f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
+		out = append(out, r)
+	}
+	return out, rs.Err()
+}

@@ -1,0 +1,356 @@
+package judge
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CheckDrift is the check of a figure worse than the same figure of its node's or GPU's acceptance
+// run (issue 47); "history." checks are the judge's own and are rewritten by every Apply.
+const (
+	CheckDrift         = "history.drift"
+	checkHistoryPrefix = "history."
+)
+
+// Non-judged figures kept for trends (power, energy, speed-of-light, clocks): no interval, and
+// they move with the load as much as with the card.
+const (
+	MetricPowerMeanW     = "power_mean_w"
+	MetricTokensPerJoule = "tokens_per_joule"
+	MetricSOLPct         = "sol_pct"
+	MetricBurnTFLOPS     = "burn_tflops"
+	MetricBurnPowerW     = "burn_power_mean_w"
+	MetricBurnMinClock   = "burn_min_sm_clock_mhz"
+)
+
+// KeyFigures are the figures of one host the history keeps and compares, one per GPU (by UUID; a
+// tp group's figure under each of its GPUs): each health microbenchmark and the burn, and per model
+// every LLM figure GPU-to-GPU compares (LLMMetrics), with what compare needs to judge it, plus the
+// power, tok/J and % of speed-of-light. Judged marks those compared with the acceptance run: the
+// microbenchmarks, the burn, the throughputs and the median TPOT (not the tails, not power).
+// Figures of a GPU that was not gpuvet's alone are kept but not judged.
+func KeyFigures(h *results.Host) []results.StoredFigure {
+	var out []results.StoredFigure
+	uuidOf := map[int]string{}
+	for _, g := range h.Discovery.GPUs {
+		uuidOf[g.Index] = g.UUID
+	}
+	if h.Health != nil {
+		for _, g := range h.Health.GPUs {
+			if g.GPU.UUID != "" {
+				uuidOf[g.GPU.Index] = g.GPU.UUID
+			}
+			busy := g.Busy != nil
+			for _, b := range g.Bench {
+				if b.Error != "" || !(b.Value > 0) {
+					continue
+				}
+				out = append(out, results.StoredFigure{UUID: g.GPU.UUID, Metric: b.Name, Unit: b.Unit, Value: b.Value,
+					HigherIsBetter: true, Judged: !busy && !b.Busy})
+			}
+			if bu := g.Burn; bu != nil && bu.Error == "" {
+				add := func(m, unit string, v float64, higher, judged bool) {
+					if v > 0 {
+						out = append(out, results.StoredFigure{UUID: g.GPU.UUID, Metric: m, Unit: unit, Value: v, HigherIsBetter: higher, Judged: judged && !busy})
+					}
+				}
+				add(MetricBurnTFLOPS, "TFLOP/s", bu.TFLOPS, true, true)
+				add(MetricBurnPowerW, "W", bu.PowerMeanW, false, false)
+				add(MetricBurnMinClock, "MHz", float64(bu.MinSMClockMHz), true, false)
+			}
+		}
+	}
+	for _, m := range h.Models {
+		for _, ep := range m.Endpoints {
+			if ep.Load == nil || ep.Status == results.StatusFailed || len(ep.Load.Runs) == 0 {
+				continue
+			}
+			figs := endpointFigures(m.Model, &ep)
+			uuids := make([]string, 0, len(ep.GPUs))
+			for _, i := range ep.GPUs {
+				uuids = append(uuids, uuidOf[i])
+			}
+			if len(uuids) == 0 {
+				uuids = []string{""}
+			}
+			for _, u := range uuids {
+				for _, f := range figs {
+					f.UUID = u
+					out = append(out, f)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// endpointFigures are one endpoint's LLM figures (UUID left to the caller).
+func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure {
+	var out []results.StoredFigure
+	busy := len(ep.Busy) > 0
+	for _, met := range LLMMetrics {
+		f, ok := met.Get(ep.Load)
+		if !ok || !(f.Value > 0) {
+			continue
+		}
+		out = append(out, results.StoredFigure{Model: model, Metric: met.Name, Unit: metricUnit(met.Name), Value: f.Value, CI: f.CI,
+			Samples: f.Samples, HigherIsBetter: met.HigherIsBetter, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited,
+			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name)})
+	}
+	if p := ep.Power; p != nil {
+		if p.MeanW > 0 {
+			out = append(out, results.StoredFigure{Model: model, Metric: MetricPowerMeanW, Unit: "W", Value: p.MeanW})
+		}
+		if p.TokensPerJoule > 0 {
+			out = append(out, results.StoredFigure{Model: model, Metric: MetricTokensPerJoule, Unit: "tok/J", Value: p.TokensPerJoule, HigherIsBetter: true})
+		}
+	}
+	if s := ep.SpeedOfLight; s != nil && s.Percent > 0 {
+		out = append(out, results.StoredFigure{Model: model, Metric: MetricSOLPct, Unit: "%", Value: s.Percent, HigherIsBetter: true})
+	}
+	return out
+}
+
+// tail says a figure is a tail percentile (p95, p99): kept for trends, not judged against the
+// acceptance run. Across runs a tail moves with whatever else the host did in that window (timer
+// slack, interrupts, a neighbour's burst), which the run's own interval cannot see: on the
+// simulator a node 5 % slower read 11 % worse in ITL p95 while its median TPOT read 5.4 %. The
+// median TPOT (the decode step) and the throughputs measure the card's speed.
+func tail(metric string) bool {
+	return strings.Contains(metric, "p95") || strings.Contains(metric, "p99")
+}
+
+func metricUnit(metric string) string {
+	switch {
+	case strings.HasSuffix(metric, "req_s"):
+		return "req/s"
+	case strings.Contains(metric, "tok_s"):
+		return "tok/s"
+	}
+	return "ms"
+}
+
+// FigureKey names a figure within one GPU or node: "MODEL metric", or the metric of a health figure.
+func FigureKey(f results.StoredFigure) string {
+	if f.Model == "" {
+		return f.Metric
+	}
+	return f.Model + " " + f.Metric
+}
+
+func asFigure(f results.StoredFigure) compare.Figure {
+	return compare.Figure{Value: f.Value, CI: f.CI, Samples: f.Samples, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited, ReqS: f.ReqS}
+}
+
+// driftGuards are the interval rule's guards for one figure against its acceptance: the LLM noise
+// guards for an LLM figure, none for a health figure (no requests behind it), with the history's
+// margin.
+func driftGuards(f results.StoredFigure, cfg Config, margin float64) compare.Guards {
+	g := compare.Guards{VariancePct: margin}
+	if f.Model != "" {
+		g = cfg.LLMGuardsFrom()
+		g.VariancePct = margin
+	}
+	return g
+}
+
+// applyDrift compares every judged figure of host h with the same figure of its acceptance runs
+// (s.History, filled by the history store before judging): each GPU against its own (by UUID, so a
+// GPU that moved node keeps its reference), and the node (the median over its GPUs) against the
+// node's. It uses the interval rule of GPU-to-GPU (compare.Slower) with history.drift_pct as the
+// margin. A drift beyond the margin with its interval flags the GPU's endpoint (or health record)
+// and the node; one that cannot be decided is kept in s.History.Drift with its reason.
+func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
+	hist := s.History
+	if hist == nil {
+		return
+	}
+	h.Flags = dropHistoryFlags(h.Flags)
+	if h.Health != nil {
+		for gi := range h.Health.GPUs {
+			h.Health.GPUs[gi].Flags = dropHistoryFlags(h.Health.GPUs[gi].Flags)
+		}
+	}
+	kept := hist.Drift[:0]
+	for _, d := range hist.Drift {
+		if d.Host != h.Name {
+			kept = append(kept, d)
+		}
+	}
+	hist.Drift = kept
+	if len(hist.Acceptance) == 0 {
+		return
+	}
+	margin := val(cfg.DriftPct)
+	hist.DriftPct, hist.DriftPctSource = margin, cfg.DriftPct.Source
+	if margin <= 0 {
+		return
+	}
+	cur := KeyFigures(h)
+	index := map[int]string{}
+	for _, g := range h.Discovery.GPUs {
+		index[g.Index] = g.UUID
+	}
+	for _, a := range hist.Acceptance {
+		switch {
+		case a.Scope == "gpu":
+			gpuDrift(s, h, a, cur, cfg, margin, index)
+		case a.Scope == "node" && a.Host == h.Name:
+			nodeDrift(s, h, a, cur, cfg, margin)
+		}
+	}
+	for mi := range h.Models {
+		m := &h.Models[mi]
+		for ei := range m.Endpoints {
+			ep := &m.Endpoints[ei]
+			ep.Status = endpointStatus(ep)
+			m.Status = results.Worse(m.Status, ep.Status)
+		}
+	}
+}
+
+func dropHistoryFlags(fl []results.Flag) []results.Flag {
+	var out []results.Flag
+	for _, x := range fl {
+		if !strings.HasPrefix(x.Check, checkHistoryPrefix) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64, index map[int]string) {
+	gpu := -1
+	for i, u := range index {
+		if u == a.UUID {
+			gpu = i
+		}
+	}
+	if gpu < 0 {
+		return // the GPU is not on this host in this run
+	}
+	ref := map[string]results.StoredFigure{}
+	for _, f := range a.Figures {
+		if f.UUID == a.UUID {
+			ref[FigureKey(f)] = f
+		}
+	}
+	seen := map[string]bool{}
+	for _, x := range cur {
+		r, ok := ref[FigureKey(x)]
+		if x.UUID != a.UUID || !x.Judged || !ok || seen[FigureKey(x)] {
+			continue
+		}
+		seen[FigureKey(x)] = true
+		d := driftOf("gpu", h.Name, gpu, x, asFigure(x), asFigure(r), a, cfg, margin)
+		d.UUID = a.UUID
+		s.History.Drift = append(s.History.Drift, d)
+		if d.Result != string(results.StatusFlag) {
+			continue
+		}
+		fl := results.Flag{Scope: "gpu", Check: CheckDrift, Reason: d.Reason}
+		if x.Model == "" {
+			if h.Health != nil {
+				for gi := range h.Health.GPUs {
+					if g := &h.Health.GPUs[gi]; g.GPU.UUID == a.UUID {
+						fl.Subject = fmt.Sprintf("gpu %d (%s)", gpu, a.UUID)
+						g.Flags = append(g.Flags, fl)
+					}
+				}
+			}
+			continue
+		}
+		for mi := range h.Models {
+			m := &h.Models[mi]
+			if m.Model != x.Model {
+				continue
+			}
+			if ep := endpointOnGPU(m, gpu); ep != nil {
+				fl.Subject = subject(m.Model, ep)
+				ep.Flags = append(ep.Flags, fl)
+			}
+		}
+	}
+}
+
+func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64) {
+	group := func(figs []results.StoredFigure, judgedOnly bool) (map[string][]compare.Figure, map[string]results.StoredFigure) {
+		by, proto := map[string][]compare.Figure{}, map[string]results.StoredFigure{}
+		seen := map[string]bool{}
+		for _, f := range figs {
+			k := FigureKey(f)
+			// A tp group's figure is stored under each of its GPUs: count it once.
+			if (judgedOnly && !f.Judged) || seen[f.UUID+"\x00"+k] {
+				continue
+			}
+			seen[f.UUID+"\x00"+k] = true
+			by[k] = append(by[k], asFigure(f))
+			proto[k] = f
+		}
+		return by, proto
+	}
+	now, proto := group(cur, true)
+	then, _ := group(a.Figures, false)
+	keys := make([]string, 0, len(now))
+	for k := range now {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ref, ok := then[k]
+		if !ok {
+			continue
+		}
+		x := proto[k]
+		d := driftOf("node", h.Name, -1, x, compare.MedianOf(now[k]), compare.MedianOf(ref), a, cfg, margin)
+		s.History.Drift = append(s.History.Drift, d)
+		if d.Result == string(results.StatusFlag) {
+			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: h.Name, Check: CheckDrift, Reason: d.Reason})
+		}
+	}
+}
+
+// driftOf judges one figure against its acceptance figure by the interval rule.
+func driftOf(scope, host string, gpu int, proto results.StoredFigure, x, ref compare.Figure, a results.Acceptance, cfg Config, margin float64) results.Drift {
+	sl := compare.Slower(proto.Metric, x, ref, proto.HigherIsBetter, margin, driftGuards(proto, cfg, margin))
+	d := results.Drift{Scope: scope, Host: host, GPU: gpu, Model: proto.Model, Metric: proto.Metric, Value: x.Value, ValueCI: x.CI,
+		Reference: ref.Value, ReferenceCI: ref.CI, DeltaPct: sl.Pct, DeltaCI: sl.CI, DetectablePct: sl.DetectablePct,
+		AcceptanceRun: a.RunID, AcceptanceAt: a.At}
+	who := "node " + host
+	if scope == "gpu" {
+		who = fmt.Sprintf("gpu %d (%s) on %s", gpu, a.UUID, host)
+	}
+	what := fmt.Sprintf("%s of %s is %s, %.1f %% %s its acceptance run %s of %s (%s)%s", FigureKey(proto), who, compare.Num(x.Value),
+		sl.Pct, map[bool]string{true: "below", false: "above"}[proto.HigherIsBetter], a.RunID, a.At.UTC().Format("2006-01-02 15:04 UTC"),
+		compare.Num(ref.Value), gapText(sl.CI))
+	switch sl.Result {
+	case compare.Fail:
+		d.Result = string(results.StatusFlag)
+		how := "with its interval"
+		if sl.CI == nil {
+			how = "(a figure without an interval, judged on its value)"
+		}
+		d.Reason = what + fmt.Sprintf(", beyond the %g %% drift margin %s: the node has slowed against itself (cooling, power, firmware, driver): compare its clocks and power with the acceptance run's", margin, how)
+	case compare.Inconclusive:
+		d.Result = string(results.StatusInconclusive)
+		d.Reason = what + ": not decided: " + sl.Why
+	default:
+		d.Result = "pass"
+		d.Reason = fmt.Sprintf("within %g %% of its acceptance run %s (%.1f %%)", margin, a.RunID, sl.Pct)
+		if sl.Why != "" {
+			d.Reason += ": " + sl.Why
+		}
+	}
+	return d
+}
+
+func gapText(c *results.Interval) string {
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf(", 95 %% interval of the gap [%.1f %%, %.1f %%]", c.Lo, c.Hi)
+}

@@ -1,0 +1,190 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/history"
+	"github.com/gpuvet/gpuvet/internal/history/historytest"
+	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// driftPlan is a quick simulated node of 2 GPUs, all slowed by slowdown %, under the history h: a
+// synchronous profile (its figures carry intervals, and one in flight never makes the client the
+// bottleneck on a busy machine), and a drift margin of 7.5 % halfway between the test's 5 % and
+// 10 % steps, so that a CPU-starved run on a shared machine (its median TPOT reads a few tenths of
+// a % slow) decides neither.
+func driftPlan(t *testing.T, h config.History, slowdown float64) *config.Plan {
+	t.Helper()
+	sets := append([]string{"backend=sim", "sim.gpus=2", "load.profile=synchronous", "load.prompt_tokens=64", "load.output_tokens=32",
+		"load.max_duration=2s", "functional.enabled=false", "history.drift_pct=7.5", "output.dir=" + t.TempDir(), fmt.Sprintf("sim.node_slowdown_pct=%g", slowdown)},
+		historytest.Sets(h)...)
+	p, err := config.Load(config.Options{Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func flagsOf(s *results.Summary, check string) []results.Flag {
+	var out []results.Flag
+	for _, f := range s.Flags {
+		if f.Check == check {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// The acceptance test: three runs of a simulated node whose GPUs all get 5 % slower each
+// run. No GPU-to-GPU comparison can see it (the GPUs stay alike), yet the third run, 10 % slower
+// than the first (the node's acceptance), flags the drift against that run with its interval; the
+// second, 5 % slower, does not. On SQLite and on PostgreSQL. (On the old code nothing is kept
+// between runs: the third run ends ok.)
+func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
+	for _, k := range historytest.Kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			h := k.Fresh(t)
+			var sums []*results.Summary
+			for _, slow := range []float64{0, 5, 10} {
+				p := driftPlan(t, h, slow)
+				res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "node-a"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := res.Summary
+				if s.History == nil || s.History.Error != "" || s.History.Recorded == nil {
+					t.Fatalf("run at %g %% slower: history %+v", slow, s.History)
+				}
+				if g := flagsOf(s, judge.CheckGPUToGPU); len(g) > 0 {
+					t.Errorf("run at %g %% slower: a GPU-to-GPU flag for a node slowed as a whole: %+v", slow, g)
+				}
+				t.Logf("run at %g %% slower: %s; drift:\n%s", slow, s.Status, driftRows(s))
+				sums = append(sums, s)
+			}
+			first, second, third := sums[0], sums[1], sums[2]
+			if first.Hosts[0].Status != results.StatusOK {
+				t.Fatalf("the first run is %s, not ok: it cannot be the acceptance (flags %+v)", first.Hosts[0].Status, first.Flags)
+			}
+			if !strings.Contains(strings.Join(first.History.Notes, "\n"), "no earlier run") {
+				t.Errorf("first run's notes: %q", first.History.Notes)
+			}
+			if d := flagsOf(second, judge.CheckDrift); len(d) > 0 {
+				t.Errorf("5 %% slower flagged a drift (margin %g %%): %+v", second.History.DriftPct, d)
+			}
+			drift := flagsOf(third, judge.CheckDrift)
+			if len(drift) == 0 || third.Status != results.StatusFlag {
+				t.Fatalf("10 %% slower: no drift flag (status %s); drift rows:\n%s", third.Status, driftRows(third))
+			}
+			var node *results.Drift
+			for i, d := range third.History.Drift {
+				if d.Scope == "node" && d.Result == string(results.StatusFlag) && d.DeltaCI != nil {
+					node = &third.History.Drift[i]
+					break
+				}
+			}
+			if node == nil {
+				t.Fatalf("no node-level drift flagged with an interval:\n%s", driftRows(third))
+			}
+			if node.AcceptanceRun != first.RunID || !node.AcceptanceAt.Equal(first.StartedAt.Truncate(time.Millisecond)) || !(node.DeltaCI.Lo > third.History.DriftPct) ||
+				!strings.Contains(node.Reason, first.RunID) || !strings.Contains(node.Reason, "interval") {
+				t.Errorf("node drift %+v: want against %s of %v, its interval beyond %g %%", node, first.RunID, first.StartedAt, third.History.DriftPct)
+			}
+			// The summary names each acceptance run; its figures stay in the store.
+			if len(third.History.Acceptance) != 3 {
+				t.Errorf("acceptance entries %d, want 3 (the node and its 2 GPUs)", len(third.History.Acceptance))
+			}
+			for _, a := range third.History.Acceptance {
+				if a.RunID != first.RunID || len(a.Figures) != 0 {
+					t.Errorf("acceptance %s %s: run %s, %d figures in the summary", a.Scope, a.Host+a.UUID, a.RunID, len(a.Figures))
+				}
+			}
+			var hostFlag bool
+			for _, f := range third.Hosts[0].Flags {
+				hostFlag = hostFlag || f.Check == judge.CheckDrift
+			}
+			if !hostFlag {
+				t.Errorf("the node's drift is not on the node: %+v", third.Hosts[0].Flags)
+			}
+		})
+	}
+}
+
+func driftRows(s *results.Summary) string {
+	var b strings.Builder
+	for _, d := range s.History.Drift {
+		fmt.Fprintf(&b, "  %s %s %s: %.1f %% %v %s: %.90s\n", d.Scope, d.Model, d.Metric, d.DeltaPct, d.DeltaCI, d.Result, d.Reason)
+	}
+	return b.String()
+}
+
+// Two runs that finish at once both land in the history: nothing is lost to the other writer.
+func TestTwoRunsRecordingAtOnceLoseNothing(t *testing.T) {
+	for _, k := range historytest.Kinds {
+		t.Run(k.Name, func(t *testing.T) {
+			h := k.Fresh(t)
+			var wg sync.WaitGroup
+			ids := make([]string, 2)
+			for i := range ids {
+				p := driftPlan(t, h, 0)
+				d := NewDeps(p.Config, nil, nil)
+				d.Load = stubLoad // the writes, not the measurement, are under test
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := Run(context.Background(), p, d, Options{ToolVersion: "test", Host: fmt.Sprintf("node-%d", i)})
+					if err != nil || res.Summary.History == nil || res.Summary.History.Error != "" {
+						t.Errorf("run %d: %v %+v", i, err, res.Summary.History)
+						return
+					}
+					ids[i] = res.Summary.RunID
+				}()
+			}
+			wg.Wait()
+			st, err := history.Open(context.Background(), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			runs, err := st.Runs(context.Background(), "", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]bool{}
+			for _, r := range runs {
+				got[r.ID] = true
+			}
+			if len(runs) != 2 || !got[ids[0]] || !got[ids[1]] {
+				t.Fatalf("recorded %+v, want both of %v", runs, ids)
+			}
+		})
+	}
+}
+
+// A history that cannot be written never loses or fails the measurement: the run ends as it would,
+// its summary is complete, and it says the history was not recorded.
+func TestUnwritableHistoryIsACaveat(t *testing.T) {
+	h := config.Defaults().History
+	h.URL = "sqlite:///proc/gpuvet-no-such-dir/history.db"
+	p := driftPlan(t, h, 0)
+	d := NewDeps(p.Config, nil, nil)
+	d.Load = stubLoad
+	res, err := Run(context.Background(), p, d, Options{ToolVersion: "test", Host: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := res.Summary
+	if !s.Complete || s.Status == results.StatusFailed || s.History == nil || !strings.Contains(s.History.Error, "history not read") ||
+		!strings.Contains(strings.Join(s.Caveats, "\n"), "history not recorded") {
+		t.Fatalf("status %s complete %v history %+v caveats %q", s.Status, s.Complete, s.History, s.Caveats)
+	}
+	if len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
+		t.Fatalf("the measurement is not all there: %+v", s.Hosts[0].Models)
+	}
+}
