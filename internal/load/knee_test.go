@@ -47,6 +47,17 @@ func TestPlateau(t *testing.T) {
 	if on, _, why := plateau(flat, small, levelSlice); on != 0 {
 		t.Errorf("in flight 2..3: onset %d (%s)", on, why)
 	}
+	// Past capacity: the rate flat at the engine's capacity while the queue grows.
+	queue := make([]float64, n)
+	for i := range queue {
+		queue[i] = 10 + 0.5*float64(i)
+	}
+	if on, q, why := plateau(flat, queue, levelSlice); on != 0 || !q {
+		t.Errorf("a flat rate with a growing queue: onset %d queue %v (%s), want a queue from the start", on, q, why)
+	}
+	if _, q, _ := plateau(stepRate, stepInfl, levelSlice); q {
+		t.Error("a ramp that levels was called a queue")
+	}
 	if _, ci := meanCI(flat); ci > levelCI {
 		t.Errorf("a 3%% noisy flat rate over %d slices: ±%.1f%%", n, 100*ci)
 	}

@@ -37,7 +37,8 @@ const (
 
 // plateau returns the earliest slice from which the output rate and the in-flight count are flat
 // (each third of the rest, and its first levelMinSlices, within levelDrift of its mean; the
-// in-flight count within levelInFlightSlack too), or -1 with what still moves. Thirds, not halves: a
+// in-flight count within levelInFlightSlack too; the rest at least a third of what was sampled),
+// or -1 with what still moves. Thirds, not halves: a
 // ramp at the start of a long tail pulls its first third three times as far as it pulls a half.
 // Failing that, queue reports the earliest slice from which the output rate alone is flat while the
 // in-flight count still grows: an open loop past the engine's capacity, whose queue grows without
@@ -49,15 +50,21 @@ func plateau(rate, infl []float64, slice time.Duration) (on int, queue bool, why
 	}
 	pr, pi := prefix(rate), prefix(infl)
 	rateFlat := func(i int) bool { return flat(pr, i, n, levelDrift, 0) && flatStart(pr, i, n, levelDrift, 0) }
-	for i := 0; i+levelMinSlices <= n; i++ {
+	// The flat part must also hold a third of the rung so far: the last few seconds of a count that
+	// grows slowly and steadily look flat on their own.
+	last := n - max(levelMinSlices, n/3)
+	for i := 0; i <= last; i++ {
 		if rateFlat(i) && flat(pi, i, n, levelDrift, levelInFlightSlack) && flatStart(pi, i, n, levelDrift, levelInFlightSlack) {
 			return i, false, ""
 		}
 	}
 	mean := func(p []float64, a, b int) float64 { return (p[b] - p[a]) / float64(b-a) }
-	for i := 0; i+levelMinSlices <= n; i++ {
+	for i := 0; i <= last; i++ {
+		// The in-flight count grows through all three thirds, the last above the first by more
+		// than the level's tolerance: a queue, not a count that wobbles.
 		t := (n - i) / 3
-		if rateFlat(i) && mean(pi, n-t, n) > mean(pi, i, i+t)+levelInFlightSlack {
+		a, b, c := mean(pi, i, i+t), mean(pi, i+t, n-t), mean(pi, n-t, n)
+		if rateFlat(i) && a < b && b < c && c > a+max(levelDrift*c, levelInFlightSlack) {
 			return i, true, ""
 		}
 	}

@@ -197,7 +197,14 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	}
 	if spec.steadied() {
 		out.level = &levelOut{}
-		stop := func() { out.stoppedAt = rn.c.since(); stopDispatch() }
+		stop := func() {
+			mu.Lock()
+			if out.stoppedAt == 0 { // an error stop may have come first
+				out.stoppedAt = rn.c.since()
+			}
+			mu.Unlock()
+			stopDispatch()
+		}
 		doneSince := func(t time.Duration) int {
 			mu.Lock()
 			defer mu.Unlock()

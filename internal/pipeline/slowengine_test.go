@@ -14,9 +14,9 @@ import (
 // simulator's scheduler-bound engine (sim.step_overhead, sim.seq_overhead: transformers' continuous
 // batching on an 8B, 30 ms + 2 ms per sequence a step) under the seed's default profile's shape
 // (512-token prompts, max concurrency 128), with shorter rungs, fewer rates, 8 samples and a 15 s
-// load.max_rung_duration so that it fits a unit test: a request at concurrency 128
-// needs ~40 s, so the probe (and the constant rungs, whose requests need seconds each) cannot
-// level within the cap. Each is marked transient with its reason, the knee search takes no knee
+// load.max_rung_duration so that it fits a unit test: a 64-token request at concurrency 128
+// needs ~20 s, so the probe cannot level within the cap (the constant rungs, whose requests need
+// seconds each, may or may not). Each is marked transient with its reason, the knee search takes no knee
 // from a probe that completed nothing, the sustained-throughput gate (set here) is inconclusive
 // rather than decided on a ramp, the synchronous rung gets its 8 samples from shorter requests,
 // and the run is not failed.
@@ -25,7 +25,7 @@ func TestSlowEngineDefaultProfileIsNeverJudgedOnATransient(t *testing.T) {
 		t.Skip("a minute and a half against the simulator's slow engine")
 	}
 	p, err := config.Load(config.Options{Sets: []string{"backend=sim", "sim.gpus=1", "sim.step_overhead=30ms", "sim.seq_overhead=2ms",
-		"sim.max_num_seqs=256", "load.prompt_tokens=512", "load.output_tokens=128", "load.max_concurrency=128",
+		"sim.max_num_seqs=256", "load.prompt_tokens=512", "load.output_tokens=64", "load.max_concurrency=128",
 		"load.max_duration=4s", "load.rates=3", "load.max_rung_duration=15s", "compare.min_samples=8", "gates.min_throughput_req_s=0.01",
 		"output.dir=" + t.TempDir()}})
 	if err != nil {
