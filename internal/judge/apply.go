@@ -50,6 +50,7 @@ func Apply(s *results.Summary, cfg Config) {
 		for mi := range h.Models {
 			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
 		}
+		h.GPUs = gpuVerdicts(h)
 		rollHost(h)
 	}
 	rollRun(s, cfg)
@@ -602,6 +603,9 @@ func rollHost(h *results.Host) {
 	}
 	for _, m := range h.Models {
 		st = results.Worse(st, m.Status)
+	}
+	for _, g := range h.GPUs {
+		st = results.Worse(st, g.Status)
 	}
 	if len(h.Flags) > 0 {
 		st = results.Worse(st, results.StatusFlag)

@@ -210,7 +210,7 @@ func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 	if !strings.Contains(s.Error, "Qwen/Qwen3-8B on gpu 1") || !strings.Contains(s.Error, "1 endpoint(s) not run") {
 		t.Errorf("the error does not say what was interrupted: %q", s.Error)
 	}
-	if d := Describe(res); !strings.HasPrefix(d, "status interrupted: 3 endpoint(s): 1 ok, 1 interrupted, 1 not_run") {
+	if d := Describe(res); !strings.HasPrefix(d, "status interrupted: 3 GPU(s): 1 ok, 1 interrupted, 1 not_run") {
 		t.Errorf("last line: %s", d)
 	}
 	junit, err := os.ReadFile(filepath.Join(p.Config.Output.Dir, "junit.xml"))

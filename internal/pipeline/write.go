@@ -188,28 +188,30 @@ func interruptedWhat(s *results.Summary) string {
 }
 
 // Describe is a one-paragraph summary of a finished run for the terminal: the status, then the
-// endpoints counted by status ("4 endpoint(s): 1 ok, 1 interrupted, 2 not_run").
+// GPUs counted by their judged verdict ("4 GPU(s): 3 ok, 1 failed"), the same verdicts the table,
+// the report, JUnit and CTRF show.
 func Describe(res *Result) string {
 	s := res.Summary
-	eps := 0
+	n := 0
 	count := map[results.Status]int{}
 	var order []results.Status
 	for _, h := range s.Hosts {
-		for _, m := range h.Models {
-			for _, e := range m.Endpoints {
-				eps++
-				if count[e.Status] == 0 {
-					order = append(order, e.Status)
-				}
-				count[e.Status]++
+		for _, g := range h.GPUs {
+			n++
+			if count[g.Status] == 0 {
+				order = append(order, g.Status)
 			}
+			count[g.Status]++
 		}
 	}
 	var parts []string
 	for _, st := range order {
 		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
 	}
-	out := fmt.Sprintf("status %s: %d endpoint(s)", s.Status, eps)
+	out := fmt.Sprintf("status %s: %d GPU(s)", s.Status, n)
+	if sk := s.SkippedChecks(); s.Status == results.StatusOK && len(sk) > 0 {
+		out = fmt.Sprintf("status ok, partial (%d check(s) skipped, see the caveats): %d GPU(s)", len(sk), n)
+	}
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
 	}
