@@ -24,6 +24,12 @@ const (
 // Tighten is the one advice for a figure with too few samples or a wide interval.
 const Tighten = "a longer window or more requests give more samples (load.max_duration, load.max_requests; compare.min_samples sets the minimum)"
 
+// NeedMore says what would decide a figure from too few requests, as MLPerf LoadGen says "run N
+// more queries": "n=22 of the 30 needed: 8 more requests (…)".
+func NeedMore(n, need int) string {
+	return fmt.Sprintf("n=%d of the %d needed: %d more requests (a longer load.max_duration or more load.max_requests; compare.min_samples sets the minimum)", n, need, need-n)
+}
+
 // Figure is one measured figure with what is known of its quality.
 type Figure struct {
 	Value float64
@@ -86,7 +92,7 @@ func TooFew(f Figure, minSamples int) bool {
 func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
 	switch {
 	case TooFew(f, minSamples):
-		return fmt.Sprintf("only %d requests behind the figure (< %d): %s", f.Samples, minSamples, Tighten)
+		return NeedMore(f.Samples, minSamples)
 	case f.ClientLimited:
 		return "the load generator was the bottleneck (client-limited), so the figure reads worse than the server is: give gpuvet more CPU or fewer requests in flight and rerun"
 	case f.LowerBound && higherIsBetter:
