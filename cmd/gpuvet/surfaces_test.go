@@ -47,7 +47,9 @@ func TestRunSimEverySurfaceAgrees(t *testing.T) {
 				got[g.Index] = g.Status
 			}
 			for i, st := range c.want {
-				if got[i] != st {
+				// A healthy GPU is ok, or inconclusive on a machine too busy for its client (the
+				// README's caveat); a faulty one is exactly what it is.
+				if got[i] != st && !(st == results.StatusOK && got[i] == results.StatusInconclusive) {
 					t.Errorf("summary.json gpu %d: %s, want %s", i, got[i], st)
 				}
 			}

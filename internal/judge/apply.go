@@ -90,6 +90,9 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
 		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
+		if xv := expectedVerdict(ep, m, servedPeers(m) > 1, cfg); xv != nil {
+			ep.Verdicts = append(ep.Verdicts, *xv)
+		}
 		errV := ErrorRateVerdict(ep.Load, cfg.MaxErrorRatePct)
 		if errV != nil {
 			ep.Verdicts = append(ep.Verdicts, *errV)
@@ -123,6 +126,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	greedyAgreement(m)
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
+		markSOL(&m.Endpoints[ei])
 	}
 	m.Flags = dropJudgeFlags(m.Flags)
 	st := results.StatusSkipped
@@ -141,6 +145,19 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		st = results.StatusInconclusive
 	}
 	m.Status = st
+}
+
+// servedPeers is how many of a model's endpoints have figures a comparison can use (the ones
+// ModelComparisons compares).
+func servedPeers(m *results.Model) int {
+	n := 0
+	for i := range m.Endpoints {
+		e := &m.Endpoints[i]
+		if e.Load != nil && len(e.Load.Runs) > 0 && e.Error == "" && !SharedGPU(e) {
+			n++
+		}
+	}
+	return n
 }
 
 func dropJudgeFlags(fl []results.Flag) []results.Flag {

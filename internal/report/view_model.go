@@ -145,6 +145,15 @@ func endpointRow(h results.Host, e results.Endpoint, cols []string) epRow {
 			r.SOL = fmt.Sprintf("%.1f %% of %s", s.Percent, num(s.BoundOutputTokS))
 			r.SOLTip = fmt.Sprintf("bound %s tok/s (%s-bound on the %s datasheet, tp %d) at batch %.1f: %s; %.0f prompt / %.0f output tokens per request; model from %s",
 				num(s.BoundOutputTokS), s.Limit, s.GPU, s.TP, s.Batch, s.BatchSource, s.PromptTokens, s.OutputTokens, s.Model)
+			if s.Impossible {
+				r.SOL += " (impossible)"
+				r.SOLTip = s.Note + "; " + r.SOLTip
+			}
+			if s.Marked != "" {
+				kind, _, _ := strings.Cut(s.Marked, ":")
+				r.SOL += " (" + kind + ")"
+				r.SOLTip = s.Marked + "; " + r.SOLTip
+			}
 		}
 	}
 	if e.ProvisionSeconds > 0 {

@@ -287,12 +287,21 @@ func peak(l *results.Load) string {
 	return s
 }
 
-// sol is the measured peak as % of the roofline bound at the batch the engine ran, and the bound.
+// sol is the measured peak as % of the roofline bound at the profile's batch, and the bound; marked
+// IMPOSSIBLE above 100 %, and BUSY or THROTTLED when the figure is not the GPU's own.
 func sol(s *results.SpeedOfLight) string {
 	if s == nil || s.BoundOutputTokS == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
+	out := fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
+	if s.Impossible {
+		out += " IMPOSSIBLE"
+	}
+	if s.Marked != "" {
+		kind, _, _ := strings.Cut(s.Marked, ":")
+		out += " " + strings.ToUpper(kind)
+	}
+	return out
 }
 
 func sustained(l *results.Load) string {
