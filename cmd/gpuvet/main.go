@@ -109,7 +109,11 @@ func executeTo(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "gpuvet:", err)
+	errOut := io.Writer(os.Stderr)
+	if stderr != nil {
+		errOut = stderr
+	}
+	fmt.Fprintln(errOut, "gpuvet:", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
