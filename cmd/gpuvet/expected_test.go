@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -47,5 +48,35 @@ func TestRunSimSlowWithoutAPeerIsCaught(t *testing.T) {
 				t.Errorf("the terminal does not say why:\n%s", text)
 			}
 		})
+	}
+}
+
+// Issue 42: `reference_floors: {"H200": {gemm_bf16: 1.4}}` was accepted and matched nothing (the
+// detected name is "NVIDIA H200"): the run ended ok. The short name now reaches the GPU (its
+// GEMM falls below a 1.4 floor: flagged); a key naming no GPU of the catalog is exit 2 with the
+// closest name, before anything runs.
+func TestRunSimGPUNamesUsersType(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "floors.yaml")
+	if err := os.WriteFile(cfg, []byte("reference_floors:\n  H200:\n    gemm_bf16: 1.4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, text, s := runSim(t, "-c", cfg, "--sim-gpus", "1")
+	g := s.Hosts[0].Health.GPUs[0]
+	if g.Status != results.StatusFlag && g.Status != results.StatusFailed {
+		t.Errorf("a 1.4 floor under the short name: health %s, want flag\n%s", g.Status, text)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("reference:\n  H2000:\n    Qwen/Qwen3-8B:\n      ttft_p95_ms: 100\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out-bad")
+	b, err := gpuvet("run", "--sim", "-c", bad, "--out", out).CombinedOutput()
+	if ee, ok := err.(interface{ ExitCode() int }); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), `reference: "H2000" is not a GPU of the catalog: did you mean "H200"?`) {
+		t.Errorf("unknown GPU key: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(out, "summary.json")); err == nil {
+		t.Error("a run with a bad key started")
 	}
 }

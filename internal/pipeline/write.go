@@ -42,6 +42,7 @@ func (r *run) baseline(ctx context.Context) {
 }
 
 func (r *run) judge() {
+	r.sum.Caveats = append(r.sum.Caveats, unusedGPUKeys(r.cfg, r.deps.Catalog, r.host().Discovery.GPUs)...)
 	if r.deps.Judge == nil {
 		r.sum.Caveats = append(r.sum.Caveats, "no judge in this build: gates, reference table and GPU-to-GPU comparisons were not applied")
 		rollup(r.sum)
