@@ -112,7 +112,7 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 	if !(s.Pct > marginPct) {
 		// Within the margin by its point estimate: a pass only when the reference could show it and
 		// the interval of the gap stays inside the margin. Undecided is never ok.
-		s.Result, s.Why = withinMargin(x, ref, higher, marginPct, s.CI, g)
+		s.Result, s.Why = withinMargin(metric, x, ref, higher, marginPct, s.CI, g)
 		return s
 	}
 	switch {
@@ -149,7 +149,7 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 // gap's interval reaches past the margin; then Inconclusive, with what would decide it. (A
 // client-limited figure within the margin of a sound reference passes: it reads worse than its
 // server, and is within even so.)
-func withinMargin(x, ref Figure, higher bool, marginPct float64, ci *results.Interval, g Guards) (string, string) {
+func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, ci *results.Interval, g Guards) (string, string) {
 	switch {
 	case TooFew(x, g.MinSamples):
 		return Inconclusive, NeedMore(x.Samples, g.MinSamples)
@@ -157,10 +157,25 @@ func withinMargin(x, ref Figure, higher bool, marginPct float64, ci *results.Int
 		return Inconclusive, "the reference: " + NeedMore(ref.Samples, g.MinSamples)
 	case x.ClientLimited && ref.ClientLimited:
 		return Inconclusive, "both figures are client-limited (the load generator, not the servers, set them), so being within the margin shows nothing: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
+	case ci != nil && ci.Hi > marginPct && immaterial(metric, ref, ci.Hi, g):
+		return Pass, fmt.Sprintf("even at the far end of its interval (%.1f %%) the gap would be below the materiality guard", ci.Hi)
 	case ci != nil && ci.Hi > marginPct:
 		return Inconclusive, fmt.Sprintf("the %g %% interval of the gap, [%.1f %%, %.1f %%], reaches past the %g %% margin: %s", ci.Level*100, ci.Lo, ci.Hi, marginPct, narrowBy(x, ref, higher, marginPct))
 	}
 	return Pass, ""
+}
+
+// immaterial reports whether a gap of pct % from ref would be too small to matter by the guards
+// that stop a flag (a TTFT spread ≤ compare.min_ttft_delta_ms, a throughput spread under
+// compare.min_throughput_req_s): an interval reaching that far leaves nothing material undecided.
+func immaterial(metric string, ref Figure, pct float64, g Guards) bool {
+	switch {
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0:
+		return ref.Value*pct/100 <= g.MinTTFTDeltaMs
+	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && ref.ReqS > 0:
+		return ref.ReqS*pct/100 < g.MinThroughputReqS
+	}
+	return false
 }
 
 // narrowBy says how many more requests would bring the gap's interval inside the margin: its
