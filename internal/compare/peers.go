@@ -152,9 +152,9 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, ci *results.Interval, g Guards) (string, string) {
 	switch {
 	case TooFew(x, g.MinSamples):
-		return Inconclusive, NeedMore(x.Samples, g.MinSamples)
+		return Inconclusive, NeedMore(x.Samples, g.MinSamples, x.Window)
 	case TooFew(ref, g.MinSamples):
-		return Inconclusive, "the reference: " + NeedMore(ref.Samples, g.MinSamples)
+		return Inconclusive, "the reference: " + NeedMore(ref.Samples, g.MinSamples, ref.Window)
 	case x.ClientLimited && ref.ClientLimited:
 		return Inconclusive, "both figures are client-limited (the load generator, not the servers, set them), so being within the margin shows nothing: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
 	case ci != nil && ci.Hi > marginPct && immaterial(metric, ref, ci.Hi, g):

@@ -18,6 +18,8 @@ func TestGate(t *testing.T) {
 		{"within passes", Figure{Value: 10, Samples: 100}, 200, true, Pass, ""},
 		{"beyond fails", Figure{Value: 300, Samples: 100}, 200, true, Fail, ""},
 		{"too few samples: not a pass", Figure{Value: 10, Samples: 5}, 200, true, Inconclusive, "n=5 of the 30 needed: 25 more requests"},
+		// Issue 42: what would decide it, in requests and, with the rung's window, in seconds.
+		{"too few samples, the window known", Figure{Value: 10, Samples: 22, Window: 22.5}, 200, true, Inconclusive, "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s"},
 		{"too few samples: not a fail", Figure{Value: 300, Samples: 5}, 200, true, Inconclusive, "load.max_duration"},
 		{"no sample count (GEMM): decides", Figure{Value: 300}, 200, true, Fail, ""},
 		{"client-limited breach: inconclusive", Figure{Value: 300, Samples: 100, ClientLimited: true}, 200, true, Inconclusive, "client-limited"},

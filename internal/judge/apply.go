@@ -414,7 +414,7 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci}}
+	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds}}
 }
 
 func sustainedMeasure(l *results.Load) Measured {
@@ -525,7 +525,7 @@ func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
+		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 
@@ -536,7 +536,7 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
+		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 
