@@ -246,6 +246,8 @@ type Sim struct {
 	Straggler int    `yaml:"straggler"`
 	// StragglerPct is how much slower the straggler is.
 	StragglerPct float64 `yaml:"straggler_pct"`
+	// SlowPct makes every virtual GPU this much slower: a uniformly slow node (0: none).
+	SlowPct float64 `yaml:"slow_pct"`
 	Seed         int64   `yaml:"seed"`
 	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
 	LinkFault string `yaml:"link_fault"`

@@ -150,6 +150,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+		{"sim.slow_pct", c.Sim.SlowPct < 0 || c.Sim.SlowPct >= 100, "want 0..100"},
 		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -36,7 +37,7 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	}
 	n := int(val(cfg.CompareMinSamples))
 	sol := ep.SpeedOfLight
-	pct, where, known := HealthySOL(m.Engine.Kind)
+	pct, where, known := HealthySOL(m.Engine.Kind, m.Engine.Version)
 	// The healthy share was measured with the engine's batch well filled; a load that kept far fewer
 	// sequences in flight reaches less of the bound however healthy the GPU (minFill).
 	filled := sol != nil && (sol.ReachedBatch == 0 || sol.ReachedBatch >= minFill*sol.Batch)
@@ -57,7 +58,7 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	case sol == nil || sol.BoundOutputTokS <= 0:
 		why += ", no roofline bound"
 	case !known:
-		why += fmt.Sprintf(", no healthy share of the roofline measured for engine %q", m.Engine.Kind)
+		why += fmt.Sprintf(", no healthy share of the roofline measured for engine %s", strings.TrimSpace(m.Engine.Kind+" "+m.Engine.Version))
 	default:
 		why += fmt.Sprintf(", and the load kept %.1f of the engine's %.0f sequences in flight, under the %.0f %% the expected share is measured at (raise load.max_concurrency and load.rates)", sol.ReachedBatch, sol.Batch, minFill*100)
 	}

@@ -24,7 +24,7 @@ func TestExpectedThroughputWithoutAPeer(t *testing.T) {
 	sim := func(p perf) *results.Summary {
 		s := summary(p)
 		m := &s.Hosts[0].Models[0]
-		m.Engine.Kind = "sim"
+		m.Engine.Kind, m.Engine.Version = "sim", "gpuvet-sim"
 		peak := m.Endpoints[0].Load.PeakOutputTokS
 		if peak == 0 {
 			peak = PeakRun(m.Endpoints[0].Load).OutputTokS

@@ -70,7 +70,7 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				}
 				for _, vd := range ep.Verdicts {
 					if vd.Result == ResultInconclusive {
-						v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s", m.Model, afterInconclusive(vd.Reason)))
+						v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s: %s", m.Model, vd.Rule, afterInconclusive(vd.Reason)))
 					}
 				}
 			}

@@ -80,8 +80,8 @@ var Thresholds = []ThresholdSpec{
 // healthy engine of a kind reaches: the expected peak of a GPU × model with no reference entry is
 // the bound × this share. Only kinds measured have one; a GPU served by another, with no reference
 // and no peer, has its throughput not judged (inconclusive, and the run says so).
-func HealthySOL(engineKind string) (pct float64, where string, ok bool) {
-	if engineKind == "sim" {
+func HealthySOL(engineKind, version string) (pct float64, where string, ok bool) {
+	if engineKind == "sim" && version == "gpuvet-sim" { // the simulator's own engine, not a slow one it plays
 		return defaultOf(ThHealthySOLSim), "the simulator's measured healthy " + fmtNum(defaultOf(ThHealthySOLSim)) + " %", true
 	}
 	return 0, "", false

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -39,8 +40,16 @@ func TestSlowEngineDefaultProfileEndsOK(t *testing.T) {
 	for _, v := range ep.Verdicts {
 		t.Logf("%s: %s: %s", v.Check, v.Result, v.Reason)
 	}
-	if s.Status != results.StatusOK || ep.Status != results.StatusOK || l.Error != "" {
-		t.Errorf("status %s, endpoint %s, load error %q: want ok", s.Status, ep.Status, l.Error)
+	// Every gate decides and passes; only the throughput has no reference (one GPU, no peer, and a
+	// slow engine is not the one whose healthy share of the roofline is known): inconclusive, saying
+	// so (issue 42), never a flag on the GPU.
+	for _, v := range ep.Verdicts {
+		if v.Result == "fail" || (v.Result == "inconclusive" && !(v.Check == "gate.expected_output_tok_s" && strings.Contains(v.Reason, "throughput not judged"))) {
+			t.Errorf("%s: %s (%s)", v.Check, v.Result, v.Reason)
+		}
+	}
+	if s.Status != results.StatusInconclusive || ep.Status != results.StatusInconclusive || l.Error != "" {
+		t.Errorf("status %s, endpoint %s, load error %q: want inconclusive (throughput not judged), nothing else", s.Status, ep.Status, l.Error)
 	}
 	if sync.Requests.Successful < 30 || sync.TTFT.Count < 30 || sync.Sizing == nil || sync.Sizing.Cut {
 		t.Errorf("sync: %+v sizing %+v: want ≥ 30 samples, not cut", sync.Requests, sync.Sizing)
@@ -50,10 +59,5 @@ func TestSlowEngineDefaultProfileEndsOK(t *testing.T) {
 	}
 	if sat := l.Saturation; sat == nil || sat.LowerBound() || sat.Knee == nil || !sat.Knee.PastKnee {
 		t.Errorf("saturation %+v: want saturated, the knee found", sat)
-	}
-	for _, v := range ep.Verdicts {
-		if v.Result == "inconclusive" {
-			t.Errorf("%s undecided: %s", v.Check, v.Reason)
-		}
 	}
 }

@@ -130,7 +130,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	switch s {
 	case "sim":
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
+			StragglerPct: c.Sim.StragglerPct, SlowPct: c.Sim.SlowPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
 			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
@@ -209,7 +209,15 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	return sv, nil
 }
 
-func (*Sim) EngineVersion(context.Context, config.Config) (string, error) { return "gpuvet-sim", nil }
+// EngineVersion is the simulator's; a simulated slow engine (sim.step_overhead, sim.seq_overhead)
+// says so, since it is another engine than the one whose healthy share of the roofline the judge
+// knows (judge.HealthySOL).
+func (*Sim) EngineVersion(_ context.Context, cfg config.Config) (string, error) {
+	if cfg.Sim.StepOverhead > 0 || cfg.Sim.SeqOverhead > 0 {
+		return fmt.Sprintf("gpuvet-sim (a slow engine: %s a step, %s a sequence)", cfg.Sim.StepOverhead.D(), cfg.Sim.SeqOverhead.D()), nil
+	}
+	return "gpuvet-sim", nil
+}
 
 // BaselineFromFile is the baseline step of `gpuvet run --baseline FILE`: the file is read here
 // (any format the importer knows; an unreadable one becomes a note, not a failure) and judged.

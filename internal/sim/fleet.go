@@ -19,6 +19,9 @@ type FleetConfig struct {
 	Count          int     // number of GPUs (≥ 1)
 	StragglerIndex int     // the GPU that is slower; -1: none
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
+	// SlowPct makes every GPU this much slower, in percent: a node uniformly slow, where no GPU
+	// differs from its peers (issue 42).
+	SlowPct float64
 	Seed           int64   // UUIDs and microbenchmark noise derive from it
 	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
 	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
@@ -85,6 +88,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	}
 	if cfg.StragglerIndex >= cfg.Count || cfg.StragglerIndex < -1 {
 		return nil, fmt.Errorf("straggler index: must be -1 (none) or 0–%d, got %d", cfg.Count-1, cfg.StragglerIndex)
+	}
+	if cfg.SlowPct < 0 || cfg.SlowPct >= 100 {
+		return nil, fmt.Errorf("slow pct: must be in [0, 100), got %v", cfg.SlowPct)
 	}
 	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
 		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
@@ -297,12 +303,12 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 		MemClockMHz: simMemClockMHz, MemUtilPct: int(util * 60), MemUsedMiB: used}, nil
 }
 
-// Speed is GPU i's speed relative to a healthy one now: 1.0, or 1 − StragglerPct/100 for the
-// straggler, times CoTenantSpeed while a co-tenant runs on it.
+// Speed is GPU i's speed relative to a healthy one now: 1 − SlowPct/100 (1.0 on a healthy node),
+// times 1 − StragglerPct/100 for the straggler, times CoTenantSpeed while a co-tenant runs on it.
 func (f *Fleet) Speed(i int) float64 {
-	sp := 1.0
+	sp := 1 - f.cfg.SlowPct/100
 	if i == f.cfg.StragglerIndex {
-		sp = 1 - f.cfg.StragglerPct/100
+		sp *= 1 - f.cfg.StragglerPct/100
 	}
 	if f.coTenantOn(i, time.Now()) {
 		sp *= CoTenantSpeed
