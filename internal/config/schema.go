@@ -248,7 +248,7 @@ type Sim struct {
 	StragglerPct float64 `yaml:"straggler_pct"`
 	// SlowPct makes every virtual GPU this much slower: a uniformly slow node (0: none).
 	SlowPct float64 `yaml:"slow_pct"`
-	Seed         int64   `yaml:"seed"`
+	Seed    int64   `yaml:"seed"`
 	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
 	LinkFault string `yaml:"link_fault"`
 	// CoTenant puts another process on one virtual GPU for part of the run: "GPU[:FROM[-TO]]" (Go

@@ -21,9 +21,9 @@ type FleetConfig struct {
 	StragglerPct   float64 // how much slower, in percent (30: it runs at 0.7 of the others)
 	// SlowPct makes every GPU this much slower, in percent: a node uniformly slow, where no GPU
 	// differs from its peers (issue 42).
-	SlowPct float64
-	Seed           int64   // UUIDs and microbenchmark noise derive from it
-	LinkFault      string  // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	SlowPct   float64
+	Seed      int64  // UUIDs and microbenchmark noise derive from it
+	LinkFault string // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
 	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
 	// "GPU[:FROM[-TO]]", e.g. "1" or "1:5s-20s"; "": none.
 	CoTenant string
