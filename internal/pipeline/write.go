@@ -196,22 +196,36 @@ func Describe(res *Result) string {
 	n := 0
 	count := map[results.Status]int{}
 	var order []results.Status
+	add := func(st results.Status) {
+		n++
+		if count[st] == 0 {
+			order = append(order, st)
+		}
+		count[st]++
+	}
+	what := "GPU(s)"
 	for _, h := range s.Hosts {
 		for _, g := range h.GPUs {
-			n++
-			if count[g.Status] == 0 {
-				order = append(order, g.Status)
+			add(g.Status)
+		}
+	}
+	if n == 0 { // no GPU of ours (an endpoint run): its endpoints
+		what = "endpoint(s)"
+		for _, h := range s.Hosts {
+			for _, m := range h.Models {
+				for _, e := range m.Endpoints {
+					add(e.Status)
+				}
 			}
-			count[g.Status]++
 		}
 	}
 	var parts []string
 	for _, st := range order {
 		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
 	}
-	out := fmt.Sprintf("status %s: %d GPU(s)", s.Status, n)
+	out := fmt.Sprintf("status %s: %d %s", s.Status, n, what)
 	if sk := s.SkippedChecks(); s.Status == results.StatusOK && len(sk) > 0 {
-		out = fmt.Sprintf("status ok, partial (%d check(s) skipped, see the caveats): %d GPU(s)", len(sk), n)
+		out = fmt.Sprintf("status ok, partial (%d check(s) skipped, see the caveats): %d %s", len(sk), n, what)
 	}
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")

@@ -230,13 +230,18 @@ func GPUStatus(h results.Host, e results.Endpoint) results.Status {
 // client-limited load, a throughput that is only a lower bound.
 func note(h results.Host, e results.Endpoint) string {
 	var n []string
+	serving := e.Status
 	for _, g := range h.GPUs {
-		if slices.Contains(e.GPUs, g.Index) && g.Health != "" && g.Health != results.StatusOK && g.Health != results.StatusSkipped {
+		if !slices.Contains(e.GPUs, g.Index) {
+			continue
+		}
+		if g.Health != "" && g.Health != results.StatusOK && g.Health != results.StatusSkipped {
 			n = append(n, fmt.Sprintf("health %s (gpu %d)", g.Health, g.Index))
 		}
+		serving = results.Worse(serving, g.Serving) // an undecided GPU-to-GPU comparison raises it
 	}
-	if st := GPUStatus(h, e); e.Status != st && e.Status != "" {
-		n = append(n, "serving "+string(e.Status))
+	if st := GPUStatus(h, e); serving != st && serving != "" {
+		n = append(n, "serving "+string(serving))
 	}
 	l := e.Load
 	if l != nil && l.Client.ClientLimited {
