@@ -81,8 +81,10 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 }
 
 // notOKBesideHog says what is wrong with a run beside a CPU hog ("" when nothing is): it must be
-// ok, or inconclusive only where the load generator was the bottleneck, with every endpoint ok: a
-// flag, a failure or an inconclusive figure for another reason is wrong.
+// ok, or inconclusive only where the load left a figure undecided and says what would decide it
+// (the load generator was the bottleneck, or an interval reaches past its limit or margin: issue
+// 42, undecided is never ok): a flag, a failure or an inconclusive figure for another reason is
+// wrong.
 func notOKBesideHog(s *results.Summary) string {
 	if s.Status == results.StatusOK {
 		return ""
@@ -90,11 +92,19 @@ func notOKBesideHog(s *results.Summary) string {
 	if s.Status != results.StatusInconclusive {
 		return "status " + string(s.Status)
 	}
+	loadNoise := func(reason string) bool {
+		return strings.Contains(reason, "client-limited") || strings.Contains(reason, "reaches past the") || strings.Contains(reason, "spans the limit")
+	}
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				if e.Status != results.StatusOK {
+				if e.Status != results.StatusOK && e.Status != results.StatusInconclusive {
 					return fmt.Sprintf("gpu %v is %s", e.GPUs, e.Status)
+				}
+				for _, v := range e.Verdicts {
+					if v.Result == "inconclusive" && !loadNoise(v.Reason) {
+						return fmt.Sprintf("gpu %v: %s inconclusive: %s", e.GPUs, v.Check, v.Reason)
+					}
 				}
 			}
 			for _, c := range m.Comparisons {
@@ -102,7 +112,7 @@ func notOKBesideHog(s *results.Summary) string {
 					return "GPU-to-GPU " + c.Metric + " low confidence: " + c.Note
 				}
 				for _, v := range c.Values {
-					if v.Inconclusive && !strings.Contains(v.Reason, "client-limited") {
+					if v.Inconclusive && !loadNoise(v.Reason) {
 						return fmt.Sprintf("GPU-to-GPU %s on gpu %d inconclusive: %s", c.Metric, v.GPU, v.Reason)
 					}
 				}
