@@ -40,7 +40,8 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	pct, where, known := HealthySOL(m.Engine.Kind, m.Engine.Version)
 	// The healthy share was measured with the engine's batch well filled; a load that kept far fewer
 	// sequences in flight reaches less of the bound however healthy the GPU (minFill).
-	filled := sol != nil && (sol.ReachedBatch == 0 || sol.ReachedBatch >= minFill*sol.Batch)
+	// (A bound without the batch reached, an older summary's, says nothing of the fill: not applied.)
+	filled := sol != nil && sol.ReachedBatch >= minFill*sol.Batch
 	if known && sol != nil && sol.BoundOutputTokS > 0 && filled {
 		margin := val(cfg.LLMVariancePct)
 		exp := sol.BoundOutputTokS * pct / 100

@@ -31,7 +31,7 @@ func TestExpectedThroughputWithoutAPeer(t *testing.T) {
 		}
 		// The bound healthy() reaches 52 % of.
 		bound := healthy().sustained * healthy().outTokPerReq / 0.52
-		m.Endpoints[0].SpeedOfLight = &results.SpeedOfLight{BoundOutputTokS: bound, Batch: 32, GPU: "H200", MeasuredOutputTokS: peak}
+		m.Endpoints[0].SpeedOfLight = &results.SpeedOfLight{BoundOutputTokS: bound, Batch: 32, ReachedBatch: 18, GPU: "H200", MeasuredOutputTokS: peak}
 		return s
 	}
 	s = sim(healthy())
@@ -44,6 +44,15 @@ func TestExpectedThroughputWithoutAPeer(t *testing.T) {
 	ep = s.Hosts[0].Models[0].Endpoints[0]
 	if v := verdict(t, ep, CheckExpected); v.Result != ResultFail || ep.Status != results.StatusFlag || !strings.Contains(v.Source, "roofline") {
 		t.Errorf("20 %% slow simulated GPU: %s (%s), endpoint %s", v.Result, v.Reason, ep.Status)
+	}
+
+	// A load that kept few sequences in flight (a synchronous run, a low concurrency) reaches less of
+	// the bound however healthy the GPU: the expected share does not apply, and alone it is not judged.
+	s = sim(healthy().scaled(0.5))
+	s.Hosts[0].Models[0].Endpoints[0].SpeedOfLight.ReachedBatch = 2
+	Apply(s, DefaultConfig())
+	if v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], CheckExpected); v.Result != ResultInconclusive || !strings.Contains(v.Reason, "sequences in flight") {
+		t.Errorf("a load that filled 2 of 32: %s (%s)", v.Result, v.Reason)
 	}
 
 	// A reference entry with a throughput gate judges it: no derived figure, no "not judged".
