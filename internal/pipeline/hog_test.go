@@ -54,7 +54,7 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		t.Skip("ten simulator runs beside a CPU hog")
 	}
 	hog(t)
-	clientBound := 0
+	clientBound, undecided := 0, 0
 	for i := 0; i < 10; i++ {
 		// Four at once, as auto chooses on two quiet cores (a hog beside it may make auto choose
 		// fewer, which would make the test easier).
@@ -70,13 +70,25 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		}
 		if res.Summary.Status != results.StatusOK {
 			clientBound++
+			noise := false
+			for _, g := range res.Summary.Hosts[0].GPUs { // what left it undecided, for whoever reads a failure
+				for _, w := range g.Why {
+					t.Logf("run %d gpu %d: %s", i+1, g.Index, w)
+					noise = noise || !strings.Contains(w, "client-limited")
+				}
+			}
+			if noise {
+				undecided++
+			}
 		}
 	}
 	// On a machine busier than the hog alone (a CI running other tests beside it), a run whose
-	// client fell behind on its GPUs is rightly inconclusive, and says so; most must still be ok.
-	t.Logf("%d of 10 runs inconclusive because their client set the pace, the others ok", clientBound)
-	if clientBound > 3 {
-		t.Errorf("%d of 10 runs inconclusive beside the hog: the client falls behind too often", clientBound)
+	// client fell behind on its GPUs is rightly inconclusive, and says so (issue 42: every GPU
+	// client-limited is not a pass, however close the figures). A run left undecided by the
+	// figures' own spread, its client keeping up, must stay rare.
+	t.Logf("%d of 10 runs inconclusive (%d for their figures' spread, the rest because their client set the pace), the others ok", clientBound, undecided)
+	if undecided > 3 {
+		t.Errorf("%d of 10 runs undecided by their figures' spread beside the hog: the interval rule leaves a healthy run open too often", undecided)
 	}
 }
 
