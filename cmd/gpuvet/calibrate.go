@@ -11,6 +11,7 @@ import (
 // the reference-table and floor entries (kubectl's Complete -> Validate -> Run; nothing to complete).
 type calibrateOptions struct {
 	opt    judge.CalibrateOptions
+	gpus   []int // --gpus: the GPUs to learn from in a run that is not ok
 	paths  []string
 	runs   []judge.CalibRun
 	labels []string
@@ -27,9 +28,13 @@ name × model id, the reference-table entry the calibration rule gives: ttft_p95
 p95 + 30 %, min_throughput_req_s = worst sustained req/s − 25 % (sweeps that are only a lower bound are
 left out), itl_p95_ms left at the global gate unless --itl. From the runs' health phases it also
 prints reference_floors per exact GPU name: each microbenchmark's (and the burn's, peer copy's,
-all-reduce's) worst ratio to the datasheet peak − 25 %; a GPU that was busy is left out; and the
-GPU-to-GPU margin compare.variance_pct (1.5 × the largest healthy gap, at least 3 %). The figures
-used are printed as comments.`,
+all-reduce's) worst ratio to the datasheet peak − 25 %; and the GPU-to-GPU margin
+compare.variance_pct (1.5 × the largest healthy gap, at least 3 %). The figures used are printed as
+comments.
+
+It learns only from health: a run whose status is not ok is refused unless --gpus names the GPUs to
+learn from, and every table leaves out each GPU whose verdict is not ok (flagged, failed,
+inconclusive), that was busy, or whose load was client-limited, saying which and why.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c.paths = args
@@ -39,6 +44,7 @@ used are printed as comments.`,
 			return c.Run(cmd)
 		},
 	}
+	cmd.Flags().IntSliceVar(&c.gpus, "gpus", nil, "GPU indexes to learn from, for runs that are not ok (each must still be ok itself), e.g. 0,1,3")
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")
 	cmd.Flags().Float64Var(&opt.TTFTMarginPct, "ttft-margin", opt.TTFTMarginPct, "% added to the worst sync TTFT p95")
 	cmd.Flags().Float64Var(&opt.ThroughputMarginPct, "throughput-margin", opt.ThroughputMarginPct, "% taken off the worst sustained req/s")
@@ -58,7 +64,10 @@ func (c *calibrateOptions) Validate() error {
 			return usageErr("%v", err)
 		}
 		label := p // by its path: two runs are often both summary.json
-		c.runs = append(c.runs, judge.CalibRun{Label: label, Summary: s})
+		if why := judge.NotOK(s); why != "" && len(c.gpus) == 0 {
+			return usageErr("calibrate: %s: %s: calibrate learns only from healthy runs (a straggler it learned from would pass from then on); give ok runs, or name the GPUs to learn from with --gpus", label, why)
+		}
+		c.runs = append(c.runs, judge.CalibRun{Label: label, Summary: s, GPUs: c.gpus})
 		c.labels = append(c.labels, label)
 	}
 	return nil

@@ -29,7 +29,7 @@ func writeSummary(t *testing.T, dir, name string, sustained, ttft float64, drive
 			TTFT: results.Dist{Count: 400, P95: ttft}, ITL: results.Dist{Count: 4000, P95: 8}, TPOT: results.Dist{Count: 400, P95: 8},
 			OutputTokS: sustained * 256, CI: &results.Intervals{ // ±1 %: every judged figure carries its interval
 				TTFTP95: around(ttft), ITLP95: around(8), TPOTP95: around(8), OutputTokS: around(sustained * 256)}}}}
-	s := &results.Summary{SchemaVersion: results.SchemaVersion, Environment: strings.TrimSuffix(name, ".json"), Meta: results.Meta{DriverVersion: driver},
+	s := &results.Summary{SchemaVersion: results.SchemaVersion, Status: results.StatusOK, Environment: strings.TrimSuffix(name, ".json"), Meta: results.Meta{DriverVersion: driver},
 		Hosts: []results.Host{{Name: "n", Models: []results.Model{{Model: "Qwen/Qwen3-8B",
 			Endpoints: []results.Endpoint{{GPUs: []int{0}, GPUName: "NVIDIA H200", Load: load}}}}}}}
 	p := filepath.Join(dir, name)
@@ -103,5 +103,21 @@ func TestCalibrateCommand(t *testing.T) {
 	}
 	if code, _ = runJudgeCLI(t, "calibrate", filepath.Join(dir, "none.json")); code != 2 {
 		t.Errorf("missing run: exit %d, want 2", code)
+	}
+	// Issue 42: a run that is not ok is refused (exit 2, before anything is printed) unless --gpus
+	// names the GPUs to learn from.
+	s, _ := results.Read(r2)
+	s.Status = results.StatusFlag
+	s.Hosts[0].GPUs = []results.GPUVerdict{{Index: 0, Status: results.StatusOK}, {Index: 1, Status: results.StatusFlag, Checks: []string{"compare.gpu_to_gpu"}}}
+	flagged := filepath.Join(dir, "flag.json")
+	if err := results.WriteJSON(flagged, s); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code = executeTo([]string{"calibrate", r1, flagged}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "its status is flag, not ok (gpu 1 flag); its ok GPUs are 0") || stdout.Len() > 0 {
+		t.Errorf("a flagged run: exit %d, want 2 and the refusal:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if code, out = runJudgeCLI(t, "calibrate", "--gpus", "0", r1, flagged); code != 0 || !strings.Contains(out, "reference:") {
+		t.Errorf("--gpus 0: exit %d\n%s", code, out)
 	}
 }

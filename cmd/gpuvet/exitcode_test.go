@@ -44,6 +44,9 @@ func TestExitCodesAgreeAcrossCommands(t *testing.T) {
 		{[]string{"compare", "/etc/hostname", "/etc/hostname"}, 2, "/etc/hostname"},
 		{[]string{"calibrate", "/etc/hostname"}, 2, "/etc/hostname"},
 		{[]string{"health", "--sim", "--sim-count", "0"}, 2, "--sim-count"},
+		// Issue 42: a user@ or :port in --hosts is a bad flag, not an unreachable host.
+		{[]string{"run", "--backend", "ssh", "--hosts", "root@10.0.0.1:2222", "--out", filepath.Join(dir, "h")}, 2, "--set ssh.user=root --set ssh.port=2222"},
+		{[]string{"run", "--backend", "ssh", "--hosts", "gpu1,gpu2:22", "--out", filepath.Join(dir, "h2")}, 2, "--set ssh.port=22"},
 		// probe's finding is the completion itself: a server that returns none is exit 1.
 		{[]string{"probe", "--url", down, "--model", "m", "--wait", "0s"}, 1, "returned no completion"},
 	} {

@@ -82,7 +82,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	}
 	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	fl := cmd.Flags()
-	fl.StringVar(&f.xml, "nvidia-smi-xml", "", "read the inventory from a captured `nvidia-smi -q -x` instead of NVML (no benchmarks)")
+	fl.StringVar(&f.xml, "nvidia-smi-xml", "", "read the inventory from a captured 'nvidia-smi -q -x' instead of NVML (no benchmarks)")
 	fl.StringVar(&f.out, "out", "", "write the result as JSON (results.Health) to this file")
 	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
 	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "GPU model of the simulated host (a catalog key)")
@@ -90,8 +90,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", sd.StragglerPct, "how much slower the straggler is (%)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
-	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured `nvidia-smi topo -m` for the GPU pairs' paths")
-	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured `nvidia-smi nvlink -s` for each GPU's links")
+	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured 'nvidia-smi topo -m' for the GPU pairs' paths")
+	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured 'nvidia-smi nvlink -s' for each GPU's links")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the all-reduce (default: the library path, then Python environments' nvidia-nccl wheels)")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
 	o, r := &f.opts, &f.rules
@@ -101,7 +101,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.BoolVar(&o.Parallel, "parallel", false, "run every GPU's benchmarks and burn at the same time (default: one GPU at a time)")
 	fl.BoolVar(&o.SkipBench, "no-bench", false, "skip the microbenchmarks")
 	fl.DurationVar(&o.Burn, "burn", 0, "run GEMM flat out this long per GPU while sampling power/clock/temperature every second (e.g. 60s)")
-	fl.BoolVar(&o.DCGM, "dcgm", true, "run `dcgmi diag` when dcgmi is installed")
+	fl.BoolVar(&o.DCGM, "dcgm", true, "run 'dcgmi diag' when dcgmi is installed")
 	fl.IntVar(&o.DCGMLevel, "dcgm-level", hd.DCGMLevel, "dcgmi diag level (1-4)")
 	fl.DurationVar(&o.DCGMTimeout, "dcgm-timeout", hd.DCGMTimeout, "limit for the whole dcgmi run")
 	fl.Float64Var(&r.MinPCIeGBps, "min-pcie-gbps", def.MinPCIeGBps, "flag pinned PCIe bandwidth below this (GB/s)")

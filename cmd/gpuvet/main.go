@@ -110,9 +110,13 @@ func executeTo(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
+	errOut := io.Writer(os.Stderr)
+	if stderr != nil {
+		errOut = stderr
+	}
 	// Every error gpuvet ends with goes through the one URL redaction (a base URL's password, a
 	// ?api_key= in a message from any layer).
-	fmt.Fprintln(os.Stderr, "gpuvet:", results.RedactURLs(err.Error()))
+	fmt.Fprintln(errOut, "gpuvet:", results.RedactURLs(err.Error()))
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

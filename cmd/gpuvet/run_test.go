@@ -355,3 +355,37 @@ func TestEveryPlanFlagHasAConfigPath(t *testing.T) {
 		}
 	})
 }
+
+// Issue 42: a named flag wins over --set of the same key whichever comes first, and the last of
+// several --set wins; docs/config.md says exactly that.
+func TestNamedFlagWinsOverSet(t *testing.T) {
+	for _, args := range [][]string{
+		{"--set", "run.parallel_gpus=1", "--parallel-gpus", "2"},
+		{"--parallel-gpus", "2", "--set", "run.parallel_gpus=1"},
+		{"--set", "run.parallel_gpus=1", "--set", "run.parallel_gpus=2"},
+	} {
+		out, err := gpuvet(append([]string{"config", "show", "--sim"}, args...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), "run.parallel_gpus = 2") {
+			t.Errorf("%v: %s", args, grepLine(string(out), "run.parallel_gpus"))
+		}
+	}
+	doc, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "a named flag wins over `--set` of the same key, whichever comes first") {
+		t.Error("docs/config.md does not say a named flag wins over --set")
+	}
+}
+
+func grepLine(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
+}

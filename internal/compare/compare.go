@@ -24,6 +24,18 @@ const (
 // Tighten is the one advice for a figure with too few samples or a wide interval.
 const Tighten = "a longer window or more requests give more samples (load.max_duration, load.max_requests; compare.min_samples sets the minimum)"
 
+// NeedMore says what would decide a figure from too few requests, as MLPerf LoadGen says "run N
+// more queries": "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s (…)"; the
+// duration, when the window the n requests took is known (window seconds, 0: not), is that window
+// stretched to the requests needed.
+func NeedMore(n, need int, window float64) string {
+	more := fmt.Sprintf("n=%d of the %d needed: %d more requests", n, need, need-n)
+	if window > 0 && n > 0 {
+		more += fmt.Sprintf(", or load.max_duration ≥ %.0f s", math.Ceil(window*float64(need)/float64(n)))
+	}
+	return more + " (more load.max_requests or a longer load.max_duration; compare.min_samples sets the minimum)"
+}
+
 // Figure is one measured figure with what is known of its quality.
 type Figure struct {
 	Value float64
@@ -38,6 +50,9 @@ type Figure struct {
 	ClientLimited bool
 	// ReqS is the run's sustained req/s, read by the tiny-denominator guard on throughput figures.
 	ReqS float64
+	// Window is the measured window of the rung behind the figure, in seconds (0: unknown): what
+	// would give it more samples is said as a duration too.
+	Window float64
 }
 
 // Guards are the tolerance and noise guards. A zero guard is disabled.
@@ -86,7 +101,7 @@ func TooFew(f Figure, minSamples int) bool {
 func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
 	switch {
 	case TooFew(f, minSamples):
-		return fmt.Sprintf("only %d requests behind the figure (< %d): %s", f.Samples, minSamples, Tighten)
+		return NeedMore(f.Samples, minSamples, f.Window)
 	case f.ClientLimited:
 		return "the load generator was the bottleneck (client-limited), so the figure reads worse than the server is: give gpuvet more CPU or fewer requests in flight and rerun"
 	case f.LowerBound && higherIsBetter:

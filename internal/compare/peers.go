@@ -110,7 +110,9 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(z+zPower)*se, higher)
 	}
 	if !(s.Pct > marginPct) {
-		s.Result = Pass
+		// Within the margin by its point estimate: a pass only when the reference could show it and
+		// the interval of the gap stays inside the margin. Undecided is never ok.
+		s.Result, s.Why = withinMargin(metric, x, ref, higher, marginPct, s.CI, g)
 		return s
 	}
 	switch {
@@ -140,6 +142,55 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.Result = Fail
 	}
 	return s
+}
+
+// withinMargin decides a figure whose gap to its reference is within the margin: Pass, unless a
+// side has too few requests, both were client-limited (a shared client set them both), or the
+// gap's interval reaches past the margin; then Inconclusive, with what would decide it. (A
+// client-limited figure within the margin of a sound reference passes: it reads worse than its
+// server, and is within even so.)
+func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, ci *results.Interval, g Guards) (string, string) {
+	switch {
+	case TooFew(x, g.MinSamples):
+		return Inconclusive, NeedMore(x.Samples, g.MinSamples, x.Window)
+	case TooFew(ref, g.MinSamples):
+		return Inconclusive, "the reference: " + NeedMore(ref.Samples, g.MinSamples, ref.Window)
+	case x.ClientLimited && ref.ClientLimited:
+		return Inconclusive, "both figures are client-limited (the load generator, not the servers, set them), so being within the margin shows nothing: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
+	case ci != nil && ci.Hi > marginPct && immaterial(metric, ref, ci.Hi, g):
+		return Pass, fmt.Sprintf("even at the far end of its interval (%.1f %%) the gap would be below the materiality guard", ci.Hi)
+	case ci != nil && ci.Hi > marginPct:
+		return Inconclusive, fmt.Sprintf("the %g %% interval of the gap, [%.1f %%, %.1f %%], reaches past the %g %% margin: %s", ci.Level*100, ci.Lo, ci.Hi, marginPct, narrowBy(x, ref, higher, marginPct))
+	}
+	return Pass, ""
+}
+
+// immaterial reports whether a gap of pct % from ref would be too small to matter by the guards
+// that stop a flag (a TTFT spread ≤ compare.min_ttft_delta_ms, a throughput spread under
+// compare.min_throughput_req_s): an interval reaching that far leaves nothing material undecided.
+func immaterial(metric string, ref Figure, pct float64, g Guards) bool {
+	switch {
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0:
+		return ref.Value*pct/100 <= g.MinTTFTDeltaMs
+	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && ref.ReqS > 0:
+		return ref.ReqS*pct/100 < g.MinThroughputReqS
+	}
+	return false
+}
+
+// narrowBy says how many more requests would bring the gap's interval inside the margin: its
+// width falls as 1/√n, so n must grow by (se/se')², where se' puts the interval's far end on the
+// margin.
+func narrowBy(x, ref Figure, higher bool, marginPct float64) string {
+	sx, okx := LogSE(x)
+	sr, okr := LogSE(ref)
+	l, m := worseLog(x.Value, ref.Value, higher), logOfPct(marginPct, higher)
+	if !okx || !okr || !(m > l) || x.Samples <= 0 {
+		return Tighten
+	}
+	need := zOf(0.95) * math.Hypot(sx, sr) / (m - l)
+	n := int(math.Ceil(float64(x.Samples) * need * need))
+	return fmt.Sprintf("n=%d per GPU; about %d (%d more requests each, a load.max_duration about %.1f× as long) would narrow it inside the margin", x.Samples, n, n-x.Samples, float64(n)/float64(x.Samples))
 }
 
 // Peers judges one metric across the cards of a host (or the nodes of a fleet) by the interval

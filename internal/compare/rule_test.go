@@ -17,7 +17,9 @@ func TestGate(t *testing.T) {
 	}{
 		{"within passes", Figure{Value: 10, Samples: 100}, 200, true, Pass, ""},
 		{"beyond fails", Figure{Value: 300, Samples: 100}, 200, true, Fail, ""},
-		{"too few samples: not a pass", Figure{Value: 10, Samples: 5}, 200, true, Inconclusive, "only 5 requests"},
+		{"too few samples: not a pass", Figure{Value: 10, Samples: 5}, 200, true, Inconclusive, "n=5 of the 30 needed: 25 more requests"},
+		// Issue 42: what would decide it, in requests and, with the rung's window, in seconds.
+		{"too few samples, the window known", Figure{Value: 10, Samples: 22, Window: 22.5}, 200, true, Inconclusive, "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s"},
 		{"too few samples: not a fail", Figure{Value: 300, Samples: 5}, 200, true, Inconclusive, "load.max_duration"},
 		{"no sample count (GEMM): decides", Figure{Value: 300}, 200, true, Fail, ""},
 		{"client-limited breach: inconclusive", Figure{Value: 300, Samples: 100, ClientLimited: true}, 200, true, Inconclusive, "client-limited"},
@@ -51,7 +53,7 @@ func TestGPUsGuardsAreTheGateGuards(t *testing.T) {
 		flag   bool
 		reason string
 	}{
-		{"the issue's false flag: ITL p95 from a 5-request rung", Figure{Value: 8.01, Samples: 5, CI: ci(7.9, 8.1)}, false, "only 5 requests"},
+		{"the issue's false flag: ITL p95 from a 5-request rung", Figure{Value: 8.01, Samples: 5, CI: ci(7.9, 8.1)}, false, "n=5 of the 30 needed: 25 more requests"},
 		{"client-limited", Figure{Value: 9, Samples: 100, ClientLimited: true, CI: ci(8.9, 9.1)}, false, "client-limited"},
 		{"a real outlier", Figure{Value: 9, Samples: 100, CI: ci(8.9, 9.1)}, true, "beyond the 10 % margin with its interval"},
 	} {

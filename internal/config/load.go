@@ -424,6 +424,10 @@ func matchAccelerators(acc map[string]Accelerator, name string) []string {
 	return keys
 }
 
+// AcceleratorMatches is acceleratorMatches for the checks outside config (a key that names no GPU
+// of the catalog is bad input).
+func AcceleratorMatches(key, gpuName string) bool { return acceleratorMatches(key, gpuName) }
+
 // acceleratorMatches reports whether an accelerator key names this GPU: its words appear in the GPU
 // name's words, consecutively and in order, ignoring case, dashes and underscores ("h100" matches
 // "NVIDIA H100 80GB HBM3"; "h20" does not match "NVIDIA H200").

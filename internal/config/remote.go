@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -93,6 +94,7 @@ func remoteChecks(c Config) []check {
 	s, o := c.SSH, c.OpenNebula
 	return []check{
 		{"ssh.hosts", c.Backend == "ssh" && len(s.Hosts) == 0 && s.Inventory == "", "backend ssh needs hosts: --hosts h1,h2 or --inventory FILE"},
+		{"ssh.hosts", badHost(s.Hosts) != "", badHost(s.Hosts)},
 		{"ssh.port", s.Port < 0 || s.Port > 65535, "want a port 1..65535 (0: ssh_config's or 22)"},
 		{"ssh.remote_backend", s.RemoteBackend != "local" && s.RemoteBackend != "sim", "want local or sim"},
 		{"ssh.remote_dir", len(s.RemoteDir) == 0 || s.RemoteDir[0] != '/', "want an absolute directory on the hosts, e.g. /tmp"},
@@ -113,6 +115,32 @@ func remoteChecks(c Config) []check {
 		{"opennebula.baremetal", o.Baremetal && c.HostPrep.Enabled == "false", "the bare-metal re-measure needs host preparation (the driver, the vfio release): host_prep.enabled auto or true"},
 		{"opennebula.pin_policy", !oneOfStr(strings.ToUpper(o.PinPolicy), "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (any case, or empty), got %q", o.PinPolicy)},
 	}
+}
+
+// badHost says why a host of ssh.hosts is not a name ("" when all are): --hosts takes ssh_config
+// aliases, names or addresses; a user@ or :port in it would be dialled as part of the name and fail
+// as an unreachable host, after the run started (issue 42).
+func badHost(hosts []string) string {
+	for _, h := range hosts {
+		user, rest, hasUser := strings.Cut(h, "@")
+		_, port, hasPort := strings.Cut(rest, ":")
+		if !hasUser {
+			rest = h
+			_, port, hasPort = strings.Cut(h, ":")
+		}
+		if hasPort && net.ParseIP(strings.Trim(rest, "[]")) != nil {
+			hasPort = false // an IPv6 address
+		}
+		switch {
+		case hasUser && hasPort:
+			return fmt.Sprintf("%q: --hosts takes names, ssh_config aliases or addresses; set the user and port apart: --set ssh.user=%s --set ssh.port=%s (or an ssh_config Host entry, or an inventory entry with user and port)", h, user, port)
+		case hasUser:
+			return fmt.Sprintf("%q: --hosts takes names, ssh_config aliases or addresses; set the user apart: --set ssh.user=%s (or an ssh_config Host entry, or an inventory entry's user)", h, user)
+		case hasPort:
+			return fmt.Sprintf("%q: --hosts takes names, ssh_config aliases or addresses; set the port apart: --set ssh.port=%s (or an ssh_config Host entry, or an inventory entry's port)", h, port)
+		}
+	}
+	return ""
 }
 
 func oneOfStr(v string, allowed ...string) bool {

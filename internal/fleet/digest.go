@@ -76,7 +76,7 @@ func writeDigest(path string, s *results.Summary) error {
 // series, notes on power, endpoint URLs, engine command lines and timing; discovery's GPU list
 // where health lists the same GPUs.
 func digestHost(h results.Host, k digestKind) results.Host {
-	d := results.Host{Name: h.Name, Status: h.Status, Flags: h.Flags, Error: h.Error, DetailFile: h.DetailFile, VMs: h.VMs, Prep: h.Prep,
+	d := results.Host{Name: h.Name, Status: h.Status, Flags: h.Flags, Error: h.Error, DetailFile: h.DetailFile, VMs: h.VMs, Prep: h.Prep, GPUs: h.GPUs,
 		Discovery: results.Discovery{Source: h.Discovery.Source, Note: h.Discovery.Note, Error: h.Discovery.Error}}
 	if p := h.Parallel; p != nil { // how many at once; why is in the host's file
 		d.Parallel = &results.ParallelChoice{Mode: p.Mode, GPUs: p.GPUs, Slots: p.Slots}

@@ -26,7 +26,7 @@ const (
 // GPU is one GPU (or tp group) of a node, for one model.
 type GPU struct {
 	Label  string         // "gpu 3", "gpus 0,1"
-	Status results.Status // the endpoint's (or, with no endpoint, the GPU's health status)
+	Status results.Status // the GPU's judged verdict (or, in a summary without one, the endpoint's or its health status)
 	Value  float64        // the figure; 0: none
 	// DeltaPct is Value against the fleet median, in % (negative: below it); meaningless without Value.
 	DeltaPct   float64
@@ -189,7 +189,7 @@ func node(h results.Host, model string) Node {
 	}
 	if m != nil && len(m.Endpoints) > 0 {
 		for _, e := range m.Endpoints {
-			n.GPUs = append(n.GPUs, endpointCell(e))
+			n.GPUs = append(n.GPUs, endpointCell(h, e))
 		}
 	} else {
 		n.GPUs = healthGPUs(h)
@@ -232,8 +232,11 @@ func node(h results.Host, model string) Node {
 	return n
 }
 
-func endpointCell(e results.Endpoint) GPU {
+func endpointCell(h results.Host, e results.Endpoint) GPU {
 	g := GPU{Label: gpuLabel(e.GPUs), Status: e.Status}
+	if st := h.GPUStatus(e.GPUs); st != "" {
+		g.Status = st // the GPU's judged verdict: health and serving
+	}
 	if g.Status == "" {
 		g.Status = results.StatusOK
 	}

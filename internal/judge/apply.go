@@ -51,6 +51,7 @@ func Apply(s *results.Summary, cfg Config) {
 			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
 		}
 		applyDrift(s, h, cfg)
+		h.GPUs = gpuVerdicts(h)
 		rollHost(h)
 	}
 	rollRun(s, cfg)
@@ -90,6 +91,9 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
 		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
+		if xv := expectedVerdict(ep, m, servedPeers(m) > 1, cfg); xv != nil {
+			ep.Verdicts = append(ep.Verdicts, *xv)
+		}
 		// Every failed request names its layer; the error-rate gate judges the GPU's only, and a
 		// fault of the engine, the network or the client leaves the GPU inconclusive (faults.go).
 		ep.Faults = Faults(ep)
@@ -135,6 +139,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	greedyAgreement(m)
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
+		markSOL(&m.Endpoints[ei])
 	}
 	m.Flags = dropJudgeFlags(m.Flags)
 	st := results.StatusSkipped
@@ -153,6 +158,19 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 		st = results.StatusInconclusive
 	}
 	m.Status = st
+}
+
+// servedPeers is how many of a model's endpoints have figures a comparison can use (the ones
+// ModelComparisons compares).
+func servedPeers(m *results.Model) int {
+	n := 0
+	for i := range m.Endpoints {
+		e := &m.Endpoints[i]
+		if e.Load != nil && len(e.Load.Runs) > 0 && e.Error == "" && !SharedGPU(e) {
+			n++
+		}
+	}
+	return n
 }
 
 func dropJudgeFlags(fl []results.Flag) []results.Flag {
@@ -429,7 +447,7 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci}}
+	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds}}
 }
 
 func sustainedMeasure(l *results.Load) Measured {
@@ -542,7 +560,7 @@ func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
+		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 
@@ -553,7 +571,7 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l)}, d.Count > 0
+		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 
@@ -637,6 +655,9 @@ func rollHost(h *results.Host) {
 	}
 	for _, m := range h.Models {
 		st = results.Worse(st, m.Status)
+	}
+	for _, g := range h.GPUs {
+		st = results.Worse(st, g.Status)
 	}
 	if len(h.Flags) > 0 {
 		st = results.Worse(st, results.StatusFlag)

@@ -86,7 +86,9 @@ func TestOverheadStatusGuards(t *testing.T) {
 		want      string
 	}{
 		{"11 % slower breaches", MetricSustainedReqS, fig(40, 900, 40), fig(35.6, 900, 35.6), true, BaselineBreach},
-		{"exactly 10 % is ok", MetricSustainedReqS, fig(40, 900, 40), fig(36, 900, 36), true, BaselineOK},
+		// Issue 42: undecided is never ok: a gap on the margin whose interval reaches past it.
+		{"exactly 10 %, its interval reaching past: low confidence", MetricSustainedReqS, fig(40, 900, 40), fig(36, 900, 36), true, BaselineLowConfidence},
+		{"8 % slower, interval inside the margin: ok", MetricSustainedReqS, fig(40, 900, 40), fig(36.8, 900, 36.8), true, BaselineOK},
 		{"faster is ok", MetricSustainedReqS, fig(40, 900, 40), fig(44, 900, 44), true, BaselineOK},
 		{"few samples: low confidence", MetricSustainedReqS, fig(0.4, 4, 0.4), fig(0.3, 3, 0.3), true, BaselineLowConfidence},
 		{"tiny denominator", MetricSustainedReqS, fig(2, 100, 2), fig(1.5, 100, 1.5), true, BaselineLowConfidence},

@@ -41,9 +41,12 @@ type CalibEntry struct {
 }
 
 // CalibRun is one healthy run to calibrate from, with the label its figures are quoted under.
+// GPUs, when set, are the only GPU indexes it may give (the operator's choice for a run that is not
+// ok); each must still be ok itself (calibUsable).
 type CalibRun struct {
 	Label   string
 	Summary *results.Summary
+	GPUs    []int
 }
 
 // Calibrate turns runs on known-healthy hardware into reference-table entries, one per exact GPU
@@ -56,10 +59,16 @@ func Calibrate(runs []CalibRun, opt CalibrateOptions) ([]CalibEntry, error) {
 	}
 	byKey := map[[2]string]*CalibEntry{}
 	for _, run := range runs {
-		for _, h := range run.Summary.Hosts {
+		for hi := range run.Summary.Hosts {
+			h := &run.Summary.Hosts[hi]
 			for _, m := range h.Models {
 				for i := range m.Endpoints {
-					addEndpoint(byKey, run.Label, m.Model, &m.Endpoints[i], i, opt)
+					ep := &m.Endpoints[i]
+					if ok, why := endpointUsable(run, h, ep); !ok {
+						leftOut(byKey, run.Label, m.Model, ep, i, why)
+						continue
+					}
+					addEndpoint(byKey, run.Label, m.Model, ep, i, opt)
 				}
 			}
 		}
@@ -83,6 +92,18 @@ func Calibrate(runs []CalibRun, opt CalibrateOptions) ([]CalibEntry, error) {
 		return out[i].Model < out[j].Model
 	})
 	return out, nil
+}
+
+// leftOut notes an endpoint that may not feed calibration under its GPU × model.
+func leftOut(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, why string) {
+	if ep.GPUName == "" {
+		return
+	}
+	key := [2]string{ep.GPUName, model}
+	if byKey[key] == nil {
+		byKey[key] = &CalibEntry{GPU: ep.GPUName, Model: model}
+	}
+	byKey[key].Notes = append(byKey[key].Notes, fmt.Sprintf("%s gpu %d left out: %s", label, endpointGPU(ep, i), why))
 }
 
 func addEndpoint(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, opt CalibrateOptions) {

@@ -36,7 +36,8 @@ func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 		e.Ratios[name] = append(e.Ratios[name], CalibFigure{Run: label, GPU: idx, Value: *ratio})
 	}
 	for _, run := range runs {
-		for _, h := range run.Summary.Hosts {
+		for hi := range run.Summary.Hosts {
+			h := &run.Summary.Hosts[hi]
 			hh := h.Health
 			if hh == nil {
 				continue
@@ -47,12 +48,12 @@ func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 				if first == "" {
 					first = name
 				}
-				if g.Busy != nil {
+				if ok, why := calibUsable(run, h, g.GPU.Index); !ok {
+					note := fmt.Sprintf("%s gpu %d left out: %s", run.Label, g.GPU.Index, why)
 					if e := by[name]; e != nil {
-						e.Notes = append(e.Notes, fmt.Sprintf("%s gpu %d left out: %s", run.Label, g.GPU.Index, g.Busy.Reason))
+						e.Notes = append(e.Notes, note)
 					} else {
-						by[name] = &FloorEntry{GPU: name, Floors: map[string]float64{}, Ratios: map[string][]CalibFigure{},
-							Notes: []string{fmt.Sprintf("%s gpu %d left out: %s", run.Label, g.GPU.Index, g.Busy.Reason)}}
+						by[name] = &FloorEntry{GPU: name, Floors: map[string]float64{}, Ratios: map[string][]CalibFigure{}, Notes: []string{note}}
 					}
 					continue
 				}
@@ -67,11 +68,13 @@ func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 			}
 			if ic := hh.Interconnect; ic != nil {
 				for _, p := range ic.Pairs {
-					if p.Uni != nil {
+					okA, _ := calibUsable(run, h, p.A)
+					okB, _ := calibUsable(run, h, p.B)
+					if p.Uni != nil && okA && okB {
 						add(first, results.FloorPeerCopy, run.Label, p.A, p.Uni.Ratio)
 					}
 				}
-				if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 {
+				if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 && allUsable(run, h) {
 					add(first, results.FloorAllReduce, run.Label, -1, ar.Sizes[len(ar.Sizes)-1].BusBWRatio)
 				}
 			}
@@ -87,6 +90,17 @@ func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GPU < out[j].GPU })
 	return out
+}
+
+// allUsable reports whether every GPU of the host's health phase may feed calibration (an
+// all-reduce spans them all).
+func allUsable(run CalibRun, h *results.Host) bool {
+	for _, g := range h.Health.GPUs {
+		if ok, _ := calibUsable(run, h, g.GPU.Index); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // WriteFloorsYAML prints floor entries as YAML to paste as reference_floors, with the ratios used

@@ -28,9 +28,9 @@ func healthRun(ratios map[string]float64, busy bool) *results.Summary {
 
 func TestCalibrateFloors(t *testing.T) {
 	runs := []CalibRun{
-		{"a.json", healthRun(map[string]float64{"gemm_bf16": 0.80, "hbm_d2d": 0.89, results.FloorBurn: 0.68}, false)},
-		{"b.json", healthRun(map[string]float64{"gemm_bf16": 0.76, "hbm_d2d": 0.86}, false)},
-		{"c.json", healthRun(map[string]float64{"gemm_bf16": 0.30, "hbm_d2d": 0.41}, true)}, // a co-tenant's figures: left out
+		{Label: "a.json", Summary: healthRun(map[string]float64{"gemm_bf16": 0.80, "hbm_d2d": 0.89, results.FloorBurn: 0.68}, false)},
+		{Label: "b.json", Summary: healthRun(map[string]float64{"gemm_bf16": 0.76, "hbm_d2d": 0.86}, false)},
+		{Label: "c.json", Summary: healthRun(map[string]float64{"gemm_bf16": 0.30, "hbm_d2d": 0.41}, true)}, // a co-tenant's figures: left out
 	}
 	es := CalibrateFloors(runs, results.FloorMarginPct)
 	if len(es) != 1 {

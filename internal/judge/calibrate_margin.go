@@ -25,6 +25,8 @@ type CalibMargin struct {
 	Run    string
 	GPU    int
 	Gaps   int // how many judged figures were read
+	// Notes say which GPUs were left out and why (calibUsable).
+	Notes []string
 }
 
 // CalibrateMargin derives compare.variance_pct from the GPU-to-GPU comparisons of healthy runs; ok is
@@ -32,8 +34,11 @@ type CalibMargin struct {
 func CalibrateMargin(runs []CalibRun) (CalibMargin, bool) {
 	var m CalibMargin
 	for _, run := range runs {
-		for _, h := range run.Summary.Hosts {
-			for _, mod := range h.Models {
+		for hi := range run.Summary.Hosts {
+			h := &run.Summary.Hosts[hi]
+			for _, all := range h.Models {
+				mod, notes := usableModel(run, h, all)
+				m.Notes = append(m.Notes, notes...)
 				for _, c := range mod.Comparisons {
 					if c.Against != compare.AgainstPeers || c.LowConfidence {
 						continue
@@ -62,6 +67,11 @@ func CalibrateMargin(runs []CalibRun) (CalibMargin, bool) {
 // comment saying why there is none.
 func WriteMarginYAML(w io.Writer, runs []CalibRun) error {
 	m, ok := CalibrateMargin(runs)
+	for _, n := range m.Notes {
+		if _, err := fmt.Fprintf(w, "# compare.variance_pct: %s\n", n); err != nil {
+			return err
+		}
+	}
 	if !ok {
 		_, err := fmt.Fprintln(w, "# compare.variance_pct: no GPU-to-GPU comparison in these runs (one GPU per host?): the default margin stays")
 		return err

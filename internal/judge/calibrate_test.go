@@ -20,7 +20,7 @@ func calibRuns() []CalibRun {
 	b.syncTTFT, b.sustained = 46, 38 // the worst TTFT and the worst throughput
 	c := healthy()
 	c.syncTTFT, c.sustained, c.lowerBound = 44, 20, true // a truncated sweep: its 20 req/s must not count
-	return []CalibRun{{"run1.json", summary(a, a)}, {"run2.json", summary(a, b)}, {"run3.json", summary(c)}}
+	return []CalibRun{{Label: "run1.json", Summary: summary(a, a)}, {Label: "run2.json", Summary: summary(a, b)}, {Label: "run3.json", Summary: summary(c)}}
 }
 
 func TestCalibrate(t *testing.T) {
@@ -61,12 +61,12 @@ func TestCalibrateErrors(t *testing.T) {
 		t.Errorf("no runs: %v", err)
 	}
 	empty := &results.Summary{Hosts: []results.Host{{Name: "x"}}}
-	if _, err := Calibrate([]CalibRun{{"e.json", empty}}, DefaultCalibrateOptions()); err == nil || !strings.Contains(err.Error(), "nothing to calibrate") {
+	if _, err := Calibrate([]CalibRun{{Label: "e.json", Summary: empty}}, DefaultCalibrateOptions()); err == nil || !strings.Contains(err.Error(), "nothing to calibrate") {
 		t.Errorf("empty run: %v", err)
 	}
 	failed := summary(healthy())
 	failed.Hosts[0].Models[0].Endpoints[0].Error = "engine died"
-	entries, err := Calibrate([]CalibRun{{"f.json", failed}}, DefaultCalibrateOptions())
+	entries, err := Calibrate([]CalibRun{{Label: "f.json", Summary: failed}}, DefaultCalibrateOptions())
 	if err != nil || entries[0].TTFTP95Ms != nil || !containsAny(entries[0].Notes, "the endpoint failed") {
 		t.Errorf("failed endpoint must be left out with a note: %+v %v", entries, err)
 	}
@@ -149,5 +149,46 @@ func TestCalibrateMargin(t *testing.T) {
 	}
 	if _, ok := CalibrateMargin([]CalibRun{{Label: "one", Summary: summary(healthy())}}); ok {
 		t.Error("a single GPU derived a margin")
+	}
+}
+
+// Issue 42: calibrate learns only from health. An ok run and a run with a 30 % straggler: the
+// straggler run is not ok (NotOK says so and names its ok GPUs); taken with its ok GPUs named, the
+// straggler is left out of the reference entry, and the margin is not widened by it (the issue's
+// calibration proposed variance_pct 44 and floors of 0.41-0.48).
+func TestCalibrateLearnsOnlyFromHealth(t *testing.T) {
+	ok := summary(healthy(), healthy(), healthy(), healthy())
+	Apply(ok, DefaultConfig())
+	slow := summary(healthy(), healthy(), healthy().scaled(0.3), healthy())
+	Apply(slow, DefaultConfig())
+	if NotOK(ok) != "" || !strings.Contains(NotOK(slow), "its status is flag, not ok") || !strings.Contains(NotOK(slow), "its ok GPUs are 0,1,3") {
+		t.Fatalf("ok run: %q (%s); straggler run: %q (%s)", NotOK(ok), ok.Status, NotOK(slow), slow.Status)
+	}
+	runs := []CalibRun{{Label: "ok.json", Summary: ok}, {Label: "slow.json", Summary: slow, GPUs: []int{0, 1, 2, 3}}}
+	es, err := Calibrate(runs, DefaultCalibrateOptions())
+	if err != nil || len(es) != 1 {
+		t.Fatalf("%v %+v", err, es)
+	}
+	if !containsAny(es[0].Notes, "slow.json gpu 2 left out: its verdict is flag") {
+		t.Errorf("notes %v", es[0].Notes)
+	}
+	for _, f := range es[0].ReqS {
+		if f.Run == "slow.json" && f.GPU == 2 {
+			t.Errorf("the straggler fed the throughput: %+v", es[0].ReqS)
+		}
+	}
+	// 30 % × 40 req/s: the worst healthy 40 − 25 % = 30, not the straggler's 28 − 25 %.
+	if es[0].MinReqS == nil || *es[0].MinReqS != 30 {
+		t.Errorf("min req/s %v, want 30", ptr(es[0].MinReqS))
+	}
+	m, found := CalibrateMargin(runs)
+	if !found || m.Pct > 5 || !containsAny(m.Notes, "slow.json gpu 2 left out") {
+		t.Errorf("margin %+v: want the healthy cards' (≤ 5 %%) with the straggler left out", m)
+	}
+	// Without the named GPUs the run is not taken at all, and nothing of it feeds a table.
+	runs[1].GPUs = []int{0}
+	es, _ = Calibrate(runs, DefaultCalibrateOptions())
+	if !containsAny(es[0].Notes, "slow.json gpu 1 left out: not among the GPUs named") {
+		t.Errorf("notes %v", es[0].Notes)
 	}
 }

@@ -26,7 +26,7 @@ func TestBaselineForInline(t *testing.T) {
 		t.Errorf("table:\n%s", buf.String())
 	}
 	// A corrupt baseline: a note, no flag, the run still judged.
-	s2 := summary(healthy())
+	s2 := summary(healthy(), healthy())
 	BaselineFor(nil, "no comparison: baseline missing.json unreadable (no such file)", "missing.json", s2, cfg)
 	Apply(s2, cfg)
 	if s2.Baseline == nil || !strings.HasPrefix(s2.Baseline.Note, "no comparison") || s2.Status != results.StatusOK {

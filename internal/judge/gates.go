@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -121,6 +122,9 @@ func passText(g GateSpec, m Measured, thr float64) string {
 
 // advice is the one thing an operator should do about a failed gate.
 func advice(g GateSpec) string {
+	if strings.HasPrefix(g.Limit.Source, "expected") {
+		return "this GPU × model is slower than its roofline-derived expected peak: check clocks, power, PCIe link and NUMA binding; if it is healthy and this engine or profile reaches less of the roofline, calibrate a reference entry (gpuvet calibrate)"
+	}
 	if g.Limit.Source == SourceDefault {
 		return "check the GPU's clocks, power and PCIe link; if this GPU × model is healthy but slower than the default gate, calibrate a reference entry (gpuvet calibrate)"
 	}

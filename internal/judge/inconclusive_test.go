@@ -29,8 +29,8 @@ func TestRollUpInconclusive(t *testing.T) {
 		t.Errorf("exit codes %d, %d: want 0 without --fail-on-inconclusive and 1 with", ExitCode(s, false, false), ExitCode(s, false, true))
 	}
 
-	// The same figures with enough samples decide: ok.
-	s = summary(healthy())
+	// The same figures with enough samples decide: ok (beside a peer, which judges its throughput).
+	s = summary(healthy(), healthy())
 	Apply(s, DefaultConfig())
 	if s.Status != results.StatusOK {
 		t.Errorf("decided run: %s, want ok", s.Status)
@@ -56,7 +56,7 @@ func TestRollUpInconclusive(t *testing.T) {
 // The cut-rung rule: a rung the cap cut before it had its samples makes its gates inconclusive,
 // naming load.max_rung_duration, whatever its figures read.
 func TestCutRungInconclusive(t *testing.T) {
-	s := summary(healthy())
+	s := summary(healthy(), healthy())
 	sync := &s.Hosts[0].Models[0].Endpoints[0].Load.Runs[0]
 	sync.Sizing = &results.RungSizing{MinSamples: 30, Cap: results.Duration(3 * time.Minute), Completed: 12, Cut: true,
 		Reason: "cut by load.max_rung_duration (3m0s) with 12 of the 30 completed requests compare.min_samples asks for"}

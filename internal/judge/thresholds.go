@@ -41,6 +41,7 @@ const (
 	ThCalibTTFTMarginPct = "gpuvet calibrate --ttft-margin"
 	ThCalibThrMarginPct  = "gpuvet calibrate --throughput-margin"
 	ThCalibMinMarginPct  = "gpuvet calibrate (least derived compare.variance_pct)"
+	ThHealthySOLSim      = "healthy % SOL (engine sim)"
 )
 
 // ThresholdSpec is one row of the table.
@@ -74,6 +75,18 @@ var Thresholds = []ThresholdSpec{
 	{ThCalibTTFTMarginPct, DefaultCalibTTFTMarginPct, "%", FromSeed, "seed 003: calibration TTFT p95 = worst + 30 %"},
 	{ThCalibThrMarginPct, DefaultCalibThrMarginPct, "%", FromSeed, "seed 003: calibration throughput = worst − 25 %"},
 	{ThCalibMinMarginPct, MinCalibMarginPct, "%", FromMeasured, "the H200 pair measured 1.5 % apart: a derived margin under 3 % is finer than a host's run-to-run noise"},
+	{ThHealthySOLSim, 52, "% of the roofline", FromMeasured, "issue 42: healthy simulated H200s × Qwen3-8B at b=32 measured 51.1 % (one GPU, quick profile), 53.1 % (640/256 tokens), 55 % (four GPUs) on this project's 2-core machine; the expected peak is the bound × this, judged with compare.variance_pct"},
+}
+
+// HealthySOL is the share of the roofline bound (results.SpeedOfLight, at the profile's batch) a
+// healthy engine of a kind reaches: the expected peak of a GPU × model with no reference entry is
+// the bound × this share. Only kinds measured have one; a GPU served by another, with no reference
+// and no peer, has its throughput not judged (inconclusive, and the run says so).
+func HealthySOL(engineKind, version string) (pct float64, where string, ok bool) {
+	if engineKind == "sim" && version == "gpuvet-sim" { // the simulator's own engine, not a slow one it plays
+		return defaultOf(ThHealthySOLSim), "the simulator's measured healthy " + fmtNum(defaultOf(ThHealthySOLSim)) + " %", true
+	}
+	return 0, "", false
 }
 
 // defaultOf is a threshold's default from the table; an unknown key is a programming error.

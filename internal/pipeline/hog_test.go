@@ -69,7 +69,7 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		t.Skip("ten simulator runs beside a CPU hog")
 	}
 	hog(t)
-	clientBound := 0
+	clientBound, undecided := 0, 0
 	for i := 0; i < 10; i++ {
 		// Four at once, as auto chooses on two quiet cores (a hog beside it may make auto choose
 		// fewer, which would make the test easier).
@@ -85,19 +85,33 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		}
 		if res.Summary.Status != results.StatusOK {
 			clientBound++
+			noise := false
+			for _, g := range res.Summary.Hosts[0].GPUs { // what left it undecided, for whoever reads a failure
+				for _, w := range g.Why {
+					t.Logf("run %d gpu %d: %s", i+1, g.Index, w)
+					noise = noise || !strings.Contains(w, "client-limited")
+				}
+			}
+			if noise {
+				undecided++
+			}
 		}
 	}
 	// On a machine busier than the hog alone (a CI running other tests beside it), a run whose
-	// client fell behind on its GPUs is rightly inconclusive, and says so; most must still be ok.
-	t.Logf("%d of 10 runs inconclusive because their client set the pace, the others ok", clientBound)
-	if clientBound > 3 {
-		t.Errorf("%d of 10 runs inconclusive beside the hog: the client falls behind too often", clientBound)
+	// client fell behind on its GPUs is rightly inconclusive, and says so (issue 42: every GPU
+	// client-limited is not a pass, however close the figures). A run left undecided by the
+	// figures' own spread, its client keeping up, must stay rare.
+	t.Logf("%d of 10 runs inconclusive (%d for their figures' spread, the rest because their client set the pace), the others ok", clientBound, undecided)
+	if undecided > 3 {
+		t.Errorf("%d of 10 runs undecided by their figures' spread beside the hog: the interval rule leaves a healthy run open too often", undecided)
 	}
 }
 
 // notOKBesideHog says what is wrong with a run beside a CPU hog ("" when nothing is): it must be
-// ok, or inconclusive only where the load generator was the bottleneck, with every endpoint ok: a
-// flag, a failure or an inconclusive figure for another reason is wrong.
+// ok, or inconclusive only where the load left a figure undecided and says what would decide it
+// (the load generator was the bottleneck, or an interval reaches past its limit or margin: issue
+// 42, undecided is never ok): a flag, a failure or an inconclusive figure for another reason is
+// wrong.
 func notOKBesideHog(s *results.Summary) string {
 	if s.Status == results.StatusOK {
 		return ""
@@ -105,11 +119,20 @@ func notOKBesideHog(s *results.Summary) string {
 	if s.Status != results.StatusInconclusive {
 		return "status " + string(s.Status)
 	}
+	loadNoise := func(reason string) bool {
+		return strings.Contains(reason, "client-limited") || strings.Contains(reason, "reaches past the") || strings.Contains(reason, "spans the limit") ||
+			strings.Contains(reason, "gets one only from enough requests") // a tail percentile of 30 requests has no interval
+	}
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				if e.Status != results.StatusOK {
+				if e.Status != results.StatusOK && e.Status != results.StatusInconclusive {
 					return fmt.Sprintf("gpu %v is %s", e.GPUs, e.Status)
+				}
+				for _, v := range e.Verdicts {
+					if v.Result == "inconclusive" && !loadNoise(v.Reason) {
+						return fmt.Sprintf("gpu %v: %s inconclusive: %s", e.GPUs, v.Check, v.Reason)
+					}
 				}
 			}
 			for _, c := range m.Comparisons {
@@ -117,7 +140,7 @@ func notOKBesideHog(s *results.Summary) string {
 					return "GPU-to-GPU " + c.Metric + " low confidence: " + c.Note
 				}
 				for _, v := range c.Values {
-					if v.Inconclusive && !strings.Contains(v.Reason, "client-limited") {
+					if v.Inconclusive && !loadNoise(v.Reason) {
 						return fmt.Sprintf("GPU-to-GPU %s on gpu %d inconclusive: %s", c.Metric, v.GPU, v.Reason)
 					}
 				}

@@ -325,10 +325,11 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		ep.Busy = append(ep.Busy, *during)
 		r.progress("%s on gpu %v: %s", model, slot.GPUs, during.Reason)
 	}
+	batch, batchSrc := solBatch(maxNumSeqs(cfg))
 	if tp := max(1, cfg.Engine.TP); len(slot.GPUs) > tp {
 		// Several engines behind one endpoint (Dynamo's workers): the bound is one engine's.
 		ep.SpeedOfLight = &results.SpeedOfLight{Note: fmt.Sprintf("speed-of-light: the endpoint serves from %d engines of tp=%d; the bound is one engine's", len(slot.GPUs)/tp, tp)}
-	} else if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld); sol != nil {
+	} else if sol, note := speedOfLight(r.deps.Catalog, slot.GPUName, model, cfg.Engine.TP, ld, batch, batchSrc); sol != nil {
 		ep.SpeedOfLight = sol
 	} else if note != "" {
 		ep.SpeedOfLight = &results.SpeedOfLight{Note: note} // why there is no bound, for the report

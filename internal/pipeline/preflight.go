@@ -36,6 +36,9 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
 	}
+	if err := resolveGPUNames(&plan.Config, cat); err != nil {
+		return err
+	}
 	if c.Backend == "sim" {
 		if _, ok := cat.LookupGPU(c.Sim.GPU); !ok {
 			return bad("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))

@@ -9,12 +9,25 @@ import (
 	"github.com/gpuvet/gpuvet/internal/roofline"
 )
 
+// solBatch is the batch % SOL is taken at: the one the plan fixes, the engine's batch limit (its
+// max_num_seqs; vLLM's default 256 when the plan does not say), which the sweep's open-loop rungs
+// fill whatever load.max_concurrency caps the closed-loop probe at. Fixed by the plan, it does not
+// move with the batch one run happened to reach, so the same GPU gives the same % SOL run after run
+// (issue 42).
+func solBatch(maxNumSeqs int) (int, string) {
+	if maxNumSeqs <= 0 {
+		return 256, "vLLM's default max_num_seqs 256 (the plan sets no other)"
+	}
+	return maxNumSeqs, fmt.Sprintf("the engine's max_num_seqs %d", maxNumSeqs)
+}
+
 // speedOfLight holds the measured peak output tok/s against the roofline bound of this GPU × model
-// at the batch the engine ran then. The batch is the mean number of requests in flight during the
-// peak run (Little's law: completed req/s × mean end-to-end seconds), which is what a continuous-
-// batching engine decodes together when nothing waits. nil when the peak, the GPU or the model is
-// unknown; the reason is then in the returned note. Figures come from cat (nil: the built-in catalog).
-func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *results.Load) (*results.SpeedOfLight, string) {
+// at the batch the profile fixes (solBatch) and the profile's prompt and output lengths, prefill
+// included (roofline.ServeTokS): one figure per GPU × model × profile, stable across repeats. The batch the peak run
+// reached (Little's law: completed req/s × mean E2E seconds) is kept beside it. nil when the peak,
+// the GPU or the model is unknown; the reason is then in the returned note. Figures come from cat
+// (nil: the built-in catalog).
+func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *results.Load, batch int, batchSource string) (*results.SpeedOfLight, string) {
 	if ld == nil || len(ld.Runs) == 0 {
 		return nil, ""
 	}
@@ -24,8 +37,8 @@ func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *resul
 			peak = r
 		}
 	}
-	if peak.OutputTokS <= 0 || peak.ReqS <= 0 || peak.E2E.Count == 0 || peak.MeanOutputTokens <= 0 {
-		return nil, "speed-of-light: no completed requests at the peak"
+	if peak.OutputTokS <= 0 {
+		return nil, "speed-of-light: no output at the peak"
 	}
 	g, ok := cat.LookupGPU(gpuName)
 	if !ok {
@@ -36,12 +49,15 @@ func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *resul
 		return nil, "speed-of-light: " + src
 	}
 	tp = max(1, tp)
-	// The engine decodes the in-flight requests together; their mean context is the prompt plus half
-	// the output. Prefill is left out, so the bound is an upper one.
-	batch := peak.ReqS * peak.E2E.Mean / 1000
-	b := max(1, int(math.Round(batch)))
-	ctx := peak.MeanPromptTokens + peak.MeanOutputTokens/2
-	bound := roofline.DecodeTokS(g, m, b, ctx, tp)
+	prompt, output := float64(ld.Config.PromptTokens), float64(ld.Config.OutputTokens)
+	if prompt <= 0 || output <= 0 { // a profile without lengths (a dataset): the peak run's means
+		prompt, output = peak.MeanPromptTokens, peak.MeanOutputTokens
+	}
+	// The engine decodes the batch together at the mean context (the prompt plus half the output)
+	// and computes each prompt once: the bound counts both (roofline.ServeTokS).
+	ctx := prompt + output/2
+	b := max(1, batch)
+	bound := roofline.ServeTokS(g, m, b, int(math.Round(prompt)), int(math.Round(output)), tp)
 	if bound <= 0 || math.IsInf(bound, 0) || math.IsNaN(bound) {
 		return nil, "speed-of-light: no bound (datasheet figures missing)"
 	}
@@ -49,20 +65,17 @@ func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *resul
 	if roofline.ComputeBound(g, m, roofline.DecodeStep(b, ctx), tp) {
 		limit = "compute"
 	}
-	return &results.SpeedOfLight{
+	s := &results.SpeedOfLight{
 		BoundOutputTokS: bound, MeasuredOutputTokS: peak.OutputTokS, Percent: 100 * peak.OutputTokS / bound,
-		Limit: limit, Batch: batch,
-		BatchSource:  fmt.Sprintf("mean requests in flight in the %s run (%.2f req/s × %.0f ms mean E2E), rounded to %d", runName(peak), peak.ReqS, peak.E2E.Mean, b),
-		PromptTokens: peak.MeanPromptTokens, OutputTokens: peak.MeanOutputTokens, TP: tp, GPU: g.Key, Model: src,
-	}, ""
-}
-
-func runName(r results.Run) string {
-	switch {
-	case r.Concurrency > 0:
-		return fmt.Sprintf("%s c=%d", r.Kind, r.Concurrency)
-	case r.TargetRate > 0:
-		return fmt.Sprintf("%s %.2f/s", r.Kind, r.TargetRate)
+		Limit: limit, Batch: float64(b), BatchSource: batchSource,
+		PromptTokens: prompt, OutputTokens: output, TP: tp, GPU: g.Key, Model: src,
 	}
-	return r.Kind
+	if peak.ReqS > 0 && peak.E2E.Count > 0 {
+		s.ReachedBatch = peak.ReqS * peak.E2E.Mean / 1000
+	}
+	if s.Percent > 100 {
+		s.Impossible = true
+		s.Note = fmt.Sprintf("impossible: %.1f %% of the roofline bound: the datasheet, the model's architecture or the measured tok/s is wrong (a GPU cannot beat its speed of light)", s.Percent)
+	}
+	return s, ""
 }

@@ -213,7 +213,15 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	return sv, nil
 }
 
-func (*Sim) EngineVersion(context.Context, config.Config) (string, error) { return "gpuvet-sim", nil }
+// EngineVersion is the simulator's; a simulated slow engine (sim.step_overhead, sim.seq_overhead)
+// says so, since it is another engine than the one whose healthy share of the roofline the judge
+// knows (judge.HealthySOL).
+func (*Sim) EngineVersion(_ context.Context, cfg config.Config) (string, error) {
+	if cfg.Sim.StepOverhead > 0 || cfg.Sim.SeqOverhead > 0 {
+		return fmt.Sprintf("gpuvet-sim (a slow engine: %s a step, %s a sequence)", cfg.Sim.StepOverhead.D(), cfg.Sim.SeqOverhead.D()), nil
+	}
+	return "gpuvet-sim", nil
+}
 
 // BaselineFromFile is the baseline step of `gpuvet run --baseline FILE`: the file is read here
 // (any format the importer knows; an unreadable one becomes a note, not a failure) and judged.

@@ -61,6 +61,7 @@ func (r *run) record(ctx context.Context) {
 
 func (r *run) judge() {
 	r.sum.Caveats = append(r.sum.Caveats, rungNotes(r.sum)...)
+	r.sum.Caveats = append(r.sum.Caveats, unusedGPUKeys(r.cfg, r.deps.Catalog, r.host().Discovery.GPUs)...)
 	if r.deps.Judge == nil {
 		r.sum.Caveats = append(r.sum.Caveats, "no judge in this build: gates, reference table and GPU-to-GPU comparisons were not applied")
 		rollup(r.sum)
@@ -224,20 +225,33 @@ func interruptedWhat(s *results.Summary) string {
 }
 
 // Describe is a one-paragraph summary of a finished run for the terminal: the status, then the
-// endpoints counted by status ("4 endpoint(s): 1 ok, 1 interrupted, 2 not_run").
+// GPUs counted by their judged verdict ("4 GPU(s): 3 ok, 1 failed"), the same verdicts the table,
+// the report, JUnit and CTRF show.
 func Describe(res *Result) string {
 	s := res.Summary
-	eps := 0
+	n := 0
 	count := map[results.Status]int{}
 	var order []results.Status
+	add := func(st results.Status) {
+		n++
+		if count[st] == 0 {
+			order = append(order, st)
+		}
+		count[st]++
+	}
+	what := "GPU(s)"
 	for _, h := range s.Hosts {
-		for _, m := range h.Models {
-			for _, e := range m.Endpoints {
-				eps++
-				if count[e.Status] == 0 {
-					order = append(order, e.Status)
+		for _, g := range h.GPUs {
+			add(g.Status)
+		}
+	}
+	if n == 0 { // no GPU of ours (an endpoint run): its endpoints
+		what = "endpoint(s)"
+		for _, h := range s.Hosts {
+			for _, m := range h.Models {
+				for _, e := range m.Endpoints {
+					add(e.Status)
 				}
-				count[e.Status]++
 			}
 		}
 	}
@@ -245,7 +259,10 @@ func Describe(res *Result) string {
 	for _, st := range order {
 		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
 	}
-	out := fmt.Sprintf("status %s: %d endpoint(s)", s.Status, eps)
+	out := fmt.Sprintf("status %s: %d %s", s.Status, n, what)
+	if sk := s.SkippedChecks(); s.Status == results.StatusOK && len(sk) > 0 {
+		out = fmt.Sprintf("status ok, partial (%d check(s) skipped, see the caveats): %d %s", len(sk), n, what)
+	}
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
 	}

@@ -92,30 +92,18 @@ func CTRF(s *results.Summary) ([]byte, error) {
 	if !s.FinishedAt.IsZero() {
 		r.Summary.Stop = s.FinishedAt.UnixMilli()
 	}
-	for _, h := range s.Hosts {
-		r.Tests = append(r.Tests, hostTests(h)...)
-	}
-	if s.Fleet != nil {
-		for _, c := range s.Fleet.Comparisons {
-			for _, v := range c.Values {
-				t := ctrfTest{Name: fmt.Sprintf("compare.node_to_node %s node %s", c.Metric, v.Host), Suite: fleetSuite, Status: "passed",
-					Message: v.Reason, Extra: map[string]any{"node": v.Host, "metric": c.Metric, "value": v.Value, "delta_pct": v.DeltaPct, "variance_pct": c.VariancePct}}
-				switch {
-				case v.Flagged:
-					t.Status = "failed"
-				case c.LowConfidence:
-					t.Status, t.Message = "skipped", c.Note
-				}
-				r.Tests = append(r.Tests, t)
-			}
+	// The tests are junit.xml's, one for one: both files count the same checks.
+	for _, su := range junitDoc(s).Suites {
+		suite := []string{"gpuvet", "run"}
+		switch {
+		case su.Hostname != "":
+			suite = []string{"gpuvet", su.Hostname}
+		case su.Name == "gpuvet.fleet":
+			suite = fleetSuiteName
 		}
-		for _, sk := range s.Fleet.Skipped {
-			r.Tests = append(r.Tests, ctrfTest{Name: "node " + sk.Name, Suite: fleetSuite, Status: "skipped", Message: sk.Reason,
-				Extra: map[string]any{"node": sk.Name}})
+		for _, c := range su.Cases {
+			r.Tests = append(r.Tests, ctrfCase(c, suite))
 		}
-	}
-	if s.Error != "" {
-		r.Tests = append(r.Tests, ctrfTest{Name: "run", Suite: []string{"gpuvet", "run"}, Status: "failed", Message: s.Error})
 	}
 	suites := map[string]bool{}
 	for _, t := range r.Tests {
@@ -148,57 +136,27 @@ func CTRF(s *results.Summary) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-func hostTests(h results.Host) []ctrfTest {
-	suite := []string{"gpuvet", h.Name}
-	if h.Name == "" {
-		suite = []string{"gpuvet", "host"}
+// ctrfCase is one JUnit case as a CTRF test: a failure or an error fails, a check that ran and
+// could not decide is "other" (neither a pass nor a skip), a check not run is skipped.
+func ctrfCase(c junitCase, suite []string) ctrfTest {
+	t := ctrfTest{Name: c.Name, Suite: suite, Status: "passed", Extra: c.Extra, Message: c.SystemOut}
+	if c.Subject != "" {
+		t.Name += " " + c.Subject
 	}
-	var out []ctrfTest
-	if h.Error != "" {
-		out = append(out, ctrfTest{Name: "host " + h.Name, Suite: suite, Status: "failed", Message: h.Error, Extra: map[string]any{"node": h.Name}})
+	switch {
+	case c.Failure != nil:
+		t.Status, t.Message = "failed", c.Failure.Message
+	case c.Error != nil:
+		t.Status, t.Message = "failed", c.Error.Message
+	case c.Skipped != nil && c.Inconclusive:
+		t.Status, t.Message = "other", c.Skipped.Message
+	case c.Skipped != nil:
+		t.Status, t.Message = "skipped", c.Skipped.Message
 	}
-	if hh := h.Health; hh != nil {
-		for _, g := range hh.GPUs {
-			t := ctrfTest{Name: fmt.Sprintf("health gpu %d", g.GPU.Index), Suite: suite, Status: statusCTRF(g.Status),
-				Extra: map[string]any{"node": h.Name, "gpu": g.GPU.Index, "gpu_name": g.GPU.Name}}
-			var reasons []string
-			for _, f := range g.Flags {
-				reasons = append(reasons, f.Reason)
-			}
-			t.Message = strings.Join(reasons, "; ")
-			out = append(out, t)
-		}
-		if hh.Error != "" {
-			out = append(out, ctrfTest{Name: "health", Suite: suite, Status: "failed", Message: hh.Error, Extra: map[string]any{"node": h.Name}})
-		}
-	}
-	for _, m := range h.Models {
-		for _, ep := range m.Endpoints {
-			gpus := gpuList(ep.GPUs) // "gpu 3", "gpus 0,1"
-			base := map[string]any{"node": h.Name, "gpus": ep.GPUs, "gpu_name": ep.GPUName, "model": m.Model}
-			if ep.Error != "" {
-				out = append(out, ctrfTest{Name: fmt.Sprintf("endpoint %s %s", m.Model, gpus), Suite: suite, Status: "failed", Message: ep.Error, Extra: base})
-			}
-			for _, v := range ep.Verdicts {
-				x := map[string]any{"rule": v.Rule, "source": v.Source, "unit": v.Unit}
-				for k, val := range base {
-					x[k] = val
-				}
-				if v.Value != nil {
-					x["value"] = *v.Value
-				}
-				if v.Threshold != nil {
-					x["threshold"] = *v.Threshold
-				}
-				out = append(out, ctrfTest{Name: fmt.Sprintf("%s %s %s", v.Check, m.Model, gpus), Suite: suite,
-					Status: verdictCTRF(v.Result), Message: v.Reason, Extra: x})
-			}
-		}
-	}
-	return out
+	return t
 }
 
-var fleetSuite = []string{"gpuvet", "fleet"}
+var fleetSuiteName = []string{"gpuvet", "fleet"}
 
 func verdictCTRF(r string) string {
 	switch r {

@@ -43,6 +43,13 @@ type junitCase struct {
 	Error     *junitProblem `xml:"error,omitempty"`
 	Skipped   *junitSkip    `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+
+	// What CTRF adds to the same case (junit.xml and ctrf.json hold the same tests): the subject
+	// its name is followed by ("Qwen/Qwen3-8B gpu 0"), its labels, and whether a skip is a check
+	// that ran and could not decide (CTRF "other") rather than one that did not run.
+	Subject      string         `xml:"-"`
+	Extra        map[string]any `xml:"-"`
+	Inconclusive bool           `xml:"-"`
 }
 
 type junitProblem struct {
@@ -126,6 +133,21 @@ func JUnit(s *results.Summary) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("junit: no summary")
 	}
+	doc := junitDoc(s)
+	var b bytes.Buffer
+	b.WriteString(xml.Header)
+	enc := xml.NewEncoder(&b)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), nil
+}
+
+// junitDoc is the run's tests, once: junit.xml writes them and ctrf.json renders the same list, so
+// both files count the same tests with the same outcomes.
+func junitDoc(s *results.Summary) junitSuites {
 	union := map[results.Flag]bool{} // flags a host suite already holds
 	doc := junitSuites{Name: "gpuvet " + s.RunID}
 	ts := ""
@@ -144,6 +166,10 @@ func JUnit(s *results.Summary) ([]byte, error) {
 			su.Timestamp, su.Hostname = ts, h.Name
 			doc.Suites = append(doc.Suites, su)
 		}
+		if su := verdictSuite(h); len(su.Cases) > 0 {
+			su.Timestamp, su.Hostname = ts, h.Name
+			doc.Suites = append(doc.Suites, su)
+		}
 		if su := hostSuite(h, seen); len(su.Cases) > 0 {
 			su.Timestamp, su.Hostname = ts, h.Name
 			doc.Suites = append(doc.Suites, su)
@@ -151,6 +177,10 @@ func JUnit(s *results.Summary) ([]byte, error) {
 		for f := range seen {
 			union[f] = true
 		}
+	}
+	if su := fleetSuite(s); len(su.Cases) > 0 {
+		su.Timestamp = ts
+		doc.Suites = append(doc.Suites, su)
 	}
 	run := runSuite(s, union)
 	run.Timestamp = ts
@@ -173,15 +203,48 @@ func JUnit(s *results.Summary) ([]byte, error) {
 		doc.Errors += su.Errors
 		doc.Skipped += su.Skipped
 	}
-	var b bytes.Buffer
-	b.WriteString(xml.Header)
-	enc := xml.NewEncoder(&b)
-	enc.Indent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
+	return doc
+}
+
+// verdictSuite holds the judged verdict of each GPU and of the host (results.Host.GPUs): the
+// statuses the terminal and the report show, as tests a CI reads.
+func verdictSuite(h results.Host) junitSuite {
+	su := junitSuite{Name: "gpuvet.verdict." + h.Name}
+	class := "gpuvet.verdict." + classPart(h.Name)
+	for _, g := range h.GPUs {
+		why := strings.Join(append(append([]string(nil), g.Checks...), g.Why...), "; ")
+		c := statusCase(class, fmt.Sprintf("gpu %d", g.Index), g.Status,
+			fmt.Sprintf("gpu %d: %s (health %s, serving %s)", g.Index, g.Status, orDash(string(g.Health)), orDash(string(g.Serving))), why)
+		c.Extra = map[string]any{"node": h.Name, "gpu": g.Index, "gpu_name": g.Name, "status": string(g.Status)}
+		su.Cases = append(su.Cases, c)
 	}
-	b.WriteByte('\n')
-	return b.Bytes(), nil
+	if len(su.Cases) > 0 {
+		c := statusCase(class, "host", h.Status, "host "+h.Name+": "+string(h.Status), firstLine(h.Error))
+		c.Subject, c.Extra = h.Name, map[string]any{"node": h.Name, "status": string(h.Status)}
+		su.Cases = append(su.Cases, c)
+	}
+	return su
+}
+
+// statusCase is a judged status as a test: ok passes; flag and failed fail; inconclusive is a skip
+// that ran and could not decide; a run that stopped before it is an error.
+func statusCase(class, name string, st results.Status, msg, detail string) junitCase {
+	c := junitCase{Classname: class, Name: name}
+	if detail != "" {
+		msg += ": " + detail
+	}
+	switch st {
+	case results.StatusOK:
+	case results.StatusFlag, results.StatusFailed:
+		c.Failure = &junitProblem{Message: msg, Type: "verdict." + string(st), Text: msg}
+	case results.StatusInconclusive:
+		c.Skipped, c.Inconclusive = &junitSkip{Message: "inconclusive: " + msg}, true
+	case results.StatusInterrupted, results.StatusIncomplete, results.StatusNotRun:
+		c.Error = &junitProblem{Message: msg, Type: string(st)}
+	default:
+		c.Skipped = &junitSkip{Message: msg}
+	}
+	return c
 }
 
 // WriteJUnit writes the JUnit XML of s to path.
@@ -210,6 +273,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 	for _, g := range hh.GPUs {
 		class := "gpuvet.health." + classPart(h.Name) + ".gpu" + fmt.Sprint(g.GPU.Index)
 		pool := newPool(seen, g.Flags)
+		first := len(su.Cases)
 		for _, hc := range healthChecks {
 			su.Cases = append(su.Cases, failCase(class, hc.name, pool.take(hc.keys...)))
 		}
@@ -246,6 +310,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 		for _, f := range pool.rest() {
 			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
 		}
+		labelCases(su.Cases[first:], fmt.Sprintf("gpu %d", g.GPU.Index), map[string]any{"node": h.Name, "gpu": g.GPU.Index, "gpu_name": g.GPU.Name})
 	}
 	class := "gpuvet.health." + classPart(h.Name)
 	pool := newPool(seen, hh.Flags)
@@ -270,6 +335,18 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
 	}
 	return su
+}
+
+// labelCases gives cases the subject and labels CTRF shows with them.
+func labelCases(cs []junitCase, subject string, extra map[string]any) {
+	for i := range cs {
+		cs[i].Subject = subject
+		x := map[string]any{}
+		for k, v := range extra {
+			x[k] = v
+		}
+		cs[i].Extra = x
+	}
 }
 
 func dcgmCase(class string, t results.DCGMTest, pool *flagPool) junitCase {
@@ -320,6 +397,7 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 	for _, e := range m.Endpoints {
 		class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model) + "." + strings.ReplaceAll(gpuList(e.GPUs), " ", "")
 		pool := newPool(seen, e.Flags)
+		first := len(su.Cases)
 		serve := junitCase{Classname: class, Name: "serve"}
 		switch {
 		case e.Status == results.StatusNotRun:
@@ -346,7 +424,7 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 				}
 			case "inconclusive":
 				c.Failure = nil
-				c.Skipped = &junitSkip{Message: "inconclusive: " + orDash(v.Reason)}
+				c.Skipped, c.Inconclusive = &junitSkip{Message: "inconclusive: " + orDash(v.Reason)}, true
 			case "disabled":
 				c.Skipped = &junitSkip{Message: "gate disabled: " + orDash(v.Reason)}
 			default:
@@ -374,6 +452,7 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 		for _, f := range pool.rest() {
 			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
 		}
+		labelCases(su.Cases[first:], m.Model+" "+gpuList(e.GPUs), map[string]any{"node": h.Name, "gpus": e.GPUs, "gpu_name": e.GPUName, "model": m.Model})
 	}
 	class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model)
 	if m.Error != "" {
@@ -436,8 +515,44 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 	for _, f := range pool.rest() {
 		su.Cases = append(su.Cases, failCase("gpuvet.run", f.Check, []results.Flag{f}))
 	}
-	if len(su.Cases) == 0 {
-		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run"})
+	// The run's own verdict, as every other surface shows it.
+	rc := statusCase("gpuvet.run", "run.status", s.Status, "run "+string(s.Status), "")
+	rc.Subject, rc.Extra = "run", map[string]any{"status": string(s.Status)}
+	su.Cases = append(su.Cases, rc)
+	return su
+}
+
+// fleetSuite holds a fleet's node-to-node comparison, one case per node and figure, and the nodes
+// the backend skipped.
+func fleetSuite(s *results.Summary) junitSuite {
+	su := junitSuite{Name: "gpuvet.fleet"}
+	if s.Fleet == nil {
+		return su
+	}
+	for _, c := range s.Fleet.Comparisons {
+		for _, v := range c.Values {
+			jc := junitCase{Classname: "gpuvet.fleet", Name: fmt.Sprintf("compare.node_to_node %s node %s", c.Metric, v.Host),
+				Extra: map[string]any{"node": v.Host, "metric": c.Metric, "value": v.Value, "delta_pct": v.DeltaPct, "variance_pct": c.VariancePct}}
+			switch {
+			case v.Flagged:
+				jc.Failure = &junitProblem{Message: orDash(v.Reason), Type: "compare.node_to_node", Text: v.Reason}
+			case c.LowConfidence:
+				jc.Skipped, jc.Inconclusive = &junitSkip{Message: "low confidence: " + orDash(c.Note)}, true
+			case v.Inconclusive:
+				jc.Skipped, jc.Inconclusive = &junitSkip{Message: "inconclusive: " + orDash(v.Reason)}, true
+			}
+			su.Cases = append(su.Cases, jc)
+		}
+	}
+	for _, sk := range s.Fleet.Skipped {
+		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.fleet", Name: "node " + sk.Name, Skipped: &junitSkip{Message: sk.Reason},
+			Extra: map[string]any{"node": sk.Name}})
 	}
 	return su
+}
+
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

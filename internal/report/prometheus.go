@@ -142,8 +142,14 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	}
 	for _, h := range s.Hosts {
 		d.family("gpuvet_host_status", "Host status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
+		// A GPU's status is its judged verdict (health and serving), the one every surface shows; a
+		// summary judged before verdicts per GPU existed has only the health one.
+		gs := d.family("gpuvet_gpu_status", "GPU status, the worst of its health and serving verdicts: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.")
+		for _, g := range h.GPUs {
+			gs.status(g.Status, "host", h.Name, "gpu", strconv.Itoa(g.Index))
+		}
 		if h.Health != nil {
-			promHealth(d, h.Name, h.Health)
+			promHealth(d, h.Name, h.Health, len(h.GPUs) == 0)
 		}
 		for _, m := range h.Models {
 			promModel(d, h.Name, m)
@@ -174,7 +180,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	return d.bytes(), nil
 }
 
-func promHealth(d *promDoc, host string, h *results.Health) {
+func promHealth(d *promDoc, host string, h *results.Health, unjudged bool) {
 	d.family("gpuvet_health_status", "Health phase status of a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", host)
 	if h.DCGM != nil {
 		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed (absent when skipped).").status(h.DCGM.Status, "host", host)
@@ -182,7 +188,10 @@ func promHealth(d *promDoc, host string, h *results.Health) {
 	for _, g := range h.GPUs {
 		gi := strconv.Itoa(g.GPU.Index)
 		d.family("gpuvet_gpu_info", "GPU inventory (value always 1).").add(1, "host", host, "gpu", gi, "name", g.GPU.Name, "uuid", g.GPU.UUID, "pci_bus_id", g.GPU.PCIBusID)
-		d.family("gpuvet_gpu_status", "GPU health status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
+		d.family("gpuvet_gpu_health_status", "GPU health verdict: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
+		if unjudged {
+			d.family("gpuvet_gpu_status", "").status(g.Status, "host", host, "gpu", gi)
+		}
 		for _, b := range g.Bench {
 			if b.Error != "" || b.Status == results.StatusFailed {
 				continue

@@ -103,7 +103,10 @@ type hostView struct {
 	PrepBad                        bool     // host preparation left something behind or could not restore vfio
 	Health                         *healthView
 	Models                         []modelView
+	GPUs                           []gpuPill // each GPU's judged verdict (results.Host.GPUs)
 }
+
+type gpuPill struct{ GPU, Status, Class, Tip string }
 
 type healthView struct {
 	Source, Status, Error string
@@ -153,6 +156,7 @@ type modelView struct {
 
 type epRow struct {
 	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Provision, Error string
+	StatusTip                                                                        string // the serving verdict, when the GPU's differs
 	SOL, SOLTip                                                                      string // % of speed-of-light, and how it was bounded
 	LogTail, LogFile                                                                 string // shown with the error
 	Gates                                                                            []cell
@@ -432,7 +436,8 @@ func actions(s *results.Summary, flags []flagView) []string {
 			out = append(out, text+" — "+w+".")
 		}
 	}
-	if s.Status == results.StatusFailed || s.Error != "" {
+	if len(allErrors(s)) > 0 {
+		// Only an error is the run breaking: a failed GPU (health, wrong answers) is said below.
 		out = append(out, "The run itself broke somewhere (errors above): fix that first; every figure already measured is kept in summary.json.")
 	}
 	add("health.", "Fix or replace the GPUs with health flags (cooling, seating, ECC, PCIe link), then re-run gpuvet on that host")
@@ -440,11 +445,15 @@ func actions(s *results.Summary, flags []flagView) []string {
 	add("gate.", "A gate failed: if the hardware is healthy and the gate does not fit this GPU × model, calibrate a reference-table entry (gpuvet calibrate); otherwise treat it as a regression")
 	add("functional.", "The serving API misbehaved: read that endpoint's engine log, then re-run the functional suite")
 	add("baseline.", "An environment is slower than bare metal beyond tolerance: check CPU pinning, NUMA affinity and hugepages there")
-	if hasInconclusive(s) {
-		out = append(out, "Some throughput figures are lower bounds (marked *): re-run those sweeps to decide their gates.")
+	if hasInconclusive(s) || s.Status == results.StatusInconclusive {
+		out = append(out, "Some figures could not decide: the caveats say which and what would decide each (more requests, a longer load.max_duration, a less loaded client, a reference); re-run with that.")
 	}
 	if len(out) == 0 && s.Status == results.StatusOK {
-		out = append(out, "Nothing to do. Keep this summary.json: it is the baseline later runs compare against (gpuvet compare).")
+		if sk := s.SkippedChecks(); len(sk) > 0 {
+			out = append(out, "Nothing failed, but the run is partial: run what was skipped to complete it ("+strings.Join(sk, "; ")+").")
+		} else {
+			out = append(out, "Nothing to do. Keep this summary.json: it is the baseline later runs compare against (gpuvet compare).")
+		}
 	}
 	if !s.Complete {
 		out = append(out, "This run did not finish (killed or still running): the report shows what was written so far.")
@@ -712,11 +721,11 @@ func caveats(s *results.Summary, shown []results.Host) []string {
 	if !s.Complete {
 		out = append(out, "summary.json is marked incomplete: the run was stopped or is still writing.")
 	}
+	for _, c := range s.SkippedChecks() {
+		out = append(out, c+": not checked, so the run is partial, not a full pass.")
+	}
 	var own []string // "HOST: what", grouped in a large fleet
 	for _, h := range s.Hosts {
-		if h.Health != nil && h.Health.DCGM != nil && h.Health.DCGM.Status == results.StatusSkipped {
-			own = append(own, h.Name+": DCGM diagnostics were skipped ("+orDash(h.Health.DCGM.Note)+"): this is not a pass.")
-		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if e.Load != nil && e.Load.Interrupted {

@@ -33,15 +33,29 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 		hv.VMs = append(hv.VMs, vmLine(v))
 	}
 	hv.Prep, hv.PrepBad = prepLines(h.Prep)
+	for _, g := range h.GPUs {
+		hv.GPUs = append(hv.GPUs, gpuVerdictView(g))
+	}
 	if h.Health != nil {
 		hv.Health = buildHealth(h.Health, large)
 	}
 	for _, m := range h.Models {
-		mv := buildModel(s, h.Name, m, large, powerLimit(h))
+		mv := buildModel(s, h, m, large, powerLimit(h))
 		mv.Telemetry = telemetryCharts(m, maxClocks(h), powerLimit(h))
 		hv.Models = append(hv.Models, mv)
 	}
 	return hv
+}
+
+// gpuVerdictView is one GPU's judged verdict as the host's header shows it: its status and, when
+// not ok, what fired or what would decide it.
+func gpuVerdictView(g results.GPUVerdict) gpuPill {
+	v := gpuPill{GPU: strconv.Itoa(g.Index), Status: string(g.Status), Class: statusClass(g.Status)}
+	tip := []string{"health " + orDash(string(g.Health)), "serving " + orDash(string(g.Serving))}
+	tip = append(tip, g.Checks...)
+	tip = append(tip, g.Why...)
+	v.Tip = strings.Join(tip, "; ")
+	return v
 }
 
 func statusClass(st results.Status) string {

@@ -10,7 +10,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-func buildModel(s *results.Summary, host string, m results.Model, large bool, limit float64) modelView {
+func buildModel(s *results.Summary, h results.Host, m results.Model, large bool, limit float64) modelView {
+	host := h.Name
 	lists := [][]results.Flag{m.Flags}
 	for _, e := range m.Endpoints {
 		lists = append(lists, e.Flags)
@@ -27,7 +28,7 @@ func buildModel(s *results.Summary, host string, m results.Model, large bool, li
 		mv.Notes = append(mv.Notes, "Gates disabled (no threshold set): "+strings.Join(off, ", ")+".")
 	}
 	for _, e := range m.Endpoints {
-		mv.Rows = append(mv.Rows, endpointRow(e, mv.GateCols))
+		mv.Rows = append(mv.Rows, endpointRow(h, e, mv.GateCols))
 		if n := errorNote(e); n != "" {
 			mv.Notes = append(mv.Notes, n)
 		}
@@ -106,8 +107,14 @@ func gateLabel(check string) string {
 	return strings.TrimPrefix(check, "gate.")
 }
 
-func endpointRow(e results.Endpoint, cols []string) epRow {
+// endpointRow is one endpoint's row; its status is its GPUs' judged verdict (the worst of their
+// health and serving), the one the terminal and the other files show, with the serving verdict
+// beside it when they differ.
+func endpointRow(h results.Host, e results.Endpoint, cols []string) epRow {
 	r := epRow{GPU: gpuList(e.GPUs), Status: string(e.Status), Error: e.Error, LogTail: e.LogTail, LogFile: e.LogFile}
+	if st := h.GPUStatus(e.GPUs); st != "" && st != e.Status {
+		r.Status, r.StatusTip = string(st), "serving "+string(e.Status)
+	}
 	r.Sustained, r.Peak, r.TTFT, r.ITL, r.TPOT, r.TokPerJ, r.PowerW, r.Provision = "—", "—", "—", "—", "—", "—", "—", "—"
 	if l := e.Load; l != nil {
 		r.LowerBound = l.Saturation.LowerBound()
@@ -138,6 +145,15 @@ func endpointRow(e results.Endpoint, cols []string) epRow {
 			r.SOL = fmt.Sprintf("%.1f %% of %s", s.Percent, num(s.BoundOutputTokS))
 			r.SOLTip = fmt.Sprintf("bound %s tok/s (%s-bound on the %s datasheet, tp %d) at batch %.1f: %s; %.0f prompt / %.0f output tokens per request; model from %s",
 				num(s.BoundOutputTokS), s.Limit, s.GPU, s.TP, s.Batch, s.BatchSource, s.PromptTokens, s.OutputTokens, s.Model)
+			if s.Impossible {
+				r.SOL += " (impossible)"
+				r.SOLTip = s.Note + "; " + r.SOLTip
+			}
+			if s.Marked != "" {
+				kind, _, _ := strings.Cut(s.Marked, ":")
+				r.SOL += " (" + kind + ")"
+				r.SOLTip = s.Marked + "; " + r.SOLTip
+			}
 		}
 	}
 	if e.ProvisionSeconds > 0 {

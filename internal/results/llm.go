@@ -418,7 +418,7 @@ type SpeedOfLight struct {
 	MeasuredOutputTokS float64 `json:"measured_output_tok_s"`
 	Percent            float64 `json:"percent"`
 	Limit              string  `json:"limit"`         // "memory" or "compute": the side that bounds the step
-	Batch              float64 `json:"batch"`         // sequences in flight at the measured peak
+	Batch              float64 `json:"batch"`         // the batch the bound is taken at: fixed by the plan (the engine's max_num_seqs), not the batch a run reached
 	BatchSource        string  `json:"batch_source"`  // how Batch was found
 	PromptTokens       float64 `json:"prompt_tokens"` // mean, of the peak run
 	OutputTokens       float64 `json:"output_tokens"` // mean, of the peak run
@@ -426,6 +426,13 @@ type SpeedOfLight struct {
 	GPU                string  `json:"gpu"`   // catalog key of the datasheet used
 	Model              string  `json:"model"` // where the architecture came from
 	Note               string  `json:"note,omitempty"`
+	// ReachedBatch is the mean of requests in flight at the peak run (Little's law), for reading
+	// only: % SOL is taken at Batch, which the run does not move.
+	ReachedBatch float64 `json:"reached_batch,omitempty"`
+	// Impossible: Percent is above 100 (a figure cannot beat its roofline: the datasheet, the model
+	// or the measurement is wrong). Marked says why the figure is not the GPU's own (busy, throttled).
+	Impossible bool   `json:"impossible,omitempty"`
+	Marked     string `json:"marked,omitempty"`
 }
 
 // Functional is the API conformance suite against one endpoint. A suite that cannot run is failed.

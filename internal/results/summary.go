@@ -166,7 +166,10 @@ type Host struct {
 	Discovery Discovery `json:"discovery"`
 	Health    *Health   `json:"health,omitempty"`
 	Models    []Model   `json:"models,omitempty"`
-	VMs       []VM      `json:"vms,omitempty"` // the VMs gpuvet created on this host (backend opennebula)
+	// GPUs is each GPU's verdict, decided once by the judge: the worst of its health and serving
+	// verdicts. Every surface (terminal, report, JUnit, CTRF, Prometheus) shows a GPU's status from here.
+	GPUs []GPUVerdict `json:"gpus,omitempty"`
+	VMs  []VM         `json:"vms,omitempty"` // the VMs gpuvet created on this host (backend opennebula)
 	// Prep is what host preparation installed on the host for this run and removed after.
 	Prep   *HostPrep `json:"host_prep,omitempty"`
 	Status Status    `json:"status"`
@@ -181,6 +184,66 @@ type Host struct {
 	// lists what it keeps): the host's own one-host summary in full, relative to this one
 	// ("hosts/gpu-node-0007.json").
 	DetailFile string `json:"detail_file,omitempty"`
+}
+
+// GPUVerdict is one GPU's status: the worst of its health verdict and the serving verdicts of every
+// endpoint it ran (a GPU that passed health but served badly, or served well but failed health, is
+// not ok).
+type GPUVerdict struct {
+	Index   int    `json:"index"`
+	UUID    string `json:"uuid,omitempty"`
+	Name    string `json:"name,omitempty"`
+	Status  Status `json:"status"`
+	Health  Status `json:"health,omitempty"`  // the health phase's verdict on it (empty: not checked)
+	Serving Status `json:"serving,omitempty"` // the worst verdict of the endpoints it served (empty: none)
+	// Checks are the ids of the checks that fired on it, health first, and Why says what left it
+	// inconclusive (empty when decided).
+	Checks []string `json:"checks,omitempty"`
+	Why    []string `json:"why,omitempty"`
+}
+
+// GPUStatus is the judged status of a set of GPUs (an endpoint's): the worst of their verdicts;
+// empty when the host holds no verdict for any of them (a summary the judge has not seen).
+func (h *Host) GPUStatus(gpus []int) Status {
+	var st Status
+	for _, g := range h.GPUs {
+		for _, i := range gpus {
+			if g.Index == i {
+				st = Worse(st, g.Status)
+			}
+		}
+	}
+	return st
+}
+
+// SkippedChecks lists the checks of the run that did not run (DCGM absent, a microbenchmark not
+// run), one line each: an ok run with any is ok on what ran but partial, and every surface says so.
+func (s *Summary) SkippedChecks() []string {
+	var out []string
+	for _, h := range s.Hosts {
+		if h.Health == nil {
+			continue
+		}
+		on := ""
+		if len(s.Hosts) > 1 {
+			on = h.Name + ": "
+		}
+		if d := h.Health.DCGM; d != nil && d.Status == StatusSkipped {
+			note := d.Note
+			if note == "" {
+				note = "no reason recorded"
+			}
+			out = append(out, on+"DCGM diagnostics were skipped ("+strings.TrimPrefix(note, "skipped: ")+")")
+		}
+		for _, g := range h.Health.GPUs {
+			for _, b := range g.Bench {
+				if b.Status == StatusSkipped {
+					out = append(out, fmt.Sprintf("%sgpu %d: %s was skipped", on, g.GPU.Index, b.Name))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // Discovery records how GPUs were found and what was found.

@@ -91,3 +91,18 @@ func DecodeTokS(g catalog.GPU, m catalog.Model, batch int, ctx float64, tp int) 
 func PrefillSeconds(g catalog.GPU, m catalog.Model, n, tp int) float64 {
 	return StepSeconds(g, m, PrefillStep(n), tp)
 }
+
+// ServeTokS is the speed-of-light output rate of an engine that keeps batch sequences in flight,
+// each a prompt of prompt tokens then output tokens decoded: over the life of a batch the GPU
+// decodes output steps of the whole batch (at the mean context, prompt plus half the output) and
+// computes each sequence's prompt once, so batch × output tokens take
+// output × t_decode + batch × t_prefill. Unlike DecodeTokS it counts the prefill a serving engine
+// cannot skip, so the share of it a healthy engine reaches changes little with the prompt/output mix.
+func ServeTokS(g catalog.GPU, m catalog.Model, batch, prompt, output, tp int) float64 {
+	if batch <= 0 || output <= 0 {
+		return 0
+	}
+	ctx := float64(prompt) + float64(output)/2
+	t := float64(output)*StepSeconds(g, m, DecodeStep(batch, ctx), tp) + float64(batch)*PrefillSeconds(g, m, max(prompt, 1), tp)
+	return float64(batch*output) / t
+}

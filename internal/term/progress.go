@@ -20,18 +20,19 @@ type Progress struct {
 	w      io.Writer
 	start  time.Time
 	now    func() time.Time
-	units  int            // GPUs (endpoints) in the run
-	steps  int            // rungs per unit
-	done   int            // units finished
-	active map[string]int // unit -> rung it is on (1-based)
-	rung   time.Duration  // a rung's planned length (0: unknown; the pace so far estimates then)
-	order  []string       // active units in start order
+	units  int                  // GPUs (endpoints) in the run
+	steps  int                  // rungs per unit
+	done   int                  // units finished
+	active map[string]int       // unit -> rung it is on (1-based)
+	since  map[string]time.Time // unit -> when it began its current rung
+	rung   time.Duration        // a rung's planned length (0: unknown; the pace so far estimates then)
+	order  []string             // active units in start order
 	bar    *progressbar.ProgressBar
 }
 
 // NewProgress starts tracking units × steps. live draws a live line (pass IsTerminal(w)).
 func NewProgress(w io.Writer, units, steps int, live bool) *Progress {
-	p := &Progress{w: w, start: time.Now(), now: time.Now, units: max(units, 1), steps: max(steps, 1), active: map[string]int{}}
+	p := &Progress{w: w, start: time.Now(), now: time.Now, units: max(units, 1), steps: max(steps, 1), active: map[string]int{}, since: map[string]time.Time{}}
 	if live {
 		p.bar = progressbar.NewOptions(p.units*p.steps, progressbar.OptionSetWriter(w),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
@@ -74,6 +75,7 @@ func (p *Progress) Step(unit string, i int, what string) {
 		}
 	}
 	p.active[unit] = i
+	p.since[unit] = p.now()
 	if p.bar != nil {
 		p.redraw()
 		return
@@ -90,6 +92,7 @@ func (p *Progress) Done(unit string) {
 	defer p.mu.Unlock()
 	if _, ok := p.active[unit]; ok {
 		delete(p.active, unit)
+		delete(p.since, unit)
 		p.order = slices.DeleteFunc(p.order, func(u string) bool { return u == unit })
 	}
 	p.done++
@@ -200,7 +203,10 @@ func (p *Progress) stepsDone() int {
 func (p *Progress) status() string {
 	el := p.now().Sub(p.start)
 	s := fmt.Sprintf("%s elapsed", el.Round(time.Second))
-	if p.units > 1 {
+	switch {
+	case len(p.active) > 1: // GPUs loaded at once: which of them is "gpu 4/4" would say nothing
+		s = fmt.Sprintf("%d of %d GPUs done, %d running, %s", p.done, p.units, len(p.active), s)
+	case p.units > 1:
 		s = fmt.Sprintf("gpu %d/%d, %s", min(p.done+len(p.active), p.units), p.units, s)
 	}
 	if left, ok := p.left(el); ok {
@@ -209,16 +215,29 @@ func (p *Progress) status() string {
 	return s
 }
 
-// left estimates the time left: the rungs left at their planned length (SetRungTime), as many at
-// once as units are active, else from the pace so far (steps done per second); none before a step.
+// left estimates the time left. With the rungs' planned length (SetRungTime): the active unit that
+// ends last (its rungs after this one, and what is left of this one), then the units not started,
+// as many at once as run now; so every line printed at one instant says the same, whichever GPU
+// stepped. Without it, from the pace so far (steps done per second); none before a step.
 func (p *Progress) left(el time.Duration) (time.Duration, bool) {
 	done := p.stepsDone()
 	total := p.units * p.steps
-	if done <= 0 || el <= 0 {
+	if done <= 0 && len(p.active) == 0 || el <= 0 {
 		return 0, false
 	}
 	if p.rung > 0 {
-		return time.Duration(float64(p.rung) * float64(total-done) / float64(max(len(p.active), 1))), true
+		var last time.Duration
+		for u, i := range p.active {
+			rest := time.Duration(p.steps-i)*p.rung + max(0, p.rung-p.now().Sub(p.since[u]))
+			last = max(last, rest)
+		}
+		queued := max(p.units-p.done-len(p.active), 0)
+		at := max(len(p.active), 1)
+		waves := (queued + at - 1) / at
+		return last + time.Duration(waves*p.steps)*p.rung, true
+	}
+	if done <= 0 {
+		return 0, false
 	}
 	return time.Duration(float64(el) * float64(total-done) / float64(done)), true
 }

@@ -21,3 +21,37 @@ func TestProgressLeftByRungTime(t *testing.T) {
 		t.Errorf("time left after a long first rung: %s (want 11 × 25 s)", out)
 	}
 }
+
+// Issue 42: four GPUs loaded at once print their rungs at one instant: every line says the same
+// time left (the one the last of them ends at), and no line calls itself "gpu 4/4".
+func TestProgressParallelGPUsAgree(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, 4, 7, false)
+	clock := p.start
+	p.now = func() time.Time { return clock }
+	p.SetRungTime(4 * time.Second)
+	for i := 1; i <= 6; i++ {
+		for _, g := range []string{"gpu 0", "gpu 1", "gpu 2", "gpu 3"} {
+			p.Step(g, i, "constant")
+			clock = clock.Add(20 * time.Millisecond)
+		}
+		clock = clock.Add(4 * time.Second)
+	}
+	b.Reset()
+	for _, g := range []string{"gpu 1", "gpu 2", "gpu 0", "gpu 3"} {
+		p.Step(g, 7, "constant 44.7 req/s")
+		clock = clock.Add(30 * time.Millisecond)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	lefts := map[string]bool{}
+	for _, l := range lines {
+		_, left, _ := strings.Cut(l, "elapsed, ")
+		lefts[left] = true
+		if strings.Contains(l, "gpu 4/4") || !strings.Contains(l, "0 of 4 GPUs done, 4 running") {
+			t.Errorf("line %q", l)
+		}
+	}
+	if len(lefts) != 1 {
+		t.Errorf("%d different times left at one instant:\n%s", len(lefts), b.String())
+	}
+}

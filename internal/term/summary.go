@@ -42,11 +42,11 @@ func Summary(w io.Writer, s *results.Summary) {
 				row(h.Name, m.Model, "-", string(m.Status), "", "", "", "", "", "", "", "", "", note)
 			}
 			for _, e := range m.Endpoints {
-				row(h.Name, m.Model, GPUList(e.GPUs), string(e.Status),
+				row(h.Name, m.Model, GPUList(e.GPUs), string(GPUStatus(h, e)),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
 					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
 					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
-					ready(e), note(e.Load))
+					ready(e), note(h, e))
 			}
 		}
 	}
@@ -193,6 +193,9 @@ func caveatLines(s *results.Summary, maxWho int) []string {
 		who = strings.ReplaceAll(who, "gpu all", "all GPUs")
 		out = append(out, who+": "+what)
 	}
+	for _, c := range s.SkippedChecks() {
+		out = append(out, c+": not checked, so the run is partial, not a full pass")
+	}
 	return append(out, s.Caveats...)
 }
 
@@ -213,8 +216,34 @@ func ready(e results.Endpoint) string {
 	return fmt.Sprintf("%.1f s", e.ProvisionSeconds)
 }
 
-func note(l *results.Load) string {
+// GPUStatus is the status a row of an endpoint shows: its GPUs' judged verdict (the worst of their
+// health and serving), so a GPU that failed health never reads ok because it then served well; a
+// summary the judge has not seen falls back to the endpoint's own status.
+func GPUStatus(h results.Host, e results.Endpoint) results.Status {
+	if st := h.GPUStatus(e.GPUs); st != "" {
+		return st
+	}
+	return e.Status
+}
+
+// note says what else stands behind a row: a health verdict that differs from the serving one, a
+// client-limited load, a throughput that is only a lower bound.
+func note(h results.Host, e results.Endpoint) string {
 	var n []string
+	serving := e.Status
+	for _, g := range h.GPUs {
+		if !slices.Contains(e.GPUs, g.Index) {
+			continue
+		}
+		if g.Health != "" && g.Health != results.StatusOK && g.Health != results.StatusSkipped {
+			n = append(n, fmt.Sprintf("health %s (gpu %d)", g.Health, g.Index))
+		}
+		serving = results.Worse(serving, g.Serving) // an undecided GPU-to-GPU comparison raises it
+	}
+	if st := GPUStatus(h, e); serving != st && serving != "" {
+		n = append(n, "serving "+string(serving))
+	}
+	l := e.Load
 	if l != nil && l.Client.ClientLimited {
 		n = append(n, ClientLimited)
 	}
@@ -263,12 +292,21 @@ func peak(l *results.Load) string {
 	return s
 }
 
-// sol is the measured peak as % of the roofline bound at the batch the engine ran, and the bound.
+// sol is the measured peak as % of the roofline bound at the profile's batch, and the bound; marked
+// IMPOSSIBLE above 100 %, and BUSY or THROTTLED when the figure is not the GPU's own.
 func sol(s *results.SpeedOfLight) string {
 	if s == nil || s.BoundOutputTokS == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
+	out := fmt.Sprintf("%.1f%% of %.0f (b=%.0f, %s)", s.Percent, s.BoundOutputTokS, s.Batch, s.Limit)
+	if s.Impossible {
+		out += " IMPOSSIBLE"
+	}
+	if s.Marked != "" {
+		kind, _, _ := strings.Cut(s.Marked, ":")
+		out += " " + strings.ToUpper(kind)
+	}
+	return out
 }
 
 func sustained(l *results.Load) string {

@@ -1,0 +1,107 @@
+package judge
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CheckExpected is the throughput verdict of a GPU × model with no throughput gate of its own: its
+// peak against the expected figure derived from the catalog, or "not judged" where there is none.
+const CheckExpected = "gate.expected_output_tok_s"
+
+// minFill is the least share of the engine's batch the load must keep in flight for the expected
+// share to apply: healthy simulated H200s filled 18 of 32 (56 %) with the quick profile, where the
+// share was measured; a profile capped at 8 in flight reached 28 % of the bound, healthy.
+const minFill = 0.4
+
+// expectedVerdict judges an endpoint's throughput against a reference even when no peer differs
+// from it (issue 42): a throughput gate of the reference table or a calibrated entry does it
+// already (nil here); else the roofline bound at the profile's batch × the healthy share of the
+// roofline measured for the engine (HealthySOL), within compare.variance_pct; else, with no peer
+// GPU to compare with either, the throughput is not judged, and the verdict says so and what would
+// judge it. With peers and no reference, GPU to GPU judges it (nil here).
+func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Config) *results.Verdict {
+	if ep.Load == nil || len(ep.Load.Runs) == 0 {
+		return nil
+	}
+	g := cfg.GatesFor(ep.GPUName, m.Model)
+	if g.MinThroughputReqS.Value != nil || g.AICRMinOutputTokS.Value != nil {
+		return nil
+	}
+	peak, ok := peakFigure(ep.Load)
+	if !ok {
+		return nil
+	}
+	n := int(val(cfg.CompareMinSamples))
+	sol := ep.SpeedOfLight
+	pct, where, known := HealthySOL(m.Engine.Kind, m.Engine.Version)
+	// The healthy share was measured with the engine's batch well filled; a load that kept far fewer
+	// sequences in flight reaches less of the bound however healthy the GPU (minFill).
+	// (A bound without the batch reached, an older summary's, says nothing of the fill: not applied.)
+	filled := sol != nil && sol.ReachedBatch >= minFill*sol.Batch
+	if known && sol != nil && sol.BoundOutputTokS > 0 && filled {
+		margin := val(cfg.LLMVariancePct)
+		exp := sol.BoundOutputTokS * pct / 100
+		spec := GateSpec{Check: CheckExpected, Name: "peak output tok/s", Unit: "tok/s",
+			Limit:  Limit{Value: f(exp), Source: fmt.Sprintf("expected: roofline %s tok/s at b=%.0f (%s × %s) × %s", fmtNum(sol.BoundOutputTokS), sol.Batch, sol.GPU, m.Model, where)},
+			Factor: 1 - margin/100, FactorNote: fmt.Sprintf("the expected %s tok/s less the %g %% margin", fmtNum(exp), margin)}
+		v := JudgeGate(spec, Measured{Present: true, Figure: peak}, n)
+		return &v
+	}
+	if peers {
+		return nil
+	}
+	why := "no peer GPU"
+	switch {
+	case sol == nil || sol.BoundOutputTokS <= 0:
+		why += ", no roofline bound"
+	case !known:
+		why += fmt.Sprintf(", no healthy share of the roofline measured for engine %s", strings.TrimSpace(m.Engine.Kind+" "+m.Engine.Version))
+	default:
+		why += fmt.Sprintf(", and the load kept %.1f of the engine's %.0f sequences in flight, under the %.0f %% the expected share is measured at (raise load.max_concurrency and load.rates)", sol.ReachedBatch, sol.Batch, minFill*100)
+	}
+	return &results.Verdict{Check: CheckExpected, Rule: "peak output tok/s against a reference", Unit: "tok/s", Value: f(peak.Value), Source: "none",
+		Result: ResultInconclusive,
+		Reason: fmt.Sprintf("throughput not judged: no reference for %s × %s, %s: run `gpuvet calibrate` on a healthy run of this GPU × model and add its reference entry (reference.%q.%q.min_throughput_req_s), or vet it beside a sibling GPU",
+			orUnknown(ep.GPUName), m.Model, why, ep.GPUName, m.Model)}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unnamed GPU"
+	}
+	return s
+}
+
+// peakFigure is the peak output tok/s of a load with its quality (the metric GPU to GPU compares).
+func peakFigure(l *results.Load) (fig compare.Figure, ok bool) {
+	for _, met := range LLMMetrics {
+		if met.Name == MetricPeakOutputTokS {
+			return met.Get(l)
+		}
+	}
+	return fig, false
+}
+
+// markSOL says when an endpoint's % SOL is not the GPU's own: another process shared it, or a
+// hardware clock-event reason slowed it during the load.
+func markSOL(ep *results.Endpoint) {
+	s := ep.SpeedOfLight
+	if s == nil || s.BoundOutputTokS <= 0 {
+		return
+	}
+	s.Marked = ""
+	if SharedGPU(ep) {
+		s.Marked = "busy: another process shared the GPU"
+		return
+	}
+	for _, fl := range ep.Flags {
+		if fl.Check == CheckThrottled || fl.Check == CheckLoadClockEvents {
+			s.Marked = "throttled: " + fl.Reason
+			return
+		}
+	}
+}
