@@ -12,9 +12,9 @@ import (
 func TestRunAcceptanceExitCodes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name                string
-		args                []string
-		status              results.Status
+		name                 string
+		args                 []string
+		status               results.Status
 		acceptance, default_ int
 	}{
 		{"ok", []string{"--sim-gpus", "1"}, results.StatusOK, 0, -1},

@@ -74,7 +74,7 @@ var hostFlagPaths = map[string]string{
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
 	"fail-on-inconclusive": "run.fail_on_inconclusive", "acceptance": "run.acceptance",
-	"baseline":             "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
+	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
 	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
