@@ -272,7 +272,7 @@ func TestChooseNodesDueFirst(t *testing.T) {
 	nodes, _, err := ChooseNodes(context.Background(), cs, Selection{Tolerations: tols})
 	var got []string
 	for _, n := range nodes {
-		got = append(got, n.Name+":"+strings.Fields(n.Due+" -")[0])
+		got = append(got, n.Name+":"+strings.Fields(n.Due + " -")[0])
 	}
 	if err != nil || strings.Join(got, ",") != "c:pending,b:verdict,d:no,a:-" {
 		t.Errorf("order %v %v", got, err)
