@@ -32,6 +32,7 @@ var kubeFlagPaths = map[string]string{
 	"label-nodes": "kubernetes.label_nodes", "taint-failed": "kubernetes.taint_failed", "taint-flagged": "kubernetes.taint_flagged",
 	"gate": "kubernetes.gate", "pending-retries": "kubernetes.pending_retries", "only-due": "kubernetes.only_due",
 	"verdict-valid-for": "kubernetes.verdict_valid_for", "max-unhealthy": "kubernetes.max_unhealthy", "dry-run": "kubernetes.dry_run",
+	"priority-class": "kubernetes.priority_class",
 }
 
 // registerKubeConnectFlags adds --kubeconfig and --context (run, config show, clean); they set
@@ -71,6 +72,7 @@ func registerKubeFlags(fl *pflag.FlagSet) {
 	fl.Duration("verdict-valid-for", d.Kubernetes.VerdictValidFor.D(), "backend kubernetes: how long a node's verdict holds (annotation "+k8s.AnnotationValidUntil+"); past it the node is due (0: no expiry)")
 	fl.String("max-unhealthy", d.Kubernetes.MaxUnhealthy, "backend kubernetes: circuit breaker: the most nodes one run may quarantine, a count (5) or a share of the nodes vetted (10%); past it the rest are only reported and the run fails")
 	fl.Bool("dry-run", false, "backend kubernetes: vet, but take no action on any node (labels, taints, condition): print and record each one it would take")
+	fl.String("priority-class", "", "backend kubernetes: the PriorityClass of the pods a run creates (a low one lets real work preempt a vetting run; docs/acceptance.md)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
@@ -100,6 +102,7 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 	}
 	return &k8s.Fleet{Cluster: cl, Config: c, Plan: plan, Options: k8s.Options{
 		Image: kc.Image, EngineImage: kc.EngineImage,
+		PriorityClass: kc.PriorityClass,
 		Selection:     k8s.Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes, OnlyDue: kc.OnlyDue},
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(c.ModelCache),
 		CacheAccess: c.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,

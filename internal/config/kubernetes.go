@@ -80,6 +80,10 @@ type Kubernetes struct {
 	// MaxUnhealthy is the circuit breaker: the most nodes one run may quarantine, a count ("5")
 	// or a share of the nodes vetted ("10%"); past it the rest are only reported and the run fails.
 	MaxUnhealthy string `yaml:"max_unhealthy"`
+	// PriorityClass is the PriorityClass of the pods a run creates (engines, health, load, cache
+	// Jobs; not a DynamoGraphDeployment's): a low one (docs/kubernetes-cronjob.yaml's
+	// gpuvet-low) lets real work preempt a vetting run. "": the cluster's default.
+	PriorityClass string `yaml:"priority_class"`
 	// DryRun takes no action on any node (labels, taints, conditions): it prints each one it
 	// would take and records them in summary.json (fleet.node_actions).
 	DryRun bool `yaml:"dry_run"`
