@@ -53,7 +53,10 @@ everything is gone. Safe to run twice.
   gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
   gpuvet clean --untaint [--run ID]              and lift gpuvet's quarantine taints (--taint-failed)
                                                  from the nodes: gpuvet.io/unhealthy and its reason
-                                                 annotation only; other taints and every label stay
+                                                 annotation go, gpuvet.io/validation-pending takes
+                                                 their place (released when a --gate run finds the
+                                                 node ok: docs/acceptance.md); other taints and
+                                                 every label stay
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
