@@ -199,7 +199,7 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd 
 	if err != nil {
 		return c, err
 	}
-	if _, err := cs.CoreV1().Nodes().PatchStatus(ctx, node, b); err != nil {
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{FieldManager: "gpuvet"}, "status"); err != nil {
 		return c, fmt.Errorf("condition %s: %v", ConditionVetted, err)
 	}
 	return c, nil
