@@ -66,7 +66,8 @@ func TestKubernetesGate(t *testing.T) {
 	run := func(want int, extra ...string) (*results.Summary, string) {
 		t.Helper()
 		out := t.TempDir()
-		args := e.runArgs(out, append([]string{"--parallel-gpus", "1", "--gate", "--label-nodes", "--max-unhealthy", "100%", "--acceptance"}, extra...)...)
+		// One GPU a node, no health phase (small): the gate acts on the judged node, whatever it ran.
+		args := e.runArgs(out, append(append([]string{"--parallel-gpus", "1", "--gate", "--label-nodes", "--max-unhealthy", "100%", "--acceptance"}, small...), extra...)...)
 		log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, args...)
 		s, err := results.Read(filepath.Join(out, "summary.json"))
 		if err != nil || code != want || len(s.Hosts) != 2 {
