@@ -152,10 +152,10 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 		c.ann[AnnotationVettedAt] = at
 		c.did = append(c.did, fmt.Sprintf("labelled %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID))
 	}
+	until := ""
 	if v.ValidFor > 0 {
-		until := vd.At.UTC().Add(v.ValidFor).Format(time.RFC3339)
+		until = vd.At.UTC().Add(v.ValidFor).Format(time.RFC3339)
 		c.ann[AnnotationValidUntil] = until
-		c.did = append(c.did, fmt.Sprintf("%s=%s", AnnotationValidUntil, until))
 	}
 	pending := hasTaint(n.Spec.Taints, TaintPending)
 	condReason := ""
@@ -200,6 +200,9 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 	}
 	if old := gpuvetTaint(n.Spec.Taints, ""); old != nil && !c.quarantine {
 		c.did = append(c.did, fmt.Sprintf("still tainted %s by run %s (lift it with `gpuvet clean --untaint --run %s`)", old.ToString(), old.Value, old.Value))
+	}
+	if until != "" { // told after the labels and taints, which say what changes for the node's work
+		c.did = append(c.did, fmt.Sprintf("%s=%s", AnnotationValidUntil, until))
 	}
 	cond := condition(n, vd, condReason)
 	c.cond = &cond
