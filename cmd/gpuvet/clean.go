@@ -58,7 +58,10 @@ host changed is undone only when the host's own record vouches for it: docs/secu
   gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
   gpuvet clean --untaint [--run ID]              and lift gpuvet's quarantine taints (--taint-failed)
                                                  from the nodes: gpuvet.io/unhealthy and its reason
-                                                 annotation only; other taints and every label stay
+                                                 annotation go, gpuvet.io/validation-pending takes
+                                                 their place (released when a --gate run finds the
+                                                 node ok: docs/acceptance.md); other taints and
+                                                 every label stay
 
 SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials variable
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
@@ -110,7 +113,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
-	cmd.Flags().BoolVar(&untaint, "untaint", false, "backend kubernetes: also lift the gpuvet.io/unhealthy taints (and their reason annotation) that --taint-failed put on nodes (every run's, or --run's); nothing else on the node changes")
+	cmd.Flags().BoolVar(&untaint, "untaint", false, "backend kubernetes: also lift the gpuvet.io/unhealthy taints (and their reason annotation) that --taint-failed put on nodes (every run's, or --run's), putting gpuvet.io/validation-pending:NoSchedule in their place: the node takes work once a run finds it ok (--gate); nothing else on the node changes")
 	cmd.Flags().BoolVar(&cache, "cache", false, "backend kubernetes: also delete the namespaces that keep the model cache between runs (kubernetes.cache_namespace), with their PVCs")
 	cf.register(cmd)
 	registerKubeConnectFlags(cmd.Flags())

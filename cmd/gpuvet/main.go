@@ -14,17 +14,20 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
 // failure, or a flag with --fail-on-flag; 2 bad input, or it cannot start (flags, config, catalog, an
 // unreachable endpoint, a port in use), found before anything ran. Every RunE error is a usageErr or
-// a failedErr; only cobra's own errors arrive bare (and are usage errors).
+// a failedErr; only cobra's own errors arrive bare (and are usage errors). `gpuvet run --acceptance`
+// (a gate's contract, docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive.
 const (
-	exitOK       = 0
-	exitFailed   = 1
-	exitBadUsage = 2
+	exitOK        = 0
+	exitFailed    = 1
+	exitBadUsage  = 2
+	exitUndecided = judge.ExitUndecided // --acceptance only: the run could not decide
 )
 
 // newRoot builds the command tree: every command in one list, built afresh for each execution (no

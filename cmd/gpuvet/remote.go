@@ -79,11 +79,14 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 	defer closeBackend()
 	err = fleet.Execute(ctx, plan, b, fleet.ExecOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), ToolVersion: version()})
 	var input *fleet.InputError
+	var status *fleet.StatusError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &input):
 		return usageErr("%v", err)
+	case errors.As(err, &status):
+		return &exitError{code: status.Code, err: err}
 	}
 	return failedErr("%v", err)
 }

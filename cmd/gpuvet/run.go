@@ -17,6 +17,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -32,6 +33,7 @@ type planFlags struct {
 	simCorrupt, simThrottle, simEngineFault            string
 	allowBusy                                          bool
 	simGPUs, simStraggler, gpuCount                    int
+	acceptance                                         bool
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -48,6 +50,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
 	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
 	fl.BoolVar(&f.failOnInconclusive, "fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
+	fl.BoolVar(&f.acceptance, "acceptance", false, "the gate's exit codes (docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive (undecided: run again); 2 stays bad input")
 	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
 	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
 	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
@@ -71,8 +74,8 @@ var hostFlagPaths = map[string]string{
 	"backend": "backend", "url": "endpoint.url", "api-key-env": "endpoint.api_key_env", "model": "models",
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
-	"fail-on-inconclusive": "run.fail_on_inconclusive",
-	"baseline":             "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
+	"fail-on-inconclusive": "run.fail_on_inconclusive", "acceptance": "run.acceptance",
+	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
 	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
 	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
 	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
@@ -133,7 +136,9 @@ see 'gpuvet config show' (same flags) and docs/config.md. Exit code: 0 ok (or fl
 --fail-on-flag, or inconclusive without --fail-on-inconclusive), 1 a failure, an interrupted run, a
 flag with --fail-on-flag, or an inconclusive run with --fail-on-inconclusive, 2 bad input found
 before anything started (configuration, an unknown --sim-gpu or --model, an unwritable or busy
---out, no NVIDIA driver for a local run, an endpoint that does not answer or list the model).`,
+--out, no NVIDIA driver for a local run, an endpoint that does not answer or list the model).
+With --acceptance (run.acceptance, for gates: docs/acceptance.md): 0 only when the run is ok, 1 flag,
+failed or a run that did not finish, 3 inconclusive (undecided: run it again), 2 bad input.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Complete(cmd); err != nil {
@@ -204,6 +209,9 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 	if res.ExitCode != exitOK {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return failedErr("interrupted")
+		}
+		if res.ExitCode == judge.ExitUndecided && plan.Config.Run.Acceptance {
+			return &exitError{code: exitUndecided, err: fmt.Errorf("run status %s: undecided, not accepted (see %s for what would decide it)", res.Summary.Status, res.SummaryPath)}
 		}
 		return failedErr("run status %s (see %s)", res.Summary.Status, res.SummaryPath)
 	}

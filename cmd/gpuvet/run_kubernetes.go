@@ -30,6 +30,9 @@ var kubeFlagPaths = map[string]string{
 	"hub-endpoint": "model_cache.endpoint", "cache-owner-init": "kubernetes.cache_owner_init",
 	"cache-namespace": "kubernetes.cache_namespace", "dynamo-target": "kubernetes.dynamo_target",
 	"label-nodes": "kubernetes.label_nodes", "taint-failed": "kubernetes.taint_failed", "taint-flagged": "kubernetes.taint_flagged",
+	"gate": "kubernetes.gate", "pending-retries": "kubernetes.pending_retries", "only-due": "kubernetes.only_due",
+	"verdict-valid-for": "kubernetes.verdict_valid_for", "max-unhealthy": "kubernetes.max_unhealthy", "dry-run": "kubernetes.dry_run",
+	"priority-class": "kubernetes.priority_class",
 }
 
 // registerKubeConnectFlags adds --kubeconfig and --context (run, config show, clean); they set
@@ -63,6 +66,13 @@ func registerKubeFlags(fl *pflag.FlagSet) {
 	fl.Bool("label-nodes", false, "backend kubernetes: label each vetted node with its judged status (gpuvet.io/status=ok|inconclusive|flag|failed, gpuvet.io/run=RUN_ID); needs nodes patch")
 	fl.Bool("taint-failed", false, "backend kubernetes: taint each failed node gpuvet.io/unhealthy=RUN_ID:NoSchedule, the reason in an annotation (lift with 'gpuvet clean --untaint'); needs nodes get, patch")
 	fl.Bool("taint-flagged", false, "backend kubernetes: taint flagged nodes as well as failed ones (implies --taint-failed)")
+	fl.Bool("gate", false, "backend kubernetes: the acceptance gate (docs/acceptance.md): a node tainted "+k8s.TaintPending+":NoSchedule is vetted first; ok lifts the taint, flag or failed quarantines it, inconclusive keeps it pending; needs nodes get, patch, patch nodes/status")
+	fl.Int("pending-retries", d.Kubernetes.PendingRetries, "backend kubernetes: undecided runs in a row a pending node gets before the run says it needs a person (it stays pending)")
+	fl.Bool("only-due", false, "backend kubernetes: vet only nodes that are due: pending, their verdict expired, or none")
+	fl.Duration("verdict-valid-for", d.Kubernetes.VerdictValidFor.D(), "backend kubernetes: how long a node's verdict holds (annotation "+k8s.AnnotationValidUntil+"); past it the node is due (0: no expiry)")
+	fl.String("max-unhealthy", d.Kubernetes.MaxUnhealthy, "backend kubernetes: circuit breaker: the most nodes one run may quarantine, a count (5) or a share of the nodes vetted (10%); past it the rest are only reported and the run fails")
+	fl.Bool("dry-run", false, "backend kubernetes: vet, but take no action on any node (labels, taints, condition): print and record each one it would take")
+	fl.String("priority-class", "", "backend kubernetes: the PriorityClass of the pods a run creates (a low one lets real work preempt a vetting run; docs/acceptance.md)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }
 
@@ -82,18 +92,24 @@ func openKubernetes(plan *config.Plan) (fleet.Backend, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes.health_args (%s): %v", plan.Source("kubernetes.health_args"), err)
 	}
+	maxUnhealthy, err := fleet.ParseMaxUnhealthy(kc.MaxUnhealthy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes.max_unhealthy (%s): %v", plan.Source("kubernetes.max_unhealthy"), err)
+	}
 	cl, err := k8s.ConnectWith(kc.Kubeconfig, kc.Context, kubeLimits(kc))
 	if err != nil {
 		return nil, nil, err
 	}
 	return &k8s.Fleet{Cluster: cl, Config: c, Plan: plan, Options: k8s.Options{
 		Image: kc.Image, EngineImage: kc.EngineImage,
-		Selection:     k8s.Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes},
+		PriorityClass: kc.PriorityClass,
+		Selection:     k8s.Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes, OnlyDue: kc.OnlyDue},
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(c.ModelCache),
 		CacheAccess: c.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
 		JobTimeout: kc.JobTimeout.D(), Dynamo: kc.Dynamo, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
 		HubEndpoint: c.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace, CacheNamespaceAllowExisting: kc.CacheNamespaceAllowExisting,
-	}, Verdicts: k8s.Verdicts{Label: kc.LabelNodes, TaintFailed: kc.TaintFailed, TaintFlagged: kc.TaintFlagged}}, func() {}, nil
+	}, Verdicts: k8s.Verdicts{Label: kc.LabelNodes, TaintFailed: kc.TaintFailed, TaintFlagged: kc.TaintFlagged, Gate: kc.Gate,
+		DryRun: kc.DryRun, MaxUnhealthy: maxUnhealthy, ValidFor: kc.VerdictValidFor.D(), PendingRetries: kc.PendingRetries}}, func() {}, nil
 }
 
 // cleanKubernetes deletes every gpuvet namespace (or one run's), what runs left in the kept cache's

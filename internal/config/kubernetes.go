@@ -72,6 +72,28 @@ type Kubernetes struct {
 	LabelNodes   bool `yaml:"label_nodes"`
 	TaintFailed  bool `yaml:"taint_failed"`
 	TaintFlagged bool `yaml:"taint_flagged"`
+	// Gate is the acceptance gate (docs/acceptance.md): a node carrying the pending taint
+	// gpuvet.io/validation-pending:NoSchedule is vetted first; ok lifts the taint, flag or failed
+	// replaces it with the quarantine taint, inconclusive keeps it pending (PendingRetries).
+	Gate bool `yaml:"gate"`
+	// PendingRetries is how many runs in a row may leave a pending node undecided before the run
+	// says loudly that it needs a person (it stays pending either way).
+	PendingRetries int `yaml:"pending_retries"`
+	// OnlyDue vets only the nodes that are due: pending, their verdict expired, or none.
+	OnlyDue bool `yaml:"only_due"`
+	// VerdictValidFor is how long a node's verdict holds (the gpuvet.io/valid-until annotation);
+	// past it the node is due for a run. 0: no expiry is written.
+	VerdictValidFor Duration `yaml:"verdict_valid_for"`
+	// MaxUnhealthy is the circuit breaker: the most nodes one run may quarantine, a count ("5")
+	// or a share of the nodes vetted ("10%"); past it the rest are only reported and the run fails.
+	MaxUnhealthy string `yaml:"max_unhealthy"`
+	// PriorityClass is the PriorityClass of the pods a run creates (engines, health, load, cache
+	// Jobs; not a DynamoGraphDeployment's): a low one (docs/kubernetes-cronjob.yaml's
+	// gpuvet-low) lets real work preempt a vetting run. "": the cluster's default.
+	PriorityClass string `yaml:"priority_class"`
+	// DryRun takes no action on any node (labels, taints, conditions): it prints each one it
+	// would take and records them in summary.json (fleet.node_actions).
+	DryRun bool `yaml:"dry_run"`
 	// QPS and Burst bound gpuvet's requests to the API server (client-go's token bucket): QPS a
 	// second sustained, Burst at once. A run makes a bounded number of requests per node (waits
 	// are watches, not polls: docs/k8s-scale.md), so at scale these set how fast nodes can start;
@@ -88,8 +110,13 @@ const (
 
 func kubernetesDefaults() Kubernetes {
 	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod,
-		QPS: 50, Burst: 100}
+		QPS: 50, Burst: 100, PendingRetries: 3, VerdictValidFor: Duration(7 * 24 * time.Hour), MaxUnhealthy: DefaultMaxUnhealthy}
 }
+
+// DefaultMaxUnhealthy is the circuit breaker's default limit (kubernetes.max_unhealthy; the Slurm
+// backend's drains take the same): one node in ten. A fault rarely takes a tenth of a healthy
+// fleet at once; a wrong setting takes all of it.
+const DefaultMaxUnhealthy = "10%"
 
 // DefaultCacheNamespace is kubernetes.cache_namespace's default: the namespace that keeps the model
 // cache between runs.
@@ -124,6 +151,8 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.cache_namespace", ClusterNamespace(k.CacheNamespace), fmt.Sprintf("%s is the cluster's own namespace: gpuvet never puts its cache PVCs and Jobs there (nor in default or any kube-*); name a namespace of gpuvet's own (default %s)", k.CacheNamespace, DefaultCacheNamespace)},
 		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
+		{"kubernetes.pending_retries", k.PendingRetries < 1, fmt.Sprintf("want how many undecided runs in a row a pending node gets before a person is asked, ≥ 1 (default 3); got %d", k.PendingRetries)},
+		{"kubernetes.verdict_valid_for", k.VerdictValidFor < 0, "want how long a verdict holds, e.g. 168h, or 0 for no expiry"},
 		{"kubernetes.qps", !(k.QPS > 0 && k.QPS <= 10000), fmt.Sprintf("want the API requests a second gpuvet may send, > 0 and ≤ 10000 (default 50); got %v", k.QPS)},
 		{"kubernetes.burst", k.Burst < 1 || k.Burst > 100000 || (k.QPS > 0 && float64(k.Burst) < k.QPS), fmt.Sprintf("want how many API requests may go at once, ≥ 1, ≥ kubernetes.qps (%v) and ≤ 100000 (default 100); got %d", k.QPS, k.Burst)},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},

@@ -238,6 +238,10 @@ type Run struct {
 	FailOnFlag   bool       `yaml:"fail_on_flag"`
 	// FailOnInconclusive exits 1 when the run is inconclusive (a gate or comparison could not decide).
 	FailOnInconclusive bool `yaml:"fail_on_inconclusive"`
+	// Acceptance is the exit-code contract for gates (docs/acceptance.md): 0 only when the run is
+	// ok, 1 flag or failed, 3 inconclusive (2 stays bad input). It overrides fail_on_flag and
+	// fail_on_inconclusive.
+	Acceptance bool `yaml:"acceptance"`
 	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
 	// cleanup and reporting survive it.
 	FailIn       string `yaml:"fail_in"`

@@ -214,10 +214,34 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	if actErr != nil {
 		return fmt.Errorf("run status %s, but its verdicts were not all written: %v (see %s)", s.Status, actErr, path)
 	}
-	if judge.ExitCode(s, c.Run.FailOnFlag, c.Run.FailOnInconclusive) != 0 {
-		return fmt.Errorf("run status %s (see %s)", s.Status, path)
+	if code := exitCode(s, c.Run); code != 0 {
+		return &StatusError{Status: s.Status, Code: code, Path: path}
 	}
 	return nil
+}
+
+// exitCode is the run's exit code for its judged summary: the acceptance mode's contract, or
+// the default one with run.fail_on_flag and run.fail_on_inconclusive.
+func exitCode(s *results.Summary, r config.Run) int {
+	if r.Acceptance {
+		return judge.AcceptanceExitCode(s)
+	}
+	return judge.ExitCode(s, r.FailOnFlag, r.FailOnInconclusive)
+}
+
+// StatusError is a finished run whose judged status makes it exit non-zero; Code is the exit
+// code (judge.ExitCode, or judge.AcceptanceExitCode under run.acceptance).
+type StatusError struct {
+	Status results.Status
+	Code   int
+	Path   string // summary.json
+}
+
+func (e *StatusError) Error() string {
+	if e.Code == judge.ExitUndecided {
+		return fmt.Sprintf("run status %s: undecided, not accepted (see %s for what would decide it)", e.Status, e.Path)
+	}
+	return fmt.Sprintf("run status %s (see %s)", e.Status, e.Path)
 }
 
 // markInterrupted sets the run, and every host the interrupt cut short, interrupted (never

@@ -30,6 +30,9 @@ type Options struct {
 	Image       string // gpuvet's own image (--image)
 	EngineImage string // engine image; "" the kind's default (vllm/vllm-openai:<engine.version>)
 	Selection   Selection
+	// PriorityClass is the PriorityClass of every pod the run creates (kubernetes.priority_class):
+	// a low one lets the cluster's real work preempt a vetting run. "": the cluster's default.
+	PriorityClass string
 	// ParallelNodes bounds how many nodes run at once (--parallel-nodes).
 	ParallelNodes int
 	// KeepOnFailure keeps the namespace when the run failed (--keep-on-failure), for a post-mortem.
@@ -353,6 +356,7 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j jobObject) ([]byte, 
 	if err := h.record("Job", ns, j.Name); err != nil {
 		return nil, err
 	}
+	j.Spec.Template.Spec.PriorityClassName = r.opt.PriorityClass
 	if _, err := r.cl.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("creating job %s: %v", j.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -74,8 +75,11 @@ func TestCronJobManifest(t *testing.T) {
 	granted := map[string]bool{}
 	var cj *batchv1.CronJob
 	var cm *corev1.ConfigMap
+	var pc *schedulingv1.PriorityClass
 	for _, o := range objs {
 		switch o := o.(type) {
+		case *schedulingv1.PriorityClass:
+			pc = o
 		case *rbacv1.ClusterRole:
 			for _, r := range o.Rules {
 				for _, g := range r.APIGroups {
@@ -131,5 +135,12 @@ func TestCronJobManifest(t *testing.T) {
 	args := strings.Join(c.Args, " ")
 	if !strings.HasPrefix(args, "run --backend kubernetes -c /config/gpuvet.yaml") || strings.Contains(args, "kubeconfig") || cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
 		t.Errorf("the CronJob's run: %q, concurrency %s", args, cj.Spec.ConcurrencyPolicy)
+	}
+	// Real work preempts a vetting run, and the run preempts nothing: its own pod and every pod it
+	// creates (kubernetes.priority_class) sit below the default priority (0).
+	if pc == nil || pc.Value >= 0 || pc.PreemptionPolicy == nil || *pc.PreemptionPolicy != corev1.PreemptNever || pc.GlobalDefault ||
+		cj.Spec.JobTemplate.Spec.Template.Spec.PriorityClassName != pc.Name || p.Config.Kubernetes.PriorityClass != pc.Name || !p.Config.Kubernetes.Gate {
+		t.Errorf("priority: class %+v, the CronJob's pod %q, the run's pods %q, gate %v", pc, cj.Spec.JobTemplate.Spec.Template.Spec.PriorityClassName,
+			p.Config.Kubernetes.PriorityClass, p.Config.Kubernetes.Gate)
 	}
 }

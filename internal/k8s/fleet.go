@@ -37,8 +37,9 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 	opt := f.Options
 	opt.RunID = ri.ID
 	opt.Progress = func(format string, a ...any) { ri.Say(fmt.Sprintf(format, a...)) }
-	// A node gpuvet quarantined is vetted again: its pods tolerate gpuvet's own taint.
-	opt.Selection.Tolerations = append(slices.Clone(opt.Selection.Tolerations), OwnToleration)
+	// A node gpuvet quarantined, or one pending (the gate), is vetted: its pods tolerate gpuvet's
+	// own taints, and nothing else does.
+	opt.Selection.Tolerations = append(slices.Clone(opt.Selection.Tolerations), OwnTolerations()...)
 	ri.Say(fmt.Sprintf("kubernetes: context %s (%s)", f.Cluster.Context, f.Cluster.Server))
 	if err := CheckVerdictAccess(ctx, f.Cluster.Client, f.Verdicts); err != nil {
 		return nil, nil, err
@@ -56,7 +57,11 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 	r.man, r.plan, r.out = ri.Manifest, f.Plan, ri.Out
 	f.run = r
 	for _, n := range r.Nodes() {
-		ri.Say(fmt.Sprintf("node %s: %d free of %d nvidia.com/gpu %s", n.Name, n.Free, n.Allocatable, n.Product))
+		due := ""
+		if n.Due != "" {
+			due = " (due: " + n.Due + ")"
+		}
+		ri.Say(fmt.Sprintf("node %s: %d free of %d nvidia.com/gpu %s%s", n.Name, n.Free, n.Allocatable, n.Product, due))
 	}
 	ri.Say(r.CacheNote())
 	hosts := make([]fleet.Host, len(r.nodes))

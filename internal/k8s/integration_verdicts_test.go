@@ -41,10 +41,12 @@ func markNodes(t *testing.T, cs kubernetes.Interface, nodes ...string) {
 				for _, k := range []string{"example.com/team", k8s.LabelStatus, k8s.LabelVettedBy} {
 					delete(no.Labels, k)
 				}
-				for _, k := range []string{"example.com/owner", k8s.AnnotationVettedAt, k8s.AnnotationUnhealthyReason} {
+				for _, k := range []string{"example.com/owner", k8s.AnnotationVettedAt, k8s.AnnotationUnhealthyReason,
+					k8s.AnnotationValidUntil, k8s.AnnotationPendingReason, k8s.AnnotationPendingAttempts} {
 					delete(no.Annotations, k)
 				}
-				no.Spec.Taints = withoutKeys(no.Spec.Taints, userTaint.Key, k8s.TaintUnhealthy)
+				// `clean --untaint` leaves the pending taint in the quarantine's place (the gate).
+				no.Spec.Taints = withoutKeys(no.Spec.Taints, userTaint.Key, k8s.TaintUnhealthy, k8s.TaintPending)
 			})
 		}
 	})

@@ -260,6 +260,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	if err != nil {
 		return nil, err
 	}
+	pod.Spec.PriorityClassName = r.opt.PriorityClass
 	cs, ns := r.cl.Client, r.podNS()
 	if err := h.record("Pod", ns, name); err != nil {
 		return nil, err

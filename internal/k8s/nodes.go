@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +29,8 @@ type Node struct {
 	Free        int     // allocatable minus the GPU requests of the pods running there
 	Product     string  // nvidia.com/gpu.product, "" when the label is absent
 	CPU         float64 // allocatable CPU cores, where the node's load Jobs run (0: not advertised)
+	// Due says why the node is due for a run (pending, its verdict expired, none): Due.
+	Due string
 }
 
 // Selection says which nodes to use.
@@ -36,6 +39,9 @@ type Selection struct {
 	Tolerations []corev1.Toleration // pods tolerate these taints (--tolerations)
 	Max         int                 // use at most this many nodes (0: all)
 	Names       []string            // only these nodes (empty: any)
+	// OnlyDue vets only nodes that are due (pending, verdict expired or none: Due); the others
+	// are skipped with their verdict's expiry.
+	OnlyDue bool
 }
 
 // CheckSelector checks a node label selector's form (kubernetes.node_selector).
@@ -68,7 +74,20 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 		}
 	}
 	items := nl.Items
-	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	// Due nodes first (pending, then expired or never vetted), so --nodes N takes them first:
+	// the gate's bounded batch.
+	now := time.Now()
+	due := make(map[string]string, len(items))
+	for i := range items {
+		due[items[i].Name] = Due(&items[i], now)
+	}
+	sort.Slice(items, func(i, j int) bool {
+		ri, rj := dueRank(due[items[i].Name]), dueRank(due[items[j].Name])
+		if ri != rj {
+			return ri < rj
+		}
+		return items[i].Name < items[j].Name
+	})
 	var out []Node
 	var skipped []results.SkippedHost
 	for i := range items {
@@ -90,6 +109,8 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 			reason = "taint " + untolerated(n.Spec.Taints, sel.Tolerations) + " not tolerated (add --tolerations)"
 		case alloc-used[n.Name] <= 0:
 			reason = fmt.Sprintf("no free GPU: %d of %d nvidia.com/gpu requested by running pods", used[n.Name], alloc)
+		case sel.OnlyDue && due[n.Name] == "":
+			reason = "not due: verdict valid until " + n.Annotations[AnnotationValidUntil] + " (--only-due)"
 		case sel.Max > 0 && len(out) >= sel.Max:
 			reason = fmt.Sprintf("past --nodes %d", sel.Max)
 		}
@@ -101,7 +122,7 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 		}
 		cpu := n.Status.Allocatable[corev1.ResourceCPU]
 		out = append(out, Node{Name: n.Name, Allocatable: int(alloc), Free: int(alloc - used[n.Name]), Product: n.Labels[ProductLabel],
-			CPU: cpu.AsApproximateFloat64()})
+			CPU: cpu.AsApproximateFloat64(), Due: due[n.Name]})
 	}
 	if len(out) == 0 {
 		var why []string

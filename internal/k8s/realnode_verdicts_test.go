@@ -25,6 +25,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -246,6 +247,8 @@ func (e *env) create(ctx context.Context, o runtime.Object) error {
 		_, err = e.cs.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 	case *batchv1.CronJob:
 		_, err = e.cs.BatchV1().CronJobs(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+	case *schedulingv1.PriorityClass:
+		_, err = e.cs.SchedulingV1().PriorityClasses().Create(ctx, o, metav1.CreateOptions{})
 	default:
 		return fmt.Errorf("the test does not create a %T", o)
 	}
@@ -262,6 +265,8 @@ func (e *env) deleteCronJobObjects(t *testing.T, objs []runtime.Object) {
 			e.cs.RbacV1().ClusterRoles().Delete(ctx, o.Name, metav1.DeleteOptions{})
 		case *rbacv1.ClusterRoleBinding:
 			e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, o.Name, metav1.DeleteOptions{})
+		case *schedulingv1.PriorityClass:
+			e.cs.SchedulingV1().PriorityClasses().Delete(ctx, o.Name, metav1.DeleteOptions{})
 		case *corev1.Namespace:
 			wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 			if err := k8s.DeleteNamespace(wctx, e.cs, o.Name); err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -47,14 +48,28 @@ const maxReason = 2048
 var OwnToleration = corev1.Toleration{Key: TaintUnhealthy, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 // Verdicts says what a run writes onto its vetted nodes once they are judged
-// (kubernetes.label_nodes, kubernetes.taint_failed, kubernetes.taint_flagged).
+// (kubernetes.label_nodes, kubernetes.taint_failed, kubernetes.taint_flagged, kubernetes.gate),
+// and how it is bounded (kubernetes.max_unhealthy, kubernetes.dry_run). A run that writes any of
+// them also sets the node condition GPUVetted and the verdict's expiry (gate.go).
 type Verdicts struct {
 	Label        bool
 	TaintFailed  bool
 	TaintFlagged bool // taints flagged nodes as well as failed ones
+	// Gate releases a pending node found ok, quarantines one found flag or failed, and keeps an
+	// undecided one pending (gate.go).
+	Gate bool
+	// DryRun takes no action on any node: every one it would take is printed and recorded.
+	DryRun bool
+	// MaxUnhealthy bounds the quarantines of one run (fleet.Breaker).
+	MaxUnhealthy fleet.MaxUnhealthy
+	// ValidFor is how long a verdict holds (the valid-until annotation); 0: no expiry written.
+	ValidFor time.Duration
+	// PendingRetries is how many undecided runs in a row a pending node gets before the run
+	// says loudly that it needs a person (it stays pending).
+	PendingRetries int
 }
 
-func (v Verdicts) any() bool      { return v.Label || v.tainting() }
+func (v Verdicts) any() bool      { return v.Label || v.tainting() || v.Gate }
 func (v Verdicts) tainting() bool { return v.TaintFailed || v.TaintFlagged }
 
 // taints tells whether a node of status st gets the taint.
@@ -74,21 +89,24 @@ func (v Verdicts) flags() string {
 	if v.TaintFlagged {
 		f = append(f, "--taint-flagged (kubernetes.taint_flagged)")
 	}
+	if v.Gate {
+		f = append(f, "--gate (kubernetes.gate)")
+	}
 	return strings.Join(f, " and ")
 }
 
-// Needs is what labelling and tainting ask of the API beyond a run's own needs: labels are one
-// patch; a taint is read, then patched (the taint list is replaced whole, guarded by the node's
-// resourceVersion).
+// Needs is what writing verdicts asks of the API beyond a run's own needs: each node is read
+// (its taints, annotations and condition), patched (the taint list is replaced whole, guarded by
+// the node's resourceVersion), and its GPUVetted condition patched through the status
+// subresource. A dry run only reads.
 func (v Verdicts) Needs() []Permission {
-	var p []Permission
-	if v.tainting() {
-		p = append(p, Permission{Verb: "get", Resource: "nodes"})
+	if !v.any() {
+		return nil
 	}
-	if v.any() {
-		p = append(p, Permission{Verb: "patch", Resource: "nodes"})
+	if v.DryRun {
+		return []Permission{{Verb: "get", Resource: "nodes"}}
 	}
-	return p
+	return []Permission{{Verb: "get", Resource: "nodes"}, {Verb: "patch", Resource: "nodes"}, {Verb: "patch", Resource: "nodes", Subresource: "status"}}
 }
 
 // UntaintNeeds is what `gpuvet clean --untaint` asks of the API.
@@ -124,67 +142,74 @@ func labelled(st results.Status) bool {
 // ApplyVerdict writes vd onto node as v asks and returns what it did, in words ("" nothing). A
 // taint replaces an older gpuvet taint (the latest run's id is its value); a node that passes
 // keeps an older taint (a quarantine is lifted by a person: `gpuvet clean --untaint`), which the
-// returned text says. The user's own labels, annotations and taints are never touched.
+// returned text says. The user's own labels, annotations and taints are never touched. No
+// circuit breaker bounds it: Fleet.ApplyVerdicts asks one.
 func ApplyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts) (string, error) {
-	if !labelled(vd.Status) {
-		return "", nil
+	c, err := applyVerdict(ctx, cs, node, vd, v, func(string) bool { return true })
+	return strings.Join(c.did, "; "), err
+}
+
+// applyVerdict plans vd on the node as read and writes it (v.DryRun: only plans). allow is the
+// circuit breaker, asked once, and only when the verdict would quarantine the node.
+func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts, allow func(what string) bool) (change, error) {
+	if !labelled(vd.Status) || !v.any() {
+		return change{}, nil
 	}
-	var did []string
-	meta := map[string]any{}
-	if v.Label {
-		meta["labels"] = map[string]string{LabelStatus: string(vd.Status), LabelVettedBy: vd.RunID}
-		meta["annotations"] = map[string]string{AnnotationVettedAt: vd.At.UTC().Format(time.RFC3339)}
-		did = append(did, fmt.Sprintf("labelled %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID))
-	}
-	if !v.tainting() {
-		return strings.Join(did, "; "), patchNode(ctx, cs, node, map[string]any{"metadata": meta})
-	}
-	taint := v.taints(vd.Status)
-	var note string
+	var c change
+	asked, allowed := false, true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		old := gpuvetTaint(n.Spec.Taints, "")
-		if !taint {
-			if old != nil {
-				note = fmt.Sprintf("still tainted %s by run %s (lift it with `gpuvet clean --untaint --run %s`)", old.ToString(), old.Value, old.Value)
+		if !asked && v.wantsQuarantine(n, vd.Status) {
+			asked = true
+			allowed = allow(fmt.Sprintf("node %s: taint %s=%s:NoSchedule", node, TaintUnhealthy, vd.RunID))
+		}
+		c = planVerdict(n, vd, v, allowed)
+		if v.DryRun || c.empty() {
+			return nil
+		}
+		meta := map[string]any{}
+		if len(c.labels) > 0 {
+			meta["labels"] = c.labels
+		}
+		if len(c.ann) > 0 {
+			meta["annotations"] = c.ann
+		}
+		patch := map[string]any{}
+		if c.taints != nil {
+			meta["resourceVersion"] = n.ResourceVersion
+			patch["spec"] = map[string]any{"taints": c.taints}
+		}
+		if len(meta) > 0 {
+			patch["metadata"] = meta
+		}
+		if len(patch) > 0 {
+			if err := patchNode(ctx, cs, node, patch); err != nil {
+				return err
 			}
-			if len(meta) == 0 {
-				return nil
-			}
-			return patchNode(ctx, cs, node, map[string]any{"metadata": meta})
 		}
-		taints := withoutGpuvetTaint(n.Spec.Taints, "")
-		taints = append(taints, corev1.Taint{Key: TaintUnhealthy, Value: vd.RunID, Effect: corev1.TaintEffectNoSchedule})
-		m := map[string]any{"resourceVersion": n.ResourceVersion}
-		for k, val := range meta {
-			m[k] = val
-		}
-		ann, _ := m["annotations"].(map[string]string)
-		if ann == nil {
-			ann = map[string]string{}
-		}
-		ann[AnnotationUnhealthyReason] = truncate(fmt.Sprintf("run %s at %s: %s: %s", vd.RunID, vd.At.UTC().Format(time.RFC3339), vd.Status, vd.Reason), maxReason)
-		m["annotations"] = ann
-		return patchNode(ctx, cs, node, map[string]any{"metadata": m, "spec": map[string]any{"taints": taints}})
+		return nil
 	})
+	if err != nil || v.DryRun || c.cond == nil {
+		return c, err
+	}
+	b, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{*c.cond}}})
 	if err != nil {
-		return strings.Join(did, "; "), err
+		return c, err
 	}
-	if taint {
-		did = append(did, fmt.Sprintf("tainted %s=%s:NoSchedule", TaintUnhealthy, vd.RunID))
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{FieldManager: "gpuvet"}, "status"); err != nil {
+		return c, fmt.Errorf("condition %s: %v", ConditionVetted, err)
 	}
-	if note != "" {
-		did = append(did, note)
-	}
-	return strings.Join(did, "; "), nil
+	return c, nil
 }
 
 // Untaint lifts gpuvet's quarantine taints (every run's, or only runID's) and their reason
-// annotations, and nothing else: the user's taints, and gpuvet's status labels (the last
-// verdict), stay. It returns what it lifted.
+// annotations, and puts the pending taint in their place (the gate: a repaired node takes no
+// work until a run finds it ok; `kubectl taint nodes NODE gpuvet.io/validation-pending-`
+// releases it without one). Nothing else changes: the user's taints, and gpuvet's status labels
+// (the last verdict), stay. It returns what it lifted.
 func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]string, error) {
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -206,12 +231,17 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 				return nil
 			}
 			meta := map[string]any{"resourceVersion": cur.ResourceVersion}
-			if _, ok := cur.Annotations[AnnotationUnhealthyReason]; ok {
-				meta["annotations"] = map[string]any{AnnotationUnhealthyReason: nil}
+			ann := map[string]any{}
+			for _, k := range []string{AnnotationUnhealthyReason, AnnotationPendingAttempts} {
+				if _, ok := cur.Annotations[k]; ok {
+					ann[k] = nil
+				}
 			}
+			ann[AnnotationPendingReason] = truncate(fmt.Sprintf("quarantine %s lifted by `gpuvet clean --untaint` at %s: pending until a run finds it ok", lifted.ToString(), time.Now().UTC().Format(time.RFC3339)), maxReason)
+			meta["annotations"] = ann
 			taints := withoutGpuvetTaint(cur.Spec.Taints, runID)
-			if taints == nil {
-				taints = []corev1.Taint{}
+			if !hasTaint(taints, TaintPending) {
+				taints = append(taints, corev1.Taint{Key: TaintPending, Effect: corev1.TaintEffectNoSchedule})
 			}
 			return patchNode(ctx, cs, cur.Name, map[string]any{"metadata": meta, "spec": map[string]any{"taints": taints}})
 		})
@@ -220,7 +250,7 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 			continue
 		}
 		if lifted != nil {
-			done = append(done, fmt.Sprintf("node %s: lifted taint %s (run %s)", n.Name, lifted.ToString(), lifted.Value))
+			done = append(done, fmt.Sprintf("node %s: lifted taint %s (run %s); now %s:NoSchedule until a run finds it ok", n.Name, lifted.ToString(), lifted.Value, TaintPending))
 		}
 	}
 	return done, errors.Join(errs...)
@@ -307,7 +337,10 @@ func truncate(s string, n int) string {
 // ApplyVerdicts writes each vetted node's judged status onto it (fleet.Verdicter): fleet.Execute
 // calls it once the merged summary is judged (node to node, gates, baseline), so a node's label is
 // its final status, not its in-pod one. Skipped nodes are not in s.Hosts and get nothing. Every
-// node is tried; the error names those that could not be written.
+// node is tried; the error names those that could not be written. A circuit breaker bounds the
+// quarantines (kubernetes.max_unhealthy): past it the rest are recorded as what would have been
+// done, and the run fails. A dry run writes nothing and records every action it would take.
+// Each node's actions are recorded in the summary (fleet.node_actions).
 func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	v := f.Verdicts
 	if f.run == nil || !v.any() {
@@ -317,24 +350,57 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	for _, n := range f.run.Nodes() {
 		vetted[n.Name] = true
 	}
+	breaker := fleet.NewBreaker(v.MaxUnhealthy, len(vetted))
 	now := time.Now().UTC()
 	var errs []error
+	say := f.run.progress
+	prefix := ""
+	if v.DryRun {
+		prefix = "dry run: would have "
+	}
 	for _, h := range s.Hosts {
 		if !vetted[h.Name] {
 			continue
 		}
 		if !labelled(h.Status) {
-			f.run.progress("node %s: status %s: no verdict to write", h.Name, h.Status)
+			say("node %s: status %s: no verdict to write", h.Name, h.Status)
 			continue
 		}
-		did, err := ApplyVerdict(ctx, f.Cluster.Client, h.Name, Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: HostReason(h)}, v)
+		vd := Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: HostReason(h)}
+		c, err := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, breaker.Allow)
+		act := results.NodeAction{Node: h.Name, Status: h.Status, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
+		for _, d := range c.did {
+			act.Did = append(act.Did, prefix+d)
+		}
+		if v.ValidFor > 0 {
+			until := now.Add(v.ValidFor)
+			act.ValidUntil = &until
+		}
 		if err != nil {
+			act.Error = err.Error()
 			errs = append(errs, fmt.Errorf("node %s: %v", h.Name, err))
-			continue
 		}
-		if did != "" {
-			f.run.progress("node %s: %s", h.Name, did)
+		if s.Fleet == nil {
+			s.Fleet = &results.Fleet{}
 		}
+		s.Fleet.NodeActions = append(s.Fleet.NodeActions, act)
+		if len(act.Did) > 0 {
+			say("node %s: %s", h.Name, strings.Join(act.Did, "; "))
+		}
+		if c.held != "" {
+			say("node %s: CIRCUIT BREAKER: %s", h.Name, c.held)
+		}
+		if c.loud != "" {
+			say("node %s: NEEDS A PERSON: %s", h.Name, c.loud)
+			s.Caveats = append(s.Caveats, fmt.Sprintf("NEEDS A PERSON: node %s %s", h.Name, c.loud))
+		}
+	}
+	verb := "tainted"
+	if v.DryRun {
+		verb = "would have been tainted"
+	}
+	if err := breaker.Err(verb); err != nil {
+		errs = append([]error{err}, errs...)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%s: %w", v.flags(), err)

@@ -161,6 +161,10 @@ func TestUntaintLiftsOnlyGpuvets(t *testing.T) {
 	if len(gpuvetTaints(a)) != 0 || a.Annotations[AnnotationUnhealthyReason] != "" {
 		t.Errorf("node a keeps gpuvet's taint or reason: %v %v", a.Spec.Taints, a.Annotations)
 	}
+	// The gate: a repaired node is pending until a run finds it ok.
+	if !hasTaint(a.Spec.Taints, TaintPending) || !strings.Contains(a.Annotations[AnnotationPendingReason], "lifted by `gpuvet clean --untaint`") || hasTaint(b.Spec.Taints, TaintPending) {
+		t.Errorf("node a after untaint: %v %v; node b %v", a.Spec.Taints, a.Annotations, b.Spec.Taints)
+	}
 	if a.Labels[LabelStatus] != "failed" || a.Labels[LabelVettedBy] != "run-1" || a.Annotations[AnnotationVettedAt] == "" {
 		t.Errorf("node a lost its status labels (the last verdict stays): %v", a.Labels)
 	}
@@ -207,7 +211,11 @@ func TestVerdictAccess(t *testing.T) {
 	cs.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview)
 		ra := r.Spec.ResourceAttributes
-		asked = append(asked, ra.Verb+" "+ra.Resource+" "+ra.Namespace)
+		res := ra.Resource
+		if ra.Subresource != "" {
+			res += "/" + ra.Subresource
+		}
+		asked = append(asked, ra.Verb+" "+res+" "+ra.Namespace)
 		r.Status.Allowed = !(ra.Verb == "patch" && ra.Resource == "nodes")
 		return true, r, nil
 	})
@@ -219,16 +227,21 @@ func TestVerdictAccess(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--label-nodes (kubernetes.label_nodes): missing RBAC permission: patch nodes (cluster-wide)") {
 		t.Errorf("label: %v", err)
 	}
-	if strings.Join(asked, ",") != "patch nodes " {
-		t.Errorf("--label-nodes asked %v, want patch nodes only", asked)
+	// Every verdict reads the node (its condition) and writes it and its status (GPUVetted).
+	if strings.Join(asked, ",") != "get nodes ,patch nodes ,patch nodes/status " {
+		t.Errorf("--label-nodes asked %v, want get, patch nodes and patch nodes/status", asked)
 	}
 	asked = nil
 	err = CheckVerdictAccess(ctx, cs, Verdicts{TaintFailed: true})
 	if err == nil || !strings.Contains(err.Error(), "--taint-failed (kubernetes.taint_failed): missing RBAC permission: patch nodes") {
 		t.Errorf("taint: %v", err)
 	}
-	if strings.Join(asked, ",") != "get nodes ,patch nodes " {
-		t.Errorf("--taint-failed asked %v, want get and patch nodes", asked)
+	if strings.Join(asked, ",") != "get nodes ,patch nodes ,patch nodes/status " {
+		t.Errorf("--taint-failed asked %v, want get, patch nodes and patch nodes/status", asked)
+	}
+	asked = nil
+	if err := CheckVerdictAccess(ctx, cs, Verdicts{Gate: true, DryRun: true}); err != nil || strings.Join(asked, ",") != "get nodes " {
+		t.Errorf("a dry run asked %v (%v), want get nodes only", asked, err)
 	}
 }
 

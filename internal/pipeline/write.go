@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
@@ -186,6 +187,9 @@ func (r *run) finish(ctx context.Context) {
 }
 
 func (r *run) exitCode() int {
+	if r.cfg.Run.Acceptance {
+		return judge.AcceptanceExitCode(r.sum)
+	}
 	if r.deps.ExitCode != nil {
 		return r.deps.ExitCode(r.sum, r.cfg.Run.FailOnFlag, r.cfg.Run.FailOnInconclusive)
 	}

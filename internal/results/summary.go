@@ -119,6 +119,27 @@ type Fleet struct {
 	// APIRequests is how many requests the run sent to the cluster's API server (backend
 	// kubernetes: every HTTP request of gpuvet's client, retries and watches included).
 	APIRequests int64 `json:"api_requests,omitempty"`
+
+	// NodeActions are what the run did to each vetted node on the strength of its verdict
+	// (backend kubernetes: labels, taints, the gate, the GPUVetted condition), or would have done:
+	// in a dry run, or where the circuit breaker held a quarantine.
+	NodeActions []NodeAction `json:"node_actions,omitempty"`
+}
+
+// NodeAction is one vetted node's actions, in words.
+type NodeAction struct {
+	Node   string `json:"node"`
+	Status Status `json:"status"` // the verdict acted on
+	// Did lists what was done ("would have …" each, in a dry run).
+	Did []string `json:"did,omitempty"`
+	// Held is the quarantine the circuit breaker held (not taken), in words.
+	Held string `json:"held,omitempty"`
+	// Attention is what a person must look at (a pending node undecided too many runs in a row).
+	Attention string `json:"attention,omitempty"`
+	DryRun    bool   `json:"dry_run,omitempty"`
+	// ValidUntil is when the verdict expires (kubernetes.verdict_valid_for after the run).
+	ValidUntil *time.Time `json:"valid_until,omitempty"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // SkippedHost is a host left out of a fleet run, and why (e.g. "no free nvidia.com/gpu").

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Issue 46: the acceptance mode is a gate's contract: only ok exits 0, flag and failed exit 1,
+// inconclusive exits 3 (its own code: neither a pass nor a finding). Without the mode the same
+// runs keep the default codes (flag and inconclusive exit 0).
+func TestRunAcceptanceExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name                 string
+		args                 []string
+		status               results.Status
+		acceptance, default_ int
+	}{
+		{"ok", []string{"--sim-gpus", "1"}, results.StatusOK, 0, -1},
+		// Nothing can reach the samples a gate needs: every gate is undecided.
+		{"inconclusive", []string{"--sim-gpus", "1", "--set", "compare.min_samples=100000"}, results.StatusInconclusive, 3, 0},
+		// One card at 38 % below its peers' speed sits under its datasheet floors.
+		{"flag", []string{"--sim-gpus", "1", "--sim-straggler", "0", "--set", "sim.straggler_pct=38"}, results.StatusFlag, 1, 0},
+		// A card that computes wrong answers.
+		{"failed", []string{"--sim-gpus", "2", "--sim-corrupt", "1", "--set", "health.burn=2s"}, results.StatusFailed, 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, text, s := runSim(t, append([]string{"--acceptance"}, tc.args...)...)
+			if s.Status != tc.status || code != tc.acceptance {
+				t.Fatalf("--acceptance: status %s exit %d, want %s and %d:\n%s", s.Status, code, tc.status, tc.acceptance, text)
+			}
+			if tc.default_ < 0 {
+				return
+			}
+			code, text, s = runSim(t, tc.args...)
+			if s.Status != tc.status || code != tc.default_ {
+				t.Errorf("without --acceptance: status %s exit %d, want %s and %d:\n%s", s.Status, code, tc.status, tc.default_, text)
+			}
+		})
+	}
+}
