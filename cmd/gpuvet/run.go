@@ -97,7 +97,11 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 		}
 	}
 	cmd.Flags().Visit(func(fl *pflag.Flag) { // changed flags only, in name order
-		if path, ok := flagPath(fl.Name); ok {
+		if paths, ok := sharedFlagPaths[fl.Name]; ok {
+			for _, path := range paths {
+				set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
+			}
+		} else if path, ok := flagPath(fl.Name); ok {
 			set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
 		}
 	})
@@ -219,7 +223,14 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 }
 
 // flagPath is the config key a plan flag sets: a single-host flag's, or a multi-host backend's.
+// sharedFlagPaths are flags that several backends read, each from its own section: the flag sets
+// them all (one --dry-run, whichever backend the plan names, on the command line or in a file).
+var sharedFlagPaths = map[string][]string{"dry-run": {"kubernetes.dry_run", "slurm.dry_run"}}
+
 func flagPath(flag string) (string, bool) {
+	if paths, ok := sharedFlagPaths[flag]; ok {
+		return paths[0], true
+	}
 	for _, m := range []map[string]string{hostFlagPaths, fleetFlagPaths, kubeFlagPaths, slurmFlagPaths} {
 		if p, ok := m[flag]; ok {
 			return p, true

@@ -31,7 +31,7 @@ var kubeFlagPaths = map[string]string{
 	"cache-namespace": "kubernetes.cache_namespace", "dynamo-target": "kubernetes.dynamo_target",
 	"label-nodes": "kubernetes.label_nodes", "taint-failed": "kubernetes.taint_failed", "taint-flagged": "kubernetes.taint_flagged",
 	"gate": "kubernetes.gate", "pending-retries": "kubernetes.pending_retries", "only-due": "kubernetes.only_due",
-	"verdict-valid-for": "kubernetes.verdict_valid_for", "max-unhealthy": "kubernetes.max_unhealthy", "dry-run": "kubernetes.dry_run",
+	"verdict-valid-for": "kubernetes.verdict_valid_for", "max-unhealthy": "kubernetes.max_unhealthy",
 	"priority-class": "kubernetes.priority_class",
 }
 
@@ -71,7 +71,7 @@ func registerKubeFlags(fl *pflag.FlagSet) {
 	fl.Bool("only-due", false, "backend kubernetes: vet only nodes that are due: pending, their verdict expired, or none")
 	fl.Duration("verdict-valid-for", d.Kubernetes.VerdictValidFor.D(), "backend kubernetes: how long a node's verdict holds (annotation "+k8s.AnnotationValidUntil+"); past it the node is due (0: no expiry)")
 	fl.String("max-unhealthy", d.Kubernetes.MaxUnhealthy, "backend kubernetes: circuit breaker: the most nodes one run may quarantine, a count (5) or a share of the nodes vetted (10%); past it the rest are only reported and the run fails")
-	fl.Bool("dry-run", false, "backend kubernetes: vet, but take no action on any node (labels, taints, condition): print and record each one it would take")
+	fl.Bool("dry-run", false, "backends kubernetes and slurm: vet, but take no action on any node (labels, taints, condition; drains, resumes): print and record each one it would take")
 	fl.String("priority-class", "", "backend kubernetes: the PriorityClass of the pods a run creates (a low one lets real work preempt a vetting run; docs/acceptance.md)")
 	fl.Bool("cache-owner-init", d.Kubernetes.CacheOwnerInit, "backend kubernetes: the populate Job's root init container that chowns the cache volume's root (false where root containers are refused; the StorageClass must then apply fsGroup)")
 }

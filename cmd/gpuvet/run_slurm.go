@@ -19,7 +19,7 @@ import (
 // slurmFlagPaths maps the Slurm flags to their config keys.
 var slurmFlagPaths = map[string]string{
 	"partition": "slurm.partition", "slurm-nodes": "slurm.nodes", "reservation": "slurm.reservation",
-	"drain-failed": "slurm.drain_failed", "drain-flagged": "slurm.drain_flagged", "dry-run": "slurm.dry_run",
+	"drain-failed": "slurm.drain_failed", "drain-flagged": "slurm.drain_flagged",
 }
 
 func registerSlurmFlags(fl *pflag.FlagSet) {
@@ -28,7 +28,6 @@ func registerSlurmFlags(fl *pflag.FlagSet) {
 	fl.String("reservation", "", "backend slurm: only this reservation's nodes, the jobs run in it")
 	fl.Bool("drain-failed", false, "backend slurm: drain each failed node with its reason (a later ok run resumes the nodes gpuvet drained); at most slurm.max_drain nodes")
 	fl.Bool("drain-flagged", false, "backend slurm: drain flagged nodes as well as failed ones (implies --drain-failed)")
-	fl.Bool("dry-run", false, "backend slurm: show every drain and resume, take none (the jobs still run: vetting needs them)")
 }
 
 // openSlurm opens backend slurm (its commands are checked when it lists the nodes).
