@@ -53,7 +53,7 @@ func (s *slurmHealth) act(ctx context.Context, cmd *cobra.Command, h *results.He
 		}
 		node, _, _ = strings.Cut(hn, ".")
 	}
-	why := slurm.HostReason(results.Host{Health: h})
+	why := fleet.HostReason(results.Host{Health: h})
 	if s.dryRun {
 		fmt.Fprintf(cmd.ErrOrStderr(), "dry run: node %s is %s: %s\n", node, h.Status, map[results.Status]string{
 			results.StatusFailed: "would drain it (unless someone else drained it)", results.StatusOK: "would resume it if gpuvet drained it"}[h.Status])

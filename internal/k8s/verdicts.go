@@ -284,44 +284,6 @@ func withoutGpuvetTaint(taints []corev1.Taint, runID string) []corev1.Taint {
 	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return isGpuvetTaint(t, runID) })
 }
 
-// HostReason is why a judged host is not ok, in one line: its error and every flag's check,
-// subject and reason (the host's, its health phase's and GPUs', its models' and endpoints'), without repeats.
-func HostReason(h results.Host) string {
-	var r []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" && !slices.Contains(r, s) {
-			r = append(r, s)
-		}
-	}
-	flags := func(fs []results.Flag) {
-		for _, f := range fs {
-			if f.Subject != "" {
-				add(f.Check + " (" + f.Subject + "): " + f.Reason)
-			} else {
-				add(f.Check + ": " + f.Reason)
-			}
-		}
-	}
-	add(h.Error)
-	flags(h.Flags)
-	if hh := h.Health; hh != nil {
-		add(hh.Error)
-		flags(hh.Flags)
-		for _, g := range hh.GPUs {
-			flags(g.Flags)
-		}
-	}
-	for _, m := range h.Models {
-		add(m.Error)
-		flags(m.Flags)
-		for _, ep := range m.Endpoints {
-			add(ep.Error)
-			flags(ep.Flags)
-		}
-	}
-	return strings.Join(r, "; ")
-}
-
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
@@ -366,7 +328,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			say("node %s: status %s: no verdict to write", h.Name, h.Status)
 			continue
 		}
-		vd := Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: HostReason(h)}
+		vd := Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: fleet.HostReason(h)}
 		c, err := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, breaker.Allow)
 		act := results.NodeAction{Node: h.Name, Status: h.Status, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
 		for _, d := range c.did {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -249,7 +250,7 @@ func TestHostReasonAndTruncate(t *testing.T) {
 	h := results.Host{Error: "run failed: engines not ready", Flags: []results.Flag{{Check: "compare.node_to_node", Reason: "slower"}},
 		Health: &results.Health{GPUs: []results.GPUHealth{{Flags: []results.Flag{{Check: "health.result_check", Subject: "gpu 3", Reason: "wrong answer"}}}}},
 		Models: []results.Model{{Error: "run failed: engines not ready", Endpoints: []results.Endpoint{{Error: "HTTP 500"}}}}}
-	if got := HostReason(h); got != "run failed: engines not ready; compare.node_to_node: slower; health.result_check (gpu 3): wrong answer; HTTP 500" {
+	if got := fleet.HostReason(h); got != "run failed: engines not ready; compare.node_to_node: slower; health.result_check (gpu 3): wrong answer; HTTP 500" {
 		t.Errorf("HostReason %q", got)
 	}
 	long := strings.Repeat("é", 2000)

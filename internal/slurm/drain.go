@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -150,7 +149,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		toDrain = nil
 	}
 	for _, h := range toDrain {
-		reason := Reason(s.RunID, h.Status, HostReason(h))
+		reason := Reason(s.RunID, h.Status, fleet.HostReason(h))
 		if c.DryRun {
 			f.say(fmt.Sprintf("dry run: would drain %s: scontrol update nodename=%s state=drain reason=%q", h.Name, h.Name, reason))
 			continue
@@ -222,42 +221,4 @@ func (f *Fleet) forget(node string) error {
 	}
 	delete(d.Nodes, drainKey(f.cluster, node))
 	return d.Save()
-}
-
-// HostReason is why a judged node is not ok, in one line: its error and every flag's check,
-// subject and reason, without repeats.
-func HostReason(h results.Host) string {
-	var r []string
-	add := func(s string) {
-		if s = strings.TrimSpace(s); s != "" && !slices.Contains(r, s) {
-			r = append(r, s)
-		}
-	}
-	flags := func(fs []results.Flag) {
-		for _, f := range fs {
-			if f.Subject != "" {
-				add(f.Check + " (" + f.Subject + "): " + f.Reason)
-			} else {
-				add(f.Check + ": " + f.Reason)
-			}
-		}
-	}
-	add(h.Error)
-	flags(h.Flags)
-	if hh := h.Health; hh != nil {
-		add(hh.Error)
-		flags(hh.Flags)
-		for _, g := range hh.GPUs {
-			flags(g.Flags)
-		}
-	}
-	for _, m := range h.Models {
-		add(m.Error)
-		flags(m.Flags)
-		for _, ep := range m.Endpoints {
-			add(ep.Error)
-			flags(ep.Flags)
-		}
-	}
-	return strings.Join(r, "; ")
 }
