@@ -336,7 +336,7 @@ func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
 		t.Fatalf("the node's vfio restore (at %d) is not before the VM's provisioning (at %d):\n%s", restored, provisioned, stderr)
 	}
 	if host.Prep == nil || !slices.Contains(host.Prep.Installed, "nvidia-open=580.159.04-1") || len(host.Prep.VFIO) == 0 {
-		t.Fatalf("host_prep of the node: %+v", host.Prep)
+		t.Fatalf("host_prep of the node %q: %+v\n%s", host.Name, host.Prep, stderr)
 	}
 	if after := h.Installed(t); !maps.Equal(after, before) {
 		t.Fatal("the node's packages after the run differ from before")

@@ -28,6 +28,8 @@ func Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	if !h.Enabled || s == nil {
 		return
 	}
+	// An interrupted run is judged too: bounded by history.timeout, not by its cancelled context.
+	ctx = context.WithoutCancel(ctx)
 	fp := Fingerprint(plan.Config)
 	s.History = &results.History{Fingerprint: fp}
 	st, err := Open(ctx, h)

@@ -360,3 +360,21 @@ func TestConcurrentOpenOfANewStore(t *testing.T) {
 		}
 	})
 }
+
+// An interrupted run is judged too: Prepare reads the acceptance run with the run's context
+// already cancelled (bounded by history.timeout instead), as Record writes.
+func TestPrepareReadsWhenTheRunWasInterrupted(t *testing.T) {
+	eachStore(t, func(t *testing.T, h config.History) {
+		h.Enabled = true
+		plan := &config.Plan{Config: config.Config{History: h}}
+		t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+		Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		s := synth("r2", t0.Add(time.Hour), 1, 1, 1, uuidOf)
+		Prepare(cancelled, s, plan)
+		if s.History == nil || len(s.History.Acceptance) == 0 || len(s.Caveats) > 0 {
+			t.Fatalf("history %+v caveats %q", s.History, s.Caveats)
+		}
+	})
+}

@@ -108,6 +108,12 @@ func (p *Plan) Record(host string) *results.HostPrep {
 	return p.records[host]
 }
 
+// Refused records why a host's preparation never began (its GPUs could not be released from
+// vfio-pci, say), with what was done before: the host's entry says so instead of saying nothing.
+func (p *Plan) Refused(host string, err error, vfio []string) {
+	p.keep(host, &results.HostPrep{Error: err.Error(), VFIO: vfio})
+}
+
 func (p *Plan) keep(host string, r *results.HostPrep) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -113,9 +113,11 @@ func TestKubernetesGate(t *testing.T) {
 		t.Errorf("kwok-gpu-0: %s:\n%s", st, log)
 	}
 
-	// No gate can decide: both stay pending, and the acceptance contract says undecided (3).
+	// No gate can decide: both stay pending, and the acceptance contract says undecided (3). The
+	// rung cap at load.max_duration: a rung sized by completions would otherwise run its 3 minutes
+	// after samples it can never reach.
 	pendingOn(t, e.cs, "kwok-gpu-0", "kwok-gpu-1")
-	s, log = run(3, "--set", "compare.min_samples=100000", "--taint-failed")
+	s, log = run(3, "--set", "compare.min_samples=100000", "--set", "load.max_rung_duration=2s", "--taint-failed")
 	for _, name := range []string{"kwok-gpu-0", "kwok-gpu-1"} {
 		n := getNode(t, e.cs, name)
 		if statusOf(s, name) != results.StatusInconclusive || !hasPending(n) || n.Annotations[k8s.AnnotationPendingAttempts] != "1" ||

@@ -103,11 +103,14 @@ func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
 	say := h.Job.say
 	if h.VFIO != nil {
 		if out, err := output(ctx, c, "id -u"); err != nil || strings.TrimSpace(out) != "0" {
-			return fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
+			err := fmt.Errorf("host_prep.vfio_release needs a root login on %s (it rebinds PCI devices): log in as root (nothing changed on the host)", h.Target.Name)
+			h.Prep.Refused(h.Target.Name, err, nil)
+			return err
 		}
 		var err error
 		h.vfio, err = vfio.Begin(ctx, Runner{c}, h.VFIO.Paths, h.VFIO.Attached, recorder, h.obj, h.Job.RunID, say)
 		if err != nil {
+			h.Prep.Refused(h.Target.Name, err, h.vfio.Steps)
 			return err
 		}
 	}
@@ -149,10 +152,11 @@ func (h *Host) Cleanup(ctx context.Context) error {
 		// Back on vfio-pci before the driver is purged: the node serves passthrough VMs again.
 		n := len(h.vfio.Steps)
 		err := h.retry(ctx, func(c *gossh.Client) error { return h.vfio.Restore(ctx, Runner{c}) })
-		if h.prep != nil {
-			h.prep.Rec.VFIO = append(h.prep.Rec.VFIO, h.vfio.Steps[min(n, len(h.vfio.Steps)):]...)
+		// The preparation's record, or its refusal's when the release itself failed half-way.
+		if rec := h.Prep.Record(h.Target.Name); rec != nil {
+			rec.VFIO = append(rec.VFIO, h.vfio.Steps[min(n, len(h.vfio.Steps)):]...)
 			if err != nil {
-				h.prep.Rec.RestoreError = err.Error()
+				rec.RestoreError = err.Error()
 			}
 		}
 		errs = append(errs, err)
