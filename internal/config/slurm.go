@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -39,9 +38,10 @@ type Slurm struct {
 	// flagged ones too; a node gpuvet drained is resumed by a later run that finds it ok.
 	DrainFailed  bool `yaml:"drain_failed"`
 	DrainFlagged bool `yaml:"drain_flagged"`
-	// MaxDrain caps how many nodes one run may drain: a count ("3") or a share of the vetted nodes
-	// ("10%", at least 1). More failures than that is more likely the run's own problem than the
-	// fleet's: none is drained and the run says so.
+	// MaxDrain is the circuit breaker (fleet.Breaker): the most nodes one run may drain, a count
+	// ("3") or a share of the vetted nodes ("10%", at least 1). Past it the rest are only reported
+	// (failed nodes drained first) and the run fails: so many at once is more likely the run's own
+	// problem than the fleet's.
 	MaxDrain string `yaml:"max_drain"`
 	// DryRun shows every drain and resume and takes none (the jobs still run: vetting needs them).
 	DryRun bool `yaml:"dry_run"`
@@ -51,38 +51,12 @@ type Slurm struct {
 
 func slurmDefaults() Slurm {
 	return Slurm{RemoteBackend: "local", TimeLimit: Duration(2 * time.Hour), QueueTimeout: Duration(30 * time.Minute),
-		Parallel: 16, MaxDrain: "10%", Poll: Duration(2 * time.Second)}
-}
-
-// MaxDrainOf is how many of n vetted nodes one run may drain under max_drain ("N" or "P%": at
-// least 1 of any fleet); the error names what is wrong with the setting.
-func (s Slurm) MaxDrainOf(n int) (int, error) {
-	v := strings.TrimSpace(s.MaxDrain)
-	if p, ok := strings.CutSuffix(v, "%"); ok {
-		f, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil || f < 0 || f > 100 {
-			return 0, fmt.Errorf("want a share 0%%..100%% or a count, got %q", s.MaxDrain)
-		}
-		if f == 0 {
-			return 0, nil
-		}
-		return max(1, int(f*float64(n)/100)), nil
-	}
-	c, err := strconv.Atoi(v)
-	if err != nil || c < 0 {
-		return 0, fmt.Errorf("want a count ≥ 0 or a share such as 10%%, got %q", s.MaxDrain)
-	}
-	return c, nil
+		Parallel: 16, MaxDrain: DefaultMaxUnhealthy, Poll: Duration(2 * time.Second)}
 }
 
 // slurmChecks are the rules over slurm.*.
 func slurmChecks(c Config) []check {
 	s := c.Slurm
-	_, maxErr := s.MaxDrainOf(1)
-	msg := ""
-	if maxErr != nil {
-		msg = maxErr.Error()
-	}
 	badSet := ""
 	for _, n := range sortedKeys(s.NodeSet) {
 		for _, kv := range s.NodeSet[n] {
@@ -99,7 +73,7 @@ func slurmChecks(c Config) []check {
 		{"slurm.queue_timeout", s.QueueTimeout <= 0, "want a positive duration"},
 		{"slurm.parallel", s.Parallel < 1, "want ≥ 1"},
 		{"slurm.poll", s.Poll < Duration(10*time.Millisecond), "want ≥ 10ms"},
-		{"slurm.max_drain", maxErr != nil, msg},
+		maxUnhealthyCheck("slurm.max_drain", s.MaxDrain),
 		{"slurm.node_set", badSet != "", badSet},
 		{"slurm.partition", strings.ContainsAny(s.Partition, " ,\n"), "want one partition name"},
 		{"slurm.reservation", strings.ContainsAny(s.Reservation, " ,\n"), "want one reservation name"},

@@ -7,23 +7,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-func TestSlurmMaxDrain(t *testing.T) {
-	for _, tt := range []struct {
-		v    string
-		n    int
-		want int
-	}{{"10%", 3, 1}, {"10%", 100, 10}, {"10%", 1000, 100}, {"25 %", 8, 2}, {"0%", 50, 0}, {"3", 2, 3}, {"0", 9, 0}} {
-		got, err := Slurm{MaxDrain: tt.v}.MaxDrainOf(tt.n)
-		if err != nil || got != tt.want {
-			t.Errorf("max_drain %q of %d = %d, %v; want %d", tt.v, tt.n, got, err, tt.want)
-		}
-	}
-}
-
 // Bad slurm settings are refused before anything starts, naming the key.
 func TestSlurmChecks(t *testing.T) {
 	for set, key := range map[string]string{
-		"slurm.max_drain=lots": "slurm.max_drain", "slurm.max_drain=120%": "slurm.max_drain",
+		"slurm.max_drain=lots": "slurm.max_drain", "slurm.max_drain=120%": "slurm.max_drain", "kubernetes.max_unhealthy=0%": "kubernetes.max_unhealthy",
 		"slurm.remote_backend=docker": "slurm.remote_backend", "slurm.shared_dir=rel/dir": "slurm.shared_dir",
 		"slurm.time_limit=30s": "slurm.time_limit", "slurm.partition=a,b": "slurm.partition", "slurm.binary=gpuvet": "slurm.binary",
 	} {

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -74,6 +77,34 @@ func (d *Drains) Save() error {
 	return results.WriteJSON(d.path, d)
 }
 
+// UpdateDrains changes the record under its lock (a flock'd file beside it): read, fn, write.
+// Two runs (or a run and a node's health check sharing the state folder) each drain and resume
+// their own nodes; without the lock one's write would drop the other's entry, and a node gpuvet
+// drained would never be resumed (or one it did not would be).
+func UpdateDrains(stateDir string, fn func(*Drains) error) error {
+	p := DrainsPath(stateDir)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	lf, err := os.OpenFile(p+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("%s: lock: %v", p, err)
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
+	d, err := ReadDrains(stateDir)
+	if err != nil {
+		return err
+	}
+	if err := fn(d); err != nil {
+		return err
+	}
+	return d.Save()
+}
+
 // Ours reports whether node n is drained by gpuvet: the record names it with the reason the
 // node carries now.
 func (d *Drains) Ours(cluster string, n Node) bool {
@@ -96,15 +127,13 @@ func Reason(runID string, st results.Status, why string) string {
 
 // drain drains node with reason (scontrol update state=drain), recording it first.
 func (f *Fleet) drain(ctx context.Context, node, reason string) error {
-	d, err := ReadDrains(f.StateDir)
-	if err != nil {
-		return err
-	}
-	d.Nodes[drainKey(f.cluster, node)] = Drain{RunID: f.run.ID, Reason: reason, At: time.Now().UTC()}
-	if err := d.Save(); err != nil {
+	if err := UpdateDrains(f.StateDir, func(d *Drains) error {
+		d.Nodes[drainKey(f.cluster, node)] = Drain{RunID: f.run.ID, Reason: reason, At: time.Now().UTC()}
+		return nil
+	}); err != nil {
 		return fmt.Errorf("recording the drain first: %v (node not drained)", err)
 	}
-	_, err = f.Slurm.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason)
+	_, err := f.Slurm.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason)
 	return err
 }
 
@@ -116,9 +145,11 @@ func (f *Fleet) drains(st results.Status) bool {
 
 // ApplyVerdicts acts on the judged nodes (fleet.Verdicter): with slurm.drain_failed (and
 // drain_flagged) a failed (flagged) node is drained with its reason; a node gpuvet drained before
-// and vetted again is resumed when it is ok now, drained again otherwise. At most slurm.max_drain
-// nodes are drained by one run: more is refused whole and said. A node someone else drained
-// meanwhile is left alone. slurm.dry_run says each action and takes none.
+// and vetted again is resumed when it is ok now, drained again otherwise. The circuit breaker
+// (slurm.max_drain, fleet.Breaker) bounds the drains: failed nodes go first, past the limit the
+// rest are only reported and the run fails. A node someone else drained meanwhile is left alone.
+// slurm.dry_run says each action and takes none. Each node's actions are recorded in the summary
+// (fleet.node_actions), as the Kubernetes backend records its own.
 func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	c := f.Config
 	ok := map[string]bool{}
@@ -134,49 +165,84 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			toDrain = append(toDrain, h)
 		}
 	}
-	var errs []error
-	limit, err := c.MaxDrainOf(len(f.vetted))
+	// Failed before flagged: what the breaker lets through is the worst first.
+	slices.SortStableFunc(toDrain, func(a, b results.Host) int {
+		if a.Status == b.Status {
+			return 0
+		}
+		if results.Worse(a.Status, b.Status) == a.Status {
+			return -1
+		}
+		return 1
+	})
+	limit, err := config.ParseMaxUnhealthy(c.MaxDrain)
 	if err != nil {
-		return err
+		return fmt.Errorf("slurm.max_drain: %v", err)
 	}
-	if len(toDrain) > limit {
-		names := make([]string, len(toDrain))
-		for i, h := range toDrain {
-			names[i] = h.Name
-		}
-		errs = append(errs, fmt.Errorf("%d nodes to drain (%s), more than slurm.max_drain %s allows (%d of %d vetted): none drained; so many at once is more likely the run's own problem (the plan, the cluster) than the nodes': look, then drain by hand or raise slurm.max_drain",
-			len(toDrain), strings.Join(names, ", "), c.MaxDrain, limit, len(f.vetted)))
-		toDrain = nil
-	}
+	breaker := fleet.NewBreaker(limit, len(f.vetted))
+	var errs []error
 	for _, h := range toDrain {
-		reason := Reason(s.RunID, h.Status, fleet.HostReason(h))
-		if c.DryRun {
-			f.say(fmt.Sprintf("dry run: would drain %s: scontrol update nodename=%s state=drain reason=%q", h.Name, h.Name, reason))
-			continue
+		act := f.drainOne(ctx, h, Reason(s.RunID, h.Status, fleet.HostReason(h)), breaker)
+		if act.Error != "" {
+			errs = append(errs, fmt.Errorf("node %s: %s", h.Name, act.Error))
 		}
-		if err := f.drainIfFree(ctx, h.Name, reason); err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %v", h.Name, err))
-			continue
-		}
-		delete(f.resumed, h.Name) // drained anew: nothing to put back
-		_ = f.run.Manifest.Deleted(resumedObj(h.Name, f.resv))
+		record(s, act)
 	}
-	if c.DryRun && len(f.resumed) == 0 {
-		return errors.Join(errs...)
+	verb := "drained"
+	if c.DryRun {
+		verb = "would have been drained"
 	}
-	for _, n := range sortedKeys(f.resumed) {
-		if ok[n] {
-			if err := f.forget(n); err != nil {
-				errs = append(errs, err)
+	if err := breaker.Err(verb); err != nil {
+		errs = append([]error{fmt.Errorf("%v: look, then drain by hand or raise slurm.max_drain", err)}, errs...)
+	}
+	if !c.DryRun || len(f.resumed) > 0 {
+		for _, n := range sortedKeys(f.resumed) {
+			if ok[n] {
+				if err := f.forget(n); err != nil {
+					errs = append(errs, err)
+				}
+				f.say(fmt.Sprintf("%s: ok: resumed (gpuvet drained it in run %s)", n, f.resumed[n].RunID))
+				record(s, results.NodeAction{Node: n, Status: results.StatusOK, Did: []string{"resumed (gpuvet drained it in run " + f.resumed[n].RunID + ")"}})
 			}
-			f.say(fmt.Sprintf("%s: ok: resumed (gpuvet drained it in run %s)", n, f.resumed[n].RunID))
 		}
+		errs = append(errs, f.release(ctx, ok))
 	}
-	errs = append(errs, f.release(ctx, ok))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("backend slurm: %w", err)
 	}
 	return nil
+}
+
+// drainOne drains one judged node when the breaker allows it (in a dry run, says it would).
+func (f *Fleet) drainOne(ctx context.Context, h results.Host, reason string, breaker *fleet.Breaker) results.NodeAction {
+	act := results.NodeAction{Node: h.Name, Status: h.Status, DryRun: f.Config.DryRun}
+	what := fmt.Sprintf("drain %s: scontrol update nodename=%s state=drain reason=%q", h.Name, h.Name, reason)
+	switch {
+	case !breaker.Allow(what):
+		act.Held = what
+		f.say(fmt.Sprintf("%s: CIRCUIT BREAKER: not drained (slurm.max_drain %s reached): would have: %s", h.Name, f.Config.MaxDrain, what))
+	case f.Config.DryRun:
+		act.Did = []string{"dry run: would have drained: " + reason}
+		f.say(fmt.Sprintf("dry run: would %s", what))
+	default:
+		did, err := f.drainIfFree(ctx, h.Name, reason)
+		if err != nil {
+			act.Error = err.Error()
+			break
+		}
+		act.Did = []string{did}
+		delete(f.resumed, h.Name) // drained anew: nothing to put back
+		_ = f.run.Manifest.Deleted(resumedObj(h.Name, f.resv))
+	}
+	return act
+}
+
+// record adds one node's actions to the summary.
+func record(s *results.Summary, a results.NodeAction) {
+	if s.Fleet == nil {
+		s.Fleet = &results.Fleet{}
+	}
+	s.Fleet.NodeActions = append(s.Fleet.NodeActions, a)
 }
 
 func resumedObj(node string, resv *fleet.Object) fleet.Object {
@@ -187,38 +253,38 @@ func resumedObj(node string, resv *fleet.Object) fleet.Object {
 	return o
 }
 
-// drainIfFree drains a node unless someone else drained it during the run (their drain stays).
-func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) error {
+// drainIfFree drains a node unless someone else drained it during the run (their drain stays);
+// it says which.
+func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) (string, error) {
 	out, err := f.Slurm.Run(ctx, "scontrol", "-o", "show", "node", node)
 	if err != nil {
-		return err
+		return "", err
 	}
 	ns, err := ParseNodes(out)
 	if err != nil || len(ns) != 1 {
-		return fmt.Errorf("reading the node before draining it: %v", err)
+		return "", fmt.Errorf("reading the node before draining it: %v", err)
 	}
 	n := ns[0]
 	d, err := ReadDrains(f.StateDir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, resumed := f.resumed[node]; n.Drained() && !resumed && !d.Ours(f.cluster, n) {
-		f.say(fmt.Sprintf("%s: %s: already drained by %s (%q): left alone", node, reason, orUnknown(n.ReasonBy), n.Reason))
-		return nil
+		did := fmt.Sprintf("already drained by %s (%q): left alone", orUnknown(n.ReasonBy), n.Reason)
+		f.say(fmt.Sprintf("%s: %s: %s", node, reason, did))
+		return did, nil
 	}
 	if err := f.drain(ctx, node, reason); err != nil {
-		return err
+		return "", err
 	}
 	f.say(fmt.Sprintf("%s: drained: %s", node, reason))
-	return nil
+	return "drained: " + reason, nil
 }
 
 // forget drops a node from the record of gpuvet's drains (it was resumed).
 func (f *Fleet) forget(node string) error {
-	d, err := ReadDrains(f.StateDir)
-	if err != nil {
-		return err
-	}
-	delete(d.Nodes, drainKey(f.cluster, node))
-	return d.Save()
+	return UpdateDrains(f.StateDir, func(d *Drains) error {
+		delete(d.Nodes, drainKey(f.cluster, node))
+		return nil
+	})
 }

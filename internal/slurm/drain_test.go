@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -88,18 +89,28 @@ func TestApplyVerdictsDrainsFailed(t *testing.T) {
 	}
 }
 
-// More failures than slurm.max_drain (10 % of 10: 1): none drained, the run says why (an error:
-// exit 1).
-func TestApplyVerdictsCap(t *testing.T) {
+// The circuit breaker (slurm.max_drain 10 % of 10 nodes: 1): the failed node is drained before
+// the flagged ones, the rest are only reported (held, in the summary's node actions) and the run
+// fails saying so (exit 1).
+func TestApplyVerdictsBreaker(t *testing.T) {
 	c := defaults()
-	c.DrainFailed = true
-	f, fs, _ := verdictFleet(t, c, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
-	err := f.ApplyVerdicts(context.Background(), summaryOf(map[string]results.Status{"a": results.StatusFailed, "b": results.StatusFailed, "c": results.StatusOK}))
-	if err == nil || !strings.Contains(err.Error(), "more than slurm.max_drain 10% allows (1 of 10 vetted): none drained") {
+	c.DrainFlagged = true
+	f, fs, said := verdictFleet(t, c, "a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+	s := summaryOf(map[string]results.Status{"a": results.StatusFlag, "b": results.StatusFailed, "c": results.StatusFlag, "d": results.StatusOK})
+	err := f.ApplyVerdicts(context.Background(), s)
+	if err == nil || !strings.Contains(err.Error(), "circuit breaker: 3 of 10 nodes failed (limit 10 %)") || !strings.Contains(err.Error(), "slurm.max_drain") {
 		t.Fatalf("err %v", err)
 	}
-	if len(fs.calls) != 0 {
-		t.Fatalf("drained over the cap: %q", fs.calls)
+	drained := fs.drained()
+	if len(drained) != 1 || drained[0] != "b" {
+		t.Fatalf("drained %v, want only the failed node b\n%q", drained, *said)
+	}
+	acts := map[string]results.NodeAction{}
+	for _, a := range s.Fleet.NodeActions {
+		acts[a.Node] = a
+	}
+	if len(acts["b"].Did) != 1 || acts["a"].Held == "" || acts["c"].Held == "" || len(acts["a"].Did) != 0 {
+		t.Fatalf("node actions %+v", s.Fleet.NodeActions)
 	}
 }
 
@@ -197,5 +208,42 @@ func TestApplyVerdictsResumesOnlyOnOK(t *testing.T) {
 		if live := f.run.Manifest.Live(); len(live) != 0 {
 			t.Errorf("%s: manifest still lists %v", st, live)
 		}
+	}
+}
+
+// drained are the nodes an scontrol update drained, in order.
+func (f *fakeSlurm) drained() []string {
+	var out []string
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, "scontrol update nodename=") && strings.Contains(c, "state=drain") {
+			n, _, _ := strings.Cut(strings.TrimPrefix(c, "scontrol update nodename="), " ")
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Writers of the record at once (two runs, or a run and a node's health check) lose none of
+// each other's entries: each change is made under the record's lock.
+func TestUpdateDrainsConcurrentWritersLoseNothing(t *testing.T) {
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := UpdateDrains(dir, func(d *Drains) error {
+				d.Nodes[drainKey("c1", fmt.Sprintf("n%02d", i))] = Drain{RunID: "r", Reason: "gpuvet r: failed: x"}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	d, err := ReadDrains(dir)
+	if err != nil || len(d.Nodes) != 40 {
+		t.Fatalf("%d entries of 40: %v", len(d.Nodes), err)
 	}
 }

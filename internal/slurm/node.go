@@ -21,8 +21,10 @@ func DrainNode(ctx context.Context, s Runner, stateDir, node, runID, reason stri
 	if n.Drained() && !d.Ours(cluster, n) {
 		return fmt.Sprintf("%s: already drained by %s (%q): left alone", node, orUnknown(n.ReasonBy), n.Reason), nil
 	}
-	d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
-	if err := d.Save(); err != nil {
+	if err := UpdateDrains(stateDir, func(d *Drains) error {
+		d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
+		return nil
+	}); err != nil {
 		return "", fmt.Errorf("recording the drain first: %v (node not drained)", err)
 	}
 	if _, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
@@ -45,8 +47,10 @@ func ResumeNode(ctx context.Context, s Runner, stateDir, node string) (string, e
 		return "", err
 	}
 	run := d.Nodes[drainKey(cluster, node)].RunID
-	delete(d.Nodes, drainKey(cluster, node))
-	if err := d.Save(); err != nil {
+	if err := UpdateDrains(stateDir, func(d *Drains) error {
+		delete(d.Nodes, drainKey(cluster, node))
+		return nil
+	}); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s: ok: resumed (gpuvet drained it: %s)", node, run), nil
