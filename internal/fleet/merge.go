@@ -24,6 +24,9 @@ func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost,
 			if o.Err != nil {
 				h.Error = joinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
 				h.Status = results.StatusFailed
+				if d := results.DisruptionOf(o.Err); d != "" { // not the host's: the judge makes it inconclusive
+					h.Disruption, h.Status = d, results.StatusInconclusive
+				}
 			}
 			if why := shortfall(*h, o.ExpectGPUs); why != "" {
 				h.Error = joinErr(h.Error, why)

@@ -221,6 +221,10 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 	switch {
 	case ep.Status == results.StatusInterrupted || ep.Status == results.StatusNotRun:
 		return ep.Status // the run stopped: what was measured is partial, never ok
+	case ep.Disruption != "" && len(ep.Flags) == 0:
+		return results.StatusInconclusive // stopped by something outside the hardware: run again
+	case ep.Disruption != "":
+		return results.StatusFlag // what it measured before it was stopped fired
 	case ep.Error != "" || ep.Status == results.StatusFailed:
 		return results.StatusFailed
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
@@ -632,7 +636,7 @@ func rollHost(h *results.Host) {
 	st := results.StatusSkipped
 	if h.Health != nil {
 		hs := h.Health.Status
-		if h.Health.Error != "" {
+		if h.Health.Error != "" && h.Health.Disruption == "" {
 			hs = results.StatusFailed
 		}
 		if len(h.Health.Flags) > 0 {
@@ -662,7 +666,10 @@ func rollHost(h *results.Host) {
 	if len(h.Flags) > 0 {
 		st = results.Worse(st, results.StatusFlag)
 	}
-	if h.Error != "" || h.Discovery.Error != "" {
+	switch {
+	case h.Error != "" && h.Disruption != "" && h.Discovery.Error == "":
+		st = results.Worse(st, results.StatusInconclusive) // not the hardware's: what it measured stands
+	case h.Error != "" || h.Discovery.Error != "":
 		st = results.StatusFailed
 	}
 	h.Status = st

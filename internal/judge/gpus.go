@@ -51,6 +51,9 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				}
 			}
 			v.Health = st
+			if hh.Disruption != "" {
+				v.Why = appendNew(v.Why, fmt.Sprintf("health: %s: not the GPU's: run again", hh.Disruption))
+			}
 		}
 	}
 	for _, m := range h.Models {
@@ -67,6 +70,9 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				v.Serving = results.Worse(v.Serving, ep.Status)
 				for _, f := range ep.Flags {
 					v.Checks = appendNew(v.Checks, f.Check)
+				}
+				if ep.Disruption != "" {
+					v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s: not the GPU's: run again", m.Model, ep.Disruption))
 				}
 				for _, vd := range ep.Verdicts {
 					if vd.Result == ResultInconclusive {

@@ -121,7 +121,10 @@ func Health(h *results.Health, r HealthRules) {
 		}
 	}
 	st := results.StatusOK
-	if h.Error != "" || len(h.GPUs) == 0 {
+	switch {
+	case h.Disruption != "": // stopped by something outside the hardware: nothing decided
+		st = results.StatusInconclusive
+	case h.Error != "" || len(h.GPUs) == 0:
 		st = results.StatusFailed
 		if h.Error == "" {
 			h.Error = "no GPU found"

@@ -119,3 +119,37 @@ func TestTransientRungDecidesNoGate(t *testing.T) {
 		}
 	}
 }
+
+// A disruption (the engine's pod preempted for higher-priority work, a host's job cancelled by
+// someone) is not evidence about the GPU: the endpoint, its GPU, the host and the run are
+// inconclusive, the GPU's verdict says why and to run again; the same error without it fails.
+func TestDisruptionIsInconclusiveNotFailed(t *testing.T) {
+	s := summary(healthy(), healthy())
+	ep := &s.Hosts[0].Models[0].Endpoints[1]
+	ep.Load, ep.Status = nil, results.StatusInconclusive
+	ep.Error = "serve: engine not ready: pod engine-0-0-1: PreemptionByScheduler: preempting"
+	ep.Disruption = "pod engine-0-0-1 preempted by the scheduler for higher-priority work (preempting)"
+	Apply(s, DefaultConfig())
+	if ep.Status != results.StatusInconclusive || s.Hosts[0].Status != results.StatusInconclusive || s.Status != results.StatusInconclusive {
+		t.Fatalf("endpoint %s, host %s, run %s; want inconclusive", ep.Status, s.Hosts[0].Status, s.Status)
+	}
+	g := s.Hosts[0].GPUs[1]
+	if g.Status != results.StatusInconclusive || !strings.Contains(strings.Join(g.Why, " "), "preempted by the scheduler") || !strings.Contains(strings.Join(g.Why, " "), "run again") {
+		t.Fatalf("gpu 1 %s why %q", g.Status, g.Why)
+	}
+	// A host whose run was cancelled under it: inconclusive too.
+	s = summary(healthy())
+	s.Hosts[0].Error, s.Hosts[0].Disruption = "run failed: job 41 cancelled", "job 41 cancelled by alice"
+	Apply(s, DefaultConfig())
+	if s.Hosts[0].Status == results.StatusFailed {
+		t.Fatalf("a disrupted host: %s", s.Hosts[0].Status)
+	}
+	// Without the disruption the same error fails.
+	s = summary(healthy(), healthy())
+	ep = &s.Hosts[0].Models[0].Endpoints[1]
+	ep.Load, ep.Error = nil, "serve: engine not ready: pod engine-0-0-1: CrashLoopBackOff"
+	Apply(s, DefaultConfig())
+	if ep.Status != results.StatusFailed || s.Status != results.StatusFailed {
+		t.Fatalf("a crash: endpoint %s run %s, want failed", ep.Status, s.Status)
+	}
+}

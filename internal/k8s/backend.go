@@ -340,6 +340,9 @@ func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, r.ns, j)
 	if err != nil && b == nil {
+		if d := results.DisruptionOf(err); d != "" { // preempted, evicted: not the GPUs' verdict
+			return &results.Health{Source: "kubernetes", Status: results.StatusInconclusive, Error: err.Error(), Disruption: d}
+		}
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
 	}
 	var hr results.Health

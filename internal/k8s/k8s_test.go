@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func gpuNode(name string, gpus int64, mods ...func(*corev1.Node)) *corev1.Node {
@@ -398,5 +400,33 @@ func TestWaitJobPodRefused(t *testing.T) {
 	}
 	if h := populateHint(err, true).Error(); !strings.Contains(h, "kubernetes.cache_owner_init false") {
 		t.Errorf("hint: %s", h)
+	}
+}
+
+// A pod Kubernetes stopped for a reason of its own (preempted for higher-priority work, evicted)
+// is a disruption, not a failure: its error carries it (results.Disrupted) whatever its phase and
+// exit codes, a wait for it says so at once, and so does a pod deleted under the wait.
+func TestPreemptedPodIsADisruption(t *testing.T) {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0-0-0", Namespace: "ns"}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
+		Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler",
+			Message: "default-scheduler: preempting to accommodate a higher priority pod"}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "engine", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}}}}}
+	pe := podProblem(p, nil)
+	if pe == nil || !pe.Disrupted {
+		t.Fatalf("podProblem %+v, want a disruption", pe)
+	}
+	d := results.DisruptionOf(fmt.Errorf("engine not ready: %w", pe))
+	if !strings.Contains(d, "engine-0-0-0 preempted by the scheduler") || !strings.Contains(d, "higher priority pod") {
+		t.Fatalf("disruption %q", d)
+	}
+	cs := fake.NewClientset(p)
+	err := WaitPodsReady(context.Background(), cs, "ns", []string{"engine-0-0-0"}, 5*time.Second)
+	if results.DisruptionOf(err) == "" {
+		t.Fatalf("wait: %v, want the disruption", err)
+	}
+	// An OOM or a crash is not one.
+	p.Status.Conditions = nil
+	if pe := podProblem(p, nil); pe == nil || pe.Disrupted || results.DisruptionOf(pe) != "" {
+		t.Fatalf("a failed pod without the condition: %+v", pe)
 	}
 }

@@ -277,7 +277,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	}
 	h.say("%s: engine pod %s on gpu %v (%s), waiting for Ready", model, name, slot.GPUs, img)
 	if err := WaitPodsReady(ctx, cs, ns, []string{name}, cfg.Engine.ReadyTimeout.D()); err != nil {
-		return sv, fmt.Errorf("engine not ready: %v", err)
+		return sv, fmt.Errorf("engine not ready: %w", err) // a preemption stays one (results.Disrupted)
 	}
 	urls, err := h.podURLs(ctx, []string{name})
 	if err != nil {
@@ -341,7 +341,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	j := gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, append(args, sv.extra...), 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {
-		return nil, fmt.Errorf("load job against %s: %v", sv.what, err)
+		return nil, fmt.Errorf("load job against %s: %w", sv.what, err)
 	}
 	s, perr := results.Parse(b)
 	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
@@ -368,6 +368,9 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 		errs = append(errs, "load job "+sv.job+": no load in its result")
 	}
 	if len(errs) > 0 {
+		if results.DisruptionOf(err) != "" { // its pod stopped from outside: that is the story, not the GPU's
+			return got.Load, err
+		}
 		return got.Load, errors.New(strings.Join(errs, "; "))
 	}
 	return got.Load, nil

@@ -22,9 +22,48 @@ type PodError struct {
 	Pod    string
 	Reason string // Unschedulable, ErrImagePull, ImagePullBackOff, CrashLoopBackOff, OOMKilled, Failed
 	Detail string
+	// Disrupted: Kubernetes stopped the pod for a reason of its own (Reason is the
+	// DisruptionTarget condition's: PreemptionByScheduler, EvictionByEvictionAPI, …).
+	Disrupted bool
 }
 
 func (e *PodError) Error() string { return fmt.Sprintf("pod %s: %s: %s", e.Pod, e.Reason, e.Detail) }
+
+// Disruption is what stopped the pod when Kubernetes took it for something outside the hardware
+// (preempted, evicted, its node drained): the work it ran is inconclusive, not failed
+// (results.Disrupted). "" for every other problem.
+func (e *PodError) Disruption() string {
+	if !e.Disrupted {
+		return ""
+	}
+	words, ok := disruptionWords[e.Reason]
+	if !ok {
+		words = "stopped by Kubernetes: " + e.Reason
+	}
+	return fmt.Sprintf("pod %s %s (%s)", e.Pod, words, strings.TrimSpace(e.Detail))
+}
+
+// disruptionWords say what each DisruptionTarget reason did to a pod, in the words of the
+// condition's documentation.
+var disruptionWords = map[string]string{
+	"PreemptionByScheduler":  "preempted by the scheduler for higher-priority work (kubernetes.priority_class)",
+	"EvictionByEvictionAPI":  "evicted (a drain or a disruption budget's eviction)",
+	"DeletionByTaintManager": "deleted by the taint manager (a NoExecute taint on its node)",
+	"DeletionByPodGC":        "deleted by the pod garbage collector (its node went away)",
+	"TerminationByKubelet":   "terminated by the kubelet (node pressure or shutdown)",
+	"Deleted":                "deleted by someone or something else",
+}
+
+// disruption is the pod's DisruptionTarget condition as a problem (nil when it has none): set by
+// Kubernetes before it stops a pod for a reason of its own.
+func disruption(p *corev1.Pod) *PodError {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return &PodError{Pod: p.Name, Reason: c.Reason, Detail: c.Message, Disrupted: true}
+		}
+	}
+	return nil
+}
 
 // waitingFatal are container waiting reasons that never fix themselves.
 var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
@@ -41,6 +80,9 @@ func volumeBinding(msg string) bool {
 // podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
 // logs fetches a container's last lines for a crash-looping one.
 func podProblem(p *corev1.Pod, logs func(container string, previous bool) string) *PodError {
+	if d := disruption(p); d != nil { // first: a preempted pod also ends Failed, with exit codes
+		return d
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
 			!volumeBinding(c.Message) {
@@ -225,7 +267,7 @@ func podAddress(ctx context.Context, cs kubernetes.Interface, ns, name string) (
 // that was never there fails as a Get would have.
 func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasSeen bool, asked map[string]bool, start time.Time) error {
 	if wasSeen {
-		return fmt.Errorf("pod %s: deleted while gpuvet waited for it", name)
+		return &PodError{Pod: name, Reason: "Deleted", Detail: "while gpuvet waited for it", Disrupted: true}
 	}
 	if asked[name] || time.Since(start) < 20*pollEvery {
 		return nil
@@ -313,6 +355,9 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 				return nil, false, lerr
 			}
 			return nil, true, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
+		}
+		if d := disruption(p); failed && d != nil {
+			return log, true, fmt.Errorf("job %s: %w", name, d)
 		}
 		if failed { // a container that never ran (its init container failed) has no log: the reason says why
 			logs := func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }

@@ -263,6 +263,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	fail := func(phase string, err error) {
 		ep.Status = results.StatusFailed
 		msg := phase + ": " + err.Error()
+		if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
+			ep.Status, ep.Disruption = results.StatusInconclusive, d
+		}
 		if ctx.Err() != nil {
 			ep.Status = results.StatusInterrupted
 			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"

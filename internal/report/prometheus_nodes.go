@@ -8,7 +8,8 @@ var verdictStates = []results.Status{results.StatusOK, results.StatusInconclusiv
 // promNodes writes each node's verdict as a state set (one series per status, 1 for the node's
 // own: `gpuvet_node_verdict{status="failed"} == 1` alerts on a failed node, `== 1` joins with
 // kube-state-metrics on node), and what the run did to the node (backend kubernetes: the
-// verdict's expiry, a quarantine the circuit breaker held, a pending node that needs a person).
+// verdict's expiry, a quarantine (a taint, a Slurm drain) the circuit breaker held, a pending
+// node that needs a person).
 func promNodes(d *promDoc, s *results.Summary) {
 	for _, h := range s.Hosts {
 		known := false
@@ -40,7 +41,7 @@ func promNodes(d *promDoc, s *results.Summary) {
 		if a.Held != "" {
 			q, held = 1, 1
 		}
-		d.family("gpuvet_node_quarantine_held", "1 when the circuit breaker held the node's quarantine (the node failed but was not tainted).").add(q, "node", a.Node)
+		d.family("gpuvet_node_quarantine_held", "1 when the circuit breaker held the node's quarantine (a Kubernetes taint, a Slurm drain): the node failed but was not taken out of service.").add(q, "node", a.Node)
 		att := 0.0
 		if a.Attention != "" {
 			att = 1
@@ -48,6 +49,6 @@ func promNodes(d *promDoc, s *results.Summary) {
 		d.family("gpuvet_node_needs_attention", "1 when a pending node stayed undecided kubernetes.pending_retries runs in a row: it stays pending until a person looks.").add(att, "node", a.Node)
 	}
 	if len(s.Fleet.NodeActions) > 0 {
-		d.family("gpuvet_circuit_breaker_tripped", "1 when the run's circuit breaker (kubernetes.max_unhealthy) held a quarantine.").add(held)
+		d.family("gpuvet_circuit_breaker_tripped", "1 when the run's circuit breaker (kubernetes.max_unhealthy, slurm.max_drain) held a quarantine.").add(held)
 	}
 }

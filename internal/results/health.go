@@ -86,6 +86,9 @@ type Health struct {
 	Flags       []Flag      `json:"flags,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
 	Error       string      `json:"error,omitempty"`
+	// Disruption says what stopped the health phase that is not the hardware's (a pod preempted):
+	// the phase is then inconclusive, not failed (DisruptionOf).
+	Disruption string `json:"disruption,omitempty"`
 
 	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
 	Interconnect *Interconnect `json:"interconnect,omitempty"`

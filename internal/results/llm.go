@@ -63,6 +63,9 @@ type Endpoint struct {
 	Status           Status        `json:"status"`
 	Flags            []Flag        `json:"flags,omitempty"`
 	Error            string        `json:"error,omitempty"`
+	// Disruption says what stopped the engine or its load that is not the hardware's (its pod
+	// preempted or evicted): the endpoint is then inconclusive, not failed (DisruptionOf).
+	Disruption string `json:"disruption,omitempty"`
 
 	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
 	// its figures then cannot pass a gate or a comparison.

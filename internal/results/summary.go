@@ -196,6 +196,9 @@ type Host struct {
 	Status Status    `json:"status"`
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// Disruption says what stopped the host's run that is not the hardware's (its job preempted or
+	// cancelled by someone): the host is then inconclusive, not failed (DisruptionOf).
+	Disruption string `json:"disruption,omitempty"`
 	// Parallel is how many of the host's engines its run loaded at once, and why: a fleet's host
 	// (a one-host run has it in meta.parallel).
 	Parallel *ParallelChoice `json:"parallel,omitempty"`

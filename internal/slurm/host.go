@@ -138,6 +138,11 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	h.ended = true
 	tail := lastLines(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), 5)
 	switch {
+	case j.State == "PREEMPTED" || j.State == "CANCELLED":
+		// Not gpuvet's doing (its own scancel comes with the run's end) nor the node's: someone, or
+		// Slurm for higher-priority work, stopped the job. Not evidence about a GPU: inconclusive.
+		what := fmt.Sprintf("job %s %s on %s by Slurm or someone else before gpuvet finished there", j.ID, strings.ToLower(j.State), h.node.Name)
+		return s, &disrupted{msg: fmt.Sprintf("%s%s; last output: %s", what, partial(s), tail), what: what}
 	case j.State != "COMPLETED" && j.State != "FAILED":
 		return s, fmt.Errorf("job %s ended %s on %s (exit %d, signal %d) before gpuvet finished there%s; last output: %s", j.ID, j.State, h.node.Name, j.ExitCode, j.Signal, partial(s), tail)
 	case s == nil && j.ExitCode == 127:
@@ -343,3 +348,9 @@ func (f *follower) lines(path string, say func(string)) {
 		}
 	}
 }
+
+// disrupted is a node's job stopped from outside (results.Disrupted): the node is inconclusive.
+type disrupted struct{ msg, what string }
+
+func (e *disrupted) Error() string      { return e.msg }
+func (e *disrupted) Disruption() string { return e.what }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // jobStates answers `scontrol -o show job` from a script of answers, the last one repeated.
@@ -68,5 +69,19 @@ func TestFollowerLines(t *testing.T) {
 	f.lines(p, say)
 	if strings.Join(got, "|") != "one|two|three" {
 		t.Fatalf("%q", got)
+	}
+}
+
+// A node's job preempted or cancelled by someone else is a disruption (results.Disrupted): the
+// node is inconclusive, not failed; a job that ran out of its time limit is not one.
+func TestPreemptedJobIsADisruption(t *testing.T) {
+	for state, want := range map[string]bool{"PREEMPTED": true, "CANCELLED": true, "TIMEOUT": false, "NODE_FAIL": false} {
+		s := &jobStates{answers: []string{"JobId=7 JobName=x JobState=" + state + " Reason=None ExitCode=0:15"}}
+		h := waitHost(s, time.Hour)
+		h.dir = t.TempDir()
+		_, err := h.Run(context.Background())
+		if err == nil || (results.DisruptionOf(err) != "") != want {
+			t.Errorf("%s: %v (disruption %q), want a disruption %v", state, err, results.DisruptionOf(err), want)
+		}
 	}
 }

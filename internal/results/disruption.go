@@ -1,0 +1,26 @@
+package results
+
+import "errors"
+
+// A disruption is work stopped by something that says nothing about the hardware: a pod the
+// scheduler preempted for higher-priority work, an eviction, a node drained under the run, a
+// batch job cancelled by someone. It is not evidence about a GPU, so it never fails one: the
+// work it stopped is inconclusive ("run again"), and what was measured before it stays. The error
+// that carries it implements Disrupted; the result records it in its Disruption field (endpoint,
+// health, host) for the judge, which reads results only.
+
+// Disrupted is an error that stopped work for a reason outside the hardware; Disruption says
+// what ("pod gpuvet-engine-0 preempted by the scheduler (PreemptionByScheduler): …").
+type Disrupted interface {
+	error
+	Disruption() string
+}
+
+// DisruptionOf is the disruption an error carries ("" when none does).
+func DisruptionOf(err error) string {
+	var d Disrupted
+	if errors.As(err, &d) {
+		return d.Disruption()
+	}
+	return ""
+}
