@@ -22,7 +22,8 @@ const minFill = 0.4
 // already (nil here); else the roofline bound at the profile's batch × the healthy share of the
 // roofline measured for the engine (HealthySOL), within compare.variance_pct; else, with no peer
 // GPU to compare with either, the throughput is not judged, and the verdict says so and what would
-// judge it. With peers and no reference, GPU to GPU judges it (nil here).
+// judge it. With peers and no reference, GPU to GPU judges each against the others, and the
+// absolute figure is a check not made (disabled, results.SourceNone: the run is partial).
 func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Config) *results.Verdict {
 	if ep.Load == nil || len(ep.Load.Runs) == 0 {
 		return nil
@@ -51,22 +52,28 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 		v := JudgeGate(spec, Measured{Present: true, Figure: peak}, n)
 		return &v
 	}
-	if peers {
-		return nil
-	}
-	why := "no peer GPU"
+	var why string
 	switch {
 	case sol == nil || sol.BoundOutputTokS <= 0:
-		why += ", no roofline bound"
+		why = "no roofline bound"
 	case !known:
-		why += fmt.Sprintf(", no healthy share of the roofline measured for engine %s", strings.TrimSpace(m.Engine.Kind+" "+m.Engine.Version))
+		why = fmt.Sprintf("no healthy share of the roofline measured for engine %s", strings.TrimSpace(m.Engine.Kind+" "+m.Engine.Version))
 	default:
-		why += fmt.Sprintf(", and the load kept %.1f of the engine's %.0f sequences in flight, under the %.0f %% the expected share is measured at (raise load.max_concurrency and load.rates)", sol.ReachedBatch, sol.Batch, minFill*100)
+		why = fmt.Sprintf("the load kept %.1f of the engine's %.0f sequences in flight, under the %.0f %% the expected share is measured at (raise load.max_concurrency and load.rates)", sol.ReachedBatch, sol.Batch, minFill*100)
 	}
-	return &results.Verdict{Check: CheckExpected, Rule: "peak output tok/s against a reference", Unit: "tok/s", Value: f(peak.Value), Source: "none",
-		Result: ResultInconclusive,
-		Reason: fmt.Sprintf("throughput not judged: no reference for %s × %s, %s: run `gpuvet calibrate` on a healthy run of this GPU × model and add its reference entry (reference.%q.%q.min_throughput_req_s), or vet it beside a sibling GPU",
-			orUnknown(ep.GPUName), m.Model, why, ep.GPUName, m.Model)}
+	calibrate := fmt.Sprintf("run `gpuvet calibrate` on a healthy run of this GPU × model and add its reference entry (reference.%q.%q.min_throughput_req_s)", ep.GPUName, m.Model)
+	v := &results.Verdict{Check: CheckExpected, Rule: "peak output tok/s against a reference", Unit: "tok/s", Value: f(peak.Value), Source: results.SourceNone}
+	if peers {
+		// The peers judge each GPU against the others; nothing judges them all: a node whose GPUs
+		// are all equally slow passes GPU to GPU. Not a pass of this check: the run is partial.
+		v.Result = ResultDisabled
+		v.Reason = fmt.Sprintf("absolute throughput not judged, only GPU to GPU (GPUs all equally slow would pass): no reference for %s × %s, %s: %s",
+			orUnknown(ep.GPUName), m.Model, why, calibrate)
+		return v
+	}
+	v.Result = ResultInconclusive
+	v.Reason = fmt.Sprintf("throughput not judged: no reference for %s × %s, no peer GPU, %s: %s, or vet it beside a sibling GPU", orUnknown(ep.GPUName), m.Model, why, calibrate)
+	return v
 }
 
 func orUnknown(s string) string {

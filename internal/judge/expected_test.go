@@ -77,3 +77,29 @@ func TestExpectedThroughputWithoutAPeer(t *testing.T) {
 		t.Errorf("busy GPU's %% SOL marked %q", m)
 	}
 }
+
+// A node whose GPUs are all equally slow, served by an engine with no measured healthy share and
+// no reference: GPU to GPU finds nothing, and nothing judges them all. The absolute throughput is a
+// check not made (disabled, source none): the run stays ok on what was judged, but every surface
+// says it is partial and what would judge it.
+func TestPeersWithoutAReferenceArePartial(t *testing.T) {
+	s := summary(healthy().scaled(0.3), healthy().scaled(0.3))
+	Apply(s, DefaultConfig())
+	ep := s.Hosts[0].Models[0].Endpoints[0]
+	v := verdict(t, ep, CheckExpected)
+	if v.Result != ResultDisabled || v.Source != results.SourceNone || !strings.Contains(v.Reason, "absolute throughput not judged, only GPU to GPU") {
+		t.Fatalf("verdict %s %s: %s", v.Result, v.Source, v.Reason)
+	}
+	sk := strings.Join(s.SkippedChecks(), "\n")
+	if !strings.Contains(sk, testModel+" on "+testGPU+": absolute throughput not judged") || !strings.Contains(sk, "gpuvet calibrate") {
+		t.Fatalf("skipped checks %q", sk)
+	}
+	// A reference judges them: nothing left unmade.
+	cfg := DefaultConfig()
+	cfg.Reference = map[string]map[string]Override{testGPU: {testModel: {MinThroughputReqS: fp(30)}}}
+	s = summary(healthy().scaled(0.3), healthy().scaled(0.3))
+	Apply(s, cfg)
+	if strings.Contains(strings.Join(s.SkippedChecks(), "\n"), "not judged") || s.Status != results.StatusFlag {
+		t.Fatalf("with a reference: %s, %q", s.Status, s.SkippedChecks())
+	}
+}

@@ -468,6 +468,11 @@ type Verdict struct {
 	Reason    string   `json:"reason,omitempty"`
 }
 
+// SourceNone is the source of a check that had no yardstick at all (no reference entry, no
+// calibrated figure, no healthy share measured for the engine). Disabled with it, the check was
+// not made: the run is ok on what was judged but partial (Summary.SkippedChecks says so).
+const SourceNone = "none"
+
 // BaselineComparison is bare metal vs this run (and, in `gpuvet compare`, more environments).
 type BaselineComparison struct {
 	BaselineFile string   `json:"baseline_file"`

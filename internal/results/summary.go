@@ -267,6 +267,34 @@ func (s *Summary) SkippedChecks() []string {
 			}
 		}
 	}
+	return append(out, notJudged(s)...)
+}
+
+// notJudged lists the checks made with no yardstick (SourceNone, disabled), once per host, model
+// and reason: "Qwen/Qwen3-8B on NVIDIA H200: absolute throughput not judged …".
+func notJudged(s *Summary) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, h := range s.Hosts {
+		on := ""
+		if len(s.Hosts) > 1 {
+			on = h.Name + ": "
+		}
+		for _, m := range h.Models {
+			for _, e := range m.Endpoints {
+				for _, v := range e.Verdicts {
+					if v.Source != SourceNone || v.Result != "disabled" {
+						continue
+					}
+					line := fmt.Sprintf("%s%s on %s: %s", on, m.Model, e.GPUName, v.Reason)
+					if !seen[line] {
+						seen[line] = true
+						out = append(out, line)
+					}
+				}
+			}
+		}
+	}
 	return out
 }
 
