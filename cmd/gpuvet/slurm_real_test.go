@@ -144,9 +144,12 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	resumed := false
 	for try := 1; try <= 3 && !resumed; try++ {
 		out2 := filepath.Join(l.dir, "again"+strconv.Itoa(try))
-		// A wide GPU-to-GPU margin: this test is about the resume, not the detection power, and
-		// the load generator short of CPU on a loaded machine makes gaps no comparison can decide.
-		code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60")
+		// A wide GPU-to-GPU margin and one GPU's load at a time: this test is about the resume, not
+		// the detection power, and a load generator short of CPU (8 GPUs' loads at once on a loaded
+		// 2-core machine) is client-limited, which leaves every comparison undecided.
+		// No health phase: its GEMMs on a starved machine brush the datasheet floors (flag).
+		code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "1",
+			"--set", "health.enabled=false")
 		s2, err := results.Read(filepath.Join(out2, "summary.json"))
 		if err != nil {
 			t.Fatalf("exit %d: %v\n%s", code, err, log)
