@@ -12,12 +12,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/cuda"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
 	"github.com/gpuvet/gpuvet/internal/judge"
+	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -48,6 +50,8 @@ type healthOptions struct {
 	// slurm is the Slurm node mode (--slurm-drain, health_slurm.go); timeout bounds the run.
 	slurm   slurmHealth
 	timeout time.Duration
+	// cf is -c and --set: a plan whose health section the checks run with (Complete).
+	cf configFlags
 }
 
 func newHealthCmd() *cobra.Command {
@@ -63,7 +67,11 @@ With two or more GPUs: the NVLink/PCIe topology (links, paths, error counters be
 peer-to-peer copy bandwidth per pair against its links, and an NCCL all-reduce (busbw as nccl-tests)
 where a libnccl.so.2 is found (--nccl-lib).
 Every figure has a datasheet floor (a share of its peak a healthy card reaches; --floor, or
-reference_floors in a run's config): below it the GPU is flagged, one GPU included. Before the
+reference_floors in a run's config): below it the GPU is flagged, one GPU included.
+With -c (a run's config, as 'gpuvet run' resolves it) the checks and thresholds are the plan's:
+its health section, reference_floors, compare.gemm_variance_pct, engine.numa_bind and
+run.parallel_gpus, as a run's health phase reads them; a flag given on the command line wins.
+The GPU source is still the flags' (--sim, --nvidia-smi-xml, else NVML). Before the
 benchmarks, a GPU another process uses (NVML's process list, or load and memory no process of
 gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy measures it anyway.
 
@@ -71,7 +79,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.Complete(); err != nil {
+			if err := f.Complete(cmd.Flags()); err != nil {
 				return err
 			}
 			if err := f.Validate(); err != nil {
@@ -117,6 +125,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.Float64Var(&r.LinkVariancePct, "link-variance-pct", def.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the checks after this long and judge what was measured (0: no limit; slurmd kills a HealthCheckProgram after 60 s)")
 	f.slurm.register(fl)
+	f.cf.register(cmd)
 	return cmd
 }
 
@@ -154,8 +163,36 @@ func (f *healthOptions) Validate() error {
 	return nil
 }
 
-// Complete reads the --floor pairs into the options.
-func (f *healthOptions) Complete() error {
+// Complete reads the plan (-c, --set) into the options, under the flags given, then the --floor
+// pairs. The plan's settings go through the functions `gpuvet run`'s health phase uses
+// (health.FromConfig, judge.HealthRulesFrom): a Kubernetes node's health Job gets the run's plan
+// this way, and judges as the host pipeline would.
+func (f *healthOptions) Complete(fl *pflag.FlagSet) error {
+	if len(f.cf.files) > 0 || len(f.cf.sets) > 0 {
+		plan, err := f.cf.plan()
+		if err != nil {
+			return err
+		}
+		// reference_floors keyed "H200" judge a GPU detected as "NVIDIA H200", as in a run.
+		if err := pipeline.ResolveGPUNames(&plan.Config, catalog.Builtin()); err != nil {
+			return usageErr("%v", err)
+		}
+		given := map[string]string{}
+		fl.Visit(func(x *pflag.Flag) { given[x.Name] = x.Value.String() })
+		f.opts, f.rules = health.FromConfig(plan.Config, ""), judge.HealthRulesFrom(plan.Config)
+		// No plan key holds these: the flags' defaults, as the run's judge takes them.
+		d := judge.DefaultHealthRules()
+		f.rules.PCIeVariancePct, f.rules.LinkVariancePct = d.PCIeVariancePct, d.LinkVariancePct
+		f.ncclLib = plan.Config.Health.NCCLLib
+		for name, v := range given { // a flag given wins over the plan
+			if name == "config" || name == "set" || name == "floor" { // lists, read once already
+				continue
+			}
+			if err := fl.Set(name, v); err != nil {
+				return usageErr("--%s: %v", name, err)
+			}
+		}
+	}
 	ov, err := parseFloors(f.floors)
 	if err != nil {
 		return err

@@ -101,3 +101,53 @@ func TestHealthSim(t *testing.T) {
 	}
 	runCLI(t, "health", "--sim=false", "--sim-straggler", "-1", "--fail-on-flag=false", "--expect-gpus", "0", "--nvidia-smi-xml", "testdata/h200-idle.xml")
 }
+
+// -c: the plan's health section and reference_floors set the checks and the judge, as a run's
+// health phase reads them (a Kubernetes node's health Job gets the run's plan so); a flag given
+// wins over the plan, and a bad plan is bad input.
+func TestHealthReadsThePlan(t *testing.T) {
+	dir := t.TempDir()
+	plan := filepath.Join(dir, "gpuvet.yaml")
+	// H200: the catalog's short name, as a run's reference_floors takes it; the sim's GPU is "NVIDIA H200".
+	if err := os.WriteFile(plan, []byte("models: [Qwen/Qwen3-8B]\nreference_floors:\n  H200: {gemm_bf16: 1.4}\nhealth: {gemm: false, pcie: false}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	health := func(args ...string) (int, string, results.Health) {
+		t.Helper()
+		out := filepath.Join(dir, "h.json")
+		code, text := runCLI(t, append([]string{"health", "--sim", "--sim-count", "2", "--dcgm=false", "--out", out, "--fail-on-flag"}, args...)...)
+		var h results.Health
+		b, _ := os.ReadFile(out)
+		_ = json.Unmarshal(b, &h)
+		os.Remove(out)
+		return code, text, h
+	}
+	benches := func(h results.Health) int {
+		if len(h.GPUs) == 0 {
+			return -1
+		}
+		return len(h.GPUs[0].Bench)
+	}
+	// health.gemm and health.pcie off: no benchmark runs, so no floor can flag.
+	if code, text, h := health("-c", plan); code != 0 || h.Status != results.StatusOK || benches(h) != 0 {
+		t.Errorf("the plan's health section: exit %d, status %s, %d benchmarks\n%s", code, h.Status, benches(h), text)
+	}
+	// GEMMs on (--set beats the file): the plan's floor flags every GPU.
+	code, text, h := health("-c", plan, "--set", "health.gemm=true")
+	if code != 1 || h.Status != results.StatusFlag || !strings.Contains(text, "under its 1.40 floor") {
+		t.Errorf("the plan's reference_floors: exit %d, status %s\n%s", code, h.Status, text)
+	}
+	// A flag wins over the plan: --floor over reference_floors, --no-bench over health.gemm.
+	for _, args := range [][]string{{"--floor", "gemm_bf16=0.5"}, {"--no-bench"}} {
+		if code, text, h := health(append([]string{"-c", plan, "--set", "health.gemm=true"}, args...)...); code != 0 || h.Status != results.StatusOK {
+			t.Errorf("%v over the plan: exit %d, status %s\n%s", args, code, h.Status, text)
+		}
+	}
+	// Without the plan, the datasheet's own floors pass the simulated H200.
+	if code, text, h := health(); code != 0 || h.Status != results.StatusOK || benches(h) != 6 {
+		t.Errorf("no plan: exit %d, status %s, %d benchmarks\n%s", code, h.Status, benches(h), text)
+	}
+	if code, text := runCLI(t, "health", "--sim", "-c", plan, "--set", "reference_floors.H9000.gemm_bf16=0.5"); code != 2 || !strings.Contains(text, "H9000") {
+		t.Errorf("a GPU the catalog lacks: exit %d\n%s", code, text)
+	}
+}

@@ -330,14 +330,15 @@ func (h *nodeHost) Provision(ctx context.Context) error {
 	return nil
 }
 
-// runHealth is the node's health phase: `gpuvet health` in a pod holding all the node's free GPUs.
-// A failure is the health phase's result, not the host's end.
-func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
+// runHealth is the node's health phase: `gpuvet health` in a pod holding all the node's free GPUs,
+// with the node's resolved settings cfg (healthJob). A failure is the health phase's result, not
+// the host's end.
+func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.Health {
 	r := h.r
-	// Relative paths: in-pod runs the subcommand in a fresh working directory.
-	const out = "health.json"
-	args := append([]string{"in-pod", "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}, r.opt.HealthArgs...)
-	j := gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations)
+	j, err := h.healthJob(cfg)
+	if err != nil {
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
+	}
 	b, err := h.runJob(ctx, r.ns, j)
 	if err != nil && b == nil {
 		if d := results.DisruptionOf(err); d != "" { // preempted, evicted: not the GPUs' verdict
@@ -350,6 +351,43 @@ func (h *nodeHost) runHealth(ctx context.Context) *results.Health {
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error()}
 	}
 	return &hr
+}
+
+// healthJob is the node's health Job. It gets the plan, as the load Jobs do, so `gpuvet health -c`
+// in the pod checks and judges with the plan's health section, reference_floors and the keys the
+// health phase reads; then, as --set, where cfg (the node's resolved settings) differs from the
+// plan there; then the expected GPU count, the node's free GPUs; kubernetes.health_args come last
+// and win (a flag beats the plan in `gpuvet health`).
+func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
+	r := h.r
+	sets, err := healthSets(r.plan.Config, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Relative paths: in-pod runs the subcommand in a fresh working directory.
+	const out = "health.json"
+	args := append([]string{"in-pod", "--plan", r.planArg, "--emit", out, "--", "health", "--out", out}, sets...)
+	args = append(append(args, "--expect-gpus", strconv.Itoa(h.node.Free)), r.opt.HealthArgs...)
+	return gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations), nil
+}
+
+// healthSets are the health Job's --set arguments: the keys `gpuvet health -c` reads
+// (health.FromConfig, judge.HealthRulesFrom) where the node's resolved settings differ from the
+// plan: the health section, and run.parallel_gpus (a node without allocatable CPU runs one at a time).
+func healthSets(plan, cfg config.Config) ([]string, error) {
+	var args []string
+	for _, section := range []string{"health", "run"} {
+		a, err := config.SetArgs(plan, cfg, section)
+		if err != nil {
+			return nil, fmt.Errorf("the health Job's settings: %v", err)
+		}
+		for i := 0; i+1 < len(a); i += 2 {
+			if section == "health" || strings.HasPrefix(a[i+1], "run.parallel_gpus=") {
+				args = append(args, a[i:i+2]...)
+			}
+		}
+	}
+	return args, nil
 }
 
 // runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it

@@ -22,7 +22,7 @@ import (
 
 // A Kubernetes node runs the host pipeline (pipeline.Run), with phases that act through the API:
 //   - discovery: the node object (its free nvidia.com/gpu and product label);
-//   - health: the health Job (`gpuvet health` in a pod holding the node's free GPUs);
+//   - health: the health Job (`gpuvet health` in a pod holding the node's free GPUs, with the plan);
 //   - serve: one engine pod per slot (or, with Dynamo, one DynamoGraphDeployment over the node's
 //     GPUs), ready once the kubelet says Ready and a completion Job on the node got a real completion;
 //   - load: the load Job (`gpuvet run --backend endpoint` in a pod on the node).
@@ -94,8 +94,8 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	deps.Discover = func(context.Context, config.Config) (pipeline.Source, string, error) {
 		return h.source(), "kubernetes", nil
 	}
-	deps.Health = func(ctx context.Context, _ pipeline.Source, _ string, _ config.Config) *results.Health {
-		return h.runHealth(ctx)
+	deps.Health = func(ctx context.Context, _ pipeline.Source, _ string, cfg config.Config) *results.Health {
+		return h.runHealth(ctx, cfg)
 	}
 	deps.Backend = np
 	if r.opt.Dynamo {

@@ -13,7 +13,7 @@ import (
 
 // GPU names users type (issue 42). The judge looks reference entries and datasheet floors up by the
 // detected GPU name ("NVIDIA H200"); users type the catalog's short name ("H200", as --sim-gpu
-// takes) just as often. resolveGPUNames checks every key of reference, reference_floors and
+// takes) just as often. ResolveGPUNames checks every key of reference, reference_floors and
 // accelerators against the catalog before anything starts (a key that names no GPU of it is bad
 // input, with the closest name), and gives a short-name entry of reference and reference_floors
 // under each detected name of that GPU (an entry keyed by the detected name wins). Accelerator keys
@@ -55,9 +55,9 @@ func unknownGPUKey(cat *catalog.Catalog, table, key string) error {
 	return fmt.Errorf("%w: %s: %q is not a GPU of the catalog: %s", ErrBadInput, table, key, hint)
 }
 
-// resolveGPUNames validates the GPU keys of c and expands short names of reference and
-// reference_floors into the detected names of their GPU.
-func resolveGPUNames(c *config.Config, cat *catalog.Catalog) error {
+// ResolveGPUNames validates the GPU keys of c and expands short names of reference and
+// reference_floors into the detected names of their GPU (Preflight; `gpuvet health -c`).
+func ResolveGPUNames(c *config.Config, cat *catalog.Catalog) error {
 	for _, k := range slices.Sorted(maps.Keys(c.Accelerators)) {
 		if _, ok := exactGPU(cat, k); !ok && !acceleratorNamesSome(cat, k) {
 			return unknownGPUKey(cat, "accelerators", k)

@@ -19,7 +19,7 @@ func TestGPUNamesUsersType(t *testing.T) {
 		ReferenceFloors: map[string]map[string]float64{"h200": {"gemm_bf16": 1.4}, "NVIDIA H100 80GB HBM3": {"gemm_bf16": 0.5}},
 		Accelerators:    map[string]config.Accelerator{"h100": {}, "NVIDIA H200": {}},
 	}
-	if err := resolveGPUNames(&c, nil); err != nil {
+	if err := ResolveGPUNames(&c, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := c.Reference["NVIDIA H200"]["Qwen/Qwen3-8B"]; !ok || len(c.Reference) != 1 {
@@ -33,7 +33,7 @@ func TestGPUNamesUsersType(t *testing.T) {
 		"reference_floors": {ReferenceFloors: map[string]map[string]float64{"NVIDIA H20O": {}}},
 		"accelerators":     {Accelerators: map[string]config.Accelerator{"x999": {}}},
 	} {
-		err := resolveGPUNames(&bad, nil)
+		err := ResolveGPUNames(&bad, nil)
 		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), table+":") || !strings.Contains(err.Error(), "not a GPU of the catalog") {
 			t.Errorf("%s: %v", table, err)
 		}

@@ -36,7 +36,7 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
 	}
-	if err := resolveGPUNames(&plan.Config, cat); err != nil {
+	if err := ResolveGPUNames(&plan.Config, cat); err != nil {
 		return err
 	}
 	if c.Backend == "sim" {

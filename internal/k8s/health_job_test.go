@@ -1,0 +1,129 @@
+package k8s
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// healthPlan is a plan as `gpuvet run` resolves it, with extra YAML, and the run and node that
+// carry it to a node's health Job (8 free GPUs, kubernetes.health_args hargs).
+func healthPlan(t *testing.T, extra string, hargs ...string) *nodeHost {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "gpuvet.yaml")
+	if err := os.WriteFile(f, []byte("backend: kubernetes\nkubernetes: {image: gpuvet:test}\nmodels: [Qwen/Qwen3-8B]\n"+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(config.Options{Files: []string{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	yml, err := p.RemoteYAML() // what fleet.Execute gives the backend (RunInfo.Plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{opt: Options{RunID: "r1", Image: "img", HealthArgs: hargs}, plan: p, planArg: base64.StdEncoding.EncodeToString(yml)}
+	return &nodeHost{r: r, node: Node{Name: "n1", Free: 8}, index: 0}
+}
+
+// The health Job carries the plan, as the load Job does: before, it ran `gpuvet health` with only
+// --expect-gpus and kubernetes.health_args, and a floor the plan set never reached the node.
+func TestHealthJobCarriesThePlan(t *testing.T) {
+	h := healthPlan(t, "reference_floors:\n  H200: {gemm_bf16: 1.4}\nhealth: {burn: 30s}\n", "--sim", "--burn", "5s")
+	cfg := h.r.plan.Config
+	cfg.Health.AllowBusy = true // the node's resolved settings, unlike the plan's
+	cfg.Run.ParallelGPUs, cfg.Run.Baseline = 1, "base.json"
+	j, err := h.healthJob(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := j.Spec.Template.Spec.Containers[0]
+	args := c.Args
+	i := slices.Index(args, "--plan")
+	if i < 0 || args[0] != "in-pod" || args[i+1] != h.r.planArg {
+		t.Fatalf("the health Job gets no plan: %q", args)
+	}
+	// The plan in the Job is the one the node's host pipeline runs, reference_floors included.
+	yml, err := base64.StdEncoding.DecodeString(args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := os.WriteFile(f, yml, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := config.Load(config.Options{Files: []string{f}})
+	if err != nil {
+		t.Fatalf("the health Job's plan does not load: %v", err)
+	}
+	if got := p.Config.ReferenceFloors["H200"]["gemm_bf16"]; got != 1.4 || p.Config.Health.Burn.D().Seconds() != 30 {
+		t.Errorf("the health Job's plan: reference_floors %v, burn %s", p.Config.ReferenceFloors, p.Config.Health.Burn)
+	}
+	sub := args[slices.Index(args, "--")+1:]
+	want := []string{"health", "--out", "health.json", "--set", "health.allow_busy=true", "--set", "run.parallel_gpus=1",
+		"--expect-gpus", "8", "--sim", "--burn", "5s"} // health_args last: they win
+	if !slices.Equal(sub, want) {
+		t.Errorf("the health Job runs %q\n want %q", sub, want)
+	}
+	if q := c.Resources.Limits[GPUResource]; q.Value() != 8 || j.Labels[LabelRole] != RoleHealth {
+		t.Errorf("the health Job holds %s GPUs, role %q", q.String(), j.Labels[LabelRole])
+	}
+}
+
+// A floor in the plan changes the node's health verdict: the health Job's own command line, run
+// with gpuvet (as the node's container would, on the simulator's GPUs), flags every GPU under
+// reference_floors' gemm_bf16 floor the simulated H200 cannot reach, and passes them without it.
+func TestHealthJobJudgesWithThePlansFloors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gpuvet")
+	}
+	bin := filepath.Join(t.TempDir(), "gpuvet")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	hargs := []string{"--sim", "--sim-count", "8", "--dcgm=false"}
+	for _, c := range []struct {
+		name, plan string
+		want       results.Status
+	}{
+		{"plan without a floor", "", results.StatusOK},
+		{"plan with an unreachable floor", "reference_floors:\n  H200: {gemm_bf16: 1.4}\n", results.StatusFlag},
+	} {
+		h := healthPlan(t, c.plan, hargs...)
+		j, err := h.healthJob(h.r.plan.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, j.Spec.Template.Spec.Containers[0].Args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: the health Job's command: %v\n%s", c.name, err, out)
+		}
+		b, err := ExtractResult(out)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.name, err, out)
+		}
+		var hr results.Health
+		if err := json.Unmarshal(b, &hr); err != nil {
+			t.Fatal(err)
+		}
+		floors := 0
+		for _, g := range hr.GPUs {
+			for _, fl := range g.Flags {
+				if fl.Check == "health.datasheet_floor" && strings.Contains(fl.Reason, "gemm_bf16") && strings.Contains(fl.Reason, "1.40 floor") {
+					floors++
+				}
+			}
+		}
+		if hr.Status != c.want || len(hr.GPUs) != 8 || (c.want == results.StatusFlag) != (floors == 8) {
+			t.Errorf("%s: health %s (want %s), %d GPUs, %d flagged under the plan's gemm_bf16 floor\n%s", c.name, hr.Status, c.want, len(hr.GPUs), floors, out)
+		}
+	}
+}
