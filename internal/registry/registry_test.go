@@ -3,6 +3,8 @@ package registry
 import (
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
@@ -33,4 +35,41 @@ func TestRegisterTwicePanics(t *testing.T) {
 		}
 	}()
 	Register("ssh", Backend{})
+}
+
+// Every flag a fleet row maps to a key is one its package registers (--dry-run, which several
+// backends read, is the command's), and every flag a package registers has its row's key: the
+// table and the packages never drift apart.
+func TestRowFlagsAreTheRegisteredOnes(t *testing.T) {
+	for _, k := range backendkind.Kinds {
+		b, ok := Get(k.Name)
+		if !ok {
+			continue
+		}
+		fl := pflag.NewFlagSet(k.Name, pflag.ContinueOnError)
+		if b.Flags != nil {
+			b.Flags(fl)
+		}
+		if b.CleanFlags != nil {
+			cf := pflag.NewFlagSet(k.Name+" clean", pflag.ContinueOnError)
+			b.CleanFlags(cf)
+			cf.VisitAll(func(f *pflag.Flag) {
+				if fl.Lookup(f.Name) == nil {
+					t.Errorf("backend %s: clean flag --%s is not among its run flags", k.Name, f.Name)
+				}
+			})
+		}
+		mapped := map[string]bool{}
+		for _, f := range k.Flags {
+			mapped[f.Name] = true
+			if fl.Lookup(f.Name) == nil && f.Name != "dry-run" {
+				t.Errorf("backend %s: its row maps --%s to %s, but its package registers no such flag", k.Name, f.Name, f.Key)
+			}
+		}
+		fl.VisitAll(func(f *pflag.Flag) {
+			if !mapped[f.Name] {
+				t.Errorf("backend %s: --%s has no key in its row", k.Name, f.Name)
+			}
+		})
+	}
 }
