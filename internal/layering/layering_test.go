@@ -67,6 +67,7 @@ var allowed = graph{
 	"internal/layering":    nil,
 	"internal/enginekind":  nil,
 	"internal/backendkind": nil,
+	"internal/inpod":       nil,                                                            // the in-pod protocol: a Job's result in its log, the probe's answer
 	"internal/term":        {"internal/compare", "internal/fleetview", "internal/results"}, // the terminal renderer: results in, text out
 	"internal/analysis":    {"internal/results"},
 	"internal/busy":        {"internal/results"},
@@ -110,7 +111,7 @@ var allowed = graph{
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},
 	"internal/slurm":    {"internal/backendkind", "internal/config", "internal/filelimit", "internal/fleet", "internal/results"},
-	"internal/k8s":      {"internal/config", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/pipeline", "internal/results"},
+	"internal/k8s":      {"internal/config", "internal/inpod", "internal/engine", "internal/enginekind", "internal/fleet", "internal/modelcache", "internal/pipeline", "internal/results"},
 	// The stand-in for a thousand kwok nodes' kubelets (bench/k8sscale and the scale test play with it).
 	"internal/k8s/kwokplayer": {"internal/k8s", "internal/results"},
 	// Test servers the backends' tests start (no gpuvet code).
@@ -123,7 +124,7 @@ var allowed = graph{
 	// The registry names the fleet backends' packages, for the command only.
 	"internal/registry": {"internal/config", "internal/fleet", "internal/k8s", "internal/opennebula", "internal/slurm", "internal/ssh"},
 	"cmd/gpuvet": {"internal/analysis", "internal/backendkind", "internal/catalog", "internal/config", "internal/cuda", "internal/dataset", "internal/engine", "internal/enginekind",
-		"internal/fleet", "internal/gpu", "internal/health", "internal/history", "internal/importer", "internal/judge", "internal/k8s", "internal/load",
+		"internal/fleet", "internal/gpu", "internal/health", "internal/history", "internal/importer", "internal/inpod", "internal/judge", "internal/load",
 		"internal/modelcache", "internal/pipeline", "internal/registry", "internal/report", "internal/results", "internal/sim",
 		"internal/slurm", "internal/term"},
 	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
@@ -180,6 +181,7 @@ var rules = []rule{
 	{"ssh reaches no other backend", []string{"internal/ssh"}, []string{"internal/opennebula", "internal/k8s"}, nil},
 	{"opennebula reaches no other backend than the ssh it vets VMs with", []string{"internal/opennebula"}, []string{"internal/k8s"}, nil},
 	{"the engine kinds table is data every layer reads: it reaches nothing", []string{"internal/enginekind"}, []string{"internal/", "cmd/"}, nil},
+	{"the in-pod protocol is spoken by the command and the Kubernetes backend: it reaches nothing", []string{"internal/inpod"}, []string{"internal/", "cmd/"}, nil},
 	{"the backend kinds table is data every layer reads: it reaches nothing", []string{"internal/backendkind"}, []string{"internal/", "cmd/"}, nil},
 	{"nothing imports the command", []string{""}, []string{"cmd/"}, nil},
 	{"only the command reaches the backend registry: every other layer reads the backend table", []string{""}, []string{"internal/registry"}, []string{"cmd/"}},
