@@ -3,32 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/registry"
 )
-
-// cleaner removes what runs of one backend left (remote.go's table holds each backend's): it gets
-// the request and the manifests of the backend's killed runs (possibly none).
-type cleaner func(ctx context.Context, req cleanRequest, manifests []*fleet.Manifest) error
-
-// cleanRequest is what `gpuvet clean` was asked: the plan resolved from -c/--set/GPUVET_* and
-// --kubeconfig/--context (SSH keys, the OpenNebula credentials variable, the cluster), the run id
-// ("" every run), --cache and --untaint.
-type cleanRequest struct {
-	cmd     *cobra.Command
-	plan    *config.Plan
-	runID   string
-	cache   bool
-	untaint bool
-}
 
 func newCleanCmd() *cobra.Command {
 	var backend, runID string
@@ -67,47 +54,39 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 (opennebula.auth_env, default ONE_AUTH) come from -c/--set/GPUVET_* as for run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var set []config.Flag // --kubeconfig, --context: above -c, --set and GPUVET_*, as for run
-			for _, f := range []string{"kubeconfig", "context"} {
-				if fl := cmd.Flags().Lookup(f); fl.Changed {
-					set = append(set, config.Flag{Name: "--" + f, Path: kubeFlagPaths[f], Value: fl.Value.String()})
+			var set []config.Flag // a backend's connection flags (--kubeconfig, --context): above -c, --set and GPUVET_*, as for run
+			cmd.Flags().Visit(func(fl *pflag.Flag) {
+				for _, key := range backendkind.FlagKeys(fl.Name) {
+					set = append(set, config.Flag{Name: "--" + fl.Name, Path: key, Value: fl.Value.String()})
 				}
-			}
+			})
 			plan, err := cf.plan(set...)
 			if err != nil {
 				return err
 			}
-			var label []string // backends that find leftovers without a manifest, by the run label
-			if backend == "" && (untaint || plan.Config.Kubernetes.Kubeconfig != "" || plan.Config.Kubernetes.Context != "") {
-				label = append(label, "kubernetes")
-			}
-			if untaint && backend != "" && backend != "kubernetes" {
-				return usageErr("--untaint lifts taints from Kubernetes nodes: it goes with --backend kubernetes (or no --backend), not %s", backend)
-			}
-			byBackend, err := cleanManifests(cmd, backend, label, runID, files)
+			label, err := cleanByLabel(plan, backend, untaint)
 			if err != nil {
 				return err
 			}
+			byBackend, err := fleet.GatherManifests(backend, label, runID, files, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return usageErr("%v", err)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var errs []error
-			for _, b := range sortedKeys(byBackend) {
-				fb, ok := fleetBackends[b]
-				if !ok {
-					errs = append(errs, fmt.Errorf("manifests of backend %s: this gpuvet has no cleaner for it", b))
-					continue
-				}
-				errs = append(errs, fb.clean(ctx, cleanRequest{cmd: cmd, plan: plan, runID: runID, cache: cache, untaint: untaint}, byBackend[b]))
+			req := fleet.CleanRequest{Plan: plan, RunID: runID, Cache: cache, Untaint: untaint, Out: cmd.OutOrStdout()}
+			err = fleet.CleanBackends(ctx, req, byBackend, func(name string) (fleet.Cleaner, bool) {
+				b, ok := registry.Get(name)
+				return b.Clean, ok && b.Clean != nil
+			})
+			var input *fleet.InputError
+			switch {
+			case err == nil:
+				return nil
+			case errors.As(err, &input): // a cleaner that refused bad input before doing anything
+				return usageErr("%v", err)
 			}
-			if err := errors.Join(errs...); err != nil {
-				for _, e := range errs { // a cleaner that refused bad input before doing anything: exit 2
-					if ee := (*exitError)(nil); errors.As(e, &ee) && ee.code == exitBadUsage {
-						return usageErr("%v", err)
-					}
-				}
-				return failedErr("%v", err)
-			}
-			return nil
+			return failedErr("%v", err)
 		},
 	}
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
@@ -116,81 +95,29 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	cmd.Flags().BoolVar(&untaint, "untaint", false, "backend kubernetes: also lift the gpuvet.io/unhealthy taints (and their reason annotation) that --taint-failed put on nodes (every run's, or --run's), putting gpuvet.io/validation-pending:NoSchedule in their place: the node takes work once a run finds it ok (--gate); nothing else on the node changes")
 	cmd.Flags().BoolVar(&cache, "cache", false, "backend kubernetes: also delete the namespaces that keep the model cache between runs (kubernetes.cache_namespace), with their PVCs")
 	cf.register(cmd)
-	registerKubeConnectFlags(cmd.Flags())
+	for _, name := range registry.Names() {
+		if b, _ := registry.Get(name); b.CleanFlags != nil {
+			b.CleanFlags(cmd.Flags())
+		}
+	}
 	return cmd
 }
 
-// cleanManifests gathers the manifests to clean, by backend: the files given, else the state
-// directory's (filtered by backend and run id). The backend asked for, and those in label, are
-// listed even with no manifest, for cleaners that find leftovers without one (Kubernetes, by label).
-func cleanManifests(cmd *cobra.Command, backend string, label []string, runID string, files []string) (map[string][]*fleet.Manifest, error) {
-	out := map[string][]*fleet.Manifest{}
-	for _, b := range append(label, backend) {
-		if b != "" {
-			out[b] = nil
+// cleanByLabel lists the backends that find leftovers without a manifest, by the run label (their
+// rows' FindsByLabel), when no --backend is given and their connection is configured or --untaint
+// asks for them; with --backend, --untaint goes only with a backend whose runs taint nodes.
+func cleanByLabel(plan *config.Plan, backend string, untaint bool) ([]string, error) {
+	if backend != "" {
+		if untaint && !backendkind.Of(backend).Untaint {
+			return nil, usageErr("--untaint lifts taints from Kubernetes nodes: it goes with --backend kubernetes (or no --backend), not %s", backend)
+		}
+		return nil, nil
+	}
+	var label []string
+	for _, k := range backendkind.Kinds {
+		if k.FindsByLabel && (untaint || slices.ContainsFunc(k.ConnectKeys, func(key string) bool { return plan.Text(key) != "" })) {
+			label = append(label, k.Name)
 		}
 	}
-	if len(files) > 0 {
-		for _, f := range files {
-			m, err := fleet.ReadManifest(f)
-			if err != nil {
-				return nil, usageErr("%v", err)
-			}
-			if err := m.Claim(); err != nil {
-				return nil, usageErr("%v", err)
-			}
-			out[m.Backend] = append(out[m.Backend], m)
-		}
-		return out, nil
-	}
-	dir, err := fleet.StateDir()
-	if err != nil {
-		return nil, usageErr("%v", err)
-	}
-	ms, err := fleet.Manifests(dir, backend, runID)
-	if err != nil { // a file there that is not gpuvet's: nothing is cleaned until it is gone
-		return nil, usageErr("run manifests: %v", err)
-	}
-	for _, m := range ms {
-		// Only a manifest clean holds is acted on: a live run's is left to it.
-		if err := m.Claim(); err != nil {
-			if runID != "" {
-				return nil, usageErr("%v", err)
-			}
-			fmt.Fprintln(cmd.ErrOrStderr(), "warning: run manifest left alone:", err)
-			continue
-		}
-		out[m.Backend] = append(out[m.Backend], m)
-	}
-	if len(out) == 0 {
-		if runID != "" {
-			return nil, usageErr("no manifest for run %s in %s", runID, dir)
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "clean: no run manifest in %s, nothing to clean\n", dir)
-	}
-	return out, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	sort.Strings(k)
-	return k
-}
-
-// finishManifests removes the manifests whose objects are all gone; gone tells whether an object
-// is gone now.
-func finishManifests(ms []*fleet.Manifest, gone func(fleet.Object) bool) error {
-	var errs []error
-	for _, m := range ms {
-		for _, o := range m.Live() {
-			if gone(o) {
-				m.Deleted(o)
-			}
-		}
-		errs = append(errs, m.Finish())
-	}
-	return errors.Join(errs...)
+	return label, nil
 }

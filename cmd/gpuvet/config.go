@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/spf13/cobra"
@@ -85,7 +86,7 @@ func (o *configShowOptions) Validate() error { return nil }
 // Run prints the plan, and where the model cache of a local run really is when that differs.
 func (o *configShowOptions) Run(cmd *cobra.Command) error {
 	o.plan.Show(cmd.OutOrStdout())
-	if c := o.plan.Config; c.Backend == "local" {
+	if c := o.plan.Config; backendkind.Of(c.Backend).ThisHost {
 		dir, note := modelcache.Dir(c.ModelCache, c.Engine.Kind)
 		if note == "" && dir != "" && dir != c.ModelCache.Dir {
 			note = fmt.Sprintf("model_cache.dir %s is %s for engine kind %s", c.ModelCache.Dir, dir, c.Engine.Kind)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gpuvet/gpuvet/internal/k8s"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 )
 
 // in-pod is what gpuvet's own image runs in a Kubernetes Job: a gpuvet subcommand, then its result
@@ -60,7 +60,7 @@ func newInPodCmd() *cobra.Command {
 			if err != nil {
 				return failedErr("no result file %s (%v); the command: %v", emit, err, runErr)
 			}
-			if err := k8s.EmitResult(cmd.OutOrStdout(), b); err != nil {
+			if err := inpod.EmitResult(cmd.OutOrStdout(), b); err != nil {
 				return failedErr("%v", err)
 			}
 			var ee *exec.ExitError

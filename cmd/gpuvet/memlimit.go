@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/load"
 )
@@ -41,7 +42,7 @@ func atOnce(c config.Config) int {
 		return int(c.Run.ParallelGPUs)
 	case c.Run.GPUCount > 0:
 		return c.Run.GPUCount
-	case c.Backend == "sim":
+	case backendkind.Of(c.Backend).Simulated:
 		return max(1, c.Sim.GPUs)
 	}
 	return autoMaxGPUs

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/engine"
-	"github.com/gpuvet/gpuvet/internal/k8s"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 )
 
 // probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
@@ -51,11 +51,11 @@ means a real completion came back, not only that /health answers.
 	return cmd
 }
 
-func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) k8s.CompletionCheck {
+func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) inpod.CompletionCheck {
 	start := time.Now()
 	for {
 		rep, err := engine.Completion(cmd.Context(), url, model, key, "Reply with OK.", 8, 30*time.Second)
-		c := k8s.CompletionCheck{URL: url, Tokens: rep.Tokens, Seconds: time.Since(start).Seconds()}
+		c := inpod.CompletionCheck{URL: url, Tokens: rep.Tokens, Seconds: time.Since(start).Seconds()}
 		if err == nil {
 			return c
 		}
@@ -81,7 +81,7 @@ func (o *probeOptions) Run(cmd *cobra.Command) error {
 	if o.apiKeyEnv != "" {
 		key = os.Getenv(o.apiKeyEnv)
 	}
-	res := make([]k8s.CompletionCheck, len(o.urls))
+	res := make([]inpod.CompletionCheck, len(o.urls))
 	var wg sync.WaitGroup
 	for i, u := range o.urls {
 		wg.Add(1)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
@@ -40,7 +41,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	sd := results.DefaultSim()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; shorter load defaults, each kept until you set that key)")
-	fl.StringVar(&f.backend, "backend", "local", "local (engines on this host), endpoint (an already-running server), sim, kubernetes (a cluster's GPU nodes), ssh (--hosts/--inventory), opennebula (--endpoint), slurm (a Slurm cluster's GPU nodes, one job each)")
+	fl.StringVar(&f.backend, "backend", "local", backendkind.Help())
 	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
 	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
 	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
@@ -68,18 +69,15 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	registerRemoteFlags(fl)
 }
 
-// hostFlagPaths maps run's single-host flags to the config keys they set (flagPath adds the
-// multi-host backends').
+// hostFlagPaths maps run's flags that belong to no backend to the config keys they set (flagPath
+// adds the backends', from their rows in the backend table).
 var hostFlagPaths = map[string]string{
-	"backend": "backend", "url": "endpoint.url", "api-key-env": "endpoint.api_key_env", "model": "models",
+	"backend": "backend", "model": "models",
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
 	"fail-in": "run.fail_in", "fail-on-flag": "run.fail_on_flag", "save-baseline": "run.save_baseline",
 	"fail-on-inconclusive": "run.fail_on_inconclusive", "acceptance": "run.acceptance",
 	"baseline": "run.baseline", "engine": "engine.kind", "engine-cmd": "engine.command",
-	"sim-gpu": "sim.gpu", "sim-gpus": "sim.gpus", "sim-straggler": "sim.straggler",
-	"sim-link-fault": "sim.link_fault", "nccl-lib": "health.nccl_lib",
-	"sim-cotenant": "sim.cotenant", "allow-busy": "health.allow_busy",
-	"sim-corrupt": "sim.corrupt", "sim-throttle": "sim.throttle", "sim-engine-fault": "sim.engine_fault",
+	"nccl-lib": "health.nccl_lib", "allow-busy": "health.allow_busy",
 }
 
 // configFlags returns the keys the flags given on the command line set (flags left out set nothing,
@@ -87,21 +85,17 @@ var hostFlagPaths = map[string]string{
 func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	var set []config.Flag
 	if f.sim {
-		switch {
-		case cmd.Flags().Changed("backend") && f.backend == "slurm": // each node's job runs the simulator
-			set = append(set, config.Flag{Name: "--sim", Path: "slurm.remote_backend", Value: "sim"})
-		case cmd.Flags().Changed("backend") && f.backend != "sim":
+		switch kind := backendkind.Of(f.backend); {
+		case cmd.Flags().Changed("backend") && kind.SimKey != "": // e.g. slurm: each node's job runs the simulator
+			set = append(set, config.Flag{Name: "--sim", Path: kind.SimKey, Value: "sim"})
+		case cmd.Flags().Changed("backend") && !kind.Simulated:
 			return nil, usageErr("--sim and --backend %s exclude each other (with --backend slurm it runs the simulator in each node's job)", f.backend)
 		default:
 			set = append(set, config.Flag{Name: "--sim", Path: "backend", Value: "sim"})
 		}
 	}
 	cmd.Flags().Visit(func(fl *pflag.Flag) { // changed flags only, in name order
-		if paths, ok := sharedFlagPaths[fl.Name]; ok {
-			for _, path := range paths {
-				set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
-			}
-		} else if path, ok := flagPath(fl.Name); ok {
+		for _, path := range flagPaths(fl.Name) {
 			set = append(set, config.Flag{Name: "--" + fl.Name, Path: path, Value: fl.Value.String()})
 		}
 	})
@@ -181,7 +175,8 @@ func (o *runOptions) Validate() error {
 }
 
 // Run runs the plan with Ctrl-C/SIGTERM handling: engines are always stopped and summary.json keeps
-// what was measured. A fleet backend runs through its own runner (run_kubernetes.go, remote.go).
+// what was measured. A fleet backend (its row in the backend table says so) runs through fleet.Execute with the
+// backend the registry opens (remote.go).
 func (o *runOptions) Run(cmd *cobra.Command) error {
 	plan := o.plan
 	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
@@ -189,7 +184,7 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 		return usageErr("%v", err)
 	}
 	defer lock.Release()
-	if isRemoteBackend(plan.Config.Backend) { // many hosts or nodes, one summary: remote.go's table
+	if backendkind.Of(plan.Config.Backend).Fleet { // many hosts or nodes, one summary
 		return runRemotePlan(cmd, plan)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -222,19 +217,20 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 	return nil
 }
 
-// flagPath is the config key a plan flag sets: a single-host flag's, or a multi-host backend's.
-// sharedFlagPaths are flags that several backends read, each from its own section: the flag sets
-// them all (one --dry-run, whichever backend the plan names, on the command line or in a file).
-var sharedFlagPaths = map[string][]string{"dry-run": {"kubernetes.dry_run", "slurm.dry_run"}}
-
-func flagPath(flag string) (string, bool) {
-	if paths, ok := sharedFlagPaths[flag]; ok {
-		return paths[0], true
+// flagPaths are the config keys a plan flag sets: a flag of no backend's, or a backend's from its
+// row in the backend table. A flag several backends read, each from its own section, sets them all
+// (one --dry-run, whichever backend the plan names, on the command line or in a file).
+func flagPaths(flag string) []string {
+	if p, ok := hostFlagPaths[flag]; ok {
+		return []string{p}
 	}
-	for _, m := range []map[string]string{hostFlagPaths, fleetFlagPaths, kubeFlagPaths, slurmFlagPaths} {
-		if p, ok := m[flag]; ok {
-			return p, true
-		}
+	return backendkind.FlagKeys(flag)
+}
+
+// flagPath is the first key a plan flag sets.
+func flagPath(flag string) (string, bool) {
+	if ps := flagPaths(flag); len(ps) > 0 {
+		return ps[0], true
 	}
 	return "", false
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"regexp"
 	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
 // HostPrep is host preparation for the ssh backend (and the OpenNebula bare-metal node): what a
@@ -60,7 +62,7 @@ func (h HostPrep) On(remoteBackend string) bool {
 	case "true":
 		return true
 	case "auto":
-		return remoteBackend == "local"
+		return backendkind.Of(remoteBackend).ThisHost
 	}
 	return false
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
 // Kubernetes configures backend kubernetes (docs/kubernetes.md): how gpuvet reaches the cluster,
@@ -142,7 +144,7 @@ var quantityRe = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|
 // kubernetesChecks are the rules over kubernetes.* and the cluster's model cache.
 func kubernetesChecks(c Config) []check {
 	k, mc := c.Kubernetes, c.ModelCache
-	kube := c.Backend == "kubernetes"
+	kube := backendkind.UsesSection(c.Backend, "kubernetes")
 	return []check{
 		{"kubernetes.image", kube && k.Image == "", "backend kubernetes needs gpuvet's own image for its in-cluster Jobs: --image REGISTRY/gpuvet:TAG (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)"},
 		{"kubernetes.nodes", k.Nodes < 0, "want 0 (every GPU node with a free GPU) or a positive count"},

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
@@ -112,21 +113,32 @@ func sortedKeys[V any](m map[string]V) []string {
 // slurm) whose hosts run the simulator (ssh.remote_backend=sim, slurm.remote_backend=sim). Both get
 // the simulator's short defaults.
 func (p *Plan) simulated() bool {
-	b, _ := p.tree["backend"].(string)
-	if b == "sim" {
-		return true
+	return backendkind.Of(remoteBackend(p.tree)).Simulated
+}
+
+// remoteBackend is the backend that runs the plan t on each GPU host: the plan's backend, or for a
+// fleet whose hosts run their own (its row's RemoteKey), theirs.
+func remoteBackend(t tree) string {
+	b, _ := t["backend"].(string)
+	if key := backendkind.Of(b).RemoteKey; key != "" {
+		return text(t, key)
 	}
-	section := "ssh"
-	switch b {
-	case "slurm":
-		section = "slurm"
-	case "ssh", "opennebula":
-	default:
-		return false
+	return b
+}
+
+// Text is the resolved text value of key ("" when it is not text, or unset): what a table that
+// names keys (the backend table) reads.
+func (p *Plan) Text(key string) string { return text(p.tree, key) }
+
+func text(t tree, key string) string {
+	segs, _ := splitPath(key)
+	var v any = t
+	for _, s := range segs {
+		m, _ := v.(tree)
+		v = m[s]
 	}
-	ssh, _ := p.tree[section].(tree)
-	rb, _ := ssh["remote_backend"].(string)
-	return rb == "sim"
+	s, _ := v.(string)
+	return s
 }
 
 func (p *Plan) applySimDefaults() {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
 // SSH configures backend ssh (gpuvet copies itself to each host and runs there), and how the
@@ -92,17 +94,18 @@ func openNebulaDefaults() OpenNebula {
 // remoteChecks are the rules over ssh.* and opennebula.*.
 func remoteChecks(c Config) []check {
 	s, o := c.SSH, c.OpenNebula
+	one := backendkind.UsesSection(c.Backend, "opennebula")
 	return []check{
-		{"ssh.hosts", c.Backend == "ssh" && len(s.Hosts) == 0 && s.Inventory == "", "backend ssh needs hosts: --hosts h1,h2 or --inventory FILE"},
+		{"ssh.hosts", backendkind.UsesSection(c.Backend, "ssh") && len(s.Hosts) == 0 && s.Inventory == "", "backend ssh needs hosts: --hosts h1,h2 or --inventory FILE"},
 		{"ssh.hosts", badHost(s.Hosts) != "", badHost(s.Hosts)},
 		{"ssh.port", s.Port < 0 || s.Port > 65535, "want a port 1..65535 (0: ssh_config's or 22)"},
-		{"ssh.remote_backend", s.RemoteBackend != "local" && s.RemoteBackend != "sim", "want local or sim"},
+		{"ssh.remote_backend", !oneOfStr(s.RemoteBackend, backendkind.RemoteNames()...), "want " + backendkind.List(backendkind.RemoteNames())},
 		{"ssh.remote_dir", len(s.RemoteDir) == 0 || s.RemoteDir[0] != '/', "want an absolute directory on the hosts, e.g. /tmp"},
 		{"ssh.parallel", s.Parallel < 1, "want ≥ 1"},
 		{"ssh.connect_timeout", s.ConnectTimeout <= 0, "want a positive duration"},
-		{"opennebula.endpoint", c.Backend == "opennebula" && o.Endpoint == "", "backend opennebula needs the XML-RPC URL: --endpoint http://frontend:2633/RPC2"},
-		{"opennebula.auth_env", c.Backend == "opennebula" && o.AuthEnv == "", "name the environment variable holding user:password (e.g. ONE_AUTH)"},
-		{"opennebula.image", c.Backend == "opennebula" && o.TemplateID < 0 && o.Image == "", "without template_id a VM is allocated from an image: set opennebula.image (and network), or template_id"},
+		{"opennebula.endpoint", one && o.Endpoint == "", "backend opennebula needs the XML-RPC URL: --endpoint http://frontend:2633/RPC2"},
+		{"opennebula.auth_env", one && o.AuthEnv == "", "name the environment variable holding user:password (e.g. ONE_AUTH)"},
+		{"opennebula.image", one && o.TemplateID < 0 && o.Image == "", "without template_id a VM is allocated from an image: set opennebula.image (and network), or template_id"},
 		{"opennebula.vcpu", o.VCPU < 1, "want ≥ 1"},
 		{"opennebula.memory_mb", o.MemoryMB < 512, "want ≥ 512 MB"},
 		{"opennebula.disk_mb", o.DiskMB < 0, "want ≥ 0 (0: the image's size)"},
@@ -157,9 +160,15 @@ func oneOfStr(v string, allowed ...string) bool {
 // without what belongs to this machine only (the baseline file, the fleet's own settings).
 func (p *Plan) RemoteYAML() ([]byte, error) {
 	c := p.Config
+	// Each host runs the backend its fleet's row names (ssh.remote_backend, slurm.remote_backend);
+	// a fleet without hosts of its own (kubernetes) hands its pods the plan as ssh's hosts get it.
 	c.Backend = c.SSH.RemoteBackend
-	if p.Config.Backend == "slurm" {
-		c.Backend = c.Slurm.RemoteBackend
+	if backendkind.Of(p.Config.Backend).RemoteKey != "" {
+		t, err := toTree(p.Config, "", map[string]string{})
+		if err != nil {
+			return nil, err
+		}
+		c.Backend = remoteBackend(t)
 	}
 	c.Run.Baseline, c.Run.SaveBaseline = "", false
 	// The textfile is the merged run's, written here: a host's own run writes none of its own.

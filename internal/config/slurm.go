@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
 // Slurm configures backend slurm: a Slurm cluster's GPU nodes, each vetted in place by one
@@ -66,7 +68,7 @@ func slurmChecks(c Config) []check {
 		}
 	}
 	return []check{
-		{"slurm.remote_backend", s.RemoteBackend != "local" && s.RemoteBackend != "sim", "want local or sim"},
+		{"slurm.remote_backend", !oneOfStr(s.RemoteBackend, backendkind.RemoteNames()...), "want " + backendkind.List(backendkind.RemoteNames())},
 		{"slurm.shared_dir", s.SharedDir != "" && s.SharedDir[0] != '/', "want an absolute folder every node sees at the same path (or empty: --out)"},
 		{"slurm.binary", s.Binary != "" && s.Binary[0] != '/', "want gpuvet's absolute path as the nodes see it (or empty: this executable, on a shared file system)"},
 		{"slurm.time_limit", s.TimeLimit < Duration(time.Minute), "want a duration of at least 1m (sbatch --time counts minutes)"},

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -120,19 +121,19 @@ func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
 	checks := []check{
-		{"backend", oneOf(c.Backend, "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula", "slurm"), "want local, endpoint, sim, kubernetes, ssh, opennebula or slurm"},
+		{"backend", oneOf(c.Backend, backendkind.Names()...), "want " + backendkind.List(backendkind.Names())},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
 		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
 		{"engine.kind", oneOf(c.Engine.Kind, enginekind.Names()...), "want " + enginekind.List()},
-		{"engine.command", needsCommand(c.Engine.Kind) && (c.Backend == "local" || c.Backend == "kubernetes") && c.Engine.Command == "", "engine kind " + c.Engine.Kind + " needs a command template, e.g. \"my-server --model {model} --port {port}\""},
+		{"engine.command", needsCommand(c.Engine.Kind) && backendkind.Of(c.Backend).Engines && c.Engine.Command == "", "engine kind " + c.Engine.Kind + " needs a command template, e.g. \"my-server --model {model} --port {port}\""},
 		{"engine.command", c.Engine.Command != "" && !strings.Contains(c.Engine.Command, "{port}"), "the command template must contain {port} (gpuvet picks the port)"},
 		{"engine.tp", c.Engine.TP < 1 || c.Engine.TP > 64, "want 1..64"},
 		{"engine.max_model_len", c.Engine.MaxModelLen < 16, "want ≥ 16 tokens"},
 		{"engine.gpu_memory_utilization", c.Engine.GPUMemoryUtilization <= 0 || c.Engine.GPUMemoryUtilization > 1, "want a fraction in (0, 1]"},
 		{"engine.port_base", c.Engine.PortBase < 1024 || c.Engine.PortBase > 65000, "want 1024..65000"},
 		{"engine.ready_timeout", c.Engine.ReadyTimeout <= 0, "want a positive duration"},
-		{"endpoint.url", c.Backend == "endpoint" && c.Endpoint.URL == "", "backend endpoint needs a URL (--url http://host:port)"},
+		{"endpoint.url", backendkind.UsesSection(c.Backend, "endpoint") && c.Endpoint.URL == "", "backend endpoint needs a URL (--url http://host:port)"},
 		{"endpoint.url", c.Endpoint.URL != "" && !strings.HasPrefix(c.Endpoint.URL, "http://") && !strings.HasPrefix(c.Endpoint.URL, "https://"), "want http://host:port or https://host:port"},
 		{"load.profile", oneOf(c.Load.Profile, "sweep", "synchronous", "concurrency", "constant", "poisson", "throughput"), "want sweep, synchronous, concurrency, constant, poisson or throughput"},
 		{"load.api", oneOf(c.Load.API, "chat", "completions"), "want chat or completions"},

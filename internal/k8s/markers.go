@@ -1,97 +1,15 @@
 package k8s
 
-import (
-	"bytes"
-	"compress/gzip"
-	"encoding/base64"
-	"errors"
-	"fmt"
-	"io"
-	"strings"
+import "github.com/gpuvet/gpuvet/internal/inpod"
+
+// The in-pod protocol (a Job's result in its log between markers; the probe's answer) is
+// internal/inpod's, which the command's in-pod subcommands speak too; the Kubernetes code that
+// starts the Jobs and reads their logs uses it under these names.
+var (
+	EmitResult    = inpod.EmitResult
+	ExtractResult = inpod.ExtractResult
+	ErrNoResult   = inpod.ErrNoResult
 )
 
-// A gpuvet Job hands its result back through its log: the JSON, gzipped and base64-encoded in
-// short lines between two marker lines, so log line splitting, other output and a CRI log format
-// can never corrupt it.
-const (
-	markerBegin = "=== gpuvet result begin ==="
-	markerEnd   = "=== gpuvet result end ==="
-	markerLine  = 4000
-)
-
-// maxResult bounds a decoded result (a summary with raw power samples is a few MB at most).
-const maxResult = 256 << 20
-
-// EmitResult writes data to w between the markers.
-func EmitResult(w io.Writer, data []byte) error {
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(data)
-	if err := zw.Close(); err != nil {
-		return err
-	}
-	enc := base64.StdEncoding.EncodeToString(z.Bytes())
-	var b strings.Builder
-	b.WriteString("\n" + markerBegin + "\n")
-	for len(enc) > 0 {
-		n := min(markerLine, len(enc))
-		b.WriteString(enc[:n] + "\n")
-		enc = enc[n:]
-	}
-	b.WriteString(markerEnd + "\n")
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// ErrNoResult means the log holds no complete result (the Job died before writing it).
-var ErrNoResult = errors.New("no gpuvet result in the log")
-
-// ExtractResult finds the last complete result in a log and decodes it. Lines may carry a prefix
-// (a CRI "TIMESTAMP stdout F " header): only what follows the last space counts inside the block.
-func ExtractResult(log []byte) ([]byte, error) {
-	lines := strings.Split(string(log), "\n")
-	end := -1
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasSuffix(strings.TrimRight(lines[i], "\r"), markerEnd) {
-			end = i
-			break
-		}
-	}
-	if end < 0 {
-		return nil, ErrNoResult
-	}
-	begin := -1
-	for i := end - 1; i >= 0; i-- {
-		if strings.HasSuffix(strings.TrimRight(lines[i], "\r"), markerBegin) {
-			begin = i
-			break
-		}
-	}
-	if begin < 0 {
-		return nil, ErrNoResult
-	}
-	var enc strings.Builder
-	for _, l := range lines[begin+1 : end] {
-		l = strings.TrimRight(l, "\r")
-		if i := strings.LastIndexByte(l, ' '); i >= 0 {
-			l = l[i+1:]
-		}
-		enc.WriteString(l)
-	}
-	z, err := base64.StdEncoding.DecodeString(enc.String())
-	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (base64: %v)", err)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(z))
-	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %v)", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxResult+1))
-	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %v)", err)
-	}
-	if len(out) > maxResult {
-		return nil, fmt.Errorf("gpuvet result in the log is larger than %d MB", maxResult>>20)
-	}
-	return out, nil
-}
+// CompletionCheck is one server's answer to `gpuvet probe`.
+type CompletionCheck = inpod.CompletionCheck

@@ -13,14 +13,6 @@ import (
 // the API server cannot reach the pod network (private control planes; the proxy also refuses
 // loopback and link-local pod addresses).
 
-// CompletionCheck is one server's answer to `gpuvet probe`.
-type CompletionCheck struct {
-	URL     string  `json:"url"`
-	Tokens  int     `json:"tokens"`
-	Seconds float64 `json:"seconds"`
-	Error   string  `json:"error,omitempty"`
-}
-
 // RoleReady is the readiness Job's role.
 const RoleReady = "ready"
 

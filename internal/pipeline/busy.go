@@ -23,7 +23,7 @@ func (r *run) busyBefore(ctx context.Context, slot Slot, allow bool) *results.Bu
 		return nil
 	}
 	n := 1
-	if r.srcName == "nvml" {
+	if r.srcName == sourceNVML {
 		n = 3
 	}
 	for _, g := range slot.GPUs {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
@@ -12,7 +13,7 @@ import (
 // among the engine's extra arguments; 0 when the plan does not say (the load's knee search then stops
 // on its own bound).
 func maxNumSeqs(cfg config.Config) int {
-	if cfg.Backend == "sim" {
+	if backendkind.Of(cfg.Backend).Simulated {
 		if cfg.Sim.MaxNumSeqs > 0 {
 			return cfg.Sim.MaxNumSeqs
 		}

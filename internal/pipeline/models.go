@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
@@ -122,8 +123,7 @@ func notRunEndpoint(s Slot) results.Endpoint {
 }
 
 func (r *run) engineKind() string {
-	switch r.cfg.Backend {
-	case "sim", "endpoint":
+	if !backendkind.Of(r.cfg.Backend).Engines { // a simulated engine, or a server gpuvet did not start
 		return r.cfg.Backend
 	}
 	return r.cfg.Engine.Kind
@@ -148,7 +148,7 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 
 	// The model cache is prepared once per model, before any engine starts.
 	env := map[string]string{}
-	if r.deps.CacheEnv != nil && r.cfg.Backend == "local" {
+	if r.deps.CacheEnv != nil && backendkind.Of(r.cfg.Backend).ThisHost {
 		err := protect(func() error {
 			e, err := r.deps.CacheEnv(ctx, id, r.cfg.Engine.Kind, r.cfg.ModelCache)
 			env = e
@@ -400,7 +400,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 func (r *run) bindLoad(slot Slot, cfg config.Config) (func(), string) {
 	noop := func() {}
 	switch {
-	case r.cfg.Backend != "local":
+	case !backendkind.Of(r.cfg.Backend).ThisHost:
 		return noop, ""
 	case !cfg.Engine.NUMABind:
 		return noop, "not bound (engine.numa_bind=false)"

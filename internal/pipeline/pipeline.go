@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -115,7 +116,7 @@ func (r *run) newSummary() *results.Summary {
 	s.Status = results.StatusIncomplete
 	s.Timing = &results.Timing{}
 	s.Caveats = append(s.Caveats, r.plan.Notes...)
-	if r.cfg.Backend == "local" {
+	if backendkind.Of(r.cfg.Backend).ThisHost {
 		if _, note := modelcache.Dir(r.cfg.ModelCache, r.cfg.Engine.Kind); note != "" {
 			s.Caveats = append(s.Caveats, note)
 		}
@@ -206,11 +207,12 @@ func (r *run) discover(ctx context.Context) {
 }
 
 func (r *run) health(ctx context.Context) {
-	if !r.cfg.Health.Enabled || (r.cfg.Backend == "endpoint" && !r.cfg.Endpoint.Health) {
+	finds := backendkind.Of(r.cfg.Backend).DiscoversGPUs
+	if !r.cfg.Health.Enabled || (!finds && !r.cfg.Endpoint.Health) {
 		return
 	}
 	if r.src == nil || r.deps.Health == nil {
-		if r.cfg.Backend != "endpoint" {
+		if finds {
 			r.host().Health = &results.Health{Status: results.StatusFailed, Error: "health phase could not run: no GPU source"}
 		}
 		return

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
@@ -39,7 +40,8 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	if err := ResolveGPUNames(&plan.Config, cat); err != nil {
 		return err
 	}
-	if c.Backend == "sim" {
+	kind := backendkind.Of(c.Backend)
+	if kind.Simulated {
 		if _, ok := cat.LookupGPU(c.Sim.GPU); !ok {
 			return bad("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))
 		}
@@ -49,12 +51,12 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			}
 		}
 	}
-	if c.Backend == "local" {
+	if kind.ThisHost {
 		if missing := localPreflight(c, cat); len(missing) > 0 {
 			return bad("this host cannot run the plan; nothing was started:\n  - %s", strings.Join(missing, "\n  - "))
 		}
 	}
-	if c.Backend == "endpoint" {
+	if !kind.DiscoversGPUs { // given a server: it must answer and list every model
 		for _, m := range c.Models {
 			if err := load.Preflight(context.Background(), load.Options{URL: c.Endpoint.URL, Model: m, APIKeyEnv: c.Endpoint.APIKeyEnv}); err != nil {
 				return bad("%v", err)
@@ -98,9 +100,9 @@ func hostGPUs(c config.Config, cat *catalog.Catalog) (int, string) {
 	var src gpu.Source
 	var err error
 	switch c.Health.Source {
-	case "sim":
+	case sourceSim:
 		return c.Sim.GPUs, ""
-	case "auto", "nvml":
+	case "auto", sourceNVML:
 		src, err = gpu.OpenNVML()
 		if errors.Is(err, gpu.ErrNoDriver) {
 			return 0, fmt.Sprintf("%v: this host has no NVIDIA driver; on a host without GPUs use --sim (or health.source=sim, or a captured nvidia-smi XML file)", err)

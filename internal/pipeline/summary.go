@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -36,11 +37,8 @@ func Environment(plan *config.Plan) string {
 	if src != "" && !strings.HasPrefix(src, "default") {
 		return plan.Config.Environment
 	}
-	switch plan.Config.Backend {
-	case "opennebula":
-		return "vm"
-	case "kubernetes":
-		return "k8s"
+	if env := backendkind.Of(plan.Config.Backend).Environment; env != "" {
+		return env
 	}
 	return plan.Config.Environment
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/cuda"
@@ -65,11 +66,11 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		o.Progress, o.Catalog = logFrom(ctx, progress), cat
 		var bench health.BenchRunner
 		switch name {
-		case "sim":
+		case sourceSim:
 			bench = health.SimBench{Fleet: fleet, Pace: c.Sim.BenchTime.D()}
 			o.Links = health.SimLinks{Fleet: fleet, Pace: c.Sim.BenchTime.D()}
 			o.DCGM = false // no dcgmi for virtual GPUs; said in the notes below
-		case "nvml":
+		case sourceNVML:
 			if r, err := cuda.Open(); err != nil {
 				bench = health.Unavailable{Err: err}
 			} else {
@@ -86,7 +87,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		}
 		h := health.Run(ctx, src, bench, o)
 		judge.Health(h, judge.HealthRulesFrom(c)) // health measures, judge decides
-		if name == "sim" {
+		if name == sourceSim {
 			h.Notes = append(h.Notes, "DCGM not run: the GPUs are the simulator's virtual GPUs")
 			if p := c.Sim.BenchTime.D(); p > 0 {
 				h.Notes = append(h.Notes, fmt.Sprintf("each simulated microbenchmark, peer copy and the all-reduce took %s (sim.bench_time): the schedule's wall time is real, the figures simulated", p))
@@ -94,10 +95,10 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		}
 		return h
 	}
-	switch cfg.Backend {
-	case "sim":
+	switch kind := backendkind.Of(cfg.Backend); {
+	case kind.Simulated:
 		d.Backend = &Sim{fleet: func() *sim.Fleet { return fleet }, cat: cat}
-	case "endpoint":
+	case !kind.DiscoversGPUs: // given a server: gpuvet starts no engine
 		d.Backend = Endpoint{}
 		if !cfg.Endpoint.Health {
 			d.Discover = nil
@@ -108,6 +109,13 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	}
 	return d
 }
+
+// The GPU sources health.source names besides auto and a captured nvidia-smi XML file's path (not
+// backends: backend sim reads source sim, and a host's NVML serves every other backend).
+const (
+	sourceSim  = "sim"
+	sourceNVML = "nvml"
+)
 
 // cachedTokenizer finds model's tokenizer.json for the load generator: in the plan's model cache
 // (model_cache.dir), else in the hub's default one. "" when there is none.
@@ -125,21 +133,21 @@ func cachedTokenizer(cfg config.Config, model string, progress io.Writer) string
 func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet, error) {
 	s := c.Health.Source
 	if s == "auto" {
-		s = "nvml"
-		if c.Backend == "sim" {
-			s = "sim"
+		s = sourceNVML
+		if backendkind.Of(c.Backend).Simulated {
+			s = sourceSim
 		}
 	}
 	switch s {
-	case "sim":
+	case sourceSim:
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
 			StragglerPct: c.Sim.StragglerPct, NodeSlowdownPct: c.Sim.NodeSlowdownPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
 			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}
-		return f, "sim", f, nil
-	case "nvml":
+		return f, sourceSim, f, nil
+	case sourceNVML:
 		src, err := gpu.OpenNVML()
 		if errors.Is(err, gpu.ErrNoDriver) {
 			return nil, "", nil, fmt.Errorf("%w: %v; on a host without GPUs use --sim, or health.source=sim / a nvidia-smi XML file", ErrNoGPUSource, err)
@@ -147,7 +155,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return src, "nvml", nil, nil
+		return src, sourceNVML, nil, nil
 	}
 	src, err := gpu.FromNvidiaSMIXML(s, cat)
 	if err != nil {

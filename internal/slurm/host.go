@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/backendkind"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -52,7 +53,7 @@ func (h *Host) script() string {
 		// The fleet run keeps the history (fleet.Execute records the merged summary): a node's own
 		// run recording it too would count every node twice.
 		"--set", "history.enabled=false"}
-	if c.RemoteBackend == "sim" && strings.HasPrefix(h.f.Plan.Source("sim.gpus"), "default") {
+	if backendkind.Of(c.RemoteBackend).Simulated && strings.HasPrefix(h.f.Plan.Source("sim.gpus"), "default") {
 		// The simulator stands in for the node's GPUs: as many as its gres says.
 		args = append(args, "--sim-gpus", strconv.Itoa(h.node.GPUs))
 	}

@@ -1,0 +1,88 @@
+package ssh
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/hostprep"
+	"github.com/gpuvet/gpuvet/internal/vfio"
+)
+
+// Backend ssh as the registry names it: how `gpuvet run` opens it and how `gpuvet clean` removes
+// what its killed runs left.
+
+// Flags adds backend ssh's `gpuvet run` flags (the backend table maps each to its key).
+func Flags(fl *pflag.FlagSet) {
+	fl.String("hosts", "", "backend ssh: the hosts to vet, comma-separated (ssh_config aliases, names or addresses)")
+	fl.String("inventory", "", "backend ssh: a YAML inventory of hosts (per-host user, port, identity_file, gpus, set)")
+}
+
+// Open opens backend ssh from the plan (its hosts are checked when it lists them); close releases
+// nothing.
+func Open(plan *config.Plan) (fleet.Backend, func(), error) {
+	return Fleet{Config: plan.Config.SSH, Env: SecretsFromEnv(), Prep: hostprep.FromConfig(plan.Config)}, func() {}, nil
+}
+
+// Cleaner removes every object an ssh run's manifest still lists: run folders first (their
+// partial results are collected), then what host preparation changed.
+var Cleaner = fleet.ObjectCleaner(Removers)
+
+// Removers are the removers of what an ssh run leaves (opennebula adds its VMs to them): the run
+// folder, and every kind of host preparation and of a node's vfio release.
+func Removers() fleet.Removers {
+	rs := fleet.Removers{ByKind: map[string]fleet.Remover{
+		ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+			return Clean(ctx, o, m.RunID, m.Target["output"], OptionsFrom(plan.Config.SSH), say)
+		},
+	}, First: []string{ObjectKind}}
+	prep := prepRemover()
+	for _, k := range prepKinds {
+		rs.ByKind[k] = prep
+	}
+	return rs
+}
+
+// prepKinds are the manifest kinds of host preparation and of a node's vfio release.
+var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)
+
+// prepRemover undoes host preparation's leftovers (packages a killed run installed, the DCGM
+// engine it started, GPUs it released from vfio-pci): one host's are undone together and in order
+// (vfio binding, engine, packages, autoremove), once, whichever of its objects clean reaches
+// first; the others then find themselves done. Its locks are this clean's.
+func prepRemover() fleet.Remover {
+	var locks sync.Map // manifest path + host -> *sync.Mutex
+	return func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+		mu, _ := locks.LoadOrStore(m.Path()+"\x00"+o.Host, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+		same := func(a, b fleet.Object) bool { return a.Kind == b.Kind && a.Name == b.Name && a.Host == b.Host }
+		var objs []fleet.Object
+		live := false
+		for _, l := range m.Live() {
+			if l.Host == o.Host && slices.Contains(prepKinds, l.Kind) {
+				objs = append(objs, l)
+			}
+			live = live || same(l, o)
+		}
+		if !live {
+			return nil // undone with its host's other objects
+		}
+		done, err := CleanPrep(ctx, objs, m.RunID, OptionsFrom(plan.Config.SSH), say)
+		for _, d := range done {
+			_ = m.Deleted(d)
+			if same(d, o) {
+				err = nil
+			}
+		}
+		if err == nil && !slices.ContainsFunc(done, func(d fleet.Object) bool { return same(d, o) }) {
+			err = fmt.Errorf("not undone")
+		}
+		return err
+	}
+}
