@@ -215,7 +215,7 @@ func (r *report) fprint(w io.Writer, c config) {
 		if a.Summary != nil {
 			by, _ := verdicts(a.Summary)
 			p("  hosts                      %d: %v; exit %d", len(a.Summary.Hosts), by, a.ExitCode)
-			for _, l := range reasons(a.Summary) {
+			for _, l := range first(reasons(a.Summary), 12) {
 				p("    %s", l)
 			}
 		}
@@ -232,6 +232,10 @@ func (r *report) fprint(w io.Writer, c config) {
 		if b := r.Breaker; b != nil {
 			p("  circuit breaker            %d of %d nodes failed, limit %d (%g %%): %d tainted (Node objects), %d held (fleet.node_actions), %d held yet tainted; exit %d",
 				b.Failed, r.Nodes, b.Limit, c.MaxUnhealthyPct, len(b.Tainted), len(b.Held), len(b.TaintedFromHeld), a.ExitCode)
+			if i := strings.Index(a.Stderr, "circuit breaker: "); i >= 0 {
+				line, _, _ := strings.Cut(a.Stderr[i:], "\n")
+				p("    %s", line)
+			}
 			if len(r.BreakerWrong) == 0 {
 				p("  breaker                    stopped at its limit, the rest held and not tainted, the run failed naming it: ok")
 			}
