@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gpuvet/gpuvet/internal/k8s"
 )
@@ -386,4 +389,84 @@ func fileSize(p string) int64 {
 		return 0
 	}
 	return st.Size()
+}
+
+// quarantined are the nodes with gpuvet's quarantine taint, and its value (the run's id).
+func (c *cluster) quarantined(ctx context.Context) (map[string]string, error) {
+	l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, n := range l.Items {
+		for _, t := range n.Spec.Taints {
+			if t.Key == k8s.TaintUnhealthy {
+				out[n.Name] = t.Value
+			}
+		}
+	}
+	return out, nil
+}
+
+// resetVerdicts takes every gpuvet.io/ taint, label and annotation off the nodes (a verdict run's,
+// or a `gpuvet clean --untaint`'s pending taint), so that the next run picks its nodes as on a
+// fresh fleet: gpuvet vets due nodes first (pending, then never vetted), and tolerates its own
+// taints. The GPUVetted condition stays: node selection does not read it.
+func (c *cluster) resetVerdicts(ctx context.Context) (int, error) {
+	l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	var (
+		mu   sync.Mutex
+		errs []string
+		n    int
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, 16)
+	for _, nd := range l.Items {
+		if !marked(&nd) {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(name string) {
+			defer func() { <-sem; wg.Done() }()
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				unmark(cur)
+				_, err = c.cs.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, name+": "+err.Error())
+			} else {
+				n++
+			}
+		}(nd.Name)
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return n, fmt.Errorf("resetting gpuvet's marks on %d node(s), first: %s", len(errs), errs[0])
+	}
+	return n, nil
+}
+
+func marked(n *corev1.Node) bool {
+	c := n.DeepCopy()
+	unmark(c)
+	return len(c.Spec.Taints) != len(n.Spec.Taints) || len(c.Labels) != len(n.Labels) || len(c.Annotations) != len(n.Annotations)
+}
+
+// unmark drops gpuvet's own marks from a node.
+func unmark(n *corev1.Node) {
+	own := func(k string) bool { return strings.HasPrefix(k, k8s.Domain) }
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return own(t.Key) })
+	maps.DeleteFunc(n.Labels, func(k, _ string) bool { return own(k) })
+	maps.DeleteFunc(n.Annotations, func(k, _ string) bool { return own(k) })
 }

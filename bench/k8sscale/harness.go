@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,9 +32,15 @@ type config struct {
 	ReadyTimeout  time.Duration
 	Pace          kwokplayer.Pace
 	KillAfter     float64 // the kill -9 run is killed once this share of the nodes has started (0: no kill run)
-	Verbose       bool
-	Log           io.Writer
-	Runs          map[string]bool // which of one, all, kill to run (nil: all three)
+	// FailShare of the nodes fail in the N-node run (their health Job fails; the never-ready node
+	// counts), to trip gpuvet's circuit breaker (0: one failed node, as the bench had first).
+	FailShare float64
+	// MaxUnhealthyPct: the N-node run passes --taint-failed --max-unhealthy this %, and the
+	// harness checks the breaker on the Node objects (0: no verdicts written).
+	MaxUnhealthyPct float64
+	Verbose         bool
+	Log             io.Writer
+	Runs            map[string]bool // which of one, all, kill to run (nil: all three)
 }
 
 // wants says whether the harness makes run r (one, all or kill).
@@ -44,14 +51,44 @@ func (c config) wants(r string) bool { return c.Runs == nil || c.Runs[r] }
 var profile = []string{"--set", "load.max_duration=3s", "--set", "load.rates=2", "--set", "load.max_concurrency=16",
 	"--set", "load.prompt_tokens=64", "--set", "load.output_tokens=32", "--set", "load.warmup=1"}
 
-// injected are the three nodes the player makes misbehave, and what the run must say of them.
-type injected struct{ Straggler, Failed, NeverReady string }
+// injected are the nodes the player makes misbehave, and what the run must say of them.
+type injected struct {
+	Straggler, NeverReady string
+	Failed                []string // their health Job fails
+}
 
-func injectedFor(n int) injected {
+// injectedFor picks them on n nodes: the straggler n/4, the never-ready node 3n/4, and either one
+// failed node (n/2) or, with share > 0, so many that share of the nodes fail with the never-ready
+// one (two in five, spread over the fleet: every wave of gpuvet's has some). kwok-gpu-0, the
+// one-node run's, stays healthy.
+func injectedFor(n int, share float64) injected {
 	if n < 4 {
 		return injected{}
 	}
-	return injected{Straggler: nodeName(n / 4), Failed: nodeName(n / 2), NeverReady: nodeName(3 * n / 4)}
+	in := injected{Straggler: nodeName(n / 4), NeverReady: nodeName(3 * n / 4)}
+	if share <= 0 {
+		in.Failed = []string{nodeName(n / 2)}
+		return in
+	}
+	want := max(1, int(math.Round(share*float64(n)))-1)
+	taken := map[int]bool{0: true, n / 4: true, 3 * n / 4: true}
+	for _, spread := range []bool{true, false} { // the spread first; the rest only if n is small
+		for i := 1; i < n && len(in.Failed) < want; i++ {
+			if !taken[i] && (!spread || i%5 == 1 || i%5 == 3) {
+				taken[i] = true
+				in.Failed = append(in.Failed, nodeName(i))
+			}
+		}
+	}
+	return in
+}
+
+// failed are the nodes the run must find failed.
+func (in injected) failed() []string {
+	if in.NeverReady == "" {
+		return in.Failed
+	}
+	return append(append([]string{}, in.Failed...), in.NeverReady)
 }
 
 // outcome is what one gpuvet run gave.
@@ -68,7 +105,8 @@ type outcome struct {
 	Load      string             // the machine's load average at the end (/proc/loadavg)
 }
 
-func (c config) args(out, kubeconfig string, nodes int) []string {
+// args are the run's; verdicts: the N-node run's --taint-failed under the circuit breaker.
+func (c config) args(out, kubeconfig string, nodes int, verdicts bool) []string {
 	a := []string{"run", "--backend", "kubernetes", "--kubeconfig", kubeconfig, "--image", "gpuvet:scale",
 		"--engine", "generic", "--engine-cmd", "gpuvet sim --gpu H200 --model {model} --host 0.0.0.0 --port {port}",
 		"--model", "Qwen/Qwen3-8B", "--cache-size", "1Gi", "--health-args", "--sim --sim-count 8 --dcgm=false",
@@ -76,6 +114,9 @@ func (c config) args(out, kubeconfig string, nodes int) []string {
 		"--set", "engine.ready_timeout=" + c.ReadyTimeout.String()}
 	if c.QPS > 0 { // 0: leave the keys out (a gpuvet from before they existed)
 		a = append(a, "--set", fmt.Sprintf("kubernetes.qps=%g", c.QPS), "--set", fmt.Sprintf("kubernetes.burst=%d", c.Burst))
+	}
+	if verdicts && c.MaxUnhealthyPct > 0 {
+		a = append(a, "--taint-failed", "--max-unhealthy", fmt.Sprintf("%g%%", c.MaxUnhealthyPct))
 	}
 	return append(a, profile...)
 }
@@ -91,7 +132,7 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 	}
 	p0 := cl.player.Load()
 	cpu0 := cl.cpu()
-	cmd := exec.CommandContext(ctx, c.Gpuvet, c.args(out, kubeconfig, nodes)...)
+	cmd := exec.CommandContext(ctx, c.Gpuvet, c.args(out, kubeconfig, nodes, name == "all")...)
 	cmd.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state)
 	var stderr bytes.Buffer
 	lc := &lineCounter{}
@@ -192,7 +233,10 @@ func check(s *results.Summary, inj injected, nodes int) []string {
 		bad = append(bad, fmt.Sprintf("%d hosts in the summary, want %d", len(s.Hosts), nodes))
 	}
 	_, notOK := verdicts(s)
-	want := map[string]results.Status{inj.Straggler: results.StatusFlag, inj.Failed: results.StatusFailed, inj.NeverReady: results.StatusFailed}
+	want := map[string]results.Status{inj.Straggler: results.StatusFlag}
+	for _, n := range inj.failed() {
+		want[n] = results.StatusFailed
+	}
 	for name, st := range want {
 		if name == "" {
 			continue
@@ -212,6 +256,78 @@ func check(s *results.Summary, inj injected, nodes int) []string {
 		bad = append(bad, fmt.Sprintf("%d other node(s) not ok: %s", len(others), strings.Join(first(others, 8), ", ")))
 	}
 	return bad
+}
+
+// breakerOutcome is what the circuit breaker did in the N-node run, read back.
+type breakerOutcome struct {
+	Limit, Failed   int
+	Tainted, Held   []string // Tainted: the Node objects with gpuvet's quarantine taint of the run
+	TaintedFromHeld []string // held in summary.json yet tainted
+}
+
+// checkBreaker says what is wrong with the breaker's work in a run that had pct % as its limit:
+// exactly the limit of the failed nodes carry the run's quarantine taint (read from the Node
+// objects), every other failed node is recorded as held in fleet.node_actions and is not tainted,
+// no other node is tainted, and the run exits 1 naming the breaker.
+func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[string]string) (breakerOutcome, []string) {
+	failed := inj.failed()
+	b := breakerOutcome{Limit: int(math.Ceil(pct*float64(nodes)/100 - 1e-9)), Failed: len(failed)}
+	isFailed := map[string]bool{}
+	for _, n := range failed {
+		isFailed[n] = true
+	}
+	var bad []string
+	runID := ""
+	if o.Summary != nil {
+		runID = o.Summary.RunID
+	}
+	for n, v := range taints {
+		b.Tainted = append(b.Tainted, n)
+		if !isFailed[n] {
+			bad = append(bad, fmt.Sprintf("%s is tainted but did not fail", n))
+		}
+		if v != runID {
+			bad = append(bad, fmt.Sprintf("%s's taint names run %q, not this run's %q", n, v, runID))
+		}
+	}
+	sort.Strings(b.Tainted)
+	if len(b.Tainted) != b.Limit {
+		bad = append(bad, fmt.Sprintf("%d node(s) tainted, want the breaker's limit %d (%g %% of %d)", len(b.Tainted), b.Limit, pct, nodes))
+	}
+	held := map[string]bool{}
+	if o.Summary != nil && o.Summary.Fleet != nil {
+		for _, a := range o.Summary.Fleet.NodeActions {
+			if a.Held == "" {
+				continue
+			}
+			held[a.Node] = true
+			b.Held = append(b.Held, a.Node)
+			if _, ok := taints[a.Node]; ok {
+				b.TaintedFromHeld = append(b.TaintedFromHeld, a.Node)
+			}
+		}
+	}
+	sort.Strings(b.Held)
+	var missing []string
+	for _, n := range failed {
+		if _, t := taints[n]; !t && !held[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		bad = append(bad, fmt.Sprintf("%d failed node(s) neither tainted nor held in fleet.node_actions: %s", len(missing), strings.Join(first(missing, 8), ", ")))
+	}
+	if len(b.TaintedFromHeld) > 0 {
+		bad = append(bad, fmt.Sprintf("%d node(s) held in fleet.node_actions yet tainted: %s", len(b.TaintedFromHeld), strings.Join(first(b.TaintedFromHeld, 8), ", ")))
+	}
+	if want := len(failed) - b.Limit; len(b.Held) != want {
+		bad = append(bad, fmt.Sprintf("%d node(s) held, want %d (%d failed, %d allowed)", len(b.Held), want, len(failed), b.Limit))
+	}
+	msg := fmt.Sprintf("circuit breaker: %d of %d nodes failed (limit %g %%)", len(failed), nodes, pct)
+	if o.ExitCode != 1 || !strings.Contains(o.Stderr, msg) {
+		bad = append(bad, fmt.Sprintf("exit %d, want 1 with %q on stderr; its end:\n%s", o.ExitCode, msg, tail(o.Stderr, 5)))
+	}
+	return b, bad
 }
 
 func orOK(s string) string {

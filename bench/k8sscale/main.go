@@ -1,10 +1,12 @@
 // Command k8sscale runs the real `gpuvet run --backend kubernetes` on N kwok GPU nodes × 8 GPUs
 // (issue 31, docs/k8s-scale.md), each node played by internal/k8s/kwokplayer from recorded in-pod
-// results (one node 15 % slower, one whose health Job fails, one whose engines never become
-// Ready), and prints: the wall time and what it adds beyond one node's own time, gpuvet's peak RSS,
-// the API requests per node (the API server's counters: every client, and gpuvet's own by its
-// FlowSchema; gpuvet's own count from summary.json), the nodes named and whether they are the
-// right ones, summary.json's size, and `gpuvet clean` after a kill -9 of a run at that scale.
+// results (one node 15 % slower, one whose engines never become Ready, and 40 % of the nodes
+// failing with them: their health Job fails), with --taint-failed --max-unhealthy 10% (issue 46's
+// circuit breaker), and prints: the wall time and what it adds beyond one node's own time, gpuvet's
+// peak RSS, the API requests per node (the API server's counters: every client, and gpuvet's own
+// by its FlowSchema; gpuvet's own count from summary.json), the nodes named and whether they are
+// the right ones, what the breaker tainted and held (read from the Node objects), summary.json's
+// size, and `gpuvet clean` after a kill -9 of a run at that scale.
 //
 // It needs a control plane of its own, in a network namespace (bench/k8sscale/cluster.sh):
 //
@@ -42,6 +44,8 @@ func main() {
 	flag.StringVar(&c.Gpuvet, "gpuvet", "", "gpuvet binary (default: built from this checkout)")
 	flag.DurationVar(&c.ReadyTimeout, "ready-timeout", 60*time.Second, "engine.ready_timeout (the never-ready node fails after it)")
 	flag.Float64Var(&c.KillAfter, "kill-after", 0.3, "the kill -9 run is killed once this share of the nodes started (0: no kill run)")
+	flag.Float64Var(&c.FailShare, "fail-share", 0.4, "this share of the nodes fail in the N-node run (0: one failed node)")
+	flag.Float64Var(&c.MaxUnhealthyPct, "max-unhealthy", 10, "the N-node run passes --taint-failed --max-unhealthy this % and the breaker is checked (0: no verdicts written)")
 	keep := flag.String("keep", "", "keep the outputs (summary.json, report.html, logs) in this folder")
 	runs := flag.String("runs", "one,all,kill", "which runs, comma-separated: one (a 1-node run), all (the N-node run), kill (kill -9 of an N-node run, then gpuvet clean)")
 	flag.BoolVar(&c.Verbose, "v", false, "show gpuvet's progress")
@@ -70,6 +74,8 @@ type report struct {
 	One, All       *outcome
 	Injected       injected
 	Problems       []string
+	Breaker        *breakerOutcome
+	BreakerWrong   []string
 	KilledAt, Pods int
 	CleanTook      time.Duration
 	Left           []string
@@ -94,8 +100,8 @@ func run(ctx context.Context, c config, keep string) error {
 	if err != nil {
 		return err
 	}
-	if len(r.Problems) > 0 || len(r.Left) > 0 {
-		return fmt.Errorf("%d problem(s), %d leftover(s)", len(r.Problems), len(r.Left))
+	if len(r.Problems) > 0 || len(r.BreakerWrong) > 0 || len(r.Left) > 0 {
+		return fmt.Errorf("%d problem(s), %d with the circuit breaker, %d leftover(s)", len(r.Problems), len(r.BreakerWrong), len(r.Left))
 	}
 	return nil
 }
@@ -117,17 +123,22 @@ func measure(ctx context.Context, c config) (*report, error) {
 		return nil, err
 	}
 	fmt.Fprintf(c.Log, "%d kwok GPU nodes Ready (%.1fs)\n", c.Nodes, time.Since(t0).Seconds())
+	if n, err := cl.resetVerdicts(ctx); err != nil { // an earlier run's on this control plane
+		return nil, err
+	} else if n > 0 {
+		fmt.Fprintf(c.Log, "took an earlier run's gpuvet.io/ marks off %d node(s)\n", n)
+	}
 	kc, err := cl.gpuvetKubeconfig(ctx, c.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("gpuvet's user and FlowSchema: %v", err)
 	}
-	r := &report{Nodes: c.Nodes, Injected: injectedFor(c.Nodes)}
+	r := &report{Nodes: c.Nodes, Injected: injectedFor(c.Nodes, c.FailShare)}
 	var perrs []string
 	var pmu sync.Mutex
 	pctx, stopPlayer := context.WithCancel(ctx)
 	defer stopPlayer()
 	p, err := kwokplayer.New(kwokplayer.Options{Client: cl.cs, Dynamic: cl.dyn, LogDir: filepath.Join(c.Dir, "pod-logs"), Pace: c.Pace,
-		Straggler: r.Injected.Straggler, Slowdown: 0.15, FailJob: r.Injected.Failed, NeverReady: r.Injected.NeverReady, Jitter: 0.005,
+		Straggler: r.Injected.Straggler, Slowdown: 0.15, FailJobs: r.Injected.Failed, NeverReady: r.Injected.NeverReady, Jitter: 0.005,
 		Errorf: func(f string, a ...any) { pmu.Lock(); perrs = append(perrs, fmt.Sprintf(f, a...)); pmu.Unlock() }})
 	if err != nil {
 		return nil, err
@@ -155,6 +166,18 @@ func measure(ctx context.Context, c config) (*report, error) {
 			return r, err
 		}
 		r.Problems = check(r.All.Summary, r.Injected, c.Nodes)
+		if c.MaxUnhealthyPct > 0 {
+			taints, err := cl.quarantined(ctx)
+			if err != nil {
+				return r, err
+			}
+			b, wrong := checkBreaker(r.All, r.Injected, c.Nodes, c.MaxUnhealthyPct, taints)
+			r.Breaker, r.BreakerWrong = &b, wrong
+			// The kill -9 run then picks and schedules its nodes as on a fresh fleet.
+			if _, err := cl.resetVerdicts(ctx); err != nil {
+				return r, err
+			}
+		}
 	}
 	if c.KillAfter > 0 && c.wants("kill") {
 		fmt.Fprintf(c.Log, "kill -9 at %.0f %% of the nodes, then gpuvet clean …\n", 100*c.KillAfter)
@@ -192,19 +215,33 @@ func (r *report) fprint(w io.Writer, c config) {
 		if a.Summary != nil {
 			by, _ := verdicts(a.Summary)
 			p("  hosts                      %d: %v; exit %d", len(a.Summary.Hosts), by, a.ExitCode)
-			for _, l := range reasons(a.Summary) {
+			for _, l := range first(reasons(a.Summary), 12) {
 				p("    %s", l)
 			}
 		}
-		p("  injected                   straggler %s, failed Job %s, never Ready %s", r.Injected.Straggler, r.Injected.Failed, r.Injected.NeverReady)
+		p("  injected                   straggler %s, never Ready %s, failed Job %s", r.Injected.Straggler, r.Injected.NeverReady, strings.Join(first(r.Injected.Failed, 4), ", "))
 		switch {
 		case a.Summary == nil:
 			p("  named                      not known: summary.json could not be read")
 		case len(r.Problems) == 0:
-			p("  named                      the straggler, the failed and the never-ready node, and no other: ok")
+			p("  named                      the straggler, the %d failed and the never-ready node, and no other: ok", len(r.Injected.Failed))
 		}
 		for _, pr := range r.Problems {
 			p("  NAMED WRONG                %s", pr)
+		}
+		if b := r.Breaker; b != nil {
+			p("  circuit breaker            %d of %d nodes failed, limit %d (%g %%): %d tainted (Node objects), %d held (fleet.node_actions), %d held yet tainted; exit %d",
+				b.Failed, r.Nodes, b.Limit, c.MaxUnhealthyPct, len(b.Tainted), len(b.Held), len(b.TaintedFromHeld), a.ExitCode)
+			if i := strings.Index(a.Stderr, "circuit breaker: "); i >= 0 {
+				line, _, _ := strings.Cut(a.Stderr[i:], "\n")
+				p("    %s", line)
+			}
+			if len(r.BreakerWrong) == 0 {
+				p("  breaker                    stopped at its limit, the rest held and not tainted, the run failed naming it: ok")
+			}
+		}
+		for _, w := range r.BreakerWrong {
+			p("  BREAKER WRONG              %s", w)
 		}
 		p("  summary.json               %.2f MB (%s)", float64(a.Size)/1e6, filepath.Join(c.Dir, "all", "summary.json"))
 	}

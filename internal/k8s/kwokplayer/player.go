@@ -5,9 +5,9 @@
 //   - a Job pod (health, completion check, load, cache populate) gets the log a real one printed,
 //     recorded once from the real in-pod command (testdata/README.md says how), its result
 //     scaled for the node, then ends Succeeded (or Failed);
-//   - injected cases: a straggler node whose serving figures are Slowdown slower, a node whose
-//     health Job's pod fails (exit 1, its log cut before the result), a node whose engine pods
-//     never become Ready.
+//   - injected cases: a straggler node whose serving figures are Slowdown slower, nodes whose
+//     health Job's pod fails (exit 1, its log cut before the result: one node, or a share of a
+//     fleet to trip gpuvet's circuit breaker), a node whose engine pods never become Ready.
 //
 // No process runs per pod: a played pod costs a few API requests (its log object, one status
 // update) and a file. The pod's log is served by kwok from that file, through kwok's Logs objects
@@ -60,8 +60,8 @@ type Options struct {
 	// Straggler's engines serve Slowdown slower (0.15: 15 % more latency, 15 % less throughput).
 	Straggler string
 	Slowdown  float64
-	// FailJob's health Job pod fails: exit 1, its log cut before the result.
-	FailJob string
+	// FailJobs' health Job pods fail: exit 1, their log cut before the result.
+	FailJobs []string
 	// NeverReady's engine pods never become Ready.
 	NeverReady string
 	// Jitter spreads every node's figures by up to ± this fraction (deterministic per node and
@@ -78,6 +78,7 @@ type Player struct {
 	mu      sync.Mutex
 	handled map[types.UID]bool
 	played  map[string]*atomic.Int64 // by role
+	fail    map[string]bool          // Options.FailJobs
 }
 
 var logsGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
@@ -97,7 +98,10 @@ func New(o Options) (*Player, error) {
 	if err := os.MkdirAll(o.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	p := &Player{o: o, handled: map[types.UID]bool{}, played: map[string]*atomic.Int64{}}
+	p := &Player{o: o, handled: map[types.UID]bool{}, played: map[string]*atomic.Int64{}, fail: map[string]bool{}}
+	for _, n := range o.FailJobs {
+		p.fail[n] = true
+	}
 	for _, r := range []string{k8s.RoleEngine, k8s.RoleCache, k8s.RoleHealth, k8s.RoleReady, k8s.RoleLoad} {
 		p.played[r] = &atomic.Int64{}
 	}
@@ -181,7 +185,7 @@ func (p *Player) play(ctx context.Context, pod *corev1.Pod) {
 		err = p.complete(ctx, pod, rec.Cache, 0)
 	case k8s.RoleHealth:
 		wait(ctx, p.o.Pace.Health)
-		if node == p.o.FailJob {
+		if p.fail[node] {
 			err = p.complete(ctx, pod, rec.HealthCut(), 1)
 			break
 		}

@@ -147,8 +147,8 @@ func TestPlayedFleetFlagsOnlyTheStraggler(t *testing.T) {
 }
 
 // The player ends each pod as its role's real one ends: engines Ready (but not the never-ready
-// node's), Jobs Succeeded with the recorded result for their node and URL (the failing node's
-// health Job Failed, without a result), every log through a kwok Logs object.
+// node's), Jobs Succeeded with the recorded result for their node and URL (each failing node's
+// health Job Failed, without a result; the others' Succeeded), every log through a kwok Logs object.
 func TestPlayerPlaysPodsByRole(t *testing.T) {
 	cs := fake.NewClientset()
 	logsGVR := schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
@@ -156,7 +156,7 @@ func TestPlayerPlaysPodsByRole(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	p, err := kwokplayer.New(kwokplayer.Options{Client: cs, Dynamic: dyn, LogDir: t.TempDir(), Straggler: "slow", Slowdown: 0.15,
-		FailJob: "broken", NeverReady: "stuck", Errorf: func(f string, a ...any) { t.Errorf(f, a...) }})
+		FailJobs: []string{"broken", "broken-too"}, NeverReady: "stuck", Errorf: func(f string, a ...any) { t.Errorf(f, a...) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +166,7 @@ func TestPlayerPlaysPodsByRole(t *testing.T) {
 	pods := []*corev1.Pod{
 		pod("engine-0", "ok", k8s.RoleEngine, nil), pod("engine-1", "stuck", k8s.RoleEngine, nil),
 		pod("health-0", "ok", k8s.RoleHealth, nil), pod("health-1", "broken", k8s.RoleHealth, nil),
+		pod("health-2", "broken-too", k8s.RoleHealth, nil), pod("health-3", "stuck", k8s.RoleHealth, nil),
 		pod("ready-0", "ok", k8s.RoleReady, []string{"probe", "--url", "http://10.0.0.1:8000", "--url=http://10.0.0.2:8000"}),
 		pod("load-0", "slow", k8s.RoleLoad, []string{"run", "--backend", "endpoint", "--url", "http://10.0.0.9:8000"}),
 		pod("cache-0", "ok", k8s.RoleCache, nil),
@@ -175,7 +176,7 @@ func TestPlayerPlaysPodsByRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := map[string]string{"engine-0": "Ready", "health-0": "Succeeded", "health-1": "Failed", "ready-0": "Succeeded", "load-0": "Succeeded", "cache-0": "Succeeded"}
+	want := map[string]string{"engine-0": "Ready", "health-0": "Succeeded", "health-1": "Failed", "health-2": "Failed", "health-3": "Succeeded", "ready-0": "Succeeded", "load-0": "Succeeded", "cache-0": "Succeeded"}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		got := map[string]string{}
@@ -217,10 +218,15 @@ func TestPlayerPlaysPodsByRole(t *testing.T) {
 	if err != nil || s.Hosts[0].Models[0].Endpoints[0].URL != "http://10.0.0.9:8000" {
 		t.Errorf("load result: %v", err)
 	}
-	if _, err := k8s.ExtractResult(logOf("health-1")); err == nil {
-		t.Error("the failing health Job's log holds a result")
+	for _, name := range []string{"health-1", "health-2"} {
+		if _, err := k8s.ExtractResult(logOf(name)); err == nil {
+			t.Errorf("the failing health Job %s's log holds a result", name)
+		}
 	}
-	if n := p.Played(); n[k8s.RoleEngine] != 1 || n[k8s.RoleHealth] != 2 || n[k8s.RoleLoad] != 1 || n[k8s.RoleReady] != 1 || n[k8s.RoleCache] != 1 {
+	if _, err := k8s.ExtractResult(logOf("health-3")); err != nil {
+		t.Errorf("health-3 (a node not failing its Job): %v", err)
+	}
+	if n := p.Played(); n[k8s.RoleEngine] != 1 || n[k8s.RoleHealth] != 4 || n[k8s.RoleLoad] != 1 || n[k8s.RoleReady] != 1 || n[k8s.RoleCache] != 1 {
 		t.Errorf("played %v", n)
 	}
 }
