@@ -371,3 +371,55 @@ func startAPIProxy(t *testing.T, kubeconfig string) apiProxy {
 	host, port, _ := net.SplitHostPort(ln.Addr().String())
 	return apiProxy{host: host, port: port, caPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))}
 }
+
+// Issue 46's gate on the real node (kubelet + containerd): the node joins with gpuvet's pending
+// taint, and the run's own pods tolerate it. A healthy run releases it (ok: the taint goes,
+// GPUVetted True, an expiry) or, when its figures could not decide on this shared machine, keeps
+// it pending with the reason (GPUVetted Unknown); a GPU computing wrong answers replaces the
+// pending taint with the quarantine and GPUVetted False with its reason.
+func TestRealNodeGate(t *testing.T) {
+	e := setupReal(t)
+	markNodes(t, e.cs, realNode)
+	pendingOn(t, e.cs, realNode)
+	t.Cleanup(func() {
+		setNode(t, e.cs, realNode, func(no *corev1.Node) { no.Spec.Taints = withoutKeys(no.Spec.Taints, k8s.TaintPending, k8s.TaintUnhealthy) })
+	})
+	state := t.TempDir()
+	run := func(healthArgs string) (*results.Summary, string) {
+		out := t.TempDir()
+		log, code := e.gpuvet(t, state, e.realArgs(out, "", "--cache-size", "off", "--gpu-count", "2",
+			"--health-args", healthArgs, "--gate", "--acceptance")...)
+		s, err := results.Read(filepath.Join(out, "summary.json"))
+		if err != nil || len(s.Hosts) != 1 {
+			t.Fatalf("exit %d, summary %v:\n%s", code, err, log)
+		}
+		return s, log
+	}
+	s, log := run("--sim --sim-count 8 --dcgm=false")
+	n := getNode(t, e.cs, realNode)
+	userMarksKept(t, n)
+	c := vetted(n)
+	switch st := s.Hosts[0].Status; st {
+	case results.StatusOK:
+		if hasPending(n) || gpuvetTaint(n) != nil || c == nil || c.Status != corev1.ConditionTrue || n.Annotations[k8s.AnnotationValidUntil] == "" {
+			t.Errorf("ok node not released: taints %v condition %+v\n%s", n.Spec.Taints, c, log)
+		}
+	case results.StatusInconclusive:
+		if !hasPending(n) || c == nil || c.Status != corev1.ConditionUnknown || !strings.Contains(n.Annotations[k8s.AnnotationPendingReason], "inconclusive") {
+			t.Errorf("undecided node not kept pending: taints %v annotations %v condition %+v\n%s", n.Spec.Taints, n.Annotations, c, log)
+		}
+	default:
+		t.Fatalf("a healthy node: %s\n%s", st, log)
+	}
+	t.Logf("healthy run: node %s, GPUVetted %s", s.Hosts[0].Status, c.Status)
+
+	pendingOn(t, e.cs, realNode)
+	s, log = run("--sim --sim-count 8 --dcgm=false --sim-corrupt 1")
+	n = getNode(t, e.cs, realNode)
+	userMarksKept(t, n)
+	c = vetted(n)
+	if s.Hosts[0].Status != results.StatusFailed || hasPending(n) || gpuvetTaint(n) == nil || c == nil || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "gpu 1") {
+		t.Fatalf("a GPU computing wrong answers: node %s, taints %v, condition %+v\n%s", s.Hosts[0].Status, n.Spec.Taints, c, log)
+	}
+	e.assertNothingLeft(t, state)
+}
