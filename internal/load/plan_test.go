@@ -1,6 +1,7 @@
 package load
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,94 @@ func TestPlanPastTheBudgetKeepsTheLeastLadder(t *testing.T) {
 	specs, note := ex.ladder(ex.tempo, lo, hi, ex.left())
 	if len(specs) != minRates || !strings.Contains(note, "runs over") {
 		t.Errorf("%d rates (%q): want %d, and that it runs over", len(specs), note, minRates)
+	}
+}
+
+// The time left that a sweep reports as each rung starts (Options.OnPlan) is the sum of its sized
+// rungs' predictions: on the simulator's slow engine (transformers-like: 30 ms a step + 2 ms a
+// sequence, 1.5 s a request alone, 3 s at the probe's 16), at each constant rung it is within 30 %
+// of the time the load really had left. The old estimate (the rungs left at max_duration and its
+// tail, RungTime) is reported beside it.
+func TestTimeLeftFollowsTheSizedRungs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("half a minute against the simulator's slow engine")
+	}
+	srv := slowSim(t, 16)
+	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 5, PromptTokens: 128, OutputTokens: 48,
+		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second)})
+	o.MaxNumSeqs = 16
+	type mark struct {
+		at    time.Time
+		label string
+		after int
+		left  time.Duration
+	}
+	var marks []mark
+	var after int
+	var left time.Duration
+	o.OnPlan = func(n int, d time.Duration) { after, left = n, d }
+	o.OnRung = func(_ int, label string) { marks = append(marks, mark{time.Now(), label, after, left}) }
+	l, err := Run(context.Background(), o)
+	end := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := RungTime(o.Config)
+	constants := 0
+	for i, m := range marks {
+		real := end.Sub(m.at)
+		t.Logf("rung %d (%s): %v left planned (%d rungs after it), %v really; the old estimate %v", i+1, m.label, m.left.Round(100*time.Millisecond),
+			m.after, real.Round(100*time.Millisecond), (time.Duration(len(marks)-1-i)*old + old).Round(100*time.Millisecond))
+		if !strings.HasPrefix(m.label, kindConstant) {
+			continue
+		}
+		constants++
+		if r := m.left.Seconds() / real.Seconds(); r < 0.7 || r > 1.3 {
+			t.Errorf("rung %d (%s): %v left planned, %v really (×%.2f): want within 30 %%", i+1, m.label, m.left, real, r)
+		}
+		if m.after != len(marks)-1-i {
+			t.Errorf("rung %d: %d rungs planned after it, %d ran", i+1, m.after, len(marks)-1-i)
+		}
+	}
+	if constants < 3 || len(l.Runs) != len(marks) {
+		t.Errorf("%d constant rungs of %d runs, %d marks: want the sweep's", constants, len(l.Runs), len(marks))
+	}
+}
+
+// End to end on the simulator's slow engine, with a budget the default ladder cannot fit (10 rates
+// of several seconds each, a knee search that could go on to c=64): the knee search stops for the
+// budget, the ladder holds fewer rates (at least five) over the probe's range, and the result says
+// so. Every rung is still measured by the steady-state rule.
+func TestSlowEngineSweepPlansToItsBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("half a minute against the simulator's slow engine")
+	}
+	srv := slowSim(t, 0)
+	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 8, Rates: 10, PromptTokens: 128, OutputTokens: 48,
+		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second),
+		TimeBudget: results.Duration(30 * time.Second)})
+	start := time.Now()
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	steadyRungs(t, l)
+	k := l.Saturation.Knee
+	constants := 0
+	for _, r := range l.Runs {
+		if r.Kind == kindConstant {
+			constants++
+		}
+	}
+	t.Logf("load took %v of a %v budget: %d probes, %d constant rates: %s", took.Round(time.Second), time.Duration(o.Config.TimeBudget), len(k.Probes), constants, k.Plan)
+	if k.PlannedRates < minRates || k.PlannedRates >= 10 || constants != k.PlannedRates+k.ClimbedRungs {
+		t.Errorf("%d rates planned, %d run (%d climbed): want fewer than 10, at least %d", k.PlannedRates, constants, k.ClimbedRungs, minRates)
+	}
+	if !strings.Contains(k.Plan, "load.time_budget") || !strings.Contains(strings.Join(l.RungNotes(), "\n"), "sweep plan: ") {
+		t.Errorf("plan %q, notes %q: want why, in the run's notes", k.Plan, l.RungNotes())
+	}
+	if !strings.Contains(k.Reason, "load.time_budget") || k.Concurrency >= 64 {
+		t.Errorf("knee %q at c=%d: want the search stopped for the budget", k.Reason, k.Concurrency)
 	}
 }
