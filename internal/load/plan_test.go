@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 // planner is an executor of the default profile whose load has run for elapsed, with a
@@ -104,19 +105,29 @@ func TestPlanPastTheBudgetKeepsTheLeastLadder(t *testing.T) {
 	}
 }
 
-// The time left that a sweep reports as each rung starts (Options.OnPlan) is the sum of its sized
-// rungs' predictions: on the simulator's slow engine (transformers-like: 30 ms a step + 2 ms a
-// sequence, 1.5 s a request alone, 3 s at the probe's 16), at each constant rung it is within 30 %
-// of the time the load really had left. The old estimate (the rungs left at max_duration and its
-// tail, RungTime) is reported beside it.
-func TestTimeLeftFollowsTheSizedRungs(t *testing.T) {
+// The simulator playing the H200's slow engine of docs/run-h200-verify41.md (transformers on an 8B:
+// 40 ms a step + 1.5 ms a sequence in it, so ~40 ms a token alone and ~230 ms at 128, as measured
+// there), with the default profile's shape (512-token prompts, c=128, 10 rates) compressed eightfold
+// in time: 32 output tokens, 2.5 s rungs, a 22.5 s cap, 4 samples for the synchronous rung and an
+// 80 s budget (the fixed parts, a 2 s tail, 12 plateau slices, do not compress: the budget is a
+// little more than 8 m / 8). As on the H200, the knee search stops at c=128 for the budget (c=256
+// would need twice its 60 s a request, scaled), the ladder holds fewer rates (at least five) and
+// the run's notes say why; every rung is steady or transient by the rule; and the time left
+// reported as each constant rung starts is within 30 % of the time the load really had left (the
+// old estimate, RungTime a rung, was off by half on this engine).
+func TestH200SlowEngineCompressed(t *testing.T) {
 	if testing.Short() {
-		t.Skip("half a minute against the simulator's slow engine")
+		t.Skip("a minute against the simulator's slow engine")
 	}
-	srv := slowSim(t, 16)
-	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 5, PromptTokens: 128, OutputTokens: 48,
-		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second)})
-	o.MaxNumSeqs = 16
+	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: testModel,
+		Engine: sim.EngineConfig{StepOverhead: 40 * time.Millisecond, SeqOverhead: 1500 * time.Microsecond}}, "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("sim: %v", err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 128, Rates: 10, PromptTokens: 512, OutputTokens: 32,
+		MaxDuration: results.Duration(2500 * time.Millisecond), MaxRungDuration: results.Duration(22500 * time.Millisecond),
+		MinSamples: 4, TimeBudget: results.Duration(80 * time.Second)})
 	type mark struct {
 		at    time.Time
 		label string
@@ -128,67 +139,43 @@ func TestTimeLeftFollowsTheSizedRungs(t *testing.T) {
 	var left time.Duration
 	o.OnPlan = func(n int, d time.Duration) { after, left = n, d }
 	o.OnRung = func(_ int, label string) { marks = append(marks, mark{time.Now(), label, after, left}) }
+	start := time.Now()
 	l, err := Run(context.Background(), o)
 	end := time.Now()
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := RungTime(o.Config)
-	constants := 0
-	for i, m := range marks {
-		real := end.Sub(m.at)
-		t.Logf("rung %d (%s): %v left planned (%d rungs after it), %v really; the old estimate %v", i+1, m.label, m.left.Round(100*time.Millisecond),
-			m.after, real.Round(100*time.Millisecond), (time.Duration(len(marks)-1-i)*old + old).Round(100*time.Millisecond))
-		if !strings.HasPrefix(m.label, kindConstant) {
-			continue
-		}
-		constants++
-		if r := m.left.Seconds() / real.Seconds(); r < 0.7 || r > 1.3 {
-			t.Errorf("rung %d (%s): %v left planned, %v really (×%.2f): want within 30 %%", i+1, m.label, m.left, real, r)
-		}
-		if m.after != len(marks)-1-i {
-			t.Errorf("rung %d: %d rungs planned after it, %d ran", i+1, m.after, len(marks)-1-i)
-		}
-	}
-	if constants < 3 || len(l.Runs) != len(marks) {
-		t.Errorf("%d constant rungs of %d runs, %d marks: want the sweep's", constants, len(l.Runs), len(marks))
-	}
-}
-
-// End to end on the simulator's slow engine, with a budget the default ladder cannot fit (10 rates
-// of several seconds each, a knee search that could go on to c=64): the knee search stops for the
-// budget, the ladder holds fewer rates (at least five) over the probe's range, and the result says
-// so. Every rung is still measured by the steady-state rule.
-func TestSlowEngineSweepPlansToItsBudget(t *testing.T) {
-	if testing.Short() {
-		t.Skip("half a minute against the simulator's slow engine")
-	}
-	srv := slowSim(t, 0)
-	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 8, Rates: 10, PromptTokens: 128, OutputTokens: 48,
-		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second),
-		TimeBudget: results.Duration(30 * time.Second)})
-	start := time.Now()
-	l, err := Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(start)
 	steadyRungs(t, l)
 	k := l.Saturation.Knee
+	t.Logf("load %v of a %v budget; knee %q; plan %q", end.Sub(start).Round(time.Second), time.Duration(o.Config.TimeBudget), k.Reason, k.Plan)
+	if len(k.Probes) != 1 || k.Concurrency != 128 || !strings.Contains(k.Reason, "load.time_budget") {
+		t.Errorf("knee %+v: want the search stopped at c=128 for the budget", k)
+	}
 	constants := 0
 	for _, r := range l.Runs {
 		if r.Kind == kindConstant {
 			constants++
 		}
 	}
-	t.Logf("load took %v of a %v budget: %d probes, %d constant rates: %s", took.Round(time.Second), time.Duration(o.Config.TimeBudget), len(k.Probes), constants, k.Plan)
 	if k.PlannedRates < minRates || k.PlannedRates >= 10 || constants != k.PlannedRates+k.ClimbedRungs {
 		t.Errorf("%d rates planned, %d run (%d climbed): want fewer than 10, at least %d", k.PlannedRates, constants, k.ClimbedRungs, minRates)
 	}
 	if !strings.Contains(k.Plan, "load.time_budget") || !strings.Contains(strings.Join(l.RungNotes(), "\n"), "sweep plan: ") {
 		t.Errorf("plan %q, notes %q: want why, in the run's notes", k.Plan, l.RungNotes())
 	}
-	if !strings.Contains(k.Reason, "load.time_budget") || k.Concurrency >= 64 {
-		t.Errorf("knee %q at c=%d: want the search stopped for the budget", k.Reason, k.Concurrency)
+	old := RungTime(o.Config)
+	for i, m := range marks {
+		real := end.Sub(m.at)
+		t.Logf("rung %d (%s): %v left planned (%d rungs after it), %v really; the old estimate %v", i+1, m.label, m.left.Round(100*time.Millisecond),
+			m.after, real.Round(100*time.Millisecond), time.Duration(len(marks)-i)*old)
+		if !strings.HasPrefix(m.label, kindConstant) {
+			continue
+		}
+		if r := m.left.Seconds() / real.Seconds(); r < 0.7 || r > 1.3 {
+			t.Errorf("rung %d (%s): %v left planned, %v really (×%.2f): want within 30 %%", i+1, m.label, m.left, real, r)
+		}
+		if m.after != len(marks)-1-i {
+			t.Errorf("rung %d: %d rungs planned after it, %d ran", i+1, m.after, len(marks)-1-i)
+		}
 	}
 }
