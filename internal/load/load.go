@@ -859,11 +859,12 @@ func broken(r results.Run) bool {
 }
 
 // sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
-// (findKnee) -> Rates constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, then the
-// saturation analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs
-// show the plateau. Rates are sustained rates (see rungRate). The probes and constant rungs are
-// measured in their steady state, each sized from what the earlier ones measured (steady). Only a
-// rung that measured nothing (broken) ends a sweep early.
+// (findKnee) -> n constant rungs at sync + (top − sync) × i / n, i = 1..n, then the saturation
+// analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
+// plateau; n is Rates, or fewer (at least minRates) when their planned lengths would pass
+// load.time_budget (ladder). Rates are sustained rates (see rungRate). The probes and constant
+// rungs are measured in their steady state, each sized from what the earlier ones measured
+// (steady). Only a rung that measured nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	ss := ex.spec(kindSynchronous, 1, 0)
