@@ -118,7 +118,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		ex.ahead, _ = ex.ladder(ex.tempoAt(best), lo, hi, ex.left()-pred.Expect)
 		from := ex.rn.c.since()
 		ps := ex.take(ex.steady(ex.newSpec(kindThroughput, next, 0), ex.probeTime(), 0))
-		ps.Expect = max(ps.Expect, pred.Expect) // planned from the last probe's time; it may need up to pred's
+		ps.Expect, ps.Known = max(ps.Expect, pred.Expect), true // planned from the last probe's time; it may need up to pred's
 		r := ex.one(ctx, a, ps, n)
 		if ctx.Err() != nil {
 			k.Reason = "the search was interrupted"

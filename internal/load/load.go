@@ -684,6 +684,8 @@ type executor struct {
 	syncRate      float64
 	lastProbeTime time.Duration // the last steady probe's time per request
 	ahead         []rungSpec    // the rungs planned after the one running (for OnPlan)
+	// The rungs planned from a measured pace: the time they were planned for, and took (drift).
+	plannedFor, took time.Duration
 }
 
 // spec is the next rung of kind, its index taken.
@@ -737,7 +739,9 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	if ex.o.OnRung != nil {
 		ex.o.OnRung(s.Index, s.label())
 	}
+	from := ex.rn.c.since()
 	out := ex.rn.run(ctx, s)
+	ex.record(s, ex.rn.c.since()-from)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
 	ex.lastCPU = 0
 	if out.wall > 0 {

@@ -79,7 +79,9 @@ func (ex *executor) steady(s rungSpec, perReq, onset time.Duration) rungSpec {
 
 // constant is the constant rung at rate, planned by p (its index not yet taken).
 func (ex *executor) constant(p tempo, rate float64) rungSpec {
-	return ex.steady(ex.newSpec(kindConstant, 0, rate), p.perReq(rate), p.onset(rate))
+	s := ex.steady(ex.newSpec(kindConstant, 0, rate), p.perReq(rate), p.onset(rate))
+	s.Known = p.probeReq > 0
+	return s
 }
 
 // ladder plans the constant rates over (lo, hi]: load.rates of them, or fewer, spread over the same
@@ -138,10 +140,33 @@ func (ex *executor) elapsed() time.Duration { return ex.rn.c.since() }
 func (ex *executor) left() time.Duration { return time.Duration(ex.cfg.TimeBudget) - ex.elapsed() }
 
 // plan reports the time left to the progress (Options.OnPlan) as a rung starts: its own predicted
-// length and that of the rungs planned after it (ahead).
+// length and that of the rungs planned after it (ahead), scaled by how the rungs planned from a
+// measured pace so far compared with their plan (drift).
 func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 	if ex.o.OnPlan == nil || s.Expect <= 0 {
 		return
 	}
-	ex.o.OnPlan(len(ahead), s.Expect+planned(ahead))
+	ex.o.OnPlan(len(ahead), time.Duration(ex.drift()*float64(s.Expect+planned(ahead))))
+}
+
+// Bounds of drift: a rung that has not narrowed its rate runs on to twice its plan (levelWatch).
+const minDrift, maxDrift = 0.5, 2.0
+
+// drift is the ratio of the time the rungs planned from a measured pace took to the time they were
+// planned for (1 before any): on a busy client a fast engine's rungs run on to narrow their rate,
+// and the rungs ahead will too. It scales only what the progress says, never the plan itself.
+func (ex *executor) drift() float64 {
+	if ex.plannedFor <= 0 {
+		return 1
+	}
+	return min(max(float64(ex.took)/float64(ex.plannedFor), minDrift), maxDrift)
+}
+
+// record adds a rung planned from a measured pace (Known) to drift: it was planned for s.Expect and
+// took took.
+func (ex *executor) record(s rungSpec, took time.Duration) {
+	if s.Known && s.Expect > 0 {
+		ex.plannedFor += s.Expect
+		ex.took += took
+	}
 }

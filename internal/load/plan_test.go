@@ -179,3 +179,32 @@ func TestH200SlowEngineCompressed(t *testing.T) {
 		}
 	}
 }
+
+// On a busy client a fast engine's rungs run on past their plan to narrow their rate (up to twice
+// it): on the simulator's default profile beside other work, rungs planned for ~22 s took 22–80 s,
+// and a time left by the plan alone said 3m54s where 6m08s were left. The time left is scaled by
+// how the rungs planned from a measured pace compared with their plan (at most twice, at least
+// half); a guessed rung (planned before any probe) does not count, and the plan itself is not
+// scaled.
+func TestTimeLeftFollowsTheDrift(t *testing.T) {
+	ex := planner(time.Minute, 2*time.Second, 1, steadyProbe(128, 20000))
+	var left time.Duration
+	ex.o.OnPlan = func(_ int, d time.Duration) { left = d }
+	rung := rungSpec{Expect: 20 * time.Second}
+	ahead := []rungSpec{{Expect: 20 * time.Second}, {Expect: 20 * time.Second}}
+	ex.record(rungSpec{Expect: 20 * time.Second}, 80*time.Second) // guessed: not counted
+	ex.plan(rung, ahead)
+	if left != time.Minute {
+		t.Errorf("before any known rung: %v left, want the plan's 1m0s", left)
+	}
+	ex.record(rungSpec{Expect: 20 * time.Second, Known: true}, 30*time.Second)
+	ex.plan(rung, ahead)
+	if left != 90*time.Second {
+		t.Errorf("after a rung that took 1.5× its plan: %v left, want 1m30s", left)
+	}
+	ex.record(rungSpec{Expect: 20 * time.Second, Known: true}, 170*time.Second)
+	ex.plan(rung, ahead)
+	if left != 2*time.Minute {
+		t.Errorf("after rungs that took 5× their plan: %v left, want at most twice the plan's", left)
+	}
+}
