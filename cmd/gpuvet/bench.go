@@ -70,6 +70,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.IntVar(&b.c.Rates, "rates", d.Rates, "constant-rate rungs of a sweep")
 	f.DurationVar(&b.maxDuration, "max-duration", time.Duration(d.MaxDuration), "duration of each rung (none when only --max-requests is given)")
 	f.DurationVar(&b.maxRung, "max-rung-duration", time.Duration(d.MaxRungDuration), "cap of a synchronous or concurrency rung that runs past --max-duration until --min-samples requests completed, and of a sweep rung that runs until its steady state (never levelled by then: transient)")
+	f.DurationVar((*time.Duration)(&b.c.TimeBudget), "time-budget", time.Duration(d.TimeBudget), "what a sweep plans its rungs against: fewer constant rates (at least 5), no further knee probe, no climb or rerun when their planned lengths would pass it")
 	f.IntVar(&b.c.MinSamples, "min-samples", d.MinSamples, "completed requests a synchronous or concurrency rung runs for (past --max-duration, up to --max-rung-duration)")
 	f.IntVar(&b.c.MaxRequests, "max-requests", 0, "measured requests per rung (0: bounded by --max-duration only); alone, it lifts the default --max-duration")
 	f.StringVar(&b.c.Warmup, "warmup", d.Warmup, "warm-up excluded from each rung: requests (1) or a duration (5s)")

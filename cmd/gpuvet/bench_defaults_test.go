@@ -23,6 +23,7 @@ func TestBenchFlagDefaultsAreTheSharedProfile(t *testing.T) {
 		"Warmup": {"warmup", d.Warmup}, "Data": {"data", d.Data}, "Seed": {"seed", strconv.FormatInt(d.Seed, 10)},
 		"Reader": {"reader", d.Reader}, "MinSamples": {"min-samples", strconv.Itoa(d.MinSamples)},
 		"MaxRungDuration": {"max-rung-duration", time.Duration(d.MaxRungDuration).String()},
+		"TimeBudget":      {"time-budget", time.Duration(d.TimeBudget).String()},
 	}
 	v := reflect.ValueOf(d)
 	for i := range v.NumField() {

@@ -109,7 +109,10 @@ type LoadProfile struct {
 	// run) goes on past max_duration until compare.min_samples requests completed, at most this long.
 	// It caps a sweep's probe or constant rung measured in its steady state too (one that never
 	// levels by then is transient).
-	MaxRungDuration  Duration `yaml:"max_rung_duration"`
+	MaxRungDuration Duration `yaml:"max_rung_duration"`
+	// TimeBudget is what a sweep plans its rungs against, per GPU (endpoint): fewer constant
+	// rates, no further probe, no climb or rerun when their planned lengths would pass it.
+	TimeBudget       Duration `yaml:"time_budget"`
 	Warmup           string   `yaml:"warmup"` // "1" (requests) or "5s"
 	RetryUnsaturated bool     `yaml:"retry_unsaturated"`
 	Seed             int64    `yaml:"seed"`
@@ -417,7 +420,7 @@ func loadDefaults() LoadProfile {
 		Profile: d.Profile, API: d.API, PromptTokens: d.PromptTokens, OutputTokens: d.OutputTokens,
 		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
 		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed, Reader: d.Reader,
-		MaxRungDuration: Duration(d.MaxRungDuration), RetryUnsaturated: true,
+		MaxRungDuration: Duration(d.MaxRungDuration), TimeBudget: Duration(d.TimeBudget), RetryUnsaturated: true,
 	}
 }
 

@@ -153,6 +153,6 @@ func (l LoadProfile) LoadConfig() results.LoadConfig {
 		Profile: l.Profile, API: l.API, PromptTokens: l.PromptTokens, OutputTokens: l.OutputTokens,
 		MaxConcurrency: l.MaxConcurrency, Concurrency: l.Concurrency, Rate: l.Rate, Rates: l.Rates,
 		MaxDuration: results.Duration(l.MaxDuration), Warmup: l.Warmup, Data: "synthetic", Seed: l.Seed,
-		Reader: l.Reader, MaxRungDuration: results.Duration(l.MaxRungDuration),
+		Reader: l.Reader, MaxRungDuration: results.Duration(l.MaxRungDuration), TimeBudget: results.Duration(l.TimeBudget),
 	}
 }

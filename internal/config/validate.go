@@ -147,6 +147,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"load.rates", c.Load.Rates < 1 || c.Load.Rates > 100, "want 1..100"},
 		{"load.max_duration", c.Load.MaxDuration <= 0, "want a positive duration"},
 		{"load.max_rung_duration", c.Load.MaxRungDuration <= 0, "want a positive duration (it caps a rung that runs on past max_duration until compare.min_samples requests completed; one shorter than max_duration caps nothing)"},
+		{"load.time_budget", c.Load.TimeBudget <= 0, "want a positive duration (what a sweep plans its rungs against, per GPU)"},
 		{"sim.step_overhead", c.Sim.StepOverhead < 0, "want ≥ 0s"},
 		{"sim.seq_overhead", c.Sim.SeqOverhead < 0, "want ≥ 0s"},
 		{"sim.max_num_seqs", c.Sim.MaxNumSeqs < 0, "want ≥ 1, or 0 for the engine's default (256)"},

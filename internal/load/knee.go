@@ -41,7 +41,13 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 	topLevel := func() bool { return len(a.runs) == 0 || a.runs[len(a.runs)-1].TransientReason() == "" }
 	for k.ClimbedRungs < maxClimb && step > 0 && topLevel() && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
-		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate), ex.rateTime(rate)), n)
+		s := ex.constant(ex.tempo, rate)
+		if s.Expect > ex.left() {
+			k.Plan = joinNote(k.Plan, fmt.Sprintf("the ladder still climbed past the probe's peak, but a rung at %.3g req/s would need about %v, past the %v left of load.time_budget (%v): not climbed",
+				rate, s.Expect.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget)))
+			break
+		}
+		r := ex.one(ctx, a, ex.take(s), n)
 		if ctx.Err() != nil {
 			return outs
 		}
@@ -94,12 +100,26 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		// probe whose requests (and a window after them) would outlast load.max_rung_duration cannot
 		// level, and would only spend the cap to say so.
 		win := time.Duration(levelMinSlices) * sliceFor(time.Duration(ex.cfg.MaxDuration))
-		if ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c)); ahead+win >= time.Duration(ex.cfg.MaxRungDuration) {
+		ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c))
+		if ahead+win >= time.Duration(ex.cfg.MaxRungDuration) {
 			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
 			break
 		}
+		// The probe and the least ladder after it (placed by the best probe so far) must fit what is
+		// left of load.time_budget: a probe the constant rates would have no time left for measures
+		// less than they do (the ladder overshoots the best probe, and climbs when it under-read).
+		pred, why := ex.probeFits(best, next, ahead)
+		if why != "" {
+			k.Reason = why
+			k.Plan = joinNote(k.Plan, fmt.Sprintf("no probe past concurrency %d: %s", c, why))
+			break
+		}
+		lo, hi := ex.ladderRange(best)
+		ex.ahead, _ = ex.ladder(ex.tempoAt(best), lo, hi, ex.left()-pred.Expect)
 		from := ex.rn.c.since()
-		r := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, next, 0), ex.probeTime(next)), n)
+		ps := ex.take(ex.steady(ex.newSpec(kindThroughput, next, 0), ex.probeTime(), 0))
+		ps.Expect, ps.Known = max(ps.Expect, pred.Expect), true // planned from the last probe's time; it may need up to pred's
+		r := ex.one(ctx, a, ps, n)
 		if ctx.Err() != nil {
 			k.Reason = "the search was interrupted"
 			break
@@ -131,6 +151,20 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	k.Concurrency = best.Concurrency
 	logf(ex.o.Log, "knee search: %s; the ladder tops at concurrency %d (%.0f tok/s)", k.Reason, k.Concurrency, best.OutputTokS)
 	return best, k
+}
+
+// probeFits predicts the probe at concurrency next (its requests taking perReq each) and says why
+// it does not fit ("": it does): it and the least ladder after it, placed by the best probe so far,
+// would pass what is left of load.time_budget.
+func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) (rungSpec, string) {
+	pred := ex.steady(ex.newSpec(kindThroughput, next, 0), perReq, 0)
+	lo, hi := ex.ladderRange(best)
+	rest, _ := ex.ladder(ex.tempoAt(best), lo, hi, 0)
+	if need := pred.Expect + planned(rest); need > ex.left() {
+		return pred, fmt.Sprintf("a probe at concurrency %d would take about %v (%v a request), and the %d constant rates after it about %v: past the %v left of load.time_budget (%v)",
+			next, pred.Expect.Round(time.Second), perReq.Round(time.Second), len(rest), planned(rest).Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget))
+	}
+	return pred, ""
 }
 
 // waiting is the median of the server's queued requests scraped in [at[0], at[1]] (the ramp's first

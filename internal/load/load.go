@@ -63,6 +63,10 @@ type Options struct {
 	Log io.Writer
 	// OnRung is called as each rung starts, with its index (0-based, over retries too) and label.
 	OnRung func(index int, label string)
+	// OnPlan is called as each sweep rung starts, with how many rungs are planned after it and the
+	// time the plan gives it and them (their predicted lengths, sized by what the earlier rungs
+	// measured): what the progress says is left.
+	OnPlan func(rungsAfter int, left time.Duration)
 	// RequestTimeout bounds one request (default 10 min); StallTimeout is the most silence allowed
 	// inside a stream, whatever the load's pace (default 120 s); Drain bounds each rung's tail after
 	// dispatch stops, and the setup before the first rung (default max(30 s, max duration)).
@@ -129,6 +133,9 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 	if c.MaxRungDuration == 0 {
 		c.MaxRungDuration = d.MaxRungDuration
 	}
+	if c.TimeBudget == 0 {
+		c.TimeBudget = d.TimeBudget
+	}
 	return c
 }
 
@@ -171,6 +178,8 @@ func Validate(o Options) error {
 		return fmt.Errorf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))
 	case c.MaxRungDuration < 0:
 		return fmt.Errorf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))
+	case c.TimeBudget < 0:
+		return fmt.Errorf("--time-budget %v: want > 0", time.Duration(c.TimeBudget))
 	case c.MinSamples < 0:
 		return fmt.Errorf("min samples %d: want ≥ 1", c.MinSamples)
 	case c.MaxRequests < 0:
@@ -253,6 +262,8 @@ func bounded(o Options, c results.LoadConfig) error {
 		return fmt.Errorf("--max-requests %d: want at most %d", c.MaxRequests, MaxRequests)
 	case time.Duration(c.MaxDuration) > MaxDuration:
 		return fmt.Errorf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)
+	case time.Duration(c.TimeBudget) > MaxDuration:
+		return fmt.Errorf("--time-budget %v: want at most %v", time.Duration(c.TimeBudget), MaxDuration)
 	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
 		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
 	}
@@ -492,7 +503,14 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
-	if cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil {
+	rerun := cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
+	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
+		rerun = false
+		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(cfg.TimeBudget))
+		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
+		logf(o.Log, "sweep plan: %s", note)
+	}
+	if rerun {
 		logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
 		second := ex.profile(ctx, 2)
 		l.Retried, l.KeptAttempt = true, 1
@@ -660,16 +678,31 @@ type executor struct {
 	lastCPU  float64   // the last rung's CPU use, as a share of all cores
 	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
 	counts   map[string]int
-	// What the earlier rungs of a sweep measured, to size the later ones by (plan): a full-length
-	// request's time alone (the synchronous rung), and the time per request and sustained rate at
-	// the best steady probe (0: none yet).
-	aloneTime, probeReqTime time.Duration
-	probeRate               float64
-	lastProbeTime           time.Duration // the last steady probe's time per request
+	// What the earlier rungs of a sweep measured, to size the later ones by (plan.go), and the
+	// synchronous rung's sustained rate (the ladder's foot).
+	tempo         tempo
+	syncRate      float64
+	lastProbeTime time.Duration // the last steady probe's time per request
+	ahead         []rungSpec    // the rungs planned after the one running (for OnPlan)
+	// The rungs planned from a measured pace: the time they were planned for, and took (drift).
+	plannedFor, took time.Duration
 }
 
+// spec is the next rung of kind, its index taken.
 func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
-	s := rungSpec{Index: ex.rung, Kind: kind, Concurrency: conc, Rate: rate,
+	return ex.take(ex.newSpec(kind, conc, rate))
+}
+
+// take gives a planned rung the next index.
+func (ex *executor) take(s rungSpec) rungSpec {
+	s.Index = ex.rung
+	ex.rung++
+	return s
+}
+
+// newSpec is a rung of kind with the profile's settings, its index not yet taken (a plan's).
+func (ex *executor) newSpec(kind string, conc int, rate float64) rungSpec {
+	s := rungSpec{Kind: kind, Concurrency: conc, Rate: rate,
 		Duration: time.Duration(ex.cfg.MaxDuration), MaxRequests: ex.cfg.MaxRequests,
 		WarmupReqs: ex.warmReqs, WarmupDur: ex.warmDur, Drain: ex.o.Drain, MaxInFlight: ex.o.MaxInFlight}
 	// The rungs whose latency figures are gated are sized by what completes.
@@ -677,7 +710,6 @@ func (ex *executor) spec(kind string, conc int, rate float64) rungSpec {
 		s.MinSamples, s.Cap = ex.cfg.MinSamples, time.Duration(ex.cfg.MaxRungDuration)
 		s.Shorten = kind == kindSynchronous && ex.cfg.Profile == "sweep"
 	}
-	ex.rung++
 	return s
 }
 
@@ -703,10 +735,13 @@ const sweepTail = 2 * time.Second
 // one runs a rung, summarises it, writes its records and frees them.
 func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) results.Run {
 	logf(ex.o.Log, "rung %d: %s", s.Index+1, s.label())
+	ex.plan(s, ex.ahead) // first: the rung's line says the time left by it
 	if ex.o.OnRung != nil {
 		ex.o.OnRung(s.Index, s.label())
 	}
+	from := ex.rn.c.since()
 	out := ex.rn.run(ctx, s)
+	ex.record(s, ex.rn.c.since()-from)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
 	ex.lastCPU = 0
 	if out.wall > 0 {
@@ -742,33 +777,34 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	return run
 }
 
-// steady measures a sweep rung in its steady state (level.go): planned for at least max_duration
-// and for perReq (the time a request takes at its load, from the earlier rungs: its ramp) plus a
-// window that holds levelMinDone completions at its rate, extended up to load.max_rung_duration.
-// A slow engine gets longer rungs; a fast one's stay at max_duration.
-func (ex *executor) steady(s rungSpec, perReq time.Duration) rungSpec {
-	s.Steady, s.Cap, s.Slice = true, time.Duration(ex.cfg.MaxRungDuration), sliceFor(s.Duration)
-	win := time.Duration(levelMinSlices) * s.Slice
-	if s.Rate > 0 {
-		win = max(win, time.Duration(float64(levelMinDone)/s.Rate*float64(time.Second)))
-	}
-	s.Duration = min(max(s.Duration, perReq+win), max(s.Cap, s.Duration))
-	return ex.tail(s)
-}
-
 // probeTime is the time a request takes at a probe's load, as far as the earlier rungs tell: at
 // least a request's time alone, and at least the last steady probe's (a higher concurrency only
 // makes each request slower).
-func (ex *executor) probeTime(int) time.Duration { return max(ex.aloneTime, ex.lastProbeTime) }
+func (ex *executor) probeTime() time.Duration { return max(ex.tempo.alone, ex.lastProbeTime) }
 
-// rateTime is the time a request takes at an open-loop rate: from a request's time alone (rate 0)
-// up to the best steady probe's at its rate, in proportion; at least the time alone.
-func (ex *executor) rateTime(rate float64) time.Duration {
-	if ex.probeRate <= 0 || ex.probeReqTime <= ex.aloneTime {
-		return ex.aloneTime
+// tempoAt is the tempo with best as the best steady probe.
+func (ex *executor) tempoAt(best results.Run) tempo {
+	p := ex.tempo
+	if best.TransientReason() == "" {
+		p.probeReq, p.probeRate, p.probeConc = ex.reqTime(best), ex.rungRate(best), best.Concurrency
 	}
-	f := min(rate/ex.probeRate, 1)
-	return ex.aloneTime + time.Duration(f*float64(ex.probeReqTime-ex.aloneTime))
+	return p
+}
+
+// ladderRange is the constant rates' range from the best probe: from the synchronous rung's rate to
+// kneeOvershoot × the probe's.
+func (ex *executor) ladderRange(best results.Run) (lo, hi float64) {
+	return ex.syncRate, max(kneeOvershoot*ex.rungRate(best), ex.syncRate)
+}
+
+// guess is n rungs of the length RungTime plans, at least a request's time alone and a half (an
+// open loop's ramp and its flat part): the plan before the probe measured the engine's pace.
+func (ex *executor) guess(n int) []rungSpec {
+	g := make([]rungSpec, n)
+	for i := range g {
+		g[i].Expect = max(RungTime(ex.cfg), ex.tempo.alone*3/2+sweepTail)
+	}
+	return g
 }
 
 // aloneTime is a full-length request's time at concurrency 1 from the synchronous rung: its mean
@@ -827,14 +863,17 @@ func broken(r results.Run) bool {
 }
 
 // sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
-// (findKnee) -> Rates constant rungs at sync + (top − sync) × i / Rates, i = 1..Rates, then the
-// saturation analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs
-// show the plateau. Rates are sustained rates (see rungRate). The probes and constant rungs are
-// measured in their steady state, each sized from what the earlier ones measured (steady). Only a
-// rung that measured nothing (broken) ends a sweep early.
+// (findKnee) -> n constant rungs at sync + (top − sync) × i / n, i = 1..n, then the saturation
+// analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
+// plateau; n is Rates, or fewer (at least minRates) when their planned lengths would pass
+// load.time_budget (ladder). Rates are sustained rates (see rungRate). The probes and constant
+// rungs are measured in their steady state, each sized from what the earlier ones measured
+// (steady). Only a rung that measured nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
-	sync := ex.one(ctx, a, ex.spec(kindSynchronous, 1, 0), n)
+	ss := ex.spec(kindSynchronous, 1, 0)
+	ss.Expect, ex.ahead = ss.Duration, ex.guess(1+c.Rates)
+	sync := ex.one(ctx, a, ss, n)
 	if ctx.Err() != nil {
 		return
 	}
@@ -842,9 +881,11 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in %v (errors: %v)", time.Duration(sync.WindowSeconds*float64(time.Second)).Round(time.Second), sync.Errors)
 		return
 	}
-	ex.aloneTime = aloneTime(sync, c.OutputTokens)
+	ex.tempo = tempo{alone: aloneTime(sync, c.OutputTokens)}
+	ex.syncRate = ex.rungRate(sync)
 	from := ex.rn.c.since()
-	probe := ex.one(ctx, a, ex.steady(ex.spec(kindThroughput, c.MaxConcurrency, 0), ex.probeTime(c.MaxConcurrency)), n)
+	ex.ahead = ex.guess(c.Rates)
+	probe := ex.one(ctx, a, ex.take(ex.steady(ex.newSpec(kindThroughput, c.MaxConcurrency, 0), ex.probeTime(), 0)), n)
 	if ctx.Err() != nil {
 		return
 	}
@@ -856,22 +897,26 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	if ctx.Err() != nil {
 		return
 	}
-	if probe.TransientReason() == "" {
-		ex.probeReqTime, ex.probeRate = ex.reqTime(probe), ex.rungRate(probe)
-	}
-	lo, hi := ex.rungRate(sync), max(kneeOvershoot*ex.rungRate(probe), ex.rungRate(sync))
+	ex.tempo = ex.tempoAt(probe)
+	lo, hi := ex.ladderRange(probe)
 	knee.LadderTopReqS = hi
+	specs, note := ex.ladder(ex.tempo, lo, hi, ex.left())
+	knee.PlannedRates, knee.Plan = len(specs), joinNote(knee.Plan, note)
+	if note != "" {
+		logf(ex.o.Log, "sweep plan: %s", note)
+	}
 	var outs []float64
-	for i := 1; i <= c.Rates; i++ {
-		rate := lo + (hi-lo)*float64(i)/float64(c.Rates)
-		r := ex.one(ctx, a, ex.steady(ex.spec(kindConstant, 0, rate), ex.rateTime(rate)), n)
+	for i, s := range specs {
+		ex.ahead = specs[i+1:]
+		r := ex.one(ctx, a, ex.take(s), n)
 		if ctx.Err() != nil {
 			return
 		}
 		outs = append(outs, r.OutputTokS)
 	}
+	ex.ahead = nil
 	// A ladder whose top still climbs past the probe's peak says the probe under-read, knee or not.
-	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(c.Rates), knee)
+	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(len(specs)), knee)
 	if ctx.Err() != nil {
 		return
 	}
@@ -881,6 +926,17 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	}
 	s.Knee = knee
 	a.sat = &s
+}
+
+// joinNote joins two notes with "; " ("" when both are empty).
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
 }
 
 // rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷

@@ -46,6 +46,10 @@ type rungSpec struct {
 	// MinSamples measured requests completed, at most until Cap (0: sized by Duration alone).
 	MinSamples int
 	Cap        time.Duration
+	// Expect is the rung's predicted length, its tail included (plan.go; 0: not predicted); Known:
+	// predicted from a measured pace (a steady probe's), not guessed.
+	Expect time.Duration
+	Known  bool
 	// Shorten lets a synchronous sized rung ask for shorter outputs once its first full-length
 	// request (the warm-up, when there is one) shows that full-length ones would not give MinSamples
 	// within Duration (see shortLen).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/term"
 )
@@ -18,6 +19,7 @@ type ctxKey int
 const (
 	logKey ctxKey = iota
 	rungKey
+	planKey
 )
 
 // logFrom is the run's log writer in ctx, else def.
@@ -31,6 +33,13 @@ func logFrom(ctx context.Context, def io.Writer) io.Writer {
 // rungFrom is the callback of the endpoint being loaded in ctx (nil: none).
 func rungFrom(ctx context.Context) func(int, string) {
 	f, _ := ctx.Value(rungKey).(func(int, string))
+	return f
+}
+
+// planFrom is the plan callback of the endpoint being loaded in ctx (nil: none): what its load
+// says is left as each rung starts (load.Options.OnPlan).
+func planFrom(ctx context.Context) func(int, time.Duration) {
+	f, _ := ctx.Value(planKey).(func(int, time.Duration))
 	return f
 }
 
@@ -55,6 +64,7 @@ func (r *run) withRungs(ctx context.Context, unit string) context.Context {
 	if r.prog == nil {
 		return ctx
 	}
+	ctx = context.WithValue(ctx, planKey, func(after int, left time.Duration) { r.prog.Plan(unit, after, left) })
 	return context.WithValue(ctx, rungKey, func(i int, label string) { r.prog.Step(unit, i+1, label) })
 }
 

@@ -16,7 +16,7 @@ func DefaultLoadConfig() LoadConfig {
 		Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256,
 		MaxConcurrency: 128, Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second),
 		Warmup: "1", Data: "synthetic", Seed: 42, Reader: "auto",
-		MinSamples: 30, MaxRungDuration: Duration(3 * time.Minute),
+		MinSamples: 30, MaxRungDuration: Duration(3 * time.Minute), TimeBudget: Duration(8 * time.Minute),
 	}
 }
 

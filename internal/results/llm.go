@@ -115,6 +115,11 @@ type LoadConfig struct {
 	// need, at most MaxRungDuration too (Run.Steady).
 	MinSamples      int      `json:"min_samples,omitempty"`
 	MaxRungDuration Duration `json:"max_rung_duration,omitempty"`
+	// TimeBudget is what a sweep plans its rungs against (load.time_budget), per endpoint: the knee
+	// search probes no further, the ladder holds fewer constant rates (at least five), and the
+	// ladder neither climbs nor reruns, when the rungs' planned lengths would pass it. A plan, not a
+	// cap: no rung is cut by it (Knee.Plan says what it left out).
+	TimeBudget Duration `json:"time_budget,omitempty"`
 }
 
 // Load is the result of one load profile against one endpoint.
@@ -312,6 +317,10 @@ type Knee struct {
 	// no request in its window: over capacity). A finding, not an error: the sweep is saturated and
 	// the constant rungs sit below the knee.
 	PastKnee bool `json:"past_knee,omitempty"`
+	// PlannedRates is how many constant rates the ladder planned (load.rates, or fewer to fit
+	// load.time_budget); Plan says why when fewer, and what else the budget left out ("": nothing).
+	PlannedRates int    `json:"planned_rates,omitempty"`
+	Plan         string `json:"plan,omitempty"`
 }
 
 // KneeProbe is one throughput probe of the knee search.
@@ -359,6 +368,9 @@ func (l *Load) RungNotes() []string {
 		if r.ErrorStop != "" {
 			out = append(out, what+": "+r.ErrorStop)
 		}
+	}
+	if s := l.Saturation; s != nil && s.Knee != nil && s.Knee.Plan != "" {
+		out = append(out, "sweep plan: "+s.Knee.Plan)
 	}
 	return out
 }

@@ -26,13 +26,24 @@ type Progress struct {
 	active map[string]int       // unit -> rung it is on (1-based)
 	since  map[string]time.Time // unit -> when it began its current rung
 	rung   time.Duration        // a rung's planned length (0: unknown; the pace so far estimates then)
+	plans  map[string]plan      // unit -> what its load planned as its current rung began
 	order  []string             // active units in start order
+	took   []time.Duration      // how long each planned unit took, once done
 	bar    *progressbar.ProgressBar
+}
+
+// plan is what a unit's load said was left as a rung began: its rungs after it, and the time it and
+// they are planned to take (sized by what the earlier rungs measured).
+type plan struct {
+	after int
+	left  time.Duration
+	at    time.Time
+	began time.Time // when the unit began
 }
 
 // NewProgress starts tracking units × steps. live draws a live line (pass IsTerminal(w)).
 func NewProgress(w io.Writer, units, steps int, live bool) *Progress {
-	p := &Progress{w: w, start: time.Now(), now: time.Now, units: max(units, 1), steps: max(steps, 1), active: map[string]int{}, since: map[string]time.Time{}}
+	p := &Progress{w: w, start: time.Now(), now: time.Now, units: max(units, 1), steps: max(steps, 1), active: map[string]int{}, since: map[string]time.Time{}, plans: map[string]plan{}}
 	if live {
 		p.bar = progressbar.NewOptions(p.units*p.steps, progressbar.OptionSetWriter(w),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish(),
@@ -80,7 +91,35 @@ func (p *Progress) Step(unit string, i int, what string) {
 		p.redraw()
 		return
 	}
-	fmt.Fprintf(p.w, "[%6.1fs] %s: rung %d/%d %s · %s\n", p.now().Sub(p.start).Seconds(), unit, i, p.steps, what, p.status())
+	fmt.Fprintf(p.w, "[%6.1fs] %s: rung %d/%d %s · %s\n", p.now().Sub(p.start).Seconds(), unit, i, p.stepsOf(unit), what, p.status())
+}
+
+// Plan says what unit's load planned as its current rung began: after more rungs, and left (the
+// time it and they are planned to take). The time left is then that, less the time since, rather
+// than the rungs left at SetRungTime's length; a plan that drops rungs (fewer constant rates on a
+// slow engine) shortens the count too. Call it before Step, as the load generator does.
+func (p *Progress) Plan(unit string, after int, left time.Duration) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	began := p.now()
+	if old, ok := p.plans[unit]; ok {
+		began = old.began
+	}
+	p.plans[unit] = plan{after: after, left: left, at: p.now(), began: began}
+}
+
+// stepsOf is how many rungs unit is planned to run: its load's plan when there is one (the rung it
+// is on and those after it), else the run's plan.
+func (p *Progress) stepsOf(unit string) int {
+	if pl, ok := p.plans[unit]; ok {
+		if _, on := p.active[unit]; on {
+			return p.active[unit] + pl.after
+		}
+	}
+	return p.steps
 }
 
 // Done says a unit finished (whatever its outcome).
@@ -93,6 +132,10 @@ func (p *Progress) Done(unit string) {
 	if _, ok := p.active[unit]; ok {
 		delete(p.active, unit)
 		delete(p.since, unit)
+		if pl, ok := p.plans[unit]; ok {
+			p.took = append(p.took, p.now().Sub(pl.began))
+			delete(p.plans, unit)
+		}
 		p.order = slices.DeleteFunc(p.order, func(u string) bool { return u == unit })
 	}
 	p.done++
@@ -187,7 +230,7 @@ func (p *Progress) redraw() {
 func (p *Progress) describe() string {
 	var on []string
 	for _, u := range p.order {
-		on = append(on, fmt.Sprintf("%s rung %d/%d", u, p.active[u], p.steps))
+		on = append(on, fmt.Sprintf("%s rung %d/%d", u, p.active[u], p.stepsOf(u)))
 	}
 	return strings.Join(append(on, p.status()), " · ")
 }
@@ -215,6 +258,26 @@ func (p *Progress) status() string {
 	return s
 }
 
+// unitTime is how long a unit not yet started is expected to take: as long as the units before it
+// took or are planned to take, when their loads planned (the same engine and profile), else its
+// rungs at SetRungTime's length.
+func (p *Progress) unitTime() time.Duration {
+	var sum time.Duration
+	n := 0
+	for _, d := range p.took {
+		sum, n = sum+d, n+1
+	}
+	for u, pl := range p.plans {
+		if _, on := p.active[u]; on {
+			sum, n = sum+pl.at.Sub(pl.began)+pl.left, n+1
+		}
+	}
+	if n == 0 {
+		return time.Duration(p.steps) * p.rung
+	}
+	return sum / time.Duration(n)
+}
+
 // left estimates the time left. With the rungs' planned length (SetRungTime): the active unit that
 // ends last (its rungs after this one, and what is left of this one), then the units not started,
 // as many at once as run now; so every line printed at one instant says the same, whichever GPU
@@ -225,16 +288,19 @@ func (p *Progress) left(el time.Duration) (time.Duration, bool) {
 	if done <= 0 && len(p.active) == 0 || el <= 0 {
 		return 0, false
 	}
-	if p.rung > 0 {
+	if p.rung > 0 || len(p.plans) > 0 {
 		var last time.Duration
 		for u, i := range p.active {
 			rest := time.Duration(p.steps-i)*p.rung + max(0, p.rung-p.now().Sub(p.since[u]))
+			if pl, ok := p.plans[u]; ok {
+				rest = max(0, pl.left-p.now().Sub(pl.at))
+			}
 			last = max(last, rest)
 		}
 		queued := max(p.units-p.done-len(p.active), 0)
 		at := max(len(p.active), 1)
 		waves := (queued + at - 1) / at
-		return last + time.Duration(waves*p.steps)*p.rung, true
+		return last + time.Duration(waves)*p.unitTime(), true
 	}
 	if done <= 0 {
 		return 0, false

@@ -55,3 +55,28 @@ func TestProgressParallelGPUsAgree(t *testing.T) {
 		t.Errorf("%d different times left at one instant:\n%s", len(lefts), b.String())
 	}
 }
+
+// Issue 41: on the H200's slow engine the line said "~3m45s left" at 4m42s, 12 rungs of 25 s
+// assumed, while about 9 minutes were left. With the load's plan (its sized rungs' predicted
+// lengths), the time left is the plan less the time since, the rung count is the plan's (5
+// constant rates planned, not 10), and a second GPU queued behind is counted at the first's length.
+func TestProgressLeftByTheLoadsPlan(t *testing.T) {
+	var b bytes.Buffer
+	p := NewProgress(&b, 2, 12, false)
+	clock := p.start
+	p.now = func() time.Time { return clock }
+	p.SetRungTime(25 * time.Second)
+	p.Plan("gpu 0", 11, 4*time.Minute)
+	p.Step("gpu 0", 1, "synchronous c=1")
+	clock = clock.Add(110 * time.Second)
+	p.Plan("gpu 0", 4, 6*time.Minute) // 5 constant rates planned: this one and 4 after it
+	p.Step("gpu 0", 3, "constant 0.605 req/s")
+	line := b.String()
+	if !strings.Contains(line, "rung 3/7 constant") || !strings.Contains(line, "~13m50s left") {
+		t.Errorf("progress %q: want rung 3/7, and 6m left on gpu 0 + the 7m50s it is planned to take on gpu 1", line)
+	}
+	clock = clock.Add(time.Minute)
+	if s := p.Status(); !strings.Contains(s, "~12m50s left") {
+		t.Errorf("a minute later: %q", s)
+	}
+}
