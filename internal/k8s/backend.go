@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -364,7 +365,7 @@ func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
 	}
 	// Relative paths: in-pod runs the subcommand in a fresh working directory.
 	const out = "health.json"
-	args := []string{"in-pod", "--plan", plan, "--emit", out, "--", "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free)}
+	args := inpod.Command(plan, out, "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free))
 	args = append(args, r.opt.HealthArgs...)
 	return gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations), nil
 }

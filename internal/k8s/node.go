@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -376,8 +377,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 func (h *nodeHost) loadJob(sv *nodeServed, url, model string) jobObject {
 	r := h.r
 	const out = "out" // relative: in-pod's fresh working directory
-	args := []string{"in-pod", "--plan", sv.plan, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out}
+	args := inpod.Command(sv.plan, out+"/summary.json", "run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out)
 	return gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
 }
 
