@@ -93,6 +93,9 @@ type Run struct {
 	startErr  error
 	nsCreated bool
 
+	plansMu sync.Mutex
+	plans   map[string]string // nodePlan's, by their settings
+
 	extraMu     sync.Mutex
 	extraModels []string // models only an accelerators entry serves, numbered after the plan's (modelIndex)
 }
@@ -359,7 +362,7 @@ func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.He
 // the plan in `gpuvet health`).
 func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
 	r := h.r
-	plan, err := r.nodePlan(cfg, nil)
+	plan, err := r.nodePlan(settingsOf(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("the health Job's plan: %v", err)
 	}
@@ -370,22 +373,44 @@ func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
 	return gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations), nil
 }
 
-// nodePlan is the plan a node's Job runs with, as base64 YAML: the run's plan with the node's own
-// settings in place of the plan's, taken from cfg, the settings the node's pipeline resolved (its
-// GPU's accelerators entry, the node's run.parallel_gpus, a Dynamo frontend's concurrency). The
-// pod gets this one plan and no --set: it resolves nothing again. job, if any, sets what the Job
-// itself needs.
-func (r *Run) nodePlan(cfg config.Config, job func(*config.Config)) (string, error) {
-	c := r.plan.Config
-	c.Load, c.Health, c.Run.ParallelGPUs = cfg.Load, cfg.Health, cfg.Run.ParallelGPUs
-	if job != nil {
-		job(&c)
+// nodeSettings are what a node's Job plan takes from the node's resolved settings (the pipeline's
+// cfg: its GPU's accelerators entry, the node's run.parallel_gpus, a Dynamo frontend's
+// concurrency); the rest is the run's plan.
+type nodeSettings struct {
+	Load         config.LoadProfile
+	Health       config.Health
+	ParallelGPUs config.GPUsAtOnce
+	History      bool
+}
+
+func settingsOf(cfg config.Config) nodeSettings {
+	return nodeSettings{Load: cfg.Load, Health: cfg.Health, ParallelGPUs: cfg.Run.ParallelGPUs, History: cfg.History.Enabled}
+}
+
+// nodePlan is the plan a node's Job runs with, as base64 YAML: the run's plan with s in place of
+// the plan's values. The pod gets this one plan and no --set: it resolves nothing again. Nodes
+// alike share one (a plan is about 6 ms to build and check; a run has one Job per engine).
+func (r *Run) nodePlan(s nodeSettings) (string, error) {
+	key, err := json.Marshal(s)
+	if err != nil {
+		return "", err
 	}
+	r.plansMu.Lock()
+	defer r.plansMu.Unlock()
+	if p, ok := r.plans[string(key)]; ok {
+		return p, nil
+	}
+	c := r.plan.Config
+	c.Load, c.Health, c.Run.ParallelGPUs, c.History.Enabled = s.Load, s.Health, s.ParallelGPUs, s.History
 	b, err := r.plan.ResolvedYAML(c)
 	if err != nil {
 		return "", err
 	}
-	return base64.StdEncoding.EncodeToString(b), nil
+	if r.plans == nil {
+		r.plans = map[string]string{}
+	}
+	r.plans[string(key)] = base64.StdEncoding.EncodeToString(b)
+	return r.plans[string(key)], nil
 }
 
 // runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it

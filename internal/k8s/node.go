@@ -306,7 +306,9 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 // accelerators entry would not reach it otherwise), without the health phase (the health Job's)
 // and without history (the fleet's merge records the node's: the Job's pod keeps none).
 func (r *Run) loadPlan(cfg config.Config) (string, error) {
-	plan, err := r.nodePlan(cfg, func(c *config.Config) { c.Health.Enabled, c.History.Enabled = false, false })
+	s := settingsOf(cfg)
+	s.Health.Enabled, s.History = false, false
+	plan, err := r.nodePlan(s)
 	if err != nil {
 		return "", fmt.Errorf("the load Job's plan for this GPU: %v", err)
 	}
