@@ -159,7 +159,21 @@ func oneOfStr(v string, allowed ...string) bool {
 // opennebula backends): every value as resolved here, with the backend the host runs, and
 // without what belongs to this machine only (the baseline file, the fleet's own settings).
 func (p *Plan) RemoteYAML() ([]byte, error) {
-	c := p.Config
+	acc, _ := p.tree["accelerators"].(tree)
+	return p.remoteYAML(p.Config, acc)
+}
+
+// ResolvedYAML is RemoteYAML for one host whose settings were resolved here: c (the plan's values
+// with the host's own applied: its GPU's accelerators entry, what its backend decided for it) in
+// place of the plan's, and no accelerators section. c holds its entry already: applied again on
+// the host, as a file, it would override what a flag set here (ForGPU lets flags win).
+func (p *Plan) ResolvedYAML(c Config) ([]byte, error) {
+	c.Accelerators = nil
+	return p.remoteYAML(c, nil)
+}
+
+// remoteYAML is c as the hosts' plan, with acc (the plan's tree) as its accelerators section.
+func (p *Plan) remoteYAML(c Config, acc tree) ([]byte, error) {
 	// Each host runs the backend its fleet's row names (ssh.remote_backend, slurm.remote_backend);
 	// a fleet without hosts of its own (kubernetes) hands its pods the plan as ssh's hosts get it.
 	c.Backend = c.SSH.RemoteBackend
@@ -184,7 +198,7 @@ func (p *Plan) RemoteYAML() ([]byte, error) {
 	if err := doc.Encode(c); err != nil {
 		return nil, err
 	}
-	if acc, ok := p.tree["accelerators"].(tree); ok {
+	if acc != nil {
 		for i := 0; i+1 < len(doc.Content); i += 2 {
 			if doc.Content[i].Value == "accelerators" {
 				if err := doc.Content[i+1].Encode(acc); err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -76,7 +77,6 @@ type Run struct {
 	opt       Options
 	ns        string
 	cacheNS   string       // where the cache PVCs live and the pods mounting them run (ns without a kept cache)
-	planArg   string       // the resolved plan, base64 YAML, passed to every load Job
 	plan      *config.Plan // what every node's host pipeline runs (Fleet.Plan)
 	out       string       // the run's output folder: each node's own results go under out/hosts/NODE
 	nodes     []Node
@@ -93,17 +93,20 @@ type Run struct {
 	startErr  error
 	nsCreated bool
 
+	plansMu sync.Mutex
+	plans   map[string]string // nodePlan's, by their settings
+
 	extraMu     sync.Mutex
 	extraModels []string // models only an accelerators entry serves, numbered after the plan's (modelIndex)
 }
 
 // Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
 // StorageClass. Its errors are the user's to fix (exit 2).
-func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, planYAML []byte, opt Options) (*Run, error) {
+func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, opt Options) (*Run, error) {
 	if opt.Image == "" {
 		return nil, errors.New("kubernetes.image (--image): gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)")
 	}
-	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID), planArg: base64.StdEncoding.EncodeToString(planYAML)}
+	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID)}
 	cache := !config.IsOff(opt.CacheSize)
 	r.cacheNS = r.ns
 	if cache && opt.CacheNamespace != "" {
@@ -353,41 +356,61 @@ func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.He
 	return &hr
 }
 
-// healthJob is the node's health Job. It gets the plan, as the load Jobs do, so `gpuvet health -c`
-// in the pod checks and judges with the plan's health section, reference_floors and the keys the
-// health phase reads; then, as --set, where cfg (the node's resolved settings) differs from the
-// plan there; then the expected GPU count, the node's free GPUs; kubernetes.health_args come last
-// and win (a flag beats the plan in `gpuvet health`).
+// healthJob is the node's health Job: `gpuvet health -c` with the node's resolved plan (nodePlan:
+// the health section, reference_floors and the keys the health phase reads, as cfg has them), the
+// expected GPU count (the node's free GPUs), then kubernetes.health_args, which win (a flag beats
+// the plan in `gpuvet health`).
 func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
 	r := h.r
-	sets, err := healthSets(r.plan.Config, cfg)
+	plan, err := r.nodePlan(settingsOf(cfg))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the health Job's plan: %v", err)
 	}
 	// Relative paths: in-pod runs the subcommand in a fresh working directory.
 	const out = "health.json"
-	args := append([]string{"in-pod", "--plan", r.planArg, "--emit", out, "--", "health", "--out", out}, sets...)
-	args = append(append(args, "--expect-gpus", strconv.Itoa(h.node.Free)), r.opt.HealthArgs...)
+	args := inpod.Command(plan, out, "health", "--out", out, "--expect-gpus", strconv.Itoa(h.node.Free))
+	args = append(args, r.opt.HealthArgs...)
 	return gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations), nil
 }
 
-// healthSets are the health Job's --set arguments: the keys `gpuvet health -c` reads
-// (health.FromConfig, judge.HealthRulesFrom) where the node's resolved settings differ from the
-// plan: the health section, and run.parallel_gpus (a node without allocatable CPU runs one at a time).
-func healthSets(plan, cfg config.Config) ([]string, error) {
-	var args []string
-	for _, section := range []string{"health", "run"} {
-		a, err := config.SetArgs(plan, cfg, section)
-		if err != nil {
-			return nil, fmt.Errorf("the health Job's settings: %v", err)
-		}
-		for i := 0; i+1 < len(a); i += 2 {
-			if section == "health" || strings.HasPrefix(a[i+1], "run.parallel_gpus=") {
-				args = append(args, a[i:i+2]...)
-			}
-		}
+// nodeSettings are what a node's Job plan takes from the node's resolved settings (the pipeline's
+// cfg: its GPU's accelerators entry, the node's run.parallel_gpus, a Dynamo frontend's
+// concurrency); the rest is the run's plan.
+type nodeSettings struct {
+	Load         config.LoadProfile
+	Health       config.Health
+	ParallelGPUs config.GPUsAtOnce
+	History      bool
+}
+
+func settingsOf(cfg config.Config) nodeSettings {
+	return nodeSettings{Load: cfg.Load, Health: cfg.Health, ParallelGPUs: cfg.Run.ParallelGPUs, History: cfg.History.Enabled}
+}
+
+// nodePlan is the plan a node's Job runs with, as base64 YAML: the run's plan with s in place of
+// the plan's values. The pod gets this one plan and no --set: it resolves nothing again. Nodes
+// alike share one (a plan is about 6 ms to build and check; a run has one Job per engine).
+func (r *Run) nodePlan(s nodeSettings) (string, error) {
+	key, err := json.Marshal(s)
+	if err != nil {
+		return "", err
 	}
-	return args, nil
+	r.plansMu.Lock()
+	defer r.plansMu.Unlock()
+	if p, ok := r.plans[string(key)]; ok {
+		return p, nil
+	}
+	c := r.plan.Config
+	c.Load, c.Health, c.Run.ParallelGPUs, c.History.Enabled = s.Load, s.Health, s.ParallelGPUs, s.History
+	b, err := r.plan.ResolvedYAML(c)
+	if err != nil {
+		return "", err
+	}
+	if r.plans == nil {
+		r.plans = map[string]string{}
+	}
+	r.plans[string(key)] = base64.StdEncoding.EncodeToString(b)
+	return r.plans[string(key)], nil
 }
 
 // runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it

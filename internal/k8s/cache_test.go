@@ -82,7 +82,7 @@ func TestPrepareCacheMode(t *testing.T) {
 		}
 		cs := fake.NewClientset(objs...)
 		allowAll(cs)
-		r, err := Prepare(context.Background(), &Cluster{Client: cs}, config.Defaults(), nil,
+		r, err := Prepare(context.Background(), &Cluster{Client: cs}, config.Defaults(),
 			Options{RunID: "r1", Image: "img", CacheSize: tt.size, CacheAccess: tt.access})
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {

@@ -382,13 +382,18 @@ func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model stri
 	n := len(slot.GPUs)
 	load, what := dnsName("load", idx, mi), "DynamoGraphDeployment "+name+" frontend"
 	sv.URL, sv.Provision, sv.Binding = url, time.Since(start), loadBinding(what, load, h.node.Name)
-	extra, err := loadSets(h.r.plan.Config, cfg)
+	plan, err := r.frontendPlan(cfg, n)
 	if err != nil {
 		return sv, err
 	}
-	d.remember(url, &nodeServed{job: load, what: what, extra: append(extra, // the frontend spans the node's GPUs: the last --set wins
-		"--set", "load.concurrency="+strconv.Itoa(cfg.Load.Concurrency*n),
-		"--set", "load.max_concurrency="+strconv.Itoa(cfg.Load.MaxConcurrency*n))})
+	d.remember(url, &nodeServed{job: load, what: what, plan: plan})
 	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, sv.Provision.Seconds())
 	return sv, nil
+}
+
+// frontendPlan is the load Job's plan for a frontend over gpus GPUs: the node's load plan
+// (loadPlan) at their summed concurrency.
+func (r *Run) frontendPlan(cfg config.Config, gpus int) (string, error) {
+	cfg.Load.Concurrency, cfg.Load.MaxConcurrency = cfg.Load.Concurrency*gpus, cfg.Load.MaxConcurrency*gpus
+	return r.loadPlan(cfg)
 }

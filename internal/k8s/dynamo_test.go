@@ -53,7 +53,7 @@ func TestCheckDynamo(t *testing.T) {
 func TestPrepareDynamoWithoutCRD(t *testing.T) {
 	cs := fake.NewClientset(gpuNode("a", 8), class("sc", "x", true))
 	allowAll(cs)
-	_, err := Prepare(context.Background(), &Cluster{Client: cs}, config.Defaults(), nil, Options{RunID: "r", Image: "i", CacheSize: "1Gi", Dynamo: true})
+	_, err := Prepare(context.Background(), &Cluster{Client: cs}, config.Defaults(), Options{RunID: "r", Image: "i", CacheSize: "1Gi", Dynamo: true})
 	if err == nil || !strings.Contains(err.Error(), "no DynamoGraphDeployment CRD") {
 		t.Fatalf("%v", err)
 	}

@@ -44,7 +44,7 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 	if err := CheckVerdictAccess(ctx, f.Cluster.Client, f.Verdicts); err != nil {
 		return nil, nil, err
 	}
-	r, err := Prepare(ctx, f.Cluster, f.Config, ri.Plan, opt)
+	r, err := Prepare(ctx, f.Cluster, f.Config, opt)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,16 +26,14 @@ func healthPlan(t *testing.T, extra string, hargs ...string) *nodeHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	yml, err := p.RemoteYAML() // what fleet.Execute gives the backend (RunInfo.Plan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &Run{opt: Options{RunID: "r1", Image: "img", HealthArgs: hargs}, plan: p, planArg: base64.StdEncoding.EncodeToString(yml)}
+	r := &Run{opt: Options{RunID: "r1", Image: "img", HealthArgs: hargs}, plan: p}
 	return &nodeHost{r: r, node: Node{Name: "n1", Free: 8}, index: 0}
 }
 
-// The health Job carries the plan, as the load Job does: before, it ran `gpuvet health` with only
-// --expect-gpus and kubernetes.health_args, and a floor the plan set never reached the node.
+// The health Job carries the node's resolved plan, as the load Job does: before, it ran `gpuvet
+// health` with only --expect-gpus and kubernetes.health_args, and a floor the plan set never reached
+// the node; then it got the run's plan plus a --set diff of the node's settings. Now the one plan
+// holds them, and the command line after it sets nothing.
 func TestHealthJobCarriesThePlan(t *testing.T) {
 	h := healthPlan(t, "reference_floors:\n  H200: {gemm_bf16: 1.4}\nhealth: {burn: 30s}\n", "--sim", "--burn", "5s")
 	cfg := h.r.plan.Config
@@ -48,11 +46,32 @@ func TestHealthJobCarriesThePlan(t *testing.T) {
 	c := j.Spec.Template.Spec.Containers[0]
 	args := c.Args
 	i := slices.Index(args, "--plan")
-	if i < 0 || args[0] != "in-pod" || args[i+1] != h.r.planArg {
+	if i < 0 || args[0] != "in-pod" {
 		t.Fatalf("the health Job gets no plan: %q", args)
 	}
-	// The plan in the Job is the one the node's host pipeline runs, reference_floors included.
-	yml, err := base64.StdEncoding.DecodeString(args[i+1])
+	// The plan in the Job is the node's: the run's, reference_floors included, with its own settings.
+	p := podPlan(t, args[i+1])
+	if got := p.Config.ReferenceFloors["H200"]["gemm_bf16"]; got != 1.4 || p.Config.Health.Burn.D().Seconds() != 30 {
+		t.Errorf("the health Job's plan: reference_floors %v, burn %s", p.Config.ReferenceFloors, p.Config.Health.Burn)
+	}
+	if !p.Config.Health.AllowBusy || p.Config.Run.ParallelGPUs != 1 || p.Config.Run.Baseline != "" {
+		t.Errorf("the health Job's plan lacks the node's settings: allow_busy %v, parallel_gpus %v, baseline %q",
+			p.Config.Health.AllowBusy, p.Config.Run.ParallelGPUs, p.Config.Run.Baseline)
+	}
+	sub := args[slices.Index(args, "--")+1:]
+	want := []string{"health", "--out", "health.json", "--expect-gpus", "8", "--sim", "--burn", "5s"} // health_args last: they win
+	if !slices.Equal(sub, want) {
+		t.Errorf("the health Job runs %q\n want %q", sub, want)
+	}
+	if q := c.Resources.Limits[GPUResource]; q.Value() != 8 || j.Labels[LabelRole] != RoleHealth {
+		t.Errorf("the health Job holds %s GPUs, role %q", q.String(), j.Labels[LabelRole])
+	}
+}
+
+// podPlan is a Job's --plan as the pod loads it (in-pod writes it to a file for -c).
+func podPlan(t *testing.T, arg string) *config.Plan {
+	t.Helper()
+	yml, err := base64.StdEncoding.DecodeString(arg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,20 +81,9 @@ func TestHealthJobCarriesThePlan(t *testing.T) {
 	}
 	p, err := config.Load(config.Options{Files: []string{f}})
 	if err != nil {
-		t.Fatalf("the health Job's plan does not load: %v", err)
+		t.Fatalf("the Job's plan does not load: %v\n%s", err, yml)
 	}
-	if got := p.Config.ReferenceFloors["H200"]["gemm_bf16"]; got != 1.4 || p.Config.Health.Burn.D().Seconds() != 30 {
-		t.Errorf("the health Job's plan: reference_floors %v, burn %s", p.Config.ReferenceFloors, p.Config.Health.Burn)
-	}
-	sub := args[slices.Index(args, "--")+1:]
-	want := []string{"health", "--out", "health.json", "--set", "health.allow_busy=true", "--set", "run.parallel_gpus=1",
-		"--expect-gpus", "8", "--sim", "--burn", "5s"} // health_args last: they win
-	if !slices.Equal(sub, want) {
-		t.Errorf("the health Job runs %q\n want %q", sub, want)
-	}
-	if q := c.Resources.Limits[GPUResource]; q.Value() != 8 || j.Labels[LabelRole] != RoleHealth {
-		t.Errorf("the health Job holds %s GPUs, role %q", q.String(), j.Labels[LabelRole])
-	}
+	return p
 }
 
 // A floor in the plan changes the node's health verdict: the health Job's own command line, run

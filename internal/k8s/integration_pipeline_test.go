@@ -20,7 +20,7 @@ import (
 // line (the copy served every node with the plan's engine settings), the endpoint has its
 // speed-of-light bound (the copy's load Job knew no GPU), the time to vet's serve phase spans the
 // engine pod's start, and the load's telemetry record says why nothing was sampled; the entry's
-// load settings reach the load Job (the Job's own run knows no GPU: they go as --set arguments).
+// load settings reach the load Job (the Job's own run knows no GPU: they are in its plan, resolved here).
 func TestKubernetesNodeRunsHostPipeline(t *testing.T) {
 	e := setup(t)
 	e.standIn(t, nil)

@@ -293,17 +293,17 @@ func TestPrepareHubMirror(t *testing.T) {
 	cl := &Cluster{Client: cs}
 	opt := Options{RunID: "r1", Image: "img", CacheSize: "off"}
 	t.Setenv("HF_ENDPOINT", "http://env-mirror:8080/")
-	r, err := Prepare(context.Background(), cl, config.Defaults(), nil, opt)
+	r, err := Prepare(context.Background(), cl, config.Defaults(), opt)
 	if err != nil || r.hub != "http://env-mirror:8080" {
 		t.Fatalf("hub %q, %v; want HF_ENDPOINT's", r.hub, err)
 	}
 	opt.HubEndpoint = "https://key-mirror"
-	if r, err = Prepare(context.Background(), cl, config.Defaults(), nil, opt); err != nil || r.hub != "https://key-mirror" {
+	if r, err = Prepare(context.Background(), cl, config.Defaults(), opt); err != nil || r.hub != "https://key-mirror" {
 		t.Fatalf("hub %q, %v; want model_cache.endpoint's", r.hub, err)
 	}
 	opt.HubEndpoint = ""
 	t.Setenv("HF_ENDPOINT", "https://user:pw@mirror")
-	if _, err := Prepare(context.Background(), cl, config.Defaults(), nil, opt); err == nil || !strings.Contains(err.Error(), "HF_ENDPOINT") || strings.Contains(err.Error(), "pw@") {
+	if _, err := Prepare(context.Background(), cl, config.Defaults(), opt); err == nil || !strings.Contains(err.Error(), "HF_ENDPOINT") || strings.Contains(err.Error(), "pw@") {
 		t.Errorf("bad HF_ENDPOINT: %v", err)
 	}
 }

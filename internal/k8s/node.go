@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -170,11 +171,11 @@ type nodePipeline struct {
 	version string // the engine version the first load Job read from its engine
 }
 
-// nodeServed is one served endpoint: its load Job's name, what it loads, extra `gpuvet run`
-// arguments, and (once the Job ran) the endpoint result it emitted.
+// nodeServed is one served endpoint: its load Job's name, what it loads, the plan the Job runs
+// with (loadPlan), and (once the Job ran) the endpoint result it emitted.
 type nodeServed struct {
 	job, what string
-	extra     []string
+	plan      string
 	result    *results.Endpoint
 	ran       bool
 }
@@ -290,25 +291,28 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	if fails[0] != "" {
 		return sv, fmt.Errorf("engine pod %s: %s", name, fails[0])
 	}
-	extra, err := loadSets(r.plan.Config, cfg)
+	plan, err := r.loadPlan(cfg)
 	if err != nil {
 		return sv, err
 	}
 	sv.URL, sv.Provision = urls[0], time.Since(start)
-	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, extra: extra})
+	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, plan: plan})
 	h.say("%s: engine pod %s Ready and returned a real completion, in %.1fs; load", model, name, sv.Provision.Seconds())
 	return sv, nil
 }
 
-// loadSets are the load Job's `--set` arguments that give it the slot's load profile: the Job gets
-// the plan, and its endpoint run knows no GPU, so an accelerators entry's load settings (which the
-// pipeline resolved into cfg for this GPU) would not reach it otherwise.
-func loadSets(plan, cfg config.Config) ([]string, error) {
-	args, err := config.SetArgs(plan, cfg, "load")
+// loadPlan is the load Job's plan: the node's (nodePlan), with the slot's load profile as the
+// pipeline resolved it into cfg for this GPU (the Job's endpoint run knows no GPU, so an
+// accelerators entry would not reach it otherwise), without the health phase (the health Job's)
+// and without history (the fleet's merge records the node's: the Job's pod keeps none).
+func (r *Run) loadPlan(cfg config.Config) (string, error) {
+	s := settingsOf(cfg)
+	s.Health.Enabled, s.History = false, false
+	plan, err := r.nodePlan(s)
 	if err != nil {
-		return nil, fmt.Errorf("the load Job's settings for this GPU: %v", err)
+		return "", fmt.Errorf("the load Job's plan for this GPU: %v", err)
 	}
-	return args, nil
+	return plan, nil
 }
 
 // loadBinding says where the endpoint ran and where its load came from.
@@ -333,13 +337,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	if again { // the pipeline asks once more only for aicr's run, which the Job's result would hold
 		return nil, fmt.Errorf("load job %s ran already, and its result holds no concurrency run", sv.job)
 	}
-	const out = "out" // relative: in-pod's fresh working directory
-	args := []string{"in-pod", "--plan", r.planArg, "--emit", out + "/summary.json", "--",
-		"run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out, "--set", "health.enabled=false",
-		// The fleet's merge records the node's history (fleet.Execute): the Job's pod keeps none.
-		"--set", "history.enabled=false"}
-	j := gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, append(args, sv.extra...), 0, r.opt.Selection.Tolerations)
-	b, err := h.runJob(ctx, r.ns, j)
+	b, err := h.runJob(ctx, r.ns, h.loadJob(sv, url, model))
 	if b == nil {
 		return nil, fmt.Errorf("load job against %s: %w", sv.what, err)
 	}
@@ -374,6 +372,15 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 		return got.Load, errors.New(strings.Join(errs, "; "))
 	}
 	return got.Load, nil
+}
+
+// loadJob is the endpoint's load Job: `gpuvet run --backend endpoint` against url with the
+// endpoint's own plan (loadPlan), nothing else.
+func (h *nodeHost) loadJob(sv *nodeServed, url, model string) jobObject {
+	r := h.r
+	const out = "out" // relative: in-pod's fresh working directory
+	args := inpod.Command(sv.plan, out+"/summary.json", "run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out)
+	return gpuvetJob(r.opt.RunID, sv.job, RoleLoad, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
 }
 
 // functional is the functional suite the endpoint's load Job ran from the node (nil: none ran).

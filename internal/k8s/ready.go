@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/gpuvet/gpuvet/internal/inpod"
 )
 
 // Ready means every replica is Ready and a real completion came back from it. The completion is
@@ -21,7 +23,7 @@ const RoleReady = "ready"
 func (h *nodeHost) checkCompletions(ctx context.Context, name, model string, urls []string) ([]string, error) {
 	r := h.r
 	const out = "ready.json"
-	args := []string{"in-pod", "--emit", out, "--", "probe", "--model", model, "--out", out}
+	args := inpod.Command("", out, "probe", "--model", model, "--out", out)
 	for _, u := range urls {
 		args = append(args, "--url", u)
 	}
