@@ -153,6 +153,7 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	prog := gvterm.NewProgress(os.Stderr, 1, benchSteps(c), false)
 	o.Log = prog.Writer(pipeline.RungLine)
 	o.OnRung = func(i int, label string) { prog.Step("bench", i+1, label) }
+	o.OnPlan = func(after int, left time.Duration) { prog.Plan("bench", after, left) } // the planned time left, as a run's
 	if b.progress || term.IsTerminal(int(os.Stderr.Fd())) {
 		o.Progress = os.Stderr
 	}
