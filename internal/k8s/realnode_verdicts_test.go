@@ -382,7 +382,9 @@ func TestRealNodeGate(t *testing.T) {
 	markNodes(t, e.cs, realNode)
 	pendingOn(t, e.cs, realNode)
 	t.Cleanup(func() {
-		setNode(t, e.cs, realNode, func(no *corev1.Node) { no.Spec.Taints = withoutKeys(no.Spec.Taints, k8s.TaintPending, k8s.TaintUnhealthy) })
+		setNode(t, e.cs, realNode, func(no *corev1.Node) {
+			no.Spec.Taints = withoutKeys(no.Spec.Taints, k8s.TaintPending, k8s.TaintUnhealthy)
+		})
 	})
 	state := t.TempDir()
 	run := func(healthArgs string) (*results.Summary, string) {
