@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // The circuit breaker bounds what one run does to a fleet on the strength of its own verdicts
@@ -59,4 +60,13 @@ func (b *Breaker) Err(verb string) error {
 	}
 	return fmt.Errorf("circuit breaker: %d of %d nodes failed (limit %s): nothing more %s; is the setting wrong? (%d %s as it allowed, %d held: listed above as \"would have\")",
 		b.taken+len(b.held), b.vetted, b.limit, verb, b.taken, verb, len(b.held))
+}
+
+// RecordAction adds one vetted node's actions to the summary (fleet.node_actions), for every
+// backend that acts on its nodes (Kubernetes taints and conditions, Slurm drains).
+func RecordAction(s *results.Summary, a results.NodeAction) {
+	if s.Fleet == nil {
+		s.Fleet = &results.Fleet{}
+	}
+	s.Fleet.NodeActions = append(s.Fleet.NodeActions, a)
 }

@@ -342,10 +342,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			act.Error = err.Error()
 			errs = append(errs, fmt.Errorf("node %s: %v", h.Name, err))
 		}
-		if s.Fleet == nil {
-			s.Fleet = &results.Fleet{}
-		}
-		s.Fleet.NodeActions = append(s.Fleet.NodeActions, act)
+		fleet.RecordAction(s, act)
 		if len(act.Did) > 0 {
 			say("node %s: %s", h.Name, strings.Join(act.Did, "; "))
 		}

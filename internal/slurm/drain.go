@@ -186,7 +186,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		if act.Error != "" {
 			errs = append(errs, fmt.Errorf("node %s: %s", h.Name, act.Error))
 		}
-		record(s, act)
+		fleet.RecordAction(s, act)
 	}
 	verb := "drained"
 	if c.DryRun {
@@ -202,7 +202,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 					errs = append(errs, err)
 				}
 				f.say(fmt.Sprintf("%s: ok: resumed (gpuvet drained it in run %s)", n, f.resumed[n].RunID))
-				record(s, results.NodeAction{Node: n, Status: results.StatusOK, Did: []string{"resumed (gpuvet drained it in run " + f.resumed[n].RunID + ")"}})
+				fleet.RecordAction(s, results.NodeAction{Node: n, Status: results.StatusOK, Did: []string{"resumed (gpuvet drained it in run " + f.resumed[n].RunID + ")"}})
 			}
 		}
 		errs = append(errs, f.release(ctx, ok))
@@ -235,14 +235,6 @@ func (f *Fleet) drainOne(ctx context.Context, h results.Host, reason string, bre
 		_ = f.run.Manifest.Deleted(resumedObj(h.Name, f.resv))
 	}
 	return act
-}
-
-// record adds one node's actions to the summary.
-func record(s *results.Summary, a results.NodeAction) {
-	if s.Fleet == nil {
-		s.Fleet = &results.Fleet{}
-	}
-	s.Fleet.NodeActions = append(s.Fleet.NodeActions, a)
 }
 
 func resumedObj(node string, resv *fleet.Object) fleet.Object {
