@@ -31,3 +31,21 @@ func TestGateFlagsAndBadMaxUnhealthy(t *testing.T) {
 		}
 	}
 }
+
+// Backend slurm's breaker has its flag too: --max-drain sets slurm.max_drain, and a bad one is exit 2
+// naming the flag and the key, before any Slurm command runs.
+func TestSlurmMaxDrainFlag(t *testing.T) {
+	out, err := gpuvet("config", "show", "--backend", "slurm", "--drain-failed", "--max-drain", "25%").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "slurm.max_drain = 25%") {
+		t.Errorf("config show lacks slurm.max_drain = 25%%:\n%s", out)
+	}
+	cmd := gpuvet("run", "--backend", "slurm", "--drain-failed", "--max-drain", "ten", "--out", filepath.Join(t.TempDir(), "out"))
+	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+t.TempDir())
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "flag:--max-drain: slurm.max_drain: want") {
+		t.Errorf("--max-drain ten: %v\n%s", err, b)
+	}
+}

@@ -112,7 +112,7 @@ var Kinds = []Kind{
 		Fleet: true, DiscoversGPUs: true, Section: "slurm", RemoteKey: "slurm.remote_backend", SimKey: "slurm.remote_backend",
 		Flags: []Flag{
 			{"partition", "slurm.partition"}, {"slurm-nodes", "slurm.nodes"}, {"reservation", "slurm.reservation"},
-			{"drain-failed", "slurm.drain_failed"}, {"drain-flagged", "slurm.drain_flagged"}, {"dry-run", "slurm.dry_run"},
+			{"drain-failed", "slurm.drain_failed"}, {"drain-flagged", "slurm.drain_flagged"}, {"max-drain", "slurm.max_drain"}, {"dry-run", "slurm.dry_run"},
 		},
 	},
 }

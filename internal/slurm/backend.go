@@ -20,8 +20,9 @@ func Flags(fl *pflag.FlagSet) {
 	fl.String("partition", "", "backend slurm: only this partition's nodes")
 	fl.String("slurm-nodes", "", "backend slurm: only these nodes (names or hostlists, e.g. gpu[01-16],gpu20)")
 	fl.String("reservation", "", "backend slurm: only this reservation's nodes, the jobs run in it")
-	fl.Bool("drain-failed", false, "backend slurm: drain each failed node with its reason (a later ok run resumes the nodes gpuvet drained); at most slurm.max_drain nodes")
+	fl.Bool("drain-failed", false, "backend slurm: drain each failed node with its reason (a later ok run resumes the nodes gpuvet drained), up to --max-drain")
 	fl.Bool("drain-flagged", false, "backend slurm: drain flagged nodes as well as failed ones (implies --drain-failed)")
+	fl.String("max-drain", config.Defaults().Slurm.MaxDrain, "backend slurm: circuit breaker: the most nodes one run may drain, a count (5) or a share of the nodes vetted (10%); past it the rest are only reported and the run fails")
 }
 
 // Open opens backend slurm from the plan (its commands are checked when it lists the nodes).
