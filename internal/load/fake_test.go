@@ -33,7 +33,10 @@ type fake struct {
 	overhead   int           // chat template tokens added to the prompt count
 	tls        bool          // serve https (the test's own certificate: s.Client() trusts it)
 	running    atomic.Int64
-	requests   atomic.Int64
+	queued     atomic.Int64 // waiting for a capacity slot: /metrics' num_requests_waiting
+	// waitingGauge, when set, is what /metrics says is waiting instead (a gauge caught at an instant).
+	waitingGauge int
+	requests     atomic.Int64
 }
 
 func (f *fake) start(t testing.TB) *httptest.Server {
@@ -54,7 +57,11 @@ func (f *fake) start(t testing.TB) *httptest.Server {
 		fmt.Fprintf(w, `{"count":%d,"max_model_len":32768}`, f.promptTokens(req.Prompt, req.Messages))
 	})
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=%q} %d\nvllm:num_requests_waiting{model_name=%q} 0\nvllm:kv_cache_usage_perc{model_name=%q} 0.25\n", f.model, f.running.Load(), f.model, f.model)
+		waiting := f.queued.Load()
+		if f.waitingGauge > 0 {
+			waiting = int64(f.waitingGauge)
+		}
+		fmt.Fprintf(w, "# HELP vllm:num_requests_running x\nvllm:num_requests_running{model_name=%q} %d\nvllm:num_requests_waiting{model_name=%q} %d\nvllm:kv_cache_usage_perc{model_name=%q} 0.25\n", f.model, f.running.Load(), f.model, waiting, f.model)
 	})
 	mux.HandleFunc("/v1/chat/completions", f.complete)
 	mux.HandleFunc("/v1/completions", f.complete)
@@ -126,10 +133,13 @@ func (f *fake) complete(w http.ResponseWriter, r *http.Request) {
 		send(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]` + usage(0) + `}`)
 	}
 	if f.capacity != nil {
+		f.queued.Add(1)
 		select {
 		case f.capacity <- struct{}{}:
+			f.queued.Add(-1)
 			defer func() { <-f.capacity }()
 		case <-r.Context().Done():
+			f.queued.Add(-1)
 			return
 		}
 	}

@@ -17,9 +17,13 @@ const (
 	kneeGain = 0.05
 	// kneeLimitFactor bounds the search when the engine's max_num_seqs is unknown: max_concurrency × it.
 	kneeLimitFactor = 8
-	// kneeQueue: a median queue above this share of the probe's concurrency means the engine's batch is
-	// full (a few requests waiting for a prefill slot do not).
+	// kneeQueue: a median queue above this share of the probe's concurrency, and above one request,
+	// means the engine's batch is full (a few requests waiting for a prefill slot do not).
 	kneeQueue = 0.1
+	// kneeQueueSamples is the least /metrics samples a probe's queue median rests on: one scrape is
+	// one instant (a 1.5 s probe scraped every second has one or two), and an instant when requests
+	// had just arrived reads 3 of 4 waiting on an engine with a 32-sequence batch.
+	kneeQueueSamples = 3
 	// kneeOvershoot places the top constant rung this far past the best probe's rate: a closed-loop probe
 	// reads the capacity a little low (slots idle between requests), and the top two rungs must both be
 	// past the true capacity for the curve to show its plateau.
@@ -86,7 +90,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("the probe at concurrency %d did not reach a steady state (%s): the knee is not measured", c, why)
 			break
 		}
-		if wait > kneeQueue*float64(c) {
+		if wait > max(kneeQueue*float64(c), 1) {
 			k.PastKnee = true
 			k.Reason = fmt.Sprintf("the server queued a median of %.0f requests at concurrency %d: its batch is full", wait, c)
 			break
@@ -168,7 +172,7 @@ func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) 
 }
 
 // waiting is the median of the server's queued requests scraped in [at[0], at[1]] (the ramp's first
-// quarter left out), or -1 without samples.
+// quarter left out), or -1 with fewer than kneeQueueSamples (the search then reads output growth).
 func (ex *executor) waiting(at [2]time.Duration) float64 {
 	if ex.sc == nil {
 		return -1
@@ -183,7 +187,7 @@ func (ex *executor) waiting(at [2]time.Duration) float64 {
 		}
 	}
 	ex.sc.mu.Unlock()
-	if len(w) == 0 {
+	if len(w) < kneeQueueSamples {
 		return -1
 	}
 	slices.Sort(w)

@@ -93,3 +93,39 @@ func TestKneeSearchSkipsAProbeThatCouldNotLevel(t *testing.T) {
 		t.Errorf("probe %+v, knee %+v: want the first probe steady and no second one", l.Runs[1].Steady, k)
 	}
 }
+
+// A probe's queue median rests on enough /metrics samples: one scrape caught as requests arrived
+// (3 of 4 waiting, on a server with room for 64) is an instant, not a full batch, so the search
+// goes on doubling (seen on the simulator: "the server queued a median of 3 requests at concurrency
+// 4: its batch is full" on an engine of 32 sequences, its sweep then a lower bound).
+func TestKneeQueueNeedsSamples(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 64), waitingGauge: 3}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 4, Rates: 2, MaxDuration: results.Duration(600 * time.Millisecond)})
+	o.ScrapeMetrics, o.ScrapeEvery, o.MaxNumSeqs = true, 400*time.Millisecond, 8
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := l.Saturation.Knee
+	if strings.Contains(k.Reason, "batch is full") || len(k.Probes) < 2 {
+		t.Fatalf("knee %+v: one or two scrapes of 3 waiting were read as a full batch", k)
+	}
+}
+
+// A queue the server holds through the probe is a full batch: 16 streams at a server that
+// generates 8 at once, scraped often enough, stop the search at the first probe.
+func TestKneeSteadyQueueIsAFullBatch(t *testing.T) {
+	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
+	s := f.start(t)
+	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, MaxDuration: results.Duration(time.Second)})
+	o.ScrapeMetrics, o.ScrapeEvery = true, 50*time.Millisecond
+	l, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := l.Saturation.Knee
+	if !k.PastKnee || !strings.Contains(k.Reason, "batch is full") || len(k.Probes) != 1 {
+		t.Fatalf("knee %+v: a steady queue of 8 at concurrency 16 is a full batch", k)
+	}
+}
