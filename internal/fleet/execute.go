@@ -15,6 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/history"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/report"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -179,6 +180,26 @@ func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*resu
 		return s, outs, fmt.Errorf("write %s: %v", filepath.Join(r.Out, "summary.json"), err)
 	}
 	return s, outs, nil
+}
+
+// Succeeded is s narrowed to the hosts whose own run finished without an error (report.HostsOnly:
+// their node-to-node figures and caveats, a status rolled up from theirs): what a nested run's
+// caller may take as figures (opennebula's bare-metal baseline); nil when no host's did.
+func Succeeded(s *results.Summary, outs []Outcome) *results.Summary {
+	var names []string
+	for _, h := range s.Hosts {
+		for _, o := range outs {
+			if o.Err == nil && o.Summary != nil && (h.Name == o.Host || strings.HasPrefix(h.Name, o.Host+"/")) {
+				names = append(names, h.Name)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	ok, _ := report.HostsOnly(s, names) // no error: every name is one of s's hosts
+	return ok
 }
 
 // stages are where Execute and Nested differ inside run (nil: nothing).

@@ -86,6 +86,14 @@ func TestNested(t *testing.T) {
 			t.Fatalf("skipped %+v, history %+v (a nested run reads none)", got.Fleet.Skipped, got.History)
 		}
 	}
+	// What the caller may take as figures: the hosts whose run finished, their status their own.
+	ok := Succeeded(s, outs)
+	if ok == nil || len(ok.Hosts) != 2 || ok.Hosts[0].Name != "n1" || ok.Hosts[1].Name != "n3" || ok.Status == results.StatusFailed || s.Status != results.StatusFailed {
+		t.Fatalf("succeeded: %+v (run status %s)", ok, s.Status)
+	}
+	if Succeeded(s, outs[1:2]) != nil {
+		t.Fatal("a run whose every host broke has no hosts that succeeded")
+	}
 	if !strings.Contains(strings.Join(lines, "\n"), "bare-metal n2: FAILED in run") {
 		t.Fatalf("progress:\n%s", strings.Join(lines, "\n"))
 	}
