@@ -21,7 +21,8 @@ import (
 
 // Backend is what a fleet backend (ssh, opennebula, kubernetes) gives Execute: the hosts of one
 // run. Execute owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs,
-// exit status).
+// exit status). A fleet run inside another (opennebula's bare-metal nodes) is a Backend too, run
+// by Nested.
 type Backend interface {
 	// Hosts lists the run's hosts (nothing created yet) and the ones left out, with their reasons.
 	// An error is bad input (exit 2): nothing was created. A backend may set the manifest's target
