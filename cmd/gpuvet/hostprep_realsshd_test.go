@@ -345,6 +345,17 @@ func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
 	if b == nil || !strings.HasSuffix(b.BaselineFile, filepath.Join("baremetal", "baseline.json")) || len(b.Rows) == 0 {
 		t.Fatalf("no overhead table against the node's fresh figures: %+v", b)
 	}
+	// The nodes' run is a fleet run of its own (fleet.Nested): merged and judged under this run's
+	// id, the node named as OpenNebula names it; the baseline holds the node whose run finished.
+	nested, err := results.Read(filepath.Join(out, "baremetal", "summary.json"))
+	if err != nil || nested.RunID != s.RunID || len(nested.Hosts) != 1 || nested.Hosts[0].Name != "node1" || nested.Hosts[0].Status == "" ||
+		nested.Environment != "baremetal" || nested.Fleet == nil || !nested.Complete {
+		t.Fatalf("the nodes' summary: %v %+v", err, nested)
+	}
+	base, err := results.Read(b.BaselineFile)
+	if err != nil || len(base.Hosts) != 1 || base.Hosts[0].Name != "node1" || base.Hosts[0].Status == results.StatusFailed {
+		t.Fatalf("baseline %s: %v %+v", b.BaselineFile, err, base)
+	}
 	if len(one.Live()) != 0 {
 		t.Fatalf("VMs left %+v", one.Live())
 	}

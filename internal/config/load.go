@@ -78,26 +78,35 @@ func Load(o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
+	if err := p.resolve(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// resolve turns the merged tree into the checked Config: the simulator's defaults where they
+// apply, credentials out of the URLs, every rule (Load's and With's last step).
+func (p *Plan) resolve() error {
 	if p.simulated() {
 		p.applySimDefaults()
 	}
 	c, err := decode(p.tree)
 	if err != nil {
-		return nil, fmt.Errorf("config: internal decode error (a bug): %v", err)
+		return fmt.Errorf("config: internal decode error (a bug): %v", err)
 	}
 	p.Config = c
 	p.stripEndpointCredentials()
 	p.stripOpenNebulaCredentials()
 	if err := validate(p.Config, p.Sources, ""); err != nil {
-		return nil, err
+		return err
 	}
 	for _, name := range sortedKeys(c.Accelerators) {
 		ac, src, _ := p.ForGPU(name)
 		if err := validate(ac, src, joinPath("accelerators", name)); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return p, nil
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

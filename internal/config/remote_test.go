@@ -93,3 +93,32 @@ func TestRemoteYAMLRefusesWhatTheHostsWould(t *testing.T) {
 		t.Fatalf("want the engine.command error as the hosts would give it, got %v", err)
 	}
 }
+
+// With is the plan a nested run's hosts ran under: the overrides on top, checked, the original
+// untouched, the front-end's whole URL kept.
+func TestPlanWith(t *testing.T) {
+	p, err := Load(Options{Sets: []string{"backend=opennebula", "opennebula.endpoint=http://u:pw@fe:2633/RPC2", "opennebula.template_id=5",
+		"opennebula.baremetal=true", "engine.kind=sglang"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := p.With("environment=baremetal", "engine.kind=generic", "engine.command=srv --port {port}", "load.max_duration=7s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Config.Environment != "baremetal" || q.Config.Engine.Kind != "generic" || q.Config.Load.MaxDuration.D().Seconds() != 7 || q.Source("engine.kind") != "flag:--set" {
+		t.Fatalf("overrides not applied: env %q engine %q load %v source %q", q.Config.Environment, q.Config.Engine.Kind, q.Config.Load.MaxDuration, q.Source("engine.kind"))
+	}
+	if p.Config.Engine.Kind != "sglang" || p.Source("environment") == "flag:--set" {
+		t.Fatal("With changed the original plan")
+	}
+	if q.OpenNebulaEndpoint != "http://u:pw@fe:2633/RPC2" || q.Config.OpenNebula.Endpoint != "http://fe:2633/RPC2" {
+		t.Fatalf("endpoint: dialled %q, recorded %q", q.OpenNebulaEndpoint, q.Config.OpenNebula.Endpoint)
+	}
+	if _, err := p.With("engine.kind=nope"); err == nil || !strings.Contains(err.Error(), "engine.kind") {
+		t.Fatalf("a bad override: %v", err)
+	}
+	if _, err := p.With("engine.kind"); err == nil {
+		t.Fatal("an override without = was taken")
+	}
+}

@@ -15,12 +15,14 @@ import (
 	"github.com/gpuvet/gpuvet/internal/history"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/report"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Backend is what a fleet backend (ssh, opennebula, kubernetes) gives Execute: the hosts of one
 // run. Execute owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs,
-// exit status).
+// exit status). A fleet run inside another (opennebula's bare-metal nodes) is a Backend too, run
+// by Nested.
 type Backend interface {
 	// Hosts lists the run's hosts (nothing created yet) and the ones left out, with their reasons.
 	// An error is bad input (exit 2): nothing was created. A backend may set the manifest's target
@@ -56,6 +58,8 @@ type RunInfo struct {
 	Plan     []byte // the plan as YAML for the hosts' own runs (config.Plan.RemoteYAML)
 	Manifest *Manifest
 	Say      func(line string) // progress, one line
+	// ToolVersion is gpuvet's version, recorded in every summary of the run.
+	ToolVersion string
 }
 
 // ExecOptions are the process-wide things Execute needs from its caller.
@@ -107,40 +111,149 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	if err != nil {
 		return &InputError{err}
 	}
-	hosts, skipped, err := b.Hosts(ctx, RunInfo{ID: runID, Out: c.Output.Dir, Plan: yml, Manifest: m, Say: say})
+	r := RunInfo{ID: runID, Out: c.Output.Dir, Plan: yml, Manifest: m, Say: say, ToolVersion: o.ToolVersion}
+	s, outs, err := run(ctx, plan, b, r, start, stages{
+		started: func(hosts int, skipped []results.SkippedHost, parallel int) error {
+			// Until the run ends, summary.json says it has not: a controller killed with kill -9
+			// leaves a summary that never reads as ok, and `gpuvet clean` collects the hosts'
+			// partial results.
+			started := base(plan, runID, start, o.ToolVersion)
+			started.Status = results.StatusIncomplete
+			// The advice names the run, not a file: this summary is never a manifest (clean refuses it).
+			started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --run %s` collects each host's partial results into %s; its manifest is %s)",
+				runID, filepath.Join(c.Output.Dir, "hosts"), m.Path())
+			if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
+				return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+			}
+			say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, hosts, parallel, m.Path()))
+			for _, sk := range skipped {
+				say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
+			}
+			return nil
+		},
+		// Each node against its own acceptance run: read before judging, recorded once judged.
+		judging: func(s *results.Summary) { history.Prepare(ctx, s, plan) },
+		warn:    func(msg string) { fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+msg) },
+	})
 	if err != nil {
 		_ = m.Finish()
-		return &InputError{err}
+		return err
+	}
+	return finish(ctx, plan, b, s, m, outs, o)
+}
+
+// Nested runs a fleet inside another run (opennebula's bare-metal re-measure of its nodes, before
+// any VM): the same core as Execute (the backend's hosts, the bounded parallel run, Close, Merge,
+// the backend's Finish, judge.Fleet), under the outer run's id and manifest (r), its merged and
+// judged summary written to r.Out/summary.json. The outer run owns the rest: Nested makes no
+// manifest, writes no started summary, records no history, writes back no verdicts and has no
+// exit status. Progress goes to r.Say. The error is an *InputError (nothing started), or the
+// summary not written (the summary is returned all the same).
+func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*results.Summary, []Outcome, error) {
+	if err := os.MkdirAll(r.Out, 0o755); err != nil {
+		return nil, nil, &InputError{fmt.Errorf("%s: %v", r.Out, err)}
+	}
+	say := func(line string) {
+		if r.Say != nil {
+			r.Say(line)
+		}
+	}
+	s, outs, err := run(ctx, plan, b, r, time.Now().UTC(), stages{
+		started: func(hosts int, skipped []results.SkippedHost, parallel int) error {
+			say(fmt.Sprintf("%d host(s), %d at once, results in %s", hosts, parallel, r.Out))
+			for _, sk := range skipped {
+				say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
+			}
+			return nil
+		},
+		warn: func(msg string) { say("WARNING: " + msg) },
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	interrupted := ctx.Err() != nil
+	if interrupted {
+		markInterrupted(s, outs)
+	}
+	s.FinishedAt = time.Now().UTC()
+	s.Complete = !interrupted
+	if err := results.WriteJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
+		return s, outs, fmt.Errorf("write %s: %v", filepath.Join(r.Out, "summary.json"), err)
+	}
+	return s, outs, nil
+}
+
+// Succeeded is s narrowed to the hosts whose own run finished without an error (report.HostsOnly:
+// their node-to-node figures and caveats, a status rolled up from theirs): what a nested run's
+// caller may take as figures (opennebula's bare-metal baseline); nil when no host's did.
+func Succeeded(s *results.Summary, outs []Outcome) *results.Summary {
+	var names []string
+	for _, h := range s.Hosts {
+		for _, o := range outs {
+			if o.Err == nil && o.Summary != nil && (h.Name == o.Host || strings.HasPrefix(h.Name, o.Host+"/")) {
+				names = append(names, h.Name)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	ok, _ := report.HostsOnly(s, names) // no error: every name is one of s's hosts
+	return ok
+}
+
+// stages are where Execute and Nested differ inside run (nil: nothing).
+type stages struct {
+	// started runs once the hosts are known, before any runs; its error (an *InputError) ends the
+	// run before anything was created.
+	started func(hosts int, skipped []results.SkippedHost, parallel int) error
+	// judging runs on the merged summary just before it is judged.
+	judging func(s *results.Summary)
+	// warn says one thing left behind (a Closer's error).
+	warn func(msg string)
+}
+
+// run is the core of every fleet run, Execute's and Nested's: the backend's hosts, the bounded
+// parallel run, Close, the merge, the backend's Finish, and judging node to node (judge.Fleet).
+// Its error is an *InputError: nothing was started.
+func run(ctx context.Context, plan *config.Plan, b Backend, r RunInfo, start time.Time, st stages) (*results.Summary, []Outcome, error) {
+	hosts, skipped, err := b.Hosts(ctx, r)
+	if err != nil {
+		return nil, nil, &InputError{err}
 	}
 	parallel := b.Parallel()
-	// Until the run ends, summary.json says it has not: a controller killed with kill -9 leaves a
-	// summary that never reads as ok, and `gpuvet clean` collects the hosts' partial results.
-	started := base(plan, runID, start, o.ToolVersion)
-	started.Status = results.StatusIncomplete
-	// The advice names the run, not a file: this summary is never a manifest (clean refuses it).
-	started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --run %s` collects each host's partial results into %s; its manifest is %s)",
-		runID, filepath.Join(c.Output.Dir, "hosts"), m.Path())
-	if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
-		_ = m.Finish()
-		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+	if st.started != nil {
+		if err := st.started(len(hosts), skipped, parallel); err != nil {
+			return nil, nil, err
+		}
 	}
-	say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, len(hosts), parallel, m.Path()))
-	for _, sk := range skipped {
-		say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
-	}
-	outs := Run(ctx, hosts, Options{Parallel: parallel, CleanupTimeout: b.CleanupTimeout(), ExpectGPUs: c.Health.ExpectGPUs,
-		Progress: func(f string, a ...any) { say(fmt.Sprintf(f, a...)) }})
+	outs := Run(ctx, hosts, Options{Parallel: parallel, CleanupTimeout: b.CleanupTimeout(), ExpectGPUs: plan.Config.Health.ExpectGPUs,
+		Progress: func(f string, a ...any) {
+			if r.Say != nil {
+				r.Say(fmt.Sprintf(f, a...))
+			}
+		}})
 	var closeErr error
 	if cl, ok := b.(Closer); ok {
 		closeErr = cl.Close(ctx, outs)
 	}
-	s := Merge(base(plan, runID, start, o.ToolVersion), outs, skipped, parallel)
+	s := Merge(base(plan, r.ID, start, r.ToolVersion), outs, skipped, parallel)
 	if closeErr != nil {
 		s.Caveats = append(s.Caveats, "LEFTOVERS: "+closeErr.Error())
-		fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+closeErr.Error())
+		if st.warn != nil {
+			st.warn(closeErr.Error())
+		}
 	}
 	b.Finish(s)
-	return finish(ctx, plan, b, s, m, outs, o)
+	if st.judging != nil {
+		st.judging(s)
+	}
+	if err := judge.Fleet(s, plan); err != nil {
+		s.Error = joinErr(s.Error, "judge: "+err.Error())
+		s.Status = results.StatusFailed
+	}
+	return s, outs, nil
 }
 
 // base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta).
@@ -156,16 +269,10 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 	return s
 }
 
-// finish judges the merged summary (node to node, gates, baseline), writes it and the reports,
+// finish judges the merged, node-to-node judged summary against a baseline, writes it and the reports,
 // closes the manifest (loudly when something is left) and returns the run's error.
 func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
 	c := plan.Config
-	// Each node against its own acceptance run: read before judging, recorded once judged.
-	history.Prepare(ctx, s, plan)
-	if err := judge.Fleet(s, plan); err != nil {
-		s.Error = joinErr(s.Error, "judge: "+err.Error())
-		s.Status = results.StatusFailed
-	}
 	if c.Run.Baseline != "" {
 		_ = pipeline.BaselineFromFile(s, c.Run.Baseline, plan)
 	}

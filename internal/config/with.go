@@ -1,0 +1,34 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// With is the plan with key=value overrides on top, as --set applies them (source "flag:--set"),
+// checked as Load checks a plan; p is unchanged. It is the plan a fleet's nested run (opennebula's
+// bare-metal re-measure, whose nodes run with --set overrides) records and judges with: the
+// settings its hosts ran under, not the outer run's.
+func (p *Plan) With(sets ...string) (*Plan, error) {
+	q := &Plan{Sources: maps(p.Sources), Notes: slices.Clone(p.Notes), EndpointURLKey: p.EndpointURLKey,
+		tree: deepCopy(p.tree).(tree)}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return nil, &Error{Source: "flag --set", Msg: fmt.Sprintf("want key=value, got %q", s)}
+		}
+		if err := q.set(strings.TrimSpace(k), v, "flag:--set"); err != nil {
+			return nil, err
+		}
+	}
+	if err := q.resolve(); err != nil {
+		return nil, err
+	}
+	// p's tree holds opennebula.endpoint without its user:password@; the client dials p's whole URL
+	// unless an override named another front-end.
+	if q.Config.OpenNebula.Endpoint == p.Config.OpenNebula.Endpoint {
+		q.OpenNebulaEndpoint = p.OpenNebulaEndpoint
+	}
+	return q, nil
+}
