@@ -147,9 +147,11 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 		// A wide GPU-to-GPU margin and one GPU's load at a time: this test is about the resume, not
 		// the detection power, and a load generator short of CPU (8 GPUs' loads at once on a loaded
 		// 2-core machine) is client-limited, which leaves every comparison undecided.
-		// No health phase: its GEMMs on a starved machine brush the datasheet floors (flag).
+		// No health phase: its GEMMs on a starved machine brush the datasheet floors (flag). Two of
+		// its eight GPUs: the resume needs a verdict on the node, not on every GPU (2.5 min a run
+		// with all eight one at a time).
 		code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "1",
-			"--set", "health.enabled=false")
+			"--set", "health.enabled=false", "--set", "run.gpu_count=2")
 		s2, err := results.Read(filepath.Join(out2, "summary.json"))
 		if err != nil {
 			t.Fatalf("exit %d: %v\n%s", code, err, log)
