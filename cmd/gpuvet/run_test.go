@@ -124,6 +124,7 @@ func TestRunGenericSimThroughRealProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	t.Parallel() // its own random engine ports and folders: it waits on the run more than it computes
 	out := t.TempDir()
 	port := 20000 + rand.IntN(20000)
 	cmd := gpuvet(genericSimArgs(out, 2, port)...)
@@ -162,8 +163,10 @@ func TestRunKilledMidRunLeavesPartialResultsAndNoChild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	t.Parallel() // its own random engine ports and folders: it waits on the run more than it computes
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
 			out := t.TempDir()
 			port := 20000 + rand.IntN(20000)
 			// One GPU at a time (auto would load all three at once): GPU 0 recorded, GPU 1 serving.

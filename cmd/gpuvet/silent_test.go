@@ -107,14 +107,15 @@ func TestRunSecretCanary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
+	t.Parallel() // its own ports and folders; it waits on the runs more than it computes
 	const token, password = "hf_CanaryToken0123456789abcdef", "CanaryPassw0rd77"
-	t.Setenv("HF_TOKEN", token)
 
 	// An engine that prints the token, once on a short line and once 70000 bytes into a long one.
 	engOut := t.TempDir()
 	port := 20000 + rand.IntN(20000)
 	args := withShellEngine(genericSimArgs(engOut, 1, port), `echo token=$HF_TOKEN; printf "%070000d$HF_TOKEN%070000d\n" 0 0;`)
 	cmd := gpuvet(args...)
+	cmd.Env = append(cmd.Env, "HF_TOKEN="+token)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
@@ -131,6 +132,7 @@ func TestRunSecretCanary(t *testing.T) {
 	cmd = gpuvet("run", "--backend", "endpoint", "--url", url, "--model", "m", "--out", epOut,
 		"--set", "load.max_duration=500ms", "--set", "load.rates=1", "--set", "load.prompt_tokens=16",
 		"--set", "load.output_tokens=8", "--set", "load.max_concurrency=2", "--set", "engine.max_model_len=64")
+	cmd.Env = append(cmd.Env, "HF_TOKEN="+token)
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
 	cmd.Run()
