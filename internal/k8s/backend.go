@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -438,8 +439,21 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j jobObject) ([]byte, 
 		if err == nil {
 			err = fmt.Errorf("job %s: %v", j.Name, xerr)
 		}
+		if hint := skewHint(log); hint != "" {
+			err = fmt.Errorf("%w; %s", err, hint)
+		}
 	}
 	return res, err
+}
+
+// skewHint says what a Job's log shows when the gpuvet in its image refused the plan this gpuvet
+// sent for a key it does not know: most likely an image of an older release ("" otherwise). The
+// Job's own error names the key; this names the cause and the fix.
+func skewHint(log []byte) string {
+	if !bytes.Contains(log, []byte(": unknown key")) {
+		return ""
+	}
+	return "the Job's gpuvet refused a key of the plan this gpuvet sent (\"unknown key\" in its log): its image (kubernetes.image) is likely an older gpuvet release than this one; use the image of the same release"
 }
 
 // deletePods deletes engine pods and waits until they are gone, so their GPUs are free again.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/inpod"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -133,5 +134,34 @@ func TestHealthJobJudgesWithThePlansFloors(t *testing.T) {
 		if hr.Status != c.want || len(hr.GPUs) != 8 || (c.want == results.StatusFlag) != (floors == 8) {
 			t.Errorf("%s: health %s (want %s), %d GPUs, %d flagged under the plan's gemm_bf16 floor\n%s", c.name, hr.Status, c.want, len(hr.GPUs), floors, out)
 		}
+	}
+}
+
+// A Job whose image is an older gpuvet than the controller refuses a plan key it does not know and
+// leaves no result; the error names the cause and the fix, not only "no gpuvet result in the log".
+// The log is the real binary's, run as the load Job's container runs it, with a plan that carries a
+// key this binary does not know (as a newer controller's would).
+func TestJobOfAnOlderImageSaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gpuvet")
+	}
+	bin := filepath.Join(t.TempDir(), "gpuvet")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	plan := base64.StdEncoding.EncodeToString([]byte("load:\n  a_knob_from_a_newer_release: 3\n"))
+	args := inpod.Command(plan, "out/summary.json", "run", "--backend", "endpoint", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "out")
+	log, err := exec.Command(bin, args...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("the Job's command succeeded with a key it cannot know:\n%s", log)
+	}
+	if _, xerr := ExtractResult(log); xerr == nil {
+		t.Fatalf("a result in the log of a refused plan:\n%s", log)
+	}
+	if h := skewHint(log); !strings.Contains(h, "older gpuvet release") {
+		t.Fatalf("no version-skew hint for the log:\n%s", log)
+	}
+	if h := skewHint([]byte("gpuvet: endpoint http://127.0.0.1:1 does not answer")); h != "" {
+		t.Fatalf("a hint for a log without an unknown key: %s", h)
 	}
 }
