@@ -9,8 +9,11 @@ import (
 )
 
 // The HTTP server and the virtual-time driver take a request through the same frontend and engine
-// path, so a client at concurrency 1 sees the same TTFT from both (within 1 ms: the HTTP side adds
-// the loopback round trip and timer wake-ups). Minimum of a few tries: this machine is shared.
+// path, so a client at concurrency 1 sees the same TTFT from both: never less over HTTP (by more
+// than a timer's slack), and more only by what the HTTP side adds, the loopback round trip and timer
+// wake-ups: up to 3 ms, on a shared machine busy with other tests (1.1 ms seen in CI beside the
+// real-node tests). A path that counted the prompt's prefill twice would add ~10 ms. Minimum of a
+// few tries: this machine is shared.
 func TestHTTPTTFTEqualsVirtual(t *testing.T) {
 	for _, chat := range []bool{false, true} {
 		s := start(t, Config{GPU: "H100", Model: "Qwen/Qwen3-8B", Seed: 1})
@@ -49,8 +52,8 @@ func TestHTTPTTFTEqualsVirtual(t *testing.T) {
 		v := RunVirtual(p, Workload{Concurrency: 1, Requests: 1, Prompt: promptToks, Output: 8, Chat: chat})
 		want := v.TTFT[0]
 		t.Logf("chat=%v prompt %d tokens: HTTP TTFT %v, virtual %v", chat, promptToks, best.Round(10*time.Microsecond), want.Round(10*time.Microsecond))
-		if d := best - want; d < -time.Millisecond || d > time.Millisecond {
-			t.Errorf("chat=%v: HTTP TTFT %v, virtual driver %v: differ by more than 1 ms", chat, best, want)
+		if d := best - want; d < -time.Millisecond || d > 3*time.Millisecond {
+			t.Errorf("chat=%v: HTTP TTFT %v, virtual driver %v: not within [-1 ms, +3 ms] of it", chat, best, want)
 		}
 	}
 }
