@@ -100,7 +100,7 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		}
 	}
 	// How often a healthy run is left undecided by its figures' own spread depends on how busy the
-	// machine is beside the hog (2 of 10 with the hog alone on two cores, 8 of 10 with three more
+	// machine is beside the hog (1 of 10 with the hog alone on two cores, 8 of 10 with three more
 	// spinning processes, each saying how many requests would decide it): it is the machine's noise,
 	// not the rule's, so it is reported, not bounded here. The rule's power on figures of a known
 	// spread is held by compare's TestPeersNoiseIsAPass and TestPeersWithinMarginUndecided.
