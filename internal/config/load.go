@@ -64,14 +64,8 @@ func Load(o Options) (*Plan, error) {
 			return nil, err
 		}
 	}
-	for _, s := range o.Sets {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return nil, &Error{Source: "flag --set", Msg: fmt.Sprintf("want key=value, got %q", s)}
-		}
-		if err := p.set(strings.TrimSpace(k), v, "flag:--set"); err != nil {
-			return nil, err
-		}
+	if err := p.applySets(o.Sets); err != nil {
+		return nil, err
 	}
 	for _, fl := range o.Flags {
 		if err := p.set(fl.Path, fl.Value, "flag:"+fl.Name); err != nil {
@@ -82,6 +76,20 @@ func Load(o Options) (*Plan, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// applySets applies --set key=value overrides (source "flag:--set").
+func (p *Plan) applySets(sets []string) error {
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return &Error{Source: "flag --set", Msg: fmt.Sprintf("want key=value, got %q", s)}
+		}
+		if err := p.set(strings.TrimSpace(k), v, "flag:--set"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolve turns the merged tree into the checked Config: the simulator's defaults where they

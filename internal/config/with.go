@@ -1,10 +1,6 @@
 package config
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
+import "slices"
 
 // With is the plan with key=value overrides on top, as --set applies them (source "flag:--set"),
 // checked as Load checks a plan; p is unchanged. It is the plan a fleet's nested run (opennebula's
@@ -13,14 +9,8 @@ import (
 func (p *Plan) With(sets ...string) (*Plan, error) {
 	q := &Plan{Sources: maps(p.Sources), Notes: slices.Clone(p.Notes), EndpointURLKey: p.EndpointURLKey,
 		tree: deepCopy(p.tree).(tree)}
-	for _, s := range sets {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok {
-			return nil, &Error{Source: "flag --set", Msg: fmt.Sprintf("want key=value, got %q", s)}
-		}
-		if err := q.set(strings.TrimSpace(k), v, "flag:--set"); err != nil {
-			return nil, err
-		}
+	if err := q.applySets(sets); err != nil {
+		return nil, err
 	}
 	if err := q.resolve(); err != nil {
 		return nil, err
