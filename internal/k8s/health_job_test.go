@@ -94,10 +94,7 @@ func TestHealthJobJudgesWithThePlansFloors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds gpuvet")
 	}
-	bin := filepath.Join(t.TempDir(), "gpuvet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := BuiltGpuvet(t)
 	hargs := []string{"--sim", "--sim-count", "8", "--dcgm=false"}
 	for _, c := range []struct {
 		name, plan string
@@ -145,10 +142,7 @@ func TestJobOfAnOlderImageSaysSo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds gpuvet")
 	}
-	bin := filepath.Join(t.TempDir(), "gpuvet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := BuiltGpuvet(t)
 	plan := base64.StdEncoding.EncodeToString([]byte("load:\n  a_knob_from_a_newer_release: 3\n"))
 	args := inpod.Command(plan, "out/summary.json", "run", "--backend", "endpoint", "--url", "http://127.0.0.1:1", "--model", "m", "--out", "out")
 	log, err := exec.Command(bin, args...).CombinedOutput()

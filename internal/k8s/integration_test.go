@@ -42,7 +42,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{kubeconfig: kc, bin: gpuvetBinary(t)}
+	e := &env{kubeconfig: kc, bin: k8s.BuiltGpuvet(t)}
 	e.cs = kubernetes.NewForConfigOrDie(cfg)
 	e.dyn = dynamic.NewForConfigOrDie(cfg)
 	nodes, err := e.cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -50,26 +50,6 @@ func setup(t *testing.T) *env {
 		t.Fatalf("the test control plane needs 2 fake GPU nodes (NODES=2): %v nodes, %v", len(nodes.Items), err)
 	}
 	return e
-}
-
-var builtBinary string
-
-// gpuvetBinary builds gpuvet once per test process: the stand-in kubelet runs it for the pods.
-func gpuvetBinary(t *testing.T) string {
-	if builtBinary != "" {
-		return builtBinary
-	}
-	dir, err := os.MkdirTemp("", "gpuvet-k8s-bin-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "gpuvet")
-	out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	builtBinary = bin
-	return bin
 }
 
 // quick is a short load profile, so 16 engines finish in about a minute on a small machine.

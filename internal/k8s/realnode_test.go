@@ -57,7 +57,7 @@ func setupReal(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{kubeconfig: kc, bin: gpuvetBinary(t), cs: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
+	e := &env{kubeconfig: kc, bin: k8s.BuiltGpuvet(t), cs: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg)}
 	n, err := e.cs.CoreV1().Nodes().Get(context.Background(), realNode, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the real node %s: %v (is scripts/k8s-real-node/setup.sh started?)", realNode, err)

@@ -1,0 +1,36 @@
+package k8s
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var built struct {
+	sync.Mutex
+	bin string
+}
+
+// BuiltGpuvet builds gpuvet once per test process (the stand-in kubelet runs it for the pods; the
+// Job tests run a Job's argv with it) and returns its path. Exported for the package's external
+// tests.
+func BuiltGpuvet(t testing.TB) string {
+	t.Helper()
+	built.Lock()
+	defer built.Unlock()
+	if built.bin != "" {
+		return built.bin
+	}
+	dir, err := os.MkdirTemp("", "gpuvet-k8s-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "gpuvet")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/gpuvet").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	built.bin = bin
+	return bin
+}
