@@ -2,8 +2,9 @@ package results
 
 import "fmt"
 
-// Layers a failed request is attributed to (Fault.Layer). `failed` for a GPU needs evidence about
-// the GPU; what the engine, the network or the client did leaves the GPU inconclusive.
+// Layers a failed request is attributed to (Fault.Layer), and the layers of findings
+// (layers.go). `failed` for a GPU needs evidence about the GPU; what the engine, the network or the
+// client did leaves the GPU inconclusive.
 const (
 	LayerGPU     = "gpu"     // an XID or ECC errors during the load, or the engine failing with a GPU error in its words
 	LayerEngine  = "engine"  // a protocol fault: short output despite ignore_eos, a stream cut without a finish reason, a 5xx, an exit

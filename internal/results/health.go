@@ -86,6 +86,9 @@ type Health struct {
 	Flags       []Flag      `json:"flags,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
 	Error       string      `json:"error,omitempty"`
+	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's Job: LayerInfra);
+	// empty: the judge reads it from the words (the GPU's when they name a GPU fault, else the host's).
+	ErrorLayer string `json:"error_layer,omitempty"`
 	// Disruption says what stopped the health phase that is not the hardware's (a pod preempted):
 	// the phase is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`

@@ -63,6 +63,9 @@ type Endpoint struct {
 	Status           Status        `json:"status"`
 	Flags            []Flag        `json:"flags,omitempty"`
 	Error            string        `json:"error,omitempty"`
+	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's Job: LayerInfra);
+	// empty: the judge reads it from the words (the engine's, unless they name a GPU fault).
+	ErrorLayer string `json:"error_layer,omitempty"`
 	// Disruption says what stopped the engine or its load that is not the hardware's (its pod
 	// preempted or evicted): the endpoint is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`

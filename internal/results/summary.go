@@ -71,6 +71,11 @@ type Flag struct {
 	Subject string `json:"subject"` // e.g. "gpu 3 (GPU-…)", "Qwen/Qwen3-8B on gpu 1"
 	Check   string `json:"check"`   // stable id of the rule, e.g. "health.ecc", "gate.ttft_p95", "compare.gpu_to_gpu"
 	Reason  string `json:"reason"`  // one line: what was found, against what, and what to do
+	// Layer is the layer the finding belongs to (LayerGPU, LayerInterconnect, LayerHost,
+	// LayerEngine, LayerClient, LayerInfra), Action what it asks for (ActionNone … ActionDrainRMA):
+	// set by the judge for every flag of a judged summary.
+	Layer  string `json:"layer,omitempty"`
+	Action string `json:"action,omitempty"`
 }
 
 // Summary is summary.json: the whole run, the source of truth for the report and for comparisons.
@@ -98,6 +103,14 @@ type Summary struct {
 	Flags   []Flag   `json:"flags,omitempty"`
 	Caveats []string `json:"caveats,omitempty"`
 	Error   string   `json:"error,omitempty"`
+
+	// Findings are every check of the run that did not pass, each with its layer and action (the
+	// judge's one model of them); Layers is the worst status of each layer that has a finding, and
+	// Action the most disruptive action a hardware finding asks for ("" or none: nothing to do to
+	// the hardware).
+	Findings []Finding         `json:"findings,omitempty"`
+	Layers   map[string]Status `json:"layers,omitempty"`
+	Action   string            `json:"action,omitempty"`
 
 	// Timing is the run's time-to-vet, phase by phase (issue 34; nil: not recorded).
 	Timing *Timing `json:"timing,omitempty"`
@@ -196,6 +209,15 @@ type Host struct {
 	Status Status    `json:"status"`
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
+	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's, LayerInfra);
+	// empty: the judge reads it from the words.
+	ErrorLayer string `json:"error_layer,omitempty"`
+	// Layers is the worst status of each layer with a finding on this host; Action the most
+	// disruptive action its hardware findings (GPU, interconnect, host) ask for: what a gate, a
+	// drain or a taint acts on. HardwareStatus is the worst of those layers.
+	Layers         map[string]Status `json:"layers,omitempty"`
+	Action         string            `json:"action,omitempty"`
+	HardwareStatus Status            `json:"hardware_status,omitempty"`
 	// Disruption says what stopped the host's run that is not the hardware's (its job preempted or
 	// cancelled by someone): the host is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`
@@ -224,6 +246,8 @@ type GPUVerdict struct {
 	// inconclusive (empty when decided).
 	Checks []string `json:"checks,omitempty"`
 	Why    []string `json:"why,omitempty"`
+	// Action is the most disruptive action the GPU's own findings ask for (empty: none).
+	Action string `json:"action,omitempty"`
 }
 
 // GPUStatus is the judged status of a set of GPUs (an endpoint's): the worst of their verdicts;

@@ -1,0 +1,87 @@
+package results
+
+import "slices"
+
+// The layers a finding belongs to (Flag.Layer, Finding.Layer). A GPU is flag or failed only on
+// the evidence of the first two; a model on a GPU, a host and the run take the worst of every
+// layer (docs/detection.md, "Findings by layer").
+const (
+	// LayerInterconnect: NVLink, NVSwitch fabric, peer-to-peer copies, the PCIe link.
+	LayerInterconnect = "interconnect"
+	// LayerHost: the machine around the GPUs: its driver and configuration, another process on a GPU.
+	LayerHost = "host"
+	// LayerInfra: what gpuvet reached the host through (SSH, Kubernetes, Slurm, OpenNebula, a Job's
+	// image) and the network between the client and the engine.
+	LayerInfra = "infrastructure"
+)
+
+// Layers lists every layer, in the order surfaces show them.
+var Layers = []string{LayerGPU, LayerInterconnect, LayerHost, LayerEngine, LayerClient, LayerInfra}
+
+// HardwareLayer reports whether a finding of layer l is evidence about the machine itself (the
+// GPU, its links, the host): the only findings that flag a GPU or that a gate acts on.
+func HardwareLayer(l string) bool {
+	return l == LayerGPU || l == LayerInterconnect || l == LayerHost
+}
+
+// GPULayer reports whether a finding of layer l is evidence about a GPU or its links: the only
+// findings that make a GPU flag or failed.
+func GPULayer(l string) bool { return l == LayerGPU || l == LayerInterconnect }
+
+// FindingLayer is the layer a request fault's findings belong to: a network fault is the
+// infrastructure's.
+func FindingLayer(faultLayer string) string {
+	if faultLayer == LayerNetwork {
+		return LayerInfra
+	}
+	return faultLayer
+}
+
+// The actions a finding asks for: one small vocabulary a fleet can act on, from the least to the
+// most disruptive (Flag.Action, Finding.Action, GPUVerdict.Action, Host.Action).
+const (
+	ActionNone       = "none"        // nothing to do: a note
+	ActionRerun      = "rerun"       // run again (after the named cause is gone); nothing is wrong with the hardware yet
+	ActionFixEngine  = "fix-engine"  // fix the engine or its configuration (version, flags, image, plan)
+	ActionCalibrate  = "calibrate"   // the yardstick does not fit this GPU × model: `gpuvet calibrate` or set the gate
+	ActionResetGPU   = "reset-gpu"   // drain the GPU's work and reset it (nvidia-smi -r), then vet it again
+	ActionRebootNode = "reboot-node" // drain the node and reboot it, then vet it again
+	ActionDrainRMA   = "drain-rma"   // drain the GPU or node and return it for repair
+)
+
+// Actions lists the vocabulary, least disruptive first.
+var Actions = []string{ActionNone, ActionRerun, ActionFixEngine, ActionCalibrate, ActionResetGPU, ActionRebootNode, ActionDrainRMA}
+
+// ActionWords are each action in words, for the terminal, the report and a drain reason.
+var ActionWords = map[string]string{
+	ActionNone:       "nothing to do",
+	ActionRerun:      "rerun",
+	ActionFixEngine:  "fix the engine or its configuration",
+	ActionCalibrate:  "calibrate the gate for this GPU and model",
+	ActionResetGPU:   "reset the GPU",
+	ActionRebootNode: "reboot the node",
+	ActionDrainRMA:   "drain and return for repair (RMA)",
+}
+
+// MoreDisruptive returns the more disruptive of two actions ("" ranks below none).
+func MoreDisruptive(a, b string) string {
+	if slices.Index(Actions, b) > slices.Index(Actions, a) {
+		return b
+	}
+	return a
+}
+
+// Finding is one check's outcome that did not pass, with its layer and the action it asks for:
+// the one judged model every surface renders (summary.json's findings, the terminal, the report,
+// JUnit, CTRF, Prometheus, a drain reason, a node condition, the history).
+type Finding struct {
+	Layer  string `json:"layer"`
+	Status Status `json:"status"` // failed, flag or inconclusive
+	Host   string `json:"host,omitempty"`
+	// GPUs are the GPUs it is about (none: the host, the endpoint's engine as a whole, the run).
+	GPUs    []int  `json:"gpus,omitempty"`
+	Subject string `json:"subject"`
+	Check   string `json:"check"`
+	Reason  string `json:"reason"`
+	Action  string `json:"action"`
+}
