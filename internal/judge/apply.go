@@ -47,14 +47,17 @@ func Apply(s *results.Summary, cfg Config) {
 	s.Meta.Thresholds = mergeThresholds(s.Meta.Thresholds, cfg.Thresholds())
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
+		healthy := healthyGPUs(h)
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1)
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1, healthy)
 		}
 		applyDrift(s, h, cfg)
+		classifyHost(h)
 		h.GPUs = gpuVerdicts(h)
 		rollHost(h)
 	}
 	rollRun(s, cfg)
+	rollFindings(s)
 }
 
 func mergeThresholds(have, add map[string]results.Threshold) map[string]results.Threshold {
@@ -86,7 +89,9 @@ func hostGPUCount(h *results.Host) int {
 	return len(seen)
 }
 
-func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
+// applyModel judges one model's endpoints; healthy says which GPUs passed their own health checks
+// (what tells a gate missed by the engine from one missed by the GPU, gateLayers).
+func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healthy map[int]bool) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		ep.Flags = dropJudgeFlags(ep.Flags)
@@ -108,7 +113,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 			}
 			ep.Verdicts = append(ep.Verdicts, *errV)
 		}
-		ep.Verdicts = append(ep.Verdicts, faultVerdicts(ep.Faults)...)
+		ep.Verdicts = append(ep.Verdicts, faultVerdicts(ep.Faults, okN+gpuBad+notGPUErrors(ep.Faults), cfg.MaxErrorRatePct)...)
 		engineFaultUndecides(ep)
 		busyVerdicts(m.Model, ep)
 		for _, v := range ep.Verdicts {
@@ -116,6 +121,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
 			}
 		}
+		ep.Flags = append(ep.Flags, faultFlags(subject(m.Model, ep), ep.Faults, ep.Verdicts)...)
 		if fl := loadErrorFlag(subject(m.Model, ep), gpuBad, gpuKinds, errV); fl != nil {
 			ep.Flags = append(ep.Flags, *fl)
 		}
@@ -140,6 +146,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool) {
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])
+		gateLayers(&m.Endpoints[ei], healthy)
 	}
 	m.Flags = dropJudgeFlags(m.Flags)
 	st := results.StatusSkipped
@@ -231,7 +238,7 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 		return results.StatusFailed
 	case ep.Functional != nil && ep.Functional.Error != "":
 		return results.StatusFailed
-	case errorRateFailed(ep):
+	case errorRateFailed(ep) || layerFailed(ep):
 		return results.StatusFailed
 	case len(ep.Flags) > 0:
 		return results.StatusFlag

@@ -108,17 +108,17 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 		inReason []string
 	}{
 		{"short output despite ignore_eos", map[string]int{"short_output": 2}, []results.ErrorSample{sample("short_output", "asked for 256 output tokens, got 11")}, "", "", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"the engine misbehaved: short output despite ignore_eos (2 request(s))", "rung 3 (constant", "request #17 at 81.2 s: short_output (asked for 256 output tokens, got 11)"}},
+			results.StatusFlag, CheckEngineFault, results.LayerEngine, []string{"the engine misbehaved: short output despite ignore_eos (2 request(s))", "rung 3 (constant", "request #17 at 81.2 s: short_output (asked for 256 output tokens, got 11)"}},
 		{"cut streams", map[string]int{"cut_stream": 300}, nil, "", "", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"stream cut without a finish reason (300 request(s))"}},
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"stream cut without a finish reason (300 request(s))"}},
 		{"an HTTP 500 with a traceback", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", tb)}, tb, "", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "Python traceback ending in KeyError: 'gv-1'"}},
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "Python traceback ending in KeyError: 'gv-1'"}},
 		{"an engine that exits", map[string]int{"connect": 90, "cut_stream": 8}, nil, "", "exit status 1", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connection refused after the engine exited", "the engine process exited during the load: exit status 1"}},
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"connection refused after the engine exited", "the engine process exited during the load: exit status 1"}},
 		{"connections refused by a running engine across the network", map[string]int{"connect": 5}, nil, "", "", false,
-			results.StatusInconclusive, CheckNetworkFault, results.LayerNetwork, []string{"the network or a proxy"}},
+			results.StatusFlag, CheckNetworkFault, results.LayerNetwork, []string{"the network or a proxy"}},
 		{"connections refused by the engine on this host", map[string]int{"connect": 5}, nil, "", "", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"connect (5 request(s))"}},
+			results.StatusFlag, CheckEngineFault, results.LayerEngine, []string{"connect (5 request(s))"}},
 		{"timeouts of a client-limited rung", map[string]int{"timeout": 5}, nil, "", "", true,
 			results.StatusInconclusive, CheckClientFault, results.LayerClient, []string{"the load generator fell behind"}},
 		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
@@ -127,7 +127,7 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: an illegal memory access was encountered", "exit status 1", false,
 			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"98 of 2498 requests failed", "engine log: RuntimeError: CUDA error: an illegal memory access"}},
 		{"out of memory is not the GPU's", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "torch.OutOfMemoryError: CUDA error: out of memory")}, "", "", false,
-			results.StatusInconclusive, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -154,11 +154,22 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 				}
 			}
 			if tc.layer != results.LayerGPU {
-				if v.Result != ResultInconclusive {
-					t.Errorf("%s: %s, want inconclusive", tc.check, v.Result)
+				// Its own layer's finding: failed above gates.max_error_rate_pct, flagged at or
+				// under it, inconclusive for the client; the GPU is never more than not proven.
+				want := map[results.Status]string{results.StatusFailed: ResultFail, results.StatusFlag: ResultInconclusive, results.StatusInconclusive: ResultInconclusive}[tc.status]
+				if v.Result != want {
+					t.Errorf("%s: %s, want %s", tc.check, v.Result, want)
 				}
 				for _, f := range ep.Flags {
-					t.Errorf("a fault not the GPU's flags it: %+v", f)
+					if results.GPULayer(f.Layer) || f.Layer != results.FindingLayer(tc.layer) {
+						t.Errorf("a fault of the %s flags another layer: %+v", tc.layer, f)
+					}
+				}
+				if g := s.Hosts[0].GPUs[1]; g.Status != results.StatusInconclusive {
+					t.Errorf("gpu 1: %s, want inconclusive (not proven); why %q", g.Status, g.Why)
+				}
+				if tc.status == results.StatusFailed && (s.Status != results.StatusFailed || ExitCode(s, false, false) != 1) {
+					t.Errorf("a broken %s: run %s exit %d, want failed, 1", tc.layer, s.Status, ExitCode(s, false, false))
 				}
 				if s.Hosts[0].Models[0].Endpoints[0].Status != results.StatusOK {
 					t.Errorf("the other GPU: %s", s.Hosts[0].Models[0].Endpoints[0].Status)

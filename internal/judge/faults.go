@@ -239,9 +239,13 @@ func engineFaultUndecides(ep *results.Endpoint) {
 	}
 }
 
-// faultVerdicts are the inconclusive verdicts of the layers other than the GPU's: a request the
-// engine, the network or the client failed decides nothing about the GPU.
-func faultVerdicts(faults []results.Fault) []results.Verdict {
+// faultVerdicts are the verdicts of the layers other than the GPU's. A request the engine or the
+// network failed decides nothing about the GPU, but it is a finding of its own layer: above lim (a
+// share of every request of the load, gates.max_error_rate_pct) the verdict fails, which fails the
+// endpoint and the run, not the GPU; at or below it the verdict stays inconclusive and
+// faultFlags flags the layer. The client's are always inconclusive: a rerun with the CPU it needs
+// decides them.
+func faultVerdicts(faults []results.Fault, total int, lim Limit) []results.Verdict {
 	var out []results.Verdict
 	for _, f := range faults {
 		check, rule := "", ""
@@ -259,8 +263,46 @@ func faultVerdicts(faults []results.Fault) []results.Verdict {
 		if len(f.Evidence) > 0 {
 			reason += "; evidence: " + strings.Join(f.Evidence[:min(3, len(f.Evidence))], "; ")
 		}
-		out = append(out, results.Verdict{Check: check, Rule: rule, Source: "gpuvet's layer rule (docs/detection.md)",
-			Result: ResultInconclusive, Reason: reason})
+		v := results.Verdict{Check: check, Rule: rule, Source: "gpuvet's layer rule (docs/detection.md)", Result: ResultInconclusive, Reason: reason}
+		if share, over := faultShare(f, total, lim); over && f.Layer != results.LayerClient {
+			v.Result = ResultFail
+			v.Value, v.Threshold, v.Unit, v.Source = &share, lim.Value, "%", lim.Source
+			v.Reason = fmt.Sprintf("%d of %d requests (%s %%) failed, above %s %% (%s): %s", f.Requests, total, fmtNum(share), fmtNum(*lim.Value), lim.Source, reason)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// faultShare is a layer's failed requests as a share of every request of the load, and whether it
+// is above lim (a disabled limit: any failed request is).
+func faultShare(f results.Fault, total int, lim Limit) (share float64, over bool) {
+	if total <= 0 {
+		return 0, f.Requests > 0
+	}
+	share = 100 * float64(f.Requests) / float64(total)
+	if lim.Value == nil {
+		return share, f.Requests > 0
+	}
+	return share, share > *lim.Value
+}
+
+// faultFlags flag the engine's and the network's failed requests that stayed at or under the
+// limit: errors are never a silent pass, and they are their layer's, never the GPU's.
+func faultFlags(subject string, faults []results.Fault, vs []results.Verdict) []results.Flag {
+	var out []results.Flag
+	for _, f := range faults {
+		check := map[string]string{results.LayerEngine: CheckEngineFault, results.LayerNetwork: CheckNetworkFault}[f.Layer]
+		if check == "" {
+			continue
+		}
+		failed := false
+		for _, v := range vs {
+			failed = failed || v.Check == check && v.Result == ResultFail
+		}
+		if !failed {
+			out = append(out, results.Flag{Scope: "model", Subject: subject, Check: check, Reason: f.Reason})
+		}
 	}
 	return out
 }

@@ -35,12 +35,15 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 			if v.UUID == "" {
 				v.UUID, v.Name = g.GPU.UUID, g.GPU.Name
 			}
-			st := g.Status
-			if len(g.Flags) > 0 {
-				st = results.Worse(st, results.StatusFlag)
-			}
+			st, why := gpuHealth(g)
 			for _, f := range g.Flags {
-				v.Checks = appendNew(v.Checks, f.Check)
+				if GPUEvidence(f) {
+					v.Checks = appendNew(v.Checks, f.Check)
+					v.Action = results.MoreDisruptive(v.Action, f.Action)
+				}
+			}
+			for _, w := range why {
+				v.Why = appendNew(v.Why, "health: "+w)
 			}
 			for _, c := range hh.Comparisons {
 				for _, cell := range c.Values {
@@ -51,6 +54,14 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				}
 			}
 			v.Health = st
+			if hh.Error != "" && hh.Disruption == "" && len(g.Bench) == 0 && g.Status == results.StatusFailed {
+				// The phase broke before it measured this GPU: failed on the GPU's evidence only.
+				l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
+				if !results.GPULayer(l) {
+					v.Health = results.StatusInconclusive
+					v.Why = appendNew(v.Why, fmt.Sprintf("health: not proven: the health phase broke (%s, the %s's): %s", hh.Error, l, results.ActionWords[actionFor(l)]))
+				}
+			}
 			if hh.Disruption != "" {
 				v.Why = appendNew(v.Why, fmt.Sprintf("health: %s: not the GPU's: run again", hh.Disruption))
 			}
@@ -64,15 +75,19 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				if v.Name == "" {
 					v.Name = ep.GPUName
 				}
+				st, why := gpuServing(ep)
 				if v.Serving == "" {
-					v.Serving = ep.Status // not_run ranks below everything, but says more than nothing
+					v.Serving = st // not_run ranks below everything, but says more than nothing
 				}
-				v.Serving = results.Worse(v.Serving, ep.Status)
+				v.Serving = results.Worse(v.Serving, st)
 				for _, f := range ep.Flags {
-					v.Checks = appendNew(v.Checks, f.Check)
+					if GPUEvidence(f) {
+						v.Checks = appendNew(v.Checks, f.Check)
+						v.Action = results.MoreDisruptive(v.Action, f.Action)
+					}
 				}
-				if ep.Disruption != "" {
-					v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s: not the GPU's: run again", m.Model, ep.Disruption))
+				for _, w := range why {
+					v.Why = appendNew(v.Why, m.Model+": "+w)
 				}
 				for _, vd := range ep.Verdicts {
 					if vd.Result == ResultInconclusive {
@@ -118,6 +133,87 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 		out = append(out, *v)
 	}
 	return out
+}
+
+// gpuHealth is a GPU's health verdict on GPU evidence: its GPU and interconnect flags flag it (or
+// fail it, for the rules that fail a GPU); a host finding on it (busy) leaves it not proven.
+func gpuHealth(g results.GPUHealth) (results.Status, []string) {
+	st := g.Status
+	if st == results.StatusFlag || st == results.StatusFailed {
+		st = results.StatusOK // re-derived from the flags below, each by its layer
+		if g.Burn != nil && g.Burn.Error != "" {
+			st = results.StatusFailed
+		}
+	}
+	var why []string
+	for _, f := range g.Flags {
+		switch {
+		case GPUEvidence(f) && failingFlag(f, nil):
+			st = results.Worse(st, results.StatusFailed)
+		case GPUEvidence(f):
+			st = results.Worse(st, results.StatusFlag)
+		default:
+			st = results.Worse(st, results.StatusInconclusive)
+			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", f.Reason, f.Layer, results.ActionWords[f.Action]))
+		}
+	}
+	if g.Status == results.StatusFailed && len(g.Flags) == 0 && (g.Burn == nil || g.Burn.Error == "") {
+		st = results.StatusFailed // failed by a rule that raised no flag: as measured
+	}
+	return st, why
+}
+
+// gpuServing is the verdict an endpoint gives its GPUs, on GPU evidence: its GPU and interconnect
+// findings flag or fail them; a failure of another layer (the engine broke, the network, the
+// infrastructure) leaves them not proven, never failed; a gate that could not decide leaves them
+// inconclusive, as it leaves the endpoint.
+func gpuServing(ep *results.Endpoint) (results.Status, []string) {
+	switch ep.Status {
+	case results.StatusInterrupted, results.StatusNotRun:
+		return ep.Status, nil
+	}
+	st := results.StatusSkipped
+	if ep.Load != nil || ep.Functional != nil {
+		st = results.StatusOK
+	}
+	var why []string
+	notProven := func(layer, what, action string) {
+		st = results.Worse(st, results.StatusInconclusive)
+		why = appendNew(why, fmt.Sprintf("not proven: %s (the %s's: %s)", clipText(what, 300), layer, results.ActionWords[action]))
+	}
+	for _, f := range ep.Flags {
+		switch {
+		case GPUEvidence(f) && failingFlag(f, ep):
+			st = results.Worse(st, results.StatusFailed)
+		case GPUEvidence(f):
+			st = results.Worse(st, results.StatusFlag)
+		case failingFlag(f, ep) || f.Layer == results.LayerHost:
+			notProven(f.Layer, f.Reason, f.Action)
+		}
+	}
+	switch {
+	case ep.Disruption != "":
+		notProven(results.LayerInfra, ep.Disruption+": not the GPU's", results.ActionRerun)
+	case ep.Error != "":
+		if l := errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine); results.GPULayer(l) {
+			st = results.Worse(st, results.StatusFailed)
+		} else {
+			notProven(l, "the engine did not serve: "+ep.Error, actionFor(l))
+		}
+	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
+		if l := errorLayer("", ep.Load.Error, results.LayerEngine); results.GPULayer(l) {
+			st = results.Worse(st, results.StatusFailed)
+		} else {
+			notProven(l, "the load measured nothing: "+ep.Load.Error, actionFor(l))
+		}
+	}
+	if ep.Functional != nil && ep.Functional.Error != "" {
+		notProven(results.LayerEngine, "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
+	}
+	if st == results.StatusOK && undecided(ep) {
+		st = results.StatusInconclusive
+	}
+	return st, why
 }
 
 func appendNew(list []string, s string) []string {

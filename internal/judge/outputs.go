@@ -25,6 +25,12 @@ func greedyAgreement(m *results.Model) {
 		if ep.Functional == nil || ep.Functional.Greedy == nil {
 			continue
 		}
+		if EngineFaulted(ep) {
+			// An engine that ends requests early or cuts streams gives other tokens for its own
+			// fault: its outputs say nothing of the GPU's arithmetic (its engine finding says why).
+			addModelNote(m, fmt.Sprintf("greedy outputs of %s not compared: its engine misbehaved during the load (%s)", gpuList(ep.GPUs), CheckEngineFault))
+			continue
+		}
 		k := fmt.Sprintf("%s, tp %d", ep.GPUName, max(1, len(ep.GPUs)))
 		if groups[k] == nil {
 			keys = append(keys, k)

@@ -48,8 +48,8 @@ func TestGreedyOutputsAgreement(t *testing.T) {
 		{"different GPU models are not compared", []results.Endpoint{greedyEP(0, "H200", same, false), greedyEP(1, "H100", other, false)}, map[int]string{}, "within each GPU model"},
 	} {
 		m := &results.Model{Model: "m", Endpoints: c.eps}
-		applyModel(m, Config{}, len(c.eps), false)
-		applyModel(m, Config{}, len(c.eps), false) // twice: the same verdicts, no duplicate note
+		applyModel(m, Config{}, len(c.eps), false, nil)
+		applyModel(m, Config{}, len(c.eps), false, nil) // twice: the same verdicts, no duplicate note
 		got := outputFlags(m)
 		if len(got) != len(c.flags) {
 			t.Errorf("%s: flags %v, want on %v", c.name, got, c.flags)

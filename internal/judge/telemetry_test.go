@@ -54,8 +54,8 @@ func TestTelemetryVerdicts(t *testing.T) {
 	}
 	// The judge applies them and the endpoint is flagged.
 	m := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{1}, Status: results.StatusOK, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{throttled}}}}}
-	applyModel(m, Config{}, 1, false)
-	applyModel(m, Config{}, 1, false)
+	applyModel(m, Config{}, 1, false, nil)
+	applyModel(m, Config{}, 1, false, nil)
 	if len(flagsBy(m.Endpoints[0], CheckXIDLoad)) != 1 || m.Endpoints[0].Status != results.StatusFlag {
 		t.Errorf("applied: %s %+v", m.Endpoints[0].Status, m.Endpoints[0].Flags)
 	}

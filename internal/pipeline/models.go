@@ -213,11 +213,33 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			slices.SortFunc(eps, func(a, b results.Endpoint) int { return firstGPU(a) - firstGPU(b) })
 			r.host().Models[mi].Endpoints = eps
 			r.mu.Unlock()
-			r.progress("%s on gpu %v: %s%s", id, sp.slot.GPUs, ep.Status, errSuffix(ep.Error))
+			r.progress("%s %s: %s%s", id, onGPUs(sp.slot.GPUs), phaseWord(ep), errSuffix(ep.Error))
 			r.flushLogged()
 		}()
 	}
 	wg.Wait()
+}
+
+// onGPUs names an endpoint's GPUs on a progress line ("on gpu [0]"), or says it is an endpoint
+// whose GPUs gpuvet does not know (backend endpoint).
+func onGPUs(gpus []int) string {
+	if len(gpus) == 0 {
+		return "at the endpoint"
+	}
+	return fmt.Sprintf("on gpu %v", gpus)
+}
+
+// phaseWord is what the progress line says of an endpoint it just finished: what happened to the
+// work (measured, interrupted, not run, failed), never a verdict: the judge has not spoken yet, and
+// the final table's status is the one verdict.
+func phaseWord(ep results.Endpoint) string {
+	switch {
+	case ep.Status == results.StatusInterrupted || ep.Status == results.StatusNotRun:
+		return string(ep.Status)
+	case ep.Error != "" || ep.Status == results.StatusFailed:
+		return "did not finish"
+	}
+	return "measured"
 }
 
 func firstGPU(e results.Endpoint) int {
@@ -278,9 +300,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	}
 	if b := r.busyBefore(ctx, slot, cfg.Health.AllowBusy); b != nil {
 		ep.Busy = append(ep.Busy, *b)
-		r.progress("%s on gpu %v: %s", model, slot.GPUs, b.Reason)
+		r.progress("%s %s: %s", model, onGPUs(slot.GPUs), b.Reason)
 	}
-	r.progress("%s on gpu %v: serve", model, slot.GPUs)
+	r.progress("%s %s: serve", model, onGPUs(slot.GPUs))
 	var sv *Served
 	err := r.inject("serve", slot.Index)
 	if err == nil {
@@ -326,7 +348,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	ep.Load, ep.Power, ep.Telemetry = ld, pw, tel
 	if during != nil {
 		ep.Busy = append(ep.Busy, *during)
-		r.progress("%s on gpu %v: %s", model, slot.GPUs, during.Reason)
+		r.progress("%s %s: %s", model, onGPUs(slot.GPUs), during.Reason)
 	}
 	batch, batchSrc := solBatch(maxNumSeqs(cfg))
 	if tp := max(1, cfg.Engine.TP); len(slot.GPUs) > tp {
@@ -352,7 +374,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		if ld.Error == "" {
 			ld.Error = err.Error()
 		}
-		r.progress("%s on gpu %v: the engine exited during the load (%s): %v", model, slot.GPUs, ep.EngineExit, err)
+		r.progress("%s %s: the engine exited during the load (%s): %v", model, onGPUs(slot.GPUs), ep.EngineExit, err)
 	case err != nil:
 		fail("load", err)
 	}
@@ -368,9 +390,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		return ep
 	}
 	if cfg.Functional.Enabled && r.deps.Functional != nil && ep.EngineExit != "" {
-		r.progress("%s on gpu %v: functional suite skipped: the engine exited (%s)", model, slot.GPUs, ep.EngineExit)
+		r.progress("%s %s: functional suite skipped: the engine exited (%s)", model, onGPUs(slot.GPUs), ep.EngineExit)
 	} else if cfg.Functional.Enabled && r.deps.Functional != nil {
-		r.progress("%s on gpu %v: functional suite", model, slot.GPUs)
+		r.progress("%s %s: functional suite", model, onGPUs(slot.GPUs))
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
 		} else {
@@ -476,7 +498,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 			return sumSamples(src, slot.GPUs, rec)
 		})
 	}
-	r.progress("%s on gpu %v: load (%s, %s per rate)", model, slot.GPUs, cfg.Load.Profile, cfg.Load.MaxDuration)
+	r.progress("%s %s: load (%s, %s per rate)", model, onGPUs(slot.GPUs), cfg.Load.Profile, cfg.Load.MaxDuration)
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
 		return nil, nil, nil, nil, err
@@ -488,7 +510,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		// keep its rung (unless the load brought one: a Kubernetes load Job runs the whole plan).
 		c := config.AICRLoad(lc, cfg.Load.Concurrency)
 		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
-		r.progress("%s on gpu %v: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, slot.GPUs,
+		r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
 			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
 		cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 		if cerr != nil {

@@ -55,7 +55,7 @@ var Actions = []string{ActionNone, ActionRerun, ActionFixEngine, ActionCalibrate
 // ActionWords are each action in words, for the terminal, the report and a drain reason.
 var ActionWords = map[string]string{
 	ActionNone:       "nothing to do",
-	ActionRerun:      "rerun",
+	ActionRerun:      "run again",
 	ActionFixEngine:  "fix the engine or its configuration",
 	ActionCalibrate:  "calibrate the gate for this GPU and model",
 	ActionResetGPU:   "reset the GPU",

@@ -1,0 +1,446 @@
+package judge
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// checkKind is one row of the layer table: which layer a check's finding belongs to and the action
+// it asks for. The one home of that rule: every flag of a judged summary gets its layer and action
+// from here unless its maker knew better (a driver's recovery action names its own; a gate missed
+// on a GPU whose own checks pass is the engine's, gateLayer).
+type checkKind struct {
+	layer, action string
+}
+
+// checkKinds maps a check id, or a prefix ending in ".", to its layer and action
+// (docs/detection.md, "Findings by layer", prints it).
+var checkKinds = map[string]checkKind{
+	CheckHealthCount:      {results.LayerGPU, results.ActionRebootNode},
+	CheckECC:              {results.LayerGPU, results.ActionResetGPU},
+	CheckRetired:          {results.LayerGPU, results.ActionResetGPU},
+	CheckRemap:            {results.LayerGPU, results.ActionResetGPU},
+	CheckClockEvents:      {results.LayerGPU, results.ActionDrainRMA},
+	CheckBurnClock:        {results.LayerGPU, results.ActionDrainRMA},
+	CheckXID:              {results.LayerGPU, results.ActionResetGPU},
+	CheckDCGM:             {results.LayerGPU, results.ActionResetGPU},
+	CheckFloor:            {results.LayerGPU, results.ActionResetGPU},
+	CheckResults:          {results.LayerGPU, results.ActionDrainRMA},
+	CheckPCIeWidth:        {results.LayerInterconnect, results.ActionRebootNode},
+	CheckPCIeBW:           {results.LayerInterconnect, results.ActionRebootNode},
+	CheckNVLinkDown:       {results.LayerInterconnect, results.ActionRebootNode},
+	CheckNVLinkErrors:     {results.LayerInterconnect, results.ActionResetGPU},
+	CheckNVLinkPath:       {results.LayerInterconnect, results.ActionRebootNode},
+	CheckAllReduce:        {results.LayerInterconnect, results.ActionRebootNode},
+	CheckLinkCompare:      {results.LayerInterconnect, results.ActionRebootNode},
+	CheckHealthBusy:       {results.LayerHost, results.ActionRerun},
+	CheckBusy:             {results.LayerHost, results.ActionRerun},
+	CheckGPUToGPU:         {results.LayerGPU, results.ActionResetGPU},
+	CheckNodeToNode:       {results.LayerGPU, results.ActionRebootNode},
+	CheckDrift:            {results.LayerGPU, results.ActionResetGPU},
+	CheckErrorRate:        {results.LayerGPU, results.ActionResetGPU},
+	CheckLoadErrors:       {results.LayerGPU, results.ActionResetGPU},
+	CheckExpected:         {results.LayerGPU, results.ActionResetGPU},
+	CheckOutputsDiffer:    {results.LayerGPU, results.ActionDrainRMA},
+	CheckXIDLoad:          {results.LayerGPU, results.ActionResetGPU},
+	CheckECCLoad:          {results.LayerGPU, results.ActionResetGPU},
+	CheckThrottled:        {results.LayerGPU, results.ActionDrainRMA},
+	CheckLoadClockEvents:  {results.LayerGPU, results.ActionDrainRMA},
+	CheckReplayLoad:       {results.LayerInterconnect, results.ActionRebootNode},
+	CheckEngineFault:      {results.LayerEngine, results.ActionFixEngine},
+	CheckNetworkFault:     {results.LayerInfra, results.ActionRerun},
+	CheckClientFault:      {results.LayerClient, results.ActionRerun},
+	CheckLoadPartial:      {results.LayerInfra, results.ActionRerun},
+	CheckBaseline:         {results.LayerInfra, results.ActionNone},
+	"engine.version":      {results.LayerEngine, results.ActionNone},
+	"load.client_limited": {results.LayerClient, results.ActionRerun},
+	"run.gpu_count":       {results.LayerGPU, results.ActionRebootNode},
+	checkFunctPrefix:      {results.LayerEngine, results.ActionFixEngine},
+	checkGatePrefix:       {results.LayerGPU, results.ActionRerun},
+	"health.":             {results.LayerGPU, results.ActionResetGPU},
+}
+
+// kindOf is a check's row: its own, else its prefix's; a check no row names is the host's, to be
+// rerun (a rule newer than this table: never the GPU's without evidence).
+func kindOf(check string) checkKind {
+	if k, ok := checkKinds[check]; ok {
+		return k
+	}
+	best := ""
+	for p := range checkKinds {
+		if strings.HasSuffix(p, ".") && strings.HasPrefix(check, p) && len(p) > len(best) {
+			best = p
+		}
+	}
+	if best != "" {
+		return checkKinds[best]
+	}
+	return checkKind{results.LayerHost, results.ActionRerun}
+}
+
+// CheckLayer is the layer and action of a check id, from the table.
+func CheckLayer(check string) (layer, action string) {
+	k := kindOf(check)
+	return k.layer, k.action
+}
+
+// classify gives a flag its layer and action from the table when its maker gave none.
+func classify(f *results.Flag) {
+	k := kindOf(f.Check)
+	if f.Layer == "" {
+		f.Layer = k.layer
+	}
+	if f.Action == "" {
+		f.Action = k.action
+	}
+}
+
+func classifyAll(fl []results.Flag) {
+	for i := range fl {
+		classify(&fl[i])
+	}
+}
+
+// classifyHost gives every flag of a host its layer and action.
+func classifyHost(h *results.Host) {
+	classifyAll(h.Flags)
+	if hh := h.Health; hh != nil {
+		classifyAll(hh.Flags)
+		for gi := range hh.GPUs {
+			classifyAll(hh.GPUs[gi].Flags)
+		}
+	}
+	for mi := range h.Models {
+		m := &h.Models[mi]
+		classifyAll(m.Flags)
+		for ei := range m.Endpoints {
+			classifyAll(m.Endpoints[ei].Flags)
+		}
+	}
+}
+
+// errorLayer is the layer of a phase's error: its maker's when it said, else the GPU's when the
+// words name a GPU fault, else dflt (the layer that phase's own breakage belongs to).
+func errorLayer(given, text, dflt string) string {
+	switch {
+	case given != "":
+		return given
+	case gpuError(text):
+		return results.LayerGPU
+	}
+	return dflt
+}
+
+// actionFor is the action an error of a layer asks for.
+func actionFor(layer string) string {
+	switch layer {
+	case results.LayerGPU:
+		return results.ActionResetGPU
+	case results.LayerInterconnect:
+		return results.ActionRebootNode
+	case results.LayerEngine:
+		return results.ActionFixEngine
+	}
+	return results.ActionRerun
+}
+
+// failingFlag reports whether a flag's finding fails what it is about, not only flags it: the
+// error-rate gates of every layer, and the health rules that fail a GPU.
+func failingFlag(f results.Flag, ep *results.Endpoint) bool {
+	if failingChecks[f.Check] {
+		return true
+	}
+	if ep == nil {
+		return false
+	}
+	for _, v := range ep.Verdicts {
+		if v.Check == f.Check && v.Result == ResultFail && (v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault) {
+			return true
+		}
+	}
+	return false
+}
+
+// endpointFindings are an endpoint's findings: its flags, its errors, what left it undecided.
+func endpointFindings(host, model string, ep *results.Endpoint) []results.Finding {
+	subj := subject(model, ep)
+	var out []results.Finding
+	add := func(layer string, st results.Status, check, reason, action string) {
+		out = append(out, results.Finding{Layer: layer, Status: st, Host: host, GPUs: slices.Clone(ep.GPUs), Subject: subj, Check: check, Reason: reason, Action: action})
+	}
+	for _, f := range ep.Flags {
+		st := results.StatusFlag
+		if failingFlag(f, ep) {
+			st = results.StatusFailed
+		}
+		add(f.Layer, st, f.Check, f.Reason, f.Action)
+	}
+	switch {
+	case ep.Disruption != "":
+		add(results.LayerInfra, results.StatusInconclusive, "judge.disruption", ep.Disruption+": not the hardware's: run again", results.ActionRerun)
+	case ep.Error != "":
+		l := errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine)
+		add(l, results.StatusFailed, "engine.serve", "the engine did not serve: "+ep.Error, actionFor(l))
+	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
+		l := errorLayer("", ep.Load.Error, results.LayerEngine)
+		add(l, results.StatusFailed, "load.error", "the load measured nothing: "+ep.Load.Error, actionFor(l))
+	}
+	if ep.Functional != nil && ep.Functional.Error != "" {
+		add(results.LayerEngine, results.StatusFailed, "functional.error", "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
+	}
+	for _, v := range ep.Verdicts {
+		if v.Result != ResultInconclusive || strings.HasPrefix(v.Check, checkJudgePrefix) && v.Check != CheckClientFault {
+			continue
+		}
+		if strings.Contains(v.Reason, CheckEngineFault) || SharedGPU(ep) {
+			continue // the engine's or the host's finding says why
+		}
+		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
+	}
+	return out
+}
+
+// healthFindings are a host's health findings: its flags and the phase's own breakage.
+func healthFindings(host string, hh *results.Health) []results.Finding {
+	var out []results.Finding
+	for _, f := range hh.Flags {
+		st := results.StatusFlag
+		if failingFlag(f, nil) {
+			st = results.StatusFailed
+		}
+		out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+	}
+	for _, g := range hh.GPUs {
+		for _, f := range g.Flags {
+			st := results.StatusFlag
+			if failingFlag(f, nil) {
+				st = results.StatusFailed
+			}
+			out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+		}
+	}
+	if hh.Error != "" {
+		st := results.StatusFailed
+		if hh.Disruption != "" {
+			st = results.StatusInconclusive
+		}
+		l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
+		out = append(out, results.Finding{Layer: l, Status: st, Host: host, Subject: "health", Check: "health.error",
+			Reason: "the health phase did not finish: " + hh.Error, Action: actionFor(l)})
+	}
+	return out
+}
+
+// GPUEvidence reports whether a flag is evidence about a GPU (its layer is the GPU's or its links').
+func GPUEvidence(f results.Flag) bool { return results.GPULayer(f.Layer) }
+
+// hostFindings gathers every finding of a host: health, models and endpoints, the host's own flags
+// and errors.
+func hostFindings(h *results.Host) []results.Finding {
+	var out []results.Finding
+	for _, f := range h.Flags {
+		out = append(out, results.Finding{Layer: f.Layer, Status: results.StatusFlag, Host: h.Name, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+	}
+	if h.Discovery.Error != "" {
+		l := errorLayer("", h.Discovery.Error, results.LayerHost)
+		out = append(out, results.Finding{Layer: l, Status: results.StatusFailed, Host: h.Name, Subject: "discovery", Check: "discovery.error",
+			Reason: "no GPUs could be discovered: " + h.Discovery.Error, Action: results.ActionRebootNode})
+	}
+	if h.Error != "" {
+		st, l := results.StatusFailed, errorLayer(h.ErrorLayer, h.Error, results.LayerInfra)
+		if h.Disruption != "" {
+			st = results.StatusInconclusive
+		}
+		out = append(out, results.Finding{Layer: l, Status: st, Host: h.Name, Subject: "host " + h.Name, Check: "host.error",
+			Reason: "the host's run did not finish: " + h.Error, Action: actionFor(l)})
+	}
+	if h.Health != nil {
+		out = append(out, healthFindings(h.Name, h.Health)...)
+	}
+	for _, m := range h.Models {
+		for _, f := range m.Flags {
+			out = append(out, results.Finding{Layer: f.Layer, Status: results.StatusFlag, Host: h.Name, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+		}
+		if m.Error != "" {
+			out = append(out, results.Finding{Layer: results.LayerEngine, Status: results.StatusFailed, Host: h.Name, Subject: m.Model, Check: "model.error",
+				Reason: m.Model + ": " + m.Error, Action: results.ActionFixEngine})
+		}
+		for ei := range m.Endpoints {
+			out = append(out, endpointFindings(h.Name, m.Model, &m.Endpoints[ei])...)
+		}
+	}
+	return out
+}
+
+// rollLayers sets a host's layers, its hardware status and the action its hardware findings ask for.
+func rollLayers(h *results.Host, fs []results.Finding) {
+	h.Layers, h.Action, h.HardwareStatus = nil, "", ""
+	for _, f := range fs {
+		if f.Host != h.Name {
+			continue
+		}
+		if h.Layers == nil {
+			h.Layers = map[string]results.Status{}
+		}
+		h.Layers[f.Layer] = results.Worse(h.Layers[f.Layer], f.Status)
+		if results.HardwareLayer(f.Layer) && f.Status != results.StatusInconclusive {
+			h.Action = results.MoreDisruptive(h.Action, f.Action)
+		}
+	}
+	h.HardwareStatus = hardwareStatus(h)
+}
+
+// hardwareStatus is what a gate, a drain or a taint acts on: the worst of the host's GPU,
+// interconnect and host findings and its GPUs' verdicts; a host whose engine, client or
+// infrastructure failed is not proven (inconclusive), never failed on their account.
+func hardwareStatus(h *results.Host) results.Status {
+	var st results.Status
+	for _, g := range h.GPUs {
+		st = results.Worse(st, g.Status)
+	}
+	for l, s := range h.Layers {
+		switch {
+		case results.HardwareLayer(l):
+			st = results.Worse(st, s)
+		case s == results.StatusFailed || s == results.StatusInconclusive:
+			st = results.Worse(st, results.StatusInconclusive)
+		}
+	}
+	if h.Status == results.StatusInterrupted || h.Status == results.StatusIncomplete {
+		st = results.Worse(st, h.Status)
+	}
+	if st == "" || st == results.StatusSkipped || st == results.StatusNotRun {
+		if h.Status == results.StatusOK {
+			return results.StatusOK
+		}
+		return results.StatusInconclusive
+	}
+	return st
+}
+
+// rollFindings gathers the run's findings and sets each host's and the run's layers and action.
+func rollFindings(s *results.Summary) {
+	s.Findings, s.Layers, s.Action = nil, nil, ""
+	for hi := range s.Hosts {
+		h := &s.Hosts[hi]
+		fs := hostFindings(h)
+		rollLayers(h, fs)
+		s.Findings = append(s.Findings, fs...)
+		if h.Action != "" {
+			s.Action = results.MoreDisruptive(s.Action, h.Action)
+		}
+	}
+	if s.Error != "" {
+		s.Findings = append(s.Findings, results.Finding{Layer: results.LayerInfra, Status: results.StatusFailed, Subject: "run", Check: "run.error",
+			Reason: s.Error, Action: results.ActionRerun})
+	}
+	for _, f := range s.Findings {
+		if s.Layers == nil {
+			s.Layers = map[string]results.Status{}
+		}
+		s.Layers[f.Layer] = results.Worse(s.Layers[f.Layer], f.Status)
+	}
+}
+
+// FindingLine is a finding in one line, as the terminal and a drain reason say it:
+// "[engine: fix the engine or its configuration] Qwen/Qwen3-8B on gpu 1: …".
+func FindingLine(f results.Finding) string {
+	on := f.Subject
+	if f.Host != "" && !strings.Contains(on, f.Host) {
+		on = f.Host + ": " + on
+	}
+	return fmt.Sprintf("[%s %s · %s] %s: %s", f.Layer, f.Status, results.ActionWords[f.Action], on, f.Reason)
+}
+
+// healthyGPUs are the GPUs of a host whose own health checks ran and passed (no GPU or
+// interconnect flag, status ok): the evidence that clears a GPU of a gate its endpoint missed.
+func healthyGPUs(h *results.Host) map[int]bool {
+	out := map[int]bool{}
+	if h.Health == nil {
+		return out
+	}
+	for _, g := range h.Health.GPUs {
+		ok := g.Status == results.StatusOK
+		for _, f := range g.Flags {
+			l, _ := CheckLayer(f.Check)
+			if f.Layer != "" {
+				l = f.Layer
+			}
+			ok = ok && !results.GPULayer(l)
+		}
+		for _, c := range h.Health.Comparisons {
+			for _, cell := range c.Values {
+				ok = ok && !(cell.GPU == g.GPU.Index && cell.Flagged)
+			}
+		}
+		out[g.GPU.Index] = ok
+	}
+	return out
+}
+
+// gateLayers gives each gate an endpoint missed its layer. A gate measures the whole serving stack;
+// it is the GPU's only where the GPU's own checks do not clear it. On a GPU whose health passed and
+// whose load raised no GPU finding (telemetry), the miss is the engine's: under the engine-bound
+// share of the roofline the engine sets the figure (fix the engine); at or above it the GPU serves
+// near its physics and the gate does not fit this GPU × model (calibrate). Without health the gate
+// stays the GPU's, and asks for a rerun with health to tell the two apart.
+func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
+	cleared := len(ep.GPUs) > 0
+	for _, g := range ep.GPUs {
+		cleared = cleared && healthy[g]
+	}
+	for _, f := range ep.Flags {
+		if !strings.HasPrefix(f.Check, checkGatePrefix) && GPUEvidence(withKind(f)) {
+			cleared = false // the load itself showed the GPU misbehave (throttled, XID, …)
+		}
+	}
+	sol := ep.SpeedOfLight
+	for i := range ep.Flags {
+		f := &ep.Flags[i]
+		if !strings.HasPrefix(f.Check, checkGatePrefix) || f.Check == CheckErrorRate {
+			continue
+		}
+		switch {
+		case !cleared && len(healthy) == 0:
+			f.Layer, f.Action = results.LayerGPU, results.ActionRerun
+			f.Reason += "; no health phase ran to tell the GPU from the engine: rerun with health"
+		case !cleared:
+			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
+		case sol != nil && sol.BoundOutputTokS > 0 && sol.Percent < defaultOf(ThEngineBoundSOLPct):
+			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
+			f.Reason += fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
+				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(defaultOf(ThEngineBoundSOLPct)))
+		case f.Check == CheckExpected:
+			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
+		default:
+			f.Layer, f.Action = results.LayerEngine, results.ActionCalibrate
+			f.Reason += "; not the GPU's: the GPU passed its own checks" + solWords(sol) + ": the gate does not fit this GPU and model; calibrate it (`gpuvet calibrate`) or set it"
+		}
+	}
+}
+
+func withKind(f results.Flag) results.Flag {
+	classify(&f)
+	return f
+}
+
+func solWords(sol *results.SpeedOfLight) string {
+	if sol == nil || sol.BoundOutputTokS <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and the engine serves %.1f %% of its roofline", sol.Percent)
+}
+
+// layerFailed reports whether the engine's or the network's failed requests passed the error
+// limit: that fails the endpoint (and the run), not its GPU.
+func layerFailed(ep *results.Endpoint) bool {
+	for _, v := range ep.Verdicts {
+		if (v.Check == CheckEngineFault || v.Check == CheckNetworkFault) && v.Result == ResultFail {
+			return true
+		}
+	}
+	return false
+}
