@@ -195,6 +195,9 @@ func subject(model string, ep *results.Endpoint) string {
 }
 
 func gpuList(g []int) string {
+	if len(g) == 0 {
+		return "the endpoint" // an endpoint run: gpuvet does not know its GPUs
+	}
 	if len(g) == 1 {
 		return fmt.Sprintf("gpu %d", g[0])
 	}

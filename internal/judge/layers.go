@@ -345,16 +345,6 @@ func rollFindings(s *results.Summary) {
 	}
 }
 
-// FindingLine is a finding in one line, as the terminal and a drain reason say it:
-// "[engine: fix the engine or its configuration] Qwen/Qwen3-8B on gpu 1: …".
-func FindingLine(f results.Finding) string {
-	on := f.Subject
-	if f.Host != "" && !strings.Contains(on, f.Host) {
-		on = f.Host + ": " + on
-	}
-	return fmt.Sprintf("[%s %s · %s] %s: %s", f.Layer, f.Status, results.ActionWords[f.Action], on, f.Reason)
-}
-
 // healthyGPUs are the GPUs of a host whose own health checks ran and passed (no GPU or
 // interconnect flag, status ok): the evidence that clears a GPU of a gate its endpoint missed.
 func healthyGPUs(h *results.Host) map[int]bool {

@@ -270,6 +270,12 @@ func Describe(res *Result) string {
 	if len(parts) > 0 {
 		out += ": " + strings.Join(parts, ", ")
 	}
+	if l := results.LayerLine(s.Layers); l != "" {
+		out += "; by layer: " + l
+	}
+	if a := s.Action; a != "" && a != results.ActionNone {
+		out += "; hardware action: " + results.ActionWords[a]
+	}
 	out += "; summary " + res.SummaryPath
 	if _, err := os.Stat(filepath.Join(filepath.Dir(res.SummaryPath), "report.html")); err == nil {
 		out += "; report " + filepath.Join(filepath.Dir(res.SummaryPath), "report.html")

@@ -1,6 +1,11 @@
 package results
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
 
 // The layers a finding belongs to (Flag.Layer, Finding.Layer). A GPU is flag or failed only on
 // the evidence of the first two; a model on a GPU, a host and the run take the worst of every
@@ -84,4 +89,34 @@ type Finding struct {
 	Check   string `json:"check"`
 	Reason  string `json:"reason"`
 	Action  string `json:"action"`
+}
+
+// Line is the finding in one line, as the terminal, JUnit and a drain reason say it:
+// "[engine failed · fix the engine or its configuration] Qwen/Qwen3-8B on gpu 1: …".
+func (f Finding) Line() string {
+	on := f.Subject
+	if f.Host != "" && !strings.Contains(on, f.Host) {
+		on = f.Host + ": " + on
+	}
+	return fmt.Sprintf("[%s %s · %s] %s: %s", f.Layer, f.Status, ActionWords[f.Action], on, f.Reason)
+}
+
+// LayerLine says a judged summary's layers in one line, worst first: "engine failed, gpu ok"
+// ("" when nothing was found).
+func LayerLine(layers map[string]Status) string {
+	var ls []string
+	for l := range layers {
+		ls = append(ls, l)
+	}
+	sort.SliceStable(ls, func(i, j int) bool {
+		if rank(layers[ls[i]]) != rank(layers[ls[j]]) {
+			return rank(layers[ls[i]]) > rank(layers[ls[j]])
+		}
+		return slices.Index(Layers, ls[i]) < slices.Index(Layers, ls[j])
+	})
+	parts := make([]string, len(ls))
+	for i, l := range ls {
+		parts[i] = l + " " + string(layers[l])
+	}
+	return strings.Join(parts, ", ")
 }

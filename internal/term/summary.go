@@ -51,11 +51,32 @@ func Summary(w io.Writer, s *results.Summary) {
 		}
 	}
 	t.Flush()
-	Block(w, "Flags and failures", flagLines(s))
+	Block(w, "Findings (layer, status · what to do)", findingLines(s))
 	Block(w, "Caveats", caveatLines(s, 0))
 	Block(w, "Host preparation", prepLines(s))
 	Block(w, "Time to vet", timeToVetLines(s))
 	Block(w, "Detection power", detectionLines(s))
+}
+
+// findingLines are the run's findings that decided something (failed, flagged), worst first, each
+// with its layer and action; what could not decide is in the caveats. A summary judged before
+// findings existed shows its flags.
+func findingLines(s *results.Summary) []string {
+	if len(s.Findings) == 0 {
+		return flagLines(s)
+	}
+	var out []string
+	for _, st := range []results.Status{results.StatusFailed, results.StatusFlag} {
+		for _, f := range s.Findings {
+			if f.Status == st {
+				if len(s.Hosts) == 1 {
+					f.Host = "" // one host: its name says nothing
+				}
+				out = append(out, f.Line())
+			}
+		}
+	}
+	return out
 }
 
 func flagLines(s *results.Summary) []string {
@@ -241,7 +262,7 @@ func note(h results.Host, e results.Endpoint) string {
 		serving = results.Worse(serving, g.Serving) // an undecided GPU-to-GPU comparison raises it
 	}
 	if st := GPUStatus(h, e); serving != st && serving != "" {
-		n = append(n, "serving "+string(serving))
+		n = append(n, endpointLayer(e)+" "+string(serving))
 	}
 	l := e.Load
 	if l != nil && l.Client.ClientLimited {
@@ -251,6 +272,17 @@ func note(h results.Host, e results.Endpoint) string {
 		n = append(n, LowerBound)
 	}
 	return strings.Join(n, ", ")
+}
+
+// endpointLayer names the layer that set an endpoint's status apart from its GPU's: its first
+// finding of a layer other than the GPU's and its links' ("engine" when none says).
+func endpointLayer(e results.Endpoint) string {
+	for _, f := range e.Flags {
+		if f.Layer != "" && !results.GPULayer(f.Layer) {
+			return f.Layer
+		}
+	}
+	return results.LayerEngine
 }
 
 // GPUList writes GPU indexes as the tables do: 0,1 ("-" for none).
