@@ -41,6 +41,9 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 			}
 			for _, f := range g.Flags {
 				v.Checks = appendNew(v.Checks, f.Check)
+				if results.HardwareLayer(f.Layer) {
+					v.Action = results.MoreDisruptive(v.Action, f.Action)
+				}
 			}
 			for _, c := range hh.Comparisons {
 				for _, cell := range c.Values {
