@@ -47,6 +47,8 @@ type healthOptions struct {
 	simCoTenant string
 	// simCorrupt and simThrottle are --sim-corrupt and --sim-throttle (sim.FleetConfig).
 	simCorrupt, simThrottle string
+	// simRecoveryAction and simDriverFault are --sim-recovery-action and --sim-driver-fault.
+	simRecoveryAction, simDriverFault string
 	// slurm is the Slurm node mode (--slurm-drain, health_slurm.go); timeout bounds the run.
 	slurm   slurmHealth
 	timeout time.Duration
@@ -122,6 +124,8 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "put another process on a simulated GPU: GPU[:FROM[-TO]] (e.g. 0, or 1:5s-20s)")
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and BF16 GEMM results mismatch (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2:hw_slowdown)")
+	fl.StringVar(&f.simRecoveryAction, "sim-recovery-action", "", "a simulated GPU whose driver asks for recovery (NVML's GPU recovery action): GPU:ACTION, ACTION reset, reboot, drain-p2p or drain-and-reset (e.g. 3:reset)")
+	fl.StringVar(&f.simDriverFault, "sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
 	fl.Float64Var(&r.LinkVariancePct, "link-variance-pct", def.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the checks after this long and judge what was measured (0: no limit; slurmd kills a HealthCheckProgram after 60 s)")
 	f.slurm.register(fl)
@@ -159,6 +163,16 @@ func (f *healthOptions) Validate() error {
 		return usageErr("--sim-link-fault needs --sim")
 	case (f.simCorrupt != "" || f.simThrottle != "") && !f.sim:
 		return usageErr("--sim-corrupt and --sim-throttle need --sim")
+	case (f.simRecoveryAction != "" || f.simDriverFault != "") && !f.sim:
+		return usageErr("--sim-recovery-action and --sim-driver-fault need --sim")
+	}
+	if f.sim {
+		if _, _, err := sim.ParseRecoveryAction(f.simRecoveryAction, f.simCount); err != nil {
+			return usageErr("--sim-recovery-action: %v", err)
+		}
+		if _, _, err := sim.ParseDriverFault(f.simDriverFault, f.simCount); err != nil {
+			return usageErr("--sim-driver-fault: %v", err)
+		}
 	}
 	return nil
 }
@@ -294,7 +308,7 @@ func openHealthSource(f *healthOptions) (gpu.Source, health.BenchRunner, error) 
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
-		Corrupt: f.simCorrupt, Throttle: f.simThrottle, Catalog: f.opts.Catalog})
+		Corrupt: f.simCorrupt, Throttle: f.simThrottle, RecoveryAction: f.simRecoveryAction, DriverFault: f.simDriverFault, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("--sim: %v", err)
 	}

@@ -32,6 +32,7 @@ type planFlags struct {
 	apiKeyEnv, engineKind, engineCmd                   string
 	simLinkFault, ncclLib, simCoTenant, parallel       string
 	simCorrupt, simThrottle, simEngineFault            string
+	simRecoveryAction, simDriverFault                  string
 	allowBusy                                          bool
 	simGPUs, simStraggler, gpuCount                    int
 	acceptance                                         bool
@@ -64,6 +65,8 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
 	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
 	fl.StringVar(&f.simEngineFault, "sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback) or exit (e.g. 1:short)")
+	fl.StringVar(&f.simRecoveryAction, "sim-recovery-action", "", "a simulated GPU whose driver asks for recovery (NVML's GPU recovery action): GPU:ACTION, ACTION reset, reboot, drain-p2p or drain-and-reset (e.g. 3:reset)")
+	fl.StringVar(&f.simDriverFault, "sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
 	fl.BoolVar(&f.allowBusy, "allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")
 	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 	registerRemoteFlags(fl)

@@ -76,6 +76,7 @@ var Kinds = []Kind{
 			{"sim-gpu", "sim.gpu"}, {"sim-gpus", "sim.gpus"}, {"sim-straggler", "sim.straggler"},
 			{"sim-link-fault", "sim.link_fault"}, {"sim-cotenant", "sim.cotenant"}, {"sim-corrupt", "sim.corrupt"},
 			{"sim-throttle", "sim.throttle"}, {"sim-engine-fault", "sim.engine_fault"},
+			{"sim-recovery-action", "sim.recovery_action"}, {"sim-driver-fault", "sim.driver_fault"},
 		},
 	},
 	{

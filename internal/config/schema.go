@@ -278,6 +278,13 @@ type Sim struct {
 	// reason), traceback (HTTP 500 with a Python traceback) or exit (the process exits), e.g.
 	// "1:short". "": none. gpuvet names the engine and leaves that GPU inconclusive.
 	EngineFault string `yaml:"engine_fault"`
+	// RecoveryAction shows NVML's GPU recovery action on one virtual GPU: "GPU:ACTION", ACTION
+	// reset, reboot, drain-p2p or drain-and-reset, e.g. "3:reset". "": none.
+	RecoveryAction string `yaml:"recovery_action"`
+	// DriverFault plays one of the driver's other signals on one virtual GPU: "GPU:KIND", KIND
+	// remap-pending, remap-failure, fabric (its inventory shows it), fallen-off-bus, requires-reset,
+	// rm-init or gsp-timeout (its kernel log holds the driver's line), e.g. "1:fallen-off-bus". "": none.
+	DriverFault string `yaml:"driver_fault"`
 	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
 	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
 	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).

@@ -26,7 +26,11 @@ var (
 	corruptRe = regexp.MustCompile(`^(\d+)$`)
 	// engineFaultRe is the form of sim.engine_fault (sim.ParseEngineFault is the rule's home).
 	engineFaultRe = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit)$`)
-	throttleRe    = regexp.MustCompile(`^(\d+)(:(hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown)?(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?)?$`)
+	// recoveryActionRe and driverFaultRe are the forms of sim.recovery_action and sim.driver_fault
+	// (sim.ParseRecoveryAction and sim.ParseDriverFault are the rules' home).
+	recoveryActionRe = regexp.MustCompile(`^(\d+):(reset|reboot|drain-p2p|drain-and-reset)$`)
+	driverFaultRe    = regexp.MustCompile(`^(\d+):(remap-pending|remap-failure|fabric|fallen-off-bus|requires-reset|rm-init|gsp-timeout)$`)
+	throttleRe       = regexp.MustCompile(`^(\d+)(:(hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown)?(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?)?$`)
 )
 
 // validSimGPU checks a sim fault of the form re whose first group is a GPU index ("" is none).
@@ -193,6 +197,8 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.engine_fault", !validSimGPU(c.Sim.EngineFault, c.Sim.GPUs, engineFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND short, cut, traceback or exit, e.g. 1:short", c.Sim.GPUs-1)},
+		{"sim.recovery_action", !validSimGPU(c.Sim.RecoveryAction, c.Sim.GPUs, recoveryActionRe), fmt.Sprintf("want \"\" (none) or GPU:ACTION with GPU 0..%d and ACTION reset, reboot, drain-p2p or drain-and-reset, e.g. 3:reset", c.Sim.GPUs-1)},
+		{"sim.driver_fault", !validSimGPU(c.Sim.DriverFault, c.Sim.GPUs, driverFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout, e.g. 1:fallen-off-bus", c.Sim.GPUs-1)},
 		{"sim.throttle", !validSimGPU(c.Sim.Throttle, c.Sim.GPUs, throttleRe), fmt.Sprintf("want \"\" (none) or GPU[:REASON[:FROM[-TO]]] with GPU 0..%d, REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or hw_power_brake_slowdown, e.g. 2 or 2:hw_slowdown:20s", c.Sim.GPUs-1)},
 	}
 	for gpuName, floors := range c.ReferenceFloors {

@@ -182,7 +182,8 @@ func TestOpenNVMLWithoutDriver(t *testing.T) {
 }
 
 func FuzzParseNvidiaSMIXML(f *testing.F) {
-	for _, p := range []string{"testdata/h200-idle.xml", "testdata/h200x2.xml", "testdata/h200-busy.xml"} {
+	for _, p := range []string{"testdata/h200-idle.xml", "testdata/h200x2.xml", "testdata/h200-busy.xml",
+		"testdata/h200-recovery-node-reboot.xml", "testdata/h200x2-fabric-in-progress.xml", "testdata/h200x2-fabric-error.xml"} {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			f.Fatal(err)
@@ -198,6 +199,14 @@ func FuzzParseNvidiaSMIXML(f *testing.F) {
 		for i, g := range gpus {
 			if g.Index != i || g.NUMANode < -1 {
 				t.Fatalf("GPU %d: index %d numa %d", i, g.Index, g.NUMANode)
+			}
+			// The driver's signals: a recovery action is normalized (or kept verbatim, never
+			// padded), and a fabric is there only with a state.
+			if ra := g.RecoveryAction; ra != strings.TrimSpace(ra) || NormalizeRecoveryAction(ra) != ra {
+				t.Fatalf("GPU %d: recovery action %q not normalized", i, ra)
+			}
+			if g.Fabric != nil && (g.Fabric.State == "" || g.Fabric.State != strings.TrimSpace(g.Fabric.State)) {
+				t.Fatalf("GPU %d: fabric %+v", i, g.Fabric)
 			}
 		}
 		// The processes and load of the same capture (the busy check): one per GPU, whatever the input.

@@ -200,6 +200,8 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 		return r
 	})
 	s.ecc(d, &g, &notes)
+	s.recoveryAction(d, &g, &notes)
+	s.fabric(d, &g, &notes)
 	if mask, ok := s.reasons(d, &notes); ok {
 		g.ClockEvents = ClockEvents(mask)
 	}

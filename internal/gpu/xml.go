@@ -61,6 +61,14 @@ type smiGPU struct {
 		Pending string `xml:"remapped_row_pending"`
 		Failure string `xml:"remapped_row_failure"`
 	} `xml:"remapped_rows"`
+	// RecoveryAction is what the driver asks for (driver ≥ 550): "None", "GPU Reset", "Node Reboot", …
+	RecoveryAction string `xml:"gpu_recovery_action"`
+	// Fabric is the NVLink fabric registration (NVSwitch systems); N/A elsewhere.
+	Fabric struct {
+		State  string `xml:"state"`
+		Status string `xml:"status"`
+		Health string `xml:"health>summary"`
+	} `xml:"fabric"`
 	Temp       string `xml:"temperature>gpu_temp"`
 	PowerDraw  string `xml:"gpu_power_readings>instant_power_draw"`
 	PowerAvg   string `xml:"gpu_power_readings>average_power_draw"`
@@ -309,6 +317,10 @@ func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) resul
 	} else {
 		p.missing("remapped_rows: not reported (GPU without row remapping, or N/A)")
 	}
+	if info.RecoveryAction = NormalizeRecoveryAction(g.RecoveryAction); info.RecoveryAction == "" {
+		p.missing("gpu_recovery_action: not reported")
+	}
+	info.Fabric = fabricFromXML(g.Fabric.State, g.Fabric.Status, g.Fabric.Health)
 	items := g.Reasons.Items
 	if len(items) == 0 {
 		items = g.ThrottleReasons.Items

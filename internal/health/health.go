@@ -92,6 +92,7 @@ func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *res
 		h.GPUs = append(h.GPUs, results.GPUHealth{GPU: g})
 	}
 	o.progress("inventory: %d GPU(s) from %s", len(gpus), o.Source)
+	readKernelLog(src, h)
 	readInterconnect(src, h)
 	if ic := h.Interconnect; ic != nil {
 		if spec, known := o.Catalog.LookupGPU(h.GPUs[0].GPU.Name); known {

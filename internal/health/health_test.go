@@ -148,7 +148,10 @@ func TestRunFlags(t *testing.T) {
 		}, []string{CheckRetired + "@0"}, results.StatusFlag},
 		{"remap fail", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.gpus[0].RemappedRows = &results.RemappedRows{Failure: true}
-		}, []string{CheckRemap + "@0"}, results.StatusFlag},
+		}, []string{CheckRemap + "@0"}, results.StatusFailed}, // no spare rows left: the GPU is failed (drain-rma)
+		{"remap pending", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.gpus[1].RemappedRows = &results.RemappedRows{Pending: true}
+		}, []string{CheckRemap + "@1"}, results.StatusFlag},
 		{"pcie x8", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) { f.gpus[1].PCIe.WidthCurrent = 8 }, []string{CheckPCIeWidth + "@1"}, results.StatusFlag},
 		{"pcie x8 by design", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.gpus[0].PCIe.WidthCurrent, f.gpus[1].PCIe.WidthCurrent, r.ExpectPCIeWidth = 8, 8, 8

@@ -118,7 +118,8 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 		busyVerdicts(m.Model, ep)
 		for _, v := range ep.Verdicts {
 			if v.Result == ResultFail {
-				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason})
+				fails := v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault
+				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason, Fails: fails})
 			}
 		}
 		ep.Flags = append(ep.Flags, faultFlags(subject(m.Model, ep), ep.Faults, ep.Verdicts)...)

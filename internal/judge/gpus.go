@@ -140,7 +140,12 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 	st := g.Status
 	if st == results.StatusFlag || st == results.StatusFailed {
-		st = results.StatusOK // re-derived from the flags below, each by its layer
+		st = results.StatusOK // re-derived below: what failed it, and its flags, each by its layer
+		for _, b := range g.Bench {
+			if b.Status == results.StatusFailed {
+				st = results.StatusFailed
+			}
+		}
 		if g.Burn != nil && g.Burn.Error != "" {
 			st = results.StatusFailed
 		}
@@ -148,7 +153,7 @@ func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 	var why []string
 	for _, f := range g.Flags {
 		switch {
-		case GPUEvidence(f) && failingFlag(f, nil):
+		case GPUEvidence(f) && failingFlag(f):
 			st = results.Worse(st, results.StatusFailed)
 		case GPUEvidence(f):
 			st = results.Worse(st, results.StatusFlag)
@@ -156,9 +161,6 @@ func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 			st = results.Worse(st, results.StatusInconclusive)
 			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", f.Reason, f.Layer, results.ActionWords[f.Action]))
 		}
-	}
-	if g.Status == results.StatusFailed && len(g.Flags) == 0 && (g.Burn == nil || g.Burn.Error == "") {
-		st = results.StatusFailed // failed by a rule that raised no flag: as measured
 	}
 	return st, why
 }
@@ -183,11 +185,11 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	}
 	for _, f := range ep.Flags {
 		switch {
-		case GPUEvidence(f) && failingFlag(f, ep):
+		case GPUEvidence(f) && failingFlag(f):
 			st = results.Worse(st, results.StatusFailed)
 		case GPUEvidence(f):
 			st = results.Worse(st, results.StatusFlag)
-		case failingFlag(f, ep) || f.Layer == results.LayerHost:
+		case failingFlag(f) || f.Layer == results.LayerHost:
 			notProven(f.Layer, f.Reason, f.Action)
 		}
 	}

@@ -110,6 +110,7 @@ func Health(h *results.Health, r HealthRules) {
 			Reason: fmt.Sprintf("found %d GPU(s), expected %d: check `nvidia-smi -L` and dmesg for a card that fell off the bus, or fix --expect-gpus", len(h.GPUs), h.ExpectGPUs)})
 	}
 	judgeDCGM(h)
+	judgeKernelLogHost(h)
 	judgeInterconnect(h, r)
 	h.Comparisons = compareHealth(h, r)
 	for _, c := range h.Comparisons {
@@ -161,9 +162,11 @@ func gpuStatus(gh *results.GPUHealth) results.Status {
 	if gh.Burn != nil && gh.Burn.Error != "" {
 		st = results.StatusFailed
 	}
+	// The driver's signals that say the GPU is not usable as it is (a recovery action, a failed
+	// row remap, fallen off the bus, a required reset, a failed initialisation) carry Fails too.
 	for _, f := range gh.Flags {
 		st = results.Worse(st, results.StatusFlag)
-		if failingChecks[f.Check] {
+		if failingFlag(f) {
 			st = results.StatusFailed
 		}
 	}
@@ -176,7 +179,7 @@ type flagFunc func(check, format string, args ...any)
 func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	g := gh.GPU
 	flag := func(check, format string, args ...any) {
-		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: check, Reason: fmt.Sprintf(format, args...)})
+		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: check, Reason: fmt.Sprintf(format, args...), Fails: failingChecks[check]})
 	}
 	vol, agg := deref64(g.ECC.VolatileUncorrected), deref64(g.ECC.AggregateUncorrected)
 	if vol > 0 || agg > 0 {
@@ -185,12 +188,8 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
 		flag(CheckRetired, "retired pages are pending: reset the GPU (`nvidia-smi -r -i %d`) or reboot so the retirement takes effect", g.Index)
 	}
-	if rr := g.RemappedRows; rr != nil {
-		if rr.Failure {
-			flag(CheckRemap, "row remapping failed (%d uncorrectable rows remapped): the HBM has no spare rows left: RMA the GPU", rr.Uncorrectable)
-		} else if rr.Pending {
-			flag(CheckRemap, "a row remap is pending: reset the GPU (`nvidia-smi -r -i %d`) or reboot to apply it", g.Index)
-		}
+	for _, d := range driverFindings(gh) { // the recovery action, row remapping, fabric, kernel log
+		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: d.check, Reason: d.reason, Layer: d.layer, Action: d.action, Fails: d.fails})
 	}
 	judgePCIe(gh, r, flag)
 	idle := g.ClockEvents.Mask

@@ -147,21 +147,9 @@ func actionFor(layer string) string {
 	return results.ActionRerun
 }
 
-// failingFlag reports whether a flag's finding fails what it is about, not only flags it: the
-// error-rate gates of every layer, and the health rules that fail a GPU.
-func failingFlag(f results.Flag, ep *results.Endpoint) bool {
-	if failingChecks[f.Check] {
-		return true
-	}
-	if ep == nil {
-		return false
-	}
-	for _, v := range ep.Verdicts {
-		if v.Check == f.Check && v.Result == ResultFail && (v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault) {
-			return true
-		}
-	}
-	return false
+// failingFlag reports whether a flag's finding fails what it is about, not only flags it.
+func failingFlag(f results.Flag) bool {
+	return f.Fails || failingChecks[f.Check] // failingChecks: a summary written before Fails
 }
 
 // endpointFindings are an endpoint's findings: its flags, its errors, what left it undecided.
@@ -173,7 +161,7 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 	}
 	for _, f := range ep.Flags {
 		st := results.StatusFlag
-		if failingFlag(f, ep) {
+		if failingFlag(f) {
 			st = results.StatusFailed
 		}
 		add(f.Layer, st, f.Check, f.Reason, f.Action)
@@ -208,7 +196,7 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 	var out []results.Finding
 	for _, f := range hh.Flags {
 		st := results.StatusFlag
-		if failingFlag(f, nil) {
+		if failingFlag(f) {
 			st = results.StatusFailed
 		}
 		out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
@@ -216,7 +204,7 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 	for _, g := range hh.GPUs {
 		for _, f := range g.Flags {
 			st := results.StatusFlag
-			if failingFlag(f, nil) {
+			if failingFlag(f) {
 				st = results.StatusFailed
 			}
 			out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})

@@ -33,8 +33,67 @@ type GPUInfo struct {
 	RemappedRows        *RemappedRows `json:"remapped_rows,omitempty"`
 	ClockEvents         ClockEvents   `json:"clock_events"`
 	XIDs                []XIDEvent    `json:"xids,omitempty"`
+	// RecoveryAction is what the driver says the GPU needs (NVML's GPU recovery action, nvidia-smi's
+	// <gpu_recovery_action>): one of the Recovery* values, or the driver's words verbatim when they
+	// are none of them; "" when not reported (an older driver).
+	RecoveryAction string `json:"recovery_action,omitempty"`
+	// Fabric is the GPU's NVLink fabric registration (NVSwitch systems: HGX H100/H200, GB200); nil
+	// when the GPU has none to report (N/A, not supported).
+	Fabric *Fabric `json:"fabric,omitempty"`
 	// Unsupported lists the fields this source or driver could not give (e.g. "nvmlDeviceGetRemappedRows: not supported").
 	Unsupported []string `json:"unsupported,omitempty"`
+}
+
+// The GPU recovery actions the driver asks for (NVML_GPU_RECOVERY_ACTION_*), normalized.
+const (
+	RecoveryNone          = "none"
+	RecoveryGPUReset      = "gpu_reset"
+	RecoveryNodeReboot    = "node_reboot"
+	RecoveryDrainP2P      = "drain_p2p"
+	RecoveryDrainAndReset = "drain_and_reset"
+)
+
+// Fabric is a GPU's NVLink fabric registration with the fabric manager, in the driver's words
+// (nvidia-smi's <fabric>; NVML's nvmlDeviceGetGpuFabricInfoV, written the way nvidia-smi writes it).
+type Fabric struct {
+	State  string `json:"state"`            // "Not Started", "In Progress", "Completed"
+	Status string `json:"status,omitempty"` // "Success", or the error the registration ended with
+	Health string `json:"health,omitempty"` // the health summary: "Healthy", "Unhealthy", "Limited Capacity"; "": not reported
+}
+
+// The kinds of the NVIDIA driver's kernel-log lines about a GPU (KernelEvent.Kind).
+const (
+	KernelFallenOffBus  = "fallen_off_bus" // the GPU fell off the bus (also Xid 79)
+	KernelRequiresReset = "requires_reset" // "GPU requires reset"
+	KernelRmInitFailed  = "rm_init_failed" // RmInitAdapter / rm_init_adapter failed: the driver could not bring the GPU up
+	KernelGSPTimeout    = "gsp_timeout"    // the GPU's GSP firmware stopped answering (heartbeat, RPC timeout, Xid 119)
+	KernelXID           = "xid"            // any other Xid
+)
+
+// KernelEvent is one line the NVIDIA driver wrote to the kernel log about a GPU, since boot.
+type KernelEvent struct {
+	// Seq is the /dev/kmsg record's sequence number; TimeS the seconds since boot the kernel stamped it with.
+	Seq   int64   `json:"seq,omitempty"`
+	TimeS float64 `json:"time_s,omitempty"`
+	Kind  string  `json:"kind"`
+	XID   int     `json:"xid,omitempty"`
+	// BusID is the PCI address the line names, as "0000:18:00" (domain:bus:device); "" when it names none.
+	BusID string `json:"bus_id,omitempty"`
+	// UUID is the GPU the driver named at that address earlier in the log ("NVRM: GPU at PCI:… GPU-…").
+	UUID string `json:"uuid,omitempty"`
+	Line string `json:"line"`
+	// Count is how many lines of this kind (and Xid) the log held for the GPU; the first is kept.
+	Count int `json:"count,omitempty"`
+}
+
+// KernelLog is what the health phase read of the kernel log: where from, how much, and the driver's
+// lines that name no GPU of this host (a GPU the driver lost, a line with no PCI address).
+type KernelLog struct {
+	Source    string        `json:"source"`              // "/dev/kmsg", "sim"
+	Records   int           `json:"records"`             // lines read
+	Truncated bool          `json:"truncated,omitempty"` // the read stopped at its bound
+	Note      string        `json:"note,omitempty"`      // why it was not read (not root, a container)
+	Unmatched []KernelEvent `json:"unmatched,omitempty"`
 }
 
 // PCIeLink is the link state; Expected* come from the plan when set (e.g. a riser that is x8 by design).
@@ -93,6 +152,9 @@ type Health struct {
 	// the phase is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`
 
+	// KernelLog is what was read of the kernel log (nil: the source has none, e.g. a capture).
+	KernelLog *KernelLog `json:"kernel_log,omitempty"`
+
 	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
 	Interconnect *Interconnect `json:"interconnect,omitempty"`
 
@@ -113,7 +175,14 @@ type GPUHealth struct {
 	// Busy is set when another process or unexplained load was on the GPU at the health phase
 	// (issue 26): its figures are marked and cannot pass a floor or a comparison.
 	Busy *Busy `json:"busy,omitempty"`
+
+	// KernelLog are the NVIDIA driver's kernel-log lines about this GPU since boot, one per kind
+	// (and Xid) with its count, at most MaxKernelEvents.
+	KernelLog []KernelEvent `json:"kernel_log,omitempty"`
 }
+
+// MaxKernelEvents bounds the kernel-log events kept per GPU (and unmatched per host).
+const MaxKernelEvents = 16
 
 // Microbench is one measured figure next to the detected GPU's datasheet peak.
 type Microbench struct {

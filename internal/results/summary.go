@@ -76,6 +76,10 @@ type Flag struct {
 	// set by the judge for every flag of a judged summary.
 	Layer  string `json:"layer,omitempty"`
 	Action string `json:"action,omitempty"`
+	// Fails is true for a finding that fails what it is about (the GPU, the endpoint), not only
+	// flags it: a link down, wrong answers, the driver asking for a reset, failed requests above
+	// the error limit.
+	Fails bool `json:"fails,omitempty"`
 }
 
 // Summary is summary.json: the whole run, the source of truth for the report and for comparisons.

@@ -34,6 +34,11 @@ type FleetConfig struct {
 	// EngineFault makes one GPU's engine misbehave: "GPU:KIND" with KIND short, cut, traceback or
 	// exit (enginefault.go); "": none. The GPU itself stays healthy.
 	EngineFault string
+	// RecoveryAction shows NVML's GPU recovery action on one GPU: "GPU:ACTION" with ACTION reset,
+	// reboot, drain-p2p or drain-and-reset; DriverFault plays one of the driver's other signals on
+	// one GPU: "GPU:KIND" (DriverFaultKinds). "": none (driverfault.go).
+	RecoveryAction string
+	DriverFault    string
 	// Catalog is where GPU is looked up (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }
@@ -54,6 +59,8 @@ type Fleet struct {
 	throttle  throttle
 	// engineFault is the parsed EngineFault.
 	engineFault engineFault
+	// recovery and driverFault are the parsed RecoveryAction and DriverFault.
+	recovery, driverFault gpuFault
 }
 
 type vgpu struct {
@@ -123,8 +130,16 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	raGPU, raKind, err := ParseRecoveryAction(cfg.RecoveryAction, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
+	dfGPU, dfKind, err := ParseDriverFault(cfg.DriverFault, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
 	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th,
-		engineFault: engineFault{gpu: efGPU, kind: efKind}}
+		engineFault: engineFault{gpu: efGPU, kind: efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}}
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}
@@ -185,7 +200,7 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 		zero := int64(0)
 		out[i] = results.GPUInfo{
 			Index: i, Name: f.gpu.Names[0], UUID: f.uuid(i), Serial: fmt.Sprintf("SIM%010d", i),
-			PCIBusID: fmt.Sprintf("00000000:%02X:00.0", 0x18+i*0x10%0xe0), NUMANode: -1,
+			PCIBusID: busID(i), NUMANode: -1,
 			VBIOS: "96.00.SIM.00.01", ComputeCapability: f.gpu.ComputeCap, Architecture: f.gpu.Architecture,
 			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: &used,
 			DriverVersion: "580.159.04", CUDAVersion: "13.0",
@@ -197,6 +212,7 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 			RemappedRows: &results.RemappedRows{},
 			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: reasonNames(s.ClockReasons)},
 		}
+		f.driverSignals(i, &out[i])
 	}
 	return out, nil
 }

@@ -1,0 +1,167 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The driver's own signals in the inventory: the GPU recovery action it asks for and the NVLink
+// fabric registration, read from NVML and from nvidia-smi's XML alike.
+
+// kmsgPath is the kernel log a live host's source reads; tests point it elsewhere.
+var kmsgPath = "/dev/kmsg"
+
+// KernelLog reads the host's kernel ring buffer (/dev/kmsg): the NVIDIA driver's lines since boot.
+func (s *nvmlSource) KernelLog() (KernelLogText, error) { return ReadKmsg(kmsgPath) }
+
+// NormalizeRecoveryAction writes nvidia-smi's <gpu_recovery_action> ("None", "GPU Reset", "Reset",
+// "Node Reboot", "Drain P2P", "Drain and Reset", any case or spacing) as a results.Recovery* value;
+// "" for N/A or nothing, and the words verbatim when they are none of these (judged as needing
+// attention).
+func NormalizeRecoveryAction(s string) string {
+	s = strings.TrimSpace(s)
+	words := strings.ToLower(strings.Join(strings.Fields(strings.NewReplacer("_", " ", "-", " ").Replace(s)), " "))
+	switch words {
+	case "", "n/a", "[n/a]", "not supported", "[not supported]":
+		return ""
+	case "none":
+		return results.RecoveryNone
+	case "gpu reset", "reset":
+		return results.RecoveryGPUReset
+	case "node reboot", "reboot":
+		return results.RecoveryNodeReboot
+	case "drain p2p", "drain peer to peer":
+		return results.RecoveryDrainP2P
+	case "drain and reset", "drain & reset":
+		return results.RecoveryDrainAndReset
+	}
+	return s
+}
+
+// recoveryFromNVML names NVML's nvmlDeviceGpuRecoveryAction_t.
+func recoveryFromNVML(v uint64) string {
+	switch nvml.DeviceGpuRecoveryAction(v) {
+	case nvml.GPU_RECOVERY_ACTION_NONE:
+		return results.RecoveryNone
+	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
+		return results.RecoveryGPUReset
+	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
+		return results.RecoveryNodeReboot
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
+		return results.RecoveryDrainP2P
+	case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
+		return results.RecoveryDrainAndReset
+	}
+	return fmt.Sprintf("NVML recovery action %d", v)
+}
+
+// fieldUint reads an unsigned NVML field value of any width.
+func fieldUint(f nvml.FieldValue) (uint64, bool) {
+	switch nvml.ValueType(f.ValueType) {
+	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:
+		return uint64(binary.LittleEndian.Uint32(f.Value[:4])), true
+	case nvml.VALUE_TYPE_UNSIGNED_LONG, nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, nvml.VALUE_TYPE_SIGNED_LONG_LONG:
+		return binary.LittleEndian.Uint64(f.Value[:]), true
+	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
+		return uint64(binary.LittleEndian.Uint16(f.Value[:2])), true
+	}
+	return 0, false
+}
+
+// recoveryAction reads NVML_FI_DEV_GET_GPU_RECOVERY_ACTION through nvmlDeviceGetFieldValues.
+func (s *nvmlSource) recoveryAction(d nvml.Device, g *results.GPUInfo, notes *[]string) {
+	s.call(notes, "nvmlDeviceGetFieldValues", func() nvml.Return {
+		vals := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
+		if r := d.GetFieldValues(vals); r != nvml.SUCCESS {
+			return r
+		}
+		if r := nvml.Return(vals[0].NvmlReturn); r != nvml.SUCCESS {
+			return r
+		}
+		v, ok := fieldUint(vals[0])
+		if !ok {
+			return nvml.ERROR_UNKNOWN
+		}
+		g.RecoveryAction = recoveryFromNVML(v)
+		return nvml.SUCCESS
+	})
+}
+
+// fabricInfoV3 calls nvmlDeviceGetGpuFabricInfoV for its version 3 (with the health summary);
+// tests replace it (go-nvml's mock cannot build the handler).
+var fabricInfoV3 = func(d nvml.Device) (nvml.GpuFabricInfo_v3, nvml.Return) {
+	fi, r := d.GetGpuFabricInfoV().V3()
+	if r == nvml.ERROR_ARGUMENT_VERSION_MISMATCH { // a driver before the health summary: version 2
+		v2, r2 := d.GetGpuFabricInfoV().V2()
+		return nvml.GpuFabricInfo_v3{State: v2.State, Status: v2.Status}, r2
+	}
+	return fi, r
+}
+
+// fabric reads the NVLink fabric registration: nvmlDeviceGetGpuFabricInfoV (state, status and
+// health summary), else nvmlDeviceGetGpuFabricInfo (state and status). Not supported: nil.
+func (s *nvmlSource) fabric(d nvml.Device, g *results.GPUInfo, notes *[]string) {
+	var state uint8
+	var status uint32
+	var health uint8
+	var ok bool
+	if s.has("nvmlDeviceGetGpuFabricInfoV") {
+		ok = s.call(notes, "nvmlDeviceGetGpuFabricInfoV", func() nvml.Return {
+			fi, r := fabricInfoV3(d)
+			state, status, health = fi.State, fi.Status, fi.HealthSummary
+			return r
+		})
+	} else {
+		ok = s.call(notes, "nvmlDeviceGetGpuFabricInfo", func() nvml.Return {
+			fi, r := d.GetGpuFabricInfo()
+			state, status = fi.State, fi.Status
+			return r
+		})
+	}
+	if ok {
+		g.Fabric = fabricFromNVML(state, nvml.Return(status), health, s.lib.ErrorString)
+	}
+}
+
+// fabricFromNVML writes NVML's fabric info the way nvidia-smi does; nil when not supported.
+func fabricFromNVML(state uint8, status nvml.Return, health uint8, errString func(nvml.Return) string) *results.Fabric {
+	f := &results.Fabric{}
+	switch state {
+	case nvml.GPU_FABRIC_STATE_NOT_SUPPORTED:
+		return nil
+	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
+		f.State = "Not Started"
+	case nvml.GPU_FABRIC_STATE_IN_PROGRESS:
+		f.State = "In Progress"
+	case nvml.GPU_FABRIC_STATE_COMPLETED:
+		f.State = "Completed"
+		f.Status = "Success"
+		if status != nvml.SUCCESS {
+			f.Status = errString(status)
+		}
+	default:
+		f.State = fmt.Sprintf("state %d", state)
+	}
+	switch health {
+	case nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY:
+		f.Health = "Healthy"
+	case nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY:
+		f.Health = "Unhealthy"
+	case nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY:
+		f.Health = "Limited Capacity"
+	}
+	return f
+}
+
+// fabricFromXML reads nvidia-smi's <fabric>: nil when its state is N/A (no fabric to register).
+func fabricFromXML(state, status, health string) *results.Fabric {
+	if na(state) == "" {
+		return nil
+	}
+	return &results.Fabric{State: na(state), Status: na(status), Health: na(health)}
+}
