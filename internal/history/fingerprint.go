@@ -14,7 +14,8 @@ import (
 // load profile, the health phase's measurements and the per-accelerator overrides. Two runs with
 // the same fingerprint measured the same things the same way, so their figures compare; the
 // thresholds, outputs, backend reach (ssh, kubernetes) and the simulator's hardware settings are
-// left out: they judge, write or stand for the hardware, they do not change what is measured.
+// left out: they judge, write or stand for the hardware, they do not change what is measured
+// (its slow-engine knobs are in: they stand for the engine).
 func Fingerprint(c config.Config) string {
 	e := c.Engine
 	v := struct {
@@ -35,6 +36,11 @@ func Fingerprint(c config.Config) string {
 		Functional:   c.Functional.Enabled,
 		Power:        c.Power.Enabled,
 		Accelerators: map[string]any{},
+	}
+	// The simulator's slow-engine knobs are its engine, not its hardware: a slower simulated engine
+	// measures another thing (added only when set, so the fingerprints of plans without them hold).
+	if c.Sim.StepOverhead != 0 || c.Sim.SeqOverhead != 0 {
+		v.Engine = append(v.Engine, "sim engine", c.Sim.StepOverhead, c.Sim.SeqOverhead)
 	}
 	for name, a := range c.Accelerators { // their models, engine and load; their gates judge
 		if len(a.Models) > 0 || !reflect.ValueOf(a.Engine).IsZero() || !reflect.ValueOf(a.Load).IsZero() {

@@ -389,15 +389,26 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
 		case sol != nil && sol.BoundOutputTokS > 0 && sol.Percent < defaultOf(ThEngineBoundSOLPct):
 			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
-			f.Reason += fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
+			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
 				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(defaultOf(ThEngineBoundSOLPct)))
 		case f.Check == CheckExpected:
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
 		default:
 			f.Layer, f.Action = results.LayerEngine, results.ActionCalibrate
-			f.Reason += "; not the GPU's: the GPU passed its own checks" + solWords(sol) + ": the gate does not fit this GPU and model; calibrate it (`gpuvet calibrate`) or set it"
+			f.Reason = withoutAdvice(f.Reason) + "; not the GPU's: the GPU passed its own checks" + solWords(sol) + ": the gate does not fit this GPU and model; calibrate it (`gpuvet calibrate`) or set it"
 		}
 	}
+}
+
+// withoutAdvice is a gate's reason without the advice that assumes the GPU (advice): what was
+// measured against what.
+func withoutAdvice(reason string) string {
+	for _, a := range []string{": check the GPU's", ": this GPU × model is slower"} {
+		if i := strings.Index(reason, a); i >= 0 {
+			return reason[:i]
+		}
+	}
+	return reason
 }
 
 func withKind(f results.Flag) results.Flag {

@@ -275,14 +275,14 @@ func note(h results.Host, e results.Endpoint) string {
 }
 
 // endpointLayer names the layer that set an endpoint's status apart from its GPU's: its first
-// finding of a layer other than the GPU's and its links' ("engine" when none says).
+// finding of a layer other than the GPU's and its links' ("serving" when none says).
 func endpointLayer(e results.Endpoint) string {
 	for _, f := range e.Flags {
 		if f.Layer != "" && !results.GPULayer(f.Layer) {
 			return f.Layer
 		}
 	}
-	return results.LayerEngine
+	return "serving"
 }
 
 // GPUList writes GPU indexes as the tables do: 0,1 ("-" for none).
