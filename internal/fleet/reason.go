@@ -16,30 +16,53 @@ func HostReason(h results.Host) string {
 			r = append(r, s)
 		}
 	}
+	// The hardware's findings first (what a gate acts on), each with its layer; then the rest.
+	hardware := true
 	flags := func(fs []results.Flag) {
 		for _, f := range fs {
+			if f.Layer != "" && results.HardwareLayer(f.Layer) != hardware {
+				continue
+			}
+			what := f.Check
+			if f.Layer != "" {
+				what = "[" + f.Layer + "] " + what
+			}
 			if f.Subject != "" {
-				add(f.Check + " (" + f.Subject + "): " + f.Reason)
+				add(what + " (" + f.Subject + "): " + f.Reason)
 			} else {
-				add(f.Check + ": " + f.Reason)
+				add(what + ": " + f.Reason)
 			}
 		}
 	}
+	if a := h.Action; a != "" && a != results.ActionNone {
+		add("action: " + results.ActionWords[a])
+	}
+	all := func() {
+		flags(h.Flags)
+		if hh := h.Health; hh != nil {
+			flags(hh.Flags)
+			for _, g := range hh.GPUs {
+				flags(g.Flags)
+			}
+		}
+		for _, m := range h.Models {
+			flags(m.Flags)
+			for _, ep := range m.Endpoints {
+				flags(ep.Flags)
+			}
+		}
+	}
+	all()
+	hardware = false
+	all()
 	add(h.Error)
-	flags(h.Flags)
 	if hh := h.Health; hh != nil {
 		add(hh.Error)
-		flags(hh.Flags)
-		for _, g := range hh.GPUs {
-			flags(g.Flags)
-		}
 	}
 	for _, m := range h.Models {
 		add(m.Error)
-		flags(m.Flags)
 		for _, ep := range m.Endpoints {
 			add(ep.Error)
-			flags(ep.Flags)
 		}
 	}
 	return strings.Join(r, "; ")

@@ -148,9 +148,13 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 	}
 	at := vd.At.UTC().Format(time.RFC3339)
 	if v.Label {
-		c.labels = map[string]string{LabelStatus: string(vd.Status), LabelVettedBy: vd.RunID}
+		action := vd.Action
+		if action == "" {
+			action = results.ActionNone
+		}
+		c.labels = map[string]string{LabelStatus: string(vd.Status), LabelVettedBy: vd.RunID, LabelAction: action}
 		c.ann[AnnotationVettedAt] = at
-		c.did = append(c.did, fmt.Sprintf("labelled %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID))
+		c.did = append(c.did, fmt.Sprintf("labelled %s=%s %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID, LabelAction, action))
 	}
 	until := ""
 	if v.ValidFor > 0 {

@@ -32,6 +32,9 @@ const (
 	// LabelVettedBy is the id of the run that judged it (the run's UTC start, 20261201T163000Z-…:
 	// a label value cannot hold an RFC 3339 time).
 	LabelVettedBy = Domain + "run"
+	// LabelAction is what the node's hardware findings ask for (results.Actions: none, rerun,
+	// reset-gpu, reboot-node, drain-rma, …): what a fleet's own automation selects on.
+	LabelAction = Domain + "action"
 	// AnnotationVettedAt is when it was judged, RFC 3339 UTC.
 	AnnotationVettedAt = Domain + "vetted-at"
 	// TaintUnhealthy is the quarantine taint's key (effect NoSchedule, value the run id).
@@ -132,6 +135,9 @@ type Verdict struct {
 	RunID  string
 	At     time.Time
 	Reason string // why it is not ok (for the taint's annotation)
+	// Action is what the node's hardware findings ask for (results.Actions; "" none): the
+	// LabelAction label, and the condition's message.
+	Action string
 }
 
 // labelled reports whether a status is one the status label holds.
@@ -324,13 +330,16 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		if !vetted[h.Name] {
 			continue
 		}
-		if !labelled(h.Status) {
-			say("node %s: status %s: no verdict to write", h.Name, h.Status)
+		// The hardware's status: a broken engine or a client that could not decide quarantines no
+		// node (it stays pending, not proven).
+		st := h.GateStatus()
+		if !labelled(st) {
+			say("node %s: status %s: no verdict to write", h.Name, st)
 			continue
 		}
-		vd := Verdict{Status: h.Status, RunID: s.RunID, At: now, Reason: fleet.HostReason(h)}
+		vd := Verdict{Status: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}
 		c, err := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, breaker.Allow)
-		act := results.NodeAction{Node: h.Name, Status: h.Status, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
+		act := results.NodeAction{Node: h.Name, Status: st, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
 		for _, d := range c.did {
 			act.Did = append(act.Did, prefix+d)
 		}

@@ -120,3 +120,13 @@ func LayerLine(layers map[string]Status) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// GateStatus is what a gate, a drain or a taint acts on: the host's hardware status (its GPU,
+// interconnect and host findings; a failure of the engine, the client or the infrastructure leaves
+// it inconclusive, not proven), or its status in a summary judged before layers.
+func (h *Host) GateStatus() Status {
+	if h.HardwareStatus != "" {
+		return h.HardwareStatus
+	}
+	return h.Status
+}

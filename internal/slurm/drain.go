@@ -158,19 +158,20 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		if !f.vetted[h.Name] {
 			continue
 		}
-		if h.Status == results.StatusOK {
+		// The hardware's status: a broken engine or a client that could not decide drains no node.
+		if h.GateStatus() == results.StatusOK {
 			ok[h.Name] = true
 		}
-		if f.drains(h.Status) {
+		if f.drains(h.GateStatus()) {
 			toDrain = append(toDrain, h)
 		}
 	}
 	// Failed before flagged: what the breaker lets through is the worst first.
 	slices.SortStableFunc(toDrain, func(a, b results.Host) int {
-		if a.Status == b.Status {
+		if a.GateStatus() == b.GateStatus() {
 			return 0
 		}
-		if results.Worse(a.Status, b.Status) == a.Status {
+		if results.Worse(a.GateStatus(), b.GateStatus()) == a.GateStatus() {
 			return -1
 		}
 		return 1
@@ -182,7 +183,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	breaker := fleet.NewBreaker(limit, len(f.vetted))
 	var errs []error
 	for _, h := range toDrain {
-		act := f.drainOne(ctx, h, Reason(s.RunID, h.Status, fleet.HostReason(h)), breaker)
+		act := f.drainOne(ctx, h, Reason(s.RunID, h.GateStatus(), fleet.HostReason(h)), breaker)
 		if act.Error != "" {
 			errs = append(errs, fmt.Errorf("node %s: %s", h.Name, act.Error))
 		}
@@ -215,7 +216,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 
 // drainOne drains one judged node when the breaker allows it (in a dry run, says it would).
 func (f *Fleet) drainOne(ctx context.Context, h results.Host, reason string, breaker *fleet.Breaker) results.NodeAction {
-	act := results.NodeAction{Node: h.Name, Status: h.Status, DryRun: f.Config.DryRun}
+	act := results.NodeAction{Node: h.Name, Status: h.GateStatus(), DryRun: f.Config.DryRun}
 	what := fmt.Sprintf("drain %s: scontrol update nodename=%s state=drain reason=%q", h.Name, h.Name, reason)
 	switch {
 	case !breaker.Allow(what):
