@@ -121,6 +121,9 @@ func TestFindingsEverySurface(t *testing.T) {
 		if c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "[engine · fix the engine or its configuration] ") {
 			t.Errorf("the endpoint's flag case: %+v", c.Failure)
 		}
+		if c := cases["gpuvet.finding.gpu health.xid"]; c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "[gpu failed · reset the GPU] gpu 0: Xid 79") {
+			t.Errorf("one host: the finding's line names no host, got %+v", c.Failure)
+		}
 		if g := cases["gpuvet.verdict.n1 gpu 0"]; g.Failure == nil || !strings.Contains(g.Failure.Message, "reset the GPU") {
 			t.Errorf("gpu 0's verdict case lacks its action: %+v", g.Failure)
 		}

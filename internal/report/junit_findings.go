@@ -16,7 +16,11 @@ func findingSuite(s *results.Summary) junitSuite {
 		if f.Host != "" && len(s.Hosts) > 1 {
 			c.Subject = f.Host + " " + f.Subject
 		}
-		msg := f.Line()
+		line := f
+		if len(s.Hosts) <= 1 {
+			line.Host = "" // one host: its name says nothing (as the terminal says it)
+		}
+		msg := line.Line()
 		switch f.Status {
 		case results.StatusFailed, results.StatusFlag:
 			c.Failure = &junitProblem{Message: msg, Type: "finding." + string(f.Status), Text: f.Reason}
