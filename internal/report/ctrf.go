@@ -86,6 +86,12 @@ func CTRF(s *results.Summary) ([]byte, error) {
 		Environment: ctrfEnvironment{ReportName: "gpuvet run " + s.RunID, AppName: "gpuvet", AppVersion: s.Tool.Version,
 			TestEnvironment: s.Environment, Healthy: s.Status == results.StatusOK,
 			Extra: map[string]any{"run_id": s.RunID, "backend": s.Backend, "status": string(s.Status)}}}
+	if len(s.Layers) > 0 {
+		r.Environment.Extra["layers"] = layerMap(s.Layers)
+	}
+	if s.Action != "" {
+		r.Environment.Extra["action"] = s.Action
+	}
 	if !s.StartedAt.IsZero() {
 		r.Summary.Start = s.StartedAt.UnixMilli()
 	}
@@ -100,6 +106,8 @@ func CTRF(s *results.Summary) ([]byte, error) {
 			suite = []string{"gpuvet", su.Hostname}
 		case su.Name == "gpuvet.fleet":
 			suite = fleetSuiteName
+		case su.Name == "gpuvet.findings":
+			suite = []string{"gpuvet", "findings"}
 		}
 		for _, c := range su.Cases {
 			r.Tests = append(r.Tests, ctrfCase(c, suite))

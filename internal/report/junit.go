@@ -119,9 +119,31 @@ func failCase(class, name string, fs []results.Flag) junitCase {
 		for _, f := range fs {
 			msgs = append(msgs, f.Reason)
 		}
-		c.Failure = &junitProblem{Message: strings.Join(msgs, "; "), Type: fs[0].Check, Text: strings.Join(msgs, "\n")}
+		msg := strings.Join(msgs, "; ")
+		if tag := flagTag(fs[0]); tag != "" {
+			msg = tag + " " + msg
+		}
+		c.Failure = &junitProblem{Message: msg, Type: fs[0].Check, Text: strings.Join(msgs, "\n")}
+		if fs[0].Layer != "" {
+			c.Extra = map[string]any{"layer": fs[0].Layer}
+			if fs[0].Action != "" {
+				c.Extra["action"] = fs[0].Action
+			}
+		}
 	}
 	return c
+}
+
+// flagTag is the layer and the action of a flag judged by layer, as a failure message starts:
+// "[engine · fix the engine or its configuration]" ("" for a flag without a layer).
+func flagTag(f results.Flag) string {
+	if f.Layer == "" {
+		return ""
+	}
+	if w := results.ActionWords[f.Action]; w != "" {
+		return "[" + f.Layer + " · " + w + "]"
+	}
+	return "[" + f.Layer + "]"
 }
 
 func classPart(s string) string {
@@ -182,6 +204,10 @@ func junitDoc(s *results.Summary) junitSuites {
 		su.Timestamp = ts
 		doc.Suites = append(doc.Suites, su)
 	}
+	if su := findingSuite(s); len(su.Cases) > 0 {
+		su.Timestamp = ts
+		doc.Suites = append(doc.Suites, su)
+	}
 	run := runSuite(s, union)
 	run.Timestamp = ts
 	doc.Suites = append(doc.Suites, run)
@@ -213,14 +239,33 @@ func verdictSuite(h results.Host) junitSuite {
 	class := "gpuvet.verdict." + classPart(h.Name)
 	for _, g := range h.GPUs {
 		why := strings.Join(append(append([]string(nil), g.Checks...), g.Why...), "; ")
-		c := statusCase(class, fmt.Sprintf("gpu %d", g.Index), g.Status,
-			fmt.Sprintf("gpu %d: %s (health %s, serving %s)", g.Index, g.Status, orDash(string(g.Health)), orDash(string(g.Serving))), why)
+		msg := fmt.Sprintf("gpu %d: %s (health %s, serving %s)", g.Index, g.Status, orDash(string(g.Health)), orDash(string(g.Serving)))
+		if w := results.ActionWords[g.Action]; w != "" && g.Action != results.ActionNone {
+			msg += " · " + w
+		}
+		c := statusCase(class, fmt.Sprintf("gpu %d", g.Index), g.Status, msg, why)
 		c.Extra = map[string]any{"node": h.Name, "gpu": g.Index, "gpu_name": g.Name, "status": string(g.Status)}
+		if g.Action != "" {
+			c.Extra["action"] = g.Action
+		}
 		su.Cases = append(su.Cases, c)
 	}
 	if len(su.Cases) > 0 {
-		c := statusCase(class, "host", h.Status, "host "+h.Name+": "+string(h.Status), firstLine(h.Error))
+		msg := "host " + h.Name + ": " + string(h.Status)
+		if l := results.LayerLine(h.Layers); l != "" {
+			msg += " (" + l + ")"
+		}
+		if w := results.ActionWords[h.Action]; w != "" && h.Action != results.ActionNone {
+			msg += " · " + w
+		}
+		c := statusCase(class, "host", h.Status, msg, firstLine(h.Error))
 		c.Subject, c.Extra = h.Name, map[string]any{"node": h.Name, "status": string(h.Status)}
+		if h.Action != "" {
+			c.Extra["action"] = h.Action
+		}
+		if len(h.Layers) > 0 {
+			c.Extra["layers"] = layerMap(h.Layers)
+		}
 		su.Cases = append(su.Cases, c)
 	}
 	return su
@@ -341,7 +386,10 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 func labelCases(cs []junitCase, subject string, extra map[string]any) {
 	for i := range cs {
 		cs[i].Subject = subject
-		x := map[string]any{}
+		x := cs[i].Extra // a case's own labels (its layer and action) stay
+		if x == nil {
+			x = map[string]any{}
+		}
 		for k, v := range extra {
 			x[k] = v
 		}
@@ -516,8 +564,21 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 		su.Cases = append(su.Cases, failCase("gpuvet.run", f.Check, []results.Flag{f}))
 	}
 	// The run's own verdict, as every other surface shows it.
-	rc := statusCase("gpuvet.run", "run.status", s.Status, "run "+string(s.Status), "")
+	msg := "run " + string(s.Status)
+	if l := results.LayerLine(s.Layers); l != "" {
+		msg += " (" + l + ")"
+	}
+	if w := results.ActionWords[s.Action]; w != "" && s.Action != results.ActionNone {
+		msg += " · " + w
+	}
+	rc := statusCase("gpuvet.run", "run.status", s.Status, msg, "")
 	rc.Subject, rc.Extra = "run", map[string]any{"status": string(s.Status)}
+	if s.Action != "" {
+		rc.Extra["action"] = s.Action
+	}
+	if len(s.Layers) > 0 {
+		rc.Extra["layers"] = layerMap(s.Layers)
+	}
 	su.Cases = append(su.Cases, rc)
 	return su
 }

@@ -141,6 +141,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 		flags.add(float64(byScope[sc]), "scope", sc)
 	}
 	promNodes(d, s)
+	promFindings(d, s)
 	for _, h := range s.Hosts {
 		d.family("gpuvet_host_status", "Host status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
 		// A GPU's status is its judged verdict (health and serving), the one every surface shows; a

@@ -52,6 +52,30 @@ type page struct {
 	TimeToVet  []kv // issue 34: wall time per phase and per GPU
 	Large      bool // many sections: collapse what is fine
 	Overview   []overviewRow
+	// The judge's findings by layer (results.Summary.Findings), worst first; the run's layers in a
+	// line ("engine failed, gpu ok") and the action its hardware findings ask for, in words.
+	Findings       []findingView
+	LayerLine      string
+	HardwareAction string
+}
+
+// findingView is one finding as the report's Findings table shows it.
+type findingView struct {
+	Layer, Status, Action, ActionWords, Host, Subject, Check, Reason string
+}
+
+// buildFindings are the run's findings, failed first, then flag, then inconclusive.
+func buildFindings(s *results.Summary) []findingView {
+	var out []findingView
+	for _, f := range worstFirst(s.Findings) {
+		v := findingView{Layer: f.Layer, Status: string(f.Status), Action: f.Action, ActionWords: orDash(results.ActionWords[f.Action]),
+			Subject: f.Subject, Check: f.Check, Reason: f.Reason}
+		if len(s.Hosts) > 1 && f.Host != "" && !strings.Contains(f.Subject, f.Host) {
+			v.Host = f.Host
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 // overviewRow is one model on one host, for the overview of a large run.
@@ -106,7 +130,8 @@ type hostView struct {
 	GPUs                           []gpuPill // each GPU's judged verdict (results.Host.GPUs)
 }
 
-type gpuPill struct{ GPU, Status, Class, Tip string }
+// gpuPill is a GPU's verdict; Action, in words, what its own findings ask for ("" for none).
+type gpuPill struct{ GPU, Status, Class, Tip, Action string }
 
 type healthView struct {
 	Source, Status, Error string
@@ -228,6 +253,11 @@ func buildPage(s *results.Summary) *page {
 	}
 	p.Headline = headline(s, p)
 	p.Actions = actions(s, allFlags(s))
+	p.Findings = buildFindings(s)
+	p.LayerLine = results.LayerLine(s.Layers)
+	if s.Action != "" && s.Action != results.ActionNone {
+		p.HardwareAction = results.ActionWords[s.Action]
+	}
 	p.Platform = platform(s)
 	p.KPIs = kpis(s)
 	// A run is large when its sections would make a wall of tables: then the overview comes first
@@ -638,6 +668,9 @@ func kpis(s *results.Summary) []kpi {
 			continue
 		}
 		for _, g := range h.Health.GPUs {
+			if !credited(h, []int{g.GPU.Index}) {
+				continue
+			}
 			for _, b := range g.Bench {
 				if strings.Contains(b.Name, "gemm") && b.Ratio != nil && *b.Ratio > bestRatio {
 					bestRatio = *b.Ratio
@@ -658,6 +691,9 @@ func kpis(s *results.Summary) []kpi {
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
+				if !credited(h, e.GPUs) {
+					continue
+				}
 				where := m.Model + " on " + gpuList(e.GPUs)
 				if e.Load != nil && e.Load.PeakOutputTokS > peak {
 					peak, peakAt = e.Load.PeakOutputTokS, where
@@ -675,6 +711,13 @@ func kpis(s *results.Summary) []kpi {
 	out = append(out, kpiOr("Best sync TTFT p95", !math.IsInf(ttft, 1), num(ttft)+" ms", ttftAt))
 	out = append(out, kpiOr("Tokens per watt", tpj > 0, num(tpj)+" tok/J", tpjAt+" (output tok/s per W at peak)"))
 	return out
+}
+
+// credited reports whether the headline cards may show a figure measured on gpus: not when the
+// judge flagged or failed one of them (a peak is no credit to a bad card).
+func credited(h results.Host, gpus []int) bool {
+	st := h.GPUStatus(gpus)
+	return st != results.StatusFlag && st != results.StatusFailed
 }
 
 func kpiOr(label string, ok bool, v, note string) kpi {

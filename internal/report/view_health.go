@@ -51,6 +51,9 @@ func buildHost(s *results.Summary, h results.Host, large bool) hostView {
 // not ok, what fired or what would decide it.
 func gpuVerdictView(g results.GPUVerdict) gpuPill {
 	v := gpuPill{GPU: strconv.Itoa(g.Index), Status: string(g.Status), Class: statusClass(g.Status)}
+	if g.Action != "" && g.Action != results.ActionNone {
+		v.Action = results.ActionWords[g.Action]
+	}
 	tip := []string{"health " + orDash(string(g.Health)), "serving " + orDash(string(g.Serving))}
 	tip = append(tip, g.Checks...)
 	tip = append(tip, g.Why...)
