@@ -339,20 +339,22 @@ func (h *nodeHost) Provision(ctx context.Context) error {
 // the host's end.
 func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.Health {
 	r := h.r
+	// A Job that gave no result is the infrastructure's (the cluster, the image, the plan): what
+	// the GPUs did is then not proven, and the judge leaves them inconclusive (ErrorLayer).
 	j, err := h.healthJob(cfg)
 	if err != nil {
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error(), ErrorLayer: results.LayerInfra}
 	}
 	b, err := h.runJob(ctx, r.ns, j)
 	if err != nil && b == nil {
 		if d := results.DisruptionOf(err); d != "" { // preempted, evicted: not the GPUs' verdict
 			return &results.Health{Source: "kubernetes", Status: results.StatusInconclusive, Error: err.Error(), Disruption: d}
 		}
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error()}
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error(), ErrorLayer: results.LayerInfra}
 	}
 	var hr results.Health
 	if uerr := json.Unmarshal(b, &hr); uerr != nil {
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error()}
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error(), ErrorLayer: results.LayerInfra}
 	}
 	return &hr
 }

@@ -339,11 +339,11 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	}
 	b, err := h.runJob(ctx, r.ns, h.loadJob(sv, url, model))
 	if b == nil {
-		return nil, fmt.Errorf("load job against %s: %w", sv.what, err)
+		return nil, results.InLayer(results.LayerInfra, fmt.Errorf("load job against %s: %w", sv.what, err))
 	}
 	s, perr := results.Parse(b)
 	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
-		return nil, fmt.Errorf("load job against %s: no endpoint result (%v)", sv.what, perr)
+		return nil, results.InLayer(results.LayerInfra, fmt.Errorf("load job against %s: no endpoint result (%v)", sv.what, perr))
 	}
 	got := s.Hosts[0].Models[0].Endpoints[0]
 	np.mu.Lock()

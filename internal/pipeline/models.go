@@ -288,6 +288,9 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
 			ep.Status, ep.Disruption = results.StatusInconclusive, d
 		}
+		if l := results.LayerOfError(err); l != "" && ep.ErrorLayer == "" {
+			ep.ErrorLayer = l // its maker knew whose it is (a backend's Job): the judge reads it
+		}
 		if ctx.Err() != nil {
 			ep.Status = results.StatusInterrupted
 			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"

@@ -24,3 +24,37 @@ func DisruptionOf(err error) string {
 	}
 	return ""
 }
+
+// Layered is an error whose maker knows the layer it belongs to (a backend's Job that gave no
+// result: LayerInfra); the result records it in its ErrorLayer field for the judge.
+type Layered interface {
+	error
+	Layer() string
+}
+
+// layeredError is an error with its layer.
+type layeredError struct {
+	layer string
+	err   error
+}
+
+func (e layeredError) Error() string { return e.err.Error() }
+func (e layeredError) Unwrap() error { return e.err }
+func (e layeredError) Layer() string { return e.layer }
+
+// InLayer marks err as layer's (nil stays nil).
+func InLayer(layer string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return layeredError{layer, err}
+}
+
+// LayerOfError is the layer an error carries ("" when none does: the judge reads its words).
+func LayerOfError(err error) string {
+	var l Layered
+	if errors.As(err, &l) {
+		return l.Layer()
+	}
+	return ""
+}
