@@ -60,3 +60,16 @@ func TestThresholdsDoc(t *testing.T) {
 		}
 	}
 }
+
+// docs/detection.md prints the layer table: every check's layer, verdict, action and gate.
+func TestLayerTableDoc(t *testing.T) {
+	b, err := os.ReadFile("../../docs/detection.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range LayerTable() {
+		if !strings.Contains(string(b), row) {
+			t.Errorf("docs/detection.md lacks %q", row)
+		}
+	}
+}
