@@ -8,10 +8,12 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Issue 41: a simulated GPU whose engine misbehaves (short outputs despite ignore_eos, streams cut
-// without a finish reason, HTTP 500 with a Python traceback, a process that exits) is left
-// inconclusive with the engine named and the first requests as evidence, never failed or flagged:
-// its failed requests are the engine's, not evidence about the GPU. The other GPU is unaffected.
+// Issues 41 and 50: a simulated GPU whose engine misbehaves (short outputs despite ignore_eos,
+// streams cut without a finish reason, HTTP 500 with a Python traceback, a process that exits) is
+// an engine finding: the endpoint and the run fail (exit 1) on the engine layer with the action
+// "fix the engine", the engine named and the first requests as evidence; the GPU is left
+// inconclusive (not proven), never failed or flagged, and its host's hardware status is not
+// failed (a gate takes no action on it). The other GPU is unaffected.
 func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ kind, what, evidence string }{
@@ -25,8 +27,13 @@ func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
 			code, text, s := runSim(t, "--sim-gpus", "2", "--sim-engine-fault", "1:"+tc.kind)
 			eps := s.Hosts[0].Models[0].Endpoints
 			bad, good := eps[1], eps[0]
-			if code != 0 || bad.Status != results.StatusInconclusive {
-				t.Fatalf("exit %d, gpu 1 %s (%s), want 0 and inconclusive; verdicts %+v flags %+v\n%s", code, bad.Status, bad.Error, bad.Verdicts, bad.Flags, text)
+			h := s.Hosts[0]
+			if code != 1 || bad.Status != results.StatusFailed || s.Status != results.StatusFailed || h.GPUs[1].Status != results.StatusInconclusive {
+				t.Fatalf("exit %d, endpoint 1 %s, run %s, gpu 1 %s; want 1, failed, failed, inconclusive; verdicts %+v flags %+v\n%s",
+					code, bad.Status, s.Status, h.GPUs[1].Status, bad.Verdicts, bad.Flags, text)
+			}
+			if s.Layers[results.LayerEngine] != results.StatusFailed || h.HardwareStatus == results.StatusFailed || h.HardwareStatus == results.StatusFlag || h.GPUs[0].Status != results.StatusOK && h.GPUs[0].Status != results.StatusInconclusive {
+				t.Errorf("layers %v, hardware %s, gpu 0 %s: want the engine failed, the hardware not failed", s.Layers, h.HardwareStatus, h.GPUs[0].Status)
 			}
 			if good.Status == results.StatusFailed || good.Status == results.StatusFlag || len(good.Faults) > 0 {
 				t.Errorf("gpu 0: %s, faults %+v", good.Status, good.Faults)
@@ -40,17 +47,26 @@ func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
 					v = &bad.Verdicts[i]
 				}
 			}
-			if v == nil || v.Result != "inconclusive" || !strings.Contains(v.Reason, "the engine misbehaved: ") || !strings.Contains(v.Reason, tc.what) {
+			if v == nil || v.Result != "fail" || !strings.Contains(v.Reason, "the engine misbehaved: ") || !strings.Contains(v.Reason, tc.what) {
 				t.Fatalf("engine verdict %+v", v)
 			}
 			if ev := strings.Join(bad.Faults[0].Evidence, "\n"); !strings.Contains(ev, tc.evidence) || !strings.Contains(ev, "request #") && tc.kind != "exit" {
 				t.Errorf("evidence lacks %q:\n%s", tc.evidence, ev)
 			}
 			for _, fl := range bad.Flags {
-				t.Errorf("gpu 1 flagged: %+v", fl)
+				if results.GPULayer(fl.Layer) {
+					t.Errorf("gpu 1 flagged: %+v", fl)
+				}
 			}
-			if !strings.Contains(text, "the engine misbehaved") {
-				t.Errorf("the terminal does not name the engine:\n%s", text)
+			found := false
+			for _, f := range s.Findings {
+				found = found || f.Layer == results.LayerEngine && f.Status == results.StatusFailed && f.Action == results.ActionFixEngine && f.Check == judge.CheckEngineFault
+			}
+			if !found {
+				t.Errorf("no failed engine finding with fix-engine: %+v", s.Findings)
+			}
+			if !strings.Contains(text, "the engine misbehaved") || !strings.Contains(text, "[engine failed · fix the engine or its configuration]") {
+				t.Errorf("the terminal does not name the engine's finding and action:\n%s", text)
 			}
 		})
 	}
