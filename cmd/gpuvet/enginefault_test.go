@@ -65,7 +65,7 @@ func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
 			if !found {
 				t.Errorf("no failed engine finding with fix-engine: %+v", s.Findings)
 			}
-			if !strings.Contains(text, "the engine misbehaved") || !strings.Contains(text, "[engine failed · fix the engine or its configuration]") {
+			if !strings.Contains(text, "the engine misbehaved") || !strings.Contains(text, "engine failed · fix the engine or its configuration: [judge.engine_fault] Qwen/Qwen3-8B on gpu 1") {
 				t.Errorf("the terminal does not name the engine's finding and action:\n%s", text)
 			}
 		})

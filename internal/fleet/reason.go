@@ -34,6 +34,7 @@ func HostReason(h results.Host) string {
 			}
 		}
 	}
+	add(h.Error)
 	if a := h.Action; a != "" && a != results.ActionNone {
 		add("action: " + results.ActionWords[a])
 	}
@@ -55,7 +56,6 @@ func HostReason(h results.Host) string {
 	all()
 	hardware = false
 	all()
-	add(h.Error)
 	if hh := h.Health; hh != nil {
 		add(hh.Error)
 	}

@@ -104,7 +104,7 @@ func TestFindingsEverySurface(t *testing.T) {
 				t.Errorf("no case gpuvet.finding.%s %s", w.layer, w.check)
 				continue
 			}
-			tag := fmt.Sprintf("[%s %s · %s]", w.layer, w.status, results.ActionWords[w.action])
+			tag := fmt.Sprintf("%s %s · %s: [%s]", w.layer, w.status, results.ActionWords[w.action], w.check)
 			switch w.status {
 			case "failed", "flag":
 				if c.Failure == nil || !strings.Contains(c.Failure.Message, tag) {
@@ -121,7 +121,7 @@ func TestFindingsEverySurface(t *testing.T) {
 		if c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "[engine · fix the engine or its configuration] ") {
 			t.Errorf("the endpoint's flag case: %+v", c.Failure)
 		}
-		if c := cases["gpuvet.finding.gpu health.xid"]; c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "[gpu failed · reset the GPU] gpu 0: Xid 79") {
+		if c := cases["gpuvet.finding.gpu health.xid"]; c.Failure == nil || !strings.HasPrefix(c.Failure.Message, "gpu failed · reset the GPU: [health.xid] gpu 0: Xid 79") {
 			t.Errorf("one host: the finding's line names no host, got %+v", c.Failure)
 		}
 		if g := cases["gpuvet.verdict.n1 gpu 0"]; g.Failure == nil || !strings.Contains(g.Failure.Message, "reset the GPU") {

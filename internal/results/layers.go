@@ -91,14 +91,15 @@ type Finding struct {
 	Action  string `json:"action"`
 }
 
-// Line is the finding in one line, as the terminal, JUnit and a drain reason say it:
-// "[engine failed · fix the engine or its configuration] Qwen/Qwen3-8B on gpu 1: …".
+// Line is the finding in one line, as the terminal, JUnit and CTRF say it: its layer, status and
+// action first, then the check, its subject and reason: "engine failed · fix the engine or its
+// configuration: [judge.engine_fault] Qwen/Qwen3-8B on gpu 1: …".
 func (f Finding) Line() string {
 	on := f.Subject
 	if f.Host != "" && !strings.Contains(on, f.Host) {
 		on = f.Host + ": " + on
 	}
-	return fmt.Sprintf("[%s %s · %s] %s: %s", f.Layer, f.Status, ActionWords[f.Action], on, f.Reason)
+	return fmt.Sprintf("%s %s · %s: [%s] %s: %s", f.Layer, f.Status, ActionWords[f.Action], f.Check, on, f.Reason)
 }
 
 // LayerLine says a judged summary's layers in one line, worst first: "engine failed, gpu ok"
