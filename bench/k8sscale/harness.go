@@ -32,8 +32,9 @@ type config struct {
 	ReadyTimeout  time.Duration
 	Pace          kwokplayer.Pace
 	KillAfter     float64 // the kill -9 run is killed once this share of the nodes has started (0: no kill run)
-	// FailShare of the nodes fail in the N-node run (their health Job fails; the never-ready node
-	// counts), to trip gpuvet's circuit breaker (0: one failed node, as the bench had first).
+	// FailShare of the nodes fail in the N-node run (their health Job finds a GPU computing wrong
+	// answers; the never-ready node counts, failed on its engine), to trip gpuvet's circuit breaker
+	// (0: one failed node, as the bench had first).
 	FailShare float64
 	// MaxUnhealthyPct: the N-node run passes --taint-failed --max-unhealthy this %, and the
 	// harness checks the breaker on the Node objects (0: no verdicts written).
@@ -269,8 +270,12 @@ type breakerOutcome struct {
 // exactly the limit of the failed nodes carry the run's quarantine taint (read from the Node
 // objects), every other failed node is recorded as held in fleet.node_actions and is not tainted,
 // no other node is tainted, and the run exits 1 naming the breaker.
+//
+// The breaker weighs the nodes that failed on the hardware's evidence (their health Job found a GPU
+// computing wrong answers); the never-ready node failed on its engine, which a quarantine never
+// acts on (issue 50): it is neither tainted nor held.
 func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[string]string) (breakerOutcome, []string) {
-	failed := inj.failed()
+	failed := inj.Failed
 	b := breakerOutcome{Limit: int(math.Ceil(pct*float64(nodes)/100 - 1e-9)), Failed: len(failed)}
 	isFailed := map[string]bool{}
 	for _, n := range failed {

@@ -163,7 +163,7 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 	}
 	pending := hasTaint(n.Spec.Taints, TaintPending)
 	condReason := ""
-	quarantine := v.wantsQuarantine(n, vd.Status)
+	quarantine := v.wantsQuarantine(n, vd.gate()) // the hardware's findings only, never the engine's
 	qTaint := corev1.Taint{Key: TaintUnhealthy, Value: vd.RunID, Effect: corev1.TaintEffectNoSchedule}
 	switch {
 	case quarantine && allowQuarantine:
@@ -185,11 +185,11 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 			c.ann[AnnotationPendingReason] = truncate(fmt.Sprintf("run %s at %s: %s, quarantine held by the circuit breaker: %s", vd.RunID, at, vd.Status, vd.Reason), maxReason)
 		}
 		condReason = "QuarantineHeld"
-	case pending && v.Gate && vd.Status == results.StatusOK:
+	case pending && v.Gate && vd.gate() == results.StatusOK:
 		c.taints = withoutTaint(n.Spec.Taints, TaintPending)
 		c.ann[AnnotationPendingReason], c.ann[AnnotationPendingAttempts] = nil, nil
 		c.did = append(c.did, "released: lifted "+TaintPending+" (passed the gate)")
-	case pending && v.Gate && vd.Status == results.StatusInconclusive:
+	case pending && v.Gate && vd.gate() != results.StatusFlag && vd.gate() != results.StatusFailed:
 		tries, _ := strconv.Atoi(n.Annotations[AnnotationPendingAttempts])
 		tries = max(tries, 0) + 1
 		c.ann[AnnotationPendingAttempts] = strconv.Itoa(tries)

@@ -161,13 +161,16 @@ func statusOf(s *results.Summary, host string) results.Status {
 // run's taint and nothing of the user's.
 func TestKubernetesLabelTaintUntaint(t *testing.T) {
 	e := setup(t)
-	e.standIn(t, func(k *standInKubelet) { k.badCompletion = "kwok-gpu-1" })
+	// kwok-gpu-1's GPU 0 computes wrong answers: evidence about a GPU, which a taint acts on (an
+	// engine that fails every completion fails the node on the engine layer and taints nothing).
+	e.standIn(t, func(k *standInKubelet) { k.badGPU = "kwok-gpu-1" })
 	markNodes(t, e.cs, "kwok-gpu-0", "kwok-gpu-1")
 	state := t.TempDir()
 	run := func() *results.Summary {
 		out := t.TempDir()
 		log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"},
-			e.runArgs(out, append([]string{"--label-nodes", "--taint-failed"}, small...)...)...)
+			// Health on, one simulated GPU a node: the stand-in corrupts kwok-gpu-1's.
+			e.runArgs(out, "--label-nodes", "--taint-failed", "--gpu-count", "1", "--health-args", "--sim --sim-count 1 --dcgm=false")...)
 		if code != 1 {
 			t.Fatalf("exit %d, want 1 (a node failed):\n%s", code, log)
 		}
@@ -178,7 +181,7 @@ func TestKubernetesLabelTaintUntaint(t *testing.T) {
 		if statusOf(s, "kwok-gpu-1") != results.StatusFailed || len(s.Hosts) != 2 || (s.Fleet != nil && len(s.Fleet.Skipped) != 0) {
 			t.Fatalf("hosts %d, kwok-gpu-1 %s, skipped %v:\n%s", len(s.Hosts), statusOf(s, "kwok-gpu-1"), s.Fleet, log)
 		}
-		if !strings.Contains(log, "node kwok-gpu-1: labelled gpuvet.io/status=failed gpuvet.io/run="+s.RunID+"; tainted gpuvet.io/unhealthy="+s.RunID+":NoSchedule") {
+		if !strings.Contains(log, "node kwok-gpu-1: labelled gpuvet.io/status=failed gpuvet.io/run="+s.RunID+" gpuvet.io/action=drain-rma; tainted gpuvet.io/unhealthy="+s.RunID+":NoSchedule") {
 			t.Errorf("the run does not say what it wrote onto kwok-gpu-1:\n%s", log)
 		}
 		checkVerdicts(t, e.cs, s)

@@ -45,6 +45,9 @@ type standInKubelet struct {
 	hog       bool   // take every GPU of every node when the run's cache Job starts
 	// badCompletion is a node whose engines answer /health but fail every completion (HTTP 500).
 	badCompletion string
+	// badGPU is a node whose health Job finds GPU 0 computing wrong answers (the simulator's
+	// --sim-corrupt 0): evidence about a GPU, what a taint acts on.
+	badGPU string
 
 	mu      sync.Mutex
 	handled map[types.UID]bool
@@ -224,6 +227,9 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		k.complete(ctx, p, []byte("cache pull: stand-in kubelet, nothing downloaded\n"), 0)
 	default: // load, health: gpuvet itself
 		a := k.argv(p)
+		if p.Labels[k8s.LabelRole] == k8s.RoleHealth && nodeOf(p) == k.badGPU {
+			a = append(a, "--sim-corrupt", "0")
+		}
 		var out bytes.Buffer
 		c := exec.CommandContext(ctx, a[0], a[1:]...)
 		c.Stdout, c.Stderr = &out, &out

@@ -135,9 +135,20 @@ type Verdict struct {
 	RunID  string
 	At     time.Time
 	Reason string // why it is not ok (for the taint's annotation)
+	// Hardware is the node's hardware status (results.Host.GateStatus): what a taint, the gate's
+	// quarantine and its release act on; "" is Status (a verdict written before layers).
+	Hardware results.Status
 	// Action is what the node's hardware findings ask for (results.Actions; "" none): the
 	// LabelAction label, and the condition's message.
 	Action string
+}
+
+// gate is the status the taints and the gate act on: the node's hardware status.
+func (vd Verdict) gate() results.Status {
+	if vd.Hardware != "" {
+		return vd.Hardware
+	}
+	return vd.Status
 }
 
 // labelled reports whether a status is one the status label holds.
@@ -168,7 +179,7 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd 
 		if err != nil {
 			return err
 		}
-		if !asked && v.wantsQuarantine(n, vd.Status) {
+		if !asked && v.wantsQuarantine(n, vd.gate()) {
 			asked = true
 			allowed = allow(fmt.Sprintf("node %s: taint %s=%s:NoSchedule", node, TaintUnhealthy, vd.RunID))
 		}
@@ -333,11 +344,11 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		// The hardware's status: a broken engine or a client that could not decide quarantines no
 		// node (it stays pending, not proven).
 		st := h.GateStatus()
-		if !labelled(st) {
-			say("node %s: status %s: no verdict to write", h.Name, st)
+		if !labelled(h.Status) || !labelled(st) {
+			say("node %s: status %s: no verdict to write", h.Name, h.Status)
 			continue
 		}
-		vd := Verdict{Status: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}
+		vd := Verdict{Status: h.Status, Hardware: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}
 		c, err := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, breaker.Allow)
 		act := results.NodeAction{Node: h.Name, Status: st, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
 		for _, d := range c.did {

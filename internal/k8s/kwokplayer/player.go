@@ -6,8 +6,9 @@
 //     recorded once from the real in-pod command (testdata/README.md says how), its result
 //     scaled for the node, then ends Succeeded (or Failed);
 //   - injected cases: a straggler node whose serving figures are Slowdown slower, nodes whose
-//     health Job's pod fails (exit 1, its log cut before the result: one node, or a share of a
-//     fleet to trip gpuvet's circuit breaker), a node whose engine pods never become Ready.
+//     health Job finds GPU 0 computing wrong answers (exit 1 with that result: evidence about a
+//     GPU; one node, or a share of a fleet to trip gpuvet's circuit breaker), a node whose engine
+//     pods never become Ready.
 //
 // No process runs per pod: a played pod costs a few API requests (its log object, one status
 // update) and a file. The pod's log is served by kwok from that file, through kwok's Logs objects
@@ -60,7 +61,7 @@ type Options struct {
 	// Straggler's engines serve Slowdown slower (0.15: 15 % more latency, 15 % less throughput).
 	Straggler string
 	Slowdown  float64
-	// FailJobs' health Job pods fail: exit 1, their log cut before the result.
+	// FailJobs' health Job pods find GPU 0 computing wrong answers and exit 1 with that result.
 	FailJobs []string
 	// NeverReady's engine pods never become Ready.
 	NeverReady string
@@ -185,8 +186,11 @@ func (p *Player) play(ctx context.Context, pod *corev1.Pod) {
 		err = p.complete(ctx, pod, rec.Cache, 0)
 	case k8s.RoleHealth:
 		wait(ctx, p.o.Pace.Health)
-		if p.fail[node] {
-			err = p.complete(ctx, pod, rec.HealthCut(), 1)
+		if p.fail[node] { // its GPU 0 computes wrong answers: `gpuvet health` prints it, exits 1
+			var log []byte
+			if log, err = rec.HealthFailedFor(node); err == nil {
+				err = p.complete(ctx, pod, log, 1)
+			}
 			break
 		}
 		var log []byte

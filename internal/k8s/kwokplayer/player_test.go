@@ -218,9 +218,13 @@ func TestPlayerPlaysPodsByRole(t *testing.T) {
 	if err != nil || s.Hosts[0].Models[0].Endpoints[0].URL != "http://10.0.0.9:8000" {
 		t.Errorf("load result: %v", err)
 	}
+	// A failing node's health Job prints a result whose GPU 0 computed wrong answers (evidence
+	// about a GPU, the judge's failed), as `gpuvet health` does before it exits 1.
 	for _, name := range []string{"health-1", "health-2"} {
-		if _, err := k8s.ExtractResult(logOf(name)); err == nil {
-			t.Errorf("the failing health Job %s's log holds a result", name)
+		var h results.Health
+		if err := json.Unmarshal(must(k8s.ExtractResult(logOf(name))), &h); err != nil || len(h.GPUs) == 0 || h.GPUs[0].Status != results.StatusFailed ||
+			len(h.GPUs[0].Flags) == 0 || !h.GPUs[0].Flags[len(h.GPUs[0].Flags)-1].Fails || h.GPUs[0].Flags[len(h.GPUs[0].Flags)-1].Layer != results.LayerGPU {
+			t.Errorf("the failing health Job %s: %v %+v", name, err, h.GPUs)
 		}
 	}
 	if _, err := k8s.ExtractResult(logOf("health-3")); err != nil {

@@ -112,6 +112,31 @@ func (r *Recordings) HealthFor(node string) ([]byte, error) {
 	return withResult(r.healthText, b)
 }
 
+// HealthFailedFor is node's health Job log where its GPU 0 computed wrong answers, as `gpuvet
+// health` prints it (it then exits 1): evidence about a GPU, which fails the node and which a
+// taint acts on.
+func (r *Recordings) HealthFailedFor(node string) ([]byte, error) {
+	var h results.Health
+	if err := json.Unmarshal(r.health, &h); err != nil {
+		return nil, err
+	}
+	for i := range h.GPUs {
+		h.GPUs[i].GPU.UUID = gpuUUID(node, i)
+	}
+	if len(h.GPUs) > 0 {
+		g := &h.GPUs[0]
+		g.Status = results.StatusFailed
+		g.Flags = append(g.Flags, results.Flag{Scope: "gpu", Subject: fmt.Sprintf("gpu 0 (%s)", g.GPU.UUID), Check: "health.result_check",
+			Reason: "gemm_bf16 computed a wrong answer (played by kwokplayer)", Layer: results.LayerGPU, Action: results.ActionDrainRMA, Fails: true})
+		h.Status = results.StatusFailed
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, err
+	}
+	return withResult(r.healthText, b)
+}
+
 // HealthCut is the log of a health Job whose process died before its result: what it printed
 // until then, no result.
 func (r *Recordings) HealthCut() []byte {
