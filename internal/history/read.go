@@ -194,10 +194,10 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 	var runQ string
 	var args []any
 	if uuid != "" {
-		runQ = `SELECT r.id, r.started_ms, g.status, r.fingerprint, g.host FROM gpus g JOIN runs r ON r.id = g.run_id WHERE g.uuid = ?`
+		runQ = `SELECT r.id, r.started_ms, g.status, g.action, r.fingerprint, g.host FROM gpus g JOIN runs r ON r.id = g.run_id WHERE g.uuid = ?`
 		args = append(args, uuid)
 	} else {
-		runQ = `SELECT r.id, r.started_ms, n.status, r.fingerprint, n.host FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.host = ?`
+		runQ = `SELECT r.id, r.started_ms, n.status, n.action, r.fingerprint, n.host FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.host = ?`
 		args = append(args, host)
 	}
 	rs, err := s.db.QueryContext(ctx, s.q(runQ+fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit)), args...)
@@ -210,7 +210,7 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 		var p results.TrendPoint
 		var ms int64
 		var st, f string
-		if err := rs.Scan(&p.RunID, &ms, &st, &f, &p.Host); err != nil {
+		if err := rs.Scan(&p.RunID, &ms, &st, &p.Action, &f, &p.Host); err != nil {
 			rs.Close()
 			return nil, err
 		}

@@ -21,8 +21,8 @@ const (
 const maxParams = 30000
 
 var (
-	nodeCols    = []string{"run_id", "host", "status"}
-	gpuCols     = []string{"run_id", "host", "idx", "uuid", "serial", "name", "status"}
+	nodeCols    = []string{"run_id", "host", "status", "action"}
+	gpuCols     = []string{"run_id", "host", "idx", "uuid", "serial", "name", "status", "action"}
 	figureCols  = []string{"run_id", "host", "uuid", "model", "metric", "unit", "value", "ci_lo", "ci_hi", "ci_level", "samples", "higher", "lower_bound", "client_limited", "req_s", "judged"}
 	verdictCols = []string{"run_id", "host", "scope", "subject", "check_id", "result", "value", "threshold", "reason"}
 )
@@ -41,9 +41,15 @@ func b2i(b bool) int {
 	return 0
 }
 
-// gpuStatus is a GPU's status in a run: the worse of its health record and of the endpoints that
-// ran on it; the host's when neither says.
-func gpuStatus(h *results.Host, idx int) results.Status {
+// gpuStatus is a GPU's status in a run and the action it asks for: the judge's verdict (every
+// surface's); in a summary judged before verdicts, the worse of its health record and of the
+// endpoints that ran on it, the host's when neither says.
+func gpuStatus(h *results.Host, idx int) (results.Status, string) {
+	for _, g := range h.GPUs {
+		if g.Index == idx && g.Status != "" {
+			return g.Status, g.Action
+		}
+	}
 	var st results.Status
 	if h.Health != nil {
 		for _, g := range h.Health.GPUs {
@@ -67,7 +73,7 @@ func gpuStatus(h *results.Host, idx int) results.Status {
 	if st == "" || st == results.StatusSkipped {
 		st = h.Status
 	}
-	return st
+	return st, ""
 }
 
 // rowsOf turns a judged summary into the rows of its run.
@@ -77,7 +83,7 @@ func rowsOf(s *results.Summary, fp string) rows {
 	ok := func(st results.Status) bool { return s.Complete && st == results.StatusOK }
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
-		r.nodes = append(r.nodes, []any{s.RunID, h.Name, string(h.Status)})
+		r.nodes = append(r.nodes, []any{s.RunID, h.Name, string(h.Status), h.Action})
 		if ok(h.Status) {
 			r.claims = append(r.claims, []any{ScopeNode, h.Name, fp, s.RunID, h.Name, 0, at})
 		}
@@ -88,8 +94,8 @@ func rowsOf(s *results.Summary, fp string) rows {
 			}
 		}
 		for _, g := range gpus {
-			st := gpuStatus(h, g.Index)
-			r.gpus = append(r.gpus, []any{s.RunID, h.Name, g.Index, g.UUID, g.Serial, g.Name, string(st)})
+			st, action := gpuStatus(h, g.Index)
+			r.gpus = append(r.gpus, []any{s.RunID, h.Name, g.Index, g.UUID, g.Serial, g.Name, string(st), action})
 			if g.UUID != "" && ok(st) {
 				r.claims = append(r.claims, []any{ScopeGPU, g.UUID, fp, s.RunID, h.Name, 0, at})
 			}

@@ -109,8 +109,16 @@ func forDialect(stmts []string, dialect string) []string {
 	return out
 }
 
+// schema2 records what each node's and GPU's findings asked for (results.Host.Action,
+// GPUVerdict.Action; issue 50): "" in the rows written before.
+var schema2 = []string{
+	`ALTER TABLE nodes ADD COLUMN action TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE gpus ADD COLUMN action TEXT NOT NULL DEFAULT ''`,
+}
+
 var migrations = []migration{
 	{1, map[string][]string{SQLite: forDialect(schema1, SQLite), Postgres: forDialect(schema1, Postgres)}},
+	{2, map[string][]string{SQLite: schema2, Postgres: schema2}},
 }
 
 // SchemaVersion is the version this gpuvet writes; a store at a newer version is refused (a newer

@@ -20,14 +20,14 @@ var ctx = context.Background()
 func TestSchemaIsVersioned(t *testing.T) {
 	eachStore(t, func(t *testing.T, h config.History) {
 		st := mustOpen(t, h)
-		if n := count(t, st, `SELECT COUNT(*) FROM schema_version`); n != 1 {
-			t.Fatalf("schema_version rows = %d, want 1", n)
+		if n := count(t, st, `SELECT COUNT(*) FROM schema_version`); n != len(migrations) {
+			t.Fatalf("schema_version rows = %d, want %d (one a migration)", n, len(migrations))
 		}
 		st2 := mustOpen(t, h)
 		if v, err := st2.version(ctx, st2.db); err != nil || v != SchemaVersion() {
 			t.Fatalf("version = %d, %v; want %d", v, err, SchemaVersion())
 		}
-		if n := count(t, st2, `SELECT COUNT(*) FROM schema_version`); n != 1 {
+		if n := count(t, st2, `SELECT COUNT(*) FROM schema_version`); n != len(migrations) {
 			t.Fatalf("a second open migrated again: %d rows", n)
 		}
 		if _, err := st.db.Exec(st.q(`INSERT INTO schema_version (version) VALUES (?)`), 99); err != nil {
@@ -355,8 +355,8 @@ func TestConcurrentOpenOfANewStore(t *testing.T) {
 		for err := range errs {
 			t.Error(err)
 		}
-		if n := count(t, mustOpen(t, h), `SELECT COUNT(*) FROM schema_version`); n != 1 {
-			t.Fatalf("schema_version rows = %d, want 1", n)
+		if n := count(t, mustOpen(t, h), `SELECT COUNT(*) FROM schema_version`); n != len(migrations) {
+			t.Fatalf("schema_version rows = %d, want %d (one a migration)", n, len(migrations))
 		}
 	})
 }
@@ -375,6 +375,33 @@ func TestPrepareReadsWhenTheRunWasInterrupted(t *testing.T) {
 		Prepare(cancelled, s, plan)
 		if s.History == nil || len(s.History.Acceptance) == 0 || len(s.Caveats) > 0 {
 			t.Fatalf("history %+v caveats %q", s.History, s.Caveats)
+		}
+	})
+}
+
+// Each node's and GPU's action (what its findings asked for, issue 50) is recorded with its
+// status and shown by its trend; the GPU's status and action are the judge's verdict.
+func TestTrendKeepsTheAction(t *testing.T) {
+	eachStore(t, func(t *testing.T, h config.History) {
+		st := mustOpen(t, h)
+		s := synth("a1", time.Date(2026, 11, 2, 8, 0, 0, 0, time.UTC), 1, 2, 1, uuidOf)
+		host := &s.Hosts[0]
+		host.Status, host.Action = results.StatusFailed, results.ActionResetGPU
+		host.GPUs = []results.GPUVerdict{{Index: 0, UUID: uuidOf(0, 0), Status: results.StatusOK},
+			{Index: 1, UUID: uuidOf(0, 1), Status: results.StatusFailed, Action: results.ActionResetGPU}}
+		if _, err := st.Record(ctx, s, "fp", 0); err != nil {
+			t.Fatal(err)
+		}
+		pts, err := st.Trend(ctx, host.Name, "", "fp", 0)
+		if err != nil || len(pts) != 1 || pts[0].Action != results.ActionResetGPU {
+			t.Fatalf("node trend: %v %+v", err, pts)
+		}
+		gp, err := st.Trend(ctx, "", uuidOf(0, 1), "fp", 0)
+		if err != nil || len(gp) != 1 || gp[0].Status != results.StatusFailed || gp[0].Action != results.ActionResetGPU {
+			t.Fatalf("GPU trend: %v %+v", err, gp)
+		}
+		if ok, _ := st.Trend(ctx, "", uuidOf(0, 0), "fp", 0); len(ok) != 1 || ok[0].Action != "" || ok[0].Status != results.StatusOK {
+			t.Fatalf("the healthy GPU: %+v", ok)
 		}
 	})
 }

@@ -103,7 +103,8 @@ type TrendPoint struct {
 	RunID   string             `json:"run_id"`
 	At      time.Time          `json:"at"`
 	Status  Status             `json:"status"`
-	Figures map[string]float64 `json:"figures"` // "MODEL metric" or "metric" (health) -> value
+	Action  string             `json:"action,omitempty"` // what its findings asked for (Host.Action, GPUVerdict.Action)
+	Figures map[string]float64 `json:"figures"`          // "MODEL metric" or "metric" (health) -> value
 	// Other: a run under another plan fingerprint, shown but never compared.
 	Other bool `json:"other_plan,omitempty"`
 }

@@ -65,13 +65,17 @@ func History(w io.Writer, h *results.History) {
 // figures (results.TrendMetrics); a run under another plan is marked and was never compared.
 func Trend(w io.Writer, pts []results.TrendPoint) {
 	keys, labels := results.TrendKeys(pts)
-	t := NewTable(w, append([]string{"started (UTC)", "run", "status"}, labels...)...)
+	t := NewTable(w, append([]string{"started (UTC)", "run", "status", "action"}, labels...)...)
 	for _, p := range pts {
 		st := string(p.Status)
 		if p.Other {
 			st += " (other plan)"
 		}
-		row := []string{p.At.UTC().Format("2006-01-02 15:04"), p.RunID, st}
+		action := p.Action
+		if action == "" {
+			action = "-"
+		}
+		row := []string{p.At.UTC().Format("2006-01-02 15:04"), p.RunID, st, action}
 		for _, k := range keys {
 			if v, ok := p.Figures[k]; ok {
 				row = append(row, compare.Num(v))
