@@ -186,6 +186,11 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		if strings.Contains(v.Reason, CheckEngineFault) || SharedGPU(ep) {
 			continue // the engine's or the host's finding says why
 		}
+		if v.Check == CheckExpected && v.Source == results.SourceNone {
+			// No yardstick for this GPU × model × engine: a calibration decides it, not a rerun.
+			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionCalibrate)
+			continue
+		}
 		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
 	}
 	return out
