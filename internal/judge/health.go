@@ -121,6 +121,11 @@ func Health(h *results.Health, r HealthRules) {
 			}
 		}
 	}
+	// Every flag with its layer and action, as `gpuvet health` writes and a drain reason says them.
+	classifyAll(h.Flags)
+	for i := range h.GPUs {
+		classifyAll(h.GPUs[i].Flags)
+	}
 	st := results.StatusOK
 	switch {
 	case h.Disruption != "": // stopped by something outside the hardware: nothing decided
