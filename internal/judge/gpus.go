@@ -152,17 +152,26 @@ func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 	}
 	var why []string
 	for _, f := range g.Flags {
-		switch {
-		case GPUEvidence(f) && failingFlag(f):
-			st = results.Worse(st, results.StatusFailed)
-		case GPUEvidence(f):
-			st = results.Worse(st, results.StatusFlag)
-		default:
+		if s, ok := gpuFlagStatus(f); ok {
+			st = results.Worse(st, s)
+		} else {
 			st = results.Worse(st, results.StatusInconclusive)
 			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", f.Reason, f.Layer, results.ActionWords[f.Action]))
 		}
 	}
 	return st, why
+}
+
+// gpuFlagStatus is what a flag makes of its GPU when it is evidence about it (ok): failed for a
+// finding that fails it, flag otherwise.
+func gpuFlagStatus(f results.Flag) (results.Status, bool) {
+	switch {
+	case !GPUEvidence(f):
+		return "", false
+	case failingFlag(f):
+		return results.StatusFailed, true
+	}
+	return results.StatusFlag, true
 }
 
 // gpuServing is the verdict an endpoint gives its GPUs, on GPU evidence: its GPU and interconnect
@@ -184,12 +193,9 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 		why = appendNew(why, fmt.Sprintf("not proven: %s (the %s's: %s)", clipText(what, 300), layer, results.ActionWords[action]))
 	}
 	for _, f := range ep.Flags {
-		switch {
-		case GPUEvidence(f) && failingFlag(f):
-			st = results.Worse(st, results.StatusFailed)
-		case GPUEvidence(f):
-			st = results.Worse(st, results.StatusFlag)
-		case failingFlag(f) || f.Layer == results.LayerHost:
+		if s, ok := gpuFlagStatus(f); ok {
+			st = results.Worse(st, s)
+		} else if failingFlag(f) || f.Layer == results.LayerHost {
 			notProven(f.Layer, f.Reason, f.Action)
 		}
 	}

@@ -97,25 +97,14 @@ func withResult(text string, res []byte) ([]byte, error) {
 }
 
 // HealthFor is the health Job's log for node: the recorded result with GPU UUIDs of the node's own.
-func (r *Recordings) HealthFor(node string) ([]byte, error) {
-	var h results.Health
-	if err := json.Unmarshal(r.health, &h); err != nil {
-		return nil, err
-	}
-	for i := range h.GPUs {
-		h.GPUs[i].GPU.UUID = gpuUUID(node, i)
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return withResult(r.healthText, b)
-}
+func (r *Recordings) HealthFor(node string) ([]byte, error) { return r.healthLog(node, false) }
 
 // HealthFailedFor is node's health Job log where its GPU 0 computed wrong answers, as `gpuvet
 // health` prints it (it then exits 1): evidence about a GPU, which fails the node and which a
 // taint acts on.
-func (r *Recordings) HealthFailedFor(node string) ([]byte, error) {
+func (r *Recordings) HealthFailedFor(node string) ([]byte, error) { return r.healthLog(node, true) }
+
+func (r *Recordings) healthLog(node string, wrongGPU0 bool) ([]byte, error) {
 	var h results.Health
 	if err := json.Unmarshal(r.health, &h); err != nil {
 		return nil, err
@@ -123,7 +112,7 @@ func (r *Recordings) HealthFailedFor(node string) ([]byte, error) {
 	for i := range h.GPUs {
 		h.GPUs[i].GPU.UUID = gpuUUID(node, i)
 	}
-	if len(h.GPUs) > 0 {
+	if wrongGPU0 && len(h.GPUs) > 0 {
 		g := &h.GPUs[0]
 		g.Status = results.StatusFailed
 		g.Flags = append(g.Flags, results.Flag{Scope: "gpu", Subject: fmt.Sprintf("gpu 0 (%s)", g.GPU.UUID), Check: "health.result_check",
