@@ -28,6 +28,7 @@ func TestRunSimEverySurfaceAgrees(t *testing.T) {
 	}{
 		{"link-fault", []string{"--sim-link-fault", "1:down"}, map[int]results.Status{0: "ok", 1: "failed", 2: "ok", 3: "ok"}},
 		{"corrupt", []string{"--sim-corrupt", "2"}, map[int]results.Status{0: "ok", 1: "ok", 2: "failed", 3: "ok"}},
+		{"recovery-action", []string{"--sim-recovery-action", "3:reset"}, map[int]results.Status{0: "ok", 1: "ok", 2: "ok", 3: "failed"}},
 		{"plain", nil, map[int]results.Status{0: "ok", 1: "ok", 2: "ok", 3: "ok"}},
 	}
 	for _, c := range cases {
@@ -175,6 +176,15 @@ func checkProm(t *testing.T, s *results.Summary) {
 		want := fmt.Sprintf(`gpuvet_gpu_status{host="%s",gpu="%d"} %s`, s.Hosts[0].Name, g.Index, v[g.Status])
 		if !strings.Contains(string(b), want) {
 			t.Errorf("Prometheus lacks %s", want)
+		}
+		// A failed GPU's action (issue 50): the same in summary.json and the textfile.
+		if g.Status == results.StatusFailed {
+			if g.Action == "" {
+				t.Errorf("gpu %d failed with no action", g.Index)
+			}
+			if want := fmt.Sprintf(`gpuvet_gpu_action{host="%s",gpu="%d",action="%s"} 1`, s.Hosts[0].Name, g.Index, g.Action); !strings.Contains(string(b), want) {
+				t.Errorf("Prometheus lacks %s", want)
+			}
 		}
 	}
 }
