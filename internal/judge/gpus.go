@@ -60,6 +60,8 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 				if !results.GPULayer(l) {
 					v.Health = results.StatusInconclusive
 					v.Why = appendNew(v.Why, fmt.Sprintf("health: not proven: the health phase broke (%s, the %s's): %s", hh.Error, l, results.ActionWords[actionFor(l)]))
+				} else {
+					v.Health = results.StatusFailed // the phase broke in the GPU's own words
 				}
 			}
 			if hh.Disruption != "" {

@@ -1,0 +1,96 @@
+package judge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Issue 50: a Kubernetes node whose health Job refused the plan (its image an older gpuvet) and
+// whose load Jobs gave no result: the infrastructure's, not the GPUs'. The node and the run fail
+// on the infrastructure layer; its GPUs are not proven (inconclusive), and its hardware status,
+// what a taint or a drain acts on, is not failed.
+func TestInfrastructureFailureIsNotTheGPUs(t *testing.T) {
+	s := summary(healthy(), healthy())
+	h := &s.Hosts[0]
+	h.Health = &results.Health{Source: "kubernetes", Status: results.StatusFailed, ErrorLayer: results.LayerInfra,
+		Error: "job gpuvet-health-0: no gpuvet result in the log; the Job's gpuvet refused a key of the plan this gpuvet sent"}
+	for i := range h.Models[0].Endpoints {
+		ep := &h.Models[0].Endpoints[i]
+		ep.Load, ep.Status, ep.Error, ep.ErrorLayer = nil, results.StatusFailed, "load: load job against engine pod gpuvet-engine-0: BackoffLimitExceeded", results.LayerInfra
+	}
+	Apply(s, DefaultConfig())
+	if s.Status != results.StatusFailed || h.Status != results.StatusFailed || s.Layers[results.LayerInfra] != results.StatusFailed {
+		t.Fatalf("run %s host %s layers %v: want failed on the infrastructure", s.Status, h.Status, s.Layers)
+	}
+	for _, g := range h.GPUs {
+		if g.Status != results.StatusInconclusive || !strings.Contains(strings.Join(g.Why, " "), "infrastructure") {
+			t.Errorf("gpu %d: %s %q, want inconclusive (not proven, the infrastructure's)", g.Index, g.Status, g.Why)
+		}
+	}
+	if h.GateStatus() != results.StatusInconclusive || h.Action != "" {
+		t.Errorf("hardware status %s action %q: a gate must not act on an infrastructure failure", h.GateStatus(), h.Action)
+	}
+	for _, f := range s.Findings {
+		if results.GPULayer(f.Layer) {
+			t.Errorf("a GPU finding: %+v", f)
+		}
+	}
+}
+
+// The same health phase broken by the GPU itself (its words name a GPU fault) fails the GPU.
+func TestHealthErrorNamingTheGPUFailsIt(t *testing.T) {
+	s := summary(healthy())
+	h := &s.Hosts[0]
+	h.Health.Error = "gemm_bf16: CUDA error: an illegal memory access was encountered"
+	h.Health.Status = results.StatusFailed
+	for i := range h.Health.GPUs {
+		h.Health.GPUs[i].Status, h.Health.GPUs[i].Bench = results.StatusFailed, nil
+	}
+	Apply(s, DefaultConfig())
+	if g := h.GPUs[0]; g.Status != results.StatusFailed {
+		t.Errorf("gpu 0: %s %q, want failed on the GPU's own words", g.Status, g.Why)
+	}
+	found := false
+	for _, f := range s.Findings {
+		found = found || f.Check == "health.error" && f.Layer == results.LayerGPU && f.Status == results.StatusFailed
+	}
+	if !found {
+		t.Errorf("no failed GPU finding for the health error: %+v", s.Findings)
+	}
+}
+
+// An SLO gate missed on a GPU whose health passed, behind an engine far below its roofline, is the
+// engine's: the endpoint flagged with fix-engine, the GPU ok; the same miss without a health phase
+// stays the GPU's and asks for a rerun with health.
+func TestEngineBoundGateIsTheEngines(t *testing.T) {
+	for _, withHealth := range []bool{true, false} {
+		s := summary(healthy())
+		h := &s.Hosts[0]
+		if !withHealth {
+			h.Health = nil
+		}
+		ep := &h.Models[0].Endpoints[0]
+		r := FindRun(ep.Load, RunSynchronous)
+		r.ITL.P95 = 70 // over the 50 ms default gate
+		ep.SpeedOfLight = &results.SpeedOfLight{BoundOutputTokS: 15903, MeasuredOutputTokS: 491, Percent: 3.1}
+		Apply(s, DefaultConfig())
+		var itl *results.Flag
+		for i := range ep.Flags {
+			if ep.Flags[i].Check == "gate.itl_p95" {
+				itl = &ep.Flags[i]
+			}
+		}
+		switch {
+		case itl == nil:
+			t.Fatalf("health %v: the ITL gate did not fire: %+v", withHealth, ep.Verdicts)
+		case withHealth && (itl.Layer != results.LayerEngine || itl.Action != results.ActionFixEngine || !strings.Contains(itl.Reason, "3.1 % of its roofline") || strings.Contains(itl.Reason, "check the GPU's clocks")):
+			t.Errorf("with health: %+v", *itl)
+		case withHealth && h.GPUs[0].Status == results.StatusFlag:
+			t.Errorf("with health: gpu 0 flagged for the engine's ITL")
+		case !withHealth && (itl.Layer != results.LayerGPU || itl.Action != results.ActionRerun):
+			t.Errorf("without health: %+v", *itl)
+		}
+	}
+}
