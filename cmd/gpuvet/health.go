@@ -166,6 +166,12 @@ func (f *healthOptions) Validate() error {
 	case (f.simRecoveryAction != "" || f.simDriverFault != "") && !f.sim:
 		return usageErr("--sim-recovery-action and --sim-driver-fault need --sim")
 	}
+	if f.out != "" {
+		inputs := []string{f.xml, f.topoFile, f.nvlinkFile}
+		if err := checkReplaceable(f.out, inputs...); err != nil {
+			return usageErr("--out: %v", err)
+		}
+	}
 	if f.sim {
 		if _, _, err := sim.ParseRecoveryAction(f.simRecoveryAction, f.simCount); err != nil {
 			return usageErr("--sim-recovery-action: %v", err)

@@ -22,6 +22,36 @@ func checkOutFile(path string) error {
 	return os.Remove(f.Name())
 }
 
+// checkReplaceable makes sure an output file gpuvet writes by replacing it (a temp file, then a
+// rename: the reports, a health result) replaces only what it may, before anything is written
+// (bad input, exit 2): an absent path or a regular file. It refuses a symlink (gpuvet never
+// follows one it did not make), a device, a FIFO or a socket (a rename would replace the node
+// itself, and nothing would reach its reader), a folder, and any of the command's own inputs.
+func checkReplaceable(path string, inputs ...string) error {
+	st, err := os.Lstat(path)
+	switch {
+	case os.IsNotExist(err):
+		if _, derr := os.Stat(filepath.Dir(path)); os.IsNotExist(derr) {
+			return nil // a new folder: the writer makes it
+		}
+		return checkOutFile(path)
+	case err != nil:
+		return fmt.Errorf("%s: %v", path, err)
+	case st.Mode()&os.ModeSymlink != 0:
+		return fmt.Errorf("%s is a symbolic link: gpuvet replaces only regular files; give the file's own path", path)
+	case st.IsDir():
+		return fmt.Errorf("%s is a directory; give a file name", path)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("%s is not a regular file (%s): gpuvet writes a report by replacing the file; give a file path", path, st.Mode().Type())
+	}
+	for _, in := range inputs {
+		if ist, err := os.Stat(in); err == nil && os.SameFile(st, ist) {
+			return fmt.Errorf("%s is this command's own input: writing it would replace it; give another path", path)
+		}
+	}
+	return checkOutFile(path)
+}
+
 // benchSteps is the number of rungs a bench profile runs: a sweep's sync, probe and rates, else one
 // (a retried sweep's second attempt is shown on the last rung).
 func benchSteps(c results.LoadConfig) int {

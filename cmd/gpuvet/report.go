@@ -80,6 +80,14 @@ func (o *reportOptions) Validate() error {
 		s = o.withDetails(s) // every output of the chosen hosts in full
 	}
 	o.summary = s
+	for _, out := range []struct{ flag, path string }{{"--html", o.html}, {"--junit", o.junit}, {"--ctrf", o.ctrf}, {"--prom", o.prom}, {"--pdf", o.pdf}} {
+		if out.path == "" {
+			continue
+		}
+		if err := checkReplaceable(out.path, o.path); err != nil {
+			return usageErr("%s: %v", out.flag, err)
+		}
+	}
 	return nil
 }
 

@@ -341,11 +341,16 @@ var outputs = []string{"summary.json", "baseline.json", "report.html", "report.p
 // when the process dies), so two runs never write into one folder.
 type OutLock struct{ f *os.File }
 
-// Release releases the lock.
+// Release releases the lock and removes its file, which gpuvet made: nothing of it stays in the
+// user's folder once the run ends, refused or not. It is unlinked while still held, so a run that
+// opens the path next makes a new file and locks that; a killed run's leftover file is still
+// lockable and taken over.
 func (l *OutLock) Release() {
 	if l != nil && l.f != nil {
+		_ = os.Remove(l.f.Name())
 		_ = unix.Flock(int(l.f.Fd()), unix.LOCK_UN)
 		l.f.Close()
+		l.f = nil
 	}
 }
 
