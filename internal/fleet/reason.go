@@ -38,24 +38,10 @@ func HostReason(h results.Host) string {
 	if a := h.Action; a != "" && a != results.ActionNone {
 		add("action: " + results.ActionWords[a])
 	}
-	all := func() {
-		flags(h.Flags)
-		if hh := h.Health; hh != nil {
-			flags(hh.Flags)
-			for _, g := range hh.GPUs {
-				flags(g.Flags)
-			}
-		}
-		for _, m := range h.Models {
-			flags(m.Flags)
-			for _, ep := range m.Endpoints {
-				flags(ep.Flags)
-			}
-		}
-	}
-	all()
+	all := h.AllFlags()
+	flags(all)
 	hardware = false
-	all()
+	flags(all)
 	if hh := h.Health; hh != nil {
 		add(hh.Error)
 	}

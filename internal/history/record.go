@@ -124,7 +124,7 @@ func verdictRows(runID string, h *results.Host) [][]any {
 			}
 		}
 	}
-	for _, fl := range allFlags(h) {
+	for _, fl := range h.AllFlags() {
 		out = append(out, []any{runID, h.Name, fl.Scope, fl.Subject, fl.Check, "flag", nil, nil, fl.Reason})
 	}
 	return out
@@ -135,23 +135,6 @@ func ptr(v *float64) any {
 		return nil
 	}
 	return *v
-}
-
-func allFlags(h *results.Host) []results.Flag {
-	out := append([]results.Flag(nil), h.Flags...)
-	if h.Health != nil {
-		out = append(out, h.Health.Flags...)
-		for _, g := range h.Health.GPUs {
-			out = append(out, g.Flags...)
-		}
-	}
-	for _, m := range h.Models {
-		out = append(out, m.Flags...)
-		for _, ep := range m.Endpoints {
-			out = append(out, ep.Flags...)
-		}
-	}
-	return out
 }
 
 // Record appends a judged run: its row, nodes, GPUs, figures and verdicts, in one transaction;

@@ -692,7 +692,7 @@ func rollRun(s *results.Summary, cfg Config) {
 	var all []results.Flag
 	for _, h := range s.Hosts {
 		st = results.Worse(st, h.Status)
-		all = append(all, hostFlags(h)...)
+		all = append(all, h.AllFlags()...)
 	}
 	s.Flags = nil
 	if b := s.Baseline; b != nil {
@@ -710,25 +710,6 @@ func rollRun(s *results.Summary, cfg Config) {
 	}
 	s.Flags = all
 	s.Status = st
-}
-
-// hostFlags lists every flag of a host, health first, then models and their endpoints.
-func hostFlags(h results.Host) []results.Flag {
-	var out []results.Flag
-	out = append(out, h.Flags...)
-	if h.Health != nil {
-		out = append(out, h.Health.Flags...)
-		for _, g := range h.Health.GPUs {
-			out = append(out, g.Flags...)
-		}
-	}
-	for _, m := range h.Models {
-		out = append(out, m.Flags...)
-		for _, ep := range m.Endpoints {
-			out = append(out, ep.Flags...)
-		}
-	}
-	return out
 }
 
 // ExitCode is the process exit code for a judged summary: 1 on a failure, on a run that did not

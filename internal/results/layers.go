@@ -131,3 +131,22 @@ func (h *Host) GateStatus() Status {
 	}
 	return h.Status
 }
+
+// AllFlags lists every flag of a host once, in one order: the host's own, its health phase's and
+// each GPU's there, then each model's and each of its endpoints'.
+func (h *Host) AllFlags() []Flag {
+	out := append([]Flag(nil), h.Flags...)
+	if h.Health != nil {
+		out = append(out, h.Health.Flags...)
+		for _, g := range h.Health.GPUs {
+			out = append(out, g.Flags...)
+		}
+	}
+	for _, m := range h.Models {
+		out = append(out, m.Flags...)
+		for _, ep := range m.Endpoints {
+			out = append(out, ep.Flags...)
+		}
+	}
+	return out
+}
