@@ -107,6 +107,13 @@ func newHistoryTrendCmd() *cobra.Command {
 			if err != nil {
 				return failedErr("history: %v", err)
 			}
+			if len(pts) == 0 { // a name that is not in the store: bad input, not an empty trend
+				what := "--node " + o.node
+				if o.gpu != "" {
+					what = "--gpu " + o.gpu
+				}
+				return usageErr("trend %s: no run of it in the history store; `gpuvet history runs` lists the runs and their nodes", what)
+			}
 			term.Trend(cmd.OutOrStdout(), pts)
 			return nil
 		},

@@ -61,6 +61,12 @@ func TestHistoryCommand(t *testing.T) {
 			if code, out = cli("trend"); code != 2 {
 				t.Fatalf("trend without a subject: exit %d\n%s", code, out)
 			}
+			// Issue 51: a node or GPU the store never saw is bad input, named, not "(no runs)" and 0.
+			for _, subject := range [][]string{{"--node", "nosuch"}, {"--gpu", "GPU-nosuch"}} {
+				if code, out = cli(append([]string{"trend"}, subject...)...); code != 2 {
+					t.Fatalf("trend %v: exit %d\n%s", subject, code, out)
+				}
+			}
 			if code, out = cli("pin", "run-b", "--node", "node-7"); code != 0 || !strings.Contains(out, "pinned node node-7: acceptance run run-b") {
 				t.Fatalf("pin: exit %d\n%s", code, out)
 			}
