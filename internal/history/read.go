@@ -289,42 +289,49 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	type subj struct{ scope, subject, host string }
+	type subj struct{ scope, subject, host, status string }
 	var subs []subj
-	rs, err := s.db.QueryContext(ctx, s.q(`SELECT host, uuid FROM gpus WHERE run_id = ?`), runID)
+	rs, err := s.db.QueryContext(ctx, s.q(`SELECT host, uuid, status FROM gpus WHERE run_id = ?`), runID)
 	if err != nil {
 		return nil, err
 	}
 	hosts := map[string]bool{}
 	for rs.Next() {
-		var h, u string
-		if err := rs.Scan(&h, &u); err != nil {
+		var h, u, st string
+		if err := rs.Scan(&h, &u, &st); err != nil {
 			rs.Close()
 			return nil, err
 		}
 		if u != "" && (uuid == "" && (host == "" || host == h) || uuid == u) {
-			subs = append(subs, subj{ScopeGPU, u, h})
+			subs = append(subs, subj{ScopeGPU, u, h, st})
 		}
 		hosts[h] = true
 	}
 	rs.Close()
-	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host FROM nodes WHERE run_id = ?`), runID)
+	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host, status FROM nodes WHERE run_id = ?`), runID)
 	if err != nil {
 		return nil, err
 	}
 	for nrs.Next() {
-		var h string
-		if err := nrs.Scan(&h); err != nil {
+		var h, st string
+		if err := nrs.Scan(&h, &st); err != nil {
 			nrs.Close()
 			return nil, err
 		}
 		if uuid == "" && (host == "" || host == h) {
-			subs = append(subs, subj{ScopeNode, h, h})
+			subs = append(subs, subj{ScopeNode, h, h, st})
 		}
 	}
 	nrs.Close()
 	if len(subs) == 0 {
 		return nil, fmt.Errorf("run %s measured no node %q / GPU %q", runID, host, uuid)
+	}
+	// An acceptance run is an ok one (the first ok run claims it): a pin of anything else would
+	// make every later run drift against undecided or failing figures. Refused, with what was wrong.
+	for _, x := range subs {
+		if x.status != string(results.StatusOK) {
+			return nil, fmt.Errorf("run %s: %s %s is %s, not ok: only an ok run becomes an acceptance run; pin an ok run of it (gpuvet history trend lists each run's status)", runID, x.scope, x.subject, x.status)
+		}
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
