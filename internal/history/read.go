@@ -326,13 +326,6 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 	if len(subs) == 0 {
 		return nil, fmt.Errorf("run %s measured no node %q / GPU %q", runID, host, uuid)
 	}
-	// An acceptance run is an ok one (the first ok run claims it): a pin of anything else would
-	// make every later run drift against undecided or failing figures. Refused, with what was wrong.
-	for _, x := range subs {
-		if x.status != string(results.StatusOK) {
-			return nil, fmt.Errorf("run %s: %s %s is %s, not ok: only an ok run becomes an acceptance run; pin an ok run of it (gpuvet history trend lists each run's status)", runID, x.scope, x.subject, x.status)
-		}
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -345,7 +338,13 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 			x.scope, x.subject, fp, runID, x.host, ms); err != nil {
 			return nil, err
 		}
-		out = append(out, x.scope+" "+x.subject)
+		what := x.scope + " " + x.subject
+		if x.status != string(results.StatusOK) {
+			// Only an ok run claims the acceptance by itself (docs/history.md); a pin of another
+			// says so, since later runs then drift against its figures as they were.
+			what += fmt.Sprintf(" (it was %s in that run, not ok: its figures are the reference as they were)", x.status)
+		}
+		out = append(out, what)
 	}
 	return out, tx.Commit()
 }
