@@ -204,17 +204,12 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	switch {
 	case ep.Disruption != "":
 		notProven(results.LayerInfra, ep.Disruption+": not the GPU's", results.ActionRerun)
-	case ep.Error != "":
-		if l := errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine); results.GPULayer(l) {
+	default:
+		switch l, _, what := endpointBroke(ep); {
+		case results.GPULayer(l):
 			st = results.Worse(st, results.StatusFailed)
-		} else {
-			notProven(l, "the engine did not serve: "+ep.Error, actionFor(l))
-		}
-	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
-		if l := errorLayer("", ep.Load.Error, results.LayerEngine); results.GPULayer(l) {
-			st = results.Worse(st, results.StatusFailed)
-		} else {
-			notProven(l, "the load measured nothing: "+ep.Load.Error, actionFor(l))
+		case l != "":
+			notProven(l, what, actionFor(l))
 		}
 	}
 	if ep.Functional != nil && ep.Functional.Error != "" {

@@ -169,12 +169,10 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 	switch {
 	case ep.Disruption != "":
 		add(results.LayerInfra, results.StatusInconclusive, "judge.disruption", ep.Disruption+": not the hardware's: run again", results.ActionRerun)
-	case ep.Error != "":
-		l := errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine)
-		add(l, results.StatusFailed, "engine.serve", "the engine did not serve: "+ep.Error, actionFor(l))
-	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
-		l := errorLayer("", ep.Load.Error, results.LayerEngine)
-		add(l, results.StatusFailed, "load.error", "the load measured nothing: "+ep.Load.Error, actionFor(l))
+	default:
+		if l, check, what := endpointBroke(ep); l != "" {
+			add(l, results.StatusFailed, check, what, actionFor(l))
+		}
 	}
 	if ep.Functional != nil && ep.Functional.Error != "" {
 		add(results.LayerEngine, results.StatusFailed, "functional.error", "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
@@ -194,6 +192,19 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
 	}
 	return out
+}
+
+// endpointBroke is an endpoint's own breakage, when it has one: the engine did not serve, or its
+// load measured nothing; with the layer it belongs to, the check id and the words. "" when the
+// endpoint did not break.
+func endpointBroke(ep *results.Endpoint) (layer, check, what string) {
+	switch {
+	case ep.Error != "":
+		return errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine), "engine.serve", "the engine did not serve: " + ep.Error
+	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
+		return errorLayer("", ep.Load.Error, results.LayerEngine), "load.error", "the load measured nothing: " + ep.Load.Error
+	}
+	return "", "", ""
 }
 
 // healthFindings are a host's health findings: its flags and the phase's own breakage.
@@ -348,11 +359,7 @@ func healthyGPUs(h *results.Host) map[int]bool {
 	for _, g := range h.Health.GPUs {
 		ok := g.Status == results.StatusOK
 		for _, f := range g.Flags {
-			l, _ := CheckLayer(f.Check)
-			if f.Layer != "" {
-				l = f.Layer
-			}
-			ok = ok && !results.GPULayer(l)
+			ok = ok && !GPUEvidence(withKind(f))
 		}
 		for _, c := range h.Health.Comparisons {
 			for _, cell := range c.Values {
