@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,6 +92,28 @@ func slurmNode(t *testing.T, name string) slurm.Node {
 	return ns[0]
 }
 
+// slurmVerdicts says, for a failure's message, what each host was judged on and what the run did
+// to it: which flag decided a drain, or the breaker's hold.
+func slurmVerdicts(s *results.Summary) string {
+	var b strings.Builder
+	for _, h := range s.Hosts {
+		fmt.Fprintf(&b, "%s: status %s, gate %s, layers %v\n", h.Name, h.Status, h.GateStatus(), h.Layers)
+		for _, f := range h.AllFlags() {
+			fmt.Fprintf(&b, "  [%s %s %s] %s: %s\n", f.Layer, f.Action, f.Check, f.Subject, f.Reason)
+		}
+	}
+	for _, f := range s.Flags {
+		fmt.Fprintf(&b, "run [%s %s %s] %s: %s\n", f.Layer, f.Action, f.Check, f.Subject, f.Reason)
+	}
+	if s.Fleet == nil {
+		return b.String()
+	}
+	for _, a := range s.Fleet.NodeActions {
+		fmt.Fprintf(&b, "action %s: %s did %v held %q error %q\n", a.Node, a.Status, a.Did, a.Held, a.Error)
+	}
+	return b.String()
+}
+
 func hostByName(s *results.Summary, name string) *results.Host {
 	for i := range s.Hosts {
 		if s.Hosts[i].Name == name {
@@ -126,7 +149,7 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	}
 	n2 := slurmNode(t, "node2")
 	if !n2.Drained() || !strings.HasPrefix(n2.Reason, "gpuvet "+s.RunID+": flag: ") {
-		t.Fatalf("node2 not drained with gpuvet's reason: %+v\n%s", n2, log)
+		t.Fatalf("node2 not drained with gpuvet's reason: %+v\n%s\n%s", n2, slurmVerdicts(s), log)
 	}
 	for _, n := range []string{"node1", "node3"} {
 		if nd := slurmNode(t, n); nd.Drained() {

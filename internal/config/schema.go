@@ -298,6 +298,10 @@ type Sim struct {
 	// healthy one, health and serving alike): a node that ages as a whole, which no GPU-to-GPU
 	// comparison sees and only the history does (issue 47).
 	NodeSlowdownPct float64 `yaml:"node_slowdown_pct"`
+	// EngineDriftPct makes every simulated engine's speed wander, over seconds, between 1 and
+	// 1 − EngineDriftPct/100 of its own (the node's engines together, the GPUs unchanged): the drift
+	// of a CPU-bound engine between runs, which a repeatable interval must cover (issue 55). 0: none.
+	EngineDriftPct float64 `yaml:"engine_drift_pct"`
 }
 
 // History is the run history (docs/history.md): where runs are kept and how a node is compared

@@ -187,6 +187,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.gpu", c.Sim.GPU == "", "want a GPU name from the catalog, e.g. H200"},
 		{"sim.straggler", c.Sim.Straggler < -1 || c.Sim.Straggler >= c.Sim.GPUs, fmt.Sprintf("want -1 (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
+		{"sim.engine_drift_pct", c.Sim.EngineDriftPct < 0 || c.Sim.EngineDriftPct >= 100, "want 0..100 (20: every engine's speed wanders between 0.8 and 1 of its own)"},
 		{"sim.node_slowdown_pct", c.Sim.NodeSlowdownPct < 0 || c.Sim.NodeSlowdownPct >= 100, "want 0..100 (5: every GPU of the node runs at 0.95)"},
 		{"history.url", historyURLProblem(c.History.URL) != "", historyURLProblem(c.History.URL)},
 		{"history.password_env", c.History.PasswordEnv != "" && !envNameRe.MatchString(c.History.PasswordEnv), "want the name of an environment variable, e.g. PGPASSWORD (the password itself never goes in the config)"},

@@ -42,6 +42,9 @@ func Fingerprint(c config.Config) string {
 	if c.Sim.StepOverhead != 0 || c.Sim.SeqOverhead != 0 {
 		v.Engine = append(v.Engine, "sim engine", c.Sim.StepOverhead, c.Sim.SeqOverhead)
 	}
+	if c.Sim.EngineDriftPct != 0 {
+		v.Engine = append(v.Engine, "sim engine drift", c.Sim.EngineDriftPct)
+	}
 	for name, a := range c.Accelerators { // their models, engine and load; their gates judge
 		if len(a.Models) > 0 || !reflect.ValueOf(a.Engine).IsZero() || !reflect.ValueOf(a.Load).IsZero() {
 			v.Accelerators[name] = []any{a.Models, a.Engine, a.Load}

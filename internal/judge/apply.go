@@ -330,9 +330,9 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	n := int(val(cfg.CompareMinSamples))
 	vs := []results.Verdict{
 		JudgeGate(GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: g.TTFTP95Ms},
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") }, p95, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, lb, l), n),
 		JudgeGate(GateSpec{Check: "gate.itl_p95", Name: "sync ITL p95", Unit: "ms", Upper: true, Limit: g.ITLP95Ms},
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") }, p95, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, lb, l), n),
 		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
@@ -410,6 +410,16 @@ func comparisonsUndecided(cs []results.Compare) bool {
 
 func p95(d results.Dist) float64 { return d.P95 }
 func p99(d results.Dist) float64 { return d.P99 }
+
+// acrossRuns is f, metric's figure of load l, with the interval that covers a rerun (Run.AcrossRuns):
+// for its history, and for comparisons of GPUs loaded one after another, whose drift between
+// blocks is not shared.
+func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure {
+	if r := FindRun(l, RunSynchronous); r != nil && r.Repeat != nil && r.Repeat.CI.Get(metric) != nil {
+		f.CI = r.Repeat.CI.Get(metric)
+	}
+	return f
+}
 
 func ciOf(r *results.Run, which string) *results.Interval {
 	if r.CI == nil {
@@ -626,6 +636,9 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 			f, ok := met.Get(e.load)
 			if !ok {
 				continue
+			}
+			if !sharedClient { // not side by side: each GPU's drift between blocks is its own
+				f = acrossRuns(e.load, met.Name, f)
 			}
 			f.ReqS = e.load.SustainedReqS
 			limited = limited || f.ClientLimited

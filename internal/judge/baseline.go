@@ -69,6 +69,7 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 					if !ok {
 						continue
 					}
+					f = acrossRuns(ep.Load, met.Name, f) // the baseline is another run
 					f.ReqS = ep.Load.SustainedReqS
 					sf.add(subj, met.Name, met.HigherIsBetter, f)
 				}

@@ -97,6 +97,7 @@ func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure 
 		if !ok || !(f.Value > 0) {
 			continue
 		}
+		f = acrossRuns(ep.Load, met.Name, f) // a later run is another run
 		out = append(out, results.StoredFigure{Model: model, Metric: met.Name, Unit: metricUnit(met.Name), Value: f.Value, CI: f.CI,
 			Samples: f.Samples, HigherIsBetter: met.HigherIsBetter, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited,
 			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name)})

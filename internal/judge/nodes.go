@@ -143,6 +143,7 @@ func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 			if !ok {
 				continue
 			}
+			f = acrossRuns(ep.Load, met.Name, f) // each node's run is its own
 			ef := endpointFigure{f, ep.Load.SustainedReqS}
 			all = append(all, ef)
 			if !f.ClientLimited && !f.LowerBound {

@@ -686,6 +686,10 @@ type executor struct {
 	ahead         []rungSpec    // the rungs planned after the one running (for OnPlan)
 	// The rungs planned from a measured pace: the time they were planned for, and took (drift).
 	plannedFor, took time.Duration
+	// blocks are the sweep's synchronous blocks run so far (blocks.go); blocksLeft is how many are
+	// still to run after the one running (their time is kept out of what the plan may spend).
+	blocks     []syncBlock
+	blocksLeft int
 }
 
 // spec is the next rung of kind, its index taken.
@@ -766,10 +770,15 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 		ex.recErr = writeRecords(ex.recW, out.recs)
 	}
 	a.burst = max(a.burst, burstReqS(out))
+	if s.Block > 0 {
+		ex.keepBlock(out, run)
+	}
 	for _, r := range out.recs { // keep the figures, drop the per-chunk data
 		r.marks, r.ITLMs = nil, nil
 	}
-	a.runs = append(a.runs, run)
+	if s.Block <= 1 { // a later block joins the first (poolBlocks)
+		a.runs = append(a.runs, run)
+	}
 	a.interrupted = a.interrupted || out.interrupted
 	if s.Steady && s.Kind == kindThroughput && run.TransientReason() == "" {
 		ex.lastProbeTime = ex.reqTime(run)
@@ -871,8 +880,11 @@ func broken(r results.Run) bool {
 // (steady). Only a rung that measured nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
-	ss := ex.spec(kindSynchronous, 1, 0)
-	ss.Expect, ex.ahead = ss.Duration, ex.guess(1+c.Rates)
+	ex.blocks = nil
+	defer ex.poolBlocks(a)
+	ss := ex.take(ex.blockSpec(0, 1))
+	ex.ahead = ex.guess(1 + c.Rates)
+	ex.blocksLeft = syncBlocks - 1
 	sync := ex.one(ctx, a, ss, n)
 	if ctx.Err() != nil {
 		return
@@ -899,7 +911,13 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	}
 	ex.tempo = ex.tempoAt(probe)
 	lo, hi := ex.ladderRange(probe)
-	knee.LadderTopReqS = hi
+	knee.LadderTopReqS, knee.LadderFootReqS = hi, lo
+	ex.blocksLeft--
+	ex.ahead = ex.guess(c.Rates)
+	ex.one(ctx, a, ex.blockSpec(ss.Index, 2), n)
+	if ctx.Err() != nil {
+		return
+	}
 	specs, note := ex.ladder(ex.tempo, lo, hi, ex.left())
 	knee.PlannedRates, knee.Plan = len(specs), joinNote(knee.Plan, note)
 	if note != "" {
@@ -917,6 +935,11 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	ex.ahead = nil
 	// A ladder whose top still climbs past the probe's peak says the probe under-read, knee or not.
 	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(len(specs)), knee)
+	if ctx.Err() != nil {
+		return
+	}
+	ex.blocksLeft--
+	ex.one(ctx, a, ex.blockSpec(ss.Index, 3), n)
 	if ctx.Err() != nil {
 		return
 	}

@@ -258,7 +258,10 @@ func TestSweepAndRecords(t *testing.T) {
 		}
 	}
 	ex := &executor{cfg: Defaults(o.Config)}
-	syncRate := ex.rungRate(l.Runs[0])
+	syncRate := k.LadderFootReqS // the first block's: the rung's figures are over all three
+	if r := ex.rungRate(l.Runs[0]); math.Abs(syncRate-r) > 0.1*r {
+		t.Fatalf("ladder foot %v, the synchronous rung's rate over its blocks %v", syncRate, r)
+	}
 	top := kneeOvershoot * ex.rungRate(best) // the planned top; climbing rungs go on at the same spacing
 	if want := top + float64(k.ClimbedRungs)*(top-syncRate)/5; math.Abs(k.LadderTopReqS-want) > 1e-9 || k.Concurrency != best.Concurrency {
 		t.Fatalf("ladder top %v at concurrency %d, want %v past the best probe (c=%d)", k.LadderTopReqS, k.Concurrency, want, best.Concurrency)

@@ -136,8 +136,11 @@ func planned(specs []rungSpec) time.Duration {
 // elapsed is how long the load has run so far.
 func (ex *executor) elapsed() time.Duration { return ex.rn.c.since() }
 
-// left is what is left of load.time_budget.
-func (ex *executor) left() time.Duration { return time.Duration(ex.cfg.TimeBudget) - ex.elapsed() }
+// left is what is left of load.time_budget for the rungs being planned: the synchronous blocks
+// still to run keep theirs (ex.reserve).
+func (ex *executor) left() time.Duration {
+	return time.Duration(ex.cfg.TimeBudget) - ex.elapsed() - ex.reserve()
+}
 
 // plan reports the time left to the progress (Options.OnPlan) as a rung starts: its own predicted
 // length and that of the rungs planned after it (ahead), scaled by how the rungs planned from a
@@ -146,7 +149,7 @@ func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 	if ex.o.OnPlan == nil || s.Expect <= 0 {
 		return
 	}
-	ex.o.OnPlan(len(ahead), time.Duration(ex.drift()*float64(s.Expect+planned(ahead))))
+	ex.o.OnPlan(len(ahead)+ex.blocksLeft, time.Duration(ex.drift()*float64(s.Expect+planned(ahead)))+ex.reserve())
 }
 
 // Bounds of drift: a rung that has not narrowed its rate runs on to twice its plan (levelWatch).

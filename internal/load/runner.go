@@ -54,6 +54,9 @@ type rungSpec struct {
 	// request (the warm-up, when there is one) shows that full-length ones would not give MinSamples
 	// within Duration (see shortLen).
 	Shorten bool
+	// Block is the block of the sweep's synchronous rung this is (blocks.go), 1-based; 0: a rung
+	// of its own.
+	Block int
 }
 
 // sized reports whether the rung is sized by completions.
@@ -80,6 +83,9 @@ func (s rungSpec) openLoop() bool { return s.Kind == kindConstant || s.Kind == k
 func (s rungSpec) label() string {
 	if s.openLoop() {
 		return fmt.Sprintf("%s %.3g req/s", s.Kind, s.Rate)
+	}
+	if s.Block > 0 {
+		return fmt.Sprintf("%s c=%d, block %d of %d", s.Kind, s.Concurrency, s.Block, syncBlocks)
 	}
 	return fmt.Sprintf("%s c=%d", s.Kind, s.Concurrency)
 }

@@ -208,9 +208,81 @@ type Run struct {
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
 
+	// Repeat is how the rung's figures repeated between its blocks (nil: one block): the sweep's
+	// synchronous rung runs in blocks spread over the load, and CI covers their spread.
+	Repeat *Repeat `json:"repeat,omitempty"`
+
 	// ErrorSamples are the rung's first failed requests (at most MaxErrorSamples per class): the
 	// evidence a fault's layer is named with.
 	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
+}
+
+// Repeat is a rung measured in Blocks blocks spread over the load (issue 55): each block's start,
+// in seconds since Load.StartedAt, and each gated figure's value in every block. The rung's figures
+// are over all the blocks' requests, and their intervals (Run.CI) cover the spread between the
+// blocks (batch means) as well as between requests.
+type Repeat struct {
+	Blocks  int            `json:"blocks"`
+	StartS  []float64      `json:"start_s"`
+	Figures []FigureRepeat `json:"figures"`
+	// CI are the run's intervals widened to cover the spread between its blocks (batch means):
+	// what a rerun of the figure would see, for its gates and its history. Run.CI keeps the spread
+	// between requests alone, for comparisons of GPUs loaded at once (the drift was theirs alike).
+	CI *Intervals `json:"ci,omitempty"`
+}
+
+// Get is the interval of the figure named by its JSON key ("ttft_p95_ms", …; nil: none).
+func (c *Intervals) Get(key string) *Interval {
+	if c == nil {
+		return nil
+	}
+	switch key {
+	case "ttft_p95_ms":
+		return c.TTFTP95
+	case "ttft_p99_ms":
+		return c.TTFTP99
+	case "itl_p95_ms":
+		return c.ITLP95
+	case "output_tok_s":
+		return c.OutputTokS
+	case "tpot_p95_ms":
+		return c.TPOTP95
+	case "tpot_p50_ms":
+		return c.TPOTP50
+	}
+	return nil
+}
+
+// AcrossRuns is the interval of the run's figure key that covers what a rerun would see: the
+// blocks' (Repeat.CI) where the run was measured in blocks, else the interval over its requests.
+func (r *Run) AcrossRuns(key string) *Interval {
+	if r.Repeat != nil && r.Repeat.CI != nil {
+		if ci := r.Repeat.CI.Get(key); ci != nil {
+			return ci
+		}
+	}
+	return r.CI.Get(key)
+}
+
+// FigureRepeat is one figure's value in each block and how far they spread: (max − min) as a
+// percentage of the figure over all blocks.
+type FigureRepeat struct {
+	Figure    string    `json:"figure"` // the Intervals key, e.g. "ttft_p95_ms"
+	Blocks    []float64 `json:"blocks"`
+	SpreadPct float64   `json:"spread_pct"`
+}
+
+// Figure is the repeat of figure ("ttft_p95_ms", …; nil: not measured in blocks).
+func (r *Repeat) Figure(figure string) *FigureRepeat {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Figures {
+		if r.Figures[i].Figure == figure {
+			return &r.Figures[i]
+		}
+	}
+	return nil
 }
 
 // RungSizing is how a rung sized by completions ran: until its gated figures had MinSamples
@@ -314,6 +386,9 @@ type Knee struct {
 	Reason      string      `json:"reason"` // why the search stopped
 	// LadderTopReqS is the top constant rung's rate: a little past the best probe's, to show the plateau.
 	LadderTopReqS float64 `json:"ladder_top_req_s"`
+	// LadderFootReqS is the rate the ladder climbs from: the synchronous rung's first block's
+	// sustained rate (the rung's figures are over all its blocks, measured after the ladder was placed).
+	LadderFootReqS float64 `json:"ladder_foot_req_s,omitempty"`
 	// ClimbedRungs is how many rungs went on past the planned top because the ladder still climbed.
 	ClimbedRungs int `json:"climbed_rungs,omitempty"`
 	// PastKnee: a probe past the knee was measured (its output tok/s stopped rising, or it completed

@@ -22,8 +22,11 @@ type FleetConfig struct {
 	// NodeSlowdownPct slows every GPU by this share (5: all run at 0.95 of a healthy one): a node
 	// that ages as a whole, seen by no GPU-to-GPU comparison, only by the node's history.
 	NodeSlowdownPct float64
-	Seed            int64  // UUIDs and microbenchmark noise derive from it
-	LinkFault       string // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
+	// EngineDriftPct makes every serving engine's speed wander between 1 and 1 − EngineDriftPct/100
+	// over time (drift.go): the engine's drift between runs, not the GPU's. 0: none.
+	EngineDriftPct float64
+	Seed           int64  // UUIDs and microbenchmark noise derive from it
+	LinkFault      string // "GPU[:down|slow|errors]": an NVLink fault on one GPU (see links.go); "": none
 	// CoTenant puts another process on one GPU for part of the run (see cotenant.go):
 	// "GPU[:FROM[-TO]]", e.g. "1" or "1:5s-20s"; "": none.
 	CoTenant string
@@ -61,6 +64,8 @@ type Fleet struct {
 	engineFault engineFault
 	// recovery and driverFault are the parsed RecoveryAction and DriverFault.
 	recovery, driverFault gpuFault
+	// drift is the engines' speed drift (EngineDriftPct; nil: none).
+	drift *drift
 }
 
 type vgpu struct {
@@ -107,6 +112,9 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.NodeSlowdownPct < 0 || cfg.NodeSlowdownPct >= 100 {
 		return nil, fmt.Errorf("node slowdown pct: must be in [0, 100), got %v", cfg.NodeSlowdownPct)
 	}
+	if err := checkDriftPct(cfg.EngineDriftPct); err != nil {
+		return nil, err
+	}
 	fault, err := parseLinkFault(cfg.LinkFault, cfg.Count)
 	if err != nil {
 		return nil, err
@@ -140,6 +148,7 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	}
 	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th,
 		engineFault: engineFault{gpu: efGPU, kind: efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}}
+	f.drift = newDrift(cfg.EngineDriftPct, f.start)
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
 	}

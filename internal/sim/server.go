@@ -145,7 +145,7 @@ func NewServer(cfg Config) (*Server, error) {
 		if f := cfg.Fleet; f != nil {
 			first, n := cfg.GPUIndex, p.Cfg.TP
 			p.Slowdown = func() float64 {
-				sp := 1.0
+				sp := f.EngineDrift()
 				for i := first; i < first+n; i++ {
 					sp = min(sp, f.ThrottleSpeed(i))
 				}

@@ -1,0 +1,215 @@
+package load
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// The sweep's synchronous rung runs in blocks spread over the load (issue 55): one before the
+// probes, one between the knee search and the ladder, one after the ladder. Its latency gates are
+// the figures of a CPU-bound engine that drift most between runs (one H200's sync ITL p95 read
+// 62.6 ms [61.6, 63.8] and 79.1 ms [78.6, 80.4] ten minutes apart), and the spread between one
+// block's requests never shows that drift. Three blocks at three times do: the rung's figures are
+// over every block's requests, and their intervals hold both the bootstrap over requests and the
+// batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
+
+// syncBlocks is how many blocks the sweep's synchronous rung runs in.
+const syncBlocks = 3
+
+// syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
+// (kept for the pooled figures; the records themselves are freed as every rung's are).
+type syncBlock struct {
+	run                          results.Run
+	startS, tookS                float64
+	ttft, itl, tpot, e2e, outTok []float64
+}
+
+// blockSpec is block i (1-based) of the sweep's synchronous rung: the rung's index, a third of its
+// least length and completions (compare.min_samples over the blocks together). Each keeps the
+// rung's cap: the first block's requests are what tell how long one takes.
+func (ex *executor) blockSpec(index, i int) rungSpec {
+	s := ex.newSpec(kindSynchronous, 1, 0)
+	s.Index, s.Block = index, i
+	s.MinSamples = (s.MinSamples + syncBlocks - 1) / syncBlocks
+	s.Duration /= syncBlocks
+	s.Expect = max(s.Duration, ex.blockTime())
+	return s
+}
+
+// reserve is the time the synchronous blocks still to run are expected to take.
+func (ex *executor) reserve() time.Duration { return time.Duration(ex.blocksLeft) * ex.blockTime() }
+
+// blockTime is what a later synchronous block is expected to take: what the first took.
+func (ex *executor) blockTime() time.Duration {
+	if len(ex.blocks) == 0 {
+		return time.Duration(ex.cfg.MaxDuration) / syncBlocks
+	}
+	return time.Duration(ex.blocks[0].tookS * float64(time.Second))
+}
+
+// keepBlock keeps a synchronous block's samples (before its records' per-chunk data are freed).
+func (ex *executor) keepBlock(o *rungOut, run results.Run) {
+	b := syncBlock{run: run, startS: o.start.Seconds(), tookS: o.wall.Seconds()}
+	for _, r := range o.recs {
+		if r.Warmup || r.ramp || !r.ok() {
+			continue
+		}
+		b.ttft = append(b.ttft, r.TTFTMs)
+		b.itl = append(b.itl, r.ITLMs...)
+		if r.OutputTokens > 1 {
+			b.tpot = append(b.tpot, r.TPOTMs)
+		}
+		b.e2e = append(b.e2e, r.E2EMs)
+		b.outTok = append(b.outTok, float64(r.OutputTokens))
+	}
+	ex.blocks = append(ex.blocks, b)
+}
+
+// poolBlocks folds the synchronous rung's later blocks into its first (a.runs' synchronous run):
+// its figures over every block's requests, its intervals widened by the spread between blocks,
+// Run.Repeat set. One block (a sweep stopped early) leaves the run as it is.
+func (ex *executor) poolBlocks(a *attempt) {
+	blocks := ex.blocks
+	ex.blocks = nil
+	if len(blocks) < 2 {
+		return
+	}
+	for i := range a.runs {
+		if a.runs[i].Kind == kindSynchronous {
+			a.runs[i] = pooled(blocks, uint64(ex.cfg.Seed), ex.cfg.MinSamples)
+			return
+		}
+	}
+}
+
+// pooled is one run of the blocks together.
+func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
+	run := blocks[0].run
+	var ttft, itl, tpot, e2e, outTok []float64
+	var win, outTokS, reqS, totTokS, good float64
+	run.Requests, run.Errors, run.ErrorSamples = results.RequestCounts{}, map[string]int{}, nil
+	for _, b := range blocks {
+		ttft, itl, tpot = append(ttft, b.ttft...), append(itl, b.itl...), append(tpot, b.tpot...)
+		e2e, outTok = append(e2e, b.e2e...), append(outTok, b.outTok...)
+		r := b.run
+		w := r.WindowSeconds
+		win += w
+		outTokS, reqS, totTokS = outTokS+r.OutputTokS*w, reqS+r.ReqS*w, totTokS+r.TotalTokS*w
+		if r.Goodput != nil {
+			good += *r.Goodput * w
+		}
+		run.Requests.Successful += r.Requests.Successful
+		run.Requests.Errored += r.Requests.Errored
+		run.Requests.Incomplete += r.Requests.Incomplete
+		run.Requests.Warmup += r.Requests.Warmup
+		run.Requests.Streamed += r.Requests.Streamed
+		for k, v := range r.Errors {
+			run.Errors[k] += v
+		}
+		if r.ClientLimited && !run.ClientLimited {
+			run.ClientLimited, run.ClientReason = true, r.ClientReason
+		}
+		if r.Busy != "" && run.Busy == "" {
+			run.Busy = r.Busy
+		}
+		run.ErrorSamples = append(run.ErrorSamples, r.ErrorSamples...)
+	}
+	if len(run.Errors) == 0 {
+		run.Errors = nil
+	}
+	run.TTFT, run.ITL, run.TPOT, run.E2E = metrics.Summarize(ttft), metrics.Summarize(itl), metrics.Summarize(tpot), metrics.Summarize(e2e)
+	run.MeanOutputTokens = metrics.MeanStat(outTok)
+	if win > 0 {
+		run.WindowSeconds, run.OutputTokS, run.ReqS, run.TotalTokS = win, outTokS/win, reqS/win, totTokS/win
+		if run.Goodput != nil {
+			g := good / win
+			run.Goodput = &g
+		}
+	}
+	run.Sizing = pooledSizing(blocks, minSamples)
+	within := intervals(ttft, itl, tpot, nil, 0, seed+uint64(run.Concurrency))
+	run.Repeat = &results.Repeat{Blocks: len(blocks)}
+	for _, b := range blocks {
+		run.Repeat.StartS = append(run.Repeat.StartS, b.startS)
+	}
+	run.CI = within
+	run.Repeat.CI = repeatIntervals(&run, blocks, within)
+	return run
+}
+
+// blockFigures are the synchronous rung's gated figures, by their Intervals key: the value in a
+// run, and where its interval is kept.
+var blockFigures = []struct {
+	key   string
+	value func(r *results.Run) float64
+	ci    func(c *results.Intervals) **results.Interval
+}{
+	{"ttft_p95_ms", func(r *results.Run) float64 { return r.TTFT.P95 }, func(c *results.Intervals) **results.Interval { return &c.TTFTP95 }},
+	{"ttft_p99_ms", func(r *results.Run) float64 { return r.TTFT.P99 }, func(c *results.Intervals) **results.Interval { return &c.TTFTP99 }},
+	{"itl_p95_ms", func(r *results.Run) float64 { return r.ITL.P95 }, func(c *results.Intervals) **results.Interval { return &c.ITLP95 }},
+	{"tpot_p95_ms", func(r *results.Run) float64 { return r.TPOT.P95 }, func(c *results.Intervals) **results.Interval { return &c.TPOTP95 }},
+	{"tpot_p50_ms", func(r *results.Run) float64 { return r.TPOT.P50 }, func(c *results.Intervals) **results.Interval { return &c.TPOTP50 }},
+	{"output_tok_s", func(r *results.Run) float64 { return r.OutputTokS }, func(c *results.Intervals) **results.Interval { return &c.OutputTokS }},
+}
+
+// repeatIntervals records each figure's block values in run.Repeat and returns the run's intervals:
+// the bootstrap over the pooled requests (within; nil where too few for one) widened to the batch
+// means over the blocks. A figure with no interval over its requests gets none from its blocks
+// either: three blocks of a handful of requests each say little about a tail.
+func repeatIntervals(run *results.Run, blocks []syncBlock, within *results.Intervals) *results.Intervals {
+	out := &results.Intervals{}
+	if within != nil {
+		*out = *within
+	}
+	any := false
+	for _, f := range blockFigures {
+		center := f.value(run)
+		vals := make([]float64, len(blocks))
+		for i := range blocks {
+			vals[i] = f.value(&blocks[i].run)
+		}
+		if !(center > 0) {
+			continue
+		}
+		run.Repeat.Figures = append(run.Repeat.Figures, results.FigureRepeat{Figure: f.key, Blocks: vals, SpreadPct: metrics.SpreadPct(center, vals)})
+		// Output tok/s has no interval over requests at concurrency 1; its blocks' windows are long
+		// enough to give one.
+		ci := f.ci(out)
+		if *ci != nil || f.key == "output_tok_s" {
+			*ci = metrics.Union(*ci, metrics.BatchMeans(center, vals))
+		}
+		any = any || *ci != nil
+	}
+	if !any {
+		return nil
+	}
+	return out
+}
+
+// pooledSizing is the blocks' sizing together: their completions against compare.min_samples.
+func pooledSizing(blocks []syncBlock, minSamples int) *results.RungSizing {
+	first := blocks[0].run.Sizing
+	if first == nil {
+		return nil
+	}
+	z := *first
+	z.Completed, z.ShortRequests, z.MinSamples = 0, 0, minSamples
+	for _, b := range blocks {
+		if s := b.run.Sizing; s != nil {
+			z.Completed += s.Completed
+			z.ShortRequests += s.ShortRequests
+			z.ShortOutputTokens = max(z.ShortOutputTokens, s.ShortOutputTokens)
+		}
+	}
+	z.Cut = z.Completed < minSamples
+	z.Reason = fmt.Sprintf("ran in %d blocks spread over the load (before the probes, before the ladder, after it) until %d requests completed (compare.min_samples %d)",
+		len(blocks), z.Completed, minSamples)
+	if z.Cut {
+		z.Reason = fmt.Sprintf("cut by load.max_rung_duration in %d blocks with %d of the %d completed requests compare.min_samples asks for: its latency figures are inconclusive; raise load.max_rung_duration, or shorten load.output_tokens",
+			len(blocks), z.Completed, minSamples)
+	}
+	return &z
+}

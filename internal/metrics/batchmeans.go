@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	"math"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Batch means (Law & Kelton, "Simulation Modeling and Analysis", ch. 9; Kalibera & Jones,
+// "Rigorous Benchmarking in Reasonable Time", ISMM 2013): a figure measured in B independent blocks
+// spread over a run varies between the blocks by what drifts over the run (the engine, the host),
+// which the spread between one block's requests never shows. The blocks' values, as B samples of
+// the figure, give an interval by Student's t with B − 1 degrees of freedom.
+
+// studentT975 is Student's t 0.975 quantile for 1..10 degrees of freedom (two-sided 95 %).
+var studentT975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228}
+
+// BatchMeans is the 95 % interval centre ± t(B−1) × sd(blocks)/√B of a figure measured as
+// center over the pooled samples and as blocks in each of B blocks (2 ≤ B ≤ 11): the spread the
+// figure shows between blocks. nil with fewer than two blocks or a block that measured nothing.
+func BatchMeans(center float64, blocks []float64) *results.Interval {
+	b := len(blocks)
+	if b < 2 || b > len(studentT975)+1 {
+		return nil
+	}
+	var sum float64
+	for _, v := range blocks {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil
+		}
+		sum += v
+	}
+	mean := sum / float64(b)
+	var ss float64
+	for _, v := range blocks {
+		ss += (v - mean) * (v - mean)
+	}
+	half := studentT975[b-2] * math.Sqrt(ss/float64(b-1)) / math.Sqrt(float64(b))
+	return &results.Interval{Lo: max(center-half, 0), Hi: center + half, Level: 0.95}
+}
+
+// Union is the smallest interval holding both (either may be nil).
+func Union(a, b *results.Interval) *results.Interval {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return &results.Interval{Lo: min(a.Lo, b.Lo), Hi: max(a.Hi, b.Hi), Level: a.Level}
+}
+
+// SpreadPct is how far a figure's block values spread, as a share of center: (max − min)/center ×
+// 100 (0 with fewer than two).
+func SpreadPct(center float64, blocks []float64) float64 {
+	if len(blocks) < 2 || !(center > 0) {
+		return 0
+	}
+	lo, hi := blocks[0], blocks[0]
+	for _, v := range blocks[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return (hi - lo) / center * 100
+}
