@@ -133,6 +133,7 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"history scheme", "history:\n  url: mysql://db/gpuvet\n", nil, nil, []string{"bad.yaml", "history.url", "sqlite:///path/history.db"}},
 		{"history drift", "", nil, []string{"GPUVET_HISTORY_DRIFT_PCT=0"}, []string{"env:GPUVET_HISTORY_DRIFT_PCT", "history.drift_pct", "(0, 100)"}},
 		{"sim node slowdown", "", []string{"sim.node_slowdown_pct=100"}, nil, []string{"flag:--set", "sim.node_slowdown_pct", "0..100"}},
+		{"sim engine drift", "", []string{"sim.engine_drift_pct=-1"}, nil, []string{"flag:--set", "sim.engine_drift_pct", "0..100"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

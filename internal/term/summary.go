@@ -56,6 +56,7 @@ func Summary(w io.Writer, s *results.Summary) {
 	Block(w, "Host preparation", prepLines(s))
 	Block(w, "Time to vet", timeToVetLines(s))
 	Block(w, "Detection power", detectionLines(s))
+	Block(w, "Repeat within the run", repeatLines(s))
 }
 
 // findingLines are the run's findings that decided something (failed, flagged), worst first, each
