@@ -14,18 +14,12 @@ import (
 // figures carry no interval, or whose comparison was low confidence, has no such figure and is left
 // out. One small function of its own, so the terminal renderer can take it as it is.
 func detectionLines(s *results.Summary) []string {
-	var out []string
-	for _, h := range s.Hosts {
-		for _, m := range h.Models {
-			subj := m.Model
-			if s.Fleet != nil {
-				subj = h.Name + " " + m.Model
-			}
-			if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {
-				out = append(out, subj+", GPU to GPU: "+l)
-			}
+	out := perModel(s, func(m *results.Model) string {
+		if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {
+			return ", GPU to GPU: " + l
 		}
-	}
+		return ""
+	})
 	if s.Fleet != nil {
 		if l := caught(s.Fleet.Comparisons, "caught a node ≥ %.1f %% slower in %s"); l != "" {
 			out = append(out, "node to node: "+l)
@@ -64,4 +58,23 @@ func caught(cs []results.Compare, first string) string {
 	}
 	parts[0] = "this run would have " + fmt.Sprintf(first, ds[0].DetectablePct, ds[0].Metric)
 	return strings.Join(parts, ", ")
+}
+
+// perModel is line(m) for every model of every host that gives one, after the model's name (and the
+// host's, in a fleet).
+func perModel(s *results.Summary, line func(m *results.Model) string) []string {
+	var out []string
+	for _, h := range s.Hosts {
+		for mi := range h.Models {
+			m := &h.Models[mi]
+			subj := m.Model
+			if s.Fleet != nil {
+				subj = h.Name + " " + m.Model
+			}
+			if l := line(m); l != "" {
+				out = append(out, subj+l)
+			}
+		}
+	}
+	return out
 }

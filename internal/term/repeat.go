@@ -12,19 +12,12 @@ import (
 // spread far within one run will not repeat in the next; its gates and history read the interval
 // that covers the spread (docs/detection.md, "Figures that repeat").
 func repeatLines(s *results.Summary) []string {
-	var out []string
-	for _, h := range s.Hosts {
-		for _, m := range h.Models {
-			subj := m.Model
-			if s.Fleet != nil {
-				subj = h.Name + " " + m.Model
-			}
-			if l := widestSpreads(m.Endpoints); l != "" {
-				out = append(out, subj+": "+l)
-			}
+	return perModel(s, func(m *results.Model) string {
+		if l := widestSpreads(m.Endpoints); l != "" {
+			return ": " + l
 		}
-	}
-	return out
+		return ""
+	})
 }
 
 // widestSpreads is "itl_p95_ms 2.8 % (gpu 1), …" over the endpoints' synchronous rungs ("" when
