@@ -100,7 +100,7 @@ func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure 
 		f = acrossRuns(ep.Load, met.Name, f) // a later run is another run
 		out = append(out, results.StoredFigure{Model: model, Metric: met.Name, Unit: metricUnit(met.Name), Value: f.Value, CI: f.CI,
 			Samples: f.Samples, HigherIsBetter: met.HigherIsBetter, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited,
-			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name)})
+			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name), SpreadPct: spreadOf(ep.Load, met.Name)})
 	}
 	if p := ep.Power; p != nil {
 		if p.MeanW > 0 {
@@ -247,7 +247,7 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 			continue
 		}
 		seen[FigureKey(x)] = true
-		d := driftOf("gpu", h.Name, gpu, x, asFigure(x), asFigure(r), a, cfg, margin)
+		d := unrepeated(driftOf("gpu", h.Name, gpu, x, asFigure(x), asFigure(r), a, cfg, margin), x.SpreadPct, margin)
 		d.UUID = a.UUID
 		s.History.Drift = append(s.History.Drift, d)
 		if d.Result != string(results.StatusFlag) {
@@ -279,6 +279,7 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 }
 
 func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64) {
+	spread := map[string]float64{} // the widest over the node's GPUs
 	group := func(figs []results.StoredFigure, judgedOnly bool) (map[string][]compare.Figure, map[string]results.StoredFigure) {
 		by, proto := map[string][]compare.Figure{}, map[string]results.StoredFigure{}
 		seen := map[string]bool{}
@@ -289,6 +290,7 @@ func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []
 				continue
 			}
 			seen[f.UUID+"\x00"+k] = true
+			spread[k] = max(spread[k], f.SpreadPct)
 			by[k] = append(by[k], asFigure(f))
 			proto[k] = f
 		}
@@ -307,12 +309,34 @@ func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []
 			continue
 		}
 		x := proto[k]
-		d := driftOf("node", h.Name, -1, x, compare.MedianOf(now[k]), compare.MedianOf(ref), a, cfg, margin)
+		d := unrepeated(driftOf("node", h.Name, -1, x, compare.MedianOf(now[k]), compare.MedianOf(ref), a, cfg, margin), spread[k], margin)
 		s.History.Drift = append(s.History.Drift, d)
 		if d.Result == string(results.StatusFlag) {
 			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: h.Name, Check: CheckDrift, Reason: d.Reason})
 		}
 	}
+}
+
+// spreadOf is how far metric spread between the blocks of load l's synchronous rung (0: not in blocks).
+func spreadOf(l *results.Load, metric string) float64 {
+	if r := FindRun(l, RunSynchronous); r != nil {
+		if f := r.Repeat.Figure(metric); f != nil {
+			return f.SpreadPct
+		}
+	}
+	return 0
+}
+
+// unrepeated keeps a drift of a figure that did not repeat within its own run (its blocks spread
+// more than the margin, spreadPct) as reported, not gated: a figure the engine moves that much
+// between minutes of one run cannot say its node slowed by the margin (issue 55).
+func unrepeated(d results.Drift, spreadPct, margin float64) results.Drift {
+	if d.Result != string(results.StatusFlag) || !(spreadPct > margin) {
+		return d
+	}
+	d.Result = string(results.StatusInconclusive)
+	d.Reason += fmt.Sprintf("; reported, not gated: the figure did not repeat within this run (its blocks spread %.1f %%, past the %g %% margin), so its gap to another run is the engine's drift as much as the node's; the health figures and the throughputs judge the node", spreadPct, margin)
+	return d
 }
 
 // driftOf judges one figure against its acceptance figure by the interval rule.

@@ -91,3 +91,41 @@ func TestDriftAgainstAcceptance(t *testing.T) {
 		t.Errorf("no history, yet drift flags %d/%d", n, g)
 	}
 }
+
+// Issue 55: a figure whose blocks spread past the drift margin within its own run is reported, not
+// gated, against the acceptance run; the same run's figures that repeated still decide.
+func TestDriftOfAFigureThatDidNotRepeatIsReported(t *testing.T) {
+	at := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	ref := summary(healthy(), healthy())
+	Apply(ref, DefaultConfig())
+	acc := acceptanceOf(ref, at)
+	for _, spread := range []float64{2, 20} {
+		slow := summary(healthy().scaled(0.12), healthy().scaled(0.12))
+		for ei := range slow.Hosts[0].Models[0].Endpoints {
+			r := FindRun(slow.Hosts[0].Models[0].Endpoints[ei].Load, RunSynchronous)
+			r.Repeat = &results.Repeat{Blocks: 3, Figures: []results.FigureRepeat{{Figure: MetricTPOTP50, Blocks: []float64{1, 1.1, 1.2}, SpreadPct: spread}}}
+		}
+		slow.History = &results.History{Acceptance: acc}
+		Apply(slow, DefaultConfig())
+		var tpot, other int
+		for _, d := range slow.History.Drift {
+			switch {
+			case d.Metric == MetricTPOTP50 && d.Result == string(results.StatusFlag):
+				tpot++
+			case d.Metric == MetricTPOTP50 && spread > 6 && !strings.Contains(d.Reason, "reported, not gated") && d.Result == string(results.StatusInconclusive):
+				t.Errorf("spread %g: %s", spread, d.Reason)
+			case d.Metric != MetricTPOTP50 && d.Result == string(results.StatusFlag):
+				other++
+			}
+		}
+		if spread < 6 && tpot == 0 {
+			t.Errorf("spread %g %%, within the margin: the median TPOT 12 %% slower was not flagged: %+v", spread, slow.History.Drift)
+		}
+		if spread > 6 && tpot != 0 {
+			t.Errorf("spread %g %%, past the margin: the median TPOT was gated (%d flags)", spread, tpot)
+		}
+		if other == 0 || slow.Status != results.StatusFlag {
+			t.Errorf("spread %g %%: the figures that repeated no longer decide (status %s)", spread, slow.Status)
+		}
+	}
+}

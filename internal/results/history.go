@@ -72,6 +72,9 @@ type StoredFigure struct {
 	ReqS           float64   `json:"req_s,omitempty"`
 	// Judged: the figure is compared with its acceptance (the others are kept for trends).
 	Judged bool `json:"judged,omitempty"`
+	// SpreadPct is how far the figure spread between the blocks of this run (Repeat; 0: not
+	// measured in blocks). Read by the judge for this run's figures; the store does not keep it.
+	SpreadPct float64 `json:"spread_pct,omitempty"`
 }
 
 // Drift is one figure of this run against the same figure of its acceptance run.
