@@ -515,7 +515,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 			return sumSamples(src, slot.GPUs, rec)
 		})
 	}
-	r.progress("%s %s: load (%s, %s per rate)", model, onGPUs(slot.GPUs), cfg.Load.Profile, cfg.Load.MaxDuration)
+	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
 		return nil, nil, nil, nil, err
@@ -608,4 +608,13 @@ func loadErrored(l *results.Load) bool {
 		}
 	}
 	return false
+}
+
+// loadSizing says, for the progress line, how the load's rungs are sized: a sweep's by what the
+// earlier rungs measured, within load.time_budget; any other profile's by its one duration.
+func loadSizing(l config.LoadProfile) string {
+	if l.Profile == "sweep" {
+		return fmt.Sprintf("sweep: each rung sized by what the earlier ones measured, at least %s, within load.time_budget %s", l.MaxDuration, l.TimeBudget)
+	}
+	return fmt.Sprintf("%s, %s", l.Profile, l.MaxDuration)
 }
