@@ -131,7 +131,11 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	cfg := filepath.Join(l.dir, "straggler.yaml")
 	os.WriteFile(cfg, []byte("slurm:\n  node_set:\n    node2: [\"sim.straggler=3\"]\n"), 0o644)
 	out := filepath.Join(l.dir, "out1")
-	code, log := l.run(t, out, "-c", cfg, "--drain-flagged", "--set", "slurm.max_drain=1")
+	// A wide GPU-to-GPU margin for the serving figures: the straggler is caught by its health (its
+	// microbenchmarks 30 % below its siblings' and under the datasheet floors), and on a loaded
+	// 2-core machine 24 engines' ITL tails at once differed by 50-80 % between healthy GPUs of
+	// another node, which flagged and drained it first (slurm.max_drain=1 then held node2).
+	code, log := l.run(t, out, "-c", cfg, "--drain-flagged", "--set", "slurm.max_drain=1", "--set", "compare.variance_pct=60")
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
 		t.Fatalf("exit %d, no summary: %v\n%s", code, err, log)
