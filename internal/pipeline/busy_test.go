@@ -28,7 +28,7 @@ func TestBusyDuringTheLoad(t *testing.T) {
 	e := eps[1]
 	if len(e.Busy) != 1 || e.Busy[0].When != "during the load" || e.Busy[0].T == nil || *e.Busy[0].T < 1.5 || e.Busy[0].Rung == nil ||
 		!strings.Contains(e.Busy[0].Reason, "gpu 1 busy: PID 4242 python3, 8.1 GiB") {
-		t.Fatalf("busy %+v", e.Busy)
+		t.Fatalf("busy %+v (at %v s, rung %v)", e.Busy, deref(e.Busy[0].T), deref(e.Busy[0].Rung))
 	}
 	marked := 0
 	for i, r := range e.Load.Runs {
@@ -42,4 +42,11 @@ func TestBusyDuringTheLoad(t *testing.T) {
 	if marked == 0 || e.Status != results.StatusFlag || eps[0].Status == results.StatusFlag {
 		t.Errorf("%d rungs marked; status %s, gpu 0 %s (%+v)", marked, e.Status, eps[0].Status, eps[0].Flags)
 	}
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
