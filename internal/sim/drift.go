@@ -59,6 +59,9 @@ func checkDriftPct(pct float64) error {
 // EngineDrift is the serving engines' speed factor now (1 without sim.engine_drift_pct): engines
 // read it at every step, health's microbenchmarks never (the GPU does not drift).
 func (f *Fleet) EngineDrift() float64 {
+	if f.drift == nil { // set once, at NewFleet: an engine step takes no lock without a drift
+		return 1
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.drift.speed(time.Now())

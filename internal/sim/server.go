@@ -145,11 +145,11 @@ func NewServer(cfg Config) (*Server, error) {
 		if f := cfg.Fleet; f != nil {
 			first, n := cfg.GPUIndex, p.Cfg.TP
 			p.Slowdown = func() float64 {
-				sp := f.EngineDrift()
+				sp := 1.0
 				for i := first; i < first+n; i++ {
 					sp = min(sp, f.ThrottleSpeed(i))
 				}
-				return sp
+				return sp * f.EngineDrift() // the group's slowest GPU, under the engine's drift
 			}
 		}
 		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
