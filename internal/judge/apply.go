@@ -336,7 +336,7 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
-			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p99") }, p99, false, l), n),
+			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, false, l), n),
 	}
 	cutRung(vs[0:2], sync)
 	cutRung(vs[4:5], conc)
@@ -415,31 +415,12 @@ func p99(d results.Dist) float64 { return d.P99 }
 // for its history, and for comparisons of GPUs loaded one after another, whose drift between
 // blocks is not shared.
 func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure {
-	if r := FindRun(l, RunSynchronous); r != nil && r.Repeat != nil && r.Repeat.CI.Get(metric) != nil {
-		f.CI = r.Repeat.CI.Get(metric)
+	if r := FindRun(l, RunSynchronous); r != nil {
+		if ci := r.Repeat.Interval(metric); ci != nil {
+			f.CI = ci
+		}
 	}
 	return f
-}
-
-func ciOf(r *results.Run, which string) *results.Interval {
-	if r.CI == nil {
-		return nil
-	}
-	switch which {
-	case "ttft_p95":
-		return r.CI.TTFTP95
-	case "ttft_p99":
-		return r.CI.TTFTP99
-	case "itl_p95":
-		return r.CI.ITLP95
-	case "output_tok_s":
-		return r.CI.OutputTokS
-	case "tpot_p95":
-		return r.CI.TPOTP95
-	case "tpot_p50":
-		return r.CI.TPOTP50
-	}
-	return nil
 }
 
 // clientLimited says whether the client, not the server, set run r's figures (r nil: the load's). A
@@ -490,7 +471,7 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: ciOf(r, "output_tok_s")}}
+	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}}
 }
 
 // PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
@@ -517,7 +498,7 @@ func throughputFigure(l *results.Load, v float64) compare.Figure {
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
-		if ci := ciOf(r, "output_tok_s"); ci != nil && r.OutputTokS > 0 {
+		if ci := r.CI.Get("output_tok_s"); ci != nil && r.OutputTokS > 0 {
 			k := v / r.OutputTokS
 			f.CI = &results.Interval{Lo: ci.Lo * k, Hi: ci.Hi * k, Level: ci.Level}
 		}
@@ -557,12 +538,12 @@ var LLMMetrics = []LLMMetric{
 		}
 		return throughputFigure(l, v), v > 0
 	}},
-	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, ciOf(r, "ttft_p95") })},
-	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, ciOf(r, "itl_p95") })},
-	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, ciOf(r, "tpot_p95") })},
+	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
+	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
+	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},
 	// The median TPOT of the sync run is the card's decode step at concurrency 1: the figure with the
 	// tightest interval of its speed, so the one that resolves a slowdown near the margin (issue 35).
-	{MetricTPOTP50, false, false, syncMedian(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, ciOf(r, "tpot_p50") })},
+	{MetricTPOTP50, false, false, syncMedian(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP50) })},
 	{MetricConcOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
 		m := concThroughput(FindRun(l, RunConcurrency), l)
 		m.ReqS = l.SustainedReqS
@@ -573,7 +554,7 @@ var LLMMetrics = []LLMMetric{
 		if r == nil || r.TTFT.Count == 0 {
 			return compare.Figure{}, false
 		}
-		return compare.Figure{Value: r.TTFT.P99, CI: ciOf(r, "ttft_p99"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l)}, true
+		return compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l)}, true
 	}},
 }
 

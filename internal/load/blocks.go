@@ -140,19 +140,18 @@ func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
 	return run
 }
 
-// blockFigures are the synchronous rung's gated figures, by their Intervals key: the value in a
-// run, and where its interval is kept.
+// blockFigures are the synchronous rung's gated figures, by their Intervals key, and their value in
+// a run.
 var blockFigures = []struct {
 	key   string
 	value func(r *results.Run) float64
-	ci    func(c *results.Intervals) **results.Interval
 }{
-	{"ttft_p95_ms", func(r *results.Run) float64 { return r.TTFT.P95 }, func(c *results.Intervals) **results.Interval { return &c.TTFTP95 }},
-	{"ttft_p99_ms", func(r *results.Run) float64 { return r.TTFT.P99 }, func(c *results.Intervals) **results.Interval { return &c.TTFTP99 }},
-	{"itl_p95_ms", func(r *results.Run) float64 { return r.ITL.P95 }, func(c *results.Intervals) **results.Interval { return &c.ITLP95 }},
-	{"tpot_p95_ms", func(r *results.Run) float64 { return r.TPOT.P95 }, func(c *results.Intervals) **results.Interval { return &c.TPOTP95 }},
-	{"tpot_p50_ms", func(r *results.Run) float64 { return r.TPOT.P50 }, func(c *results.Intervals) **results.Interval { return &c.TPOTP50 }},
-	{"output_tok_s", func(r *results.Run) float64 { return r.OutputTokS }, func(c *results.Intervals) **results.Interval { return &c.OutputTokS }},
+	{"ttft_p95_ms", func(r *results.Run) float64 { return r.TTFT.P95 }},
+	{"ttft_p99_ms", func(r *results.Run) float64 { return r.TTFT.P99 }},
+	{"itl_p95_ms", func(r *results.Run) float64 { return r.ITL.P95 }},
+	{"tpot_p95_ms", func(r *results.Run) float64 { return r.TPOT.P95 }},
+	{"tpot_p50_ms", func(r *results.Run) float64 { return r.TPOT.P50 }},
+	{"output_tok_s", func(r *results.Run) float64 { return r.OutputTokS }},
 }
 
 // repeatIntervals records each figure's block values in run.Repeat and returns the run's intervals:
@@ -177,7 +176,7 @@ func repeatIntervals(run *results.Run, blocks []syncBlock, within *results.Inter
 		run.Repeat.Figures = append(run.Repeat.Figures, results.FigureRepeat{Figure: f.key, Blocks: vals, SpreadPct: metrics.SpreadPct(center, vals)})
 		// Output tok/s has no interval over requests at concurrency 1; its blocks' windows are long
 		// enough to give one.
-		ci := f.ci(out)
+		ci := out.Ref(f.key)
 		if *ci != nil || f.key == "output_tok_s" {
 			*ci = metrics.Union(*ci, metrics.BatchMeans(center, vals))
 		}

@@ -209,7 +209,7 @@ type Run struct {
 	Busy string `json:"busy,omitempty"`
 
 	// Repeat is how the rung's figures repeated between its blocks (nil: one block): the sweep's
-	// synchronous rung runs in blocks spread over the load, and CI covers their spread.
+	// synchronous rung runs in blocks spread over the load, and Repeat.CI covers their spread.
 	Repeat *Repeat `json:"repeat,omitempty"`
 
 	// ErrorSamples are the rung's first failed requests (at most MaxErrorSamples per class): the
@@ -219,8 +219,8 @@ type Run struct {
 
 // Repeat is a rung measured in Blocks blocks spread over the load (issue 55): each block's start,
 // in seconds since Load.StartedAt, and each gated figure's value in every block. The rung's figures
-// are over all the blocks' requests, and their intervals (Run.CI) cover the spread between the
-// blocks (batch means) as well as between requests.
+// are over all the blocks' requests; Run.CI is their interval over requests, and CI here covers the
+// spread between the blocks (batch means) as well.
 type Repeat struct {
 	Blocks  int            `json:"blocks"`
 	StartS  []float64      `json:"start_s"`
@@ -231,35 +231,51 @@ type Repeat struct {
 	CI *Intervals `json:"ci,omitempty"`
 }
 
-// Get is the interval of the figure named by its JSON key ("ttft_p95_ms", …; nil: none).
+// Ref is where the interval of the figure named by its JSON key ("ttft_p95_ms", …) is kept (nil:
+// no such figure): Get reads it, the load generator writes through it.
+func (c *Intervals) Ref(key string) **Interval {
+	switch key {
+	case "ttft_p95_ms":
+		return &c.TTFTP95
+	case "ttft_p99_ms":
+		return &c.TTFTP99
+	case "itl_p95_ms":
+		return &c.ITLP95
+	case "output_tok_s":
+		return &c.OutputTokS
+	case "tpot_p95_ms":
+		return &c.TPOTP95
+	case "tpot_p50_ms":
+		return &c.TPOTP50
+	}
+	return nil
+}
+
+// Get is the interval of the figure named by its JSON key (nil: none).
 func (c *Intervals) Get(key string) *Interval {
 	if c == nil {
 		return nil
 	}
-	switch key {
-	case "ttft_p95_ms":
-		return c.TTFTP95
-	case "ttft_p99_ms":
-		return c.TTFTP99
-	case "itl_p95_ms":
-		return c.ITLP95
-	case "output_tok_s":
-		return c.OutputTokS
-	case "tpot_p95_ms":
-		return c.TPOTP95
-	case "tpot_p50_ms":
-		return c.TPOTP50
+	if p := c.Ref(key); p != nil {
+		return *p
 	}
 	return nil
+}
+
+// Interval is the interval across runs of the figure named by its JSON key (Repeat.CI; nil: none,
+// or not measured in blocks).
+func (r *Repeat) Interval(key string) *Interval {
+	if r == nil {
+		return nil
+	}
+	return r.CI.Get(key)
 }
 
 // AcrossRuns is the interval of the run's figure key that covers what a rerun would see: the
 // blocks' (Repeat.CI) where the run was measured in blocks, else the interval over its requests.
 func (r *Run) AcrossRuns(key string) *Interval {
-	if r.Repeat != nil && r.Repeat.CI != nil {
-		if ci := r.Repeat.CI.Get(key); ci != nil {
-			return ci
-		}
+	if ci := r.Repeat.Interval(key); ci != nil {
+		return ci
 	}
 	return r.CI.Get(key)
 }
