@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -320,3 +321,42 @@ func MedianOf(figs []Figure) Figure {
 	}
 	return peerMedian(cells, 0)
 }
+
+// RunSpread is how far a figure moves from one run to the next on one node, from its values in N
+// of that node's earlier runs: their standard deviation as a % of their mean, and Student's t
+// 0.975 quantile for N − 1 degrees of freedom.
+type RunSpread struct {
+	N     int
+	SDPct float64
+	T     float64
+}
+
+// RunToRun is the spread of values, a figure's value in each of a node's earlier runs (at least
+// 3, at most 11; ok false otherwise, or when one measured nothing).
+func RunToRun(values []float64) (RunSpread, bool) {
+	n := len(values)
+	t := metrics.StudentT975(n - 1)
+	if n < 3 || t == 0 {
+		return RunSpread{}, false
+	}
+	var mean float64
+	for _, v := range values {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return RunSpread{}, false
+		}
+		mean += v / float64(n)
+	}
+	var ss float64
+	for _, v := range values {
+		ss += (v - mean) * (v - mean)
+	}
+	return RunSpread{N: n, SDPct: math.Sqrt(ss/float64(n-1)) / mean * 100, T: t}, true
+}
+
+// NextPct is the half-width of the 95 % prediction interval of one more run, as a % of the mean:
+// t × sd × √(1 + 1/N).
+func (r RunSpread) NextPct() float64 { return r.T * r.SDPct * math.Sqrt(1+1/float64(r.N)) }
+
+// GapPct is the half-width of the 95 % interval of the gap between two single runs of the node
+// (this one and its acceptance): t × sd × √2.
+func (r RunSpread) GapPct() float64 { return r.T * r.SDPct * math.Sqrt2 }

@@ -200,3 +200,21 @@ func TestPeersNoiseIsAPass(t *testing.T) {
 		t.Errorf("a real 12 %% slowdown with ±2 %% intervals: %+v", v)
 	}
 }
+
+// A figure's run-to-run spread: fewer than three runs say nothing; three alike runs spread 0; the
+// prediction half-width of 100, 110, 90 is t(2) × 10 % × √(4/3) = 49.7 %.
+func TestRunToRun(t *testing.T) {
+	if _, ok := RunToRun([]float64{100, 110}); ok {
+		t.Error("two runs gave a spread")
+	}
+	if _, ok := RunToRun([]float64{100, 0, 90}); ok {
+		t.Error("a run that measured nothing gave a spread")
+	}
+	if s, ok := RunToRun([]float64{50, 50, 50}); !ok || s.NextPct() != 0 || s.GapPct() != 0 {
+		t.Errorf("three alike runs: %+v %v", s, ok)
+	}
+	s, ok := RunToRun([]float64{100, 110, 90})
+	if !ok || math.Abs(s.SDPct-10) > 1e-9 || math.Abs(s.NextPct()-4.303*10*math.Sqrt(4.0/3)) > 1e-6 || math.Abs(s.GapPct()-43.03*math.Sqrt2) > 1e-6 {
+		t.Errorf("100, 110, 90: %+v next %.2f gap %.2f", s, s.NextPct(), s.GapPct())
+	}
+}

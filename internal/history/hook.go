@@ -89,12 +89,12 @@ func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	addCurrent(s)
 }
 
-// trimAcceptance drops the acceptance runs' figures from the summary once the run is judged (Record
+// trimAcceptance drops the acceptance runs' figures (and the earlier runs') from the summary once the run is judged (Record
 // comes after the last judging): each compared figure is in History.Drift with both values, and
 // the rest are in the store. A 1,000-node fleet's would be some 270,000 figures (tens of MB).
 func trimAcceptance(h *results.History) {
 	for i := range h.Acceptance {
-		h.Acceptance[i].Figures = nil
+		h.Acceptance[i].Figures, h.Acceptance[i].Earlier = nil, nil
 	}
 }
 

@@ -80,9 +80,11 @@ func (s *Store) acceptanceOf(ctx context.Context, scope, subject, fp string) (re
 	return a, true, nil
 }
 
+const figureColumns = `uuid, model, metric, unit, value, ci_lo, ci_hi, ci_level, samples, higher, lower_bound, client_limited, req_s, judged`
+
 // figures reads the stored figures of one run, for a host (uuid "") or one GPU.
 func (s *Store) figures(ctx context.Context, runID, host, uuid string) ([]results.StoredFigure, error) {
-	q := `SELECT uuid, model, metric, unit, value, ci_lo, ci_hi, ci_level, samples, higher, lower_bound, client_limited, req_s, judged FROM figures WHERE run_id = ?`
+	q := `SELECT run_id, ` + figureColumns + ` FROM figures WHERE run_id = ?`
 	args := []any{runID}
 	if uuid != "" {
 		q += ` AND uuid = ?`
@@ -91,26 +93,91 @@ func (s *Store) figures(ctx context.Context, runID, host, uuid string) ([]result
 		q += ` AND host = ?`
 		args = append(args, host)
 	}
+	byRun, err := s.scanFigures(ctx, q, args...)
+	return byRun[runID], err
+}
+
+// scanFigures runs q, which selects run_id then figureColumns, and groups the figures by run.
+func (s *Store) scanFigures(ctx context.Context, q string, args ...any) (map[string][]results.StoredFigure, error) {
 	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.Close()
-	var out []results.StoredFigure
+	out := map[string][]results.StoredFigure{}
 	for rs.Next() {
 		var f results.StoredFigure
+		var run string
 		var lo, hi, lvl sql.NullFloat64
 		var higher, lb, cl, judged int
-		if err := rs.Scan(&f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl, &f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
+		if err := rs.Scan(&run, &f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl, &f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
 			return nil, err
 		}
 		if lo.Valid && hi.Valid {
 			f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
 		}
 		f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
-		out = append(out, f)
+		out[run] = append(out[run], f)
 	}
 	return out, rs.Err()
+}
+
+// OwnRuns is how many of a node's latest runs the judge weighs a figure's run-to-run spread
+// over: enough for a prediction interval of some use, few enough that a slow change of the node
+// over months is not taken for its spread.
+const OwnRuns = 10
+
+// earlier reads the figures of host's latest runs under fp other than run that ended ok or
+// inconclusive (a flagged or failed run's figures may be the fault itself), newest first (at most
+// OwnRuns; none with fewer than three, which the judge does not weigh): two queries a node.
+func (s *Store) earlier(ctx context.Context, host, fp, run string) ([]results.EarlierRun, error) {
+	rs, err := s.db.QueryContext(ctx, s.q(`SELECT n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id
+		WHERE n.host = ? AND r.fingerprint = ? AND n.status IN (?, ?) AND n.run_id <> ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?`),
+		host, fp, string(results.StatusOK), string(results.StatusInconclusive), run, OwnRuns)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for rs.Next() {
+		var id string
+		if err := rs.Scan(&id); err != nil {
+			rs.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil || len(ids) < 3 {
+		return nil, err
+	}
+	args := []any{host}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	byRun, err := s.scanFigures(ctx, `SELECT run_id, `+figureColumns+` FROM figures WHERE host = ? AND run_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]results.EarlierRun, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, results.EarlierRun{RunID: id, Figures: byRun[id]})
+	}
+	return out, nil
+}
+
+// ofGPU keeps the figures of one GPU of a node's earlier runs.
+func ofGPU(runs []results.EarlierRun, uuid string) []results.EarlierRun {
+	out := make([]results.EarlierRun, 0, len(runs))
+	for _, r := range runs {
+		var figs []results.StoredFigure
+		for _, f := range r.Figures {
+			if f.UUID == uuid {
+				figs = append(figs, f)
+			}
+		}
+		out = append(out, results.EarlierRun{RunID: r.RunID, Figures: figs})
+	}
+	return out
 }
 
 // Acceptance reads, for every host of sum and every GPU found on it, its acceptance run under fp
@@ -127,10 +194,15 @@ func (s *Store) Acceptance(ctx context.Context, sum *results.Summary, fp string)
 		if err != nil {
 			return nil, nil, err
 		}
+		earlier, err := s.earlier(ctx, h.Name, fp, sum.RunID)
+		if err != nil {
+			return nil, nil, err
+		}
 		if ok && a.RunID != sum.RunID {
 			if a.Figures, err = s.figures(ctx, a.RunID, a.Host, ""); err != nil {
 				return nil, nil, err
 			}
+			a.Earlier = earlier
 			out = append(out, a)
 		} else {
 			note, err := s.noAcceptance(ctx, h.Name, fp)
@@ -154,6 +226,7 @@ func (s *Store) Acceptance(ctx context.Context, sum *results.Summary, fp string)
 				return nil, nil, err
 			}
 			a.Serial = g.Serial
+			a.Earlier = ofGPU(earlier, g.UUID)
 			if a.Host != h.Name {
 				notes = append(notes, fmt.Sprintf("gpu %d (%s) on %s was on %s in its acceptance run %s: it keeps its history (followed by UUID)", g.Index, g.UUID, h.Name, a.Host, a.RunID))
 			}

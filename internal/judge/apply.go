@@ -413,15 +413,38 @@ func p99(d results.Dist) float64 { return d.P99 }
 
 // acrossRuns is f, metric's figure of load l, with the interval that covers a rerun (Run.AcrossRuns):
 // for its history, and for comparisons of GPUs loaded one after another, whose drift between
-// blocks is not shared.
+// blocks is not shared. A figure not measured in blocks (the peak and sustained throughputs of the
+// ladder) was measured at one moment of an engine whose speed the synchronous rung's blocks saw
+// move: its interval widens by that speed's relative half-width (engineDriftPct), as a rerun at
+// another moment would read it.
 func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure {
-	if r := FindRun(l, RunSynchronous); r != nil {
-		if ci := r.Repeat.Interval(metric); ci != nil {
-			f.CI = ci
-		}
+	r := FindRun(l, RunSynchronous)
+	if r == nil {
+		return f
+	}
+	if ci := r.Repeat.Interval(metric); ci != nil {
+		f.CI = ci
+		return f
+	}
+	if d := engineDriftPct(r); d > 0 && f.CI != nil && f.Value > 0 {
+		f.CI = &results.Interval{Lo: min(f.CI.Lo, f.Value*(1-d/100)), Hi: max(f.CI.Hi, f.Value*(1+d/100)), Level: f.CI.Level}
 	}
 	return f
 }
+
+// engineDriftPct is the half-width, as a % of its centre, of the interval across the synchronous
+// rung's blocks of the engine's speed (output tok/s): how far the engine moved over the run (0: not
+// measured in blocks).
+func engineDriftPct(sync *results.Run) float64 {
+	ci := sync.Repeat.Interval(speedFigure)
+	if ci == nil || !(ci.Hi+ci.Lo > 0) {
+		return 0
+	}
+	return (ci.Hi - ci.Lo) / (ci.Hi + ci.Lo) * 100
+}
+
+// speedFigure is the synchronous rung's figure that stands for the engine's speed.
+const speedFigure = "output_tok_s"
 
 // clientLimited says whether the client, not the server, set run r's figures (r nil: the load's). A
 // run's check covers its own window (its requests' lag, the client's CPU and socket backlog over it),

@@ -240,6 +240,7 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 			ref[FigureKey(f)] = f
 		}
 	}
+	own := ownSeries(a.Earlier, a.UUID)
 	seen := map[string]bool{}
 	for _, x := range cur {
 		r, ok := ref[FigureKey(x)]
@@ -248,6 +249,7 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 		}
 		seen[FigureKey(x)] = true
 		d := unrepeated(driftOf("gpu", h.Name, gpu, x, asFigure(x), asFigure(r), a, cfg, margin), x.SpreadPct, margin)
+		d = againstOwnRuns(d, own[FigureKey(x)], margin)
 		d.UUID = a.UUID
 		s.History.Drift = append(s.History.Drift, d)
 		if d.Result != string(results.StatusFlag) {
@@ -298,6 +300,7 @@ func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []
 	}
 	now, proto := group(cur, true)
 	then, _ := group(a.Figures, false)
+	own := ownSeries(a.Earlier, "")
 	keys := make([]string, 0, len(now))
 	for k := range now {
 		keys = append(keys, k)
@@ -310,6 +313,7 @@ func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []
 		}
 		x := proto[k]
 		d := unrepeated(driftOf("node", h.Name, -1, x, compare.MedianOf(now[k]), compare.MedianOf(ref), a, cfg, margin), spread[k], margin)
+		d = againstOwnRuns(d, own[k], margin)
 		s.History.Drift = append(s.History.Drift, d)
 		if d.Result == string(results.StatusFlag) {
 			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: h.Name, Check: CheckDrift, Reason: d.Reason})
@@ -317,12 +321,18 @@ func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []
 	}
 }
 
-// spreadOf is how far metric spread between the blocks of load l's synchronous rung (0: not in blocks).
+// spreadOf is how far metric spread between the blocks of load l's synchronous rung; a figure not
+// measured in blocks (the ladder's throughputs) carries the engine's speed's spread (0: no blocks).
 func spreadOf(l *results.Load, metric string) float64 {
-	if r := FindRun(l, RunSynchronous); r != nil {
-		if f := r.Repeat.Figure(metric); f != nil {
-			return f.SpreadPct
-		}
+	r := FindRun(l, RunSynchronous)
+	if r == nil {
+		return 0
+	}
+	if f := r.Repeat.Figure(metric); f != nil {
+		return f.SpreadPct
+	}
+	if f := r.Repeat.Figure(speedFigure); f != nil {
+		return f.SpreadPct
 	}
 	return 0
 }
@@ -336,6 +346,56 @@ func unrepeated(d results.Drift, spreadPct, margin float64) results.Drift {
 	}
 	d.Result = string(results.StatusInconclusive)
 	d.Reason += fmt.Sprintf("; reported, not gated: the figure did not repeat within this run (its blocks spread %.1f %%, past the %g %% margin), so its gap to another run is the engine's drift as much as the node's; the health figures and the throughputs judge the node", spreadPct, margin)
+	return d
+}
+
+// ownSeries is each figure's value in each of the earlier runs, newest first: one GPU's (uuid), or
+// the node's, the median over its GPUs (uuid ""; a tp group's figure, stored under each of its
+// GPUs, counted once).
+func ownSeries(runs []results.EarlierRun, uuid string) map[string][]float64 {
+	out := map[string][]float64{}
+	for _, r := range runs {
+		by := map[string][]compare.Figure{}
+		seen := map[string]bool{}
+		for _, f := range r.Figures {
+			k := FigureKey(f)
+			if (uuid != "" && f.UUID != uuid) || seen[f.UUID+"\x00"+k] {
+				continue
+			}
+			seen[f.UUID+"\x00"+k] = true
+			by[k] = append(by[k], asFigure(f))
+		}
+		for k, figs := range by {
+			out[k] = append(out[k], compare.MedianOf(figs).Value)
+		}
+	}
+	return out
+}
+
+// againstOwnRuns weighs a drift against how far the figure moves from run to run on this node
+// (series: its value in the node's earlier runs that ended ok or inconclusive; from three on): a flag stands only when the
+// gap is past the margin by that spread too, and a figure that moves more than the margin between
+// runs is reported, not gated, until its runs repeat (issue 55).
+func againstOwnRuns(d results.Drift, series []float64, margin float64) results.Drift {
+	sp, ok := compare.RunToRun(series)
+	if !ok {
+		return d
+	}
+	d.OwnRuns, d.OwnSpreadPct = sp.N, sp.NextPct()
+	if d.Result != string(results.StatusFlag) {
+		return d
+	}
+	over := fmt.Sprintf("over this node's last %d runs the figure moved ±%.1f %% from run to run (95 %% prediction interval of a run)", sp.N, sp.NextPct())
+	switch lo := d.DeltaPct - sp.GapPct(); {
+	case sp.NextPct() > margin:
+		d.Result = string(results.StatusInconclusive)
+		d.Reason += "; reported, not gated: " + over + fmt.Sprintf(", past the %g %% margin; it is gated again once its runs repeat within the margin", margin)
+	case !(lo > margin):
+		d.Result = string(results.StatusInconclusive)
+		d.Reason += "; not decided: " + over + fmt.Sprintf(", so a gap between two runs reaches down to %.1f %%, within the %g %% margin: rerun to see whether it holds", lo, margin)
+	default:
+		d.Reason += "; past its own run-to-run spread too (" + over + ")"
+	}
 	return d
 }
 

@@ -129,3 +129,32 @@ func TestDriftOfAFigureThatDidNotRepeatIsReported(t *testing.T) {
 		}
 	}
 }
+
+// A drift past the margin is weighed against the node's own earlier runs from three on: it stands
+// past their spread, is undecided within it, and a figure that moves past the margin from run to
+// run is reported, not gated.
+func TestDriftAgainstTheNodesOwnRuns(t *testing.T) {
+	flag := results.Drift{Result: string(results.StatusFlag), DeltaPct: 10, Reason: "10 % slower"}
+	for _, c := range []struct {
+		name   string
+		series []float64
+		want   string
+		says   string
+	}{
+		{"two runs", []float64{100, 101}, "flag", "10 % slower"},
+		{"steady", []float64{100, 100.5, 99.5, 100}, "flag", "run-to-run spread too"},
+		{"moving", []float64{100, 102, 98, 100, 102, 98, 100, 102, 98, 100}, "inconclusive", "within the 6 % margin"},
+		{"not repeating", []float64{100, 115, 85}, "inconclusive", "reported, not gated"},
+	} {
+		d := againstOwnRuns(flag, c.series, 6)
+		if d.Result != c.want || !strings.Contains(d.Reason, c.says) {
+			t.Errorf("%s: %s %q, want %s saying %q", c.name, d.Result, d.Reason, c.want, c.says)
+		}
+		if len(c.series) >= 3 && (d.OwnRuns != len(c.series) || !(d.OwnSpreadPct >= 0)) {
+			t.Errorf("%s: own runs %d spread %v", c.name, d.OwnRuns, d.OwnSpreadPct)
+		}
+	}
+	if d := againstOwnRuns(results.Drift{Result: "pass"}, []float64{100, 115, 85}, 6); d.Result != "pass" {
+		t.Errorf("a pass became %s", d.Result)
+	}
+}

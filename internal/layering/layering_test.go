@@ -71,7 +71,7 @@ var allowed = graph{
 	"internal/term":        {"internal/compare", "internal/fleetview", "internal/results"}, // the terminal renderer: results in, text out
 	"internal/analysis":    {"internal/results"},
 	"internal/busy":        {"internal/results"},
-	"internal/compare":     {"internal/results"},
+	"internal/compare":     {"internal/metrics", "internal/results"},
 	"internal/metrics":     {"internal/results"},
 	"internal/power":       {"internal/gpu", "internal/results"},
 	"internal/functional":  {"internal/results"},

@@ -15,6 +15,14 @@ import (
 // studentT975 is Student's t 0.975 quantile for 1..10 degrees of freedom (two-sided 95 %).
 var studentT975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228}
 
+// StudentT975 is Student's t 0.975 quantile for df degrees of freedom (0 outside 1..10).
+func StudentT975(df int) float64 {
+	if df < 1 || df > len(studentT975) {
+		return 0
+	}
+	return studentT975[df-1]
+}
+
 // BatchMeans is the 95 % interval centre ± t(B−1) × sd(blocks)/√B of a figure measured as
 // center over the pooled samples and as blocks in each of B blocks (2 ≤ B ≤ 11): the spread the
 // figure shows between blocks. nil with fewer than two blocks or a block that measured nothing.
@@ -35,7 +43,7 @@ func BatchMeans(center float64, blocks []float64) *results.Interval {
 	for _, v := range blocks {
 		ss += (v - mean) * (v - mean)
 	}
-	half := studentT975[b-2] * math.Sqrt(ss/float64(b-1)) / math.Sqrt(float64(b))
+	half := StudentT975(b-1) * math.Sqrt(ss/float64(b-1)) / math.Sqrt(float64(b))
 	return &results.Interval{Lo: max(center-half, 0), Hi: center + half, Level: 0.95}
 }
 

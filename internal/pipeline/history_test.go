@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -187,4 +189,88 @@ func TestUnwritableHistoryIsACaveat(t *testing.T) {
 	if len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
 		t.Fatalf("the measurement is not all there: %+v", s.Hosts[0].Models)
 	}
+}
+
+// repeatPlan is a quick simulated node of 1 GPU whose engine's speed drifts 10 % over the run
+// (sim.engine_drift_pct) and whose GPU is slowdown % slow, under the history h: a short sweep, so
+// that its synchronous rung runs in blocks spread over the load. The expected-throughput gate's
+// margin is wide: this test is about the history, and a drifting engine's peak can straddle a
+// 10 % limit (an inconclusive run, which the history keeps but never makes an acceptance).
+func repeatPlan(t *testing.T, h config.History, slowdown float64) *config.Plan {
+	t.Helper()
+	sets := append([]string{"backend=sim", "sim.gpus=1", "sim.engine_drift_pct=10", "load.rates=2", "load.max_duration=2s", "load.time_budget=10s",
+		"compare.variance_pct=25", "functional.enabled=false", "output.dir=" + t.TempDir(), fmt.Sprintf("sim.node_slowdown_pct=%g", slowdown)},
+		historytest.Sets(h)...)
+	p, err := config.Load(config.Options{Sets: sets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Issue 55: five runs of a healthy node whose engine drifts raise no drift flag, and from the
+// fourth on each figure is weighed against the node's own run-to-run spread too; the same history
+// where the node is 10 % slower on its fourth run flags it. (SQLite only: the store's SQL is the
+// one TestNodeDriftAgainstItsOwnAcceptance runs on both.)
+func TestHistoryOfADriftingEngine(t *testing.T) {
+	h := historytest.SQLite(t)
+	run := func(h config.History, slow float64) *results.Summary {
+		p := repeatPlan(t, h, slow)
+		res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "node-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := res.Summary; s.History == nil || s.History.Error != "" || s.History.Recorded == nil {
+			t.Fatalf("history %+v", s.History)
+		}
+		return res.Summary
+	}
+	healthy := func(i int, s *results.Summary) {
+		t.Logf("run %d: %s; drift:\n%s", i, s.Status, driftRows(s))
+		if d := flagsOf(s, judge.CheckDrift); len(d) > 0 || s.Status == results.StatusFlag || s.Status == results.StatusFailed {
+			t.Errorf("run %d of a healthy node: %s, drift flags %+v", i, s.Status, d)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		healthy(i, run(h, 0))
+	}
+	slowed := copyStore(t, h)
+	var weighed bool
+	for i := 4; i <= 5; i++ {
+		s := run(h, 0)
+		healthy(i, s)
+		for _, d := range s.History.Drift {
+			weighed = weighed || d.OwnRuns >= 3
+		}
+	}
+	if !weighed {
+		t.Errorf("no figure of runs 4 and 5 weighed against the node's own earlier runs")
+	}
+	s := run(slowed, 10)
+	t.Logf("run 4, 10 %% slower: %s; drift:\n%s", s.Status, driftRows(s))
+	var node *results.Drift
+	for i, d := range s.History.Drift {
+		if d.Scope == "node" && d.Result == string(results.StatusFlag) && d.OwnRuns == 3 {
+			node = &s.History.Drift[i]
+		}
+	}
+	if len(flagsOf(s, judge.CheckDrift)) == 0 || node == nil || !strings.Contains(node.Reason, "run-to-run spread too") {
+		t.Fatalf("10 %% slower on its fourth run: no drift flag past the node's own run-to-run spread (status %s)", s.Status)
+	}
+}
+
+// copyStore copies h's SQLite file into a new store: the same earlier runs, another future.
+func copyStore(t *testing.T, h config.History) config.History {
+	t.Helper()
+	src := strings.TrimPrefix(h.URL, "sqlite://")
+	dst := filepath.Join(t.TempDir(), "history.db")
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.URL = "sqlite://" + dst
+	return h
 }

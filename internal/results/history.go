@@ -54,6 +54,17 @@ type Acceptance struct {
 	// Figures are the acceptance run's figures, read for the judge; summary.json does not keep
 	// them (each compared one is in History.Drift with both values; all are in the store).
 	Figures []StoredFigure `json:"figures,omitempty"`
+	// Earlier are the figures of the latest runs of this node (GPU) under the fingerprint that ended
+	// ok or inconclusive, the
+	// acceptance run among them, newest first: how far each figure moves from run to run here,
+	// which the judge weighs once there are three (issue 55). Read for the judge, like Figures.
+	Earlier []EarlierRun `json:"earlier,omitempty"`
+}
+
+// EarlierRun is one earlier run's figures of a node or GPU.
+type EarlierRun struct {
+	RunID   string         `json:"run_id"`
+	Figures []StoredFigure `json:"figures,omitempty"`
 }
 
 // StoredFigure is one key figure as the history keeps it: for a GPU (UUID) and, for an LLM figure,
@@ -97,6 +108,11 @@ type Drift struct {
 	AcceptanceAt  time.Time `json:"acceptance_at"`
 	Result        string    `json:"result"` // "pass", "flag", "inconclusive"
 	Reason        string    `json:"reason"`
+	// OwnRuns and OwnSpreadPct: the earlier runs (ok or inconclusive) of this node (GPU) the figure was weighed
+	// against, and the half-width (% of their mean) of the 95 % prediction interval of one more run
+	// from them (0: fewer than three).
+	OwnRuns      int     `json:"own_runs,omitempty"`
+	OwnSpreadPct float64 `json:"own_spread_pct,omitempty"`
 }
 
 // TrendPoint is one earlier run of a node (or this one): its status and headline figures, each the
