@@ -16,8 +16,8 @@ import (
 // over every block's requests, and their intervals hold both the bootstrap over requests and the
 // batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
 
-// syncBlocks is how many blocks the sweep's synchronous rung runs in.
-const syncBlocks = 3
+// SyncBlocks is how many blocks the sweep's synchronous rung runs in.
+const SyncBlocks = 3
 
 // syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
 // (kept for the pooled figures; the records themselves are freed as every rung's are).
@@ -33,8 +33,8 @@ type syncBlock struct {
 func (ex *executor) blockSpec(index, i int) rungSpec {
 	s := ex.newSpec(kindSynchronous, 1, 0)
 	s.Index, s.Block = index, i
-	s.MinSamples = (s.MinSamples + syncBlocks - 1) / syncBlocks
-	s.Duration /= syncBlocks
+	s.MinSamples = (s.MinSamples + SyncBlocks - 1) / SyncBlocks
+	s.Duration /= SyncBlocks
 	s.Expect = max(s.Duration, ex.blockTime())
 	return s
 }
@@ -45,7 +45,7 @@ func (ex *executor) reserve() time.Duration { return time.Duration(ex.blocksLeft
 // blockTime is what a later synchronous block is expected to take: what the first took.
 func (ex *executor) blockTime() time.Duration {
 	if len(ex.blocks) == 0 {
-		return time.Duration(ex.cfg.MaxDuration) / syncBlocks
+		return time.Duration(ex.cfg.MaxDuration) / SyncBlocks
 	}
 	return time.Duration(ex.blocks[0].tookS * float64(time.Second))
 }

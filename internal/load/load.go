@@ -61,7 +61,8 @@ type Options struct {
 	Progress io.Writer
 	// Log receives a line per phase: calibration, rungs, retry (nil: none).
 	Log io.Writer
-	// OnRung is called as each rung starts, with its index (0-based, over retries too) and label.
+	// OnRung is called as each rung starts, with its place in the load (0-based, counting the
+	// synchronous rung's blocks and retries: what the progress numbers its steps by) and label.
 	OnRung func(index int, label string)
 	// OnPlan is called as each sweep rung starts, with how many rungs are planned after it and the
 	// time the plan gives it and them (their predicted lengths, sized by what the earlier rungs
@@ -684,6 +685,7 @@ type executor struct {
 	syncRate      float64
 	lastProbeTime time.Duration // the last steady probe's time per request
 	ahead         []rungSpec    // the rungs planned after the one running (for OnPlan)
+	started       int           // rungs (and blocks) started so far (for OnRung)
 	// The rungs planned from a measured pace: the time they were planned for, and took (drift).
 	plannedFor, took time.Duration
 	// blocks are the sweep's synchronous blocks run so far (blocks.go); blocksLeft is how many are
@@ -741,8 +743,9 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	logf(ex.o.Log, "rung %d: %s", s.Index+1, s.label())
 	ex.plan(s, ex.ahead) // first: the rung's line says the time left by it
 	if ex.o.OnRung != nil {
-		ex.o.OnRung(s.Index, s.label())
+		ex.o.OnRung(ex.started, s.label())
 	}
+	ex.started++
 	from := ex.rn.c.since()
 	out := ex.rn.run(ctx, s)
 	ex.record(s, ex.rn.c.since()-from)
@@ -884,7 +887,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	defer ex.poolBlocks(a)
 	ss := ex.take(ex.blockSpec(0, 1))
 	ex.ahead = ex.guess(1 + c.Rates)
-	ex.blocksLeft = syncBlocks - 1
+	ex.blocksLeft = SyncBlocks - 1
 	sync := ex.one(ctx, a, ss, n)
 	if ctx.Err() != nil {
 		return

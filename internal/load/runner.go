@@ -85,7 +85,7 @@ func (s rungSpec) label() string {
 		return fmt.Sprintf("%s %.3g req/s", s.Kind, s.Rate)
 	}
 	if s.Block > 0 {
-		return fmt.Sprintf("%s c=%d, block %d of %d", s.Kind, s.Concurrency, s.Block, syncBlocks)
+		return fmt.Sprintf("%s c=%d, block %d of %d", s.Kind, s.Concurrency, s.Block, SyncBlocks)
 	}
 	return fmt.Sprintf("%s c=%d", s.Kind, s.Concurrency)
 }

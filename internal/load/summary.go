@@ -42,7 +42,8 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	run.WindowSeconds = win.Seconds()
 	run.EndedBy = endedBy(o)
 
-	var ttft, ttftSched, itl, tpot, e2e, lag, outToks, promptToks []float64
+	var sent, ramp latencies // of the requests sent in the window; of the ramp's completed in it
+	var outToks, promptToks []float64
 	var outInWin, promptInWin float64
 	var doneInWin, goodInWin int
 	bucket := win / 40
@@ -55,7 +56,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		r.derive()
 		nITL += len(r.ITLMs)
 	}
-	itl = make([]float64, 0, nITL)
+	sent.itl = make([]float64, 0, nITL)
 	for _, r := range o.recs {
 		streamed := false
 		for _, m := range r.marks {
@@ -99,21 +100,11 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		if r.ramp {
 			if r.end >= o.winStart && r.end <= o.winEnd {
 				doneInWin++
+				ramp.add(r, spec.openLoop())
 			}
 			continue
 		}
-		if !r.noLag {
-			lag = append(lag, r.LagMs)
-		}
-		ttft = append(ttft, r.TTFTMs)
-		if spec.openLoop() {
-			ttftSched = append(ttftSched, r.TTFTFromScheduleMs)
-		}
-		itl = append(itl, r.ITLMs...)
-		if r.OutputTokens > 1 {
-			tpot = append(tpot, r.TPOTMs)
-		}
-		e2e = append(e2e, r.E2EMs)
+		sent.add(r, spec.openLoop())
 		outToks = append(outToks, float64(r.OutputTokens))
 		promptToks = append(promptToks, float64(r.PromptTokens))
 		if r.end >= o.winStart && r.end <= o.winEnd {
@@ -126,16 +117,20 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	if len(run.Errors) == 0 {
 		run.Errors = nil
 	}
-	run.TTFT = metrics.Summarize(ttft)
+	lat := sent
+	if len(sent.ttft) == 0 && o.level != nil {
+		lat, run.LatencyFrom = ramp, noneSent(len(ramp.ttft), ramp.e2e, win)
+	}
+	run.TTFT = metrics.Summarize(lat.ttft)
 	if spec.openLoop() {
-		d := metrics.Summarize(ttftSched)
+		d := metrics.Summarize(lat.ttftSched)
 		run.TTFTFromSchedule = &d
 	}
-	slices.Sort(itl) // our own pool: sorted in place rather than copied (it can hold millions)
-	run.ITL = metrics.SummarizeSorted(itl)
-	run.TPOT = metrics.Summarize(tpot)
-	run.E2E = metrics.Summarize(e2e)
-	run.ClientLag = metrics.Summarize(lag)
+	slices.Sort(lat.itl) // our own pool: sorted in place rather than copied (it can hold millions)
+	run.ITL = metrics.SummarizeSorted(lat.itl)
+	run.TPOT = metrics.Summarize(lat.tpot)
+	run.E2E = metrics.Summarize(lat.e2e)
+	run.ClientLag = metrics.Summarize(lat.lag)
 	run.MeanOutputTokens = metrics.MeanStat(outToks)
 	run.MeanPromptTokens = metrics.MeanStat(promptToks)
 	if win > 0 {
@@ -148,7 +143,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 			run.Goodput = &g
 		}
 	}
-	run.CI = intervals(ttft, itl, tpot, buckets, bucket, seed+uint64(spec.Index))
+	run.CI = intervals(lat.ttft, lat.itl, lat.tpot, buckets, bucket, seed+uint64(spec.Index))
 	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
@@ -160,6 +155,36 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		run.ClientLimited, run.ClientReason = rxBacklog(o)
 	}
 	return run
+}
+
+// latencies are the latency samples of a set of requests.
+type latencies struct {
+	ttft, ttftSched, itl, tpot, e2e, lag []float64
+}
+
+func (l *latencies) add(r *Record, openLoop bool) {
+	if !r.noLag {
+		l.lag = append(l.lag, r.LagMs)
+	}
+	l.ttft = append(l.ttft, r.TTFTMs)
+	if openLoop {
+		l.ttftSched = append(l.ttftSched, r.TTFTFromScheduleMs)
+	}
+	l.itl = append(l.itl, r.ITLMs...)
+	if r.OutputTokens > 1 {
+		l.tpot = append(l.tpot, r.TPOTMs)
+	}
+	l.e2e = append(l.e2e, r.E2EMs)
+}
+
+// noneSent says where a steady rung's latencies come from when no request sent in its window
+// completed: the n sent during its ramp that completed in the window (e2e, their times), or none.
+func noneSent(n int, e2e []float64, win time.Duration) string {
+	if n == 0 {
+		return fmt.Sprintf("none: no request completed in the %.0f s window (a rung whose requests take longer than its window; load.max_rung_duration longer, or load.output_tokens shorter, gives it some)", win.Seconds())
+	}
+	return fmt.Sprintf("the %d requests that completed in the %.0f s window, sent during the ramp before it opened: none sent in the window completed in time (a request took %.0f s, median)",
+		n, win.Seconds(), metrics.Summarize(e2e).P50/1000)
 }
 
 // sizing says how a rung sized by completions ran (nil for a rung sized by time alone).

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
@@ -46,12 +47,12 @@ func planFrom(ctx context.Context) func(int, time.Duration) {
 // RungLine matches the load generator's own line for a rung start; the progress says it instead.
 var RungLine = regexp.MustCompile(`^gpuvet bench: rung \d+: `).MatchString
 
-// stepsPerEndpoint is how many load rungs one endpoint runs: a sweep's sync, probe and rates, or one
-// run, plus the aicr concurrency run when aicr gates are set.
+// stepsPerEndpoint is how many load rungs one endpoint runs: a sweep's sync blocks, probe and
+// rates, or one run, plus the aicr concurrency run when aicr gates are set.
 func (r *run) stepsPerEndpoint() int {
 	n := 1
 	if r.cfg.Load.Profile == "sweep" {
-		n = 2 + r.cfg.Load.Rates
+		n = load.SyncBlocks + 1 + r.cfg.Load.Rates
 	}
 	if r.cfg.Gates.AICRMinOutputTokS != nil || r.cfg.Gates.AICRMaxTTFTP99Ms != nil {
 		n++

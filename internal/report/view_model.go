@@ -267,8 +267,11 @@ func sweepCharts(m results.Model, slo *RefLine) (template.HTML, template.HTML) {
 			// The throughput probe runs max_concurrency requests at once: its TTFT is queueing, and
 			// drawn here it would flatten the curve the SLO is read against.
 			if r.TTFT.Count > 0 && r.Kind != "throughput" {
-				b.Points = append(b.Points, Point{X: r.ReqS, Y: r.TTFT.P95, Open: lb,
-					Tip: fmt.Sprintf("%s, %s: %s req/s, TTFT p95 %s ms (n=%d)", name, label, num(r.ReqS), num(r.TTFT.P95), r.TTFT.Count)})
+				tip := fmt.Sprintf("%s, %s: %s req/s, TTFT p95 %s ms (n=%d)", name, label, num(r.ReqS), num(r.TTFT.P95), r.TTFT.Count)
+				if r.LatencyFrom != "" {
+					tip += ": " + r.LatencyFrom
+				}
+				b.Points = append(b.Points, Point{X: r.ReqS, Y: r.TTFT.P95, Open: lb, Tip: tip})
 			}
 		}
 		thr, ttft = append(thr, a), append(ttft, b)

@@ -201,6 +201,10 @@ type Run struct {
 	Sizing *RungSizing `json:"sizing,omitempty"`
 	// Steady says how a sweep's probe or constant rung found its steady state (nil: not tested).
 	Steady *RungSteady `json:"steady,omitempty"`
+	// LatencyFrom says where a steady rung's latency figures come from when not from the requests
+	// sent in its window: those that completed in it, sent during the ramp, because no request sent
+	// in the window completed in time (each takes longer than the window); or why there are none.
+	LatencyFrom string `json:"latency_from,omitempty"`
 	// ErrorStop says why the rung ended early on its errors ("": it did not): they decided it, and
 	// more requests would only have failed too.
 	ErrorStop string `json:"error_stop,omitempty"`

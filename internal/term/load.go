@@ -33,6 +33,9 @@ func Load(w io.Writer, l *results.Load) {
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "rung %d errors: %s\n", i+1, formatErrors(r.Errors))
 		}
+		if r.LatencyFrom != "" {
+			fmt.Fprintf(w, "rung %d latencies: %s\n", i+1, r.LatencyFrom)
+		}
 		if r.TTFTFromSchedule != nil && r.TTFTFromSchedule.P99-r.TTFT.P99 > 1 {
 			fmt.Fprintf(w, "rung %d: TTFT p99 from the scheduled send is %.1f ms (%.1f ms of client delay)\n", i+1, r.TTFTFromSchedule.P99, r.TTFTFromSchedule.P99-r.TTFT.P99)
 		}
