@@ -96,9 +96,19 @@ def exact_rows(load, ts):
         w = r.get("window_seconds", 0)
         if w <= 0 or "window_start_s" not in r:
             continue
-        a = t0 + r["window_start_s"]
-        srv = (total_at(ts, a + w) - total_at(ts, a)) / w
+        windows = [(r["window_start_s"], w)]
+        rep = r.get("repeat") or {}
+        if rep.get("window_start_s"):
+            # The synchronous rung in blocks: the engine's tokens over each block's own window.
+            windows = list(zip(rep["window_start_s"], rep["window_seconds"]))
+        elif rep.get("start_s"):
+            # An older summary: the blocks' windows are not in it, and the span from the first to
+            # the last holds every other rung. Its TTFT check above still holds.
+            continue
+        srv = sum(total_at(ts, t0 + a + n) - total_at(ts, t0 + a) for a, n in windows) / sum(n for _, n in windows)
         label = f"{r['kind']} c={r['concurrency']}" if r.get("concurrency") else f"{r['kind']} {r.get('target_rate', 0):.3g} req/s"
+        if rep.get("start_s"):
+            label += f", {len(windows)} blocks"
         rows.append((label, r["output_tok_s"], srv, r["output_tok_s"] / srv if srv else float("nan"), r["requests"]))
     return rows
 

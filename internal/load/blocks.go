@@ -134,6 +134,8 @@ func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
 	run.Repeat = &results.Repeat{Blocks: len(blocks)}
 	for _, b := range blocks {
 		run.Repeat.StartS = append(run.Repeat.StartS, b.startS)
+		run.Repeat.WindowStartS = append(run.Repeat.WindowStartS, b.run.WindowStartS)
+		run.Repeat.WindowSeconds = append(run.Repeat.WindowSeconds, b.run.WindowSeconds)
 	}
 	run.CI = within
 	run.Repeat.CI = repeatIntervals(&run, blocks, within)

@@ -226,9 +226,14 @@ type Run struct {
 // are over all the blocks' requests; Run.CI is their interval over requests, and CI here covers the
 // spread between the blocks (batch means) as well.
 type Repeat struct {
-	Blocks  int            `json:"blocks"`
-	StartS  []float64      `json:"start_s"`
-	Figures []FigureRepeat `json:"figures"`
+	Blocks int       `json:"blocks"`
+	StartS []float64 `json:"start_s"`
+	// WindowStartS and WindowSeconds are each block's measuring window (from the load's start, as
+	// Run.WindowStartS): the pooled run's window_seconds is their sum, and an engine's log is read
+	// over them, not over the span from the first to the last.
+	WindowStartS  []float64      `json:"window_start_s,omitempty"`
+	WindowSeconds []float64      `json:"window_seconds,omitempty"`
+	Figures       []FigureRepeat `json:"figures"`
 	// CI are the run's intervals widened to cover the spread between its blocks (batch means):
 	// what a rerun of the figure would see, for its gates and its history. Run.CI keeps the spread
 	// between requests alone, for comparisons of GPUs loaded at once (the drift was theirs alike).
