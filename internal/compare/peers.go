@@ -110,6 +110,12 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.CI = &results.Interval{Lo: pctOfLog(l-z*se, higher), Hi: pctOfLog(l+z*se, higher), Level: 0.95}
 		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(z+zPower)*se, higher)
 	}
+	if x.ClientLimited && ref.ClientLimited {
+		// Both set by a load generator that fell behind: neither a gap nor its absence shows
+		// anything of the servers, whatever the guards would say of its size.
+		s.Result, s.Why = Inconclusive, BothClientLimited
+		return s
+	}
 	if !(s.Pct > marginPct) {
 		// Within the margin by its point estimate: a pass only when the reference could show it and
 		// the interval of the gap stays inside the margin. Undecided is never ok.
@@ -156,8 +162,6 @@ func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, 
 		return Inconclusive, NeedMore(x.Samples, g.MinSamples, x.Window)
 	case TooFew(ref, g.MinSamples):
 		return Inconclusive, "the reference: " + NeedMore(ref.Samples, g.MinSamples, ref.Window)
-	case x.ClientLimited && ref.ClientLimited:
-		return Inconclusive, "both figures are client-limited (the load generator, not the servers, set them), so being within the margin shows nothing: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
 	case ci != nil && ci.Hi > marginPct && immaterial(metric, ref, ci.Hi, g):
 		return Pass, fmt.Sprintf("even at the far end of its interval (%.1f %%) the gap would be below the materiality guard", ci.Hi)
 	case ci != nil && ci.Hi > marginPct:
@@ -193,6 +197,9 @@ func narrowBy(x, ref Figure, higher bool, marginPct float64) string {
 	n := int(math.Ceil(float64(x.Samples) * need * need))
 	return fmt.Sprintf("n=%d per GPU; about %d (%d more requests each, a load.max_duration about %.1f× as long) would narrow it inside the margin", x.Samples, n, n-x.Samples, float64(n)/float64(x.Samples))
 }
+
+// BothClientLimited is why a comparison of two client-limited figures decides nothing.
+const BothClientLimited = "both figures are client-limited (the load generator, not the servers, set them), so neither a gap nor its absence shows anything: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
 
 // Peers judges one metric across the cards of a host (or the nodes of a fleet) by the interval
 // rule: each figure against the median of the others, whose interval combines theirs. A card is

@@ -607,15 +607,16 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 // ModelComparisons compares every LLM metric across the endpoints of one model on one host.
 // Failed endpoints and endpoints without load are left out; a model on one GPU gets none. With
 // sharedClient (GPUs loaded at once by one gpuvet process, their rungs side by side), a client that
-// fell behind on one GPU's figure was short of CPU for the same rung of all of them: that metric's
-// figures are then client-limited on every GPU. A rung the client kept up with on every GPU (the
-// synchronous rung, when only a top rung overloaded it) stays decidable, as a gate on it does.
+// fell behind on any rung of any of them was short of CPU while it loaded all of them: every
+// comparison of the model is then client-limited and decides nothing (the README's rule; issue 55:
+// with the synchronous rung left decidable, 14 of 24 cells of a starved run were still decided).
 func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
 	type ep struct {
 		gpu  int
 		load *results.Load
 	}
 	var eps []ep
+	limited := false
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
 		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
@@ -625,6 +626,7 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 			continue
 		}
 		eps = append(eps, ep{endpointGPU(e, i), e.Load})
+		limited = limited || (sharedClient && loadClientLimited(e.Load))
 	}
 	if len(eps) < 2 {
 		return nil
@@ -635,7 +637,6 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 			continue
 		}
 		var cells []compare.Cell
-		limited := false
 		for _, e := range eps {
 			f, ok := met.Get(e.load)
 			if !ok {
@@ -645,18 +646,37 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 				f = acrossRuns(e.load, met.Name, f)
 			}
 			f.ReqS = e.load.SustainedReqS
-			limited = limited || f.ClientLimited
+			f.ClientLimited = f.ClientLimited || limited
 			cells = append(cells, compare.Cell{GPU: e.gpu, Figure: f})
 		}
 		if len(cells) < 2 {
 			continue
 		}
-		for i := range cells {
-			cells[i].ClientLimited = cells[i].ClientLimited || (sharedClient && limited)
+		c := compare.Peers(met.Name, cells, met.HigherIsBetter, g)
+		if limited {
+			c.ClientLimited = true
+			c.Note = strings.TrimPrefix(c.Note+"; "+SharedClientLimited, "; ")
 		}
-		out = append(out, compare.Peers(met.Name, cells, met.HigherIsBetter, g))
+		out = append(out, c)
 	}
 	return out
+}
+
+// SharedClientLimited is what a model's GPU-to-GPU comparisons say when the load generator that
+// loaded its GPUs at once fell behind.
+const SharedClientLimited = "not decided: the GPUs were loaded at once and the load generator fell behind (client-limited) on a rung of at least one, so it, not the servers, set some of their figures: give gpuvet more CPU, or load fewer GPUs at once (--parallel-gpus 1), and rerun"
+
+// loadClientLimited says whether the client fell behind on any rung of load l.
+func loadClientLimited(l *results.Load) bool {
+	if l.Client.ClientLimited {
+		return true
+	}
+	for _, r := range l.Runs {
+		if r.ClientLimited {
+			return true
+		}
+	}
+	return false
 }
 
 // rollHost rolls a host's status up from its discovery, health and models.

@@ -592,3 +592,34 @@ func TestClientLimitedIsPerRun(t *testing.T) {
 		}
 	}
 }
+
+// Issue 55 (the README's rule): GPUs loaded at once by one load generator that fell behind on one
+// rung of one of them decide none of their GPU-to-GPU cells, the synchronous rung's included, and
+// each comparison says why; loaded one at a time, the rungs the client kept up with still decide.
+func TestSharedClientLimitedDecidesNoCell(t *testing.T) {
+	m := summary(healthy(), healthy(), healthy().scaled(0.3), healthy()).Hosts[0].Models[0]
+	m.Endpoints[1].Load.Runs[2].ClientLimited = true // one constant rung of one GPU
+	decided := func(cs []results.Compare) (n int) {
+		for _, c := range cs {
+			for _, v := range c.Values {
+				if !v.Inconclusive {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	shared := ModelComparisons(&m, DefaultConfig().LLMGuardsFrom(), true)
+	if len(shared) == 0 || decided(shared) != 0 {
+		t.Fatalf("shared client: %d comparisons, %d cells decided; want none decided", len(shared), decided(shared))
+	}
+	for _, c := range shared {
+		if !c.ClientLimited || !strings.Contains(c.Note, "--parallel-gpus 1") {
+			t.Errorf("%s: client-limited %v, note %q", c.Metric, c.ClientLimited, c.Note)
+		}
+	}
+	alone := ModelComparisons(&m, DefaultConfig().LLMGuardsFrom(), false)
+	if decided(alone) == 0 {
+		t.Errorf("loaded one at a time: no cell decided")
+	}
+}

@@ -163,7 +163,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) (rungSpec, string) {
 	pred := ex.steady(ex.newSpec(kindThroughput, next, 0), perReq, 0)
 	lo, hi := ex.ladderRange(best)
-	rest, _ := ex.ladder(ex.tempoAt(best), lo, hi, 0)
+	rest := ex.rates(ex.tempoAt(best), lo, hi, min(minRates, ex.cfg.Rates)) // a probe never costs the ladder its five
 	if need := pred.Expect + planned(rest); need > ex.left() {
 		return pred, fmt.Sprintf("a probe at concurrency %d would take about %v (%v a request), and the %d constant rates after it about %v: past the %v left of load.time_budget (%v)",
 			next, pred.Expect.Round(time.Second), perReq.Round(time.Second), len(rest), planned(rest).Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget))

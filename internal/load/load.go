@@ -927,14 +927,20 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		logf(ex.o.Log, "sweep plan: %s", note)
 	}
 	var outs []float64
-	for i, s := range specs {
+	for i := 0; i < len(specs); i++ {
 		ex.ahead = specs[i+1:]
-		r := ex.one(ctx, a, ex.take(s), n)
+		r := ex.one(ctx, a, ex.take(specs[i]), n)
 		if ctx.Err() != nil {
 			return
 		}
 		outs = append(outs, r.OutputTokS)
+		var why string
+		if specs, why = ex.replan(specs, i+1); why != "" {
+			knee.Plan = joinNote(knee.Plan, why)
+			logf(ex.o.Log, "sweep plan: %s", why)
+		}
 	}
+	knee.PlannedRates = len(specs)
 	ex.ahead = nil
 	// A ladder whose top still climbs past the probe's peak says the probe under-read, knee or not.
 	outs = ex.climb(ctx, a, n, outs, probe, (hi-lo)/float64(len(specs)), knee)

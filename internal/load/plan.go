@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -13,9 +14,16 @@ import (
 // lengths would pass what is left of it. No rung is shortened for it: each still runs until its
 // steady state held, or is transient.
 
-// minRates is the fewest constant rates the budget leaves a ladder: the saturation analysis reads
-// an unsaturated ladder from five rungs (analysis.AnalyzeSaturation).
-const minRates = 5
+// minRates is the fewest constant rates the budget leaves a ladder while it can: the saturation
+// analysis reads an unsaturated ladder from five rungs (analysis.AnalyzeSaturation). budgetRates is
+// the fewest it leaves at all: a slow engine's five levelled rungs can take longer than a whole
+// budget (an H200 under transformers: 60–110 s each, 6m24s for five with 5m6s left), and a load
+// that ends within its budget is worth more than telling an unsaturated ladder; three still show
+// the curve up to the probe's peak and its knee.
+const (
+	minRates    = 5
+	budgetRates = 3
+)
 
 // tempo is what the earlier rungs of a sweep measured, that the later ones are planned by: a
 // full-length request's time alone (the synchronous rung), and at the best steady probe its time
@@ -90,7 +98,7 @@ func (ex *executor) constant(p tempo, rate float64) rungSpec {
 // fewest pass the budget ("": all planned, within it).
 func (ex *executor) ladder(p tempo, lo, hi float64, left time.Duration) (specs []rungSpec, note string) {
 	want := ex.cfg.Rates
-	least := min(minRates, want)
+	least := min(budgetRates, want)
 	for n := want; n >= least; n-- {
 		specs = ex.rates(p, lo, hi, n)
 		if planned(specs) <= left || n == least {
@@ -105,12 +113,44 @@ func (ex *executor) ladder(p tempo, lo, hi float64, left time.Duration) (specs [
 	}
 	switch {
 	case total > left:
-		note = fmt.Sprintf("%d constant rates (the fewest that show a plateau) need about %v (%v to %v each: a request takes %v to %v at their rates), past the %v left of load.time_budget (%v): the load runs over it",
+		note = fmt.Sprintf("%d constant rates (the fewest the budget leaves) need about %v (%v to %v each: a request takes %v to %v at their rates), past the %v left of load.time_budget (%v): the load runs over it",
 			n, total.Round(time.Second), first.Round(time.Second), last.Round(time.Second), p.perReq(specs[0].Rate).Round(time.Second), p.perReq(specs[n-1].Rate).Round(time.Second), left.Round(time.Second), budget)
 	case n < want:
 		note = fmt.Sprintf("%d of load.rates' %d constant rates, over the same range: each needs %v to %v to level on this engine (a request takes %v to %v at their rates), and %d would need about %v, past the %v left of load.time_budget (%v)",
 			n, want, first.Round(time.Second), last.Round(time.Second), p.perReq(specs[0].Rate).Round(time.Second), p.perReq(specs[n-1].Rate).Round(time.Second),
 			n+1, planned(ex.rates(p, lo, hi, n+1)).Round(time.Second), left.Round(time.Second), budget)
+	}
+	if n < min(minRates, want) {
+		note += fewRates
+	}
+	return specs, note
+}
+
+// fewRates is what a ladder of fewer than minRates gives up.
+var fewRates = fmt.Sprintf("; fewer than the %d rates that tell a ladder stopped below the knee, so its peak is read as measured, never as a lower bound (a longer load.time_budget keeps them)", minRates)
+
+// replan drops constant rungs still ahead (specs[done:]) when, at the pace the rungs so far kept
+// against their plan (drift), they would pass what is left of load.time_budget: the rung below the
+// top first, then the next below it, keeping the top (it reaches the probe's peak) and at least
+// budgetRates in all. It returns the ladder left and what it dropped ("": nothing).
+func (ex *executor) replan(specs []rungSpec, done int) ([]rungSpec, string) {
+	var dropped []string
+	for len(specs)-done >= 2 && len(specs) > min(budgetRates, ex.cfg.Rates) {
+		need := time.Duration(ex.drift() * float64(planned(specs[done:])))
+		if need <= ex.left() {
+			break
+		}
+		cut := len(specs) - 2
+		dropped = append(dropped, fmt.Sprintf("%.3g", specs[cut].Rate))
+		specs = append(specs[:cut:cut], specs[cut+1:]...)
+	}
+	if len(dropped) == 0 {
+		return specs, ""
+	}
+	note := fmt.Sprintf("re-planned after %d constant rung(s): they took %.2f× their plan, so the rate(s) at %s req/s were dropped to end within load.time_budget (%v)",
+		done, ex.drift(), strings.Join(dropped, ", "), time.Duration(ex.cfg.TimeBudget))
+	if len(specs) < min(minRates, ex.cfg.Rates) {
+		note += fewRates
 	}
 	return specs, note
 }

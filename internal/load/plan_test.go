@@ -93,15 +93,16 @@ func TestFastEnginePlanKeepsEveryRate(t *testing.T) {
 	}
 }
 
-// A budget no ladder fits still runs the fewest rates that show a plateau, and says it runs over.
+// A budget no ladder fits still runs the fewest rates the budget leaves (three), and says it runs
+// over and what fewer than five give up.
 func TestPlanPastTheBudgetKeepsTheLeastLadder(t *testing.T) {
 	probe := steadyProbe(128, 543)
 	ex := planner(7*time.Minute, 10600*time.Millisecond, 0.094, probe)
 	ex.tempo = ex.tempoAt(probe)
 	lo, hi := ex.ladderRange(probe)
 	specs, note := ex.ladder(ex.tempo, lo, hi, ex.left())
-	if len(specs) != minRates || !strings.Contains(note, "runs over") {
-		t.Errorf("%d rates (%q): want %d, and that it runs over", len(specs), note, minRates)
+	if len(specs) != budgetRates || !strings.Contains(note, "runs over") || !strings.Contains(note, "fewer than the 5 rates") {
+		t.Errorf("%d rates (%q): want %d, that it runs over and what it gives up", len(specs), note, budgetRates)
 	}
 }
 
@@ -206,5 +207,52 @@ func TestTimeLeftFollowsTheDrift(t *testing.T) {
 	ex.plan(rung, ahead)
 	if left != 2*time.Minute {
 		t.Errorf("after rungs that took 5× their plan: %v left, want at most twice the plan's", left)
+	}
+}
+
+// The H200 run of docs/run-h200-repeat.md: after the second synchronous block, 2m58s into the load
+// (a 256-token request alone ~25 s, the probe at c=128 514 tok/s), five constant rates needed about
+// 6m24s with 5m6s left, and the load ran 23 % past its budget. The ladder now holds as many rates as
+// fit, down to three, and says what fewer than five give up.
+func TestSlowEngineLadderKeepsTheBudgetBelowFiveRates(t *testing.T) {
+	probe := steadyProbe(128, 514)
+	ex := planner(178*time.Second, 25*time.Second, 0.04, probe)
+	ex.tempo = ex.tempoAt(probe)
+	lo, hi := ex.ladderRange(probe)
+	specs, note := ex.ladder(ex.tempo, lo, hi, ex.left())
+	t.Logf("%d rates, %v planned of %v left: %s", len(specs), planned(specs).Round(time.Second), ex.left().Round(time.Second), note)
+	if len(specs) < budgetRates || len(specs) >= minRates || planned(specs) > ex.left() {
+		t.Errorf("%d rates planned for %v with %v left: want %d to %d within it", len(specs), planned(specs), ex.left(), budgetRates, minRates-1)
+	}
+	if !strings.Contains(note, "fewer than the 5 rates") {
+		t.Errorf("note %q: want what fewer than five give up", note)
+	}
+}
+
+// After each constant rung the rest of the ladder is re-planned at the pace the rungs kept: the
+// first rung of docs/run-h200-repeat.md took 112 s for a 60 s plan; with the four rungs after it at
+// that pace past what is left, the rungs just below the top are dropped (the top kept, three in
+// all at least), and the note says which and why. At the plan's pace nothing is dropped.
+func TestReplanDropsRungsBelowTheTop(t *testing.T) {
+	var specs []rungSpec
+	for i := range 5 {
+		specs = append(specs, rungSpec{Rate: 0.5 * float64(i+1), Expect: time.Minute, Known: true})
+	}
+	ex := planner(3*time.Minute, 25*time.Second, 0.04, steadyProbe(128, 514)) // 5 m left
+	ex.record(specs[0], time.Minute)
+	if got, why := ex.replan(specs, 1); len(got) != 5 || why != "" {
+		t.Errorf("at the plan's pace: %d rungs left (%q), want all 5", len(got), why)
+	}
+	ex = planner(5*time.Minute, 25*time.Second, 0.04, steadyProbe(128, 514)) // 3 m left
+	ex.record(specs[0], 112*time.Second)
+	ex.record(specs[1], 60*time.Second) // two rungs, 172 s for 120 s planned: 1.43×
+	got, why := ex.replan(append([]rungSpec(nil), specs...), 2)
+	t.Logf("%d rungs: %s", len(got), why)
+	if len(got) != 4 || got[3].Rate != 2.5 || got[2].Rate != 1.5 || !strings.Contains(why, "rate(s) at 2 req/s were dropped") || !strings.Contains(why, "1.43×") {
+		t.Errorf("%d rungs (top %.3g): %q; want the one below the top dropped", len(got), got[len(got)-1].Rate, why)
+	}
+	ex.record(specs[2], 10*time.Minute) // far behind: down to three, never fewer
+	if got, _ = ex.replan(append([]rungSpec(nil), specs...), 2); len(got) != budgetRates || got[2].Rate != 2.5 {
+		t.Errorf("far behind: %d rungs left, want %d with the top", len(got), budgetRates)
 	}
 }

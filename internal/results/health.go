@@ -268,6 +268,9 @@ type Compare struct {
 	// LowConfidence: a guard stopped the call (too few samples, tiny throughput, small TTFT spread).
 	LowConfidence bool   `json:"low_confidence,omitempty"`
 	Note          string `json:"note,omitempty"`
+	// ClientLimited: the GPUs were loaded at once by one load generator that fell behind on some
+	// rung of one of them, so none of this model's GPU-to-GPU cells is decided (Note says so).
+	ClientLimited bool `json:"client_limited,omitempty"`
 
 	// Detection power (issue 35). Against says what each figure was judged against: "peers_median"
 	// (the median of the other figures, by the interval rule: worse by more than VariancePct with the

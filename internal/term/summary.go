@@ -194,6 +194,10 @@ func caveatLines(s *results.Summary, maxWho int) []string {
 				}
 			}
 			for _, c := range m.Comparisons {
+				if c.ClientLimited { // one line for the model, not one a cell
+					add(on+"all", "GPU-to-GPU comparisons of "+m.Model+": "+ClientLimited+": "+judgeNote(c.Note))
+					continue
+				}
 				if c.LowConfidence {
 					add(on+"all", "GPU-to-GPU "+c.Metric+": "+c.Note)
 				}
@@ -219,6 +223,14 @@ func caveatLines(s *results.Summary, maxWho int) []string {
 		out = append(out, c+": not checked, so the run is partial, not a full pass")
 	}
 	return append(out, s.Caveats...)
+}
+
+// judgeNote is the last part of a comparison's note (the client-limited reason comes last).
+func judgeNote(note string) string {
+	if i := strings.LastIndex(note, "; "); i >= 0 {
+		return note[i+2:]
+	}
+	return note
 }
 
 // afterInconclusive keeps the why of a reason ("… : inconclusive, <why>").
