@@ -75,11 +75,11 @@ func TestOutputPathsNeverReplaceWhatTheyMayNot(t *testing.T) {
 // after a run and after a refusal alike, and the folder can be locked again.
 func TestOutputLockLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
-	l, err := pipeline.LockOutput(dir, false)
+	l, _, err := pipeline.LockOutput(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pipeline.LockOutput(dir, false); err == nil {
+	if _, _, err := pipeline.LockOutput(dir, false); err == nil {
 		t.Fatal("a second lock of a held folder")
 	}
 	l.Release()
@@ -87,7 +87,7 @@ func TestOutputLockLeavesNothing(t *testing.T) {
 		t.Errorf("the lock file stayed: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "summary.json"), []byte("{}"), 0o644) // an earlier run's results
-	if _, err := pipeline.LockOutput(dir, false); err == nil {
+	if _, _, err := pipeline.LockOutput(dir, false); err == nil {
 		t.Fatal("an earlier run's folder taken without --force")
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".gpuvet.lock")); !os.IsNotExist(err) {

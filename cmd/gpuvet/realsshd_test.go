@@ -115,11 +115,12 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 	invFile := filepath.Join(l.dir, "inventory.yaml")
 	os.WriteFile(invFile, []byte(inv.String()), 0o644)
 	out := filepath.Join(l.dir, "out")
-	// An earlier fleet run's leftovers in --out: --force must clear them.
+	// An earlier fleet run's leftovers in --out: --force must clear them, and only them.
 	os.MkdirAll(filepath.Join(out, "hosts", "ghost"), 0o755)
 	os.WriteFile(filepath.Join(out, "hosts", "ghost", "summary.json"), []byte("{}"), 0o644)
 	os.WriteFile(filepath.Join(out, "vm_known_hosts"), []byte("[10.0.0.5]:22 ssh-ed25519 AAAA\n"), 0o600)
-	os.WriteFile(filepath.Join(out, "summary.json"), []byte(`{"run_id":"old","status":"ok"}`), 0o644)
+	os.WriteFile(filepath.Join(out, "summary.json"), []byte(`{"run_id":"old","status":"ok","outputs":["hosts/ghost/summary.json"]}`), 0o644)
+	os.WriteFile(filepath.Join(out, "hosts", "notes.txt"), []byte("mine"), 0o644) // the user's: --force keeps it
 	token := "hf_TEST" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv("HF_TOKEN", token)
 	t.Setenv("USER", "") // cron, systemd, containers
@@ -148,6 +149,9 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "vm_known_hosts")); err == nil {
 		t.Fatal("--force kept an earlier run's vm_known_hosts")
+	}
+	if _, err := os.Stat(filepath.Join(out, "hosts", "notes.txt")); err != nil || !strings.Contains(stderr, "hosts/notes.txt") {
+		t.Fatalf("--force removed a file the earlier run did not write, or did not say it kept it: %v\n%s", err, stderr)
 	}
 	// The table: one row per host and GPU, named by host.
 	if !strings.Contains(stdout, "HOST") {

@@ -182,11 +182,14 @@ func (o *runOptions) Validate() error {
 // backend the registry opens (remote.go).
 func (o *runOptions) Run(cmd *cobra.Command) error {
 	plan := o.plan
-	lock, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
+	lock, left, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
 	if err != nil {
 		return usageErr("%v", err)
 	}
 	defer lock.Release()
+	if len(left) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "--force: left in %s what the earlier run did not write: %s\n", plan.Config.Output.Dir, strings.Join(left, ", "))
+	}
 	if backendkind.Of(plan.Config.Backend).Fleet { // many hosts or nodes, one summary
 		return runRemotePlan(cmd, plan)
 	}

@@ -256,11 +256,12 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 
 // Two runs into one --out never overwrite each other silently: the second is refused (exit 2)
 // while the first holds the lock or its results are there; --force replaces them, stale files
-// (raw/gpu3.json of an earlier 4-GPU run) included.
+// (raw/…/gpu1.json of an earlier 2-GPU run) included, and removes nothing the earlier run did not
+// write (a user's logs/app.log stays, and the run says so).
 func TestRunOutputFolderIsLockedAndNotOverwritten(t *testing.T) {
 	out := t.TempDir()
-	args := []string{"run", "--sim", "--sim-gpus", "1", "--out", out, "--set", "load.max_duration=1s", "--set", "load.rates=1",
-		"--set", "load.output_tokens=16", "--set", "functional.enabled=false"}
+	args := []string{"run", "--sim", "--out", out, "--set", "load.max_duration=1s", "--set", "load.rates=1",
+		"--set", "load.output_tokens=16", "--set", "functional.enabled=false", "--set", "history.enabled=false"}
 	refused := func(args []string, want string) {
 		t.Helper()
 		var stderr bytes.Buffer
@@ -270,30 +271,41 @@ func TestRunOutputFolderIsLockedAndNotOverwritten(t *testing.T) {
 			t.Fatalf("%v: want exit 2 saying %q: %v %s", args, want, err, stderr.String())
 		}
 	}
-	lock, err := pipeline.LockOutput(out, false) // another run holds the folder
+	lock, _, err := pipeline.LockOutput(out, false) // another run holds the folder
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused(append(args, "--force"), "another gpuvet run")
+	refused(append(args, "--sim-gpus", "1", "--force"), "another gpuvet run")
 	lock.Release()
-	stale := filepath.Join(out, "raw", "m", "gpu3.json")
-	if err := os.MkdirAll(filepath.Dir(stale), 0o755); err != nil {
+	if b, err := gpuvet(append(args, "--sim-gpus", "2")...).CombinedOutput(); err != nil {
+		t.Fatalf("first run: %v\n%s", err, b)
+	}
+	stale, _ := filepath.Glob(filepath.Join(out, "raw", "*", "gpu1.json"))
+	mine := filepath.Join(out, "logs", "app.log")
+	if err := os.MkdirAll(filepath.Dir(mine), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(stale, []byte("{}"), 0o644); err != nil {
+	if err := os.WriteFile(mine, []byte("the user's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	refused(args, "--force")
-	if b, err := gpuvet(append(args, "--force")...).CombinedOutput(); err != nil {
+	refused(append(args, "--sim-gpus", "1"), "--force")
+	b, err := gpuvet(append(args, "--sim-gpus", "1", "--force")...).CombinedOutput()
+	if err != nil {
 		t.Fatalf("--force: %v\n%s", err, b)
 	}
-	if _, err := os.Stat(stale); err == nil {
+	if len(stale) != 1 {
+		t.Fatalf("the first run wrote no raw/*/gpu1.json: %v", stale)
+	}
+	if _, err := os.Stat(stale[0]); err == nil {
 		t.Errorf("a stale raw file of an earlier run survived --force")
+	}
+	if _, err := os.Stat(mine); err != nil || !strings.Contains(string(b), "logs/app.log") {
+		t.Errorf("--force removed a file no run wrote, or did not say it kept it: %v\n%s", err, b)
 	}
 	if _, err := os.Stat(filepath.Join(out, "summary.json")); err != nil {
 		t.Errorf("no summary: %v", err)
 	}
-	refused(args, "holds the results of run")
+	refused(append(args, "--sim-gpus", "1"), "holds the results of run")
 }
 
 // config show says what model_cache.dir auto means for the engine kind, and that off turns it off.

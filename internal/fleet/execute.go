@@ -177,6 +177,7 @@ func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*resu
 	}
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
+	s.Outputs = results.OutputFiles(r.Out, s.StartedAt)
 	if err := results.WriteJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
 		return s, outs, fmt.Errorf("write %s: %v", filepath.Join(r.Out, "summary.json"), err)
 	}

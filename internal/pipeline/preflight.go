@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,9 +334,11 @@ func checkWritable(dir string) error {
 	}
 }
 
-// outputs are the files and folders a run writes in its output folder: what --force replaces.
-var outputs = []string{"summary.json", "baseline.json", "report.html", "report.pdf", "junit.xml", "gpuvet.prom", "raw", "logs",
-	"hosts", "vm_known_hosts"} // a fleet run's: each host's own results, the VMs' host keys (trusted on first use)
+// outputs are the files a run writes at the top of its output folder, under names of gpuvet's own:
+// what --force replaces there. In results.OutputFolders (raw/, logs/, hosts/) it removes only the
+// files the earlier run's summary lists as its own (Summary.Outputs).
+var outputs = []string{"summary.json", "baseline.json", "report.html", "report.pdf", "junit.xml", "ctrf.json", "gpuvet.prom",
+	"vm_known_hosts"} // a fleet run's VMs' host keys (trusted on first use)
 
 // OutLock holds the output folder for one run: an exclusive lock (released when the run ends, or
 // when the process dies), so two runs never write into one folder.
@@ -355,22 +358,24 @@ func (l *OutLock) Release() {
 }
 
 // LockOutput takes the output folder for a run. It refuses a folder another gpuvet run is writing
-// to, and one holding an earlier run's results unless force, when those results (and only gpuvet's
-// own files: summary, reports, raw/, logs/) are removed first, so nothing stale mixes with the new
-// run's files.
-func LockOutput(dir string, force bool) (*OutLock, error) {
+// to, and one holding an earlier run's results unless force. With force it removes that run's
+// files first, so nothing stale mixes with the new run's: its top-level files (outputs) and, in
+// raw/, logs/ and hosts/, only the files its summary lists as its own, then the folders that left
+// empty. What it leaves (a user's logs/app.log) is said in left.
+func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".gpuvet.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%w: --out %s: another gpuvet run is writing there; wait for it or choose another --out", ErrBadInput, dir)
+		return nil, nil, fmt.Errorf("%w: --out %s: another gpuvet run is writing there; wait for it or choose another --out", ErrBadInput, dir)
 	}
-	l := &OutLock{f: f}
+	l = &OutLock{f: f}
+	earlier, _ := results.Read(filepath.Join(dir, "summary.json"))
 	if !force {
 		for _, name := range outputs {
 			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
@@ -378,18 +383,53 @@ func LockOutput(dir string, force bool) (*OutLock, error) {
 			}
 			l.Release()
 			what := "an earlier run (" + name + ")"
-			if s, err := results.Read(filepath.Join(dir, "summary.json")); err == nil {
-				what = fmt.Sprintf("run %s (status %s)", s.RunID, s.Status)
+			if earlier != nil {
+				what = fmt.Sprintf("run %s (status %s)", earlier.RunID, earlier.Status)
 			}
-			return nil, fmt.Errorf("%w: --out %s holds the results of %s; pass --force to replace them, or choose another --out", ErrBadInput, dir, what)
+			return nil, nil, fmt.Errorf("%w: --out %s holds the results of %s; pass --force to replace them, or choose another --out", ErrBadInput, dir, what)
 		}
-	} else {
-		for _, name := range outputs {
-			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-				l.Release()
-				return nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
-			}
+		return l, nil, nil
+	}
+	remove := append([]string(nil), outputs...)
+	if earlier != nil {
+		remove = append(remove, earlier.Outputs...)
+	}
+	for _, name := range remove {
+		p := filepath.Join(dir, name)
+		if !filepath.IsLocal(name) {
+			continue // a hostile summary's "../x" names nothing of this folder
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			l.Release()
+			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
 		}
 	}
-	return l, nil
+	return l, pruneOutputFolders(dir), nil
+}
+
+// pruneOutputFolders removes the folders of results.OutputFolders that removing the earlier run's
+// files left empty, and returns the files still in them (not gpuvet's, or from a run whose summary
+// did not list them), at most 20 named.
+func pruneOutputFolders(dir string) []string {
+	var left []string
+	for _, sub := range results.OutputFolders {
+		root := filepath.Join(dir, sub)
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			switch {
+			case err != nil:
+				return nil
+			case d.IsDir():
+				dirs = append(dirs, p)
+			case len(left) < 20:
+				rel, _ := filepath.Rel(dir, p)
+				left = append(left, rel)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- { // deepest first; a folder with anything in it stays
+			_ = os.Remove(dirs[i])
+		}
+	}
+	return left
 }

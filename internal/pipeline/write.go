@@ -19,6 +19,7 @@ func (r *run) summaryPath() string { return filepath.Join(r.out, "summary.json")
 func (r *run) flush() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.sum.Outputs = results.OutputFiles(r.out, r.sum.StartedAt)
 	return results.WriteJSON(r.summaryPath(), r.sum)
 }
 

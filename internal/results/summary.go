@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,6 +99,10 @@ type Summary struct {
 	Environment string `json:"environment"`
 	Meta        Meta   `json:"meta"`
 	Hosts       []Host `json:"hosts"`
+	// Outputs are the files this run wrote under its output folder's raw/, logs/ and hosts/
+	// (relative paths): all a later run's --force removes there, so a user's own files in those
+	// folders stay (OutputFiles).
+	Outputs []string `json:"outputs,omitempty"`
 	// Baseline comparison against a bare-metal run, when one was given.
 	Baseline *BaselineComparison `json:"baseline,omitempty"`
 	// Fleet is set by multi-host backends (kubernetes, ssh, opennebula): the hosts skipped and the
@@ -395,6 +400,35 @@ func splitVersion(v string) (major, minor int, ok bool) {
 func major(v string) string {
 	a, _, _ := strings.Cut(v, ".")
 	return a
+}
+
+// OutputFolders are the folders of an output folder where a run writes files of its own.
+var OutputFolders = []string{"raw", "logs", "hosts"}
+
+// maxOutputs bounds the manifest: a 1,000-node fleet writes a few files a host.
+const maxOutputs = 100_000
+
+// OutputFiles lists the files under dir's OutputFolders written at or after since (this run's:
+// a file that was there before the run keeps its older time), relative to dir, at most maxOutputs.
+func OutputFiles(dir string, since time.Time) []string {
+	var out []string
+	for _, sub := range OutputFolders {
+		_ = filepath.WalkDir(filepath.Join(dir, sub), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || len(out) >= maxOutputs {
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil
+			}
+			if info, err := d.Info(); err == nil && !info.ModTime().Before(since.Truncate(time.Second)) {
+				if rel, err := filepath.Rel(dir, p); err == nil {
+					out = append(out, rel)
+				}
+			}
+			return nil
+		})
+	}
+	return out
 }
 
 // IndentMaxBytes is the largest compact JSON WriteJSON indents: a larger file (a fleet's summary) is
