@@ -169,8 +169,8 @@ func TestTwoRunsRecordingAtOnceLoseNothing(t *testing.T) {
 	}
 }
 
-// A history that cannot be written never loses or fails the measurement: the run ends as it would,
-// its summary is complete, and it says the history was not recorded.
+// A history that cannot be written never loses or fails the measurement: the run's status is what it
+// measured, its summary is complete, it says the history was not recorded, and it exits 1.
 func TestUnwritableHistoryIsACaveat(t *testing.T) {
 	h := config.Defaults().History
 	h.URL = "sqlite:///proc/gpuvet-no-such-dir/history.db"
@@ -188,6 +188,11 @@ func TestUnwritableHistoryIsACaveat(t *testing.T) {
 	}
 	if len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) != 2 {
 		t.Fatalf("the measurement is not all there: %+v", s.Hosts[0].Models)
+	}
+	// A result that could not be written after it was measured is exit 1 (the README's row), the
+	// run's status unchanged.
+	if res.ExitCode != 1 {
+		t.Errorf("exit %d, want 1: the history was not written", res.ExitCode)
 	}
 }
 

@@ -188,6 +188,23 @@ func (r *run) finish(ctx context.Context) {
 }
 
 func (r *run) exitCode() int {
+	code := r.verdictCode()
+	if code == 0 && r.notRecorded() {
+		// The README's exit-1 row: a result that could not be written after it was measured. The
+		// run's status stays what was measured; the history's error says what to fix.
+		return 1
+	}
+	return code
+}
+
+// notRecorded says the history was on and this run could not be written to it.
+func (r *run) notRecorded() bool {
+	h := r.sum.History
+	return r.cfg.History.Enabled && r.deps.Record != nil && h != nil && h.Recorded == nil && h.Error != ""
+}
+
+// verdictCode is the exit code the run's verdicts give.
+func (r *run) verdictCode() int {
 	if r.cfg.Run.Acceptance {
 		return judge.AcceptanceExitCode(r.sum)
 	}
