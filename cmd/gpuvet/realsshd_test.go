@@ -119,7 +119,7 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 	os.MkdirAll(filepath.Join(out, "hosts", "ghost"), 0o755)
 	os.WriteFile(filepath.Join(out, "hosts", "ghost", "summary.json"), []byte("{}"), 0o644)
 	os.WriteFile(filepath.Join(out, "vm_known_hosts"), []byte("[10.0.0.5]:22 ssh-ed25519 AAAA\n"), 0o600)
-	os.WriteFile(filepath.Join(out, "summary.json"), []byte(`{"run_id":"old","status":"ok","outputs":["hosts/ghost/summary.json"]}`), 0o644)
+	os.WriteFile(filepath.Join(out, "summary.json"), []byte(`{"schema_version":"`+results.SchemaVersion+`","run_id":"old","status":"ok","outputs":["hosts/ghost/summary.json"]}`), 0o644)
 	os.WriteFile(filepath.Join(out, "hosts", "notes.txt"), []byte("mine"), 0o644) // the user's: --force keeps it
 	token := "hf_TEST" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	t.Setenv("HF_TOKEN", token)
