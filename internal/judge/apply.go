@@ -347,29 +347,21 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 // transientRung makes the verdicts on a figure from a rung that never reached its steady state
 // inconclusive, with the rung's reason: a ramp's reading decides no gate, whatever it reads.
 func transientRung(vs []results.Verdict, r *results.Run) {
-	why := r.TransientReason()
-	if why == "" {
-		return
-	}
-	for i := range vs {
-		if vs[i].Result == ResultDisabled {
-			continue
-		}
-		if vs[i].Result != ResultInconclusive {
-			vs[i].Reason += ": but inconclusive"
-		}
-		vs[i].Result = ResultInconclusive
-		vs[i].Reason += fmt.Sprintf("; the %s rung behind it was %s", r.Kind, why)
+	if why := r.TransientReason(); why != "" {
+		undecidedBy(vs, "the "+r.Kind+" rung behind it was "+why)
 	}
 }
 
 // cutRung makes the verdicts on a rung cut by load.max_rung_duration inconclusive, with the cut's
 // reason: the rung stopped before its figures had the samples they need, whatever they read.
 func cutRung(vs []results.Verdict, r *results.Run) {
-	why := r.CutReason()
-	if why == "" {
-		return
+	if why := r.CutReason(); why != "" {
+		undecidedBy(vs, "the "+r.Kind+" rung was "+why)
 	}
+}
+
+// undecidedBy makes the verdicts inconclusive, all but those of a disabled check, saying why.
+func undecidedBy(vs []results.Verdict, why string) {
 	for i := range vs {
 		if vs[i].Result == ResultDisabled {
 			continue
@@ -378,7 +370,7 @@ func cutRung(vs []results.Verdict, r *results.Run) {
 			vs[i].Reason += ": but inconclusive"
 		}
 		vs[i].Result = ResultInconclusive
-		vs[i].Reason += "; the " + r.Kind + " rung was " + why
+		vs[i].Reason += "; " + why
 	}
 }
 
