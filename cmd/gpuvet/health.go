@@ -231,6 +231,9 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := f.slurm.preflight(ctx); err != nil {
+		return err
+	}
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)

@@ -31,6 +31,45 @@ func (s *slurmHealth) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&s.dryRun, "slurm-dry-run", false, "with --slurm-drain: say the drain or resume, take none")
 }
 
+// nodeName is this node's Slurm name: --slurm-node, $SLURMD_NODENAME, else the short host name.
+func (s *slurmHealth) nodeName() (string, error) {
+	if s.node != "" {
+		return s.node, nil
+	}
+	if n := os.Getenv("SLURMD_NODENAME"); n != "" {
+		return n, nil
+	}
+	hn, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("--slurm-drain: no node name (%v): pass --slurm-node", err)
+	}
+	n, _, _ := strings.Cut(hn, ".")
+	return n, nil
+}
+
+// preflight checks, before the health check starts, that --slurm-drain runs on a node Slurm
+// knows: off a cluster the check would end in scontrol's raw errors and exit 1, which a Prolog's
+// caller takes as "drain this node" (exit 2 here, before anything ran; a dry run is not checked).
+func (s *slurmHealth) preflight(ctx context.Context) error {
+	if !s.drain || s.dryRun {
+		return nil
+	}
+	node, err := s.nodeName()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if _, err := (slurm.Exec{Timeout: 10 * time.Second}).Run(ctx, "scontrol", "-o", "show", "node", node); err != nil {
+		return usageErr("--slurm-drain: node %s is not a Slurm node here (scontrol -o show node %s: %v): run gpuvet health --slurm-drain on the node, as slurmd's HealthCheckProgram, Prolog or Epilog (or name it with --slurm-node), or drop --slurm-drain", node, node, firstLine(err.Error()))
+	}
+	return nil
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
 // act drains or resumes this node after its verdict; an error is exit 1 (the check's own verdict
 // is printed above). A check cut short (--timeout, a signal) changes nothing: its figures are
 // partial, and a benchmark stopped half-way is no evidence against the node.
@@ -42,16 +81,9 @@ func (s *slurmHealth) act(ctx context.Context, cmd *cobra.Command, h *results.He
 		fmt.Fprintf(cmd.ErrOrStderr(), "--slurm-drain: the check was cut short (--timeout or a signal): node left as it is (status %s of a partial check)\n", h.Status)
 		return nil
 	}
-	node := s.node
-	if node == "" {
-		node = os.Getenv("SLURMD_NODENAME")
-	}
-	if node == "" {
-		hn, err := os.Hostname()
-		if err != nil {
-			return failedErr("--slurm-drain: no node name (%v): pass --slurm-node", err)
-		}
-		node, _, _ = strings.Cut(hn, ".")
+	node, err := s.nodeName()
+	if err != nil {
+		return failedErr("%v", err)
 	}
 	why := fleet.HostReason(results.Host{Health: h})
 	if s.dryRun {
