@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -36,5 +37,20 @@ func TestBareRunOnAnEmptyHostRefusesBeforeHealth(t *testing.T) {
 	}
 	if strings.Contains(stderr.String(), "health") {
 		t.Errorf("the health phase ran:\n%s", stderr.String())
+	}
+}
+
+// A co-tenant span whose end is not after its start is bad input, exit 2 before anything ran (no
+// output folder made), as every other bad --sim-* flag is: it used to fail the host at discovery,
+// exit 1, a failed node in the history (issue 51).
+func TestSimCoTenantSpanRefusedUpFront(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	cmd := gpuvet("run", "--sim", "--sim-cotenant", "1:20s-5s", "--out", out)
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--sim-cotenant (sim.cotenant)") || !strings.Contains(string(b), "TO is not a duration after FROM") {
+		t.Fatalf("exit %v, want 2 naming the flag:\n%s", err, b)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the refused run made its output folder")
 	}
 }

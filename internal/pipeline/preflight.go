@@ -23,6 +23,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 // ErrBadInput marks a preflight failure: bad input found before anything started (exit 2).
@@ -50,6 +51,11 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			if _, ok := cat.LookupModel(m); !ok {
 				return bad("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
 			}
+		}
+		// The simulator's own rule (config checks only the form): a span whose end is not after
+		// its start was caught at discovery, a failed host recorded in the history.
+		if err := sim.CheckCoTenant(c.Sim.CoTenant, c.Sim.GPUs); err != nil {
+			return bad("--sim-cotenant (sim.cotenant): %v", err)
 		}
 	}
 	if kind.ThisHost {
