@@ -49,6 +49,8 @@ func TestExitCodesAgreeAcrossCommands(t *testing.T) {
 		{[]string{"run", "--backend", "ssh", "--hosts", "gpu1,gpu2:22", "--out", filepath.Join(dir, "h2")}, 2, "--set ssh.port=22"},
 		// probe's finding is the completion itself: a server that returns none is exit 1.
 		{[]string{"probe", "--url", down, "--model", "m", "--wait", "0s"}, 1, "returned no completion"},
+		{[]string{"probe", down, "--model", "m", "--wait", "0s"}, 1, "returned no completion"}, // the URL as an argument
+		{[]string{"probe", "localhost:8000", "--model", "m"}, 2, "not a server URL"},
 	} {
 		cmd := gpuvet(tc.args...)
 		var stderr bytes.Buffer

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -25,7 +26,7 @@ type probeOptions struct {
 func newProbeCmd() *cobra.Command {
 	var o probeOptions
 	cmd := &cobra.Command{
-		Use:   "probe --url URL [--url URL…] --model MODEL",
+		Use:   "probe [URL…] [--url URL…] --model MODEL",
 		Short: "Send one real chat completion to each OpenAI-compatible server and report the tokens it returned, or its error",
 		Long: `Sends one chat completion (max 8 tokens) to each --url, retrying a failed one until --wait passes,
 and prints one line per server: the tokens it generated and how long it took, or the last error
@@ -33,9 +34,12 @@ with the server's response. --out writes the same as JSON. Exit 1 when any serve
 The Kubernetes backend runs it in a Job next to the GPUs once every engine pod is Ready: Ready
 means a real completion came back, not only that /health answers.
 
-  gpuvet probe --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+  gpuvet probe --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B
+  gpuvet probe http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,
+		// A URL given as an argument is a --url: `gpuvet probe URL` is what a user types first.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.urls = append(o.urls, args...)
 			if err := o.Validate(); err != nil {
 				return err
 			}
@@ -70,7 +74,12 @@ func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) in
 // Validate checks a server and a model are named.
 func (o *probeOptions) Validate() error {
 	if len(o.urls) == 0 || o.model == "" {
-		return usageErr("--url and --model are required")
+		return usageErr("a server (URL or --url) and --model are required, e.g. gpuvet probe http://127.0.0.1:8000 --model Qwen/Qwen3-8B")
+	}
+	for _, u := range o.urls {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return usageErr("%q: not a server URL; want http(s)://HOST:PORT, e.g. http://127.0.0.1:8000", u)
+		}
 	}
 	return nil
 }
