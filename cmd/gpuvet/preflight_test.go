@@ -40,17 +40,25 @@ func TestBareRunOnAnEmptyHostRefusesBeforeHealth(t *testing.T) {
 	}
 }
 
-// A co-tenant span whose end is not after its start is bad input, exit 2 before anything ran (no
-// output folder made), as every other bad --sim-* flag is: it used to fail the host at discovery,
-// exit 1, a failed node in the history (issue 51).
+// A co-tenant span whose end is not after its start, and more GPUs than the simulator has, are bad
+// input, exit 2 before anything ran (no output folder made), as every other bad --sim-* flag is:
+// the first failed the host at discovery (exit 1, a failed node in the history), the second ran
+// the 4 GPUs there were without a word (issue 51).
 func TestSimCoTenantSpanRefusedUpFront(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	cmd := gpuvet("run", "--sim", "--sim-cotenant", "1:20s-5s", "--out", out)
-	b, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--sim-cotenant (sim.cotenant)") || !strings.Contains(string(b), "TO is not a duration after FROM") {
-		t.Fatalf("exit %v, want 2 naming the flag:\n%s", err, b)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Errorf("the refused run made its output folder")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sim-cotenant", "1:20s-5s"}, "TO is not a duration after FROM"},
+		{[]string{"--gpu-count", "9"}, "--gpu-count 9 (run.gpu_count): the simulator has 4 GPU(s)"}, // it ran 4 without a word
+	} {
+		b, err := gpuvet(append([]string{"run", "--sim", "--out", out}, c.args...)...).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), c.want) {
+			t.Fatalf("%v: exit %v, want 2 saying %q:\n%s", c.args, err, c.want, b)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%v: the refused run made its output folder", c.args)
+		}
 	}
 }

@@ -57,6 +57,9 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		if err := sim.CheckCoTenant(c.Sim.CoTenant, c.Sim.GPUs); err != nil {
 			return bad("--sim-cotenant (sim.cotenant): %v", err)
 		}
+		if c.Run.GPUCount > c.Sim.GPUs {
+			return bad("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)
+		}
 	}
 	if kind.ThisHost {
 		if missing := localPreflight(c, cat); len(missing) > 0 {
