@@ -124,7 +124,8 @@ func TestReleaseRefusesAttachedGPU(t *testing.T) {
 	qemu := exec.Command("sleep", "30")
 	qemu.ExtraFiles = []*os.File{f}
 	must(t, qemu.Start())
-	t.Cleanup(func() { qemu.Process.Kill(); qemu.Wait(); f.Close() })
+	f.Close() // the child holds the group now, alone: the test's own descriptor is not the holder to name
+	t.Cleanup(func() { qemu.Process.Kill(); qemu.Wait() })
 	r := &rec{}
 	_, err = Begin(context.Background(), n, p, map[string]string{"0000:41:00.0": "VM 42 (RUNNING)"}, r, fleet.Object{}, "r1", func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "0000:41:00.0 is attached to VM 42") ||
