@@ -476,7 +476,7 @@ func sustainedMeasure(l *results.Load) Measured {
 	if !ok {
 		return Measured{Missing: fmt.Sprintf("the load profile %q measured no sustained throughput", l.Config.Profile)}
 	}
-	return Measured{Present: true, Figure: f}
+	return Measured{Present: true, Figure: acrossRuns(l, MetricSustainedReqS, f)} // a gate covers a rerun
 }
 
 func concThroughput(r *results.Run, l *results.Load) Measured {
