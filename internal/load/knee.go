@@ -130,7 +130,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		}
 		if broken(r) {
 			k.PastKnee = true
-			k.Reason = fmt.Sprintf("the probe at concurrency %d neither completed a request nor streamed a token (errors: %v): past the knee", next, r.Errors)
+			k.Reason = fmt.Sprintf("the probe at concurrency %d neither completed a request nor streamed a token (errors: %s): past the knee", next, results.ErrorCounts(r.Errors))
 			break
 		}
 		if ex.lastCPU >= CPULimit {

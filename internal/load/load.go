@@ -858,7 +858,7 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 				continue // a sweep rung with nothing measured (a starved client) is said by its counts, not an error
 			}
 			if broken(r) {
-				a.err = fmt.Sprintf("%s rung: no successful request (errors: %v)", r.Kind, r.Errors)
+				a.err = fmt.Sprintf("%s rung: no successful request (errors: %s)", r.Kind, results.ErrorCounts(r.Errors))
 				break
 			}
 		}
@@ -893,7 +893,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	if sync.Requests.Successful == 0 {
-		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in %v (errors: %v)", time.Duration(sync.WindowSeconds*float64(time.Second)).Round(time.Second), sync.Errors)
+		a.err = fmt.Sprintf("sweep stopped: the synchronous rung completed no request in %v (errors: %s)", time.Duration(sync.WindowSeconds*float64(time.Second)).Round(time.Second), results.ErrorCounts(sync.Errors))
 		return
 	}
 	ex.tempo = tempo{alone: aloneTime(sync, c.OutputTokens)}
@@ -905,7 +905,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	if broken(probe) {
-		a.err = fmt.Sprintf("sweep stopped: the throughput probe neither completed a request nor streamed a token (errors: %v)", probe.Errors)
+		a.err = fmt.Sprintf("sweep stopped: the throughput probe neither completed a request nor streamed a token (errors: %s)", results.ErrorCounts(probe.Errors))
 		return
 	}
 	probe, knee := ex.findKnee(ctx, a, n, probe, [2]time.Duration{from, ex.rn.c.since()})

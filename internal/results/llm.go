@@ -3,6 +3,8 @@ package results
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -625,4 +627,22 @@ type OverheadRow struct {
 	// interval clear of the tolerance in 80 % of runs); absent where a side has no interval.
 	OverheadCI    map[string]*Interval `json:"overhead_ci,omitempty"`
 	DetectablePct map[string]float64   `json:"detectable_pct,omitempty"`
+}
+
+// ErrorCounts says a run's errors by class, sorted: "http_500=5 timeout=2" ("none" for none); the
+// one way every surface prints Run.Errors (never Go's map syntax).
+func ErrorCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
 }

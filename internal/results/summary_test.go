@@ -125,3 +125,13 @@ func TestWriteJSONCompactWhenLarge(t *testing.T) {
 		}
 	}
 }
+
+// Run.Errors print as sorted class=count pairs on every surface, never in Go's map syntax.
+func TestErrorCounts(t *testing.T) {
+	if got := ErrorCounts(map[string]int{"timeout": 2, "http_500": 5}); got != "http_500=5 timeout=2" {
+		t.Errorf("got %q", got)
+	}
+	if got := ErrorCounts(nil); got != "none" {
+		t.Errorf("no errors: %q", got)
+	}
+}

@@ -3,7 +3,6 @@ package term
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -31,7 +30,7 @@ func Load(w io.Writer, l *results.Load) {
 	fmt.Fprintln(w, "(latencies in ms; TTFT from request written to first generated token; ITL per token; cut: ended by the drain bound or a stop)")
 	for i, r := range l.Runs {
 		if len(r.Errors) > 0 {
-			fmt.Fprintf(w, "rung %d errors: %s\n", i+1, formatErrors(r.Errors))
+			fmt.Fprintf(w, "rung %d errors: %s\n", i+1, results.ErrorCounts(r.Errors))
 		}
 		if r.LatencyFrom != "" {
 			fmt.Fprintf(w, "rung %d latencies: %s\n", i+1, r.LatencyFrom)
@@ -86,19 +85,6 @@ func Load(w io.Writer, l *results.Load) {
 	if l.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", l.Error)
 	}
-}
-
-func formatErrors(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
-	}
-	return strings.Join(parts, " ")
 }
 
 func orDefault(s, d string) string {
