@@ -51,7 +51,8 @@ func TestHistoryCommand(t *testing.T) {
 			}
 
 			code, out := cli("runs")
-			if code != 0 || !strings.Contains(out, "run-c") || strings.Index(out, "run-c") > strings.Index(out, "run-a") {
+			// Issue 51: each run names its nodes.
+			if code != 0 || !strings.Contains(out, "run-c") || strings.Index(out, "run-c") > strings.Index(out, "run-a") || !strings.Contains(out, "node-7") {
 				t.Fatalf("runs: exit %d\n%s", code, out)
 			}
 			code, out = cli("trend", "--node", "node-7")

@@ -25,6 +25,7 @@ type RunInfo struct {
 	Status      string    `json:"status"`
 	Complete    bool      `json:"complete"`
 	Hosts       int       `json:"hosts"`
+	Nodes       []string  `json:"nodes"` // the nodes it measured, by name
 }
 
 // Runs lists the newest runs first (at most limit; 0: all), those that measured host when given.
@@ -57,7 +58,32 @@ func (s *Store) Runs(ctx context.Context, host string, limit int) ([]RunInfo, er
 		r.StartedAt, r.Complete = time.UnixMilli(ms).UTC(), complete == 1
 		out = append(out, r)
 	}
-	return out, rs.Err()
+	if err := rs.Err(); err != nil || len(out) == 0 {
+		return out, err
+	}
+	return out, s.runNodes(ctx, out)
+}
+
+// runNodes fills each run's Nodes, in one query.
+func (s *Store) runNodes(ctx context.Context, runs []RunInfo) error {
+	args := make([]any, len(runs))
+	at := map[string]int{}
+	for i, r := range runs {
+		args[i], at[r.ID] = r.ID, i
+	}
+	rs, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, host FROM nodes WHERE run_id IN (?`+strings.Repeat(", ?", len(runs)-1)+`) ORDER BY host`), args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var id, host string
+		if err := rs.Scan(&id, &host); err != nil {
+			return err
+		}
+		runs[at[id]].Nodes = append(runs[at[id]].Nodes, host)
+	}
+	return rs.Err()
 }
 
 // acceptanceOf is the acceptance row of one node or GPU under fp (ok false: none).

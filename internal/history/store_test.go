@@ -427,3 +427,49 @@ func TestPinSaysARunWasNotOK(t *testing.T) {
 		}
 	})
 }
+
+// Issue 55: from three earlier ok (or inconclusive) runs on, a node's and each of its GPUs'
+// acceptance carries those runs' figures, newest first, the run itself left out; a flagged run is
+// not among them; with two there are none (the judge weighs three or more).
+func TestAcceptanceCarriesTheNodesEarlierRuns(t *testing.T) {
+	eachStore(t, func(t *testing.T, h config.History) {
+		st := mustOpen(t, h)
+		t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+		record := func(id string, i int, status results.Status) {
+			s := synth(id, t0.Add(time.Duration(i)*time.Hour), 1, 2, 1, uuidOf)
+			s.Hosts[0].Status = status
+			if _, err := st.Record(ctx, s, "fp", 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		record("r1", 1, results.StatusOK)
+		record("r2", 2, results.StatusInconclusive)
+		cur := synth("rx", t0.Add(9*time.Hour), 1, 2, 1, uuidOf)
+		if acc, _, err := st.Acceptance(ctx, cur, "fp"); err != nil || len(acc) == 0 || acc[0].Earlier != nil {
+			t.Fatalf("two earlier runs: %v %+v", err, acc)
+		}
+		record("r3", 3, results.StatusFlag)
+		record("r4", 4, results.StatusOK)
+		acc, _, err := st.Acceptance(ctx, cur, "fp")
+		if err != nil || len(acc) != 3 {
+			t.Fatalf("%v %+v", err, acc)
+		}
+		for _, a := range acc {
+			var ids []string
+			for _, r := range a.Earlier {
+				ids = append(ids, r.RunID)
+				if len(r.Figures) == 0 {
+					t.Errorf("%s %s: run %s without figures", a.Scope, a.UUID, r.RunID)
+				}
+				for _, f := range r.Figures {
+					if a.Scope == ScopeGPU && f.UUID != a.UUID {
+						t.Errorf("gpu %s: a figure of %s", a.UUID, f.UUID)
+					}
+				}
+			}
+			if strings.Join(ids, ",") != "r4,r2,r1" {
+				t.Errorf("%s %s: earlier runs %v, want r4, r2, r1 (the flagged r3 left out)", a.Scope, a.UUID, ids)
+			}
+		}
+	})
+}
