@@ -59,15 +59,10 @@ func (s *slurmHealth) preflight(ctx context.Context) error {
 		return usageErr("%v", err)
 	}
 	if _, err := (slurm.Exec{Timeout: 10 * time.Second}).Run(ctx, "scontrol", "-o", "show", "node", node); err != nil {
-		return usageErr("--slurm-drain: node %s is not a Slurm node here (scontrol -o show node %s: %v): run gpuvet health --slurm-drain on the node, as slurmd's HealthCheckProgram, Prolog or Epilog (or name it with --slurm-node), or drop --slurm-drain", node, node, firstLine(err.Error()))
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		return usageErr("--slurm-drain: node %s is not a Slurm node here (scontrol -o show node %s: %v): run gpuvet health --slurm-drain on the node, as slurmd's HealthCheckProgram, Prolog or Epilog (or name it with --slurm-node), or drop --slurm-drain", node, node, first)
 	}
 	return nil
-}
-
-// firstLine is s up to its first newline.
-func firstLine(s string) string {
-	first, _, _ := strings.Cut(s, "\n")
-	return first
 }
 
 // act drains or resumes this node after its verdict; an error is exit 1 (the check's own verdict

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -78,7 +77,7 @@ func newHistoryRunsCmd() *cobra.Command {
 			}
 			t := term.NewTable(cmd.OutOrStdout(), "started (UTC)", "run", "status", "backend", "nodes", "plan", "gpuvet")
 			for _, r := range runs {
-				t.Row(r.StartedAt.Format("2006-01-02 15:04"), r.ID, r.Status, r.Backend, nodeNames(r.Nodes, r.Hosts), r.Fingerprint, r.ToolVersion)
+				t.Row(r.StartedAt.Format("2006-01-02 15:04"), r.ID, r.Status, r.Backend, term.Names(r.Nodes, 3), r.Fingerprint, r.ToolVersion)
 			}
 			t.Flush()
 			return nil
@@ -88,18 +87,6 @@ func newHistoryRunsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.node, "node", "", "only runs that measured this node")
 	cmd.Flags().IntVar(&o.limit, "limit", 50, "at most this many runs (0: all)")
 	return cmd
-}
-
-// nodeNames names a run's nodes, the first three and how many more ("node-1, node-2 +6"); the
-// count alone for a run recorded without them.
-func nodeNames(names []string, count int) string {
-	if len(names) == 0 {
-		return strconv.Itoa(count)
-	}
-	if len(names) <= 3 {
-		return strings.Join(names, ", ")
-	}
-	return fmt.Sprintf("%s +%d", strings.Join(names[:3], ", "), len(names)-3)
 }
 
 func newHistoryTrendCmd() *cobra.Command {

@@ -404,11 +404,10 @@ func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 		remove = append(remove, earlier.Outputs...)
 	}
 	for _, name := range remove {
-		p := filepath.Join(dir, name)
 		if !filepath.IsLocal(name) {
 			continue // a hostile summary's "../x" names nothing of this folder
 		}
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.Release()
 			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
 		}

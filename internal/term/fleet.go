@@ -136,7 +136,7 @@ func fleetCaveats(s *results.Summary) []string {
 	}
 	for _, what := range order {
 		if who := by[what]; len(who) > 0 {
-			out = append(out, names(who, fleetMaxNames)+": "+what)
+			out = append(out, Names(who, fleetMaxNames)+": "+what)
 		} else {
 			out = append(out, what)
 		}
@@ -144,8 +144,8 @@ func fleetCaveats(s *results.Summary) []string {
 	return out
 }
 
-// names lists up to n names, then how many more: "a, b, c, d and 996 more".
-func names(all []string, n int) string {
+// Names lists up to n names, then how many more: "a, b, c, d and 996 more".
+func Names(all []string, n int) string {
 	if n <= 0 || len(all) <= n {
 		return strings.Join(all, ", ")
 	}

@@ -212,7 +212,7 @@ func caveatLines(s *results.Summary, maxWho int) []string {
 	var out []string
 	for _, what := range order {
 		f := found[what]
-		who := names(f.gpus, maxWho)
+		who := Names(f.gpus, maxWho)
 		if s.Fleet == nil && len(f.gpus) > 1 { // one host: "gpu 0, 1"
 			who = "gpu " + strings.ReplaceAll(who, "gpu ", "")
 		}
