@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -399,20 +400,32 @@ func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 		}
 		return l, nil, nil
 	}
-	remove := append([]string(nil), outputs...)
-	if earlier != nil {
-		remove = append(remove, earlier.Outputs...)
+	root, err := os.OpenRoot(dir) // no removal may leave the folder, through ".." or a symlink
+	if err != nil {
+		l.Release()
+		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
 	}
-	for _, name := range remove {
-		if !filepath.IsLocal(name) {
-			continue // a hostile summary's "../x" names nothing of this folder
-		}
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	defer root.Close()
+	for _, name := range outputs {
+		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.Release()
 			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
 		}
 	}
-	return l, pruneOutputFolders(dir), nil
+	if earlier != nil {
+		for _, name := range earlier.Outputs {
+			// Only a file of results.OutputFolders: a summary naming "notes.txt" or a path through
+			// a symlink out of the folder names nothing gpuvet wrote.
+			top, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(name)), "/")
+			if !slices.Contains(results.OutputFolders, top) {
+				continue
+			}
+			if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				left = append(left, fmt.Sprintf("%s (not removed: %v)", name, err))
+			}
+		}
+	}
+	return l, append(left, pruneOutputFolders(dir)...), nil
 }
 
 // pruneOutputFolders removes the folders of results.OutputFolders that removing the earlier run's
