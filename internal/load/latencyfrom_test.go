@@ -20,7 +20,7 @@ func longReq(sent, first, end time.Duration, ramp bool) *Record {
 
 // Issue 55: a steady rung whose requests take longer than its window (a slow engine at a constant
 // rate) reports its latencies from the requests that completed in the window, sent during its ramp,
-// and says so; with none completed either, it says why there are none.
+// and says so; with none completed either, it says why there are none. A closed-loop rung does not.
 func TestSteadyRungLatencyFromCompletedRequests(t *testing.T) {
 	spec := rungSpec{Kind: kindConstant, Rate: 1, Steady: true}
 	o := &rungOut{spec: spec, winStart: 30 * time.Second, winEnd: 50 * time.Second, level: &levelOut{}}
@@ -41,6 +41,16 @@ func TestSteadyRungLatencyFromCompletedRequests(t *testing.T) {
 	run = summarize(o, &analysis.SLO{}, 1)
 	if run.TTFT.Count != 0 || !strings.HasPrefix(run.LatencyFrom, "none: no request completed") {
 		t.Fatalf("no request completed: TTFT n=%d, latency from %q", run.TTFT.Count, run.LatencyFrom)
+	}
+	// A closed-loop rung (a throughput probe, aicr's concurrency run, whose TTFT p99 can be gated)
+	// never reads its ramp's burst as its level.
+	closed := &rungOut{spec: rungSpec{Kind: kindThroughput, Concurrency: 8, Steady: true}, winStart: o.winStart, winEnd: o.winEnd, level: &levelOut{}}
+	for i := range 5 {
+		s := time.Duration(i) * time.Second
+		closed.recs = append(closed.recs, longReq(s, s+2*time.Second, s+40*time.Second, true))
+	}
+	if run = summarize(closed, &analysis.SLO{}, 1); run.TTFT.Count != 0 || run.LatencyFrom != "" {
+		t.Fatalf("closed loop: TTFT n=%d, latency from %q", run.TTFT.Count, run.LatencyFrom)
 	}
 	// A rung whose window's own requests completed keeps them, and says nothing.
 	o.recs = []*Record{longReq(31*time.Second, 32*time.Second, 40*time.Second, false)}

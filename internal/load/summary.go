@@ -118,7 +118,9 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		run.Errors = nil
 	}
 	lat := sent
-	if len(sent.ttft) == 0 && o.level != nil {
+	// Open-loop rungs only (the ladder's): a closed-loop run's latencies can be gated (aicr's TTFT p99), and its
+	// ramp is a burst, not the level.
+	if len(sent.ttft) == 0 && o.level != nil && spec.openLoop() {
 		lat, run.LatencyFrom = ramp, noneSent(len(ramp.ttft), ramp.e2e, win)
 	}
 	run.TTFT = metrics.Summarize(lat.ttft)
