@@ -131,6 +131,7 @@ var allowed = graph{
 	"bench/microbench":            {"internal/cuda", "internal/results"},
 	"bench/nodescale":             {"internal/config", "internal/pipeline", "internal/results", "internal/term"},
 	"bench/detection":             {"internal/results"},
+	"bench/repeat":                {"internal/results"},
 	"bench/reportscale":           {"internal/config", "internal/fleet", "internal/fleetview", "internal/fleetview/synth", "internal/judge", "internal/report", "internal/results", "internal/term"},
 	"bench/readfloor":             {"internal/netstamp"},
 	"bench/simspeed":              {"internal/sim"},

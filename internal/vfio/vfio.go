@@ -611,9 +611,10 @@ func pciAddr(s string) bool {
 }
 
 // holderScript names the processes holding a /dev/vfio group open (a VM's qemu): pid and command.
+// One find walks every descriptor: a readlink per descriptor forks thousands of times on a busy
+// host (tens of seconds), long enough for a holder to come and go unseen.
 const holderScript = `g=%s
-for f in /proc/[0-9]*/fd/*; do
-  [ "$(readlink "$f" 2>/dev/null)" = "$g" ] || continue
+find /proc/[0-9]*/fd -maxdepth 1 -lname "$g" 2>/dev/null | while read -r f; do
   p=${f#/proc/}; p=${p%%%%/*}
   echo "pid $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120))"
 done | sort -u`

@@ -121,7 +121,7 @@ func TestReleaseRefusesAttachedGPU(t *testing.T) {
 	p := paths(t, n)
 	f, err := os.Open(filepath.Join(n.Dev(), "vfio", "21"))
 	must(t, err)
-	qemu := exec.Command("sleep", "30")
+	qemu := exec.Command("sleep", "600") // killed at cleanup; outlives any scan
 	qemu.ExtraFiles = []*os.File{f}
 	must(t, qemu.Start())
 	f.Close() // the child holds the group now, alone: the test's own descriptor is not the holder to name
@@ -129,7 +129,7 @@ func TestReleaseRefusesAttachedGPU(t *testing.T) {
 	r := &rec{}
 	_, err = Begin(context.Background(), n, p, map[string]string{"0000:41:00.0": "VM 42 (RUNNING)"}, r, fleet.Object{}, "r1", func(string) {})
 	if err == nil || !strings.Contains(err.Error(), "0000:41:00.0 is attached to VM 42") ||
-		!strings.Contains(err.Error(), "0000:c1:00.0 (IOMMU group 21) is held by") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (sleep 30", qemu.Process.Pid)) {
+		!strings.Contains(err.Error(), "0000:c1:00.0 (IOMMU group 21) is held by") || !strings.Contains(err.Error(), fmt.Sprintf("pid %d (sleep 600", qemu.Process.Pid)) {
 		t.Fatalf("Begin: %v", err)
 	}
 	if len(r.objs) != 0 {
