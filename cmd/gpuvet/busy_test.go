@@ -94,16 +94,16 @@ func TestRunSimSingleSlowGPUIsFlagged(t *testing.T) {
 
 // --floor is checked before anything starts.
 func TestHealthFloorFlag(t *testing.T) {
-	b, err := gpuvet("health", "--sim", "--sim-count", "1", "--floor", "gemm_bf17=0.5").CombinedOutput()
+	b, err := gpuvet("health", "--sim", "--sim-gpus", "1", "--floor", "gemm_bf17=0.5").CombinedOutput()
 	if err == nil || !strings.Contains(string(b), "--floor gemm_bf17: unknown benchmark") {
 		t.Errorf("%v:\n%s", err, b)
 	}
 	// A healthy simulated GPU with a floor above what it measures is flagged for that one only.
-	b, _ = gpuvet("health", "--sim", "--sim-count", "1", "--floor", "gemm_bf16=0.9").CombinedOutput()
+	b, _ = gpuvet("health", "--sim", "--sim-gpus", "1", "--floor", "gemm_bf16=0.9").CombinedOutput()
 	if n := strings.Count(string(b), "[health.datasheet_floor]"); n != 1 || !strings.Contains(string(b), "under its 0.90 floor") {
 		t.Errorf("%d floor flags:\n%s", n, b)
 	}
-	b, _ = gpuvet("health", "--sim", "--sim-count", "1").CombinedOutput()
+	b, _ = gpuvet("health", "--sim", "--sim-gpus", "1").CombinedOutput()
 	if !strings.Contains(string(b), "health status: OK") {
 		t.Errorf("a healthy simulated GPU:\n%s", b)
 	}

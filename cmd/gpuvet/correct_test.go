@@ -35,7 +35,7 @@ func TestRunSimCorruptGPUFails(t *testing.T) {
 func TestHealthSimCorruptGPUFails(t *testing.T) {
 	t.Parallel()
 	out := filepath.Join(t.TempDir(), "health.json")
-	b, err := gpuvet("health", "--sim", "--sim-count", "2", "--sim-corrupt", "0", "--burn", "1500ms", "--out", out).CombinedOutput()
+	b, err := gpuvet("health", "--sim", "--sim-gpus", "2", "--sim-corrupt", "0", "--burn", "1500ms", "--out", out).CombinedOutput()
 	if ee, ok := err.(interface{ ExitCode() int }); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("err %v, want exit 1:\n%s", err, b)
 	}

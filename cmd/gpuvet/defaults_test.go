@@ -20,7 +20,7 @@ func TestHealthAndSimFlagDefaultsAreTheSharedOnes(t *testing.T) {
 		{"health", "min-pcie-gbps", g(hd.MinPCIeGBps)}, {"health", "dcgm-level", strconv.Itoa(hd.DCGMLevel)},
 		{"health", "dcgm-timeout", hd.DCGMTimeout.String()}, {"health", "gemm-variance-pct", g(hd.GEMMVariancePct)},
 		{"health", "pcie-variance-pct", g(hd.PCIeVariancePct)}, {"health", "link-variance-pct", g(hd.LinkVariancePct)},
-		{"health", "sim-gpu", sd.GPU}, {"health", "sim-count", strconv.Itoa(sd.GPUs)}, {"health", "sim-straggler-pct", g(sd.StragglerPct)},
+		{"health", "sim-gpu", sd.GPU}, {"health", "sim-gpus", strconv.Itoa(sd.GPUs)}, {"health", "sim-straggler-pct", g(sd.StragglerPct)},
 		{"run", "sim-gpu", sd.GPU}, {"run", "sim-gpus", strconv.Itoa(sd.GPUs)},
 		{"sim", "straggler-pct", g(sd.StragglerPct)},
 	} {

@@ -51,7 +51,7 @@ func TestRunSimRecoveryActionFailsThatGPU(t *testing.T) {
 // keeps the driver's line; a fault that only flags exits 0 without --fail-on-flag.
 func TestHealthSimDriverFault(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "health.json")
-	code, text := runCLI(t, "health", "--sim", "--sim-count", "4", "--no-bench", "--sim-driver-fault", "2:fallen-off-bus", "--out", out)
+	code, text := runCLI(t, "health", "--sim", "--sim-gpus", "4", "--no-bench", "--sim-driver-fault", "2:fallen-off-bus", "--out", out)
 	if code != 1 || !strings.Contains(text, "health.kernel_log") || !strings.Contains(text, "fell off the bus") {
 		t.Fatalf("exit %d, want 1 naming health.kernel_log:\n%s", code, text)
 	}
@@ -72,7 +72,7 @@ func TestHealthSimDriverFault(t *testing.T) {
 			t.Errorf("gpu %d: %s, want %s", gh.GPU.Index, gh.Status, want)
 		}
 	}
-	code, text = runCLI(t, "health", "--sim", "--sim-count", "2", "--no-bench", "--sim-driver-fault", "1:fabric")
+	code, text = runCLI(t, "health", "--sim", "--sim-gpus", "2", "--no-bench", "--sim-driver-fault", "1:fabric")
 	if code != 0 || !strings.Contains(text, "health.fabric") || !strings.Contains(text, "falls back to PCIe") {
 		t.Errorf("fabric: exit %d, want 0 and a flag:\n%s", code, text)
 	}
@@ -94,8 +94,8 @@ func TestDriverFaultFlagsValidated(t *testing.T) {
 		args []string
 		says string
 	}{
-		{[]string{"health", "--sim", "--sim-count", "4", "--sim-recovery-action", "3:rma"}, "--sim-recovery-action: recovery action \"3:rma\""},
-		{[]string{"health", "--sim", "--sim-count", "2", "--sim-driver-fault", "2:fabric"}, "--sim-driver-fault: driver fault \"2:fabric\": want GPU:KIND with GPU 0–1"},
+		{[]string{"health", "--sim", "--sim-gpus", "4", "--sim-recovery-action", "3:rma"}, "--sim-recovery-action: recovery action \"3:rma\""},
+		{[]string{"health", "--sim", "--sim-gpus", "2", "--sim-driver-fault", "2:fabric"}, "--sim-driver-fault: driver fault \"2:fabric\": want GPU:KIND with GPU 0–1"},
 		{[]string{"health", "--sim-driver-fault", "0:fabric"}, "--sim-recovery-action and --sim-driver-fault need --sim"},
 		{[]string{"run", "--sim", "--out", dir, "--sim-recovery-action", "9:reset"}, "flag:--sim-recovery-action: sim.recovery_action: want"},
 		{[]string{"run", "--sim", "--out", dir, "--sim-driver-fault", "1:xid"}, "flag:--sim-driver-fault: sim.driver_fault: want"},

@@ -43,7 +43,12 @@ func TestExitCodesAgreeAcrossCommands(t *testing.T) {
 		{[]string{"report", "/etc/hostname", "--html", filepath.Join(dir, "r.html")}, 2, "reading the summary"},
 		{[]string{"compare", "/etc/hostname", "/etc/hostname"}, 2, "/etc/hostname"},
 		{[]string{"calibrate", "/etc/hostname"}, 2, "/etc/hostname"},
-		{[]string{"health", "--sim", "--sim-count", "0"}, 2, "--sim-count"},
+		{[]string{"health", "--sim", "--sim-gpus", "0"}, 2, "--sim-gpus"},
+		// Issue 51: health and run name the simulated GPU count alike; the old name still works,
+		// run's did-you-mean points at it, and a bad model names its flag, not a Go slice.
+		{[]string{"health", "--sim", "--sim-count", "0"}, 2, "use --sim-gpus"},
+		{[]string{"run", "--sim", "--sim-count", "2"}, 2, "Did you mean this?\n\t--sim-gpus"},
+		{[]string{"health", "--sim", "--sim-gpu", "2"}, 2, "--sim-gpu: unknown GPU \"2\"; known: A100, "},
 		// Issue 42: a user@ or :port in --hosts is a bad flag, not an unreachable host.
 		{[]string{"run", "--backend", "ssh", "--hosts", "root@10.0.0.1:2222", "--out", filepath.Join(dir, "h")}, 2, "--set ssh.user=root --set ssh.port=2222"},
 		{[]string{"run", "--backend", "ssh", "--hosts", "gpu1,gpu2:22", "--out", filepath.Join(dir, "h2")}, 2, "--set ssh.port=22"},

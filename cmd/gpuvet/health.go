@@ -96,7 +96,11 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.out, "out", "", "write the result as JSON (results.Health) to this file")
 	fl.BoolVar(&f.sim, "sim", false, "use the simulator's virtual GPUs instead of real ones")
 	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "GPU model of the simulated host (a catalog key)")
+	fl.IntVar(&f.simCount, "sim-gpus", sd.GPUs, "number of simulated GPUs")
+	// --sim-count was this flag's name before it took run's: HealthCheckPrograms and CronJobs
+	// written with it keep working, with a word on stderr.
 	fl.IntVar(&f.simCount, "sim-count", sd.GPUs, "number of simulated GPUs")
+	_ = fl.MarkDeprecated("sim-count", "use --sim-gpus, as gpuvet run spells it")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", sd.StragglerPct, "how much slower the straggler is (%)")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
@@ -152,7 +156,7 @@ func (f *healthOptions) Validate() error {
 	case r.MinPCIeGBps < 0 || r.GEMMVariancePct <= 0 || r.GEMMVariancePct >= 100 || r.PCIeVariancePct <= 0 || r.PCIeVariancePct >= 100:
 		return usageErr("--min-pcie-gbps must be ≥ 0 and the variance percentages between 0 and 100")
 	case f.sim && (f.simCount < 1 || f.simCount > 64):
-		return usageErr("--sim-count %d: want 1 to 64", f.simCount)
+		return usageErr("--sim-gpus %d: want 1 to 64", f.simCount)
 	case r.MinLinkRatio < 0 || r.MinLinkRatio > 1 || r.LinkVariancePct <= 0 || r.LinkVariancePct >= 100:
 		return usageErr("--min-link-ratio must be in [0, 1] (0: the datasheet floors) and --link-variance-pct between 0 and 100")
 	case f.simCoTenant != "" && !f.sim:
@@ -313,13 +317,23 @@ func openHealthSource(f *healthOptions) (gpu.Source, health.BenchRunner, error) 
 	return src, r, nil
 }
 
+// simFlagErr names the flag behind a simulated fleet's field error ("gpu: …" is --sim-gpu).
+func simFlagErr(err error) string {
+	for field, flag := range map[string]string{"gpu": "--sim-gpu", "count": "--sim-gpus", "straggler index": "--sim-straggler", "straggler pct": "--sim-straggler-pct"} {
+		if rest, ok := strings.CutPrefix(err.Error(), field+": "); ok {
+			return flag + ": " + rest
+		}
+	}
+	return "--sim: " + err.Error()
+}
+
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
 		Corrupt: f.simCorrupt, Throttle: f.simThrottle, RecoveryAction: f.simRecoveryAction, DriverFault: f.simDriverFault, Catalog: f.opts.Catalog})
 	if err != nil {
-		return nil, nil, usageErr("--sim: %v", err)
+		return nil, nil, usageErr("%v", simFlagErr(err))
 	}
 	f.opts.Links = health.SimLinks{Fleet: fleet}
 	return fleet, health.SimBench{Fleet: fleet}, nil

@@ -19,7 +19,7 @@ func TestHealthSlurmDrainOffACluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, path string }{{"no scontrol", t.TempDir()}, {"no controller", bin}} {
-		cmd := gpuvet("health", "--sim", "--sim-count", "1", "--slurm-drain", "--slurm-node", "n1", "--burn", "1s")
+		cmd := gpuvet("health", "--sim", "--sim-gpus", "1", "--slurm-drain", "--slurm-node", "n1", "--burn", "1s")
 		cmd.Env = append(cmd.Env, "PATH="+c.path)
 		out, err := cmd.CombinedOutput()
 		ee, _ := err.(*exec.ExitError)
@@ -27,7 +27,7 @@ func TestHealthSlurmDrainOffACluster(t *testing.T) {
 			t.Errorf("%s: %v\n%s", c.name, err, out)
 		}
 	}
-	cmd := gpuvet("health", "--sim", "--sim-count", "1", "--slurm-drain", "--slurm-dry-run", "--slurm-node", "n1", "--burn", "1s")
+	cmd := gpuvet("health", "--sim", "--sim-gpus", "1", "--slurm-drain", "--slurm-dry-run", "--slurm-node", "n1", "--burn", "1s")
 	cmd.Env = append(cmd.Env, "PATH="+t.TempDir())
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "dry run: node n1") {
 		t.Errorf("dry run: %v\n%s", err, out)

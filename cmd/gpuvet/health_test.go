@@ -80,7 +80,7 @@ func TestHealthNoDriver(t *testing.T) {
 
 func TestHealthSim(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "sim.json")
-	code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim", "--sim-count", "2", "--sim-straggler", "-1", "--burn", "0s", "--out", out, "--expect-gpus", "2", "--fail-on-flag")
+	code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim", "--sim-gpus", "2", "--sim-straggler", "-1", "--burn", "0s", "--out", out, "--expect-gpus", "2", "--fail-on-flag")
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, text)
 	}
@@ -95,7 +95,7 @@ func TestHealthSim(t *testing.T) {
 		t.Fatalf("json %v: %+v", err, h)
 	}
 	// A 40 % straggler flags on GPU-to-GPU; --fail-on-flag makes that exit 1.
-	code, text = runCLI(t, "health", "--sim", "--sim-count", "2", "--sim-straggler", "1", "--sim-straggler-pct", "40", "--out", "", "--fail-on-flag")
+	code, text = runCLI(t, "health", "--sim", "--sim-gpus", "2", "--sim-straggler", "1", "--sim-straggler-pct", "40", "--out", "", "--fail-on-flag")
 	if code != 1 || !strings.Contains(text, "compare.gpu_to_gpu") {
 		t.Errorf("straggler: exit %d:\n%s", code, text)
 	}
@@ -115,7 +115,7 @@ func TestHealthReadsThePlan(t *testing.T) {
 	health := func(args ...string) (int, string, results.Health) {
 		t.Helper()
 		out := filepath.Join(dir, "h.json")
-		code, text := runCLI(t, append([]string{"health", "--sim", "--sim-count", "2", "--dcgm=false", "--out", out, "--fail-on-flag"}, args...)...)
+		code, text := runCLI(t, append([]string{"health", "--sim", "--sim-gpus", "2", "--dcgm=false", "--out", out, "--fail-on-flag"}, args...)...)
 		var h results.Health
 		b, _ := os.ReadFile(out)
 		_ = json.Unmarshal(b, &h)

@@ -8,7 +8,7 @@ import (
 // TestHealthSimLinkFault: a degraded link on a virtual GPU is flagged, and --fail-on-flag exits 1.
 func TestHealthSimLinkFault(t *testing.T) {
 	defer runCLI(t, "health", "--sim=false", "--sim-link-fault", "", "--fail-on-flag=false")
-	code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim", "--sim-count", "2", "--sim-straggler", "-1", "--burn", "0s",
+	code, text := runCLI(t, "health", "--nvidia-smi-xml", "", "--sim", "--sim-gpus", "2", "--sim-straggler", "-1", "--burn", "0s",
 		"--out", "", "--expect-gpus", "2", "--sim-link-fault", "1:slow", "--fail-on-flag")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, text)
@@ -19,7 +19,7 @@ func TestHealthSimLinkFault(t *testing.T) {
 		}
 	}
 	// A link down fails the GPU even without --fail-on-flag.
-	code, text = runCLI(t, "health", "--sim", "--sim-count", "2", "--sim-link-fault", "0", "--fail-on-flag=false")
+	code, text = runCLI(t, "health", "--sim", "--sim-gpus", "2", "--sim-link-fault", "0", "--fail-on-flag=false")
 	if code != 1 || !strings.Contains(text, "health.nvlink_down") || !strings.Contains(text, "NV16") {
 		t.Errorf("link down: exit %d:\n%s", code, text)
 	}
@@ -41,8 +41,8 @@ func TestHealthLinkCaptures(t *testing.T) {
 
 func TestHealthInterconnectFlagsChecked(t *testing.T) {
 	for _, args := range [][]string{
-		{"health", "--sim", "--sim-count", "2", "--sim-link-fault", "5"},
-		{"health", "--sim", "--sim-count", "2", "--sim-link-fault", "0:flaky"},
+		{"health", "--sim", "--sim-gpus", "2", "--sim-link-fault", "5"},
+		{"health", "--sim", "--sim-gpus", "2", "--sim-link-fault", "0:flaky"},
 		{"health", "--sim=false", "--sim-link-fault", "", "--nvidia-smi-xml", "", "--nvidia-smi-topo", "testdata/h200x2-topo.txt"},
 		{"health", "--sim", "--nvidia-smi-topo", "", "--min-link-ratio", "1.5"},
 	} {

@@ -74,11 +74,18 @@ func version() string {
 	return "dev"
 }
 
+// renamedFlags are flags one command spells as another did: edit distance would point elsewhere
+// (run's --sim-count is nearest to --gpu-count, a real-GPU flag).
+var renamedFlags = map[string]string{"sim-count": "sim-gpus"}
+
 // withFlagHint adds "did you mean --x?" to an unknown-flag error, as kubectl does for commands.
 func withFlagHint(cmd *cobra.Command, err error) error {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return err
+	}
+	if to, ok := renamedFlags[name]; ok && cmd.Flags().Lookup(to) != nil {
+		return fmt.Errorf("%v\n\nDid you mean this?\n\t--%s", err, to)
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })

@@ -48,7 +48,7 @@ func TestOutputPathsNeverReplaceWhatTheyMayNot(t *testing.T) {
 			}
 		}
 		if what != "its own input" {
-			if code := execute([]string{"health", "--sim", "--sim-count", "1", "--dcgm=false", "--out", path}); code != exitBadUsage {
+			if code := execute([]string{"health", "--sim", "--sim-gpus", "1", "--dcgm=false", "--out", path}); code != exitBadUsage {
 				t.Errorf("health --out %s: exit %d, want %d", what, code, exitBadUsage)
 			}
 		}

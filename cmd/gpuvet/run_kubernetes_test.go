@@ -99,7 +99,7 @@ func TestRunKubernetesBadInputExit2(t *testing.T) {
 // in-pod prints the subcommand's result between markers, where the CLI reads it back.
 func TestInPodEmitsResult(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "health.json")
-	stdout, stderr, code := asGpuvet(t, "in-pod", "--emit", f, "--", "health", "--sim", "--sim-count", "2", "--dcgm=false", "--out", f)
+	stdout, stderr, code := asGpuvet(t, "in-pod", "--emit", f, "--", "health", "--sim", "--sim-gpus", "2", "--dcgm=false", "--out", f)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -111,7 +111,7 @@ func TestInPodEmitsResult(t *testing.T) {
 	if err := json.Unmarshal(b, &h); err != nil || len(h.GPUs) != 2 || h.Source != "sim" {
 		t.Errorf("health from the log: %v, %d GPUs, source %q", err, len(h.GPUs), h.Source)
 	}
-	if _, _, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-count", "1", "--dcgm=false"); code != exitFailed {
+	if _, _, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-gpus", "1", "--dcgm=false"); code != exitFailed {
 		t.Errorf("no result file: exit %d, want 1", code)
 	}
 }

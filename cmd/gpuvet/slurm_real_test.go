@@ -399,7 +399,7 @@ func TestRealSlurmHealthCheckProgram(t *testing.T) {
 	check := func(args string) {
 		// slurmd gives the program a bare environment: what gpuvet needs is set here.
 		sh := "#!/bin/sh\nexport GPUVET_TEST_AS_GPUVET=1 GPUVET_STATE_DIR=" + l.state + " SLURM_CONF=" + os.Getenv("SLURM_CONF") + " PATH=/usr/bin:/bin:/usr/sbin:/sbin\n" +
-			"exec " + self + " health --sim --sim-count 8 --timeout 40s --slurm-drain " + args + " >> " + filepath.Join(l.dir, "health.log") + " 2>&1\n"
+			"exec " + self + " health --sim --sim-gpus 8 --timeout 40s --slurm-drain " + args + " >> " + filepath.Join(l.dir, "health.log") + " 2>&1\n"
 		tmp := hook + ".tmp"
 		if err := os.WriteFile(tmp, []byte(sh), 0o755); err != nil {
 			t.Fatal(err)

@@ -99,41 +99,41 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"unknown key", "load:\n  max_concurency: 3\n", nil, nil, []string{"bad.yaml:2", "load.max_concurency", "unknown key", "max_concurrency"}},
 		{"wrong type", "load:\n  max_concurrency: lots\n", nil, nil, []string{"bad.yaml:2", "load.max_concurrency", "want an integer"}},
 		{"list wanted", "models: Qwen/Qwen3-8B\n", nil, nil, []string{"bad.yaml:1", "models", "want a list"}},
-		{"impossible value", "load:\n  max_concurrency: 0\n", nil, nil, []string{"config:", "bad.yaml", "load.max_concurrency", "want ≥ 1"}},
+		{"impossible value", "load:\n  max_concurrency: 0\n", nil, nil, []string{"bad.yaml:", "load.max_concurrency", "want ≥ 1"}},
 		{"bad enum", "backend: cloud\n", nil, nil, []string{"bad.yaml", "backend", "local, endpoint, sim, kubernetes, ssh, opennebula or slurm"}},
 		{"bad duration", "load:\n  max_duration: 20\n", nil, nil, []string{"bad.yaml:2", "load.max_duration", "duration"}},
 		{"not yaml", "load: [\n", nil, nil, []string{"bad.yaml", "not valid YAML"}},
-		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"flag:--set", "load.nope", "allowed here"}},
+		{"set unknown", "", []string{"load.nope=3"}, nil, []string{"--set load.nope", "allowed here"}},
 		{"set no equals", "", []string{"load.rates"}, nil, []string{"--set", "want key=value"}},
-		{"set impossible", "", []string{"engine.gpu_memory_utilization=1.5"}, nil, []string{"flag:--set", "engine.gpu_memory_utilization", "(0, 1]"}},
+		{"set impossible", "", []string{"engine.gpu_memory_utilization=1.5"}, nil, []string{"--set engine.gpu_memory_utilization", "(0, 1]"}},
 		{"env wrong type", "", nil, []string{"GPUVET_LOAD_RATES=x"}, []string{"GPUVET_LOAD_RATES", "want an integer"}},
 		{"generic needs port", "engine:\n  kind: generic\n  command: srv --model {model}\n", nil, nil, []string{"bad.yaml", "engine.command", "{port}"}},
 		{"accelerator bad", "accelerators:\n  H200:\n    load:\n      rates: 0\n", nil, nil, []string{"bad.yaml", "accelerators.H200", "load.rates", "1..100"}},
 		{"context too long", "load:\n  prompt_tokens: 2000\n", nil, nil, []string{"load.output_tokens", "max_model_len"}},
 		{"model_cache scalar", "model_cache: 3\n", nil, nil, []string{"bad.yaml:1", "model_cache", "want off, or a map with keys access_mode, dir, endpoint, offline, size", `got "3"`}},
-		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"flag:--set", "model_cache", "want off"}},
+		{"model_cache set scalar", "", []string{"model_cache=on"}, nil, []string{"--set model_cache", "want off"}},
 		{"sim link fault", "sim:\n  gpus: 2\n  link_fault: 2:down\n", nil, nil, []string{"bad.yaml", "sim.link_fault", "GPU 0..1"}},
-		{"sim link fault kind", "", []string{"sim.link_fault=1:flaky"}, nil, []string{"flag:--set", "sim.link_fault", "down|slow|errors"}},
+		{"sim link fault kind", "", []string{"sim.link_fault=1:flaky"}, nil, []string{"--set sim.link_fault", "down|slow|errors"}},
 		{"sim cotenant", "sim:\n  gpus: 2\n  cotenant: 2:5s\n", nil, nil, []string{"bad.yaml", "sim.cotenant", "GPU 0..1"}},
 		{"sim corrupt", "sim:\n  gpus: 2\n  corrupt: 2\n", nil, nil, []string{"bad.yaml", "sim.corrupt", "0..1"}},
 		{"sim throttle reason", "sim:\n  gpus: 2\n  throttle: 1:too_hot\n", nil, nil, []string{"bad.yaml", "sim.throttle", "hw_power_brake_slowdown"}},
 		{"sim engine fault kind", "sim:\n  gpus: 2\n  engine_fault: 1:crash\n", nil, nil, []string{"bad.yaml", "sim.engine_fault", "short, cut, traceback or exit"}},
 		{"sim engine fault gpu", "sim:\n  gpus: 2\n  engine_fault: 2:short\n", nil, nil, []string{"sim.engine_fault", "GPU 0..1"}},
 		{"sim recovery action kind", "sim:\n  gpus: 4\n  recovery_action: 3:rma\n", nil, nil, []string{"bad.yaml", "sim.recovery_action", "reset, reboot, drain-p2p or drain-and-reset"}},
-		{"sim recovery action gpu", "", []string{"sim.gpus=4", "sim.recovery_action=4:reset"}, nil, []string{"flag:--set", "sim.recovery_action", "GPU 0..3"}},
+		{"sim recovery action gpu", "", []string{"sim.gpus=4", "sim.recovery_action=4:reset"}, nil, []string{"--set sim.recovery_action", "GPU 0..3"}},
 		{"sim driver fault kind", "sim:\n  gpus: 2\n  driver_fault: 1:xid\n", nil, nil, []string{"bad.yaml", "sim.driver_fault", "fallen-off-bus"}},
 		{"sim driver fault gpu", "sim:\n  gpus: 2\n  driver_fault: 2:fabric\n", nil, nil, []string{"sim.driver_fault", "GPU 0..1"}},
 		{"reference floor name", "reference_floors:\n  NVIDIA H200: {gemm_bf17: 0.6}\n", nil, nil, []string{"bad.yaml", "gemm_bf17", "unknown benchmark", "gemm_bf16"}},
-		{"reference floor value", "", []string{"reference_floors.NVIDIA H200.hbm_d2d=7"}, nil, []string{"flag:--set", "hbm_d2d", "between 0 and 1.5"}},
-		{"hub mirror not a URL", "", []string{"model_cache.endpoint=hf-mirror.local"}, nil, []string{"flag:--set", "model_cache.endpoint", "http(s) URL"}},
-		{"hub mirror with credentials", "", nil, []string{"GPUVET_MODEL_CACHE_ENDPOINT=https://bob:s3cret@mirror.local"}, []string{"env:GPUVET_MODEL_CACHE_ENDPOINT", "model_cache.endpoint", "HF_TOKEN"}},
-		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"env:GPUVET_MODEL_CACHE", "model_cache", "want off"}},
-		{"history password in url", "", []string{"history.url=postgres://gv:hunter2@db:5432/gpuvet"}, nil, []string{"flag:--set", "history.url", "history.password_env"}},
-		{"history password in query", "", []string{"history.url=postgres://gv@db/gpuvet?password=hunter2"}, nil, []string{"flag:--set", "history.url", "password"}},
+		{"reference floor value", "", []string{"reference_floors.NVIDIA H200.hbm_d2d=7"}, nil, []string{"--set reference_floors", "hbm_d2d", "between 0 and 1.5"}},
+		{"hub mirror not a URL", "", []string{"model_cache.endpoint=hf-mirror.local"}, nil, []string{"--set model_cache.endpoint", "http(s) URL"}},
+		{"hub mirror with credentials", "", nil, []string{"GPUVET_MODEL_CACHE_ENDPOINT=https://bob:s3cret@mirror.local"}, []string{"GPUVET_MODEL_CACHE_ENDPOINT: ", "model_cache.endpoint", "HF_TOKEN"}},
+		{"model_cache env scalar", "", nil, []string{"GPUVET_MODEL_CACHE=/data"}, []string{"GPUVET_MODEL_CACHE: ", "model_cache", "want off"}},
+		{"history password in url", "", []string{"history.url=postgres://gv:hunter2@db:5432/gpuvet"}, nil, []string{"--set history.url", "history.password_env"}},
+		{"history password in query", "", []string{"history.url=postgres://gv@db/gpuvet?password=hunter2"}, nil, []string{"--set history.url", "password"}},
 		{"history scheme", "history:\n  url: mysql://db/gpuvet\n", nil, nil, []string{"bad.yaml", "history.url", "sqlite:///path/history.db"}},
-		{"history drift", "", nil, []string{"GPUVET_HISTORY_DRIFT_PCT=0"}, []string{"env:GPUVET_HISTORY_DRIFT_PCT", "history.drift_pct", "(0, 100)"}},
-		{"sim node slowdown", "", []string{"sim.node_slowdown_pct=100"}, nil, []string{"flag:--set", "sim.node_slowdown_pct", "0..100"}},
-		{"sim engine drift", "", []string{"sim.engine_drift_pct=-1"}, nil, []string{"flag:--set", "sim.engine_drift_pct", "0..100"}},
+		{"history drift", "", nil, []string{"GPUVET_HISTORY_DRIFT_PCT=0"}, []string{"GPUVET_HISTORY_DRIFT_PCT: ", "history.drift_pct", "(0, 100)"}},
+		{"sim node slowdown", "", []string{"sim.node_slowdown_pct=100"}, nil, []string{"--set sim.node_slowdown_pct", "0..100"}},
+		{"sim engine drift", "", []string{"sim.engine_drift_pct=-1"}, nil, []string{"--set sim.engine_drift_pct", "0..100"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 func TestUnknownEnvIsAnErrorWithTheClosestKey(t *testing.T) {
 	_, err := Load(Options{Environ: []string{"GPUVET_LOAD_MAX_CONCURENCY=3", "GPUVET_CHROMIUM=/usr/bin/chromium"}})
 	var ce *Error
-	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "env:GPUVET_LOAD_MAX_CONCURENCY") ||
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "GPUVET_LOAD_MAX_CONCURENCY: not a config key") ||
 		!strings.Contains(err.Error(), "did you mean GPUVET_LOAD_MAX_CONCURRENCY (load.max_concurrency)") {
 		t.Errorf("err = %v", err)
 	}
@@ -492,5 +492,23 @@ func TestDocsExampleIsCompleteAndTrue(t *testing.T) {
 		if l.Source != "config:"+f && l.Value != "{}" {
 			t.Errorf("key %s is not in the documented example", l.Path)
 		}
+	}
+}
+
+// An error names where the value came from once, as the user wrote it, and never echoes a huge
+// value whole (issue 51: "config: config:bad.yaml", "flag:--set:1:", a 100 KB value repeated).
+func TestErrorSaysWhereOnceAndClipsValues(t *testing.T) {
+	huge := strings.Repeat("x", 100000)
+	_, err := Load(Options{Sets: []string{"load.rates=" + huge}})
+	if err == nil || len(err.Error()) > 300 || !strings.Contains(err.Error(), "(100000 bytes)") ||
+		!strings.HasPrefix(err.Error(), "--set load.rates: want an integer") {
+		t.Errorf("huge --set: %.400v", err)
+	}
+	f := write(t, "bad.yaml", "load: [\n")
+	if _, err := Load(Options{Files: []string{f}}); err == nil || strings.Contains(err.Error(), "config:") || !strings.HasPrefix(err.Error(), f+": not valid YAML") {
+		t.Errorf("bad file: %v", err)
+	}
+	if _, err := Load(Options{Environ: []string{"GPUVET_LOAD_RATES=x"}}); err == nil || !strings.HasPrefix(err.Error(), "GPUVET_LOAD_RATES: load.rates: want an integer") {
+		t.Errorf("bad env: %v", err)
 	}
 }

@@ -49,7 +49,7 @@ func TestKubernetesBadValues(t *testing.T) {
 		want []string
 	}{
 		{sets: []string{"backend=kubernetes"}, want: []string{"kubernetes.image", "--image", "ko build"}},
-		{env: []string{"GPUVET_MODEL_CACHE_SIZE=100 GB"}, want: []string{"env:GPUVET_MODEL_CACHE_SIZE", "model_cache.size", "100Gi, or off"}},
+		{env: []string{"GPUVET_MODEL_CACHE_SIZE=100 GB"}, want: []string{"GPUVET_MODEL_CACHE_SIZE: model_cache.size", "100Gi, or off"}},
 		{sets: []string{"model_cache.access_mode=RWX"}, want: []string{"model_cache.access_mode", "ReadWriteOnce or ReadWriteMany", `"RWX"`}},
 		{sets: []string{"kubernetes.nodes=-1"}, want: []string{"kubernetes.nodes", "positive count"}},
 		{env: []string{"GPUVET_KUBERNETES_PARALLEL_NODES=0"}, want: []string{"GPUVET_KUBERNETES_PARALLEL_NODES", "kubernetes.parallel_nodes", "≥ 1"}},

@@ -3,9 +3,11 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -23,15 +25,59 @@ type Error struct {
 	Msg    string
 }
 
+// Error reads as the user wrote it: "a.yaml:3: load.rates: …", "--set load.rates: …",
+// "GPUVET_LOAD_RATES: …"; a long value the message quotes is cut, never echoed whole.
 func (e *Error) Error() string {
-	loc := e.Source
-	if e.Line > 0 {
+	loc, flag, ownLine := e.Source, false, true
+	for _, p := range []string{"config:", "env:", "flag:", "flag "} {
+		if rest, ok := strings.CutPrefix(loc, p); ok {
+			// A flag's or variable's "line" is the value's own: never a line of a file.
+			loc, flag, ownLine = rest, strings.HasPrefix(p, "flag"), p == "config:"
+		}
+	}
+	if rest, ok := strings.CutPrefix(loc, "recipe:"); ok {
+		loc = "recipe " + rest
+	}
+	if e.Line > 0 && ownLine {
 		loc += ":" + strconv.Itoa(e.Line)
 	}
-	if e.Path == "" {
-		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	msg := clipQuoted(e.Msg)
+	switch {
+	case e.Path == "":
+		return fmt.Sprintf("%s: %s", loc, msg)
+	case flag:
+		return fmt.Sprintf("%s %s: %s", loc, clip(e.Path), msg)
 	}
-	return fmt.Sprintf("%s: %s: %s", loc, e.Path, e.Msg)
+	return fmt.Sprintf("%s: %s: %s", loc, clip(e.Path), msg)
+}
+
+// maxEcho is how much of a value or key an error repeats: enough to recognise it.
+const maxEcho = 60
+
+// quotedRe matches a Go-quoted string (%q) in a message.
+var quotedRe = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// clipQuoted cuts every quoted value in msg longer than maxEcho, saying how long it was.
+func clipQuoted(msg string) string {
+	return quotedRe.ReplaceAllStringFunc(msg, func(q string) string {
+		s, err := strconv.Unquote(q)
+		if err != nil || len(s) <= maxEcho {
+			return q
+		}
+		return fmt.Sprintf("%q (%d bytes)", clip(s), len(s))
+	})
+}
+
+// clip keeps the first maxEcho bytes of s (on a rune boundary) and marks the cut.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 var (

@@ -98,7 +98,7 @@ const ambientC = 30.0
 func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 	if !ok {
-		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %v (or add it with a catalog file)", cfg.GPU, cfg.Catalog.GPUKeys())
+		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(cfg.Catalog.GPUKeys(), ", "))
 	}
 	if cfg.Count < 1 || cfg.Count > 1024 {
 		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
