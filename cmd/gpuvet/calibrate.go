@@ -1,6 +1,10 @@
 package main
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/judge"
@@ -67,6 +71,9 @@ func (c *calibrateOptions) Validate() error {
 		if why := judge.NotOK(s); why != "" && len(c.gpus) == 0 {
 			return usageErr("calibrate: %s: %s: calibrate learns only from healthy runs (a straggler it learned from would pass from then on); give ok runs, or name the GPUs to learn from with --gpus", label, why)
 		}
+		if err := gpusIn(label, s, c.gpus); err != nil {
+			return err
+		}
 		c.runs = append(c.runs, judge.CalibRun{Label: label, Summary: s, GPUs: c.gpus})
 		c.labels = append(c.labels, label)
 	}
@@ -93,5 +100,62 @@ func (c *calibrateOptions) Run(cmd *cobra.Command) error {
 	if err := judge.WriteMarginYAML(cmd.OutOrStdout(), c.runs); err != nil {
 		return failedErr("%v", err)
 	}
+	if !learned(entries, floors, c.runs) {
+		return usageErr("calibrate: learned nothing: every GPU these runs offer was left out (the reasons are above); give runs that ended ok, or name ok GPUs with --gpus")
+	}
 	return nil
+}
+
+// gpusIn checks that every GPU --gpus names is one of the run's: naming GPU 7 of a 2-GPU run is a
+// typo, not a choice to learn nothing.
+func gpusIn(label string, s *results.Summary, gpus []int) error {
+	var have []int
+	add := func(i int) {
+		if !slices.Contains(have, i) {
+			have = append(have, i)
+		}
+	}
+	for _, h := range s.Hosts {
+		for _, g := range h.GPUs {
+			add(g.Index)
+		}
+		for _, m := range h.Models {
+			for _, ep := range m.Endpoints {
+				for _, i := range ep.GPUs {
+					add(i)
+				}
+			}
+		}
+	}
+	slices.Sort(have)
+	for _, g := range gpus {
+		if !slices.Contains(have, g) {
+			return usageErr("calibrate --gpus %d: %s has no GPU %d (its GPUs: %s)", g, label, g, joinInts(have))
+		}
+	}
+	return nil
+}
+
+// learned says whether any table got a value: otherwise the output is comments only.
+func learned(entries []judge.CalibEntry, floors []judge.FloorEntry, runs []judge.CalibRun) bool {
+	for _, e := range entries {
+		if e.TTFTP95Ms != nil || e.MinReqS != nil || e.ITLP95Ms != nil {
+			return true
+		}
+	}
+	for _, f := range floors {
+		if len(f.Floors) > 0 {
+			return true
+		}
+	}
+	_, ok := judge.CalibrateMargin(runs)
+	return ok
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
 }

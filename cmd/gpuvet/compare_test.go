@@ -120,4 +120,17 @@ func TestCalibrateCommand(t *testing.T) {
 	if code, out = runJudgeCLI(t, "calibrate", "--gpus", "0", r1, flagged); code != 0 || !strings.Contains(out, "reference:") {
 		t.Errorf("--gpus 0: exit %d\n%s", code, out)
 	}
+	// Issue 51: following the advice with a GPU the run lacks, or only a flagged one, learned
+	// nothing and printed empty tables with exit 0.
+	stdout.Reset()
+	stderr.Reset()
+	if code = executeTo([]string{"calibrate", "--gpus", "7", flagged}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "has no GPU 7 (its GPUs: 0, 1)") {
+		t.Errorf("--gpus 7: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code = executeTo([]string{"calibrate", "--gpus", "1", flagged}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "learned nothing") ||
+		!strings.Contains(stdout.String(), "gpu 0 left out: not among the GPUs named") {
+		t.Errorf("--gpus 1 (the flagged GPU only): exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
 }
