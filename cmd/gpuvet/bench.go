@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -165,6 +166,9 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	defer softMemoryLimit(load.Streams(o))()
 	res, runErr := load.Run(ctx, o)
 	if res == nil {
+		if errors.Is(runErr, load.ErrNotServing) {
+			return usageErr("%v", runErr) // nothing measured: it could not start, as an unreachable endpoint
+		}
 		return failedErr("%v", runErr)
 	}
 	gvterm.Load(cmd.OutOrStdout(), res)

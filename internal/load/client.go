@@ -242,15 +242,29 @@ func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 		if give != "" {
 			c.dropped = append(c.dropped, give)
 		}
+		t0 := time.Now()
 		rec := c.probe(ctx, p)
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s did not answer the first streamed request (%s): %w", results.RedactURLs(c.endpoint), orDefault(rec.Detail, "no answer"), context.Cause(ctx))
+			return fmt.Errorf("%w: %s sent no token of the first streamed request in %s (%d tries; %s): the server takes requests but does not generate: check its log",
+				ErrNotServing, results.RedactURLs(c.endpoint), time.Since(t0).Round(100*time.Millisecond), probeTries, setupWhat(rec))
 		}
 		if rec.Error != "http_400" {
 			return nil // other failures are the load's to count, not a reason to give anything up
 		}
 	}
-	return fmt.Errorf("%s answers HTTP 400 even to a plain streamed request: %s", results.RedactURLs(c.endpoint), "check --api (chat or completions) and --model")
+	return fmt.Errorf("%w: %s answers HTTP 400 even to a plain streamed request: %s", ErrNotServing, results.RedactURLs(c.endpoint), "check --api (chat or completions) and --model")
+}
+
+// ErrNotServing marks a failure of the load's setup: the endpoint answered no request the load
+// needs before it starts (prompt sizing, the first streamed request), so nothing was measured.
+var ErrNotServing = errors.New("the endpoint served no request before the load")
+
+// setupWhat says how the last setup request ended when it was more than the bound running out.
+func setupWhat(rec *Record) string {
+	if rec.Detail != "" && !strings.Contains(rec.Detail, errSetup.Error()) {
+		return "the last: " + rec.Detail
+	}
+	return "the last still waiting for its first token"
 }
 
 // probeTries is how many times the negotiation's request is sent before a server that does not
@@ -611,7 +625,7 @@ func (c *client) fail(rec *Record, class, detail string) {
 // incomplete, with the reason).
 var (
 	errDrained = errors.New("cut by the rung's drain bound")
-	errSetup   = errors.New("the setup bound (the drain bound) ran out")
+	errSetup   = errors.New("the setup's bound (load.drain) ran out")
 )
 
 // failCtx classifies an error that may come from a context: our own deadlines are timeouts, a

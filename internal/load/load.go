@@ -466,7 +466,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	src, counts, err := prompts(setup, cfg, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
 		&usageCounter{url: apiURL(o.URL, path), model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
 	}
 	l.TokenCounts = counts
 
