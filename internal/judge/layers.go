@@ -167,6 +167,10 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		add(f.Layer, st, f.Check, f.Reason, f.Action)
 	}
 	switch {
+	case ep.Status == results.StatusInterrupted:
+		// Stopped by the operator or a signal: no layer broke, and nothing it left undecided
+		// says anything of one; the run's interruption is said once, by the run.
+		return out
 	case ep.Disruption != "":
 		add(results.LayerInfra, results.StatusInconclusive, "judge.disruption", ep.Disruption+": not the hardware's: run again", results.ActionRerun)
 	default:

@@ -94,3 +94,25 @@ func TestEngineBoundGateIsTheEngines(t *testing.T) {
 		}
 	}
 }
+
+// Issue 51: a run stopped with Ctrl-C is no layer's failure. Its endpoints were "the engine did
+// not serve: load: interrupted (context canceled)" (engine failed) and their cut rungs the
+// client's to rerun; now the interruption is said once, by the run.
+func TestInterruptedEndpointIsNoLayersFinding(t *testing.T) {
+	s := summary(healthy(), healthy())
+	s.Error = "interrupted (interrupt signal received): stopped while running m on gpu 0, m on gpu 1; results are partial"
+	for i := range s.Hosts[0].Models[0].Endpoints {
+		ep := &s.Hosts[0].Models[0].Endpoints[i]
+		ep.Status, ep.Error = results.StatusInterrupted, "load: interrupted (interrupt signal received)"
+		ep.Load.Interrupted = true
+	}
+	Apply(s, DefaultConfig())
+	for _, f := range s.Findings {
+		if f.Layer == results.LayerEngine || f.Layer == results.LayerClient || results.GPULayer(f.Layer) {
+			t.Errorf("a finding of a layer from an interruption: %+v", f)
+		}
+	}
+	if s.Layers[results.LayerEngine] != "" || s.Layers[results.LayerClient] != "" {
+		t.Errorf("layers %v: an interruption is not the engine's or the client's", s.Layers)
+	}
+}

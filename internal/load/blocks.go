@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/metrics"
@@ -208,9 +209,20 @@ func pooledSizing(blocks []syncBlock, minSamples int) *results.RungSizing {
 	z.Cut = z.Completed < minSamples
 	z.Reason = fmt.Sprintf("ran in %d blocks spread over the load (before the probes, before the ladder, after it) until %d requests completed (compare.min_samples %d)",
 		len(blocks), z.Completed, minSamples)
-	if z.Cut {
+	switch {
+	case z.Cut && blockEndedBy(blocks, EndedByInterrupted):
+		z.Reason = fmt.Sprintf("interrupted in its %d blocks with %d of %d requests completed", len(blocks), z.Completed, minSamples)
+	case z.Cut && blockEndedBy(blocks, EndedByErrors):
+		z.Reason = fmt.Sprintf("stopped by its errors in %d blocks with %d of the %d completed requests compare.min_samples asks for", len(blocks), z.Completed, minSamples)
+	case z.Cut:
 		z.Reason = fmt.Sprintf("cut by load.max_rung_duration in %d blocks with %d of the %d completed requests compare.min_samples asks for: its latency figures are inconclusive; raise load.max_rung_duration, or shorten load.output_tokens",
 			len(blocks), z.Completed, minSamples)
 	}
 	return &z
+}
+
+// blockEndedBy reports whether a block was ended by bound: the pooled rung's cut is then that, not the
+// rung's cap.
+func blockEndedBy(blocks []syncBlock, bound string) bool {
+	return slices.ContainsFunc(blocks, func(b syncBlock) bool { return b.run.EndedBy == bound })
 }

@@ -293,7 +293,7 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		if ctx.Err() != nil {
 			ep.Status = results.StatusInterrupted
-			msg = phase + ": interrupted (" + ctx.Err().Error() + ")"
+			msg = phase + ": interrupted (" + context.Cause(ctx).Error() + ")" // "interrupt signal received"
 		}
 		if ep.Error == "" {
 			ep.Error = msg

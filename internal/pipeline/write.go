@@ -160,7 +160,7 @@ func (r *run) finish(ctx context.Context) {
 	r.sum.FinishedAt = time.Now().UTC()
 	r.sum.Timing.TotalSeconds = r.sum.FinishedAt.Sub(r.sum.StartedAt).Seconds()
 	if ctx.Err() != nil {
-		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+ctx.Err().Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
+		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+context.Cause(ctx).Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
 		r.sum.Status = results.StatusInterrupted
 	} else {
 		r.sum.Complete = true

@@ -308,3 +308,34 @@ func TestHTMLRealBaseline(t *testing.T) {
 		t.Error("the judge's per-environment note is not shown")
 	}
 }
+
+// Issue 51: a plain Ctrl-C read "The run itself broke somewhere" and "Nothing was judged".
+func TestHTMLInterrupted(t *testing.T) {
+	s := readSample(t)
+	s.Status, s.Complete = results.StatusInterrupted, false
+	s.Error = "interrupted (interrupt signal received): stopped while running m on gpu 0; results are partial"
+	out := render(t, s)
+	for _, want := range []string{"The run was stopped before it finished", "The run was stopped (Ctrl-C or a signal) before it finished: run it again"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("interrupted report lacks %q", want)
+		}
+	}
+	for _, bad := range []string{"broke somewhere", "Nothing was judged", "context canceled"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("interrupted report says %q", bad)
+		}
+	}
+}
+
+// Issue 51: "18 flags raised" hid that all 18 were one GPU's.
+func TestHeadlineSaysWhatTheFlagsAreOn(t *testing.T) {
+	p := &page{Flags: []flagView{{Subject: "gpu 2"}, {Subject: "gpu 2"}, {Subject: "gpu 2"}}, FlagCount: 3}
+	if got := flagSubjects(p); got != ", all on gpu 2" {
+		t.Errorf("one subject: %q", got)
+	}
+	p.MoreFlags = []flagView{{Subject: "gpu 0"}}
+	p.FlagCount = 4
+	if got := flagSubjects(p); got != " on 2 subjects (gpu 2; gpu 0)" {
+		t.Errorf("two subjects: %q", got)
+	}
+}

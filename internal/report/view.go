@@ -409,11 +409,34 @@ func headline(s *results.Summary, p *page) string {
 	case results.StatusInconclusive:
 		return "Nothing was flagged, but not every gate could decide: " + what + ". The caveats say which and how to get figures that decide (more samples, a less loaded client): that is not a pass."
 	case results.StatusFlag:
-		return fmt.Sprintf("%d flag%s raised: %s. The hardware serves, but not everything is as it should be.", p.FlagCount, plural(p.FlagCount), what)
+		return fmt.Sprintf("%d flag%s raised%s: %s. The hardware serves, but not everything is as it should be.", p.FlagCount, plural(p.FlagCount), flagSubjects(p), what)
 	case results.StatusFailed:
 		return fmt.Sprintf("The run failed: %s. What was measured is shown below.", what)
+	case results.StatusInterrupted:
+		return fmt.Sprintf("The run was stopped before it finished: %s. What was measured until then is shown below.", what)
 	}
 	return "Nothing was judged: " + what + "."
+}
+
+// flagSubjects says what the flags are on, so that 18 flags of one GPU do not read as 18 problems.
+func flagSubjects(p *page) string {
+	var subj []string
+	for _, f := range append(append([]flagView{}, p.Flags...), p.MoreFlags...) {
+		if !slices.Contains(subj, f.Subject) {
+			subj = append(subj, f.Subject)
+		}
+	}
+	switch {
+	case len(subj) == 0:
+		return ""
+	case len(subj) == 1 && p.FlagCount > 1:
+		return ", all on " + subj[0]
+	case len(subj) == 1:
+		return " on " + subj[0]
+	case len(subj) > 3:
+		return fmt.Sprintf(" on %d subjects (%s and %d more)", len(subj), strings.Join(subj[:3], "; "), len(subj)-3)
+	}
+	return fmt.Sprintf(" on %d subjects (%s)", len(subj), strings.Join(subj, "; "))
 }
 
 // anySkipped reports whether a check was skipped (DCGM absent, a microbenchmark or suite not run).
@@ -466,7 +489,9 @@ func actions(s *results.Summary, flags []flagView) []string {
 			out = append(out, text+" — "+w+".")
 		}
 	}
-	if len(allErrors(s)) > 0 {
+	if s.Status == results.StatusInterrupted {
+		out = append(out, "The run was stopped (Ctrl-C or a signal) before it finished: run it again to finish; every figure already measured is kept in summary.json.")
+	} else if len(allErrors(s)) > 0 {
 		// Only an error is the run breaking: a failed GPU (health, wrong answers) is said below.
 		out = append(out, "The run itself broke somewhere (errors above): fix that first; every figure already measured is kept in summary.json.")
 	}
@@ -475,7 +500,7 @@ func actions(s *results.Summary, flags []flagView) []string {
 	add("gate.", "A gate failed: if the hardware is healthy and the gate does not fit this GPU × model, calibrate a reference-table entry (gpuvet calibrate); otherwise treat it as a regression")
 	add("functional.", "The serving API misbehaved: read that endpoint's engine log, then re-run the functional suite")
 	add("baseline.", "An environment is slower than bare metal beyond tolerance: check CPU pinning, NUMA affinity and hugepages there")
-	if hasInconclusive(s) || s.Status == results.StatusInconclusive {
+	if s.Status != results.StatusInterrupted && (hasInconclusive(s) || s.Status == results.StatusInconclusive) {
 		out = append(out, "Some figures could not decide: the caveats say which and what would decide each (more requests, a longer load.max_duration, a less loaded client, a reference); re-run with that.")
 	}
 	if len(out) == 0 && s.Status == results.StatusOK {
