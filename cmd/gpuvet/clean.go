@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"slices"
@@ -20,7 +22,7 @@ import (
 func newCleanCmd() *cobra.Command {
 	var backend, runID string
 	var files []string
-	var cache, untaint bool
+	var cache, untaint, forget bool
 	var cf configFlags
 	cmd := &cobra.Command{
 		Use:   "clean",
@@ -43,6 +45,8 @@ host changed is undone only when the host's own record vouches for it: docs/secu
   gpuvet clean --manifest FILE                   a manifest file (repeatable)
   gpuvet clean --kubeconfig ~/.kube/config       every gpuvet namespace left on the cluster, too
   gpuvet clean --kubeconfig … --cache            and the kept model cache (its namespace and PVCs)
+  gpuvet clean --run ID --forget                 drop a run's manifest, removing nothing (what
+                                                 clean can never remove and you removed by hand)
   gpuvet clean --untaint [--run ID]              and lift gpuvet's quarantine taints (--taint-failed)
                                                  from the nodes: gpuvet.io/unhealthy and its reason
                                                  annotation go, gpuvet.io/validation-pending takes
@@ -68,9 +72,15 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			if err != nil {
 				return err
 			}
+			if forget && runID == "" && len(files) == 0 {
+				return usageErr("--forget drops one run's manifest without removing what it lists: name the run with --run or the file with --manifest")
+			}
 			byBackend, err := fleet.GatherManifests(backend, label, runID, files, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return usageErr("%v", err)
+			}
+			if forget {
+				return forgetManifests(cmd.OutOrStdout(), byBackend)
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -89,6 +99,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			return failedErr("%v", err)
 		},
 	}
+	cmd.Flags().BoolVar(&forget, "forget", false, "drop the run's manifest (--run or --manifest) without removing what it lists, naming each: for objects clean cannot remove (a host gone for good, a record that does not vouch) that you removed by hand")
 	cmd.Flags().StringVar(&backend, "backend", "", "only this backend's leftovers (default: every backend with manifests)")
 	cmd.Flags().StringVar(&runID, "run", "", "only this run id (default: every gpuvet run)")
 	cmd.Flags().StringArrayVar(&files, "manifest", nil, "clean the run of this manifest file (repeatable)")
@@ -120,4 +131,27 @@ func cleanByLabel(plan *config.Plan, backend string, untaint bool) ([]string, er
 		}
 	}
 	return label, nil
+}
+
+// forgetManifests drops each manifest gathered, naming every object it still listed: nothing on a
+// host or cluster is touched.
+func forgetManifests(w io.Writer, byBackend map[string][]*fleet.Manifest) error {
+	var errs []error
+	for _, ms := range byBackend {
+		for _, m := range ms {
+			live, err := m.Forget()
+			for _, o := range live {
+				fmt.Fprintf(w, "forgot (not removed, yours to check): %s\n", o)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			fmt.Fprintf(w, "clean: dropped manifest %s (%d object(s) it listed were not touched)\n", m.Path(), len(live))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return failedErr("%v", err)
+	}
+	return nil
 }

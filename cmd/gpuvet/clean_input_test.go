@@ -182,3 +182,28 @@ func TestCleanBoundedReads(t *testing.T) {
 		t.Errorf("a journal line of 8 MiB: exit %d, %d bytes of output: %.500s", code, len(out)+len(errOut), out+errOut)
 	}
 }
+
+// Issue 51: clean advised `clean --run R` for an object it refuses every time (a host whose key
+// it cannot vouch for), and never how to drop the manifest. --forget drops one run's manifest,
+// naming what it listed and touching none of it; without a run or file it is refused.
+func TestCleanForgetDropsTheManifestOnly(t *testing.T) {
+	dir := t.TempDir()
+	m := keptManifest(t, dir, "r1")
+	code, out, errOut := cleanIn(t, dir, "--run", "r1")
+	if code != 1 || !strings.Contains(out+errOut, "gpuvet clean --run r1 --forget") {
+		t.Fatalf("clean of an object it cannot remove: exit %d, want 1 and the way out:\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut = cleanIn(t, dir, "--forget"); code != 2 || !strings.Contains(errOut, "name the run with --run") {
+		t.Fatalf("--forget of every run: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(m.Path()); err != nil {
+		t.Fatalf("the refused --forget removed the manifest: %v", err)
+	}
+	code, out, errOut = cleanIn(t, dir, "--run", "r1", "--forget")
+	if code != 0 || !strings.Contains(out, "forgot (not removed, yours to check): ") || !strings.Contains(out, "192.0.2.1") || !strings.Contains(out, "dropped manifest") {
+		t.Fatalf("--run r1 --forget: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(m.Path()); !os.IsNotExist(err) {
+		t.Fatalf("manifest still there: %v", err)
+	}
+}

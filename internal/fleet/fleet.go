@@ -8,6 +8,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -142,14 +143,21 @@ func runHost(ctx context.Context, h Host, opt Options) Outcome {
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	if err := protect(func() error { return h.Cleanup(cctx) }); err != nil {
+	switch err := protect(func() error { return h.Cleanup(cctx) }); {
+	case errors.Is(err, ErrNothingMade):
+		say("nothing to clean up: nothing was made there")
+	case err != nil:
 		o.CleanErr = err
 		say("cleanup FAILED: %v", err)
-	} else {
+	default:
 		say("cleaned up")
 	}
 	return o
 }
+
+// ErrNothingMade is what a host's Cleanup returns when the run made nothing there (it never
+// connected): "cleaned up" would claim work that was not done.
+var ErrNothingMade = errors.New("nothing was made on the host")
 
 // protect turns a panic into an error, so one broken host never ends the fleet run.
 func protect(fn func() error) (err error) {

@@ -25,6 +25,7 @@ type fakeHost struct {
 	sum         *results.Summary
 	cleaned     atomic.Bool
 	cleanCtxErr error
+	madeNothing bool // Cleanup says ErrNothingMade
 	active      *atomic.Int32
 	peak        *atomic.Int32
 }
@@ -57,6 +58,9 @@ func (h *fakeHost) Run(ctx context.Context) (*results.Summary, error) {
 func (h *fakeHost) Cleanup(ctx context.Context) error {
 	h.cleaned.Store(true)
 	h.cleanCtxErr = ctx.Err()
+	if h.madeNothing {
+		return ErrNothingMade
+	}
 	return nil
 }
 
@@ -346,5 +350,17 @@ func TestMergeKeepsEachHostsGPUsAtOnce(t *testing.T) {
 	fixed := Merge(&results.Summary{Meta: results.Meta{ParallelGPUs: 4}}, []Outcome{{Host: "a", Summary: with(2)}}, nil, 1)
 	if fixed.Meta.ParallelGPUs != 4 {
 		t.Errorf("a fixed plan count: %d, want the plan's 4", fixed.Meta.ParallelGPUs)
+	}
+}
+
+// Issue 51: a host the run never reached said "cleaned up"; its Cleanup says it made nothing, and
+// that is neither a cleanup failure nor a claim of one done.
+func TestNothingMadeIsNotCleanedUp(t *testing.T) {
+	down := &fakeHost{name: "down", provErr: errors.New("dial tcp: connection refused"), madeNothing: true}
+	var lines []string
+	out := Run(context.Background(), []Host{down}, Options{Parallel: 1, Progress: func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) }})
+	said := strings.Join(lines, "\n")
+	if out[0].CleanErr != nil || !strings.Contains(said, "down: nothing to clean up: nothing was made there") || strings.Contains(said, "cleaned up") {
+		t.Errorf("clean error %v, said:\n%s", out[0].CleanErr, said)
 	}
 }

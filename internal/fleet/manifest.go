@@ -353,8 +353,22 @@ func (m *Manifest) Live() []Object {
 // clean` and says so.
 func (m *Manifest) Finish() error {
 	if live := m.Live(); len(live) > 0 {
-		return fmt.Errorf("%d object(s) left (first: %s): run `gpuvet clean --run %s`; manifest %s", len(live), live[0], m.RunID, m.path)
+		return fmt.Errorf("%d object(s) left (first: %s): run `gpuvet clean --run %s`; if clean cannot remove them (a host gone for good, a record that does not vouch), remove them by hand and drop the manifest with `gpuvet clean --run %s --forget`; manifest %s",
+			len(live), live[0], m.RunID, m.RunID, m.path)
 	}
+	return m.remove()
+}
+
+// Forget drops the manifest with what it still lists, touching none of it: the operator's word
+// that those objects are gone or theirs to remove (gpuvet clean --forget). It returns what it
+// listed.
+func (m *Manifest) Forget() ([]Object, error) {
+	live := m.Live()
+	return live, m.remove()
+}
+
+// remove deletes the manifest file and its journal, once clean or this run holds it.
+func (m *Manifest) remove() error {
 	if err := m.Claim(); err != nil { // a live run's manifest is its own to remove
 		return err
 	}

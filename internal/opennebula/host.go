@@ -133,6 +133,9 @@ func (h *VMHost) Run(ctx context.Context) (*results.Summary, error) {
 // Cleanup terminates the VM (its disk and everything gpuvet put in it go with it). A VM whose id
 // was never learned (create failed, or answered late) is looked up by its unique name.
 func (h *VMHost) Cleanup(ctx context.Context) error {
+	if h.client == nil && !h.created {
+		return fleet.ErrNothingMade // no VM, no connection
+	}
 	var leftErr error
 	if h.client != nil {
 		// The VM's disk goes with it; removing the run folder first still matters for a VM that

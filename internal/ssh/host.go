@@ -137,7 +137,7 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 // again: the host may well be up.
 func (h *Host) Cleanup(ctx context.Context) error {
 	if h.client == nil {
-		return nil
+		return fleet.ErrNothingMade // never connected
 	}
 	defer func() { h.client.Close() }()
 	var errs []error

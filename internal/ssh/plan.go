@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -153,7 +156,7 @@ func (f Fleet) Finish(s *results.Summary) {
 }
 
 // Hosts builds the fleet's hosts from ssh.hosts and the inventory.
-func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
+func (f Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []results.SkippedHost, error) {
 	var inv []InventoryHost
 	for _, h := range f.Config.Hosts {
 		inv = append(inv, InventoryHost{Name: h})
@@ -203,7 +206,48 @@ func (f Fleet) Hosts(_ context.Context, r fleet.RunInfo) ([]fleet.Host, []result
 		}
 		out = append(out, host)
 	}
+	if err := resolveAll(ctx, out); err != nil {
+		return nil, nil, err
+	}
 	return out, nil, nil
+}
+
+// resolveTimeout bounds the name lookups of a fleet's hosts (done together).
+const resolveTimeout = 10 * time.Second
+
+// resolveAll looks every host's address up before anything starts: a name that does not resolve
+// is a typo in the input, not a host that failed (it was reported as an untrusted host key, then
+// "cleaned up", then recorded in the history as a node).
+func resolveAll(ctx context.Context, hosts []fleet.Host) error {
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	bad := make([]string, len(hosts))
+	var wg sync.WaitGroup
+	for i, fh := range hosts {
+		t := fh.(*Host).Target
+		if net.ParseIP(t.Host) != nil {
+			continue
+		}
+		wg.Go(func() {
+			if _, err := net.DefaultResolver.LookupHost(ctx, t.Host); err != nil {
+				why := err.Error()
+				var de *net.DNSError
+				if errors.As(err, &de) {
+					why = de.Err
+				}
+				bad[i] = fmt.Sprintf("%s (%s) does not resolve: %s", t.Name, t.Host, why)
+				if t.Name == t.Host {
+					bad[i] = fmt.Sprintf("%s does not resolve: %s", t.Name, why)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	bad = slices.DeleteFunc(bad, func(s string) bool { return s == "" })
+	if len(bad) > 0 {
+		return fmt.Errorf("ssh.hosts: %s: fix the name (or its HostName in ~/.ssh/config), or drop the host; nothing was started", strings.Join(bad, "; "))
+	}
+	return nil
 }
 
 func say(r fleet.RunInfo, host, line string) {
