@@ -133,7 +133,7 @@ func (b *benchOptions) Complete(cmd *cobra.Command) error {
 // the error-rate limit.
 func (b *benchOptions) Validate() error {
 	if b.out != "" {
-		if err := checkOutFile(b.out); err != nil {
+		if err := checkReplaceable(b.out); err != nil {
 			return usageErr("--out: %v", err)
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/gpuvet/gpuvet/internal/history"
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
@@ -162,8 +162,11 @@ func newHistoryExportCmd() *cobra.Command {
 			if format != "csv" && format != "json" {
 				return usageErr("--format %q: want csv or json", format)
 			}
+			if out == "-" {
+				out = "" // stdout, as asked
+			}
 			if out != "" {
-				if err := checkOutFile(out); err != nil {
+				if err := checkReplaceable(out); err != nil {
 					return usageErr("-o: %v", err)
 				}
 			}
@@ -175,19 +178,10 @@ func newHistoryExportCmd() *cobra.Command {
 			if err != nil {
 				return failedErr("history: %v", err)
 			}
-			w := cmd.OutOrStdout()
-			var f *os.File
-			if out != "" {
-				if f, err = os.Create(out); err != nil {
-					return failedErr("%v", err)
-				}
-				w = f
-			}
-			err = writeExport(w, format, rows)
-			if f != nil {
-				if cerr := f.Close(); err == nil {
-					err = cerr
-				}
+			if out == "" {
+				err = writeExport(cmd.OutOrStdout(), format, rows)
+			} else {
+				err = results.ReplaceFile(out, func(w io.Writer) error { return writeExport(w, format, rows) })
 			}
 			if err != nil {
 				return failedErr("export: %v", err)
@@ -197,7 +191,7 @@ func newHistoryExportCmd() *cobra.Command {
 	}
 	o.register(cmd, true)
 	cmd.Flags().StringVar(&format, "format", "csv", "csv or json")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file (default: stdout)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file, replaced whole (default, or -: stdout)")
 	return cmd
 }
 

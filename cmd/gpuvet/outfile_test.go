@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -50,6 +52,19 @@ func TestOutputPathsNeverReplaceWhatTheyMayNot(t *testing.T) {
 		if what != "its own input" {
 			if code := execute([]string{"health", "--sim", "--sim-gpus", "1", "--dcgm=false", "--out", path}); code != exitBadUsage {
 				t.Errorf("health --out %s: exit %d, want %d", what, code, exitBadUsage)
+			}
+			// Every other command's output file too (a down server: the path is refused first).
+			db := "--set=history.url=sqlite://" + filepath.Join(t.TempDir(), "h.db")
+			for _, args := range [][]string{
+				{"report", sum, "--pdf", path},
+				{"history", "export", db, "-o", path},
+				{"bench", "--url", "http://127.0.0.1:1", "--model", "m", "--out", path},
+				{"probe", "http://127.0.0.1:1", "--model", "m", "--out", path},
+			} {
+				var stdout, stderr bytes.Buffer
+				if code := executeTo(args, &stdout, &stderr); code != exitBadUsage || !strings.Contains(stderr.String(), path) {
+					t.Errorf("%v (%s): exit %d, want %d naming the path:\n%s", args, what, code, exitBadUsage, stderr.String())
+				}
 			}
 		}
 		after, err := os.Lstat(path)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/inpod"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
@@ -81,6 +81,11 @@ func (o *probeOptions) Validate() error {
 			return usageErr("%q: not a server URL; want http(s)://HOST:PORT, e.g. http://127.0.0.1:8000", u)
 		}
 	}
+	if o.out != "" {
+		if err := checkReplaceable(o.out); err != nil {
+			return usageErr("--out: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -110,8 +115,7 @@ func (o *probeOptions) Run(cmd *cobra.Command) error {
 		}
 	}
 	if o.out != "" {
-		b, _ := json.MarshalIndent(res, "", "  ")
-		if err := os.WriteFile(o.out, b, 0o644); err != nil {
+		if err := results.WriteJSON(o.out, res); err != nil {
 			return failedErr("--out: %v", err)
 		}
 	}

@@ -450,6 +450,17 @@ func WriteJSON(path string, v any) error {
 		}
 		b = ind.Bytes()
 	}
+	return ReplaceFile(path, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+// ReplaceFile writes a file atomically: write fills a temp file in the path's folder (made if
+// missing), which then replaces path by a rename, so a reader or a killed run never sees half a
+// file and a symlink at path is replaced, never followed. Callers check first that path is one
+// they may replace (an absent path or a regular file).
+func ReplaceFile(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -457,7 +468,7 @@ func WriteJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
