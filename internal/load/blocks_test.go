@@ -30,3 +30,27 @@ func TestPooledSizingSaysWhatCutIt(t *testing.T) {
 		t.Errorf("enough despite the stop: %+v", z)
 	}
 }
+
+// The client set the pace only when a pattern of requests fell behind: 1 % of them and at least
+// three. One 11 ms blip among 96 requests of a probe (its p99 read off the top two) made the
+// README's first run on a quiet machine undecided.
+func TestSelfCheckCountsLateRequests(t *testing.T) {
+	lags := func(n, late int) []float64 {
+		out := make([]float64, n)
+		for i := range out {
+			out[i] = 0.05
+			if i < late {
+				out[i] = 11
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		n, late int
+		want    bool
+	}{{96, 1, false}, {96, 2, false}, {96, 3, true}, {1000, 9, false}, {1000, 10, true}, {40, 40, false}} {
+		if got, why := selfCheck(lags(tc.n, tc.late), 0, 0); got != tc.want {
+			t.Errorf("%d late of %d: client-limited %v (%s), want %v", tc.late, tc.n, got, why, tc.want)
+		}
+	}
+}

@@ -1030,7 +1030,7 @@ func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Durat
 			reasons = append(reasons, fmt.Sprintf("%s rung: %s", r.Kind, r.ClientReason))
 		}
 	}
-	if lim, why := selfCheck(d, cpu, wall); lim {
+	if lim, why := selfCheck(lags, cpu, wall); lim {
 		reasons = append(reasons, why)
 	}
 	if len(reasons) > 0 {

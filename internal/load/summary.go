@@ -19,6 +19,11 @@ const (
 	LagLimit = 10 * time.Millisecond
 	// minLagSamples: below it a lag p99 is one unlucky request, not a pattern.
 	minLagSamples = 50
+	// minLateRequests: at least this many requests past LagLimit (and 1 % of them) make the
+	// client the pace-setter. A p99 of fewer than 300 samples is read off its top two or three:
+	// one 11 ms scheduling blip among 96 requests of a 4 s probe made a quiet machine's whole run
+	// undecided, though it moved no figure.
+	minLateRequests = 3
 	// CPULimit is the share of all cores the client may use before it is deemed saturated.
 	CPULimit = 0.90
 	// bootstrapResamples and ciLevel set the confidence intervals on gated figures.
@@ -146,7 +151,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		}
 	}
 	run.CI = intervals(lat.ttft, lat.itl, lat.tpot, buckets, bucket, seed+uint64(spec.Index))
-	run.ClientLimited, run.ClientReason = selfCheck(run.ClientLag, o.cpu, o.wall)
+	run.ClientLimited, run.ClientReason = selfCheck(lat.lag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
 	run.WindowStartS = o.winStart.Seconds()
@@ -278,10 +283,20 @@ func subsample(s []float64, n int, seed uint64) []float64 {
 }
 
 // selfCheck decides whether the client limited the run: lagging its schedule, or short of CPU.
-func selfCheck(lag results.Dist, cpu, wall time.Duration) (bool, string) {
+// lags are the requests' lags behind schedule (ms): the client set the pace when at least 1 % of
+// them, and minLateRequests, were more than LagLimit late.
+func selfCheck(lags []float64, cpu, wall time.Duration) (bool, string) {
 	cores := runtime.NumCPU()
-	if lag.Count >= minLagSamples && lag.P99 > float64(LagLimit)/1e6 {
-		return true, fmt.Sprintf("CLIENT-LIMITED: requests left %.1f ms behind schedule at p99 (max %.1f ms; limit %v): the load generator, not the server, set the pace — use fewer streams or a bigger client machine", lag.P99, lag.Max, LagLimit)
+	late := 0
+	for _, l := range lags {
+		if l > float64(LagLimit)/1e6 {
+			late++
+		}
+	}
+	if len(lags) >= minLagSamples && late >= minLateRequests && float64(late) >= 0.01*float64(len(lags)) {
+		lag := metrics.Summarize(lags)
+		return true, fmt.Sprintf("CLIENT-LIMITED: %d of %d requests left more than %v behind schedule (p99 %.1f ms, max %.1f ms): the load generator, not the server, set the pace — use fewer streams or a bigger client machine",
+			late, len(lags), LagLimit, lag.P99, lag.Max)
 	}
 	if wall > 0 {
 		use := cpu.Seconds() / wall.Seconds()
