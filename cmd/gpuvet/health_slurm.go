@@ -60,7 +60,7 @@ func (s *slurmHealth) preflight(ctx context.Context) error {
 	}
 	if _, err := (slurm.Exec{Timeout: 10 * time.Second}).Run(ctx, "scontrol", "-o", "show", "node", node); err != nil {
 		first, _, _ := strings.Cut(err.Error(), "\n")
-		return usageErr("--slurm-drain: node %s is not a Slurm node here (scontrol -o show node %s: %v): run gpuvet health --slurm-drain on the node, as slurmd's HealthCheckProgram, Prolog or Epilog (or name it with --slurm-node), or drop --slurm-drain", node, node, first)
+		return usageErr("--slurm-drain: node %s is not a Slurm node here (%v): run gpuvet health --slurm-drain on the node, as slurmd's HealthCheckProgram, Prolog or Epilog (or name it with --slurm-node), or drop --slurm-drain", node, first)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -176,6 +177,7 @@ type nodePipeline struct {
 type nodeServed struct {
 	job, what string
 	plan      string
+	profile   results.LoadConfig // the load profile the Job's plan runs (the slot's cfg.LoadConfig())
 	result    *results.Endpoint
 	ran       bool
 }
@@ -296,7 +298,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 		return sv, err
 	}
 	sv.URL, sv.Provision = urls[0], time.Since(start)
-	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, plan: plan})
+	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, plan: plan, profile: cfg.LoadConfig()})
 	h.say("%s: engine pod %s Ready and returned a real completion, in %.1fs; load", model, name, sv.Provision.Seconds())
 	return sv, nil
 }
@@ -322,8 +324,10 @@ func loadBinding(what, job, node string) string {
 }
 
 // load runs the endpoint's load Job on the node and returns its load. The Job runs the plan's whole
-// load (aicr's concurrency run included) and functional suite; lc and the records path stay here.
-func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ results.LoadConfig, _ string) (*results.Load, error) {
+// load (aicr's concurrency run included) and functional suite, from the plan serve wrote for this
+// GPU: lc must be that plan's profile (a profile the Job would not run is an error, never a load
+// silently other than the one asked); the raw records stay in the Job's pod.
+func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc results.LoadConfig, _ string) (*results.Load, error) {
 	h := np.h
 	r := h.r
 	sv := np.served(url)
@@ -336,6 +340,10 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, _ result
 	np.mu.Unlock()
 	if again { // the pipeline asks once more only for aicr's run, which the Job's result would hold
 		return nil, fmt.Errorf("load job %s ran already, and its result holds no concurrency run", sv.job)
+	}
+	if !reflect.DeepEqual(lc, sv.profile) {
+		return nil, fmt.Errorf("the load Job on node %s runs its plan's load profile (%s), not the one asked (%s): a Kubernetes node loads each GPU once, with the plan's profile",
+			h.node.Name, sv.profile.Profile, lc.Profile)
 	}
 	b, err := h.runJob(ctx, r.ns, h.loadJob(sv, url, model))
 	if b == nil {
