@@ -49,8 +49,9 @@ type healthOptions struct {
 	simCorrupt, simThrottle string
 	// simRecoveryAction and simDriverFault are --sim-recovery-action and --sim-driver-fault.
 	simRecoveryAction, simDriverFault string
-	// slurm is the Slurm node mode (--slurm-drain, health_slurm.go); timeout bounds the run.
-	slurm   slurmHealth
+	// nodes are the schedulers' hooks on their own node (--slurm-drain, health_node.go); timeout
+	// bounds the run.
+	nodes   nodeHealths
 	timeout time.Duration
 	// cf is -c and --set: a plan whose health section the checks run with (Complete).
 	cf configFlags
@@ -132,7 +133,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	fl.StringVar(&f.simDriverFault, "sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
 	fl.Float64Var(&r.LinkVariancePct, "link-variance-pct", def.LinkVariancePct, "pair-to-pair tolerance of the peer-copy ratio (%)")
 	fl.DurationVar(&f.timeout, "timeout", 0, "stop the checks after this long and judge what was measured (0: no limit; slurmd kills a HealthCheckProgram after 60 s)")
-	f.slurm.register(fl)
+	f.nodes.register(fl)
 	f.cf.register(cmd)
 	return cmd
 }
@@ -235,7 +236,7 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := f.slurm.preflight(ctx); err != nil {
+	if err := f.nodes.preflight(ctx); err != nil {
 		return err
 	}
 	if f.timeout > 0 {
@@ -260,7 +261,7 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	h := health.Run(ctx, src, bench, f.opts)
 	judge.Health(h, f.rules) // health measures, judge decides
 	term.Health(cmd.OutOrStdout(), h)
-	if err := f.slurm.act(context.WithoutCancel(ctx), cmd, h, ctx.Err() != nil); err != nil {
+	if err := f.nodes.act(context.WithoutCancel(ctx), cmd, h, ctx.Err() != nil); err != nil {
 		return err
 	}
 	if f.out != "" {

@@ -126,7 +126,7 @@ var allowed = graph{
 	"cmd/gpuvet": {"internal/analysis", "internal/backendkind", "internal/catalog", "internal/config", "internal/cuda", "internal/dataset", "internal/engine", "internal/enginekind",
 		"internal/fleet", "internal/gpu", "internal/health", "internal/history", "internal/importer", "internal/inpod", "internal/judge", "internal/load",
 		"internal/modelcache", "internal/pipeline", "internal/registry", "internal/report", "internal/results", "internal/sim",
-		"internal/slurm", "internal/term"},
+		"internal/term"},
 	"bench/client":                {"internal/load", "internal/metrics", "internal/results", "internal/sim"},
 	"bench/microbench":            {"internal/cuda", "internal/results"},
 	"bench/nodescale":             {"internal/config", "internal/pipeline", "internal/results", "internal/term"},

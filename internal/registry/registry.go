@@ -28,6 +28,8 @@ type Backend struct {
 	Clean      fleet.Cleaner
 	Flags      func(fl *pflag.FlagSet)
 	CleanFlags func(fl *pflag.FlagSet)
+	// NodeHealth is the backend's hook on its own node for `gpuvet health` (nil: none).
+	NodeHealth *fleet.NodeHealth
 }
 
 var (
@@ -36,7 +38,7 @@ var (
 		"ssh":        {Open: ssh.Open, Clean: ssh.Cleaner, Flags: ssh.Flags},
 		"opennebula": {Open: opennebula.Open, Clean: opennebula.Cleaner, Flags: opennebula.Flags},
 		"kubernetes": {Open: k8s.Open, Clean: k8s.Cleaner, Flags: k8s.Flags, CleanFlags: k8s.ConnectFlags},
-		"slurm":      {Open: slurm.Open, Clean: slurm.Cleaner, Flags: slurm.Flags},
+		"slurm":      {Open: slurm.Open, Clean: slurm.Cleaner, Flags: slurm.Flags, NodeHealth: slurm.NodeHealth},
 	}
 )
 
@@ -46,6 +48,17 @@ func Get(name string) (Backend, bool) {
 	defer mu.RUnlock()
 	b, ok := backends[name]
 	return b, ok
+}
+
+// NodeHealths lists the backends' node hooks for `gpuvet health`, by name.
+func NodeHealths() []*fleet.NodeHealth {
+	var out []*fleet.NodeHealth
+	for _, n := range Names() {
+		if b, _ := Get(n); b.NodeHealth != nil {
+			out = append(out, b.NodeHealth)
+		}
+	}
+	return out
 }
 
 // Names lists the registered backends, sorted.

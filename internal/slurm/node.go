@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -84,4 +85,26 @@ func nodeState(ctx context.Context, s Runner, stateDir, node string) (Node, stri
 	}
 	d, err := ReadDrains(stateDir)
 	return ns[0], ClusterName(cfg), d, err
+}
+
+// NodeHealth is backend slurm's hook on its own node: `gpuvet health --slurm-drain` as slurmd's
+// HealthCheckProgram, Prolog or Epilog (docs/slurm.md). Each scontrol call is bounded (10 s to ask,
+// 15 s to act) and the whole action by 30 s, inside slurmd's own limits for the program.
+var NodeHealth = &fleet.NodeHealth{
+	Name:       "slurm",
+	Scheduler:  "Slurm",
+	Where:      "slurmd's HealthCheckProgram, Prolog or Epilog",
+	DrainHelp:  "on a Slurm node (HealthCheckProgram, Prolog, Epilog): drain the node with the reason when the check fails, resume it when a later check is ok and gpuvet drained it (never another's drain)",
+	NodeHelp:   "with --slurm-drain: the node's Slurm name (default $SLURMD_NODENAME, else the short host name)",
+	DryRunHelp: "with --slurm-drain: say the drain or resume, take none",
+	NodeEnv:    "SLURMD_NODENAME",
+	Known: func(ctx context.Context, node string) error {
+		_, err := (Exec{Timeout: 10 * time.Second}).Run(ctx, "scontrol", "-o", "show", "node", node)
+		return err
+	},
+	Act: func(ctx context.Context, stateDir, node string, st results.Status, why string) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return HealthAction(ctx, Exec{Timeout: 15 * time.Second}, stateDir, node, st, why)
+	},
 }

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/registry"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// `gpuvet health` as a scheduler's check of its own node (Slurm's HealthCheckProgram, Prolog or
+// Epilog: docs/slurm.md): with --NAME-drain a failed node takes itself out of service with its
+// reason, and a node gpuvet took out is put back by a later ok check. The hooks come from the
+// backend table (registry.NodeHealths): this file names no backend.
+
+// nodeHealth is one backend's hook and its three flags.
+type nodeHealth struct {
+	hook   *fleet.NodeHealth
+	drain  bool
+	node   string
+	dryRun bool
+}
+
+// nodeHealths are every backend's hooks for one health command.
+type nodeHealths []*nodeHealth
+
+func (hs *nodeHealths) register(fl *pflag.FlagSet) {
+	for _, hook := range registry.NodeHealths() {
+		h := &nodeHealth{hook: hook}
+		fl.BoolVar(&h.drain, hook.Name+"-drain", false, hook.DrainHelp)
+		fl.StringVar(&h.node, hook.Name+"-node", "", hook.NodeHelp)
+		fl.BoolVar(&h.dryRun, hook.Name+"-dry-run", false, hook.DryRunHelp)
+		*hs = append(*hs, h)
+	}
+}
+
+// preflight checks every asked hook before the health check starts (exit 2, nothing ran).
+func (hs nodeHealths) preflight(ctx context.Context) error {
+	for _, h := range hs {
+		if err := h.preflight(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// act runs every asked hook after the verdict; the first error is exit 1.
+func (hs nodeHealths) act(ctx context.Context, cmd *cobra.Command, r *results.Health, cut bool) error {
+	for _, h := range hs {
+		if err := h.act(ctx, cmd, r, cut); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *nodeHealth) flag() string { return "--" + h.hook.Name + "-drain" }
+
+// nodeName is this node's name for the scheduler: --NAME-node, the scheduler's variable, else the
+// short host name.
+func (h *nodeHealth) nodeName() (string, error) {
+	if h.node != "" {
+		return h.node, nil
+	}
+	if n := os.Getenv(h.hook.NodeEnv); h.hook.NodeEnv != "" && n != "" {
+		return n, nil
+	}
+	hn, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("%s: no node name (%v): pass --%s-node", h.flag(), err, h.hook.Name)
+	}
+	n, _, _ := strings.Cut(hn, ".")
+	return n, nil
+}
+
+// preflight checks that the hook runs on a node the scheduler knows: off a cluster the check would
+// end in the scheduler's raw errors and exit 1, which a Prolog's caller takes as "drain this node"
+// (exit 2 here, before anything ran; a dry run is not checked).
+func (h *nodeHealth) preflight(ctx context.Context) error {
+	if !h.drain || h.dryRun {
+		return nil
+	}
+	node, err := h.nodeName()
+	if err != nil {
+		return usageErr("%v", err)
+	}
+	if err := h.hook.Known(ctx, node); err != nil {
+		first, _, _ := strings.Cut(err.Error(), "\n")
+		return usageErr("%s: node %s is not a %s node here (%v): run gpuvet health %s on the node, as %s (or name it with --%s-node), or drop %s",
+			h.flag(), node, h.hook.Scheduler, first, h.flag(), h.hook.Where, h.hook.Name, h.flag())
+	}
+	return nil
+}
+
+// act takes this node out or back after its verdict; an error is exit 1 (the check's own verdict
+// is printed above). A check cut short (--timeout, a signal) changes nothing: its figures are
+// partial, and a benchmark stopped half-way is no evidence against the node.
+func (h *nodeHealth) act(ctx context.Context, cmd *cobra.Command, r *results.Health, cut bool) error {
+	if !h.drain {
+		return nil
+	}
+	if cut {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s: the check was cut short (--timeout or a signal): node left as it is (status %s of a partial check)\n", h.flag(), r.Status)
+		return nil
+	}
+	node, err := h.nodeName()
+	if err != nil {
+		return failedErr("%v", err)
+	}
+	why := fleet.HostReason(results.Host{Health: r})
+	if h.dryRun {
+		fmt.Fprintf(cmd.ErrOrStderr(), "dry run: node %s is %s: %s\n", node, r.Status, map[results.Status]string{
+			results.StatusFailed: "would drain it (unless someone else drained it)", results.StatusOK: "would resume it if gpuvet drained it"}[r.Status])
+		return nil
+	}
+	state, err := fleet.StateDir()
+	if err != nil {
+		return failedErr("%s: %v", h.flag(), err)
+	}
+	did, err := h.hook.Act(ctx, state, node, r.Status, why)
+	if err != nil {
+		return failedErr("%s: node %s (%s): %v", h.flag(), node, r.Status, err)
+	}
+	if did != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), did)
+	}
+	return nil
+}
