@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -64,27 +65,43 @@ func validCoTenant(s string, gpus int) bool {
 // envNameRe is the form of an environment variable's name.
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// historyURLProblem says what is wrong with history.url ("" when nothing): a scheme gpuvet has no
-// store for, or a password written into it.
-func historyURLProblem(raw string) string {
+// HistoryStore is what history.url names: the one parse of it, which config's validation and the
+// history store both read.
+type HistoryStore struct {
+	Dialect string   // "sqlite" or "postgres"; "" when history.url is empty (the default SQLite file)
+	Path    string   // sqlite: the database file
+	URL     *url.URL // postgres: the connection URL (never with a password)
+}
+
+// ParseHistoryURL parses history.url; the error says what is wrong and what is wanted: a scheme
+// gpuvet has no store for, a sqlite URL without a path, or a password written into it.
+func ParseHistoryURL(raw string) (HistoryStore, error) {
 	if raw == "" {
-		return ""
+		return HistoryStore{}, nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "want sqlite:///path/history.db or postgres://user@host:port/db (the URL does not parse)"
+		return HistoryStore{}, errors.New("want sqlite:///path/history.db or postgres://user@host:port/db (the URL does not parse)")
 	}
 	switch u.Scheme {
 	case "sqlite":
 		if u.Path == "" {
-			return "want sqlite:///path/history.db (an absolute path after sqlite://)"
+			return HistoryStore{}, errors.New("want sqlite:///path/history.db (an absolute path after sqlite://)")
 		}
+		return HistoryStore{Dialect: "sqlite", Path: u.Path}, nil
 	case "postgres", "postgresql":
 		if _, has := u.User.Password(); has || u.Query().Has("password") {
-			return "a password in history.url would be recorded and shown: remove it and put it in the variable history.password_env names (default PGPASSWORD)"
+			return HistoryStore{}, errors.New("a password in history.url would be recorded and shown: remove it and put it in the variable history.password_env names (default PGPASSWORD)")
 		}
-	default:
-		return fmt.Sprintf("scheme %q: want sqlite:///path/history.db or postgres://user@host:port/db", u.Scheme)
+		return HistoryStore{Dialect: "postgres", URL: u}, nil
+	}
+	return HistoryStore{}, fmt.Errorf("scheme %q: want sqlite:///path/history.db or postgres://user@host:port/db", u.Scheme)
+}
+
+// historyURLProblem says what is wrong with history.url ("" when nothing).
+func historyURLProblem(raw string) string {
+	if _, err := ParseHistoryURL(raw); err != nil {
+		return err.Error()
 	}
 	return ""
 }

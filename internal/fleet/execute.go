@@ -112,6 +112,8 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 		return &InputError{err}
 	}
 	r := RunInfo{ID: runID, Out: c.Output.Dir, Plan: yml, Manifest: m, Say: say, ToolVersion: o.ToolVersion}
+	hist := &history.Session{} // the store, opened once: read before the judge, written after it
+	defer hist.Close()
 	s, outs, err := run(ctx, plan, b, r, start, stages{
 		started: func(hosts int, skipped []results.SkippedHost, parallel int) error {
 			// Until the run ends, summary.json says it has not: a controller killed with kill -9
@@ -132,14 +134,14 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 			return nil
 		},
 		// Each node against its own acceptance run: read before judging, recorded once judged.
-		judging: func(s *results.Summary) { history.Prepare(ctx, s, plan) },
+		judging: func(s *results.Summary) { hist.Prepare(ctx, s, plan) },
 		warn:    func(msg string) { fmt.Fprintln(o.Stderr, "gpuvet: WARNING: "+msg) },
 	})
 	if err != nil {
 		_ = m.Finish()
 		return err
 	}
-	return finish(ctx, plan, b, s, m, outs, o)
+	return finish(ctx, plan, b, s, m, outs, o, hist)
 }
 
 // Nested runs a fleet inside another run (opennebula's bare-metal re-measure of its nodes, before
@@ -272,7 +274,7 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 
 // finish judges the merged, node-to-node judged summary against a baseline, writes it and the reports,
 // closes the manifest (loudly when something is left) and returns the run's error.
-func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions) error {
+func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions, hist *history.Session) error {
 	c := plan.Config
 	if c.Run.Baseline != "" {
 		_ = pipeline.BaselineFromFile(s, c.Run.Baseline, plan)
@@ -301,7 +303,7 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	}
 	s.FinishedAt = time.Now().UTC()
 	s.Complete = !interrupted
-	history.Record(ctx, s, plan)
+	hist.Record(ctx, s, plan) // and closes the store Prepare opened
 	path := filepath.Join(c.Output.Dir, "summary.json")
 	if _, err := WriteSummary(c.Output.Dir, s, o.Stderr); err != nil {
 		return fmt.Errorf("write %s: %v", path, err)

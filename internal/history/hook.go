@@ -3,6 +3,7 @@ package history
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -24,6 +25,44 @@ const TrendRuns = 20
 // only) can compare and the report can show them. A store that cannot be read leaves a caveat:
 // the run and its measurements go on.
 func Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
+	se := &Session{}
+	se.Prepare(ctx, s, plan)
+	se.Close()
+}
+
+// Session is one run's use of the store: opened (and migrated) once, by its first Prepare or
+// Record, and closed by Record, the run's last use (or Close). Prepare and Record of a run share
+// it, so a run opens its store once, not twice.
+type Session struct {
+	mu  sync.Mutex
+	st  *Store
+	err error
+	did bool
+}
+
+// open opens the store once; later calls get the same store, or the same error.
+func (se *Session) open(ctx context.Context, h config.History) (*Store, error) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if !se.did {
+		se.st, se.err = Open(ctx, h)
+		se.did = true
+	}
+	return se.st, se.err
+}
+
+// Close closes the store if it was opened.
+func (se *Session) Close() {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.st != nil {
+		se.st.Close()
+		se.st = nil
+	}
+}
+
+// Prepare is the package's Prepare on the session's store.
+func (se *Session) Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	h := plan.Config.History
 	if !h.Enabled || s == nil {
 		return
@@ -32,12 +71,11 @@ func Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	ctx = context.WithoutCancel(ctx)
 	fp := Fingerprint(plan.Config)
 	s.History = &results.History{Fingerprint: fp}
-	st, err := Open(ctx, h)
+	st, err := se.open(ctx, h)
 	if err != nil {
 		failed(s, "not read", err)
 		return
 	}
-	defer st.Close()
 	s.History.Store = st.Name()
 	acc, notes, err := st.Acceptance(ctx, s, fp)
 	if err != nil {
@@ -64,6 +102,12 @@ func Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
 // interrupted (bounded by history.timeout, not by the run's cancelled context); a write that
 // fails is a caveat: the run's results are in summary.json all the same.
 func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
+	(&Session{}).Record(ctx, s, plan)
+}
+
+// Record is the package's Record on the session's store, which it then closes.
+func (se *Session) Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
+	defer se.Close()
 	h := plan.Config.History
 	if !h.Enabled || s == nil {
 		return
@@ -73,12 +117,11 @@ func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	}
 	defer trimAcceptance(s.History)
 	ctx = context.WithoutCancel(ctx)
-	st, err := Open(ctx, h)
+	st, err := se.open(ctx, h)
 	if err != nil {
 		failed(s, "not recorded", err)
 		return
 	}
-	defer st.Close()
 	s.History.Store = st.Name()
 	stats, err := st.Record(ctx, s, s.History.Fingerprint, h.RetentionDays)
 	if err != nil {

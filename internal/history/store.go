@@ -15,12 +15,12 @@ package history
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,9 +70,13 @@ func DefaultPath() (string, error) {
 	return filepath.Join(home, ".local", "state", "gpuvet", "history.db"), nil
 }
 
+// opens counts Open's calls: a run's Session opens its store once (its test reads it).
+var opens atomic.Int64
+
 // Open opens (creating and migrating when needed) the store history.url names, bounded by
 // history.timeout. The PostgreSQL password is read from the variable history.password_env names.
 func Open(ctx context.Context, h config.History) (*Store, error) {
+	opens.Add(1)
 	timeout := h.Timeout.D()
 	if timeout <= 0 {
 		timeout = 30 * time.Second
@@ -92,25 +96,21 @@ func Open(ctx context.Context, h config.History) (*Store, error) {
 }
 
 func open(h config.History) (*Store, error) {
-	raw := h.URL
-	if raw == "" {
-		p, err := DefaultPath()
-		if err != nil {
-			return nil, err
-		}
-		return openSQLite(p)
-	}
-	u, err := url.Parse(raw)
+	t, err := config.ParseHistoryURL(h.URL) // the plan's validation read the same parse
 	if err != nil {
-		return nil, fmt.Errorf("history.url: does not parse (want sqlite:///path or postgres://user@host:port/db)")
+		return nil, fmt.Errorf("history.url: %v", err)
 	}
-	switch u.Scheme {
-	case "sqlite":
-		return openSQLite(u.Path)
-	case "postgres", "postgresql":
-		return openPostgres(u, h.PasswordEnv)
+	switch t.Dialect {
+	case SQLite:
+		return openSQLite(t.Path)
+	case Postgres:
+		return openPostgres(t.URL, h.PasswordEnv)
 	}
-	return nil, fmt.Errorf("history.url: scheme %q: want sqlite or postgres", u.Scheme)
+	p, err := DefaultPath()
+	if err != nil {
+		return nil, err
+	}
+	return openSQLite(p)
 }
 
 func openSQLite(path string) (*Store, error) {
@@ -128,10 +128,8 @@ func openSQLite(path string) (*Store, error) {
 	return &Store{db: db, dialect: SQLite, name: "sqlite " + path}, nil
 }
 
+// openPostgres opens the store at u (ParseHistoryURL refused one with a password in it).
 func openPostgres(u *url.URL, passwordEnv string) (*Store, error) {
-	if _, has := u.User.Password(); has || u.Query().Has("password") {
-		return nil, errors.New("history.url: carries a password: remove it and put it in the variable history.password_env names")
-	}
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
 		return nil, fmt.Errorf("history.url: %v", redact(err.Error()))

@@ -473,3 +473,25 @@ func TestAcceptanceCarriesTheNodesEarlierRuns(t *testing.T) {
 		}
 	})
 }
+
+// Issue 53: a run opened (and migrated) its store twice, once to read before the judge and once to
+// write after it. A Session opens it once for both, and Record closes it.
+func TestSessionOpensTheStoreOnce(t *testing.T) {
+	eachStore(t, func(t *testing.T, h config.History) {
+		h.Enabled = true
+		plan := &config.Plan{Config: config.Config{History: h}}
+		t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+		Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
+		before := opens.Load()
+		se := &Session{}
+		s := synth("r2", t0.Add(time.Hour), 1, 1, 1, uuidOf)
+		se.Prepare(ctx, s, plan)
+		se.Record(ctx, s, plan)
+		if n := opens.Load() - before; n != 1 || s.History.Recorded == nil || len(s.History.Acceptance) == 0 || len(s.Caveats) > 0 {
+			t.Fatalf("%d opens for one run (want 1); history %+v caveats %q", n, s.History, s.Caveats)
+		}
+		if se.st != nil {
+			t.Error("Record left the store open")
+		}
+	})
+}

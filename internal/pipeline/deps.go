@@ -95,7 +95,8 @@ type Deps struct {
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
 	// History reads each node's and GPU's acceptance run into the summary before the judge
-	// (history.Prepare), and Record appends the judged run to the store (history.Record); nil: no
+	// (history.Session.Prepare), and Record appends the judged run to the store (history.Session.Record,
+	// which closes the store Prepare opened); nil: no
 	// history. Neither may fail the run: a store error is a caveat.
 	History func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	Record  func(ctx context.Context, s *results.Summary, plan *config.Plan)

@@ -36,6 +36,7 @@ var ErrNoGPUSource = errors.New("no NVIDIA driver on this host")
 // progress receives the phases' own progress lines (nil: quiet).
 func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	var fleet *sim.Fleet
+	hist := &history.Session{}
 	d := Deps{
 		Load: func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, records string) (*results.Load, error) {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
@@ -49,8 +50,8 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 				MaxModelLen: c.Engine.MaxModelLen, Timeout: c.Functional.Timeout.D()})
 		},
 		Judge:    judge.Judge,
-		History:  history.Prepare,
-		Record:   history.Record,
+		History:  hist.Prepare, // one store for the run: opened by the first, closed by Record
+		Record:   hist.Record,
 		Baseline: BaselineFromFile,
 		Report:   WriteReports,
 		ExitCode: judge.ExitCode,
