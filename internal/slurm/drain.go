@@ -153,6 +153,7 @@ func (f *Fleet) drains(st results.Status) bool {
 func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	c := f.Config
 	ok := map[string]bool{}
+	partial := map[string]string{} // ok, but not vetted whole: what the run left out
 	var toDrain []results.Host
 	for _, h := range s.Hosts {
 		if !f.vetted[h.Name] {
@@ -160,7 +161,12 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		}
 		// The hardware's status: a broken engine or a client that could not decide drains no node.
 		if h.GateStatus() == results.StatusOK {
-			ok[h.Name] = true
+			// Back into service only when vetted whole, with health, as an acceptance run does.
+			if why := fleet.NotVettedWhole(h); why != "" {
+				partial[h.Name] = why
+			} else {
+				ok[h.Name] = true
+			}
 		}
 		if f.drains(h.GateStatus()) {
 			toDrain = append(toDrain, h)
@@ -198,6 +204,10 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	}
 	if !c.DryRun || len(f.resumed) > 0 {
 		for _, n := range sortedKeys(f.resumed) {
+			if why := partial[n]; why != "" {
+				f.say(fmt.Sprintf("%s: ok, but not resumed: %s; a resume needs the whole node vetted, with health (gpuvet's drain stays)", n, why))
+				fleet.RecordAction(s, results.NodeAction{Node: n, Status: results.StatusOK, Did: []string{"not resumed: " + why + ": a resume needs the whole node vetted, with health"}})
+			}
 			if ok[n] {
 				if err := f.forget(n); err != nil {
 					errs = append(errs, err)

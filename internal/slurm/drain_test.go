@@ -55,9 +55,23 @@ func verdictFleet(t *testing.T, c config.Slurm, nodes ...string) (*Fleet, *fakeS
 func summaryOf(st map[string]results.Status) *results.Summary {
 	s := &results.Summary{RunID: "r1"}
 	for _, n := range sortedKeys(st) {
-		s.Hosts = append(s.Hosts, results.Host{Name: n, Status: st[n], Error: "gemm_bf16 0.41 of peak"})
+		s.Hosts = append(s.Hosts, wholeHost(n, st[n], 8))
 	}
 	return s
+}
+
+// wholeHost is a node vetted whole: 8 GPUs found, served gpus of them, health run.
+func wholeHost(name string, st results.Status, served int) results.Host {
+	h := results.Host{Name: name, Status: st, Error: "gemm_bf16 0.41 of peak", Health: &results.Health{Status: st}}
+	m := results.Model{Model: "m"}
+	for i := range 8 {
+		h.Discovery.GPUs = append(h.Discovery.GPUs, results.GPUInfo{Index: i})
+		if i < served {
+			m.Endpoints = append(m.Endpoints, results.Endpoint{GPUs: []int{i}})
+		}
+	}
+	h.Models = []results.Model{m}
+	return h
 }
 
 func defaults() config.Slurm {
@@ -245,5 +259,36 @@ func TestUpdateDrainsConcurrentWritersLoseNothing(t *testing.T) {
 	d, err := ReadDrains(dir)
 	if err != nil || len(d.Nodes) != 40 {
 		t.Fatalf("%d entries of 40: %v", len(d.Nodes), err)
+	}
+}
+
+// Issue 52: an ok run on 2 of a node's 8 GPUs without health resumed a node gpuvet drained. It
+// keeps gpuvet's drain now, and says why; the whole node, with health, resumes it (above).
+func TestPartialOKDoesNotResume(t *testing.T) {
+	c := defaults()
+	c.DrainFailed = true
+	f, fs, said := verdictFleet(t, c, "a")
+	old := Drain{RunID: "r0", Reason: "gpuvet r0: failed: x"}
+	d, _ := ReadDrains(f.StateDir)
+	d.Nodes["c1/a"] = old
+	d.Save()
+	resv := fleet.Object{Kind: KindResv, Name: "gpuvet-r1"}
+	f.resv, f.resumed = &resv, map[string]Drain{"a": old}
+	f.run.Manifest.Record(resv)
+	f.run.Manifest.Record(fleet.Object{Kind: KindResumed, Name: "a", On: "gpuvet-r1"})
+	h := wholeHost("a", results.StatusOK, 2)
+	h.Health = nil
+	s := &results.Summary{RunID: "r1", Hosts: []results.Host{h}}
+	if err := f.ApplyVerdicts(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(fs.calls, "\n"), "scontrol update nodename=a state=drain reason=gpuvet r0: failed: x") {
+		t.Errorf("gpuvet's drain not put back: %q", fs.calls)
+	}
+	if got := strings.Join(*said, "\n"); !strings.Contains(got, "a: ok, but not resumed: the run served 2 of its 8 GPUs and had no health phase") || strings.Contains(got, "resumed (gpuvet drained") {
+		t.Errorf("said %q", got)
+	}
+	if d, _ = ReadDrains(f.StateDir); d.Nodes["c1/a"].Reason != old.Reason {
+		t.Errorf("gpuvet's record of its drain lost: %+v", d.Nodes)
 	}
 }
