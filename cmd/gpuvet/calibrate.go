@@ -130,7 +130,7 @@ func gpusIn(label string, s *results.Summary, gpus []int) error {
 	slices.Sort(have)
 	for _, g := range gpus {
 		if !slices.Contains(have, g) {
-			return usageErr("calibrate --gpus %d: %s has no GPU %d (its GPUs: %s)", g, label, g, joinInts(have))
+			return usageErr("calibrate --gpus %d: %s has no GPU %d (its GPUs: %s)", g, label, g, strings.ReplaceAll(strings.Trim(fmt.Sprint(have), "[]"), " ", ", "))
 		}
 	}
 	return nil
@@ -150,12 +150,4 @@ func learned(entries []judge.CalibEntry, floors []judge.FloorEntry, runs []judge
 	}
 	_, ok := judge.CalibrateMargin(runs)
 	return ok
-}
-
-func joinInts(xs []int) string {
-	s := make([]string, len(xs))
-	for i, x := range xs {
-		s[i] = fmt.Sprint(x)
-	}
-	return strings.Join(s, ", ")
 }

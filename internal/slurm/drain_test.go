@@ -190,17 +190,7 @@ func TestDrainsOurs(t *testing.T) {
 // The reservation goes either way, after the nodes.
 func TestApplyVerdictsResumesOnlyOnOK(t *testing.T) {
 	for _, st := range []results.Status{results.StatusOK, results.StatusInconclusive, results.StatusFlag} {
-		c := defaults()
-		c.DrainFailed = true
-		f, fs, said := verdictFleet(t, c, "a")
-		old := Drain{RunID: "r0", Reason: "gpuvet r0: failed: x"}
-		d, _ := ReadDrains(f.StateDir)
-		d.Nodes["c1/a"] = old
-		d.Save()
-		resv := fleet.Object{Kind: KindResv, Name: "gpuvet-r1"}
-		f.resv, f.resumed = &resv, map[string]Drain{"a": old}
-		f.run.Manifest.Record(resv)
-		f.run.Manifest.Record(fleet.Object{Kind: KindResumed, Name: "a", On: "gpuvet-r1"})
+		f, fs, said, _ := drainedBefore(t)
 		if err := f.ApplyVerdicts(context.Background(), summaryOf(map[string]results.Status{"a": st})); err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +202,7 @@ func TestApplyVerdictsResumesOnlyOnOK(t *testing.T) {
 		if !strings.HasSuffix(calls, "scontrol delete reservation=gpuvet-r1") {
 			t.Errorf("%s: the reservation was not deleted last: %q", st, fs.calls)
 		}
-		d, _ = ReadDrains(f.StateDir)
+		d, _ := ReadDrains(f.StateDir)
 		if _, kept := d.Nodes["c1/a"]; kept == (st == results.StatusOK) {
 			t.Errorf("%s: record kept %v", st, kept)
 		}
@@ -265,17 +255,7 @@ func TestUpdateDrainsConcurrentWritersLoseNothing(t *testing.T) {
 // Issue 52: an ok run on 2 of a node's 8 GPUs without health resumed a node gpuvet drained. It
 // keeps gpuvet's drain now, and says why; the whole node, with health, resumes it (above).
 func TestPartialOKDoesNotResume(t *testing.T) {
-	c := defaults()
-	c.DrainFailed = true
-	f, fs, said := verdictFleet(t, c, "a")
-	old := Drain{RunID: "r0", Reason: "gpuvet r0: failed: x"}
-	d, _ := ReadDrains(f.StateDir)
-	d.Nodes["c1/a"] = old
-	d.Save()
-	resv := fleet.Object{Kind: KindResv, Name: "gpuvet-r1"}
-	f.resv, f.resumed = &resv, map[string]Drain{"a": old}
-	f.run.Manifest.Record(resv)
-	f.run.Manifest.Record(fleet.Object{Kind: KindResumed, Name: "a", On: "gpuvet-r1"})
+	f, fs, said, old := drainedBefore(t)
 	h := wholeHost("a", results.StatusOK, 2)
 	h.Health = nil
 	s := &results.Summary{RunID: "r1", Hosts: []results.Host{h}}
@@ -288,7 +268,24 @@ func TestPartialOKDoesNotResume(t *testing.T) {
 	if got := strings.Join(*said, "\n"); !strings.Contains(got, "a: ok, but not resumed: the run served 2 of its 8 GPUs and had no health phase") || strings.Contains(got, "resumed (gpuvet drained") {
 		t.Errorf("said %q", got)
 	}
-	if d, _ = ReadDrains(f.StateDir); d.Nodes["c1/a"].Reason != old.Reason {
+	if d, _ := ReadDrains(f.StateDir); d.Nodes["c1/a"].Reason != old.Reason {
 		t.Errorf("gpuvet's record of its drain lost: %+v", d.Nodes)
 	}
+}
+
+// drainedBefore is a fleet whose node a gpuvet drained in run r0, resumed by this run (r1) under
+// its reservation to be vetted again, as ApplyVerdicts finds it.
+func drainedBefore(t *testing.T) (*Fleet, *fakeSlurm, *[]string, Drain) {
+	c := defaults()
+	c.DrainFailed = true
+	f, fs, said := verdictFleet(t, c, "a")
+	old := Drain{RunID: "r0", Reason: "gpuvet r0: failed: x"}
+	d, _ := ReadDrains(f.StateDir)
+	d.Nodes["c1/a"] = old
+	d.Save()
+	resv := fleet.Object{Kind: KindResv, Name: "gpuvet-r1"}
+	f.resv, f.resumed = &resv, map[string]Drain{"a": old}
+	f.run.Manifest.Record(resv)
+	f.run.Manifest.Record(fleet.Object{Kind: KindResumed, Name: "a", On: "gpuvet-r1"})
+	return f, fs, said, old
 }
