@@ -623,3 +623,15 @@ func TestSharedClientLimitedDecidesNoCell(t *testing.T) {
 		t.Errorf("loaded one at a time: no cell decided")
 	}
 }
+
+// Issue 53: the report looked the TTFT gate up as "ttft_p95_ms" where the judge wrote
+// "gate.ttft_p95_ms" (and its fixture planted the wrong key). Both read results' names now.
+func TestMetaThresholdsUseTheSummarysKeys(t *testing.T) {
+	s := summary(healthy())
+	Apply(s, DefaultConfig())
+	for key, want := range map[string]float64{results.ThresholdTTFTP95: 200, results.ThresholdBaselineTolerance: DefaultBaselineTolerance} {
+		if th, ok := s.Meta.Thresholds[key]; !ok || th.Value == nil || *th.Value != want {
+			t.Errorf("meta.thresholds[%q] = %+v, want %g", key, th, want)
+		}
+	}
+}

@@ -267,12 +267,12 @@ func (c Config) Validate() error {
 // Thresholds lists the global limits in force by stable name, for summary.json's meta.thresholds.
 func (c Config) Thresholds() map[string]results.Threshold {
 	return map[string]results.Threshold{
-		"gate." + KeyTTFTP95: c.Gates.TTFTP95Ms, "gate." + KeyITLP95: c.Gates.ITLP95Ms,
+		results.ThresholdTTFTP95: c.Gates.TTFTP95Ms, "gate." + KeyITLP95: c.Gates.ITLP95Ms,
 		"gate." + KeyMinThroughput: c.Gates.MinThroughputReqS, "gate." + KeyAICRThroughput: c.Gates.AICRMinOutputTokS,
 		"gate." + KeyAICRTTFTP99: c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
 		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
 		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
-		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, results.ThresholdBaselineTolerance: c.BaselineTolerancePct,
 		"gate.max_error_rate_pct": c.MaxErrorRatePct, "history.drift_pct": c.DriftPct,
 	}
 }

@@ -339,3 +339,13 @@ func TestHeadlineSaysWhatTheFlagsAreOn(t *testing.T) {
 		t.Errorf("two subjects: %q", got)
 	}
 }
+
+// The TTFT chart's SLO line comes from meta.thresholds when no endpoint has a TTFT verdict (a
+// summary judged before its gates, or one with the gate off on every endpoint but the global one).
+func TestTTFTSLOFromMetaThresholds(t *testing.T) {
+	v := 150.0
+	s := &results.Summary{Meta: results.Meta{Thresholds: map[string]results.Threshold{results.ThresholdTTFTP95: {Value: &v, Unit: "ms"}}}}
+	if l := ttftSLO(s, results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}}}}); l == nil || l.Y != 150 {
+		t.Fatalf("SLO line %+v, want 150 ms from meta.thresholds", l)
+	}
+}

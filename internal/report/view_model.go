@@ -230,7 +230,7 @@ func ttftSLO(s *results.Summary, m results.Model) *RefLine {
 			}
 		}
 	}
-	if t, ok := s.Meta.Thresholds["ttft_p95_ms"]; ok && t.Value != nil {
+	if t, ok := s.Meta.Thresholds[results.ThresholdTTFTP95]; ok && t.Value != nil {
 		return &RefLine{Y: *t.Value, Label: "SLO " + num(*t.Value) + " ms"}
 	}
 	return nil

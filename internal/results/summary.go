@@ -186,7 +186,8 @@ type Meta struct {
 	Models        []string `json:"models,omitempty"`
 	// LoadProfile is the load that produced the LLM numbers; comparisons caveat a difference.
 	LoadProfile *LoadConfig `json:"load_profile,omitempty"`
-	// Thresholds holds every threshold in force, keyed by a stable name, each with its source.
+	// Thresholds holds every threshold in force, keyed by a stable name (the Threshold… keys below
+	// among them), each with its source.
 	Thresholds map[string]Threshold `json:"thresholds,omitempty"`
 	// ParallelGPUs is how many GPUs were loaded at once (1 = one at a time, as the seed does).
 	ParallelGPUs int `json:"parallel_gpus,omitempty"`
@@ -195,6 +196,13 @@ type Meta struct {
 	// Settings holds the resolved plan values worth recording, each "value (source)".
 	Settings map[string]string `json:"settings,omitempty"`
 }
+
+// Keys of Meta.Thresholds that readers of a summary look up (the judge and config write them with
+// these names; the report reads them).
+const (
+	ThresholdTTFTP95           = "gate.ttft_p95_ms"
+	ThresholdBaselineTolerance = "baseline_tolerance_pct"
+)
 
 // Threshold is one limit and where it came from, so every verdict can say who decided.
 type Threshold struct {
