@@ -97,8 +97,8 @@ func TestDriverFaultFlagsValidated(t *testing.T) {
 		{[]string{"health", "--sim", "--sim-gpus", "4", "--sim-recovery-action", "3:rma"}, "--sim-recovery-action: recovery action \"3:rma\""},
 		{[]string{"health", "--sim", "--sim-gpus", "2", "--sim-driver-fault", "2:fabric"}, "--sim-driver-fault: driver fault \"2:fabric\": want GPU:KIND with GPU 0–1"},
 		{[]string{"health", "--sim-driver-fault", "0:fabric"}, "--sim-recovery-action and --sim-driver-fault need --sim"},
-		{[]string{"run", "--sim", "--out", dir, "--sim-recovery-action", "9:reset"}, "flag:--sim-recovery-action: sim.recovery_action: want"},
-		{[]string{"run", "--sim", "--out", dir, "--sim-driver-fault", "1:xid"}, "flag:--sim-driver-fault: sim.driver_fault: want"},
+		{[]string{"run", "--sim", "--out", dir, "--sim-recovery-action", "9:reset"}, "--sim-recovery-action (sim.recovery_action): want"},
+		{[]string{"run", "--sim", "--out", dir, "--sim-driver-fault", "1:xid"}, "--sim-driver-fault (sim.driver_fault): want"},
 	} {
 		code, text := runCLI(t, c.args...)
 		if code != 2 || !strings.Contains(text, c.says) {

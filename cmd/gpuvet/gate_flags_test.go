@@ -26,7 +26,7 @@ func TestGateFlagsAndBadMaxUnhealthy(t *testing.T) {
 			"--max-unhealthy", bad, "--out", filepath.Join(t.TempDir(), "out"))
 		cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+t.TempDir())
 		b, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "flag:--max-unhealthy: kubernetes.max_unhealthy: want") {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--max-unhealthy (kubernetes.max_unhealthy): want") {
 			t.Errorf("--max-unhealthy %s: %v\n%s", bad, err, b)
 		}
 	}
@@ -45,7 +45,7 @@ func TestSlurmMaxDrainFlag(t *testing.T) {
 	cmd := gpuvet("run", "--backend", "slurm", "--drain-failed", "--max-drain", "ten", "--out", filepath.Join(t.TempDir(), "out"))
 	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+t.TempDir())
 	b, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "flag:--max-drain: slurm.max_drain: want") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(b), "--max-drain (slurm.max_drain): want") {
 		t.Errorf("--max-drain ten: %v\n%s", err, b)
 	}
 }

@@ -31,10 +31,7 @@ func checkReplaceable(path string, inputs ...string) error {
 	st, err := os.Lstat(path)
 	switch {
 	case os.IsNotExist(err):
-		if _, derr := os.Stat(filepath.Dir(path)); os.IsNotExist(derr) {
-			return nil // a new folder: the writer makes it
-		}
-		return checkOutFile(path)
+		return checkFolderFor(path)
 	case err != nil:
 		return fmt.Errorf("%s: %v", path, err)
 	case st.Mode()&os.ModeSymlink != 0:
@@ -59,4 +56,30 @@ func benchSteps(c results.LoadConfig) int {
 		return 1
 	}
 	return 2 + c.Rates
+}
+
+// checkFolderFor checks that path's folder, absent, can be made: its nearest existing ancestor must
+// be a folder gpuvet can write in (a path under /proc/nope cannot).
+func checkFolderFor(path string) error {
+	anc := existingAncestor(filepath.Dir(path))
+	if st, err := os.Stat(anc); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s: its folder cannot be made (%s is not a folder)", path, anc)
+	}
+	f, err := os.CreateTemp(anc, ".gpuvet-probe-*")
+	if err != nil {
+		return fmt.Errorf("%s: its folder cannot be made in %s: %v", path, anc, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// existingAncestor is dir or its nearest ancestor that exists: where the writer's MkdirAll starts,
+// so where a file's folder can be made (a path under /proc/nope cannot).
+func existingAncestor(dir string) string {
+	for {
+		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
+			return dir
+		}
+		dir = filepath.Dir(dir)
+	}
 }

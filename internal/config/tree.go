@@ -45,8 +45,10 @@ func (e *Error) Error() string {
 	switch {
 	case e.Path == "":
 		return fmt.Sprintf("%s: %s", loc, msg)
+	case flag && loc == "--set":
+		return fmt.Sprintf("--set %s: %s", clip(e.Path), msg)
 	case flag:
-		return fmt.Sprintf("%s %s: %s", loc, clip(e.Path), msg)
+		return fmt.Sprintf("%s (%s): %s", loc, clip(e.Path), msg) // a named flag and the key it sets
 	}
 	return fmt.Sprintf("%s: %s: %s", loc, clip(e.Path), msg)
 }

@@ -386,7 +386,7 @@ func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model stri
 	if err != nil {
 		return sv, err
 	}
-	d.remember(url, &nodeServed{job: load, what: what, plan: plan})
+	d.remember(url, &nodeServed{job: load, what: what, plan: plan, profile: cfg.LoadConfig()}) // the Job's plan scales its concurrency × n
 	h.say("%s: DynamoGraphDeployment %s Ready and its frontend %s returned a real completion, in %.1fs; load", model, name, url, sv.Provision.Seconds())
 	return sv, nil
 }

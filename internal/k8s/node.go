@@ -177,7 +177,7 @@ type nodePipeline struct {
 type nodeServed struct {
 	job, what string
 	plan      string
-	profile   results.LoadConfig // the load profile the Job's plan runs (the slot's cfg.LoadConfig())
+	profile   results.LoadConfig // the slot's load profile (cfg.LoadConfig()) its Job's plan runs (a Dynamo frontend's scaled to its GPUs)
 	result    *results.Endpoint
 	ran       bool
 }
