@@ -79,15 +79,21 @@ InactiveLimit=0
 HealthCheckProgram=$D/healthcheck.sh
 HealthCheckInterval=5
 HealthCheckNodeState=ANY
+# slurmd runs $D/prolog.sh before each job on its node: the node's own prolog.d/NODE when a test
+# put one there (gpuvet health --slurm-drain), else passes. A failing Prolog drains the node and
+# requeues the job.
+Prolog=$D/prolog.sh
 CONF
-  mkdir -p "$D/healthcheck.d"
-  cat > "$D/healthcheck.sh" <<HC
+  mkdir -p "$D/healthcheck.d" "$D/prolog.d"
+  for hook in healthcheck prolog; do
+    cat > "$D/$hook.sh" <<HC
 #!/bin/sh
 n=\$(hostname)
-[ -x "$D/healthcheck.d/\$n" ] && exec "$D/healthcheck.d/\$n"
+[ -x "$D/$hook.d/\$n" ] && exec "$D/$hook.d/\$n"
 exit 0
 HC
-  chmod 755 "$D/healthcheck.sh"
+    chmod 755 "$D/$hook.sh"
+  done
   for i in $(seq 1 "$NODES"); do
     echo "NodeName=node$i NodeHostname=node$i NodeAddr=127.0.0.1 Port=$((PORT_CTLD + i)) CPUs=2 RealMemory=4000 Gres=gpu:$GPUS State=UNKNOWN" >> "$CONF"
   done

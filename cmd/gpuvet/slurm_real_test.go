@@ -444,6 +444,54 @@ func TestRealSlurmHealthCheckProgram(t *testing.T) {
 	}
 }
 
+// Issue 52: gpuvet health as slurmd's Prolog (slurm.conf `Prolog=`, here prolog.d/node1 through the
+// test cluster's Prolog): a job that lands on a node whose GPU computes wrong answers is refused
+// before it starts: gpuvet drains the node with its reason and exits 1, and Slurm requeues the job
+// (held: a Prolog failure holds it, unless SchedulerParameters=nohold_on_prolog_fail). The job
+// never ran; the drain names the GPU.
+func TestRealSlurmPrologRefusesAJob(t *testing.T) {
+	l := newSlurmLab(t)
+	dir := filepath.Dir(filepath.Dir(os.Getenv("SLURM_CONF")))
+	hook := filepath.Join(dir, "prolog.d", "node1")
+	if _, err := os.Stat(filepath.Dir(hook)); err != nil {
+		t.Skipf("the test cluster has no Prolog hook (started by an older scripts/slurm-test-env.sh: stop and start it): %v", err)
+	}
+	self, _ := os.Executable()
+	ran := filepath.Join(l.dir, "job-ran")
+	sh := "#!/bin/sh\nexport GPUVET_TEST_AS_GPUVET=1 GPUVET_STATE_DIR=" + l.state + " SLURM_CONF=" + os.Getenv("SLURM_CONF") + " PATH=/usr/bin:/bin:/usr/sbin:/sbin\n" +
+		"exec " + self + " health --sim --sim-gpus 8 --sim-corrupt 2 --timeout 40s --slurm-drain >> " + filepath.Join(l.dir, "prolog.log") + " 2>&1\n"
+	if err := os.WriteFile(hook, []byte(sh), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(hook) })
+	out, err := exec.Command("sbatch", "--parsable", "-p", "debug", "-w", "node1", "-J", "user-job", "--requeue", "--wrap", "touch "+ran).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbatch: %v %s", err, out)
+	}
+	job := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("scancel", job).Run() })
+	logs := func() string { b, _ := os.ReadFile(filepath.Join(l.dir, "prolog.log")); return string(b) }
+	waitFor(t, 90*time.Second, func() bool { return slurmNode(t, "node1").Drained() })
+	n := slurmNode(t, "node1")
+	t.Logf("node1 after the Prolog: %s %q", n.StateString(), n.Reason)
+	if !strings.Contains(n.Reason, "gpu 2") && !strings.Contains(logs(), "node1: drained") {
+		t.Errorf("node1 drained without gpuvet's word (reason %q):\n%s", n.Reason, logs())
+	}
+	var state string
+	waitFor(t, 60*time.Second, func() bool {
+		b, _ := exec.Command("squeue", "-h", "-j", job, "-o", "%T %r").Output()
+		state = strings.TrimSpace(string(b))
+		return strings.HasPrefix(state, "PENDING")
+	})
+	t.Logf("job %s after the Prolog: %s", job, state)
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the job ran on node1 although its Prolog failed")
+	}
+	if !strings.Contains(logs(), "health status") && !strings.Contains(logs(), "failed") {
+		t.Errorf("the Prolog's check said nothing:\n%s", logs())
+	}
+}
+
 // Ctrl-C while the jobs run: each is cancelled by its id and waited for, the node's partial
 // results are kept, the run says interrupted, and nothing of it is left in squeue.
 func TestRealSlurmInterruptCancelsJobs(t *testing.T) {

