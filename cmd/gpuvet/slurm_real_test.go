@@ -474,8 +474,8 @@ func TestRealSlurmPrologRefusesAJob(t *testing.T) {
 	waitFor(t, 90*time.Second, func() bool { return slurmNode(t, "node1").Drained() })
 	n := slurmNode(t, "node1")
 	t.Logf("node1 after the Prolog: %s %q", n.StateString(), n.Reason)
-	if !strings.Contains(n.Reason, "gpu 2") && !strings.Contains(logs(), "node1: drained") {
-		t.Errorf("node1 drained without gpuvet's word (reason %q):\n%s", n.Reason, logs())
+	if !strings.HasPrefix(n.Reason, "gpuvet health@") || !strings.Contains(n.Reason, "gpu 2") {
+		t.Errorf("node1 drained without gpuvet's reason naming gpu 2 (Slurm's own would be \"Prolog error\"): %q\n%s", n.Reason, logs())
 	}
 	var state string
 	waitFor(t, 60*time.Second, func() bool {
@@ -484,6 +484,9 @@ func TestRealSlurmPrologRefusesAJob(t *testing.T) {
 		return strings.HasPrefix(state, "PENDING")
 	})
 	t.Logf("job %s after the Prolog: %s", job, state)
+	if !strings.Contains(state, "requeued") {
+		t.Errorf("job %s: %q, want requeued", job, state)
+	}
 	if _, err := os.Stat(ran); err == nil {
 		t.Errorf("the job ran on node1 although its Prolog failed")
 	}
