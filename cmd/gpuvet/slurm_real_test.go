@@ -464,7 +464,7 @@ func TestRealSlurmPrologRefusesAJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(hook) })
-	out, err := exec.Command("sbatch", "--parsable", "-p", "debug", "-w", "node1", "-J", "user-job", "--requeue", "--wrap", "touch "+ran).CombinedOutput()
+	out, err := exec.Command("sbatch", "--parsable", "-p", "debug", "-w", "node1", "-J", "user-job", "--requeue", "-o", filepath.Join(l.dir, "job.out"), "--wrap", "touch "+ran).CombinedOutput()
 	if err != nil {
 		t.Fatalf("sbatch: %v %s", err, out)
 	}
