@@ -19,39 +19,29 @@ const TrendHosts = 64
 // TrendRuns is how many of a node's newest runs its trend shows.
 const TrendRuns = 20
 
-// Prepare is the history's step before the judge (host pipeline and fleet merge alike): it opens
-// the store the plan names and puts into s.History the plan's fingerprint, each node's and GPU's
-// acceptance run with its figures, and each node's trend, so that the judge (which reads results
-// only) can compare and the report can show them. A store that cannot be read leaves a caveat:
-// the run and its measurements go on.
-func Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
-	se := &Session{}
-	se.Prepare(ctx, s, plan)
-	se.Close()
-}
-
 // Session is one run's use of the store: opened (and migrated) once, by its first Prepare or
 // Record, and closed by Record, the run's last use (or Close). Prepare and Record of a run share
-// it, so a run opens its store once, not twice.
+// it, so a run opens its store once, not twice; a Session closed may be used again (it reopens).
 type Session struct {
-	mu  sync.Mutex
-	st  *Store
-	err error
-	did bool
+	mu sync.Mutex
+	st *Store
 }
 
-// open opens the store once; later calls get the same store, or the same error.
+// open opens the store unless it is open; a failed open is tried again by the next use.
 func (se *Session) open(ctx context.Context, h config.History) (*Store, error) {
 	se.mu.Lock()
 	defer se.mu.Unlock()
-	if !se.did {
-		se.st, se.err = Open(ctx, h)
-		se.did = true
+	if se.st == nil {
+		st, err := Open(ctx, h)
+		if err != nil {
+			return nil, err
+		}
+		se.st = st
 	}
-	return se.st, se.err
+	return se.st, nil
 }
 
-// Close closes the store if it was opened.
+// Close closes the store if it is open.
 func (se *Session) Close() {
 	se.mu.Lock()
 	defer se.mu.Unlock()
@@ -61,7 +51,11 @@ func (se *Session) Close() {
 	}
 }
 
-// Prepare is the package's Prepare on the session's store.
+// Prepare is the history's step before the judge (host pipeline and fleet merge alike): it opens
+// the store the plan names and puts into s.History the plan's fingerprint, each node's and GPU's
+// acceptance run with its figures, and each node's trend, so that the judge (which reads results
+// only) can compare and the report can show them. A store that cannot be read leaves a caveat:
+// the run and its measurements go on.
 func (se *Session) Prepare(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	h := plan.Config.History
 	if !h.Enabled || s == nil {
@@ -98,14 +92,9 @@ func (se *Session) Prepare(ctx context.Context, s *results.Summary, plan *config
 }
 
 // Record is the history's step once the run is judged: it appends the run to the store (and its
-// ok nodes and GPUs become their acceptance where none is set). It runs even when the run was
-// interrupted (bounded by history.timeout, not by the run's cancelled context); a write that
-// fails is a caveat: the run's results are in summary.json all the same.
-func Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
-	(&Session{}).Record(ctx, s, plan)
-}
-
-// Record is the package's Record on the session's store, which it then closes.
+// ok nodes and GPUs become their acceptance where none is set), then closes the store. It runs
+// even when the run was interrupted (bounded by history.timeout, not by the run's cancelled
+// context); a write that fails is a caveat: the run's results are in summary.json all the same.
 func (se *Session) Record(ctx context.Context, s *results.Summary, plan *config.Plan) {
 	defer se.Close()
 	h := plan.Config.History

@@ -368,11 +368,11 @@ func TestPrepareReadsWhenTheRunWasInterrupted(t *testing.T) {
 		h.Enabled = true
 		plan := &config.Plan{Config: config.Config{History: h}}
 		t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
-		Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
+		(&Session{}).Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
 		cancelled, cancel := context.WithCancel(ctx)
 		cancel()
 		s := synth("r2", t0.Add(time.Hour), 1, 1, 1, uuidOf)
-		Prepare(cancelled, s, plan)
+		(&Session{}).Prepare(cancelled, s, plan)
 		if s.History == nil || len(s.History.Acceptance) == 0 || len(s.Caveats) > 0 {
 			t.Fatalf("history %+v caveats %q", s.History, s.Caveats)
 		}
@@ -481,7 +481,7 @@ func TestSessionOpensTheStoreOnce(t *testing.T) {
 		h.Enabled = true
 		plan := &config.Plan{Config: config.Config{History: h}}
 		t0 := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
-		Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
+		(&Session{}).Record(ctx, synth("r1", t0, 1, 1, 1, uuidOf), plan)
 		before := opens.Load()
 		se := &Session{}
 		s := synth("r2", t0.Add(time.Hour), 1, 1, 1, uuidOf)
@@ -492,6 +492,13 @@ func TestSessionOpensTheStoreOnce(t *testing.T) {
 		}
 		if se.st != nil {
 			t.Error("Record left the store open")
+		}
+		// A Deps used for a second run uses its Session again: the store reopens.
+		s3 := synth("r3", t0.Add(2*time.Hour), 1, 1, 1, uuidOf)
+		se.Prepare(ctx, s3, plan)
+		se.Close()
+		if s3.History == nil || len(s3.History.Acceptance) == 0 || len(s3.Caveats) > 0 {
+			t.Fatalf("the session used again: history %+v caveats %q", s3.History, s3.Caveats)
 		}
 	})
 }
