@@ -9,12 +9,13 @@ import (
 )
 
 // checkOutFile makes sure a result file can be written before the work that produces it starts
-// (bad input, exit 2): its folder exists and is writable, and it is not a folder itself.
+// (bad input, exit 2): it is not a folder, and its folder is writable, or can be made where the
+// writer's MkdirAll would start (its nearest existing ancestor: a path under /proc/nope cannot).
 func checkOutFile(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s is a directory; give a file name", path)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".gpuvet-probe-*")
+	f, err := os.CreateTemp(existingAncestor(filepath.Dir(path)), ".gpuvet-probe-*")
 	if err != nil {
 		return fmt.Errorf("%s cannot be written: %v", path, err)
 	}
@@ -31,7 +32,7 @@ func checkReplaceable(path string, inputs ...string) error {
 	st, err := os.Lstat(path)
 	switch {
 	case os.IsNotExist(err):
-		return checkFolderFor(path)
+		return checkOutFile(path)
 	case err != nil:
 		return fmt.Errorf("%s: %v", path, err)
 	case st.Mode()&os.ModeSymlink != 0:
@@ -58,23 +59,7 @@ func benchSteps(c results.LoadConfig) int {
 	return 2 + c.Rates
 }
 
-// checkFolderFor checks that path's folder, absent, can be made: its nearest existing ancestor must
-// be a folder gpuvet can write in (a path under /proc/nope cannot).
-func checkFolderFor(path string) error {
-	anc := existingAncestor(filepath.Dir(path))
-	if st, err := os.Stat(anc); err != nil || !st.IsDir() {
-		return fmt.Errorf("%s: its folder cannot be made (%s is not a folder)", path, anc)
-	}
-	f, err := os.CreateTemp(anc, ".gpuvet-probe-*")
-	if err != nil {
-		return fmt.Errorf("%s: its folder cannot be made in %s: %v", path, anc, err)
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
-// existingAncestor is dir or its nearest ancestor that exists: where the writer's MkdirAll starts,
-// so where a file's folder can be made (a path under /proc/nope cannot).
+// existingAncestor is dir or its nearest ancestor that exists: where the writer's MkdirAll starts.
 func existingAncestor(dir string) string {
 	for {
 		if _, err := os.Stat(dir); err == nil || filepath.Dir(dir) == dir {
