@@ -110,24 +110,14 @@ func (c *calibrateOptions) Run(cmd *cobra.Command) error {
 // typo, not a choice to learn nothing.
 func gpusIn(label string, s *results.Summary, gpus []int) error {
 	var have []int
-	add := func(i int) {
-		if !slices.Contains(have, i) {
-			have = append(have, i)
-		}
-	}
 	for _, h := range s.Hosts {
+		have = append(have, h.ServedGPUs()...)
 		for _, g := range h.GPUs {
-			add(g.Index)
-		}
-		for _, m := range h.Models {
-			for _, ep := range m.Endpoints {
-				for _, i := range ep.GPUs {
-					add(i)
-				}
-			}
+			have = append(have, g.Index)
 		}
 	}
 	slices.Sort(have)
+	have = slices.Compact(have)
 	for _, g := range gpus {
 		if !slices.Contains(have, g) {
 			return usageErr("calibrate --gpus %d: %s has no GPU %d (its GPUs: %s)", g, label, g, strings.ReplaceAll(strings.Trim(fmt.Sprint(have), "[]"), " ", ", "))

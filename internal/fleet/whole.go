@@ -21,30 +21,22 @@ func NotVettedWhole(h results.Host) string {
 			found = append(found, g.GPU.Index)
 		}
 	}
-	var served []int
-	for _, m := range h.Models {
-		for _, e := range m.Endpoints {
-			for _, i := range e.GPUs {
-				if !slices.Contains(served, i) {
-					served = append(served, i)
-				}
-			}
-		}
-	}
+	served := h.ServedGPUs()
 	missing := 0
 	for _, i := range found {
 		if !slices.Contains(served, i) {
 			missing++
 		}
 	}
+	noHealth := h.Health == nil || h.Health.Status == results.StatusSkipped || h.Health.Status == ""
 	switch {
 	case len(found) == 0:
 		return "no GPU was found on it"
-	case missing > 0 && (h.Health == nil || h.Health.Status == results.StatusSkipped):
+	case missing > 0 && noHealth:
 		return fmt.Sprintf("the run served %d of its %d GPUs and had no health phase", len(found)-missing, len(found))
 	case missing > 0:
 		return fmt.Sprintf("the run served %d of its %d GPUs", len(found)-missing, len(found))
-	case h.Health == nil || h.Health.Status == results.StatusSkipped || h.Health.Status == "":
+	case noHealth:
 		return "the run had no health phase"
 	}
 	return ""

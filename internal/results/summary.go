@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -279,6 +280,22 @@ func (h *Host) GPUStatus(gpus []int) Status {
 		}
 	}
 	return st
+}
+
+// ServedGPUs are the GPU indexes an engine of the host served, sorted, each once.
+func (h *Host) ServedGPUs() []int {
+	var out []int
+	for _, m := range h.Models {
+		for _, e := range m.Endpoints {
+			for _, i := range e.GPUs {
+				if !slices.Contains(out, i) {
+					out = append(out, i)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // SkippedChecks lists the checks of the run that did not run (DCGM absent, a microbenchmark not
