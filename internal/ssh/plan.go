@@ -175,6 +175,7 @@ func (f Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []resu
 	opts := OptionsFrom(f.Config)
 	seen := map[string]bool{}
 	var out []fleet.Host
+	var targets []Target
 	for _, ih := range inv {
 		if seen[ih.Name] {
 			return nil, nil, fmt.Errorf("host %s is listed twice (ssh.hosts and the inventory)", ih.Name)
@@ -205,8 +206,9 @@ func (f Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []resu
 			host.VFIO = &VFIO{}
 		}
 		out = append(out, host)
+		targets = append(targets, t)
 	}
-	if err := resolveAll(ctx, out); err != nil {
+	if err := resolveAll(ctx, targets); err != nil {
 		return nil, nil, err
 	}
 	return out, nil, nil
@@ -218,13 +220,12 @@ const resolveTimeout = 10 * time.Second
 // resolveAll looks every host's address up before anything starts: a name that does not resolve
 // is a typo in the input, not a host that failed (it was reported as an untrusted host key, then
 // "cleaned up", then recorded in the history as a node).
-func resolveAll(ctx context.Context, hosts []fleet.Host) error {
+func resolveAll(ctx context.Context, targets []Target) error {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
-	bad := make([]string, len(hosts))
+	bad := make([]string, len(targets))
 	var wg sync.WaitGroup
-	for i, fh := range hosts {
-		t := fh.(*Host).Target
+	for i, t := range targets {
 		if net.ParseIP(t.Host) != nil {
 			continue
 		}

@@ -4,18 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // Issue 51: a host name that does not resolve was reported as an untrusted host key, then
 // "cleaned up", then recorded in the history as a node. It is bad input now, found before anything
 // starts, naming every such host; addresses are not looked up.
 func TestUnresolvableHostIsBadInput(t *testing.T) {
-	hosts := func(names ...string) []fleet.Host {
-		var out []fleet.Host
+	hosts := func(names ...string) []Target {
+		var out []Target
 		for _, n := range names {
-			out = append(out, &Host{Target: Target{Name: n, Host: n, Port: 22}})
+			out = append(out, Target{Name: n, Host: n, Port: 22})
 		}
 		return out
 	}
@@ -27,7 +25,7 @@ func TestUnresolvableHostIsBadInput(t *testing.T) {
 		!strings.Contains(err.Error(), "nothing was started") {
 		t.Fatalf("err = %v", err)
 	}
-	alias := []fleet.Host{&Host{Target: Target{Name: "gpu7", Host: "gpu7.example.invalid", Port: 22}}}
+	alias := []Target{{Name: "gpu7", Host: "gpu7.example.invalid", Port: 22}}
 	if err := resolveAll(context.Background(), alias); err == nil || !strings.Contains(err.Error(), "gpu7 (gpu7.example.invalid) does not resolve") {
 		t.Fatalf("an ssh_config alias: %v", err)
 	}
