@@ -214,7 +214,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 			}
 			return fmt.Errorf("%d of %d engine pods Ready after %s; not ready: %s (raise engine.ready_timeout)", ready, len(names), timeout, strings.Join(pending, ", "))
 		case <-next:
-		case <-time.After(recheckEvery):
+		case <-w.recheck(recheckEvery):
 		}
 	}
 }
@@ -243,7 +243,7 @@ func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names
 		case <-ctx.Done():
 			return fmt.Errorf("%d of %d pod(s) still there after the wait (%v)", left, len(names), ctx.Err())
 		case <-next:
-		case <-time.After(recheckEvery):
+		case <-w.recheck(recheckEvery):
 		}
 	}
 }
@@ -330,7 +330,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 			}
 			return nil, fmt.Errorf("job %s did not finish within %s", name, timeout)
 		case <-next:
-		case <-time.After(tick):
+		case <-w.recheck(tick):
 		}
 	}
 }

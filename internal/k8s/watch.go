@@ -177,6 +177,20 @@ func (w *nsWatch) signal(obj any) {
 // synced reports whether both informers hold the namespace's objects.
 func (w *nsWatch) synced() bool { return w.pods.HasSynced() && w.jobs.HasSynced() }
 
+// untilSynced is how often a wait looks again before its informers have synced: their first
+// list sends no event to a wait that subscribed after it, so a wait that slept recheckEvery then
+// could spend a whole short timeout (a busy machine's slow sync) blind.
+const untilSynced = 50 * time.Millisecond
+
+// recheck is when a wait looks again without an event: soon while unsynced, else recheckEvery
+// (or tick, when shorter).
+func (w *nsWatch) recheck(tick time.Duration) <-chan time.Time {
+	if !w.synced() {
+		tick = min(tick, untilSynced)
+	}
+	return time.After(tick)
+}
+
 func (w *nsWatch) pod(ns, name string) (*corev1.Pod, bool) {
 	o, ok, _ := w.pods.GetStore().GetByKey(ns + "/" + name)
 	if !ok {
