@@ -12,6 +12,9 @@ type Seq struct {
 	Prompt int  // prompt tokens
 	MaxOut int  // output tokens this request will produce (max_tokens, or its natural stop)
 	Chat   bool // a chat completion: the frontend renders the chat template (Perf.Entry)
+	// Blocks are the chained hashes of the prompt's full KV blocks (blockHashes): what the prefix
+	// cache looks up (nil: the prompt shares nothing).
+	Blocks []uint64
 	// Received is when the HTTP server got the request: the modelled frontend cost counts from
 	// here, so the server's own parsing is part of it, not added to it. Zero: from Driver.add.
 	Received time.Time
@@ -20,6 +23,7 @@ type Seq struct {
 	generated int         // tokens produced so far
 	blocks    int         // KV blocks held
 	aborted   bool        // the client went away: dropped at the next step
+	cached    bool        // the prompt's blocks are in the prefix cache
 	gone      atomic.Bool // the same, for the fixed-mode driver
 
 	// For the HTTP side: Generated mirrors generated, Done is set when the last token is out.
@@ -49,15 +53,22 @@ type Engine struct {
 
 	emitted  []*Seq // reused: sequences that got a token in the last step
 	finished []*Seq // reused: sequences that finished in the last step
+	prefix   *prefixCache // nil: prefix caching off
 
-	// Counters for /metrics.
+	// Counters for /metrics. PrefixQueries and PrefixHits count prompt tokens looked up in the
+	// prefix cache and found there (vllm:prefix_cache_queries / _hits).
 	PromptTokens, GenerationTokens, Preemptions int64
+	PrefixQueries, PrefixHits                   int64
 	BusyTime                                    time.Duration
 }
 
 // NewEngine starts an empty engine on perf.
 func NewEngine(perf *Perf) *Engine {
-	return &Engine{perf: perf, freeBlocks: perf.KVBlocks}
+	e := &Engine{perf: perf, freeBlocks: perf.KVBlocks}
+	if !perf.Cfg.NoPrefixCache {
+		e.prefix = newPrefixCache(perf.KVBlocks)
+	}
+	return e
 }
 
 // Perf is the roofline the engine runs on.
@@ -124,11 +135,17 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 	// Then admit waiting requests while there is room in the batch, the budget and the KV cache.
 	for len(e.waiting) > 0 && len(e.running) < e.perf.Cfg.MaxNumSeqs && budget > 0 {
 		s := e.waiting[0]
-		n := min(s.context()-s.computed, budget)
-		need := blocksFor(s.computed+n, bs) - s.blocks
+		hit := e.cachedPrefix(s)
+		n := min(s.context()-hit, budget)
+		need := blocksFor(hit+n, bs) - s.blocks
 		if need > e.freeBlocks {
 			break // queue until KV frees up
 		}
+		if e.prefix != nil && s.computed == 0 {
+			e.PrefixQueries += int64(s.Prompt)
+			e.PrefixHits += int64(hit)
+		}
+		s.computed = hit
 		e.waiting = e.waiting[1:]
 		e.running = append(e.running, s)
 		e.freeBlocks -= need
@@ -151,6 +168,10 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 	for _, p := range plan {
 		s := p.seq
 		s.computed += p.n
+		if e.prefix != nil && !s.cached && s.computed >= s.Prompt {
+			e.prefix.add(s.Blocks)
+			s.cached = true
+		}
 		if s.computed < s.context() {
 			continue // a prefill chunk: no token yet
 		}
@@ -165,6 +186,17 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 		e.release(s)
 	}
 	return d, e.emitted, e.finished
+}
+
+// cachedPrefix is how many of a waiting sequence's tokens the prefix cache already holds: its
+// leading full blocks found there, never the whole prompt (its last token is computed to give the
+// first output, as in vLLM). A sequence past its first admission keeps what it computed.
+func (e *Engine) cachedPrefix(s *Seq) int {
+	if s.computed > 0 || e.prefix == nil || len(s.Blocks) == 0 {
+		return s.computed
+	}
+	bs := e.perf.Cfg.BlockSize
+	return e.prefix.lookup(s.Blocks, (s.Prompt-1)/bs) * bs
 }
 
 func blocksFor(tokens, bs int) int { return (tokens + bs - 1) / bs }

@@ -97,10 +97,11 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 		running = int(m.running.Load())
 	}
 	var gen int64
-	var preempt int64
+	var preempt, queries, hits int64
 	if rt, ok := s.drv.(*realtime); ok {
 		rt.mu.Lock()
 		gen, preempt = rt.eng.GenerationTokens, rt.eng.Preemptions
+		queries, hits = rt.eng.PrefixQueries, rt.eng.PrefixHits
 		rt.mu.Unlock()
 	} else {
 		gen = int64(s.genTokensFixed())
@@ -120,6 +121,8 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", gen)
 	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", preempt)
+	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", queries)
+	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", hits)
 	counter("gpuvet_sim:tokens_behind_schedule_total", "Tokens the simulator sent more than 20 ms after they were due: it could not keep up, clients saw bursts.", s.lag.late.Load())
 	gauge("gpuvet_sim:schedule_lag_max_seconds", "The largest lag of a token behind its due time since start.", float64(s.lag.maxNs.Load())/1e9)
 	m.mu.Lock()

@@ -25,6 +25,9 @@ type EngineConfig struct {
 	// APIOverhead, when set, replaces the modelled frontend (Frontend: HTTP, chat template,
 	// tokenisation, hand-off, output) with one fixed cost before the engine. 0: the modelled one.
 	APIOverhead time.Duration
+	// NoPrefixCache turns automatic prefix caching off (vLLM --no-enable-prefix-caching; on by
+	// default in vLLM V1).
+	NoPrefixCache bool
 }
 
 // DefaultEngineConfig is vLLM's V1 online-serving default on a data-centre GPU.

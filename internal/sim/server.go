@@ -448,6 +448,9 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	seq := &Seq{ID: n, Prompt: req.promptToks, MaxOut: p.out, Chat: chat, Received: arrival, Notify: make(chan struct{}, 1)}
+	if s.perf != nil && !s.perf.Cfg.NoPrefixCache {
+		seq.Blocks = blockHashes(req.promptText, s.perf.Cfg.BlockSize)
+	}
 	var rng *rand.Rand
 	if s.cfg.Jitter > 0 {
 		rng = rand.New(rand.NewPCG(uint64(s.cfg.Seed)^0x5bd1e995, n))

@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/catalog"
+)
+
+// words is n distinct space-led words: each one piece of the simulator's tokenizer (≤ 4 bytes).
+func words(tag string, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, " %s%02x", tag, i%256)
+	}
+	return b.String()
+}
+
+func TestBlockHashesChainThePrefix(t *testing.T) {
+	shared := words("a", 64)
+	a, b := blockHashes(shared+words("b", 40), 16), blockHashes(shared+words("c", 40), 16)
+	if len(a) != 6 || len(b) != 6 {
+		t.Fatalf("blocks %d and %d, want 6 (104 tokens in blocks of 16)", len(a), len(b))
+	}
+	for k := range 4 {
+		if a[k] != b[k] {
+			t.Errorf("block %d of the shared 64-token prefix differs", k)
+		}
+	}
+	if a[4] == b[4] {
+		t.Error("block 4 (after the prefix) is the same in both")
+	}
+	// The same block after a different prefix is another block.
+	c := blockHashes(words("z", 16)+words("a", 64)[16*5:], 16)
+	if c[1] == a[1] {
+		t.Error("a block's hash does not cover what came before it")
+	}
+}
+
+func TestEngineSkipsCachedPrefix(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		g, _ := catalog.Builtin().LookupGPU("H100")
+		m, _ := catalog.Builtin().LookupModel("Qwen/Qwen3-8B")
+		p, err := NewPerf(g, m, EngineConfig{NoPrefixCache: !on})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEngine(p)
+		shared := words("p", 512)
+		run := func(text string) {
+			s := &Seq{Prompt: Count(text), MaxOut: 2}
+			if on {
+				s.Blocks = blockHashes(text, 16)
+			}
+			e.Add(s)
+			for !e.Idle() {
+				e.Step()
+			}
+		}
+		run(shared + words("x", 100))
+		run(shared + words("y", 100))
+		want := int64(0)
+		if on {
+			want = 512
+		}
+		if e.PrefixHits != want || (on && e.PrefixQueries != 2*612) {
+			t.Errorf("prefix caching %v: hits %d of %d queried, want %d", on, e.PrefixHits, e.PrefixQueries, want)
+		}
+	}
+}
+
+func TestMetricsCountPrefixHits(t *testing.T) {
+	s := start(t, Config{GPU: "H100", Model: "Qwen/Qwen3-8B", Seed: 1})
+	shared := words("q", 256)
+	for _, tail := range []string{"r", "s", "t"} {
+		post(t, s.URL()+"/v1/completions", map[string]any{"prompt": shared + words(tail, 50), "max_tokens": 2})
+	}
+	_, mb := getBody(t, s.URL()+"/metrics")
+	read := func(name string) int {
+		m := regexp.MustCompile(name + `\{[^}]*\} (\d+)`).FindSubmatch(mb)
+		if m == nil {
+			t.Fatalf("/metrics lacks %s", name)
+		}
+		v, _ := strconv.Atoi(string(m[1]))
+		return v
+	}
+	q, h := read("vllm:prefix_cache_queries_total"), read("vllm:prefix_cache_hits_total")
+	if q != 3*306 || h != 2*256 {
+		t.Errorf("queried %d, hit %d; want %d and %d (the 256-token prefix hit by the 2nd and 3rd prompt)", q, h, 3*306, 2*256)
+	}
+}
