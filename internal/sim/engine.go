@@ -51,8 +51,8 @@ type Engine struct {
 	running    []*Seq
 	freeBlocks int
 
-	emitted  []*Seq // reused: sequences that got a token in the last step
-	finished []*Seq // reused: sequences that finished in the last step
+	emitted  []*Seq       // reused: sequences that got a token in the last step
+	finished []*Seq       // reused: sequences that finished in the last step
 	prefix   *prefixCache // nil: prefix caching off
 
 	// Counters for /metrics. PrefixQueries and PrefixHits count prompt tokens looked up in the

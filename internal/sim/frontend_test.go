@@ -16,7 +16,9 @@ import (
 // few tries: this machine is shared.
 func TestHTTPTTFTEqualsVirtual(t *testing.T) {
 	for _, chat := range []bool{false, true} {
-		s := start(t, Config{GPU: "H100", Model: "Qwen/Qwen3-8B", Seed: 1})
+		// The same prompt ten times: without prefix caching, or the tries after the first skip
+		// their prefill.
+		s := start(t, Config{GPU: "H100", Model: "Qwen/Qwen3-8B", Seed: 1, Engine: EngineConfig{NoPrefixCache: true}})
 		prompt := strings.Repeat("benchmark words for the prompt ", 60)
 		n := Count(prompt)
 		body := map[string]any{"model": "Qwen/Qwen3-8B", "prompt": prompt, "max_tokens": 8, "ignore_eos": true, "stream": true,
