@@ -124,11 +124,7 @@ const anchor = "the"
 // Prompt implements Source.
 func (s *Synthetic) Prompt(i int) Prompt {
 	n := s.Length(i)
-	m := n - s.Offset
-	if s.PerWord > 0 {
-		m = int(math.Round(float64(n-s.Offset) / s.PerWord))
-	}
-	m = max(m, 1)
+	m := s.wordsFor(n)
 	words := s.words()
 	ws := make([]string, 0, m)
 	if s.PrefixCount > 0 && s.PrefixTokens > 0 {
@@ -141,6 +137,30 @@ func (s *Synthetic) Prompt(i int) Prompt {
 		p.Tokens = n
 	}
 	return p
+}
+
+// wordsFor is how many words make a prompt of n tokens (at least one).
+func (s *Synthetic) wordsFor(n int) int {
+	m := n - s.Offset
+	if s.PerWord > 0 {
+		m = int(math.Round(float64(n-s.Offset) / s.PerWord))
+	}
+	return max(m, 1)
+}
+
+// Prefixed is a Source whose prompts share prefixes by design: PrefixBlocks names prompt i's
+// leading blocks of blockTokens tokens each (two prompts with the same leading ids share those
+// tokens), so a load can say what hit rate a prefix cache should reach on what it sent.
+type Prefixed interface {
+	PrefixBlocks(i int) (ids []uint64, blockTokens int)
+}
+
+// PrefixBlocks implements Prefixed: a shared-prefix prompt's one block is its group's prefix.
+func (s *Synthetic) PrefixBlocks(i int) ([]uint64, int) {
+	if s.PrefixCount <= 0 || s.PrefixTokens <= 0 {
+		return nil, 0
+	}
+	return []uint64{uint64(i % s.PrefixCount)}, min(s.PrefixTokens, s.Length(i))
 }
 
 func pickWords(ws, words []string, rng *rand.Rand, n int) []string {

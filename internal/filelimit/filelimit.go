@@ -18,6 +18,7 @@ const (
 	GPUXML    = 64 << 20  // `nvidia-smi -q -x`, `topo -m`, `nvlink -s` (about 40 KiB per GPU in real captures)
 	DCGM      = 64 << 20  // `dcgmi diag -j` output
 	Data      = 1 << 30   // a prompt file (JSONL, ShareGPT): whole data sets are large
+	Trace     = 256 << 20 // a request trace (Mooncake JSONL: a day of a service is tens of MiB)
 	Result    = 256 << 20 // a summary.json, a vLLM bench result or a guidellm report
 	Tokenizer = 256 << 20 // a tokenizer.json
 	Small     = 1 << 20   // pid files and other small state
