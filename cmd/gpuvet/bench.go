@@ -3,9 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,6 +84,9 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.c.API, "api", d.API, "chat or completions")
 	f.StringVar(&b.c.Reader, "reader", d.Reader, "reader of streamed responses: auto (an event loop for plain http on Linux, else net/http), eventloop or nethttp")
 	f.StringVar(&b.c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
+	f.StringVar(&b.c.Workload, "workload", "", "what the prompts are: "+strings.Join(load.Workloads, ", ")+" (docs/workloads.md; default synthetic, or shared-prefix when --prefix-* are given)")
+	f.StringVar(&b.c.Trace, "trace", "", "workload trace: a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids)")
+	f.Float64Var(&b.c.TraceSpeed, "trace-speed", 1, "workload trace: replay this many times as fast as recorded")
 	f.Int64Var(&b.c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&b.out, "out", "", "write the result JSON (results.Load) here")
 	f.StringVar(&b.o.RecordsPath, "records", "", "write one JSON line per request here")
@@ -112,6 +117,9 @@ func (b *benchOptions) Complete(cmd *cobra.Command) error {
 	c.MaxDuration = results.Duration(b.maxDuration)
 	c.MaxRungDuration = results.Duration(b.maxRung)
 	c.PrefixCount, c.PrefixTokens = b.prefixCount, b.prefixTk
+	if c.Workload == load.WorkloadTrace && !cmd.Flags().Changed("profile") {
+		c.Profile = "trace" // a trace is replayed at its own arrival times unless a profile is asked for
+	}
 	if b.o.SLO, err = analysis.ParseSLO(b.slo); err != nil {
 		return usageErr("%v", err)
 	}
@@ -179,6 +187,7 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 			}
 		}
 	}
+	printWorkload(cmd.ErrOrStderr(), res)
 	if cut := load.CutByDuration(res); len(cut) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "gpuvet: rung(s) %v ended at --max-duration %s before --max-requests %d: raise --max-duration, or leave it out\n", cut, b.maxDuration, c.MaxRequests)
 	}
@@ -199,5 +208,28 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	case errV != nil && errV.Result == judge.ResultFail:
 		return failedErr("%s", errV.Reason)
 	}
+	if why := judge.PrefixCacheMissing(res); why != "" {
+		return failedErr("engine (%s): %s", judge.CheckPrefixCache, why)
+	}
 	return nil
+}
+
+// printWorkload says what a workload's own figures are: how a trace replay kept its schedule and
+// lengths, and the engine's prefix-cache hits against what the workload shared.
+func printWorkload(w io.Writer, res *results.Load) {
+	for i, r := range res.Runs {
+		if rp := r.Replay; rp != nil {
+			fmt.Fprintf(w, "gpuvet: rung %d (%s): replayed %d of %d requests over %.2f s (the trace's span %.2f s, %+.2f %%), send lag p99 %.1f ms, max %.1f ms; %d of %d prompts counted at the trace's exact length\n",
+				i+1, r.Workload, rp.Sent, rp.Planned, rp.SentSpanS, rp.PlannedSpanS, rp.SpanErrorPct, rp.LagP99Ms, rp.LagMaxMs, rp.PromptsExact, rp.PromptsCounted)
+		}
+	}
+	if res.Server == nil || res.Server.PrefixCache == nil {
+		return
+	}
+	pc := res.Server.PrefixCache
+	exp := "the workload shares no prefix"
+	if pc.Expected != nil {
+		exp = fmt.Sprintf("expected %.1f %% from the prompts sent", *pc.Expected*100)
+	}
+	fmt.Fprintf(w, "gpuvet: prefix cache: %.1f %% of %.0f prompt tokens hit (the engine's counters); %s\n", pc.HitRate*100, pc.QueriedTokens, exp)
 }

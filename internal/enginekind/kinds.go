@@ -45,6 +45,9 @@ type Kind struct {
 type Gauges struct {
 	Running, Waiting []string // requests running, queued
 	KVUsage          []string // KV-cache use, 0..1
+	// Counters: prompt tokens looked up in the prefix cache and found there (pairs: the i-th of
+	// each is one engine's), and preemptions (KV-cache pressure).
+	PrefixQueries, PrefixHits, Preemptions []string
 }
 
 // Kinds is the table, in the order help texts list them.
@@ -62,7 +65,9 @@ var Kinds = []Kind{
 		},
 		HubWeights: true,
 		Gauges: Gauges{Running: []string{"vllm:num_requests_running"}, Waiting: []string{"vllm:num_requests_waiting"},
-			KVUsage: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}},
+			KVUsage:       []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
+			PrefixQueries: []string{"vllm:prefix_cache_queries_total"}, PrefixHits: []string{"vllm:prefix_cache_hits_total"},
+			Preemptions: []string{"vllm:num_preemptions_total"}},
 		Dynamo:  true,
 		Modules: []string{"vllm"},
 		Install: "pip install vllm",
@@ -75,7 +80,9 @@ var Kinds = []Kind{
 		Image:          func(v string) string { return "lmsysorg/sglang:" + orLatest(v) },
 		HubWeights:     true,
 		Gauges: Gauges{Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
-			KVUsage: []string{"sglang:token_usage"}},
+			KVUsage: []string{"sglang:token_usage"},
+			// SGLang counts every prompt token, and those its radix cache held.
+			PrefixQueries: []string{"sglang:prompt_tokens_total"}, PrefixHits: []string{"sglang:cached_tokens_total"}},
 		Modules: []string{"sglang"},
 		Install: `pip install "sglang[all]"`,
 	},
@@ -154,6 +161,9 @@ func AllGauges() Gauges {
 		g.Running = append(g.Running, k.Gauges.Running...)
 		g.Waiting = append(g.Waiting, k.Gauges.Waiting...)
 		g.KVUsage = append(g.KVUsage, k.Gauges.KVUsage...)
+		g.PrefixQueries = append(g.PrefixQueries, k.Gauges.PrefixQueries...)
+		g.PrefixHits = append(g.PrefixHits, k.Gauges.PrefixHits...)
+		g.Preemptions = append(g.Preemptions, k.Gauges.Preemptions...)
 	}
 	return g
 }

@@ -127,6 +127,9 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 			ep.Flags = append(ep.Flags, *fl)
 		}
 		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
+		if why := PrefixCacheMissing(ep.Load); why != "" {
+			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckPrefixCache, Reason: why})
+		}
 		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 && !EngineFaulted(ep) { // an engine fault: its verdict says why
 			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckLoadPartial,
 				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})

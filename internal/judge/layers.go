@@ -51,6 +51,7 @@ var checkKinds = map[string]checkKind{
 	CheckLoadClockEvents:  {results.LayerGPU, results.ActionDrainRMA},
 	CheckReplayLoad:       {results.LayerInterconnect, results.ActionRebootNode},
 	CheckEngineFault:      {results.LayerEngine, results.ActionFixEngine},
+	CheckPrefixCache:      {results.LayerEngine, results.ActionFixEngine},
 	CheckNetworkFault:     {results.LayerInfra, results.ActionRerun},
 	CheckClientFault:      {results.LayerClient, results.ActionRerun},
 	CheckLoadPartial:      {results.LayerInfra, results.ActionRerun},

@@ -85,7 +85,7 @@ type Options struct {
 }
 
 // Profiles are the accepted values of LoadConfig.Profile.
-var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson}
+var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson, kindTrace}
 
 // Defaults fills unset LoadConfig fields from the shared profile (results.DefaultLoadConfig, which
 // config and `gpuvet bench` read too). Concurrency and Seed are left as given: profile concurrency
@@ -137,7 +137,7 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 	if c.TimeBudget == 0 {
 		c.TimeBudget = d.TimeBudget
 	}
-	return c
+	return workloadDefaults(c)
 }
 
 // Validate checks options before any request is sent: every error names the flag and what to do.
@@ -193,6 +193,9 @@ func Validate(o Options) error {
 		return fmt.Errorf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)
 	}
 	if err := bounded(o, c); err != nil {
+		return err
+	}
+	if err := validateWorkload(c); err != nil {
 		return err
 	}
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
@@ -527,7 +530,11 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	stopScrape()
 	scrapeWG.Wait()
 	if sc != nil {
+		sc.last(ctx) // the counters as the load ends, not up to a scrape interval before
 		l.Server = sc.result()
+		if exp := ex.prefix.rate(); exp != nil && l.Server.PrefixCache != nil {
+			l.Server.PrefixCache.Expected = exp
+		}
 	}
 	fillTotals(l, att, ex.allLags, cpuTime()-cpu0, time.Since(wall0))
 	if cl.ev != nil {
@@ -579,22 +586,32 @@ func prompts(ctx context.Context, cfg results.LoadConfig, local *dataset.Tokeniz
 	}
 	s := &dataset.Synthetic{Lengths: dataset.Lengths{Mean: cfg.PromptTokens, Stdev: cfg.PromptStdev, Min: cfg.PromptMin, Max: cfg.PromptMax},
 		Seed: uint64(cfg.Seed), PrefixCount: cfg.PrefixCount, PrefixTokens: cfg.PrefixTokens}
+	counts, err := calibrated(ctx, s, cfg.API == "chat", local, server, usageC, log)
+	if err != nil {
+		return nil, "", err
+	}
+	src, err := withWorkload(cfg, s)
+	return src, counts, err
+}
+
+// calibrated sizes synthetic prompts by the first counter that works (see prompts) and says which.
+func calibrated(ctx context.Context, s *dataset.Synthetic, chat bool, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (string, error) {
 	if local != nil {
-		counts, err := withLocal(ctx, s, cfg.API == "chat", local, server, usageC, log)
+		counts, err := withLocal(ctx, s, chat, local, server, usageC, log)
 		if err == nil {
-			return s, counts, nil
+			return counts, nil
 		}
 		logf(log, "%v; sizing prompts with the server instead", err)
 	}
 	err := s.Calibrate(ctx, server)
 	if err == nil {
-		return s, tokensServer, nil
+		return tokensServer, nil
 	}
 	logf(log, "exact prompt lengths via /tokenize unavailable (%v); calibrating from usage.prompt_tokens", err)
 	if err2 := s.CalibrateLinear(ctx, usageC); err2 != nil {
-		return nil, "", fmt.Errorf("cannot size prompts: /tokenize failed (%v) and usage calibration failed (%v)", err, err2)
+		return "", fmt.Errorf("cannot size prompts: /tokenize failed (%v) and usage calibration failed (%v)", err, err2)
 	}
-	return s, tokensUsage, nil
+	return tokensUsage, nil
 }
 
 // withLocal calibrates s with a local tokenizer.json, then measures what the server counts beyond it
@@ -692,6 +709,7 @@ type executor struct {
 	// still to run after the one running (their time is kept out of what the plan may spend).
 	blocks     []syncBlock
 	blocksLeft int
+	prefix     prefixExpect // what an ideal prefix cache would hold of what was sent
 }
 
 // spec is the next rung of kind, its index taken.
@@ -750,6 +768,11 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	out := ex.rn.run(ctx, s)
 	ex.record(s, ex.rn.c.since()-from)
 	run := summarize(out, &ex.o.SLO, uint64(ex.cfg.Seed))
+	run.Workload = ex.rn.src.Describe()
+	if tr, ok := ex.rn.src.(*dataset.TraceSource); ok && s.Kind == kindTrace {
+		run.Replay = replayOf(out, tr)
+	}
+	ex.prefix.add(ex.rn.src, out.recs)
 	ex.lastCPU = 0
 	if out.wall > 0 {
 		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(numCPU())
@@ -849,6 +872,8 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 		ex.one(ctx, &a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
 	case kindConstant, kindPoisson:
 		ex.one(ctx, &a, ex.spec(c.Profile, 0, c.Rate), n)
+	case kindTrace:
+		ex.one(ctx, &a, ex.traceSpec(ex.rn.src.(*dataset.TraceSource)), n)
 	case "sweep":
 		ex.sweep(ctx, &a, n)
 	}

@@ -23,6 +23,8 @@ const (
 	kindThroughput  = "throughput"
 	kindConstant    = "constant"
 	kindPoisson     = "poisson"
+	// kindTrace replays a trace: each request at the trace's arrival time (workload trace).
+	kindTrace = "trace"
 )
 
 // rungSpec is one rung: a closed loop of Concurrency slots, or an open loop at Rate req/s.
@@ -57,6 +59,8 @@ type rungSpec struct {
 	// Block is the block of the sweep's synchronous rung this is (blocks.go), 1-based; 0: a rung
 	// of its own.
 	Block int
+	// Arrive is when request k is sent, from the rung's start (a trace replay; nil: at Rate).
+	Arrive func(k int) time.Duration
 }
 
 // sized reports whether the rung is sized by completions.
@@ -78,9 +82,14 @@ func (s rungSpec) until() time.Duration {
 	return s.Duration
 }
 
-func (s rungSpec) openLoop() bool { return s.Kind == kindConstant || s.Kind == kindPoisson }
+func (s rungSpec) openLoop() bool {
+	return s.Kind == kindConstant || s.Kind == kindPoisson || s.Kind == kindTrace
+}
 
 func (s rungSpec) label() string {
+	if s.Kind == kindTrace {
+		return fmt.Sprintf("trace replay, %d requests (%.3g req/s on average)", s.MaxRequests, s.Rate)
+	}
 	if s.openLoop() {
 		return fmt.Sprintf("%s %.3g req/s", s.Kind, s.Rate)
 	}
@@ -238,6 +247,9 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	}
 	newRec := func(k int, sched time.Duration) (*Record, dataset.Prompt, int) {
 		idx := int(rn.next.Add(1) - 1)
+		if spec.Arrive != nil {
+			idx = k // a replay sends the trace's request k
+		}
 		p := rn.src.Prompt(idx)
 		n := rn.outTokens
 		if p.OutputTokens > 0 {
@@ -403,7 +415,7 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// openLoop sends on schedule (constant spacing or seeded Poisson arrivals) until the duration or the
+// openLoop sends on schedule (constant spacing, seeded Poisson arrivals, or a trace's) until the duration or the
 // request budget ends; each request runs in its own goroutine, at most spec.MaxInFlight at once.
 func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, total int, start time.Duration,
 	wg *sync.WaitGroup, newRec func(int, time.Duration) (*Record, dataset.Prompt, int), add func(*Record), dispatched func(int)) {
@@ -413,6 +425,9 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 	defer timer.Stop()
 	offset := time.Duration(0)
 	for k := 0; total == 0 || k < total; k++ {
+		if spec.Arrive != nil {
+			offset = spec.Arrive(k)
+		}
 		if spec.Duration > 0 && offset >= spec.until() {
 			return
 		}

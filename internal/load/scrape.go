@@ -24,6 +24,17 @@ var (
 	kvNames      = gauges.KVUsage
 )
 
+// scrapedNames are every metric a scrape reads.
+var scrapedNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, l := range [][]string{runningNames, waitingNames, kvNames, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions} {
+		for _, n := range l {
+			m[n] = true
+		}
+	}
+	return m
+}()
+
 // maxServerSamples bounds the kept scrapes (an hour at 1 Hz).
 const maxServerSamples = 3600
 
@@ -76,8 +87,9 @@ type scraper struct {
 	every time.Duration
 	epoch time.Time
 
-	mu  sync.Mutex
-	res results.ServerMetrics
+	mu                    sync.Mutex
+	res                   results.ServerMetrics
+	hasPrefix, hasPreempt bool // the engine exports those counters (as of the last scrape)
 }
 
 func pick(vals map[string]float64, names []string) (float64, bool) {
@@ -105,13 +117,7 @@ func (s *scraper) once(ctx context.Context) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: HTTP %d", results.RedactURLs(s.url), resp.StatusCode)
 	}
-	wanted := map[string]bool{}
-	for _, l := range [][]string{runningNames, waitingNames, kvNames} {
-		for _, n := range l {
-			wanted[n] = true
-		}
-	}
-	vals, err := parseProm(io.LimitReader(resp.Body, 16<<20), wanted)
+	vals, err := parseProm(io.LimitReader(resp.Body, 16<<20), scrapedNames)
 	if err != nil {
 		return err
 	}
@@ -124,12 +130,30 @@ func (s *scraper) once(ctx context.Context) error {
 	if kv > 1 { // some engines report percent
 		kv /= 100
 	}
+	sample := results.ServerSample{T: time.Since(s.epoch).Seconds(), Running: run, Waiting: wait, KVCacheUsage: kv}
+	sample.PrefixQueries, sample.PrefixHits, s.hasPrefix = prefixPair(vals)
+	sample.Preemptions, s.hasPreempt = pick(vals, gauges.Preemptions)
 	s.mu.Lock()
 	if len(s.res.Samples) < maxServerSamples {
-		s.res.Samples = append(s.res.Samples, results.ServerSample{T: time.Since(s.epoch).Seconds(), Running: run, Waiting: wait, KVCacheUsage: kv})
+		s.res.Samples = append(s.res.Samples, sample)
+	} else {
+		s.res.Samples[len(s.res.Samples)-1] = sample // the last keeps the counters' latest values
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// prefixPair reads one engine's prefix-cache counters: the first kind whose queries and hits are
+// both present.
+func prefixPair(vals map[string]float64) (queries, hits float64, ok bool) {
+	for i, q := range gauges.PrefixQueries {
+		qv, ok1 := vals[q]
+		hv, ok2 := vals[gauges.PrefixHits[i]]
+		if ok1 && ok2 {
+			return qv, hv, true
+		}
+	}
+	return 0, 0, false
 }
 
 // loop scrapes until ctx ends. A failing first scrape records the error and stops; later failures
@@ -159,10 +183,36 @@ func (s *scraper) loop(ctx context.Context) {
 	}
 }
 
+// last takes a final sample once the load is over (on Ctrl-C too: what was measured is kept), when
+// the scrape worked at all.
+func (s *scraper) last(ctx context.Context) {
+	s.mu.Lock()
+	worked := len(s.res.Samples) > 0
+	s.mu.Unlock()
+	if worked {
+		_ = s.once(context.WithoutCancel(ctx))
+	}
+}
+
 func (s *scraper) result() *results.ServerMetrics {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.res
 	r.Samples = append([]results.ServerSample(nil), s.res.Samples...)
+	if n := len(r.Samples); n >= 2 {
+		first, last := r.Samples[0], r.Samples[n-1]
+		if s.hasPrefix && last.PrefixQueries >= first.PrefixQueries && last.PrefixHits >= first.PrefixHits { // not reset
+			// An engine with prefix caching off keeps its counters at zero: a hit rate of 0.
+			pc := &results.PrefixCache{QueriedTokens: last.PrefixQueries - first.PrefixQueries, HitTokens: last.PrefixHits - first.PrefixHits}
+			if pc.QueriedTokens > 0 {
+				pc.HitRate = pc.HitTokens / pc.QueriedTokens
+			}
+			r.PrefixCache = pc
+		}
+		if s.hasPreempt {
+			p := max(last.Preemptions-first.Preemptions, 0)
+			r.Preemptions = &p
+		}
+	}
 	return &r
 }

@@ -109,7 +109,13 @@ type LoadConfig struct {
 	MaxRequests    int      `json:"max_requests,omitempty"`
 	Warmup         string   `json:"warmup,omitempty"` // "1" (requests) or "5s"
 	Data           string   `json:"data,omitempty"`   // "synthetic", or the file
-	Seed           int64    `json:"seed,omitempty"`
+	// Workload is what the prompts are (docs/workloads.md): "synthetic" (the seed's), "shared-prefix"
+	// (PrefixCount groups sharing PrefixTokens), "trace" (a Mooncake-format Trace file, replayed at
+	// its arrival times by profile trace, TraceSpeed times as fast).
+	Workload   string  `json:"workload,omitempty"`
+	Trace      string  `json:"trace,omitempty"`
+	TraceSpeed float64 `json:"trace_speed,omitempty"`
+	Seed       int64   `json:"seed,omitempty"`
 	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
 	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
 	Reader string `json:"reader,omitempty"`
@@ -221,6 +227,27 @@ type Run struct {
 	// ErrorSamples are the rung's first failed requests (at most MaxErrorSamples per class): the
 	// evidence a fault's layer is named with.
 	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
+
+	// Workload says what fed the rung's prompts ("synthetic", "synthetic (shared prefix 4×384)",
+	// "trace conv.jsonl").
+	Workload string `json:"workload,omitempty"`
+	// Replay is how a trace rung kept the trace's schedule and lengths (nil: not a replay).
+	Replay *Replay `json:"replay,omitempty"`
+}
+
+// Replay is a trace replay's fidelity: requests sent of those planned, the time from the first to
+// the last send against the trace's (scaled) span, how late requests were sent, and how many
+// prompts the server counted at exactly the trace's input length.
+type Replay struct {
+	Planned        int     `json:"planned"`
+	Sent           int     `json:"sent"`
+	PlannedSpanS   float64 `json:"planned_span_s"`
+	SentSpanS      float64 `json:"sent_span_s"`
+	SpanErrorPct   float64 `json:"span_error_pct"` // (sent − planned) ÷ planned span × 100
+	LagP99Ms       float64 `json:"lag_p99_ms"`
+	LagMaxMs       float64 `json:"lag_max_ms"`
+	PromptsExact   int     `json:"prompts_exact"`   // server's prompt count = the trace's input length
+	PromptsCounted int     `json:"prompts_counted"` // prompts the server counted (usage)
 }
 
 // Repeat is a rung measured in Blocks blocks spread over the load (issue 55): each block's start,
@@ -510,6 +537,22 @@ type ServerMetrics struct {
 	Source  string         `json:"source"` // the URL scraped
 	Samples []ServerSample `json:"samples,omitempty"`
 	Error   string         `json:"error,omitempty"`
+	// PrefixCache is the engine's prefix cache over the load, from its own counters (nil: the
+	// engine exports none).
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+	// Preemptions is how many requests the engine preempted over the load (its counter; nil:
+	// it exports none): KV-cache pressure.
+	Preemptions *float64 `json:"preemptions,omitempty"`
+}
+
+// PrefixCache is the engine's prefix-cache hit rate over a load, measured from its counters
+// (prompt tokens looked up and found), beside what an ideal cache would have found on the prompts
+// gpuvet sent (Expected, from the workload's shared blocks; nil when the workload shares none).
+type PrefixCache struct {
+	QueriedTokens float64  `json:"queried_tokens"`
+	HitTokens     float64  `json:"hit_tokens"`
+	HitRate       float64  `json:"hit_rate"` // 0..1
+	Expected      *float64 `json:"expected_hit_rate,omitempty"`
 }
 
 // ServerSample is one scrape.
@@ -518,6 +561,11 @@ type ServerSample struct {
 	Running      float64 `json:"running"`
 	Waiting      float64 `json:"waiting"`
 	KVCacheUsage float64 `json:"kv_cache_usage"` // 0..1
+	// The engine's cumulative counters, where it exports them: prompt tokens looked up in its
+	// prefix cache and found there, and preemptions.
+	PrefixQueries float64 `json:"prefix_queries,omitempty"`
+	PrefixHits    float64 `json:"prefix_hits,omitempty"`
+	Preemptions   float64 `json:"preemptions,omitempty"`
 }
 
 // Power is NVML sampling during the load of one endpoint.

@@ -1,0 +1,41 @@
+package judge
+
+import (
+	"fmt"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// CheckPrefixCache flags an engine whose prefix cache did not reuse what the workload shared.
+const CheckPrefixCache = "engine.prefix_cache"
+
+// Prefix-cache rule: a workload that shares at least PrefixExpectMin of its prompt tokens (as an
+// ideal cache would find them on the prompts sent) must see at least PrefixSeenShare of that
+// share hit in the engine's own counters. An engine with prefix caching on falls short of the
+// ideal only by what it evicts and by prompts sent before their prefix was computed, far less than
+// half; one with it off hits nothing.
+const (
+	PrefixExpectMin = 0.05
+	PrefixSeenShare = 0.5
+)
+
+// PrefixCacheMissing says, for a load whose workload shares prefixes, that the engine's counters
+// did not show the hits the workload should have had ("" when they did, or nothing was expected
+// or measured).
+func PrefixCacheMissing(l *results.Load) string {
+	if l == nil || l.Server == nil || l.Server.PrefixCache == nil || l.Server.PrefixCache.Expected == nil {
+		return ""
+	}
+	pc := l.Server.PrefixCache
+	exp := *pc.Expected
+	if exp < PrefixExpectMin || pc.HitRate >= exp*PrefixSeenShare {
+		return ""
+	}
+	seen := fmt.Sprintf("the engine's prefix cache hit %.1f %% (its own counters, %.0f of %.0f tokens)", pc.HitRate*100, pc.HitTokens, pc.QueriedTokens)
+	if pc.QueriedTokens == 0 {
+		seen = "the engine's prefix cache looked up no token (its counters stayed at 0: caching is off)"
+	}
+	return fmt.Sprintf("the workload shares %.0f %% of its prompt tokens (an ideal cache on the prompts sent), %s: "+
+		"hits expected and not seen; turn prefix caching on (vLLM: it is on unless --no-enable-prefix-caching) or give its KV cache room",
+		exp*100, seen)
+}

@@ -1,0 +1,207 @@
+package load
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+		"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/metrics"
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// Workloads are the accepted values of LoadConfig.Workload (docs/workloads.md).
+const (
+	WorkloadSynthetic    = "synthetic"
+	WorkloadSharedPrefix = "shared-prefix"
+	WorkloadTrace        = "trace"
+)
+
+// Workloads lists them, in the order help texts give them.
+var Workloads = []string{WorkloadSynthetic, WorkloadSharedPrefix, WorkloadTrace}
+
+// defaultPrefixGroups is a shared-prefix workload's number of prefixes when none is given: few
+// enough that every group's prefix is cached early in a rung, more than one so that the cache
+// must hold several.
+const defaultPrefixGroups = 4
+
+// workloadDefaults fills what a workload leaves implicit: shared prefixes given alone name the
+// shared-prefix workload; its groups default to defaultPrefixGroups and its prefix to three
+// quarters of the shortest prompt; a trace is replayed at its own times (profile trace, speed 1).
+func workloadDefaults(c results.LoadConfig) results.LoadConfig {
+	if c.Workload == "" {
+		c.Workload = WorkloadSynthetic
+		if c.PrefixCount > 0 && c.PrefixTokens > 0 {
+			c.Workload = WorkloadSharedPrefix
+		}
+	}
+	switch c.Workload {
+	case WorkloadSharedPrefix:
+		if c.PrefixCount == 0 {
+			c.PrefixCount = defaultPrefixGroups
+		}
+		if c.PrefixTokens == 0 {
+			c.PrefixTokens = max(c.PromptMin*3/4, 1)
+		}
+	case WorkloadTrace:
+		if c.TraceSpeed == 0 {
+			c.TraceSpeed = 1
+		}
+	}
+	return c
+}
+
+// maxTraceSpeed bounds --trace-speed: a day's trace in under a minute and a half.
+const maxTraceSpeed = 1000
+
+// validateWorkload checks a workload's own settings, loading a trace file so that a bad line is
+// bad input (exit 2) before any request.
+func validateWorkload(c results.LoadConfig) error {
+	if !slices.Contains(Workloads, c.Workload) {
+		return fmt.Errorf("--workload %q: unknown; want one of %v", c.Workload, Workloads)
+	}
+	switch {
+	case c.Workload == WorkloadTrace && c.Trace == "":
+		return fmt.Errorf("--workload trace: give the trace with --trace FILE (Mooncake JSONL: timestamp, input_length, output_length, hash_ids)")
+	case c.Workload != WorkloadTrace && c.Trace != "":
+		return fmt.Errorf("--trace %s: only --workload trace reads a trace", c.Trace)
+	case c.Profile == kindTrace && c.Workload != WorkloadTrace:
+		return fmt.Errorf("--profile trace replays a trace's arrival times: give --workload trace --trace FILE")
+	case c.Workload == WorkloadSynthetic && (c.PrefixCount > 0 || c.PrefixTokens > 0):
+		return fmt.Errorf("shared prefix %d×%d: give --workload shared-prefix (or leave --workload out)", c.PrefixCount, c.PrefixTokens)
+	case c.Workload != WorkloadSynthetic && c.Data != "synthetic":
+		return fmt.Errorf("--data %s: a prompt file is its own workload; leave --workload out", c.Data)
+	case c.TraceSpeed < 0 || c.TraceSpeed > maxTraceSpeed || math.IsNaN(c.TraceSpeed):
+		return fmt.Errorf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)
+	}
+	if c.Workload == WorkloadTrace {
+		if _, err := dataset.LoadTrace(c.Trace); err != nil {
+			return fmt.Errorf("--trace: %v", err)
+		}
+	}
+	return nil
+}
+
+// withWorkload wraps the calibrated synthetic prompts in the workload's source: a trace's prompts
+// are made of the same calibrated words.
+func withWorkload(c results.LoadConfig, s *dataset.Synthetic) (dataset.Source, error) {
+	if c.Workload != WorkloadTrace {
+		return s, nil
+	}
+	t, err := dataset.LoadTrace(c.Trace)
+	if err != nil {
+		return nil, err
+	}
+	return &dataset.TraceSource{Trace: t, Words: s, Speed: c.TraceSpeed}, nil
+}
+
+// traceSpec is a trace replay's one rung: every request of the trace (or the first --max-requests)
+// at its arrival time, no warm-up (the trace's first requests are part of it), its mean rate the
+// rung's rate (the error stop's first wave).
+func (ex *executor) traceSpec(src *dataset.TraceSource) rungSpec {
+	s := ex.spec(kindTrace, 0, 0)
+	n := src.Len()
+	if ex.cfg.MaxRequests > 0 {
+		n = min(n, ex.cfg.MaxRequests)
+	}
+	s.Duration, s.WarmupReqs, s.WarmupDur, s.MaxRequests = 0, 0, 0, n
+	s.Arrive = src.Arrival
+	span := src.Arrival(n - 1)
+	s.Rate = float64(n)
+	if span > 0 {
+		s.Rate = float64(n) / span.Seconds()
+	}
+	s.Expect = span + s.Drain
+	return s
+}
+
+// replayOf says how a trace rung kept its schedule: the send span against the planned one, the
+// lag of each send behind its time, and the prompts whose server count is the trace's length.
+func replayOf(out *rungOut, src *dataset.TraceSource) *results.Replay {
+	rp := &results.Replay{Planned: out.spec.MaxRequests}
+	if rp.Planned == 0 {
+		return rp
+	}
+	var first, last time.Duration = -1, 0
+	var lags []float64
+	for _, r := range out.recs {
+		if r.sent == 0 && r.Error != "" {
+			continue // never written (refused before sending)
+		}
+		rp.Sent++
+		if first < 0 || r.sent < first {
+			first = r.sent
+		}
+		last = max(last, r.sent)
+		lags = append(lags, float64(max(r.sent-r.sched, 0))/1e6)
+		if r.PromptTokens > 0 {
+			rp.PromptsCounted++
+			if want := src.Trace.Requests[r.Index%src.Len()].Input; r.PromptTokens == want {
+				rp.PromptsExact++
+			}
+		}
+	}
+	rp.PlannedSpanS = src.Arrival(rp.Planned - 1).Seconds()
+	if rp.Sent > 0 {
+		rp.SentSpanS = (last - first).Seconds()
+		d := metrics.Summarize(lags)
+		rp.LagP99Ms, rp.LagMaxMs = d.P99, d.Max
+	}
+	if rp.PlannedSpanS > 0 {
+		rp.SpanErrorPct = (rp.SentSpanS - rp.PlannedSpanS) / rp.PlannedSpanS * 100
+	}
+	return rp
+}
+
+// prefixExpect is what an ideal prefix cache (unbounded, filled as each prompt is sent) would hold
+// of the prompts a load sent: the leading blocks of each prompt that an earlier one shared, never
+// its last token (an engine computes that one to give the first output).
+type prefixExpect struct {
+	seen        map[uint64]bool
+	hit, tokens float64
+}
+
+// add counts the requests of one rung, in the order they were sent, that reached the server.
+func (p *prefixExpect) add(src dataset.Source, recs []*Record) {
+	pf, ok := src.(dataset.Prefixed)
+	if !ok {
+		return
+	}
+	if p.seen == nil {
+		p.seen = map[uint64]bool{}
+	}
+	sent := slices.Clone(recs)
+	slices.SortFunc(sent, func(a, b *Record) int { return int(a.sent - b.sent) })
+	for _, r := range sent {
+		n := r.PromptTokens
+		if n == 0 {
+			n = r.promptTokens
+		}
+		if n == 0 || !r.ok() && r.PromptTokens == 0 {
+			continue // the server never counted it: no cache lookup to expect
+		}
+		ids, bt := pf.PrefixBlocks(r.Index)
+		if len(ids) == 0 && len(p.seen) == 0 {
+			continue // nothing shared so far: no expectation to state
+		}
+		lead := 0
+		for lead < len(ids) && p.seen[ids[lead]] {
+			lead++
+		}
+		p.hit += float64(min(lead*bt, n-1))
+		p.tokens += float64(n)
+		for _, id := range ids {
+			p.seen[id] = true
+		}
+	}
+}
+
+// rate is the expected hit rate (nil when the workload shares nothing).
+func (p *prefixExpect) rate() *float64 {
+	if len(p.seen) == 0 || p.tokens == 0 {
+		return nil
+	}
+	r := p.hit / p.tokens
+	return &r
+}
