@@ -84,9 +84,9 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.c.API, "api", d.API, "chat or completions")
 	f.StringVar(&b.c.Reader, "reader", d.Reader, "reader of streamed responses: auto (an event loop for plain http on Linux, else net/http), eventloop or nethttp")
 	f.StringVar(&b.c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
-	f.StringVar(&b.c.Workload, "workload", "", "what the prompts are: "+strings.Join(load.Workloads, ", ")+" (docs/workloads.md; default synthetic, or shared-prefix when --prefix-* are given)")
+	f.StringVar(&b.c.Workload, "workload", d.Workload, "what the prompts are: "+strings.Join(load.Workloads, ", ")+" (docs/workloads.md; shared-prefix when --prefix-count and --prefix-tokens are given)")
 	f.StringVar(&b.c.Trace, "trace", "", "workload trace: a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids)")
-	f.Float64Var(&b.c.TraceSpeed, "trace-speed", 1, "workload trace: replay this many times as fast as recorded")
+	f.Float64Var(&b.c.TraceSpeed, "trace-speed", d.TraceSpeed, "workload trace: replay this many times as fast as recorded")
 	f.Int64Var(&b.c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&b.out, "out", "", "write the result JSON (results.Load) here")
 	f.StringVar(&b.o.RecordsPath, "records", "", "write one JSON line per request here")
@@ -117,6 +117,9 @@ func (b *benchOptions) Complete(cmd *cobra.Command) error {
 	c.MaxDuration = results.Duration(b.maxDuration)
 	c.MaxRungDuration = results.Duration(b.maxRung)
 	c.PrefixCount, c.PrefixTokens = b.prefixCount, b.prefixTk
+	if !cmd.Flags().Changed("workload") && c.PrefixCount > 0 && c.PrefixTokens > 0 {
+		c.Workload = load.WorkloadSharedPrefix // the prefix flags alone name it
+	}
 	if c.Workload == load.WorkloadTrace && !cmd.Flags().Changed("profile") {
 		c.Profile = "trace" // a trace is replayed at its own arrival times unless a profile is asked for
 	}

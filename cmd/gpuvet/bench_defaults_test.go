@@ -20,7 +20,7 @@ func TestBenchFlagDefaultsAreTheSharedProfile(t *testing.T) {
 		"PromptTokens": {"prompt-tokens", strconv.Itoa(d.PromptTokens)}, "OutputTokens": {"output-tokens", strconv.Itoa(d.OutputTokens)},
 		"MaxConcurrency": {"max-concurrency", strconv.Itoa(d.MaxConcurrency)}, "Concurrency": {"concurrency", strconv.Itoa(d.Concurrency)},
 		"Rates": {"rates", strconv.Itoa(d.Rates)}, "MaxDuration": {"max-duration", time.Duration(d.MaxDuration).String()},
-		"Warmup": {"warmup", d.Warmup}, "Data": {"data", d.Data}, "Seed": {"seed", strconv.FormatInt(d.Seed, 10)},
+		"Warmup": {"warmup", d.Warmup}, "Data": {"data", d.Data}, "Workload": {"workload", d.Workload}, "TraceSpeed": {"trace-speed", strconv.FormatFloat(d.TraceSpeed, 'g', -1, 64)}, "Seed": {"seed", strconv.FormatInt(d.Seed, 10)},
 		"Reader": {"reader", d.Reader}, "MinSamples": {"min-samples", strconv.Itoa(d.MinSamples)},
 		"MaxRungDuration": {"max-rung-duration", time.Duration(d.MaxRungDuration).String()},
 		"TimeBudget":      {"time-budget", time.Duration(d.TimeBudget).String()},

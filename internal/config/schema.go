@@ -119,6 +119,14 @@ type LoadProfile struct {
 	// Reader reads streamed responses: auto (an event loop for plain http on Linux, else net/http),
 	// eventloop or nethttp.
 	Reader string `yaml:"reader"`
+	// Workload is what the prompts are (docs/workloads.md): synthetic, shared-prefix
+	// (prefix_count groups sharing prefix_tokens; 0: the load's defaults) or trace (the Mooncake
+	// JSONL file at trace, replayed trace_speed times as fast when profile is trace).
+	Workload     string  `yaml:"workload"`
+	PrefixCount  int     `yaml:"prefix_count"`
+	PrefixTokens int     `yaml:"prefix_tokens"`
+	Trace        string  `yaml:"trace"`
+	TraceSpeed   float64 `yaml:"trace_speed"`
 }
 
 // Gates are the absolute SLO gates; null disables one.
@@ -432,6 +440,7 @@ func loadDefaults() LoadProfile {
 		MaxConcurrency: d.MaxConcurrency, Concurrency: d.Concurrency, Rates: d.Rates,
 		MaxDuration: Duration(d.MaxDuration), Warmup: d.Warmup, Seed: d.Seed, Reader: d.Reader,
 		MaxRungDuration: Duration(d.MaxRungDuration), TimeBudget: Duration(d.TimeBudget), RetryUnsaturated: true,
+		Workload: d.Workload, TraceSpeed: d.TraceSpeed,
 	}
 }
 

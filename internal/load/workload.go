@@ -6,12 +6,12 @@ import (
 	"slices"
 	"time"
 
-		"github.com/gpuvet/gpuvet/internal/dataset"
+	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Workloads are the accepted values of LoadConfig.Workload (docs/workloads.md).
+// The workloads, as results.LoadWorkloads lists them (docs/workloads.md).
 const (
 	WorkloadSynthetic    = "synthetic"
 	WorkloadSharedPrefix = "shared-prefix"
@@ -19,7 +19,7 @@ const (
 )
 
 // Workloads lists them, in the order help texts give them.
-var Workloads = []string{WorkloadSynthetic, WorkloadSharedPrefix, WorkloadTrace}
+var Workloads = results.LoadWorkloads()
 
 // defaultPrefixGroups is a shared-prefix workload's number of prefixes when none is given: few
 // enough that every group's prefix is cached early in a rung, more than one so that the cache
@@ -31,7 +31,7 @@ const defaultPrefixGroups = 4
 // quarters of the shortest prompt; a trace is replayed at its own times (profile trace, speed 1).
 func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 	if c.Workload == "" {
-		c.Workload = WorkloadSynthetic
+		c.Workload = results.DefaultLoadConfig().Workload
 		if c.PrefixCount > 0 && c.PrefixTokens > 0 {
 			c.Workload = WorkloadSharedPrefix
 		}
@@ -44,16 +44,19 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 		if c.PrefixTokens == 0 {
 			c.PrefixTokens = max(c.PromptMin*3/4, 1)
 		}
-	case WorkloadTrace:
-		if c.TraceSpeed == 0 {
-			c.TraceSpeed = 1
-		}
+	}
+	if c.TraceSpeed == 0 {
+		c.TraceSpeed = results.DefaultLoadConfig().TraceSpeed
 	}
 	return c
 }
 
 // maxTraceSpeed bounds --trace-speed: a day's trace in under a minute and a half.
 const maxTraceSpeed = 1000
+
+// CheckWorkload checks a load's workload as the load will (a trace file read and parsed): a
+// plan's preflight calls it, so that a bad trace is bad input before any engine starts.
+func CheckWorkload(c results.LoadConfig) error { return validateWorkload(Defaults(c)) }
 
 // validateWorkload checks a workload's own settings, loading a trace file so that a bad line is
 // bad input (exit 2) before any request.

@@ -74,6 +74,9 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			}
 		}
 	}
+	if err := load.CheckWorkload(c.LoadConfig()); err != nil {
+		return bad("load: %v", err)
+	}
 	if err := checkBaseline(c.Run.Baseline); err != nil {
 		return err
 	}

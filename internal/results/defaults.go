@@ -15,10 +15,14 @@ func DefaultLoadConfig() LoadConfig {
 	return LoadConfig{
 		Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256,
 		MaxConcurrency: 128, Concurrency: 256, Rates: 10, MaxDuration: Duration(20 * time.Second),
-		Warmup: "1", Data: "synthetic", Seed: 42, Reader: "auto",
+		Warmup: "1", Data: "synthetic", Workload: "synthetic", TraceSpeed: 1, Seed: 42, Reader: "auto",
 		MinSamples: 30, MaxRungDuration: Duration(3 * time.Minute), TimeBudget: Duration(8 * time.Minute),
 	}
 }
+
+// LoadWorkloads are the workloads a load can send (LoadConfig.Workload; docs/workloads.md): the
+// seed's synthetic prompts, prompts in groups sharing a prefix, and a replayed request trace.
+func LoadWorkloads() []string { return []string{"synthetic", "shared-prefix", "trace"} }
 
 // MicrobenchNames are the health phase's microbenchmarks (Microbench.Name), in the order it runs
 // them: the one list the CUDA runner, the simulator, the health phase and the reports read. A new
