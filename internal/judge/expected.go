@@ -44,7 +44,10 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	// sequences in flight reaches less of the bound however healthy the GPU (minFill).
 	// (A bound without the batch reached, an older summary's, says nothing of the fill: not applied.)
 	filled := sol != nil && sol.ReachedBatch >= minFill*sol.Batch
-	if known && sol != nil && sol.BoundOutputTokS > 0 && filled {
+	// A profile that sets its own pace (a rate, a concurrency, a trace) measures what that pace
+	// asked for, not what the GPU can serve.
+	paced := !seeksCapacity(ep.Load.Config.Profile)
+	if known && sol != nil && sol.BoundOutputTokS > 0 && filled && !paced {
 		margin := val(cfg.LLMVariancePct)
 		exp := sol.BoundOutputTokS * pct / 100
 		spec := GateSpec{Check: CheckExpected, Name: "peak output tok/s", Unit: "tok/s",
@@ -55,6 +58,8 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	}
 	var why string
 	switch {
+	case paced:
+		why = fmt.Sprintf("the load profile %q sets its own pace and does not seek the GPU's capacity (profiles sweep and throughput do)", ep.Load.Config.Profile)
 	case sol == nil || sol.BoundOutputTokS <= 0:
 		why = "no roofline bound"
 	case !known:
@@ -76,6 +81,10 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	v.Reason = fmt.Sprintf("throughput not judged: no reference for %s × %s, no peer GPU, %s: %s, or vet it beside a sibling GPU", orUnknown(ep.GPUName), m.Model, why, calibrate)
 	return v
 }
+
+// seeksCapacity reports whether a load profile drives the engine to what it can serve: a sweep
+// (its probes and ladder) or the throughput profile; the others run at the pace they are given.
+func seeksCapacity(profile string) bool { return profile == "sweep" || profile == "throughput" }
 
 func orUnknown(s string) string {
 	if s == "" {

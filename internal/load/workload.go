@@ -54,9 +54,26 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 // maxTraceSpeed bounds --trace-speed: a day's trace in under a minute and a half.
 const maxTraceSpeed = 1000
 
-// CheckWorkload checks a load's workload as the load will (a trace file read and parsed): a
-// plan's preflight calls it, so that a bad trace is bad input before any engine starts.
-func CheckWorkload(c results.LoadConfig) error { return validateWorkload(Defaults(c)) }
+// CheckWorkload checks a load's workload as the load will (a trace file read and parsed), and,
+// when the engine's context length is known (maxModelLen > 0), that every traced request fits in
+// it: a plan's preflight calls it, so that a bad trace is bad input before any engine starts.
+func CheckWorkload(c results.LoadConfig, maxModelLen int) error {
+	c = Defaults(c)
+	if err := validateWorkload(c); err != nil || c.Workload != WorkloadTrace || maxModelLen <= 0 {
+		return err
+	}
+	t, err := dataset.LoadTrace(c.Trace)
+	if err != nil {
+		return err
+	}
+	for i, r := range t.Requests {
+		if r.Input+r.Output > maxModelLen {
+			return fmt.Errorf("trace %s: request %d (at %v) needs %d tokens (input %d + output %d), over the engine's max_model_len %d: raise engine.max_model_len or cut the trace",
+				t.Name, i+1, r.At, r.Input+r.Output, r.Input, r.Output, maxModelLen)
+		}
+	}
+	return nil
+}
 
 // validateWorkload checks a workload's own settings, loading a trace file so that a bad line is
 // bad input (exit 2) before any request.

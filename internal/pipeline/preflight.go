@@ -74,7 +74,11 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 			}
 		}
 	}
-	if err := load.CheckWorkload(c.LoadConfig()); err != nil {
+	maxLen := 0
+	if kind.Engines || kind.Simulated { // gpuvet starts the engine (or simulates it): its context length is the plan's
+		maxLen = c.Engine.MaxModelLen
+	}
+	if err := load.CheckWorkload(c.LoadConfig(), maxLen); err != nil {
 		return bad("load: %v", err)
 	}
 	if err := checkBaseline(c.Run.Baseline); err != nil {
