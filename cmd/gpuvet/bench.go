@@ -66,7 +66,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
 	f.StringVar(&b.o.Model, "model", "", "model id as the server lists it at /v1/models")
 	f.StringVar(&b.o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
-	f.StringVar(&b.c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson or throughput")
+	f.StringVar(&b.c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson, throughput or trace (default trace with --workload trace, concurrency with --workload multi-turn)")
 	f.IntVar(&b.c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
 	f.Float64Var(&b.c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
 	f.IntVar(&b.c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
@@ -86,6 +86,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
 	f.StringVar(&b.c.Workload, "workload", d.Workload, "what the prompts are: "+strings.Join(load.Workloads, ", ")+" (docs/workloads.md; shared-prefix when --prefix-count and --prefix-tokens are given)")
 	f.StringVar(&b.c.Trace, "trace", "", "workload trace: a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids)")
+	f.IntVar(&b.c.Turns, "turns", 0, "workload multi-turn: turns per session, each carrying the session's history (default 4)")
 	f.Float64Var(&b.c.TraceSpeed, "trace-speed", d.TraceSpeed, "workload trace: replay this many times as fast as recorded")
 	f.Int64Var(&b.c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
 	f.StringVar(&b.out, "out", "", "write the result JSON (results.Load) here")
@@ -120,8 +121,13 @@ func (b *benchOptions) Complete(cmd *cobra.Command) error {
 	if !cmd.Flags().Changed("workload") && c.PrefixCount > 0 && c.PrefixTokens > 0 {
 		c.Workload = load.WorkloadSharedPrefix // the prefix flags alone name it
 	}
-	if c.Workload == load.WorkloadTrace && !cmd.Flags().Changed("profile") {
-		c.Profile = "trace" // a trace is replayed at its own arrival times unless a profile is asked for
+	if !cmd.Flags().Changed("profile") {
+		switch c.Workload {
+		case load.WorkloadTrace:
+			c.Profile = "trace" // a trace is replayed at its own arrival times unless a profile is asked for
+		case load.WorkloadMultiTurn:
+			c.Profile = "concurrency" // sessions on --concurrency streams, each turn after the reply before it
+		}
 	}
 	if b.o.SLO, err = analysis.ParseSLO(b.slo); err != nil {
 		return usageErr("%v", err)

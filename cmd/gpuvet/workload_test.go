@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -121,5 +122,77 @@ func TestBenchSharedPrefixWithoutCache(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "line 2") {
 		t.Errorf("bad trace: %s", stderr.String())
+	}
+}
+
+// Multi-turn sessions keep their order and history: on each of the concurrent streams a session's
+// turns go one after another, each turn's prompt holds the one before whole (it grows by a user
+// turn and a reply), and the engine's prefix cache hits what the history shares.
+func TestBenchMultiTurnKeepsHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 4 s load")
+	}
+	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	dir := t.TempDir()
+	out, recs := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.jsonl")
+	code := executeTo([]string{"bench", "--url", srv.URL(), "--model", "Qwen/Qwen3-8B", "--workload", "multi-turn", "--turns", "3",
+		"--concurrency", "4", "--prompt-tokens", "200", "--output-tokens", "40", "--max-duration", "4s", "--out", out, "--records", recs}, io.Discard, io.Discard)
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	l := readLoad(t, out)
+	if l.Config.Profile != "concurrency" || l.Config.Turns != 3 || l.Runs[0].Workload != "multi-turn (3 turns)" {
+		t.Fatalf("profile %q, turns %d, workload %q", l.Config.Profile, l.Config.Turns, l.Runs[0].Workload)
+	}
+	b, err := os.ReadFile(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type turn struct{ prompt, sent, end float64 }
+	sessions := map[int]map[int]turn{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var r struct {
+			Index        int     `json:"index"`
+			PromptTokens float64 `json:"prompt_tokens"`
+			SentMs       float64 `json:"sent_ms"`
+			EndMs        float64 `json:"end_ms"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if sessions[r.Index/3] == nil {
+			sessions[r.Index/3] = map[int]turn{}
+		}
+		sessions[r.Index/3][r.Index%3] = turn{r.PromptTokens, r.SentMs, r.EndMs}
+	}
+	whole := 0
+	for s, turns := range sessions {
+		for k := 1; k < 3; k++ {
+			a, okA := turns[k-1]
+			b, okB := turns[k]
+			if !okA || !okB {
+				continue
+			}
+			if b.sent < a.end {
+				t.Errorf("session %d: turn %d sent at %.0f ms, before turn %d ended at %.0f ms", s, k, b.sent, k-1, a.end)
+			}
+			if grew := b.prompt - a.prompt; grew < 240 || grew > 260 {
+				t.Errorf("session %d: turn %d's prompt %.0f tokens, turn %d's %.0f: want it to grow by a user turn and a reply (240 + template)", s, k, b.prompt, k-1, a.prompt)
+			}
+		}
+		if len(turns) == 3 {
+			whole++
+		}
+	}
+	if whole < 4 {
+		t.Errorf("%d whole sessions of 3 turns, want at least one per stream", whole)
+	}
+	pc := l.Server.PrefixCache
+	if pc == nil || pc.Expected == nil || pc.HitRate < 0.3 || math.Abs(pc.HitRate-*pc.Expected) > 0.1 {
+		t.Errorf("prefix cache %+v", pc)
 	}
 }

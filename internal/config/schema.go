@@ -121,12 +121,14 @@ type LoadProfile struct {
 	Reader string `yaml:"reader"`
 	// Workload is what the prompts are (docs/workloads.md): synthetic, shared-prefix
 	// (prefix_count groups sharing prefix_tokens; 0: the load's defaults) or trace (the Mooncake
-	// JSONL file at trace, replayed trace_speed times as fast when profile is trace).
+	// JSONL file at trace, replayed trace_speed times as fast when profile is trace) or multi-turn
+	// (sessions of turns, each turn carrying the history; a profile of concurrent streams).
 	Workload     string  `yaml:"workload"`
 	PrefixCount  int     `yaml:"prefix_count"`
 	PrefixTokens int     `yaml:"prefix_tokens"`
 	Trace        string  `yaml:"trace"`
 	TraceSpeed   float64 `yaml:"trace_speed"`
+	Turns        int     `yaml:"turns"` // multi-turn: turns per session (0: the load's default)
 }
 
 // Gates are the absolute SLO gates; null disables one.

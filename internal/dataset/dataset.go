@@ -25,6 +25,9 @@ type Prompt struct {
 	Tokens int
 	// OutputTokens is the output length this prompt asks for (0: the run's default).
 	OutputTokens int
+	// History is the conversation before Text, oldest first: user and assistant turns taking
+	// turns, the first a user's (a multi-turn session's later turns; nil: a single turn).
+	History []string
 }
 
 // Source yields prompts by request index. Prompt(i) is deterministic and safe for concurrent use.
@@ -149,18 +152,24 @@ func (s *Synthetic) wordsFor(n int) int {
 }
 
 // Prefixed is a Source whose prompts share prefixes by design: PrefixBlocks names prompt i's
-// leading blocks of blockTokens tokens each (two prompts with the same leading ids share those
-// tokens), so a load can say what hit rate a prefix cache should reach on what it sent.
+// leading blocks (two prompts whose blocks open with the same ids share those tokens), so a load
+// can say what hit rate a prefix cache should reach on what it sent.
 type Prefixed interface {
-	PrefixBlocks(i int) (ids []uint64, blockTokens int)
+	PrefixBlocks(i int) []PrefixBlock
+}
+
+// PrefixBlock is a block of a prompt that other prompts may share: its identity and its tokens.
+type PrefixBlock struct {
+	ID     uint64
+	Tokens int
 }
 
 // PrefixBlocks implements Prefixed: a shared-prefix prompt's one block is its group's prefix.
-func (s *Synthetic) PrefixBlocks(i int) ([]uint64, int) {
+func (s *Synthetic) PrefixBlocks(i int) []PrefixBlock {
 	if s.PrefixCount <= 0 || s.PrefixTokens <= 0 {
-		return nil, 0
+		return nil
 	}
-	return []uint64{uint64(i % s.PrefixCount)}, min(s.PrefixTokens, s.Length(i))
+	return []PrefixBlock{{ID: uint64(i % s.PrefixCount), Tokens: min(s.PrefixTokens, s.Length(i))}}
 }
 
 func pickWords(ws, words []string, rng *rand.Rand, n int) []string {

@@ -189,12 +189,13 @@ func (s *TraceSource) Prompt(i int) Prompt {
 	return p
 }
 
-// PrefixBlocks implements Prefixed: the request's hash ids.
-func (s *TraceSource) PrefixBlocks(i int) ([]uint64, int) {
+// PrefixBlocks implements Prefixed: the request's hash ids, the last one holding what is left of
+// its input length.
+func (s *TraceSource) PrefixBlocks(i int) []PrefixBlock {
 	r := s.Trace.Requests[i%len(s.Trace.Requests)]
-	ids := make([]uint64, len(r.HashIDs))
+	out := make([]PrefixBlock, len(r.HashIDs))
 	for k, h := range r.HashIDs {
-		ids[k] = uint64(h)
+		out[k] = PrefixBlock{ID: uint64(h), Tokens: min(TraceBlockTokens, r.Input-k*TraceBlockTokens)}
 	}
-	return ids, TraceBlockTokens
+	return out
 }

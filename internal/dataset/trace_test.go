@@ -80,9 +80,8 @@ func TestTracePromptsShareTheirHashBlocks(t *testing.T) {
 	if src.Arrival(2) != 27482*time.Millisecond/2 {
 		t.Errorf("arrival at speed 2: %v", src.Arrival(2))
 	}
-	ids, bt := src.PrefixBlocks(3)
-	if len(ids) != 3 || ids[1] != 99 || bt != TraceBlockTokens {
-		t.Errorf("prefix blocks %v of %d tokens", ids, bt)
+	if b := src.PrefixBlocks(3); len(b) != 3 || b[1] != (PrefixBlock{99, 512}) || b[2] != (PrefixBlock{100, 1100 - 1024}) {
+		t.Errorf("prefix blocks %v", b)
 	}
 }
 

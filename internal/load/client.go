@@ -223,9 +223,15 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 		r.StreamOptions = &streamOptions{IncludeUsage: true, ContinuousUsageStats: c.sends(paramContinuous)}
 	}
 	if c.chat {
-		r.Messages = []message{{Role: "user", Content: p.Text}}
+		for i, h := range p.History { // user and assistant take turns, a user's first
+			r.Messages = append(r.Messages, message{Role: [2]string{"user", "assistant"}[i%2], Content: h})
+		}
+		r.Messages = append(r.Messages, message{Role: "user", Content: p.Text})
 	} else {
 		text := p.Text
+		if len(p.History) > 0 {
+			text = strings.Join(append(slices.Clone(p.History), p.Text), "\n\n")
+		}
 		r.Prompt = &text
 	}
 	b, _ := json.Marshal(r) // cannot fail: plain strings and numbers

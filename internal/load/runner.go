@@ -128,8 +128,28 @@ type runner struct {
 	outTokens int
 	seed      uint64
 	next      atomic.Int64
+	sessions  atomic.Int64 // multi-turn sessions started (conversation)
 	progress  io.Writer
 	modelsURL string // GET target used to open connections before closed-loop rungs ("": none)
+}
+
+// conversation is a closed-loop slot's prompt picker: for a source of sessions (multi-turn), each
+// slot takes a session of its own and sends its turns in order, each after the one before ended,
+// then takes the next session; for any other source, -1 (the load's next prompt).
+func (rn *runner) conversation() func() int {
+	ss, ok := rn.src.(interface{ SessionTurns() int })
+	if !ok || ss.SessionTurns() < 2 {
+		return func() int { return -1 }
+	}
+	turns := ss.SessionTurns()
+	session, next := 0, turns // next: the turn to send; turns: take a new session first
+	return func() int {
+		if next == turns {
+			session, next = int(rn.sessions.Add(1)-1), 0
+		}
+		next++
+		return session*turns + next - 1
+	}
 }
 
 // run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
@@ -245,10 +265,10 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	warm := func(k int, sched time.Duration) bool {
 		return k < spec.WarmupReqs || (spec.WarmupDur > 0 && sched < out.start+spec.WarmupDur)
 	}
-	newRec := func(k int, sched time.Duration) (*Record, dataset.Prompt, int) {
-		idx := int(rn.next.Add(1) - 1)
-		if spec.Arrive != nil {
-			idx = k // a replay sends the trace's request k
+	// newRec makes request k's record; idx is its prompt (< 0: the load's next one).
+	newRec := func(k int, sched time.Duration, idx int) (*Record, dataset.Prompt, int) {
+		if idx < 0 {
+			idx = int(rn.next.Add(1) - 1)
 		}
 		p := rn.src.Prompt(idx)
 		n := rn.outTokens
@@ -306,6 +326,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		for range spec.Concurrency {
 			wg.Go(func() {
 				free, first := rn.c.since(), true
+				conv := rn.conversation()
 				for dispatchCtx.Err() == nil {
 					if enough() {
 						stopDispatch()
@@ -315,7 +336,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 					if total > 0 && k >= total {
 						return
 					}
-					rec, p, n := newRec(k, free)
+					rec, p, n := newRec(k, free, conv())
 					rec.noLag = first // a slot's first request pays the connection ramp, not client lag
 					dispatched(k)
 					rn.c.do(reqCtx, p, n, rec)
@@ -418,7 +439,7 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 // openLoop sends on schedule (constant spacing, seeded Poisson arrivals, or a trace's) until the duration or the
 // request budget ends; each request runs in its own goroutine, at most spec.MaxInFlight at once.
 func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, total int, start time.Duration,
-	wg *sync.WaitGroup, newRec func(int, time.Duration) (*Record, dataset.Prompt, int), add func(*Record), dispatched func(int)) {
+	wg *sync.WaitGroup, newRec func(int, time.Duration, int) (*Record, dataset.Prompt, int), add func(*Record), dispatched func(int)) {
 	rng := rand.New(rand.NewPCG(rn.seed, uint64(spec.Index)+1))
 	sem := make(chan struct{}, max(spec.MaxInFlight, 1))
 	timer := time.NewTimer(time.Hour)
@@ -445,7 +466,11 @@ func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, t
 		case <-dispatchCtx.Done():
 			return
 		}
-		rec, p, n := newRec(k, sched)
+		idx := -1
+		if spec.Arrive != nil {
+			idx = k // a replay sends the trace's request k
+		}
+		rec, p, n := newRec(k, sched, idx)
 		dispatched(k)
 		wg.Go(func() {
 			defer func() { <-sem }()

@@ -16,7 +16,15 @@ const (
 	WorkloadSynthetic    = "synthetic"
 	WorkloadSharedPrefix = "shared-prefix"
 	WorkloadTrace        = "trace"
+	WorkloadMultiTurn    = "multi-turn"
 )
+
+// defaultTurns is a multi-turn session's turns when none is given: enough for the history to
+// outweigh the new turn (AIPerf's and GuideLLM's examples use a handful).
+const defaultTurns = 4
+
+// maxTurns bounds a session: its last request carries every turn before it.
+const maxTurns = 256
 
 // Workloads lists them, in the order help texts give them.
 var Workloads = results.LoadWorkloads()
@@ -37,6 +45,10 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 		}
 	}
 	switch c.Workload {
+	case WorkloadMultiTurn:
+		if c.Turns == 0 {
+			c.Turns = defaultTurns
+		}
 	case WorkloadSharedPrefix:
 		if c.PrefixCount == 0 {
 			c.PrefixCount = defaultPrefixGroups
@@ -92,6 +104,10 @@ func validateWorkload(c results.LoadConfig) error {
 		return fmt.Errorf("shared prefix %d×%d: give --workload shared-prefix (or leave --workload out)", c.PrefixCount, c.PrefixTokens)
 	case c.Workload != WorkloadSynthetic && c.Data != "synthetic":
 		return fmt.Errorf("--data %s: a prompt file is its own workload; leave --workload out", c.Data)
+	case c.Workload == WorkloadMultiTurn && !slices.Contains([]string{kindSynchronous, kindConcurrency, kindThroughput}, c.Profile):
+		return fmt.Errorf("--workload multi-turn sends each session's turns in order, each after the reply before it, on one stream: give --profile concurrency (or synchronous, throughput), not %s", c.Profile)
+	case c.Turns < 0 || c.Turns > maxTurns || c.Turns > 0 && c.Workload != WorkloadMultiTurn:
+		return fmt.Errorf("--turns %d: want 1..%d turns per session, with --workload multi-turn", c.Turns, maxTurns)
 	case c.TraceSpeed < 0 || c.TraceSpeed > maxTraceSpeed || math.IsNaN(c.TraceSpeed):
 		return fmt.Errorf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)
 	}
@@ -106,6 +122,9 @@ func validateWorkload(c results.LoadConfig) error {
 // withWorkload wraps the calibrated synthetic prompts in the workload's source: a trace's prompts
 // are made of the same calibrated words.
 func withWorkload(c results.LoadConfig, s *dataset.Synthetic) (dataset.Source, error) {
+	if c.Workload == WorkloadMultiTurn {
+		return &dataset.MultiTurn{Words: s, Turns: c.Turns, ReplyTokens: c.OutputTokens}, nil
+	}
 	if c.Workload != WorkloadTrace {
 		return s, nil
 	}
@@ -201,18 +220,21 @@ func (p *prefixExpect) add(src dataset.Source, recs []*Record) {
 		if n == 0 || !r.ok() && r.PromptTokens == 0 {
 			continue // the server never counted it: no cache lookup to expect
 		}
-		ids, bt := pf.PrefixBlocks(r.Index)
-		if len(ids) == 0 && len(p.seen) == 0 {
+		blocks := pf.PrefixBlocks(r.Index)
+		if len(blocks) == 0 && len(p.seen) == 0 {
 			continue // nothing shared so far: no expectation to state
 		}
 		lead := 0
-		for lead < len(ids) && p.seen[ids[lead]] {
-			lead++
+		for _, b := range blocks {
+			if !p.seen[b.ID] {
+				break
+			}
+			lead += b.Tokens
 		}
-		p.hit += float64(min(lead*bt, n-1))
+		p.hit += float64(min(lead, n-1))
 		p.tokens += float64(n)
-		for _, id := range ids {
-			p.seen[id] = true
+		for _, b := range blocks {
+			p.seen[b.ID] = true
 		}
 	}
 }

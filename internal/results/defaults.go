@@ -21,8 +21,9 @@ func DefaultLoadConfig() LoadConfig {
 }
 
 // LoadWorkloads are the workloads a load can send (LoadConfig.Workload; docs/workloads.md): the
-// seed's synthetic prompts, prompts in groups sharing a prefix, and a replayed request trace.
-func LoadWorkloads() []string { return []string{"synthetic", "shared-prefix", "trace"} }
+// seed's synthetic prompts, prompts in groups sharing a prefix, a replayed request trace, and
+// conversations whose turns carry their history.
+func LoadWorkloads() []string { return []string{"synthetic", "shared-prefix", "trace", "multi-turn"} }
 
 // MicrobenchNames are the health phase's microbenchmarks (Microbench.Name), in the order it runs
 // them: the one list the CUDA runner, the simulator, the health phase and the reports read. A new

@@ -111,10 +111,13 @@ type LoadConfig struct {
 	Data           string   `json:"data,omitempty"`   // "synthetic", or the file
 	// Workload is what the prompts are (docs/workloads.md): "synthetic" (the seed's), "shared-prefix"
 	// (PrefixCount groups sharing PrefixTokens), "trace" (a Mooncake-format Trace file, replayed at
-	// its arrival times by profile trace, TraceSpeed times as fast).
+	// its arrival times by profile trace, TraceSpeed times as fast), "multi-turn" (sessions of Turns).
 	Workload   string  `json:"workload,omitempty"`
 	Trace      string  `json:"trace,omitempty"`
 	TraceSpeed float64 `json:"trace_speed,omitempty"`
+	// Turns is a multi-turn workload's turns per session: each turn's request carries the
+	// session's earlier turns (user prompts of PromptTokens, assistant replies of OutputTokens).
+	Turns int `json:"turns,omitempty"`
 	Seed       int64   `json:"seed,omitempty"`
 	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
 	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
