@@ -117,8 +117,8 @@ type LoadConfig struct {
 	TraceSpeed float64 `json:"trace_speed,omitempty"`
 	// Turns is a multi-turn workload's turns per session: each turn's request carries the
 	// session's earlier turns (user prompts of PromptTokens, assistant replies of OutputTokens).
-	Turns int `json:"turns,omitempty"`
-	Seed       int64   `json:"seed,omitempty"`
+	Turns int   `json:"turns,omitempty"`
+	Seed  int64 `json:"seed,omitempty"`
 	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
 	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
 	Reader string `json:"reader,omitempty"`
