@@ -227,6 +227,10 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 // lengths, and the engine's prefix-cache hits against what the workload shared.
 func printWorkload(w io.Writer, res *results.Load) {
 	for i, r := range res.Runs {
+		if r.TTFO != nil && r.Reasoning != nil {
+			fmt.Fprintf(w, "gpuvet: rung %d (%s): %d answers reasoned: time to first output token p50 %.1f ms, p99 %.1f ms (TTFT counts the first reasoning token); reasoning p50 %.1f ms\n",
+				i+1, r.Kind, r.TTFO.Count, r.TTFO.P50, r.TTFO.P99, r.Reasoning.P50)
+		}
 		if rp := r.Replay; rp != nil {
 			fmt.Fprintf(w, "gpuvet: rung %d (%s): replayed %d of %d requests over %.2f s (the trace's span %.2f s, %+.2f %%), send lag p99 %.1f ms, max %.1f ms; %d of %d prompts counted at the trace's exact length\n",
 				i+1, r.Workload, rp.Sent, rp.Planned, rp.SentSpanS, rp.PlannedSpanS, rp.SpanErrorPct, rp.LagP99Ms, rp.LagMaxMs, rp.PromptsExact, rp.PromptsCounted)

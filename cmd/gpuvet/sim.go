@@ -65,6 +65,7 @@ Where each GPU's efficiency figures come from:
 	f.IntVar(&o.Engine.MaxBatchedTokens, "max-num-batched-tokens", 8192, "token budget per engine step (chunked prefill)")
 	f.Float64Var(&o.Engine.GPUMemUtil, "gpu-memory-utilization", 0.9, "fraction of GPU memory for weights + KV cache")
 	f.IntVar(&o.Engine.MaxModelLen, "max-model-len", 0, "context length (0: the model's)")
+	f.IntVar(&o.ReasoningTokens, "reasoning-tokens", 0, "a reasoning model: the first N tokens of each streamed chat answer come as delta.reasoning_content (never the last)")
 	f.BoolVar(&so.prefixCache, "enable-prefix-caching", true, "keep computed prompt blocks and reuse them for prompts that share them, as vLLM V1 does (=false to turn it off)")
 	f.DurationVar(&o.Engine.APIOverhead, "api-overhead", 0, "replace the modelled per-request frontend cost (HTTP, chat template, tokenisation, output) with this fixed cost (0: modelled)")
 	f.DurationVar(&o.TTFT, "ttft", 0, "fixed mode: time to first token")

@@ -196,3 +196,54 @@ func TestBenchMultiTurnKeepsHistory(t *testing.T) {
 		t.Errorf("prefix cache %+v", pc)
 	}
 }
+
+// A reasoning model's answers are timed twice: TTFT at the first token of any kind, TTFO at the
+// first output token past the reasoning; the reasoning's time is its tokens' gaps.
+func TestBenchTimesReasoningApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 2 s load")
+	}
+	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3, ReasoningTokens: 20}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "r.json")
+	if code := executeTo([]string{"bench", "--url", srv.URL(), "--model", "Qwen/Qwen3-8B", "--profile", "concurrency", "--concurrency", "2",
+		"--output-tokens", "40", "--max-duration", "2s", "--out", out}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	r := readLoad(t, out).Runs[0]
+	if r.TTFO == nil || r.Reasoning == nil || r.TTFO.Count != r.TTFT.Count {
+		t.Fatalf("no reasoning timing: ttfo %v, reasoning %v, ttft count %d", r.TTFO, r.Reasoning, r.TTFT.Count)
+	}
+	// 20 reasoning tokens: the first output token comes 20 gaps after the first reasoning one.
+	want := 20 * r.ITL.P50
+	t.Logf("TTFT p50 %.1f ms, TTFO p50 %.1f ms, reasoning p50 %.1f ms, ITL p50 %.2f ms", r.TTFT.P50, r.TTFO.P50, r.Reasoning.P50, r.ITL.P50)
+	if r.Reasoning.P50 < 0.7*want || r.Reasoning.P50 > 1.3*want || r.TTFO.P50 < r.TTFT.P50+0.7*want {
+		t.Errorf("reasoning p50 %.1f ms, TTFO p50 %.1f ms, TTFT p50 %.1f ms: want reasoning ≈ 20 gaps (%.1f ms)", r.Reasoning.P50, r.TTFO.P50, r.TTFT.P50, want)
+	}
+}
+
+// Two loads of one seed against one long-lived engine: the second's prompts are its own (a salt
+// per load), so the engine's prefix cache does not skip their prefill.
+func TestSecondLoadFindsNothingCached(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two 1 s loads")
+	}
+	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for i := range 2 {
+		out := filepath.Join(t.TempDir(), "r.json")
+		if code := executeTo([]string{"bench", "--url", srv.URL(), "--model", "Qwen/Qwen3-8B", "--profile", "concurrency", "--concurrency", "2",
+			"--output-tokens", "8", "--max-duration", "1s", "--out", out}, io.Discard, io.Discard); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		if pc := readLoad(t, out).Server.PrefixCache; pc == nil || pc.HitRate > 0.02 {
+			t.Errorf("load %d: prefix cache %+v, want no hit", i+1, pc)
+		}
+	}
+}

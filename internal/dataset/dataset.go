@@ -92,7 +92,15 @@ type Synthetic struct {
 	Exact bool
 	// PerWord is the tokens per word fitted by CalibrateLinear (0: one token per word).
 	PerWord float64
+	// Salt is mixed into every prompt's words, never its length: a load draws its own, so that an
+	// engine's prefix cache never holds a load's prompts from an earlier load with the same seed
+	// (a second run against a long-lived server would otherwise skip its prefills). 0: the seed's.
+	Salt uint64
 }
+
+// wordSeed is the seed of a stream of prompt words: the seed, the load's salt and what the words
+// are for.
+func (s *Synthetic) wordSeed(tag uint64) uint64 { return s.Seed ^ s.Salt ^ tag }
 
 // Describe implements Source.
 func (s *Synthetic) Describe() string {
@@ -131,9 +139,9 @@ func (s *Synthetic) Prompt(i int) Prompt {
 	words := s.words()
 	ws := make([]string, 0, m)
 	if s.PrefixCount > 0 && s.PrefixTokens > 0 {
-		ws = pickWords(ws, words, rand.New(rand.NewPCG(s.Seed^0xabcdef, uint64(i%s.PrefixCount))), min(s.PrefixTokens, m))
+		ws = pickWords(ws, words, rand.New(rand.NewPCG(s.wordSeed(0xabcdef), uint64(i%s.PrefixCount))), min(s.PrefixTokens, m))
 	}
-	ws = pickWords(ws, words, rand.New(rand.NewPCG(s.Seed, uint64(i)*2)), m-len(ws))
+	ws = pickWords(ws, words, rand.New(rand.NewPCG(s.wordSeed(0), uint64(i)*2)), m-len(ws))
 	ws[0], ws[len(ws)-1] = anchor, anchor
 	p := Prompt{Text: strings.Join(ws, " ")}
 	if s.Exact {

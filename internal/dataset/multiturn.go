@@ -27,12 +27,12 @@ func (m *MultiTurn) SessionTurns() int { return m.Turns }
 
 func (m *MultiTurn) user(s, t int) string {
 	w := m.Words
-	return w.text(w.wordsFor(w.Length(s*m.Turns+t)), rand.New(rand.NewPCG(w.Seed^0x75736572, uint64(s*m.Turns+t))))
+	return w.text(w.wordsFor(w.Length(s*m.Turns+t)), rand.New(rand.NewPCG(w.wordSeed(0x75736572), uint64(s*m.Turns+t))))
 }
 
 func (m *MultiTurn) reply(s, t int) string {
 	w := m.Words
-	return w.text(w.wordsFor(m.ReplyTokens+w.Offset), rand.New(rand.NewPCG(w.Seed^0x7265706c79, uint64(s*m.Turns+t))))
+	return w.text(w.wordsFor(m.ReplyTokens+w.Offset), rand.New(rand.NewPCG(w.wordSeed(0x7265706c79), uint64(s*m.Turns+t))))
 }
 
 // Prompt implements Source: the new user turn, with the session's history.

@@ -178,9 +178,9 @@ func (s *TraceSource) Prompt(i int) Prompt {
 		if len(ws) >= m {
 			break
 		}
-		ws = pickWords(ws, vocab, rand.New(rand.NewPCG(w.Seed^0x7261636500000000, uint64(h))), min(block, m-len(ws)))
+		ws = pickWords(ws, vocab, rand.New(rand.NewPCG(w.wordSeed(0x7261636500000000), uint64(h))), min(block, m-len(ws)))
 	}
-	ws = pickWords(ws, vocab, rand.New(rand.NewPCG(w.Seed^0x7461696c, uint64(i))), m-len(ws))
+	ws = pickWords(ws, vocab, rand.New(rand.NewPCG(w.wordSeed(0x7461696c), uint64(i))), m-len(ws))
 	ws[0], ws[len(ws)-1] = anchor, anchor
 	p := Prompt{Text: strings.Join(ws, " "), OutputTokens: r.Output}
 	if w.Exact {

@@ -319,8 +319,10 @@ func (p *jscan) choices(c *chunk) bool {
 				}
 				return p.objectKeys(func(key []byte) bool {
 					switch string(key) {
-					case "content", "reasoning_content", "reasoning":
+					case "content":
 						return p.text(c)
+					case "reasoning_content", "reasoning":
+						return p.reasoning(c)
 					}
 					return p.skip(0)
 				}, deltaKeys)
@@ -349,6 +351,14 @@ func (p *jscan) text(c *chunk) bool {
 	}
 	_, n, ok := p.str()
 	c.TextBytes += n
+	return ok
+}
+
+// reasoning adds a reasoning string's decoded length to the chunk's text and reasoning bytes.
+func (p *jscan) reasoning(c *chunk) bool {
+	before := c.TextBytes
+	ok := p.text(c)
+	c.ReasoningBytes += c.TextBytes - before
 	return ok
 }
 

@@ -58,7 +58,7 @@ func FuzzChunkDifferential(f *testing.F) {
 	}
 	for _, s := range []string{`{"choices":[{"text":"a"}],"choices":null}`, `{"usage":{"prompt_tokens":null}}`,
 		`{"choices":[null,{"delta":null}]}`, `{"error":null}`, `{"x":[1,-2.5e3,{"y":[true,false,null]}]}`,
-		`{"choices":[{"finish_reason":"stop\/"}]}`, `{"usage":{"prompt_tokens":123456789012345678901}}`} {
+		`{"choices":[{"finish_reason":"stop\/"}]}`, `{"choices":[{"delta":{"reasoning_content":"ab","content":"c","reasoning":null}}]}`, `{"usage":{"prompt_tokens":123456789012345678901}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -543,6 +543,12 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 	if ch.Finish != "" {
 		s.finished = true
 	}
+	if ch.ReasoningBytes > 0 && rec.firstReasoning == 0 {
+		rec.firstReasoning = now
+	}
+	if ch.TextBytes > ch.ReasoningBytes && rec.firstOutput == 0 {
+		rec.firstOutput = now // the first answer text, past any reasoning
+	}
 	if ch.TextBytes > 0 || delta > 0 {
 		s.tokens += delta
 		rec.marks = append(rec.marks, mark{at: now, tok: int32(delta), bytes: int32(min(ch.TextBytes, math.MaxInt32))})

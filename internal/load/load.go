@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -466,14 +467,17 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	// timeout.
 	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
 	defer endSetup()
-	src, counts, err := prompts(setup, cfg, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
+	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
+	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
 		&usageCounter{url: apiURL(o.URL, path), model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
 	}
 	l.TokenCounts = counts
 
-	if err := cl.negotiate(setup, src.Prompt(0)); err != nil {
+	// A prompt no rung sends (the load's run from index 0): the engine's prefix cache keeps what
+	// it computed, and the first measured request must not find its prompt there.
+	if err := cl.negotiate(setup, src.Prompt(negotiatePrompt)); err != nil {
 		return nil, err
 	}
 	endSetup()
@@ -551,6 +555,9 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, nil
 }
 
+// negotiatePrompt is the index of the prompt the setup's first request sends.
+const negotiatePrompt = 1 << 30
+
 func withOptionDefaults(o Options, cfg results.LoadConfig) Options {
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = 10 * time.Minute
@@ -579,13 +586,13 @@ func logf(w io.Writer, format string, args ...any) {
 // prompts builds the prompt source and says how lengths were made exact: a local tokenizer.json when
 // there is one (with the server's template tokens added, see withLocal), else the server's /tokenize
 // when it has one, else a fit from usage.prompt_tokens.
-func prompts(ctx context.Context, cfg results.LoadConfig, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
+func prompts(ctx context.Context, cfg results.LoadConfig, salt uint64, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
 	if cfg.Data != "synthetic" {
 		f, err := dataset.Load(cfg.Data)
 		return f, tokensFile, err
 	}
 	s := &dataset.Synthetic{Lengths: dataset.Lengths{Mean: cfg.PromptTokens, Stdev: cfg.PromptStdev, Min: cfg.PromptMin, Max: cfg.PromptMax},
-		Seed: uint64(cfg.Seed), PrefixCount: cfg.PrefixCount, PrefixTokens: cfg.PrefixTokens}
+		Seed: uint64(cfg.Seed), PrefixCount: cfg.PrefixCount, PrefixTokens: cfg.PrefixTokens, Salt: salt}
 	counts, err := calibrated(ctx, s, cfg.API == "chat", local, server, usageC, log)
 	if err != nil {
 		return nil, "", err

@@ -34,7 +34,12 @@ type Record struct {
 	// LagMs is how far behind its schedule the client wrote the request.
 	LagMs float64 `json:"lag_ms"`
 	// TTFTMs: written -> first chunk with generated content. TTFTFromScheduleMs: scheduled -> same.
-	TTFTMs             float64   `json:"ttft_ms,omitempty"`
+	TTFTMs float64 `json:"ttft_ms,omitempty"`
+	// A reasoning model's answer: TTFTMs counts its first token of any kind (reasoning included),
+	// TTFOMs its first output token past the reasoning (AIPerf's time to first output token);
+	// ReasoningMs is from the first reasoning token to the first output one. Zero: no reasoning.
+	TTFOMs             float64   `json:"ttfo_ms,omitempty"`
+	ReasoningMs        float64   `json:"reasoning_ms,omitempty"`
 	TTFTFromScheduleMs float64   `json:"ttft_from_schedule_ms,omitempty"`
 	E2EMs              float64   `json:"e2e_ms,omitempty"`
 	TPOTMs             float64   `json:"tpot_ms,omitempty"`
@@ -60,14 +65,17 @@ type Record struct {
 	ConnectMs float64 `json:"connect_ms,omitempty"`
 
 	sched, start, sent, end time.Duration
-	marks                   []mark
-	contUsage               bool
-	promptTokens            int // the prompt's exact count, when known
-	promptBytes             int // the prompt's length in bytes (a bound on its tokens)
-	beat                    *pulse
-	noLag                   bool // a closed-loop slot's first request: its lag is the connection ramp
-	ramp                    bool // sent before a steady rung's onset: warm-up for latency, counted in req/s
-	connect                 time.Duration
+	// firstReasoning and firstOutput are when the first reasoning text and the first answer text
+	// came (0: none).
+	firstReasoning, firstOutput time.Duration
+	marks                       []mark
+	contUsage                   bool
+	promptTokens                int // the prompt's exact count, when known
+	promptBytes                 int // the prompt's length in bytes (a bound on its tokens)
+	beat                        *pulse
+	noLag                       bool // a closed-loop slot's first request: its lag is the connection ramp
+	ramp                        bool // sent before a steady rung's onset: warm-up for latency, counted in req/s
+	connect                     time.Duration
 	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
 	// read it.
 	rxLag time.Duration
@@ -184,6 +192,9 @@ func (r *Record) derive() {
 	r.FirstMs = ms(first)
 	r.TTFTMs = ms(first - r.sent)
 	r.TTFTFromScheduleMs = ms(first - r.sched)
+	if r.firstReasoning > 0 && r.firstOutput > 0 {
+		r.TTFOMs, r.ReasoningMs = ms(r.firstOutput-r.sent), ms(r.firstOutput-r.firstReasoning)
+	}
 	r.E2EMs = ms(r.end - r.sent)
 	if r.OutputTokens > 1 {
 		r.TPOTMs = (r.E2EMs - r.TTFTMs) / float64(r.OutputTokens-1)

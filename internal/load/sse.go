@@ -102,8 +102,9 @@ func (s *sseReader) readLine() ([]byte, error) {
 
 // chunk is what gpuvet reads from one streamed chunk of /v1/chat/completions or /v1/completions.
 type chunk struct {
-	// TextBytes is the generated text in the chunk (content, reasoning or completion text), in bytes.
-	TextBytes int
+	// TextBytes is the generated text in the chunk (content, reasoning or completion text), in bytes;
+	// ReasoningBytes the part of it that was reasoning (delta.reasoning_content or .reasoning).
+	TextBytes, ReasoningBytes int
 	// HasChoices: the chunk carried a choice (a usage-only final chunk does not).
 	HasChoices bool
 	Finish     string
@@ -171,6 +172,11 @@ func slowChunk(b []byte) (chunk, error) {
 		for _, s := range []*string{ch.Delta.Content, ch.Delta.ReasoningContent, ch.Delta.Reasoning, ch.Text} {
 			if s != nil {
 				c.TextBytes += len(*s)
+			}
+		}
+		for _, s := range []*string{ch.Delta.ReasoningContent, ch.Delta.Reasoning} {
+			if s != nil {
+				c.ReasoningBytes += len(*s)
 			}
 		}
 		if ch.FinishReason != nil {

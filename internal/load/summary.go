@@ -129,6 +129,10 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		lat, run.LatencyFrom = ramp, noneSent(len(ramp.ttft), ramp.e2e, win)
 	}
 	run.TTFT = metrics.Summarize(lat.ttft)
+	if len(lat.ttfo) > 0 {
+		ttfo, reasoning := metrics.Summarize(lat.ttfo), metrics.Summarize(lat.reasoning)
+		run.TTFO, run.Reasoning = &ttfo, &reasoning
+	}
 	if spec.openLoop() {
 		d := metrics.Summarize(lat.ttftSched)
 		run.TTFTFromSchedule = &d
@@ -167,6 +171,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 // latencies are the latency samples of a set of requests.
 type latencies struct {
 	ttft, ttftSched, itl, tpot, e2e, lag []float64
+	ttfo, reasoning                      []float64 // reasoning answers only
 }
 
 func (l *latencies) add(r *Record, openLoop bool) {
@@ -174,6 +179,9 @@ func (l *latencies) add(r *Record, openLoop bool) {
 		l.lag = append(l.lag, r.LagMs)
 	}
 	l.ttft = append(l.ttft, r.TTFTMs)
+	if r.TTFOMs > 0 {
+		l.ttfo, l.reasoning = append(l.ttfo, r.TTFOMs), append(l.reasoning, r.ReasoningMs)
+	}
 	if openLoop {
 		l.ttftSched = append(l.ttftSched, r.TTFTFromScheduleMs)
 	}

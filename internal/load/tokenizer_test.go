@@ -155,7 +155,7 @@ func TestLocalTokenizerFallbacks(t *testing.T) {
 	cfg := Defaults(results.LoadConfig{PromptTokens: 200})
 	var log strings.Builder
 	// The server answers but disagrees: the local file is not used, the server's /tokenize is.
-	src, counts, err := prompts(context.Background(), cfg, local, perWord{}, perWord{}, &log)
+	src, counts, err := prompts(context.Background(), cfg, 0, local, perWord{}, perWord{}, &log)
 	if err != nil || counts != tokensServer || !strings.Contains(log.String(), "not the served model's tokenizer") {
 		t.Errorf("mismatched server: counts %q, err %v, log %q", counts, err, log.String())
 	}
@@ -163,12 +163,12 @@ func TestLocalTokenizerFallbacks(t *testing.T) {
 		t.Errorf("prompt 0 Tokens %d, want 200", p.Tokens)
 	}
 	// No count from the server at all: chat prompts are sized without the template, and say so.
-	_, counts, err = prompts(context.Background(), cfg, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
+	_, counts, err = prompts(context.Background(), cfg, 0, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
 	if err != nil || !strings.HasSuffix(counts, "chat template not counted (the server gave no count)") {
 		t.Errorf("no server count (chat): %q, %v", counts, err)
 	}
 	cfg.API = "completions"
-	src, counts, err = prompts(context.Background(), cfg, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
+	src, counts, err = prompts(context.Background(), cfg, 0, local, perWord{fail: true}, perWord{fail: true}, io.Discard)
 	if err != nil || counts != "tokenizer.json (testdata/words-bpe.json); special tokens from its post_processor, unchecked" || src.Prompt(3).Tokens == 0 {
 		t.Errorf("no server count (completions): %q, %v", counts, err)
 	}

@@ -145,6 +145,10 @@ type Load struct {
 	// chat, by "; chat template +N tokens by server /tokenize" or "… by usage.prompt_tokens": the
 	// template's share comes from the server), "server /tokenize", "usage-calibrated".
 	TokenCounts string `json:"token_counts"`
+	// PromptSalt is mixed into this load's prompt words (not their lengths), drawn per load: a
+	// long-lived engine's prefix cache never holds them from an earlier load of the same seed.
+	// A prompt is reproduced by its seed, salt and index.
+	PromptSalt uint64 `json:"prompt_salt,omitempty"`
 	// OutputCounts says where output token counts came from: "usage", "continuous_usage_stats", "tokenizer", "chunks".
 	OutputCounts string `json:"output_counts,omitempty"`
 	// DroppedParams lists optional request parameters the endpoint refused with HTTP 400 and gpuvet
@@ -183,7 +187,12 @@ type Run struct {
 	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
 	TTFT     Dist           `json:"ttft_ms"`
 	// TTFTFromSchedule: open-loop profiles only, latency from the scheduled send time (coordinated omission shown).
-	TTFTFromSchedule *Dist   `json:"ttft_from_schedule_ms,omitempty"`
+	TTFTFromSchedule *Dist `json:"ttft_from_schedule_ms,omitempty"`
+	// A reasoning model's answers (nil when none reasoned): TTFO is the time to the first output
+	// token past the reasoning (TTFT counts the first token of any kind), Reasoning the time from
+	// the first reasoning token to the first output token.
+	TTFO             *Dist   `json:"ttfo_ms,omitempty"`
+	Reasoning        *Dist   `json:"reasoning_ms,omitempty"`
 	ITL              Dist    `json:"itl_ms"`
 	TPOT             Dist    `json:"tpot_ms"`
 	E2E              Dist    `json:"e2e_ms"`

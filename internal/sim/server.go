@@ -53,6 +53,10 @@ type Config struct {
 	// EngineFault is the protocol fault this server's engine plays (enginefault.go): "short",
 	// "cut", "traceback", "exit"; "": none.
 	EngineFault string
+	// ReasoningTokens makes a reasoning model: the first ReasoningTokens tokens of each streamed
+	// chat answer (never its last) come as delta.reasoning_content, as vLLM's reasoning parsers
+	// send them, the rest as content. 0: none.
+	ReasoningTokens int
 }
 
 // Fixed reports whether c is fixed mode.
@@ -86,6 +90,9 @@ type Server struct {
 func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.Faults.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.ReasoningTokens < 0 {
+		return nil, fmt.Errorf("reasoning tokens: must be ≥ 0, got %d", cfg.ReasoningTokens)
 	}
 	if cfg.Jitter < 0 || cfg.Jitter >= 1 {
 		return nil, fmt.Errorf("jitter: must be in [0, 1), got %v", cfg.Jitter)

@@ -55,7 +55,11 @@ func (st *stream) appendChunk(b []byte, k int) []byte {
 	b = append(b, "data: "...)
 	b = append(b, st.head...)
 	if st.chat {
-		b = append(b, `[{"index":0,"delta":{"content":"`...)
+		if k <= st.reasoning() {
+			b = append(b, `[{"index":0,"delta":{"reasoning_content":"`...)
+		} else {
+			b = append(b, `[{"index":0,"delta":{"content":"`...)
+		}
 		b = append(b, outputWords[st.plan.token(k)]...)
 		b = append(b, `"},"logprobs":null,"finish_reason":`...)
 	} else {
@@ -77,6 +81,15 @@ func (st *stream) appendChunk(b []byte, k int) []byte {
 		b = appendUsage(b, st.req.promptToks, k)
 	}
 	return append(b, "}\n\n"...)
+}
+
+// reasoning is how many of the answer's first tokens are reasoning (Config.ReasoningTokens): a
+// chat answer's, and never its last token, so that every answer has output past its reasoning.
+func (st *stream) reasoning() int {
+	if !st.chat {
+		return 0
+	}
+	return min(st.s.cfg.ReasoningTokens, st.plan.out-1)
 }
 
 func (st *stream) runStream(ctx context.Context) {
