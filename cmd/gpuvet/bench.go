@@ -66,7 +66,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.o.URL, "url", "", "endpoint base URL, e.g. http://127.0.0.1:8000")
 	f.StringVar(&b.o.Model, "model", "", "model id as the server lists it at /v1/models")
 	f.StringVar(&b.o.APIKeyEnv, "api-key-env", "OPENAI_API_KEY", "environment variable holding the API key")
-	f.StringVar(&b.c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson, throughput or trace (default trace with --workload trace, concurrency with --workload multi-turn)")
+	f.StringVar(&b.c.Profile, "profile", d.Profile, "sweep, synchronous, concurrency, constant, poisson, throughput or trace (default trace with --workload trace, concurrency with --workload multi-turn or long-context)")
 	f.IntVar(&b.c.Concurrency, "concurrency", d.Concurrency, "streams in flight (profile concurrency)")
 	f.Float64Var(&b.c.Rate, "rate", 0, "requests per second (profiles constant, poisson)")
 	f.IntVar(&b.c.MaxConcurrency, "max-concurrency", d.MaxConcurrency, "streams of the throughput probe (and profile throughput)")
@@ -86,6 +86,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 	f.StringVar(&b.c.Data, "data", d.Data, "prompts: synthetic, or a JSONL / ShareGPT file")
 	f.StringVar(&b.c.Workload, "workload", d.Workload, "what the prompts are: "+strings.Join(load.Workloads, ", ")+" (docs/workloads.md; shared-prefix when --prefix-count and --prefix-tokens are given)")
 	f.StringVar(&b.c.Trace, "trace", "", "workload trace: a Mooncake-format JSONL trace (timestamp ms, input_length, output_length, hash_ids)")
+	f.IntVar(&b.c.ContextMax, "context-max", 0, "workload long-context: the ladder's top context in tokens (default: the server's max_model_len)")
 	f.IntVar(&b.c.Turns, "turns", 0, "workload multi-turn: turns per session, each carrying the session's history (default 4)")
 	f.Float64Var(&b.c.TraceSpeed, "trace-speed", d.TraceSpeed, "workload trace: replay this many times as fast as recorded")
 	f.Int64Var(&b.c.Seed, "seed", d.Seed, "seed of prompts and Poisson arrivals")
@@ -125,8 +126,8 @@ func (b *benchOptions) Complete(cmd *cobra.Command) error {
 		switch c.Workload {
 		case load.WorkloadTrace:
 			c.Profile = "trace" // a trace is replayed at its own arrival times unless a profile is asked for
-		case load.WorkloadMultiTurn:
-			c.Profile = "concurrency" // sessions on --concurrency streams, each turn after the reply before it
+		case load.WorkloadMultiTurn, load.WorkloadLongContext:
+			c.Profile = "concurrency" // sessions (ladder rungs) on --concurrency streams
 		}
 	}
 	if b.o.SLO, err = analysis.ParseSLO(b.slo); err != nil {
@@ -236,6 +237,7 @@ func printWorkload(w io.Writer, res *results.Load) {
 				i+1, r.Workload, rp.Sent, rp.Planned, rp.SentSpanS, rp.PlannedSpanS, rp.SpanErrorPct, rp.LagP99Ms, rp.LagMaxMs, rp.PromptsExact, rp.PromptsCounted)
 		}
 	}
+	printContext(w, res)
 	if res.Server == nil || res.Server.PrefixCache == nil {
 		return
 	}
@@ -245,4 +247,38 @@ func printWorkload(w io.Writer, res *results.Load) {
 		exp = fmt.Sprintf("expected %.1f %% from the prompts sent", *pc.Expected*100)
 	}
 	fmt.Fprintf(w, "gpuvet: prefix cache: %.1f %% of %.0f prompt tokens hit (the engine's counters); %s\n", pc.HitRate*100, pc.QueriedTokens, exp)
+}
+
+// printContext says what a context ladder found: each rung's preemptions and KV-cache use, the
+// longest clean context, and where the engine's KV-cache size says preemption starts.
+func printContext(w io.Writer, res *results.Load) {
+	c := res.Context
+	if c == nil {
+		return
+	}
+	for _, r := range res.Runs {
+		if r.ContextTokens == 0 {
+			continue
+		}
+		pre := "preemptions not exported"
+		if r.Preemptions != nil && r.KVUsageMax != nil {
+			pre = fmt.Sprintf("%.0f preemptions, KV cache up to %.0f %%", *r.Preemptions, *r.KVUsageMax*100)
+		}
+		fmt.Fprintf(w, "gpuvet: context %6d tokens × %d streams: TTFT p50 %.0f ms; %s\n", r.ContextTokens, c.Concurrency, r.TTFT.P50, pre)
+	}
+	switch {
+	case c.Note != "":
+		fmt.Fprintf(w, "gpuvet: long context: %s\n", c.Note)
+	case c.FirstPreempting == 0:
+		fmt.Fprintf(w, "gpuvet: long context: no rung preempted, up to %d tokens at %d streams\n", c.LongestClean, c.Concurrency)
+	default:
+		fmt.Fprintf(w, "gpuvet: long context: served %d tokens at %d streams without preemption; %d preempted\n", c.LongestClean, c.Concurrency, c.FirstPreempting)
+	}
+	if c.KVCapacityTokens > 0 {
+		exp := "no rung passes it"
+		if c.ExpectedFirstPreempting > 0 {
+			exp = fmt.Sprintf("the first rung past it is %d tokens", c.ExpectedFirstPreempting)
+		}
+		fmt.Fprintf(w, "gpuvet: long context: the engine's KV cache holds %d tokens (its cache_config_info): %d streams × (context + %d output) %s\n", c.KVCapacityTokens, c.Concurrency, res.Config.OutputTokens, exp)
+	}
 }

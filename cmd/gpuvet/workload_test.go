@@ -247,3 +247,35 @@ func TestSecondLoadFindsNothingCached(t *testing.T) {
 		}
 	}
 }
+
+// A context ladder on a simulated 24 GB GPU (an L4 serving Qwen3-8B) finds its first preempting
+// context where the engine's KV-cache size says it is: 4 streams × (8,096 + 32) tokens pass the
+// 21,808 the cache holds, 4 × (4,096 + 32) do not.
+func TestBenchContextLadderFindsPreemption(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a ladder of long prompts")
+	}
+	srv, err := sim.Listen(sim.Config{GPU: "L4", Model: "Qwen/Qwen3-8B", Seed: 3, Engine: sim.EngineConfig{MaxModelLen: 8192}}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	out := filepath.Join(t.TempDir(), "r.json")
+	var stderr bytes.Buffer
+	if code := executeTo([]string{"bench", "--url", srv.URL(), "--model", "Qwen/Qwen3-8B", "--workload", "long-context", "--concurrency", "4",
+		"--prompt-tokens", "4096", "--output-tokens", "32", "--max-duration", "1s", "--min-samples", "4", "--out", out}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	l := readLoad(t, out)
+	c := l.Context
+	if c == nil || len(l.Runs) != 2 {
+		t.Fatalf("context %+v, %d runs", c, len(l.Runs))
+	}
+	t.Logf("%+v", *c)
+	if c.KVCapacityTokens == 0 || c.FirstPreempting != 8096 || c.LongestClean != 4096 || c.ExpectedFirstPreempting != c.FirstPreempting {
+		t.Errorf("ladder %+v: want the first preempting rung 8096 (the KV arithmetic's), 4096 clean", *c)
+	}
+	if !strings.Contains(stderr.String(), "served 4096 tokens at 4 streams without preemption; 8096 preempted") {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}

@@ -76,7 +76,7 @@ var pcieLane = map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6:
 // builtinGPUs is the built-in GPU table (read through Builtin; never changed at run time). Peer links: NVIDIA's per-GPU NVLink figure halved (one direction); the
 // latency of one small all-reduce is vLLM's custom all-reduce on H100 SXM (9 µs up to 32 KiB,
 // sgl-project/sglang#2904), used for every NVLink generation (A100 and Blackwell: not measured).
-// Sources: NVIDIA datasheets (A100, L40S, H100, H200, HGX B200,
+// Sources: NVIDIA datasheets (A100, L40S, L4, H100, H200, HGX B200,
 // GB200 NVL72 ÷ 72, RTX PRO 6000 Blackwell Server Edition); max SM clocks as nvidia-smi reports them
 // (H200: fixtures/h200), idle power typical of an idle board with persistence on.
 var builtinGPUs = []GPU{
@@ -121,4 +121,10 @@ var builtinGPUs = []GPU{
 		Architecture: "Blackwell", MemoryGiB: 95, FP32TFLOPS: 117, TF32TFLOPS: 126, BF16TFLOPS: 504, HBMGBps: 1597,
 		PCIeGen: 5, PCIeWidth: 16, TDPW: 600, ComputeCap: "12.0",
 		MaxSMClockMHz: 2617, IdleW: 30, SMs: 188},
+	// L4: 24 GB GDDR6 (nvidia-smi reports 23,034 MiB), the TF32 and BF16 figures as the datasheet
+	// gives them (with sparsity, as L40S's).
+	{Key: "L4", Names: []string{"NVIDIA L4"},
+		Architecture: "Ada Lovelace", MemoryGiB: 22.5, FP32TFLOPS: 30.3, TF32TFLOPS: 120, BF16TFLOPS: 242, HBMGBps: 300,
+		PCIeGen: 4, PCIeWidth: 16, TDPW: 72, ComputeCap: "8.9",
+		MaxSMClockMHz: 2040, IdleW: 16, SMs: 58},
 }

@@ -122,13 +122,15 @@ type LoadProfile struct {
 	// Workload is what the prompts are (docs/workloads.md): synthetic, shared-prefix
 	// (prefix_count groups sharing prefix_tokens; 0: the load's defaults) or trace (the Mooncake
 	// JSONL file at trace, replayed trace_speed times as fast when profile is trace) or multi-turn
-	// (sessions of turns, each turn carrying the history; a profile of concurrent streams).
+	// (sessions of turns, each turn carrying the history; a profile of concurrent streams) or
+	// long-context (a ladder of context lengths up to context_max, at the profile's streams).
 	Workload     string  `yaml:"workload"`
 	PrefixCount  int     `yaml:"prefix_count"`
 	PrefixTokens int     `yaml:"prefix_tokens"`
 	Trace        string  `yaml:"trace"`
 	TraceSpeed   float64 `yaml:"trace_speed"`
-	Turns        int     `yaml:"turns"` // multi-turn: turns per session (0: the load's default)
+	Turns        int     `yaml:"turns"`       // multi-turn: turns per session (0: the load's default)
+	ContextMax   int     `yaml:"context_max"` // long-context: the ladder's top (0: the server's max_model_len)
 }
 
 // Gates are the absolute SLO gates; null disables one.

@@ -154,6 +154,6 @@ func (l LoadProfile) LoadConfig() results.LoadConfig {
 		MaxConcurrency: l.MaxConcurrency, Concurrency: l.Concurrency, Rate: l.Rate, Rates: l.Rates,
 		MaxDuration: results.Duration(l.MaxDuration), Warmup: l.Warmup, Data: "synthetic", Seed: l.Seed,
 		Reader: l.Reader, MaxRungDuration: results.Duration(l.MaxRungDuration), TimeBudget: results.Duration(l.TimeBudget),
-		Workload: l.Workload, PrefixCount: l.PrefixCount, PrefixTokens: l.PrefixTokens, Trace: l.Trace, TraceSpeed: l.TraceSpeed, Turns: l.Turns,
+		Workload: l.Workload, PrefixCount: l.PrefixCount, PrefixTokens: l.PrefixTokens, Trace: l.Trace, TraceSpeed: l.TraceSpeed, Turns: l.Turns, ContextMax: l.ContextMax,
 	}
 }

@@ -176,6 +176,8 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"load.prefix_tokens", c.Load.PrefixTokens < 0 || c.Load.PrefixTokens > c.Load.PromptTokens || c.Load.PrefixTokens > 0 && c.Load.Workload != "shared-prefix", "want 0..prompt_tokens, with workload shared-prefix"},
 		{"load.profile", c.Load.Profile == "trace" && c.Load.Workload != "trace", "profile trace replays a trace's arrival times: set workload trace and trace"},
 		{"load.profile", c.Load.Workload == "multi-turn" && oneOf(c.Load.Profile, "synchronous", "concurrency", "throughput"), "workload multi-turn sends each session's turns in order on one stream: want concurrency, synchronous or throughput"},
+		{"load.profile", c.Load.Workload == "long-context" && oneOf(c.Load.Profile, "synchronous", "concurrency"), "workload long-context climbs context lengths at a fixed number of streams: want concurrency or synchronous"},
+		{"load.context_max", c.Load.ContextMax < 0 || c.Load.ContextMax > 0 && c.Load.Workload != "long-context", "want the ladder's top context in tokens, with workload long-context (0: engine.max_model_len)"},
 		{"load.turns", c.Load.Turns < 0 || c.Load.Turns > 256 || c.Load.Turns > 0 && c.Load.Workload != "multi-turn", "want 1..256 turns per session, with workload multi-turn"},
 		{"sim.step_overhead", c.Sim.StepOverhead < 0, "want ≥ 0s"},
 		{"sim.seq_overhead", c.Sim.SeqOverhead < 0, "want ≥ 0s"},

@@ -133,8 +133,11 @@ func (s *Synthetic) Length(i int) int {
 const anchor = "the"
 
 // Prompt implements Source.
-func (s *Synthetic) Prompt(i int) Prompt {
-	n := s.Length(i)
+func (s *Synthetic) Prompt(i int) Prompt { return s.PromptOf(i, s.Length(i)) }
+
+// PromptOf is prompt i at n tokens, whatever the length distribution says (a context ladder's
+// rungs ask for their own lengths).
+func (s *Synthetic) PromptOf(i, n int) Prompt {
 	m := s.wordsFor(n)
 	words := s.words()
 	ws := make([]string, 0, m)

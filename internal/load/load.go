@@ -509,8 +509,19 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: apiURL(o.URL, "/v1/models")},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
+	if cfg.Workload == WorkloadLongContext {
+		ex.modelLen = modelLen(ctx, hc, apiURL(o.URL, "/v1/models"), o.Model, key)
+		ex.kvTokens = sc.kvCapacity(ctx)
+	}
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
+	if cfg.Workload == WorkloadLongContext {
+		conc := cfg.Concurrency
+		if cfg.Profile == kindSynchronous {
+			conc = 1
+		}
+		l.Context = contextSummary(att.runs, conc, cfg.OutputTokens, ex.kvTokens)
+	}
 	rerun := cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
 	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
 		rerun = false
@@ -717,6 +728,9 @@ type executor struct {
 	blocks     []syncBlock
 	blocksLeft int
 	prefix     prefixExpect // what an ideal prefix cache would hold of what was sent
+	// A context ladder's bounds: the server's context length for the model (0: not said) and its
+	// KV-cache size in tokens (0: not said).
+	modelLen, kvTokens int
 }
 
 // spec is the next rung of kind, its index taken.
@@ -870,18 +884,20 @@ func (ex *executor) reqTime(r results.Run) time.Duration {
 func (ex *executor) profile(ctx context.Context, n int) attempt {
 	var a attempt
 	c := ex.cfg
-	switch c.Profile {
-	case kindSynchronous:
+	switch {
+	case c.Workload == WorkloadLongContext:
+		ex.contextLadder(ctx, &a, n)
+	case c.Profile == kindSynchronous:
 		ex.one(ctx, &a, ex.spec(kindSynchronous, 1, 0), n)
-	case kindConcurrency:
+	case c.Profile == kindConcurrency:
 		ex.one(ctx, &a, ex.spec(kindConcurrency, c.Concurrency, 0), n)
-	case kindThroughput:
+	case c.Profile == kindThroughput:
 		ex.one(ctx, &a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
-	case kindConstant, kindPoisson:
+	case c.Profile == kindConstant, c.Profile == kindPoisson:
 		ex.one(ctx, &a, ex.spec(c.Profile, 0, c.Rate), n)
-	case kindTrace:
+	case c.Profile == kindTrace:
 		ex.one(ctx, &a, ex.traceSpec(ex.rn.src.(*dataset.TraceSource)), n)
-	case "sweep":
+	case c.Profile == "sweep":
 		ex.sweep(ctx, &a, n)
 	}
 	if a.err == "" && !a.interrupted {

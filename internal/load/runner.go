@@ -61,6 +61,9 @@ type rungSpec struct {
 	Block int
 	// Arrive is when request k is sent, from the rung's start (a trace replay; nil: at Rate).
 	Arrive func(k int) time.Duration
+	// PromptTokens asks every prompt of the rung for this length (a context ladder's rung; 0: the
+	// source's own lengths).
+	PromptTokens int
 }
 
 // sized reports whether the rung is sized by completions.
@@ -270,7 +273,12 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 		if idx < 0 {
 			idx = int(rn.next.Add(1) - 1)
 		}
-		p := rn.src.Prompt(idx)
+		var p dataset.Prompt
+		if sized, ok := rn.src.(interface{ PromptOf(i, n int) dataset.Prompt }); ok && spec.PromptTokens > 0 {
+			p = sized.PromptOf(idx, spec.PromptTokens)
+		} else {
+			p = rn.src.Prompt(idx)
+		}
 		n := rn.outTokens
 		if p.OutputTokens > 0 {
 			n = p.OutputTokens

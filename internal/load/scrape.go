@@ -216,3 +216,87 @@ func (s *scraper) result() *results.ServerMetrics {
 	}
 	return &r
 }
+
+// counterSample is the engine's preemption counter at one moment (ok: it was read).
+type counterSample struct {
+	ok          bool
+	preemptions float64
+	at          float64 // seconds since the load's start
+}
+
+// counters takes a sample now (a rung's edge) and returns its preemption counter; not ok without
+// a scraper, when the scrape fails, or when the engine exports no preemption counter.
+func (s *scraper) counters(ctx context.Context) counterSample {
+	if s == nil || s.once(ctx) != nil {
+		return counterSample{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.res.Samples[len(s.res.Samples)-1]
+	return counterSample{ok: s.hasPreempt, preemptions: last.Preemptions, at: last.T}
+}
+
+// kvMax is the highest KV-cache use the samples between from and to (seconds) saw.
+func (s *scraper) kvMax(from, to float64) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := 0.0
+	for _, x := range s.res.Samples {
+		if x.T >= from && x.T <= to {
+			m = max(m, x.KVCacheUsage)
+		}
+	}
+	return m
+}
+
+// kvCapacity is the engine's KV-cache size in tokens from vLLM's cache_config_info labels
+// (num_gpu_blocks × block_size); 0 when the engine does not say.
+func (s *scraper) kvCapacity(ctx context.Context) int {
+	if s == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return parseKVCapacity(io.LimitReader(resp.Body, 16<<20))
+}
+
+// parseKVCapacity reads num_gpu_blocks × block_size from a cache_config_info line of /metrics.
+func parseKVCapacity(r io.Reader) int {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "vllm:cache_config_info{") {
+			continue
+		}
+		label := func(name string) int {
+			i := strings.Index(line, name+`="`)
+			if i < 1 || line[i-1] != '{' && line[i-1] != ',' {
+				return 0
+			}
+			rest := line[i+len(name)+2:]
+			j := strings.IndexByte(rest, '"')
+			if j < 0 {
+				return 0
+			}
+			v, err := strconv.Atoi(rest[:j])
+			if err != nil || v < 0 || v > 1<<40 {
+				return 0
+			}
+			return v
+		}
+		if blocks, bs := label("num_gpu_blocks"), label("block_size"); blocks > 0 && bs > 0 && blocks <= (1<<40)/bs {
+			return blocks * bs
+		}
+	}
+	return 0
+}

@@ -1,8 +1,10 @@
 package load
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"time"
 
@@ -18,6 +20,10 @@ const (
 	WorkloadTrace        = "trace"
 	WorkloadMultiTurn    = "multi-turn"
 )
+
+// closedLoop are the profiles that keep a fixed number of streams: what multi-turn sessions and
+// a context ladder's rungs run on.
+var closedLoop = []string{kindSynchronous, kindConcurrency, kindThroughput}
 
 // defaultTurns is a multi-turn session's turns when none is given: enough for the history to
 // outweigh the new turn (AIPerf's and GuideLLM's examples use a handful).
@@ -104,7 +110,11 @@ func validateWorkload(c results.LoadConfig) error {
 		return fmt.Errorf("shared prefix %d×%d: give --workload shared-prefix (or leave --workload out)", c.PrefixCount, c.PrefixTokens)
 	case c.Workload != WorkloadSynthetic && c.Data != "synthetic":
 		return fmt.Errorf("--data %s: a prompt file is its own workload; leave --workload out", c.Data)
-	case c.Workload == WorkloadMultiTurn && !slices.Contains([]string{kindSynchronous, kindConcurrency, kindThroughput}, c.Profile):
+	case c.Workload == WorkloadLongContext && !slices.Contains(closedLoop[:2], c.Profile):
+		return fmt.Errorf("--workload long-context climbs context lengths at a fixed number of streams: give --profile concurrency (and --concurrency) or synchronous, not %s", c.Profile)
+	case c.ContextMax < 0 || c.ContextMax > MaxPromptTokens || c.ContextMax > 0 && c.Workload != WorkloadLongContext:
+		return fmt.Errorf("--context-max %d: want the ladder's top context in tokens (up to %d), with --workload long-context", c.ContextMax, MaxPromptTokens)
+	case c.Workload == WorkloadMultiTurn && !slices.Contains(closedLoop, c.Profile):
 		return fmt.Errorf("--workload multi-turn sends each session's turns in order, each after the reply before it, on one stream: give --profile concurrency (or synchronous, throughput), not %s", c.Profile)
 	case c.Turns < 0 || c.Turns > maxTurns || c.Turns > 0 && c.Workload != WorkloadMultiTurn:
 		return fmt.Errorf("--turns %d: want 1..%d turns per session, with --workload multi-turn", c.Turns, maxTurns)
@@ -246,4 +256,129 @@ func (p *prefixExpect) rate() *float64 {
 	}
 	r := p.hit / p.tokens
 	return &r
+}
+
+// WorkloadLongContext climbs a ladder of context lengths (contextLadder).
+const WorkloadLongContext = "long-context"
+
+// contextRungs are a context ladder's prompt lengths: from the profile's prompt length, doubling,
+// up to top (the longest prompt the engine takes with the output after it), top itself last.
+func contextRungs(from, top int) []int {
+	var out []int
+	for l := max(from, 1); l < top; l *= 2 {
+		out = append(out, l)
+	}
+	return append(out, top)
+}
+
+// contextMargin keeps a ladder's top rung this many tokens under the engine's context length: the
+// chat template's tokens around the prompt.
+const contextMargin = 64
+
+// contextLadder runs the long-context workload: one rung of the profile (its concurrency) per
+// context length, each rung's preemptions and KV-cache use read from the engine's counters around
+// it. Two preempting rungs in a row end it: the lengths above preempt too.
+func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
+	top := ex.cfg.ContextMax
+	if top == 0 {
+		top = ex.modelLen
+	}
+	top -= ex.cfg.OutputTokens + contextMargin
+	if top < 1 {
+		a.err = fmt.Sprintf("long-context: the engine's context length is unknown or too short for %d output tokens: give --context-max (load.context_max)", ex.cfg.OutputTokens)
+		return
+	}
+	kind, conc := ex.cfg.Profile, max(ex.cfg.Concurrency, 1)
+	if kind == kindSynchronous {
+		conc = 1
+	}
+	preempting := 0
+	for _, l := range contextRungs(ex.cfg.PromptTokens, top) {
+		s := ex.spec(kind, conc, 0)
+		s.PromptTokens = l
+		before := ex.sc.counters(ctx)
+		ex.one(ctx, a, s, n)
+		after := ex.sc.counters(ctx)
+		r := &a.runs[len(a.runs)-1]
+		r.ContextTokens = l
+		if before.ok && after.ok {
+			p := max(after.preemptions-before.preemptions, 0)
+			r.Preemptions, r.KVUsageMax = &p, f64(ex.sc.kvMax(before.at, after.at))
+			if p > 0 {
+				preempting++
+			}
+		}
+		if a.interrupted || a.err != "" || ctx.Err() != nil || preempting == 2 {
+			return
+		}
+	}
+}
+
+func f64(v float64) *float64 { return &v }
+
+// contextSummary reads a context ladder: the longest context no rung below it preempted at, the
+// first that preempted, and where the engine's KV-cache size says preemption starts.
+func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.ContextLadder {
+	c := &results.ContextLadder{Concurrency: conc, KVCapacityTokens: kvTokens}
+	known := true
+	for _, r := range runs {
+		if r.ContextTokens == 0 {
+			continue
+		}
+		if r.Preemptions == nil {
+			known = false
+			break
+		}
+		if *r.Preemptions > 0 {
+			c.FirstPreempting = r.ContextTokens
+			break
+		}
+		c.LongestClean = r.ContextTokens
+	}
+	if !known {
+		c.LongestClean, c.Note = 0, "the engine exports no preemption counter: KV pressure is not measured"
+	}
+	if kvTokens > 0 {
+		for _, r := range runs {
+			if r.ContextTokens > 0 && conc*(r.ContextTokens+out) > kvTokens {
+				c.ExpectedFirstPreempting = r.ContextTokens
+				break
+			}
+		}
+	}
+	return c
+}
+
+// modelLen is the context length the server gives model at /v1/models (vLLM's max_model_len; 0:
+// not said).
+func modelLen(ctx context.Context, hc *http.Client, url, model, key string) int {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if resp.StatusCode != http.StatusOK || decodeLimited(resp.Body, &list) != nil {
+		return 0
+	}
+	for _, m := range list.Data {
+		if m.ID == model && m.MaxModelLen > 0 {
+			return m.MaxModelLen
+		}
+	}
+	return 0
 }

@@ -21,9 +21,11 @@ func DefaultLoadConfig() LoadConfig {
 }
 
 // LoadWorkloads are the workloads a load can send (LoadConfig.Workload; docs/workloads.md): the
-// seed's synthetic prompts, prompts in groups sharing a prefix, a replayed request trace, and
-// conversations whose turns carry their history.
-func LoadWorkloads() []string { return []string{"synthetic", "shared-prefix", "trace", "multi-turn"} }
+// seed's synthetic prompts, prompts in groups sharing a prefix, a replayed request trace,
+// conversations whose turns carry their history, and a ladder of context lengths.
+func LoadWorkloads() []string {
+	return []string{"synthetic", "shared-prefix", "trace", "multi-turn", "long-context"}
+}
 
 // MicrobenchNames are the health phase's microbenchmarks (Microbench.Name), in the order it runs
 // them: the one list the CUDA runner, the simulator, the health phase and the reports read. A new

@@ -115,6 +115,8 @@ type LoadConfig struct {
 	Workload   string  `json:"workload,omitempty"`
 	Trace      string  `json:"trace,omitempty"`
 	TraceSpeed float64 `json:"trace_speed,omitempty"`
+	// ContextMax is a long-context ladder's top context length (0: the server's max_model_len).
+	ContextMax int `json:"context_max,omitempty"`
 	// Turns is a multi-turn workload's turns per session: each turn's request carries the
 	// session's earlier turns (user prompts of PromptTokens, assistant replies of OutputTokens).
 	Turns int   `json:"turns,omitempty"`
@@ -155,6 +157,8 @@ type Load struct {
 	// stopped sending: "stream_options.continuous_usage_stats", "min_tokens+ignore_eos", "stream_options".
 	DroppedParams []string `json:"dropped_params,omitempty"`
 	Runs          []Run    `json:"runs"`
+	// Context is a long-context workload's ladder (nil: another workload).
+	Context *ContextLadder `json:"context,omitempty"`
 	// Saturation is set for sweeps: a truncated or unsaturated sweep makes throughput a lower bound.
 	Saturation *Saturation `json:"saturation,omitempty"`
 	// Retried: the sweep was unsaturated and ran once more; KeptAttempt is 1 or 2.
@@ -245,6 +249,25 @@ type Run struct {
 	Workload string `json:"workload,omitempty"`
 	// Replay is how a trace rung kept the trace's schedule and lengths (nil: not a replay).
 	Replay *Replay `json:"replay,omitempty"`
+	// A context ladder's rung (workload long-context): every prompt's length, and the engine's
+	// preemptions and highest KV-cache use (0..1) over the rung, from its counters (nil: it
+	// exports none).
+	ContextTokens int      `json:"context_tokens,omitempty"`
+	Preemptions   *float64 `json:"preemptions,omitempty"`
+	KVUsageMax    *float64 `json:"kv_usage_max,omitempty"`
+}
+
+// ContextLadder is what a long-context workload found: at Concurrency streams, the longest
+// context no rung up to it preempted at, the first that preempted (0: none), and where the
+// engine's own KV-cache size (KVCapacityTokens, 0: unknown) says preemption starts: the first rung
+// whose Concurrency × (context + output) passes it.
+type ContextLadder struct {
+	Concurrency             int    `json:"concurrency"`
+	LongestClean            int    `json:"longest_clean_tokens"`
+	FirstPreempting         int    `json:"first_preempting_tokens,omitempty"`
+	KVCapacityTokens        int    `json:"kv_capacity_tokens,omitempty"`
+	ExpectedFirstPreempting int    `json:"expected_first_preempting_tokens,omitempty"`
+	Note                    string `json:"note,omitempty"`
 }
 
 // Replay is a trace replay's fidelity: requests sent of those planned, the time from the first to

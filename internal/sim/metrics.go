@@ -121,6 +121,10 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", m.promptTokens.Load())
 	counter("vllm:generation_tokens_total", "Number of generation tokens processed.", gen)
 	counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", preempt)
+	if s.perf != nil { // the KV cache's size, as vLLM labels its cache config
+		fmt.Fprintf(&b, "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"%d\",enable_prefix_caching=\"%t\",engine=\"0\",num_gpu_blocks=\"%d\"} 1\n",
+			s.perf.Cfg.BlockSize, !s.perf.Cfg.NoPrefixCache, s.perf.KVBlocks)
+	}
 	counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", queries)
 	counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", hits)
 	counter("gpuvet_sim:tokens_behind_schedule_total", "Tokens the simulator sent more than 20 ms after they were due: it could not keep up, clients saw bursts.", s.lag.late.Load())
