@@ -297,6 +297,10 @@ type Sim struct {
 	// remap-pending, remap-failure, fabric (its inventory shows it), fallen-off-bus, requires-reset,
 	// rm-init or gsp-timeout (its kernel log holds the driver's line), e.g. "1:fallen-off-bus". "": none.
 	DriverFault string `yaml:"driver_fault"`
+	// HBMHidden hides part of one virtual GPU's memory from its engine (retired pages, a slice,
+	// another process): "GPU[:SHARE]", SHARE in (0, 1), default 0.5, e.g. "1" or "1:0.25". Its KV
+	// cache is smaller: a long-context ladder finds it preempting before its siblings. "": none.
+	HBMHidden string `yaml:"hbm_hidden"`
 	// A slow engine: StepOverhead and SeqOverhead add engine time to every step (fixed, and per
 	// sequence in the batch), as a scheduler-bound engine spends it (transformers on an 8B: about
 	// 40ms and 2ms); MaxNumSeqs is the engine's batch limit (0: vLLM's 256).

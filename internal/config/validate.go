@@ -25,6 +25,8 @@ var linkFaultRe = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
 // sim.parseThrottle are the rules' home).
 var (
 	corruptRe = regexp.MustCompile(`^(\d+)$`)
+	// hbmHiddenRe is the form of sim.hbm_hidden (sim.parseHBMHidden is the rule's home).
+	hbmHiddenRe = regexp.MustCompile(`^(\d+)(:0?\.\d*[1-9]\d*)?$`)
 	// engineFaultRe is the form of sim.engine_fault (sim.ParseEngineFault is the rule's home).
 	engineFaultRe = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit)$`)
 	// recoveryActionRe and driverFaultRe are the forms of sim.recovery_action and sim.driver_fault
@@ -224,6 +226,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
 		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
+		{"sim.hbm_hidden", !validSimGPU(c.Sim.HBMHidden, c.Sim.GPUs, hbmHiddenRe), fmt.Sprintf("want \"\" (none) or GPU[:SHARE] with GPU 0..%d and SHARE in (0, 1), e.g. 1 or 1:0.5", c.Sim.GPUs-1)},
 		{"sim.engine_fault", !validSimGPU(c.Sim.EngineFault, c.Sim.GPUs, engineFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND short, cut, traceback or exit, e.g. 1:short", c.Sim.GPUs-1)},
 		{"sim.recovery_action", !validSimGPU(c.Sim.RecoveryAction, c.Sim.GPUs, recoveryActionRe), fmt.Sprintf("want \"\" (none) or GPU:ACTION with GPU 0..%d and ACTION reset, reboot, drain-p2p or drain-and-reset, e.g. 3:reset", c.Sim.GPUs-1)},
 		{"sim.driver_fault", !validSimGPU(c.Sim.DriverFault, c.Sim.GPUs, driverFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout, e.g. 1:fallen-off-bus", c.Sim.GPUs-1)},

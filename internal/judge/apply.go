@@ -28,6 +28,9 @@ const (
 )
 
 func judgeOwned(check string) bool {
+	if check == CheckPrefixCache {
+		return true
+	}
 	for _, p := range []string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix, checkBaselnPrefix, checkHistoryPrefix} {
 		if strings.HasPrefix(check, p) {
 			return true
@@ -147,6 +150,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 		}
 	}
 	greedyAgreement(m)
+	contextFlags(m)
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])

@@ -39,6 +39,7 @@ var checkKinds = map[string]checkKind{
 	CheckHealthBusy:       {results.LayerHost, results.ActionRerun},
 	CheckBusy:             {results.LayerHost, results.ActionRerun},
 	CheckGPUToGPU:         {results.LayerGPU, results.ActionResetGPU},
+	CheckContextCompare:   {results.LayerGPU, results.ActionResetGPU},
 	CheckNodeToNode:       {results.LayerGPU, results.ActionRebootNode},
 	CheckDrift:            {results.LayerGPU, results.ActionResetGPU},
 	CheckErrorRate:        {results.LayerGPU, results.ActionResetGPU},

@@ -39,3 +39,52 @@ func PrefixCacheMissing(l *results.Load) string {
 		"hits expected and not seen; turn prefix caching on (vLLM: it is on unless --no-enable-prefix-caching) or give its KV cache room",
 		exp*100, seen)
 }
+
+// CheckContextCompare flags a GPU that preempts at a shorter context than its siblings do under
+// the same long-context ladder: it holds less KV cache than they do.
+const CheckContextCompare = "compare.context"
+
+// contextFlags compares the GPUs of one model's long-context ladders: one whose longest clean
+// context is a rung (or more) below the longest its siblings served, and that preempted, holds
+// less KV cache than they do with the same model and engine: memory retired, hidden or held. One
+// ladder alone, or ladders run at different stream counts, compare nothing.
+func contextFlags(m *results.Model) {
+	best, peers := 0, 0
+	for _, ep := range m.Endpoints {
+		if c := ladderOf(ep.Load); c != nil {
+			best, peers = max(best, c.LongestClean), peers+1
+		}
+	}
+	if peers < 2 {
+		return
+	}
+	for ei := range m.Endpoints {
+		ep := &m.Endpoints[ei]
+		c := ladderOf(ep.Load)
+		if c == nil || c.FirstPreempting == 0 || c.LongestClean >= best || sameConcurrency(m, c.Concurrency) != peers {
+			continue
+		}
+		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckContextCompare,
+			Reason: fmt.Sprintf("preempts at %d tokens × %d streams where a sibling GPU served %d without preemption: it holds less KV cache than its siblings with the same model and engine (memory retired, hidden or held by another process): reset it and vet it again",
+				c.FirstPreempting, c.Concurrency, best)})
+	}
+}
+
+// ladderOf is a load's context ladder when it measured preemptions (nil: none to compare).
+func ladderOf(l *results.Load) *results.ContextLadder {
+	if l == nil || l.Context == nil || l.Context.Note != "" {
+		return nil
+	}
+	return l.Context
+}
+
+// sameConcurrency counts the model's ladders run at conc streams.
+func sameConcurrency(m *results.Model, conc int) int {
+	n := 0
+	for _, ep := range m.Endpoints {
+		if c := ladderOf(ep.Load); c != nil && c.Concurrency == conc {
+			n++
+		}
+	}
+	return n
+}

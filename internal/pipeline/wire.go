@@ -143,7 +143,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	case sourceSim:
 		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
 			StragglerPct: c.Sim.StragglerPct, NodeSlowdownPct: c.Sim.NodeSlowdownPct, EngineDriftPct: c.Sim.EngineDriftPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
-			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault,
+			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, HBMHidden: c.Sim.HBMHidden,
 			RecoveryAction: c.Sim.RecoveryAction, DriverFault: c.Sim.DriverFault, Catalog: cat})
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)

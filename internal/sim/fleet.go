@@ -42,6 +42,9 @@ type FleetConfig struct {
 	// one GPU: "GPU:KIND" (DriverFaultKinds). "": none (driverfault.go).
 	RecoveryAction string
 	DriverFault    string
+	// HBMHidden hides part of one GPU's memory from its engine: "GPU[:SHARE]" (SHARE default 0.5);
+	// "": none (hbmhidden.go). Its KV cache is smaller, so it preempts at shorter contexts.
+	HBMHidden string
 	// Catalog is where GPU is looked up (nil: the built-in catalog).
 	Catalog *catalog.Catalog
 }
@@ -66,6 +69,7 @@ type Fleet struct {
 	recovery, driverFault gpuFault
 	// drift is the engines' speed drift (EngineDriftPct; nil: none).
 	drift *drift
+	hbm   hbmHidden
 }
 
 type vgpu struct {
@@ -146,8 +150,12 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
+	hbm, err := parseHBMHidden(cfg.HBMHidden, cfg.Count)
+	if err != nil {
+		return nil, err
+	}
 	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th,
-		engineFault: engineFault{gpu: efGPU, kind: efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}}
+		engineFault: engineFault{gpu: efGPU, kind: efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}, hbm: hbm}
 	f.drift = newDrift(cfg.EngineDriftPct, f.start)
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5

@@ -92,3 +92,16 @@ func TestMetricsCountPrefixHits(t *testing.T) {
 		t.Errorf("queried %d, hit %d; want %d and %d (the 256-token prefix hit by the 2nd and 3rd prompt)", q, h, 3*306, 2*256)
 	}
 }
+
+func TestParseHBMHidden(t *testing.T) {
+	for in, want := range map[string]hbmHidden{"": {gpu: -1}, "1": {1, 0.5}, "0:0.25": {0, 0.25}} {
+		if got, err := parseHBMHidden(in, 2); err != nil || got != want {
+			t.Errorf("%q: %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"2", "1:1", "1:0", "x", "1:abc", "-1"} {
+		if _, err := parseHBMHidden(in, 2); err == nil {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}

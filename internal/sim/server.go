@@ -144,6 +144,9 @@ func NewServer(cfg Config) (*Server, error) {
 		if !ok {
 			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(cfg.Catalog.ModelIDs(), ", "))
 		}
+		if f := cfg.Fleet; f != nil {
+			g.MemoryGiB *= f.VisibleMemory(cfg.GPUIndex) // a GPU whose memory is partly hidden from its engine
+		}
 		p, err := NewPerf(g, m, cfg.Engine)
 		if err != nil {
 			return nil, err

@@ -1,0 +1,56 @@
+package judge
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+func ladderLoad(conc, clean, first int) *results.Load {
+	return &results.Load{Context: &results.ContextLadder{Concurrency: conc, LongestClean: clean, FirstPreempting: first}}
+}
+
+// The GPU that preempts a rung below its siblings is flagged, naming both lengths; one ladder
+// alone, or ladders at other stream counts, flag nothing.
+func TestContextFlagsTheGPUThatPreemptsFirst(t *testing.T) {
+	m := &results.Model{Model: "m", Endpoints: []results.Endpoint{
+		{GPUs: []int{0}, Load: ladderLoad(4, 8096, 0)},
+		{GPUs: []int{1}, Load: ladderLoad(4, 4096, 8096)},
+		{GPUs: []int{2}, Load: ladderLoad(4, 8096, 0)},
+	}}
+	contextFlags(m)
+	if len(m.Endpoints[0].Flags) != 0 || len(m.Endpoints[2].Flags) != 0 || len(m.Endpoints[1].Flags) != 1 {
+		t.Fatalf("flags %v / %v / %v", m.Endpoints[0].Flags, m.Endpoints[1].Flags, m.Endpoints[2].Flags)
+	}
+	f := m.Endpoints[1].Flags[0]
+	if f.Check != CheckContextCompare || !strings.Contains(f.Reason, "preempts at 8096 tokens × 4 streams where a sibling GPU served 8096") {
+		t.Errorf("flag %+v", f)
+	}
+	if l, a := CheckLayer(CheckContextCompare); l != results.LayerGPU || a != results.ActionResetGPU {
+		t.Errorf("layer %s, action %s", l, a)
+	}
+	alone := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{1}, Load: ladderLoad(4, 4096, 8096)}}}
+	contextFlags(alone)
+	mixed := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: ladderLoad(8, 8096, 0)}, {GPUs: []int{1}, Load: ladderLoad(4, 4096, 8096)}}}
+	contextFlags(mixed)
+	if len(alone.Endpoints[0].Flags)+len(mixed.Endpoints[1].Flags) != 0 {
+		t.Error("a ladder alone, or at another stream count, was compared")
+	}
+}
+
+// A shared-prefix load whose engine hit less than half the expected share is an engine finding;
+// one that hit most of it, or a load that shared nothing, is not.
+func TestPrefixCacheMissing(t *testing.T) {
+	load := func(hit, exp float64) *results.Load {
+		return &results.Load{Server: &results.ServerMetrics{PrefixCache: &results.PrefixCache{QueriedTokens: 1000, HitTokens: hit * 1000, HitRate: hit, Expected: &exp}}}
+	}
+	if why := PrefixCacheMissing(load(0.1, 0.7)); !strings.Contains(why, "hits expected and not seen") {
+		t.Errorf("10 %% of an expected 70 %%: %q", why)
+	}
+	for _, l := range []*results.Load{load(0.5, 0.7), load(0, 0.02), {Server: &results.ServerMetrics{}}, nil} {
+		if why := PrefixCacheMissing(l); why != "" {
+			t.Errorf("flagged: %q", why)
+		}
+	}
+}
