@@ -174,6 +174,7 @@ type modelView struct {
 	Rows                                 []epRow
 	Throughput, TTFT, Power              template.HTML
 	Telemetry                            []template.HTML // one chart per GPU: clocks, power, temperature under the load
+	Workload                             []template.HTML // the workload's own charts (view_workload.go)
 	Functional                           *funcTable
 	Compare                              *compareTable
 	Notes                                []string

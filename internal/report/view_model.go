@@ -41,6 +41,7 @@ func buildModel(s *results.Summary, h results.Host, m results.Model, large bool,
 	}
 	mv.Throughput, mv.TTFT = sweepCharts(m, ttftSLO(s, m))
 	mv.Power = powerChart(m, limit)
+	mv.Workload = workloadCharts(m)
 	mv.Functional = functional(m)
 	mv.Compare = compares(m.Comparisons)
 	return mv
