@@ -81,8 +81,10 @@ var Kinds = []Kind{
 		HubWeights:     true,
 		Gauges: Gauges{Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
 			KVUsage: []string{"sglang:token_usage"},
-			// SGLang counts every prompt token, and those its radix cache held.
-			PrefixQueries: []string{"sglang:prompt_tokens_total"}, PrefixHits: []string{"sglang:cached_tokens_total"}},
+			// SGLang counts every prompt token, and those its radix cache held (summed over their
+			// cache_source); it retracts a request where vLLM preempts one.
+			PrefixQueries: []string{"sglang:prompt_tokens_total"}, PrefixHits: []string{"sglang:cached_tokens_total"},
+			Preemptions: []string{"sglang:num_retracted_requests_total"}},
 		Modules: []string{"sglang"},
 		Install: `pip install "sglang[all]"`,
 	},
