@@ -80,7 +80,7 @@ var pcieLane = map[int]float64{1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6:
 // GB200 NVL72 ÷ 72, RTX PRO 6000 Blackwell Server Edition); max SM clocks as nvidia-smi reports them
 // (H200: fixtures/h200), idle power typical of an idle board with persistence on.
 var builtinGPUs = []GPU{
-	{Key: "A100", Names: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"},
+	{Key: "A100", Names: []string{"NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"},
 		Architecture: "Ampere", MemoryGiB: 80, FP32TFLOPS: 19.5, TF32TFLOPS: 156, BF16TFLOPS: 312, HBMGBps: 2039,
 		PCIeGen: 4, PCIeWidth: 16, TDPW: 400, NVLinkGBps: 300, ComputeCap: "8.0",
 		MaxSMClockMHz: 1410, IdleW: 55, SMs: 108,
@@ -121,6 +121,13 @@ var builtinGPUs = []GPU{
 		Architecture: "Blackwell", MemoryGiB: 95, FP32TFLOPS: 117, TF32TFLOPS: 126, BF16TFLOPS: 504, HBMGBps: 1597,
 		PCIeGen: 5, PCIeWidth: 16, TDPW: 600, ComputeCap: "12.0",
 		MaxSMClockMHz: 2617, IdleW: 30, SMs: 188},
+	// A100 40GB: the 80 GB card's compute with 40 GB of HBM2 at 1,555 GB/s (it was read as the 80 GB
+	// one: twice its KV cache, a third more bandwidth).
+	{Key: "A100-40GB", Names: []string{"NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"},
+		Architecture: "Ampere", MemoryGiB: 40, FP32TFLOPS: 19.5, TF32TFLOPS: 156, BF16TFLOPS: 312, HBMGBps: 1555,
+		PCIeGen: 4, PCIeWidth: 16, TDPW: 400, NVLinkGBps: 300, ComputeCap: "8.0",
+		MaxSMClockMHz: 1410, IdleW: 55, SMs: 108,
+		PeerLink: GPULink{Kind: "NVLink3 (NVSwitch)", GBps: 300, LatencyUs: 9}},
 	// L4: 24 GB GDDR6 (nvidia-smi reports 23,034 MiB), the TF32 and BF16 figures as the datasheet
 	// gives them (with sparsity, as L40S's).
 	{Key: "L4", Names: []string{"NVIDIA L4"},
