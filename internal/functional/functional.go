@@ -123,21 +123,10 @@ func (s *suite) servedMaxModelLen(ctx context.Context) int {
 		return 0
 	}
 	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-		} `json:"data"`
-	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list) != nil {
+	if resp.StatusCode != http.StatusOK {
 		return 0
 	}
-	for _, m := range list.Data {
-		if m.ID == s.o.Model && m.MaxModelLen > 0 && m.MaxModelLen <= 1<<22 {
-			return m.MaxModelLen
-		}
-	}
-	return 0
+	return results.ModelMaxLen(resp.Body, s.o.Model)
 }
 
 func unreachable(err error) bool {

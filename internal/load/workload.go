@@ -366,19 +366,8 @@ func modelLen(ctx context.Context, hc *http.Client, url, model, key string) int 
 		return 0
 	}
 	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-		} `json:"data"`
-	}
-	if resp.StatusCode != http.StatusOK || decodeLimited(resp.Body, &list) != nil {
+	if resp.StatusCode != http.StatusOK {
 		return 0
 	}
-	for _, m := range list.Data {
-		if m.ID == model && m.MaxModelLen > 0 {
-			return m.MaxModelLen
-		}
-	}
-	return 0
+	return results.ModelMaxLen(resp.Body, model)
 }

@@ -1,6 +1,8 @@
 package results
 
 import (
+	"encoding/json"
+	"io"
 	"net/url"
 	"regexp"
 	"strings"
@@ -40,4 +42,25 @@ func JoinURL(base, p string) string {
 	u.Path = strings.TrimSuffix(strings.TrimRight(u.Path, "/"), "/v1") + p
 	u.RawPath, u.Fragment = "", ""
 	return u.String()
+}
+
+// ModelMaxLen reads a /v1/models answer (at most 1 MiB of it) for the context length the server
+// gives model (vLLM's and SGLang's max_model_len); 0 when it does not say or says something
+// out of bounds.
+func ModelMaxLen(body io.Reader, model string) int {
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&list) != nil {
+		return 0
+	}
+	for _, m := range list.Data {
+		if m.ID == model && m.MaxModelLen > 0 && m.MaxModelLen <= 1<<22 {
+			return m.MaxModelLen
+		}
+	}
+	return 0
 }
