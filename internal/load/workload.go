@@ -122,8 +122,12 @@ func validateWorkload(c results.LoadConfig) error {
 		return fmt.Errorf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)
 	}
 	if c.Workload == WorkloadTrace {
-		if _, err := dataset.LoadTrace(c.Trace); err != nil {
+		t, err := dataset.LoadTrace(c.Trace)
+		if err != nil {
 			return fmt.Errorf("--trace: %v", err)
+		}
+		if span := t.Span().Seconds() / c.TraceSpeed; span > MaxDuration.Seconds() {
+			return fmt.Errorf("--trace-speed %v: the trace's %v would last %.0f h, over the %v a load may: replay it faster", c.TraceSpeed, t.Span(), span/3600, MaxDuration)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -49,5 +50,41 @@ func TestContextLadder(t *testing.T) {
 	runs[1].Preemptions = nil
 	if c := contextSummary(runs, 8, 64, 0); c.Note == "" || c.LongestClean != 0 || c.ExpectedFirstPreempting != 0 {
 		t.Errorf("without counters: %+v", *c)
+	}
+}
+
+// A workload's settings are checked before any request, each error naming its flag.
+func TestValidateWorkload(t *testing.T) {
+	trace := t.TempDir() + "/t.jsonl"
+	if err := os.WriteFile(trace, []byte("{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 600000, \"input_length\": 10, \"output_length\": 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := Defaults(results.LoadConfig{})
+	with := func(f func(*results.LoadConfig)) results.LoadConfig { c := base; f(&c); return workloadDefaults(c) }
+	for _, c := range []struct {
+		cfg  results.LoadConfig
+		want string
+	}{
+		{with(func(c *results.LoadConfig) { c.Workload = "nope" }), "--workload \"nope\""},
+		{with(func(c *results.LoadConfig) { c.Workload = WorkloadTrace }), "--workload trace: give the trace with --trace FILE"},
+		{with(func(c *results.LoadConfig) { c.Trace = trace }), "only --workload trace reads a trace"},
+		{with(func(c *results.LoadConfig) { c.Profile = kindTrace }), "--profile trace replays"},
+		{with(func(c *results.LoadConfig) { c.Workload, c.Trace, c.TraceSpeed = WorkloadTrace, trace, 1e-6 }), "would last 166667 h"},
+		{with(func(c *results.LoadConfig) { c.Workload = WorkloadMultiTurn }), "--workload multi-turn sends each session's turns in order"},
+		{with(func(c *results.LoadConfig) { c.Workload, c.Profile = WorkloadLongContext, kindConstant }), "--workload long-context climbs"},
+		{with(func(c *results.LoadConfig) { c.Turns = 3 }), "--turns 3"},
+		{with(func(c *results.LoadConfig) { c.ContextMax = 4096 }), "--context-max 4096"},
+		{with(func(c *results.LoadConfig) { c.Workload, c.PrefixCount = WorkloadSynthetic, 4 }), "give --workload shared-prefix"},
+	} {
+		if err := validateWorkload(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want %q", c.cfg.Workload, err, c.want)
+		}
+	}
+	ok := with(func(c *results.LoadConfig) { c.Workload, c.Trace, c.Profile = WorkloadTrace, trace, kindTrace })
+	if err := validateWorkload(ok); err != nil {
+		t.Errorf("a good trace: %v", err)
+	}
+	if err := CheckWorkload(ok, 8); err == nil || !strings.Contains(err.Error(), "over the engine's max_model_len 8") {
+		t.Errorf("a trace over max_model_len: %v", err)
 	}
 }
