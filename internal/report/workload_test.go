@@ -10,7 +10,7 @@ import (
 func TestWorkloadCharts(t *testing.T) {
 	pre, none, exp := 4.0, 0.0, 0.7
 	ladder := &results.Load{Context: &results.ContextLadder{Concurrency: 4, LongestClean: 4096, FirstPreempting: 8096},
-		Runs: []results.Run{{ContextTokens: 4096, TTFT: results.Dist{Count: 8, P50: 1700}, Preemptions: &none}, {ContextTokens: 8096, TTFT: results.Dist{Count: 8, P50: 7500}, Preemptions: &pre}},
+		Runs:   []results.Run{{ContextTokens: 4096, TTFT: results.Dist{Count: 8, P50: 1700}, Preemptions: &none}, {ContextTokens: 8096, TTFT: results.Dist{Count: 8, P50: 7500}, Preemptions: &pre}},
 		Server: &results.ServerMetrics{PrefixCache: &results.PrefixCache{QueriedTokens: 1000, HitTokens: 100, HitRate: 0.1, Expected: &exp}}}
 	m := results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: ladder}}}
 	charts := workloadCharts(m)
