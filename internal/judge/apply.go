@@ -151,6 +151,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 	}
 	greedyAgreement(m)
 	contextFlags(m)
+	preemptionFlags(m)
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])

@@ -40,6 +40,7 @@ var checkKinds = map[string]checkKind{
 	CheckBusy:             {results.LayerHost, results.ActionRerun},
 	CheckGPUToGPU:         {results.LayerGPU, results.ActionResetGPU},
 	CheckContextCompare:   {results.LayerGPU, results.ActionResetGPU},
+	CheckPreemption:       {results.LayerGPU, results.ActionResetGPU},
 	CheckNodeToNode:       {results.LayerGPU, results.ActionRebootNode},
 	CheckDrift:            {results.LayerGPU, results.ActionResetGPU},
 	CheckErrorRate:        {results.LayerGPU, results.ActionResetGPU},

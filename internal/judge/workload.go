@@ -88,3 +88,60 @@ func sameConcurrency(m *results.Model, conc int) int {
 	}
 	return n
 }
+
+// CheckPreemption flags a GPU whose engine preempted requests under a load its siblings served
+// without one: the same model, engine and load fill its KV cache sooner, so it holds less.
+const CheckPreemption = "compare.preemption"
+
+// Preemption rule: a GPU is flagged when its engine preempted at least preemptMin requests and at
+// least preemptShare of the requests its load sent, while every sibling's engine (its counter
+// read) preempted none. A few preemptions near the cache's edge are the load's luck, not a
+// smaller cache.
+const (
+	preemptMin   = 3
+	preemptShare = 0.01
+)
+
+// preemptionFlags compares the preemption counters of one model's GPUs under the same load.
+func preemptionFlags(m *results.Model) {
+	var counted []*results.Endpoint
+	for ei := range m.Endpoints {
+		if ep := &m.Endpoints[ei]; preemptions(ep.Load) != nil {
+			counted = append(counted, ep)
+		}
+	}
+	if len(counted) < 2 {
+		return
+	}
+	for _, ep := range counted {
+		p, sent := *preemptions(ep.Load), sentRequests(ep.Load)
+		if p < preemptMin || p < preemptShare*float64(sent) {
+			continue
+		}
+		clean := true
+		for _, sib := range counted {
+			clean = clean && (sib == ep || *preemptions(sib.Load) == 0)
+		}
+		if clean {
+			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckPreemption,
+				Reason: fmt.Sprintf("its engine preempted %.0f requests (of %d sent) under the load its %d sibling GPU(s) served without one: it holds less KV cache than they do with the same model and engine (memory retired, hidden or held by another process): reset it and vet it again",
+					p, sent, len(counted)-1)})
+		}
+	}
+}
+
+func preemptions(l *results.Load) *float64 {
+	if l == nil || l.Server == nil {
+		return nil
+	}
+	return l.Server.Preemptions
+}
+
+func sentRequests(l *results.Load) int {
+	n := 0
+	for _, r := range l.Runs {
+		q := r.Requests
+		n += q.Successful + q.Errored + q.Incomplete + q.Warmup
+	}
+	return n
+}

@@ -54,3 +54,30 @@ func TestPrefixCacheMissing(t *testing.T) {
 		}
 	}
 }
+
+// Under one load, the GPU whose engine preempted where its siblings' preempted none is flagged; a
+// few preemptions, or siblings that preempted too, flag nothing.
+func TestPreemptionFlagsTheGPUWithLessKV(t *testing.T) {
+	load := func(pre float64, sent int) *results.Load {
+		return &results.Load{Server: &results.ServerMetrics{Preemptions: &pre}, Runs: []results.Run{{Requests: results.RequestCounts{Successful: sent}}}}
+	}
+	m := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: load(0, 500)}, {GPUs: []int{1}, Load: load(40, 500)}, {GPUs: []int{2}, Load: load(0, 500)}}}
+	preemptionFlags(m)
+	if len(m.Endpoints[1].Flags) != 1 || len(m.Endpoints[0].Flags)+len(m.Endpoints[2].Flags) != 0 {
+		t.Fatalf("flags %v / %v / %v", m.Endpoints[0].Flags, m.Endpoints[1].Flags, m.Endpoints[2].Flags)
+	}
+	if f := m.Endpoints[1].Flags[0]; f.Check != CheckPreemption || !strings.Contains(f.Reason, "preempted 40 requests (of 500 sent) under the load its 2 sibling GPU(s) served without one") {
+		t.Errorf("flag %+v", f)
+	}
+	for _, eps := range [][]results.Endpoint{
+		{{GPUs: []int{0}, Load: load(0, 500)}, {GPUs: []int{1}, Load: load(2, 500)}},     // a few: luck
+		{{GPUs: []int{0}, Load: load(5, 500)}, {GPUs: []int{1}, Load: load(40, 500)}},    // the sibling preempted too
+		{{GPUs: []int{0}, Load: &results.Load{}}, {GPUs: []int{1}, Load: load(40, 500)}}, // no sibling counter
+	} {
+		m := &results.Model{Model: "m", Endpoints: eps}
+		preemptionFlags(m)
+		if len(m.Endpoints[1].Flags) != 0 {
+			t.Errorf("flagged: %v", m.Endpoints[1].Flags)
+		}
+	}
+}
