@@ -19,6 +19,7 @@ const (
 	WorkloadSharedPrefix = "shared-prefix"
 	WorkloadTrace        = "trace"
 	WorkloadMultiTurn    = "multi-turn"
+	WorkloadLongContext  = "long-context" // a ladder of context lengths (contextLadder)
 )
 
 // closedLoop are the profiles that keep a fixed number of streams: what multi-turn sessions and
@@ -261,9 +262,6 @@ func (p *prefixExpect) rate() *float64 {
 	r := p.hit / p.tokens
 	return &r
 }
-
-// WorkloadLongContext climbs a ladder of context lengths (contextLadder).
-const WorkloadLongContext = "long-context"
 
 // contextRungs are a context ladder's prompt lengths: from the profile's prompt length, doubling,
 // up to top (the longest prompt the engine takes with the output after it), top itself last.
