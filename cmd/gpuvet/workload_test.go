@@ -95,11 +95,27 @@ func TestBenchReplaysATrace(t *testing.T) {
 	}
 }
 
-// With the simulator's prefix cache off, a shared-prefix run says the hits were expected and not
-// seen (an engine finding: exit 1); a bad trace is exit 2, naming its line.
+// A shared-prefix run reports the hit rate the simulator's own counter holds (within 5 points);
+// with the simulator's prefix cache off, it says the hits were expected and not seen (an engine
+// finding: exit 1); a bad trace is exit 2, naming its line.
 func TestBenchSharedPrefixWithoutCache(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 3 s load")
+		t.Skip("two 3 s loads")
+	}
+	on, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3}, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer on.Close()
+	out := filepath.Join(t.TempDir(), "r.json")
+	if code := executeTo([]string{"bench", "--url", on.URL(), "--model", "Qwen/Qwen3-8B", "--workload", "shared-prefix", "--profile", "constant", "--rate", "20",
+		"--max-duration", "3s", "--out", out}, io.Discard, io.Discard); code != 0 {
+		t.Fatalf("cache on: exit %d", code)
+	}
+	pc := readLoad(t, out).Server.PrefixCache
+	own := simCounter(t, on.URL(), "vllm:prefix_cache_hits_total") / simCounter(t, on.URL(), "vllm:prefix_cache_queries_total")
+	if pc == nil || pc.Expected == nil || math.Abs(pc.HitRate-own) > 0.05 || pc.HitRate < 0.5 {
+		t.Errorf("cache on: measured %+v, the simulator's own %.3f: want within 5 points", pc, own)
 	}
 	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3, Engine: sim.EngineConfig{NoPrefixCache: true}}, "127.0.0.1:0")
 	if err != nil {
