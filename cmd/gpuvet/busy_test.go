@@ -36,6 +36,9 @@ func runSim(t *testing.T, args ...string) (int, string, *results.Summary) {
 // Issue 26: a simulated GPU shared with another process is flagged by `run --sim`, by name, at
 // the health phase and before its engine; its sibling stays ok.
 func TestRunSimBusyGPUIsFlagged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	code, text, s := runSim(t, "--sim-gpus", "2", "--sim-cotenant", "1")
 	if code != 0 || s.Status != results.StatusFlag {

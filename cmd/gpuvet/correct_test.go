@@ -13,6 +13,9 @@ import (
 // Issue 33: a simulated GPU that computes wrong answers fails `gpuvet run --sim`, with the count
 // of wrong burn results and when they started; its sibling's burn checked every result and passed.
 func TestRunSimCorruptGPUFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	code, text, s := runSim(t, "--sim-gpus", "2", "--sim-corrupt", "1", "--set", "health.burn=2s")
 	if code != 1 || s.Status != results.StatusFailed {
@@ -58,6 +61,9 @@ func TestHealthSimCorruptGPUFails(t *testing.T) {
 // Issue 33: the corrupt GPU's greedy outputs drift from its siblings'; the judge flags it, and
 // only it, "outputs differ" with the first differing position; the others agree by token ids.
 func TestRunSimCorruptGPUOutputsDiffer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	_, text, s := runSim(t, "--sim-gpus", "3", "--sim-corrupt", "2", "--set", "functional.enabled=true")
 	eps := s.Hosts[0].Models[0].Endpoints
@@ -86,6 +92,9 @@ func TestRunSimCorruptGPUOutputsDiffer(t *testing.T) {
 // `gpuvet run --sim`; each GPU's telemetry is in the summary, aligned to the rungs; the healthy GPU
 // at its power cap is not flagged for it.
 func TestRunSimThrottledGPUIsExplained(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	_, text, s := runSim(t, "--sim-gpus", "2", "--sim-throttle", "1:hw_power_brake_slowdown")
 	eps := s.Hosts[0].Models[0].Endpoints

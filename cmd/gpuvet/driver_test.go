@@ -14,6 +14,9 @@ import (
 // and only GPU 3, for health.recovery_action, its flag in summary.json with layer gpu and action
 // reset-gpu; no other GPU is failed or flagged.
 func TestRunSimRecoveryActionFailsThatGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	code, text, s := runSim(t, "--sim-gpus", "4", "--sim-recovery-action", "3:reset")
 	if code != 1 || s.Status != results.StatusFailed {

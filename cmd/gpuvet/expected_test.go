@@ -57,6 +57,9 @@ func TestRunSimSlowWithoutAPeerIsCaught(t *testing.T) {
 // GEMM falls below a 1.4 floor: flagged); a key naming no GPU of the catalog is exit 2 with the
 // closest name, before anything runs.
 func TestRunSimGPUNamesUsersType(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "floors.yaml")

@@ -119,6 +119,9 @@ func (h *fakeHost) Run(ctx context.Context) (*results.Summary, error) {
 }
 
 func TestFakeBackendRunsAndCleansThroughTheTableAndRegistry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	state := t.TempDir()
 	t.Setenv("GPUVET_STATE_DIR", state)
 	out := filepath.Join(t.TempDir(), "out")

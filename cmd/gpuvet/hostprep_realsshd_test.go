@@ -49,6 +49,9 @@ func (l *realLab) prepArgs(h *hostpreptest.Host, out string, extra ...string) []
 // installed before its run, used by it (its GPUs are read from the installed driver's files), and
 // purged after; the host's packages end as they began and the summary says what was done.
 func TestRealSSHDHostPrepInstallUsePurge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	l := newRealLab(t)
 	h := l.prepHost(t, "127.0.0.45")
 	before := h.Installed(t)
@@ -196,6 +199,9 @@ func onVFIO(t *testing.T, n *vfiotest.Node, a string) {
 // then the GPU goes back to vfio-pci with driverctl's persisted override before the driver is
 // purged; persistenced, which ran before, runs again; the summary says each step.
 func TestRealSSHDHostPrepVFIORelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	l := newRealLab(t)
 	h, n := l.vfioNode(t, "127.0.0.47")
 	before := h.Installed(t)
@@ -290,6 +296,9 @@ func TestRealSSHDHostPrepVFIOKilledThenClean(t *testing.T) {
 // there, vfio-pci restored and the driver purged; then the VM runs, and the overhead table compares
 // it against the node's fresh figures.
 func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	l := newRealLab(t)
 	h, n := l.vfioNode(t, "127.0.0.49")
 	before := h.Installed(t)

@@ -101,6 +101,9 @@ func (l *realLab) waitRemoteSummary(t *testing.T, limit time.Duration) string {
 // HF_TOKEN reaching the hosts without argv or files, --force clearing an earlier fleet run's
 // host folders, and a HOST column.
 func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	l := newRealLab(t)
 	hosts := map[string]*sshdtest.SSHD{
 		"ed": l.sshd(t, "127.0.0.2", "ed25519"), // known_hosts holds only the ed25519 key; the host offers all three
@@ -372,6 +375,9 @@ func TestRealSSHDInterruptKeepsManifest(t *testing.T) {
 // one port, as sshd on 22): each VM's fresh host key is trusted on first use, whatever its type,
 // the run's folders are gone, every VM terminated, and HF_TOKEN reached each VM on stdin.
 func TestRealSSHDOpenNebulaVMs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	l := newRealLab(t)
 	port := l.start(t, "127.0.0.10").Port
 	sshdtest.Start(t, "127.0.0.11", sshdtest.Options{Authorized: l.authorized, Port: port,

@@ -87,6 +87,9 @@ func (lab *sshLab) args(out string) []string {
 }
 
 func TestRunSSHFleetFlagsSlowHostAndRecordsFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	h1 := lab.host(t, "h1", "127.0.0.1:0", true)
 	h2 := lab.host(t, "h2", "127.0.0.1:0", true)
@@ -204,6 +207,9 @@ func bareMetal(t *testing.T, lab *sshLab) string {
 }
 
 func TestRunOpenNebulaVMPerGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	baseline := bareMetal(t, lab)
 	one, port := oneLab(t, lab, &onetest.Server{})
@@ -276,6 +282,9 @@ func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 }
 
 func TestRunOpenNebulaFailedInstantiateIsNotFatal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{FailCreateOn: map[int]string{1: "Cannot dispatch VM: PCI device 41:00.0 is in use"}})
 	out := filepath.Join(lab.dir, "out")
@@ -406,6 +415,9 @@ func oneArgs(lab *sshLab, out, url string, port int, more ...string) []string {
 // Item 2: a VM that sees fewer GPUs than were passed through fails: the count travels with the
 // plan (health.expect_gpus) and a shortfall fails the host.
 func TestRunOpenNebulaVMSeesFewerGPUsFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{})
 	out := filepath.Join(lab.dir, "out")
@@ -433,6 +445,9 @@ func TestRunOpenNebulaVMSeesFewerGPUsFails(t *testing.T) {
 
 // Item 6: two runs started at once share nothing: run ids, manifests, VM names, run folders.
 func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{})
 	var cmds []*exec.Cmd
@@ -501,6 +516,9 @@ func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
 // and reported as terminated, not left over; the password of a user:password@ endpoint is
 // recorded nowhere (item 10).
 func TestRunOpenNebulaStuckVMRecoverDelete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{IgnoreTerminate: true})
 	out := filepath.Join(lab.dir, "out")

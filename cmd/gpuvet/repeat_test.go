@@ -11,6 +11,9 @@ import (
 // rung runs in three blocks spread over the load, and the intervals a rerun is judged by
 // (repeat.ci) cover the spread between them.
 func TestEngineDriftRepeatsBetweenRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	t.Parallel()
 	args := []string{"--sim-gpus", "1", "--set", "sim.engine_drift_pct=25", "--set", "history.enabled=false", "--set", "load.rates=5"}
 	var syncs []*results.Run

@@ -259,6 +259,9 @@ func TestRunBadConfigExits2BeforeAnythingStarts(t *testing.T) {
 // (raw/…/gpu1.json of an earlier 2-GPU run) included, and removes nothing the earlier run did not
 // write (a user's logs/app.log stays, and the run says so).
 func TestRunOutputFolderIsLockedAndNotOverwritten(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	out := t.TempDir()
 	args := []string{"run", "--sim", "--out", out, "--set", "load.max_duration=1s", "--set", "load.rates=1",
 		"--set", "load.output_tokens=16", "--set", "functional.enabled=false", "--set", "history.enabled=false"}

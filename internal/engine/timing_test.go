@@ -22,6 +22,9 @@ import (
 // front's own token count over the same window within 3 % (scripts/check_engine_timing.py, exact
 // mode), where the old estimate from finished requests could not.
 func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	py := pythonWithAiohttp(t)
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "front.log")

@@ -150,6 +150,9 @@ func TestReadersAgreeOnSim(t *testing.T) {
 
 // TestNetHTTPReader runs the scenario tests, which use the event loop by default, with net/http too.
 func TestNetHTTPReader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	defer func(r string) { testReader = r }(testReader)
 	testReader = ReaderNetHTTP
 	for name, test := range map[string]func(*testing.T){

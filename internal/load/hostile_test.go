@@ -228,6 +228,9 @@ func TestHostileUsageCounts(t *testing.T) {
 // Issue 27, item 3: a server that ignores max_tokens (40 chunks for 4 asked, no usage) or never
 // stops is an API defect, and the endless stream is ended at once, not at the drain.
 func TestHostileOverMaxTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	for _, endless := range []bool{false, true} {
 		for _, reader := range readers {
 			t.Run(fmt.Sprintf("endless=%v/%s", endless, reader), func(t *testing.T) {
@@ -319,6 +322,9 @@ func TestHostileSilences(t *testing.T) {
 // real engine at c=128 streams about that) against a silence floor of 100 ms: the limit follows the
 // gaps and TTFTs the load has seen, so nothing is cut.
 func TestHostileSlowStreamIsNotStalled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			h := startHostile(t, func(c net.Conn, _, maxTokens int, _ *http.Request) bool {
@@ -497,6 +503,9 @@ func TestHostileBodies(t *testing.T) {
 // the streams it stalls are stalled errors within the rung, judged by the load's own gaps (the
 // stall timeout, 120 s, is far off), and none is left to the drain as incomplete.
 func TestSimStallsAreStalledErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 5 * time.Millisecond, ITL: 2 * time.Millisecond,
@@ -528,6 +537,9 @@ func TestSimStallsAreStalledErrors(t *testing.T) {
 // streams at a time (in order) keeps the rest waiting for seconds, hundreds of TTFTs: none is
 // no_answer, since none was overtaken by a later request.
 func TestQueuedRequestsAreNotUnanswered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 40 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 2)}

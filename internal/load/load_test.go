@@ -163,6 +163,9 @@ func TestConnectError(t *testing.T) {
 // TestStallTimeoutIsTheCeiling: a stream silent for the stall timeout (the most silence ever allowed,
 // whatever the load's pace) has stalled; silence before the first token is not a stall.
 func TestStallTimeoutIsTheCeiling(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	f := &fake{model: testModel, ttft: 300 * time.Millisecond, itl: time.Millisecond, usage: "continuous", roleChunk: true, pauseAfter: 2, pause: time.Minute}
 	s := f.start(t)
 	cl := &client{hc: newHTTPClient(1, nil), endpoint: s.URL + "/v1/chat/completions", chat: true, model: testModel, reqTimeout: time.Minute, stall: 200 * time.Millisecond, epoch: time.Now()}

@@ -50,6 +50,9 @@ func TestRungCutByMaxRungDuration(t *testing.T) {
 // no knee (the old rule's finding), so it ran on until its requests turned over in a level window.
 // The synchronous rung gets its samples from shorter requests with the same prompt.
 func TestSweepOnASlowEngineWaitsForItsSteadyState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 10 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 16)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, OutputTokens: 300,
@@ -80,6 +83,9 @@ func TestSweepOnASlowEngineWaitsForItsSteadyState(t *testing.T) {
 // twice the concurrency a request takes up to twice as long (2 s at 16 streams here, so about 4 s
 // at 32, past a 4 s cap), and such a probe would only spend the cap to end transient.
 func TestKneeSearchSkipsAProbeThatCouldNotLevel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 10 * time.Millisecond, usage: "continuous"}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 1, OutputTokens: 200,

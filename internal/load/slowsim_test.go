@@ -53,6 +53,9 @@ func steadyRungs(t *testing.T, l *results.Load) (steady, transient int) {
 // it. The old rule took the probe's "nothing completed in its window" for a knee and measured every
 // constant rung on its ramp.
 func TestSlowEngineRungsGrowUntilSteady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	srv := slowSim(t, 16) // its batch is full at the probe's concurrency: the ladder's top is past capacity
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, PromptTokens: 128, OutputTokens: 48,
 		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second)})
@@ -78,6 +81,9 @@ func TestSlowEngineRungsGrowUntilSteady(t *testing.T) {
 // capped at 8 s): its probe and constant rungs are transient with their reason, and the knee search
 // takes no knee from a probe that completed nothing.
 func TestSlowEngineNeverLevelsIsTransient(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	srv := slowSim(t, 0)
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 2, PromptTokens: 128, OutputTokens: 160,
 		MaxDuration: results.Duration(2 * time.Second), MinSamples: 8, MaxRungDuration: results.Duration(8 * time.Second)})

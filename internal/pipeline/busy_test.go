@@ -12,6 +12,9 @@ import (
 // sees the new process, the endpoint records when and in which rung, that rung and the later ones
 // are marked, and the judge flags it; the other GPU is untouched.
 func TestBusyDuringTheLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	p := quick(t, "sim.cotenant=1:3s", "functional.enabled=false", "power.interval=200ms")
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {

@@ -50,6 +50,9 @@ func flagsOf(s *results.Summary, check string) []results.Flag {
 // second, 5 % slower, does not. On SQLite and on PostgreSQL. (On the old code nothing is kept
 // between runs: the third run ends ok.)
 func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	for _, k := range historytest.Kinds {
 		t.Run(k.Name, func(t *testing.T) {
 			h := k.Fresh(t)
@@ -236,6 +239,9 @@ func repeatPlan(t *testing.T, h config.History, slowdown float64) *config.Plan {
 // where the node is 10 % slower on its fourth run flags it. (SQLite only: the store's SQL is the
 // one TestNodeDriftAgainstItsOwnAcceptance runs on both.)
 func TestHistoryOfADriftingEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	h := historytest.SQLite(t)
 	run := func(h config.History, slow float64) *results.Summary {
 		p := repeatPlan(t, h, slow)

@@ -106,6 +106,9 @@ func TestDemandTokS(t *testing.T) {
 // A run records what it chose and why, its time-to-vet per phase and per engine, and says both on
 // the terminal.
 func TestRunRecordsChoiceAndTiming(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	p := quick(t, "run.parallel_gpus=auto")
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {

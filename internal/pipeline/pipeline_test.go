@@ -32,6 +32,9 @@ func quick(t *testing.T, sets ...string) *config.Plan {
 }
 
 func TestSimEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	p := quick(t)
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
@@ -99,6 +102,9 @@ func stubLoad(_ context.Context, url, model, _ string, lc results.LoadConfig, _ 
 }
 
 func TestFailInIsolatesAndReports(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	tests := []struct {
 		phase string
 		check func(t *testing.T, s *results.Summary)
@@ -224,6 +230,9 @@ func TestInterruptedRunKeepsPartialResults(t *testing.T) {
 }
 
 func TestEndpointBackendVetsARunningServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	// A simulator started by the test plays the already-running server.
 	p0 := quick(t)
 	d0 := NewDeps(p0.Config, nil, nil)
@@ -478,6 +487,9 @@ func TestBindLoad(t *testing.T) {
 
 // An aicr recipe's gates are judged on a fixed-concurrency run that the pipeline adds after the profile.
 func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	base := []string{"backend=sim", "sim.gpus=1", "load.max_duration=1500ms", "load.rates=2", "load.prompt_tokens=64",
 		"load.output_tokens=32", "load.max_concurrency=4", "load.concurrency=8", "functional.enabled=false", "output.dir=" + t.TempDir()}
 	p, err := config.Load(config.Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml"}, Sets: base})

@@ -66,6 +66,9 @@ func TestBrowserDetectsConsoleErrors(t *testing.T) {
 }
 
 func TestBrowserRendersReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	needChromium(t)
 	for _, c := range []struct {
 		name string

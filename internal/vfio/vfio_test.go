@@ -61,6 +61,9 @@ func paths(t *testing.T, n *vfiotest.Node) Paths {
 // The whole cycle: release from vfio-pci with the override lifted, bind to nvidia, restore with
 // the persisted override, persistenced stopped around every (re)bind and started again after.
 func TestReleaseBindRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
 	p := paths(t, n)
 	n.SetPersistenced(true) // it ran before
@@ -145,6 +148,9 @@ func TestReleaseRefusesAttachedGPU(t *testing.T) {
 // A restore that fails in the middle (one GPU's bind wedges) says so loudly, names the GPU, keeps
 // its manifest object, and restores the others; Clean from the manifest finishes it later.
 func TestRestoreFailureThenClean(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
 	p := paths(t, n)
 	ctx := context.Background()
@@ -291,6 +297,9 @@ func TestCleanStaleManifestMovesNothing(t *testing.T) {
 // that serves on nvidia now (a process holds its /dev/nvidiaN) is not taken; the others are
 // restored, and persistenced, which gpuvet stopped, runs again although the restore failed.
 func TestCleanOnlyRecordedAndNotServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
 	n := vfiotest.New(t, vfiotest.Options{}, gpus...)
 	p := paths(t, n)
 	n.SetPersistenced(true) // it ran before the release
