@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/pipeline"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // The README's command table lists every command the CLI has, once, and no other.
@@ -37,5 +40,24 @@ func TestReadmeCommandTableMatchesTheCLI(t *testing.T) {
 	slices.Sort(have)
 	if !slices.Equal(listed, have) {
 		t.Errorf("README lists %v, the CLI has %v", listed, have)
+	}
+}
+
+// Issue 51: the README's first run says the status the terminal prints for it. On simulated GPUs
+// DCGM is always skipped, so a healthy first run is "ok, partial" (the README said "ok").
+func TestReadmeFirstRunStatusIsTheTerminals(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("the run ends `([^`]+)`").FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatal("README.md no longer says how the first run ends")
+	}
+	sum := &results.Summary{Status: results.StatusOK, Hosts: []results.Host{{Name: "sim",
+		Health: &results.Health{DCGM: &results.DCGM{Status: results.StatusSkipped, Note: "simulated GPUs"}}}}}
+	line := pipeline.Describe(&pipeline.Result{Summary: sum})
+	if !strings.HasPrefix(line, "status "+m[1]+" ") {
+		t.Errorf("README says the first run ends %q; the terminal says %q", m[1], line)
 	}
 }

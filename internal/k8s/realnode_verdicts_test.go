@@ -414,6 +414,9 @@ func TestRealNodeGate(t *testing.T) {
 		t.Fatalf("a healthy node: %s\n%s", st, log)
 	}
 	t.Logf("healthy run: node %s, GPUVetted %s", s.Hosts[0].Status, c.Status)
+	if s.Hosts[0].Status != results.StatusOK {
+		t.Logf("why it did not decide:\n%s", log)
+	}
 
 	pendingOn(t, e.cs, realNode)
 	s, log = run("--sim --sim-count 8 --dcgm=false --sim-corrupt 1")
