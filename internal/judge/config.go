@@ -178,19 +178,8 @@ func (g Gates) with(o Override, source string) Gates {
 }
 
 func (g *Gates) byKey(k string) *Limit {
-	switch k {
-	case KeyTTFTP95:
-		return &g.TTFTP95Ms
-	case KeyITLP95:
-		return &g.ITLP95Ms
-	case KeyMinThroughput:
-		return &g.MinThroughputReqS
-	case KeyAICRThroughput:
-		return &g.AICRMinOutputTokS
-	case KeyAICRTTFTP99:
-		return &g.AICRMaxTTFTP99Ms
-	}
-	return nil
+	return map[string]*Limit{KeyTTFTP95: &g.TTFTP95Ms, KeyITLP95: &g.ITLP95Ms, KeyMinThroughput: &g.MinThroughputReqS,
+		KeyAICRThroughput: &g.AICRMinOutputTokS, KeyAICRTTFTP99: &g.AICRMaxTTFTP99Ms}[k]
 }
 
 // Validate checks the config for values that cannot be meant; errors name the field path.

@@ -2,8 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -14,7 +14,7 @@ import (
 // health is failed however well it then served; one whose GPU-to-GPU comparison could not decide is
 // not ok.
 func gpuVerdicts(h *results.Host) []results.GPUVerdict {
-	b := gpuBook{byIndex: map[int]*results.GPUVerdict{}}
+	b := gpuBook{}
 	for _, g := range h.Discovery.GPUs {
 		v := b.get(g.Index)
 		v.UUID, v.Name = g.UUID, g.Name
@@ -37,25 +37,19 @@ func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 	return b.verdicts()
 }
 
-// gpuBook holds the verdicts being built, keyed by GPU index, in the order the GPUs were met.
-type gpuBook struct {
-	byIndex map[int]*results.GPUVerdict
-	order   []int
-}
+// gpuBook holds the verdicts being built, by GPU index.
+type gpuBook map[int]*results.GPUVerdict
 
-func (b *gpuBook) get(i int) *results.GPUVerdict {
-	if v, ok := b.byIndex[i]; ok {
-		return v
+func (b gpuBook) get(i int) *results.GPUVerdict {
+	if b[i] == nil {
+		b[i] = &results.GPUVerdict{Index: i}
 	}
-	v := &results.GPUVerdict{Index: i}
-	b.byIndex[i] = v
-	b.order = append(b.order, i)
-	return v
+	return b[i]
 }
 
 // addHealth folds one GPU's health phase into its verdict: its own flags, the health comparisons
 // that flagged it, and what a broken or disrupted phase leaves undecided.
-func (b *gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
+func (b gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
 	v := b.get(g.GPU.Index)
 	if v.UUID == "" {
 		v.UUID, v.Name = g.GPU.UUID, g.GPU.Name
@@ -94,8 +88,7 @@ func healthBroke(v *results.GPUVerdict, hh *results.Health) {
 	v.Why = appendNew(v.Why, fmt.Sprintf("health: not proven: the health phase broke (%s, the %s's): %s", hh.Error, l, results.ActionWords[actionFor(l)]))
 }
 
-// addGPUEvidence records the checks of the flags that are evidence about the GPU, and the most
-// disruptive action they call for.
+// addGPUEvidence records the checks of the flags that are about the GPU, and their strongest action.
 func addGPUEvidence(v *results.GPUVerdict, flags []results.Flag) {
 	for _, f := range flags {
 		if GPUEvidence(f) {
@@ -128,7 +121,7 @@ func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
 
 // addUndecidedComparisons leaves undecided the serving verdict of an endpoint's GPUs when a
 // GPU-to-GPU comparison could not decide about it (the endpoint stands as its first GPU).
-func (b *gpuBook) addUndecidedComparisons(m *results.Model, ep *results.Endpoint) {
+func (b gpuBook) addUndecidedComparisons(m *results.Model, ep *results.Endpoint) {
 	if len(ep.GPUs) == 0 {
 		return
 	}
@@ -152,13 +145,11 @@ func (b *gpuBook) addUndecidedComparisons(m *results.Model, ep *results.Endpoint
 	}
 }
 
-// verdicts settles each GPU's status, by index: the worse of health and serving; a healthy GPU
-// that never served is not run, not a pass; only an undecided verdict keeps its whys.
-func (b *gpuBook) verdicts() []results.GPUVerdict {
-	sort.Ints(b.order)
-	out := make([]results.GPUVerdict, 0, len(b.order))
-	for _, i := range b.order {
-		v := b.byIndex[i]
+// verdicts settles each GPU's status, by index: the worse of health and serving.
+func (b gpuBook) verdicts() []results.GPUVerdict {
+	out := make([]results.GPUVerdict, 0, len(b))
+	for _, i := range slices.Sorted(maps.Keys(b)) {
+		v := b[i]
 		v.Status = results.Worse(v.Health, v.Serving)
 		if v.Serving == results.StatusNotRun && (v.Status == results.StatusOK || v.Status == "") {
 			v.Status = results.StatusNotRun // healthy, but never served: not a pass
