@@ -96,49 +96,76 @@ func hostGPUCount(h *results.Host) int {
 // (what tells a gate missed by the engine from one missed by the GPU, gateLayers).
 func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healthy map[int]bool) {
 	for ei := range m.Endpoints {
-		ep := &m.Endpoints[ei]
-		ep.Flags = dropJudgeFlags(ep.Flags)
-		ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
-		if xv := expectedVerdict(ep, m, servedPeers(m) > 1, cfg); xv != nil {
-			ep.Verdicts = append(ep.Verdicts, *xv)
-		}
-		// Every failed request names its layer; the error-rate gate judges the GPU's only, and a
-		// fault of the engine, the network or the client leaves the GPU inconclusive (faults.go).
-		ep.Faults = Faults(ep)
-		okN, gpuBad, gpuKinds := gpuErrorCounts(ep, ep.Faults)
-		errV := errorRateVerdict(okN, gpuBad, gpuKinds, cfg.MaxErrorRatePct)
-		if errV != nil {
-			if gpuBad > 0 {
-				errV.Reason += "; " + ep.Faults[0].Reason // the GPU's layer comes first
-			}
-			if n := notGPUErrors(ep.Faults); n > 0 {
-				errV.Reason += fmt.Sprintf("; %d more failed request(s) are not the GPU's (their layer's verdict says whose)", n)
-			}
-			ep.Verdicts = append(ep.Verdicts, *errV)
-		}
-		ep.Verdicts = append(ep.Verdicts, faultVerdicts(ep.Faults, okN+gpuBad+notGPUErrors(ep.Faults), cfg.MaxErrorRatePct)...)
-		engineFaultUndecides(ep)
-		busyVerdicts(m.Model, ep)
-		for _, v := range ep.Verdicts {
-			if v.Result == ResultFail {
-				fails := v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault
-				ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: v.Check, Reason: v.Reason, Fails: fails})
-			}
-		}
-		ep.Flags = append(ep.Flags, faultFlags(subject(m.Model, ep), ep.Faults, ep.Verdicts)...)
-		if fl := loadErrorFlag(subject(m.Model, ep), gpuBad, gpuKinds, errV); fl != nil {
-			ep.Flags = append(ep.Flags, *fl)
-		}
-		ep.Flags = append(ep.Flags, functionalFlags(m.Model, ep)...)
-		if why := PrefixCacheMissing(ep.Load); why != "" {
-			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckPrefixCache, Reason: why})
-		}
-		if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 && !EngineFaulted(ep) { // an engine fault: its verdict says why
-			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckLoadPartial,
-				Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
-		}
+		judgeEndpoint(m, &m.Endpoints[ei], cfg, hostGPUs)
 	}
 	m.Comparisons = ModelComparisons(m, cfg.LLMGuardsFrom(), parallel)
+	flagComparisons(m)
+	greedyAgreement(m)
+	contextFlags(m)
+	preemptionFlags(m)
+	for ei := range m.Endpoints {
+		telemetryFlags(m.Model, &m.Endpoints[ei])
+		markSOL(&m.Endpoints[ei])
+		gateLayers(&m.Endpoints[ei], healthy)
+	}
+	m.Flags = dropJudgeFlags(m.Flags)
+	m.Status = modelStatus(m)
+}
+
+// judgeEndpoint applies the gates, the expected figures and the error rates to one endpoint, and
+// flags what failed; the GPU-to-GPU comparisons come after, across the model's endpoints.
+func judgeEndpoint(m *results.Model, ep *results.Endpoint, cfg Config, hostGPUs int) {
+	ep.Flags = dropJudgeFlags(ep.Flags)
+	ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
+	if xv := expectedVerdict(ep, m, servedPeers(m) > 1, cfg); xv != nil {
+		ep.Verdicts = append(ep.Verdicts, *xv)
+	}
+	// Every failed request names its layer; the error-rate gate judges the GPU's only, and a
+	// fault of the engine, the network or the client leaves the GPU inconclusive (faults.go).
+	ep.Faults = Faults(ep)
+	okN, gpuBad, gpuKinds := gpuErrorCounts(ep, ep.Faults)
+	errV := errorRateVerdict(okN, gpuBad, gpuKinds, cfg.MaxErrorRatePct)
+	if errV != nil {
+		if gpuBad > 0 {
+			errV.Reason += "; " + ep.Faults[0].Reason // the GPU's layer comes first
+		}
+		if n := notGPUErrors(ep.Faults); n > 0 {
+			errV.Reason += fmt.Sprintf("; %d more failed request(s) are not the GPU's (their layer's verdict says whose)", n)
+		}
+		ep.Verdicts = append(ep.Verdicts, *errV)
+	}
+	ep.Verdicts = append(ep.Verdicts, faultVerdicts(ep.Faults, okN+gpuBad+notGPUErrors(ep.Faults), cfg.MaxErrorRatePct)...)
+	engineFaultUndecides(ep)
+	busyVerdicts(m.Model, ep)
+	endpointFlags(m.Model, ep, gpuBad, gpuKinds, errV)
+}
+
+// endpointFlags turns an endpoint's failed verdicts and its other findings (faults, load errors,
+// failed API tests, a missing prefix cache, a load cut short) into flags.
+func endpointFlags(model string, ep *results.Endpoint, gpuBad int, gpuKinds map[string]int, errV *results.Verdict) {
+	subj := subject(model, ep)
+	for _, v := range ep.Verdicts {
+		if v.Result == ResultFail {
+			fails := v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault
+			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subj, Check: v.Check, Reason: v.Reason, Fails: fails})
+		}
+	}
+	ep.Flags = append(ep.Flags, faultFlags(subj, ep.Faults, ep.Verdicts)...)
+	if fl := loadErrorFlag(subj, gpuBad, gpuKinds, errV); fl != nil {
+		ep.Flags = append(ep.Flags, *fl)
+	}
+	ep.Flags = append(ep.Flags, functionalFlags(model, ep)...)
+	if why := PrefixCacheMissing(ep.Load); why != "" {
+		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subj, Check: CheckPrefixCache, Reason: why})
+	}
+	if ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) > 0 && !EngineFaulted(ep) { // an engine fault: its verdict says why
+		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subj, Check: CheckLoadPartial,
+			Reason: fmt.Sprintf("the load stopped early (%s); the figures cover only the runs that finished: rerun to complete them", ep.Load.Error)})
+	}
+}
+
+// flagComparisons flags the endpoint behind each GPU-to-GPU figure that stood out.
+func flagComparisons(m *results.Model) {
 	for _, c := range m.Comparisons {
 		for _, cell := range c.Values {
 			if !cell.Flagged {
@@ -149,15 +176,11 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 			}
 		}
 	}
-	greedyAgreement(m)
-	contextFlags(m)
-	preemptionFlags(m)
-	for ei := range m.Endpoints {
-		telemetryFlags(m.Model, &m.Endpoints[ei])
-		markSOL(&m.Endpoints[ei])
-		gateLayers(&m.Endpoints[ei], healthy)
-	}
-	m.Flags = dropJudgeFlags(m.Flags)
+}
+
+// modelStatus settles each endpoint's status and the model's: the worst of them, failed when the
+// model broke, flagged by a model flag, and not ok while a comparison could not decide.
+func modelStatus(m *results.Model) results.Status {
 	st := results.StatusSkipped
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
@@ -173,7 +196,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 	if comparisonsUndecided(m.Comparisons) && st == results.StatusOK {
 		st = results.StatusInconclusive
 	}
-	m.Status = st
+	return st
 }
 
 // servedPeers is how many of a model's endpoints have figures a comparison can use (the ones
@@ -244,13 +267,7 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 		return results.StatusInconclusive // stopped by something outside the hardware: run again
 	case ep.Disruption != "":
 		return results.StatusFlag // what it measured before it was stopped fired
-	case ep.Error != "" || ep.Status == results.StatusFailed:
-		return results.StatusFailed
-	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
-		return results.StatusFailed
-	case ep.Functional != nil && ep.Functional.Error != "":
-		return results.StatusFailed
-	case errorRateFailed(ep) || layerFailed(ep):
+	case workBroke(ep):
 		return results.StatusFailed
 	case len(ep.Flags) > 0:
 		return results.StatusFlag
@@ -262,6 +279,15 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 		return results.StatusSkipped
 	}
 	return ep.Status
+}
+
+// workBroke says the endpoint's work failed: it errored, its load measured nothing, its API suite
+// could not run, or a gate that fails it (error rate, a layer's fault) did.
+func workBroke(ep *results.Endpoint) bool {
+	return ep.Error != "" || ep.Status == results.StatusFailed ||
+		ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0 ||
+		ep.Functional != nil && ep.Functional.Error != "" ||
+		errorRateFailed(ep) || layerFailed(ep)
 }
 
 // functionalFlags flags every failed conformance test (seed: a misbehaving API flags the model).

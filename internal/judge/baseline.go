@@ -115,67 +115,86 @@ func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePc
 	for i, e := range envs {
 		efs[i] = collect(e, byHost)
 		bc.Caveats = append(bc.Caveats, caveats(base, e, names[i])...)
-		for _, d := range efs[i].dups {
-			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: %s appears on more than one host; the first is compared", names[i], d))
-		}
+		bc.Caveats = append(bc.Caveats, dupCaveats(names[i], efs[i])...)
 	}
-	for _, d := range bf.dups {
-		bc.Caveats = append(bc.Caveats, fmt.Sprintf("baseline: %s appears on more than one host; the first is compared", d))
-	}
+	bc.Caveats = append(bc.Caveats, dupCaveats("baseline", bf)...)
 	bc.Caveats = append(bc.Caveats, lowerBoundCaveats("baseline", base)...)
 	for i, e := range envs {
 		bc.Caveats = append(bc.Caveats, lowerBoundCaveats(names[i], e)...)
 	}
 	for _, subj := range bf.order {
 		for _, met := range bf.metrics[subj] {
-			bx := bf.fig[subj][met]
-			row := results.OverheadRow{Subject: subj, Metric: met, HigherIsBetter: bf.higher[met], Baseline: bx.Value,
-				Values: map[string]float64{}, OverheadPct: map[string]float64{}, Status: map[string]string{}}
-			for i, ef := range efs {
-				ex, ok := ef.fig[subj][met]
-				if !ok {
-					row.Status[names[i]] = BaselineMissing
-					continue
-				}
-				row.Values[names[i]] = ex.Value
-				row.OverheadPct[names[i]] = round2(deltaPct(ex.Value, bx.Value, row.HigherIsBetter))
-				st, note, sd := overheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
-				row.Status[names[i]] = st
-				if sd.CI != nil {
-					if row.OverheadCI == nil {
-						row.OverheadCI, row.DetectablePct = map[string]*results.Interval{}, map[string]float64{}
-					}
-					row.OverheadCI[names[i]] = &results.Interval{Lo: round2(sd.CI.Lo), Hi: round2(sd.CI.Hi), Level: sd.CI.Level}
-					d := math.Round(sd.DetectablePct*10) / 10
-					row.DetectablePct[names[i]] = d
-					if bc.DetectablePct == nil {
-						bc.DetectablePct = map[string]map[string]float64{}
-					}
-					if bc.DetectablePct[names[i]] == nil {
-						bc.DetectablePct[names[i]] = map[string]float64{}
-					}
-					bc.DetectablePct[names[i]][met] = max(bc.DetectablePct[names[i]][met], d)
-				}
-				if note != "" {
-					if row.Notes == nil {
-						row.Notes = map[string]string{}
-					}
-					row.Notes[names[i]] = note
-				}
-			}
-			bc.Rows = append(bc.Rows, row)
+			bc.Rows = append(bc.Rows, overheadRow(bc, subj, met, bf, efs, names, tolerancePct, g))
 		}
 	}
 	if len(bc.Rows) == 0 {
 		bc.Note = "no comparison: the baseline has no figure to compare (no endpoint with load, no microbenchmark)"
+		return bc
 	}
 	for i, ef := range efs {
-		if len(bc.Rows) > 0 && !sharesSubject(bf, ef) {
+		if !sharesSubject(bf, ef) {
 			bc.Caveats = append(bc.Caveats, fmt.Sprintf("%s: no subject in common with the baseline (baseline %s; %s %s): compare the same models on the same GPU indexes (and, for fleets, the same host names)",
 				names[i], strings.Join(first(bf.order, 3), ", "), names[i], strings.Join(first(ef.order, 3), ", ")))
 		}
 	}
 	return bc
+}
+
+// dupCaveats says which subjects a side has on more than one host: only the first is compared.
+func dupCaveats(side string, sf *subjectFigures) []string {
+	var out []string
+	for _, d := range sf.dups {
+		out = append(out, fmt.Sprintf("%s: %s appears on more than one host; the first is compared", side, d))
+	}
+	return out
+}
+
+// overheadRow lines one subject's metric up across the environments; an environment without it is
+// missing, not worse.
+func overheadRow(bc *results.BaselineComparison, subj, met string, bf *subjectFigures, efs []*subjectFigures, names []string,
+	tolerancePct float64, g Guards) results.OverheadRow {
+	bx := bf.fig[subj][met]
+	row := results.OverheadRow{Subject: subj, Metric: met, HigherIsBetter: bf.higher[met], Baseline: bx.Value,
+		Values: map[string]float64{}, OverheadPct: map[string]float64{}, Status: map[string]string{}}
+	for i, ef := range efs {
+		ex, ok := ef.fig[subj][met]
+		if !ok {
+			row.Status[names[i]] = BaselineMissing
+			continue
+		}
+		row.Values[names[i]] = ex.Value
+		row.OverheadPct[names[i]] = round2(deltaPct(ex.Value, bx.Value, row.HigherIsBetter))
+		st, note, sd := overheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
+		row.Status[names[i]] = st
+		if sd.CI != nil {
+			addDetectable(bc, &row, names[i], met, sd)
+		}
+		if note != "" {
+			if row.Notes == nil {
+				row.Notes = map[string]string{}
+			}
+			row.Notes[names[i]] = note
+		}
+	}
+	return row
+}
+
+// addDetectable keeps an overhead's interval and the smallest overhead it could have detected, on
+// the row and, the largest per metric, for the environment.
+func addDetectable(bc *results.BaselineComparison, row *results.OverheadRow, env, met string, sd compare.Slowdown) {
+	if row.OverheadCI == nil {
+		row.OverheadCI, row.DetectablePct = map[string]*results.Interval{}, map[string]float64{}
+	}
+	row.OverheadCI[env] = &results.Interval{Lo: round2(sd.CI.Lo), Hi: round2(sd.CI.Hi), Level: sd.CI.Level}
+	d := math.Round(sd.DetectablePct*10) / 10
+	row.DetectablePct[env] = d
+	if bc.DetectablePct == nil {
+		bc.DetectablePct = map[string]map[string]float64{}
+	}
+	if bc.DetectablePct[env] == nil {
+		bc.DetectablePct[env] = map[string]float64{}
+	}
+	bc.DetectablePct[env][met] = max(bc.DetectablePct[env][met], d)
 }
 
 func sharesSubject(a, b *subjectFigures) bool {

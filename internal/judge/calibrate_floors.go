@@ -23,60 +23,11 @@ type FloorEntry struct {
 // (results.FloorMarginPct by default), rounded down to 0.01. A GPU that was busy, and a figure
 // that failed, are left out and said so.
 func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
-	by := map[string]*FloorEntry{}
-	add := func(gpu, name, label string, idx int, ratio *float64) {
-		if gpu == "" || ratio == nil || *ratio <= 0 {
-			return
-		}
-		e := by[gpu]
-		if e == nil {
-			e = &FloorEntry{GPU: gpu, Floors: map[string]float64{}, Ratios: map[string][]CalibFigure{}}
-			by[gpu] = e
-		}
-		e.Ratios[name] = append(e.Ratios[name], CalibFigure{Run: label, GPU: idx, Value: *ratio})
-	}
+	by := floorBook{}
 	for _, run := range runs {
 		for hi := range run.Summary.Hosts {
-			h := &run.Summary.Hosts[hi]
-			hh := h.Health
-			if hh == nil {
-				continue
-			}
-			first := ""
-			for _, g := range hh.GPUs {
-				name := g.GPU.Name
-				if first == "" {
-					first = name
-				}
-				if ok, why := calibUsable(run, h, g.GPU.Index); !ok {
-					note := fmt.Sprintf("%s gpu %d left out: %s", run.Label, g.GPU.Index, why)
-					if e := by[name]; e != nil {
-						e.Notes = append(e.Notes, note)
-					} else {
-						by[name] = &FloorEntry{GPU: name, Floors: map[string]float64{}, Ratios: map[string][]CalibFigure{}, Notes: []string{note}}
-					}
-					continue
-				}
-				for _, b := range g.Bench {
-					if b.Error == "" {
-						add(name, b.Name, run.Label, g.GPU.Index, b.Ratio)
-					}
-				}
-				if g.Burn != nil && g.Burn.Error == "" {
-					add(name, results.FloorBurn, run.Label, g.GPU.Index, g.Burn.Ratio)
-				}
-			}
-			if ic := hh.Interconnect; ic != nil {
-				for _, p := range ic.Pairs {
-					okA, _ := calibUsable(run, h, p.A)
-					okB, _ := calibUsable(run, h, p.B)
-					if p.Uni != nil && okA && okB {
-						add(first, results.FloorPeerCopy, run.Label, p.A, p.Uni.Ratio)
-					}
-				}
-				if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 && allUsable(run, h) {
-					add(first, results.FloorAllReduce, run.Label, -1, ar.Sizes[len(ar.Sizes)-1].BusBWRatio)
-				}
+			if h := &run.Summary.Hosts[hi]; h.Health != nil {
+				by.addHost(run, h)
 			}
 		}
 	}
@@ -90,6 +41,74 @@ func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GPU < out[j].GPU })
 	return out
+}
+
+// floorBook gathers the ratios behind the floors, by exact GPU name.
+type floorBook map[string]*FloorEntry
+
+func (by floorBook) entry(gpu string) *FloorEntry {
+	e := by[gpu]
+	if e == nil {
+		e = &FloorEntry{GPU: gpu, Floors: map[string]float64{}, Ratios: map[string][]CalibFigure{}}
+		by[gpu] = e
+	}
+	return e
+}
+
+// add keeps a measured ratio; a missing or zero one says nothing about the floor.
+func (by floorBook) add(gpu, name, label string, idx int, ratio *float64) {
+	if gpu == "" || ratio == nil || *ratio <= 0 {
+		return
+	}
+	e := by.entry(gpu)
+	e.Ratios[name] = append(e.Ratios[name], CalibFigure{Run: label, GPU: idx, Value: *ratio})
+}
+
+// addHost takes one host's health phase; the links are filed under its first GPU name.
+func (by floorBook) addHost(run CalibRun, h *results.Host) {
+	first := ""
+	for _, g := range h.Health.GPUs {
+		if first == "" {
+			first = g.GPU.Name
+		}
+		by.addGPU(run, h, g)
+	}
+	if ic := h.Health.Interconnect; ic != nil {
+		by.addLinks(run, h, ic, first)
+	}
+}
+
+// addGPU takes one GPU's benchmarks and burn, or says why it is left out.
+func (by floorBook) addGPU(run CalibRun, h *results.Host, g results.GPUHealth) {
+	name := g.GPU.Name
+	if ok, why := calibUsable(run, h, g.GPU.Index); !ok {
+		e := by.entry(name)
+		e.Notes = append(e.Notes, fmt.Sprintf("%s gpu %d left out: %s", run.Label, g.GPU.Index, why))
+		return
+	}
+	for _, b := range g.Bench {
+		if b.Error == "" {
+			by.add(name, b.Name, run.Label, g.GPU.Index, b.Ratio)
+		}
+	}
+	if g.Burn != nil && g.Burn.Error == "" {
+		by.add(name, results.FloorBurn, run.Label, g.GPU.Index, g.Burn.Ratio)
+	}
+}
+
+// addLinks takes the peer copies between usable GPUs, and the all-reduce only when every GPU it
+// spans is usable.
+func (by floorBook) addLinks(run CalibRun, h *results.Host, ic *results.Interconnect, gpu string) {
+	for _, p := range ic.Pairs {
+		okA, _ := calibUsable(run, h, p.A)
+		okB, _ := calibUsable(run, h, p.B)
+		if p.Uni != nil && okA && okB {
+			by.add(gpu, results.FloorPeerCopy, run.Label, p.A, p.Uni.Ratio)
+		}
+	}
+	if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 && allUsable(run, h) {
+		by.add(gpu, results.FloorAllReduce, run.Label, -1, ar.Sizes[len(ar.Sizes)-1].BusBWRatio)
+	}
 }
 
 // allUsable reports whether every GPU of the host's health phase may feed calibration (an

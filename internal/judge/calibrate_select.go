@@ -55,28 +55,51 @@ func calibUsable(run CalibRun, h *results.Host, gpu int) (bool, string) {
 	if run.GPUs != nil && !slices.Contains(run.GPUs, gpu) {
 		return false, "not among the GPUs named (--gpus)"
 	}
+	for _, unusable := range []func(*results.Host, int) (string, bool){verdictUnusable, healthUnusable, servingUnusable} {
+		if why, bad := unusable(h, gpu); bad {
+			return false, why
+		}
+	}
+	return true, ""
+}
+
+// verdictUnusable: a GPU whose verdict is not ok would set a floor below a healthy card's.
+func verdictUnusable(h *results.Host, gpu int) (string, bool) {
 	for _, v := range h.GPUs {
 		if v.Index == gpu && v.Status != results.StatusOK {
 			why := fmt.Sprintf("its verdict is %s", v.Status)
 			if len(v.Checks) > 0 {
 				why += " (" + strings.Join(v.Checks, ", ") + ")"
 			}
-			return false, why
+			return why, true
 		}
 	}
-	if hh := h.Health; hh != nil {
-		for _, g := range hh.GPUs {
-			if g.GPU.Index != gpu {
-				continue
-			}
-			if g.Busy != nil {
-				return false, g.Busy.Reason
-			}
-			if g.Status == results.StatusFailed || g.Status == results.StatusFlag || len(g.Flags) > 0 {
-				return false, fmt.Sprintf("its health is %s", g.Status)
-			}
+	return "", false
+}
+
+// healthUnusable: a GPU busy with other work, or flagged in its health phase, measured less than
+// the card.
+func healthUnusable(h *results.Host, gpu int) (string, bool) {
+	if h.Health == nil {
+		return "", false
+	}
+	for _, g := range h.Health.GPUs {
+		if g.GPU.Index != gpu {
+			continue
+		}
+		if g.Busy != nil {
+			return g.Busy.Reason, true
+		}
+		if g.Status == results.StatusFailed || g.Status == results.StatusFlag || len(g.Flags) > 0 {
+			return fmt.Sprintf("its health is %s", g.Status), true
 		}
 	}
+	return "", false
+}
+
+// servingUnusable: an endpoint on the GPU that shared it, was held back by the load generator,
+// or was not ok, measured something other than the card.
+func servingUnusable(h *results.Host, gpu int) (string, bool) {
 	for _, m := range h.Models {
 		for i := range m.Endpoints {
 			ep := &m.Endpoints[i]
@@ -85,15 +108,15 @@ func calibUsable(run CalibRun, h *results.Host, gpu int) (bool, string) {
 			}
 			switch {
 			case SharedGPU(ep):
-				return false, busyOf(ep).Reason
+				return busyOf(ep).Reason, true
 			case ep.Load != nil && ep.Load.Client.ClientLimited:
-				return false, "the load generator was the bottleneck (client-limited)"
+				return "the load generator was the bottleneck (client-limited)", true
 			case ep.Status == results.StatusFlag || ep.Status == results.StatusFailed || ep.Status == results.StatusInconclusive:
-				return false, fmt.Sprintf("%s on it is %s", m.Model, ep.Status)
+				return fmt.Sprintf("%s on it is %s", m.Model, ep.Status), true
 			}
 		}
 	}
-	return true, ""
+	return "", false
 }
 
 // endpointUsable says whether every GPU of an endpoint may feed calibration, and why not.

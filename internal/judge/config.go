@@ -178,77 +178,16 @@ func (g Gates) with(o Override, source string) Gates {
 }
 
 func (g *Gates) byKey(k string) *Limit {
-	switch k {
-	case KeyTTFTP95:
-		return &g.TTFTP95Ms
-	case KeyITLP95:
-		return &g.ITLP95Ms
-	case KeyMinThroughput:
-		return &g.MinThroughputReqS
-	case KeyAICRThroughput:
-		return &g.AICRMinOutputTokS
-	case KeyAICRTTFTP99:
-		return &g.AICRMaxTTFTP99Ms
-	}
-	return nil
+	return map[string]*Limit{KeyTTFTP95: &g.TTFTP95Ms, KeyITLP95: &g.ITLP95Ms, KeyMinThroughput: &g.MinThroughputReqS,
+		KeyAICRThroughput: &g.AICRMinOutputTokS, KeyAICRTTFTP99: &g.AICRMaxTTFTP99Ms}[k]
 }
 
 // Validate checks the config for values that cannot be meant; errors name the field path.
 func (c Config) Validate() error {
-	var errs []string
-	neg := func(path string, l Limit) {
-		if l.Value != nil && *l.Value < 0 {
-			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", path, *l.Value))
-		}
-	}
-	for path, l := range map[string]Limit{
-		"thresholds.ttft_p95_ms": c.Gates.TTFTP95Ms, "thresholds.itl_p95_ms": c.Gates.ITLP95Ms,
-		"thresholds.min_throughput_req_s": c.Gates.MinThroughputReqS, "thresholds.aicr_min_output_tok_s": c.Gates.AICRMinOutputTokS,
-		"thresholds.aicr_max_ttft_p99_ms": c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
-		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
-		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
-		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
-		"thresholds.max_error_rate_pct": c.MaxErrorRatePct,
-	} {
-		neg(path, l)
-	}
-	if v := c.MaxErrorRatePct.Value; v != nil && *v > 100 {
-		errs = append(errs, fmt.Sprintf("thresholds.max_error_rate_pct: %g %% is above 100; give a percentage 0..100, or null for errors to only flag", *v))
-	}
-	for _, need := range []struct {
-		path string
-		l    Limit
-		def  float64
-	}{{"llm_variance_pct", c.LLMVariancePct, DefaultLLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct, DefaultGEMMVariancePct}} {
-		if need.l.Value == nil || *need.l.Value == 0 {
-			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the default is %g)", need.path, need.def))
-		}
-	}
-	for _, pct := range []struct {
-		path string
-		l    Limit
-	}{{"llm_variance_pct", c.LLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct}, {"aicr_tolerance_pct", c.AICRTolerancePct}} {
-		if pct.l.Value != nil && *pct.l.Value >= 100 {
-			errs = append(errs, fmt.Sprintf("%s: %g %% would never flag; give a percentage below 100", pct.path, *pct.l.Value))
-		}
-	}
-	checkOverride := func(path string, o Override) {
-		for _, k := range o.Disable {
-			if (&Gates{}).byKey(k) == nil {
-				errs = append(errs, fmt.Sprintf("%s.disable: unknown gate %q; use one of %s, %s, %s, %s, %s",
-					path, k, KeyTTFTP95, KeyITLP95, KeyMinThroughput, KeyAICRThroughput, KeyAICRTTFTP99))
-			}
-		}
-		for k, v := range map[string]*float64{KeyTTFTP95: o.TTFTP95Ms, KeyITLP95: o.ITLP95Ms, KeyMinThroughput: o.MinThroughputReqS,
-			KeyAICRThroughput: o.AICRMinOutputTokS, KeyAICRTTFTP99: o.AICRMaxTTFTP99Ms} {
-			if v != nil && *v < 0 {
-				errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, k, *v))
-			}
-		}
-	}
+	errs := c.limitErrors()
 	for gpu, models := range c.Reference {
 		for model, o := range models {
-			checkOverride(fmt.Sprintf("reference[%q][%q]", gpu, model), o)
+			errs = append(errs, overrideErrors(fmt.Sprintf("reference[%q][%q]", gpu, model), o)...)
 		}
 	}
 	if c.AICRThroughputScope != "" && c.AICRThroughputScope != ScopeNode && c.AICRThroughputScope != ScopeGPU {
@@ -260,8 +199,63 @@ func (c Config) Validate() error {
 	if len(errs) == 0 {
 		return nil
 	}
-	sort.Strings(errs)
+	sort.Strings(errs) // the checks run in map order: sorted, the message is stable
 	return fmt.Errorf("judge config: %s", strings.Join(errs, "; "))
+}
+
+// limitErrors checks the global limits: none negative, the error rate a percentage, the
+// tolerances set and below 100 %.
+func (c Config) limitErrors() []string {
+	var errs []string
+	for path, l := range map[string]Limit{
+		"thresholds.ttft_p95_ms": c.Gates.TTFTP95Ms, "thresholds.itl_p95_ms": c.Gates.ITLP95Ms,
+		"thresholds.min_throughput_req_s": c.Gates.MinThroughputReqS, "thresholds.aicr_min_output_tok_s": c.Gates.AICRMinOutputTokS,
+		"thresholds.aicr_max_ttft_p99_ms": c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
+		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
+		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
+		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
+		"thresholds.max_error_rate_pct": c.MaxErrorRatePct,
+	} {
+		if l.Value != nil && *l.Value < 0 {
+			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", path, *l.Value))
+		}
+	}
+	if v := c.MaxErrorRatePct.Value; v != nil && *v > 100 {
+		errs = append(errs, fmt.Sprintf("thresholds.max_error_rate_pct: %g %% is above 100; give a percentage 0..100, or null for errors to only flag", *v))
+	}
+	// The tolerances: unset (0) would flag every difference, 100 % or more none.
+	for _, t := range []struct {
+		path string
+		l    Limit
+		def  float64 // 0: may be left unset
+	}{{"llm_variance_pct", c.LLMVariancePct, DefaultLLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct, DefaultGEMMVariancePct},
+		{"aicr_tolerance_pct", c.AICRTolerancePct, 0}} {
+		if t.def > 0 && (t.l.Value == nil || *t.l.Value == 0) {
+			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the default is %g)", t.path, t.def))
+		}
+		if t.l.Value != nil && *t.l.Value >= 100 {
+			errs = append(errs, fmt.Sprintf("%s: %g %% would never flag; give a percentage below 100", t.path, *t.l.Value))
+		}
+	}
+	return errs
+}
+
+// overrideErrors checks one reference override: gates it disables must exist, its limits ≥ 0.
+func overrideErrors(path string, o Override) []string {
+	var errs []string
+	for _, k := range o.Disable {
+		if (&Gates{}).byKey(k) == nil {
+			errs = append(errs, fmt.Sprintf("%s.disable: unknown gate %q; use one of %s, %s, %s, %s, %s",
+				path, k, KeyTTFTP95, KeyITLP95, KeyMinThroughput, KeyAICRThroughput, KeyAICRTTFTP99))
+		}
+	}
+	for k, v := range map[string]*float64{KeyTTFTP95: o.TTFTP95Ms, KeyITLP95: o.ITLP95Ms, KeyMinThroughput: o.MinThroughputReqS,
+		KeyAICRThroughput: o.AICRMinOutputTokS, KeyAICRTTFTP99: o.AICRMaxTTFTP99Ms} {
+		if v != nil && *v < 0 {
+			errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, k, *v))
+		}
+	}
+	return errs
 }
 
 // Thresholds lists the global limits in force by stable name, for summary.json's meta.thresholds.

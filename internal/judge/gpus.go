@@ -2,8 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -14,114 +14,142 @@ import (
 // health is failed however well it then served; one whose GPU-to-GPU comparison could not decide is
 // not ok.
 func gpuVerdicts(h *results.Host) []results.GPUVerdict {
-	byIndex := map[int]*results.GPUVerdict{}
-	var order []int
-	get := func(i int) *results.GPUVerdict {
-		if v, ok := byIndex[i]; ok {
-			return v
-		}
-		v := &results.GPUVerdict{Index: i}
-		byIndex[i] = v
-		order = append(order, i)
-		return v
-	}
+	b := gpuBook{}
 	for _, g := range h.Discovery.GPUs {
-		v := get(g.Index)
+		v := b.get(g.Index)
 		v.UUID, v.Name = g.UUID, g.Name
 	}
 	if hh := h.Health; hh != nil {
 		for _, g := range hh.GPUs {
-			v := get(g.GPU.Index)
-			if v.UUID == "" {
-				v.UUID, v.Name = g.GPU.UUID, g.GPU.Name
-			}
-			st, why := gpuHealth(g)
-			for _, f := range g.Flags {
-				if GPUEvidence(f) {
-					v.Checks = appendNew(v.Checks, f.Check)
-					v.Action = results.MoreDisruptive(v.Action, f.Action)
-				}
-			}
-			for _, w := range why {
-				v.Why = appendNew(v.Why, "health: "+w)
-			}
-			for _, c := range hh.Comparisons {
-				for _, cell := range c.Values {
-					if cell.GPU == g.GPU.Index && cell.Flagged {
-						st = results.Worse(st, results.StatusFlag)
-						v.Checks = appendNew(v.Checks, "compare.health."+c.Metric)
-					}
-				}
-			}
-			v.Health = st
-			if hh.Error != "" && hh.Disruption == "" && len(g.Bench) == 0 && g.Status == results.StatusFailed {
-				// The phase broke before it measured this GPU: failed on the GPU's evidence only.
-				l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
-				if !results.GPULayer(l) {
-					v.Health = results.StatusInconclusive
-					v.Why = appendNew(v.Why, fmt.Sprintf("health: not proven: the health phase broke (%s, the %s's): %s", hh.Error, l, results.ActionWords[actionFor(l)]))
-				} else {
-					v.Health = results.StatusFailed // the phase broke in the GPU's own words
-				}
-			}
-			if hh.Disruption != "" {
-				v.Why = appendNew(v.Why, fmt.Sprintf("health: %s: not the GPU's: run again", hh.Disruption))
-			}
+			b.addHealth(hh, g)
 		}
 	}
-	for _, m := range h.Models {
+	for mi := range h.Models {
+		m := &h.Models[mi]
 		for i := range m.Endpoints {
 			ep := &m.Endpoints[i]
 			for _, gi := range ep.GPUs {
-				v := get(gi)
-				if v.Name == "" {
-					v.Name = ep.GPUName
-				}
-				st, why := gpuServing(ep)
-				if v.Serving == "" {
-					v.Serving = st // not_run ranks below everything, but says more than nothing
-				}
-				v.Serving = results.Worse(v.Serving, st)
-				for _, f := range ep.Flags {
-					if GPUEvidence(f) {
-						v.Checks = appendNew(v.Checks, f.Check)
-						v.Action = results.MoreDisruptive(v.Action, f.Action)
-					}
-				}
-				for _, w := range why {
-					v.Why = appendNew(v.Why, m.Model+": "+w)
-				}
-				for _, vd := range ep.Verdicts {
-					if vd.Result == ResultInconclusive {
-						v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s: %s", m.Model, vd.Rule, afterInconclusive(vd.Reason)))
-					}
-				}
+				addServing(b.get(gi), m.Model, ep)
 			}
-			// A comparison that could not decide about this GPU leaves its serving verdict undecided.
-			for _, c := range m.Comparisons {
-				for _, cell := range c.Values {
-					if len(ep.GPUs) == 0 || cell.GPU != ep.GPUs[0] || !(cell.Inconclusive || c.LowConfidence) {
-						continue
-					}
-					why := c.Note
-					if cell.Inconclusive {
-						why = afterInconclusive(cell.Reason)
-					}
-					for _, gi := range ep.GPUs {
-						v := get(gi)
-						if v.Serving == results.StatusOK {
-							v.Serving = results.StatusInconclusive
-						}
-						v.Why = appendNew(v.Why, fmt.Sprintf("%s GPU-to-GPU %s: %s", m.Model, c.Metric, why))
-					}
-				}
+			b.addUndecidedComparisons(m, ep)
+		}
+	}
+	return b.verdicts()
+}
+
+// gpuBook holds the verdicts being built, by GPU index.
+type gpuBook map[int]*results.GPUVerdict
+
+func (b gpuBook) get(i int) *results.GPUVerdict {
+	if b[i] == nil {
+		b[i] = &results.GPUVerdict{Index: i}
+	}
+	return b[i]
+}
+
+// addHealth folds one GPU's health phase into its verdict: its own flags, the health comparisons
+// that flagged it, and what a broken or disrupted phase leaves undecided.
+func (b gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
+	v := b.get(g.GPU.Index)
+	if v.UUID == "" {
+		v.UUID, v.Name = g.GPU.UUID, g.GPU.Name
+	}
+	st, why := gpuHealth(g)
+	addGPUEvidence(v, g.Flags)
+	for _, w := range why {
+		v.Why = appendNew(v.Why, "health: "+w)
+	}
+	for _, c := range hh.Comparisons {
+		for _, cell := range c.Values {
+			if cell.GPU == g.GPU.Index && cell.Flagged {
+				st = results.Worse(st, results.StatusFlag)
+				v.Checks = appendNew(v.Checks, "compare.health."+c.Metric)
 			}
 		}
 	}
-	sort.Ints(order)
-	out := make([]results.GPUVerdict, 0, len(order))
-	for _, i := range order {
-		v := byIndex[i]
+	v.Health = st
+	if hh.Error != "" && hh.Disruption == "" && len(g.Bench) == 0 && g.Status == results.StatusFailed {
+		healthBroke(v, hh)
+	}
+	if hh.Disruption != "" {
+		v.Why = appendNew(v.Why, fmt.Sprintf("health: %s: not the GPU's: run again", hh.Disruption))
+	}
+}
+
+// healthBroke decides a GPU the health phase broke before measuring: failed on the GPU's evidence
+// only, so a break in another layer leaves it not proven.
+func healthBroke(v *results.GPUVerdict, hh *results.Health) {
+	l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
+	if results.GPULayer(l) {
+		v.Health = results.StatusFailed // the phase broke in the GPU's own words
+		return
+	}
+	v.Health = results.StatusInconclusive
+	v.Why = appendNew(v.Why, fmt.Sprintf("health: not proven: the health phase broke (%s, the %s's): %s", hh.Error, l, results.ActionWords[actionFor(l)]))
+}
+
+// addGPUEvidence records the checks of the flags that are about the GPU, and their strongest action.
+func addGPUEvidence(v *results.GPUVerdict, flags []results.Flag) {
+	for _, f := range flags {
+		if GPUEvidence(f) {
+			v.Checks = appendNew(v.Checks, f.Check)
+			v.Action = results.MoreDisruptive(v.Action, f.Action)
+		}
+	}
+}
+
+// addServing folds an endpoint's serving verdict into one of its GPUs' verdicts.
+func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
+	if v.Name == "" {
+		v.Name = ep.GPUName
+	}
+	st, why := gpuServing(ep)
+	if v.Serving == "" {
+		v.Serving = st // not_run ranks below everything, but says more than nothing
+	}
+	v.Serving = results.Worse(v.Serving, st)
+	addGPUEvidence(v, ep.Flags)
+	for _, w := range why {
+		v.Why = appendNew(v.Why, model+": "+w)
+	}
+	for _, vd := range ep.Verdicts {
+		if vd.Result == ResultInconclusive {
+			v.Why = appendNew(v.Why, fmt.Sprintf("%s: %s: %s", model, vd.Rule, afterInconclusive(vd.Reason)))
+		}
+	}
+}
+
+// addUndecidedComparisons leaves undecided the serving verdict of an endpoint's GPUs when a
+// GPU-to-GPU comparison could not decide about it (the endpoint stands as its first GPU).
+func (b gpuBook) addUndecidedComparisons(m *results.Model, ep *results.Endpoint) {
+	if len(ep.GPUs) == 0 {
+		return
+	}
+	for _, c := range m.Comparisons {
+		for _, cell := range c.Values {
+			if cell.GPU != ep.GPUs[0] || !(cell.Inconclusive || c.LowConfidence) {
+				continue
+			}
+			why := c.Note
+			if cell.Inconclusive {
+				why = afterInconclusive(cell.Reason)
+			}
+			for _, gi := range ep.GPUs {
+				v := b.get(gi)
+				if v.Serving == results.StatusOK {
+					v.Serving = results.StatusInconclusive
+				}
+				v.Why = appendNew(v.Why, fmt.Sprintf("%s GPU-to-GPU %s: %s", m.Model, c.Metric, why))
+			}
+		}
+	}
+}
+
+// verdicts settles each GPU's status, by index: the worse of health and serving.
+func (b gpuBook) verdicts() []results.GPUVerdict {
+	out := make([]results.GPUVerdict, 0, len(b))
+	for _, i := range slices.Sorted(maps.Keys(b)) {
+		v := b[i]
 		v.Status = results.Worse(v.Health, v.Serving)
 		if v.Serving == results.StatusNotRun && (v.Status == results.StatusOK || v.Status == "") {
 			v.Status = results.StatusNotRun // healthy, but never served: not a pass

@@ -44,27 +44,8 @@ func judgeInterconnect(h *results.Health, r HealthRules) {
 	hostFlag := func(check, subject, format string, args ...any) {
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: check, Reason: fmt.Sprintf(format, args...)})
 	}
-	shipsNVLink := ic.DatasheetNVLinks > 0 // the health phase read the catalog
 	for _, p := range ic.Pairs {
-		subj := pairName(p)
-		if results.PathIsPCIe(p.Path) && shipsNVLink {
-			hostFlag(CheckNVLinkPath, subj, "the GPUs reach each other over PCIe (%s) though the %s ships with %d NVLinks: TP across them runs at PCIe speed; check `nvidia-smi topo -m`, the NVLink bridges/baseboard and the fabric manager", p.Path, ic.DatasheetModel, ic.DatasheetNVLinks)
-		}
-		switch {
-		case p.P2P != "" && p.P2P != "ok":
-			hostFlag(CheckP2PAccess, subj, "peer access unavailable (NVML: %s): NCCL and TP engines fall back to copies through host memory; check IOMMU/ACS settings and, in a VM, the hypervisor's P2P support", p.P2P)
-		case p.Error != "" && strings.Contains(p.Error, "peer access unavailable"):
-			hostFlag(CheckP2PAccess, subj, "%s", p.Error)
-		}
-		for _, f := range []struct {
-			name string
-			fig  *results.PairFigure
-		}{{"unidirectional", p.Uni}, {"bidirectional", p.Bi}} {
-			if fl := r.linkFloor(firstName(h), results.FloorPeerCopy); f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < fl {
-				hostFlag(CheckP2PBandwidth, subj, "peer copy %s %.0f GB/s, %.0f %% of the link's %.0f GB/s (floor %.0f %%): check the links' state, speed and error counters (`nvidia-smi nvlink -s -e`)",
-					f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), fl*100)
-			}
-		}
+		judgePair(h, r, p, hostFlag)
 	}
 	comparePairs(h, r, hostFlag)
 	if ar := ic.AllReduce; ar != nil && ar.Status == results.StatusOK && len(ar.Sizes) > 0 {
@@ -72,6 +53,30 @@ func judgeInterconnect(h *results.Health, r HealthRules) {
 		if fl := r.linkFloor(firstName(h), results.FloorAllReduce); big.BusBWRatio != nil && *big.BusBWRatio < fl {
 			hostFlag(CheckAllReduce, "host", "all-reduce bus bandwidth %.0f GB/s at %s, %.0f %% of the links' %.0f GB/s per GPU (floor %.0f %%): a slow link or a PCIe fallback on one GPU holds every rank back",
 				big.BusBWGBps, results.SizeText(big.Bytes), *big.BusBWRatio*100, ar.PeakGBps, fl*100)
+		}
+	}
+}
+
+// judgePair flags one GPU pair: on PCIe where the GPU model ships NVLinks (the health phase read
+// the catalog), without peer access, or copying slower than the link's floor in either direction.
+func judgePair(h *results.Health, r HealthRules, p results.GPUPair, hostFlag func(check, subject, format string, args ...any)) {
+	ic, subj := h.Interconnect, pairName(p)
+	if results.PathIsPCIe(p.Path) && ic.DatasheetNVLinks > 0 {
+		hostFlag(CheckNVLinkPath, subj, "the GPUs reach each other over PCIe (%s) though the %s ships with %d NVLinks: TP across them runs at PCIe speed; check `nvidia-smi topo -m`, the NVLink bridges/baseboard and the fabric manager", p.Path, ic.DatasheetModel, ic.DatasheetNVLinks)
+	}
+	switch {
+	case p.P2P != "" && p.P2P != "ok":
+		hostFlag(CheckP2PAccess, subj, "peer access unavailable (NVML: %s): NCCL and TP engines fall back to copies through host memory; check IOMMU/ACS settings and, in a VM, the hypervisor's P2P support", p.P2P)
+	case p.Error != "" && strings.Contains(p.Error, "peer access unavailable"):
+		hostFlag(CheckP2PAccess, subj, "%s", p.Error)
+	}
+	for _, f := range []struct {
+		name string
+		fig  *results.PairFigure
+	}{{"unidirectional", p.Uni}, {"bidirectional", p.Bi}} {
+		if fl := r.linkFloor(firstName(h), results.FloorPeerCopy); f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < fl {
+			hostFlag(CheckP2PBandwidth, subj, "peer copy %s %.0f GB/s, %.0f %% of the link's %.0f GB/s (floor %.0f %%): check the links' state, speed and error counters (`nvidia-smi nvlink -s -e`)",
+				f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), fl*100)
 		}
 	}
 }

@@ -44,24 +44,7 @@ func KeyFigures(h *results.Host) []results.StoredFigure {
 			if g.GPU.UUID != "" {
 				uuidOf[g.GPU.Index] = g.GPU.UUID
 			}
-			busy := g.Busy != nil
-			for _, b := range g.Bench {
-				if b.Error != "" || !(b.Value > 0) {
-					continue
-				}
-				out = append(out, results.StoredFigure{UUID: g.GPU.UUID, Metric: b.Name, Unit: b.Unit, Value: b.Value,
-					HigherIsBetter: true, Judged: !busy && !b.Busy})
-			}
-			if bu := g.Burn; bu != nil && bu.Error == "" {
-				add := func(m, unit string, v float64, higher, judged bool) {
-					if v > 0 {
-						out = append(out, results.StoredFigure{UUID: g.GPU.UUID, Metric: m, Unit: unit, Value: v, HigherIsBetter: higher, Judged: judged && !busy})
-					}
-				}
-				add(MetricBurnTFLOPS, "TFLOP/s", bu.TFLOPS, true, true)
-				add(MetricBurnPowerW, "W", bu.PowerMeanW, false, false)
-				add(MetricBurnMinClock, "MHz", float64(bu.MinSMClockMHz), true, false)
-			}
+			out = append(out, healthFigures(g)...)
 		}
 	}
 	for _, m := range h.Models {
@@ -69,20 +52,54 @@ func KeyFigures(h *results.Host) []results.StoredFigure {
 			if ep.Load == nil || ep.Status == results.StatusFailed || len(ep.Load.Runs) == 0 {
 				continue
 			}
-			figs := endpointFigures(m.Model, &ep)
-			uuids := make([]string, 0, len(ep.GPUs))
-			for _, i := range ep.GPUs {
-				uuids = append(uuids, uuidOf[i])
+			out = append(out, underEachGPU(endpointFigures(m.Model, &ep), ep.GPUs, uuidOf)...)
+		}
+	}
+	return out
+}
+
+// healthFigures are one GPU's measured microbenchmarks and burn; the burn's power and clock are
+// kept for trends, not judged, and nothing of a GPU that was busy is judged.
+func healthFigures(g results.GPUHealth) []results.StoredFigure {
+	var out []results.StoredFigure
+	busy := g.Busy != nil
+	for _, b := range g.Bench {
+		if b.Error != "" || !(b.Value > 0) {
+			continue
+		}
+		out = append(out, results.StoredFigure{UUID: g.GPU.UUID, Metric: b.Name, Unit: b.Unit, Value: b.Value,
+			HigherIsBetter: true, Judged: !busy && !b.Busy})
+	}
+	if bu := g.Burn; bu != nil && bu.Error == "" {
+		for _, f := range []results.StoredFigure{
+			{Metric: MetricBurnTFLOPS, Unit: "TFLOP/s", Value: bu.TFLOPS, HigherIsBetter: true, Judged: !busy},
+			{Metric: MetricBurnPowerW, Unit: "W", Value: bu.PowerMeanW},
+			{Metric: MetricBurnMinClock, Unit: "MHz", Value: float64(bu.MinSMClockMHz), HigherIsBetter: true},
+		} {
+			if f.Value > 0 {
+				f.UUID = g.GPU.UUID
+				out = append(out, f)
 			}
-			if len(uuids) == 0 {
-				uuids = []string{""}
-			}
-			for _, u := range uuids {
-				for _, f := range figs {
-					f.UUID = u
-					out = append(out, f)
-				}
-			}
+		}
+	}
+	return out
+}
+
+// underEachGPU files an endpoint's figures under each of its GPUs' UUIDs, so a tp group's GPUs
+// each keep the group's figure; under no UUID when gpuvet does not know the GPUs.
+func underEachGPU(figs []results.StoredFigure, gpus []int, uuidOf map[int]string) []results.StoredFigure {
+	uuids := make([]string, 0, len(gpus))
+	for _, i := range gpus {
+		uuids = append(uuids, uuidOf[i])
+	}
+	if len(uuids) == 0 {
+		uuids = []string{""}
+	}
+	var out []results.StoredFigure
+	for _, u := range uuids {
+		for _, f := range figs {
+			f.UUID = u
+			out = append(out, f)
 		}
 	}
 	return out
