@@ -281,26 +281,58 @@ func gpuTag(gpus []int) string {
 func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) (ep results.Endpoint) {
 	ep = results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
 	sw := newStopwatch()
-	defer func() { ep.Timing = sw.result() }()
-	fail := func(phase string, err error) {
-		ep.Status = results.StatusFailed
-		msg := phase + ": " + err.Error()
-		if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
-			ep.Status, ep.Disruption = results.StatusInconclusive, d
-		}
-		if l := results.LayerOfError(err); l != "" && ep.ErrorLayer == "" {
-			ep.ErrorLayer = l // its maker knew whose it is (a backend's Job): the judge reads it
-		}
-		if ctx.Err() != nil {
-			ep.Status = results.StatusInterrupted
-			msg = phase + ": interrupted (" + context.Cause(ctx).Error() + ")" // "interrupt signal received"
-		}
-		if ep.Error == "" {
-			ep.Error = msg
-		} else {
-			ep.Error += "; " + msg
-		}
+	defer func() { ep.Timing = sw.result() }() // registered first, so the total includes the engine's stop
+	sv, err := r.serve(ctx, &ep, model, slot, cfg)
+	sw.lap(&sw.t.ServeSeconds)
+	if sv != nil && sv.Stop != nil {
+		defer sv.Stop()
 	}
+	if err != nil {
+		failEndpoint(ctx, &ep, "serve", err)
+		if sv != nil && sv.LogTail != nil {
+			ep.LogTail = sv.LogTail()
+		}
+		return ep
+	}
+	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
+	ep.ProvisionSeconds = sv.Provision.Seconds()
+	served(sv.Engine)
+	err = r.warmup(ctx, sv, model, slot.Index)
+	sw.lap(&sw.t.WarmupSeconds)
+	if err != nil {
+		failEndpoint(ctx, &ep, "warmup", err)
+		return ep
+	}
+	if ctx.Err() != nil {
+		failEndpoint(ctx, &ep, "load", ctx.Err())
+		return ep
+	}
+	if r.measure(ctx, &ep, sv, model, slot, cfg, sw) {
+		r.apiSuite(ctx, &ep, sv, model, slot, cfg, sw)
+	}
+	return ep
+}
+
+// failEndpoint records a phase's failure after any earlier one; an interrupted run says so instead.
+func failEndpoint(ctx context.Context, ep *results.Endpoint, phase string, err error) {
+	ep.Status = results.StatusFailed
+	msg := phase + ": " + err.Error()
+	if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
+		ep.Status, ep.Disruption = results.StatusInconclusive, d
+	}
+	if l := results.LayerOfError(err); l != "" && ep.ErrorLayer == "" {
+		ep.ErrorLayer = l // its maker knew whose it is (a backend's Job): the judge reads it
+	}
+	if ctx.Err() != nil {
+		ep.Status = results.StatusInterrupted
+		msg = phase + ": interrupted (" + context.Cause(ctx).Error() + ")" // "interrupt signal received"
+	}
+	ep.Error = strings.TrimPrefix(ep.Error+"; "+msg, "; ") // msg alone when it is the first
+}
+
+// serve notes what else is on the GPUs, then starts the engine. What it served is recorded even
+// when serving failed, so the caller can stop it and keep its log.
+func (r *run) serve(ctx context.Context, ep *results.Endpoint, model string, slot Slot, cfg config.Config) (*Served, error) {
 	if b := r.busyBefore(ctx, slot, cfg.Health.AllowBusy); b != nil {
 		ep.Busy = append(ep.Busy, *b)
 		r.progress("%s %s: %s", model, onGPUs(slot.GPUs), b.Reason)
@@ -311,35 +343,15 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if err == nil {
 		sv, err = r.deps.Backend.Serve(ctx, slot, model, cfg, r.out)
 	}
-	sw.lap(&sw.t.ServeSeconds)
 	if sv != nil {
-		ep.LogFile = sv.LogFile
-		ep.Binding = sv.Binding
-		if sv.Stop != nil {
-			defer sv.Stop()
-		}
+		ep.LogFile, ep.Binding = sv.LogFile, sv.Binding
 	}
-	if err != nil {
-		fail("serve", err)
-		if sv != nil && sv.LogTail != nil {
-			ep.LogTail = sv.LogTail()
-		}
-		return ep
-	}
-	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
-	ep.ProvisionSeconds = sv.Provision.Seconds()
-	served(sv.Engine)
+	return sv, err
+}
 
-	err = r.warmup(ctx, sv, model, slot.Index)
-	sw.lap(&sw.t.WarmupSeconds)
-	if err != nil {
-		fail("warmup", err)
-		return ep
-	}
-	if ctx.Err() != nil {
-		fail("load", ctx.Err())
-		return ep
-	}
+// measure runs the load on the warm engine and records what it measured (load, power, telemetry,
+// speed-of-light bound, raw file); it reports whether to go on, which an interrupted run does not.
+func (r *run) measure(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) bool {
 	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
 	unbind, lb := r.bindLoad(slot, cfg)
 	if lb != "" {
@@ -370,6 +382,18 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if sv.Exited != nil {
 		ep.EngineExit = sv.Exited() // an engine that exited under load: the judge names the engine
 	}
+	r.recordLoadError(ctx, ep, sv, model, slot, ld, err)
+	if ctx.Err() != nil {
+		if ep.Status != results.StatusInterrupted {
+			failEndpoint(ctx, ep, "load", ctx.Err())
+		}
+		return false
+	}
+	return true
+}
+
+// recordLoadError records a load that ended badly: the engine's doing, or the load's failure.
+func (r *run) recordLoadError(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, ld *results.Load, err error) {
 	switch {
 	case err != nil && ep.EngineExit != "" && ld != nil && len(ld.Runs) > 0 && ctx.Err() == nil:
 		// The engine died under load after rungs were measured: the load stopped because of the
@@ -379,19 +403,17 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		r.progress("%s %s: the engine exited during the load (%s): %v", model, onGPUs(slot.GPUs), ep.EngineExit, err)
 	case err != nil:
-		fail("load", err)
+		failEndpoint(ctx, ep, "load", err)
 	}
 	if (err != nil || ep.EngineExit != "" || loadErrored(ld)) && sv.LogTail != nil && ctx.Err() == nil {
 		// The engine may have failed or died under load: keep its last words, which the judge reads
 		// for a GPU error or a traceback (judge.Faults).
 		ep.LogTail = sv.LogTail()
 	}
-	if ctx.Err() != nil {
-		if ep.Status != results.StatusInterrupted {
-			fail("load", ctx.Err())
-		}
-		return ep
-	}
+}
+
+// apiSuite runs the functional (API conformance) suite, unless the engine exited under the load.
+func (r *run) apiSuite(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) {
 	if cfg.Functional.Enabled && r.deps.Functional != nil && ep.EngineExit != "" {
 		r.progress("%s %s: functional suite skipped: the engine exited (%s)", model, onGPUs(slot.GPUs), ep.EngineExit)
 	} else if cfg.Functional.Enabled && r.deps.Functional != nil {
@@ -403,10 +425,10 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		sw.lap(&sw.t.FunctionalSeconds)
 	}
-	if ep.Functional != nil {
+	if ep.Functional != nil { // a failed suite fails the endpoint; each failed test only flags it
 		switch ep.Functional.Status {
 		case results.StatusFailed:
-			fail("functional", fmt.Errorf("%s", ep.Functional.Error))
+			failEndpoint(ctx, ep, "functional", fmt.Errorf("%s", ep.Functional.Error))
 		case results.StatusFlag:
 			for _, t := range ep.Functional.Tests {
 				if !t.Passed {
@@ -417,7 +439,6 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 			ep.Status = results.Worse(ep.Status, results.StatusFlag)
 		}
 	}
-	return ep
 }
 
 // bindLoad pins the in-process load generator to the CPUs of the GPU's NUMA node (local backend,
