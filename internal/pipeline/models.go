@@ -15,7 +15,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
-	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -507,35 +506,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	if r.deps.Load == nil {
 		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
-	var sampler *power.Sampler
-	var watch *busyWatch
-	// Each GPU's own telemetry under the load (issue 33): every power sample, per GPU, and the
-	// error counters before and after.
-	var rec *power.Recorder
-	var before map[int]gpu.ErrorCounts
-	unsampled := ""
-	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled {
-		unsampled = u.Unsampled()
-	} else if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
-		src := r.src
-		watch = newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
-		if watch != nil {
-			prev := rungFrom(ctx)
-			ctx = context.WithValue(ctx, rungKey, func(i int, label string) {
-				watch.rung(i)
-				if prev != nil {
-					prev(i, label)
-				}
-			})
-		}
-		rec, before = power.NewRecorder(slot.GPUs), power.ReadCounts(src, slot.GPUs)
-		sampler = power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
-			if watch != nil {
-				watch.check()
-			}
-			return sumSamples(src, slot.GPUs, rec)
-		})
-	}
+	ctx, watch, stopSampling := r.sample(ctx, slot, cfg)
 	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
@@ -544,37 +515,69 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" &&
 		!hasRun(ld, "concurrency") && ctx.Err() == nil {
-		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
-		// keep its rung (unless the load brought one: a Kubernetes load Job runs the whole plan).
-		c := config.AICRLoad(lc, cfg.Load.Concurrency)
-		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
-		r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
-			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
-		cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
-		if cerr != nil {
-			err = fmt.Errorf("aicr concurrency run: %v", cerr)
-		}
-		if cl != nil {
-			ld.Runs = append(ld.Runs, cl.Runs...)
-		}
+		// Not when the load brought one: a Kubernetes load Job runs the whole plan.
+		err = r.aicrRun(ctx, sv, model, slot, config.AICRLoad(lc, cfg.Load.Concurrency), records, ld)
 	}
-	var pw *results.Power
-	var tel *results.Telemetry
-	if unsampled != "" { // the telemetry record says why there is none (no power record: nothing measured)
-		tel = &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + unsampled}
-	}
-	if sampler != nil {
-		peak := 0.0
-		if ld != nil {
-			peak = ld.PeakOutputTokS
-		}
-		pw = sampler.Stop(peak)
-		tel = rec.Result(r.srcName, cfg.Power.Interval.D(), ld, before, power.ReadCounts(r.src, slot.GPUs))
-	}
+	pw, tel := stopSampling(ld)
 	if ld != nil && ctx.Err() != nil {
 		ld.Interrupted = true
 	}
 	return ld, pw, tel, watch.result(ld), err
+}
+
+// stopSampling ends the sampling of one load and returns its power and telemetry records.
+type stopSampling func(ld *results.Load) (*results.Power, *results.Telemetry)
+
+// sample starts the power sampler, the busy watch riding on it and each GPU's own telemetry (issue 33:
+// every sample per GPU, error counters before and after); the context it returns marks the rungs.
+func (r *run) sample(ctx context.Context, slot Slot, cfg config.Config) (context.Context, *busyWatch, stopSampling) {
+	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled { // no power record (nothing measured); the telemetry says why
+		tel := &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + u.Unsampled()}
+		return ctx, nil, func(*results.Load) (*results.Power, *results.Telemetry) { return nil, tel }
+	}
+	if !cfg.Power.Enabled || r.src == nil || len(slot.GPUs) == 0 {
+		return ctx, nil, func(*results.Load) (*results.Power, *results.Telemetry) { return nil, nil }
+	}
+	src := r.src
+	watch := newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
+	if watch != nil {
+		prev := rungFrom(ctx)
+		ctx = context.WithValue(ctx, rungKey, func(i int, label string) {
+			watch.rung(i)
+			if prev != nil {
+				prev(i, label)
+			}
+		})
+	}
+	rec, before := power.NewRecorder(slot.GPUs), power.ReadCounts(src, slot.GPUs)
+	sampler := power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
+		if watch != nil {
+			watch.check()
+		}
+		return sumSamples(src, slot.GPUs, rec)
+	})
+	return ctx, watch, func(ld *results.Load) (*results.Power, *results.Telemetry) {
+		peak := 0.0
+		if ld != nil {
+			peak = ld.PeakOutputTokS
+		}
+		return sampler.Stop(peak), rec.Result(r.srcName, cfg.Power.Interval.D(), ld, before, power.ReadCounts(r.src, slot.GPUs))
+	}
+}
+
+// aicrRun runs aicr's own fixed-concurrency load after the profile, which aicr gates judge; ld keeps its rung.
+func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, c results.LoadConfig, records string, ld *results.Load) error {
+	r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
+	r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
+		c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
+	cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
+	if cl != nil {
+		ld.Runs = append(ld.Runs, cl.Runs...)
+	}
+	if cerr != nil {
+		return fmt.Errorf("aicr concurrency run: %v", cerr)
+	}
+	return nil
 }
 
 // hasRun reports whether the load holds a run of that kind.
