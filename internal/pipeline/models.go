@@ -86,11 +86,7 @@ func (r *run) models(ctx context.Context) {
 	order := modelOrder(r.cfg.Models, sps)
 	units := 0
 	for _, id := range order {
-		for _, sp := range sps {
-			if slices.Contains(sp.cfg.Models, id) {
-				units++
-			}
-		}
+		units += len(serving(id, sps))
 	}
 	r.choose(ctx, sps)
 	r.prog.SetPlan(units, r.stepsPerEndpoint())
@@ -107,14 +103,22 @@ func (r *run) models(ctx context.Context) {
 // notRun records a model the run never reached, with every slot it would have served as not run.
 func (r *run) notRun(id string, sps []slotPlan) {
 	m := results.Model{Model: id, Status: results.StatusNotRun, Engine: results.EngineInfo{Kind: r.engineKind()}}
-	for _, sp := range sps {
-		if slices.Contains(sp.cfg.Models, id) {
-			m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
-		}
+	for _, sp := range serving(id, sps) {
+		m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
 	}
 	r.mu.Lock()
 	r.host().Models = append(r.host().Models, m)
 	r.mu.Unlock()
+}
+
+// serving is the slots whose plan serves model id.
+func serving(id string, sps []slotPlan) (out []slotPlan) {
+	for _, sp := range sps {
+		if slices.Contains(sp.cfg.Models, id) {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 func notRunEndpoint(s Slot) results.Endpoint {
@@ -134,12 +138,7 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	if gap := enginekind.Get(m.Engine.Kind).APIGaps; gap != "" && r.cfg.Engine.Command == "" {
 		m.Notes = append(m.Notes, gap)
 	}
-	var mine []slotPlan
-	for _, sp := range sps {
-		if slices.Contains(sp.cfg.Models, id) {
-			mine = append(mine, sp)
-		}
-	}
+	mine := serving(id, sps)
 	r.mu.Lock()
 	r.host().Models = append(r.host().Models, m)
 	mi := len(r.host().Models) - 1
@@ -582,12 +581,7 @@ func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, 
 
 // hasRun reports whether the load holds a run of that kind.
 func hasRun(ld *results.Load, kind string) bool {
-	for _, r := range ld.Runs {
-		if r.Kind == kind {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ld.Runs, func(r results.Run) bool { return r.Kind == kind })
 }
 
 // envOr reads the environment variable named (the only place secrets come from).
@@ -623,15 +617,7 @@ func sumSamples(src Source, gpus []int, rec *power.Recorder) (results.PowerSampl
 
 // loadErrored reports whether any request of the load failed.
 func loadErrored(l *results.Load) bool {
-	if l == nil {
-		return false
-	}
-	for _, r := range l.Runs {
-		if r.Requests.Errored > 0 {
-			return true
-		}
-	}
-	return false
+	return l != nil && slices.ContainsFunc(l.Runs, func(r results.Run) bool { return r.Requests.Errored > 0 })
 }
 
 // loadSizing says, for the progress line, how the load's rungs are sized: a sweep's by what the
