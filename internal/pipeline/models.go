@@ -15,7 +15,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
-	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/load"
 	"github.com/gpuvet/gpuvet/internal/power"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -87,11 +86,7 @@ func (r *run) models(ctx context.Context) {
 	order := modelOrder(r.cfg.Models, sps)
 	units := 0
 	for _, id := range order {
-		for _, sp := range sps {
-			if slices.Contains(sp.cfg.Models, id) {
-				units++
-			}
-		}
+		units += len(serving(id, sps))
 	}
 	r.choose(ctx, sps)
 	r.prog.SetPlan(units, r.stepsPerEndpoint())
@@ -108,14 +103,22 @@ func (r *run) models(ctx context.Context) {
 // notRun records a model the run never reached, with every slot it would have served as not run.
 func (r *run) notRun(id string, sps []slotPlan) {
 	m := results.Model{Model: id, Status: results.StatusNotRun, Engine: results.EngineInfo{Kind: r.engineKind()}}
-	for _, sp := range sps {
-		if slices.Contains(sp.cfg.Models, id) {
-			m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
-		}
+	for _, sp := range serving(id, sps) {
+		m.Endpoints = append(m.Endpoints, notRunEndpoint(sp.slot))
 	}
 	r.mu.Lock()
 	r.host().Models = append(r.host().Models, m)
 	r.mu.Unlock()
+}
+
+// serving is the slots whose plan serves model id.
+func serving(id string, sps []slotPlan) (out []slotPlan) {
+	for _, sp := range sps {
+		if slices.Contains(sp.cfg.Models, id) {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 func notRunEndpoint(s Slot) results.Endpoint {
@@ -135,12 +138,7 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	if gap := enginekind.Get(m.Engine.Kind).APIGaps; gap != "" && r.cfg.Engine.Command == "" {
 		m.Notes = append(m.Notes, gap)
 	}
-	var mine []slotPlan
-	for _, sp := range sps {
-		if slices.Contains(sp.cfg.Models, id) {
-			mine = append(mine, sp)
-		}
-	}
+	mine := serving(id, sps)
 	r.mu.Lock()
 	r.host().Models = append(r.host().Models, m)
 	mi := len(r.host().Models) - 1
@@ -281,26 +279,58 @@ func gpuTag(gpus []int) string {
 func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) (ep results.Endpoint) {
 	ep = results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
 	sw := newStopwatch()
-	defer func() { ep.Timing = sw.result() }()
-	fail := func(phase string, err error) {
-		ep.Status = results.StatusFailed
-		msg := phase + ": " + err.Error()
-		if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
-			ep.Status, ep.Disruption = results.StatusInconclusive, d
-		}
-		if l := results.LayerOfError(err); l != "" && ep.ErrorLayer == "" {
-			ep.ErrorLayer = l // its maker knew whose it is (a backend's Job): the judge reads it
-		}
-		if ctx.Err() != nil {
-			ep.Status = results.StatusInterrupted
-			msg = phase + ": interrupted (" + context.Cause(ctx).Error() + ")" // "interrupt signal received"
-		}
-		if ep.Error == "" {
-			ep.Error = msg
-		} else {
-			ep.Error += "; " + msg
-		}
+	defer func() { ep.Timing = sw.result() }() // registered first, so the total includes the engine's stop
+	sv, err := r.serve(ctx, &ep, model, slot, cfg)
+	sw.lap(&sw.t.ServeSeconds)
+	if sv != nil && sv.Stop != nil {
+		defer sv.Stop()
 	}
+	if err != nil {
+		failEndpoint(ctx, &ep, "serve", err)
+		if sv != nil && sv.LogTail != nil {
+			ep.LogTail = sv.LogTail()
+		}
+		return ep
+	}
+	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
+	ep.ProvisionSeconds = sv.Provision.Seconds()
+	served(sv.Engine)
+	err = r.warmup(ctx, sv, model, slot.Index)
+	sw.lap(&sw.t.WarmupSeconds)
+	if err != nil {
+		failEndpoint(ctx, &ep, "warmup", err)
+		return ep
+	}
+	if ctx.Err() != nil {
+		failEndpoint(ctx, &ep, "load", ctx.Err())
+		return ep
+	}
+	if r.measure(ctx, &ep, sv, model, slot, cfg, sw) {
+		r.apiSuite(ctx, &ep, sv, model, slot, cfg, sw)
+	}
+	return ep
+}
+
+// failEndpoint records a phase's failure after any earlier one; an interrupted run says so instead.
+func failEndpoint(ctx context.Context, ep *results.Endpoint, phase string, err error) {
+	ep.Status = results.StatusFailed
+	msg := phase + ": " + err.Error()
+	if d := results.DisruptionOf(err); d != "" { // not the GPU's: the judge makes it inconclusive
+		ep.Status, ep.Disruption = results.StatusInconclusive, d
+	}
+	if l := results.LayerOfError(err); l != "" && ep.ErrorLayer == "" {
+		ep.ErrorLayer = l // its maker knew whose it is (a backend's Job): the judge reads it
+	}
+	if ctx.Err() != nil {
+		ep.Status = results.StatusInterrupted
+		msg = phase + ": interrupted (" + context.Cause(ctx).Error() + ")" // "interrupt signal received"
+	}
+	ep.Error = strings.TrimPrefix(ep.Error+"; "+msg, "; ") // msg alone when it is the first
+}
+
+// serve notes what else is on the GPUs, then starts the engine. What it served is recorded even
+// when serving failed, so the caller can stop it and keep its log.
+func (r *run) serve(ctx context.Context, ep *results.Endpoint, model string, slot Slot, cfg config.Config) (*Served, error) {
 	if b := r.busyBefore(ctx, slot, cfg.Health.AllowBusy); b != nil {
 		ep.Busy = append(ep.Busy, *b)
 		r.progress("%s %s: %s", model, onGPUs(slot.GPUs), b.Reason)
@@ -311,35 +341,15 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if err == nil {
 		sv, err = r.deps.Backend.Serve(ctx, slot, model, cfg, r.out)
 	}
-	sw.lap(&sw.t.ServeSeconds)
 	if sv != nil {
-		ep.LogFile = sv.LogFile
-		ep.Binding = sv.Binding
-		if sv.Stop != nil {
-			defer sv.Stop()
-		}
+		ep.LogFile, ep.Binding = sv.LogFile, sv.Binding
 	}
-	if err != nil {
-		fail("serve", err)
-		if sv != nil && sv.LogTail != nil {
-			ep.LogTail = sv.LogTail()
-		}
-		return ep
-	}
-	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
-	ep.ProvisionSeconds = sv.Provision.Seconds()
-	served(sv.Engine)
+	return sv, err
+}
 
-	err = r.warmup(ctx, sv, model, slot.Index)
-	sw.lap(&sw.t.WarmupSeconds)
-	if err != nil {
-		fail("warmup", err)
-		return ep
-	}
-	if ctx.Err() != nil {
-		fail("load", ctx.Err())
-		return ep
-	}
+// measure runs the load on the warm engine and records what it measured (load, power, telemetry,
+// speed-of-light bound, raw file); it reports whether to go on, which an interrupted run does not.
+func (r *run) measure(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) bool {
 	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
 	unbind, lb := r.bindLoad(slot, cfg)
 	if lb != "" {
@@ -370,6 +380,18 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	if sv.Exited != nil {
 		ep.EngineExit = sv.Exited() // an engine that exited under load: the judge names the engine
 	}
+	r.recordLoadError(ctx, ep, sv, model, slot, ld, err)
+	if ctx.Err() != nil {
+		if ep.Status != results.StatusInterrupted {
+			failEndpoint(ctx, ep, "load", ctx.Err())
+		}
+		return false
+	}
+	return true
+}
+
+// recordLoadError records a load that ended badly: the engine's doing, or the load's failure.
+func (r *run) recordLoadError(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, ld *results.Load, err error) {
 	switch {
 	case err != nil && ep.EngineExit != "" && ld != nil && len(ld.Runs) > 0 && ctx.Err() == nil:
 		// The engine died under load after rungs were measured: the load stopped because of the
@@ -379,19 +401,17 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		r.progress("%s %s: the engine exited during the load (%s): %v", model, onGPUs(slot.GPUs), ep.EngineExit, err)
 	case err != nil:
-		fail("load", err)
+		failEndpoint(ctx, ep, "load", err)
 	}
 	if (err != nil || ep.EngineExit != "" || loadErrored(ld)) && sv.LogTail != nil && ctx.Err() == nil {
 		// The engine may have failed or died under load: keep its last words, which the judge reads
 		// for a GPU error or a traceback (judge.Faults).
 		ep.LogTail = sv.LogTail()
 	}
-	if ctx.Err() != nil {
-		if ep.Status != results.StatusInterrupted {
-			fail("load", ctx.Err())
-		}
-		return ep
-	}
+}
+
+// apiSuite runs the functional (API conformance) suite, unless the engine exited under the load.
+func (r *run) apiSuite(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) {
 	if cfg.Functional.Enabled && r.deps.Functional != nil && ep.EngineExit != "" {
 		r.progress("%s %s: functional suite skipped: the engine exited (%s)", model, onGPUs(slot.GPUs), ep.EngineExit)
 	} else if cfg.Functional.Enabled && r.deps.Functional != nil {
@@ -403,10 +423,10 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 		}
 		sw.lap(&sw.t.FunctionalSeconds)
 	}
-	if ep.Functional != nil {
+	if ep.Functional != nil { // a failed suite fails the endpoint; each failed test only flags it
 		switch ep.Functional.Status {
 		case results.StatusFailed:
-			fail("functional", fmt.Errorf("%s", ep.Functional.Error))
+			failEndpoint(ctx, ep, "functional", fmt.Errorf("%s", ep.Functional.Error))
 		case results.StatusFlag:
 			for _, t := range ep.Functional.Tests {
 				if !t.Passed {
@@ -417,7 +437,6 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 			ep.Status = results.Worse(ep.Status, results.StatusFlag)
 		}
 	}
-	return ep
 }
 
 // bindLoad pins the in-process load generator to the CPUs of the GPU's NUMA node (local backend,
@@ -486,35 +505,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	if r.deps.Load == nil {
 		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
-	var sampler *power.Sampler
-	var watch *busyWatch
-	// Each GPU's own telemetry under the load (issue 33): every power sample, per GPU, and the
-	// error counters before and after.
-	var rec *power.Recorder
-	var before map[int]gpu.ErrorCounts
-	unsampled := ""
-	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled {
-		unsampled = u.Unsampled()
-	} else if cfg.Power.Enabled && r.src != nil && len(slot.GPUs) > 0 {
-		src := r.src
-		watch = newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
-		if watch != nil {
-			prev := rungFrom(ctx)
-			ctx = context.WithValue(ctx, rungKey, func(i int, label string) {
-				watch.rung(i)
-				if prev != nil {
-					prev(i, label)
-				}
-			})
-		}
-		rec, before = power.NewRecorder(slot.GPUs), power.ReadCounts(src, slot.GPUs)
-		sampler = power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
-			if watch != nil {
-				watch.check()
-			}
-			return sumSamples(src, slot.GPUs, rec)
-		})
-	}
+	ctx, watch, stopSampling := r.sample(ctx, slot, cfg)
 	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
@@ -523,47 +514,74 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" &&
 		!hasRun(ld, "concurrency") && ctx.Err() == nil {
-		// aicr gates judge a fixed-concurrency run with aicr's own load; run it after the profile and
-		// keep its rung (unless the load brought one: a Kubernetes load Job runs the whole plan).
-		c := config.AICRLoad(lc, cfg.Load.Concurrency)
-		r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
-		r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
-			c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
-		cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
-		if cerr != nil {
-			err = fmt.Errorf("aicr concurrency run: %v", cerr)
-		}
-		if cl != nil {
-			ld.Runs = append(ld.Runs, cl.Runs...)
-		}
+		// Not when the load brought one: a Kubernetes load Job runs the whole plan.
+		err = r.aicrRun(ctx, sv, model, slot, config.AICRLoad(lc, cfg.Load.Concurrency), records, ld)
 	}
-	var pw *results.Power
-	var tel *results.Telemetry
-	if unsampled != "" { // the telemetry record says why there is none (no power record: nothing measured)
-		tel = &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + unsampled}
-	}
-	if sampler != nil {
-		peak := 0.0
-		if ld != nil {
-			peak = ld.PeakOutputTokS
-		}
-		pw = sampler.Stop(peak)
-		tel = rec.Result(r.srcName, cfg.Power.Interval.D(), ld, before, power.ReadCounts(r.src, slot.GPUs))
-	}
+	pw, tel := stopSampling(ld)
 	if ld != nil && ctx.Err() != nil {
 		ld.Interrupted = true
 	}
 	return ld, pw, tel, watch.result(ld), err
 }
 
+// stopSampling ends the sampling of one load and returns its power and telemetry records.
+type stopSampling func(ld *results.Load) (*results.Power, *results.Telemetry)
+
+// sample starts the power sampler, the busy watch riding on it and each GPU's own telemetry (issue 33:
+// every sample per GPU, error counters before and after); the context it returns marks the rungs.
+func (r *run) sample(ctx context.Context, slot Slot, cfg config.Config) (context.Context, *busyWatch, stopSampling) {
+	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled { // no power record (nothing measured); the telemetry says why
+		tel := &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + u.Unsampled()}
+		return ctx, nil, func(*results.Load) (*results.Power, *results.Telemetry) { return nil, tel }
+	}
+	if !cfg.Power.Enabled || r.src == nil || len(slot.GPUs) == 0 {
+		return ctx, nil, func(*results.Load) (*results.Power, *results.Telemetry) { return nil, nil }
+	}
+	src := r.src
+	watch := newBusyWatch(src, slot.GPUs, cfg.Health.AllowBusy)
+	if watch != nil {
+		prev := rungFrom(ctx)
+		ctx = context.WithValue(ctx, rungKey, func(i int, label string) {
+			watch.rung(i)
+			if prev != nil {
+				prev(i, label)
+			}
+		})
+	}
+	rec, before := power.NewRecorder(slot.GPUs), power.ReadCounts(src, slot.GPUs)
+	sampler := power.Start(ctx, cfg.Power.Interval.D(), func() (results.PowerSample, error) {
+		if watch != nil {
+			watch.check()
+		}
+		return sumSamples(src, slot.GPUs, rec)
+	})
+	return ctx, watch, func(ld *results.Load) (*results.Power, *results.Telemetry) {
+		peak := 0.0
+		if ld != nil {
+			peak = ld.PeakOutputTokS
+		}
+		return sampler.Stop(peak), rec.Result(r.srcName, cfg.Power.Interval.D(), ld, before, power.ReadCounts(r.src, slot.GPUs))
+	}
+}
+
+// aicrRun runs aicr's own fixed-concurrency load after the profile, which aicr gates judge; ld keeps its rung.
+func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, c results.LoadConfig, records string, ld *results.Load) error {
+	r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
+	r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
+		c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
+	cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
+	if cl != nil {
+		ld.Runs = append(ld.Runs, cl.Runs...)
+	}
+	if cerr != nil {
+		return fmt.Errorf("aicr concurrency run: %v", cerr)
+	}
+	return nil
+}
+
 // hasRun reports whether the load holds a run of that kind.
 func hasRun(ld *results.Load, kind string) bool {
-	for _, r := range ld.Runs {
-		if r.Kind == kind {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ld.Runs, func(r results.Run) bool { return r.Kind == kind })
 }
 
 // envOr reads the environment variable named (the only place secrets come from).
@@ -599,15 +617,7 @@ func sumSamples(src Source, gpus []int, rec *power.Recorder) (results.PowerSampl
 
 // loadErrored reports whether any request of the load failed.
 func loadErrored(l *results.Load) bool {
-	if l == nil {
-		return false
-	}
-	for _, r := range l.Runs {
-		if r.Requests.Errored > 0 {
-			return true
-		}
-	}
-	return false
+	return l != nil && slices.ContainsFunc(l.Runs, func(r results.Run) bool { return r.Requests.Errored > 0 })
 }
 
 // loadSizing says, for the progress line, how the load's rungs are sized: a sweep's by what the
