@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
@@ -50,6 +51,24 @@ func HostReason(h results.Host) string {
 		for _, ep := range m.Endpoints {
 			add(ep.Error)
 		}
+	}
+	// What left GPUs undecided (a client-limited load, too few samples): an inconclusive host with no
+	// flag and no error said nothing at all ("needs a person: " with no reason).
+	var whys []string
+	gpusOf := map[string][]int{}
+	for _, g := range h.GPUs {
+		if g.Status != results.StatusInconclusive {
+			continue
+		}
+		for _, w := range g.Why {
+			if gpusOf[w] == nil {
+				whys = append(whys, w)
+			}
+			gpusOf[w] = append(gpusOf[w], g.Index)
+		}
+	}
+	for _, w := range whys {
+		add("undecided on gpu " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(gpusOf[w])), ","), "[]") + ": " + w)
 	}
 	return strings.Join(r, "; ")
 }

@@ -373,10 +373,15 @@ func startAPIProxy(t *testing.T, kubeconfig string) apiProxy {
 }
 
 // Issue 46's gate on the real node (kubelet + containerd): the node joins with gpuvet's pending
-// taint, and the run's own pods tolerate it. A healthy run releases it (ok: the taint goes,
-// GPUVetted True, an expiry) or, when its figures could not decide on this shared machine, keeps
-// it pending with the reason (GPUVetted Unknown); a GPU computing wrong answers replaces the
-// pending taint with the quarantine and GPUVetted False with its reason.
+// taint, and the run's own pods tolerate it. A healthy run releases it (issue 52: pending → vetted
+// → released: the taint gone, GPUVetted True, the status label and an expiry); a GPU computing
+// wrong answers replaces the pending taint with the quarantine and GPUVetted False with its reason.
+//
+// The healthy runs compare GPU to GPU with a 40 % margin: the quick profile's 2 s rungs on this
+// shared node (pods at a CPU weight of 64 beside go test) measured peak intervals of ±20 % between
+// two healthy GPUs, which the default 10 % margin leaves undecided (the node then stays pending,
+// GPUVetted Unknown, "attempt 1 of 3"). That is the gate's own retry, so a healthy run that still
+// did not decide is run again, as the gate's next attempt, up to its three.
 func TestRealNodeGate(t *testing.T) {
 	e := setupReal(t)
 	markNodes(t, e.cs, realNode)
@@ -387,35 +392,39 @@ func TestRealNodeGate(t *testing.T) {
 		})
 	})
 	state := t.TempDir()
-	run := func(healthArgs string) (*results.Summary, string) {
+	run := func(healthArgs string, extra ...string) (*results.Summary, string) {
 		out := t.TempDir()
-		log, code := e.gpuvet(t, state, e.realArgs(out, "", "--cache-size", "off", "--gpu-count", "2",
-			"--health-args", healthArgs, "--gate", "--acceptance")...)
+		args := append([]string{"--cache-size", "off", "--gpu-count", "2", "--health-args", healthArgs, "--gate", "--acceptance"}, extra...)
+		log, code := e.gpuvet(t, state, e.realArgs(out, "", args...)...)
 		s, err := results.Read(filepath.Join(out, "summary.json"))
 		if err != nil || len(s.Hosts) != 1 {
 			t.Fatalf("exit %d, summary %v:\n%s", code, err, log)
 		}
 		return s, log
 	}
-	s, log := run("--sim --sim-count 8 --dcgm=false")
-	n := getNode(t, e.cs, realNode)
-	userMarksKept(t, n)
-	c := vetted(n)
-	switch st := s.Hosts[0].Status; st {
-	case results.StatusOK:
-		if hasPending(n) || gpuvetTaint(n) != nil || c == nil || c.Status != corev1.ConditionTrue || n.Annotations[k8s.AnnotationValidUntil] == "" {
-			t.Errorf("ok node not released: taints %v condition %+v\n%s", n.Spec.Taints, c, log)
+	var (
+		s   *results.Summary
+		log string
+		n   *corev1.Node
+	)
+	for attempt := 1; attempt <= 3; attempt++ {
+		s, log = run("--sim --sim-count 8 --dcgm=false", "--set", "compare.variance_pct=40")
+		n = getNode(t, e.cs, realNode)
+		userMarksKept(t, n)
+		c := vetted(n)
+		st := s.Hosts[0].Status
+		t.Logf("healthy run, attempt %d: node %s, GPUVetted %v", attempt, st, c)
+		if st == results.StatusOK {
+			break
 		}
-	case results.StatusInconclusive:
-		if !hasPending(n) || c == nil || c.Status != corev1.ConditionUnknown || !strings.Contains(n.Annotations[k8s.AnnotationPendingReason], "inconclusive") {
-			t.Errorf("undecided node not kept pending: taints %v annotations %v condition %+v\n%s", n.Spec.Taints, n.Annotations, c, log)
+		if st != results.StatusInconclusive || !hasPending(n) || c == nil || c.Status != corev1.ConditionUnknown || !strings.Contains(n.Annotations[k8s.AnnotationPendingReason], "inconclusive") {
+			t.Fatalf("a healthy node, attempt %d: %s, taints %v, annotations %v, condition %+v\n%s", attempt, st, n.Spec.Taints, n.Annotations, c, log)
 		}
-	default:
-		t.Fatalf("a healthy node: %s\n%s", st, log)
 	}
-	t.Logf("healthy run: node %s, GPUVetted %s", s.Hosts[0].Status, c.Status)
-	if s.Hosts[0].Status != results.StatusOK {
-		t.Logf("why it did not decide:\n%s", log)
+	c := vetted(n)
+	if s.Hosts[0].Status != results.StatusOK || hasPending(n) || gpuvetTaint(n) != nil || c == nil || c.Status != corev1.ConditionTrue ||
+		n.Annotations[k8s.AnnotationValidUntil] == "" || n.Labels[k8s.LabelStatus] != string(results.StatusOK) {
+		t.Fatalf("a healthy node not released in three attempts: %s, taints %v, labels %v, condition %+v\n%s", s.Hosts[0].Status, n.Spec.Taints, n.Labels, c, log)
 	}
 
 	pendingOn(t, e.cs, realNode)
