@@ -142,56 +142,14 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 }
 
 // Validate checks options before any request is sent: every error names the flag and what to do.
+// The checks run in order and the first that fails is the error.
 func Validate(o Options) error {
 	c := Defaults(o.Config)
-	if o.URL == "" {
-		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
+	if err := firstBad(endpointChecks(o, c)); err != nil {
+		return err
 	}
-	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want http(s)://host:port", results.RedactURLs(o.URL))
-	}
-	if o.Model == "" {
-		return errors.New("--model is empty: give the model id the server lists at /v1/models")
-	}
-	known := false
-	for _, p := range Profiles {
-		known = known || p == c.Profile
-	}
-	if !known {
-		return fmt.Errorf("--profile %q: unknown; want one of %s", c.Profile, strings.Join(Profiles, ", "))
-	}
-	if c.API != "chat" && c.API != "completions" {
-		return fmt.Errorf("--api %q: want chat or completions", c.API)
-	}
-	switch {
-	case c.Profile == kindConcurrency && c.Concurrency < 1:
-		return fmt.Errorf("--concurrency %d: profile concurrency needs --concurrency ≥ 1", c.Concurrency)
-	case c.Concurrency < 0:
-		return fmt.Errorf("--concurrency %d: want ≥ 1", c.Concurrency)
-	case (c.Profile == kindConstant || c.Profile == kindPoisson) && !(c.Rate > 0):
-		return fmt.Errorf("--rate %v: profile %s needs a rate > 0 (requests per second)", c.Rate, c.Profile)
-	case c.Rate < 0:
-		return fmt.Errorf("--rate %v: want > 0", c.Rate)
-	case c.MaxConcurrency < 1:
-		return fmt.Errorf("--max-concurrency %d: want ≥ 1", c.MaxConcurrency)
-	case c.Rates < 1 || c.Rates > 100:
-		return fmt.Errorf("--rates %d: want 1..100 sweep rungs", c.Rates)
-	case c.MaxDuration < 0:
-		return fmt.Errorf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))
-	case c.MaxRungDuration < 0:
-		return fmt.Errorf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))
-	case c.TimeBudget < 0:
-		return fmt.Errorf("--time-budget %v: want > 0", time.Duration(c.TimeBudget))
-	case c.MinSamples < 0:
-		return fmt.Errorf("min samples %d: want ≥ 1", c.MinSamples)
-	case c.MaxRequests < 0:
-		return fmt.Errorf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)
-	case c.OutputTokens < 1:
-		return fmt.Errorf("--output-tokens %d: want ≥ 1", c.OutputTokens)
-	case c.PrefixCount < 0 || c.PrefixTokens < 0:
-		return fmt.Errorf("shared prefix %d×%d: want non-negative", c.PrefixCount, c.PrefixTokens)
-	case c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin:
-		return fmt.Errorf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)
+	if err := firstBad(numberChecks(c)); err != nil {
+		return err
 	}
 	if err := bounded(o, c); err != nil {
 		return err
@@ -199,17 +157,75 @@ func Validate(o Options) error {
 	if err := validateWorkload(c); err != nil {
 		return err
 	}
+	if err := validateInputs(o, c); err != nil {
+		return err
+	}
+	if need := slots(o, c) + 64; need > 0 {
+		return ensureNoFile(uint64(need))
+	}
+	return nil
+}
+
+// check is one rule of Validate's tables: when bad holds, msg is the error.
+type check struct {
+	bad bool
+	msg string
+}
+
+// firstBad is the error of the first check that fails (nil: none does).
+func firstBad(checks []check) error {
+	for _, c := range checks {
+		if c.bad {
+			return errors.New(c.msg)
+		}
+	}
+	return nil
+}
+
+// endpointChecks are the checks of what the load talks to, and how.
+func endpointChecks(o Options, c results.LoadConfig) []check {
+	u, err := url.Parse(o.URL)
+	return []check{
+		{o.URL == "", "--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000"},
+		{err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "", fmt.Sprintf("--url %q: want http(s)://host:port", results.RedactURLs(o.URL))},
+		{o.Model == "", "--model is empty: give the model id the server lists at /v1/models"},
+		{!slices.Contains(Profiles, c.Profile), fmt.Sprintf("--profile %q: unknown; want one of %s", c.Profile, strings.Join(Profiles, ", "))},
+		{c.API != "chat" && c.API != "completions", fmt.Sprintf("--api %q: want chat or completions", c.API)},
+	}
+}
+
+// numberChecks are the checks of the profile's numbers: those it needs, and their signs.
+func numberChecks(c results.LoadConfig) []check {
+	openLoop := c.Profile == kindConstant || c.Profile == kindPoisson
+	return []check{
+		{c.Profile == kindConcurrency && c.Concurrency < 1, fmt.Sprintf("--concurrency %d: profile concurrency needs --concurrency ≥ 1", c.Concurrency)},
+		{c.Concurrency < 0, fmt.Sprintf("--concurrency %d: want ≥ 1", c.Concurrency)},
+		{openLoop && !(c.Rate > 0), fmt.Sprintf("--rate %v: profile %s needs a rate > 0 (requests per second)", c.Rate, c.Profile)},
+		{c.Rate < 0, fmt.Sprintf("--rate %v: want > 0", c.Rate)},
+		{c.MaxConcurrency < 1, fmt.Sprintf("--max-concurrency %d: want ≥ 1", c.MaxConcurrency)},
+		{c.Rates < 1 || c.Rates > 100, fmt.Sprintf("--rates %d: want 1..100 sweep rungs", c.Rates)},
+		{c.MaxDuration < 0, fmt.Sprintf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))},
+		{c.MaxRungDuration < 0, fmt.Sprintf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))},
+		{c.TimeBudget < 0, fmt.Sprintf("--time-budget %v: want > 0", time.Duration(c.TimeBudget))},
+		{c.MinSamples < 0, fmt.Sprintf("min samples %d: want ≥ 1", c.MinSamples)},
+		{c.MaxRequests < 0, fmt.Sprintf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)},
+		{c.OutputTokens < 1, fmt.Sprintf("--output-tokens %d: want ≥ 1", c.OutputTokens)},
+		{c.PrefixCount < 0 || c.PrefixTokens < 0, fmt.Sprintf("shared prefix %d×%d: want non-negative", c.PrefixCount, c.PrefixTokens)},
+		{c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin, fmt.Sprintf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)},
+	}
+}
+
+// validateInputs loads what the load reads (prompt lengths, a prompt file, a tokenizer) and checks
+// the reader, so that a bad file is bad input (exit 2), reported before any request. The warm-up's
+// syntax is checked by bounded.
+func validateInputs(o Options, c results.LoadConfig) error {
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
 	}
-	// A prompt file is input like a flag: a bad line is found here, before any load (exit 2).
 	if c.Data != "synthetic" {
 		if _, err := dataset.Load(c.Data); err != nil {
 			return fmt.Errorf("--data: %v", err)
 		}
-	}
-	if _, _, err := parseWarmup(c.Warmup); err != nil {
-		return err
 	}
 	if !slices.Contains(Readers, c.Reader) {
 		return fmt.Errorf("--reader %q: want one of %s", c.Reader, strings.Join(Readers, ", "))
@@ -222,14 +238,9 @@ func Validate(o Options) error {
 			return fmt.Errorf("--data %s: %v", c.Data, err)
 		}
 	}
-	if o.TokenizerPath != "" { // loaded here too, so a bad file is bad input, reported before any request
+	if o.TokenizerPath != "" {
 		if _, err := dataset.LoadTokenizer(o.TokenizerPath); err != nil {
 			return fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
-		}
-	}
-	if need := slots(o, c) + 64; need > 0 {
-		if err := ensureNoFile(uint64(need)); err != nil {
-			return err
 		}
 	}
 	return nil
