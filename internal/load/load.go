@@ -435,6 +435,8 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, err
 }
 
+// run is Run before the key is redacted: open the client, set up the prompts, run the profile (a
+// sweep perhaps twice), then fill in the load-wide figures.
 func run(ctx context.Context, o Options) (*results.Load, error) {
 	if err := Validate(o); err != nil {
 		return nil, err
@@ -442,59 +444,15 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	cfg := Defaults(o.Config)
 	o = withOptionDefaults(o, cfg)
 	warmReqs, warmDur, _ := parseWarmup(cfg.Warmup)
-	chat := cfg.API == "chat"
-	path := "/v1/completions"
-	if chat {
-		path = "/v1/chat/completions"
-	}
-	var err error
-	rx := &rxStatus{}
-	hc := newHTTPClient(slots(o, cfg), rx)
-	defer hc.CloseIdleConnections()
-	key := apiKey(o.APIKeyEnv)
-	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: key,
-		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
-	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
+	cl, rx, closeClient, err := openClient(o, cfg)
+	defer closeClient()
 	if err != nil {
 		return nil, err
 	}
-	if useLoop {
-		if cl.ev, err = newEvReader(cl, ep, slots(o, cfg)); err != nil {
-			return nil, err
-		}
-		defer cl.ev.close()
-		why = cl.ev.describe()
-	}
-	rx.reader = why
-
 	l := &results.Load{Config: cfg, Model: o.Model, URL: results.RedactURLs(o.URL)}
-	var local *dataset.Tokenizer
-	if cfg.Data == "synthetic" {
-		if local, err = localTokenizer(o); err != nil {
-			return nil, err
-		}
-	}
-	// The setup is bounded too: a server that never answers ends the run here, not at the request
-	// timeout.
-	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
-	defer endSetup()
-	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
-	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
-		&usageCounter{url: apiURL(o.URL, path), model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
+	src, err := setUp(ctx, o, cfg, cl, l)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
-	}
-	l.TokenCounts = counts
-
-	// A prompt no rung sends (the load's run from index 0): the engine's prefix cache keeps what
-	// it computed, and the first measured request must not find its prompt there.
-	if err := cl.negotiate(setup, src.Prompt(negotiatePrompt)); err != nil {
 		return nil, err
-	}
-	endSetup()
-	if len(cl.dropped) > 0 {
-		l.DroppedParams = cl.dropped
-		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
 	}
 	var recW io.Writer
 	if o.RecordsPath != "" {
@@ -508,20 +466,13 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	cl.epoch = time.Now()
 	cl.pace.reset()
 	l.StartedAt = cl.epoch.UTC()
-	var sc *scraper
-	scrapeCtx, stopScrape := context.WithCancel(ctx)
-	var scrapeWG sync.WaitGroup
-	if o.ScrapeMetrics {
-		sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
-		sc.res.Source = results.RedactURLs(sc.url)
-		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
-	}
+	sc, stopScrape := startScrape(ctx, o, cl.epoch)
 	cpu0, wall0 := cpuTime(), time.Now()
 
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: apiURL(o.URL, "/v1/models")},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	if cfg.Workload == WorkloadLongContext {
-		ex.modelLen = modelLen(ctx, hc, apiURL(o.URL, "/v1/models"), o.Model, key)
+		ex.modelLen = modelLen(ctx, cl.hc, apiURL(o.URL, "/v1/models"), o.Model, cl.key)
 		ex.kvTokens = sc.kvCapacity(ctx)
 	}
 	att := ex.profile(ctx, 1)
@@ -533,28 +484,10 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		}
 		l.Context = contextSummary(att.runs, conc, cfg.OutputTokens, ex.kvTokens)
 	}
-	rerun := cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
-	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
-		rerun = false
-		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(cfg.TimeBudget))
-		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
-		logf(o.Log, "sweep plan: %s", note)
-	}
-	if rerun {
-		logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
-		second := ex.profile(ctx, 2)
-		l.Retried, l.KeptAttempt = true, 1
-		if second.err == "" && !second.interrupted && peak(second.runs) > peak(att.runs) {
-			att, l.KeptAttempt = second, 2
-			l.Runs, l.Saturation = att.runs, att.sat
-		} else if second.err != "" || second.interrupted {
-			logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
-		}
-	}
+	att = ex.retryUnsaturated(ctx, l, att)
 	l.Error = att.err
 	l.Interrupted = ctx.Err() != nil
 	stopScrape()
-	scrapeWG.Wait()
 	if sc != nil {
 		sc.last(ctx) // the counters as the load ends, not up to a scrape interval before
 		l.Server = sc.result()
@@ -575,6 +508,109 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		return l, errors.New(l.Error)
 	}
 	return l, nil
+}
+
+// openClient makes the load's client: its HTTP client and its reader (the event loop or
+// net/http's, pickReader). Its close function is to be called however it returned.
+func openClient(o Options, cfg results.LoadConfig) (*client, *rxStatus, func(), error) {
+	chat := cfg.API == "chat"
+	path := "/v1/completions"
+	if chat {
+		path = "/v1/chat/completions"
+	}
+	rx := &rxStatus{}
+	hc := newHTTPClient(slots(o, cfg), rx)
+	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: apiKey(o.APIKeyEnv),
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
+	closeClient := func() {
+		if cl.ev != nil {
+			cl.ev.close()
+		}
+		hc.CloseIdleConnections()
+	}
+	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
+	if err != nil {
+		return nil, nil, closeClient, err
+	}
+	if useLoop {
+		ev, err := newEvReader(cl, ep, slots(o, cfg))
+		if err != nil {
+			return nil, nil, closeClient, err
+		}
+		cl.ev, why = ev, ev.describe()
+	}
+	rx.reader = why
+	return cl, rx, closeClient, nil
+}
+
+// setUp makes the load's prompts and negotiates the request's parameters with the server, within
+// the drain bound: a server that never answers ends the run here, not at the request timeout.
+func setUp(ctx context.Context, o Options, cfg results.LoadConfig, cl *client, l *results.Load) (dataset.Source, error) {
+	var local *dataset.Tokenizer
+	if cfg.Data == "synthetic" {
+		var err error
+		if local, err = localTokenizer(o); err != nil {
+			return nil, err
+		}
+	}
+	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
+	defer endSetup()
+	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
+	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc},
+		&usageCounter{url: cl.endpoint, model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc}, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
+	}
+	l.TokenCounts = counts
+	// A prompt no rung sends (the load's run from index 0): the engine's prefix cache keeps what
+	// it computed, and the first measured request must not find its prompt there.
+	if err := cl.negotiate(setup, src.Prompt(negotiatePrompt)); err != nil {
+		return nil, err
+	}
+	if len(cl.dropped) > 0 {
+		l.DroppedParams = cl.dropped
+		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
+	}
+	return src, nil
+}
+
+// startScrape scrapes /metrics through the load when asked to (nil: not asked); stop ends it.
+func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, stop func()) {
+	if !o.ScrapeMetrics {
+		return nil, func() {}
+	}
+	sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: epoch}
+	sc.res.Source = results.RedactURLs(sc.url)
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { sc.loop(scrapeCtx) })
+	return sc, func() { stopScrape(); wg.Wait() }
+}
+
+// retryUnsaturated runs a sweep that came out unsaturated once more (RetryUnsaturated), when the
+// time budget leaves room for it, and keeps the better of the two curves.
+func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att attempt) attempt {
+	o := ex.o
+	rerun := ex.cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
+	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
+		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget))
+		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
+		logf(o.Log, "sweep plan: %s", note)
+		return att
+	}
+	if !rerun {
+		return att
+	}
+	logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
+	second := ex.profile(ctx, 2)
+	l.Retried, l.KeptAttempt = true, 1
+	if second.err == "" && !second.interrupted && peak(second.runs) > peak(att.runs) {
+		att, l.KeptAttempt = second, 2
+		l.Runs, l.Saturation = att.runs, att.sat
+	} else if second.err != "" || second.interrupted {
+		logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
+	}
+	return att
 }
 
 // negotiatePrompt is the index of the prompt the setup's first request sends.
@@ -809,21 +845,7 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	if out.wall > 0 {
 		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(numCPU())
 	}
-	if ex.counts == nil {
-		ex.counts = map[string]int{}
-	}
-	for _, r := range out.recs {
-		r.Attempt = n
-		if r.ok() {
-			ex.counts[r.Counts]++
-		}
-		if !r.Warmup && !r.noLag && r.ok() {
-			ex.allLags = append(ex.allLags, r.LagMs)
-		}
-		if !r.Warmup && r.ok() && r.rxN > 0 {
-			ex.rxLags = append(ex.rxLags, r.RXLagMs)
-		}
-	}
+	ex.account(out.recs, n)
 	if ex.recW != nil && ex.recErr == nil {
 		ex.recErr = writeRecords(ex.recW, out.recs)
 	}
@@ -842,6 +864,26 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 		ex.lastProbeTime = ex.reqTime(run)
 	}
 	return run
+}
+
+// account marks the records as attempt n's and adds them to the load-wide tallies: the output
+// count sources, the client lags and the socket waits.
+func (ex *executor) account(recs []*Record, n int) {
+	if ex.counts == nil {
+		ex.counts = map[string]int{}
+	}
+	for _, r := range recs {
+		r.Attempt = n
+		if r.ok() {
+			ex.counts[r.Counts]++
+		}
+		if !r.Warmup && !r.noLag && r.ok() {
+			ex.allLags = append(ex.allLags, r.LagMs)
+		}
+		if !r.Warmup && r.ok() && r.rxN > 0 {
+			ex.rxLags = append(ex.rxLags, r.RXLagMs)
+		}
+	}
 }
 
 // probeTime is the time a request takes at a probe's load, as far as the earlier rungs tell: at
