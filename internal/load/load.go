@@ -145,10 +145,7 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 // The checks run in order and the first that fails is the error.
 func Validate(o Options) error {
 	c := Defaults(o.Config)
-	if err := firstBad(endpointChecks(o, c)); err != nil {
-		return err
-	}
-	if err := firstBad(numberChecks(c)); err != nil {
+	if err := firstBad(append(endpointChecks(o, c), numberChecks(c)...)); err != nil {
 		return err
 	}
 	if err := bounded(o, c); err != nil {

@@ -100,10 +100,7 @@ func validateWorkload(c results.LoadConfig) error {
 	if !slices.Contains(Workloads, c.Workload) {
 		return fmt.Errorf("--workload %q: unknown; want one of %v", c.Workload, Workloads)
 	}
-	if err := firstBad(workloadFlags(c)); err != nil {
-		return err
-	}
-	if err := firstBad(workloadSettings(c)); err != nil {
+	if err := firstBad(append(workloadFlags(c), workloadSettings(c)...)); err != nil {
 		return err
 	}
 	if c.Workload != WorkloadTrace {
