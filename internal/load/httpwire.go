@@ -205,63 +205,94 @@ func headEnd(b []byte) int {
 
 // parseHead reads the status line and the headers that frame the body (Transfer-Encoding,
 // Content-Length, Connection), with net/http's rules: chunked wins over a length; 1xx answers are
-// skipped; 204 and 304 have no body; HTTP/1.0 closes unless it says keep-alive.
+// skipped; 204 and 304 have no body; HTTP/1.0 closes unless it says keep-alive. It walks the lines
+// in place (bytes.Cut, not bytes.Split): it runs once per request on the event loop.
 func (r *respParser) parseHead(head []byte) error {
-	lines := bytes.Split(bytes.TrimRight(head, "\r\n"), []byte("\n"))
-	status := bytes.TrimRight(lines[0], "\r")
+	status, rest, more := bytes.Cut(bytes.TrimRight(head, "\r\n"), []byte("\n"))
+	http10, err := r.statusLine(bytes.TrimRight(status, "\r"))
+	if err != nil {
+		return err
+	}
+	r.Close = http10
+	length := int64(-1)
+	for more {
+		var l []byte
+		l, rest, more = bytes.Cut(rest, []byte("\n"))
+		if err := r.header(bytes.TrimRight(l, "\r"), http10, &length); err != nil {
+			return err
+		}
+	}
+	return r.bodyState(length)
+}
+
+// statusLine reads "HTTP/d.d code reason" into r.Status and says whether the version is below 1.1.
+func (r *respParser) statusLine(status []byte) (http10 bool, err error) {
 	proto, rest, ok := bytes.Cut(status, []byte(" "))
 	// HTTP/d.d, as net/http reads it (any single digits; below 1.1 the connection closes by default).
 	if !ok || len(proto) != 8 || !bytes.HasPrefix(proto, []byte("HTTP/")) || !isDigit(proto[5]) || proto[6] != '.' || !isDigit(proto[7]) {
-		return fmt.Errorf("malformed HTTP response %q", head1(status))
+		return false, fmt.Errorf("malformed HTTP response %q", head1(status))
 	}
 	code, _, _ := bytes.Cut(rest, []byte(" "))
 	if len(code) != 3 || code[0] == '0' || !isDigit(code[0]) || !isDigit(code[1]) || !isDigit(code[2]) {
-		return fmt.Errorf("malformed HTTP status code %q", head1(code))
+		return false, fmt.Errorf("malformed HTTP status code %q", head1(code))
 	}
 	r.Status = int(code[0]-'0')*100 + int(code[1]-'0')*10 + int(code[2]-'0')
-	http10 := proto[5] < '1' || (proto[5] == '1' && proto[7] == '0')
-	r.Close = http10
-	length := int64(-1)
-	for _, l := range lines[1:] {
-		l = bytes.TrimRight(l, "\r")
-		// Only the framing headers matter here, so a name is not judged: net/http reads names with
-		// spaces (and skips empty ones) in a response, and so does this parser. A line with no colon
-		// is refused by both.
-		name, value, ok := bytes.Cut(l, []byte(":"))
-		name = bytes.TrimRight(name, " \t")
-		if !ok {
-			return fmt.Errorf("malformed HTTP response header %q", head1(l))
+	return proto[5] < '1' || (proto[5] == '1' && proto[7] == '0'), nil
+}
+
+// header reads one header line; length is the Content-Length so far (-1: none).
+func (r *respParser) header(l []byte, http10 bool, length *int64) error {
+	// Only the framing headers matter here, so a name is not judged: net/http reads names with
+	// spaces (and skips empty ones) in a response, and so does this parser. A line with no colon
+	// is refused by both.
+	name, value, ok := bytes.Cut(l, []byte(":"))
+	name = bytes.TrimRight(name, " \t")
+	if !ok {
+		return fmt.Errorf("malformed HTTP response header %q", head1(l))
+	}
+	value = bytes.Trim(value, " \t")
+	switch {
+	case asciiEqualFold(name, "Transfer-Encoding"):
+		if !asciiEqualFold(value, "chunked") {
+			return fmt.Errorf("unsupported transfer encoding %q", head1(value))
 		}
-		value = bytes.Trim(value, " \t")
-		switch {
-		case asciiEqualFold(name, "Transfer-Encoding"):
-			if !asciiEqualFold(value, "chunked") {
-				return fmt.Errorf("unsupported transfer encoding %q", head1(value))
-			}
-			r.chunked = true
-		case asciiEqualFold(name, "Content-Length"):
-			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || (length >= 0 && n != length) {
-				return fmt.Errorf("bad Content-Length %q", head1(value))
-			}
-			length = n
-		case asciiEqualFold(name, "Location"):
-			r.Location = string(value[:min(len(value), 200)])
-		case asciiEqualFold(name, "Content-Type"):
-			r.ContentType = string(value[:min(len(value), 200)])
-		case asciiEqualFold(name, "Content-Encoding"):
-			r.ContentEncoding = string(value[:min(len(value), 200)])
-		case asciiEqualFold(name, "Connection"):
-			for _, tok := range bytes.Split(value, []byte(",")) {
-				tok = bytes.Trim(tok, " \t")
-				if asciiEqualFold(tok, "close") {
-					r.Close = true
-				} else if http10 && asciiEqualFold(tok, "keep-alive") {
-					r.Close = false
-				}
-			}
+		r.chunked = true
+	case asciiEqualFold(name, "Content-Length"):
+		n, err := strconv.ParseInt(string(value), 10, 64)
+		if err != nil || n < 0 || (*length >= 0 && n != *length) {
+			return fmt.Errorf("bad Content-Length %q", head1(value))
+		}
+		*length = n
+	case asciiEqualFold(name, "Location"):
+		r.Location = string(value[:min(len(value), 200)])
+	case asciiEqualFold(name, "Content-Type"):
+		r.ContentType = string(value[:min(len(value), 200)])
+	case asciiEqualFold(name, "Content-Encoding"):
+		r.ContentEncoding = string(value[:min(len(value), 200)])
+	case asciiEqualFold(name, "Connection"):
+		r.connection(value, http10)
+	}
+	return nil
+}
+
+// connection reads a Connection header's tokens: close ends the connection after this response,
+// keep-alive keeps an HTTP/1.0 one open.
+func (r *respParser) connection(value []byte, http10 bool) {
+	for more := true; more; {
+		var tok []byte
+		tok, value, more = bytes.Cut(value, []byte(","))
+		tok = bytes.Trim(tok, " \t")
+		if asciiEqualFold(tok, "close") {
+			r.Close = true
+		} else if http10 && asciiEqualFold(tok, "keep-alive") {
+			r.Close = false
 		}
 	}
+}
+
+// bodyState sets how the body is framed once the head is read (length: its Content-Length, -1 for
+// none).
+func (r *respParser) bodyState(length int64) error {
 	switch {
 	case r.Status >= 100 && r.Status < 200 && r.Status != 101:
 		r.reset() // an informational answer: the real one follows

@@ -142,56 +142,11 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 }
 
 // Validate checks options before any request is sent: every error names the flag and what to do.
+// The checks run in order and the first that fails is the error.
 func Validate(o Options) error {
 	c := Defaults(o.Config)
-	if o.URL == "" {
-		return errors.New("--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000")
-	}
-	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--url %q: want http(s)://host:port", results.RedactURLs(o.URL))
-	}
-	if o.Model == "" {
-		return errors.New("--model is empty: give the model id the server lists at /v1/models")
-	}
-	known := false
-	for _, p := range Profiles {
-		known = known || p == c.Profile
-	}
-	if !known {
-		return fmt.Errorf("--profile %q: unknown; want one of %s", c.Profile, strings.Join(Profiles, ", "))
-	}
-	if c.API != "chat" && c.API != "completions" {
-		return fmt.Errorf("--api %q: want chat or completions", c.API)
-	}
-	switch {
-	case c.Profile == kindConcurrency && c.Concurrency < 1:
-		return fmt.Errorf("--concurrency %d: profile concurrency needs --concurrency ≥ 1", c.Concurrency)
-	case c.Concurrency < 0:
-		return fmt.Errorf("--concurrency %d: want ≥ 1", c.Concurrency)
-	case (c.Profile == kindConstant || c.Profile == kindPoisson) && !(c.Rate > 0):
-		return fmt.Errorf("--rate %v: profile %s needs a rate > 0 (requests per second)", c.Rate, c.Profile)
-	case c.Rate < 0:
-		return fmt.Errorf("--rate %v: want > 0", c.Rate)
-	case c.MaxConcurrency < 1:
-		return fmt.Errorf("--max-concurrency %d: want ≥ 1", c.MaxConcurrency)
-	case c.Rates < 1 || c.Rates > 100:
-		return fmt.Errorf("--rates %d: want 1..100 sweep rungs", c.Rates)
-	case c.MaxDuration < 0:
-		return fmt.Errorf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))
-	case c.MaxRungDuration < 0:
-		return fmt.Errorf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))
-	case c.TimeBudget < 0:
-		return fmt.Errorf("--time-budget %v: want > 0", time.Duration(c.TimeBudget))
-	case c.MinSamples < 0:
-		return fmt.Errorf("min samples %d: want ≥ 1", c.MinSamples)
-	case c.MaxRequests < 0:
-		return fmt.Errorf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)
-	case c.OutputTokens < 1:
-		return fmt.Errorf("--output-tokens %d: want ≥ 1", c.OutputTokens)
-	case c.PrefixCount < 0 || c.PrefixTokens < 0:
-		return fmt.Errorf("shared prefix %d×%d: want non-negative", c.PrefixCount, c.PrefixTokens)
-	case c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin:
-		return fmt.Errorf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)
+	if err := firstBad(append(endpointChecks(o, c), numberChecks(c)...)); err != nil {
+		return err
 	}
 	if err := bounded(o, c); err != nil {
 		return err
@@ -199,17 +154,75 @@ func Validate(o Options) error {
 	if err := validateWorkload(c); err != nil {
 		return err
 	}
+	if err := validateInputs(o, c); err != nil {
+		return err
+	}
+	if need := slots(o, c) + 64; need > 0 {
+		return ensureNoFile(uint64(need))
+	}
+	return nil
+}
+
+// check is one rule of Validate's tables: when bad holds, msg is the error.
+type check struct {
+	bad bool
+	msg string
+}
+
+// firstBad is the error of the first check that fails (nil: none does).
+func firstBad(checks []check) error {
+	for _, c := range checks {
+		if c.bad {
+			return errors.New(c.msg)
+		}
+	}
+	return nil
+}
+
+// endpointChecks are the checks of what the load talks to, and how.
+func endpointChecks(o Options, c results.LoadConfig) []check {
+	u, err := url.Parse(o.URL)
+	return []check{
+		{o.URL == "", "--url is empty: give the endpoint's base URL, e.g. http://127.0.0.1:8000"},
+		{err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "", fmt.Sprintf("--url %q: want http(s)://host:port", results.RedactURLs(o.URL))},
+		{o.Model == "", "--model is empty: give the model id the server lists at /v1/models"},
+		{!slices.Contains(Profiles, c.Profile), fmt.Sprintf("--profile %q: unknown; want one of %s", c.Profile, strings.Join(Profiles, ", "))},
+		{c.API != "chat" && c.API != "completions", fmt.Sprintf("--api %q: want chat or completions", c.API)},
+	}
+}
+
+// numberChecks are the checks of the profile's numbers: those it needs, and their signs.
+func numberChecks(c results.LoadConfig) []check {
+	openLoop := c.Profile == kindConstant || c.Profile == kindPoisson
+	return []check{
+		{c.Profile == kindConcurrency && c.Concurrency < 1, fmt.Sprintf("--concurrency %d: profile concurrency needs --concurrency ≥ 1", c.Concurrency)},
+		{c.Concurrency < 0, fmt.Sprintf("--concurrency %d: want ≥ 1", c.Concurrency)},
+		{openLoop && !(c.Rate > 0), fmt.Sprintf("--rate %v: profile %s needs a rate > 0 (requests per second)", c.Rate, c.Profile)},
+		{c.Rate < 0, fmt.Sprintf("--rate %v: want > 0", c.Rate)},
+		{c.MaxConcurrency < 1, fmt.Sprintf("--max-concurrency %d: want ≥ 1", c.MaxConcurrency)},
+		{c.Rates < 1 || c.Rates > 100, fmt.Sprintf("--rates %d: want 1..100 sweep rungs", c.Rates)},
+		{c.MaxDuration < 0, fmt.Sprintf("--max-duration %v: want > 0", time.Duration(c.MaxDuration))},
+		{c.MaxRungDuration < 0, fmt.Sprintf("--max-rung-duration %v: want > 0", time.Duration(c.MaxRungDuration))},
+		{c.TimeBudget < 0, fmt.Sprintf("--time-budget %v: want > 0", time.Duration(c.TimeBudget))},
+		{c.MinSamples < 0, fmt.Sprintf("min samples %d: want ≥ 1", c.MinSamples)},
+		{c.MaxRequests < 0, fmt.Sprintf("--max-requests %d: want ≥ 1 (or 0 for no limit)", c.MaxRequests)},
+		{c.OutputTokens < 1, fmt.Sprintf("--output-tokens %d: want ≥ 1", c.OutputTokens)},
+		{c.PrefixCount < 0 || c.PrefixTokens < 0, fmt.Sprintf("shared prefix %d×%d: want non-negative", c.PrefixCount, c.PrefixTokens)},
+		{c.PrefixTokens > 0 && c.PrefixTokens > c.PromptMin, fmt.Sprintf("prefix tokens %d exceed the shortest prompt (%d tokens)", c.PrefixTokens, c.PromptMin)},
+	}
+}
+
+// validateInputs loads what the load reads (prompt lengths, a prompt file, a tokenizer) and checks
+// the reader, so that a bad file is bad input (exit 2), reported before any request. The warm-up's
+// syntax is checked by bounded.
+func validateInputs(o Options, c results.LoadConfig) error {
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
 	}
-	// A prompt file is input like a flag: a bad line is found here, before any load (exit 2).
 	if c.Data != "synthetic" {
 		if _, err := dataset.Load(c.Data); err != nil {
 			return fmt.Errorf("--data: %v", err)
 		}
-	}
-	if _, _, err := parseWarmup(c.Warmup); err != nil {
-		return err
 	}
 	if !slices.Contains(Readers, c.Reader) {
 		return fmt.Errorf("--reader %q: want one of %s", c.Reader, strings.Join(Readers, ", "))
@@ -222,14 +235,9 @@ func Validate(o Options) error {
 			return fmt.Errorf("--data %s: %v", c.Data, err)
 		}
 	}
-	if o.TokenizerPath != "" { // loaded here too, so a bad file is bad input, reported before any request
+	if o.TokenizerPath != "" {
 		if _, err := dataset.LoadTokenizer(o.TokenizerPath); err != nil {
 			return fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
-		}
-	}
-	if need := slots(o, c) + 64; need > 0 {
-		if err := ensureNoFile(uint64(need)); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -424,6 +432,8 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, err
 }
 
+// run is Run before the key is redacted: open the client, set up the prompts, run the profile (a
+// sweep perhaps twice), then fill in the load-wide figures.
 func run(ctx context.Context, o Options) (*results.Load, error) {
 	if err := Validate(o); err != nil {
 		return nil, err
@@ -431,59 +441,15 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	cfg := Defaults(o.Config)
 	o = withOptionDefaults(o, cfg)
 	warmReqs, warmDur, _ := parseWarmup(cfg.Warmup)
-	chat := cfg.API == "chat"
-	path := "/v1/completions"
-	if chat {
-		path = "/v1/chat/completions"
-	}
-	var err error
-	rx := &rxStatus{}
-	hc := newHTTPClient(slots(o, cfg), rx)
-	defer hc.CloseIdleConnections()
-	key := apiKey(o.APIKeyEnv)
-	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: key,
-		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
-	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
+	cl, rx, closeClient, err := openClient(o, cfg)
+	defer closeClient()
 	if err != nil {
 		return nil, err
 	}
-	if useLoop {
-		if cl.ev, err = newEvReader(cl, ep, slots(o, cfg)); err != nil {
-			return nil, err
-		}
-		defer cl.ev.close()
-		why = cl.ev.describe()
-	}
-	rx.reader = why
-
 	l := &results.Load{Config: cfg, Model: o.Model, URL: results.RedactURLs(o.URL)}
-	var local *dataset.Tokenizer
-	if cfg.Data == "synthetic" {
-		if local, err = localTokenizer(o); err != nil {
-			return nil, err
-		}
-	}
-	// The setup is bounded too: a server that never answers ends the run here, not at the request
-	// timeout.
-	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
-	defer endSetup()
-	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
-	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: key, chat: chat, hc: hc},
-		&usageCounter{url: apiURL(o.URL, path), model: o.Model, key: key, chat: chat, hc: hc}, o.Log)
+	src, err := setUp(ctx, o, cfg, cl, l)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
-	}
-	l.TokenCounts = counts
-
-	// A prompt no rung sends (the load's run from index 0): the engine's prefix cache keeps what
-	// it computed, and the first measured request must not find its prompt there.
-	if err := cl.negotiate(setup, src.Prompt(negotiatePrompt)); err != nil {
 		return nil, err
-	}
-	endSetup()
-	if len(cl.dropped) > 0 {
-		l.DroppedParams = cl.dropped
-		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
 	}
 	var recW io.Writer
 	if o.RecordsPath != "" {
@@ -497,20 +463,13 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	cl.epoch = time.Now()
 	cl.pace.reset()
 	l.StartedAt = cl.epoch.UTC()
-	var sc *scraper
-	scrapeCtx, stopScrape := context.WithCancel(ctx)
-	var scrapeWG sync.WaitGroup
-	if o.ScrapeMetrics {
-		sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: cl.epoch}
-		sc.res.Source = results.RedactURLs(sc.url)
-		scrapeWG.Go(func() { sc.loop(scrapeCtx) })
-	}
+	sc, stopScrape := startScrape(ctx, o, cl.epoch)
 	cpu0, wall0 := cpuTime(), time.Now()
 
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: apiURL(o.URL, "/v1/models")},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	if cfg.Workload == WorkloadLongContext {
-		ex.modelLen = modelLen(ctx, hc, apiURL(o.URL, "/v1/models"), o.Model, key)
+		ex.modelLen = modelLen(ctx, cl.hc, apiURL(o.URL, "/v1/models"), o.Model, cl.key)
 		ex.kvTokens = sc.kvCapacity(ctx)
 	}
 	att := ex.profile(ctx, 1)
@@ -522,28 +481,10 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		}
 		l.Context = contextSummary(att.runs, conc, cfg.OutputTokens, ex.kvTokens)
 	}
-	rerun := cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
-	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
-		rerun = false
-		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(cfg.TimeBudget))
-		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
-		logf(o.Log, "sweep plan: %s", note)
-	}
-	if rerun {
-		logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
-		second := ex.profile(ctx, 2)
-		l.Retried, l.KeptAttempt = true, 1
-		if second.err == "" && !second.interrupted && peak(second.runs) > peak(att.runs) {
-			att, l.KeptAttempt = second, 2
-			l.Runs, l.Saturation = att.runs, att.sat
-		} else if second.err != "" || second.interrupted {
-			logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
-		}
-	}
+	att = ex.retryUnsaturated(ctx, l, att)
 	l.Error = att.err
 	l.Interrupted = ctx.Err() != nil
 	stopScrape()
-	scrapeWG.Wait()
 	if sc != nil {
 		sc.last(ctx) // the counters as the load ends, not up to a scrape interval before
 		l.Server = sc.result()
@@ -564,6 +505,109 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 		return l, errors.New(l.Error)
 	}
 	return l, nil
+}
+
+// openClient makes the load's client: its HTTP client and its reader (the event loop or
+// net/http's, pickReader). Its close function is to be called however it returned.
+func openClient(o Options, cfg results.LoadConfig) (*client, *rxStatus, func(), error) {
+	chat := cfg.API == "chat"
+	path := "/v1/completions"
+	if chat {
+		path = "/v1/chat/completions"
+	}
+	rx := &rxStatus{}
+	hc := newHTTPClient(slots(o, cfg), rx)
+	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: apiKey(o.APIKeyEnv),
+		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
+	closeClient := func() {
+		if cl.ev != nil {
+			cl.ev.close()
+		}
+		hc.CloseIdleConnections()
+	}
+	ep, useLoop, why, err := pickReader(cfg.Reader, cl.endpoint)
+	if err != nil {
+		return nil, nil, closeClient, err
+	}
+	if useLoop {
+		ev, err := newEvReader(cl, ep, slots(o, cfg))
+		if err != nil {
+			return nil, nil, closeClient, err
+		}
+		cl.ev, why = ev, ev.describe()
+	}
+	rx.reader = why
+	return cl, rx, closeClient, nil
+}
+
+// setUp makes the load's prompts and negotiates the request's parameters with the server, within
+// the drain bound: a server that never answers ends the run here, not at the request timeout.
+func setUp(ctx context.Context, o Options, cfg results.LoadConfig, cl *client, l *results.Load) (dataset.Source, error) {
+	var local *dataset.Tokenizer
+	if cfg.Data == "synthetic" {
+		var err error
+		if local, err = localTokenizer(o); err != nil {
+			return nil, err
+		}
+	}
+	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
+	defer endSetup()
+	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
+	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc},
+		&usageCounter{url: cl.endpoint, model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc}, o.Log)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
+	}
+	l.TokenCounts = counts
+	// A prompt no rung sends (the load's run from index 0): the engine's prefix cache keeps what
+	// it computed, and the first measured request must not find its prompt there.
+	if err := cl.negotiate(setup, src.Prompt(negotiatePrompt)); err != nil {
+		return nil, err
+	}
+	if len(cl.dropped) > 0 {
+		l.DroppedParams = cl.dropped
+		logf(o.Log, "the endpoint refused %s: not sent (output lengths may not be exact; counts are checked per request)", strings.Join(cl.dropped, ", "))
+	}
+	return src, nil
+}
+
+// startScrape scrapes /metrics through the load when asked to (nil: not asked); stop ends it.
+func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, stop func()) {
+	if !o.ScrapeMetrics {
+		return nil, func() {}
+	}
+	sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: epoch}
+	sc.res.Source = results.RedactURLs(sc.url)
+	scrapeCtx, stopScrape := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { sc.loop(scrapeCtx) })
+	return sc, func() { stopScrape(); wg.Wait() }
+}
+
+// retryUnsaturated runs a sweep that came out unsaturated once more (RetryUnsaturated), when the
+// time budget leaves room for it, and keeps the better of the two curves.
+func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att attempt) attempt {
+	o := ex.o
+	rerun := ex.cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
+	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
+		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget))
+		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
+		logf(o.Log, "sweep plan: %s", note)
+		return att
+	}
+	if !rerun {
+		return att
+	}
+	logf(o.Log, "sweep unsaturated (%s): running it once more, keeping the better curve", att.sat.Reason)
+	second := ex.profile(ctx, 2)
+	l.Retried, l.KeptAttempt = true, 1
+	if second.err == "" && !second.interrupted && peak(second.runs) > peak(att.runs) {
+		att, l.KeptAttempt = second, 2
+		l.Runs, l.Saturation = att.runs, att.sat
+	} else if second.err != "" || second.interrupted {
+		logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
+	}
+	return att
 }
 
 // negotiatePrompt is the index of the prompt the setup's first request sends.
@@ -798,21 +842,7 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	if out.wall > 0 {
 		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(numCPU())
 	}
-	if ex.counts == nil {
-		ex.counts = map[string]int{}
-	}
-	for _, r := range out.recs {
-		r.Attempt = n
-		if r.ok() {
-			ex.counts[r.Counts]++
-		}
-		if !r.Warmup && !r.noLag && r.ok() {
-			ex.allLags = append(ex.allLags, r.LagMs)
-		}
-		if !r.Warmup && r.ok() && r.rxN > 0 {
-			ex.rxLags = append(ex.rxLags, r.RXLagMs)
-		}
-	}
+	ex.account(out.recs, n)
 	if ex.recW != nil && ex.recErr == nil {
 		ex.recErr = writeRecords(ex.recW, out.recs)
 	}
@@ -831,6 +861,26 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 		ex.lastProbeTime = ex.reqTime(run)
 	}
 	return run
+}
+
+// account marks the records as attempt n's and adds them to the load-wide tallies: the output
+// count sources, the client lags and the socket waits.
+func (ex *executor) account(recs []*Record, n int) {
+	if ex.counts == nil {
+		ex.counts = map[string]int{}
+	}
+	for _, r := range recs {
+		r.Attempt = n
+		if r.ok() {
+			ex.counts[r.Counts]++
+		}
+		if !r.Warmup && !r.noLag && r.ok() {
+			ex.allLags = append(ex.allLags, r.LagMs)
+		}
+		if !r.Warmup && r.ok() && r.rxN > 0 {
+			ex.rxLags = append(ex.rxLags, r.RXLagMs)
+		}
+	}
 }
 
 // probeTime is the time a request takes at a probe's load, as far as the earlier rungs tell: at

@@ -156,225 +156,278 @@ func (rn *runner) conversation() func() int {
 }
 
 // run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
-// interrupted.
+// interrupted. Its steps: open the connections (closed loop), start the clock and the drain bound,
+// watch for the steady state (a steady rung), dispatch until the rung's bound, then place the
+// measured window.
 func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	if !spec.openLoop() {
 		rn.prewarm(ctx, spec.Concurrency) // before the clock starts
 	}
-	out := &rungOut{spec: spec, start: rn.c.since(), fullTokens: rn.outTokens}
+	g := rn.begin(ctx, spec)
+	defer g.release()
+	out := g.out
 	cpu0 := cpuTime()
-	var mu sync.Mutex
-	// reqCtx ends in-flight requests: on Ctrl-C (ctx) or when the drain bound expires.
-	reqCtx, cancelReqs := context.WithCancelCause(ctx)
-	defer cancelReqs(nil)
-	dispatchCtx, stopDispatch := context.WithCancel(ctx)
-	defer stopDispatch()
-	var inflight atomic.Int64
-	var good, bad int // ended requests, warm-up included: what the error stop weighs
-	add := func(r *Record) {
-		inflight.Add(-1)
-		mu.Lock()
-		defer mu.Unlock()
-		out.recs = append(out.recs, r)
-		switch {
-		case r.ok():
-			good++
-		case !r.Incomplete:
-			bad++
-		}
-		if why := errorsDecide(good, bad, slotsOf(spec)); why != "" && out.errStop == "" && dispatchCtx.Err() == nil {
-			out.errStop, out.stoppedAt = why, rn.c.since()
-			stopDispatch()
-		}
-	}
-	if spec.Duration > 0 {
-		var cancel context.CancelFunc
-		dispatchCtx, cancel = context.WithDeadline(dispatchCtx, rn.c.epoch.Add(out.start+spec.until()))
-		defer cancel()
-	}
-	total := 0
-	if spec.MaxRequests > 0 {
-		total = spec.MaxRequests + spec.WarmupReqs
-	}
-	var lastDispatch atomic.Int64
-	lastSent := make(chan struct{})
-	var lastOnce sync.Once
-	dispatched := func(k int) {
-		inflight.Add(1) // until add takes the request back
-		lastDispatch.Store(int64(rn.c.since()))
-		if total > 0 && k == total-1 {
-			lastOnce.Do(func() { close(lastSent) })
-		}
-	}
-	// Once dispatch is over, the tail gets spec.Drain to finish.
-	go func() {
-		select {
-		case <-dispatchCtx.Done():
-		case <-lastSent:
-		}
-		t := time.NewTimer(spec.Drain)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			cancelReqs(errDrained) // what is still in flight is judged (silence.go) or incomplete
-		case <-reqCtx.Done():
-		}
-	}()
+	go g.drainAfterDispatch()
 	var watch sync.WaitGroup // the early-stop watcher, when there is one
-	e2e := func() (time.Duration, int) {
-		mu.Lock()
-		defer mu.Unlock()
-		var sum time.Duration
-		n := 0
-		for _, r := range out.recs {
-			if r.ok() && !r.Warmup {
-				sum += r.end - r.sent
-				n++
-			}
-		}
-		if n == 0 {
-			return 0, 0
-		}
-		return sum / time.Duration(n), n
-	}
 	if spec.steadied() {
 		out.level = &levelOut{}
-		stop := func() {
-			mu.Lock()
-			if out.stoppedAt == 0 { // an error stop may have come first
-				out.stoppedAt = rn.c.since()
-			}
-			mu.Unlock()
-			stopDispatch()
-		}
-		doneSince := func(t time.Duration) int {
-			mu.Lock()
-			defer mu.Unlock()
-			n := 0
-			for _, r := range out.recs {
-				if r.ok() && !r.Warmup && r.end >= out.start+t {
-					n++
-				}
-			}
-			return n
-		}
-		watch.Go(func() {
-			since := func() time.Duration { return rn.c.since() - out.start }
-			levelWatch(dispatchCtx, stop, spec.Slice, spec.Duration, rn.c.marked.Load, inflight.Load, since, doneSince, out.level)
-		})
+		watch.Go(g.watchLevel)
 	}
-	stopBar := rn.bar(spec, out.start, func() int { mu.Lock(); defer mu.Unlock(); return len(out.recs) })
-
-	warm := func(k int, sched time.Duration) bool {
-		return k < spec.WarmupReqs || (spec.WarmupDur > 0 && sched < out.start+spec.WarmupDur)
-	}
-	// newRec makes request k's record; idx is its prompt (< 0: the load's next one).
-	newRec := func(k int, sched time.Duration, idx int) (*Record, dataset.Prompt, int) {
-		if idx < 0 {
-			idx = int(rn.next.Add(1) - 1)
-		}
-		var p dataset.Prompt
-		if sized, ok := rn.src.(interface{ PromptOf(i, n int) dataset.Prompt }); ok && spec.PromptTokens > 0 {
-			p = sized.PromptOf(idx, spec.PromptTokens)
-		} else {
-			p = rn.src.Prompt(idx)
-		}
-		n := rn.outTokens
-		if p.OutputTokens > 0 {
-			n = p.OutputTokens
-		}
-		w := warm(k, sched)
-		if !w && p.OutputTokens == 0 {
-			mu.Lock()
-			if out.shortTokens > 0 {
-				n = out.shortTokens
-			}
-			mu.Unlock()
-		}
-		return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
-	}
-	// enough is the sized rung's check before each new request: past Duration with MinSamples
-	// completed, dispatch stops (the window closes then). It also picks the shorter output length.
-	enough := func() bool {
-		if !spec.sized() {
-			return false
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if out.enough {
-			return true // another slot stopped the rung: its window ends then
-		}
-		done, full := 0, []*Record{}
-		for _, r := range out.recs {
-			if r.ok() && r.RequestedTokens == rn.outTokens {
-				full = append(full, r) // the warm-up request too: it says what a full request costs
-			}
-			if r.ok() && !r.Warmup {
-				done++
-			}
-		}
-		out.completed = done
-		now := rn.c.since()
-		if now >= out.start+spec.Duration && done >= spec.MinSamples {
-			out.enough = true
-			out.stoppedAt = now
-			return true
-		}
-		if spec.Shorten && out.shortTokens == 0 && len(full) > 0 {
-			out.shortTokens = shortLen(full, rn.outTokens, spec.MinSamples-done, out.start+spec.Duration-now)
-		}
-		return false
-	}
-
+	stopBar := rn.bar(spec, out.start, g.ended)
 	var wg sync.WaitGroup
 	if spec.openLoop() {
-		rn.openLoop(dispatchCtx, reqCtx, spec, total, out.start, &wg, newRec, add, dispatched)
+		rn.openLoop(g.dispatchCtx, g.reqCtx, spec, g.total, out.start, &wg, g.newRec, g.add, g.dispatched)
 	} else {
-		var counter atomic.Int64
 		for range spec.Concurrency {
-			wg.Go(func() {
-				free, first := rn.c.since(), true
-				conv := rn.conversation()
-				for dispatchCtx.Err() == nil {
-					if enough() {
-						stopDispatch()
-						return
-					}
-					k := int(counter.Add(1) - 1)
-					if total > 0 && k >= total {
-						return
-					}
-					rec, p, n := newRec(k, free, conv())
-					rec.noLag = first // a slot's first request pays the connection ramp, not client lag
-					dispatched(k)
-					rn.c.do(reqCtx, p, n, rec)
-					add(rec)
-					free, first = rn.c.since(), false
-				}
-			})
+			wg.Go(g.closedSlot)
 		}
 	}
 	wg.Wait()
-	stopDispatch()
+	g.stopDispatch()
 	watch.Wait() // its stoppedAt and reason are read below
 	if out.level != nil {
 		if onset, done, _, _ := out.level.get(); done {
 			out.fromOnset(out.start + onset)
 		} else {
-			out.skipRamp(e2e, spec.Duration) // transient: its figures are the ramp's, said so
+			out.skipRamp(g.meanE2E, spec.Duration) // transient: its figures are the ramp's, said so
 		}
 	}
 	stopBar()
 	end := rn.c.since()
 	out.interrupted = ctx.Err() != nil
 	if spec.sized() && !out.enough {
-		enough() // the count at the cap (enough if the last requests reached it)
+		g.enough() // the count at the cap (enough if the last requests reached it)
 	}
 	out.wall = end - out.start
 	out.cpu = cpuTime() - cpu0
-	out.window(spec, time.Duration(lastDispatch.Load()), end)
+	out.window(spec, time.Duration(g.lastDispatch.Load()), end)
 	rn.settle(ctx, out)
 	return out
+}
+
+// rungState is one rung while it runs: what its dispatchers, its requests and its watchers share.
+// mu guards out and the good/bad counts.
+type rungState struct {
+	rn   *runner
+	spec rungSpec
+	out  *rungOut
+	mu   sync.Mutex
+	// dispatchCtx ends dispatch (the rung's bound, an early stop, Ctrl-C); reqCtx ends the requests
+	// in flight (Ctrl-C, or the drain bound once dispatch is over).
+	dispatchCtx, reqCtx context.Context
+	stopDispatch        context.CancelFunc
+	cancelReqs          context.CancelCauseFunc
+	endDeadline         context.CancelFunc
+	inflight            atomic.Int64
+	good, bad           int // ended requests, warm-up included: what the error stop weighs
+	total               int // requests to send, warm-up included (0: bounded by time)
+	counter             atomic.Int64
+	lastDispatch        atomic.Int64
+	lastSent            chan struct{} // closed when request total-1 is sent
+	lastOnce            sync.Once
+}
+
+// begin starts the rung's clock and its contexts: dispatch ends at the rung's bound (its Duration,
+// or its Cap when it may grow).
+func (rn *runner) begin(ctx context.Context, spec rungSpec) *rungState {
+	g := &rungState{rn: rn, spec: spec, out: &rungOut{spec: spec, start: rn.c.since(), fullTokens: rn.outTokens},
+		lastSent: make(chan struct{}), endDeadline: func() {}}
+	g.reqCtx, g.cancelReqs = context.WithCancelCause(ctx)
+	g.dispatchCtx, g.stopDispatch = context.WithCancel(ctx)
+	if spec.Duration > 0 {
+		g.dispatchCtx, g.endDeadline = context.WithDeadline(g.dispatchCtx, rn.c.epoch.Add(g.out.start+spec.until()))
+	}
+	if spec.MaxRequests > 0 {
+		g.total = spec.MaxRequests + spec.WarmupReqs
+	}
+	return g
+}
+
+// release frees the rung's contexts, ending whatever is still in flight.
+func (g *rungState) release() {
+	g.endDeadline()
+	g.stopDispatch()
+	g.cancelReqs(nil)
+}
+
+// add takes an ended request back, and stops dispatch when the errors say the rung is failing
+// (errorsDecide).
+func (g *rungState) add(r *Record) {
+	g.inflight.Add(-1)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.out.recs = append(g.out.recs, r)
+	switch {
+	case r.ok():
+		g.good++
+	case !r.Incomplete:
+		g.bad++
+	}
+	if why := errorsDecide(g.good, g.bad, slotsOf(g.spec)); why != "" && g.out.errStop == "" && g.dispatchCtx.Err() == nil {
+		g.out.errStop, g.out.stoppedAt = why, g.rn.c.since()
+		g.stopDispatch()
+	}
+}
+
+// dispatched counts request k as sent and in flight (until add takes it back).
+func (g *rungState) dispatched(k int) {
+	g.inflight.Add(1)
+	g.lastDispatch.Store(int64(g.rn.c.since()))
+	if g.total > 0 && k == g.total-1 {
+		g.lastOnce.Do(func() { close(g.lastSent) })
+	}
+}
+
+// drainAfterDispatch gives the tail spec.Drain to finish once dispatch is over, then cuts it.
+func (g *rungState) drainAfterDispatch() {
+	select {
+	case <-g.dispatchCtx.Done():
+	case <-g.lastSent:
+	}
+	t := time.NewTimer(g.spec.Drain)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		g.cancelReqs(errDrained) // what is still in flight is judged (silence.go) or incomplete
+	case <-g.reqCtx.Done():
+	}
+}
+
+// ended is how many requests have ended so far (the progress bar's count).
+func (g *rungState) ended() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.out.recs)
+}
+
+// meanE2E is the mean E2E of the measured requests that succeeded, and how many there were.
+func (g *rungState) meanE2E() (time.Duration, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var sum time.Duration
+	n := 0
+	for _, r := range g.out.recs {
+		if r.ok() && !r.Warmup {
+			sum += r.end - r.sent
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / time.Duration(n), n
+}
+
+// watchLevel runs levelWatch on a steady rung: it stops dispatch once the rung's level holds what
+// its figures need.
+func (g *rungState) watchLevel() {
+	out := g.out
+	stop := func() {
+		g.mu.Lock()
+		if out.stoppedAt == 0 { // an error stop may have come first
+			out.stoppedAt = g.rn.c.since()
+		}
+		g.mu.Unlock()
+		g.stopDispatch()
+	}
+	doneSince := func(t time.Duration) int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		n := 0
+		for _, r := range out.recs {
+			if r.ok() && !r.Warmup && r.end >= out.start+t {
+				n++
+			}
+		}
+		return n
+	}
+	since := func() time.Duration { return g.rn.c.since() - out.start }
+	levelWatch(g.dispatchCtx, stop, g.spec.Slice, g.spec.Duration, g.rn.c.marked.Load, g.inflight.Load, since, doneSince, out.level)
+}
+
+// newRec makes request k's record, its prompt and its output length; idx is its prompt (< 0: the
+// load's next one).
+func (g *rungState) newRec(k int, sched time.Duration, idx int) (*Record, dataset.Prompt, int) {
+	rn, spec := g.rn, g.spec
+	if idx < 0 {
+		idx = int(rn.next.Add(1) - 1)
+	}
+	var p dataset.Prompt
+	if sized, ok := rn.src.(interface{ PromptOf(i, n int) dataset.Prompt }); ok && spec.PromptTokens > 0 {
+		p = sized.PromptOf(idx, spec.PromptTokens)
+	} else {
+		p = rn.src.Prompt(idx)
+	}
+	n := rn.outTokens
+	if p.OutputTokens > 0 {
+		n = p.OutputTokens
+	}
+	w := k < spec.WarmupReqs || (spec.WarmupDur > 0 && sched < g.out.start+spec.WarmupDur) // warm-up
+	if !w && p.OutputTokens == 0 {
+		g.mu.Lock()
+		if g.out.shortTokens > 0 {
+			n = g.out.shortTokens
+		}
+		g.mu.Unlock()
+	}
+	return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
+}
+
+// enough is the sized rung's check before each new request: past Duration with MinSamples
+// completed, dispatch stops (the window closes then). It also picks the shorter output length.
+func (g *rungState) enough() bool {
+	spec, out := g.spec, g.out
+	if !spec.sized() {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if out.enough {
+		return true // another slot stopped the rung: its window ends then
+	}
+	done, full := 0, []*Record{}
+	for _, r := range out.recs {
+		if r.ok() && r.RequestedTokens == g.rn.outTokens {
+			full = append(full, r) // the warm-up request too: it says what a full request costs
+		}
+		if r.ok() && !r.Warmup {
+			done++
+		}
+	}
+	out.completed = done
+	now := g.rn.c.since()
+	if now >= out.start+spec.Duration && done >= spec.MinSamples {
+		out.enough = true
+		out.stoppedAt = now
+		return true
+	}
+	if spec.Shorten && out.shortTokens == 0 && len(full) > 0 {
+		out.shortTokens = shortLen(full, g.rn.outTokens, spec.MinSamples-done, out.start+spec.Duration-now)
+	}
+	return false
+}
+
+// closedSlot is one slot of a closed loop: it sends its next request as soon as the last one
+// ended, until dispatch ends, the request budget is spent or the sized rung has enough.
+func (g *rungState) closedSlot() {
+	free, first := g.rn.c.since(), true
+	conv := g.rn.conversation()
+	for g.dispatchCtx.Err() == nil {
+		if g.enough() {
+			g.stopDispatch()
+			return
+		}
+		k := int(g.counter.Add(1) - 1)
+		if g.total > 0 && k >= g.total {
+			return
+		}
+		rec, p, n := g.newRec(k, free, conv())
+		rec.noLag = first // a slot's first request pays the connection ramp, not client lag
+		g.dispatched(k)
+		g.rn.c.do(g.reqCtx, p, n, rec)
+		g.add(rec)
+		free, first = g.rn.c.since(), false
+	}
 }
 
 // settleCut is how long the runner waits after a rung that cut requests still in flight: the engine

@@ -34,7 +34,8 @@ const (
 	maxBootstrapPool = 20000
 )
 
-// summarize turns one rung's records into its results.Run.
+// summarize turns one rung's records into its results.Run: it counts each request (tally), then
+// sums up the latencies and the rates over the window, then adds the rung's checks.
 func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	spec := o.spec
 	run := results.Run{Kind: spec.Kind, Errors: map[string]int{}}
@@ -46,115 +47,33 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	win := o.winEnd - o.winStart
 	run.WindowSeconds = win.Seconds()
 	run.EndedBy = endedBy(o)
-
-	var sent, ramp latencies // of the requests sent in the window; of the ramp's completed in it
-	var outToks, promptToks []float64
-	var outInWin, promptInWin float64
-	var doneInWin, goodInWin int
-	bucket := win / 40
-	var buckets []float64
-	if bucket > 0 {
-		buckets = make([]float64, 40)
-	}
-	nITL := 0
+	t := newTally(o, slo)
 	for _, r := range o.recs {
-		r.derive()
-		nITL += len(r.ITLMs)
-	}
-	sent.itl = make([]float64, 0, nITL)
-	for _, r := range o.recs {
-		streamed := false
-		for _, m := range r.marks {
-			if m.at >= o.winStart && m.at <= o.winEnd {
-				streamed = streamed || m.tok > 0
-				outInWin += float64(m.tok)
-				if buckets != nil {
-					buckets[min(int((m.at-o.winStart)/bucket), 39)] += float64(m.tok)
-				}
-			}
-		}
-		if len(r.marks) > 0 && r.marks[0].at >= o.winStart && r.marks[0].at <= o.winEnd {
-			promptInWin += float64(r.PromptTokens)
-		}
-		// A ramp request (sent before the window opened) is counted like a measured one, its errors
-		// too, unless it completed before the window: only its latencies are left out (they ran
-		// under a lighter load).
-		warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= o.winStart))
-		if streamed && !warm {
-			run.Requests.Streamed++
-		}
-		switch {
-		case warm:
-			run.Requests.Warmup++
-			continue
-		case r.Incomplete:
-			run.Requests.Incomplete++
-			continue
-		case r.Error != "":
-			run.Requests.Errored++
-			run.Errors[r.Error]++
-			run.ErrorSamples = sampleError(run.ErrorSamples, r, r.Error, r.Detail)
-			continue
-		case !r.ok():
-			run.Requests.Errored++
-			run.Errors[errCut]++
-			run.ErrorSamples = sampleError(run.ErrorSamples, r, errCut, "no token came back")
-			continue
-		}
-		run.Requests.Successful++
-		if r.ramp {
-			if r.end >= o.winStart && r.end <= o.winEnd {
-				doneInWin++
-				ramp.add(r, spec.openLoop())
-			}
-			continue
-		}
-		sent.add(r, spec.openLoop())
-		outToks = append(outToks, float64(r.OutputTokens))
-		promptToks = append(promptToks, float64(r.PromptTokens))
-		if r.end >= o.winStart && r.end <= o.winEnd {
-			doneInWin++
-			if slo.Met(r.TTFTMs, r.TPOTMs, r.E2EMs) {
-				goodInWin++
-			}
-		}
+		t.count(&run, r)
 	}
 	if len(run.Errors) == 0 {
 		run.Errors = nil
 	}
-	lat := sent
+	lat := t.sent
 	// Open-loop rungs only (the ladder's): a closed-loop run's latencies can be gated (aicr's TTFT p99), and its
 	// ramp is a burst, not the level.
-	if len(sent.ttft) == 0 && o.level != nil && spec.openLoop() {
-		lat, run.LatencyFrom = ramp, noneSent(len(ramp.ttft), ramp.e2e, win)
+	if len(t.sent.ttft) == 0 && o.level != nil && spec.openLoop() {
+		lat, run.LatencyFrom = t.ramp, noneSent(len(t.ramp.ttft), t.ramp.e2e, win)
 	}
-	run.TTFT = metrics.Summarize(lat.ttft)
-	if len(lat.ttfo) > 0 {
-		ttfo, reasoning := metrics.Summarize(lat.ttfo), metrics.Summarize(lat.reasoning)
-		run.TTFO, run.Reasoning = &ttfo, &reasoning
-	}
-	if spec.openLoop() {
-		d := metrics.Summarize(lat.ttftSched)
-		run.TTFTFromSchedule = &d
-	}
-	slices.Sort(lat.itl) // our own pool: sorted in place rather than copied (it can hold millions)
-	run.ITL = metrics.SummarizeSorted(lat.itl)
-	run.TPOT = metrics.Summarize(lat.tpot)
-	run.E2E = metrics.Summarize(lat.e2e)
-	run.ClientLag = metrics.Summarize(lat.lag)
-	run.MeanOutputTokens = metrics.MeanStat(outToks)
-	run.MeanPromptTokens = metrics.MeanStat(promptToks)
+	lat.summarize(&run, spec.openLoop())
+	run.MeanOutputTokens = metrics.MeanStat(t.outToks)
+	run.MeanPromptTokens = metrics.MeanStat(t.promptToks)
 	if win > 0 {
 		s := win.Seconds()
-		run.OutputTokS = outInWin / s
-		run.TotalTokS = (outInWin + promptInWin) / s
-		run.ReqS = float64(doneInWin) / s
+		run.OutputTokS = t.outInWin / s
+		run.TotalTokS = (t.outInWin + t.promptInWin) / s
+		run.ReqS = float64(t.doneInWin) / s
 		if !slo.Empty() {
-			g := float64(goodInWin) / s
+			g := float64(t.goodInWin) / s
 			run.Goodput = &g
 		}
 	}
-	run.CI = intervals(lat.ttft, lat.itl, lat.tpot, buckets, bucket, seed+uint64(spec.Index))
+	run.CI = intervals(lat.ttft, lat.itl, lat.tpot, t.buckets, t.bucket, seed+uint64(spec.Index))
 	run.ClientLimited, run.ClientReason = selfCheck(lat.lag, o.cpu, o.wall)
 	run.ServerRefusing, run.ServerReason = acceptCheck(o)
 	run.TokenBursts = burstCheck(o)
@@ -166,6 +85,111 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		run.ClientLimited, run.ClientReason = rxBacklog(o)
 	}
 	return run
+}
+
+// tally is what summarize counts over a rung's records.
+type tally struct {
+	o                     *rungOut
+	slo                   *analysis.SLO
+	sent, ramp            latencies // of the requests sent in the window; of the ramp's completed in it
+	outToks, promptToks   []float64
+	outInWin, promptInWin float64 // tokens streamed inside the window
+	doneInWin, goodInWin  int     // requests completed inside the window; of them, within the SLO
+	bucket                time.Duration
+	buckets               []float64 // output tokens per 1/40 of the window (nil: no window)
+}
+
+// newTally derives every record's figures and sizes the pools for them.
+func newTally(o *rungOut, slo *analysis.SLO) *tally {
+	t := &tally{o: o, slo: slo, bucket: (o.winEnd - o.winStart) / 40}
+	if t.bucket > 0 {
+		t.buckets = make([]float64, 40)
+	}
+	nITL := 0
+	for _, r := range o.recs {
+		r.derive()
+		nITL += len(r.ITLMs)
+	}
+	t.sent.itl = make([]float64, 0, nITL)
+	return t
+}
+
+// inWindow says whether at is inside the measured window.
+func (t *tally) inWindow(at time.Duration) bool { return at >= t.o.winStart && at <= t.o.winEnd }
+
+// streamed adds the tokens r streamed inside the window, and its prompt when its first token came
+// there, and says whether it streamed any.
+func (t *tally) streamed(r *Record) bool {
+	streamed := false
+	for _, m := range r.marks {
+		if t.inWindow(m.at) {
+			streamed = streamed || m.tok > 0
+			t.outInWin += float64(m.tok)
+			if t.buckets != nil {
+				t.buckets[min(int((m.at-t.o.winStart)/t.bucket), 39)] += float64(m.tok)
+			}
+		}
+	}
+	if len(r.marks) > 0 && t.inWindow(r.marks[0].at) {
+		t.promptInWin += float64(r.PromptTokens)
+	}
+	return streamed
+}
+
+// count adds one request to run's counts and to the tally's samples.
+func (t *tally) count(run *results.Run, r *Record) {
+	// A ramp request (sent before the window opened) is counted like a measured one, its errors
+	// too, unless it completed before the window: only its latencies are left out (they ran
+	// under a lighter load).
+	warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= t.o.winStart))
+	if t.streamed(r) && !warm {
+		run.Requests.Streamed++
+	}
+	if !outcome(run, r, warm) {
+		return
+	}
+	openLoop := t.o.spec.openLoop()
+	if r.ramp {
+		if t.inWindow(r.end) {
+			t.doneInWin++
+			t.ramp.add(r, openLoop)
+		}
+		return
+	}
+	t.sent.add(r, openLoop)
+	t.outToks = append(t.outToks, float64(r.OutputTokens))
+	t.promptToks = append(t.promptToks, float64(r.PromptTokens))
+	if t.inWindow(r.end) {
+		t.doneInWin++
+		if t.slo.Met(r.TTFTMs, r.TPOTMs, r.E2EMs) {
+			t.goodInWin++
+		}
+	}
+}
+
+// outcome counts how request r ended in run's request counts and errors, and says whether it
+// succeeded (its latencies are samples).
+func outcome(run *results.Run, r *Record, warm bool) bool {
+	switch {
+	case warm:
+		run.Requests.Warmup++
+		return false
+	case r.Incomplete:
+		run.Requests.Incomplete++
+		return false
+	case r.Error != "":
+		run.Requests.Errored++
+		run.Errors[r.Error]++
+		run.ErrorSamples = sampleError(run.ErrorSamples, r, r.Error, r.Detail)
+		return false
+	case !r.ok():
+		run.Requests.Errored++
+		run.Errors[errCut]++
+		run.ErrorSamples = sampleError(run.ErrorSamples, r, errCut, "no token came back")
+		return false
+	}
+	run.Requests.Successful++
+	return true
 }
 
 // latencies are the latency samples of a set of requests.
@@ -190,6 +214,24 @@ func (l *latencies) add(r *Record, openLoop bool) {
 		l.tpot = append(l.tpot, r.TPOTMs)
 	}
 	l.e2e = append(l.e2e, r.E2EMs)
+}
+
+// summarize sets run's latency figures from the samples.
+func (l *latencies) summarize(run *results.Run, openLoop bool) {
+	run.TTFT = metrics.Summarize(l.ttft)
+	if len(l.ttfo) > 0 {
+		ttfo, reasoning := metrics.Summarize(l.ttfo), metrics.Summarize(l.reasoning)
+		run.TTFO, run.Reasoning = &ttfo, &reasoning
+	}
+	if openLoop {
+		d := metrics.Summarize(l.ttftSched)
+		run.TTFTFromSchedule = &d
+	}
+	slices.Sort(l.itl) // our own pool: sorted in place rather than copied (it can hold millions)
+	run.ITL = metrics.SummarizeSorted(l.itl)
+	run.TPOT = metrics.Summarize(l.tpot)
+	run.E2E = metrics.Summarize(l.e2e)
+	run.ClientLag = metrics.Summarize(l.lag)
 }
 
 // noneSent says where a steady rung's latencies come from when no request sent in its window

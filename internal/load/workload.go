@@ -100,38 +100,45 @@ func validateWorkload(c results.LoadConfig) error {
 	if !slices.Contains(Workloads, c.Workload) {
 		return fmt.Errorf("--workload %q: unknown; want one of %v", c.Workload, Workloads)
 	}
-	switch {
-	case c.Workload == WorkloadTrace && c.Trace == "":
-		return fmt.Errorf("--workload trace: give the trace with --trace FILE (Mooncake JSONL: timestamp, input_length, output_length, hash_ids)")
-	case c.Workload != WorkloadTrace && c.Trace != "":
-		return fmt.Errorf("--trace %s: only --workload trace reads a trace", c.Trace)
-	case c.Profile == kindTrace && c.Workload != WorkloadTrace:
-		return fmt.Errorf("--profile trace replays a trace's arrival times: give --workload trace --trace FILE")
-	case c.Workload == WorkloadSynthetic && (c.PrefixCount > 0 || c.PrefixTokens > 0):
-		return fmt.Errorf("shared prefix %d×%d: give --workload shared-prefix (or leave --workload out)", c.PrefixCount, c.PrefixTokens)
-	case c.Workload != WorkloadSynthetic && c.Data != "synthetic":
-		return fmt.Errorf("--data %s: a prompt file is its own workload; leave --workload out", c.Data)
-	case c.Workload == WorkloadLongContext && !slices.Contains(closedLoop[:2], c.Profile):
-		return fmt.Errorf("--workload long-context climbs context lengths at a fixed number of streams: give --profile concurrency (and --concurrency) or synchronous, not %s", c.Profile)
-	case c.ContextMax < 0 || c.ContextMax > MaxPromptTokens || c.ContextMax > 0 && c.Workload != WorkloadLongContext:
-		return fmt.Errorf("--context-max %d: want the ladder's top context in tokens (up to %d), with --workload long-context", c.ContextMax, MaxPromptTokens)
-	case c.Workload == WorkloadMultiTurn && !slices.Contains(closedLoop, c.Profile):
-		return fmt.Errorf("--workload multi-turn sends each session's turns in order, each after the reply before it, on one stream: give --profile concurrency (or synchronous, throughput), not %s", c.Profile)
-	case c.Turns < 0 || c.Turns > maxTurns || c.Turns > 0 && c.Workload != WorkloadMultiTurn:
-		return fmt.Errorf("--turns %d: want 1..%d turns per session, with --workload multi-turn", c.Turns, maxTurns)
-	case c.TraceSpeed < 0 || c.TraceSpeed > maxTraceSpeed || math.IsNaN(c.TraceSpeed):
-		return fmt.Errorf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)
+	if err := firstBad(append(workloadFlags(c), workloadSettings(c)...)); err != nil {
+		return err
 	}
-	if c.Workload == WorkloadTrace {
-		t, err := dataset.LoadTrace(c.Trace)
-		if err != nil {
-			return fmt.Errorf("--trace: %v", err)
-		}
-		if span := t.Span().Seconds() / c.TraceSpeed; span > MaxDuration.Seconds() {
-			return fmt.Errorf("--trace-speed %v: the trace's %v would last %.0f h, over the %v a load may: replay it faster", c.TraceSpeed, t.Span(), span/3600, MaxDuration)
-		}
+	if c.Workload != WorkloadTrace {
+		return nil
+	}
+	t, err := dataset.LoadTrace(c.Trace)
+	if err != nil {
+		return fmt.Errorf("--trace: %v", err)
+	}
+	if span := t.Span().Seconds() / c.TraceSpeed; span > MaxDuration.Seconds() {
+		return fmt.Errorf("--trace-speed %v: the trace's %v would last %.0f h, over the %v a load may: replay it faster", c.TraceSpeed, t.Span(), span/3600, MaxDuration)
 	}
 	return nil
+}
+
+// workloadFlags are the checks that a workload comes with the flags and profile it needs, and
+// that no flag of another workload comes with it.
+func workloadFlags(c results.LoadConfig) []check {
+	trace, synthetic := c.Workload == WorkloadTrace, c.Workload == WorkloadSynthetic
+	return []check{
+		{trace && c.Trace == "", "--workload trace: give the trace with --trace FILE (Mooncake JSONL: timestamp, input_length, output_length, hash_ids)"},
+		{!trace && c.Trace != "", fmt.Sprintf("--trace %s: only --workload trace reads a trace", c.Trace)},
+		{c.Profile == kindTrace && !trace, "--profile trace replays a trace's arrival times: give --workload trace --trace FILE"},
+		{synthetic && (c.PrefixCount > 0 || c.PrefixTokens > 0), fmt.Sprintf("shared prefix %d×%d: give --workload shared-prefix (or leave --workload out)", c.PrefixCount, c.PrefixTokens)},
+		{!synthetic && c.Data != "synthetic", fmt.Sprintf("--data %s: a prompt file is its own workload; leave --workload out", c.Data)},
+		{c.Workload == WorkloadLongContext && !slices.Contains(closedLoop[:2], c.Profile), fmt.Sprintf("--workload long-context climbs context lengths at a fixed number of streams: give --profile concurrency (and --concurrency) or synchronous, not %s", c.Profile)},
+	}
+}
+
+// workloadSettings are the checks of the long-context ladder's and the multi-turn sessions'
+// settings, and of the trace's speed: each only with its workload, and within range.
+func workloadSettings(c results.LoadConfig) []check {
+	return []check{
+		{c.ContextMax < 0 || c.ContextMax > MaxPromptTokens || c.ContextMax > 0 && c.Workload != WorkloadLongContext, fmt.Sprintf("--context-max %d: want the ladder's top context in tokens (up to %d), with --workload long-context", c.ContextMax, MaxPromptTokens)},
+		{c.Workload == WorkloadMultiTurn && !slices.Contains(closedLoop, c.Profile), fmt.Sprintf("--workload multi-turn sends each session's turns in order, each after the reply before it, on one stream: give --profile concurrency (or synchronous, throughput), not %s", c.Profile)},
+		{c.Turns < 0 || c.Turns > maxTurns || c.Turns > 0 && c.Workload != WorkloadMultiTurn, fmt.Sprintf("--turns %d: want 1..%d turns per session, with --workload multi-turn", c.Turns, maxTurns)},
+		{c.TraceSpeed < 0 || c.TraceSpeed > maxTraceSpeed || math.IsNaN(c.TraceSpeed), fmt.Sprintf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)},
+	}
 }
 
 // withWorkload wraps the calibrated synthetic prompts in the workload's source: a trace's prompts
