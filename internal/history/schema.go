@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // migration is one step of the schema, as SQL per dialect; migrations run in order, each in the
@@ -130,7 +131,7 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 // advisory lock make the second wait and then find the version already there.
 func (s *Store) migrate(ctx context.Context) error {
 	for _, m := range migrations {
-		if err := s.step(ctx, m); err != nil {
+		if err := s.stepWhenFree(ctx, m); err != nil {
 			return fmt.Errorf("migration %d: %v", m.version, err)
 		}
 	}
@@ -142,6 +143,25 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("schema version %d is newer than this gpuvet's %d: use the gpuvet that wrote it, or a newer one", v, SchemaVersion())
 	}
 	return nil
+}
+
+// stepWhenFree runs migration m, again while SQLite answers SQLITE_BUSY for up to 10 s: a new
+// database's first connections switch it to WAL, and while one does that SQLite answers a second's
+// BEGIN IMMEDIATE with SQLITE_BUSY at once, without waiting on busy_timeout (seen when six gpuvets
+// opened a new store at once on a busy machine).
+func (s *Store) stepWhenFree(ctx context.Context, m migration) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.step(ctx, m)
+		if err == nil || s.dialect != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // rowQueryer is a *sql.DB or a *sql.Tx.
