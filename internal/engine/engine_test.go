@@ -417,7 +417,18 @@ func TestReapLeftovers(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "logs", "m"), 0o755)
 	writePidFile(filepath.Join(dir, "logs", "m", "gpu0.log"), pidFile{PGID: left.Process.Pid, ID: "aaaa", Command: "vllm serve m"})
 	writePidFile(filepath.Join(dir, "logs", "m", "gpu1.log"), pidFile{PGID: other.Process.Pid, ID: "not-bbbb", Command: "x"})
-	for deadline := time.Now().Add(5 * time.Second); len(groupMembers(left.Process.Pid)) < 2 && time.Now().Before(deadline); {
+	// Both sleeps of the group running: a member caught between its fork and its exec (its /proc
+	// entry in flux) was once not counted as the engine's (CI, a busy machine).
+	sleeping := func() bool {
+		n := 0
+		for _, pid := range groupMembers(left.Process.Pid) {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == "sleep" {
+				n++
+			}
+		}
+		return n >= 2
+	}
+	for deadline := time.Now().Add(5 * time.Second); !sleeping() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got, err := ReapLeftovers(dir)
