@@ -113,15 +113,15 @@ def exact_rows(load, ts):
     return rows
 
 
-def in_blocks(r, load, sync):
-    """Whether request r arrived in one of the synchronous rung's block windows, where the summary says
-    when they ran: gpuvet's figure holds those requests only (not a block's first, sent before its
-    window, nor the warm-up's or the API suite's, which send prompts of the same length alone too)."""
+def block_windows(load, sync):
+    """The synchronous rung's block windows in unix seconds, where the summary says when they ran
+    (None: it does not): gpuvet's figure holds those requests only (not a block's first, sent before
+    its window, nor the warm-up's or the API suite's, which send prompts of the same length alone too)."""
     rep = sync.get("repeat") or {}
     if not load.get("started_at") or not rep.get("window_start_s"):
-        return True
+        return None
     t0 = parse_time(load["started_at"])
-    return any(t0 + w <= r["arrive"] <= t0 + w + n for w, n in zip(rep["window_start_s"], rep["window_seconds"]))
+    return [(t0 + w, t0 + w + n) for w, n in zip(rep["window_start_s"], rep["window_seconds"])]
 
 
 def isolated(reqs):
@@ -203,8 +203,9 @@ def main():
                 gpus = ",".join(map(str, e["gpus"]))
                 sync = next((r for r in runs if r["kind"] == "synchronous"), None)
                 if sync:
+                    wins = block_windows(load, sync)
                     alone = [r for r in isolated(reqs) if r["prompt"] == round(sync["mean_prompt_tokens"]) and r["first"] > 0
-                             and in_blocks(r, load, sync)]
+                             and (wins is None or any(a <= r["arrive"] <= b for a, b in wins))]
                     srv = statistics.median((r["first"] - r["arrive"]) * 1000 for r in alone) if alone else float("nan")
                     print(f"{m['model']} on gpu {gpus}: sync TTFT p50 gpuvet {sync['ttft_ms']['p50']:.1f} ms, engine log {srv:.1f} ms (n={len(alone)} requests alone)")
                 if ts and load.get("started_at"):
