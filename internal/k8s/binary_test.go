@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 var built struct {
@@ -33,4 +35,13 @@ func BuiltGpuvet(t testing.TB) string {
 	}
 	built.bin = bin
 	return bin
+}
+
+// PodProblemReason is the reason gpuvet's readiness wait gives for a pod that will not start ("":
+// none yet), for the real-node tests that time how soon Kubernetes reported it.
+func PodProblemReason(p *corev1.Pod) string {
+	if pe := podProblem(p, nil); pe != nil {
+		return pe.Reason
+	}
+	return ""
 }

@@ -473,9 +473,11 @@ func TestRealNodeCacheRootOwnedWithoutInit(t *testing.T) {
 // of want, within the bound docs/kubernetes.md states, and that nothing is left.
 func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want ...string) {
 	out, state := t.TempDir(), t.TempDir()
+	kube := e.watchFailure(t)
 	start := time.Now()
 	log, code := e.gpuvet(t, state, e.realArgs(out, engineCmd, append([]string{"--cache-size", "off", "--set", "health.enabled=false"}, extra...)...)...)
 	took := time.Since(start)
+	kubelet, reacted := kube.end()
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, log)
 	}
@@ -491,16 +493,85 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 	failedAfter := sinceLine(log, "waiting for Ready", "FAILED in")
 	t.Logf("8 engine pods on the real node: the node failed %.1fs after they were created (run start to exit, namespace deleted: %s)",
 		failedAfter, took.Round(100*time.Millisecond))
+	t.Logf("the kubelet reported it %.1fs after the first engine pod appeared; gpuvet began deleting the pods %.1fs after that", kubelet, reacted)
+	// gpuvet's own part: it acts as soon as Kubernetes gives the reason (the last log lines fetched
+	// within 10 s), never at a readiness timeout.
+	if kubelet < 0 || reacted < 0 || reacted > 30 {
+		t.Errorf("gpuvet began deleting the engine pods %.1fs after Kubernetes reported the reason (-1: never seen); it must act within seconds", reacted)
+	}
 	// docs/kubernetes.md states the bound users can expect; hold it to what a real kubelet does (twice
-	// the stated figure: this machine is loaded).
+	// the stated figure: this machine is loaded). In CI the node's pods run at a CPU weight of 64
+	// beside the go test, and a container that exits at once has taken 27 s to do so: when the kubelet
+	// itself took longer than the stated bound to report, the bound is not gpuvet's to keep.
 	bound := docsFailBound(t)
-	if failedAfter < 0 || failedAfter > 2*bound {
+	if kubelet <= bound && (failedAfter < 0 || failedAfter > 2*bound) {
 		t.Errorf("the node failed %.1fs after its engine pods were created; docs/kubernetes.md says within about %.0f seconds", failedAfter, bound)
 	}
-	if took > 90*time.Second {
+	if took.Seconds()-max(kubelet, 0) > 90 {
 		t.Errorf("took %s: a pod that cannot start must fail within seconds, not at a timeout", took)
 	}
 	e.assertNothingLeft(t, state)
+}
+
+// failureWatch times a failing run's two parts from the API: how long Kubernetes took to report why
+// an engine pod cannot start (the kubelet's part), and how long gpuvet then took to act on it (the
+// first engine pod marked for deletion).
+type failureWatch struct {
+	firstSeen, reported, deleting time.Time
+	stop, done                    chan struct{}
+}
+
+func (e *env) watchFailure(t *testing.T) *failureWatch {
+	w := &failureWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			pods, err := e.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleEngine})
+			if err != nil {
+				continue
+			}
+			w.see(pods.Items, time.Now())
+		}
+	}()
+	t.Cleanup(func() { w.end() })
+	return w
+}
+
+func (w *failureWatch) see(pods []corev1.Pod, now time.Time) {
+	for _, p := range pods {
+		if w.firstSeen.IsZero() {
+			w.firstSeen = now
+		}
+		if w.reported.IsZero() && k8s.PodProblemReason(&p) != "" {
+			w.reported = now
+		}
+		if w.deleting.IsZero() && p.DeletionTimestamp != nil {
+			w.deleting = now
+		}
+	}
+}
+
+// end stops the watch and returns the kubelet's and gpuvet's parts in seconds (-1: not seen).
+func (w *failureWatch) end() (kubelet, reacted float64) {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+	kubelet, reacted = -1, -1
+	if !w.firstSeen.IsZero() && !w.reported.IsZero() {
+		kubelet = w.reported.Sub(w.firstSeen).Seconds()
+	}
+	if !w.reported.IsZero() && !w.deleting.IsZero() {
+		reacted = w.deleting.Sub(w.reported).Seconds()
+	}
+	return kubelet, reacted
 }
 
 func TestRealNodeErrImagePull(t *testing.T) {
