@@ -51,7 +51,7 @@ A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 un
 			return o.Run(cmd)
 		},
 	}
-	cmd.Flags().Float64Var(&o.tolerance, "tolerance", judge.DefaultBaselineTolerance, "breach when a metric is worse than the baseline by more than this %")
+	cmd.Flags().Float64Var(&o.tolerance, "tolerance", results.DefaultOf(results.ThBaselineTolerance), "breach when a metric is worse than the baseline by more than this %")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")
 	cmd.Flags().BoolVar(&o.failOnFlag, "fail-on-flag", false, "exit 1 when any metric breaches the tolerance, or when nothing could be compared")
 	o.cf.register(cmd)
@@ -63,7 +63,7 @@ func (o *compareOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.baseline, o.paths = args[0], args[1:]
 	var extra []config.Flag
 	if cmd.Flags().Changed("tolerance") {
-		extra = append(extra, config.Flag{Name: "--tolerance", Path: "compare.baseline_tolerance_pct", Value: strconv.FormatFloat(o.tolerance, 'g', -1, 64)})
+		extra = append(extra, config.Flag{Name: "--tolerance", Path: results.ThBaselineTolerance, Value: strconv.FormatFloat(o.tolerance, 'g', -1, 64)})
 	}
 	p, err := o.cf.plan(extra...)
 	if err != nil {

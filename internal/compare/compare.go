@@ -63,23 +63,14 @@ type Guards struct {
 	MinTTFTDeltaMs    float64 // a TTFT spread at or below this many ms is not material
 }
 
-// Defaults of the guards (compare.* in the configuration).
-const (
-	DefaultLLMVariancePct    = 10.0 // the interval rule's material margin (issue 35; the seed's rule was 20 % below the best)
-	DefaultGEMMVariancePct   = 25.0
-	DefaultMinSamples        = 30
-	DefaultMinThroughputReqS = 1.0
-	DefaultMinTTFTDeltaMs    = 25.0
-)
-
 // LLMGuards are the defaults for LLM metrics.
 func LLMGuards() Guards {
-	return Guards{VariancePct: DefaultLLMVariancePct, MinSamples: DefaultMinSamples,
-		MinThroughputReqS: DefaultMinThroughputReqS, MinTTFTDeltaMs: DefaultMinTTFTDeltaMs}
+	return Guards{VariancePct: results.DefaultOf(results.ThLLMVariancePct), MinSamples: int(results.DefaultOf(results.ThMinSamples)),
+		MinThroughputReqS: results.DefaultOf(results.ThCompareMinReqS), MinTTFTDeltaMs: results.DefaultOf(results.ThMinTTFTDeltaMs)}
 }
 
 // GEMMGuards are the defaults for GEMM, PCIe and HBM figures (no request guards apply).
-func GEMMGuards() Guards { return Guards{VariancePct: DefaultGEMMVariancePct} }
+func GEMMGuards() Guards { return Guards{VariancePct: results.DefaultOf(results.ThGEMMVariancePct)} }
 
 // IsThroughputMetric reports whether a metric is an LLM throughput (req/s or tok/s).
 func IsThroughputMetric(metric string) bool {

@@ -454,7 +454,7 @@ func loadDefaults() LoadProfile {
 
 // Defaults are the built-in values (from the seeds).
 func Defaults() Config {
-	hd, sd := results.DefaultHealth(), results.DefaultSim()
+	hd, sd, th := results.DefaultHealth(), results.DefaultSim(), results.DefaultOf
 	return Config{
 		Backend:     "local",
 		Environment: "baremetal",
@@ -463,14 +463,15 @@ func Defaults() Config {
 			Kind: "vllm", TP: 1, MaxModelLen: 1024, GPUMemoryUtilization: 0.9, PortBase: 8000,
 			ReadyTimeout: Duration(20 * time.Minute), NUMABind: true, TokenEnv: "HF_TOKEN",
 		},
-		Load:  loadDefaults(),
-		Gates: Gates{TTFTP95Ms: f(200), ITLP95Ms: f(50), AICRTolerancePct: 10, AICRThroughputScope: "node", MaxErrorRatePct: f(1)},
+		Load: loadDefaults(),
+		Gates: Gates{TTFTP95Ms: f(th(results.ThTTFTP95Ms)), ITLP95Ms: f(th(results.ThITLP95Ms)), AICRTolerancePct: th(results.ThAICRTolerancePct),
+			AICRThroughputScope: "node", MaxErrorRatePct: f(th(results.ThMaxErrorRatePct))},
 		Compare: Compare{
-			VariancePct: 10, GEMMVariancePct: hd.GEMMVariancePct, MinSamples: 30, MinThroughputReqS: 1,
-			MinTTFTDeltaMs: 25, BaselineTolerancePc: 10,
+			VariancePct: th(results.ThLLMVariancePct), GEMMVariancePct: th(results.ThGEMMVariancePct), MinSamples: int(th(results.ThMinSamples)),
+			MinThroughputReqS: th(results.ThCompareMinReqS), MinTTFTDeltaMs: th(results.ThMinTTFTDeltaMs), BaselineTolerancePc: th(results.ThBaselineTolerance),
 		},
 		Health: Health{
-			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: hd.MinPCIeGBps,
+			Enabled: true, Source: "auto", GEMM: true, PCIe: true, PCIeMinGBs: th(results.ThPCIeMinGBps),
 			DCGM: DCGM{Enabled: true, Level: hd.DCGMLevel, Timeout: Duration(hd.DCGMTimeout), AllowInstall: true},
 		},
 		Functional: Functional{Enabled: true, Timeout: Duration(60 * time.Second)},
@@ -490,7 +491,7 @@ func Defaults() Config {
 
 // historyDefaults is the history section's one home of defaults.
 func historyDefaults() History {
-	return History{Enabled: true, PasswordEnv: "PGPASSWORD", RetentionDays: 365, DriftPct: 6, Timeout: Duration(30 * time.Second)}
+	return History{Enabled: true, PasswordEnv: "PGPASSWORD", RetentionDays: 365, DriftPct: results.DefaultOf(results.ThDriftPct), Timeout: Duration(30 * time.Second)}
 }
 
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's

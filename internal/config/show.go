@@ -110,35 +110,6 @@ func (p *Plan) Settings() map[string]string {
 	return out
 }
 
-// Thresholds returns the thresholds in force for a config (as given by ForGPU) with their sources,
-// keyed as the judge keys them in summary.json's meta.thresholds.
-func Thresholds(c Config, sources map[string]string) map[string]results.Threshold {
-	th := func(v *float64, unit, path string) results.Threshold {
-		src := sources[path]
-		if src == "" {
-			src = "default"
-		}
-		return results.Threshold{Value: v, Unit: unit, Source: src}
-	}
-	fv := func(v float64) *float64 { return &v }
-	return map[string]results.Threshold{
-		results.ThresholdTTFTP95:           th(c.Gates.TTFTP95Ms, "ms", "gates.ttft_p95_ms"),
-		"gate.itl_p95_ms":                  th(c.Gates.ITLP95Ms, "ms", "gates.itl_p95_ms"),
-		"gate.min_throughput_req_s":        th(c.Gates.MinThroughputReqS, "req/s", "gates.min_throughput_req_s"),
-		"gate.aicr_min_output_tok_s":       th(c.Gates.AICRMinOutputTokS, "tok/s", "gates.aicr_min_output_tok_s"),
-		"gate.aicr_max_ttft_p99_ms":        th(c.Gates.AICRMaxTTFTP99Ms, "ms", "gates.aicr_max_ttft_p99_ms"),
-		"aicr_tolerance_pct":               th(fv(c.Gates.AICRTolerancePct), "%", "gates.aicr_tolerance_pct"),
-		"gate.max_error_rate_pct":          th(c.Gates.MaxErrorRatePct, "%", "gates.max_error_rate_pct"),
-		"llm_variance_pct":                 th(fv(c.Compare.VariancePct), "%", "compare.variance_pct"),
-		"gemm_variance_pct":                th(fv(c.Compare.GEMMVariancePct), "%", "compare.gemm_variance_pct"),
-		"compare_min_samples":              th(fv(float64(c.Compare.MinSamples)), "requests", "compare.min_samples"),
-		"compare_min_throughput_req_s":     th(fv(c.Compare.MinThroughputReqS), "req/s", "compare.min_throughput_req_s"),
-		"compare_min_ttft_delta_ms":        th(fv(c.Compare.MinTTFTDeltaMs), "ms", "compare.min_ttft_delta_ms"),
-		results.ThresholdBaselineTolerance: th(fv(c.Compare.BaselineTolerancePc), "%", "compare.baseline_tolerance_pct"),
-		"pcie_min_gbs":                     th(fv(c.Health.PCIeMinGBs), "GB/s", "health.pcie_min_gbs"),
-	}
-}
-
 // LoadConfig converts the load section into the results schema's recorded profile.
 // LoadConfig is the plan's load profile with compare.min_samples, which sizes the rungs whose
 // figures are gated (a min_samples of 0 asks for one completed request).

@@ -338,7 +338,8 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	sync, conc := FindRun(l, RunSynchronous), FindRun(l, RunConcurrency)
 
 	tol := val(cfg.AICRTolerancePct)
-	aicrThr := GateSpec{Check: "gate.aicr_throughput", Name: "concurrency-run output tok/s", Unit: "tok/s", Limit: g.AICRMinOutputTokS, Factor: 1 - tol/100}
+	aicrThr := g.spec(results.ThAICRMinOutputTokS)
+	aicrThr.Factor = 1 - tol/100
 	if g.AICRMinOutputTokS.Value != nil {
 		aicrThr.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1-tol/100, fmtNum(*g.AICRMinOutputTokS.Value), tol)
 		epGPUs := max(len(ep.GPUs), 1)
@@ -356,41 +357,37 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, epGPUs)
 		}
 	}
-	aicrTTFT := GateSpec{Check: "gate.aicr_ttft_p99", Name: "concurrency-run TTFT p99", Unit: "ms", Upper: true, Limit: g.AICRMaxTTFTP99Ms, Factor: 1 + tol/100}
+	aicrTTFT := g.spec(results.ThAICRMaxTTFTP99Ms)
+	aicrTTFT.Factor = 1 + tol/100
 	if g.AICRMaxTTFTP99Ms.Value != nil {
 		aicrTTFT.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1+tol/100, fmtNum(*g.AICRMaxTTFTP99Ms.Value), tol)
 	}
 
 	n := int(val(cfg.CompareMinSamples))
 	vs := []results.Verdict{
-		JudgeGate(GateSpec{Check: "gate.ttft_p95", Name: "sync TTFT p95", Unit: "ms", Upper: true, Limit: g.TTFTP95Ms},
+		JudgeGate(g.spec(results.ThTTFTP95Ms),
 			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, lb, l), n),
-		JudgeGate(GateSpec{Check: "gate.itl_p95", Name: "sync ITL p95", Unit: "ms", Upper: true, Limit: g.ITLP95Ms},
+		JudgeGate(g.spec(results.ThITLP95Ms),
 			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, lb, l), n),
-		JudgeGate(GateSpec{Check: "gate.sustained_req_s", Name: "sustained req/s", Unit: "req/s", Limit: g.MinThroughputReqS}, sustainedMeasure(l), n),
+		JudgeGate(g.spec(results.ThMinThroughputReqS), sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
 			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, false, l), n),
 	}
-	cutRung(vs[0:2], sync)
-	cutRung(vs[4:5], conc)
-	transientRung(vs[2:3], PeakRun(l))
+	rungUndecided(vs[0:2], sync, "was", sync.CutReason())
+	rungUndecided(vs[4:5], conc, "was", conc.CutReason())
+	peak := PeakRun(l)
+	rungUndecided(vs[2:3], peak, "behind it was", peak.TransientReason())
 	return vs
 }
 
-// transientRung makes the verdicts on a figure from a rung that never reached its steady state
-// inconclusive, with the rung's reason: a ramp's reading decides no gate, whatever it reads.
-func transientRung(vs []results.Verdict, r *results.Run) {
-	if why := r.TransientReason(); why != "" {
-		undecidedBy(vs, "the "+r.Kind+" rung behind it was "+why)
-	}
-}
-
-// cutRung makes the verdicts on a rung cut by load.max_rung_duration inconclusive, with the cut's
-// reason: the rung stopped before its figures had the samples they need, whatever they read.
-func cutRung(vs []results.Verdict, r *results.Run) {
-	if why := r.CutReason(); why != "" {
-		undecidedBy(vs, "the "+r.Kind+" rung was "+why)
+// rungUndecided makes the verdicts on a rung's figures inconclusive when the rung has a reason
+// they cannot decide (a ramp that never reached its steady state, a rung cut by
+// load.max_rung_duration before its figures had their samples), whatever they read; how says how
+// the rung relates to them ("was", "behind it was").
+func rungUndecided(vs []results.Verdict, r *results.Run, how, why string) {
+	if why != "" {
+		undecidedBy(vs, "the "+r.Kind+" rung "+how+" "+why)
 	}
 }
 

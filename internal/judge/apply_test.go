@@ -433,10 +433,10 @@ func TestConfigValidate(t *testing.T) {
 		errSub string
 	}{
 		{"defaults are valid", func(*Config) {}, ""},
-		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "thresholds.ttft_p95_ms: -1 is negative"},
-		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "llm_variance_pct: 100 % would never flag"},
+		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "gates.ttft_p95_ms: -1 is negative"},
+		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "compare.variance_pct: 100 % would never flag"},
 		{"variance unset", func(c *Config) { c.GEMMVariancePct.Value = nil }, "gemm_variance_pct: not set"},
-		{"zero config", func(c *Config) { *c = Config{} }, "llm_variance_pct: not set"},
+		{"zero config", func(c *Config) { *c = Config{} }, "compare.variance_pct: not set"},
 		{"bad scope", func(c *Config) { c.AICRThroughputScope = "rack" }, `aicr_throughput_scope: "rack"`},
 		{"unknown disable key", func(c *Config) {
 			c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"m": {Disable: []string{"ttft"}}}}
@@ -629,7 +629,7 @@ func TestSharedClientLimitedDecidesNoCell(t *testing.T) {
 func TestMetaThresholdsUseTheSummarysKeys(t *testing.T) {
 	s := summary(healthy())
 	Apply(s, DefaultConfig())
-	for key, want := range map[string]float64{results.ThresholdTTFTP95: 200, results.ThresholdBaselineTolerance: DefaultBaselineTolerance} {
+	for key, want := range map[string]float64{results.ThresholdOf(results.ThTTFTP95Ms).Summary: 200, results.ThresholdOf(results.ThBaselineTolerance).Summary: results.DefaultOf(results.ThBaselineTolerance)} {
 		if th, ok := s.Meta.Thresholds[key]; !ok || th.Value == nil || *th.Value != want {
 			t.Errorf("meta.thresholds[%q] = %+v, want %g", key, th, want)
 		}

@@ -20,7 +20,7 @@ type CalibrateOptions struct {
 
 // DefaultCalibrateOptions returns the seed's margins.
 func DefaultCalibrateOptions() CalibrateOptions {
-	return CalibrateOptions{TTFTMarginPct: DefaultCalibTTFTMarginPct, ThroughputMarginPct: DefaultCalibThrMarginPct}
+	return CalibrateOptions{TTFTMarginPct: results.DefaultOf(results.ThCalibTTFTMarginPct), ThroughputMarginPct: results.DefaultOf(results.ThCalibThrMarginPct)}
 }
 
 // CalibFigure is one measured figure that fed (or was kept out of) a calibration.
@@ -196,10 +196,10 @@ func WriteCalibrationYAML(w io.Writer, entries []CalibEntry, runs []string, opt 
 		for _, n := range e.Notes {
 			fmt.Fprintf(&b, "      # %s\n", n)
 		}
-		writeKey(&b, "ttft_p95_ms", e.TTFTP95Ms, "sync TTFT p95 (ms)", e.TTFT, false)
-		writeKey(&b, "min_throughput_req_s", e.MinReqS, "sustained req/s", e.ReqS, true)
+		writeKey(&b, results.ThresholdOf(results.ThTTFTP95Ms).Gate, e.TTFTP95Ms, "sync TTFT p95 (ms)", e.TTFT, false)
+		writeKey(&b, results.ThresholdOf(results.ThMinThroughputReqS).Gate, e.MinReqS, "sustained req/s", e.ReqS, true)
 		if opt.ITL {
-			writeKey(&b, "itl_p95_ms", e.ITLP95Ms, "sync ITL p95 (ms)", e.ITL, false)
+			writeKey(&b, results.ThresholdOf(results.ThITLP95Ms).Gate, e.ITLP95Ms, "sync ITL p95 (ms)", e.ITL, false)
 		}
 		if e.TTFTP95Ms == nil && e.MinReqS == nil && (!opt.ITL || e.ITLP95Ms == nil) {
 			b.WriteString("      {}\n")

@@ -6,16 +6,17 @@ import (
 	"math"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // Margin derivation (issue 35): compare.variance_pct is the material margin of the interval rule.
 // On known-healthy hardware the cards differ only by what the hardware lets them differ; the margin
 // is half again the largest gap any healthy card showed against the median of its peers, and at
-// least MinCalibMarginPct, so that a card as far off as a healthy one never counts as material.
+// least minCalibMarginPct(), so that a card as far off as a healthy one never counts as material.
 
-// MinCalibMarginPct is the least margin calibrate derives: below it a margin is finer than the
+// minCalibMarginPct is the least margin calibrate derives: below it a margin is finer than the
 // run-to-run noise of a whole host (the H200 pair measured 1.5 % apart).
-const MinCalibMarginPct = 3.0
+func minCalibMarginPct() float64 { return results.DefaultOf(results.ThCalibMinMarginPct) }
 
 // CalibMargin is the derived margin with the gap it came from.
 type CalibMargin struct {
@@ -59,7 +60,7 @@ func CalibrateMargin(runs []CalibRun) (CalibMargin, bool) {
 	if m.Gaps == 0 {
 		return m, false
 	}
-	m.Pct = max(MinCalibMarginPct, math.Ceil(1.5*m.GapPct))
+	m.Pct = max(minCalibMarginPct(), math.Ceil(1.5*m.GapPct))
 	return m, true
 }
 
@@ -77,6 +78,6 @@ func WriteMarginYAML(w io.Writer, runs []CalibRun) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "# the largest gap of a healthy card to the median of its peers: %.1f %% (%s, %s gpu %d, of %d figures); the margin is 1.5 × it, at least %g %%\ncompare:\n  variance_pct: %g\n",
-		m.GapPct, m.Metric, m.Run, m.GPU, m.Gaps, MinCalibMarginPct, m.Pct)
+		m.GapPct, m.Metric, m.Run, m.GPU, m.Gaps, minCalibMarginPct(), m.Pct)
 	return err
 }

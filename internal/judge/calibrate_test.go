@@ -118,7 +118,7 @@ func TestYAMLQuote(t *testing.T) {
 func TestConfigYAMLRoundTrip(t *testing.T) {
 	c := DefaultConfig()
 	c.Reference = map[string]map[string]Override{"NVIDIA L40S": {"Qwen/Qwen2.5-3B-Instruct": {TTFTP95Ms: fp(2000), MinThroughputReqS: fp(8)}}}
-	c.GPUGates = map[string]Gates{"NVIDIA H100": c.Gates.with(Override{Disable: []string{KeyITLP95}}, "accelerator:h100")}
+	c.GPUGates = map[string]Gates{"NVIDIA H100": c.Gates.with(Override{Disable: []string{results.ThresholdOf(results.ThITLP95Ms).Gate}}, "accelerator:h100")}
 	b, err := yaml.Marshal(c)
 	if err != nil {
 		t.Fatal(err)

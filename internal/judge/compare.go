@@ -26,19 +26,6 @@ const (
 	MetricConcTTFTP99    = "ttft_p99_concurrency_ms"
 )
 
-// Default tolerances and noise guards ("How results are judged" in docs/).
-const (
-	DefaultLLMVariancePct     = compare.DefaultLLMVariancePct
-	DefaultGEMMVariancePct    = compare.DefaultGEMMVariancePct
-	DefaultMinSamples         = compare.DefaultMinSamples
-	DefaultMinThroughputReqS  = compare.DefaultMinThroughputReqS
-	DefaultMinTTFTDeltaMs     = compare.DefaultMinTTFTDeltaMs
-	DefaultBaselineTolerance  = 10.0
-	DefaultAICRTolerancePct   = 10.0
-	DefaultCalibTTFTMarginPct = 30.0
-	DefaultCalibThrMarginPct  = 25.0
-)
-
 // Guards are the tolerance and noise guards of package compare.
 type Guards = compare.Guards
 

@@ -13,15 +13,6 @@ import (
 // It is results.Threshold, so the limits in force can be written into summary.json as they are.
 type Limit = results.Threshold
 
-// Gate keys: the names of the gates in Gates, in Override.Disable, and in the reference table.
-const (
-	KeyTTFTP95        = "ttft_p95_ms"
-	KeyITLP95         = "itl_p95_ms"
-	KeyMinThroughput  = "min_throughput_req_s"
-	KeyAICRThroughput = "aicr_min_output_tok_s"
-	KeyAICRTTFTP99    = "aicr_max_ttft_p99_ms"
-)
-
 // Gates are the absolute gates applied to every endpoint.
 type Gates struct {
 	// TTFTP95Ms: the synchronous run's TTFT p95 must be ≤ this (ms). Seed default 200.
@@ -84,6 +75,8 @@ type Config struct {
 	// DriftPct: a figure worse than its node's or GPU's acceptance run by more than this, with the
 	// interval of the gap beyond it, is a drift (history.drift_pct; issue 47).
 	DriftPct Limit `yaml:"drift_pct" json:"drift_pct"`
+	// PCIeMinGBps: pinned PCIe bandwidth below this is flagged (health.pcie_min_gbs).
+	PCIeMinGBps Limit `yaml:"pcie_min_gbs" json:"pcie_min_gbs"`
 }
 
 // AICR throughput scopes.
@@ -102,28 +95,37 @@ func f(v float64) *float64 { return &v }
 
 func def(v float64, unit string) Limit { return Limit{Value: f(v), Unit: unit, Source: SourceDefault} }
 
-func off(unit string) Limit { return Limit{Unit: unit, Source: SourceDefault} }
+// defaultLimit is a threshold's default as the table gives it: its value (none when it is off by
+// default) and unit.
+func defaultLimit(key string) Limit {
+	t := results.ThresholdOf(key)
+	if t.Off {
+		return Limit{Unit: t.Unit, Source: SourceDefault}
+	}
+	return def(t.Default, t.Unit)
+}
 
 // DefaultConfig returns the thresholds table's defaults, every one marked "default".
 func DefaultConfig() Config {
 	return Config{
 		Gates: Gates{
-			TTFTP95Ms:         def(defaultOf(ThTTFTP95Ms), "ms"),
-			ITLP95Ms:          def(defaultOf(ThITLP95Ms), "ms"),
-			MinThroughputReqS: off("req/s"),
-			AICRMinOutputTokS: off("tok/s"),
-			AICRMaxTTFTP99Ms:  off("ms"),
+			TTFTP95Ms:         defaultLimit(results.ThTTFTP95Ms),
+			ITLP95Ms:          defaultLimit(results.ThITLP95Ms),
+			MinThroughputReqS: defaultLimit(results.ThMinThroughputReqS),
+			AICRMinOutputTokS: defaultLimit(results.ThAICRMinOutputTokS),
+			AICRMaxTTFTP99Ms:  defaultLimit(results.ThAICRMaxTTFTP99Ms),
 		},
-		AICRTolerancePct:         def(defaultOf(ThAICRTolerancePct), "%"),
+		AICRTolerancePct:         def(results.DefaultOf(results.ThAICRTolerancePct), "%"),
 		AICRThroughputScope:      ScopeNode,
-		LLMVariancePct:           def(defaultOf(ThLLMVariancePct), "%"),
-		GEMMVariancePct:          def(defaultOf(ThGEMMVariancePct), "%"),
-		CompareMinSamples:        def(defaultOf(ThMinSamples), "requests"),
-		CompareMinThroughputReqS: def(defaultOf(ThMinThroughputReqS), "req/s"),
-		CompareMinTTFTDeltaMs:    def(defaultOf(ThMinTTFTDeltaMs), "ms"),
-		BaselineTolerancePct:     def(defaultOf(ThBaselineTolerance), "%"),
-		MaxErrorRatePct:          def(defaultOf(ThMaxErrorRatePct), "%"),
-		DriftPct:                 def(defaultOf(ThDriftPct), "%"),
+		LLMVariancePct:           def(results.DefaultOf(results.ThLLMVariancePct), "%"),
+		GEMMVariancePct:          def(results.DefaultOf(results.ThGEMMVariancePct), "%"),
+		CompareMinSamples:        def(results.DefaultOf(results.ThMinSamples), "requests"),
+		CompareMinThroughputReqS: def(results.DefaultOf(results.ThCompareMinReqS), "req/s"),
+		CompareMinTTFTDeltaMs:    def(results.DefaultOf(results.ThMinTTFTDeltaMs), "ms"),
+		BaselineTolerancePct:     def(results.DefaultOf(results.ThBaselineTolerance), "%"),
+		MaxErrorRatePct:          def(results.DefaultOf(results.ThMaxErrorRatePct), "%"),
+		DriftPct:                 def(results.DefaultOf(results.ThDriftPct), "%"),
+		PCIeMinGBps:              def(results.DefaultOf(results.ThPCIeMinGBps), "GB/s"),
 	}
 }
 
@@ -164,22 +166,60 @@ func (g Gates) with(o Override, source string) Gates {
 			l.Value, l.Source = f(*v), source
 		}
 	}
-	set(&g.TTFTP95Ms, o.TTFTP95Ms)
-	set(&g.ITLP95Ms, o.ITLP95Ms)
-	set(&g.MinThroughputReqS, o.MinThroughputReqS)
-	set(&g.AICRMinOutputTokS, o.AICRMinOutputTokS)
-	set(&g.AICRMaxTTFTP99Ms, o.AICRMaxTTFTP99Ms)
+	for _, t := range results.Gates() {
+		set(g.limit(t.Key), o.value(t.Key))
+	}
 	for _, k := range o.Disable {
-		if l := g.byKey(k); l != nil {
+		if t, ok := gateNamed(k); ok {
+			l := g.limit(t.Key)
 			l.Value, l.Source = nil, source
 		}
 	}
 	return g
 }
 
-func (g *Gates) byKey(k string) *Limit {
-	return map[string]*Limit{KeyTTFTP95: &g.TTFTP95Ms, KeyITLP95: &g.ITLP95Ms, KeyMinThroughput: &g.MinThroughputReqS,
-		KeyAICRThroughput: &g.AICRMinOutputTokS, KeyAICRTTFTP99: &g.AICRMaxTTFTP99Ms}[k]
+// limit is the gate of a thresholds-table key (results.Th…).
+func (g *Gates) limit(key string) *Limit {
+	return map[string]*Limit{results.ThTTFTP95Ms: &g.TTFTP95Ms, results.ThITLP95Ms: &g.ITLP95Ms, results.ThMinThroughputReqS: &g.MinThroughputReqS,
+		results.ThAICRMinOutputTokS: &g.AICRMinOutputTokS, results.ThAICRMaxTTFTP99Ms: &g.AICRMaxTTFTP99Ms}[key]
+}
+
+// value is an override's value for the gate of a thresholds-table key (nil: inherited).
+func (o Override) value(key string) *float64 {
+	return map[string]*float64{results.ThTTFTP95Ms: o.TTFTP95Ms, results.ThITLP95Ms: o.ITLP95Ms, results.ThMinThroughputReqS: o.MinThroughputReqS,
+		results.ThAICRMinOutputTokS: o.AICRMinOutputTokS, results.ThAICRMaxTTFTP99Ms: o.AICRMaxTTFTP99Ms}[key]
+}
+
+// gateNamed is the gate a reference entry's or an accelerator's `disable:` names ("itl_p95_ms").
+func gateNamed(name string) (results.ThresholdSpec, bool) {
+	for _, t := range results.Gates() {
+		if t.Gate == name {
+			return t, true
+		}
+	}
+	return results.ThresholdSpec{}, false
+}
+
+// gateNames lists the gates' names, for a message about an unknown one.
+func gateNames() string {
+	var out []string
+	for _, t := range results.Gates() {
+		out = append(out, t.Gate)
+	}
+	return strings.Join(out, ", ")
+}
+
+// limitOf is the limit in force of a thresholds-table key written to meta.thresholds (nil: the
+// judge holds none for it).
+func (c *Config) limitOf(key string) *Limit {
+	if l := c.Gates.limit(key); l != nil {
+		return l
+	}
+	return map[string]*Limit{results.ThAICRTolerancePct: &c.AICRTolerancePct, results.ThMaxErrorRatePct: &c.MaxErrorRatePct,
+		results.ThLLMVariancePct: &c.LLMVariancePct, results.ThGEMMVariancePct: &c.GEMMVariancePct,
+		results.ThMinSamples: &c.CompareMinSamples, results.ThCompareMinReqS: &c.CompareMinThroughputReqS,
+		results.ThMinTTFTDeltaMs: &c.CompareMinTTFTDeltaMs, results.ThBaselineTolerance: &c.BaselineTolerancePct,
+		results.ThDriftPct: &c.DriftPct, results.ThPCIeMinGBps: &c.PCIeMinGBps}[key]
 }
 
 // Validate checks the config for values that cannot be meant; errors name the field path.
@@ -207,29 +247,22 @@ func (c Config) Validate() error {
 // tolerances set and below 100 %.
 func (c Config) limitErrors() []string {
 	var errs []string
-	for path, l := range map[string]Limit{
-		"thresholds.ttft_p95_ms": c.Gates.TTFTP95Ms, "thresholds.itl_p95_ms": c.Gates.ITLP95Ms,
-		"thresholds.min_throughput_req_s": c.Gates.MinThroughputReqS, "thresholds.aicr_min_output_tok_s": c.Gates.AICRMinOutputTokS,
-		"thresholds.aicr_max_ttft_p99_ms": c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
-		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
-		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
-		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, "baseline_tolerance_pct": c.BaselineTolerancePct,
-		"thresholds.max_error_rate_pct": c.MaxErrorRatePct,
-	} {
-		if l.Value != nil && *l.Value < 0 {
-			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", path, *l.Value))
+	for _, t := range results.Thresholds {
+		if l := c.limitOf(t.Key); l != nil && l.Value != nil && *l.Value < 0 {
+			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", t.Key, *l.Value))
 		}
 	}
 	if v := c.MaxErrorRatePct.Value; v != nil && *v > 100 {
-		errs = append(errs, fmt.Sprintf("thresholds.max_error_rate_pct: %g %% is above 100; give a percentage 0..100, or null for errors to only flag", *v))
+		errs = append(errs, fmt.Sprintf("%s: %g %% is above 100; give a percentage 0..100, or null for errors to only flag", results.ThMaxErrorRatePct, *v))
 	}
 	// The tolerances: unset (0) would flag every difference, 100 % or more none.
 	for _, t := range []struct {
 		path string
 		l    Limit
 		def  float64 // 0: may be left unset
-	}{{"llm_variance_pct", c.LLMVariancePct, DefaultLLMVariancePct}, {"gemm_variance_pct", c.GEMMVariancePct, DefaultGEMMVariancePct},
-		{"aicr_tolerance_pct", c.AICRTolerancePct, 0}} {
+	}{{results.ThLLMVariancePct, c.LLMVariancePct, results.DefaultOf(results.ThLLMVariancePct)},
+		{results.ThGEMMVariancePct, c.GEMMVariancePct, results.DefaultOf(results.ThGEMMVariancePct)},
+		{results.ThAICRTolerancePct, c.AICRTolerancePct, 0}} {
 		if t.def > 0 && (t.l.Value == nil || *t.l.Value == 0) {
 			errs = append(errs, fmt.Sprintf("%s: not set; a tolerance of 0 would flag every difference (the default is %g)", t.path, t.def))
 		}
@@ -244,29 +277,26 @@ func (c Config) limitErrors() []string {
 func overrideErrors(path string, o Override) []string {
 	var errs []string
 	for _, k := range o.Disable {
-		if (&Gates{}).byKey(k) == nil {
-			errs = append(errs, fmt.Sprintf("%s.disable: unknown gate %q; use one of %s, %s, %s, %s, %s",
-				path, k, KeyTTFTP95, KeyITLP95, KeyMinThroughput, KeyAICRThroughput, KeyAICRTTFTP99))
+		if _, ok := gateNamed(k); !ok {
+			errs = append(errs, fmt.Sprintf("%s.disable: unknown gate %q; use one of %s", path, k, gateNames()))
 		}
 	}
-	for k, v := range map[string]*float64{KeyTTFTP95: o.TTFTP95Ms, KeyITLP95: o.ITLP95Ms, KeyMinThroughput: o.MinThroughputReqS,
-		KeyAICRThroughput: o.AICRMinOutputTokS, KeyAICRTTFTP99: o.AICRMaxTTFTP99Ms} {
-		if v != nil && *v < 0 {
-			errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, k, *v))
+	for _, t := range results.Gates() {
+		if v := o.value(t.Key); v != nil && *v < 0 {
+			errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, t.Gate, *v))
 		}
 	}
 	return errs
 }
 
-// Thresholds lists the global limits in force by stable name, for summary.json's meta.thresholds.
+// Thresholds lists the limits in force by their meta.thresholds key (the thresholds table's
+// Summary), for summary.json.
 func (c Config) Thresholds() map[string]results.Threshold {
-	return map[string]results.Threshold{
-		results.ThresholdTTFTP95: c.Gates.TTFTP95Ms, "gate." + KeyITLP95: c.Gates.ITLP95Ms,
-		"gate." + KeyMinThroughput: c.Gates.MinThroughputReqS, "gate." + KeyAICRThroughput: c.Gates.AICRMinOutputTokS,
-		"gate." + KeyAICRTTFTP99: c.Gates.AICRMaxTTFTP99Ms, "aicr_tolerance_pct": c.AICRTolerancePct,
-		"llm_variance_pct": c.LLMVariancePct, "gemm_variance_pct": c.GEMMVariancePct,
-		"compare_min_samples": c.CompareMinSamples, "compare_min_throughput_req_s": c.CompareMinThroughputReqS,
-		"compare_min_ttft_delta_ms": c.CompareMinTTFTDeltaMs, results.ThresholdBaselineTolerance: c.BaselineTolerancePct,
-		"gate.max_error_rate_pct": c.MaxErrorRatePct, "history.drift_pct": c.DriftPct,
+	out := map[string]results.Threshold{}
+	for _, t := range results.Thresholds {
+		if l := c.limitOf(t.Key); l != nil && t.Summary != "" {
+			out[t.Summary] = *l
+		}
 	}
+	return out
 }

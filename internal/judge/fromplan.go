@@ -22,25 +22,26 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 	}
 	cfg := DefaultConfig()
 	cfg.Gates = gatesFrom(c.Gates, src)
-	cfg.AICRTolerancePct = Limit{Value: f(c.Gates.AICRTolerancePct), Unit: "%", Source: src("gates.aicr_tolerance_pct")}
+	cfg.AICRTolerancePct = Limit{Value: f(c.Gates.AICRTolerancePct), Unit: "%", Source: src(results.ThAICRTolerancePct)}
 	if c.Gates.AICRThroughputScope != "" {
 		cfg.AICRThroughputScope = c.Gates.AICRThroughputScope
 	}
-	guard := func(v float64, unit, path string) Limit {
-		l := Limit{Unit: unit, Source: src(path)}
+	guard := func(v float64, key string) Limit {
+		l := Limit{Unit: results.ThresholdOf(key).Unit, Source: src(key)}
 		if v > 0 {
 			l.Value = f(v)
 		}
 		return l
 	}
-	cfg.LLMVariancePct = guard(c.Compare.VariancePct, "%", "compare.variance_pct")
-	cfg.GEMMVariancePct = guard(c.Compare.GEMMVariancePct, "%", "compare.gemm_variance_pct")
-	cfg.CompareMinSamples = guard(float64(c.Compare.MinSamples), "requests", "compare.min_samples")
-	cfg.CompareMinThroughputReqS = guard(c.Compare.MinThroughputReqS, "req/s", "compare.min_throughput_req_s")
-	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, "ms", "compare.min_ttft_delta_ms")
-	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, "%", "compare.baseline_tolerance_pct")
-	cfg.MaxErrorRatePct = Limit{Value: c.Gates.MaxErrorRatePct, Unit: "%", Source: src("gates.max_error_rate_pct")}
-	cfg.DriftPct = guard(c.History.DriftPct, "%", "history.drift_pct")
+	cfg.LLMVariancePct = guard(c.Compare.VariancePct, results.ThLLMVariancePct)
+	cfg.GEMMVariancePct = guard(c.Compare.GEMMVariancePct, results.ThGEMMVariancePct)
+	cfg.CompareMinSamples = guard(float64(c.Compare.MinSamples), results.ThMinSamples)
+	cfg.CompareMinThroughputReqS = guard(c.Compare.MinThroughputReqS, results.ThCompareMinReqS)
+	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, results.ThMinTTFTDeltaMs)
+	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, results.ThBaselineTolerance)
+	cfg.MaxErrorRatePct = Limit{Value: c.Gates.MaxErrorRatePct, Unit: "%", Source: src(results.ThMaxErrorRatePct)}
+	cfg.DriftPct = guard(c.History.DriftPct, results.ThDriftPct)
+	cfg.PCIeMinGBps = guard(c.Health.PCIeMinGBs, results.ThPCIeMinGBps)
 	if len(c.Reference) > 0 {
 		cfg.Reference = map[string]map[string]Override{}
 		for gpu, models := range c.Reference {
@@ -68,14 +69,16 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 	return cfg
 }
 
+// gatesFrom is the config's gates as the judge's limits, each with its unit from the thresholds
+// table and the source the plan recorded for its key.
 func gatesFrom(g config.Gates, src func(string) string) Gates {
-	return Gates{
-		TTFTP95Ms:         Limit{Value: g.TTFTP95Ms, Unit: "ms", Source: src("gates.ttft_p95_ms")},
-		ITLP95Ms:          Limit{Value: g.ITLP95Ms, Unit: "ms", Source: src("gates.itl_p95_ms")},
-		MinThroughputReqS: Limit{Value: g.MinThroughputReqS, Unit: "req/s", Source: src("gates.min_throughput_req_s")},
-		AICRMinOutputTokS: Limit{Value: g.AICRMinOutputTokS, Unit: "tok/s", Source: src("gates.aicr_min_output_tok_s")},
-		AICRMaxTTFTP99Ms:  Limit{Value: g.AICRMaxTTFTP99Ms, Unit: "ms", Source: src("gates.aicr_max_ttft_p99_ms")},
+	values := map[string]*float64{results.ThTTFTP95Ms: g.TTFTP95Ms, results.ThITLP95Ms: g.ITLP95Ms, results.ThMinThroughputReqS: g.MinThroughputReqS,
+		results.ThAICRMinOutputTokS: g.AICRMinOutputTokS, results.ThAICRMaxTTFTP99Ms: g.AICRMaxTTFTP99Ms}
+	var out Gates
+	for _, t := range results.Gates() {
+		*out.limit(t.Key) = Limit{Value: values[t.Key], Unit: t.Unit, Source: src(t.Key)}
 	}
+	return out
 }
 
 // Fleet judges a merged fleet summary: node to node first, so that the roll-up Judge then makes of

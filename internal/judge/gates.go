@@ -36,6 +36,13 @@ type Measured struct {
 	Missing string // why not present, said to the operator
 }
 
+// spec is the gate of a thresholds-table key with its limit in force: its check id, name, unit
+// and direction from the table.
+func (g Gates) spec(key string) GateSpec {
+	t := results.ThresholdOf(key)
+	return GateSpec{Check: t.Check, Name: t.Name, Unit: t.Unit, Upper: t.Upper, Limit: *g.limit(key)}
+}
+
 // Threshold is the threshold a gate applies (Limit × Factor), or nil when the gate is disabled.
 func (g GateSpec) Threshold() *float64 {
 	if g.Limit.Value == nil {

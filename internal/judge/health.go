@@ -62,8 +62,8 @@ type HealthRules struct {
 
 // DefaultHealthRules are the thresholds table's defaults.
 func DefaultHealthRules() HealthRules {
-	return HealthRules{MinPCIeGBps: defaultOf(ThPCIeMinGBps), GEMMVariancePct: defaultOf(ThGEMMVariancePct),
-		PCIeVariancePct: defaultOf(ThPCIeVariancePct), LinkVariancePct: defaultOf(ThLinkVariancePct)}
+	return HealthRules{MinPCIeGBps: results.DefaultOf(results.ThPCIeMinGBps), GEMMVariancePct: results.DefaultOf(results.ThGEMMVariancePct),
+		PCIeVariancePct: results.DefaultOf(results.ThPCIeVariancePct), LinkVariancePct: results.DefaultOf(results.ThLinkVariancePct)}
 }
 
 func (r *HealthRules) defaults() {

@@ -406,10 +406,10 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
 			f.Reason += "; no health phase ran to tell the GPU from the engine: rerun with health"
 		case !cleared:
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
-		case sol != nil && sol.BoundOutputTokS > 0 && sol.Percent < defaultOf(ThEngineBoundSOLPct):
+		case sol != nil && sol.BoundOutputTokS > 0 && sol.Percent < results.DefaultOf(results.ThEngineBoundSOLPct):
 			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
 			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
-				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(defaultOf(ThEngineBoundSOLPct)))
+				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(results.DefaultOf(results.ThEngineBoundSOLPct)))
 		case f.Check == CheckExpected:
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
 		default:

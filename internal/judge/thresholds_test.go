@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // The thresholds table is the one home of every default: the judge's, the health rules' and the
@@ -14,27 +15,27 @@ import (
 func TestThresholdsTableIsTheDefaults(t *testing.T) {
 	c := config.Defaults()
 	for key, got := range map[string]float64{
-		ThTTFTP95Ms: *c.Gates.TTFTP95Ms, ThITLP95Ms: *c.Gates.ITLP95Ms, ThAICRTolerancePct: c.Gates.AICRTolerancePct,
-		ThMaxErrorRatePct: *c.Gates.MaxErrorRatePct, ThLLMVariancePct: c.Compare.VariancePct, ThGEMMVariancePct: c.Compare.GEMMVariancePct,
-		ThMinSamples: float64(c.Compare.MinSamples), ThMinThroughputReqS: c.Compare.MinThroughputReqS, ThMinTTFTDeltaMs: c.Compare.MinTTFTDeltaMs,
-		ThBaselineTolerance: c.Compare.BaselineTolerancePc, ThPCIeMinGBps: c.Health.PCIeMinGBs, ThDriftPct: c.History.DriftPct,
-		ThCalibTTFTMarginPct: DefaultCalibrateOptions().TTFTMarginPct, ThCalibThrMarginPct: DefaultCalibrateOptions().ThroughputMarginPct,
+		results.ThTTFTP95Ms: *c.Gates.TTFTP95Ms, results.ThITLP95Ms: *c.Gates.ITLP95Ms, results.ThAICRTolerancePct: c.Gates.AICRTolerancePct,
+		results.ThMaxErrorRatePct: *c.Gates.MaxErrorRatePct, results.ThLLMVariancePct: c.Compare.VariancePct, results.ThGEMMVariancePct: c.Compare.GEMMVariancePct,
+		results.ThMinSamples: float64(c.Compare.MinSamples), results.ThCompareMinReqS: c.Compare.MinThroughputReqS, results.ThMinTTFTDeltaMs: c.Compare.MinTTFTDeltaMs,
+		results.ThBaselineTolerance: c.Compare.BaselineTolerancePc, results.ThPCIeMinGBps: c.Health.PCIeMinGBs, results.ThDriftPct: c.History.DriftPct,
+		results.ThCalibTTFTMarginPct: DefaultCalibrateOptions().TTFTMarginPct, results.ThCalibThrMarginPct: DefaultCalibrateOptions().ThroughputMarginPct,
 	} {
-		if want := defaultOf(key); got != want {
+		if want := results.DefaultOf(key); got != want {
 			t.Errorf("%s: the default in force is %g, the thresholds table says %g", key, got, want)
 		}
 	}
 	d, r := DefaultConfig(), DefaultHealthRules()
-	for key, got := range map[string]float64{ThTTFTP95Ms: *d.Gates.TTFTP95Ms.Value, ThLLMVariancePct: *d.LLMVariancePct.Value,
-		ThMaxErrorRatePct: *d.MaxErrorRatePct.Value, ThPCIeMinGBps: r.MinPCIeGBps, ThGEMMVariancePct: r.GEMMVariancePct,
-		ThPCIeVariancePct: r.PCIeVariancePct, ThLinkVariancePct: r.LinkVariancePct} {
-		if want := defaultOf(key); got != want {
+	for key, got := range map[string]float64{results.ThTTFTP95Ms: *d.Gates.TTFTP95Ms.Value, results.ThLLMVariancePct: *d.LLMVariancePct.Value,
+		results.ThMaxErrorRatePct: *d.MaxErrorRatePct.Value, results.ThPCIeMinGBps: r.MinPCIeGBps, results.ThGEMMVariancePct: r.GEMMVariancePct,
+		results.ThPCIeVariancePct: r.PCIeVariancePct, results.ThLinkVariancePct: r.LinkVariancePct} {
+		if want := results.DefaultOf(key); got != want {
 			t.Errorf("%s: judge's default is %g, the table says %g", key, got, want)
 		}
 	}
 	seen := map[string]bool{}
-	for _, th := range Thresholds {
-		if seen[th.Key] || th.Where == "" || (th.Source != FromSeed && th.Source != FromDatasheet && th.Source != FromMeasured) {
+	for _, th := range results.Thresholds {
+		if seen[th.Key] || th.Where == "" || (th.Source != results.FromSeed && th.Source != results.FromDatasheet && th.Source != results.FromMeasured) {
 			t.Errorf("row %+v: a key once, with a source and where it comes from", th)
 		}
 		seen[th.Key] = true
@@ -50,10 +51,13 @@ func TestThresholdsDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, th := range Thresholds {
+	for _, th := range results.Thresholds {
 		d := fmtNum(th.Default)
-		if th.Key == ThFloors {
+		if th.Key == results.ThFloors {
 			d = "per benchmark"
+		}
+		if th.Off {
+			d = "off"
 		}
 		if row := fmt.Sprintf("| `%s` | %s | %s | %s |", th.Key, d, th.Unit, th.Source); !strings.Contains(string(b), row) {
 			t.Errorf("docs/thresholds.md lacks %q", row)

@@ -73,7 +73,7 @@ func ResolveGPUNames(c *config.Config, cat *catalog.Catalog) error {
 	for _, k := range slices.Sorted(maps.Keys(c.ReferenceFloors)) {
 		g, ok := exactGPU(cat, k)
 		if !ok {
-			return unknownGPUKey(cat, "reference_floors", k)
+			return unknownGPUKey(cat, results.ThFloors, k)
 		}
 		expand(c.ReferenceFloors, k, g)
 	}
@@ -145,7 +145,7 @@ func unusedGPUKeys(c config.Config, cat *catalog.Catalog, found []results.GPUInf
 		}
 	}
 	check("reference", slices.Sorted(maps.Keys(c.Reference)))
-	check("reference_floors", slices.Sorted(maps.Keys(c.ReferenceFloors)))
+	check(results.ThFloors, slices.Sorted(maps.Keys(c.ReferenceFloors)))
 	check("accelerators", slices.Sorted(maps.Keys(c.Accelerators)))
 	return out
 }

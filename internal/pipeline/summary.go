@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -24,7 +25,7 @@ func NewSummary(plan *config.Plan, runID string, start time.Time, toolVersion st
 		StartedAt:     start,
 		Backend:       c.Backend,
 		Environment:   Environment(plan),
-		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: config.Thresholds(c, plan.Sources),
+		Meta: results.Meta{Models: c.Models, LoadProfile: &lc, Thresholds: judge.FromPlan(plan, nil).Thresholds(),
 			Settings: plan.Settings()},
 	}
 }

@@ -344,7 +344,7 @@ func TestHeadlineSaysWhatTheFlagsAreOn(t *testing.T) {
 // summary judged before its gates, or one with the gate off on every endpoint but the global one).
 func TestTTFTSLOFromMetaThresholds(t *testing.T) {
 	v := 150.0
-	s := &results.Summary{Meta: results.Meta{Thresholds: map[string]results.Threshold{results.ThresholdTTFTP95: {Value: &v, Unit: "ms"}}}}
+	s := &results.Summary{Meta: results.Meta{Thresholds: map[string]results.Threshold{results.ThresholdOf(results.ThTTFTP95Ms).Summary: {Value: &v, Unit: "ms"}}}}
 	if l := ttftSLO(s, results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}}}}); l == nil || l.Y != 150 {
 		t.Fatalf("SLO line %+v, want 150 ms from meta.thresholds", l)
 	}

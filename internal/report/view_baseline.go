@@ -11,7 +11,7 @@ func buildBaseline(s *results.Summary) *baselineView {
 	b := s.Baseline
 	v := &baselineView{File: b.BaselineFile, Note: b.Note, Envs: b.Environments, Caveats: b.Caveats}
 	tol := 10.0 // the seeds' default, when the file does not say
-	if t, ok := s.Meta.Thresholds[results.ThresholdBaselineTolerance]; ok && t.Value != nil {
+	if t, ok := s.Meta.Thresholds[results.ThresholdOf(results.ThBaselineTolerance).Summary]; ok && t.Value != nil {
 		tol = *t.Value
 	}
 	if b.TolerancePct > 0 {

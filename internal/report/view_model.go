@@ -96,14 +96,8 @@ func firstClause(s string) string {
 
 // gateLabel is a short column title for a gate check id.
 func gateLabel(check string) string {
-	if l, ok := map[string]string{
-		"gate.ttft_p95":        "TTFT p95 gate",
-		"gate.itl_p95":         "ITL p95 gate",
-		"gate.sustained_req_s": "req/s floor",
-		"gate.aicr_throughput": "aicr tok/s gate",
-		"gate.aicr_ttft_p99":   "aicr TTFT p99 gate",
-	}[check]; ok {
-		return l
+	if t, ok := results.GateByCheck(check); ok {
+		return t.Label
 	}
 	return strings.TrimPrefix(check, "gate.")
 }
@@ -220,9 +214,10 @@ func isRef(src string) bool { return strings.HasPrefix(src, "reference") }
 
 // ttftSLO finds the TTFT p95 gate in force for a model's endpoints (the reference table may set it).
 func ttftSLO(s *results.Summary, m results.Model) *RefLine {
+	gate := results.ThresholdOf(results.ThTTFTP95Ms)
 	for _, e := range m.Endpoints {
 		for _, v := range e.Verdicts {
-			if v.Check == "gate.ttft_p95" && v.Threshold != nil && v.Result != "disabled" {
+			if v.Check == gate.Check && v.Threshold != nil && v.Result != "disabled" {
 				l := "SLO " + num(*v.Threshold) + " ms"
 				if isRef(v.Source) {
 					l += " (ref)"
@@ -231,7 +226,7 @@ func ttftSLO(s *results.Summary, m results.Model) *RefLine {
 			}
 		}
 	}
-	if t, ok := s.Meta.Thresholds[results.ThresholdTTFTP95]; ok && t.Value != nil {
+	if t, ok := s.Meta.Thresholds[gate.Summary]; ok && t.Value != nil {
 		return &RefLine{Y: *t.Value, Label: "SLO " + num(*t.Value) + " ms"}
 	}
 	return nil

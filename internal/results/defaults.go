@@ -76,8 +76,8 @@ type HealthDefaults struct {
 
 // DefaultHealth returns the health phase's defaults.
 func DefaultHealth() HealthDefaults {
-	return HealthDefaults{MinPCIeGBps: 8, DCGMLevel: 2, DCGMTimeout: 15 * time.Minute,
-		GEMMVariancePct: 25, PCIeVariancePct: 25, LinkVariancePct: 25}
+	return HealthDefaults{MinPCIeGBps: DefaultOf(ThPCIeMinGBps), DCGMLevel: 2, DCGMTimeout: 15 * time.Minute,
+		GEMMVariancePct: DefaultOf(ThGEMMVariancePct), PCIeVariancePct: DefaultOf(ThPCIeVariancePct), LinkVariancePct: DefaultOf(ThLinkVariancePct)}
 }
 
 // SimDefaults are the simulator's defaults: the virtual host `gpuvet run --sim` and `gpuvet health

@@ -198,13 +198,6 @@ type Meta struct {
 	Settings map[string]string `json:"settings,omitempty"`
 }
 
-// Keys of Meta.Thresholds that readers of a summary look up (the judge and config write them with
-// these names; the report reads them).
-const (
-	ThresholdTTFTP95           = "gate.ttft_p95_ms"
-	ThresholdBaselineTolerance = "baseline_tolerance_pct"
-)
-
 // Threshold is one limit and where it came from, so every verdict can say who decided.
 type Threshold struct {
 	Value  *float64 `json:"value"` // nil: the gate is disabled
