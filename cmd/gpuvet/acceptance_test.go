@@ -12,6 +12,9 @@ import (
 // inconclusive exits 3 (its own code: neither a pass nor a finding). Without the mode the same
 // runs keep the default codes (flag and inconclusive exit 0).
 func TestRunAcceptanceExitCodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole simulated runs (20-85 s each): go test without -short runs them")
+	}
 	t.Parallel()
 	// The ok case is judged against a reference (a floor far under any run's), not the simulator's
 	// expected share: on a starved machine the sweep may not keep enough sequences in flight to

@@ -72,6 +72,9 @@ func TestRunSimBusyGPUIsFlagged(t *testing.T) {
 // Issue 26: on a single GPU there is no sibling to compare with; a card at half its datasheet peaks
 // is flagged by the floors alone.
 func TestRunSimSingleSlowGPUIsFlagged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole simulated runs (20-85 s each): go test without -short runs them")
+	}
 	t.Parallel()
 	code, text, s := runSim(t, "--sim-gpus", "1", "--sim-straggler", "0", "--set", "sim.straggler_pct=38")
 	if code != 0 || s.Status != results.StatusFlag {

@@ -15,6 +15,9 @@ import (
 // inconclusive (not proven), never failed or flagged, and its host's hardware status is not
 // failed (a gate takes no action on it). The other GPU is unaffected.
 func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole simulated runs (20-85 s each): go test without -short runs them")
+	}
 	t.Parallel()
 	for _, tc := range []struct{ kind, what, evidence string }{
 		{"short", "short output despite ignore_eos", "short_output (asked for "},

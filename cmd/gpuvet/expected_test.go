@@ -15,6 +15,9 @@ import (
 // inconclusive with the reason (flag on a quiet machine; inconclusive where a busy one left the
 // client behind), where they ended ok; a healthy single card is not flagged.
 func TestRunSimSlowWithoutAPeerIsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole simulated runs (20-85 s each): go test without -short runs them")
+	}
 	t.Parallel()
 	for _, c := range []struct {
 		name string

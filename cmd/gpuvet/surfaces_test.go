@@ -20,6 +20,9 @@ import (
 // line, summary.json, the HTML, JUnit, CTRF and Prometheus agree on each GPU's, the host's and the
 // run's status, and JUnit and CTRF count the same tests.
 func TestRunSimEverySurfaceAgrees(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole simulated runs (20-85 s each): go test without -short runs them")
+	}
 	t.Parallel()
 	cases := []struct {
 		name string
