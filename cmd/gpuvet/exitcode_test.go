@@ -48,6 +48,7 @@ func TestExitCodesAgreeAcrossCommands(t *testing.T) {
 		// run's did-you-mean points at it, and a bad model names its flag, not a Go slice.
 		{[]string{"health", "--sim", "--sim-count", "0"}, 2, "use --sim-gpus"},
 		{[]string{"run", "--sim", "--sim-count", "2"}, 2, "Did you mean this?\n\t--sim-gpus"},
+		{[]string{"run", "--sim", "--sim-gpu-count", "2"}, 2, "Did you mean this?\n\t--sim-gpus"}, // not --gpu-count, nor --sim-gpu (the model)
 		{[]string{"health", "--sim", "--sim-gpu", "2"}, 2, "--sim-gpu: unknown GPU \"2\"; known: A100, "},
 		// Issue 42: a user@ or :port in --hosts is a bad flag, not an unreachable host.
 		{[]string{"run", "--backend", "ssh", "--hosts", "root@10.0.0.1:2222", "--out", filepath.Join(dir, "h")}, 2, "--set ssh.user=root --set ssh.port=2222"},

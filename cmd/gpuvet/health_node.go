@@ -25,6 +25,9 @@ type nodeHealth struct {
 	drain  bool
 	node   string
 	dryRun bool
+	// notHere is why a dry run's node is not one the scheduler knows ("": it is): said instead of
+	// what the dry run would do, which a real run would refuse.
+	notHere string
 }
 
 // nodeHealths are every backend's hooks for one health command.
@@ -81,17 +84,24 @@ func (h *nodeHealth) nodeName() (string, error) {
 
 // preflight checks that the hook runs on a node the scheduler knows: off a cluster the check would
 // end in the scheduler's raw errors and exit 1, which a Prolog's caller takes as "drain this node"
-// (exit 2 here, before anything ran; a dry run is not checked).
+// (exit 2 here, before anything ran). A dry run is not refused: it says so after the check.
 func (h *nodeHealth) preflight(ctx context.Context) error {
-	if !h.drain || h.dryRun {
+	if !h.drain {
 		return nil
 	}
 	node, err := h.nodeName()
 	if err != nil {
+		if h.dryRun {
+			return nil // act says it
+		}
 		return usageErr("%v", err)
 	}
 	if err := h.hook.Known(ctx, node); err != nil {
 		first, _, _ := strings.Cut(err.Error(), "\n")
+		if h.dryRun {
+			h.notHere = fmt.Sprintf("node %s is not a %s node here (%v): without --%s-dry-run this check would be refused", node, h.hook.Scheduler, first, h.hook.Name)
+			return nil
+		}
 		return usageErr("%s: node %s is not a %s node here (%v): run gpuvet health %s on the node, as %s (or name it with --%s-node), or drop %s",
 			h.flag(), node, h.hook.Scheduler, first, h.flag(), h.hook.Where, h.hook.Name, h.flag())
 	}
@@ -114,6 +124,10 @@ func (h *nodeHealth) act(ctx context.Context, cmd *cobra.Command, r *results.Hea
 		return failedErr("%v", err)
 	}
 	why := fleet.HostReason(results.Host{Health: r})
+	if h.dryRun && h.notHere != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "dry run: %s\n", h.notHere)
+		return nil
+	}
 	if h.dryRun {
 		fmt.Fprintf(cmd.ErrOrStderr(), "dry run: node %s is %s: %s\n", node, r.Status, map[results.Status]string{
 			results.StatusFailed: "would drain it (unless someone else drained it)", results.StatusOK: "would resume it if gpuvet drained it"}[r.Status])

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,5 +101,28 @@ func TestHistoryCommand(t *testing.T) {
 	}
 	if code, out := runCLI(t, "history", "runs", "--set", "history.url=sqlite:///proc/nope/history.db"); code != 2 {
 		t.Fatalf("an unusable store: exit %d\n%s", code, out)
+	}
+}
+
+// Issue 51: a run whose history cannot be written ends exit 1 (the README's "a result that could
+// not be written after it was measured"), and its last line says that, not only "run status ok".
+func TestRunWithAnUnwritableHistoryExits1AndSaysWhy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
+	dir := t.TempDir()
+	db := filepath.Join(dir, "bad.db")
+	if err := os.WriteFile(db, []byte("this is not a SQLite database, it is a user's file"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"run", "--sim", "--sim-gpus", "1", "--out", filepath.Join(dir, "out"),
+		"--set", "history.enabled=true", "--set", "history.url=sqlite://" + db}, quickSim...)
+	b, err := gpuvet(args...).CombinedOutput()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v, want 1:\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "was not recorded in the history") {
+		t.Errorf("the last line does not say the history was not recorded:\n%s", b)
 	}
 }

@@ -90,10 +90,60 @@ func withFlagHint(cmd *cobra.Command, err error) error {
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if near, ok := config.Closest(name, names); ok {
+	if near, ok := nearestFlag(name, names); ok {
 		return fmt.Errorf("%v\n\nDid you mean this?\n\t--%s", err, near)
 	}
 	return err
+}
+
+// nearestFlag is the flag an unknown one most likely meant. A flag of a family (--sim-…) is
+// matched within its family first, by spelling, then by the words they share (--sim-gpu-count:
+// --sim-gpus, not --gpu-count, a real-GPU flag nearer by spelling); then among all flags.
+func nearestFlag(name string, names []string) (string, bool) {
+	family, _, ok := strings.Cut(name, "-")
+	if ok {
+		var kin []string
+		for _, n := range names {
+			if strings.HasPrefix(n, family+"-") {
+				kin = append(kin, n)
+			}
+		}
+		if near, ok := config.Closest(name, kin); ok {
+			return near, true
+		}
+		if near, ok := sharesMostWords(name, kin); ok {
+			return near, true
+		}
+	}
+	return config.Closest(name, names)
+}
+
+// sharesMostWords is the candidate sharing the most words with name beyond the first (a word and
+// its plural alike, and a plural counts twice where name asks for a count: --sim-gpu-count means
+// --sim-gpus, not --sim-gpu), at least one; ties go to the nearer spelling.
+func sharesMostWords(name string, candidates []string) (string, bool) {
+	stem := func(w string) string { return strings.TrimSuffix(w, "s") }
+	words := map[string]bool{}
+	for _, w := range strings.Split(name, "-")[1:] {
+		words[stem(w)] = true
+	}
+	count := words["count"] || words["num"] || words["number"]
+	best, bestN := "", 0
+	for _, c := range candidates {
+		n := 0
+		for _, w := range strings.Split(c, "-")[1:] {
+			if words[stem(w)] {
+				n++
+				if count && w != stem(w) {
+					n++
+				}
+			}
+		}
+		if n > bestN || (n == bestN && n > 0 && config.EditDistance(name, c) < config.EditDistance(name, best)) {
+			best, bestN = c, n
+		}
+	}
+	return best, bestN > 0
 }
 
 func main() {
@@ -126,7 +176,11 @@ func executeTo(args []string, stdout, stderr io.Writer) int {
 	}
 	// Every error gpuvet ends with goes through the one URL redaction (a base URL's password, a
 	// ?api_key= in a message from any layer).
-	fmt.Fprintln(errOut, "gpuvet:", results.RedactURLs(err.Error()))
+	msg := results.RedactURLs(err.Error())
+	if len(msg) > 4096 { // a value given whole (a 100 KB --model): each quoted one cut to its start
+		msg = config.ClipQuoted(msg)
+	}
+	fmt.Fprintln(errOut, "gpuvet:", msg)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

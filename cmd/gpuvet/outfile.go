@@ -40,7 +40,7 @@ func checkReplaceable(path string, inputs ...string) error {
 	case st.IsDir():
 		return fmt.Errorf("%s is a directory; give a file name", path)
 	case !st.Mode().IsRegular():
-		return fmt.Errorf("%s is not a regular file (%s): gpuvet writes a report by replacing the file; give a file path", path, st.Mode().Type())
+		return fmt.Errorf("%s is %s, not a regular file: gpuvet writes a report by replacing the file; give a file path", path, fileKind(st.Mode()))
 	}
 	for _, in := range inputs {
 		if ist, err := os.Stat(in); err == nil && os.SameFile(st, ist) {
@@ -48,6 +48,21 @@ func checkReplaceable(path string, inputs ...string) error {
 		}
 	}
 	return checkOutFile(path)
+}
+
+// fileKind names a file that is not a regular one, in words.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file (" + m.Type().String() + ")"
 }
 
 // benchSteps is the number of rungs a bench profile runs: a sweep's sync, probe and rates, else one

@@ -49,6 +49,12 @@ func TestOutputPathsNeverReplaceWhatTheyMayNot(t *testing.T) {
 				t.Errorf("report %s %s: exit %d, want %d", flag, what, code, exitBadUsage)
 			}
 		}
+		if what == "a character device" { // said in words, not as Go's mode string (Dc---------)
+			var stdout, stderr bytes.Buffer
+			if executeTo([]string{"report", sum, "--html", path}, &stdout, &stderr); !strings.Contains(stderr.String(), "is a character device, not a regular file") {
+				t.Errorf("the refusal does not say what the file is:\n%s", stderr.String())
+			}
+		}
 		if what != "its own input" {
 			if code := execute([]string{"health", "--sim", "--sim-gpus", "1", "--dcgm=false", "--out", path}); code != exitBadUsage {
 				t.Errorf("health --out %s: exit %d, want %d", what, code, exitBadUsage)

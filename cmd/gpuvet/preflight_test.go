@@ -40,7 +40,7 @@ func TestBareRunOnAnEmptyHostRefusesBeforeHealth(t *testing.T) {
 	}
 }
 
-// A co-tenant span whose end is not after its start, and more GPUs than the simulator has, are bad
+// A co-tenant's or a throttle's span whose end is not after its start, and more GPUs than the simulator has, are bad
 // input, exit 2 before anything ran (no output folder made), as every other bad --sim-* flag is:
 // the first failed the host at discovery (exit 1, a failed node in the history), the second ran
 // the 4 GPUs there were without a word (issue 51).
@@ -51,6 +51,7 @@ func TestSimCoTenantSpanRefusedUpFront(t *testing.T) {
 		want string
 	}{
 		{[]string{"--sim-cotenant", "1:20s-5s"}, "TO is not a duration after FROM"},
+		{[]string{"--sim-throttle", "2:hw_slowdown:30s-10s"}, "TO is not a duration after FROM"},    // failed the host at discovery
 		{[]string{"--gpu-count", "9"}, "--gpu-count 9 (run.gpu_count): the simulator has 4 GPU(s)"}, // it ran 4 without a word
 	} {
 		b, err := gpuvet(append([]string{"run", "--sim", "--out", out}, c.args...)...).CombinedOutput()
@@ -59,6 +60,18 @@ func TestSimCoTenantSpanRefusedUpFront(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Errorf("%v: the refused run made its output folder", c.args)
+		}
+	}
+}
+
+// Issue 51: a value given whole (a 100 KB --model or --sim-gpu) is not echoed whole by the error
+// that refuses it: its start, and how long it was.
+func TestHugeFlagValueIsNotEchoedWhole(t *testing.T) {
+	huge := strings.Repeat("x", 100_000)
+	for _, flag := range []string{"--model", "--sim-gpu"} {
+		b, err := gpuvet("run", "--sim", "--out", filepath.Join(t.TempDir(), "out"), flag, huge).CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || len(b) > 2000 || !strings.Contains(string(b), "(100000 bytes)") {
+			t.Errorf("%s of 100 KB: exit %v, %d bytes of output, want exit 2 and the value cut:\n%.300s", flag, err, len(b), b)
 		}
 	}
 }

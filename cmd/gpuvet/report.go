@@ -80,6 +80,7 @@ func (o *reportOptions) Validate() error {
 		s = o.withDetails(s) // every output of the chosen hosts in full
 	}
 	o.summary = s
+	given := map[string]string{} // the cleaned path -> the flag that named it
 	for _, out := range []struct{ flag, path string }{{"--html", o.html}, {"--junit", o.junit}, {"--ctrf", o.ctrf}, {"--prom", o.prom}, {"--pdf", o.pdf}} {
 		if out.path == "" {
 			continue
@@ -87,6 +88,11 @@ func (o *reportOptions) Validate() error {
 		if err := checkReplaceable(out.path, o.path); err != nil {
 			return usageErr("%s: %v", out.flag, err)
 		}
+		// Two formats into one file: the second would replace the first, and both say "wrote".
+		if first, ok := given[filepath.Clean(out.path)]; ok {
+			return usageErr("%s and %s both name %s: the second would replace the first; give each format its own file", first, out.flag, out.path)
+		}
+		given[filepath.Clean(out.path)] = out.flag
 	}
 	return nil
 }

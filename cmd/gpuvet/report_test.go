@@ -45,6 +45,7 @@ func TestReportCmdBadInput(t *testing.T) {
 		{"report", filepath.Join(dir, "missing.json")},
 		{"report", notJSON},
 		{"report", sampleSummary, "--nope"},
+		{"report", sampleSummary, "--html", filepath.Join(dir, "x.out"), "--junit", filepath.Join(dir, ".", "x.out")}, // one file, two formats
 	} {
 		if code := execute(args); code != exitBadUsage {
 			t.Errorf("%s: exit %d, want %d", strings.Join(args, " "), code, exitBadUsage)

@@ -218,6 +218,10 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 		if res.ExitCode == judge.ExitUndecided && plan.Config.Run.Acceptance {
 			return &exitError{code: exitUndecided, err: fmt.Errorf("run status %s: undecided, not accepted (see %s for what would decide it)", res.Summary.Status, res.SummaryPath)}
 		}
+		if h := res.Summary.History; h != nil && h.Recorded == nil && h.Error != "" {
+			// The verdicts may be ok: what failed is the record of them (the README's exit 1).
+			return failedErr("run status %s, but the run was not recorded in the history: %s (see %s)", res.Summary.Status, h.Error, res.SummaryPath)
+		}
 		return failedErr("run status %s (see %s)", res.Summary.Status, res.SummaryPath)
 	}
 	return nil

@@ -9,7 +9,7 @@ func Closest(word string, candidates []string) (best string, ok bool) {
 	w := strings.ToLower(word)
 	bestD := -1
 	for _, c := range candidates {
-		d := editDistance(w, strings.ToLower(c))
+		d := EditDistance(w, strings.ToLower(c))
 		if bestD < 0 || d < bestD {
 			best, bestD = c, d
 		}
@@ -17,8 +17,8 @@ func Closest(word string, candidates []string) (best string, ok bool) {
 	return best, bestD >= 0 && bestD <= max(2, len(w)/3)
 }
 
-// editDistance is the Levenshtein distance of a and b (bytes; keys and flags are ASCII).
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b (bytes; keys and flags are ASCII).
+func EditDistance(a, b string) int {
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

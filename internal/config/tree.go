@@ -41,7 +41,7 @@ func (e *Error) Error() string {
 	if e.Line > 0 && ownLine {
 		loc += ":" + strconv.Itoa(e.Line)
 	}
-	msg := clipQuoted(e.Msg)
+	msg := ClipQuoted(e.Msg)
 	switch {
 	case e.Path == "":
 		return fmt.Sprintf("%s: %s", loc, msg)
@@ -59,8 +59,9 @@ const maxEcho = 60
 // quotedRe matches a Go-quoted string (%q) in a message.
 var quotedRe = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// clipQuoted cuts every quoted value in msg longer than maxEcho, saying how long it was.
-func clipQuoted(msg string) string {
+// ClipQuoted cuts every quoted value in msg longer than maxEcho, saying how long it was: an error
+// repeats enough of a value to recognise it, never a 100 KB flag whole.
+func ClipQuoted(msg string) string {
 	return quotedRe.ReplaceAllStringFunc(msg, func(q string) string {
 		s, err := strconv.Unquote(q)
 		if err != nil || len(s) <= maxEcho {

@@ -53,10 +53,11 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 				return bad("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
 			}
 		}
-		// The simulator's own rule (config checks only the form): a span whose end is not after
-		// its start was caught at discovery, a failed host recorded in the history.
-		if err := sim.CheckCoTenant(c.Sim.CoTenant, c.Sim.GPUs); err != nil {
-			return bad("--sim-cotenant (sim.cotenant): %v", err)
+		// The simulator's own rules (config checks only the forms): a co-tenant's or a throttle's
+		// span whose end is not after its start was caught at discovery, a failed host recorded
+		// in the history. Making the fleet checks every one and starts nothing.
+		if _, err := sim.NewFleet(simFleetConfig(c, cat)); err != nil {
+			return bad("the simulated host (the --sim-* flags, the sim section): %v", err)
 		}
 		if c.Run.GPUCount > c.Sim.GPUs {
 			return bad("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)

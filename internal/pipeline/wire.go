@@ -26,6 +26,14 @@ import (
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
+// simFleetConfig is the simulated host the plan's sim section describes.
+func simFleetConfig(c config.Config, cat *catalog.Catalog) sim.FleetConfig {
+	return sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
+		StragglerPct: c.Sim.StragglerPct, NodeSlowdownPct: c.Sim.NodeSlowdownPct, EngineDriftPct: c.Sim.EngineDriftPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
+		Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, HBMHidden: c.Sim.HBMHidden,
+		RecoveryAction: c.Sim.RecoveryAction, DriverFault: c.Sim.DriverFault, Catalog: cat}
+}
+
 // ErrNoGPUSource is a discovery failure that means "this host has no NVIDIA driver".
 var ErrNoGPUSource = errors.New("no NVIDIA driver on this host")
 
@@ -141,10 +149,7 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	}
 	switch s {
 	case sourceSim:
-		f, err := sim.NewFleet(sim.FleetConfig{GPU: c.Sim.GPU, Count: c.Sim.GPUs, StragglerIndex: c.Sim.Straggler,
-			StragglerPct: c.Sim.StragglerPct, NodeSlowdownPct: c.Sim.NodeSlowdownPct, EngineDriftPct: c.Sim.EngineDriftPct, Seed: c.Sim.Seed, LinkFault: c.Sim.LinkFault, CoTenant: c.Sim.CoTenant,
-			Corrupt: c.Sim.Corrupt, Throttle: c.Sim.Throttle, EngineFault: c.Sim.EngineFault, HBMHidden: c.Sim.HBMHidden,
-			RecoveryAction: c.Sim.RecoveryAction, DriverFault: c.Sim.DriverFault, Catalog: cat})
+		f, err := sim.NewFleet(simFleetConfig(c, cat))
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("sim: %v", err)
 		}

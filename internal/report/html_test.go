@@ -340,6 +340,21 @@ func TestHeadlineSaysWhatTheFlagsAreOn(t *testing.T) {
 	}
 }
 
+// A GPU's health flags and its endpoint's serving flags have different subjects ("gpu 2 (GPU-…)",
+// "Qwen/Qwen3-8B on gpu 2"): the headline still says they are all on gpu 2.
+func TestHeadlineCountsAGPUsHealthAndServingFlagsAsOne(t *testing.T) {
+	s := &results.Summary{Hosts: []results.Host{{Name: "h",
+		Health: &results.Health{GPUs: []results.GPUHealth{{GPU: results.GPUInfo{Index: 2},
+			Flags: []results.Flag{{Scope: "gpu", Subject: "gpu 2 (GPU-e032bf84)", Check: "health.gemm"}}}}},
+		Models: []results.Model{{Model: "Qwen/Qwen3-8B", Endpoints: []results.Endpoint{{GPUs: []int{2},
+			Flags: []results.Flag{{Scope: "model", Subject: "Qwen/Qwen3-8B on gpu 2", Check: "compare.gpu_to_gpu"},
+				{Scope: "model", Subject: "Qwen/Qwen3-8B on gpu 2", Check: "gate.itl_p95"}}}}}}}}}
+	p := &page{Flags: allFlags(s), FlagCount: 3}
+	if got := flagSubjects(p); got != ", all on gpu 2" {
+		t.Errorf("3 flags of gpu 2 read %q", got)
+	}
+}
+
 // The TTFT chart's SLO line comes from meta.thresholds when no endpoint has a TTFT verdict (a
 // summary judged before its gates, or one with the gate off on every endpoint but the global one).
 func TestTTFTSLOFromMetaThresholds(t *testing.T) {

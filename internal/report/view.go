@@ -23,6 +23,10 @@ type kpi struct{ Label, Value, Note string }
 
 type flagView struct {
 	Scope, Subject, Check, Reason string
+	// On is the GPU (or GPUs) the flag is about, "gpu 2" (after its host's name on a many-host
+	// run), "" for one about no GPU: the headline counts flags by it, so that a GPU's health and
+	// serving flags read as one GPU's.
+	On string
 }
 
 type page struct {
@@ -315,37 +319,40 @@ func allFlags(s *results.Summary) []flagView {
 	multi := len(s.Hosts) > 1
 	for _, h := range s.Hosts {
 		seen := map[results.Flag]bool{}
-		add := func(fs []results.Flag) {
+		add := func(fs []results.Flag, on string) {
 			for _, f := range fs {
 				if seen[f] {
 					continue
 				}
 				seen[f], union[f] = true, true
-				v := flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason}
+				v := flagView{Scope: f.Scope, Subject: shortUUIDs(f.Subject), Check: f.Check, Reason: f.Reason, On: on}
 				if multi {
 					v.Subject = hostSubject(h.Name, v.Subject)
+					if on != "" {
+						v.On = h.Name + " " + on
+					}
 				}
 				out = append(out, v)
 			}
 		}
 		if h.Health != nil {
 			for _, g := range h.Health.GPUs {
-				add(g.Flags)
+				add(g.Flags, gpuList([]int{g.GPU.Index}))
 			}
-			add(h.Health.Flags)
+			add(h.Health.Flags, "")
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				add(e.Flags)
+				add(e.Flags, gpuList(e.GPUs))
 			}
-			add(m.Flags)
+			add(m.Flags, "")
 		}
-		add(h.Flags)
+		add(h.Flags, "")
 	}
 	for _, f := range s.Flags {
 		if !union[f] {
 			union[f] = true
-			out = append(out, flagView{f.Scope, shortUUIDs(f.Subject), f.Check, f.Reason})
+			out = append(out, flagView{Scope: f.Scope, Subject: shortUUIDs(f.Subject), Check: f.Check, Reason: f.Reason})
 		}
 	}
 	return out
@@ -423,8 +430,12 @@ func headline(s *results.Summary, p *page) string {
 func flagSubjects(p *page) string {
 	var subj []string
 	for _, f := range append(append([]flagView{}, p.Flags...), p.MoreFlags...) {
-		if !slices.Contains(subj, f.Subject) {
-			subj = append(subj, f.Subject)
+		on := f.On
+		if on == "" {
+			on = f.Subject
+		}
+		if !slices.Contains(subj, on) {
+			subj = append(subj, on)
 		}
 	}
 	switch {

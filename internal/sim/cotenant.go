@@ -61,13 +61,6 @@ func parseCoTenant(s string, count int) (coTenant, error) {
 	return c, nil
 }
 
-// CheckCoTenant says what is wrong with a co-tenant spec for count GPUs (nil: nothing), before a
-// fleet is made.
-func CheckCoTenant(spec string, count int) error {
-	_, err := parseCoTenant(spec, count)
-	return err
-}
-
 // coTenantOn says whether the co-tenant runs on GPU i now.
 func (f *Fleet) coTenantOn(i int, now time.Time) bool {
 	c := f.cotenant

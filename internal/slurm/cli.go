@@ -60,7 +60,10 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) (string, err
 		if msg == "" {
 			msg = strings.TrimSpace(out.String())
 		}
-		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, msg)
+		if msg == "" { // it never ran (not installed), or said nothing
+			return out.String(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+		}
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 	}
 	return out.String(), nil
 }
