@@ -54,21 +54,84 @@ func HostReason(h results.Host) string {
 	}
 	// What left GPUs undecided (a client-limited load, too few samples): an inconclusive host with no
 	// flag and no error said nothing at all ("needs a person: " with no reason).
-	var whys []string
-	gpusOf := map[string][]int{}
+	for _, u := range undecidedWhys(h) {
+		add(u)
+	}
+	return strings.Join(r, "; ")
+}
+
+// undecidedWhys says what left the host's inconclusive GPUs undecided, one line per cause and set of
+// GPUs: six comparisons undecided for one reason read as one line naming the six, not six lines
+// that a node annotation cuts off after two.
+func undecidedWhys(h results.Host) []string {
+	type group struct {
+		gpus     []int
+		subjects []string
+	}
+	var causes []string
+	byCause := map[string]*group{}
 	for _, g := range h.GPUs {
 		if g.Status != results.StatusInconclusive {
 			continue
 		}
 		for _, w := range g.Why {
-			if gpusOf[w] == nil {
-				whys = append(whys, w)
+			subject, cause, ok := strings.Cut(w, ": ")
+			if !ok {
+				subject, cause = "", w
 			}
-			gpusOf[w] = append(gpusOf[w], g.Index)
+			gr := byCause[cause]
+			if gr == nil {
+				gr = &group{}
+				byCause[cause] = gr
+				causes = append(causes, cause)
+			}
+			if !slices.Contains(gr.gpus, g.Index) {
+				gr.gpus = append(gr.gpus, g.Index)
+			}
+			if subject != "" && !slices.Contains(gr.subjects, subject) {
+				gr.subjects = append(gr.subjects, subject)
+			}
 		}
 	}
-	for _, w := range whys {
-		add("undecided on gpu " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(gpusOf[w])), ","), "[]") + ": " + w)
+	var out []string
+	for _, c := range causes {
+		gr := byCause[c]
+		line := "undecided on gpu " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(gr.gpus)), ","), "[]") + ": "
+		if len(gr.subjects) > 0 {
+			line += joinShared(gr.subjects) + ": "
+		}
+		out = append(out, line+c)
 	}
-	return strings.Join(r, "; ")
+	return out
+}
+
+// joinShared lists subjects, their shared leading words said once: "Qwen/Qwen3-8B GPU-to-GPU
+// ttft_p95_ms, itl_p95_ms".
+func joinShared(subjects []string) string {
+	if len(subjects) == 1 {
+		return subjects[0]
+	}
+	words := make([][]string, len(subjects))
+	for i, s := range subjects {
+		words[i] = strings.Fields(s)
+	}
+	n := 0
+	for n < len(words[0])-1 {
+		same := true
+		for _, w := range words[1:] {
+			if n >= len(w)-1 || w[n] != words[0][n] {
+				same = false
+				break
+			}
+		}
+		if !same {
+			break
+		}
+		n++
+	}
+	rest := make([]string, len(words))
+	for i, w := range words {
+		rest[i] = strings.Join(w[n:], " ")
+	}
+	return strings.TrimSpace(strings.Join(words[0][:n], " ") + " " + strings.Join(rest, ", "))
 }
