@@ -323,7 +323,10 @@ func TestRealNodeModelCache(t *testing.T) {
 	engineCmd := "gpuvet sim --gpu H200 --model {model} --catalog " + snapshot + "/gpuvet-catalog.yaml --host 0.0.0.0 --port {port}"
 	e.cleanCache(t) // a fresh, root-owned volume: whatever an earlier test kept goes first
 	defer e.cleanCache(t)
-	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url)
+	// The cache is under test, not the load: rungs sized for 3 samples, not 30 (in CI the 8 load
+	// Jobs, at a CPU weight of 64 beside the go test, once took 130-360 s each sized for 30 and ran
+	// the second run past the tests' 6-minute bound on one gpuvet command).
+	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url, "--set", "compare.min_samples=3")
 	first := e.realCacheRun(t, hub, args)
 	if !strings.Contains(first.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
 		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", first.ownerLog)
