@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -363,7 +364,9 @@ func TestHostileNeverAnswersBoundsTheSetup(t *testing.T) {
 	case err := <-done:
 		// Issue 51: it says what happened (no token in how long, how many tries), not "ran out 0 ms
 		// after it was sent", and marks itself as the setup's (bench exits 2: nothing measured).
-		if !errors.Is(err, ErrNotServing) || !strings.Contains(err.Error(), "sent no token of the first streamed request in 2") ||
+		// How long it waited is measured from the request's send, a little under the 2 s bound from
+		// the setup's start ("in 1.9s" once in CI): any figure is fine, a 0 ms one is not.
+		if !errors.Is(err, ErrNotServing) || !regexp.MustCompile(`sent no token of the first streamed request in (1\.[5-9]|2(\.\d)?)s`).MatchString(err.Error()) ||
 			!strings.Contains(err.Error(), "3 tries") || time.Since(start) > 10*time.Second {
 			t.Fatalf("after %v: %v", time.Since(start), err)
 		}
