@@ -203,46 +203,48 @@ type cacheWatch struct {
 	engines           map[string]string // pod -> "ro HF_HUB_OFFLINE=1 HF_HOME=/cache" as seen
 	populateHub       string            // HF_ENDPOINT the populate Job got
 	populateSucceeded bool
-	stop, done        chan struct{}
+	stop              func()
 }
 
 func (e *env) watchCache(t *testing.T, hub *nodeHub) *cacheWatch {
-	w := &cacheWatch{engines: map[string]string{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		ctx := context.Background()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			pods, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelManagedBy + "=" + k8s.ManagedBy})
-			if err != nil {
-				continue
-			}
-			for _, p := range pods.Items {
-				switch p.Labels[k8s.LabelRole] {
-				case k8s.RoleCache:
-					w.seePopulate(ctx, e.cs, &p, hub)
-				case k8s.RoleEngine:
-					w.seeEngine(&p)
-				}
+	w := &cacheWatch{engines: map[string]string{}}
+	w.stop = e.pollPods(t, k8s.LabelManagedBy+"="+k8s.ManagedBy, func(pods []corev1.Pod) {
+		for _, p := range pods {
+			switch p.Labels[k8s.LabelRole] {
+			case k8s.RoleCache:
+				w.seePopulate(context.Background(), e.cs, &p, hub)
+			case k8s.RoleEngine:
+				w.seeEngine(&p)
 			}
 		}
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.stop:
-		default:
-			close(w.stop)
-		}
-		<-w.done
 	})
 	return w
 }
 
-func (w *cacheWatch) end() { close(w.stop); <-w.done }
+func (w *cacheWatch) end() { w.stop() }
+
+// pollPods lists the pods selector matches every 200 ms and hands them to see, until the returned
+// stop is called (or the test ends); stop waits for the poller to be done.
+func (e *env) pollPods(t *testing.T, selector string, see func([]corev1.Pod)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if pods, err := e.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: selector}); err == nil {
+				see(pods.Items)
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit) }); <-done }
+	t.Cleanup(stop)
+	return stop
+}
 
 func (w *cacheWatch) seePopulate(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, hub *nodeHub) {
 	w.mu.Lock()
@@ -521,27 +523,12 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 // first engine pod marked for deletion).
 type failureWatch struct {
 	firstSeen, reported, deleting time.Time
-	stop, done                    chan struct{}
+	stop                          func()
 }
 
 func (e *env) watchFailure(t *testing.T) *failureWatch {
-	w := &failureWatch{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			pods, err := e.cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleEngine})
-			if err != nil {
-				continue
-			}
-			w.see(pods.Items, time.Now())
-		}
-	}()
-	t.Cleanup(func() { w.end() })
+	w := &failureWatch{}
+	w.stop = e.pollPods(t, k8s.LabelRole+"="+k8s.RoleEngine, func(pods []corev1.Pod) { w.see(pods, time.Now()) })
 	return w
 }
 
@@ -561,12 +548,7 @@ func (w *failureWatch) see(pods []corev1.Pod, now time.Time) {
 
 // end stops the watch and returns the kubelet's and gpuvet's parts in seconds (-1: not seen).
 func (w *failureWatch) end() (kubelet, reacted float64) {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
+	w.stop()
 	kubelet, reacted = -1, -1
 	if !w.firstSeen.IsZero() && !w.reported.IsZero() {
 		kubelet = w.reported.Sub(w.firstSeen).Seconds()
