@@ -53,6 +53,12 @@ type Figure struct {
 	// Window is the measured window of the rung behind the figure, in seconds (0: unknown): what
 	// would give it more samples is said as a duration too.
 	Window float64
+	// Blocks are the figure's value in each block of its rung, where those blocks ran at the same
+	// times as the other cells' (GPUs loaded at once, their blocks started together): Peers then
+	// judges the gap block by block, which cancels what moved all of them alike (nil: not aligned).
+	Blocks []float64
+	// gap is the gap to the reference measured block by block (Peers sets it from Blocks).
+	gap *blockGap
 }
 
 // Guards are the tolerance and noise guards. A zero guard is disabled.

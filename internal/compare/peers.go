@@ -103,7 +103,11 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
 	sx, okx := LogSE(x)
 	sr, okr := LogSE(ref)
-	if okx && okr && x.Value > 0 && ref.Value > 0 {
+	if p := x.gap; p != nil { // measured block by block: the drift the blocks shared is out of it
+		s.Pct = pctOfLog(p.log, higher)
+		s.CI = &results.Interval{Lo: pctOfLog(p.log-p.t*p.se, higher), Hi: pctOfLog(p.log+p.t*p.se, higher), Level: 0.95}
+		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(p.t+zPower)*p.se, higher)
+	} else if okx && okr && x.Value > 0 && ref.Value > 0 {
 		se := math.Hypot(sx, sr)
 		z := zOf(0.95)
 		l := worseLog(x.Value, ref.Value, higher)
@@ -208,7 +212,7 @@ const BothClientLimited = "both figures are client-limited (the load generator, 
 // on any of its cards (0 when a figure has no interval or cannot show a slowdown).
 func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
 	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct, Against: AgainstPeers}
-	cells = finiteCells(cells, &c)
+	cells = withGaps(finiteCells(cells, &c), higherIsBetter)
 	if len(cells) == 0 {
 		c.Note = joinNote(c.Note, "no values to compare")
 		return c
@@ -236,7 +240,7 @@ func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.C
 		} else {
 			known = false
 		}
-		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the median of the other GPUs (%s)%s", metric, Num(x.Value), x.GPU, s.Pct, dir, Num(ref.Value), ciText(s.CI))
+		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the median of the other GPUs (%s)%s", metric, Num(x.Value), x.GPU, s.Pct, dir, Num(ref.Value), ciText(s.CI, x.gap != nil))
 		switch {
 		case s.Result == Pass && s.Why == "" && s.Pct < 0:
 			cell.Reason = fmt.Sprintf("better than the median of the other GPUs (by %.1f %%)", -s.Pct)
@@ -259,11 +263,15 @@ func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.C
 	return c
 }
 
-func ciText(c *results.Interval) string {
+func ciText(c *results.Interval, byBlock bool) string {
 	if c == nil {
 		return ""
 	}
-	return fmt.Sprintf(", %g %% interval of the gap [%.1f %%, %.1f %%]", c.Level*100, c.Lo, c.Hi)
+	how := ""
+	if byBlock {
+		how = " block by block"
+	}
+	return fmt.Sprintf(", %g %% interval of the gap%s [%.1f %%, %.1f %%]", c.Level*100, how, c.Lo, c.Hi)
 }
 
 // peerMedian is the reference of cell i: the median of the other cells' figures, with an interval

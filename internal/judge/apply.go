@@ -654,19 +654,27 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 	if len(eps) < 2 {
 		return nil
 	}
+	loads := make([]*results.Load, len(eps))
+	for i, e := range eps {
+		loads[i] = e.load
+	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
 		if met.BaselineOnly {
 			continue
 		}
 		var cells []compare.Cell
-		for _, e := range eps {
+		blocks := alignedBlocks(loads, met.Name, sharedClient)
+		for i, e := range eps {
 			f, ok := met.Get(e.load)
 			if !ok {
 				continue
 			}
 			if !sharedClient { // not side by side: each GPU's drift between blocks is its own
 				f = acrossRuns(e.load, met.Name, f)
+			}
+			if blocks != nil {
+				f.Blocks = blocks[i]
 			}
 			f.ReqS = e.load.SustainedReqS
 			f.ClientLimited = f.ClientLimited || limited

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -38,6 +39,19 @@ func (ex *executor) blockSpec(index, i int) rungSpec {
 	s.Duration /= SyncBlocks
 	s.Expect = max(s.Duration, ex.blockTime())
 	return s
+}
+
+// beforeBlock waits where the caller lines blocks up (Options.BeforeBlock), and logs a wait that
+// took a second or more: the time the other GPUs' loads took to reach the same block.
+func (ex *executor) beforeBlock(ctx context.Context, block int) {
+	if ex.o.BeforeBlock == nil {
+		return
+	}
+	start := time.Now()
+	ex.o.BeforeBlock(ctx, block)
+	if w := time.Since(start); w >= time.Second {
+		logf(ex.o.Log, "synchronous block %d of %d: waited %v for the GPUs loaded beside this one to reach it", block, SyncBlocks, w.Round(100*time.Millisecond))
+	}
 }
 
 // reserve is the time the synchronous blocks still to run are expected to take.

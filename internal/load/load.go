@@ -83,6 +83,10 @@ type Options struct {
 	// MaxNumSeqs is the engine's max_num_seqs when known (0: unknown): the sweep's knee search goes no
 	// higher, since concurrency beyond it only queues.
 	MaxNumSeqs int
+	// BeforeBlock, when set, is called before each block of the sweep's synchronous rung (1-based)
+	// and returns when the block may start: a caller loading several GPUs at once lines their
+	// blocks up there, so that their figures are compared block by block (nil: no wait).
+	BeforeBlock func(ctx context.Context, block int)
 }
 
 // Profiles are the accepted values of LoadConfig.Profile.
@@ -986,6 +990,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	ss := ex.take(ex.blockSpec(0, 1))
 	ex.ahead = ex.guess(1 + c.Rates)
 	ex.blocksLeft = SyncBlocks - 1
+	ex.beforeBlock(ctx, 1)
 	sync := ex.one(ctx, a, ss, n)
 	if ctx.Err() != nil {
 		return
@@ -1015,6 +1020,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	knee.LadderTopReqS, knee.LadderFootReqS = hi, lo
 	ex.blocksLeft--
 	ex.ahead = ex.guess(c.Rates)
+	ex.beforeBlock(ctx, 2)
 	ex.one(ctx, a, ex.blockSpec(ss.Index, 2), n)
 	if ctx.Err() != nil {
 		return
@@ -1046,6 +1052,7 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 		return
 	}
 	ex.blocksLeft--
+	ex.beforeBlock(ctx, 3)
 	ex.one(ctx, a, ex.blockSpec(ss.Index, 3), n)
 	if ctx.Err() != nil {
 		return

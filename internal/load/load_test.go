@@ -239,9 +239,25 @@ func TestSweepAndRecords(t *testing.T) {
 	o.ScrapeMetrics = true
 	o.ScrapeEvery = 100 * time.Millisecond
 	o.SLO = analysis.SLO{TTFT: 200 * time.Millisecond}
+	// A caller lining blocks up (GPUs loaded at once) holds block 2 for 300 ms: the block starts after.
+	var blocks []int
+	var held time.Time
+	o.BeforeBlock = func(_ context.Context, b int) {
+		blocks = append(blocks, b)
+		if b == 2 {
+			time.Sleep(300 * time.Millisecond)
+			held = time.Now()
+		}
+	}
 	l, err := Run(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(blocks, []int{1, 2, 3}) {
+		t.Fatalf("BeforeBlock called for blocks %v, want 1, 2, 3", blocks)
+	}
+	if rp := l.Runs[0].Repeat; rp == nil || len(rp.WindowStartS) != 3 || l.StartedAt.Add(time.Duration(rp.WindowStartS[1]*float64(time.Second))).Before(held) {
+		t.Fatalf("block 2 measured before its caller let it start (released %v after the load's start): %+v", held.Sub(l.StartedAt), rp)
 	}
 	if l.Saturation == nil || l.Saturation.Knee == nil {
 		t.Fatalf("saturation %+v: no knee search", l.Saturation)

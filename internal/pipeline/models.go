@@ -164,6 +164,11 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	}
 
 	sem := make(chan struct{}, max(1, r.cfg.Run.ParallelGPUs))
+	var bs *blockSync // GPUs loaded all at once line up their synchronous blocks
+	if len(mine) > 1 && int(r.cfg.Run.ParallelGPUs) >= len(mine) {
+		bs = newBlockSync(len(mine))
+		ctx = context.WithValue(ctx, blockKey, bs)
+	}
 	var wg sync.WaitGroup
 	for _, sp := range mine {
 		if ctx.Err() == nil {
@@ -173,6 +178,9 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			}
 		}
 		if ctx.Err() != nil {
+			if bs != nil {
+				bs.leave()
+			}
 			r.mu.Lock()
 			r.host().Models[mi].Endpoints = append(r.host().Models[mi].Endpoints, notRunEndpoint(sp.slot))
 			r.mu.Unlock()
@@ -182,6 +190,9 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			if bs != nil {
+				defer bs.leave()
+			}
 			cfg := sp.cfg
 			cfg.Engine.Env = maps.Clone(cfg.Engine.Env)
 			if cfg.Engine.Env == nil {
@@ -569,7 +580,7 @@ func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, 
 	r.prog.Step(unitName(model, slot.GPUs, len(r.cfg.Models)), r.stepsPerEndpoint(), "aicr concurrency run")
 	r.progress("%s %s: aicr concurrency run (%d in flight, %d requests of %d/%d tokens)", model, onGPUs(slot.GPUs),
 		c.Concurrency, c.MaxRequests, c.PromptTokens, c.OutputTokens)
-	cl, cerr := r.deps.Load(context.WithValue(ctx, rungKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
+	cl, cerr := r.deps.Load(context.WithValue(context.WithValue(ctx, rungKey, nil), blockKey, nil), sv.URL, model, sv.APIKeyEnv, c, strings.TrimSuffix(records, ".records.jsonl")+".aicr.records.jsonl")
 	if cl != nil {
 		ld.Runs = append(ld.Runs, cl.Runs...)
 	}

@@ -21,6 +21,7 @@ const (
 	logKey ctxKey = iota
 	rungKey
 	planKey
+	blockKey
 )
 
 // logFrom is the run's log writer in ctx, else def.
@@ -42,6 +43,16 @@ func rungFrom(ctx context.Context) func(int, string) {
 func planFrom(ctx context.Context) func(int, time.Duration) {
 	f, _ := ctx.Value(planKey).(func(int, time.Duration))
 	return f
+}
+
+// blockFrom is the wait before each synchronous block of the endpoint being loaded in ctx, where its
+// model's GPUs are loaded at once (nil: none; load.Options.BeforeBlock).
+func blockFrom(ctx context.Context) func(context.Context, int) {
+	s, _ := ctx.Value(blockKey).(*blockSync)
+	if s == nil {
+		return nil
+	}
+	return s.wait
 }
 
 // RungLine matches the load generator's own line for a rung start; the progress says it instead.

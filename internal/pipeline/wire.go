@@ -50,7 +50,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 			return load.Run(ctx, load.Options{URL: url, Model: model, APIKeyEnv: apiKeyEnv, Config: lc,
 				CachedTokenizer: cachedTokenizer(cfg, model, progress),
 				RecordsPath:     records, RetryUnsaturated: cfg.Load.RetryUnsaturated, ScrapeMetrics: true,
-				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx), OnPlan: planFrom(ctx), MaxNumSeqs: maxNumSeqs(cfg)})
+				Log: logFrom(ctx, progress), OnRung: rungFrom(ctx), OnPlan: planFrom(ctx), BeforeBlock: blockFrom(ctx), MaxNumSeqs: maxNumSeqs(cfg)})
 		},
 		Warmup: Warmup,
 		Functional: func(ctx context.Context, url, model, apiKeyEnv string, c config.Config) *results.Functional {

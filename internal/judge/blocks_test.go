@@ -1,0 +1,40 @@
+package judge
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
+
+// blockedLoad is a load whose synchronous rung ran three blocks of 2 s, the first opening at
+// offset seconds after t0 and the others at 20 s and 40 s after it (plus shift for block 3).
+func blockedLoad(t0 time.Time, offset, shift float64, tpot []float64) *results.Load {
+	return &results.Load{StartedAt: t0.Add(time.Duration(offset * float64(time.Second))), Runs: []results.Run{{
+		Kind: RunSynchronous,
+		Repeat: &results.Repeat{Blocks: 3, WindowStartS: []float64{0, 20, 40 + shift}, WindowSeconds: []float64{2, 2, 2},
+			Figures: []results.FigureRepeat{{Figure: MetricTPOTP50, Blocks: tpot}}},
+	}}}
+}
+
+func TestAlignedBlocks(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	a, b := []float64{7, 8.7, 7.7}, []float64{7.8, 9.6, 8.5}
+	// Loads started 0.5 s apart: every block's windows overlap by 1.5 of 2 s.
+	loads := []*results.Load{blockedLoad(t0, 0, 0, a), blockedLoad(t0, 0.5, 0, b)}
+	got := alignedBlocks(loads, MetricTPOTP50, true)
+	if len(got) != 2 || got[1][2] != 8.5 {
+		t.Fatalf("aligned blocks: %v", got)
+	}
+	if alignedBlocks(loads, MetricTPOTP50, false) != nil {
+		t.Fatal("GPUs loaded one after another paired by their blocks")
+	}
+	if alignedBlocks(loads, MetricITLP95, true) != nil {
+		t.Fatal("a figure without blocks paired")
+	}
+	// The second load's third block ran 1.5 s later: the windows overlap by 0.5 s, less than half.
+	loads[1] = blockedLoad(t0, 0.5, 1.5, b)
+	if got := alignedBlocks(loads, MetricTPOTP50, true); got != nil {
+		t.Fatalf("blocks that ran apart paired: %v", got)
+	}
+}
