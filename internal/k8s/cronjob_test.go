@@ -107,6 +107,7 @@ func TestCronJobManifest(t *testing.T) {
 		return p.Verb + " " + r + "." + p.Group
 	}
 	needs := append(Needs(true, false, false, true), Verdicts{Label: true, TaintFailed: true}.Needs()...)
+	needs = append(needs, DeviceNeeds()...) // optional: a failed GPU taken alone
 	var asked []string
 	for _, p := range needs {
 		asked = append(asked, key(p))

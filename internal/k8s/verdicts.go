@@ -232,8 +232,8 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 	if err != nil {
 		return nil, fmt.Errorf("listing nodes: %v", err)
 	}
-	var done []string
-	var errs []error
+	done, derr := untaintDevices(ctx, cs, runID)
+	errs := []error{derr}
 	for _, n := range nl.Items {
 		if gpuvetTaint(n.Spec.Taints, runID) == nil {
 			continue
@@ -271,6 +271,63 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 		}
 	}
 	return done, errors.Join(errs...)
+}
+
+// errNodeWide is why a node's failed GPUs could not be taken alone though it publishes DRA
+// devices: the node taint is used, and the run says why.
+type errNodeWide struct{ why string }
+
+func (e errNodeWide) Error() string { return e.why }
+
+// askOnce asks allow at most once and repeats its answer.
+func askOnce(allow func(string) bool) func(string) bool {
+	asked, ok := false, false
+	return func(what string) bool {
+		if !asked {
+			asked, ok = true, allow(what)
+		}
+		return ok
+	}
+}
+
+// gpusAlone takes the node's failed GPUs out of scheduling alone where the cluster can
+// (devices.go): it returns what it did and the verdict the node itself then gets, its hardware
+// status that of its other GPUs. Where it cannot (or the breaker holds it), vd is returned as it
+// was, for the node taint, with why in words.
+func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, vd Verdict, v Verdicts, allow func(string) bool) ([]string, Verdict, error) {
+	if !v.tainting() && !v.Gate {
+		return nil, vd, nil
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, vd, err
+	}
+	taken := slices.DeleteFunc(takenGPUs(h, v), func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
+	if len(taken) == 0 || !v.wantsQuarantine(n, vd.gate()) {
+		return nil, vd, nil
+	}
+	devs, why := findDevices(ctx, cs, h.Name, taken)
+	switch why {
+	case "":
+	case noDRA:
+		return nil, vd, nil
+	default:
+		return nil, vd, errNodeWide{why}
+	}
+	if !allow(fmt.Sprintf("node %s: DeviceTaintRules for %d GPU(s)", h.Name, len(devs))) {
+		return nil, vd, nil // the node's own quarantine is held next, and says so
+	}
+	did, err := taintDevices(ctx, cs, h.Name, devs, vd, v.DryRun)
+	if err != nil {
+		return append(did, "the whole node instead: "+err.Error()), vd, nil
+	}
+	var names []string
+	for _, d := range devs {
+		names = append(names, fmt.Sprint(d.gpu))
+	}
+	vd.Hardware = restStatus(h, taken)
+	vd.Reason = fmt.Sprintf("gpu %s taken alone (DeviceTaintRules); %s", strings.Join(names, ", "), vd.Reason)
+	return did, vd, nil
 }
 
 // patchNode applies a JSON merge patch to a node (a resourceVersion in it makes it conditional).
@@ -349,9 +406,19 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			continue
 		}
 		vd := Verdict{Status: h.Status, Hardware: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}
-		c, err := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, breaker.Allow)
+		allow := askOnce(breaker.Allow) // one node, one quarantine, whether of its GPUs or of it
+		alone, vd, err := gpusAlone(ctx, f.Cluster.Client, &h, vd, v, allow)
+		var wide errNodeWide
+		if errors.As(err, &wide) { // told after what the node got, not an error of the run
+			err = nil
+		}
+		c, nerr := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, allow)
+		err = errors.Join(err, nerr)
+		if wide.why != "" {
+			c.did = append(c.did, "the whole node, not its GPUs alone: "+wide.why)
+		}
 		act := results.NodeAction{Node: h.Name, Status: st, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
-		for _, d := range c.did {
+		for _, d := range append(alone, c.did...) {
 			act.Did = append(act.Did, prefix+d)
 		}
 		if v.ValidFor > 0 {
