@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,12 +104,12 @@ func devicesCase(t *testing.T, cs kubernetes.Interface, prefix string) {
 		!strings.Contains(r.Annotations[AnnotationDeviceReason], gpuUUID(n1, 3)) {
 		t.Errorf("rule %+v", r)
 	}
-	node1 := node2(t, cs, n1)
+	node1 := node(t, cs, n1)
 	if gpuvetTaint(node1.Spec.Taints, "") != nil || hasTaint(node1.Spec.Taints, TaintPending) || node1.Labels[LabelStatus] != "failed" {
 		t.Errorf("%s: its GPU taken alone, the node should be released: taints %v labels %v", n1, node1.Spec.Taints, node1.Labels)
 	}
 	for _, n := range []string{n2, n3, n4} {
-		if no := node2(t, cs, n); gpuvetTaint(no.Spec.Taints, s.RunID) == nil {
+		if no := node(t, cs, n); gpuvetTaint(no.Spec.Taints, s.RunID) == nil {
 			t.Errorf("%s: not quarantined whole: %v", n, no.Spec.Taints)
 		}
 		for i := range 8 {
@@ -145,7 +144,7 @@ func devicesCase(t *testing.T, cs kubernetes.Interface, prefix string) {
 	if got, _ := cs.ResourceV1().DeviceTaintRules().Get(ctx, user.Name, metav1.GetOptions{}); got == nil || got.Labels["team"] != "ops" || got.Spec.Taint.Value != "user" {
 		t.Errorf("the user's rule changed: %+v", got)
 	}
-	if no := node2(t, cs, n1); gpuvetTaint(no.Spec.Taints, s2.RunID) == nil {
+	if no := node(t, cs, n1); gpuvetTaint(no.Spec.Taints, s2.RunID) == nil {
 		t.Errorf("%s: the rule could not be written, so the node should carry the taint: %v", n1, no.Spec.Taints)
 	}
 
@@ -160,15 +159,6 @@ func devicesCase(t *testing.T, cs kubernetes.Interface, prefix string) {
 	if _, err := cs.ResourceV1().DeviceTaintRules().Get(ctx, user.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("untaint deleted the user's rule: %v", err)
 	}
-}
-
-func node2(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
-	t.Helper()
-	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 func TestGPUsTakenAloneThroughDRA(t *testing.T) {

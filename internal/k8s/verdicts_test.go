@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -29,7 +30,7 @@ func userNode(name string) *corev1.Node {
 	})
 }
 
-func node(t *testing.T, cs *fake.Clientset, name string) *corev1.Node {
+func node(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
 	t.Helper()
 	n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // blockWaitMax bounds one wait for the other GPUs at a synchronous block: past it the block starts
 // alone, and the judge, seeing blocks that ran apart, compares those GPUs as before (their
 // intervals holding the drift), not block by block.
-const blockWaitMax = 2 * time.Minute
+const blockWaitMax = time.Minute
 
 // blockSync lines up the synchronous blocks of the loads of one model's GPUs loaded at once
 // (issue 55): block b of each starts when every load still running has reached it, so the blocks
