@@ -445,12 +445,17 @@ func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure
 	if r == nil {
 		return f
 	}
+	d := engineDriftPct(r)
 	if ci := r.Repeat.Interval(metric); ci != nil {
+		if f.CI == nil || ci.Lo < f.CI.Lo || ci.Hi > f.CI.Hi {
+			f.DriftPct = d // the blocks' spread widened it
+		}
 		f.CI = ci
 		return f
 	}
-	if d := engineDriftPct(r); d > 0 && f.CI != nil && f.Value > 0 {
+	if d > 0 && f.CI != nil && f.Value > 0 {
 		f.CI = &results.Interval{Lo: min(f.CI.Lo, f.Value*(1-d/100)), Hi: max(f.CI.Hi, f.Value*(1+d/100)), Level: f.CI.Level}
+		f.DriftPct = d
 	}
 	return f
 }

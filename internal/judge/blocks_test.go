@@ -1,9 +1,11 @@
 package judge
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -36,5 +38,32 @@ func TestAlignedBlocks(t *testing.T) {
 	loads[1] = blockedLoad(t0, 0.5, 1.5, b)
 	if got := alignedBlocks(loads, MetricTPOTP50, true); got != nil {
 		t.Fatalf("blocks that ran apart paired: %v", got)
+	}
+}
+
+// A gate left undecided by an interval the engine's drift widened belongs to the engine, and says
+// so: the peak read ±2 % over its requests, and ±13 % once the drift the blocks saw is in it.
+func TestGateUndecidedByTheEngineDrift(t *testing.T) {
+	l := &results.Load{Runs: []results.Run{{Kind: RunSynchronous, Repeat: &results.Repeat{Blocks: 3,
+		CI: &results.Intervals{OutputTokS: &results.Interval{Lo: 100, Hi: 130, Level: 0.95}}}}}}
+	peak := compare.Figure{Value: 3100, Samples: 130, CI: &results.Interval{Lo: 3040, Hi: 3160, Level: 0.95}}
+	f := acrossRuns(l, MetricPeakOutputTokS, peak)
+	if !(f.DriftPct > 12 && f.DriftPct < 14) || !(f.CI.Lo < 2750) {
+		t.Fatalf("across runs: %+v %+v", f, f.CI)
+	}
+	res, why := compare.Gate(f, 3364, false, 10)
+	if res != compare.Inconclusive || !strings.Contains(why, compare.EngineDrifted) || !strings.Contains(why, "±13 %") {
+		t.Fatalf("gate: %s: %s", res, why)
+	}
+	ep := &results.Endpoint{GPUs: []int{0}, Verdicts: []results.Verdict{{Check: CheckExpected, Result: ResultInconclusive, Rule: "peak output tok/s ≥ 3364", Reason: why, Source: "roofline"}}}
+	fs := endpointFindings("h", "m", ep)
+	if len(fs) != 1 || fs[0].Layer != results.LayerEngine || fs[0].Action != results.ActionRerun {
+		t.Fatalf("findings %+v", fs)
+	}
+	// Without the drift it is the requests' spread, which more of them narrow: the client's to rerun.
+	res, why = compare.Gate(compare.Figure{Value: 3100, Samples: 130, CI: &results.Interval{Lo: 3000, Hi: 3400, Level: 0.95}}, 3364, false, 10)
+	ep.Verdicts[0].Reason = why
+	if fs := endpointFindings("h", "m", ep); res != compare.Inconclusive || len(fs) != 1 || fs[0].Layer != results.LayerClient {
+		t.Fatalf("without drift: %s %+v", res, fs)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -194,6 +195,10 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		if v.Check == CheckExpected && v.Source == results.SourceNone {
 			// No yardstick for this GPU × model × engine: a calibration decides it, not a rerun.
 			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionCalibrate)
+			continue
+		}
+		if strings.Contains(v.Reason, compare.EngineDrifted) { // the engine's speed moved, not the client's
+			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
 			continue
 		}
 		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
