@@ -67,7 +67,6 @@ type Figure struct {
 // EngineDrifted marks the reason of a gate left undecided by the engine's drift within the run.
 const EngineDrifted = "widened by the engine's drift"
 
-
 // Guards are the tolerance and noise guards. A zero guard is disabled.
 type Guards struct {
 	VariancePct       float64 // a figure worse than the reference by more than this % is an outlier
