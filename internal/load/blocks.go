@@ -18,8 +18,38 @@ import (
 // over every block's requests, and their intervals hold both the bootstrap over requests and the
 // batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
 
-// SyncBlocks is how many blocks the sweep's synchronous rung runs in.
-const SyncBlocks = 3
+// SyncBlocks is how many blocks the sweep's synchronous rung runs in: one before the probes, one
+// after the knee search, SyncBlocks − 3 spread over the ladder, one after it. Five, not three: the
+// spread of three blocks has 2 degrees of freedom, and one run in ten read its engine's drift at a
+// third of its size (two runs' intervals then missed each other, bench/repeat); four give the
+// spread a steadier footing and the t quantile 2.78 instead of 4.30.
+const SyncBlocks = 5
+
+// nextBlock runs the synchronous rung's next block (blocks 2 … SyncBlocks), lined up with the GPUs
+// loaded beside this one where the caller asks (beforeBlock).
+func (ex *executor) nextBlock(ctx context.Context, a *attempt, index, n int) {
+	b := ex.blocksRun() + 1
+	ex.blocksLeft--
+	ex.beforeBlock(ctx, b)
+	if ctx.Err() == nil {
+		ex.one(ctx, a, ex.blockSpec(index, b), n)
+	}
+}
+
+// blocksRun is how many synchronous blocks have run (or been started).
+func (ex *executor) blocksRun() int { return SyncBlocks - ex.blocksLeft }
+
+// midBlockAfter tells whether a middle block runs after the ladder's rung done (1-based) of n,
+// with run blocks run so far: the SyncBlocks − 3 middle blocks sit after rungs ⌈j × n ÷ (m + 1)⌉,
+// j = 1 … m.
+func midBlockAfter(done, n, run int) bool {
+	m := SyncBlocks - 3
+	j := run - 1 // middle blocks run so far + 1 (block 1 and 2 are before the ladder)
+	if j > m {
+		return false
+	}
+	return done >= (j*n+m)/(m+1)
+}
 
 // syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
 // (kept for the pooled figures; the records themselves are freed as every rung's are).

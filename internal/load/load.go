@@ -1018,10 +1018,8 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	ex.tempo = ex.tempoAt(probe)
 	lo, hi := ex.ladderRange(probe)
 	knee.LadderTopReqS, knee.LadderFootReqS = hi, lo
-	ex.blocksLeft--
 	ex.ahead = ex.guess(c.Rates)
-	ex.beforeBlock(ctx, 2)
-	ex.one(ctx, a, ex.blockSpec(ss.Index, 2), n)
+	ex.nextBlock(ctx, a, ss.Index, n)
 	if ctx.Err() != nil {
 		return
 	}
@@ -1043,6 +1041,12 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 			knee.Plan = joinNote(knee.Plan, why)
 			logf(ex.o.Log, "sweep plan: %s", why)
 		}
+		if midBlockAfter(i+1, len(specs), ex.blocksRun()) && i+1 < len(specs) {
+			ex.ahead = specs[i+1:]
+			if ex.nextBlock(ctx, a, ss.Index, n); ctx.Err() != nil {
+				return
+			}
+		}
 	}
 	knee.PlannedRates = len(specs)
 	ex.ahead = nil
@@ -1051,9 +1055,9 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	if ctx.Err() != nil {
 		return
 	}
-	ex.blocksLeft--
-	ex.beforeBlock(ctx, 3)
-	ex.one(ctx, a, ex.blockSpec(ss.Index, 3), n)
+	for ex.blocksLeft > 0 && ctx.Err() == nil { // the last, and any middle one a short ladder left
+		ex.nextBlock(ctx, a, ss.Index, n)
+	}
 	if ctx.Err() != nil {
 		return
 	}

@@ -253,10 +253,10 @@ func TestSweepAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(blocks, []int{1, 2, 3}) {
-		t.Fatalf("BeforeBlock called for blocks %v, want 1, 2, 3", blocks)
+	if want := []int{1, 2, 3, 4, 5}; !slices.Equal(blocks, want) || SyncBlocks != len(want) {
+		t.Fatalf("BeforeBlock called for blocks %v, want %v", blocks, want)
 	}
-	if rp := l.Runs[0].Repeat; rp == nil || len(rp.WindowStartS) != 3 || l.StartedAt.Add(time.Duration(rp.WindowStartS[1]*float64(time.Second))).Before(held) {
+	if rp := l.Runs[0].Repeat; rp == nil || len(rp.WindowStartS) != SyncBlocks || l.StartedAt.Add(time.Duration(rp.WindowStartS[1]*float64(time.Second))).Before(held) {
 		t.Fatalf("block 2 measured before its caller let it start (released %v after the load's start): %+v", held.Sub(l.StartedAt), rp)
 	}
 	if l.Saturation == nil || l.Saturation.Knee == nil {
