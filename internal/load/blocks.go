@@ -19,11 +19,10 @@ import (
 // batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
 
 // SyncBlocks is how many blocks the sweep's synchronous rung runs in: one before the probes, one
-// after the knee search, SyncBlocks − 3 spread over the ladder, one after it. Five, not three: the
-// spread of three blocks has 2 degrees of freedom, and one run in ten read its engine's drift at a
-// third of its size (two runs' intervals then missed each other, bench/repeat); four give the
-// spread a steadier footing and the t quantile 2.78 instead of 4.30.
-const SyncBlocks = 5
+// after the knee search, SyncBlocks − 3 spread over the ladder, one after it. Three: five were
+// tried (bench/repeat, a 25 %-drifting simulated engine), and their narrower intervals (t 2.78, not
+// 4.30) left the verdicts of two runs of one GPU apart more often (4 of 6 pairs, against 1 of 9).
+const SyncBlocks = 3
 
 // nextBlock runs the synchronous rung's next block (blocks 2 … SyncBlocks), lined up with the GPUs
 // loaded beside this one where the caller asks (beforeBlock).

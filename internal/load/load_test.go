@@ -253,7 +253,7 @@ func TestSweepAndRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{1, 2, 3, 4, 5}; !slices.Equal(blocks, want) || SyncBlocks != len(want) {
+	if want := []int{1, 2, 3}; !slices.Equal(blocks, want) || SyncBlocks != len(want) {
 		t.Fatalf("BeforeBlock called for blocks %v, want %v", blocks, want)
 	}
 	if rp := l.Runs[0].Repeat; rp == nil || len(rp.WindowStartS) != SyncBlocks || l.StartedAt.Add(time.Duration(rp.WindowStartS[1]*float64(time.Second))).Before(held) {
