@@ -168,13 +168,19 @@ func TestGPUsTakenAloneThroughDRA(t *testing.T) {
 // On the test control plane (GPUVET_TEST_K8S_KUBECONFIG): the API server itself validates the
 // DeviceTaintRules, serves the ResourceSlices by spec.nodeName, and deletes by UID.
 func TestGPUsTakenAloneThroughDRAOnTheAPIServer(t *testing.T) {
+	devicesCase(t, testControlPlane(t, Limits{QPS: 100, Burst: 200}).Client, "gpuvet-dra-")
+}
+
+// testControlPlane connects to the test control plane (GPUVET_TEST_K8S_KUBECONFIG), or skips.
+func testControlPlane(t *testing.T, l Limits) *Cluster {
+	t.Helper()
 	kc := os.Getenv("GPUVET_TEST_K8S_KUBECONFIG")
 	if kc == "" {
 		t.Skip("no test control plane (GPUVET_TEST_K8S_KUBECONFIG; see integration_test.go)")
 	}
-	cl, err := ConnectWith(kc, "", Limits{QPS: 100, Burst: 200})
+	cl, err := ConnectWith(kc, "", l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	devicesCase(t, cl.Client, "gpuvet-dra-")
+	return cl
 }

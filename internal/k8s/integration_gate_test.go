@@ -3,7 +3,6 @@ package k8s
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,14 +22,7 @@ import (
 // GPUVetted condition through the status subresource on every node. The nodes are plain Node
 // objects (kwok manages only its annotated ones): the verdicts are what is tested, not a run.
 func TestKubernetesBreakerAndDryRunOnTheAPIServer(t *testing.T) {
-	kc := os.Getenv("GPUVET_TEST_K8S_KUBECONFIG")
-	if kc == "" {
-		t.Skip("no test control plane (GPUVET_TEST_K8S_KUBECONFIG; see integration_test.go)")
-	}
-	cl, err := ConnectWith(kc, "", Limits{QPS: 500, Burst: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := testControlPlane(t, Limits{QPS: 500, Burst: 1000})
 	cs, ctx := cl.Client, context.Background()
 	const sel = "gpuvet-test=breaker"
 	var nodes []Node
@@ -82,7 +74,7 @@ func TestKubernetesBreakerAndDryRunOnTheAPIServer(t *testing.T) {
 	v := Verdicts{Label: true, TaintFailed: true, Gate: true, DryRun: true, MaxUnhealthy: limit, ValidFor: time.Hour, PendingRetries: 3}
 	f := &Fleet{Cluster: cl, Verdicts: v, run: &Run{nodes: nodes}}
 	before := versions()
-	err = f.ApplyVerdicts(ctx, s)
+	err := f.ApplyVerdicts(ctx, s)
 	if err == nil || !strings.Contains(err.Error(), "circuit breaker: 80 of 200 nodes failed (limit 10 %)") {
 		t.Errorf("dry run: %v", err)
 	}
