@@ -325,10 +325,11 @@ func TestRealNodeModelCache(t *testing.T) {
 	engineCmd := "gpuvet sim --gpu H200 --model {model} --catalog " + snapshot + "/gpuvet-catalog.yaml --host 0.0.0.0 --port {port}"
 	e.cleanCache(t) // a fresh, root-owned volume: whatever an earlier test kept goes first
 	defer e.cleanCache(t)
-	// The cache is under test, not the load: rungs sized for 3 samples, not 30 (in CI the 8 load
-	// Jobs, at a CPU weight of 64 beside the go test, once took 130-360 s each sized for 30 and ran
-	// the second run past the tests' 6-minute bound on one gpuvet command).
-	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url, "--set", "compare.min_samples=3")
+	// The cache is under test, not the load: each engine's load is its synchronous rung alone, not a
+	// sweep (in CI the 8 load Jobs' sweeps, at a CPU weight of 64 beside the go test, took 130-360 s
+	// each sized for 30 samples, and past 6 minutes for one gpuvet command sized for 3).
+	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url, "--set", "compare.min_samples=3",
+		"--set", "load.profile=synchronous")
 	first := e.realCacheRun(t, hub, args)
 	if !strings.Contains(first.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
 		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", first.ownerLog)
