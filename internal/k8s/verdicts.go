@@ -298,11 +298,15 @@ func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, vd
 	if !v.tainting() && !v.Gate {
 		return nil, vd, nil
 	}
+	taken := takenGPUs(h, v)
+	if len(taken) == 0 { // most nodes: no read beyond the one applyVerdict makes
+		return nil, vd, nil
+	}
 	n, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, vd, err
 	}
-	taken := slices.DeleteFunc(takenGPUs(h, v), func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
+	taken = slices.DeleteFunc(taken, func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
 	if len(taken) == 0 || !v.wantsQuarantine(n, vd.gate()) {
 		return nil, vd, nil
 	}

@@ -19,7 +19,7 @@ import (
 // batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
 
 // SyncBlocks is how many blocks the sweep's synchronous rung runs in: one before the probes, one
-// after the knee search, SyncBlocks − 3 spread over the ladder, one after it. Three: five were
+// after the knee search, one after the ladder. Three: five (two more within the ladder) were
 // tried (bench/repeat, a 25 %-drifting simulated engine), and their narrower intervals (t 2.78, not
 // 4.30) left the verdicts of two runs of one GPU apart more often (4 of 6 pairs, against 1 of 9).
 const SyncBlocks = 3
@@ -37,18 +37,6 @@ func (ex *executor) nextBlock(ctx context.Context, a *attempt, index, n int) {
 
 // blocksRun is how many synchronous blocks have run (or been started).
 func (ex *executor) blocksRun() int { return SyncBlocks - ex.blocksLeft }
-
-// midBlockAfter tells whether a middle block runs after the ladder's rung done (1-based) of n,
-// with run blocks run so far: the SyncBlocks − 3 middle blocks sit after rungs ⌈j × n ÷ (m + 1)⌉,
-// j = 1 … m.
-func midBlockAfter(done, n, run int) bool {
-	m := SyncBlocks - 3
-	j := run - 1 // middle blocks run so far + 1 (block 1 and 2 are before the ladder)
-	if j > m {
-		return false
-	}
-	return done >= (j*n+m)/(m+1)
-}
 
 // syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
 // (kept for the pooled figures; the records themselves are freed as every rung's are).

@@ -1041,12 +1041,6 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 			knee.Plan = joinNote(knee.Plan, why)
 			logf(ex.o.Log, "sweep plan: %s", why)
 		}
-		if midBlockAfter(i+1, len(specs), ex.blocksRun()) && i+1 < len(specs) {
-			ex.ahead = specs[i+1:]
-			if ex.nextBlock(ctx, a, ss.Index, n); ctx.Err() != nil {
-				return
-			}
-		}
 	}
 	knee.PlannedRates = len(specs)
 	ex.ahead = nil
