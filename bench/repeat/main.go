@@ -47,7 +47,7 @@ func main() {
 		"--set", "history.enabled=false", "--set", "load.rates=5"}
 	fmt.Printf("gpuvet repeat: %d pairs, %d straggler runs, %d GPUs, engine drift %g %%, %d CPUs, outputs in %s\n",
 		*pairs, *stragglers, *gpus, *drift, runtime.NumCPU(), dir)
-	overlap := map[string]int{}
+	overlap, none := map[string]int{}, map[string]int{}
 	same := 0
 	for i := range *pairs {
 		a, ta := run(*bin, filepath.Join(dir, fmt.Sprintf("pair-%d-a", i)), base...)
@@ -55,8 +55,11 @@ func main() {
 		var cells []string
 		for _, f := range figures {
 			ok, text := overlaps(a, b, f)
-			if ok {
+			switch {
+			case ok:
 				overlap[f]++
+			case strings.Contains(text, noInterval):
+				none[f]++
 			}
 			cells = append(cells, text)
 		}
@@ -77,20 +80,41 @@ func main() {
 	}
 	fmt.Println()
 	for _, f := range figures {
-		fmt.Printf("%s: intervals overlap in %d of %d pairs\n", f, overlap[f], *pairs)
+		fmt.Printf("%s: intervals overlap in %d of %d pairs", f, overlap[f], *pairs)
+		if none[f] > 0 {
+			fmt.Printf(", %d with %s in a run (a tail of too few requests: its gate judges the value)", none[f], noInterval)
+		}
+		fmt.Println()
 	}
 	fmt.Printf("same verdict in %d of %d pairs; straggler caught alone in %d of %d runs\n", same, *pairs, caught, *stragglers)
 }
+
+// noInterval marks a pair where a run's figure had no interval.
+const noInterval = "no interval"
 
 // overlaps says whether the two runs' intervals across runs of figure f (the first endpoint's
 // synchronous rung) overlap, and shows them.
 func overlaps(a, b *results.Summary, f string) (bool, string) {
 	ia, ib := syncRun(a).AcrossRuns(f), syncRun(b).AcrossRuns(f)
 	if ia == nil || ib == nil {
-		return false, f + " no interval"
+		return false, fmt.Sprintf("%s %s (%.4g, %.4g)", f, noInterval, value(a, f), value(b, f))
 	}
 	ok := ia.Hi >= ib.Lo && ib.Hi >= ia.Lo
 	return ok, fmt.Sprintf("%s [%.4g, %.4g] [%.4g, %.4g]%s", f, ia.Lo, ia.Hi, ib.Lo, ib.Hi, map[bool]string{true: "", false: " APART"}[ok])
+}
+
+// value is figure f of a summary's synchronous rung.
+func value(s *results.Summary, f string) float64 {
+	r := syncRun(s)
+	switch f {
+	case "ttft_p95_ms":
+		return r.TTFT.P95
+	case "itl_p95_ms":
+		return r.ITL.P95
+	case "tpot_p50_ms":
+		return r.TPOT.P50
+	}
+	return r.OutputTokS
 }
 
 func syncRun(s *results.Summary) *results.Run {

@@ -59,8 +59,9 @@ type Figure struct {
 	Blocks []float64
 	// gap is the gap to the reference measured block by block (Peers sets it from Blocks).
 	gap *blockGap
-	// DriftPct, when set, is how far (±%) the engine's speed moved between the run's synchronous
-	// blocks, which widened CI to cover a rerun: a gate it leaves undecided says so.
+	// DriftPct, when set, is how far (±%) a reading of the engine's speed at one moment may sit from
+	// its speed over the run, by the spread between the run's synchronous blocks, which widened CI
+	// to cover a rerun: a gate it leaves undecided says so.
 	DriftPct float64
 }
 
@@ -123,7 +124,7 @@ func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why stri
 	}
 	if f.CI != nil && f.CI.Lo <= limit && limit <= f.CI.Hi {
 		if f.DriftPct > 0 {
-			return Inconclusive, fmt.Sprintf("its %g %% interval [%s, %s], %s (its speed moved ±%.0f %% between the run's synchronous blocks), spans the limit: one run of this engine cannot place the figure; rerun when the engine is steadier (its host's CPU, co-tenants), or judge the node by its history", f.CI.Level*100, Num(f.CI.Lo), Num(f.CI.Hi), EngineDrifted, f.DriftPct)
+			return Inconclusive, fmt.Sprintf("its %g %% interval [%s, %s], %s (its speed, read at one moment, is good to ±%.0f %% by the spread between the run's synchronous blocks), spans the limit: one run of this engine cannot place the figure; rerun when the engine is steadier (its host's CPU, co-tenants), or judge the node by its history", f.CI.Level*100, Num(f.CI.Lo), Num(f.CI.Hi), EngineDrifted, f.DriftPct)
 		}
 		return Inconclusive, fmt.Sprintf("its %g %% confidence interval [%s, %s] spans the limit: %s", f.CI.Level*100, Num(f.CI.Lo), Num(f.CI.Hi), Tighten)
 	}

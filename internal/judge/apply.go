@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -106,7 +107,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 	for ei := range m.Endpoints {
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])
-		gateLayers(&m.Endpoints[ei], healthy)
+		gateLayers(&m.Endpoints[ei], healthy, val(cfg.LLMVariancePct))
 	}
 	m.Flags = dropJudgeFlags(m.Flags)
 	m.Status = modelStatus(m)
@@ -460,15 +461,16 @@ func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure
 	return f
 }
 
-// engineDriftPct is the half-width, as a % of its centre, of the interval across the synchronous
-// rung's blocks of the engine's speed (output tok/s): how far the engine moved over the run (0: not
-// measured in blocks).
+// engineDriftPct is how far (± %, of its centre) a reading of the engine's speed taken at one
+// moment may sit from its speed over the run: the interval across the synchronous rung's blocks of
+// its output tok/s is the mean's, t × sd/√B; one moment's reading (a ladder rung's) carries a whole
+// block's spread, t × sd, √B times that (0: not measured in blocks).
 func engineDriftPct(sync *results.Run) float64 {
 	ci := sync.Repeat.Interval(speedFigure)
 	if ci == nil || !(ci.Hi+ci.Lo > 0) {
 		return 0
 	}
-	return (ci.Hi - ci.Lo) / (ci.Hi + ci.Lo) * 100
+	return (ci.Hi - ci.Lo) / (ci.Hi + ci.Lo) * 100 * math.Sqrt(float64(sync.Repeat.Blocks))
 }
 
 // speedFigure is the synchronous rung's figure that stands for the engine's speed.

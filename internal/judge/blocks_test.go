@@ -42,17 +42,18 @@ func TestAlignedBlocks(t *testing.T) {
 }
 
 // A gate left undecided by an interval the engine's drift widened belongs to the engine, and says
-// so: the peak read ±2 % over its requests, and ±13 % once the drift the blocks saw is in it.
+// so: the peak read ±2 % over its requests, and ±23 % once the drift the blocks saw is in it (the
+// blocks' ±13 % for their mean, × √3 for a reading at one moment).
 func TestGateUndecidedByTheEngineDrift(t *testing.T) {
 	l := &results.Load{Runs: []results.Run{{Kind: RunSynchronous, Repeat: &results.Repeat{Blocks: 3,
 		CI: &results.Intervals{OutputTokS: &results.Interval{Lo: 100, Hi: 130, Level: 0.95}}}}}}
 	peak := compare.Figure{Value: 3100, Samples: 130, CI: &results.Interval{Lo: 3040, Hi: 3160, Level: 0.95}}
 	f := acrossRuns(l, MetricPeakOutputTokS, peak)
-	if !(f.DriftPct > 12 && f.DriftPct < 14) || !(f.CI.Lo < 2750) {
+	if !(f.DriftPct > 22 && f.DriftPct < 23) || !(f.CI.Lo < 2400) {
 		t.Fatalf("across runs: %+v %+v", f, f.CI)
 	}
 	res, why := compare.Gate(f, 3364, false, 10)
-	if res != compare.Inconclusive || !strings.Contains(why, compare.EngineDrifted) || !strings.Contains(why, "±13 %") {
+	if res != compare.Inconclusive || !strings.Contains(why, compare.EngineDrifted) || !strings.Contains(why, "±23 %") {
 		t.Fatalf("gate: %s: %s", res, why)
 	}
 	ep := &results.Endpoint{GPUs: []int{0}, Verdicts: []results.Verdict{{Check: CheckExpected, Result: ResultInconclusive, Rule: "peak output tok/s ≥ 3364", Reason: why, Source: "roofline"}}}
@@ -65,5 +66,27 @@ func TestGateUndecidedByTheEngineDrift(t *testing.T) {
 	ep.Verdicts[0].Reason = why
 	if fs := endpointFindings("h", "m", ep); res != compare.Inconclusive || len(fs) != 1 || fs[0].Layer != results.LayerClient {
 		t.Fatalf("without drift: %s %+v", res, fs)
+	}
+}
+
+// An expected-throughput miss on a GPU that passed its own checks is the GPU's, unless the engine's
+// speed moved between the run's blocks by more than the gate's margin: then it is the engine's.
+func TestExpectedMissOfADriftingEngineIsTheEngines(t *testing.T) {
+	for _, tc := range []struct {
+		spread float64
+		layer  string
+		action string
+	}{{18, results.LayerEngine, results.ActionFixEngine}, {4, results.LayerGPU, results.ActionResetGPU}} {
+		ep := &results.Endpoint{GPUs: []int{0}, Load: &results.Load{Runs: []results.Run{{Kind: RunSynchronous,
+			Repeat: &results.Repeat{Blocks: 3, Figures: []results.FigureRepeat{{Figure: speedFigure, Blocks: []float64{100, 118, 104}, SpreadPct: tc.spread}}}}}},
+			Flags: []results.Flag{{Check: CheckExpected, Reason: "peak output tok/s 2900 < 3364"}}}
+		gateLayers(ep, map[int]bool{0: true}, 10)
+		f := ep.Flags[0]
+		if f.Layer != tc.layer || f.Action != tc.action {
+			t.Errorf("engine moved %g %%: %s/%s, want %s/%s (%s)", tc.spread, f.Layer, f.Action, tc.layer, tc.action, f.Reason)
+		}
+		if tc.layer == results.LayerEngine && !strings.Contains(f.Reason, "moved 18 %") {
+			t.Errorf("reason: %s", f.Reason)
+		}
 	}
 }

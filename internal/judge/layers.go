@@ -387,9 +387,12 @@ func healthyGPUs(h *results.Host) map[int]bool {
 // it is the GPU's only where the GPU's own checks do not clear it. On a GPU whose health passed and
 // whose load raised no GPU finding (telemetry), the miss is the engine's: under the engine-bound
 // share of the roofline the engine sets the figure (fix the engine); at or above it the GPU serves
-// near its physics and the gate does not fit this GPU × model (calibrate). Without health the gate
-// stays the GPU's, and asks for a rerun with health to tell the two apart.
-func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
+// near its physics and the gate does not fit this GPU × model (calibrate). The expected throughput
+// was derived for this GPU, so its miss stays the GPU's, unless the engine's own speed moved within
+// the run by more than the gate's margin (margin, compare.variance_pct): the engine then explains
+// the miss. Without health the gate stays the GPU's, and asks for a rerun with health to tell the
+// two apart.
+func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 	cleared := len(ep.GPUs) > 0
 	for _, g := range ep.GPUs {
 		cleared = cleared && healthy[g]
@@ -415,6 +418,10 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
 			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
 			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
 				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(results.DefaultOf(results.ThEngineBoundSOLPct)))
+		case f.Check == CheckExpected && engineMovedPct(ep) > margin:
+			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
+			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine's speed moved %.0f %% between the run's synchronous blocks, more than the gate's %g %% margin: steady the engine (its host's CPU, co-tenants) and rerun",
+				engineMovedPct(ep), margin)
 		case f.Check == CheckExpected:
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
 		default:
@@ -422,6 +429,20 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool) {
 			f.Reason = withoutAdvice(f.Reason) + "; not the GPU's: the GPU passed its own checks" + solWords(sol) + ": the gate does not fit this GPU and model; calibrate it (`gpuvet calibrate`) or set it"
 		}
 	}
+}
+
+// engineMovedPct is how far the engine's speed (the synchronous rung's output tok/s) spread between
+// the run's blocks, as a % of it (0: not measured in blocks).
+func engineMovedPct(ep *results.Endpoint) float64 {
+	if ep.Load == nil {
+		return 0
+	}
+	if r := FindRun(ep.Load, RunSynchronous); r != nil {
+		if fr := r.Repeat.Figure(speedFigure); fr != nil {
+			return fr.SpreadPct
+		}
+	}
+	return 0
 }
 
 // withoutAdvice is a gate's reason without the advice that assumes the GPU (advice): what was
