@@ -622,6 +622,17 @@ func TestSharedClientLimitedDecidesNoCell(t *testing.T) {
 	if decided(alone) == 0 {
 		t.Errorf("loaded one at a time: no cell decided")
 	}
+	// The GPUs it left undecided have one finding that says why and what decides them: the client's.
+	m.Comparisons = shared
+	f, ok := undecidedComparisons("h", &m)
+	if !ok || f.Layer != results.LayerClient || f.Action != results.ActionRerun || f.Status != results.StatusInconclusive ||
+		!strings.Contains(f.Reason, "--parallel-gpus") || len(f.GPUs) != len(m.Endpoints) {
+		t.Errorf("finding of the undecided comparisons: %+v", f)
+	}
+	m.Comparisons = alone
+	if f, ok := undecidedComparisons("h", &m); ok && f.Check == checkClientLimited {
+		t.Errorf("loaded one at a time, the comparisons blamed on the client: %+v", f)
+	}
 }
 
 // Issue 53: the report looked the TTFT gate up as "ttft_p95_ms" where the judge wrote

@@ -17,54 +17,57 @@ type checkKind struct {
 	layer, action string
 }
 
+// checkClientLimited is the finding of comparisons the load generator left undecided.
+const checkClientLimited = "load.client_limited"
+
 // checkKinds maps a check id, or a prefix ending in ".", to its layer and action
 // (docs/detection.md, "Findings by layer", prints it).
 var checkKinds = map[string]checkKind{
-	CheckHealthCount:      {results.LayerGPU, results.ActionRebootNode},
-	CheckECC:              {results.LayerGPU, results.ActionResetGPU},
-	CheckRetired:          {results.LayerGPU, results.ActionResetGPU},
-	CheckRemap:            {results.LayerGPU, results.ActionResetGPU},
-	CheckClockEvents:      {results.LayerGPU, results.ActionDrainRMA},
-	CheckBurnClock:        {results.LayerGPU, results.ActionDrainRMA},
-	CheckXID:              {results.LayerGPU, results.ActionResetGPU},
-	CheckDCGM:             {results.LayerGPU, results.ActionResetGPU},
-	CheckFloor:            {results.LayerGPU, results.ActionResetGPU},
-	CheckResults:          {results.LayerGPU, results.ActionDrainRMA},
-	CheckPCIeWidth:        {results.LayerInterconnect, results.ActionRebootNode},
-	CheckPCIeBW:           {results.LayerInterconnect, results.ActionRebootNode},
-	CheckNVLinkDown:       {results.LayerInterconnect, results.ActionRebootNode},
-	CheckNVLinkErrors:     {results.LayerInterconnect, results.ActionResetGPU},
-	CheckNVLinkPath:       {results.LayerInterconnect, results.ActionRebootNode},
-	CheckAllReduce:        {results.LayerInterconnect, results.ActionRebootNode},
-	CheckLinkCompare:      {results.LayerInterconnect, results.ActionRebootNode},
-	CheckHealthBusy:       {results.LayerHost, results.ActionRerun},
-	CheckBusy:             {results.LayerHost, results.ActionRerun},
-	CheckGPUToGPU:         {results.LayerGPU, results.ActionResetGPU},
-	CheckContextCompare:   {results.LayerGPU, results.ActionResetGPU},
-	CheckPreemption:       {results.LayerGPU, results.ActionResetGPU},
-	CheckNodeToNode:       {results.LayerGPU, results.ActionRebootNode},
-	CheckDrift:            {results.LayerGPU, results.ActionResetGPU},
-	CheckErrorRate:        {results.LayerGPU, results.ActionResetGPU},
-	CheckLoadErrors:       {results.LayerGPU, results.ActionResetGPU},
-	CheckExpected:         {results.LayerGPU, results.ActionResetGPU},
-	CheckOutputsDiffer:    {results.LayerGPU, results.ActionDrainRMA},
-	CheckXIDLoad:          {results.LayerGPU, results.ActionResetGPU},
-	CheckECCLoad:          {results.LayerGPU, results.ActionResetGPU},
-	CheckThrottled:        {results.LayerGPU, results.ActionDrainRMA},
-	CheckLoadClockEvents:  {results.LayerGPU, results.ActionDrainRMA},
-	CheckReplayLoad:       {results.LayerInterconnect, results.ActionRebootNode},
-	CheckEngineFault:      {results.LayerEngine, results.ActionFixEngine},
-	CheckPrefixCache:      {results.LayerEngine, results.ActionFixEngine},
-	CheckNetworkFault:     {results.LayerInfra, results.ActionRerun},
-	CheckClientFault:      {results.LayerClient, results.ActionRerun},
-	CheckLoadPartial:      {results.LayerInfra, results.ActionRerun},
-	CheckBaseline:         {results.LayerInfra, results.ActionNone},
-	"engine.version":      {results.LayerEngine, results.ActionNone},
-	"load.client_limited": {results.LayerClient, results.ActionRerun},
-	"run.gpu_count":       {results.LayerGPU, results.ActionRebootNode},
-	checkFunctPrefix:      {results.LayerEngine, results.ActionFixEngine},
-	checkGatePrefix:       {results.LayerGPU, results.ActionRerun},
-	"health.":             {results.LayerGPU, results.ActionResetGPU},
+	CheckHealthCount:     {results.LayerGPU, results.ActionRebootNode},
+	CheckECC:             {results.LayerGPU, results.ActionResetGPU},
+	CheckRetired:         {results.LayerGPU, results.ActionResetGPU},
+	CheckRemap:           {results.LayerGPU, results.ActionResetGPU},
+	CheckClockEvents:     {results.LayerGPU, results.ActionDrainRMA},
+	CheckBurnClock:       {results.LayerGPU, results.ActionDrainRMA},
+	CheckXID:             {results.LayerGPU, results.ActionResetGPU},
+	CheckDCGM:            {results.LayerGPU, results.ActionResetGPU},
+	CheckFloor:           {results.LayerGPU, results.ActionResetGPU},
+	CheckResults:         {results.LayerGPU, results.ActionDrainRMA},
+	CheckPCIeWidth:       {results.LayerInterconnect, results.ActionRebootNode},
+	CheckPCIeBW:          {results.LayerInterconnect, results.ActionRebootNode},
+	CheckNVLinkDown:      {results.LayerInterconnect, results.ActionRebootNode},
+	CheckNVLinkErrors:    {results.LayerInterconnect, results.ActionResetGPU},
+	CheckNVLinkPath:      {results.LayerInterconnect, results.ActionRebootNode},
+	CheckAllReduce:       {results.LayerInterconnect, results.ActionRebootNode},
+	CheckLinkCompare:     {results.LayerInterconnect, results.ActionRebootNode},
+	CheckHealthBusy:      {results.LayerHost, results.ActionRerun},
+	CheckBusy:            {results.LayerHost, results.ActionRerun},
+	CheckGPUToGPU:        {results.LayerGPU, results.ActionResetGPU},
+	CheckContextCompare:  {results.LayerGPU, results.ActionResetGPU},
+	CheckPreemption:      {results.LayerGPU, results.ActionResetGPU},
+	CheckNodeToNode:      {results.LayerGPU, results.ActionRebootNode},
+	CheckDrift:           {results.LayerGPU, results.ActionResetGPU},
+	CheckErrorRate:       {results.LayerGPU, results.ActionResetGPU},
+	CheckLoadErrors:      {results.LayerGPU, results.ActionResetGPU},
+	CheckExpected:        {results.LayerGPU, results.ActionResetGPU},
+	CheckOutputsDiffer:   {results.LayerGPU, results.ActionDrainRMA},
+	CheckXIDLoad:         {results.LayerGPU, results.ActionResetGPU},
+	CheckECCLoad:         {results.LayerGPU, results.ActionResetGPU},
+	CheckThrottled:       {results.LayerGPU, results.ActionDrainRMA},
+	CheckLoadClockEvents: {results.LayerGPU, results.ActionDrainRMA},
+	CheckReplayLoad:      {results.LayerInterconnect, results.ActionRebootNode},
+	CheckEngineFault:     {results.LayerEngine, results.ActionFixEngine},
+	CheckPrefixCache:     {results.LayerEngine, results.ActionFixEngine},
+	CheckNetworkFault:    {results.LayerInfra, results.ActionRerun},
+	CheckClientFault:     {results.LayerClient, results.ActionRerun},
+	CheckLoadPartial:     {results.LayerInfra, results.ActionRerun},
+	CheckBaseline:        {results.LayerInfra, results.ActionNone},
+	"engine.version":     {results.LayerEngine, results.ActionNone},
+	checkClientLimited:   {results.LayerClient, results.ActionRerun},
+	"run.gpu_count":      {results.LayerGPU, results.ActionRebootNode},
+	checkFunctPrefix:     {results.LayerEngine, results.ActionFixEngine},
+	checkGatePrefix:      {results.LayerGPU, results.ActionRerun},
+	"health.":            {results.LayerGPU, results.ActionResetGPU},
 }
 
 // kindOf is a check's row: its own, else its prefix's; a check no row names is the host's, to be
@@ -287,8 +290,60 @@ func hostFindings(h *results.Host) []results.Finding {
 		for ei := range m.Endpoints {
 			out = append(out, endpointFindings(h.Name, m.Model, &m.Endpoints[ei])...)
 		}
+		if f, ok := undecidedComparisons(h.Name, &m); ok {
+			out = append(out, f)
+		}
 	}
 	return out
+}
+
+// undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide,
+// when some could not: the GPUs they left inconclusive have no other finding that says why. The
+// client's, to rerun: it fell behind (give it CPU, or load fewer GPUs at once), or its requests were
+// too few for the gap; the engine's where its drift widened the gap past deciding.
+func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
+	var metrics []string
+	var gpus []int
+	client, why := false, ""
+	for _, c := range m.Comparisons {
+		undecided := c.LowConfidence
+		for _, cell := range c.Values {
+			if cell.Inconclusive {
+				undecided = true
+				if cell.GPU >= 0 && !slices.Contains(gpus, cell.GPU) {
+					gpus = append(gpus, cell.GPU)
+				}
+				if why == "" {
+					why = cell.Reason
+				}
+			}
+		}
+		if !undecided {
+			continue
+		}
+		metrics = append(metrics, c.Metric)
+		client = client || c.ClientLimited
+		if why == "" {
+			why = c.Note
+		}
+	}
+	if len(metrics) == 0 {
+		return results.Finding{}, false
+	}
+	slices.Sort(gpus)
+	f := results.Finding{Layer: results.LayerClient, Status: results.StatusInconclusive, Host: host, GPUs: gpus, Subject: m.Model,
+		Check: CheckGPUToGPU, Action: results.ActionRerun}
+	what := fmt.Sprintf("GPU-to-GPU comparison undecided in %d of %d figures (%s)", len(metrics), len(m.Comparisons), strings.Join(metrics, ", "))
+	switch {
+	case client:
+		f.Check = checkClientLimited
+		f.Reason = what + ": the load generator fell behind its schedule while it loaded these GPUs at once, so it set the pace, not the GPUs: give gpuvet more CPU, or load fewer GPUs at once (--parallel-gpus), and rerun"
+	case strings.Contains(why, compare.EngineDrifted):
+		f.Layer, f.Reason = results.LayerEngine, what+": "+why
+	default:
+		f.Reason = what + ": " + why
+	}
+	return f, true
 }
 
 // rollLayers sets a host's layers, its hardware status and the action its hardware findings ask for.
