@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -644,5 +645,22 @@ func TestMetaThresholdsUseTheSummarysKeys(t *testing.T) {
 		if th, ok := s.Meta.Thresholds[key]; !ok || th.Value == nil || *th.Value != want {
 			t.Errorf("meta.thresholds[%q] = %+v, want %g", key, th, want)
 		}
+	}
+}
+
+// A GPU flagged by one figure and undecided in another has its flag's finding only; a GPU left
+// undecided alone gets the comparisons' finding with the cell's reason.
+func TestUndecidedComparisonOfAFlaggedGPUAddsNoFinding(t *testing.T) {
+	m := &results.Model{Model: "m", Comparisons: []results.Compare{
+		{Metric: "tpot_p50_ms", Values: []results.CompareCell{{GPU: 0}, {GPU: 1, Flagged: true}}},
+		{Metric: "tpot_p95_ms", Values: []results.CompareCell{{GPU: 0}, {GPU: 1, Inconclusive: true, Reason: "no confidence interval"}}},
+	}}
+	if f, ok := undecidedComparisons("h", m); ok {
+		t.Errorf("flagged GPU's undecided figure: %+v", f)
+	}
+	m.Comparisons[0].Values[1].Flagged = false
+	f, ok := undecidedComparisons("h", m)
+	if !ok || f.Layer != results.LayerClient || !slices.Equal(f.GPUs, []int{1}) || !strings.Contains(f.Reason, "no confidence interval") {
+		t.Errorf("undecided GPU: %v %+v", ok, f)
 	}
 }

@@ -298,17 +298,24 @@ func hostFindings(h *results.Host) []results.Finding {
 }
 
 // undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide,
-// when some could not: the GPUs they left inconclusive have no other finding that says why. The
+// when some could not (a GPU another figure flagged aside): the GPUs they left inconclusive have no
+// other finding that says why. The
 // client's, to rerun: it fell behind (give it CPU, or load fewer GPUs at once), or its requests were
 // too few for the gap; the engine's where its drift widened the gap past deciding.
 func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
 	var metrics []string
 	var gpus []int
 	client, why := false, ""
+	flagged := map[int]bool{} // a GPU another figure flagged: its undecided figures add nothing
+	for _, c := range m.Comparisons {
+		for _, cell := range c.Values {
+			flagged[cell.GPU] = flagged[cell.GPU] || cell.Flagged && cell.GPU >= 0
+		}
+	}
 	for _, c := range m.Comparisons {
 		undecided := c.LowConfidence
 		for _, cell := range c.Values {
-			if cell.Inconclusive {
+			if cell.Inconclusive && !flagged[cell.GPU] {
 				undecided = true
 				if cell.GPU >= 0 && !slices.Contains(gpus, cell.GPU) {
 					gpus = append(gpus, cell.GPU)
