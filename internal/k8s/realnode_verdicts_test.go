@@ -373,18 +373,20 @@ func startAPIProxy(t *testing.T, kubeconfig string) apiProxy {
 }
 
 // Issue 46's gate on the real node (kubelet + containerd): the node joins with gpuvet's pending
-// taint, and the run's own pods tolerate it. A healthy run releases it (issue 52: pending → vetted
-// → released: the taint gone, GPUVetted True, the status label and an expiry) or keeps it pending
-// with what left it undecided; a GPU computing
-// wrong answers replaces the pending taint with the quarantine and GPUVetted False with its reason.
+// taint, and the run's own pods tolerate it. Issue 52: a healthy run releases it (pending → vetted
+// → released: the taint gone, GPUVetted True, the status label, the run that vetted it, an
+// expiry); a GPU 10 % slower than its seven siblings (a straggler, decided by the GPU-to-GPU
+// comparison, not by a hard failure) replaces the pending taint with the quarantine, GPUVetted
+// False naming the GPU and the comparison; a GPU computing wrong answers does the same.
 //
-// The healthy run loads one GPU at a time and compares them with a 40 % margin: two engines loaded
-// at once were client-limited on this shared node, and the quick profile's 2 s rungs measured peak
-// intervals of ±20 % between two healthy GPUs, which the default 10 % margin leaves undecided.
-// With the node to itself it is released (measured: on its first attempt, in 130 s); beside CI's
-// go test (pods at a CPU weight of 64) even one engine's client falls behind, and the node then
-// stays pending with the reason (GPUVetted Unknown): that is the gate's contract for a run that
-// could not decide, so both are accepted, each checked in full.
+// The runs load the synchronous rung only, one GPU at a time: beside CI's go test (the node's pods
+// at a CPU weight of 64) the quick sweep's client fell behind on its constant rungs and left the
+// node pending (inconclusive, the gate's answer for a run that could not decide); one stream per
+// GPU seldom does, and the engines' comparison keeps a 40 % margin for the same reason. A healthy
+// run still undecided is checked as kept pending with its reason, and the next run must release it. The straggler is
+// slow in its microbenchmarks (the simulator's --sim-straggler in the health Job), compared at a
+// 5 % tolerance (compare.gemm_variance_pct; 25 % by default, the spread measured between healthy
+// H200s), which the simulator's healthy GPUs meet within 1 %.
 func TestRealNodeGate(t *testing.T) {
 	e := setupReal(t)
 	markNodes(t, e.cs, realNode)
@@ -405,28 +407,45 @@ func TestRealNodeGate(t *testing.T) {
 		}
 		return s, log
 	}
-	s, log := run("--sim --sim-count 8 --dcgm=false", "--set", "compare.variance_pct=40", "--parallel-gpus", "1")
-	n := getNode(t, e.cs, realNode)
-	userMarksKept(t, n)
-	c := vetted(n)
-	switch st := s.Hosts[0].Status; st {
-	case results.StatusOK: // released: the taint gone, GPUVetted True, the status label, an expiry
-		if hasPending(n) || gpuvetTaint(n) != nil || c == nil || c.Status != corev1.ConditionTrue ||
-			n.Annotations[k8s.AnnotationValidUntil] == "" || n.Labels[k8s.LabelStatus] != string(results.StatusOK) {
-			t.Errorf("ok node not released: taints %v labels %v condition %+v\n%s", n.Spec.Taints, n.Labels, c, log)
+	light := []string{"--set", "load.profile=synchronous", "--set", "compare.variance_pct=40", "--parallel-gpus", "1"}
+	var s *results.Summary
+	var log string
+	var n *corev1.Node
+	var c *corev1.NodeCondition
+	for try := 1; ; try++ {
+		s, log = run("--sim --sim-count 8 --dcgm=false", light...)
+		n = getNode(t, e.cs, realNode)
+		userMarksKept(t, n)
+		c = vetted(n)
+		if s.Hosts[0].Status != results.StatusInconclusive || try == 2 {
+			break
 		}
-	case results.StatusInconclusive: // kept pending, saying what left it undecided
+		// Undecided (a starved machine): the gate keeps it pending and says why; the next run decides.
 		_, why, _ := strings.Cut(n.Annotations[k8s.AnnotationPendingReason], " in a row): ")
 		if !hasPending(n) || c == nil || c.Status != corev1.ConditionUnknown || strings.TrimSpace(why) == "" {
-			t.Errorf("undecided node not kept pending with its reason: taints %v annotations %v condition %+v\n%s", n.Spec.Taints, n.Annotations, c, log)
+			t.Fatalf("undecided node not kept pending with its reason: taints %v annotations %v condition %+v\n%s", n.Spec.Taints, n.Annotations, c, log)
 		}
-	default:
-		t.Fatalf("a healthy node: %s\n%s", st, log)
+		t.Logf("healthy run %s undecided, kept pending: %s", s.RunID, why)
 	}
-	t.Logf("healthy run: node %s, annotations %v", s.Hosts[0].Status, n.Annotations)
+	if st := s.Hosts[0].Status; st != results.StatusOK || hasPending(n) || gpuvetTaint(n) != nil || c == nil || c.Status != corev1.ConditionTrue ||
+		n.Annotations[k8s.AnnotationValidUntil] == "" || n.Labels[k8s.LabelStatus] != string(results.StatusOK) || n.Labels[k8s.LabelVettedBy] != s.RunID {
+		t.Fatalf("a healthy node not released: %s, taints %v labels %v annotations %v condition %+v\n%s", st, n.Spec.Taints, n.Labels, n.Annotations, c, log)
+	}
+	t.Logf("healthy run %s: released, %s until %s", s.RunID, c.Reason, n.Annotations[k8s.AnnotationValidUntil])
 
 	pendingOn(t, e.cs, realNode)
-	s, log = run("--sim --sim-count 8 --dcgm=false --sim-corrupt 1")
+	s, log = run("--sim --sim-count 8 --dcgm=false --sim-straggler 1 --sim-straggler-pct 10", append(light, "--set", "compare.gemm_variance_pct=5")...)
+	n = getNode(t, e.cs, realNode)
+	userMarksKept(t, n)
+	c = vetted(n)
+	if s.Hosts[0].Status != results.StatusFlag || hasPending(n) || gpuvetTaint(n) == nil || c == nil || c.Status != corev1.ConditionFalse ||
+		!strings.Contains(c.Message, "gpu 1") || !strings.Contains(c.Message, "below the best") || !strings.Contains(n.Annotations[k8s.AnnotationUnhealthyReason], "tolerance") {
+		t.Fatalf("a 10 %% straggler: node %s, taints %v, condition %+v, annotations %v\n%s", s.Hosts[0].Status, n.Spec.Taints, c, n.Annotations, log)
+	}
+	t.Logf("straggler run %s: quarantined: %s", s.RunID, c.Message)
+
+	pendingOn(t, e.cs, realNode)
+	s, log = run("--sim --sim-count 8 --dcgm=false --sim-corrupt 1", light...)
 	n = getNode(t, e.cs, realNode)
 	userMarksKept(t, n)
 	c = vetted(n)
