@@ -59,6 +59,9 @@ func newSlurmLab(t *testing.T) *slurmLab {
 var slurmQuick = []string{"--set", "load.max_duration=1500ms", "--set", "load.rates=2", "--set", "load.prompt_tokens=64",
 	"--set", "load.output_tokens=32", "--set", "load.max_concurrency=4", "--set", "health.burn=0s", "--set", "slurm.poll=300ms"}
 
+// syncOnly loads each GPU's synchronous rung alone (no probes, no ladder).
+var syncOnly = []string{"--set", "load.profile=synchronous"}
+
 // run runs `gpuvet run --backend slurm --sim` with args, as its own process.
 func (l *slurmLab) run(t *testing.T, out string, args ...string) (int, string) {
 	t.Helper()
@@ -125,7 +128,9 @@ func hostByName(s *results.Summary, name string) *results.Host {
 
 // A fleet run with one straggler node: every node's summary merged, the straggler flagged and
 // drained with its reason (--drain-flagged), the others left alone; a later run finds the node
-// ok and resumes it (gpuvet drained it: its record and its reason say so).
+// ok and resumes it (gpuvet drained it: its record and its reason say so). Every run loads the
+// synchronous rung only (syncOnly): the straggler is caught by its health, and the drain and the
+// resume are under test, not the sweep, whose 24 engines' ladders took most of the test's 344 s.
 func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	l := newSlurmLab(t)
 	cfg := filepath.Join(l.dir, "straggler.yaml")
@@ -135,7 +140,7 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	// microbenchmarks 30 % below its siblings' and under the datasheet floors), and on a loaded
 	// 2-core machine 24 engines' ITL tails at once differed by 50-80 % between healthy GPUs of
 	// another node, which flagged and drained it first (slurm.max_drain=1 then held node2).
-	code, log := l.run(t, out, "-c", cfg, "--drain-flagged", "--set", "slurm.max_drain=1", "--set", "compare.variance_pct=60")
+	code, log := l.run(t, out, append([]string{"-c", cfg, "--drain-flagged", "--set", "slurm.max_drain=1", "--set", "compare.variance_pct=60"}, syncOnly...)...)
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
 		t.Fatalf("exit %d, no summary: %v\n%s", code, err, log)
@@ -167,8 +172,8 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 	// six, so gpuvet's drain stays, and the run says why.
 	firstReason := n2.Reason
 	out2 := filepath.Join(l.dir, "partial")
-	code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "1",
-		"--set", "health.enabled=false", "--set", "run.gpu_count=2")
+	code, log = l.run(t, out2, append([]string{"--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "1",
+		"--set", "health.enabled=false", "--set", "run.gpu_count=2"}, syncOnly...)...)
 	if n := slurmNode(t, "node2"); !n.Drained() || n.Reason != firstReason {
 		t.Fatalf("a partial run (2 GPUs, no health) changed gpuvet's drain: %s %q\n%s", n.StateString(), n.Reason, log)
 	}
@@ -187,7 +192,7 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 		// A wide GPU-to-GPU margin and two GPUs' loads at a time: this test is about the resume, not
 		// the detection power, and a load generator short of CPU (8 GPUs' loads at once on a loaded
 		// 2-core machine) is client-limited, which leaves every comparison undecided.
-		code, log = l.run(t, out2, "--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "2")
+		code, log = l.run(t, out2, append([]string{"--slurm-nodes", "node2", "--drain-flagged", "--set", "compare.variance_pct=60", "--parallel-gpus", "2"}, syncOnly...)...)
 		s2, err := results.Read(filepath.Join(out2, "summary.json"))
 		if err != nil {
 			t.Fatalf("exit %d: %v\n%s", code, err, log)

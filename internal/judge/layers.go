@@ -17,8 +17,12 @@ type checkKind struct {
 	layer, action string
 }
 
-// checkClientLimited is the finding of comparisons the load generator left undecided.
-const checkClientLimited = "load.client_limited"
+// checkClientLimited is the finding of comparisons the load generator left undecided;
+// checkUndecided of comparisons too few requests (or the engine's drift) left undecided.
+const (
+	checkClientLimited = "load.client_limited"
+	checkUndecided     = "compare.undecided"
+)
 
 // checkKinds maps a check id, or a prefix ending in ".", to its layer and action
 // (docs/detection.md, "Findings by layer", prints it).
@@ -64,6 +68,7 @@ var checkKinds = map[string]checkKind{
 	CheckBaseline:        {results.LayerInfra, results.ActionNone},
 	"engine.version":     {results.LayerEngine, results.ActionNone},
 	checkClientLimited:   {results.LayerClient, results.ActionRerun},
+	checkUndecided:       {results.LayerClient, results.ActionRerun},
 	"run.gpu_count":      {results.LayerGPU, results.ActionRebootNode},
 	checkFunctPrefix:     {results.LayerEngine, results.ActionFixEngine},
 	checkGatePrefix:      {results.LayerGPU, results.ActionRerun},
@@ -339,7 +344,7 @@ func undecidedComparisons(host string, m *results.Model) (results.Finding, bool)
 	}
 	slices.Sort(gpus)
 	f := results.Finding{Layer: results.LayerClient, Status: results.StatusInconclusive, Host: host, GPUs: gpus, Subject: m.Model,
-		Check: CheckGPUToGPU, Action: results.ActionRerun}
+		Check: checkUndecided, Action: results.ActionRerun}
 	what := fmt.Sprintf("GPU-to-GPU comparison undecided in %d of %d figures (%s)", len(metrics), len(m.Comparisons), strings.Join(metrics, ", "))
 	switch {
 	case client:
@@ -572,6 +577,8 @@ func LayerTable() []string {
 			verdict = "the GPU failed"
 		case k.layer == results.LayerHost:
 			verdict = "the host flag; the GPU not proven (inconclusive)"
+		case c == checkClientLimited || c == checkUndecided:
+			verdict, gate = "the GPUs it names and the run inconclusive, never a flag", "none: the node stays pending"
 		case !results.HardwareLayer(k.layer):
 			verdict, gate = "the endpoint and the run flag, never the GPU", "none"
 			if c == CheckEngineFault || c == CheckNetworkFault {
