@@ -120,6 +120,7 @@ func TestH200SlowEngineCompressed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute against the simulator's slow engine")
 	}
+	t.Parallel() // waits on a slow engine: its wall time, not the CPU's
 	srv, err := sim.Listen(sim.Config{GPU: "H200", Model: testModel,
 		Engine: sim.EngineConfig{StepOverhead: 40 * time.Millisecond, SeqOverhead: 1500 * time.Microsecond}}, "127.0.0.1:0")
 	if err != nil {

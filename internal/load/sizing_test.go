@@ -53,6 +53,7 @@ func TestSweepOnASlowEngineWaitsForItsSteadyState(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel() // waits on a slow engine: its wall time, not the CPU's
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 10 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 16)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, OutputTokens: 300,
@@ -86,6 +87,7 @@ func TestKneeSearchSkipsAProbeThatCouldNotLevel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel() // waits on a slow engine: its wall time, not the CPU's
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 10 * time.Millisecond, usage: "continuous"}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 1, OutputTokens: 200,

@@ -56,6 +56,7 @@ func TestSlowEngineRungsGrowUntilSteady(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()          // waits on a slow engine: its wall time, not the CPU's
 	srv := slowSim(t, 16) // its batch is full at the probe's concurrency: the ladder's top is past capacity
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, PromptTokens: 128, OutputTokens: 48,
 		MaxDuration: results.Duration(2 * time.Second), MinSamples: 10, MaxRungDuration: results.Duration(40 * time.Second)})
@@ -84,6 +85,7 @@ func TestSlowEngineNeverLevelsIsTransient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel() // waits on a slow engine: its wall time, not the CPU's
 	srv := slowSim(t, 0)
 	o := opts(srv.URL(), results.LoadConfig{Profile: "sweep", MaxConcurrency: 32, Rates: 2, PromptTokens: 128, OutputTokens: 160,
 		MaxDuration: results.Duration(2 * time.Second), MinSamples: 8, MaxRungDuration: results.Duration(8 * time.Second)})
