@@ -109,7 +109,9 @@ func TestRunRecordsChoiceAndTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
-	p := quick(t, "run.parallel_gpus=auto")
+	// The synchronous rung alone: the choice and the timing are under test, not the sweep (60 s
+	// with it, two runs).
+	p := quick(t, "run.parallel_gpus=auto", "load.profile=synchronous")
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestRunRecordsChoiceAndTiming(t *testing.T) {
 		}
 	}
 	// A count the plan gives is kept and said.
-	p = quick(t, "run.parallel_gpus=1")
+	p = quick(t, "run.parallel_gpus=1", "load.profile=synchronous")
 	res, err = Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
 		t.Fatal(err)
