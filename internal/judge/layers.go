@@ -304,9 +304,9 @@ func hostFindings(h *results.Host) []results.Finding {
 
 // undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide,
 // when some could not (a GPU another figure flagged aside): the GPUs they left inconclusive have no
-// other finding that says why. The
-// client's, to rerun: it fell behind (give it CPU, or load fewer GPUs at once), or its requests were
-// too few for the gap; the engine's where its drift widened the gap past deciding.
+// other finding that says why. The client's, to rerun: it fell behind (give it CPU, or load fewer
+// GPUs at once), or its requests were too few for the gap; the engine's where its drift widened the
+// gap past deciding.
 func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
 	var metrics []string
 	var gpus []int
@@ -469,7 +469,7 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 			cleared = false // the load itself showed the GPU misbehave (throttled, XID, …)
 		}
 	}
-	sol := ep.SpeedOfLight
+	sol, moved := ep.SpeedOfLight, engineMovedPct(ep)
 	for i := range ep.Flags {
 		f := &ep.Flags[i]
 		if !strings.HasPrefix(f.Check, checkGatePrefix) || f.Check == CheckErrorRate {
@@ -485,10 +485,10 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
 			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine serves %.1f %% of its roofline (%s tok/s of %s, under the %s %% an engine-bound run is read at): fix or change the engine",
 				sol.Percent, fmtNum(sol.MeasuredOutputTokS), fmtNum(sol.BoundOutputTokS), fmtNum(results.DefaultOf(results.ThEngineBoundSOLPct)))
-		case f.Check == CheckExpected && engineMovedPct(ep) > margin:
+		case f.Check == CheckExpected && moved > margin:
 			f.Layer, f.Action = results.LayerEngine, results.ActionFixEngine
 			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; the engine's, not the GPU's: the GPU passed its own checks and the engine's speed moved %.0f %% between the run's synchronous blocks, more than the gate's %g %% margin: steady the engine (its host's CPU, co-tenants) and rerun",
-				engineMovedPct(ep), margin)
+				moved, margin)
 		case f.Check == CheckExpected:
 			f.Layer, f.Action = results.LayerGPU, results.ActionResetGPU
 		default:
