@@ -72,3 +72,46 @@ func TestOverCapacityRungAgreesWithEngineLog(t *testing.T) {
 	}
 	t.Logf("\n%s", out)
 }
+
+// The long-context ladder against the real front, its fake engine holding 2,200 KV tokens: the
+// front exports its cache's size, use and preemptions in the engine table's names, and the ladder
+// finds its first preempting context where the KV arithmetic says (4 streams × (1,024 + 16) pass
+// the 2,192 tokens of its 137 blocks of 16; 4 × (512 + 16) do not). Fails where the front exports
+// none of it: the ladder then cannot say where preemption starts.
+func TestFrontContextLadderFindsPreemption(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
+	py := pythonWithAiohttp(t)
+	tmpl := strings.Replace(enginekind.Get("transformers").Template, "python3", py, 1)
+	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl,
+		ExtraArgs: []string{"--generator", "fake", "--fake-step-ms", "2", "--fake-kv-tokens", "2200"},
+		Vars:      engine.Vars{Model: "gpuvet/fake", Port: 18620, GPUs: []int{0}, TP: 1, MaxModelLen: 2048, GPUMemoryUtilization: 0.9},
+		LogPath:   filepath.Join(t.TempDir(), "front.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(5 * time.Second) })
+	if _, err := e.WaitReady(context.Background(), "gpuvet/fake", 60*time.Second); err != nil {
+		t.Fatalf("front not ready: %v\n%s", err, e.LogTail(30))
+	}
+	l, err := load.Run(context.Background(), load.Options{URL: e.URL, Model: "gpuvet/fake", Drain: time.Second, ScrapeMetrics: true,
+		Config: results.LoadConfig{Profile: "concurrency", Concurrency: 4, Workload: "long-context", PromptTokens: 128, OutputTokens: 16,
+			MaxDuration: results.Duration(time.Second), MinSamples: 4, Warmup: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := l.Context
+	if c == nil {
+		t.Fatal("no context ladder")
+	}
+	t.Logf("%+v", *c)
+	for i, r := range l.Runs {
+		if r.Preemptions == nil {
+			t.Errorf("rung %d: no preemption count read from the front", i)
+		}
+	}
+	if c.KVCapacityTokens != 2192 || c.FirstPreempting != 1024 || c.LongestClean != 512 || c.ExpectedFirstPreempting != 1024 {
+		t.Errorf("ladder %+v: want the 2192-token cache read, 512 clean, 1024 the first preempting as the arithmetic says", *c)
+	}
+}

@@ -48,6 +48,9 @@ type Gauges struct {
 	// Counters: prompt tokens looked up in the prefix cache and found there (pairs: the i-th of
 	// each is one engine's), and preemptions (KV-cache pressure).
 	PrefixQueries, PrefixHits, Preemptions []string
+	// CacheInfo: an info metric whose num_gpu_blocks and block_size labels give the engine's
+	// KV-cache size (vLLM's cache_config_info).
+	CacheInfo []string
 }
 
 // Kinds is the table, in the order help texts list them.
@@ -67,7 +70,7 @@ var Kinds = []Kind{
 		Gauges: Gauges{Running: []string{"vllm:num_requests_running"}, Waiting: []string{"vllm:num_requests_waiting"},
 			KVUsage:       []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"},
 			PrefixQueries: []string{"vllm:prefix_cache_queries_total"}, PrefixHits: []string{"vllm:prefix_cache_hits_total"},
-			Preemptions: []string{"vllm:num_preemptions_total"}},
+			Preemptions: []string{"vllm:num_preemptions_total"}, CacheInfo: []string{"vllm:cache_config_info"}},
 		Dynamo:  true,
 		Modules: []string{"vllm"},
 		Install: "pip install vllm",
@@ -112,7 +115,11 @@ var Kinds = []Kind{
 			"(greedy only: temperature 0, top_p 1), batched prompts, prefix caching and tensor parallelism; " +
 			"each is refused with HTTP 400 naming the parameter",
 		HubWeights: true,
-		Gauges:     Gauges{Running: []string{"transformers_cb:num_requests_running"}, Waiting: []string{"transformers_cb:num_requests_waiting"}},
+		// The front exports what transformers' paged cache knows in vLLM's shapes: its blocks in use,
+		// the requests it evicted to free blocks (soft reset or CPU offload), and its size.
+		Gauges: Gauges{Running: []string{"transformers_cb:num_requests_running"}, Waiting: []string{"transformers_cb:num_requests_waiting"},
+			KVUsage: []string{"transformers_cb:kv_cache_usage_perc"}, Preemptions: []string{"transformers_cb:num_preemptions_total"},
+			CacheInfo: []string{"transformers_cb:cache_config_info"}},
 		// The front's own needs: transformers and torch for the engine, aiohttp for its HTTP server.
 		Modules: []string{"transformers", "torch", "aiohttp"},
 		Install: "pip install transformers torch aiohttp",
@@ -166,6 +173,7 @@ func AllGauges() Gauges {
 		g.PrefixQueries = append(g.PrefixQueries, k.Gauges.PrefixQueries...)
 		g.PrefixHits = append(g.PrefixHits, k.Gauges.PrefixHits...)
 		g.Preemptions = append(g.Preemptions, k.Gauges.Preemptions...)
+		g.CacheInfo = append(g.CacheInfo, k.Gauges.CacheInfo...)
 	}
 	return g
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -249,8 +250,8 @@ func (s *scraper) kvMax(from, to float64) float64 {
 	return m
 }
 
-// kvCapacity is the engine's KV-cache size in tokens from vLLM's cache_config_info labels
-// (num_gpu_blocks × block_size); 0 when the engine does not say.
+// kvCapacity is the engine's KV-cache size in tokens from its cache-info labels (vLLM's
+// cache_config_info: num_gpu_blocks × block_size); 0 when the engine does not say.
 func (s *scraper) kvCapacity(ctx context.Context) int {
 	if s == nil {
 		return 0
@@ -269,13 +270,14 @@ func (s *scraper) kvCapacity(ctx context.Context) int {
 	return parseKVCapacity(io.LimitReader(resp.Body, 16<<20))
 }
 
-// parseKVCapacity reads num_gpu_blocks × block_size from a cache_config_info line of /metrics.
+// parseKVCapacity reads num_gpu_blocks × block_size from a line of /metrics that is one of the
+// engine table's cache-info metrics.
 func parseKVCapacity(r io.Reader) int {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "vllm:cache_config_info{") {
+		if !slices.ContainsFunc(gauges.CacheInfo, func(n string) bool { return strings.HasPrefix(line, n+"{") }) {
 			continue
 		}
 		label := func(name string) int {

@@ -20,6 +20,9 @@ func TestParseKVCapacity(t *testing.T) {
 		{`vllm:cache_config_info{block_size="16",num_gpu_blocks="-5"} 1`, 0},
 		{`vllm:cache_config_info{block_size="99999999999",num_gpu_blocks="99999999999"} 1`, 0},
 		{`sglang:token_usage 0.5`, 0},
+		// gpuvet's transformers front, through the engine table's CacheInfo.
+		{`transformers_cb:cache_config_info{block_size="256",num_gpu_blocks="700"} 1`, 700 * 256},
+		{`transformers_cb:cache_config_infox{block_size="256",num_gpu_blocks="700"} 1`, 0},
 	} {
 		if got := parseKVCapacity(strings.NewReader(c.in)); got != c.want {
 			t.Errorf("%q: %d, want %d", c.in, got, c.want)

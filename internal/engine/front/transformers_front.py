@@ -64,6 +64,8 @@ class TransformersGenerator:
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         self.version = transformers.__version__
+        self.lock = threading.Lock()
+        self.preemptions = _count_evictions(self)
         self.tokenizer = AutoTokenizer.from_pretrained(args.model)
         t0 = time.time()
         # transformers 5 names paged attention "paged|sdpa"; 4.5x named it "sdpa_paged".
@@ -122,8 +124,7 @@ class TransformersGenerator:
             except Exception as e:  # warm-up is an optimisation: serve without it, and say so
                 LOG.warning("warm-up failed, serving without it: %s", e)
         self.manager.start()
-        self.lock = threading.Lock()
-        self.callbacks = {}  # request id -> [callback, tokens sent]
+        self.callbacks = {}  # request id -> [callback, generated tokens already taken]
         self.per_request_eos = True
         threading.Thread(target=self._dispatch, name="gpuvet-dispatch", daemon=True).start()
 
@@ -179,6 +180,10 @@ class TransformersGenerator:
                 if entry is None:
                     continue
                 toks = list(out.generated_tokens or [])
+                if len(toks) < entry[1]:
+                    # A soft reset (preemption by recompute) folded what was generated into the
+                    # request's prompt: its generated tokens start again from the next one.
+                    entry[1] = 0
                 new = toks[entry[1]:]
                 entry[1] = len(toks)
                 if finished or error:
@@ -193,6 +198,45 @@ class TransformersGenerator:
         except Exception:
             with self.lock:
                 return len(self.callbacks), 0
+
+    def kv(self):
+        """The paged cache's size and use, and the evictions counted (None: not counted); None
+        before the engine built its cache."""
+        cache = getattr(getattr(self.manager, "batch_processor", None), "cache", None)
+        try:
+            total, bs, free = int(cache.num_blocks), int(cache.block_size), int(cache.get_num_free_blocks())
+        except Exception:
+            return None
+        with self.lock:
+            n = self.preemptions
+        return {"blocks": total, "block_size": bs, "usage": (total - free) / total if total > 0 else 0.0, "preemptions": n}
+
+
+def _count_evictions(gen):
+    """transformers keeps no count of the requests its scheduler evicts to free KV blocks (a soft
+    reset, which recomputes the request later, or a CPU offload): vLLM's preemptions. Wraps the
+    method that evicts, on its class, before the manager builds one; returns the starting count,
+    or None where this transformers has no such method gpuvet knows (the front then exports no
+    counter: unknown is not zero)."""
+    import importlib
+    for mod, cls, meth in (("transformers.generation.continuous_batching.offloading_manager", "OffloadingManager", "offload_one_request"),
+                           ("transformers.generation.continuous_batching.continuous_api", "ContinuousBatchProcessor", "soft_reset_one_request")):
+        try:
+            klass = getattr(importlib.import_module(mod), cls)
+            orig = getattr(klass, meth)
+        except (ImportError, AttributeError):
+            continue
+
+        def counted(obj, *a, _orig=orig, **kw):
+            with gen.lock:
+                gen.preemptions += 1
+            return _orig(obj, *a, **kw)
+
+        setattr(klass, meth, counted)
+        LOG.warning("counting KV-cache evictions through %s.%s", cls, meth)
+        return 0
+    LOG.warning("this transformers has no eviction method gpuvet knows: no preemption counter")
+    return None
 
 
 def _accepts(cls, name):
@@ -231,12 +275,19 @@ class WordTokenizer:
         return s + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
+FAKE_CHUNK = 256  # the fake engine's prefill chunk, in tokens
+
+
 class FakeGenerator:
     """Continuous batching without a model: every step (--fake-step-ms) each running request gets one
     token (the words " a" … " z"). For a prompt ending in 'STOP' the third token is the EOS id, as a
     model may make it: the engine ends the request there unless ignore_eos, and with ignore_eos it
     goes on, the EOS id one token among others (what transformers does with eos_token_id=-1 and
-    vLLM with ignore_eos)."""
+    vLLM with ignore_eos).
+
+    With --fake-kv-tokens N its KV cache holds N tokens (a request holds its prompt and what it
+    generated) and the newest request is preempted when the next step does not fit (_schedule),
+    counted as a preemption."""
 
     version = "fake"
 
@@ -245,30 +296,73 @@ class FakeGenerator:
         self.eos = WordTokenizer.eos_token_id
         self.letters = [self.tokenizer.id(" " + chr(97 + k)) for k in range(26)]
         self.step = args.fake_step_ms / 1000.0
+        self.cap = max(args.fake_kv_tokens, 0)
+        self.preemptions = 0
         self.lock = threading.Lock()
-        self.reqs = {}
+        self.reqs = {}  # every open request, in arrival order
+        self.running = []  # request ids holding KV, in admission order
         threading.Thread(target=self._loop, name="fake-engine", daemon=True).start()
 
     def submit(self, ids, max_new_tokens, ignore_eos, callback):
         rid = "fake-" + uuid.uuid4().hex
         eos_at = 3 if self.tokenizer.decode(ids).rstrip().endswith("STOP") else 0
         with self.lock:
-            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "eos_at": eos_at, "ignore_eos": ignore_eos}
+            self.reqs[rid] = {"cb": callback, "n": 0, "max": max_new_tokens, "eos_at": eos_at, "ignore_eos": ignore_eos,
+                              "ctx": len(ids), "filled": 0}
         return rid
 
     def cancel(self, rid):
         """As transformers' manager: cancelling a request it no longer holds is a mistake it logs."""
         with self.lock:
             open_ = self.reqs.pop(rid, None) is not None
+            if rid in self.running:
+                self.running.remove(rid)
         if not open_:
             LOG.warning("fake engine: attempted to cancel non-existent request_id: %s", rid)
         return open_
+
+    def _held(self):
+        return sum(self.reqs[r]["filled"] for r in self.running)
+
+    def _schedule(self):
+        """The requests that make a token this step (under the lock). With a KV budget, a request is
+        prefilled in chunks of FAKE_CHUNK tokens (chunked prefill: its blocks are taken chunk by
+        chunk) and then decodes a token a step; one is admitted while its next chunk fits, and when
+        the running ones' next step does not fit, the newest is preempted: its KV freed, its prompt
+        and what it generated computed again once it is back (vLLM's and transformers' recompute)."""
+        if self.cap == 0:
+            return list(self.reqs.items())
+
+        def need(r):
+            return min(FAKE_CHUNK, r["ctx"] + r["n"] - r["filled"]) or 1
+
+        held = self._held()
+        for rid, r in self.reqs.items():  # admit in arrival order while the first chunk fits
+            if rid in self.running:
+                continue
+            if self.running and held + sum(need(self.reqs[x]) for x in self.running) + need(r) > self.cap:
+                break
+            self.running.append(rid)
+        while len(self.running) > 1 and held + sum(need(self.reqs[x]) for x in self.running) > self.cap:
+            victim = self.running.pop()
+            held -= self.reqs[victim]["filled"]
+            self.reqs[victim]["filled"] = 0
+            self.preemptions += 1
+        decoding = []
+        for rid in self.running:
+            r = self.reqs[rid]
+            if r["filled"] < r["ctx"] + r["n"]:
+                r["filled"] += need(r)
+            else:
+                r["filled"] += 1
+                decoding.append((rid, r))
+        return decoding
 
     def _loop(self):
         while True:
             time.sleep(self.step)
             with self.lock:
-                batch = list(self.reqs.items())
+                batch = self._schedule()
             for rid, r in batch:
                 r["n"] += 1
                 tok = self.eos if r["n"] == r["eos_at"] else self.letters[(r["n"] - 1) % 26]
@@ -276,11 +370,22 @@ class FakeGenerator:
                 if done:
                     with self.lock:
                         self.reqs.pop(rid, None)
+                        if rid in self.running:
+                            self.running.remove(rid)
                 r["cb"]([tok], done, None)
 
     def stats(self):
         with self.lock:
-            return len(self.reqs), 0
+            if self.cap == 0:
+                return len(self.reqs), 0
+            return len(self.running), len(self.reqs) - len(self.running)
+
+    def kv(self):
+        if self.cap == 0:
+            return None
+        with self.lock:
+            return {"blocks": self.cap // 16, "block_size": 16, "usage": self._held() / self.cap,
+                    "preemptions": self.preemptions}
 
 
 def _content(m):
@@ -391,6 +496,18 @@ class Front:
                 "# HELP transformers_cb:num_requests_waiting Requests waiting for the batch.\n"
                 "# TYPE transformers_cb:num_requests_waiting gauge\n"
                 f"transformers_cb:num_requests_waiting {waiting}\n")
+        kv = self.gen.kv()
+        if kv is not None:
+            text += ("# HELP transformers_cb:kv_cache_usage_perc Share of the paged KV cache's blocks in use (0-1).\n"
+                     "# TYPE transformers_cb:kv_cache_usage_perc gauge\n"
+                     f"transformers_cb:kv_cache_usage_perc {kv['usage']:.6f}\n"
+                     "# HELP transformers_cb:cache_config_info The paged KV cache's size.\n"
+                     "# TYPE transformers_cb:cache_config_info gauge\n"
+                     f'transformers_cb:cache_config_info{{block_size="{kv["block_size"]}",num_gpu_blocks="{kv["blocks"]}"}} 1\n')
+            if kv["preemptions"] is not None:
+                text += ("# HELP transformers_cb:num_preemptions_total Requests evicted from the KV cache to free blocks.\n"
+                         "# TYPE transformers_cb:num_preemptions_total counter\n"
+                         f"transformers_cb:num_preemptions_total {kv['preemptions']}\n")
         return web.Response(text=text, content_type="text/plain")
 
     async def tokenize(self, request):
@@ -617,6 +734,7 @@ def main(argv=None):
     ap.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip CUDA-graph capture at start")
     ap.add_argument("--generator", choices=["transformers", "fake"], default="transformers")
     ap.add_argument("--fake-step-ms", type=float, default=5.0)
+    ap.add_argument("--fake-kv-tokens", type=int, default=0, help="the fake engine's KV cache in tokens (0: unbounded)")
     ap.add_argument("--log-level", default="INFO")
     args = ap.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
