@@ -263,16 +263,21 @@ func printContext(w io.Writer, res *results.Load) {
 		pre := "preemptions not exported"
 		if r.Preemptions != nil && r.KVUsageMax != nil {
 			pre = fmt.Sprintf("%.0f preemptions, KV cache up to %.0f %%", *r.Preemptions, *r.KVUsageMax*100)
+			if r.HeldShare != nil && *r.HeldShare > 0 {
+				pre += fmt.Sprintf(", requests held back %.0f %% of the rung", *r.HeldShare*100)
+			}
 		}
 		fmt.Fprintf(w, "gpuvet: context %6d tokens × %d streams: TTFT p50 %.0f ms; %s\n", r.ContextTokens, c.Concurrency, r.TTFT.P50, pre)
 	}
 	switch {
 	case c.Note != "":
 		fmt.Fprintf(w, "gpuvet: long context: %s\n", c.Note)
-	case c.FirstPreempting == 0:
-		fmt.Fprintf(w, "gpuvet: long context: no rung preempted, up to %d tokens at %d streams\n", c.LongestClean, c.Concurrency)
-	default:
+	case c.FirstKVBound == 0:
+		fmt.Fprintf(w, "gpuvet: long context: no rung ran out of KV cache, up to %d tokens at %d streams\n", c.LongestClean, c.Concurrency)
+	case c.FirstPreempting == c.FirstKVBound:
 		fmt.Fprintf(w, "gpuvet: long context: served %d tokens at %d streams without preemption; %d preempted\n", c.LongestClean, c.Concurrency, c.FirstPreempting)
+	default:
+		fmt.Fprintf(w, "gpuvet: long context: served %d tokens at %d streams with the KV cache to spare; at %d the engine held requests back for it (no preemption)\n", c.LongestClean, c.Concurrency, c.FirstKVBound)
 	}
 	if c.KVCapacityTokens > 0 {
 		exp := "no rung passes it"

@@ -288,7 +288,7 @@ func TestBenchContextLadderFindsPreemption(t *testing.T) {
 		t.Fatalf("context %+v, %d runs", c, len(l.Runs))
 	}
 	t.Logf("%+v", *c)
-	if c.KVCapacityTokens == 0 || c.FirstPreempting != 8096 || c.LongestClean != 4096 || c.ExpectedFirstPreempting != c.FirstPreempting {
+	if c.KVCapacityTokens == 0 || c.FirstPreempting != 8096 || c.FirstKVBound != 8096 || c.LongestClean != 4096 || c.ExpectedFirstPreempting != c.FirstPreempting {
 		t.Errorf("ladder %+v: want the first preempting rung 8096 (the KV arithmetic's), 4096 clean", *c)
 	}
 	if !strings.Contains(stderr.String(), "served 4096 tokens at 4 streams without preemption; 8096 preempted") {

@@ -111,7 +111,7 @@ func TestFrontContextLadderFindsPreemption(t *testing.T) {
 			t.Errorf("rung %d: no preemption count read from the front", i)
 		}
 	}
-	if c.KVCapacityTokens != 2192 || c.FirstPreempting != 1024 || c.LongestClean != 512 || c.ExpectedFirstPreempting != 1024 {
+	if c.KVCapacityTokens != 2192 || c.FirstPreempting != 1024 || c.FirstKVBound != 1024 || c.LongestClean != 512 || c.ExpectedFirstPreempting != 1024 {
 		t.Errorf("ladder %+v: want the 2192-token cache read, 512 clean, 1024 the first preempting as the arithmetic says", *c)
 	}
 }

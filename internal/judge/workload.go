@@ -40,12 +40,13 @@ func PrefixCacheMissing(l *results.Load) string {
 		exp*100, seen)
 }
 
-// CheckContextCompare flags a GPU that preempts at a shorter context than its siblings do under
-// the same long-context ladder: it holds less KV cache than they do.
+// CheckContextCompare flags a GPU that runs out of KV cache at a shorter context than its siblings
+// do under the same long-context ladder: it holds less KV cache than they do.
 const CheckContextCompare = "compare.context"
 
 // contextFlags compares the GPUs of one model's long-context ladders: one whose longest clean
-// context is a rung (or more) below the longest its siblings served, and that preempted, holds
+// context is a rung (or more) below the longest its siblings served, and that ran out of KV cache
+// (preempted, or held requests back), holds
 // less KV cache than they do with the same model and engine: memory retired, hidden or held. One
 // ladder alone, or ladders run at different stream counts, compare nothing.
 func contextFlags(m *results.Model) {
@@ -61,12 +62,16 @@ func contextFlags(m *results.Model) {
 	for ei := range m.Endpoints {
 		ep := &m.Endpoints[ei]
 		c := ladderOf(ep.Load)
-		if c == nil || c.FirstPreempting == 0 || c.LongestClean >= best || sameConcurrency(m, c.Concurrency) != peers {
+		if c == nil || c.FirstKVBound == 0 || c.LongestClean >= best || sameConcurrency(m, c.Concurrency) != peers {
 			continue
 		}
+		how := "preempts"
+		if c.FirstPreempting != c.FirstKVBound {
+			how = "holds requests back for KV cache"
+		}
 		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckContextCompare,
-			Reason: fmt.Sprintf("preempts at %d tokens × %d streams where a sibling GPU served %d without preemption: it holds less KV cache than its siblings with the same model and engine (memory retired, hidden or held by another process): reset it and vet it again",
-				c.FirstPreempting, c.Concurrency, best)})
+			Reason: fmt.Sprintf("%s at %d tokens × %d streams where a sibling GPU served %d without running out: it holds less KV cache than its siblings with the same model and engine (memory retired, hidden or held by another process): reset it and vet it again",
+				how, c.FirstKVBound, c.Concurrency, best)})
 	}
 }
 

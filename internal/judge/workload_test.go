@@ -8,7 +8,7 @@ import (
 )
 
 func ladderLoad(conc, clean, first int) *results.Load {
-	return &results.Load{Context: &results.ContextLadder{Concurrency: conc, LongestClean: clean, FirstPreempting: first}}
+	return &results.Load{Context: &results.ContextLadder{Concurrency: conc, LongestClean: clean, FirstKVBound: first, FirstPreempting: first}}
 }
 
 // The GPU that preempts a rung below its siblings is flagged, naming both lengths; one ladder
@@ -36,6 +36,13 @@ func TestContextFlagsTheGPUThatPreemptsFirst(t *testing.T) {
 	contextFlags(mixed)
 	if len(alone.Endpoints[0].Flags)+len(mixed.Endpoints[1].Flags) != 0 {
 		t.Error("a ladder alone, or at another stream count, was compared")
+	}
+	// An engine that holds requests back instead of preempting (transformers'): the same flag, in its words.
+	held := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{0}, Load: ladderLoad(4, 16288, 0)}, {GPUs: []int{1}, Load: ladderLoad(4, 4096, 8192)}}}
+	held.Endpoints[1].Load.Context.FirstPreempting = 0
+	contextFlags(held)
+	if f := held.Endpoints[1].Flags; len(f) != 1 || !strings.Contains(f[0].Reason, "holds requests back for KV cache at 8192 tokens × 4 streams where a sibling GPU served 16288") {
+		t.Errorf("held back: %+v", f)
 	}
 }
 

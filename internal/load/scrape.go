@@ -250,6 +250,26 @@ func (s *scraper) kvMax(from, to float64) float64 {
 	return m
 }
 
+// heldShare is the share of the samples between from and to (seconds) in which the engine held
+// requests waiting while it ran fewer than streams.
+func (s *scraper) heldShare(from, to float64, streams int) float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, held := 0, 0
+	for _, x := range s.res.Samples {
+		if x.T >= from && x.T <= to {
+			n++
+			if x.Waiting > 0 && x.Running < float64(streams) {
+				held++
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(held) / float64(n)
+}
+
 // kvCapacity is the engine's KV-cache size in tokens from its cache-info labels (vLLM's
 // cache_config_info: num_gpu_blocks × block_size); 0 when the engine does not say.
 func (s *scraper) kvCapacity(ctx context.Context) int {

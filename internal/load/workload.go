@@ -285,8 +285,8 @@ func contextRungs(from, top int) []int {
 const contextMargin = 64
 
 // contextLadder runs the long-context workload: one rung of the profile (its concurrency) per
-// context length, each rung's preemptions and KV-cache use read from the engine's counters around
-// it. Two preempting rungs in a row end it: the lengths above preempt too.
+// context length, each rung's preemptions, KV-cache use and requests held back read from the
+// engine's metrics around it. Two rungs out of KV cache end it: the lengths above run out too.
 func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 	top := ex.cfg.ContextMax
 	if top == 0 {
@@ -301,7 +301,7 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 	if kind == kindSynchronous {
 		conc = 1
 	}
-	preempting := 0
+	bound := 0
 	for _, l := range contextRungs(ex.cfg.PromptTokens, top) {
 		s := ex.spec(kind, conc, 0)
 		s.PromptTokens = l
@@ -313,11 +313,12 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 		if before.ok && after.ok {
 			p := max(after.preemptions-before.preemptions, 0)
 			r.Preemptions, r.KVUsageMax = &p, f64(ex.sc.kvMax(before.at, after.at))
-			if p > 0 {
-				preempting++
+			r.HeldShare = f64(ex.sc.heldShare(before.at, after.at, conc))
+			if r.KVBound() {
+				bound++
 			}
 		}
-		if a.interrupted || a.err != "" || ctx.Err() != nil || preempting == 2 {
+		if a.interrupted || a.err != "" || ctx.Err() != nil || bound == 2 {
 			return
 		}
 	}
@@ -325,8 +326,9 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 
 func f64(v float64) *float64 { return &v }
 
-// contextSummary reads a context ladder: the longest context no rung below it preempted at, the
-// first that preempted, and where the engine's KV-cache size says preemption starts.
+// contextSummary reads a context ladder: the longest context no rung below it ran out of KV cache
+// at, the first that did (and whether it preempted), and where the engine's KV-cache size says it
+// runs out.
 func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.ContextLadder {
 	c := &results.ContextLadder{Concurrency: conc, KVCapacityTokens: kvTokens}
 	known := true
@@ -338,8 +340,11 @@ func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.Contex
 			known = false
 			break
 		}
-		if *r.Preemptions > 0 {
-			c.FirstPreempting = r.ContextTokens
+		if r.KVBound() {
+			c.FirstKVBound = r.ContextTokens
+			if *r.Preemptions > 0 {
+				c.FirstPreempting = r.ContextTokens
+			}
 			break
 		}
 		c.LongestClean = r.ContextTokens

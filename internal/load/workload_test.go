@@ -47,8 +47,17 @@ func TestContextLadder(t *testing.T) {
 	runs := []results.Run{{ContextTokens: 1024, Preemptions: p(0)}, {ContextTokens: 2048, Preemptions: p(0)}, {ContextTokens: 4096, Preemptions: p(3)}, {ContextTokens: 8192, Preemptions: p(9)}}
 	c := contextSummary(runs, 8, 64, 30000)
 	// 8 × (4096 + 64) = 33,280 passes 30,000; 8 × (2048 + 64) does not.
-	if c.LongestClean != 2048 || c.FirstPreempting != 4096 || c.ExpectedFirstPreempting != 4096 {
+	if c.LongestClean != 2048 || c.FirstKVBound != 4096 || c.FirstPreempting != 4096 || c.ExpectedFirstPreempting != 4096 {
 		t.Errorf("%+v", *c)
+	}
+	// An engine that holds requests back instead (the H200's transformers at 8192 with half its
+	// HBM held): the rung is out of KV cache, not preempting; a batch cap's hold at a cache half
+	// empty, or a brief hold, is not.
+	held := []results.Run{{ContextTokens: 2048, Preemptions: p(0), HeldShare: p(0.7), KVUsageMax: p(0.43)},
+		{ContextTokens: 4096, Preemptions: p(0), HeldShare: p(0.1), KVUsageMax: p(0.81)},
+		{ContextTokens: 8192, Preemptions: p(0), HeldShare: p(0.75), KVUsageMax: p(0.93)}}
+	if c := contextSummary(held, 4, 32, 21504); c.LongestClean != 4096 || c.FirstKVBound != 8192 || c.FirstPreempting != 0 || c.ExpectedFirstPreempting != 8192 {
+		t.Errorf("held back: %+v", *c)
 	}
 	runs[1].Preemptions = nil
 	if c := contextSummary(runs, 8, 64, 0); c.Note == "" || c.LongestClean != 0 || c.ExpectedFirstPreempting != 0 {

@@ -251,19 +251,34 @@ type Run struct {
 	Replay *Replay `json:"replay,omitempty"`
 	// A context ladder's rung (workload long-context): every prompt's length, and the engine's
 	// preemptions and highest KV-cache use (0..1) over the rung, from its counters (nil: it
-	// exports none).
+	// exports none), and the share of the rung's /metrics samples in which the engine held
+	// requests waiting while it ran fewer than the rung's streams.
 	ContextTokens int      `json:"context_tokens,omitempty"`
 	Preemptions   *float64 `json:"preemptions,omitempty"`
 	KVUsageMax    *float64 `json:"kv_usage_max,omitempty"`
+	HeldShare     *float64 `json:"held_share,omitempty"`
+}
+
+// KVBound says whether a ladder's rung ran out of KV cache: the engine preempted, or, as an
+// engine that admits a request only when its prompt fits does (transformers'), held requests
+// waiting most of the rung with its cache at least half full (a cap on running requests holds
+// them at any cache use).
+func (r Run) KVBound() bool {
+	if r.Preemptions != nil && *r.Preemptions > 0 {
+		return true
+	}
+	return r.HeldShare != nil && *r.HeldShare >= 0.5 && r.KVUsageMax != nil && *r.KVUsageMax >= 0.5
 }
 
 // ContextLadder is what a long-context workload found: at Concurrency streams, the longest
-// context no rung up to it preempted at, the first that preempted (0: none), and where the
-// engine's own KV-cache size (KVCapacityTokens, 0: unknown) says preemption starts: the first rung
+// context no rung up to it ran out of KV cache at, the first that did (FirstKVBound, 0: none;
+// FirstPreempting where the engine preempted there, else it held requests back), and where the
+// engine's own KV-cache size (KVCapacityTokens, 0: unknown) says it runs out: the first rung
 // whose Concurrency × (context + output) passes it.
 type ContextLadder struct {
 	Concurrency             int    `json:"concurrency"`
 	LongestClean            int    `json:"longest_clean_tokens"`
+	FirstKVBound            int    `json:"first_kv_bound_tokens,omitempty"`
 	FirstPreempting         int    `json:"first_preempting_tokens,omitempty"`
 	KVCapacityTokens        int    `json:"kv_capacity_tokens,omitempty"`
 	ExpectedFirstPreempting int    `json:"expected_first_preempting_tokens,omitempty"`

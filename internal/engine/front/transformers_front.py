@@ -124,6 +124,7 @@ class TransformersGenerator:
             except Exception as e:  # warm-up is an optimisation: serve without it, and say so
                 LOG.warning("warm-up failed, serving without it: %s", e)
         self.manager.start()
+        self._check_capacity(args.max_model_len)
         self.callbacks = {}  # request id -> [callback, generated tokens already taken]
         self.per_request_eos = True
         threading.Thread(target=self._dispatch, name="gpuvet-dispatch", daemon=True).start()
@@ -199,6 +200,26 @@ class TransformersGenerator:
             with self.lock:
                 return len(self.callbacks), 0
 
+    def _check_capacity(self, max_model_len):
+        """Refuses to serve a context its KV cache cannot hold, as vLLM refuses to start: one such
+        request stops transformers' whole engine ("No requests can be scheduled and no requests can
+        be offloaded"), every other request with it."""
+        for _ in range(600):
+            kv = self.kv()
+            if kv is not None or not self.manager.is_running():
+                break
+            time.sleep(0.1)
+        else:
+            LOG.warning("the paged cache was not built in 60 s: max_model_len not checked against it")
+            return
+        if kv is None:
+            return
+        tokens = kv["blocks"] * kv["block_size"]
+        LOG.warning("KV cache: %d blocks of %d tokens (%d tokens)", kv["blocks"], kv["block_size"], tokens)
+        if tokens < max_model_len:
+            raise SystemExit(f"max_model_len {max_model_len} is more than the {tokens} tokens this GPU's KV cache holds "
+                             f"({kv['blocks']} blocks of {kv['block_size']}): raise gpu_memory_utilization or lower max_model_len")
+
     def kv(self):
         """The paged cache's size and use, and the evictions counted (None: not counted); None
         before the engine built its cache."""
@@ -219,7 +240,9 @@ def _count_evictions(gen):
     or None where this transformers has no such method gpuvet knows (the front then exports no
     counter: unknown is not zero)."""
     import importlib
-    for mod, cls, meth in (("transformers.generation.continuous_batching.offloading_manager", "OffloadingManager", "offload_one_request"),
+    om = "transformers.generation.continuous_batching.offloading_manager"
+    # transformers 5.17: offload_requests() evicts some and returns how many; earlier ones evict one a call.
+    for mod, cls, meth in ((om, "OffloadingManager", "offload_requests"), (om, "OffloadingManager", "offload_one_request"),
                            ("transformers.generation.continuous_batching.continuous_api", "ContinuousBatchProcessor", "soft_reset_one_request")):
         try:
             klass = getattr(importlib.import_module(mod), cls)
@@ -228,9 +251,10 @@ def _count_evictions(gen):
             continue
 
         def counted(obj, *a, _orig=orig, **kw):
+            res = _orig(obj, *a, **kw)
             with gen.lock:
-                gen.preemptions += 1
-            return _orig(obj, *a, **kw)
+                gen.preemptions += res if isinstance(res, int) and not isinstance(res, bool) else 1
+            return res
 
         setattr(klass, meth, counted)
         LOG.warning("counting KV-cache evictions through %s.%s", cls, meth)
