@@ -115,3 +115,24 @@ func TestFrontContextLadderFindsPreemption(t *testing.T) {
 		t.Errorf("ladder %+v: want the 2192-token cache read, 512 clean, 1024 the first preempting as the arithmetic says", *c)
 	}
 }
+
+// A context length its KV cache cannot hold: the front refuses to start, as vLLM does, naming both
+// and what to change (one such request stopped transformers' whole engine on the H200).
+func TestFrontRefusesAContextItsCacheCannotHold(t *testing.T) {
+	py := pythonWithAiohttp(t)
+	tmpl := strings.Replace(enginekind.Get("transformers").Template, "python3", py, 1)
+	e, err := engine.Start(engine.Spec{Kind: "transformers", Command: tmpl,
+		ExtraArgs: []string{"--generator", "fake", "--fake-kv-tokens", "1000"},
+		Vars:      engine.Vars{Model: "gpuvet/fake", Port: 18630, GPUs: []int{0}, TP: 1, MaxModelLen: 2048, GPUMemoryUtilization: 0.9},
+		LogPath:   filepath.Join(t.TempDir(), "front.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Stop(5 * time.Second) })
+	if _, err := e.WaitReady(context.Background(), "gpuvet/fake", 30*time.Second); err == nil {
+		t.Fatal("the front served a max_model_len of 2048 over a 992-token cache")
+	}
+	if tail := e.LogTail(10); !strings.Contains(tail, "max_model_len 2048 is more than the 992 tokens this GPU's KV cache holds (62 blocks of 16)") {
+		t.Errorf("log: %s", tail)
+	}
+}

@@ -124,7 +124,6 @@ class TransformersGenerator:
             except Exception as e:  # warm-up is an optimisation: serve without it, and say so
                 LOG.warning("warm-up failed, serving without it: %s", e)
         self.manager.start()
-        self._check_capacity(args.max_model_len)
         self.callbacks = {}  # request id -> [callback, generated tokens already taken]
         self.per_request_eos = True
         threading.Thread(target=self._dispatch, name="gpuvet-dispatch", daemon=True).start()
@@ -200,25 +199,9 @@ class TransformersGenerator:
             with self.lock:
                 return len(self.callbacks), 0
 
-    def _check_capacity(self, max_model_len):
-        """Refuses to serve a context its KV cache cannot hold, as vLLM refuses to start: one such
-        request stops transformers' whole engine ("No requests can be scheduled and no requests can
-        be offloaded"), every other request with it."""
-        for _ in range(600):
-            kv = self.kv()
-            if kv is not None or not self.manager.is_running():
-                break
-            time.sleep(0.1)
-        else:
-            LOG.warning("the paged cache was not built in 60 s: max_model_len not checked against it")
-            return
-        if kv is None:
-            return
-        tokens = kv["blocks"] * kv["block_size"]
-        LOG.warning("KV cache: %d blocks of %d tokens (%d tokens)", kv["blocks"], kv["block_size"], tokens)
-        if tokens < max_model_len:
-            raise SystemExit(f"max_model_len {max_model_len} is more than the {tokens} tokens this GPU's KV cache holds "
-                             f"({kv['blocks']} blocks of {kv['block_size']}): raise gpu_memory_utilization or lower max_model_len")
+    def cache_may_come(self):
+        """The engine builds its cache on its own thread: it may not be there yet."""
+        return self.manager.is_running()
 
     def kv(self):
         """The paged cache's size and use, and the evictions counted (None: not counted); None
@@ -231,6 +214,26 @@ class TransformersGenerator:
         with self.lock:
             n = self.preemptions
         return {"blocks": total, "block_size": bs, "usage": (total - free) / total if total > 0 else 0.0, "preemptions": n}
+
+
+def check_capacity(gen, max_model_len):
+    """Refuses to serve a context the KV cache cannot hold, as vLLM refuses to start: one such
+    request stops transformers' whole engine ("No requests can be scheduled and no requests can be
+    offloaded"), every other request with it. Waits up to 60 s for the engine to build its cache."""
+    kv = None
+    for _ in range(600):
+        kv = gen.kv()
+        if kv is not None or not gen.cache_may_come():
+            break
+        time.sleep(0.1)
+    if kv is None:
+        LOG.warning("the KV cache's size is not known: max_model_len not checked against it")
+        return
+    tokens = kv["blocks"] * kv["block_size"]
+    LOG.warning("KV cache: %d blocks of %d tokens (%d tokens)", kv["blocks"], kv["block_size"], tokens)
+    if tokens < max_model_len:
+        raise SystemExit(f"max_model_len {max_model_len} is more than the {tokens} tokens this GPU's KV cache holds "
+                         f"({kv['blocks']} blocks of {kv['block_size']}): raise gpu_memory_utilization or lower max_model_len")
 
 
 def _count_evictions(gen):
@@ -403,6 +406,9 @@ class FakeGenerator:
             if self.cap == 0:
                 return len(self.reqs), 0
             return len(self.running), len(self.reqs) - len(self.running)
+
+    def cache_may_come(self):
+        return False
 
     def kv(self):
         if self.cap == 0:
@@ -768,6 +774,7 @@ def main(argv=None):
     if not 0 < args.gpu_memory_utilization <= 1:
         ap.error("--gpu-memory-utilization: want a fraction in (0, 1]")
     gen = FakeGenerator(args) if args.generator == "fake" else TransformersGenerator(args)
+    check_capacity(gen, args.max_model_len)
     front = Front(gen, args)
     app = web.Application(client_max_size=64 << 20)
     app.cleanup_ctx.append(front.tick)
