@@ -8,7 +8,7 @@ import (
 )
 
 // workloadCharts are a model's workload charts: TTFT against context length for long-context
-// ladders (a hollow marker where the rung preempted), and the prefix cache's measured hit rate
+// ladders (a hollow marker where the rung ran out of KV cache), and the prefix cache's measured hit rate
 // beside the expected one where the workload shared prefixes. Empty for the seed's workload.
 func workloadCharts(m results.Model) []template.HTML {
 	var out []template.HTML
@@ -33,11 +33,12 @@ func contextChart(m results.Model) template.HTML {
 				continue
 			}
 			tip := fmt.Sprintf("%s: %d tokens × %d streams, TTFT p50 %s ms", s.Name, r.ContextTokens, e.Load.Context.Concurrency, num(r.TTFT.P50))
-			pre := r.Preemptions != nil && *r.Preemptions > 0
-			if pre {
+			if r.Preemptions != nil && *r.Preemptions > 0 {
 				tip += fmt.Sprintf(", %.0f preemptions", *r.Preemptions)
+			} else if r.KVBound() {
+				tip += fmt.Sprintf(", requests held back for KV cache %.0f %% of the rung", *r.HeldShare*100)
 			}
-			s.Points = append(s.Points, Point{X: float64(r.ContextTokens), Y: r.TTFT.P50, Open: pre, Tip: tip})
+			s.Points = append(s.Points, Point{X: float64(r.ContextTokens), Y: r.TTFT.P50, Open: r.KVBound(), Tip: tip})
 		}
 		if len(s.Points) > 0 {
 			ss = append(ss, s)
@@ -46,7 +47,7 @@ func contextChart(m results.Model) template.HTML {
 	if len(ss) == 0 {
 		return ""
 	}
-	return LineChart{Title: "TTFT p50 vs context length (○ the engine preempted)", XLabel: "prompt tokens", YLabel: "TTFT p50 (ms)", Series: ss, Markers: true}.SVG()
+	return LineChart{Title: "TTFT p50 vs context length (○ out of KV cache: the engine preempted or held requests back)", XLabel: "prompt tokens", YLabel: "TTFT p50 (ms)", Series: ss, Markers: true}.SVG()
 }
 
 func prefixChart(m results.Model) template.HTML {

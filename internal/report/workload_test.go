@@ -20,6 +20,12 @@ func TestWorkloadCharts(t *testing.T) {
 	if c := string(charts[0]); !strings.Contains(c, "TTFT p50 vs context length") || !strings.Contains(c, "8096 tokens × 4 streams, TTFT p50 7,500 ms, 4 preemptions") {
 		t.Errorf("context chart lacks its points: %.300s", c)
 	}
+	// An engine that holds requests back instead of preempting: the rung is marked the same.
+	held, full := 0.7, 0.93
+	ladder.Runs[1].Preemptions, ladder.Runs[1].HeldShare, ladder.Runs[1].KVUsageMax = &none, &held, &full
+	if c := string(workloadCharts(m)[0]); !strings.Contains(c, "8096 tokens × 4 streams, TTFT p50 7,500 ms, requests held back for KV cache 70 % of the rung") {
+		t.Errorf("held-back rung not said: %.300s", c)
+	}
 	if c := string(charts[1]); !strings.Contains(c, "10.0 % of 1000 prompt tokens hit") || !strings.Contains(c, "70.0 % expected") {
 		t.Errorf("prefix chart lacks its points: %.300s", c)
 	}
