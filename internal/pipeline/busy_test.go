@@ -10,7 +10,8 @@ import (
 
 // A co-tenant that appears on a simulated GPU during its load (issue 26): the power sampler's watch
 // sees the new process, the endpoint records when and in which rung, that rung and the later ones
-// are marked, and the judge flags it; the other GPU is untouched.
+// are marked, and the judge flags it; the other GPU is untouched. (The co-tenant starts 3 s after
+// the simulator; how far into the load that is depends on how fast the engine came up.)
 func TestBusyDuringTheLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
@@ -29,7 +30,7 @@ func TestBusyDuringTheLoad(t *testing.T) {
 		t.Fatalf("endpoints %+v", eps)
 	}
 	e := eps[1]
-	if len(e.Busy) != 1 || e.Busy[0].When != "during the load" || e.Busy[0].T == nil || *e.Busy[0].T < 1.5 || e.Busy[0].Rung == nil ||
+	if len(e.Busy) != 1 || e.Busy[0].When != "during the load" || e.Busy[0].T == nil || *e.Busy[0].T <= 0 || e.Busy[0].Rung == nil ||
 		!strings.Contains(e.Busy[0].Reason, "gpu 1 busy: PID 4242 python3, 8.1 GiB") {
 		t.Fatalf("busy %+v (at %v s, rung %v)", e.Busy, deref(e.Busy[0].T), deref(e.Busy[0].Rung))
 	}
