@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
@@ -293,5 +294,36 @@ func TestBenchContextLadderFindsPreemption(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "served 4096 tokens at 4 streams without preemption; 8096 preempted") {
 		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// Issue 54: two simulated L40S under the long-context ladder, half of gpu 1's memory hidden from
+// its engine: gpu 1 runs out of KV cache a rung before its sibling and is flagged for it, on the
+// GPU (reset it), and gpu 0 is not.
+func TestRunContextFlagsTheGPUWithHiddenHBM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: go test without -short runs it")
+	}
+	code, out, s := runSim(t, "--sim-gpus", "2", "--set", "sim.gpu=L40S", "--set", "sim.hbm_hidden=1", "--set", "engine.max_model_len=8192",
+		"--set", "load.workload=long-context", "--set", "load.profile=concurrency", "--set", "load.concurrency=4",
+		"--set", "load.prompt_tokens=4096", "--set", "load.max_duration=1s", "--set", "compare.min_samples=4")
+	eps := s.Hosts[0].Models[0].Endpoints
+	if code != 0 || s.Status != results.StatusFlag || len(eps) != 2 { // a flag exits 0 without --fail-on-flag
+		t.Fatalf("exit %d, %d endpoints:\n%s", code, len(eps), out)
+	}
+	has := func(e results.Endpoint) bool {
+		for _, f := range e.Flags {
+			if f.Check == "compare.context" {
+				return true
+			}
+		}
+		return false
+	}
+	c0, c1 := eps[0].Load.Context, eps[1].Load.Context
+	if has(eps[0]) || !has(eps[1]) || c0 == nil || c1 == nil || c1.FirstKVBound == 0 || c1.LongestClean >= c0.LongestClean {
+		t.Errorf("gpu 0 %+v flags %v; gpu 1 %+v flags %v\n%s", c0, eps[0].Flags, c1, eps[1].Flags, out)
+	}
+	if !strings.Contains(out, "gpu flag · reset the GPU: [compare.context] Qwen/Qwen3-8B on gpu 1") {
+		t.Errorf("the finding is not the GPU's:\n%s", out)
 	}
 }
