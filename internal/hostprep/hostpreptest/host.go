@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -166,15 +167,40 @@ func (h *Host) Installed(t *testing.T) map[string]string {
 	return m
 }
 
-// Procs lists the pids of the processes running inside the host whose name is comm.
+// Procs lists the pids of the processes running inside the host whose name is comm. A child of
+// one of them by the same name is left out: a shell script forks itself, under its own name, for
+// every command it runs (the stand-in engine's `sleep 1`), and that fork is not a second process.
 func (h *Host) Procs(comm string) []int {
-	var out []int
+	match := map[int]bool{}
 	for _, pid := range h.pids() {
 		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == comm {
+			match[pid] = true
+		}
+	}
+	var out []int
+	for pid := range match {
+		if !match[parent(pid)] {
 			out = append(out, pid)
 		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// parent is a process's parent pid (0 when it cannot be read): /proc/PID/stat's fourth field,
+// after the name in parentheses (which may hold spaces).
+func parent(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
 
 // pids are the processes whose root is the host's.
