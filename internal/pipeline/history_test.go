@@ -57,19 +57,18 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 		t.Run(k.Name, func(t *testing.T) {
 			h := k.Fresh(t)
 			var sums []*results.Summary
-			tries := 0
 			// The node's first ok run is its acceptance: on a machine busy with other packages'
 			// tests a healthy run can end inconclusive (one did in a full `go test ./...`), so the
-			// healthy run is tried up to three times for its ok; the two slower runs come after it.
+			// healthy run is tried up to three times for its ok, each try on a fresh store (an
+			// inconclusive try left in the store would be one more of the node's own runs, and its
+			// run-to-run spread then leaves the 10 % drift undecided: it did in CI); the two slower
+			// runs come after it.
 			for i, slow := range []float64{0, 0, 0, 5, 10} {
 				if i > 0 && i < 3 && sums[len(sums)-1].Hosts[0].Status == results.StatusOK {
 					continue
 				}
 				if i == 1 || i == 2 {
-					sums = sums[:0] // only the last healthy run is kept; an earlier inconclusive one claimed nothing
-				}
-				if i < 3 {
-					tries++
+					sums, h = sums[:0], k.Fresh(t) // only the last healthy try is kept
 				}
 				p := driftPlan(t, h, slow)
 				res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "node-a"})
@@ -95,7 +94,7 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 			if first.Hosts[0].Status != results.StatusOK {
 				t.Fatalf("the first run is %s, not ok: it cannot be the acceptance (flags %+v)", first.Hosts[0].Status, first.Flags)
 			}
-			if tries == 1 && !strings.Contains(strings.Join(first.History.Notes, "\n"), "no earlier run") {
+			if !strings.Contains(strings.Join(first.History.Notes, "\n"), "no earlier run") {
 				t.Errorf("first run's notes: %q", first.History.Notes)
 			}
 			if d := flagsOf(second, judge.CheckDrift); len(d) > 0 {
