@@ -260,9 +260,8 @@ type Run struct {
 }
 
 // KVBound says whether a ladder's rung ran out of KV cache: the engine preempted, or, as an
-// engine that admits a request only when its prompt fits does (transformers'), held requests
-// waiting most of the rung with its cache at least half full (a cap on running requests holds
-// them at any cache use).
+// engine that queues instead does (transformers' on the H200), held requests waiting most of the
+// rung with its cache at least half full (a cap on running requests holds them at any cache use).
 func (r Run) KVBound() bool {
 	if r.Preemptions != nil && *r.Preemptions > 0 {
 		return true
