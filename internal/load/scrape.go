@@ -237,37 +237,25 @@ func (s *scraper) counters(ctx context.Context) counterSample {
 	return counterSample{ok: s.hasPreempt, preemptions: last.Preemptions, at: last.T}
 }
 
-// kvMax is the highest KV-cache use the samples between from and to (seconds) saw.
-func (s *scraper) kvMax(from, to float64) float64 {
+// kvPressure reads the samples between from and to (seconds): the highest KV-cache use they saw,
+// and the share of them in which the engine held requests waiting while it ran fewer than streams.
+func (s *scraper) kvPressure(from, to float64, streams int) (kvMax, held float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := 0.0
-	for _, x := range s.res.Samples {
-		if x.T >= from && x.T <= to {
-			m = max(m, x.KVCacheUsage)
-		}
-	}
-	return m
-}
-
-// heldShare is the share of the samples between from and to (seconds) in which the engine held
-// requests waiting while it ran fewer than streams.
-func (s *scraper) heldShare(from, to float64, streams int) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, held := 0, 0
+	n, h := 0, 0
 	for _, x := range s.res.Samples {
 		if x.T >= from && x.T <= to {
 			n++
+			kvMax = max(kvMax, x.KVCacheUsage)
 			if x.Waiting > 0 && x.Running < float64(streams) {
-				held++
+				h++
 			}
 		}
 	}
-	if n == 0 {
-		return 0
+	if n > 0 {
+		held = float64(h) / float64(n)
 	}
-	return float64(held) / float64(n)
+	return kvMax, held
 }
 
 // kvCapacity is the engine's KV-cache size in tokens from its cache-info labels (vLLM's

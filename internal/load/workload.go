@@ -312,8 +312,8 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 		r.ContextTokens = l
 		if before.ok && after.ok {
 			p := max(after.preemptions-before.preemptions, 0)
-			r.Preemptions, r.KVUsageMax = &p, f64(ex.sc.kvMax(before.at, after.at))
-			r.HeldShare = f64(ex.sc.heldShare(before.at, after.at, conc))
+			kv, held := ex.sc.kvPressure(before.at, after.at, conc)
+			r.Preemptions, r.KVUsageMax, r.HeldShare = &p, &kv, &held
 			if r.KVBound() {
 				bound++
 			}
@@ -323,8 +323,6 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 		}
 	}
 }
-
-func f64(v float64) *float64 { return &v }
 
 // contextSummary reads a context ladder: the longest context no rung below it ran out of KV cache
 // at, the first that did (and whether it preempted), and where the engine's KV-cache size says it
