@@ -43,6 +43,9 @@ var builtinModels = []Model{
 		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2, TiedEmbeddings: true},
 	{ID: "Qwen/Qwen3-8B", Params: 8.19e9, Layers: 36, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
 		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
+	// Qwen3-14B: 40 × (attention 62.9M + MLP 3 × 5120 × 17408) + 2 × 151936 × 5120 untied = 14.77e9.
+	{ID: "Qwen/Qwen3-14B", Params: 14.77e9, Layers: 40, Hidden: 5120, Heads: 40, KVHeads: 8, HeadDim: 128,
+		Vocab: 151936, MaxContext: 40960, DTypeBytes: 2},
 	{ID: "Qwen/Qwen2.5-3B-Instruct", Params: 3.09e9, Layers: 36, Hidden: 2048, Heads: 16, KVHeads: 2, HeadDim: 128,
 		Vocab: 151936, MaxContext: 32768, DTypeBytes: 2, TiedEmbeddings: true},
 	{ID: "meta-llama/Llama-3.1-8B-Instruct", Params: 8.03e9, Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,

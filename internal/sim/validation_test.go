@@ -30,13 +30,24 @@ type measurement struct {
 	metric string // "tok/s", "TPOT ms", "TTFT ms", "E2E ms"
 	value  float64
 	fit    bool // used to set a constant of the model (else held out)
+	ctx    int  // the engine's max_model_len (0: 4096, as the sources that cap it)
 }
 
 const (
 	srcNightlyH200 = "https://buildkite.com/vllm/performance-benchmark/builds/9515"
 	srcNightlyH100 = "https://buildkite.com/elastic/enterprise-search-ruby/builds/571"
 	srcSGLang060   = "https://github.com/sgl-project/sglang/blob/main/benchmark/benchmark_vllm_060/README.md"
+	// GPUStack's performance lab: vLLM v0.11.0 as `vllm serve Qwen/Qwen3-14B` (BF16, every default:
+	// max_model_len 40960) on one H100 SXM, `vllm bench serve --backend openai-chat --dataset-name
+	// random`, every prompt sent at once; long prompts, so prefill and its attention dominate.
+	srcGPUStack14B = "https://github.com/gpustack/gpustack/blob/main/docs/performance-lab/qwen3-14b/h100.md"
 )
+
+// randomAtOnce is vllm bench serve's random dataset, n prompts of in/out tokens sent at once
+// through the chat endpoint.
+func randomAtOnce(n, in, out int) Workload {
+	return Workload{Concurrency: n, Requests: n, Prompt: in, Output: out, Chat: true}
+}
 
 // ShareGPT as sglang.bench_serving samples it, reduced to its means: 194 output tokens a request
 // (the source's own offline rows: 3856 tok/s ÷ 19.84 req/s) and ~215 prompt tokens (vLLM's
@@ -58,21 +69,33 @@ func offlineShareGPT(n int) Workload {
 var latency = Workload{Concurrency: 8, Requests: 8, Prompt: 32, Output: 128, Offline: true}
 
 var measurements = []measurement{
-	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out", "E2E ms", 833.421, true},
-	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; the source runs Llama-3-70B (same shapes)", "E2E ms", 2077.53, true},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths, Poisson arrivals", "TTFT ms", 31.98, true},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "as above", "TPOT ms", 13.17, true},
-	{srcSGLang060, "vLLM 0.6.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 4132.37, true},
+	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out", "E2E ms", 833.421, true, 0},
+	{srcNightlyH200, "vLLM nightly", "H200", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; the source runs Llama-3-70B (same shapes)", "E2E ms", 2077.53, true, 0},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths, Poisson arrivals", "TTFT ms", 31.98, true, 0},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(4, 1200), "as above", "TPOT ms", 13.17, true, 0},
+	{srcSGLang060, "vLLM 0.6.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 4132.37, true, 0},
 
-	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out (the page is a stored copy of vLLM's performance-benchmark build under another pipeline's name)", "E2E ms", 997.542, false},
-	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; Llama-3-70B", "E2E ms", 2444.47, false},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 35.68, false},
-	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "as above", "TPOT ms", 17.85, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths", "TTFT ms", 53.94, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "as above", "TPOT ms", 25.03, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 58.11, false},
-	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "as above", "TPOT ms", 33.07, false},
-	{srcSGLang060, "vLLM 0.6.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 3700.64, false},
+	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-8B-Instruct", 1, latency, "benchmark_latency, batch 8, 32 in / 128 out (the page is a stored copy of vLLM's performance-benchmark build under another pipeline's name)", "E2E ms", 997.542, false, 0},
+	{srcNightlyH100, "vLLM nightly", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, latency, "as above; Llama-3-70B", "E2E ms", 2444.47, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 35.68, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "A100", "meta-llama/Llama-3.1-8B-Instruct", 1, shareGPT(8, 2400), "as above", "TPOT ms", 17.85, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "ShareGPT at 4 req/s as mean lengths", "TTFT ms", 53.94, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(4, 1200), "as above", "TPOT ms", 25.03, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "ShareGPT at 8 req/s as mean lengths", "TTFT ms", 58.11, false, 0},
+	{srcSGLang060, "SGLang 0.3.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, shareGPT(8, 2400), "as above", "TPOT ms", 33.07, false, 0},
+	{srcSGLang060, "vLLM 0.6.0", "H100", "meta-llama/Llama-3.1-70B-Instruct", 4, offlineShareGPT(5000), "5000 ShareGPT prompts at once, as mean lengths", "tok/s", 3700.64, false, 0},
+}
+
+// longContext is a held-out context ladder (issue 54), 2K → 4K → 32K from one source, which the
+// model misses in size (docs/sim-validation.md says by how much and why): reported in a table of
+// its own and held to its shape only, throughput falling as the context grows, as the source's.
+var longContext = []measurement{
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(500, 2000, 100), "random dataset, 500 prompts of 2,000/100 tokens at once, chat endpoint, max_model_len 40960", "total tok/s", 10597.19, false, 40960},
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(500, 2000, 100), "as above", "TTFT ms", 49138.28, false, 40960},
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(500, 4000, 200), "500 prompts of 4,000/200 tokens at once (99,803 of 100,000 tokens generated: no --ignore-eos)", "total tok/s", 9218.03, false, 40960},
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(500, 4000, 200), "as above", "TTFT ms", 110734.54, false, 40960},
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(100, 32000, 100), "100 prompts of 32,000/100 tokens at once (9,855 of 10,000 generated)", "total tok/s", 8298.56, false, 40960},
+	{srcGPUStack14B, "vLLM 0.11.0", "H100", "Qwen/Qwen3-14B", 1, randomAtOnce(100, 32000, 100), "as above", "TTFT ms", 191051.49, false, 40960},
 }
 
 // simulate runs the measurement's workload on the model and returns the figure it reports.
@@ -82,8 +105,12 @@ func (m measurement) simulate() (float64, error) {
 	if !ok || !ok2 {
 		return 0, fmt.Errorf("catalog lacks %s or %s", m.gpu, m.model)
 	}
-	// The sources cap the context at 4096 (SGLang/vLLM --max-model-len 4096) or run short prompts.
-	p, err := NewPerf(g, mod, EngineConfig{TP: m.tp, MaxModelLen: 4096})
+	// Most sources cap the context at 4096 (SGLang/vLLM --max-model-len 4096) or run short prompts.
+	ctx := m.ctx
+	if ctx == 0 {
+		ctx = 4096
+	}
+	p, err := NewPerf(g, mod, EngineConfig{TP: m.tp, MaxModelLen: ctx})
 	if err != nil {
 		return 0, err
 	}
@@ -92,6 +119,8 @@ func (m measurement) simulate() (float64, error) {
 	switch m.metric {
 	case "tok/s":
 		return r.OutputTokS(), nil
+	case "total tok/s": // prompt and output tokens over the run, as vllm bench serve's total
+		return float64(m.w.Requests*m.w.Prompt+r.OutputTokens) / r.Duration.Seconds(), nil
 	case "TPOT ms":
 		return ms(Percentile(r.ITL, 50)), nil
 	case "TTFT ms":
@@ -134,6 +163,22 @@ func TestValidation(t *testing.T) {
 			t.Errorf("held out: %s %s tp%d %s = %.2f, published %.2f (%+.0f %%, bound ±%.0f %%)", m.gpu, m.model, m.tp, m.metric, got, m.value, dev*100, bound(m.metric)*100)
 		}
 	}
+	var missed bytes.Buffer
+	prev := math.Inf(1)
+	for _, m := range longContext {
+		got, err := m.simulate()
+		if err != nil {
+			t.Fatalf("%s %s: %v", m.gpu, m.model, err)
+		}
+		fmt.Fprintf(&missed, "| %s | %s | %s | %d | %s | %s | %s | %s | %s | %+.0f %% |\n", m.engine, m.gpu, strings.TrimPrefix(m.model, "Qwen/"),
+			m.tp, load(m.w), m.metric, link(m.source), num(m.value), num(got), (got-m.value)/m.value*100)
+		if m.metric == "total tok/s" {
+			if !(got < prev) {
+				t.Errorf("held-out ladder: %s at %d tokens is %.0f total tok/s, not below the shorter context's %.0f", m.model, m.w.Prompt, got, prev)
+			}
+			prev = got
+		}
+	}
 	var cal bytes.Buffer
 	for _, c := range calibrationCases {
 		got, err := runCalibration(c)
@@ -147,13 +192,13 @@ func TestValidation(t *testing.T) {
 	}
 	var notes strings.Builder
 	seen := map[string]bool{}
-	for _, m := range measurements {
+	for _, m := range append(measurements, longContext...) {
 		if k := m.source + m.note; !seen[k] {
 			seen[k] = true
 			fmt.Fprintf(&notes, "- %s, %s %s on %s: %s.\n", m.source, m.engine, strings.TrimPrefix(m.model, "meta-llama/"), m.gpu, m.note)
 		}
 	}
-	doc := renderValidationDoc(fit.String(), held.String(), cal.String(), notes.String())
+	doc := renderValidationDoc(fit.String(), held.String(), missed.String(), cal.String(), notes.String())
 	path := filepath.Join("..", "..", "docs", "sim-validation.md")
 	if *updateDoc {
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
@@ -195,7 +240,7 @@ func link(u string) string {
 	return "[" + name + "](" + u + ")"
 }
 
-func renderValidationDoc(fit, held, cal, notes string) string {
+func renderValidationDoc(fit, held, missed, cal, notes string) string {
 	var b strings.Builder
 	b.WriteString(`# gpuvet sim: validation against published measurements
 
@@ -223,6 +268,33 @@ sim's median inter-token latency; TTFT the median; E2E the mean. SGLang rows are
 | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 `)
 	b.WriteString(held)
+	b.WriteString(`
+## Held out, and missed: a long-context ladder
+
+One source's context ladder (issue 54): vLLM 0.11.0 serving Qwen3-14B in BF16 with every default
+on one H100 SXM, ` + "`vllm bench serve`" + ` on random prompts, all sent at once. The simulator misses it, and
+the test holds it to the ladder's shape only (throughput falls as the context grows).
+
+| engine | GPU | model | TP | load | metric | source | published | sim | error |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+`)
+	b.WriteString(missed)
+	b.WriteString(`
+Why, as far as it is known:
+- **At 2K and 4K the source is about half as fast as the simulator**, which is near the H100's
+  roofline there (a 2,000-token prompt alone: 23,300 tok/s in the simulator, 86 ms, its GEMMs at
+  the 79 % of the BF16 peak cuBLAS reached on an H200). The same page's other rows are slower still against it where no long context is
+  involved: 1,000 prompts of 128/4 tokens at once ran at 44 req/s (5,797 tok/s; the simulator
+  27,385), so something in that serving stack, not the GPU's arithmetic, set its pace. The other H100
+  rows above (short prompts, few at once) are within 5 %.
+- **At 32K the simulator is 19 % slow, for a reason of its own**: with 100 prompts at once only about
+  8 fit in the KV cache, and the simulator preempts 420 times (4.2 a request), each time recomputing
+  the whole prompt, since it keeps a prompt's blocks in its prefix cache only once the whole prompt is
+  computed. vLLM V1 keeps each full block as it is computed, so a preempted request finds what it
+  computed unless the blocks were reused since. With no preemption (8 at once) the simulator serves
+  15,914 tok/s. Modelling vLLM's free-block queue (cached blocks evicted only as they are reused) is
+  the fix; it is not made yet.
+`)
 	b.WriteString(`
 ## Calibration cases (internal/sim/calibration_test.go, held to ±25 %, fitted)
 
