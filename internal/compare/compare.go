@@ -48,6 +48,10 @@ type Figure struct {
 	// ClientLimited: the load generator, not the server, was the bottleneck: latency reads high and
 	// throughput low.
 	ClientLimited bool
+	// CPUWait is the share (%) of the time the engine's processes were runnable in the figure's rung
+	// that they waited for a CPU (nil: not read). An engine loop that waits w of its time runs up to
+	// 1/(1−w) slower on a healthy GPU: that much of a gap is the host's.
+	CPUWait *float64
 	// ReqS is the run's sustained req/s, read by the tiny-denominator guard on throughput figures.
 	ReqS float64
 	// Window is the measured window of the rung behind the figure, in seconds (0: unknown): what
@@ -135,6 +139,11 @@ func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why stri
 	if within {
 		return Pass, ""
 	}
+	if c := cpuFactor(f, Figure{}); c > 1 {
+		if upper && f.Value/c <= limit || !upper && f.Value*c >= limit {
+			return Inconclusive, fmt.Sprintf("%s: without that wait it would be within the limit (%s): %s", cpuWaitText(f, Figure{}), Num(map[bool]float64{true: f.Value / c, false: f.Value * c}[upper]), CPUWaitFix)
+		}
+	}
 	// A breach on a truncated or unsaturated sweep is not a measurement, whichever way the gate bounds.
 	if d := Doubt(f, true, minSamples); d != "" {
 		return Inconclusive, d
@@ -158,6 +167,9 @@ func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (
 	}
 	if d := Doubt(x, higher && IsThroughputMetric(metric), g.MinSamples); d != "" {
 		return Inconclusive, over, d
+	}
+	if why := cpuExplains(x, ref, over, tolPct); why != "" {
+		return Inconclusive, over, why
 	}
 	if TooFew(ref, g.MinSamples) {
 		return Inconclusive, over, fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
@@ -204,4 +216,46 @@ func Num(v float64) string {
 	default:
 		return fmt.Sprintf("%.2f", v)
 	}
+}
+
+// CPUWaitFix is what to do when the host's CPUs, not the GPU, may have set a figure.
+const CPUWaitFix = "give the engine CPUs of its own (stop the host's other work, or reserve cores for the engine) and rerun"
+
+// cpuFactor is how much slower x's engine may have run than ref's for waiting longer for a CPU:
+// (1 − ref's wait)/(1 − x's wait), the slowdown of a CPU-bound loop (1: no more wait than ref's, or
+// x's not read). An engine that mostly sleeps between steps loses less than that: the rule errs
+// towards undecided, never towards a flag.
+func cpuFactor(x, ref Figure) float64 {
+	if x.CPUWait == nil {
+		return 1
+	}
+	wx, wr := min(*x.CPUWait, 99)/100, 0.0
+	if ref.CPUWait != nil {
+		wr = min(*ref.CPUWait, 99) / 100
+	}
+	return max(1, (1-wr)/(1-wx))
+}
+
+func cpuWaitText(x, ref Figure) string {
+	t := fmt.Sprintf("the engine's processes waited for a CPU %.0f %% of the time they were runnable in this rung", *x.CPUWait)
+	if ref.CPUWait != nil {
+		t += fmt.Sprintf(" (the reference's %.0f %%)", *ref.CPUWait)
+	}
+	return t + fmt.Sprintf(", which alone can make it up to %.0f %% slower", (cpuFactor(x, ref)-1)*100)
+}
+
+// cpuExplains is why a gap of pct % beyond the margin is not the GPU's to answer for ("" when it
+// is): what is left of it once the CPU wait x's engine had beyond ref's is taken out is within the
+// margin. A host whose other work starves one engine (a noisy neighbour, a busy node, GPUs vetted
+// one after the other while the load on the host changed) must not flag its GPU.
+func cpuExplains(x, ref Figure, pct, marginPct float64) string {
+	c := cpuFactor(x, ref)
+	if c <= 1 {
+		return ""
+	}
+	left := ((1+pct/100)/c - 1) * 100
+	if left > marginPct {
+		return ""
+	}
+	return fmt.Sprintf("%s, leaving %.1f %% of the %.1f %% gap to the GPU, within the %g %% margin: %s", cpuWaitText(x, ref), max(left, 0), pct, marginPct, CPUWaitFix)
 }

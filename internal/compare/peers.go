@@ -149,10 +149,20 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.Why = fmt.Sprintf("the gap is inside the noise (its %g %% interval [%.1f %%, %.1f %%] includes none)", s.CI.Level*100, s.CI.Lo, s.CI.Hi)
 	case s.CI != nil && !(s.CI.Lo > marginPct):
 		s.Why = fmt.Sprintf("the %g %% confidence interval of the gap, [%.1f %%, %.1f %%], reaches within the %g %% margin: %s", s.CI.Level*100, s.CI.Lo, s.CI.Hi, marginPct, Tighten)
+	case cpuExplains(x, ref, lowEnd(s), marginPct) != "":
+		s.Why = cpuExplains(x, ref, lowEnd(s), marginPct)
 	default:
 		s.Result = Fail
 	}
 	return s
+}
+
+// lowEnd is the least the gap may be: its interval's low end, or its value without one.
+func lowEnd(s Slowdown) float64 {
+	if s.CI != nil {
+		return s.CI.Lo
+	}
+	return s.Pct
 }
 
 // withinMargin decides a figure whose gap to its reference is within the margin: Pass, unless a
@@ -279,7 +289,7 @@ func ciText(c *results.Interval, byBlock bool) string {
 // its own; 2: their mean's, ÷√2; more: √(π/2)/√k, the large-sample factor, which errs wide for few).
 // It is as doubtful as its most doubtful member, and has the fewest samples of them.
 func peerMedian(cells []Cell, i int) Figure {
-	var vals, reqs []float64
+	var vals, reqs, waits []float64
 	var sum2 float64
 	all := true
 	ref := Figure{Samples: -1}
@@ -296,6 +306,13 @@ func peerMedian(cells []Cell, i int) Figure {
 		}
 		ref.LowerBound = ref.LowerBound || c.LowerBound
 		ref.ClientLimited = ref.ClientLimited || c.ClientLimited
+		if c.CPUWait != nil {
+			waits = append(waits, *c.CPUWait)
+		}
+	}
+	if len(waits) > 0 {
+		w := Median(waits)
+		ref.CPUWait = &w
 	}
 	ref.Samples = max(ref.Samples, 0)
 	ref.Value, ref.ReqS = Median(vals), Median(reqs)

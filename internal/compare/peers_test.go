@@ -7,6 +7,12 @@ import (
 	"testing"
 )
 
+// waited is f with its engine's CPU wait (%).
+func waited(f Figure, pct float64) Figure {
+	f.CPUWait = &pct
+	return f
+}
+
 // around is a figure with a 95 % interval of ±rel around it, from n requests.
 func around(v, rel float64, n int) Figure {
 	return Figure{Value: v, Samples: n, CI: ci(v*(1-rel), v*(1+rel))}
@@ -43,6 +49,16 @@ func TestPeers(t *testing.T) {
 		{"client-limited stays inconclusive", "itl_p95_ms",
 			cellsOf(around(6.5, 0.001, 100), around(6.5, 0.001, 100), Figure{Value: 9, Samples: 100, ClientLimited: true, CI: ci(8.99, 9.01)}), false,
 			nil, []int{2}, "client-limited"},
+		// Issue 53's CI case: GPUs vetted one after the other, the host's CPUs busy while one was.
+		{"a card 15 % slower whose engine waited for a CPU 30 % of its rung, the others 2 %, is the host's", "tpot_p50_ms",
+			cellsOf(waited(around(6.6, 0.003, 30), 2), waited(around(6.6, 0.003, 30), 2), waited(around(6.6*1.15, 0.003, 30), 30), waited(around(6.61, 0.003, 30), 2)), false,
+			nil, []int{2}, "waited for a CPU 30 % of the time they were runnable in this rung (the reference's 2 %), which alone can make it up to 40 % slower, leaving 0.0 % of the"},
+		{"the same card and waits where its engine waited no longer than the others' is flagged", "tpot_p50_ms",
+			cellsOf(waited(around(6.6, 0.003, 30), 30), waited(around(6.6, 0.003, 30), 30), waited(around(6.6*1.15, 0.003, 30), 30), waited(around(6.61, 0.003, 30), 30)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
+		{"a 40 % gap of which a 5-point longer wait explains 6 % is still the GPU's", "tpot_p50_ms",
+			cellsOf(waited(around(6.6, 0.003, 30), 10), waited(around(6.6, 0.003, 30), 10), waited(around(6.6*1.4, 0.003, 30), 15), waited(around(6.61, 0.003, 30), 10)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
 		{"the TTFT ms floor still holds", "ttft_p95_ms",
 			cellsOf(around(15, 0.001, 100), around(15, 0.001, 100), around(18, 0.001, 100)), false,
 			nil, nil, "not material"},

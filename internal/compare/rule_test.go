@@ -30,6 +30,11 @@ func TestGate(t *testing.T) {
 		{"the aicr case: CI spans the floor", Figure{Value: 9661, Samples: 1000, CI: ci(6809, 12623)}, 11250, false, Inconclusive, "spans the limit"},
 		{"CI spans, value within: inconclusive", Figure{Value: 12000, Samples: 1000, CI: ci(10000, 14000)}, 11250, false, Inconclusive, "spans"},
 		{"CI wholly beyond: fail", Figure{Value: 9661, Samples: 1000, CI: ci(9000, 10000)}, 11250, false, Fail, ""},
+		// A starved engine's breach is the host's when the wait alone covers it, either way a gate bounds.
+		{"a latency breach the engine's CPU wait covers: inconclusive", waited(Figure{Value: 60, Samples: 100}, 25), 50, true, Inconclusive, "without that wait it would be within the limit (45.0)"},
+		{"a latency breach beyond what the wait covers: fail", waited(Figure{Value: 80, Samples: 100}, 25), 50, true, Fail, ""},
+		{"a floor breach the wait covers: inconclusive", waited(Figure{Value: 9, Samples: 100}, 20), 10, false, Inconclusive, "give the engine CPUs of its own"},
+		{"no wait read: fail", Figure{Value: 60, Samples: 100}, 50, true, Fail, ""},
 	}
 	for _, tc := range tests {
 		got, why := Gate(tc.f, tc.limit, tc.upper, 30)

@@ -506,7 +506,7 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds}}
+	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Samples: requests(r, d), CI: ci, Window: r.WindowSeconds}}
 }
 
 func sustainedMeasure(l *results.Load) Measured {
@@ -524,7 +524,7 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}}
+	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}}
 }
 
 // PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
@@ -551,6 +551,7 @@ func throughputFigure(l *results.Load, v float64) compare.Figure {
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
+		f.CPUWait = r.EngineCPUWaitPct
 		if ci := r.CI.Get("output_tok_s"); ci != nil && r.OutputTokS > 0 {
 			k := v / r.OutputTokS
 			f.CI = &results.Interval{Lo: ci.Lo * k, Hi: ci.Hi * k, Level: ci.Level}
@@ -607,7 +608,7 @@ var LLMMetrics = []LLMMetric{
 		if r == nil || r.TTFT.Count == 0 {
 			return compare.Figure{}, false
 		}
-		return compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l)}, true
+		return compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct}, true
 	}},
 }
 
@@ -619,7 +620,7 @@ func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
+		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 
@@ -630,7 +631,7 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, d.Count > 0
+		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Window: r.WindowSeconds}, d.Count > 0
 	}
 }
 

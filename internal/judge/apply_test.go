@@ -664,3 +664,68 @@ func TestUndecidedComparisonOfAFlaggedGPUAddsNoFinding(t *testing.T) {
 		t.Errorf("undecided GPU: %v %+v", ok, f)
 	}
 }
+
+// A card measured while the host's CPUs starved its engine (GPUs vetted one after the other, other
+// work on the host during one of them) is not flagged for what the wait alone explains: its
+// comparisons are inconclusive and say so; the same card with its engine's wait no longer than the
+// others' is flagged.
+func TestApplyLeavesAStarvedEngineToTheHost(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wait  float64
+		want  results.Status
+		words string
+	}{
+		{"its engine waited 40 % of its runnable time, the others' 2 %", 40, results.StatusInconclusive, "waited for a CPU 40 % of the time they were runnable in this rung (the reference's 2 %)"},
+		{"its engine waited as long as the others'", 2, results.StatusFlag, "beyond the 10 % margin"},
+	} {
+		s := summary(healthy(), healthy(), healthy().scaled(0.30), healthy())
+		for i := range s.Hosts[0].Models[0].Endpoints {
+			w := 2.0
+			if i == 2 {
+				w = tc.wait
+			}
+			for j := range s.Hosts[0].Models[0].Endpoints[i].Load.Runs {
+				s.Hosts[0].Models[0].Endpoints[i].Load.Runs[j].EngineCPUWaitPct = fp(w)
+			}
+		}
+		Apply(s, DefaultConfig())
+		if g := s.Hosts[0].GPUs[2]; g.Status != tc.want {
+			t.Errorf("%s: gpu 2 %s, want %s (%+v)", tc.name, g.Status, tc.want, g)
+		}
+		var said bool
+		for _, c := range s.Hosts[0].Models[0].Comparisons {
+			said = said || strings.Contains(c.Values[2].Reason, tc.words)
+		}
+		if !said {
+			t.Errorf("%s: no comparison of gpu 2 says %q: %+v", tc.name, tc.words, s.Hosts[0].Models[0].Comparisons)
+		}
+		if tc.want == results.StatusInconclusive && s.Hosts[0].Layers[results.LayerHost] != results.StatusInconclusive {
+			t.Errorf("%s: the host layer is %q, want inconclusive (layers %v)", tc.name, s.Hosts[0].Layers[results.LayerHost], s.Hosts[0].Layers)
+		}
+	}
+}
+
+// A gate breached by an engine the host's CPUs starved, by no more than the wait covers, is left
+// undecided on the host's account, not failed on the GPU's.
+func TestApplyGateOfAStarvedEngine(t *testing.T) {
+	slow := healthy()
+	slow.syncITL = 60 // past the 50 ms ITL p95 gate
+	for _, tc := range []struct {
+		wait float64
+		want string
+	}{{40, ResultInconclusive}, {5, ResultFail}} {
+		s := summary(slow)
+		for j := range s.Hosts[0].Models[0].Endpoints[0].Load.Runs {
+			s.Hosts[0].Models[0].Endpoints[0].Load.Runs[j].EngineCPUWaitPct = fp(tc.wait)
+		}
+		Apply(s, DefaultConfig())
+		v := verdict(t, s.Hosts[0].Models[0].Endpoints[0], "gate.itl_p95")
+		if v.Result != tc.want {
+			t.Errorf("wait %.0f %%: ITL gate %s (%s), want %s", tc.wait, v.Result, v.Reason, tc.want)
+		}
+		if tc.want == ResultInconclusive && (!strings.Contains(v.Reason, "without that wait it would be within the limit") || s.Hosts[0].Layers[results.LayerHost] != results.StatusInconclusive) {
+			t.Errorf("wait %.0f %%: %q, host layer %q", tc.wait, v.Reason, s.Hosts[0].Layers[results.LayerHost])
+		}
+	}
+}

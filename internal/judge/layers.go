@@ -209,6 +209,10 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
 			continue
 		}
+		if strings.Contains(v.Reason, compare.CPUWaitFix) { // the host's CPUs starved the engine
+			add(results.LayerHost, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
+			continue
+		}
 		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
 	}
 	return out
@@ -306,7 +310,7 @@ func hostFindings(h *results.Host) []results.Finding {
 // when some could not (a GPU another figure flagged aside): the GPUs they left inconclusive have no
 // other finding that says why. The client's, to rerun: it fell behind (give it CPU, or load fewer
 // GPUs at once), or its requests were too few for the gap; the engine's where its drift widened the
-// gap past deciding.
+// gap past deciding; the host's where its CPUs starved the engine.
 func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
 	var metrics []string
 	var gpus []int
@@ -352,6 +356,8 @@ func undecidedComparisons(host string, m *results.Model) (results.Finding, bool)
 		f.Reason = what + ": the load generator fell behind its schedule while it loaded these GPUs at once, so it set the pace, not the GPUs: give gpuvet more CPU, or load fewer GPUs at once (--parallel-gpus), and rerun"
 	case strings.Contains(why, compare.EngineDrifted):
 		f.Layer, f.Reason = results.LayerEngine, what+": "+why
+	case strings.Contains(why, compare.CPUWaitFix): // the host's CPUs starved the engine
+		f.Layer, f.Reason = results.LayerHost, what+": "+why
 	default:
 		f.Reason = what + ": " + why
 	}

@@ -71,6 +71,7 @@ var allowed = graph{
 	"internal/term":        {"internal/compare", "internal/fleetview", "internal/results"}, // the terminal renderer: results in, text out
 	"internal/analysis":    {"internal/results"},
 	"internal/busy":        {"internal/results"},
+	"internal/cpuwait":     {},
 	"internal/compare":     {"internal/metrics", "internal/results"},
 	"internal/metrics":     {"internal/results"},
 	"internal/power":       {"internal/gpu", "internal/results"},
@@ -100,7 +101,7 @@ var allowed = graph{
 	"internal/load":   {"internal/analysis", "internal/dataset", "internal/enginekind", "internal/metrics", "internal/netstamp", "internal/results"},
 	"internal/health": {"internal/busy", "internal/catalog", "internal/compare", "internal/config", "internal/dcgm", "internal/gpu", "internal/results", "internal/sysfs"},
 	// The host pipeline wires the phases.
-	"internal/pipeline": {"internal/backendkind", "internal/busy", "internal/catalog", "internal/config", "internal/cuda", "internal/engine", "internal/enginekind", "internal/functional",
+	"internal/pipeline": {"internal/backendkind", "internal/busy", "internal/catalog", "internal/cpuwait", "internal/config", "internal/cuda", "internal/engine", "internal/enginekind", "internal/functional",
 		"internal/gpu", "internal/health", "internal/history", "internal/importer", "internal/judge", "internal/load", "internal/modelcache", "internal/power",
 		"internal/report", "internal/results", "internal/roofline", "internal/sim", "internal/sysfs", "internal/term"},
 	// The fleet layer and its backends, above the host pipeline.

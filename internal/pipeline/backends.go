@@ -39,6 +39,7 @@ func (Local) Serve(ctx context.Context, slot Slot, model string, cfg config.Conf
 		Stop:    func() { e.Stop(10 * time.Second) },
 		LogTail: func() string { return e.LogTail(40) },
 		Exited:  e.ExitStatus,
+		PID:     e.PID(),
 	}
 	prov, err := e.WaitReady(ctx, model, cfg.Engine.ReadyTimeout.D())
 	if err != nil {

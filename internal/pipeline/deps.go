@@ -55,6 +55,9 @@ type Served struct {
 	// Exited says how the engine process ended ("exit status 1"), "" while it runs; nil when the
 	// backend cannot tell (an endpoint it did not start).
 	Exited func() string
+	// PID is the engine's process on this host (its descendants count with it), for the wait it
+	// had for a CPU; 0 when it is not a process of this host.
+	PID int
 }
 
 // Backend decides where engines run and how gpuvet reaches them.

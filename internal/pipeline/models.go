@@ -517,6 +517,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
 	ctx, watch, stopSampling := r.sample(ctx, slot, cfg)
+	cpu := watchCPU(ctx, sv.PID)
 	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
@@ -529,6 +530,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		err = r.aicrRun(ctx, sv, model, slot, config.AICRLoad(lc, cfg.Load.Concurrency), records, ld)
 	}
 	pw, tel := stopSampling(ld)
+	cpu.stop(ld)
 	if ld != nil && ctx.Err() != nil {
 		ld.Interrupted = true
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -210,7 +211,8 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	}
 	sv := &Served{URL: srv.URL(), Binding: "none: simulator (in-process)",
 		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() },
-		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus}
+		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus,
+		PID: os.Getpid()} // in-process: the simulator's goroutines run on gpuvet's own threads
 	rctx, cancel := context.WithTimeout(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute))
 	defer cancel()
 	for {

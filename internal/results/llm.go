@@ -235,6 +235,10 @@ type Run struct {
 
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
+	// EngineCPUWaitPct is the share of the time the engine's threads were runnable over the rung's
+	// window that they waited for a CPU (Linux schedstat of its process tree; nil: not read, the
+	// engine not a process of this host). High, the host's CPUs, not the GPU, set its pace.
+	EngineCPUWaitPct *float64 `json:"engine_cpu_wait_pct,omitempty"`
 
 	// Repeat is how the rung's figures repeated between its blocks (nil: one block): the sweep's
 	// synchronous rung runs in blocks spread over the load, and Repeat.CI covers their spread.

@@ -1,0 +1,147 @@
+// Package cpuwait reads how long a process and its descendants waited for a CPU (Linux
+// /proc/PID/task/TID/schedstat): the time their threads were runnable but not running. An engine
+// on a healthy GPU serves slower when its host's CPUs are oversubscribed (a noisy VM neighbour, a
+// busy node, a test machine running other work); gpuvet reads the wait over each load rung, so that
+// a gap the CPUs made is put on the host, not on the GPU.
+package cpuwait
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sample is what a process tree's threads had spent, in total, when it was read.
+type Sample struct {
+	At   time.Time
+	Run  time.Duration // on a CPU
+	Wait time.Duration // runnable, waiting on a run queue
+}
+
+// WaitPct is the share of the time the tree wanted a CPU between a and b that it spent waiting for
+// one (0-100); ok is false when it did not want one at all. A single busy thread waiting 20 % of the
+// time ran 20 % slower than it would have on a CPU of its own.
+func WaitPct(a, b Sample) (pct float64, ok bool) {
+	run, wait := b.Run-a.Run, b.Wait-a.Wait
+	if run < 0 || wait < 0 || run+wait <= 0 {
+		return 0, false
+	}
+	return 100 * float64(wait) / float64(run+wait), true
+}
+
+// Bounds on a walk: a tree larger than this is not an engine, and reading it would cost more than
+// it tells.
+const (
+	maxProcs   = 256
+	maxThreads = 8192
+)
+
+// Read sums the schedstat of every thread of pid and its descendants (threads and processes that
+// ended since an earlier read take their time with them: a difference over a window is then low,
+// never high). The proc root is a parameter so that tests read a fixture tree.
+func Read(procRoot string, pid int) (Sample, error) {
+	s := Sample{At: time.Now()}
+	if pid <= 0 {
+		return s, fmt.Errorf("cpuwait: no process (pid %d)", pid)
+	}
+	queue, seen, threads := []int{pid}, map[int]bool{pid: true}, 0
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		tids, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(p), "task"))
+		if err != nil {
+			if p == pid {
+				return s, fmt.Errorf("cpuwait: %v", err)
+			}
+			continue // a child that ended
+		}
+		for _, t := range tids {
+			if threads++; threads > maxThreads {
+				return s, fmt.Errorf("cpuwait: process %d has more than %d threads in its tree", pid, maxThreads)
+			}
+			dir := filepath.Join(procRoot, strconv.Itoa(p), "task", t.Name())
+			if b, err := readSmall(filepath.Join(dir, "schedstat")); err == nil {
+				if run, wait, err := ParseSchedstat(b); err == nil {
+					s.Run += run
+					s.Wait += wait
+				}
+			}
+			b, err := readSmall(filepath.Join(dir, "children"))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				c, err := strconv.Atoi(f)
+				if err != nil || c <= 0 || seen[c] {
+					continue
+				}
+				if len(seen) >= maxProcs {
+					return s, fmt.Errorf("cpuwait: process %d has more than %d processes in its tree", pid, maxProcs)
+				}
+				seen[c] = true
+				queue = append(queue, c)
+			}
+		}
+	}
+	return s, nil
+}
+
+// readSmall reads a proc file of at most 64 KiB (a children list of thousands of pids fits).
+func readSmall(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 64<<10)
+	n, err := f.Read(b)
+	if n == 0 && err != nil {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// ParseSchedstat reads a thread's schedstat line: time on a CPU (ns), time waiting on a run queue
+// (ns), timeslices run.
+func ParseSchedstat(b []byte) (run, wait time.Duration, err error) {
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, 0, errors.New("schedstat: want three numbers")
+	}
+	r, err1 := strconv.ParseUint(string(f[0]), 10, 63)
+	w, err2 := strconv.ParseUint(string(f[1]), 10, 63)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("schedstat: not numbers: %q", bytes.TrimSpace(b))
+	}
+	return time.Duration(r), time.Duration(w), nil
+}
+
+// Over is the wait share (WaitPct) over the window [from, to] of a series of samples in time
+// order: from the last sample at or before from to the first at or after to (the nearest inside
+// where none is outside). ok is false when the samples span less than half the window.
+func Over(samples []Sample, from, to time.Time) (pct float64, ok bool) {
+	if len(samples) < 2 || !to.After(from) {
+		return 0, false
+	}
+	a, b := -1, -1
+	for i, s := range samples {
+		if !s.At.After(from) || a < 0 && !s.At.Before(from) {
+			a = i
+		}
+		if b < 0 && !s.At.Before(to) {
+			b = i
+		}
+	}
+	if b < 0 {
+		b = len(samples) - 1
+	}
+	if a < 0 || b <= a || samples[b].At.Sub(samples[a].At) < to.Sub(from)/2 {
+		return 0, false
+	}
+	return WaitPct(samples[a], samples[b])
+}

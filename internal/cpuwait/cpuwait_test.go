@@ -1,0 +1,100 @@
+package cpuwait
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// writeTask writes one thread's schedstat (and children list) into a fake proc tree.
+func writeTask(t *testing.T, root string, pid, tid int, schedstat, children string) {
+	t.Helper()
+	dir := filepath.Join(root, strconv.Itoa(pid), "task", strconv.Itoa(tid))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "schedstat"), []byte(schedstat), 0o644)
+	os.WriteFile(filepath.Join(dir, "children"), []byte(children), 0o644)
+}
+
+func TestReadSumsTheTreeAndSkipsWhatEnded(t *testing.T) {
+	root := t.TempDir()
+	// The engine (10) has two threads; its second thread forked 11 (an engine core, as vLLM's), and
+	// 12, which has ended (no directory); 11 forked 10 again (a loop, read once).
+	writeTask(t, root, 10, 10, "1000 200 5\n", "")
+	writeTask(t, root, 10, 13, "3000 800 9\n", "11 12 x")
+	writeTask(t, root, 11, 11, "6000 4000 7\n", "10")
+	writeTask(t, root, 20, 20, "999999 999999 1\n", "") // not in the tree
+	s, err := Read(root, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Run != 10000 || s.Wait != 5000 {
+		t.Fatalf("run %d wait %d, want 10000 5000", s.Run, s.Wait)
+	}
+	if _, err := Read(root, 99); err == nil {
+		t.Fatal("a process that is not there read as one")
+	}
+}
+
+func TestWaitPctAndOver(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s float64, run, wait time.Duration) Sample {
+		return Sample{At: t0.Add(time.Duration(s * float64(time.Second))), Run: run, Wait: wait}
+	}
+	ss := []Sample{at(0, 0, 0), at(1, 100, 0), at(2, 200, 0), at(3, 300, 100), at(4, 400, 400), at(5, 500, 700)}
+	// Rung from 2 s to 4 s: 200 run, 400 wait: 66.7 %.
+	if p, ok := Over(ss, t0.Add(2*time.Second), t0.Add(4*time.Second)); !ok || p < 66.6 || p > 66.7 {
+		t.Fatalf("2-4 s: %.1f %v", p, ok)
+	}
+	// Between samples: widened to the samples around it (1-3 s: 200 run, 100 wait).
+	if p, ok := Over(ss, t0.Add(1500*time.Millisecond), t0.Add(2500*time.Millisecond)); !ok || p < 33.3 || p > 33.4 {
+		t.Fatalf("1.5-2.5 s: %.1f %v", p, ok)
+	}
+	// A window the samples cover less than half of decides nothing.
+	if _, ok := Over(ss, t0.Add(4*time.Second), t0.Add(20*time.Second)); ok {
+		t.Fatal("a window past the samples was read")
+	}
+	if _, ok := WaitPct(at(0, 100, 100), at(1, 100, 100)); ok {
+		t.Fatal("a tree that wanted no CPU has a share")
+	}
+	if _, ok := WaitPct(at(0, 100, 100), at(1, 50, 100)); ok {
+		t.Fatal("a tree whose time went back (a thread that ended) has a share")
+	}
+}
+
+// TestReadThisProcessWhileItSpins reads the live tree of the test itself: a goroutine's work shows
+// as time on a CPU.
+func TestReadThisProcessWhileItSpins(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("schedstat is Linux's")
+	}
+	a, err := Read("/proc", os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat here: %v", err)
+	}
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	b, err := Read("/proc", os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Run-a.Run < 20*time.Millisecond {
+		t.Fatalf("50 ms of spinning read as %v on a CPU", b.Run-a.Run)
+	}
+}
+
+func FuzzParseSchedstat(f *testing.F) {
+	f.Add([]byte("5019333 2882431 25\n"))
+	f.Add([]byte("-1 2 3"))
+	f.Add([]byte("99999999999999999999 1 1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		run, wait, err := ParseSchedstat(b)
+		if err == nil && (run < 0 || wait < 0) {
+			t.Fatalf("negative times from %q", b)
+		}
+	})
+}
