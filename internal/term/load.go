@@ -28,6 +28,9 @@ func Load(w io.Writer, l *results.Load) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(latencies in ms; TTFT from request written to first generated token; ITL per token; cut: ended by the drain bound or a stop)")
+	if waits := engineCPUWaits(l.Runs); waits != "" {
+		fmt.Fprintf(w, "engine CPU wait, rung by rung (the share of its runnable time its processes waited for a CPU; high, the host's CPUs set its pace): %s\n", waits)
+	}
 	for i, r := range l.Runs {
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "rung %d errors: %s\n", i+1, results.ErrorCounts(r.Errors))
@@ -92,4 +95,22 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// engineCPUWaits lists each rung's engine CPU wait ("" when none was read).
+func engineCPUWaits(runs []results.Run) string {
+	var parts []string
+	read := false
+	for _, r := range runs {
+		if r.EngineCPUWaitPct == nil {
+			parts = append(parts, "–")
+			continue
+		}
+		read = true
+		parts = append(parts, fmt.Sprintf("%.0f %%", *r.EngineCPUWaitPct))
+	}
+	if !read {
+		return ""
+	}
+	return strings.Join(parts, ", ")
 }

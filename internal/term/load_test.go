@@ -10,10 +10,11 @@ import (
 )
 
 func TestLoad(t *testing.T) {
+	wait := 81.6
 	sat := analysis.AnalyzeSaturation([]float64{400, 800, 1200, 1600, 2000, 2400}, 2700)
 	l := &results.Load{
 		Runs: []results.Run{
-			{Kind: "synchronous", Concurrency: 1, Requests: results.RequestCounts{Successful: 9}, ReqS: 0.4, OutputTokS: 100},
+			{Kind: "synchronous", Concurrency: 1, Requests: results.RequestCounts{Successful: 9}, ReqS: 0.4, OutputTokS: 100, EngineCPUWaitPct: &wait},
 			{Kind: "constant", TargetRate: 2.5, Requests: results.RequestCounts{Successful: 50, Errored: 2, Incomplete: 1},
 				Errors: map[string]int{"http_429": 2}, OutputTokS: 2400, ClientLimited: true, ClientReason: "CLIENT-LIMITED: x"},
 		},
@@ -23,7 +24,7 @@ func TestLoad(t *testing.T) {
 	var b bytes.Buffer
 	Load(&b, l)
 	out := b.String()
-	for _, want := range []string{"synchronous", "2.50/s", "CLIENT-LIMITED", "http_429=2", "LOWER BOUND", "unsaturated", "!!! Constant rung", "server /tokenize"} {
+	for _, want := range []string{"synchronous", "2.50/s", "CLIENT-LIMITED", "http_429=2", "LOWER BOUND", "unsaturated", "!!! Constant rung", "server /tokenize", "its processes waited for a CPU; high, the host's CPUs set its pace): 82 %, –"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
