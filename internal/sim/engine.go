@@ -23,7 +23,7 @@ type Seq struct {
 	generated int         // tokens produced so far
 	blocks    int         // KV blocks held
 	aborted   bool        // the client went away: dropped at the next step
-	cached    bool        // the prompt's blocks are in the prefix cache
+	held      int         // leading Blocks it holds in the prefix cache (hit or computed)
 	gone      atomic.Bool // the same, for the fixed-mode driver
 
 	// For the HTTP side: Generated mirrors generated, Done is set when the last token is out.
@@ -66,7 +66,7 @@ type Engine struct {
 func NewEngine(perf *Perf) *Engine {
 	e := &Engine{perf: perf, freeBlocks: perf.KVBlocks}
 	if !perf.Cfg.NoPrefixCache {
-		e.prefix = newPrefixCache(perf.KVBlocks)
+		e.prefix = newPrefixCache()
 	}
 	return e
 }
@@ -129,6 +129,7 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 		}
 		e.freeBlocks -= need
 		s.blocks += need
+		e.fitCache()
 		plan = append(plan, scheduled{s, n})
 		budget -= n
 	}
@@ -150,6 +151,8 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 		e.running = append(e.running, s)
 		e.freeBlocks -= need
 		s.blocks += need
+		e.hold(s, hit)
+		e.fitCache()
 		plan = append(plan, scheduled{s, n})
 		budget -= n
 	}
@@ -168,10 +171,7 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 	for _, p := range plan {
 		s := p.seq
 		s.computed += p.n
-		if e.prefix != nil && !s.cached && s.computed >= s.Prompt {
-			e.prefix.add(s.Blocks)
-			s.cached = true
-		}
+		e.hold(s, s.computed) // its newly full blocks are cached at once
 		if s.computed < s.context() {
 			continue // a prefill chunk: no token yet
 		}
@@ -196,7 +196,25 @@ func (e *Engine) cachedPrefix(s *Seq) int {
 		return s.computed
 	}
 	bs := e.perf.Cfg.BlockSize
-	return e.prefix.lookup(s.Blocks, (s.Prompt-1)/bs) * bs
+	return e.prefix.lookup(s.Blocks[:min(len(s.Blocks), (s.Prompt-1)/bs)]) * bs
+}
+
+// hold caches the full prompt blocks of s's first tokens that it does not hold yet.
+func (e *Engine) hold(s *Seq, tokens int) {
+	if e.prefix == nil {
+		return
+	}
+	if full := min(len(s.Blocks), min(tokens, s.Prompt)/e.perf.Cfg.BlockSize); full > s.held {
+		e.prefix.hold(s.Blocks[s.held:full])
+		s.held = full
+	}
+}
+
+// fitCache evicts cached blocks an allocation reused.
+func (e *Engine) fitCache() {
+	if e.prefix != nil {
+		e.prefix.fit(e.freeBlocks)
+	}
 }
 
 func blocksFor(tokens, bs int) int { return (tokens + bs - 1) / bs }
@@ -209,10 +227,15 @@ func (e *Engine) preempt(s *Seq) {
 	e.Preemptions++
 }
 
-// release frees a sequence's blocks and removes it from the running list.
+// release frees a sequence's blocks and removes it from the running list; its cached blocks stay
+// cached until reused.
 func (e *Engine) release(s *Seq) {
 	e.freeBlocks += s.blocks
 	s.blocks = 0
+	if e.prefix != nil {
+		e.prefix.release(s.Blocks[:s.held])
+		s.held = 0
+	}
 	for i, r := range e.running {
 		if r == s {
 			e.running = append(e.running[:i], e.running[i+1:]...)

@@ -2,52 +2,81 @@ package sim
 
 import (
 	"container/list"
+	"encoding/binary"
 	"hash/fnv"
 )
 
-// prefixCache is vLLM's automatic prefix caching in miniature: the KV blocks of prompts already
-// computed are kept, keyed by a hash chained over every block before them, so a prompt that starts
-// with the same full blocks as an earlier one skips their prefill. Cached blocks live in the KV
-// cache's free space, so the cache holds at most the engine's KV blocks, least recently used
-// evicted first. (A hit's blocks are counted against the sequence's own KV here rather than shared:
-// the KV pressure of shared prefixes is overstated, never their hits.)
+// prefixCache is vLLM V1's automatic prefix caching in miniature: every full KV block of a prompt
+// is kept under a hash chained over every block before it, as soon as it is computed, so a prompt
+// that starts with the same full blocks as another skips their prefill. A block a running sequence
+// holds stays; a freed one (its sequence finished or was preempted) stays cached in the free space
+// until an allocation reuses it, the least recently freed first, as V1's free-block queue: so a
+// preempted sequence finds what it computed unless the blocks were reused since. (A hit's blocks
+// are counted against the sequence's own KV here rather than shared: the KV pressure of shared
+// prefixes is overstated, never their hits.)
 type prefixCache struct {
-	capacity int
-	order    *list.List // of uint64, most recently used at the front
-	at       map[uint64]*list.Element
+	at   map[uint64]*cachedBlock
+	free *list.List // of uint64: cached blocks no sequence holds, most recently freed at the front
 }
 
-func newPrefixCache(capacity int) *prefixCache {
-	return &prefixCache{capacity: capacity, order: list.New(), at: map[uint64]*list.Element{}}
+type cachedBlock struct {
+	refs int           // running sequences holding it
+	elem *list.Element // its place in free while refs == 0
 }
 
-// lookup counts the leading blocks of a prompt the cache holds, at most limit, touching them.
-func (c *prefixCache) lookup(blocks []uint64, limit int) int {
+func newPrefixCache() *prefixCache {
+	return &prefixCache{at: map[uint64]*cachedBlock{}, free: list.New()}
+}
+
+// lookup counts the leading blocks of a prompt the cache holds, at most limit.
+func (c *prefixCache) lookup(blocks []uint64) int {
 	n := 0
-	for _, h := range blocks[:min(limit, len(blocks))] {
-		e, ok := c.at[h]
-		if !ok {
+	for _, h := range blocks {
+		if _, ok := c.at[h]; !ok {
 			break
 		}
-		c.order.MoveToFront(e)
 		n++
 	}
 	return n
 }
 
-// add keeps a computed prompt's blocks.
-func (c *prefixCache) add(blocks []uint64) {
+// hold takes the blocks for a running sequence: cached ones leave the free list, new ones are kept.
+func (c *prefixCache) hold(blocks []uint64) {
 	for _, h := range blocks {
-		if e, ok := c.at[h]; ok {
-			c.order.MoveToFront(e)
+		b, ok := c.at[h]
+		if !ok {
+			b = &cachedBlock{}
+			c.at[h] = b
+		}
+		if b.refs == 0 && b.elem != nil {
+			c.free.Remove(b.elem)
+			b.elem = nil
+		}
+		b.refs++
+	}
+}
+
+// release gives a sequence's blocks back: those no one else holds join the free list, the last
+// block first, so that an allocation reuses a prompt's tail before its head (as V1 frees them).
+func (c *prefixCache) release(blocks []uint64) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b, ok := c.at[blocks[i]]
+		if !ok || b.refs == 0 {
 			continue
 		}
-		c.at[h] = c.order.PushFront(h)
-		for c.order.Len() > c.capacity {
-			old := c.order.Back()
-			delete(c.at, old.Value.(uint64))
-			c.order.Remove(old)
+		if b.refs--; b.refs == 0 {
+			b.elem = c.free.PushFront(blocks[i])
 		}
+	}
+}
+
+// fit evicts the least recently freed blocks until the free list fits in the engine's free blocks:
+// an allocation took the rest.
+func (c *prefixCache) fit(freeBlocks int) {
+	for c.free.Len() > max(freeBlocks, 0) {
+		old := c.free.Back()
+		delete(c.at, old.Value.(uint64))
+		c.free.Remove(old)
 	}
 }
 
@@ -65,5 +94,19 @@ func blockHashes(text string, bs int) []uint64 {
 			out = append(out, h.Sum64())
 		}
 	})
+	return out
+}
+
+// uniqueBlocks are n block hashes no other sequence's share: those of a prompt of its own, id.
+func uniqueBlocks(id uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], id)
+	h.Write(b[:])
+	for k := range out {
+		h.Write([]byte{byte(k)})
+		out[k] = h.Sum64()
+	}
 	return out
 }

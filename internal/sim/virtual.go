@@ -82,7 +82,9 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 		}
 		sent++
 		nextID++
-		s := &Seq{ID: nextID, Prompt: w.Prompt, MaxOut: w.Output}
+		// A prompt of its own (the sources' random or distinct prompts): its blocks share nothing,
+		// but a preempted request finds its own again while they are cached.
+		s := &Seq{ID: nextID, Prompt: w.Prompt, MaxOut: w.Output, Blocks: uniqueBlocks(nextID, w.Prompt/perf.Cfg.BlockSize)}
 		tracks[s] = &track{sent: at}
 		queue = append(queue, pending{at + entry, s})
 	}
