@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
 )
@@ -121,7 +122,8 @@ func notOKBesideHog(s *results.Summary) string {
 	}
 	loadNoise := func(reason string) bool {
 		return strings.Contains(reason, "client-limited") || strings.Contains(reason, "reaches past the") || strings.Contains(reason, "spans the limit") ||
-			strings.Contains(reason, "gets one only from enough requests") // a tail percentile of 30 requests has no interval
+			strings.Contains(reason, "gets one only from enough requests") || // a tail percentile of 30 requests has no interval
+			strings.Contains(reason, compare.CPUWaitFix) // the hog starved the engine
 	}
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
