@@ -16,22 +16,31 @@ import (
 	"time"
 )
 
-// Sample is what a process tree's threads had spent, in total, when it was read.
+// Sample is what a process tree's threads had spent, in total, when it was read, and the host's
+// CPU time counters (/proc/stat, in clock ticks) then.
 type Sample struct {
 	At   time.Time
 	Run  time.Duration // on a CPU
 	Wait time.Duration // runnable, waiting on a run queue
+	// Steal and Total are the host's stolen and total CPU ticks: in a VM, the time the hypervisor
+	// ran something else on the vCPUs, which the guest counts as its threads' run time.
+	Steal, Total uint64
 }
 
 // WaitPct is the share of the time the tree wanted a CPU between a and b that it spent waiting for
-// one (0-100); ok is false when it did not want one at all. A single busy thread waiting 20 % of the
-// time ran 20 % slower than it would have on a CPU of its own.
+// one (0-100), counting as waiting the share of its run time a VM's hypervisor stole (the host's
+// steal share then); ok is false when it did not want one at all. A single busy thread waiting 20 %
+// of the time ran 20 % slower than it would have on a CPU of its own.
 func WaitPct(a, b Sample) (pct float64, ok bool) {
 	run, wait := b.Run-a.Run, b.Wait-a.Wait
 	if run < 0 || wait < 0 || run+wait <= 0 {
 		return 0, false
 	}
-	return 100 * float64(wait) / float64(run+wait), true
+	stolen := 0.0
+	if b.Total > a.Total && b.Steal >= a.Steal {
+		stolen = float64(run) * float64(b.Steal-a.Steal) / float64(b.Total-a.Total)
+	}
+	return 100 * (float64(wait) + stolen) / float64(run+wait), true
 }
 
 // Bounds on a walk: a tree larger than this is not an engine, and reading it would cost more than
@@ -48,6 +57,9 @@ func Read(procRoot string, pid int) (Sample, error) {
 	s := Sample{At: time.Now()}
 	if pid <= 0 {
 		return s, fmt.Errorf("cpuwait: no process (pid %d)", pid)
+	}
+	if b, err := readSmall(filepath.Join(procRoot, "stat")); err == nil {
+		s.Steal, s.Total, _ = ParseStat(b)
 	}
 	queue, seen, threads := []int{pid}, map[int]bool{pid: true}, 0
 	for len(queue) > 0 {
@@ -144,4 +156,27 @@ func Over(samples []Sample, from, to time.Time) (pct float64, ok bool) {
 		return 0, false
 	}
 	return WaitPct(samples[a], samples[b])
+}
+
+// ParseStat reads the host's steal and total CPU ticks from /proc/stat's first line ("cpu  user
+// nice system idle iowait irq softirq steal ..."); a kernel without steal gives 0.
+func ParseStat(b []byte) (steal, total uint64, err error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 5 || string(f[0]) != "cpu" {
+		return 0, 0, errors.New("stat: no cpu line")
+	}
+	for i, x := range f[1:min(len(f), 11)] {
+		v, err := strconv.ParseUint(string(x), 10, 56) // 8 of them cannot overflow the total
+		if err != nil {
+			return 0, 0, fmt.Errorf("stat: not a number: %q", x)
+		}
+		if i < 8 { // guest and guest_nice are inside user and nice already
+			total += v
+		}
+		if i == 7 {
+			steal = v
+		}
+	}
+	return steal, total, nil
 }

@@ -58,6 +58,13 @@ func TestWaitPctAndOver(t *testing.T) {
 	if _, ok := Over(ss, t0.Add(4*time.Second), t0.Add(20*time.Second)); ok {
 		t.Fatal("a window past the samples was read")
 	}
+	// In a VM whose hypervisor stole a quarter of the host's CPU time, a quarter of the tree's run
+	// time was the hypervisor's: 200 run, 100 wait, 50 stolen: 50 %.
+	a, b := at(0, 0, 0), at(1, 200, 100)
+	a.Steal, a.Total, b.Steal, b.Total = 10, 1000, 35, 1100
+	if p, ok := WaitPct(a, b); !ok || p < 49.9 || p > 50.1 {
+		t.Fatalf("with a quarter stolen: %.1f %v", p, ok)
+	}
 	if _, ok := WaitPct(at(0, 100, 100), at(1, 100, 100)); ok {
 		t.Fatal("a tree that wanted no CPU has a share")
 	}
@@ -85,6 +92,27 @@ func TestReadThisProcessWhileItSpins(t *testing.T) {
 	if b.Run-a.Run < 20*time.Millisecond {
 		t.Fatalf("50 ms of spinning read as %v on a CPU", b.Run-a.Run)
 	}
+}
+
+func TestParseStat(t *testing.T) {
+	steal, total, err := ParseStat([]byte("cpu  3915250 691117 2343232 5607612 1000 0 2000 777 0 0\ncpu0 1 2 3 4\n"))
+	if err != nil || steal != 777 || total != 3915250+691117+2343232+5607612+1000+2000+777 {
+		t.Fatalf("steal %d total %d err %v", steal, total, err)
+	}
+	if _, _, err := ParseStat([]byte("intr 1 2 3")); err == nil {
+		t.Fatal("a file without the cpu line parsed")
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("cpu  3915250 691117 2343232 5607612 1000 0 2000 777 0 0\n"))
+	f.Add([]byte("cpu 1 2 3 4\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		steal, total, err := ParseStat(b)
+		if err == nil && steal > total {
+			t.Fatalf("steal %d above total %d from %q", steal, total, b)
+		}
+	})
 }
 
 func FuzzParseSchedstat(f *testing.F) {
