@@ -56,17 +56,3 @@ func ParseSLO(s string) (SLO, error) {
 	}
 	return slo, nil
 }
-
-// String is the SLO in --slo syntax.
-func (s SLO) String() string {
-	var parts []string
-	for _, p := range []struct {
-		k string
-		d time.Duration
-	}{{"ttft", s.TTFT}, {"itl", s.ITL}, {"tpot", s.TPOT}, {"e2e", s.E2E}} {
-		if p.d > 0 {
-			parts = append(parts, p.k+"="+p.d.String())
-		}
-	}
-	return strings.Join(parts, ",")
-}

@@ -89,10 +89,6 @@ var (
 	modelCacheType = reflect.TypeFor[ModelCache]()
 )
 
-// JoinPath appends one key to a key path the way Plan.Sources spells it (quoted when not a plain
-// identifier: accelerators["NVIDIA H200"]).
-func JoinPath(path, key string) string { return joinPath(path, key) }
-
 // joinPath appends one key to a path; keys that are not plain identifiers are quoted.
 func joinPath(path, key string) string {
 	if isIdent(key) {

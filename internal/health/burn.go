@@ -87,5 +87,3 @@ func Summarise(b *results.Burn) {
 	b.PowerMeanW = sum / float64(len(b.Samples))
 	b.ReasonsSeen = gpu.ReasonNames(seen)
 }
-
-func timeDuration(d results.Duration) time.Duration { return time.Duration(d) }

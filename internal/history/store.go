@@ -48,9 +48,6 @@ type Store struct {
 // Name says where the store is (never with a password).
 func (s *Store) Name() string { return s.name }
 
-// Dialect is SQLite or Postgres.
-func (s *Store) Dialect() string { return s.dialect }
-
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

@@ -1,9 +1,6 @@
 package judge
 
 import (
-	"fmt"
-	"sort"
-
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -19,19 +16,4 @@ func HealthySOL(engineKind, version string) (pct float64, where string, ok bool)
 		return results.DefaultOf(results.ThHealthySOLSim), "the simulator's measured healthy " + fmtNum(results.DefaultOf(results.ThHealthySOLSim)) + " %", true
 	}
 	return 0, "", false
-}
-
-// ThresholdTable writes the table as text lines (`gpuvet config show` and the docs can print it).
-func ThresholdTable() []string {
-	rows := append([]results.ThresholdSpec(nil), results.Thresholds...)
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Source < rows[j].Source })
-	var out []string
-	for _, t := range rows {
-		d := fmtNum(t.Default)
-		if t.Key == results.ThFloors {
-			d = fmt.Sprint(results.MicrobenchFloors())
-		}
-		out = append(out, fmt.Sprintf("%-32s %-10s %-14s %-9s %s", t.Key, d, t.Unit, t.Source, t.Where))
-	}
-	return out
 }

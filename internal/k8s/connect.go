@@ -49,11 +49,6 @@ func DefaultLimits() Limits {
 	return Limits{QPS: float32(k.QPS), Burst: k.Burst}
 }
 
-// Connect is ConnectWith at the default request limits.
-func Connect(kubeconfig, kubeContext string) (*Cluster, error) {
-	return ConnectWith(kubeconfig, kubeContext, DefaultLimits())
-}
-
 // ConnectWith follows the usual kubeconfig rules: --kubeconfig, else $KUBECONFIG, else
 // ~/.kube/config, else the in-cluster service account; --context picks a context. The client sends
 // at most lim.QPS requests a second (lim.Burst at once); a 429 or 5xx with Retry-After is retried

@@ -166,30 +166,6 @@ func ctrfCase(c junitCase, suite []string) ctrfTest {
 
 var fleetSuiteName = []string{"gpuvet", "fleet"}
 
-func verdictCTRF(r string) string {
-	switch r {
-	case "pass":
-		return "passed"
-	case "fail":
-		return "failed"
-	case "inconclusive":
-		return "other" // it ran and could not decide: not a pass, not a skip
-	}
-	return "skipped" // disabled
-}
-
-func statusCTRF(s results.Status) string {
-	switch s {
-	case results.StatusOK:
-		return "passed"
-	case results.StatusFlag, results.StatusFailed:
-		return "failed"
-	case results.StatusInconclusive:
-		return "other" // measured, but a gate could not decide: neither a pass nor a skip
-	}
-	return "skipped"
-}
-
 // WriteCTRF writes the CTRF JSON of s to path.
 func WriteCTRF(s *results.Summary, path string) error {
 	b, err := CTRF(s)

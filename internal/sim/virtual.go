@@ -36,9 +36,6 @@ type VirtualResult struct {
 // OutputTokS is output tokens per second over the run.
 func (r VirtualResult) OutputTokS() float64 { return float64(r.OutputTokens) / r.Duration.Seconds() }
 
-// ReqS is completed requests per second over the run.
-func (r VirtualResult) ReqS() float64 { return float64(len(r.E2E)) / r.Duration.Seconds() }
-
 // Percentile returns the p-th percentile (0..100) of ds by nearest rank.
 func Percentile(ds []time.Duration, p float64) time.Duration {
 	if len(ds) == 0 {
