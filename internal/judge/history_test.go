@@ -158,3 +158,40 @@ func TestDriftAgainstTheNodesOwnRuns(t *testing.T) {
 		t.Errorf("a pass became %s", d.Result)
 	}
 }
+
+// A node 12 % slower than its acceptance run while the host's CPUs starved its engines (they waited
+// 40 % of their runnable time; the acceptance run's wait was not read, so none is assumed) is not
+// drift: the rows say the wait covers it, and nothing is flagged; the same node with its engines
+// waiting 2 % is.
+func TestDriftOfAStarvedEngineIsTheHosts(t *testing.T) {
+	at := time.Date(2026, 11, 1, 8, 0, 0, 0, time.UTC)
+	ref := summary(healthy(), healthy())
+	Apply(ref, DefaultConfig())
+	acc := acceptanceOf(ref, at)
+	for _, tc := range []struct {
+		wait    float64
+		flagged bool
+	}{{40, false}, {2, true}} {
+		slow := summary(healthy().scaled(0.12), healthy().scaled(0.12))
+		for i := range slow.Hosts[0].Models[0].Endpoints {
+			for j := range slow.Hosts[0].Models[0].Endpoints[i].Load.Runs {
+				slow.Hosts[0].Models[0].Endpoints[i].Load.Runs[j].EngineCPUWaitPct = fp(tc.wait)
+			}
+		}
+		slow.History = &results.History{Acceptance: acc}
+		Apply(slow, DefaultConfig())
+		node, gpu := driftFlags(slow)
+		if (node+gpu > 0) != tc.flagged {
+			t.Errorf("engines waiting %.0f %%: drift flags node %d gpu %d, want flagged %v: %+v", tc.wait, node, gpu, tc.flagged, slow.History.Drift)
+		}
+		if !tc.flagged {
+			var said bool
+			for _, d := range slow.History.Drift {
+				said = said || d.Metric == MetricTPOTP50 && strings.Contains(d.Reason, "waited for a CPU 40 %")
+			}
+			if !said {
+				t.Errorf("no drift row of %s says the engine waited: %+v", MetricTPOTP50, slow.History.Drift)
+			}
+		}
+	}
+}
