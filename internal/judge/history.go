@@ -117,7 +117,7 @@ func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure 
 		f = acrossRuns(ep.Load, met.Name, f) // a later run is another run
 		out = append(out, results.StoredFigure{Model: model, Metric: met.Name, Unit: metricUnit(met.Name), Value: f.Value, CI: f.CI,
 			Samples: f.Samples, HigherIsBetter: met.HigherIsBetter, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited,
-			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name), SpreadPct: spreadOf(ep.Load, met.Name), CPUWaitPct: f.CPUWait})
+			ReqS: f.ReqS, Judged: !met.BaselineOnly && !busy && !tail(met.Name), SpreadPct: spreadOf(ep.Load, met.Name)})
 	}
 	if p := ep.Power; p != nil {
 		if p.MeanW > 0 {
@@ -161,7 +161,7 @@ func FigureKey(f results.StoredFigure) string {
 }
 
 func asFigure(f results.StoredFigure) compare.Figure {
-	return compare.Figure{Value: f.Value, CI: f.CI, Samples: f.Samples, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited, ReqS: f.ReqS, CPUWait: f.CPUWaitPct}
+	return compare.Figure{Value: f.Value, CI: f.CI, Samples: f.Samples, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited, ReqS: f.ReqS}
 }
 
 // driftGuards are the interval rule's guards for one figure against its acceptance: the LLM noise

@@ -86,10 +86,6 @@ type StoredFigure struct {
 	// SpreadPct is how far the figure spread between the blocks of this run (Repeat; 0: not
 	// measured in blocks). Read by the judge for this run's figures; the store does not keep it.
 	SpreadPct float64 `json:"spread_pct,omitempty"`
-	// CPUWaitPct is how long the engine behind the figure waited for a CPU in its rung
-	// (Run.EngineCPUWaitPct; nil: not read). Read by the judge for this run's figures, so that a
-	// starved engine is not drift; the store does not keep it.
-	CPUWaitPct *float64 `json:"cpu_wait_pct,omitempty"`
 }
 
 // Drift is one figure of this run against the same figure of its acceptance run.
