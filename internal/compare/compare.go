@@ -139,9 +139,9 @@ func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why stri
 	if within {
 		return Pass, ""
 	}
-	if c := cpuFactor(f, Figure{}); c > 1 {
+	if c := cpuFactor(f, idleCPU); c > 1 {
 		if upper && f.Value/c <= limit || !upper && f.Value*c >= limit {
-			return Inconclusive, fmt.Sprintf("%s: without that wait it would be within the limit (%s): %s", cpuWaitText(f, Figure{}), Num(map[bool]float64{true: f.Value / c, false: f.Value * c}[upper]), CPUWaitFix)
+			return Inconclusive, fmt.Sprintf("%s: without that wait it would be within the limit (%s): %s", cpuWaitText(f, idleCPU), Num(map[bool]float64{true: f.Value / c, false: f.Value * c}[upper]), CPUWaitFix)
 		}
 	}
 	// A breach on a truncated or unsaturated sweep is not a measurement, whichever way the gate bounds.
@@ -223,22 +223,23 @@ const CPUWaitFix = "give the engine CPUs of its own (stop the host's other work,
 
 // cpuFactor is how much slower x's engine may have run than ref's for waiting longer for a CPU:
 // (1 − ref's wait)/(1 − x's wait), the slowdown of a CPU-bound loop (1: no more wait than ref's, or
-// x's not read). An engine that mostly sleeps between steps loses less than that: the rule errs
-// towards undecided, never towards a flag.
+// either not read: a reference measured elsewhere, or a stored acceptance run, whose wait is
+// unknown, leaves the rule out rather than assume it idle). An engine that mostly sleeps between
+// steps loses less than that: the rule errs towards undecided, never towards a flag.
 func cpuFactor(x, ref Figure) float64 {
-	if x.CPUWait == nil {
+	if x.CPUWait == nil || ref.CPUWait == nil {
 		return 1
 	}
-	wx, wr := min(*x.CPUWait, 99)/100, 0.0
-	if ref.CPUWait != nil {
-		wr = min(*ref.CPUWait, 99) / 100
-	}
+	wx, wr := min(*x.CPUWait, 99)/100, min(*ref.CPUWait, 99)/100
 	return max(1, (1-wr)/(1-wx))
 }
 
+// idleCPU is a gate's reference: a limit is what the GPU should reach with the CPUs to itself.
+var idleCPU = Figure{CPUWait: new(float64)}
+
 func cpuWaitText(x, ref Figure) string {
 	t := fmt.Sprintf("the engine's processes waited for a CPU %.0f %% of the time they were runnable in this rung", *x.CPUWait)
-	if ref.CPUWait != nil {
+	if ref.CPUWait != nil && *ref.CPUWait > 0 {
 		t += fmt.Sprintf(" (the reference's %.0f %%)", *ref.CPUWait)
 	}
 	return t + fmt.Sprintf(", which alone can make it up to %.0f %% slower", (cpuFactor(x, ref)-1)*100)
