@@ -132,16 +132,16 @@ func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why stri
 		}
 		return Inconclusive, fmt.Sprintf("its %g %% confidence interval [%s, %s] spans the limit: %s", f.CI.Level*100, Num(f.CI.Lo), Num(f.CI.Hi), Tighten)
 	}
-	within := f.Value >= limit
-	if upper {
-		within = f.Value <= limit
-	}
-	if within {
+	if meets(f.Value, limit, upper) {
 		return Pass, ""
 	}
 	if c := cpuFactor(f, idleCPU); c > 1 {
-		if upper && f.Value/c <= limit || !upper && f.Value*c >= limit {
-			return Inconclusive, fmt.Sprintf("%s: without that wait it would be within the limit (%s): %s", cpuWaitText(f, idleCPU), Num(map[bool]float64{true: f.Value / c, false: f.Value * c}[upper]), CPUWaitFix)
+		unstarved := f.Value * c // a throughput without the wait
+		if upper {
+			unstarved = f.Value / c // a latency
+		}
+		if meets(unstarved, limit, upper) {
+			return Inconclusive, fmt.Sprintf("%s: without that wait it would be within the limit (%s): %s", cpuWaitText(f, idleCPU), Num(unstarved), CPUWaitFix)
 		}
 	}
 	// A breach on a truncated or unsaturated sweep is not a measurement, whichever way the gate bounds.
@@ -149,6 +149,14 @@ func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why stri
 		return Inconclusive, d
 	}
 	return Fail, ""
+}
+
+// meets reports whether v is within a limit: at most it (upper), else at least it.
+func meets(v, limit float64, upper bool) bool {
+	if upper {
+		return v <= limit
+	}
+	return v >= limit
 }
 
 // Pair judges x against a reference figure (the best GPU, a baseline) with a tolerance in %: Pass

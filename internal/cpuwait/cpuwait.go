@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,19 +104,16 @@ func Read(procRoot string, pid int) (Sample, error) {
 	return s, nil
 }
 
-// readSmall reads a proc file of at most 64 KiB (a children list of thousands of pids fits).
+// readSmall reads a proc file of at most 64 KiB (a children list of thousands of pids fits),
+// growing its buffer from a few hundred bytes as io.ReadAll does: it runs for every thread of the
+// tree twice a second, and a schedstat line is 30 bytes.
 func readSmall(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	b := make([]byte, 64<<10)
-	n, err := f.Read(b)
-	if n == 0 && err != nil {
-		return nil, err
-	}
-	return b[:n], nil
+	return io.ReadAll(io.LimitReader(f, 64<<10))
 }
 
 // ParseSchedstat reads a thread's schedstat line: time on a CPU (ns), time waiting on a run queue

@@ -28,7 +28,7 @@ func newPrefixCache() *prefixCache {
 	return &prefixCache{at: map[uint64]*cachedBlock{}, free: list.New()}
 }
 
-// lookup counts the leading blocks of a prompt the cache holds, at most limit.
+// lookup counts the leading blocks of a prompt the cache holds.
 func (c *prefixCache) lookup(blocks []uint64) int {
 	n := 0
 	for _, h := range blocks {
