@@ -247,6 +247,7 @@ func TestBenchHungRequestsFailTheGate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the 10 s silence floor")
 	}
+	t.Parallel()
 	var n atomic.Int64
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

@@ -126,7 +126,9 @@ func TestFakeBackendRunsAndCleansThroughTheTableAndRegistry(t *testing.T) {
 	t.Setenv("GPUVET_STATE_DIR", state)
 	out := filepath.Join(t.TempDir(), "out")
 	args := append([]string{"run", "--backend", "fake", "--fake-hosts", "a,keep-b", "--out", out, "--set", "sim.gpus=1"}, quickSim...)
-	code, stdout, stderr := runFleetCLI(args)
+	var so, se strings.Builder // in this process: the fake backend is this test binary's
+	code := executeTo(args, &so, &se)
+	stdout, stderr := so.String(), se.String()
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil {
 		t.Fatalf("exit %d, no summary: %v\n%s\n%s", code, err, stdout, stderr)

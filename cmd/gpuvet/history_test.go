@@ -110,6 +110,7 @@ func TestRunWithAnUnwritableHistoryExits1AndSaysWhy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "bad.db")
 	if err := os.WriteFile(db, []byte("this is not a SQLite database, it is a user's file"), 0o644); err != nil {

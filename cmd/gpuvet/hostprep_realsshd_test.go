@@ -52,11 +52,12 @@ func TestRealSSHDHostPrepInstallUsePurge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.prepHost(t, "127.0.0.45")
 	before := h.Installed(t)
 	out := filepath.Join(l.dir, "out")
-	code, stdout, stderr := runFleetCLI(l.prepArgs(h, out))
+	code, stdout, stderr := l.run(l.prepArgs(h, out))
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil || len(s.Hosts) != 1 {
 		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
@@ -96,11 +97,12 @@ func TestRealSSHDHostPrepInstallUsePurge(t *testing.T) {
 // the run manifest; `gpuvet clean` stops the remote run, collects its results, purges the packages
 // and stops the engine it started: the host ends as it began.
 func TestRealSSHDHostPrepKilledThenClean(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.prepHost(t, "127.0.0.46")
 	before := h.Installed(t)
 	out := filepath.Join(l.dir, "out")
-	cmd := gpuvet(l.prepArgs(h, out, "--set", "load.max_duration=30s")...)
+	cmd := l.cmd(l.prepArgs(h, out, "--set", "load.max_duration=30s")...)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
@@ -142,7 +144,7 @@ func TestRealSSHDHostPrepKilledThenClean(t *testing.T) {
 	if pkgs != 7 {
 		t.Fatalf("manifest lists %d packages, want the 7 installed: %+v", pkgs, m.Objects)
 	}
-	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
+	clean := l.cmd("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
 	got, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean: %v\n%s", err, got)
@@ -202,11 +204,12 @@ func TestRealSSHDHostPrepVFIORelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	l := newRealLab(t)
 	h, n := l.vfioNode(t, "127.0.0.47")
 	before := h.Installed(t)
 	out := filepath.Join(l.dir, "out")
-	code, stdout, stderr := runFleetCLI(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true"))
+	code, stdout, stderr := l.run(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true"))
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil || len(s.Hosts) != 1 {
 		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
@@ -242,11 +245,12 @@ func TestRealSSHDHostPrepVFIORelease(t *testing.T) {
 // A controller killed with kill -9 while the node's GPU is on nvidia: `gpuvet clean` puts it back
 // on vfio-pci with its persisted override (before it purges the driver) from the manifest.
 func TestRealSSHDHostPrepVFIOKilledThenClean(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h, n := l.vfioNode(t, "127.0.0.48")
 	before := h.Installed(t)
 	out := filepath.Join(l.dir, "out")
-	cmd := gpuvet(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true", "--set", "load.max_duration=30s")...)
+	cmd := l.cmd(l.prepArgs(h, out, "--set", "host_prep.vfio_release=true", "--set", "load.max_duration=30s")...)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
@@ -273,7 +277,7 @@ func TestRealSSHDHostPrepVFIOKilledThenClean(t *testing.T) {
 	if len(ms) != 1 {
 		t.Fatalf("manifests %v", ms)
 	}
-	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
+	clean := l.cmd("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+l.key, "--set", "ssh.known_hosts="+l.knownHosts, "--set", "ssh.config_file=/dev/null")
 	got, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean: %v\n%s", err, got)
@@ -299,6 +303,7 @@ func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	l := newRealLab(t)
 	h, n := l.vfioNode(t, "127.0.0.49")
 	before := h.Installed(t)
@@ -311,7 +316,7 @@ func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
 	}, IPFor: func(string, int) string { return "127.0.0.50" }, TerminateSteps: 2}
 	onetest.Start(one)
 	t.Cleanup(one.Close)
-	t.Setenv("ONE_AUTH", one.Auth)
+	l.env = append(l.env, "ONE_AUTH="+one.Auth)
 	cfg := filepath.Join(l.dir, "ssh_config")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("Host node1\n  HostName %s\n  Port %d\n  User root\n", h.SSHD.Host, h.SSHD.Port)), 0o600)
 	conf := filepath.Join(l.dir, "baremetal.yaml")
@@ -329,7 +334,7 @@ func TestRealSSHDOpenNebulaBaremetal(t *testing.T) {
 	out := filepath.Join(l.dir, "out")
 	args := append(l.args(out), "-c", conf, "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
 		"--set", "opennebula.ssh_port="+strconv.Itoa(vm.Port), "--set", "opennebula.poll=20ms", "--set", "ssh.config_file="+cfg, "--set", "sim.gpus=1")
-	code, stdout, stderr := runFleetCLI(args)
+	code, stdout, stderr := l.run(args)
 	s, err := results.Read(filepath.Join(out, "summary.json"))
 	if err != nil || len(s.Hosts) != 1 {
 		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)

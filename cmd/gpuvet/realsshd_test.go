@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +30,7 @@ import (
 type realLab struct {
 	dir, key, knownHosts, state, remote string
 	authorized                          string
+	env                                 []string // what its gpuvet processes get in their environment (parallel tests each their own)
 }
 
 func newRealLab(t *testing.T) *realLab {
@@ -46,9 +49,20 @@ func newRealLab(t *testing.T) *realLab {
 	if err := os.MkdirAll(l.remote, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("GPUVET_STATE_DIR", l.state)
-	t.Setenv("SSH_AUTH_SOCK", "")
+	l.env = []string{"GPUVET_STATE_DIR=" + l.state, "SSH_AUTH_SOCK="}
 	return l
+}
+
+// cmd is gpuvet as its own process with the lab's environment.
+func (l *realLab) cmd(args ...string) *exec.Cmd {
+	cmd := gpuvet(args...)
+	cmd.Env = append(cmd.Env, l.env...)
+	return cmd
+}
+
+// run runs gpuvet with the lab's environment and extra variables; its exit code, stdout, stderr.
+func (l *realLab) run(args []string, env ...string) (int, string, string) {
+	return runProcess(append(slices.Clone(l.env), env...), args)
 }
 
 // sshd starts a real sshd on host and trusts it in known_hosts by the key types given (none: all).
@@ -104,6 +118,7 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	l := newRealLab(t)
 	hosts := map[string]*sshdtest.SSHD{
 		"ed": l.sshd(t, "127.0.0.2", "ed25519"), // known_hosts holds only the ed25519 key; the host offers all three
@@ -125,9 +140,8 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 	os.WriteFile(filepath.Join(out, "summary.json"), []byte(`{"schema_version":"`+results.SchemaVersion+`","run_id":"old","status":"ok","outputs":["hosts/ghost/summary.json"]}`), 0o644)
 	os.WriteFile(filepath.Join(out, "hosts", "notes.txt"), []byte("mine"), 0o644) // the user's: --force keeps it
 	token := "hf_TEST" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	t.Setenv("HF_TOKEN", token)
-	t.Setenv("USER", "") // cron, systemd, containers
-	code, stdout, stderr := runFleetCLI(append(l.args(out), "--backend", "ssh", "--inventory", invFile, "--force"))
+	code, stdout, stderr := l.run(append(l.args(out), "--backend", "ssh", "--inventory", invFile, "--force"),
+		"HF_TOKEN="+token, "USER=") // no $USER: cron, systemd, containers
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -190,6 +204,7 @@ func TestRealSSHDStandardHostsSecretsAndTable(t *testing.T) {
 
 // Item 1: a host whose gpuvet is killed (kill -9, as the OOM killer does) mid-run fails.
 func TestRealSSHDRemoteKilledFailsHost(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.sshd(t, "127.0.0.5")
 	out := filepath.Join(l.dir, "out")
@@ -198,7 +213,7 @@ func TestRealSSHDRemoteKilledFailsHost(t *testing.T) {
 	var stdout, stderr string
 	go func() {
 		defer close(done)
-		code, stdout, stderr = runFleetCLI(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(h.Port),
+		code, stdout, stderr = l.run(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(h.Port),
 			"--set", "load.max_duration=30s"))
 	}()
 	dir := l.waitRemoteSummary(t, 120*time.Second)
@@ -231,12 +246,13 @@ func TestRealSSHDRemoteKilledFailsHost(t *testing.T) {
 // host's partial results into --out, removes the run folder, and refuses the folders planted in
 // the manifest (one without the run's marker, one outside gpuvet's naming).
 func TestRealSSHDKilledControllerCleanViaAlias(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.sshd(t, "127.0.0.6")
 	cfg := filepath.Join(l.dir, "ssh_config")
 	os.WriteFile(cfg, []byte(fmt.Sprintf("Host gpu-a\n  HostName %s\n  Port %d\n  User root\n  IdentityFile %s\n", h.Host, h.Port, l.key)), 0o600)
 	out := filepath.Join(l.dir, "out")
-	cmd := gpuvet(append([]string{"run", "--out", out, "--backend", "ssh", "--hosts", "gpu-a", "--set", "ssh.config_file=" + cfg,
+	cmd := l.cmd(append([]string{"run", "--out", out, "--backend", "ssh", "--hosts", "gpu-a", "--set", "ssh.config_file=" + cfg,
 		"--set", "ssh.known_hosts=" + l.knownHosts, "--set", "ssh.remote_dir=" + l.remote, "--set", "sim.gpus=2"},
 		append(quickSim, "--set", "load.max_duration=30s")...)...)
 	var output bytes.Buffer
@@ -270,7 +286,7 @@ func TestRealSSHDKilledControllerCleanViaAlias(t *testing.T) {
 	}
 	b, _ := json.Marshal(m)
 	os.WriteFile(ms[0], b, 0o600)
-	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.config_file="+cfg, "--set", "ssh.known_hosts="+l.knownHosts)
+	clean := l.cmd("clean", "--manifest", ms[0], "--set", "ssh.config_file="+cfg, "--set", "ssh.known_hosts="+l.knownHosts)
 	got, err := clean.CombinedOutput()
 	if err == nil {
 		t.Fatalf("clean did not report the planted folders it refused:\n%s", got)
@@ -301,6 +317,7 @@ func TestRealSSHDKilledControllerCleanViaAlias(t *testing.T) {
 // Item 8: a connection that drops mid-run (the host stays up) still ends with the run folder
 // removed: cleanup reconnects.
 func TestRealSSHDDroppedConnectionStillCleansUp(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.start(t, "127.0.0.7")
 	p := sshdtest.StartProxy(t, h.Host, h.Addr())
@@ -313,7 +330,7 @@ func TestRealSSHDDroppedConnectionStillCleansUp(t *testing.T) {
 	var stdout, stderr string
 	go func() {
 		defer close(done)
-		code, stdout, stderr = runFleetCLI(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(p.Port()),
+		code, stdout, stderr = l.run(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(p.Port()),
 			"--set", "load.max_duration=30s"))
 	}()
 	l.waitRemoteSummary(t, 120*time.Second)
@@ -333,10 +350,11 @@ func TestRealSSHDDroppedConnectionStillCleansUp(t *testing.T) {
 // Item 9: Ctrl-C makes the run and its host interrupted (not failed) and keeps the manifest whose
 // path was printed; `clean --manifest` on it confirms nothing is left.
 func TestRealSSHDInterruptKeepsManifest(t *testing.T) {
+	t.Parallel()
 	l := newRealLab(t)
 	h := l.sshd(t, "127.0.0.8")
 	out := filepath.Join(l.dir, "out")
-	cmd := gpuvet(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(h.Port), "--set", "load.max_duration=30s")...)
+	cmd := l.cmd(append(l.args(out), "--backend", "ssh", "--hosts", h.Host, "--set", "ssh.port="+strconv.Itoa(h.Port), "--set", "load.max_duration=30s")...)
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
@@ -362,7 +380,7 @@ func TestRealSSHDInterruptKeepsManifest(t *testing.T) {
 	if left, _ := os.ReadDir(l.remote); len(left) != 0 {
 		t.Fatalf("left on the host: %v", left)
 	}
-	clean := gpuvet("clean", "--manifest", ms[0])
+	clean := l.cmd("clean", "--manifest", ms[0])
 	if b, err := clean.CombinedOutput(); err != nil || !strings.Contains(string(b), "nothing left") {
 		t.Fatalf("clean --manifest of an interrupted run: %v\n%s", err, b)
 	}
@@ -378,6 +396,7 @@ func TestRealSSHDOpenNebulaVMs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	l := newRealLab(t)
 	port := l.start(t, "127.0.0.10").Port
 	sshdtest.Start(t, "127.0.0.11", sshdtest.Options{Authorized: l.authorized, Port: port,
@@ -395,12 +414,10 @@ func TestRealSSHDOpenNebulaVMs(t *testing.T) {
 	}, TerminateSteps: 2}
 	onetest.Start(one)
 	t.Cleanup(one.Close)
-	t.Setenv("ONE_AUTH", one.Auth)
 	token := "hf_VM" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	t.Setenv("HF_TOKEN", token)
 	out := filepath.Join(l.dir, "out")
-	code, stdout, stderr := runFleetCLI(append(l.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
-		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms"))
+	code, stdout, stderr := l.run(append(l.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
+		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms"), "ONE_AUTH="+one.Auth, "HF_TOKEN="+token)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}

@@ -32,6 +32,7 @@ var quickSim = []string{"--set", "load.max_duration=1500ms", "--set", "load.rate
 type sshLab struct {
 	dir, key, knownHosts, state string
 	pubKey                      gossh.PublicKey
+	env                         []string // what its runs and hosts get in their environment (parallel tests each their own)
 }
 
 func newSSHLab(t *testing.T) *sshLab {
@@ -42,11 +43,10 @@ func newSSHLab(t *testing.T) *sshLab {
 	if lab.pubKey, err = sshtest.NewKey(lab.key); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("GPUVET_STATE_DIR", lab.state)
+	lab.env = []string{"GPUVET_STATE_DIR=" + lab.state, "SSH_AUTH_SOCK="}
 	if err := os.Mkdir(filepath.Join(dir, "remote"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SSH_AUTH_SOCK", "")
 	return lab
 }
 
@@ -61,7 +61,7 @@ func (lab *sshLab) host(t *testing.T, name, addr string, trusted bool) *sshtest.
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Env = []string{"GPUVET_TEST_AS_GPUVET=1"}
+	srv.Env = append([]string{"GPUVET_TEST_AS_GPUVET=1"}, lab.env...)
 	t.Cleanup(srv.Close)
 	line := srv.KnownHostsLine(nil)
 	if !trusted { // a key that is not the host's: a changed host key
@@ -90,6 +90,7 @@ func TestRunSSHFleetFlagsSlowHostAndRecordsFailures(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	h1 := lab.host(t, "h1", "127.0.0.1:0", true)
 	h2 := lab.host(t, "h2", "127.0.0.1:0", true)
@@ -102,7 +103,7 @@ func TestRunSSHFleetFlagsSlowHostAndRecordsFailures(t *testing.T) {
   - {name: down, host: 127.0.0.1, port: 1}
 `, h1.Port(), h2.Port(), bad.Port())), 0o644)
 	out := filepath.Join(lab.dir, "out")
-	code, stdout, stderr := runFleetCLI(append(lab.args(out), "--backend", "ssh", "--inventory", inv, "--set", "ssh.parallel=4"))
+	code, stdout, stderr := lab.run(append(lab.args(out), "--backend", "ssh", "--inventory", inv, "--set", "ssh.parallel=4"))
 	if code != exitFailed { // two hosts failed: exit 1, after the others ran
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -188,7 +189,7 @@ func oneLab(t *testing.T, lab *sshLab, s *onetest.Server) (*onetest.Server, int)
 	}
 	onetest.Start(s)
 	t.Cleanup(s.Close)
-	t.Setenv("ONE_AUTH", s.Auth)
+	lab.env = append(lab.env, "ONE_AUTH="+s.Auth)
 	return s, port
 }
 
@@ -200,7 +201,7 @@ func bareMetal(t *testing.T, lab *sshLab) string {
 	inv := filepath.Join(lab.dir, "baremetal.yaml")
 	os.WriteFile(inv, []byte(fmt.Sprintf("hosts:\n  - {name: node1, host: 127.0.0.1, port: %d}\n  - {name: node2, host: 127.0.0.1, port: %d}\n", n1.Port(), n2.Port())), 0o644)
 	out := filepath.Join(lab.dir, "baremetal")
-	if code, stdout, stderr := runFleetCLI(append(lab.args(out), "--backend", "ssh", "--inventory", inv, "--save-baseline")); code != exitOK {
+	if code, stdout, stderr := lab.run(append(lab.args(out), "--backend", "ssh", "--inventory", inv, "--save-baseline")); code != exitOK {
 		t.Fatalf("bare-metal run: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	return filepath.Join(out, "baseline.json")
@@ -210,6 +211,7 @@ func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	baseline := bareMetal(t, lab)
 	one, port := oneLab(t, lab, &onetest.Server{})
@@ -217,7 +219,7 @@ func TestRunOpenNebulaVMPerGPU(t *testing.T) {
 	args := append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
 		"--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms",
 		"--set", "opennebula.parallel=4", "--set", "sim.gpus=1", "--baseline", baseline)
-	code, stdout, stderr := runFleetCLI(args)
+	code, stdout, stderr := lab.run(args)
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -285,10 +287,11 @@ func TestRunOpenNebulaFailedInstantiateIsNotFatal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{FailCreateOn: map[int]string{1: "Cannot dispatch VM: PCI device 41:00.0 is in use"}})
 	out := filepath.Join(lab.dir, "out")
-	code, _, stderr := runFleetCLI(append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
+	code, _, stderr := lab.run(append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
 		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms"))
 	if code != exitFailed {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -303,6 +306,7 @@ func TestRunOpenNebulaFailedInstantiateIsNotFatal(t *testing.T) {
 }
 
 func TestKilledOpenNebulaRunThenClean(t *testing.T) {
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{StuckOn: map[int]bool{1: true}})
 	out := filepath.Join(lab.dir, "out")
@@ -358,14 +362,28 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	}
 }
 
-// runFleetCLI runs gpuvet in this process and returns its exit code, stdout and stderr.
-func runFleetCLI(args []string) (int, string, string) {
+// run runs gpuvet as its own process with the lab's environment and returns its exit code,
+// stdout and stderr.
+func (lab *sshLab) run(args []string) (int, string, string) { return runProcess(lab.env, args) }
+
+// runProcess runs gpuvet as its own process with env added to this one's, and returns its exit code,
+// stdout and stderr: tests that each set their own environment can run in parallel.
+func runProcess(env, args []string) (int, string, string) {
+	cmd := gpuvet(args...)
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr strings.Builder
-	code := executeTo(args, &stdout, &stderr)
-	return code, stdout.String(), stderr.String()
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stdout.String(), stderr.String()
+	} else if err != nil {
+		return -1, stdout.String(), stderr.String() + err.Error()
+	}
+	return 0, stdout.String(), stderr.String()
 }
 
 func TestKilledSSHRunThenCleanManifest(t *testing.T) {
+	t.Parallel()
 	lab := newSSHLab(t)
 	h1 := lab.host(t, "h1", "127.0.0.1:0", true)
 	out := filepath.Join(lab.dir, "out")
@@ -418,11 +436,12 @@ func TestRunOpenNebulaVMSeesFewerGPUsFails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{})
 	out := filepath.Join(lab.dir, "out")
 	// One VM per host with both GPUs attached; the simulator inside shows one.
-	code, stdout, stderr := runFleetCLI(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=1"))
+	code, stdout, stderr := lab.run(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=1"))
 	if code != exitFailed {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -448,6 +467,7 @@ func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{})
 	var cmds []*exec.Cmd
@@ -456,6 +476,7 @@ func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
 		out := filepath.Join(lab.dir, fmt.Sprintf("out%d", i))
 		// One VM per run, on its own host: the two runs' 2 VMs are up at the same time.
 		c := gpuvet(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=2", "--set", "opennebula.clusters=gpu", "--set", "opennebula.parallel=1")...)
+		c.Env = append(c.Env, lab.env...)
 		var b bytes.Buffer
 		c.Stdout, c.Stderr = &b, &b
 		cmds, outs = append(cmds, c), append(outs, &b)
@@ -519,11 +540,12 @@ func TestRunOpenNebulaStuckVMRecoverDelete(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{IgnoreTerminate: true})
 	out := filepath.Join(lab.dir, "out")
 	url := strings.Replace(one.URL, "http://", "http://proxyuser:url-pw-never-logged@", 1)
-	code, stdout, stderr := runFleetCLI(oneArgs(lab, out, url, port, "--set", "opennebula.cleanup_timeout=1s", "--set", "opennebula.clusters=gpu"))
+	code, stdout, stderr := lab.run(oneArgs(lab, out, url, port, "--set", "opennebula.cleanup_timeout=1s", "--set", "opennebula.clusters=gpu"))
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -552,9 +574,11 @@ func TestRunOpenNebulaStuckVMRecoverDelete(t *testing.T) {
 // Item 8: `gpuvet clean` terminates a killed run's VMs in parallel, its polls paced by the VMs
 // (a front-end whose terminate takes a few polls), not one poll interval after another.
 func TestCleanOpenNebulaVMsInParallel(t *testing.T) {
+	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{StuckOn: map[int]bool{0: true, 1: true}, TerminateSteps: 2})
 	cmd := gpuvet(oneArgs(lab, filepath.Join(lab.dir, "out"), one.URL, port, "--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.parallel=4")...)
+	cmd.Env = append(cmd.Env, lab.env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -572,6 +596,7 @@ func TestCleanOpenNebulaVMsInParallel(t *testing.T) {
 	// well under one interval per VM.
 	start := time.Now()
 	clean := gpuvet("clean", "--set", "opennebula.endpoint="+one.URL, "--set", "opennebula.poll=3s")
+	clean.Env = append(clean.Env, lab.env...)
 	b, err := clean.CombinedOutput()
 	took := time.Since(start)
 	if err != nil {

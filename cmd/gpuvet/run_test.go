@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -27,7 +28,22 @@ func TestMain(m *testing.M) {
 		reportEnv()
 		os.Exit(execute(os.Args[1:]))
 	}
+	waitBoundParallel(4)
 	os.Exit(withStateDir(m))
+}
+
+// waitBoundParallel runs n parallel tests at once unless -test.parallel says otherwise (go test's
+// default is the core count). This package's slow tests mostly wait: a whole simulated run takes
+// 20 s on its engines' clock for 3 s of CPU, a fleet test waits on its hosts, the real Slurm
+// cluster and sshd, so four at once finish the package in a third of the time on two cores
+// (docs/testing.md).
+func waitBoundParallel(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
 
 // withStateDir runs the tests with gpuvet's state (run manifests, the history database) in a
@@ -262,6 +278,7 @@ func TestRunOutputFolderIsLockedAndNotOverwritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	out := t.TempDir()
 	args := []string{"run", "--sim", "--out", out, "--set", "load.max_duration=1s", "--set", "load.rates=1",
 		"--set", "load.output_tokens=16", "--set", "functional.enabled=false", "--set", "history.enabled=false"}

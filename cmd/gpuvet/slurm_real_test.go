@@ -24,6 +24,26 @@ import (
 // runs this test binary as gpuvet (GPUVET_TEST_AS_GPUVET travels in the job's environment, as
 // sbatch exports it) with the simulator in place of the GPUs.
 
+// TestRealSlurm runs the cases on the real cluster one after another (they share its three nodes
+// and each leaves them as it found them), beside the package's other tests.
+func TestRealSlurm(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"StragglerDrainedThenResumed", realSlurmStragglerDrainedThenResumed},
+		{"DrainedBySomeoneElse", realSlurmDrainedBySomeoneElse},
+		{"NodeDiesMidJob", realSlurmNodeDiesMidJob},
+		{"KillThenClean", realSlurmKillThenClean},
+		{"HealthCheckProgram", realSlurmHealthCheckProgram},
+		{"PrologRefusesAJob", realSlurmPrologRefusesAJob},
+		{"InterruptCancelsJobs", realSlurmInterruptCancelsJobs},
+	} {
+		t.Run(c.name, c.run)
+	}
+}
+
 // slurmLab is one test's state folder and output root on the real cluster.
 type slurmLab struct{ dir, state string }
 
@@ -132,7 +152,7 @@ func hostByName(s *results.Summary, name string) *results.Host {
 // synchronous rung only (syncOnly): the straggler is caught by its health, and the drain and the
 // resume are under test, not the sweep: 83 s alone on the 2-core machine, where the quick sweep
 // took 169 s (344 s in CI beside the other packages).
-func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
+func realSlurmStragglerDrainedThenResumed(t *testing.T) {
 	l := newSlurmLab(t)
 	cfg := filepath.Join(l.dir, "straggler.yaml")
 	os.WriteFile(cfg, []byte("slurm:\n  node_set:\n    node2: [\"sim.straggler=3\"]\n"), 0o644)
@@ -234,7 +254,7 @@ func TestRealSlurmStragglerDrainedThenResumed(t *testing.T) {
 
 // A node someone else drained is left alone and said; the run vets the others. The run is a dry
 // run: node1, a straggler, would be drained, and is not.
-func TestRealSlurmDrainedBySomeoneElse(t *testing.T) {
+func realSlurmDrainedBySomeoneElse(t *testing.T) {
 	l := newSlurmLab(t)
 	cfg := filepath.Join(l.dir, "straggler.yaml")
 	os.WriteFile(cfg, []byte("slurm:\n  node_set:\n    node1: [\"sim.straggler=3\"]\n"), 0o644)
@@ -271,7 +291,7 @@ func TestRealSlurmDrainedBySomeoneElse(t *testing.T) {
 
 // A node that dies mid-job (slurmd and the job's processes killed at once): the node fails,
 // never a pass; the others are not touched.
-func TestRealSlurmNodeDiesMidJob(t *testing.T) {
+func realSlurmNodeDiesMidJob(t *testing.T) {
 	l := newSlurmLab(t)
 	script, err := filepath.Abs("../../scripts/slurm-test-env.sh")
 	if err != nil {
@@ -320,7 +340,7 @@ func TestRealSlurmNodeDiesMidJob(t *testing.T) {
 
 // kill -9 of gpuvet while its jobs run, then `gpuvet clean`: the jobs the manifest names are
 // cancelled (nothing of the run left in squeue), a job of someone else's is not.
-func TestRealSlurmKillThenClean(t *testing.T) {
+func realSlurmKillThenClean(t *testing.T) {
 	l := newSlurmLab(t)
 	other, err := exec.Command("sbatch", "--parsable", "--job-name=not-gpuvet", "--nodelist=node1", "--time=5", "--output=/dev/null", "--wrap", "sleep 120").Output()
 	if err != nil {
@@ -409,7 +429,7 @@ func (s *syncBuf) String() string {
 // `gpuvet health --slurm-drain` as slurmd's own HealthCheckProgram on node1 (the test cluster's
 // healthcheck.sh runs healthcheck.d/NODE every 5 s): a failing check drains the node with its
 // reason, a passing one resumes it (gpuvet drained it), a node drained by someone else stays theirs.
-func TestRealSlurmHealthCheckProgram(t *testing.T) {
+func realSlurmHealthCheckProgram(t *testing.T) {
 	l := newSlurmLab(t)
 	dir := filepath.Dir(filepath.Dir(os.Getenv("SLURM_CONF")))
 	hook := filepath.Join(dir, "healthcheck.d", "node1")
@@ -455,7 +475,7 @@ func TestRealSlurmHealthCheckProgram(t *testing.T) {
 // before it starts: gpuvet drains the node with its reason and exits 1, and Slurm requeues the job
 // (held: a Prolog failure holds it, unless SchedulerParameters=nohold_on_prolog_fail). The job
 // never ran; the drain names the GPU.
-func TestRealSlurmPrologRefusesAJob(t *testing.T) {
+func realSlurmPrologRefusesAJob(t *testing.T) {
 	l := newSlurmLab(t)
 	dir := filepath.Dir(filepath.Dir(os.Getenv("SLURM_CONF")))
 	hook := filepath.Join(dir, "prolog.d", "node1")
@@ -503,7 +523,7 @@ func TestRealSlurmPrologRefusesAJob(t *testing.T) {
 
 // Ctrl-C while the jobs run: each is cancelled by its id and waited for, the node's partial
 // results are kept, the run says interrupted, and nothing of it is left in squeue.
-func TestRealSlurmInterruptCancelsJobs(t *testing.T) {
+func realSlurmInterruptCancelsJobs(t *testing.T) {
 	l := newSlurmLab(t)
 	out := filepath.Join(l.dir, "out")
 	cmd := l.cmd(append(append([]string{"run", "--backend", "slurm", "--sim", "--out", out, "--slurm-nodes", "node1"}, slurmQuick...),

@@ -103,6 +103,7 @@ func TestBenchSharedPrefixWithoutCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two 3 s loads")
 	}
+	t.Parallel()
 	on, err := sim.Listen(sim.Config{GPU: "H200", Model: "Qwen/Qwen3-8B", Seed: 3}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -272,6 +273,7 @@ func TestBenchContextLadderFindsPreemption(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a ladder of long prompts")
 	}
+	t.Parallel()
 	srv, err := sim.Listen(sim.Config{GPU: "L4", Model: "Qwen/Qwen3-8B", Seed: 3, Engine: sim.EngineConfig{MaxModelLen: 8192}}, "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +306,7 @@ func TestRunContextFlagsTheGPUWithHiddenHBM(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	code, out, s := runSim(t, "--sim-gpus", "2", "--set", "sim.gpu=L40S", "--set", "sim.hbm_hidden=1", "--set", "engine.max_model_len=8192",
 		"--set", "load.workload=long-context", "--set", "load.profile=concurrency", "--set", "load.concurrency=4",
 		"--set", "load.prompt_tokens=4096", "--set", "load.max_duration=1s", "--set", "compare.min_samples=4")
