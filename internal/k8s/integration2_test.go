@@ -21,6 +21,10 @@ import (
 // readiness, not the load.
 var small = []string{"--gpu-count", "1", "--set", "health.enabled=false"}
 
+// syncLoad loads each engine with the synchronous rung alone (a few seconds, not a 25 s sweep):
+// for the tests whose subject is not the load's figures.
+var syncLoad = []string{"--set", "load.profile=synchronous"}
+
 // seen records what a run created, polled while it runs.
 type seen struct {
 	mu         sync.Mutex
@@ -140,7 +144,7 @@ func TestKubernetesSharedCacheReadWriteMany(t *testing.T) {
 	start := time.Now()
 	// The run's own cache namespace (kubernetes.cache_namespace ""): the names checked below are the
 	// run's, and no kept cache of another test's StorageClass is in the way.
-	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_KUBERNETES_STORAGE_CLASS=test-nfs", "GPUVET_KUBERNETES_CACHE_NAMESPACE="}, e.runArgs(out, small...)...)
+	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_KUBERNETES_STORAGE_CLASS=test-nfs", "GPUVET_KUBERNETES_CACHE_NAMESPACE="}, e.runArgs(out, append(small, syncLoad...)...)...)
 	w.end()
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	if code != 0 {
@@ -172,7 +176,7 @@ func TestKubernetesReadyButCompletionFails(t *testing.T) {
 	out, state := t.TempDir(), t.TempDir()
 	w := e.watchRun(t)
 	start := time.Now()
-	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, e.runArgs(out, small...)...)
+	log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, e.runArgs(out, append(small, syncLoad...)...)...)
 	w.end()
 	t.Logf("exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	if code != 1 {

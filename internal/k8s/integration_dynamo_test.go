@@ -222,7 +222,7 @@ func TestKubernetesDynamo(t *testing.T) {
 	e.standIn(t, nil)
 	out := t.TempDir()
 	start = time.Now()
-	log, code = e.gpuvet(t, state, e.runArgs(out, "--dynamo", "--engine", "vllm", "--gpu-count", "2", "--set", "health.enabled=false")...)
+	log, code = e.gpuvet(t, state, e.runArgs(out, append([]string{"--dynamo", "--engine", "vllm", "--gpu-count", "2", "--set", "health.enabled=false"}, syncLoad...)...)...)
 	t.Logf("with Dynamo: exit %d in %s", code, time.Since(start).Round(100*time.Millisecond))
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, log)

@@ -25,7 +25,7 @@ func TestKubernetesHealthJudgesWithThePlansFloors(t *testing.T) {
 	} {
 		out, state := t.TempDir(), t.TempDir()
 		// One engine per node: this is about the health phase.
-		log, code := e.gpuvet(t, state, e.runArgs(out, append([]string{"--gpu-count", "1"}, c.extra...)...)...)
+		log, code := e.gpuvet(t, state, e.runArgs(out, append(append([]string{"--gpu-count", "1"}, syncLoad...), c.extra...)...)...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d (flags without --fail-on-flag exit 0):\n%s", c.name, code, log)
 		}

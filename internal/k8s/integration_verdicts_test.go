@@ -170,7 +170,7 @@ func TestKubernetesLabelTaintUntaint(t *testing.T) {
 		out := t.TempDir()
 		log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"},
 			// Health on, one simulated GPU a node: the stand-in corrupts kwok-gpu-1's.
-			e.runArgs(out, "--label-nodes", "--taint-failed", "--gpu-count", "1", "--health-args", "--sim --sim-count 1 --dcgm=false")...)
+			e.runArgs(out, append([]string{"--label-nodes", "--taint-failed", "--gpu-count", "1", "--health-args", "--sim --sim-count 1 --dcgm=false"}, syncLoad...)...)...)
 		if code != 1 {
 			t.Fatalf("exit %d, want 1 (a node failed):\n%s", code, log)
 		}
