@@ -16,6 +16,7 @@ func TestBusyDuringTheLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	p := quick(t, "sim.cotenant=1:3s", "functional.enabled=false", "power.interval=200ms")
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{Host: "h"})
 	if err != nil {

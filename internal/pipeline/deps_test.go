@@ -32,6 +32,7 @@ func (oneEndpoint) Group(gpus []results.GPUInfo, tp int) ([]Slot, string) {
 // means no warm-up; the functional suite is the Dep's; a load that brought its own concurrency run
 // is not run again for aicr's gates; a Grouper makes the slots.
 func TestDepsForARemoteHost(t *testing.T) {
+	t.Parallel()
 	p := quick(t, "load.profile=synchronous", "gates.aicr_max_ttft_p99_ms=5000")
 	deps := NewDeps(p.Config, nil, nil)
 	disc := deps.Discover

@@ -35,6 +35,7 @@ func TestSimEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	p := quick(t)
 	res, err := Run(context.Background(), p, NewDeps(p.Config, nil, nil), Options{ToolVersion: "test", Host: "h"})
 	if err != nil {
@@ -105,6 +106,7 @@ func TestFailInIsolatesAndReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	tests := []struct {
 		phase string
 		check func(t *testing.T, s *results.Summary)
@@ -233,6 +235,7 @@ func TestEndpointBackendVetsARunningServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	// A simulator started by the test plays the already-running server.
 	p0 := quick(t)
 	d0 := NewDeps(p0.Config, nil, nil)
@@ -490,6 +493,7 @@ func TestAICRRecipeAddsTheConcurrencyRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	base := []string{"backend=sim", "sim.gpus=1", "load.max_duration=1500ms", "load.rates=2", "load.prompt_tokens=64",
 		"load.output_tokens=32", "load.max_concurrency=4", "load.concurrency=8", "functional.enabled=false", "output.dir=" + t.TempDir()}
 	p, err := config.Load(config.Options{Files: []string{"testdata/gb200-eks-ubuntu-inference-dynamo.yaml"}, Sets: base})
