@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/testwait"
 )
 
 // TestMain lets the test binary act as the gpuvet binary (GPUVET_TEST_AS_GPUVET=1), so `gpuvet run`
@@ -28,22 +28,10 @@ func TestMain(m *testing.M) {
 		reportEnv()
 		os.Exit(execute(os.Args[1:]))
 	}
-	waitBoundParallel(4)
+	// A whole simulated run takes 20 s on its engines' clock for 3 s of CPU; the fleet tests wait
+	// on their hosts, the Slurm cluster and sshd: four at once (docs/testing.md).
+	testwait.Parallel(4)
 	os.Exit(withStateDir(m))
-}
-
-// waitBoundParallel runs n parallel tests at once unless -test.parallel says otherwise (go test's
-// default is the core count). This package's slow tests mostly wait: a whole simulated run takes
-// 20 s on its engines' clock for 3 s of CPU, a fleet test waits on its hosts, the real Slurm
-// cluster and sshd, so four at once finish the package in a third of the time on two cores
-// (docs/testing.md).
-func waitBoundParallel(n int) {
-	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", strconv.Itoa(n))
-	}
 }
 
 // withStateDir runs the tests with gpuvet's state (run manifests, the history database) in a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/testwait"
 )
 
 // TestMain points the hub cache at an empty folder, so the runs here never find a real tokenizer.json
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("HF_HUB_CACHE", dir)
+	testwait.Parallel(5) // the parallel tests wait on slow simulated engines, a few percent of a core each
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
