@@ -328,8 +328,10 @@ func TestRealNodeModelCache(t *testing.T) {
 	// The cache is under test, not the load: each engine's load is its synchronous rung alone, not a
 	// sweep (in CI the 8 load Jobs' sweeps, at a CPU weight of 64 beside the go test, took 130-360 s
 	// each sized for 30 samples, and past 6 minutes for one gpuvet command sized for 3).
+	// Two engines: each reads the one kept volume as eight would, and eight at a CPU weight of 64
+	// beside the go test's parallel runs were once too starved to answer /tokenize.
 	args := e.realArgs("", engineCmd, "--cache-size", "1Gi", "--hub-endpoint", hub.url, "--set", "compare.min_samples=3",
-		"--set", "load.profile=synchronous")
+		"--set", "load.profile=synchronous", "--gpu-count", strconv.Itoa(cacheGPUs))
 	first := e.realCacheRun(t, hub, args)
 	if !strings.Contains(first.ownerLog, "was uid 0 gid 0 mode 0755, now uid 65532 gid 65532") {
 		t.Errorf("the populate Job's init container log %q: want the volume handed from root:root 0755 to 65532", first.ownerLog)
@@ -375,6 +377,9 @@ type cacheRun struct {
 	resolves              int
 }
 
+// cacheGPUs is how many of the node's GPUs the model-cache runs serve.
+const cacheGPUs = 2
+
 // realCacheRun runs gpuvet with the cache on the real node and checks what every such run must
 // show: every endpoint loaded from its engine pod, the populate Job pointed at the mirror, the
 // engines reading the cache read-only with the hub offline (taken offline once the populate Job
@@ -396,7 +401,7 @@ func (e *env) realCacheRun(t *testing.T, hub *nodeHub, args []string) cacheRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Hosts) != 1 || s.Hosts[0].Error != "" || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != 8 {
+	if len(s.Hosts) != 1 || s.Hosts[0].Error != "" || len(s.Hosts[0].Models) != 1 || len(s.Hosts[0].Models[0].Endpoints) != cacheGPUs {
 		t.Fatalf("hosts %+v\n%s", s.Hosts, log)
 	}
 	for _, ep := range s.Hosts[0].Models[0].Endpoints {
@@ -416,8 +421,8 @@ func (e *env) realCacheRun(t *testing.T, hub *nodeHub, args []string) cacheRun {
 	if w.populateHub != hub.url {
 		t.Errorf("the populate Job's HF_ENDPOINT is %q, want the mirror %s", w.populateHub, hub.url)
 	}
-	if len(w.engines) != 8 {
-		t.Errorf("saw %d engine pods, want 8", len(w.engines))
+	if len(w.engines) != cacheGPUs {
+		t.Errorf("saw %d engine pods, want %d", len(w.engines), cacheGPUs)
 	}
 	for p, got := range w.engines {
 		if got != "HF_HOME=/cache HF_HUB_OFFLINE=1 ro" {
