@@ -375,12 +375,16 @@ func (p *Player) setLogs(ctx context.Context, pod *corev1.Pod, text []byte) erro
 		"metadata": map[string]any{"name": pod.Name, "namespace": pod.Namespace},
 		"spec":     map[string]any{"logs": []any{map[string]any{"containers": []any{pod.Spec.Containers[0].Name}, "logsFile": f, "previousLogsFile": f}}},
 	}}
-	if _, err := p.o.Dynamic.Resource(logsGVR).Namespace(pod.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	logs := p.o.Dynamic.Resource(logsGVR).Namespace(pod.Namespace)
+	if _, err := logs.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kwok Logs object: %v", err)
 	}
 	one := int64(1)
 	var err error
-	for d, end := 20*time.Millisecond, time.Now().Add(time.Minute); ctx.Err() == nil && time.Now().Before(end); d = min(2*d, time.Second) {
+	// On a busy 2-core machine kwok once never served two pods' logs, each asked for a minute: its
+	// informer had missed their Logs objects. One made again every 20 s is a new event it sees.
+	remade := time.Now()
+	for d, end := 20*time.Millisecond, time.Now().Add(logsWait); ctx.Err() == nil && time.Now().Before(end); d = min(2*d, time.Second) {
 		var got []byte
 		got, err = p.o.Client.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{LimitBytes: &one}).DoRaw(ctx)
 		if err == nil && len(got) > 0 {
@@ -389,7 +393,21 @@ func (p *Player) setLogs(ctx context.Context, pod *corev1.Pod, text []byte) erro
 		if apierrors.IsNotFound(err) {
 			return err
 		}
+		if time.Since(remade) > logsRemake {
+			remade = time.Now()
+			if derr := logs.Delete(ctx, pod.Name, metav1.DeleteOptions{}); derr == nil || apierrors.IsNotFound(derr) {
+				obj.SetResourceVersion("")
+				_, _ = logs.Create(ctx, obj, metav1.CreateOptions{})
+			}
+		}
 		wait(ctx, d)
 	}
-	return fmt.Errorf("kwok does not serve the log a minute after its Logs object was made (%v)", err)
+	return fmt.Errorf("kwok does not serve the log %s after its Logs object was made, made again every %s (%v)", logsWait, logsRemake, err)
 }
+
+// logsWait bounds how long a played pod waits for kwok to serve its log; logsRemake is how long
+// before its Logs object is made again.
+const (
+	logsWait   = 3 * time.Minute
+	logsRemake = 20 * time.Second
+)
