@@ -582,13 +582,17 @@ func TestRealNodeCrashLoop(t *testing.T) {
 func TestRealNodeKillThenClean(t *testing.T) {
 	e := setupReal(t)
 	out, state := t.TempDir(), t.TempDir()
-	c := exec.Command(e.bin, e.realArgs(out, "", "--cache-size", "off", "--set", "load.max_duration=30s")...)
+	// Two engines and no health Job: the kill and the clean are under test, and eight engines with
+	// health at a CPU weight of 64, beside the go test's parallel runs, once had no load Job pod
+	// Running within three minutes.
+	c := exec.Command(e.bin, e.realArgs(out, "", "--cache-size", "off", "--set", "load.max_duration=30s", "--gpu-count", "2",
+		"--set", "health.enabled=false")...)
 	c.Env = append(os.Environ(), "GPUVET_STATE_DIR="+state, "GPUVET_HISTORY_ENABLED=false")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute)
 	for {
 		pods, _ := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleLoad})
 		running := 0
@@ -604,7 +608,7 @@ func TestRealNodeKillThenClean(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			c.Process.Kill()
-			t.Fatal("no load Job pod Running within 3 minutes")
+			t.Fatal("no load Job pod Running within 6 minutes")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
