@@ -381,8 +381,8 @@ func (p *Player) setLogs(ctx context.Context, pod *corev1.Pod, text []byte) erro
 	}
 	one := int64(1)
 	var err error
-	// On a busy 2-core machine kwok once never served two pods' logs, each asked for a minute: its
-	// informer had missed their Logs objects. One made again every 20 s is a new event it sees.
+	// Twice on the busy 2-core machine kwok never served two pods' logs, each asked for a minute,
+	// as if its informer had missed their Logs objects: one made again is a new event for it.
 	remade := time.Now()
 	for d, end := 20*time.Millisecond, time.Now().Add(logsWait); ctx.Err() == nil && time.Now().Before(end); d = min(2*d, time.Second) {
 		var got []byte
