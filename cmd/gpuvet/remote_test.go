@@ -310,9 +310,8 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{StuckOn: map[int]bool{1: true}})
 	out := filepath.Join(lab.dir, "out")
-	cmd := gpuvet(append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
+	cmd := lab.cmd(append(lab.args(out), "--backend", "opennebula", "--endpoint", one.URL, "--set", "opennebula.template_id=5",
 		"--set", "opennebula.ssh_port="+strconv.Itoa(port), "--set", "opennebula.poll=20ms")...)
-	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -331,13 +330,12 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	}
 	// The manifest's front-end is not trusted with $ONE_AUTH until the config names it too.
 	calls := len(one.Calls)
-	refused := gpuvet("clean")
-	refused.Env = append(refused.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth)
+	refused := lab.cmd("clean")
 	if b, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(b), "confirm it with --set opennebula.endpoint="+one.URL) || len(one.Calls) != calls {
 		t.Fatalf("clean without the endpoint confirmed: %v, %d calls sent\n%s", err, len(one.Calls)-calls, b)
 	}
-	clean := gpuvet("clean")
-	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "ONE_AUTH="+one.Auth, "GPUVET_OPENNEBULA_POLL=20ms", "GPUVET_OPENNEBULA_ENDPOINT="+one.URL)
+	clean := lab.cmd("clean")
+	clean.Env = append(clean.Env, "GPUVET_OPENNEBULA_POLL=20ms", "GPUVET_OPENNEBULA_ENDPOINT="+one.URL)
 	b, err := clean.CombinedOutput()
 	if err != nil {
 		t.Fatalf("clean: %v\n%s", err, b)
@@ -355,8 +353,7 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 	if m, _ := os.ReadDir(lab.state); len(m) != 0 {
 		t.Fatalf("manifest left after clean: %v", m)
 	}
-	again := gpuvet("clean")
-	again.Env = append(again.Env, "GPUVET_STATE_DIR="+lab.state)
+	again := lab.cmd("clean")
 	if b, err := again.CombinedOutput(); err != nil {
 		t.Fatalf("second clean: %v\n%s", err, b)
 	}
@@ -365,6 +362,13 @@ func TestKilledOpenNebulaRunThenClean(t *testing.T) {
 // run runs gpuvet as its own process with the lab's environment and returns its exit code,
 // stdout and stderr.
 func (lab *sshLab) run(args []string) (int, string, string) { return runProcess(lab.env, args) }
+
+// cmd is gpuvet as its own process with the lab's environment.
+func (lab *sshLab) cmd(args ...string) *exec.Cmd {
+	cmd := gpuvet(args...)
+	cmd.Env = append(cmd.Env, lab.env...)
+	return cmd
+}
 
 // runProcess runs gpuvet as its own process with env added to this one's, and returns its exit code,
 // stdout and stderr: tests that each set their own environment can run in parallel.
@@ -387,9 +391,8 @@ func TestKilledSSHRunThenCleanManifest(t *testing.T) {
 	lab := newSSHLab(t)
 	h1 := lab.host(t, "h1", "127.0.0.1:0", true)
 	out := filepath.Join(lab.dir, "out")
-	cmd := gpuvet(append(lab.args(out), "--backend", "ssh", "--hosts", "127.0.0.1", "--set", "ssh.port="+strconv.Itoa(h1.Port()),
+	cmd := lab.cmd(append(lab.args(out), "--backend", "ssh", "--hosts", "127.0.0.1", "--set", "ssh.port="+strconv.Itoa(h1.Port()),
 		"--set", "load.max_duration=30s")...)
-	cmd.Env = append(cmd.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")
 	var output bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
@@ -410,8 +413,7 @@ func TestKilledSSHRunThenCleanManifest(t *testing.T) {
 	if len(left) == 0 || len(ms) != 1 {
 		t.Fatalf("the test killed gpuvet too late or too early: remote %v, manifests %v; its output:\n%s", left, ms, output.String())
 	}
-	clean := gpuvet("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+lab.key, "--set", "ssh.known_hosts="+lab.knownHosts, "--set", "ssh.config_file=/dev/null")
-	clean.Env = append(clean.Env, "GPUVET_STATE_DIR="+lab.state, "SSH_AUTH_SOCK=")
+	clean := lab.cmd("clean", "--manifest", ms[0], "--set", "ssh.identity_file="+lab.key, "--set", "ssh.known_hosts="+lab.knownHosts, "--set", "ssh.config_file=/dev/null")
 	b, err := clean.CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "removed ssh-dir") {
 		t.Fatalf("clean: %v\n%s", err, b)
@@ -475,8 +477,7 @@ func TestRunOpenNebulaTwoConcurrentRuns(t *testing.T) {
 	for i := range 2 {
 		out := filepath.Join(lab.dir, fmt.Sprintf("out%d", i))
 		// One VM per run, on its own host: the two runs' 2 VMs are up at the same time.
-		c := gpuvet(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=2", "--set", "opennebula.clusters=gpu", "--set", "opennebula.parallel=1")...)
-		c.Env = append(c.Env, lab.env...)
+		c := lab.cmd(oneArgs(lab, out, one.URL, port, "--set", "sim.gpus=2", "--set", "opennebula.clusters=gpu", "--set", "opennebula.parallel=1")...)
 		var b bytes.Buffer
 		c.Stdout, c.Stderr = &b, &b
 		cmds, outs = append(cmds, c), append(outs, &b)
@@ -577,8 +578,7 @@ func TestCleanOpenNebulaVMsInParallel(t *testing.T) {
 	t.Parallel()
 	lab := newSSHLab(t)
 	one, port := oneLab(t, lab, &onetest.Server{StuckOn: map[int]bool{0: true, 1: true}, TerminateSteps: 2})
-	cmd := gpuvet(oneArgs(lab, filepath.Join(lab.dir, "out"), one.URL, port, "--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.parallel=4")...)
-	cmd.Env = append(cmd.Env, lab.env...)
+	cmd := lab.cmd(oneArgs(lab, filepath.Join(lab.dir, "out"), one.URL, port, "--set", "opennebula.vm_per_gpu=true", "--set", "opennebula.parallel=4")...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -595,8 +595,7 @@ func TestCleanOpenNebulaVMsInParallel(t *testing.T) {
 	// With a 3 s poll, one VM after another takes at least 4 × 3 s; in parallel with paced polls,
 	// well under one interval per VM.
 	start := time.Now()
-	clean := gpuvet("clean", "--set", "opennebula.endpoint="+one.URL, "--set", "opennebula.poll=3s")
-	clean.Env = append(clean.Env, lab.env...)
+	clean := lab.cmd("clean", "--set", "opennebula.endpoint="+one.URL, "--set", "opennebula.poll=3s")
 	b, err := clean.CombinedOutput()
 	took := time.Since(start)
 	if err != nil {

@@ -396,8 +396,7 @@ func (p *Player) setLogs(ctx context.Context, pod *corev1.Pod, text []byte) erro
 		if time.Since(remade) > logsRemake {
 			remade = time.Now()
 			if derr := logs.Delete(ctx, pod.Name, metav1.DeleteOptions{}); derr == nil || apierrors.IsNotFound(derr) {
-				obj.SetResourceVersion("")
-				_, _ = logs.Create(ctx, obj, metav1.CreateOptions{})
+				_, _ = logs.Create(ctx, obj, metav1.CreateOptions{}) // Create leaves obj as it was: no resourceVersion
 			}
 		}
 		wait(ctx, d)
