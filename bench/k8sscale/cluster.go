@@ -391,21 +391,41 @@ func fileSize(p string) int64 {
 	return st.Size()
 }
 
-// quarantined are the nodes with gpuvet's quarantine taint, and its value (the run's id).
-func (c *cluster) quarantined(ctx context.Context) (map[string]string, error) {
+// gpuvetTaints are the nodes with gpuvet's quarantine taint, with its value (the run's id), and
+// those with its pending taint.
+func (c *cluster) gpuvetTaints(ctx context.Context) (quarantined map[string]string, pending map[string]bool, err error) {
 	l, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]string{}
+	quarantined, pending = map[string]string{}, map[string]bool{}
 	for _, n := range l.Items {
 		for _, t := range n.Spec.Taints {
-			if t.Key == k8s.TaintUnhealthy {
-				out[n.Name] = t.Value
+			switch t.Key {
+			case k8s.TaintUnhealthy:
+				quarantined[n.Name] = t.Value
+			case k8s.TaintPending:
+				pending[n.Name] = true
 			}
 		}
 	}
-	return out, nil
+	return quarantined, pending, nil
+}
+
+// markPending gives the first n nodes gpuvet's pending taint, as a node joining the fleet has it
+// from its provisioning (docs/acceptance.md), so that the gate's run vets them first and releases
+// or quarantines each.
+func (c *cluster) markPending(ctx context.Context, n int) error {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	_, err := c.editNodes(ctx, names, func(nd *corev1.Node) {
+		if !slices.ContainsFunc(nd.Spec.Taints, func(t corev1.Taint) bool { return t.Key == k8s.TaintPending }) {
+			nd.Spec.Taints = append(nd.Spec.Taints, corev1.Taint{Key: k8s.TaintPending, Effect: corev1.TaintEffectNoSchedule})
+		}
+	})
+	return err
 }
 
 // resetVerdicts takes every gpuvet.io/ taint, label and annotation off the nodes (a verdict run's,
@@ -417,6 +437,18 @@ func (c *cluster) resetVerdicts(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	var names []string
+	for _, nd := range l.Items {
+		if marked(&nd) {
+			names = append(names, nd.Name)
+		}
+	}
+	return c.editNodes(ctx, names, unmark)
+}
+
+// editNodes updates the named nodes with edit, 16 at once, each read again on a conflict; it
+// returns how many were written.
+func (c *cluster) editNodes(ctx context.Context, names []string, edit func(*corev1.Node)) (int, error) {
 	var (
 		mu   sync.Mutex
 		errs []string
@@ -424,20 +456,17 @@ func (c *cluster) resetVerdicts(ctx context.Context) (int, error) {
 		wg   sync.WaitGroup
 	)
 	sem := make(chan struct{}, 16)
-	for _, nd := range l.Items {
-		if !marked(&nd) {
-			continue
-		}
+	for _, name := range names {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(name string) {
+		go func() {
 			defer func() { <-sem; wg.Done() }()
 			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				cur, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 				if err != nil {
 					return err
 				}
-				unmark(cur)
+				edit(cur)
 				_, err = c.cs.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
 				return err
 			})
@@ -448,11 +477,11 @@ func (c *cluster) resetVerdicts(ctx context.Context) (int, error) {
 			} else {
 				n++
 			}
-		}(nd.Name)
+		}()
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return n, fmt.Errorf("resetting gpuvet's marks on %d node(s), first: %s", len(errs), errs[0])
+		return n, fmt.Errorf("updating %d node(s), first: %s", len(errs), errs[0])
 	}
 	return n, nil
 }

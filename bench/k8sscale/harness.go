@@ -39,9 +39,13 @@ type config struct {
 	// MaxUnhealthyPct: the N-node run passes --taint-failed --max-unhealthy this %, and the
 	// harness checks the breaker on the Node objects (0: no verdicts written).
 	MaxUnhealthyPct float64
-	Verbose         bool
-	Log             io.Writer
-	Runs            map[string]bool // which of one, all, kill to run (nil: all three)
+	// Gate: with MaxUnhealthyPct, the N-node run's nodes join pending (gpuvet.io/validation-pending)
+	// and it passes --gate, the acceptance gate (docs/acceptance.md): a node found ok is released,
+	// a failed or flagged one quarantined under the breaker, an undecided or held one kept pending.
+	Gate    bool
+	Verbose bool
+	Log     io.Writer
+	Runs    map[string]bool // which of one, all, kill to run (nil: all three)
 }
 
 // wants says whether the harness makes run r (one, all or kill).
@@ -118,6 +122,9 @@ func (c config) args(out, kubeconfig string, nodes int, verdicts bool) []string 
 	}
 	if verdicts && c.MaxUnhealthyPct > 0 {
 		a = append(a, "--taint-failed", "--max-unhealthy", fmt.Sprintf("%g%%", c.MaxUnhealthyPct))
+		if c.Gate {
+			a = append(a, "--gate")
+		}
 	}
 	return append(a, profile...)
 }
@@ -259,27 +266,34 @@ func check(s *results.Summary, inj injected, nodes int) []string {
 	return bad
 }
 
-// breakerOutcome is what the circuit breaker did in the N-node run, read back.
+// breakerOutcome is what the circuit breaker (and the gate) did in the N-node run, read back.
 type breakerOutcome struct {
 	Limit, Failed   int
 	Tainted, Held   []string // Tainted: the Node objects with gpuvet's quarantine taint of the run
 	TaintedFromHeld []string // held in summary.json yet tainted
+	Pending         []string // the gate: nodes still pending after the run
+	Released        int      // the gate: nodes neither pending nor quarantined after it
 }
 
-// checkBreaker says what is wrong with the breaker's work in a run that had pct % as its limit:
-// exactly the limit of the failed nodes carry the run's quarantine taint (read from the Node
-// objects), every other failed node is recorded as held in fleet.node_actions and is not tainted,
-// no other node is tainted, and the run exits 1 naming the breaker.
+// checkBreaker says what is wrong with what the circuit breaker did, read back from the cluster:
+// exactly the limit of the quarantined nodes carry the run's quarantine taint (read from the Node
+// objects), every other one is recorded as held in fleet.node_actions and is not tainted, no other
+// node is tainted, and the run exits 1 naming the breaker. With the gate, the straggler (flag)
+// is quarantined too, and every node that joined pending must have left it (released or
+// quarantined) but the held ones and the never-ready node (undecided: pending).
 //
 // The breaker weighs the nodes that failed on the hardware's evidence (their health Job found a GPU
 // computing wrong answers); the never-ready node failed on its engine, which a quarantine never
 // acts on (issue 50): it is neither tainted nor held.
-func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[string]string) (breakerOutcome, []string) {
-	failed := inj.Failed
-	b := breakerOutcome{Limit: int(math.Ceil(pct*float64(nodes)/100 - 1e-9)), Failed: len(failed)}
-	isFailed := map[string]bool{}
-	for _, n := range failed {
-		isFailed[n] = true
+func checkBreaker(o *outcome, inj injected, nodes int, pct float64, gate bool, taints map[string]string, pending map[string]bool) (breakerOutcome, []string) {
+	quarantine := append([]string{}, inj.Failed...)
+	if gate && inj.Straggler != "" {
+		quarantine = append(quarantine, inj.Straggler)
+	}
+	b := breakerOutcome{Limit: int(math.Ceil(pct*float64(nodes)/100 - 1e-9)), Failed: len(quarantine)}
+	isQuarantined := map[string]bool{}
+	for _, n := range quarantine {
+		isQuarantined[n] = true
 	}
 	var bad []string
 	runID := ""
@@ -288,7 +302,7 @@ func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[s
 	}
 	for n, v := range taints {
 		b.Tainted = append(b.Tainted, n)
-		if !isFailed[n] {
+		if !isQuarantined[n] {
 			bad = append(bad, fmt.Sprintf("%s is tainted but did not fail", n))
 		}
 		if v != runID {
@@ -314,7 +328,7 @@ func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[s
 	}
 	sort.Strings(b.Held)
 	var missing []string
-	for _, n := range failed {
+	for _, n := range quarantine {
 		if _, t := taints[n]; !t && !held[n] {
 			missing = append(missing, n)
 		}
@@ -325,14 +339,49 @@ func checkBreaker(o *outcome, inj injected, nodes int, pct float64, taints map[s
 	if len(b.TaintedFromHeld) > 0 {
 		bad = append(bad, fmt.Sprintf("%d node(s) held in fleet.node_actions yet tainted: %s", len(b.TaintedFromHeld), strings.Join(first(b.TaintedFromHeld, 8), ", ")))
 	}
-	if want := len(failed) - b.Limit; len(b.Held) != want {
-		bad = append(bad, fmt.Sprintf("%d node(s) held, want %d (%d failed, %d allowed)", len(b.Held), want, len(failed), b.Limit))
+	if want := len(quarantine) - b.Limit; len(b.Held) != want {
+		bad = append(bad, fmt.Sprintf("%d node(s) held, want %d (%d failed, %d allowed)", len(b.Held), want, len(quarantine), b.Limit))
 	}
-	msg := fmt.Sprintf("circuit breaker: %d of %d nodes failed (limit %g %%)", len(failed), nodes, pct)
+	if gate {
+		bad = append(bad, b.checkPending(inj, nodes, taints, held, pending)...)
+	}
+	msg := fmt.Sprintf("circuit breaker: %d of %d nodes failed (limit %g %%)", len(quarantine), nodes, pct)
 	if o.ExitCode != 1 || !strings.Contains(o.Stderr, msg) {
 		bad = append(bad, fmt.Sprintf("exit %d, want 1 with %q on stderr; its end:\n%s", o.ExitCode, msg, tail(o.Stderr, 5)))
 	}
 	return b, bad
+}
+
+// checkPending says which of the nodes that joined pending are wrongly pending or not: a node the
+// breaker held and the never-ready node (undecided) stay pending; every other was released or
+// quarantined.
+func (b *breakerOutcome) checkPending(inj injected, nodes int, taints map[string]string, held, pending map[string]bool) []string {
+	var stuck, gone []string
+	for i := range nodes {
+		n := nodeName(i)
+		want := held[n] || n == inj.NeverReady
+		switch {
+		case pending[n]:
+			b.Pending = append(b.Pending, n)
+			if !want {
+				stuck = append(stuck, n)
+			}
+		case want:
+			gone = append(gone, n)
+		default:
+			if _, t := taints[n]; !t {
+				b.Released++
+			}
+		}
+	}
+	var bad []string
+	if len(stuck) > 0 {
+		bad = append(bad, fmt.Sprintf("%d node(s) still pending that the gate should have released or quarantined: %s", len(stuck), strings.Join(first(stuck, 8), ", ")))
+	}
+	if len(gone) > 0 {
+		bad = append(bad, fmt.Sprintf("%d node(s) no longer pending that should be (held by the breaker, or undecided): %s", len(gone), strings.Join(first(gone, 8), ", ")))
+	}
+	return bad
 }
 
 func orOK(s string) string {

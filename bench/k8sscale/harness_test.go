@@ -74,7 +74,7 @@ func TestCheckBreaker(t *testing.T) {
 		return &outcome{Summary: s, ExitCode: 1, Stderr: "gpuvet: WARNING: --taint-failed (kubernetes.taint_failed): circuit breaker: 7 of 20 nodes failed (limit 10 %): nothing more tainted"}, taints
 	}
 	o, taints := good()
-	b, bad := checkBreaker(o, in, n, 10, taints)
+	b, bad := checkBreaker(o, in, n, 10, false, taints, nil)
 	if len(bad) > 0 || b.Limit != 2 || len(b.Tainted) != 2 || len(b.Held) != 5 || len(failed) != 7 {
 		t.Fatalf("a right run: %+v %q", b, bad)
 	}
@@ -93,7 +93,48 @@ func TestCheckBreaker(t *testing.T) {
 	for want, spoil := range cases {
 		o, taints := good()
 		spoil(o, taints)
-		if _, bad := checkBreaker(o, in, n, 10, taints); !strings.Contains(strings.Join(bad, "\n"), want) {
+		if _, bad := checkBreaker(o, in, n, 10, false, taints, nil); !strings.Contains(strings.Join(bad, "\n"), want) {
+			t.Errorf("%s: got %q", want, bad)
+		}
+	}
+}
+
+// With the gate, the straggler is quarantined too (counted by the breaker), the held nodes and the
+// never-ready one stay pending, and every other node leaves pending.
+func TestCheckBreakerGate(t *testing.T) {
+	const n = 20
+	in := injectedFor(n, 0.4)
+	q := append(append([]string{}, in.Failed...), in.Straggler) // 8 quarantinable, limit 2
+	good := func() (*outcome, map[string]string, map[string]bool) {
+		s := &results.Summary{RunID: "r1", Fleet: &results.Fleet{}}
+		taints, pending := map[string]string{}, map[string]bool{in.NeverReady: true}
+		for i, name := range q {
+			a := results.NodeAction{Node: name, Status: results.StatusFailed}
+			if i < 2 {
+				taints[name] = "r1"
+			} else {
+				a.Held, pending[name] = "node "+name+": taint …", true
+			}
+			s.Fleet.NodeActions = append(s.Fleet.NodeActions, a)
+		}
+		return &outcome{Summary: s, ExitCode: 1, Stderr: "circuit breaker: 8 of 20 nodes failed (limit 10 %): nothing more tainted"}, taints, pending
+	}
+	o, taints, pending := good()
+	b, bad := checkBreaker(o, in, n, 10, true, taints, pending)
+	if len(bad) > 0 || len(b.Held) != 6 || len(b.Pending) != 7 || b.Released != 11 {
+		t.Fatalf("a right run: %+v %q", b, bad)
+	}
+	cases := map[string]func(o *outcome, taints map[string]string, pending map[string]bool){
+		"still pending that the gate should have released": func(_ *outcome, _ map[string]string, p map[string]bool) { p[nodeName(0)] = true },
+		"no longer pending that should be":                 func(_ *outcome, _ map[string]string, p map[string]bool) { delete(p, in.NeverReady) },
+		"7 of 20 nodes failed": func(o *outcome, _ map[string]string, _ map[string]bool) {
+			o.Stderr = "circuit breaker: 7 of 20 nodes failed (limit 10 %)"
+		},
+	}
+	for want, spoil := range cases {
+		o, taints, pending := good()
+		spoil(o, taints, pending)
+		if _, bad := checkBreaker(o, in, n, 10, true, taints, pending); !strings.Contains(strings.Join(bad, "\n"), want) {
 			t.Errorf("%s: got %q", want, bad)
 		}
 	}

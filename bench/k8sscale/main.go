@@ -46,6 +46,7 @@ func main() {
 	flag.Float64Var(&c.KillAfter, "kill-after", 0.3, "the kill -9 run is killed once this share of the nodes started (0: no kill run)")
 	flag.Float64Var(&c.FailShare, "fail-share", 0.4, "this share of the nodes fail in the N-node run (0: one failed node)")
 	flag.Float64Var(&c.MaxUnhealthyPct, "max-unhealthy", 10, "the N-node run passes --taint-failed --max-unhealthy this % and the breaker is checked (0: no verdicts written)")
+	flag.BoolVar(&c.Gate, "gate", true, "with -max-unhealthy: the N-node run's nodes join pending and it passes --gate (the acceptance gate): ok nodes must be released, failed and flagged ones quarantined or held")
 	keep := flag.String("keep", "", "keep the outputs (summary.json, report.html, logs) in this folder")
 	runs := flag.String("runs", "one,all,kill", "which runs, comma-separated: one (a 1-node run), all (the N-node run), kill (kill -9 of an N-node run, then gpuvet clean)")
 	flag.BoolVar(&c.Verbose, "v", false, "show gpuvet's progress")
@@ -161,17 +162,22 @@ func measure(ctx context.Context, c config) (*report, error) {
 		}
 	}
 	if c.wants("all") {
+		if c.Gate && c.MaxUnhealthyPct > 0 {
+			if err := cl.markPending(ctx, c.Nodes); err != nil {
+				return r, fmt.Errorf("the nodes' pending taint: %v", err)
+			}
+		}
 		fmt.Fprintf(c.Log, "%d nodes at %d at once …\n", c.Nodes, c.ParallelNodes)
 		if r.All, err = c.runGpuvet(ctx, cl, kc, "all", c.Nodes, nil); err != nil {
 			return r, err
 		}
 		r.Problems = check(r.All.Summary, r.Injected, c.Nodes)
 		if c.MaxUnhealthyPct > 0 {
-			taints, err := cl.quarantined(ctx)
+			taints, pending, err := cl.gpuvetTaints(ctx)
 			if err != nil {
 				return r, err
 			}
-			b, wrong := checkBreaker(r.All, r.Injected, c.Nodes, c.MaxUnhealthyPct, taints)
+			b, wrong := checkBreaker(r.All, r.Injected, c.Nodes, c.MaxUnhealthyPct, c.Gate, taints, pending)
 			r.Breaker, r.BreakerWrong = &b, wrong
 			// The kill -9 run then picks and schedules its nodes as on a fresh fleet.
 			if _, err := cl.resetVerdicts(ctx); err != nil {
@@ -235,6 +241,9 @@ func (r *report) fprint(w io.Writer, c config) {
 			if i := strings.Index(a.Stderr, "circuit breaker: "); i >= 0 {
 				line, _, _ := strings.Cut(a.Stderr[i:], "\n")
 				p("    %s", line)
+			}
+			if c.Gate {
+				p("  gate                       %d joined pending: %d released, %d quarantined, %d still pending (held, and the never-ready node)", r.Nodes, b.Released, len(b.Tainted), len(b.Pending))
 			}
 			if len(r.BreakerWrong) == 0 {
 				p("  breaker                    stopped at its limit, the rest held and not tainted, the run failed naming it: ok")

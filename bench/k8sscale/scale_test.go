@@ -14,12 +14,13 @@ import (
 )
 
 // TestScale is the harness at CI size (GPUVET_TEST_K8S_SCALE_NODES nodes × 8 GPUs, 64 at once:
-// 200 in .ci/run, 50 when unset): the real `gpuvet run --backend kubernetes --taint-failed
-// --max-unhealthy 10%` on a fleet where 40 % of the nodes fail (their health Job, and the node
-// whose engines never became Ready) must name the straggler (flag) and every failed node (failed),
-// and no other; its circuit breaker must stop at its limit (exactly 10 % of the nodes carry the
-// quarantine taint on their Node objects, the other failed nodes are held in
-// fleet.node_actions and untainted) and the run exit 1 naming it; and `gpuvet clean` after a
+// 200 in .ci/run, 50 when unset): the real `gpuvet run --backend kubernetes --gate --taint-failed
+// --max-unhealthy 10%` on a fleet that joined pending, where 40 % of the nodes fail (their health
+// Job, and the node whose engines never became Ready), must name the straggler (flag) and every
+// failed node (failed), and no other; its circuit breaker must stop at its limit (exactly 10 % of
+// the nodes carry the quarantine taint on their Node objects, the other failed nodes and the
+// straggler are held in fleet.node_actions, untainted and still pending), every ok node must be
+// released, and the run exit 1 naming the breaker; and `gpuvet clean` after a
 // kill -9 of a run on every node must leave nothing. Figures are logged, not asserted (they are
 // the bench's: go run ./bench/k8sscale).
 func TestScale(t *testing.T) {
@@ -43,7 +44,7 @@ func TestScale(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c := config{Kubeconfig: kc, Nodes: n, ParallelNodes: 64, QPS: 200, Burst: 400, Gpuvet: bin, Dir: dir, ReadyTimeout: 30 * time.Second,
-		Pace: kwokplayer.DefaultPace, KillAfter: 0.3, FailShare: 0.4, MaxUnhealthyPct: 10, Log: testLog{t}}
+		Pace: kwokplayer.DefaultPace, KillAfter: 0.3, FailShare: 0.4, MaxUnhealthyPct: 10, Gate: true, Log: testLog{t}}
 	r, err := measure(ctx, c)
 	if r != nil {
 		var b strings.Builder
