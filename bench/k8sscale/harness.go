@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/k8s/kwokplayer"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -405,24 +406,7 @@ func reasons(s *results.Summary) []string {
 		if h.Status == results.StatusOK {
 			continue
 		}
-		why := h.Error
-		for _, f := range h.Flags {
-			if why == "" {
-				why = f.Check + ": " + f.Reason
-			}
-		}
-		if why == "" && h.Health != nil && h.Health.Error != "" {
-			why = "health: " + h.Health.Error
-		}
-		if why == "" {
-			for _, m := range h.Models {
-				if m.Error != "" {
-					why = m.Error
-					break
-				}
-			}
-		}
-		why, _, _ = strings.Cut(why, "\n")
+		why, _, _ := strings.Cut(fleet.HostReason(h), "\n") // what a verdict on the node says
 		if len(why) > 160 {
 			why = why[:160] + "…"
 		}
