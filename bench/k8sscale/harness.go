@@ -135,6 +135,11 @@ func (c config) args(out, kubeconfig string, nodes int, verdicts bool) []string 
 func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name string, nodes int, kill func(*os.Process, *lineCounter)) (*outcome, error) {
 	out := filepath.Join(c.Dir, name)
 	state := filepath.Join(c.Dir, "state")
+	// The harness's own folder: an earlier harness run's results there would make gpuvet refuse
+	// (exit 2) and leave the old summary to be read as this run's.
+	if err := os.RemoveAll(out); err != nil {
+		return nil, err
+	}
 	before, err := cl.scrape(ctx)
 	if err != nil {
 		return nil, err
@@ -164,8 +169,8 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 		o.MaxRSSKiB = ru.Maxrss
 	}
 	o.ExitCode = cmd.ProcessState.ExitCode()
-	if err != nil && o.ExitCode < 0 && kill == nil {
-		return o, fmt.Errorf("gpuvet: %v", err)
+	if err != nil && (o.ExitCode < 0 || o.ExitCode == 2) && kill == nil { // 2: refused before it ran
+		return o, fmt.Errorf("gpuvet: %v:\n%s", err, tail(o.Stderr, 10))
 	}
 	after, err := cl.scrape(ctx)
 	if err != nil {

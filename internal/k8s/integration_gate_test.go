@@ -92,12 +92,14 @@ func TestKubernetesBreakerAndDryRunOnTheAPIServer(t *testing.T) {
 
 	v.DryRun = false
 	f.Verdicts, s.Fleet = v, nil
+	t0 := time.Now()
 	err = f.ApplyVerdicts(ctx, s)
+	t.Logf("the verdicts of 200 nodes read and written in %.2f s", time.Since(t0).Seconds())
 	if err == nil || !strings.Contains(err.Error(), "circuit breaker: 80 of 200 nodes failed (limit 10 %): nothing more tainted; is the setting wrong?") {
 		t.Errorf("run: %v", err)
 	}
 	after := versions()
-	quarantined, held, released := 0, 0, 0
+	quarantined, held, released, failedSoFar := 0, 0, 0, 0
 	for _, h := range s.Hosts {
 		n, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
 		if err != nil {
@@ -112,12 +114,15 @@ func TestKubernetesBreakerAndDryRunOnTheAPIServer(t *testing.T) {
 		switch {
 		case h.Status == results.StatusOK && !pending && !q && c != nil && c.Status == corev1.ConditionTrue:
 			released++
-		case h.Status == results.StatusFailed && q && !pending && c != nil && c.Status == corev1.ConditionFalse && c.Reason == "Failed":
-			quarantined++
+		case h.Status == results.StatusFailed && q && !pending && c != nil && c.Status == corev1.ConditionFalse && c.Reason == "Failed" && failedSoFar < 20:
+			quarantined++ // the breaker lets through the first failed nodes in the summary's order, whichever write ends first
 		case h.Status == results.StatusFailed && !q && pending && c != nil && c.Status == corev1.ConditionFalse && c.Reason == "QuarantineHeld":
 			held++
 		default:
-			t.Errorf("node %s (%s): taints %v condition %+v", h.Name, h.Status, n.Spec.Taints, c)
+			t.Errorf("node %s (%s, failed node %d in the summary's order): taints %v condition %+v", h.Name, h.Status, failedSoFar, n.Spec.Taints, c)
+		}
+		if h.Status == results.StatusFailed {
+			failedSoFar++
 		}
 	}
 	if quarantined != 20 || held != 60 || released != 120 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -162,20 +163,24 @@ func labelled(st results.Status) bool {
 // returned text says. The user's own labels, annotations and taints are never touched. No
 // circuit breaker bounds it: Fleet.ApplyVerdicts asks one.
 func ApplyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts) (string, error) {
-	c, err := applyVerdict(ctx, cs, node, vd, v, func(string) bool { return true })
+	c, err := applyVerdict(ctx, cs, node, nil, vd, v, func(string) bool { return true })
 	return strings.Join(c.did, "; "), err
 }
 
-// applyVerdict plans vd on the node as read and writes it (v.DryRun: only plans). allow is the
-// circuit breaker, asked once, and only when the verdict would quarantine the node.
-func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts, allow func(what string) bool) (change, error) {
+// applyVerdict plans vd on the node as read and writes it (v.DryRun: only plans). read, if not
+// nil, is the node as just read (read again on a conflict). allow is the circuit breaker, asked
+// once, and only when the verdict would quarantine the node.
+func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, read *corev1.Node, vd Verdict, v Verdicts, allow func(what string) bool) (change, error) {
 	if !labelled(vd.Status) || !v.any() {
 		return change{}, nil
 	}
 	var c change
 	asked, allowed := false, true
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		n, err := read, error(nil)
+		if read = nil; n == nil {
+			n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		}
 		if err != nil {
 			return err
 		}
@@ -294,17 +299,13 @@ func askOnce(allow func(string) bool) func(string) bool {
 // (devices.go): it returns what it did and the verdict the node itself then gets, its hardware
 // status that of its other GPUs. Where it cannot (or the breaker holds it), vd is returned as it
 // was, for the node taint, with why in words.
-func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, vd Verdict, v Verdicts, allow func(string) bool) ([]string, Verdict, error) {
+func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, n *corev1.Node, vd Verdict, v Verdicts, allow func(string) bool) ([]string, Verdict, error) {
 	if !v.tainting() && !v.Gate {
 		return nil, vd, nil
 	}
 	taken := takenGPUs(h, v)
-	if len(taken) == 0 { // most nodes: no read beyond the one applyVerdict makes
+	if len(taken) == 0 {
 		return nil, vd, nil
-	}
-	n, err := cs.CoreV1().Nodes().Get(ctx, h.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, vd, err
 	}
 	taken = slices.DeleteFunc(taken, func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
 	if len(taken) == 0 || !v.wantsQuarantine(n, vd.gate()) {
@@ -392,12 +393,8 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	}
 	breaker := fleet.NewBreaker(v.MaxUnhealthy, len(vetted))
 	now := time.Now().UTC()
-	var errs []error
 	say := f.run.progress
-	prefix := ""
-	if v.DryRun {
-		prefix = "dry run: would have "
-	}
+	var nodes []*nodeVerdict // in the summary's order
 	for _, h := range s.Hosts {
 		if !vetted[h.Name] {
 			continue
@@ -409,40 +406,58 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			say("node %s: status %s: no verdict to write", h.Name, h.Status)
 			continue
 		}
-		vd := Verdict{Status: h.Status, Hardware: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}
-		allow := askOnce(breaker.Allow) // one node, one quarantine, whether of its GPUs or of it
-		alone, vd, err := gpusAlone(ctx, f.Cluster.Client, &h, vd, v, allow)
-		var wide errNodeWide
-		if errors.As(err, &wide) { // told after what the node got, not an error of the run
-			err = nil
+		nodes = append(nodes, &nodeVerdict{h: h, vd: Verdict{Status: h.Status, Hardware: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}})
+	}
+	// Every node is read at once, the breaker asked in the summary's order (which nodes it lets
+	// through does not depend on which write ends first), then every node written at once: a
+	// thousand nodes' reads and writes one after another would take minutes of round trips.
+	cs := f.Cluster.Client
+	workqueue.ParallelizeUntil(ctx, verdictWorkers, len(nodes), func(i int) {
+		nodes[i].node, nodes[i].err = cs.CoreV1().Nodes().Get(ctx, nodes[i].h.Name, metav1.GetOptions{})
+	})
+	for _, nv := range nodes {
+		if nv.node == nil && nv.err == nil { // the context ended before its read
+			nv.err = fmt.Errorf("not read: %w", context.Cause(ctx))
 		}
-		c, nerr := applyVerdict(ctx, f.Cluster.Client, h.Name, vd, v, allow)
-		err = errors.Join(err, nerr)
-		if wide.why != "" {
-			c.did = append(c.did, "the whole node, not its GPUs alone: "+wide.why)
+		nv.allowed = true
+		if nv.err == nil && v.wantsQuarantine(nv.node, nv.vd.gate()) { // one node, one quarantine, of its GPUs or of it
+			nv.allowed = breaker.Allow(fmt.Sprintf("node %s: taint %s=%s:NoSchedule", nv.h.Name, TaintUnhealthy, nv.vd.RunID))
 		}
-		act := results.NodeAction{Node: h.Name, Status: st, DryRun: v.DryRun, Held: c.held, Attention: c.loud}
-		for _, d := range append(alone, c.did...) {
+	}
+	workqueue.ParallelizeUntil(ctx, verdictWorkers, len(nodes), func(i int) { nodes[i].write(ctx, cs, v) })
+	for _, nv := range nodes {
+		if !nv.written && nv.err == nil { // the context ended before its write
+			nv.err = fmt.Errorf("not written: %w", context.Cause(ctx))
+		}
+	}
+	var errs []error
+	prefix := ""
+	if v.DryRun {
+		prefix = "dry run: would have "
+	}
+	for _, nv := range nodes {
+		act := results.NodeAction{Node: nv.h.Name, Status: nv.h.GateStatus(), DryRun: v.DryRun, Held: nv.c.held, Attention: nv.c.loud}
+		for _, d := range nv.did {
 			act.Did = append(act.Did, prefix+d)
 		}
 		if v.ValidFor > 0 {
 			until := now.Add(v.ValidFor)
 			act.ValidUntil = &until
 		}
-		if err != nil {
-			act.Error = err.Error()
-			errs = append(errs, fmt.Errorf("node %s: %v", h.Name, err))
+		if nv.err != nil {
+			act.Error = nv.err.Error()
+			errs = append(errs, fmt.Errorf("node %s: %v", nv.h.Name, nv.err))
 		}
 		fleet.RecordAction(s, act)
 		if len(act.Did) > 0 {
-			say("node %s: %s", h.Name, strings.Join(act.Did, "; "))
+			say("node %s: %s", nv.h.Name, strings.Join(act.Did, "; "))
 		}
-		if c.held != "" {
-			say("node %s: CIRCUIT BREAKER: %s", h.Name, c.held)
+		if nv.c.held != "" {
+			say("node %s: CIRCUIT BREAKER: %s", nv.h.Name, nv.c.held)
 		}
-		if c.loud != "" {
-			say("node %s: NEEDS A PERSON: %s", h.Name, c.loud)
-			s.Caveats = append(s.Caveats, fmt.Sprintf("NEEDS A PERSON: node %s %s", h.Name, c.loud))
+		if nv.c.loud != "" {
+			say("node %s: NEEDS A PERSON: %s", nv.h.Name, nv.c.loud)
+			s.Caveats = append(s.Caveats, fmt.Sprintf("NEEDS A PERSON: node %s %s", nv.h.Name, nv.c.loud))
 		}
 	}
 	verb := "tainted"
@@ -456,4 +471,41 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		return fmt.Errorf("%s: %w", v.flags(), err)
 	}
 	return nil
+}
+
+// verdictWorkers bounds the node reads and writes of ApplyVerdicts in flight at once (the client's
+// own rate limit, kubernetes.qps, still paces them).
+const verdictWorkers = 16
+
+// nodeVerdict is one vetted node's verdict on its way to the node: read, the breaker's answer,
+// what was written.
+type nodeVerdict struct {
+	h       results.Host
+	vd      Verdict
+	node    *corev1.Node // as read before the breaker was asked
+	allowed bool         // the breaker's answer (true where no quarantine was asked)
+	written bool
+	c       change
+	did     []string
+	err     error
+}
+
+// write takes the node's failed GPUs out alone where it can, then writes the node's verdict.
+func (nv *nodeVerdict) write(ctx context.Context, cs kubernetes.Interface, v Verdicts) {
+	if nv.err != nil {
+		return
+	}
+	nv.written = true
+	allow := func(string) bool { return nv.allowed }
+	alone, vd, err := gpusAlone(ctx, cs, &nv.h, nv.node, nv.vd, v, allow)
+	var wide errNodeWide
+	if errors.As(err, &wide) { // told after what the node got, not an error of the run
+		err = nil
+	}
+	c, nerr := applyVerdict(ctx, cs, nv.h.Name, nv.node, vd, v, allow)
+	nv.vd, nv.c, nv.err = vd, c, errors.Join(err, nerr)
+	nv.did = append(alone, c.did...)
+	if wide.why != "" {
+		nv.did = append(nv.did, "the whole node, not its GPUs alone: "+wide.why)
+	}
 }
