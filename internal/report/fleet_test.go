@@ -162,6 +162,27 @@ func TestHostsOnly(t *testing.T) {
 	if _, err := HostsOnly(s, []string{"gpu-node-003"}); err == nil || !strings.Contains(err.Error(), "closest: gpu-node-0030") {
 		t.Errorf("an unknown host: %v", err)
 	}
+
+	// What is about another host goes; what is about this one or the run stays.
+	me, peer := synth.NodeName(30), synth.NodeName(7)
+	s.Findings = []results.Finding{{Host: me, Check: "mine"}, {Host: peer, Check: "peer's"}, {Check: "the run's"}}
+	s.Fleet.NodeActions = []results.NodeAction{{Node: peer}, {Node: me}}
+	s.History = &results.History{Notes: []string{"node " + peer + ": no earlier run", "node " + me + ": no earlier run", "the store is new"},
+		Trend: []results.TrendPoint{{Host: peer}, {Host: me}}, Drift: []results.Drift{{Host: peer}}, Acceptance: []results.Acceptance{{Host: me}}}
+	s.Caveats = []string{peer + ": slow", "node " + peer + ": late", "run-wide"}
+	if one, err = HostsOnly(s, []string{me}); err != nil {
+		t.Fatal(err)
+	}
+	h := one.History
+	if len(one.Findings) != 2 || one.Findings[0].Check != "mine" || one.Findings[1].Check != "the run's" ||
+		len(one.Fleet.NodeActions) != 1 || one.Fleet.NodeActions[0].Node != me ||
+		len(h.Notes) != 2 || strings.Contains(strings.Join(h.Notes, "|"), peer) || len(h.Trend) != 1 || h.Trend[0].Host != me ||
+		len(h.Drift) != 0 || len(h.Acceptance) != 1 || len(one.Caveats) != 1 || one.Caveats[0] != "run-wide" {
+		t.Errorf("narrowed to %s: findings %+v, actions %+v, history %+v, caveats %q", me, one.Findings, one.Fleet.NodeActions, h, one.Caveats)
+	}
+	if len(s.Findings) != 3 || len(s.Fleet.NodeActions) != 2 || len(s.History.Notes) != 3 || len(s.Caveats) != 3 {
+		t.Error("HostsOnly changed the summary it narrowed")
+	}
 }
 
 func template_unescape(s string) string {

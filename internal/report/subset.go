@@ -40,15 +40,29 @@ func HostsOnly(s *results.Summary, names []string) (*results.Summary, error) {
 	if out.Status == "" {
 		out.Status = s.Status
 	}
-	// A run-wide caveat stays; one about another host ("node-7: …") goes.
-	out.Caveats = slices.DeleteFunc(slices.Clone(s.Caveats), func(c string) bool {
-		host, _, ok := strings.Cut(c, ": ")
-		_, isHost := by[host]
-		return ok && isHost && !keep[host]
-	})
+	// What is about another host goes: its caveats ("node-7: …"), findings, node actions and
+	// history. A run-wide caveat or finding stays. (A large fleet's hosts/NAME.json is one host's
+	// HostsOnly: with every host's actions and history in each, a fleet's host files grew with the
+	// square of its nodes.)
+	other := func(host string) bool { _, isHost := by[host]; return host != "" && !keep[host] && isHost }
+	aboutOther := func(c string) bool {
+		host, _, ok := strings.Cut(strings.TrimPrefix(c, "node "), ": ")
+		return ok && other(host)
+	}
+	out.Caveats = slices.DeleteFunc(slices.Clone(s.Caveats), aboutOther)
+	out.Findings = slices.DeleteFunc(slices.Clone(s.Findings), func(f results.Finding) bool { return other(f.Host) })
+	if hs := s.History; hs != nil {
+		nh := *hs
+		nh.Notes = slices.DeleteFunc(slices.Clone(hs.Notes), aboutOther)
+		nh.Acceptance = slices.DeleteFunc(slices.Clone(hs.Acceptance), func(a results.Acceptance) bool { return other(a.Host) })
+		nh.Drift = slices.DeleteFunc(slices.Clone(hs.Drift), func(d results.Drift) bool { return other(d.Host) })
+		nh.Trend = slices.DeleteFunc(slices.Clone(hs.Trend), func(t results.TrendPoint) bool { return other(t.Host) })
+		out.History = &nh
+	}
 	if f := s.Fleet; f != nil {
 		nf := *f
 		nf.Skipped = nil
+		nf.NodeActions = slices.DeleteFunc(slices.Clone(f.NodeActions), func(a results.NodeAction) bool { return other(a.Node) })
 		nf.Comparisons = make([]results.Compare, len(f.Comparisons))
 		for i, c := range f.Comparisons {
 			c.Values = slices.DeleteFunc(slices.Clone(c.Values), func(v results.CompareCell) bool { return !keep[v.Host] })
