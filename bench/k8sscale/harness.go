@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/k8s/kwokplayer"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -406,12 +405,22 @@ func first(s []string, n int) []string {
 
 // reasons names each not-ok host with the first line of why.
 func reasons(s *results.Summary) []string {
+	first := map[string]string{} // each host's first finding, as the terminal says it
+	for _, f := range s.Findings {
+		if _, ok := first[f.Host]; !ok && f.Host != "" {
+			first[f.Host] = f.Line()
+		}
+	}
 	var out []string
 	for _, h := range s.Hosts {
 		if h.Status == results.StatusOK {
 			continue
 		}
-		why, _, _ := strings.Cut(fleet.HostReason(h), "\n") // what a verdict on the node says
+		why := first[h.Name]
+		if why == "" {
+			why = h.Error
+		}
+		why, _, _ = strings.Cut(why, "\n")
 		if len(why) > 160 {
 			why = why[:160] + "…"
 		}
