@@ -284,17 +284,6 @@ type errNodeWide struct{ why string }
 
 func (e errNodeWide) Error() string { return e.why }
 
-// askOnce asks allow at most once and repeats its answer.
-func askOnce(allow func(string) bool) func(string) bool {
-	asked, ok := false, false
-	return func(what string) bool {
-		if !asked {
-			asked, ok = true, allow(what)
-		}
-		return ok
-	}
-}
-
 // gpusAlone takes the node's failed GPUs out of scheduling alone where the cluster can
 // (devices.go): it returns what it did and the verdict the node itself then gets, its hardware
 // status that of its other GPUs. Where it cannot (or the breaker holds it), vd is returned as it
@@ -503,7 +492,7 @@ func (nv *nodeVerdict) write(ctx context.Context, cs kubernetes.Interface, v Ver
 		err = nil
 	}
 	c, nerr := applyVerdict(ctx, cs, nv.h.Name, nv.node, vd, v, allow)
-	nv.vd, nv.c, nv.err = vd, c, errors.Join(err, nerr)
+	nv.c, nv.err = c, errors.Join(err, nerr)
 	nv.did = append(alone, c.did...)
 	if wide.why != "" {
 		nv.did = append(nv.did, "the whole node, not its GPUs alone: "+wide.why)
