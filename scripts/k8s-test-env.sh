@@ -16,6 +16,9 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}      # go.etcd.io/etcd/server/v3
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}       # sigs.k8s.io/kwok
 WORK=${WORK:-$HOME/.cache/k8s-test/$K8S_VERSION}   # outside the clone, so CI on the same machine reuses binaries
 KWOK_DEBUG_CONFIG=${KWOK_DEBUG_CONFIG:-}   # optional extra kwok --config file (ClusterPortForward/ClusterExec/ClusterLogs ...)
+# kwok's workers for pod stages, node stages and node leases (its default: 4 of each, for every node
+# it fakes, where a real cluster has a kubelet per node): the scale harness raises them (docs/k8s-scale.md)
+KWOK_PARALLELISM=${KWOK_PARALLELISM:-}
 KWOK_ENABLE_CRDS=${KWOK_ENABLE_CRDS:-Logs} # e.g. PortForward,ClusterPortForward,Exec,ClusterExec,Logs,ClusterLogs
 KWOK_POD_CIDR=${KWOK_POD_CIDR:-127.77.0.1/16}
 CM_ARGS=${CM_ARGS:-}                       # more kube-controller-manager flags (bench/k8sscale: its API rate, Job workers)
@@ -89,7 +92,11 @@ start() {
   openssl genrsa -out sa.key 2048 2>/dev/null; openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   echo 'testtoken,admin,admin-uid,system:masters' > tokens.csv
   local t0; t0=$(date +%s%3N)
-  "$BIN/etcd" --name test --data-dir "$RUN/etcd-data" \
+  # --quota-backend-bytes: etcd's default quota (2 GiB) filled in two 1,000-node runs of the scale
+  # harness (every pod and Job ~10 KB, every status change a new revision until the apiserver's
+  # 5-minute compaction), and then etcd refuses every write and the cluster stops; 8 GiB is etcd's
+  # suggested maximum, what large clusters run.
+  "$BIN/etcd" --name test --data-dir "$RUN/etcd-data" --quota-backend-bytes=8589934592 \
     --listen-client-urls http://127.0.0.1:23790 --advertise-client-urls http://127.0.0.1:23790 \
     --listen-peer-urls http://127.0.0.1:23800 --initial-advertise-peer-urls http://127.0.0.1:23800 \
     --initial-cluster test=http://127.0.0.1:23800 --unsafe-no-fsync --log-level=warn > etcd.log 2>&1 &
@@ -130,7 +137,17 @@ EOK
   # --node-ip/--node-port: node-initialize stage writes status.addresses[InternalIP]=127.0.0.1 and
   # status.daemonEndpoints.kubeletEndpoint.Port=10247, so the apiserver reaches kwok as the "kubelet"
   # (HTTPS on the same port; kwok self-signs, apiserver skips verify when no --kubelet-certificate-authority)
-  "$BIN/kwok" --kubeconfig="$KC" --config="$BIN/gpuvet-kwok-stages.yaml" --cidr="$KWOK_POD_CIDR" ${KWOK_DEBUG_CONFIG:+--config="$KWOK_DEBUG_CONFIG"} \
+  local kwok_opts=()
+  if [ -n "$KWOK_PARALLELISM" ]; then   # a file of options leaves out kwok's defaults: the log server (debugging handlers) named again
+    cat > "$RUN/kwok-options.yaml" <<EOK
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options: {podPlayStageParallelism: $KWOK_PARALLELISM, nodePlayStageParallelism: $KWOK_PARALLELISM, nodeLeaseParallelism: $KWOK_PARALLELISM,
+  enableDebuggingHandlers: true, enableProfilingHandler: true, podsOnNodeSyncParallelism: 1, enablePodsOnNodeSyncListPager: true}
+EOK
+    kwok_opts=(--config="$RUN/kwok-options.yaml")
+  fi
+  "$BIN/kwok" --kubeconfig="$KC" --config="$BIN/gpuvet-kwok-stages.yaml" "${kwok_opts[@]}" --cidr="$KWOK_POD_CIDR" ${KWOK_DEBUG_CONFIG:+--config="$KWOK_DEBUG_CONFIG"} \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --server-address=127.0.0.1:10247 --node-ip=127.0.0.1 --node-port=10247 \
     ${KWOK_ENABLE_CRDS:+--enable-crds="$KWOK_ENABLE_CRDS"} --node-lease-duration-seconds=40 > kwok.log 2>&1 &

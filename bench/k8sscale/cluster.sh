@@ -33,7 +33,9 @@ start() {
   nsx ip link set lo up
   # A thousand nodes' Jobs and pods: the controllers' API rate and Job workers raised from their
   # defaults (20 QPS, 5 Job syncs), as a large cluster's operators do; the apiserver as it comes.
-  nsx env WORK="$WORK" NODES=0 CM_ARGS="${CM_ARGS:---kube-api-qps=300 --kube-api-burst=600 --concurrent-job-syncs=50 --concurrent-gc-syncs=50}" \
+  # kwok: a worker per node at once (--parallel-nodes 64) for pods, node stages and leases, where
+  # its default of 4 for every node would be one fake kubelet for a thousand nodes.
+  nsx env WORK="$WORK" NODES=0 KWOK_PARALLELISM="${KWOK_PARALLELISM:-64}" CM_ARGS="${CM_ARGS:---kube-api-qps=300 --kube-api-burst=600 --concurrent-job-syncs=50 --concurrent-gc-syncs=50}" \
     SCHED_ARGS="${SCHED_ARGS:---kube-api-qps=300 --kube-api-burst=600}" bash "$CP_SCRIPT" start > "$WORK/start.log" 2>&1 || { tail -10 "$WORK/start.log"; stop >/dev/null 2>&1; exit 1; }
   tail -1 "$WORK/start.log"
   echo "KUBECONFIG=$WORK/run/kubeconfig (inside netns $NETNS: $0 exec CMD)"

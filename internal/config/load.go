@@ -329,6 +329,7 @@ var otherEnv = map[string]bool{
 	"GPUVET_ENGINE_ID":       true, // engine: the marker on an engine's processes
 	"GPUVET_ENGINE_WATCHDOG": true, // engine: set on gpuvet re-executed as an engine's watchdog
 	"GPUVET_CPUPROFILE":      true, // cmd/gpuvet: a CPU profile of the process, for engineers
+	"GPUVET_HEAPPROFILE":     true, // cmd/gpuvet: the heap profile at the peak, for engineers
 }
 
 // applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is an error naming

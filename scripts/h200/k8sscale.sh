@@ -68,7 +68,7 @@ start() {
     command -v $t >/dev/null || { ln -sfn "$KEEP/b/shim/$t" "$shim/$t"; echo "$t: stand-in used"; }
   done
   cp "$KEEP/b/shim/sa.key" "$KEEP/b/shim/sa.pub" "$shim/" 2>/dev/null
-  setsid env WORK="$WORK" NODES=0 \
+  setsid env WORK="$WORK" NODES=0 KWOK_PARALLELISM="${KWOK_PARALLELISM:-64}" \
     CM_ARGS="--kube-api-qps=300 --kube-api-burst=600 --concurrent-job-syncs=50 --concurrent-gc-syncs=50" \
     SCHED_ARGS="--kube-api-qps=300 --kube-api-burst=600" bash scripts/k8s-test-env.sh start > "$OUT/start.log" 2>&1 < /dev/null
   local rc=$?
@@ -86,7 +86,10 @@ run() {
     start || { tail -30 "$OUT/start.log"; exit 1; }
   fi
   echo "$(nproc) CPUs; load average $(cut -d' ' -f1-3 /proc/loadavg); harness flags: $*"
-  rm -f "$KEEP/harness.rc"
+  rm -f "$KEEP/harness.rc" "$KEEP"/heap.prof*
+  # gpuvet's heap at its peak and its goroutines every 30 s (cmd/gpuvet/profile.go): what its RSS is
+  # made of, and what a run that stalls waits on; collect brings them back.
+  export GPUVET_HEAPPROFILE=$KEEP/heap.prof
   setsid bash -c '"$0" -kubeconfig "$1/run/kubeconfig" -gpuvet "$2/b/gpuvet" -keep "$2/keep" "${@:3}" > "$2/harness.log" 2>&1; echo $? > "$2/harness.rc"' \
     "$KEEP/b/k8sscale" "$WORK" "$KEEP" "$@" < /dev/null &
   collect
@@ -97,7 +100,7 @@ run() {
 collect() {
   local t0=$SECONDS
   while [ ! -f "$KEEP/harness.rc" ] && [ $((SECONDS - t0)) -lt "${WAIT:-540}" ]; do sleep 5; done
-  cp "$KEEP/harness.log" "$OUT/" 2>/dev/null
+  cp "$KEEP/harness.log" "$KEEP"/heap.prof* "$OUT/" 2>/dev/null
   if [ ! -f "$KEEP/harness.rc" ]; then
     echo "harness still running after $((SECONDS - t0)) s: collect again"; tail -5 "$OUT/harness.log"; return 3
   fi
