@@ -31,8 +31,9 @@ func newProbeCmd() *cobra.Command {
 		Long: `Sends one chat completion (max 8 tokens) to each --url, retrying a failed one until --wait passes,
 and prints one line per server: the tokens it generated and how long it took, or the last error
 with the server's response. --out writes the same as JSON. Exit 1 when any server failed.
-The Kubernetes backend runs it in a Job next to the GPUs once every engine pod is Ready: Ready
-means a real completion came back, not only that /health answers.
+The Kubernetes backend runs it in a Job next to the GPUs once a Dynamo deployment is Ready: Ready
+means a real completion came back, not only that /health answers (an engine pod's load Job sends
+its own first completion).
 
   gpuvet probe --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B
   gpuvet probe http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,

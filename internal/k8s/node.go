@@ -286,20 +286,15 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	if err != nil {
 		return sv, fmt.Errorf("engine not ready: %v", err)
 	}
-	fails, err := h.checkCompletions(ctx, dnsName("ready", idx, mi, si), model, urls)
-	if err != nil {
-		return sv, fmt.Errorf("engine pod %s Ready, but the completion check did not run: %v", name, err)
-	}
-	if fails[0] != "" {
-		return sv, fmt.Errorf("engine pod %s: %s", name, fails[0])
-	}
+	// The real completion is the load Job's first step (its endpoint run serves by one): a Job of
+	// its own per engine was a third of the Jobs a node costs the control plane (docs/k8s-scale.md).
 	plan, err := r.loadPlan(cfg)
 	if err != nil {
 		return sv, err
 	}
 	sv.URL, sv.Provision = urls[0], time.Since(start)
 	np.remember(sv.URL, &nodeServed{job: load, what: "engine pod " + name, plan: plan, profile: cfg.LoadConfig()})
-	h.say("%s: engine pod %s Ready and returned a real completion, in %.1fs; load", model, name, sv.Provision.Seconds())
+	h.say("%s: engine pod %s Ready in %.1fs; load (its Job checks a real completion first)", model, name, sv.Provision.Seconds())
 	return sv, nil
 }
 
@@ -360,9 +355,13 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 		np.version = s.Meta.EngineVersion
 	}
 	np.mu.Unlock()
-	// The Job's functional failures are the functional phase's (np.functional hands them out).
+	// The Job's functional failures are the functional phase's (np.functional hands them out); its
+	// serve failure is the engine's: Ready, but no real completion came back.
 	var errs []string
 	for _, e := range strings.Split(got.Error, "; ") {
+		if why, ok := strings.CutPrefix(e, "serve: "); ok && results.DisruptionOf(err) == "" {
+			return nil, results.InLayer(results.LayerEngine, fmt.Errorf("%s Ready, but a real completion failed (load job %s): %s", sv.what, sv.job, why))
+		}
 		if e != "" && !strings.HasPrefix(e, "functional: ") {
 			errs = append(errs, e)
 		}
