@@ -69,3 +69,22 @@ func TestParseFitsSlices(t *testing.T) {
 		t.Error("Parse changed the values it fitted")
 	}
 }
+
+// Parse reads files and Job logs from outside: whatever it is given, it returns an error or a
+// summary with its slices fitted, never a panic.
+func FuzzParse(f *testing.F) {
+	b, _ := json.Marshal(Summary{SchemaVersion: SchemaVersion, Hosts: []Host{{Name: "n", Models: []Model{{Model: "m",
+		Endpoints: []Endpoint{{Load: &Load{Runs: []Run{{Kind: "constant", Errors: map[string]int{"timeout": 1}}}}}}}}}}})
+	f.Add(b)
+	f.Add([]byte(`{"schema_version":"1.0","hosts":[{"name":"a"},{"name":"b"},{"name":"c"}],"meta":{"thresholds":{"x":{}}}}`))
+	f.Add([]byte(`{"schema_version":"1.0","hosts":null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if n := spare(reflect.ValueOf(s)); n != 0 {
+			t.Fatalf("%d bytes of spare slice capacity", n)
+		}
+	})
+}
