@@ -287,7 +287,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 		return sv, fmt.Errorf("engine not ready: %v", err)
 	}
 	// The real completion is the load Job's first step (its endpoint run serves by one): a Job of
-	// its own per engine was a third of the Jobs a node costs the control plane (docs/k8s-scale.md).
+	// its own per engine was 8 of the 18 Jobs a node cost the control plane (docs/k8s-scale.md).
 	plan, err := r.loadPlan(cfg)
 	if err != nil {
 		return sv, err
