@@ -42,15 +42,15 @@ func fitSlices(v reflect.Value) {
 	}
 }
 
-// fitMap fits the slices under a map's values: a value is not addressable, so one that may hold a
-// slice is copied out, fitted and put back.
+// fitMap fits the slices under a map's values: a value is not addressable, so one held by value
+// that may hold a slice is copied out, fitted and put back (a pointer or a map is fitted in place).
 func fitMap(m reflect.Value) {
 	switch m.Type().Elem().Kind() {
-	case reflect.Pointer:
+	case reflect.Pointer, reflect.Map:
 		for it := m.MapRange(); it.Next(); {
 			fitSlices(it.Value())
 		}
-	case reflect.Struct, reflect.Slice, reflect.Array, reflect.Map:
+	case reflect.Struct, reflect.Slice, reflect.Array:
 		for it := m.MapRange(); it.Next(); {
 			val := reflect.New(m.Type().Elem()).Elem()
 			val.Set(it.Value())
