@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -487,8 +488,8 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 	kube := e.watchFailure(t)
 	start := time.Now()
 	log, code := e.gpuvet(t, state, e.realArgs(out, engineCmd, append([]string{"--cache-size", "off", "--set", "health.enabled=false"}, extra...)...)...)
-	took := time.Since(start)
-	kubelet, reacted := kube.end()
+	end := time.Now()
+	ft := kube.end()
 	if code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, log)
 	}
@@ -503,66 +504,109 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 	}
 	failedAfter := sinceLine(log, "waiting for Ready", "FAILED in")
 	t.Logf("8 engine pods on the real node: the node failed %.1fs after they were created (run start to exit, namespace deleted: %s)",
-		failedAfter, took.Round(100*time.Millisecond))
-	t.Logf("the kubelet reported it %.1fs after the first engine pod appeared; gpuvet began deleting the pods %.1fs after that", kubelet, reacted)
-	// gpuvet's own part: it acts as soon as Kubernetes gives the reason (the last log lines fetched
-	// within 10 s), never at a readiness timeout.
-	if kubelet < 0 || reacted < 0 || reacted > 30 {
-		t.Errorf("gpuvet began deleting the engine pods %.1fs after Kubernetes reported the reason (-1: never seen); it must act within seconds", reacted)
+		failedAfter, end.Sub(start).Round(100*time.Millisecond))
+	t.Logf("the kubelet reported the first reason %.1fs after the first engine pod appeared; gpuvet deleted each pod at most %.1fs after its reason; %s",
+		ft.kubelet, ft.reacted, ft.perPod)
+	// gpuvet's own part: it acts on each pod as soon as Kubernetes gives its reason (the last log
+	// lines fetched within 10 s), never at a readiness timeout.
+	if ft.kubelet < 0 || ft.reacted < 0 || ft.reacted > 30 {
+		t.Errorf("gpuvet deleted an engine pod %.1fs after Kubernetes reported its reason (-1: never seen, +Inf: never deleted); it must act within seconds", ft.reacted)
 	}
 	// docs/kubernetes.md states the bound users can expect; hold it to what a real kubelet does (twice
 	// the stated figure: this machine is loaded). In CI the node's pods run at a CPU weight of 64
 	// beside the go test, and a container that exits at once has taken 27 s to do so: when the kubelet
 	// itself took longer than the stated bound to report, the bound is not gpuvet's to keep.
 	bound := docsFailBound(t)
-	if kubelet <= bound && (failedAfter < 0 || failedAfter > 2*bound) {
+	if ft.kubelet <= bound && (failedAfter < 0 || failedAfter > 2*bound) {
 		t.Errorf("the node failed %.1fs after its engine pods were created; docs/kubernetes.md says within about %.0f seconds", failedAfter, bound)
 	}
-	if took.Seconds()-max(kubelet, 0) > 90 {
-		t.Errorf("took %s: a pod that cannot start must fail within seconds, not at a timeout", took)
+	// After the kubelet's last word (the last pod's reason, the last pod gone), gpuvet only writes
+	// its results and deletes its namespace.
+	kubeletDone := ft.lastReason
+	if ft.gone.After(kubeletDone) {
+		kubeletDone = ft.gone
+	}
+	if kubeletDone.IsZero() || end.Sub(kubeletDone) > 90*time.Second {
+		t.Errorf("the run ended %s after the kubelet's last report: a pod that cannot start must fail within seconds, not at a timeout:\n%s",
+			end.Sub(kubeletDone).Round(100*time.Millisecond), log)
 	}
 	e.assertNothingLeft(t, state)
 }
 
-// failureWatch times a failing run's two parts from the API: how long Kubernetes took to report why
-// an engine pod cannot start (the kubelet's part), and how long gpuvet then took to act on it (the
-// first engine pod marked for deletion).
+// failureWatch times a failing run's parts from the API, pod by pod: when Kubernetes reported why
+// each engine pod cannot start (the kubelet's part: each pod's own, a loaded kubelet reports eight
+// pods' crash loops a minute apart), when gpuvet marked it for deletion (its part), and when the
+// last engine pod was gone (the kubelet's again).
 type failureWatch struct {
-	firstSeen, reported, deleting time.Time
-	stop                          func()
+	mu                 sync.Mutex
+	firstSeen, gone    time.Time
+	reported, deleting map[string]time.Time
+	stop               func()
 }
 
 func (e *env) watchFailure(t *testing.T) *failureWatch {
-	w := &failureWatch{}
+	w := &failureWatch{reported: map[string]time.Time{}, deleting: map[string]time.Time{}}
 	w.stop = e.pollPods(t, k8s.LabelRole+"="+k8s.RoleEngine, func(pods []corev1.Pod) { w.see(pods, time.Now()) })
 	return w
 }
 
 func (w *failureWatch) see(pods []corev1.Pod, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(pods) == 0 && len(w.deleting) > 0 && w.gone.IsZero() {
+		w.gone = now
+	}
 	for _, p := range pods {
 		if w.firstSeen.IsZero() {
 			w.firstSeen = now
 		}
-		if w.reported.IsZero() && k8s.PodProblemReason(&p) != "" {
-			w.reported = now
+		if _, ok := w.reported[p.Name]; !ok && k8s.PodProblemReason(&p) != "" {
+			w.reported[p.Name] = now
 		}
-		if w.deleting.IsZero() && p.DeletionTimestamp != nil {
-			w.deleting = now
+		if _, ok := w.deleting[p.Name]; !ok && p.DeletionTimestamp != nil {
+			w.deleting[p.Name] = now
 		}
 	}
 }
 
-// end stops the watch and returns the kubelet's and gpuvet's parts in seconds (-1: not seen).
-func (w *failureWatch) end() (kubelet, reacted float64) {
+// failureTimes are a failing run's parts in seconds (-1: not seen).
+type failureTimes struct {
+	kubelet    float64   // first engine pod seen to the first reason reported
+	reacted    float64   // the slowest pod: its reason reported to its deletion by gpuvet
+	lastReason time.Time // when the last engine pod's reason came (zero: none)
+	gone       time.Time // when the last engine pod was gone (zero: not seen)
+	perPod     string    // each pod's report and deletion, for the log
+}
+
+// end stops the watch and returns its times.
+func (w *failureWatch) end() failureTimes {
 	w.stop()
-	kubelet, reacted = -1, -1
-	if !w.firstSeen.IsZero() && !w.reported.IsZero() {
-		kubelet = w.reported.Sub(w.firstSeen).Seconds()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ft := failureTimes{kubelet: -1, reacted: -1, gone: w.gone}
+	var first time.Time
+	var lines []string
+	for p, at := range w.reported {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(ft.lastReason) {
+			ft.lastReason = at
+		}
+		del, ok := w.deleting[p]
+		if !ok {
+			ft.reacted = math.Inf(1) // reported and never deleted by gpuvet
+			continue
+		}
+		ft.reacted = max(ft.reacted, del.Sub(at).Seconds())
+		lines = append(lines, fmt.Sprintf("%s: reason at +%.1fs, deleted at +%.1fs", p, at.Sub(w.firstSeen).Seconds(), del.Sub(w.firstSeen).Seconds()))
 	}
-	if !w.reported.IsZero() && !w.deleting.IsZero() {
-		reacted = w.deleting.Sub(w.reported).Seconds()
+	if !first.IsZero() && !w.firstSeen.IsZero() {
+		ft.kubelet = first.Sub(w.firstSeen).Seconds()
 	}
-	return kubelet, reacted
+	sort.Strings(lines)
+	ft.perPod = strings.Join(lines, "; ")
+	return ft
 }
 
 func TestRealNodeErrImagePull(t *testing.T) {
