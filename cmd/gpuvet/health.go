@@ -35,9 +35,12 @@ type healthOptions struct {
 	// simStraggler makes one simulated GPU slower by simStragglerPct (-1: none), to see a GPU-to-GPU flag.
 	simStraggler    int
 	simStragglerPct float64
-	failOnFlag      bool
-	opts            health.Options
-	rules           judge.HealthRules // the thresholds the result is judged with (health measures, judge decides)
+	// simNodeSlowdownPct slows every simulated GPU (sim.node_slowdown_pct): a node seen slow only
+	// against its sibling nodes.
+	simNodeSlowdownPct float64
+	failOnFlag         bool
+	opts               health.Options
+	rules              judge.HealthRules // the thresholds the result is judged with (health measures, judge decides)
 	// Interconnect: the simulator's link fault, captured topology text, and the libnccl to load.
 	simLinkFault         string
 	topoFile, nvlinkFile string
@@ -104,6 +107,7 @@ Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --
 	_ = fl.MarkDeprecated("sim-count", "use --sim-gpus, as gpuvet run spells it")
 	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
 	fl.Float64Var(&f.simStragglerPct, "sim-straggler-pct", sd.StragglerPct, "how much slower the straggler is (%)")
+	fl.Float64Var(&f.simNodeSlowdownPct, "sim-node-slowdown-pct", 0, "slow every simulated GPU by this share (%), as sim.node_slowdown_pct: a node that only its sibling nodes show slow")
 	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "inject an NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
 	fl.StringVar(&f.topoFile, "nvidia-smi-topo", "", "with --nvidia-smi-xml: a captured 'nvidia-smi topo -m' for the GPU pairs' paths")
 	fl.StringVar(&f.nvlinkFile, "nvidia-smi-nvlink", "", "with --nvidia-smi-xml: a captured 'nvidia-smi nvlink -s' for each GPU's links")
@@ -331,7 +335,7 @@ func simFlagErr(err error) string {
 // openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
 // through health.SimBench, the benchmark runner.
 func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
-	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
+	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, NodeSlowdownPct: f.simNodeSlowdownPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
 		Corrupt: f.simCorrupt, Throttle: f.simThrottle, RecoveryAction: f.simRecoveryAction, DriverFault: f.simDriverFault, Catalog: f.opts.Catalog})
 	if err != nil {
 		return nil, nil, usageErr("%v", simFlagErr(err))

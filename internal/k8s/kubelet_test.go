@@ -49,6 +49,10 @@ type standInKubelet struct {
 	// badGPU is a node whose health Job finds GPU 0 computing wrong answers (the simulator's
 	// --sim-corrupt 0): evidence about a GPU, what a taint acts on.
 	badGPU string
+	// fastNode is a node whose health Job runs without the simulator's node-wide slowdown
+	// (--sim-node-slowdown-pct, which the run's --health-args give every node): the sibling beside
+	// which a real node is seen slow.
+	fastNode string
 
 	mu      sync.Mutex
 	handled map[types.UID]bool
@@ -122,7 +126,9 @@ func (k *standInKubelet) run(ctx context.Context) {
 			k.mu.Unlock()
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil && !k.seen(p.UID) {
+				// kwok's nodes only: beside the real kubelet (realnode tests) its pods are its own.
+				if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil &&
+					strings.HasPrefix(nodeOf(p), "kwok-") && !k.seen(p.UID) {
 					go k.serve(ctx, p.DeepCopy())
 				}
 			}
@@ -231,6 +237,9 @@ func (k *standInKubelet) serve(ctx context.Context, p *corev1.Pod) {
 		if p.Labels[k8s.LabelRole] == k8s.RoleHealth && nodeOf(p) == k.badGPU {
 			a = append(a, "--sim-corrupt", "0")
 		}
+		if p.Labels[k8s.LabelRole] == k8s.RoleHealth && nodeOf(p) == k.fastNode {
+			a = withoutFlag(a, "--sim-node-slowdown-pct")
+		}
 		var out bytes.Buffer
 		c := exec.CommandContext(ctx, a[0], a[1:]...)
 		c.Stdout, c.Stderr = &out, &out
@@ -258,6 +267,21 @@ func runAhead(c *exec.Cmd) error {
 	}
 	_ = syscall.Setpriority(syscall.PRIO_PROCESS, c.Process.Pid, -5) // not root: as it is
 	return c.Wait()
+}
+
+// withoutFlag is argv without the flag name and its value (as two words or as name=value).
+func withoutFlag(argv []string, name string) []string {
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		switch {
+		case argv[i] == name:
+			i++
+		case strings.HasPrefix(argv[i], name+"="):
+		default:
+			out = append(out, argv[i])
+		}
+	}
+	return out
 }
 
 func nodeOf(p *corev1.Pod) string {

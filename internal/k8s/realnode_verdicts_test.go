@@ -27,10 +27,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/k8s"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -453,4 +455,86 @@ func TestRealNodeGate(t *testing.T) {
 		t.Fatalf("a GPU computing wrong answers: node %s, taints %v, condition %+v\n%s", s.Hosts[0].Status, n.Spec.Taints, c, log)
 	}
 	e.assertNothingLeft(t, state)
+}
+
+// Issue 52's straggler node: the real node's eight GPUs are all 10 % slow (the simulator's
+// --sim-node-slowdown-pct in its health Job: a node power-capped or clocked down), which no GPU-to-GPU
+// comparison on the node can see. Beside it a sibling node of the same control plane (a kwok node
+// whose pods the stand-in kubelet plays, its health Job without the slowdown), both joining pending:
+// the gate quarantines the real node on the node-to-node comparison (GPUVetted False, the reason
+// naming it) and releases the sibling, or keeps it pending with its reason when its run could not decide.
+func TestRealNodeGateSlowBesideSibling(t *testing.T) {
+	e := setupReal(t)
+	const sibling = "kwok-gpu-sibling"
+	addSiblingNode(t, e, sibling)
+	e.standIn(t, func(k *standInKubelet) { k.fastNode = sibling })
+	markNodes(t, e.cs, realNode, sibling)
+	pendingOn(t, e.cs, realNode, sibling)
+	t.Cleanup(func() {
+		setNode(t, e.cs, realNode, func(no *corev1.Node) {
+			no.Spec.Taints = withoutKeys(no.Spec.Taints, k8s.TaintPending, k8s.TaintUnhealthy)
+		})
+	})
+	out, state := t.TempDir(), t.TempDir()
+	args := []string{"--cache-size", "off", "--gpu-count", "2", "--health-args", "--sim --sim-count 8 --dcgm=false --sim-node-slowdown-pct 10",
+		"--gate", "--label-nodes", "--acceptance", "--set", "load.profile=synchronous", "--set", "compare.variance_pct=40",
+		"--parallel-gpus", "1", "--set", "compare.gemm_variance_pct=5"}
+	log, code := e.gpuvet(t, state, e.realArgs(out, "", args...)...)
+	s, err := results.Read(filepath.Join(out, "summary.json"))
+	if err != nil || len(s.Hosts) != 2 {
+		t.Fatalf("exit %d, summary %v:\n%s", code, err, log)
+	}
+	slow, sib := getNode(t, e.cs, realNode), getNode(t, e.cs, sibling)
+	userMarksKept(t, slow)
+	userMarksKept(t, sib)
+	c := vetted(slow)
+	if hasPending(slow) || gpuvetTaint(slow) == nil || c == nil || c.Status != corev1.ConditionFalse ||
+		!strings.Contains(c.Message, judge.CheckNodeToNode) || !strings.Contains(c.Message, "below the best") {
+		t.Fatalf("the slow node: taints %v, condition %+v, annotations %v\n%s", slow.Spec.Taints, c, slow.Annotations, log)
+	}
+	t.Logf("slow node %s: quarantined: %s", realNode, c.Message)
+	sc := vetted(sib)
+	switch {
+	case gpuvetTaint(sib) != nil || sc == nil || sc.Status == corev1.ConditionFalse:
+		t.Errorf("the sibling quarantined: taints %v, condition %+v\n%s", sib.Spec.Taints, sc, log)
+	case sc.Status == corev1.ConditionTrue && !hasPending(sib):
+		t.Logf("sibling %s: released, %s", sibling, sc.Message)
+	case sc.Status == corev1.ConditionUnknown && hasPending(sib) && sib.Annotations[k8s.AnnotationPendingReason] != "":
+		t.Logf("sibling %s: undecided, kept pending: %s", sibling, sib.Annotations[k8s.AnnotationPendingReason])
+	default:
+		t.Errorf("the sibling neither released nor kept pending with a reason: taints %v, condition %+v, annotations %v\n%s", sib.Spec.Taints, sc, sib.Annotations, log)
+	}
+	if code != 1 || !strings.Contains(log, realNode) {
+		t.Errorf("--acceptance with a quarantined node: exit %d, want 1:\n%s", code, log)
+	}
+	e.assertNothingLeft(t, state)
+}
+
+// addSiblingNode adds a kwok GPU node (8 nvidia.com/gpu, an H200's labels) beside the real one,
+// Ready once kwok has taken it, and removes it when the test ends.
+func addSiblingNode(t *testing.T, e *env, name string) {
+	ctx := context.Background()
+	gpus := resource.MustParse("8")
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), k8s.GPUResource: gpus}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		Labels: map[string]string{"type": "kwok", "kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true",
+			"nvidia.com/gpu.product": "NVIDIA-H200"}},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res}}
+	if _, err := e.cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the sibling node: %v", err)
+	}
+	t.Cleanup(func() { _ = e.cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		got := getNode(t, e.cs, name)
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sibling node %s not Ready within a minute (is kwok running beside the real node's control plane?): %+v", name, got.Status.Conditions)
+		}
+	}
 }
