@@ -356,7 +356,7 @@ func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.He
 	if uerr := json.Unmarshal(b, &hr); uerr != nil {
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error(), ErrorLayer: results.LayerInfra}
 	}
-	results.FitSlices(&hr) // held until the run's end, for every node
+	results.Compact(&hr) // held until the run's end, for every node
 	return &hr
 }
 

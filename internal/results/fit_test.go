@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 // spare sums the bytes of spare capacity in every slice under v.
@@ -33,8 +34,8 @@ func spare(v reflect.Value) int {
 }
 
 // A summary read back holds no spare slice capacity (the decoder's doubling left a third of a
-// node's slices' bytes unused) and the same values as decoded.
-func TestParseFitsSlices(t *testing.T) {
+// node's slices' bytes unused), one copy of a text its hosts repeat, and the same values as decoded.
+func TestParseCompacts(t *testing.T) {
 	s := Summary{SchemaVersion: SchemaVersion, RunID: "r"}
 	for h := range 3 {
 		host := Host{Name: fmt.Sprintf("node-%d", h)}
@@ -68,10 +69,17 @@ func TestParseFitsSlices(t *testing.T) {
 	if !reflect.DeepEqual(*got, plain) {
 		t.Error("Parse changed the values it fitted")
 	}
+	a, b2 := got.Hosts[0].Models[0].Endpoints[0].Load.Runs[0].Kind, got.Hosts[2].Models[0].Endpoints[1].Load.Runs[3].Kind
+	if unsafe.StringData(a) != unsafe.StringData(b2) {
+		t.Error("two hosts' equal strings hold two copies of their bytes")
+	}
+	if p, q := unsafe.StringData(plain.Hosts[0].Models[0].Endpoints[0].Load.Runs[0].Kind), unsafe.StringData(plain.Hosts[2].Models[0].Endpoints[1].Load.Runs[3].Kind); p == q {
+		t.Error("the plain decode shared the strings already: this test shows nothing")
+	}
 }
 
 // Parse reads files and Job logs from outside: whatever it is given, it returns an error or a
-// summary with its slices fitted, never a panic.
+// summary with its slices fitted and its strings shared, never a panic.
 func FuzzParse(f *testing.F) {
 	b, _ := json.Marshal(Summary{SchemaVersion: SchemaVersion, Hosts: []Host{{Name: "n", Models: []Model{{Model: "m",
 		Endpoints: []Endpoint{{Load: &Load{Runs: []Run{{Kind: "constant", Errors: map[string]int{"timeout": 1}}}}}}}}}}})

@@ -396,7 +396,7 @@ func Parse(b []byte) (*Summary, error) {
 		return nil, fmt.Errorf("schema_version %s: this gpuvet reads %s.0 to %s (MAJOR.MINOR): a newer or unknown summary; read it with the gpuvet that wrote it, or re-record",
 			s.SchemaVersion, major(SchemaVersion), SchemaVersion)
 	}
-	FitSlices(&s)
+	Compact(&s)
 	return &s, nil
 }
 
