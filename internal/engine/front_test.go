@@ -22,6 +22,9 @@ import (
 // torch), or skips: CI installs python3-aiohttp; a machine without it still runs every other test.
 func pythonWithAiohttp(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the real Python front: end to end, go test without -short runs it")
+	}
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
 		if path, err := exec.LookPath(p); err == nil && exec.Command(path, "-c", "import aiohttp").Run() == nil {
 			return path

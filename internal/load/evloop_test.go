@@ -94,6 +94,7 @@ func simRecords(t *testing.T, reader, api string, faults sim.Faults) (map[int]cl
 // TestReadersAgreeOnSim is the event-loop reader's differential test: the same load against the same
 // fault-injecting simulator gives the same classified records through both readers.
 func TestReadersAgreeOnSim(t *testing.T) {
+	t.Parallel() // waits on silences and stalls, not the CPU
 	faults := sim.Faults{Rate5xx: 0.08, Rate429: 0.08, CutRate: 0.1, MalformedRate: 0.1, StallRate: 0.08, Stall: time.Second}
 	for _, api := range []string{"completions", "chat"} {
 		t.Run(api, func(t *testing.T) {

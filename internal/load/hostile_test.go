@@ -271,6 +271,7 @@ func TestHostileOverMaxTokens(t *testing.T) {
 // no_answer and stalled errors, judged by the load's own TTFTs and gaps (not a fixed timeout), and
 // the rest stream on.
 func TestHostileSilences(t *testing.T) {
+	t.Parallel() // waits on silences and stalls, not the CPU
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			h := startHostile(t, func(c net.Conn, n, maxTokens int, _ *http.Request) bool {
@@ -348,6 +349,7 @@ func TestHostileSlowStreamIsNotStalled(t *testing.T) {
 // Issue 27, item 4: a server that accepts and never answers. The setup (calibration, negotiation)
 // is bounded by the drain, not by the 10-minute request timeout.
 func TestHostileNeverAnswersBoundsTheSetup(t *testing.T) {
+	t.Parallel() // waits on silences and stalls, not the CPU
 	h := startHostile(t, func(net.Conn, int, int, *http.Request) bool {
 		time.Sleep(time.Minute)
 		return false
@@ -440,6 +442,7 @@ func TestHostileKeyAndRedirect(t *testing.T) {
 // Issue 27, item 6: an HTML page, a gzip body or a JSON answer where a stream was asked for is said
 // for what it is (not cut_stream), and a 500 whose body trickles is http_500 at once, not incomplete.
 func TestHostileBodies(t *testing.T) {
+	t.Parallel() // waits on silences and stalls, not the CPU
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write([]byte("data: " + tokenChunk("") + "\n\ndata: [DONE]\n\n"))

@@ -18,10 +18,13 @@ import (
 )
 
 // The browser tests open the report in real headless Chromium. They skip, saying why, when no
-// Chromium is installed (.ci/run installs Debian's). GPUVET_SCREENSHOT=path keeps the screenshot.
+// Chromium is installed (.ci/run installs Debian's), and under -short. GPUVET_SCREENSHOT=path keeps the screenshot.
 
 func needChromium(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("real Chromium: end to end, go test without -short runs it")
+	}
 	if _, err := FindChromium(); err != nil {
 		t.Skipf("browser test skipped: %v", err)
 	}

@@ -46,6 +46,9 @@ const RepoDir = "/srv/gpuvet-standin"
 // New makes a host on addr (127.0.0.x), torn down at the test's end.
 func New(t *testing.T, addr string, o Options) *Host {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a chroot host with its own sshd: end to end, go test without -short runs it")
+	}
 	if os.Geteuid() != 0 {
 		t.Skip("host-preparation chroot tests skipped: they need root (overlay mounts, chroot, sshd)")
 	}

@@ -92,9 +92,12 @@ type Options struct {
 }
 
 // Start starts an sshd on host (e.g. "127.0.0.2") and a free port, stopped at the test's end. The
-// test skips when no sshd can be used.
+// test skips when no sshd can be used, and under -short (a real process: the fast loop leaves it out).
 func Start(t testing.TB, host string, o Options) *SSHD {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("a real sshd: end to end, go test without -short runs it")
+	}
 	bin, err := Binary()
 	if err != nil {
 		t.Skipf("real sshd tests skipped: %v", err)
