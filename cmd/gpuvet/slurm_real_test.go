@@ -234,6 +234,13 @@ func realSlurmStragglerDrainedThenResumed(t *testing.T) {
 			resumed = true
 		case !n.Drained() || (h.Status != results.StatusFlag && n.Reason != firstReason):
 			t.Fatalf("node2 %s, not ok: its drain must stay gpuvet's (%q), got %s %q\n%s", h.Status, firstReason, n.StateString(), n.Reason, log)
+		case h.Status == results.StatusFlag:
+			// Drained again with this run's reason (ci24: a healthy GPU's ITL tail flagged beside
+			// a load average of 20): the drain a later undecided run must keep is this one.
+			if !strings.HasPrefix(n.Reason, "gpuvet "+s2.RunID+": flag: ") {
+				t.Fatalf("node2 flagged by run %s but drained with %q\n%s", s2.RunID, n.Reason, log)
+			}
+			firstReason = n.Reason
 		}
 	}
 	if !resumed {
