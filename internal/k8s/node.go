@@ -244,8 +244,8 @@ func (r *Run) engineImage(cfg config.Config) (string, error) {
 	return DefaultEngineImage(cfg.Engine.Kind, cfg.Engine.Version)
 }
 
-// Serve creates the slot's engine pod, waits until it is Ready and a completion Job on the node got
-// a real completion from it. Stop deletes the pod and waits until it is gone (its GPUs free).
+// Serve creates the slot's engine pod and waits until it is Ready; the real completion is its load
+// Job's first step (load). Stop deletes the pod and waits until it is gone (its GPUs free).
 func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model string, cfg config.Config, _ string) (*pipeline.Served, error) {
 	h := np.h
 	r := h.r

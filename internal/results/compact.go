@@ -14,7 +14,7 @@ import (
 // Values are unchanged. Parse does it.
 func Compact(ptr any) {
 	if v := reflect.ValueOf(ptr); v.Kind() == reflect.Pointer {
-		fitSlices(v)
+		compact(v)
 	}
 }
 
@@ -43,21 +43,22 @@ func share(s string) string {
 	return s
 }
 
-func fitSlices(v reflect.Value) {
+// compact fits v's slices and shares its strings, all the way down.
+func compact(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		if !v.IsNil() {
-			fitSlices(v.Elem())
+			compact(v.Elem())
 		}
 	case reflect.Struct:
 		for i := range v.NumField() {
 			if f := v.Field(i); f.CanSet() {
-				fitSlices(f)
+				compact(f)
 			}
 		}
 	case reflect.Array:
 		for i := range v.Len() {
-			fitSlices(v.Index(i))
+			compact(v.Index(i))
 		}
 	case reflect.Slice:
 		if v.Cap() > v.Len() && v.CanSet() {
@@ -66,10 +67,10 @@ func fitSlices(v reflect.Value) {
 			v.Set(exact)
 		}
 		for i := range v.Len() {
-			fitSlices(v.Index(i))
+			compact(v.Index(i))
 		}
 	case reflect.Map:
-		fitMap(v)
+		compactMap(v)
 	case reflect.String:
 		if v.Len() > 0 && v.CanSet() {
 			v.SetString(share(v.String()))
@@ -77,19 +78,20 @@ func fitSlices(v reflect.Value) {
 	}
 }
 
-// fitMap fits the slices under a map's values: a value is not addressable, so one held by value
-// that may hold a slice is copied out, fitted and put back (a pointer or a map is fitted in place).
-func fitMap(m reflect.Value) {
+// compactMap compacts what a map's values hold: a value is not addressable, so one held by value
+// that may hold a slice or a string field is copied out, compacted and put back (a pointer or a map
+// is compacted in place). Keys, and values that are strings themselves, keep their own bytes.
+func compactMap(m reflect.Value) {
 	switch m.Type().Elem().Kind() {
 	case reflect.Pointer, reflect.Map:
 		for it := m.MapRange(); it.Next(); {
-			fitSlices(it.Value())
+			compact(it.Value())
 		}
 	case reflect.Struct, reflect.Slice, reflect.Array:
 		for it := m.MapRange(); it.Next(); {
 			val := reflect.New(m.Type().Elem()).Elem()
 			val.Set(it.Value())
-			fitSlices(val)
+			compact(val)
 			m.SetMapIndex(it.Key(), val)
 		}
 	}
