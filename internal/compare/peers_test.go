@@ -13,6 +13,19 @@ func waited(f Figure, pct float64) Figure {
 	return f
 }
 
+// tail is f as a p95.
+func tail(f Figure) Figure {
+	f.Tail = 0.05
+	return f
+}
+
+// hostPressure is f with its host's CPU pressure (%) in place of its engine's wait.
+func hostPressure(f Figure, pct float64) Figure {
+	f = waited(f, pct)
+	f.HostPressure = true
+	return f
+}
+
 // around is a figure with a 95 % interval of ±rel around it, from n requests.
 func around(v, rel float64, n int) Figure {
 	return Figure{Value: v, Samples: n, CI: ci(v*(1-rel), v*(1+rel))}
@@ -65,6 +78,23 @@ func TestPeers(t *testing.T) {
 		{"a gap within the margin whose interval reaches past it, covered by the engine's longer wait, is the host's to answer for", "itl_p95_ms",
 			cellsOf(waited(around(8.25, 0.03, 36), 85), waited(around(8.25, 0.03, 36), 85), waited(around(8.77, 0.03, 36), 91), waited(around(8.25, 0.03, 36), 85)), false,
 			nil, []int{2}, "waited for a CPU 91 % of the time they were runnable in this rung (the reference's 85 %)"},
+		// ci26's case: a healthy GPU's ITL p95 213 % above its sibling's, loaded one after the other on a
+		// busy node. A tail is its slowest 5 %: a wait of that share may be the whole tail.
+		{"a p95 three times its peers' whose engine waited 30 % of its rung, as they did, is the host's", "itl_p95_ms",
+			cellsOf(waited(tail(around(8.9, 0.05, 30)), 30), waited(tail(around(8.9, 0.05, 30)), 30), waited(tail(around(28, 0.05, 30)), 30)), false,
+			nil, []int{2}, "no less than the 5 % of samples beyond its p95, so that tail may be those waits alone, whatever the"},
+		{"the same tail whose engines waited 3 % is flagged", "itl_p95_ms",
+			cellsOf(waited(tail(around(8.9, 0.05, 30)), 3), waited(tail(around(8.9, 0.05, 30)), 3), waited(tail(around(28, 0.05, 30)), 3)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
+		{"the same tail with its peers' wait unknown (a reference measured elsewhere) is judged as before", "itl_p95_ms",
+			cellsOf(tail(around(8.9, 0.05, 30)), tail(around(8.9, 0.05, 30)), waited(tail(around(28, 0.05, 30)), 30)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
+		{"a median three times its peers' at the same 30 % wait is still the GPU's", "tpot_p50_ms",
+			cellsOf(waited(around(8.9, 0.05, 30), 30), waited(around(8.9, 0.05, 30), 30), waited(around(28, 0.05, 30), 30)), false,
+			[]int{2}, nil, "beyond the 10 % margin with its interval"},
+		{"an engine in a pod: its host's pressure, said as such", "itl_p95_ms",
+			cellsOf(hostPressure(tail(around(8.9, 0.05, 30)), 60), hostPressure(tail(around(8.9, 0.05, 30)), 60), hostPressure(tail(around(28, 0.05, 30)), 70)), false,
+			nil, []int{2}, "some task on the engine's host waited for a CPU 70 % of this rung (the host's CPU pressure"},
 		{"the TTFT ms floor still holds", "ttft_p95_ms",
 			cellsOf(around(15, 0.001, 100), around(15, 0.001, 100), around(18, 0.001, 100)), false,
 			nil, nil, "not material"},

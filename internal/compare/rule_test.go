@@ -35,6 +35,9 @@ func TestGate(t *testing.T) {
 		{"a latency breach beyond what the wait covers: fail", waited(Figure{Value: 80, Samples: 100}, 25), 50, true, Fail, ""},
 		{"a floor breach the wait covers: inconclusive", waited(Figure{Value: 9, Samples: 100}, 20), 10, false, Inconclusive, "give the engine CPUs of its own"},
 		{"no wait read: fail", Figure{Value: 60, Samples: 100}, 50, true, Fail, ""},
+		{"a p95 breach whose engine waited 8 % of its rung: inconclusive", waited(tail(Figure{Value: 80, Samples: 100}), 8), 50, true, Inconclusive, "so that tail may be those waits alone: give the engine CPUs"},
+		{"a p99 breach at a 3 % wait: inconclusive", waited(Figure{Value: 80, Samples: 400, Tail: 0.01}, 3), 50, true, Inconclusive, "beyond its p99"},
+		{"a p95 breach at a 3 % wait: fail", waited(tail(Figure{Value: 80, Samples: 100}), 3), 50, true, Fail, ""},
 	}
 	for _, tc := range tests {
 		got, why := Gate(tc.f, tc.limit, tc.upper, 30)

@@ -92,6 +92,9 @@ type Endpoint struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// Health runs the health phase on this host too (default: no).
 	Health bool `yaml:"health"`
+	// SameHost: the server runs on this machine (a pod of this node: a Kubernetes load Job's
+	// engine), so gpuvet reads the host's CPU pressure over each rung as the contention it met.
+	SameHost bool `yaml:"same_host"`
 }
 
 // LoadProfile is the load profile (the seed's shared guidellm profile by default).

@@ -26,6 +26,9 @@ type Sample struct {
 	// Steal and Total are the host's stolen and total CPU ticks: in a VM, the time the hypervisor
 	// ran something else on the vCPUs, which the guest counts as its threads' run time.
 	Steal, Total uint64
+	// Wall is the wall clock of a host pressure reading (ReadPressure), whose Wait is the time some
+	// task of the host waited for a CPU; 0 for a process tree's reading.
+	Wall time.Duration
 }
 
 // WaitPct is the share of the time the tree wanted a CPU between a and b that it spent waiting for
@@ -33,6 +36,13 @@ type Sample struct {
 // steal share then); ok is false when it did not want one at all. A single busy thread waiting 20 %
 // of the time ran 20 % slower than it would have on a CPU of its own.
 func WaitPct(a, b Sample) (pct float64, ok bool) {
+	if b.Wall > 0 { // the host's pressure: the share of the window some task waited
+		wall, wait := b.Wall-a.Wall, b.Wait-a.Wait
+		if a.Wall <= 0 || wall <= 0 || wait < 0 {
+			return 0, false
+		}
+		return min(100, 100*float64(wait)/float64(wall)), true
+	}
 	run, wait := b.Run-a.Run, b.Wait-a.Wait
 	if run < 0 || wait < 0 || run+wait <= 0 {
 		return 0, false
@@ -154,6 +164,44 @@ func Over(samples []Sample, from, to time.Time) (pct float64, ok bool) {
 		return 0, false
 	}
 	return WaitPct(samples[a], samples[b])
+}
+
+// ReadPressure reads the host's CPU pressure, procRoot/pressure/cpu (Linux PSI): the time some task
+// waited for a CPU since boot, with the wall clock, so that WaitPct between two readings is the
+// share of the window some task of the host waited. In a container it is the whole host's (PSI is
+// not namespaced): the contention an engine in a pod beside the load's met, or an upper bound of it.
+func ReadPressure(procRoot string) (Sample, error) {
+	b, err := readSmall(filepath.Join(procRoot, "pressure", "cpu"))
+	now := time.Now()
+	if err != nil {
+		return Sample{At: now}, fmt.Errorf("cpuwait: %v", err)
+	}
+	some, err := ParsePressure(b)
+	if err != nil {
+		return Sample{At: now}, err
+	}
+	return Sample{At: now, Wait: some, Wall: time.Duration(now.UnixNano())}, nil
+}
+
+// ParsePressure reads the "some" line's total (µs) of a PSI file ("some avg10=0.00 avg60=0.00
+// avg300=0.00 total=123").
+func ParsePressure(b []byte) (time.Duration, error) {
+	for line := range bytes.Lines(b) {
+		f := bytes.Fields(line)
+		if len(f) == 0 || string(f[0]) != "some" {
+			continue
+		}
+		for _, kv := range f[1:] {
+			if v, ok := bytes.CutPrefix(kv, []byte("total=")); ok {
+				us, err := strconv.ParseUint(string(v), 10, 53)
+				if err != nil {
+					return 0, fmt.Errorf("pressure: total not a number: %q", v)
+				}
+				return time.Duration(us) * time.Microsecond, nil
+			}
+		}
+	}
+	return 0, errors.New("pressure: no \"some ... total=\" line")
 }
 
 // ParseStat reads the host's steal and total CPU ticks from /proc/stat's first line ("cpu  user

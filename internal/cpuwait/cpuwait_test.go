@@ -1,6 +1,7 @@
 package cpuwait
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -123,6 +124,76 @@ func FuzzParseSchedstat(f *testing.F) {
 		run, wait, err := ParseSchedstat(b)
 		if err == nil && (run < 0 || wait < 0) {
 			t.Fatalf("negative times from %q", b)
+		}
+	})
+}
+
+func TestPressureShare(t *testing.T) {
+	root := t.TempDir()
+	write := func(total string) Sample {
+		if err := os.MkdirAll(filepath.Join(root, "pressure"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		psi := "some avg10=41.20 avg60=30.00 avg300=10.00 total=" + total + "\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+		if err := os.WriteFile(filepath.Join(root, "pressure", "cpu"), []byte(psi), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := ReadPressure(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a := write("1000000")
+	b := write("1000000")
+	// Two readings a known wall time apart: some task waited 30 % of it.
+	b.Wall = a.Wall + 2*time.Second
+	b.Wait = a.Wait + 600*time.Millisecond
+	if pct, ok := WaitPct(a, b); !ok || math.Abs(pct-30) > 1e-9 {
+		t.Fatalf("share %v %v, want 30", pct, ok)
+	}
+	// A reading whose wait outran the clock (read jitter at full pressure) is 100 %, never more.
+	b.Wait = a.Wait + 2100*time.Millisecond
+	if pct, ok := WaitPct(a, b); !ok || pct != 100 {
+		t.Fatalf("share %v %v, want 100", pct, ok)
+	}
+	// A counter that went back (another boot's file) reads nothing.
+	b.Wait = a.Wait - time.Second
+	if _, ok := WaitPct(a, b); ok {
+		t.Fatal("a counter that went back gave a share")
+	}
+	if _, err := ParsePressure([]byte("full avg10=0.00 total=5\n")); err == nil {
+		t.Fatal("a file without the some line parsed")
+	}
+	if _, err := ReadPressure(t.TempDir()); err == nil {
+		t.Fatal("a host without PSI read")
+	}
+}
+
+// TestReadPressureOfThisHost reads the real file where the kernel has PSI.
+func TestReadPressureOfThisHost(t *testing.T) {
+	a, err := ReadPressure("/proc")
+	if err != nil {
+		t.Skipf("no CPU pressure on this host: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	b, err := ReadPressure("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pct, ok := WaitPct(a, b); !ok || pct < 0 || pct > 100 {
+		t.Fatalf("share %v %v", pct, ok)
+	}
+}
+
+func FuzzParsePressure(f *testing.F) {
+	f.Add([]byte("some avg10=0.02 avg60=7.21 avg300=41.32 total=15974231697\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"))
+	f.Add([]byte("some total=-1"))
+	f.Add([]byte("some total=99999999999999999999999"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := ParsePressure(b)
+		if err == nil && d < 0 {
+			t.Fatalf("negative total from %q", b)
 		}
 	})
 }

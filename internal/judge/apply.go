@@ -367,13 +367,13 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	n := int(val(cfg.CompareMinSamples))
 	vs := []results.Verdict{
 		JudgeGate(g.spec(results.ThTTFTP95Ms),
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, 0.05, lb, l), n),
 		JudgeGate(g.spec(results.ThITLP95Ms),
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, 0.05, lb, l), n),
 		JudgeGate(g.spec(results.ThMinThroughputReqS), sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
-			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, false, l), n),
+			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, 0.01, false, l), n),
 	}
 	rungUndecided(vs[0:2], sync, "was", sync.CutReason())
 	rungUndecided(vs[4:5], conc, "was", conc.CutReason())
@@ -498,7 +498,7 @@ func requests(r *results.Run, d results.Dist) int {
 }
 
 // distMeasure reads a percentile of a run's distribution; a run without samples is not measured.
-func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick func(results.Dist) float64, lb bool, l *results.Load) Measured {
+func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick func(results.Dist) float64, tail float64, lb bool, l *results.Load) Measured {
 	if r == nil {
 		return Measured{Missing: fmt.Sprintf("the load profile %q has no %s run", l.Config.Profile, kind)}
 	}
@@ -506,7 +506,17 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Samples: requests(r, d), CI: ci, Window: r.WindowSeconds}}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds, Tail: tail}, r)}
+}
+
+// withCPU is f with the CPU wait of its rung: its engine's own, else its host's CPU pressure (an
+// engine in a pod beside the load's).
+func withCPU(f compare.Figure, r *results.Run) compare.Figure {
+	f.CPUWait = r.EngineCPUWaitPct
+	if f.CPUWait == nil && r.HostCPUPressurePct != nil {
+		f.CPUWait, f.HostPressure = r.HostCPUPressurePct, true
+	}
+	return f
 }
 
 func sustainedMeasure(l *results.Load) Measured {
@@ -524,7 +534,7 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Present: true, Figure: compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}, r)}
 }
 
 // PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
@@ -551,7 +561,7 @@ func throughputFigure(l *results.Load, v float64) compare.Figure {
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
-		f.CPUWait = r.EngineCPUWaitPct
+		f = withCPU(f, r)
 		if ci := r.CI.Get("output_tok_s"); ci != nil && r.OutputTokS > 0 {
 			k := v / r.OutputTokS
 			f.CI = &results.Interval{Lo: ci.Lo * k, Hi: ci.Hi * k, Level: ci.Level}
@@ -608,7 +618,7 @@ var LLMMetrics = []LLMMetric{
 		if r == nil || r.TTFT.Count == 0 {
 			return compare.Figure{}, false
 		}
-		return compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct}, true
+		return withCPU(compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), Tail: 0.01}, r), true
 	}},
 }
 
@@ -620,7 +630,7 @@ func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Window: r.WindowSeconds}, d.Count > 0
+		return withCPU(compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, r), d.Count > 0
 	}
 }
 
@@ -631,7 +641,7 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), CPUWait: r.EngineCPUWaitPct, Window: r.WindowSeconds}, d.Count > 0
+		return withCPU(compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds, Tail: 0.05}, r), d.Count > 0
 	}
 }
 

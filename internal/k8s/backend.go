@@ -385,6 +385,7 @@ type nodeSettings struct {
 	Health       config.Health
 	ParallelGPUs config.GPUsAtOnce
 	History      bool
+	SameHost     bool // a load Job's: its engine is a pod of the Job's node (endpoint.same_host)
 }
 
 func settingsOf(cfg config.Config) nodeSettings {
@@ -405,7 +406,7 @@ func (r *Run) nodePlan(s nodeSettings) (string, error) {
 		return p, nil
 	}
 	c := r.plan.Config
-	c.Load, c.Health, c.Run.ParallelGPUs, c.History.Enabled = s.Load, s.Health, s.ParallelGPUs, s.History
+	c.Load, c.Health, c.Run.ParallelGPUs, c.History.Enabled, c.Endpoint.SameHost = s.Load, s.Health, s.ParallelGPUs, s.History, s.SameHost
 	b, err := r.plan.ResolvedYAML(c)
 	if err != nil {
 		return "", err

@@ -37,6 +37,10 @@ func TestLoadJobGetsTheNodesResolvedPlan(t *testing.T) {
 	if p.Config.Health.Enabled || p.Config.History.Enabled || len(p.Config.Accelerators) != 0 {
 		t.Errorf("the load Job's plan: health %v, history %v, accelerators %v", p.Config.Health.Enabled, p.Config.History.Enabled, p.Config.Accelerators)
 	}
+	// Its engine is a pod of the Job's node: the Job reads the node's CPU pressure over each rung.
+	if !p.Config.Endpoint.SameHost {
+		t.Error("the load Job's plan does not say its engine shares the Job's node (endpoint.same_host)")
+	}
 
 	// A Dynamo frontend over 4 GPUs loads at their summed concurrency, in the same one plan.
 	fp, err := h.r.frontendPlan(cfg, 4)

@@ -301,10 +301,11 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 // loadPlan is the load Job's plan: the node's (nodePlan), with the slot's load profile as the
 // pipeline resolved it into cfg for this GPU (the Job's endpoint run knows no GPU, so an
 // accelerators entry would not reach it otherwise), without the health phase (the health Job's)
-// and without history (the fleet's merge records the node's: the Job's pod keeps none).
+// and without history (the fleet's merge records the node's: the Job's pod keeps none); its engine
+// is a pod of the Job's node, whose CPU pressure the Job reads over each rung.
 func (r *Run) loadPlan(cfg config.Config) (string, error) {
 	s := settingsOf(cfg)
-	s.Health.Enabled, s.History = false, false
+	s.Health.Enabled, s.History, s.SameHost = false, false, true
 	plan, err := r.nodePlan(s)
 	if err != nil {
 		return "", fmt.Errorf("the load Job's plan for this GPU: %v", err)

@@ -522,14 +522,20 @@ func (e *env) realFailsFast(t *testing.T, engineCmd string, extra []string, want
 		t.Errorf("the node failed %.1fs after its engine pods were created; docs/kubernetes.md says within about %.0f seconds", failedAfter, bound)
 	}
 	// After the kubelet's last word (the last pod's reason, the last pod gone), gpuvet only writes
-	// its results and deletes its namespace.
+	// its results, cleans up and deletes its namespace. The namespace's deletion is the control
+	// plane's (its namespace controller at nice 15 took 135 s in ci26): gpuvet's part ends when it
+	// says it cleaned up.
 	kubeletDone := ft.lastReason
 	if ft.gone.After(kubeletDone) {
 		kubeletDone = ft.gone
 	}
-	if kubeletDone.IsZero() || end.Sub(kubeletDone) > 90*time.Second {
-		t.Errorf("the run ended %s after the kubelet's last report: a pod that cannot start must fail within seconds, not at a timeout:\n%s",
-			end.Sub(kubeletDone).Round(100*time.Millisecond), log)
+	cleaned := end
+	if at := lineAt(log, "cleaned up"); at >= 0 {
+		cleaned = start.Add(time.Duration(at * float64(time.Second)))
+	}
+	if kubeletDone.IsZero() || cleaned.Sub(kubeletDone) > 90*time.Second {
+		t.Errorf("the run cleaned up %s after the kubelet's last report: a pod that cannot start must fail within seconds, not at a timeout:\n%s",
+			cleaned.Sub(kubeletDone).Round(100*time.Millisecond), log)
 	}
 	e.assertNothingLeft(t, state)
 }
@@ -637,24 +643,33 @@ func TestRealNodeKillThenClean(t *testing.T) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Killed once one of its pods runs real containers: a load Job's when it comes within the
+	// wait, else an engine's (in ci26, at a CPU weight of 64 beside the go test, no load Job pod ran
+	// within 6 minutes: what is under test is that clean removes the run's live objects).
 	ctx := context.Background()
-	deadline := time.Now().Add(6 * time.Minute)
+	deadline, engineUp := time.Now().Add(6*time.Minute), time.Time{}
 	for {
-		pods, _ := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + "=" + k8s.RoleLoad})
-		running := 0
+		pods, _ := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: k8s.LabelRole + " in (" + k8s.RoleLoad + "," + k8s.RoleEngine + ")"})
+		load, engine := 0, 0
 		if pods != nil {
 			for _, p := range pods.Items {
-				if p.Status.Phase == corev1.PodRunning {
-					running++
+				if p.Status.Phase == corev1.PodRunning && p.Labels[k8s.LabelRole] == k8s.RoleLoad {
+					load++
+				} else if p.Status.Phase == corev1.PodRunning {
+					engine++
 				}
 			}
 		}
-		if running > 0 {
+		if engine > 0 && engineUp.IsZero() {
+			engineUp = time.Now()
+		}
+		if load > 0 || !engineUp.IsZero() && time.Since(engineUp) > 2*time.Minute {
+			t.Logf("killed with %d load Job pod(s) and %d engine pod(s) running", load, engine)
 			break
 		}
 		if time.Now().After(deadline) {
 			c.Process.Kill()
-			t.Fatal("no load Job pod Running within 6 minutes")
+			t.Fatal("no engine or load Job pod Running within 6 minutes")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -695,20 +710,23 @@ func docsFailBound(t *testing.T) float64 {
 // sinceLine is the time in seconds between the run's progress lines holding from and to (-1 when
 // one is absent).
 func sinceLine(log, from, to string) float64 {
-	at := func(what string) float64 {
-		for _, l := range strings.Split(log, "\n") {
-			if m := progressTime.FindStringSubmatch(l); m != nil && strings.Contains(l, what) {
-				f, _ := strconv.ParseFloat(m[1], 64)
-				return f
-			}
-		}
-		return -1
-	}
-	a, b := at(from), at(to)
+	a, b := lineAt(log, from), lineAt(log, to)
 	if a < 0 || b < 0 {
 		return -1
 	}
 	return b - a
+}
+
+// lineAt is the time in seconds since the run's start of its first progress line holding what (-1:
+// none).
+func lineAt(log, what string) float64 {
+	for _, l := range strings.Split(log, "\n") {
+		if m := progressTime.FindStringSubmatch(l); m != nil && strings.Contains(l, what) {
+			f, _ := strconv.ParseFloat(m[1], 64)
+			return f
+		}
+	}
+	return -1
 }
 
 // TestRealNodePopulatePodRefused: a cluster whose admission refuses root containers (here a

@@ -70,7 +70,7 @@ func (Endpoint) Group([]results.GPUInfo, int) ([]Slot, string) {
 func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Config, _ string) (*Served, error) {
 	url := cfg.Endpoint.URL // paths join under it keeping its query (results.JoinURL)
 	sv := &Served{URL: url, APIKeyEnv: cfg.Endpoint.APIKeyEnv, Binding: "none: endpoint backend (gpuvet did not launch it)",
-		Engine: results.EngineInfo{Kind: "endpoint"}}
+		Engine: results.EngineInfo{Kind: "endpoint"}, SharesHost: cfg.Endpoint.SameHost}
 	start := time.Now()
 	timeout := min(cfg.Engine.ReadyTimeout.D(), 2*time.Minute)
 	ctx, cancel := context.WithTimeout(ctx, timeout)

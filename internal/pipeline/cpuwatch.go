@@ -11,8 +11,11 @@ import (
 
 // cpuWatch reads how long the engine's processes waited for a CPU, through a load: an engine on a
 // healthy GPU serves slower on a host whose CPUs other work holds, and the judge must put that gap
-// on the host, not on the GPU. Each rung gets the share of its window (Run.EngineCPUWaitPct).
+// on the host, not on the GPU. Each rung gets the share of its window (Run.EngineCPUWaitPct), or,
+// for an engine in a pod beside the load's, the host's CPU pressure over it (Run.HostCPUPressurePct).
 type cpuWatch struct {
+	read     func() (cpuwait.Sample, error)
+	host     bool // the host's pressure, not the engine's own wait
 	stopOnce sync.Once
 	done     chan struct{}
 	mu       sync.Mutex
@@ -25,17 +28,25 @@ const cpuWatchEvery = 500 * time.Millisecond
 // maxCPUSamples bounds the watch's memory (a day of samples).
 const maxCPUSamples = 2 * 86400
 
-// watchCPU starts the watch of process pid and its descendants; nil when the engine is not a
-// process of this host (pid 0: an endpoint, a pod) or its schedstat cannot be read (not Linux).
-func watchCPU(ctx context.Context, pid int) *cpuWatch {
-	if pid <= 0 {
+// watchCPU starts the watch of the engine's process and its descendants (sv.PID), else, where the
+// engine shares this machine without being its process (sv.SharesHost: a pod of this node), of the
+// host's CPU pressure; nil when neither (an endpoint elsewhere) or it cannot be read (not Linux, a
+// kernel without PSI).
+func watchCPU(ctx context.Context, sv *Served) *cpuWatch {
+	w := &cpuWatch{done: make(chan struct{})}
+	switch {
+	case sv.PID > 0:
+		w.read = func() (cpuwait.Sample, error) { return cpuwait.Read("/proc", sv.PID) }
+	case sv.SharesHost:
+		w.read, w.host = func() (cpuwait.Sample, error) { return cpuwait.ReadPressure("/proc") }, true
+	default:
 		return nil
 	}
-	first, err := cpuwait.Read("/proc", pid)
+	first, err := w.read()
 	if err != nil {
 		return nil
 	}
-	w := &cpuWatch{done: make(chan struct{}), samples: []cpuwait.Sample{first}}
+	w.samples = []cpuwait.Sample{first}
 	go func() {
 		t := time.NewTicker(cpuWatchEvery)
 		defer t.Stop()
@@ -46,7 +57,7 @@ func watchCPU(ctx context.Context, pid int) *cpuWatch {
 			case <-w.done:
 				return
 			case <-t.C:
-				if s, err := cpuwait.Read("/proc", pid); err == nil {
+				if s, err := w.read(); err == nil {
 					w.mu.Lock()
 					if len(w.samples) < maxCPUSamples {
 						w.samples = append(w.samples, s)
@@ -76,7 +87,9 @@ func (w *cpuWatch) stop(ld *results.Load) {
 			continue
 		}
 		from := ld.StartedAt.Add(time.Duration(r.WindowStartS * float64(time.Second)))
-		if pct, ok := cpuwait.Over(w.samples, from, from.Add(time.Duration(r.WindowSeconds*float64(time.Second)))); ok {
+		if pct, ok := cpuwait.Over(w.samples, from, from.Add(time.Duration(r.WindowSeconds*float64(time.Second)))); ok && w.host {
+			r.HostCPUPressurePct = &pct
+		} else if ok {
 			r.EngineCPUWaitPct = &pct
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestCPUWatchReadsAStarvedEngine(t *testing.T) {
 	engine := spinner(t, "0")
 	spinner(t, "0")
 	spinner(t, "0")
-	w := watchCPU(context.Background(), engine.Process.Pid)
+	w := watchCPU(context.Background(), &Served{PID: engine.Process.Pid})
 	if w == nil {
 		t.Skip("no schedstat here")
 	}
@@ -54,7 +55,32 @@ func TestCPUWatchReadsAStarvedEngine(t *testing.T) {
 	if ld.Runs[1].EngineCPUWaitPct != nil {
 		t.Fatalf("a rung past the watch got a wait: %v", *ld.Runs[1].EngineCPUWaitPct)
 	}
-	if watchCPU(context.Background(), 0) != nil {
+	if watchCPU(context.Background(), &Served{}) != nil {
 		t.Fatal("an engine that is not a process of this host was watched")
 	}
+}
+
+// An engine in a pod beside the load's (SharesHost) gets the host's CPU pressure: with two spinners
+// on each of the machine's CPUs, some task waits nearly all the time.
+func TestCPUWatchReadsTheHostsPressure(t *testing.T) {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("no taskset")
+	}
+	w := watchCPU(context.Background(), &Served{SharesHost: true})
+	if w == nil {
+		t.Skip("no CPU pressure (PSI) on this host")
+	}
+	for i := range runtime.NumCPU() {
+		spinner(t, strconv.Itoa(i))
+		spinner(t, strconv.Itoa(i))
+	}
+	start := time.Now()
+	time.Sleep(2500 * time.Millisecond)
+	ld := &results.Load{StartedAt: start, Runs: []results.Run{{Kind: "synchronous", WindowStartS: 0.5, WindowSeconds: 1.5}}}
+	w.stop(ld)
+	got := ld.Runs[0].HostCPUPressurePct
+	if got == nil || *got < 50 || ld.Runs[0].EngineCPUWaitPct != nil {
+		t.Fatalf("host pressure %v (engine wait %v) beside two spinners a CPU, want most of the window", got, ld.Runs[0].EngineCPUWaitPct)
+	}
+	t.Logf("some task waited %.1f %% of the window", *got)
 }

@@ -58,6 +58,9 @@ type Served struct {
 	// PID is the engine's process on this host (its descendants count with it), for the wait it
 	// had for a CPU; 0 when it is not a process of this host.
 	PID int
+	// SharesHost: the engine is not a process of this host but runs on its machine (a pod of the
+	// node whose load Job this is), so the host's CPU pressure is the contention it met.
+	SharesHost bool
 }
 
 // Backend decides where engines run and how gpuvet reaches them.

@@ -517,7 +517,7 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
 	ctx, watch, stopSampling := r.sample(ctx, slot, cfg)
-	cpu := watchCPU(ctx, sv.PID)
+	cpu := watchCPU(ctx, sv)
 	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
 	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {

@@ -239,6 +239,10 @@ type Run struct {
 	// window that they waited for a CPU (Linux schedstat of its process tree; nil: not read, the
 	// engine not a process of this host). High, the host's CPUs, not the GPU, set its pace.
 	EngineCPUWaitPct *float64 `json:"engine_cpu_wait_pct,omitempty"`
+	// HostCPUPressurePct is the share of the rung's window in which some task of the engine's host
+	// waited for a CPU (/proc/pressure/cpu "some"), read instead where the engine is not a process
+	// of the load's host but shares its machine (a pod of the same node): nil when not read.
+	HostCPUPressurePct *float64 `json:"host_cpu_pressure_pct,omitempty"`
 
 	// Repeat is how the rung's figures repeated between its blocks (nil: one block): the sweep's
 	// synchronous rung runs in blocks spread over the load, and Repeat.CI covers their spread.

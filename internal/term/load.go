@@ -28,8 +28,11 @@ func Load(w io.Writer, l *results.Load) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(latencies in ms; TTFT from request written to first generated token; ITL per token; cut: ended by the drain bound or a stop)")
-	if waits := engineCPUWaits(l.Runs); waits != "" {
+	if waits := cpuWaits(l.Runs, func(r results.Run) *float64 { return r.EngineCPUWaitPct }); waits != "" {
 		fmt.Fprintf(w, "engine CPU wait, rung by rung (the share of its runnable time its processes waited for a CPU; high, the host's CPUs set its pace): %s\n", waits)
+	}
+	if waits := cpuWaits(l.Runs, func(r results.Run) *float64 { return r.HostCPUPressurePct }); waits != "" {
+		fmt.Fprintf(w, "host CPU pressure, rung by rung (the share of the rung some task of the engine's node waited for a CPU): %s\n", waits)
 	}
 	for i, r := range l.Runs {
 		if len(r.Errors) > 0 {
@@ -97,17 +100,17 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// engineCPUWaits lists each rung's engine CPU wait ("" when none was read).
-func engineCPUWaits(runs []results.Run) string {
+// cpuWaits lists each rung's CPU wait as get reads it ("" when none was read).
+func cpuWaits(runs []results.Run, get func(results.Run) *float64) string {
 	var parts []string
 	read := false
 	for _, r := range runs {
-		if r.EngineCPUWaitPct == nil {
+		if get(r) == nil {
 			parts = append(parts, "–")
 			continue
 		}
 		read = true
-		parts = append(parts, fmt.Sprintf("%.0f %%", *r.EngineCPUWaitPct))
+		parts = append(parts, fmt.Sprintf("%.0f %%", *get(r)))
 	}
 	if !read {
 		return ""
