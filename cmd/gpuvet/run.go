@@ -72,7 +72,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	registerRemoteFlags(fl)
 }
 
-// hostFlagPaths maps run's flags that belong to no backend to the config keys they set (flagPath
+// hostFlagPaths maps run's flags that belong to no backend to the config keys they set (flagPaths
 // adds the backends', from their rows in the backend table).
 var hostFlagPaths = map[string]string{
 	"backend": "backend", "model": "models",
@@ -235,12 +235,4 @@ func flagPaths(flag string) []string {
 		return []string{p}
 	}
 	return backendkind.FlagKeys(flag)
-}
-
-// flagPath is the first key a plan flag sets.
-func flagPath(flag string) (string, bool) {
-	if ps := flagPaths(flag); len(ps) > 0 {
-		return ps[0], true
-	}
-	return "", false
 }

@@ -367,14 +367,14 @@ func TestConfigShowPrintsSources(t *testing.T) {
 	}
 }
 
-// Every plan flag sets a config key (--sim sets backend by hand): a flag missing from flagPath
+// Every plan flag sets a config key (--sim sets backend by hand): a flag missing from flagPaths
 // would be accepted and silently ignored.
 func TestEveryPlanFlagHasAConfigPath(t *testing.T) {
 	cmd := &cobra.Command{Use: "x"}
 	var pf planFlags
 	pf.register(cmd)
 	cmd.Flags().VisitAll(func(fl *pflag.Flag) {
-		if _, ok := flagPath(fl.Name); !ok && fl.Name != "sim" {
+		if len(flagPaths(fl.Name)) == 0 && fl.Name != "sim" {
 			t.Errorf("--%s sets no config key", fl.Name)
 		}
 	})

@@ -94,9 +94,6 @@ func LLMGuards() Guards {
 		MinThroughputReqS: results.DefaultOf(results.ThCompareMinReqS), MinTTFTDeltaMs: results.DefaultOf(results.ThMinTTFTDeltaMs)}
 }
 
-// GEMMGuards are the defaults for GEMM, PCIe and HBM figures (no request guards apply).
-func GEMMGuards() Guards { return Guards{VariancePct: results.DefaultOf(results.ThGEMMVariancePct)} }
-
 // IsThroughputMetric reports whether a metric is an LLM throughput (req/s or tok/s).
 func IsThroughputMetric(metric string) bool {
 	return strings.HasSuffix(metric, "req_s") || strings.Contains(metric, "tok_s")

@@ -139,8 +139,8 @@ func TestCompareNodesFlagsStraggler(t *testing.T) {
 		{Host: "node-d", Err: errors.New("gone"), Phase: PhaseRun},
 	}
 	s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
-	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards()) // idempotent
+	judge.CompareNodes(s, compare.LLMGuards(), judge.DefaultConfig().GEMMGuardsFrom())
+	judge.CompareNodes(s, compare.LLMGuards(), judge.DefaultConfig().GEMMGuardsFrom()) // idempotent
 	if len(s.Fleet.Comparisons) == 0 {
 		t.Fatal("no node comparisons")
 	}
@@ -182,7 +182,7 @@ func TestCompareNodesLowSamplesGuard(t *testing.T) {
 	few := healthy()
 	few.requests = 12
 	s := Merge(&results.Summary{}, []Outcome{{Host: "a", Summary: oneHost(few)}, {Host: "b", Summary: oneHost(few.scaled(0.5))}}, nil, 1)
-	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	judge.CompareNodes(s, compare.LLMGuards(), judge.DefaultConfig().GEMMGuardsFrom())
 	for _, h := range s.Hosts {
 		if len(h.Flags) > 0 {
 			t.Errorf("low-sample comparison flagged %s: %v", h.Name, h.Flags)
@@ -248,7 +248,7 @@ func TestCompareNodesMedianOverDecidingFigures(t *testing.T) {
 			{Host: "node-b", Summary: starved(oneHost(slow, slow, slow, slow), tc.starved)},
 		}
 		s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-		judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+		judge.CompareNodes(s, compare.LLMGuards(), judge.DefaultConfig().GEMMGuardsFrom())
 		flagged := false
 		for _, f := range s.Hosts[1].Flags {
 			flagged = flagged || f.Check == judge.CheckNodeToNode
@@ -278,7 +278,7 @@ func TestCompareNodesLeavesSharedGPUsOut(t *testing.T) {
 		{Host: "node-c", Summary: oneHost(healthy(), healthy())},
 	}
 	s := Merge(&results.Summary{RunID: "r"}, outs, nil, 1)
-	judge.CompareNodes(s, compare.LLMGuards(), compare.GEMMGuards())
+	judge.CompareNodes(s, compare.LLMGuards(), judge.DefaultConfig().GEMMGuardsFrom())
 	for _, h := range s.Hosts {
 		for _, f := range h.Flags {
 			if f.Check == judge.CheckNodeToNode {
@@ -318,7 +318,7 @@ func TestManifestDeletedMany(t *testing.T) {
 	if err := m.DeletedAll(objs); err != nil {
 		t.Fatal(err)
 	}
-	if l := m.Live(); len(l) != 1 || !l[0].same(keep) || len(live) != 2001 {
+	if l := m.Live(); len(l) != 1 || l[0].key() != keep.key() || len(live) != 2001 {
 		t.Errorf("live after deleting 2000 of 2001: %v (before %d)", l, len(live))
 	}
 	back, err := ReadManifest(m.Path())

@@ -77,8 +77,6 @@ type Object struct {
 	Deleted bool `json:"deleted,omitempty"`
 }
 
-func (o Object) same(p Object) bool { return o.key() == p.key() }
-
 // String names the object for messages: "Namespace gpuvet-x", "Pod ns/name on node-1".
 func (o Object) String() string {
 	s := o.Kind + " "

@@ -117,7 +117,9 @@ type xmlSource struct {
 }
 
 // FromNvidiaSMIXML reads a captured `nvidia-smi -q -x`. Sample returns an error saying it is a capture.
-// cat fills in what the XML does not print (compute capability); nil: the built-in catalog.
+// cat fills in what the XML does not print (compute capability); nil: the built-in catalog. Values the
+// capture lacks or marks N/A stay nil and are listed in GPUInfo.Unsupported; a value that is there but
+// unreadable is listed too, with the text found.
 func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
 	b, err := filelimit.Read(path, filelimit.GPUXML, "nvidia-smi XML")
 	if err != nil {
@@ -148,27 +150,6 @@ func (s *xmlSource) Sample(i int) (results.PowerSample, error) {
 }
 
 func (s *xmlSource) Close() error { return nil }
-
-// ParseNvidiaSMIXML parses `nvidia-smi -q -x`. Values the capture lacks or marks N/A stay nil and are
-// listed in GPUInfo.Unsupported; a value that is there but unreadable is listed too, with the text found.
-// The compute capability, which the XML lacks, comes from cat (nil: the built-in catalog).
-func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, error) {
-	log, err := decodeSMI(data)
-	if err != nil {
-		return nil, err
-	}
-	return log.infos(cat), nil
-}
-
-// ParseNvidiaSMIOccupancy reads what `nvidia-smi -q -x` shows on each GPU besides the inventory:
-// the processes, memory in use, utilisation and power.
-func ParseNvidiaSMIOccupancy(data []byte) ([]results.Occupancy, error) {
-	log, err := decodeSMI(data)
-	if err != nil {
-		return nil, err
-	}
-	return log.occupancies(), nil
-}
 
 func (log *smiLog) infos(cat *catalog.Catalog) []results.GPUInfo {
 	out := make([]results.GPUInfo, 0, len(log.GPUs))

@@ -16,7 +16,7 @@ func TestBenchmarkWithoutDatasheetFigureIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := runJudged(context.Background(), FromLister(listerOf{f}), SimBench{Fleet: f}, Options{Source: "sim"}, judge.HealthRules{})
+	h := runJudged(context.Background(), f, SimBench{Fleet: f}, Options{Source: "sim"}, judge.HealthRules{})
 	if h.Status != results.StatusOK {
 		t.Fatalf("healthy GB200s: status %s", h.Status)
 	}
@@ -30,12 +30,3 @@ func TestBenchmarkWithoutDatasheetFigureIsSkipped(t *testing.T) {
 		}
 	}
 }
-
-type listerOf struct{ f *sim.Fleet }
-
-func (l listerOf) GPUs() []results.GPUInfo {
-	g, _ := l.f.GPUs()
-	return g
-}
-func (l listerOf) Sample(i int) (results.PowerSample, error) { return l.f.Sample(i) }
-func (l listerOf) Close() error                              { return l.f.Close() }

@@ -376,14 +376,3 @@ func TestFromConfigSelectsBenchmarks(t *testing.T) {
 		t.Errorf("no gemm, no pcie: want SkipBench")
 	}
 }
-
-type listed struct{ *fakeSource }
-
-func (l listed) GPUs() []results.GPUInfo { return l.gpus }
-
-func TestFromLister(t *testing.T) {
-	h := runJudged(context.Background(), FromLister(listed{newFake(2)}), nil, Options{Source: "sim", SkipBench: true}, judge.HealthRules{})
-	if len(h.GPUs) != 2 || h.Status != results.StatusOK {
-		t.Errorf("%+v", h)
-	}
-}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -141,22 +140,6 @@ func (u UnavailableLinks) AllReduce(context.Context, []results.GPUInfo, []int64)
 }
 
 func (u UnavailableLinks) Describe() string { return "" }
-
-// Lister is a source whose inventory is read once and cannot fail (the shape of pipeline.Source).
-type Lister interface {
-	GPUs() []results.GPUInfo
-	Sample(i int) (results.PowerSample, error)
-	Close() error
-}
-
-// FromLister adapts a Lister to gpu.Source, so `gpuvet run` can hand its discovered source to Run.
-func FromLister(l Lister) gpu.Source { return lister{l} }
-
-type lister struct{ l Lister }
-
-func (a lister) GPUs() ([]results.GPUInfo, error)          { return a.l.GPUs(), nil }
-func (a lister) Sample(i int) (results.PowerSample, error) { return a.l.Sample(i) }
-func (a lister) Close() error                              { return a.l.Close() }
 
 // PeerFleet is the simulator's GPU-to-GPU shape (sim.Fleet): by GPU index, no context.
 type PeerFleet interface {

@@ -216,14 +216,9 @@ func first(list []string, n int) []string {
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-// OverheadStatus decides one environment's figure against the baseline's by compare.Slower, the
+// overheadStatus decides one environment's figure against the baseline's by compare.Slower, the
 // interval rule of the GPU-to-GPU comparison with its guards (the margin is the baseline tolerance):
 // a breach is an overhead beyond the tolerance whose interval lies beyond it too.
-func OverheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string) {
-	st, note, _ := overheadStatus(metric, base, env, higher, tolPct, g)
-	return st, note
-}
-
 func overheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string, compare.Slowdown) {
 	s := compare.Slower(metric, env, base, higher, tolPct, g)
 	res, over, why := s.Result, s.Pct, s.Why

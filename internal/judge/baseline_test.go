@@ -109,7 +109,7 @@ func TestOverheadStatusGuards(t *testing.T) {
 		{"GEMM has no sample guard", "sgemm_fp32", fig(51, 0, 0), fig(40, 0, 0), true, BaselineBreach},
 	}
 	for _, tc := range tests {
-		if got, note := OverheadStatus(tc.metric, tc.base, tc.env, tc.higher, 10, g); got != tc.want {
+		if got, note, _ := overheadStatus(tc.metric, tc.base, tc.env, tc.higher, 10, g); got != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got, note, tc.want)
 		}
 	}

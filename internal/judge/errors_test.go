@@ -84,6 +84,16 @@ func TestErrorRateDefaultRecorded(t *testing.T) {
 	}
 }
 
+// findingLayer is the layer a request fault's findings belong to: a network fault is the
+// infrastructure's. The layer table says it by check, this by fault, so the test holds the two
+// together.
+func findingLayer(faultLayer string) string {
+	if faultLayer == results.LayerNetwork {
+		return results.LayerInfra
+	}
+	return faultLayer
+}
+
 // Every failed request names its layer. Without evidence about the GPU, what the engine did wrong
 // (short output despite ignore_eos, a stream cut without a finish reason, an HTTP 500 with a Python
 // traceback, an exit) leaves the GPU inconclusive with "the engine misbehaved" and the first
@@ -161,7 +171,7 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 					t.Errorf("%s: %s, want %s", tc.check, v.Result, want)
 				}
 				for _, f := range ep.Flags {
-					if results.GPULayer(f.Layer) || f.Layer != results.FindingLayer(tc.layer) {
+					if results.GPULayer(f.Layer) || f.Layer != findingLayer(tc.layer) {
 						t.Errorf("a fault of the %s flags another layer: %+v", tc.layer, f)
 					}
 				}

@@ -3,6 +3,7 @@ package judge
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,9 +72,53 @@ func TestLayerTableDoc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, row := range LayerTable() {
+	for _, row := range layerTable() {
 		if !strings.Contains(string(b), row) {
 			t.Errorf("docs/detection.md lacks %q", row)
 		}
 	}
+}
+
+// byFinding: the checks whose verdict depends on what each finding says (Flag.Fails).
+var byFinding = map[string]string{
+	CheckRecoveryAction: "the GPU failed",
+	CheckRemap:          "the GPU flag (a pending remap) or failed (remapping failed)",
+	CheckKernelLog:      "the GPU failed (fallen off the bus, requires reset, init failed) or flag (a GSP timeout, another Xid)",
+	CheckErrorRate:      "the GPU failed",
+}
+
+// layerTable is the layer table as the rows of docs/detection.md's table (finding, layer, verdict,
+// action, what a gate does), in check order: only the doc prints it, so only its test builds it.
+func layerTable() []string {
+	checks := make([]string, 0, len(checkKinds))
+	for c := range checkKinds {
+		checks = append(checks, c)
+	}
+	slices.Sort(checks)
+	var out []string
+	for _, c := range checks {
+		k := checkKinds[c]
+		name := "`" + c + "`"
+		if strings.HasSuffix(c, ".") {
+			name = "`" + c + "*` (others)"
+		}
+		verdict, gate := "the GPU flag", "acts: a drain, a taint, the gate's quarantine"
+		switch {
+		case byFinding[c] != "":
+			verdict = byFinding[c]
+		case results.GPULayer(k.layer) && failingChecks[c]:
+			verdict = "the GPU failed"
+		case k.layer == results.LayerHost:
+			verdict = "the host flag; the GPU not proven (inconclusive)"
+		case c == checkClientLimited || c == checkUndecided:
+			verdict, gate = "the GPUs it names and the run inconclusive, never a flag", "none: the node stays pending"
+		case !results.HardwareLayer(k.layer):
+			verdict, gate = "the endpoint and the run flag, never the GPU", "none"
+			if c == CheckEngineFault || c == CheckNetworkFault {
+				verdict = "the endpoint and the run failed above `gates.max_error_rate_pct`, flag at or under it; the GPU not proven"
+			}
+		}
+		out = append(out, fmt.Sprintf("| %s | %s | %s | `%s` | %s |", name, k.layer, verdict, k.action, gate))
+	}
+	return out
 }

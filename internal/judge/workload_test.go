@@ -27,8 +27,8 @@ func TestContextFlagsTheGPUThatPreemptsFirst(t *testing.T) {
 	if f.Check != CheckContextCompare || !strings.Contains(f.Reason, "preempts at 8096 tokens × 4 streams where a sibling GPU served 8096") {
 		t.Errorf("flag %+v", f)
 	}
-	if l, a := CheckLayer(CheckContextCompare); l != results.LayerGPU || a != results.ActionResetGPU {
-		t.Errorf("layer %s, action %s", l, a)
+	if k := kindOf(CheckContextCompare); k.layer != results.LayerGPU || k.action != results.ActionResetGPU {
+		t.Errorf("layer %s, action %s", k.layer, k.action)
 	}
 	alone := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{1}, Load: ladderLoad(4, 4096, 8096)}}}
 	contextFlags(alone)

@@ -29,17 +29,6 @@ import (
 // AnnotationDeviceReason on a DeviceTaintRule says why the GPU was taken (the run, its verdict).
 const AnnotationDeviceReason = Domain + "reason"
 
-// DeviceNeeds is what taking a GPU alone asks of the API: optional (without it the node taint is
-// used, and the run says why), so not checked before a run.
-func DeviceNeeds() []Permission {
-	const g = "resource.k8s.io"
-	out := []Permission{{Verb: "list", Group: g, Resource: "resourceslices"}}
-	for _, v := range []string{"create", "get", "update", "list", "delete"} {
-		out = append(out, Permission{Verb: v, Group: g, Resource: "devicetaintrules"})
-	}
-	return out
-}
-
 // deviceRef is one GPU's DRA device: where a DeviceTaintRule's selector finds it.
 type deviceRef struct {
 	gpu                  int

@@ -20,6 +20,17 @@ import (
 
 const draDriver = "gpu.nvidia.com"
 
+// DeviceNeeds is what taking a GPU alone asks of the API. A run never checks it (without it the
+// node taint is used, and the run says why), so only the shipped ClusterRole's test reads it.
+func DeviceNeeds() []Permission {
+	const g = "resource.k8s.io"
+	out := []Permission{{Verb: "list", Group: g, Resource: "resourceslices"}}
+	for _, v := range []string{"create", "get", "update", "list", "delete"} {
+		out = append(out, Permission{Verb: v, Group: g, Resource: "devicetaintrules"})
+	}
+	return out
+}
+
 // gpuUUID is GPU i's UUID on node.
 func gpuUUID(node string, i int) string { return fmt.Sprintf("GPU-%s-%04d", node, i) }
 

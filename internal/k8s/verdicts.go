@@ -157,19 +157,12 @@ func labelled(st results.Status) bool {
 	return st == results.StatusOK || st == results.StatusInconclusive || st == results.StatusFlag || st == results.StatusFailed
 }
 
-// ApplyVerdict writes vd onto node as v asks and returns what it did, in words ("" nothing). A
-// taint replaces an older gpuvet taint (the latest run's id is its value); a node that passes
-// keeps an older taint (a quarantine is lifted by a person: `gpuvet clean --untaint`), which the
-// returned text says. The user's own labels, annotations and taints are never touched. No
-// circuit breaker bounds it: Fleet.ApplyVerdicts asks one.
-func ApplyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts) (string, error) {
-	c, err := applyVerdict(ctx, cs, node, nil, vd, v, func(string) bool { return true })
-	return strings.Join(c.did, "; "), err
-}
-
 // applyVerdict plans vd on the node as read and writes it (v.DryRun: only plans). read, if not
 // nil, is the node as just read (read again on a conflict). allow is the circuit breaker, asked
-// once, and only when the verdict would quarantine the node.
+// once, and only when the verdict would quarantine the node. A taint replaces an older gpuvet
+// taint (the latest run's id is its value); a node that passes keeps an older taint (a quarantine
+// is lifted by a person: `gpuvet clean --untaint`), which the change's words say. The user's own
+// labels, annotations and taints are never touched.
 func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, read *corev1.Node, vd Verdict, v Verdicts, allow func(what string) bool) (change, error) {
 	if !labelled(vd.Status) || !v.any() {
 		return change{}, nil

@@ -18,6 +18,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
+// ApplyVerdict writes vd onto node as Fleet.ApplyVerdicts would, with no circuit breaker, and
+// returns what it did, in words ("" nothing).
+func ApplyVerdict(ctx context.Context, cs kubernetes.Interface, node string, vd Verdict, v Verdicts) (string, error) {
+	c, err := applyVerdict(ctx, cs, node, nil, vd, v, func(string) bool { return true })
+	return strings.Join(c.did, "; "), err
+}
+
 // userNode is a GPU node carrying its owner's own label, annotation and taints.
 func userNode(name string) *corev1.Node {
 	return gpuNode(name, 8, func(n *corev1.Node) {

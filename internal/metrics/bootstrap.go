@@ -47,10 +47,11 @@ func MinQuantileSamples(q, level float64) int {
 	return int(math.Ceil(math.Log((1-level)/2) / math.Log(t)))
 }
 
-// BootstrapQuantile is Bootstrap with QuantileStat(q), in O(n) per resample instead of a sort: the
-// samples are ranked once, each resample draws the same indexes Bootstrap would and only counts how
-// often each rank was drawn, and the quantile's two neighbouring order statistics are read off the
-// running count. The resample's multiset is the same, so the interval is identical, bit for bit.
+// BootstrapQuantile is Bootstrap of the q-quantile (Percentile), in O(n) per resample instead of a
+// sort: the samples are ranked once, each resample draws the same indexes Bootstrap would and only
+// counts how often each rank was drawn, and the quantile's two neighbouring order statistics are
+// read off the running count. The resample's multiset is the same, so the interval is identical,
+// bit for bit.
 // It returns nil when the samples are fewer than MinQuantileSamples(q, level) (or MinBootstrapSamples).
 func BootstrapQuantile(samples []float64, q, level float64, resamples int, seed uint64) *results.Interval {
 	n := len(samples)
@@ -135,15 +136,6 @@ func interval(stats []float64, level float64) *results.Interval {
 	slices.Sort(stats)
 	alpha := (1 - level) / 2
 	return &results.Interval{Lo: Percentile(stats, alpha), Hi: Percentile(stats, 1-alpha), Level: level}
-}
-
-// QuantileStat returns a statistic computing the q-quantile of (unsorted) samples; it sorts in place,
-// which is fine for bootstrap resample buffers.
-func QuantileStat(q float64) func([]float64) float64 {
-	return func(s []float64) float64 {
-		slices.Sort(s)
-		return Percentile(s, q)
-	}
 }
 
 // MeanStat is the arithmetic mean, for bootstrap.

@@ -219,12 +219,6 @@ type HubError struct {
 
 func (e *HubError) Error() string { return e.Msg }
 
-// Gated reports whether err says the model is gated or private and the token is missing or lacks access.
-func Gated(err error) bool {
-	var he *HubError
-	return errors.As(err, &he) && (he.Code == "GatedRepo" || he.Status == 401 || he.Status == 403)
-}
-
 // retryable statuses: throttling and server-side failures.
 func retryableStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500

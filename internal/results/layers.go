@@ -33,15 +33,6 @@ func HardwareLayer(l string) bool {
 // findings that make a GPU flag or failed.
 func GPULayer(l string) bool { return l == LayerGPU || l == LayerInterconnect }
 
-// FindingLayer is the layer a request fault's findings belong to: a network fault is the
-// infrastructure's.
-func FindingLayer(faultLayer string) string {
-	if faultLayer == LayerNetwork {
-		return LayerInfra
-	}
-	return faultLayer
-}
-
 // The actions a finding asks for: one small vocabulary a fleet can act on, from the least to the
 // most disruptive (Flag.Action, Finding.Action, GPUVerdict.Action, Host.Action).
 const (

@@ -17,8 +17,6 @@ type apiError struct {
 	Param   string
 }
 
-func (e *apiError) Error() string { return e.Message }
-
 func badRequest(param, format string, args ...any) *apiError {
 	return &apiError{Status: http.StatusBadRequest, Type: "BadRequestError", Message: fmt.Sprintf(format, args...), Param: param}
 }

@@ -14,8 +14,8 @@
 // layer, two all-reduces per layer over the GPU's NVLink or PCIe link under TP, and the engine's CPU
 // time per step and per sequence. A request pays the frontend (frontend.go: HTTP, chat template,
 // tokenisation, hand-off before the engine; output after each step). Tokens leave at step
-// boundaries. RunVirtual drives the engine in virtual time (calibration and validation tests, no
-// sleeping); Listen drives the same engine in wall time behind HTTP.
+// boundaries. The tests' RunVirtual drives the engine in virtual time (calibration and validation,
+// no sleeping); Listen drives the same engine in wall time behind HTTP.
 //
 // # Fixed mode
 //

@@ -104,7 +104,7 @@ func TestOutputWordsAreOneToken(t *testing.T) {
 			t.Fatalf("output word %q is %d tokens", w, Count(w))
 		}
 	}
-	if Count(word(1, 1)+word(1, 2)+word(1, 3)) != 3 {
+	if Count(outputWords[wordIndex(1, 1)]+outputWords[wordIndex(1, 2)]+outputWords[wordIndex(1, 3)]) != 3 {
 		t.Fatal("generated words must re-tokenize one by one")
 	}
 }

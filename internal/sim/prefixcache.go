@@ -2,7 +2,6 @@ package sim
 
 import (
 	"container/list"
-	"encoding/binary"
 	"hash/fnv"
 )
 
@@ -94,19 +93,5 @@ func blockHashes(text string, bs int) []uint64 {
 			out = append(out, h.Sum64())
 		}
 	})
-	return out
-}
-
-// uniqueBlocks are n block hashes no other sequence's share: those of a prompt of its own, id.
-func uniqueBlocks(id uint64, n int) []uint64 {
-	out := make([]uint64, n)
-	h := fnv.New64a()
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], id)
-	h.Write(b[:])
-	for k := range out {
-		h.Write([]byte{byte(k)})
-		out[k] = h.Sum64()
-	}
 	return out
 }

@@ -405,9 +405,6 @@ func (s *Server) decide(req *genRequest, n uint64) plan {
 	return p
 }
 
-// word is output token k (1-based) of a request.
-func word(seed uint64, k int) string { return outputWords[wordIndex(seed, k)] }
-
 // wordIndex is the id of output token k (1-based): its index in outputWords.
 func wordIndex(seed uint64, k int) int {
 	x := seed + uint64(k)*0x9e3779b97f4a7c15

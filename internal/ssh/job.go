@@ -57,24 +57,6 @@ type Outcome struct {
 	Summary  *results.Summary // nil when the run wrote none
 	ExitCode int              // the remote gpuvet's exit status (-1: unknown, e.g. the connection died)
 	Tail     string           // the last lines the remote run printed, for a failure's reason
-	// Left is non-empty when cleanup could not remove RemoteDir: say it loudly.
-	Left string
-}
-
-// Run copies gpuvet to the host, runs it, collects its output and removes RemoteDir whatever
-// happens (success, failure, ctx cancelled): Prepare, Execute and Remove in one call. The error
-// says why the host has no result; a remote run that finished with a failed or flagged status is
-// not an error (the summary says it).
-func Run(ctx context.Context, c *gossh.Client, j Job) (out *Outcome, err error) {
-	out = &Outcome{ExitCode: -1}
-	if err := Prepare(ctx, c, j); err != nil {
-		if !errors.Is(err, errNotCreated) {
-			out.Left = cleanup(c, j.RemoteDir, j.RunID)
-		}
-		return out, err
-	}
-	defer func() { out.Left = cleanup(c, j.RemoteDir, j.RunID) }()
-	return Execute(ctx, c, j)
 }
 
 // errNotCreated marks a Prepare failure before RemoteDir existed: nothing to remove.
@@ -437,17 +419,6 @@ func untar(r io.Reader, dir string) error {
 			}
 		}
 	}
-}
-
-// cleanup removes the remote folder and checks it is gone; it returns what was left ("" when
-// nothing). It runs on a fresh context: an interrupted run still cleans up.
-func cleanup(c *gossh.Client, dir, runID string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := Remove(ctx, c, dir, runID); err != nil {
-		return err.Error()
-	}
-	return ""
 }
 
 // Marker is the file in a run folder that says which run made it (its content: the run id).

@@ -72,17 +72,40 @@ func (f *fixture) job(progress func(string)) Job {
 		RunID: "run1", RemoteDir: filepath.Join(f.srv.Dir, "gpuvet-run1"), LocalOut: f.local, Progress: progress, StopGrace: 5 * time.Second}
 }
 
+// runJob is a host's job in one call, as Host does it in its phases: Prepare, Execute and Remove
+// whatever happens (success, failure, ctx cancelled). left is what Remove could not remove ("":
+// nothing); Remove runs on a fresh context, so an interrupted run still cleans up.
+func runJob(ctx context.Context, c *gossh.Client, j Job) (out *Outcome, left string, err error) {
+	remove := func() string {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := Remove(rctx, c, j.RemoteDir, j.RunID); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	if err := Prepare(ctx, c, j); err != nil {
+		if !errors.Is(err, errNotCreated) {
+			left = remove()
+		}
+		return &Outcome{ExitCode: -1}, left, err
+	}
+	defer func() { left = remove() }()
+	out, err = Execute(ctx, c, j)
+	return out, left, err
+}
+
 func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
 	f := newFixture(t)
 	c := f.dial(t)
 	var mu sync.Mutex
 	var lines []string
-	out, err := Run(context.Background(), c, f.job(func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }))
+	out, notRemoved, err := runJob(context.Background(), c, f.job(func(l string) { mu.Lock(); lines = append(lines, l); mu.Unlock() }))
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if out.Summary == nil || out.Summary.Status != "ok" || out.ExitCode != 0 || out.Left != "" {
-		t.Fatalf("outcome %+v", out)
+	if out.Summary == nil || out.Summary.Status != "ok" || out.ExitCode != 0 || notRemoved != "" {
+		t.Fatalf("outcome %+v, not removed: %s", out, notRemoved)
 	}
 	if !slices.Contains(lines, "done: status ok") || !slices.Contains(lines, "run r1: backend local, out out") {
 		t.Fatalf("progress lines %q", lines)
@@ -98,7 +121,7 @@ func TestRunCopiesRunsCollectsAndCleansUp(t *testing.T) {
 func TestRunRecordsARunWithoutSummary(t *testing.T) {
 	f := newFixture(t, "FAKE_MODE=fail")
 	c := f.dial(t)
-	out, err := Run(context.Background(), c, f.job(nil))
+	out, _, err := runJob(context.Background(), c, f.job(nil))
 	if err == nil || !strings.Contains(err.Error(), "no NVIDIA driver") || out.ExitCode != 2 {
 		t.Fatalf("want the remote's reason in the error, got %v (exit %d)", err, out.ExitCode)
 	}
@@ -121,7 +144,7 @@ func TestRunInterruptedStopsRemoteAndCleansUp(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	out, err := Run(ctx, c, j)
+	out, _, err := runJob(ctx, c, j)
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("want interrupted, got %v", err)
 	}
@@ -146,7 +169,7 @@ func TestRunHostDiesMidRun(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	_, err := Run(context.Background(), c, j)
+	_, _, err := runJob(context.Background(), c, j)
 	if err == nil || !strings.Contains(err.Error(), "died mid-run") {
 		t.Fatalf("want died mid-run, got %v", err)
 	}
@@ -157,7 +180,7 @@ func TestRunRefusesAnotherArchitecture(t *testing.T) {
 	c := f.dial(t)
 	j := f.job(nil)
 	j.BinaryArch = "riscv64"
-	if _, err := Run(context.Background(), c, j); err == nil || !strings.Contains(err.Error(), "GOARCH=") {
+	if _, _, err := runJob(context.Background(), c, j); err == nil || !strings.Contains(err.Error(), "GOARCH=") {
 		t.Fatalf("want an architecture error, got %v", err)
 	}
 	if left := f.srv.Files(); len(left) != 0 {

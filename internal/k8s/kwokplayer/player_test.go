@@ -53,9 +53,6 @@ func TestRecordedResultsAreReal(t *testing.T) {
 	if h.GPUs[0].GPU.UUID == other.GPUs[0].GPU.UUID || h.GPUs[0].GPU.UUID == h.GPUs[1].GPU.UUID {
 		t.Errorf("GPU UUIDs not per node and GPU: %s %s %s", h.GPUs[0].GPU.UUID, h.GPUs[1].GPU.UUID, other.GPUs[0].GPU.UUID)
 	}
-	if _, err := k8s.ExtractResult(r.HealthCut()); err == nil {
-		t.Error("the cut health log holds a result")
-	}
 	s := loadOf(t, r, "http://10.1.2.3:8000", 1)
 	ep := s.Hosts[0].Models[0].Endpoints[0]
 	if ep.URL != "http://10.1.2.3:8000" || ep.Load.PeakOutputTokS <= 0 || len(ep.Load.Runs) < 2 {

@@ -126,16 +126,6 @@ func (r *Recordings) healthLog(node string, wrongGPU0 bool) ([]byte, error) {
 	return withResult(r.healthText, b)
 }
 
-// HealthCut is the log of a health Job whose process died before its result: what it printed
-// until then, no result.
-func (r *Recordings) HealthCut() []byte {
-	t := r.healthText
-	if strings.TrimSpace(t) == "" {
-		t = "gpuvet health: started"
-	}
-	return []byte(t + "\n")
-}
-
 // ReadyFor is the completion check's log for urls: the recorded answer for each, its time × f.
 func (r *Recordings) ReadyFor(urls []string, f float64) ([]byte, error) {
 	out := make([]k8s.CompletionCheck, len(urls))

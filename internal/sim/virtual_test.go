@@ -1,10 +1,15 @@
 package sim
 
 import (
+	"encoding/binary"
+	"hash/fnv"
 	"math/rand/v2"
 	"sort"
 	"time"
 )
+
+// The engine in virtual time, for the calibration and validation tests: no command runs a
+// workload without HTTP, so this harness is the tests' alone.
 
 // Workload is a closed-loop load: Concurrency clients, each sending its next request the moment
 // its previous one ends, Requests in all, every one with the same prompt and output length. With
@@ -141,4 +146,18 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 	res.Duration = lastTok
 	res.Preemptions = e.Preemptions
 	return res
+}
+
+// uniqueBlocks are n block hashes no other sequence's share: those of a prompt of its own, id.
+func uniqueBlocks(id uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	h := fnv.New64a()
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], id)
+	h.Write(b[:])
+	for k := range out {
+		h.Write([]byte{byte(k)})
+		out[k] = h.Sum64()
+	}
+	return out
 }
