@@ -62,16 +62,22 @@ func hog(t *testing.T) {
 // client could not measure well (client-limited, too few samples, a lower bound) is inconclusive,
 // never a flag, and a run is inconclusive only where its client set the pace.
 // The run is the README's (four virtual H200s loaded in parallel, the real load generator, health,
-// functional suite, judge) with a CPU hog on every core beside it, ten times. Only the load profile
-// is shorter (2 s per rung, 2 rates, 64 output tokens) so ten runs take about two minutes: the verdict logic is the same,
-// and shorter windows mean fewer samples and noisier figures, which is harder for it, not easier.
+// functional suite, judge) with a CPU hog on every core beside it, four times (16 GPUs, each
+// compared with three peers in every figure). Only the load profile is shorter (2 s per rung, 2
+// rates, 64 output tokens): the verdict logic is the same, and shorter windows mean fewer samples
+// and noisier figures, which is harder for it, not easier. It was ten runs: 277 s beside
+// cmd/gpuvet here (2026-12-05), the slowest test of internal/pipeline, with the hog taking both
+// cores from every test beside it all that time; four keep the contract's check on 16 loaded GPUs
+// at two fifths of the cost. The rule's power on figures of a known spread is held by compare's
+// deterministic tests, not by repeating this one.
 func TestSimRunIsOKBesideACPUHog(t *testing.T) {
+	const runs = 4
 	if testing.Short() {
-		t.Skip("ten simulator runs beside a CPU hog")
+		t.Skip("simulator runs beside a CPU hog")
 	}
 	hog(t)
 	clientBound, undecided := 0, 0
-	for i := 0; i < 10; i++ {
+	for i := 0; i < runs; i++ {
 		// Four at once, as auto chooses on two quiet cores (a hog beside it may make auto choose
 		// fewer, which would make the test easier).
 		// 64 output tokens: a request's ITL p95 over 31 gaps is its second-largest, a near-maximum
@@ -84,7 +90,7 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		if why := notOKBesideHog(res.Summary); why != "" || res.ExitCode != 0 {
 			var sb strings.Builder
 			term.Summary(&sb, res.Summary)
-			t.Fatalf("run %d/10: status %s, exit %d, want ok (%s):\n%s", i+1, res.Summary.Status, res.ExitCode, why, sb.String())
+			t.Fatalf("run %d/%d: status %s, exit %d, want ok (%s):\n%s", i+1, runs, res.Summary.Status, res.ExitCode, why, sb.String())
 		}
 		if res.Summary.Status != results.StatusOK {
 			clientBound++
@@ -101,11 +107,11 @@ func TestSimRunIsOKBesideACPUHog(t *testing.T) {
 		}
 	}
 	// How often a healthy run is left undecided by its figures' own spread depends on how busy the
-	// machine is beside the hog (1 of 10 with the hog alone on two cores, 8 of 10 with three more
+	// machine is beside the hog (1 of 10 runs with the hog alone on two cores, 8 of 10 with three more
 	// spinning processes, each saying how many requests would decide it): it is the machine's noise,
 	// not the rule's, so it is reported, not bounded here. The rule's power on figures of a known
 	// spread is held by compare's TestPeersNoiseIsAPass and TestPeersWithinMarginUndecided.
-	t.Logf("%d of 10 runs inconclusive (%d for their figures' spread, the rest because their client set the pace), the others ok", clientBound, undecided)
+	t.Logf("%d of %d runs inconclusive (%d for their figures' spread, the rest because their client set the pace), the others ok", clientBound, runs, undecided)
 }
 
 // notOKBesideHog says what is wrong with a run beside a CPU hog ("" when nothing is): it must be
