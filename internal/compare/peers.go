@@ -309,7 +309,6 @@ func peerMedian(cells []Cell, i int) Figure {
 		ref.ClientLimited = ref.ClientLimited || c.ClientLimited
 		if c.CPUWait != nil {
 			waits = append(waits, *c.CPUWait)
-			ref.HostPressure = ref.HostPressure || c.HostPressure
 		}
 	}
 	if len(waits) > 0 {

@@ -367,13 +367,13 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	n := int(val(cfg.CompareMinSamples))
 	vs := []results.Verdict{
 		JudgeGate(g.spec(results.ThTTFTP95Ms),
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, 0.05, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.AcrossRuns(MetricTTFTP95) }, p95, lb, l), n),
 		JudgeGate(g.spec(results.ThITLP95Ms),
-			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, 0.05, lb, l), n),
+			distMeasure(sync, RunSynchronous, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.AcrossRuns(MetricITLP95) }, p95, lb, l), n),
 		JudgeGate(g.spec(results.ThMinThroughputReqS), sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
-			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, 0.01, false, l), n),
+			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, false, l), n),
 	}
 	rungUndecided(vs[0:2], sync, "was", sync.CutReason())
 	rungUndecided(vs[4:5], conc, "was", conc.CutReason())
@@ -432,8 +432,17 @@ func comparisonsUndecided(cs []results.Compare) bool {
 	return false
 }
 
-func p95(d results.Dist) float64 { return d.P95 }
-func p99(d results.Dist) float64 { return d.P99 }
+// percentile reads one percentile of a distribution; tail is the share of samples beyond it, which
+// the CPU-wait rule weighs against the engine's wait (compare.Figure.Tail).
+type percentile struct {
+	of   func(results.Dist) float64
+	tail float64
+}
+
+var (
+	p95 = percentile{func(d results.Dist) float64 { return d.P95 }, 0.05}
+	p99 = percentile{func(d results.Dist) float64 { return d.P99 }, 0.01}
+)
 
 // acrossRuns is f, metric's figure of load l, with the interval that covers a rerun (Run.AcrossRuns):
 // for its history, and for comparisons of GPUs loaded one after another, whose drift between
@@ -498,7 +507,7 @@ func requests(r *results.Run, d results.Dist) int {
 }
 
 // distMeasure reads a percentile of a run's distribution; a run without samples is not measured.
-func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick func(results.Dist) float64, tail float64, lb bool, l *results.Load) Measured {
+func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick percentile, lb bool, l *results.Load) Measured {
 	if r == nil {
 		return Measured{Missing: fmt.Sprintf("the load profile %q has no %s run", l.Config.Profile, kind)}
 	}
@@ -506,7 +515,7 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: pick(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds, Tail: tail}, r)}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: pick.of(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds, Tail: pick.tail}, r)}
 }
 
 // withCPU is f with the CPU wait of its rung: its engine's own, else its host's CPU pressure (an
@@ -618,7 +627,7 @@ var LLMMetrics = []LLMMetric{
 		if r == nil || r.TTFT.Count == 0 {
 			return compare.Figure{}, false
 		}
-		return withCPU(compare.Figure{Value: r.TTFT.P99, CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), Tail: 0.01}, r), true
+		return withCPU(compare.Figure{Value: p99.of(r.TTFT), CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), Tail: p99.tail}, r), true
 	}},
 }
 
@@ -641,7 +650,7 @@ func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*re
 			return compare.Figure{}, false
 		}
 		d, ci := get(r)
-		return withCPU(compare.Figure{Value: d.P95, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds, Tail: 0.05}, r), d.Count > 0
+		return withCPU(compare.Figure{Value: p95.of(d), CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds, Tail: p95.tail}, r), d.Count > 0
 	}
 }
 
