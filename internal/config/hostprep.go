@@ -2,6 +2,7 @@ package config
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/backendkind"
@@ -75,7 +76,7 @@ var (
 
 func hostPrepChecks(c Config) []check {
 	h := c.HostPrep
-	out := []check{{"host_prep.enabled", !oneOfStr(h.Enabled, "auto", "true", "false"), "want auto, true or false"},
+	out := []check{{"host_prep.enabled", !slices.Contains([]string{"auto", "true", "false"}, h.Enabled), "want auto, true or false"},
 		{"host_prep.vfio_release", h.VFIORelease && !h.On(c.SSH.RemoteBackend), "releasing GPUs from vfio-pci needs host preparation on (host_prep.enabled true, or auto with ssh.remote_backend local): the run needs the driver"}}
 	for _, p := range []struct {
 		key string

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -149,10 +150,10 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.image", kube && k.Image == "", "backend kubernetes needs gpuvet's own image for its in-cluster Jobs: --image REGISTRY/gpuvet:TAG (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)"},
 		{"kubernetes.nodes", k.Nodes < 0, "want 0 (every GPU node with a free GPU) or a positive count"},
 		{"kubernetes.parallel_nodes", k.ParallelNodes < 1, "want ≥ 1"},
-		maxUnhealthyCheck("kubernetes.max_unhealthy", k.MaxUnhealthy),
+		errCheck("kubernetes.max_unhealthy", errOf(ParseMaxUnhealthy(k.MaxUnhealthy))),
 		{"kubernetes.cache_namespace", k.CacheNamespace != "" && !dnsLabelRe.MatchString(k.CacheNamespace), fmt.Sprintf("want a namespace name (a DNS label: lower case, digits and '-', at most 63), or \"\" for the run's own namespace (the cache then goes with the run); got %q", k.CacheNamespace)},
 		{"kubernetes.cache_namespace", ClusterNamespace(k.CacheNamespace), fmt.Sprintf("%s is the cluster's own namespace: gpuvet never puts its cache PVCs and Jobs there (nor in default or any kube-*); name a namespace of gpuvet's own (default %s)", k.CacheNamespace, DefaultCacheNamespace)},
-		{"kubernetes.dynamo_target", !oneOfStr(k.DynamoTarget, DynamoTargetPod, DynamoTargetService), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
+		{"kubernetes.dynamo_target", !slices.Contains([]string{DynamoTargetPod, DynamoTargetService}, k.DynamoTarget), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
 		{"kubernetes.pending_retries", k.PendingRetries < 1, fmt.Sprintf("want how many undecided runs in a row a pending node gets before a person is asked, ≥ 1 (default 3); got %d", k.PendingRetries)},
 		{"kubernetes.verdict_valid_for", k.VerdictValidFor < 0, "want how long a verdict holds, e.g. 168h, or 0 for no expiry"},
@@ -160,7 +161,7 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.burst", k.Burst < 1 || k.Burst > 100000 || (k.QPS > 0 && float64(k.Burst) < k.QPS), fmt.Sprintf("want how many API requests may go at once, ≥ 1, ≥ kubernetes.qps (%v) and ≤ 100000 (default 100); got %d", k.QPS, k.Burst)},
 		{"model_cache.size", mc.Size != "off" && !quantityRe.MatchString(mc.Size), fmt.Sprintf("want a size such as 100Gi, or off (no cache volume); got %q", mc.Size)},
 		{"model_cache.endpoint", mc.Endpoint != "" && HubURLProblem(mc.Endpoint) != "", HubURLProblem(mc.Endpoint)},
-		{"model_cache.access_mode", !oneOfStr(mc.AccessMode, AccessAuto, AccessRWO, AccessRWX), fmt.Sprintf("want auto (ReadWriteMany when the StorageClass's provisioner is known to support it), ReadWriteOnce or ReadWriteMany; got %q", mc.AccessMode)},
+		{"model_cache.access_mode", !slices.Contains([]string{AccessAuto, AccessRWO, AccessRWX}, mc.AccessMode), fmt.Sprintf("want auto (ReadWriteMany when the StorageClass's provisioner is known to support it), ReadWriteOnce or ReadWriteMany; got %q", mc.AccessMode)},
 	}
 }
 

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -108,22 +108,13 @@ func (p *Plan) resolve() error {
 	if err := validate(p.Config, p.Sources, ""); err != nil {
 		return err
 	}
-	for _, name := range sortedKeys(c.Accelerators) {
+	for _, name := range slices.Sorted(maps.Keys(c.Accelerators)) {
 		ac, src, _ := p.ForGPU(name)
 		if err := validate(ac, src, joinPath("accelerators", name)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula,
@@ -194,7 +185,7 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 	}
 	root := doc.Content[0]
 	if isRecipe(root) {
-		layer, notes, err := recipeLayer(path, root, p.Sources)
+		layer, notes, err := recipeLayer(path, root)
 		if err != nil {
 			return err
 		}
@@ -223,17 +214,27 @@ func (p *Plan) overlay(layer tree, src map[string]string) {
 
 // restoreSources records source for every leaf of layer.
 func (p *Plan) restoreSources(layer tree, source string) {
-	var rec func(v any, path string)
-	rec = func(v any, path string) {
-		if m, ok := v.(tree); ok {
-			for k, e := range m {
-				rec(e, joinPath(path, k))
-			}
-			return
+	eachLeaf(layer, nil, func(segs []string, _ any) { p.Sources[pathOf(segs...)] = source })
+}
+
+// eachLeaf calls fn with the path segments (after segs) and value of every leaf under v.
+func eachLeaf(v any, segs []string, fn func(segs []string, v any)) {
+	if m, ok := v.(tree); ok {
+		for k, e := range m {
+			eachLeaf(e, append(slices.Clone(segs), k), fn)
 		}
-		p.Sources[path] = source
+		return
 	}
-	rec(layer, "")
+	fn(segs, v)
+}
+
+// pathOf is the key path of segs.
+func pathOf(segs ...string) string {
+	path := ""
+	for _, s := range segs {
+		path = joinPath(path, s)
+	}
+	return path
 }
 
 // set applies one key=value (from --set, a named flag, or the environment).
@@ -246,10 +247,7 @@ func (p *Plan) set(key, value, source string) error {
 	if err != nil {
 		return &Error{Source: source, Path: key, Msg: err.Error()}
 	}
-	path := ""
-	for _, s := range segs {
-		path = joinPath(path, s)
-	}
+	path := pathOf(segs...)
 	n, err := valueNode(t, value)
 	if err != nil {
 		return &Error{Source: source, Path: path, Msg: err.Error()}
@@ -336,29 +334,20 @@ var otherEnv = map[string]bool{
 // the closest key, as an unknown key in a file is: a typo must not silently run the default.
 func (p *Plan) applyEnv(environ []string) error {
 	keys := envKeys()
-	var names []string
 	vals := map[string]string{}
 	for _, kv := range environ {
-		k, v, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(k, "GPUVET_") {
-			continue
+		if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "GPUVET_") {
+			vals[k] = v
 		}
-		names = append(names, k)
-		vals[k] = v
 	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(vals)) {
 		path, ok := keys[k]
 		if !ok {
 			if otherEnv[k] || strings.HasPrefix(k, "GPUVET_TEST_") {
 				continue
 			}
 			msg := "not a config key (GPUVET_<KEY> maps to a key, e.g. GPUVET_LOAD_MAX_CONCURRENCY = load.max_concurrency); unset it or fix the name"
-			names := make([]string, 0, len(keys))
-			for n := range keys {
-				names = append(names, n)
-			}
-			if near, ok := Closest(k, names); ok {
+			if near, ok := Closest(k, slices.Collect(maps.Keys(keys))); ok {
 				msg = fmt.Sprintf("not a config key; did you mean %s (%s)?", near, keys[near])
 			}
 			return &Error{Source: "env:" + k, Msg: msg}
@@ -381,7 +370,7 @@ func (p *Plan) Source(path string) string { return p.Sources[path] }
 // It returns the config, its sources, and the most specific accelerators key used ("" when none).
 func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 	keys := matchAccelerators(p.Config.Accelerators, name)
-	src := maps(p.Sources)
+	src := maps.Clone(p.Sources)
 	if len(keys) == 0 {
 		return p.Config, src, ""
 	}
@@ -393,7 +382,7 @@ func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 	}
 	c, err := decode(t)
 	if err != nil {
-		return p.Config, maps(p.Sources), ""
+		return p.Config, maps.Clone(p.Sources), ""
 	}
 	return c, src, keys[len(keys)-1]
 }
@@ -401,36 +390,15 @@ func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 // overlayAccelerator sets every leaf of one accelerators entry into t, recording its source, unless
 // a flag set that key.
 func overlayAccelerator(t tree, src, planSrc map[string]string, key string, sub tree) {
-	accPath := joinPath("accelerators", key)
-	var rec func(v any, rel []string)
-	rec = func(v any, rel []string) {
-		if m, ok := v.(tree); ok {
-			for k, e := range m {
-				rec(e, append(slices.Clone(rel), k))
-			}
-			return
-		}
-		path, full := "", accPath
-		for _, s := range rel {
-			path = joinPath(path, s)
-			full = joinPath(full, s)
-		}
+	eachLeaf(sub, nil, func(rel []string, v any) {
+		path := pathOf(rel...)
 		if strings.HasPrefix(src[path], "flag:") {
 			return
 		}
 		dropSources(src, path)
 		setPath(t, rel, deepCopy(v))
-		src[path] = "accelerator:" + key + " (" + planSrc[full] + ")"
-	}
-	rec(sub, nil)
-}
-
-func maps(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+		src[path] = "accelerator:" + key + " (" + planSrc[pathOf(append([]string{"accelerators", key}, rel...)...)] + ")"
+	})
 }
 
 // matchAccelerators returns the accelerators keys that name this GPU, least specific first: shorter

@@ -48,13 +48,3 @@ func (m MaxUnhealthy) Of(vetted int) int {
 	}
 	return m.Count
 }
-
-// maxUnhealthyCheck is the rule over one breaker key.
-func maxUnhealthyCheck(key, v string) check {
-	_, err := ParseMaxUnhealthy(v)
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	return check{key, err != nil, msg}
-}

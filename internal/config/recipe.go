@@ -62,7 +62,7 @@ func child(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-func recipeLayer(path string, root *yaml.Node, _ map[string]string) (tree, []string, error) {
+func recipeLayer(path string, root *yaml.Node) (tree, []string, error) {
 	source := "recipe:" + path
 	fail := func(n *yaml.Node, key, format string, args ...any) error {
 		return &Error{Source: source, Line: n.Line, Path: key, Msg: fmt.Sprintf(format, args...)}

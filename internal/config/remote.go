@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,7 +100,7 @@ func remoteChecks(c Config) []check {
 		{"ssh.hosts", backendkind.UsesSection(c.Backend, "ssh") && len(s.Hosts) == 0 && s.Inventory == "", "backend ssh needs hosts: --hosts h1,h2 or --inventory FILE"},
 		{"ssh.hosts", badHost(s.Hosts) != "", badHost(s.Hosts)},
 		{"ssh.port", s.Port < 0 || s.Port > 65535, "want a port 1..65535 (0: ssh_config's or 22)"},
-		{"ssh.remote_backend", !oneOfStr(s.RemoteBackend, backendkind.RemoteNames()...), "want " + backendkind.List(backendkind.RemoteNames())},
+		{"ssh.remote_backend", !slices.Contains(backendkind.RemoteNames(), s.RemoteBackend), "want " + backendkind.List(backendkind.RemoteNames())},
 		{"ssh.remote_dir", len(s.RemoteDir) == 0 || s.RemoteDir[0] != '/', "want an absolute directory on the hosts, e.g. /tmp"},
 		{"ssh.parallel", s.Parallel < 1, "want ≥ 1"},
 		{"ssh.connect_timeout", s.ConnectTimeout <= 0, "want a positive duration"},
@@ -116,7 +117,7 @@ func remoteChecks(c Config) []check {
 		{"opennebula.parallel", o.Parallel < 1, "want ≥ 1"},
 		{"opennebula.baremetal", o.Baremetal && c.Run.Baseline != "", "the bare-metal re-measure is this run's baseline: drop run.baseline (--baseline), or opennebula.baremetal"},
 		{"opennebula.baremetal", o.Baremetal && c.HostPrep.Enabled == "false", "the bare-metal re-measure needs host preparation (the driver, the vfio release): host_prep.enabled auto or true"},
-		{"opennebula.pin_policy", !oneOfStr(strings.ToUpper(o.PinPolicy), "", "NONE", "THREAD", "SHARED", "CORE"), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (any case, or empty), got %q", o.PinPolicy)},
+		{"opennebula.pin_policy", !slices.Contains([]string{"", "NONE", "THREAD", "SHARED", "CORE"}, strings.ToUpper(o.PinPolicy)), fmt.Sprintf("want NONE, THREAD, SHARED or CORE (any case, or empty), got %q", o.PinPolicy)},
 	}
 }
 
@@ -126,11 +127,10 @@ func remoteChecks(c Config) []check {
 func badHost(hosts []string) string {
 	for _, h := range hosts {
 		user, rest, hasUser := strings.Cut(h, "@")
-		_, port, hasPort := strings.Cut(rest, ":")
 		if !hasUser {
 			rest = h
-			_, port, hasPort = strings.Cut(h, ":")
 		}
+		_, port, hasPort := strings.Cut(rest, ":")
 		if hasPort && net.ParseIP(strings.Trim(rest, "[]")) != nil {
 			hasPort = false // an IPv6 address
 		}
@@ -144,15 +144,6 @@ func badHost(hosts []string) string {
 		}
 	}
 	return ""
-}
-
-func oneOfStr(v string, allowed ...string) bool {
-	for _, a := range allowed {
-		if v == a {
-			return true
-		}
-	}
-	return false
 }
 
 // RemoteYAML is the resolved plan as one YAML file for a host's own `gpuvet run` (ssh and

@@ -384,16 +384,20 @@ func (n GPUsAtOnce) MarshalYAML() (any, error) {
 
 // UnmarshalYAML reads auto or a count ≥ 1.
 func (n *GPUsAtOnce) UnmarshalYAML(unmarshal func(any) error) error {
+	return unmarshalText(unmarshal, n, parseGPUsAtOnce)
+}
+
+// unmarshalText sets *dst to a YAML value read as text and parsed by parse.
+func unmarshalText[T any](unmarshal func(any) error, dst *T, parse func(string) (T, error)) error {
 	var s string
 	if err := unmarshal(&s); err != nil {
 		return err
 	}
-	v, err := parseGPUsAtOnce(s)
-	if err != nil {
-		return err
+	v, err := parse(s)
+	if err == nil {
+		*dst = v
 	}
-	*n = v
-	return nil
+	return err
 }
 
 func parseGPUsAtOnce(s string) (GPUsAtOnce, error) {
@@ -417,16 +421,10 @@ func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(),
 
 // UnmarshalYAML reads "20s" (a bare 0 is allowed).
 func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err != nil {
-		return err
-	}
-	v, err := parseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
+	return unmarshalText(unmarshal, d, func(s string) (Duration, error) {
+		v, err := parseDuration(s)
+		return Duration(v), err
+	})
 }
 
 func parseDuration(s string) (time.Duration, error) {

@@ -3,8 +3,9 @@ package config
 import (
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,15 +37,10 @@ func (p *Plan) Leaves() []Leaf {
 				}
 			}
 		case isMap && t.Kind() == reflect.Map:
-			keys := make([]string, 0, len(m))
-			for k := range m {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			if len(keys) == 0 {
+			if len(m) == 0 {
 				out = append(out, Leaf{path, "{}", "default"})
 			}
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(m)) {
 				rec(m[k], t.Elem(), joinPath(path, k))
 			}
 		default:
@@ -110,7 +106,6 @@ func (p *Plan) Settings() map[string]string {
 	return out
 }
 
-// LoadConfig converts the load section into the results schema's recorded profile.
 // LoadConfig is the plan's load profile with compare.min_samples, which sizes the rungs whose
 // figures are gated (a min_samples of 0 asks for one completed request).
 func (c Config) LoadConfig() results.LoadConfig {
@@ -119,6 +114,7 @@ func (c Config) LoadConfig() results.LoadConfig {
 	return lc
 }
 
+// LoadConfig converts the load section into the results schema's recorded profile.
 func (l LoadProfile) LoadConfig() results.LoadConfig {
 	return results.LoadConfig{
 		Profile: l.Profile, API: l.API, PromptTokens: l.PromptTokens, OutputTokens: l.OutputTokens,

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +62,7 @@ func slurmDefaults() Slurm {
 func slurmChecks(c Config) []check {
 	s := c.Slurm
 	badSet := ""
-	for _, n := range sortedKeys(s.NodeSet) {
+	for _, n := range slices.Sorted(maps.Keys(s.NodeSet)) {
 		for _, kv := range s.NodeSet[n] {
 			if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
 				badSet = fmt.Sprintf("node %s: %q: want key=value", n, kv)
@@ -68,14 +70,14 @@ func slurmChecks(c Config) []check {
 		}
 	}
 	return []check{
-		{"slurm.remote_backend", !oneOfStr(s.RemoteBackend, backendkind.RemoteNames()...), "want " + backendkind.List(backendkind.RemoteNames())},
+		{"slurm.remote_backend", !slices.Contains(backendkind.RemoteNames(), s.RemoteBackend), "want " + backendkind.List(backendkind.RemoteNames())},
 		{"slurm.shared_dir", s.SharedDir != "" && s.SharedDir[0] != '/', "want an absolute folder every node sees at the same path (or empty: --out)"},
 		{"slurm.binary", s.Binary != "" && s.Binary[0] != '/', "want gpuvet's absolute path as the nodes see it (or empty: this executable, on a shared file system)"},
 		{"slurm.time_limit", s.TimeLimit < Duration(time.Minute), "want a duration of at least 1m (sbatch --time counts minutes)"},
 		{"slurm.queue_timeout", s.QueueTimeout <= 0, "want a positive duration"},
 		{"slurm.parallel", s.Parallel < 1, "want ≥ 1"},
 		{"slurm.poll", s.Poll < Duration(10*time.Millisecond), "want ≥ 10ms"},
-		maxUnhealthyCheck("slurm.max_drain", s.MaxDrain),
+		errCheck("slurm.max_drain", errOf(ParseMaxUnhealthy(s.MaxDrain))),
 		{"slurm.node_set", badSet != "", badSet},
 		{"slurm.partition", strings.ContainsAny(s.Partition, " ,\n"), "want one partition name"},
 		{"slurm.reservation", strings.ContainsAny(s.Reservation, " ,\n"), "want one reservation name"},

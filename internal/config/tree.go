@@ -254,44 +254,34 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 		n = m
 	}
 	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
+	case reflect.Struct, reflect.Map:
+		isMap := t.Kind() == reflect.Map
+		if isMap && n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return tree{}, nil
+		}
+		if n.Kind != yaml.MappingNode && isMap {
+			return nil, w.fail(n, path, "want a map, got %s", kindName(n))
+		} else if n.Kind != yaml.MappingNode {
 			return nil, w.fail(n, path, "want a map with keys %s; got %s", allowedKeys(t), kindName(n))
 		}
 		out := tree{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			sf, ok := fieldByKey(t, k.Value)
-			if !ok {
+			var et reflect.Type
+			if isMap {
+				if k.Kind != yaml.ScalarNode || k.Value == "" {
+					return nil, w.fail(k, path, "want a non-empty string key")
+				}
+				et = t.Elem()
+			} else if sf, ok := fieldByKey(t, k.Value); ok {
+				et = sf.Type
+			} else {
 				return nil, w.fail(k, joinPath(path, k.Value), "unknown key; allowed here: %s", allowedKeys(t))
 			}
 			if _, dup := out[k.Value]; dup {
 				return nil, w.fail(k, joinPath(path, k.Value), "key given twice")
 			}
-			val, err := w.walk(v, sf.Type, joinPath(path, k.Value))
-			if err != nil {
-				return nil, err
-			}
-			out[k.Value] = val
-		}
-		return out, nil
-	case reflect.Map:
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-			return tree{}, nil
-		}
-		if n.Kind != yaml.MappingNode {
-			return nil, w.fail(n, path, "want a map, got %s", kindName(n))
-		}
-		out := tree{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode || k.Value == "" {
-				return nil, w.fail(k, path, "want a non-empty string key")
-			}
-			if _, dup := out[k.Value]; dup {
-				return nil, w.fail(k, joinPath(path, k.Value), "key given twice")
-			}
-			val, err := w.walk(v, t.Elem(), joinPath(path, k.Value))
+			val, err := w.walk(v, et, joinPath(path, k.Value))
 			if err != nil {
 				return nil, err
 			}

@@ -17,20 +17,15 @@ import (
 // Phases are the names --fail-in accepts.
 var Phases = []string{"discover", "health", "serve", "warmup", "load", "functional", "judge", "write"}
 
-// linkFaultRe is the form of sim.link_fault (the simulator's sim.parseLinkFault is the rule's home;
-// this catches a typo before anything starts).
-var linkFaultRe = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
-
-// corruptRe and throttleRe are the forms of sim.corrupt and sim.throttle (sim.parseCorrupt and
-// sim.parseThrottle are the rules' home).
+// The forms of the sim faults: each catches a typo before anything starts; the simulator's parsers
+// (sim.parseLinkFault, parseCoTenant, parseCorrupt, parseHBMHidden, ParseEngineFault,
+// ParseRecoveryAction, ParseDriverFault, parseThrottle) are the rules' home.
 var (
-	corruptRe = regexp.MustCompile(`^(\d+)$`)
-	// hbmHiddenRe is the form of sim.hbm_hidden (sim.parseHBMHidden is the rule's home).
-	hbmHiddenRe = regexp.MustCompile(`^(\d+)(:0?\.\d*[1-9]\d*)?$`)
-	// engineFaultRe is the form of sim.engine_fault (sim.ParseEngineFault is the rule's home).
-	engineFaultRe = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit)$`)
-	// recoveryActionRe and driverFaultRe are the forms of sim.recovery_action and sim.driver_fault
-	// (sim.ParseRecoveryAction and sim.ParseDriverFault are the rules' home).
+	linkFaultRe      = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
+	coTenantRe       = regexp.MustCompile(`^(\d+)(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?$`)
+	corruptRe        = regexp.MustCompile(`^(\d+)$`)
+	hbmHiddenRe      = regexp.MustCompile(`^(\d+)(:0?\.\d*[1-9]\d*)?$`)
+	engineFaultRe    = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit)$`)
 	recoveryActionRe = regexp.MustCompile(`^(\d+):(reset|reboot|drain-p2p|drain-and-reset)$`)
 	driverFaultRe    = regexp.MustCompile(`^(\d+):(remap-pending|remap-failure|fabric|fallen-off-bus|requires-reset|rm-init|gsp-timeout)$`)
 	throttleRe       = regexp.MustCompile(`^(\d+)(:(hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown)?(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?)?$`)
@@ -42,21 +37,6 @@ func validSimGPU(s string, gpus int, re *regexp.Regexp) bool {
 		return true
 	}
 	m := re.FindStringSubmatch(s)
-	if m == nil {
-		return false
-	}
-	n, err := strconv.Atoi(m[1])
-	return err == nil && n < gpus
-}
-
-// coTenantRe is the form of sim.cotenant (sim.parseCoTenant is the rule's home).
-var coTenantRe = regexp.MustCompile(`^(\d+)(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?$`)
-
-func validCoTenant(s string, gpus int) bool {
-	if s == "" {
-		return true
-	}
-	m := coTenantRe.FindStringSubmatch(s)
 	if m == nil {
 		return false
 	}
@@ -100,30 +80,21 @@ func ParseHistoryURL(raw string) (HistoryStore, error) {
 	return HistoryStore{}, fmt.Errorf("scheme %q: want sqlite:///path/history.db or postgres://user@host:port/db", u.Scheme)
 }
 
-// historyURLProblem says what is wrong with history.url ("" when nothing).
-func historyURLProblem(raw string) string {
-	if _, err := ParseHistoryURL(raw); err != nil {
-		return err.Error()
+// errCheck is the rule a parser's error makes over path: its words are the message.
+func errCheck(path string, err error) check {
+	if err != nil {
+		return check{path, true, err.Error()}
 	}
-	return ""
+	return check{path: path}
 }
+
+// errOf is a parser's error, its value dropped.
+func errOf[T any](_ T, err error) error { return err }
 
 // floorNames are the benchmarks reference_floors may name (results.MicrobenchNames and the three
 // floors beside them).
 func floorNames() []string {
 	return append(results.MicrobenchNames(), results.FloorBurn, results.FloorPeerCopy, results.FloorAllReduce)
-}
-
-func validLinkFault(s string, gpus int) bool {
-	if s == "" {
-		return true
-	}
-	m := linkFaultRe.FindStringSubmatch(s)
-	if m == nil {
-		return false
-	}
-	n, err := strconv.Atoi(m[1])
-	return err == nil && n < gpus
 }
 
 // check is one rule over a resolved value.
@@ -218,13 +189,13 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.straggler_pct", c.Sim.StragglerPct < 0 || c.Sim.StragglerPct >= 100, "want 0..100"},
 		{"sim.engine_drift_pct", c.Sim.EngineDriftPct < 0 || c.Sim.EngineDriftPct >= 100, "want 0..100 (20: every engine's speed wanders between 0.8 and 1 of its own)"},
 		{"sim.node_slowdown_pct", c.Sim.NodeSlowdownPct < 0 || c.Sim.NodeSlowdownPct >= 100, "want 0..100 (5: every GPU of the node runs at 0.95)"},
-		{"history.url", historyURLProblem(c.History.URL) != "", historyURLProblem(c.History.URL)},
+		errCheck("history.url", errOf(ParseHistoryURL(c.History.URL))),
 		{"history.password_env", c.History.PasswordEnv != "" && !envNameRe.MatchString(c.History.PasswordEnv), "want the name of an environment variable, e.g. PGPASSWORD (the password itself never goes in the config)"},
 		{"history.retention_days", c.History.RetentionDays < 0, "want ≥ 0 days (0: keep every run)"},
 		{results.ThDriftPct, c.History.DriftPct <= 0 || c.History.DriftPct >= 100, "want a margin in % in (0, 100), e.g. 5"},
 		{"history.timeout", c.History.Timeout <= 0, "want a positive duration, e.g. 30s"},
-		{"sim.link_fault", !validLinkFault(c.Sim.LinkFault, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
-		{"sim.cotenant", !validCoTenant(c.Sim.CoTenant, c.Sim.GPUs), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
+		{"sim.link_fault", !validSimGPU(c.Sim.LinkFault, c.Sim.GPUs, linkFaultRe), fmt.Sprintf("want \"\" (none) or GPU[:down|slow|errors] with GPU 0..%d, e.g. 1:slow", c.Sim.GPUs-1)},
+		{"sim.cotenant", !validSimGPU(c.Sim.CoTenant, c.Sim.GPUs, coTenantRe), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.hbm_hidden", !validSimGPU(c.Sim.HBMHidden, c.Sim.GPUs, hbmHiddenRe), fmt.Sprintf("want \"\" (none) or GPU[:SHARE] with GPU 0..%d and SHARE in (0, 1), e.g. 1 or 1:0.5", c.Sim.GPUs-1)},
 		{"sim.engine_fault", !validSimGPU(c.Sim.EngineFault, c.Sim.GPUs, engineFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND short, cut, traceback or exit, e.g. 1:short", c.Sim.GPUs-1)},

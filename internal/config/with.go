@@ -1,13 +1,16 @@
 package config
 
-import "slices"
+import (
+	"maps"
+	"slices"
+)
 
 // With is the plan with key=value overrides on top, as --set applies them (source "flag:--set"),
 // checked as Load checks a plan; p is unchanged. It is the plan a fleet's nested run (opennebula's
 // bare-metal re-measure, whose nodes run with --set overrides) records and judges with: the
 // settings its hosts ran under, not the outer run's.
 func (p *Plan) With(sets ...string) (*Plan, error) {
-	q := &Plan{Sources: maps(p.Sources), Notes: slices.Clone(p.Notes), EndpointURLKey: p.EndpointURLKey,
+	q := &Plan{Sources: maps.Clone(p.Sources), Notes: slices.Clone(p.Notes), EndpointURLKey: p.EndpointURLKey,
 		tree: deepCopy(p.tree).(tree)}
 	if err := q.applySets(sets); err != nil {
 		return nil, err
