@@ -6,12 +6,10 @@ import (
 )
 
 // Compact gives every slice under ptr (a pointer to what was decoded) a backing array of exactly
-// its length, and every string field the one copy of its text the process holds. A fleet
-// controller holds a thousand nodes' results read back from their Jobs until its host files are
-// written (docs/k8s-scale.md): the JSON decoder grows a slice by doubling (37 % spare slice
-// capacity, 23 % of their heap), and gives each string its own bytes, where 94 % of a node's
-// string bytes (rung sizing notes, check names, units, engine commands) repeat another node's.
-// Values are unchanged. Parse does it.
+// its length, and every string field the one copy of its text the process holds; values are
+// unchanged (Parse does it). A fleet controller holds a thousand nodes' results (docs/k8s-scale.md):
+// decoded slices carried 37 % spare capacity (23 % of the heap), and 94 % of a node's string bytes
+// repeat another node's.
 func Compact(ptr any) {
 	if v := reflect.ValueOf(ptr); v.Kind() == reflect.Pointer {
 		compact(v)

@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// Correct, not only fast (issue 33): the GEMMs' answers checked, greedy outputs compared across
-// GPUs, and the GPU's own telemetry during the load. Every type here is new; the fields that hold
-// them are Microbench.Check, Burn.Check, Functional.Greedy and Endpoint.Telemetry.
+// Correct, not only fast (issue 33): the GEMMs' answers checked (Microbench.Check, Burn.Check),
+// greedy outputs compared across GPUs (Functional.Greedy), each GPU's telemetry under load.
 
 // ResultCheck is the check of a GEMM's answers: each result compared with a reference (the first
 // result's checksum, bit for bit), and a tile of the first result recomputed on the CPU.

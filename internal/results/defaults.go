@@ -3,14 +3,10 @@ package results
 import "time"
 
 // DefaultLoadConfig is the load profile used where nothing says otherwise (the seed's shared
-// guidellm profile). It is the one home of these values: config's built-in defaults, the load
-// generator's fill-in of unset fields and `gpuvet bench`'s flag defaults all read it, and a test in
-// each of them fails if it stops doing so.
-//
-// It lives here, beside LoadConfig, because results is the schema and imports nothing: config and
-// load both read results already, while neither can import the other (config would pull in the
-// HTTP client, load would pull in the whole run configuration). A function, not a variable, so no
-// caller can change the defaults of another.
+// guidellm profile): the one home of these values, which config's defaults, the load generator's
+// fill-in and `gpuvet bench`'s flags read (a test in each holds them to it). It lives in results
+// because config and load both import it and neither can import the other; a function, so no
+// caller can change another's defaults.
 func DefaultLoadConfig() LoadConfig {
 	return LoadConfig{
 		Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256,
@@ -63,9 +59,8 @@ const (
 // own too. `gpuvet calibrate` applies it to the worst ratio of the healthy runs it is given.
 const FloorMarginPct = 25.0
 
-// HealthDefaults are the health phase's default settings; SimDefaults the simulator's. As
-// DefaultLoadConfig, each is the one home of its values: config's built-in defaults, the health
-// phase's fill-in of unset Options and the flag defaults of `gpuvet health`, `run` and `sim` read it.
+// HealthDefaults are the health phase's default settings; SimDefaults the simulator's: as
+// DefaultLoadConfig, the one home of their values (config, the health phase, the flags read them).
 type HealthDefaults struct {
 	MinPCIeGBps float64       // pinned PCIe bandwidth below this is flagged (GB/s)
 	DCGMLevel   int           // dcgmi diag level

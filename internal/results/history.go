@@ -140,11 +140,11 @@ func TrendKeys(pts []TrendPoint) (keys, labels []string) {
 	for i, m := range TrendMetrics {
 		rank[m] = i
 	}
+	metric := func(k string) string { return k[strings.LastIndex(k, " ")+1:] }
 	seen, models := map[string]bool{}, map[string]bool{}
 	for _, p := range pts {
 		for k := range p.Figures {
-			m := k[strings.LastIndex(k, " ")+1:]
-			if _, ok := rank[m]; ok && !seen[k] {
+			if _, ok := rank[metric(k)]; ok && !seen[k] {
 				seen[k] = true
 				keys = append(keys, k)
 				if i := strings.LastIndex(k, " "); i > 0 {
@@ -154,18 +154,16 @@ func TrendKeys(pts []TrendPoint) (keys, labels []string) {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool {
-		mi, mj := keys[i][strings.LastIndex(keys[i], " ")+1:], keys[j][strings.LastIndex(keys[j], " ")+1:]
-		if rank[mi] != rank[mj] {
-			return rank[mi] < rank[mj]
+		if ri, rj := rank[metric(keys[i])], rank[metric(keys[j])]; ri != rj {
+			return ri < rj
 		}
 		return keys[i] < keys[j]
 	})
 	for _, k := range keys {
-		l := k
 		if len(models) <= 1 {
-			l = k[strings.LastIndex(k, " ")+1:]
+			k = metric(k)
 		}
-		labels = append(labels, l)
+		labels = append(labels, k)
 	}
 	return keys, labels
 }

@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -96,10 +97,7 @@ func (f Finding) Line() string {
 // LayerLine says a judged summary's layers in one line, worst first: "engine failed, gpu ok"
 // ("" when nothing was found).
 func LayerLine(layers map[string]Status) string {
-	var ls []string
-	for l := range layers {
-		ls = append(ls, l)
-	}
+	ls := slices.Collect(maps.Keys(layers))
 	sort.SliceStable(ls, func(i, j int) bool {
 		if rank(layers[ls[i]]) != rank(layers[ls[j]]) {
 			return rank(layers[ls[i]]) > rank(layers[ls[j]])

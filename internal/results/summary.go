@@ -266,10 +266,8 @@ type GPUVerdict struct {
 func (h *Host) GPUStatus(gpus []int) Status {
 	var st Status
 	for _, g := range h.GPUs {
-		for _, i := range gpus {
-			if g.Index == i {
-				st = Worse(st, g.Status)
-			}
+		if slices.Contains(gpus, g.Index) {
+			st = Worse(st, g.Status)
 		}
 	}
 	return st
@@ -280,15 +278,11 @@ func (h *Host) ServedGPUs() []int {
 	var out []int
 	for _, m := range h.Models {
 		for _, e := range m.Endpoints {
-			for _, i := range e.GPUs {
-				if !slices.Contains(out, i) {
-					out = append(out, i)
-				}
-			}
+			out = append(out, e.GPUs...)
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // SkippedChecks lists the checks of the run that did not run (DCGM absent, a microbenchmark not
@@ -393,8 +387,9 @@ func Parse(b []byte) (*Summary, error) {
 		return nil, fmt.Errorf("no schema_version: not a gpuvet summary")
 	}
 	if !knownVersion(s.SchemaVersion) {
-		return nil, fmt.Errorf("schema_version %s: this gpuvet reads %s.0 to %s (MAJOR.MINOR): a newer or unknown summary; read it with the gpuvet that wrote it, or re-record",
-			s.SchemaVersion, major(SchemaVersion), SchemaVersion)
+		mj, _, _ := splitVersion(SchemaVersion)
+		return nil, fmt.Errorf("schema_version %s: this gpuvet reads %d.0 to %s (MAJOR.MINOR): a newer or unknown summary; read it with the gpuvet that wrote it, or re-record",
+			s.SchemaVersion, mj, SchemaVersion)
 	}
 	Compact(&s)
 	return &s, nil
@@ -416,11 +411,6 @@ func splitVersion(v string) (major, minor int, ok bool) {
 	return x, y, canonical
 }
 
-func major(v string) string {
-	a, _, _ := strings.Cut(v, ".")
-	return a
-}
-
 // OutputFolders are the folders of an output folder where a run writes files of its own.
 var OutputFolders = []string{"raw", "logs", "hosts"}
 
@@ -433,10 +423,7 @@ func OutputFiles(dir string, since time.Time) []string {
 	var out []string
 	for _, sub := range OutputFolders {
 		_ = filepath.WalkDir(filepath.Join(dir, sub), func(p string, d fs.DirEntry, err error) error {
-			if err != nil || len(out) >= maxOutputs {
-				return nil
-			}
-			if !d.Type().IsRegular() {
+			if err != nil || len(out) >= maxOutputs || !d.Type().IsRegular() {
 				return nil
 			}
 			if info, err := d.Info(); err == nil && !info.ModTime().Before(since.Truncate(time.Second)) {
@@ -487,17 +474,14 @@ func ReplaceFile(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
+	err = write(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
+	if err == nil { // CreateTemp makes the file 0600; results are meant to be read by whoever runs the report
+		err = os.Chmod(tmp.Name(), 0o644)
 	}
-	// CreateTemp makes the file 0600; results are meant to be read by whoever runs the report.
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}

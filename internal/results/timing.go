@@ -1,8 +1,7 @@
 package results
 
 // Node scale (issue 34): how many GPUs a run loaded at once and why, and its time-to-vet — wall
-// time per phase, per health step and per GPU. Grouped here so the schema's other files stay as
-// they were; the fields that carry these types are marked "issue 34" where they sit.
+// time per phase, per health step and per GPU.
 
 // ParallelChoice is what run.parallel_gpus resolved to and why.
 type ParallelChoice struct {
