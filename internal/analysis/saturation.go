@@ -4,6 +4,7 @@ package analysis
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -30,15 +31,10 @@ func AnalyzeSaturation(rungs []float64, peak float64) results.Saturation {
 	}
 	if n >= 5 {
 		top := rungs[n-1]
-		last := rungs[n-1] - rungs[n-2]
-		mean := (rungs[n-2] - rungs[0]) / float64(n-2)
+		last, mean := top-rungs[n-2], (rungs[n-2]-rungs[0])/float64(n-2)
 		if peak >= top && peak <= 1.25*top && last > 0 && mean > 0 && last >= 0.6*mean && top > 1.05*rungs[0] {
 			s.Unsaturated = true
-			r := fmt.Sprintf("unsaturated: the last rungs still climb (last step %.0f tok/s vs mean step %.0f) and the probe peak %.0f sits within 1.25 × the top rung %.0f: the ladder stopped below the knee", last, mean, peak, top)
-			if s.Reason != "" {
-				r = s.Reason + "; " + r
-			}
-			s.Reason = r
+			s.Reason = strings.TrimPrefix(s.Reason+"; "+fmt.Sprintf("unsaturated: the last rungs still climb (last step %.0f tok/s vs mean step %.0f) and the probe peak %.0f sits within 1.25 × the top rung %.0f: the ladder stopped below the knee", last, mean, peak, top), "; ")
 		}
 	}
 	return s

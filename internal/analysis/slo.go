@@ -41,18 +41,11 @@ func ParseSLO(s string) (SLO, error) {
 		if err != nil || d <= 0 {
 			return SLO{}, fmt.Errorf("--slo %q: %s=%q is not a positive duration like 200ms", s, k, v)
 		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "ttft":
-			slo.TTFT = d
-		case "itl":
-			slo.ITL = d
-		case "tpot":
-			slo.TPOT = d
-		case "e2e":
-			slo.E2E = d
-		default:
+		bound := map[string]*time.Duration{"ttft": &slo.TTFT, "itl": &slo.ITL, "tpot": &slo.TPOT, "e2e": &slo.E2E}[strings.ToLower(strings.TrimSpace(k))]
+		if bound == nil {
 			return SLO{}, fmt.Errorf("--slo %q: unknown key %q (want ttft, itl, tpot or e2e)", s, k)
 		}
+		*bound = d
 	}
 	return slo, nil
 }

@@ -7,15 +7,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/metrics"
 )
 
-// Blocked comparison (issue 55). GPUs loaded at once share what drifts over a run: the host, a
-// node-wide engine slowdown, the load generator's machine. A figure's interval over its requests
-// (or across its blocks) holds that drift, so a GPU 11 % slower than its peers under an engine that
-// wanders by a quarter reads "11 % [8 %, 27 %]": undecided. Where every GPU's rung ran in blocks
-// started together, the gap is taken block by block instead, as a randomized complete block design
-// takes a treatment's effect within each block (Box, Hunter & Hunter, "Statistics for
-// Experimenters", ch. 4): the drift is common to a block's GPUs and cancels in their ratio. The
-// gap's standard error comes from the GPU × block residuals of the additive fit on the log scale,
-// (G − 1)(K − 1) degrees of freedom, and its interval from Student's t.
+// Blocked comparison (issue 55). GPUs loaded at once share what drifts over a run (the host, the
+// engine, the load generator), and a figure's interval holds that drift: a GPU 11 % slower under an
+// engine wandering by a quarter reads "11 % [8 %, 27 %]", undecided. Where every GPU's rung ran in
+// blocks started together, the gap is taken block by block, as a randomized complete block design
+// does (Box, Hunter & Hunter, "Statistics for Experimenters", ch. 4): the drift cancels in each
+// block's ratio. Its standard error comes from the GPU × block residuals of the additive fit on the
+// log scale, (G − 1)(K − 1) degrees of freedom, its interval from Student's t.
 
 // blockGap is a cell's gap to its peers measured block by block: the mean over the blocks of ln
 // (how much worse than the peers' median in that block), its standard error and the t quantile of

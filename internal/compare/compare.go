@@ -25,9 +25,8 @@ const (
 const Tighten = "a longer window or more requests give more samples (load.max_duration, load.max_requests; compare.min_samples sets the minimum)"
 
 // NeedMore says what would decide a figure from too few requests, as MLPerf LoadGen says "run N
-// more queries": "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s (…)"; the
-// duration, when the window the n requests took is known (window seconds, 0: not), is that window
-// stretched to the requests needed.
+// more queries": "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s (…)", the
+// duration being the n requests' window (seconds, 0: unknown) stretched to those needed.
 func NeedMore(n, need int, window float64) string {
 	more := fmt.Sprintf("n=%d of the %d needed: %d more requests", n, need, need-n)
 	if window > 0 && n > 0 {
@@ -65,15 +64,13 @@ type Figure struct {
 	// Window is the measured window of the rung behind the figure, in seconds (0: unknown): what
 	// would give it more samples is said as a duration too.
 	Window float64
-	// Blocks are the figure's value in each block of its rung, where those blocks ran at the same
-	// times as the other cells' (GPUs loaded at once, their blocks started together): Peers then
-	// judges the gap block by block, which cancels what moved all of them alike (nil: not aligned).
+	// Blocks are the figure's value in each block of its rung, where they ran at the same times as the
+	// other cells' (GPUs loaded at once): Peers then judges the gap block by block (nil: not aligned).
 	Blocks []float64
 	// gap is the gap to the reference measured block by block (Peers sets it from Blocks).
 	gap *blockGap
-	// DriftPct, when set, is how far (±%) a reading of the engine's speed at one moment may sit from
-	// its speed over the run, by the spread between the run's synchronous blocks, which widened CI
-	// to cover a rerun: a gate it leaves undecided says so.
+	// DriftPct, when set, is how far (±%) a reading of the engine's speed at one moment may sit from its
+	// speed over the run (the synchronous blocks' spread), which widened CI: a gate it leaves undecided says so.
 	DriftPct float64
 }
 
@@ -123,10 +120,9 @@ func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
 	return ""
 }
 
-// Gate judges a figure against a limit (upper: the figure must be ≤ limit, else ≥). It fails only
-// when the figure, with its confidence interval, is beyond the limit; an interval that spans the
-// limit, or a figure from too few samples, is inconclusive either way; a figure beyond the limit
-// that is in doubt (client-limited, a lower bound) is inconclusive.
+// Gate judges a figure against a limit (upper: it must be ≤ limit, else ≥): it fails only when the
+// figure, with its interval, is beyond the limit; an interval spanning it, too few samples, or a
+// breach in doubt (client-limited, a lower bound) is inconclusive.
 func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why string) {
 	if TooFew(f, minSamples) {
 		return Inconclusive, Doubt(f, !upper, minSamples)
@@ -175,11 +171,8 @@ func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (
 	if !(over > tolPct) {
 		return Pass, over, ""
 	}
-	switch {
-	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && x.ReqS > 0 && ref.ReqS > 0 && math.Abs(ref.ReqS-x.ReqS) < g.MinThroughputReqS:
-		return Pass, over, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(ref.ReqS-x.ReqS), g.MinThroughputReqS)
-	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(x.Value-ref.Value) <= g.MinTTFTDeltaMs:
-		return Pass, over, fmt.Sprintf("the spread is %.1f ms (≤ %g ms), not material", math.Abs(x.Value-ref.Value), g.MinTTFTDeltaMs)
+	if why := smallSpread(metric, x, ref, g); why != "" {
+		return Pass, over, why
 	}
 	if d := Doubt(x, higher && IsThroughputMetric(metric), g.MinSamples); d != "" {
 		return Inconclusive, over, d
@@ -195,6 +188,18 @@ func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (
 			Num(x.CI.Lo), Num(x.CI.Hi), Num(ref.CI.Lo), Num(ref.CI.Hi))
 	}
 	return Fail, over, ""
+}
+
+// smallSpread is why a gap is too small to matter whatever its % ("" when it is not): a throughput
+// spread under g.MinThroughputReqS (a tiny-denominator artifact), a TTFT one within g.MinTTFTDeltaMs.
+func smallSpread(metric string, x, ref Figure, g Guards) string {
+	switch {
+	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && x.ReqS > 0 && ref.ReqS > 0 && math.Abs(ref.ReqS-x.ReqS) < g.MinThroughputReqS:
+		return fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(ref.ReqS-x.ReqS), g.MinThroughputReqS)
+	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(x.Value-ref.Value) <= g.MinTTFTDeltaMs:
+		return fmt.Sprintf("the spread is %.1f ms (≤ %g ms), not material", math.Abs(x.Value-ref.Value), g.MinTTFTDeltaMs)
+	}
+	return ""
 }
 
 // Outlier is the bare variance rule: value below best × (1 − pct/100) when higher is better, or
@@ -238,10 +243,8 @@ func Num(v float64) string {
 const CPUWaitFix = "give the engine CPUs of its own (stop the host's other work, or reserve cores for the engine) and rerun"
 
 // cpuFactor is how much slower x's engine may have run than ref's for waiting longer for a CPU:
-// (1 − ref's wait)/(1 − x's wait), the slowdown of a CPU-bound loop (1: no more wait than ref's, or
-// either not read: a reference measured elsewhere, or a stored acceptance run, whose wait is
-// unknown, leaves the rule out rather than assume it idle). An engine that mostly sleeps between
-// steps loses less than that: the rule errs towards undecided, never towards a flag.
+// (1 − ref's wait)/(1 − x's wait), a CPU-bound loop's slowdown; 1 when either wait is unknown (not
+// assumed idle). An engine that sleeps between steps loses less: the rule errs towards undecided.
 func cpuFactor(x, ref Figure) float64 {
 	if x.CPUWait == nil || ref.CPUWait == nil {
 		return 1
@@ -253,13 +256,10 @@ func cpuFactor(x, ref Figure) float64 {
 // idleCPU is a gate's reference: a limit is what the GPU should reach with the CPUs to itself.
 var idleCPU = Figure{CPUWait: new(float64)}
 
-// tailOfWaits reports whether x is a tail percentile whose engine may have waited for a CPU as long
-// as its whole tail: a wait share at least the tail's share (5 % for a p95), in a rung whose
-// reference's wait is known (compared on the same host, or a gate's limit). Its slowest requests
-// may then be its longest waits, which a mean wait cannot bound (cpuFactor): neither the gap nor
-// the GPU can be read from it. A sequential load on a busy host (GPUs vetted one after the other
-// while other work comes and goes) made a healthy simulated GPU's ITL p95 181–213 % slower than its
-// sibling's.
+// tailOfWaits reports whether x is a tail percentile whose engine waited for a CPU at least the tail's
+// share of the time (5 % for a p95), against a reference whose wait is known: its slowest requests
+// may then be its longest waits, which a mean wait cannot bound (cpuFactor). On a busy host a
+// healthy simulated GPU's ITL p95 read 181–213 % slower than its sibling's that way.
 func tailOfWaits(x, ref Figure) bool {
 	return x.Tail > 0 && x.CPUWait != nil && ref.CPUWait != nil && *x.CPUWait >= 100*x.Tail
 }
@@ -284,10 +284,9 @@ func cpuWaitText(x, ref Figure) string {
 	return t + fmt.Sprintf(", which alone can make it up to %.0f %% slower", (cpuFactor(x, ref)-1)*100)
 }
 
-// cpuExplains is why a gap of pct % beyond the margin is not the GPU's to answer for ("" when it
-// is): what is left of it once the CPU wait x's engine had beyond ref's is taken out is within the
-// margin. A host whose other work starves one engine (a noisy neighbour, a busy node, GPUs vetted
-// one after the other while the load on the host changed) must not flag its GPU.
+// cpuExplains is why a gap of pct % beyond the margin is not the GPU's ("" when it is): without the
+// CPU wait x's engine had beyond ref's it is within the margin. A host starving one engine (a noisy
+// neighbour, a load that changed between GPUs vetted in turn) must not flag its GPU.
 func cpuExplains(x, ref Figure, pct, marginPct float64) string {
 	if tailOfWaits(x, ref) {
 		return fmt.Sprintf("%s, whatever the %.1f %% gap: %s", tailWaitText(x), pct, CPUWaitFix)

@@ -13,10 +13,9 @@ type Cell struct {
 	Figure
 }
 
-// GPUs judges one metric across the cards of a host: each card against the best card by Pair with
-// the variance tolerance. A card is flagged only when its figure can show it is worse; otherwise the
-// cell is inconclusive with the reason. When the weakest card's figure has too few samples the whole
-// comparison is low-confidence.
+// GPUs judges one metric across the cards of a host, each against the best card by Pair with the
+// variance tolerance: a card is flagged only when its figure can show it, else inconclusive with the
+// reason; too few samples behind the weakest make the comparison low-confidence.
 func GPUs(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
 	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct}
 	cells = finiteCells(cells, &c)
@@ -35,10 +34,7 @@ func GPUs(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Co
 		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
 		return c
 	}
-	if n, low := weakestSamples(cells, g.MinSamples); low {
-		c.LowConfidence = true
-		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", n, g.MinSamples, Tighten))
-	}
+	lowConfidence(&c, cells, g.MinSamples)
 	for i := range c.Values {
 		if i == bi {
 			c.Values[i].Reason = "best"
@@ -74,16 +70,19 @@ func bestIndex(cells []Cell, higher bool) int {
 	return bi
 }
 
-// weakestSamples finds the smallest sample count of the cells (cells without one do not count) and
-// whether it is under the minimum.
-func weakestSamples(cells []Cell, min int) (int, bool) {
+// lowConfidence marks c low-confidence when the smallest sample count of the cells (cells without
+// one do not count) is under the minimum.
+func lowConfidence(c *results.Compare, cells []Cell, min int) {
 	weakest := -1
 	for _, x := range cells {
 		if x.Samples > 0 && (weakest < 0 || x.Samples < weakest) {
 			weakest = x.Samples
 		}
 	}
-	return weakest, min > 0 && weakest >= 0 && weakest < min
+	if min > 0 && weakest >= 0 && weakest < min {
+		c.LowConfidence = true
+		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", weakest, min, Tighten))
+	}
 }
 
 // finiteCells drops NaN/Inf figures (they cannot be compared or written to JSON) and notes them.

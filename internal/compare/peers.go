@@ -9,13 +9,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The interval rule (issue 35). A figure measured from many requests carries a confidence interval;
-// it is judged worse than its reference only when it is worse by more than a material margin AND
-// the confidence interval of that difference lies wholly beyond the margin. Identical figures then
-// never flag (noise cannot carry the interval past the margin), and each comparison can say the
-// smallest slowdown its samples and spread could have flagged. Differences are taken on the log
-// scale, where a figure's interval is close to symmetric, with the figures' standard errors read
-// back from their intervals.
+// The interval rule (issue 35): a figure is worse than its reference only when worse by more than a
+// material margin AND the confidence interval of the difference lies wholly beyond it, so identical
+// figures never flag and each comparison can say the smallest slowdown it could have flagged.
+// Differences are taken on the log scale, where an interval is close to symmetric, with the
+// standard errors read back from the figures' intervals.
 
 // AgainstPeers is results.Compare.Against for comparisons whose figures are judged against the
 // median of the other figures (GPU to GPU, node to node).
@@ -91,14 +89,11 @@ func logOfPct(p float64, higher bool) float64 {
 	return math.Log(1 + p/100)
 }
 
-// Slower judges x against a reference figure (the median of its peers, a baseline) by the interval
-// rule with a margin in %: Pass when x is not worse by more than the margin, when a materiality guard
-// says the spread is too small to matter, or when the interval of the difference includes no
-// slowdown at all (noise); Fail when it is worse by more than the margin and the interval lies beyond
-// the margin; Inconclusive with the reason otherwise (a real slowdown whose interval reaches within
-// the margin, a side without an interval, or a figure that cannot show it: too few samples,
-// client-limited, a lower bound). Figures that are neither per-request nor carry an interval (one GEMM or copy figure) are
-// judged on their values alone.
+// Slower judges x against a reference (its peers' median, a baseline) by the interval rule with a
+// margin in %: Pass when x is within the margin, a materiality guard says the spread is too small, or
+// the gap's interval includes no slowdown (noise); Fail when worse by more than the margin with the
+// interval beyond it; Inconclusive with the reason otherwise. Figures that are neither per-request nor
+// carry an interval (one GEMM or copy figure) are judged on their values alone.
 func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guards) Slowdown {
 	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
 	sx, okx := LogSE(x)
@@ -126,12 +121,8 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		s.Result, s.Why = withinMargin(metric, x, ref, higher, marginPct, s.CI, g)
 		return s
 	}
-	switch {
-	case IsThroughputMetric(metric) && g.MinThroughputReqS > 0 && x.ReqS > 0 && ref.ReqS > 0 && math.Abs(ref.ReqS-x.ReqS) < g.MinThroughputReqS:
-		s.Result, s.Why = Pass, fmt.Sprintf("the spread is %.2f req/s (< %g req/s), a tiny-denominator artifact", math.Abs(ref.ReqS-x.ReqS), g.MinThroughputReqS)
-		return s
-	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0 && math.Abs(x.Value-ref.Value) <= g.MinTTFTDeltaMs:
-		s.Result, s.Why = Pass, fmt.Sprintf("the spread is %.1f ms (≤ %g ms), not material", math.Abs(x.Value-ref.Value), g.MinTTFTDeltaMs)
+	if why := smallSpread(metric, x, ref, g); why != "" {
+		s.Result, s.Why = Pass, why
 		return s
 	}
 	s.Result = Inconclusive
@@ -163,11 +154,9 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 	return s
 }
 
-// withinMargin decides a figure whose gap to its reference is within the margin: Pass, unless a
-// side has too few requests, both were client-limited (a shared client set them both), or the
-// gap's interval reaches past the margin; then Inconclusive, with what would decide it. (A
-// client-limited figure within the margin of a sound reference passes: it reads worse than its
-// server, and is within even so.)
+// withinMargin decides a figure whose gap to its reference is within the margin: Pass, unless a side
+// has too few requests or the gap's interval reaches past the margin; then Inconclusive, with what
+// would decide it. (A client-limited figure within the margin passes: it reads worse than its server.)
 func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, ci *results.Interval, g Guards) (string, string) {
 	switch {
 	case TooFew(x, g.MinSamples):
@@ -216,11 +205,9 @@ func narrowBy(x, ref Figure, higher bool, marginPct float64) string {
 // BothClientLimited is why a comparison of two client-limited figures decides nothing.
 const BothClientLimited = "both figures are client-limited (the load generator, not the servers, set them), so neither a gap nor its absence shows anything: give gpuvet more CPU or run fewer GPUs at once (--parallel-gpus 1) and rerun"
 
-// Peers judges one metric across the cards of a host (or the nodes of a fleet) by the interval
-// rule: each figure against the median of the others, whose interval combines theirs. A card is
-// flagged only when it is worse than its peers by more than g.VariancePct and the interval of that
-// gap lies beyond it; the comparison's DetectablePct is the smallest slowdown it could have flagged
-// on any of its cards (0 when a figure has no interval or cannot show a slowdown).
+// Peers judges one metric across the cards of a host (or the nodes of a fleet) by the interval rule
+// (Slower), each figure against the median of the others with g.VariancePct as the margin; its
+// DetectablePct is the smallest slowdown it could have flagged on any card (0 when one cannot show one).
 func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
 	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct, Against: AgainstPeers}
 	cells = withGaps(finiteCells(cells, &c), higherIsBetter)
@@ -234,10 +221,7 @@ func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.C
 		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
 		return c
 	}
-	if n, low := weakestSamples(cells, g.MinSamples); low {
-		c.LowConfidence = true
-		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", n, g.MinSamples, Tighten))
-	}
+	lowConfidence(&c, cells, g.MinSamples)
 	dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
 	detectable, known := 0.0, true
 	for i, x := range cells {
