@@ -2,7 +2,9 @@ package judge
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -29,15 +31,8 @@ const (
 )
 
 func judgeOwned(check string) bool {
-	if check == CheckPrefixCache {
-		return true
-	}
-	for _, p := range []string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix, checkBaselnPrefix, checkHistoryPrefix} {
-		if strings.HasPrefix(check, p) {
-			return true
-		}
-	}
-	return false
+	return check == CheckPrefixCache || slices.ContainsFunc([]string{checkGatePrefix, checkJudgePrefix, checkFunctPrefix, checkCompPrefix,
+		checkBaselnPrefix, checkHistoryPrefix}, func(p string) bool { return strings.HasPrefix(check, p) })
 }
 
 // Apply judges a whole summary in place: every endpoint's gate verdicts, the GPU-to-GPU comparison
@@ -68,9 +63,7 @@ func mergeThresholds(have, add map[string]results.Threshold) map[string]results.
 	if have == nil {
 		have = map[string]results.Threshold{}
 	}
-	for k, v := range add {
-		have[k] = v
-	}
+	maps.Copy(have, add)
 	return have
 }
 
@@ -109,14 +102,14 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 		markSOL(&m.Endpoints[ei])
 		gateLayers(&m.Endpoints[ei], healthy, val(cfg.LLMVariancePct))
 	}
-	m.Flags = dropJudgeFlags(m.Flags)
+	m.Flags = dropFlags(m.Flags, judgeOwned)
 	m.Status = modelStatus(m)
 }
 
 // judgeEndpoint applies the gates, the expected figures and the error rates to one endpoint, and
 // flags what failed; the GPU-to-GPU comparisons come after, across the model's endpoints.
 func judgeEndpoint(m *results.Model, ep *results.Endpoint, cfg Config, hostGPUs int) {
-	ep.Flags = dropJudgeFlags(ep.Flags)
+	ep.Flags = dropFlags(ep.Flags, judgeOwned)
 	ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
 	if xv := expectedVerdict(ep, m, servedPeers(m) > 1, cfg); xv != nil {
 		ep.Verdicts = append(ep.Verdicts, *xv)
@@ -213,10 +206,11 @@ func servedPeers(m *results.Model) int {
 	return n
 }
 
-func dropJudgeFlags(fl []results.Flag) []results.Flag {
+// dropFlags is fl without the flags whose check drop names (nil when none is left).
+func dropFlags(fl []results.Flag, drop func(check string) bool) []results.Flag {
 	var out []results.Flag
 	for _, x := range fl {
-		if !judgeOwned(x.Check) {
+		if !drop(x.Check) {
 			out = append(out, x)
 		}
 	}
@@ -283,12 +277,16 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 }
 
 // workBroke says the endpoint's work failed: it errored, its load measured nothing, its API suite
-// could not run, or a gate that fails it (error rate, a layer's fault) did.
+// could not run, or a gate that fails it did: the error rate (so a run with too many errors exits
+// non-zero without --fail-on-flag), or the engine's or the network's failed requests past the error
+// limit (that fails the endpoint and the run, not its GPU).
 func workBroke(ep *results.Endpoint) bool {
 	return ep.Error != "" || ep.Status == results.StatusFailed ||
 		ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0 ||
 		ep.Functional != nil && ep.Functional.Error != "" ||
-		errorRateFailed(ep) || layerFailed(ep)
+		slices.ContainsFunc(ep.Verdicts, func(v results.Verdict) bool {
+			return v.Result == ResultFail && (v.Check == CheckErrorRate || v.Check == CheckEngineFault || v.Check == CheckNetworkFault)
+		})
 }
 
 // functionalFlags flags every failed conformance test (seed: a misbehaving API flags the model).
@@ -339,10 +337,16 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	sync, conc := FindRun(l, RunSynchronous), FindRun(l, RunConcurrency)
 
 	tol := val(cfg.AICRTolerancePct)
-	aicrThr := g.spec(results.ThAICRMinOutputTokS)
-	aicrThr.Factor = 1 - tol/100
-	if g.AICRMinOutputTokS.Value != nil {
-		aicrThr.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1-tol/100, fmtNum(*g.AICRMinOutputTokS.Value), tol)
+	aicr := func(key string, factor float64) GateSpec { // an aicr gate: its limit × the tolerance
+		s := g.spec(key)
+		s.Factor = factor
+		if s.Limit.Value != nil {
+			s.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", factor, fmtNum(*s.Limit.Value), tol)
+		}
+		return s
+	}
+	aicrThr, aicrTTFT := aicr(results.ThAICRMinOutputTokS, 1-tol/100), aicr(results.ThAICRMaxTTFTP99Ms, 1+tol/100)
+	if aicrThr.Limit.Value != nil {
 		epGPUs := max(len(ep.GPUs), 1)
 		switch n := cfg.AICRNodeGPUs; {
 		case cfg.AICRThroughputScope == ScopeGPU:
@@ -357,11 +361,6 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 			aicrThr.Factor *= float64(epGPUs) / float64(n)
 			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, epGPUs)
 		}
-	}
-	aicrTTFT := g.spec(results.ThAICRMaxTTFTP99Ms)
-	aicrTTFT.Factor = 1 + tol/100
-	if g.AICRMaxTTFTP99Ms.Value != nil {
-		aicrTTFT.FactorNote = fmt.Sprintf("%g × %s, aicr %g %% tolerance", 1+tol/100, fmtNum(*g.AICRMaxTTFTP99Ms.Value), tol)
 	}
 
 	n := int(val(cfg.CompareMinSamples))
@@ -382,10 +381,8 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	return vs
 }
 
-// rungUndecided makes the verdicts on a rung's figures inconclusive when the rung has a reason
-// they cannot decide (a ramp that never reached its steady state, a rung cut by
-// load.max_rung_duration before its figures had their samples), whatever they read; how says how
-// the rung relates to them ("was", "behind it was").
+// rungUndecided makes the verdicts on rung r's figures inconclusive for why (a ramp never steady, a
+// rung cut by load.max_rung_duration); how relates the rung to them ("was", "behind it was").
 func rungUndecided(vs []results.Verdict, r *results.Run, how, why string) {
 	if why != "" {
 		undecidedBy(vs, "the "+r.Kind+" rung "+how+" "+why)
@@ -408,28 +405,15 @@ func undecidedBy(vs []results.Verdict, why string) {
 
 // undecided reports whether any gate of the endpoint could not decide.
 func undecided(ep *results.Endpoint) bool {
-	for _, v := range ep.Verdicts {
-		if v.Result == ResultInconclusive {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ep.Verdicts, func(v results.Verdict) bool { return v.Result == ResultInconclusive })
 }
 
 // comparisonsUndecided reports whether a GPU-to-GPU comparison of the model could not decide: too
 // few samples behind the weakest card, or a card that looked worse but whose figure cannot show it.
 func comparisonsUndecided(cs []results.Compare) bool {
-	for _, c := range cs {
-		if c.LowConfidence {
-			return true
-		}
-		for _, cell := range c.Values {
-			if cell.Inconclusive {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(cs, func(c results.Compare) bool {
+		return c.LowConfidence || slices.ContainsFunc(c.Values, func(cell results.CompareCell) bool { return cell.Inconclusive })
+	})
 }
 
 // percentile reads one percentile of a distribution; tail is the share of samples beyond it, which
@@ -440,16 +424,15 @@ type percentile struct {
 }
 
 var (
+	p50 = percentile{func(d results.Dist) float64 { return d.P50 }, 0}
 	p95 = percentile{func(d results.Dist) float64 { return d.P95 }, 0.05}
 	p99 = percentile{func(d results.Dist) float64 { return d.P99 }, 0.01}
 )
 
 // acrossRuns is f, metric's figure of load l, with the interval that covers a rerun (Run.AcrossRuns):
-// for its history, and for comparisons of GPUs loaded one after another, whose drift between
-// blocks is not shared. A figure not measured in blocks (the peak and sustained throughputs of the
-// ladder) was measured at one moment of an engine whose speed the synchronous rung's blocks saw
-// move: its interval widens by that speed's relative half-width (engineDriftPct), as a rerun at
-// another moment would read it.
+// for history, and for GPUs loaded one after another, whose drift between blocks is not shared. A
+// figure not measured in blocks (the ladder's throughputs) was read at one moment of an engine whose
+// speed the synchronous blocks saw move: its interval widens by that speed's half-width (engineDriftPct).
 func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure {
 	r := FindRun(l, RunSynchronous)
 	if r == nil {
@@ -495,9 +478,8 @@ func clientLimited(r *results.Run, l *results.Load) bool {
 	return l.Client.ClientLimited
 }
 
-// requests is the number of requests behind a figure of one run: its successful requests (a
-// latency distribution's own count when smaller). An ITL p95 of 5 requests is 5 samples, however
-// many token gaps they had.
+// requests is the number of requests behind a figure of run r: its successful requests, or the
+// distribution's own count when smaller (an ITL p95 of 5 requests is 5 samples, however many gaps).
 func requests(r *results.Run, d results.Dist) int {
 	n := r.Requests.Successful
 	if d.Count > 0 && d.Count < n {
@@ -558,9 +540,8 @@ func PeakRun(l *results.Load) *results.Run {
 	return best
 }
 
-// throughputFigure is a load-wide throughput figure with the rung behind it: its requests, its CI
-// (scaled when the figure is the rung's tok/s in other units, as sustained req/s is), whether it was
-// client-limited, and whether the sweep makes it a lower bound.
+// throughputFigure is a load-wide throughput figure with its rung's requests, CI (scaled to the
+// figure's units, as sustained req/s is), client limit and whether it is a lower bound.
 func throughputFigure(l *results.Load, v float64) compare.Figure {
 	f := compare.Figure{Value: v, LowerBound: l.Saturation.LowerBound(), ClientLimited: l.Client.ClientLimited, ReqS: l.SustainedReqS}
 	if r := PeakRun(l); r != nil {
@@ -597,9 +578,8 @@ type LLMMetric struct {
 	Get func(l *results.Load) (f compare.Figure, ok bool)
 }
 
-// LLMMetrics are the compared LLM figures: sustained req/s and peak output tok/s of the sweep, the
-// sync run's TTFT, ITL and TPOT p95 and its median TPOT, and the concurrency run's output tok/s and TTFT p99 (the
-// latter against baselines only).
+// LLMMetrics are the compared LLM figures: the sweep's sustained req/s and peak output tok/s, the sync
+// run's TTFT, ITL, TPOT p95 and median TPOT, the concurrency run's output tok/s and TTFT p99 (baselines only).
 var LLMMetrics = []LLMMetric{
 	{MetricSustainedReqS, true, false, sustainedFigure},
 	{MetricPeakOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
@@ -611,12 +591,12 @@ var LLMMetrics = []LLMMetric{
 		}
 		return throughputFigure(l, v), v > 0
 	}},
-	{MetricTTFTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
-	{MetricITLP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
-	{MetricTPOTP95, false, false, syncDist(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},
+	{MetricTTFTP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
+	{MetricITLP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
+	{MetricTPOTP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},
 	// The median TPOT of the sync run is the card's decode step at concurrency 1: the figure with the
 	// tightest interval of its speed, so the one that resolves a slowdown near the margin (issue 35).
-	{MetricTPOTP50, false, false, syncMedian(func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP50) })},
+	{MetricTPOTP50, false, false, syncDist(p50, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP50) })},
 	{MetricConcOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
 		m := concThroughput(FindRun(l, RunConcurrency), l)
 		m.ReqS = l.SustainedReqS
@@ -631,59 +611,34 @@ var LLMMetrics = []LLMMetric{
 	}},
 }
 
-// syncMedian reads the median of a sync-run distribution (syncDist reads its p95).
-func syncMedian(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
+// syncDist reads a percentile of a sync-run distribution.
+func syncDist(pick percentile, get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
 	return func(l *results.Load) (compare.Figure, bool) {
-		r := FindRun(l, RunSynchronous)
-		if r == nil {
-			return compare.Figure{}, false
-		}
-		d, ci := get(r)
-		return withCPU(compare.Figure{Value: d.P50, CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds}, r), d.Count > 0
+		m := distMeasure(FindRun(l, RunSynchronous), RunSynchronous, get, pick, false, l)
+		return m.Figure, m.Present
 	}
 }
 
-func syncDist(get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
-	return func(l *results.Load) (compare.Figure, bool) {
-		r := FindRun(l, RunSynchronous)
-		if r == nil {
-			return compare.Figure{}, false
-		}
-		d, ci := get(r)
-		return withCPU(compare.Figure{Value: p95.of(d), CI: ci, Samples: requests(r, d), ClientLimited: clientLimited(r, l), Window: r.WindowSeconds, Tail: p95.tail}, r), d.Count > 0
-	}
-}
-
-// ModelComparisons compares every LLM metric across the endpoints of one model on one host.
-// Failed endpoints and endpoints without load are left out; a model on one GPU gets none. With
-// sharedClient (GPUs loaded at once by one gpuvet process, their rungs side by side), a client that
-// fell behind on any rung of any of them was short of CPU while it loaded all of them: every
-// comparison of the model is then client-limited and decides nothing (the README's rule; issue 55:
-// with the synchronous rung left decidable, 14 of 24 cells of a starved run were still decided).
+// ModelComparisons compares every LLM metric across the endpoints of one model on one host, leaving
+// out failed endpoints and those without load. With sharedClient (GPUs loaded at once by one gpuvet),
+// a client that fell behind on any rung of any of them was short of CPU for all: every comparison is
+// then client-limited and decides nothing (issue 55: sparing the sync rung left 14 of 24 starved cells decided).
 func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
-	type ep struct {
-		gpu  int
-		load *results.Load
-	}
-	var eps []ep
+	var gpus []int
+	var loads []*results.Load
 	limited := false
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
-		// Only the endpoint's own error excludes it (not a status an earlier Apply set), so that
-		// Apply stays idempotent; a failed conformance suite does not void the load figures.
-		// A shared GPU's figures are not its own: they neither pass nor set the best (issue 26).
+		// Only the endpoint's own error excludes it, not a status an earlier Apply set (idempotence); a
+		// failed API suite does not void the load, and a shared GPU's figures are not its own (issue 26).
 		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || SharedGPU(e) || EngineFaulted(e) {
 			continue
 		}
-		eps = append(eps, ep{endpointGPU(e, i), e.Load})
+		gpus, loads = append(gpus, endpointGPU(e, i)), append(loads, e.Load)
 		limited = limited || (sharedClient && loadClientLimited(e.Load))
 	}
-	if len(eps) < 2 {
+	if len(loads) < 2 {
 		return nil
-	}
-	loads := make([]*results.Load, len(eps))
-	for i, e := range eps {
-		loads[i] = e.load
 	}
 	var out []results.Compare
 	for _, met := range LLMMetrics {
@@ -692,20 +647,20 @@ func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.C
 		}
 		var cells []compare.Cell
 		blocks := alignedBlocks(loads, met.Name, sharedClient)
-		for i, e := range eps {
-			f, ok := met.Get(e.load)
+		for i, l := range loads {
+			f, ok := met.Get(l)
 			if !ok {
 				continue
 			}
 			if !sharedClient { // not side by side: each GPU's drift between blocks is its own
-				f = acrossRuns(e.load, met.Name, f)
+				f = acrossRuns(l, met.Name, f)
 			}
 			if blocks != nil {
 				f.Blocks = blocks[i]
 			}
-			f.ReqS = e.load.SustainedReqS
+			f.ReqS = l.SustainedReqS
 			f.ClientLimited = f.ClientLimited || limited
-			cells = append(cells, compare.Cell{GPU: e.gpu, Figure: f})
+			cells = append(cells, compare.Cell{GPU: gpus[i], Figure: f})
 		}
 		if len(cells) < 2 {
 			continue
@@ -726,15 +681,7 @@ const SharedClientLimited = "not decided: the GPUs were loaded at once and the l
 
 // loadClientLimited says whether the client fell behind on any rung of load l.
 func loadClientLimited(l *results.Load) bool {
-	if l.Client.ClientLimited {
-		return true
-	}
-	for _, r := range l.Runs {
-		if r.ClientLimited {
-			return true
-		}
-	}
-	return false
+	return l.Client.ClientLimited || slices.ContainsFunc(l.Runs, func(r results.Run) bool { return r.ClientLimited })
 }
 
 // rollHost rolls a host's status up from its discovery, health and models.
@@ -789,12 +736,9 @@ func rollRun(s *results.Summary, cfg Config) {
 		st = results.Worse(st, h.Status)
 		all = append(all, h.AllFlags()...)
 	}
-	s.Flags = nil
-	if b := s.Baseline; b != nil {
-		for _, fl := range BaselineFlags(b) {
-			all = append(all, fl)
-			st = results.Worse(st, results.StatusFlag)
-		}
+	if b := s.Baseline; b != nil && len(BaselineFlags(b)) > 0 {
+		all = append(all, BaselineFlags(b)...)
+		st = results.Worse(st, results.StatusFlag)
 	}
 	if s.Error != "" {
 		st = results.StatusFailed

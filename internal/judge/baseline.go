@@ -1,8 +1,10 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,9 +48,8 @@ func (sf *subjectFigures) add(subject, metric string, higher bool, x figure) {
 	sf.higher[metric] = higher
 }
 
-// collect reads the comparable figures of a summary: LLM metrics per model × GPU index, and health
-// microbenchmarks per GPU index; with byHost, each subject starts with its host's name ("node1: "),
-// so fleets line up host by host and GPU by GPU.
+// collect reads the comparable figures of a summary: LLM metrics per model × GPU index, microbenchmarks
+// per GPU index; with byHost each subject starts with its host's name ("node1: ") so fleets line up.
 func collect(s *results.Summary, byHost bool) *subjectFigures {
 	sf := &subjectFigures{metrics: map[string][]string{}, higher: map[string]bool{}, fig: map[string]map[string]figure{}}
 	for _, h := range s.Hosts {
@@ -90,12 +91,10 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 	return sf
 }
 
-// CompareBaseline lines one or more environments up against a baseline (bare metal): per subject
-// (an endpoint, matched by model + GPU index; a health microbenchmark, matched by GPU index) and
-// metric, the overhead % (positive = worse) and a status per environment, with the GPU-to-GPU noise
-// guards (g.VariancePct is not used: the tolerance is tolerancePct). Caveats say when driver, engine,
-// GPU count or load profile differ, or when a side's sweep is a lower bound. A nil baseline gives a
-// comparison with only a note, never a panic.
+// CompareBaseline lines environments up against a baseline (bare metal): per subject (an endpoint by
+// model + GPU index, a microbenchmark by GPU index) and metric, the overhead % (positive = worse) and
+// a status per environment, with the noise guards g (its VariancePct unused: the tolerance is
+// tolerancePct). Caveats say what else differs or is a lower bound; a nil baseline gives only a note.
 func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePct float64, g Guards) *results.BaselineComparison {
 	bc := &results.BaselineComparison{TolerancePct: tolerancePct}
 	if base == nil {
@@ -163,7 +162,7 @@ func overheadRow(bc *results.BaselineComparison, subj, met string, bf *subjectFi
 			continue
 		}
 		row.Values[names[i]] = ex.Value
-		row.OverheadPct[names[i]] = round2(deltaPct(ex.Value, bx.Value, row.HigherIsBetter))
+		row.OverheadPct[names[i]] = round2(compare.DeltaPct(ex.Value, bx.Value, row.HigherIsBetter))
 		st, note, sd := overheadStatus(met, bx, ex, row.HigherIsBetter, tolerancePct, g)
 		row.Status[names[i]] = st
 		if sd.CI != nil {
@@ -198,12 +197,7 @@ func addDetectable(bc *results.BaselineComparison, row *results.OverheadRow, env
 }
 
 func sharesSubject(a, b *subjectFigures) bool {
-	for _, subj := range a.order {
-		if _, ok := b.fig[subj]; ok {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(a.order, func(subj string) bool { return b.fig[subj] != nil })
 }
 
 // first returns up to n items, with "…" when there were more.
@@ -216,9 +210,8 @@ func first(list []string, n int) []string {
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
-// overheadStatus decides one environment's figure against the baseline's by compare.Slower, the
-// interval rule of the GPU-to-GPU comparison with its guards (the margin is the baseline tolerance):
-// a breach is an overhead beyond the tolerance whose interval lies beyond it too.
+// overheadStatus decides one environment's figure against the baseline's by compare.Slower with the
+// tolerance as margin: a breach is an overhead beyond it whose interval lies beyond it too.
 func overheadStatus(metric string, base, env figure, higher bool, tolPct float64, g Guards) (string, string, compare.Slowdown) {
 	s := compare.Slower(metric, env, base, higher, tolPct, g)
 	res, over, why := s.Result, s.Pct, s.Why
@@ -245,10 +238,7 @@ func envNames(envs []*results.Summary) []string {
 	seen := map[string]int{}
 	out := make([]string, len(envs))
 	for i, e := range envs {
-		n := e.Environment
-		if n == "" {
-			n = fmt.Sprintf("env%d", i+1)
-		}
+		n := cmp.Or(e.Environment, fmt.Sprintf("env%d", i+1))
 		seen[n]++
 		if seen[n] > 1 {
 			n = fmt.Sprintf("%s (%d)", n, seen[n])
@@ -346,10 +336,7 @@ func lowerBoundCaveats(name string, s *results.Summary) []string {
 			for i := range m.Endpoints {
 				ep := &m.Endpoints[i]
 				if ep.Load != nil && ep.Load.Saturation.LowerBound() {
-					why := ep.Load.Saturation.Reason
-					if why == "" {
-						why = "truncated or unsaturated"
-					}
+					why := cmp.Or(ep.Load.Saturation.Reason, "truncated or unsaturated")
 					out = append(out, fmt.Sprintf("%s: %s gpu %d sweep is a lower bound (%s): throughput gaps against it are not flagged", name, m.Model, endpointGPU(ep, i), why))
 				}
 			}
@@ -366,10 +353,7 @@ func BaselineFlags(b *results.BaselineComparison) []results.Flag {
 			if r.Status[env] != BaselineBreach {
 				continue
 			}
-			dir := "lower"
-			if !r.HigherIsBetter {
-				dir = "higher"
-			}
+			dir := map[bool]string{true: "lower", false: "higher"}[r.HigherIsBetter]
 			out = append(out, results.Flag{Scope: "run", Subject: fmt.Sprintf("%s [%s]", r.Subject, env), Check: CheckBaseline,
 				Reason: fmt.Sprintf("%s %s vs baseline %s: %.1f %% worse (%s), beyond the %g %% tolerance; check the %s environment's GPU passthrough, NUMA pinning and CPU/memory sizing",
 					r.Metric, fmtNum(r.Values[env]), fmtNum(r.Baseline), r.OverheadPct[env], dir, b.TolerancePct, env)})

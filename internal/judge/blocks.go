@@ -6,12 +6,10 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// alignedBlocks are figure's values in each block of the synchronous rung of every load, when the
-// loads ran side by side (sharedClient) and each block ran at the same time on all of them: block
-// j's measuring windows overlap by at least half the shortest of them. The GPU-to-GPU comparison
-// then takes its gaps block by block (compare.Figure.Blocks), free of what drifted for all of them.
-// nil when any load's blocks are missing, differ in number or ran apart (a load that waited past
-// its bound for the others).
+// alignedBlocks are figure's values in each block of every load's synchronous rung, when the loads ran
+// side by side (sharedClient) and each block ran at the same time on all (together): GPU to GPU then
+// takes its gaps block by block (compare.Figure.Blocks), free of what drifted for all. nil when a
+// load's blocks are missing, differ in number or ran apart (a load that waited past its bound).
 func alignedBlocks(loads []*results.Load, figure string, sharedClient bool) [][]float64 {
 	if !sharedClient || len(loads) < 2 {
 		return nil

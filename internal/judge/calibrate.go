@@ -1,10 +1,11 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -49,10 +50,8 @@ type CalibRun struct {
 	GPUs    []int
 }
 
-// Calibrate turns runs on known-healthy hardware into reference-table entries, one per exact GPU
-// name × model id. Throughput from a truncated or unsaturated sweep is not a measurement and is left
-// out (the seed: such values "must not feed calibration"); so are failed and client-limited
-// endpoints. Entries come out sorted by GPU name, then model.
+// Calibrate turns runs on known-healthy hardware into reference-table entries per exact GPU name ×
+// model id, sorted; a lower bound "must not feed calibration" (the seed), nor a failed or client-limited endpoint.
 func Calibrate(runs []CalibRun, opt CalibrateOptions) ([]CalibEntry, error) {
 	if len(runs) == 0 {
 		return nil, fmt.Errorf("calibrate: no runs given; give 2–3 summary.json files from known-healthy hardware")
@@ -85,45 +84,42 @@ func Calibrate(runs []CalibRun, opt CalibrateOptions) ([]CalibEntry, error) {
 		}
 		out = append(out, *e)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].GPU != out[j].GPU {
-			return out[i].GPU < out[j].GPU
-		}
-		return out[i].Model < out[j].Model
+	slices.SortFunc(out, func(a, b CalibEntry) int {
+		return cmp.Or(strings.Compare(a.GPU, b.GPU), strings.Compare(a.Model, b.Model))
 	})
 	return out, nil
 }
 
-// leftOut notes an endpoint that may not feed calibration under its GPU × model.
-func leftOut(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, why string) {
+// calibEntry is the entry of an endpoint's GPU × model (nil for an unnamed GPU).
+func calibEntry(byKey map[[2]string]*CalibEntry, model string, ep *results.Endpoint) *CalibEntry {
 	if ep.GPUName == "" {
-		return
+		return nil
 	}
 	key := [2]string{ep.GPUName, model}
 	if byKey[key] == nil {
 		byKey[key] = &CalibEntry{GPU: ep.GPUName, Model: model}
 	}
-	byKey[key].Notes = append(byKey[key].Notes, fmt.Sprintf("%s gpu %d left out: %s", label, endpointGPU(ep, i), why))
+	return byKey[key]
+}
+
+// leftOut notes an endpoint that may not feed calibration under its GPU × model.
+func leftOut(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, why string) {
+	if e := calibEntry(byKey, model, ep); e != nil {
+		e.Notes = append(e.Notes, fmt.Sprintf("%s gpu %d left out: %s", label, endpointGPU(ep, i), why))
+	}
 }
 
 func addEndpoint(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, opt CalibrateOptions) {
 	if ep.GPUName == "" || ep.Load == nil {
 		return
 	}
-	key := [2]string{ep.GPUName, model}
-	e := byKey[key]
-	if e == nil {
-		e = &CalibEntry{GPU: ep.GPUName, Model: model}
-		byKey[key] = e
-	}
-	gpu := endpointGPU(ep, i)
-	l := ep.Load
+	e, gpu, l := calibEntry(byKey, model, ep), endpointGPU(ep, i), ep.Load
 	switch {
 	case ep.Error != "" || ep.Status == results.StatusFailed || (l.Error != "" && len(l.Runs) == 0):
-		e.Notes = append(e.Notes, fmt.Sprintf("%s gpu %d left out: the endpoint failed", label, gpu))
+		leftOut(byKey, label, model, ep, i, "the endpoint failed")
 		return
 	case l.Client.ClientLimited:
-		e.Notes = append(e.Notes, fmt.Sprintf("%s gpu %d left out: the load generator was the bottleneck (client-limited)", label, gpu))
+		leftOut(byKey, label, model, ep, i, "the load generator was the bottleneck (client-limited)")
 		return
 	}
 	if r := FindRun(l, RunSynchronous); r != nil && r.TTFT.Count > 0 {
@@ -220,12 +216,7 @@ func writeKey(b *strings.Builder, key string, v *float64, what string, figs []Ca
 		vals[i] = fmtNum(x.Value)
 	}
 	fmt.Fprintf(b, "      # %s: worst %s (%s gpu %d) of %d: %s\n", what, fmtNum(wf.Value), wf.Run, wf.GPU, len(figs), strings.Join(vals, ", "))
-	fmt.Fprintf(b, "      %s: %s\n", key, trimFloat(*v))
-}
-
-func trimFloat(v float64) string {
-	s := fmt.Sprintf("%.1f", v)
-	return strings.TrimSuffix(s, ".0")
+	fmt.Fprintf(b, "      %s: %s\n", key, strings.TrimSuffix(fmt.Sprintf("%.1f", *v), ".0"))
 }
 
 // yamlQuote single-quotes a key (GPU names and model ids carry spaces, slashes, colons).

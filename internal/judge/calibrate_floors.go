@@ -1,9 +1,11 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,9 +70,7 @@ func (by floorBook) add(gpu, name, label string, idx int, ratio *float64) {
 func (by floorBook) addHost(run CalibRun, h *results.Host) {
 	first := ""
 	for _, g := range h.Health.GPUs {
-		if first == "" {
-			first = g.GPU.Name
-		}
+		first = cmp.Or(first, g.GPU.Name)
 		by.addGPU(run, h, g)
 	}
 	if ic := h.Health.Interconnect; ic != nil {
@@ -114,12 +114,7 @@ func (by floorBook) addLinks(run CalibRun, h *results.Host, ic *results.Intercon
 // allUsable reports whether every GPU of the host's health phase may feed calibration (an
 // all-reduce spans them all).
 func allUsable(run CalibRun, h *results.Host) bool {
-	for _, g := range h.Health.GPUs {
-		if ok, _ := calibUsable(run, h, g.GPU.Index); !ok {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(h.Health.GPUs, func(g results.GPUHealth) bool { ok, _ := calibUsable(run, h, g.GPU.Index); return !ok })
 }
 
 // WriteFloorsYAML prints floor entries as YAML to paste as reference_floors, with the ratios used

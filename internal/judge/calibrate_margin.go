@@ -9,10 +9,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Margin derivation (issue 35): compare.variance_pct is the material margin of the interval rule.
-// On known-healthy hardware the cards differ only by what the hardware lets them differ; the margin
-// is half again the largest gap any healthy card showed against the median of its peers, and at
-// least minCalibMarginPct(), so that a card as far off as a healthy one never counts as material.
+// Margin derivation (issue 35): compare.variance_pct, the interval rule's material margin, is half
+// again the largest gap a healthy card showed against its peers' median, at least
+// minCalibMarginPct(), so a card as far off as a healthy one never counts as material.
 
 // minCalibMarginPct is the least margin calibrate derives: below it a margin is finer than the
 // run-to-run noise of a whole host (the H200 pair measured 1.5 % apart).

@@ -10,9 +10,8 @@ import (
 )
 
 // Calibration learns only from health (issue 42): a run that is not ok is refused unless the
-// operator names the GPUs to use (CalibRun.GPUs), and every table (reference entries, floors, the
-// margin) leaves out each GPU whose judged verdict is not ok, that was busy, or whose load was
-// client-limited, and says so. A straggler that fed calibration would hide itself from then on.
+// operator names its GPUs (CalibRun.GPUs), and every table leaves out, saying so, each GPU not ok,
+// busy or client-limited: a straggler that fed calibration would hide itself from then on.
 
 // NotOK says why a run cannot feed calibration as a whole ("" when it can): its status, and which
 // GPUs of it are ok, so the refusal says what --gpus could name.
@@ -30,24 +29,15 @@ func NotOK(s *results.Summary) string {
 			}
 		}
 	}
-	why := fmt.Sprintf("its status is %s, not ok", orDash(string(s.Status)))
+	why := fmt.Sprintf("its status is %s, not ok", s.Status)
 	if s.Status == "" {
 		why = "it was never judged (no status), so nothing says it is healthy"
 	}
-	if len(bad) > 0 {
-		why += " (" + strings.Join(bad, ", ") + ")"
-	}
+	why += paren(strings.Join(bad, ", "))
 	if len(good) > 0 {
 		why += "; its ok GPUs are " + strings.Join(good, ",")
 	}
 	return why
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // calibUsable says whether GPU gpu of host h may feed calibration from run, and why not.
@@ -67,11 +57,7 @@ func calibUsable(run CalibRun, h *results.Host, gpu int) (bool, string) {
 func verdictUnusable(h *results.Host, gpu int) (string, bool) {
 	for _, v := range h.GPUs {
 		if v.Index == gpu && v.Status != results.StatusOK {
-			why := fmt.Sprintf("its verdict is %s", v.Status)
-			if len(v.Checks) > 0 {
-				why += " (" + strings.Join(v.Checks, ", ") + ")"
-			}
-			return why, true
+			return fmt.Sprintf("its verdict is %s", v.Status) + paren(strings.Join(v.Checks, ", ")), true
 		}
 	}
 	return "", false
@@ -129,9 +115,8 @@ func endpointUsable(run CalibRun, h *results.Host, ep *results.Endpoint) (bool, 
 	return true, ""
 }
 
-// usableModel is m with only the endpoints that may feed calibration, and the reasons the others
-// were left out; its comparisons are recomputed among those left, so a straggler does not move the
-// median the healthy cards are measured against.
+// usableModel is m with only the endpoints that may feed calibration (and why the others may not),
+// its comparisons recomputed among them so a straggler does not move the healthy cards' median.
 func usableModel(run CalibRun, h *results.Host, m results.Model) (results.Model, []string) {
 	out := m
 	out.Endpoints = nil

@@ -29,8 +29,4 @@ const (
 // Guards are the tolerance and noise guards of package compare.
 type Guards = compare.Guards
 
-func deltaPct(value, ref float64, higherIsBetter bool) float64 {
-	return compare.DeltaPct(value, ref, higherIsBetter)
-}
-
 func fmtNum(v float64) string { return compare.Num(v) }

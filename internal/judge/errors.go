@@ -1,8 +1,10 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -35,16 +37,8 @@ func ErrorCounts(l *results.Load) (successful, errored int, byKind map[string]in
 
 // ErrorKinds writes errors by kind, most frequent first: "http_500 250, cut_stream 161".
 func ErrorKinds(byKind map[string]int) string {
-	kinds := make([]string, 0, len(byKind))
-	for k := range byKind {
-		kinds = append(kinds, k)
-	}
-	sort.Slice(kinds, func(i, j int) bool {
-		if byKind[kinds[i]] != byKind[kinds[j]] {
-			return byKind[kinds[i]] > byKind[kinds[j]]
-		}
-		return kinds[i] < kinds[j]
-	})
+	kinds := slices.Sorted(maps.Keys(byKind))
+	slices.SortStableFunc(kinds, func(a, b string) int { return cmp.Compare(byKind[b], byKind[a]) })
 	parts := make([]string, len(kinds))
 	for i, k := range kinds {
 		parts[i] = fmt.Sprintf("%s %d", k, byKind[k])
@@ -53,8 +47,7 @@ func ErrorKinds(byKind map[string]int) string {
 }
 
 // ErrorRateVerdict judges the share of failed requests of a load (over every run) against lim, a
-// percentage: above it the verdict fails. Nil when the load measured no request at all (the other
-// gates already say so).
+// percentage: above it the verdict fails. Nil when the load measured no request (other gates say so).
 func ErrorRateVerdict(l *results.Load, lim Limit) *results.Verdict {
 	ok, bad, byKind := ErrorCounts(l)
 	return errorRateVerdict(ok, bad, byKind, lim)
@@ -93,15 +86,4 @@ func loadErrorFlag(subject string, bad int, byKind map[string]int, v *results.Ve
 	}
 	return &results.Flag{Scope: "gpu", Subject: subject, Check: CheckLoadErrors,
 		Reason: fmt.Sprintf("%d request(s) failed (%s): the figures cover only the successful ones; read the engine log for the cause", bad, ErrorKinds(byKind))}
-}
-
-// errorRateFailed reports whether an endpoint's error-rate gate failed: that fails the endpoint,
-// not only flags it, so a run with too many errors exits non-zero without --fail-on-flag.
-func errorRateFailed(ep *results.Endpoint) bool {
-	for _, v := range ep.Verdicts {
-		if v.Check == CheckErrorRate && v.Result == ResultFail {
-			return true
-		}
-	}
-	return false
 }

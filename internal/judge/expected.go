@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -17,13 +18,10 @@ const CheckExpected = "gate.expected_output_tok_s"
 // share was measured; a profile capped at 8 in flight reached 28 % of the bound, healthy.
 const minFill = 0.4
 
-// expectedVerdict judges an endpoint's throughput against a reference even when no peer differs
-// from it (issue 42): a throughput gate of the reference table or a calibrated entry does it
-// already (nil here); else the roofline bound at the profile's batch × the healthy share of the
-// roofline measured for the engine (HealthySOL), within compare.variance_pct; else, with no peer
-// GPU to compare with either, the throughput is not judged, and the verdict says so and what would
-// judge it. With peers and no reference, GPU to GPU judges each against the others, and the
-// absolute figure is a check not made (disabled, results.SourceNone: the run is partial).
+// expectedVerdict judges an endpoint's throughput against a reference even with no peer (issue 42):
+// a configured throughput gate does it already (nil here); else the roofline bound at the profile's
+// batch × the engine's healthy share (HealthySOL), within compare.variance_pct. Without either, it is
+// not judged: inconclusive with no peer, disabled (results.SourceNone: a partial run) with peers.
 func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Config) *results.Verdict {
 	if ep.Load == nil || len(ep.Load.Runs) == 0 {
 		return nil
@@ -74,24 +72,17 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 		// are all equally slow passes GPU to GPU. Not a pass of this check: the run is partial.
 		v.Result = ResultDisabled
 		v.Reason = fmt.Sprintf("absolute throughput not judged, only GPU to GPU (GPUs all equally slow would pass): no reference for %s × %s, %s: %s",
-			orUnknown(ep.GPUName), m.Model, why, calibrate)
+			cmp.Or(ep.GPUName, "an unnamed GPU"), m.Model, why, calibrate)
 		return v
 	}
 	v.Result = ResultInconclusive
-	v.Reason = fmt.Sprintf("throughput not judged: no reference for %s × %s, no peer GPU, %s: %s, or vet it beside a sibling GPU", orUnknown(ep.GPUName), m.Model, why, calibrate)
+	v.Reason = fmt.Sprintf("throughput not judged: no reference for %s × %s, no peer GPU, %s: %s, or vet it beside a sibling GPU", cmp.Or(ep.GPUName, "an unnamed GPU"), m.Model, why, calibrate)
 	return v
 }
 
 // seeksCapacity reports whether a load profile drives the engine to what it can serve: a sweep
 // (its probes and ladder) or the throughput profile; the others run at the pace they are given.
 func seeksCapacity(profile string) bool { return profile == "sweep" || profile == "throughput" }
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "an unnamed GPU"
-	}
-	return s
-}
 
 // peakFigure is the peak output tok/s of a load with its quality (the metric GPU to GPU compares).
 func peakFigure(l *results.Load) (fig compare.Figure, ok bool) {

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
@@ -35,13 +36,9 @@ func gpuError(s string) bool {
 	return gpuErrorRe.MatchString(s) && !strings.Contains(low, "out of memory") && !strings.Contains(low, "device-side assert")
 }
 
-// Faults names the layer of every failed request of ep's load, with the evidence. With evidence
-// about the GPU (an XID or uncorrected ECC errors during the load, the engine's words naming a GPU
-// error), every failed request is the GPU's. Without it, each error class has its layer: the
-// engine's protocol faults (short output despite ignore_eos, a stream cut without a finish reason,
-// a malformed or over-long stream, an HTTP 5xx or 4xx, a stall, an exit), the network's (a
-// connection refused or a redirect while the engine ran) or the client's (a timeout of a rung the
-// client could not keep up with). Nil when no request failed.
+// Faults names the layer of every failed request of ep's load, with the evidence: with evidence about
+// the GPU (XIDs or uncorrected ECC errors during the load, the engine naming a GPU error) every one
+// is the GPU's; without it each error class has its layer (LayerOf). Nil when no request failed.
 func Faults(ep *results.Endpoint) []results.Fault {
 	l := ep.Load
 	if l == nil {
@@ -51,12 +48,8 @@ func Faults(ep *results.Endpoint) []results.Fault {
 	gpuWhy := gpuEvidence(ep)
 	exactSent := !slices.Contains(l.DroppedParams, "min_tokens+ignore_eos")
 	for ri, r := range l.Runs {
-		classes := make([]string, 0, len(r.Errors))
-		for class := range r.Errors {
-			classes = append(classes, class)
-		}
-		sort.Strings(classes) // a stable account: the same summary judged twice reads the same
-		for _, class := range classes {
+		// Sorted, a stable account: the same summary judged twice reads the same.
+		for _, class := range slices.Sorted(maps.Keys(r.Errors)) {
 			n := r.Errors[class]
 			if n == 0 {
 				continue
@@ -100,11 +93,10 @@ func Faults(ep *results.Endpoint) []results.Fault {
 	return out
 }
 
-// LayerOf is the layer of one error class: the GPU's when there is evidence about the GPU (gpu),
-// else the engine's for its protocol faults and for anything after it exited (exited), the
-// network's for a failed connection to a running engine across a network (not on this host's
-// loopback, where only the engine can refuse it) or a redirect, the client's for a timeout of a rung
-// it could not keep up with (clientLimited).
+// LayerOf is the layer of one error class: the GPU's on evidence about the GPU, else the engine's for
+// its protocol faults and anything after it exited, the network's for a redirect or a refused
+// connection off this host's loopback (where only the engine can refuse it), the client's for a
+// timeout of a rung it could not keep up with.
 func LayerOf(class string, gpu, exited, clientLimited, loopback bool) string {
 	switch {
 	case gpu:
@@ -209,21 +201,14 @@ func engineWhat(kinds map[string]int, exactSent bool, exit string) string {
 	return s + ": a fault of the engine or its server, not evidence about the GPU; read the engine log and the requests named, fix or change the engine, and rerun"
 }
 
-// EngineFaulted reports whether the engine misbehaved during ep's load (a request failed by the
-// engine's fault, not the GPU's): its figures are the engine's misbehaviour, so they enter no
-// comparison, GPU to GPU, node to node or against a baseline, and decide no gate.
+// EngineFaulted reports whether the engine failed a request of ep's load: its figures are then the
+// engine's misbehaviour, so they enter no comparison (GPU, node, baseline) and decide no gate.
 func EngineFaulted(ep *results.Endpoint) bool {
-	for _, f := range Faults(ep) {
-		if f.Layer == results.LayerEngine {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(Faults(ep), func(f results.Fault) bool { return f.Layer == results.LayerEngine })
 }
 
-// engineFaultUndecides makes the gates of an endpoint whose engine misbehaved inconclusive: a pass
-// or a fail on figures a faulty engine made says nothing of the GPU. The error-rate gate (the
-// GPU's own failures) and the layer verdicts stay as they are.
+// engineFaultUndecides makes the gates of an endpoint whose engine misbehaved inconclusive: they say
+// nothing of the GPU. The error-rate gate (the GPU's own failures) and the layer verdicts stay.
 func engineFaultUndecides(ep *results.Endpoint) {
 	if !EngineFaulted(ep) {
 		return
@@ -239,12 +224,10 @@ func engineFaultUndecides(ep *results.Endpoint) {
 	}
 }
 
-// faultVerdicts are the verdicts of the layers other than the GPU's. A request the engine or the
-// network failed decides nothing about the GPU, but it is a finding of its own layer: above lim (a
-// share of every request of the load, gates.max_error_rate_pct) the verdict fails, which fails the
-// endpoint and the run, not the GPU; at or below it the verdict stays inconclusive and
-// faultFlags flags the layer. The client's are always inconclusive: a rerun with the CPU it needs
-// decides them.
+// faultVerdicts are the verdicts of the layers other than the GPU's: a request the engine or the
+// network failed is its own layer's finding. Above lim (a share of all the load's requests,
+// gates.max_error_rate_pct) the verdict fails the endpoint and the run, not the GPU; at or below it
+// stays inconclusive and faultFlags flags the layer. The client's are always inconclusive (rerun).
 func faultVerdicts(faults []results.Fault, total int, lim Limit) []results.Verdict {
 	var out []results.Verdict
 	for _, f := range faults {
@@ -293,14 +276,7 @@ func faultFlags(subject string, faults []results.Fault, vs []results.Verdict) []
 	var out []results.Flag
 	for _, f := range faults {
 		check := map[string]string{results.LayerEngine: CheckEngineFault, results.LayerNetwork: CheckNetworkFault}[f.Layer]
-		if check == "" {
-			continue
-		}
-		failed := false
-		for _, v := range vs {
-			failed = failed || v.Check == check && v.Result == ResultFail
-		}
-		if !failed {
+		if check != "" && !slices.ContainsFunc(vs, func(v results.Verdict) bool { return v.Check == check && v.Result == ResultFail }) {
 			out = append(out, results.Flag{Scope: "model", Subject: subject, Check: check, Reason: f.Reason})
 		}
 	}
@@ -349,6 +325,7 @@ func rungNum(s string) int {
 	return n
 }
 
+// paren is " (s)", or "" for an empty s.
 func paren(s string) string {
 	if s == "" {
 		return ""

@@ -1,31 +1,24 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// FromPlan builds the judge's Config from a resolved plan: the global gates and guards with the
-// source the plan recorded for each key, the reference table, and, for every GPU name given (the
-// names discovery found), that GPU's gates with its accelerators overlay already applied
+// FromPlan builds the judge's Config from a resolved plan: the gates and guards with each key's
+// source, the reference table, and each named GPU's gates with its accelerators overlay applied
 // (config.Plan.ForGPU), so the judge and the plan agree on which entry decided.
 func FromPlan(p *config.Plan, gpuNames []string) Config {
-	c := p.Config
-	src := func(path string) string {
-		if s := p.Sources[path]; s != "" {
-			return s
-		}
-		return SourceDefault
-	}
+	c, src := p.Config, sourceIn(p.Sources)
 	cfg := DefaultConfig()
 	cfg.Gates = gatesFrom(c.Gates, src)
 	cfg.AICRTolerancePct = Limit{Value: f(c.Gates.AICRTolerancePct), Unit: "%", Source: src(results.ThAICRTolerancePct)}
-	if c.Gates.AICRThroughputScope != "" {
-		cfg.AICRThroughputScope = c.Gates.AICRThroughputScope
-	}
+	cfg.AICRThroughputScope = cmp.Or(c.Gates.AICRThroughputScope, cfg.AICRThroughputScope)
 	guard := func(v float64, key string) Limit {
 		l := Limit{Unit: results.ThresholdOf(key).Unit, Source: src(key)}
 		if v > 0 {
@@ -59,14 +52,14 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 		if cfg.GPUGates == nil {
 			cfg.GPUGates = map[string]Gates{}
 		}
-		cfg.GPUGates[name] = gatesFrom(gc.Gates, func(path string) string {
-			if s := gsrc[path]; s != "" {
-				return s
-			}
-			return SourceDefault
-		})
+		cfg.GPUGates[name] = gatesFrom(gc.Gates, sourceIn(gsrc))
 	}
 	return cfg
+}
+
+// sourceIn reads a key's source from a plan's sources: "default" when it recorded none.
+func sourceIn(sources map[string]string) func(string) string {
+	return func(path string) string { return cmp.Or(sources[path], SourceDefault) }
 }
 
 // gatesFrom is the config's gates as the judge's limits, each with its unit from the thresholds
@@ -106,9 +99,8 @@ func Judge(s *results.Summary, plan *config.Plan) error {
 	return nil
 }
 
-// Baseline is the baseline step of `gpuvet run --baseline FILE`: it compares the summary against
-// the baseline read from baselinePath (nil: unreadable, note says why, and the run is not failed
-// for it) and judges again so that breaches become flags.
+// Baseline is the step of `gpuvet run --baseline FILE`: it compares s against base (nil: unreadable,
+// note says why; the run is not failed for it) and judges again so that breaches become flags.
 func Baseline(s, base *results.Summary, note, baselinePath string, plan *config.Plan) error {
 	if s == nil || plan == nil {
 		return fmt.Errorf("baseline: no summary or no plan")
@@ -124,20 +116,14 @@ func gpuNames(s *results.Summary) []string {
 	seen := map[string]bool{}
 	for _, h := range s.Hosts {
 		for _, g := range h.Discovery.GPUs {
-			seen[g.Name] = g.Name != ""
+			seen[g.Name] = true
 		}
 		for _, m := range h.Models {
 			for _, ep := range m.Endpoints {
-				seen[ep.GPUName] = ep.GPUName != ""
+				seen[ep.GPUName] = true
 			}
 		}
 	}
-	var out []string
-	for n, ok := range seen {
-		if ok {
-			out = append(out, n)
-		}
-	}
-	sort.Strings(out)
-	return out
+	delete(seen, "")
+	return slices.Sorted(maps.Keys(seen))
 }

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -48,11 +49,7 @@ func (g GateSpec) Threshold() *float64 {
 	if g.Limit.Value == nil {
 		return nil
 	}
-	fct := g.Factor
-	if fct == 0 {
-		fct = 1
-	}
-	return f(*g.Limit.Value * fct)
+	return f(*g.Limit.Value * cmp.Or(g.Factor, 1))
 }
 
 // rule is the human form of the gate, e.g. "sync TTFT p95 ≤ 200 ms".
@@ -61,22 +58,13 @@ func (g GateSpec) rule() string {
 	if t == nil {
 		return g.Name + " (disabled)"
 	}
-	op := "≥"
-	if g.Upper {
-		op = "≤"
-	}
-	s := fmt.Sprintf("%s %s %s %s", g.Name, op, fmtNum(*t), g.Unit)
-	if g.FactorNote != "" {
-		s += " (" + g.FactorNote + ")"
-	}
-	return s
+	op := map[bool]string{true: "≤", false: "≥"}[g.Upper]
+	return fmt.Sprintf("%s %s %s %s", g.Name, op, fmtNum(*t), g.Unit) + paren(g.FactorNote)
 }
 
-// JudgeGate applies one gate to one figure by compare.Gate: it fails only when the figure, with its
-// confidence interval, is beyond the threshold and can show it; a figure from fewer than minSamples
-// requests, an interval spanning the threshold, or a breach on a lower-bound sweep or a
-// client-limited run is inconclusive, with the reason and how to get a figure that decides. A
-// disabled gate says so; a missing figure is inconclusive, never a silent pass.
+// JudgeGate applies one gate to one figure by compare.Gate (fail only when the figure, with its
+// interval, is beyond the threshold and can show it; else inconclusive, saying what would decide).
+// A disabled gate says so; a missing figure is inconclusive, never a silent pass.
 func JudgeGate(g GateSpec, m Measured, minSamples int) results.Verdict {
 	v := results.Verdict{Check: g.Check, Rule: g.rule(), Unit: g.Unit, Source: g.Limit.Source, Threshold: g.Threshold()}
 	if m.Present {
@@ -96,11 +84,11 @@ func JudgeGate(g GateSpec, m Measured, minSamples int) results.Verdict {
 	if g.Upper {
 		within = m.Value <= thr
 	}
-	cmp := map[bool]string{true: ">", false: "<"}[g.Upper]
+	rel := map[bool]string{true: ">", false: "<"}[g.Upper]
 	if within {
-		cmp = map[bool]string{true: "≤", false: "≥"}[g.Upper]
+		rel = map[bool]string{true: "≤", false: "≥"}[g.Upper]
 	}
-	what := fmt.Sprintf("%s %s %s %s %s %s (%s%s)%s", g.Name, fmtNum(m.Value), g.Unit, cmp, fmtNum(thr), g.Unit, g.Limit.Source, samplesText(m.Samples), ciText(m.CI))
+	what := fmt.Sprintf("%s %s %s %s %s %s (%s%s)%s", g.Name, fmtNum(m.Value), g.Unit, rel, fmtNum(thr), g.Unit, g.Limit.Source, samplesText(m.Samples), ciText(m.CI))
 	switch res {
 	case compare.Pass:
 		v.Result, v.Reason = ResultPass, passText(g, m, thr)

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -91,7 +92,7 @@ func healthBroke(v *results.GPUVerdict, hh *results.Health) {
 // addGPUEvidence records the checks of the flags that are about the GPU, and their strongest action.
 func addGPUEvidence(v *results.GPUVerdict, flags []results.Flag) {
 	for _, f := range flags {
-		if GPUEvidence(f) {
+		if results.GPULayer(f.Layer) {
 			v.Checks = appendNew(v.Checks, f.Check)
 			v.Action = results.MoreDisruptive(v.Action, f.Action)
 		}
@@ -100,14 +101,9 @@ func addGPUEvidence(v *results.GPUVerdict, flags []results.Flag) {
 
 // addServing folds an endpoint's serving verdict into one of its GPUs' verdicts.
 func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
-	if v.Name == "" {
-		v.Name = ep.GPUName
-	}
+	v.Name = cmp.Or(v.Name, ep.GPUName)
 	st, why := gpuServing(ep)
-	if v.Serving == "" {
-		v.Serving = st // not_run ranks below everything, but says more than nothing
-	}
-	v.Serving = results.Worse(v.Serving, st)
+	v.Serving = results.Worse(cmp.Or(v.Serving, st), st) // not_run ranks below everything, but says more than nothing
 	addGPUEvidence(v, ep.Flags)
 	for _, w := range why {
 		v.Why = appendNew(v.Why, model+": "+w)
@@ -154,9 +150,7 @@ func (b gpuBook) verdicts() []results.GPUVerdict {
 		if v.Serving == results.StatusNotRun && (v.Status == results.StatusOK || v.Status == "") {
 			v.Status = results.StatusNotRun // healthy, but never served: not a pass
 		}
-		if v.Status == "" {
-			v.Status = results.StatusSkipped
-		}
+		v.Status = cmp.Or(v.Status, results.StatusSkipped)
 		if v.Status != results.StatusInconclusive {
 			v.Why = nil // decided: what left a figure open is in the caveats, not the verdict
 		}
@@ -170,15 +164,7 @@ func (b gpuBook) verdicts() []results.GPUVerdict {
 func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 	st := g.Status
 	if st == results.StatusFlag || st == results.StatusFailed {
-		st = results.StatusOK // re-derived below: what failed it, and its flags, each by its layer
-		for _, b := range g.Bench {
-			if b.Status == results.StatusFailed {
-				st = results.StatusFailed
-			}
-		}
-		if g.Burn != nil && g.Burn.Error != "" {
-			st = results.StatusFailed
-		}
+		st = measuredStatus(&g) // re-derived: what failed it, and its flags, each by its layer
 	}
 	var why []string
 	for _, f := range g.Flags {
@@ -195,19 +181,15 @@ func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 // gpuFlagStatus is what a flag makes of its GPU when it is evidence about it (ok): failed for a
 // finding that fails it, flag otherwise.
 func gpuFlagStatus(f results.Flag) (results.Status, bool) {
-	switch {
-	case !GPUEvidence(f):
+	if !results.GPULayer(f.Layer) {
 		return "", false
-	case failingFlag(f):
-		return results.StatusFailed, true
 	}
-	return results.StatusFlag, true
+	return flagStatus(f), true
 }
 
-// gpuServing is the verdict an endpoint gives its GPUs, on GPU evidence: its GPU and interconnect
-// findings flag or fail them; a failure of another layer (the engine broke, the network, the
-// infrastructure) leaves them not proven, never failed; a gate that could not decide leaves them
-// inconclusive, as it leaves the endpoint.
+// gpuServing is the verdict an endpoint gives its GPUs on GPU evidence: its GPU and interconnect
+// findings flag or fail them; another layer's failure leaves them not proven, never failed; an
+// undecided gate leaves them inconclusive.
 func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	switch ep.Status {
 	case results.StatusInterrupted, results.StatusNotRun:
@@ -249,6 +231,8 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	return st, why
 }
 
+// appendNew appends s unless it is empty or already there: a judge run again on a loaded result
+// adds nothing twice.
 func appendNew(list []string, s string) []string {
 	if s == "" || slices.Contains(list, s) {
 		return list

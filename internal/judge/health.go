@@ -1,7 +1,9 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -68,17 +70,11 @@ func DefaultHealthRules() HealthRules {
 
 func (r *HealthRules) defaults() {
 	d := DefaultHealthRules()
-	if r.MinPCIeGBps <= 0 {
-		r.MinPCIeGBps = d.MinPCIeGBps
-	}
-	if r.GEMMVariancePct <= 0 {
-		r.GEMMVariancePct = d.GEMMVariancePct
-	}
-	if r.PCIeVariancePct <= 0 {
-		r.PCIeVariancePct = d.PCIeVariancePct
-	}
-	if r.LinkVariancePct <= 0 {
-		r.LinkVariancePct = d.LinkVariancePct
+	for _, v := range [][2]*float64{{&r.MinPCIeGBps, &d.MinPCIeGBps}, {&r.GEMMVariancePct, &d.GEMMVariancePct},
+		{&r.PCIeVariancePct, &d.PCIeVariancePct}, {&r.LinkVariancePct, &d.LinkVariancePct}} {
+		if *v[0] <= 0 {
+			*v[0] = *v[1]
+		}
 	}
 }
 
@@ -101,9 +97,8 @@ func Health(h *results.Health, r HealthRules) {
 	r.defaults()
 	h.Flags = nil
 	for i := range h.GPUs {
-		gh := &h.GPUs[i]
-		gh.Flags = nil
-		judgeGPU(gh, r, h.Source)
+		h.GPUs[i].Flags = nil
+		judgeGPU(&h.GPUs[i], r, h.Source)
 	}
 	if h.ExpectGPUs > 0 && len(h.GPUs) != h.ExpectGPUs {
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckHealthCount,
@@ -123,21 +118,16 @@ func Health(h *results.Health, r HealthRules) {
 	}
 	// Every flag with its layer and action, as `gpuvet health` writes and a drain reason says them.
 	classifyAll(h.Flags)
-	for i := range h.GPUs {
-		classifyAll(h.GPUs[i].Flags)
-	}
 	st := results.StatusOK
 	switch {
 	case h.Disruption != "": // stopped by something outside the hardware: nothing decided
 		st = results.StatusInconclusive
 	case h.Error != "" || len(h.GPUs) == 0:
-		st = results.StatusFailed
-		if h.Error == "" {
-			h.Error = "no GPU found"
-		}
+		st, h.Error = results.StatusFailed, cmp.Or(h.Error, "no GPU found")
 	}
 	for i := range h.GPUs {
 		gh := &h.GPUs[i]
+		classifyAll(gh.Flags)
 		gh.Status = gpuStatus(gh)
 		st = results.Worse(st, gh.Status)
 	}
@@ -157,16 +147,16 @@ func gpuSubject(g results.GPUInfo) string {
 	return fmt.Sprintf("gpu %d (%s)", g.Index, g.UUID)
 }
 
+// measuredStatus is failed when a GPU's benchmark failed or its burn broke, else ok.
+func measuredStatus(gh *results.GPUHealth) results.Status {
+	if gh.Burn != nil && gh.Burn.Error != "" || slices.ContainsFunc(gh.Bench, func(b results.Microbench) bool { return b.Status == results.StatusFailed }) {
+		return results.StatusFailed
+	}
+	return results.StatusOK
+}
+
 func gpuStatus(gh *results.GPUHealth) results.Status {
-	st := results.StatusOK
-	for _, b := range gh.Bench {
-		if b.Status == results.StatusFailed {
-			st = results.StatusFailed
-		}
-	}
-	if gh.Burn != nil && gh.Burn.Error != "" {
-		st = results.StatusFailed
-	}
+	st := measuredStatus(gh)
 	// The driver's signals that say the GPU is not usable as it is (a recovery action, a failed
 	// row remap, fallen off the bus, a required reset, a failed initialisation) carry Fails too.
 	for _, f := range gh.Flags {
@@ -201,27 +191,23 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	if bad := idle & ClockFailureMask; bad != 0 {
 		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "))
 	} else if other := idle &^ results.ClockGPUIdle; other != 0 {
-		addNote(gh, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(results.ClockEventNames(other), ", ")))
+		gh.Notes = appendNew(gh.Notes, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(results.ClockEventNames(other), ", ")))
 	}
 	if b := gh.Burn; b != nil {
 		if bad := burnReasons(b) & ClockFailureMask; bad != 0 {
 			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check airflow, fans and PSU/power brake cabling", strings.Join(results.ClockEventNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
 		}
 		if burnReasons(b)&results.ClockSWPowerCap != 0 {
-			addNote(gh, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
+			gh.Notes = appendNew(gh.Notes, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")
 		}
 	}
 	for _, x := range g.XIDs {
-		note := x.Note
-		if note == "" {
-			note = "see NVIDIA's XID catalogue"
-		}
-		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, note, x.Time.Format("15:04:05"))
+		flag(CheckXID, "XID %d (%s) at %s: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance", x.XID, cmp.Or(x.Note, "see NVIDIA's XID catalogue"), x.Time.Format("15:04:05"))
 	}
 	judgeBusyAndFloors(gh, r, flag)
 	judgeResultChecks(gh, flag)
 	if g.NUMANode < 0 && source != "sim" && (len(gh.Bench) > 0 || gh.Burn != nil) {
-		addNote(gh, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
+		gh.Notes = appendNew(gh.Notes, "NUMA node unknown (sysfs numa_node -1): benchmarks ran unbound")
 	}
 }
 
@@ -245,7 +231,7 @@ func judgePCIe(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 		flag(CheckPCIeWidth, "PCIe link x%d, below the card's x%d: reseat the card or check the slot; if the slot is narrower by design, pass --expect-pcie-width %d", p.WidthCurrent, p.WidthMax, p.WidthCurrent)
 	}
 	if p.GenMax > 0 && p.GenCurrent > 0 && p.GenCurrent < p.GenMax {
-		addNote(gh, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
+		gh.Notes = appendNew(gh.Notes, fmt.Sprintf("PCIe gen %d of %d at inventory (an idle GPU lowers its link speed; the bandwidth test shows the loaded link)", p.GenCurrent, p.GenMax))
 	}
 	for _, b := range gh.Bench {
 		if (b.Name == "pcie_h2d" || b.Name == "pcie_d2h") && b.Status == results.StatusOK && b.Value < r.MinPCIeGBps {
@@ -263,11 +249,7 @@ func judgeDCGM(h *results.Health) {
 		if t.Result != "fail" {
 			continue
 		}
-		info := t.Info
-		if info == "" {
-			info = "no detail given"
-		}
-		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, info, h.DCGM.Level)
+		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), h.DCGM.Level)
 		if t.GPU != nil && *t.GPU >= 0 && *t.GPU < len(h.GPUs) {
 			gh := &h.GPUs[*t.GPU]
 			gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckDCGM, Reason: reason})
@@ -277,9 +259,8 @@ func judgeDCGM(h *results.Health) {
 	}
 }
 
-// compareHealth compares GEMM, PCIe and HBM figures across the GPUs of the host by the seed's rule
-// against the best card (one figure per card, no interval). HBM is an on-card figure like GEMM and
-// takes the GEMM tolerance.
+// compareHealth compares GEMM, PCIe and HBM figures across the host's GPUs by the seed's rule against
+// the best card; HBM, on-card like GEMM, takes the GEMM tolerance.
 func compareHealth(h *results.Health, r HealthRules) []results.Compare {
 	if len(h.GPUs) < 2 {
 		return nil
@@ -316,7 +297,7 @@ func judgeBusyAndFloors(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 	switch {
 	case gh.Busy == nil:
 	case gh.Busy.Allowed:
-		addNote(gh, fmt.Sprintf("%s at the health phase; measured anyway (--allow-busy): the figures are not this GPU's alone", gh.Busy.Reason))
+		gh.Notes = appendNew(gh.Notes, fmt.Sprintf("%s at the health phase; measured anyway (--allow-busy): the figures are not this GPU's alone", gh.Busy.Reason))
 	default:
 		flag(CheckHealthBusy, "%s at the health phase: its figures are not this GPU's alone and pass nothing; stop the other process (`nvidia-smi` lists it where this container cannot), or pass --allow-busy to measure anyway", gh.Busy.Reason)
 	}
@@ -371,16 +352,6 @@ func deref64(p *int64) int64 {
 		return 0
 	}
 	return *p
-}
-
-// addNote adds a note once, so Health can run again on a loaded result.
-func addNote(gh *results.GPUHealth, note string) {
-	for _, n := range gh.Notes {
-		if n == note {
-			return
-		}
-	}
-	gh.Notes = append(gh.Notes, note)
 }
 
 // HealthRulesFrom are the health rules' thresholds of a configuration: its health section, the

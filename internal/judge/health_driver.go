@@ -58,7 +58,7 @@ func driverFindings(gh *results.GPUHealth) []driverFinding {
 	}
 	for _, ev := range gh.KernelLog {
 		action, fails, what := kernelKind(ev)
-		add(CheckKernelLog, results.LayerGPU, action, fails, "the driver's kernel log says %s (%s since boot): %q; %s", what, times(ev.Count), clip(ev.Line, 160), results.ActionWords[action])
+		add(CheckKernelLog, results.LayerGPU, action, fails, "the driver's kernel log says %s (%s since boot): %q; %s", what, times(ev.Count), clipText(ev.Line, 160), results.ActionWords[action])
 	}
 	return out
 }
@@ -71,17 +71,15 @@ func fabricBad(f *results.Fabric) bool {
 }
 
 func fabricWords(f *results.Fabric) string {
-	s := "state " + quoteOr(f.State)
+	s := fmt.Sprintf("state %q", f.State)
 	if f.Status != "" {
-		s += ", status " + quoteOr(f.Status)
+		s += fmt.Sprintf(", status %q", f.Status)
 	}
 	if f.Health != "" {
-		s += ", health " + quoteOr(f.Health)
+		s += fmt.Sprintf(", health %q", f.Health)
 	}
 	return s
 }
-
-func quoteOr(s string) string { return fmt.Sprintf("%q", s) }
 
 // kernelKind is what a kernel-log event asks for, whether it makes the GPU failed, and its words.
 func kernelKind(ev results.KernelEvent) (action string, fails bool, what string) {
@@ -108,14 +106,6 @@ func times(n int) string {
 	return fmt.Sprintf("%d times", n)
 }
 
-// clip shortens a log line for a one-line reason.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // judgeKernelLogHost flags the driver's kernel-log lines that name no GPU of the host: a GPU the
 // driver lost that discovery no longer shows (or a line with no PCI address).
 func judgeKernelLogHost(h *results.Health) {
@@ -128,12 +118,9 @@ func judgeKernelLogHost(h *results.Health) {
 		subject, where := "host", "naming no PCI address"
 		if ev.BusID != "" {
 			subject, where, action = "PCI "+ev.BusID, "for the GPU at PCI "+ev.BusID, results.ActionRebootNode
-			if ev.UUID != "" {
-				where += " (" + ev.UUID + ")"
-			}
-			where += ", which discovery no longer shows: a GPU the driver lost"
+			where += paren(ev.UUID) + ", which discovery no longer shows: a GPU the driver lost"
 		}
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: CheckKernelLog, Layer: results.LayerGPU, Action: action,
-			Reason: fmt.Sprintf("the driver's kernel log says %s %s (%s since boot): %q; %s, and check `nvidia-smi -L` against the GPUs installed", what, where, times(ev.Count), clip(ev.Line, 160), results.ActionWords[action])})
+			Reason: fmt.Sprintf("the driver's kernel log says %s %s (%s since boot): %q; %s, and check `nvidia-smi -L` against the GPUs installed", what, where, times(ev.Count), clipText(ev.Line, 160), results.ActionWords[action])})
 	}
 }

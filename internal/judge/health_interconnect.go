@@ -73,19 +73,13 @@ func judgePair(h *results.Health, r HealthRules, p results.GPUPair, hostFlag fun
 	for _, f := range []struct {
 		name string
 		fig  *results.PairFigure
-	}{{"unidirectional", p.Uni}, {"bidirectional", p.Bi}} {
+		peak float64
+	}{{"unidirectional", p.Uni, p.PeakGBps}, {"bidirectional", p.Bi, 2 * p.PeakGBps}} {
 		if fl := r.linkFloor(firstName(h), results.FloorPeerCopy); f.fig != nil && f.fig.Ratio != nil && *f.fig.Ratio < fl {
 			hostFlag(CheckP2PBandwidth, subj, "peer copy %s %.0f GB/s, %.0f %% of the link's %.0f GB/s (floor %.0f %%): check the links' state, speed and error counters (`nvidia-smi nvlink -s -e`)",
-				f.name, f.fig.GBps, *f.fig.Ratio*100, peakOf(p, f.name), fl*100)
+				f.name, f.fig.GBps, *f.fig.Ratio*100, f.peak, fl*100)
 		}
 	}
-}
-
-func peakOf(p results.GPUPair, dir string) float64 {
-	if dir == "bidirectional" {
-		return 2 * p.PeakGBps
-	}
-	return p.PeakGBps
 }
 
 // judgeLinks flags a GPU's links that are down and error counters that grew.
@@ -94,12 +88,9 @@ func judgeLinks(gh *results.GPUHealth, gl results.GPULinks) {
 		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: check, Reason: fmt.Sprintf(format, args...)})
 	}
 	var down []string
-	up := 0
 	for _, l := range gl.Links {
 		if !l.Up {
 			down = append(down, fmt.Sprint(l.Link))
-		} else {
-			up++
 		}
 		if l.Errors != nil && l.ErrorsAfter != nil {
 			if d := growth(*l.Errors, *l.ErrorsAfter); d != "" {
@@ -107,12 +98,12 @@ func judgeLinks(gh *results.GPUHealth, gl results.GPULinks) {
 			}
 		}
 		if l.Errors != nil && (l.Errors.CRC > 0 || l.Errors.Replay > 0 || l.Errors.Recovery > 0) {
-			addNote(gh, fmt.Sprintf("NVLink %d has error counts since the driver loaded (CRC %d, replay %d, recovery %d)", l.Link, l.Errors.CRC, l.Errors.Replay, l.Errors.Recovery))
+			gh.Notes = appendNew(gh.Notes, fmt.Sprintf("NVLink %d has error counts since the driver loaded (CRC %d, replay %d, recovery %d)", l.Link, l.Errors.CRC, l.Errors.Replay, l.Errors.Recovery))
 		}
 	}
 	if len(down) > 0 {
 		flag(CheckNVLinkDown, "NVLink %s down (%d of %d up): the GPU's peer bandwidth drops by that share; check `nvidia-smi nvlink -s -i %d`, the fabric manager, then reseat or RMA",
-			strings.Join(down, ", "), up, len(gl.Links), gh.GPU.Index)
+			strings.Join(down, ", "), len(gl.Links)-len(down), len(gl.Links), gh.GPU.Index)
 	}
 }
 

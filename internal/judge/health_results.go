@@ -34,9 +34,7 @@ func describeMismatch(c *results.ResultCheck) string {
 				s += " (" + c.FirstMismatchAt.Format("15:04:05") + ")"
 			}
 		}
-		if c.MismatchDetail != "" {
-			s += " (" + c.MismatchDetail + ")"
-		}
+		s += paren(c.MismatchDetail)
 	}
 	if c.TileMismatches > 0 {
 		if s != "" {

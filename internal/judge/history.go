@@ -2,7 +2,8 @@ package judge
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -27,12 +28,10 @@ const (
 	MetricBurnMinClock   = "burn_min_sm_clock_mhz"
 )
 
-// KeyFigures are the figures of one host the history keeps and compares, one per GPU (by UUID; a
-// tp group's figure under each of its GPUs): each health microbenchmark and the burn, and per model
-// every LLM figure GPU-to-GPU compares (LLMMetrics), with what compare needs to judge it, plus the
-// power, tok/J and % of speed-of-light. Judged marks those compared with the acceptance run: the
-// microbenchmarks, the burn, the throughputs and the median TPOT (not the tails, not power).
-// Figures of a GPU that was not gpuvet's alone are kept but not judged.
+// KeyFigures are the figures of one host the history keeps, per GPU UUID (a tp group's under each of
+// its GPUs): the microbenchmarks and burn, and per model every LLMMetrics figure with what compare
+// needs, plus power, tok/J and % SOL. Judged marks those compared with the acceptance run (the
+// microbenchmarks, burn, throughputs, median TPOT), never those of a GPU not gpuvet's alone.
 func KeyFigures(h *results.Host) []results.StoredFigure {
 	var out []results.StoredFigure
 	uuidOf := map[int]string{}
@@ -134,10 +133,9 @@ func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure 
 }
 
 // tail says a figure is a tail percentile (p95, p99): kept for trends, not judged against the
-// acceptance run. Across runs a tail moves with whatever else the host did in that window (timer
-// slack, interrupts, a neighbour's burst), which the run's own interval cannot see: on the
-// simulator a node 5 % slower read 11 % worse in ITL p95 while its median TPOT read 5.4 %. The
-// median TPOT (the decode step) and the throughputs measure the card's speed.
+// acceptance run. Across runs a tail moves with what else the host did (timer slack, interrupts, a
+// neighbour), which its interval cannot see: on the simulator a node 5 % slower read 11 % worse in
+// ITL p95 and 5.4 % in median TPOT.
 func tail(metric string) bool {
 	return strings.Contains(metric, "p95") || strings.Contains(metric, "p99")
 }
@@ -164,9 +162,8 @@ func asFigure(f results.StoredFigure) compare.Figure {
 	return compare.Figure{Value: f.Value, CI: f.CI, Samples: f.Samples, LowerBound: f.LowerBound, ClientLimited: f.ClientLimited, ReqS: f.ReqS}
 }
 
-// driftGuards are the interval rule's guards for one figure against its acceptance: the LLM noise
-// guards for an LLM figure, none for a health figure (no requests behind it), with the history's
-// margin.
+// driftGuards are the guards of one figure against its acceptance, with the history's margin: the
+// LLM noise guards for an LLM figure, none for a health figure (no requests behind it).
 func driftGuards(f results.StoredFigure, cfg Config, margin float64) compare.Guards {
 	g := compare.Guards{VariancePct: margin}
 	if f.Model != "" {
@@ -176,21 +173,20 @@ func driftGuards(f results.StoredFigure, cfg Config, margin float64) compare.Gua
 	return g
 }
 
-// applyDrift compares every judged figure of host h with the same figure of its acceptance runs
-// (s.History, filled by the history store before judging): each GPU against its own (by UUID, so a
-// GPU that moved node keeps its reference), and the node (the median over its GPUs) against the
-// node's. It uses the interval rule of GPU-to-GPU (compare.Slower) with history.drift_pct as the
-// margin. A drift beyond the margin with its interval flags the GPU's endpoint (or health record)
-// and the node; one that cannot be decided is kept in s.History.Drift with its reason.
+// applyDrift compares every judged figure of host h with its acceptance runs' (s.History): each GPU
+// against its own (by UUID, so a GPU that moved node keeps it), the node (its GPUs' median) against
+// the node's, by compare.Slower with history.drift_pct as the margin. A drift past the margin with
+// its interval flags the GPU's endpoint (or health record) and the node; each is kept in s.History.Drift.
 func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 	hist := s.History
 	if hist == nil {
 		return
 	}
-	h.Flags = dropHistoryFlags(h.Flags)
+	ours := func(check string) bool { return strings.HasPrefix(check, checkHistoryPrefix) }
+	h.Flags = dropFlags(h.Flags, ours)
 	if h.Health != nil {
 		for gi := range h.Health.GPUs {
-			h.Health.GPUs[gi].Flags = dropHistoryFlags(h.Health.GPUs[gi].Flags)
+			h.Health.GPUs[gi].Flags = dropFlags(h.Health.GPUs[gi].Flags, ours)
 		}
 	}
 	kept := hist.Drift[:0]
@@ -229,16 +225,6 @@ func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 			m.Status = results.Worse(m.Status, ep.Status)
 		}
 	}
-}
-
-func dropHistoryFlags(fl []results.Flag) []results.Flag {
-	var out []results.Flag
-	for _, x := range fl {
-		if !strings.HasPrefix(x.Check, checkHistoryPrefix) {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64, index map[int]string) {
@@ -298,44 +284,50 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 }
 
 func nodeDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64) {
-	spread := map[string]float64{} // the widest over the node's GPUs
-	group := func(figs []results.StoredFigure, judgedOnly bool) (map[string][]compare.Figure, map[string]results.StoredFigure) {
-		by, proto := map[string][]compare.Figure{}, map[string]results.StoredFigure{}
-		seen := map[string]bool{}
-		for _, f := range figs {
-			k := FigureKey(f)
-			// A tp group's figure is stored under each of its GPUs: count it once.
-			if (judgedOnly && !f.Judged) || seen[f.UUID+"\x00"+k] {
-				continue
-			}
-			seen[f.UUID+"\x00"+k] = true
-			spread[k] = max(spread[k], f.SpreadPct)
-			by[k] = append(by[k], asFigure(f))
-			proto[k] = f
-		}
-		return by, proto
-	}
-	now, proto := group(cur, true)
-	then, _ := group(a.Figures, false)
+	now := byFigure(cur, func(f results.StoredFigure) bool { return f.Judged })
+	then := byFigure(a.Figures, nil)
 	own := ownSeries(a.Earlier, "")
-	keys := make([]string, 0, len(now))
-	for k := range now {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(now)) {
 		ref, ok := then[k]
 		if !ok {
 			continue
 		}
-		x := proto[k]
-		d := unrepeated(driftOf("node", h.Name, -1, x, compare.MedianOf(now[k]), compare.MedianOf(ref), a, cfg, margin), spread[k], margin)
+		spread := 0.0 // the widest over the node's GPUs, now and then
+		for _, f := range append(slices.Clone(now[k]), ref...) {
+			spread = max(spread, f.SpreadPct)
+		}
+		x := now[k][len(now[k])-1]
+		d := unrepeated(driftOf("node", h.Name, -1, x, medianFigure(now[k]), medianFigure(ref), a, cfg, margin), spread, margin)
 		d = againstOwnRuns(d, own[k], margin)
 		s.History.Drift = append(s.History.Drift, d)
 		if d.Result == string(results.StatusFlag) {
 			h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: h.Name, Check: CheckDrift, Reason: d.Reason})
 		}
 	}
+}
+
+// byFigure groups the figures keep admits (nil: all) by FigureKey, a tp group's figure (stored under
+// each of its GPUs) once.
+func byFigure(figs []results.StoredFigure, keep func(results.StoredFigure) bool) map[string][]results.StoredFigure {
+	out, seen := map[string][]results.StoredFigure{}, map[string]bool{}
+	for _, f := range figs {
+		k := FigureKey(f)
+		if keep != nil && !keep(f) || seen[f.UUID+"\x00"+k] {
+			continue
+		}
+		seen[f.UUID+"\x00"+k] = true
+		out[k] = append(out[k], f)
+	}
+	return out
+}
+
+// medianFigure is the node's figure: the median over its GPUs' (compare.MedianOf).
+func medianFigure(figs []results.StoredFigure) compare.Figure {
+	cs := make([]compare.Figure, len(figs))
+	for i, f := range figs {
+		cs[i] = asFigure(f)
+	}
+	return compare.MedianOf(cs)
 }
 
 // spreadOf is how far metric spread between the blocks of load l's synchronous rung; a figure not
@@ -367,32 +359,20 @@ func unrepeated(d results.Drift, spreadPct, margin float64) results.Drift {
 }
 
 // ownSeries is each figure's value in each of the earlier runs, newest first: one GPU's (uuid), or
-// the node's, the median over its GPUs (uuid ""; a tp group's figure, stored under each of its
-// GPUs, counted once).
+// the node's median over its GPUs (uuid "").
 func ownSeries(runs []results.EarlierRun, uuid string) map[string][]float64 {
 	out := map[string][]float64{}
 	for _, r := range runs {
-		by := map[string][]compare.Figure{}
-		seen := map[string]bool{}
-		for _, f := range r.Figures {
-			k := FigureKey(f)
-			if (uuid != "" && f.UUID != uuid) || seen[f.UUID+"\x00"+k] {
-				continue
-			}
-			seen[f.UUID+"\x00"+k] = true
-			by[k] = append(by[k], asFigure(f))
-		}
-		for k, figs := range by {
-			out[k] = append(out[k], compare.MedianOf(figs).Value)
+		for k, figs := range byFigure(r.Figures, func(f results.StoredFigure) bool { return uuid == "" || f.UUID == uuid }) {
+			out[k] = append(out[k], medianFigure(figs).Value)
 		}
 	}
 	return out
 }
 
-// againstOwnRuns weighs a drift against how far the figure moves from run to run on this node
-// (series: its value in the node's earlier runs that ended ok or inconclusive; from three on): a flag stands only when the
-// gap is past the margin by that spread too, and a figure that moves more than the margin between
-// runs is reported, not gated, until its runs repeat (issue 55).
+// againstOwnRuns weighs a drift against how far the figure moves between this node's runs (series:
+// its earlier ok or inconclusive runs, from three on): a flag stands only past the margin by that
+// spread too, and a figure that moves more than the margin is reported, not gated (issue 55).
 func againstOwnRuns(d results.Drift, series []float64, margin float64) results.Drift {
 	sp, ok := compare.RunToRun(series)
 	if !ok {

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,10 +10,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// checkKind is one row of the layer table: which layer a check's finding belongs to and the action
-// it asks for. The one home of that rule: every flag of a judged summary gets its layer and action
-// from here unless its maker knew better (a driver's recovery action names its own; a gate missed
-// on a GPU whose own checks pass is the engine's, gateLayer).
+// checkKind is one row of the layer table: the layer a check's finding belongs to and the action it
+// asks for; every flag gets them from here unless its maker knew better (a driver's recovery action,
+// gateLayers).
 type checkKind struct {
 	layer, action string
 }
@@ -25,54 +25,33 @@ const (
 )
 
 // checkKinds maps a check id, or a prefix ending in ".", to its layer and action
-// (docs/detection.md, "Findings by layer", prints it).
-var checkKinds = map[string]checkKind{
-	CheckHealthCount:     {results.LayerGPU, results.ActionRebootNode},
-	CheckECC:             {results.LayerGPU, results.ActionResetGPU},
-	CheckRetired:         {results.LayerGPU, results.ActionResetGPU},
-	CheckRemap:           {results.LayerGPU, results.ActionResetGPU},
-	CheckClockEvents:     {results.LayerGPU, results.ActionDrainRMA},
-	CheckBurnClock:       {results.LayerGPU, results.ActionDrainRMA},
-	CheckXID:             {results.LayerGPU, results.ActionResetGPU},
-	CheckDCGM:            {results.LayerGPU, results.ActionResetGPU},
-	CheckFloor:           {results.LayerGPU, results.ActionResetGPU},
-	CheckResults:         {results.LayerGPU, results.ActionDrainRMA},
-	CheckPCIeWidth:       {results.LayerInterconnect, results.ActionRebootNode},
-	CheckPCIeBW:          {results.LayerInterconnect, results.ActionRebootNode},
-	CheckNVLinkDown:      {results.LayerInterconnect, results.ActionRebootNode},
-	CheckNVLinkErrors:    {results.LayerInterconnect, results.ActionResetGPU},
-	CheckNVLinkPath:      {results.LayerInterconnect, results.ActionRebootNode},
-	CheckAllReduce:       {results.LayerInterconnect, results.ActionRebootNode},
-	CheckLinkCompare:     {results.LayerInterconnect, results.ActionRebootNode},
-	CheckHealthBusy:      {results.LayerHost, results.ActionRerun},
-	CheckBusy:            {results.LayerHost, results.ActionRerun},
-	CheckGPUToGPU:        {results.LayerGPU, results.ActionResetGPU},
-	CheckContextCompare:  {results.LayerGPU, results.ActionResetGPU},
-	CheckPreemption:      {results.LayerGPU, results.ActionResetGPU},
-	CheckNodeToNode:      {results.LayerGPU, results.ActionRebootNode},
-	CheckDrift:           {results.LayerGPU, results.ActionResetGPU},
-	CheckErrorRate:       {results.LayerGPU, results.ActionResetGPU},
-	CheckLoadErrors:      {results.LayerGPU, results.ActionResetGPU},
-	CheckExpected:        {results.LayerGPU, results.ActionResetGPU},
-	CheckOutputsDiffer:   {results.LayerGPU, results.ActionDrainRMA},
-	CheckXIDLoad:         {results.LayerGPU, results.ActionResetGPU},
-	CheckECCLoad:         {results.LayerGPU, results.ActionResetGPU},
-	CheckThrottled:       {results.LayerGPU, results.ActionDrainRMA},
-	CheckLoadClockEvents: {results.LayerGPU, results.ActionDrainRMA},
-	CheckReplayLoad:      {results.LayerInterconnect, results.ActionRebootNode},
-	CheckEngineFault:     {results.LayerEngine, results.ActionFixEngine},
-	CheckPrefixCache:     {results.LayerEngine, results.ActionFixEngine},
-	CheckNetworkFault:    {results.LayerInfra, results.ActionRerun},
-	CheckClientFault:     {results.LayerClient, results.ActionRerun},
-	CheckLoadPartial:     {results.LayerInfra, results.ActionRerun},
-	CheckBaseline:        {results.LayerInfra, results.ActionNone},
-	"engine.version":     {results.LayerEngine, results.ActionNone},
-	checkClientLimited:   {results.LayerClient, results.ActionRerun},
-	checkUndecided:       {results.LayerClient, results.ActionRerun},
-	"run.gpu_count":      {results.LayerGPU, results.ActionRebootNode},
-	checkFunctPrefix:     {results.LayerEngine, results.ActionFixEngine},
-	checkGatePrefix:      {results.LayerGPU, results.ActionRerun},
-	"health.":            {results.LayerGPU, results.ActionResetGPU},
+// (docs/detection.md, "Findings by layer", prints it); written as the checks of each kind.
+var checkKinds = byKind(map[checkKind][]string{
+	{results.LayerGPU, results.ActionResetGPU}: {CheckECC, CheckRetired, CheckRemap, CheckXID, CheckDCGM, CheckFloor, CheckGPUToGPU,
+		CheckContextCompare, CheckPreemption, CheckDrift, CheckErrorRate, CheckLoadErrors, CheckExpected, CheckXIDLoad, CheckECCLoad, "health."},
+	{results.LayerGPU, results.ActionDrainRMA}:   {CheckClockEvents, CheckBurnClock, CheckResults, CheckOutputsDiffer, CheckThrottled, CheckLoadClockEvents},
+	{results.LayerGPU, results.ActionRebootNode}: {CheckHealthCount, CheckNodeToNode, "run.gpu_count"},
+	{results.LayerGPU, results.ActionRerun}:      {checkGatePrefix},
+	{results.LayerInterconnect, results.ActionRebootNode}: {CheckPCIeWidth, CheckPCIeBW, CheckNVLinkDown, CheckNVLinkPath, CheckAllReduce,
+		CheckLinkCompare, CheckReplayLoad},
+	{results.LayerInterconnect, results.ActionResetGPU}: {CheckNVLinkErrors},
+	{results.LayerHost, results.ActionRerun}:            {CheckHealthBusy, CheckBusy},
+	{results.LayerEngine, results.ActionFixEngine}:      {CheckEngineFault, CheckPrefixCache, checkFunctPrefix},
+	{results.LayerEngine, results.ActionNone}:           {"engine.version"},
+	{results.LayerInfra, results.ActionRerun}:           {CheckNetworkFault, CheckLoadPartial},
+	{results.LayerInfra, results.ActionNone}:            {CheckBaseline},
+	{results.LayerClient, results.ActionRerun}:          {CheckClientFault, checkClientLimited, checkUndecided},
+})
+
+// byKind turns the checks of each kind into each check's kind.
+func byKind(kinds map[checkKind][]string) map[string]checkKind {
+	out := map[string]checkKind{}
+	for k, checks := range kinds {
+		for _, c := range checks {
+			out[c] = k
+		}
+	}
+	return out
 }
 
 // kindOf is a check's row: its own, else its prefix's; a check no row names is the host's, to be
@@ -96,12 +75,7 @@ func kindOf(check string) checkKind {
 // classify gives a flag its layer and action from the table when its maker gave none.
 func classify(f *results.Flag) {
 	k := kindOf(f.Check)
-	if f.Layer == "" {
-		f.Layer = k.layer
-	}
-	if f.Action == "" {
-		f.Action = k.action
-	}
+	f.Layer, f.Action = cmp.Or(f.Layer, k.layer), cmp.Or(f.Action, k.action)
 }
 
 func classifyAll(fl []results.Flag) {
@@ -158,6 +132,19 @@ func failingFlag(f results.Flag) bool {
 	return f.Fails || failingChecks[f.Check] // failingChecks: a summary written before Fails
 }
 
+// flagStatus is a flag's finding's status: failed when it fails what it is about, else flag.
+func flagStatus(f results.Flag) results.Status {
+	if failingFlag(f) {
+		return results.StatusFailed
+	}
+	return results.StatusFlag
+}
+
+// flagFinding is the finding of a flag on host (and gpus), with status st.
+func flagFinding(host string, gpus []int, st results.Status, f results.Flag) results.Finding {
+	return results.Finding{Layer: f.Layer, Status: st, Host: host, GPUs: gpus, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action}
+}
+
 // endpointFindings are an endpoint's findings: its flags, its errors, what left it undecided.
 func endpointFindings(host, model string, ep *results.Endpoint) []results.Finding {
 	subj := subject(model, ep)
@@ -166,11 +153,7 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		out = append(out, results.Finding{Layer: layer, Status: st, Host: host, GPUs: slices.Clone(ep.GPUs), Subject: subj, Check: check, Reason: reason, Action: action})
 	}
 	for _, f := range ep.Flags {
-		st := results.StatusFlag
-		if failingFlag(f) {
-			st = results.StatusFailed
-		}
-		add(f.Layer, st, f.Check, f.Reason, f.Action)
+		add(f.Layer, flagStatus(f), f.Check, f.Reason, f.Action)
 	}
 	switch {
 	case ep.Status == results.StatusInterrupted:
@@ -194,27 +177,23 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		if strings.Contains(v.Reason, CheckEngineFault) || SharedGPU(ep) {
 			continue // the engine's or the host's finding says why
 		}
-		if v.Check == CheckExpected && v.Source == results.SourceNone {
+		layer, action := results.LayerClient, results.ActionRerun
+		switch {
+		case v.Check == CheckExpected && v.Source == results.SourceNone:
 			// No yardstick for this GPU × model × engine: a calibration decides it, not a rerun.
-			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionCalibrate)
-			continue
+			layer, action = results.LayerEngine, results.ActionCalibrate
+		case strings.Contains(v.Reason, compare.EngineDrifted): // the engine's speed moved, not the client's
+			layer = results.LayerEngine
+		case strings.Contains(v.Reason, compare.CPUWaitFix): // the host's CPUs starved the engine
+			layer = results.LayerHost
 		}
-		if strings.Contains(v.Reason, compare.EngineDrifted) { // the engine's speed moved, not the client's
-			add(results.LayerEngine, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
-			continue
-		}
-		if strings.Contains(v.Reason, compare.CPUWaitFix) { // the host's CPUs starved the engine
-			add(results.LayerHost, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
-			continue
-		}
-		add(results.LayerClient, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, results.ActionRerun)
+		add(layer, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, action)
 	}
 	return out
 }
 
-// endpointBroke is an endpoint's own breakage, when it has one: the engine did not serve, or its
-// load measured nothing; with the layer it belongs to, the check id and the words. "" when the
-// endpoint did not break.
+// endpointBroke is an endpoint's own breakage (the engine did not serve, or its load measured
+// nothing) with its layer, check id and words; "" when it did not break.
 func endpointBroke(ep *results.Endpoint) (layer, check, what string) {
 	switch {
 	case ep.Error != "":
@@ -229,19 +208,11 @@ func endpointBroke(ep *results.Endpoint) (layer, check, what string) {
 func healthFindings(host string, hh *results.Health) []results.Finding {
 	var out []results.Finding
 	for _, f := range hh.Flags {
-		st := results.StatusFlag
-		if failingFlag(f) {
-			st = results.StatusFailed
-		}
-		out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+		out = append(out, flagFinding(host, nil, flagStatus(f), f))
 	}
 	for _, g := range hh.GPUs {
 		for _, f := range g.Flags {
-			st := results.StatusFlag
-			if failingFlag(f) {
-				st = results.StatusFailed
-			}
-			out = append(out, results.Finding{Layer: f.Layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+			out = append(out, flagFinding(host, []int{g.GPU.Index}, flagStatus(f), f))
 		}
 	}
 	if hh.Error != "" {
@@ -256,15 +227,12 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 	return out
 }
 
-// GPUEvidence reports whether a flag is evidence about a GPU (its layer is the GPU's or its links').
-func GPUEvidence(f results.Flag) bool { return results.GPULayer(f.Layer) }
-
 // hostFindings gathers every finding of a host: health, models and endpoints, the host's own flags
 // and errors.
 func hostFindings(h *results.Host) []results.Finding {
 	var out []results.Finding
 	for _, f := range h.Flags {
-		out = append(out, results.Finding{Layer: f.Layer, Status: results.StatusFlag, Host: h.Name, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+		out = append(out, flagFinding(h.Name, nil, results.StatusFlag, f))
 	}
 	if h.Discovery.Error != "" {
 		l := errorLayer("", h.Discovery.Error, results.LayerHost)
@@ -284,7 +252,7 @@ func hostFindings(h *results.Host) []results.Finding {
 	}
 	for _, m := range h.Models {
 		for _, f := range m.Flags {
-			out = append(out, results.Finding{Layer: f.Layer, Status: results.StatusFlag, Host: h.Name, Subject: f.Subject, Check: f.Check, Reason: f.Reason, Action: f.Action})
+			out = append(out, flagFinding(h.Name, nil, results.StatusFlag, f))
 		}
 		if m.Error != "" {
 			out = append(out, results.Finding{Layer: results.LayerEngine, Status: results.StatusFailed, Host: h.Name, Subject: m.Model, Check: "model.error",
@@ -300,11 +268,10 @@ func hostFindings(h *results.Host) []results.Finding {
 	return out
 }
 
-// undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide,
-// when some could not (a GPU another figure flagged aside): the GPUs they left inconclusive have no
-// other finding that says why. The client's, to rerun: it fell behind (give it CPU, or load fewer
-// GPUs at once), or its requests were too few for the gap; the engine's where its drift widened the
-// gap past deciding; the host's where its CPUs starved the engine.
+// undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide (a
+// GPU another figure flagged aside), which no other finding explains: the client's (it fell behind,
+// or too few requests), the engine's where its drift widened the gap, the host's where its CPUs
+// starved the engine.
 func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
 	var metrics []string
 	var gpus []int
@@ -438,7 +405,7 @@ func healthyGPUs(h *results.Host) map[int]bool {
 	for _, g := range h.Health.GPUs {
 		ok := g.Status == results.StatusOK
 		for _, f := range g.Flags {
-			ok = ok && !GPUEvidence(withKind(f))
+			ok = ok && !results.GPULayer(withKind(f).Layer)
 		}
 		for _, c := range h.Health.Comparisons {
 			for _, cell := range c.Values {
@@ -450,22 +417,19 @@ func healthyGPUs(h *results.Host) map[int]bool {
 	return out
 }
 
-// gateLayers gives each gate an endpoint missed its layer. A gate measures the whole serving stack;
+// gateLayers gives each gate an endpoint missed its layer: a gate measures the whole serving stack, so
 // it is the GPU's only where the GPU's own checks do not clear it. On a GPU whose health passed and
-// whose load raised no GPU finding (telemetry), the miss is the engine's: under the engine-bound
-// share of the roofline the engine sets the figure (fix the engine); at or above it the GPU serves
-// near its physics and the gate does not fit this GPU × model (calibrate). The expected throughput
-// was derived for this GPU, so its miss stays the GPU's, unless the engine's own speed moved within
-// the run by more than the gate's margin (margin, compare.variance_pct): the engine then explains
-// the miss. Without health the gate stays the GPU's, and asks for a rerun with health to tell the
-// two apart.
+// whose load raised no GPU finding, the miss is the engine's: under the engine-bound share of the
+// roofline it sets the figure (fix it); at or above, the gate does not fit this GPU × model
+// (calibrate). The expected throughput's miss stays the GPU's unless the engine's speed moved more
+// than margin (compare.variance_pct) within the run. Without health it stays the GPU's, to rerun.
 func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 	cleared := len(ep.GPUs) > 0
 	for _, g := range ep.GPUs {
 		cleared = cleared && healthy[g]
 	}
 	for _, f := range ep.Flags {
-		if !strings.HasPrefix(f.Check, checkGatePrefix) && GPUEvidence(withKind(f)) {
+		if !strings.HasPrefix(f.Check, checkGatePrefix) && results.GPULayer(withKind(f).Layer) {
 			cleared = false // the load itself showed the GPU misbehave (throttled, XID, …)
 		}
 	}
@@ -533,15 +497,4 @@ func solWords(sol *results.SpeedOfLight) string {
 		return ""
 	}
 	return fmt.Sprintf(" and the engine serves %.1f %% of its roofline", sol.Percent)
-}
-
-// layerFailed reports whether the engine's or the network's failed requests passed the error
-// limit: that fails the endpoint (and the run), not its GPU.
-func layerFailed(ep *results.Endpoint) bool {
-	for _, v := range ep.Verdicts {
-		if (v.Check == CheckEngineFault || v.Check == CheckNetworkFault) && v.Result == ResultFail {
-			return true
-		}
-	}
-	return false
 }

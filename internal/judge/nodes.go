@@ -3,7 +3,6 @@ package judge
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -17,12 +16,11 @@ import (
 // hosts[].flags, which Apply keeps as they are; CompareNodes rewrites its own.
 const CheckNodeToNode = "compare.node_to_node"
 
-// CompareNodes compares the hosts of a merged summary node to node: per model and LLM metric (the
-// ones judge compares GPU to GPU), each host's figure is the median over its endpoints (per GPU,
-// so nodes with different GPU counts compare, its interval combined from theirs), and the hosts are
-// judged with the GPU-to-GPU interval rule (each node against the median of the others) and LLM
-// guards; health microbenchmarks with the seed's rule against the best node and the GEMM guards. A flagged host gets a host
-// flag. Failed hosts and hosts without figures are left out. Running it again gives the same result.
+// CompareNodes compares the hosts of a merged summary node to node: per model and GPU-to-GPU metric,
+// each host's figure is the median over its endpoints (per GPU, so GPU counts may differ), judged by
+// the interval rule against the others' median with the LLM guards; microbenchmarks by the seed's
+// rule against the best node with the GEMM guards. A flagged host gets a host flag; failed hosts and
+// hosts without figures are left out. Running it again gives the same result.
 func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 	if s.Fleet == nil {
 		s.Fleet = &results.Fleet{}
@@ -104,9 +102,7 @@ func addComparison(s *results.Summary, metric string, cells []nodeCell, higher b
 }
 
 // nodeFlag is the host flag of a node the comparison of what (a model, "health") flagged with reason.
-// Every reader prints a host's flag with the host's name (its subject, "node NAME"; the report and
-// the terminal's fleet block before it; JUnit's class), so the reason does not name it again: "node
-// gpu-7: Qwen3-8B: sustained_req_s 26.2 is 15.0 % below the median of the other nodes (30.8), …".
+// Every reader prints a host's flag with its subject ("node NAME"), so the reason does not name it again.
 func nodeFlag(host, what, reason string) results.Flag {
 	reason = strings.Replace(reason, " on node "+host+" ", " ", 1)
 	reason = strings.Replace(reason, "check this card's", "check this node's", 1)
@@ -125,12 +121,11 @@ func hostRenamer(s *results.Summary, cells []nodeCell) *strings.Replacer {
 	return strings.NewReplacer(pairs...)
 }
 
-// llmCell is a host's figure for one model and metric: the median over its endpoints with load.
-// The median is taken over the endpoints whose figure can decide (neither client-limited nor a lower
-// bound) when they are at least half of them, so one starved load among eight does not silence a
-// node; otherwise over all, as doubtful as its most doubtful endpoint.
+// llmCell is a host's figure for one model and metric: the median over its endpoints with load whose
+// figure can decide (neither client-limited nor a lower bound) when they are at least half, so one
+// starved load among eight does not silence a node; otherwise over all.
 func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
-	var all, sure []endpointFigure
+	var all, sure []compare.Figure
 	for _, m := range h.Models {
 		if m.Model != model {
 			continue
@@ -144,10 +139,10 @@ func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 				continue
 			}
 			f = acrossRuns(ep.Load, met.Name, f) // each node's run is its own
-			ef := endpointFigure{f, ep.Load.SustainedReqS}
-			all = append(all, ef)
+			f.ReqS = ep.Load.SustainedReqS
+			all = append(all, f)
 			if !f.ClientLimited && !f.LowerBound {
-				sure = append(sure, ef)
+				sure = append(sure, f)
 			}
 		}
 	}
@@ -158,18 +153,7 @@ func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 	if 2*len(sure) >= len(all) {
 		use = sure
 	}
-	figs := make([]compare.Figure, len(use))
-	for i, ef := range use {
-		figs[i] = ef.Figure
-		figs[i].ReqS = ef.reqS
-	}
-	return nodeCell{Figure: compare.MedianOf(figs)}, true
-}
-
-// endpointFigure is one endpoint's figure with its sustained req/s.
-type endpointFigure struct {
-	compare.Figure
-	reqS float64
+	return nodeCell{Figure: compare.MedianOf(use)}, true
 }
 
 // benchCell is a host's figure for one health microbenchmark: the median over its GPUs.
@@ -188,7 +172,7 @@ func benchCell(h *results.Host, name string) (nodeCell, bool) {
 	if len(vals) == 0 {
 		return nodeCell{}, false
 	}
-	return nodeCell{Figure: compare.Figure{Value: median(vals)}}, true
+	return nodeCell{Figure: compare.Figure{Value: compare.Median(vals)}}, true
 }
 
 func modelNames(s *results.Summary, hosts []int) []string {
@@ -217,14 +201,4 @@ func benchNames(s *results.Summary, hosts []int) []string {
 		}
 	}
 	return out
-}
-
-func median(v []float64) float64 {
-	v = slices.Clone(v)
-	sort.Float64s(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
 }

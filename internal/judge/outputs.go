@@ -2,6 +2,8 @@ package judge
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -12,14 +14,12 @@ import (
 // differ from the other GPUs' of the same model, or, alone, from its own repeat (issue 33).
 const CheckOutputsDiffer = "judge.outputs_differ"
 
-// greedyAgreement compares the greedy outputs of a model's endpoints. The promise it rests on: at
-// batch 1 and temperature 0 an engine runs the same kernels for the same request on every GPU of
-// one model, so one version of one engine gives the same tokens everywhere. It compares endpoints
-// of the same GPU name and tensor-parallel size only (another GPU or split may pick other kernels),
-// and not at all where no GPU repeats its own outputs (the engine does not keep the promise).
+// greedyAgreement compares the greedy outputs of a model's endpoints, on the promise that at batch 1
+// and temperature 0 one engine version runs the same kernels, so gives the same tokens, on every GPU
+// of one name and tensor-parallel size (only those are compared), and not at all where no GPU
+// repeats its own outputs (the engine does not keep the promise).
 func greedyAgreement(m *results.Model) {
 	groups := map[string][]*results.Endpoint{}
-	var keys []string
 	for i := range m.Endpoints {
 		ep := &m.Endpoints[i]
 		if ep.Functional == nil || ep.Functional.Greedy == nil {
@@ -28,18 +28,15 @@ func greedyAgreement(m *results.Model) {
 		if EngineFaulted(ep) {
 			// An engine that ends requests early or cuts streams gives other tokens for its own
 			// fault: its outputs say nothing of the GPU's arithmetic (its engine finding says why).
-			addModelNote(m, fmt.Sprintf("greedy outputs of %s not compared: its engine misbehaved during the load (%s)", gpuList(ep.GPUs), CheckEngineFault))
+			m.Notes = appendNew(m.Notes, fmt.Sprintf("greedy outputs of %s not compared: its engine misbehaved during the load (%s)", gpuList(ep.GPUs), CheckEngineFault))
 			continue
 		}
 		k := fmt.Sprintf("%s, tp %d", ep.GPUName, max(1, len(ep.GPUs)))
-		if groups[k] == nil {
-			keys = append(keys, k)
-		}
 		groups[k] = append(groups[k], ep)
 	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(groups))
 	if len(keys) > 1 {
-		addModelNote(m, "greedy outputs compared within each GPU model and tensor-parallel size only ("+strings.Join(keys, "; ")+"): another GPU or split may choose other kernels")
+		m.Notes = appendNew(m.Notes, "greedy outputs compared within each GPU model and tensor-parallel size only ("+strings.Join(keys, "; ")+"): another GPU or split may choose other kernels")
 	}
 	for _, k := range keys {
 		agreeWithin(m, groups[k])
@@ -62,7 +59,7 @@ func agreeWithin(m *results.Model, eps []*results.Endpoint) {
 		flag(eps[0], "its repeat of the same prompts differs at %s", eps[0].Functional.Greedy.RepeatDiff)
 		return
 	case len(steady) == 0:
-		addModelNote(m, fmt.Sprintf("greedy outputs not compared across GPUs: none of the %d GPUs repeats its own outputs at temperature 0 and batch 1, so the engine does not keep the promise the check rests on (deterministic greedy decoding)", len(eps)))
+		m.Notes = appendNew(m.Notes, fmt.Sprintf("greedy outputs not compared across GPUs: none of the %d GPUs repeats its own outputs at temperature 0 and batch 1, so the engine does not keep the promise the check rests on (deterministic greedy decoding)", len(eps)))
 		return
 	}
 	for _, ep := range eps {
@@ -111,14 +108,4 @@ func agreeWithin(m *results.Model, eps []*results.Endpoint) {
 			flag(ep, "they differ from the majority's (gpus %s) at %s", strings.Join(names, ","), ep.Functional.Greedy.FirstDiff(major[0].Functional.Greedy))
 		}
 	}
-}
-
-// addModelNote adds a note once (Apply runs again on a loaded summary).
-func addModelNote(m *results.Model, note string) {
-	for _, n := range m.Notes {
-		if n == note {
-			return
-		}
-	}
-	m.Notes = append(m.Notes, note)
 }

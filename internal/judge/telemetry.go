@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -42,10 +43,7 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 	flag := func(check, reason string) {
 		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(model, ep), Check: check, Reason: reason})
 	}
-	gap := false
-	for _, f := range ep.Flags {
-		gap = gap || f.Check == CheckGPUToGPU
-	}
+	gap := slices.ContainsFunc(ep.Flags, func(f results.Flag) bool { return f.Check == CheckGPUToGPU })
 	for _, gt := range ep.Telemetry.GPUs {
 		if r := throttleReason(gt, gap); r != "" {
 			flag(CheckLoadClockEvents, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
@@ -58,11 +56,7 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 		if len(gt.XIDs) > 0 {
 			var xs []string
 			for _, x := range gt.XIDs {
-				s := fmt.Sprintf("XID %d at %s", x.XID, x.Time.Format("15:04:05"))
-				if x.Note != "" {
-					s += " (" + x.Note + ")"
-				}
-				xs = append(xs, s)
+				xs = append(xs, fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note)))
 			}
 			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(xs, ", ")))
 		}
@@ -100,10 +94,7 @@ func throttleReason(gt results.GPUTelemetry, gap bool) string {
 		return ""
 	}
 	for _, rt := range gt.Rungs {
-		throttled := false
-		for _, name := range hwReasons {
-			throttled = throttled || rt.ReasonShare[name] >= minReasonShare
-		}
+		throttled := slices.ContainsFunc(hwReasons, func(name string) bool { return rt.ReasonShare[name] >= minReasonShare })
 		if throttled && rt.SMClockMeanMHz > 0 && (worst == 0 || rt.SMClockMeanMHz < worst) {
 			worst = rt.SMClockMeanMHz
 		} else if !throttled {

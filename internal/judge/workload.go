@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -9,11 +10,10 @@ import (
 // CheckPrefixCache flags an engine whose prefix cache did not reuse what the workload shared.
 const CheckPrefixCache = "engine.prefix_cache"
 
-// Prefix-cache rule: a workload that shares at least PrefixExpectMin of its prompt tokens (as an
-// ideal cache would find them on the prompts sent) must see at least PrefixSeenShare of that
-// share hit in the engine's own counters. An engine with prefix caching on falls short of the
-// ideal only by what it evicts and by prompts sent before their prefix was computed, far less than
-// half; one with it off hits nothing.
+// Prefix-cache rule: a workload sharing at least PrefixExpectMin of its prompt tokens (as an ideal
+// cache would) must see at least PrefixSeenShare of that share hit in the engine's counters. With
+// caching on, an engine falls short of the ideal only by evictions and prompts sent before their
+// prefix was computed, far less than half; with it off it hits nothing.
 const (
 	PrefixExpectMin = 0.05
 	PrefixSeenShare = 0.5
@@ -44,11 +44,9 @@ func PrefixCacheMissing(l *results.Load) string {
 // do under the same long-context ladder: it holds less KV cache than they do.
 const CheckContextCompare = "compare.context"
 
-// contextFlags compares the GPUs of one model's long-context ladders: one whose longest clean
-// context is a rung (or more) below the longest its siblings served, and that ran out of KV cache
-// (preempted, or held requests back), holds
-// less KV cache than they do with the same model and engine: memory retired, hidden or held. One
-// ladder alone, or ladders run at different stream counts, compare nothing.
+// contextFlags compares the GPUs of one model's long-context ladders: one whose longest clean context
+// is a rung or more below its siblings' and that ran out of KV cache (preempted, or held requests
+// back) holds less KV cache than they do. One ladder alone, or at different stream counts, compares nothing.
 func contextFlags(m *results.Model) {
 	best, peers := 0, 0
 	for _, ep := range m.Endpoints {
@@ -98,10 +96,9 @@ func sameConcurrency(m *results.Model, conc int) int {
 // without one: the same model, engine and load fill its KV cache sooner, so it holds less.
 const CheckPreemption = "compare.preemption"
 
-// Preemption rule: a GPU is flagged when its engine preempted at least preemptMin requests and at
-// least preemptShare of the requests its load sent, while every sibling's engine (its counter
-// read) preempted none. A few preemptions near the cache's edge are the load's luck, not a
-// smaller cache.
+// Preemption rule: a GPU is flagged when its engine preempted at least preemptMin requests and
+// preemptShare of those sent while every sibling's preempted none; a few near the cache's edge are
+// the load's luck, not a smaller cache.
 const (
 	preemptMin   = 3
 	preemptShare = 0.01
@@ -123,11 +120,7 @@ func preemptionFlags(m *results.Model) {
 		if p < preemptMin || p < preemptShare*float64(sent) {
 			continue
 		}
-		clean := true
-		for _, sib := range counted {
-			clean = clean && (sib == ep || *preemptions(sib.Load) == 0)
-		}
-		if clean {
+		if !slices.ContainsFunc(counted, func(sib *results.Endpoint) bool { return sib != ep && *preemptions(sib.Load) != 0 }) {
 			ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckPreemption,
 				Reason: fmt.Sprintf("its engine preempted %.0f requests (of %d sent) under the load its %d sibling GPU(s) served without one: it holds less KV cache than they do with the same model and engine (memory retired, hidden or held by another process): reset it and vet it again",
 					p, sent, len(counted)-1)})
