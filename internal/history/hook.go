@@ -3,6 +3,8 @@ package history
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -143,24 +145,33 @@ func addCurrent(s *results.Summary) {
 			break
 		}
 		h := &s.Hosts[i]
-		byKey := map[string]map[string]float64{}
+		figs := byGPU{}
 		for _, f := range judge.KeyFigures(h) {
-			k := judge.FigureKey(f)
-			if byKey[k] == nil {
-				byKey[k] = map[string]float64{}
-			}
-			byKey[k][f.UUID] = f.Value
+			figs.add(f)
 		}
-		p := results.TrendPoint{Host: h.Name, RunID: s.RunID, At: s.StartedAt.Truncate(time.Millisecond).UTC(), Status: h.Status, Figures: map[string]float64{}}
-		for k, byGPU := range byKey {
-			v := make([]float64, 0, len(byGPU))
-			for _, x := range byGPU {
-				v = append(v, x)
-			}
-			p.Figures[k] = compare.Median(v)
-		}
-		s.History.Trend = append(s.History.Trend, p)
+		s.History.Trend = append(s.History.Trend, results.TrendPoint{Host: h.Name, RunID: s.RunID,
+			At: s.StartedAt.Truncate(time.Millisecond).UTC(), Status: h.Status, Figures: figs.medians()})
 	}
+}
+
+// byGPU is a run's figures by their key (judge.FigureKey), then by GPU: a node's trend point is
+// the median of each over its GPUs, a tp group's figure counted once.
+type byGPU map[string]map[string]float64
+
+func (b byGPU) add(f results.StoredFigure) {
+	k := judge.FigureKey(f)
+	if b[k] == nil {
+		b[k] = map[string]float64{}
+	}
+	b[k][f.UUID] = f.Value
+}
+
+func (b byGPU) medians() map[string]float64 {
+	out := make(map[string]float64, len(b))
+	for k, gpus := range b {
+		out[k] = compare.Median(slices.Collect(maps.Values(gpus)))
+	}
+	return out
 }
 
 // failed records a store error as the history's error and a caveat: never a failed run.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuvet/gpuvet/internal/compare"
-	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -110,16 +108,11 @@ const figureColumns = `uuid, model, metric, unit, value, ci_lo, ci_hi, ci_level,
 
 // figures reads the stored figures of one run, for a host (uuid "") or one GPU.
 func (s *Store) figures(ctx context.Context, runID, host, uuid string) ([]results.StoredFigure, error) {
-	q := `SELECT run_id, ` + figureColumns + ` FROM figures WHERE run_id = ?`
-	args := []any{runID}
+	col, v := "host", host
 	if uuid != "" {
-		q += ` AND uuid = ?`
-		args = append(args, uuid)
-	} else {
-		q += ` AND host = ?`
-		args = append(args, host)
+		col, v = "uuid", uuid
 	}
-	byRun, err := s.scanFigures(ctx, q, args...)
+	byRun, err := s.scanFigures(ctx, `SELECT run_id, `+figureColumns+` FROM figures WHERE run_id = ? AND `+col+` = ?`, runID, v)
 	return byRun[runID], err
 }
 
@@ -134,18 +127,26 @@ func (s *Store) scanFigures(ctx context.Context, q string, args ...any) (map[str
 	for rs.Next() {
 		var f results.StoredFigure
 		var run string
-		var lo, hi, lvl sql.NullFloat64
-		var higher, lb, cl, judged int
-		if err := rs.Scan(&run, &f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl, &f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
+		if err := scanFigure(rs, &f, &run); err != nil {
 			return nil, err
 		}
-		if lo.Valid && hi.Valid {
-			f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
-		}
-		f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
 		out[run] = append(out[run], f)
 	}
 	return out, rs.Err()
+}
+
+// scanFigure scans a row of the leading columns (into lead) then figureColumns (into f).
+func scanFigure(rs *sql.Rows, f *results.StoredFigure, lead ...any) error {
+	var lo, hi, lvl sql.NullFloat64
+	var higher, lb, cl, judged int
+	if err := rs.Scan(append(lead, &f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl, &f.Samples, &higher, &lb, &cl, &f.ReqS, &judged)...); err != nil {
+		return err
+	}
+	if lo.Valid && hi.Valid {
+		f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
+	}
+	f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
+	return nil
 }
 
 // OwnRuns is how many of a node's latest runs the judge weighs a figure's run-to-run spread
@@ -326,13 +327,11 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 	if len(pts) == 0 {
 		return nil, nil
 	}
-	figQ := `SELECT run_id, uuid, model, metric, value FROM figures WHERE `
+	col := "host"
 	if uuid != "" {
-		figQ += `uuid = ?`
-	} else {
-		figQ += `host = ?`
+		col = "uuid"
 	}
-	figQ += ` AND run_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(pts)), ", ") + `)`
+	figQ := `SELECT run_id, uuid, model, metric, value FROM figures WHERE ` + col + ` = ? AND run_id IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(pts)), ", ") + `)`
 	for _, p := range pts {
 		args = append(args, p.RunID)
 	}
@@ -341,34 +340,23 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 		return nil, err
 	}
 	defer rs.Close()
-	vals := map[string]map[string]map[string]float64{} // run -> key -> uuid -> value (a tp group's figure once)
+	vals := map[string]byGPU{} // run -> its figures (a tp group's once)
 	for rs.Next() {
-		var run, u, model, metric string
-		var v float64
-		if err := rs.Scan(&run, &u, &model, &metric, &v); err != nil {
+		var f results.StoredFigure
+		var run string
+		if err := rs.Scan(&run, &f.UUID, &f.Model, &f.Metric, &f.Value); err != nil {
 			return nil, err
 		}
-		k := judge.FigureKey(results.StoredFigure{Model: model, Metric: metric})
 		if vals[run] == nil {
-			vals[run] = map[string]map[string]float64{}
+			vals[run] = byGPU{}
 		}
-		if vals[run][k] == nil {
-			vals[run][k] = map[string]float64{}
-		}
-		vals[run][k][u] = v
+		vals[run].add(f)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, err
 	}
-	for run, byKey := range vals {
-		p := &pts[pos[run]]
-		for k, byGPU := range byKey {
-			v := make([]float64, 0, len(byGPU))
-			for _, x := range byGPU {
-				v = append(v, x)
-			}
-			p.Figures[k] = compare.Median(v)
-		}
+	for run, figs := range vals {
+		pts[pos[run]].Figures = figs.medians()
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].At.Before(pts[j].At) })
 	return pts, nil
@@ -394,7 +382,6 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	hosts := map[string]bool{}
 	for rs.Next() {
 		var h, u, st string
 		if err := rs.Scan(&h, &u, &st); err != nil {
@@ -404,7 +391,6 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 		if u != "" && (uuid == "" && (host == "" || host == h) || uuid == u) {
 			subs = append(subs, subj{ScopeGPU, u, h, st})
 		}
-		hosts[h] = true
 	}
 	rs.Close()
 	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host, status FROM nodes WHERE run_id = ?`), runID)
@@ -484,18 +470,10 @@ func (s *Store) Export(ctx context.Context, host, uuid string) ([]Row, error) {
 	for rs.Next() {
 		var r Row
 		var ms int64
-		var lo, hi, lvl sql.NullFloat64
-		var higher, lb, cl, judged int
-		f := &r.StoredFigure
-		if err := rs.Scan(&r.RunID, &ms, &r.Fingerprint, &r.Host, &f.UUID, &f.Model, &f.Metric, &f.Unit, &f.Value, &lo, &hi, &lvl,
-			&f.Samples, &higher, &lb, &cl, &f.ReqS, &judged); err != nil {
+		if err := scanFigure(rs, &r.StoredFigure, &r.RunID, &ms, &r.Fingerprint, &r.Host); err != nil {
 			return nil, err
 		}
-		if lo.Valid && hi.Valid {
-			f.CI = &results.Interval{Lo: lo.Float64, Hi: hi.Float64, Level: lvl.Float64}
-		}
 		r.StartedAt = time.UnixMilli(ms).UTC()
-		f.HigherIsBetter, f.LowerBound, f.ClientLimited, f.Judged = higher == 1, lb == 1, cl == 1, judged == 1
 		out = append(out, r)
 	}
 	return out, rs.Err()

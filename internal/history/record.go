@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,10 +64,8 @@ func gpuStatus(h *results.Host, idx int) (results.Status, string) {
 	}
 	for _, m := range h.Models {
 		for _, ep := range m.Endpoints {
-			for _, i := range ep.GPUs {
-				if i == idx {
-					st = results.Worse(st, ep.Status)
-				}
+			if slices.Contains(ep.GPUs, idx) {
+				st = results.Worse(st, ep.Status)
 			}
 		}
 	}
