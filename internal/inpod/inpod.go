@@ -54,24 +54,18 @@ var ErrNoResult = errors.New("no gpuvet result in the log")
 // (a CRI "TIMESTAMP stdout F " header): only what follows the last space counts inside the block.
 func ExtractResult(log []byte) ([]byte, error) {
 	lines := strings.Split(string(log), "\n")
-	end := -1
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasSuffix(strings.TrimRight(lines[i], "\r"), markerEnd) {
-			end = i
-			break
+	// last is the index of the last of lines[:n] that ends with marker (-1: none).
+	last := func(n int, marker string) int {
+		for i := n - 1; i >= 0; i-- {
+			if strings.HasSuffix(strings.TrimRight(lines[i], "\r"), marker) {
+				return i
+			}
 		}
+		return -1
 	}
-	if end < 0 {
-		return nil, ErrNoResult
-	}
-	begin := -1
-	for i := end - 1; i >= 0; i-- {
-		if strings.HasSuffix(strings.TrimRight(lines[i], "\r"), markerBegin) {
-			begin = i
-			break
-		}
-	}
-	if begin < 0 {
+	end := last(len(lines), markerEnd)
+	begin := last(max(end, 0), markerBegin)
+	if end < 0 || begin < 0 {
 		return nil, ErrNoResult
 	}
 	var enc strings.Builder

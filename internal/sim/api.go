@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -79,16 +80,8 @@ func parseGenRequest(body []byte, chat bool, maxModelLen int) (*genRequest, *api
 		if len(r.Messages) == 0 {
 			return nil, badRequest("messages", "messages: required, a non-empty list of {role, content}")
 		}
-		for i := range r.Messages {
-			m := &r.Messages[i]
-			if m.Role == "" {
-				return nil, badRequest("messages", "messages[%d].role: required (system, user, assistant, …)", i)
-			}
-			t, err := contentText(m.Content)
-			if err != nil {
-				return nil, badRequest("messages", "messages[%d].content: %v", i, err)
-			}
-			m.text = t
+		if e := readMessages(r.Messages, true); e != nil {
+			return nil, e
 		}
 		r.promptText = chatPrompt(r.Messages)
 		r.promptToks = Count(r.promptText)
@@ -109,10 +102,7 @@ func parseGenRequest(body []byte, chat bool, maxModelLen int) (*genRequest, *api
 		}
 		r.temperature = *r.Temperature
 	}
-	mt := r.MaxTokens
-	if r.MaxCompletionTokens != nil {
-		mt = r.MaxCompletionTokens
-	}
+	mt := cmp.Or(r.MaxCompletionTokens, r.MaxTokens)
 	if mt != nil && *mt < 1 {
 		return nil, badRequest("max_tokens", "max_tokens: must be at least 1, got %d", *mt)
 	}
@@ -124,22 +114,34 @@ func parseGenRequest(body []byte, chat bool, maxModelLen int) (*genRequest, *api
 	}
 	if mt == nil {
 		if r.promptToks >= maxModelLen {
-			return nil, &apiError{Status: 400, Type: "BadRequestError", Param: "messages",
-				Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxModelLen, r.promptToks)}
+			return nil, badRequest("messages", "This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.", maxModelLen, r.promptToks)
 		}
 		r.maxTokens = maxModelLen - r.promptToks
 	} else {
 		r.maxTokens = *mt
 		if r.promptToks+r.maxTokens > maxModelLen {
-			return nil, &apiError{Status: 400, Type: "BadRequestError", Param: "max_tokens",
-				Message: fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
-					maxModelLen, r.promptToks+r.maxTokens, r.promptToks, r.maxTokens)}
+			return nil, badRequest("max_tokens", "This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+				maxModelLen, r.promptToks+r.maxTokens, r.promptToks, r.maxTokens)
 		}
 	}
-	if r.MinTokens > r.maxTokens {
-		r.MinTokens = r.maxTokens
-	}
+	r.MinTokens = min(r.MinTokens, r.maxTokens)
 	return &r, nil
+}
+
+// readMessages flattens each message's content into its text; needRole: a role is required too.
+func readMessages(msgs []chatMessage, needRole bool) *apiError {
+	for i := range msgs {
+		m := &msgs[i]
+		if needRole && m.Role == "" {
+			return badRequest("messages", "messages[%d].role: required (system, user, assistant, …)", i)
+		}
+		t, err := contentText(m.Content)
+		if err != nil {
+			return badRequest("messages", "messages[%d].content: %v", i, err)
+		}
+		m.text = t
+	}
+	return nil
 }
 
 // contentText flattens a chat content: a string, or a list of text parts.
@@ -215,12 +217,8 @@ func parseTokenizeRequest(body []byte) (text string, err *apiError) {
 	case r.Prompt != nil:
 		return *r.Prompt, nil
 	case r.Messages != nil:
-		for i := range r.Messages {
-			t, e := contentText(r.Messages[i].Content)
-			if e != nil {
-				return "", badRequest("messages", "messages[%d].content: %v", i, e)
-			}
-			r.Messages[i].text = t
+		if e := readMessages(r.Messages, false); e != nil {
+			return "", e
 		}
 		return chatPrompt(r.Messages), nil
 	}

@@ -2,11 +2,13 @@ package sim
 
 import (
 	"fmt"
-
-	"github.com/gpuvet/gpuvet/internal/gpu"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/gpu"
 )
 
 // Faults of correctness (issue 33), for CI tests end to end:
@@ -56,25 +58,15 @@ func (f *Fleet) Corrupt(i int) bool { return f.corrupt >= 0 && i == f.corrupt }
 // from the first result: on a corrupt GPU, one burn result in CorruptEvery from CorruptFrom on, and
 // its BF16 GEMM microbenchmark (the tensor-core path the burn runs); never on a healthy one.
 func (f *Fleet) Mismatch(i int, bench string, n int64, since time.Duration) bool {
-	if !f.Corrupt(i) {
-		return false
-	}
-	switch bench {
-	case "burn":
-		return since >= CorruptFrom && n%CorruptEvery == 0
-	case "gemm_bf16":
-		return true
-	}
-	return false
+	return f.Corrupt(i) && (bench == "gemm_bf16" || bench == "burn" && since >= CorruptFrom && n%CorruptEvery == 0)
 }
 
-// throttle is a parsed Throttle; gpu -1: none. It is on from `from` to `to` after the fleet was
-// made (to 0: to the end).
+// throttle is a parsed Throttle; gpu -1: none.
 type throttle struct {
-	gpu      int
-	reason   uint64
-	name     string
-	from, to time.Duration
+	gpu    int
+	reason uint64
+	name   string
+	window
 }
 
 // parseThrottle reads "GPU[:REASON[:FROM[-TO]]]", e.g. "2", "2:hw_power_brake_slowdown",
@@ -84,13 +76,9 @@ func parseThrottle(s string, count int) (throttle, error) {
 	if s == "" {
 		return throttle{gpu: -1}, nil
 	}
-	var names []string
-	for n := range throttleReasons {
-		names = append(names, n)
-	}
 	bad := func(why string) (throttle, error) {
 		return throttle{}, fmt.Errorf("throttle %q: %s; want GPU[:REASON[:FROM[-TO]]] with GPU 0–%d, REASON one of %s, and Go durations, e.g. 2 or 2:hw_slowdown:10s-30s",
-			s, why, count-1, strings.Join(sortedStrings(names), ", "))
+			s, why, count-1, strings.Join(slices.Sorted(maps.Keys(throttleReasons)), ", "))
 	}
 	parts := strings.SplitN(s, ":", 3)
 	n, err := strconv.Atoi(strings.TrimSpace(parts[0]))
@@ -107,37 +95,18 @@ func parseThrottle(s string, count int) (throttle, error) {
 		t.reason, t.name = bit, name
 	}
 	if len(parts) > 2 {
-		from, to, hasTo := strings.Cut(parts[2], "-")
-		if t.from, err = time.ParseDuration(strings.TrimSpace(from)); err != nil || t.from < 0 {
-			return bad("FROM is not a duration ≥ 0")
-		}
-		if hasTo {
-			if t.to, err = time.ParseDuration(strings.TrimSpace(to)); err != nil || t.to <= t.from {
-				return bad("TO is not a duration after FROM")
-			}
+		var why string
+		if t.window, why = parseWindow(parts[2]); why != "" {
+			return bad(why)
 		}
 	}
 	return t, nil
 }
 
-func sortedStrings(s []string) []string {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
-	return s
-}
-
 // throttleOn says whether GPU i is throttled now, and with which reason bit.
 func (f *Fleet) throttleOn(i int, now time.Time) (uint64, bool) {
-	t := f.throttle
-	if t.gpu != i {
-		return 0, false
-	}
-	el := now.Sub(f.start)
-	if el >= t.from && (t.to == 0 || el < t.to) {
-		return t.reason, true
+	if f.throttle.gpu == i && f.throttle.on(f, now) {
+		return f.throttle.reason, true
 	}
 	return 0, false
 }
@@ -150,8 +119,7 @@ func (f *Fleet) Counts(i int) (gpu.ErrorCounts, error) {
 	if err := f.check(i); err != nil {
 		return gpu.ErrorCounts{}, err
 	}
-	zero := int64(0)
-	return gpu.ErrorCounts{ECCCorrected: &zero, ECCUncorrected: ptr(zero), PCIeReplays: ptr(zero)}, nil
+	return gpu.ErrorCounts{ECCCorrected: ptr(int64(0)), ECCUncorrected: ptr(int64(0)), PCIeReplays: ptr(int64(0))}, nil
 }
 
 // ThrottleSpeed is GPU i's speed under its throttle now: ThrottleSpeed while it is on, else 1.

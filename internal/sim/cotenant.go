@@ -23,15 +23,36 @@ const (
 	CoTenantSpeed = 0.45
 )
 
-// coTenant is a parsed CoTenant; gpu -1: none. It runs from `from` to `to` after the fleet was made
-// (to 0: to the end).
+// coTenant is a parsed CoTenant; gpu -1: none.
 type coTenant struct {
-	gpu      int
-	from, to time.Duration
+	gpu int
+	window
 }
 
-// parseCoTenant reads "GPU", "GPU:FROM" or "GPU:FROM-TO" (Go durations since the fleet started, e.g.
-// "1:3s-10s"); "" is none.
+// window is when a fault is on: from `from` to `to` after the fleet was made (to 0: to the end).
+type window struct{ from, to time.Duration }
+
+func (w window) on(f *Fleet, now time.Time) bool {
+	el := now.Sub(f.start)
+	return el >= w.from && (w.to == 0 || el < w.to)
+}
+
+// parseWindow reads "FROM[-TO]" (Go durations since the fleet started); why says what is wrong.
+func parseWindow(span string) (w window, why string) {
+	from, to, hasTo := strings.Cut(span, "-")
+	var err error
+	if w.from, err = time.ParseDuration(strings.TrimSpace(from)); err != nil || w.from < 0 {
+		return w, "FROM is not a duration ≥ 0"
+	}
+	if hasTo {
+		if w.to, err = time.ParseDuration(strings.TrimSpace(to)); err != nil || w.to <= w.from {
+			return w, "TO is not a duration after FROM"
+		}
+	}
+	return w, ""
+}
+
+// parseCoTenant reads "GPU", "GPU:FROM" or "GPU:FROM-TO" (e.g. "1:3s-10s"); "" is none.
 func parseCoTenant(s string, count int) (coTenant, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -46,16 +67,10 @@ func parseCoTenant(s string, count int) (coTenant, error) {
 		return bad("no such GPU")
 	}
 	c := coTenant{gpu: n}
-	if !hasSpan {
-		return c, nil
-	}
-	from, to, hasTo := strings.Cut(span, "-")
-	if c.from, err = time.ParseDuration(strings.TrimSpace(from)); err != nil || c.from < 0 {
-		return bad("FROM is not a duration ≥ 0")
-	}
-	if hasTo {
-		if c.to, err = time.ParseDuration(strings.TrimSpace(to)); err != nil || c.to <= c.from {
-			return bad("TO is not a duration after FROM")
+	if hasSpan {
+		var why string
+		if c.window, why = parseWindow(span); why != "" {
+			return bad(why)
 		}
 	}
 	return c, nil
@@ -63,12 +78,7 @@ func parseCoTenant(s string, count int) (coTenant, error) {
 
 // coTenantOn says whether the co-tenant runs on GPU i now.
 func (f *Fleet) coTenantOn(i int, now time.Time) bool {
-	c := f.cotenant
-	if c.gpu != i {
-		return false
-	}
-	el := now.Sub(f.start)
-	return el >= c.from && (c.to == 0 || el < c.to)
+	return f.cotenant.gpu == i && f.cotenant.on(f, now)
 }
 
 // Occupancy is what NVML would list on GPU i: the attached engine (this process: the simulator
@@ -91,8 +101,7 @@ func (f *Fleet) Occupancy(i int) (results.Occupancy, error) {
 		o.Processes = append(o.Processes, results.GPUProcess{PID: CoTenantPID, Name: CoTenantName, Type: "compute", UsedMiB: ptr(int64(CoTenantMiB))})
 		total += CoTenantMiB
 	}
-	limit := f.gpu.TDPW
-	o.MemoryUsedMiB, o.UtilPct, o.PowerW, o.PowerLimitW = ptr(total), ptr(s.UtilPct), ptr(s.PowerW), &limit
+	o.MemoryUsedMiB, o.UtilPct, o.PowerW, o.PowerLimitW = ptr(total), ptr(s.UtilPct), ptr(s.PowerW), ptr(f.gpu.TDPW)
 	return o, nil
 }
 

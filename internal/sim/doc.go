@@ -24,22 +24,12 @@
 //
 // # API for other packages
 //
-//	srv, err := sim.Listen(sim.Config{GPU: "H100", Model: "Qwen/Qwen3-8B"}, "127.0.0.1:0")
-//	srv.URL()    // "http://127.0.0.1:PORT"; OpenAI base URL()+"/v1"
-//	srv.Close()
-//
-//	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: "H200", Count: 8, StragglerIndex: -1, Seed: 1})
-//	fleet.GPUs()                       // []results.GPUInfo, as NVML would give it
-//	fleet.Sample(i)                    // results.PowerSample following GPU i's engine load
-//	fleet.Speed(i)                     // 1.0, or 1 − StragglerPct/100
-//	fleet.Microbench(i, "gemm_bf16")   // datasheet peak × typical efficiency × Speed(i) ± 1 %
-//	srv, err := sim.Listen(sim.Config{Model: "Qwen/Qwen3-8B", Fleet: fleet, GPUIndex: i}, addr)
-//
-// A server attached to GPU i (Config.Fleet, Config.GPUIndex; with Engine.TP = N it occupies GPUs
-// i..i+N−1) moves those GPUs' power, clock and temperature with its load, and runs at the speed of
-// its slowest GPU. Run is `gpuvet sim`: a fleet plus one server per GPU or TP group on consecutive
-// ports. A server on a fleet also serves GET /sim/gpus and GET /sim/sample?gpu=I (JSON) for readers
-// in another process.
+// Listen serves a Config on an address (URL, Close); NewFleet makes virtual GPUs (GPUs, Sample,
+// Speed, Microbench as NVML and the health phase read them). A server attached to GPU i
+// (Config.Fleet, Config.GPUIndex; with Engine.TP = N it occupies GPUs i..i+N−1) moves those GPUs'
+// power, clock and temperature with its load, and runs at the speed of its slowest GPU. Run is
+// `gpuvet sim`: a fleet plus one server per GPU or TP group on consecutive ports. A server on a
+// fleet also serves GET /sim/gpus and GET /sim/sample?gpu=I (JSON) for readers in another process.
 //
 // # HTTP surface (vLLM's OpenAI-compatible server)
 //

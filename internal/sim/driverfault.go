@@ -112,10 +112,10 @@ func (f *Fleet) KernelLog() (gpu.KernelLogText, error) {
 	}
 	rec(6, "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  580.159.04  Release Build  (sim)")
 	for i := 0; i < f.cfg.Count; i++ {
-		rec(6, fmt.Sprintf("nvidia %s: enabling device (0000 -> 0002)", strings.ToLower(busID(i)[4:])))
+		rec(6, fmt.Sprintf("nvidia %s: enabling device (0000 -> 0002)", f.busID(i)))
 	}
 	if i := f.driverFault.gpu; i >= 0 {
-		pci := strings.ToLower(busID(i)[4:]) // 0000:48:00.0
+		pci := f.busID(i) // 0000:48:00.0
 		short := strings.TrimSuffix(pci, ".0")
 		us = 812_345_678
 		rec(4, fmt.Sprintf("NVRM: GPU at PCI:%s: %s", short, f.uuid(i)))

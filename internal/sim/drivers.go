@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -15,9 +16,12 @@ type driver interface {
 	close()
 }
 
-func notify(s *Seq) {
+func notify(s *Seq) { poke(s.Notify) }
+
+// poke wakes c's reader unless a wake-up is already waiting (c has capacity 1).
+func poke(c chan struct{}) {
 	select {
-	case s.Notify <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -69,10 +73,7 @@ func (r *realtime) enqueue(s *Seq, due time.Time) {
 	}
 	r.eng.Add(s)
 	r.mu.Unlock()
-	select {
-	case r.wake <- struct{}{}:
-	default:
-	}
+	poke(r.wake)
 }
 
 func (r *realtime) abort(s *Seq) {
@@ -104,8 +105,7 @@ func (r *realtime) loop() {
 			select {
 			case <-r.wake:
 				r.mu.Lock()
-				next = r.due
-				r.due = time.Time{}
+				next, r.due = r.due, time.Time{}
 				r.mu.Unlock()
 				if now := time.Now(); next.IsZero() || next.Before(now.Add(-50*time.Millisecond)) {
 					next = now
@@ -116,9 +116,7 @@ func (r *realtime) loop() {
 			}
 		}
 		d, emitted, _ := r.eng.Step()
-		if d == 0 {
-			d = time.Millisecond // nothing could be scheduled (cannot happen with a valid Perf): never spin
-		}
+		d = cmp.Or(d, time.Millisecond) // 0: nothing could be scheduled (cannot happen with a valid Perf): never spin
 		out = out[:0]
 		for _, s := range emitted {
 			out = append(out, delivery{s, s.generated, s.generated >= s.MaxOut})
@@ -224,10 +222,7 @@ func (f *fixed) add(s *Seq, ttft, itl time.Duration, jitter float64, rng *rand.R
 	f.place(d)
 	f.live++
 	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
+	poke(f.wake)
 }
 
 func jittered(d time.Duration, jitter float64, rng *rand.Rand) time.Duration {
@@ -318,15 +313,9 @@ func (f *fixed) release(now time.Time) {
 
 // refill moves far entries that are now within the ring's horizon into it.
 func (f *fixed) refill() {
-	keep := f.far[:0]
 	far := f.far
 	f.far = nil
 	for _, d := range far {
-		if slotOf(d.at)-f.cursor < wheelSlots {
-			f.place(d)
-		} else {
-			keep = append(keep, d)
-		}
+		f.place(d) // back into far when still beyond the horizon
 	}
-	f.far = append(f.far, keep...)
 }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -31,8 +32,6 @@ type Seq struct {
 	Done      atomic.Bool
 	// Notify (capacity 1) gets a value at every step that produced a token for this Seq.
 	Notify chan struct{}
-	// Arrived is when the engine first saw the request (engine clock).
-	Arrived time.Duration
 	// Due is when the oldest token the HTTP side has not taken yet was due (unix ns; 0: none):
 	// drivers set it if unset, the stream takes it, so the simulator knows its own lag.
 	Due atomic.Int64
@@ -236,22 +235,13 @@ func (e *Engine) release(s *Seq) {
 		e.prefix.release(s.Blocks[:s.held])
 		s.held = 0
 	}
-	for i, r := range e.running {
-		if r == s {
-			e.running = append(e.running[:i], e.running[i+1:]...)
-			break
-		}
+	if i := slices.Index(e.running, s); i >= 0 {
+		e.running = slices.Delete(e.running, i, i+1)
 	}
 }
 
 func (e *Engine) dropAborted() {
-	keep := e.waiting[:0]
-	for _, s := range e.waiting {
-		if !s.aborted {
-			keep = append(keep, s)
-		}
-	}
-	e.waiting = keep
+	e.waiting = slices.DeleteFunc(e.waiting, func(s *Seq) bool { return s.aborted })
 	for i := 0; i < len(e.running); {
 		if s := e.running[i]; s.aborted {
 			e.release(s)

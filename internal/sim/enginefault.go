@@ -3,8 +3,6 @@ package sim
 import (
 	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 )
@@ -37,30 +35,16 @@ const (
 // EngineFaultKinds lists the kinds, for help and validation.
 var EngineFaultKinds = []string{EngineShort, EngineCut, EngineTraceback, EngineExit}
 
-// engineFault is a parsed FleetConfig.EngineFault; gpu -1: none.
-type engineFault struct {
-	gpu  int
-	kind string
-}
-
 // ParseEngineFault reads "GPU:KIND" ("" is none) for a fleet of count GPUs: the one home of the
 // form (config validates with it).
 func ParseEngineFault(s string, count int) (gpu int, kind string, err error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return -1, "", nil
-	}
-	g, k, ok := strings.Cut(s, ":")
-	n, aerr := strconv.Atoi(g)
-	if !ok || aerr != nil || n < 0 || n >= count || !slices.Contains(EngineFaultKinds, k) {
-		return 0, "", fmt.Errorf("engine fault %q: want GPU:KIND with GPU 0–%d and KIND one of %s, e.g. 1:short", s, count-1, strings.Join(EngineFaultKinds, ", "))
-	}
-	return n, k, nil
+	f, err := parseGPUKind("engine fault", s, count, EngineFaultKinds, "1:short")
+	return f.gpu, f.kind, err
 }
 
 // EngineFault is the fault GPU i's engine plays ("": none).
 func (f *Fleet) EngineFault(i int) string {
-	if f.engineFault.gpu >= 0 && i == f.engineFault.gpu {
+	if f.engineFault.gpu == i {
 		return f.engineFault.kind
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -100,24 +101,17 @@ func (p faultPlan) upTo(k int, extra string) string {
 	case p.status == 429:
 		return "http_429"
 	}
-	s := ""
-	add := func(n string) {
-		if s != "" {
-			s += ","
+	var s []string
+	for _, f := range []struct {
+		at   int
+		name string
+	}{{p.stallAt, "stall"}, {p.malformedAt, "malformed_chunk"}, {p.cutAt, "cut_stream"}} {
+		if f.at > 0 && f.at <= k {
+			s = append(s, f.name)
 		}
-		s += n
-	}
-	if p.stallAt > 0 && p.stallAt <= k {
-		add("stall")
-	}
-	if p.malformedAt > 0 && p.malformedAt <= k {
-		add("malformed_chunk")
-	}
-	if p.cutAt > 0 && p.cutAt <= k {
-		add("cut_stream")
 	}
 	if extra != "" {
-		add(extra)
+		s = append(s, extra)
 	}
-	return s
+	return strings.Join(s, ",")
 }

@@ -1,10 +1,10 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -63,10 +63,8 @@ type Fleet struct {
 	cotenant  coTenant
 	corrupt   int
 	throttle  throttle
-	// engineFault is the parsed EngineFault.
-	engineFault engineFault
-	// recovery and driverFault are the parsed RecoveryAction and DriverFault.
-	recovery, driverFault gpuFault
+	// engineFault, recovery and driverFault are the parsed EngineFault, RecoveryAction and DriverFault.
+	engineFault, recovery, driverFault gpuFault
 	// drift is the engines' speed drift (EngineDriftPct; nil: none).
 	drift *drift
 	hbm   hbmHidden
@@ -91,9 +89,14 @@ type vgpu struct {
 var microEff = map[string]struct {
 	eff  float64
 	unit string
+	peak func(catalog.GPU) float64
 }{
-	"sgemm_fp32": {0.81, "TFLOP/s"}, "gemm_tf32": {0.92, "TFLOP/s"}, "gemm_bf16": {0.79, "TFLOP/s"},
-	"pcie_h2d": {0.87, "GB/s"}, "pcie_d2h": {0.87, "GB/s"}, "hbm_d2d": {0.86, "GB/s"},
+	"sgemm_fp32": {0.81, "TFLOP/s", func(g catalog.GPU) float64 { return g.FP32TFLOPS }},
+	"gemm_tf32":  {0.92, "TFLOP/s", func(g catalog.GPU) float64 { return g.TF32TFLOPS }},
+	"gemm_bf16":  {0.79, "TFLOP/s", func(g catalog.GPU) float64 { return g.BF16TFLOPS }},
+	"pcie_h2d":   {0.87, "GB/s", catalog.GPU.PCIeGBps},
+	"pcie_d2h":   {0.87, "GB/s", catalog.GPU.PCIeGBps},
+	"hbm_d2d":    {0.86, "GB/s", func(g catalog.GPU) float64 { return g.HBMGBps }},
 }
 
 const ambientC = 30.0
@@ -119,43 +122,23 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if err := checkDriftPct(cfg.EngineDriftPct); err != nil {
 		return nil, err
 	}
+	// Every form is read; the first error (in this order) is the one told.
 	fault, err := parseLinkFault(cfg.LinkFault, cfg.Count)
-	if err != nil {
-		return nil, err
+	if err == nil && fault.gpu >= 0 && fault.kind != "slow" && g.NVLinks() == 0 {
+		err = fmt.Errorf("link fault %q: the %s has no NVLink; only the slow kind applies", cfg.LinkFault, g.Key)
 	}
-	if fault.gpu >= 0 && fault.kind != "slow" && g.NVLinks() == 0 {
-		return nil, fmt.Errorf("link fault %q: the %s has no NVLink; only the slow kind applies", cfg.LinkFault, g.Key)
-	}
-	ct, err := parseCoTenant(cfg.CoTenant, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	corrupt, err := parseCorrupt(cfg.Corrupt, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	th, err := parseThrottle(cfg.Throttle, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	efGPU, efKind, err := ParseEngineFault(cfg.EngineFault, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	raGPU, raKind, err := ParseRecoveryAction(cfg.RecoveryAction, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	dfGPU, dfKind, err := ParseDriverFault(cfg.DriverFault, cfg.Count)
-	if err != nil {
-		return nil, err
-	}
-	hbm, err := parseHBMHidden(cfg.HBMHidden, cfg.Count)
-	if err != nil {
+	ct, ctErr := parseCoTenant(cfg.CoTenant, cfg.Count)
+	corrupt, corruptErr := parseCorrupt(cfg.Corrupt, cfg.Count)
+	th, thErr := parseThrottle(cfg.Throttle, cfg.Count)
+	efGPU, efKind, efErr := ParseEngineFault(cfg.EngineFault, cfg.Count)
+	raGPU, raKind, raErr := ParseRecoveryAction(cfg.RecoveryAction, cfg.Count)
+	dfGPU, dfKind, dfErr := ParseDriverFault(cfg.DriverFault, cfg.Count)
+	hbm, hbmErr := parseHBMHidden(cfg.HBMHidden, cfg.Count)
+	if err := cmp.Or(err, ctErr, corruptErr, thErr, efErr, raErr, dfErr, hbmErr); err != nil {
 		return nil, err
 	}
 	f := &Fleet{cfg: cfg, gpu: g, start: time.Now(), gpus: make([]vgpu, cfg.Count), fault: fault, cotenant: ct, corrupt: corrupt, throttle: th,
-		engineFault: engineFault{gpu: efGPU, kind: efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}, hbm: hbm}
+		engineFault: gpuFault{efGPU, efKind}, recovery: gpuFault{raGPU, raKind}, driverFault: gpuFault{dfGPU, dfKind}, hbm: hbm}
 	f.drift = newDrift(cfg.EngineDriftPct, f.start)
 	for i := range f.gpus {
 		f.gpus[i].tempC = ambientC + 5
@@ -205,27 +188,17 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 	out := make([]results.GPUInfo, f.cfg.Count)
 	for i := range out {
 		s, _ := f.sample(i, false) // an inventory read must not reset a sampler's window
-		limit, draw := f.gpu.TDPW, s.PowerW
-		maxClk, clk, temp := f.maxClock(), s.SMClockMHz, s.TempC
-		f.mu.Lock()
-		used := f.gpus[i].usedMiB
-		f.mu.Unlock()
-		if f.coTenantOn(i, time.Now()) {
-			used += CoTenantMiB
-		}
-		persist, ecc := true, true
-		zero := int64(0)
 		out[i] = results.GPUInfo{
 			Index: i, Name: f.gpu.Names[0], UUID: f.uuid(i), Serial: fmt.Sprintf("SIM%010d", i),
 			PCIBusID: busID(i), NUMANode: -1,
 			VBIOS: "96.00.SIM.00.01", ComputeCapability: f.gpu.ComputeCap, Architecture: f.gpu.Architecture,
-			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: &used,
+			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: ptr(s.MemUsedMiB), // the engine's and the co-tenant's
 			DriverVersion: "580.159.04", CUDAVersion: "13.0",
 			PCIe: results.PCIeLink{GenCurrent: f.gpu.PCIeGen, GenMax: f.gpu.PCIeGen,
 				WidthCurrent: f.gpu.PCIeWidth, WidthMax: f.gpu.PCIeWidth},
-			PowerLimitW: &limit, PowerDrawW: &draw, MaxSMClockMHz: &maxClk, SMClockMHz: &clk, TemperatureC: &temp,
-			Persistence: &persist, ECCEnabled: &ecc,
-			ECC:          results.ECC{VolatileUncorrected: &zero, AggregateUncorrected: &zero},
+			PowerLimitW: ptr(f.gpu.TDPW), PowerDrawW: ptr(s.PowerW), MaxSMClockMHz: ptr(f.maxClock()), SMClockMHz: ptr(s.SMClockMHz),
+			TemperatureC: ptr(s.TempC), Persistence: ptr(true), ECCEnabled: ptr(true),
+			ECC:          results.ECC{VolatileUncorrected: ptr(int64(0)), AggregateUncorrected: ptr(int64(0))},
 			RemappedRows: &results.RemappedRows{},
 			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: reasonNames(s.ClockReasons)},
 		}
@@ -370,27 +343,11 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	if !ok {
 		return 0, "", fmt.Errorf("microbenchmark %q: known are %s", name, strings.Join(results.MicrobenchNames(), ", "))
 	}
-	var peak float64
-	switch name {
-	case "sgemm_fp32":
-		peak = f.gpu.FP32TFLOPS
-	case "gemm_tf32":
-		peak = f.gpu.TF32TFLOPS
-	case "gemm_bf16":
-		peak = f.gpu.BF16TFLOPS
-	case "pcie_h2d", "pcie_d2h":
-		peak = f.gpu.PCIeGBps()
-	case "hbm_d2d":
-		peak = f.gpu.HBMGBps
-	}
+	peak := me.peak(f.gpu)
 	if peak == 0 {
 		return 0, me.unit, fmt.Errorf("%s on %s: not applicable (no datasheet figure, e.g. no PCIe host link)", name, f.gpu.Key)
 	}
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d/%d/%s", f.cfg.Seed, i, name)
-	rng := rand.New(rand.NewPCG(h.Sum64(), 0))
-	noise := 1 + 0.01*(2*rng.Float64()-1)
-	return peak * me.eff * f.Speed(i) * f.ThrottleSpeed(i) * noise, me.unit, nil
+	return peak * me.eff * f.Speed(i) * f.ThrottleSpeed(i) * f.noise(fmt.Sprintf("%d/%s", i, name)), me.unit, nil
 }
 
 // Close releases the fleet (nothing to release today; servers attached to it keep working).

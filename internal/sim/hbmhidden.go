@@ -26,11 +26,8 @@ func parseHBMHidden(s string, count int) (hbmHidden, error) {
 	g, share, hasShare := strings.Cut(s, ":")
 	n, err := strconv.Atoi(g)
 	frac := defaultHiddenShare
-	if hasShare {
+	if hasShare && err == nil {
 		frac, err = strconv.ParseFloat(share, 64)
-		if err == nil {
-			n, err = strconv.Atoi(g)
-		}
 	}
 	if err != nil || n < 0 || n >= count || !(frac > 0 && frac < 1) {
 		return hbmHidden{}, fmt.Errorf("hbm hidden %q: want GPU[:SHARE] with GPU 0–%d and SHARE in (0, 1) (default 0.5), e.g. 1 or 1:0.5", s, count-1)
@@ -40,7 +37,7 @@ func parseHBMHidden(s string, count int) (hbmHidden, error) {
 
 // VisibleMemory is the share of GPU i's memory its engine can use (1: all of it).
 func (f *Fleet) VisibleMemory(i int) float64 {
-	if f.hbm.gpu >= 0 && i == f.hbm.gpu {
+	if f.hbm.gpu == i { // gpu -1: none
 		return 1 - f.hbm.frac
 	}
 	return 1

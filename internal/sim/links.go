@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,11 +38,8 @@ func parseLinkFault(s string, count int) (linkFault, error) {
 	if err != nil || n < 0 || n >= count {
 		return linkFault{}, fmt.Errorf("link fault %q: want GPU[:KIND] with GPU 0–%d and KIND one of %s", s, count-1, strings.Join(linkFaultKinds, ", "))
 	}
-	kind = strings.TrimSpace(kind)
-	for _, k := range linkFaultKinds {
-		if k == kind {
-			return linkFault{gpu: n, kind: kind}, nil
-		}
+	if kind = strings.TrimSpace(kind); slices.Contains(linkFaultKinds, kind) {
+		return linkFault{gpu: n, kind: kind}, nil
 	}
 	return linkFault{}, fmt.Errorf("link fault %q: kind %q unknown; want one of %s", s, kind, strings.Join(linkFaultKinds, ", "))
 }
@@ -151,10 +150,7 @@ func (f *Fleet) linkEff(i int, eff float64) float64 {
 // PeerCopy is a simulated peer copy between GPUs a and b, GB/s: the pair's peak × a typical
 // efficiency (the slower end's), ± 1 % seeded noise.
 func (f *Fleet) PeerCopy(a, b int) (uni, bi float64, err error) {
-	if err := f.check(a); err != nil {
-		return 0, 0, err
-	}
-	if err := f.check(b); err != nil {
+	if err := cmp.Or(f.check(a), f.check(b)); err != nil {
 		return 0, 0, err
 	}
 	peak := f.pairPeak(a, b)

@@ -96,8 +96,7 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	if s.cfg.Fixed() {
 		running = int(m.running.Load())
 	}
-	var gen int64
-	var preempt, queries, hits int64
+	var gen, preempt, queries, hits int64
 	if rt, ok := s.drv.(*realtime); ok {
 		rt.mu.Lock()
 		gen, preempt = rt.eng.GenerationTokens, rt.eng.Preemptions
@@ -108,12 +107,11 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	}
 	lbl := "engine=\"0\",model_name=" + strconv.Quote(s.cfg.Model)
 	var b strings.Builder
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n%s{%s} %g\n", name, help, name, name, lbl, v)
+	metric := func(kind, name, help string, v any) { // %v: a gauge's float as %g, a counter's int as %d
+		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s{%s} %v\n", name, help, name, kind, name, lbl, v)
 	}
-	counter := func(name, help string, v int64) {
-		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s counter\n%s{%s} %d\n", name, help, name, name, lbl, v)
-	}
+	gauge := func(name, help string, v float64) { metric("gauge", name, help, v) }
+	counter := func(name, help string, v int64) { metric("counter", name, help, v) }
 	gauge("vllm:num_requests_running", "Number of requests in model execution batches.", float64(running))
 	gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", float64(waiting))
 	gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kv)

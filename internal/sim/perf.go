@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -37,21 +38,8 @@ func DefaultEngineConfig() EngineConfig {
 
 func (c EngineConfig) withDefaults() EngineConfig {
 	d := DefaultEngineConfig()
-	if c.TP == 0 {
-		c.TP = d.TP
-	}
-	if c.MaxNumSeqs == 0 {
-		c.MaxNumSeqs = d.MaxNumSeqs
-	}
-	if c.MaxBatchedTokens == 0 {
-		c.MaxBatchedTokens = d.MaxBatchedTokens
-	}
-	if c.GPUMemUtil == 0 {
-		c.GPUMemUtil = d.GPUMemUtil
-	}
-	if c.BlockSize == 0 {
-		c.BlockSize = d.BlockSize
-	}
+	c.TP, c.MaxNumSeqs, c.MaxBatchedTokens = cmp.Or(c.TP, d.TP), cmp.Or(c.MaxNumSeqs, d.MaxNumSeqs), cmp.Or(c.MaxBatchedTokens, d.MaxBatchedTokens)
+	c.GPUMemUtil, c.BlockSize = cmp.Or(c.GPUMemUtil, d.GPUMemUtil), cmp.Or(c.BlockSize, d.BlockSize)
 	return c
 }
 

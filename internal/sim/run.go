@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,12 +43,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if o.Port < 0 || o.Port+o.GPUs/tp-1 > 65535 {
 		return &UsageError{fmt.Errorf("--port: %d leaves no room for %d endpoints below 65536", o.Port, o.GPUs/tp)}
 	}
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
-	}
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
+	o.Host, o.Out = cmp.Or(o.Host, "127.0.0.1"), cmp.Or(o.Out, io.Discard)
 	gpu := o.GPU
 	if gpu == "" && o.Fixed() {
 		gpu = "H100" // fixed mode needs no roofline; the virtual GPUs still need a datasheet
@@ -74,9 +70,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	for g := 0; g < o.GPUs/tp; g++ {
 		cfg := o.Config
 		cfg.Fleet, cfg.GPUIndex = fleet, g*tp
-		if cfg.Log == nil {
-			cfg.Log = o.Out
-		}
+		cfg.Log = cmp.Or(cfg.Log, o.Out)
 		if traceFile != nil {
 			cfg.Trace = traceFile
 		}

@@ -19,16 +19,9 @@ import (
 )
 
 // Config is one simulated serving endpoint: vLLM serving Model on GPU (or TP GPUs), or, in fixed
-// mode (TTFT or ITL set), a server with exact latencies and no load effects.
-//
-// Start one in-process with Listen:
-//
-//	srv, err := sim.Listen(sim.Config{GPU: "H100", Model: "Qwen/Qwen3-8B"}, "127.0.0.1:0")
-//	defer srv.Close()
-//	resp, _ := http.Post(srv.URL()+"/v1/completions", "application/json", body)
-//
-// Attach it to GPU i of a Fleet (Fleet, GPUIndex) so its load moves that GPU's power, clock and
-// temperature, and so a straggler GPU's engine runs Fleet.Speed(i) times as fast.
+// mode (TTFT or ITL set), a server with exact latencies and no load effects. Start one with Listen
+// (doc.go); attached to GPU i of a Fleet (Fleet, GPUIndex), its load moves that GPU's power, clock
+// and temperature, and a straggler GPU's engine runs Fleet.Speed(i) times as fast.
 type Config struct {
 	GPU    string       // catalog key or nvidia-smi name; required unless fixed mode
 	Model  string       // served model id: a catalog model, or any name in fixed mode
@@ -127,13 +120,11 @@ func NewServer(cfg Config) (*Server, error) {
 		if !ok {
 			m = catalog.Model{ID: cfg.Model, Vocab: 151936, MaxContext: 32768}
 		}
-		s.model = m
-		s.maxLen = m.MaxContext
+		s.model, s.maxLen = m, m.MaxContext
 		if cfg.Engine.MaxModelLen > 0 {
 			s.maxLen = cfg.Engine.MaxModelLen
 		}
-		s.cfg.TTFT = time.Duration(float64(cfg.TTFT) / speed)
-		s.cfg.ITL = time.Duration(float64(cfg.ITL) / speed)
+		s.cfg.TTFT, s.cfg.ITL = time.Duration(float64(cfg.TTFT)/speed), time.Duration(float64(cfg.ITL)/speed)
 		s.drv = newFixed()
 	} else {
 		g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
@@ -152,6 +143,8 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		p.Speed = speed
+		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
+		var onStep func(time.Duration)
 		if f := cfg.Fleet; f != nil {
 			first, n := cfg.GPUIndex, p.Cfg.TP
 			p.Slowdown = func() float64 {
@@ -161,24 +154,17 @@ func NewServer(cfg Config) (*Server, error) {
 				}
 				return sp * f.EngineDrift() // the group's slowest GPU, under the engine's drift
 			}
-		}
-		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
-		var onStep func(time.Duration)
-		if f := cfg.Fleet; f != nil {
-			first, n := cfg.GPUIndex, p.Cfg.TP
 			onStep = func(d time.Duration) {
 				for i := first; i < first+n; i++ {
 					f.addBusy(i, d)
 				}
 			}
-		}
-		s.drv = newRealtime(NewEngine(p), onStep)
-		if f := cfg.Fleet; f != nil {
 			// vLLM reserves gpu_memory_utilization of every GPU at start, whatever the load.
-			for i := cfg.GPUIndex; i < cfg.GPUIndex+p.Cfg.TP; i++ {
+			for i := first; i < first+n; i++ {
 				f.setUsed(i, int64(g.MemoryGiB*1024*p.Cfg.GPUMemUtil))
 			}
 		}
+		s.drv = newRealtime(NewEngine(p), onStep)
 	}
 	s.tok = newTokenizer(max(s.model.Vocab, 1))
 	s.metrics = newMetrics()
@@ -428,12 +414,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	received := requestReceived(r, arrival)
 	n := s.reqs.Add(1)
 	body, e := readBody(w, r)
-	if e != nil {
-		s.traceError(arrival, received, n, chat, nil, e.Status, "")
-		writeErr(w, e)
-		return
+	var req *genRequest
+	if e == nil {
+		req, e = parseGenRequest(body, chat, s.maxLen)
 	}
-	req, e := parseGenRequest(body, chat, s.maxLen)
 	if e == nil {
 		e = s.checkModel(req.Model)
 	}

@@ -50,10 +50,16 @@ func (st *stream) continuous() bool {
 	return st.req.StreamOptions != nil && st.req.StreamOptions.ContinuousUsageStats
 }
 
-// appendChunk appends the SSE event carrying output token k (1-based).
-func (st *stream) appendChunk(b []byte, k int) []byte {
+// event appends the start of an SSE event: its data prefix, the head, then choices.
+func (st *stream) event(b []byte, choices string) []byte {
 	b = append(b, "data: "...)
 	b = append(b, st.head...)
+	return append(b, choices...)
+}
+
+// appendChunk appends the SSE event carrying output token k (1-based).
+func (st *stream) appendChunk(b []byte, k int) []byte {
+	b = st.event(b, "")
 	if st.chat {
 		if k <= st.reasoning() {
 			b = append(b, `[{"index":0,"delta":{"reasoning_content":"`...)
@@ -115,9 +121,7 @@ func (st *stream) runStream(ctx context.Context) {
 	st.times = make([]float64, 0, min(st.plan.out, 256))
 	if st.chat {
 		// vLLM opens a chat stream with the assistant role and no content (TTFT does not count it).
-		st.buf = append(st.buf, "data: "...)
-		st.buf = append(st.buf, st.head...)
-		st.buf = append(st.buf, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`...)
+		st.buf = st.event(st.buf, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`)
 		if st.continuous() {
 			st.buf = append(st.buf, `,"usage":`...)
 			st.buf = appendUsage(st.buf, st.req.promptToks, 0)
@@ -155,9 +159,7 @@ func (st *stream) runStream(ctx context.Context) {
 				now = time.Now()
 			}
 			if sent == f.malformedAt {
-				st.buf = append(st.buf, "data: "...)
-				st.buf = append(st.buf, st.head...)
-				st.buf = append(st.buf, `[{"index":0,"delta":{"cont`...)
+				st.buf = st.event(st.buf, `[{"index":0,"delta":{"cont`)
 				st.buf = append(st.buf, "\n\n"...)
 			}
 			if sent == f.cutAt {
@@ -173,9 +175,7 @@ func (st *stream) runStream(ctx context.Context) {
 		flush()
 	}
 	if st.req.StreamOptions != nil && st.req.StreamOptions.IncludeUsage {
-		st.buf = append(st.buf, "data: "...)
-		st.buf = append(st.buf, st.head...)
-		st.buf = append(st.buf, `[],"usage":`...)
+		st.buf = st.event(st.buf, `[],"usage":`)
 		st.buf = appendUsage(st.buf, st.req.promptToks, st.plan.out)
 		st.buf = append(st.buf, "}\n\n"...)
 	}
@@ -247,13 +247,13 @@ func (st *stream) finishTrace(status int, fault string) {
 	if st.s.trace == nil {
 		return
 	}
-	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: st.endpoint(), Stream: st.req.Stream, Arrival: st.arrival, Received: st.received,
+	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: endpoint(st.chat), Stream: st.req.Stream, Arrival: st.arrival, Received: st.received,
 		PromptTokens: st.req.promptToks, CompletionTokens: len(st.times), MaxTokens: st.req.maxTokens,
 		Planned: st.plan.out, Finish: st.plan.finish, Status: status, Fault: fault, TokenMs: st.times})
 }
 
-func (st *stream) endpoint() string {
-	if st.chat {
+func endpoint(chat bool) string {
+	if chat {
 		return "/v1/chat/completions"
 	}
 	return "/v1/completions"
@@ -263,11 +263,7 @@ func (s *Server) traceError(arrival, received time.Time, n uint64, chat bool, re
 	if s.trace == nil {
 		return
 	}
-	ep := "/v1/completions"
-	if chat {
-		ep = "/v1/chat/completions"
-	}
-	r := TraceRecord{ID: n, Server: s.name, Endpoint: ep, Arrival: arrival, Received: received, Status: status, Fault: fault, TokenMs: []float64{}}
+	r := TraceRecord{ID: n, Server: s.name, Endpoint: endpoint(chat), Arrival: arrival, Received: received, Status: status, Fault: fault, TokenMs: []float64{}}
 	if req != nil { // nil: the request was refused before it could be read
 		r.Stream, r.PromptTokens, r.MaxTokens = req.Stream, req.promptToks, req.maxTokens
 	}

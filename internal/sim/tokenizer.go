@@ -115,11 +115,7 @@ var outputWords = func() []string {
 func chatPrompt(msgs []chatMessage) string {
 	var b strings.Builder
 	for _, m := range msgs {
-		b.WriteString("<|im_start|>")
-		b.WriteString(m.Role)
-		b.WriteString("\n")
-		b.WriteString(m.text)
-		b.WriteString("<|im_end|>\n")
+		b.WriteString("<|im_start|>" + m.Role + "\n" + m.text + "<|im_end|>\n")
 	}
 	b.WriteString("<|im_start|>assistant\n")
 	return b.String()

@@ -109,7 +109,6 @@ func RunVirtual(perf *Perf, w Workload) VirtualResult {
 	for len(res.E2E) < w.Requests {
 		// Requests that reached the engine by now join before the next step.
 		for len(queue) > 0 && queue[0].at <= now {
-			queue[0].seq.Arrived = queue[0].at
 			e.Add(queue[0].seq)
 			queue = queue[1:]
 		}
