@@ -6,6 +6,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -63,9 +64,7 @@ func (o *Options) defaults() {
 		o.SampleEvery = time.Second
 	}
 	d := results.DefaultHealth()
-	if o.DCGMLevel == 0 {
-		o.DCGMLevel = d.DCGMLevel
-	}
+	o.DCGMLevel = cmp.Or(o.DCGMLevel, d.DCGMLevel)
 	if o.DCGMTimeout <= 0 {
 		o.DCGMTimeout = d.DCGMTimeout
 	}
@@ -145,14 +144,10 @@ func forEachGPU(ctx context.Context, h *results.Health, o Options, f func(*resul
 		go func() {
 			defer close(done)
 			if o.NoNUMABind || o.Source == "sim" {
-				if gh.Binding == "" {
-					gh.Binding = map[bool]string{true: "none: --no-numa-bind", false: "none: simulated GPUs"}[o.NoNUMABind]
-				}
-				f(gh)
-				return
+				gh.Binding = cmp.Or(gh.Binding, map[bool]string{true: "none: --no-numa-bind", false: "none: simulated GPUs"}[o.NoNUMABind])
+			} else {
+				gh.Binding = bindThread(gh.GPU.NUMANode)
 			}
-			b, _ := bindThread(gh.GPU.NUMANode)
-			gh.Binding = b
 			f(gh)
 		}()
 		<-done
@@ -193,7 +188,11 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 		if d, ok := bench.(Describer); ok {
 			mb.Params = d.Describe(name)
 		}
-		if known && Peak(spec, name, gh.GPU) == 0 {
+		peak := 0.0
+		if known {
+			peak = Peak(spec, name)
+		}
+		if known && peak == 0 {
 			// No datasheet figure: the benchmark does not apply to this GPU (a GB200's GPUs have no
 			// PCIe host link). Skipped, not failed: a healthy card must not fail for it.
 			mb.Status, mb.Params = results.StatusSkipped, fmt.Sprintf("not applicable: %s has no datasheet figure for %s", spec.Key, name)
@@ -206,11 +205,8 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 			mb.Status, mb.Error = results.StatusFailed, err.Error()
 		} else {
 			mb.Value, mb.Unit = v, unit
-			if known {
-				if peak := Peak(spec, name, gh.GPU); peak > 0 {
-					mb.Peak = ptr(peak)
-					mb.Ratio = ptr(v / peak)
-				}
+			if peak > 0 {
+				mb.Peak, mb.Ratio = ptr(peak), ptr(v/peak)
 			}
 		}
 		gh.Bench = append(gh.Bench, mb)
@@ -219,7 +215,7 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 
 // Peak is the datasheet figure a benchmark is measured against. PCIe uses the link the GPU is specified
 // for (catalog), not the link it trained at: a degraded link then shows as a low ratio.
-func Peak(spec catalog.GPU, name string, _ results.GPUInfo) float64 {
+func Peak(spec catalog.GPU, name string) float64 {
 	switch name {
 	case "sgemm_fp32":
 		return spec.FP32TFLOPS
@@ -236,13 +232,12 @@ func Peak(spec catalog.GPU, name string, _ results.GPUInfo) float64 {
 }
 
 func runDCGM(ctx context.Context, o Options) *results.DCGM {
-	switch {
-	case o.Source == "sim":
-		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: simulated GPUs"}
-	case o.Source == "nvidia-smi-xml":
-		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: inventory read from a capture, not a live host"}
-	case !o.DCGM:
-		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: disabled (--dcgm=false)"}
+	skip := map[string]string{"sim": "simulated GPUs", "nvidia-smi-xml": "inventory read from a capture, not a live host"}[o.Source]
+	if skip == "" && !o.DCGM {
+		skip = "disabled (--dcgm=false)"
+	}
+	if skip != "" {
+		return &results.DCGM{Status: results.StatusSkipped, Level: o.DCGMLevel, Note: "skipped: " + skip}
 	}
 	o.progress("dcgm: dcgmi diag -r %d", o.DCGMLevel)
 	return dcgm.Run(ctx, dcgm.Options{Level: o.DCGMLevel, Timeout: o.DCGMTimeout, Binary: o.DCGMBinary})

@@ -307,14 +307,14 @@ func TestBindThread(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "node0", "cpulist"), []byte("0\n"), 0o644)
 	done := make(chan string)
 	go func() {
-		b, _ := bindThread(0)
+		b := bindThread(0)
 		done <- b
 	}()
 	if b := <-done; !strings.Contains(b, "NUMA node 0 (0)") {
 		t.Errorf("binding %q", b)
 	}
 	go func() {
-		b, _ := bindThread(3)
+		b := bindThread(3)
 		done <- b
 	}()
 	if b := <-done; !strings.HasPrefix(b, "none: cannot read the CPUs of NUMA node 3") {

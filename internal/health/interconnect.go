@@ -3,8 +3,8 @@ package health
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
@@ -110,33 +110,18 @@ func runLinks(ctx context.Context, links LinkRunner, h *results.Health, o Option
 	for _, ab := range pairs {
 		pairOf(ic, ab[0], ab[1]) // every pair in place before any is measured: measures may run at once
 	}
-	type figures struct {
-		uni, bi float64
-		err     error
-	}
-	var mu sync.Mutex
-	got := map[[2]int]figures{}
 	how := runPairs(ctx, pairs, ic, o.Parallel, func(ab [2]int) {
 		o.progress("link %d ↔ %d: peer copy", ab[0], ab[1])
 		uni, bi, err := links.PeerCopy(ctx, infos[ab[0]], infos[ab[1]])
-		mu.Lock()
-		got[ab] = figures{uni, bi, err}
-		mu.Unlock()
+		p := pairOf(ic, ab[0], ab[1]) // each measure writes its own pair only
+		p.Params = links.Describe()
+		if err != nil {
+			p.Error = err.Error()
+			return
+		}
+		p.Uni, p.Bi = &results.PairFigure{GBps: uni}, &results.PairFigure{GBps: bi}
 	})
 	h.Timing = append(h.Timing, results.PhaseTime{Phase: "peer_copy", Seconds: time.Since(start).Seconds(), Schedule: how})
-	for _, ab := range pairs {
-		f, ok := got[ab]
-		if !ok {
-			continue // interrupted before it ran
-		}
-		p := pairOf(ic, ab[0], ab[1])
-		p.Params = links.Describe()
-		if f.err != nil {
-			p.Error = f.err.Error()
-			continue
-		}
-		p.Uni, p.Bi = &results.PairFigure{GBps: f.uni}, &results.PairFigure{GBps: f.bi}
-	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -252,10 +237,7 @@ func firstName(h *results.Health) string {
 
 // addNote adds a note once, so a phase step can run again on a loaded result.
 func addNote(gh *results.GPUHealth, note string) {
-	for _, n := range gh.Notes {
-		if n == note {
-			return
-		}
+	if !slices.Contains(gh.Notes, note) {
+		gh.Notes = append(gh.Notes, note)
 	}
-	gh.Notes = append(gh.Notes, note)
 }

@@ -11,7 +11,7 @@ import (
 func TestPeakOfEveryMicrobench(t *testing.T) {
 	h200, _ := catalog.Builtin().LookupGPU("H200")
 	for _, name := range results.MicrobenchNames() {
-		if p := Peak(h200, name, results.GPUInfo{}); p <= 0 {
+		if p := Peak(h200, name); p <= 0 {
 			t.Errorf("%s: no peak on H200 (%v)", name, p)
 		}
 	}

@@ -18,20 +18,19 @@ var nodeRoot = "/sys/devices/system/node"
 // bindThread locks the calling goroutine to its OS thread and binds that thread's CPUs and memory to a
 // NUMA node, so the CPU side of a benchmark (and the pinned host buffers it allocates) sits next to the
 // GPU. Threads the CUDA driver starts from this one inherit the binding. The returned text records the
-// binding or why there is none; unbind undoes the lock (the thread's affinity dies with it, see below).
-func bindThread(node int) (binding string, unbind func()) {
+// binding or why there is none.
+func bindThread(node int) string {
 	runtime.LockOSThread()
 	// Never unlock after binding: a goroutine that exits while locked takes its thread with it, so the
 	// bound thread never runs other goroutines.
-	unbind = func() {}
 	if node < 0 {
 		runtime.UnlockOSThread()
-		return "none: NUMA node unknown (sysfs numa_node is -1, as in most VMs)", unbind
+		return "none: NUMA node unknown (sysfs numa_node is -1, as in most VMs)"
 	}
 	cpus, err := nodeCPUs(node)
 	if err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Sprintf("none: %v", err), unbind
+		return fmt.Sprintf("none: %v", err)
 	}
 	var set unix.CPUSet
 	for _, c := range cpus {
@@ -39,13 +38,13 @@ func bindThread(node int) (binding string, unbind func()) {
 	}
 	if err := unix.SchedSetaffinity(0, &set); err != nil {
 		runtime.UnlockOSThread()
-		return fmt.Sprintf("none: sched_setaffinity to node %d: %v", node, err), unbind
+		return fmt.Sprintf("none: sched_setaffinity to node %d: %v", node, err)
 	}
 	mem := fmt.Sprintf("memory bound to node %d", node)
 	if err := setMemBind(node); err != nil {
 		mem = fmt.Sprintf("memory not bound (set_mempolicy: %v)", err)
 	}
-	return fmt.Sprintf("cpus of NUMA node %d (%s), %s", node, compactCPUs(cpus), mem), unbind
+	return fmt.Sprintf("cpus of NUMA node %d (%s), %s", node, compactCPUs(cpus), mem)
 }
 
 // setMemBind applies MPOL_BIND to node for the calling thread.

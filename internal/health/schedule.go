@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -43,7 +42,7 @@ func pcieAncestor(ic *results.Interconnect, a, b int) string {
 			if p.PCIePath != "" {
 				return p.PCIePath
 			}
-			if gpu.PathIsPCIe(p.Path) {
+			if results.PathIsPCIe(p.Path) {
 				return p.Path
 			}
 		}
@@ -58,27 +57,17 @@ func pcieWaves(h *results.Health) ([][]int, string) {
 	var waves [][]int
 	unknown := false
 	for i := 0; i < n; i++ {
-		placed := false
-		for w := range waves {
-			ok := true
-			for _, j := range waves[w] {
+		w := slices.IndexFunc(waves, func(wave []int) bool { // the first wave none of whose GPUs shares an uplink with i
+			return !slices.ContainsFunc(wave, func(j int) bool {
 				path := pcieAncestor(h.Interconnect, h.GPUs[i].GPU.Index, h.GPUs[j].GPU.Index)
-				if path == "" {
-					unknown = true
-				}
-				if sharesUplink(path) {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				waves[w] = append(waves[w], i)
-				placed = true
-				break
-			}
-		}
-		if !placed {
+				unknown = unknown || path == ""
+				return sharesUplink(path)
+			})
+		})
+		if w < 0 {
 			waves = append(waves, []int{i})
+		} else {
+			waves[w] = append(waves[w], i)
 		}
 	}
 	switch {
@@ -101,6 +90,7 @@ func pairRounds(pairs [][2]int, ic *results.Interconnect) ([][][2]int, string) {
 	var rounds [][][2]int
 	var nvl []bool // round is NVLink pairs only
 	alone := 0
+next:
 	for _, ab := range pairs {
 		isNV := false
 		if ic != nil {
@@ -115,27 +105,15 @@ func pairRounds(pairs [][2]int, ic *results.Interconnect) ([][][2]int, string) {
 			alone++
 			continue
 		}
-		placed := false
 		for r := range rounds {
-			if !nvl[r] {
-				continue
-			}
-			free := true
-			for _, q := range rounds[r] {
-				if q[0] == ab[0] || q[0] == ab[1] || q[1] == ab[0] || q[1] == ab[1] {
-					free = false
-					break
-				}
-			}
-			if free {
+			if nvl[r] && !slices.ContainsFunc(rounds[r], func(q [2]int) bool {
+				return q[0] == ab[0] || q[0] == ab[1] || q[1] == ab[0] || q[1] == ab[1]
+			}) {
 				rounds[r] = append(rounds[r], ab)
-				placed = true
-				break
+				continue next
 			}
 		}
-		if !placed {
-			rounds, nvl = append(rounds, [][2]int{ab}), append(nvl, true)
-		}
+		rounds, nvl = append(rounds, [][2]int{ab}), append(nvl, true)
 	}
 	switch {
 	case len(pairs) <= 1:
