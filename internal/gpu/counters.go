@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -24,31 +23,20 @@ type Counter interface {
 
 // Counts reads GPU i's volatile ECC totals, its PCIe replay counter and the XIDs seen since open.
 func (s *nvmlSource) Counts(i int) (ErrorCounts, error) {
-	if i < 0 || i >= len(s.devices) {
-		return ErrorCounts{}, fmt.Errorf("GPU %d: no such GPU (NVML sees %d)", i, len(s.devices))
+	d, err := s.device(i)
+	if err != nil {
+		return ErrorCounts{}, err
 	}
-	d := s.devices[i]
 	var c ErrorCounts
 	var notes []string
 	for _, x := range []struct {
 		dst *(*int64)
 		typ nvml.MemoryErrorType
 	}{{&c.ECCCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED}, {&c.ECCUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED}} {
-		s.call(&notes, "nvmlDeviceGetTotalEccErrors", func() nvml.Return {
-			n, r := d.GetTotalEccErrors(x.typ, nvml.VOLATILE_ECC)
-			if r == nvml.SUCCESS {
-				*x.dst = ptr(int64(n))
-			}
-			return r
-		})
+		get(s, &notes, "nvmlDeviceGetTotalEccErrors", func() (uint64, nvml.Return) { return d.GetTotalEccErrors(x.typ, nvml.VOLATILE_ECC) },
+			func(n uint64) { *x.dst = ptr(int64(n)) })
 	}
-	s.call(&notes, "nvmlDeviceGetPcieReplayCounter", func() nvml.Return {
-		n, r := d.GetPcieReplayCounter()
-		if r == nvml.SUCCESS {
-			c.PCIeReplays = ptr(int64(n))
-		}
-		return r
-	})
+	get(s, &notes, "nvmlDeviceGetPcieReplayCounter", d.GetPcieReplayCounter, func(n int) { c.PCIeReplays = ptr(int64(n)) })
 	c.XIDs = s.xidsOf(i)
 	c.Note = strings.Join(dedupe(notes), "; ")
 	return c, nil

@@ -45,17 +45,12 @@ func NormalizeRecoveryAction(s string) string {
 
 // recoveryFromNVML names NVML's nvmlDeviceGpuRecoveryAction_t.
 func recoveryFromNVML(v uint64) string {
-	switch nvml.DeviceGpuRecoveryAction(v) {
-	case nvml.GPU_RECOVERY_ACTION_NONE:
-		return results.RecoveryNone
-	case nvml.GPU_RECOVERY_ACTION_GPU_RESET:
-		return results.RecoveryGPUReset
-	case nvml.GPU_RECOVERY_ACTION_NODE_REBOOT:
-		return results.RecoveryNodeReboot
-	case nvml.GPU_RECOVERY_ACTION_DRAIN_P2P:
-		return results.RecoveryDrainP2P
-	case nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET:
-		return results.RecoveryDrainAndReset
+	if a, ok := map[nvml.DeviceGpuRecoveryAction]string{
+		nvml.GPU_RECOVERY_ACTION_NONE: results.RecoveryNone, nvml.GPU_RECOVERY_ACTION_GPU_RESET: results.RecoveryGPUReset,
+		nvml.GPU_RECOVERY_ACTION_NODE_REBOOT: results.RecoveryNodeReboot, nvml.GPU_RECOVERY_ACTION_DRAIN_P2P: results.RecoveryDrainP2P,
+		nvml.GPU_RECOVERY_ACTION_DRAIN_AND_RESET: results.RecoveryDrainAndReset,
+	}[nvml.DeviceGpuRecoveryAction(v)]; ok {
+		return a
 	}
 	return fmt.Sprintf("NVML recovery action %d", v)
 }
@@ -106,9 +101,8 @@ var fabricInfoV3 = func(d nvml.Device) (nvml.GpuFabricInfo_v3, nvml.Return) {
 // fabric reads the NVLink fabric registration: nvmlDeviceGetGpuFabricInfoV (state, status and
 // health summary), else nvmlDeviceGetGpuFabricInfo (state and status). Not supported: nil.
 func (s *nvmlSource) fabric(d nvml.Device, g *results.GPUInfo, notes *[]string) {
-	var state uint8
+	var state, health uint8
 	var status uint32
-	var health uint8
 	var ok bool
 	if s.has("nvmlDeviceGetGpuFabricInfoV") {
 		ok = s.call(notes, "nvmlDeviceGetGpuFabricInfoV", func() nvml.Return {
@@ -147,14 +141,8 @@ func fabricFromNVML(state uint8, status nvml.Return, health uint8, errString fun
 	default:
 		f.State = fmt.Sprintf("state %d", state)
 	}
-	switch health {
-	case nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY:
-		f.Health = "Healthy"
-	case nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY:
-		f.Health = "Unhealthy"
-	case nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY:
-		f.Health = "Limited Capacity"
-	}
+	f.Health = map[uint8]string{nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY: "Healthy", nvml.GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY: "Unhealthy",
+		nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY: "Limited Capacity"}[health]
 	return f
 }
 

@@ -53,9 +53,7 @@ var (
 func NormalizeBusID(s string) string {
 	s = strings.ToLower(strings.TrimSpace(s))
 	s = strings.TrimPrefix(s, "pci:")
-	if i := strings.IndexByte(s, '.'); i >= 0 {
-		s = s[:i]
-	}
+	s, _, _ = strings.Cut(s, ".")
 	parts := strings.Split(s, ":")
 	switch len(parts) {
 	case 2:
@@ -77,14 +75,7 @@ func NormalizeBusID(s string) string {
 	return dom + ":" + bus + ":" + dev
 }
 
-func isHex(s string) bool {
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return s != ""
-}
+func isHex(s string) bool { return s != "" && strings.Trim(s, "0123456789abcdef") == "" }
 
 // ParseKernelLog reads kernel-log text and returns the NVIDIA driver's lines that say something is
 // wrong with a GPU, in order: a GPU fallen off the bus, one that requires a reset, a failed

@@ -24,21 +24,14 @@ func ReadKmsg(path string) (KernelLogText, error) {
 	read, records := 0, 0
 	for {
 		n, err := syscall.Read(fd, buf)
-		switch {
-		case errors.Is(err, syscall.EAGAIN):
-			out.Text = kept.Bytes()
-			return out, nil
-		case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.EINTR):
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.EINTR) {
 			continue // a record overwritten while we read: the next one follows
-		case err != nil:
-			if records == 0 {
-				return out, fmt.Errorf("read %s: %w", path, err)
-			}
-			out.Text = kept.Bytes()
-			return out, nil
-		case n <= 0:
-			out.Text = kept.Bytes()
-			return out, nil
+		}
+		if err != nil && !errors.Is(err, syscall.EAGAIN) && records == 0 {
+			return out, fmt.Errorf("read %s: %w", path, err)
+		}
+		if err != nil || n <= 0 { // EAGAIN: the end
+			break
 		}
 		read += n
 		out.Records++
@@ -49,8 +42,10 @@ func ReadKmsg(path string) (KernelLogText, error) {
 			records++
 		}
 		if read >= MaxKernelLogBytes || records >= MaxKernelLogRecords {
-			out.Text, out.Truncated = kept.Bytes(), true
-			return out, nil
+			out.Truncated = true
+			break
 		}
 	}
+	out.Text = kept.Bytes()
+	return out, nil
 }

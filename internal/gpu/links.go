@@ -1,9 +1,11 @@
 package gpu
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -57,9 +59,9 @@ func (s *nvmlSource) Interconnect() (*results.Interconnect, error) {
 				ic.Links = append(ic.Links, results.GPULinks{GPU: i, Links: links})
 			}
 		}
-	}
-	if len(ic.Links) == 0 && s.has("nvmlDeviceGetNvLinkState") {
-		ic.Notes = append(ic.Notes, "NVML reports no NVLink on these GPUs (a PCIe card, or links not exposed to this VM)")
+		if len(ic.Links) == 0 {
+			ic.Notes = append(ic.Notes, "NVML reports no NVLink on these GPUs (a PCIe card, or links not exposed to this VM)")
+		}
 	}
 	for i := range s.devices {
 		for j := i + 1; j < len(s.devices); j++ {
@@ -181,12 +183,7 @@ func (s *nvmlSource) linkErrors(d nvml.Device, l int, notes *[]string) *results.
 }
 
 func allOK(fv []nvml.FieldValue) bool {
-	for _, f := range fv {
-		if nvml.Return(f.NvmlReturn) != nvml.SUCCESS {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(fv, func(f nvml.FieldValue) bool { return nvml.Return(f.NvmlReturn) != nvml.SUCCESS })
 }
 
 // pair finds how GPUs i and j connect: NVLinks joining them directly or through NVSwitches, else
@@ -204,9 +201,7 @@ func (s *nvmlSource) pair(i, j int, links []results.GPULinks, bus map[string]int
 	if s.has("nvmlDeviceGetTopologyCommonAncestor") {
 		if lvl, r := s.devices[i].GetTopologyCommonAncestor(s.devices[j]); r == nvml.SUCCESS {
 			p.PCIePath = ancestorPath[lvl]
-			if p.Path == "" {
-				p.Path = p.PCIePath
-			}
+			p.Path = cmp.Or(p.Path, p.PCIePath)
 		} else {
 			*notes = append(*notes, "nvmlDeviceGetTopologyCommonAncestor: "+s.lib.ErrorString(r))
 		}
@@ -261,6 +256,3 @@ func dedupe(ss []string) []string {
 	}
 	return out
 }
-
-// PathIsPCIe is true for a path that is not NVLink (PIX, PXB, PHB, NODE, SYS, BOARD).
-func PathIsPCIe(path string) bool { return results.PathIsPCIe(path) }

@@ -12,6 +12,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 func TestParseTopoMatrixH200x2(t *testing.T) {
@@ -305,7 +307,7 @@ func TestNVMLInterconnectPCIeOnly(t *testing.T) {
 	if !strings.Contains(strings.Join(ic.Notes, ";"), "no NVLink") {
 		t.Errorf("notes %q do not say there is no NVLink", ic.Notes)
 	}
-	if len(ic.Links) != 0 || len(ic.Pairs) != 28 || ic.Pairs[0].Path != "SYS" || ic.Pairs[0].P2P != "disabled by a driver registry key" || !PathIsPCIe(ic.Pairs[0].Path) {
+	if len(ic.Links) != 0 || len(ic.Pairs) != 28 || ic.Pairs[0].Path != "SYS" || ic.Pairs[0].P2P != "disabled by a driver registry key" || !results.PathIsPCIe(ic.Pairs[0].Path) {
 		t.Errorf("links %d, pair 0: %+v", len(ic.Links), ic.Pairs[0])
 	}
 }

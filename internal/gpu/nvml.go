@@ -80,6 +80,25 @@ func (s *nvmlSource) call(notes *[]string, sym string, f func() nvml.Return) boo
 	return false
 }
 
+// get calls read through s.call and hands its value to set when it succeeds.
+func get[T any](s *nvmlSource, notes *[]string, sym string, read func() (T, nvml.Return), set func(T)) bool {
+	return s.call(notes, sym, func() nvml.Return {
+		v, r := read()
+		if r == nvml.SUCCESS {
+			set(v)
+		}
+		return r
+	})
+}
+
+// device is GPU i, or an error naming how many GPUs NVML sees.
+func (s *nvmlSource) device(i int) (nvml.Device, error) {
+	if i < 0 || i >= len(s.devices) {
+		return nil, fmt.Errorf("GPU %d: no such GPU (NVML sees %d)", i, len(s.devices))
+	}
+	return s.devices[i], nil
+}
+
 func (s *nvmlSource) GPUs() ([]results.GPUInfo, error) {
 	driver, _ := s.lib.SystemGetDriverVersion()
 	cudaVer := ""
@@ -98,14 +117,8 @@ func (s *nvmlSource) GPUs() ([]results.GPUInfo, error) {
 func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.GPUInfo {
 	var notes []string
 	g := results.GPUInfo{Index: i, DriverVersion: driver, CUDAVersion: cudaVer, NUMANode: -1}
-	str := func(sym string, dst *string, get func() (string, nvml.Return)) {
-		s.call(&notes, sym, func() nvml.Return {
-			v, r := get()
-			if r == nvml.SUCCESS {
-				*dst = v
-			}
-			return r
-		})
+	str := func(sym string, dst *string, read func() (string, nvml.Return)) {
+		get(s, &notes, sym, read, func(v string) { *dst = v })
 	}
 	str("nvmlDeviceGetName", &g.Name, d.GetName)
 	str("nvmlDeviceGetUUID", &g.UUID, d.GetUUID)
@@ -126,79 +139,25 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 	}
 	s.call(&notes, "nvmlDeviceGetCudaComputeCapability", func() nvml.Return {
 		maj, min, r := d.GetCudaComputeCapability()
-		if r != nvml.SUCCESS {
-			return r
+		if r == nvml.SUCCESS {
+			g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
 		}
-		g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
 		return r
 	})
-	s.call(&notes, "nvmlDeviceGetArchitecture", func() nvml.Return {
-		a, r := d.GetArchitecture()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.Architecture = archName(a)
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
-		m, r := d.GetMemoryInfo()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.MemoryTotalMiB = int64(m.Total >> 20)
-		used := int64(m.Used >> 20)
-		g.MemoryUsedMiB = &used
-		return r
+	get(s, &notes, "nvmlDeviceGetArchitecture", d.GetArchitecture, func(a nvml.DeviceArchitecture) { g.Architecture = archName(a) })
+	get(s, &notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) {
+		g.MemoryTotalMiB, g.MemoryUsedMiB = int64(m.Total>>20), ptr(int64(m.Used>>20))
 	})
 	s.pcie(d, &g, &notes)
-	s.call(&notes, "nvmlDeviceGetEnforcedPowerLimit", func() nvml.Return {
-		mw, r := d.GetEnforcedPowerLimit()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.PowerLimitW = ptr(float64(mw) / 1000)
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
-		mw, r := d.GetPowerUsage()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.PowerDrawW = ptr(float64(mw) / 1000)
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetMaxClockInfo", func() nvml.Return {
-		c, r := d.GetMaxClockInfo(nvml.CLOCK_SM)
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.MaxSMClockMHz = ptr(int(c))
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
-		c, r := d.GetClockInfo(nvml.CLOCK_SM)
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.SMClockMHz = ptr(int(c))
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
-		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.TemperatureC = ptr(int(t))
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetPersistenceMode", func() nvml.Return {
-		m, r := d.GetPersistenceMode()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.Persistence = ptr(m == nvml.FEATURE_ENABLED)
-		return r
-	})
+	get(s, &notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { g.PowerLimitW = ptr(float64(mw) / 1000) })
+	get(s, &notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { g.PowerDrawW = ptr(float64(mw) / 1000) })
+	get(s, &notes, "nvmlDeviceGetMaxClockInfo", func() (uint32, nvml.Return) { return d.GetMaxClockInfo(nvml.CLOCK_SM) },
+		func(c uint32) { g.MaxSMClockMHz = ptr(int(c)) })
+	get(s, &notes, "nvmlDeviceGetClockInfo", func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_SM) },
+		func(c uint32) { g.SMClockMHz = ptr(int(c)) })
+	get(s, &notes, "nvmlDeviceGetTemperature", func() (uint32, nvml.Return) { return d.GetTemperature(nvml.TEMPERATURE_GPU) },
+		func(t uint32) { g.TemperatureC = ptr(int(t)) })
+	get(s, &notes, "nvmlDeviceGetPersistenceMode", d.GetPersistenceMode, func(m nvml.EnableState) { g.Persistence = ptr(m == nvml.FEATURE_ENABLED) })
 	s.ecc(d, &g, &notes)
 	s.recoveryAction(d, &g, &notes)
 	s.fabric(d, &g, &notes)
@@ -211,30 +170,23 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 }
 
 func (s *nvmlSource) pcie(d nvml.Device, g *results.GPUInfo, notes *[]string) {
-	s.call(notes, "nvmlDeviceGetCurrPcieLinkGeneration", func() (r nvml.Return) { g.PCIe.GenCurrent, r = d.GetCurrPcieLinkGeneration(); return })
-	s.call(notes, "nvmlDeviceGetMaxPcieLinkGeneration", func() (r nvml.Return) { g.PCIe.GenMax, r = d.GetMaxPcieLinkGeneration(); return })
-	s.call(notes, "nvmlDeviceGetCurrPcieLinkWidth", func() (r nvml.Return) { g.PCIe.WidthCurrent, r = d.GetCurrPcieLinkWidth(); return })
-	s.call(notes, "nvmlDeviceGetMaxPcieLinkWidth", func() (r nvml.Return) { g.PCIe.WidthMax, r = d.GetMaxPcieLinkWidth(); return })
+	get(s, notes, "nvmlDeviceGetCurrPcieLinkGeneration", d.GetCurrPcieLinkGeneration, func(v int) { g.PCIe.GenCurrent = v })
+	get(s, notes, "nvmlDeviceGetMaxPcieLinkGeneration", d.GetMaxPcieLinkGeneration, func(v int) { g.PCIe.GenMax = v })
+	get(s, notes, "nvmlDeviceGetCurrPcieLinkWidth", d.GetCurrPcieLinkWidth, func(v int) { g.PCIe.WidthCurrent = v })
+	get(s, notes, "nvmlDeviceGetMaxPcieLinkWidth", d.GetMaxPcieLinkWidth, func(v int) { g.PCIe.WidthMax = v })
 }
 
 func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	s.call(notes, "nvmlDeviceGetEccMode", func() nvml.Return {
 		cur, _, r := d.GetEccMode()
-		if r != nvml.SUCCESS {
-			return r
+		if r == nvml.SUCCESS {
+			g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
 		}
-		g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
 		return r
 	})
 	counter := func(dst **int64, typ nvml.MemoryErrorType, ct nvml.EccCounterType) {
-		s.call(notes, "nvmlDeviceGetTotalEccErrors", func() nvml.Return {
-			n, r := d.GetTotalEccErrors(typ, ct)
-			if r != nvml.SUCCESS {
-				return r
-			}
-			*dst = ptr(int64(n))
-			return r
-		})
+		get(s, notes, "nvmlDeviceGetTotalEccErrors", func() (uint64, nvml.Return) { return d.GetTotalEccErrors(typ, ct) },
+			func(n uint64) { *dst = ptr(int64(n)) })
 	}
 	if g.ECCEnabled != nil && *g.ECCEnabled {
 		counter(&g.ECC.VolatileUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
@@ -242,96 +194,51 @@ func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 		counter(&g.ECC.VolatileCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.VOLATILE_ECC)
 		counter(&g.ECC.AggregateCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC)
 	}
-	s.call(notes, "nvmlDeviceGetRetiredPagesPendingStatus", func() nvml.Return {
-		st, r := d.GetRetiredPagesPendingStatus()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		g.RetiredPagesPending = ptr(st == nvml.FEATURE_ENABLED)
-		return r
-	})
+	get(s, notes, "nvmlDeviceGetRetiredPagesPendingStatus", d.GetRetiredPagesPendingStatus,
+		func(st nvml.EnableState) { g.RetiredPagesPending = ptr(st == nvml.FEATURE_ENABLED) })
 	s.call(notes, "nvmlDeviceGetRemappedRows", func() nvml.Return {
 		corr, unc, pend, fail, r := d.GetRemappedRows()
-		if r != nvml.SUCCESS {
-			return r
+		if r == nvml.SUCCESS {
+			g.RemappedRows = &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}
 		}
-		g.RemappedRows = &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}
 		return r
 	})
 }
 
 // reasons reads the clock-event mask: nvmlDeviceGetCurrentClocksEventReasons from driver 535,
 // nvmlDeviceGetCurrentClocksThrottleReasons before.
-func (s *nvmlSource) reasons(d nvml.Device, notes *[]string) (uint64, bool) {
-	var mask uint64
+func (s *nvmlSource) reasons(d nvml.Device, notes *[]string) (mask uint64, ok bool) {
 	if s.has("nvmlDeviceGetCurrentClocksEventReasons") {
-		ok := s.call(notes, "nvmlDeviceGetCurrentClocksEventReasons", func() (r nvml.Return) { mask, r = d.GetCurrentClocksEventReasons(); return })
-		return mask, ok
+		ok = get(s, notes, "nvmlDeviceGetCurrentClocksEventReasons", d.GetCurrentClocksEventReasons, func(m uint64) { mask = m })
+	} else {
+		ok = get(s, notes, "nvmlDeviceGetCurrentClocksThrottleReasons", d.GetCurrentClocksThrottleReasons, func(m uint64) { mask = m })
 	}
-	ok := s.call(notes, "nvmlDeviceGetCurrentClocksThrottleReasons", func() (r nvml.Return) { mask, r = d.GetCurrentClocksThrottleReasons(); return })
 	return mask, ok
 }
 
 // Sample reads one telemetry point. Fields NVML cannot give stay zero; an error only when none could be read.
 func (s *nvmlSource) Sample(i int) (results.PowerSample, error) {
-	if i < 0 || i >= len(s.devices) {
-		return results.PowerSample{}, fmt.Errorf("GPU %d: no such GPU (NVML sees %d)", i, len(s.devices))
+	d, err := s.device(i)
+	if err != nil {
+		return results.PowerSample{}, err
 	}
-	d := s.devices[i]
 	ps := results.PowerSample{T: time.Since(s.start).Seconds()}
 	var notes []string
-	s.call(&notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
-		mw, r := d.GetPowerUsage()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		ps.PowerW = float64(mw) / 1000
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetClockInfo", func() nvml.Return {
-		c, r := d.GetClockInfo(nvml.CLOCK_SM)
-		if r != nvml.SUCCESS {
-			return r
-		}
-		ps.SMClockMHz = int(c)
-		return r
-	})
-	s.call(&notes, "nvmlDeviceGetTemperature", func() nvml.Return {
-		t, r := d.GetTemperature(nvml.TEMPERATURE_GPU)
-		if r != nvml.SUCCESS {
-			return r
-		}
-		ps.TempC = int(t)
-		return r
-	})
+	get(s, &notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { ps.PowerW = float64(mw) / 1000 })
+	get(s, &notes, "nvmlDeviceGetClockInfo", func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_SM) },
+		func(c uint32) { ps.SMClockMHz = int(c) })
+	get(s, &notes, "nvmlDeviceGetTemperature", func() (uint32, nvml.Return) { return d.GetTemperature(nvml.TEMPERATURE_GPU) },
+		func(t uint32) { ps.TempC = int(t) })
 	if m, ok := s.reasons(d, &notes); ok {
 		ps.ClockReasons = m
 	}
-	s.call(&notes, "nvmlDeviceGetUtilizationRates", func() nvml.Return {
-		u, r := d.GetUtilizationRates()
-		if r != nvml.SUCCESS {
-			return r
-		}
-		ps.UtilPct, ps.MemUtilPct = int(u.Gpu), int(u.Memory)
-		return r
-	})
+	get(s, &notes, "nvmlDeviceGetUtilizationRates", d.GetUtilizationRates, func(u nvml.Utilization) { ps.UtilPct, ps.MemUtilPct = int(u.Gpu), int(u.Memory) })
 	// Telemetry under the load (issue 33): not counted towards "no telemetry" (older drivers and
 	// some GPUs lack them; the five above decide).
 	var extra []string
-	s.call(&extra, "nvmlDeviceGetClockInfo", func() nvml.Return {
-		c, r := d.GetClockInfo(nvml.CLOCK_MEM)
-		if r == nvml.SUCCESS {
-			ps.MemClockMHz = int(c)
-		}
-		return r
-	})
-	s.call(&extra, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
-		m, r := d.GetMemoryInfo()
-		if r == nvml.SUCCESS {
-			ps.MemUsedMiB = int64(m.Used >> 20)
-		}
-		return r
-	})
+	get(s, &extra, "nvmlDeviceGetClockInfo", func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_MEM) },
+		func(c uint32) { ps.MemClockMHz = int(c) })
+	get(s, &extra, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) { ps.MemUsedMiB = int64(m.Used >> 20) })
 	if len(notes) >= 5 {
 		return ps, fmt.Errorf("GPU %d: no telemetry: %s", i, strings.Join(notes, "; "))
 	}

@@ -24,10 +24,10 @@ var procRoot = "/proc"
 // power. A process is Own when it is gpuvet or one of its descendants (the engine and its workers),
 // Hidden when its PID is not in this PID namespace (NVML in a container may list the host's PIDs).
 func (s *nvmlSource) Occupancy(i int) (results.Occupancy, error) {
-	if i < 0 || i >= len(s.devices) {
-		return results.Occupancy{}, fmt.Errorf("GPU %d: no such GPU (NVML sees %d)", i, len(s.devices))
+	d, err := s.device(i)
+	if err != nil {
+		return results.Occupancy{}, err
 	}
-	d := s.devices[i]
 	var o results.Occupancy
 	for _, k := range []struct {
 		sym, typ string
@@ -36,46 +36,17 @@ func (s *nvmlSource) Occupancy(i int) (results.Occupancy, error) {
 		{"nvmlDeviceGetComputeRunningProcesses", "compute", d.GetComputeRunningProcesses},
 		{"nvmlDeviceGetGraphicsRunningProcesses", "graphics", d.GetGraphicsRunningProcesses},
 	} {
-		s.call(&o.Notes, k.sym, func() nvml.Return {
-			ps, r := k.get()
-			if r != nvml.SUCCESS {
-				return r
-			}
+		get(s, &o.Notes, k.sym, k.get, func(ps []nvml.ProcessInfo) {
 			o.ProcessesListed = true
 			for _, p := range ps {
 				o.Processes = addProcess(o.Processes, s.process(p, k.typ))
 			}
-			return r
 		})
 	}
-	s.call(&o.Notes, "nvmlDeviceGetMemoryInfo", func() nvml.Return {
-		m, r := d.GetMemoryInfo()
-		if r == nvml.SUCCESS {
-			o.MemoryUsedMiB = ptr(int64(m.Used >> 20))
-		}
-		return r
-	})
-	s.call(&o.Notes, "nvmlDeviceGetUtilizationRates", func() nvml.Return {
-		u, r := d.GetUtilizationRates()
-		if r == nvml.SUCCESS {
-			o.UtilPct = ptr(int(u.Gpu))
-		}
-		return r
-	})
-	s.call(&o.Notes, "nvmlDeviceGetPowerUsage", func() nvml.Return {
-		mw, r := d.GetPowerUsage()
-		if r == nvml.SUCCESS {
-			o.PowerW = ptr(float64(mw) / 1000)
-		}
-		return r
-	})
-	s.call(&o.Notes, "nvmlDeviceGetEnforcedPowerLimit", func() nvml.Return {
-		mw, r := d.GetEnforcedPowerLimit()
-		if r == nvml.SUCCESS {
-			o.PowerLimitW = ptr(float64(mw) / 1000)
-		}
-		return r
-	})
+	get(s, &o.Notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) { o.MemoryUsedMiB = ptr(int64(m.Used >> 20)) })
+	get(s, &o.Notes, "nvmlDeviceGetUtilizationRates", d.GetUtilizationRates, func(u nvml.Utilization) { o.UtilPct = ptr(int(u.Gpu)) })
+	get(s, &o.Notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { o.PowerW = ptr(float64(mw) / 1000) })
+	get(s, &o.Notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { o.PowerLimitW = ptr(float64(mw) / 1000) })
 	o.Samples = 1
 	return o, nil
 }
@@ -143,9 +114,4 @@ func parentPID(pid int) int {
 	return n
 }
 
-func baseName(path string) string {
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		return path[i+1:]
-	}
-	return path
-}
+func baseName(path string) string { return path[strings.LastIndexByte(path, '/')+1:] }

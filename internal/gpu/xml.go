@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -198,13 +199,8 @@ func (g smiGPU) occupancy() results.Occupancy {
 }
 
 func smiProcessType(t string) string {
-	switch strings.TrimSpace(t) {
-	case "C":
-		return "compute"
-	case "G":
-		return "graphics"
-	case "C+G":
-		return "compute+graphics"
+	if n, ok := map[string]string{"C": "compute", "G": "graphics", "C+G": "compute+graphics"}[strings.TrimSpace(t)]; ok {
+		return n
 	}
 	return na(t)
 }
@@ -249,9 +245,7 @@ func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) resul
 		CUDAVersion:   na(cuda),
 		NUMANode:      -1,
 	}
-	if info.PCIBusID == "" {
-		info.PCIBusID = na(g.ID)
-	}
+	info.PCIBusID = cmp.Or(info.PCIBusID, na(g.ID))
 	if n := p.int("numa_node", g.NUMANode, ""); n != nil {
 		info.NUMANode = *n
 	} else {
@@ -268,8 +262,7 @@ func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) resul
 		info.MemoryTotalMiB = int64(*v)
 	}
 	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
-		u := int64(*v)
-		info.MemoryUsedMiB = &u
+		info.MemoryUsedMiB = ptr(int64(*v))
 	}
 	info.PCIe = results.PCIeLink{
 		GenCurrent: deref(p.int("pcie_gen_current", g.PCI.GenCur, "")), GenMax: deref(p.int("pcie_gen_max", g.PCI.GenMax, "")),
@@ -351,51 +344,36 @@ func deref(p *int) int {
 	return *p
 }
 
-func (p *fieldParser) number(field, raw, unit string) (string, bool) {
+func (p *fieldParser) int(field, raw, unit string) *int {
+	return parseNumber(p, field, raw, unit, "an integer", strconv.Atoi)
+}
+
+func (p *fieldParser) float(field, raw, unit string) *float64 {
+	return parseNumber(p, field, raw, unit, "a number", func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+}
+
+// parseNumber reads raw less its unit; N/A (or unreadable, said as what) is nil with a note.
+func parseNumber[T any](p *fieldParser, field, raw, unit, what string, parse func(string) (T, error)) *T {
 	s := na(raw)
 	if s == "" {
 		if field != "numa_node" {
 			p.missing(field + ": not reported")
 		}
-		return "", false
+		return nil
 	}
 	if unit != "" {
 		s = strings.TrimSpace(strings.TrimSuffix(s, unit))
 	}
-	return s, true
-}
-
-func (p *fieldParser) int(field, raw, unit string) *int {
-	s, ok := p.number(field, raw, unit)
-	if !ok {
-		return nil
-	}
-	n, err := strconv.Atoi(s)
+	v, err := parse(s)
 	if err != nil {
-		p.missing(fmt.Sprintf("%s: cannot read %q as an integer%s", field, strings.TrimSpace(raw), unitHint(unit)))
+		hint := ""
+		if unit != "" {
+			hint = " in " + unit
+		}
+		p.missing(fmt.Sprintf("%s: cannot read %q as %s%s", field, strings.TrimSpace(raw), what, hint))
 		return nil
 	}
-	return &n
-}
-
-func (p *fieldParser) float(field, raw, unit string) *float64 {
-	s, ok := p.number(field, raw, unit)
-	if !ok {
-		return nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		p.missing(fmt.Sprintf("%s: cannot read %q as a number%s", field, strings.TrimSpace(raw), unitHint(unit)))
-		return nil
-	}
-	return &f
-}
-
-func unitHint(unit string) string {
-	if unit == "" {
-		return ""
-	}
-	return " in " + unit
+	return &v
 }
 
 func (p *fieldParser) bool(field, raw string) *bool {
@@ -404,11 +382,9 @@ func (p *fieldParser) bool(field, raw string) *bool {
 		p.missing(field + ": not reported")
 		return nil
 	case "enabled", "yes", "active", "true":
-		t := true
-		return &t
+		return ptr(true)
 	case "disabled", "no", "not active", "false":
-		f := false
-		return &f
+		return ptr(false)
 	}
 	p.missing(fmt.Sprintf("%s: cannot read %q (want Enabled/Disabled or Yes/No)", field, strings.TrimSpace(raw)))
 	return nil
@@ -441,15 +417,9 @@ func (p *fieldParser) sum(field string, raws ...string) *int64 {
 func (p *fieldParser) reasons(items []smiValue) uint64 {
 	var mask uint64
 	for _, it := range items {
-		name := it.XMLName.Local
-		name = strings.TrimPrefix(name, "clocks_event_reason_")
-		name = strings.TrimPrefix(name, "clocks_throttle_reason_")
-		bit, ok := xmlReasonBits[name]
-		if !ok {
-			continue // a reason newer than this table: not a bit we can name
-		}
+		name := strings.TrimPrefix(strings.TrimPrefix(it.XMLName.Local, "clocks_event_reason_"), "clocks_throttle_reason_")
 		if strings.EqualFold(strings.TrimSpace(it.Value), "Active") {
-			mask |= bit
+			mask |= xmlReasonBits[name] // a reason newer than this table has no bit we can name: 0
 		}
 	}
 	if len(items) == 0 {
