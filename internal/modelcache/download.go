@@ -219,10 +219,7 @@ func (d *download) attempt(ctx context.Context) (progress bool, err error) {
 		if stalled.Load() {
 			err = errStalled
 		}
-		if transient(ctx, err) {
-			return false, &retryableErr{err: fmt.Errorf("%s: %w", what, err)}
-		}
-		return false, fmt.Errorf("%s: %w", what, err)
+		return false, netError(ctx, what, err)
 	}
 	defer resp.Body.Close()
 	if err := d.checkHeaders(hubHdr); err != nil {
@@ -250,12 +247,7 @@ func (d *download) attempt(ctx context.Context) (progress bool, err error) {
 		}
 		return false, &retryableErr{err: fmt.Errorf("%s: the hub refused to resume at byte %d (416)", what, d.hashed)}
 	default:
-		serr := d.ft.h.statusError(resp, d.ft.model, what)
-		if retryableStatus(resp.StatusCode) {
-			wait, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-			return false, &retryableErr{err: serr, wait: wait, hasWait: ok}
-		}
-		return false, serr
+		return false, d.ft.h.answerError(resp, d.ft.model, what)
 	}
 	return d.copyBody(ctx, fh, resp.Body, watchdog, stalled)
 }

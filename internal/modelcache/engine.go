@@ -13,9 +13,8 @@ import (
 )
 
 // Dir resolves model_cache.dir for an engine kind: the hub cache folder gpuvet manages, or "" for
-// none. auto is the hub's default folder (DefaultCacheDir) for the engines that load hub weights
-// (enginekind's HubWeights: vllm, sglang, trtllm, transformers) and none for generic, whose command may not load any; off (or empty) is
-// none. note says why auto means none, for the summary ("" otherwise).
+// none (off, empty, or auto for a kind without enginekind's HubWeights, e.g. generic, whose command
+// may not load any: note then says so for the summary). auto is DefaultCacheDir otherwise.
 func Dir(mc config.ModelCache, engineKind string) (dir, note string) {
 	switch {
 	case config.IsOff(mc.Dir):
@@ -28,13 +27,10 @@ func Dir(mc config.ModelCache, engineKind string) (dir, note string) {
 	return mc.Dir, ""
 }
 
-// CacheEnv is the `gpuvet run` hook (pipeline.Deps.CacheEnv). With a managed cache (Dir(mc,
-// engineKind) not "") it makes sure model is in the cache before any engine starts (no network when
-// it is there; a pull when it is not; on an air-gapped host an error naming the exact `gpuvet cache
-// pull` command), and returns the environment engines need to read it. model_cache.offline (the
-// default) starts engines with HF_HUB_OFFLINE=1, so no engine ever downloads or needs a token; false
-// lets them reach the hub. No managed cache, or a model given as a local path, leaves engines as
-// they are.
+// CacheEnv is the `gpuvet run` hook (pipeline.Deps.CacheEnv). With a managed cache it Ensures model
+// is there before any engine starts and returns the environment engines need to read it:
+// model_cache.offline (the default) adds HF_HUB_OFFLINE=1, so no engine downloads or needs a token.
+// No managed cache, or a model given as a local path, leaves engines as they are.
 func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCache) (map[string]string, error) {
 	env := map[string]string{}
 	dir, _ := Dir(mc, engineKind)
@@ -54,11 +50,10 @@ func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCach
 	return env, nil
 }
 
-// Preflight says in seconds, downloading nothing, whether a run can have model for an engine of
-// engineKind: a local folder holds its config.json; a hub id is in the managed cache, or the hub
-// answers (one request, bounded by timeout) so that CacheEnv can pull it. With no managed cache
-// (generic, or model_cache off) the engine finds its weights itself: nothing to check. The error
-// names what to do.
+// Preflight says in seconds, downloading nothing, whether a run can have model: a local folder holds
+// its config.json; a hub id is in the managed cache, or the hub answers (one request within timeout)
+// so CacheEnv can pull it. No managed cache: the engine finds its weights itself. The error says what
+// to do.
 func Preflight(ctx context.Context, model, engineKind string, mc config.ModelCache, timeout time.Duration) error {
 	if isLocalPath(model) {
 		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {

@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 )
@@ -10,9 +11,7 @@ import (
 // the model, the ref or the file is not in the cache; err is set only for a cache that cannot be read
 // or a ref that is corrupt.
 func CachedFile(cacheDir, model, rev, p string) (path string, ok bool, err error) {
-	if rev == "" {
-		rev = "main"
-	}
+	rev = cmp.Or(rev, "main")
 	if ValidateModel(model) != nil || validateRevision(rev) != nil || validateRepoPath(p) != nil {
 		return "", false, nil // not a hub id (a served alias, say): nothing to find
 	}
@@ -38,12 +37,7 @@ func CachedFile(cacheDir, model, rev, p string) (path string, ok bool, err error
 // when the cache has none: what the load generator sizes synthetic prompts with when it is given no
 // --tokenizer. err is set only for a cache that cannot be read.
 func Tokenizer(dir, model string) (string, error) {
-	if dir == "" {
-		dir = DefaultCacheDir()
-	}
-	p, ok, err := CachedFile(dir, model, "main", "tokenizer.json")
-	if !ok {
-		return "", err
-	}
-	return p, nil
+	dir = cmp.Or(dir, DefaultCacheDir())
+	p, _, err := CachedFile(dir, model, "main", "tokenizer.json") // "" unless found
+	return p, err
 }

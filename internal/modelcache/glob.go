@@ -3,6 +3,7 @@ package modelcache
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -36,12 +37,7 @@ func (g *globMatcher) match(path string) bool {
 	if !utf8.ValidString(path) {
 		return false
 	}
-	for _, re := range g.res {
-		if re.MatchString(path) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(g.res, func(re *regexp.Regexp) bool { return re.MatchString(path) })
 }
 
 func globRegexp(pat string) (*regexp.Regexp, error) {
@@ -78,18 +74,15 @@ func globRegexp(pat string) (*regexp.Regexp, error) {
 				b.WriteString(`\[`)
 				continue
 			}
-			class := pat[i+1 : j]
-			neg := strings.HasPrefix(class, "!")
-			class = strings.TrimPrefix(class, "!")
-			class = strings.ReplaceAll(class, `\`, `\\`)
-			class = strings.ReplaceAll(class, `[`, `\[`)
-			if neg {
-				b.WriteString(`[^` + class + `]`)
-			} else if strings.HasPrefix(class, "^") {
-				b.WriteString(`[\` + class + `]`)
-			} else {
-				b.WriteString(`[` + class + `]`)
+			class, neg := strings.CutPrefix(pat[i+1:j], "!")
+			class = strings.NewReplacer(`\`, `\\`, `[`, `\[`).Replace(class)
+			switch {
+			case neg:
+				class = "^" + class
+			case strings.HasPrefix(class, "^"):
+				class = `\` + class
 			}
+			b.WriteString("[" + class + "]")
 			i = j
 		default:
 			// A whole UTF-8 character, not its first byte read as a Latin-1 one: "é" matches "é".

@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -73,10 +74,7 @@ func readToken() (string, error) {
 	if t := strings.TrimSpace(os.Getenv("HF_TOKEN")); t != "" {
 		return t, nil
 	}
-	p := os.Getenv("HF_TOKEN_PATH")
-	if p == "" {
-		p = filepath.Join(hfHome(), "token")
-	}
+	p := cmp.Or(os.Getenv("HF_TOKEN_PATH"), filepath.Join(hfHome(), "token"))
 	b, err := filelimit.Read(p, filelimit.Small, "hub token file")
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil
@@ -104,10 +102,7 @@ func (h *hub) apiModelURL(model, kind, rev string) string {
 }
 
 func (h *hub) resolveURL(model, commit, path string) string {
-	u := *h.endpoint
-	u.Path = h.endpoint.Path + "/" + model + "/resolve/" + commit + "/" + path
-	u.RawPath = ""
-	return u.String()
+	return h.url("/", model, "/resolve/", commit, "/", path)
 }
 
 func sameOrigin(a, b *url.URL) bool {
@@ -123,11 +118,7 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 		return nil, nil, err
 	}
 	for hop := 0; ; hop++ {
-		req, err := h.request(ctx, method, u, hdr)
-		if err != nil {
-			return nil, nil, err
-		}
-		resp, err := h.hc.Do(req)
+		resp, err := h.send(ctx, method, u, hdr)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -156,10 +147,10 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 	}
 }
 
-// request builds one hub request with hdr: gpuvet's User-Agent, no compression (a Range must address
+// send makes one hub request with hdr: gpuvet's User-Agent, no compression (a Range must address
 // the file's bytes, not a gzip stream of them), and the token only for the hub's own origin, so it
 // never follows a redirect to a CDN.
-func (h *hub) request(ctx context.Context, method string, u *url.URL, hdr http.Header) (*http.Request, error) {
+func (h *hub) send(ctx context.Context, method string, u *url.URL, hdr http.Header) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		return nil, err
@@ -172,7 +163,7 @@ func (h *hub) request(ctx context.Context, method string, u *url.URL, hdr http.H
 	if h.token != "" && sameOrigin(u, h.endpoint) {
 		req.Header.Set("Authorization", "Bearer "+h.token)
 	}
-	return req, nil
+	return h.hc.Do(req)
 }
 
 // doNoFollow sends one request to the hub and returns its answer with any redirect to another
@@ -184,11 +175,7 @@ func (h *hub) doNoFollow(ctx context.Context, method, rawURL string) (*http.Resp
 		return nil, nil, err
 	}
 	for hop := 0; ; hop++ {
-		req, err := h.request(ctx, method, u, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		resp, err := h.hc.Do(req)
+		resp, err := h.send(ctx, method, u, nil)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -265,6 +252,16 @@ func (h *hub) statusError(resp *http.Response, model, what string) error {
 	return e
 }
 
+// answerError is statusError, retryable (after the server's Retry-After, if any) for 429 and 5xx.
+func (h *hub) answerError(resp *http.Response, model, what string) error {
+	serr := h.statusError(resp, model, what)
+	if retryableStatus(resp.StatusCode) {
+		d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return &retryableErr{err: serr, wait: d, hasWait: ok}
+	}
+	return serr
+}
+
 // retryAfter parses Retry-After (seconds or an HTTP date); ok is false when absent or unreadable.
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
@@ -272,20 +269,10 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
-		if n > 1<<31 {
-			n = 1 << 31
-		}
-		return time.Duration(n) * time.Second, true
+		return time.Duration(min(max(n, 0), 1<<31)) * time.Second, n >= 0 // a negative count is no hint
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		d := t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		return d, true
+		return max(t.Sub(now), 0), true
 	}
 	return 0, false
 }
@@ -346,6 +333,15 @@ func transient(ctx context.Context, err error) bool {
 
 var errStalled = errors.New("connection stalled: no bytes received")
 
+// netError names what failed; a transient failure is retryable.
+func netError(ctx context.Context, what string, err error) error {
+	err = fmt.Errorf("%s: %w", what, err)
+	if transient(ctx, err) {
+		return &retryableErr{err: err}
+	}
+	return err
+}
+
 // withRetry runs op until it succeeds, fails for good, or runs out of attempts. op reports progress
 // (bytes moved) so a long download cut many times keeps going as long as each try gets further
 // (up to 1000 tries in all).
@@ -380,26 +376,15 @@ func (h *hub) getJSON(ctx context.Context, rawURL, model, what string, limit int
 	err := h.withRetry(ctx, what, func() (bool, error) {
 		resp, _, err := h.do(ctx, http.MethodGet, rawURL, http.Header{"Accept": {"application/json"}})
 		if err != nil {
-			if transient(ctx, err) {
-				return false, &retryableErr{err: fmt.Errorf("%s: %w", what, err)}
-			}
-			return false, fmt.Errorf("%s: %w", what, err)
+			return false, netError(ctx, what, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			serr := h.statusError(resp, model, what)
-			if retryableStatus(resp.StatusCode) {
-				d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-				return false, &retryableErr{err: serr, wait: d, hasWait: ok}
-			}
-			return false, serr
+			return false, h.answerError(resp, model, what)
 		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 		if err != nil {
-			if transient(ctx, err) {
-				return false, &retryableErr{err: fmt.Errorf("%s: %w", what, err)}
-			}
-			return false, fmt.Errorf("%s: %w", what, err)
+			return false, netError(ctx, what, err)
 		}
 		if int64(len(b)) > limit {
 			return false, fmt.Errorf("%s: answer larger than %d bytes; is %s a Hugging Face-compatible hub?", what, limit, results.RedactURLs(h.endpoint.String()))
@@ -436,17 +421,10 @@ func parseRevision(b []byte) (*revisionInfo, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("revision info: %w", err)
 	}
-	if err := r.check(); err != nil {
-		return nil, err
+	if !commitRe.MatchString(r.SHA) {
+		return nil, fmt.Errorf("revision info: field sha is %q, expected a 40-hex commit", r.SHA)
 	}
 	return &r, nil
-}
-
-func (r *revisionInfo) check() error {
-	if !commitRe.MatchString(r.SHA) {
-		return fmt.Errorf("revision info: field sha is %q, expected a 40-hex commit", r.SHA)
-	}
-	return nil
 }
 
 func (h *hub) revision(ctx context.Context, model, rev string) (*revisionInfo, error) {
@@ -543,8 +521,7 @@ func (h *hub) tree(ctx context.Context, model, commit string) ([]File, error) {
 		out = append(out, files...)
 		next = ""
 		if l := nextLink(hdr.Get("Link")); l != "" {
-			cur, _ := url.Parse(h.endpoint.String())
-			nu, err := cur.Parse(l)
+			nu, err := h.endpoint.Parse(l)
 			if err != nil || !sameOrigin(nu, h.endpoint) {
 				return nil, fmt.Errorf("%s: next page %q is not on the hub's host", what, l)
 			}

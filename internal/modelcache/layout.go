@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -184,13 +185,12 @@ func readManifest(repo, commit string) (*manifest, error) {
 		return nil, err
 	}
 	var m manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w (delete it and pull again)", manifestPath(repo, commit), err)
+	err = json.Unmarshal(b, &m)
+	for i := 0; err == nil && i < len(m.Files); i++ {
+		err = m.Files[i].validate()
 	}
-	for _, f := range m.Files {
-		if err := f.validate(); err != nil {
-			return nil, fmt.Errorf("manifest %s: %w (delete it and pull again)", manifestPath(repo, commit), err)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: %w (delete it and pull again)", manifestPath(repo, commit), err)
 	}
 	return &m, nil
 }
@@ -255,9 +255,7 @@ func present(repo, commit string, f File) bool {
 // List returns every snapshot in the cache, one per (model, commit), sorted by model then commit.
 // Files are the snapshot's links that resolve to a blob; Refs name the revisions pointing at it.
 func List(cacheDir string) ([]Snapshot, error) {
-	if cacheDir == "" {
-		cacheDir = DefaultCacheDir()
-	}
+	cacheDir = cmp.Or(cacheDir, DefaultCacheDir())
 	entries, err := os.ReadDir(cacheDir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil

@@ -1,13 +1,13 @@
 package modelcache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
-	"time"
 )
 
 // treeUnsupported reports a hub that has no tree API (a proxy answering 400/404/405/501 without
@@ -67,19 +67,11 @@ func (h *hub) head(ctx context.Context, model, commit, path string) (File, error
 	err := h.withRetry(ctx, what, func() (bool, error) {
 		resp, _, err := h.doNoFollow(ctx, http.MethodHead, h.resolveURL(model, commit, path))
 		if err != nil {
-			if transient(ctx, err) {
-				return false, &retryableErr{err: fmt.Errorf("%s: %w", what, err)}
-			}
-			return false, fmt.Errorf("%s: %w", what, err)
+			return false, netError(ctx, what, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode >= 400 {
-			serr := h.statusError(resp, model, what)
-			if retryableStatus(resp.StatusCode) {
-				d, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now())
-				return false, &retryableErr{err: serr, wait: d, hasWait: ok}
-			}
-			return false, serr
+			return false, h.answerError(resp, model, what)
 		}
 		f, err = fileFromHead(path, resp.Header, resp.ContentLength)
 		return false, err
@@ -95,10 +87,7 @@ func (h *hub) head(ctx context.Context, model, commit, path string) (File, error
 
 // fileFromHead reads a resolve answer's headers into a File.
 func fileFromHead(path string, hdr http.Header, contentLength int64) (File, error) {
-	etag := normalizeETag(hdr.Get("X-Linked-Etag"))
-	if etag == "" {
-		etag = normalizeETag(hdr.Get("ETag"))
-	}
+	etag := cmp.Or(normalizeETag(hdr.Get("X-Linked-Etag")), normalizeETag(hdr.Get("ETag")))
 	size := contentLength
 	if s := hdr.Get("X-Linked-Size"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)

@@ -5,6 +5,7 @@
 package modelcache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -60,30 +62,19 @@ func (o Options) resolve(model string) (*pullConfig, error) {
 		return nil, err
 	}
 	c := &pullConfig{Options: o}
-	if c.CacheDir == "" {
-		c.CacheDir = DefaultCacheDir()
-	}
+	c.CacheDir = cmp.Or(c.CacheDir, DefaultCacheDir())
 	abs, err := filepath.Abs(c.CacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("cache dir %q: %w", c.CacheDir, err)
 	}
 	c.CacheDir = abs
-	if c.Endpoint == "" {
-		c.Endpoint = os.Getenv("HF_ENDPOINT")
-	}
-	if c.Endpoint == "" {
-		c.Endpoint = DefaultEndpoint
-	}
+	c.Endpoint = cmp.Or(c.Endpoint, os.Getenv("HF_ENDPOINT"), DefaultEndpoint)
 	c.Endpoint = strings.TrimRight(c.Endpoint, "/")
-	if c.Revision == "" {
-		c.Revision = "main"
-	}
+	c.Revision = cmp.Or(c.Revision, "main")
 	if err := validateRevision(c.Revision); err != nil {
 		return nil, err
 	}
-	if c.Workers == 0 {
-		c.Workers = 8
-	}
+	c.Workers = cmp.Or(c.Workers, 8)
 	if c.Workers < 1 || c.Workers > 64 {
 		return nil, fmt.Errorf("workers %d: expected 1 to 64 parallel downloads", c.Workers)
 	}
@@ -95,11 +86,7 @@ func (o Options) resolve(model string) (*pullConfig, error) {
 }
 
 func envTrue(k string) bool {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv(k))) {
-	case "1", "true", "yes", "on":
-		return true
-	}
-	return false
+	return slices.Contains([]string{"1", "true", "yes", "on"}, strings.ToLower(strings.TrimSpace(os.Getenv(k))))
 }
 
 // PullCommand is the exact command that fills the cache with what o asks for.
@@ -130,9 +117,7 @@ func shellQuote(s string) string {
 // EngineEnv is the environment an engine process (vLLM, SGLang, transformers) needs to load models
 // from cacheDir with the hub offline: it never downloads and needs no token.
 func EngineEnv(cacheDir string) []string {
-	if cacheDir == "" {
-		cacheDir = DefaultCacheDir()
-	}
+	cacheDir = cmp.Or(cacheDir, DefaultCacheDir())
 	if abs, err := filepath.Abs(cacheDir); err == nil {
 		cacheDir = abs
 	}
@@ -209,14 +194,12 @@ func pull(ctx context.Context, c *pullConfig, model string) (*Snapshot, error) {
 		return nil, err
 	}
 	var missing []File
-	for _, f := range want {
-		if !present(repo, commit, f) {
-			missing = append(missing, f)
-		}
-	}
 	snap := &Snapshot{Model: model, Commit: commit, Dir: snapshotDir(repo, commit), Files: want}
 	for _, f := range want {
 		snap.Size += f.Size
+		if !present(repo, commit, f) {
+			missing = append(missing, f)
+		}
 	}
 	if len(missing) > 0 {
 		if err := os.MkdirAll(filepath.Join(repo, "blobs"), 0o755); err != nil {
@@ -423,18 +406,12 @@ func local(c *pullConfig, model string) (*Snapshot, error) {
 	if len(s.Files) == 0 {
 		return nil, nil
 	}
-	for _, f := range s.Files {
-		if f.Size < 0 {
-			return nil, nil
-		}
+	if slices.ContainsFunc(s.Files, func(f File) bool { return f.Size < 0 }) {
+		return nil, nil
 	}
 	for _, p := range c.Include {
 		g, _ := compileGlobs([]string{p})
-		found := false
-		for _, f := range s.Files {
-			found = found || g.match(f.Path)
-		}
-		if !found {
+		if !slices.ContainsFunc(s.Files, func(f File) bool { return g.match(f.Path) }) {
 			return nil, nil
 		}
 	}

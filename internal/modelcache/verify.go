@@ -1,6 +1,7 @@
 package modelcache
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -13,17 +14,13 @@ import (
 // for LFS files, git blob SHA-1 for the others) and, where gpuvet pulled it, has the listed size.
 // It returns nil when all is sound, else one error listing every problem and what to do.
 func Verify(cacheDir, model string) error {
-	if cacheDir == "" {
-		cacheDir = DefaultCacheDir()
-	}
+	cacheDir = cmp.Or(cacheDir, DefaultCacheDir())
 	var snaps []Snapshot
-	var err error
-	if model == "" {
+	err := ValidateModel(model)
+	switch {
+	case model == "":
 		snaps, err = List(cacheDir)
-	} else {
-		if err := ValidateModel(model); err != nil {
-			return err
-		}
+	case err == nil:
 		snaps, err = listModel(cacheDir, model)
 	}
 	if err != nil {
