@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,12 +26,7 @@ var builtin = &Catalog{gpus: builtinGPUs, models: builtinModels}
 // Builtin is the catalog compiled into gpuvet (see gpus.go and models.go for the sources).
 func Builtin() *Catalog { return builtin }
 
-func (c *Catalog) orBuiltin() *Catalog {
-	if c == nil {
-		return builtin
-	}
-	return c
-}
+func (c *Catalog) orBuiltin() *Catalog { return cmp.Or(c, builtin) }
 
 // LoadFile reads a catalog extension file and returns base with its entries added or replacing
 // base's (same key / id: replaced as a whole, in place). base is not changed. An error names the
@@ -83,13 +80,8 @@ func (c *Catalog) LookupGPU(name string) (GPU, bool) {
 	gpus := c.orBuiltin().gpus
 	n := strings.ToLower(strings.TrimSpace(name))
 	for _, g := range gpus {
-		if strings.ToLower(g.Key) == n {
+		if strings.ToLower(g.Key) == n || slices.ContainsFunc(g.Names, func(full string) bool { return strings.ToLower(full) == n }) {
 			return g, true
-		}
-		for _, full := range g.Names {
-			if strings.ToLower(full) == n {
-				return g, true
-			}
 		}
 	}
 	// Fuzzy: the longest key whose text appears in the name, so "H200 NVL" wins over "H200".

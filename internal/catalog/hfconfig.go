@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -39,9 +40,7 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 			return Model{}, fmt.Errorf("config.json: %s=%v: mixture-of-experts models are not counted from config.json; add the model to a catalog file", moe, v)
 		}
 	}
-	if c.KVHeads == 0 {
-		c.KVHeads = c.Heads
-	}
+	c.KVHeads = cmp.Or(c.KVHeads, c.Heads)
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads
 	}
@@ -54,10 +53,7 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 			return Model{}, fmt.Errorf("config.json: %s missing or not positive", f.name)
 		}
 	}
-	dt := c.DType
-	if dt == "" {
-		dt = c.DType5
-	}
+	dt := cmp.Or(c.DType, c.DType5)
 	bytes := 2
 	switch dt {
 	case "float32":

@@ -259,8 +259,7 @@ func (s *Synthetic) CalibrateLinear(ctx context.Context, c Counter) error {
 	if per <= 0 || per > 2 {
 		return fmt.Errorf("usage calibration: %d words counted %d tokens and %d words %d: not a usable tokens-per-word fit", short, a, long, b)
 	}
-	s.Words, s.Exact = nil, false
-	s.PerWord = per
+	s.Words, s.Exact, s.PerWord = nil, false, per
 	s.Offset = int(math.Round(float64(a) - per*short))
 	return nil
 }

@@ -3,6 +3,7 @@ package dataset
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,10 +99,7 @@ func parseJSONL(raw []byte) (*File, error) {
 		if err := json.Unmarshal(b, &l); err != nil {
 			return nil, fmt.Errorf("line %d: not JSON (%v); want {\"prompt\": \"...\", \"output_tokens\": N}", line, err)
 		}
-		text := l.Prompt
-		if text == nil {
-			text = l.Text
-		}
+		text := cmp.Or(l.Prompt, l.Text)
 		if text == nil || *text == "" {
 			return nil, fmt.Errorf("line %d: no \"prompt\" (or \"text\") string", line)
 		}

@@ -1,25 +1,20 @@
 package dataset
 
 // A Hugging Face tokenizer.json loader for the byte-level BPE family (GPT-2, Llama 3, Qwen 2/2.5/3,
-// DeepSeek, and every model whose tokenizer.json says model.type "BPE" with a ByteLevel pre-tokenizer).
+// DeepSeek: model.type "BPE" with a ByteLevel pre-tokenizer).
 //
-// Why not a library: the pure-Go candidates were tried. github.com/sugarme/tokenizer v0.3.0 panics
-// while loading a Qwen 2 or Llama 3 tokenizer.json (it compiles their Split regex with Go's regexp,
-// which has no lookahead: `\s+(?!\S)`), and its ByteLevel split drops that same rule, so runs of
-// spaces tokenize differently from the reference. github.com/mattn/tensai/tokenizer is not on the
-// module proxy; the Rust-backed bindings (daulet/tokenizers) need cgo and a static library. So this
-// file does the small part gpuvet needs, counting and building text, with github.com/dlclark/regexp2
-// (a pure-Go backtracking engine with lookahead and \p{L}) for the pre-tokenizer regexes, which are
-// then used exactly as the file declares them.
+// Why not a library: github.com/sugarme/tokenizer v0.3.0 panics loading a Qwen 2 or Llama 3 file (Go's
+// regexp has no lookahead for their `\s+(?!\S)` split) and its ByteLevel split drops that rule;
+// mattn/tensai is not on the module proxy; daulet/tokenizers needs cgo. So this file counts and builds
+// text itself, with github.com/dlclark/regexp2 (lookahead, \p{L}) running the file's own regexes.
 //
-// Supported: normalizer null or NFC/NFD/NFKC/NFKD (or a Sequence of them); pre_tokenizer ByteLevel
-// (with or without its GPT-2 regex, add_prefix_space), Split (Regex or String; Isolated, Removed,
-// MergedWithPrevious, MergedWithNext, Contiguous) and Sequence; model BPE with vocab + merges (either
-// "a b" strings or ["a", "b"] pairs), ignore_merges; added_tokens matched literally before everything
-// else; post_processor null, ByteLevel, TemplateProcessing, Bert/RobertaProcessing or a Sequence (only to
-// count the special tokens it adds). Anything else is refused with the field named, never guessed.
-// Not modelled: added tokens' lstrip/rstrip/single_word flags (they only matter for text that contains
-// special tokens), dropout, and the offsets the reference keeps.
+// Supported: normalizer null, NFC/NFD/NFKC/NFKD or a Sequence of them; pre_tokenizer ByteLevel (use_regex,
+// add_prefix_space), Split (Regex or String; Isolated, Removed, MergedWithPrevious, MergedWithNext,
+// Contiguous) and Sequence; model BPE with merges as "a b" or ["a", "b"], ignore_merges; added_tokens
+// matched literally first; post_processor null, ByteLevel, TemplateProcessing, Bert/RobertaProcessing or
+// a Sequence (to count the special tokens it adds). Anything else is refused with the field named.
+// Not modelled: added tokens' lstrip/rstrip/single_word (they matter only for text holding special
+// tokens), dropout, offsets.
 
 import (
 	"context"
@@ -314,9 +309,7 @@ func (t *Tokenizer) parsePre(raw json.RawMessage, field string, byteLevel *bool)
 		if c.Invert {
 			return fmt.Errorf("%s.invert: true is not supported; omit --tokenizer to count with the server", field)
 		}
-		switch c.Behavior {
-		case "Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous":
-		default:
+		if !slices.Contains([]string{"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"}, c.Behavior) {
 			return fmt.Errorf("%s.behavior %q: want Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous", field, c.Behavior)
 		}
 		pat := ""
@@ -502,13 +495,10 @@ func (t *Tokenizer) word(piece string) []int {
 		return ids
 	}
 	syms := make([]string, 0, len(piece))
-	var whole strings.Builder
 	for i := 0; i < len(piece); i++ {
-		r := string(byteChar[piece[i]])
-		syms = append(syms, r)
-		whole.WriteString(r)
+		syms = append(syms, string(byteChar[piece[i]]))
 	}
-	if id, ok := t.vocab[whole.String()]; ok && t.ignoreMrg {
+	if id, ok := t.vocab[strings.Join(syms, "")]; ok && t.ignoreMrg {
 		ids = []int{id}
 	} else {
 		ids = t.bpe(syms)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 	"github.com/gpuvet/gpuvet/internal/results"
 
@@ -62,10 +63,7 @@ type Engine struct {
 
 // Start launches the engine in its own process group with CUDA_VISIBLE_DEVICES set to its GPUs.
 func Start(s Spec) (*Engine, error) {
-	tmpl := s.Command
-	if tmpl == "" {
-		tmpl = enginekind.Get(s.Kind).Template
-	}
+	tmpl := cmp.Or(s.Command, enginekind.Get(s.Kind).Template)
 	if tmpl == "" {
 		return nil, fmt.Errorf("engine kind %q has no built-in template: set engine.command", s.Kind)
 	}
@@ -91,9 +89,8 @@ func Start(s Spec) (*Engine, error) {
 			binding = "none: numactl is not installed"
 		default:
 			n := strconv.Itoa(s.NUMANode)
-			pre := []string{np, "--cpunodebind=" + n, "--membind=" + n}
 			binding = "numactl --cpunodebind=" + n + " --membind=" + n
-			argv = append(pre, argv...)
+			argv = append([]string{np, "--cpunodebind=" + n, "--membind=" + n}, argv...)
 		}
 	}
 	environ := s.Environ
@@ -110,11 +107,8 @@ func Start(s Spec) (*Engine, error) {
 			}
 		}
 	}
-	gpus := make([]string, len(s.Vars.GPUs))
-	for i, g := range s.Vars.GPUs {
-		gpus[i] = strconv.Itoa(g)
-	}
-	env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+	gpus := s.Vars.gpuList()
+	env = append(env, "CUDA_VISIBLE_DEVICES="+gpus)
 	for k, v := range s.Env {
 		env = append(env, k+"="+v)
 	}
@@ -132,7 +126,7 @@ func Start(s Spec) (*Engine, error) {
 		Command: red.String(strings.Join(quoteAll(argv), " ")), log: lf, red: red, done: make(chan struct{}),
 	}
 	e.rw = red.Writer(lf)
-	fmt.Fprintf(e.rw, "# gpuvet: %s\n# CUDA_VISIBLE_DEVICES=%s binding: %s\n", e.Command, strings.Join(gpus, ","), binding)
+	fmt.Fprintf(e.rw, "# gpuvet: %s\n# CUDA_VISIBLE_DEVICES=%s binding: %s\n", e.Command, gpus, binding)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = e.rw, e.rw
@@ -321,10 +315,7 @@ func parseReply(status int, b []byte) (Reply, error) {
 	if err := json.Unmarshal(b, &r); err != nil || len(r.Choices) == 0 {
 		return Reply{}, fmt.Errorf("not an OpenAI chat completion: %.200s", b)
 	}
-	rep := Reply{Text: r.Choices[0].Message.Content}
-	if rep.Text == "" {
-		rep.Text = r.Choices[0].Message.Reasoning
-	}
+	rep := Reply{Text: cmp.Or(r.Choices[0].Message.Content, r.Choices[0].Message.Reasoning)}
 	switch {
 	case r.Usage != nil && r.Usage.CompletionTokens > 0:
 		rep.Tokens = r.Usage.CompletionTokens
@@ -395,9 +386,7 @@ func Tail(path string, n int, red *Redactor) string {
 
 // Version runs a version command (default: the kind's) and returns its last non-empty output line.
 func Version(ctx context.Context, kind, command string) (string, error) {
-	if command == "" {
-		command = enginekind.Get(kind).VersionCommand
-	}
+	command = cmp.Or(command, enginekind.Get(kind).VersionCommand)
 	if command == "" {
 		return "", fmt.Errorf("no version command for engine kind %q: set engine.version_command", kind)
 	}

@@ -45,10 +45,8 @@ func BindProcessToNode(node int) (restore func(), cpus string, err error) {
 		// Threads started while bound inherited the node's CPUs: give them the widest saved mask.
 		var wide unix.CPUSet
 		for _, m := range saved {
-			for c := 0; c < 1024; c++ {
-				if m.IsSet(c) {
-					wide.Set(c)
-				}
+			for i := range wide {
+				wide[i] |= m[i]
 			}
 		}
 		now, _ := threads()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,12 +45,7 @@ func (r *Redactor) Add(v string) {
 
 func secretName(k string) bool {
 	u := strings.ToUpper(k)
-	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"} {
-		if strings.Contains(u, s) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL"}, func(s string) bool { return strings.Contains(u, s) })
 }
 
 // String redacts s.

@@ -21,15 +21,20 @@ type Vars struct {
 	Front                string // path of the written front script; set by Start when the template names {front}
 }
 
-func (v Vars) table() map[string]string {
+// gpuList is the GPUs as CUDA_VISIBLE_DEVICES lists them: "0,1".
+func (v Vars) gpuList() string {
 	gpus := make([]string, len(v.GPUs))
 	for i, g := range v.GPUs {
 		gpus[i] = strconv.Itoa(g)
 	}
+	return strings.Join(gpus, ",")
+}
+
+func (v Vars) table() map[string]string {
 	return map[string]string{
 		"{model}":                  v.Model,
 		"{port}":                   strconv.Itoa(v.Port),
-		"{gpu}":                    strings.Join(gpus, ","),
+		"{gpu}":                    v.gpuList(),
 		"{tp}":                     strconv.Itoa(v.TP),
 		"{max_model_len}":          strconv.Itoa(v.MaxModelLen),
 		"{gpu_memory_utilization}": strconv.FormatFloat(v.GPUMemoryUtilization, 'f', -1, 64),
@@ -63,15 +68,7 @@ func Expand(tmpl string, v Vars) ([]string, error) {
 }
 
 func isPlaceholder(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range s {
-		if !(c == '_' || c >= 'a' && c <= 'z') {
-			return false
-		}
-	}
-	return true
+	return s != "" && strings.Trim(s, "_abcdefghijklmnopqrstuvwxyz") == ""
 }
 
 // SplitWords splits a command line like a POSIX shell does for words and quotes (no expansion).

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -90,7 +91,6 @@ func GuideLLM(b []byte) (*results.Summary, error) {
 	var caveats []string
 	l := &results.Load{TokenCounts: "guidellm (its tokenizer)", OutputCounts: "usage"}
 	model := ""
-	var started float64
 	kinds := map[string]bool{}
 	for i, bm := range rep.Benchmarks {
 		run, err := bm.run(i)
@@ -99,16 +99,9 @@ func GuideLLM(b []byte) (*results.Summary, error) {
 		}
 		kinds[run.Kind] = true
 		l.Runs = append(l.Runs, run)
-		if model == "" {
-			model = bm.model()
-		}
-		if i == 0 {
-			started = bm.StartTime
-		}
+		model = cmp.Or(model, bm.model())
 	}
-	if model == "" {
-		model = argString(rep.Args, "model")
-	}
+	model = cmp.Or(model, argString(rep.Args, "model"))
 	if model == "" {
 		model = "unknown"
 		caveats = append(caveats, "guidellm report names no model: the model is \"unknown\"")
@@ -123,7 +116,7 @@ func GuideLLM(b []byte) (*results.Summary, error) {
 		}
 	}
 	var t time.Time
-	if started > 0 {
+	if started := rep.Benchmarks[0].StartTime; started > 0 {
 		sec, frac := math.Modf(started)
 		t = time.Unix(int64(sec), int64(frac*1e9)).UTC()
 	}
@@ -178,11 +171,7 @@ func (bm *glBenchmark) run(i int) (results.Run, error) {
 	if r.WindowSeconds == 0 && bm.EndTime > bm.StartTime {
 		r.WindowSeconds = bm.EndTime - bm.StartTime
 	}
-	tot := m.RequestTotals
-	if tot == nil {
-		tot = bm.RequestTotals
-	}
-	if tot != nil {
+	if tot := cmp.Or(m.RequestTotals, bm.RequestTotals); tot != nil {
 		r.Requests = results.RequestCounts{Successful: tot.Successful, Errored: tot.Errored, Incomplete: tot.Incomplete}
 	}
 	r.TTFT, r.ITL, r.TPOT = m.TTFT.dist(1), m.ITL.dist(1), m.TPOT.dist(1)

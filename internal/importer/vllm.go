@@ -1,6 +1,8 @@
 package importer
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -69,9 +71,7 @@ func VLLMBench(b []byte) (*results.Summary, error) {
 		run.MeanOutputTokens = float64(r.TotalOutputTokens) / float64(r.Completed)
 		run.MeanPromptTokens = float64(r.TotalInputTokens) / float64(r.Completed)
 	}
-	if g := r.goodput(); g != nil {
-		run.Goodput = g
-	}
+	run.Goodput = cmp.Or(r.GoodputColon, r.Goodput)
 	kind, c := r.kind()
 	run.Kind, run.Concurrency, run.TargetRate = kind, c.concurrency, c.rate
 	caveats = append(caveats, c.caveats...)
@@ -130,13 +130,6 @@ func (r *vllmResult) validate() error {
 		return fmt.Errorf("total_input_tokens/total_output_tokens: negative")
 	}
 	return nil
-}
-
-func (r *vllmResult) goodput() *float64 {
-	if r.GoodputColon != nil {
-		return r.GoodputColon
-	}
-	return r.Goodput
 }
 
 type loadShape struct {
@@ -256,47 +249,31 @@ func apiOf(backend string) string {
 // nullNonFinite turns Python's bare NaN / Infinity / -Infinity tokens (json.dump writes them for
 // an empty mean) into null outside strings, so a result with failures still imports.
 func nullNonFinite(b []byte) []byte {
-	if !hasBareToken(b) {
+	if !bytes.Contains(b, []byte("NaN")) && !bytes.Contains(b, []byte("Infinity")) {
 		return b
 	}
 	out := make([]byte, 0, len(b))
 	inStr, esc := false, false
+next:
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if inStr {
-			out = append(out, c)
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-			continue
-		}
-		if c == '"' {
+		switch {
+		case esc:
+			esc = false
+		case inStr:
+			esc, inStr = c == '\\', c != '"'
+		case c == '"':
 			inStr = true
-			out = append(out, c)
-			continue
-		}
-		matched := false
-		for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
-			if strings.HasPrefix(string(b[i:min(len(b), i+len(tok))]), tok) {
-				out = append(out, "null"...)
-				i += len(tok) - 1
-				matched = true
-				break
+		default:
+			for _, tok := range []string{"-Infinity", "Infinity", "NaN"} {
+				if bytes.HasPrefix(b[i:], []byte(tok)) {
+					out = append(out, "null"...)
+					i += len(tok) - 1
+					continue next
+				}
 			}
 		}
-		if !matched {
-			out = append(out, c)
-		}
+		out = append(out, c)
 	}
 	return out
-}
-
-func hasBareToken(b []byte) bool {
-	s := string(b)
-	return strings.Contains(s, "NaN") || strings.Contains(s, "Infinity")
 }
