@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,10 +37,8 @@ type Options struct {
 	// PriorityClass is the PriorityClass of every pod the run creates (kubernetes.priority_class):
 	// a low one lets the cluster's real work preempt a vetting run. "": the cluster's default.
 	PriorityClass string
-	// ParallelNodes bounds how many nodes run at once (--parallel-nodes).
-	ParallelNodes int
-	// KeepOnFailure keeps the namespace when the run failed (--keep-on-failure), for a post-mortem.
-	KeepOnFailure bool
+	ParallelNodes int  // how many nodes run at once (--parallel-nodes)
+	KeepOnFailure bool // keep the namespace of a failed run, for a post-mortem (--keep-on-failure)
 	// CacheSize is the model-cache PVC size ("off": no cache PVC); CacheAccess its access mode
 	// (model_cache.access_mode: auto, ReadWriteOnce, ReadWriteMany).
 	CacheSize    string
@@ -56,16 +56,13 @@ type Options struct {
 	// CacheOwnerInit: the populate Job's root init container that chowns the volume's root
 	// (kubernetes.cache_owner_init).
 	CacheOwnerInit bool
-	// Dynamo serves each model through a DynamoGraphDeployment instead of engine Pods.
-	Dynamo bool
+	Dynamo         bool // serve each model through a DynamoGraphDeployment instead of engine Pods
 	// DynamoService sends the Dynamo load to the frontend Service's ClusterIP (kube-proxy) instead
 	// of a Ready pod behind it (kubernetes.dynamo_target service).
 	DynamoService bool
-	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job.
-	HealthArgs []string
-	// JobTimeout bounds each gpuvet Job (cache populate, health, load).
-	JobTimeout time.Duration
-	Progress   func(format string, args ...any)
+	HealthArgs    []string      // extra arguments for `gpuvet health` in each node's health Job
+	JobTimeout    time.Duration // bounds each gpuvet Job (cache populate, health, load)
+	Progress      func(format string, args ...any)
 }
 
 // AnnotationDefaultClass marks the default StorageClass.
@@ -110,21 +107,15 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, opt Options) (
 	r := &Run{cl: cl, cfg: cfg, opt: opt, ns: Namespace(opt.RunID)}
 	cache := !config.IsOff(opt.CacheSize)
 	r.cacheNS = r.ns
-	if cache && opt.CacheNamespace != "" {
-		r.cacheNS = opt.CacheNamespace
-	}
 	if cache {
+		r.cacheNS = cmp.Or(opt.CacheNamespace, r.ns)
 		q, err := resource.ParseQuantity(opt.CacheSize)
 		if err != nil || q.Sign() <= 0 {
 			return nil, fmt.Errorf("model_cache.size (--cache-size) %q: want a size such as 100Gi, or off", opt.CacheSize)
 		}
 		r.size = q
 	}
-	r.hub = opt.HubEndpoint
-	if r.hub == "" {
-		r.hub = os.Getenv("HF_ENDPOINT")
-	}
-	r.hub = strings.TrimRight(r.hub, "/")
+	r.hub = strings.TrimRight(cmp.Or(opt.HubEndpoint, os.Getenv("HF_ENDPOINT")), "/")
 	if p := config.HubURLProblem(r.hub); r.hub != "" && opt.HubEndpoint == "" && p != "" {
 		return nil, fmt.Errorf("HF_ENDPOINT (the hub mirror the populate Jobs would use; model_cache.endpoint overrides it): %s", p)
 	}
@@ -168,7 +159,6 @@ func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, opt Options) (
 // Nodes are the chosen nodes; Skipped the others with their reasons.
 func (r *Run) Nodes() []Node                  { return r.nodes }
 func (r *Run) Skipped() []results.SkippedHost { return r.skipped }
-func (r *Run) NamespaceName() string          { return r.ns }
 
 // keptCache tells whether the cache outlives the run, in a namespace of its own.
 func (r *Run) keptCache() bool { return r.cacheNS != r.ns }
@@ -186,6 +176,7 @@ func (r *Run) podName(parts ...string) string {
 // podNS is the namespace of the pods that mount the cache (populate Jobs, engines, Dynamo
 // deployments): a pod can mount only a PVC of its own namespace.
 func (r *Run) podNS() string { return r.cacheNS }
+
 func (r *Run) progress(format string, a ...any) {
 	if r.opt.Progress != nil {
 		r.opt.Progress(format, a...)
@@ -322,39 +313,35 @@ func (h *nodeHost) record(kind, ns, name string) error {
 
 // Provision creates the node's model cache (PVC + one populate Job per model).
 func (h *nodeHost) Provision(ctx context.Context) error {
-	r := h.r
-	if err := r.begin(ctx); err != nil {
+	if err := h.r.begin(ctx); err != nil || h.r.class == "" {
 		return err
 	}
-	if r.class != "" {
-		if err := h.provisionCache(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return h.provisionCache(ctx)
 }
 
 // runHealth is the node's health phase: `gpuvet health` in a pod holding all the node's free GPUs,
 // with the node's resolved settings cfg (healthJob). A failure is the health phase's result, not
 // the host's end.
 func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.Health {
-	r := h.r
 	// A Job that gave no result is the infrastructure's (the cluster, the image, the plan): what
 	// the GPUs did is then not proven, and the judge leaves them inconclusive (ErrorLayer).
+	infra := func(msg string) *results.Health {
+		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: msg, ErrorLayer: results.LayerInfra}
+	}
 	j, err := h.healthJob(cfg)
 	if err != nil {
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error(), ErrorLayer: results.LayerInfra}
+		return infra(err.Error())
 	}
-	b, err := h.runJob(ctx, r.ns, j)
+	b, err := h.runJob(ctx, h.r.ns, j)
 	if err != nil && b == nil {
 		if d := results.DisruptionOf(err); d != "" { // preempted, evicted: not the GPUs' verdict
 			return &results.Health{Source: "kubernetes", Status: results.StatusInconclusive, Error: err.Error(), Disruption: d}
 		}
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: err.Error(), ErrorLayer: results.LayerInfra}
+		return infra(err.Error())
 	}
 	var hr results.Health
 	if uerr := json.Unmarshal(b, &hr); uerr != nil {
-		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: "health result: " + uerr.Error(), ErrorLayer: results.LayerInfra}
+		return infra("health result: " + uerr.Error())
 	}
 	results.Compact(&hr) // held until the run's end, for every node
 	return &hr
@@ -364,7 +351,7 @@ func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.He
 // the health section, reference_floors and the keys the health phase reads, as cfg has them), the
 // expected GPU count (the node's free GPUs), then kubernetes.health_args, which win (a flag beats
 // the plan in `gpuvet health`).
-func (h *nodeHost) healthJob(cfg config.Config) (jobObject, error) {
+func (h *nodeHost) healthJob(cfg config.Config) (*batchv1.Job, error) {
 	r := h.r
 	plan, err := r.nodePlan(settingsOf(cfg))
 	if err != nil {
@@ -420,7 +407,7 @@ func (r *Run) nodePlan(s nodeSettings) (string, error) {
 
 // runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it
 // emitted (nil when it emitted none; the error then says why); a populate Job's whole log.
-func (h *nodeHost) runJob(ctx context.Context, ns string, j jobObject) ([]byte, error) {
+func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byte, error) {
 	r := h.r
 	if err := h.record("Job", ns, j.Name); err != nil {
 		return nil, err
@@ -486,7 +473,7 @@ func (h *nodeHost) Cleanup(ctx context.Context) error {
 	sel := LabelNode + "=" + labelValue(h.node.Name) + "," + LabelRun + "=" + h.r.opt.RunID
 	bg := metav1.DeletePropagationBackground
 	var errs []error
-	for _, ns := range uniq(h.r.ns, h.r.podNS()) {
+	for _, ns := range slices.Compact([]string{h.r.ns, h.r.podNS()}) {
 		errs = append(errs, ignoreNotFound(cs.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, metav1.ListOptions{LabelSelector: sel})),
 			ignoreNotFound(cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel})))
 	}
@@ -498,15 +485,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-// uniq is its arguments without repeats, in order.
-func uniq(s ...string) []string {
-	var out []string
-	for _, v := range s {
-		if !slices.Contains(out, v) {
-			out = append(out, v)
-		}
-	}
-	return out
 }

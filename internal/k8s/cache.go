@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -112,10 +113,7 @@ func classNames(l []storagev1.StorageClass) string {
 	for _, sc := range l {
 		n = append(n, sc.Name)
 	}
-	if len(n) == 0 {
-		return "none"
-	}
-	return strings.Join(n, ", ")
+	return cmp.Or(strings.Join(n, ", "), "none")
 }
 
 // sharedCache is the one ReadWriteMany cache of a run: the first node to need it creates and fills
@@ -166,7 +164,7 @@ func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 		}
 		j := gpuvetJob(r.opt.RunID, job, RoleCache, node, r.opt.Image, []string{"cache", "pull", model}, 0, r.opt.Selection.Tolerations)
 		withCache(j, name, CacheAccess{Hub: r.hub, TokenSecret: r.tokenSecret(), OwnerInit: r.opt.CacheOwnerInit})
-		h.say("model cache: pulling %s from %s into %s PVC %s/%s (%s, %s)", model, hubName(r.hub), r.access, r.cacheNS, name, r.class, r.size.String())
+		h.say("model cache: pulling %s from %s into %s PVC %s/%s (%s, %s)", model, cmp.Or(r.hub, modelcache.DefaultEndpoint), r.access, r.cacheNS, name, r.class, r.size.String())
 		log, err := h.runJob(ctx, r.podNS(), j)
 		if err != nil {
 			return populateHint(err, r.opt.CacheOwnerInit)
@@ -176,14 +174,6 @@ func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 		}
 	}
 	return nil
-}
-
-// hubName is the hub a populate Job downloads from, for the run's output.
-func hubName(hub string) string {
-	if hub == "" {
-		return modelcache.DefaultEndpoint
-	}
-	return hub
 }
 
 // populateHint adds what to do to a populate Job that could not write its volume: `gpuvet cache

@@ -1,12 +1,11 @@
 // Package k8s is the Kubernetes backend: it vets a cluster's GPU nodes in place through the API
-// (client-go). Per run: check access (SelfSubjectAccessReview per verb and resource), choose the GPU
-// nodes, create one namespace labelled with the run id, a model cache (one shared ReadWriteMany PVC,
-// or one ReadWriteOnce PVC per node) with populate Jobs, a health Job per node, one engine Pod per
-// GPU (or tp GPUs) pinned to its node (or a DynamoGraphDeployment), a Job checking a real completion
-// from each, and one load Job per engine that runs gpuvet itself next to the GPU against the
-// engine's pod address; results come back from the Jobs' logs between markers. The namespace is deleted at the end and waited for.
-// Every object is written to the run manifest before it is created, so `gpuvet clean` can remove
-// what a killed run left.
+// (client-go). Per run: check access, choose the GPU nodes, create a namespace labelled with the run
+// id, a model cache (one shared ReadWriteMany PVC, or one ReadWriteOnce PVC per node) with populate
+// Jobs, a health Job per node, one engine Pod per GPU (or tp GPUs) pinned to its node (or a
+// DynamoGraphDeployment), and one load Job per engine running gpuvet next to the GPU; results come
+// back from the Jobs' logs between markers. The namespace is deleted at the end and waited for.
+// Every object is in the run manifest before it is created, so `gpuvet clean` can remove what a
+// killed run left.
 package k8s
 
 import (

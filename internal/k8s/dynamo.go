@@ -1,10 +1,12 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,12 +30,9 @@ import (
 // With kubernetes.dynamo, each node serves a model through a DynamoGraphDeployment (NVIDIA Dynamo's
 // operator), shaped as aicr's inference check deploys it: one Frontend and one VllmDecodeWorker per
 // GPU (or per engine.tp GPUs), every pod pinned to the node, the workers on the model cache
-// read-only. gpuvet waits until the operator reports it successful with every component's replicas
-// Ready, checks a real completion through the frontend, runs the load Job against the frontend
-// Service's Ready pod (its pod address: the load runs next to the GPUs, as with plain engine pods,
-// with no need for cluster DNS or a Service proxy in its path), and deletes the
-// DynamoGraphDeployment at the end. It goes through the dynamic client (unstructured objects): no
-// Dynamo Go module.
+// read-only. Once the operator reports every component Ready and a real completion came through
+// the frontend, the load Job runs against a Ready frontend pod's address (frontendURL). It goes
+// through the dynamic client (unstructured objects): no Dynamo Go module.
 
 // DynamoGVR is the DynamoGraphDeployment resource gpuvet creates (Dynamo ≥ 1.0 serves v1beta1).
 var DynamoGVR = schema.GroupVersionResource{Group: "nvidia.com", Version: "v1beta1", Resource: "dynamographdeployments"}
@@ -61,15 +60,7 @@ func (c *Cluster) CheckDynamo(kind string) error {
 	}
 	has := func(gv string) bool {
 		l, err := c.Client.Discovery().ServerResourcesForGroupVersion(gv)
-		if err != nil {
-			return false
-		}
-		for _, r := range l.APIResources {
-			if r.Name == DynamoGVR.Resource {
-				return true
-			}
-		}
-		return false
+		return err == nil && slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == DynamoGVR.Resource })
 	}
 	switch {
 	case has(DynamoGVR.GroupVersion().String()):
@@ -109,13 +100,9 @@ func dynamoGraph(runID string, d DynamoSpec) *unstructured.Unstructured {
 		return toMap(&corev1.PodTemplateSpec{Spec: corev1.PodSpec{Affinity: pinToNode(d.Node), Tolerations: d.Tolerations,
 			Containers: []corev1.Container{c}, Volumes: vols}})
 	}
-	var env []corev1.EnvVar
-	for _, k := range sortedKeys(d.Env) {
-		env = append(env, corev1.EnvVar{Name: k, Value: d.Env[k]})
-	}
+	env := envVars(d.Env)
 	if d.TokenSecret != "" {
-		env = append(env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: d.TokenSecret}, Key: "HF_TOKEN"}}})
+		env = append(env, tokenEnvVar(d.TokenSecret))
 	}
 	front := corev1.Container{Name: "main", Image: d.Image, Env: append(append([]corev1.EnvVar{}, env...), corev1.EnvVar{Name: "SERVED_MODEL_NAME", Value: d.Model})}
 	args := []string{"--model", d.Model}
@@ -125,13 +112,7 @@ func dynamoGraph(runID string, d DynamoSpec) *unstructured.Unstructured {
 	worker := corev1.Container{Name: "main", Image: d.Image, Command: []string{"python3", "-m", "dynamo.vllm"},
 		Args: append(args, d.ExtraArgs...), Env: env,
 		Resources: corev1.ResourceRequirements{Limits: gpuQuantity(max(1, d.TP))}}
-	var vols []corev1.Volume
-	if d.CachePVC != "" {
-		worker.Env = append(worker.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
-		worker.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
-		vols = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: d.CachePVC, ReadOnly: true}}}}
-	}
+	vols := readCache(&worker, d.CachePVC)
 	labels := map[string]any{}
 	for k, v := range runLabels(runID, RoleEngine, d.Node) {
 		labels[k] = v
@@ -207,7 +188,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 		if err == nil {
 			for i := range pods.Items {
 				p := &pods.Items[i]
-				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, r.cl.Client, r.podNS(), p.Name, c, prev, 20) }); pe != nil {
+				if pe := podProblem(p, tailLogs(ctx, r.cl.Client, r.podNS(), p.Name)); pe != nil {
 					return fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
 				}
 			}
@@ -346,10 +327,7 @@ func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model stri
 	r := h.r
 	tp := max(1, cfg.Engine.TP)
 	workers := len(slot.GPUs) / tp
-	img := r.opt.EngineImage
-	if img == "" {
-		img = DynamoImage
-	}
+	img := cmp.Or(r.opt.EngineImage, DynamoImage)
 	idx, mi := strconv.Itoa(h.index), strconv.Itoa(r.modelIndex(model))
 	name := r.podName("dgd", idx, mi)
 	sv := &pipeline.Served{Engine: results.EngineInfo{Kind: "dynamo-vllm", TP: tp,

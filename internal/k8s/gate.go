@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -148,10 +149,7 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 	}
 	at := vd.At.UTC().Format(time.RFC3339)
 	if v.Label {
-		action := vd.Action
-		if action == "" {
-			action = results.ActionNone
-		}
+		action := cmp.Or(vd.Action, results.ActionNone)
 		c.labels = map[string]string{LabelStatus: string(vd.Status), LabelVettedBy: vd.RunID, LabelAction: action}
 		c.ann[AnnotationVettedAt] = at
 		c.did = append(c.did, fmt.Sprintf("labelled %s=%s %s=%s %s=%s", LabelStatus, vd.Status, LabelVettedBy, vd.RunID, LabelAction, action))

@@ -8,7 +8,6 @@ import "github.com/gpuvet/gpuvet/internal/inpod"
 var (
 	EmitResult    = inpod.EmitResult
 	ExtractResult = inpod.ExtractResult
-	ErrNoResult   = inpod.ErrNoResult
 )
 
 // CompletionCheck is one server's answer to `gpuvet probe`.

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -29,12 +31,11 @@ import (
 //     GPUs), ready once the kubelet says Ready and a completion Job on the node got a real completion;
 //   - load: the load Job (`gpuvet run --backend endpoint` in a pod on the node).
 //
-// gpuvet itself does not reach the pods: on a real node they sit on a bridge inside the node's
-// network, private to the cluster. So every HTTP request goes from a Job on the node: the load Job
-// warms its engine up, runs the plan's load (with aicr's concurrency run when aicr gates are set)
-// and the functional suite, and the pipeline takes the load and the suite from its result (no
-// warm-up from here). Power, clocks, per-GPU telemetry and the busy watch read the GPUs, which only
-// the node can: the health Job checks them there; each endpoint's telemetry record says why it has none.
+// gpuvet itself does not reach the pods (on a real node they sit on a bridge private to the
+// cluster), so every HTTP request goes from a Job on the node: the load Job warms its engine up,
+// runs the plan's load (with aicr's concurrency run when aicr gates are set) and the functional
+// suite, and the pipeline takes both from its result. GPU telemetry only the node can read: the
+// health Job checks it there (noTelemetry).
 
 // noTelemetry is why a node's GPUs are not sampled during its loads.
 const noTelemetry = "no GPU telemetry from outside the node (power, clocks and the busy watch read the GPUs, which only the node can; the health Job checks them there)"
@@ -58,10 +59,7 @@ func (h *nodeHost) source() *nodeSource {
 	gpus := make([]results.GPUInfo, h.node.Free)
 	// GPU feature discovery writes the nvidia-smi name with dashes for spaces ("NVIDIA-H200"); the
 	// reference table and the accelerator overrides key on the nvidia-smi name.
-	name := strings.ReplaceAll(h.node.Product, "-", " ")
-	if name == "" {
-		name = string(GPUResource)
-	}
+	name := cmp.Or(strings.ReplaceAll(h.node.Product, "-", " "), string(GPUResource))
 	for i := range gpus {
 		gpus[i] = results.GPUInfo{Index: i, Name: name, UUID: fmt.Sprintf("%s/gpu-%d", h.node.Name, i), NUMANode: -1}
 	}
@@ -131,10 +129,7 @@ func unserved(h results.Host) error {
 	for _, m := range h.Models {
 		served, why := false, m.Error
 		for _, e := range m.Endpoints {
-			served = served || e.URL != ""
-			if why == "" {
-				why = e.Error
-			}
+			served, why = served || e.URL != "", cmp.Or(why, e.Error)
 		}
 		if !served && why != "" {
 			errs = append(errs, fmt.Sprintf("%s: no engine served: %s", m.Model, why))
@@ -352,9 +347,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 	got := s.Hosts[0].Models[0].Endpoints[0]
 	np.mu.Lock()
 	sv.result = &got
-	if np.version == "" {
-		np.version = s.Meta.EngineVersion
-	}
+	np.version = cmp.Or(np.version, s.Meta.EngineVersion)
 	np.mu.Unlock()
 	// The Job's functional failures are the functional phase's (np.functional hands them out); its
 	// serve failure is the engine's: Ready, but no real completion came back.
@@ -384,7 +377,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 
 // loadJob is the endpoint's load Job: `gpuvet run --backend endpoint` against url with the
 // endpoint's own plan (loadPlan), nothing else.
-func (h *nodeHost) loadJob(sv *nodeServed, url, model string) jobObject {
+func (h *nodeHost) loadJob(sv *nodeServed, url, model string) *batchv1.Job {
 	r := h.r
 	const out = "out" // relative: in-pod's fresh working directory
 	args := inpod.Command(sv.plan, out+"/summary.json", "run", "--backend", "endpoint", "--url", url, "--model", model, "--out", out)

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -92,7 +93,7 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 	var skipped []results.SkippedHost
 	for i := range items {
 		n := &items[i]
-		if len(sel.Names) > 0 && !contains(sel.Names, n.Name) {
+		if len(sel.Names) > 0 && !slices.Contains(sel.Names, n.Name) {
 			continue
 		}
 		q := n.Status.Allocatable[GPUResource]
@@ -161,17 +162,7 @@ func nodeReady(n *corev1.Node) bool {
 // untolerated returns the first NoSchedule/NoExecute taint none of the tolerations covers ("" none).
 func untolerated(taints []corev1.Taint, tols []corev1.Toleration) string {
 	for _, t := range taints {
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for _, tol := range tols {
-			if tolerates(tol, t) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+		if t.Effect != corev1.TaintEffectPreferNoSchedule && !slices.ContainsFunc(tols, func(tol corev1.Toleration) bool { return tolerates(tol, t) }) {
 			return t.ToString()
 		}
 	}
@@ -219,24 +210,13 @@ func ParseTolerations(s string) ([]corev1.Toleration, error) {
 		if k == "" {
 			return nil, fmt.Errorf("--tolerations %q: no key: want key[=value][:effect]", item)
 		}
-		t.Key = k
+		t.Key, t.Operator = k, corev1.TolerationOpExists
 		if hasV {
 			t.Operator, t.Value = corev1.TolerationOpEqual, v
-		} else {
-			t.Operator = corev1.TolerationOpExists
 		}
 		out = append(out, t)
 	}
 	return out, nil
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // gpuQuantity is n nvidia.com/gpu as a resource list.

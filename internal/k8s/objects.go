@@ -2,7 +2,9 @@ package k8s
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -10,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/enginekind"
@@ -120,12 +123,11 @@ func pinToNode(node string) *corev1.Affinity {
 // cachePVC is a model cache on the chosen StorageClass: one node's (ReadWriteOnce), or every
 // node's (ReadWriteMany, node "").
 func cachePVC(runID, name, node, storageClass string, size resource.Quantity, mode corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
-	sc := storageClass
 	return &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(runID, RoleCache, node)},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{mode},
-			StorageClassName: &sc,
+			StorageClassName: &storageClass,
 			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
 		},
 	}
@@ -135,8 +137,7 @@ func cachePVC(runID, name, node, storageClass string, size resource.Quantity, mo
 // health phase, or the load against one engine. It never retries (a retry would double the load)
 // and is removed a while after it ends even if gpuvet is gone.
 func gpuvetJob(runID, name, role, node, image string, args []string, gpus int, tols []corev1.Toleration) *batchv1.Job {
-	zero := int32(0)
-	ttl := int32(3600)
+	zero, ttl := int32(0), int32(3600)
 	c := corev1.Container{Name: "gpuvet", Image: image, Command: []string{GpuvetBinary}, Args: args,
 		ImagePullPolicy: corev1.PullIfNotPresent}
 	if gpus > 0 {
@@ -226,25 +227,43 @@ func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.
 	c := corev1.Container{Name: "engine", Image: es.Image, Command: args, ImagePullPolicy: corev1.PullIfNotPresent,
 		Ports:     []corev1.ContainerPort{{Name: "http", ContainerPort: EnginePort}},
 		Resources: corev1.ResourceRequirements{Limits: gpuQuantity(max(1, es.TP))},
-		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstrPort()}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromInt32(EnginePort)}},
 			PeriodSeconds: 5, FailureThreshold: 3},
+		Env: envVars(es.Env),
 	}
-	for _, k := range sortedKeys(es.Env) {
-		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: es.Env[k]})
-	}
-	pod := &corev1.Pod{
+	vols := readCache(&c, es.CachePVC)
+	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Affinity: pinToNode(node), Tolerations: tols,
-			Containers: []corev1.Container{c}},
+			Containers: []corev1.Container{c}, Volumes: vols},
+	}, nil
+}
+
+// envVars are env as a container's variables, in key order.
+func envVars(env map[string]string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, corev1.EnvVar{Name: k, Value: env[k]})
 	}
-	if es.CachePVC != "" {
-		c := &pod.Spec.Containers[0]
-		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
-		c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
-		pod.Spec.Volumes = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: es.CachePVC, ReadOnly: true}}}}
+	return out
+}
+
+// readCache mounts the model-cache PVC read-only into c (HF_HOME, the hub offline) and returns
+// the pod's volumes for it (none when pvc is "").
+func readCache(c *corev1.Container, pvc string) []corev1.Volume {
+	if pvc == "" {
+		return nil
 	}
-	return pod, nil
+	c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
+	return []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc, ReadOnly: true}}}}
+}
+
+// tokenEnvVar is HF_TOKEN from the run's Secret of that name.
+func tokenEnvVar(secret string) corev1.EnvVar {
+	return corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "HF_TOKEN"}}}
 }
 
 // CacheUser is the user and group the populate Job writes the cache as: the user of gpuvet's image
@@ -276,8 +295,7 @@ func withCache(j *batchv1.Job, pvc string, a CacheAccess) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_ENDPOINT", Value: a.Hub})
 	}
 	if a.TokenSecret != "" {
-		c.Env = append(c.Env, corev1.EnvVar{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{
-			SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: a.TokenSecret}, Key: "HF_TOKEN"}}})
+		c.Env = append(c.Env, tokenEnvVar(a.TokenSecret))
 	}
 	mount := []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
 	c.VolumeMounts = mount

@@ -19,20 +19,23 @@ import (
 func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 	c := plan.Config
 	kc := c.Kubernetes
+	bad := func(key string, err error) (fleet.Backend, func(), error) {
+		return nil, nil, fmt.Errorf("%s (%s): %v", key, plan.Source(key), err)
+	}
 	tols, err := ParseTolerations(strings.Join(kc.Tolerations, ","))
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes.tolerations (%s): %v", plan.Source("kubernetes.tolerations"), err)
+		return bad("kubernetes.tolerations", err)
 	}
 	if err := CheckSelector(kc.NodeSelector); err != nil {
-		return nil, nil, fmt.Errorf("kubernetes.node_selector (%s): %v", plan.Source("kubernetes.node_selector"), err)
+		return bad("kubernetes.node_selector", err)
 	}
 	hargs, err := splitArgs(kc.HealthArgs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes.health_args (%s): %v", plan.Source("kubernetes.health_args"), err)
+		return bad("kubernetes.health_args", err)
 	}
 	maxUnhealthy, err := fleet.ParseMaxUnhealthy(kc.MaxUnhealthy)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes.max_unhealthy (%s): %v", plan.Source("kubernetes.max_unhealthy"), err)
+		return bad("kubernetes.max_unhealthy", err)
 	}
 	cl, err := ConnectWith(kc.Kubeconfig, kc.Context, LimitsFrom(kc))
 	if err != nil {

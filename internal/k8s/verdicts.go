@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,17 +85,14 @@ func (v Verdicts) taints(st results.Status) bool {
 // flags names the settings asking for it, for error messages.
 func (v Verdicts) flags() string {
 	var f []string
-	if v.Label {
-		f = append(f, "--label-nodes (kubernetes.label_nodes)")
-	}
-	if v.TaintFailed {
-		f = append(f, "--taint-failed (kubernetes.taint_failed)")
-	}
-	if v.TaintFlagged {
-		f = append(f, "--taint-flagged (kubernetes.taint_flagged)")
-	}
-	if v.Gate {
-		f = append(f, "--gate (kubernetes.gate)")
+	for _, s := range []struct {
+		on   bool
+		what string
+	}{{v.Label, "--label-nodes (kubernetes.label_nodes)"}, {v.TaintFailed, "--taint-failed (kubernetes.taint_failed)"},
+		{v.TaintFlagged, "--taint-flagged (kubernetes.taint_flagged)"}, {v.Gate, "--gate (kubernetes.gate)"}} {
+		if s.on {
+			f = append(f, s.what)
+		}
 	}
 	return strings.Join(f, " and ")
 }
@@ -145,12 +143,7 @@ type Verdict struct {
 }
 
 // gate is the status the taints and the gate act on: the node's hardware status.
-func (vd Verdict) gate() results.Status {
-	if vd.Hardware != "" {
-		return vd.Hardware
-	}
-	return vd.Status
-}
+func (vd Verdict) gate() results.Status { return cmp.Or(vd.Hardware, vd.Status) }
 
 // labelled reports whether a status is one the status label holds.
 func labelled(st results.Status) bool {
@@ -201,9 +194,7 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, rea
 			patch["metadata"] = meta
 		}
 		if len(patch) > 0 {
-			if err := patchNode(ctx, cs, node, patch); err != nil {
-				return err
-			}
+			return patchNode(ctx, cs, node, patch)
 		}
 		return nil
 	})
@@ -285,11 +276,7 @@ func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, n 
 	if !v.tainting() && !v.Gate {
 		return nil, vd, nil
 	}
-	taken := takenGPUs(h, v)
-	if len(taken) == 0 {
-		return nil, vd, nil
-	}
-	taken = slices.DeleteFunc(taken, func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
+	taken := slices.DeleteFunc(takenGPUs(h, v), func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
 	if len(taken) == 0 || !v.wantsQuarantine(n, vd.gate()) {
 		return nil, vd, nil
 	}
@@ -413,9 +400,9 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		}
 	}
 	var errs []error
-	prefix := ""
+	prefix, verb := "", "tainted"
 	if v.DryRun {
-		prefix = "dry run: would have "
+		prefix, verb = "dry run: would have ", "would have been tainted"
 	}
 	for _, nv := range nodes {
 		act := results.NodeAction{Node: nv.h.Name, Status: nv.h.GateStatus(), DryRun: v.DryRun, Held: nv.c.held, Attention: nv.c.loud}
@@ -441,10 +428,6 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			say("node %s: NEEDS A PERSON: %s", nv.h.Name, nv.c.loud)
 			s.Caveats = append(s.Caveats, fmt.Sprintf("NEEDS A PERSON: node %s %s", nv.h.Name, nv.c.loud))
 		}
-	}
-	verb := "tainted"
-	if v.DryRun {
-		verb = "would have been tainted"
 	}
 	if err := breaker.Err(verb); err != nil {
 		errs = append([]error{err}, errs...)

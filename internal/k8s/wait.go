@@ -151,18 +151,21 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// tailLogs returns the last n lines of a container's log ("" when there is none).
-func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod, container string, previous bool, n int64) string {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	b, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous, TailLines: &n}).DoRaw(ctx)
-	if err != nil && previous {
-		b, err = cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &n}).DoRaw(ctx)
+// tailLogs reads the last 20 lines of a container of the pod ("" when there is none): podProblem's logs.
+func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod string) func(container string, previous bool) string {
+	return func(container string, previous bool) string {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n := int64(20)
+		b, err := cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Previous: previous, TailLines: &n}).DoRaw(ctx)
+		if err != nil && previous {
+			b, err = cs.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, TailLines: &n}).DoRaw(ctx)
+		}
+		if err != nil {
+			return ""
+		}
+		return strings.TrimRight(string(b), "\n")
 	}
-	if err != nil {
-		return ""
-	}
-	return strings.TrimRight(string(b), "\n")
 }
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
@@ -191,7 +194,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 					continue
 				}
 				seen[n] = true
-				if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, n, c, prev, 20) }); pe != nil {
+				if pe := podProblem(p, tailLogs(ctx, cs, ns, n)); pe != nil {
 					return pe
 				}
 				if podReady(p) {
@@ -360,14 +363,13 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 			return log, true, fmt.Errorf("job %s: %w", name, d)
 		}
 		if failed { // a container that never ran (its init container failed) has no log: the reason says why
-			logs := func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }
-			return log, true, fmt.Errorf("job %s failed: %s", name, podFailure(p, log, logs))
+			return log, true, fmt.Errorf("job %s failed: %s", name, podFailure(p, log, tailLogs(ctx, cs, ns, p.Name)))
 		}
 		if p.Status.Phase == corev1.PodSucceeded || done == "complete" {
 			return log, true, nil
 		}
 	}
-	if pe := podProblem(p, func(c string, prev bool) string { return tailLogs(ctx, cs, ns, p.Name, c, prev, 20) }); pe != nil {
+	if pe := podProblem(p, tailLogs(ctx, cs, ns, p.Name)); pe != nil {
 		return nil, true, fmt.Errorf("job %s: %w", name, pe)
 	}
 	return nil, false, nil

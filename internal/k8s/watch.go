@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,21 +193,17 @@ func (w *nsWatch) recheck(tick time.Duration) <-chan time.Time {
 }
 
 func (w *nsWatch) pod(ns, name string) (*corev1.Pod, bool) {
-	o, ok, _ := w.pods.GetStore().GetByKey(ns + "/" + name)
-	if !ok {
-		return nil, false
-	}
-	p, ok := o.(*corev1.Pod)
-	return p, ok
+	return stored[*corev1.Pod](w.pods, ns, name)
+}
+func (w *nsWatch) job(ns, name string) (*batchv1.Job, bool) {
+	return stored[*batchv1.Job](w.jobs, ns, name)
 }
 
-func (w *nsWatch) job(ns, name string) (*batchv1.Job, bool) {
-	o, ok, _ := w.jobs.GetStore().GetByKey(ns + "/" + name)
-	if !ok {
-		return nil, false
-	}
-	j, ok := o.(*batchv1.Job)
-	return j, ok
+// stored is the informer's object ns/name, if it holds one of type T.
+func stored[T any](inf cache.SharedIndexInformer, ns, name string) (T, bool) {
+	o, _, _ := inf.GetStore().GetByKey(ns + "/" + name)
+	t, ok := o.(T)
+	return t, ok
 }
 
 // jobPods are the Job's pods (the Job controller's label), oldest first.
@@ -218,11 +215,7 @@ func (w *nsWatch) jobPods(job string) []*corev1.Pod {
 			out = append(out, p)
 		}
 	}
-	for i := 1; i < len(out); i++ { // a handful at most (backoffLimit 0: one)
-		for j := i; j > 0 && out[j].CreationTimestamp.Before(&out[j-1].CreationTimestamp); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b *corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
 	return out
 }
 
