@@ -12,13 +12,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 )
 
-// The generic clean runner: `gpuvet clean` gathers the manifests of killed runs, hands each
-// backend its own, and each backend's Cleaner removes what they list (kubectl's drain shape: the
-// logic here and in the backends, the command only calls it).
-
-// CleanRequest is what `gpuvet clean` was asked: the plan resolved from -c/--set/GPUVET_* and the
-// connection flags (SSH keys, the OpenNebula credentials variable, the cluster), the run id (""
-// every run), --cache and --untaint, and where to say what was removed.
+// CleanRequest is what `gpuvet clean` was asked: the plan (-c/--set/GPUVET_* and the connection
+// flags), the run id ("": every run), --cache and --untaint, and where to say what was removed.
 type CleanRequest struct {
 	Plan    *config.Plan
 	RunID   string
@@ -27,14 +22,12 @@ type CleanRequest struct {
 	Out     io.Writer
 }
 
-// Cleaner removes what runs of one backend left: it gets the request and the manifests of the
-// backend's killed runs (possibly none: a backend that finds leftovers by label). An *InputError
-// is bad input (exit 2), found before anything was removed.
+// Cleaner removes what one backend's killed runs left, from their manifests (possibly none: a
+// backend that finds leftovers by label). An *InputError is bad input, found before any removal.
 type Cleaner func(ctx context.Context, req CleanRequest, manifests []*Manifest) error
 
-// CleanBackends runs each backend's cleaner over its manifests, in name order; cleaner says which
-// cleaner a backend has (false: none in this gpuvet). The error joins every backend's; it is an
-// *InputError when one of them refused bad input.
+// CleanBackends runs each backend's cleaner (false: none in this gpuvet) over its manifests, in
+// name order. The error joins every backend's: an *InputError when one refused bad input.
 func CleanBackends(ctx context.Context, req CleanRequest, byBackend map[string][]*Manifest, cleaner func(backend string) (Cleaner, bool)) error {
 	names := make([]string, 0, len(byBackend))
 	for b := range byBackend {
@@ -60,9 +53,9 @@ func CleanBackends(ctx context.Context, req CleanRequest, byBackend map[string][
 }
 
 // GatherManifests gathers the manifests to clean, by backend: the files given, else the state
-// directory's (filtered by backend and run id), each claimed (a live run's is left to it, with a
-// warning on warn). The backend asked for, and those in label, are listed even with no manifest,
-// for cleaners that find leftovers without one (Kubernetes, by label). Errors are *InputError.
+// directory's (by backend and run id), each claimed (a live run's is left to it, said on warn).
+// backend and those in label are listed even without a manifest (Kubernetes finds leftovers by
+// label). Errors are *InputError.
 func GatherManifests(backend string, label []string, runID string, files []string, out, warn io.Writer) (map[string][]*Manifest, error) {
 	byBackend := map[string][]*Manifest{}
 	for _, b := range append(label, backend) {
@@ -126,9 +119,8 @@ func FinishManifests(ms []*Manifest, gone func(Object) bool) error {
 	return errors.Join(errs...)
 }
 
-// Remover removes one object of manifest m with the settings of plan; say reports a step. A
-// manifest is a file anyone may have edited: what it names is checked before anything is sent or
-// deleted.
+// Remover removes one object of manifest m with the settings of plan; say reports a step. What a
+// manifest names is checked before anything is sent or deleted (anyone may have edited it).
 type Remover func(ctx context.Context, plan *config.Plan, m *Manifest, o Object, say func(string)) error
 
 // Removers are a backend's removers, by object kind, for one clean.
@@ -145,10 +137,10 @@ type Removers struct {
 // CleanParallel bounds how many objects are removed at once (VMs take a while to reach DONE).
 const CleanParallel = 8
 
-// ObjectCleaner is the cleaner of a backend whose manifests list every object (ssh, opennebula):
-// removers gives the removers for one clean (each call may hold its own locks). It removes every
-// live object of the manifests, in parallel (bounded), First kinds first, marking each as it goes;
-// a manifest file goes when nothing of it is left. Anything left is an error naming it.
+// ObjectCleaner is the cleaner of a backend whose manifests list every object (ssh, opennebula),
+// with removers' removers for each clean (they may hold locks of their own): every live object goes,
+// in bounded parallel, First kinds first, each marked as it goes; a manifest file goes when
+// nothing of it is left. Anything left is an error naming it.
 func ObjectCleaner(removers func() Removers) Cleaner {
 	return func(ctx context.Context, req CleanRequest, ms []*Manifest) error {
 		return cleanObjects(ctx, req, ms, removers())

@@ -12,11 +12,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// A large fleet's summary.json holds each host's digest: what the fleet's readers read of it (the
-// heat map and the ranked nodes, the terminal's fleet block, the run's verdict, JUnit, CTRF and the
-// Prometheus textfile rebuilt by `gpuvet report`), the rest left to the host's DetailFile, which
-// `gpuvet report` reads for every host it renders in full. Its baseline.json (--save-baseline)
-// keeps, beyond the digest, what a comparison against it weighs (digestBaseline).
+// A large fleet's summary.json holds each host's digest: what the fleet's readers read (heat map,
+// ranked nodes, the terminal's fleet block, the verdict, JUnit, CTRF, Prometheus), the rest left to
+// the host's DetailFile. Its baseline.json also keeps what a comparison against it weighs.
 
 // digestKind says what a digest is for.
 type digestKind int
@@ -49,13 +47,10 @@ func digest(s *results.Summary, k digestKind) *results.Summary {
 	return &out
 }
 
-// writeDigest writes a digested summary with every zero-valued field left out (a false, a 0, an
-// empty string or list, an all-zero object): at 1,000 nodes × 8 GPUs the keys of zeros were a
-// fifth of the file. A reader decoding into results' types sees the same values (a missing field
-// decodes to its zero), older gpuvet versions included; a pointer that is set is always written.
-// It is marshalled by the module of encoding/json/v2 with v1's semantics (names, omitempty, methods)
-// and the one option the standard library's v1 lacks: omitzero on every field. Compact, as the host
-// files are: a digest is read by tools (indented, the same file is 2.3 times larger).
+// writeDigest writes a digested summary compact (indented is 2.3 times larger) and with every
+// zero-valued field left out: at 1,000 nodes × 8 GPUs the keys of zeros were a fifth of the file,
+// and a missing field decodes to the same zero (a set pointer is always written). encoding/json/v2
+// with v1's semantics gives the one option v1 lacks: omitzero on every field.
 func writeDigest(path string, s *results.Summary) error {
 	b, err := jsonv2.Marshal(s, jsonv1.DefaultOptionsV1(), jsonv2.OmitZeroStructFields(true))
 	if err != nil {
@@ -64,17 +59,12 @@ func writeDigest(path string, s *results.Summary) error {
 	return writeCompact(path, json.RawMessage(b))
 }
 
-// digestHost is what a large fleet's summary keeps of a host: what it is (GPU inventory ids: index,
-// name, UUID, serial, PCI bus, NUMA node, memory), how it did (statuses, flags, errors at every level,
-// every verdict that did not pass, failed API tests) and per endpoint the figures a fleet is read by
-// (digestLoad; mean power and tok/J), figures rounded to 6 significant digits. A baseline's
-// digest adds what a comparison against it weighs: the intervals and rungs behind each compared
-// figure (digestLoad) and the microbenchmarks' figures. Left for the DetailFile: the rest of the
-// microbenchmarks, burn, interconnect, DCGM tests, GPU-to-GPU tables, the other rungs, every
-// distribution's mean, min, max and p90 and the E2E one, verdicts that passed or were disabled,
-// passed API tests, speed of light, time to ready, peak power, the client's reasons per rung, telemetry, time
-// series, notes on power, endpoint URLs, engine command lines and timing; discovery's GPU list
-// where health lists the same GPUs.
+// digestHost is what a large fleet's summary keeps of a host: what it is (the GPUs' ids), how it
+// did (statuses, flags, errors at every level, verdicts that did not pass, failed API tests) and
+// per endpoint the figures a fleet is read by (digestLoad; mean power, tok/J), rounded to 6
+// significant digits. A baseline's digest adds the microbenchmarks' figures and what a comparison
+// weighs (digestLoad). The rest (burn, interconnect, DCGM tests, other rungs and percentiles,
+// telemetry, timing, …) is left to the DetailFile.
 func digestHost(h results.Host, k digestKind) results.Host {
 	d := results.Host{Name: h.Name, Status: h.Status, Flags: h.Flags, Error: h.Error, DetailFile: h.DetailFile, VMs: h.VMs, Prep: h.Prep, GPUs: h.GPUs,
 		Discovery: results.Discovery{Source: h.Discovery.Source, Note: h.Discovery.Note, Error: h.Discovery.Error}}
@@ -143,12 +133,11 @@ func digestEndpoint(e results.Endpoint, k digestKind) results.Endpoint {
 	return d
 }
 
-// digestLoad keeps of a load its headline figures (peak output tok/s, sustained req/s), whether the
-// client or the sweep limits them, and the synchronous rung: its requests, TTFT and ITL p95 and TPOT
-// p95 and median with their counts, the figures judge.LLMMetrics compares
-// (the heat map shows the ITL p95). A baseline's digest adds what those comparisons weigh: the
-// synchronous rung's intervals, the rung behind the peak (its requests and the interval of its
-// output tok/s, which the throughput figures take) and the concurrency rung (aicr's figures).
+// digestLoad keeps of a load its headline figures, whether the client or the sweep limits them,
+// and the synchronous rung's requests, TTFT and ITL p95 and TPOT p95 and median with their counts
+// (what judge.LLMMetrics compares). A baseline's digest adds what those comparisons weigh: the
+// synchronous rung's intervals, the peak rung (its requests and output tok/s interval) and the
+// concurrency rung (aicr's figures).
 func digestLoad(l *results.Load, k digestKind) *results.Load {
 	dl := &results.Load{PeakOutputTokS: round(l.PeakOutputTokS), SustainedReqS: round(l.SustainedReqS),
 		Interrupted: l.Interrupted, Error: l.Error, Client: results.ClientCheck{ClientLimited: l.Client.ClientLimited}}
@@ -207,10 +196,9 @@ func roundCompare(c results.Compare) results.Compare {
 	return c
 }
 
-// round rounds a figure to 6 significant digits (0.0001 % of it, far below any measurement's noise):
-// the digest's figures print in 6 or 7 characters instead of 17 (1.1 MB of 8.3 at 1,000 nodes). A
-// report rebuilt from the digest may print a figure's last digit one off the run's own (3,924 for
-// 3,923.4996 tok/s) in about 1 % of its figures.
+// round rounds a figure to 6 significant digits (far below any measurement's noise): 6 or 7
+// characters instead of 17 (1.1 MB of 8.3 at 1,000 nodes). A report rebuilt from it may print a
+// last digit one off (3,924 for 3,923.4996 tok/s) in about 1 % of its figures.
 func round(v float64) float64 {
 	r, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 6, 64), 64)
 	if err != nil { // ±Inf and NaN are never in a summary (JSON cannot hold them)

@@ -19,10 +19,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Backend is what a fleet backend (ssh, opennebula, kubernetes) gives Execute: the hosts of one
-// run. Execute owns the rest (run id, manifest, the bounded parallel run, merge, judging, outputs,
-// exit status). A fleet run inside another (opennebula's bare-metal nodes) is a Backend too, run
-// by Nested.
+// Backend is what a fleet backend (ssh, opennebula, kubernetes, slurm) gives Execute: the hosts of
+// one run; Execute owns the rest (run id, manifest, the bounded parallel run, merge, judging,
+// outputs, exit status). Nested runs one inside another run (opennebula's bare-metal nodes).
 type Backend interface {
 	// Hosts lists the run's hosts (nothing created yet) and the ones left out, with their reasons.
 	// An error is bad input (exit 2): nothing was created. A backend may set the manifest's target
@@ -36,17 +35,16 @@ type Backend interface {
 	Finish(s *results.Summary)
 }
 
-// Closer is a Backend with run-wide objects of its own (a Kubernetes run's namespace): Execute
-// calls Close once every host is done (its Cleanup run), whatever happened, before merging. An
-// error is something left behind (the run gets a LEFTOVERS caveat).
+// Closer is a Backend with run-wide objects of its own (a Kubernetes run's namespace): Close runs
+// once every host's Cleanup is done, whatever happened, before merging; its error is something
+// left behind (a LEFTOVERS caveat).
 type Closer interface {
 	Close(ctx context.Context, outs []Outcome) error
 }
 
-// Verdicter is a Backend that writes the judged verdicts back where its hosts live (backend
-// kubernetes labels and taints its nodes): Execute calls ApplyVerdicts once the merged summary is
-// judged (node to node, gates, baseline), before it is written, unless the run was interrupted.
-// An error is a caveat and fails the run (exit 1); the verdicts themselves stand.
+// Verdicter is a Backend that writes the verdicts back where its hosts live (kubernetes' labels and
+// taints, slurm's drains): ApplyVerdicts runs once the merged summary is judged, before it is
+// written, unless the run was interrupted. Its error is a caveat and fails the run (exit 1).
 type Verdicter interface {
 	ApplyVerdicts(ctx context.Context, s *results.Summary) error
 }
@@ -60,6 +58,13 @@ type RunInfo struct {
 	Say      func(line string) // progress, one line
 	// ToolVersion is gpuvet's version, recorded in every summary of the run.
 	ToolVersion string
+}
+
+// Log says line on r.Say, when the run has one.
+func (r RunInfo) Log(line string) {
+	if r.Say != nil {
+		r.Say(line)
+	}
 }
 
 // ExecOptions are the process-wide things Execute needs from its caller.
@@ -77,15 +82,12 @@ func (e *InputError) Unwrap() error { return e.Err }
 // ErrInterrupted is the error of a run stopped by Ctrl-C or SIGTERM (partial results kept).
 var ErrInterrupted = errors.New("interrupted")
 
-// NewRunID is results.NewRunID: a run id unique even for runs started in the same second.
-func NewRunID(t time.Time) string { return results.NewRunID(t) }
-
 // Execute runs one fleet run: hosts (or VMs) in parallel, one merged, judged summary and its
 // reports. The error is an *InputError (nothing started), ErrInterrupted (wrapped), or a failed run.
 func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) error {
 	c := plan.Config
 	start := time.Now().UTC()
-	runID := NewRunID(start)
+	runID := results.NewRunID(start)
 	var mu sync.Mutex
 	say := func(line string) {
 		mu.Lock()
@@ -115,10 +117,9 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	hist := &history.Session{} // the store, opened once: read before the judge, written after it
 	defer hist.Close()
 	s, outs, err := run(ctx, plan, b, r, start, stages{
-		started: func(hosts int, skipped []results.SkippedHost, parallel int) error {
+		started: func(hosts, parallel int) error {
 			// Until the run ends, summary.json says it has not: a controller killed with kill -9
-			// leaves a summary that never reads as ok, and `gpuvet clean` collects the hosts'
-			// partial results.
+			// leaves a summary that never reads as ok.
 			started := base(plan, runID, start, o.ToolVersion)
 			started.Status = results.StatusIncomplete
 			// The advice names the run, not a file: this summary is never a manifest (clean refuses it).
@@ -128,9 +129,6 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 				return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
 			}
 			say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, hosts, parallel, m.Path()))
-			for _, sk := range skipped {
-				say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
-			}
 			return nil
 		},
 		// Each node against its own acceptance run: read before judging, recorded once judged.
@@ -144,31 +142,20 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	return finish(ctx, plan, b, s, m, outs, o, hist)
 }
 
-// Nested runs a fleet inside another run (opennebula's bare-metal re-measure of its nodes, before
-// any VM): the same core as Execute (the backend's hosts, the bounded parallel run, Close, Merge,
-// the backend's Finish, judge.Fleet), under the outer run's id and manifest (r), its merged and
-// judged summary written to r.Out/summary.json. The outer run owns the rest: Nested makes no
-// manifest, writes no started summary, records no history, writes back no verdicts and has no
-// exit status. Progress goes to r.Say. The error is an *InputError (nothing started), or the
-// summary not written (the summary is returned all the same).
+// Nested runs a fleet inside another run (opennebula's bare-metal re-measure before any VM): the
+// core of Execute (run) under the outer run's id and manifest (r), its judged summary written to
+// r.Out/summary.json. The outer run owns the rest (manifest, history, verdicts, exit status). The
+// error is an *InputError (nothing started), or the summary not written (it is returned anyway).
 func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*results.Summary, []Outcome, error) {
 	if err := os.MkdirAll(r.Out, 0o755); err != nil {
 		return nil, nil, &InputError{fmt.Errorf("%s: %v", r.Out, err)}
 	}
-	say := func(line string) {
-		if r.Say != nil {
-			r.Say(line)
-		}
-	}
 	s, outs, err := run(ctx, plan, b, r, time.Now().UTC(), stages{
-		started: func(hosts int, skipped []results.SkippedHost, parallel int) error {
-			say(fmt.Sprintf("%d host(s), %d at once, results in %s", hosts, parallel, r.Out))
-			for _, sk := range skipped {
-				say(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
-			}
+		started: func(hosts, parallel int) error {
+			r.Log(fmt.Sprintf("%d host(s), %d at once, results in %s", hosts, parallel, r.Out))
 			return nil
 		},
-		warn: func(msg string) { say("WARNING: " + msg) },
+		warn: func(msg string) { r.Log("WARNING: " + msg) },
 	})
 	if err != nil {
 		return nil, nil, err
@@ -186,9 +173,8 @@ func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*resu
 	return s, outs, nil
 }
 
-// Succeeded is s narrowed to the hosts whose own run finished without an error (report.HostsOnly:
-// their node-to-node figures and caveats, a status rolled up from theirs): what a nested run's
-// caller may take as figures (opennebula's bare-metal baseline); nil when no host's did.
+// Succeeded is s narrowed (report.HostsOnly) to the hosts whose own run finished without an error:
+// what a nested run's caller may take as figures (opennebula's bare-metal baseline); nil if none.
 func Succeeded(s *results.Summary, outs []Outcome) *results.Summary {
 	var names []string
 	for _, h := range s.Hosts {
@@ -208,18 +194,17 @@ func Succeeded(s *results.Summary, outs []Outcome) *results.Summary {
 
 // stages are where Execute and Nested differ inside run (nil: nothing).
 type stages struct {
-	// started runs once the hosts are known, before any runs; its error (an *InputError) ends the
-	// run before anything was created.
-	started func(hosts int, skipped []results.SkippedHost, parallel int) error
+	// started runs once the hosts are known, before any runs (the skipped ones are said after
+	// it); its error (an *InputError) ends the run before anything was created.
+	started func(hosts, parallel int) error
 	// judging runs on the merged summary just before it is judged.
 	judging func(s *results.Summary)
 	// warn says one thing left behind (a Closer's error).
 	warn func(msg string)
 }
 
-// run is the core of every fleet run, Execute's and Nested's: the backend's hosts, the bounded
-// parallel run, Close, the merge, the backend's Finish, and judging node to node (judge.Fleet).
-// Its error is an *InputError: nothing was started.
+// run is the core of Execute and Nested: the backend's hosts, the bounded parallel run, Close,
+// the merge, the backend's Finish, and judging node to node. Its error is an *InputError.
 func run(ctx context.Context, plan *config.Plan, b Backend, r RunInfo, start time.Time, st stages) (*results.Summary, []Outcome, error) {
 	hosts, skipped, err := b.Hosts(ctx, r)
 	if err != nil {
@@ -227,16 +212,15 @@ func run(ctx context.Context, plan *config.Plan, b Backend, r RunInfo, start tim
 	}
 	parallel := b.Parallel()
 	if st.started != nil {
-		if err := st.started(len(hosts), skipped, parallel); err != nil {
+		if err := st.started(len(hosts), parallel); err != nil {
 			return nil, nil, err
 		}
 	}
+	for _, sk := range skipped {
+		r.Log(fmt.Sprintf("skipped %s: %s", sk.Name, sk.Reason))
+	}
 	outs := Run(ctx, hosts, Options{Parallel: parallel, CleanupTimeout: b.CleanupTimeout(), ExpectGPUs: plan.Config.Health.ExpectGPUs,
-		Progress: func(f string, a ...any) {
-			if r.Say != nil {
-				r.Say(fmt.Sprintf(f, a...))
-			}
-		}})
+		Progress: func(f string, a ...any) { r.Log(fmt.Sprintf(f, a...)) }})
 	var closeErr error
 	if cl, ok := b.(Closer); ok {
 		closeErr = cl.Close(ctx, outs)
@@ -253,15 +237,14 @@ func run(ctx context.Context, plan *config.Plan, b Backend, r RunInfo, start tim
 		st.judging(s)
 	}
 	if err := judge.Fleet(s, plan); err != nil {
-		s.Error = joinErr(s.Error, "judge: "+err.Error())
+		s.Error = JoinErr(s.Error, "judge: "+err.Error())
 		s.Status = results.StatusFailed
 	}
 	return s, outs, nil
 }
 
-// base is the merged summary's identity (pipeline.NewSummary: the run, the tool, the plan's meta).
-// The hosts' own runs choose their GPUs at once: with auto, the merge takes the most any host
-// loaded (each host's choice is its hosts[].parallel).
+// base is the merged summary's identity (pipeline.NewSummary). With parallel_gpus auto each host
+// chooses its own (hosts[].parallel), and the merge takes the most any host loaded.
 func base(plan *config.Plan, runID string, start time.Time, version string) *results.Summary {
 	s := pipeline.NewSummary(plan, runID, start, version)
 	s.Status = results.StatusOK
@@ -272,8 +255,8 @@ func base(plan *config.Plan, runID string, start time.Time, version string) *res
 	return s
 }
 
-// finish judges the merged, node-to-node judged summary against a baseline, writes it and the reports,
-// closes the manifest (loudly when something is left) and returns the run's error.
+// finish judges the merged summary against a baseline, writes it and the reports, closes the
+// manifest (loudly when something is left) and returns the run's error.
 func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summary, m *Manifest, outs []Outcome, o ExecOptions, hist *history.Session) error {
 	c := plan.Config
 	if c.Run.Baseline != "" {
@@ -289,8 +272,7 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	}
 	if interrupted {
 		markInterrupted(s, outs)
-		// The manifest stays, every object marked as it went: `gpuvet clean --manifest` on the path
-		// printed at the start confirms that nothing is left (or removes what is).
+		// The manifest stays: `gpuvet clean --manifest` confirms nothing is left (or removes it).
 		if err := m.Keep(); err != nil {
 			fmt.Fprintln(o.Stderr, "gpuvet: WARNING: run manifest:", err)
 		}
@@ -330,8 +312,8 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	return nil
 }
 
-// exitCode is the run's exit code for its judged summary: the acceptance mode's contract, or
-// the default one with run.fail_on_flag and run.fail_on_inconclusive.
+// exitCode is the run's exit code: the acceptance mode's contract, or the default one with
+// run.fail_on_flag and run.fail_on_inconclusive.
 func exitCode(s *results.Summary, r config.Run) int {
 	if r.Acceptance {
 		return judge.AcceptanceExitCode(s)
@@ -355,8 +337,8 @@ func (e *StatusError) Error() string {
 }
 
 // markInterrupted sets the run, and every host the interrupt cut short, interrupted (never
-// started: not_run). Judge rolls a host with an error up to failed; an interrupt is not a failure
-// of the host. A host that had finished, or failed on its own, keeps its status.
+// started: not_run): an interrupt is not the host's failure. A host that had finished, or failed
+// on its own, keeps its status.
 func markInterrupted(s *results.Summary, outs []Outcome) {
 	for _, o := range outs {
 		if o.Interrupted == "" {
@@ -370,6 +352,6 @@ func markInterrupted(s *results.Summary, outs []Outcome) {
 			}
 		}
 	}
-	s.Error = joinErr(s.Error, "interrupted: results are partial")
+	s.Error = JoinErr(s.Error, "interrupted: results are partial")
 	s.Status = results.StatusInterrupted
 }

@@ -156,7 +156,7 @@ func TestRunIDsUnique(t *testing.T) {
 	now := time.Now()
 	seen := map[string]bool{}
 	for range 200 {
-		id := NewRunID(now)
+		id := results.NewRunID(now)
 		if seen[id] {
 			t.Fatalf("run id %s twice in one second", id)
 		}

@@ -32,12 +32,6 @@ type Host interface {
 	Cleanup(ctx context.Context) error
 }
 
-// Skipped is a host the backend chose not to run, with the reason (e.g. "no free nvidia.com/gpu").
-type Skipped struct {
-	Name   string `json:"name"`
-	Reason string `json:"reason"`
-}
-
 // Phases a host goes through; an Outcome's Phase names the one that failed.
 const (
 	PhaseProvision = "provision"
@@ -80,9 +74,9 @@ type Options struct {
 	ExpectGPUs int
 }
 
-// Run drives every host through Provision → Run → Cleanup, at most opt.Parallel at a time, and
-// returns one Outcome per host in the order given. A host that fails or panics is recorded; the
-// others go on. Cleanup always runs, even when ctx is cancelled.
+// Run drives every host through Provision → Run → Cleanup (always, even when ctx is cancelled), at
+// most opt.Parallel at a time, and returns one Outcome per host in order. A host that fails or
+// panics is recorded; the others go on.
 func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 	par := max(1, opt.Parallel)
 	out := make([]Outcome, len(hosts))
@@ -137,11 +131,7 @@ func runHost(ctx context.Context, h Host, opt Options) Outcome {
 	if o.Err != nil {
 		say("FAILED in %s: %v", o.Phase, o.Err)
 	}
-	timeout := opt.CleanupTimeout
-	if timeout <= 0 {
-		timeout = 2 * time.Minute
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), OrDefault(opt.CleanupTimeout, 2*time.Minute))
 	defer cancel()
 	switch err := protect(func() error { return h.Cleanup(cctx) }); {
 	case errors.Is(err, ErrNothingMade):
@@ -153,6 +143,14 @@ func runHost(ctx context.Context, h Host, opt Options) Outcome {
 		say("cleaned up")
 	}
 	return o
+}
+
+// OrDefault is d, or def when d is not positive (an unset timeout).
+func OrDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 // ErrNothingMade is what a host's Cleanup returns when the run made nothing there (it never
@@ -170,9 +168,8 @@ func protect(fn func() error) (err error) {
 	return fn()
 }
 
-// ShellRunner runs one POSIX shell script on a host and returns its stdout; the error carries the
-// exit status and stderr. Host preparation and the vfio release talk to a host through it (the ssh
-// backend's connection, or a test's chroot).
+// ShellRunner runs one POSIX shell script on a host (the ssh backend's connection, a test's chroot)
+// and returns its stdout; the error carries the exit status and stderr.
 type ShellRunner interface {
 	Run(ctx context.Context, script string) (string, error)
 }

@@ -22,27 +22,24 @@ import (
 )
 
 // Manifest is the run's list of every object a backend creates (namespaces, pods, VMs, remote
-// directories), each written to disk *before* it is created and marked deleted after. A run that is
-// killed leaves its manifest behind; `gpuvet clean` reads it and removes what is still listed.
-// It holds names and places only, never a secret.
+// directories), each written to disk *before* it is created and marked deleted after; `gpuvet
+// clean` removes what a killed run's still lists. Names and places only, never a secret.
 //
-// It is two files: the document (Path: the run, where its objects live, and its objects as of the
-// document's last full write) and its journal beside it (one JSON line per change since: an object
-// recorded, or objects deleted). Recording an object is one append, so keeping the manifest costs a
-// run in proportion to its objects, not their square: a 1,000-node Kubernetes run records ~42,000,
-// and rewriting the whole document for each took most of gpuvet's own CPU and held every node
-// waiting on the manifest's lock. Reading replays the journal over the document.
+// It is two files: the document (Path, as of its last full write) and its journal beside it (one
+// JSON line per change since), replayed over it when read. A record is one append: a 1,000-node
+// Kubernetes run records ~42,000 objects, and rewriting the document for each took most of
+// gpuvet's own CPU and held every node waiting on the manifest's lock.
 type Manifest struct {
 	mu      sync.Mutex
 	path    string
 	index   map[Object]int // an object's key → its place in Objects
 	journal *os.File       // open for appending once the first change is written
-	// cut is where a journal line cut short by a crash begins (-1: none), and size the journal's
-	// size as read: the first change this manifest writes cuts the half line first (claimJournal).
+	// cut is where a journal line cut short by a crash begins (-1: none), size the journal's size
+	// as read: the first change written cuts the half line first (openJournal).
 	cut, size int64
 
-	// Format and Version mark the file as a gpuvet run manifest: any other JSON (a summary.json
-	// naming a backend and a run id) is refused, never cleaned or deleted.
+	// Format and Version mark a gpuvet run manifest: any other JSON (a summary.json naming a
+	// backend and a run id) is refused, never cleaned or deleted.
 	Format    string    `json:"format"`
 	Version   int       `json:"version"`
 	Backend   string    `json:"backend"`
@@ -60,16 +57,15 @@ type Object struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace,omitempty"`
 	Host      string `json:"host,omitempty"`
-	// Via is how `gpuvet clean` reconnects to Host: the name the user gave (an ssh_config alias,
-	// whose HostName, User, Port and IdentityFile apply again). Identity is the key file the run
-	// used (a path, never a key). LocalOut is where the object's partial results go when clean
-	// collects them before deleting (the run's --out/hosts/NAME).
+	// Via is the name `gpuvet clean` reconnects to Host by (an ssh_config alias applies again);
+	// Identity the run's key file (a path, never a key); LocalOut where clean collects the
+	// object's partial results before deleting it (the run's --out/hosts/NAME).
 	Via      string `json:"via,omitempty"`
 	Identity string `json:"identity_file,omitempty"`
 	LocalOut string `json:"local_out,omitempty"`
-	// KnownHosts is the known_hosts file that trusts Host's key when it is not the user's (a VM's
-	// key, trusted on first use by the run). On names the object this one lives on (a VM): it is
-	// gone when that is, and clean removes it before that.
+	// KnownHosts trusts Host's key when the user's files do not (a VM's, trusted on first use by
+	// the run). On names the object this one lives on (a VM): it goes with it, and clean removes
+	// this one first.
 	KnownHosts string    `json:"known_hosts,omitempty"`
 	On         string    `json:"on,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
@@ -90,9 +86,8 @@ func (o Object) String() string {
 	return s
 }
 
-// StateDir is where manifests live: $GPUVET_STATE_DIR, else $XDG_STATE_HOME/gpuvet/runs, else
-// ~/.local/state/gpuvet/runs — outside the output directory, so `gpuvet clean` finds them from
-// anywhere.
+// StateDir is where manifests live, outside any output directory so `gpuvet clean` finds them from
+// anywhere: $GPUVET_STATE_DIR, else $XDG_STATE_HOME/gpuvet/runs, else ~/.local/state/gpuvet/runs.
 func StateDir() (string, error) {
 	if d := os.Getenv("GPUVET_STATE_DIR"); d != "" {
 		return d, nil
@@ -126,14 +121,15 @@ func NewManifest(dir, backend, runID string, target map[string]string) (*Manifes
 	if err := checkNames(backend, runID); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
-	}
 	// The run holds its manifest's lock until it ends: `gpuvet clean` leaves a live run's alone.
-	if err := m.Claim(); err != nil {
-		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
+	err := os.MkdirAll(dir, 0o755)
+	if err == nil {
+		err = m.Claim()
 	}
-	if err := m.save(); err != nil {
+	if err == nil {
+		err = m.save()
+	}
+	if err != nil {
 		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
 	}
 	return m, nil
@@ -166,8 +162,7 @@ func (m *Manifest) Record(o Object) error {
 // Deleted marks o removed.
 func (m *Manifest) Deleted(o Object) error { return m.DeletedAll([]Object{o}) }
 
-// DeletedAll marks objs removed, in one line of the journal: a run that ends with thousands of
-// objects marks them at once.
+// DeletedAll marks objs removed in one journal line (a run ends with thousands at once).
 func (m *Manifest) DeletedAll(objs []Object) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -189,7 +184,7 @@ func (m *Manifest) DeletedAll(objs []Object) error {
 // line stays under filelimit.ManifestLine.
 const deletedPerLine = 128
 
-// change is one line of the journal: an object recorded (again: it is live again), or objects
+// change is one journal line: an object recorded (live again, if it was deleted), or objects
 // deleted (by their keys).
 type change struct {
 	Record  *Object  `json:"record,omitempty"`
@@ -197,8 +192,8 @@ type change struct {
 }
 
 // change appends c to the journal, then applies it: what the file does not hold never happened.
-// One write of one line: a kill -9 cannot cut it (a write to a file is done or not begun), and a
-// line cut short by a crash of the machine is read as never written (ReadManifest).
+// One write of one line: a kill -9 cannot cut it, and a line a machine crash cut short reads as
+// never written.
 func (m *Manifest) change(c change) error {
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -219,9 +214,8 @@ func (m *Manifest) change(c change) error {
 	return nil
 }
 
-// openJournal opens the journal for appending: only under the manifest's lock (a live run's is
-// never written by another gpuvet), never through a link, and, when a crash cut its last line
-// short, after cutting that half line (only if the journal is still as it was read).
+// openJournal opens the journal for appending: under the manifest's lock, never through a link,
+// after cutting a half line a crash left (only if the journal is still as it was read).
 func (m *Manifest) openJournal() error {
 	if err := m.Claim(); err != nil {
 		return err
@@ -254,10 +248,9 @@ func (m *Manifest) openJournal() error {
 	return nil
 }
 
-// Claim takes the manifest's lock (a file beside it, flock'd): the run that wrote it holds it
-// until it ends, so a manifest whose lock is held is a live run's, and `gpuvet clean` writes,
-// repairs or removes only a manifest it claimed. Within one process a claim is shared (the run
-// and a test's second reader of its manifest).
+// Claim takes the manifest's lock (a flock'd file beside it). The run holds it until it ends, so
+// `gpuvet clean` writes, repairs or removes only a manifest no live run holds. Within one process
+// a claim is shared (the run and a test's second reader of its manifest).
 func (m *Manifest) Claim() error {
 	lp := lockPath(m.path)
 	heldMu.Lock()
@@ -324,14 +317,16 @@ func (m *Manifest) reindex() {
 	}
 }
 
-// journalPath is the journal beside a manifest document ("….jsonl": Manifests lists only the
-// documents).
+// journalPath is the journal beside a manifest document (.jsonl: Manifests lists only *.json).
 func journalPath(path string) string { return strings.TrimSuffix(path, ".json") + ".jsonl" }
 
 // key is what same compares: the object without its times and state.
 func (o Object) key() Object {
 	return Object{Kind: o.Kind, Name: o.Name, Namespace: o.Namespace, Host: o.Host}
 }
+
+// Same says whether two objects name one thing on one host (kind, name and host).
+func (o Object) Same(p Object) bool { return o.Kind == p.Kind && o.Name == p.Name && o.Host == p.Host }
 
 // Live lists the objects not yet deleted, newest first (the order to delete them in).
 func (m *Manifest) Live() []Object {
@@ -357,9 +352,8 @@ func (m *Manifest) Finish() error {
 	return m.remove()
 }
 
-// Forget drops the manifest with what it still lists, touching none of it: the operator's word
-// that those objects are gone or theirs to remove (gpuvet clean --forget). It returns what it
-// listed.
+// Forget drops the manifest, touching none of what it lists (gpuvet clean --forget: the operator's
+// word that it is gone or theirs), and returns what it listed.
 func (m *Manifest) Forget() ([]Object, error) {
 	live := m.Live()
 	return live, m.remove()
@@ -373,8 +367,7 @@ func (m *Manifest) remove() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeJournal()
-	// The document first: a journal left without it is never read (a kill between the two leaves
-	// litter, not a run to clean).
+	// The document first: a journal without one is never read (litter, not a run to clean).
 	for _, p := range []string{m.path, journalPath(m.path)} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
@@ -391,9 +384,8 @@ func (m *Manifest) closeJournal() {
 	}
 }
 
-// Keep writes the manifest as it is and leaves it in place, whatever is left, and gives up the
-// run's lock on it: an interrupted run hands it to `gpuvet clean`, which confirms nothing is left
-// and removes it.
+// Keep writes the manifest, leaves it in place and gives up the run's lock: an interrupted run
+// hands it to `gpuvet clean`, which confirms nothing is left and removes it.
 func (m *Manifest) Keep() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -402,8 +394,8 @@ func (m *Manifest) Keep() error {
 	return err
 }
 
-// save writes the whole document, with every object, then drops the journal it now holds. A kill
-// between the two leaves both: the journal's changes replay over the document to the same objects.
+// save writes the whole document, then drops the journal it now holds (a kill between the two
+// leaves both, which replay to the same objects).
 func (m *Manifest) save() error {
 	if err := results.WriteJSON(m.path, m); err != nil {
 		return err
@@ -415,11 +407,9 @@ func (m *Manifest) save() error {
 	return nil
 }
 
-// ReadManifest reads one manifest file. Reading never writes: a journal line a crash cut short is
-// left out, and cut from the file only by this manifest's first change (under its lock). A file
-// that is not gpuvet's (no format marker: a summary.json, any other JSON; a name other than
-// BACKEND-RUN.json; a link, a FIFO, a device; over its size bound) is an error, and nothing of it
-// is acted on.
+// ReadManifest reads one manifest file, never writing (a journal line a crash cut short is left
+// out, and cut only by this manifest's first change). A file that is not gpuvet's (no format
+// marker; not named BACKEND-RUN.json; a link, a FIFO, a device; over its size bound) is an error.
 func ReadManifest(path string) (*Manifest, error) {
 	b, err := filelimit.Regular(path, filelimit.Manifest, "run manifest")
 	if err != nil {
@@ -506,11 +496,10 @@ func Quote(s string) string {
 	return strconv.Quote(s)
 }
 
-// replay applies the journal's changes. A last line without its newline is a write cut short (the
-// machine stopped during it): its object was never created, so it is left out (openJournal cuts it
-// before the next change). Any other line that is no change is an error naming it. The journal is
-// read as the document is: a regular file, never through a link, under its bound, each line under
-// its own.
+// replay applies the journal's changes. A last line without its newline is a write a machine
+// crash cut short: its object was never created, so it is left out (openJournal cuts it). Any
+// other line that is no change is an error naming it. The journal is read as the document is: a
+// regular file, never through a link, under its bound, each line under its own.
 func (m *Manifest) replay() error {
 	jp := journalPath(m.path)
 	f, err := filelimit.OpenRegular(jp, os.O_RDONLY, "run manifest journal")
@@ -603,9 +592,8 @@ func parseChange(l []byte) (change, error) {
 	return c, nil
 }
 
-// Manifests lists the manifests in dir for backend ("" = any) and run id ("" = any), oldest first.
-// Only files named for them are read (BACKEND-RUN.json), and only read: listing never writes. A
-// file that cannot be read is returned as an error next to the ones that can.
+// Manifests lists the manifests in dir for backend and run id ("": any), oldest first, reading
+// only files named BACKEND-RUN.json and never writing. Those that cannot be read are the error.
 func Manifests(dir, backend, runID string) ([]*Manifest, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {

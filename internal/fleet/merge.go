@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 
@@ -22,14 +23,14 @@ func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost,
 		for i := range hosts {
 			h := &hosts[i]
 			if o.Err != nil {
-				h.Error = joinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
+				h.Error = JoinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
 				h.Status = results.StatusFailed
 				if d := results.DisruptionOf(o.Err); d != "" { // not the host's: the judge makes it inconclusive
 					h.Disruption, h.Status = d, results.StatusInconclusive
 				}
 			}
 			if why := shortfall(*h, o.ExpectGPUs); why != "" {
-				h.Error = joinErr(h.Error, why)
+				h.Error = JoinErr(h.Error, why)
 				h.Status = results.StatusFailed
 			}
 		}
@@ -73,7 +74,7 @@ func hostsOf(o Outcome) []results.Host {
 			hosts[i].Name = o.Host + "/" + hosts[i].Name
 		}
 		if o.Summary.Error != "" {
-			hosts[i].Error = joinErr(hosts[i].Error, o.Summary.Error)
+			hosts[i].Error = JoinErr(hosts[i].Error, o.Summary.Error)
 			hosts[i].Status = results.StatusFailed
 		}
 	}
@@ -91,15 +92,8 @@ func shortfall(h results.Host, want int) string {
 
 // mergeMeta fills the fleet's meta from a host's where the fleet's is still empty.
 func mergeMeta(dst *results.Meta, src results.Meta) {
-	fill := func(d *string, v string) {
-		if *d == "" {
-			*d = v
-		}
-	}
-	fill(&dst.DriverVersion, src.DriverVersion)
-	fill(&dst.CUDAVersion, src.CUDAVersion)
-	fill(&dst.Engine, src.Engine)
-	fill(&dst.EngineVersion, src.EngineVersion)
+	dst.DriverVersion, dst.CUDAVersion = cmp.Or(dst.DriverVersion, src.DriverVersion), cmp.Or(dst.CUDAVersion, src.CUDAVersion)
+	dst.Engine, dst.EngineVersion = cmp.Or(dst.Engine, src.Engine), cmp.Or(dst.EngineVersion, src.EngineVersion)
 	if dst.LoadProfile == nil {
 		dst.LoadProfile = src.LoadProfile
 	}
@@ -118,7 +112,8 @@ func mergeMeta(dst *results.Meta, src results.Meta) {
 	}
 }
 
-func joinErr(a, b string) string {
+// JoinErr joins two error texts with "; ", either of them possibly empty.
+func JoinErr(a, b string) string {
 	if a == "" {
 		return b
 	}

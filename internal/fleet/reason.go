@@ -29,10 +29,9 @@ func HostReason(h results.Host) string {
 				what = "[" + f.Layer + "] " + what
 			}
 			if f.Subject != "" {
-				add(what + " (" + f.Subject + "): " + f.Reason)
-			} else {
-				add(what + ": " + f.Reason)
+				what += " (" + f.Subject + ")"
 			}
+			add(what + ": " + f.Reason)
 		}
 	}
 	add(h.Error)
@@ -115,18 +114,11 @@ func joinShared(subjects []string) string {
 	for i, s := range subjects {
 		words[i] = strings.Fields(s)
 	}
+	differs := func(n int) bool { // some subject's n-th word is another, or its last
+		return slices.ContainsFunc(words[1:], func(w []string) bool { return n >= len(w)-1 || w[n] != words[0][n] })
+	}
 	n := 0
-	for n < len(words[0])-1 {
-		same := true
-		for _, w := range words[1:] {
-			if n >= len(w)-1 || w[n] != words[0][n] {
-				same = false
-				break
-			}
-		}
-		if !same {
-			break
-		}
+	for n < len(words[0])-1 && !differs(n) {
 		n++
 	}
 	rest := make([]string, len(words))
