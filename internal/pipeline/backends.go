@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -73,18 +74,27 @@ func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Conf
 		Engine: results.EngineInfo{Kind: "endpoint"}, SharesHost: cfg.Endpoint.SameHost}
 	start := time.Now()
 	timeout := min(cfg.Engine.ReadyTimeout.D(), 2*time.Minute)
+	if err := probeReady(ctx, timeout, time.Second, url, model, os.Getenv(cfg.Endpoint.APIKeyEnv)); err != nil {
+		return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %v", results.RedactURLs(url), model, timeout, err)
+	}
+	sv.Provision = time.Since(start)
+	return sv, nil
+}
+
+// probeReady probes model at url every tick until a real completion comes back, at most timeout:
+// the last probe's error then.
+func probeReady(ctx context.Context, timeout, tick time.Duration, url, model, apiKey string) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := engine.Probe(ctx, url, model, envOr(cfg.Endpoint.APIKeyEnv))
+		err := engine.Probe(ctx, url, model, apiKey)
 		if err == nil {
-			sv.Provision = time.Since(start)
-			return sv, nil
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %v", results.RedactURLs(url), model, timeout, err)
-		case <-time.After(time.Second):
+			return err
+		case <-time.After(tick):
 		}
 	}
 }
@@ -97,7 +107,7 @@ func (Endpoint) EngineVersion(ctx context.Context, cfg config.Config) (string, e
 	if err != nil {
 		return "", err
 	}
-	if k := envOr(cfg.Endpoint.APIKeyEnv); k != "" {
+	if k := os.Getenv(cfg.Endpoint.APIKeyEnv); k != "" {
 		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := http.DefaultClient.Do(req)

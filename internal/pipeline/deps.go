@@ -10,8 +10,7 @@ import (
 )
 
 // Source is where GPUs are found and sampled: NVML, a captured nvidia-smi XML, or the simulator's
-// virtual GPUs.
-// It is gpu.Source's shape, so gpu.OpenNVML, gpu.FromNvidiaSMIXML and sim.Fleet fit as they are.
+// virtual GPUs (gpu.Source's shape, so gpu.OpenNVML, gpu.FromNvidiaSMIXML and sim.Fleet fit).
 type Source interface {
 	GPUs() ([]results.GPUInfo, error)
 	// Sample reads GPU i's power, clocks and temperature now.
@@ -89,8 +88,8 @@ type Deps struct {
 	// Health runs the health phase over the source's GPUs (name as Discover gave it).
 	Health  func(ctx context.Context, src Source, name string, cfg config.Config) *results.Health
 	Backend Backend
-	// Load runs one load profile against one endpoint.
-	// recordsPath receives the raw per-request records ("" none).
+	// Load runs one load profile against one endpoint; recordsPath receives the raw per-request
+	// records ("" none).
 	Load func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, recordsPath string) (*results.Load, error)
 	// Warmup sends a few real completions so the load starts on a warm engine (nil: none here; a
 	// Kubernetes load Job warms its engine up itself, from the node).
@@ -101,9 +100,8 @@ type Deps struct {
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
 	// History reads each node's and GPU's acceptance run into the summary before the judge
-	// (history.Session.Prepare), and Record appends the judged run to the store (history.Session.Record,
-	// which closes the store Prepare opened); nil: no
-	// history. Neither may fail the run: a store error is a caveat.
+	// (history.Session.Prepare), and Record appends the judged run to the store (Session.Record,
+	// which closes the store Prepare opened); nil: no history. A store error is a caveat only.
 	History func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	Record  func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	// Baseline compares the summary against a baseline file.

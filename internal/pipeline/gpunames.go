@@ -11,13 +11,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// GPU names users type (issue 42). The judge looks reference entries and datasheet floors up by the
-// detected GPU name ("NVIDIA H200"); users type the catalog's short name ("H200", as --sim-gpu
-// takes) just as often. ResolveGPUNames checks every key of reference, reference_floors and
-// accelerators against the catalog before anything starts (a key that names no GPU of it is bad
-// input, with the closest name), and gives a short-name entry of reference and reference_floors
-// under each detected name of that GPU (an entry keyed by the detected name wins). Accelerator keys
-// already match by words (config.Plan.ForGPU). Which keys name no GPU of the run is said after
+// GPU names users type (issue 42): the judge looks reference entries and floors up by the detected
+// name ("NVIDIA H200"), users type the catalog's short name ("H200") just as often. Accelerator
+// keys already match by words (config.Plan.ForGPU); keys that name no GPU of the run are said after
 // discovery (unusedGPUKeys).
 
 // exactGPU finds a catalog GPU by its key or one of its detected names, case-insensitively, with

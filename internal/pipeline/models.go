@@ -24,7 +24,6 @@ import (
 type slotPlan struct {
 	slot Slot
 	cfg  config.Config
-	src  map[string]string
 	acc  string // accelerators key used, "" none
 }
 
@@ -32,8 +31,8 @@ func (r *run) slotPlans() ([]slotPlan, string) {
 	slots, note := r.slots(max(1, r.cfg.Engine.TP))
 	var out []slotPlan
 	for _, s := range slots {
-		c, src, acc := r.plan.ForGPU(s.GPUName)
-		out = append(out, slotPlan{slot: s, cfg: c, src: src, acc: acc})
+		c, _, acc := r.plan.ForGPU(s.GPUName)
+		out = append(out, slotPlan{slot: s, cfg: c, acc: acc})
 	}
 	return out, note
 }
@@ -423,9 +422,11 @@ func (r *run) recordLoadError(ctx context.Context, ep *results.Endpoint, sv *Ser
 
 // apiSuite runs the functional (API conformance) suite, unless the engine exited under the load.
 func (r *run) apiSuite(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) {
-	if cfg.Functional.Enabled && r.deps.Functional != nil && ep.EngineExit != "" {
+	switch {
+	case !cfg.Functional.Enabled || r.deps.Functional == nil:
+	case ep.EngineExit != "":
 		r.progress("%s %s: functional suite skipped: the engine exited (%s)", model, onGPUs(slot.GPUs), ep.EngineExit)
-	} else if cfg.Functional.Enabled && r.deps.Functional != nil {
+	default:
 		r.progress("%s %s: functional suite", model, onGPUs(slot.GPUs))
 		if err := r.inject("functional", slot.Index); err != nil {
 			ep.Functional = &results.Functional{Status: results.StatusFailed, Error: err.Error()}
@@ -492,7 +493,7 @@ func Warmup(ctx context.Context, url, model, apiKeyEnv string) error {
 	const want, tries = 2, 5
 	ok, errs := 0, []string(nil)
 	for i := 0; i < tries && ok < want; i++ {
-		if err := engine.Complete(ctx, url, model, envOr(apiKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
+		if err := engine.Complete(ctx, url, model, os.Getenv(apiKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("warm-up request %d: %v", i+1, err)
 			}
@@ -595,14 +596,6 @@ func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, 
 // hasRun reports whether the load holds a run of that kind.
 func hasRun(ld *results.Load, kind string) bool {
 	return slices.ContainsFunc(ld.Runs, func(r results.Run) bool { return r.Kind == kind })
-}
-
-// envOr reads the environment variable named (the only place secrets come from).
-func envOr(name string) string {
-	if name == "" {
-		return ""
-	}
-	return os.Getenv(name)
 }
 
 // sumSamples reads every GPU of the slot once: the slot's power is their sum (clocks the lowest,

@@ -105,9 +105,7 @@ func freeCores(root string) (float64, string) {
 	cores, src := float64(aff), fmt.Sprintf("affinity %d CPUs", aff)
 	if q, where := cgroupQuota(root); q > 0 {
 		src += fmt.Sprintf(", %s %.2f", where, q)
-		if q < cores {
-			cores = q
-		}
+		cores = min(cores, q)
 	}
 	return cores, src
 }

@@ -96,7 +96,7 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 	r.flushLogged()
 	r.timed("models", func() { r.models(ctx) })
 	r.timed("baseline", func() { r.baseline(ctx) })
-	r.history(ctx)
+	r.history(ctx, r.deps.History, "read")
 	r.timed("judge", r.judge)
 	r.finish(ctx)
 	return &Result{Summary: r.sum, SummaryPath: r.summaryPath(), ExitCode: r.exitCode()}, nil

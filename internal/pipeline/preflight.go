@@ -102,8 +102,12 @@ func localPreflight(c config.Config, cat *catalog.Catalog) []string {
 	if n, why := hostGPUs(c, cat); why != "" {
 		missing = append(missing, why)
 	} else {
-		missing = append(missing, gpuCountProblems(c, n)...)
-		missing = append(missing, portProblems(c, n)...)
+		use := n // the GPUs the run uses
+		if c.Run.GPUCount > 0 {
+			use = min(n, c.Run.GPUCount)
+		}
+		missing = append(missing, gpuCountProblems(c, n, use)...)
+		missing = append(missing, portProblems(c, use)...)
 	}
 	missing = append(missing, engineProblems(c)...)
 	for _, m := range c.Models {
@@ -140,13 +144,10 @@ func hostGPUs(c config.Config, cat *catalog.Catalog) (int, string) {
 	return len(gs), ""
 }
 
-// gpuCountProblems checks run.gpu_count and engine.tp against the n GPUs the host has.
-func gpuCountProblems(c config.Config, n int) []string {
+// gpuCountProblems checks run.gpu_count and engine.tp against the n GPUs the host has, use of
+// them the run's.
+func gpuCountProblems(c config.Config, n, use int) []string {
 	var out []string
-	use := n
-	if c.Run.GPUCount > 0 {
-		use = min(n, c.Run.GPUCount)
-	}
 	switch {
 	case n == 0:
 		out = append(out, "no GPU found on this host: check `nvidia-smi`, or use --sim")
@@ -160,12 +161,9 @@ func gpuCountProblems(c config.Config, n int) []string {
 }
 
 // portProblems checks that every engine finds a free port: engine i listens on the first free
-// port from engine.port_base + 10 i on (engine.Start looks at most enginePortRange of them).
-func portProblems(c config.Config, n int) []string {
-	use := n
-	if c.Run.GPUCount > 0 {
-		use = min(n, c.Run.GPUCount)
-	}
+// port from engine.port_base + 10 i on (engine.Start looks at most enginePortRange of them); use
+// is how many GPUs the run uses.
+func portProblems(c config.Config, use int) []string {
 	var out []string
 	for i := 0; i < max(1, use/max(1, c.Engine.TP)); i++ {
 		base := c.Engine.PortBase + 10*i

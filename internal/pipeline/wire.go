@@ -13,7 +13,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/catalog"
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/cuda"
-	"github.com/gpuvet/gpuvet/internal/engine"
 	"github.com/gpuvet/gpuvet/internal/functional"
 	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/health"
@@ -55,7 +54,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 		},
 		Warmup: Warmup,
 		Functional: func(ctx context.Context, url, model, apiKeyEnv string, c config.Config) *results.Functional {
-			return functional.Run(ctx, functional.Options{URL: url, Model: model, APIKey: envOr(apiKeyEnv),
+			return functional.Run(ctx, functional.Options{URL: url, Model: model, APIKey: os.Getenv(apiKeyEnv),
 				MaxModelLen: c.Engine.MaxModelLen, Timeout: c.Functional.Timeout.D()})
 		},
 		Judge:    judge.Judge,
@@ -213,18 +212,8 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() },
 		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus,
 		PID: os.Getpid()} // in-process: the simulator's goroutines run on gpuvet's own threads
-	rctx, cancel := context.WithTimeout(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute))
-	defer cancel()
-	for {
-		err := engine.Probe(rctx, sv.URL, model, "")
-		if err == nil {
-			break
-		}
-		select {
-		case <-rctx.Done():
-			return sv, fmt.Errorf("simulator not serving: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := probeReady(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute), 100*time.Millisecond, sv.URL, model, ""); err != nil {
+		return sv, fmt.Errorf("simulator not serving: %v", err)
 	}
 	sv.Provision = time.Since(start)
 	return sv, nil

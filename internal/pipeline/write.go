@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
@@ -43,20 +44,12 @@ func (r *run) baseline(ctx context.Context) {
 	}
 }
 
-// history reads each node's and GPU's acceptance run into the summary, for the judge.
-func (r *run) history(ctx context.Context) {
-	if r.deps.History != nil {
-		if err := protect(func() error { r.deps.History(ctx, r.sum, r.plan); return nil }); err != nil {
-			r.sum.Caveats = append(r.sum.Caveats, "history not read: "+err.Error())
-		}
-	}
-}
-
-// record appends the judged run to the history (a failure is a caveat, never the run's).
-func (r *run) record(ctx context.Context) {
-	if r.deps.Record != nil {
-		if err := protect(func() error { r.deps.Record(ctx, r.sum, r.plan); return nil }); err != nil {
-			r.sum.Caveats = append(r.sum.Caveats, "history not recorded: "+err.Error())
+// history runs one history step (Deps.History before the judge, Deps.Record after it); a failure
+// is a caveat ("history not read: …"), never the run's.
+func (r *run) history(ctx context.Context, step func(context.Context, *results.Summary, *config.Plan), what string) {
+	if step != nil {
+		if err := protect(func() error { step(ctx, r.sum, r.plan); return nil }); err != nil {
+			r.sum.Caveats = append(r.sum.Caveats, "history not "+what+": "+err.Error())
 		}
 	}
 }
@@ -110,48 +103,37 @@ func joinErr(a, b string) string {
 func rollup(s *results.Summary) {
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
-		if h.Error != "" {
-			h.Status = results.Worse(h.Status, results.StatusFailed)
-		}
+		raise(&h.Status, h.Error, h.Flags)
 		if h.Health != nil {
-			if h.Health.Error != "" {
-				h.Health.Status = results.Worse(h.Health.Status, results.StatusFailed)
-			}
+			raise(&h.Health.Status, h.Health.Error, nil)
 			h.Status = results.Worse(h.Status, h.Health.Status)
 		}
 		for mi := range h.Models {
 			m := &h.Models[mi]
-			if m.Error != "" {
-				m.Status = results.Worse(m.Status, results.StatusFailed)
-			}
+			raise(&m.Status, m.Error, m.Flags)
 			for ei := range m.Endpoints {
 				e := &m.Endpoints[ei]
-				if e.Error != "" {
-					e.Status = results.Worse(e.Status, results.StatusFailed)
-				}
-				if len(e.Flags) > 0 {
-					e.Status = results.Worse(e.Status, results.StatusFlag)
-				}
+				raise(&e.Status, e.Error, e.Flags)
 				m.Status = results.Worse(m.Status, e.Status)
 			}
-			if len(m.Flags) > 0 {
-				m.Status = results.Worse(m.Status, results.StatusFlag)
-			}
 			h.Status = results.Worse(h.Status, m.Status)
-		}
-		if len(h.Flags) > 0 {
-			h.Status = results.Worse(h.Status, results.StatusFlag)
 		}
 		if h.Status == "" {
 			h.Status = results.StatusOK
 		}
 		s.Status = results.Worse(s.Status, h.Status)
 	}
-	if s.Error != "" {
-		s.Status = results.Worse(s.Status, results.StatusFailed)
+	raise(&s.Status, s.Error, s.Flags)
+}
+
+// raise lifts *st to failed when err is set and to flag when flags fired (Worse ranks them apart
+// from every other status, so where it is done among the Worse of a rollup does not matter).
+func raise(st *results.Status, err string, flags []results.Flag) {
+	if err != "" {
+		*st = results.Worse(*st, results.StatusFailed)
 	}
-	if len(s.Flags) > 0 {
-		s.Status = results.Worse(s.Status, results.StatusFlag)
+	if len(flags) > 0 {
+		*st = results.Worse(*st, results.StatusFlag)
 	}
 }
 
@@ -165,7 +147,7 @@ func (r *run) finish(ctx context.Context) {
 	} else {
 		r.sum.Complete = true
 	}
-	r.record(ctx)
+	r.history(ctx, r.deps.Record, "recorded")
 	r.flushLogged()
 	if r.cfg.Run.SaveBaseline && r.sum.Complete {
 		if err := results.WriteJSON(filepath.Join(r.out, "baseline.json"), r.sum); err != nil {
@@ -211,12 +193,8 @@ func (r *run) verdictCode() int {
 	if r.deps.ExitCode != nil {
 		return r.deps.ExitCode(r.sum, r.cfg.Run.FailOnFlag, r.cfg.Run.FailOnInconclusive)
 	}
-	switch {
-	case r.sum.Status == results.StatusFailed:
-		return 1
-	case r.sum.Status == results.StatusFlag && r.cfg.Run.FailOnFlag:
-		return 1
-	case r.sum.Status == results.StatusInconclusive && r.cfg.Run.FailOnInconclusive:
+	if st, run := r.sum.Status, r.cfg.Run; st == results.StatusFailed || st == results.StatusFlag && run.FailOnFlag ||
+		st == results.StatusInconclusive && run.FailOnInconclusive {
 		return 1
 	}
 	return 0
