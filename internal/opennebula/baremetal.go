@@ -44,11 +44,7 @@ func (f *Fleet) runBaremetal(ctx context.Context, r fleet.RunInfo, specs []Spec,
 	if err != nil {
 		return fmt.Errorf("opennebula.baremetal_set: %v", err)
 	}
-	say := func(l string) {
-		if r.Say != nil {
-			r.Say(l)
-		}
-	}
+	say := r.Log
 	nodes := &nodeRun{f: f, specs: specs, bin: bin, arch: arch, sets: sets, prep: bm.prep, say: say}
 	nr := r
 	nr.Out, nr.Say = filepath.Join(r.Out, "baremetal"), func(l string) { say("bare-metal " + l) }
@@ -118,8 +114,8 @@ func (n *nodeRun) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []r
 		name := node.Name
 		hosts = append(hosts, &ssh.Host{Target: t, Options: opts, Manifest: r.Manifest, Prep: n.prep, VFIO: &ssh.VFIO{Attached: attached},
 			Job: ssh.Job{Binary: n.bin, BinaryArch: n.arch, Plan: r.Plan, Args: slices.Clone(args), RunID: r.ID, Env: n.f.Env,
-				RemoteDir: path.Join(n.f.SSH.RemoteDir, "gpuvet-"+r.ID+"-"+ssh.Safe(name)+"-baremetal"),
-				LocalOut:  filepath.Join(r.Out, ssh.Safe(name)),
+				RemoteDir: path.Join(n.f.SSH.RemoteDir, "gpuvet-"+r.ID+"-"+fleet.Safe(name)+"-baremetal"),
+				LocalOut:  filepath.Join(r.Out, fleet.Safe(name)),
 				Progress:  func(l string) { n.say("[" + name + " bare-metal] " + l) }}})
 		n.names = append(n.names, name)
 	}
@@ -154,7 +150,7 @@ func (f *Fleet) finishBaremetal(s *results.Summary) {
 		if why, bad := bm.failed[node]; bad {
 			msg := node + ": " + why
 			s.Caveats = append(s.Caveats, msg)
-			s.Error = joinErr(s.Error, msg)
+			s.Error = fleet.JoinErr(s.Error, msg)
 			s.Status = results.StatusFailed
 		}
 	}

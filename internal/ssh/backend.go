@@ -61,14 +61,13 @@ func prepRemover() fleet.Remover {
 		mu, _ := locks.LoadOrStore(m.Path()+"\x00"+o.Host, &sync.Mutex{})
 		mu.(*sync.Mutex).Lock()
 		defer mu.(*sync.Mutex).Unlock()
-		same := func(a, b fleet.Object) bool { return a.Kind == b.Kind && a.Name == b.Name && a.Host == b.Host }
 		var objs []fleet.Object
 		live := false
 		for _, l := range m.Live() {
 			if l.Host == o.Host && slices.Contains(prepKinds, l.Kind) {
 				objs = append(objs, l)
 			}
-			live = live || same(l, o)
+			live = live || l.Same(o)
 		}
 		if !live {
 			return nil // undone with its host's other objects
@@ -76,11 +75,11 @@ func prepRemover() fleet.Remover {
 		done, err := CleanPrep(ctx, objs, m.RunID, OptionsFrom(plan.Config.SSH), say)
 		for _, d := range done {
 			_ = m.Deleted(d)
-			if same(d, o) {
+			if d.Same(o) {
 				err = nil
 			}
 		}
-		if err == nil && !slices.ContainsFunc(done, func(d fleet.Object) bool { return same(d, o) }) {
+		if err == nil && !slices.ContainsFunc(done, o.Same) {
 			err = fmt.Errorf("not undone")
 		}
 		return err

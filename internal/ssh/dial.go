@@ -5,6 +5,7 @@
 package ssh
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -22,6 +23,8 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // Target is one host as gpuvet reaches it: the name the user gave and what ~/.ssh/config and the
@@ -39,19 +42,16 @@ func (t Target) Addr() string { return net.JoinHostPort(t.Host, strconv.Itoa(t.P
 
 // Options are the client-side settings shared by every host of a run.
 type Options struct {
-	// ConfigFile is the ssh_config file read for HostName, User, Port and IdentityFile
-	// (default ~/.ssh/config; a missing file is fine).
+	// ConfigFile is the ssh_config read for HostName, User, Port and IdentityFile (default
+	// ~/.ssh/config, missing is fine); KnownHosts the files host keys are always checked against
+	// (default ~/.ssh/known_hosts): an unknown or changed key fails the host.
 	ConfigFile string
-	// KnownHosts are the known_hosts files host keys are checked against (default
-	// ~/.ssh/known_hosts). Checking is always on: an unknown or changed key fails the host.
 	KnownHosts []string
 	// AgentSocket is the ssh-agent socket (default $SSH_AUTH_SOCK; empty: no agent).
 	AgentSocket string
-	// IdentityFile is offered when neither the inventory nor ssh_config name one.
-	IdentityFile string
-	// User and Port apply when neither the inventory nor ssh_config set them.
-	User string
-	Port int
+	// IdentityFile, User and Port apply when neither the inventory nor ssh_config set them.
+	IdentityFile, User string
+	Port               int
 	// AcceptNew trusts a host key that is not in known_hosts yet and appends it to KnownHosts[0]
 	// (OpenSSH's StrictHostKeyChecking=accept-new); a changed key is still refused. Only for VMs
 	// gpuvet has just created, whose keys no one could have known before.
@@ -63,7 +63,7 @@ type Options struct {
 	fromManifest bool
 }
 
-// ConfigFile returns the default ssh_config path (~/.ssh/config).
+// defaultPath is ~/.ssh/name ("" without a home).
 func defaultPath(name string) string {
 	home, err := os.UserHomeDir()
 	if err != nil {
@@ -95,18 +95,8 @@ func Resolve(t Target, o Options) (Target, error) {
 		v, _ := cfg.Get(t.Name, key)
 		return v
 	}
-	if t.Host == "" {
-		t.Host = get("HostName")
-		if t.Host == "" {
-			t.Host = t.Name
-		}
-	}
-	if t.User == "" {
-		t.User = get("User")
-	}
-	if t.User == "" {
-		t.User = o.User
-	}
+	t.Host = cmp.Or(t.Host, get("HostName"), t.Name)
+	t.User = cmp.Or(t.User, get("User"), o.User)
 	if t.User == "" {
 		u, err := localUser()
 		if err != nil {
@@ -123,18 +113,12 @@ func Resolve(t Target, o Options) (Target, error) {
 			t.Port = n
 		}
 	}
-	if t.Port == 0 {
-		t.Port = o.Port
-	}
-	if t.Port == 0 {
-		t.Port = 22
-	}
+	t.Port = cmp.Or(t.Port, o.Port, 22)
 	if len(t.IdentityFiles) == 0 && cfg != nil {
-		if all, _ := cfg.GetAll(t.Name, "IdentityFile"); len(all) > 0 {
-			for _, f := range all {
-				if f != "" && !strings.HasSuffix(f, "/identity") { // ssh_config's built-in default entry
-					t.IdentityFiles = append(t.IdentityFiles, expandHome(f))
-				}
+		all, _ := cfg.GetAll(t.Name, "IdentityFile")
+		for _, f := range all {
+			if f != "" && !strings.HasSuffix(f, "/identity") { // ssh_config's built-in default entry
+				t.IdentityFiles = append(t.IdentityFiles, expandHome(f))
 			}
 		}
 	}
@@ -160,9 +144,8 @@ func localUser() (string, error) {
 	return u.Username, nil
 }
 
-// IdentityFiles are the key files gpuvet offers: the one configured (ssh.identity_file, ~
-// expanded), else OpenSSH's defaults (~/.ssh/id_ed25519, id_ecdsa, id_rsa). The one home of that
-// rule for the ssh and opennebula backends.
+// IdentityFiles are the key files gpuvet offers (ssh and opennebula): the one configured
+// (ssh.identity_file, ~ expanded), else OpenSSH's defaults (~/.ssh/id_ed25519, id_ecdsa, id_rsa).
 func IdentityFiles(configured string) []string {
 	if configured != "" {
 		return []string{expandHome(configured)}
@@ -183,8 +166,7 @@ func expandHome(p string) string {
 	return p
 }
 
-// Failure kinds: why a host could not be reached. They appear in the host's error so a person knows
-// what to fix.
+// Failure kinds: why a host could not be reached, named in its error.
 var (
 	ErrUnreachable = errors.New("unreachable")
 	ErrAuth        = errors.New("authentication refused")
@@ -220,8 +202,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("known_hosts: %v", err)
 	}
-	// The known key types are read from the files as they are (the probe must never reach
-	// acceptNew, which would write it down).
+	// The known key types, read before acceptNew wraps the check (it would write the probe down).
 	algos := knownAlgorithms(check, t)
 	if o.AcceptNew {
 		check = acceptNew(check, files[0])
@@ -231,10 +212,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if len(auths) == 0 {
 		return nil, fmt.Errorf("%w: no SSH key: no agent ($SSH_AUTH_SOCK) and no readable unencrypted key file (%s)", ErrAuth, strings.Join(keyFiles(t), ", "))
 	}
-	timeout := o.ConnectTimeout
-	if timeout <= 0 {
-		timeout = 15 * time.Second
-	}
+	timeout := fleet.OrDefault(o.ConnectTimeout, 15*time.Second)
 	// Ask for the host key types known_hosts holds for this host, as OpenSSH does: a host that also
 	// offers a type we do not know it by (ecdsa beside a known ed25519) is not an attacker.
 	cfg := &gossh.ClientConfig{User: t.User, Auth: auths, HostKeyCallback: check, Timeout: timeout,
@@ -295,11 +273,7 @@ func keyFiles(t Target) []string {
 func authMethods(t Target, o Options) ([]gossh.AuthMethod, func()) {
 	var signers []gossh.Signer
 	closeFn := func() {}
-	sock := o.AgentSocket
-	if sock == "" {
-		sock = os.Getenv("SSH_AUTH_SOCK")
-	}
-	if sock != "" {
+	if sock := cmp.Or(o.AgentSocket, os.Getenv("SSH_AUTH_SOCK")); sock != "" {
 		if conn, err := net.Dial("unix", sock); err == nil {
 			closeFn = func() { conn.Close() }
 			if s, err := agent.NewClient(conn).Signers(); err == nil {

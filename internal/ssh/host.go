@@ -89,14 +89,11 @@ func (h *Host) Provision(ctx context.Context) error {
 	return err
 }
 
-// prepare releases the GPUs from vfio-pci (VFIO), installs what the host lacks (Prep), and binds
-// the released GPUs to the driver: before anything else, so a host that cannot be prepared fails
-// with nothing changed there. What was done is undone by Cleanup.
+// prepare releases the GPUs from vfio-pci (VFIO), installs what the host lacks (Prep) and binds the
+// released GPUs to the driver, before anything else: a host that cannot be prepared fails with
+// nothing changed. Cleanup undoes it.
 func (h *Host) prepare(ctx context.Context, c *gossh.Client) error {
-	var recorder interface {
-		Record(fleet.Object) error
-		Deleted(fleet.Object) error
-	}
+	var recorder fleet.Recorder
 	if h.Manifest != nil {
 		recorder = h.Manifest
 	}
@@ -132,9 +129,8 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	return out.Summary, err
 }
 
-// Cleanup removes the remote folder (safe to run twice), then undoes the host's preparation
-// (packages this run installed), and closes the connection. A connection that dropped is made
-// again: the host may well be up.
+// Cleanup removes the remote folder (safe to run twice), undoes the host's preparation and closes
+// the connection, dialling again when it dropped (the host may well be up).
 func (h *Host) Cleanup(ctx context.Context) error {
 	if h.client == nil {
 		return fleet.ErrNothingMade // never connected
@@ -221,13 +217,11 @@ func ParseAddress(a string) (Target, error) {
 }
 
 // Clean removes what a killed run left on one host: the manifest's ssh-dir object of run runID,
-// whose --out was out (the manifest's target "output"). What the manifest names is checked before
-// any connection: the folder must be a run folder of runID, its local_out a folder under out
-// (hosts/NAME or baremetal/NAME). It reconnects as the run did (the name the user gave, so
-// ssh_config's alias applies again, and the run's key file), stops a run still going there,
-// collects its partial results into local_out when out is the run's own (its summary.json names
-// the run; what it measured survives a killed controller), then removes the folder, only when it
-// carries the run's marker. say reports what it did.
+// whose --out was out (the manifest's target "output"). Before any connection the folder must be
+// a run folder of runID and local_out a folder under out (hosts/NAME or baremetal/NAME). It
+// reconnects as the run did, stops a run still going there, collects its partial results into
+// local_out when out is the run's own (its summary.json names the run), then removes the folder,
+// only when it carries the run's marker. say reports what it did.
 func Clean(ctx context.Context, o fleet.Object, runID, out string, opts Options, say func(string)) error {
 	if err := checkRunDir(o.Name, runID); err != nil {
 		return err
@@ -295,9 +289,8 @@ func CleanPrep(ctx context.Context, objs []fleet.Object, runID string, opts Opti
 	return done, errors.Join(errs...)
 }
 
-// checkLocalOut refuses a local_out that is not a folder of its own under the run's --out (out):
-// out/hosts/NAME or out/baremetal/NAME, no link on the way. A manifest is a file: the folder it
-// names is where clean writes what a remote host sends.
+// checkLocalOut refuses a local_out that is not out/hosts/NAME or out/baremetal/NAME of the run's
+// --out, with no link on the way: clean writes there what a remote host sends.
 func checkLocalOut(local, out string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("local_out %s: %s: refused, nothing done on the host (partial results go only into the run's own --out)", fleet.Quote(local), why)
@@ -334,9 +327,9 @@ func ownOut(out, runID string) bool {
 	return err == nil && s.RunID == runID
 }
 
-// reconnect dials the host of a manifest object as the run did: the name the user gave (so
-// ssh_config's alias applies again), the run's key file, a VM's own known_hosts. A host that only
-// a manifest names is never trusted on first use, and its failures carry no advice to trust it.
+// reconnect dials a manifest object's host as the run did: the name the user gave (ssh_config's
+// alias applies again), the run's key file, a VM's own known_hosts. A host only a manifest names
+// is never trusted on first use, and its failures carry no advice to trust it.
 func reconnect(ctx context.Context, o fleet.Object, opts Options) (*gossh.Client, Target, error) {
 	opts.AcceptNew, opts.fromManifest = false, true
 	t, err := ParseAddress(o.Host)

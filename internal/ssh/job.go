@@ -22,6 +22,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/gpuvet/gpuvet/internal/filelimit"
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -84,7 +85,7 @@ func Prepare(ctx context.Context, c *gossh.Client, j Job) error {
 	if err := upload(ctx, c, j.Binary, j.RemoteDir+"/gpuvet", 0o700); err != nil {
 		return fmt.Errorf("copy gpuvet: %v", err)
 	}
-	if err := uploadBytes(ctx, c, j.Plan, j.RemoteDir+"/plan.yaml"); err != nil {
+	if err := put(ctx, c, bytes.NewReader(j.Plan), j.RemoteDir+"/plan.yaml", 0o600); err != nil {
 		return fmt.Errorf("copy plan: %v", err)
 	}
 	return nil
@@ -121,30 +122,13 @@ func Execute(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
 
 // signalName names the signal of a shell-style exit status (128+N).
 func signalName(code int) string {
-	switch code {
-	case 137:
-		return ": SIGKILL, e.g. the OOM killer"
-	case 143:
-		return ": SIGTERM"
-	case 139:
-		return ": SIGSEGV"
-	case 134:
-		return ": SIGABRT"
-	}
-	return ""
+	return map[int]string{137: ": SIGKILL, e.g. the OOM killer", 143: ": SIGTERM", 139: ": SIGSEGV", 134: ": SIGABRT"}[code]
 }
 
 // goarch maps `uname -m` to Go's GOARCH names.
 func goarch(m string) string {
-	switch m {
-	case "x86_64", "amd64":
-		return "amd64"
-	case "aarch64", "arm64":
-		return "arm64"
-	case "ppc64le":
-		return "ppc64le"
-	case "s390x":
-		return "s390x"
+	if a, ok := map[string]string{"x86_64": "amd64", "aarch64": "arm64"}[m]; ok {
+		return a
 	}
 	return m
 }
@@ -159,8 +143,8 @@ func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
 		return "", err
 	}
 	defer s.Close()
-	// A host's answer is outside input: kept up to a bound (a script's output is lines of state,
-	// apt's a few hundred KiB), its error text to its end's last 2 KiB.
+	// A host's answer is outside input: bounded (a script prints lines of state, apt a few hundred
+	// KiB), its error text cut to its last 2 KiB.
 	stdout, stderr := &filelimit.Buffer{Limit: maxOutput}, &filelimit.Buffer{Limit: 64 << 10}
 	s.Stdout, s.Stderr = stdout, stderr
 	err = waitCtx(ctx, s, cmd)
@@ -212,10 +196,6 @@ func upload(ctx context.Context, c *gossh.Client, local, remote string, mode os.
 	return put(ctx, c, f, remote, mode)
 }
 
-func uploadBytes(ctx context.Context, c *gossh.Client, b []byte, remote string) error {
-	return put(ctx, c, bytes.NewReader(b), remote, 0o600)
-}
-
 // put streams r into the remote file through `cat` (no scp or sftp needed on the host).
 func put(ctx context.Context, c *gossh.Client, r io.Reader, remote string, mode os.FileMode) error {
 	s, err := c.NewSession()
@@ -248,9 +228,9 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	for _, a := range j.Args {
 		args = append(args, quote(a))
 	}
-	// The pid file lets a second session signal the run: not every sshd delivers signal requests.
-	// Secrets come on stdin, NAME=value lines up to an empty one, and are exported by the shell:
-	// never in argv (ps), a file or the command sshd logs.
+	// The pid file lets a second session signal the run (not every sshd delivers signals). Secrets
+	// come on stdin, NAME=value lines up to an empty one, exported by the shell: never in argv, a
+	// file or the command sshd logs.
 	secrets, err := envLines(j.Env)
 	if err != nil {
 		return -1, "", err
@@ -305,10 +285,7 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 // stop asks the remote run to end (SIGTERM through the session and through kill), waits StopGrace,
 // then kills it.
 func stop(c *gossh.Client, s *gossh.Session, j Job, done <-chan error) error {
-	grace := j.StopGrace
-	if grace <= 0 {
-		grace = 20 * time.Second
-	}
+	grace := fleet.OrDefault(j.StopGrace, 20*time.Second)
 	bg, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
 	defer cancel()
 	pid := "$(cat " + quote(j.RemoteDir+"/pid") + ")"
@@ -433,8 +410,8 @@ func checkRunDir(dir, runID string) error {
 	return nil
 }
 
-// guard is the shell preamble of every script that touches a run folder: a folder that is gone is
-// done (exit 0 before the body), one that does not carry the run's marker is refused (exit 3).
+// guard is the preamble of every script that touches a run folder: one that is gone is done (exit
+// 0), one without the run's marker is refused (exit 3).
 const guard = `d=%s; id=%s
 [ -e "$d" ] || [ -L "$d" ] || exit 0
 if [ -L "$d" ] || [ ! -d "$d" ] || [ "$(cat "$d/.gpuvet-run" 2>/dev/null)" != "$id" ]; then
@@ -443,8 +420,7 @@ fi
 `
 
 // stopScript stops a run still going in the folder (its controller was killed): SIGTERM lets it
-// stop its engines and write what it measured; the pid counts only while that process still runs
-// in this folder.
+// stop its engines and write what it measured; the pid counts only while it runs in this folder.
 const stopScript = `if [ -f "$d/pid" ]; then
   p=$(cat "$d/pid")
   if [ "$(readlink /proc/$p/cwd 2>/dev/null)" = "$d" ] && kill -TERM "$p" 2>/dev/null; then

@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"debug/elf"
 	"errors"
@@ -108,7 +109,7 @@ func SecretsFromEnv() map[string]string {
 	return out
 }
 
-// Options are the client settings from the config.
+// OptionsFrom are the client settings from the config.
 func OptionsFrom(c config.SSH) Options {
 	o := Options{ConfigFile: c.ConfigFile, User: c.User, Port: c.Port, ConnectTimeout: c.ConnectTimeout.D(), IdentityFile: c.IdentityFile}
 	if c.KnownHosts != "" {
@@ -142,10 +143,7 @@ func (f Fleet) Finish(s *results.Summary) {
 			h.Prep = r
 			if r.RestoreError != "" {
 				// Loud: a node without vfio on its GPUs cannot serve passthrough VMs.
-				if h.Error != "" {
-					h.Error += "; "
-				}
-				h.Error += r.RestoreError
+				h.Error = fleet.JoinErr(h.Error, r.RestoreError)
 				s.Caveats = append(s.Caveats, name+": "+r.RestoreError)
 			}
 			if len(r.Left) > 0 {
@@ -198,9 +196,9 @@ func (f Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []resu
 		name := ih.Name
 		host := &Host{Target: t, Options: opts, Manifest: r.Manifest, GPUs: ih.GPUs, Prep: f.Prep, Job: Job{
 			Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
-			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+r.ID+"-"+Safe(name)),
-			LocalOut:  filepath.Join(r.Out, "hosts", Safe(name)),
-			Progress:  func(l string) { say(r, name, l) },
+			RemoteDir: path.Join(f.Config.RemoteDir, "gpuvet-"+r.ID+"-"+fleet.Safe(name)),
+			LocalOut:  filepath.Join(r.Out, "hosts", fleet.Safe(name)),
+			Progress:  func(l string) { r.Log("[" + name + "] " + l) },
 		}}
 		if f.Prep != nil && f.Prep.VFIORelease {
 			host.VFIO = &VFIO{}
@@ -251,16 +249,6 @@ func resolveAll(ctx context.Context, targets []Target) error {
 	return nil
 }
 
-func say(r fleet.RunInfo, host, line string) {
-	if r.Say != nil {
-		r.Say("[" + host + "] " + line)
-	}
-}
-
-// Safe makes a host name usable in a file name, one name to one folder: fleet.Safe, which also
-// names the fleet's per-host result files.
-func Safe(name string) string { return fleet.Safe(name) }
-
 // Binary is the gpuvet executable to copy (path "" = this one) and its GOARCH, read from its ELF
 // header.
 func Binary(p string) (string, string, error) {
@@ -290,10 +278,7 @@ func PublicKey(identity, agentSocket string) (string, error) {
 	if identity != "" {
 		return publicKeyOf(IdentityFiles(identity)[0], "ssh.identity_file")
 	}
-	if agentSocket == "" {
-		agentSocket = os.Getenv("SSH_AUTH_SOCK")
-	}
-	if agentSocket != "" {
+	if agentSocket = cmp.Or(agentSocket, os.Getenv("SSH_AUTH_SOCK")); agentSocket != "" {
 		if conn, err := net.Dial("unix", agentSocket); err == nil {
 			defer conn.Close()
 			if keys, err := agent.NewClient(conn).List(); err == nil && len(keys) > 0 {

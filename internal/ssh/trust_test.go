@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // Issue 30: host names that differ only in characters a file name cannot hold get folders of
@@ -13,7 +15,7 @@ import (
 func TestSafeNamesNeverCollide(t *testing.T) {
 	seen := map[string]string{}
 	for _, n := range []string{"gpu:1", "gpu_1", "gpu/1", "gpu 1", "..", "a"} {
-		s := Safe(n)
+		s := fleet.Safe(n)
 		if other, dup := seen[s]; dup {
 			t.Fatalf("%q and %q share folder %q", n, other, s)
 		}
@@ -22,7 +24,7 @@ func TestSafeNamesNeverCollide(t *testing.T) {
 		}
 		seen[s] = n
 	}
-	if Safe("node-1.example") != "node-1.example" {
+	if fleet.Safe("node-1.example") != "node-1.example" {
 		t.Fatal("a plain name changed")
 	}
 }
