@@ -14,6 +14,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // Runner runs one Slurm command and returns its stdout; the error carries stderr.
@@ -35,10 +37,7 @@ const maxOutput = 64 << 20
 
 // Run runs name with args.
 func (e Exec) Run(ctx context.Context, name string, args ...string) (string, error) {
-	t := e.Timeout
-	if t <= 0 {
-		t = 60 * time.Second
-	}
+	t := fleet.OrDefault(e.Timeout, 60*time.Second)
 	ctx, cancel := context.WithTimeout(ctx, t)
 	defer cancel()
 	if e.Log != nil {

@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -126,15 +127,27 @@ func Reason(runID string, st results.Status, why string) string {
 }
 
 // drain drains node with reason (scontrol update state=drain), recording it first.
-func (f *Fleet) drain(ctx context.Context, node, reason string) error {
-	if err := UpdateDrains(f.StateDir, func(d *Drains) error {
-		d.Nodes[drainKey(f.cluster, node)] = Drain{RunID: f.run.ID, Reason: reason, At: time.Now().UTC()}
+func drain(ctx context.Context, s Runner, stateDir, cluster, node, runID, reason string) error {
+	if err := UpdateDrains(stateDir, func(d *Drains) error {
+		d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
 		return nil
 	}); err != nil {
 		return fmt.Errorf("recording the drain first: %v (node not drained)", err)
 	}
-	_, err := f.Slurm.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason)
+	_, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason)
 	return err
+}
+
+func (f *Fleet) drain(ctx context.Context, node, reason string) error {
+	return drain(ctx, f.Slurm, f.StateDir, f.cluster, node, f.run.ID, reason)
+}
+
+// forgetDrain drops a node from the record of gpuvet's drains (it was resumed).
+func forgetDrain(stateDir, cluster, node string) error {
+	return UpdateDrains(stateDir, func(d *Drains) error {
+		delete(d.Nodes, drainKey(cluster, node))
+		return nil
+	})
 }
 
 // drains tells whether a node of status st is drained.
@@ -209,7 +222,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 				fleet.RecordAction(s, results.NodeAction{Node: n, Status: results.StatusOK, Did: []string{"not resumed: " + why + ": a resume needs the whole node vetted, with health"}})
 			}
 			if ok[n] {
-				if err := f.forget(n); err != nil {
+				if err := forgetDrain(f.StateDir, f.cluster, n); err != nil {
 					errs = append(errs, err)
 				}
 				f.say(fmt.Sprintf("%s: ok: resumed (gpuvet drained it in run %s)", n, f.resumed[n].RunID))
@@ -273,7 +286,7 @@ func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) (string, e
 		return "", err
 	}
 	if _, resumed := f.resumed[node]; n.Drained() && !resumed && !d.Ours(f.cluster, n) {
-		did := fmt.Sprintf("already drained by %s (%q): left alone", orUnknown(n.ReasonBy), n.Reason)
+		did := fmt.Sprintf("already drained by %s (%q): left alone", cmp.Or(n.ReasonBy, "someone"), n.Reason)
 		f.say(fmt.Sprintf("%s: %s: %s", node, reason, did))
 		return did, nil
 	}
@@ -282,12 +295,4 @@ func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) (string, e
 	}
 	f.say(fmt.Sprintf("%s: drained: %s", node, reason))
 	return "drained: " + reason, nil
-}
-
-// forget drops a node from the record of gpuvet's drains (it was resumed).
-func (f *Fleet) forget(node string) error {
-	return UpdateDrains(f.StateDir, func(d *Drains) error {
-		delete(d.Nodes, drainKey(f.cluster, node))
-		return nil
-	})
 }

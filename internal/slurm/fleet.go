@@ -1,9 +1,11 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -61,11 +63,7 @@ func (f *Fleet) CleanupTimeout() time.Duration { return 3 * time.Minute }
 // Finish adds nothing: a node's own summary says all.
 func (f *Fleet) Finish(*results.Summary) {}
 
-func (f *Fleet) say(line string) {
-	if f.run.Say != nil {
-		f.run.Say(line)
-	}
-}
+func (f *Fleet) say(line string) { f.run.Log(line) }
 
 // Hosts lists the nodes to vet: the cluster's nodes with GPUs, filtered by partition, node list
 // and reservation. A node drained by someone else, down or not responding is skipped and said; a
@@ -88,10 +86,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	if err != nil {
 		return nil, nil, err
 	}
-	shared := c.SharedDir
-	if shared == "" {
-		shared = filepath.Join(f.Out, "slurm")
-	}
+	shared := cmp.Or(c.SharedDir, filepath.Join(f.Out, "slurm"))
 	runDir := filepath.Join(shared, "gpuvet-"+r.ID)
 	drains, err := ReadDrains(f.StateDir)
 	if err != nil {
@@ -109,7 +104,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 		case why == "drained" && drains.Ours(f.cluster, n):
 			skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: fmt.Sprintf("drained by gpuvet (%s): a dry run does not resume it to vet it again", n.Reason)})
 		case why == "drained":
-			skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: fmt.Sprintf("drained by %s (%q): not gpuvet's drain, left alone", orUnknown(n.ReasonBy), n.Reason)})
+			skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: fmt.Sprintf("drained by %s (%q): not gpuvet's drain, left alone", cmp.Or(n.ReasonBy, "someone"), n.Reason)})
 		case why != "":
 			skipped = append(skipped, results.SkippedHost{Name: n.Name, Reason: why + ": left alone"})
 		default:
@@ -157,13 +152,6 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	return hosts, skipped, nil
 }
 
-func orUnknown(s string) string {
-	if s == "" {
-		return "someone"
-	}
-	return s
-}
-
 func firstSkip(s []results.SkippedHost) string {
 	if len(s) == 0 {
 		return ""
@@ -182,7 +170,9 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	keep := func(Node) bool { return true }
+	only := func(names []string) { // keeps the nodes names lists
+		all = slices.DeleteFunc(all, func(n Node) bool { return !slices.Contains(names, n.Name) })
+	}
 	if len(c.Nodes) > 0 {
 		names, err := f.hostnames(ctx, strings.Join(c.Nodes, ","))
 		if err != nil {
@@ -197,12 +187,10 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 				return nil, fmt.Errorf("slurm.nodes (%s): node %s is not in the cluster (scontrol show node)", f.Plan.Source("slurm.nodes"), n)
 			}
 		}
-		k0 := keep
-		keep = func(n Node) bool { return k0(n) && slices.Contains(names, n.Name) }
+		only(names)
 	}
 	if c.Partition != "" {
-		k0 := keep
-		keep = func(n Node) bool { return k0(n) && slices.Contains(n.Partitions, c.Partition) }
+		all = slices.DeleteFunc(all, func(n Node) bool { return !slices.Contains(n.Partitions, c.Partition) })
 	}
 	if c.Reservation != "" {
 		ro, err := f.Slurm.Run(ctx, "scontrol", "-o", "show", "reservation", c.Reservation)
@@ -217,10 +205,9 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("slurm.reservation %s: %v", c.Reservation, err)
 		}
-		k0 := keep
-		keep = func(n Node) bool { return k0(n) && slices.Contains(names, n.Name) }
+		only(names)
 	}
-	return slices.DeleteFunc(all, func(n Node) bool { return !keep(n) }), nil
+	return all, nil
 }
 
 // hostnames expands a hostlist expression (node[1-4],gpu7) with scontrol.
@@ -341,11 +328,4 @@ func DeleteReservation(ctx context.Context, s Runner, name string) error {
 	return nil
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	k := make([]string, 0, len(m))
-	for s := range m {
-		k = append(k, s)
-	}
-	slices.Sort(k)
-	return k
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

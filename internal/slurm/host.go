@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,20 +85,10 @@ func (h *Host) Provision(ctx context.Context) error {
 	args := []string{"--parsable", "--hold", "--job-name=" + name, "--nodelist=" + h.node.Name, "--nodes=1", "--ntasks=1",
 		"--exclusive", "--gres=gpu:" + strconv.Itoa(h.node.GPUs), "--time=" + strconv.Itoa(max(1, int(c.TimeLimit.D().Minutes()))),
 		"--chdir=" + h.dir, "--output=" + filepath.Join(h.dir, "slurm-%j.out"), "--no-requeue"}
-	if h.f.Config.Partition != "" {
-		args = append(args, "--partition="+c.Partition)
-	}
-	switch {
-	case h.reservation != "":
-		args = append(args, "--reservation="+h.reservation)
-	case c.Reservation != "":
-		args = append(args, "--reservation="+c.Reservation)
-	}
-	if c.Account != "" {
-		args = append(args, "--account="+c.Account)
-	}
-	if c.QOS != "" {
-		args = append(args, "--qos="+c.QOS)
+	for _, opt := range [][2]string{{"--partition=", c.Partition}, {"--reservation=", cmp.Or(h.reservation, c.Reservation)}, {"--account=", c.Account}, {"--qos=", c.QOS}} {
+		if opt[1] != "" {
+			args = append(args, opt[0]+opt[1])
+		}
 	}
 	m := h.f.run.Manifest
 	submit := fleet.Object{Kind: KindSubmit, Name: name, Host: h.node.Name}

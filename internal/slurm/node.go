@@ -1,6 +1,7 @@
 package slurm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -20,15 +21,9 @@ func DrainNode(ctx context.Context, s Runner, stateDir, node, runID, reason stri
 		return "", err
 	}
 	if n.Drained() && !d.Ours(cluster, n) {
-		return fmt.Sprintf("%s: already drained by %s (%q): left alone", node, orUnknown(n.ReasonBy), n.Reason), nil
+		return fmt.Sprintf("%s: already drained by %s (%q): left alone", node, cmp.Or(n.ReasonBy, "someone"), n.Reason), nil
 	}
-	if err := UpdateDrains(stateDir, func(d *Drains) error {
-		d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
-		return nil
-	}); err != nil {
-		return "", fmt.Errorf("recording the drain first: %v (node not drained)", err)
-	}
-	if _, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason); err != nil {
+	if err := drain(ctx, s, stateDir, cluster, node, runID, reason); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s: drained: %s", node, reason), nil
@@ -48,10 +43,7 @@ func ResumeNode(ctx context.Context, s Runner, stateDir, node string) (string, e
 		return "", err
 	}
 	run := d.Nodes[drainKey(cluster, node)].RunID
-	if err := UpdateDrains(stateDir, func(d *Drains) error {
-		delete(d.Nodes, drainKey(cluster, node))
-		return nil
-	}); err != nil {
+	if err := forgetDrain(stateDir, cluster, node); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s: ok: resumed (gpuvet drained it: %s)", node, run), nil

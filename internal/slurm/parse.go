@@ -3,6 +3,7 @@ package slurm
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,17 +25,7 @@ type Node struct {
 }
 
 // Has reports whether the node's state has flag f (DRAIN, …) or is base state f.
-func (n Node) Has(f string) bool {
-	if n.State == f {
-		return true
-	}
-	for _, x := range n.Flags {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
+func (n Node) Has(f string) bool { return n.State == f || slices.Contains(n.Flags, f) }
 
 // Drained reports a node that takes no new jobs because someone drained it (DRAIN, DRAINING,
 // DRAINED all carry the DRAIN flag).
