@@ -116,28 +116,23 @@ func scrub(msg, session string) string {
 	return strings.ReplaceAll(msg, session, "<credentials>")
 }
 
-func (c *Client) callString(ctx context.Context, method string, args ...any) (string, error) {
+// callAs is call with its result of type T (want names it in the error).
+func callAs[T any](ctx context.Context, c *Client, want, method string, args ...any) (T, error) {
 	v, err := c.call(ctx, method, args...)
-	if err != nil {
-		return "", err
+	t, ok := v.(T)
+	if err == nil && !ok {
+		err = fmt.Errorf("%s: want %s, got %T", method, want, v)
 	}
-	s, ok := v.(string)
-	if !ok {
-		return "", fmt.Errorf("%s: want an XML document, got %T", method, v)
-	}
-	return s, nil
+	return t, err
+}
+
+func (c *Client) callString(ctx context.Context, method string, args ...any) (string, error) {
+	return callAs[string](ctx, c, "an XML document", method, args...)
 }
 
 func (c *Client) callInt(ctx context.Context, method string, args ...any) (int, error) {
-	v, err := c.call(ctx, method, args...)
-	if err != nil {
-		return 0, err
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return 0, fmt.Errorf("%s: want an id, got %T", method, v)
-	}
-	return int(n), nil
+	n, err := callAs[int64](ctx, c, "an id", method, args...)
+	return int(n), err
 }
 
 // IsNoExists reports whether err is OpenNebula's "does not exist".

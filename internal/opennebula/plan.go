@@ -92,11 +92,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 		h.Job = ssh.Job{Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
 			RemoteDir: path.Join(f.SSH.RemoteDir, spec.Name), // gpuvet-RUN-HOST[-gN]
 			LocalOut:  filepath.Join(r.Out, "hosts", spec.Name),
-			Progress: func(l string) {
-				if r.Say != nil {
-					r.Say("[" + name + "] " + l)
-				}
-			}}
+			Progress:  func(l string) { r.Log("[" + name + "] " + l) }}
 		f.hosts = append(f.hosts, h)
 		out = append(out, h)
 	}

@@ -3,11 +3,13 @@ package opennebula
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -103,15 +105,7 @@ func PlanVMs(pool []HostInfo, clusters []string, perGPU bool, runID string, sz S
 	withGPU := map[string]bool{}
 	seen := map[string]bool{}
 	want := func(h HostInfo) bool {
-		if len(clusters) == 0 {
-			return true
-		}
-		for _, c := range clusters {
-			if c == h.Cluster || c == strconv.Itoa(h.ClusterID) {
-				return true
-			}
-		}
-		return false
+		return len(clusters) == 0 || slices.ContainsFunc(clusters, func(c string) bool { return c == h.Cluster || c == strconv.Itoa(h.ClusterID) })
 	}
 	sort.Slice(pool, func(i, j int) bool { return pool[i].Name < pool[j].Name })
 	for _, h := range pool {
@@ -173,16 +167,7 @@ type Waits struct {
 }
 
 func (w Waits) withDefaults() Waits {
-	if w.Boot <= 0 {
-		w.Boot = 10 * time.Minute
-	}
-	if w.Cleanup <= 0 {
-		w.Cleanup = 5 * time.Minute
-	}
-	if w.Poll <= 0 {
-		w.Poll = 5 * time.Second
-	}
-	return w
+	return Waits{Boot: fleet.OrDefault(w.Boot, 10*time.Minute), Cleanup: fleet.OrDefault(w.Cleanup, 5*time.Minute), Poll: fleet.OrDefault(w.Poll, 5*time.Second)}
 }
 
 // Create makes the VM (instantiate or allocate) and returns its id.
