@@ -13,6 +13,7 @@ package hostprep
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,12 +133,11 @@ type Session struct {
 	runID string
 }
 
-// Begin prepares the host: it finds what is missing, checks that all of it can be installed
-// (root, apt, a repository offering each package at its pinned version, an install that adds
-// packages only), records every package in the manifest, installs them and checks the tools work.
-// base is the manifest object the host's objects are made from (Host, Via, Identity: how clean
-// reconnects). An error before the install changed nothing on the host; after it, End undoes what
-// was done.
+// Begin prepares the host: it finds what is missing, checks that all of it can be installed (root,
+// apt, each package at its pin in a repository, an install that only adds), records every package
+// in the manifest, installs them and checks the tools work. base is the manifest object the host's
+// objects are made from (how clean reconnects). An error before the install changed nothing; after
+// it, End undoes what was done.
 func (p *Plan) Begin(ctx context.Context, r Runner, rec Recorder, base fleet.Object, name, runID string, say func(string)) (*Session, error) {
 	s := &Session{r: r, rec: rec, base: base, say: say, runID: runID, Rec: &results.HostPrep{}}
 	p.keep(name, s.Rec)
@@ -298,8 +298,8 @@ func (s *Session) record(o fleet.Object) error {
 
 // End undoes what Begin did: it stops the engine it started, purges the packages it installed
 // (only those), runs autoremove when the host had nothing autoremovable before, and checks that
-// nothing is left. r is the connection to use (nil: Begin's; a new one after a dropped
-// connection). Safe to call twice and after a failed Begin.
+// nothing is left. r is the connection to use (nil: Begin's). Safe to call twice, and after a
+// failed Begin.
 func (s *Session) End(ctx context.Context, r Runner) error {
 	if r != nil {
 		s.r = r
@@ -318,7 +318,7 @@ func (s *Session) End(ctx context.Context, r Runner) error {
 	s.Rec.Left = res.left
 	var left []fleet.Object
 	for _, o := range s.objs {
-		if !containsObj(res.done, o) {
+		if !slices.ContainsFunc(res.done, o.Same) {
 			left = append(left, o)
 		} else if s.rec != nil {
 			_ = s.rec.Deleted(o)
@@ -375,7 +375,7 @@ func vouched(ctx context.Context, r Runner, runID string, objs []fleet.Object) (
 		return nil, objs, nil, nil
 	}
 	for _, o := range objs {
-		if contains(lines[1:], o.Kind+" "+o.Name) {
+		if slices.Contains(lines[1:], o.Kind+" "+o.Name) {
 			keep = append(keep, o)
 		} else {
 			refused = append(refused, o)
@@ -439,7 +439,7 @@ func undo(ctx context.Context, r Runner, runID string, objs []fleet.Object, say 
 		out, err := r.Run(ctx, fmt.Sprintf(purgeScript, shellWords(names)))
 		left := strings.Fields(out)
 		for i, o := range pkgs {
-			if contains(left, names[i]) {
+			if slices.Contains(left, names[i]) {
 				u.left = append(u.left, "package "+o.Name)
 				purgeLeft = true
 				continue
@@ -526,7 +526,7 @@ func (s *Session) availability(ctx context.Context, n Need) string {
 	case len(versions) == 0:
 		return fmt.Sprintf("%s is missing (no %s) and no apt repository of the host offers %s: add %s; or install it yourself, or set %s=false to fail instead",
 			n.What, n.Binary, n.Pkg.Package, n.Hint, n.AllowKey)
-	case n.Pkg.Version != "" && !contains(versions, n.Pkg.Version):
+	case n.Pkg.Version != "" && !slices.Contains(versions, n.Pkg.Version):
 		return fmt.Sprintf("%s %s: the host's repositories offer %s, not %s: pin one of them with %s.version, or \"\" for the candidate",
 			n.PkgKey, n.Pkg.Package, strings.Join(versions, ", "), n.Pkg.Version, n.PkgKey)
 	}
@@ -648,11 +648,11 @@ func names(ns []Need) string {
 func pkgList(ns []Need, quoted bool) string {
 	var out []string
 	for _, n := range ns {
+		w := n.Pkg.Spec()
 		if quoted {
-			out = append(out, quote(n.Pkg.Spec()))
-		} else {
-			out = append(out, n.Pkg.Spec())
+			w = quote(w)
 		}
+		out = append(out, w)
 	}
 	return strings.Join(out, " ")
 }
@@ -663,24 +663,6 @@ func shellWords(ws []string) string {
 		q[i] = quote(w)
 	}
 	return strings.Join(q, " ")
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
-func containsObj(xs []fleet.Object, o fleet.Object) bool {
-	for _, x := range xs {
-		if x.Kind == o.Kind && x.Name == o.Name && x.Host == o.Host {
-			return true
-		}
-	}
-	return false
 }
 
 func lastLines(s string, n int) string {

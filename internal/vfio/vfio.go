@@ -12,6 +12,7 @@
 package vfio
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,22 +50,8 @@ type Paths struct {
 }
 
 func (p Paths) orDefault() Paths {
-	if p.Sys == "" {
-		p.Sys = "/sys"
-	}
-	if p.Dev == "" {
-		p.Dev = "/dev"
-	}
-	if p.Conf == "" {
-		p.Conf = "/etc/driverctl.d"
-	}
-	if p.Proc == "" {
-		p.Proc = "/proc"
-	}
-	if p.State == "" {
-		p.State = "/var/lib/gpuvet"
-	}
-	return p
+	return Paths{Sys: cmp.Or(p.Sys, "/sys"), Dev: cmp.Or(p.Dev, "/dev"), Conf: cmp.Or(p.Conf, "/etc/driverctl.d"),
+		Proc: cmp.Or(p.Proc, "/proc"), State: cmp.Or(p.State, "/var/lib/gpuvet")}
 }
 
 // VFIODriver is the passthrough driver; NvidiaDriver the one the run needs.
@@ -130,13 +117,12 @@ type Release struct {
 	Steps []string      // what was done, in order: for the summary and the report
 }
 
-// Begin releases every NVIDIA GPU of the node bound to (or overridden to) vfio-pci: it refuses
-// when a VM holds one (attached names the GPUs OpenNebula says a VM has; the node's own processes
-// holding a /dev/vfio group are found too), records each GPU in the manifest, stops
-// nvidia-persistenced, lifts driverctl's override (persistence included) and unbinds vfio-pci.
-// An error after the first change leaves the Release for Restore to undo. Before the first change
-// the node gets its own record of what run runID releases (Paths.State/vfio-RUN): a restore puts back
-// only what that record names.
+// Begin releases every NVIDIA GPU of the node bound (or overridden) to vfio-pci: it refuses when a
+// VM holds one (attached: the GPUs OpenNebula says a VM has; processes holding a /dev/vfio group
+// are found too), records each GPU in the manifest and in the node's own record of run runID
+// (Paths.State/vfio-RUN, before the first change: a restore puts back only what it names), stops
+// nvidia-persistenced, lifts driverctl's override and unbinds vfio-pci. An error after the first
+// change leaves the Release for Restore to undo.
 func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, rec Recorder, base fleet.Object, runID string, say func(string)) (*Release, error) {
 	p = p.orDefault()
 	rl := &Release{r: r, p: p, rec: rec, base: base, runID: runID, say: say}
@@ -177,7 +163,7 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 			return rl, err
 		}
 	}
-	if active, _ := rl.persistenced(ctx); active {
+	if rl.persistenced(ctx) {
 		if err := rl.record(fleet.Object{Kind: KindPersistenced, Name: "nvidia-persistenced"}); err != nil {
 			return rl, err
 		}
@@ -238,11 +224,10 @@ func (rl *Release) Bind(ctx context.Context) error {
 	return nil
 }
 
-// Restore puts every released GPU back on vfio-pci with its override as it was (persistent through
-// driverctl, runtime only, or none), stopping persistenced first and starting it again when it ran
-// before, and verifies each. A GPU left off vfio-pci is an error naming it: the node cannot serve
-// passthrough VMs with it. r is the connection to use (nil: Begin's; a new one after a dropped
-// connection). Safe to call twice.
+// Restore puts every released GPU back on vfio-pci with its override as it was (persistent,
+// runtime only, or none), persistenced stopped around it and started again if it ran before, and
+// verifies each; a GPU left off vfio-pci is an error naming it. r is the connection to use (nil:
+// Begin's). Safe to call twice.
 func (rl *Release) Restore(ctx context.Context, r Runner) error {
 	if r != nil {
 		rl.r = r
@@ -250,7 +235,7 @@ func (rl *Release) Restore(ctx context.Context, r Runner) error {
 	done, err := restore(ctx, rl.r, rl.p, rl.runID, rl.objs, rl.Wait, rl.step)
 	var left []fleet.Object
 	for _, o := range rl.objs {
-		if containsObj(done, o) {
+		if slices.ContainsFunc(done, o.Same) {
 			if rl.rec != nil {
 				_ = rl.rec.Deleted(o)
 			}
@@ -270,11 +255,10 @@ func Clean(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.Ob
 	return restore(ctx, r, p.orDefault(), runID, objs, 0, say)
 }
 
-// restore puts back what objs name and the node's own record of run runID names too, and only
-// what is still as gpuvet left it: a GPU unbound, or on nvidia with no process holding it (one
-// serving is never taken), or already back. Every entry is checked before anything changes;
-// nvidia-persistenced is stopped only when a GPU is to be rebound, and started again on every path
-// (failure included) when this restore stopped it or it ran before the release. The record goes
+// restore puts back what objs and the node's own record of run runID both name, and only what is
+// still as gpuvet left it (unbound, on nvidia with no process holding it, or already back), each
+// checked before anything changes. nvidia-persistenced is stopped only to rebind a GPU, and started
+// again on every path when this restore stopped it or it ran before the release. The record goes
 // when everything it names is back.
 func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.Object, wait time.Duration, say func(string)) ([]fleet.Object, error) {
 	rl := &Release{r: r, p: p, Wait: wait, say: say}
@@ -366,10 +350,9 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 	return done, nil
 }
 
-// asLeft says whether GPU g (as a binding names it) is still as gpuvet left it: back already on
-// vfio-pci with its override (back), unbound, or on nvidia with nothing holding it. Anything else
-// (another driver, a process serving on it, a device that is no NVIDIA GPU of the node) is an
-// error naming it, and the GPU is not touched.
+// asLeft says whether GPU g is still as gpuvet left it: back on vfio-pci with its override (back),
+// unbound, or on nvidia with nothing holding it. Anything else (another driver, a process serving,
+// no NVIDIA GPU of the node) is an error naming it, and the GPU is not touched.
 func (rl *Release) asLeft(ctx context.Context, now []GPU, g GPU) (back bool, err error) {
 	i := slices.IndexFunc(now, func(n GPU) bool { return n.Address == g.Address })
 	if i < 0 {
@@ -398,8 +381,7 @@ func (rl *Release) asLeft(ctx context.Context, now []GPU, g GPU) (back bool, err
 }
 
 // servingScript names the processes holding the GPU's /dev/nvidiaN open (N from the driver's
-// information file; where that cannot be read, any /dev/nvidiaN counts: a GPU is never taken
-// while it may be serving).
+// information file; unreadable, any /dev/nvidiaN counts: a GPU that may serve is never taken).
 const servingScript = `m=$(sed -n 's/^Device Minor:[[:space:]]*\([0-9][0-9]*\).*/\1/p' %s 2>/dev/null); d=%s
 for f in /proc/[0-9]*/fd/*; do
   l=$(readlink "$f" 2>/dev/null) || continue
@@ -497,10 +479,7 @@ func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
 
 // waitDriver waits until the GPU's bound driver is want ("" = none).
 func (rl *Release) waitDriver(ctx context.Context, addr, want string) error {
-	limit := rl.Wait
-	if limit <= 0 {
-		limit = 10 * time.Second
-	}
+	limit := fleet.OrDefault(rl.Wait, 10*time.Second)
 	deadline := time.Now().Add(limit)
 	script := fmt.Sprintf(`d=%s; [ -L "$d/driver" ] && basename "$(readlink "$d/driver")"; :`, quote(rl.p.Sys+"/bus/pci/devices/"+addr))
 	got := ""
@@ -522,15 +501,15 @@ func (rl *Release) waitDriver(ctx context.Context, addr, want string) error {
 }
 
 // persistenced says whether nvidia-persistenced is active.
-func (rl *Release) persistenced(ctx context.Context) (bool, error) {
+func (rl *Release) persistenced(ctx context.Context) bool {
 	out, _ := rl.r.Run(ctx, "systemctl is-active nvidia-persistenced 2>/dev/null; :")
-	return strings.TrimSpace(out) == "active", nil
+	return strings.TrimSpace(out) == "active"
 }
 
 // stopPersistenced stops nvidia-persistenced when it runs (a running one wedges a (re)bind) and
 // says whether it did.
 func (rl *Release) stopPersistenced(ctx context.Context) (bool, error) {
-	if active, _ := rl.persistenced(ctx); !active {
+	if !rl.persistenced(ctx) {
 		return false, nil
 	}
 	if _, err := rl.r.Run(ctx, "systemctl stop nvidia-persistenced"); err != nil {
@@ -610,22 +589,13 @@ func pciAddr(s string) bool {
 	return true
 }
 
-// holderScript names the processes holding a /dev/vfio group open (a VM's qemu): pid and command.
-// One find walks every descriptor: a readlink per descriptor forks thousands of times on a busy
-// host (tens of seconds), long enough for a holder to come and go unseen.
+// holderScript names the processes holding a /dev/vfio group open (a VM's qemu). One find walks
+// every descriptor: a readlink each forks thousands of times on a busy host (tens of seconds), long
+// enough for a holder to come and go unseen.
 const holderScript = `g=%s
 find /proc/[0-9]*/fd -maxdepth 1 -lname "$g" 2>/dev/null | while read -r f; do
   p=${f#/proc/}; p=${p%%%%/*}
   echo "pid $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120))"
 done | sort -u`
-
-func containsObj(xs []fleet.Object, o fleet.Object) bool {
-	for _, x := range xs {
-		if x.Kind == o.Kind && x.Name == o.Name && x.Host == o.Host {
-			return true
-		}
-	}
-	return false
-}
 
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

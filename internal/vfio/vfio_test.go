@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -173,7 +174,7 @@ func TestRestoreFailureThenClean(t *testing.T) {
 	n.SetWedge("0000:41:00.0", false)
 	var left []fleet.Object
 	for _, o := range r.objs {
-		if !containsObj(r.gone, o) {
+		if !slices.ContainsFunc(r.gone, o.Same) {
 			left = append(left, o)
 		}
 	}
@@ -345,7 +346,7 @@ func TestCleanOnlyRecordedAndNotServing(t *testing.T) {
 	engine.Wait()
 	var left []fleet.Object
 	for _, o := range objs {
-		if !containsObj(done, o) {
+		if !slices.ContainsFunc(done, o.Same) {
 			left = append(left, o)
 		}
 	}
