@@ -105,18 +105,16 @@ func recipeLayer(path string, root *yaml.Node) (tree, []string, error) {
 				return nil, nil, fail(val, key, "inference-concurrency-per-gpu: want a positive integer, got %q", val.Value)
 			}
 			setPath(layer, []string{"load", "concurrency"}, int64(n))
-		case "inference-throughput":
-			v, err := parseConstraint(val.Value, ">=")
-			if err != nil {
-				return nil, nil, fail(val, key, "inference-throughput: %v", err)
+		case "inference-throughput", "inference-ttft-p99": // a floor, a ceiling
+			op, gate := ">=", "aicr_min_output_tok_s"
+			if name.Value == "inference-ttft-p99" {
+				op, gate = "<=", "aicr_max_ttft_p99_ms"
 			}
-			setPath(layer, []string{"gates", "aicr_min_output_tok_s"}, v)
-		case "inference-ttft-p99":
-			v, err := parseConstraint(val.Value, "<=")
+			v, err := parseConstraint(val.Value, op)
 			if err != nil {
-				return nil, nil, fail(val, key, "inference-ttft-p99: %v", err)
+				return nil, nil, fail(val, key, "%s: %v", name.Value, err)
 			}
-			setPath(layer, []string{"gates", "aicr_max_ttft_p99_ms"}, v)
+			setPath(layer, []string{"gates", gate}, v)
 		default:
 			notes = append(notes, fmt.Sprintf("%s: constraint %s=%q is aicr's deployment side; gpuvet does not use it", path, name.Value, val.Value))
 		}

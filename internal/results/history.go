@@ -55,9 +55,8 @@ type Acceptance struct {
 	// them (each compared one is in History.Drift with both values; all are in the store).
 	Figures []StoredFigure `json:"figures,omitempty"`
 	// Earlier are the figures of the latest runs of this node (GPU) under the fingerprint that ended
-	// ok or inconclusive, the
-	// acceptance run among them, newest first: how far each figure moves from run to run here,
-	// which the judge weighs once there are three (issue 55). Read for the judge, like Figures.
+	// ok or inconclusive, the acceptance run among them, newest first: how far each figure moves from
+	// run to run here, which the judge weighs once there are three (issue 55). Read for the judge.
 	Earlier []EarlierRun `json:"earlier,omitempty"`
 }
 
