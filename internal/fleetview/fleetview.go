@@ -84,6 +84,18 @@ func (v *View) Counts() []Count {
 	return out
 }
 
+// Listed is how many of the ranked nodes a short list shows: every node that is not ok, but at
+// least least and at most most (and never more than there are).
+func (v *View) Listed(least, most int) int {
+	n := 0
+	for _, x := range v.Nodes {
+		if x.Status != results.StatusOK {
+			n++
+		}
+	}
+	return min(len(v.Nodes), max(least, min(n, most)))
+}
+
 // order is the ranking of node statuses, worst first. A node not vetted (skipped, never ready, not
 // run) ranks right after a failed one: it is not known to be good, and it is not a flag on a card.
 var order = []results.Status{results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete,
@@ -112,6 +124,14 @@ func Models(s *results.Summary) []string {
 		}
 	}
 	return out
+}
+
+// Ranked ranks the fleet's nodes by the first model's figure (or, with none, by status alone).
+func Ranked(s *results.Summary) *View {
+	if ms := Models(s); len(ms) > 0 {
+		return Build(s, ms[0])
+	}
+	return Build(s, "")
 }
 
 // Build ranks the fleet's nodes by model's figure ("" or an unknown model: by status alone, with
@@ -177,18 +197,9 @@ func node(h results.Host, model string) Node {
 	r := &reasons{}
 	r.add("", firstLine(h.Error))
 	r.add("", prefixed("discovery: ", firstLine(h.Discovery.Error)))
-	for _, f := range h.Flags {
-		r.add("", f.Reason)
-	}
-	var m *results.Model
-	for i := range h.Models {
-		if h.Models[i].Model == model {
-			m = &h.Models[i]
-			break
-		}
-	}
-	if m != nil && len(m.Endpoints) > 0 {
-		for _, e := range m.Endpoints {
+	r.flags("", h.Flags)
+	if i := slices.IndexFunc(h.Models, func(m results.Model) bool { return m.Model == model }); i >= 0 && len(h.Models[i].Endpoints) > 0 {
+		for _, e := range h.Models[i].Endpoints {
 			n.GPUs = append(n.GPUs, endpointCell(h, e))
 		}
 	} else {
@@ -197,23 +208,15 @@ func node(h results.Host, model string) Node {
 	if h.Health != nil {
 		r.add("", prefixed("health: ", firstLine(h.Health.Error)))
 		for _, g := range h.Health.GPUs {
-			for _, f := range g.Flags {
-				r.add(fmt.Sprint(g.GPU.Index), f.Reason)
-			}
+			r.flags(fmt.Sprint(g.GPU.Index), g.Flags)
 		}
-		for _, f := range h.Health.Flags {
-			r.add("", f.Reason)
-		}
+		r.flags("", h.Health.Flags)
 	}
 	for _, hm := range h.Models {
 		r.add("", prefixed(hm.Model+": ", firstLine(hm.Error)))
-		for _, f := range hm.Flags {
-			r.add("", f.Reason)
-		}
+		r.flags("", hm.Flags)
 		for _, e := range hm.Endpoints {
-			for _, f := range e.Flags {
-				r.add(gpuIDs(e.GPUs), f.Reason)
-			}
+			r.flags(gpuIDs(e.GPUs), e.Flags)
 			r.add(gpuIDs(e.GPUs), firstLine(e.Error))
 		}
 	}
@@ -310,6 +313,13 @@ func (r *reasons) add(gpu, s string) {
 	}
 }
 
+// flags adds the reasons of fs.
+func (r *reasons) flags(gpu string, fs []results.Flag) {
+	for _, f := range fs {
+		r.add(gpu, f.Reason)
+	}
+}
+
 func (r *reasons) lines() []string {
 	out := make([]string, len(r.text))
 	for i, t := range r.text {
@@ -350,11 +360,7 @@ func gpuLabel(gpus []int) string {
 	if len(gpus) == 1 {
 		return fmt.Sprintf("gpu %d", gpus[0])
 	}
-	p := make([]string, len(gpus))
-	for i, g := range gpus {
-		p[i] = fmt.Sprint(g)
-	}
-	return "gpus " + strings.Join(p, ",")
+	return "gpus " + strings.ReplaceAll(gpuIDs(gpus), "+", ",")
 }
 
 // median is the median of v (0 when empty).
@@ -382,6 +388,47 @@ func Spread(nodes []Node) (lo, hi float64) {
 		return 0, 0
 	}
 	return lo, hi
+}
+
+// ByHost groups lines "HOST: what" (HOST one of s's hosts) by what: the whats in first-seen order,
+// and the hosts of each (none for a line about no host), for the report and terminal to name.
+func ByHost(s *results.Summary, lines []string) (whats []string, hosts map[string][]string) {
+	known := map[string]bool{}
+	for _, h := range s.Hosts {
+		known[h.Name] = true
+	}
+	hosts = map[string][]string{}
+	for _, c := range lines {
+		host, what, ok := strings.Cut(c, ": ")
+		if !ok || !known[host] {
+			host, what = "", c
+		}
+		if _, seen := hosts[what]; !seen {
+			whats = append(whats, what)
+			hosts[what] = nil
+		}
+		if host != "" {
+			hosts[what] = append(hosts[what], host)
+		}
+	}
+	return whats, hosts
+}
+
+// Thousands writes an integer's digits with thousands separators: "7992" -> "7,992".
+func Thousands(digits string) string {
+	neg := strings.HasPrefix(digits, "-")
+	digits = strings.TrimPrefix(digits, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // GPUCounts is the node's GPUs by status, in the order the statuses first appear: "7 ok", "1 flag".
