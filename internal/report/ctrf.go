@@ -132,11 +132,10 @@ func CTRF(s *results.Summary) ([]byte, error) {
 	if r.Tests == nil {
 		r.Tests = []ctrfTest{}
 	}
-	doc := ctrfDoc{ReportFormat: ctrfFormat, SpecVersion: ctrfSpecVersion, RunID: s.RunID, GeneratedBy: "gpuvet " + s.Tool.Version, Results: r}
+	doc := ctrfDoc{ReportFormat: ctrfFormat, SpecVersion: ctrfSpecVersion, RunID: s.RunID, GeneratedBy: strings.TrimSpace("gpuvet " + s.Tool.Version), Results: r}
 	if !s.FinishedAt.IsZero() {
 		doc.Timestamp = s.FinishedAt.UTC().Format(time.RFC3339)
 	}
-	doc.GeneratedBy = strings.TrimSpace(doc.GeneratedBy)
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, err
@@ -167,10 +166,4 @@ func ctrfCase(c junitCase, suite []string) ctrfTest {
 var fleetSuiteName = []string{"gpuvet", "fleet"}
 
 // WriteCTRF writes the CTRF JSON of s to path.
-func WriteCTRF(s *results.Summary, path string) error {
-	b, err := CTRF(s)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(path, b)
-}
+func WriteCTRF(s *results.Summary, path string) error { return writeFile(CTRF, s, path) }

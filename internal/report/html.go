@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -47,31 +46,24 @@ func WriteHTML(s *results.Summary, path string) error {
 	return writeAtomic(path, b.Bytes())
 }
 
-// writeAtomic writes data to a hidden temp file beside path and renames it into place. The temp name
-// does not end in .prom, so node-exporter's textfile collector never reads a partial file.
+// writeAtomic writes data to path atomically (results.ReplaceFile); the temp file's name does not
+// end in .prom, so node-exporter's textfile collector never reads a partial file.
 func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	return results.ReplaceFile(path, func(w io.Writer) error {
+		if _, err := w.Write(data); err != nil {
+			return fmt.Errorf("writing %s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// writeFile writes render(s) to path atomically (node-exporter never reads half a textfile).
+func writeFile(render func(*results.Summary) ([]byte, error), s *results.Summary, path string) error {
+	b, err := render(s)
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return writeAtomic(path, b)
 }
 
 // Standard file names WriteDir uses inside a run's output directory.

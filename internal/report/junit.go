@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -102,11 +103,12 @@ func (p *flagPool) take(keys ...string) []results.Flag {
 	return out
 }
 
-func (p *flagPool) rest() []results.Flag {
-	var out []results.Flag
+// rest are the flags no case took, each a failed case of its own.
+func (p *flagPool) rest(class string) []junitCase {
+	var out []junitCase
 	for i, f := range p.flags {
 		if !p.used[i] {
-			out = append(out, f)
+			out = append(out, failCase(class, f.Check, []results.Flag{f}))
 		}
 	}
 	return out
@@ -172,47 +174,37 @@ func JUnit(s *results.Summary) ([]byte, error) {
 func junitDoc(s *results.Summary) junitSuites {
 	union := map[results.Flag]bool{} // flags a host suite already holds
 	doc := junitSuites{Name: "gpuvet " + s.RunID}
-	ts := ""
-	if !s.StartedAt.IsZero() {
-		ts = s.StartedAt.UTC().Format("2006-01-02T15:04:05")
-	}
 	for _, h := range s.Hosts {
 		seen := map[results.Flag]bool{} // per host: two hosts may raise the same flag on their "gpu 3"
+		var hs []junitSuite
 		if h.Health != nil {
-			su := healthSuite(h, seen)
-			su.Timestamp, su.Hostname = ts, h.Name
-			doc.Suites = append(doc.Suites, su)
+			hs = append(hs, healthSuite(h, seen))
 		}
 		for _, m := range h.Models {
-			su := modelSuite(h, m, seen)
-			su.Timestamp, su.Hostname = ts, h.Name
+			hs = append(hs, modelSuite(h, m, seen))
+		}
+		for _, su := range []junitSuite{verdictSuite(h), hostSuite(h, seen)} {
+			if len(su.Cases) > 0 {
+				hs = append(hs, su)
+			}
+		}
+		for _, su := range hs {
+			su.Hostname = h.Name
 			doc.Suites = append(doc.Suites, su)
 		}
-		if su := verdictSuite(h); len(su.Cases) > 0 {
-			su.Timestamp, su.Hostname = ts, h.Name
+		maps.Copy(union, seen)
+	}
+	for _, su := range []junitSuite{fleetSuite(s), findingSuite(s)} {
+		if len(su.Cases) > 0 {
 			doc.Suites = append(doc.Suites, su)
 		}
-		if su := hostSuite(h, seen); len(su.Cases) > 0 {
-			su.Timestamp, su.Hostname = ts, h.Name
-			doc.Suites = append(doc.Suites, su)
-		}
-		for f := range seen {
-			union[f] = true
-		}
 	}
-	if su := fleetSuite(s); len(su.Cases) > 0 {
-		su.Timestamp = ts
-		doc.Suites = append(doc.Suites, su)
-	}
-	if su := findingSuite(s); len(su.Cases) > 0 {
-		su.Timestamp = ts
-		doc.Suites = append(doc.Suites, su)
-	}
-	run := runSuite(s, union)
-	run.Timestamp = ts
-	doc.Suites = append(doc.Suites, run)
+	doc.Suites = append(doc.Suites, runSuite(s, union))
 	for i := range doc.Suites {
 		su := &doc.Suites[i]
+		if !s.StartedAt.IsZero() {
+			su.Timestamp = s.StartedAt.UTC().Format("2006-01-02T15:04:05")
+		}
 		for _, c := range su.Cases {
 			su.Tests++
 			switch {
@@ -240,43 +232,36 @@ func verdictSuite(h results.Host) junitSuite {
 	for _, g := range h.GPUs {
 		why := strings.Join(append(append([]string(nil), g.Checks...), g.Why...), "; ")
 		msg := fmt.Sprintf("gpu %d: %s (health %s, serving %s)", g.Index, g.Status, orDash(string(g.Health)), orDash(string(g.Serving)))
-		if w := results.ActionWords[g.Action]; w != "" && g.Action != results.ActionNone {
-			msg += " · " + w
-		}
-		c := statusCase(class, fmt.Sprintf("gpu %d", g.Index), g.Status, msg, why)
-		c.Extra = map[string]any{"node": h.Name, "gpu": g.Index, "gpu_name": g.Name, "status": string(g.Status)}
-		if g.Action != "" {
-			c.Extra["action"] = g.Action
-		}
-		su.Cases = append(su.Cases, c)
+		su.Cases = append(su.Cases, verdictCase(class, fmt.Sprintf("gpu %d", g.Index), "", g.Status, msg, why, nil, g.Action,
+			map[string]any{"node": h.Name, "gpu": g.Index, "gpu_name": g.Name}))
 	}
 	if len(su.Cases) > 0 {
-		msg := "host " + h.Name + ": " + string(h.Status)
-		if l := results.LayerLine(h.Layers); l != "" {
-			msg += " (" + l + ")"
-		}
-		if w := results.ActionWords[h.Action]; w != "" && h.Action != results.ActionNone {
-			msg += " · " + w
-		}
-		c := statusCase(class, "host", h.Status, msg, firstLine(h.Error))
-		c.Subject, c.Extra = h.Name, map[string]any{"node": h.Name, "status": string(h.Status)}
-		if h.Action != "" {
-			c.Extra["action"] = h.Action
-		}
-		if len(h.Layers) > 0 {
-			c.Extra["layers"] = layerMap(h.Layers)
-		}
-		su.Cases = append(su.Cases, c)
+		su.Cases = append(su.Cases, verdictCase(class, "host", h.Name, h.Status, "host "+h.Name+": "+string(h.Status), firstLine(h.Error),
+			h.Layers, h.Action, map[string]any{"node": h.Name}))
 	}
 	return su
 }
 
-// statusCase is a judged status as a test: ok passes; flag and failed fail; inconclusive is a skip
-// that ran and could not decide; a run that stopped before it is an error.
-func statusCase(class, name string, st results.Status, msg, detail string) junitCase {
-	c := junitCase{Classname: class, Name: name}
+// verdictCase is a judged status as a test: ok passes; flag and failed fail; inconclusive is a skip
+// that ran and could not decide; a run that stopped before it is an error. Its message is msg, the
+// layers, the action in words, then detail; its labels extra, with the status, action and layers.
+func verdictCase(class, name, subject string, st results.Status, msg, detail string, layers map[string]results.Status, action string, extra map[string]any) junitCase {
+	if l := results.LayerLine(layers); l != "" {
+		msg += " (" + l + ")"
+	}
+	if w := results.ActionWords[action]; w != "" && action != results.ActionNone {
+		msg += " · " + w
+	}
 	if detail != "" {
 		msg += ": " + detail
+	}
+	c := junitCase{Classname: class, Name: name, Subject: subject, Extra: extra}
+	extra["status"] = string(st)
+	if action != "" {
+		extra["action"] = action
+	}
+	if len(layers) > 0 {
+		extra["layers"] = layerMap(layers)
 	}
 	switch st {
 	case results.StatusOK:
@@ -293,13 +278,7 @@ func statusCase(class, name string, st results.Status, msg, detail string) junit
 }
 
 // WriteJUnit writes the JUnit XML of s to path.
-func WriteJUnit(s *results.Summary, path string) error {
-	b, err := JUnit(s)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(path, b)
-}
+func WriteJUnit(s *results.Summary, path string) error { return writeFile(JUnit, s, path) }
 
 // healthChecks are the per-GPU health checks and the flag-check fragments each one answers for.
 var healthChecks = []struct {
@@ -352,9 +331,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 		}
 		su.Cases = append(su.Cases, compareCases(class, hh.Comparisons, g.GPU.Index, pool)...)
 		su.Cases = append(su.Cases, nvlinkCase(class, hh, g.GPU.Index, pool)...)
-		for _, f := range pool.rest() {
-			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
-		}
+		su.Cases = append(su.Cases, pool.rest(class)...)
 		labelCases(su.Cases[first:], fmt.Sprintf("gpu %d", g.GPU.Index), map[string]any{"node": h.Name, "gpu": g.GPU.Index, "gpu_name": g.GPU.Name})
 	}
 	class := "gpuvet.health." + classPart(h.Name)
@@ -376,9 +353,7 @@ func healthSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 	if hh.Error != "" {
 		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "health.phase", Error: &junitProblem{Message: hh.Error, Type: "health"}})
 	}
-	for _, f := range pool.rest() {
-		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
-	}
+	su.Cases = append(su.Cases, pool.rest(class)...)
 	return su
 }
 
@@ -393,9 +368,7 @@ func labelCases(cs []junitCase, subject string, extra map[string]any) {
 			cs[i].Extra = extra
 			continue
 		}
-		for k, v := range extra {
-			x[k] = v
-		}
+		maps.Copy(x, extra)
 	}
 }
 
@@ -499,18 +472,14 @@ func modelSuite(h results.Host, m results.Model, seen map[results.Flag]bool) jun
 		if len(e.GPUs) > 0 {
 			su.Cases = append(su.Cases, compareCases(class, m.Comparisons, e.GPUs[0], pool)...)
 		}
-		for _, f := range pool.rest() {
-			su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
-		}
+		su.Cases = append(su.Cases, pool.rest(class)...)
 		labelCases(su.Cases[first:], m.Model+" "+gpuList(e.GPUs), map[string]any{"node": h.Name, "gpus": e.GPUs, "gpu_name": e.GPUName, "model": m.Model})
 	}
 	class := "gpuvet.model." + classPart(h.Name) + "." + classPart(m.Model)
 	if m.Error != "" {
 		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "model", Error: &junitProblem{Message: m.Error, Type: "model"}})
 	}
-	for _, f := range newPool(seen, m.Flags).rest() {
-		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
-	}
+	su.Cases = append(su.Cases, newPool(seen, m.Flags).rest(class)...)
 	return su
 }
 
@@ -523,9 +492,7 @@ func hostSuite(h results.Host, seen map[results.Flag]bool) junitSuite {
 		msg := strings.Trim(h.Error+"; "+h.Discovery.Error, "; ")
 		su.Cases = append(su.Cases, junitCase{Classname: class, Name: "host", Error: &junitProblem{Message: msg, Type: "host"}})
 	}
-	for _, f := range newPool(seen, h.Flags).rest() {
-		su.Cases = append(su.Cases, failCase(class, f.Check, []results.Flag{f}))
-	}
+	su.Cases = append(su.Cases, newPool(seen, h.Flags).rest(class)...)
 	return su
 }
 
@@ -562,26 +529,9 @@ func runSuite(s *results.Summary, seen map[results.Flag]bool) junitSuite {
 		msg := fmt.Sprintf("the run did not finish (complete: false, status %s): its figures are partial", s.Status)
 		su.Cases = append(su.Cases, junitCase{Classname: "gpuvet.run", Name: "run.complete", Error: &junitProblem{Message: msg, Type: "incomplete"}})
 	}
-	for _, f := range pool.rest() {
-		su.Cases = append(su.Cases, failCase("gpuvet.run", f.Check, []results.Flag{f}))
-	}
+	su.Cases = append(su.Cases, pool.rest("gpuvet.run")...)
 	// The run's own verdict, as every other surface shows it.
-	msg := "run " + string(s.Status)
-	if l := results.LayerLine(s.Layers); l != "" {
-		msg += " (" + l + ")"
-	}
-	if w := results.ActionWords[s.Action]; w != "" && s.Action != results.ActionNone {
-		msg += " · " + w
-	}
-	rc := statusCase("gpuvet.run", "run.status", s.Status, msg, "")
-	rc.Subject, rc.Extra = "run", map[string]any{"status": string(s.Status)}
-	if s.Action != "" {
-		rc.Extra["action"] = s.Action
-	}
-	if len(s.Layers) > 0 {
-		rc.Extra["layers"] = layerMap(s.Layers)
-	}
-	su.Cases = append(su.Cases, rc)
+	su.Cases = append(su.Cases, verdictCase("gpuvet.run", "run.status", "run", s.Status, "run "+string(s.Status), "", s.Layers, s.Action, map[string]any{}))
 	return su
 }
 

@@ -1,6 +1,8 @@
 package report
 
 import (
+	"slices"
+
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -56,11 +58,7 @@ func worstFirst(fs []results.Finding) []results.Finding {
 		}
 	}
 	for _, f := range fs {
-		known := false
-		for _, st := range findingOrder {
-			known = known || f.Status == st
-		}
-		if !known {
+		if !slices.Contains(findingOrder, f.Status) {
 			out = append(out, f)
 		}
 	}

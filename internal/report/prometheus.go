@@ -63,6 +63,14 @@ func statusValue(s results.Status) (float64, bool) {
 	return 0, false
 }
 
+// b01 is a yes/no gauge's value: 1 for yes.
+func b01(yes bool) float64 {
+	if yes {
+		return 1
+	}
+	return 0
+}
+
 func (f *promFamily) status(st results.Status, labels ...string) {
 	if v, ok := statusValue(st); ok {
 		f.add(v, labels...)
@@ -121,11 +129,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	d.family("gpuvet_run_info", "The gpuvet run these figures come from (value always 1).").
 		add(1, "run_id", s.RunID, "backend", s.Backend, "environment", s.Environment, "version", s.Tool.Version)
 	d.family("gpuvet_run_status", "Run status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(s.Status)
-	complete := 0.0
-	if s.Complete {
-		complete = 1
-	}
-	d.family("gpuvet_run_complete", "1 when the run finished and summary.json is final.").add(complete)
+	d.family("gpuvet_run_complete", "1 when the run finished and summary.json is final.").add(b01(s.Complete))
 	if !s.StartedAt.IsZero() {
 		d.family("gpuvet_run_start_time_seconds", "Unix time the run started.").add(float64(s.StartedAt.Unix()))
 		if !s.FinishedAt.IsZero() {
@@ -168,13 +172,8 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 				}
 				l := []string{"subject", r.Subject, "metric", r.Metric, "environment", env}
 				ov.add(p, l...)
-				switch r.Status[env] {
-				case "ok":
-					st.add(0, l...)
-				case "breach":
-					st.add(2, l...)
-				case "low_confidence", "lower_bound":
-					st.add(1, l...)
+				if v, ok := map[string]float64{"ok": 0, "low_confidence": 1, "lower_bound": 1, "breach": 2}[r.Status[env]]; ok {
+					st.add(v, l...)
 				}
 			}
 		}
@@ -214,11 +213,7 @@ func promHealth(d *promDoc, host string, h *results.Health, unjudged bool) {
 				d.family("gpuvet_gpu_bench_floor_ratio", "The datasheet floor of a microbenchmark: the least fraction of its peak a healthy card reaches.").add(*b.Floor, "host", host, "gpu", gi, "bench", b.Name)
 			}
 		}
-		busy := 0.0
-		if g.Busy != nil {
-			busy = 1
-		}
-		d.family("gpuvet_gpu_busy", "1 when another process or unexplained load was on the GPU at the health phase.").add(busy, "host", host, "gpu", gi)
+		d.family("gpuvet_gpu_busy", "1 when another process or unexplained load was on the GPU at the health phase.").add(b01(g.Busy != nil), "host", host, "gpu", gi)
 		if e := g.GPU.ECC.VolatileUncorrected; e != nil {
 			d.family("gpuvet_gpu_ecc_uncorrected_errors", "Uncorrected ECC errors.").add(float64(*e), "host", host, "gpu", gi, "counter", "volatile")
 		}
@@ -241,20 +236,12 @@ func promHealth(d *promDoc, host string, h *results.Health, unjudged bool) {
 func promModel(d *promDoc, host string, m results.Model) {
 	d.family("gpuvet_model_status", "Model status on a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(m.Status, "host", host, "model", m.Model)
 	for _, e := range m.Endpoints {
-		gs := make([]string, len(e.GPUs))
-		for i, g := range e.GPUs {
-			gs[i] = strconv.Itoa(g)
-		}
-		l := []string{"host", host, "model", m.Model, "gpu", strings.Join(gs, ",")}
+		l := []string{"host", host, "model", m.Model, "gpu", gpuLabel(e.GPUs)}
 		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(e.Status, l...)
 		if ld := e.Load; ld != nil && ld.Error == "" {
-			lb := 0.0
-			if ld.Saturation.LowerBound() {
-				lb = 1
-			}
 			d.family("gpuvet_output_tokens_per_second_peak", "Peak output tokens per second of the sweep.").add(ld.PeakOutputTokS, l...)
 			d.family("gpuvet_sustained_requests_per_second", "Sustained req/s: peak output tok/s over mean output tokens per request.").add(ld.SustainedReqS, l...)
-			d.family("gpuvet_throughput_lower_bound", "1 when throughput is only a lower bound (truncated or unsaturated sweep).").add(lb, l...)
+			d.family("gpuvet_throughput_lower_bound", "1 when throughput is only a lower bound (truncated or unsaturated sweep).").add(b01(ld.Saturation.LowerBound()), l...)
 			if r := syncRun(ld); r != nil {
 				if r.TTFT.Count > 0 {
 					d.family("gpuvet_sync_ttft_p95_seconds", "Time to first token, p95, synchronous run.").add(r.TTFT.P95/1000, l...)
@@ -276,13 +263,8 @@ func promModel(d *promDoc, host string, m results.Model) {
 		for _, v := range e.Verdicts {
 			gl := append(append([]string(nil), l...), "check", v.Check, "source", v.Source)
 			g := d.family("gpuvet_gate_status", "Gate result: 0 pass, 1 inconclusive, 2 fail (disabled gates have no sample).")
-			switch v.Result {
-			case "pass":
-				g.add(0, gl...)
-			case "inconclusive":
-				g.add(1, gl...)
-			case "fail":
-				g.add(2, gl...)
+			if x, ok := map[string]float64{"pass": 0, "inconclusive": 1, "fail": 2}[v.Result]; ok {
+				g.add(x, gl...)
 			}
 		}
 		if f := e.Functional; f != nil {
@@ -299,10 +281,4 @@ func promModel(d *promDoc, host string, m results.Model) {
 }
 
 // WritePrometheus writes the textfile of s to path atomically (node-exporter never reads half a file).
-func WritePrometheus(s *results.Summary, path string) error {
-	b, err := Prometheus(s)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(path, b)
-}
+func WritePrometheus(s *results.Summary, path string) error { return writeFile(Prometheus, s, path) }

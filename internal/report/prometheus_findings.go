@@ -1,6 +1,7 @@
 package report
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -78,11 +79,7 @@ func orderedLayers(m map[string]results.Status) []string {
 		}
 	}
 	for _, l := range sortedKeys(m) {
-		known := false
-		for _, k := range results.Layers {
-			known = known || k == l
-		}
-		if !known {
+		if !slices.Contains(results.Layers, l) {
 			out = append(out, l)
 		}
 	}

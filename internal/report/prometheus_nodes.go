@@ -1,6 +1,10 @@
 package report
 
-import "github.com/gpuvet/gpuvet/internal/results"
+import (
+	"slices"
+
+	"github.com/gpuvet/gpuvet/internal/results"
+)
 
 // verdictStates are the states of the node verdict state set, in the order written.
 var verdictStates = []results.Status{results.StatusOK, results.StatusInconclusive, results.StatusFlag, results.StatusFailed}
@@ -12,20 +16,12 @@ var verdictStates = []results.Status{results.StatusOK, results.StatusInconclusiv
 // node that needs a person).
 func promNodes(d *promDoc, s *results.Summary) {
 	for _, h := range s.Hosts {
-		known := false
-		for _, st := range verdictStates {
-			known = known || h.Status == st
-		}
-		if !known { // interrupted, not run: no verdict
+		if !slices.Contains(verdictStates, h.Status) { // interrupted, not run: no verdict
 			continue
 		}
 		f := d.family("gpuvet_node_verdict", "The node's judged verdict as a state set: 1 for its status (ok, inconclusive, flag, failed), 0 for the others.")
 		for _, st := range verdictStates {
-			v := 0.0
-			if h.Status == st {
-				v = 1
-			}
-			f.add(v, "node", h.Name, "status", string(st))
+			f.add(b01(h.Status == st), "node", h.Name, "status", string(st))
 		}
 	}
 	if s.Fleet == nil {
@@ -37,16 +33,9 @@ func promNodes(d *promDoc, s *results.Summary) {
 			d.family("gpuvet_node_verdict_expiry_timestamp_seconds", "Unix time the node's verdict expires (kubernetes.verdict_valid_for after the run): past it the node is due for a run.").
 				add(float64(a.ValidUntil.Unix()), "node", a.Node)
 		}
-		q := 0.0
-		if a.Held != "" {
-			q, held = 1, 1
-		}
-		d.family("gpuvet_node_quarantine_held", "1 when the circuit breaker held the node's quarantine (a Kubernetes taint, a Slurm drain): the node failed but was not taken out of service.").add(q, "node", a.Node)
-		att := 0.0
-		if a.Attention != "" {
-			att = 1
-		}
-		d.family("gpuvet_node_needs_attention", "1 when a pending node stayed undecided kubernetes.pending_retries runs in a row: it stays pending until a person looks.").add(att, "node", a.Node)
+		held = max(held, b01(a.Held != ""))
+		d.family("gpuvet_node_quarantine_held", "1 when the circuit breaker held the node's quarantine (a Kubernetes taint, a Slurm drain): the node failed but was not taken out of service.").add(b01(a.Held != ""), "node", a.Node)
+		d.family("gpuvet_node_needs_attention", "1 when a pending node stayed undecided kubernetes.pending_retries runs in a row: it stays pending until a person looks.").add(b01(a.Attention != ""), "node", a.Node)
 	}
 	if len(s.Fleet.NodeActions) > 0 {
 		d.family("gpuvet_circuit_breaker_tripped", "1 when the run's circuit breaker (kubernetes.max_unhealthy, slurm.max_drain) held a quarantine.").add(held)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -106,7 +107,7 @@ func nearHosts(s *results.Summary, name string) string {
 func WithDetails(s *results.Summary, dir string) (*results.Summary, error) {
 	shown := s.Hosts
 	if isFleet(s) {
-		shown = shownHosts(s, rankedView(s))
+		shown = shownHosts(s, fleetview.Ranked(s))
 	}
 	want := map[string]bool{}
 	for _, h := range shown {

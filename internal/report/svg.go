@@ -98,11 +98,7 @@ func (c LineChart) SVG() template.HTML {
 	top := yt[len(yt)-1]
 	sy := func(y float64) float64 { return plotTop + plotH - (math.Min(y, top)-yt[0])/(top-yt[0])*plotH }
 
-	names := make([]string, len(c.Series))
-	for i, s := range c.Series {
-		names[i] = s.Name
-	}
-	legendRows, legend := drawLegend(names, dashedOf(c.Series), plotTop+plotH+60)
+	legendRows, legend := drawLegend(c.Series, plotTop+plotH+60)
 	h := plotTop + plotH + 52 + legendRows*legendDY
 
 	var b strings.Builder
@@ -188,14 +184,6 @@ func finite(ss []Series) []Series {
 	return out
 }
 
-func dashedOf(ss []Series) []bool {
-	out := make([]bool, len(ss))
-	for i, s := range ss {
-		out[i] = s.Dashed
-	}
-	return out
-}
-
 // open writes the <svg> element with a title both visible and for screen readers.
 func open(b *strings.Builder, title string, h int) {
 	fmt.Fprintf(b, `<svg class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s" font-family="system-ui, sans-serif">`,
@@ -224,24 +212,25 @@ func axes(b *strings.Builder, xt, yt []float64, sx, sy func(float64) float64, xl
 }
 
 // drawLegend lays series names out in rows under the plot; it returns the row count and the SVG.
-func drawLegend(names []string, dashed []bool, top int) (int, string) {
+func drawLegend(ss []Series, top int) (int, string) {
 	var b strings.Builder
 	x, row := marginL, 0
-	for i, n := range names {
+	for i, s := range ss {
+		n := s.Name
 		w := 34 + 7*len([]rune(n))
 		if x+w > chartW-marginR && x > marginL {
 			x, row = marginL, row+1
 		}
 		y := top + row*legendDY
 		dash := ""
-		if dashed[i] {
+		if s.Dashed {
 			dash = ` stroke-dasharray="5 3"`
 		}
 		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`, x, x+20, y-4, y-4, seriesColor(i), dash)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="#222">%s</text>`, x+25, y, esc(n))
 		x += w
 	}
-	if len(names) == 0 {
+	if len(ss) == 0 {
 		return 0, ""
 	}
 	return row + 1, b.String()
@@ -336,20 +325,16 @@ const barH = 11
 
 // SVG draws the chart. Groups stack downward; the label column is on the left.
 func (c BarChart) SVG() template.HTML {
-	for gi := range c.Groups {
-		var ok []Bar
-		for _, br := range c.Groups[gi].Bars {
+	var vals []float64
+	for gi, g := range c.Groups {
+		var ok []Bar // a bar that cannot be drawn (NaN, infinite) is left out
+		for _, br := range g.Bars {
 			if !math.IsNaN(br.Value) && !math.IsInf(br.Value, 0) {
 				ok = append(ok, br)
+				vals = append(vals, br.Value)
 			}
 		}
 		c.Groups[gi].Bars = ok
-	}
-	var vals []float64
-	for _, g := range c.Groups {
-		for _, br := range g.Bars {
-			vals = append(vals, br.Value)
-		}
 	}
 	vals = append(vals, c.Refs...)
 	lo, hi := minOf(vals), maxOf(vals)
@@ -360,7 +345,11 @@ func (c BarChart) SVG() template.HTML {
 	groupH := len(c.Series)*barH + 8
 	top := plotTop + 4
 	plotBottom := top + len(c.Groups)*groupH
-	legendRows, legend := drawLegend(c.Series, make([]bool, len(c.Series)), plotBottom+40)
+	series := make([]Series, len(c.Series))
+	for i, n := range c.Series {
+		series[i].Name = n
+	}
+	legendRows, legend := drawLegend(series, plotBottom+40)
 	h := plotBottom + 44 + legendRows*legendDY
 
 	var b strings.Builder
@@ -402,7 +391,7 @@ func (c BarChart) SVG() template.HTML {
 			if br.Bad {
 				col = "#C00000"
 			}
-			fmt.Fprintf(&b, `<text x="%s" y="%d" font-size="10" fill="%s">%s</text>`, f1(sx(math.Max(br.Value, 0))+4), y+barH-3, col, signed(br.Value))
+			fmt.Fprintf(&b, `<text x="%s" y="%d" font-size="10" fill="%s">%s</text>`, f1(sx(math.Max(br.Value, 0))+4), y+barH-3, col, signedPct(br.Value))
 		}
 	}
 	for _, r := range c.Refs {
@@ -412,13 +401,6 @@ func (c BarChart) SVG() template.HTML {
 	b.WriteString(legend)
 	b.WriteString("</svg>")
 	return template.HTML(b.String())
-}
-
-func signed(v float64) string {
-	if v > 0 {
-		return "+" + f1(v) + " %"
-	}
-	return f1(v) + " %"
 }
 
 func clip(s string, n int) string {

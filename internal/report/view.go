@@ -3,14 +3,15 @@ package report
 import (
 	"fmt"
 	"html/template"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -142,11 +143,9 @@ type healthView struct {
 	Open                  bool
 	Notes                 []string
 	Inventory             []invRow
-	BenchCols             []string
 	BenchHeads            []kv // name -> unit
 	Bench                 []benchRow
 	DCGM                  string
-	DCGMStatus            string
 	Compare               *compareTable
 	Burn                  template.HTML
 	Links                 *linksView // GPU interconnect (nil: not read)
@@ -173,8 +172,7 @@ type modelView struct {
 	Anchor, Model, Engine, Status, Error string
 	Open                                 bool
 	Flags                                int
-	GateCols                             []string // check ids
-	GateHeads                            []kv     // check id -> column title
+	GateHeads                            []kv // check id -> column title
 	Rows                                 []epRow
 	Throughput, TTFT, Power              template.HTML
 	Telemetry                            []template.HTML // one chart per GPU: clocks, power, temperature under the load
@@ -185,12 +183,12 @@ type modelView struct {
 }
 
 type epRow struct {
-	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Provision, Error string
-	StatusTip                                                                        string // the serving verdict, when the GPU's differs
-	SOL, SOLTip                                                                      string // % of speed-of-light, and how it was bounded
-	LogTail, LogFile                                                                 string // shown with the error
-	Gates                                                                            []cell
-	LowerBound                                                                       bool
+	GPU, Status, Sustained, Peak, TTFT, ITL, TPOT, TokPerJ, PowerW, Error string
+	StatusTip                                                             string // the serving verdict, when the GPU's differs
+	SOL, SOLTip                                                           string // % of speed-of-light, and how it was bounded
+	LogTail, LogFile                                                      string // shown with the error
+	Gates                                                                 []cell
+	LowerBound                                                            bool
 }
 
 type funcTable struct {
@@ -277,7 +275,7 @@ func buildPage(s *results.Summary) *page {
 	p.Large = sections > 3 || endpoints > 12
 	shown := s.Hosts
 	if isFleet(s) {
-		v := rankedView(s)
+		v := fleetview.Ranked(s)
 		shown = shownHosts(s, v)
 		p.FleetMap = buildFleetMap(s, v, shown)
 	}
@@ -555,21 +553,16 @@ func hostGPUs(h results.Host) []results.GPUInfo {
 }
 
 func platform(s *results.Summary) []kv {
-	var out []kv
 	names := map[string]int{}
-	var order []string
 	var mem int64
 	for _, h := range s.Hosts {
 		for _, g := range hostGPUs(h) {
-			if names[g.Name] == 0 {
-				order = append(order, g.Name)
-			}
 			names[g.Name]++
 			mem = g.MemoryTotalMiB
 		}
 	}
 	var gp []string
-	for _, n := range order {
+	for _, n := range platformNames(s) {
 		gp = append(gp, fmt.Sprintf("%d × %s", names[n], n))
 	}
 	hosts := make([]string, len(s.Hosts))
@@ -577,18 +570,12 @@ func platform(s *results.Summary) []kv {
 		hosts[i] = h.Name
 	}
 	if len(hosts) > fleetDetailHosts { // the fleet section lists every one
-		hosts = append(hosts[:3], fmt.Sprintf("… %s hosts in all (the fleet section ranks each)", group(strconv.Itoa(len(s.Hosts)))))
+		hosts = append(hosts[:3], fmt.Sprintf("… %s hosts in all (the fleet section ranks each)", fleetview.Thousands(strconv.Itoa(len(s.Hosts)))))
 	}
-	out = append(out, kv{"Hosts", strings.Join(hosts, ", ")})
 	gpus := strings.Join(gp, ", ")
 	if mem > 0 {
 		gpus += fmt.Sprintf(" (%.0f GiB each)", float64(mem)/1024)
 	}
-	out = append(out, kv{"GPUs", orDash(gpus)})
-	out = append(out, kv{"Driver / CUDA", orDash(s.Meta.DriverVersion) + " / " + orDash(s.Meta.CUDAVersion)})
-	out = append(out, kv{"Engine", orDash(strings.TrimSpace(s.Meta.Engine + " " + s.Meta.EngineVersion))})
-	out = append(out, kv{"Models", orDash(strings.Join(s.Meta.Models, ", "))})
-	out = append(out, kv{"Load profile", profile(s.Meta.LoadProfile)})
 	env := s.Backend
 	if s.Environment != "" {
 		env += " (environment: " + s.Environment + ")"
@@ -596,9 +583,11 @@ func platform(s *results.Summary) []kv {
 	if s.Meta.ParallelGPUs > 0 {
 		env += fmt.Sprintf(", %d GPU%s loaded at a time", s.Meta.ParallelGPUs, plural(s.Meta.ParallelGPUs))
 	}
-	out = append(out, kv{"Backend", orDash(env)})
-	out = append(out, kv{"gpuvet", strings.TrimSpace(s.Tool.Version + " " + s.Tool.Commit)})
-	return out
+	return []kv{{"Hosts", strings.Join(hosts, ", ")}, {"GPUs", orDash(gpus)},
+		{"Driver / CUDA", orDash(s.Meta.DriverVersion) + " / " + orDash(s.Meta.CUDAVersion)},
+		{"Engine", orDash(strings.TrimSpace(s.Meta.Engine + " " + s.Meta.EngineVersion))},
+		{"Models", orDash(strings.Join(s.Meta.Models, ", "))}, {"Load profile", profile(s.Meta.LoadProfile)},
+		{"Backend", orDash(env)}, {"gpuvet", strings.TrimSpace(s.Tool.Version + " " + s.Tool.Commit)}}
 }
 
 func profile(l *results.LoadConfig) string {
@@ -606,34 +595,21 @@ func profile(l *results.LoadConfig) string {
 		return "—"
 	}
 	parts := []string{l.Profile}
-	if l.API != "" {
-		parts = append(parts, l.API+" API")
+	add := func(yes bool, format string, a ...any) {
+		if yes {
+			parts = append(parts, fmt.Sprintf(format, a...))
+		}
 	}
-	parts = append(parts, fmt.Sprintf("%d prompt / %d output tokens", l.PromptTokens, l.OutputTokens))
-	if l.PrefixCount > 0 && l.PrefixTokens > 0 {
-		parts = append(parts, fmt.Sprintf("%d shared prefixes of %d tokens", l.PrefixCount, l.PrefixTokens))
-	}
-	if l.Rates > 0 {
-		parts = append(parts, fmt.Sprintf("%d rates", l.Rates))
-	}
-	if l.MaxConcurrency > 0 {
-		parts = append(parts, fmt.Sprintf("max concurrency %d", l.MaxConcurrency))
-	}
-	if l.Concurrency > 0 {
-		parts = append(parts, fmt.Sprintf("concurrency %d", l.Concurrency))
-	}
-	if l.Rate > 0 {
-		parts = append(parts, fmt.Sprintf("rate %s req/s", num(l.Rate)))
-	}
-	if l.MaxDuration > 0 {
-		parts = append(parts, time.Duration(l.MaxDuration).String()+" per rate")
-	}
-	if l.Warmup != "" {
-		parts = append(parts, "warm-up "+l.Warmup)
-	}
-	if l.Data != "" {
-		parts = append(parts, l.Data+" data")
-	}
+	add(l.API != "", "%s API", l.API)
+	add(true, "%d prompt / %d output tokens", l.PromptTokens, l.OutputTokens)
+	add(l.PrefixCount > 0 && l.PrefixTokens > 0, "%d shared prefixes of %d tokens", l.PrefixCount, l.PrefixTokens)
+	add(l.Rates > 0, "%d rates", l.Rates)
+	add(l.MaxConcurrency > 0, "max concurrency %d", l.MaxConcurrency)
+	add(l.Concurrency > 0, "concurrency %d", l.Concurrency)
+	add(l.Rate > 0, "rate %s req/s", num(l.Rate))
+	add(l.MaxDuration > 0, "%s per rate", time.Duration(l.MaxDuration))
+	add(l.Warmup != "", "warm-up %s", l.Warmup)
+	add(l.Data != "", "%s data", l.Data)
 	return strings.Join(parts, ", ")
 }
 
@@ -652,7 +628,7 @@ func num(v float64) string {
 	a := math.Abs(v)
 	switch {
 	case math.Round(a) >= 1000:
-		return group(strconv.FormatFloat(v, 'f', 0, 64))
+		return fleetview.Thousands(strconv.FormatFloat(v, 'f', 0, 64))
 	case a >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case a >= 10:
@@ -663,22 +639,6 @@ func num(v float64) string {
 		return "0"
 	}
 	return strconv.FormatFloat(v, 'g', 2, 64)
-}
-
-func group(s string) string {
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteRune(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 func pct(r float64) string { return strconv.FormatFloat(r*100, 'f', 0, 64) + " %" }
@@ -744,10 +704,9 @@ func kpis(s *results.Summary) []kpi {
 			}
 		}
 	}
-	out = append(out, kpiOr("Peak output tok/s", peak > 0, num(peak), peakAt))
-	out = append(out, kpiOr("Best sync TTFT p95", !math.IsInf(ttft, 1), num(ttft)+" ms", ttftAt))
-	out = append(out, kpiOr("Tokens per watt", tpj > 0, num(tpj)+" tok/J", tpjAt+" (output tok/s per W at peak)"))
-	return out
+	return append(out, kpiOr("Peak output tok/s", peak > 0, num(peak), peakAt),
+		kpiOr("Best sync TTFT p95", !math.IsInf(ttft, 1), num(ttft)+" ms", ttftAt),
+		kpiOr("Tokens per watt", tpj > 0, num(tpj)+" tok/J", tpjAt+" (output tok/s per W at peak)"))
 }
 
 // credited reports whether the headline cards may show a figure measured on gpus: not when the
@@ -782,11 +741,7 @@ func gpuList(gpus []int) string {
 	if len(gpus) == 1 {
 		return "gpu " + strconv.Itoa(gpus[0])
 	}
-	s := make([]string, len(gpus))
-	for i, g := range gpus {
-		s[i] = strconv.Itoa(g)
-	}
-	return "gpus " + strings.Join(s, ",")
+	return "gpus " + gpuLabel(gpus)
 }
 
 // caveats are the run's caveats and the shown hosts' own (DCGM skipped, a load interrupted). In a
@@ -827,25 +782,7 @@ func caveats(s *results.Summary, shown []results.Host) []string {
 // groupByHost says each caveat once: those of the form "HOST: what" become "h1, h2, h3 and N more
 // hosts: what".
 func groupByHost(s *results.Summary, cs []string) []string {
-	hosts := map[string]bool{}
-	for _, h := range s.Hosts {
-		hosts[h.Name] = true
-	}
-	var order []string
-	who := map[string][]string{}
-	for _, c := range cs {
-		host, what, ok := strings.Cut(c, ": ")
-		if !ok || !hosts[host] {
-			host, what = "", c
-		}
-		if _, seen := who[what]; !seen {
-			order = append(order, what)
-			who[what] = nil
-		}
-		if host != "" {
-			who[what] = append(who[what], host)
-		}
-	}
+	order, who := fleetview.ByHost(s, cs)
 	out := make([]string, 0, len(order))
 	for _, what := range order {
 		switch n := who[what]; {
@@ -873,14 +810,7 @@ func thresholds(s *results.Summary) []thresholdView {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // overview is one line per model per host shown: where to look first in a large run.
 func overview(s *results.Summary, hosts []results.Host) []overviewRow {
@@ -921,10 +851,7 @@ func span(v []float64) string {
 	if len(v) == 0 {
 		return "—"
 	}
-	lo, hi := v[0], v[0]
-	for _, x := range v {
-		lo, hi = math.Min(lo, x), math.Max(hi, x)
-	}
+	lo, hi := slices.Min(v), slices.Max(v)
 	if num(lo) == num(hi) {
 		return num(lo)
 	}

@@ -63,24 +63,16 @@ var heatBands = []struct {
 	label string
 }{{-2, "hb0", "within 2 % of the median, or above it"}, {-5, "hb1", "2–5 % below"}, {-10, "hb2", "5–10 % below"}, {-20, "hb3", "10–20 % below"}, {-1e18, "hb4", "more than 20 % below"}}
 
-// rankedView ranks the fleet's nodes by the first model's figure (or, with none, by status alone).
-func rankedView(s *results.Summary) *fleetview.View {
-	if models := fleetview.Models(s); len(models) > 0 {
-		return fleetview.Build(s, models[0])
-	}
-	return fleetview.Build(s, "")
-}
-
 // buildFleetMap is the fleet section of ranked v; shown are the hosts rendered in full below.
 func buildFleetMap(s *results.Summary, v *fleetview.View, shown []results.Host) *fleetMapView {
 	models := fleetview.Models(s)
 	ranked := v.Model
-	f := &fleetMapView{Nodes: group(strconv.Itoa(len(v.Nodes))), GPUs: group(strconv.Itoa(v.GPUs)), Figure: fleetview.FigureName, RankedModel: ranked}
+	f := &fleetMapView{Nodes: fleetview.Thousands(strconv.Itoa(len(v.Nodes))), GPUs: fleetview.Thousands(strconv.Itoa(v.GPUs)), Figure: fleetview.FigureName, RankedModel: ranked}
 	if v.Median > 0 {
 		f.RankedMedian = num(v.Median)
 	}
 	for _, c := range v.Counts() {
-		f.Counts = append(f.Counts, kv{string(c.Status), group(strconv.Itoa(c.N))})
+		f.Counts = append(f.Counts, kv{string(c.Status), fleetview.Thousands(strconv.Itoa(c.N))})
 	}
 	for _, b := range heatBands {
 		f.Bands = append(f.Bands, kv{b.class, b.label})
@@ -95,13 +87,7 @@ func buildFleetMap(s *results.Summary, v *fleetview.View, shown []results.Host) 
 		}
 		f.Maps = append(f.Maps, heatOf(mv))
 	}
-	open := 0
-	for _, n := range v.Nodes {
-		if n.Status != results.StatusOK {
-			open++
-		}
-	}
-	open = min(len(v.Nodes), max(fleetOpenMin, min(open, fleetOpenMax)))
+	open := v.Listed(fleetOpenMin, fleetOpenMax)
 	detail := map[string]bool{}
 	for _, h := range shown {
 		detail[h.Name] = true

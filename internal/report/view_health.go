@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,20 +12,7 @@ import (
 )
 
 func buildHost(s *results.Summary, h results.Host, large bool) hostView {
-	lists := [][]results.Flag{h.Flags}
-	if h.Health != nil {
-		lists = append(lists, h.Health.Flags)
-		for _, g := range h.Health.GPUs {
-			lists = append(lists, g.Flags)
-		}
-	}
-	for _, m := range h.Models {
-		lists = append(lists, m.Flags)
-		for _, e := range m.Endpoints {
-			lists = append(lists, e.Flags)
-		}
-	}
-	hv := hostView{Name: h.Name, Status: string(h.Status), Error: h.Error, Flags: countFlags(lists...)}
+	hv := hostView{Name: h.Name, Status: string(h.Status), Error: h.Error, Flags: countFlags(h.AllFlags())}
 	hv.Discovery = h.Discovery.Source
 	if h.Discovery.Note != "" {
 		hv.Discovery += ": " + h.Discovery.Note
@@ -63,14 +51,8 @@ func gpuVerdictView(g results.GPUVerdict) gpuPill {
 
 func statusClass(st results.Status) string {
 	switch st {
-	case results.StatusOK:
-		return "ok"
-	case results.StatusInconclusive:
-		return "inconclusive"
-	case results.StatusFlag:
-		return "flag"
-	case results.StatusFailed:
-		return "failed"
+	case results.StatusOK, results.StatusInconclusive, results.StatusFlag, results.StatusFailed:
+		return string(st)
 	}
 	return "skipped"
 }
@@ -78,20 +60,6 @@ func statusClass(st results.Status) string {
 func buildHealth(h *results.Health, large bool) *healthView {
 	hv := &healthView{Source: h.Source, Status: string(h.Status), Error: h.Error, Notes: h.Notes}
 	hv.Open = !large || h.Status != results.StatusOK
-	present := map[string]bool{}
-	for _, g := range h.GPUs {
-		for _, b := range g.Bench {
-			present[b.Name] = true
-		}
-	}
-	// The schema's order (the order they ran in, as the terminal shows them); unknown names follow, sorted.
-	for _, n := range results.MicrobenchNames() {
-		if present[n] {
-			hv.BenchCols = append(hv.BenchCols, n)
-			delete(present, n)
-		}
-	}
-	hv.BenchCols = append(hv.BenchCols, sortedKeys(present)...)
 	// The unit goes in the header, once, so the cells stay narrow: "54.1 · 81 %".
 	units := map[string]string{}
 	for _, g := range h.GPUs {
@@ -101,12 +69,21 @@ func buildHealth(h *results.Health, large bool) *healthView {
 			}
 		}
 	}
-	for _, n := range hv.BenchCols {
+	// The schema's order (the order they ran in, as the terminal shows them); unknown names follow, sorted.
+	var cols []string
+	present := maps.Clone(units)
+	for _, n := range results.MicrobenchNames() {
+		if _, ok := present[n]; ok {
+			cols = append(cols, n)
+			delete(present, n)
+		}
+	}
+	cols = append(cols, sortedKeys(present)...)
+	for _, n := range cols {
 		hv.BenchHeads = append(hv.BenchHeads, kv{n, units[n]})
 	}
 	dcgmByGPU := map[int][]results.DCGMTest{}
 	if h.DCGM != nil {
-		hv.DCGMStatus = string(h.DCGM.Status)
 		hv.DCGM = fmt.Sprintf("DCGM diag level %d", h.DCGM.Level)
 		if h.DCGM.Version != "" {
 			hv.DCGM += " (DCGM " + h.DCGM.Version + ")"
@@ -142,7 +119,7 @@ func buildHealth(h *results.Health, large bool) *healthView {
 		for _, b := range g.Bench {
 			byName[b.Name] = b
 		}
-		for _, n := range hv.BenchCols {
+		for _, n := range cols {
 			b, ok := byName[n]
 			if !ok {
 				row.Cells = append(row.Cells, cell{Text: "—"})
@@ -354,11 +331,7 @@ func compares(cs []results.Compare) *compareTable {
 				rule += fmt.Sprintf("; this run would have caught one ≥ %s %% slower", num(c.DetectablePct))
 			}
 		}
-		if c.HigherIsBetter {
-			rule = "higher is better; " + rule
-		} else {
-			rule = "lower is better; " + rule
-		}
+		rule = map[bool]string{true: "higher", false: "lower"}[c.HigherIsBetter] + " is better; " + rule
 		row := compareRow{Metric: c.Metric, Rule: rule, Best: num(c.Best), Note: c.Note}
 		if c.LowConfidence {
 			row.Note = strings.TrimPrefix(row.Note+"; low confidence: nothing flagged", "; ")

@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 	"html/template"
-	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -113,10 +113,7 @@ func spark(vals []float64) template.HTML {
 	if len(vals) < 2 {
 		return ""
 	}
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, x := range vals {
-		lo, hi = math.Min(lo, x), math.Max(hi, x)
-	}
+	lo, hi := slices.Min(vals), slices.Max(vals)
 	const w, h = 60.0, 16.0
 	var pts []string
 	var lx, ly float64

@@ -22,13 +22,13 @@ func buildModel(s *results.Summary, h results.Host, m results.Model, large bool,
 		mv.Engine += fmt.Sprintf(", tp %d", m.Engine.TP)
 	}
 	mv.Open = !large || m.Status != results.StatusOK
-	var off []string
-	mv.GateCols, mv.GateHeads, off = gateColumns(m)
+	cols, heads, off := gateColumns(m)
+	mv.GateHeads = heads
 	if len(off) > 0 {
 		mv.Notes = append(mv.Notes, "Gates disabled (no threshold set): "+strings.Join(off, ", ")+".")
 	}
 	for _, e := range m.Endpoints {
-		mv.Rows = append(mv.Rows, endpointRow(h, e, mv.GateCols))
+		mv.Rows = append(mv.Rows, endpointRow(h, e, cols))
 		if n := errorNote(e); n != "" {
 			mv.Notes = append(mv.Notes, n)
 		}
@@ -110,7 +110,7 @@ func endpointRow(h results.Host, e results.Endpoint, cols []string) epRow {
 	if st := h.GPUStatus(e.GPUs); st != "" && st != e.Status {
 		r.Status, r.StatusTip = string(st), "serving "+string(e.Status)
 	}
-	r.Sustained, r.Peak, r.TTFT, r.ITL, r.TPOT, r.TokPerJ, r.PowerW, r.Provision = "—", "—", "—", "—", "—", "—", "—", "—"
+	r.Sustained, r.Peak, r.TTFT, r.ITL, r.TPOT, r.TokPerJ, r.PowerW = "—", "—", "—", "—", "—", "—", "—"
 	if l := e.Load; l != nil {
 		r.LowerBound = l.Saturation.LowerBound()
 		pre, post := "", ""
@@ -151,9 +151,6 @@ func endpointRow(h results.Host, e results.Endpoint, cols []string) epRow {
 			}
 		}
 	}
-	if e.ProvisionSeconds > 0 {
-		r.Provision = num(e.ProvisionSeconds) + " s"
-	}
 	by := map[string]results.Verdict{}
 	for _, v := range e.Verdicts {
 		by[v.Check] = v
@@ -178,19 +175,12 @@ func p95(d results.Dist) string {
 
 // gateCell marks reference-table decisions "(ref)" and inconclusive ones "*", as the seed's report does.
 func gateCell(v results.Verdict) cell {
-	c := cell{Class: v.Result}
-	switch v.Result {
-	case "pass":
-		c.Text = "ok"
-	case "fail":
-		c.Text = "FAIL"
-	case "inconclusive":
-		c.Text = "inconclusive *"
-	case "disabled":
-		c.Text = "off"
+	c := cell{Text: v.Result, Class: v.Result}
+	if t, ok := map[string]string{"pass": "ok", "fail": "FAIL", "inconclusive": "inconclusive *", "disabled": "off"}[v.Result]; ok {
+		c.Text = t
+	}
+	if v.Result == "disabled" {
 		c.Class = "off"
-	default:
-		c.Text = v.Result
 	}
 	if isRef(v.Source) {
 		c.Text += " (ref)"
@@ -198,15 +188,14 @@ func gateCell(v results.Verdict) cell {
 	if v.Value != nil {
 		c.Text = num(*v.Value) + " " + c.Text
 	}
-	tip := v.Rule
+	c.Tip = v.Rule
 	if v.Threshold != nil {
-		tip += fmt.Sprintf(" — threshold %s %s", num(*v.Threshold), v.Unit)
+		c.Tip += fmt.Sprintf(" — threshold %s %s", num(*v.Threshold), v.Unit)
 	}
-	tip += " — source: " + v.Source
+	c.Tip += " — source: " + v.Source
 	if v.Reason != "" {
-		tip += " — " + v.Reason
+		c.Tip += " — " + v.Reason
 	}
-	c.Tip = tip
 	return c
 }
 

@@ -40,7 +40,7 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if et := e.Timing; et != nil {
-					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, joinInts(e.GPUs))),
+					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, gpuLabel(e.GPUs))),
 						fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", secs(et.TotalSeconds), secs(et.ServeSeconds),
 							secs(et.WarmupSeconds), secs(et.LoadSeconds), secs(et.FunctionalSeconds))})
 				}
@@ -62,14 +62,6 @@ func withSchedule(p results.PhaseTime) string {
 		return secs(p.Seconds)
 	}
 	return secs(p.Seconds) + " (" + p.Schedule + ")"
-}
-
-func joinInts(v []int) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = fmt.Sprint(x)
-	}
-	return strings.Join(parts, ",")
 }
 
 // secs writes a wall time for people: "0.4 s", "12 s", "4m58s".
