@@ -3,7 +3,8 @@ package term
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -66,12 +67,7 @@ func Baseline(w io.Writer, bc *results.BaselineComparison, flags []results.Flag)
 func rowNotes(bc *results.BaselineComparison) []string {
 	var out []string
 	for _, r := range bc.Rows {
-		envs := make([]string, 0, len(r.Notes))
-		for e := range r.Notes {
-			envs = append(envs, e)
-		}
-		sort.Strings(envs)
-		for _, e := range envs {
+		for _, e := range slices.Sorted(maps.Keys(r.Notes)) {
 			out = append(out, fmt.Sprintf("%s %s [%s] %s: %s", r.Subject, r.Metric, e, r.Status[e], r.Notes[e]))
 		}
 	}

@@ -12,7 +12,7 @@ import (
 // its samples and spread could have flagged, read from the summary (GPU to GPU per model, node to
 // node, and the baseline's overhead per environment), the most sensitive metric first. A metric whose
 // figures carry no interval, or whose comparison was low confidence, has no such figure and is left
-// out. One small function of its own, so the terminal renderer can take it as it is.
+// out.
 func detectionLines(s *results.Summary) []string {
 	out := perModel(s, func(m *results.Model) string {
 		if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {

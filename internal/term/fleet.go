@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/fleetview"
@@ -29,27 +30,13 @@ func Compact(s *results.Summary) bool {
 
 // fleetSummary is Summary for a large fleet.
 func fleetSummary(w io.Writer, s *results.Summary) {
-	model := ""
-	if ms := fleetview.Models(s); len(ms) > 0 {
-		model = ms[0]
-	}
-	v := fleetview.Build(s, model)
-	var counts []string
-	for _, c := range v.Counts() {
-		counts = append(counts, fmt.Sprintf("%s %s", Count(c.N), c.Status))
-	}
-	fmt.Fprintf(w, "Fleet: %s nodes, %s GPUs: %s\n", Count(len(v.Nodes)), Count(v.GPUs), strings.Join(counts, ", "))
+	v := fleetview.Ranked(s)
+	fmt.Fprintf(w, "Fleet: %s nodes, %s GPUs: %s\n", Count(len(v.Nodes)), Count(v.GPUs), statusCounts(v.Nodes))
 	if v.Median > 0 {
 		lo, hi := fleetview.Spread(v.Nodes)
-		fmt.Fprintf(w, "%s %s per GPU: fleet median %.0f; nodes from %s to %s of it\n", model, fleetview.FigureName, v.Median, Pct(lo), Pct(hi))
+		fmt.Fprintf(w, "%s %s per GPU: fleet median %.0f; nodes from %s to %s of it\n", v.Model, fleetview.FigureName, v.Median, Pct(lo), Pct(hi))
 	}
-	shown := 0
-	for _, n := range v.Nodes {
-		if n.Status != results.StatusOK {
-			shown++
-		}
-	}
-	shown = min(len(v.Nodes), max(fleetWorstMin, min(shown, fleetWorstMax)))
+	shown := v.Listed(fleetWorstMin, fleetWorstMax)
 	fmt.Fprintf(w, "\nWorst nodes (%d of %s, worst first; every node: report.html and summary.json)\n", shown, Count(len(v.Nodes)))
 	t := NewTable(w, "#", "NODE", "STATUS", "GPUS", "PEAK tok/s", "VS MEDIAN")
 	var why []string
@@ -58,7 +45,7 @@ func fleetSummary(w io.Writer, s *results.Summary) {
 		if n.HasValue() {
 			fig, delta = fmt.Sprintf("%.0f", n.Value), Pct(n.DeltaPct)
 		}
-		t.Row(fmt.Sprint(i+1), n.Name, string(n.Status), gpuCounts(n), fig, delta)
+		t.Row(fmt.Sprint(i+1), n.Name, string(n.Status), strings.Join(n.GPUCounts(), ", "), fig, delta)
 		for j, r := range n.Reasons[:min(len(n.Reasons), fleetReasons)] {
 			if j == fleetReasons-1 && len(n.Reasons) > fleetReasons {
 				r += fmt.Sprintf(" (+%d more: report.html)", len(n.Reasons)-fleetReasons)
@@ -97,9 +84,6 @@ func runFlagLines(s *results.Summary) []string {
 	return out
 }
 
-// gpuCounts is a node's GPUs by status: "8 ok", "7 ok, 1 flag".
-func gpuCounts(n fleetview.Node) string { return strings.Join(n.GPUCounts(), ", ") }
-
 // statusCounts is nodes by status, worst first: "985 ok, 5 flag" ordered as the ranking.
 func statusCounts(nodes []fleetview.Node) string {
 	v := fleetview.View{Nodes: nodes}
@@ -114,26 +98,7 @@ func statusCounts(nodes []fleetview.Node) string {
 // ("node-1: DCGM was skipped …") said once with the hosts counted.
 func fleetCaveats(s *results.Summary) []string {
 	out := caveatLines(&results.Summary{Hosts: s.Hosts, Fleet: s.Fleet}, fleetMaxNames)
-	hosts := map[string]bool{}
-	for _, h := range s.Hosts {
-		hosts[h.Name] = true
-	}
-	var order []string
-	by := map[string][]string{}
-	for _, c := range s.Caveats {
-		host, what, ok := strings.Cut(c, ": ")
-		if !ok || !hosts[host] {
-			host, what = "", c
-		}
-		if _, seen := by[what]; !seen {
-			order = append(order, what)
-		}
-		if host != "" {
-			by[what] = append(by[what], host)
-		} else if by[what] == nil {
-			by[what] = []string{}
-		}
-	}
+	order, by := fleetview.ByHost(s, s.Caveats)
 	for _, what := range order {
 		if who := by[what]; len(who) > 0 {
 			out = append(out, Names(who, fleetMaxNames)+": "+what)
@@ -195,11 +160,7 @@ func fleetTiming(s *results.Summary) []string {
 		}
 	}
 	if len(total) > 0 {
-		lo, hi := total[0], total[0]
-		for _, x := range total {
-			lo, hi = math.Min(lo, x), math.Max(hi, x)
-		}
-		out = append(out, fmt.Sprintf("slowest engine per node: %s to %s over %s nodes (each engine's time: summary.json)", Seconds(lo), Seconds(hi), Count(len(total))))
+		out = append(out, fmt.Sprintf("slowest engine per node: %s to %s over %s nodes (each engine's time: summary.json)", Seconds(slices.Min(total)), Seconds(slices.Max(total)), Count(len(total))))
 	}
 	return out
 }
@@ -219,22 +180,7 @@ func capLines(lines []string, what string) []string {
 }
 
 // Count writes a count with thousands separators: 7,992.
-func Count(n int) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func Count(n int) string { return fleetview.Thousands(fmt.Sprint(n)) }
 
 // Pct writes a signed percentage: "-15.2 %", "+1.9 %".
 func Pct(v float64) string {

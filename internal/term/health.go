@@ -3,9 +3,9 @@ package term
 import (
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -37,14 +37,12 @@ func Health(w io.Writer, h *results.Health) {
 	fmt.Fprintf(w, "\nhealth status: %s\n", strings.ToUpper(string(h.Status)))
 }
 
-func table(w io.Writer) *tabwriter.Writer { return Columns(w) }
-
 func renderInventory(w io.Writer, h *results.Health) {
 	if len(h.GPUs) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nInventory")
-	t := table(w)
+	t := Columns(w)
 	fmt.Fprintln(t, "GPU\tNAME\tBUS ID\tNUMA\tMEMORY\tPCIe NOW/MAX\tPOWER/LIMIT\tSM CLK/MAX\tTEMP\tECC UNC vol/agg\tREMAP pend/fail\tCLOCK EVENTS")
 	for _, gh := range h.GPUs {
 		g := gh.GPU
@@ -63,11 +61,11 @@ func renderInventory(w io.Writer, h *results.Health) {
 		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%.1f GiB\tgen%d x%d / gen%d x%d\t%s / %s\t%s / %s\t%s\t%s / %s\t%s\t%s (%#x)\n",
 			g.Index, g.Name, g.PCIBusID, numa, float64(g.MemoryTotalMiB)/1024,
 			g.PCIe.GenCurrent, g.PCIe.WidthCurrent, g.PCIe.GenMax, g.PCIe.WidthMax,
-			fptr(g.PowerDrawW, "%.0f W"), fptr(g.PowerLimitW, "%.0f W"), iptr(g.SMClockMHz, "%d"), iptr(g.MaxSMClockMHz, "%d MHz"),
-			iptr(g.TemperatureC, "%d °C"), i64ptr(g.ECC.VolatileUncorrected), i64ptr(g.ECC.AggregateUncorrected), remap, ev, g.ClockEvents.Mask)
+			ptr(g.PowerDrawW, "%.0f W"), ptr(g.PowerLimitW, "%.0f W"), ptr(g.SMClockMHz, "%d"), ptr(g.MaxSMClockMHz, "%d MHz"),
+			ptr(g.TemperatureC, "%d °C"), ptr(g.ECC.VolatileUncorrected, "%d"), ptr(g.ECC.AggregateUncorrected, "%d"), remap, ev, g.ClockEvents.Mask)
 	}
 	t.Flush()
-	t = table(w)
+	t = Columns(w)
 	fmt.Fprintln(t, "GPU\tUUID\tSERIAL\tVBIOS\tARCH (CC)\tDRIVER / CUDA\tPERSIST\tECC\tRETIRED PEND\tXIDs\tNOT REPORTED")
 	for _, gh := range h.GPUs {
 		g := gh.GPU
@@ -79,15 +77,11 @@ func renderInventory(w io.Writer, h *results.Health) {
 }
 
 func renderBench(w io.Writer, h *results.Health) {
-	any := false
-	for _, gh := range h.GPUs {
-		any = any || len(gh.Bench) > 0
-	}
-	if !any {
+	if !slices.ContainsFunc(h.GPUs, func(gh results.GPUHealth) bool { return len(gh.Bench) > 0 }) {
 		return
 	}
 	fmt.Fprintln(w, "\nMicrobenchmarks (vs the datasheet peak of the detected GPU)")
-	t := table(w)
+	t := Columns(w)
 	fmt.Fprintln(t, "GPU\tBENCHMARK\tMEASURED\tPEAK\tRATIO\tANSWER\tSTATUS\tBINDING")
 	for _, gh := range h.GPUs {
 		for i, b := range gh.Bench {
@@ -121,7 +115,7 @@ func renderBurn(w io.Writer, h *results.Health) {
 		return
 	}
 	fmt.Fprintf(w, "\nBurn (BF16 GEMM flat out, telemetry every second)\n")
-	t := table(w)
+	t := Columns(w)
 	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tRESULTS CHECKED / WRONG\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
 	for _, gh := range rows {
 		b := gh.Burn
@@ -146,12 +140,8 @@ func renderCompare(w io.Writer, h *results.Health) {
 			gpus[v.GPU] = true
 		}
 	}
-	var idx []int
-	for i := range gpus {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	t := table(w)
+	idx := slices.Sorted(maps.Keys(gpus))
+	t := Columns(w)
 	head := "METRIC\tTOLERANCE"
 	for _, i := range idx {
 		head += fmt.Sprintf("\tGPU %d", i)
@@ -204,7 +194,7 @@ func renderDCGM(w io.Writer, h *results.Health) {
 	if len(d.Tests) == 0 {
 		return
 	}
-	t := table(w)
+	t := Columns(w)
 	fmt.Fprintln(t, "TEST\tGPU\tRESULT\tINFO")
 	for _, x := range d.Tests {
 		g := "all"
@@ -255,12 +245,7 @@ func clip(s string, n int) string {
 	return dash(s)
 }
 
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
+func dash(s string) string { return orDefault(s, "-") }
 
 func yesNo(b bool) string {
 	if b {
@@ -276,25 +261,12 @@ func bptr(b *bool) string {
 	return yesNo(*b)
 }
 
-func fptr(f *float64, format string) string {
-	if f == nil {
+// ptr is *p in format, "-" for nil.
+func ptr[T any](p *T, format string) string {
+	if p == nil {
 		return "-"
 	}
-	return fmt.Sprintf(format, *f)
-}
-
-func iptr(i *int, format string) string {
-	if i == nil {
-		return "-"
-	}
-	return fmt.Sprintf(format, *i)
-}
-
-func i64ptr(i *int64) string {
-	if i == nil {
-		return "-"
-	}
-	return fmt.Sprint(*i)
+	return fmt.Sprintf(format, *p)
 }
 
 // checkCell is a result check in a table cell: "2132 / 0", "not checked".

@@ -3,7 +3,6 @@ package term
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -71,11 +70,7 @@ func Trend(w io.Writer, pts []results.TrendPoint) {
 		if p.Other {
 			st += " (other plan)"
 		}
-		action := p.Action
-		if action == "" {
-			action = "-"
-		}
-		row := []string{p.At.UTC().Format("2006-01-02 15:04"), p.RunID, st, action}
+		row := []string{p.At.UTC().Format("2006-01-02 15:04"), p.RunID, st, dash(p.Action)}
 		for _, k := range keys {
 			if v, ok := p.Figures[k]; ok {
 				row = append(row, compare.Num(v))
@@ -87,6 +82,6 @@ func Trend(w io.Writer, pts []results.TrendPoint) {
 	}
 	t.Flush()
 	if len(pts) == 0 {
-		fmt.Fprintln(w, strings.TrimSpace("(no runs)"))
+		fmt.Fprintln(w, "(no runs)")
 	}
 }

@@ -20,14 +20,14 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 		fmt.Fprintf(w, "error: %s\n", ic.Error)
 	}
 	if m := ic.Matrix(len(h.GPUs)); len(m) > 0 {
-		t := table(w)
+		t := Columns(w)
 		for _, row := range m {
 			fmt.Fprintln(t, strings.Join(row, "\t"))
 		}
 		t.Flush()
 	}
 	if len(ic.Links) > 0 {
-		t := table(w)
+		t := Columns(w)
 		fmt.Fprintln(t, "\nGPU\tNVLINKS UP\tSPEED/LINK\tVERSION\tREACHES\tERRORS crc/replay/recovery (start → end)")
 		for _, gl := range ic.Links {
 			fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\n", gl.GPU, fmt.Sprintf("%d/%d", gl.Up(), len(gl.Links)), linkSpeed(gl), linkVersion(gl), linkRemotes(gl), linkErrorsText(gl))
@@ -42,7 +42,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 	}
 	if len(measured) > 0 {
 		fmt.Fprintln(w, "\nPeer-to-peer copy")
-		t := table(w)
+		t := Columns(w)
 		fmt.Fprintln(t, "PAIR\tPATH\tP2P\tLINK PEAK\tUNI GB/s\tRATIO\tBI GB/s\tRATIO (of 2× peak)\tERROR")
 		for _, p := range measured {
 			fmt.Fprintf(t, "%d ↔ %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.A, p.B, dash(p.Path), dash(p.P2P), peakText(p.PeakGBps),
@@ -63,10 +63,10 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 			fmt.Fprintf(w, "error: %s\n", ar.Error)
 		}
 		if len(ar.Sizes) > 0 {
-			t := table(w)
+			t := Columns(w)
 			fmt.Fprintln(t, "SIZE\tTIME µs\tALGBW GB/s\tBUSBW GB/s\tRATIO (of "+peakText(ar.PeakGBps)+" per GPU)")
 			for _, s := range ar.Sizes {
-				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", results.SizeText(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, fptr(s.BusBWRatio, "%.2f"))
+				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", results.SizeText(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, ptr(s.BusBWRatio, "%.2f"))
 			}
 			t.Flush()
 		}
@@ -152,5 +152,5 @@ func figRatio(f *results.PairFigure) string {
 	if f == nil {
 		return "—"
 	}
-	return fptr(f.Ratio, "%.2f")
+	return ptr(f.Ratio, "%.2f")
 }

@@ -54,44 +54,38 @@ func NewProgress(w io.Writer, units, steps int, live bool) *Progress {
 
 // Logf prints a line (above the live line on a terminal), with the elapsed time.
 func (p *Progress) Logf(format string, args ...any) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	line := fmt.Sprintf("[%6.1fs] %s", p.now().Sub(p.start).Seconds(), fmt.Sprintf(format, args...))
-	if p.bar != nil {
-		p.bar.Clear()
+	p.locked(func() {
+		line := fmt.Sprintf("[%6.1fs] %s", p.now().Sub(p.start).Seconds(), fmt.Sprintf(format, args...))
+		if p.bar != nil {
+			p.bar.Clear()
+			fmt.Fprintln(p.w, line)
+			p.redraw()
+			return
+		}
 		fmt.Fprintln(p.w, line)
-		p.redraw()
-		return
-	}
-	fmt.Fprintln(p.w, line)
+	})
 }
 
 // Step says unit is on step i (1-based) of its steps, doing what.
 func (p *Progress) Step(unit string, i int, what string) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.active[unit]; !ok {
-		p.order = append(p.order, unit)
-	}
-	if i > p.steps { // the plan grew (the knee search probes more): never print "rung 13/12"
-		p.steps = i
-		if p.bar != nil {
-			p.bar.ChangeMax(p.units * p.steps)
+	p.locked(func() {
+		if _, ok := p.active[unit]; !ok {
+			p.order = append(p.order, unit)
 		}
-	}
-	p.active[unit] = i
-	p.since[unit] = p.now()
-	if p.bar != nil {
-		p.redraw()
-		return
-	}
-	fmt.Fprintf(p.w, "[%6.1fs] %s: rung %d/%d %s · %s\n", p.now().Sub(p.start).Seconds(), unit, i, p.stepsOf(unit), what, p.status())
+		if i > p.steps { // the plan grew (the knee search probes more): never print "rung 13/12"
+			p.steps = i
+			if p.bar != nil {
+				p.bar.ChangeMax(p.units * p.steps)
+			}
+		}
+		p.active[unit] = i
+		p.since[unit] = p.now()
+		if p.bar != nil {
+			p.redraw()
+			return
+		}
+		fmt.Fprintf(p.w, "[%6.1fs] %s: rung %d/%d %s · %s\n", p.now().Sub(p.start).Seconds(), unit, i, p.stepsOf(unit), what, p.status())
+	})
 }
 
 // Plan says what unit's load planned as its current rung began: after more rungs, and left (the
@@ -99,16 +93,13 @@ func (p *Progress) Step(unit string, i int, what string) {
 // than the rungs left at SetRungTime's length; a plan that drops rungs (fewer constant rates on a
 // slow engine) shortens the count too. Call it before Step, as the load generator does.
 func (p *Progress) Plan(unit string, after int, left time.Duration) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	began := p.now()
-	if old, ok := p.plans[unit]; ok {
-		began = old.began
-	}
-	p.plans[unit] = plan{after: after, left: left, at: p.now(), began: began}
+	p.locked(func() {
+		began := p.now()
+		if old, ok := p.plans[unit]; ok {
+			began = old.began
+		}
+		p.plans[unit] = plan{after: after, left: left, at: p.now(), began: began}
+	})
 }
 
 // stepsOf is how many rungs unit is planned to run: its load's plan when there is one (the rung it
@@ -124,62 +115,56 @@ func (p *Progress) stepsOf(unit string) int {
 
 // Done says a unit finished (whatever its outcome).
 func (p *Progress) Done(unit string) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, ok := p.active[unit]; ok {
-		delete(p.active, unit)
-		delete(p.since, unit)
-		if pl, ok := p.plans[unit]; ok {
-			p.took = append(p.took, p.now().Sub(pl.began))
-			delete(p.plans, unit)
+	p.locked(func() {
+		if _, ok := p.active[unit]; ok {
+			delete(p.active, unit)
+			delete(p.since, unit)
+			if pl, ok := p.plans[unit]; ok {
+				p.took = append(p.took, p.now().Sub(pl.began))
+				delete(p.plans, unit)
+			}
+			p.order = slices.DeleteFunc(p.order, func(u string) bool { return u == unit })
 		}
-		p.order = slices.DeleteFunc(p.order, func(u string) bool { return u == unit })
-	}
-	p.done++
-	if p.bar != nil {
-		p.redraw()
-	}
+		p.done++
+		if p.bar != nil {
+			p.redraw()
+		}
+	})
 }
 
 // SetPlan sets the number of units and steps per unit once they are known (a nil Progress is
 // silent: every method is a no-op on it).
 func (p *Progress) SetPlan(units, steps int) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.units, p.steps = max(units, 1), max(steps, 1)
-	if p.bar != nil {
-		p.bar.ChangeMax(p.units * p.steps)
-	}
+	p.locked(func() {
+		p.units, p.steps = max(units, 1), max(steps, 1)
+		if p.bar != nil {
+			p.bar.ChangeMax(p.units * p.steps)
+		}
+	})
 }
 
 // SetRungTime gives the planned length of one rung (the load's max_duration and its drain): the time
 // left is then the rungs left at that length, run as many at once as units are active, instead of
 // the pace so far, which a long first rung (the synchronous one, sized by completions) inflates.
-func (p *Progress) SetRungTime(d time.Duration) {
-	if p == nil {
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.rung = d
-}
+func (p *Progress) SetRungTime(d time.Duration) { p.locked(func() { p.rung = d }) }
 
 // Finish clears the live line.
 func (p *Progress) Finish() {
+	p.locked(func() {
+		if p.bar != nil {
+			p.bar.Clear()
+		}
+	})
+}
+
+// locked runs f with p locked; a nil Progress is silent (f does not run).
+func (p *Progress) locked(f func()) {
 	if p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.bar != nil {
-		p.bar.Clear()
-	}
+	f()
 }
 
 // Writer returns a writer that turns another phase's output into progress lines: one line each,

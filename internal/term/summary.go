@@ -1,6 +1,7 @@
 package term
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -42,11 +43,12 @@ func Summary(w io.Writer, s *results.Summary) {
 				row(h.Name, m.Model, "-", string(m.Status), "", "", "", "", "", "", "", "", "", note)
 			}
 			for _, e := range m.Endpoints {
+				l, p := cmp.Or(e.Load, &results.Load{}), cmp.Or(e.Power, &results.Power{}) // none: no figures
 				row(h.Name, m.Model, GPUList(e.GPUs), string(GPUStatus(h, e)),
-					syncMs(e.Load, func(r results.Run) results.Dist { return r.TTFT }),
-					syncMs(e.Load, func(r results.Run) results.Dist { return r.ITL }),
-					peak(e.Load), sol(e.SpeedOfLight), sustained(e.Load), powerMean(e.Power), tokJ(e.Power), suite(e.Functional),
-					ready(e), note(h, e))
+					syncMs(l, func(r results.Run) results.Dist { return r.TTFT }),
+					syncMs(l, func(r results.Run) results.Dist { return r.ITL }),
+					peak(l), sol(e.SpeedOfLight), figure(l.SustainedReqS, "%.1f"), figure(p.MeanW, "%.0f W"), figure(p.TokensPerJoule, "%.2f"),
+					suite(e.Functional), figure(e.ProvisionSeconds, "%.1f s"), note(h, e))
 			}
 		}
 	}
@@ -107,7 +109,7 @@ func flagLines(s *results.Summary) []string {
 			for _, e := range m.Endpoints {
 				add(e.Flags)
 				if e.Error != "" && e.Status != results.StatusInterrupted {
-					out = append(out, fmt.Sprintf("[failed] %s on gpu %s: %s", m.Model, GPUList(e.GPUs), firstLines(e.Error, 1)))
+					out = append(out, fmt.Sprintf("[failed] %s on gpu %s: %s", m.Model, GPUList(e.GPUs), firstLine(e.Error)))
 				}
 			}
 		}
@@ -118,7 +120,7 @@ func flagLines(s *results.Summary) []string {
 // errorLine is an error on one line: its first, and where that one announces more ("…; last log
 // lines:") its last, which is where a crashed process says why.
 func errorLine(err string) string {
-	first := firstLines(err, 1)
+	first := firstLine(err)
 	if !strings.HasSuffix(first, ":") {
 		return first
 	}
@@ -243,13 +245,6 @@ func afterInconclusive(r string) string {
 	return r
 }
 
-func ready(e results.Endpoint) string {
-	if e.ProvisionSeconds == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.1f s", e.ProvisionSeconds)
-}
-
 // GPUStatus is the status a row of an endpoint shows: its GPUs' judged verdict (the worst of their
 // health and serving), so a GPU that failed health never reads ok because it then served well; a
 // summary the judge has not seen falls back to the endpoint's own status.
@@ -311,9 +306,6 @@ func GPUList(g []int) string {
 }
 
 func syncMs(l *results.Load, pick func(results.Run) results.Dist) string {
-	if l == nil {
-		return ""
-	}
 	for _, r := range l.Runs {
 		if r.Kind == "synchronous" {
 			d := pick(r)
@@ -327,7 +319,7 @@ func syncMs(l *results.Load, pick func(results.Run) results.Dist) string {
 }
 
 func peak(l *results.Load) string {
-	if l == nil || l.PeakOutputTokS == 0 {
+	if l.PeakOutputTokS == 0 {
 		return ""
 	}
 	s := fmt.Sprintf("%.0f", l.PeakOutputTokS)
@@ -354,25 +346,12 @@ func sol(s *results.SpeedOfLight) string {
 	return out
 }
 
-func sustained(l *results.Load) string {
-	if l == nil || l.SustainedReqS == 0 {
+// figure is v in format, "" for 0 (not measured).
+func figure(v float64, format string) string {
+	if v == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.1f", l.SustainedReqS)
-}
-
-func powerMean(p *results.Power) string {
-	if p == nil || p.MeanW == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.0f W", p.MeanW)
-}
-
-func tokJ(p *results.Power) string {
-	if p == nil || p.TokensPerJoule == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%.2f", p.TokensPerJoule)
+	return fmt.Sprintf(format, v)
 }
 
 func suite(f *results.Functional) string {
@@ -388,11 +367,8 @@ func suite(f *results.Functional) string {
 	return fmt.Sprintf("%d/%d", n, len(f.Tests))
 }
 
-// firstLines is the first n lines of s.
-func firstLines(s string, n int) string {
-	l := strings.SplitN(s, "\n", n+1)
-	if len(l) > n {
-		l = l[:n]
-	}
-	return strings.Join(l, "\n")
+// firstLine is the first line of s.
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

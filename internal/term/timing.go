@@ -8,9 +8,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// timeToVetLines are the terminal's "Time to vet" block: the run's wall time and each phase's,
-// how the health steps and the engines were scheduled across GPUs (and why so many at once), and
-// each engine's own time. Kept in one function so it moves with the rest of the text rendering.
+// timeToVetLines are the terminal's "Time to vet" block: the run's wall time and each phase's, how
+// the health steps and engines were scheduled across GPUs (and why so many at once), each engine's.
 func timeToVetLines(s *results.Summary) []string {
 	t := s.Timing
 	if t == nil || len(t.Phases) == 0 {
