@@ -26,8 +26,7 @@ import (
 )
 
 // benchOptions are `gpuvet bench`'s flags; Complete turns them into the load generator's options,
-// Validate checks them before anything is sent, Run is the load (kubectl's Complete -> Validate ->
-// Run).
+// Validate checks them before anything is sent, Run is the load.
 type benchOptions struct {
 	o                     load.Options
 	c                     results.LoadConfig
@@ -50,15 +49,7 @@ and measures TTFT, ITL, TPOT, E2E and throughput by the measurement rules in the
 read from the environment variable named by --api-key-env (default OPENAI_API_KEY), never from flags.`,
 		Example: `  gpuvet bench --url http://127.0.0.1:8000 --model Qwen/Qwen3-8B --profile sweep --out result.json`,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := b.Complete(cmd); err != nil {
-				return err
-			}
-			if err := b.Validate(); err != nil {
-				return err
-			}
-			return b.Run(cmd)
-		},
+		RunE:    phases(&b),
 	}
 	// The profile flags default to the shared profile, as a plan's load section does.
 	d := results.DefaultLoadConfig()
@@ -104,7 +95,7 @@ read from the environment variable named by --api-key-env (default OPENAI_API_KE
 
 // Complete resolves what the flags leave implicit: the prompt lengths, the run bounds, the SLO, the
 // error-rate limit and its source.
-func (b *benchOptions) Complete(cmd *cobra.Command) error {
+func (b *benchOptions) Complete(cmd *cobra.Command, _ []string) error {
 	l, err := dataset.ParseLengths(b.promptTokens)
 	if err != nil {
 		return usageErr("--prompt-tokens: %v", err)

@@ -26,26 +26,6 @@ SGLang and transformers read it as is with HF_HUB_OFFLINE=1. The hub token comes
 	return cmd
 }
 
-// cacheCommand is one cache subcommand's Options: Complete -> Validate -> Run (kubectl's pattern),
-// run in that order by runCache, its RunE.
-type cacheCommand interface {
-	Complete(args []string) error
-	Validate() error
-	Run(cmd *cobra.Command) error
-}
-
-func runCache(o cacheCommand) func(*cobra.Command, []string) error {
-	return func(cmd *cobra.Command, args []string) error {
-		if err := o.Complete(args); err != nil {
-			return err
-		}
-		if err := o.Validate(); err != nil {
-			return err
-		}
-		return o.Run(cmd)
-	}
-}
-
 // cacheDirFlag is the --cache-dir every cache command takes.
 func cacheDirFlag(cmd *cobra.Command, dir *string) {
 	cmd.Flags().StringVar(dir, "cache-dir", "", "hub cache directory (default HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub)")
@@ -66,7 +46,7 @@ func newCachePullCmd() *cobra.Command {
   gpuvet cache pull meta-llama/Llama-3.1-8B-Instruct --include '*.safetensors' --include '*.json'
   HF_TOKEN=... gpuvet cache pull org/gated-model --cache-dir /mnt/models/hub`,
 		Args: cobra.ExactArgs(1),
-		RunE: runCache(o),
+		RunE: phases(o),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.pull.Revision, "revision", "main", "branch, tag or commit to pull")
@@ -77,7 +57,7 @@ func newCachePullCmd() *cobra.Command {
 	return cmd
 }
 
-func (o *cachePullOptions) Complete(args []string) error {
+func (o *cachePullOptions) Complete(_ *cobra.Command, args []string) error {
 	o.model = args[0]
 	o.pull.Progress = os.Stderr
 	return nil
@@ -123,15 +103,15 @@ func newCacheLsCmd() *cobra.Command {
 		Use:   "ls",
 		Short: "List the model snapshots in the cache",
 		Args:  cobra.NoArgs,
-		RunE:  runCache(o),
+		RunE:  phases(o),
 	}
 	cacheDirFlag(cmd, &o.cacheDir)
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-func (o *cacheLsOptions) Complete([]string) error { return nil }
-func (o *cacheLsOptions) Validate() error         { return nil }
+func (o *cacheLsOptions) Complete(*cobra.Command, []string) error { return nil }
+func (o *cacheLsOptions) Validate() error                         { return nil }
 
 func (o *cacheLsOptions) Run(cmd *cobra.Command) error {
 	snaps, err := modelcache.List(o.cacheDir)
@@ -167,13 +147,13 @@ func newCacheVerifyCmd() *cobra.Command {
 		Use:   "verify [MODEL]",
 		Short: "Re-hash every cached file (or one model's) against its SHA-256 / git blob id",
 		Args:  cobra.MaximumNArgs(1),
-		RunE:  runCache(o),
+		RunE:  phases(o),
 	}
 	cacheDirFlag(cmd, &o.cacheDir)
 	return cmd
 }
 
-func (o *cacheVerifyOptions) Complete(args []string) error {
+func (o *cacheVerifyOptions) Complete(_ *cobra.Command, args []string) error {
 	if len(args) == 1 {
 		o.model = args[0]
 	}
@@ -221,14 +201,17 @@ func newCacheOwnCmd() *cobra.Command {
 		Short:  "Give a cache volume's root folder to uid:gid (the kubernetes backend's populate Job runs it as root)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(1),
-		RunE:   runCache(o),
+		RunE:   phases(o),
 	}
 	cmd.Flags().IntVar(&o.uid, "uid", -1, "owner to give the folder to")
 	cmd.Flags().IntVar(&o.gid, "gid", -1, "group to give the folder to")
 	return cmd
 }
 
-func (o *cacheOwnOptions) Complete(args []string) error { o.dir = args[0]; return nil }
+func (o *cacheOwnOptions) Complete(_ *cobra.Command, args []string) error {
+	o.dir = args[0]
+	return nil
+}
 
 func (o *cacheOwnOptions) Validate() error {
 	if o.uid < 0 || o.gid < 0 {

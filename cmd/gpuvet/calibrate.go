@@ -11,8 +11,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// calibrateOptions are `gpuvet calibrate`'s flags and arguments: Validate reads the runs, Run prints
-// the reference-table and floor entries (kubectl's Complete -> Validate -> Run; nothing to complete).
+// calibrateOptions are `gpuvet calibrate`'s flags and arguments: Complete takes the runs' paths,
+// Validate reads the runs, Run prints the reference-table and floor entries.
 type calibrateOptions struct {
 	opt    judge.CalibrateOptions
 	gpus   []int // --gpus: the GPUs to learn from in a run that is not ok
@@ -40,19 +40,18 @@ It learns only from health: a run whose status is not ok is refused unless --gpu
 learn from, and every table leaves out each GPU whose verdict is not ok (flagged, failed,
 inconclusive), that was busy, or whose load was client-limited, saying which and why.`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c.paths = args
-			if err := c.Validate(); err != nil {
-				return err
-			}
-			return c.Run(cmd)
-		},
+		RunE: phases(&c),
 	}
 	cmd.Flags().IntSliceVar(&c.gpus, "gpus", nil, "GPU indexes to learn from, for runs that are not ok (each must still be ok itself), e.g. 0,1,3")
 	cmd.Flags().BoolVar(&opt.ITL, "itl", false, "also write itl_p95_ms (worst sync ITL p95 + the TTFT margin)")
 	cmd.Flags().Float64Var(&opt.TTFTMarginPct, "ttft-margin", opt.TTFTMarginPct, "% added to the worst sync TTFT p95")
 	cmd.Flags().Float64Var(&opt.ThroughputMarginPct, "throughput-margin", opt.ThroughputMarginPct, "% taken off the worst sustained req/s")
 	return cmd
+}
+
+func (c *calibrateOptions) Complete(_ *cobra.Command, args []string) error {
+	c.paths = args
+	return nil
 }
 
 // Validate checks the margins and reads every run: a file that is not a summary is bad input.

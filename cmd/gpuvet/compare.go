@@ -41,15 +41,7 @@ noise guards and the caveats (driver, engine version, GPU count, load profile, l
 The tolerance and guards come from the config (compare.*; -c, --set, GPUVET_* as for run).
 A missing or corrupt baseline degrades to "no comparison" with a note (exit 1 under --fail-on-flag).`,
 		Args: cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: phases(&o),
 	}
 	cmd.Flags().Float64Var(&o.tolerance, "tolerance", results.DefaultOf(results.ThBaselineTolerance), "breach when a metric is worse than the baseline by more than this %")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the comparison as JSON (the summary.json \"baseline\" shape)")

@@ -37,11 +37,7 @@ func (f *configFlags) plan(extra ...config.Flag) (*config.Plan, error) {
 
 // configShowOptions are `gpuvet config show`'s flags: Complete (resolve the plan, as `gpuvet run`
 // would) -> Validate -> Run (print it).
-type configShowOptions struct {
-	cf   configFlags
-	pf   planFlags
-	plan *config.Plan
-}
+type configShowOptions struct{ planOptions }
 
 func newConfigCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "config", Short: "Inspect the configuration"}
@@ -53,30 +49,12 @@ func newConfigCmd() *cobra.Command {
 value, and where it came from (default, default(sim), env:GPUVET_…, config:FILE, recipe:FILE, flag:…).
 Bad input exits 2 with the file, the key path and what is allowed. See docs/config.md.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: phases(o),
 	}
 	o.cf.register(show)
 	o.pf.register(show)
 	cmd.AddCommand(show)
 	return cmd
-}
-
-// Complete resolves the plan from the files, --set, GPUVET_* and the named flags (bad input: exit 2).
-func (o *configShowOptions) Complete(cmd *cobra.Command) error {
-	set, err := o.pf.configFlags(cmd)
-	if err != nil {
-		return err
-	}
-	o.plan, err = o.cf.plan(set...)
-	return err
 }
 
 // Validate has nothing to add: config.Load validated the plan (what `gpuvet run` would refuse, it

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -27,37 +28,20 @@ import (
 
 // healthOptions are `gpuvet health`'s flags: Complete -> Validate -> Run (kubectl's pattern).
 type healthOptions struct {
-	xml      string
-	out      string
-	sim      bool
-	simGPU   string
-	simCount int
-	// simStraggler makes one simulated GPU slower by simStragglerPct (-1: none), to see a GPU-to-GPU flag.
-	simStraggler    int
-	simStragglerPct float64
-	// simNodeSlowdownPct slows every simulated GPU (sim.node_slowdown_pct): a node seen slow only
-	// against its sibling nodes.
-	simNodeSlowdownPct float64
-	failOnFlag         bool
-	opts               health.Options
-	rules              judge.HealthRules // the thresholds the result is judged with (health measures, judge decides)
-	// Interconnect: the simulator's link fault, captured topology text, and the libnccl to load.
-	simLinkFault         string
-	topoFile, nvlinkFile string
-	ncclLib              string
-	// floors are --floor NAME=RATIO; simCoTenant is --sim-cotenant.
-	floors      map[string]string
-	simCoTenant string
-	// simCorrupt and simThrottle are --sim-corrupt and --sim-throttle (sim.FleetConfig).
-	simCorrupt, simThrottle string
-	// simRecoveryAction and simDriverFault are --sim-recovery-action and --sim-driver-fault.
-	simRecoveryAction, simDriverFault string
-	// nodes are the schedulers' hooks on their own node (--slurm-drain, health_node.go); timeout
-	// bounds the run.
-	nodes   nodeHealths
+	xml, out, topoFile, nvlinkFile, ncclLib string
+	sim, failOnFlag                         bool
+
+	// The simulator's (--sim-…: sim.FleetConfig).
+	simGPU, simLinkFault, simCoTenant, simCorrupt, simThrottle, simRecoveryAction, simDriverFault string
+	simCount, simStraggler                                                                        int
+	simStragglerPct, simNodeSlowdownPct                                                           float64
+
+	opts    health.Options
+	rules   judge.HealthRules // health measures, judge decides
+	floors  map[string]string // --floor NAME=RATIO
+	nodes   nodeHealths       // the schedulers' hooks on their own node (health_node.go)
 	timeout time.Duration
-	// cf is -c and --set: a plan whose health section the checks run with (Complete).
-	cf configFlags
+	cf      configFlags // -c and --set: a plan whose health section the checks run with
 }
 
 func newHealthCmd() *cobra.Command {
@@ -84,15 +68,7 @@ gpuvet's explains) is flagged by name and its figures pass nothing; --allow-busy
 Exit code: 0 ok (or flags without --fail-on-flag), 1 a failure or a flag with --fail-on-flag,
 2 bad input or no NVIDIA driver (use --sim or --nvidia-smi-xml on a host without one).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.Complete(cmd.Flags()); err != nil {
-				return err
-			}
-			if err := f.Validate(); err != nil {
-				return err
-			}
-			return f.Run(cmd)
-		},
+		RunE: phases(&f),
 	}
 	hd, sd := results.DefaultHealth(), results.DefaultSim()
 	fl := cmd.Flags()
@@ -176,8 +152,7 @@ func (f *healthOptions) Validate() error {
 		return usageErr("--sim-recovery-action and --sim-driver-fault need --sim")
 	}
 	if f.out != "" {
-		inputs := []string{f.xml, f.topoFile, f.nvlinkFile}
-		if err := checkReplaceable(f.out, inputs...); err != nil {
+		if err := checkReplaceable(f.out, f.xml, f.topoFile, f.nvlinkFile); err != nil {
 			return usageErr("--out: %v", err)
 		}
 	}
@@ -196,7 +171,8 @@ func (f *healthOptions) Validate() error {
 // pairs. The plan's settings go through the functions `gpuvet run`'s health phase uses
 // (health.FromConfig, judge.HealthRulesFrom): a Kubernetes node's health Job gets the run's plan
 // this way, and judges as the host pipeline would.
-func (f *healthOptions) Complete(fl *pflag.FlagSet) error {
+func (f *healthOptions) Complete(cmd *cobra.Command, _ []string) error {
+	fl := cmd.Flags()
 	if len(f.cf.files) > 0 || len(f.cf.sets) > 0 {
 		plan, err := f.cf.plan()
 		if err != nil {
@@ -233,12 +209,8 @@ func (f *healthOptions) Complete(fl *pflag.FlagSet) error {
 // Run opens the GPU source, runs the health phase (one library call: health.Run), prints its
 // tables, writes --out and says the status in the exit code.
 func (f *healthOptions) Run(cmd *cobra.Command) error {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmp.Or(cmd.Context(), context.Background()), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := f.nodes.preflight(ctx); err != nil {
 		return err

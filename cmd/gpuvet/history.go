@@ -23,7 +23,6 @@ type historyOptions struct {
 	node  string
 	gpu   string
 	limit int
-	store *history.Store
 }
 
 func (o *historyOptions) register(cmd *cobra.Command, subject bool) {
@@ -34,17 +33,19 @@ func (o *historyOptions) register(cmd *cobra.Command, subject bool) {
 	}
 }
 
-// Complete resolves the plan and opens its store (a store that cannot be opened: exit 2).
-func (o *historyOptions) Complete(ctx context.Context) error {
+// open resolves the plan and opens its store (a store that cannot be opened: exit 2) for the
+// length of fn.
+func (o *historyOptions) open(ctx context.Context, fn func(*history.Store) error) error {
 	p, err := o.cf.plan()
 	if err != nil {
 		return err
 	}
-	o.store, err = history.Open(ctx, p.Config.History)
+	st, err := history.Open(ctx, p.Config.History)
 	if err != nil {
 		return usageErr("%v", err)
 	}
-	return nil
+	defer st.Close()
+	return fn(st)
 }
 
 func newHistoryCmd() *cobra.Command {
@@ -67,20 +68,18 @@ func newHistoryRunsCmd() *cobra.Command {
 		Short: "List the recorded runs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd.Context()); err != nil {
-				return err
-			}
-			defer o.store.Close()
-			runs, err := o.store.Runs(cmd.Context(), o.node, o.limit)
-			if err != nil {
-				return failedErr("history: %v", err)
-			}
-			t := term.NewTable(cmd.OutOrStdout(), "started (UTC)", "run", "status", "backend", "nodes", "plan", "gpuvet")
-			for _, r := range runs {
-				t.Row(r.StartedAt.Format("2006-01-02 15:04"), r.ID, r.Status, r.Backend, term.Names(r.Nodes, 3), r.Fingerprint, r.ToolVersion)
-			}
-			t.Flush()
-			return nil
+			return o.open(cmd.Context(), func(st *history.Store) error {
+				runs, err := st.Runs(cmd.Context(), o.node, o.limit)
+				if err != nil {
+					return failedErr("history: %v", err)
+				}
+				t := term.NewTable(cmd.OutOrStdout(), "started (UTC)", "run", "status", "backend", "nodes", "plan", "gpuvet")
+				for _, r := range runs {
+					t.Row(r.StartedAt.Format("2006-01-02 15:04"), r.ID, r.Status, r.Backend, term.Names(r.Nodes, 3), r.Fingerprint, r.ToolVersion)
+				}
+				t.Flush()
+				return nil
+			})
 		},
 	}
 	o.cf.register(cmd)
@@ -99,23 +98,21 @@ func newHistoryTrendCmd() *cobra.Command {
 			if (o.node == "") == (o.gpu == "") {
 				return usageErr("trend: give one of --node NAME or --gpu UUID")
 			}
-			if err := o.Complete(cmd.Context()); err != nil {
-				return err
-			}
-			defer o.store.Close()
-			pts, err := o.store.Trend(cmd.Context(), o.node, o.gpu, "", o.limit)
-			if err != nil {
-				return failedErr("history: %v", err)
-			}
-			if len(pts) == 0 { // a name that is not in the store: bad input, not an empty trend
-				what := "--node " + o.node
-				if o.gpu != "" {
-					what = "--gpu " + o.gpu
+			return o.open(cmd.Context(), func(st *history.Store) error {
+				pts, err := st.Trend(cmd.Context(), o.node, o.gpu, "", o.limit)
+				if err != nil {
+					return failedErr("history: %v", err)
 				}
-				return usageErr("trend %s: no run of it in the history store; `gpuvet history runs` lists the runs and their nodes", what)
-			}
-			term.Trend(cmd.OutOrStdout(), pts)
-			return nil
+				if len(pts) == 0 { // a name that is not in the store: bad input, not an empty trend
+					what := "--node " + o.node
+					if o.gpu != "" {
+						what = "--gpu " + o.gpu
+					}
+					return usageErr("trend %s: no run of it in the history store; `gpuvet history runs` lists the runs and their nodes", what)
+				}
+				term.Trend(cmd.OutOrStdout(), pts)
+				return nil
+			})
 		},
 	}
 	o.register(cmd, true)
@@ -133,18 +130,16 @@ func newHistoryPinCmd() *cobra.Command {
 			if o.node != "" && o.gpu != "" {
 				return usageErr("pin: give --node or --gpu, not both")
 			}
-			if err := o.Complete(cmd.Context()); err != nil {
-				return err
-			}
-			defer o.store.Close()
-			pinned, err := o.store.Pin(cmd.Context(), args[0], o.node, o.gpu)
-			if err != nil {
-				return usageErr("history: %v", err)
-			}
-			for _, p := range pinned {
-				fmt.Fprintf(cmd.OutOrStdout(), "pinned %s: acceptance run %s\n", p, args[0])
-			}
-			return nil
+			return o.open(cmd.Context(), func(st *history.Store) error {
+				pinned, err := st.Pin(cmd.Context(), args[0], o.node, o.gpu)
+				if err != nil {
+					return usageErr("history: %v", err)
+				}
+				for _, p := range pinned {
+					fmt.Fprintf(cmd.OutOrStdout(), "pinned %s: acceptance run %s\n", p, args[0])
+				}
+				return nil
+			})
 		},
 	}
 	o.register(cmd, true)
@@ -170,23 +165,21 @@ func newHistoryExportCmd() *cobra.Command {
 					return usageErr("-o: %v", err)
 				}
 			}
-			if err := o.Complete(cmd.Context()); err != nil {
-				return err
-			}
-			defer o.store.Close()
-			rows, err := o.store.Export(cmd.Context(), o.node, o.gpu)
-			if err != nil {
-				return failedErr("history: %v", err)
-			}
-			if out == "" {
-				err = writeExport(cmd.OutOrStdout(), format, rows)
-			} else {
-				err = results.ReplaceFile(out, func(w io.Writer) error { return writeExport(w, format, rows) })
-			}
-			if err != nil {
-				return failedErr("export: %v", err)
-			}
-			return nil
+			return o.open(cmd.Context(), func(st *history.Store) error {
+				rows, err := st.Export(cmd.Context(), o.node, o.gpu)
+				if err != nil {
+					return failedErr("history: %v", err)
+				}
+				if out == "" {
+					err = writeExport(cmd.OutOrStdout(), format, rows)
+				} else {
+					err = results.ReplaceFile(out, func(w io.Writer) error { return writeExport(w, format, rows) })
+				}
+				if err != nil {
+					return failedErr("export: %v", err)
+				}
+				return nil
+			})
 		},
 	}
 	o.register(cmd, true)

@@ -48,6 +48,26 @@ func newRoot() *cobra.Command {
 	return r
 }
 
+// phased is a command's options: Complete -> Validate -> Run (kubectl's pattern), run in that order
+// by phases, its RunE.
+type phased interface {
+	Complete(cmd *cobra.Command, args []string) error
+	Validate() error
+	Run(cmd *cobra.Command) error
+}
+
+func phases(o phased) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := o.Complete(cmd, args); err != nil {
+			return err
+		}
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		return o.Run(cmd)
+	}
+}
+
 // exitError carries an exit code through cobra's RunE.
 type exitError struct {
 	code int

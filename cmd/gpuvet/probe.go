@@ -16,7 +16,7 @@ import (
 
 // probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
 // one real chat completion to each engine, the tokens it generated or the server's error.
-// probeOptions are `gpuvet probe`'s flags: Validate -> Run (nothing to complete).
+// probeOptions are `gpuvet probe`'s flags: Complete (the URLs given as arguments) -> Validate -> Run.
 type probeOptions struct {
 	urls                  []string
 	model, out, apiKeyEnv string
@@ -39,13 +39,7 @@ its own first completion).
   gpuvet probe http://127.0.0.1:8000 --model Qwen/Qwen3-8B`,
 		// A URL given as an argument is a --url: `gpuvet probe URL` is what a user types first.
 		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.urls = append(o.urls, args...)
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: phases(&o),
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&o.urls, "url", nil, "server base URL, e.g. http://10.0.0.5:8000 (repeatable)")
@@ -70,6 +64,11 @@ func probeOne(cmd *cobra.Command, url, model, key string, wait time.Duration) in
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+func (o *probeOptions) Complete(_ *cobra.Command, args []string) error {
+	o.urls = append(o.urls, args...)
+	return nil
 }
 
 // Validate checks a server and a model are named.

@@ -133,23 +133,17 @@ func (o *reportOptions) Run(cmd *cobra.Command) error {
 			fmt.Fprintln(out, "wrote", o.html)
 		}
 	}
-	if o.junit != "" {
-		if err := report.WriteJUnit(s, o.junit); err != nil {
-			return failedErr("writing JUnit XML: %v", err)
+	for _, w := range []struct {
+		path, what string
+		write      func(*results.Summary, string) error
+	}{{o.junit, "JUnit XML", report.WriteJUnit}, {o.ctrf, "CTRF JSON", report.WriteCTRF}, {o.prom, "the Prometheus textfile", report.WritePrometheus}} {
+		if w.path == "" {
+			continue
 		}
-		fmt.Fprintln(out, "wrote", o.junit)
-	}
-	if o.ctrf != "" {
-		if err := report.WriteCTRF(s, o.ctrf); err != nil {
-			return failedErr("writing CTRF JSON: %v", err)
+		if err := w.write(s, w.path); err != nil {
+			return failedErr("writing %s: %v", w.what, err)
 		}
-		fmt.Fprintln(out, "wrote", o.ctrf)
-	}
-	if o.prom != "" {
-		if err := report.WritePrometheus(s, o.prom); err != nil {
-			return failedErr("writing the Prometheus textfile: %v", err)
-		}
-		fmt.Fprintln(out, "wrote", o.prom)
+		fmt.Fprintln(out, "wrote", w.path)
 	}
 	if o.pdf != "" {
 		if err := report.WritePDF(html, o.pdf); err != nil {

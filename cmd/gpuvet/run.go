@@ -27,15 +27,8 @@ import (
 // planFlags are the named flags of `gpuvet run` that set config keys; `gpuvet config show` takes
 // them too, so it shows exactly the plan a run would use.
 type planFlags struct {
-	sim, failOnFlag, failOnInconclusive, saveBaseline  bool
-	backend, url, model, out, failIn, baseline, simGPU string
-	apiKeyEnv, engineKind, engineCmd                   string
-	simLinkFault, ncclLib, simCoTenant, parallel       string
-	simCorrupt, simThrottle, simEngineFault            string
-	simRecoveryAction, simDriverFault                  string
-	allowBusy                                          bool
-	simGPUs, simStraggler, gpuCount                    int
-	acceptance                                         bool
+	sim     bool
+	backend string
 }
 
 func (f *planFlags) register(cmd *cobra.Command) {
@@ -43,32 +36,32 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.sim, "sim", false, "run everything on the simulator's virtual GPUs (backend sim; shorter load defaults, each kept until you set that key)")
 	fl.StringVar(&f.backend, "backend", "local", backendkind.Help())
-	fl.StringVar(&f.url, "url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
-	fl.StringVar(&f.apiKeyEnv, "api-key-env", "", "backend endpoint: the environment variable holding the API key")
-	fl.StringVar(&f.model, "model", "", "model id(s) to serve, comma-separated (replaces models)")
-	fl.StringVar(&f.out, "out", "out", "output directory")
-	fl.StringVar(&f.parallel, "parallel-gpus", "auto", "GPUs loaded at once, each with its own engine and load worker: auto (as many as gpuvet's free CPU carries) or N (1: one at a time)")
-	fl.IntVar(&f.gpuCount, "gpu-count", 0, "vet only the first N GPUs (0: all)")
-	fl.StringVar(&f.failIn, "fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
-	fl.BoolVar(&f.failOnFlag, "fail-on-flag", false, "exit 1 when anything is flagged")
-	fl.BoolVar(&f.failOnInconclusive, "fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
-	fl.BoolVar(&f.acceptance, "acceptance", false, "the gate's exit codes (docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive (undecided: run again); 2 stays bad input")
-	fl.BoolVar(&f.saveBaseline, "save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
-	fl.StringVar(&f.baseline, "baseline", "", "compare against this baseline.json (overhead % per metric)")
-	fl.StringVar(&f.engineKind, "engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
-	fl.StringVar(&f.engineCmd, "engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
-	fl.StringVar(&f.simGPU, "sim-gpu", sd.GPU, "simulated GPU model (catalog key)")
-	fl.IntVar(&f.simGPUs, "sim-gpus", sd.GPUs, "number of simulated GPUs")
-	fl.IntVar(&f.simStraggler, "sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
-	fl.StringVar(&f.simLinkFault, "sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
-	fl.StringVar(&f.simCoTenant, "sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
-	fl.StringVar(&f.simCorrupt, "sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
-	fl.StringVar(&f.simThrottle, "sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
-	fl.StringVar(&f.simEngineFault, "sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback) or exit (e.g. 1:short)")
-	fl.StringVar(&f.simRecoveryAction, "sim-recovery-action", "", "a simulated GPU whose driver asks for recovery (NVML's GPU recovery action): GPU:ACTION, ACTION reset, reboot, drain-p2p or drain-and-reset (e.g. 3:reset)")
-	fl.StringVar(&f.simDriverFault, "sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
-	fl.BoolVar(&f.allowBusy, "allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")
-	fl.StringVar(&f.ncclLib, "nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
+	fl.String("url", "", "backend endpoint: the server's base URL, e.g. http://127.0.0.1:8000")
+	fl.String("api-key-env", "", "backend endpoint: the environment variable holding the API key")
+	fl.String("model", "", "model id(s) to serve, comma-separated (replaces models)")
+	fl.String("out", "out", "output directory")
+	fl.String("parallel-gpus", "auto", "GPUs loaded at once, each with its own engine and load worker: auto (as many as gpuvet's free CPU carries) or N (1: one at a time)")
+	fl.Int("gpu-count", 0, "vet only the first N GPUs (0: all)")
+	fl.String("fail-in", "", "inject a failure in one phase (discover, health, serve, warmup, load, functional, judge, write) to prove cleanup and reporting")
+	fl.Bool("fail-on-flag", false, "exit 1 when anything is flagged")
+	fl.Bool("fail-on-inconclusive", false, "exit 1 when the run is inconclusive (a gate or comparison could not decide: too few samples, client-limited, a lower bound, a cut rung)")
+	fl.Bool("acceptance", false, "the gate's exit codes (docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive (undecided: run again); 2 stays bad input")
+	fl.Bool("save-baseline", false, "also write OUT/baseline.json (this run as the bare-metal reference)")
+	fl.String("baseline", "", "compare against this baseline.json (overhead % per metric)")
+	fl.String("engine", "vllm", "engine: "+strings.Join(enginekind.Names(), ", ")+" (generic with --engine-cmd)")
+	fl.String("engine-cmd", "", "launch template: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}")
+	fl.String("sim-gpu", sd.GPU, "simulated GPU model (catalog key)")
+	fl.Int("sim-gpus", sd.GPUs, "number of simulated GPUs")
+	fl.Int("sim-straggler", -1, "index of a simulated GPU that runs slower (-1: none)")
+	fl.String("sim-link-fault", "", "NVLink fault on a simulated GPU: GPU[:down|slow|errors] (e.g. 1:slow)")
+	fl.String("sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
+	fl.String("sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
+	fl.String("sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
+	fl.String("sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback) or exit (e.g. 1:short)")
+	fl.String("sim-recovery-action", "", "a simulated GPU whose driver asks for recovery (NVML's GPU recovery action): GPU:ACTION, ACTION reset, reboot, drain-p2p or drain-and-reset (e.g. 3:reset)")
+	fl.String("sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
+	fl.Bool("allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")
+	fl.String("nccl-lib", "", "libnccl.so.2 for the health phase's all-reduce (default: the library path, then Python environments)")
 	registerRemoteFlags(fl)
 }
 
@@ -105,13 +98,18 @@ func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	return set, nil
 }
 
+// planOptions are the flags of a command that resolves a plan as `gpuvet run` does.
+type planOptions struct {
+	cf   configFlags
+	pf   planFlags
+	plan *config.Plan
+}
+
 // runOptions are `gpuvet run`'s flags: Complete resolves them into a plan, Validate checks what can
-// be checked before anything starts (exit 2), Run runs it (kubectl's Complete -> Validate -> Run).
+// be checked before anything starts (exit 2), Run runs it.
 type runOptions struct {
-	cf    configFlags
-	pf    planFlags
+	planOptions
 	force bool
-	plan  *config.Plan
 }
 
 func newRunCmd() *cobra.Command {
@@ -141,15 +139,7 @@ before anything started (configuration, an unknown --sim-gpu or --model, an unwr
 With --acceptance (run.acceptance, for gates: docs/acceptance.md): 0 only when the run is ok, 1 flag,
 failed or a run that did not finish, 3 inconclusive (undecided: run it again), 2 bad input.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: phases(&o),
 	}
 	o.cf.register(cmd)
 	o.pf.register(cmd)
@@ -157,8 +147,9 @@ failed or a run that did not finish, 3 inconclusive (undecided: run it again), 2
 	return cmd
 }
 
-// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given.
-func (o *runOptions) Complete(cmd *cobra.Command) error {
+// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given (bad input:
+// exit 2).
+func (o *planOptions) Complete(cmd *cobra.Command, _ []string) error {
 	set, err := o.pf.configFlags(cmd)
 	if err != nil {
 		return err

@@ -44,15 +44,7 @@ Where each GPU's efficiency figures come from:
   gpuvet sim --model any-name --ttft 50ms --itl 10ms --jitter 0.1
   gpuvet sim --gpu H200 --model meta-llama/Llama-3.1-70B-Instruct --gpus 8 --tp 4 --trace trace.jsonl`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := so.Complete(); err != nil {
-				return err
-			}
-			if err := so.Validate(); err != nil {
-				return err
-			}
-			return so.Run(cmd)
-		},
+		RunE: phases(&so),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.GPU, "gpu", "", "GPU model: catalog key or exact nvidia-smi name (H100, H200, L40S, A100, B200, GB200, RTX-PRO-6000, …)")
@@ -87,7 +79,7 @@ Where each GPU's efficiency figures come from:
 }
 
 // Complete loads the catalog: the built-in one, extended by --catalog.
-func (o *simOptions) Complete() error {
+func (o *simOptions) Complete(*cobra.Command, []string) error {
 	o.Engine.NoPrefixCache = !o.prefixCache
 	o.Catalog = catalog.Builtin()
 	if o.catalogFile != "" {
