@@ -18,25 +18,21 @@ import (
 // over every block's requests, and their intervals hold both the bootstrap over requests and the
 // batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
 
-// SyncBlocks is how many blocks the sweep's synchronous rung runs in: one before the probes, one
-// after the knee search, one after the ladder. Three: five (two more within the ladder) were
-// tried (bench/repeat, a 25 %-drifting simulated engine), and their narrower intervals (t 2.78, not
-// 4.30) left the verdicts of two runs of one GPU apart more often (4 of 6 pairs, against 1 of 9).
+// SyncBlocks is how many blocks the sweep's synchronous rung runs in. Three: five (two more in the
+// ladder) were tried (bench/repeat, a 25 %-drifting simulated engine); their narrower intervals (t 2.78,
+// not 4.30) left the verdicts of two runs of one GPU apart more often (4 of 6 pairs, against 1 of 9).
 const SyncBlocks = 3
 
 // nextBlock runs the synchronous rung's next block (blocks 2 … SyncBlocks), lined up with the GPUs
 // loaded beside this one where the caller asks (beforeBlock).
 func (ex *executor) nextBlock(ctx context.Context, a *attempt, index, n int) {
-	b := ex.blocksRun() + 1
+	b := SyncBlocks - ex.blocksLeft + 1
 	ex.blocksLeft--
 	ex.beforeBlock(ctx, b)
 	if ctx.Err() == nil {
 		ex.one(ctx, a, ex.blockSpec(index, b), n)
 	}
 }
-
-// blocksRun is how many synchronous blocks have run (or been started).
-func (ex *executor) blocksRun() int { return SyncBlocks - ex.blocksLeft }
 
 // syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
 // (kept for the pooled figures; the records themselves are freed as every rung's are).

@@ -67,17 +67,8 @@ func (p *jscan) peek() byte {
 // value. A key that is not plain lowercase ASCII (encoding/json matches field names case-insensitively,
 // Unicode folding included) or a repeat of one of known is refused.
 func (p *jscan) objectKeys(val func(key []byte) bool, known []string) bool {
-	if p.peek() != '{' {
-		return false
-	}
-	p.i++
-	p.ws()
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
 	var seen uint8
-	for {
+	return p.seq('{', '}', func() bool {
 		if p.peek() != '"' {
 			return false
 		}
@@ -99,21 +90,8 @@ func (p *jscan) objectKeys(val func(key []byte) bool, known []string) bool {
 		}
 		p.i++
 		p.ws()
-		if !val(key) {
-			return false
-		}
-		p.ws()
-		switch p.peek() {
-		case ',':
-			p.i++
-			p.ws()
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return val(key)
+	})
 }
 
 // key reads a key string made of [a-z0-9_] only (the cursor on its '"').
@@ -186,13 +164,8 @@ func (p *jscan) literal(lit string) bool {
 	return true
 }
 
-// nullable reads null (true, false) or hands over to read (false, read's result).
-func (p *jscan) null() bool {
-	if p.peek() == 'n' {
-		return p.literal("null")
-	}
-	return false
-}
+// null reads a null, if that is what the cursor is on.
+func (p *jscan) null() bool { return p.peek() == 'n' && p.literal("null") }
 
 // count reads a plain non-negative integer of at most 15 digits (no sign, fraction or exponent).
 func (p *jscan) count() (int, bool) {
@@ -274,13 +247,16 @@ func (p *jscan) skip(depth int) bool {
 }
 
 // array reads an array (the cursor on its '['), calling elem with the cursor on each element.
-func (p *jscan) array(elem func() bool) bool {
-	if p.peek() != '[' {
+func (p *jscan) array(elem func() bool) bool { return p.seq('[', ']', elem) }
+
+// seq reads an array or an object (the cursor on open), calling elem with the cursor on each member.
+func (p *jscan) seq(open, close byte, elem func() bool) bool {
+	if p.peek() != open {
 		return false
 	}
 	p.i++
 	p.ws()
-	if p.peek() == ']' {
+	if p.peek() == close {
 		p.i++
 		return true
 	}
@@ -293,7 +269,7 @@ func (p *jscan) array(elem func() bool) bool {
 		case ',':
 			p.i++
 			p.ws()
-		case ']':
+		case close:
 			p.i++
 			return true
 		default:
@@ -388,17 +364,10 @@ func (p *jscan) usage(c *chunk) bool {
 
 // finishReason returns the finish reason as a string, without allocating for the usual ones.
 func finishReason(b []byte) string {
-	switch string(b) {
-	case "stop":
-		return "stop"
-	case "length":
-		return "length"
-	case "tool_calls":
-		return "tool_calls"
-	case "abort":
-		return "abort"
-	case "content_filter":
-		return "content_filter"
+	for _, r := range [...]string{"stop", "length", "tool_calls", "abort", "content_filter"} {
+		if string(b) == r {
+			return r
+		}
 	}
 	return string(b)
 }

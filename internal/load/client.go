@@ -2,6 +2,7 @@ package load
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,11 +185,18 @@ func newHTTPClient(slots int, rx *rxStatus) *http.Client {
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // apiKey reads the key from the named environment variable (default OPENAI_API_KEY).
-func apiKey(env string) string {
-	if env == "" {
-		env = "OPENAI_API_KEY"
+func apiKey(env string) string { return os.Getenv(cmp.Or(env, "OPENAI_API_KEY")) }
+
+// get sends a GET of url, with key as its bearer token when there is one.
+func get(ctx context.Context, hc *http.Client, url, key string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
-	return os.Getenv(env)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return hc.Do(req)
 }
 
 type streamOptions struct {
@@ -305,28 +313,27 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 		c.doHTTP(ctx, p, out, rec)
 		return
 	}
-	rec.RequestedTokens = out
-	rec.marks = make([]mark, 0, min(out, 1<<16))
-	rec.start = c.since()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
-	defer deadline.Stop()
-	defer c.watch(rec, cancel)()
+	ctx, cancel, end := c.begin(ctx, out, rec)
+	defer end()
 	c.ev.do(ctx, cancel, c.body(p, out), rec)
 }
 
-// doHTTP is do with net/http.
-func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
+// begin starts rec's request asking for out tokens: its clock, its timeout and its watchdog
+// (silence.go), all ended by end.
+func (c *client) begin(ctx context.Context, out int, rec *Record) (context.Context, context.CancelCauseFunc, func()) {
 	rec.RequestedTokens = out
 	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
 	rec.start = c.since()
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	deadline := time.AfterFunc(c.reqTimeout, func() { cancel(errReqDeadline) })
-	defer deadline.Stop()
-	defer c.watch(rec, cancel)()
+	stopWatch := c.watch(rec, cancel)
+	return ctx, cancel, func() { stopWatch(); deadline.Stop(); cancel(nil) }
+}
 
+// doHTTP is do with net/http.
+func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
+	ctx, cancel, end := c.begin(ctx, out, rec)
+	defer end()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(c.body(p, out)))
 	if err != nil {
 		c.fail(rec, errConnect, err.Error())
@@ -352,13 +359,10 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 		WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(int64(c.since())) },
 	}))
 	resp, err := c.hc.Do(req)
-	rec.sent = time.Duration(wroteAt.Load())
+	rec.sent = cmp.Or(time.Duration(wroteAt.Load()), rec.start)
 	rec.NewConnection = newConn.Load()
 	if rec.NewConnection || err != nil {
 		rec.setConnect(getConnAt.Load(), gotConnAt.Load())
-	}
-	if rec.sent == 0 {
-		rec.sent = rec.start
 	}
 	if err != nil {
 		class := errConnect
@@ -403,7 +407,7 @@ func (c *client) response(ctx context.Context, cancel context.CancelCauseFunc, r
 // http_<code> with the start of its body. Both readers use it, so they agree.
 func (c *client) httpFailure(status int, location string, body []byte) (class, detail string) {
 	if status >= 300 && status < 400 {
-		return errRedirect, fmt.Sprintf("HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", status, orDefault(head([]byte(results.RedactURLs(location)), 200), "(no Location)"))
+		return errRedirect, fmt.Sprintf("HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", status, cmp.Or(head([]byte(results.RedactURLs(location)), 200), "(no Location)"))
 	}
 	return fmt.Sprintf("http_%d", status), strings.TrimSpace(string(body))
 }
@@ -416,7 +420,7 @@ func identity(enc string) bool {
 
 // notSSEDetail says what came back instead of an event stream.
 func notSSEDetail(ctype, enc string, start []byte) string {
-	what := "a body with Content-Type " + orDefault(strings.TrimSpace(ctype), "(none)")
+	what := "a body with Content-Type " + cmp.Or(strings.TrimSpace(ctype), "(none)")
 	if !identity(enc) {
 		what += ", Content-Encoding " + enc + " (compressed: gpuvet asks for none)"
 	}
@@ -529,8 +533,8 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 	}
 	delta := 0
 	if ch.HasUsage {
-		s.final = &usage{}
-		*s.final = ch.Usage
+		u := ch.Usage
+		s.final = &u
 		if ch.HasChoices {
 			rec.contUsage = true
 			// A count that goes back carries nothing new; one beyond max_tokens is not spread
@@ -654,7 +658,7 @@ func (c *client) failCtx(ctx context.Context, rec *Record, class string, err err
 		if rec.end == 0 {
 			rec.end = c.since()
 		}
-		if q := c.judge(rec, rec.end, true); q != nil {
+		if q, _ := c.judge(rec, rec.end, true); q != nil {
 			c.fail(rec, q.kind, q.detail)
 			return
 		}

@@ -8,8 +8,7 @@ import (
 // An error is not a sample: a rung whose requests fail goes on only while its successes can still
 // outweigh its failures. Once the errors decide it, it stops and says so (results.Run.ErrorStop):
 // waiting out a duration, or a cap for samples that cannot come, would only send more requests to a
-// broken server (an endpoint answering every request with an error once drew 143,555 of them from a
-// 5 s bench, its rung running to load.max_rung_duration for 30 completions).
+// broken server (one once drew 143,555 failing requests from a 5 s bench).
 const (
 	// errStopMin is the fewest failures that can decide a rung; a wider rung needs one per slot, so
 	// that its first wave (all sent at once) is not judged by its first few answers.

@@ -3,6 +3,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -146,9 +147,7 @@ func (r *evReader) describe() string {
 }
 
 // close stops the loops and closes every connection, once the load is over (again: nothing).
-func (r *evReader) close() {
-	r.closeOnce.Do(r.closeNow)
-}
+func (r *evReader) close() { r.closeOnce.Do(r.closeNow) }
 
 func (r *evReader) closeNow() {
 	for _, l := range r.loops {
@@ -244,11 +243,7 @@ func (r *evReader) wait(ctx context.Context, cancel context.CancelCauseFunc, cn 
 	if len(q.out) == 0 {
 		class = errCut
 	}
-	cause := context.Cause(ctx)
-	if cause == nil {
-		cause = errLoopClosed
-	}
-	c.failCtx(ctx, rec, class, cause)
+	c.failCtx(ctx, rec, class, cmp.Or(context.Cause(ctx), errLoopClosed))
 	if q.streaming {
 		q.s.finalize()
 	}
@@ -531,7 +526,10 @@ func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 	case k == 1 && m0 > 0:
 		l.sched.gap(marks[m0].at-marks[m0-1].at, false)
 	case k > 1:
-		spaceMarks(marks[m0:], max(from, q.s.rec.sent, prevAt(marks, m0)))
+		if m0 > 0 {
+			from = max(from, marks[m0-1].at)
+		}
+		spaceMarks(marks[m0:], max(from, q.s.rec.sent))
 		for range k {
 			l.sched.gap(0, true)
 		}

@@ -111,8 +111,10 @@ func (r *respParser) feed(p []byte, body func([]byte) bool) (int, error) {
 			var err error
 			if r.state == wsSize {
 				err = r.sizeLine(line)
-			} else {
-				err = r.trailerLine(line)
+			} else if len(bytes.TrimRight(line, "\r\n")) == 0 {
+				// An empty line ends the trailers, skipped unread whatever their syntax: the body is
+				// complete by then, and net/http does not fail a response on them either.
+				r.state = wsDone
 			}
 			r.line = r.line[:0]
 			if err != nil {
@@ -296,7 +298,6 @@ func (r *respParser) bodyState(length int64) error {
 	switch {
 	case r.Status >= 100 && r.Status < 200 && r.Status != 101:
 		r.reset() // an informational answer: the real one follows
-		r.line = r.line[:0]
 		return nil
 	case r.Status == 101:
 		return errors.New("server switched protocols (HTTP 101)")
@@ -346,16 +347,6 @@ func (r *respParser) sizeLine(line []byte) error {
 		return errors.New("http chunk length too large")
 	}
 	r.state, r.left = wsData, int64(n)
-	return nil
-}
-
-// trailerLine reads a line after the last chunk: an empty one ends the response. Trailers are
-// skipped unread, whatever their syntax: the body is complete by then, and net/http does not fail a
-// response on them either.
-func (r *respParser) trailerLine(line []byte) error {
-	if len(bytes.TrimRight(line, "\r\n")) == 0 {
-		r.state = wsDone
-	}
 	return nil
 }
 

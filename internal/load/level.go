@@ -35,36 +35,33 @@ const (
 	levelMinDone = 10
 )
 
-// plateau returns the earliest slice from which the output rate and the in-flight count are flat
-// (each third of the rest, and its first levelMinSlices, within levelDrift of its mean; the
-// in-flight count within levelInFlightSlack too; the rest at least a third of what was sampled),
-// or -1 with what still moves. Thirds, not halves: a
-// ramp at the start of a long tail pulls its first third three times as far as it pulls a half.
-// Failing that, queue reports the earliest slice from which the output rate alone is flat while the
-// in-flight count still grows: an open loop past the engine's capacity, whose queue grows without
-// end while the engine streams at its capacity.
+// plateau returns the earliest slice from which the output rate and the in-flight count are flat (each
+// third of the rest, and its first levelMinSlices, within levelDrift of its mean; the in-flight count
+// within levelInFlightSlack too; the rest at least a third of what was sampled), or -1 with what still
+// moves. Thirds, not halves: a ramp at the start of a long tail pulls its first third three times as
+// far as it pulls a half. Failing that, queue reports the earliest slice from which the output rate
+// alone is flat while the in-flight count still grows: an open loop past the engine's capacity, whose
+// queue grows without end while the engine streams at its capacity.
 func plateau(rate, infl []float64, slice time.Duration) (on int, queue bool, why string) {
 	n := len(rate)
 	if n < levelMinSlices {
 		return -1, false, fmt.Sprintf("only %v sampled", time.Duration(n)*slice)
 	}
 	pr, pi := prefix(rate), prefix(infl)
-	rateFlat := func(i int) bool { return flat(pr, i, n, levelDrift, 0) && flatStart(pr, i, n, levelDrift, 0) }
 	// The flat part must also hold a third of the rung so far: the last few seconds of a count that
 	// grows slowly and steadily look flat on their own.
 	last := n - max(levelMinSlices, n/3)
 	for i := 0; i <= last; i++ {
-		if rateFlat(i) && flat(pi, i, n, levelDrift, levelInFlightSlack) && flatStart(pi, i, n, levelDrift, levelInFlightSlack) {
+		if flat(pr, i, n, levelDrift, 0) && flat(pi, i, n, levelDrift, levelInFlightSlack) {
 			return i, false, ""
 		}
 	}
-	mean := func(p []float64, a, b int) float64 { return (p[b] - p[a]) / float64(b-a) }
 	for i := 0; i <= last; i++ {
 		// The in-flight count grows through all three thirds, the last above the first by more
 		// than the level's tolerance: a queue, not a count that wobbles.
 		t := (n - i) / 3
 		a, b, c := mean(pi, i, i+t), mean(pi, i+t, n-t), mean(pi, n-t, n)
-		if rateFlat(i) && a < b && b < c && c > a+max(levelDrift*c, levelInFlightSlack) {
+		if flat(pr, i, n, levelDrift, 0) && a < b && b < c && c > a+max(levelDrift*c, levelInFlightSlack) {
 			return i, true, ""
 		}
 	}
@@ -84,30 +81,25 @@ func prefix(s []float64) []float64 {
 	return p
 }
 
-// flat reports whether each third of [a, b) has a mean within drift × the whole's mean (and at
-// least slack) of it; a whole whose mean is 0 is not flat (nothing flows).
+// mean is the mean of s[a:b] from its running sums p (prefix).
+func mean(p []float64, a, b int) float64 { return (p[b] - p[a]) / float64(b-a) }
+
+// flat reports whether each third of [a, b), and its first levelMinSlices, have a mean within
+// drift × the whole's mean (and at least slack) of it; a whole whose mean is 0 is not flat (nothing
+// flows). The first slices too: over a long flat tail, thirds alone would let the onset slide back
+// into the end of the ramp.
 func flat(p []float64, a, b int, drift, slack float64) bool {
-	m := (p[b] - p[a]) / float64(b-a)
+	m := mean(p, a, b)
 	if m <= 0 {
 		return false
 	}
-	tol := max(drift*m, slack)
 	t := (b - a) / 3
-	for _, c := range [3][2]int{{a, a + t}, {a + t, b - t}, {b - t, b}} {
-		if math.Abs((p[c[1]]-p[c[0]])/float64(c[1]-c[0])-m) > tol {
+	for _, c := range [4][2]int{{a, a + t}, {a + t, b - t}, {b - t, b}, {a, a + levelMinSlices}} {
+		if math.Abs(mean(p, c[0], c[1])-m) > max(drift*m, slack) {
 			return false
 		}
 	}
 	return true
-}
-
-// flatStart reports whether the first levelMinSlices of [a, b) have a mean within drift × the whole's
-// mean (and at least slack) of it: over a long flat tail, thirds alone would let the onset slide
-// back into the end of the ramp.
-func flatStart(p []float64, a, b int, drift, slack float64) bool {
-	m := (p[b] - p[a]) / float64(b-a)
-	h := (p[a+levelMinSlices] - p[a]) / levelMinSlices
-	return math.Abs(h-m) <= max(drift*m, slack)
 }
 
 // levelBatch is how many slices make one batch of the rate's interval (batch means): a closed

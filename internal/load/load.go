@@ -15,6 +15,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,51 +99,27 @@ var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughpu
 // asks for its level explicitly, and 0 is a seed like any other.
 func Defaults(c results.LoadConfig) results.LoadConfig {
 	d := results.DefaultLoadConfig()
-	if c.Profile == "" {
-		c.Profile = d.Profile
-	}
-	if c.API == "" {
-		c.API = d.API
-	}
-	if c.PromptTokens == 0 {
-		c.PromptTokens = d.PromptTokens
-	}
+	c.Profile = cmp.Or(c.Profile, d.Profile)
+	c.API = cmp.Or(c.API, d.API)
+	c.PromptTokens = cmp.Or(c.PromptTokens, d.PromptTokens)
 	if c.PromptMin == 0 && c.PromptMax == 0 {
 		c.PromptMin, c.PromptMax = c.PromptTokens, c.PromptTokens
 		if c.PromptStdev > 0 {
 			c.PromptMin, c.PromptMax = 1, c.PromptTokens+10*c.PromptStdev
 		}
 	}
-	if c.OutputTokens == 0 {
-		c.OutputTokens = d.OutputTokens
-	}
-	if c.MaxConcurrency == 0 {
-		c.MaxConcurrency = d.MaxConcurrency
-	}
-	if c.Rates == 0 {
-		c.Rates = d.Rates
-	}
+	c.OutputTokens = cmp.Or(c.OutputTokens, d.OutputTokens)
+	c.MaxConcurrency = cmp.Or(c.MaxConcurrency, d.MaxConcurrency)
+	c.Rates = cmp.Or(c.Rates, d.Rates)
 	if c.MaxDuration == 0 && c.MaxRequests == 0 {
 		c.MaxDuration = d.MaxDuration
 	}
-	if c.Warmup == "" {
-		c.Warmup = d.Warmup
-	}
-	if c.Data == "" {
-		c.Data = d.Data
-	}
-	if c.Reader == "" {
-		c.Reader = d.Reader
-	}
-	if c.MinSamples == 0 {
-		c.MinSamples = d.MinSamples
-	}
-	if c.MaxRungDuration == 0 {
-		c.MaxRungDuration = d.MaxRungDuration
-	}
-	if c.TimeBudget == 0 {
-		c.TimeBudget = d.TimeBudget
-	}
+	c.Warmup = cmp.Or(c.Warmup, d.Warmup)
+	c.Data = cmp.Or(c.Data, d.Data)
+	c.Reader = cmp.Or(c.Reader, d.Reader)
+	c.MinSamples = cmp.Or(c.MinSamples, d.MinSamples)
+	c.MaxRungDuration = cmp.Or(c.MaxRungDuration, d.MaxRungDuration)
+	c.TimeBudget = cmp.Or(c.TimeBudget, d.TimeBudget)
 	return workloadDefaults(c)
 }
 
@@ -234,17 +212,8 @@ func validateInputs(o Options, c results.LoadConfig) error {
 	if _, _, _, err := pickReader(c.Reader, o.URL); err != nil {
 		return err
 	}
-	if c.Data != "synthetic" {
-		if _, err := os.Stat(c.Data); err != nil {
-			return fmt.Errorf("--data %s: %v", c.Data, err)
-		}
-	}
-	if o.TokenizerPath != "" {
-		if _, err := dataset.LoadTokenizer(o.TokenizerPath); err != nil {
-			return fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
-		}
-	}
-	return nil
+	_, err := localTokenizer(Options{TokenizerPath: o.TokenizerPath}) // --tokenizer only, and no log
+	return err
 }
 
 // Input bounds: far beyond any real load, and below where counts and durations would overflow (a
@@ -362,14 +331,11 @@ func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*4
 // Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
 func Streams(o Options) int { return slots(o, Defaults(o.Config)) }
 
-// apiURL is the endpoint's path p under the base URL u (results.JoinURL: the query stays).
-func apiURL(u, p string) string { return results.JoinURL(u, p) }
-
 // Preflight checks that the endpoint answers and lists the model at /v1/models.
 func Preflight(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	u := apiURL(o.URL, "/v1/models")
+	u := results.JoinURL(o.URL, "/v1/models")
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	u = results.RedactURLs(u) // what the messages below show
 	if err != nil {
@@ -384,10 +350,10 @@ func Preflight(ctx context.Context, o Options) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return fmt.Errorf("GET %s: HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", u, resp.StatusCode, results.RedactURLs(redact(orDefault(resp.Header.Get("Location"), "(no Location)"), apiKey(o.APIKeyEnv))))
+		return fmt.Errorf("GET %s: HTTP %d to %s: redirects are not followed (the API key would go with them); point --url at the server itself", u, resp.StatusCode, results.RedactURLs(redact(cmp.Or(resp.Header.Get("Location"), "(no Location)"), apiKey(o.APIKeyEnv))))
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		return fmt.Errorf("GET %s: HTTP %d: set the API key in $%s", u, resp.StatusCode, orDefault(o.APIKeyEnv, "OPENAI_API_KEY"))
+		return fmt.Errorf("GET %s: HTTP %d: set the API key in $%s", u, resp.StatusCode, cmp.Or(o.APIKeyEnv, "OPENAI_API_KEY"))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: HTTP %d: not an OpenAI-compatible endpoint?", u, resp.StatusCode)
@@ -408,13 +374,6 @@ func Preflight(ctx context.Context, o Options) error {
 		ids = append(ids, m.ID)
 	}
 	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.RedactURLs(o.URL), strings.Join(ids, ", "))
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly and
@@ -470,10 +429,10 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	sc, stopScrape := startScrape(ctx, o, cl.epoch)
 	cpu0, wall0 := cpuTime(), time.Now()
 
-	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: apiURL(o.URL, "/v1/models")},
+	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: results.JoinURL(o.URL, "/v1/models")},
 		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
 	if cfg.Workload == WorkloadLongContext {
-		ex.modelLen = modelLen(ctx, cl.hc, apiURL(o.URL, "/v1/models"), o.Model, cl.key)
+		ex.modelLen = modelLen(ctx, cl.hc, results.JoinURL(o.URL, "/v1/models"), o.Model, cl.key)
 		ex.kvTokens = sc.kvCapacity(ctx)
 	}
 	att := ex.profile(ctx, 1)
@@ -521,7 +480,7 @@ func openClient(o Options, cfg results.LoadConfig) (*client, *rxStatus, func(), 
 	}
 	rx := &rxStatus{}
 	hc := newHTTPClient(slots(o, cfg), rx)
-	cl := &client{hc: hc, endpoint: apiURL(o.URL, path), chat: chat, model: o.Model, key: apiKey(o.APIKeyEnv),
+	cl := &client{hc: hc, endpoint: results.JoinURL(o.URL, path), chat: chat, model: o.Model, key: apiKey(o.APIKeyEnv),
 		reqTimeout: o.RequestTimeout, stall: o.StallTimeout, floor: o.SilenceFloor, rx: rx}
 	closeClient := func() {
 		if cl.ev != nil {
@@ -557,7 +516,7 @@ func setUp(ctx context.Context, o Options, cfg results.LoadConfig, cl *client, l
 	setup, endSetup := context.WithTimeoutCause(ctx, o.Drain, errSetup)
 	defer endSetup()
 	l.PromptSalt = rand.Uint64() // this load's prompts are its own (dataset.Synthetic.Salt)
-	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: apiURL(o.URL, "/tokenize"), model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc},
+	src, counts, err := prompts(setup, cfg, l.PromptSalt, local, &serverCounter{url: results.JoinURL(o.URL, "/tokenize"), model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc},
 		&usageCounter{url: cl.endpoint, model: o.Model, key: cl.key, chat: cl.chat, hc: cl.hc}, o.Log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotServing, err)
@@ -580,7 +539,7 @@ func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, 
 	if !o.ScrapeMetrics {
 		return nil, func() {}
 	}
-	sc = &scraper{url: apiURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: epoch}
+	sc = &scraper{url: results.JoinURL(o.URL, "/metrics"), hc: &http.Client{}, every: o.ScrapeEvery, epoch: epoch}
 	sc.res.Source = results.RedactURLs(sc.url)
 	scrapeCtx, stopScrape := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -593,7 +552,7 @@ func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, 
 func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att attempt) attempt {
 	o := ex.o
 	rerun := ex.cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
-	if took := ex.elapsed(); rerun && took > ex.left() && att.sat.Knee != nil {
+	if took := ex.rn.c.since(); rerun && took > ex.left() && att.sat.Knee != nil {
 		note := fmt.Sprintf("not rerun though unsaturated: a second sweep would take about %v, past the %v left of load.time_budget (%v)", took.Round(time.Second), max(ex.left(), 0).Round(time.Second), time.Duration(ex.cfg.TimeBudget))
 		att.sat.Knee.Plan = joinNote(att.sat.Knee.Plan, note)
 		logf(o.Log, "sweep plan: %s", note)
@@ -609,7 +568,7 @@ func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att a
 		att, l.KeptAttempt = second, 2
 		l.Runs, l.Saturation = att.runs, att.sat
 	} else if second.err != "" || second.interrupted {
-		logf(o.Log, "retry did not complete (%s): the first sweep is kept", orDefault(second.err, "interrupted"))
+		logf(o.Log, "retry did not complete (%s): the first sweep is kept", cmp.Or(second.err, "interrupted"))
 	}
 	return att
 }
@@ -844,7 +803,7 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	ex.prefix.add(ex.rn.src, out.recs)
 	ex.lastCPU = 0
 	if out.wall > 0 {
-		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(numCPU())
+		ex.lastCPU = out.cpu.Seconds() / out.wall.Seconds() / float64(runtime.NumCPU())
 	}
 	ex.account(out.recs, n)
 	if ex.recW != nil && ex.recErr == nil {
@@ -1065,11 +1024,8 @@ func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 
 // joinNote joins two notes with "; " ("" when both are empty).
 func joinNote(a, b string) string {
-	switch {
-	case a == "":
-		return b
-	case b == "":
-		return a
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }
@@ -1123,7 +1079,7 @@ func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Durat
 	}
 	l.BurstReqS = a.burst
 	d := metrics.Summarize(lags)
-	l.Client = results.ClientCheck{LagP50Ms: d.P50, LagP99Ms: d.P99, LagMaxMs: d.Max, Cores: numCPU()}
+	l.Client = results.ClientCheck{LagP50Ms: d.P50, LagP99Ms: d.P99, LagMaxMs: d.Max, Cores: runtime.NumCPU()}
 	if wall > 0 {
 		l.Client.CPUPercent = 100 * cpu.Seconds() / wall.Seconds()
 	}

@@ -412,8 +412,8 @@ func TestAPIURLKeepsTheQuery(t *testing.T) {
 		{"http://h/gw/v1?api-version=2&x=1", "/v1/chat/completions", "http://h/gw/v1/chat/completions?api-version=2&x=1"},
 		{"http://h/?k=v#frag", "/metrics", "http://h/metrics?k=v"},
 	} {
-		if got := apiURL(c[0], c[1]); got != c[2] {
-			t.Errorf("apiURL(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		if got := results.JoinURL(c[0], c[1]); got != c[2] {
+			t.Errorf("results.JoinURL(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
 		}
 	}
 	var gotQuery string

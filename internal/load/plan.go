@@ -6,13 +6,12 @@ import (
 	"time"
 )
 
-// The sweep's plan (README, "Time budget"): each probe and constant rung is sized
-// from what the earlier rungs measured (steady), and its length predicted (rungSpec.Expect: when
-// its level should hold what its figures need, plus its tail). The sweep plans against
-// load.time_budget: the knee search probes no further, the ladder holds fewer constant rates (at
-// least minRates, spread over the same range), and it neither climbs nor reruns, when the planned
-// lengths would pass what is left of it. No rung is shortened for it: each still runs until its
-// steady state held, or is transient.
+// The sweep's plan (README, "Time budget"): each probe and constant rung is sized from what the
+// earlier rungs measured (steady), and its length predicted (rungSpec.Expect: when its level should
+// hold what its figures need, plus its tail). The sweep plans against load.time_budget: the knee
+// search probes no further, the ladder holds fewer constant rates (at least minRates, spread over the
+// same range), and it neither climbs nor reruns, when the planned lengths would pass what is left of
+// it. No rung is shortened for it: each still runs until its steady state held, or is transient.
 
 // minRates is the fewest constant rates the budget leaves a ladder while it can: the saturation
 // analysis reads an unsaturated ladder from five rungs (analysis.AnalyzeSaturation). budgetRates is
@@ -173,13 +172,10 @@ func planned(specs []rungSpec) time.Duration {
 	return d
 }
 
-// elapsed is how long the load has run so far.
-func (ex *executor) elapsed() time.Duration { return ex.rn.c.since() }
-
 // left is what is left of load.time_budget for the rungs being planned: the synchronous blocks
 // still to run keep theirs (ex.reserve).
 func (ex *executor) left() time.Duration {
-	return time.Duration(ex.cfg.TimeBudget) - ex.elapsed() - ex.reserve()
+	return time.Duration(ex.cfg.TimeBudget) - ex.rn.c.since() - ex.reserve()
 }
 
 // plan reports the time left to the progress (Options.OnPlan) as a rung starts: its own predicted

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/http"
@@ -49,11 +50,7 @@ func loopEndpoint(rawURL string) (endpointURL, string) {
 	if p, err := proxyFor(&http.Request{URL: u}); err != nil || p != nil {
 		return endpointURL{}, "a proxy from the environment ($HTTP_PROXY/$NO_PROXY): net/http goes through it"
 	}
-	port := u.Port()
-	if port == "" {
-		port = "80"
-	}
-	return endpointURL{addr: net.JoinHostPort(u.Hostname(), port), host: u.Host, uri: u.RequestURI()}, ""
+	return endpointURL{addr: net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80")), host: u.Host, uri: u.RequestURI()}, ""
 }
 
 // pickReader chooses the reader for a load (setting: LoadConfig.Reader). ok: the event loop, at ep;

@@ -69,13 +69,6 @@ func (p *pollSchedule) choose() {
 	p.bins, p.n = [len(p.bins)]int{}, 0
 }
 
-func prevAt(marks []mark, i int) time.Duration {
-	if i == 0 {
-		return 0
-	}
-	return marks[i-1].at
-}
-
 // spaceMarks spaces marks that came in one read, all timed at the last one's time, evenly over
 // (from, that time], and marks all but the first as sharing a read with the one before.
 func spaceMarks(marks []mark, from time.Duration) {

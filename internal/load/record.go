@@ -119,35 +119,23 @@ func (r *Record) finalize(final *usage) {
 			r.PromptTokens = final.PromptTokens
 		}
 	}
-	if final != nil && final.CompletionTokens > tokenBound(r) {
-		r.UsageClaim = final.CompletionTokens
-		r.Counts = countsDisputed
-		r.OutputTokens = len(r.marks)
-		for i := range r.marks {
-			r.marks[i].tok = 1
-		}
-		return
-	}
+	perChunk := false // one token per chunk
 	switch {
+	case final != nil && final.CompletionTokens > tokenBound(r):
+		r.UsageClaim, r.Counts, r.OutputTokens, perChunk = final.CompletionTokens, countsDisputed, len(r.marks), true
 	case r.contUsage:
-		r.Counts = countsContinuous
-		r.OutputTokens = final.CompletionTokens
+		r.Counts, r.OutputTokens = countsContinuous, final.CompletionTokens
 	case final != nil && final.CompletionTokens == len(r.marks):
-		r.Counts = countsUsage
-		r.OutputTokens = final.CompletionTokens
-		for i := range r.marks {
-			r.marks[i].tok = 1
-		}
+		r.Counts, r.OutputTokens, perChunk = countsUsage, final.CompletionTokens, true
 	case final != nil && len(r.marks) > 0:
-		r.Counts = countsUsageSplit
-		r.OutputTokens = final.CompletionTokens
+		r.Counts, r.OutputTokens = countsUsageSplit, final.CompletionTokens
 		splitByBytes(r.marks, final.CompletionTokens)
 	case final != nil:
-		r.Counts = countsUsage
-		r.OutputTokens = final.CompletionTokens
+		r.Counts, r.OutputTokens = countsUsage, final.CompletionTokens
 	default:
-		r.Counts = countsChunks
-		r.OutputTokens = len(r.marks)
+		r.Counts, r.OutputTokens, perChunk = countsChunks, len(r.marks), true
+	}
+	if perChunk {
 		for i := range r.marks {
 			r.marks[i].tok = 1
 		}

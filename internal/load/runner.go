@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -156,9 +155,7 @@ func (rn *runner) conversation() func() int {
 }
 
 // run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
-// interrupted. Its steps: open the connections (closed loop), start the clock and the drain bound,
-// watch for the steady state (a steady rung), dispatch until the rung's bound, then place the
-// measured window.
+// interrupted.
 func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	if !spec.openLoop() {
 		rn.prewarm(ctx, spec.Concurrency) // before the clock starts
@@ -176,7 +173,7 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	stopBar := rn.bar(spec, out.start, g.ended)
 	var wg sync.WaitGroup
 	if spec.openLoop() {
-		rn.openLoop(g.dispatchCtx, g.reqCtx, spec, g.total, out.start, &wg, g.newRec, g.add, g.dispatched)
+		g.openLoop(&wg)
 	} else {
 		for range spec.Concurrency {
 			wg.Go(g.closedSlot)
@@ -473,15 +470,7 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	go func() { answered.Wait(); close(allAnswered) }()
 	for range n {
 		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, rn.modelsURL, nil)
-			if err != nil {
-				answered.Done()
-				return
-			}
-			if rn.c.key != "" {
-				req.Header.Set("Authorization", "Bearer "+rn.c.key)
-			}
-			resp, err := rn.c.hc.Do(req)
+			resp, err := get(ctx, rn.c.hc, rn.modelsURL, rn.c.key)
 			answered.Done()
 			if err != nil {
 				return
@@ -497,46 +486,46 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// openLoop sends on schedule (constant spacing, seeded Poisson arrivals, or a trace's) until the duration or the
-// request budget ends; each request runs in its own goroutine, at most spec.MaxInFlight at once.
-func (rn *runner) openLoop(dispatchCtx, reqCtx context.Context, spec rungSpec, total int, start time.Duration,
-	wg *sync.WaitGroup, newRec func(int, time.Duration, int) (*Record, dataset.Prompt, int), add func(*Record), dispatched func(int)) {
+// openLoop sends on schedule (constant spacing, seeded Poisson arrivals, or a trace's) until the
+// duration or the request budget ends; each request in its own goroutine, at most MaxInFlight at once.
+func (g *rungState) openLoop(wg *sync.WaitGroup) {
+	rn, spec := g.rn, g.spec
 	rng := rand.New(rand.NewPCG(rn.seed, uint64(spec.Index)+1))
 	sem := make(chan struct{}, max(spec.MaxInFlight, 1))
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	offset := time.Duration(0)
-	for k := 0; total == 0 || k < total; k++ {
+	for k := 0; g.total == 0 || k < g.total; k++ {
 		if spec.Arrive != nil {
 			offset = spec.Arrive(k)
 		}
 		if spec.Duration > 0 && offset >= spec.until() {
 			return
 		}
-		sched := start + offset
+		sched := g.out.start + offset
 		if d := sched - rn.c.since(); d > 0 {
 			timer.Reset(d)
 			select {
 			case <-timer.C:
-			case <-dispatchCtx.Done():
+			case <-g.dispatchCtx.Done():
 				return
 			}
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-dispatchCtx.Done():
+		case <-g.dispatchCtx.Done():
 			return
 		}
 		idx := -1
 		if spec.Arrive != nil {
 			idx = k // a replay sends the trace's request k
 		}
-		rec, p, n := newRec(k, sched, idx)
-		dispatched(k)
+		rec, p, n := g.newRec(k, sched, idx)
+		g.dispatched(k)
 		wg.Go(func() {
 			defer func() { <-sem }()
-			rn.c.do(reqCtx, p, n, rec)
-			add(rec)
+			rn.c.do(g.reqCtx, p, n, rec)
+			g.add(rec)
 		})
 		gap := 1 / spec.Rate
 		if spec.Kind == kindPoisson {
@@ -563,23 +552,15 @@ func (o *rungOut) fromOnset(onset time.Duration) {
 // latencies are those of a lighter load. The window opens at its end (see window). A rung whose
 // requests take more than half its duration keeps its ramp: skipping it would leave too little.
 func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
-	mean, n := e2e()
-	if n == 0 || mean > dur/2 {
-		return
-	}
-	o.rampEnd = o.start + mean
-	for _, r := range o.recs {
-		if r.sent < o.rampEnd && !r.Warmup {
-			r.Warmup, r.ramp = true, true
-		}
+	if d, n := e2e(); n > 0 && d <= dur/2 {
+		o.fromOnset(o.start + d)
 	}
 }
 
 // window sets the measured window: it opens when the first measured (non-warm-up) request is sent, or
-// when a warm-up duration is over, and closes when dispatch stopped (the
-// duration ran out, or the last request was sent); the tail drains outside it. When a request budget
-// ends dispatch so early that the window would hold less than half the work (e.g. every request sent at
-// once), it closes at the last completion instead.
+// when a warm-up duration is over, and closes when dispatch stopped (the duration ran out, or the last
+// request was sent); the tail drains outside it. When a request budget ends dispatch so early that the
+// window would hold less than half the work (e.g. all sent at once), it closes at the last completion.
 func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	ws := o.start
 	var lastEnd, firstMeasured time.Duration = 0, -1
@@ -611,13 +592,7 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 			we = lastEnd
 		}
 	}
-	if we > end {
-		we = end
-	}
-	if we < ws {
-		we = ws
-	}
-	o.winStart, o.winEnd = ws, we
+	o.winStart, o.winEnd = ws, max(min(we, end), ws)
 }
 
 // minShortOutput is the fewest output tokens a shortened synchronous request asks for: enough

@@ -18,17 +18,12 @@ import (
 
 // Server-side gauges of every engine kind (the simulator exports vLLM's): running requests, queued
 // requests, KV-cache use (0..1). The scrape does not know the server's kind: the first present wins.
-var (
-	gauges       = enginekind.AllGauges()
-	runningNames = gauges.Running
-	waitingNames = gauges.Waiting
-	kvNames      = gauges.KVUsage
-)
+var gauges = enginekind.AllGauges()
 
 // scrapedNames are every metric a scrape reads.
 var scrapedNames = func() map[string]bool {
 	m := map[string]bool{}
-	for _, l := range [][]string{runningNames, waitingNames, kvNames, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions} {
+	for _, l := range [][]string{gauges.Running, gauges.Waiting, gauges.KVUsage, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions} {
 		for _, n := range l {
 			m[n] = true
 		}
@@ -52,12 +47,11 @@ func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) 
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		name, rest := line, ""
-		if i := strings.IndexAny(line, "{ \t"); i >= 0 {
-			name, rest = line[:i], line[i:]
-		} else {
+		i := strings.IndexAny(line, "{ \t")
+		if i < 0 {
 			return nil, fmt.Errorf("/metrics line %d: %q has no value", n, head([]byte(line), 80))
 		}
+		name, rest := line[:i], line[i:]
 		if strings.HasPrefix(rest, "{") {
 			j := strings.LastIndexByte(rest, '}')
 			if j < 0 {
@@ -106,11 +100,7 @@ func pick(vals map[string]float64, names []string) (float64, bool) {
 func (s *scraper) once(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.hc.Do(req)
+	resp, err := get(ctx, s.hc, s.url, "")
 	if err != nil {
 		return err
 	}
@@ -122,9 +112,9 @@ func (s *scraper) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	run, ok1 := pick(vals, runningNames)
-	wait, ok2 := pick(vals, waitingNames)
-	kv, ok3 := pick(vals, kvNames)
+	run, ok1 := pick(vals, gauges.Running)
+	wait, ok2 := pick(vals, gauges.Waiting)
+	kv, ok3 := pick(vals, gauges.KVUsage)
 	if !ok1 && !ok2 && !ok3 {
 		return fmt.Errorf("GET %s: none of the known engine gauges (e.g. vllm:num_requests_running)", results.RedactURLs(s.url))
 	}
@@ -266,11 +256,7 @@ func (s *scraper) kvCapacity(ctx context.Context) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
-	if err != nil {
-		return 0
-	}
-	resp, err := s.hc.Do(req)
+	resp, err := get(ctx, s.hc, s.url, "")
 	if err != nil {
 		return 0
 	}

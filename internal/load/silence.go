@@ -105,12 +105,7 @@ func (c *client) limits(p *pulse) (answer, stall time.Duration) {
 // judge says whether rec, silent until now, has stalled or gone unanswered (nil: not, or not yet);
 // next is when to look again. final: the request is being ended anyway (drain, stop), and one with
 // no first token after the floor, with no other answer to compare to, is then unanswered too.
-func (c *client) judge(rec *Record, now time.Duration, final bool) *silence {
-	q, _ := c.judgeNext(rec, now, final)
-	return q
-}
-
-func (c *client) judgeNext(rec *Record, now time.Duration, final bool) (*silence, time.Duration) {
+func (c *client) judge(rec *Record, now time.Duration, final bool) (*silence, time.Duration) {
 	p := rec.beat
 	if p == nil {
 		return nil, time.Hour
@@ -170,7 +165,7 @@ func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 		if done.Load() {
 			return
 		}
-		q, next := c.judgeNext(rec, c.since(), false)
+		q, next := c.judge(rec, c.since(), false)
 		if q != nil {
 			cancel(q)
 			return

@@ -19,10 +19,9 @@ const (
 	LagLimit = 10 * time.Millisecond
 	// minLagSamples: below it a lag p99 is one unlucky request, not a pattern.
 	minLagSamples = 50
-	// minLateRequests: at least this many requests past LagLimit (and 1 % of them) make the
-	// client the pace-setter. A p99 of fewer than 300 samples is read off its top two or three:
-	// one 11 ms scheduling blip among 96 requests of a 4 s probe made a quiet machine's whole run
-	// undecided, though it moved no figure.
+	// minLateRequests: at least this many requests past LagLimit (and 1 % of them) make the client
+	// the pace-setter: a p99 of fewer than 300 samples is read off its top two or three, and one
+	// scheduling blip must not make a quiet machine's run undecided.
 	minLateRequests = 3
 	// CPULimit is the share of all cores the client may use before it is deemed saturated.
 	CPULimit = 0.90
@@ -376,8 +375,6 @@ func burstReqS(o *rungOut) float64 {
 	}
 	return float64(best)
 }
-
-func numCPU() int { return runtime.NumCPU() }
 
 // rxBacklog reports a receive backlog that grows over the window: requests ending in its last third
 // waited in the socket, on average, more than LagLimit per chunk and at least twice as long as those

@@ -28,18 +28,20 @@ type serverCounter struct {
 	hc              *http.Client
 }
 
-func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
-	body := map[string]any{"model": c.model}
+// body is a request about text: a user message for chat, else a prompt.
+func (c *serverCounter) body(text string) map[string]any {
 	if c.chat {
-		body["messages"] = []message{{Role: "user", Content: text}}
-	} else {
-		body["prompt"] = text
+		return map[string]any{"model": c.model, "messages": []message{{Role: "user", Content: text}}}
 	}
+	return map[string]any{"model": c.model, "prompt": text}
+}
+
+func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
 	var out struct {
 		Count  *int  `json:"count"`
 		Tokens []int `json:"tokens"`
 	}
-	if err := postJSON(ctx, c.hc, c.url, c.key, body, &out); err != nil {
+	if err := postJSON(ctx, c.hc, c.url, c.key, c.body(text), &out); err != nil {
 		return 0, err
 	}
 	switch {
@@ -53,19 +55,11 @@ func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
 
 // usageCounter counts by sending a one-token completion and reading usage.prompt_tokens: the fallback
 // when the server has no /tokenize.
-type usageCounter struct {
-	url, model, key string
-	chat            bool
-	hc              *http.Client
-}
+type usageCounter serverCounter
 
 func (c *usageCounter) Count(ctx context.Context, text string) (int, error) {
-	body := map[string]any{"model": c.model, "max_tokens": 1, "stream": false}
-	if c.chat {
-		body["messages"] = []message{{Role: "user", Content: text}}
-	} else {
-		body["prompt"] = text
-	}
+	body := (*serverCounter)(c).body(text)
+	body["max_tokens"], body["stream"] = 1, false
 	var out struct {
 		Usage *usage `json:"usage"`
 	}

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -64,9 +65,7 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 			c.PrefixTokens = max(c.PromptMin*3/4, 1)
 		}
 	}
-	if c.TraceSpeed == 0 {
-		c.TraceSpeed = results.DefaultLoadConfig().TraceSpeed
-	}
+	c.TraceSpeed = cmp.Or(c.TraceSpeed, results.DefaultLoadConfig().TraceSpeed)
 	return c
 }
 
@@ -366,14 +365,7 @@ func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.Contex
 func modelLen(ctx context.Context, hc *http.Client, url, model, key string) int {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := hc.Do(req)
+	resp, err := get(ctx, hc, url, key)
 	if err != nil {
 		return 0
 	}
