@@ -161,13 +161,11 @@ func (c Config) GatesFor(gpuName, model string) Gates {
 
 // with applies a partial override, recording source on every gate it touches.
 func (g Gates) with(o Override, source string) Gates {
-	set := func(l *Limit, v *float64) {
-		if v != nil {
+	for _, t := range results.Gates() {
+		if v := o.value(t.Key); v != nil {
+			l := g.limit(t.Key)
 			l.Value, l.Source = f(*v), source
 		}
-	}
-	for _, t := range results.Gates() {
-		set(g.limit(t.Key), o.value(t.Key))
 	}
 	for _, k := range o.Disable {
 		if t, ok := gateNamed(k); ok {

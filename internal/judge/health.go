@@ -183,9 +183,7 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	if g.RetiredPagesPending != nil && *g.RetiredPagesPending {
 		flag(CheckRetired, "retired pages are pending: reset the GPU (`nvidia-smi -r -i %d`) or reboot so the retirement takes effect", g.Index)
 	}
-	for _, d := range driverFindings(gh) { // the recovery action, row remapping, fabric, kernel log
-		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: d.check, Reason: d.reason, Layer: d.layer, Action: d.action, Fails: d.fails})
-	}
+	gh.Flags = append(gh.Flags, driverFlags(gh)...) // the recovery action, row remapping, fabric, kernel log
 	judgePCIe(gh, r, flag)
 	idle := g.ClockEvents.Mask
 	if bad := idle & ClockFailureMask; bad != 0 {

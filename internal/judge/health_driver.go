@@ -16,21 +16,14 @@ const (
 	CheckKernelLog      = "health.kernel_log"      // the driver's kernel-log lines about the GPU since boot
 )
 
-// driverFinding is one of the driver's signals on a GPU, with its layer, action, and whether it
-// makes the GPU failed (the driver says the GPU is not usable as it is) or only flags it.
-type driverFinding struct {
-	check, reason, layer, action string
-	fails                        bool
-}
-
-// driverFindings reads the driver's signals of one GPU: its recovery action, row remapping, fabric
-// registration and kernel-log lines. judgeGPU makes them flags, gpuStatus reads fails: one source
-// for both, so a loaded result judges the same again.
-func driverFindings(gh *results.GPUHealth) []driverFinding {
+// driverFlags are the flags of the driver's signals of one GPU (its recovery action, row remapping,
+// fabric registration and kernel-log lines), each with its layer, action, and whether it fails the
+// GPU (the driver says it is not usable as it is) or only flags it.
+func driverFlags(gh *results.GPUHealth) []results.Flag {
 	g := gh.GPU
-	var out []driverFinding
+	var out []results.Flag
 	add := func(check, layer, action string, fails bool, format string, args ...any) {
-		out = append(out, driverFinding{check: check, layer: layer, action: action, fails: fails, reason: fmt.Sprintf(format, args...)})
+		out = append(out, results.Flag{Scope: "gpu", Subject: gpuSubject(g), Check: check, Reason: fmt.Sprintf(format, args...), Layer: layer, Action: action, Fails: fails})
 	}
 	reset := fmt.Sprintf("`nvidia-smi -r -i %d`", g.Index)
 	switch ra := g.RecoveryAction; ra {
