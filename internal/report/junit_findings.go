@@ -13,8 +13,7 @@ import (
 func findingSuite(s *results.Summary) junitSuite {
 	su := junitSuite{Name: "gpuvet.findings"}
 	for _, f := range worstFirst(s.Findings) {
-		c := junitCase{Classname: "gpuvet.finding." + classPart(f.Layer), Name: f.Check}
-		c.Subject = f.Subject
+		c := junitCase{Classname: "gpuvet.finding." + classPart(f.Layer), Name: f.Check, Subject: f.Subject}
 		if f.Host != "" && len(s.Hosts) > 1 {
 			c.Subject = f.Host + " " + f.Subject
 		}

@@ -31,32 +31,26 @@ type flagView struct {
 }
 
 type page struct {
-	Title      string
-	RunID      string
-	Generated  string
-	Status     string // ok, flag, failed, skipped
-	StatusWord string // PASS, WARN, FAIL, SKIPPED
-	Headline   string
-	Flags      []flagView // the first maxVerdictFlags, shown open
-	MoreFlags  []flagView // the rest, folded
-	FlagCount  int
-	Actions    []string
-	Errors     []string
-	Incomplete bool
-	Platform   []kv
-	KPIs       []kpi
-	Hosts      []hostView
-	Baseline   *baselineView
-	History    *historyView  // each node against its own acceptance run, and its trend (issue 47)
-	Fleet      *fleetView    // multi-host runs: skipped nodes and node-to-node comparisons
-	FleetMap   *fleetMapView // multi-host runs: the node × GPU heat map and the nodes ranked worst first
-	MoreErrors []string      // the errors beyond maxVerdictFlags, folded
-	Caveats    []string
-	Thresholds []thresholdView
-	Settings   []kv
-	TimeToVet  []kv // issue 34: wall time per phase and per GPU
-	Large      bool // many sections: collapse what is fine
-	Overview   []overviewRow
+	Title, RunID, Generated, Headline string
+	Status                            string     // ok, flag, failed, skipped
+	StatusWord                        string     // PASS, WARN, FAIL, SKIPPED
+	Flags                             []flagView // the first maxVerdictFlags, shown open
+	MoreFlags                         []flagView // the rest, folded
+	FlagCount                         int
+	Actions, Errors, Caveats          []string
+	MoreErrors                        []string // the errors beyond maxVerdictFlags, folded
+	Incomplete                        bool
+	Platform, Settings                []kv
+	KPIs                              []kpi
+	Hosts                             []hostView
+	Baseline                          *baselineView
+	History                           *historyView  // each node against its own acceptance run, and its trend (issue 47)
+	Fleet                             *fleetView    // multi-host runs: skipped nodes and node-to-node comparisons
+	FleetMap                          *fleetMapView // multi-host runs: the node × GPU heat map and the nodes ranked worst first
+	Thresholds                        []thresholdView
+	TimeToVet                         []kv // issue 34: wall time per phase and per GPU
+	Large                             bool // many sections: collapse what is fine
+	Overview                          []overviewRow
 	// The judge's findings by layer (results.Summary.Findings), worst first; the run's layers in a
 	// line ("engine failed, gpu ok") and the action its hardware findings ask for, in words.
 	Findings       []findingView
@@ -139,16 +133,15 @@ type hostView struct {
 type gpuPill struct{ GPU, Status, Class, Tip, Action string }
 
 type healthView struct {
-	Source, Status, Error string
-	Open                  bool
-	Notes                 []string
-	Inventory             []invRow
-	BenchHeads            []kv // name -> unit
-	Bench                 []benchRow
-	DCGM                  string
-	Compare               *compareTable
-	Burn                  template.HTML
-	Links                 *linksView // GPU interconnect (nil: not read)
+	Source, Status, Error, DCGM string
+	Open                        bool
+	Notes                       []string
+	Inventory                   []invRow
+	BenchHeads                  []kv // name -> unit
+	Bench                       []benchRow
+	Compare                     *compareTable
+	Burn                        template.HTML
+	Links                       *linksView // GPU interconnect (nil: not read)
 }
 
 type invRow struct {
@@ -156,16 +149,12 @@ type invRow struct {
 	PCIeBad, ECCBad, EventsBad                                                         bool
 }
 
-type cell struct {
-	Text, Class, Tip string
-}
+type cell struct{ Text, Class, Tip string }
 
 type benchRow struct {
-	GPU    string
-	Cells  []cell
-	Burn   cell
-	DCGM   cell
-	Status string
+	GPU, Status string
+	Cells       []cell
+	Burn, DCGM  cell
 }
 
 type modelView struct {
@@ -214,10 +203,9 @@ type compareRow struct {
 
 type baselineView struct {
 	File, Note, Summary string
-	Envs                []string
+	Envs, Caveats       []string
 	Rows                []baseRow
 	Chart               template.HTML
-	Caveats             []string
 }
 
 type baseRow struct {

@@ -24,17 +24,14 @@ const (
 
 // fleetMapView is the fleet section: counts, the heat map per model, the ranked nodes.
 type fleetMapView struct {
-	Nodes, GPUs  string
-	Counts       []kv // status -> count
-	Figure       string
-	Maps         []heatMap
-	Worst, Rest  []rankRow
-	Detail       int  // hosts rendered in full below (0: every host is)
-	DetailOmit   int  // hosts not rendered in full
-	DetailFiles  bool // each host's one-host summary is hosts/NAME.json (Host.DetailFile)
-	Bands        []kv
-	RankedModel  string
-	RankedMedian string
+	Nodes, GPUs, Figure, RankedModel, RankedMedian string
+	Counts                                         []kv // status -> count
+	Bands                                          []kv // heat-map class -> label
+	Maps                                           []heatMap
+	Worst, Rest                                    []rankRow
+	Detail                                         int  // hosts rendered in full below (0: every host is)
+	DetailOmit                                     int  // hosts not rendered in full
+	DetailFiles                                    bool // each host's one-host summary is hosts/NAME.json (Host.DetailFile)
 }
 
 type heatMap struct {

@@ -3,7 +3,7 @@ package report
 import (
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -301,28 +301,22 @@ func compares(cs []results.Compare) *compareTable {
 	t := &compareTable{}
 	// One column per GPU, in index order; node-to-node cells (GPU -1) are one column per host, in
 	// the order the comparisons list them.
-	var idx []int
+	gpus, seen := map[int]bool{}, map[string]bool{}
 	var hosts []string
-	seenGPU, seenHost := map[int]bool{}, map[string]bool{}
 	for _, c := range cs {
 		for _, v := range c.Values {
-			switch {
-			case v.Host != "" && !seenHost[v.Host]:
-				seenHost[v.Host] = true
+			if v.Host == "" {
+				gpus[v.GPU] = true
+			} else if !seen[v.Host] {
+				seen[v.Host] = true
 				hosts = append(hosts, v.Host)
-			case v.Host == "" && !seenGPU[v.GPU]:
-				seenGPU[v.GPU] = true
-				idx = append(idx, v.GPU)
 			}
 		}
 	}
-	sort.Ints(idx)
-	var cols []string
-	for _, g := range idx {
-		cols = append(cols, "gpu "+strconv.Itoa(g))
+	for _, g := range slices.Sorted(maps.Keys(gpus)) {
+		t.Cols = append(t.Cols, "gpu "+strconv.Itoa(g))
 	}
-	cols = append(cols, hosts...)
-	t.Cols = cols
+	t.Cols = append(t.Cols, hosts...)
 	for _, c := range cs {
 		rule := fmt.Sprintf("within %g %% of the best", c.VariancePct)
 		if c.Against == "peers_median" { // issue 35's interval rule
@@ -340,7 +334,7 @@ func compares(cs []results.Compare) *compareTable {
 		for _, v := range c.Values {
 			by[colKey(v)] = v
 		}
-		for _, col := range cols {
+		for _, col := range t.Cols {
 			v, ok := by[col]
 			if !ok {
 				row.Cells = append(row.Cells, cell{Text: "—"})

@@ -12,12 +12,11 @@ import (
 // historyView is the run's history section (issue 47): each node's trend beside this run's
 // figures, the drifts against its acceptance run that did not pass, and the history's notes.
 type historyView struct {
-	Store, Fingerprint, Margin string
-	Error                      string
-	Drift                      []driftRow
-	Passed                     int
-	Notes                      []string
-	Nodes                      []trendView
+	Store, Fingerprint, Margin, Error string
+	Drift                             []driftRow
+	Passed                            int
+	Notes                             []string
+	Nodes                             []trendView
 }
 
 type driftRow struct {

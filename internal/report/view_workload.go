@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"html/template"
+	"slices"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -11,14 +12,7 @@ import (
 // ladders (a hollow marker where the rung ran out of KV cache), and the prefix cache's measured hit rate
 // beside the expected one where the workload shared prefixes. Empty for the seed's workload.
 func workloadCharts(m results.Model) []template.HTML {
-	var out []template.HTML
-	if c := contextChart(m); c != "" {
-		out = append(out, c)
-	}
-	if c := prefixChart(m); c != "" {
-		out = append(out, c)
-	}
-	return out
+	return slices.DeleteFunc([]template.HTML{contextChart(m), prefixChart(m)}, func(c template.HTML) bool { return c == "" })
 }
 
 func contextChart(m results.Model) template.HTML {

@@ -54,10 +54,7 @@ func renderInventory(w io.Writer, h *results.Health) {
 		if r := g.RemappedRows; r != nil {
 			remap = fmt.Sprintf("%s/%s", yesNo(r.Pending), yesNo(r.Failure))
 		}
-		ev := "none"
-		if len(g.ClockEvents.Names) > 0 {
-			ev = strings.Join(g.ClockEvents.Names, ",")
-		}
+		ev := orDefault(strings.Join(g.ClockEvents.Names, ","), "none")
 		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%.1f GiB\tgen%d x%d / gen%d x%d\t%s / %s\t%s / %s\t%s\t%s / %s\t%s\t%s (%#x)\n",
 			g.Index, g.Name, g.PCIBusID, numa, float64(g.MemoryTotalMiB)/1024,
 			g.PCIe.GenCurrent, g.PCIe.WidthCurrent, g.PCIe.GenMax, g.PCIe.WidthMax,
@@ -119,10 +116,7 @@ func renderBurn(w io.Writer, h *results.Health) {
 	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tRESULTS CHECKED / WRONG\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
 	for _, gh := range rows {
 		b := gh.Burn
-		reasons := "none"
-		if len(b.ReasonsSeen) > 0 {
-			reasons = strings.Join(b.ReasonsSeen, ",")
-		}
+		reasons := orDefault(strings.Join(b.ReasonsSeen, ","), "none")
 		fmt.Fprintf(t, "%d\t%s\t%.1f\t%s\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, durationOf(b.Duration), b.TFLOPS, checkCell(b.Check), len(b.Samples),
 			b.PowerMeanW, b.PowerMaxW, b.PowerLimitW, b.MinSMClockMHz, b.MaxTempC, reasons, dash(b.Error))
 	}
@@ -166,11 +160,7 @@ func renderCompare(w io.Writer, h *results.Health) {
 				row += "\t-"
 			}
 		}
-		fl := "none"
-		if len(flagged) > 0 {
-			fl = strings.Join(flagged, ", ")
-		}
-		fmt.Fprintf(t, "%s\t%.1f %%\t%s\n", row, worst, fl)
+		fmt.Fprintf(t, "%s\t%.1f %%\t%s\n", row, worst, orDefault(strings.Join(flagged, ", "), "none"))
 	}
 	t.Flush()
 }

@@ -45,8 +45,10 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 		t := Columns(w)
 		fmt.Fprintln(t, "PAIR\tPATH\tP2P\tLINK PEAK\tUNI GB/s\tRATIO\tBI GB/s\tRATIO (of 2× peak)\tERROR")
 		for _, p := range measured {
+			uni, uniRatio := pairFigure(p.Uni)
+			bi, biRatio := pairFigure(p.Bi)
 			fmt.Fprintf(t, "%d ↔ %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.A, p.B, dash(p.Path), dash(p.P2P), peakText(p.PeakGBps),
-				figGBps(p.Uni), figRatio(p.Uni), figGBps(p.Bi), figRatio(p.Bi), clip(p.Error, 100))
+				uni, uniRatio, bi, biRatio, clip(p.Error, 100))
 		}
 		t.Flush()
 	}
@@ -141,16 +143,10 @@ func peakText(v float64) string {
 	return fmt.Sprintf("%.0f GB/s", v)
 }
 
-func figGBps(f *results.PairFigure) string {
+// pairFigure is a copy's GB/s and its ratio to the link peak ("—" when not measured).
+func pairFigure(f *results.PairFigure) (gbps, ratio string) {
 	if f == nil {
-		return "—"
+		return "—", "—"
 	}
-	return fmt.Sprintf("%.1f", f.GBps)
-}
-
-func figRatio(f *results.PairFigure) string {
-	if f == nil {
-		return "—"
-	}
-	return ptr(f.Ratio, "%.2f")
+	return fmt.Sprintf("%.1f", f.GBps), ptr(f.Ratio, "%.2f")
 }
