@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -410,12 +411,7 @@ func matchAccelerators(acc map[string]Accelerator, name string) []string {
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if len(a) != len(b) {
-			return len(a) - len(b)
-		}
-		return strings.Compare(a, b)
-	})
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(len(a)-len(b), strings.Compare(a, b)) })
 	if _, ok := acc[name]; ok {
 		keys = append(keys, name)
 	}

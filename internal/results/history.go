@@ -1,7 +1,8 @@
 package results
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -152,12 +153,7 @@ func TrendKeys(pts []TrendPoint) (keys, labels []string) {
 			}
 		}
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if ri, rj := rank[metric(keys[i])], rank[metric(keys[j])]; ri != rj {
-			return ri < rj
-		}
-		return keys[i] < keys[j]
-	})
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(rank[metric(a)]-rank[metric(b)], strings.Compare(a, b)) })
 	for _, k := range keys {
 		if len(models) <= 1 {
 			k = metric(k)

@@ -1,10 +1,10 @@
 package results
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -98,11 +98,8 @@ func (f Finding) Line() string {
 // ("" when nothing was found).
 func LayerLine(layers map[string]Status) string {
 	ls := slices.Collect(maps.Keys(layers))
-	sort.SliceStable(ls, func(i, j int) bool {
-		if rank(layers[ls[i]]) != rank(layers[ls[j]]) {
-			return rank(layers[ls[i]]) > rank(layers[ls[j]])
-		}
-		return slices.Index(Layers, ls[i]) < slices.Index(Layers, ls[j])
+	slices.SortStableFunc(ls, func(a, b string) int {
+		return cmp.Or(rank(layers[b])-rank(layers[a]), slices.Index(Layers, a)-slices.Index(Layers, b))
 	})
 	parts := make([]string, len(ls))
 	for i, l := range ls {
