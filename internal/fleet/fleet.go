@@ -174,6 +174,15 @@ type ShellRunner interface {
 	Run(ctx context.Context, script string) (string, error)
 }
 
+// ShellWords quotes each word for a POSIX shell, joined by spaces.
+func ShellWords(ws []string) string {
+	q := make([]string, len(ws))
+	for i, w := range ws {
+		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
 // Recorder keeps a run's manifest (*Manifest): an object is recorded before it is made or changed,
 // and marked deleted once undone.
 type Recorder interface {
