@@ -37,9 +37,9 @@ type Drain struct {
 	At     time.Time `json:"at"`
 }
 
-// Drains is gpuvet's record of the nodes it drained, by cluster and node (drainKey). It outlives
-// runs (a drain is meant to: the node stays out until a later ok run resumes it), so it is not in
-// a run's manifest but beside them: StateDir/slurm/drained.json.
+// Drains is gpuvet's record of the nodes it drained, by cluster and node (drainKey). A drain
+// outlives its run (the node stays out until a later ok run resumes it), so the record is not in
+// a manifest but beside them: StateDir/slurm/drained.json.
 type Drains struct {
 	path  string
 	Nodes map[string]Drain `json:"nodes"`
@@ -70,18 +70,12 @@ func ReadDrains(stateDir string) (*Drains, error) {
 	return d, nil
 }
 
-// Save writes the record.
-func (d *Drains) Save() error {
-	if err := os.MkdirAll(filepath.Dir(d.path), 0o755); err != nil {
-		return err
-	}
-	return results.WriteJSON(d.path, d)
-}
+// Save writes the record (its folder made if missing).
+func (d *Drains) Save() error { return results.WriteJSON(d.path, d) }
 
 // UpdateDrains changes the record under its lock (a flock'd file beside it): read, fn, write.
-// Two runs (or a run and a node's health check sharing the state folder) each drain and resume
-// their own nodes; without the lock one's write would drop the other's entry, and a node gpuvet
-// drained would never be resumed (or one it did not would be).
+// Without it, of two runs (or a run and a node's health check) sharing the state folder, one's
+// write would drop the other's entry: a node gpuvet drained would never be resumed.
 func UpdateDrains(stateDir string, fn func(*Drains) error) error {
 	p := DrainsPath(stateDir)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -158,11 +152,10 @@ func (f *Fleet) drains(st results.Status) bool {
 
 // ApplyVerdicts acts on the judged nodes (fleet.Verdicter): with slurm.drain_failed (and
 // drain_flagged) a failed (flagged) node is drained with its reason; a node gpuvet drained before
-// and vetted again is resumed when it is ok now, drained again otherwise. The circuit breaker
-// (slurm.max_drain, fleet.Breaker) bounds the drains: failed nodes go first, past the limit the
-// rest are only reported and the run fails. A node someone else drained meanwhile is left alone.
-// slurm.dry_run says each action and takes none. Each node's actions are recorded in the summary
-// (fleet.node_actions), as the Kubernetes backend records its own.
+// and vetted again is resumed when ok now, drained again otherwise. The circuit breaker
+// (slurm.max_drain) bounds the drains, failed nodes first; past it the rest are only reported and
+// the run fails. Another's drain is left alone; slurm.dry_run takes no action. Each node's actions
+// go to fleet.node_actions.
 func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	c := f.Config
 	ok := map[string]bool{}

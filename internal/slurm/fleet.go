@@ -235,9 +235,8 @@ func (f *Fleet) binary() (string, error) {
 }
 
 // reserve holds the nodes gpuvet drained before for this run: a maintenance reservation of the
-// run's (only its jobs start there), then each node resumed, each step recorded first. A node's
-// drain goes back on unless its verdict is ok (ApplyVerdicts; Close when the run is interrupted;
-// `gpuvet clean` after a kill).
+// run's (only its jobs start there), then each node resumed, each step recorded first. A drain
+// goes back on unless the verdict is ok (ApplyVerdicts, Close, or `gpuvet clean` after a kill).
 func (f *Fleet) reserve(ctx context.Context, nodes []Node, drains *Drains) (string, error) {
 	name := "gpuvet-" + f.run.ID
 	names := make([]string, len(nodes))

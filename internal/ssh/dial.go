@@ -75,10 +75,7 @@ func defaultPath(name string) string {
 // Resolve fills a Target from the name and ssh_config. Values already set in t (from an inventory)
 // win over ssh_config, which wins over o's defaults.
 func Resolve(t Target, o Options) (Target, error) {
-	cfgPath := o.ConfigFile
-	if cfgPath == "" {
-		cfgPath = defaultPath("config")
-	}
+	cfgPath := cmp.Or(o.ConfigFile, defaultPath("config"))
 	var cfg *ssh_config.Config
 	if b, err := os.ReadFile(cfgPath); err == nil {
 		cfg, err = ssh_config.DecodeBytes(b)
