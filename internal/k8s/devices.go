@@ -158,16 +158,14 @@ func taintDevices(ctx context.Context, cs kubernetes.Interface, node string, dev
 	for _, d := range devs {
 		want := deviceRule(node, d, vd)
 		what := fmt.Sprintf("tainted %s alone: DeviceTaintRule %s %s=%s:NoSchedule", d, want.Name, TaintUnhealthy, vd.RunID)
-		if dry {
-			did = append(did, what)
-			continue
-		}
-		_, err := rules.Create(ctx, want, metav1.CreateOptions{FieldManager: "gpuvet"})
-		if apierrors.IsAlreadyExists(err) {
-			err = replaceRule(ctx, cs, want)
-		}
-		if err != nil {
-			return did, fmt.Errorf("DeviceTaintRule %s: %w", want.Name, err)
+		if !dry {
+			_, err := rules.Create(ctx, want, metav1.CreateOptions{FieldManager: "gpuvet"})
+			if apierrors.IsAlreadyExists(err) {
+				err = replaceRule(ctx, cs, want)
+			}
+			if err != nil {
+				return did, fmt.Errorf("DeviceTaintRule %s: %w", want.Name, err)
+			}
 		}
 		did = append(did, what)
 	}

@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -83,11 +84,7 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 		due[items[i].Name] = Due(&items[i], now)
 	}
 	sort.Slice(items, func(i, j int) bool {
-		ri, rj := dueRank(due[items[i].Name]), dueRank(due[items[j].Name])
-		if ri != rj {
-			return ri < rj
-		}
-		return items[i].Name < items[j].Name
+		return cmp.Or(cmp.Compare(dueRank(due[items[i].Name]), dueRank(due[items[j].Name])), strings.Compare(items[i].Name, items[j].Name)) < 0
 	})
 	var out []Node
 	var skipped []results.SkippedHost

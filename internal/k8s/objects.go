@@ -19,8 +19,7 @@ import (
 )
 
 // Domain is the prefix of every label, annotation and taint key of gpuvet's own, on the objects a
-// run creates and on the nodes it vets (verdicts.go): its one home. (Before 2026-12 a run's own
-// objects carried gpuvet.dev/: clean.go still reads that for what such a run left.)
+// run creates and on the nodes it vets (verdicts.go): its one home (an older one: legacyDomain).
 const Domain = "gpuvet.io/"
 
 // Labels every object of a run carries, so `gpuvet clean` finds what a killed run left.

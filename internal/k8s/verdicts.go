@@ -62,13 +62,10 @@ type Verdicts struct {
 	TaintFlagged bool // taints flagged nodes as well as failed ones
 	// Gate releases a pending node found ok, quarantines one found flag or failed, and keeps an
 	// undecided one pending (gate.go).
-	Gate bool
-	// DryRun takes no action on any node: every one it would take is printed and recorded.
-	DryRun bool
-	// MaxUnhealthy bounds the quarantines of one run (fleet.Breaker).
-	MaxUnhealthy fleet.MaxUnhealthy
-	// ValidFor is how long a verdict holds (the valid-until annotation); 0: no expiry written.
-	ValidFor time.Duration
+	Gate         bool
+	DryRun       bool               // no action on any node: every one it would take is printed and recorded
+	MaxUnhealthy fleet.MaxUnhealthy // bounds the quarantines of one run (fleet.Breaker)
+	ValidFor     time.Duration      // how long a verdict holds (the valid-until annotation); 0: no expiry written
 	// PendingRetries is how many undecided runs in a row a pending node gets before the run
 	// says loudly that it needs a person (it stays pending).
 	PendingRetries int
@@ -236,7 +233,6 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 			if lifted = gpuvetTaint(cur.Spec.Taints, runID); lifted == nil {
 				return nil
 			}
-			meta := map[string]any{"resourceVersion": cur.ResourceVersion}
 			ann := map[string]any{}
 			for _, k := range []string{AnnotationUnhealthyReason, AnnotationPendingAttempts} {
 				if _, ok := cur.Annotations[k]; ok {
@@ -244,7 +240,7 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 				}
 			}
 			ann[AnnotationPendingReason] = truncate(fmt.Sprintf("quarantine %s lifted by `gpuvet clean --untaint` at %s: pending until a run finds it ok", lifted.ToString(), time.Now().UTC().Format(time.RFC3339)), maxReason)
-			meta["annotations"] = ann
+			meta := map[string]any{"resourceVersion": cur.ResourceVersion, "annotations": ann}
 			taints := withoutGpuvetTaint(cur.Spec.Taints, runID)
 			if !hasTaint(taints, TaintPending) {
 				taints = append(taints, corev1.Taint{Key: TaintPending, Effect: corev1.TaintEffectNoSchedule})

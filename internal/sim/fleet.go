@@ -289,8 +289,7 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	target := ambientC + 5 + 50*util
 	temp := g.tempC + (target-g.tempC)*(1-math.Exp(-dt/20))
 	if consume {
-		g.tempC = temp
-		g.busy, g.lastWall, g.sampled, g.util = 0, now, true, util
+		g.tempC, g.busy, g.lastWall, g.sampled, g.util = temp, 0, now, true, util
 	}
 
 	power := f.idleW() + (f.gpu.TDPW*0.97-f.idleW())*util
