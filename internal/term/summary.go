@@ -149,21 +149,14 @@ func hostName(h results.Host) string {
 // caveatLines lists what the figures cannot say, one line per finding; a finding shared by several
 // GPUs is one line naming them all (the first maxWho of them and how many more, when maxWho > 0).
 func caveatLines(s *results.Summary, maxWho int) []string {
-	type finding struct {
-		what string
-		gpus []string
-	}
 	var order []string
-	found := map[string]*finding{}
+	found := map[string][]string{} // what -> the GPUs it is about
 	add := func(gpu, what string) {
-		f, ok := found[what]
-		if !ok {
-			f = &finding{what: what}
-			found[what] = f
+		if _, ok := found[what]; !ok {
 			order = append(order, what)
 		}
-		if !slices.Contains(f.gpus, gpu) {
-			f.gpus = append(f.gpus, gpu)
+		if !slices.Contains(found[what], gpu) {
+			found[what] = append(found[what], gpu)
 		}
 	}
 	for _, h := range s.Hosts {
@@ -213,9 +206,9 @@ func caveatLines(s *results.Summary, maxWho int) []string {
 	}
 	var out []string
 	for _, what := range order {
-		f := found[what]
-		who := Names(f.gpus, maxWho)
-		if s.Fleet == nil && len(f.gpus) > 1 { // one host: "gpu 0, 1"
+		gpus := found[what]
+		who := Names(gpus, maxWho)
+		if s.Fleet == nil && len(gpus) > 1 { // one host: "gpu 0, 1"
 			who = "gpu " + strings.ReplaceAll(who, "gpu ", "")
 		}
 		who = strings.ReplaceAll(who, "gpu all", "all GPUs")
