@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 )
 
@@ -20,10 +21,7 @@ func (p *Plan) stripEndpointCredentials() {
 	u.User = nil
 	p.Config.Endpoint.URL = u.String()
 	setPath(p.tree, []string{"endpoint", "url"}, p.Config.Endpoint.URL)
-	env := p.Config.Endpoint.APIKeyEnv
-	if env == "" {
-		env = "OPENAI_API_KEY"
-	}
+	env := cmp.Or(p.Config.Endpoint.APIKeyEnv, "OPENAI_API_KEY")
 	p.Notes = append(p.Notes, "endpoint.url carried credentials (user:password@): removed from the URL so that no output records them; "+
 		"the key from $"+env+" is used when set, else the URL's password; put the key in $"+env+" (endpoint.api_key_env) instead")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -44,11 +45,7 @@ func (p *Plan) Leaves() []Leaf {
 				rec(m[k], t.Elem(), joinPath(path, k))
 			}
 		default:
-			src := p.Sources[path]
-			if src == "" {
-				src = "default"
-			}
-			out = append(out, Leaf{path, formatValue(v), src})
+			out = append(out, Leaf{path, formatValue(v), cmp.Or(p.Sources[path], "default")})
 		}
 	}
 	rec(p.tree, reflect.TypeFor[Config](), "")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -228,10 +229,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		if !ch.bad {
 			continue
 		}
-		src := sources[ch.path]
-		if src == "" {
-			src = sourceUnder(sources, ch.path)
-		}
+		src := cmp.Or(sources[ch.path], sourceUnder(sources, ch.path))
 		path := ch.path
 		if prefix != "" {
 			path = prefix + " -> " + ch.path

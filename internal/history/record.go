@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -245,10 +246,7 @@ func (s *Store) insertUnnest(ctx context.Context, tx *sql.Tx, table string, cols
 		args := make([]any, len(cols))
 		casts := make([]string, len(cols))
 		for j, c := range cols {
-			typ := pgTypes[c]
-			if typ == "" {
-				typ = "text"
-			}
+			typ := cmp.Or(pgTypes[c], "text")
 			casts[j] = fmt.Sprintf("$%d::%s[]", j+1, typ)
 			args[j] = column(rows[:n], j, typ)
 		}

@@ -1,6 +1,9 @@
 package results
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+)
 
 // Interconnect is how the GPUs of a host reach each other: each GPU's NVLinks, the path of every GPU
 // pair, the peer-to-peer copy bandwidth measured over it, and an all-reduce over all GPUs.
@@ -116,10 +119,7 @@ func (ic *Interconnect) Matrix(gpus int) [][]string {
 	out := [][]string{head}
 	path := map[[2]int]string{}
 	for _, p := range ic.Pairs {
-		v := p.Path
-		if v == "" {
-			v = "?"
-		}
+		v := cmp.Or(p.Path, "?")
 		path[[2]int{p.A, p.B}], path[[2]int{p.B, p.A}] = v, v
 	}
 	for i := 0; i < gpus; i++ {

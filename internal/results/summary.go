@@ -8,6 +8,7 @@ package results
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -298,10 +299,7 @@ func (s *Summary) SkippedChecks() []string {
 			on = h.Name + ": "
 		}
 		if d := h.Health.DCGM; d != nil && d.Status == StatusSkipped {
-			note := d.Note
-			if note == "" {
-				note = "no reason recorded"
-			}
+			note := cmp.Or(d.Note, "no reason recorded")
 			out = append(out, on+"DCGM diagnostics were skipped ("+strings.TrimPrefix(note, "skipped: ")+")")
 		}
 		for _, g := range h.Health.GPUs {
