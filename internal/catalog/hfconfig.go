@@ -54,12 +54,8 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 		}
 	}
 	dt := cmp.Or(c.DType, c.DType5)
-	bytes := 2
-	switch dt {
-	case "float32":
-		bytes = 4
-	case "", "bfloat16", "float16":
-	default:
+	bytes, ok := map[string]int{"": 2, "bfloat16": 2, "float16": 2, "float32": 4}[dt]
+	if !ok {
 		return Model{}, fmt.Errorf("config.json: dtype %q: want bfloat16, float16 or float32", dt)
 	}
 	h, q, kv := float64(c.Hidden), float64(c.Heads*c.HeadDim), float64(c.KVHeads*c.HeadDim)

@@ -26,19 +26,13 @@ func (s *nvmlSource) KernelLog() (KernelLogText, error) { return ReadKmsg(kmsgPa
 func NormalizeRecoveryAction(s string) string {
 	s = strings.TrimSpace(s)
 	words := strings.ToLower(strings.Join(strings.Fields(strings.NewReplacer("_", " ", "-", " ").Replace(s)), " "))
-	switch words {
-	case "", "n/a", "[n/a]", "not supported", "[not supported]":
-		return ""
-	case "none":
-		return results.RecoveryNone
-	case "gpu reset", "reset":
-		return results.RecoveryGPUReset
-	case "node reboot", "reboot":
-		return results.RecoveryNodeReboot
-	case "drain p2p", "drain peer to peer":
-		return results.RecoveryDrainP2P
-	case "drain and reset", "drain & reset":
-		return results.RecoveryDrainAndReset
+	if a, ok := map[string]string{"": "", "n/a": "", "[n/a]": "", "not supported": "", "[not supported]": "",
+		"none": results.RecoveryNone, "gpu reset": results.RecoveryGPUReset, "reset": results.RecoveryGPUReset,
+		"node reboot": results.RecoveryNodeReboot, "reboot": results.RecoveryNodeReboot,
+		"drain p2p": results.RecoveryDrainP2P, "drain peer to peer": results.RecoveryDrainP2P,
+		"drain and reset": results.RecoveryDrainAndReset, "drain & reset": results.RecoveryDrainAndReset,
+	}[words]; ok {
+		return a
 	}
 	return s
 }

@@ -216,19 +216,8 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 // Peak is the datasheet figure a benchmark is measured against. PCIe uses the link the GPU is specified
 // for (catalog), not the link it trained at: a degraded link then shows as a low ratio.
 func Peak(spec catalog.GPU, name string) float64 {
-	switch name {
-	case "sgemm_fp32":
-		return spec.FP32TFLOPS
-	case "gemm_tf32":
-		return spec.TF32TFLOPS
-	case "gemm_bf16":
-		return spec.BF16TFLOPS
-	case "pcie_h2d", "pcie_d2h":
-		return spec.PCIeGBps()
-	case "hbm_d2d":
-		return spec.HBMGBps
-	}
-	return 0
+	return map[string]float64{"sgemm_fp32": spec.FP32TFLOPS, "gemm_tf32": spec.TF32TFLOPS, "gemm_bf16": spec.BF16TFLOPS,
+		"pcie_h2d": spec.PCIeGBps(), "pcie_d2h": spec.PCIeGBps(), "hbm_d2d": spec.HBMGBps}[name]
 }
 
 func runDCGM(ctx context.Context, o Options) *results.DCGM {
