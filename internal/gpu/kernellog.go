@@ -3,6 +3,7 @@ package gpu
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"regexp"
 	"strconv"
 	"strings"
@@ -97,9 +98,7 @@ func ParseKernelLog(text []byte) []results.KernelEvent {
 		}
 	}
 	for i := range out {
-		if out[i].UUID == "" {
-			out[i].UUID = uuids[out[i].BusID]
-		}
+		out[i].UUID = cmp.Or(out[i].UUID, uuids[out[i].BusID])
 	}
 	return out
 }
