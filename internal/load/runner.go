@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -433,17 +434,12 @@ const settleCut = time.Second
 
 // settle waits settleCut when the rung ended with requests cut by its drain bound (not on Ctrl-C).
 func (rn *runner) settle(ctx context.Context, out *rungOut) {
-	if out.interrupted {
+	if out.interrupted || !slices.ContainsFunc(out.recs, func(r *Record) bool { return r.Incomplete }) {
 		return
 	}
-	for _, r := range out.recs {
-		if r.Incomplete {
-			select {
-			case <-ctx.Done():
-			case <-time.After(settleCut):
-			}
-			return
-		}
+	select {
+	case <-ctx.Done():
+	case <-time.After(settleCut):
 	}
 }
 

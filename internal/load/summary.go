@@ -369,11 +369,7 @@ func burstReqS(o *rungOut) float64 {
 			counts[min(int((r.end-o.winStart)/time.Second), n-1)]++
 		}
 	}
-	best := 0
-	for _, c := range counts[:n-1] { // the last slice may be partial
-		best = max(best, c)
-	}
-	return float64(best)
+	return float64(slices.Max(counts[:n-1])) // the last slice may be partial
 }
 
 // rxBacklog reports a receive backlog that grows over the window: requests ending in its last third
