@@ -49,19 +49,10 @@ func (f *promFamily) add(v float64, labels ...string) {
 	f.samples = append(f.samples, s)
 }
 
-func statusValue(s results.Status) (float64, bool) {
-	switch s {
-	case results.StatusOK:
-		return 0, true
-	case results.StatusInconclusive:
-		return 0.5, true // between ok and flag, as it ranks: `> 0` alerts on it, `>= 1` does not
-	case results.StatusFlag:
-		return 1, true
-	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
-		return 2, true // a run that did not finish is as bad as a failed one for an alert
-	}
-	return 0, false
-}
+// statusValues are the statuses with a sample. Inconclusive sits between ok and flag, as it ranks:
+// `> 0` alerts on it, `>= 1` does not; a run that did not finish is as bad as a failed one.
+var statusValues = map[results.Status]float64{results.StatusOK: 0, results.StatusInconclusive: 0.5, results.StatusFlag: 1,
+	results.StatusFailed: 2, results.StatusInterrupted: 2, results.StatusIncomplete: 2}
 
 // b01 is a yes/no gauge's value: 1 for yes.
 func b01(yes bool) float64 {
@@ -72,7 +63,7 @@ func b01(yes bool) float64 {
 }
 
 func (f *promFamily) status(st results.Status, labels ...string) {
-	if v, ok := statusValue(st); ok {
+	if v, ok := statusValues[st]; ok {
 		f.add(v, labels...)
 	}
 }

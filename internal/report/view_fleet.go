@@ -177,18 +177,14 @@ func heatCell(v *fleetview.View, n fleetview.Node, g fleetview.GPU) cell {
 // cellStatusClass colours a cell by its status when the status says more than the figure: failed,
 // flagged, not vetted. ok cells are coloured by their figure; inconclusive ones too, marked.
 func cellStatusClass(st results.Status) string {
-	switch st {
-	case results.StatusOK, "":
-		return ""
-	case results.StatusInconclusive:
-		return "hc-inc"
-	case results.StatusFlag:
-		return "hc-flag"
-	case results.StatusFailed, results.StatusInterrupted, results.StatusIncomplete:
-		return "hc-failed"
+	if c, ok := cellClasses[st]; ok {
+		return c
 	}
 	return "hc-skipped"
 }
+
+var cellClasses = map[results.Status]string{results.StatusOK: "", "": "", results.StatusInconclusive: "hc-inc", results.StatusFlag: "hc-flag",
+	results.StatusFailed: "hc-failed", results.StatusInterrupted: "hc-failed", results.StatusIncomplete: "hc-failed"}
 
 func bandOf(delta float64) string {
 	for _, b := range heatBands {
