@@ -17,11 +17,10 @@ import (
 )
 
 // The live bare-metal re-measure (opennebula.baremetal): before any VM is created, each node that
-// gets VMs runs the host pipeline itself, over SSH, with its GPUs released from vfio-pci and the
-// driver installed (ssh.Host with host preparation and VFIO); the node's cleanup restores vfio-pci
-// and purges the driver before the VMs are made. It is a fleet run inside the run (fleet.Nested:
-// its hosts, merge and judging are every fleet run's), its summary in out/baremetal/. The nodes'
-// fresh figures are the baseline of the run's overhead table: same day, same driver as the VMs.
+// gets VMs runs the host pipeline over SSH with its GPUs released from vfio-pci and the driver
+// installed (ssh.Host with host preparation and VFIO), restored and purged before the VMs are
+// made: a fleet run inside the run (fleet.Nested), its summary in out/baremetal/. The nodes'
+// figures are the baseline of the overhead table: same day, same driver as the VMs.
 type baremetal struct {
 	prep     *hostprep.Plan
 	file     string            // the nodes whose run finished, the run's baseline
