@@ -178,11 +178,10 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 			return fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
 		}
 		if err == nil {
-			ok, why := dynamoReady(obj)
-			if ok {
+			var ok bool
+			if ok, last = dynamoReady(obj); ok {
 				return nil
 			}
-			last = why
 		}
 		pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
 		if err == nil {

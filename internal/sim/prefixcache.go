@@ -29,14 +29,12 @@ func newPrefixCache() *prefixCache {
 
 // lookup counts the leading blocks of a prompt the cache holds.
 func (c *prefixCache) lookup(blocks []uint64) int {
-	n := 0
-	for _, h := range blocks {
+	for n, h := range blocks {
 		if _, ok := c.at[h]; !ok {
-			break
+			return n
 		}
-		n++
 	}
-	return n
+	return len(blocks)
 }
 
 // hold takes the blocks for a running sequence: cached ones leave the free list, new ones are kept.
