@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,11 +179,7 @@ func portProblems(c config.Config, use int) []string {
 // own template, its Python modules importable by python3 in the engine's environment.
 func engineProblems(c config.Config) []string {
 	k := enginekind.Get(c.Engine.Kind)
-	tmpl := c.Engine.Command
-	if tmpl == "" {
-		tmpl = k.Template
-	}
-	words := strings.Fields(tmpl)
+	words := strings.Fields(cmp.Or(c.Engine.Command, k.Template))
 	if len(words) == 0 {
 		return nil // config's validation refuses a kind without a command
 	}
@@ -205,10 +202,7 @@ func engineProblems(c config.Config) []string {
 		// be a virtual environment's rather than python3 on PATH (pipx, a venv's bin linked).
 		py = shebangPython(prog)
 	}
-	if py == "" {
-		py = "python3"
-	}
-	if !filepath.IsAbs(py) {
+	if py = cmp.Or(py, "python3"); !filepath.IsAbs(py) {
 		if py, err = lookPath(py, path); err != nil {
 			return []string{fmt.Sprintf("%s is not installed for python3: no python3 on the engine's PATH (engine.env's, else gpuvet's)%s", c.Engine.Kind, fix)}
 		}
@@ -290,10 +284,7 @@ func lookPath(file, path string) (string, error) {
 		return "", fmt.Errorf("%s is not an executable file", file)
 	}
 	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			dir = "."
-		}
-		if p := filepath.Join(dir, file); executable(p) {
+		if p := filepath.Join(cmp.Or(dir, "."), file); executable(p) {
 			return p, nil
 		}
 	}

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -118,9 +119,7 @@ func rollup(s *results.Summary) {
 			}
 			h.Status = results.Worse(h.Status, m.Status)
 		}
-		if h.Status == "" {
-			h.Status = results.StatusOK
-		}
+		h.Status = cmp.Or(h.Status, results.StatusOK)
 		s.Status = results.Worse(s.Status, h.Status)
 	}
 	raise(&s.Status, s.Error, s.Flags)
