@@ -111,10 +111,8 @@ func (r *respParser) feed(p []byte, body func([]byte) bool) (int, error) {
 			var err error
 			if r.state == wsSize {
 				err = r.sizeLine(line)
-			} else if len(bytes.TrimRight(line, "\r\n")) == 0 {
-				// An empty line ends the trailers, skipped unread whatever their syntax: the body is
-				// complete by then, and net/http does not fail a response on them either.
-				r.state = wsDone
+			} else {
+				r.trailerLine(line)
 			}
 			r.line = r.line[:0]
 			if err != nil {
@@ -348,6 +346,15 @@ func (r *respParser) sizeLine(line []byte) error {
 	}
 	r.state, r.left = wsData, int64(n)
 	return nil
+}
+
+// trailerLine reads a line after the last chunk: an empty one ends the response. Trailers are
+// skipped unread, whatever their syntax: the body is complete by then, and net/http does not fail a
+// response on them either.
+func (r *respParser) trailerLine(line []byte) {
+	if len(bytes.TrimRight(line, "\r\n")) == 0 {
+		r.state = wsDone
+	}
 }
 
 func isDigit(b byte) bool { return b >= '0' && b <= '9' }
