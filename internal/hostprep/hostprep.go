@@ -11,6 +11,7 @@
 package hostprep
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -227,7 +228,7 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 	}
 	// The host's own record of what this run adds: `gpuvet clean` undoes only what is in both it and
 	// the manifest (a manifest is a file anyone may have edited).
-	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, shellWords(hostLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
+	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, fleet.ShellWords(hostLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
 		return fmt.Errorf("write %s: %v (nothing installed)", hostRecord(s.runID), err)
 	}
 	s.say("apt-get install " + specs + " (" + strconv.Itoa(len(add)) + " package(s): " + strings.Join(add, " ") + ")")
@@ -246,14 +247,11 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 
 // verify checks that an installed tool runs; a driver whose module is not loaded yet is loaded.
 func (s *Session) verify(ctx context.Context, n Need) error {
-	check := map[string]string{
+	check := cmp.Or(map[string]string{
 		"nvidia-smi": "nvidia-smi -L >/dev/null 2>&1 || { modprobe nvidia 2>/dev/null; nvidia-smi -L; }",
 		"dcgmi":      "command -v dcgmi && command -v nv-hostengine",
 		"numactl":    "numactl --hardware",
-	}[n.Binary]
-	if check == "" {
-		check = "command -v " + quote(n.Binary)
-	}
+	}[n.Binary], "command -v "+quote(n.Binary))
 	if _, err := s.r.Run(ctx, check); err != nil {
 		return fmt.Errorf("%s: installed %s, but %s does not work: %v (a new driver may need a reboot: nouveau loaded, Secure Boot refusing the module); it is purged again", n.What, n.Pkg.Spec(), n.Binary, err)
 	}
@@ -436,7 +434,7 @@ func undo(ctx context.Context, r Runner, runID string, objs []fleet.Object, say 
 			names[i], _, _ = strings.Cut(o.Name, "=")
 		}
 		say("apt-get purge " + strings.Join(names, " "))
-		out, err := r.Run(ctx, fmt.Sprintf(purgeScript, shellWords(names)))
+		out, err := r.Run(ctx, fmt.Sprintf(purgeScript, fleet.ShellWords(names)))
 		left := strings.Fields(out)
 		for i, o := range pkgs {
 			if slices.Contains(left, names[i]) {
@@ -655,14 +653,6 @@ func pkgList(ns []Need, quoted bool) string {
 		out = append(out, w)
 	}
 	return strings.Join(out, " ")
-}
-
-func shellWords(ws []string) string {
-	q := make([]string, len(ws))
-	for i, w := range ws {
-		q[i] = quote(w)
-	}
-	return strings.Join(q, " ")
 }
 
 func lastLines(s string, n int) string {

@@ -174,7 +174,7 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 		lines = append(lines, o.Kind+" "+o.Name)
 	}
 	rf := hostRecord(p, runID)
-	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), shellWords(lines), quote(rf))); err != nil {
+	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), fleet.ShellWords(lines), quote(rf))); err != nil {
 		return rl, fmt.Errorf("write the node's record %s: %v (nothing released)", rf, err)
 	}
 	if _, err := rl.stopPersistenced(ctx); err != nil {
@@ -414,14 +414,6 @@ func checkRunID(id string) error {
 		return fmt.Errorf("vfio release: run id %s is not one gpuvet makes", fleet.Quote(id))
 	}
 	return nil
-}
-
-func shellWords(ws []string) string {
-	q := make([]string, len(ws))
-	for i, w := range ws {
-		q[i] = quote(w)
-	}
-	return strings.Join(q, " ")
 }
 
 // restoreOne binds one GPU back to vfio-pci and checks the binding and its override.
