@@ -7,13 +7,10 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The circuit breaker bounds what one run does to a fleet on the strength of its own verdicts
-// (a quarantine taint, a Slurm drain): a setting that is wrong for every node (an image no node
-// can pull, a model that does not fit, a gate far too tight) fails every node alike, and must
-// not take the whole fleet out of service in one run. Each backend that acts on its hosts asks a
-// Breaker before each action; past the limit the action is not taken, only reported, and the run
-// fails with the breaker's error. The limit is a setting of the backend's section
-// (kubernetes.max_unhealthy, slurm.max_drain; config.DefaultMaxUnhealthy is their default).
+// The circuit breaker bounds what one run does to a fleet on its own verdicts (a quarantine taint,
+// a Slurm drain): a setting wrong for every node (an image no node can pull, a gate far too tight)
+// fails every node alike, and must not take the whole fleet out of service. Past the limit
+// (kubernetes.max_unhealthy, slurm.max_drain) an action is only reported, and the run fails.
 
 // MaxUnhealthy is the breaker's limit; config owns its parsing (a config check names the key).
 type MaxUnhealthy = config.MaxUnhealthy
@@ -36,9 +33,8 @@ func NewBreaker(limit MaxUnhealthy, vetted int) *Breaker {
 	return &Breaker{limit: limit, vetted: vetted, allow: limit.Of(vetted)}
 }
 
-// Allow asks for one action on a host; what says what it would be ("taint node n7
-// gpuvet.io/unhealthy=…:NoSchedule"). true: take it. false: the limit is reached; the action is
-// recorded as held (Held) and must not be taken.
+// Allow asks for one action on a host, what in words ("taint node n7 …"): false when the limit is
+// reached, the action recorded as held and not to be taken.
 func (b *Breaker) Allow(what string) bool {
 	if b.taken < b.allow {
 		b.taken++

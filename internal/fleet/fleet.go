@@ -32,11 +32,11 @@ type Host interface {
 	Cleanup(ctx context.Context) error
 }
 
-// Phases a host goes through; an Outcome's Phase names the one that failed.
+// Phases a host goes through; an Outcome's Phase names the one that failed (a cleanup's failure is
+// its CleanErr).
 const (
 	PhaseProvision = "provision"
 	PhaseRun       = "run"
-	PhaseCleanup   = "cleanup"
 )
 
 // Outcome is what one host left: its summary (possibly partial), and the first error with its phase.
@@ -45,9 +45,7 @@ type Outcome struct {
 	Summary  *results.Summary
 	Err      error
 	Phase    string // the phase that failed; "" when none did
-	Started  time.Time
-	Elapsed  time.Duration
-	CleanErr error // a cleanup failure, kept apart so it never hides the run's own error
+	CleanErr error  // a cleanup failure, kept apart so it never hides the run's own error
 	// ExpectGPUs is how many GPUs the host must show (what was passed through, what the plan
 	// expects); a host that shows fewer fails. 0: no count.
 	ExpectGPUs int
@@ -101,7 +99,7 @@ func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 }
 
 func runHost(ctx context.Context, h Host, opt Options) Outcome {
-	o := Outcome{Host: h.Name(), Started: time.Now(), ExpectGPUs: opt.ExpectGPUs}
+	o := Outcome{Host: h.Name(), ExpectGPUs: opt.ExpectGPUs}
 	if gc, ok := h.(GPUCounter); ok && gc.ExpectGPUs() > 0 {
 		o.ExpectGPUs = gc.ExpectGPUs()
 	}
@@ -110,7 +108,6 @@ func runHost(ctx context.Context, h Host, opt Options) Outcome {
 			opt.Progress("%s: %s", h.Name(), fmt.Sprintf(format, args...))
 		}
 	}
-	defer func() { o.Elapsed = time.Since(o.Started) }()
 	say("provision")
 	if err := protect(func() error { return h.Provision(ctx) }); err != nil {
 		o.Phase, o.Err = PhaseProvision, err

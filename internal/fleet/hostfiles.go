@@ -15,11 +15,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// DigestHosts is the most hosts a fleet's summary.json keeps in full. A larger fleet's summary holds
-// each host's digest (digestHost: its status, flags, errors and headline figures per GPU; at 1,000
-// nodes × 8 GPUs the full entries would be hundreds of MB), and each host's full entry is written
-// as a one-host summary hosts/NAME.json beside it (Host.DetailFile names it), which `gpuvet report`
-// and every other reader of a summary read as they are.
+// DigestHosts is the most hosts a fleet's summary.json keeps in full. A larger fleet's holds each
+// host's digest (at 1,000 nodes × 8 GPUs the full entries would be hundreds of MB), each host's
+// full entry written as a one-host summary hosts/NAME.json beside it (Host.DetailFile).
 const DigestHosts = 4
 
 // HostsDir is the folder of a fleet run's per-host results under --out.
@@ -73,8 +71,8 @@ func writeHostFiles(dir string, s *results.Summary) error {
 	return errors.Join(errs...)
 }
 
-// writeCompact writes v as compact JSON atomically: a thousand host files indented would take
-// more than twice the disk (about 0.8 MB each for 8 GPUs) for files that tools, not eyes, read.
+// writeCompact writes v as compact JSON atomically: indented, a thousand host files would take more
+// than twice the disk (about 0.8 MB each for 8 GPUs), for tools to read.
 func writeCompact(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
