@@ -364,3 +364,21 @@ func TestTTFTSLOFromMetaThresholds(t *testing.T) {
 		t.Fatalf("SLO line %+v, want 150 ms from meta.thresholds", l)
 	}
 }
+
+// An XID marks the events cell bad, whatever the clock-event mask says (the mask's check once
+// overwrote it).
+func TestInventoryRowXIDIsBad(t *testing.T) {
+	var g results.GPUHealth
+	g.GPU.XIDs = []results.XIDEvent{{XID: 79}}
+	if r := inventoryRow(g); !r.EventsBad || r.Events != "XID 79" {
+		t.Fatalf("XID 79, no clock event: events %q, bad %v", r.Events, r.EventsBad)
+	}
+	g.GPU.XIDs = nil
+	if r := inventoryRow(g); r.EventsBad {
+		t.Fatalf("no XID, no clock event: bad %v", r.EventsBad)
+	}
+	g.GPU.ClockEvents.Mask = 0x40
+	if r := inventoryRow(g); !r.EventsBad {
+		t.Fatal("HW thermal slowdown: not bad")
+	}
+}

@@ -207,7 +207,7 @@ func inventoryRow(g results.GPUHealth) invRow {
 		r.Events = "none"
 	}
 	// 0x8 HW slowdown, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake: the failure mask.
-	r.EventsBad = i.ClockEvents.Mask&(0x8|0x20|0x40|0x80) != 0
+	r.EventsBad = r.EventsBad || i.ClockEvents.Mask&(0x8|0x20|0x40|0x80) != 0 // an XID is bad too
 	if i.TemperatureC != nil {
 		r.Temp = strconv.Itoa(*i.TemperatureC) + " °C"
 	}
