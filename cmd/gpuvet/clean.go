@@ -85,18 +85,10 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			req := fleet.CleanRequest{Plan: plan, RunID: runID, Cache: cache, Untaint: untaint, Out: cmd.OutOrStdout()}
-			err = fleet.CleanBackends(ctx, req, byBackend, func(name string) (fleet.Cleaner, bool) {
+			return fleetErr(fleet.CleanBackends(ctx, req, byBackend, func(name string) (fleet.Cleaner, bool) {
 				b, ok := registry.Get(name)
 				return b.Clean, ok && b.Clean != nil
-			})
-			var input *fleet.InputError
-			switch {
-			case err == nil:
-				return nil
-			case errors.As(err, &input): // a cleaner that refused bad input before doing anything
-				return usageErr("%v", err)
-			}
-			return failedErr("%v", err)
+			}))
 		},
 	}
 	cmd.Flags().BoolVar(&forget, "forget", false, "drop the run's manifest (--run or --manifest) without removing what it lists, naming each: for objects clean cannot remove (a host gone for good, a record that does not vouch) that you removed by hand")

@@ -212,7 +212,7 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
 	ctx, stop := signal.NotifyContext(cmp.Or(cmd.Context(), context.Background()), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := f.nodes.preflight(ctx); err != nil {
+	if err := f.nodes.each(func(h *nodeHealth) error { return h.preflight(ctx) }); err != nil {
 		return err
 	}
 	if f.timeout > 0 {
@@ -237,7 +237,8 @@ func (f *healthOptions) Run(cmd *cobra.Command) error {
 	h := health.Run(ctx, src, bench, f.opts)
 	judge.Health(h, f.rules) // health measures, judge decides
 	term.Health(cmd.OutOrStdout(), h)
-	if err := f.nodes.act(context.WithoutCancel(ctx), cmd, h, ctx.Err() != nil); err != nil {
+	cut := ctx.Err() != nil
+	if err := f.nodes.each(func(n *nodeHealth) error { return n.act(context.WithoutCancel(ctx), cmd, h, cut) }); err != nil {
 		return err
 	}
 	if f.out != "" {

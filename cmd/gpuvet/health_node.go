@@ -14,10 +14,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// `gpuvet health` as a scheduler's check of its own node (Slurm's HealthCheckProgram, Prolog or
-// Epilog: docs/slurm.md): with --NAME-drain a failed node takes itself out of service with its
-// reason, and a node gpuvet took out is put back by a later ok check. The hooks come from the
-// backend table (registry.NodeHealths): this file names no backend.
+// `gpuvet health` as a scheduler's check of its own node (docs/slurm.md): with --NAME-drain a
+// failed node takes itself out of service, and a node gpuvet took out is put back by a later ok
+// check. The hooks come from the backend table (registry.NodeHealths).
 
 // nodeHealth is one backend's hook and its three flags.
 type nodeHealth struct {
@@ -43,20 +42,11 @@ func (hs *nodeHealths) register(fl *pflag.FlagSet) {
 	}
 }
 
-// preflight checks every asked hook before the health check starts (exit 2, nothing ran).
-func (hs nodeHealths) preflight(ctx context.Context) error {
+// each runs fn on every hook (preflight before the check, act after its verdict), stopping at
+// the first error.
+func (hs nodeHealths) each(fn func(*nodeHealth) error) error {
 	for _, h := range hs {
-		if err := h.preflight(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// act runs every asked hook after the verdict; the first error is exit 1.
-func (hs nodeHealths) act(ctx context.Context, cmd *cobra.Command, r *results.Health, cut bool) error {
-	for _, h := range hs {
-		if err := h.act(ctx, cmd, r, cut); err != nil {
+		if err := fn(h); err != nil {
 			return err
 		}
 	}

@@ -19,10 +19,9 @@ import (
 )
 
 // Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
-// failure, or a flag with --fail-on-flag; 2 bad input, or it cannot start (flags, config, catalog, an
-// unreachable endpoint, a port in use), found before anything ran. Every RunE error is a usageErr or
-// a failedErr; only cobra's own errors arrive bare (and are usage errors). `gpuvet run --acceptance`
-// (a gate's contract, docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive.
+// failure, or a flag with --fail-on-flag; 2 bad input or it cannot start, found before anything ran
+// (every RunE error is a usageErr or a failedErr; cobra's own are usage errors); with `gpuvet run
+// --acceptance` (docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive.
 const (
 	exitOK        = 0
 	exitFailed    = 1

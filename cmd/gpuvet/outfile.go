@@ -23,11 +23,10 @@ func checkOutFile(path string) error {
 	return os.Remove(f.Name())
 }
 
-// checkReplaceable makes sure an output file gpuvet writes by replacing it (a temp file, then a
-// rename: the reports, a health result) replaces only what it may, before anything is written
-// (bad input, exit 2): an absent path or a regular file. It refuses a symlink (gpuvet never
-// follows one it did not make), a device, a FIFO or a socket (a rename would replace the node
-// itself, and nothing would reach its reader), a folder, and any of the command's own inputs.
+// checkReplaceable makes sure an output file gpuvet writes by replacing it (temp file and rename)
+// is an absent path or a regular file, before anything is written (bad input, exit 2): not a
+// symlink (never followed), a device, a FIFO or a socket (the rename would replace the node, and
+// nothing reach its reader), a folder, or one of the command's own inputs.
 func checkReplaceable(path string, inputs ...string) error {
 	st, err := os.Lstat(path)
 	switch {

@@ -16,12 +16,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/registry"
 )
 
-// The fleet backends (ssh, opennebula, kubernetes, slurm): the registry opens each for
-// fleet.Execute, which owns the whole run, and has a cleaner for what its killed runs left.
-
 // registerRemoteFlags adds the fleet backends' flags to a command that resolves a plan (run,
-// config show): each backend's own, and --dry-run, which every backend that acts on its nodes
-// reads from its own section (the backend table maps it to each key).
+// config show): each backend's own, and --dry-run, which each backend that acts on its nodes reads
+// from its own section.
 func registerRemoteFlags(fl *pflag.FlagSet) {
 	for _, name := range registry.Names() {
 		if b, _ := registry.Get(name); b.Flags != nil {
@@ -31,13 +28,11 @@ func registerRemoteFlags(fl *pflag.FlagSet) {
 	fl.Bool("dry-run", false, "backends kubernetes and slurm: vet, but take no action on any node (labels, taints, condition; drains, resumes): print and record each one it would take")
 }
 
-// fleetMemoryLimit is the fleet controller's soft memory limit (the Go runtime's; GOMEMLIMIT, when
-// set, wins). A controller holds every node's results until its verdicts and reports are written
-// (about 250 KB a node of 8 GPUs); with the runtime's default, collecting only when the heap has
+// fleetMemoryLimit is the fleet controller's soft memory limit (GOMEMLIMIT, when set, wins). It holds
+// every node's results until the end (about 250 KB a node of 8 GPUs); collecting only when the heap
 // doubled, a 1,000-node run's RSS was 3.5 times its live heap (1,302 MiB for 370 MB:
-// docs/k8s-scale.md). Under the limit the collector runs sooner and returns freed memory, trading
-// CPU (at most half of it, by the runtime's own cap) for staying within 1 GiB; a fleet whose live
-// results outgrow it (several thousand nodes) needs GOMEMLIMIT raised.
+// docs/k8s-scale.md). The limit trades CPU (at most half, the runtime's cap) for staying within
+// 1 GiB; several thousand nodes need GOMEMLIMIT raised.
 const fleetMemoryLimit = 800 << 20
 
 // runRemotePlan runs a fleet plan through fleet.Execute, with the backend the registry names.
@@ -56,7 +51,12 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 		return usageErr("%v", err)
 	}
 	defer closeBackend()
-	err = fleet.Execute(ctx, plan, b, fleet.ExecOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), ToolVersion: version()})
+	return fleetErr(fleet.Execute(ctx, plan, b, fleet.ExecOptions{Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), ToolVersion: version()}))
+}
+
+// fleetErr is a fleet run's or clean's error with its exit code: bad input found before anything
+// started (fleet.InputError) 2, a judged status its own, anything else 1.
+func fleetErr(err error) error {
 	var input *fleet.InputError
 	var status *fleet.StatusError
 	switch {

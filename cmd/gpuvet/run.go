@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -202,10 +201,7 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 	if ctx.Err() != nil {
 		return failedErr("interrupted: partial results in %s", res.SummaryPath)
 	}
-	if res.ExitCode != exitOK {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return failedErr("interrupted")
-		}
+	if res.ExitCode != exitOK { // not interrupted: that returned above
 		if res.ExitCode == judge.ExitUndecided && plan.Config.Run.Acceptance {
 			return &exitError{code: exitUndecided, err: fmt.Errorf("run status %s: undecided, not accepted (see %s for what would decide it)", res.Summary.Status, res.SummaryPath)}
 		}
