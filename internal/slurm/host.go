@@ -17,9 +17,8 @@ import (
 )
 
 // Host is one node of the run (fleet.Host): Provision writes the job's plan and script to the
-// shared folder, records the submission, submits the job held, records its id, then releases it;
-// Run waits for the job and collects the node's results; Cleanup cancels a job still queued or
-// running (scancel by its id) and waits until it has ended.
+// shared folder and submits the job held, recorded before and after, then releases it; Run waits
+// and collects the node's results; Cleanup cancels a job not ended (scancel by its id) and waits.
 type Host struct {
 	node        Node
 	f           *Fleet
@@ -38,8 +37,7 @@ type Host struct {
 // Name is the node's name.
 func (h *Host) Name() string { return h.node.Name }
 
-// ExpectGPUs is the node's gres gpu count: the node's run must show that many GPUs
-// (fleet.GPUCounter).
+// ExpectGPUs is the node's gres gpu count, which its run must show (fleet.GPUCounter).
 func (h *Host) ExpectGPUs() int { return h.node.GPUs }
 
 // JobName names a node's job: the run and the node, so `gpuvet clean` can find a job whose id

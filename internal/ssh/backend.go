@@ -51,10 +51,9 @@ func Removers() fleet.Removers {
 // prepKinds are the manifest kinds of host preparation and of a node's vfio release.
 var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)
 
-// prepRemover undoes host preparation's leftovers (packages a killed run installed, the DCGM
-// engine it started, GPUs it released from vfio-pci): one host's are undone together and in order
-// (vfio binding, engine, packages, autoremove), once, whichever of its objects clean reaches
-// first; the others then find themselves done. Its locks are this clean's.
+// prepRemover undoes host preparation's leftovers (packages, the DCGM engine, GPUs released from
+// vfio-pci): one host's together and in order (vfio binding, engine, packages, autoremove), once,
+// by whichever of its objects clean reaches first. Its locks are this clean's.
 func prepRemover() fleet.Remover {
 	var locks sync.Map // manifest path + host -> *sync.Mutex
 	return func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {

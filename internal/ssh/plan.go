@@ -216,8 +216,7 @@ func (f Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []resu
 const resolveTimeout = 10 * time.Second
 
 // resolveAll looks every host's address up before anything starts: a name that does not resolve
-// is a typo in the input, not a host that failed (it was reported as an untrusted host key, then
-// "cleaned up", then recorded in the history as a node).
+// is a typo in the input (bad input), not a host that failed.
 func resolveAll(ctx context.Context, targets []Target) error {
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
 	defer cancel()
@@ -249,8 +248,7 @@ func resolveAll(ctx context.Context, targets []Target) error {
 	return nil
 }
 
-// Binary is the gpuvet executable to copy (path "" = this one) and its GOARCH, read from its ELF
-// header.
+// Binary is the gpuvet executable to copy ("": this one) and its GOARCH, from its ELF header.
 func Binary(p string) (string, string, error) {
 	if p == "" {
 		self, err := os.Executable()
