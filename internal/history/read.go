@@ -392,7 +392,9 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 			subs = append(subs, subj{ScopeGPU, u, h, st})
 		}
 	}
-	rs.Close()
+	if err := errors.Join(rs.Close(), rs.Err()); err != nil { // a read cut short pins only some subjects
+		return nil, err
+	}
 	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host, status FROM nodes WHERE run_id = ?`), runID)
 	if err != nil {
 		return nil, err
@@ -407,7 +409,9 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 			subs = append(subs, subj{ScopeNode, h, h, st})
 		}
 	}
-	nrs.Close()
+	if err := errors.Join(nrs.Close(), nrs.Err()); err != nil {
+		return nil, err
+	}
 	if len(subs) == 0 {
 		return nil, fmt.Errorf("run %s measured no node %q / GPU %q", runID, host, uuid)
 	}
