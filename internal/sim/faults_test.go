@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -316,5 +317,14 @@ func TestCorruptAndThrottleSettings(t *testing.T) {
 	}
 	if s, _ := f.Sample(0); s.ClockReasons&0x80 != 0 {
 		t.Errorf("healthy GPU sample %+v", s)
+	}
+	// The inventory names the reason as NVML's reader does (it once named only gpu_idle and
+	// sw_power_cap, leaving a throttled GPU's mask unnamed).
+	gs, err := f.GPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := gs[2].ClockEvents; ev.Mask != 0x80 || !slices.Equal(ev.Names, []string{"hw_power_brake_slowdown"}) {
+		t.Errorf("throttled GPU's inventory clock events %+v, want 0x80 named hw_power_brake_slowdown", ev)
 	}
 }

@@ -200,22 +200,11 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 			TemperatureC: ptr(s.TempC), Persistence: ptr(true), ECCEnabled: ptr(true),
 			ECC:          results.ECC{VolatileUncorrected: ptr(int64(0)), AggregateUncorrected: ptr(int64(0))},
 			RemappedRows: &results.RemappedRows{},
-			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: reasonNames(s.ClockReasons)},
+			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: results.ClockEventNames(s.ClockReasons)},
 		}
 		f.driverSignals(i, &out[i])
 	}
 	return out, nil
-}
-
-func reasonNames(m uint64) []string {
-	var n []string
-	if m&0x1 != 0 {
-		n = append(n, "gpu_idle")
-	}
-	if m&0x4 != 0 {
-		n = append(n, "sw_power_cap")
-	}
-	return n
 }
 
 // addBusy records engine busy time on GPU i (called by an attached server after every step).
