@@ -177,9 +177,7 @@ func cleanObjects(ctx context.Context, req CleanRequest, ms []*Manifest, rs Remo
 		sem := make(chan struct{}, CleanParallel)
 		var wg sync.WaitGroup
 		for _, it := range items {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
 				err := rs.ByKind[it.o.Kind](ctx, req.Plan, it.m, it.o, say)
@@ -191,7 +189,7 @@ func cleanObjects(ctx context.Context, req CleanRequest, ms []*Manifest, rs Remo
 				}
 				gone[it.o] = true
 				fmt.Fprintf(req.Out, "removed %s\n", it.o)
-			}()
+			})
 		}
 		wg.Wait()
 	}

@@ -81,9 +81,7 @@ func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for i, h := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -92,7 +90,7 @@ func Run(ctx context.Context, hosts []Host, opt Options) []Outcome {
 			}
 			defer func() { <-sem }()
 			out[i] = runHost(ctx, h, opt)
-		}()
+		})
 	}
 	wg.Wait()
 	return out

@@ -240,7 +240,6 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	tail := &tailLines{max: 20}
 	var wg sync.WaitGroup
 	stream := func(r io.Reader) {
-		defer wg.Done()
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
 		for sc.Scan() {
@@ -258,9 +257,8 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	if err != nil {
 		return -1, "", err
 	}
-	wg.Add(2)
-	go stream(stdout)
-	go stream(stderr)
+	wg.Go(func() { stream(stdout) })
+	wg.Go(func() { stream(stderr) })
 	if err := s.Start(cmd); err != nil {
 		return -1, "", err
 	}
