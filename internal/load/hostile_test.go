@@ -312,8 +312,9 @@ func TestHostileSilences(t *testing.T) {
 				t.Fatalf("requests %+v errors %v: hung requests left incomplete", r.Requests, r.Errors)
 			}
 			// The duration and the drain bound it (the last hung requests, never overtaken by an
-			// answered one inside the rung, are judged when the drain ends).
-			if took > 2*time.Second+o.Drain+3*time.Second {
+			// answered one inside the rung, are judged when the drain ends), well short of the
+			// silences' minute; the slack is the set-up's on a busy machine (10.5-19 s at load 12-26).
+			if took > 2*time.Second+o.Drain+15*time.Second {
 				t.Fatalf("took %v", took)
 			}
 		})
