@@ -98,11 +98,7 @@ func (o *probeOptions) Run(cmd *cobra.Command) error {
 	res := make([]inpod.CompletionCheck, len(o.urls))
 	var wg sync.WaitGroup
 	for i, u := range o.urls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res[i] = probeOne(cmd, u, o.model, key, o.wait)
-		}()
+		wg.Go(func() { res[i] = probeOne(cmd, u, o.model, key, o.wait) })
 	}
 	wg.Wait()
 	failed := 0
