@@ -182,14 +182,9 @@ func (h *VMHost) Record() results.VM { return h.vm }
 // Attach adds each VM's record to the merged summary's host of the same name (before Combine).
 func Attach(s *results.Summary, hosts []*VMHost) {
 	for _, h := range hosts {
-		if !h.created {
-			continue
-		}
-		for i := range s.Hosts {
-			if s.Hosts[i].Name == h.Name() {
-				s.Hosts[i].VMs = append(s.Hosts[i].VMs, h.Record())
-				break
-			}
+		i := slices.IndexFunc(s.Hosts, func(x results.Host) bool { return x.Name == h.Name() })
+		if h.created && i >= 0 {
+			s.Hosts[i].VMs = append(s.Hosts[i].VMs, h.Record())
 		}
 	}
 }
