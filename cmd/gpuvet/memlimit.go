@@ -10,9 +10,8 @@ import (
 )
 
 // softMemoryLimit sets the Go runtime's soft memory limit for a load client with streams in flight
-// (load.MemoryLimit), unless GOMEMLIMIT is set (the user's word wins), and returns a function that
-// restores the limit before it. Runtime settings are the program's: the load generator only says
-// what it needs.
+// (load.MemoryLimit: the load generator only says what it needs), unless GOMEMLIMIT is set, and
+// returns what restores the limit before it.
 func softMemoryLimit(streams int) func() {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}

@@ -9,10 +9,9 @@ import (
 )
 
 // profileEnv names a file for a CPU profile of the whole process (`go tool pprof gpuvet FILE`);
-// heapProfileEnv a file for the heap profile taken at the run's highest heap (checked every
-// second), for what a run's peak RSS is made of, and FILE.goroutines, every goroutine's stack
-// rewritten every 30 s, for what a run that stalls waits on. Both are for engineers finding where
-// a run's own CPU and memory go (docs/k8s-scale.md), not user settings.
+// heapProfileEnv one for the heap profile at the run's highest heap (checked every second) and
+// FILE.goroutines, every goroutine's stack each 30 s (what a stalled run waits on). For engineers
+// (docs/k8s-scale.md), not user settings.
 const (
 	profileEnv     = "GPUVET_CPUPROFILE"
 	heapProfileEnv = "GPUVET_HEAPPROFILE"

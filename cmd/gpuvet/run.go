@@ -157,8 +157,8 @@ func (o *planOptions) Complete(cmd *cobra.Command, _ []string) error {
 	return err
 }
 
-// Validate checks, before anything starts, what the plan needs (pipeline.Preflight): bad input is
-// exit 2 and nothing is written.
+// Validate checks what the plan needs before anything starts (pipeline.Preflight): bad input is
+// exit 2, nothing written.
 func (o *runOptions) Validate() error {
 	useEndpointURLKey(o.plan) // before the preflight, which asks the endpoint with that key
 	if err := pipeline.Preflight(o.plan, catalog.Builtin()); err != nil {
@@ -168,8 +168,7 @@ func (o *runOptions) Validate() error {
 }
 
 // Run runs the plan with Ctrl-C/SIGTERM handling: engines are always stopped and summary.json keeps
-// what was measured. A fleet backend (its row in the backend table says so) runs through fleet.Execute with the
-// backend the registry opens (remote.go).
+// what was measured. A fleet backend runs through fleet.Execute (remote.go).
 func (o *runOptions) Run(cmd *cobra.Command) error {
 	plan := o.plan
 	lock, left, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
