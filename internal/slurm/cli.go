@@ -7,7 +7,6 @@
 package slurm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
@@ -44,41 +44,25 @@ func (e Exec) Run(ctx context.Context, name string, args ...string) (string, err
 		e.Log(name + " " + strings.Join(args, " "))
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errb limited
-	out.n, errb.n = maxOutput, 64<<10
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	// Bounded buffers that take every write (a short write would fail a command that succeeded).
+	out, errb := &filelimit.Buffer{Limit: maxOutput}, &filelimit.Buffer{Limit: 64 << 10}
+	cmd.Stdout, cmd.Stderr = out, errb
 	err := cmd.Run()
-	if out.over {
+	if out.Over {
 		return "", fmt.Errorf("%s: output over %d MB", name, maxOutput>>20)
 	}
 	if err != nil {
-		msg := strings.TrimSpace(errb.String())
+		msg := strings.TrimSpace(string(errb.Bytes()))
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			msg = fmt.Sprintf("no answer in %v (is slurmctld up?) %s", t, msg)
 		}
 		if msg == "" {
-			msg = strings.TrimSpace(out.String())
+			msg = strings.TrimSpace(string(out.Bytes()))
 		}
 		if msg == "" { // it never ran (not installed), or said nothing
-			return out.String(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+			return string(out.Bytes()), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 		}
-		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
+		return string(out.Bytes()), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, msg)
 	}
-	return out.String(), nil
-}
-
-// limited is a buffer that keeps at most n bytes and says when more came.
-type limited struct {
-	bytes.Buffer
-	n    int
-	over bool
-}
-
-func (l *limited) Write(p []byte) (int, error) {
-	if l.Len()+len(p) > l.n {
-		l.over = true
-		p = p[:max(0, l.n-l.Len())]
-	}
-	l.Buffer.Write(p)
-	return len(p), nil
+	return string(out.Bytes()), nil
 }
