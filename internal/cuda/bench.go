@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -86,7 +85,10 @@ func (r *Runner) Describe(name string) string {
 
 // bind makes the GPU's primary context current on this OS thread (the caller has locked it).
 func (r *Runner) bind(g results.GPUInfo) (*device, error) {
-	key := cmp.Or(g.PCIBusID, fmt.Sprint("#", g.Index))
+	key := g.PCIBusID
+	if key == "" {
+		key = fmt.Sprint("#", g.Index)
+	}
 	r.mu.Lock()
 	d, ok := r.devs[key]
 	if !ok {
@@ -305,14 +307,6 @@ const (
 	gemmBF16
 )
 
-// elem is the bytes of one matrix element: 2 for BF16, 4 for FP32 and TF32 (FP32 storage).
-func (k gemmKind) elem() uint64 {
-	if k == gemmBF16 {
-		return 2
-	}
-	return 4
-}
-
 // gemmBufs holds A, B, C of one square GEMM on the device.
 type gemmBufs struct {
 	r       *Runner
@@ -326,7 +320,11 @@ type gemmBufs struct {
 }
 
 func (r *Runner) newGEMM(d *device, kind gemmKind, n int) (*gemmBufs, error) {
-	size := uint64(n) * uint64(n) * kind.elem()
+	elem := uint64(4)
+	if kind == gemmBF16 {
+		elem = 2
+	}
+	size := uint64(n) * uint64(n) * elem
 	m := &gemmBufs{r: r, d: d, kind: kind, n: n}
 	for _, p := range []*uint64{&m.a, &m.b, &m.c} {
 		if err := r.a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB for GEMM n=%d", size>>20, n), r.a.cuMemAlloc(p, size)); err != nil {
@@ -521,7 +519,14 @@ func (r *Runner) pcie(h2d bool, size uint64) (float64, error) {
 		}
 		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, size, 0))
 	}
-	return r.copyRate(pcieIters, float64(size), copyOnce)
+	if _, err := r.timed(1, copyOnce); err != nil {
+		return 0, err
+	}
+	secs, err := r.timed(pcieIters, copyOnce)
+	if err != nil {
+		return 0, err
+	}
+	return float64(size) * pcieIters / secs / 1e9, nil
 }
 
 func (r *Runner) hbm(size uint64) (float64, error) {
@@ -538,19 +543,15 @@ func (r *Runner) hbm(size uint64) (float64, error) {
 	copyOnce := func() error {
 		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, size, 0))
 	}
-	return r.copyRate(hbmIters, 2*float64(size), copyOnce) // each byte copied is read once and written once
-}
-
-// copyRate times iters copies after one warm-up and returns the GB/s of moved bytes per copy.
-func (r *Runner) copyRate(iters int, moved float64, copyOnce func() error) (float64, error) {
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
 	}
-	secs, err := r.timed(iters, copyOnce)
+	secs, err := r.timed(hbmIters, copyOnce)
 	if err != nil {
 		return 0, err
 	}
-	return moved * float64(iters) / secs / 1e9, nil
+	// Each byte copied is read once and written once.
+	return 2 * float64(size) * hbmIters / secs / 1e9, nil
 }
 
 // checker holds the row checksums of a GEMM's results on the device: v (n weights in the GEMM's
@@ -563,10 +564,14 @@ type checker struct {
 	host  *pinned
 }
 
-func (r *Runner) newChecker(m *gemmBufs, slots int) (ck *checker, err error) {
+func (r *Runner) newChecker(m *gemmBufs, slots int) (*checker, error) {
 	a, n := r.a, m.n
 	bf16 := m.kind == gemmBF16
-	w := make([]byte, uint64(n)*m.kind.elem())
+	elem := 4
+	if bf16 {
+		elem = 2
+	}
+	w := make([]byte, n*elem)
 	for k := 0; k < n; k++ {
 		bits := math.Float32bits(checksumWeight(k))
 		if bf16 {
@@ -575,28 +580,31 @@ func (r *Runner) newChecker(m *gemmBufs, slots int) (ck *checker, err error) {
 			w[4*k], w[4*k+1], w[4*k+2], w[4*k+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
 		}
 	}
-	ck = &checker{m: m, slots: slots}
-	defer func() {
-		if err != nil {
-			ck.free() // frees only what was allocated
-			ck = nil
-		}
-	}()
+	ck := &checker{m: m, slots: slots}
 	sumBytes := uint64(slots) * uint64(n) * 4
 	if err := a.cuErr("cuMemAlloc (checksum weights)", a.cuMemAlloc(&ck.v, uint64(len(w)))); err != nil {
 		return nil, err
 	}
 	if err := a.cuErr("cuMemAlloc (checksums)", a.cuMemAlloc(&ck.sums, sumBytes)); err != nil {
+		ck.free()
 		return nil, err
 	}
-	if ck.host, err = r.allocPinned(max(sumBytes, uint64(len(w)))); err != nil {
+	h, err := r.allocPinned(max(sumBytes, uint64(len(w))))
+	if err != nil {
+		ck.free()
 		return nil, err
 	}
-	copy(ck.host.bytes(), w)
-	if err := a.cuErr("cuMemcpyHtoDAsync (checksum weights)", a.cuMemcpyHtoDAsync(ck.v, ck.host.p, uint64(len(w)), 0)); err != nil {
+	ck.host = h
+	copy(h.bytes(), w)
+	if err := a.cuErr("cuMemcpyHtoDAsync (checksum weights)", a.cuMemcpyHtoDAsync(ck.v, h.p, uint64(len(w)), 0)); err != nil {
+		ck.free()
 		return nil, err
 	}
-	return ck, a.cuErr("cuCtxSynchronize (checksum weights)", a.cuCtxSynchronize())
+	if err := a.cuErr("cuCtxSynchronize (checksum weights)", a.cuCtxSynchronize()); err != nil {
+		ck.free()
+		return nil, err
+	}
+	return ck, nil
 }
 
 func (ck *checker) free() {
@@ -654,7 +662,11 @@ func (ck *checker) read(k int) ([][]float32, error) {
 // tile copies the tile's columns of the current C back and recomputes them on the CPU.
 func (r *Runner) tile(m *gemmBufs) (string, int, error) {
 	bf16 := m.kind == gemmBF16
-	colBytes := uint64(m.n) * m.kind.elem()
+	elem := uint64(4)
+	if bf16 {
+		elem = 2
+	}
+	colBytes := uint64(m.n) * elem
 	cols := tileIndexes(m.n)
 	h, err := r.allocPinned(colBytes * uint64(len(cols)))
 	if err != nil {

@@ -12,16 +12,21 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// driver is the part of the CUDA driver API both tables (api, peerAPI) use. CUresult is int32.
-type driver struct {
+// The driver API and cuBLAS entry points gpuvet uses. CUresult and cublasStatus_t are int32.
+type api struct {
 	cuInit                    func(flags uint32) int32
 	cuDeviceGetByPCIBusId     func(dev *int32, busID string) int32
 	cuDeviceGet               func(dev *int32, ordinal int32) int32
 	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
 	cuDevicePrimaryCtxRelease func(dev int32) int32
 	cuCtxSetCurrent           func(ctx uintptr) int32
+	cuCtxSynchronize          func() int32
 	cuMemAlloc                func(dptr *uint64, size uint64) int32
 	cuMemFree                 func(dptr uint64) int32
+	cuMemAllocHost            func(p *unsafe.Pointer, size uint64) int32
+	cuMemFreeHost             func(p unsafe.Pointer) int32
+	cuMemcpyHtoDAsync         func(dst uint64, src unsafe.Pointer, size uint64, stream uintptr) int32
+	cuMemcpyDtoHAsync         func(dst unsafe.Pointer, src uint64, size uint64, stream uintptr) int32
 	cuMemcpyDtoDAsync         func(dst, src uint64, size uint64, stream uintptr) int32
 	cuEventCreate             func(ev *uintptr, flags uint32) int32
 	cuEventRecord             func(ev uintptr, stream uintptr) int32
@@ -29,62 +34,6 @@ type driver struct {
 	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
 	cuEventDestroy            func(ev uintptr) int32
 	cuGetErrorName            func(res int32, name *unsafe.Pointer) int32
-}
-
-func (d *driver) syms() []sym {
-	return []sym{
-		{&d.cuInit, "cuInit"}, {&d.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&d.cuDeviceGet, "cuDeviceGet"},
-		{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"}, {&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
-		{&d.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&d.cuMemAlloc, "cuMemAlloc_v2"}, {&d.cuMemFree, "cuMemFree_v2"},
-		{&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"}, {&d.cuEventCreate, "cuEventCreate"}, {&d.cuEventRecord, "cuEventRecord"},
-		{&d.cuEventSynchronize, "cuEventSynchronize"}, {&d.cuEventElapsedTime, "cuEventElapsedTime"},
-		{&d.cuEventDestroy, "cuEventDestroy_v2"}, {&d.cuGetErrorName, "cuGetErrorName"},
-	}
-}
-
-// sym is a C function to bind: the Go func variable and the symbol's name.
-type sym struct {
-	fn   any
-	name string
-}
-
-// bindSyms binds every symbol from lib; a missing one is an error naming it (from: where it was
-// looked for), never a crash at the first call.
-func bindSyms(lib uintptr, from string, syms []sym) error {
-	for _, s := range syms {
-		if _, err := purego.Dlsym(lib, s.name); err != nil {
-			return fmt.Errorf("symbol %s missing from %s: %v", s.name, from, err)
-		}
-		purego.RegisterLibFunc(s.fn, lib, s.name)
-	}
-	return nil
-}
-
-// openCUDA opens libcuda.so.1.
-func openCUDA() (uintptr, error) {
-	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		return 0, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
-	}
-	return cu, nil
-}
-
-// init calls cuInit.
-func (d *driver) init() error {
-	if r := d.cuInit(0); r != 0 {
-		return fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", d.errName(r))
-	}
-	return nil
-}
-
-// api is the driver API and cuBLAS entry points the microbenchmarks use. cublasStatus_t is int32.
-type api struct {
-	driver
-	cuCtxSynchronize  func() int32
-	cuMemAllocHost    func(p *unsafe.Pointer, size uint64) int32
-	cuMemFreeHost     func(p unsafe.Pointer) int32
-	cuMemcpyHtoDAsync func(dst uint64, src unsafe.Pointer, size uint64, stream uintptr) int32
-	cuMemcpyDtoHAsync func(dst unsafe.Pointer, src uint64, size uint64, stream uintptr) int32
 
 	cublasCreate      func(h *uintptr) int32
 	cublasDestroy     func(h uintptr) int32
@@ -113,9 +62,9 @@ var cublasNames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.1
 // load opens libcuda.so.1 and a libcublas and binds every symbol; a missing library or symbol is an
 // error that names it (never a crash at the first call).
 func load() (*api, error) {
-	cu, err := openCUDA()
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
 	}
 	var blas uintptr
 	var tried []string
@@ -131,25 +80,56 @@ func load() (*api, error) {
 	if blas == 0 {
 		return nil, fmt.Errorf("cuBLAS not loadable (tried %s): install the CUDA toolkit's libcublas or add its directory to LD_LIBRARY_PATH", strings.Join(tried, ", "))
 	}
-	const from = "the CUDA libraries (driver or cuBLAS too old?)"
-	if err := bindSyms(cu, from, append(a.syms(), sym{&a.cuCtxSynchronize, "cuCtxSynchronize"}, sym{&a.cuMemAllocHost, "cuMemAllocHost_v2"},
-		sym{&a.cuMemFreeHost, "cuMemFreeHost"}, sym{&a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, sym{&a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"})); err != nil {
-		return nil, err
+	syms := []struct {
+		fn   any
+		lib  uintptr
+		name string
+	}{
+		{&a.cuInit, cu, "cuInit"},
+		{&a.cuDeviceGetByPCIBusId, cu, "cuDeviceGetByPCIBusId"},
+		{&a.cuDeviceGet, cu, "cuDeviceGet"},
+		{&a.cuDevicePrimaryCtxRetain, cu, "cuDevicePrimaryCtxRetain"},
+		{&a.cuDevicePrimaryCtxRelease, cu, "cuDevicePrimaryCtxRelease_v2"},
+		{&a.cuCtxSetCurrent, cu, "cuCtxSetCurrent"},
+		{&a.cuCtxSynchronize, cu, "cuCtxSynchronize"},
+		{&a.cuMemAlloc, cu, "cuMemAlloc_v2"},
+		{&a.cuMemFree, cu, "cuMemFree_v2"},
+		{&a.cuMemAllocHost, cu, "cuMemAllocHost_v2"},
+		{&a.cuMemFreeHost, cu, "cuMemFreeHost"},
+		{&a.cuMemcpyHtoDAsync, cu, "cuMemcpyHtoDAsync_v2"},
+		{&a.cuMemcpyDtoHAsync, cu, "cuMemcpyDtoHAsync_v2"},
+		{&a.cuMemcpyDtoDAsync, cu, "cuMemcpyDtoDAsync_v2"},
+		{&a.cuEventCreate, cu, "cuEventCreate"},
+		{&a.cuEventRecord, cu, "cuEventRecord"},
+		{&a.cuEventSynchronize, cu, "cuEventSynchronize"},
+		{&a.cuEventElapsedTime, cu, "cuEventElapsedTime"},
+		{&a.cuEventDestroy, cu, "cuEventDestroy_v2"},
+		{&a.cuGetErrorName, cu, "cuGetErrorName"},
+		{&a.cublasCreate, blas, "cublasCreate_v2"},
+		{&a.cublasDestroy, blas, "cublasDestroy_v2"},
+		{&a.cublasSetMathMode, blas, "cublasSetMathMode"},
+		{&a.cublasSgemm, blas, "cublasSgemm_v2"},
+		{&a.cublasGemmEx, blas, "cublasGemmEx"},
 	}
-	if err := bindSyms(blas, from, []sym{{&a.cublasCreate, "cublasCreate_v2"}, {&a.cublasDestroy, "cublasDestroy_v2"},
-		{&a.cublasSetMathMode, "cublasSetMathMode"}, {&a.cublasSgemm, "cublasSgemm_v2"}, {&a.cublasGemmEx, "cublasGemmEx"}}); err != nil {
-		return nil, err
+	for _, s := range syms {
+		if _, err := purego.Dlsym(s.lib, s.name); err != nil {
+			return nil, fmt.Errorf("symbol %s missing from the CUDA libraries (driver or cuBLAS too old?): %v", s.name, err)
+		}
+		purego.RegisterLibFunc(s.fn, s.lib, s.name)
 	}
-	if err := a.init(); err != nil {
-		return nil, err
+	if r := a.cuInit(0); r != 0 {
+		return nil, fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", a.errName(r))
 	}
 	return a, nil
 }
 
 // errName turns a CUresult into its name, e.g. "CUDA_ERROR_OUT_OF_MEMORY (2)".
-func (d *driver) errName(r int32) string {
+func (a *api) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
+
+// cuErrName names a CUresult through the driver's cuGetErrorName (both API tables load it).
+func cuErrName(getName func(int32, *unsafe.Pointer) int32, r int32) string {
 	var p unsafe.Pointer
-	if d.cuGetErrorName(r, &p) != 0 || p == nil {
+	if getName(r, &p) != 0 || p == nil {
 		return fmt.Sprintf("CUresult %d", r)
 	}
 	return fmt.Sprintf("%s (%d)", goString(p), r)
@@ -168,11 +148,11 @@ func goString(p unsafe.Pointer) string {
 }
 
 // cuErr wraps a failed driver call; nil for success.
-func (d *driver) cuErr(what string, r int32) error {
+func (a *api) cuErr(what string, r int32) error {
 	if r == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %s", what, d.errName(r))
+	return fmt.Errorf("%s: %s", what, a.errName(r))
 }
 
 // blasErr wraps a failed cuBLAS call (cublasStatus_t names from cublas_api.h).

@@ -91,8 +91,17 @@ type ncclAPI struct {
 
 func bindNCCL(h uintptr) (*ncclAPI, error) {
 	n := &ncclAPI{}
-	return n, bindSyms(h, "libnccl", []sym{{&n.getVersion, "ncclGetVersion"}, {&n.commInitAll, "ncclCommInitAll"}, {&n.commDestroy, "ncclCommDestroy"},
-		{&n.allReduce, "ncclAllReduce"}, {&n.groupStart, "ncclGroupStart"}, {&n.groupEnd, "ncclGroupEnd"}, {&n.errorString, "ncclGetErrorString"}})
+	for _, s := range []struct {
+		fn   any
+		name string
+	}{{&n.getVersion, "ncclGetVersion"}, {&n.commInitAll, "ncclCommInitAll"}, {&n.commDestroy, "ncclCommDestroy"},
+		{&n.allReduce, "ncclAllReduce"}, {&n.groupStart, "ncclGroupStart"}, {&n.groupEnd, "ncclGroupEnd"}, {&n.errorString, "ncclGetErrorString"}} {
+		if _, err := purego.Dlsym(h, s.name); err != nil {
+			return nil, fmt.Errorf("symbol %s missing from libnccl: %v", s.name, err)
+		}
+		purego.RegisterLibFunc(s.fn, h, s.name)
+	}
+	return n, nil
 }
 
 func (n *ncclAPI) err(what string, r int32) error {
@@ -173,13 +182,17 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 	defer runtime.UnlockOSThread()
 	a := p.a
 	n := len(gpus)
-	ends, err := p.ends(gpus)
-	if err != nil {
-		return out, err
-	}
 	devs := make([]int32, n)
-	for i, e := range ends {
-		devs[i] = e.ord
+	ends := make([]*end, n)
+	for i, g := range gpus {
+		if devs[i], err = p.ordinal(g); err != nil {
+			return out, err
+		}
+		c, err := p.context(devs[i])
+		if err != nil {
+			return out, err
+		}
+		ends[i] = &end{ord: devs[i], ctx: c}
 	}
 	comms := make([]uintptr, n)
 	if err := nc.err("ncclCommInitAll", nc.commInitAll(&comms[0], int32(n), &devs[0])); err != nil {
@@ -191,22 +204,35 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 		}
 	}()
 	maxBytes := slicesMax(sizes)
-	defer p.freeEnds(ends)
+	defer func() {
+		for _, e := range ends {
+			a.cuCtxSetCurrent(e.ctx)
+			if e.stream != 0 {
+				a.cuStreamSynchronize(e.stream)
+				a.cuStreamDestroy(e.stream)
+			}
+			for _, b := range []uint64{e.src, e.dst} {
+				if b != 0 {
+					a.cuMemFree(b)
+				}
+			}
+		}
+	}()
 	for _, e := range ends {
 		a.cuCtxSetCurrent(e.ctx)
-		if err := a.cuErr("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil {
+		if err := a.err("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil {
 			return out, err
 		}
 		for _, b := range []*uint64{&e.src, &e.dst} {
-			if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (all-reduce)", maxBytes>>20), a.cuMemAlloc(b, uint64(maxBytes))); err != nil {
+			if err := a.err(fmt.Sprintf("cuMemAlloc %d MiB (all-reduce)", maxBytes>>20), a.cuMemAlloc(b, uint64(maxBytes))); err != nil {
 				return out, err
 			}
 		}
 		// Every rank sends 1.0: the sum is n everywhere, checked below.
-		if err := a.cuErr("cuMemsetD32", a.cuMemsetD32(e.src, math.Float32bits(1), uint64(maxBytes/4))); err != nil {
+		if err := a.err("cuMemsetD32", a.cuMemsetD32(e.src, math.Float32bits(1), uint64(maxBytes/4))); err != nil {
 			return out, err
 		}
-		if err := a.cuErr("cuStreamSynchronize", a.cuStreamSynchronize(0)); err != nil {
+		if err := a.err("cuStreamSynchronize", a.cuStreamSynchronize(0)); err != nil {
 			return out, err
 		}
 	}
@@ -226,7 +252,7 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 	syncAll := func() error {
 		for _, e := range ends {
 			a.cuCtxSetCurrent(e.ctx)
-			if err := a.cuErr("cuStreamSynchronize (all-reduce)", a.cuStreamSynchronize(e.stream)); err != nil {
+			if err := a.err("cuStreamSynchronize (all-reduce)", a.cuStreamSynchronize(e.stream)); err != nil {
 				return err
 			}
 		}
@@ -270,7 +296,7 @@ func (p *Peer) checkSum(ends []*end, count uint64, want float32) error {
 		p.a.cuCtxSetCurrent(e.ctx)
 		for _, at := range []uint64{0, count - 1} {
 			var v float32
-			if err := p.a.cuErr("cuMemcpyDtoH (all-reduce check)", p.a.cuMemcpyDtoH(unsafe.Pointer(&v), e.dst+at*4, 4)); err != nil {
+			if err := p.a.err("cuMemcpyDtoH (all-reduce check)", p.a.cuMemcpyDtoH(unsafe.Pointer(&v), e.dst+at*4, 4)); err != nil {
 				return err
 			}
 			if v != want {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/ebitengine/purego"
+
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
@@ -29,34 +31,70 @@ const cudaErrorPeerAccessAlreadyEnabled = 704
 // peerAPI is the driver API the GPU-to-GPU measurements use. It loads libcuda.so.1 on its own, so a
 // host without cuBLAS still measures its links.
 type peerAPI struct {
-	driver
-	cuDeviceCanAccessPeer func(can *int32, dev, peer int32) int32
-	cuCtxEnablePeerAccess func(peer uintptr, flags uint32) int32
-	cuMemsetD32           func(dptr uint64, v uint32, n uint64) int32
-	cuMemcpyDtoH          func(dst unsafe.Pointer, src uint64, size uint64) int32
-	cuStreamCreate        func(s *uintptr, flags uint32) int32
-	cuStreamDestroy       func(s uintptr) int32
-	cuStreamSynchronize   func(s uintptr) int32
-	cuStreamWaitEvent     func(s, ev uintptr, flags uint32) int32
+	cuInit                    func(flags uint32) int32
+	cuDeviceGetByPCIBusId     func(dev *int32, busID string) int32
+	cuDeviceGet               func(dev *int32, ordinal int32) int32
+	cuDeviceCanAccessPeer     func(can *int32, dev, peer int32) int32
+	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
+	cuDevicePrimaryCtxRelease func(dev int32) int32
+	cuCtxSetCurrent           func(ctx uintptr) int32
+	cuCtxEnablePeerAccess     func(peer uintptr, flags uint32) int32
+	cuMemAlloc                func(dptr *uint64, size uint64) int32
+	cuMemFree                 func(dptr uint64) int32
+	cuMemsetD32               func(dptr uint64, v uint32, n uint64) int32
+	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, size uint64) int32
+	cuMemcpyDtoDAsync         func(dst, src uint64, size uint64, stream uintptr) int32
+	cuStreamCreate            func(s *uintptr, flags uint32) int32
+	cuStreamDestroy           func(s uintptr) int32
+	cuStreamSynchronize       func(s uintptr) int32
+	cuStreamWaitEvent         func(s, ev uintptr, flags uint32) int32
+	cuEventCreate             func(ev *uintptr, flags uint32) int32
+	cuEventRecord             func(ev uintptr, stream uintptr) int32
+	cuEventSynchronize        func(ev uintptr) int32
+	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
+	cuEventDestroy            func(ev uintptr) int32
+	cuGetErrorName            func(res int32, name *unsafe.Pointer) int32
 }
 
 func loadPeerAPI() (*peerAPI, error) {
-	cu, err := openCUDA()
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
 	}
 	a := &peerAPI{}
-	if err := bindSyms(cu, "libcuda.so.1 (driver too old?)", append(a.syms(),
-		sym{&a.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"}, sym{&a.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
-		sym{&a.cuMemsetD32, "cuMemsetD32_v2"}, sym{&a.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, sym{&a.cuStreamCreate, "cuStreamCreate"},
-		sym{&a.cuStreamDestroy, "cuStreamDestroy_v2"}, sym{&a.cuStreamSynchronize, "cuStreamSynchronize"},
-		sym{&a.cuStreamWaitEvent, "cuStreamWaitEvent"})); err != nil {
-		return nil, err
+	syms := []struct {
+		fn   any
+		name string
+	}{
+		{&a.cuInit, "cuInit"}, {&a.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&a.cuDeviceGet, "cuDeviceGet"},
+		{&a.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"}, {&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+		{&a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"}, {&a.cuCtxSetCurrent, "cuCtxSetCurrent"},
+		{&a.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"}, {&a.cuMemAlloc, "cuMemAlloc_v2"}, {&a.cuMemFree, "cuMemFree_v2"},
+		{&a.cuMemsetD32, "cuMemsetD32_v2"}, {&a.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+		{&a.cuStreamCreate, "cuStreamCreate"}, {&a.cuStreamDestroy, "cuStreamDestroy_v2"}, {&a.cuStreamSynchronize, "cuStreamSynchronize"},
+		{&a.cuStreamWaitEvent, "cuStreamWaitEvent"}, {&a.cuEventCreate, "cuEventCreate"}, {&a.cuEventRecord, "cuEventRecord"},
+		{&a.cuEventSynchronize, "cuEventSynchronize"}, {&a.cuEventElapsedTime, "cuEventElapsedTime"},
+		{&a.cuEventDestroy, "cuEventDestroy_v2"}, {&a.cuGetErrorName, "cuGetErrorName"},
 	}
-	if err := a.init(); err != nil {
-		return nil, err
+	for _, s := range syms {
+		if _, err := purego.Dlsym(cu, s.name); err != nil {
+			return nil, fmt.Errorf("symbol %s missing from libcuda.so.1 (driver too old?): %v", s.name, err)
+		}
+		purego.RegisterLibFunc(s.fn, cu, s.name)
+	}
+	if r := a.cuInit(0); r != 0 {
+		return nil, fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", a.errName(r))
 	}
 	return a, nil
+}
+
+func (a *peerAPI) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
+
+func (a *peerAPI) err(what string, r int32) error {
+	if r == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", what, a.errName(r))
 }
 
 // Peer measures GPU-to-GPU copy bandwidth and NCCL all-reduce. It holds one primary context per GPU.
@@ -81,9 +119,9 @@ func OpenPeer() (*Peer, error) {
 func (p *Peer) ordinal(g results.GPUInfo) (int32, error) {
 	var ord int32
 	if g.PCIBusID != "" {
-		return ord, p.a.cuErr("finding the CUDA device of GPU "+g.PCIBusID, p.a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID)))
+		return ord, p.a.err("finding the CUDA device of GPU "+g.PCIBusID, p.a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID)))
 	}
-	return ord, p.a.cuErr(fmt.Sprintf("finding CUDA device %d", g.Index), p.a.cuDeviceGet(&ord, int32(g.Index)))
+	return ord, p.a.err(fmt.Sprintf("finding CUDA device %d", g.Index), p.a.cuDeviceGet(&ord, int32(g.Index)))
 }
 
 // context retains (once) and returns the primary context of a CUDA device.
@@ -94,7 +132,7 @@ func (p *Peer) context(ord int32) (uintptr, error) {
 		return c, nil
 	}
 	var c uintptr
-	if err := p.a.cuErr("cuDevicePrimaryCtxRetain", p.a.cuDevicePrimaryCtxRetain(&c, ord)); err != nil {
+	if err := p.a.err("cuDevicePrimaryCtxRetain", p.a.cuDevicePrimaryCtxRetain(&c, ord)); err != nil {
 		return 0, err
 	}
 	p.ctxs[ord] = c
@@ -107,7 +145,7 @@ func (p *Peer) Close() error {
 	defer p.mu.Unlock()
 	var list []error
 	for ord := range p.ctxs {
-		list = append(list, p.a.cuErr("cuDevicePrimaryCtxRelease", p.a.cuDevicePrimaryCtxRelease(ord)))
+		list = append(list, p.a.err("cuDevicePrimaryCtxRelease", p.a.cuDevicePrimaryCtxRelease(ord)))
 	}
 	p.ctxs = map[int32]uintptr{}
 	return errors.Join(list...)
@@ -135,14 +173,22 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 	runtime.LockOSThread() // contexts are current per OS thread
 	defer runtime.UnlockOSThread()
 	a := p.a
-	ends, err := p.ends([]results.GPUInfo{ga, gb})
-	if err != nil {
-		return 0, 0, err
+	var ends [2]*end
+	for i, g := range []results.GPUInfo{ga, gb} {
+		ord, err := p.ordinal(g)
+		if err != nil {
+			return 0, 0, err
+		}
+		c, err := p.context(ord)
+		if err != nil {
+			return 0, 0, err
+		}
+		ends[i] = &end{ord: ord, ctx: c}
 	}
 	for i, e := range ends {
 		o := ends[1-i]
 		var can int32
-		if err := a.cuErr("cuDeviceCanAccessPeer", a.cuDeviceCanAccessPeer(&can, e.ord, o.ord)); err != nil {
+		if err := a.err("cuDeviceCanAccessPeer", a.cuDeviceCanAccessPeer(&can, e.ord, o.ord)); err != nil {
 			return 0, 0, err
 		}
 		if can == 0 {
@@ -162,27 +208,10 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 	if uni, err = p.timeCopies(ends[:1], ends[1:]); err != nil {
 		return 0, 0, err
 	}
-	if bi, err = p.timeCopies(ends, []*end{ends[1], ends[0]}); err != nil {
+	if bi, err = p.timeCopies(ends[:], []*end{ends[1], ends[0]}); err != nil {
 		return uni, 0, err
 	}
 	return uni, bi, nil
-}
-
-// ends finds each GPU's CUDA device and retains its primary context.
-func (p *Peer) ends(gpus []results.GPUInfo) ([]*end, error) {
-	ends := make([]*end, len(gpus))
-	for i, g := range gpus {
-		ord, err := p.ordinal(g)
-		if err != nil {
-			return nil, err
-		}
-		c, err := p.context(ord)
-		if err != nil {
-			return nil, err
-		}
-		ends[i] = &end{ord: ord, ctx: c}
-	}
-	return ends, nil
 }
 
 // prepare makes a stream and two filled buffers on one GPU (filled: copies of untouched memory can
@@ -190,22 +219,21 @@ func (p *Peer) ends(gpus []results.GPUInfo) ([]*end, error) {
 func (p *Peer) prepare(e *end) error {
 	a := p.a
 	a.cuCtxSetCurrent(e.ctx)
-	if err := a.cuErr("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil { // 1: non-blocking
+	if err := a.err("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil { // 1: non-blocking
 		return err
 	}
 	for _, buf := range []*uint64{&e.src, &e.dst} {
-		if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (peer copy)", peerBytes>>20), a.cuMemAlloc(buf, peerBytes)); err != nil {
+		if err := a.err(fmt.Sprintf("cuMemAlloc %d MiB (peer copy)", peerBytes>>20), a.cuMemAlloc(buf, peerBytes)); err != nil {
 			return err
 		}
-		if err := a.cuErr("cuMemsetD32", a.cuMemsetD32(*buf, 0x3fa5a5a5, peerBytes/4)); err != nil {
+		if err := a.err("cuMemsetD32", a.cuMemsetD32(*buf, 0x3fa5a5a5, peerBytes/4)); err != nil {
 			return err
 		}
 	}
-	return a.cuErr("cuStreamSynchronize (fill)", a.cuStreamSynchronize(0))
+	return a.err("cuStreamSynchronize (fill)", a.cuStreamSynchronize(0))
 }
 
-// freeEnds syncs and destroys each end's stream and frees its buffers.
-func (p *Peer) freeEnds(ends []*end) {
+func (p *Peer) freeEnds(ends [2]*end) {
 	for _, e := range ends {
 		if e == nil || e.ctx == 0 {
 			continue
@@ -232,15 +260,15 @@ func (p *Peer) timeCopies(from, to []*end) (float64, error) {
 		first := from[0]
 		a.cuCtxSetCurrent(first.ctx)
 		var start, stop uintptr
-		if err := a.cuErr("cuEventCreate", a.cuEventCreate(&start, 0)); err != nil {
+		if err := a.err("cuEventCreate", a.cuEventCreate(&start, 0)); err != nil {
 			return 0, err
 		}
 		defer a.cuEventDestroy(start)
-		if err := a.cuErr("cuEventCreate", a.cuEventCreate(&stop, 0)); err != nil {
+		if err := a.err("cuEventCreate", a.cuEventCreate(&stop, 0)); err != nil {
 			return 0, err
 		}
 		defer a.cuEventDestroy(stop)
-		if err := a.cuErr("cuEventRecord", a.cuEventRecord(start, first.stream)); err != nil {
+		if err := a.err("cuEventRecord", a.cuEventRecord(start, first.stream)); err != nil {
 			return 0, err
 		}
 		var others []uintptr
@@ -253,40 +281,40 @@ func (p *Peer) timeCopies(from, to []*end) (float64, error) {
 			e := from[i]
 			a.cuCtxSetCurrent(e.ctx)
 			if i > 0 {
-				if err := a.cuErr("cuStreamWaitEvent", a.cuStreamWaitEvent(e.stream, start, 0)); err != nil {
+				if err := a.err("cuStreamWaitEvent", a.cuStreamWaitEvent(e.stream, start, 0)); err != nil {
 					return 0, err
 				}
 			}
 			for k := 0; k < iters; k++ {
-				if err := a.cuErr("cuMemcpyDtoDAsync (peer)", a.cuMemcpyDtoDAsync(to[i].dst, e.src, peerBytes, e.stream)); err != nil {
+				if err := a.err("cuMemcpyDtoDAsync (peer)", a.cuMemcpyDtoDAsync(to[i].dst, e.src, peerBytes, e.stream)); err != nil {
 					return 0, err
 				}
 			}
 			if i > 0 {
 				var done uintptr
-				if err := a.cuErr("cuEventCreate", a.cuEventCreate(&done, 0)); err != nil {
+				if err := a.err("cuEventCreate", a.cuEventCreate(&done, 0)); err != nil {
 					return 0, err
 				}
 				others = append(others, done)
-				if err := a.cuErr("cuEventRecord", a.cuEventRecord(done, e.stream)); err != nil {
+				if err := a.err("cuEventRecord", a.cuEventRecord(done, e.stream)); err != nil {
 					return 0, err
 				}
 			}
 		}
 		a.cuCtxSetCurrent(first.ctx)
 		for _, ev := range others {
-			if err := a.cuErr("cuStreamWaitEvent", a.cuStreamWaitEvent(first.stream, ev, 0)); err != nil {
+			if err := a.err("cuStreamWaitEvent", a.cuStreamWaitEvent(first.stream, ev, 0)); err != nil {
 				return 0, err
 			}
 		}
-		if err := a.cuErr("cuEventRecord", a.cuEventRecord(stop, first.stream)); err != nil {
+		if err := a.err("cuEventRecord", a.cuEventRecord(stop, first.stream)); err != nil {
 			return 0, err
 		}
-		if err := a.cuErr("cuEventSynchronize (a peer copy failed)", a.cuEventSynchronize(stop)); err != nil {
+		if err := a.err("cuEventSynchronize (a peer copy failed)", a.cuEventSynchronize(stop)); err != nil {
 			return 0, err
 		}
 		var ms float32
-		if err := a.cuErr("cuEventElapsedTime", a.cuEventElapsedTime(&ms, start, stop)); err != nil {
+		if err := a.err("cuEventElapsedTime", a.cuEventElapsedTime(&ms, start, stop)); err != nil {
 			return 0, err
 		}
 		if ms <= 0 {
