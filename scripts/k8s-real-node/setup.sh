@@ -270,6 +270,8 @@ stop() {
   [ -d /var/log/containers ] && find /var/log/containers -maxdepth 1 -type l -lname "$C/*" -delete
   if [ -f "$C/created" ]; then local f; while read -r f; do [ -n "$f" ] && rm -rf "$f"; done < "$C/created"; fi
   rm -f "$C/pvdirs.before" "$C/pvdir.created" "$C/created"
+  # A shim whose containers are gone outlives its containerd (ours: it serves our socket alone).
+  pkill -f "containerd-shim-runc-v2 -namespace k8s.io -id .* -address $SOCK" 2>/dev/null && sleep 1
   local left=""
   for h in /sys/fs/cgroup/*/; do [ -d "$h$CG" ] && left+=" cgroup:$h$CG"; done
   pgrep -f "containerd-shim-runc-v2 -namespace k8s.io -id .* -address $SOCK" >/dev/null && left+=" shims"
