@@ -237,7 +237,7 @@ func run(ctx context.Context, plan *config.Plan, b Backend, r RunInfo, start tim
 		st.judging(s)
 	}
 	if err := judge.Fleet(s, plan); err != nil {
-		s.Error = JoinErr(s.Error, "judge: "+err.Error())
+		s.Error = results.JoinErr(s.Error, "judge: "+err.Error())
 		s.Status = results.StatusFailed
 	}
 	return s, outs, nil
@@ -352,6 +352,6 @@ func markInterrupted(s *results.Summary, outs []Outcome) {
 			}
 		}
 	}
-	s.Error = JoinErr(s.Error, "interrupted: results are partial")
+	s.Error = results.JoinErr(s.Error, "interrupted: results are partial")
 	s.Status = results.StatusInterrupted
 }

@@ -23,14 +23,14 @@ func Merge(base *results.Summary, outs []Outcome, skipped []results.SkippedHost,
 		for i := range hosts {
 			h := &hosts[i]
 			if o.Err != nil {
-				h.Error = JoinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
+				h.Error = results.JoinErr(h.Error, fmt.Sprintf("%s failed: %v", o.Phase, o.Err))
 				h.Status = results.StatusFailed
 				if d := results.DisruptionOf(o.Err); d != "" { // not the host's: the judge makes it inconclusive
 					h.Disruption, h.Status = d, results.StatusInconclusive
 				}
 			}
 			if why := shortfall(*h, o.ExpectGPUs); why != "" {
-				h.Error = JoinErr(h.Error, why)
+				h.Error = results.JoinErr(h.Error, why)
 				h.Status = results.StatusFailed
 			}
 		}
@@ -74,7 +74,7 @@ func hostsOf(o Outcome) []results.Host {
 			hosts[i].Name = o.Host + "/" + hosts[i].Name
 		}
 		if o.Summary.Error != "" {
-			hosts[i].Error = JoinErr(hosts[i].Error, o.Summary.Error)
+			hosts[i].Error = results.JoinErr(hosts[i].Error, o.Summary.Error)
 			hosts[i].Status = results.StatusFailed
 		}
 	}
@@ -110,15 +110,4 @@ func mergeMeta(dst *results.Meta, src results.Meta) {
 			dst.Thresholds[k] = v
 		}
 	}
-}
-
-// JoinErr joins two error texts with "; ", either of them possibly empty.
-func JoinErr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	if b == "" {
-		return a
-	}
-	return a + "; " + b
 }

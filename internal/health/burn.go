@@ -43,7 +43,7 @@ func runBurn(ctx context.Context, src gpu.Source, bench BenchRunner, gh *results
 				b.Error = fmt.Sprintf("burn stopped after %.0f s: %v", time.Since(start).Seconds(), res.err)
 			}
 			if sampleErr != nil && len(b.Samples) == 0 {
-				b.Error = joinErr(b.Error, fmt.Sprintf("no telemetry during the burn: %v", sampleErr))
+				b.Error = results.JoinErr(b.Error, fmt.Sprintf("no telemetry during the burn: %v", sampleErr))
 			}
 			Summarise(b)
 			return b
@@ -57,13 +57,6 @@ func runBurn(ctx context.Context, src gpu.Source, bench BenchRunner, gh *results
 			b.Samples = append(b.Samples, s)
 		}
 	}
-}
-
-func joinErr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
 }
 
 // Summarise fills the burn's power mean/max, minimum SM clock, maximum temperature and the clock-event

@@ -149,7 +149,7 @@ func (f *Fleet) finishBaremetal(s *results.Summary) {
 		if why, bad := bm.failed[node]; bad {
 			msg := node + ": " + why
 			s.Caveats = append(s.Caveats, msg)
-			s.Error = fleet.JoinErr(s.Error, msg)
+			s.Error = results.JoinErr(s.Error, msg)
 			s.Status = results.StatusFailed
 		}
 	}

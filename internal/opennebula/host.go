@@ -267,14 +267,14 @@ func Combine(s *results.Summary, hostOf map[string]string) {
 			dst.Models[k].Flags = append(dst.Models[k].Flags, m.Flags...)
 			dst.Models[k].Status = results.Worse(dst.Models[k].Status, m.Status)
 			if m.Error != "" {
-				dst.Models[k].Error = fleet.JoinErr(dst.Models[k].Error, m.Error)
+				dst.Models[k].Error = results.JoinErr(dst.Models[k].Error, m.Error)
 			}
 		}
 		dst.VMs = append(dst.VMs, h.VMs...)
 		dst.Flags = append(dst.Flags, h.Flags...)
 		dst.Status = results.Worse(dst.Status, h.Status)
 		if h.Error != "" {
-			dst.Error = fleet.JoinErr(dst.Error, h.Name+": "+h.Error)
+			dst.Error = results.JoinErr(dst.Error, h.Name+": "+h.Error)
 		}
 	}
 	s.Hosts = out

@@ -70,7 +70,7 @@ func (r *run) judge() {
 		return r.deps.Judge(r.sum, r.plan)
 	})
 	if err != nil {
-		r.sum.Error = joinErr(r.sum.Error, "judge: "+err.Error())
+		r.sum.Error = results.JoinErr(r.sum.Error, "judge: "+err.Error())
 		r.sum.Status = results.StatusFailed
 	}
 	rollup(r.sum)
@@ -90,13 +90,6 @@ func rungNotes(s *results.Summary) []string {
 		}
 	}
 	return out
-}
-
-func joinErr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
 }
 
 // rollup raises every status to at least the worst of what it contains (it never lowers one the
@@ -141,7 +134,7 @@ func (r *run) finish(ctx context.Context) {
 	r.sum.FinishedAt = time.Now().UTC()
 	r.sum.Timing.TotalSeconds = r.sum.FinishedAt.Sub(r.sum.StartedAt).Seconds()
 	if ctx.Err() != nil {
-		r.sum.Error = joinErr(r.sum.Error, "interrupted ("+context.Cause(ctx).Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
+		r.sum.Error = results.JoinErr(r.sum.Error, "interrupted ("+context.Cause(ctx).Error()+"): "+interruptedWhat(r.sum)+"; results are partial")
 		r.sum.Status = results.StatusInterrupted
 	} else {
 		r.sum.Complete = true

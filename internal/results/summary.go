@@ -485,3 +485,11 @@ func ReplaceFile(path string, write func(io.Writer) error) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// JoinErr adds error text b to a (a result's Error field), "; " between them, either may be "".
+func JoinErr(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
+}

@@ -143,7 +143,7 @@ func (f Fleet) Finish(s *results.Summary) {
 			h.Prep = r
 			if r.RestoreError != "" {
 				// Loud: a node without vfio on its GPUs cannot serve passthrough VMs.
-				h.Error = fleet.JoinErr(h.Error, r.RestoreError)
+				h.Error = results.JoinErr(h.Error, r.RestoreError)
 				s.Caveats = append(s.Caveats, name+": "+r.RestoreError)
 			}
 			if len(r.Left) > 0 {
