@@ -58,8 +58,8 @@ func renderInventory(w io.Writer, h *results.Health) {
 		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%.1f GiB\tgen%d x%d / gen%d x%d\t%s / %s\t%s / %s\t%s\t%s / %s\t%s\t%s (%#x)\n",
 			g.Index, g.Name, g.PCIBusID, numa, float64(g.MemoryTotalMiB)/1024,
 			g.PCIe.GenCurrent, g.PCIe.WidthCurrent, g.PCIe.GenMax, g.PCIe.WidthMax,
-			ptr(g.PowerDrawW, "%.0f W"), ptr(g.PowerLimitW, "%.0f W"), ptr(g.SMClockMHz, "%d"), ptr(g.MaxSMClockMHz, "%d MHz"),
-			ptr(g.TemperatureC, "%d °C"), ptr(g.ECC.VolatileUncorrected, "%d"), ptr(g.ECC.AggregateUncorrected, "%d"), remap, ev, g.ClockEvents.Mask)
+			fmtOrDash(g.PowerDrawW, "%.0f W"), fmtOrDash(g.PowerLimitW, "%.0f W"), fmtOrDash(g.SMClockMHz, "%d"), fmtOrDash(g.MaxSMClockMHz, "%d MHz"),
+			fmtOrDash(g.TemperatureC, "%d °C"), fmtOrDash(g.ECC.VolatileUncorrected, "%d"), fmtOrDash(g.ECC.AggregateUncorrected, "%d"), remap, ev, g.ClockEvents.Mask)
 	}
 	t.Flush()
 	t = Columns(w)
@@ -251,8 +251,8 @@ func bptr(b *bool) string {
 	return yesNo(*b)
 }
 
-// ptr is *p in format, "-" for nil.
-func ptr[T any](p *T, format string) string {
+// fmtOrDash is *p in format, "-" for nil.
+func fmtOrDash[T any](p *T, format string) string {
 	if p == nil {
 		return "-"
 	}

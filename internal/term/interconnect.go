@@ -68,7 +68,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 			t := Columns(w)
 			fmt.Fprintln(t, "SIZE\tTIME µs\tALGBW GB/s\tBUSBW GB/s\tRATIO (of "+peakText(ar.PeakGBps)+" per GPU)")
 			for _, s := range ar.Sizes {
-				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", results.SizeText(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, ptr(s.BusBWRatio, "%.2f"))
+				fmt.Fprintf(t, "%s\t%.1f\t%.1f\t%.1f\t%s\n", results.SizeText(s.Bytes), s.TimeUs, s.AlgBWGBps, s.BusBWGBps, fmtOrDash(s.BusBWRatio, "%.2f"))
 			}
 			t.Flush()
 		}
@@ -148,5 +148,5 @@ func pairFigure(f *results.PairFigure) (gbps, ratio string) {
 	if f == nil {
 		return "—", "—"
 	}
-	return fmt.Sprintf("%.1f", f.GBps), ptr(f.Ratio, "%.2f")
+	return fmt.Sprintf("%.1f", f.GBps), fmtOrDash(f.Ratio, "%.2f")
 }
