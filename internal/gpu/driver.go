@@ -49,7 +49,9 @@ func recoveryFromNVML(v uint64) string {
 	return fmt.Sprintf("NVML recovery action %d", v)
 }
 
-// fieldUint reads an unsigned NVML field value of any width.
+// fieldUint reads an integer NVML field value of any width (false: a double, or a type NVML added
+// since). unsigned long is 64 bits wide on Linux (LP64), where gpuvet reads NVML: read as 32 bits, a
+// counter past 2^32 would wrap.
 func fieldUint(f nvml.FieldValue) (uint64, bool) {
 	switch nvml.ValueType(f.ValueType) {
 	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_SIGNED_INT:

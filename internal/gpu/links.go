@@ -121,7 +121,7 @@ func (s *nvmlSource) linkSpeed(d nvml.Device, l, version int) float64 {
 		for _, fv := range []nvml.FieldValue{{FieldId: nvml.FI_DEV_NVLINK_GET_SPEED, ScopeId: uint32(l)}, {FieldId: nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON}} {
 			vals := []nvml.FieldValue{fv}
 			if d.GetFieldValues(vals) == nvml.SUCCESS && nvml.Return(vals[0].NvmlReturn) == nvml.SUCCESS {
-				if mbps := FieldNumber(vals[0]); mbps > 0 {
+				if mbps := fieldNumber(vals[0]); mbps > 0 {
 					return mbps / 1000
 				}
 			}
@@ -130,24 +130,19 @@ func (s *nvmlSource) linkSpeed(d nvml.Device, l, version int) float64 {
 	return linkGBpsByVersion[version]
 }
 
-// FieldNumber decodes an NVML field value by its type.
-func FieldNumber(fv nvml.FieldValue) float64 {
+// fieldNumber decodes an NVML field value (nvmlValue_t, a C union) by its type.
+func fieldNumber(fv nvml.FieldValue) float64 {
 	v := fv.Value[:]
 	switch nvml.ValueType(fv.ValueType) {
 	case nvml.VALUE_TYPE_DOUBLE:
 		return math.Float64frombits(binary.LittleEndian.Uint64(v))
-	case nvml.VALUE_TYPE_UNSIGNED_INT, nvml.VALUE_TYPE_UNSIGNED_LONG:
-		return float64(binary.LittleEndian.Uint32(v))
-	case nvml.VALUE_TYPE_UNSIGNED_LONG_LONG:
-		return float64(binary.LittleEndian.Uint64(v))
 	case nvml.VALUE_TYPE_SIGNED_LONG_LONG:
 		return float64(int64(binary.LittleEndian.Uint64(v)))
 	case nvml.VALUE_TYPE_SIGNED_INT:
 		return float64(int32(binary.LittleEndian.Uint32(v)))
-	case nvml.VALUE_TYPE_UNSIGNED_SHORT:
-		return float64(binary.LittleEndian.Uint16(v))
 	}
-	return 0
+	u, _ := fieldUint(fv)
+	return float64(u)
 }
 
 // linkErrors reads a link's replay, recovery and CRC counters through NVML's per-link fields, as
@@ -159,7 +154,10 @@ func (s *nvmlSource) linkErrors(d nvml.Device, l int, notes *[]string) *results.
 		fv := []nvml.FieldValue{{FieldId: nvml.FI_DEV_NVLINK_ERROR_DL_REPLAY, ScopeId: uint32(l)},
 			{FieldId: nvml.FI_DEV_NVLINK_ERROR_DL_RECOVERY, ScopeId: uint32(l)}, {FieldId: nvml.FI_DEV_NVLINK_ERROR_DL_CRC, ScopeId: uint32(l)}}
 		if d.GetFieldValues(fv) == nvml.SUCCESS && allOK(fv) {
-			return &results.LinkErrors{Replay: uint64(FieldNumber(fv[0])), Recovery: uint64(FieldNumber(fv[1])), CRC: uint64(FieldNumber(fv[2]))}
+			replay, _ := fieldUint(fv[0])
+			recovery, _ := fieldUint(fv[1])
+			crc, _ := fieldUint(fv[2])
+			return &results.LinkErrors{Replay: replay, Recovery: recovery, CRC: crc}
 		}
 	}
 	if !s.has("nvmlDeviceGetNvLinkErrorCounter") {

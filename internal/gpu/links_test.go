@@ -1,8 +1,10 @@
 package gpu
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -309,5 +311,37 @@ func TestNVMLInterconnectPCIeOnly(t *testing.T) {
 	}
 	if len(ic.Links) != 0 || len(ic.Pairs) != 28 || ic.Pairs[0].Path != "SYS" || ic.Pairs[0].P2P != "disabled by a driver registry key" || !results.PathIsPCIe(ic.Pairs[0].Path) {
 		t.Errorf("links %d, pair 0: %+v", len(ic.Links), ic.Pairs[0])
+	}
+}
+
+// Every NVML value type decodes at its full width: unsigned long is 64 bits on Linux, so a counter
+// past 2^32 read as 32 bits would come back small (5e9 as 705,032,704).
+func TestFieldValueTypes(t *testing.T) {
+	put := func(typ nvml.ValueType, bits uint64) nvml.FieldValue {
+		fv := nvml.FieldValue{ValueType: uint32(typ)}
+		binary.LittleEndian.PutUint64(fv.Value[:], bits)
+		return fv
+	}
+	neg := int64(-3)
+	for _, c := range []struct {
+		fv     nvml.FieldValue
+		number float64
+		uint   uint64
+		isUint bool
+	}{
+		{put(nvml.VALUE_TYPE_UNSIGNED_LONG, 5e9), 5e9, 5e9, true},
+		{put(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, 5e9), 5e9, 5e9, true},
+		{put(nvml.VALUE_TYPE_UNSIGNED_INT, 1<<32|7), 7, 7, true},
+		{put(nvml.VALUE_TYPE_UNSIGNED_SHORT, 1<<16|9), 9, 9, true},
+		{put(nvml.VALUE_TYPE_SIGNED_LONG_LONG, uint64(neg)), -3, uint64(neg), true},
+		{put(nvml.VALUE_TYPE_SIGNED_INT, uint64(uint32(int32(neg)))), -3, uint64(uint32(int32(neg))), true},
+		{put(nvml.VALUE_TYPE_DOUBLE, math.Float64bits(53.125)), 53.125, 0, false},
+	} {
+		if got := fieldNumber(c.fv); got != c.number {
+			t.Errorf("type %d: fieldNumber %v, want %v", c.fv.ValueType, got, c.number)
+		}
+		if got, ok := fieldUint(c.fv); got != c.uint || ok != c.isUint {
+			t.Errorf("type %d: fieldUint %d %v, want %d %v", c.fv.ValueType, got, ok, c.uint, c.isUint)
+		}
 	}
 }
