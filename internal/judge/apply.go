@@ -372,7 +372,7 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 		JudgeGate(g.spec(results.ThMinThroughputReqS), sustainedMeasure(l), n),
 		JudgeGate(aicrThr, concThroughput(conc, l), n),
 		JudgeGate(aicrTTFT,
-			distMeasure(conc, RunConcurrency, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get("ttft_p99_ms") }, p99, false, l), n),
+			distMeasure(conc, RunConcurrency, concTTFT, p99, false, l), n),
 	}
 	rungUndecided(vs[0:2], sync, "was", sync.CutReason())
 	rungUndecided(vs[4:5], conc, "was", conc.CutReason())
@@ -525,7 +525,7 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s")}, r)}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s"), Window: r.WindowSeconds}, r)}
 }
 
 // PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
@@ -550,6 +550,7 @@ func throughputFigure(l *results.Load, v float64) compare.Figure {
 		// Throughput counts every token streamed in the window: the requests behind it are those
 		// that streamed, complete or not (older summaries have only the successful count).
 		f.Samples = max(r.Requests.Successful, r.Requests.Streamed)
+		f.Window = r.WindowSeconds
 		f.ClientLimited = f.ClientLimited || r.ClientLimited
 		f = withCPU(f, r)
 		if ci := r.CI.Get("output_tok_s"); ci != nil && r.OutputTokS > 0 {
@@ -602,19 +603,24 @@ var LLMMetrics = []LLMMetric{
 		m.ReqS = l.SustainedReqS
 		return m.Figure, m.Present
 	}},
-	{MetricConcTTFTP99, false, true, func(l *results.Load) (compare.Figure, bool) {
-		r := FindRun(l, RunConcurrency)
-		if r == nil || r.TTFT.Count == 0 {
-			return compare.Figure{}, false
-		}
-		return withCPU(compare.Figure{Value: p99.of(r.TTFT), CI: r.CI.Get("ttft_p99_ms"), Samples: requests(r, r.TTFT), ClientLimited: clientLimited(r, l), Tail: p99.tail}, r), true
-	}},
+	{MetricConcTTFTP99, false, true, runDist(RunConcurrency, p99, concTTFT)},
+}
+
+// concTTFT is the concurrency run's TTFT with the interval of its p99.
+func concTTFT(r *results.Run) (results.Dist, *results.Interval) {
+	return r.TTFT, r.CI.Get(MetricTTFTP99)
 }
 
 // syncDist reads a percentile of a sync-run distribution.
 func syncDist(pick percentile, get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
+	return runDist(RunSynchronous, pick, get)
+}
+
+// runDist reads a percentile of a distribution of the load's run of the kind, with its window (what
+// a "needs more requests" says as a duration).
+func runDist(kind string, pick percentile, get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
 	return func(l *results.Load) (compare.Figure, bool) {
-		m := distMeasure(FindRun(l, RunSynchronous), RunSynchronous, get, pick, false, l)
+		m := distMeasure(FindRun(l, kind), kind, get, pick, false, l)
 		return m.Figure, m.Present
 	}
 }

@@ -736,3 +736,26 @@ func TestApplyGateOfAStarvedEngine(t *testing.T) {
 		}
 	}
 }
+
+// Every per-request figure of the compared metrics carries its rung's window, so that a "needs more
+// requests" against a baseline also says how long a load would give them (the concurrency run's TTFT
+// p99 and the throughput figures once carried none).
+func TestLLMMetricsCarryTheirWindow(t *testing.T) {
+	d := results.Dist{Count: 10, P50: 10, P95: 20, P99: 30}
+	l := &results.Load{SustainedReqS: 2, Runs: []results.Run{
+		{Kind: RunSynchronous, Concurrency: 1, WindowSeconds: 12, Requests: results.RequestCounts{Successful: 10}, TTFT: d, ITL: d, TPOT: d},
+		{Kind: RunConcurrency, Concurrency: 64, WindowSeconds: 12, Requests: results.RequestCounts{Successful: 10}, TTFT: d, OutputTokS: 100},
+	}}
+	for _, m := range LLMMetrics {
+		f, ok := m.Get(l)
+		if !ok || f.Samples == 0 {
+			continue // not measured here, or not a per-request figure
+		}
+		if f.Window != 12 {
+			t.Errorf("%s: window %v, want the rung's 12 s", m.Name, f.Window)
+		}
+	}
+	if f, ok := LLMMetrics[len(LLMMetrics)-1].Get(l); !ok || f.Value != 30 {
+		t.Fatalf("%s: %+v %v, want the concurrency run's TTFT p99 30", LLMMetrics[len(LLMMetrics)-1].Name, f, ok)
+	}
+}
