@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/pipeline"
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/term"
 )
 
 // fullProfile is the seed's shared load profile on the simulator: the five load keys the simulator
@@ -180,6 +180,6 @@ func (r *result) print(mode string, k, n int) {
 	}
 	atOnce := fmt.Sprint(s.Meta.ParallelGPUs)
 	fmt.Printf("%-7s %-7s %-9s %9s %9s %11s %10.2f %6.1f ms %10s %11s  %s\n", mode, atOnce, fmt.Sprintf("%d of %d", k, n),
-		term.Seconds(health), term.Seconds(models)+est, term.Seconds(total)+est, r.cpu.Seconds()/r.wall.Seconds(),
+		fleetview.Seconds(health), fleetview.Seconds(models)+est, fleetview.Seconds(total)+est, r.cpu.Seconds()/r.wall.Seconds(),
 		lag, fmt.Sprintf("%d/%d", sat, sweeps), fmt.Sprintf("%d/%d", limited, rungs), s.Status)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -412,6 +413,18 @@ func ByHost(s *results.Summary, lines []string) (whats []string, hosts map[strin
 		}
 	}
 	return whats, hosts
+}
+
+// Seconds writes a wall time for people, the same on every surface: "0.4 s", "12 s", "4m58s"
+// (rounded: 75.7 s is 1m16s).
+func Seconds(s float64) string {
+	switch {
+	case s < 10:
+		return fmt.Sprintf("%.1f s", s)
+	case s < 60:
+		return fmt.Sprintf("%.0f s", s)
+	}
+	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
 }
 
 // Thousands writes an integer's digits with thousands separators: "7992" -> "7,992".

@@ -2,8 +2,8 @@ package report
 
 import (
 	"fmt"
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"strings"
-	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -16,7 +16,7 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 	if t == nil || len(t.Phases) == 0 {
 		return nil
 	}
-	out := []kv{{"Total", secs(t.TotalSeconds)}}
+	out := []kv{{"Total", fleetview.Seconds(t.TotalSeconds)}}
 	for _, p := range t.Phases {
 		out = append(out, kv{"Phase " + p.Phase, withSchedule(p)})
 	}
@@ -41,8 +41,8 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 			for _, e := range m.Endpoints {
 				if et := e.Timing; et != nil {
 					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, gpuLabel(e.GPUs))),
-						fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", secs(et.TotalSeconds), secs(et.ServeSeconds),
-							secs(et.WarmupSeconds), secs(et.LoadSeconds), secs(et.FunctionalSeconds))})
+						fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", fleetview.Seconds(et.TotalSeconds), fleetview.Seconds(et.ServeSeconds),
+							fleetview.Seconds(et.WarmupSeconds), fleetview.Seconds(et.LoadSeconds), fleetview.Seconds(et.FunctionalSeconds))})
 				}
 			}
 		}
@@ -59,18 +59,7 @@ func label(s *results.Summary, host, what string) string {
 
 func withSchedule(p results.PhaseTime) string {
 	if p.Schedule == "" {
-		return secs(p.Seconds)
+		return fleetview.Seconds(p.Seconds)
 	}
-	return secs(p.Seconds) + " (" + p.Schedule + ")"
-}
-
-// secs writes a wall time for people: "0.4 s", "12 s", "4m58s".
-func secs(s float64) string {
-	switch {
-	case s < 10:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 60:
-		return fmt.Sprintf("%.0f s", s)
-	}
-	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
+	return fleetview.Seconds(p.Seconds) + " (" + p.Schedule + ")"
 }

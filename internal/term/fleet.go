@@ -143,7 +143,7 @@ func fleetPrep(s *results.Summary) []string {
 func fleetTiming(s *results.Summary) []string {
 	var out []string
 	if t := s.Timing; t != nil && len(t.Phases) > 0 {
-		out = append(out, "total "+Seconds(t.TotalSeconds)+": "+phaseList(t.Phases))
+		out = append(out, "total "+fleetview.Seconds(t.TotalSeconds)+": "+phaseList(t.Phases))
 	}
 	var total []float64
 	for _, h := range s.Hosts {
@@ -160,7 +160,7 @@ func fleetTiming(s *results.Summary) []string {
 		}
 	}
 	if len(total) > 0 {
-		out = append(out, fmt.Sprintf("slowest engine per node: %s to %s over %s nodes (each engine's time: summary.json)", Seconds(slices.Min(total)), Seconds(slices.Max(total)), Count(len(total))))
+		out = append(out, fmt.Sprintf("slowest engine per node: %s to %s over %s nodes (each engine's time: summary.json)", fleetview.Seconds(slices.Min(total)), fleetview.Seconds(slices.Max(total)), Count(len(total))))
 	}
 	return out
 }

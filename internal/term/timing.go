@@ -2,8 +2,8 @@ package term
 
 import (
 	"fmt"
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"strings"
-	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -15,7 +15,7 @@ func timeToVetLines(s *results.Summary) []string {
 	if t == nil || len(t.Phases) == 0 {
 		return nil
 	}
-	out := []string{"total " + Seconds(t.TotalSeconds) + ": " + phaseList(t.Phases)}
+	out := []string{"total " + fleetview.Seconds(t.TotalSeconds) + ": " + phaseList(t.Phases)}
 	for _, h := range s.Hosts {
 		if h.Health != nil && len(h.Health.Timing) > 0 {
 			out = append(out, "health steps: "+phaseList(h.Health.Timing))
@@ -32,7 +32,7 @@ func timeToVetLines(s *results.Summary) []string {
 				}
 				et := e.Timing
 				out = append(out, fmt.Sprintf("%s on gpu %s: %s (serve %s, warm-up %s, load %s, API suite %s)", m.Model, GPUList(e.GPUs),
-					Seconds(et.TotalSeconds), Seconds(et.ServeSeconds), Seconds(et.WarmupSeconds), Seconds(et.LoadSeconds), Seconds(et.FunctionalSeconds)))
+					fleetview.Seconds(et.TotalSeconds), fleetview.Seconds(et.ServeSeconds), fleetview.Seconds(et.WarmupSeconds), fleetview.Seconds(et.LoadSeconds), fleetview.Seconds(et.FunctionalSeconds)))
 			}
 		}
 	}
@@ -42,21 +42,10 @@ func timeToVetLines(s *results.Summary) []string {
 func phaseList(ps []results.PhaseTime) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
-		parts[i] = p.Phase + " " + Seconds(p.Seconds)
+		parts[i] = p.Phase + " " + fleetview.Seconds(p.Seconds)
 		if p.Schedule != "" {
 			parts[i] += " (" + p.Schedule + ")"
 		}
 	}
 	return strings.Join(parts, " · ")
-}
-
-// Seconds writes a wall time for people: "0.4 s", "12 s", "4m58s".
-func Seconds(s float64) string {
-	switch {
-	case s < 10:
-		return fmt.Sprintf("%.1f s", s)
-	case s < 60:
-		return fmt.Sprintf("%.0f s", s)
-	}
-	return (time.Duration(s) * time.Second).Round(time.Second).String()
 }
