@@ -34,9 +34,9 @@ func (s *nvmlSource) Counts(i int) (ErrorCounts, error) {
 		typ nvml.MemoryErrorType
 	}{{&c.ECCCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED}, {&c.ECCUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED}} {
 		get(s, &notes, "nvmlDeviceGetTotalEccErrors", func() (uint64, nvml.Return) { return d.GetTotalEccErrors(x.typ, nvml.VOLATILE_ECC) },
-			func(n uint64) { *x.dst = ptr(int64(n)) })
+			func(n uint64) { *x.dst = new(int64(n)) })
 	}
-	get(s, &notes, "nvmlDeviceGetPcieReplayCounter", d.GetPcieReplayCounter, func(n int) { c.PCIeReplays = ptr(int64(n)) })
+	get(s, &notes, "nvmlDeviceGetPcieReplayCounter", d.GetPcieReplayCounter, func(n int) { c.PCIeReplays = new(int64(n)) })
 	c.XIDs = s.xidsOf(i)
 	c.Note = strings.Join(dedupe(notes), "; ")
 	return c, nil

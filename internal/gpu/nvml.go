@@ -146,18 +146,18 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 	})
 	get(s, &notes, "nvmlDeviceGetArchitecture", d.GetArchitecture, func(a nvml.DeviceArchitecture) { g.Architecture = archName(a) })
 	get(s, &notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) {
-		g.MemoryTotalMiB, g.MemoryUsedMiB = int64(m.Total>>20), ptr(int64(m.Used>>20))
+		g.MemoryTotalMiB, g.MemoryUsedMiB = int64(m.Total>>20), new(int64(m.Used>>20))
 	})
 	s.pcie(d, &g, &notes)
-	get(s, &notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { g.PowerLimitW = ptr(float64(mw) / 1000) })
-	get(s, &notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { g.PowerDrawW = ptr(float64(mw) / 1000) })
+	get(s, &notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { g.PowerLimitW = new(float64(mw) / 1000) })
+	get(s, &notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { g.PowerDrawW = new(float64(mw) / 1000) })
 	get(s, &notes, "nvmlDeviceGetMaxClockInfo", func() (uint32, nvml.Return) { return d.GetMaxClockInfo(nvml.CLOCK_SM) },
-		func(c uint32) { g.MaxSMClockMHz = ptr(int(c)) })
+		func(c uint32) { g.MaxSMClockMHz = new(int(c)) })
 	get(s, &notes, "nvmlDeviceGetClockInfo", func() (uint32, nvml.Return) { return d.GetClockInfo(nvml.CLOCK_SM) },
-		func(c uint32) { g.SMClockMHz = ptr(int(c)) })
+		func(c uint32) { g.SMClockMHz = new(int(c)) })
 	get(s, &notes, "nvmlDeviceGetTemperature", func() (uint32, nvml.Return) { return d.GetTemperature(nvml.TEMPERATURE_GPU) },
-		func(t uint32) { g.TemperatureC = ptr(int(t)) })
-	get(s, &notes, "nvmlDeviceGetPersistenceMode", d.GetPersistenceMode, func(m nvml.EnableState) { g.Persistence = ptr(m == nvml.FEATURE_ENABLED) })
+		func(t uint32) { g.TemperatureC = new(int(t)) })
+	get(s, &notes, "nvmlDeviceGetPersistenceMode", d.GetPersistenceMode, func(m nvml.EnableState) { g.Persistence = new(m == nvml.FEATURE_ENABLED) })
 	s.ecc(d, &g, &notes)
 	s.recoveryAction(d, &g, &notes)
 	s.fabric(d, &g, &notes)
@@ -180,13 +180,13 @@ func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	s.call(notes, "nvmlDeviceGetEccMode", func() nvml.Return {
 		cur, _, r := d.GetEccMode()
 		if r == nvml.SUCCESS {
-			g.ECCEnabled = ptr(cur == nvml.FEATURE_ENABLED)
+			g.ECCEnabled = new(cur == nvml.FEATURE_ENABLED)
 		}
 		return r
 	})
 	counter := func(dst **int64, typ nvml.MemoryErrorType, ct nvml.EccCounterType) {
 		get(s, notes, "nvmlDeviceGetTotalEccErrors", func() (uint64, nvml.Return) { return d.GetTotalEccErrors(typ, ct) },
-			func(n uint64) { *dst = ptr(int64(n)) })
+			func(n uint64) { *dst = new(int64(n)) })
 	}
 	if g.ECCEnabled != nil && *g.ECCEnabled {
 		counter(&g.ECC.VolatileUncorrected, nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC)
@@ -195,7 +195,7 @@ func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 		counter(&g.ECC.AggregateCorrected, nvml.MEMORY_ERROR_TYPE_CORRECTED, nvml.AGGREGATE_ECC)
 	}
 	get(s, notes, "nvmlDeviceGetRetiredPagesPendingStatus", d.GetRetiredPagesPendingStatus,
-		func(st nvml.EnableState) { g.RetiredPagesPending = ptr(st == nvml.FEATURE_ENABLED) })
+		func(st nvml.EnableState) { g.RetiredPagesPending = new(st == nvml.FEATURE_ENABLED) })
 	s.call(notes, "nvmlDeviceGetRemappedRows", func() nvml.Return {
 		corr, unc, pend, fail, r := d.GetRemappedRows()
 		if r == nvml.SUCCESS {
@@ -355,5 +355,3 @@ func cString(b []int8) string {
 	}
 	return string(out)
 }
-
-func ptr[T any](v T) *T { return &v }

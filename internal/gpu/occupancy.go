@@ -43,10 +43,10 @@ func (s *nvmlSource) Occupancy(i int) (results.Occupancy, error) {
 			}
 		})
 	}
-	get(s, &o.Notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) { o.MemoryUsedMiB = ptr(int64(m.Used >> 20)) })
-	get(s, &o.Notes, "nvmlDeviceGetUtilizationRates", d.GetUtilizationRates, func(u nvml.Utilization) { o.UtilPct = ptr(int(u.Gpu)) })
-	get(s, &o.Notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { o.PowerW = ptr(float64(mw) / 1000) })
-	get(s, &o.Notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { o.PowerLimitW = ptr(float64(mw) / 1000) })
+	get(s, &o.Notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) { o.MemoryUsedMiB = new(int64(m.Used >> 20)) })
+	get(s, &o.Notes, "nvmlDeviceGetUtilizationRates", d.GetUtilizationRates, func(u nvml.Utilization) { o.UtilPct = new(int(u.Gpu)) })
+	get(s, &o.Notes, "nvmlDeviceGetPowerUsage", d.GetPowerUsage, func(mw uint32) { o.PowerW = new(float64(mw) / 1000) })
+	get(s, &o.Notes, "nvmlDeviceGetEnforcedPowerLimit", d.GetEnforcedPowerLimit, func(mw uint32) { o.PowerLimitW = new(float64(mw) / 1000) })
 	o.Samples = 1
 	return o, nil
 }
@@ -55,7 +55,7 @@ func (s *nvmlSource) process(p nvml.ProcessInfo, typ string) results.GPUProcess 
 	gp := results.GPUProcess{PID: int(p.Pid), Type: typ}
 	// NVML gives ^0 (NVML_VALUE_NOT_AVAILABLE) where it cannot say (MIG, some VMs).
 	if p.UsedGpuMemory != ^uint64(0) {
-		gp.UsedMiB = ptr(int64(p.UsedGpuMemory >> 20))
+		gp.UsedMiB = new(int64(p.UsedGpuMemory >> 20))
 	}
 	gp.Name, gp.Own, gp.Hidden = describeProcess(gp.PID, os.Getpid())
 	if gp.Hidden && s.has("nvmlSystemGetProcessName") {

@@ -172,7 +172,7 @@ func (g smiGPU) occupancy() results.Occupancy {
 	p := &fieldParser{}
 	o := results.Occupancy{Samples: 1}
 	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
-		o.MemoryUsedMiB = ptr(int64(*v))
+		o.MemoryUsedMiB = new(int64(*v))
 	}
 	o.UtilPct = p.int("gpu_util", g.GPUUtil, "%")
 	o.PowerW = p.float("power_draw", first(g.PowerDraw, g.PowerAvg, g.OldPowerDraw), "W")
@@ -189,7 +189,7 @@ func (g smiGPU) occupancy() results.Occupancy {
 			}
 			gp := results.GPUProcess{PID: pid, Name: baseName(na(it.Name)), Type: smiProcessType(it.Type)}
 			if v := p.int("process used_memory", it.Used, "MiB"); v != nil {
-				gp.UsedMiB = ptr(int64(*v))
+				gp.UsedMiB = new(int64(*v))
 			}
 			o.Processes = addProcess(o.Processes, gp)
 		}
@@ -262,7 +262,7 @@ func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) resul
 		info.MemoryTotalMiB = int64(*v)
 	}
 	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
-		info.MemoryUsedMiB = ptr(int64(*v))
+		info.MemoryUsedMiB = new(int64(*v))
 	}
 	info.PCIe = results.PCIeLink{
 		GenCurrent: deref(p.int("pcie_gen_current", g.PCI.GenCur, "")), GenMax: deref(p.int("pcie_gen_max", g.PCI.GenMax, "")),
@@ -382,9 +382,9 @@ func (p *fieldParser) bool(field, raw string) *bool {
 		p.missing(field + ": not reported")
 		return nil
 	case "enabled", "yes", "active", "true":
-		return ptr(true)
+		return new(true)
 	case "disabled", "no", "not active", "false":
-		return ptr(false)
+		return new(false)
 	}
 	p.missing(fmt.Sprintf("%s: cannot read %q (want Enabled/Disabled or Yes/No)", field, strings.TrimSpace(raw)))
 	return nil

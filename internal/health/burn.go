@@ -37,7 +37,7 @@ func runBurn(ctx context.Context, src gpu.Source, bench BenchRunner, gh *results
 		case res := <-done:
 			b.TFLOPS, b.Check = res.tflops, res.check
 			if spec, ok := o.Catalog.LookupGPU(gh.GPU.Name); ok && spec.BF16TFLOPS > 0 && res.err == nil && res.tflops > 0 {
-				b.Peak, b.Ratio = ptr(spec.BF16TFLOPS), ptr(res.tflops/spec.BF16TFLOPS)
+				b.Peak, b.Ratio = new(spec.BF16TFLOPS), new(res.tflops/spec.BF16TFLOPS)
 			}
 			if res.err != nil {
 				b.Error = fmt.Sprintf("burn stopped after %.0f s: %v", time.Since(start).Seconds(), res.err)

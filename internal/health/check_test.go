@@ -36,7 +36,7 @@ func (b checkedBench) CheckedBurn(ctx context.Context, g results.GPUInfo) (float
 	c := &results.ResultCheck{Method: "fake", Checked: 100}
 	if b.wrong[g.Index] {
 		at := time.Date(2026, 12, 1, 14, 2, 3, 0, time.UTC)
-		c.Mismatches, c.FirstMismatchS, c.FirstMismatchAt = 99, ptr(0.25), &at
+		c.Mismatches, c.FirstMismatchS, c.FirstMismatchAt = 99, new(0.25), &at
 	}
 	return v, c, err
 }

@@ -206,7 +206,7 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 		} else {
 			mb.Value, mb.Unit = v, unit
 			if peak > 0 {
-				mb.Peak, mb.Ratio = ptr(peak), ptr(v/peak)
+				mb.Peak, mb.Ratio = new(peak), new(v/peak)
 			}
 		}
 		gh.Bench = append(gh.Bench, mb)
@@ -231,8 +231,6 @@ func runDCGM(ctx context.Context, o Options) *results.DCGM {
 	o.progress("dcgm: dcgmi diag -r %d", o.DCGMLevel)
 	return dcgm.Run(ctx, dcgm.Options{Level: o.DCGMLevel, Timeout: o.DCGMTimeout, Binary: o.DCGMBinary})
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // schedule says how a step that runs on every GPU ran.
 func schedule(o Options, n int) string {

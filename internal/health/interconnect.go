@@ -185,10 +185,10 @@ func LinkPeaks(h *results.Health, cat *catalog.Catalog) {
 		}
 		if p.PeakGBps > 0 {
 			if p.Uni != nil {
-				p.Uni.Ratio = ptr(p.Uni.GBps / p.PeakGBps)
+				p.Uni.Ratio = new(p.Uni.GBps / p.PeakGBps)
 			}
 			if p.Bi != nil {
-				p.Bi.Ratio = ptr(p.Bi.GBps / (2 * p.PeakGBps))
+				p.Bi.Ratio = new(p.Bi.GBps / (2 * p.PeakGBps))
 			}
 		}
 	}
@@ -210,7 +210,7 @@ func LinkPeaks(h *results.Health, cat *catalog.Catalog) {
 		ar.PeakGBps = peak
 		for i := range ar.Sizes {
 			if peak > 0 {
-				ar.Sizes[i].BusBWRatio = ptr(ar.Sizes[i].BusBWGBps / peak)
+				ar.Sizes[i].BusBWRatio = new(ar.Sizes[i].BusBWGBps / peak)
 			}
 		}
 	}

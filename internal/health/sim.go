@@ -91,7 +91,7 @@ func (s SimBench) CheckedBurn(ctx context.Context, g results.GPUInfo) (float64, 
 					c.Mismatches++
 					if c.FirstMismatchS == nil {
 						at := now.UTC()
-						c.FirstMismatchS, c.FirstMismatchAt = ptr(now.Sub(start).Seconds()), &at
+						c.FirstMismatchS, c.FirstMismatchAt = new(now.Sub(start).Seconds()), &at
 						c.MismatchDetail = fmt.Sprintf("result %d: row checksums differ from the first result's (simulated corruption)", c.Checked)
 					}
 				}
@@ -109,7 +109,7 @@ func (s SimBench) CheckedMicrobench(ctx context.Context, g results.GPUInfo, name
 	}
 	c := &results.ResultCheck{Method: simCheckMethod, Checked: 1, Tile: "simulated: 64 elements of the first result within tolerance"}
 	if s.Fleet.Mismatch(g.Index, name, 1, 0) {
-		c.Mismatches, c.FirstMismatchS = 1, ptr(0.0)
+		c.Mismatches, c.FirstMismatchS = 1, new(0.0)
 		c.MismatchDetail = "the last timed result's row checksums differ from the first result's (simulated corruption)"
 	}
 	return v, unit, c, nil

@@ -57,7 +57,10 @@ func tokenSecret(runID string) string { return dnsName("gpuvet-hub-token", runID
 // Namespace is the run's namespace: gpuvet-<run id>, lower case (a DNS label).
 func Namespace(runID string) string { return "gpuvet-" + strings.ToLower(runID) }
 
-var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+var (
+	notDNS   = regexp.MustCompile(`[^a-z0-9-]+`)
+	notLabel = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+)
 
 // dnsName turns parts into a DNS-1123 label (≤ 63 chars): lower case, [a-z0-9-].
 func dnsName(parts ...string) string {
@@ -71,7 +74,7 @@ func dnsName(parts ...string) string {
 
 // labelValue makes s a valid label value (≤ 63, alphanumerics and -_.).
 func labelValue(s string) string {
-	s = regexp.MustCompile(`[^A-Za-z0-9._-]+`).ReplaceAllString(s, "_")
+	s = notLabel.ReplaceAllString(s, "_")
 	if len(s) > 63 {
 		s = s[:63]
 	}

@@ -119,7 +119,7 @@ func (f *Fleet) Counts(i int) (gpu.ErrorCounts, error) {
 	if err := f.check(i); err != nil {
 		return gpu.ErrorCounts{}, err
 	}
-	return gpu.ErrorCounts{ECCCorrected: ptr(int64(0)), ECCUncorrected: ptr(int64(0)), PCIeReplays: ptr(int64(0))}, nil
+	return gpu.ErrorCounts{ECCCorrected: new(int64(0)), ECCUncorrected: new(int64(0)), PCIeReplays: new(int64(0))}, nil
 }
 
 // ThrottleSpeed is GPU i's speed under its throttle now: ThrottleSpeed while it is on, else 1.

@@ -94,15 +94,13 @@ func (f *Fleet) Occupancy(i int) (results.Occupancy, error) {
 	f.mu.Unlock()
 	o := results.Occupancy{ProcessesListed: true, Samples: 1}
 	if used > 0 {
-		o.Processes = append(o.Processes, results.GPUProcess{PID: os.Getpid(), Name: "gpuvet", Type: "compute", UsedMiB: ptr(used), Own: true})
+		o.Processes = append(o.Processes, results.GPUProcess{PID: os.Getpid(), Name: "gpuvet", Type: "compute", UsedMiB: new(used), Own: true})
 	}
 	total := used
 	if f.coTenantOn(i, time.Now()) {
-		o.Processes = append(o.Processes, results.GPUProcess{PID: CoTenantPID, Name: CoTenantName, Type: "compute", UsedMiB: ptr(int64(CoTenantMiB))})
+		o.Processes = append(o.Processes, results.GPUProcess{PID: CoTenantPID, Name: CoTenantName, Type: "compute", UsedMiB: new(int64(CoTenantMiB))})
 		total += CoTenantMiB
 	}
-	o.MemoryUsedMiB, o.UtilPct, o.PowerW, o.PowerLimitW = ptr(total), ptr(s.UtilPct), ptr(s.PowerW), ptr(f.gpu.TDPW)
+	o.MemoryUsedMiB, o.UtilPct, o.PowerW, o.PowerLimitW = new(total), new(s.UtilPct), new(s.PowerW), new(f.gpu.TDPW)
 	return o, nil
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -192,13 +192,13 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 			Index: i, Name: f.gpu.Names[0], UUID: f.uuid(i), Serial: fmt.Sprintf("SIM%010d", i),
 			PCIBusID: busID(i), NUMANode: -1,
 			VBIOS: "96.00.SIM.00.01", ComputeCapability: f.gpu.ComputeCap, Architecture: f.gpu.Architecture,
-			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: ptr(s.MemUsedMiB), // the engine's and the co-tenant's
+			MemoryTotalMiB: int64(f.gpu.MemoryGiB * 1024), MemoryUsedMiB: new(s.MemUsedMiB), // the engine's and the co-tenant's
 			DriverVersion: "580.159.04", CUDAVersion: "13.0",
 			PCIe: results.PCIeLink{GenCurrent: f.gpu.PCIeGen, GenMax: f.gpu.PCIeGen,
 				WidthCurrent: f.gpu.PCIeWidth, WidthMax: f.gpu.PCIeWidth},
-			PowerLimitW: ptr(f.gpu.TDPW), PowerDrawW: ptr(s.PowerW), MaxSMClockMHz: ptr(f.maxClock()), SMClockMHz: ptr(s.SMClockMHz),
-			TemperatureC: ptr(s.TempC), Persistence: ptr(true), ECCEnabled: ptr(true),
-			ECC:          results.ECC{VolatileUncorrected: ptr(int64(0)), AggregateUncorrected: ptr(int64(0))},
+			PowerLimitW: new(f.gpu.TDPW), PowerDrawW: new(s.PowerW), MaxSMClockMHz: new(f.maxClock()), SMClockMHz: new(s.SMClockMHz),
+			TemperatureC: new(s.TempC), Persistence: new(true), ECCEnabled: new(true),
+			ECC:          results.ECC{VolatileUncorrected: new(int64(0)), AggregateUncorrected: new(int64(0))},
 			RemappedRows: &results.RemappedRows{},
 			ClockEvents:  results.ClockEvents{Mask: s.ClockReasons, Names: results.ClockEventNames(s.ClockReasons)},
 		}
