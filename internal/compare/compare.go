@@ -177,7 +177,7 @@ func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (
 	if d := Doubt(x, higher && IsThroughputMetric(metric), g.MinSamples); d != "" {
 		return Inconclusive, over, d
 	}
-	if why := cpuExplains(x, ref, over, tolPct); why != "" {
+	if why := cpuExplains(x, ref, over, tolPct, higher); why != "" {
 		return Inconclusive, over, why
 	}
 	if TooFew(ref, g.MinSamples) {
@@ -284,10 +284,11 @@ func cpuWaitText(x, ref Figure) string {
 	return t + fmt.Sprintf(", which alone can make it up to %.0f %% slower", (cpuFactor(x, ref)-1)*100)
 }
 
-// cpuExplains is why a gap of pct % beyond the margin is not the GPU's ("" when it is): without the
-// CPU wait x's engine had beyond ref's it is within the margin. A host starving one engine (a noisy
-// neighbour, a load that changed between GPUs vetted in turn) must not flag its GPU.
-func cpuExplains(x, ref Figure, pct, marginPct float64) string {
+// cpuExplains is why a gap of pct % (DeltaPct's, for a metric where higher is better or not) beyond
+// the margin is not the GPU's ("" when it is): without the CPU wait x's engine had beyond ref's it is
+// within the margin. A host starving one engine (a noisy neighbour, a load that changed between GPUs
+// vetted in turn) must not flag its GPU.
+func cpuExplains(x, ref Figure, pct, marginPct float64, higher bool) string {
 	if tailOfWaits(x, ref) {
 		return fmt.Sprintf("%s, whatever the %.1f %% gap: %s", tailWaitText(x), pct, CPUWaitFix)
 	}
@@ -295,7 +296,10 @@ func cpuExplains(x, ref Figure, pct, marginPct float64) string {
 	if c <= 1 {
 		return ""
 	}
-	left := ((1+pct/100)/c - 1) * 100
+	left := ((1+pct/100)/c - 1) * 100 // a latency without the wait: x / c
+	if higher {
+		left = (1 - (1-pct/100)*c) * 100 // a throughput without the wait: x × c, as Gate takes it
+	}
 	if left > marginPct {
 		return ""
 	}

@@ -147,7 +147,7 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 		if s.CI != nil {
 			low = s.CI.Lo
 		}
-		if s.Why = cpuExplains(x, ref, low, marginPct); s.Why == "" {
+		if s.Why = cpuExplains(x, ref, low, marginPct, higher); s.Why == "" {
 			s.Result = Fail
 		}
 	}
@@ -166,7 +166,7 @@ func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, 
 	case ci != nil && ci.Hi > marginPct && immaterial(metric, ref, ci.Hi, g):
 		return Pass, fmt.Sprintf("even at the far end of its interval (%.1f %%) the gap would be below the materiality guard", ci.Hi)
 	case ci != nil && ci.Hi > marginPct:
-		if why := cpuExplains(x, ref, ci.Hi, marginPct); why != "" {
+		if why := cpuExplains(x, ref, ci.Hi, marginPct, higher); why != "" {
 			return Inconclusive, why // the far end is the host's to answer for
 		}
 		return Inconclusive, fmt.Sprintf("the %g %% interval of the gap, [%.1f %%, %.1f %%], reaches past the %g %% margin: %s", ci.Level*100, ci.Lo, ci.Hi, marginPct, narrowBy(x, ref, higher, marginPct))

@@ -270,3 +270,26 @@ func TestRunToRun(t *testing.T) {
 		t.Errorf("100, 110, 90: %+v next %.2f gap %.2f", s, s.NextPct(), s.GapPct())
 	}
 }
+
+// A throughput's CPU wait is taken off the way Gate takes it off: the unstarved figure is x × c, so a
+// card 30 % below its peers whose engine waited 1/6 of its rung longer (c = 1.2) would still be 16 %
+// below without that wait: the GPU's, not the host's. (The latency formula, (1 + gap)/c − 1, read
+// it as 8 % and left the card inconclusive.)
+func TestCPUWaitOnThroughput(t *testing.T) {
+	g := LLMGuards() // 10 % margin
+	slow := func(v float64) []Cell {
+		return cellsOf(waited(around(4000, 0.002, 90), 0), waited(around(4000, 0.002, 90), 0), waited(around(v, 0.002, 90), 100.0/6))
+	}
+	c := Peers("output_tok_s_peak", slow(2800), true, g)
+	if v := c.Values[2]; !v.Flagged {
+		t.Errorf("30 %% below with a wait that explains 1.2×: flagged %v, inconclusive %v, want flagged (%s)", v.Flagged, v.Inconclusive, v.Reason)
+	}
+	c = Peers("output_tok_s_peak", slow(3400), true, g)
+	if v := c.Values[2]; v.Flagged || !v.Inconclusive || !strings.Contains(v.Reason, "leaving 0.0 % of the") {
+		t.Errorf("15 %% below with a wait that explains 1.2×: flagged %v, inconclusive %v, want the host's (%s)", v.Flagged, v.Inconclusive, v.Reason)
+	}
+	res, _, why := Pair("output_tok_s", waited(around(2800, 0.002, 90), 100.0/6), waited(around(4000, 0.002, 90), 0), true, 10, g)
+	if res != Fail {
+		t.Errorf("Pair: 30 %% below with a wait that explains 1.2×: %s (%s), want fail", res, why)
+	}
+}
