@@ -80,6 +80,11 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	if kind.Engines || kind.Simulated { // gpuvet starts the engine (or simulates it): its context length is the plan's
 		maxLen = c.Engine.MaxModelLen
 	}
+	if !kind.Fleet { // the load runs from this process: what its generator refuses, refused now
+		if err := load.Validate(preflightLoad(c)); err != nil {
+			return bad("load (the load section, or its flag): %v", err)
+		}
+	}
 	if err := load.CheckWorkload(c.LoadConfig(), maxLen); err != nil {
 		return bad("load: %v", err)
 	}
@@ -87,6 +92,21 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		return err
 	}
 	return checkWritable(c.Output.Dir)
+}
+
+// preflightLoad is the load of the plan's first model as load.Validate checks it: the engine's
+// address is not known yet, so an endpoint run gives its URL and any other one the first engine's.
+func preflightLoad(c config.Config) load.Options {
+	url := c.Endpoint.URL
+	if backendkind.Of(c.Backend).DiscoversGPUs {
+		url = fmt.Sprintf("http://127.0.0.1:%d", c.Engine.PortBase)
+	}
+	model := ""
+	if len(c.Models) > 0 {
+		model = c.Models[0]
+	}
+	return load.Options{URL: url, Model: model, APIKeyEnv: c.Endpoint.APIKeyEnv, Config: c.LoadConfig(),
+		RetryUnsaturated: c.Load.RetryUnsaturated, MaxNumSeqs: maxNumSeqs(c)}
 }
 
 // preflightTimeout bounds each check of a host's preflight that waits on something (the hub, a

@@ -218,3 +218,26 @@ func TestPreflightAsksTheEnginesOwnPython(t *testing.T) {
 		t.Fatalf("refused: %s", msg)
 	}
 }
+
+// A load setting the load generator refuses (a negative warm-up, a load past its bounds) is bad
+// input before anything starts: before, the preflight passed it, the health phase and every engine
+// ran, and each GPU's load then failed on it.
+func TestPreflightRefusesALoadTheGeneratorRefuses(t *testing.T) {
+	for set, want := range map[string]string{
+		"load.warmup=-5s":             "--warmup",
+		"load.max_concurrency=200000": "--max-concurrency",
+		"load.max_duration=200h":      "--max-duration",
+		"load.output_tokens=2000000":  "--output-tokens",
+		"load.rate=2e6":               "--rate",
+	} {
+		plan, err := config.Load(config.Options{Sets: []string{"backend=sim", set, "engine.max_model_len=4000000",
+			"output.dir=" + filepath.Join(t.TempDir(), "out")}})
+		if err != nil {
+			t.Fatalf("%s: %v", set, err)
+		}
+		err = Preflight(plan, nil)
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: preflight gave %v, want bad input naming %s", set, err, want)
+		}
+	}
+}
