@@ -247,13 +247,7 @@ func selectFiles(m *manifest, c *pullConfig) ([]File, error) {
 // fetchAll downloads files with c.Workers in parallel, largest first (so the long tail is short).
 // The first hard failure cancels the rest; their partial files stay for the next pull to resume.
 func fetchAll(ctx context.Context, c *pullConfig, h *hub, repo, model, commit string, files []File) (int64, error) {
-	need, partial := int64(0), int64(0)
-	for _, f := range files {
-		need += f.Size
-		if st, err := os.Stat(blobPath(repo, f.Blob) + ".incomplete"); err == nil && st.Size() <= f.Size {
-			partial += st.Size()
-		}
-	}
+	need, partial := toFetch(repo, files)
 	if err := checkFreeSpace(c.CacheDir, need-partial); err != nil {
 		return 0, err
 	}
@@ -317,6 +311,27 @@ feed:
 		return n, firstRealError(errs)
 	}
 	return n, ctx.Err()
+}
+
+// toFetch is the bytes files need in all and the bytes of them already in partial downloads. A blob
+// already in blobs/ (another snapshot's: fetch only links it) costs nothing, and a blob two paths
+// share is fetched once.
+func toFetch(repo string, files []File) (need, partial int64) {
+	seen := map[string]bool{}
+	for _, f := range files {
+		if seen[f.Blob] {
+			continue
+		}
+		seen[f.Blob] = true
+		if st, err := os.Stat(blobPath(repo, f.Blob)); err == nil && st.Size() == f.Size {
+			continue
+		}
+		need += f.Size
+		if st, err := os.Stat(blobPath(repo, f.Blob) + ".incomplete"); err == nil && st.Size() <= f.Size {
+			partial += st.Size()
+		}
+	}
+	return need, partial
 }
 
 // firstRealError prefers the cause over the cancellations it triggered in the other workers.

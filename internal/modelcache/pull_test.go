@@ -589,3 +589,28 @@ func TestNewCommitSharesBlobs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestToFetchCountsOnlyMissingBlobs: a new commit whose files are mostly blobs the cache already
+// holds (another snapshot's), or two paths of one blob, needs only the bytes of blobs not there:
+// the free-space check and the progress bar must not count the whole model again.
+func TestToFetchCountsOnlyMissingBlobs(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, "blobs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	have := File{Path: "model.safetensors", Size: 1000, Blob: strings.Repeat("a", 64), LFS: true}
+	if err := os.WriteFile(blobPath(repo, have.Blob), make([]byte, have.Size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	part := File{Path: "b.safetensors", Size: 300, Blob: strings.Repeat("b", 64), LFS: true}
+	if err := os.WriteFile(blobPath(repo, part.Blob)+".incomplete", make([]byte, 100), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	twin := part
+	twin.Path = "copy/b.safetensors"
+	cfg := File{Path: "config.json", Size: 20, Blob: strings.Repeat("c", 40)}
+	need, partial := toFetch(repo, []File{have, part, twin, cfg})
+	if need != 320 || partial != 100 {
+		t.Fatalf("toFetch = need %d, partial %d; want 320 (b once, config) and 100", need, partial)
+	}
+}
