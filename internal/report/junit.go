@@ -404,8 +404,12 @@ func compareCases(class string, cs []results.Compare, gpu int, pool *flagPool) [
 					reason = fmt.Sprintf("%s %s is %.1f %% worse than the best card (%s), beyond %g %%", c.Metric, num(v.Value), v.DeltaPct, num(c.Best), c.VariancePct)
 				}
 				jc.Failure = &junitProblem{Message: reason, Type: "compare.gpu_to_gpu", Text: reason}
+			case c.ClientLimited: // the judge leaves the GPU inconclusive on it, as on the two below
+				jc.Skipped, jc.Inconclusive = &junitSkip{Message: "inconclusive: " + orDash(c.Note)}, true
 			case c.LowConfidence:
-				jc.Skipped = &junitSkip{Message: "low confidence: " + orDash(c.Note)}
+				jc.Skipped, jc.Inconclusive = &junitSkip{Message: "inconclusive: low confidence: " + orDash(c.Note)}, true
+			case v.Inconclusive:
+				jc.Skipped, jc.Inconclusive = &junitSkip{Message: "inconclusive: " + orDash(v.Reason)}, true
 			case v.LowerBound:
 				jc.Skipped = &junitSkip{Message: "lower bound (truncated or unsaturated sweep): not compared"}
 			}

@@ -350,6 +350,8 @@ func compares(cs []results.Compare) *compareTable {
 			case v.LowerBound:
 				cl.Class = "lb"
 				cl.Text = "≥ " + cl.Text + " *"
+			case v.Inconclusive || c.LowConfidence || c.ClientLimited: // the judge left the GPU undecided on it
+				cl.Class = "inconclusive"
 			}
 			row.Cells = append(row.Cells, cl)
 		}
