@@ -110,8 +110,9 @@ func Health(h *results.Health, r HealthRules) {
 	h.Comparisons = compareHealth(h, r)
 	for _, c := range h.Comparisons {
 		for _, cell := range c.Values {
-			if cell.Flagged && cell.GPU >= 0 && cell.GPU < len(h.GPUs) {
-				gh := &h.GPUs[cell.GPU]
+			// A cell names a GPU by its index, not by its place in h.GPUs (indexes need not be 0…n−1).
+			if gi := slices.IndexFunc(h.GPUs, func(g results.GPUHealth) bool { return g.GPU.Index == cell.GPU }); cell.Flagged && gi >= 0 {
+				gh := &h.GPUs[gi]
 				gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckGPUToGPU, Reason: cell.Reason})
 			}
 		}
