@@ -240,8 +240,11 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	tail := &tailLines{max: 20}
 	var wg sync.WaitGroup
 	stream := func(r io.Reader) {
+		// A line longer than maxLine (binary garbage, a log with no newline) comes in pieces: a
+		// scanner that stopped at it would leave the stream unread and the host blocked on its write.
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		sc.Buffer(make([]byte, maxLine), maxLine)
+		sc.Split(cutLines)
 		for sc.Scan() {
 			tail.add(sc.Text())
 			if j.Progress != nil {
@@ -278,6 +281,18 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 		return code, tail.String(), fmt.Errorf("the connection to the host died mid-run (%v); last output: %s", werr, tail.String())
 	}
 	return code, tail.String(), nil
+}
+
+// maxLine is the longest progress line kept whole; a longer one is cut into lines of this size.
+const maxLine = 64 << 10
+
+// cutLines is bufio.ScanLines that cuts a line at maxLine bytes instead of failing on it.
+func cutLines(data []byte, atEOF bool) (int, []byte, error) {
+	adv, tok, err := bufio.ScanLines(data, atEOF)
+	if adv == 0 && tok == nil && err == nil && len(data) >= maxLine {
+		return maxLine, data[:maxLine], nil
+	}
+	return adv, tok, err
 }
 
 // stop asks the remote run to end (SIGTERM through the session and through kill), waits StopGrace,

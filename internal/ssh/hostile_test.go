@@ -1,0 +1,37 @@
+package ssh
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
+)
+
+// A remote run that prints a line longer than the progress scanner holds (binary garbage, a log
+// with no newline) must not stop the stream being read: the host would block on its next write and
+// the run would hang until interrupted.
+func TestRunSurvivesAHugeLine(t *testing.T) {
+	f := newFixture(t)
+	// 8 MiB with no newline: more than the channel's window, so an unread stream blocks the host.
+	huge := "#!/bin/sh\nhead -c 8000000 /dev/zero | tr '\\0' x\necho\n" + strings.TrimPrefix(sshtest.FakeGpuvet, "#!/bin/sh\n")
+	if err := os.WriteFile(f.bin, []byte(huge), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := f.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var last string
+	out, _, err := runJob(ctx, c, f.job(func(l string) { last = l }))
+	if err != nil || out.Summary == nil || out.ExitCode != 0 {
+		t.Fatalf("a run that printed an 8 MB line: %v (exit %d)", err, out.ExitCode)
+	}
+	if last != "done: status ok" {
+		t.Errorf("progress after the long line lost: last line %.80q", last)
+	}
+	if len(out.Tail) > 4*64<<10 {
+		t.Errorf("tail holds %d bytes", len(out.Tail))
+	}
+}
