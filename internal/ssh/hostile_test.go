@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,5 +34,27 @@ func TestRunSurvivesAHugeLine(t *testing.T) {
 	}
 	if len(out.Tail) > 4*64<<10 {
 		t.Errorf("tail holds %d bytes", len(out.Tail))
+	}
+}
+
+// Collecting the results is bounded by its context: a host whose tar hangs must not hang the run.
+func TestCollectBoundedByContext(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "tar"), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "PATH="+bin+":"+os.Getenv("PATH"))
+	c := f.dial(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- collect(ctx, c, f.srv.Dir, t.TempDir()) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a hung tar collected nothing but returned no error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("collect ignored its context: still waiting on the host's tar")
 	}
 }

@@ -360,9 +360,15 @@ func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
 	if err := s.Start("tar -C " + quote(remote) + " -cf - ."); err != nil {
 		return err
 	}
+	// Bounded by ctx: a host that stops sending mid-tar has its session closed.
+	defer context.AfterFunc(ctx, func() { s.Close() })()
 	xerr := untar(r, local)
 	_, _ = io.Copy(io.Discard, r)
-	if err := s.Wait(); err != nil {
+	werr := s.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("tar: %v (the host's results were not all collected)", ctx.Err())
+	}
+	if err := werr; err != nil {
 		return fmt.Errorf("tar: %v %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return xerr
