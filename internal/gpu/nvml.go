@@ -275,8 +275,19 @@ func (s *nvmlSource) watchXIDs() {
 			default:
 			}
 			ev, ret := set.Wait(500) // ms: bounds how long Close waits
-			if ret != nvml.SUCCESS {
-				continue // timeout
+			switch ret {
+			case nvml.SUCCESS:
+			case nvml.ERROR_TIMEOUT:
+				continue
+			default:
+				// An error answered at once (a GPU lost from the bus): wait as a timeout would,
+				// not spin a core for the rest of the run.
+				select {
+				case <-s.stop:
+					return
+				case <-time.After(500 * time.Millisecond):
+				}
+				continue
 			}
 			s.recordXID(ev)
 		}
