@@ -54,6 +54,8 @@ type run struct {
 	sum     *results.Summary
 	src     Source
 	srcName string
+	// unwritten is the error of the final summary.json write (nil: written): the run exits 1.
+	unwritten error
 }
 
 // errInjected marks failures injected by --fail-in.

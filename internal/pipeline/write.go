@@ -140,7 +140,11 @@ func (r *run) finish(ctx context.Context) {
 		r.sum.Complete = true
 	}
 	r.history(ctx, r.deps.Record, "recorded")
-	r.flushLogged()
+	if err := r.flush(); err != nil {
+		r.unwritten = err
+		r.sum.Caveats = append(r.sum.Caveats, fmt.Sprintf("summary.json not written: %v (what was measured is only in this output and the reports)", err))
+		r.progress("ERROR: the final %s was not written: %v (exit 1: what was measured is not on disk)", r.summaryPath(), err)
+	}
 	if r.cfg.Run.SaveBaseline && r.sum.Complete {
 		if err := results.WriteJSON(filepath.Join(r.out, "baseline.json"), r.sum); err != nil {
 			r.progress("WARNING: baseline.json not written: %v", err)
@@ -163,7 +167,7 @@ func (r *run) finish(ctx context.Context) {
 
 func (r *run) exitCode() int {
 	code := r.verdictCode()
-	if code == 0 && r.notRecorded() {
+	if code == 0 && (r.notRecorded() || r.unwritten != nil) {
 		// The README's exit-1 row: a result that could not be written after it was measured. The
 		// run's status stays what was measured; the history's error says what to fix.
 		return 1
