@@ -466,7 +466,7 @@ func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, bod
 		data, err := sse.Next()
 		now := c.since()
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(err, errLineTooLong) {
+			if ctx.Err() != nil && !tooLong(err) {
 				rec.end = now
 				c.failCtx(ctx, rec, errCut, err)
 				return
@@ -594,7 +594,7 @@ func (s *sseStream) overMax() string {
 func (s *sseStream) broken(err error, now time.Duration) {
 	s.rec.end = now
 	switch {
-	case errors.Is(err, errLineTooLong):
+	case tooLong(err):
 		s.c.fail(s.rec, errMalformed, err.Error())
 	case err == io.EOF && s.finished:
 		s.complete() // ended without [DONE] but after a finish_reason: complete

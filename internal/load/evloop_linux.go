@@ -580,7 +580,7 @@ func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) 
 		q.s.start = append(q.s.start, b[:k]...) // what a body that is no event stream began with
 	}
 	if !cn.sse.feed(b, func(data []byte) bool { return !l.event(cn, data, now, at, kernel) }) && !q.settled {
-		q.s.broken(cn.sse.err, now) // a line over maxSSELine
+		q.s.broken(cn.sse.err, now) // a line or an event over maxSSELine
 		l.settle(q, now)
 	}
 	return true

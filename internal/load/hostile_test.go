@@ -463,6 +463,17 @@ func TestHostileBodies(t *testing.T) {
 			body := `{"choices":[{"text":"tok tok tok tok"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}`
 			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}},
+		{"endless event", errMalformed, "SSE event longer than 4 MiB", func(c net.Conn) {
+			// Data lines of one event that never meet its blank line: 16 MiB of them, then the end.
+			c.Write([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"))
+			piece := strings.Repeat("data: "+strings.Repeat("x", 1000)+"\n", 64)
+			for range 16 << 20 / len(piece) {
+				if _, err := fmt.Fprintf(c, "%x\r\n%s\r\n", len(piece), piece); err != nil {
+					return
+				}
+			}
+			c.Write([]byte("0\r\n\r\n"))
+		}},
 		{"trickling 500", "http_500", "upstream", func(c net.Conn) {
 			c.Write([]byte("HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\nupstream "))
 			for range 300 {

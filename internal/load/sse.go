@@ -16,6 +16,16 @@ const maxSSELine = 4 << 20
 // errLineTooLong is returned when an SSE line exceeds maxSSELine.
 var errLineTooLong = errors.New("SSE line longer than 4 MiB")
 
+// errEventTooLong is returned when one event's data (its data lines joined) exceeds maxSSELine: data
+// lines that never meet the blank line ending their event.
+var errEventTooLong = errors.New("SSE event longer than 4 MiB (data lines without the blank line that ends an event)")
+
+// tooLong says whether err is an SSE line or event over maxSSELine: the stream is malformed, whatever
+// else ended the request.
+func tooLong(err error) bool {
+	return errors.Is(err, errLineTooLong) || errors.Is(err, errEventTooLong)
+}
+
 // sseReader reads the data payloads of Server-Sent Events (the WHATWG event-stream format): "data:"
 // lines joined by "\n" make one event, dispatched at a blank line; comments (":") and other fields
 // (event, id, retry) are skipped. A final event without its blank line is still dispatched at EOF.
@@ -57,6 +67,9 @@ func (s *sseReader) Next() ([]byte, error) {
 			s.data = append(s.data, '\n')
 		}
 		s.data = append(s.data, value...)
+		if len(s.data) > maxSSELine {
+			return nil, errEventTooLong
+		}
 		have = true
 	}
 }

@@ -11,7 +11,7 @@ type sseFramer struct {
 	line []byte // an incomplete line carried to the next piece
 	data []byte // the current event's data, when it spans lines or pieces
 	have bool   // the current event has a data line
-	err  error  // errLineTooLong, sticky
+	err  error  // errLineTooLong or errEventTooLong, sticky
 }
 
 // feed frames p; emit returning false stops it (the stream is over) and feed then returns false too.
@@ -86,6 +86,10 @@ func (f *sseFramer) lineDone(line []byte, emit func([]byte) bool) bool {
 		f.data = append(f.data, '\n')
 	}
 	f.data = append(f.data, value...)
+	if len(f.data) > maxSSELine {
+		f.err = errEventTooLong
+		return false
+	}
 	f.have = true
 	return true
 }

@@ -78,3 +78,18 @@ func TestSSEFramerLongLine(t *testing.T) {
 		}
 	}
 }
+
+// TestSSEEventTooLong: an event's data lines, each short, that never meet the blank line ending the
+// event are bounded like one line: a server streaming "data: x" lines without end must not grow the
+// event's buffer without bound (both readers).
+func TestSSEEventTooLong(t *testing.T) {
+	line := []byte("data: " + string(bytes.Repeat([]byte("x"), 1000)) + "\n")
+	n := maxSSELine/1000 + 2 // of 1,000 bytes of data each
+	in := bytes.Repeat(line, n)
+	if _, err := framedEvents(in, nil, true); !errors.Is(err, errEventTooLong) {
+		t.Errorf("framer, %d data lines of one event: %v", n, err)
+	}
+	if _, err := readerEvents(in, io.EOF); !errors.Is(err, errEventTooLong) {
+		t.Errorf("sseReader, %d data lines of one event: %v", n, err)
+	}
+}
