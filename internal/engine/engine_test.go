@@ -474,3 +474,17 @@ func TestParseReply(t *testing.T) {
 		}
 	}
 }
+
+// TestExpandValuesAreNotTemplates: a value is put in as it is, never read as a template: a local
+// model folder whose name holds braces is no unknown placeholder, and a value that looks like
+// another placeholder is not substituted again (whatever order the table is walked in).
+func TestExpandValuesAreNotTemplates(t *testing.T) {
+	for range 20 {
+		for _, model := range []string{"/models/{version}/llama", "/models/{port}"} {
+			got, err := Expand("srv {model} --port {port}", Vars{Model: model, Port: 8001})
+			if err != nil || strings.Join(got, "|") != "srv|"+model+"|--port|8001" {
+				t.Fatalf("Expand with model %q = %q, %v", model, got, err)
+			}
+		}
+	}
+}

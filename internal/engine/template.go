@@ -53,16 +53,30 @@ func Expand(tmpl string, v Vars) ([]string, error) {
 		return nil, fmt.Errorf("empty command template")
 	}
 	tab := v.table()
+	pairs := make([]string, 0, 2*len(tab))
+	for k, val := range tab {
+		pairs = append(pairs, k, val)
+	}
+	// One pass: a value is put in as it is, never read as a template (a model folder named
+	// "/m/{port}" stays that, and "{x}" in it is no unknown placeholder).
+	r := strings.NewReplacer(pairs...)
 	for i, w := range words {
-		for k, val := range tab {
-			w = strings.ReplaceAll(w, k, val)
-		}
-		if a := strings.Index(w, "{"); a >= 0 {
-			if b := strings.Index(w[a:], "}"); b > 0 && isPlaceholder(w[a+1:a+b]) {
-				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}", w[a:a+b+1], tmpl)
+		for rest := w; ; {
+			a := strings.Index(rest, "{")
+			if a < 0 {
+				break
 			}
+			rest = rest[a:]
+			b := strings.Index(rest, "}")
+			if b < 0 {
+				break
+			}
+			if _, known := tab[rest[:b+1]]; !known && isPlaceholder(rest[1:b]) {
+				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}", rest[:b+1], tmpl)
+			}
+			rest = rest[1:]
 		}
-		words[i] = w
+		words[i] = r.Replace(w)
 	}
 	return words, nil
 }
