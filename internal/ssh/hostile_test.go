@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,5 +57,21 @@ func TestCollectBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("collect ignored its context: still waiting on the host's tar")
+	}
+}
+
+// A failing script's error carries the END of its error text (apt's "E: …" comes last), however
+// long it is, and holds no more of it than that.
+func TestOutputErrorKeepsTheLastWords(t *testing.T) {
+	f := newFixture(t)
+	c := f.dial(t)
+	_, err := output(context.Background(), c, "head -c 200000 /dev/zero | tr '\\0' x >&2; echo 'E: the real reason' >&2; exit 1")
+	if err == nil || !strings.Contains(err.Error(), "E: the real reason") || len(err.Error()) > 2200 {
+		t.Fatalf("error of a script with 200 KB of error text: %.200q… (%d bytes)", fmt.Sprint(err), len(fmt.Sprint(err)))
+	}
+	// put's and collect's error text is bounded too.
+	err = put(context.Background(), c, strings.NewReader(""), "/nonexistent/dir/x", 0o600)
+	if err == nil || len(err.Error()) > 4200 {
+		t.Fatalf("put into a missing folder: %v", err)
 	}
 }

@@ -145,15 +145,15 @@ func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
 	defer s.Close()
 	// A host's answer is outside input: bounded (a script prints lines of state, apt a few hundred
 	// KiB), its error text cut to its last 2 KiB.
-	stdout, stderr := &filelimit.Buffer{Limit: maxOutput}, &filelimit.Buffer{Limit: 64 << 10}
+	stdout, stderr := &filelimit.Buffer{Limit: maxOutput}, &tailBuffer{n: 2048}
 	s.Stdout, s.Stderr = stdout, stderr
 	err = waitCtx(ctx, s, cmd)
 	if err == nil && stdout.Over {
 		err = fmt.Errorf("the host's output is over %s: cut, not read", filelimit.Size(maxOutput))
 	}
 	if err != nil {
-		if msg := strings.TrimSpace(string(stderr.Bytes())); msg != "" {
-			return string(stdout.Bytes()), fmt.Errorf("%v: %s", err, lastBytes(msg, 2048))
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return string(stdout.Bytes()), fmt.Errorf("%v: %s", err, msg)
 		}
 		return string(stdout.Bytes()), err
 	}
@@ -163,12 +163,32 @@ func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
 // maxOutput bounds what one script's stdout may hold.
 const maxOutput = 16 << 20
 
-// lastBytes is the end of s, at most n bytes of it.
-func lastBytes(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
+// tailBuffer keeps the last n bytes written to it (a failing command's last words: apt's "E: …"
+// comes after everything else it printed).
+type tailBuffer struct {
+	n   int
+	b   []byte
+	cut bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > 2*t.n {
+		t.b, t.cut = append(t.b[:0], t.b[len(t.b)-t.n:]...), true
 	}
-	return s
+	return len(p), nil
+}
+
+// String is what was kept, "…" first when the start was cut.
+func (t *tailBuffer) String() string {
+	b := t.b
+	if len(b) > t.n {
+		b, t.cut = b[len(b)-t.n:], true
+	}
+	if t.cut {
+		return "…" + string(b)
+	}
+	return string(b)
 }
 
 // waitCtx runs cmd and returns when it ends or ctx is done (then the session is closed).
@@ -204,8 +224,8 @@ func put(ctx context.Context, c *gossh.Client, r io.Reader, remote string, mode 
 	}
 	defer s.Close()
 	s.Stdin = r
-	var stderr bytes.Buffer
-	s.Stderr = &stderr
+	stderr := &tailBuffer{n: 2048}
+	s.Stderr = stderr
 	cmd := fmt.Sprintf("cat > %s && chmod %o %s", quote(remote), mode, quote(remote))
 	if err := waitCtx(ctx, s, cmd); err != nil {
 		return fmt.Errorf("%v %s", err, strings.TrimSpace(stderr.String()))
@@ -355,8 +375,8 @@ func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
 	if err != nil {
 		return err
 	}
-	var stderr bytes.Buffer
-	s.Stderr = &stderr
+	stderr := &tailBuffer{n: 2048}
+	s.Stderr = stderr
 	if err := s.Start("tar -C " + quote(remote) + " -cf - ."); err != nil {
 		return err
 	}
