@@ -488,3 +488,22 @@ func TestExpandValuesAreNotTemplates(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitWordsDoubleQuoteEscapes: inside "…" a backslash escapes $ ` " \ as in a POSIX shell, and
+// stays a backslash before anything else.
+func TestSplitWordsDoubleQuoteEscapes(t *testing.T) {
+	for in, want := range map[string]string{
+		`srv --x "{\"t\": 0}"`:       `srv|--x|{"t": 0}`,
+		`srv "a\\" b`:                `srv|a\|b`,
+		`srv "a\b"`:                  `srv|a\b`,
+		`srv "\$HOME"`:               `srv|$HOME`,
+		`srv 'a\' b`:                 `srv|a\|b`,
+		"srv {model} \\\n  --port 1": `srv|{model}|--port|1`, // a YAML block's line continuation
+		"srv \"a\\\nb\"":             `srv|ab`,
+	} {
+		got, err := SplitWords(in)
+		if err != nil || strings.Join(got, "|") != want {
+			t.Errorf("SplitWords(%q) = %q, %v; want %q", in, strings.Join(got, "|"), err, want)
+		}
+	}
+}

@@ -98,15 +98,35 @@ func SplitWords(s string) ([]string, error) {
 				return nil, fmt.Errorf("command ends with a lone backslash: %q", s)
 			}
 			i++
+			if s[i] == '\n' {
+				continue // a line continuation (a YAML block's "\" at a line's end): both go
+			}
 			cur.WriteByte(s[i])
 			inWord = true
-		case c == '\'' || c == '"':
+		case c == '\'':
 			end := strings.IndexByte(s[i+1:], c)
 			if end < 0 {
 				return nil, fmt.Errorf("unclosed %c quote in command %q", c, s)
 			}
 			cur.WriteString(s[i+1 : i+1+end])
 			i += end + 1
+			inWord = true
+		case c == '"':
+			// As in a POSIX shell, a backslash inside "…" escapes only $ ` " \ and a newline.
+			j := i + 1
+			for ; j < len(s) && s[j] != '"'; j++ {
+				if s[j] == '\\' && j+1 < len(s) && strings.IndexByte("$`\"\\\n", s[j+1]) >= 0 {
+					j++
+					if s[j] == '\n' {
+						continue // a line continuation: both go
+					}
+				}
+				cur.WriteByte(s[j])
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("unclosed %c quote in command %q", c, s)
+			}
+			i = j
 			inWord = true
 		case c == ' ' || c == '\t' || c == '\n':
 			if inWord {
