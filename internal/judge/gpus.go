@@ -83,6 +83,8 @@ func healthBroke(v *results.GPUVerdict, hh *results.Health) {
 	l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
 	if results.GPULayer(l) {
 		v.Health = results.StatusFailed // the phase broke in the GPU's own words
+		v.Checks = appendNew(v.Checks, "health.error")
+		v.Action = results.MoreDisruptive(v.Action, actionFor(l))
 		return
 	}
 	v.Health = results.StatusInconclusive
@@ -105,6 +107,12 @@ func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
 	st, why := gpuServing(ep)
 	v.Serving = results.Worse(cmp.Or(v.Serving, st), st) // not_run ranks below everything, but says more than nothing
 	addGPUEvidence(v, ep.Flags)
+	if ep.Status != results.StatusInterrupted && ep.Status != results.StatusNotRun && ep.Disruption == "" {
+		if l, check, _ := endpointBroke(ep); results.GPULayer(l) { // it broke in the GPU's own words
+			v.Checks = appendNew(v.Checks, check)
+			v.Action = results.MoreDisruptive(v.Action, actionFor(l))
+		}
+	}
 	for _, w := range why {
 		v.Why = appendNew(v.Why, model+": "+w)
 	}
