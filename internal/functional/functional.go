@@ -141,6 +141,7 @@ type chatResp struct {
 		Message struct {
 			Content          string `json:"content"`
 			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"` // vLLM's newer name for reasoning_content
 		} `json:"message"`
 		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
@@ -204,7 +205,8 @@ func (s *suite) chat(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c := r.Choices[0].Message.Content + r.Choices[0].Message.ReasoningContent
+	m := r.Choices[0].Message
+	c := m.Content + m.ReasoningContent + m.Reasoning
 	if strings.TrimSpace(c) == "" {
 		return "", fmt.Errorf("empty answer (finish_reason %q)", r.Choices[0].FinishReason)
 	}
@@ -273,7 +275,9 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		var c struct {
 			Choices []struct {
 				Delta struct {
-					Content string `json:"content"`
+					Content          string `json:"content"`
+					ReasoningContent string `json:"reasoning_content"`
+					Reasoning        string `json:"reasoning"`
 				} `json:"delta"`
 			} `json:"choices"`
 		}
@@ -281,7 +285,9 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("chunk %d is not JSON: %.100s", chunks+1, data)
 		}
 		chunks++
-		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+		// A reasoning model's text comes as reasoning (all of it, when a short answer is spent
+		// thinking): it is generated text as much as content is.
+		if len(c.Choices) > 0 && c.Choices[0].Delta.Content+c.Choices[0].Delta.ReasoningContent+c.Choices[0].Delta.Reasoning != "" {
 			content++
 		}
 		// A chunk with text carries a token at least, but for the last one a real detokeniser may
@@ -298,9 +304,9 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("stream ended after %d chunks without data: [DONE]", chunks)
 	}
 	if content == 0 {
-		return "", fmt.Errorf("stream had no content chunk")
+		return "", fmt.Errorf("stream had no chunk with generated text (content or reasoning)")
 	}
-	return fmt.Sprintf("%d chunks (%d with content), ended with [DONE]", chunks, content), nil
+	return fmt.Sprintf("%d chunks (%d with text), ended with [DONE]", chunks, content), nil
 }
 
 // errorBody checks a 4xx answer carries an error body (OpenAI's {"error": {...}} or FastAPI's

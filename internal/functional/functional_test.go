@@ -63,7 +63,11 @@ func fakeServer(f fault) *httptest.Server {
 				if r.Context().Err() != nil {
 					return
 				}
-				fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+				if f == "thinks" { // a reasoning model whose short answer is all thinking (vLLM's newer field)
+					fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"reasoning\":\"t%d \"}}]}\n\n", i)
+				} else {
+					fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":\"t%d \"}}]}\n\n", i)
+				}
 				w.(http.Flusher).Flush()
 			}
 			if f == "flush_chunk" { // the text a detokeniser held back, in a chunk of no token
@@ -74,9 +78,13 @@ func fakeServer(f fault) *httptest.Server {
 			}
 			return
 		}
+		msg := map[string]any{"content": strings.Repeat("x ", out)}
+		if f == "thinks" {
+			msg = map[string]any{"content": nil, "reasoning": strings.Repeat("x ", out)}
+		}
 		json.NewEncoder(w).Encode(map[string]any{
 			"id":      fmt.Sprintf("c-%d", time.Now().UnixNano()),
-			"choices": []any{map[string]any{"message": map[string]string{"content": strings.Repeat("x ", out)}, "finish_reason": finish}},
+			"choices": []any{map[string]any{"message": msg, "finish_reason": finish}},
 			"usage":   map[string]int{"prompt_tokens": prompt, "completion_tokens": out},
 		})
 	}))
@@ -91,6 +99,9 @@ func TestSuite(t *testing.T) {
 		{"", results.StatusOK, ""},
 		// A real detokeniser's last chunk of held-back text (vLLM's, the transformers front's).
 		{"flush_chunk", results.StatusOK, ""},
+		// A reasoning model (vLLM's reasoning parser) spends a short answer thinking: its text comes
+		// as reasoning, none as content, and the engine is healthy.
+		{"thinks", results.StatusOK, ""},
 		{"ignore_max_tokens", results.StatusFlag, MaxTokensLength},
 		{"no_done", results.StatusFlag, StreamDone},
 		// A stream that ignores max_tokens and never stops fails at once, not at the request timeout.

@@ -42,6 +42,7 @@ type greedyAnswer struct {
 		Message struct {
 			Content          string `json:"content"`
 			ReasoningContent string `json:"reasoning_content"`
+			Reasoning        string `json:"reasoning"` // vLLM's newer name for reasoning_content
 		} `json:"message"`
 		TokenIDs     []int  `json:"token_ids"`
 		FinishReason string `json:"finish_reason"`
@@ -102,7 +103,7 @@ func (s *suite) greedyOne(ctx context.Context, prompt string, n int, ask *bool, 
 		return results.GreedyOutput{}, fmt.Errorf("want an OpenAI chat completion with a choice, got %.200s", b)
 	}
 	c := r.Choices[0]
-	out := results.GreedyOutput{Prompt: prompt, Text: c.Message.ReasoningContent + c.Message.Content, Finish: c.FinishReason}
+	out := results.GreedyOutput{Prompt: prompt, Text: c.Message.ReasoningContent + c.Message.Reasoning + c.Message.Content, Finish: c.FinishReason}
 	if *ask {
 		if c.TokenIDs == nil {
 			*ask = false
