@@ -373,7 +373,11 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 		return
 	}
 	defer func() {
-		io.CopyN(io.Discard, resp.Body, 64<<10) // let the connection be reused
+		// Let the connection be reused, within bounds: a server that holds the response open after
+		// its end ([DONE], an error event) must not hold the request (the event loop's bound too).
+		t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
+		io.CopyN(io.Discard, resp.Body, drainLimit)
+		t.Stop()
 		resp.Body.Close()
 	}()
 	cb, _ := conn.Load().(connBox)
@@ -383,6 +387,12 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 // errBodyWait bounds how long an error answer's body is waited for: the status is the answer, the
 // body only its detail, and a body that trickles must not hold the request.
 const errBodyWait = time.Second
+
+// Bounds on the rest of a body read after its request is over, so that the connection can be reused.
+const (
+	drainLimit   = 64 << 10    // body bytes read
+	drainTimeout = time.Second // a response that does not end by then is closed
+)
 
 // response reads one answer (net/http's reader): an error status with the start of its body, a
 // redirect naming its target, a body that is no event stream for what it is, else the stream.

@@ -30,10 +30,8 @@ import (
 
 // Other schedule bounds.
 const (
-	sweepEvery   = 50 * time.Millisecond // how often error answers and settled responses are looked at
-	drainLimit   = 64 << 10              // body bytes read after a request is settled, for reuse
-	yieldEvery   = 32                    // sockets read between yields to other goroutines
-	drainTimeout = time.Second           // a settled response that does not end by then is closed
+	sweepEvery = 50 * time.Millisecond // how often error answers and settled responses are looked at
+	yieldEvery = 32                    // sockets read between yields to other goroutines
 	// streamsPerEv: streams per loop before another is started (up to GOMAXPROCS). A loop runs on one
 	// thread, and on a busy machine the OS shares each core among threads: measured on a loaded
 	// 2-core VM, one loop fell behind 1,000 streams where two kept up, while at 128 streams two loops

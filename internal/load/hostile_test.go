@@ -574,3 +574,44 @@ func TestQueuedRequestsAreNotUnanswered(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileHeldOpenAfterDone: a server that sends [DONE] (or an error event) and then holds the
+// response open, never ending its chunked body, costs each request at most a second after its end,
+// with either reader: the net/http reader drained the rest of the body for reuse with nothing to
+// bound it but the silence watchdog (10 s here), so a closed-loop slot sent its next request 10 s
+// late and the rung's request rate read a fraction of the server's.
+func TestHostileHeldOpenAfterDone(t *testing.T) {
+	t.Parallel() // waits on the held-open responses, not the CPU
+	for _, reader := range readers {
+		t.Run(reader, func(t *testing.T) {
+			h := startHostile(t, func(c net.Conn, n, maxTokens int, _ *http.Request) bool {
+				if n == 0 {
+					return answerStream(c, maxTokens, 0, maxTokens) // the negotiation
+				}
+				c.Write([]byte(sseHead))
+				for range maxTokens {
+					writeEvent(c, tokenChunk(""))
+				}
+				if n%2 == 0 {
+					writeEvent(c, `{"error":{"message":"boom"}}`)
+				}
+				writeEvent(c, "[DONE]")
+				time.Sleep(30 * time.Second) // no last chunk: the body never ends
+				return false
+			})
+			o := hostileOpts(h.url(), reader, 4, results.LoadConfig{Profile: "synchronous", MaxRequests: 4})
+			start := time.Now()
+			l, err := Run(context.Background(), o)
+			if l == nil {
+				t.Fatal(err)
+			}
+			r := l.Runs[0]
+			if r.Requests.Successful+r.Requests.Errored != 4 {
+				t.Fatalf("requests %+v errors %v", r.Requests, r.Errors)
+			}
+			if d := time.Since(start); d > 12*time.Second {
+				t.Fatalf("4 requests took %v", d)
+			}
+		})
+	}
+}
