@@ -507,3 +507,31 @@ func TestSplitWordsDoubleQuoteEscapes(t *testing.T) {
 		}
 	}
 }
+
+// TestReapLeftoversWholeGroup: once a member of the recorded group carries the engine's marker
+// (so the group is the engine's, not a recycled id), the whole group goes, as the watchdog does:
+// a worker the engine started with an environment of its own (env -i, a launcher's clean env) too.
+func TestReapLeftoversWholeGroup(t *testing.T) {
+	dir := t.TempDir()
+	c := exec.Command("sh", "-c", "env -i sleep 1000 & sleep 1000")
+	c.Env = append(os.Environ(), markerEnv+"=cccc")
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); c.Wait() })
+	for deadline := time.Now().Add(5 * time.Second); len(groupMembers(c.Process.Pid)) < 3 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // env has exec'd sleep
+	writePidFile(filepath.Join(dir, "gpu0.log"), pidFile{PGID: c.Process.Pid, ID: "cccc", Command: "vllm serve m"})
+	if _, err := ReapLeftovers(dir); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100 && len(groupMembers(c.Process.Pid)) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := groupMembers(c.Process.Pid); len(n) > 0 {
+		t.Fatalf("processes %v of the engine's group still alive", n)
+	}
+}

@@ -54,8 +54,8 @@ type Leftover struct {
 	PIDs    []int
 }
 
-// ReapLeftovers finds the pid files under dir, kills every process still carrying the engine's
-// marker, removes the files, and returns what it killed so the caller can say so.
+// ReapLeftovers finds the pid files under dir, kills the process group of each whose members still
+// carry the engine's marker, removes the files, and returns what it killed so the caller can say so.
 func ReapLeftovers(dir string) ([]Leftover, error) {
 	var out []Leftover
 	var errs []error
@@ -73,10 +73,11 @@ func ReapLeftovers(dir string) ([]Leftover, error) {
 			return nil // not ours
 		}
 		pids := groupWithMarker(p.PGID, p.ID)
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
 		if len(pids) > 0 {
+			// A live member carries the marker, so the group id is the engine's (a group's id is not
+			// reused while a member lives): end the whole group at once, as the watchdog does, so a
+			// process forked since the scan, or one that dropped its environment, goes with it.
+			_ = syscall.Kill(-p.PGID, syscall.SIGKILL)
 			out = append(out, Leftover{PidFile: path, Command: p.Command, PIDs: pids})
 		}
 		if err := os.Remove(path); err != nil {
