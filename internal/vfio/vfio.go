@@ -149,8 +149,11 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 		if g.Group == "" {
 			continue
 		}
-		holders, _ := r.Run(ctx, fmt.Sprintf(holderScript, quote(p.Dev+"/vfio/"+g.Group)))
-		if h := strings.TrimSpace(holders); h != "" {
+		holders, err := r.Run(ctx, fmt.Sprintf(holderScript, quote(p.Dev+"/vfio/"+g.Group)))
+		if err != nil {
+			// Unknown is not free: a GPU that may be a VM's is never taken from it.
+			busy = append(busy, fmt.Sprintf("%s (IOMMU group %s): whether a VM holds it cannot be told (%v)", g.Address, g.Group, err))
+		} else if h := strings.TrimSpace(holders); h != "" {
 			busy = append(busy, fmt.Sprintf("%s (IOMMU group %s) is held by %s", g.Address, g.Group, strings.ReplaceAll(h, "\n", ", ")))
 		}
 	}
