@@ -32,3 +32,20 @@ func TestSecretEnvKeysWantAVariableName(t *testing.T) {
 		}
 	}
 }
+
+// A negative warm-up duration is refused naming load.warmup: before, the config took "-5s" (a
+// valid Go duration with an s in it) and the load generator refused it only once each GPU's engine
+// was up.
+func TestNegativeWarmupRefused(t *testing.T) {
+	for _, w := range []string{"-5s", "-1m"} {
+		_, err := Load(Options{Sets: []string{"load.warmup=" + w}})
+		if err == nil || !strings.Contains(err.Error(), "load.warmup") {
+			t.Errorf("warmup %s: %v, want an error naming load.warmup", w, err)
+		}
+	}
+	for _, w := range []string{"0", "1", "5s", "0s", "250ms"} {
+		if _, err := Load(Options{Sets: []string{"load.warmup=" + w}}); err != nil {
+			t.Errorf("warmup %s: %v", w, err)
+		}
+	}
+}

@@ -156,7 +156,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.step_overhead", c.Sim.StepOverhead < 0, "want ≥ 0s"},
 		{"sim.seq_overhead", c.Sim.SeqOverhead < 0, "want ≥ 0s"},
 		{"sim.max_num_seqs", c.Sim.MaxNumSeqs < 0, "want ≥ 1, or 0 for the engine's default (256)"},
-		{"load.warmup", !validWarmup(c.Load.Warmup), "want a request count like \"1\" or a duration like \"5s\""},
+		{"load.warmup", !validWarmup(c.Load.Warmup), "want a request count like \"1\" or a duration like \"5s\" (≥ 0)"},
 		{results.ThTTFTP95Ms, pos(c.Gates.TTFTP95Ms), "want ≥ 0, or null to disable"},
 		{results.ThITLP95Ms, pos(c.Gates.ITLP95Ms), "want ≥ 0, or null to disable"},
 		{results.ThMinThroughputReqS, pos(c.Gates.MinThroughputReqS), "want ≥ 0, or null to disable"},
@@ -256,8 +256,8 @@ func validWarmup(s string) bool {
 	if s == "" {
 		return false
 	}
-	if _, err := parseDuration(s); err == nil && strings.ContainsAny(s, "smh") {
-		return true
+	if d, err := parseDuration(s); err == nil && strings.ContainsAny(s, "smh") {
+		return d >= 0
 	}
 	for _, c := range s {
 		if c < '0' || c > '9' {
