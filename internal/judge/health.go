@@ -249,8 +249,8 @@ func judgeDCGM(h *results.Health) {
 			continue
 		}
 		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), h.DCGM.Level)
-		if t.GPU != nil && *t.GPU >= 0 && *t.GPU < len(h.GPUs) {
-			gh := &h.GPUs[*t.GPU]
+		if gi := slices.IndexFunc(h.GPUs, func(g results.GPUHealth) bool { return t.GPU != nil && g.GPU.Index == *t.GPU }); gi >= 0 {
+			gh := &h.GPUs[gi] // by index, not by place in the list
 			gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckDCGM, Reason: reason})
 			continue
 		}

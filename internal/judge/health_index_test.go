@@ -30,3 +30,22 @@ func TestHealthComparisonFlagsTheGPUByIndex(t *testing.T) {
 		}
 	}
 }
+
+// A failed DCGM test lands on the GPU whose index it names, the same way: DCGM's GPU 1 of GPUs 1, 2,
+// 3 was flagged on GPU 2.
+func TestDCGMFailureFlagsTheGPUByIndex(t *testing.T) {
+	h := &results.Health{Source: "nvml", DCGM: &results.DCGM{Status: results.StatusFailed, Level: 2, Tests: []results.DCGMTest{{Name: "Memory", GPU: new(1), Result: "fail", Info: "bad page"}}}}
+	for _, i := range []int{1, 2, 3} {
+		h.GPUs = append(h.GPUs, results.GPUHealth{GPU: results.GPUInfo{Index: i, Name: "NVIDIA H200"}})
+	}
+	Health(h, DefaultHealthRules())
+	for _, gh := range h.GPUs {
+		flagged := false
+		for _, f := range gh.Flags {
+			flagged = flagged || f.Check == CheckDCGM
+		}
+		if want := gh.GPU.Index == 1; flagged != want {
+			t.Errorf("gpu %d: DCGM flag %v, want %v", gh.GPU.Index, flagged, want)
+		}
+	}
+}
