@@ -398,7 +398,17 @@ func Version(ctx context.Context, kind, command string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = procAttr()
+	// The command runs in a group of its own: the timeout ends the group, and a child that outlives
+	// the command holding its stdout (a background job) is not waited for past WaitDelay.
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 3 * time.Second
 	out, err := cmd.Output()
+	if cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // what it left behind
+	}
+	if errors.Is(err, exec.ErrWaitDelay) && len(bytes.TrimSpace(out)) > 0 {
+		err = nil // it exited 0 and printed its version; only a child kept stdout open
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s: %v", command, err)
 	}

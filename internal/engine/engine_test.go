@@ -535,3 +535,17 @@ func TestReapLeftoversWholeGroup(t *testing.T) {
 		t.Fatalf("processes %v of the engine's group still alive", n)
 	}
 }
+
+// TestVersionDoesNotWaitForBackgroundChildren: a version command whose child outlives it holding
+// stdout (a shell's background job, a daemon an import starts) neither hangs the version read
+// until that child ends nor leaves it running.
+func TestVersionDoesNotWaitForBackgroundChildren(t *testing.T) {
+	start := time.Now()
+	v, err := Version(context.Background(), "generic", `sh -c "sleep 30 & echo 1.2.3"`)
+	if err != nil || v != "1.2.3" {
+		t.Fatalf("Version = %q, %v; want 1.2.3", v, err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("Version took %s: it waited for the background child", d)
+	}
+}
