@@ -382,3 +382,20 @@ func TestInventoryRowXIDIsBad(t *testing.T) {
 		t.Fatal("HW thermal slowdown: not bad")
 	}
 }
+
+// A killed run leaves status "incomplete": the headline says the run did not finish, never that
+// nothing was judged.
+func TestHTMLIncompleteHeadline(t *testing.T) {
+	s := readSample(t)
+	s.Status, s.Complete = results.StatusIncomplete, false
+	out := render(t, s)
+	if strings.Contains(out, "Nothing was judged") || !strings.Contains(out, "The run did not finish") {
+		t.Errorf("incomplete run's headline: %q", between(out, "<h1>", "</h1>"))
+	}
+}
+
+func between(s, a, b string) string {
+	_, rest, _ := strings.Cut(s, a)
+	in, _, _ := strings.Cut(rest, b)
+	return in
+}

@@ -408,6 +408,8 @@ func headline(s *results.Summary, p *page) string {
 		return fmt.Sprintf("The run failed: %s. What was measured is shown below.", what)
 	case results.StatusInterrupted:
 		return fmt.Sprintf("The run was stopped before it finished: %s. What was measured until then is shown below.", what)
+	case results.StatusIncomplete:
+		return fmt.Sprintf("The run did not finish (it was killed, or is still writing): %s. What was written so far is shown below.", what)
 	}
 	return "Nothing was judged: " + what + "."
 }
