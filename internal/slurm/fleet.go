@@ -248,7 +248,7 @@ func (f *Fleet) reserve(ctx context.Context, nodes []Node, drains *Drains) (stri
 		return "", err
 	}
 	// Bounded: a reservation a killed run leaves ends by itself.
-	dur := int((f.Config.TimeLimit.D() + f.Config.QueueTimeout.D() + 10*time.Minute).Minutes())
+	dur := minutes(f.Config.TimeLimit.D() + f.Config.QueueTimeout.D() + 10*time.Minute)
 	obj := fleet.Object{Kind: KindResv, Name: name}
 	if err := f.run.Manifest.Record(obj); err != nil {
 		return "", fmt.Errorf("run manifest: %v (nothing changed on the cluster)", err)

@@ -64,6 +64,9 @@ func (h *Host) script() string {
 		"exec " + strings.Join(args, " ") + "\n"
 }
 
+// minutes is d in Slurm's whole minutes, rounded up (at least 1): a job never gets less than asked.
+func minutes(d time.Duration) int { return max(1, int((d+time.Minute-1)/time.Minute)) }
+
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // Provision writes the node's folder and submits its job: held, its id recorded, then released.
@@ -81,7 +84,7 @@ func (h *Host) Provision(ctx context.Context) error {
 	}
 	name := JobName(h.f.run.ID, h.node.Name)
 	args := []string{"--parsable", "--hold", "--job-name=" + name, "--nodelist=" + h.node.Name, "--nodes=1", "--ntasks=1",
-		"--exclusive", "--gres=gpu:" + strconv.Itoa(h.node.GPUs), "--time=" + strconv.Itoa(max(1, int(c.TimeLimit.D().Minutes()))),
+		"--exclusive", "--gres=gpu:" + strconv.Itoa(h.node.GPUs), "--time=" + strconv.Itoa(minutes(c.TimeLimit.D())),
 		"--chdir=" + h.dir, "--output=" + filepath.Join(h.dir, "slurm-%j.out"), "--no-requeue"}
 	for _, opt := range [][2]string{{"--partition=", c.Partition}, {"--reservation=", cmp.Or(h.reservation, c.Reservation)}, {"--account=", c.Account}, {"--qos=", c.QOS}} {
 		if opt[1] != "" {
