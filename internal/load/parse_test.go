@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -108,7 +109,11 @@ other_metric 9
 	if got["vllm:num_requests_running"] != 5 || got["vllm:num_requests_waiting"] != 7 || got["vllm:kv_cache_usage_perc"] != 0.5 || len(got) != 3 {
 		t.Fatalf("got %v", got)
 	}
-	for _, bad := range []string{"vllm:num_requests_running{a=\"b\" 3\n", "vllm:num_requests_running x\n", "vllm:num_requests_running\n"} {
+	// NaN and ±Inf parse as floats, and encoding/json cannot write them: a sample holding one would
+	// fail the whole summary.json. 1e308 twice overflows the sum over label sets.
+	for _, bad := range []string{"vllm:num_requests_running{a=\"b\" 3\n", "vllm:num_requests_running x\n", "vllm:num_requests_running\n",
+		"vllm:kv_cache_usage_perc NaN\n", "vllm:num_requests_waiting +Inf\n", "vllm:num_requests_running -Inf\n",
+		"vllm:num_requests_running{a=\"1\"} 1e308\nvllm:num_requests_running{a=\"2\"} 1e308\n"} {
 		if _, err := parseProm(strings.NewReader(bad), want); err == nil {
 			t.Errorf("parseProm(%q): no error", bad)
 		}
@@ -179,9 +184,12 @@ func FuzzParseProm(f *testing.F) {
 		want := map[string]bool{"vllm:num_requests_running": true, "vllm:kv_cache_usage_perc": true}
 		got, err := parseProm(bytes.NewReader(b), want)
 		if err == nil {
-			for k := range got {
+			for k, v := range got {
 				if !want[k] {
 					t.Fatalf("unwanted metric %q returned", k)
+				}
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Fatalf("%s = %v returned: not a number JSON can hold", k, v)
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -70,7 +71,11 @@ func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) 
 		if err != nil {
 			return nil, fmt.Errorf("/metrics line %d: %s value %q is not a number", n, name, fields[0])
 		}
-		out[name] += v
+		// NaN and ±Inf are valid exposition, but no count or share gpuvet reads (and JSON cannot
+		// hold them: one in a sample failed the whole result's encoding).
+		if out[name] += v; math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
+			return nil, fmt.Errorf("/metrics line %d: %s value %q is not a finite number (or its sum over label sets overflows)", n, name, fields[0])
+		}
 	}
 	return out, sc.Err()
 }
