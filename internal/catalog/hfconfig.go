@@ -40,6 +40,14 @@ func ModelFromHFConfig(id string, b []byte) (Model, error) {
 			return Model{}, fmt.Errorf("config.json: %s=%v: mixture-of-experts models are not counted from config.json; add the model to a catalog file", moe, v)
 		}
 	}
+	// A quantized checkpoint keeps torch_dtype at the compute dtype: its weights' bytes are in
+	// quantization_config (older compressed-tensors files: compression_config).
+	for _, qk := range []string{"quantization_config", "compression_config"} {
+		if q, ok := raw[qk].(map[string]any); ok {
+			method, _ := q["quant_method"].(string)
+			return Model{}, fmt.Errorf("config.json: %s (quant_method %q): quantized weights are not counted from config.json (torch_dtype is not their size); add the model to a catalog file", qk, method)
+		}
+	}
 	c.KVHeads = cmp.Or(c.KVHeads, c.Heads)
 	if c.HeadDim == 0 && c.Heads > 0 {
 		c.HeadDim = c.Hidden / c.Heads

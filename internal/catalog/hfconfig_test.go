@@ -81,3 +81,22 @@ func FuzzModelFromHFConfig(f *testing.F) {
 		}
 	})
 }
+
+// TestQuantizedConfigRefused: a quantized checkpoint (AWQ, GPTQ, FP8, compressed-tensors) keeps
+// torch_dtype at bfloat16/float16 and says how its weights are stored in quantization_config: read
+// as 2 bytes a weight, its roofline bound would be a half or a quarter of the real one, and a
+// healthy machine's tok/s "impossible". It is refused with the reason, as mixture-of-experts is.
+func TestQuantizedConfigRefused(t *testing.T) {
+	base := `{"model_type":"llama","num_hidden_layers":2,"hidden_size":64,"intermediate_size":128,"num_attention_heads":4,` +
+		`"vocab_size":1000,"torch_dtype":"float16"`
+	for _, q := range []string{`"quantization_config":{"quant_method":"awq","bits":4}`, `"quantization_config":{"quant_method":"fp8"}`,
+		`"compression_config":{"quant_method":"compressed-tensors"}`} {
+		_, err := ModelFromHFConfig("x", []byte(base+","+q+"}"))
+		if err == nil || !strings.Contains(err.Error(), "quantiz") {
+			t.Errorf("%s: got %v, want a refusal naming the quantization", q, err)
+		}
+	}
+	if _, err := ModelFromHFConfig("x", []byte(base+`,"quantization_config":null}`)); err != nil {
+		t.Errorf("quantization_config null: %v", err)
+	}
+}
