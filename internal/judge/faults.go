@@ -24,7 +24,7 @@ const (
 // gpuErrorRe matches an engine's words that name a fault of the GPU itself: an XID, ECC errors, a
 // CUDA error other than running out of memory (that one is the engine's configuration), the GPU
 // gone from the bus. The engine log's tail and the failed requests' details are read with it.
-var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|cuda error|illegal memory access|fallen off the bus|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
+var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|cuda error|illegal memory access|fallen off the bus|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|CUDA_ERROR_(?:ECC_UNCORRECTABLE|ILLEGAL_ADDRESS|LAUNCH_FAILED)\b|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
 
 // tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
 var tracebackRe = regexp.MustCompile(`Traceback \(most recent call last\)`)

@@ -57,6 +57,12 @@ func (b gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
 	}
 	st, why := gpuHealth(g)
 	addGPUEvidence(v, g.Flags)
+	for _, br := range healthBreaks(&g) {
+		if results.GPULayer(br.layer) {
+			v.Checks = appendNew(v.Checks, "health.error")
+			v.Action = results.MoreDisruptive(v.Action, actionFor(br.layer))
+		}
+	}
 	for _, w := range why {
 		v.Why = appendNew(v.Why, "health: "+w)
 	}
@@ -171,10 +177,18 @@ func (b gpuBook) verdicts() []results.GPUVerdict {
 // fail it, for the rules that fail a GPU); a host finding on it (busy) leaves it not proven.
 func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 	st := g.Status
-	if st == results.StatusFlag || st == results.StatusFailed {
-		st = measuredStatus(&g) // re-derived: what failed it, and its flags, each by its layer
-	}
 	var why []string
+	if st == results.StatusFlag || st == results.StatusFailed {
+		st = results.StatusOK // re-derived: what failed it, and its flags, each by its layer
+		for _, b := range healthBreaks(&g) {
+			if results.GPULayer(b.layer) {
+				st = results.Worse(st, results.StatusFailed) // it broke in the GPU's own words
+				continue
+			}
+			st = results.Worse(st, results.StatusInconclusive)
+			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", clipText(b.what, 300), b.layer, results.ActionWords[actionFor(b.layer)]))
+		}
+	}
 	for _, f := range g.Flags {
 		if s, ok := gpuFlagStatus(f); ok {
 			st = results.Worse(st, s)

@@ -156,6 +156,25 @@ func measuredStatus(gh *results.GPUHealth) results.Status {
 	return results.StatusOK
 }
 
+// healthBreak is a benchmark of a GPU that could not run, or its burn that broke, with the layer of
+// its words (the GPU's where they name a GPU fault, else the host's) and what it says.
+type healthBreak struct{ layer, what string }
+
+// healthBreaks are the breaks of a GPU's health phase: what measuredStatus fails it for.
+func healthBreaks(gh *results.GPUHealth) []healthBreak {
+	var out []healthBreak
+	for _, b := range gh.Bench {
+		if b.Status == results.StatusFailed {
+			err := cmp.Or(b.Error, "failed")
+			out = append(out, healthBreak{errorLayer("", err, results.LayerHost), fmt.Sprintf("gpu %d: %s could not run: %s", gh.GPU.Index, b.Name, err)})
+		}
+	}
+	if gh.Burn != nil && gh.Burn.Error != "" {
+		out = append(out, healthBreak{errorLayer("", gh.Burn.Error, results.LayerHost), fmt.Sprintf("gpu %d: the burn broke: %s", gh.GPU.Index, gh.Burn.Error)})
+	}
+	return out
+}
+
 func gpuStatus(gh *results.GPUHealth) results.Status {
 	st := measuredStatus(gh)
 	// The driver's signals that say the GPU is not usable as it is (a recovery action, a failed

@@ -214,6 +214,14 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 		for _, f := range g.Flags {
 			out = append(out, flagFinding(host, []int{g.GPU.Index}, flagStatus(f), f))
 		}
+		for _, b := range healthBreaks(&g) {
+			st := results.StatusFailed
+			if hh.Disruption != "" {
+				st = results.StatusInconclusive
+			}
+			out = append(out, results.Finding{Layer: b.layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: gpuSubject(g.GPU), Check: "health.error",
+				Reason: "the health phase did not finish: " + b.what, Action: actionFor(b.layer)})
+		}
 	}
 	if hh.Error != "" {
 		st := results.StatusFailed
