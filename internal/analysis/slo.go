@@ -45,6 +45,9 @@ func ParseSLO(s string) (SLO, error) {
 		if bound == nil {
 			return SLO{}, fmt.Errorf("--slo %q: unknown key %q (want ttft, itl, tpot or e2e)", s, k)
 		}
+		if *bound != 0 {
+			return SLO{}, fmt.Errorf("--slo %q: %s is given twice", s, strings.ToLower(strings.TrimSpace(k)))
+		}
 		*bound = d
 	}
 	return slo, nil
