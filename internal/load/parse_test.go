@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/dataset"
 )
 
 func events(t *testing.T, r io.Reader) ([]string, error) {
@@ -283,4 +285,27 @@ func FuzzUsageClaims(f *testing.F) {
 			t.Fatalf("a claim beyond max_tokens %d passed clean: final %d, continuous %v × %d", asked, final, continuous, step)
 		}
 	})
+}
+
+// historySource is a multi-turn session's later turn: a short new user turn after a long history.
+type historySource struct{ history []string }
+
+func (h historySource) Prompt(int) dataset.Prompt {
+	return dataset.Prompt{Text: "and now?", History: h.history}
+}
+func (historySource) Describe() string { return "history" }
+
+// TestPromptClaimCountsTheHistory: a multi-turn request sends its history with its new turn, so the
+// server's honest prompt count covers both. The bound on believing it counted the new turn's bytes
+// only: past 4,096 tokens of history every later turn's count was disbelieved and its prompt tokens
+// read 0 (the record kept the count as usage_prompt_tokens, total tok/s lost the history).
+func TestPromptClaimCountsTheHistory(t *testing.T) {
+	turn := strings.Repeat("word ", 1500) // 7,500 bytes
+	g := &rungState{rn: &runner{src: historySource{history: []string{turn, turn, turn}}}, out: &rungOut{}}
+	rec, p, _ := g.newRec(0, 0, 0)
+	honest := 3*1500 + len(strings.Fields(p.Text)) + 20 // the words, and a chat template's share
+	rec.finalize(&usage{PromptTokens: honest, CompletionTokens: 0})
+	if rec.PromptClaim != 0 || rec.PromptTokens != honest {
+		t.Fatalf("prompt tokens %d (claim %d kept) for an honest count of %d over the history", rec.PromptTokens, rec.PromptClaim, honest)
+	}
 }

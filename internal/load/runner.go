@@ -368,7 +368,11 @@ func (g *rungState) newRec(k int, sched time.Duration, idx int) (*Record, datase
 		}
 		g.mu.Unlock()
 	}
-	return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: len(p.Text)}, p, n
+	bytes := len(p.Text) // the whole prompt sent: a multi-turn request carries its history too
+	for _, h := range p.History {
+		bytes += len(h)
+	}
+	return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: bytes}, p, n
 }
 
 // enough is the sized rung's check before each new request: past Duration with MinSamples
