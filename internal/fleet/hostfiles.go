@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,6 +23,23 @@ const DigestHosts = 4
 
 // HostsDir is the folder of a fleet run's per-host results under --out.
 const HostsDir = "hosts"
+
+// OwnOut says whether out holds the summary.json of run runID: the run's own --out (every fleet
+// run writes it there before it starts a host). `gpuvet clean` collects a host's partial results
+// only into it (a manifest is a file anyone may have edited).
+func OwnOut(out, runID string) bool {
+	f, err := os.Open(filepath.Join(out, "summary.json"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var s struct {
+		RunID string `json:"run_id"`
+	}
+	// Bounded: the run id is near the top of a summary; a file that is not one fails to decode.
+	err = json.NewDecoder(io.LimitReader(f, 256<<20)).Decode(&s)
+	return err == nil && runID != "" && s.RunID == runID
+}
 
 // WriteSummary writes a fleet run's summary.json into dir, and for a fleet of more than DigestHosts
 // hosts each host's hosts/NAME.json with the summary holding their digests. It returns what

@@ -27,7 +27,7 @@ func Clean(ctx context.Context, s Runner, m *fleet.Manifest, stateDir string, sa
 		var err error
 		switch o.Kind {
 		case KindJob:
-			err = cleanJob(ctx, s, o, prefix, say)
+			err = cleanJob(ctx, s, m, o, prefix, say)
 		case KindSubmit:
 			err = cleanSubmit(ctx, s, o, prefix, say)
 		case KindResumed:
@@ -52,7 +52,7 @@ func Clean(ctx context.Context, s Runner, m *fleet.Manifest, stateDir string, sa
 }
 
 // cleanJob cancels one recorded job, once Slurm says it is the run's (its name).
-func cleanJob(ctx context.Context, s Runner, o fleet.Object, prefix string, say func(string)) error {
+func cleanJob(ctx context.Context, s Runner, m *fleet.Manifest, o fleet.Object, prefix string, say func(string)) error {
 	if !ValidJobID(o.Name) {
 		return fmt.Errorf("job id %q: not a job id gpuvet submits, left alone", o.Name)
 	}
@@ -78,11 +78,29 @@ func cleanJob(ctx context.Context, s Runner, o fleet.Object, prefix string, say 
 		say(fmt.Sprintf("cancelled job %s on %s", o.Name, o.Host))
 	}
 	if wd := f["WorkDir"]; wd != "" && o.LocalOut != "" {
-		if _, err := Collect(filepath.Join(wd, "out"), o.LocalOut); err == nil {
+		// Collect replaces local_out: only the run's own --out/hosts/NODE, never a folder an edited
+		// manifest (or a relative path of a run started elsewhere) names.
+		if why := ownLocalOut(o, m.Target["output"], m.RunID); why != "" {
+			say(fmt.Sprintf("warning: %s: partial results not collected: %s", o, why))
+		} else if _, err := Collect(filepath.Join(wd, "out"), o.LocalOut); err == nil {
 			say(fmt.Sprintf("collected %s's partial results into %s", o.Host, o.LocalOut))
 		}
 	}
 	return nil
+}
+
+// ownLocalOut is "" when o's local_out is the run's own --out/hosts/NODE, else why not.
+func ownLocalOut(o fleet.Object, out, runID string) string {
+	want := filepath.Join(out, fleet.HostsDir, fleet.Safe(o.Host))
+	switch {
+	case out == "" || !filepath.IsAbs(out):
+		return "the manifest names no absolute --out of the run"
+	case o.LocalOut != want:
+		return fmt.Sprintf("local_out %s is not %s", fleet.Quote(o.LocalOut), want)
+	case !fleet.OwnOut(out, runID):
+		return fmt.Sprintf("%s holds no summary.json of run %s (not the run's own --out)", out, runID)
+	}
+	return ""
 }
 
 // cleanSubmit cancels the jobs of a submission whose id was never recorded, found by their name.

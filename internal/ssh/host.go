@@ -2,10 +2,8 @@ package ssh
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -231,7 +229,7 @@ func Clean(ctx context.Context, o fleet.Object, runID, out string, opts Options,
 		if err := checkLocalOut(o.LocalOut, out); err != nil {
 			return err
 		}
-		if ownOut(out, runID) {
+		if fleet.OwnOut(out, runID) {
 			collectTo = o.LocalOut
 		} else {
 			say(fmt.Sprintf("warning: %s: partial results not collected: %s holds no summary.json of run %s (not the run's own --out)", o, out, runID))
@@ -309,22 +307,6 @@ func checkLocalOut(local, out string) error {
 		}
 	}
 	return nil
-}
-
-// ownOut says whether out holds the summary.json of run runID: the run's own --out (every fleet
-// run writes it there before it starts a host).
-func ownOut(out, runID string) bool {
-	f, err := os.Open(filepath.Join(out, "summary.json"))
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	var s struct {
-		RunID string `json:"run_id"`
-	}
-	// Bounded: the run id is near the top of a summary; a file that is not one fails to decode.
-	err = json.NewDecoder(io.LimitReader(f, 256<<20)).Decode(&s)
-	return err == nil && s.RunID == runID
 }
 
 // reconnect dials a manifest object's host as the run did: the name the user gave (ssh_config's
