@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -146,13 +147,18 @@ func marginUp(figs []CalibFigure, pct float64) *float64 {
 	return f(math.Ceil(w * (1 + pct/100)))
 }
 
-// marginDown is the worst (lowest) figure − pct, rounded down to 0.1 req/s.
+// marginDown is the worst (lowest) figure − pct, rounded down to 0.1 req/s, or under 1 req/s to two
+// significant figures (a slow model's 0.09 req/s floor must not round down to a gate of 0).
 func marginDown(figs []CalibFigure, pct float64) *float64 {
 	if len(figs) == 0 {
 		return nil
 	}
-	w := worst(figs, true).Value
-	return f(math.Floor(w*(1-pct/100)*10) / 10)
+	v := worst(figs, true).Value * (1 - pct/100)
+	scale := 10.0
+	if v > 0 && v < 1 {
+		scale = math.Pow(10, 1-math.Floor(math.Log10(v)))
+	}
+	return f(math.Floor(v*scale+1e-9) / scale)
 }
 
 // worst is the lowest figure when higher is better, else the highest.
@@ -216,7 +222,7 @@ func writeKey(b *strings.Builder, key string, v *float64, what string, figs []Ca
 		vals[i] = fmtNum(x.Value)
 	}
 	fmt.Fprintf(b, "      # %s: worst %s (%s gpu %d) of %d: %s\n", what, fmtNum(wf.Value), wf.Run, wf.GPU, len(figs), strings.Join(vals, ", "))
-	fmt.Fprintf(b, "      %s: %s\n", key, strings.TrimSuffix(fmt.Sprintf("%.1f", *v), ".0"))
+	fmt.Fprintf(b, "      %s: %s\n", key, strconv.FormatFloat(*v, 'f', -1, 64)) // as computed: %.1f wrote 0.037 as 0
 }
 
 // yamlQuote single-quotes a key (GPU names and model ids carry spaces, slashes, colons).

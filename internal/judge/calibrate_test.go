@@ -192,3 +192,27 @@ func TestCalibrateLearnsOnlyFromHealth(t *testing.T) {
 		t.Errorf("notes %v", es[0].Notes)
 	}
 }
+
+// A slow model's sustained req/s is under 1: its floor keeps two significant figures instead of
+// rounding down to 0.1 req/s steps, which wrote min_throughput_req_s: 0 (a gate every run passes)
+// for a worst of 0.12 req/s.
+func TestCalibrateSlowModelFloor(t *testing.T) {
+	for _, c := range []struct{ worst, want float64 }{{0.12, 0.09}, {0.05, 0.037}, {1.2, 0.9}, {38, 28.5}} {
+		p := healthy()
+		p.sustained = c.worst
+		es, err := Calibrate([]CalibRun{{Label: "r.json", Summary: summary(p)}}, DefaultCalibrateOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := es[0].MinReqS; got == nil || math.Abs(*got-c.want) > 1e-9 {
+			t.Errorf("worst %g req/s: min %v, want %g", c.worst, ptr(got), c.want)
+		}
+		var b bytes.Buffer
+		if err := WriteCalibrationYAML(&b, es, []string{"r.json"}, DefaultCalibrateOptions()); err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("min_throughput_req_s: %g\n", c.want); !strings.Contains(b.String(), want) {
+			t.Errorf("worst %g req/s: the YAML lacks %q:\n%s", c.worst, want, b.String())
+		}
+	}
+}
