@@ -59,14 +59,21 @@ func Union(a, b *results.Interval) *results.Interval {
 }
 
 // SpreadPct is how far a figure's block values spread, as a share of center: (max − min)/center ×
-// 100 (0 with fewer than two).
+// 100 over the blocks that measured it (a positive, finite value, as BatchMeans takes); 0 with fewer
+// than two such blocks.
 func SpreadPct(center float64, blocks []float64) float64 {
-	if len(blocks) < 2 || !(center > 0) {
+	if !(center > 0) {
 		return 0
 	}
-	lo, hi := blocks[0], blocks[0]
-	for _, v := range blocks[1:] {
-		lo, hi = min(lo, v), max(hi, v)
+	lo, hi, n := math.Inf(1), math.Inf(-1), 0
+	for _, v := range blocks {
+		if !(v > 0) || math.IsInf(v, 0) {
+			continue
+		}
+		lo, hi, n = min(lo, v), max(hi, v), n+1
+	}
+	if n < 2 {
+		return 0
 	}
 	return (hi - lo) / center * 100
 }
