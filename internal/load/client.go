@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/gpuvet/gpuvet/internal/dataset"
 	"github.com/gpuvet/gpuvet/internal/netstamp"
@@ -644,7 +645,18 @@ func (c *client) fail(rec *Record, class, detail string) {
 	if rec.end == 0 {
 		rec.end = c.since()
 	}
-	rec.Error, rec.Detail = class, head([]byte(redact(detail, c.key)), 300)
+	rec.Error, rec.Detail = class, head([]byte(oneLine(redact(detail, c.key))), 300)
+}
+
+// oneLine makes a server's words one line of text: control characters (escape sequences, line breaks,
+// NUL) become spaces, so that a detail shown on the terminal cannot drive it or break its layout.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // Causes of a request's end that are the load's own, not the request's (the request is then

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -57,5 +58,22 @@ func TestAllFailingRungEndsOnItsErrors(t *testing.T) {
 				t.Errorf("error %q", err)
 			}
 		})
+	}
+}
+
+// TestFailDetailIsOneLineOfText: an error's detail is the server's words (an error body, an in-stream
+// error message), and it reaches the terminal (a run's faults, their evidence): a server's escape
+// sequences and line breaks must not (an ESC [2J clears the screen; a newline breaks the table).
+func TestFailDetailIsOneLineOfText(t *testing.T) {
+	c := &client{key: "sk-secret-key-123"}
+	rec := &Record{end: 1}
+	c.fail(rec, "http_500", "boom\x1b[2J\r\nsecond\tline\x00 \u0085 sk-secret-key-123 \x7f")
+	for _, r := range rec.Detail {
+		if unicode.IsControl(r) {
+			t.Fatalf("detail %q keeps a control character %U", rec.Detail, r)
+		}
+	}
+	if !strings.Contains(rec.Detail, "boom") || !strings.Contains(rec.Detail, "second") || strings.Contains(rec.Detail, "secret") {
+		t.Fatalf("detail %q", rec.Detail)
 	}
 }
