@@ -65,3 +65,41 @@ func TestBusyEndpointNotInBaseline(t *testing.T) {
 		t.Error("the same slow GPU, not shared, breached nothing: the test proves nothing")
 	}
 }
+
+// docs/busy-h200.md, call 3: a gate missed on a GPU a co-tenant shared (ITL p95 72.7 ms beside it,
+// 34.3 ms alone) is the host's, to rerun when the GPU is gpuvet's alone: the endpoint and the run
+// flag, the GPU is not proven. It was the GPU's (reset-gpu), flagging a card on another process's load.
+func TestGateMissedOnASharedGPUIsNotTheGPUs(t *testing.T) {
+	for _, withHealth := range []bool{true, false} {
+		s := summary(healthy())
+		h := &s.Hosts[0]
+		if withHealth {
+			h.Health.GPUs[0].Busy = &results.Busy{When: "health", Reason: "busy: PID 1058 python3, 1.1 GiB"}
+			Health(h.Health, DefaultHealthRules())
+		} else {
+			h.Health = nil
+		}
+		ep := &h.Models[0].Endpoints[0]
+		ep.Busy = []results.Busy{{When: "before the engine", Reason: "gpu 0 busy: PID 1058 python3, 1.1 GiB"}}
+		FindRun(ep.Load, RunSynchronous).ITL.P95 = 72.7
+		Apply(s, DefaultConfig())
+		var gate *results.Flag
+		for i := range ep.Flags {
+			if ep.Flags[i].Check == "gate.itl_p95" {
+				gate = &ep.Flags[i]
+			}
+		}
+		if gate == nil {
+			t.Fatalf("health %v: the ITL gate did not fire: %+v", withHealth, ep.Verdicts)
+		}
+		if gate.Layer != results.LayerHost || gate.Action != results.ActionRerun {
+			t.Errorf("health %v: gate flag %s/%s, want host/rerun: %s", withHealth, gate.Layer, gate.Action, gate.Reason)
+		}
+		if g := h.GPUs[0]; g.Status != results.StatusInconclusive || g.Action != "" {
+			t.Errorf("health %v: gpu 0 %s action %q, want inconclusive (not proven) and no action", withHealth, g.Status, g.Action)
+		}
+		if s.Status != results.StatusFlag {
+			t.Errorf("health %v: run %s, want flag", withHealth, s.Status)
+		}
+	}
+}

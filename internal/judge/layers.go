@@ -430,7 +430,8 @@ func healthyGPUs(h *results.Host) map[int]bool {
 // whose load raised no GPU finding, the miss is the engine's: under the engine-bound share of the
 // roofline it sets the figure (fix it); at or above, the gate does not fit this GPU × model
 // (calibrate). The expected throughput's miss stays the GPU's unless the engine's speed moved more
-// than margin (compare.variance_pct) within the run. Without health it stays the GPU's, to rerun.
+// than margin (compare.variance_pct) within the run. Without health it stays the GPU's, to rerun. On a
+// GPU another process shared (SharedGPU) the miss is the host's, to rerun with the GPU to itself.
 func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 	cleared := len(ep.GPUs) > 0
 	for _, g := range ep.GPUs {
@@ -448,6 +449,9 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 			continue
 		}
 		switch {
+		case SharedGPU(ep): // another process's load slowed it as much as anything of the GPU's
+			f.Layer, f.Action = results.LayerHost, results.ActionRerun
+			f.Reason = withoutAdvice(f.Reason) + fmt.Sprintf("; not the GPU's alone: another process shared it (%s), so the miss may be that process's: stop it and rerun", busyOf(ep).Reason)
 		case !cleared && len(healthy) == 0:
 			f.Layer, f.Action = results.LayerGPU, results.ActionRerun
 			f.Reason += "; no health phase ran to tell the GPU from the engine: rerun with health"
