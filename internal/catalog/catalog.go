@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
@@ -84,17 +85,21 @@ func (c *Catalog) LookupGPU(name string) (GPU, bool) {
 			return g, true
 		}
 	}
-	// Fuzzy: the longest key whose text appears in the name, so "H200 NVL" wins over "H200".
+	// Fuzzy: the longest key whose words appear whole in the name, so "H200 NVL" wins over "H200",
+	// and an L40 is no L4 nor a GH200 an H200 (other datasheets).
+	words := " " + strings.Join(strings.FieldsFunc(n, notAlnum), " ") + " "
 	cands := append([]GPU(nil), gpus...)
 	sort.SliceStable(cands, func(i, j int) bool { return len(cands[i].Key) > len(cands[j].Key) })
 	for _, g := range cands {
-		k := strings.ToLower(strings.ReplaceAll(g.Key, "-", " "))
-		if strings.Contains(n, k) {
+		k := strings.Join(strings.FieldsFunc(strings.ToLower(g.Key), notAlnum), " ")
+		if k != "" && strings.Contains(words, " "+k+" ") {
 			return g, true
 		}
 	}
 	return GPU{}, false
 }
+
+func notAlnum(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
 
 // LookupModel finds a model by its exact id, case-insensitively.
 func (c *Catalog) LookupModel(id string) (Model, bool) {

@@ -129,3 +129,25 @@ func TestTPLink(t *testing.T) {
 		t.Fatalf("peer_link from a catalog file: %v %+v", err, f)
 	}
 }
+
+// TestLookupGPUWholeWords: the fuzzy match takes a key only as whole words of the name: an L40 is
+// no L4 and a GH200 no H200 (their datasheets differ: an L40 would be measured against an L4's
+// peaks, a GH200's HBM against an H200's), while "NVIDIA H200 NVL 141GB" and a name with the key's
+// words joined by "-" still find their GPU.
+func TestLookupGPUWholeWords(t *testing.T) {
+	cat := Builtin()
+	for name, want := range map[string]string{
+		"NVIDIA L40":                "",
+		"NVIDIA GH200 480GB":        "",
+		"NVIDIA L4 24GB":            "L4",
+		"NVIDIA H200 NVL 141GB":     "H200-NVL",
+		"NVIDIA H100-PCIe-80GB":     "H100-PCIE",
+		"NVIDIA H100 NVL":           "H100",
+		"NVIDIA A100-SXM4-80GB MIG": "A100",
+	} {
+		g, ok := cat.LookupGPU(name)
+		if ok != (want != "") || g.Key != want {
+			t.Errorf("LookupGPU(%q) = %q, %v; want %q", name, g.Key, ok, want)
+		}
+	}
+}
