@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +77,19 @@ func TestFailDetailIsOneLineOfText(t *testing.T) {
 	}
 	if !strings.Contains(rec.Detail, "boom") || !strings.Contains(rec.Detail, "second") || strings.Contains(rec.Detail, "secret") {
 		t.Fatalf("detail %q", rec.Detail)
+	}
+}
+
+// TestPostJSONErrorIsOneLine: a /tokenize or calibration answer's error body reaches the terminal in
+// the load's setup error, without its control characters or the key.
+func TestPostJSONErrorIsOneLine(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadGateway)
+		w.Write([]byte("bad\x1b]0;owned\x07\ngateway sk-secret-key-123"))
+	}))
+	defer srv.Close()
+	err := postJSON(context.Background(), srv.Client(), srv.URL, "sk-secret-key-123", map[string]int{}, &struct{}{})
+	if err == nil || strings.ContainsFunc(err.Error(), unicode.IsControl) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "gateway") {
+		t.Fatalf("error %q", err)
 	}
 }

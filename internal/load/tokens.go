@@ -98,7 +98,7 @@ func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out a
 		return fmt.Errorf("POST %s: %v", results.RedactURLs(url), err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: HTTP %d: %s", results.RedactURLs(url), resp.StatusCode, head([]byte(redact(string(bytes.TrimSpace(raw)), key)), 200))
+		return fmt.Errorf("POST %s: HTTP %d: %s", results.RedactURLs(url), resp.StatusCode, head([]byte(oneLine(redact(string(bytes.TrimSpace(raw)), key))), 200))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
 		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", results.RedactURLs(url), err)
