@@ -219,12 +219,12 @@ func TestPreflightAsksTheEnginesOwnPython(t *testing.T) {
 	}
 }
 
-// A load setting the load generator refuses (a negative warm-up, a load past its bounds) is bad
+// A load setting the load generator refuses (a warm-up or a load past its bounds) is bad
 // input before anything starts: before, the preflight passed it, the health phase and every engine
 // ran, and each GPU's load then failed on it.
 func TestPreflightRefusesALoadTheGeneratorRefuses(t *testing.T) {
 	for set, want := range map[string]string{
-		"load.warmup=-5s":             "--warmup",
+		"load.warmup=200h":            "--warmup",
 		"load.max_concurrency=200000": "--max-concurrency",
 		"load.max_duration=200h":      "--max-duration",
 		"load.output_tokens=2000000":  "--output-tokens",
