@@ -75,9 +75,12 @@ func ParseHostPool(b []byte) ([]HostInfo, error) {
 			if n, err := strconv.Atoi(strings.TrimSpace(p.NUMANode)); err == nil && n >= 0 {
 				g.NUMANode = &n
 			}
-			if n, err := strconv.Atoi(strings.TrimSpace(p.VMID)); err == nil {
-				g.VMID = n
+			// Unknown is not free: a GPU whose holder cannot be read may be a VM's.
+			n, err := strconv.Atoi(strings.TrimSpace(p.VMID))
+			if err != nil {
+				return nil, fmt.Errorf("host %s: GPU %s has no VMID in its PCI monitoring (got %.40q; OpenNebula writes -1 for a free GPU)", h.Name, g.ShortAddress, p.VMID)
 			}
+			g.VMID = n
 			hi.GPUs = append(hi.GPUs, g)
 		}
 		sort.Slice(hi.GPUs, func(i, j int) bool { return hi.GPUs[i].ShortAddress < hi.GPUs[j].ShortAddress })
