@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"os"
 	"strings"
@@ -50,7 +51,12 @@ func Credentials(env string) (string, error) {
 	if !strings.Contains(v, ":") || strings.HasPrefix(v, "/") {
 		b, err := os.ReadFile(v)
 		if err != nil {
-			return "", fmt.Errorf("%s is neither user:password nor a readable file: %v", env, err)
+			// The path is the variable's value, which may be a mistyped secret: never in the error.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return "", fmt.Errorf("%s is neither user:password nor a readable file (%v)", env, err)
 		}
 		v = strings.TrimSpace(string(b))
 	}

@@ -16,3 +16,12 @@ func TestHostPoolGPUWithoutVMIDIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// A credentials variable that is neither user:password nor a file: the error never prints its value.
+func TestCredentialsErrorHidesTheValue(t *testing.T) {
+	t.Setenv("GPUVET_TEST_AUTH", "s3cr3t-pass")
+	_, err := Credentials("GPUVET_TEST_AUTH")
+	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("error: %v", err)
+	}
+}
