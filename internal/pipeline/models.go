@@ -213,8 +213,10 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			unit := unitName(id, sp.slot.GPUs, len(r.cfg.Models))
 			defer r.prog.Done(unit)
 			ectx := r.withRungs(ctx, unit)
-			if err := protect(func() error { ep = r.endpoint(ectx, id, sp.slot, cfg, served); return nil }); err != nil {
-				ep = results.Endpoint{GPUs: sp.slot.GPUs, GPUName: sp.slot.GPUName, Status: results.StatusFailed, Error: err.Error()}
+			if err := protect(func() error { r.endpoint(ectx, &ep, id, sp.slot, cfg, served); return nil }); err != nil {
+				// What the endpoint measured before the panic stays: only its status and error change.
+				ep.GPUs, ep.GPUName, ep.Status = sp.slot.GPUs, sp.slot.GPUName, results.StatusFailed
+				ep.Error = strings.TrimPrefix(ep.Error+"; "+err.Error(), "; ")
 			}
 			r.mu.Lock()
 			eps := append(r.host().Models[mi].Endpoints, ep)
@@ -285,22 +287,23 @@ func gpuTag(gpus []int) string {
 }
 
 // endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.
-// The engine is stopped before it returns, whatever happened.
-func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) (ep results.Endpoint) {
-	ep = results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
+// The engine is stopped before it returns, whatever happened. It fills *ep as it goes, so what was
+// measured is there even when a later phase panics.
+func (r *run) endpoint(ctx context.Context, ep *results.Endpoint, model string, slot Slot, cfg config.Config, served func(results.EngineInfo)) {
+	*ep = results.Endpoint{GPUs: slot.GPUs, GPUName: slot.GPUName, Status: results.StatusOK}
 	sw := newStopwatch()
 	defer func() { ep.Timing = sw.result() }() // registered first, so the total includes the engine's stop
-	sv, err := r.serve(ctx, &ep, model, slot, cfg)
+	sv, err := r.serve(ctx, ep, model, slot, cfg)
 	sw.lap(&sw.t.ServeSeconds)
 	if sv != nil && sv.Stop != nil {
 		defer sv.Stop()
 	}
 	if err != nil {
-		failEndpoint(ctx, &ep, "serve", err)
+		failEndpoint(ctx, ep, "serve", err)
 		if sv != nil && sv.LogTail != nil {
 			ep.LogTail = sv.LogTail()
 		}
-		return ep
+		return
 	}
 	ep.URL = results.RedactURLs(sv.URL) // recorded: never a URL's key
 	ep.ProvisionSeconds = sv.Provision.Seconds()
@@ -308,17 +311,16 @@ func (r *run) endpoint(ctx context.Context, model string, slot Slot, cfg config.
 	err = r.warmup(ctx, sv, model, slot.Index)
 	sw.lap(&sw.t.WarmupSeconds)
 	if err != nil {
-		failEndpoint(ctx, &ep, "warmup", err)
-		return ep
+		failEndpoint(ctx, ep, "warmup", err)
+		return
 	}
 	if ctx.Err() != nil {
-		failEndpoint(ctx, &ep, "load", ctx.Err())
-		return ep
+		failEndpoint(ctx, ep, "load", ctx.Err())
+		return
 	}
-	if r.measure(ctx, &ep, sv, model, slot, cfg, sw) {
-		r.apiSuite(ctx, &ep, sv, model, slot, cfg, sw)
+	if r.measure(ctx, ep, sv, model, slot, cfg, sw) {
+		r.apiSuite(ctx, ep, sv, model, slot, cfg, sw)
 	}
-	return ep
 }
 
 // failEndpoint records a phase's failure after any earlier one; an interrupted run says so instead.
