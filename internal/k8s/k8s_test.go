@@ -387,3 +387,24 @@ func TestPreemptedPodIsADisruption(t *testing.T) {
 		t.Fatalf("a failed pod without the condition: %+v", pe)
 	}
 }
+
+// TestLongNodeNamesStayApart: two nodes whose names share their first 63 characters get different
+// cache PVC names and node labels: a node's Cleanup deletes its pods by that label, and would
+// otherwise delete the other node's engine and load pods mid-run (and a kept cache mount the other
+// node's ReadWriteOnce PVC).
+func TestLongNodeNamesStayApart(t *testing.T) {
+	prefix := "gpu-h100-pool-a.rack-17.row-4.hall-2.datacenter-east.example-corp.internal-"
+	a, b := prefix+"node-001", prefix+"node-002"
+	if x, y := dnsName("cache", a), dnsName("cache", b); x == y || len(x) > 63 || len(y) > 63 {
+		t.Errorf("dnsName: %q and %q", x, y)
+	}
+	if x, y := labelValue(a), labelValue(b); x == y || len(x) > 63 || len(y) > 63 {
+		t.Errorf("labelValue: %q and %q", x, y)
+	}
+	if got := labelValue("node-1.example.com"); got != "node-1.example.com" {
+		t.Errorf("a short name changed: %q", got)
+	}
+	if got := dnsName("cache", "node-1.example.com"); got != "cache-node-1-example-com" {
+		t.Errorf("a short name changed: %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
@@ -64,21 +65,28 @@ var (
 
 // dnsName turns parts into a DNS-1123 label (≤ 63 chars): lower case, [a-z0-9-].
 func dnsName(parts ...string) string {
-	s := notDNS.ReplaceAllString(strings.ToLower(strings.Join(parts, "-")), "-")
-	s = strings.Trim(s, "-")
-	if len(s) > 63 {
-		s = strings.Trim(s[:63], "-")
-	}
-	return s
+	in := strings.Join(parts, "-")
+	s := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(in), "-"), "-")
+	return cut63(s, in, "-")
 }
 
 // labelValue makes s a valid label value (≤ 63, alphanumerics and -_.).
 func labelValue(s string) string {
-	s = notLabel.ReplaceAllString(s, "_")
-	if len(s) > 63 {
-		s = s[:63]
+	in := s
+	s = strings.Trim(notLabel.ReplaceAllString(s, "_"), "-_.")
+	return cut63(s, in, "-_.")
+}
+
+// cut63 bounds s to 63 characters. A longer one keeps its start and ends in a hash of in (what
+// it was made from), so two long node names that differ only past the cut never make the same
+// name or label: a node's cleanup selects its pods by that label.
+func cut63(s, in, trim string) string {
+	if len(s) <= 63 {
+		return s
 	}
-	return strings.Trim(s, "-_.")
+	h := fnv.New32a()
+	h.Write([]byte(in))
+	return fmt.Sprintf("%s-%08x", strings.Trim(s[:63-9], trim), h.Sum32())
 }
 
 // runLabels are a run's object's labels. LabelPartOf is on every gpuvet object, the kept cache's
