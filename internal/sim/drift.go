@@ -50,7 +50,7 @@ func (d *drift) speed(t time.Time) float64 {
 }
 
 func checkDriftPct(pct float64) error {
-	if pct < 0 || pct >= 100 {
+	if !(pct >= 0 && pct < 100) { // NaN too
 		return fmt.Errorf("engine drift pct: must be in [0, 100), got %v", pct)
 	}
 	return nil

@@ -26,7 +26,7 @@ func (f Faults) validate() error {
 		name string
 		v    float64
 	}{{"fault-5xx", f.Rate5xx}, {"fault-429", f.Rate429}, {"fault-cut", f.CutRate}, {"fault-stall", f.StallRate}, {"fault-malformed", f.MalformedRate}} {
-		if r.v < 0 || r.v > 1 {
+		if !(r.v >= 0 && r.v <= 1) { // NaN too
 			return fmt.Errorf("%s: a rate must be in [0, 1], got %v", r.name, r.v)
 		}
 	}

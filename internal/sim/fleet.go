@@ -113,10 +113,10 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.StragglerIndex >= cfg.Count || cfg.StragglerIndex < -1 {
 		return nil, fmt.Errorf("straggler index: must be -1 (none) or 0–%d, got %d", cfg.Count-1, cfg.StragglerIndex)
 	}
-	if cfg.StragglerPct < 0 || cfg.StragglerPct >= 100 {
+	if !(cfg.StragglerPct >= 0 && cfg.StragglerPct < 100) { // NaN too
 		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
 	}
-	if cfg.NodeSlowdownPct < 0 || cfg.NodeSlowdownPct >= 100 {
+	if !(cfg.NodeSlowdownPct >= 0 && cfg.NodeSlowdownPct < 100) {
 		return nil, fmt.Errorf("node slowdown pct: must be in [0, 100), got %v", cfg.NodeSlowdownPct)
 	}
 	if err := checkDriftPct(cfg.EngineDriftPct); err != nil {

@@ -77,7 +77,7 @@ func NewPerf(gpu catalog.GPU, model catalog.Model, cfg EngineConfig) (*Perf, err
 		return nil, fmt.Errorf("engine config: tp, max_num_seqs, max_batched_tokens and block_size must be ≥ 1, got %d, %d, %d, %d",
 			cfg.TP, cfg.MaxNumSeqs, cfg.MaxBatchedTokens, cfg.BlockSize)
 	}
-	if cfg.GPUMemUtil <= 0 || cfg.GPUMemUtil > 1 {
+	if !(cfg.GPUMemUtil > 0 && cfg.GPUMemUtil <= 1) { // NaN too
 		return nil, fmt.Errorf("gpu_memory_utilization: must be in (0, 1], got %v", cfg.GPUMemUtil)
 	}
 	p := &Perf{GPU: gpu, Model: model, Cfg: cfg, Speed: 1, Frontend: DefaultFrontend()}

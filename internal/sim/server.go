@@ -87,7 +87,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.ReasoningTokens < 0 {
 		return nil, fmt.Errorf("reasoning tokens: must be ≥ 0, got %d", cfg.ReasoningTokens)
 	}
-	if cfg.Jitter < 0 || cfg.Jitter >= 1 {
+	if !(cfg.Jitter >= 0 && cfg.Jitter < 1) { // NaN too
 		return nil, fmt.Errorf("jitter: must be in [0, 1), got %v", cfg.Jitter)
 	}
 	if cfg.TTFT < 0 || cfg.ITL < 0 {
