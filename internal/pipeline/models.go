@@ -519,13 +519,14 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 	if r.deps.Load == nil {
 		return nil, nil, nil, nil, fmt.Errorf("no load generator in this build")
 	}
+	// Before the sampling starts: an error here returns without stopping it.
+	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
+		return nil, nil, nil, nil, err
+	}
 	ctx, watch, stopSampling := r.sample(ctx, slot, cfg)
 	cpu := watchCPU(ctx, sv)
 	r.progress("%s %s: load (%s)", model, onGPUs(slot.GPUs), loadSizing(cfg.Load))
 	lc := cfg.LoadConfig()
-	if err := os.MkdirAll(filepath.Dir(records), 0o755); err != nil {
-		return nil, nil, nil, nil, err
-	}
 	ld, err := r.deps.Load(ctx, sv.URL, model, sv.APIKeyEnv, lc, records)
 	if err == nil && ld != nil && (cfg.Gates.AICRMinOutputTokS != nil || cfg.Gates.AICRMaxTTFTP99Ms != nil) && lc.Profile != "concurrency" &&
 		!hasRun(ld, "concurrency") && ctx.Err() == nil {
