@@ -49,3 +49,19 @@ func TestNegativeWarmupRefused(t *testing.T) {
 		}
 	}
 }
+
+// A config file holds one YAML document: a second one (after ---) is refused naming the file and
+// its line, instead of being silently ignored (its keys never applied).
+func TestSecondYAMLDocumentRefused(t *testing.T) {
+	f := write(t, "two.yaml", "load:\n  rates: 5\n---\nload:\n  rates: 7\n")
+	_, err := Load(Options{Files: []string{f}})
+	if err == nil || !strings.Contains(err.Error(), "two.yaml:3") || !strings.Contains(err.Error(), "one YAML document") {
+		t.Fatalf("a second document: %v", err)
+	}
+	// A lone leading --- (one document) stays fine, and so does a trailing one with nothing after it.
+	for _, body := range []string{"---\nload:\n  rates: 5\n", "load:\n  rates: 5\n---\n", "load:\n  rates: 5\n...\n"} {
+		if p, err := Load(Options{Files: []string{write(t, "one.yaml", body)}}); err != nil || p.Config.Load.Rates != 5 {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}

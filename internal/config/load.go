@@ -181,6 +181,9 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 		}
 		return &Error{Source: "config:" + path, Msg: fmt.Sprintf("not valid YAML: %v", err)}
 	}
+	if err := oneDocument(dec, path); err != nil {
+		return err
+	}
 	if len(doc.Content) == 0 {
 		return nil
 	}
@@ -203,6 +206,27 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 	}
 	p.overlay(v.(tree), src)
 	return nil
+}
+
+// oneDocument refuses a file with a second YAML document (after ---): its keys would never apply.
+func oneDocument(dec *yaml.Decoder, path string) error {
+	for {
+		var next yaml.Node
+		err := dec.Decode(&next)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return &Error{Source: "config:" + path, Msg: fmt.Sprintf("not valid YAML: %v", err)}
+		case len(next.Content) > 0 && !emptyNode(next.Content[0]):
+			return &Error{Source: "config:" + path, Line: next.Line, Msg: "a config file holds one YAML document; this is a second (after ---): merge it into the first, or give it as another -c file"}
+		}
+	}
+}
+
+// emptyNode is a document with nothing in it (a trailing --- alone).
+func emptyNode(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == ""
 }
 
 // overlay merges a layer and records its sources (after merge dropped the replaced ones).
