@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -108,6 +109,17 @@ func validGPU(g GPU) error {
 	for _, c := range []struct {
 		field string
 		v     float64
+	}{{"memory_gib", g.MemoryGiB}, {"bf16_tflops", g.BF16TFLOPS}, {"hbm_gbps", g.HBMGBps}, {"fp32_tflops", g.FP32TFLOPS},
+		{"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"idle_w", g.IdleW}, {"nvlink_gbps", g.NVLinkGBps}, {"mfu", g.MFU},
+		{"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs},
+		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}} {
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) {
+			return fmt.Errorf("%s: must be a finite number for %s, got %v", c.field, g.Key, c.v)
+		}
+	}
+	for _, c := range []struct {
+		field string
+		v     float64
 	}{{"memory_gib", g.MemoryGiB}, {"bf16_tflops", g.BF16TFLOPS}, {"hbm_gbps", g.HBMGBps}} {
 		if !(c.v > 0) {
 			return fmt.Errorf("%s: must be > 0 for %s, got %v", c.field, g.Key, c.v)
@@ -118,7 +130,7 @@ func validGPU(g GPU) error {
 		v     float64
 	}{{"fp32_tflops", g.FP32TFLOPS}, {"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"nvlink_gbps", g.NVLinkGBps},
 		{"mfu", g.MFU}, {"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs},
-		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}} {
+		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}, {"idle_w", g.IdleW}} {
 		if c.v < 0 {
 			return fmt.Errorf("%s: must be ≥ 0 for %s, got %v", c.field, g.Key, c.v)
 		}
@@ -141,6 +153,9 @@ func validGPU(g GPU) error {
 func validModel(m Model) error {
 	if strings.TrimSpace(m.ID) == "" {
 		return fmt.Errorf("id: missing (the Hugging Face model id, e.g. Qwen/Qwen3-8B)")
+	}
+	if math.IsInf(m.Params, 0) {
+		return fmt.Errorf("params: must be a finite number for %s, got %v", m.ID, m.Params)
 	}
 	if !(m.Params > 0) {
 		return fmt.Errorf("params: must be > 0 for %s, got %v", m.ID, m.Params)

@@ -151,3 +151,20 @@ func TestLookupGPUWholeWords(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFileRefusesNonFinite: YAML's .inf and .nan are numbers to the decoder; a catalog figure
+// must be finite (a NaN mfu or an infinite HBM bandwidth passed every check and came out of the
+// simulator and the speed-of-light as NaN or zero).
+func TestParseFileRefusesNonFinite(t *testing.T) {
+	gpu := "gpus:\n  - key: X\n    names: [\"NVIDIA X\"]\n    memory_gib: 10\n    bf16_tflops: 100\n    hbm_gbps: 100\n"
+	for _, bad := range []string{
+		gpu + "    mfu: .nan\n",
+		gpu + "    tdp_w: .inf\n",
+		strings.Replace(gpu, "hbm_gbps: 100", "hbm_gbps: .inf", 1),
+		"models:\n  - {id: a/b, params: .inf, layers: 1, hidden: 1, heads: 1, kv_heads: 1, head_dim: 1, vocab: 1, max_context: 1, dtype_bytes: 2}\n",
+	} {
+		if _, err := ParseFile([]byte(bad)); err == nil || !strings.Contains(err.Error(), "finite") {
+			t.Errorf("%q: got %v, want an error saying the figure must be finite", bad, err)
+		}
+	}
+}
