@@ -547,10 +547,12 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 		u := ch.Usage
 		s.final = &u
 		if ch.HasChoices {
-			rec.contUsage = true
 			// A count that goes back carries nothing new; one beyond max_tokens is not spread
 			// over the marks (its excess is the defect reported below, not tokens to time).
 			cum := ch.Usage.CompletionTokens
+			// Counting continuously once a count moves: usage of zeros in every chunk is a
+			// placeholder (the count comes at the end), and would leave every chunk 0 tokens.
+			rec.contUsage = rec.contUsage || cum > 0
 			delta = max(min(cum, tokenBound(rec))-s.tokens, 0)
 			s.lastCum = max(s.lastCum, cum)
 		}

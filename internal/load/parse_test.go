@@ -309,3 +309,23 @@ func TestPromptClaimCountsTheHistory(t *testing.T) {
 		t.Fatalf("prompt tokens %d (claim %d kept) for an honest count of %d over the history", rec.PromptTokens, rec.PromptClaim, honest)
 	}
 }
+
+// TestZeroUsageInEveryChunk: a server that puts a usage object of zeros in every chunk (a placeholder,
+// not a running count) and the true count in a closing usage chunk is not counting continuously:
+// its chunks are one token each, so ITL keeps its gaps (they all read 0 tokens, and ITL was empty).
+func TestZeroUsageInEveryChunk(t *testing.T) {
+	var body strings.Builder
+	for range 4 {
+		body.WriteString(`data: {"choices":[{"delta":{"content":"a"}}],"usage":{"prompt_tokens":0,"completion_tokens":0}}` + "\n\n")
+	}
+	body.WriteString(`data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":4}}` + "\n\ndata: [DONE]\n\n")
+	cl := &client{stall: 1e9}
+	rec := &Record{RequestedTokens: 4}
+	ctx, cancel := contextWithCancelCause()
+	defer cancel(nil)
+	cl.stream(ctx, cancel, strings.NewReader(body.String()), rec, nil, "")
+	rec.derive()
+	if rec.Error != "" || rec.OutputTokens != 4 || len(rec.ITLMs) != 3 || rec.Counts != countsUsage {
+		t.Fatalf("error %q %s, %d output tokens (%s), %d ITL gaps: want 4 tokens and 3 gaps", rec.Error, rec.Detail, rec.OutputTokens, rec.Counts, len(rec.ITLMs))
+	}
+}
