@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ var (
 	figureCols  = []string{"run_id", "host", "uuid", "model", "metric", "unit", "value", "ci_lo", "ci_hi", "ci_level", "samples", "higher", "lower_bound", "client_limited", "req_s", "judged"}
 	verdictCols = []string{"run_id", "host", "scope", "subject", "check_id", "result", "value", "threshold", "reason"}
 )
+
+// maxRetentionDays is the first retention in days a time.Duration cannot hold.
+const maxRetentionDays = int(math.MaxInt64/int64(24*time.Hour)) + 1
 
 // rows is what one run adds.
 type rows struct {
@@ -176,7 +180,9 @@ func (s *Store) Record(ctx context.Context, sum *results.Summary, fp string, ret
 		" ON CONFLICT (scope, subject, fingerprint) DO NOTHING"); err != nil {
 		return nil, fmt.Errorf("acceptance: %v", err)
 	}
-	if retentionDays > 0 {
+	// A retention past what a time.Duration holds (some 292 years) keeps every run: multiplied
+	// into one it would wrap negative and put the cut-off in the future.
+	if retentionDays > 0 && retentionDays < maxRetentionDays {
 		cut := time.Now().Add(-time.Duration(retentionDays) * 24 * time.Hour).UnixMilli()
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM runs WHERE started_ms < ? AND id NOT IN (SELECT run_id FROM acceptance)`), cut); err != nil {
 			return nil, fmt.Errorf("retention: %v", err)
