@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -38,6 +39,8 @@ var Cleaner = fleet.ObjectCleaner(Removers)
 func Removers() fleet.Removers {
 	rs := fleet.Removers{ByKind: map[string]fleet.Remover{
 		ObjectKind: func(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, say func(string)) error {
+			ctx, cancel := context.WithTimeout(ctx, cleanTimeout)
+			defer cancel()
 			return Clean(ctx, o, m.RunID, m.Target["output"], OptionsFrom(plan.Config.SSH), say)
 		},
 	}, First: []string{ObjectKind}}
@@ -47,6 +50,13 @@ func Removers() fleet.Removers {
 	}
 	return rs
 }
+
+// cleanTimeout bounds `gpuvet clean`'s removal of one run folder (reconnect, stop a run still
+// going, collect its partial results, remove), prepCleanTimeout one host's undoing of its
+// preparation (the vfio restore, a driver's purge: minutes of DKMS), as a run's cleanup is
+// (Fleet.CleanupTimeout): clean itself has no deadline, and a host whose commands hang must not
+// hold it forever.
+var cleanTimeout, prepCleanTimeout = 5 * time.Minute, 20 * time.Minute
 
 // prepKinds are the manifest kinds of host preparation and of a node's vfio release.
 var prepKinds = append(slices.Clone(hostprep.Kinds), vfio.Kinds...)
@@ -71,6 +81,8 @@ func prepRemover() fleet.Remover {
 		if !live {
 			return nil // undone with its host's other objects
 		}
+		ctx, cancel := context.WithTimeout(ctx, prepCleanTimeout)
+		defer cancel()
 		done, err := CleanPrep(ctx, objs, m.RunID, OptionsFrom(plan.Config.SSH), say)
 		for _, d := range done {
 			_ = m.Deleted(d)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
 	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
 )
 
@@ -73,5 +75,45 @@ func TestOutputErrorKeepsTheLastWords(t *testing.T) {
 	err = put(context.Background(), c, strings.NewReader(""), "/nonexistent/dir/x", 0o600)
 	if err == nil || len(err.Error()) > 4200 {
 		t.Fatalf("put into a missing folder: %v", err)
+	}
+}
+
+// `gpuvet clean` has no deadline of its own: removing a run folder from a host whose commands hang
+// (rm on a dead NFS mount) is bounded, an error naming the folder, not a clean that never ends.
+func TestCleanRemoverBounded(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "rm"), []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, "PATH="+bin+":"+os.Getenv("PATH"))
+	dir := filepath.Join(f.srv.Dir, "gpuvet-run1-h1")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, Marker), []byte("run1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := config.Load(config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Config.SSH.ConfigFile, plan.Config.SSH.KnownHosts = "/dev/null", f.opts.KnownHosts[0]
+	t.Setenv("SSH_AUTH_SOCK", "")
+	m, err := fleet.NewManifest(t.TempDir(), "ssh", "run1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := fleet.Object{Kind: ObjectKind, Name: dir, Host: Address(f.target), Via: "127.0.0.1", Identity: f.target.IdentityFiles[0]}
+	defer func(d time.Duration) { cleanTimeout = d }(cleanTimeout)
+	cleanTimeout = 2 * time.Second
+	done := make(chan error, 1)
+	go func() { done <- Removers().ByKind[ObjectKind](context.Background(), plan, m, o, func(string) {}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "deadline") {
+			t.Fatalf("a hung rm: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("clean of a host whose rm hangs did not end")
 	}
 }
