@@ -65,3 +65,14 @@ func TestSecondYAMLDocumentRefused(t *testing.T) {
 		}
 	}
 }
+
+// An aicr recipe's throughput floor or TTFT ceiling of infinity is refused, as any number in a
+// config file past ±1e300 is: ">= inf" would fail every GPU's throughput gate, "<= inf" pass any.
+func TestRecipeInfiniteConstraintRefused(t *testing.T) {
+	for _, c := range []string{`{name: inference-throughput, value: ">= inf"}`, `{name: inference-ttft-p99, value: "<= +Inf"}`, `{name: inference-throughput, value: ">= 1e400"}`} {
+		f := write(t, "recipe.yaml", "kind: RecipeMetadata\nspec:\n  validation:\n    performance:\n      constraints:\n        - "+c+"\n")
+		if _, err := Load(Options{Files: []string{f}}); err == nil || !strings.Contains(err.Error(), "constraints[0]") {
+			t.Errorf("%s: %v, want an error naming the constraint", c, err)
+		}
+	}
+}

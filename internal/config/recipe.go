@@ -135,7 +135,7 @@ func parseConstraint(s, op string) (float64, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v != v {
+	if err != nil || !(v >= 0 && v <= 1e300) { // NaN and infinity too, as a config file's numbers
 		return 0, fmt.Errorf("want %q followed by a non-negative number, got %q", op, s)
 	}
 	return v, nil
