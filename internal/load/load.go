@@ -250,6 +250,10 @@ func bounded(o Options, c results.LoadConfig) error {
 		return fmt.Errorf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)
 	case time.Duration(c.TimeBudget) > MaxDuration:
 		return fmt.Errorf("--time-budget %v: want at most %v", time.Duration(c.TimeBudget), MaxDuration)
+	case time.Duration(c.MaxRungDuration) > MaxDuration:
+		return fmt.Errorf("--max-rung-duration %v: want at most %v", time.Duration(c.MaxRungDuration), MaxDuration)
+	case c.MinSamples > MaxRequests:
+		return fmt.Errorf("min samples %d (compare.min_samples): want at most %d", c.MinSamples, MaxRequests)
 	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
 		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
 	}

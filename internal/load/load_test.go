@@ -379,6 +379,8 @@ func TestValidate(t *testing.T) {
 		{func(o *Options) { o.Config.MaxDuration = results.Duration(math.MaxInt64) }, "--max-duration"},
 		{func(o *Options) { o.Config.Warmup = "9223372036854775807" }, "--warmup"},
 		{func(o *Options) { o.MaxInFlight = math.MaxInt }, "max in flight"},
+		{func(o *Options) { o.Config.MaxRungDuration = results.Duration(math.MaxInt64) }, "--max-rung-duration"},
+		{func(o *Options) { o.Config.MinSamples = math.MaxInt64 }, "min samples"},
 	}
 	for _, b := range bad {
 		o := good
