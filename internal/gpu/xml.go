@@ -218,6 +218,9 @@ func decodeSMI(data []byte) (*smiLog, error) {
 		}
 		return nil, fmt.Errorf("cannot read as nvidia-smi XML: %v (want the output of `nvidia-smi -q -x`, root element <nvidia_smi_log>)", err)
 	}
+	if err := trailing(dec); err != nil {
+		return nil, err
+	}
 	if len(log.GPUs) == 0 {
 		return nil, fmt.Errorf("no <gpu> element in <nvidia_smi_log> (attached_gpus=%q): the capture lists no GPU", strings.TrimSpace(log.AttachedGPUs))
 	}
@@ -229,6 +232,29 @@ func decodeSMI(data []byte) (*smiLog, error) {
 		}
 	}
 	return &log, nil
+}
+
+// trailing checks what follows the document: whitespace, comments and processing instructions
+// only. A second capture appended to the file (`>>`) is refused, not ignored: its counts agree with
+// themselves, so only this says the file holds two moments.
+func trailing(dec *xml.Decoder) error {
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("after </nvidia_smi_log>: %v (want one capture per file: the unedited output of `nvidia-smi -q -x`)", err)
+		}
+		switch t := tok.(type) {
+		case xml.StartElement:
+			return fmt.Errorf("another <%s> element after </nvidia_smi_log>: the file holds more than one capture (two `nvidia-smi -q -x >>` runs?); want one per file", t.Name.Local)
+		case xml.CharData:
+			if len(bytes.TrimSpace(t)) > 0 {
+				return fmt.Errorf("text after </nvidia_smi_log>: %.40q (want the unedited output of `nvidia-smi -q -x`)", bytes.TrimSpace(t))
+			}
+		}
+	}
 }
 
 func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) results.GPUInfo {
