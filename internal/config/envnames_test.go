@@ -76,3 +76,20 @@ func TestRecipeInfiniteConstraintRefused(t *testing.T) {
 		}
 	}
 }
+
+// A sqlite history.url with a host part (sqlite://data/history.db: "data" is read as a host) is
+// refused, naming the absolute form: before, it opened /history.db at the file system's root, and
+// sqlite://./h.db opened /h.db.
+func TestSQLiteHistoryURLWithAHostRefused(t *testing.T) {
+	for _, u := range []string{"sqlite://data/history.db", "sqlite://./h.db", "sqlite://localhost/var/h.db"} {
+		_, err := Load(Options{Sets: []string{"history.url=" + u}})
+		if err == nil || !strings.Contains(err.Error(), "history.url") || !strings.Contains(err.Error(), "sqlite:///") {
+			t.Errorf("%s: %v, want an error naming history.url and the form sqlite:///path", u, err)
+		}
+	}
+	for _, u := range []string{"sqlite:///var/lib/gpuvet/history.db", ""} {
+		if _, err := Load(Options{Sets: []string{"history.url=" + u}}); err != nil {
+			t.Errorf("%s: %v", u, err)
+		}
+	}
+}

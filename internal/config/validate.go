@@ -71,6 +71,9 @@ func ParseHistoryURL(raw string) (HistoryStore, error) {
 		if u.Path == "" {
 			return HistoryStore{}, errors.New("want sqlite:///path/history.db (an absolute path after sqlite://)")
 		}
+		if u.Host != "" { // sqlite://data/h.db: "data" is the URL's host, and the file would be /h.db
+			return HistoryStore{}, fmt.Errorf("want sqlite:///path/history.db (three slashes, an absolute path): %q is read as a host, and the file would be %s", u.Host, u.Path)
+		}
 		return HistoryStore{Dialect: "sqlite", Path: u.Path}, nil
 	case "postgres", "postgresql":
 		if _, has := u.User.Password(); has || u.Query().Has("password") {
