@@ -61,6 +61,8 @@ func runChromium(timeout time.Duration, args ...string) ([]byte, []byte, error) 
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, headlessArgs(profile, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+profile) // keep the browser's caches out of the user's home
+	ownGroup(cmd)
+	cmd.WaitDelay = 5 * time.Second // after a kill, stop waiting for output a stray process still holds
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
