@@ -436,6 +436,13 @@ func TestConfigValidate(t *testing.T) {
 		{"defaults are valid", func(*Config) {}, ""},
 		{"negative gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(-1) }, "gates.ttft_p95_ms: -1 is negative"},
 		{"variance 100", func(c *Config) { c.LLMVariancePct.Value = fp(100) }, "compare.variance_pct: 100 % would never flag"},
+		// YAML's .nan and .inf: a NaN limit failed every gate, and either made summary.json unwritable.
+		{"NaN gate", func(c *Config) { c.Gates.TTFTP95Ms.Value = fp(math.NaN()) }, "gates.ttft_p95_ms: NaN is not a number"},
+		{"Inf gate", func(c *Config) { c.Gates.ITLP95Ms.Value = fp(math.Inf(1)) }, "gates.itl_p95_ms: +Inf is not a number"},
+		{"NaN variance", func(c *Config) { c.LLMVariancePct.Value = fp(math.NaN()) }, "compare.variance_pct: NaN is not a number"},
+		{"NaN reference value", func(c *Config) {
+			c.Reference = map[string]map[string]Override{"NVIDIA H100": {"m": {ITLP95Ms: fp(math.NaN())}}}
+		}, `reference["NVIDIA H100"]["m"].itl_p95_ms: NaN is not a number`},
 		{"variance unset", func(c *Config) { c.GEMMVariancePct.Value = nil }, "gemm_variance_pct: not set"},
 		{"zero config", func(c *Config) { *c = Config{} }, "compare.variance_pct: not set"},
 		{"bad scope", func(c *Config) { c.AICRThroughputScope = "rack" }, `aicr_throughput_scope: "rack"`},

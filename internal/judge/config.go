@@ -2,6 +2,7 @@ package judge
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -246,7 +247,11 @@ func (c Config) Validate() error {
 func (c Config) limitErrors() []string {
 	var errs []string
 	for _, t := range results.Thresholds {
-		if l := c.limitOf(t.Key); l != nil && l.Value != nil && *l.Value < 0 {
+		switch l := c.limitOf(t.Key); {
+		case l == nil || l.Value == nil:
+		case math.IsNaN(*l.Value) || math.IsInf(*l.Value, 0): // YAML's .nan, .inf
+			errs = append(errs, fmt.Sprintf("%s: %g is not a number; give a value ≥ 0, or null to disable", t.Key, *l.Value))
+		case *l.Value < 0:
 			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", t.Key, *l.Value))
 		}
 	}
@@ -280,7 +285,11 @@ func overrideErrors(path string, o Override) []string {
 		}
 	}
 	for _, t := range results.Gates() {
-		if v := o.value(t.Key); v != nil && *v < 0 {
+		switch v := o.value(t.Key); {
+		case v == nil:
+		case math.IsNaN(*v) || math.IsInf(*v, 0):
+			errs = append(errs, fmt.Sprintf("%s.%s: %g is not a number; give a value ≥ 0", path, t.Gate, *v))
+		case *v < 0:
 			errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, t.Gate, *v))
 		}
 	}
