@@ -383,7 +383,8 @@ func (s *Server) decide(req *genRequest, n uint64) plan {
 	// The "natural" length at which the model would emit EOS: 64–511 tokens, from the text.
 	natural := 64 + int(p.wordSeed%448)
 	p.out, p.finish = req.maxTokens, "length"
-	if !req.IgnoreEOS && natural < req.maxTokens {
+	if !req.IgnoreEOS && natural < req.maxTokens && req.MinTokens < req.maxTokens {
+		// min_tokens holds the EOS back; at max_tokens the engine stops on the length.
 		p.out, p.finish = max(natural, req.MinTokens), "stop"
 	}
 	p.fault = s.cfg.Faults.plan(rng, p.out)
