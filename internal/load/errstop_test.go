@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,5 +92,25 @@ func TestPostJSONErrorIsOneLine(t *testing.T) {
 	err := postJSON(context.Background(), srv.Client(), srv.URL, "sk-secret-key-123", map[string]int{}, &struct{}{})
 	if err == nil || strings.ContainsFunc(err.Error(), unicode.IsControl) || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "gateway") {
 		t.Fatalf("error %q", err)
+	}
+}
+
+// TestPreflightListIsBounded: a server listing thousands of models (or ids with escape sequences)
+// makes a preflight error of a few names on one line, not megabytes on the terminal.
+func TestPreflightListIsBounded(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte(`{"data":[`))
+		for i := range 20000 {
+			if i > 0 {
+				w.Write([]byte(","))
+			}
+			fmt.Fprintf(w, `{"id":"model-%d\u001b[2J"}`, i)
+		}
+		w.Write([]byte(`]}`))
+	}))
+	defer srv.Close()
+	err := Preflight(context.Background(), Options{URL: srv.URL, Model: "m"})
+	if err == nil || len(err.Error()) > 2000 || strings.ContainsFunc(err.Error(), unicode.IsControl) || !strings.Contains(err.Error(), "model-0") || !strings.Contains(err.Error(), "20000") {
+		t.Fatalf("error of %d bytes: %.300q", len(err.Error()), err)
 	}
 }

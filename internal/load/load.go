@@ -375,10 +375,19 @@ func Preflight(ctx context.Context, o Options) error {
 		if m.ID == o.Model {
 			return nil
 		}
-		ids = append(ids, m.ID)
+		if len(ids) < maxListedModels {
+			ids = append(ids, head([]byte(oneLine(m.ID)), 100))
+		}
 	}
-	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.RedactURLs(o.URL), strings.Join(ids, ", "))
+	listed := strings.Join(ids, ", ")
+	if n := len(list.Data); n > len(ids) {
+		listed += fmt.Sprintf(" and %d more, %d in all", n-len(ids), n)
+	}
+	return fmt.Errorf("model %q is not served at %s (it lists: %s): check --model", o.Model, results.RedactURLs(o.URL), listed)
 }
+
+// maxListedModels bounds the served models a preflight error names: the server's words, one line.
+const maxListedModels = 10
 
 // Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly and
 // returns what was measured with Interrupted set. Errors before any load (bad options, calibration)
