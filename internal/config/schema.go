@@ -495,6 +495,10 @@ func historyDefaults() History {
 	return History{Enabled: true, PasswordEnv: "PGPASSWORD", RetentionDays: 365, DriftPct: results.DefaultOf(results.ThDriftPct), Timeout: Duration(30 * time.Second)}
 }
 
+// SimQuickMaxNumSeqs is the simulated engine's batch limit under the simulator's quick profile: the
+// batch its max concurrency fills, its knee.
+const SimQuickMaxNumSeqs = 32
+
 // simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
 // first command finishes in about two minutes on a small machine: shorter windows, shorter
 // requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; each is
@@ -505,6 +509,6 @@ var simDefaults = map[string]any{
 	"load.max_concurrency": 32,
 	"load.prompt_tokens":   256,
 	"load.output_tokens":   128,
-	"sim.max_num_seqs":     32, // the batch the quick profile's max concurrency fills: its knee
+	"sim.max_num_seqs":     SimQuickMaxNumSeqs,
 	"health.burn":          "0s",
 }

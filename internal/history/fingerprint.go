@@ -42,6 +42,11 @@ func Fingerprint(c config.Config) string {
 	if c.Sim.StepOverhead != 0 || c.Sim.SeqOverhead != 0 {
 		v.Engine = append(v.Engine, "sim engine", c.Sim.StepOverhead, c.Sim.SeqOverhead)
 	}
+	// Its batch limit too, as a real engine's --max-num-seqs in extra_args is (the quick profile's
+	// own, and none, add nothing, so the fingerprints of the plans before it hold).
+	if n := c.Sim.MaxNumSeqs; n != 0 && n != config.SimQuickMaxNumSeqs {
+		v.Engine = append(v.Engine, "sim engine batch", n)
+	}
 	if c.Sim.EngineDriftPct != 0 {
 		v.Engine = append(v.Engine, "sim engine drift", c.Sim.EngineDriftPct)
 	}
