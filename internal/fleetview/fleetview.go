@@ -418,10 +418,10 @@ func ByHost(s *results.Summary, lines []string) (whats []string, hosts map[strin
 // Seconds writes a wall time for people, the same on every surface: "0.4 s", "12 s", "4m58s"
 // (rounded: 75.7 s is 1m16s).
 func Seconds(s float64) string {
-	switch {
-	case s < 10:
+	switch { // by the rounded value: 9.96 s is "10 s", 59.7 s "1m0s"
+	case math.Round(s*10) < 100:
 		return fmt.Sprintf("%.1f s", s)
-	case s < 60:
+	case math.Round(s) < 60:
 		return fmt.Sprintf("%.0f s", s)
 	}
 	return time.Duration(s * float64(time.Second)).Round(time.Second).String()

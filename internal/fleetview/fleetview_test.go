@@ -99,7 +99,8 @@ func TestBuildWithoutModel(t *testing.T) {
 // A wall time reads the same in the terminal and the report, rounded (the terminal once truncated
 // 75.7 s to 1m15s where the report said 1m16s).
 func TestSeconds(t *testing.T) {
-	for s, want := range map[float64]string{0.44: "0.4 s", 12.4: "12 s", 75.7: "1m16s", 298.2: "4m58s", 3600: "1h0m0s"} {
+	for s, want := range map[float64]string{0.44: "0.4 s", 12.4: "12 s", 75.7: "1m16s", 298.2: "4m58s", 3600: "1h0m0s",
+		9.96: "10 s", 59.7: "1m0s", 59.4: "59 s"} { // a value that rounds up to the next unit is written in it
 		if got := Seconds(s); got != want {
 			t.Errorf("Seconds(%v) = %q, want %q", s, got, want)
 		}
