@@ -3,6 +3,7 @@ package power
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,16 +159,23 @@ func bound(s []results.PowerSample, limit int) ([]results.PowerSample, int) {
 // counterDeltas fills what grew between two readings, and the XIDs new since before (and not
 // older than from, the first sample).
 func counterDeltas(gt *results.GPUTelemetry, before, after gpu.ErrorCounts, from time.Time) {
-	delta := func(a, b *int64) *int64 {
+	var reset []string
+	delta := func(name string, a, b *int64) *int64 {
 		if a == nil || b == nil {
 			return nil
 		}
 		d := *b - *a
+		if d < 0 {
+			// The counter restarted (a GPU reset or a driver reload clears the volatile counts): it
+			// grew by at least what it reads now.
+			d = *b
+			reset = append(reset, fmt.Sprintf("%s %d → %d", name, *a, *b))
+		}
 		return &d
 	}
-	gt.ECCCorrected = delta(before.ECCCorrected, after.ECCCorrected)
-	gt.ECCUncorrected = delta(before.ECCUncorrected, after.ECCUncorrected)
-	gt.PCIeReplays = delta(before.PCIeReplays, after.PCIeReplays)
+	gt.ECCCorrected = delta("corrected ECC", before.ECCCorrected, after.ECCCorrected)
+	gt.ECCUncorrected = delta("uncorrected ECC", before.ECCUncorrected, after.ECCUncorrected)
+	gt.PCIeReplays = delta("PCIe replays", before.PCIeReplays, after.PCIeReplays)
 	seen := map[results.XIDEvent]bool{}
 	for _, x := range before.XIDs {
 		seen[x] = true
@@ -182,6 +190,13 @@ func counterDeltas(gt *results.GPUTelemetry, before, after gpu.ErrorCounts, from
 		gt.CountersNote = n
 	} else if before.Note != "" {
 		gt.CountersNote = before.Note
+	}
+	if len(reset) > 0 {
+		note := "counters went back during the load (" + strings.Join(reset, ", ") + "): the GPU was reset or its driver reloaded; the growth shown is what they read after it, at least"
+		if gt.CountersNote != "" {
+			note = gt.CountersNote + "; " + note
+		}
+		gt.CountersNote = note
 	}
 }
 
