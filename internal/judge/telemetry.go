@@ -136,7 +136,7 @@ func rungList(r []int) string {
 }
 
 // fellReasons: each rung whose output fell more than fellPct below the rung before it while a
-// hardware reason was active in it.
+// hardware reason was active in it (in at least minReasonShare of its samples).
 func fellReasons(gt results.GPUTelemetry, runs []results.Run) []string {
 	var out []string
 	for _, rt := range gt.Rungs {
@@ -150,7 +150,7 @@ func fellReasons(gt results.GPUTelemetry, runs []results.Run) []string {
 		}
 		var on []string
 		for _, name := range hwReasons {
-			if sh := rt.ReasonShare[name]; sh > 0 {
+			if sh := rt.ReasonShare[name]; sh >= minReasonShare { // a blip is not a throttle here either
 				on = append(on, fmt.Sprintf("%s was active %.0f %% of the rung", name, 100*sh))
 			}
 		}

@@ -65,3 +65,18 @@ func TestTelemetryVerdicts(t *testing.T) {
 }
 
 func i64(v int64) *int64 { return &v }
+
+// A hardware reason seen in a blip of a rung (under minReasonShare of its samples) is not a
+// throttle for the rung's fall either: the first constant rung after the throughput probe always
+// reads far below it (it asks for less), and one hw_slowdown sample in 50 flagged the GPU
+// judge.throttled (drain-rma) where the clock-event rule called it a blip.
+func TestThrottledIgnoresABlip(t *testing.T) {
+	runs := []results.Run{{Kind: "synchronous", Concurrency: 1, OutputTokS: 60}, {Kind: "throughput", Concurrency: 128, OutputTokS: 9000}, {Kind: "constant", TargetRate: 4, OutputTokS: 1000}}
+	gt := results.GPUTelemetry{GPU: 0, Rungs: []results.RungTelemetry{{Rung: 0, Samples: 50}, {Rung: 1, Samples: 50},
+		{Rung: 2, Samples: 50, SMClockMeanMHz: 1980, ReasonShare: map[string]float64{"hw_slowdown": 0.02}}}}
+	ep := results.Endpoint{GPUs: []int{0}, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{gt}}}
+	telemetryFlags("m", &ep)
+	if len(ep.Flags) != 0 {
+		t.Errorf("a 2 %% blip flagged the GPU: %+v", ep.Flags)
+	}
+}
