@@ -37,3 +37,15 @@ func deref(p *int64) any {
 	}
 	return *p
 }
+
+// A note of failed samples alone does not start with the separator.
+func TestFailedSamplesNoteAlone(t *testing.T) {
+	p := Summarise([]results.PowerSample{{PowerW: 300, UtilPct: 90}}, time.Second, 0, 2, errTest("nvml: timeout"))
+	if p.Note != "2 samples failed (last: nvml: timeout)" {
+		t.Errorf("note %q", p.Note)
+	}
+}
+
+type errTest string
+
+func (e errTest) Error() string { return string(e) }
