@@ -85,6 +85,11 @@ func TestValidateWorkload(t *testing.T) {
 		{with(func(c *results.LoadConfig) { c.Workload = WorkloadMultiTurn }), "--workload multi-turn sends each session's turns in order"},
 		{with(func(c *results.LoadConfig) { c.Workload, c.Profile = WorkloadLongContext, kindConstant }), "--workload long-context climbs"},
 		{with(func(c *results.LoadConfig) { c.Turns = 3 }), "--turns 3"},
+		// A session's last request carries every turn before it: 256 turns of 2^22-token prompts
+		// would build a prompt of 10^9 tokens (gigabytes of text) before sending it.
+		{with(func(c *results.LoadConfig) {
+			c.Workload, c.Profile, c.Concurrency, c.Turns, c.PromptTokens, c.PromptMin, c.PromptMax = WorkloadMultiTurn, kindConcurrency, 1, 256, 1<<22, 1<<22, 1<<22
+		}), "--turns 256"},
 		{with(func(c *results.LoadConfig) { c.ContextMax = 4096 }), "--context-max 4096"},
 		{with(func(c *results.LoadConfig) { c.Workload, c.PrefixCount = WorkloadSynthetic, 4 }), "give --workload shared-prefix"},
 	} {
