@@ -75,7 +75,7 @@ func findingLines(s *results.Summary) []string {
 				if len(s.Hosts) == 1 {
 					f.Host = "" // one host: its name says nothing
 				}
-				out = append(out, f.Line())
+				out = append(out, errorLine(f.Line())) // a model's error carries its engine's last log lines
 			}
 		}
 	}

@@ -43,3 +43,21 @@ func TestRenderFailedModelErrorNotInFigureColumn(t *testing.T) {
 		t.Errorf("only the error's first and last lines belong on the terminal:\n%s", out)
 	}
 }
+
+// A judged summary's findings carry the model's whole error (judge: "MODEL: ERROR"), log lines and
+// all: the Findings block keeps each finding to one line, as the failures block of an unjudged one
+// does (the first line and the last, where the cause is).
+func TestFindingsBlockOneLineEach(t *testing.T) {
+	long := "engines not ready: pod engine-0-0-0: CrashLoopBackOff; last log lines:\n" +
+		strings.Repeat("INFO loading shard\n", 10) + "ValueError: no KV cache left"
+	s := &results.Summary{Hosts: []results.Host{{Name: "node-a",
+		Models: []results.Model{{Model: "Qwen/Qwen3-8B", Status: results.StatusFailed, Error: long}}}},
+		Findings: []results.Finding{{Layer: results.LayerEngine, Status: results.StatusFailed, Host: "node-a", Subject: "Qwen/Qwen3-8B",
+			Check: "judge.engine_fault", Reason: "Qwen/Qwen3-8B: " + long, Action: results.ActionFixEngine}}}
+	var b bytes.Buffer
+	Summary(&b, s)
+	out := b.String()
+	if strings.Contains(out, "loading shard") || !strings.Contains(out, "last log lines: … ValueError: no KV cache left") {
+		t.Errorf("a finding spills its log lines over the block:\n%s", out)
+	}
+}
