@@ -47,6 +47,7 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 		out.Status, out.Note = results.StatusSkipped, NotInstalled
 		return out
 	}
+	parent := ctx
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
@@ -57,6 +58,11 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.WaitDelay = 2 * time.Second // a child of dcgmi holding the pipes must not hold gpuvet
 	runErr := cmd.Run()
+	if parent.Err() != nil { // stopped from outside: not the diagnostic's own timeout
+		out.Status = results.StatusFailed
+		out.Error = fmt.Sprintf("dcgmi diag -r %d interrupted before it finished: %v", o.Level, context.Cause(parent))
+		return out
+	}
 	if ctx.Err() != nil {
 		out.Status = results.StatusFailed
 		out.Error = fmt.Sprintf("dcgmi diag -r %d did not finish within %s: raise the DCGM timeout (level 3 takes 15 min or more)", o.Level, o.Timeout)
