@@ -12,13 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuvet/gpuvet/internal/config"
 )
 
 // Clean deletes every namespace a gpuvet run left (all runs, or only runID), finding them by the
 // run label rather than by name, and what those runs left in the kept cache's namespaces (their
 // pods, Jobs, Secrets), and waits until each is gone. With cache, it also deletes the cache
-// namespaces themselves (their PVCs: the next run downloads again). It returns what it deleted.
-func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time.Duration) ([]string, error) {
+// namespaces themselves (their PVCs: the next run downloads again). cacheNS is the configured
+// kubernetes.cache_namespace ("" none): one gpuvet did not create (cache_namespace_allow_existing)
+// carries no cache label, so it is named here to have the runs' objects in it deleted; the
+// namespace itself stays. It returns what it deleted.
+func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time.Duration, cacheNS string) ([]string, error) {
 	cs := cl.Client
 	nss, err := namespacesBy(ctx, cs, runSelectors(runID)...)
 	if err != nil {
@@ -31,7 +36,11 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var done []string
-	for _, ns := range caches {
+	withRuns := caches
+	if cacheNS != "" && !slices.Contains(caches, cacheNS) && !config.ClusterNamespace(cacheNS) {
+		withRuns = append(slices.Clone(caches), cacheNS)
+	}
+	for _, ns := range withRuns {
 		if err := DeleteRunObjects(ctx, cs, cl.Dynamic, ns, runID); err != nil {
 			return done, fmt.Errorf("runs' objects in the cache namespace %s: %v", ns, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,7 +76,7 @@ func TestCleanFindsThisAndAnOlderVersionsLeftovers(t *testing.T) {
 				}
 				return true, nil, nil
 			})
-			done, err := Clean(context.Background(), &Cluster{Client: cs}, tt.runID, true, 10*time.Second)
+			done, err := Clean(context.Background(), &Cluster{Client: cs}, tt.runID, true, 10*time.Second, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,5 +91,62 @@ func TestCleanFindsThisAndAnOlderVersionsLeftovers(t *testing.T) {
 				t.Errorf("another run's namespace: %v", err)
 			}
 		})
+	}
+}
+
+// TestCleanReachesAnExistingCacheNamespace: with kubernetes.cache_namespace_allow_existing the kept
+// cache lives in a namespace gpuvet did not create (no cache label): `gpuvet clean` of a killed run
+// must still delete the run's pods and hub-token Secret there (found by the run's labels), and
+// leave everything else, the namespace itself included, even with --cache.
+func TestCleanReachesAnExistingCacheNamespace(t *testing.T) {
+	own := runLabels("r1", RoleCache, "node-a")
+	cs := fake.NewClientset(
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml-team"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "populate", Namespace: "ml-team", Labels: own}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: tokenSecret("r1"), Namespace: "ml-team", Labels: runLabels("r1", "", "")}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: "ml-team", Labels: map[string]string{"app": "x"}}},
+	)
+	cs.PrependReactor("delete-collection", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sel := a.(k8stesting.DeleteCollectionAction).GetListRestrictions().Labels
+		gvr := a.GetResource()
+		var kind string
+		switch gvr.Resource {
+		case "pods":
+			kind = "Pod"
+		case "secrets":
+			kind = "Secret"
+		default:
+			return true, nil, nil
+		}
+		l, err := cs.Tracker().List(gvr, corev1.SchemeGroupVersion.WithKind(kind), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		items, _ := meta.ExtractList(l)
+		for _, o := range items {
+			m, _ := meta.Accessor(o)
+			if sel.Matches(labels.Set(m.GetLabels())) {
+				if err := cs.Tracker().Delete(gvr, m.GetNamespace(), m.GetName()); err != nil {
+					return true, nil, err
+				}
+			}
+		}
+		return true, nil, nil
+	})
+	ctx := context.Background()
+	if _, err := Clean(ctx, &Cluster{Client: cs}, "r1", true, 10*time.Second, "ml-team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods("ml-team").Get(ctx, "populate", metav1.GetOptions{}); err == nil {
+		t.Error("the run's pod in the existing cache namespace is still there")
+	}
+	if _, err := cs.CoreV1().Secrets("ml-team").Get(ctx, tokenSecret("r1"), metav1.GetOptions{}); err == nil {
+		t.Error("the run's hub-token Secret in the existing cache namespace is still there")
+	}
+	if _, err := cs.CoreV1().Pods("ml-team").Get(ctx, "theirs", metav1.GetOptions{}); err != nil {
+		t.Errorf("a pod gpuvet did not make: %v", err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "ml-team", metav1.GetOptions{}); err != nil {
+		t.Errorf("the namespace gpuvet did not create: %v", err)
 	}
 }

@@ -68,7 +68,7 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 			return &fleet.InputError{Err: fmt.Errorf("--untaint: %v", err)}
 		}
 	}
-	done, err := Clean(ctx, cl, req.RunID, req.Cache, 5*time.Minute)
+	done, err := Clean(ctx, cl, req.RunID, req.Cache, 5*time.Minute, kc.CacheNamespace)
 	for _, what := range done {
 		fmt.Fprintf(out, "deleted %s\n", what)
 	}
