@@ -93,3 +93,14 @@ func TestSQLiteHistoryURLWithAHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// sim.bench_time below zero is refused naming the key, as sim.step_overhead is: before, it was
+// accepted and read as no time at all.
+func TestNegativeSimBenchTimeRefused(t *testing.T) {
+	if _, err := Load(Options{Sets: []string{"backend=sim", "sim.bench_time=-2s"}}); err == nil || !strings.Contains(err.Error(), "sim.bench_time") {
+		t.Fatalf("sim.bench_time=-2s: %v", err)
+	}
+	if _, err := Load(Options{Sets: []string{"backend=sim", "sim.bench_time=2s"}}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -158,6 +158,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"load.turns", c.Load.Turns < 0 || c.Load.Turns > 256 || c.Load.Turns > 0 && c.Load.Workload != "multi-turn", "want 1..256 turns per session, with workload multi-turn"},
 		{"sim.step_overhead", c.Sim.StepOverhead < 0, "want ≥ 0s"},
 		{"sim.seq_overhead", c.Sim.SeqOverhead < 0, "want ≥ 0s"},
+		{"sim.bench_time", c.Sim.BenchTime < 0, "want ≥ 0s (0: the simulated microbenchmarks take no time)"},
 		{"sim.max_num_seqs", c.Sim.MaxNumSeqs < 0, "want ≥ 1, or 0 for the engine's default (256)"},
 		{"load.warmup", !validWarmup(c.Load.Warmup), "want a request count like \"1\" or a duration like \"5s\" (≥ 0)"},
 		{results.ThTTFTP95Ms, pos(c.Gates.TTFTP95Ms), "want ≥ 0, or null to disable"},
