@@ -550,8 +550,16 @@ func TestStalledBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSnapshot(t, cache, repo, s)
-	if r := fh.rangesOf(big); len(r) != 2 || !strings.HasPrefix(r[1], "bytes=") || r[1] == "bytes=0-" {
+	// One resume after the stall; on a loaded machine (-race, shared CI) the 300 ms watchdog may
+	// cut a slow stretch again, and each of those must be a resume too.
+	r := fh.rangesOf(big)
+	if len(r) < 2 || r[0] != "" {
 		t.Fatalf("stalled file requests %q: want a resume after the stall", r)
+	}
+	for _, rg := range r[1:] {
+		if !strings.HasPrefix(rg, "bytes=") || rg == "bytes=0-" {
+			t.Fatalf("stalled file requests %q: want every request after the stall to resume", r)
+		}
 	}
 }
 
