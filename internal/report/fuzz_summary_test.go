@@ -63,9 +63,11 @@ func renderAll(t *testing.T, s *results.Summary) {
 	if _, err := CTRF(s); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Prometheus(s); err != nil {
+	p, err := Prometheus(s)
+	if err != nil {
 		t.Fatal(err)
 	}
+	noDuplicateSeries(t, p)
 }
 
 // The hostile seeds are summaries gpuvet reads (a seed that does not parse tests nothing).

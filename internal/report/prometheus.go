@@ -90,19 +90,28 @@ func (d *promDoc) bytes() []byte {
 			continue
 		}
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", f.name, helpEscaper.Replace(f.help), f.name)
+		// A series is written once, the first sample of it kept: node-exporter refuses a whole file
+		// where two samples share a name and labels (a model listed twice is served twice).
+		seen := make(map[string]bool, len(f.samples))
 		for _, s := range f.samples {
-			b.WriteString(f.name)
+			var series strings.Builder
+			series.WriteString(f.name)
 			if len(s.labels) > 0 {
-				b.WriteByte('{')
+				series.WriteByte('{')
 				for i, l := range s.labels {
 					if i > 0 {
-						b.WriteByte(',')
+						series.WriteByte(',')
 					}
 					// The text format is UTF-8: a broken byte in a name must not break the file.
-					fmt.Fprintf(&b, `%s="%s"`, l[0], labelEscaper.Replace(strings.ToValidUTF8(l[1], "\uFFFD")))
+					fmt.Fprintf(&series, `%s="%s"`, l[0], labelEscaper.Replace(strings.ToValidUTF8(l[1], "\uFFFD")))
 				}
-				b.WriteByte('}')
+				series.WriteByte('}')
 			}
+			if seen[series.String()] {
+				continue
+			}
+			seen[series.String()] = true
+			b.WriteString(series.String())
 			b.WriteByte(' ')
 			b.WriteString(promValue(s.value))
 			b.WriteByte('\n')
