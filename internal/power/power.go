@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpuvet/gpuvet/internal/metrics"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -86,7 +87,7 @@ func Summarise(samples []results.PowerSample, interval time.Duration, peakOutput
 	}
 	p.MeanW = sum / float64(len(samples))
 	slices.Sort(ws)
-	p90 := ws[min(len(ws)-1, int(0.9*float64(len(ws))))]
+	p90 := metrics.Percentile(ws, 0.9) // the p90 every figure of gpuvet's uses (ws[int(0.9n)] was the max up to 10 samples)
 	busy := false
 	for _, s := range samples {
 		busy = busy || s.UtilPct > 0
