@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kolo/xmlrpc"
 
@@ -71,7 +72,11 @@ func NewClient(endpoint, session string) (*Client, error) {
 	if !strings.HasPrefix(endpoint, "http://") && !strings.HasPrefix(endpoint, "https://") {
 		return nil, fmt.Errorf("opennebula.endpoint %q: want http(s)://frontend:2633/RPC2", endpoint)
 	}
-	c, err := xmlrpc.NewClient(endpoint, http.DefaultTransport)
+	// Its own transport, with a bound on the wait for an answer: a call its context gave up on
+	// does not hold a connection forever.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = 10 * time.Minute
+	c, err := xmlrpc.NewClient(endpoint, tr)
 	if err != nil {
 		return nil, err
 	}
@@ -89,14 +94,19 @@ func (c *Client) Close() error { return c.rpc.Close() }
 // [success, result-or-error, code] answer.
 func (c *Client) call(ctx context.Context, method string, args ...any) (any, error) {
 	var reply []any
-	call := c.rpc.Go(method, append([]any{c.session}, args...), &reply, nil)
+	// The library sends the request (and waits for the answer's headers) inside Go itself, before
+	// it returns: the whole call runs apart, so ctx bounds it (the transport's header timeout ends
+	// what is left).
+	done := make(chan error, 1)
+	go func() { done <- c.rpc.Call(method, append([]any{c.session}, args...), &reply) }()
+	var err error
 	select {
-	case <-call.Done:
+	case err = <-done:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", method, ctx.Err())
 	}
-	if call.Error != nil {
-		return nil, fmt.Errorf("%s: %s", method, scrub(call.Error.Error(), c.session))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", method, scrub(err.Error(), c.session))
 	}
 	if len(reply) < 2 {
 		return nil, fmt.Errorf("%s: malformed answer (%d values, want [success, result, code])", method, len(reply))

@@ -1,8 +1,12 @@
 package opennebula
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A GPU whose PCI monitoring lacks a readable VMID may be a VM's: it is an error naming the field,
@@ -23,5 +27,31 @@ func TestCredentialsErrorHidesTheValue(t *testing.T) {
 	_, err := Credentials("GPUVET_TEST_AUTH")
 	if err == nil || strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("error: %v", err)
+	}
+}
+
+// Every call is bounded by its context: a front-end that takes the request and never answers
+// (an overloaded oned) does not hold a run's provisioning, or its interrupt, forever.
+func TestCallBoundedByContext(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer srv.Close()
+	defer close(block)
+	c, err := NewClient(srv.URL, "u:p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := c.HostPool(ctx); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("no answer, no error")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a call to a front-end that never answers ignored its context")
 	}
 }
