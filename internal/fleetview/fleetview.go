@@ -6,6 +6,7 @@
 package fleetview
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -261,12 +262,14 @@ func endpointCell(h results.Host, e results.Endpoint) GPU {
 	return g
 }
 
-// healthGPUs are a host's GPUs when no endpoint served the model: their health status, no figure.
+// healthGPUs are a host's GPUs when no endpoint served the model: each GPU's judged verdict (its
+// health status in a summary without one: the health phase's own status also counts findings of
+// other layers, which leave the GPU undecided, not flagged), no figure.
 func healthGPUs(h results.Host) []GPU {
 	var out []GPU
 	if h.Health != nil {
 		for _, g := range h.Health.GPUs {
-			c := GPU{Label: fmt.Sprintf("gpu %d", g.GPU.Index), Status: g.Status}
+			c := GPU{Label: fmt.Sprintf("gpu %d", g.GPU.Index), Status: cmp.Or(h.GPUStatus([]int{g.GPU.Index}), g.Status)}
 			if len(g.Flags) > 0 {
 				c.Reason = g.Flags[0].Reason
 			}

@@ -106,3 +106,20 @@ func TestSeconds(t *testing.T) {
 		}
 	}
 }
+
+// A GPU cell of a host that served no endpoint of the model (a health-only fleet) shows the GPU's
+// judged verdict, as Prometheus, JUnit and the per-host tables do: the health phase's own status
+// of a GPU also counts findings of other layers (another process on it) that leave the GPU ok.
+func TestHealthCellsShowTheJudgedVerdict(t *testing.T) {
+	h := results.Host{Name: "n", Status: results.StatusInconclusive,
+		Health: &results.Health{GPUs: []results.GPUHealth{{GPU: results.GPUInfo{Index: 0}, Status: results.StatusFlag}, {GPU: results.GPUInfo{Index: 1}, Status: results.StatusOK}}},
+		GPUs:   []results.GPUVerdict{{Index: 0, Status: results.StatusInconclusive, Health: results.StatusInconclusive}, {Index: 1, Status: results.StatusOK}}}
+	v := Build(&results.Summary{Hosts: []results.Host{h}}, "")
+	var got []results.Status
+	for _, g := range v.Nodes[0].GPUs {
+		got = append(got, g.Status)
+	}
+	if want := []results.Status{results.StatusInconclusive, results.StatusOK}; !slices.Equal(got, want) {
+		t.Errorf("cells %v, want the judged verdicts %v", got, want)
+	}
+}
