@@ -131,6 +131,9 @@ func Start(s Spec) (*Engine, error) {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = e.rw, e.rw
 	cmd.SysProcAttr = procAttr()
+	// Once the engine has exited, a process it put in a session of its own (a daemon) that still
+	// holds its output must not keep it "running": its exit is seen within WaitDelay.
+	cmd.WaitDelay = 5 * time.Second
 	e.StartedAt = time.Now()
 	if err := cmd.Start(); err != nil {
 		lf.Close()

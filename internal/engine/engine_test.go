@@ -549,3 +549,21 @@ func TestVersionDoesNotWaitForBackgroundChildren(t *testing.T) {
 		t.Fatalf("Version took %s: it waited for the background child", d)
 	}
 }
+
+// TestExitSeenThoughAChildHoldsTheLog: an engine whose process exited is seen to have exited
+// (WaitReady fails at once with "engine exited before serving") even when a process it started in
+// a session of its own (a daemon) still holds its output pipe.
+func TestExitSeenThoughAChildHoldsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Start(Spec{Kind: "generic", Command: `sh -c "setsid sleep 25 & echo {port}; exit 3"`, Vars: Vars{Model: "m", Port: 18600},
+		LogPath: filepath.Join(dir, "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(time.Second)
+	start := time.Now()
+	_, err = e.WaitReady(context.Background(), "m", 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exited before serving") || time.Since(start) > 15*time.Second {
+		t.Fatalf("after %s: %v; want the exit seen within seconds", time.Since(start).Round(time.Second), err)
+	}
+}
