@@ -32,7 +32,7 @@ var scrapedNames = func() map[string]bool {
 	return m
 }()
 
-// maxServerSamples bounds the kept scrapes (an hour at 1 Hz).
+// maxServerSamples bounds the kept scrapes (an hour at 1 Hz; past it the older ones are thinned).
 const maxServerSamples = 3600
 
 // parseProm reads Prometheus text exposition and sums each wanted metric over its label sets. It returns
@@ -130,11 +130,18 @@ func (s *scraper) once(ctx context.Context) error {
 	sample.PrefixQueries, sample.PrefixHits, s.hasPrefix = prefixPair(vals)
 	sample.Preemptions, s.hasPreempt = pick(vals, gauges.Preemptions)
 	s.mu.Lock()
-	if len(s.res.Samples) < maxServerSamples {
-		s.res.Samples = append(s.res.Samples, sample)
-	} else {
-		s.res.Samples[len(s.res.Samples)-1] = sample // the last keeps the counters' latest values
+	if len(s.res.Samples) >= maxServerSamples {
+		// Thin the samples so far to every other one (the first kept: the counters' start), so
+		// that they span the whole load at half the resolution and the rungs still to come read
+		// their own windows' samples (overwriting the last one left them one instant).
+		k := 0
+		for i := 0; i < len(s.res.Samples); i += 2 {
+			s.res.Samples[k] = s.res.Samples[i]
+			k++
+		}
+		s.res.Samples = s.res.Samples[:k]
 	}
+	s.res.Samples = append(s.res.Samples, sample)
 	s.mu.Unlock()
 	return nil
 }

@@ -1,9 +1,13 @@
 package load
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -103,5 +107,40 @@ func TestValidateWorkload(t *testing.T) {
 	}
 	if err := CheckWorkload(ok, 8); err == nil || !strings.Contains(err.Error(), "over the engine's max_model_len 8") {
 		t.Errorf("a trace over max_model_len: %v", err)
+	}
+}
+
+// TestScraperKeepsRecentSamples: past maxServerSamples (an hour at 1 Hz) the scraper thins its older
+// samples instead of overwriting the last one: a rung after the first hour still reads its own
+// window's queue and KV-cache use (the knee's queue median, a context rung's KV pressure), where it
+// read one instant (or nothing) before.
+func TestScraperKeepsRecentSamples(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("vllm:num_requests_running 4\nvllm:num_requests_waiting 2\nvllm:kv_cache_usage_perc 0.5\n"))
+	}))
+	defer srv.Close()
+	s := &scraper{url: srv.URL, hc: srv.Client(), every: time.Second, epoch: time.Now()}
+	ctx := context.Background()
+	for range maxServerSamples {
+		if err := s.once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := time.Since(s.epoch).Seconds()
+	for range 50 {
+		s.once(ctx)
+	}
+	to := time.Since(s.epoch).Seconds()
+	n := 0
+	for _, x := range s.result().Samples {
+		if x.T >= from && x.T <= to {
+			n++
+		}
+	}
+	if n != 50 || len(s.result().Samples) > maxServerSamples {
+		t.Fatalf("%d samples in the last window of 50 scrapes (%d kept)", n, len(s.result().Samples))
+	}
+	if _, held := s.kvPressure(from, to, 8); held != 1 {
+		t.Fatalf("held share %v over the last window, want 1", held)
 	}
 }
