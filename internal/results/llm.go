@@ -567,6 +567,9 @@ func (l *Load) RungNotes() []string {
 
 // Label names a run by its kind and load: "constant 1.2 req/s", "throughput c=128".
 func (r *Run) Label() string {
+	if r.TargetRate >= 999.5 { // %.3g would write 1.23e+03
+		return fmt.Sprintf("%s %.0f req/s", r.Kind, r.TargetRate)
+	}
 	if r.TargetRate > 0 {
 		return fmt.Sprintf("%s %.3g req/s", r.Kind, r.TargetRate)
 	}

@@ -135,3 +135,13 @@ func TestErrorCounts(t *testing.T) {
 		t.Errorf("no errors: %q", got)
 	}
 }
+
+// A rung's label writes its rate as a number a person reads: 1234.5 req/s is "1235", never "1.23e+03".
+func TestRunLabelNoExponent(t *testing.T) {
+	for rate, want := range map[float64]string{0.125: "constant 0.125 req/s", 12.345: "constant 12.3 req/s", 123.4: "constant 123 req/s", 1234.5: "constant 1234 req/s", 20000: "constant 20000 req/s"} {
+		r := Run{Kind: "constant", TargetRate: rate}
+		if got := r.Label(); got != want {
+			t.Errorf("rate %v: %q, want %q", rate, got, want)
+		}
+	}
+}
