@@ -27,3 +27,20 @@ func TestConcatenatedCapturesAreRefused(t *testing.T) {
 		t.Error("an element after the document: no error")
 	}
 }
+
+// `nvidia-smi -q -x -i 0` on a two-GPU host prints attached_gpus 2 beside one <gpu>: an honest
+// capture of one GPU, which the error called "edited, cut or concatenated". It is still refused
+// (every GPU is vetted), with what to run instead.
+func TestCaptureOfOneGPUSaysToCaptureAll(t *testing.T) {
+	b, err := os.ReadFile("testdata/h200x2.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	first := strings.Index(doc, "<gpu ")
+	end := strings.Index(doc, "</gpu>") + len("</gpu>")
+	_, err = ParseNvidiaSMIXML([]byte(doc[:first]+doc[end:]), nil)
+	if err == nil || !strings.Contains(err.Error(), "-i") || strings.Contains(err.Error(), "edited") {
+		t.Errorf("one GPU of two: %v", err)
+	}
+}

@@ -227,8 +227,13 @@ func decodeSMI(data []byte) (*smiLog, error) {
 	// The file states its GPU count twice: a capture whose two counts disagree was edited, cut or
 	// concatenated, and none of its figures can be trusted.
 	if a := strings.TrimSpace(log.AttachedGPUs); a != "" {
-		if n, err := strconv.Atoi(a); err != nil || n != len(log.GPUs) {
-			return nil, fmt.Errorf("attached_gpus=%q but the capture has %d <gpu> elements: the file is edited, cut or concatenated (want the unedited output of `nvidia-smi -q -x`)", a, len(log.GPUs))
+		n, err := strconv.Atoi(a)
+		switch {
+		case err == nil && n > len(log.GPUs):
+			// `nvidia-smi -q -x -i 0` prints the host's count beside the one GPU it was asked for.
+			return nil, fmt.Errorf("attached_gpus=%s but the capture has %d <gpu> element(s): a capture of some GPUs only (`nvidia-smi -q -x -i …`) or a cut file; want every GPU: `nvidia-smi -q -x` without -i", a, len(log.GPUs))
+		case err != nil || n != len(log.GPUs):
+			return nil, fmt.Errorf("attached_gpus=%q but the capture has %d <gpu> elements: the file is edited or concatenated (want the unedited output of `nvidia-smi -q -x`)", a, len(log.GPUs))
 		}
 	}
 	return &log, nil
