@@ -432,10 +432,14 @@ func (l *evLoop) takeWork() {
 	adds, cancels := l.adds, l.cancels
 	l.adds, l.cancels = nil, nil
 	l.mu.Unlock()
-	now := l.r.c.since()
-	for _, cn := range adds {
-		l.conns[int32(cn.fd)] = cn
-		cn.attachedAt = now
+	if len(adds) > 0 {
+		// Read the load's clock only with work in hand: the loop starts before the load sets its
+		// epoch (the setup runs first), and a request comes only after.
+		now := l.r.c.since()
+		for _, cn := range adds {
+			l.conns[int32(cn.fd)] = cn
+			cn.attachedAt = now
+		}
 	}
 	for _, q := range cancels {
 		if !q.released {
