@@ -3,6 +3,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -156,12 +157,12 @@ func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 	p := &pulse{}
 	rec.beat = p
 	var done atomic.Bool
-	var t *time.Timer
+	var timer atomic.Pointer[time.Timer] // set before the timer can fire: its function reads it
 	first := c.silenceFloor()
 	if c.stall > 0 {
 		first = min(first, c.stall)
 	}
-	t = time.AfterFunc(first, func() {
+	t := time.AfterFunc(time.Duration(math.MaxInt64), func() {
 		if done.Load() {
 			return
 		}
@@ -170,8 +171,10 @@ func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 			cancel(q)
 			return
 		}
-		t.Reset(max(next, watchMin))
+		timer.Load().Reset(max(next, watchMin))
 	})
+	timer.Store(t)
+	t.Reset(first)
 	return func() {
 		done.Store(true)
 		t.Stop()
