@@ -369,8 +369,9 @@ func TestHostileNeverAnswersBoundsTheSetup(t *testing.T) {
 		// after it was sent", and marks itself as the setup's (bench exits 2: nothing measured).
 		// How long it waited is measured from the request's send, a little under the 2 s bound from
 		// the setup's start ("in 1.9s" once in CI, "in 1.4s" on a loaded 2-core machine, where the
-		// prompt calibration before it took 0.6 s): any figure is fine, a 0 ms one is not.
-		if !errors.Is(err, ErrNotServing) || !regexp.MustCompile(`sent no token of the first streamed request in (0\.[5-9]|1(\.\d)?|2(\.\d)?)s`).MatchString(err.Error()) ||
+		// prompt calibration before it took 0.6 s; "in 100ms" under the race detector): any figure is
+		// fine, a 0 ms one is not.
+		if !errors.Is(err, ErrNotServing) || !regexp.MustCompile(`sent no token of the first streamed request in ([1-9]\d*ms|0\.\ds|[12](\.\d)?s)`).MatchString(err.Error()) ||
 			!strings.Contains(err.Error(), "3 tries") || time.Since(start) > 10*time.Second {
 			t.Fatalf("after %v: %v", time.Since(start), err)
 		}
