@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -40,6 +41,12 @@ func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 // on the nodes; a folder that could not be reached is gone with its VM.
 var Cleaner = fleet.ObjectCleaner(Removers)
 
+// removeTimeout bounds one VM's removal by `gpuvet clean` (which has no deadline of its own) as a
+// run's cleanup is bounded (Fleet.CleanupTimeout): a front-end that never answers cannot hold it.
+var removeTimeout = func(c config.OpenNebula) time.Duration {
+	return (&Fleet{Config: c}).CleanupTimeout()
+}
+
 // Removers are ssh's and the VM's.
 func Removers() fleet.Removers {
 	rs := ssh.Removers()
@@ -50,6 +57,8 @@ func Removers() fleet.Removers {
 
 func removeVM(ctx context.Context, plan *config.Plan, m *fleet.Manifest, o fleet.Object, _ func(string)) error {
 	c := plan.Config.OpenNebula
+	ctx, cancel := context.WithTimeout(ctx, removeTimeout(c))
+	defer cancel()
 	// The credentials go only to the front-end the config names: a manifest naming another is
 	// refused (it could be anyone's).
 	if c.Endpoint == "" || c.Endpoint != o.Host {

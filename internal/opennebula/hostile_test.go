@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gpuvet/gpuvet/internal/config"
+	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
 // A GPU whose PCI monitoring lacks a readable VMID may be a VM's: it is an error naming the field,
@@ -53,5 +56,39 @@ func TestCallBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a call to a front-end that never answers ignored its context")
+	}
+}
+
+// `gpuvet clean` has no deadline of its own: a front-end that takes the request and never answers
+// holds a VM's removal only as long as a run's cleanup would wait (here shortened).
+func TestRemoveVMBounded(t *testing.T) {
+	block := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer srv.Close()
+	defer close(block)
+	plan, err := config.Load(config.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Config.OpenNebula.Endpoint, plan.OpenNebulaEndpoint = srv.URL, srv.URL
+	plan.Config.OpenNebula.AuthEnv = "GPUVET_TEST_ONE_AUTH"
+	t.Setenv("GPUVET_TEST_ONE_AUTH", "u:p")
+	m, err := fleet.NewManifest(t.TempDir(), "opennebula", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { removeTimeout = func(config.OpenNebula) time.Duration { return d } }(2 * time.Second)
+	removeTimeout = func(config.OpenNebula) time.Duration { return 2 * time.Second }
+	done := make(chan error, 1)
+	go func() {
+		done <- removeVM(context.Background(), plan, m, fleet.Object{Kind: ObjectKind, Name: "gpuvet-r1-n1", Host: srv.URL}, func(string) {})
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a front-end that never answered: VM reported removed")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("removing a VM through a front-end that never answers did not end")
 	}
 }
