@@ -188,3 +188,41 @@ func TestHostsOnly(t *testing.T) {
 func template_unescape(s string) string {
 	return strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">", "&#34;", `"`, "&#39;", "'", "&#43;", "+").Replace(s)
 }
+
+// A narrowed summary's layers and action are its hosts' (and the run's own findings'), not the
+// fleet's: every hosts/NAME.json of a large fleet is one host's HostsOnly, and a healthy node's
+// file said "action: drain-rma, gpu failed" when another node was to be returned.
+func TestHostsOnlyLayersAndActionAreItsHosts(t *testing.T) {
+	s := simFleet(t, 6)
+	bad, me := synth.NodeName(2), synth.NodeName(4)
+	for i := range s.Hosts {
+		if s.Hosts[i].Name == bad {
+			s.Hosts[i].Status, s.Hosts[i].Action = results.StatusFailed, results.ActionDrainRMA
+			s.Hosts[i].Layers = map[string]results.Status{results.LayerGPU: results.StatusFailed}
+		}
+	}
+	s.Status, s.Action = results.StatusFailed, results.ActionDrainRMA
+	s.Findings = []results.Finding{{Host: bad, Layer: results.LayerGPU, Status: results.StatusFailed, Check: "health.xid", Action: results.ActionDrainRMA},
+		{Layer: results.LayerClient, Status: results.StatusInconclusive, Check: "run-wide", Action: results.ActionRerun}}
+	s.Layers = map[string]results.Status{results.LayerGPU: results.StatusFailed, results.LayerClient: results.StatusInconclusive}
+	one, err := HostsOnly(s, []string{me})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Action != "" || len(one.Layers) != 1 || one.Layers[results.LayerClient] != results.StatusInconclusive {
+		t.Errorf("%s alone: action %q, layers %v; want no action and only the run's client layer", me, one.Action, one.Layers)
+	}
+	two, _ := HostsOnly(s, []string{me, bad})
+	if two.Action != results.ActionDrainRMA || two.Layers[results.LayerGPU] != results.StatusFailed {
+		t.Errorf("with %s: action %q, layers %v", bad, two.Action, two.Layers)
+	}
+	for i := range s.Hosts { // a fleet digest's hosts hold no action of their own: the findings say it
+		s.Hosts[i].Action = ""
+	}
+	if two, _ = HostsOnly(s, []string{me, bad}); two.Action != results.ActionDrainRMA {
+		t.Errorf("digest with %s: action %q", bad, two.Action)
+	}
+	if s.Action != results.ActionDrainRMA || len(s.Layers) != 2 {
+		t.Error("HostsOnly changed the summary it narrowed")
+	}
+}

@@ -52,6 +52,24 @@ func HostsOnly(s *results.Summary, names []string) (*results.Summary, error) {
 	}
 	out.Caveats = slices.DeleteFunc(slices.Clone(s.Caveats), aboutOther)
 	out.Findings = slices.DeleteFunc(slices.Clone(s.Findings), func(f results.Finding) bool { return other(f.Host) })
+	// The layers and the action are those of what stays (as the judge rolls them: the findings'
+	// worst status per layer; the most disruptive action of the hosts' decided hardware findings,
+	// which a fleet digest's hosts no longer hold themselves), not the whole fleet's.
+	out.Layers, out.Action = nil, ""
+	for _, f := range out.Findings {
+		if out.Layers == nil {
+			out.Layers = map[string]results.Status{}
+		}
+		out.Layers[f.Layer] = results.Worse(out.Layers[f.Layer], f.Status)
+		if f.Host != "" && results.HardwareLayer(f.Layer) && f.Status != results.StatusInconclusive {
+			out.Action = results.MoreDisruptive(out.Action, f.Action)
+		}
+	}
+	for _, h := range out.Hosts {
+		if h.Action != "" {
+			out.Action = results.MoreDisruptive(out.Action, h.Action)
+		}
+	}
 	if hs := s.History; hs != nil {
 		nh := *hs
 		nh.Notes = slices.DeleteFunc(slices.Clone(hs.Notes), aboutOther)
