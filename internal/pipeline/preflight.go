@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,12 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	if !kind.Fleet { // the load runs from this process: what its generator refuses, refused now
 		if err := load.Validate(preflightLoad(c)); err != nil {
 			return bad("load (the load section, or its flag): %v", err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(c.Accelerators)) { // a GPU it names runs its load
+			ac, _, _ := plan.ForGPU(k)
+			if err := load.Validate(preflightLoad(ac)); err != nil {
+				return bad("load of accelerators[%q] (as a GPU it names would run it): %v", k, err)
+			}
 		}
 	}
 	if err := load.CheckWorkload(c.LoadConfig(), maxLen); err != nil {

@@ -241,3 +241,16 @@ func TestPreflightRefusesALoadTheGeneratorRefuses(t *testing.T) {
 		}
 	}
 }
+
+// An accelerators entry's load is checked as the plan's is: a GPU it names would run it.
+func TestPreflightRefusesAnAcceleratorsLoadTheGeneratorRefuses(t *testing.T) {
+	plan, err := config.Load(config.Options{Sets: []string{"backend=sim", "accelerators.H200.load.max_concurrency=200000",
+		"output.dir=" + filepath.Join(t.TempDir(), "out")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Preflight(plan, nil)
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "--max-concurrency") || !strings.Contains(err.Error(), "H200") {
+		t.Errorf("preflight gave %v, want bad input naming the accelerators entry and --max-concurrency", err)
+	}
+}
