@@ -104,3 +104,14 @@ func TestNegativeSimBenchTimeRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sqlite history.url with a query or a fragment is refused: gpuvet sets the database's options
+// itself, and "?" or "#" in the URL cut the file name ("sqlite:///var/h?1.db" opened /var/h).
+func TestSQLiteHistoryURLWithAQueryRefused(t *testing.T) {
+	for _, u := range []string{"sqlite:///var/h.db?mode=ro", "sqlite:///var/h?1.db", "sqlite:///var/h#1.db"} {
+		_, err := Load(Options{Sets: []string{"history.url=" + u}})
+		if err == nil || !strings.Contains(err.Error(), "history.url") {
+			t.Errorf("%s: %v, want an error naming history.url", u, err)
+		}
+	}
+}

@@ -71,6 +71,9 @@ func ParseHistoryURL(raw string) (HistoryStore, error) {
 		if u.Path == "" {
 			return HistoryStore{}, errors.New("want sqlite:///path/history.db (an absolute path after sqlite://)")
 		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(raw, "#") {
+			return HistoryStore{}, fmt.Errorf("want sqlite:///path/history.db without ? or #: gpuvet sets the database's options itself, and a ? or # cuts the file name (here to %s)", u.Path)
+		}
 		if u.Host != "" { // sqlite://data/h.db: "data" is the URL's host, and the file would be /h.db
 			return HistoryStore{}, fmt.Errorf("want sqlite:///path/history.db (three slashes, an absolute path): %q is read as a host, and the file would be %s", u.Host, u.Path)
 		}
