@@ -408,3 +408,18 @@ func TestLongNodeNamesStayApart(t *testing.T) {
 		t.Errorf("a short name changed: %q", got)
 	}
 }
+
+// TestEngineArgsListenOnThePod: an engine.command written for a local run binds loopback, which a
+// pod's readiness probe and load Job cannot reach: every spelling of it (--host ADDR,
+// --host=ADDR; 127.0.0.1, localhost) listens on the pod's addresses instead.
+func TestEngineArgsListenOnThePod(t *testing.T) {
+	for _, cmd := range []string{"srv --host=127.0.0.1 --port {port}", "srv --host=localhost --port {port}", "srv --host localhost --port {port}"} {
+		args, err := engineArgs(EngineSpec{Kind: "generic", Command: cmd, Model: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(args, " "); !strings.Contains(got, "0.0.0.0") || strings.Contains(got, "127.0.0.1") || strings.Contains(got, "localhost") {
+			t.Errorf("%q -> %q: want it to listen on 0.0.0.0", cmd, got)
+		}
+	}
+}

@@ -213,9 +213,13 @@ func engineArgs(es EngineSpec) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i+1 < len(words); i++ {
-		if words[i] == "--host" && (words[i+1] == "127.0.0.1" || words[i+1] == "localhost") {
+	loopback := func(a string) bool { return a == "127.0.0.1" || a == "localhost" }
+	for i := range words {
+		switch {
+		case words[i] == "--host" && i+1 < len(words) && loopback(words[i+1]):
 			words[i+1] = "0.0.0.0"
+		case strings.HasPrefix(words[i], "--host=") && loopback(strings.TrimPrefix(words[i], "--host=")):
+			words[i] = "--host=0.0.0.0"
 		}
 	}
 	if words[0] == "gpuvet" {
