@@ -90,6 +90,9 @@ func parseGenRequest(body []byte, chat bool, maxModelLen int) (*genRequest, *api
 		if err != nil {
 			return nil, badRequest("prompt", "prompt: %v", err)
 		}
+		if toks == 0 { // vLLM refuses it too: a request with nothing to condition on is a client's bug
+			return nil, badRequest("prompt", "prompt: empty (no tokens); the decoder prompt cannot be empty")
+		}
 		r.promptText, r.promptToks = text, toks
 	}
 	if r.N != nil && *r.N != 1 {

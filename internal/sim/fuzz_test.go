@@ -11,7 +11,7 @@ func FuzzParseGenRequest(f *testing.F) {
 		`{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"min_tokens":2,"ignore_eos":true,"temperature":0.7,"seed":3}`,
 		`{"messages":[{"role":"user","content":[{"type":"text","text":"a"}]}]}`,
 		`{"prompt":[1,2,3],"max_completion_tokens":5}`, `{"prompt":[[1,2]]}`, `{"prompt":["x","y"]}`,
-		`{"prompt":"x","max_tokens":-1}`, `{"prompt":null}`, `[]`, `{"n":2,"prompt":"x"}`, `{`,
+		`{"prompt":"x","max_tokens":-1}`, `{"prompt":null}`, `{"prompt":""}`, `{"prompt":[[]]}`, `[]`, `{"n":2,"prompt":"x"}`, `{`,
 	} {
 		f.Add([]byte(s), false)
 		f.Add([]byte(s), true)
@@ -24,6 +24,9 @@ func FuzzParseGenRequest(f *testing.F) {
 				t.Fatalf("bad error %+v", e)
 			}
 			return
+		}
+		if !chat && r.promptToks < 1 {
+			t.Fatalf("accepted a completion with an empty prompt")
 		}
 		if r.maxTokens < 1 || r.promptToks+r.maxTokens > maxLen || r.MinTokens > r.maxTokens || r.MinTokens < 0 || r.temperature < 0 {
 			t.Fatalf("accepted an impossible request: prompt %d max %d min %d temp %v", r.promptToks, r.maxTokens, r.MinTokens, r.temperature)
