@@ -293,6 +293,8 @@ func Cancel(ctx context.Context, s Runner, id string) error {
 	if _, err := s.Run(ctx, "scancel", id); err != nil && !strings.Contains(err.Error(), "Invalid job id") {
 		return fmt.Errorf("scancel %s: %v", id, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
 	for {
 		j, gone, err := ShowJob(ctx, s, id)
 		if gone || (err == nil && j.Final()) {
@@ -305,6 +307,10 @@ func Cancel(ctx context.Context, s Runner, id string) error {
 		}
 	}
 }
+
+// cancelWait bounds Cancel's wait for a cancelled job to end: a job stuck COMPLETING on a node that
+// stopped answering must not hold `gpuvet clean` (no deadline of its own) forever.
+var cancelWait = 5 * time.Minute
 
 // follower reads what a job wrote to its output file since the last read: the node's own
 // progress, as an ssh host's streams back. At most maxFollow bytes a read; a line longer than that

@@ -28,3 +28,24 @@ func TestTimeLimitRoundsUp(t *testing.T) {
 		}
 	}
 }
+
+// A job stuck after scancel (COMPLETING on a node that stopped answering, a common Slurm state) is
+// waited for a bounded time: `gpuvet clean`, which has no deadline, ends with an error naming it.
+func TestCancelWaitBounded(t *testing.T) {
+	s := &scriptedSlurm{answers: map[string]string{
+		"scancel 41":              "",
+		"scontrol -o show job 41": "JobId=41 JobName=gpuvet-r1-g1 JobState=COMPLETING Reason=None ExitCode=0:0",
+	}}
+	defer func(d time.Duration) { cancelWait = d }(cancelWait)
+	cancelWait = time.Second
+	done := make(chan error, 1)
+	go func() { done <- Cancel(context.Background(), s, "41") }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "COMPLETING") {
+			t.Fatalf("a job stuck completing: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Cancel waited forever for a job stuck completing")
+	}
+}
