@@ -106,10 +106,14 @@ type AllReduceSize struct {
 	BusBWRatio *float64 `json:"busbw_ratio,omitempty"` // busbw / PeakGBps
 }
 
+// MaxMatrixGPUs bounds Matrix: a host has at most a few dozen GPUs, and the matrix is their square
+// (a wrong file's count must not take the memory).
+const MaxMatrixGPUs = 256
+
 // Matrix is the GPUs' path matrix as `nvidia-smi topo -m` prints it, with a header row: "X" on the
-// diagonal, the pair's path elsewhere ("?" when unknown). Empty without pairs.
+// diagonal, the pair's path elsewhere ("?" when unknown). Empty without pairs, or past MaxMatrixGPUs.
 func (ic *Interconnect) Matrix(gpus int) [][]string {
-	if ic == nil || len(ic.Pairs) == 0 {
+	if ic == nil || len(ic.Pairs) == 0 || gpus > MaxMatrixGPUs {
 		return nil
 	}
 	head := []string{""}
