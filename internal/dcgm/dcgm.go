@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,6 +87,11 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 	}
 	out.Tests, out.Version = tests, version
 	out.Status = Judge(tests)
+	if !slices.ContainsFunc(tests, func(t results.DCGMTest) bool { return t.Result != "skip" }) {
+		// Nothing ran (a GPU the diagnostic does not support, tests that could not start): not a pass.
+		out.Status = results.StatusSkipped
+		out.Note = fmt.Sprintf("skipped: dcgmi diag -r %d ran no test (all %d skipped); run it by hand to see why", o.Level, len(tests))
+	}
 	return out
 }
 

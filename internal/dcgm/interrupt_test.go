@@ -19,3 +19,17 @@ func TestRunInterruptedIsNotATimeout(t *testing.T) {
 		t.Errorf("interrupted run: %s %q", d.Status, d.Error)
 	}
 }
+
+// A diagnostic whose every test was skipped (a GPU DCGM does not support, a test that could not
+// start) ran nothing: it is skipped with a note saying so, not a pass.
+func TestRunAllSkippedIsNotAPass(t *testing.T) {
+	doc := `{"DCGM Diagnostic":{"test_categories":[{"category":"Deployment","tests":[{"name":"software","results":[{"entity_group":"GPU","entity_id":0,"status":"Skip"}]}]}]},"metadata":{"version":"4.1.1"}}`
+	d := Run(context.Background(), Options{Level: 1, Binary: fakeDCGMI(t, "echo '"+doc+"'")})
+	if d.Status != results.StatusSkipped || !strings.Contains(d.Note, "skipped") || len(d.Tests) != 1 {
+		t.Errorf("every test skipped: %s note %q tests %d", d.Status, d.Note, len(d.Tests))
+	}
+	doc = strings.Replace(doc, `"status":"Skip"`, `"status":"Pass"`, 1)
+	if d := Run(context.Background(), Options{Level: 1, Binary: fakeDCGMI(t, "echo '"+doc+"'")}); d.Status != results.StatusOK {
+		t.Errorf("a test passed: %s", d.Status)
+	}
+}
