@@ -115,3 +115,16 @@ func TestSQLiteHistoryURLWithAQueryRefused(t *testing.T) {
 		}
 	}
 }
+
+// A model listed twice is refused naming it: before, it was served and measured twice on every
+// GPU, the summary held two entries of one model id, and the history two sets of its figures.
+func TestDuplicateModelRefused(t *testing.T) {
+	_, err := Load(Options{Sets: []string{"models=Qwen/Qwen3-8B,Qwen/Qwen3-0.6B,Qwen/Qwen3-8B"}})
+	if err == nil || !strings.Contains(err.Error(), "models") || !strings.Contains(err.Error(), "Qwen/Qwen3-8B") {
+		t.Fatalf("a model twice: %v", err)
+	}
+	_, err = Load(Options{Sets: []string{"accelerators.H200.models=a,a"}})
+	if err == nil || !strings.Contains(err.Error(), "accelerators") {
+		t.Fatalf("a model twice in an accelerators entry: %v", err)
+	}
+}

@@ -125,6 +125,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"backend", oneOf(c.Backend, backendkind.Names()...), "want " + backendkind.List(backendkind.Names())},
 		{"models", len(c.Models) == 0, "want at least one model id"},
 		{"models", slices.Contains(c.Models, ""), "a model id is empty"},
+		{"models", firstDup(c.Models) != "", fmt.Sprintf("%q is listed twice: each model is served once on every GPU; drop the second", firstDup(c.Models))},
 		{"models", len(c.Models) > maxModels, fmt.Sprintf("%d models; at most %d are served in one run (each is served on every GPU in turn): split the run", len(c.Models), maxModels)},
 		{"engine.kind", oneOf(c.Engine.Kind, enginekind.Names()...), "want " + enginekind.List()},
 		{"engine.command", needsCommand(c.Engine.Kind) && backendkind.Of(c.Backend).Engines && c.Engine.Command == "", "engine kind " + c.Engine.Kind + " needs a command template, e.g. \"my-server --model {model} --port {port}\""},
@@ -247,6 +248,18 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		return &Error{Source: src, Path: path, Msg: ch.msg}
 	}
 	return nil
+}
+
+// firstDup is the first value of list given again ("" when none is).
+func firstDup(list []string) string {
+	seen := map[string]bool{}
+	for _, v := range list {
+		if seen[v] {
+			return v
+		}
+		seen[v] = true
+	}
+	return ""
 }
 
 // sourceUnder finds the source of a value below path (for checks on maps).
