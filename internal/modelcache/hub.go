@@ -134,7 +134,7 @@ func (h *hub) do(ctx context.Context, method, rawURL string, hdr http.Header) (r
 			return nil, nil, fmt.Errorf("%s %s: redirect %d without a Location header", method, results.RedactURLs(u.String()), resp.StatusCode)
 		}
 		if hop >= 5 {
-			return nil, nil, fmt.Errorf("%s %s: more than 5 redirects", method, rawURL)
+			return nil, nil, fmt.Errorf("%s %s: more than 5 redirects", method, results.RedactURLs(rawURL))
 		}
 		next, err := u.Parse(loc)
 		if err != nil {
@@ -506,7 +506,7 @@ func (h *hub) tree(ctx context.Context, model, commit string) ([]File, error) {
 	seen := map[string]bool{}
 	for page := 0; next != ""; page++ {
 		if page > 10000 || seen[next] {
-			return nil, fmt.Errorf("%s: the hub's pages do not end (page %d, %s)", what, page, next)
+			return nil, fmt.Errorf("%s: the hub's pages do not end (page %d, %s)", what, page, results.RedactURLs(next))
 		}
 		seen[next] = true
 		var raw json.RawMessage

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -620,5 +623,24 @@ func TestToFetchCountsOnlyMissingBlobs(t *testing.T) {
 	need, partial := toFetch(repo, []File{have, part, twin, cfg})
 	if need != 320 || partial != 100 {
 		t.Fatalf("toFetch = need %d, partial %d; want 320 (b once, config) and 100", need, partial)
+	}
+}
+
+// TestRedirectLoopErrorHidesCredentials: a hub endpoint with credentials in its URL (a mirror
+// behind basic auth) that redirects without end fails with an error that does not print them.
+func TestRedirectLoopErrorHidesCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, r.URL.Path+"x", http.StatusFound)
+	}))
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	u.User = url.UserPassword("mirror", "s3cret-pass")
+	h, err := newHub(u.String(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = h.do(context.Background(), http.MethodGet, h.url("/api/models/a/b"), nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret-pass") || !strings.Contains(err.Error(), "redirects") {
+		t.Fatalf("redirect loop: %v", err)
 	}
 }
