@@ -362,7 +362,9 @@ func (s *suite) contextOverflow(ctx context.Context) (string, error) {
 func (s *suite) concurrent(ctx context.Context) (string, error) {
 	words := []int{8, 32, 96, 256}
 	for i := range words {
-		words[i] = min(words[i], s.o.MaxModelLen/3)
+		// Under a small context each is clipped to its own share of a third of it, so the four
+		// stay different lengths (clipped to the same bound, the longest two were equal).
+		words[i] = min(words[i], max(1, s.o.MaxModelLen/3*(i+1)/len(words)))
 	}
 	type res struct {
 		r   *chatResp
