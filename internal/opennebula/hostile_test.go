@@ -92,3 +92,17 @@ func TestRemoveVMBounded(t *testing.T) {
 		t.Fatal("removing a VM through a front-end that never answers did not end")
 	}
 }
+
+// one.vm.info and one.vmpool.info answers are outside input: any bytes read without a panic.
+func FuzzParseVM(f *testing.F) {
+	f.Add([]byte(`<VM><ID>7</ID><NAME>gpuvet-r-n</NAME><STATE>3</STATE><LCM_STATE>3</LCM_STATE><TEMPLATE><NIC><IP>10.0.0.2</IP></NIC></TEMPLATE><HISTORY_RECORDS><HISTORY><HOSTNAME>n1</HOSTNAME></HISTORY></HISTORY_RECORDS></VM>`))
+	f.Add([]byte(`<VM_POOL><VM><ID>1</ID><NAME>x</NAME></VM><VM><ID>x</ID></VM></VM_POOL>`))
+	f.Add([]byte("\x00<<"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if v, err := ParseVM(b); err == nil {
+			_, _ = v.Phase()
+			_ = v.Where()
+		}
+		_, _ = ParseVMPool(b)
+	})
+}

@@ -123,3 +123,15 @@ func FuzzParseJob(f *testing.F) {
 		}
 	})
 }
+
+// sbatch --parsable's answer is outside input: only a job id gpuvet can pass back is accepted.
+func FuzzParseJobID(f *testing.F) {
+	f.Add("41\n")
+	f.Add("sbatch: warning: x\n41;cluster\n")
+	f.Add("41; scancel -u root")
+	f.Fuzz(func(t *testing.T, out string) {
+		if id, err := ParseJobID(out); err == nil && !ValidJobID(id) {
+			t.Fatalf("%q gave job id %q", out, id)
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package ssh
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func tarOf(entries ...[2]string) []byte {
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	for _, e := range entries {
+		h := &tar.Header{Name: e[0], Mode: 0o644, Size: int64(len(e[1])), Typeflag: tar.TypeReg}
+		if e[1] == "/" {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		_ = w.WriteHeader(h)
+		if h.Typeflag == tar.TypeReg {
+			_, _ = w.Write([]byte(e[1]))
+		}
+	}
+	_ = w.Close()
+	return b.Bytes()
+}
+
+// What a host sends back is hostile: whatever the tar stream holds, untar writes nothing outside
+// its folder and never panics.
+func FuzzUntar(f *testing.F) {
+	f.Add(tarOf([2]string{"./summary.json", "{}"}, [2]string{"logs", "/"}, [2]string{"logs/engine-0.log", "x"}))
+	f.Add(tarOf([2]string{"../escape", "x"}))
+	f.Add(tarOf([2]string{"/etc/escape", "x"}))
+	f.Add(tarOf([2]string{"a/../../escape", "x"}))
+	f.Add(tarOf([2]string{"a", "x"}, [2]string{"a/b", "x"}))
+	f.Add([]byte("not a tar at all"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "out")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = untar(bytes.NewReader(b), dir)
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ents) != 1 || ents[0].Name() != "out" {
+			t.Fatalf("untar wrote outside its folder: %v", ents)
+		}
+	})
+}
+
+// A manifest's host is read back without panicking, and what is accepted names a port.
+func FuzzParseAddress(f *testing.F) {
+	f.Add("root@10.0.0.1:22")
+	f.Add("u@[::1]:2222")
+	f.Add("@:")
+	f.Add("u@h:99999999999999999999")
+	f.Fuzz(func(t *testing.T, a string) {
+		tg, err := ParseAddress(a)
+		if err == nil && Address(tg) == "" {
+			t.Fatalf("%q accepted as %+v", a, tg)
+		}
+	})
+}
