@@ -201,3 +201,47 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 		})
 	}
 }
+
+// An XID that NVIDIA answers first by restarting the application (13, 31, 43, 45) during the
+// engine's load is the engine's finding: the GPU is not proven and the failed requests beside it are
+// not the GPU's; an XID of the GPU's own (79) flags the GPU and makes them its own.
+func TestAppXIDIsTheEnginesNotTheGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		xid       uint64
+		check     string
+		layer     string
+		gpuStatus results.Status
+	}{
+		{13, CheckAppXIDLoad, results.LayerEngine, results.StatusInconclusive},
+		{31, CheckAppXIDLoad, results.LayerEngine, results.StatusInconclusive},
+		{79, CheckXIDLoad, results.LayerGPU, results.StatusFailed},
+	} {
+		s := summary(healthy(), healthy())
+		ep := &s.Hosts[0].Models[0].Endpoints[1]
+		withErrors(ep, map[string]int{"http_500": 250})
+		ep.Telemetry = &results.Telemetry{Source: "nvml", GPUs: []results.GPUTelemetry{{GPU: ep.GPUs[0], XIDs: []results.XIDEvent{{XID: tc.xid}}}}}
+		Apply(s, DefaultConfig())
+		ep = &s.Hosts[0].Models[0].Endpoints[1]
+		var layer string
+		for _, f := range ep.Flags {
+			if f.Check == tc.check {
+				layer = f.Layer
+			}
+		}
+		if layer != tc.layer {
+			t.Errorf("XID %d: %s layer %q, want %q (flags %+v)", tc.xid, tc.check, layer, tc.layer, ep.Flags)
+		}
+		var gpuLayerFault bool
+		for _, f := range ep.Faults {
+			gpuLayerFault = gpuLayerFault || f.Layer == results.LayerGPU
+		}
+		if gpuLayerFault != (tc.layer == results.LayerGPU) {
+			t.Errorf("XID %d: failed requests the GPU's = %v, want %v (%+v)", tc.xid, gpuLayerFault, tc.layer == results.LayerGPU, ep.Faults)
+		}
+		for _, g := range s.Hosts[0].GPUs {
+			if g.Index == ep.GPUs[0] && g.Status != tc.gpuStatus {
+				t.Errorf("XID %d: GPU %d %s, want %s (%v)", tc.xid, g.Index, g.Status, tc.gpuStatus, g.Why)
+			}
+		}
+	}
+}

@@ -121,14 +121,16 @@ func loopback(raw string) bool {
 	return u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
 }
 
-// gpuEvidence lists what says the GPU itself failed during the load: XIDs and uncorrected ECC
+// gpuEvidence lists what says the GPU itself failed during the load: XIDs (but appXIDs) and uncorrected ECC
 // errors in its telemetry, a GPU error in the engine's log or in a failed request's words. Nil: none.
 func gpuEvidence(ep *results.Endpoint) []string {
 	var out []string
 	if t := ep.Telemetry; t != nil {
 		for _, g := range t.GPUs {
 			for _, x := range g.XIDs {
-				out = append(out, fmt.Sprintf("gpu %d: XID %d during the load%s", g.GPU, x.XID, paren(x.Note)))
+				if !appXIDs[x.XID] { // an engine's fault raises these as readily: not the GPU's alone
+					out = append(out, fmt.Sprintf("gpu %d: XID %d during the load%s", g.GPU, x.XID, paren(x.Note)))
+				}
 			}
 			if g.ECCUncorrected != nil && *g.ECCUncorrected > 0 {
 				out = append(out, fmt.Sprintf("gpu %d: %d uncorrected ECC error(s) during the load", g.GPU, *g.ECCUncorrected))

@@ -229,8 +229,8 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	for _, f := range ep.Flags {
 		if s, ok := gpuFlagStatus(f); ok {
 			st = results.Worse(st, s)
-		} else if failingFlag(f) || f.Layer == results.LayerHost {
-			notProven(f.Layer, f.Reason, f.Action)
+		} else if failingFlag(f) || f.Layer == results.LayerHost || f.Check == CheckAppXIDLoad {
+			notProven(f.Layer, f.Reason, f.Action) // an application-class XID happened on the GPU: a rerun decides
 		}
 	}
 	switch {

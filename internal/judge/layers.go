@@ -38,6 +38,7 @@ var checkKinds = byKind(map[checkKind][]string{
 	{results.LayerHost, results.ActionRerun}:            {CheckHealthBusy, CheckBusy},
 	{results.LayerEngine, results.ActionFixEngine}:      {CheckEngineFault, CheckPrefixCache, checkFunctPrefix},
 	{results.LayerEngine, results.ActionNone}:           {"engine.version"},
+	{results.LayerEngine, results.ActionRerun}:          {CheckAppXIDLoad},
 	{results.LayerInfra, results.ActionRerun}:           {CheckNetworkFault, CheckLoadPartial},
 	{results.LayerInfra, results.ActionNone}:            {CheckBaseline},
 	{results.LayerClient, results.ActionRerun}:          {CheckClientFault, checkClientLimited, checkUndecided},

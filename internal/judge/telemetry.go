@@ -16,6 +16,7 @@ const (
 	CheckThrottled       = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
 	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
 	CheckXIDLoad         = "judge.xid_under_load"
+	CheckAppXIDLoad      = "judge.app_xid_under_load" // an XID an application's fault raises as readily as the GPU's
 	CheckECCLoad         = "judge.ecc_under_load"
 	CheckReplayLoad      = "judge.pcie_replays_under_load"
 )
@@ -23,6 +24,14 @@ const (
 // hwReasons are the clock-event reasons that are the hardware's, not the workload's: DCGM's
 // failure mask (gpu.FailureMask: 0x8, 0x20, 0x40, 0x80). sw_power_cap is a loaded GPU at its limit.
 var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+// appXIDs are the XIDs that NVIDIA's XID catalogue answers first with "restart the application"
+// (13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing) or ignores (45
+// preemptive cleanup): an engine's bad kernel or out-of-bounds access raises them as readily as a bad
+// GPU. During the engine's load they are the engine's finding and leave the GPU not proven, never
+// GPU evidence: a rerun with a fresh engine decides (the same XID again on this GPU alone is the
+// GPU's). Any other XID is the GPU's (judge.xid_under_load).
+var appXIDs = map[uint64]bool{13: true, 31: true, 43: true, 45: true}
 
 // Thresholds of the telemetry verdicts.
 const (
@@ -53,12 +62,20 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 				flag(CheckThrottled, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
 			}
 		}
-		if len(gt.XIDs) > 0 {
-			var xs []string
-			for _, x := range gt.XIDs {
-				xs = append(xs, fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note)))
+		var gpuXIDs, appXIDList []string
+		for _, x := range gt.XIDs {
+			w := fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note))
+			if appXIDs[x.XID] {
+				appXIDList = append(appXIDList, w)
+			} else {
+				gpuXIDs = append(gpuXIDs, w)
 			}
-			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(xs, ", ")))
+		}
+		if len(gpuXIDs) > 0 {
+			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(gpuXIDs, ", ")))
+		}
+		if len(appXIDList) > 0 {
+			flag(CheckAppXIDLoad, fmt.Sprintf("gpu %d: %s during the load: an XID NVIDIA answers first by restarting the application, which the engine's own fault raises as readily as the GPU's; rerun with a fresh engine, and if it comes back on this GPU and not its siblings, reset the GPU", gt.GPU, strings.Join(appXIDList, ", ")))
 		}
 		if d := gt.ECCUncorrected; d != nil && *d > 0 {
 			flag(CheckECCLoad, fmt.Sprintf("gpu %d: %d uncorrected ECC error(s) during the load: drain the GPU, run `dcgmi diag -r 3`, and RMA it if they recur", gt.GPU, *d))

@@ -117,6 +117,9 @@ func layerTable() []string {
 			if c == CheckEngineFault || c == CheckNetworkFault {
 				verdict = "the endpoint and the run failed above `gates.max_error_rate_pct`, flag at or under it; the GPU not proven"
 			}
+			if c == CheckAppXIDLoad {
+				verdict = "the endpoint and the run flag; the GPU not proven (inconclusive)"
+			}
 		}
 		out = append(out, fmt.Sprintf("| %s | %s | %s | `%s` | %s |", name, k.layer, verdict, k.action, gate))
 	}
