@@ -412,6 +412,8 @@ func FuzzLoadYAML(f *testing.F) {
 	f.Add([]byte("kind: RecipeMetadata\nspec: {validation: {performance: {constraints: [{name: inference-throughput, value: '>= 5'}]}}}\n"))
 	f.Add([]byte("a: &x [1]\nb: *x\n"))
 	f.Add([]byte("reference: {H: {m: {ttft_p95_ms: -1}}}"))
+	f.Add([]byte("load: {rates: 3}\n---\nload: {rates: 4}\n---\n"))
+	f.Add([]byte("load: {rates: 3}\n---\n[\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p := &Plan{Sources: map[string]string{}}
 		tr, err := toTree(Defaults(), "default", p.Sources)
