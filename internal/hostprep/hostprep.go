@@ -218,6 +218,8 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 		if err := s.record(fleet.Object{Kind: KindAutoremove, Name: "autoremove"}); err != nil {
 			return err
 		}
+	} else if pr.autoremovable < 0 {
+		s.Rec.Autoremove = "not run: whether the host had autoremovable packages before this run could not be read (apt-get -s autoremove)"
 	} else {
 		s.Rec.Autoremove = fmt.Sprintf("not run: the host had %d autoremovable package(s) before this run (they are the host's)", pr.autoremovable)
 	}
@@ -615,7 +617,10 @@ if command -v apt-get >/dev/null; then echo "autoremovable=$(LC_ALL=C apt-get -s
 		case k == "engine":
 			p.engine = true
 		case k == "autoremovable":
-			p.autoremovable, _ = strconv.Atoi(v)
+			// Unreadable stays unknown (-1): only a host known to have none gets autoremove after.
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+				p.autoremovable = n
+			}
 		case strings.HasPrefix(k, "bin."):
 			p.bins[strings.TrimPrefix(k, "bin.")] = true
 		case strings.HasPrefix(k, "pkg."):
