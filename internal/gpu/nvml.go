@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -295,8 +296,10 @@ func (s *nvmlSource) watchXIDs() {
 }
 
 func (s *nvmlSource) recordXID(ev nvml.EventData) {
-	idx := -1
-	if ev.Device != nil {
+	// The event's device is the handle gpuvet registered: matched by handle first, since a GPU
+	// whose XID is "fallen off the bus" no longer answers nvmlDeviceGetUUID; by UUID after that.
+	idx := slices.IndexFunc(s.devices, func(d nvml.Device) bool { return ev.Device != nil && d == ev.Device })
+	if idx < 0 && ev.Device != nil {
 		if uuid, ret := ev.Device.GetUUID(); ret == nvml.SUCCESS {
 			for i, d := range s.devices {
 				if u, _ := d.GetUUID(); u == uuid {
