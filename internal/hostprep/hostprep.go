@@ -591,7 +591,7 @@ func probe(ctx context.Context, r Runner, needs []Need) (*probed, error) {
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then echo sudo=1; fi
 command -v apt-get >/dev/null && echo apt=1
 pgrep -x nv-hostengine >/dev/null 2>&1 && echo engine=1
-if command -v apt-get >/dev/null; then echo "autoremovable=$(LC_ALL=C apt-get -s autoremove 2>/dev/null | grep -c '^Remv ')"; fi
+if command -v apt-get >/dev/null && a=$(LC_ALL=C apt-get -s autoremove 2>/dev/null); then echo "autoremovable=$(printf '%s\n' "$a" | grep -c '^Remv ')"; fi
 `)
 	for _, n := range needs {
 		fmt.Fprintf(&b, "command -v %s >/dev/null && echo bin.%s=1\n", quote(n.Binary), n.Binary)
