@@ -4,12 +4,18 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
+	"github.com/gpuvet/gpuvet/internal/opennebula/onetest"
+	"github.com/gpuvet/gpuvet/internal/ssh/sshtest"
 )
 
 // A GPU whose PCI monitoring lacks a readable VMID may be a VM's: it is an error naming the field,
@@ -105,4 +111,36 @@ func FuzzParseVM(f *testing.F) {
 		}
 		_, _ = ParseVMPool(b)
 	})
+}
+
+// A host's name is OpenNebula's, not gpuvet's: whatever it holds ("/", ".."), a VM's results go
+// into one folder of out/hosts, never outside it.
+func TestVMLocalOutStaysUnderHosts(t *testing.T) {
+	one, client := fake(t, &onetest.Server{Hosts: []onetest.Host{{ID: 0, Name: "a/../../../escape", Cluster: "gpu", State: 2, PCI: []onetest.PCI{onetest.GPU("41:00.0", 0)}}}})
+	dir := t.TempDir()
+	key := filepath.Join(dir, "id_ed25519")
+	pub, err := sshtest.NewKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(key+".pub", gossh.MarshalAuthorizedKey(pub), 0o600)
+	plan, err := config.Load(config.Options{Sets: []string{"backend=opennebula", "opennebula.endpoint=" + one.URL, "opennebula.template_id=3",
+		"ssh.identity_file=" + key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := fleet.NewManifest(t.TempDir(), "opennebula", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	f := &Fleet{Config: plan.Config.OpenNebula, SSH: plan.Config.SSH, Client: client, Plan: plan}
+	vms, _, err := f.Hosts(context.Background(), fleet.RunInfo{ID: "r1", Out: out, Plan: []byte("{}\n"), Manifest: m, Say: func(string) {}})
+	if err != nil || len(vms) != 1 {
+		t.Fatalf("%d VMs: %v", len(vms), err)
+	}
+	lo := vms[0].(*VMHost).Job.LocalOut
+	if filepath.Dir(lo) != filepath.Join(out, fleet.HostsDir) {
+		t.Fatalf("local out %s is not a folder of %s", lo, filepath.Join(out, fleet.HostsDir))
+	}
 }

@@ -90,8 +90,9 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 		// The GPUs passed through travel with the plan: the VM's own health phase checks the count.
 		args := []string{"--backend", f.SSH.RemoteBackend, "--set", "health.expect_gpus=" + strconv.Itoa(len(spec.GPUs))}
 		h.Job = ssh.Job{Binary: bin, BinaryArch: arch, Plan: r.Plan, Args: args, RunID: r.ID, Env: f.Env,
-			RemoteDir: path.Join(f.SSH.RemoteDir, spec.Name), // gpuvet-RUN-HOST[-gN]
-			LocalOut:  filepath.Join(r.Out, "hosts", spec.Name),
+			// The host's name is OpenNebula's: made one path element ("/", ".." never leave the folder).
+			RemoteDir: path.Join(f.SSH.RemoteDir, fleet.Safe(spec.Name)), // gpuvet-RUN-HOST[-gN]
+			LocalOut:  filepath.Join(r.Out, fleet.HostsDir, fleet.Safe(spec.Name)),
 			Progress:  func(l string) { r.Log("[" + name + "] " + l) }}
 		f.hosts = append(f.hosts, h)
 		out = append(out, h)
