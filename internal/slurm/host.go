@@ -123,7 +123,7 @@ func (h *Host) Provision(ctx context.Context) error {
 // kept, but never a pass).
 func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	j, err := h.wait(ctx)
-	h.follow.lines(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), func(l string) { h.f.say("[" + h.node.Name + "] " + l) })
+	h.follow.rest(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), func(l string) { h.f.say("[" + h.node.Name + "] " + l) })
 	s, cerr := h.collect()
 	if err != nil {
 		return s, err
@@ -347,6 +347,21 @@ func (f *follower) lines(path string, say func(string)) {
 		}
 	}
 }
+
+// rest follows the output to its end (the job has ended: nothing more comes), at most maxRest
+// reads: a job that wrote more than one read's worth since the last poll keeps its last lines.
+func (f *follower) rest(path string, say func(string)) {
+	for range maxRest {
+		off := f.off
+		f.lines(path, say)
+		if f.off == off {
+			return
+		}
+	}
+}
+
+// maxRest bounds rest: 256 reads of maxFollow, 16 MiB of a job's output.
+const maxRest = 256
 
 // disrupted is a node's job stopped from outside (results.Disrupted): the node is inconclusive.
 type disrupted struct{ msg, what string }

@@ -2,6 +2,8 @@ package slurm
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,5 +49,18 @@ func TestCancelWaitBounded(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Cancel waited forever for a job stuck completing")
+	}
+}
+
+// When the job has ended its output is followed to the end: a job that wrote more than one read's
+// worth since the last poll still has its last lines (the node's verdict) said.
+func TestFollowerRestReadsToTheEnd(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "slurm-7.out")
+	os.WriteFile(p, []byte(strings.Repeat("engine log line\n", 20000)+"done: status ok\n"), 0o644)
+	var last string
+	var f follower
+	f.rest(p, func(l string) { last = l })
+	if last != "done: status ok" {
+		t.Fatalf("last line said: %q", last)
 	}
 }
