@@ -202,6 +202,10 @@ func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
 	if r.keptCache() {
 		old, err := pvcs.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
+			if old.Labels[LabelCache] != "true" && old.Labels[legacyCache] != "true" {
+				return fmt.Errorf("the PVC %s/%s is not gpuvet's (no label %s=true): gpuvet neither fills nor mounts a volume it did not make; delete or rename it, or keep the cache in another namespace (kubernetes.cache_namespace)",
+					r.cacheNS, name, LabelCache)
+			}
 			if c := old.Spec.StorageClassName; c != nil && *c != r.class {
 				return fmt.Errorf("the kept PVC %s/%s is on StorageClass %s, and this run asks for %s: delete it (`gpuvet clean --cache`) or keep this class's cache in another namespace (kubernetes.cache_namespace)",
 					r.cacheNS, name, *c, r.class)

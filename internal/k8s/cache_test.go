@@ -295,3 +295,32 @@ func TestCacheNamespaceNotGpuvetsRefused(t *testing.T) {
 		t.Error("the default namespace was created by gpuvet")
 	}
 }
+
+// TestKeptPVCNotGpuvetsRefused: in a cache namespace gpuvet did not create
+// (cache_namespace_allow_existing), a PVC that happens to have the name gpuvet would give its
+// cache (cache, cache-NODE) but not its label is someone else's: gpuvet neither fills it with
+// model files nor mounts it into engine pods, and says what to do.
+func TestKeptPVCNotGpuvetsRefused(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "cache-a", Namespace: "team-a", Labels: map[string]string{"app": "theirs"}}})
+	cfg := config.Defaults()
+	cfg.Models = []string{"m/one"}
+	id := "20260101T000000Z-r1"
+	man, err := fleet.NewManifest(t.TempDir(), "kubernetes", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{cl: &Cluster{Client: cs}, cfg: cfg, ns: Namespace(id), cacheNS: "team-a", man: man, class: "sc", access: corev1.ReadWriteOnce,
+		opt: Options{RunID: id, Image: "img", CacheNamespaceAllowExisting: true, Progress: func(string, ...any) {}}}
+	r.size.Set(1 << 30)
+	h := &nodeHost{r: r, node: Node{Name: "a"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second) // a populate Job would never end here
+	defer cancel()
+	err = h.provisionCache(ctx)
+	if err == nil || !strings.Contains(err.Error(), "not gpuvet's") {
+		t.Fatalf("a PVC gpuvet did not make: %v", err)
+	}
+	if jobs, _ := cs.BatchV1().Jobs("team-a").List(context.Background(), metav1.ListOptions{}); len(jobs.Items) != 0 {
+		t.Errorf("populate Jobs started into someone else's PVC: %d", len(jobs.Items))
+	}
+}
