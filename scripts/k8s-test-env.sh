@@ -175,10 +175,19 @@ EON
   echo "all started: $(( $(date +%s%3N) - t0 )) ms; KUBECONFIG=$KC"
 }
 
+# ours PID NAME: PID is still this control plane's NAME (its command is $BIN/NAME). A pid file outlives
+# its process and pids come round again (pid_max 32768 wraps within hours of tests): a stale file must
+# end no other control plane's process, nor anyone's (ci34: a real node's start, stopping what an
+# earlier one had left, ended the kwok control plane's apiserver, scheduler and kwok mid-CI).
+ours() { [ "$(tr '\0' '\n' 2>/dev/null < "/proc/$1/cmdline" | head -n1)" = "$BIN/$2" ]; }
+
 stop() {
-  for p in kwok scheduler controller-manager apiserver etcd; do
+  local p name pid
+  for p in kwok:kwok scheduler:kube-scheduler controller-manager:kube-controller-manager apiserver:kube-apiserver etcd:etcd; do
+    name=${p#*:} p=${p%%:*}
     [ -f "$RUN/$p.pid" ] || continue
-    local pid; pid=$(cat "$RUN/$p.pid")
+    pid=$(cat "$RUN/$p.pid"); rm -f "$RUN/$p.pid"
+    ours "$pid" "$name" || continue
     kill "$pid" 2>/dev/null || continue
     for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
