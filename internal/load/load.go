@@ -246,16 +246,23 @@ func bounded(o Options, c results.LoadConfig) error {
 		return fmt.Errorf("--prefix-count %d: want at most %d", c.PrefixCount, MaxRequests)
 	case c.MaxRequests > MaxRequests:
 		return fmt.Errorf("--max-requests %d: want at most %d", c.MaxRequests, MaxRequests)
+	case c.MinSamples > MaxRequests:
+		return fmt.Errorf("min samples %d (compare.min_samples): want at most %d", c.MinSamples, MaxRequests)
+	}
+	return boundedTimes(o, c)
+}
+
+// boundedTimes checks the durations of a load against MaxDuration.
+func boundedTimes(o Options, c results.LoadConfig) error {
+	switch {
+	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
+		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
 	case time.Duration(c.MaxDuration) > MaxDuration:
 		return fmt.Errorf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)
 	case time.Duration(c.TimeBudget) > MaxDuration:
 		return fmt.Errorf("--time-budget %v: want at most %v", time.Duration(c.TimeBudget), MaxDuration)
 	case time.Duration(c.MaxRungDuration) > MaxDuration:
 		return fmt.Errorf("--max-rung-duration %v: want at most %v", time.Duration(c.MaxRungDuration), MaxDuration)
-	case c.MinSamples > MaxRequests:
-		return fmt.Errorf("min samples %d (compare.min_samples): want at most %d", c.MinSamples, MaxRequests)
-	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
-		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
 	}
 	n, d, err := parseWarmup(c.Warmup)
 	switch {

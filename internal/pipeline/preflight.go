@@ -39,30 +39,14 @@ var ErrBadInput = errors.New("bad input")
 // been written when it fails.
 func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	c := plan.Config
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
-	}
+	bad := badInput
 	if err := ResolveGPUNames(&plan.Config, cat); err != nil {
 		return err
 	}
 	kind := backendkind.Of(c.Backend)
 	if kind.Simulated {
-		if _, ok := cat.LookupGPU(c.Sim.GPU); !ok {
-			return bad("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))
-		}
-		for _, m := range c.Models {
-			if _, ok := cat.LookupModel(m); !ok {
-				return bad("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
-			}
-		}
-		// The simulator's own rules (config checks only the forms): a co-tenant's or a throttle's
-		// span whose end is not after its start was caught at discovery, a failed host recorded
-		// in the history. Making the fleet checks every one and starts nothing.
-		if _, err := sim.NewFleet(simFleetConfig(c, cat)); err != nil {
-			return bad("the simulated host (the --sim-* flags, the sim section): %v", err)
-		}
-		if c.Run.GPUCount > c.Sim.GPUs {
-			return bad("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)
+		if err := simPreflight(c, cat); err != nil {
+			return err
 		}
 	}
 	if kind.ThisHost {
@@ -82,14 +66,8 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		maxLen = c.Engine.MaxModelLen
 	}
 	if !kind.Fleet { // the load runs from this process: what its generator refuses, refused now
-		if err := load.Validate(preflightLoad(c)); err != nil {
-			return bad("load (the load section, or its flag): %v", err)
-		}
-		for _, k := range slices.Sorted(maps.Keys(c.Accelerators)) { // a GPU it names runs its load
-			ac, _, _ := plan.ForGPU(k)
-			if err := load.Validate(preflightLoad(ac)); err != nil {
-				return bad("load of accelerators[%q] (as a GPU it names would run it): %v", k, err)
-			}
+		if err := loadPreflight(plan); err != nil {
+			return err
 		}
 	}
 	if err := load.CheckWorkload(c.LoadConfig(), maxLen); err != nil {
@@ -99,6 +77,50 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		return err
 	}
 	return checkWritable(c.Output.Dir)
+}
+
+// badInput is a preflight refusal: bad input found before anything started (exit 2).
+func badInput(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadInput, fmt.Sprintf(format, args...))
+}
+
+// simPreflight checks that the simulator knows the plan's GPU and models and can make its host.
+func simPreflight(c config.Config, cat *catalog.Catalog) error {
+	bad := badInput
+	if _, ok := cat.LookupGPU(c.Sim.GPU); !ok {
+		return bad("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))
+	}
+	for _, m := range c.Models {
+		if _, ok := cat.LookupModel(m); !ok {
+			return bad("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
+		}
+	}
+	// The simulator's own rules (config checks only the forms): a co-tenant's or a throttle's
+	// span whose end is not after its start was caught at discovery, a failed host recorded
+	// in the history. Making the fleet checks every one and starts nothing.
+	if _, err := sim.NewFleet(simFleetConfig(c, cat)); err != nil {
+		return bad("the simulated host (the --sim-* flags, the sim section): %v", err)
+	}
+	if c.Run.GPUCount > c.Sim.GPUs {
+		return bad("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)
+	}
+	return nil
+}
+
+// loadPreflight refuses now what the load generator would refuse once the engines are up: the
+// plan's load and that of every accelerators entry (a GPU it names runs it).
+func loadPreflight(plan *config.Plan) error {
+	c, bad := plan.Config, badInput
+	if err := load.Validate(preflightLoad(c)); err != nil {
+		return bad("load (the load section, or its flag): %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Accelerators)) { // a GPU it names runs its load
+		ac, _, _ := plan.ForGPU(k)
+		if err := load.Validate(preflightLoad(ac)); err != nil {
+			return bad("load of accelerators[%q] (as a GPU it names would run it): %v", k, err)
+		}
+	}
+	return nil
 }
 
 // preflightLoad is the load of the plan's first model as load.Validate checks it: the engine's
