@@ -16,20 +16,11 @@ import (
 // run (the load's client shares those cores); a timeout is waited, other errors are waited too.
 func TestXIDWatcherDoesNotSpin(t *testing.T) {
 	srv := dgxh200.New()
-	srv.LookupSymbolFunc = func(string) error { return nil }
 	var waits atomic.Int64
-	set := &mock.EventSet{
-		WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
-			waits.Add(1)
-			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
-		},
-		FreeFunc: func() nvml.Return { return nvml.SUCCESS },
-	}
-	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
-	for _, d := range srv.Devices {
-		d.(*server.Device).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
-	}
-	srv.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
+	withEvents(srv, func(uint32) (nvml.EventData, nvml.Return) {
+		waits.Add(1)
+		return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+	})
 	src, err := openNVML(srv)
 	if err != nil {
 		t.Fatal(err)
@@ -52,25 +43,16 @@ func TestXIDWatcherDoesNotSpin(t *testing.T) {
 // put on every GPU's record, and the judge flagged all eight for one card.
 func TestXIDOfALostGPUIsItsOwn(t *testing.T) {
 	srv := dgxh200.New()
-	srv.LookupSymbolFunc = func(string) error { return nil }
 	lost := srv.Devices[3].(*server.Device)
 	lost.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_GPU_IS_LOST }
 	var sent atomic.Bool
-	set := &mock.EventSet{
-		WaitFunc: func(uint32) (nvml.EventData, nvml.Return) {
-			if sent.CompareAndSwap(false, true) {
-				return nvml.EventData{Device: lost, EventType: nvml.EventTypeXidCriticalError, EventData: 79}, nvml.SUCCESS
-			}
-			time.Sleep(10 * time.Millisecond)
-			return nvml.EventData{}, nvml.ERROR_TIMEOUT
-		},
-		FreeFunc: func() nvml.Return { return nvml.SUCCESS },
-	}
-	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
-	for _, d := range srv.Devices {
-		d.(*server.Device).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
-	}
-	srv.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
+	withEvents(srv, func(uint32) (nvml.EventData, nvml.Return) {
+		if sent.CompareAndSwap(false, true) {
+			return nvml.EventData{Device: lost, EventType: nvml.EventTypeXidCriticalError, EventData: 79}, nvml.SUCCESS
+		}
+		time.Sleep(10 * time.Millisecond)
+		return nvml.EventData{}, nvml.ERROR_TIMEOUT
+	})
 	src, err := openNVML(srv)
 	if err != nil {
 		t.Fatal(err)
@@ -85,4 +67,15 @@ func TestXIDOfALostGPUIsItsOwn(t *testing.T) {
 			t.Errorf("GPU %d has %d XIDs, want %d", i, n, want)
 		}
 	}
+}
+
+// withEvents gives the mock server an XID event set whose nvmlEventSetWait is wait.
+func withEvents(srv *server.Server, wait func(uint32) (nvml.EventData, nvml.Return)) {
+	srv.LookupSymbolFunc = func(string) error { return nil }
+	set := &mock.EventSet{WaitFunc: wait, FreeFunc: func() nvml.Return { return nvml.SUCCESS }}
+	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return set, nvml.SUCCESS }
+	for _, d := range srv.Devices {
+		d.(*server.Device).RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	}
+	srv.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
 }
