@@ -66,15 +66,27 @@ func TestKubernetesGate(t *testing.T) {
 	state := t.TempDir()
 	run := func(want int, extra ...string) (*results.Summary, string) {
 		t.Helper()
-		out := t.TempDir()
-		// One GPU a node, no health phase (small): the gate acts on the judged node, whatever it ran.
-		args := e.runArgs(out, append(append([]string{"--parallel-gpus", "1", "--gate", "--label-nodes", "--max-unhealthy", "100%", "--acceptance"}, small...), extra...)...)
-		log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, args...)
-		s, err := results.Read(filepath.Join(out, "summary.json"))
-		if err != nil || code != want || len(s.Hosts) != 2 {
-			t.Fatalf("exit %d (want %d), summary %v:\n%s", code, want, err, log)
+		for try := 1; ; try++ {
+			out := t.TempDir()
+			// One GPU a node, no health phase (small): the gate acts on the judged node, whatever it ran.
+			args := e.runArgs(out, append(append([]string{"--parallel-gpus", "1", "--gate", "--label-nodes", "--max-unhealthy", "100%", "--acceptance"}, small...), extra...)...)
+			log, code := e.gpuvetEnv(t, state, []string{"GPUVET_MODEL_CACHE=off"}, args...)
+			s, err := results.Read(filepath.Join(out, "summary.json"))
+			// A load generator that fell behind its schedule on this busy 2-core machine (ci32, ci35:
+			// both nodes client-limited) rightly decides nothing, and the run exits 3: that is the
+			// machine, not the gate under test. Up to three tries; the node goes back to pending first.
+			if err == nil && code == 3 && want != 3 && try < 3 && anyClientLimited(s) {
+				t.Logf("try %d: exit 3, the load generator was client-limited: again", try)
+				if !slices.Contains(extra, "--dry-run") {
+					pendingOn(t, e.cs, "kwok-gpu-0", "kwok-gpu-1")
+				}
+				continue
+			}
+			if err != nil || code != want || len(s.Hosts) != 2 {
+				t.Fatalf("exit %d (want %d), summary %v:\n%s", code, want, err, log)
+			}
+			return s, log
 		}
-		return s, log
 	}
 	// The straggler figures as in TestKubernetesRunTwoNodesFlagsStraggler.
 	straggle := []string{"--set", "compare.min_samples=3"}
@@ -133,4 +145,18 @@ func TestKubernetesGate(t *testing.T) {
 		}
 	}
 	e.assertNothingLeft(t, state)
+}
+
+// anyClientLimited says whether the load generator fell behind its schedule on any endpoint.
+func anyClientLimited(s *results.Summary) bool {
+	for _, h := range s.Hosts {
+		for _, m := range h.Models {
+			for _, ep := range m.Endpoints {
+				if ep.Load != nil && ep.Load.Client.ClientLimited {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
