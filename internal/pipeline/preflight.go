@@ -39,7 +39,6 @@ var ErrBadInput = errors.New("bad input")
 // been written when it fails.
 func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	c := plan.Config
-	bad := badInput
 	if err := ResolveGPUNames(&plan.Config, cat); err != nil {
 		return err
 	}
@@ -51,13 +50,13 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	}
 	if kind.ThisHost {
 		if missing := localPreflight(c, cat); len(missing) > 0 {
-			return bad("this host cannot run the plan; nothing was started:\n  - %s", strings.Join(missing, "\n  - "))
+			return badInput("this host cannot run the plan; nothing was started:\n  - %s", strings.Join(missing, "\n  - "))
 		}
 	}
 	if !kind.DiscoversGPUs { // given a server: it must answer and list every model
 		for _, m := range c.Models {
 			if err := load.Preflight(context.Background(), load.Options{URL: c.Endpoint.URL, Model: m, APIKeyEnv: c.Endpoint.APIKeyEnv}); err != nil {
-				return bad("%v", err)
+				return badInput("%v", err)
 			}
 		}
 	}
@@ -71,7 +70,7 @@ func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 		}
 	}
 	if err := load.CheckWorkload(c.LoadConfig(), maxLen); err != nil {
-		return bad("load: %v", err)
+		return badInput("load: %v", err)
 	}
 	if err := checkBaseline(c.Run.Baseline); err != nil {
 		return err
@@ -86,23 +85,22 @@ func badInput(format string, args ...any) error {
 
 // simPreflight checks that the simulator knows the plan's GPU and models and can make its host.
 func simPreflight(c config.Config, cat *catalog.Catalog) error {
-	bad := badInput
 	if _, ok := cat.LookupGPU(c.Sim.GPU); !ok {
-		return bad("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))
+		return badInput("--sim-gpu %q (sim.gpu) is not in the catalog; known: %s", c.Sim.GPU, strings.Join(cat.GPUKeys(), ", "))
 	}
 	for _, m := range c.Models {
 		if _, ok := cat.LookupModel(m); !ok {
-			return bad("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
+			return badInput("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
 		}
 	}
 	// The simulator's own rules (config checks only the forms): a co-tenant's or a throttle's
 	// span whose end is not after its start was caught at discovery, a failed host recorded
 	// in the history. Making the fleet checks every one and starts nothing.
 	if _, err := sim.NewFleet(simFleetConfig(c, cat)); err != nil {
-		return bad("the simulated host (the --sim-* flags, the sim section): %v", err)
+		return badInput("the simulated host (the --sim-* flags, the sim section): %v", err)
 	}
 	if c.Run.GPUCount > c.Sim.GPUs {
-		return bad("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)
+		return badInput("--gpu-count %d (run.gpu_count): the simulator has %d GPU(s) (--sim-gpus, sim.gpus); give at most %d, or 0 for all", c.Run.GPUCount, c.Sim.GPUs, c.Sim.GPUs)
 	}
 	return nil
 }
@@ -110,14 +108,14 @@ func simPreflight(c config.Config, cat *catalog.Catalog) error {
 // loadPreflight refuses now what the load generator would refuse once the engines are up: the
 // plan's load and that of every accelerators entry (a GPU it names runs it).
 func loadPreflight(plan *config.Plan) error {
-	c, bad := plan.Config, badInput
+	c := plan.Config
 	if err := load.Validate(preflightLoad(c)); err != nil {
-		return bad("load (the load section, or its flag): %v", err)
+		return badInput("load (the load section, or its flag): %v", err)
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Accelerators)) { // a GPU it names runs its load
 		ac, _, _ := plan.ForGPU(k)
 		if err := load.Validate(preflightLoad(ac)); err != nil {
-			return bad("load of accelerators[%q] (as a GPU it names would run it): %v", k, err)
+			return badInput("load of accelerators[%q] (as a GPU it names would run it): %v", k, err)
 		}
 	}
 	return nil
