@@ -59,8 +59,7 @@ func (b gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
 	addGPUEvidence(v, g.Flags)
 	for _, br := range healthBreaks(&g) {
 		if results.GPULayer(br.layer) {
-			v.Checks = appendNew(v.Checks, "health.error")
-			v.Action = results.MoreDisruptive(v.Action, actionFor(br.layer))
+			addGPUCheck(v, CheckHealthError, actionFor(br.layer))
 		}
 	}
 	for _, w := range why {
@@ -89,8 +88,7 @@ func healthBroke(v *results.GPUVerdict, hh *results.Health) {
 	l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
 	if results.GPULayer(l) {
 		v.Health = results.StatusFailed // the phase broke in the GPU's own words
-		v.Checks = appendNew(v.Checks, "health.error")
-		v.Action = results.MoreDisruptive(v.Action, actionFor(l))
+		addGPUCheck(v, CheckHealthError, actionFor(l))
 		return
 	}
 	v.Health = results.StatusInconclusive
@@ -101,10 +99,16 @@ func healthBroke(v *results.GPUVerdict, hh *results.Health) {
 func addGPUEvidence(v *results.GPUVerdict, flags []results.Flag) {
 	for _, f := range flags {
 		if results.GPULayer(f.Layer) {
-			v.Checks = appendNew(v.Checks, f.Check)
-			v.Action = results.MoreDisruptive(v.Action, f.Action)
+			addGPUCheck(v, f.Check, f.Action)
 		}
 	}
+}
+
+// addGPUCheck records on a GPU's verdict a check of GPU evidence and the action it asks for (the
+// most disruptive of them wins).
+func addGPUCheck(v *results.GPUVerdict, check, action string) {
+	v.Checks = appendNew(v.Checks, check)
+	v.Action = results.MoreDisruptive(v.Action, action)
 }
 
 // addServing folds an endpoint's serving verdict into one of its GPUs' verdicts.
@@ -115,8 +119,7 @@ func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
 	addGPUEvidence(v, ep.Flags)
 	if ep.Status != results.StatusInterrupted && ep.Status != results.StatusNotRun && ep.Disruption == "" {
 		if l, check, _ := endpointBroke(ep); results.GPULayer(l) { // it broke in the GPU's own words
-			v.Checks = appendNew(v.Checks, check)
-			v.Action = results.MoreDisruptive(v.Action, actionFor(l))
+			addGPUCheck(v, check, actionFor(l))
 		}
 	}
 	for _, w := range why {

@@ -19,6 +19,7 @@ import (
 // Check ids: stable names of the health rules (results.Flag.Check).
 const (
 	CheckHealthCount  = "health.gpu_count"
+	CheckHealthError  = "health.error" // the health phase, or a step of it on one GPU, broke
 	CheckECC          = "health.ecc"
 	CheckRetired      = "health.retired_pages"
 	CheckRemap        = "health.remapped_rows"

@@ -220,7 +220,7 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 			if hh.Disruption != "" {
 				st = results.StatusInconclusive
 			}
-			out = append(out, results.Finding{Layer: b.layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: gpuSubject(g.GPU), Check: "health.error",
+			out = append(out, results.Finding{Layer: b.layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: gpuSubject(g.GPU), Check: CheckHealthError,
 				Reason: "the health phase did not finish: " + b.what, Action: actionFor(b.layer)})
 		}
 	}
@@ -230,7 +230,7 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 			st = results.StatusInconclusive
 		}
 		l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
-		out = append(out, results.Finding{Layer: l, Status: st, Host: host, Subject: "health", Check: "health.error",
+		out = append(out, results.Finding{Layer: l, Status: st, Host: host, Subject: "health", Check: CheckHealthError,
 			Reason: "the health phase did not finish: " + hh.Error, Action: actionFor(l)})
 	}
 	return out
