@@ -5,6 +5,7 @@ package dcgm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,15 +36,14 @@ type Options struct {
 // NotInstalled. dcgmi broke (timeout, no JSON): failed with the error. A test that failed: flag.
 func Run(ctx context.Context, o Options) *results.DCGM {
 	out := &results.DCGM{Level: o.Level}
-	if o.Level < 1 || o.Level > 4 {
-		out.Status, out.Error = results.StatusFailed, fmt.Sprintf("dcgm level %d: want 1, 2, 3 or 4", o.Level)
+	fail := func(format string, args ...any) *results.DCGM {
+		out.Status, out.Error = results.StatusFailed, fmt.Sprintf(format, args...)
 		return out
 	}
-	bin := o.Binary
-	if bin == "" {
-		bin = "dcgmi"
+	if o.Level < 1 || o.Level > 4 {
+		return fail("dcgm level %d: want 1, 2, 3 or 4", o.Level)
 	}
-	path, err := exec.LookPath(bin)
+	path, err := exec.LookPath(cmp.Or(o.Binary, "dcgmi"))
 	if err != nil {
 		out.Status, out.Note = results.StatusSkipped, NotInstalled
 		return out
@@ -60,30 +60,23 @@ func Run(ctx context.Context, o Options) *results.DCGM {
 	cmd.WaitDelay = 2 * time.Second // a child of dcgmi holding the pipes must not hold gpuvet
 	runErr := cmd.Run()
 	if parent.Err() != nil { // stopped from outside: not the diagnostic's own timeout
-		out.Status = results.StatusFailed
-		out.Error = fmt.Sprintf("dcgmi diag -r %d interrupted before it finished: %v", o.Level, context.Cause(parent))
-		return out
+		return fail("dcgmi diag -r %d interrupted before it finished: %v", o.Level, context.Cause(parent))
 	}
 	if ctx.Err() != nil {
-		out.Status = results.StatusFailed
-		out.Error = fmt.Sprintf("dcgmi diag -r %d did not finish within %s: raise the DCGM timeout (level 3 takes 15 min or more)", o.Level, o.Timeout)
-		return out
+		return fail("dcgmi diag -r %d did not finish within %s: raise the DCGM timeout (level 3 takes 15 min or more)", o.Level, o.Timeout)
 	}
 	if stdout.Over {
-		out.Status = results.StatusFailed
-		out.Error = fmt.Sprintf("dcgmi diag -r %d printed more than %s: not a diagnostic report; run it by hand to see what it prints", o.Level, filelimit.Size(filelimit.DCGM))
-		return out
+		return fail("dcgmi diag -r %d printed more than %s: not a diagnostic report; run it by hand to see what it prints",
+			o.Level, filelimit.Size(filelimit.DCGM))
 	}
 	// dcgmi exits non-zero when a test fails and still prints the JSON: parse first, judge the exit after.
 	tests, version, perr := Parse(stdout.Bytes())
 	if perr != nil {
-		out.Status = results.StatusFailed
 		msg := strings.TrimSpace(string(stderr.Bytes()))
 		if runErr != nil {
 			msg = strings.TrimSpace(runErr.Error() + " " + msg)
 		}
-		out.Error = fmt.Sprintf("dcgmi diag -r %d: %v; dcgmi said: %s (is nv-hostengine running? try `dcgmi discovery -l`)", o.Level, perr, clip(msg, 300))
-		return out
+		return fail("dcgmi diag -r %d: %v; dcgmi said: %s (is nv-hostengine running? try `dcgmi discovery -l`)", o.Level, perr, clip(msg, 300))
 	}
 	out.Tests, out.Version = tests, version
 	out.Status = Judge(tests)
@@ -107,13 +100,10 @@ func clip(s string, n int) string {
 
 // Judge: any failed test flags; otherwise ok. Warn and skip results are kept in the list, never hidden.
 func Judge(tests []results.DCGMTest) results.Status {
-	st := results.StatusOK
-	for _, t := range tests {
-		if t.Result == "fail" {
-			st = results.StatusFlag
-		}
+	if slices.ContainsFunc(tests, func(t results.DCGMTest) bool { return t.Result == "fail" }) {
+		return results.StatusFlag
 	}
-	return st
+	return results.StatusOK
 }
 
 // document is both layouts at once: exactly one top-level key is set.
@@ -231,7 +221,6 @@ func (t *test) flatten() ([]results.DCGMTest, error) {
 			continue
 		}
 		for _, g := range gpus {
-			g := g
 			out = append(out, results.DCGMTest{Name: name, GPU: &g, Result: res, Info: info})
 		}
 	}
@@ -299,15 +288,9 @@ func (r *result) gpus() ([]int, error) {
 
 // normalise maps DCGM's statuses ("PASS", "Pass", "Fail", "Skip", "Warn", "Not Run") to lower-case words.
 func normalise(s string) (string, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "pass":
-		return "pass", nil
-	case "fail":
-		return "fail", nil
-	case "warn", "warning":
-		return "warn", nil
-	case "skip", "skipped", "not run", "notrun", "not_run":
-		return "skip", nil
+	if r, ok := map[string]string{"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
+		"skipped": "skip", "not run": "skip", "notrun": "skip", "not_run": "skip"}[strings.ToLower(strings.TrimSpace(s))]; ok {
+		return r, nil
 	}
 	return "", fmt.Errorf("status %q: want Pass, Fail, Warn or Skip", s)
 }
