@@ -88,10 +88,7 @@ func Summarise(samples []results.PowerSample, interval time.Duration, peakOutput
 	p.MeanW = sum / float64(len(samples))
 	slices.Sort(ws)
 	p90 := metrics.Percentile(ws, 0.9) // the p90 every figure of gpuvet's uses (ws[int(0.9n)] was the max up to 10 samples)
-	busy := false
-	for _, s := range samples {
-		busy = busy || s.UtilPct > 0
-	}
+	busy := slices.ContainsFunc(samples, func(s results.PowerSample) bool { return s.UtilPct > 0 })
 	if !busy && len(samples) >= 3 {
 		// A load the GPU never saw: dividing its tokens by this GPU's idle power would be fiction.
 		p.Note = "GPU utilisation stayed at 0 % during the load: the engine did not run on this GPU (a CPU or " +

@@ -1,7 +1,9 @@
 package power
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -186,11 +188,7 @@ func counterDeltas(gt *results.GPUTelemetry, before, after gpu.ErrorCounts, from
 		}
 	}
 	sort.Slice(gt.XIDs, func(i, j int) bool { return gt.XIDs[i].Time.Before(gt.XIDs[j].Time) })
-	if n := after.Note; n != "" {
-		gt.CountersNote = n
-	} else if before.Note != "" {
-		gt.CountersNote = before.Note
-	}
+	gt.CountersNote = cmp.Or(after.Note, before.Note)
 	if len(reset) > 0 {
 		note := "counters went back during the load (" + strings.Join(reset, ", ") + "): the GPU was reset or its driver reloaded; the growth shown is what they read after it, at least"
 		if gt.CountersNote != "" {
@@ -200,14 +198,7 @@ func counterDeltas(gt *results.GPUTelemetry, before, after gpu.ErrorCounts, from
 	}
 }
 
-func round2(v float64) float64 { return float64(int64(v*100+signHalf(v))) / 100 }
-
-func signHalf(v float64) float64 {
-	if v < 0 {
-		return -0.5
-	}
-	return 0.5
-}
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 // ReadCounts reads the error counters of gpus where src can (a gpu.Counter); nil otherwise.
 func ReadCounts(src any, gpus []int) map[int]gpu.ErrorCounts {
