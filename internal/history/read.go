@@ -40,26 +40,37 @@ func (s *Store) Runs(ctx context.Context, host string, limit int) ([]RunInfo, er
 	if limit > 0 {
 		q += fmt.Sprintf(" LIMIT %d", limit)
 	}
-	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
 	var out []RunInfo
-	for rs.Next() {
+	err := s.each(ctx, q, args, func(rs *sql.Rows) error {
 		var r RunInfo
 		var ms int64
 		var complete int
 		if err := rs.Scan(&r.ID, &ms, &r.ToolVersion, &r.Backend, &r.Environment, &r.Fingerprint, &r.Status, &complete, &r.Hosts); err != nil {
-			return nil, err
+			return err
 		}
 		r.StartedAt, r.Complete = time.UnixMilli(ms).UTC(), complete == 1
 		out = append(out, r)
-	}
-	if err := rs.Err(); err != nil || len(out) == 0 {
+		return nil
+	})
+	if err != nil || len(out) == 0 {
 		return out, err
 	}
 	return out, s.runNodes(ctx, out)
+}
+
+// each runs q (? placeholders) and hands every row to scan; the rows are closed when it returns.
+func (s *Store) each(ctx context.Context, q string, args []any, scan func(*sql.Rows) error) error {
+	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := scan(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
 }
 
 // runNodes fills each run's Nodes, in one query.
@@ -69,19 +80,15 @@ func (s *Store) runNodes(ctx context.Context, runs []RunInfo) error {
 	for i, r := range runs {
 		args[i], at[r.ID] = r.ID, i
 	}
-	rs, err := s.db.QueryContext(ctx, s.q(`SELECT run_id, host FROM nodes WHERE run_id IN (?`+strings.Repeat(", ?", len(runs)-1)+`) ORDER BY host`), args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
+	q := `SELECT run_id, host FROM nodes WHERE run_id IN (?` + strings.Repeat(", ?", len(runs)-1) + `) ORDER BY host`
+	return s.each(ctx, q, args, func(rs *sql.Rows) error {
 		var id, host string
 		if err := rs.Scan(&id, &host); err != nil {
 			return err
 		}
 		runs[at[id]].Nodes = append(runs[at[id]].Nodes, host)
-	}
-	return rs.Err()
+		return nil
+	})
 }
 
 // acceptanceOf is the acceptance row of one node or GPU under fp (ok false: none).
@@ -118,21 +125,17 @@ func (s *Store) figures(ctx context.Context, runID, host, uuid string) ([]result
 
 // scanFigures runs q, which selects run_id then figureColumns, and groups the figures by run.
 func (s *Store) scanFigures(ctx context.Context, q string, args ...any) (map[string][]results.StoredFigure, error) {
-	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
 	out := map[string][]results.StoredFigure{}
-	for rs.Next() {
+	err := s.each(ctx, q, args, func(rs *sql.Rows) error {
 		var f results.StoredFigure
 		var run string
 		if err := scanFigure(rs, &f, &run); err != nil {
-			return nil, err
+			return err
 		}
 		out[run] = append(out[run], f)
-	}
-	return out, rs.Err()
+		return nil
+	})
+	return out, err
 }
 
 // scanFigure scans a row of the leading columns (into lead) then figureColumns (into f).
@@ -158,28 +161,18 @@ const OwnRuns = 10
 // inconclusive (a flagged or failed run's figures may be the fault itself), newest first (at most
 // OwnRuns; none with fewer than three, which the judge does not weigh): two queries a node.
 func (s *Store) earlier(ctx context.Context, host, fp, run string) ([]results.EarlierRun, error) {
-	rs, err := s.db.QueryContext(ctx, s.q(`SELECT n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id
-		WHERE n.host = ? AND r.fingerprint = ? AND n.status IN (?, ?) AND n.run_id <> ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?`),
-		host, fp, string(results.StatusOK), string(results.StatusInconclusive), run, OwnRuns)
-	if err != nil {
-		return nil, err
-	}
 	var ids []string
-	for rs.Next() {
-		var id string
-		if err := rs.Scan(&id); err != nil {
-			rs.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil || len(ids) < 3 {
-		return nil, err
-	}
 	args := []any{host}
-	for _, id := range ids {
-		args = append(args, id)
+	err := s.each(ctx, `SELECT n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id
+		WHERE n.host = ? AND r.fingerprint = ? AND n.status IN (?, ?) AND n.run_id <> ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?`,
+		[]any{host, fp, string(results.StatusOK), string(results.StatusInconclusive), run, OwnRuns}, func(rs *sql.Rows) error {
+			var id string
+			err := rs.Scan(&id)
+			ids, args = append(ids, id), append(args, id)
+			return err
+		})
+	if err != nil || len(ids) < 3 {
+		return nil, err
 	}
 	byRun, err := s.scanFigures(ctx, `SELECT run_id, `+figureColumns+` FROM figures WHERE host = ? AND run_id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
 	if err != nil {
@@ -300,32 +293,24 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 		runQ = `SELECT r.id, r.started_ms, n.status, n.action, r.fingerprint, n.host FROM nodes n JOIN runs r ON r.id = n.run_id WHERE n.host = ?`
 		args = append(args, host)
 	}
-	rs, err := s.db.QueryContext(ctx, s.q(runQ+fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit)), args...)
-	if err != nil {
-		return nil, err
-	}
 	var pts []results.TrendPoint
 	pos := map[string]int{}
-	for rs.Next() {
+	err := s.each(ctx, runQ+fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit), args, func(rs *sql.Rows) error {
 		var p results.TrendPoint
 		var ms int64
 		var st, f string
 		if err := rs.Scan(&p.RunID, &ms, &st, &p.Action, &f, &p.Host); err != nil {
-			rs.Close()
-			return nil, err
+			return err
 		}
 		p.At, p.Status, p.Other, p.Figures = time.UnixMilli(ms).UTC(), results.Status(st), fp != "" && f != fp, map[string]float64{}
 		if _, dup := pos[p.RunID]; !dup {
 			pos[p.RunID] = len(pts)
 			pts = append(pts, p)
 		}
-	}
-	rs.Close()
-	if err := rs.Err(); err != nil {
+		return nil
+	})
+	if err != nil || len(pts) == 0 {
 		return nil, err
-	}
-	if len(pts) == 0 {
-		return nil, nil
 	}
 	col := "host"
 	if uuid != "" {
@@ -335,24 +320,20 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 	for _, p := range pts {
 		args = append(args, p.RunID)
 	}
-	rs, err = s.db.QueryContext(ctx, s.q(figQ), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
 	vals := map[string]byGPU{} // run -> its figures (a tp group's once)
-	for rs.Next() {
+	err = s.each(ctx, figQ, args, func(rs *sql.Rows) error {
 		var f results.StoredFigure
 		var run string
 		if err := rs.Scan(&run, &f.UUID, &f.Model, &f.Metric, &f.Value); err != nil {
-			return nil, err
+			return err
 		}
 		if vals[run] == nil {
 			vals[run] = byGPU{}
 		}
 		vals[run].add(f)
-	}
-	if err := rs.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	for run, figs := range vals {
@@ -378,38 +359,31 @@ func (s *Store) Pin(ctx context.Context, runID, host, uuid string) ([]string, er
 	}
 	type subj struct{ scope, subject, host, status string }
 	var subs []subj
-	rs, err := s.db.QueryContext(ctx, s.q(`SELECT host, uuid, status FROM gpus WHERE run_id = ?`), runID)
-	if err != nil {
-		return nil, err
-	}
-	for rs.Next() {
+	// A read cut short would pin only some subjects: any error stops the pin.
+	err = s.each(ctx, `SELECT host, uuid, status FROM gpus WHERE run_id = ?`, []any{runID}, func(rs *sql.Rows) error {
 		var h, u, st string
 		if err := rs.Scan(&h, &u, &st); err != nil {
-			rs.Close()
-			return nil, err
+			return err
 		}
 		if u != "" && (uuid == "" && (host == "" || host == h) || uuid == u) {
 			subs = append(subs, subj{ScopeGPU, u, h, st})
 		}
-	}
-	if err := errors.Join(rs.Close(), rs.Err()); err != nil { // a read cut short pins only some subjects
-		return nil, err
-	}
-	nrs, err := s.db.QueryContext(ctx, s.q(`SELECT host, status FROM nodes WHERE run_id = ?`), runID)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	for nrs.Next() {
+	err = s.each(ctx, `SELECT host, status FROM nodes WHERE run_id = ?`, []any{runID}, func(rs *sql.Rows) error {
 		var h, st string
-		if err := nrs.Scan(&h, &st); err != nil {
-			nrs.Close()
-			return nil, err
+		if err := rs.Scan(&h, &st); err != nil {
+			return err
 		}
 		if uuid == "" && (host == "" || host == h) {
 			subs = append(subs, subj{ScopeNode, h, h, st})
 		}
-	}
-	if err := errors.Join(nrs.Close(), nrs.Err()); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	if len(subs) == 0 {
@@ -465,20 +439,16 @@ func (s *Store) Export(ctx context.Context, host, uuid string) ([]Row, error) {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY r.started_ms, r.id, f.host, f.uuid, f.model, f.metric"
-	rs, err := s.db.QueryContext(ctx, s.q(q), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rs.Close()
 	var out []Row
-	for rs.Next() {
+	err := s.each(ctx, q, args, func(rs *sql.Rows) error {
 		var r Row
 		var ms int64
 		if err := scanFigure(rs, &r.StoredFigure, &r.RunID, &ms, &r.Fingerprint, &r.Host); err != nil {
-			return nil, err
+			return err
 		}
 		r.StartedAt = time.UnixMilli(ms).UTC()
 		out = append(out, r)
-	}
-	return out, rs.Err()
+		return nil
+	})
+	return out, err
 }
