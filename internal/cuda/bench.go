@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -166,16 +167,11 @@ func (r *Runner) checkedMicrobench(ctx context.Context, g results.GPUInfo, name 
 		}
 		return def
 	}
+	if g, ok := gemms[name]; ok {
+		v, c, err := r.gemm(d, g.kind, or(g.n), g.warmup, g.iters)
+		return v, "TFLOP/s", c, err
+	}
 	switch name {
-	case "sgemm_fp32":
-		v, c, err := r.gemm(d, gemmFP32, or(sgemmN), sgemmWarmup, sgemmIters)
-		return v, "TFLOP/s", c, err
-	case "gemm_tf32":
-		v, c, err := r.gemm(d, gemmTF32, or(tf32N), tf32Warmup, tf32Iters)
-		return v, "TFLOP/s", c, err
-	case "gemm_bf16":
-		v, c, err := r.gemm(d, gemmBF16, or(bf16N), bf16Warmup, bf16Iters)
-		return v, "TFLOP/s", c, err
 	case "pcie_h2d", "pcie_d2h":
 		v, err := r.pcie(name == "pcie_h2d", uint64(or(pcieBytes)))
 		return v, "GB/s", nil, err
@@ -300,6 +296,16 @@ func (r *Runner) Close() error {
 }
 
 type gemmKind int
+
+// gemms are the GEMM benchmarks: kind, default size, warm-up and timed iterations.
+var gemms = map[string]struct {
+	kind             gemmKind
+	n, warmup, iters int
+}{
+	"sgemm_fp32": {gemmFP32, sgemmN, sgemmWarmup, sgemmIters},
+	"gemm_tf32":  {gemmTF32, tf32N, tf32Warmup, tf32Iters},
+	"gemm_bf16":  {gemmBF16, bf16N, bf16Warmup, bf16Iters},
+}
 
 const (
 	gemmFP32 gemmKind = iota
@@ -486,17 +492,21 @@ func (r *Runner) fill(dptr, size uint64, chunk []byte) error {
 // FillRandom writes uniform values in [-1, 1) into b as little-endian FP32 or BF16.
 func FillRandom(b []byte, bf16 bool, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	elem := 4
 	if bf16 {
-		for i := 0; i+1 < len(b); i += 2 {
-			bits := math.Float32bits(float32(rng.Float64()*2 - 1))
-			v := uint16(bits >> 16) // BF16 is the top half of FP32
-			b[i], b[i+1] = byte(v), byte(v>>8)
-		}
-		return
+		elem = 2
 	}
-	for i := 0; i+3 < len(b); i += 4 {
-		bits := math.Float32bits(float32(rng.Float64()*2 - 1))
-		b[i], b[i+1], b[i+2], b[i+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
+	for i := 0; i+elem <= len(b); i += elem {
+		putElem(b[i:], bf16, math.Float32bits(float32(rng.Float64()*2-1)))
+	}
+}
+
+// putElem writes the FP32 bits as little-endian FP32, or as BF16 (the top half of FP32).
+func putElem(b []byte, bf16 bool, bits uint32) {
+	if bf16 {
+		binary.LittleEndian.PutUint16(b, uint16(bits>>16))
+	} else {
+		binary.LittleEndian.PutUint32(b, bits)
 	}
 }
 
@@ -513,20 +523,24 @@ func (r *Runner) pcie(h2d bool, size uint64) (float64, error) {
 		return 0, err
 	}
 	defer a.cuMemFree(dptr)
-	copyOnce := func() error {
+	return r.copyRate(float64(size), pcieIters, func() error {
 		if h2d {
 			return a.cuErr("cuMemcpyHtoDAsync", a.cuMemcpyHtoDAsync(dptr, h.p, size, 0))
 		}
 		return a.cuErr("cuMemcpyDtoHAsync", a.cuMemcpyDtoHAsync(h.p, dptr, size, 0))
-	}
+	})
+}
+
+// copyRate times iters copies after one warm-up and returns the GB/s of bytes moved by each.
+func (r *Runner) copyRate(bytes float64, iters int, copyOnce func() error) (float64, error) {
 	if _, err := r.timed(1, copyOnce); err != nil {
 		return 0, err
 	}
-	secs, err := r.timed(pcieIters, copyOnce)
+	secs, err := r.timed(iters, copyOnce)
 	if err != nil {
 		return 0, err
 	}
-	return float64(size) * pcieIters / secs / 1e9, nil
+	return bytes * float64(iters) / secs / 1e9, nil
 }
 
 func (r *Runner) hbm(size uint64) (float64, error) {
@@ -540,18 +554,10 @@ func (r *Runner) hbm(size uint64) (float64, error) {
 		return 0, err
 	}
 	defer a.cuMemFree(dst)
-	copyOnce := func() error {
-		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, size, 0))
-	}
-	if _, err := r.timed(1, copyOnce); err != nil {
-		return 0, err
-	}
-	secs, err := r.timed(hbmIters, copyOnce)
-	if err != nil {
-		return 0, err
-	}
 	// Each byte copied is read once and written once.
-	return 2 * float64(size) * hbmIters / secs / 1e9, nil
+	return r.copyRate(2*float64(size), hbmIters, func() error {
+		return a.cuErr("cuMemcpyDtoDAsync", a.cuMemcpyDtoDAsync(dst, src, size, 0))
+	})
 }
 
 // checker holds the row checksums of a GEMM's results on the device: v (n weights in the GEMM's
@@ -573,12 +579,7 @@ func (r *Runner) newChecker(m *gemmBufs, slots int) (*checker, error) {
 	}
 	w := make([]byte, n*elem)
 	for k := 0; k < n; k++ {
-		bits := math.Float32bits(checksumWeight(k))
-		if bf16 {
-			w[2*k], w[2*k+1] = byte(bits>>16), byte(bits>>24)
-		} else {
-			w[4*k], w[4*k+1], w[4*k+2], w[4*k+3] = byte(bits), byte(bits>>8), byte(bits>>16), byte(bits>>24)
-		}
+		putElem(w[k*elem:], bf16, math.Float32bits(checksumWeight(k)))
 	}
 	ck := &checker{m: m, slots: slots}
 	sumBytes := uint64(slots) * uint64(n) * 4
@@ -652,8 +653,7 @@ func (ck *checker) read(k int) ([][]float32, error) {
 	for s := range out {
 		out[s] = make([]float32, n)
 		for i := range out[s] {
-			off := (s*n + i) * 4
-			out[s][i] = math.Float32frombits(uint32(b[off]) | uint32(b[off+1])<<8 | uint32(b[off+2])<<16 | uint32(b[off+3])<<24)
+			out[s][i] = math.Float32frombits(binary.LittleEndian.Uint32(b[(s*n+i)*4:]))
 		}
 	}
 	return out, nil

@@ -72,12 +72,11 @@ func (v *verifier) result() *results.ResultCheck { c := v.c; return &c }
 
 // hostValue is element idx of a buffer filled by fillRandom: the host chunk repeated.
 func hostValue(chunk []byte, bf16 bool, idx int) float64 {
+	elem := 4
 	if bf16 {
-		off := (idx * 2) % len(chunk)
-		return float64(math.Float32frombits(uint32(binary.LittleEndian.Uint16(chunk[off:])) << 16))
+		elem = 2
 	}
-	off := (idx * 4) % len(chunk)
-	return float64(math.Float32frombits(binary.LittleEndian.Uint32(chunk[off:])))
+	return deviceValue(chunk[idx*elem%len(chunk):], bf16, 0)
 }
 
 // deviceValue decodes element i of a column copied back from the GPU.

@@ -62,9 +62,9 @@ var cublasNames = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.1
 // load opens libcuda.so.1 and a libcublas and binds every symbol; a missing library or symbol is an
 // error that names it (never a crash at the first call).
 func load() (*api, error) {
-	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	cu, err := openLibcuda()
 	if err != nil {
-		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
+		return nil, err
 	}
 	var blas uintptr
 	var tried []string
@@ -80,53 +80,62 @@ func load() (*api, error) {
 	if blas == 0 {
 		return nil, fmt.Errorf("cuBLAS not loadable (tried %s): install the CUDA toolkit's libcublas or add its directory to LD_LIBRARY_PATH", strings.Join(tried, ", "))
 	}
-	syms := []struct {
-		fn   any
-		lib  uintptr
-		name string
-	}{
-		{&a.cuInit, cu, "cuInit"},
-		{&a.cuDeviceGetByPCIBusId, cu, "cuDeviceGetByPCIBusId"},
-		{&a.cuDeviceGet, cu, "cuDeviceGet"},
-		{&a.cuDevicePrimaryCtxRetain, cu, "cuDevicePrimaryCtxRetain"},
-		{&a.cuDevicePrimaryCtxRelease, cu, "cuDevicePrimaryCtxRelease_v2"},
-		{&a.cuCtxSetCurrent, cu, "cuCtxSetCurrent"},
-		{&a.cuCtxSynchronize, cu, "cuCtxSynchronize"},
-		{&a.cuMemAlloc, cu, "cuMemAlloc_v2"},
-		{&a.cuMemFree, cu, "cuMemFree_v2"},
-		{&a.cuMemAllocHost, cu, "cuMemAllocHost_v2"},
-		{&a.cuMemFreeHost, cu, "cuMemFreeHost"},
-		{&a.cuMemcpyHtoDAsync, cu, "cuMemcpyHtoDAsync_v2"},
-		{&a.cuMemcpyDtoHAsync, cu, "cuMemcpyDtoHAsync_v2"},
-		{&a.cuMemcpyDtoDAsync, cu, "cuMemcpyDtoDAsync_v2"},
-		{&a.cuEventCreate, cu, "cuEventCreate"},
-		{&a.cuEventRecord, cu, "cuEventRecord"},
-		{&a.cuEventSynchronize, cu, "cuEventSynchronize"},
-		{&a.cuEventElapsedTime, cu, "cuEventElapsedTime"},
-		{&a.cuEventDestroy, cu, "cuEventDestroy_v2"},
-		{&a.cuGetErrorName, cu, "cuGetErrorName"},
-		{&a.cublasCreate, blas, "cublasCreate_v2"},
-		{&a.cublasDestroy, blas, "cublasDestroy_v2"},
-		{&a.cublasSetMathMode, blas, "cublasSetMathMode"},
-		{&a.cublasSgemm, blas, "cublasSgemm_v2"},
-		{&a.cublasGemmEx, blas, "cublasGemmEx"},
+	const where = "from the CUDA libraries (driver or cuBLAS too old?)"
+	if err := bind(cu, where, []symbol{
+		{&a.cuInit, "cuInit"}, {&a.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&a.cuDeviceGet, "cuDeviceGet"},
+		{&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"}, {&a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+		{&a.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&a.cuCtxSynchronize, "cuCtxSynchronize"}, {&a.cuMemAlloc, "cuMemAlloc_v2"},
+		{&a.cuMemFree, "cuMemFree_v2"}, {&a.cuMemAllocHost, "cuMemAllocHost_v2"}, {&a.cuMemFreeHost, "cuMemFreeHost"},
+		{&a.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&a.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
+		{&a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"}, {&a.cuEventCreate, "cuEventCreate"}, {&a.cuEventRecord, "cuEventRecord"},
+		{&a.cuEventSynchronize, "cuEventSynchronize"}, {&a.cuEventElapsedTime, "cuEventElapsedTime"},
+		{&a.cuEventDestroy, "cuEventDestroy_v2"}, {&a.cuGetErrorName, "cuGetErrorName"},
+	}); err != nil {
+		return nil, err
 	}
-	for _, s := range syms {
-		if _, err := purego.Dlsym(s.lib, s.name); err != nil {
-			return nil, fmt.Errorf("symbol %s missing from the CUDA libraries (driver or cuBLAS too old?): %v", s.name, err)
-		}
-		purego.RegisterLibFunc(s.fn, s.lib, s.name)
+	if err := bind(blas, where, []symbol{{&a.cublasCreate, "cublasCreate_v2"}, {&a.cublasDestroy, "cublasDestroy_v2"},
+		{&a.cublasSetMathMode, "cublasSetMathMode"}, {&a.cublasSgemm, "cublasSgemm_v2"}, {&a.cublasGemmEx, "cublasGemmEx"}}); err != nil {
+		return nil, err
 	}
-	if r := a.cuInit(0); r != 0 {
-		return nil, fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", a.errName(r))
-	}
-	return a, nil
+	return a, cuInit(a.cuInit, a.cuGetErrorName)
 }
 
-// errName turns a CUresult into its name, e.g. "CUDA_ERROR_OUT_OF_MEMORY (2)".
-func (a *api) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
+// openLibcuda opens the CUDA driver library (both API tables load it).
+func openLibcuda() (uintptr, error) {
+	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return 0, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
+	}
+	return cu, nil
+}
 
-// cuErrName names a CUresult through the driver's cuGetErrorName (both API tables load it).
+// symbol is a library function and the Go function variable it is bound to.
+type symbol struct {
+	fn   any
+	name string
+}
+
+// bind binds every symbol of lib, checking first that it exists: a missing one is an error naming
+// it and where it was looked for, not a crash at the first call.
+func bind(lib uintptr, where string, syms []symbol) error {
+	for _, s := range syms {
+		if _, err := purego.Dlsym(lib, s.name); err != nil {
+			return fmt.Errorf("symbol %s missing %s: %v", s.name, where, err)
+		}
+		purego.RegisterLibFunc(s.fn, lib, s.name)
+	}
+	return nil
+}
+
+// cuInit initialises the driver API.
+func cuInit(init func(flags uint32) int32, getName func(int32, *unsafe.Pointer) int32) error {
+	if r := init(0); r != 0 {
+		return fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", cuErrName(getName, r))
+	}
+	return nil
+}
+
+// cuErrName names a CUresult through the driver's cuGetErrorName, e.g. "CUDA_ERROR_OUT_OF_MEMORY (2)".
 func cuErrName(getName func(int32, *unsafe.Pointer) int32, r int32) string {
 	var p unsafe.Pointer
 	if getName(r, &p) != 0 || p == nil {
@@ -148,11 +157,13 @@ func goString(p unsafe.Pointer) string {
 }
 
 // cuErr wraps a failed driver call; nil for success.
-func (a *api) cuErr(what string, r int32) error {
+func (a *api) cuErr(what string, r int32) error { return cuFailed(a.cuGetErrorName, what, r) }
+
+func cuFailed(getName func(int32, *unsafe.Pointer) int32, what string, r int32) error {
 	if r == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: %s", what, a.errName(r))
+	return fmt.Errorf("%s: %s", what, cuErrName(getName, r))
 }
 
 // blasErr wraps a failed cuBLAS call (cublasStatus_t names from cublas_api.h).

@@ -91,17 +91,9 @@ type ncclAPI struct {
 
 func bindNCCL(h uintptr) (*ncclAPI, error) {
 	n := &ncclAPI{}
-	for _, s := range []struct {
-		fn   any
-		name string
-	}{{&n.getVersion, "ncclGetVersion"}, {&n.commInitAll, "ncclCommInitAll"}, {&n.commDestroy, "ncclCommDestroy"},
-		{&n.allReduce, "ncclAllReduce"}, {&n.groupStart, "ncclGroupStart"}, {&n.groupEnd, "ncclGroupEnd"}, {&n.errorString, "ncclGetErrorString"}} {
-		if _, err := purego.Dlsym(h, s.name); err != nil {
-			return nil, fmt.Errorf("symbol %s missing from libnccl: %v", s.name, err)
-		}
-		purego.RegisterLibFunc(s.fn, h, s.name)
-	}
-	return n, nil
+	return n, bind(h, "from libnccl", []symbol{{&n.getVersion, "ncclGetVersion"}, {&n.commInitAll, "ncclCommInitAll"},
+		{&n.commDestroy, "ncclCommDestroy"}, {&n.allReduce, "ncclAllReduce"}, {&n.groupStart, "ncclGroupStart"},
+		{&n.groupEnd, "ncclGroupEnd"}, {&n.errorString, "ncclGetErrorString"}})
 }
 
 func (n *ncclAPI) err(what string, r int32) error {
@@ -204,20 +196,7 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 		}
 	}()
 	maxBytes := slicesMax(sizes)
-	defer func() {
-		for _, e := range ends {
-			a.cuCtxSetCurrent(e.ctx)
-			if e.stream != 0 {
-				a.cuStreamSynchronize(e.stream)
-				a.cuStreamDestroy(e.stream)
-			}
-			for _, b := range []uint64{e.src, e.dst} {
-				if b != 0 {
-					a.cuMemFree(b)
-				}
-			}
-		}
-	}()
+	defer p.freeEnds(ends)
 	for _, e := range ends {
 		a.cuCtxSetCurrent(e.ctx)
 		if err := a.err("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil {

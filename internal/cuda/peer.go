@@ -8,8 +8,6 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/ebitengine/purego"
-
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
@@ -57,15 +55,12 @@ type peerAPI struct {
 }
 
 func loadPeerAPI() (*peerAPI, error) {
-	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	cu, err := openLibcuda()
 	if err != nil {
-		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
+		return nil, err
 	}
 	a := &peerAPI{}
-	syms := []struct {
-		fn   any
-		name string
-	}{
+	if err := bind(cu, "from libcuda.so.1 (driver too old?)", []symbol{
 		{&a.cuInit, "cuInit"}, {&a.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&a.cuDeviceGet, "cuDeviceGet"},
 		{&a.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"}, {&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
 		{&a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"}, {&a.cuCtxSetCurrent, "cuCtxSetCurrent"},
@@ -75,27 +70,15 @@ func loadPeerAPI() (*peerAPI, error) {
 		{&a.cuStreamWaitEvent, "cuStreamWaitEvent"}, {&a.cuEventCreate, "cuEventCreate"}, {&a.cuEventRecord, "cuEventRecord"},
 		{&a.cuEventSynchronize, "cuEventSynchronize"}, {&a.cuEventElapsedTime, "cuEventElapsedTime"},
 		{&a.cuEventDestroy, "cuEventDestroy_v2"}, {&a.cuGetErrorName, "cuGetErrorName"},
+	}); err != nil {
+		return nil, err
 	}
-	for _, s := range syms {
-		if _, err := purego.Dlsym(cu, s.name); err != nil {
-			return nil, fmt.Errorf("symbol %s missing from libcuda.so.1 (driver too old?): %v", s.name, err)
-		}
-		purego.RegisterLibFunc(s.fn, cu, s.name)
-	}
-	if r := a.cuInit(0); r != 0 {
-		return nil, fmt.Errorf("cuInit: %s (is a GPU visible? check CUDA_VISIBLE_DEVICES and `nvidia-smi`)", a.errName(r))
-	}
-	return a, nil
+	return a, cuInit(a.cuInit, a.cuGetErrorName)
 }
 
 func (a *peerAPI) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
 
-func (a *peerAPI) err(what string, r int32) error {
-	if r == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: %s", what, a.errName(r))
-}
+func (a *peerAPI) err(what string, r int32) error { return cuFailed(a.cuGetErrorName, what, r) }
 
 // Peer measures GPU-to-GPU copy bandwidth and NCCL all-reduce. It holds one primary context per GPU.
 type Peer struct {
@@ -199,7 +182,7 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 			return 0, 0, fmt.Errorf("%w: cuCtxEnablePeerAccess: %s", ErrNoPeerAccess, a.errName(r))
 		}
 	}
-	defer p.freeEnds(ends)
+	defer p.freeEnds(ends[:])
 	for _, e := range ends {
 		if err := p.prepare(e); err != nil {
 			return 0, 0, err
@@ -233,7 +216,7 @@ func (p *Peer) prepare(e *end) error {
 	return a.err("cuStreamSynchronize (fill)", a.cuStreamSynchronize(0))
 }
 
-func (p *Peer) freeEnds(ends [2]*end) {
+func (p *Peer) freeEnds(ends []*end) {
 	for _, e := range ends {
 		if e == nil || e.ctx == 0 {
 			continue
