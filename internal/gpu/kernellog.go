@@ -67,9 +67,7 @@ func NormalizeBusID(s string) string {
 	if len(dom) > 4 {
 		dom = dom[len(dom)-4:]
 	}
-	for len(dom) < 4 {
-		dom = "0" + dom
-	}
+	dom = strings.Repeat("0", 4-len(dom)) + dom
 	if len(bus) != 2 || len(dev) != 2 || !isHex(dom+bus+dev) {
 		return ""
 	}

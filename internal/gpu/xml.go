@@ -130,7 +130,17 @@ func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--nvidia-smi-xml %s: %w", path, err)
 	}
-	return &xmlSource{path: path, gpus: log.infos(cat), occ: log.occupancies()}, nil
+	return log.source(path, cat), nil
+}
+
+// source reads every GPU's inventory and occupancy from the capture.
+func (log *smiLog) source(path string, cat *catalog.Catalog) *xmlSource {
+	s := &xmlSource{path: path}
+	for i, g := range log.GPUs {
+		s.gpus = append(s.gpus, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
+		s.occ = append(s.occ, g.occupancy())
+	}
+	return s
 }
 
 // Occupancy is what the capture shows on GPU i: its <processes> (none is Own: gpuvet was not
@@ -152,28 +162,9 @@ func (s *xmlSource) Sample(i int) (results.PowerSample, error) {
 
 func (s *xmlSource) Close() error { return nil }
 
-func (log *smiLog) infos(cat *catalog.Catalog) []results.GPUInfo {
-	out := make([]results.GPUInfo, 0, len(log.GPUs))
-	for i, g := range log.GPUs {
-		out = append(out, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
-	}
-	return out
-}
-
-func (log *smiLog) occupancies() []results.Occupancy {
-	out := make([]results.Occupancy, 0, len(log.GPUs))
-	for _, g := range log.GPUs {
-		out = append(out, g.occupancy())
-	}
-	return out
-}
-
 func (g smiGPU) occupancy() results.Occupancy {
 	p := &fieldParser{}
-	o := results.Occupancy{Samples: 1}
-	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
-		o.MemoryUsedMiB = new(int64(*v))
-	}
+	o := results.Occupancy{Samples: 1, MemoryUsedMiB: p.mib("memory_used", g.FBUsed)}
 	o.UtilPct = p.int("gpu_util", g.GPUUtil, "%")
 	o.PowerW = p.float("power_draw", first(g.PowerDraw, g.PowerAvg, g.OldPowerDraw), "W")
 	o.PowerLimitW = p.float("power_limit", first(g.PowerLimit, g.OldPowerLimit), "W")
@@ -187,10 +178,8 @@ func (g smiGPU) occupancy() results.Occupancy {
 				p.missing(fmt.Sprintf("process pid: cannot read %q as an integer", strings.TrimSpace(it.PID)))
 				continue
 			}
-			gp := results.GPUProcess{PID: pid, Name: baseName(na(it.Name)), Type: smiProcessType(it.Type)}
-			if v := p.int("process used_memory", it.Used, "MiB"); v != nil {
-				gp.UsedMiB = new(int64(*v))
-			}
+			gp := results.GPUProcess{PID: pid, Name: baseName(na(it.Name)), Type: smiProcessType(it.Type),
+				UsedMiB: p.mib("process used_memory", it.Used)}
 			o.Processes = addProcess(o.Processes, gp)
 		}
 	}
@@ -289,12 +278,10 @@ func (g smiGPU) info(index int, driver, cuda string, cat *catalog.Catalog) resul
 	} else {
 		p.missing("compute_capability: not in nvidia-smi XML")
 	}
-	if v := p.int("memory_total", g.FBTotal, "MiB"); v != nil {
-		info.MemoryTotalMiB = int64(*v)
+	if v := p.mib("memory_total", g.FBTotal); v != nil {
+		info.MemoryTotalMiB = *v
 	}
-	if v := p.int("memory_used", g.FBUsed, "MiB"); v != nil {
-		info.MemoryUsedMiB = new(int64(*v))
-	}
+	info.MemoryUsedMiB = p.mib("memory_used", g.FBUsed)
 	info.PCIe = results.PCIeLink{
 		GenCurrent: deref(p.int("pcie_gen_current", g.PCI.GenCur, "")), GenMax: deref(p.int("pcie_gen_max", g.PCI.GenMax, "")),
 		WidthCurrent: deref(p.int("pcie_width_current", g.PCI.WCur, "x")), WidthMax: deref(p.int("pcie_width_max", g.PCI.WMax, "x")),
@@ -377,6 +364,14 @@ func deref(p *int) int {
 
 func (p *fieldParser) int(field, raw, unit string) *int {
 	return parseNumber(p, field, raw, unit, "an integer", strconv.Atoi)
+}
+
+// mib reads a memory figure in MiB.
+func (p *fieldParser) mib(field, raw string) *int64 {
+	if v := p.int(field, raw, "MiB"); v != nil {
+		return new(int64(*v))
+	}
+	return nil
 }
 
 func (p *fieldParser) float(field, raw, unit string) *float64 {

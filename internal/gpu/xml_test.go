@@ -14,7 +14,7 @@ func ParseNvidiaSMIXML(data []byte, cat *catalog.Catalog) ([]results.GPUInfo, er
 	if err != nil {
 		return nil, err
 	}
-	return log.infos(cat), nil
+	return log.source("", cat).gpus, nil
 }
 
 // ParseNvidiaSMIOccupancy is what the capture shows on each GPU besides the inventory, as the
@@ -24,5 +24,5 @@ func ParseNvidiaSMIOccupancy(data []byte) ([]results.Occupancy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return log.occupancies(), nil
+	return log.source("", nil).occ, nil
 }
