@@ -113,20 +113,18 @@ func (c *Catalog) LookupModel(id string) (Model, bool) {
 
 // GPUKeys lists the GPU keys, for help and error messages.
 func (c *Catalog) GPUKeys() []string {
-	gpus := c.orBuiltin().gpus
-	keys := make([]string, len(gpus))
-	for i, g := range gpus {
-		keys[i] = g.Key
-	}
-	return keys
+	return names(c.orBuiltin().gpus, func(g GPU) string { return g.Key })
 }
 
 // ModelIDs lists the model ids, for help and error messages.
 func (c *Catalog) ModelIDs() []string {
-	models := c.orBuiltin().models
-	ids := make([]string, len(models))
-	for i, m := range models {
-		ids[i] = m.ID
+	return names(c.orBuiltin().models, func(m Model) string { return m.ID })
+}
+
+func names[T any](s []T, name func(T) string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = name(v)
 	}
-	return ids
+	return out
 }

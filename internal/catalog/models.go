@@ -106,32 +106,24 @@ func validGPU(g GPU) error {
 	if len(g.Names) == 0 {
 		return fmt.Errorf("names: missing for %s (the exact nvidia-smi product name(s))", g.Key)
 	}
-	for _, c := range []struct {
+	figures := []struct {
 		field string
 		v     float64
 	}{{"memory_gib", g.MemoryGiB}, {"bf16_tflops", g.BF16TFLOPS}, {"hbm_gbps", g.HBMGBps}, {"fp32_tflops", g.FP32TFLOPS},
 		{"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"idle_w", g.IdleW}, {"nvlink_gbps", g.NVLinkGBps}, {"mfu", g.MFU},
 		{"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs},
-		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}} {
+		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}}
+	for _, c := range figures {
 		if math.IsNaN(c.v) || math.IsInf(c.v, 0) {
 			return fmt.Errorf("%s: must be a finite number for %s, got %v", c.field, g.Key, c.v)
 		}
 	}
-	for _, c := range []struct {
-		field string
-		v     float64
-	}{{"memory_gib", g.MemoryGiB}, {"bf16_tflops", g.BF16TFLOPS}, {"hbm_gbps", g.HBMGBps}} {
-		if !(c.v > 0) {
+	// The first three are required; the others may be 0 (not known, or the architecture's).
+	for i, c := range figures {
+		switch {
+		case i < 3 && !(c.v > 0):
 			return fmt.Errorf("%s: must be > 0 for %s, got %v", c.field, g.Key, c.v)
-		}
-	}
-	for _, c := range []struct {
-		field string
-		v     float64
-	}{{"fp32_tflops", g.FP32TFLOPS}, {"tf32_tflops", g.TF32TFLOPS}, {"tdp_w", g.TDPW}, {"nvlink_gbps", g.NVLinkGBps},
-		{"mfu", g.MFU}, {"mbu", g.MBU}, {"step_overhead_ms", g.StepOverheadMs}, {"seq_overhead_us", g.SeqOverheadUs},
-		{"peer_link.gbps", g.PeerLink.GBps}, {"peer_link.latency_us", g.PeerLink.LatencyUs}, {"idle_w", g.IdleW}} {
-		if c.v < 0 {
+		case c.v < 0:
 			return fmt.Errorf("%s: must be ≥ 0 for %s, got %v", c.field, g.Key, c.v)
 		}
 	}
