@@ -11,10 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -440,10 +442,7 @@ func untrack(e *Engine) {
 // StopAll stops every engine still running; callers defer it at the top of a run.
 func StopAll(grace time.Duration) {
 	live.Lock()
-	es := make([]*Engine, 0, len(live.m))
-	for e := range live.m {
-		es = append(es, e)
-	}
+	es := slices.Collect(maps.Keys(live.m))
 	live.Unlock()
 	var wg sync.WaitGroup
 	for _, e := range es {

@@ -23,14 +23,10 @@ var tokenShapes = regexp.MustCompile(`\bhf_[A-Za-z0-9]{16,}|\bsk-[A-Za-z0-9_\-]{
 func NewRedactor(environ []string) *Redactor {
 	r := &Redactor{}
 	for _, kv := range environ {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || len(v) < 6 || !secretName(k) {
-			continue
+		if k, v, ok := strings.Cut(kv, "="); ok && secretName(k) {
+			r.Add(v)
 		}
-		r.values = append(r.values, v)
 	}
-	// Longest first, so a secret that contains another is removed whole.
-	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
 	return r
 }
 
@@ -40,6 +36,7 @@ func (r *Redactor) Add(v string) {
 		return
 	}
 	r.values = append(r.values, v)
+	// Longest first, so a secret that contains another is removed whole.
 	sort.Slice(r.values, func(i, j int) bool { return len(r.values[i]) > len(r.values[j]) })
 }
 
