@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -169,11 +170,14 @@ type ShellRunner interface {
 	Run(ctx context.Context, script string) (string, error)
 }
 
+// ShellQuote makes s one word for a POSIX shell.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
 // ShellWords quotes each word for a POSIX shell, joined by spaces.
 func ShellWords(ws []string) string {
 	q := make([]string, len(ws))
 	for i, w := range ws {
-		q[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		q[i] = ShellQuote(w)
 	}
 	return strings.Join(q, " ")
 }
@@ -183,4 +187,41 @@ func ShellWords(ws []string) string {
 type Recorder interface {
 	Record(Object) error
 	Deleted(Object) error
+}
+
+// RecordOn appends to objs the object kind/name on base's host (base as clean reconnects to it,
+// without its run folder's local_out and known_hosts), recorded in rec first (nil: none); an
+// error says what it left undone ("nothing released").
+func RecordOn(rec Recorder, objs *[]Object, base Object, kind, name, undone string) error {
+	o := base
+	o.Kind, o.Name, o.LocalOut, o.KnownHosts = kind, name, "", ""
+	if rec != nil {
+		if err := rec.Record(o); err != nil {
+			return fmt.Errorf("run manifest: %v (%s)", err, undone)
+		}
+	}
+	*objs = append(*objs, o)
+	return nil
+}
+
+// MarkDone marks the objects of objs that done holds deleted in rec (nil: none) and returns the
+// others, left to undo.
+func MarkDone(rec Recorder, objs, done []Object) (left []Object) {
+	for _, o := range objs {
+		if !slices.ContainsFunc(done, o.Same) {
+			left = append(left, o)
+		} else if rec != nil {
+			_ = rec.Deleted(o)
+		}
+	}
+	return left
+}
+
+// RecordLines are objs as a host's own record of a run lists them: "KIND NAME" each.
+func RecordLines(objs []Object) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.Kind + " " + o.Name
+	}
+	return out
 }

@@ -215,7 +215,7 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 	}
 	// The manifest first: a run killed mid-install leaves every package it may have added listed.
 	if pr.autoremovable == 0 {
-		if err := s.record(fleet.Object{Kind: KindAutoremove, Name: "autoremove"}); err != nil {
+		if err := s.record(KindAutoremove, "autoremove"); err != nil {
 			return err
 		}
 	} else if pr.autoremovable < 0 {
@@ -224,13 +224,13 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 		s.Rec.Autoremove = fmt.Sprintf("not run: the host had %d autoremovable package(s) before this run (they are the host's)", pr.autoremovable)
 	}
 	for _, a := range add {
-		if err := s.record(fleet.Object{Kind: KindPackage, Name: a}); err != nil {
+		if err := s.record(KindPackage, a); err != nil {
 			return err
 		}
 	}
 	// The host's own record of what this run adds: `gpuvet clean` undoes only what is in both it and
 	// the manifest (a manifest is a file anyone may have edited).
-	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, fleet.ShellWords(hostLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
+	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, fleet.ShellWords(fleet.RecordLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
 		return fmt.Errorf("write %s: %v (nothing installed)", hostRecord(s.runID), err)
 	}
 	s.say("apt-get install " + specs + " (" + strconv.Itoa(len(add)) + " package(s): " + strings.Join(add, " ") + ")")
@@ -270,7 +270,7 @@ func (s *Session) engine(ctx context.Context, pr *probed) error {
 		// Started by the DCGM package this run installed: purging it stops it.
 		return nil
 	}
-	if err := s.record(fleet.Object{Kind: KindEngine, Name: "nv-hostengine"}); err != nil {
+	if err := s.record(KindEngine, "nv-hostengine"); err != nil {
 		return err
 	}
 	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && echo %s >> %s", stateDir, quote(KindEngine+" nv-hostengine"), quote(hostRecord(s.runID)))); err != nil {
@@ -284,16 +284,8 @@ func (s *Session) engine(ctx context.Context, pr *probed) error {
 	return nil
 }
 
-func (s *Session) record(o fleet.Object) error {
-	full := s.base
-	full.Kind, full.Name, full.LocalOut, full.KnownHosts = o.Kind, o.Name, "", ""
-	if s.rec != nil {
-		if err := s.rec.Record(full); err != nil {
-			return fmt.Errorf("run manifest: %v (not installed)", err)
-		}
-	}
-	s.objs = append(s.objs, full)
-	return nil
+func (s *Session) record(kind, name string) error {
+	return fleet.RecordOn(s.rec, &s.objs, s.base, kind, name, "not installed")
 }
 
 // End undoes what Begin did: it stops the engine it started, purges the packages it installed
@@ -316,15 +308,7 @@ func (s *Session) End(ctx context.Context, r Runner) error {
 		s.Rec.Autoremove = res.autoremove
 	}
 	s.Rec.Left = res.left
-	var left []fleet.Object
-	for _, o := range s.objs {
-		if !slices.ContainsFunc(res.done, o.Same) {
-			left = append(left, o)
-		} else if s.rec != nil {
-			_ = s.rec.Deleted(o)
-		}
-	}
-	s.objs = left // a second End retries only what is left
+	s.objs = fleet.MarkDone(s.rec, s.objs, res.done) // a second End retries only what is left
 	return err
 }
 
@@ -346,14 +330,6 @@ func Clean(ctx context.Context, r Runner, runID string, objs []fleet.Object, say
 const stateDir = "/var/lib/gpuvet"
 
 func hostRecord(runID string) string { return stateDir + "/hostprep-" + runID }
-
-func hostLines(objs []fleet.Object) []string {
-	var out []string
-	for _, o := range objs {
-		out = append(out, o.Kind+" "+o.Name)
-	}
-	return out
-}
 
 // checkRunID refuses a run id that is not one gpuvet makes (it names a file on the host).
 func checkRunID(id string) error {
@@ -665,5 +641,4 @@ func lastLines(s string, n int) string {
 	return strings.Join(ls[max(0, len(ls)-n):], " | ")
 }
 
-// quote makes s one word for a POSIX shell.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+var quote = fleet.ShellQuote

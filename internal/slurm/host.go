@@ -67,7 +67,7 @@ func (h *Host) script() string {
 // minutes is d in Slurm's whole minutes, rounded up (at least 1): a job never gets less than asked.
 func minutes(d time.Duration) int { return max(1, int((d+time.Minute-1)/time.Minute)) }
 
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+var quote = fleet.ShellQuote
 
 // Provision writes the node's folder and submits its job: held, its id recorded, then released.
 func (h *Host) Provision(ctx context.Context) error {

@@ -133,8 +133,7 @@ func goarch(m string) string {
 	return m
 }
 
-// quote makes s one word for a POSIX shell.
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+var quote = fleet.ShellQuote
 
 // output runs cmd in a new session and returns its stdout; the error carries stderr.
 func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {

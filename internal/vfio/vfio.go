@@ -162,22 +162,19 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 	}
 	// The manifest first: every GPU with what restores it, and persistenced if it runs.
 	for _, g := range rl.GPUs {
-		if err := rl.record(fleet.Object{Kind: KindBinding, Name: bindingName(g)}); err != nil {
+		if err := rl.record(KindBinding, bindingName(g)); err != nil {
 			return rl, err
 		}
 	}
 	if rl.persistenced(ctx) {
-		if err := rl.record(fleet.Object{Kind: KindPersistenced, Name: "nvidia-persistenced"}); err != nil {
+		if err := rl.record(KindPersistenced, "nvidia-persistenced"); err != nil {
 			return rl, err
 		}
 	}
 	// The node's own record, before anything changes there: a manifest is a file anyone may edit.
-	var lines []string
-	for _, o := range rl.objs {
-		lines = append(lines, o.Kind+" "+o.Name)
-	}
 	rf := hostRecord(p, runID)
-	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), fleet.ShellWords(lines), quote(rf))); err != nil {
+	lines := fleet.ShellWords(fleet.RecordLines(rl.objs))
+	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), lines, quote(rf))); err != nil {
 		return rl, fmt.Errorf("write the node's record %s: %v (nothing released)", rf, err)
 	}
 	if _, err := rl.stopPersistenced(ctx); err != nil {
@@ -236,17 +233,7 @@ func (rl *Release) Restore(ctx context.Context, r Runner) error {
 		rl.r = r
 	}
 	done, err := restore(ctx, rl.r, rl.p, rl.runID, rl.objs, rl.Wait, rl.step)
-	var left []fleet.Object
-	for _, o := range rl.objs {
-		if slices.ContainsFunc(done, o.Same) {
-			if rl.rec != nil {
-				_ = rl.rec.Deleted(o)
-			}
-		} else {
-			left = append(left, o)
-		}
-	}
-	rl.objs = left
+	rl.objs = fleet.MarkDone(rl.rec, rl.objs, done)
 	return err
 }
 
@@ -514,16 +501,8 @@ func (rl *Release) stopPersistenced(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-func (rl *Release) record(o fleet.Object) error {
-	full := rl.base
-	full.Kind, full.Name, full.LocalOut, full.KnownHosts = o.Kind, o.Name, "", ""
-	if rl.rec != nil {
-		if err := rl.rec.Record(full); err != nil {
-			return fmt.Errorf("run manifest: %v (nothing released)", err)
-		}
-	}
-	rl.objs = append(rl.objs, full)
-	return nil
+func (rl *Release) record(kind, name string) error {
+	return fleet.RecordOn(rl.rec, &rl.objs, rl.base, kind, name, "nothing released")
 }
 
 func (rl *Release) step(s string) {
@@ -593,4 +572,4 @@ find /proc/[0-9]*/fd -maxdepth 1 -lname "$g" 2>/dev/null | while read -r f; do
   echo "pid $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120))"
 done | sort -u`
 
-func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+var quote = fleet.ShellQuote
