@@ -109,24 +109,42 @@ func Run(ctx context.Context, o Options) *results.Functional {
 // servedMaxModelLen reads max_model_len for the model from /v1/models (vLLM and SGLang report it);
 // 0 when the server does not say.
 func (s *suite) servedMaxModelLen(ctx context.Context) int {
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	resp, cancel, err := s.do(ctx, http.MethodGet, "/v1/models", nil)
+	if err != nil {
+		return 0
+	}
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, results.JoinURL(s.o.URL, "/v1/models"), nil)
-	if err != nil {
-		return 0
-	}
-	if s.o.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
-	}
-	resp, err := s.o.Client.Do(req)
-	if err != nil {
-		return 0
-	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return 0
 	}
 	return results.ModelMaxLen(resp.Body, s.o.Model)
+}
+
+// do sends a request to path under the server's URL with the API key; cancel ends its timeout once
+// the body has been read.
+func (s *suite) do(ctx context.Context, method, path string, body map[string]any) (*http.Response, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, results.JoinURL(s.o.URL, path), rd)
+	if err == nil {
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if s.o.APIKey != "" {
+			req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
+		}
+		var resp *http.Response
+		if resp, err = s.o.Client.Do(req); err == nil {
+			return resp, cancel, nil
+		}
+	}
+	cancel()
+	return nil, nil, err
 }
 
 func unreachable(err error) bool {
@@ -135,15 +153,20 @@ func unreachable(err error) bool {
 	return errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.EOF)
 }
 
+// generated is a message's or a delta's text: content, and a reasoning model's reasoning.
+type generated struct {
+	Content          string `json:"content"`
+	ReasoningContent string `json:"reasoning_content"`
+	Reasoning        string `json:"reasoning"` // vLLM's newer name for reasoning_content
+}
+
+func (g generated) text() string { return g.Content + g.ReasoningContent + g.Reasoning }
+
 type chatResp struct {
 	ID      string `json:"id"`
 	Choices []struct {
-		Message struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"` // vLLM's newer name for reasoning_content
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
+		Message      generated `json:"message"`
+		FinishReason string    `json:"finish_reason"`
 	} `json:"choices"`
 	Usage *struct {
 		PromptTokens     int `json:"prompt_tokens"`
@@ -153,21 +176,11 @@ type chatResp struct {
 
 // post sends a chat completion request and returns status and body.
 func (s *suite) post(ctx context.Context, body map[string]any) (int, []byte, error) {
-	b, _ := json.Marshal(body)
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	resp, cancel, err := s.do(ctx, http.MethodPost, "/v1/chat/completions", body)
+	if err != nil {
+		return 0, nil, err
+	}
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, results.JoinURL(s.o.URL, "/v1/chat/completions"), bytes.NewReader(b))
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if s.o.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
-	}
-	resp, err := s.o.Client.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
 	defer resp.Body.Close()
 	rb, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	return resp.StatusCode, rb, err
@@ -205,8 +218,7 @@ func (s *suite) chat(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	m := r.Choices[0].Message
-	c := m.Content + m.ReasoningContent + m.Reasoning
+	c := r.Choices[0].Message.text()
 	if strings.TrimSpace(c) == "" {
 		return "", fmt.Errorf("empty answer (finish_reason %q)", r.Choices[0].FinishReason)
 	}
@@ -236,21 +248,11 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 	const maxTokens = 16
 	body := s.body("Count from one to five.", maxTokens)
 	body["stream"] = true
-	b, _ := json.Marshal(body)
-	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	resp, cancel, err := s.do(ctx, http.MethodPost, "/v1/chat/completions", body)
+	if err != nil {
+		return "", err
+	}
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, results.JoinURL(s.o.URL, "/v1/chat/completions"), bytes.NewReader(b))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if s.o.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.o.APIKey)
-	}
-	resp, err := s.o.Client.Do(req)
-	if err != nil {
-		return "", err
-	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		rb, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
@@ -274,11 +276,7 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		}
 		var c struct {
 			Choices []struct {
-				Delta struct {
-					Content          string `json:"content"`
-					ReasoningContent string `json:"reasoning_content"`
-					Reasoning        string `json:"reasoning"`
-				} `json:"delta"`
+				Delta generated `json:"delta"`
 			} `json:"choices"`
 		}
 		if err := json.Unmarshal([]byte(data), &c); err != nil {
@@ -287,7 +285,7 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		chunks++
 		// A reasoning model's text comes as reasoning (all of it, when a short answer is spent
 		// thinking): it is generated text as much as content is.
-		if len(c.Choices) > 0 && c.Choices[0].Delta.Content+c.Choices[0].Delta.ReasoningContent+c.Choices[0].Delta.Reasoning != "" {
+		if len(c.Choices) > 0 && c.Choices[0].Delta.text() != "" {
 			content++
 		}
 		// A chunk with text carries a token at least, but for the last one a real detokeniser may
@@ -309,19 +307,21 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d chunks (%d with text), ended with [DONE]", chunks, content), nil
 }
 
-// errorBody checks a 4xx answer carries an error body (OpenAI's {"error": {...}} or FastAPI's
-// {"detail": ...}, or {"message": ...}).
-func errorBody(b []byte) bool {
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil {
-		return false
+// refused checks a 4xx answer that carries an error body (OpenAI's {"error": {...}}, FastAPI's
+// {"detail": ...}, or {"message": ...}); what names the case, detail adds to its 4xx message.
+func refused(code int, b []byte, what, detail string) error {
+	if code < 400 || code > 499 {
+		return fmt.Errorf("%s%s: want a 4xx, got HTTP %d", what, detail, code)
 	}
-	for _, k := range []string{"error", "detail", "message"} {
-		if v, ok := m[k]; ok && v != nil && v != "" {
-			return true
+	var m map[string]any
+	if json.Unmarshal(b, &m) == nil {
+		for _, k := range []string{"error", "detail", "message"} {
+			if v, ok := m[k]; ok && v != nil && v != "" {
+				return nil
+			}
 		}
 	}
-	return false
+	return fmt.Errorf("%s: HTTP %d without an error body: %.200s", what, code, b)
 }
 
 func (s *suite) unknownModel(ctx context.Context) (string, error) {
@@ -331,27 +331,22 @@ func (s *suite) unknownModel(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if code < 400 || code > 499 {
-		return "", fmt.Errorf("unknown model: want a 4xx, got HTTP %d", code)
-	}
-	if !errorBody(b) {
-		return "", fmt.Errorf("unknown model: HTTP %d without an error body: %.200s", code, b)
+	if err := refused(code, b, "unknown model", ""); err != nil {
+		return "", err
 	}
 	return fmt.Sprintf("HTTP %d with an error body", code), nil
 }
 
 func (s *suite) contextOverflow(ctx context.Context) (string, error) {
 	// Each " hello" is at least one token; twice the context is over it with any tokenizer.
-	prompt := strings.Repeat("hello ", 2*s.o.MaxModelLen+16)
-	code, b, err := s.post(ctx, s.body(prompt, 16))
+	words := 2*s.o.MaxModelLen + 16
+	code, b, err := s.post(ctx, s.body(strings.Repeat("hello ", words), 16))
 	if err != nil {
 		return "", fmt.Errorf("context overflow: %v", err)
 	}
-	if code < 400 || code > 499 {
-		return "", fmt.Errorf("context overflow (%d words > max_model_len %d): want a 4xx, got HTTP %d", 2*s.o.MaxModelLen+16, s.o.MaxModelLen, code)
-	}
-	if !errorBody(b) {
-		return "", fmt.Errorf("context overflow: HTTP %d without an error body: %.200s", code, b)
+	detail := fmt.Sprintf(" (%d words > max_model_len %d)", words, s.o.MaxModelLen)
+	if err := refused(code, b, "context overflow", detail); err != nil {
+		return "", err
 	}
 	if _, err := s.complete(ctx, s.body("Say hello.", 8)); err != nil {
 		return "", fmt.Errorf("context overflow gave HTTP %d, but the next request failed: %v", code, err)

@@ -39,13 +39,9 @@ const (
 
 type greedyAnswer struct {
 	Choices []struct {
-		Message struct {
-			Content          string `json:"content"`
-			ReasoningContent string `json:"reasoning_content"`
-			Reasoning        string `json:"reasoning"` // vLLM's newer name for reasoning_content
-		} `json:"message"`
-		TokenIDs     []int  `json:"token_ids"`
-		FinishReason string `json:"finish_reason"`
+		Message      generated `json:"message"`
+		TokenIDs     []int     `json:"token_ids"`
+		FinishReason string    `json:"finish_reason"`
 	} `json:"choices"`
 }
 
