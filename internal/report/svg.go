@@ -86,13 +86,15 @@ func (c LineChart) SVG() template.HTML {
 	for _, e := range c.Events {
 		xs = append(xs, e.X)
 	}
-	xt := niceTicks(minOf(xs), maxOf(xs), 6)
-	ymax := maxOf(ys)
-	if c.YCap > 0 && ymax > c.YCap {
-		ymax = c.YCap
+	xlo, xhi := extent(xs)
+	xt := niceTicks(xlo, xhi, 6)
+	ylo, yhi := extent(ys)
+	ymax := yhi
+	if c.YCap > 0 {
+		ymax = min(yhi, c.YCap)
 	}
-	yt := niceTicks(minOf(ys), ymax, 5)
-	capped := maxOf(ys) > yt[len(yt)-1] // the nice top may still hold every point
+	yt := niceTicks(ylo, ymax, 5)
+	capped := yhi > yt[len(yt)-1] // the nice top may still hold every point
 	plotW := float64(chartW - marginL - marginR)
 	sx := func(x float64) float64 { return marginL + (x-xt[0])/(xt[len(xt)-1]-xt[0])*plotW }
 	top := yt[len(yt)-1]
@@ -132,12 +134,9 @@ func (c LineChart) SVG() template.HTML {
 			}
 			fmt.Fprintf(&d, "%s%s %s", cmd, f1(sx(p.X)), f1(sy(p.Y)))
 		}
-		dash := ""
-		if s.Dashed {
-			dash = ` stroke-dasharray="5 3"`
-		}
 		if strings.Contains(d.String(), "L") {
-			fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`, d.String(), col, dash, esc(s.Name))
+			fmt.Fprintf(&b, `<path class="mark line" d="%s" fill="none" stroke="%s" stroke-width="2"%s><title>%s</title></path>`,
+				d.String(), col, dashAttr(s.Dashed), esc(s.Name))
 		}
 		if !c.Markers {
 			continue
@@ -222,11 +221,7 @@ func drawLegend(ss []Series, top int) (int, string) {
 			x, row = marginL, row+1
 		}
 		y := top + row*legendDY
-		dash := ""
-		if s.Dashed {
-			dash = ` stroke-dasharray="5 3"`
-		}
-		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`, x, x+20, y-4, y-4, seriesColor(i), dash)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="3"%s/>`, x, x+20, y-4, y-4, seriesColor(i), dashAttr(s.Dashed))
 		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="12" fill="#222">%s</text>`, x+25, y, esc(n))
 		x += w
 	}
@@ -234,6 +229,14 @@ func drawLegend(ss []Series, top int) (int, string) {
 		return 0, ""
 	}
 	return row + 1, b.String()
+}
+
+// dashAttr dashes the line of a lower-bound series.
+func dashAttr(dashed bool) string {
+	if dashed {
+		return ` stroke-dasharray="5 3"`
+	}
+	return ""
 }
 
 // niceTicks returns ascending ticks covering [lo, hi] at a 1-2-2.5-5 step, about n of them.
@@ -263,24 +266,14 @@ func niceTicks(lo, hi float64, n int) []float64 {
 	return t
 }
 
-func maxOf(v []float64) float64 {
-	m := 0.0
+// extent is the range of v's finite values, stretched to include 0.
+func extent(v []float64) (lo, hi float64) {
 	for _, x := range v {
-		if x > m && !math.IsInf(x, 0) && !math.IsNaN(x) {
-			m = x
+		if !math.IsInf(x, 0) && !math.IsNaN(x) {
+			lo, hi = min(lo, x), max(hi, x)
 		}
 	}
-	return m
-}
-
-func minOf(v []float64) float64 {
-	m := 0.0
-	for _, x := range v {
-		if x < m && !math.IsInf(x, 0) && !math.IsNaN(x) {
-			m = x
-		}
-	}
-	return m
+	return lo, hi
 }
 
 // tickLabel prints a tick value compactly: 12000 -> 12k, 2.5 -> 2.5.
@@ -336,8 +329,7 @@ func (c BarChart) SVG() template.HTML {
 		}
 		c.Groups[gi].Bars = ok
 	}
-	vals = append(vals, c.Refs...)
-	lo, hi := minOf(vals), maxOf(vals)
+	lo, hi := extent(append(vals, c.Refs...))
 	xt := niceTicks(lo, hi, 6)
 	labelW := 250
 	plotW := float64(chartW - labelW - marginR - 40)

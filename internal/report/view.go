@@ -449,10 +449,8 @@ func anySkipped(s *results.Summary) bool {
 			return true
 		}
 		for _, g := range h.Health.GPUs {
-			for _, b := range g.Bench {
-				if b.Status == results.StatusSkipped {
-					return true
-				}
+			if slices.ContainsFunc(g.Bench, func(b results.Microbench) bool { return b.Status == results.StatusSkipped }) {
+				return true
 			}
 		}
 	}
@@ -520,10 +518,8 @@ func hasInconclusive(s *results.Summary) bool {
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				for _, v := range e.Verdicts {
-					if v.Result == "inconclusive" {
-						return true
-					}
+				if slices.ContainsFunc(e.Verdicts, func(v results.Verdict) bool { return v.Result == "inconclusive" }) {
+					return true
 				}
 			}
 		}
@@ -634,11 +630,8 @@ func num(v float64) string {
 func pct(r float64) string { return strconv.FormatFloat(r*100, 'f', 0, 64) + " %" }
 
 func syncRun(l *results.Load) *results.Run {
-	if l == nil {
-		return nil
-	}
-	for i := range l.Runs {
-		if l.Runs[i].Kind == "synchronous" {
+	if l != nil {
+		if i := slices.IndexFunc(l.Runs, func(r results.Run) bool { return r.Kind == "synchronous" }); i >= 0 {
 			return &l.Runs[i]
 		}
 	}
@@ -647,35 +640,21 @@ func syncRun(l *results.Load) *results.Run {
 
 func kpis(s *results.Summary) []kpi {
 	gpus := 0
-	var bestRatio float64
-	var bestGEMM string
+	var bestRatio, peak, tpj float64
+	var bestGEMM, peakAt, ttftAt, tpjAt string
+	ttft := math.Inf(1)
 	for _, h := range s.Hosts {
 		gpus += len(hostGPUs(h))
-		if h.Health == nil {
-			continue
-		}
-		for _, g := range h.Health.GPUs {
-			if !credited(h, []int{g.GPU.Index}) {
-				continue
-			}
-			for _, b := range g.Bench {
-				if strings.Contains(b.Name, "gemm") && b.Ratio != nil && *b.Ratio > bestRatio {
-					bestRatio = *b.Ratio
-					bestGEMM = fmt.Sprintf("%s %s %s on gpu %d", b.Name, num(b.Value), b.Unit, g.GPU.Index)
+		if h.Health != nil {
+			for _, g := range h.Health.GPUs {
+				for _, b := range g.Bench {
+					if strings.Contains(b.Name, "gemm") && b.Ratio != nil && *b.Ratio > bestRatio && credited(h, []int{g.GPU.Index}) {
+						bestRatio = *b.Ratio
+						bestGEMM = fmt.Sprintf("%s %s %s on gpu %d", b.Name, num(b.Value), b.Unit, g.GPU.Index)
+					}
 				}
 			}
 		}
-	}
-	out := []kpi{{"GPUs tested", strconv.Itoa(gpus), strings.Join(platformNames(s), ", ")}}
-	if bestRatio > 0 {
-		out = append(out, kpi{"Best GEMM vs peak", pct(bestRatio), bestGEMM})
-	} else {
-		out = append(out, kpi{"Best GEMM vs peak", "—", "no GEMM measured"})
-	}
-	var peak, ttft, tpj float64
-	var peakAt, ttftAt, tpjAt string
-	ttft = math.Inf(1)
-	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
 				if !credited(h, e.GPUs) {
@@ -694,9 +673,14 @@ func kpis(s *results.Summary) []kpi {
 			}
 		}
 	}
-	return append(out, kpiOr("Peak output tok/s", peak > 0, num(peak), peakAt),
+	gemm := kpi{"Best GEMM vs peak", pct(bestRatio), bestGEMM}
+	if bestRatio == 0 {
+		gemm = kpi{"Best GEMM vs peak", "—", "no GEMM measured"}
+	}
+	return []kpi{{"GPUs tested", strconv.Itoa(gpus), strings.Join(platformNames(s), ", ")}, gemm,
+		kpiOr("Peak output tok/s", peak > 0, num(peak), peakAt),
 		kpiOr("Best sync TTFT p95", !math.IsInf(ttft, 1), num(ttft)+" ms", ttftAt),
-		kpiOr("Tokens per watt", tpj > 0, num(tpj)+" tok/J", tpjAt+" (output tok/s per W at peak)"))
+		kpiOr("Tokens per watt", tpj > 0, num(tpj)+" tok/J", tpjAt+" (output tok/s per W at peak)")}
 }
 
 // credited reports whether the headline cards may show a figure measured on gpus: not when the
