@@ -19,15 +19,10 @@ import (
 // exactGPU finds a catalog GPU by its key or one of its detected names, case-insensitively, with
 // no guessing: a key that only contains a GPU's name is not that GPU.
 func exactGPU(cat *catalog.Catalog, key string) (catalog.GPU, bool) {
-	k := strings.TrimSpace(key)
+	same := func(n string) bool { return strings.EqualFold(n, strings.TrimSpace(key)) }
 	for _, g := range cat.GPUs() {
-		if strings.EqualFold(g.Key, k) {
+		if same(g.Key) || slices.ContainsFunc(g.Names, same) {
 			return g, true
-		}
-		for _, n := range g.Names {
-			if strings.EqualFold(n, k) {
-				return g, true
-			}
 		}
 	}
 	return catalog.GPU{}, false
@@ -59,49 +54,40 @@ func ResolveGPUNames(c *config.Config, cat *catalog.Catalog) error {
 			return unknownGPUKey(cat, "accelerators", k)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.Reference)) {
-		g, ok := exactGPU(cat, k)
-		if !ok {
-			return unknownGPUKey(cat, "reference", k)
-		}
-		expand(c.Reference, k, g)
+	if err := expandGPUKeys(cat, "reference", c.Reference); err != nil {
+		return err
 	}
-	for _, k := range slices.Sorted(maps.Keys(c.ReferenceFloors)) {
-		g, ok := exactGPU(cat, k)
-		if !ok {
-			return unknownGPUKey(cat, results.ThFloors, k)
-		}
-		expand(c.ReferenceFloors, k, g)
-	}
-	return nil
+	return expandGPUKeys(cat, results.ThFloors, c.ReferenceFloors)
 }
 
 // acceleratorNamesSome reports whether an accelerators key names some GPU of the catalog the way
 // accelerator keys match ("h100" for "NVIDIA H100 80GB HBM3").
 func acceleratorNamesSome(cat *catalog.Catalog, key string) bool {
-	for _, g := range cat.GPUs() {
+	return slices.ContainsFunc(cat.GPUs(), func(g catalog.GPU) bool {
+		return slices.ContainsFunc(g.Names, func(n string) bool { return config.AcceleratorMatches(key, n) })
+	})
+}
+
+// expandGPUKeys moves each entry of table m to each detected name of its GPU that has none of its
+// own; a key that is a detected name already (in its exact spelling) stays.
+func expandGPUKeys[V any](cat *catalog.Catalog, table string, m map[string]V) error {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		g, ok := exactGPU(cat, key)
+		if !ok {
+			return unknownGPUKey(cat, table, key)
+		}
+		if slices.Contains(g.Names, key) {
+			continue
+		}
+		v := m[key]
+		delete(m, key)
 		for _, n := range g.Names {
-			if config.AcceleratorMatches(key, n) {
-				return true
+			if _, own := m[n]; !own {
+				m[n] = v
 			}
 		}
 	}
-	return false
-}
-
-// expand moves the entry under key to each detected name of g that has none of its own; a key that
-// is a detected name already (in its exact spelling) stays.
-func expand[V any](m map[string]V, key string, g catalog.GPU) {
-	if slices.Contains(g.Names, key) {
-		return
-	}
-	v := m[key]
-	delete(m, key)
-	for _, n := range g.Names {
-		if _, own := m[n]; !own {
-			m[n] = v
-		}
-	}
+	return nil
 }
 
 // unusedGPUKeys are the caveats for GPU keys of reference, reference_floors and accelerators that

@@ -144,11 +144,10 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 	r.mu.Unlock()
 
 	// The model cache is prepared once per model, before any engine starts.
-	env := map[string]string{}
+	var env map[string]string
 	if r.deps.CacheEnv != nil && backendkind.Of(r.cfg.Backend).ThisHost {
-		err := protect(func() error {
-			e, err := r.deps.CacheEnv(ctx, id, r.cfg.Engine.Kind, r.cfg.ModelCache)
-			env = e
+		err := protect(func() (err error) {
+			env, err = r.deps.CacheEnv(ctx, id, r.cfg.Engine.Kind, r.cfg.ModelCache)
 			return err
 		})
 		if err != nil {
@@ -180,9 +179,7 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 			if bs != nil {
 				bs.leave()
 			}
-			r.mu.Lock()
-			r.host().Models[mi].Endpoints = append(r.host().Models[mi].Endpoints, notRunEndpoint(sp.slot))
-			r.mu.Unlock()
+			r.addEndpoint(mi, notRunEndpoint(sp.slot))
 			continue
 		}
 		wg.Add(1)
@@ -193,10 +190,8 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 				defer bs.leave()
 			}
 			cfg := sp.cfg
-			cfg.Engine.Env = maps.Clone(cfg.Engine.Env)
-			if cfg.Engine.Env == nil {
-				cfg.Engine.Env = map[string]string{}
-			}
+			cfg.Engine.Env = map[string]string{}
+			maps.Copy(cfg.Engine.Env, sp.cfg.Engine.Env)
 			maps.Copy(cfg.Engine.Env, env)
 			var ep results.Endpoint
 			served := func(info results.EngineInfo) {
@@ -218,16 +213,21 @@ func (r *run) model(ctx context.Context, id string, sps []slotPlan, version stri
 				ep.GPUs, ep.GPUName, ep.Status = sp.slot.GPUs, sp.slot.GPUName, results.StatusFailed
 				ep.Error = strings.TrimPrefix(ep.Error+"; "+err.Error(), "; ")
 			}
-			r.mu.Lock()
-			eps := append(r.host().Models[mi].Endpoints, ep)
-			slices.SortFunc(eps, func(a, b results.Endpoint) int { return firstGPU(a) - firstGPU(b) })
-			r.host().Models[mi].Endpoints = eps
-			r.mu.Unlock()
+			r.addEndpoint(mi, ep)
 			r.progress("%s %s: %s%s", id, onGPUs(sp.slot.GPUs), phaseWord(ep), errSuffix(ep.Error))
 			r.flushLogged()
 		}()
 	}
 	wg.Wait()
+}
+
+// addEndpoint adds ep to model mi's endpoints, kept in GPU order.
+func (r *run) addEndpoint(mi int, ep results.Endpoint) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := &r.host().Models[mi]
+	m.Endpoints = append(m.Endpoints, ep)
+	slices.SortFunc(m.Endpoints, func(a, b results.Endpoint) int { return firstGPU(a) - firstGPU(b) })
 }
 
 // onGPUs names an endpoint's GPUs on a progress line ("on gpu [0]"), or says it is an endpoint
@@ -275,15 +275,12 @@ func slug(s string) string {
 	}, s)
 }
 
+// gpuTag names a slot's files: "gpu0-1", or "endpoint" for one without GPUs of gpuvet's.
 func gpuTag(gpus []int) string {
 	if len(gpus) == 0 {
 		return "endpoint"
 	}
-	parts := make([]string, len(gpus))
-	for i, g := range gpus {
-		parts[i] = fmt.Sprint(g)
-	}
-	return "gpu" + strings.Join(parts, "-")
+	return "gpu" + strings.Trim(strings.ReplaceAll(fmt.Sprint(gpus), " ", "-"), "[]")
 }
 
 // endpoint serves model on one slot and measures it: serve -> warm-up -> load + power -> functional.

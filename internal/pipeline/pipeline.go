@@ -154,11 +154,10 @@ func firstLines(s string, n int) string {
 
 func (r *run) discover(ctx context.Context) {
 	d := &r.host().Discovery
-	if r.deps.Discover == nil {
-		d.Note = "no GPU discovery for this backend"
-		return
-	}
 	err := protect(func() error {
+		if r.deps.Discover == nil {
+			return nil
+		}
 		if err := r.inject("discover", 0); err != nil {
 			return err
 		}

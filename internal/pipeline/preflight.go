@@ -181,11 +181,11 @@ func hostGPUs(c config.Config, cat *catalog.Catalog) (int, string) {
 	default:
 		src, err = gpu.FromNvidiaSMIXML(c.Health.Source, cat)
 	}
-	if err != nil {
-		return 0, fmt.Sprintf("GPUs (health.source %s): %v", c.Health.Source, err)
+	var gs []results.GPUInfo
+	if err == nil {
+		defer src.Close()
+		gs, err = src.GPUs()
 	}
-	defer src.Close()
-	gs, err := src.GPUs()
 	if err != nil {
 		return 0, fmt.Sprintf("GPUs (health.source %s): %v", c.Health.Source, err)
 	}
@@ -361,7 +361,8 @@ func checkBaseline(path string) error {
 		return nil
 	}
 	if _, _, err := importer.Read(path); err != nil {
-		return fmt.Errorf("%w: --baseline %s (run.baseline): %v; give a summary.json or baseline.json of an earlier run (gpuvet run --save-baseline), a vLLM bench result or a guidellm report, or drop --baseline", ErrBadInput, path, err)
+		return badInput("--baseline %s (run.baseline): %v; give a summary.json or baseline.json of an earlier run "+
+			"(gpuvet run --save-baseline), a vLLM bench result or a guidellm report, or drop --baseline", path, err)
 	}
 	return nil
 }
@@ -373,16 +374,16 @@ func checkWritable(dir string) error {
 		st, err := os.Stat(probe)
 		if err == nil {
 			if !st.IsDir() {
-				return fmt.Errorf("%w: --out %s: %s is not a directory", ErrBadInput, dir, probe)
+				return badInput("--out %s: %s is not a directory", dir, probe)
 			}
 			if unix.Access(probe, unix.W_OK|unix.X_OK) != nil {
-				return fmt.Errorf("%w: --out %s: %s is not writable; choose another --out", ErrBadInput, dir, probe)
+				return badInput("--out %s: %s is not writable; choose another --out", dir, probe)
 			}
 			return nil
 		}
 		parent := filepath.Dir(probe)
 		if parent == probe {
-			return fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+			return badInput("--out %s: %v", dir, err)
 		}
 		probe = parent
 	}
@@ -418,41 +419,44 @@ func (l *OutLock) Release() {
 // empty. What it leaves (a user's logs/app.log) is said in left.
 func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+		return nil, nil, badInput("--out %s: %v", dir, err)
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".gpuvet.lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+		return nil, nil, badInput("--out %s: %v", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%w: --out %s: another gpuvet run is writing there; wait for it or choose another --out", ErrBadInput, dir)
+		return nil, nil, badInput("--out %s: another gpuvet run is writing there; wait for it or choose another --out", dir)
 	}
 	l = &OutLock{f: f}
+	defer func() {
+		if err != nil {
+			l.Release()
+			l = nil
+		}
+	}()
 	earlier, _ := results.Read(filepath.Join(dir, "summary.json"))
 	if !force {
 		for _, name := range outputs {
 			if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
 				continue
 			}
-			l.Release()
 			what := "an earlier run (" + name + ")"
 			if earlier != nil {
 				what = fmt.Sprintf("run %s (status %s)", earlier.RunID, earlier.Status)
 			}
-			return nil, nil, fmt.Errorf("%w: --out %s holds the results of %s; pass --force to replace them, or choose another --out", ErrBadInput, dir, what)
+			return nil, nil, badInput("--out %s holds the results of %s; pass --force to replace them, or choose another --out", dir, what)
 		}
 		return l, nil, nil
 	}
 	root, err := os.OpenRoot(dir) // no removal may leave the folder, through ".." or a symlink
 	if err != nil {
-		l.Release()
-		return nil, nil, fmt.Errorf("%w: --out %s: %v", ErrBadInput, dir, err)
+		return nil, nil, badInput("--out %s: %v", dir, err)
 	}
 	defer root.Close()
 	for _, name := range outputs {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			l.Release()
 			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
 		}
 	}

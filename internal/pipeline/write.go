@@ -225,35 +225,33 @@ func interruptedWhat(s *results.Summary) string {
 // the report, JUnit and CTRF show.
 func Describe(res *Result) string {
 	s := res.Summary
-	n := 0
-	count := map[results.Status]int{}
-	var order []results.Status
-	add := func(st results.Status) {
-		n++
-		if count[st] == 0 {
-			order = append(order, st)
-		}
-		count[st]++
-	}
+	var sts []results.Status
 	what := "GPU(s)"
 	for _, h := range s.Hosts {
 		for _, g := range h.GPUs {
-			add(g.Status)
+			sts = append(sts, g.Status)
 		}
 	}
-	if n == 0 { // no GPU of ours (an endpoint run): its endpoints
+	if len(sts) == 0 { // no GPU of ours (an endpoint run): its endpoints
 		what = "endpoint(s)"
 		for _, h := range s.Hosts {
 			for _, m := range h.Models {
 				for _, e := range m.Endpoints {
-					add(e.Status)
+					sts = append(sts, e.Status)
 				}
 			}
 		}
 	}
+	n, count := len(sts), map[results.Status]int{}
+	for _, st := range sts {
+		count[st]++
+	}
 	var parts []string
-	for _, st := range order {
-		parts = append(parts, fmt.Sprintf("%d %s", count[st], st))
+	for _, st := range sts { // in the order each status first comes
+		if c := count[st]; c > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c, st))
+			count[st] = 0
+		}
 	}
 	out := fmt.Sprintf("status %s: %d %s", s.Status, n, what)
 	if sk := s.SkippedChecks(); s.Status == results.StatusOK && len(sk) > 0 {
