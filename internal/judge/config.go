@@ -14,19 +14,15 @@ import (
 // It is results.Threshold, so the limits in force can be written into summary.json as they are.
 type Limit = results.Threshold
 
-// Gates are the absolute gates applied to every endpoint.
+// Gates are the absolute gates applied to every endpoint; each one's direction, unit and default
+// are its row of the thresholds table (results.Thresholds).
 type Gates struct {
-	// TTFTP95Ms: the synchronous run's TTFT p95 must be ≤ this (ms). Seed default 200.
-	TTFTP95Ms Limit `yaml:"ttft_p95_ms" json:"ttft_p95_ms"`
-	// ITLP95Ms: the synchronous run's ITL p95 must be ≤ this (ms). Seed default 50.
-	ITLP95Ms Limit `yaml:"itl_p95_ms" json:"itl_p95_ms"`
-	// MinThroughputReqS: sustained req/s of the sweep must be ≥ this. Default disabled.
-	MinThroughputReqS Limit `yaml:"min_throughput_req_s" json:"min_throughput_req_s"`
-	// AICRMinOutputTokS is aicr's inference-throughput X: the concurrency run's output tok/s must be
-	// ≥ X × (1 − AICRTolerancePct/100). Default disabled.
+	TTFTP95Ms         Limit `yaml:"ttft_p95_ms" json:"ttft_p95_ms"`                   // sync TTFT p95
+	ITLP95Ms          Limit `yaml:"itl_p95_ms" json:"itl_p95_ms"`                     // sync ITL p95
+	MinThroughputReqS Limit `yaml:"min_throughput_req_s" json:"min_throughput_req_s"` // sustained req/s
+	// AICRMinOutputTokS is aicr's inference-throughput X, applied as X × (1 − AICRTolerancePct/100).
 	AICRMinOutputTokS Limit `yaml:"aicr_min_output_tok_s" json:"aicr_min_output_tok_s"`
-	// AICRMaxTTFTP99Ms is aicr's inference-ttft-p99 Y: the concurrency run's TTFT p99 must be
-	// ≤ Y × (1 + AICRTolerancePct/100). Default disabled.
+	// AICRMaxTTFTP99Ms is aicr's inference-ttft-p99 Y, applied as Y × (1 + AICRTolerancePct/100).
 	AICRMaxTTFTP99Ms Limit `yaml:"aicr_max_ttft_p99_ms" json:"aicr_max_ttft_p99_ms"`
 }
 
@@ -42,15 +38,14 @@ type Override struct {
 	Disable []string `yaml:"disable,omitempty" json:"disable,omitempty"`
 }
 
-// Config holds every threshold the judge uses, each with its source. The config package fills it
-// (recipe > env > default, then flags); DefaultConfig gives the seeds' defaults.
+// Config holds every threshold the judge uses, each with its source; the defaults are the
+// thresholds table's (DefaultConfig). The config package fills it (recipe > env > default, then flags).
 type Config struct {
 	Gates Gates `yaml:"thresholds" json:"thresholds"`
 	// Reference is keyed by the exact nvidia-smi GPU name, then the exact model id: a partial
 	// override of Gates, more specific than an accelerator entry. Source "reference".
-	Reference map[string]map[string]Override `yaml:"reference,omitempty" json:"reference,omitempty"`
-	// AICRTolerancePct is the tolerance on the aicr gates (seed 000: 10 %).
-	AICRTolerancePct Limit `yaml:"aicr_tolerance_pct" json:"aicr_tolerance_pct"`
+	Reference        map[string]map[string]Override `yaml:"reference,omitempty" json:"reference,omitempty"`
+	AICRTolerancePct Limit                          `yaml:"aicr_tolerance_pct" json:"aicr_tolerance_pct"` // on the aicr gates
 	// AICRThroughputScope says what the aicr throughput X covers: "node" (as aicr writes it, the
 	// whole node: aicr issue 1254) or "gpu". A node floor is normalized per GPU before it gates one
 	// endpoint: X × endpoint GPUs ÷ node GPUs.
@@ -61,17 +56,17 @@ type Config struct {
 	// (global plus its accelerators entries, with sources: config.Plan.ForGPU, the one place that
 	// matches accelerators); GatesFor starts from them, else from Gates.
 	GPUGates map[string]Gates `yaml:"gpu_gates,omitempty" json:"gpu_gates,omitempty"`
-	// LLMVariancePct and GEMMVariancePct are the GPU-to-GPU tolerances (20 %, 25 %).
+	// LLMVariancePct and GEMMVariancePct are the GPU-to-GPU tolerances.
 	LLMVariancePct  Limit `yaml:"llm_variance_pct" json:"llm_variance_pct"`
 	GEMMVariancePct Limit `yaml:"gemm_variance_pct" json:"gemm_variance_pct"`
-	// Noise guards of GPU-to-GPU and baseline comparisons (30 requests, 1 req/s, 25 ms); nil disables.
+	// Noise guards of GPU-to-GPU and baseline comparisons; nil disables.
 	CompareMinSamples        Limit `yaml:"compare_min_samples" json:"compare_min_samples"`
 	CompareMinThroughputReqS Limit `yaml:"compare_min_throughput_req_s" json:"compare_min_throughput_req_s"`
 	CompareMinTTFTDeltaMs    Limit `yaml:"compare_min_ttft_delta_ms" json:"compare_min_ttft_delta_ms"`
-	// BaselineTolerancePct: a metric worse than the baseline by more than this breaches (10 %).
+	// BaselineTolerancePct: a metric worse than the baseline by more than this breaches.
 	BaselineTolerancePct Limit `yaml:"baseline_tolerance_pct" json:"baseline_tolerance_pct"`
 	// MaxErrorRatePct: a load whose failed-request share is above this fails its endpoint; any
-	// failed request flags it. nil: errors only flag. The default is config's gates.max_error_rate_pct.
+	// failed request flags it. nil: errors only flag.
 	MaxErrorRatePct Limit `yaml:"max_error_rate_pct" json:"max_error_rate_pct"`
 	// DriftPct: a figure worse than its node's or GPU's acceptance run by more than this, with the
 	// interval of the gap beyond it, is a drift (history.drift_pct; issue 47).
@@ -94,40 +89,26 @@ const (
 
 func f(v float64) *float64 { return &v }
 
-func def(v float64, unit string) Limit { return Limit{Value: f(v), Unit: unit, Source: SourceDefault} }
-
 // defaultLimit is a threshold's default as the table gives it: its value (none when it is off by
 // default) and unit.
 func defaultLimit(key string) Limit {
 	t := results.ThresholdOf(key)
-	if t.Off {
-		return Limit{Unit: t.Unit, Source: SourceDefault}
+	l := Limit{Unit: t.Unit, Source: SourceDefault}
+	if !t.Off {
+		l.Value = f(t.Default)
 	}
-	return def(t.Default, t.Unit)
+	return l
 }
 
 // DefaultConfig returns the thresholds table's defaults, every one marked "default".
 func DefaultConfig() Config {
-	return Config{
-		Gates: Gates{
-			TTFTP95Ms:         defaultLimit(results.ThTTFTP95Ms),
-			ITLP95Ms:          defaultLimit(results.ThITLP95Ms),
-			MinThroughputReqS: defaultLimit(results.ThMinThroughputReqS),
-			AICRMinOutputTokS: defaultLimit(results.ThAICRMinOutputTokS),
-			AICRMaxTTFTP99Ms:  defaultLimit(results.ThAICRMaxTTFTP99Ms),
-		},
-		AICRTolerancePct:         def(results.DefaultOf(results.ThAICRTolerancePct), "%"),
-		AICRThroughputScope:      ScopeNode,
-		LLMVariancePct:           def(results.DefaultOf(results.ThLLMVariancePct), "%"),
-		GEMMVariancePct:          def(results.DefaultOf(results.ThGEMMVariancePct), "%"),
-		CompareMinSamples:        def(results.DefaultOf(results.ThMinSamples), "requests"),
-		CompareMinThroughputReqS: def(results.DefaultOf(results.ThCompareMinReqS), "req/s"),
-		CompareMinTTFTDeltaMs:    def(results.DefaultOf(results.ThMinTTFTDeltaMs), "ms"),
-		BaselineTolerancePct:     def(results.DefaultOf(results.ThBaselineTolerance), "%"),
-		MaxErrorRatePct:          def(results.DefaultOf(results.ThMaxErrorRatePct), "%"),
-		DriftPct:                 def(results.DefaultOf(results.ThDriftPct), "%"),
-		PCIeMinGBps:              def(results.DefaultOf(results.ThPCIeMinGBps), "GB/s"),
+	c := Config{AICRThroughputScope: ScopeNode}
+	for _, t := range results.Thresholds {
+		if l := c.limitOf(t.Key); l != nil {
+			*l = defaultLimit(t.Key)
+		}
 	}
+	return c
 }
 
 // val is a Limit's value, 0 when disabled (guards treat 0 as off).
@@ -247,12 +228,8 @@ func (c Config) Validate() error {
 func (c Config) limitErrors() []string {
 	var errs []string
 	for _, t := range results.Thresholds {
-		switch l := c.limitOf(t.Key); {
-		case l == nil || l.Value == nil:
-		case math.IsNaN(*l.Value) || math.IsInf(*l.Value, 0): // YAML's .nan, .inf
-			errs = append(errs, fmt.Sprintf("%s: %g is not a number; give a value ≥ 0, or null to disable", t.Key, *l.Value))
-		case *l.Value < 0:
-			errs = append(errs, fmt.Sprintf("%s: %g is negative; give a value ≥ 0, or null to disable", t.Key, *l.Value))
+		if l := c.limitOf(t.Key); l != nil && l.Value != nil {
+			errs = appendNew(errs, badNumber(t.Key, *l.Value, "give a value ≥ 0, or null to disable"))
 		}
 	}
 	if v := c.MaxErrorRatePct.Value; v != nil && *v > 100 {
@@ -285,15 +262,22 @@ func overrideErrors(path string, o Override) []string {
 		}
 	}
 	for _, t := range results.Gates() {
-		switch v := o.value(t.Key); {
-		case v == nil:
-		case math.IsNaN(*v) || math.IsInf(*v, 0):
-			errs = append(errs, fmt.Sprintf("%s.%s: %g is not a number; give a value ≥ 0", path, t.Gate, *v))
-		case *v < 0:
-			errs = append(errs, fmt.Sprintf("%s.%s: %g is negative; give a value ≥ 0", path, t.Gate, *v))
+		if v := o.value(t.Key); v != nil {
+			errs = appendNew(errs, badNumber(path+"."+t.Gate, *v, "give a value ≥ 0"))
 		}
 	}
 	return errs
+}
+
+// badNumber is why v cannot be the limit at path ("" when it can), and what to give instead.
+func badNumber(path string, v float64, instead string) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0): // YAML's .nan, .inf
+		return fmt.Sprintf("%s: %g is not a number; %s", path, v, instead)
+	case v < 0:
+		return fmt.Sprintf("%s: %g is negative; %s", path, v, instead)
+	}
+	return ""
 }
 
 // Thresholds lists the limits in force by their meta.thresholds key (the thresholds table's

@@ -17,24 +17,21 @@ func FromPlan(p *config.Plan, gpuNames []string) Config {
 	c, src := p.Config, sourceIn(p.Sources)
 	cfg := DefaultConfig()
 	cfg.Gates = gatesFrom(c.Gates, src)
-	cfg.AICRTolerancePct = Limit{Value: f(c.Gates.AICRTolerancePct), Unit: "%", Source: src(results.ThAICRTolerancePct)}
+	cfg.AICRTolerancePct = planLimit(results.ThAICRTolerancePct, f(c.Gates.AICRTolerancePct), src)
 	cfg.AICRThroughputScope = cmp.Or(c.Gates.AICRThroughputScope, cfg.AICRThroughputScope)
-	guard := func(v float64, key string) Limit {
-		l := Limit{Unit: results.ThresholdOf(key).Unit, Source: src(key)}
+	cfg.MaxErrorRatePct = planLimit(results.ThMaxErrorRatePct, c.Gates.MaxErrorRatePct, src)
+	for key, v := range map[string]float64{ // the guards: 0 disables
+		results.ThLLMVariancePct: c.Compare.VariancePct, results.ThGEMMVariancePct: c.Compare.GEMMVariancePct,
+		results.ThMinSamples: float64(c.Compare.MinSamples), results.ThCompareMinReqS: c.Compare.MinThroughputReqS,
+		results.ThMinTTFTDeltaMs: c.Compare.MinTTFTDeltaMs, results.ThBaselineTolerance: c.Compare.BaselineTolerancePc,
+		results.ThDriftPct: c.History.DriftPct, results.ThPCIeMinGBps: c.Health.PCIeMinGBs,
+	} {
+		var p *float64
 		if v > 0 {
-			l.Value = f(v)
+			p = f(v)
 		}
-		return l
+		*cfg.limitOf(key) = planLimit(key, p, src)
 	}
-	cfg.LLMVariancePct = guard(c.Compare.VariancePct, results.ThLLMVariancePct)
-	cfg.GEMMVariancePct = guard(c.Compare.GEMMVariancePct, results.ThGEMMVariancePct)
-	cfg.CompareMinSamples = guard(float64(c.Compare.MinSamples), results.ThMinSamples)
-	cfg.CompareMinThroughputReqS = guard(c.Compare.MinThroughputReqS, results.ThCompareMinReqS)
-	cfg.CompareMinTTFTDeltaMs = guard(c.Compare.MinTTFTDeltaMs, results.ThMinTTFTDeltaMs)
-	cfg.BaselineTolerancePct = guard(c.Compare.BaselineTolerancePc, results.ThBaselineTolerance)
-	cfg.MaxErrorRatePct = Limit{Value: c.Gates.MaxErrorRatePct, Unit: "%", Source: src(results.ThMaxErrorRatePct)}
-	cfg.DriftPct = guard(c.History.DriftPct, results.ThDriftPct)
-	cfg.PCIeMinGBps = guard(c.Health.PCIeMinGBs, results.ThPCIeMinGBps)
 	if len(c.Reference) > 0 {
 		cfg.Reference = map[string]map[string]Override{}
 		for gpu, models := range c.Reference {
@@ -62,14 +59,19 @@ func sourceIn(sources map[string]string) func(string) string {
 	return func(path string) string { return cmp.Or(sources[path], SourceDefault) }
 }
 
-// gatesFrom is the config's gates as the judge's limits, each with its unit from the thresholds
-// table and the source the plan recorded for its key.
+// planLimit is the limit of a thresholds-table key with value v, the table's unit and the source
+// the plan recorded for the key.
+func planLimit(key string, v *float64, src func(string) string) Limit {
+	return Limit{Value: v, Unit: results.ThresholdOf(key).Unit, Source: src(key)}
+}
+
+// gatesFrom is the config's gates as the judge's limits.
 func gatesFrom(g config.Gates, src func(string) string) Gates {
-	values := map[string]*float64{results.ThTTFTP95Ms: g.TTFTP95Ms, results.ThITLP95Ms: g.ITLP95Ms, results.ThMinThroughputReqS: g.MinThroughputReqS,
-		results.ThAICRMinOutputTokS: g.AICRMinOutputTokS, results.ThAICRMaxTTFTP99Ms: g.AICRMaxTTFTP99Ms}
 	var out Gates
-	for _, t := range results.Gates() {
-		*out.limit(t.Key) = Limit{Value: values[t.Key], Unit: t.Unit, Source: src(t.Key)}
+	for key, v := range map[string]*float64{results.ThTTFTP95Ms: g.TTFTP95Ms, results.ThITLP95Ms: g.ITLP95Ms,
+		results.ThMinThroughputReqS: g.MinThroughputReqS, results.ThAICRMinOutputTokS: g.AICRMinOutputTokS,
+		results.ThAICRMaxTTFTP99Ms: g.AICRMaxTTFTP99Ms} {
+		*out.limit(key) = planLimit(key, v, src)
 	}
 	return out
 }

@@ -13,7 +13,8 @@ import (
 // and no peer, has its throughput not judged (inconclusive, and the run says so).
 func HealthySOL(engineKind, version string) (pct float64, where string, ok bool) {
 	if engineKind == "sim" && version == "gpuvet-sim" { // the simulator's own engine, not a slow one it plays
-		return results.DefaultOf(results.ThHealthySOLSim), "the simulator's measured healthy " + fmtNum(results.DefaultOf(results.ThHealthySOLSim)) + " %", true
+		pct = results.DefaultOf(results.ThHealthySOLSim)
+		return pct, "the simulator's measured healthy " + fmtNum(pct) + " %", true
 	}
 	return 0, "", false
 }
