@@ -8,7 +8,10 @@
 // (docs/architecture.md, "How to add a backend").
 package backendkind
 
-import "strings"
+import (
+	"cmp"
+	"strings"
+)
 
 // Kind is one backend.
 type Kind struct {
@@ -168,11 +171,7 @@ func List(names []string) string {
 func Help() string {
 	var hs []string
 	for _, k := range Kinds {
-		h := k.Help
-		if h == "" {
-			h = k.Name
-		}
-		hs = append(hs, h)
+		hs = append(hs, cmp.Or(k.Help, k.Name))
 	}
 	return strings.Join(hs, ", ")
 }

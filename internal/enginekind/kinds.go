@@ -7,6 +7,7 @@
 package enginekind
 
 import (
+	"cmp"
 	"strings"
 )
 
@@ -64,7 +65,7 @@ var Kinds = []Kind{
 			if v != "" && v != "latest" && !strings.HasPrefix(v, "v") {
 				v = "v" + v
 			}
-			return "vllm/vllm-openai:" + orLatest(v)
+			return "vllm/vllm-openai:" + cmp.Or(v, "latest")
 		},
 		HubWeights: true,
 		Gauges: Gauges{Running: []string{"vllm:num_requests_running"}, Waiting: []string{"vllm:num_requests_waiting"},
@@ -80,7 +81,7 @@ var Kinds = []Kind{
 		Template: "python -m sglang.launch_server --model-path {model} --host 127.0.0.1 --port {port} " +
 			"--tp-size {tp} --context-length {max_model_len} --mem-fraction-static {gpu_memory_utilization}",
 		VersionCommand: `python3 -c "import sglang; print(sglang.__version__)"`,
-		Image:          func(v string) string { return "lmsysorg/sglang:" + orLatest(v) },
+		Image:          func(v string) string { return "lmsysorg/sglang:" + cmp.Or(v, "latest") },
 		HubWeights:     true,
 		Gauges: Gauges{Running: []string{"sglang:num_running_reqs"}, Waiting: []string{"sglang:num_queue_reqs"},
 			KVUsage: []string{"sglang:token_usage"},
@@ -96,7 +97,7 @@ var Kinds = []Kind{
 		Template: "trtllm-serve {model} --host 127.0.0.1 --port {port} --tp_size {tp} " +
 			"--max_seq_len {max_model_len} --kv_cache_free_gpu_memory_fraction {gpu_memory_utilization}",
 		VersionCommand: `python3 -c "import tensorrt_llm; print(tensorrt_llm.__version__)"`,
-		Image:          func(v string) string { return "nvcr.io/nvidia/tensorrt-llm/release:" + orLatest(v) },
+		Image:          func(v string) string { return "nvcr.io/nvidia/tensorrt-llm/release:" + cmp.Or(v, "latest") },
 		HubWeights:     true,
 		Modules:        []string{"tensorrt_llm"},
 		Install:        "pip install tensorrt_llm",
@@ -128,13 +129,6 @@ var Kinds = []Kind{
 		// Any command, through engine.command; nothing is known about it.
 		Name: "generic",
 	},
-}
-
-func orLatest(v string) string {
-	if v == "" {
-		return "latest"
-	}
-	return v
 }
 
 // Lookup returns the kind named name.
