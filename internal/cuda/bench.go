@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -86,10 +87,7 @@ func (r *Runner) Describe(name string) string {
 
 // bind makes the GPU's primary context current on this OS thread (the caller has locked it).
 func (r *Runner) bind(g results.GPUInfo) (*device, error) {
-	key := g.PCIBusID
-	if key == "" {
-		key = fmt.Sprint("#", g.Index)
-	}
+	key := cmp.Or(g.PCIBusID, fmt.Sprint("#", g.Index))
 	r.mu.Lock()
 	d, ok := r.devs[key]
 	if !ok {

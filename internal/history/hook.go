@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -177,8 +178,6 @@ func (b byGPU) medians() map[string]float64 {
 // failed records a store error as the history's error and a caveat: never a failed run.
 func failed(s *results.Summary, what string, err error) {
 	msg := fmt.Sprintf("history %s: %v (the run's results are in summary.json; history.enabled=false turns the history off)", what, err)
-	if s.History.Error == "" {
-		s.History.Error = msg
-	}
+	s.History.Error = cmp.Or(s.History.Error, msg)
 	s.Caveats = append(s.Caveats, msg)
 }
