@@ -190,14 +190,20 @@ func apiKey(env string) string { return os.Getenv(cmp.Or(env, "OPENAI_API_KEY"))
 
 // get sends a GET of url, with key as its bearer token when there is one.
 func get(ctx context.Context, hc *http.Client, url, key string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req, err := newRequest(ctx, http.MethodGet, url, key, nil)
 	if err != nil {
 		return nil, err
 	}
-	if key != "" {
+	return hc.Do(req)
+}
+
+// newRequest makes a request, with key as its bearer token when there is one.
+func newRequest(ctx context.Context, method, url, key string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err == nil && key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	return hc.Do(req)
+	return req, err
 }
 
 type streamOptions struct {
@@ -335,16 +341,13 @@ func (c *client) begin(ctx context.Context, out int, rec *Record) (context.Conte
 func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	ctx, cancel, end := c.begin(ctx, out, rec)
 	defer end()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(c.body(p, out)))
+	req, err := newRequest(ctx, http.MethodPost, c.endpoint, c.key, bytes.NewReader(c.body(p, out)))
 	if err != nil {
 		c.fail(rec, errConnect, err.Error())
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
 	// WroteRequest runs on the transport's writer goroutine: hand the time over atomically.
 	var wroteAt, getConnAt, gotConnAt atomic.Int64
 	var newConn atomic.Bool

@@ -49,12 +49,10 @@ type Options struct {
 	Config    results.LoadConfig
 	SLO       analysis.SLO
 	// TokenizerPath is a local tokenizer.json to size synthetic prompts with (--tokenizer): it must
-	// load. Empty: CachedTokenizer when it loads, else the server's /tokenize, else a fit from
-	// usage.prompt_tokens.
+	// load. Empty: CachedTokenizer, else the server's /tokenize, else a fit from usage.prompt_tokens.
 	TokenizerPath string
-	// CachedTokenizer is the model's tokenizer.json as the caller found it (gpuvet: in the hub cache,
-	// modelcache.Tokenizer), used when TokenizerPath is empty; one that does not load is logged and
-	// left to the server. The load generator itself looks nowhere but here and at the endpoint.
+	// CachedTokenizer is the model's tokenizer.json as the caller found it (modelcache.Tokenizer);
+	// one that does not load is logged and left to the server.
 	CachedTokenizer string
 	// RecordsPath, when set, receives one JSON line per request (Record).
 	RecordsPath      string
@@ -64,19 +62,17 @@ type Options struct {
 	Progress io.Writer
 	// Log receives a line per phase: calibration, rungs, retry (nil: none).
 	Log io.Writer
-	// OnRung is called as each rung starts, with its place in the load (0-based, counting the
-	// synchronous rung's blocks and retries: what the progress numbers its steps by) and label.
+	// OnRung is called as each rung starts, with its 0-based place in the load (counting blocks and
+	// retries) and label.
 	OnRung func(index int, label string)
 	// OnPlan is called as each sweep rung starts, with how many rungs are planned after it and the
-	// time the plan gives it and them (their predicted lengths, sized by what the earlier rungs
-	// measured): what the progress says is left.
+	// time predicted for it and them: what the progress says is left.
 	OnPlan func(rungsAfter int, left time.Duration)
 	// RequestTimeout bounds one request (default 10 min); StallTimeout is the most silence allowed
 	// inside a stream, whatever the load's pace (default 120 s); Drain bounds each rung's tail after
 	// dispatch stops, and the setup before the first rung (default max(30 s, max duration)).
 	RequestTimeout, StallTimeout, Drain time.Duration
-	// SilenceFloor is the least silence judged stalled or no_answer (default DefaultSilenceFloor):
-	// above it, a stream is judged by the gaps and TTFTs the load has seen (silence.go).
+	// SilenceFloor is the least silence judged stalled or no_answer (default DefaultSilenceFloor).
 	SilenceFloor time.Duration
 	// MaxInFlight caps open-loop requests in flight (default 4 × max concurrency, at least 1024).
 	MaxInFlight int
@@ -86,17 +82,15 @@ type Options struct {
 	// higher, since concurrency beyond it only queues.
 	MaxNumSeqs int
 	// BeforeBlock, when set, is called before each block of the sweep's synchronous rung (1-based)
-	// and returns when the block may start: a caller loading several GPUs at once lines their
-	// blocks up there, so that their figures are compared block by block (nil: no wait).
+	// and returns when it may start: a caller loading several GPUs lines their blocks up there.
 	BeforeBlock func(ctx context.Context, block int)
 }
 
 // Profiles are the accepted values of LoadConfig.Profile.
 var Profiles = []string{"sweep", kindSynchronous, kindConcurrency, kindThroughput, kindConstant, kindPoisson, kindTrace}
 
-// Defaults fills unset LoadConfig fields from the shared profile (results.DefaultLoadConfig, which
-// config and `gpuvet bench` read too). Concurrency and Seed are left as given: profile concurrency
-// asks for its level explicitly, and 0 is a seed like any other.
+// Defaults fills unset LoadConfig fields from results.DefaultLoadConfig. Concurrency and Seed are
+// left as given: profile concurrency asks for its level explicitly, and 0 is a seed like any other.
 func Defaults(c results.LoadConfig) results.LoadConfig {
 	d := results.DefaultLoadConfig()
 	c.Profile = cmp.Or(c.Profile, d.Profile)
@@ -127,10 +121,10 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 // The checks run in order and the first that fails is the error.
 func Validate(o Options) error {
 	c := Defaults(o.Config)
-	if err := firstBad(append(endpointChecks(o, c), numberChecks(c)...)); err != nil {
+	if err := firstBad(slices.Concat(endpointChecks(o, c), numberChecks(c), boundChecks(o, c))); err != nil {
 		return err
 	}
-	if err := bounded(o, c); err != nil {
+	if err := warmupBounded(c); err != nil {
 		return err
 	}
 	if err := validateWorkload(c); err != nil {
@@ -195,8 +189,7 @@ func numberChecks(c results.LoadConfig) []check {
 }
 
 // validateInputs loads what the load reads (prompt lengths, a prompt file, a tokenizer) and checks
-// the reader, so that a bad file is bad input (exit 2), reported before any request. The warm-up's
-// syntax is checked by bounded.
+// the reader, so that a bad file is bad input (exit 2), reported before any request.
 func validateInputs(o Options, c results.LoadConfig) error {
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
@@ -217,7 +210,7 @@ func validateInputs(o Options, c results.LoadConfig) error {
 }
 
 // Input bounds: far beyond any real load, and below where counts and durations would overflow (a
-// concurrency of 2^63 once wrapped the open-files check negative and ran with every descriptor in use).
+// concurrency of 2^63 wrapped the open-files check negative).
 const (
 	MaxStreams      = 100_000
 	MaxRate         = 1e6 // requests per second
@@ -227,51 +220,33 @@ const (
 	MaxDuration     = 7 * 24 * time.Hour
 )
 
-// bounded checks the numbers of a load against the bounds above.
-func bounded(o Options, c results.LoadConfig) error {
-	switch {
-	case c.Concurrency > MaxStreams:
-		return fmt.Errorf("--concurrency %d: want at most %d streams", c.Concurrency, MaxStreams)
-	case c.MaxConcurrency > MaxStreams:
-		return fmt.Errorf("--max-concurrency %d: want at most %d streams", c.MaxConcurrency, MaxStreams)
-	case o.MaxInFlight > MaxStreams:
-		return fmt.Errorf("max in flight %d: want at most %d streams", o.MaxInFlight, MaxStreams)
-	case math.IsNaN(c.Rate) || c.Rate > MaxRate:
-		return fmt.Errorf("--rate %v: want at most %g requests per second", c.Rate, MaxRate)
-	case c.OutputTokens > MaxOutputTokens:
-		return fmt.Errorf("--output-tokens %d: want at most %d", c.OutputTokens, MaxOutputTokens)
-	case c.PromptTokens > MaxPromptTokens || c.PromptMax > MaxPromptTokens || c.PrefixTokens > MaxPromptTokens:
-		return fmt.Errorf("--prompt-tokens %d (max %d): want at most %d", c.PromptTokens, c.PromptMax, MaxPromptTokens)
-	case c.PrefixCount > MaxRequests:
-		return fmt.Errorf("--prefix-count %d: want at most %d", c.PrefixCount, MaxRequests)
-	case c.MaxRequests > MaxRequests:
-		return fmt.Errorf("--max-requests %d: want at most %d", c.MaxRequests, MaxRequests)
-	case c.MinSamples > MaxRequests:
-		return fmt.Errorf("min samples %d (compare.min_samples): want at most %d", c.MinSamples, MaxRequests)
+// boundChecks are the checks of a load's numbers and durations against the bounds above.
+func boundChecks(o Options, c results.LoadConfig) []check {
+	over := func(d results.Duration) bool { return time.Duration(d) > MaxDuration }
+	return []check{
+		{c.Concurrency > MaxStreams, fmt.Sprintf("--concurrency %d: want at most %d streams", c.Concurrency, MaxStreams)},
+		{c.MaxConcurrency > MaxStreams, fmt.Sprintf("--max-concurrency %d: want at most %d streams", c.MaxConcurrency, MaxStreams)},
+		{o.MaxInFlight > MaxStreams, fmt.Sprintf("max in flight %d: want at most %d streams", o.MaxInFlight, MaxStreams)},
+		{math.IsNaN(c.Rate) || c.Rate > MaxRate, fmt.Sprintf("--rate %v: want at most %g requests per second", c.Rate, MaxRate)},
+		{c.OutputTokens > MaxOutputTokens, fmt.Sprintf("--output-tokens %d: want at most %d", c.OutputTokens, MaxOutputTokens)},
+		{max(c.PromptTokens, c.PromptMax, c.PrefixTokens) > MaxPromptTokens, fmt.Sprintf("--prompt-tokens %d (max %d): want at most %d", c.PromptTokens, c.PromptMax, MaxPromptTokens)},
+		{c.PrefixCount > MaxRequests, fmt.Sprintf("--prefix-count %d: want at most %d", c.PrefixCount, MaxRequests)},
+		{c.MaxRequests > MaxRequests, fmt.Sprintf("--max-requests %d: want at most %d", c.MaxRequests, MaxRequests)},
+		{c.MinSamples > MaxRequests, fmt.Sprintf("min samples %d (compare.min_samples): want at most %d", c.MinSamples, MaxRequests)},
+		{o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration, fmt.Sprintf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)},
+		{over(c.MaxDuration), fmt.Sprintf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)},
+		{over(c.TimeBudget), fmt.Sprintf("--time-budget %v: want at most %v", time.Duration(c.TimeBudget), MaxDuration)},
+		{over(c.MaxRungDuration), fmt.Sprintf("--max-rung-duration %v: want at most %v", time.Duration(c.MaxRungDuration), MaxDuration)},
 	}
-	return boundedTimes(o, c)
 }
 
-// boundedTimes checks the durations of a load against MaxDuration.
-func boundedTimes(o Options, c results.LoadConfig) error {
-	switch {
-	case o.RequestTimeout < 0 || o.RequestTimeout > MaxDuration:
-		return fmt.Errorf("--request-timeout %v: want more than 0 and at most %v", o.RequestTimeout, MaxDuration)
-	case time.Duration(c.MaxDuration) > MaxDuration:
-		return fmt.Errorf("--max-duration %v: want at most %v", time.Duration(c.MaxDuration), MaxDuration)
-	case time.Duration(c.TimeBudget) > MaxDuration:
-		return fmt.Errorf("--time-budget %v: want at most %v", time.Duration(c.TimeBudget), MaxDuration)
-	case time.Duration(c.MaxRungDuration) > MaxDuration:
-		return fmt.Errorf("--max-rung-duration %v: want at most %v", time.Duration(c.MaxRungDuration), MaxDuration)
-	}
+// warmupBounded checks --warmup's syntax and bounds.
+func warmupBounded(c results.LoadConfig) error {
 	n, d, err := parseWarmup(c.Warmup)
-	switch {
-	case err != nil:
-		return err
-	case n > MaxRequests || d > MaxDuration:
-		return fmt.Errorf("--warmup %q: want at most %d requests or %v", c.Warmup, MaxRequests, MaxDuration)
+	if err == nil && (n > MaxRequests || d > MaxDuration) {
+		err = fmt.Errorf("--warmup %q: want at most %d requests or %v", c.Warmup, MaxRequests, MaxDuration)
 	}
-	return nil
+	return err
 }
 
 // parseWarmup reads "N" (requests) or a duration like "5s".
@@ -332,11 +307,9 @@ func ensureNoFile(need uint64) error {
 }
 
 // MemoryLimit is the soft Go memory limit a client with streams in flight wants: 64 MiB + 48 KiB per
-// stream (the measured cost of a stream with its connection), never below 256 MiB, so a small run
-// keeps ample headroom and the limit never makes the GC work hard enough to slow the client. Without
-// one, with thousands of streams on a busy client, the GC lets garbage from parsed chunks pile up to
-// several times the live heap. The load generator does not set it: a library leaves process-wide
-// runtime settings to the program, which knows how many Runs it starts at once (see Streams).
+// stream (the measured cost of a stream with its connection), at least 256 MiB so the GC never works
+// hard enough to slow the client. Without one, thousands of streams let garbage from parsed chunks
+// pile up to several times the live heap. The program sets it: it knows how many Runs it starts.
 func MemoryLimit(streams int) int64 { return max(256<<20, int64(64<<20+streams*48<<10)) }
 
 // Streams is the most requests a Run of o holds in flight at once (what MemoryLimit is sized by).
@@ -347,13 +320,10 @@ func Preflight(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	u := results.JoinURL(o.URL, "/v1/models")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := newRequest(ctx, http.MethodGet, u, apiKey(o.APIKeyEnv), nil)
 	u = results.RedactURLs(u) // what the messages below show
 	if err != nil {
 		return fmt.Errorf("--url %q: %v", results.RedactURLs(o.URL), err)
-	}
-	if k := apiKey(o.APIKeyEnv); k != "" {
-		req.Header.Set("Authorization", "Bearer "+k)
 	}
 	resp, err := (&http.Client{CheckRedirect: noRedirects}).Do(req)
 	if err != nil {
@@ -396,10 +366,9 @@ func Preflight(ctx context.Context, o Options) error {
 // maxListedModels bounds the served models a preflight error names: the server's words, one line.
 const maxListedModels = 10
 
-// Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly and
-// returns what was measured with Interrupted set. Errors before any load (bad options, calibration)
-// return a nil Load; errors after load started return the Load too, with Error set. The setup
-// (prompt calibration, parameter negotiation) is bounded by the drain bound, each rung by its
+// Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly with
+// Interrupted set. Errors before any load (bad options, calibration) return a nil Load; later errors
+// return the Load too, with Error set. The setup is bounded by the drain bound, each rung by its
 // duration and drain. Neither the error nor the Load holds the API key, whatever the server echoed.
 func Run(ctx context.Context, o Options) (*results.Load, error) {
 	l, err := run(ctx, o)
@@ -458,11 +427,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	att := ex.profile(ctx, 1)
 	l.Runs, l.Saturation = att.runs, att.sat
 	if cfg.Workload == WorkloadLongContext {
-		conc := cfg.Concurrency
-		if cfg.Profile == kindSynchronous {
-			conc = 1
-		}
-		l.Context = contextSummary(att.runs, conc, cfg.OutputTokens, ex.kvTokens)
+		l.Context = contextSummary(att.runs, slots(o, cfg), cfg.OutputTokens, ex.kvTokens)
 	}
 	att = ex.retryUnsaturated(ctx, l, att)
 	l.Error = att.err
@@ -490,8 +455,8 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, nil
 }
 
-// openClient makes the load's client: its HTTP client and its reader (the event loop or
-// net/http's, pickReader). Its close function is to be called however it returned.
+// openClient makes the load's client and its reader (pickReader). Its close function is to be called
+// however it returned.
 func openClient(o Options, cfg results.LoadConfig) (*client, *rxStatus, func(), error) {
 	chat := cfg.API == "chat"
 	path := "/v1/completions"
@@ -567,8 +532,8 @@ func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, 
 	return sc, func() { stopScrape(); wg.Wait() }
 }
 
-// retryUnsaturated runs a sweep that came out unsaturated once more (RetryUnsaturated), when the
-// time budget leaves room for it, and keeps the better of the two curves.
+// retryUnsaturated reruns an unsaturated sweep once (RetryUnsaturated) when the time budget leaves
+// room, and keeps the better curve.
 func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att attempt) attempt {
 	o := ex.o
 	rerun := ex.cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
@@ -621,9 +586,8 @@ func logf(w io.Writer, format string, args ...any) {
 	}
 }
 
-// prompts builds the prompt source and says how lengths were made exact: a local tokenizer.json when
-// there is one (with the server's template tokens added, see withLocal), else the server's /tokenize
-// when it has one, else a fit from usage.prompt_tokens.
+// prompts builds the prompt source and says how lengths were made exact: a local tokenizer.json
+// (withLocal), else the server's /tokenize, else a fit from usage.prompt_tokens.
 func prompts(ctx context.Context, cfg results.LoadConfig, salt uint64, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
 	if cfg.Data != "synthetic" {
 		f, err := dataset.Load(cfg.Data)
@@ -660,10 +624,9 @@ func calibrated(ctx context.Context, s *dataset.Synthetic, chat bool, local *dat
 }
 
 // withLocal calibrates s with a local tokenizer.json, then measures what the server counts beyond it
-// (the chat template, a BOS): the local file cannot apply the template, so for chat exactness comes
-// from the server's /tokenize, else from usage.prompt_tokens (three one-token requests). The result
-// says which. Without either count, completions keep the post_processor's special tokens and chat
-// prompts are exact in their text only, which the result says too.
+// (the chat template, a BOS), which the local file cannot apply: by /tokenize, else by
+// usage.prompt_tokens. Without either count, completions keep the post_processor's special tokens and
+// chat prompts are exact in their text only. The result says which.
 func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (string, error) {
 	label := tokensLocal + " (" + local.Path + ")"
 	if err := s.Calibrate(ctx, local); err != nil {
@@ -695,8 +658,7 @@ func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *data
 }
 
 // localTokenizer loads --tokenizer (an error when it does not load), else the cached tokenizer.json
-// when there is one and it loads (a kind this build does not read, SentencePiece say, is logged and
-// left to the server), else returns nil.
+// when it loads (one this build cannot read, SentencePiece say, is logged), else returns nil.
 func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 	if o.TokenizerPath != "" {
 		t, err := dataset.LoadTokenizer(o.TokenizerPath)
@@ -741,8 +703,7 @@ type executor struct {
 	lastCPU  float64   // the last rung's CPU use, as a share of all cores
 	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
 	counts   map[string]int
-	// What the earlier rungs of a sweep measured, to size the later ones by (plan.go), and the
-	// synchronous rung's sustained rate (the ladder's foot).
+	// What the earlier sweep rungs measured (plan.go), and the synchronous rung's sustained rate.
 	tempo         tempo
 	syncRate      float64
 	lastProbeTime time.Duration // the last steady probe's time per request
@@ -750,13 +711,11 @@ type executor struct {
 	started       int           // rungs (and blocks) started so far (for OnRung)
 	// The rungs planned from a measured pace: the time they were planned for, and took (drift).
 	plannedFor, took time.Duration
-	// blocks are the sweep's synchronous blocks run so far (blocks.go); blocksLeft is how many are
-	// still to run after the one running (their time is kept out of what the plan may spend).
+	// blocks are the synchronous blocks run so far (blocks.go); blocksLeft those still to run.
 	blocks     []syncBlock
 	blocksLeft int
 	prefix     prefixExpect // what an ideal prefix cache would hold of what was sent
-	// A context ladder's bounds: the server's context length for the model (0: not said) and its
-	// KV-cache size in tokens (0: not said).
+	// A context ladder's bounds: the model's context length and KV-cache tokens (0: not said).
 	modelLen, kvTokens int
 }
 
@@ -785,17 +744,16 @@ func (ex *executor) newSpec(kind string, conc int, rate float64) rungSpec {
 	return s
 }
 
-// tail bounds the drain of a sweep rung whose latencies are not gated (the probes and the constant
-// rungs): their throughput counts the tokens streamed inside the window, so requests still in flight
-// at its end need not finish. A slow engine's requests can last minutes: waiting for them would
-// double the sweep and measure nothing more.
+// tail bounds the drain of a sweep rung whose latencies are not gated (probes, constant rungs): their
+// throughput counts tokens streamed inside the window, and waiting for a slow engine's requests
+// would double the sweep and measure nothing more.
 func (ex *executor) tail(s rungSpec) rungSpec {
 	s.Drain = min(s.Drain, max(sweepTail, s.Duration/4))
 	return s
 }
 
-// RungTime is the planned length of one sweep rung after the synchronous one (its max_duration and
-// the most its drain takes), for progress estimates; the synchronous rung runs until its samples.
+// RungTime is the planned length of one sweep rung after the synchronous one (max_duration and its
+// longest drain), for progress estimates.
 func RungTime(c results.LoadConfig) time.Duration {
 	d := time.Duration(Defaults(c).MaxDuration)
 	return d + max(sweepTail, d/4)
@@ -846,8 +804,7 @@ func (ex *executor) one(ctx context.Context, a *attempt, s rungSpec, n int) resu
 	return run
 }
 
-// account marks the records as attempt n's and adds them to the load-wide tallies: the output
-// count sources, the client lags and the socket waits.
+// account marks the records as attempt n's and adds them to the load-wide tallies.
 func (ex *executor) account(recs []*Record, n int) {
 	if ex.counts == nil {
 		ex.counts = map[string]int{}
@@ -866,9 +823,8 @@ func (ex *executor) account(recs []*Record, n int) {
 	}
 }
 
-// probeTime is the time a request takes at a probe's load, as far as the earlier rungs tell: at
-// least a request's time alone, and at least the last steady probe's (a higher concurrency only
-// makes each request slower).
+// probeTime is a request's time at a probe's load: at least its time alone, and at least the last
+// steady probe's (a higher concurrency only makes each request slower).
 func (ex *executor) probeTime() time.Duration { return max(ex.tempo.alone, ex.lastProbeTime) }
 
 // tempoAt is the tempo with best as the best steady probe.
@@ -880,14 +836,13 @@ func (ex *executor) tempoAt(best results.Run) tempo {
 	return p
 }
 
-// ladderRange is the constant rates' range from the best probe: from the synchronous rung's rate to
-// kneeOvershoot × the probe's.
+// ladderRange is the constant rates' range: the synchronous rate to kneeOvershoot × the best probe's.
 func (ex *executor) ladderRange(best results.Run) (lo, hi float64) {
 	return ex.syncRate, max(kneeOvershoot*ex.rungRate(best), ex.syncRate)
 }
 
-// guess is n rungs of the length RungTime plans, at least a request's time alone and a half (an
-// open loop's ramp and its flat part): the plan before the probe measured the engine's pace.
+// guess is n rungs of RungTime, at least a request's time alone and a half (an open loop's ramp and
+// its flat part): the plan before the probe measured the engine's pace.
 func (ex *executor) guess(n int) []rungSpec {
 	g := make([]rungSpec, n)
 	for i := range g {
@@ -896,15 +851,15 @@ func (ex *executor) guess(n int) []rungSpec {
 	return g
 }
 
-// aloneTime is a full-length request's time at concurrency 1 from the synchronous rung: its mean
-// TTFT and time per output token (its requests may have asked for fewer tokens, see shortLen).
+// aloneTime is a full-length request's time at concurrency 1 from the synchronous rung's mean TTFT
+// and TPOT (its requests may have asked for fewer tokens, see shortLen).
 func aloneTime(sync results.Run, outTokens int) time.Duration {
 	ms := sync.TTFT.Mean + sync.TPOT.Mean*float64(max(outTokens-1, 0))
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
-// reqTime is a steady closed-loop rung's time per request by Little's law: its concurrency over its
-// sustained rate (which counts every token streamed, so it holds when few requests completed).
+// reqTime is a steady closed-loop rung's time per request by Little's law: concurrency over sustained
+// rate (which counts every token streamed, so it holds when few requests completed).
 func (ex *executor) reqTime(r results.Run) time.Duration {
 	rate := ex.rungRate(r)
 	if rate <= 0 || r.Concurrency <= 0 {
@@ -920,12 +875,8 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	switch {
 	case c.Workload == WorkloadLongContext:
 		ex.contextLadder(ctx, &a, n)
-	case c.Profile == kindSynchronous:
-		ex.one(ctx, &a, ex.spec(kindSynchronous, 1, 0), n)
-	case c.Profile == kindConcurrency:
-		ex.one(ctx, &a, ex.spec(kindConcurrency, c.Concurrency, 0), n)
-	case c.Profile == kindThroughput:
-		ex.one(ctx, &a, ex.spec(kindThroughput, c.MaxConcurrency, 0), n)
+	case slices.Contains(closedLoop, c.Profile):
+		ex.one(ctx, &a, ex.spec(c.Profile, slots(ex.o, c), 0), n)
 	case c.Profile == kindConstant, c.Profile == kindPoisson:
 		ex.one(ctx, &a, ex.spec(c.Profile, 0, c.Rate), n)
 	case c.Profile == kindTrace:
@@ -947,21 +898,19 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	return a
 }
 
-// broken reports a rung with no successful request that was not merely over capacity: one whose
-// requests streamed tokens but were still running when the rung ended (incomplete) is over capacity, a
-// finding (Knee.PastKnee), never an error: a slow engine is measured, not failed. One whose requests
-// all failed, or that streamed nothing, is broken.
+// broken reports a rung with no successful request that was not merely over capacity (requests that
+// streamed but were still running at its end: a finding, Knee.PastKnee, never an error). One whose
+// requests all failed, or that streamed nothing, is broken.
 func broken(r results.Run) bool {
 	return r.Requests.Successful == 0 && (r.Requests.Streamed == 0 || r.Requests.Incomplete == 0)
 }
 
 // sweep: synchronous (sized by completions) -> throughput probe (max concurrency), raised to the knee
 // (findKnee) -> n constant rungs at sync + (top − sync) × i / n, i = 1..n, then the saturation
-// analysis. top = kneeOvershoot × the best probe's rate, so that the ladder's top rungs show the
-// plateau; n is Rates, or fewer (at least minRates) when their planned lengths would pass
-// load.time_budget (ladder). Rates are sustained rates (see rungRate). The probes and constant
-// rungs are measured in their steady state, each sized from what the earlier ones measured
-// (steady). Only a rung that measured nothing (broken) ends a sweep early.
+// analysis. top = kneeOvershoot × the best probe's rate, so that the top rungs show the plateau; n
+// is Rates, or fewer when the time budget says so (ladder). Rates are sustained rates (rungRate).
+// Probes and constant rungs are measured in their steady state (steady). Only a rung that measured
+// nothing (broken) ends a sweep early.
 func (ex *executor) sweep(ctx context.Context, a *attempt, n int) {
 	c := ex.cfg
 	ex.blocks = nil
@@ -1051,12 +1000,10 @@ func joinNote(a, b string) string {
 }
 
 // rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷
-// output tokens per request, as sustained req/s is defined. Counting completions instead under-reads
-// a window not much longer than a request (none finish during the first E2E), and a ladder placed
-// too low looks unsaturated. The tokens per request are the profile's output length when the rung
-// completed none (over capacity: every request asks for that many) or when it shortened some (the
-// synchronous rung's TTFT samples), else the completed requests' mean. With no tokens it falls back
-// to concurrency ÷ mean E2E.
+// output tokens per request. Counting completions instead under-reads a window not much longer than
+// a request, and a ladder placed too low looks unsaturated. Tokens per request: the profile's output
+// length when the rung completed none or shortened some (shortLen), else the completed requests'
+// mean. With no tokens it falls back to concurrency ÷ mean E2E.
 func (ex *executor) rungRate(r results.Run) float64 {
 	per := r.MeanOutputTokens
 	if r.Requests.Successful == 0 || (r.Sizing != nil && r.Sizing.ShortRequests > 0) || per <= 0 {
@@ -1081,16 +1028,11 @@ func peak(runs []results.Run) float64 {
 
 // fillTotals sets the load-wide figures: peak and sustained throughput, burst rate, client check.
 func fillTotals(l *results.Load, a attempt, lags []float64, cpu, wall time.Duration) {
-	best := -1
-	for i, r := range l.Runs {
-		if best < 0 || r.OutputTokS > l.Runs[best].OutputTokS {
-			best = i
-		}
-	}
-	if best >= 0 {
-		l.PeakOutputTokS = l.Runs[best].OutputTokS
-		m := l.Runs[best].MeanOutputTokens
-		if l.Runs[best].Requests.Successful == 0 || m <= 0 {
+	if len(l.Runs) > 0 {
+		best := slices.MaxFunc(l.Runs, func(a, b results.Run) int { return cmp.Compare(a.OutputTokS, b.OutputTokS) })
+		l.PeakOutputTokS = best.OutputTokS
+		m := best.MeanOutputTokens
+		if best.Requests.Successful == 0 || m <= 0 {
 			m = float64(l.Config.OutputTokens) // none completed: each asked for the profile's length
 		}
 		if m > 0 {

@@ -80,14 +80,11 @@ func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out a
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	req, err := newRequest(ctx, http.MethodPost, url, key, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return err

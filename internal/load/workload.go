@@ -300,13 +300,9 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 		a.err = fmt.Sprintf("long-context: the engine's context length is unknown or too short for %d output tokens: give --context-max (load.context_max)", ex.cfg.OutputTokens)
 		return
 	}
-	kind, conc := ex.cfg.Profile, max(ex.cfg.Concurrency, 1)
-	if kind == kindSynchronous {
-		conc = 1
-	}
-	bound := 0
+	conc, bound := slots(ex.o, ex.cfg), 0
 	for _, l := range contextRungs(ex.cfg.PromptTokens, top) {
-		s := ex.spec(kind, conc, 0)
+		s := ex.spec(ex.cfg.Profile, conc, 0)
 		s.PromptTokens = l
 		before := ex.sc.counters(ctx)
 		ex.one(ctx, a, s, n)
