@@ -183,6 +183,4 @@ func capLines(lines []string, what string) []string {
 func Count(n int) string { return fleetview.Thousands(fmt.Sprint(n)) }
 
 // Pct writes a signed percentage: "-15.2 %", "+1.9 %".
-func Pct(v float64) string {
-	return fmt.Sprintf("%+.1f %%", v)
-}
+func Pct(v float64) string { return fmt.Sprintf("%+.1f %%", v) }

@@ -1,6 +1,7 @@
 package term
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -54,7 +55,7 @@ func renderInventory(w io.Writer, h *results.Health) {
 		if r := g.RemappedRows; r != nil {
 			remap = fmt.Sprintf("%s/%s", yesNo(r.Pending), yesNo(r.Failure))
 		}
-		ev := orDefault(strings.Join(g.ClockEvents.Names, ","), "none")
+		ev := cmp.Or(strings.Join(g.ClockEvents.Names, ","), "none")
 		fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%.1f GiB\tgen%d x%d / gen%d x%d\t%s / %s\t%s / %s\t%s\t%s / %s\t%s\t%s (%#x)\n",
 			g.Index, g.Name, g.PCIBusID, numa, float64(g.MemoryTotalMiB)/1024,
 			g.PCIe.GenCurrent, g.PCIe.WidthCurrent, g.PCIe.GenMax, g.PCIe.WidthMax,
@@ -102,22 +103,19 @@ func renderBench(w io.Writer, h *results.Health) {
 }
 
 func renderBurn(w io.Writer, h *results.Health) {
-	var rows []results.GPUHealth
-	for _, gh := range h.GPUs {
-		if gh.Burn != nil {
-			rows = append(rows, gh)
-		}
-	}
-	if len(rows) == 0 {
+	if !slices.ContainsFunc(h.GPUs, func(gh results.GPUHealth) bool { return gh.Burn != nil }) {
 		return
 	}
 	fmt.Fprintf(w, "\nBurn (BF16 GEMM flat out, telemetry every second)\n")
 	t := Columns(w)
 	fmt.Fprintln(t, "GPU\tDURATION\tTFLOP/s\tRESULTS CHECKED / WRONG\tSAMPLES\tPOWER MEAN / MAX / LIMIT\tMIN SM CLK\tMAX TEMP\tREASONS SEEN\tERROR")
-	for _, gh := range rows {
+	for _, gh := range h.GPUs {
 		b := gh.Burn
-		reasons := orDefault(strings.Join(b.ReasonsSeen, ","), "none")
-		fmt.Fprintf(t, "%d\t%s\t%.1f\t%s\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, durationOf(b.Duration), b.TFLOPS, checkCell(b.Check), len(b.Samples),
+		if b == nil {
+			continue
+		}
+		reasons := cmp.Or(strings.Join(b.ReasonsSeen, ","), "none")
+		fmt.Fprintf(t, "%d\t%s\t%.1f\t%s\t%d\t%.0f / %.0f / %.0f W\t%d MHz\t%d °C\t%s\t%s\n", gh.GPU.Index, time.Duration(b.Duration), b.TFLOPS, checkCell(b.Check), len(b.Samples),
 			b.PowerMeanW, b.PowerMaxW, b.PowerLimitW, b.MinSMClockMHz, b.MaxTempC, reasons, dash(b.Error))
 	}
 	t.Flush()
@@ -160,7 +158,7 @@ func renderCompare(w io.Writer, h *results.Health) {
 				row += "\t-"
 			}
 		}
-		fmt.Fprintf(t, "%s\t%.1f %%\t%s\n", row, worst, orDefault(strings.Join(flagged, ", "), "none"))
+		fmt.Fprintf(t, "%s\t%.1f %%\t%s\n", row, worst, cmp.Or(strings.Join(flagged, ", "), "none"))
 	}
 	t.Flush()
 }
@@ -226,8 +224,6 @@ func renderFlags(w io.Writer, h *results.Health) {
 	}
 }
 
-func durationOf(d results.Duration) string { return fmt.Sprint(time.Duration(d)) }
-
 func clip(s string, n int) string {
 	if len([]rune(s)) > n {
 		return string([]rune(s)[:n]) + "…"
@@ -235,7 +231,7 @@ func clip(s string, n int) string {
 	return dash(s)
 }
 
-func dash(s string) string { return orDefault(s, "-") }
+func dash(s string) string { return cmp.Or(s, "-") }
 
 func yesNo(b bool) string {
 	if b {

@@ -1,6 +1,7 @@
 package term
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -65,7 +66,7 @@ func Load(w io.Writer, l *results.Load) {
 			fmt.Fprintf(w, "the sweep was unsaturated and ran twice; attempt %d is kept\n", l.KeptAttempt)
 		}
 	}
-	fmt.Fprintf(w, "prompt lengths: %s; output counts: %s\n", l.TokenCounts, orDefault(l.OutputCounts, "none"))
+	fmt.Fprintf(w, "prompt lengths: %s; output counts: %s\n", l.TokenCounts, cmp.Or(l.OutputCounts, "none"))
 	if len(l.DroppedParams) > 0 {
 		fmt.Fprintf(w, "the endpoint refused %s: not sent\n", strings.Join(l.DroppedParams, ", "))
 	}
@@ -91,13 +92,6 @@ func Load(w io.Writer, l *results.Load) {
 	if l.Error != "" {
 		fmt.Fprintf(w, "error: %s\n", l.Error)
 	}
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // cpuWaits lists each rung's CPU wait as get reads it ("" when none was read).

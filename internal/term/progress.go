@@ -248,10 +248,10 @@ func (p *Progress) status() string {
 // rungs at SetRungTime's length.
 func (p *Progress) unitTime() time.Duration {
 	var sum time.Duration
-	n := 0
 	for _, d := range p.took {
-		sum, n = sum+d, n+1
+		sum += d
 	}
+	n := len(p.took)
 	for u, pl := range p.plans {
 		if _, on := p.active[u]; on {
 			sum, n = sum+pl.at.Sub(pl.began)+pl.left, n+1
