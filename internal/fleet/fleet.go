@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -147,6 +148,15 @@ func OrDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// AbsPath is p made absolute (as it is when that fails): a manifest's local_out is read by a
+// `gpuvet clean` started from any folder.
+func AbsPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // ErrNothingMade is what a host's Cleanup returns when the run made nothing there (it never

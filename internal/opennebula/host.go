@@ -91,7 +91,7 @@ func (h *VMHost) Provision(ctx context.Context) error {
 	// The run folder in the VM is an object of its own: `gpuvet clean` of a killed run collects
 	// its partial results from it before the VM (and its disk) goes.
 	h.dir = fleet.Object{Kind: ssh.ObjectKind, Name: h.Job.RemoteDir, Host: ssh.Address(t), Via: t.Host,
-		LocalOut: ssh.AbsPath(h.Job.LocalOut), KnownHosts: ssh.AbsPath(h.SSHOpts.KnownHosts[0]), On: h.Spec.Name}
+		LocalOut: fleet.AbsPath(h.Job.LocalOut), KnownHosts: fleet.AbsPath(h.SSHOpts.KnownHosts[0]), On: h.Spec.Name}
 	if len(t.IdentityFiles) == 1 {
 		h.dir.Identity = t.IdentityFiles[0]
 	}

@@ -136,16 +136,12 @@ func cleanResumed(ctx context.Context, s Runner, o fleet.Object, m *fleet.Manife
 	if !ok {
 		return nil // resumed by a later run, or forgotten: nothing of gpuvet's to put back
 	}
-	out, err := s.Run(ctx, "scontrol", "-o", "show", "node", o.Name)
+	n, err := showNode(ctx, s, o.Name)
 	if err != nil {
 		return err
 	}
-	ns, err := ParseNodes(out)
-	if err != nil || len(ns) != 1 {
-		return fmt.Errorf("reading node %s: %v", o.Name, err)
-	}
-	if ns[0].Drained() {
-		say(fmt.Sprintf("node %s: drained already (%q): left as it is", o.Name, ns[0].Reason))
+	if n.Drained() {
+		say(fmt.Sprintf("node %s: drained already (%q): left as it is", o.Name, n.Reason))
 		return nil
 	}
 	if _, err := s.Run(ctx, "scontrol", "update", "nodename="+o.Name, "state=drain", "reason="+rec.Reason); err != nil {

@@ -265,15 +265,10 @@ func resumedObj(node string, resv *fleet.Object) fleet.Object {
 // drainIfFree drains a node unless someone else drained it during the run (their drain stays);
 // it says which.
 func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) (string, error) {
-	out, err := f.Slurm.Run(ctx, "scontrol", "-o", "show", "node", node)
+	n, err := showNode(ctx, f.Slurm, node)
 	if err != nil {
-		return "", err
-	}
-	ns, err := ParseNodes(out)
-	if err != nil || len(ns) != 1 {
 		return "", fmt.Errorf("reading the node before draining it: %v", err)
 	}
-	n := ns[0]
 	d, err := ReadDrains(f.StateDir)
 	if err != nil {
 		return "", err

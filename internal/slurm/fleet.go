@@ -143,7 +143,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	for _, n := range use {
 		f.vetted[n.Name] = true
 		h := &Host{node: n, f: f, bin: bin, dir: filepath.Join(runDir, fleet.Safe(n.Name)),
-			localOut: absPath(filepath.Join(r.Out, fleet.HostsDir, fleet.Safe(n.Name)))}
+			localOut: fleet.AbsPath(filepath.Join(r.Out, fleet.HostsDir, fleet.Safe(n.Name)))}
 		if _, ok := f.resumed[n.Name]; ok {
 			h.reservation = resv
 		}
@@ -328,12 +328,3 @@ func DeleteReservation(ctx context.Context, s Runner, name string) error {
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
-
-// absPath is p made absolute (as it is when that fails): the manifest's local_out is read by a
-// `gpuvet clean` started from any folder.
-func absPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
-}

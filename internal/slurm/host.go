@@ -124,7 +124,7 @@ func (h *Host) Provision(ctx context.Context) error {
 func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	j, err := h.wait(ctx)
 	h.follow.rest(filepath.Join(h.dir, "slurm-"+h.jobID+".out"), func(l string) { h.f.say("[" + h.node.Name + "] " + l) })
-	s, cerr := h.collect()
+	s, cerr := Collect(filepath.Join(h.dir, "out"), h.localOut)
 	if err != nil {
 		return s, err
 	}
@@ -226,13 +226,8 @@ func ShowJob(ctx context.Context, s Runner, id string) (Job, bool, error) {
 	return j, false, err
 }
 
-// collect moves the node's results into --out/hosts/NODE (copied when they are on another file
-// system) and reads its summary.
-func (h *Host) collect() (*results.Summary, error) {
-	return Collect(filepath.Join(h.dir, "out"), h.localOut)
-}
-
-// Collect moves a node's output folder src to dst and reads its summary.json.
+// Collect moves a node's output folder src to dst (--out/hosts/NODE; copied when it is on another
+// file system) and reads its summary.json.
 func Collect(src, dst string) (*results.Summary, error) {
 	if _, err := os.Stat(src); err != nil {
 		return nil, err
@@ -278,7 +273,7 @@ func (h *Host) Cleanup(ctx context.Context) error {
 		if err := Cancel(ctx, h.f.Slurm, h.jobID); err != nil {
 			return err
 		}
-		if s, err := h.collect(); err == nil && s != nil {
+		if s, err := Collect(filepath.Join(h.dir, "out"), h.localOut); err == nil && s != nil {
 			h.f.say(fmt.Sprintf("%s: job %s cancelled; its partial results are in %s", h.node.Name, h.jobID, h.localOut))
 		}
 	}

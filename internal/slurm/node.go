@@ -67,16 +67,25 @@ func nodeState(ctx context.Context, s Runner, stateDir, node string) (Node, stri
 	if err != nil {
 		return Node{}, "", nil, err
 	}
-	out, err := s.Run(ctx, "scontrol", "-o", "show", "node", node)
+	n, err := showNode(ctx, s, node)
 	if err != nil {
 		return Node{}, "", nil, err
 	}
+	d, err := ReadDrains(stateDir)
+	return n, ClusterName(cfg), d, err
+}
+
+// showNode reads one node (scontrol -o show node NAME).
+func showNode(ctx context.Context, s Runner, node string) (Node, error) {
+	out, err := s.Run(ctx, "scontrol", "-o", "show", "node", node)
+	if err != nil {
+		return Node{}, err
+	}
 	ns, err := ParseNodes(out)
 	if err != nil || len(ns) != 1 {
-		return Node{}, "", nil, fmt.Errorf("node %s: %v (scontrol show node)", node, err)
+		return Node{}, fmt.Errorf("node %s: %v (scontrol show node)", node, err)
 	}
-	d, err := ReadDrains(stateDir)
-	return ns[0], ClusterName(cfg), d, err
+	return ns[0], nil
 }
 
 // NodeHealth is backend slurm's hook on its own node: `gpuvet health --slurm-drain` as slurmd's

@@ -275,15 +275,7 @@ var clusterRe = regexp.MustCompile(`^[A-Za-z0-9_.-]{0,64}$`)
 func ValidJobID(s string) bool { return jobIDRe.MatchString(s) }
 
 // ParseHostnames reads `scontrol show hostnames EXPR`: one name a line.
-func ParseHostnames(out string) []string {
-	var names []string
-	for _, l := range strings.Split(out, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			names = append(names, l)
-		}
-	}
-	return names
-}
+func ParseHostnames(out string) []string { return strings.Fields(out) }
 
 // ClusterName reads ClusterName from `scontrol show config` ("ClusterName             = x").
 func ClusterName(out string) string {

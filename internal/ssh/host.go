@@ -65,7 +65,7 @@ func (h *Host) Provision(ctx context.Context) error {
 	}
 	h.client = c
 	h.obj = fleet.Object{Kind: ObjectKind, Name: h.Job.RemoteDir, Host: Address(h.Target), Via: h.Target.Name,
-		LocalOut: AbsPath(h.Job.LocalOut)}
+		LocalOut: fleet.AbsPath(h.Job.LocalOut)}
 	if len(h.Target.IdentityFiles) == 1 {
 		h.obj.Identity = h.Target.IdentityFiles[0]
 	}
@@ -187,14 +187,6 @@ type Runner struct{ C *gossh.Client }
 // Run runs script in a new session and returns its stdout.
 func (r Runner) Run(ctx context.Context, script string) (string, error) {
 	return output(ctx, r.C, script)
-}
-
-// AbsPath is p made absolute (as it is when that fails): manifests name files from anywhere.
-func AbsPath(p string) string {
-	if a, err := filepath.Abs(p); err == nil {
-		return a
-	}
-	return p
 }
 
 // Address is how the manifest names a host: user@host:port, enough for `gpuvet clean` to reach it.
