@@ -189,27 +189,23 @@ func gpuHealth(g results.GPUHealth) (results.Status, []string) {
 				continue
 			}
 			st = results.Worse(st, results.StatusInconclusive)
-			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", clipText(b.what, 300), b.layer, results.ActionWords[actionFor(b.layer)]))
+			why = append(why, notProven(clipText(b.what, 300), b.layer, actionFor(b.layer)))
 		}
 	}
 	for _, f := range g.Flags {
-		if s, ok := gpuFlagStatus(f); ok {
-			st = results.Worse(st, s)
+		if results.GPULayer(f.Layer) {
+			st = results.Worse(st, flagStatus(f))
 		} else {
 			st = results.Worse(st, results.StatusInconclusive)
-			why = append(why, fmt.Sprintf("not proven: %s (the %s's: %s)", f.Reason, f.Layer, results.ActionWords[f.Action]))
+			why = append(why, notProven(f.Reason, f.Layer, f.Action))
 		}
 	}
 	return st, why
 }
 
-// gpuFlagStatus is what a flag makes of its GPU when it is evidence about it (ok): failed for a
-// finding that fails it, flag otherwise.
-func gpuFlagStatus(f results.Flag) (results.Status, bool) {
-	if !results.GPULayer(f.Layer) {
-		return "", false
-	}
-	return flagStatus(f), true
+// notProven is why a finding of a layer other than the GPU's leaves the GPU not proven.
+func notProven(what, layer, action string) string {
+	return fmt.Sprintf("not proven: %s (the %s's: %s)", what, layer, results.ActionWords[action])
 }
 
 // gpuServing is the verdict an endpoint gives its GPUs on GPU evidence: its GPU and interconnect
@@ -225,30 +221,30 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 		st = results.StatusOK
 	}
 	var why []string
-	notProven := func(layer, what, action string) {
+	unproven := func(layer, what, action string) {
 		st = results.Worse(st, results.StatusInconclusive)
-		why = appendNew(why, fmt.Sprintf("not proven: %s (the %s's: %s)", clipText(what, 300), layer, results.ActionWords[action]))
+		why = appendNew(why, notProven(clipText(what, 300), layer, action))
 	}
 	for _, f := range ep.Flags {
-		if s, ok := gpuFlagStatus(f); ok {
-			st = results.Worse(st, s)
+		if results.GPULayer(f.Layer) {
+			st = results.Worse(st, flagStatus(f))
 		} else if failingFlag(f) || f.Layer == results.LayerHost || f.Check == CheckAppXIDLoad {
-			notProven(f.Layer, f.Reason, f.Action) // an application-class XID happened on the GPU: a rerun decides
+			unproven(f.Layer, f.Reason, f.Action) // an application-class XID happened on the GPU: a rerun decides
 		}
 	}
 	switch {
 	case ep.Disruption != "":
-		notProven(results.LayerInfra, ep.Disruption+": not the GPU's", results.ActionRerun)
+		unproven(results.LayerInfra, ep.Disruption+": not the GPU's", results.ActionRerun)
 	default:
 		switch l, _, what := endpointBroke(ep); {
 		case results.GPULayer(l):
 			st = results.Worse(st, results.StatusFailed)
 		case l != "":
-			notProven(l, what, actionFor(l))
+			unproven(l, what, actionFor(l))
 		}
 	}
 	if ep.Functional != nil && ep.Functional.Error != "" {
-		notProven(results.LayerEngine, "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
+		unproven(results.LayerEngine, "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
 	}
 	if st == results.StatusOK && undecided(ep) {
 		st = results.StatusInconclusive

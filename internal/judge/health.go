@@ -111,10 +111,8 @@ func Health(h *results.Health, r HealthRules) {
 	h.Comparisons = compareHealth(h, r)
 	for _, c := range h.Comparisons {
 		for _, cell := range c.Values {
-			// A cell names a GPU by its index, not by its place in h.GPUs (indexes need not be 0…n−1).
-			if gi := slices.IndexFunc(h.GPUs, func(g results.GPUHealth) bool { return g.GPU.Index == cell.GPU }); cell.Flagged && gi >= 0 {
-				gh := &h.GPUs[gi]
-				gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckGPUToGPU, Reason: cell.Reason})
+			if gh := gpuAt(h, cell.GPU); cell.Flagged && gh != nil {
+				flagGPU(gh, CheckGPUToGPU, cell.Reason)
 			}
 		}
 	}
@@ -140,6 +138,19 @@ func Health(h *results.Health, r HealthRules) {
 		st = results.Worse(st, results.StatusFailed)
 	}
 	h.Status = st
+}
+
+// gpuAt is h's GPU of index i (nil: none): by index, not by place in h.GPUs (indexes need not be
+// 0…n−1).
+func gpuAt(h *results.Health, i int) *results.GPUHealth {
+	if gi := slices.IndexFunc(h.GPUs, func(g results.GPUHealth) bool { return g.GPU.Index == i }); gi >= 0 {
+		return &h.GPUs[gi]
+	}
+	return nil
+}
+
+func flagGPU(gh *results.GPUHealth, check, reason string) {
+	gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: check, Reason: reason})
 }
 
 func gpuSubject(g results.GPUInfo) string {
@@ -269,9 +280,8 @@ func judgeDCGM(h *results.Health) {
 			continue
 		}
 		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), h.DCGM.Level)
-		if gi := slices.IndexFunc(h.GPUs, func(g results.GPUHealth) bool { return t.GPU != nil && g.GPU.Index == *t.GPU }); gi >= 0 {
-			gh := &h.GPUs[gi] // by index, not by place in the list
-			gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: CheckDCGM, Reason: reason})
+		if t.GPU != nil && gpuAt(h, *t.GPU) != nil {
+			flagGPU(gpuAt(h, *t.GPU), CheckDCGM, reason)
 			continue
 		}
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckDCGM, Reason: reason})

@@ -32,12 +32,8 @@ func judgeInterconnect(h *results.Health, r HealthRules) {
 	if ic == nil {
 		return
 	}
-	byIndex := map[int]*results.GPUHealth{}
-	for i := range h.GPUs {
-		byIndex[h.GPUs[i].GPU.Index] = &h.GPUs[i]
-	}
 	for _, gl := range ic.Links {
-		if gh := byIndex[gl.GPU]; gh != nil {
+		if gh := gpuAt(h, gl.GPU); gh != nil {
 			judgeLinks(gh, gl)
 		}
 	}
@@ -84,9 +80,7 @@ func judgePair(h *results.Health, r HealthRules, p results.GPUPair, hostFlag fun
 
 // judgeLinks flags a GPU's links that are down and error counters that grew.
 func judgeLinks(gh *results.GPUHealth, gl results.GPULinks) {
-	flag := func(check, format string, args ...any) {
-		gh.Flags = append(gh.Flags, results.Flag{Scope: "gpu", Subject: gpuSubject(gh.GPU), Check: check, Reason: fmt.Sprintf(format, args...)})
-	}
+	flag := func(check, format string, args ...any) { flagGPU(gh, check, fmt.Sprintf(format, args...)) }
 	var down []string
 	for _, l := range gl.Links {
 		if !l.Up {

@@ -178,19 +178,26 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		if strings.Contains(v.Reason, CheckEngineFault) || SharedGPU(ep) {
 			continue // the engine's or the host's finding says why
 		}
-		layer, action := results.LayerClient, results.ActionRerun
-		switch {
-		case v.Check == CheckExpected && v.Source == results.SourceNone:
+		layer, action := undecidedLayer(v.Reason), results.ActionRerun
+		if v.Check == CheckExpected && v.Source == results.SourceNone {
 			// No yardstick for this GPU × model × engine: a calibration decides it, not a rerun.
 			layer, action = results.LayerEngine, results.ActionCalibrate
-		case strings.Contains(v.Reason, compare.EngineDrifted): // the engine's speed moved, not the client's
-			layer = results.LayerEngine
-		case strings.Contains(v.Reason, compare.CPUWaitFix): // the host's CPUs starved the engine
-			layer = results.LayerHost
 		}
 		add(layer, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, action)
 	}
 	return out
+}
+
+// undecidedLayer is whose a figure left undecided (why) is: the engine's where its speed drifted,
+// the host's where its CPUs starved the engine, else the client's (too few requests, fell behind).
+func undecidedLayer(why string) string {
+	switch {
+	case strings.Contains(why, compare.EngineDrifted):
+		return results.LayerEngine
+	case strings.Contains(why, compare.CPUWaitFix):
+		return results.LayerHost
+	}
+	return results.LayerClient
 }
 
 // endpointBroke is an endpoint's own breakage (the engine did not serve, or its load measured
@@ -216,24 +223,25 @@ func healthFindings(host string, hh *results.Health) []results.Finding {
 			out = append(out, flagFinding(host, []int{g.GPU.Index}, flagStatus(f), f))
 		}
 		for _, b := range healthBreaks(&g) {
-			st := results.StatusFailed
-			if hh.Disruption != "" {
-				st = results.StatusInconclusive
-			}
-			out = append(out, results.Finding{Layer: b.layer, Status: st, Host: host, GPUs: []int{g.GPU.Index}, Subject: gpuSubject(g.GPU), Check: CheckHealthError,
-				Reason: "the health phase did not finish: " + b.what, Action: actionFor(b.layer)})
+			out = append(out, brokeFinding(b.layer, hh.Disruption, results.Finding{Host: host, GPUs: []int{g.GPU.Index},
+				Subject: gpuSubject(g.GPU), Check: CheckHealthError, Reason: "the health phase did not finish: " + b.what}))
 		}
 	}
 	if hh.Error != "" {
-		st := results.StatusFailed
-		if hh.Disruption != "" {
-			st = results.StatusInconclusive
-		}
-		l := errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost)
-		out = append(out, results.Finding{Layer: l, Status: st, Host: host, Subject: "health", Check: CheckHealthError,
-			Reason: "the health phase did not finish: " + hh.Error, Action: actionFor(l)})
+		out = append(out, brokeFinding(errorLayer(hh.ErrorLayer, hh.Error, results.LayerHost), hh.Disruption, results.Finding{
+			Host: host, Subject: "health", Check: CheckHealthError, Reason: "the health phase did not finish: " + hh.Error}))
 	}
 	return out
+}
+
+// brokeFinding is f, the finding of a phase that broke in layer l, with its status and action: failed,
+// or inconclusive where something outside the hardware stopped it (disruption).
+func brokeFinding(l, disruption string, f results.Finding) results.Finding {
+	f.Layer, f.Status, f.Action = l, results.StatusFailed, actionFor(l)
+	if disruption != "" {
+		f.Status = results.StatusInconclusive
+	}
+	return f
 }
 
 // hostFindings gathers every finding of a host: health, models and endpoints, the host's own flags
@@ -249,12 +257,8 @@ func hostFindings(h *results.Host) []results.Finding {
 			Reason: "no GPUs could be discovered: " + h.Discovery.Error, Action: results.ActionRebootNode})
 	}
 	if h.Error != "" {
-		st, l := results.StatusFailed, errorLayer(h.ErrorLayer, h.Error, results.LayerInfra)
-		if h.Disruption != "" {
-			st = results.StatusInconclusive
-		}
-		out = append(out, results.Finding{Layer: l, Status: st, Host: h.Name, Subject: "host " + h.Name, Check: "host.error",
-			Reason: "the host's run did not finish: " + h.Error, Action: actionFor(l)})
+		out = append(out, brokeFinding(errorLayer(h.ErrorLayer, h.Error, results.LayerInfra), h.Disruption, results.Finding{
+			Host: h.Name, Subject: "host " + h.Name, Check: "host.error", Reason: "the host's run did not finish: " + h.Error}))
 	}
 	if h.Health != nil {
 		out = append(out, healthFindings(h.Name, h.Health)...)
@@ -317,34 +321,20 @@ func undecidedComparisons(host string, m *results.Model) (results.Finding, bool)
 		return results.Finding{}, false
 	}
 	slices.Sort(gpus)
-	f := results.Finding{Layer: results.LayerClient, Status: results.StatusInconclusive, Host: host, GPUs: gpus, Subject: m.Model,
-		Check: checkUndecided, Action: results.ActionRerun}
 	what := fmt.Sprintf("GPU-to-GPU comparison undecided in %d of %d figures (%s)", len(metrics), len(m.Comparisons), strings.Join(metrics, ", "))
-	switch {
-	case client:
-		f.Check = checkClientLimited
+	f := results.Finding{Layer: undecidedLayer(why), Status: results.StatusInconclusive, Host: host, GPUs: gpus, Subject: m.Model,
+		Check: checkUndecided, Reason: what + ": " + why, Action: results.ActionRerun}
+	if client {
+		f.Layer, f.Check = results.LayerClient, checkClientLimited
 		f.Reason = what + ": the load generator fell behind its schedule while it loaded these GPUs at once, so it set the pace, not the GPUs: give gpuvet more CPU, or load fewer GPUs at once (--parallel-gpus), and rerun"
-	case strings.Contains(why, compare.EngineDrifted):
-		f.Layer, f.Reason = results.LayerEngine, what+": "+why
-	case strings.Contains(why, compare.CPUWaitFix): // the host's CPUs starved the engine
-		f.Layer, f.Reason = results.LayerHost, what+": "+why
-	default:
-		f.Reason = what + ": " + why
 	}
 	return f, true
 }
 
 // rollLayers sets a host's layers, its hardware status and the action its hardware findings ask for.
 func rollLayers(h *results.Host, fs []results.Finding) {
-	h.Layers, h.Action, h.HardwareStatus = nil, "", ""
+	h.Layers, h.Action = worstByLayer(fs), ""
 	for _, f := range fs {
-		if f.Host != h.Name {
-			continue
-		}
-		if h.Layers == nil {
-			h.Layers = map[string]results.Status{}
-		}
-		h.Layers[f.Layer] = results.Worse(h.Layers[f.Layer], f.Status)
 		if results.HardwareLayer(f.Layer) && f.Status != results.StatusInconclusive {
 			h.Action = results.MoreDisruptive(h.Action, f.Action)
 		}
@@ -396,12 +386,19 @@ func rollFindings(s *results.Summary) {
 		s.Findings = append(s.Findings, results.Finding{Layer: results.LayerInfra, Status: results.StatusFailed, Subject: "run", Check: "run.error",
 			Reason: s.Error, Action: results.ActionRerun})
 	}
-	for _, f := range s.Findings {
-		if s.Layers == nil {
-			s.Layers = map[string]results.Status{}
+	s.Layers = worstByLayer(s.Findings)
+}
+
+// worstByLayer is the worst status of the findings of each layer (nil: no finding).
+func worstByLayer(fs []results.Finding) map[string]results.Status {
+	var out map[string]results.Status
+	for _, f := range fs {
+		if out == nil {
+			out = map[string]results.Status{}
 		}
-		s.Layers[f.Layer] = results.Worse(s.Layers[f.Layer], f.Status)
+		out[f.Layer] = results.Worse(out[f.Layer], f.Status)
 	}
+	return out
 }
 
 // healthyGPUs are the GPUs of a host whose own health checks ran and passed (no GPU or
