@@ -1,18 +1,16 @@
 // Package kwokplayer plays gpuvet's pods on kwok's fake GPU nodes, fast enough for a thousand of
-// them: kwok runs no container, so something must give each pod the end a real node would. A
-// pod is played by its role label (gpuvet.io/role) and its node, never by its command line:
+// them: kwok runs no container, so something must give each pod the end a real node would. A pod
+// is played by its role label (gpuvet.io/role) and node, never by its command line:
 //   - an engine pod becomes Ready after a while (its readiness probe's answer);
-//   - a Job pod (health, completion check, load, cache populate) gets the log a real one printed,
-//     recorded once from the real in-pod command (testdata/README.md says how), its result
-//     scaled for the node, then ends Succeeded (or Failed);
-//   - injected cases: a straggler node whose serving figures are Slowdown slower, nodes whose
-//     health Job finds GPU 0 computing wrong answers (exit 1 with that result: evidence about a
-//     GPU; one node, or a share of a fleet to trip gpuvet's circuit breaker), a node whose engine
-//     pods never become Ready.
+//   - a Job pod (health, completion check, load, cache populate) gets the log a real one printed
+//     (recorded from the real in-pod command: testdata/README.md), its result scaled for the
+//     node, then ends Succeeded (or Failed);
+//   - injected cases: a straggler node serving Slowdown slower, nodes whose health Job finds GPU 0
+//     computing wrong answers (exit 1: evidence about a GPU; one node, or enough to trip the
+//     circuit breaker), a node whose engine pods never become Ready.
 //
-// No process runs per pod: a played pod costs a few API requests (its log object, one status
-// update) and a file. The pod's log is served by kwok from that file, through kwok's Logs objects
-// (the control plane must run kwok with --enable-crds=Logs, as scripts/k8s-test-env.sh does).
+// No process runs per pod: a played pod costs a few API requests and a file, which kwok serves as
+// its log through its Logs objects (kwok must run with --enable-crds=Logs: scripts/k8s-test-env.sh).
 package kwokplayer
 
 import (
@@ -20,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,7 +78,6 @@ type Player struct {
 	mu      sync.Mutex
 	handled map[types.UID]bool
 	played  map[string]*atomic.Int64 // by role
-	fail    map[string]bool          // Options.FailJobs
 }
 
 var logsGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "logs"}
@@ -99,10 +97,7 @@ func New(o Options) (*Player, error) {
 	if err := os.MkdirAll(o.LogDir, 0o755); err != nil {
 		return nil, err
 	}
-	p := &Player{o: o, handled: map[types.UID]bool{}, played: map[string]*atomic.Int64{}, fail: map[string]bool{}}
-	for _, n := range o.FailJobs {
-		p.fail[n] = true
-	}
+	p := &Player{o: o, handled: map[types.UID]bool{}, played: map[string]*atomic.Int64{}}
 	for _, r := range []string{k8s.RoleEngine, k8s.RoleCache, k8s.RoleHealth, k8s.RoleReady, k8s.RoleLoad} {
 		p.played[r] = &atomic.Int64{}
 	}
@@ -173,7 +168,9 @@ func (p *Player) factor(node, within string) float64 {
 func (p *Player) play(ctx context.Context, pod *corev1.Pod) {
 	node, role := pod.Spec.NodeName, pod.Labels[k8s.LabelRole]
 	rec := p.o.Recorded
+	var log []byte
 	var err error
+	code := 0
 	switch role {
 	case k8s.RoleEngine:
 		if node == p.o.NeverReady {
@@ -183,37 +180,28 @@ func (p *Player) play(ctx context.Context, pod *corev1.Pod) {
 		err = p.setReady(ctx, pod)
 	case k8s.RoleCache:
 		wait(ctx, p.o.Pace.Cache)
-		err = p.complete(ctx, pod, rec.Cache, 0)
+		log = rec.Cache
 	case k8s.RoleHealth:
 		wait(ctx, p.o.Pace.Health)
-		if p.fail[node] { // its GPU 0 computes wrong answers: `gpuvet health` prints it, exits 1
-			var log []byte
-			if log, err = rec.HealthFailedFor(node); err == nil {
-				err = p.complete(ctx, pod, log, 1)
-			}
-			break
+		fail := slices.Contains(p.o.FailJobs, node) // its GPU 0 computes wrong answers: exit 1
+		if fail {
+			code = 1
 		}
-		var log []byte
-		if log, err = rec.HealthFor(node); err == nil {
-			err = p.complete(ctx, pod, log, 0)
-		}
+		log, err = rec.healthLog(node, fail)
 	case k8s.RoleReady:
-		urls := p.urls(pod)
-		wait(ctx, scaled(p.o.Pace.ReadyCheck, p.factor(node, "")))
-		var log []byte
-		if log, err = rec.ReadyFor(urls, p.factor(node, "")); err == nil {
-			err = p.complete(ctx, pod, log, 0)
-		}
+		urls, f := p.urls(pod), p.factor(node, "")
+		wait(ctx, scaled(p.o.Pace.ReadyCheck, f))
+		log, err = rec.ReadyFor(urls, f)
 	case k8s.RoleLoad:
 		url := first(argValues(pod, "--url"))
 		f := p.factor(node, url)
 		wait(ctx, scaled(p.o.Pace.Load, f))
-		var log []byte
-		if log, err = rec.LoadFor(url, f); err == nil {
-			err = p.complete(ctx, pod, log, 0)
-		}
+		log, err = rec.LoadFor(url, f)
 	default:
 		return // not a role this player knows (a Dynamo frontend): left to kwok
+	}
+	if err == nil && role != k8s.RoleEngine {
+		err = p.complete(ctx, pod, log, code)
 	}
 	if err != nil {
 		if !p.gone(ctx, pod) {

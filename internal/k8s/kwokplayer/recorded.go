@@ -86,11 +86,14 @@ var markerBegin = func() string {
 	return l
 }()
 
-// withResult is text followed by the result block.
-func withResult(text string, res []byte) ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteString(text)
-	if err := k8s.EmitResult(&b, res); err != nil {
+// withResult is text followed by res, as JSON, in the result block.
+func withResult(text string, res any) ([]byte, error) {
+	j, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	b := bytes.NewBufferString(text)
+	if err := k8s.EmitResult(b, j); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
@@ -99,11 +102,8 @@ func withResult(text string, res []byte) ([]byte, error) {
 // HealthFor is the health Job's log for node: the recorded result with GPU UUIDs of the node's own.
 func (r *Recordings) HealthFor(node string) ([]byte, error) { return r.healthLog(node, false) }
 
-// HealthFailedFor is node's health Job log where its GPU 0 computed wrong answers, as `gpuvet
-// health` prints it (it then exits 1): evidence about a GPU, which fails the node and which a
-// taint acts on.
-func (r *Recordings) HealthFailedFor(node string) ([]byte, error) { return r.healthLog(node, true) }
-
+// healthLog is HealthFor, with wrongGPU0 as `gpuvet health` prints a GPU 0 that computed wrong
+// answers (it then exits 1): evidence about a GPU, which fails the node and a taint acts on.
 func (r *Recordings) healthLog(node string, wrongGPU0 bool) ([]byte, error) {
 	var h results.Health
 	if err := json.Unmarshal(r.health, &h); err != nil {
@@ -119,11 +119,7 @@ func (r *Recordings) healthLog(node string, wrongGPU0 bool) ([]byte, error) {
 			Reason: "gemm_bf16 computed a wrong answer (played by kwokplayer)", Layer: results.LayerGPU, Action: results.ActionDrainRMA, Fails: true})
 		h.Status = results.StatusFailed
 	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	return withResult(r.healthText, b)
+	return withResult(r.healthText, h)
 }
 
 // ReadyFor is the completion check's log for urls: the recorded answer for each, its time × f.
@@ -133,11 +129,7 @@ func (r *Recordings) ReadyFor(urls []string, f float64) ([]byte, error) {
 		out[i] = r.ready[0]
 		out[i].URL, out[i].Seconds = u, r.ready[0].Seconds*f
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, err
-	}
-	return withResult(r.readyText, b)
+	return withResult(r.readyText, out)
 }
 
 // LoadFor is a load Job's log against url: the recorded summary, its serving figures f times
@@ -162,11 +154,7 @@ func (r *Recordings) LoadFor(url string, f float64) ([]byte, error) {
 			}
 		}
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil, err
-	}
-	return withResult(r.loadText, b)
+	return withResult(r.loadText, s)
 }
 
 // loadSummary parses a load Job's result: a summary with one endpoint.

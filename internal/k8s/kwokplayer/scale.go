@@ -15,16 +15,14 @@ func ScaleLoad(l *results.Load, f float64) {
 		return
 	}
 	r := 1 / f
-	l.PeakOutputTokS *= r
-	l.SustainedReqS *= r
-	l.BurstReqS *= r
+	mul(r, &l.PeakOutputTokS, &l.SustainedReqS, &l.BurstReqS)
 	if s := l.Saturation; s != nil {
-		s.Peak *= r
+		mul(r, &s.Peak)
 		for i := range s.Rungs {
 			s.Rungs[i] *= r
 		}
 		if k := s.Knee; k != nil {
-			k.LadderTopReqS *= r
+			mul(r, &k.LadderTopReqS)
 			for i := range k.Probes {
 				k.Probes[i].OutputTokS *= r
 			}
@@ -33,12 +31,11 @@ func ScaleLoad(l *results.Load, f float64) {
 	for i := range l.Runs {
 		run := &l.Runs[i]
 		for _, d := range []*results.Dist{&run.TTFT, run.TTFTFromSchedule, &run.ITL, &run.TPOT, &run.E2E} {
-			scaleDist(d, f)
+			if d != nil {
+				mul(f, &d.Mean, &d.Min, &d.Max, &d.P50, &d.P90, &d.P95, &d.P99)
+			}
 		}
-		run.OutputTokS *= r
-		run.TotalTokS *= r
-		run.ReqS *= r
-		run.TargetRate *= r
+		mul(r, &run.OutputTokS, &run.TotalTokS, &run.ReqS, &run.TargetRate)
 		if run.Goodput != nil {
 			g := *run.Goodput * r
 			run.Goodput = &g
@@ -47,32 +44,22 @@ func ScaleLoad(l *results.Load, f float64) {
 			for _, iv := range []*results.Interval{ci.TTFTP95, ci.TTFTP99, ci.ITLP95, ci.TPOTP95, ci.TPOTP50} {
 				scaleInterval(iv, f)
 			}
-			if ci.OutputTokS != nil {
-				scaleInterval(ci.OutputTokS, r)
-			}
+			scaleInterval(ci.OutputTokS, r)
 		}
 	}
 }
 
-func scaleDist(d *results.Dist, f float64) {
-	if d == nil {
-		return
+func scaleInterval(iv *results.Interval, f float64) {
+	if iv != nil {
+		mul(f, &iv.Lo, &iv.Hi)
 	}
-	d.Mean *= f
-	d.Min *= f
-	d.Max *= f
-	d.P50 *= f
-	d.P90 *= f
-	d.P95 *= f
-	d.P99 *= f
 }
 
-func scaleInterval(iv *results.Interval, f float64) {
-	if iv == nil {
-		return
+// mul multiplies each of vs by f.
+func mul(f float64, vs ...*float64) {
+	for _, v := range vs {
+		*v *= f
 	}
-	iv.Lo *= f
-	iv.Hi *= f
 }
 
 // spread is a number in [-1, 1) fixed by the node and what on it (a GPU's URL): the same run
