@@ -55,22 +55,18 @@ type client struct {
 	model      string
 	key        string // from the environment only; never logged
 	reqTimeout time.Duration
-	// stall is the longest silence inside a stream ever allowed (Options.StallTimeout); floor the
-	// shortest judged stalled or unanswered (Options.SilenceFloor); pace what the load has seen so
-	// far that silences are judged against (silence.go).
+	// stall and floor: Options.StallTimeout and SilenceFloor; pace: what silences are judged
+	// against (silence.go).
 	stall time.Duration
 	floor time.Duration
 	pace  pace
 	epoch time.Time
-	// dropped lists the optional request parameters this endpoint refused (see negotiate); they are
-	// no longer sent.
+	// dropped lists the optional request parameters this endpoint refused (negotiate): not sent.
 	dropped []string
 	// marked counts chunks with generated text over the load (the early-stop watcher's rate).
 	marked atomic.Int64
-	// rx says how chunk times are taken: netstamp.Kernel, or why kernel receive timestamps are unavailable.
-	rx *rxStatus
-	// ev is the event-loop reader of streamed responses (nil: net/http reads them; see pickReader).
-	ev *evReader
+	rx *rxStatus // how chunk times are taken
+	ev *evReader // the event-loop reader (nil: net/http reads the streams; pickReader)
 }
 
 // rxStatus collects, over a load's connections, whether chunk times are the kernel's receive times.
@@ -80,8 +76,7 @@ type rxStatus struct {
 	without string // why one was without ("": none)
 	// reader says which reader read the streams, and why (results.ClientCheck.Reader).
 	reader string
-	// The event-loop reader's reads that carried tokens, those that carried several of one stream, and
-	// their tokens' events.
+	// The event loop's reads with tokens, those with several of one stream, and their events.
 	reads, multiReads, multiEvents int
 	// The fastest and slowest poll intervals its loops chose (0: no loop).
 	pollLo, pollHi time.Duration
@@ -147,9 +142,8 @@ const (
 func (c *client) sends(param string) bool { return !slices.Contains(c.dropped, param) }
 
 // newHTTPClient makes a keep-alive HTTP/1.1 client with one connection per in-flight slot. With rx set,
-// each connection asks the kernel for receive timestamps (rx records where it cannot). TLS endpoints keep
-// them too: the TLS layer reads from the timestamped TCP connection, and netstamp.RXTime looks through
-// the TLS connection GotConn sees to it.
+// each connection asks the kernel for receive timestamps (rx records where it cannot); TLS keeps them
+// (netstamp.RXTime looks through the TLS connection to the TCP one).
 func newHTTPClient(slots int, rx *rxStatus) *http.Client {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	dial := d.DialContext
@@ -254,10 +248,9 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 }
 
 // negotiate sends one short request; while the endpoint answers HTTP 400, it gives up the optional
-// parameters one by one (continuous usage, then exact lengths, then stream_options) and tries again.
-// Servers that are OpenAI-compatible but not vLLM-compatible get a load they accept, and the result
-// says what was given up. An endpoint that refuses even the plain request is an error, and so is one
-// that does not answer before ctx ends (the load's setup bound).
+// parameters one by one (continuous usage, exact lengths, stream_options) and tries again, so that
+// OpenAI-compatible servers that are not vLLM get a load they accept. An endpoint that refuses even
+// the plain request is an error, and so is one that does not answer before ctx ends.
 func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 	for _, give := range []string{"", paramContinuous, paramExact, paramUsage} {
 		if give != "" {
@@ -289,13 +282,11 @@ func setupWhat(rec *Record) string {
 }
 
 // probeTries is how many times the negotiation's request is sent before a server that does not
-// answer it is an error: one request that stalls (as a load may meet one in many) is not the
-// endpoint's verdict.
+// answer it is an error: one request that stalls is not the endpoint's verdict.
 const probeTries = 3
 
-// probe sends the negotiation's request (net/http, off the hot path, whichever reader streams the
-// load). Each try gets an equal share of what is left of ctx's deadline; a try that runs out of its
-// share is sent again.
+// probe sends the negotiation's request with net/http, each try getting an equal share of what is
+// left of ctx's deadline; a try that runs out of its share is sent again.
 func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
 	for try := range probeTries {
 		tctx, cancel := ctx, context.CancelFunc(func() {})
@@ -378,7 +369,7 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 	}
 	defer func() {
 		// Let the connection be reused, within bounds: a server that holds the response open after
-		// its end ([DONE], an error event) must not hold the request (the event loop's bound too).
+		// its end must not hold the request.
 		t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
 		io.CopyN(io.Discard, resp.Body, drainLimit)
 		t.Stop()
@@ -388,8 +379,8 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 	c.response(ctx, cancel, resp, rec, cb.Conn)
 }
 
-// errBodyWait bounds how long an error answer's body is waited for: the status is the answer, the
-// body only its detail, and a body that trickles must not hold the request.
+// errBodyWait bounds the wait for an error answer's body: the status is the answer, the body only
+// its detail.
 const errBodyWait = time.Second
 
 // Bounds on the rest of a body read after its request is over, so that the connection can be reused.
@@ -398,8 +389,8 @@ const (
 	drainTimeout = time.Second // a response that does not end by then is closed
 )
 
-// response reads one answer (net/http's reader): an error status with the start of its body, a
-// redirect naming its target, a body that is no event stream for what it is, else the stream.
+// response reads one answer with net/http: an error status, a redirect, a body that is no event
+// stream, else the stream.
 func (c *client) response(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rec *Record, conn net.Conn) {
 	if resp.StatusCode != http.StatusOK {
 		rec.end = c.since()
@@ -444,16 +435,15 @@ func notSSEDetail(ctype, enc string, start []byte) string {
 	return "HTTP 200 with " + what + ", not an event stream of completion chunks"
 }
 
-// errBodyLen is how much of an error body is read: the detail's 300 bytes, and the key's length
-// more, so that a key the server echoes across the cut is still found and redacted whole.
+// errBodyLen is how much of an error body is read: the detail's 300 bytes and the key's length, so
+// that a key echoed across the cut is still redacted whole.
 func (c *client) errBodyLen() int { return 300 + len(c.key) }
 
 // connBox lets an atomic.Value hold connections of different concrete types.
 type connBox struct{ net.Conn }
 
 // chunkTime is when the chunk just read arrived: the kernel's receive time of the newest data read on
-// conn when there is one (it lies between the request's send and now), else now. It adds the read
-// lag (now − kernel time) to rec for the self-check.
+// conn when it lies between the request's send and now, else now. It adds the read lag to rec.
 func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.Duration {
 	kt, ok := netstamp.RXTime(conn)
 	if !ok {
@@ -469,7 +459,7 @@ func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.D
 }
 
 // stream reads the SSE body, marking each chunk that carries generated tokens. Silence is the
-// request's watchdog's to judge (silence.go): it ends the request through ctx.
+// watchdog's to judge (silence.go).
 func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record, conn net.Conn, ctype string) {
 	start := &headBytes{r: body}
 	sse := newSSEReader(start)
@@ -509,8 +499,8 @@ func (h *headBytes) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sseStream turns one response's SSE events into its Record: both readers (net/http's and the event
-// loop's) feed it, so a request is classified the same whichever read it.
+// sseStream turns one response's SSE events into its Record: both readers feed it, so a request is
+// classified the same whichever read it.
 type sseStream struct {
 	c        *client
 	rec      *Record
@@ -551,10 +541,9 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 		s.final = &u
 		if ch.HasChoices {
 			// A count that goes back carries nothing new; one beyond max_tokens is not spread
-			// over the marks (its excess is the defect reported below, not tokens to time).
+			// over the marks (its excess is the defect reported below).
 			cum := ch.Usage.CompletionTokens
-			// Counting continuously once a count moves: usage of zeros in every chunk is a
-			// placeholder (the count comes at the end), and would leave every chunk 0 tokens.
+			// Usage of zeros in every chunk is a placeholder (the count comes at the end).
 			rec.contUsage = rec.contUsage || cum > 0
 			delta = max(min(cum, tokenBound(rec))-s.tokens, 0)
 			s.lastCum = max(s.lastCum, cum)
@@ -584,10 +573,9 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 }
 
 // overMax says how the stream went past max_tokens ("": it has not): more content chunks than tokens
-// asked for, or a usage count above them. The stream is ended there: a server that ignores max_tokens
-// may never stop. A chunk carries one token at least, but for one: a real detokeniser (vLLM's, the
-// transformers front's) sends the text it held back (a partial UTF-8 sequence) in a last chunk of
-// no token of its own once the request finishes, so max_tokens + 1 chunks is not a defect.
+// asked for, or a usage count above them; a server that ignores max_tokens may never stop. One chunk
+// beyond is allowed: a detokeniser (vLLM's) flushes held-back text (a partial UTF-8 sequence) in a
+// last chunk of no token of its own.
 func (s *sseStream) overMax() string {
 	rec := s.rec
 	asked := rec.RequestedTokens
@@ -604,9 +592,8 @@ func (s *sseStream) overMax() string {
 	return ""
 }
 
-// broken is the body ending (err: io.EOF when it ended cleanly) before [DONE], at now. A stream that
-// already had its finish_reason is complete; a body without one SSE event is no stream at all;
-// otherwise it was cut.
+// broken is the body ending (err: io.EOF when cleanly) before [DONE], at now: complete after a
+// finish_reason, no stream at all without one SSE event, else cut.
 func (s *sseStream) broken(err error, now time.Duration) {
 	s.rec.end = now
 	switch {
@@ -622,8 +609,7 @@ func (s *sseStream) broken(err error, now time.Duration) {
 	s.finalize()
 }
 
-// complete is a stream that ended as it should: its counts are final, and a short or long one is an
-// error.
+// complete is a stream that ended as it should: its counts are final; a short or long one is an error.
 func (s *sseStream) complete() {
 	rec := s.rec
 	if over := s.overMax(); over != "" {
@@ -644,8 +630,7 @@ func (s *sseStream) finalize() {
 
 func (c *client) since() time.Duration { return time.Since(c.epoch) }
 
-// fail classifies rec. The detail is the server's words as often as not: the API key is taken out
-// of it before anything keeps it (records, results, reports, the terminal).
+// fail classifies rec. The detail is often the server's words: the API key is taken out of it first.
 func (c *client) fail(rec *Record, class, detail string) {
 	if rec.end == 0 {
 		rec.end = c.since()
@@ -653,8 +638,8 @@ func (c *client) fail(rec *Record, class, detail string) {
 	rec.Error, rec.Detail = class, head([]byte(oneLine(redact(detail, c.key))), 300)
 }
 
-// oneLine makes a server's words one line of text: control characters (escape sequences, line breaks,
-// NUL) become spaces, so that a detail shown on the terminal cannot drive it or break its layout.
+// oneLine makes a server's words one line: control characters become spaces, so that a detail shown
+// on the terminal cannot drive it or break its layout.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -664,16 +649,15 @@ func oneLine(s string) string {
 	}, s)
 }
 
-// Causes of a request's end that are the load's own, not the request's (the request is then
-// incomplete, with the reason).
+// Causes of a request's end that are the load's own (the request is then incomplete).
 var (
 	errDrained = errors.New("cut by the rung's drain bound")
 	errSetup   = errors.New("the setup's bound (load.drain) ran out")
 )
 
-// failCtx classifies an error that may come from a context: our own deadlines are timeouts, a
-// silence the watchdog judged is its kind, and the caller's cancellation (drain bound, Ctrl-C) makes
-// the request incomplete, with the reason, unless by then it had been silent long enough to judge.
+// failCtx classifies an error that may come from a context: our deadlines are timeouts, a judged
+// silence is its kind, and the caller's cancellation (drain bound, Ctrl-C) makes the request
+// incomplete unless it had been silent long enough to judge.
 func (c *client) failCtx(ctx context.Context, rec *Record, class string, err error) {
 	var quiet *silence
 	switch cause := context.Cause(ctx); {

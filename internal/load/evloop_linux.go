@@ -19,23 +19,18 @@ import (
 	"github.com/gpuvet/gpuvet/internal/netstamp"
 )
 
-// The event-loop reader: streamed responses are read by one event loop per core at most, each over its
+// The event-loop reader: streamed responses are read by at most one event loop per core, each over its
 // own epoll set of non-blocking sockets, instead of by one goroutine per stream that wakes per token.
-// The loop wakes on a short schedule (readtiming.go: below the shortest inter-token gap it sees) and
-// drains every readable socket, so a wake-up carries many streams' tokens at once; each event is still
-// timed by the kernel's receive time of the read that carried it (SO_TIMESTAMPING), so reading late
-// does not make TTFT or ITL late. A read that carried several events of one stream (the client fell
-// behind, or the server sent them together) knows only its newest segment's time: its events are
-// spaced evenly between when the socket was last seen empty and that time (spaceRead), and counted.
+// The loop wakes on a short schedule (readtiming.go) and drains every readable socket; each event is
+// still timed by the kernel's receive time of its read (SO_TIMESTAMPING), so reading late does not
+// make TTFT or ITL late. Several events of one stream in one read are spaced evenly (spaceRead).
 
-// Other schedule bounds.
 const (
 	sweepEvery = 50 * time.Millisecond // how often error answers and settled responses are looked at
 	yieldEvery = 32                    // sockets read between yields to other goroutines
-	// streamsPerEv: streams per loop before another is started (up to GOMAXPROCS). A loop runs on one
-	// thread, and on a busy machine the OS shares each core among threads: measured on a loaded
-	// 2-core VM, one loop fell behind 1,000 streams where two kept up, while at 128 streams two loops
-	// cost more CPU per token than one (each batches half the reads).
+	// streamsPerEv: streams per loop before another is started (up to GOMAXPROCS). On a loaded 2-core
+	// VM one loop fell behind 1,000 streams where two kept up, while at 128 streams two loops cost
+	// more CPU per token than one (each batches half the reads).
 	streamsPerEv = 500
 )
 
@@ -44,8 +39,7 @@ const eventLoopBuilt = true
 
 var errLoopClosed = errors.New("the event loop closed with the request in flight")
 
-// evReader is one load's event-loop transport: a keep-alive pool of raw sockets to one endpoint and the
-// loops that read them.
+// evReader is one load's event-loop transport: a keep-alive pool of raw sockets and the loops.
 type evReader struct {
 	c         *client
 	addr      string // host:port dialled
@@ -78,9 +72,8 @@ type evLoop struct {
 	lastSweep                      time.Duration
 	woken                          int // callers released since the loop last yielded
 	sched                          pollSchedule
-	// polledAt is when the current poll's epoll_wait was called, prevPolledAt the previous one's;
-	// prevComplete says the previous poll visited every ready socket (so a socket it did not read
-	// was empty then).
+	// When the current and previous polls began; prevComplete: the previous visited every ready
+	// socket (so one it did not read was empty then).
 	polledAt, prevPolledAt time.Duration
 	prevComplete           bool
 }
@@ -93,15 +86,15 @@ type evConn struct {
 	resp respParser
 	sse  sseFramer
 	peek [1]byte
-	// drainedAt is when a read that left the socket empty began (0: never): what a later read returns
-	// arrived after it. attachedAt is when the loop took the connection's request on.
+	// drainedAt: when a read that left the socket empty began (0: never); attachedAt: when the loop
+	// took the request on.
 	drainedAt, attachedAt time.Duration
 	req                   *evReq // the request in flight
 	errBody               []byte
 }
 
-// evReq is one request on an evConn. The caller reads its outcome after done is closed; by then the
-// connection may already carry another request, so nothing of it lives in evConn.
+// evReq is one request on an evConn; the caller reads it after done is closed, when the connection
+// may already carry another.
 type evReq struct {
 	conn   *evConn
 	s      sseStream
@@ -144,7 +137,7 @@ func (r *evReader) describe() string {
 	return fmt.Sprintf("event loop (%d epoll loop(s) over non-blocking sockets, polled every %v to %v, below the shortest inter-token gap seen; gpuvet's own HTTP/1.1, chunked and SSE parsing)", len(r.loops), pollMin, pollMax)
 }
 
-// close stops the loops and closes every connection, once the load is over (again: nothing).
+// close stops the loops and closes every connection (once).
 func (r *evReader) close() { r.closeOnce.Do(r.closeNow) }
 
 func (r *evReader) closeNow() {
@@ -255,8 +248,7 @@ func (l *evLoop) wake() {
 	}
 }
 
-// writeSome writes what the socket takes now (all of a request, as a rule: it is far below the
-// send buffer); the loop writes the rest when the socket is writable.
+// writeSome writes what the socket takes now (as a rule all: a request is far below the send buffer).
 func writeSome(fd int, b []byte) (int, error) {
 	n, err := unix.SendmsgN(fd, b, nil, nil, unix.MSG_NOSIGNAL)
 	if err == unix.EAGAIN {
@@ -289,16 +281,14 @@ func (r *evReader) get(ctx context.Context) (*evConn, bool, error) {
 	return cn, false, err
 }
 
-// alive says whether an idle connection is still open: the server may have closed it (uvicorn
-// closes idle keep-alive connections after 5 s), and a request on it would fail.
+// alive says whether an idle connection is still open (uvicorn closes idle ones after 5 s).
 func (cn *evConn) alive() bool {
 	_, _, err := unix.Recvfrom(cn.fd, cn.peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	return err == unix.EAGAIN
 }
 
-// dial opens a connection with net's dialer (its timeout, name resolution, cancellation and error
-// messages are net/http's) and takes the socket over: its descriptor is duplicated and the net.Conn
-// closed, so the socket is the loop's alone.
+// dial opens a connection with net's dialer (net/http's timeout, resolution and errors) and takes the
+// socket over: its descriptor duplicated and the net.Conn closed.
 func (r *evReader) dial(ctx context.Context) (*evConn, error) {
 	nc, err := r.dialer.DialContext(ctx, "tcp", r.addr)
 	if err != nil {
@@ -330,8 +320,7 @@ func (r *evReader) dial(ctx context.Context) (*evConn, error) {
 	return cn, nil
 }
 
-// prewarm opens connections until n are idle (at most 10 s), so a closed-loop rung's first wave does
-// not measure TCP handshakes.
+// prewarm opens connections until n are idle (at most 10 s; see runner.prewarm).
 func (r *evReader) prewarm(ctx context.Context, n int) {
 	r.mu.Lock()
 	need := n - len(r.idle)
@@ -359,9 +348,8 @@ func (r *evReader) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// run is the loop: wake on the poll schedule while requests are in flight, read every readable socket,
-// sleep (in the Go scheduler, not in epoll_wait, so the loop never holds an OS thread in a blocking
-// call) until the next poll; with nothing in flight, wait for work.
+// run is the loop: while requests are in flight, read every readable socket and sleep until the next
+// poll (in the Go scheduler, not in epoll_wait, so it never holds an OS thread in a blocking call).
 func (l *evLoop) run() {
 	for {
 		l.takeWork()
@@ -390,9 +378,8 @@ func (l *evLoop) run() {
 	}
 }
 
-// poll reads every socket that is ready now: several epoll_waits when more are ready than one
-// returns, as many as it takes to visit every connection once (not more: busy sockets would keep it
-// here, away from new requests and the stall sweep).
+// poll reads every socket ready now, with enough epoll_waits to visit every connection once (not
+// more: busy sockets would keep it away from new requests and the sweep).
 func (l *evLoop) poll() {
 	l.prevPolledAt, l.polledAt = l.polledAt, l.r.c.since()
 	complete := false
@@ -411,10 +398,9 @@ func (l *evLoop) poll() {
 				l.ready(cn, e.Events)
 			}
 			if i%yieldEvery == yieldEvery-1 && l.woken > 0 {
-				// Let the callers whose requests just ended send their next ones: on one core
-				// (GOMAXPROCS 1) they run only when the loop gives way, and a poll over 1,000
-				// busy sockets takes milliseconds, which would show as client lag. With none
-				// woken, a yield would only cost a wake-up of an idle thread.
+				// Let the callers whose requests ended send their next ones: on one core they
+				// run only when the loop gives way, and a poll over 1,000 busy sockets takes
+				// milliseconds of client lag. With none woken, a yield only costs a wake-up.
 				l.woken = 0
 				runtime.Gosched()
 			}
@@ -433,8 +419,7 @@ func (l *evLoop) takeWork() {
 	l.adds, l.cancels = nil, nil
 	l.mu.Unlock()
 	if len(adds) > 0 {
-		// Read the load's clock only with work in hand: the loop starts before the load sets its
-		// epoch (the setup runs first), and a request comes only after.
+		// The load's clock only with work in hand: the loop starts before the epoch is set.
 		now := l.r.c.since()
 		for _, cn := range adds {
 			l.conns[int32(cn.fd)] = cn
@@ -488,8 +473,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 		l.eof(cn, now)
 		return
 	}
-	// The read's time: the kernel's receive time of its newest segment when it lies between the
-	// request's send and now (as client.chunkTime checks), else the read time.
+	// The read's time: its newest segment's kernel time when between the send and now (chunkTime).
 	at, kernel := now, false
 	if stamp != 0 {
 		if kt := time.Unix(0, stamp).Sub(c.epoch); kt <= now && kt >= q.s.rec.sent {
@@ -497,7 +481,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 		}
 	}
 	// What this read returned arrived after the socket was last seen empty: its last draining read,
-	// or the previous poll when the socket was in it and that poll visited every ready socket.
+	// or the previous poll when that visited every ready socket.
 	from := cn.drainedAt
 	if l.prevComplete && cn.attachedAt < l.prevPolledAt && cn.drainedAt < l.prevPolledAt {
 		from = l.prevPolledAt
@@ -509,11 +493,9 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 }
 
 // spaceRead handles the marks one read added to q's record (marks[m0:], all at the newest segment's
-// time). Several share a read when the client read late or the server sent them together; either
-// way only the newest one's time is known, and the others arrived after from (when the socket was
-// last seen empty, the request's send or the stream's previous token, whichever is latest). They are
-// spaced evenly over that span, as one chunk carrying several tokens is: ITL keeps its exact sum
-// instead of showing zero gaps (a late client's backlog) and TTFT is never later than the token.
+// time). Only the newest one's time is known; the others arrived after from (the socket last seen
+// empty, the send or the previous token, whichever is latest), and are spaced evenly over that span:
+// ITL keeps its exact sum instead of zero gaps, and TTFT is never later than the token.
 func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 	marks := q.s.rec.marks
 	k := len(marks) - m0
@@ -538,9 +520,8 @@ func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 	}
 }
 
-// consume takes what one read returned, received at (the read's time, kernel says whether the
-// kernel's) and read at now, its data having arrived after from; the tokens it carried are spaced
-// before the request can be released to its caller.
+// consume takes what one read returned, received at (kernel: the kernel's time) and read at now,
+// arrived after from; its tokens are spaced before the request can be released.
 func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, from time.Duration) {
 	q, n := cn.req, len(p)
 	m0 := len(q.s.rec.marks)
@@ -588,8 +569,8 @@ func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) 
 	return true
 }
 
-// headDone acts on the answer's head, once: an error status starts the wait for its body's start
-// (errBodyWait); a 200 answer streams, unless its body is compressed (it cannot be read as a stream).
+// headDone acts on the answer's head, once: an error status waits for its body (errBodyWait); a 200
+// answer streams, unless compressed.
 func (l *evLoop) headDone(cn *evConn, now time.Duration) {
 	q := cn.req
 	if q.headSeen || q.settled {
@@ -627,8 +608,7 @@ func (l *evLoop) settle(q *evReq, now time.Duration) {
 	q.settled, q.settledAt = true, now
 }
 
-// httpError settles a non-200 answer with the start of its body, as the net/http reader does: its
-// end is when its head came.
+// httpError settles a non-200 answer with the start of its body; it ended when its head came.
 func (l *evLoop) httpError(cn *evConn, now time.Duration) {
 	q := cn.req
 	q.s.rec.end = now
@@ -640,8 +620,7 @@ func (l *evLoop) httpError(cn *evConn, now time.Duration) {
 	l.settle(q, now)
 }
 
-// complete is the response's end as framed (last chunk, Content-Length, or close for a body without
-// length); reusable says the connection may carry another request.
+// complete is the response's end as framed; reusable says the connection may carry another request.
 func (l *evLoop) complete(cn *evConn, now time.Duration, reusable bool) {
 	q := cn.req
 	if !q.settled {
@@ -695,9 +674,8 @@ func (l *evLoop) transportErr(cn *evConn, err error, now time.Duration) {
 	l.release(cn, false)
 }
 
-// sweep settles error answers whose body has not come within errBodyWait (the status is the answer,
-// as the net/http reader has it) and closes settled responses that never end. Silent streams are
-// their requests' watchdogs' to end (silence.go).
+// sweep settles error answers whose body has not come within errBodyWait and closes settled
+// responses that never end (silent streams are the watchdogs', silence.go).
 func (l *evLoop) sweep(now time.Duration) {
 	for _, cn := range l.conns {
 		q := cn.req

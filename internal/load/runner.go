@@ -39,30 +39,26 @@ type rungSpec struct {
 	WarmupDur   time.Duration
 	Drain       time.Duration // bound on the tail after dispatch stops
 	MaxInFlight int           // open loop: requests beyond it wait (and the lag shows it)
-	// Steady measures the rung in its steady state (levelWatch): Duration is its planned least
-	// length, and it goes on until its in-flight count and output rate have levelled and the level
-	// holds what its figures need, at most until Cap; its window opens at the level's onset.
+	// Steady measures the rung in its steady state (levelWatch): at least Duration, until its level
+	// holds what its figures need, at most Cap; its window opens at the level's onset.
 	Steady bool
 	Slice  time.Duration // the plateau test's sampling slice
-	// MinSamples sizes a closed-loop rung by completions: past Duration it goes on dispatching until
-	// MinSamples measured requests completed, at most until Cap (0: sized by Duration alone).
+	// MinSamples sizes a closed-loop rung by completions: past Duration it dispatches until MinSamples
+	// measured requests completed, at most until Cap (0: sized by Duration alone).
 	MinSamples int
 	Cap        time.Duration
-	// Expect is the rung's predicted length, its tail included (plan.go; 0: not predicted); Known:
-	// predicted from a measured pace (a steady probe's), not guessed.
+	// Expect is the rung's predicted length, tail included (plan.go; 0: none); Known: predicted from a
+	// measured pace, not guessed.
 	Expect time.Duration
 	Known  bool
-	// Shorten lets a synchronous sized rung ask for shorter outputs once its first full-length
-	// request (the warm-up, when there is one) shows that full-length ones would not give MinSamples
-	// within Duration (see shortLen).
+	// Shorten lets a synchronous sized rung ask for shorter outputs once a full-length request shows
+	// that full-length ones would not give MinSamples within Duration (shortLen).
 	Shorten bool
-	// Block is the block of the sweep's synchronous rung this is (blocks.go), 1-based; 0: a rung
-	// of its own.
+	// Block is the 1-based block of the sweep's synchronous rung (blocks.go); 0: a rung of its own.
 	Block int
 	// Arrive is when request k is sent, from the rung's start (a trace replay; nil: at Rate).
 	Arrive func(k int) time.Duration
-	// PromptTokens asks every prompt of the rung for this length (a context ladder's rung; 0: the
-	// source's own lengths).
+	// PromptTokens is every prompt's length (a context ladder's rung; 0: the source's own lengths).
 	PromptTokens int
 }
 
@@ -115,8 +111,8 @@ type rungOut struct {
 	rampEnd          time.Duration // the window opens no earlier: a steady rung's onset, else start + mean E2E
 	errStop          string        // why the rung's errors ended it ("": they did not)
 	level            *levelOut     // a steady rung's plateau test (nil: not tested)
-	// Sized rungs: how many measured requests had completed when dispatch stopped, whether they were
-	// enough, and the shorter output length asked for after the first measured request (0: none).
+	// Sized rungs: measured requests completed when dispatch stopped, whether enough, and the shorter
+	// output length asked for (0: none).
 	completed   int
 	enough      bool
 	shortTokens int
@@ -124,7 +120,7 @@ type rungOut struct {
 }
 
 // runner drives rungs against one endpoint. Prompt indexes run on across rungs so that no two requests
-// of a load share a prompt (a prefix cache must not flatter later rungs).
+// share a prompt (a prefix cache must not flatter later rungs).
 type runner struct {
 	c         *client
 	src       dataset.Source
@@ -136,9 +132,8 @@ type runner struct {
 	modelsURL string // GET target used to open connections before closed-loop rungs ("": none)
 }
 
-// conversation is a closed-loop slot's prompt picker: for a source of sessions (multi-turn), each
-// slot takes a session of its own and sends its turns in order, each after the one before ended,
-// then takes the next session; for any other source, -1 (the load's next prompt).
+// conversation is a closed-loop slot's prompt picker: with multi-turn sessions, each slot sends a
+// session's turns in order, then takes the next session; otherwise -1 (the load's next prompt).
 func (rn *runner) conversation() func() int {
 	ss, ok := rn.src.(interface{ SessionTurns() int })
 	if !ok || ss.SessionTurns() < 2 {
@@ -155,8 +150,7 @@ func (rn *runner) conversation() func() int {
 	}
 }
 
-// run executes one rung. On ctx cancellation it stops at once and returns what was measured, marked
-// interrupted.
+// run executes one rung; on ctx cancellation it stops at once, marked interrupted.
 func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	if !spec.openLoop() {
 		rn.prewarm(ctx, spec.Concurrency) // before the clock starts
@@ -203,15 +197,14 @@ func (rn *runner) run(ctx context.Context, spec rungSpec) *rungOut {
 	return out
 }
 
-// rungState is one rung while it runs: what its dispatchers, its requests and its watchers share.
-// mu guards out and the good/bad counts.
+// rungState is one rung while it runs; mu guards out and the good/bad counts.
 type rungState struct {
 	rn   *runner
 	spec rungSpec
 	out  *rungOut
 	mu   sync.Mutex
-	// dispatchCtx ends dispatch (the rung's bound, an early stop, Ctrl-C); reqCtx ends the requests
-	// in flight (Ctrl-C, or the drain bound once dispatch is over).
+	// dispatchCtx ends dispatch (bound, early stop, Ctrl-C); reqCtx the requests in flight (Ctrl-C,
+	// or the drain bound).
 	dispatchCtx, reqCtx context.Context
 	stopDispatch        context.CancelFunc
 	cancelReqs          context.CancelCauseFunc
@@ -225,8 +218,7 @@ type rungState struct {
 	lastOnce            sync.Once
 }
 
-// begin starts the rung's clock and its contexts: dispatch ends at the rung's bound (its Duration,
-// or its Cap when it may grow).
+// begin starts the rung's clock and its contexts: dispatch ends at until().
 func (rn *runner) begin(ctx context.Context, spec rungSpec) *rungState {
 	g := &rungState{rn: rn, spec: spec, out: &rungOut{spec: spec, start: rn.c.since(), fullTokens: rn.outTokens},
 		lastSent: make(chan struct{}), endDeadline: func() {}}
@@ -248,8 +240,7 @@ func (g *rungState) release() {
 	g.cancelReqs(nil)
 }
 
-// add takes an ended request back, and stops dispatch when the errors say the rung is failing
-// (errorsDecide).
+// add takes an ended request back, and stops dispatch when the errors decide the rung (errorsDecide).
 func (g *rungState) add(r *Record) {
 	g.inflight.Add(-1)
 	g.mu.Lock()
@@ -316,8 +307,7 @@ func (g *rungState) meanE2E() (time.Duration, int) {
 	return sum / time.Duration(n), n
 }
 
-// watchLevel runs levelWatch on a steady rung: it stops dispatch once the rung's level holds what
-// its figures need.
+// watchLevel runs levelWatch on a steady rung.
 func (g *rungState) watchLevel() {
 	out := g.out
 	stop := func() {
@@ -343,8 +333,7 @@ func (g *rungState) watchLevel() {
 	levelWatch(g.dispatchCtx, stop, g.spec.Slice, g.spec.Duration, g.rn.c.marked.Load, g.inflight.Load, since, doneSince, out.level)
 }
 
-// newRec makes request k's record, its prompt and its output length; idx is its prompt (< 0: the
-// load's next one).
+// newRec makes request k's record, prompt and output length; idx is its prompt (< 0: the next one).
 func (g *rungState) newRec(k int, sched time.Duration, idx int) (*Record, dataset.Prompt, int) {
 	rn, spec := g.rn, g.spec
 	if idx < 0 {
@@ -376,7 +365,7 @@ func (g *rungState) newRec(k int, sched time.Duration, idx int) (*Record, datase
 }
 
 // enough is the sized rung's check before each new request: past Duration with MinSamples
-// completed, dispatch stops (the window closes then). It also picks the shorter output length.
+// completed, dispatch stops. It also picks the shorter output length.
 func (g *rungState) enough() bool {
 	spec, out := g.spec, g.out
 	if !spec.sized() {
@@ -409,8 +398,7 @@ func (g *rungState) enough() bool {
 	return false
 }
 
-// closedSlot is one slot of a closed loop: it sends its next request as soon as the last one
-// ended, until dispatch ends, the request budget is spent or the sized rung has enough.
+// closedSlot is one slot of a closed loop: it sends its next request as soon as the last one ended.
 func (g *rungState) closedSlot() {
 	free, first := g.rn.c.since(), true
 	conv := g.rn.conversation()
@@ -432,11 +420,11 @@ func (g *rungState) closedSlot() {
 	}
 }
 
-// settleCut is how long the runner waits after a rung that cut requests still in flight: the engine
-// drops them as it notices (a step or two), and the next rung must measure it without them.
+// settleCut is the wait after a rung that cut requests in flight: the engine drops them within a step
+// or two, and the next rung must measure it without them.
 const settleCut = time.Second
 
-// settle waits settleCut when the rung ended with requests cut by its drain bound (not on Ctrl-C).
+// settle waits settleCut after a rung whose drain bound cut requests (not on Ctrl-C).
 func (rn *runner) settle(ctx context.Context, out *rungOut) {
 	if out.interrupted || !slices.ContainsFunc(out.recs, func(r *Record) bool { return r.Incomplete }) {
 		return
@@ -448,12 +436,10 @@ func (rn *runner) settle(ctx context.Context, out *rungOut) {
 }
 
 // prewarm opens up to n keep-alive connections (GET /v1/models on each, at once) before a closed-loop
-// rung starts, so its first wave measures the server's inference, not TCP handshakes and accept queues.
-// It is bounded to 10 s and best effort: a failure only means the first wave opens its own connections.
+// rung, so its first wave measures inference, not TCP handshakes. Best effort, at most 10 s.
 func (rn *runner) prewarm(ctx context.Context, n int) {
 	if rn.c.ev != nil {
-		// The event loop's own pool (even for one slot: net/http's holds the negotiation's
-		// connection): TCP connections, nothing sent.
+		// The event loop's own pool (even for one slot: net/http's holds the negotiation's).
 		rn.c.ev.prewarm(ctx, n)
 		return
 	}
@@ -462,8 +448,7 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	// Each answer's body stays unread until every request has its answer, so no connection returns to
-	// the pool early to be reused by another: n requests hold n distinct connections.
+	// Bodies stay unread until every request has its answer, so n requests hold n connections.
 	var wg, answered sync.WaitGroup
 	answered.Add(n)
 	allAnswered := make(chan struct{})
@@ -486,8 +471,8 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// openLoop sends on schedule (constant spacing, seeded Poisson arrivals, or a trace's) until the
-// duration or the request budget ends; each request in its own goroutine, at most MaxInFlight at once.
+// openLoop sends on schedule (constant, seeded Poisson, or a trace's) until the duration or the
+// request budget ends; each request in its own goroutine, at most MaxInFlight at once.
 func (g *rungState) openLoop(wg *sync.WaitGroup) {
 	rn, spec := g.rn, g.spec
 	rng := rand.New(rand.NewPCG(rn.seed, uint64(spec.Index)+1))
@@ -535,9 +520,8 @@ func (g *rungState) openLoop(wg *sync.WaitGroup) {
 	}
 }
 
-// fromOnset opens a steady rung's window at its level's onset: requests sent before it are its
-// ramp, warm-up for the latency figures (they ran under a lighter load); those that end inside the
-// window still count towards its completion rate (marked ramp).
+// fromOnset opens a steady rung's window at its level's onset: requests sent before it are its ramp,
+// warm-up for the latencies (a lighter load), still counted in the completion rate (marked ramp).
 func (o *rungOut) fromOnset(onset time.Duration) {
 	o.rampEnd = onset
 	for _, r := range o.recs {
@@ -548,19 +532,17 @@ func (o *rungOut) fromOnset(onset time.Duration) {
 }
 
 // skipRamp makes the first mean E2E of the rung warm-up: until then the requests in flight are still
-// building up (an open loop's queue, a closed loop's first wave), so output tok/s there reads low and
-// latencies are those of a lighter load. The window opens at its end (see window). A rung whose
-// requests take more than half its duration keeps its ramp: skipping it would leave too little.
+// building up, so output tok/s reads low and latencies are a lighter load's. A rung whose requests
+// take more than half its duration keeps its ramp: skipping it would leave too little.
 func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
 	if d, n := e2e(); n > 0 && d <= dur/2 {
 		o.fromOnset(o.start + d)
 	}
 }
 
-// window sets the measured window: it opens when the first measured (non-warm-up) request is sent, or
-// when a warm-up duration is over, and closes when dispatch stopped (the duration ran out, or the last
-// request was sent); the tail drains outside it. When a request budget ends dispatch so early that the
-// window would hold less than half the work (e.g. all sent at once), it closes at the last completion.
+// window sets the measured window: from the first measured request's send (or the warm-up duration's
+// end) to when dispatch stopped; the tail drains outside it. When a request budget ends dispatch so
+// early that the window would hold less than half the work, it closes at the last completion.
 func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 	ws := o.start
 	var lastEnd, firstMeasured time.Duration = 0, -1
@@ -599,10 +581,9 @@ func (o *rungOut) window(spec rungSpec, lastDispatch, end time.Duration) {
 // inter-token gaps per request for the ITL figure, and still a prefill-dominated TTFT.
 const minShortOutput = 16
 
-// shortLen is the output length that lets need more synchronous requests complete within left,
-// from the measured full-length ones (their mean TTFT and time per output token); full when
-// full-length requests already fit. A request at concurrency 1 with the same prompt has the same
-// prefill, so its TTFT is the same sample; its ITL gaps are those of the same decode at batch 1.
+// shortLen is the output length that lets need more synchronous requests complete within left, from
+// the full-length ones' mean TTFT and TPOT (0: full-length ones fit). The same prompt at concurrency
+// 1 has the same prefill, so its TTFT is the same sample, and its gaps the same decode's.
 func shortLen(full []*Record, fullTokens, need int, left time.Duration) int {
 	if need <= 0 || fullTokens <= minShortOutput {
 		return 0
@@ -633,8 +614,7 @@ func shortLen(full []*Record, fullTokens, need int, left time.Duration) int {
 	return k
 }
 
-// bar shows a progress bar while the rung runs (time-based, or by requests when only a budget bounds
-// it). It returns a function that stops and clears it.
+// bar shows a progress bar while the rung runs (by time, or by requests); the result stops it.
 func (rn *runner) bar(spec rungSpec, start time.Duration, done func() int) func() {
 	if rn.progress == nil {
 		return func() {}
