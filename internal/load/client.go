@@ -65,8 +65,8 @@ type client struct {
 	dropped []string
 	// marked counts chunks with generated text over the load (the early-stop watcher's rate).
 	marked atomic.Int64
-	rx *rxStatus // how chunk times are taken
-	ev *evReader // the event-loop reader (nil: net/http reads the streams; pickReader)
+	rx     *rxStatus // how chunk times are taken
+	ev     *evReader // the event-loop reader (nil: net/http reads the streams; pickReader)
 }
 
 // rxStatus collects, over a load's connections, whether chunk times are the kernel's receive times.
