@@ -61,7 +61,6 @@ type genRequest struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	ReturnTokenIDs      bool            `json:"return_token_ids"`
 
-	chat        bool
 	promptText  string // the text the prompt tokens were counted on
 	promptToks  int
 	maxTokens   int // resolved: max_completion_tokens, max_tokens, or what the context leaves
@@ -75,7 +74,6 @@ func parseGenRequest(body []byte, chat bool, maxModelLen int) (*genRequest, *api
 	if err := dec.Decode(&r); err != nil {
 		return nil, badRequest("", "request body: invalid JSON (%v); send a JSON object", err)
 	}
-	r.chat = chat
 	if chat {
 		if len(r.Messages) == 0 {
 			return nil, badRequest("messages", "messages: required, a non-empty list of {role, content}")

@@ -17,7 +17,7 @@ func TestCoTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.setUsed(1, 70000)
+	f.update(1, 1, func(g *vgpu) { g.usedMiB = 70000 })
 	o, err := f.Occupancy(1)
 	if err != nil || len(o.Processes) != 2 || !o.Processes[0].Own || o.Processes[0].PID != os.Getpid() ||
 		o.Processes[1].PID != CoTenantPID || o.Processes[1].Own || *o.MemoryUsedMiB != 70000+CoTenantMiB || *o.UtilPct != 100 || *o.PowerW < 600 {

@@ -10,7 +10,7 @@ import (
 // A driver turns admitted requests into tokens over wall time: it bumps Seq.Generated, sets
 // Seq.Done with the last token, and pokes Seq.Notify. The HTTP handler only writes what it finds.
 type driver interface {
-	add(s *Seq, ttft, itl time.Duration, jitter float64, rng *rand.Rand)
+	add(s *Seq)
 	abort(s *Seq)
 	stats() (running, waiting int, kv float64)
 	close()
@@ -53,7 +53,7 @@ func newRealtime(e *Engine, onStep func(time.Duration)) *realtime {
 }
 
 // add hands s to the engine after the frontend's entry cost (Perf.Entry), as RunVirtual does.
-func (r *realtime) add(s *Seq, _, _ time.Duration, _ float64, _ *rand.Rand) {
+func (r *realtime) add(s *Seq) {
 	from := s.Received
 	if from.IsZero() {
 		from = time.Now()
@@ -169,22 +169,23 @@ func deliver(out []delivery, dueNs int64) {
 // releases the tokens of the slots that have come due (never early, at most a tick late), so 2,000
 // streams cost a thousand wake-ups a second, not one timer per token.
 type fixed struct {
-	mu     sync.Mutex
-	slots  [][]*due // ring of wheelSlots 1 ms slots, indexed by absolute ms & wheelMask
-	far    []*due   // due beyond the ring's horizon (long TTFT or ITL)
-	cursor int64    // next absolute ms slot to release
-	live   int
-	wake   chan struct{}
-	quit   chan struct{}
-	done   chan struct{}
+	ttft, itl time.Duration
+	jitter    float64
+	seed      int64 // with the request's ID, seeds its jitter
+	mu        sync.Mutex
+	slots     [][]*due // ring of wheelSlots 1 ms slots, indexed by absolute ms & wheelMask
+	far       []*due   // due beyond the ring's horizon (long TTFT or ITL)
+	cursor    int64    // next absolute ms slot to release
+	live      int
+	wake      chan struct{}
+	quit      chan struct{}
+	done      chan struct{}
 }
 
 type due struct {
-	at     time.Time
-	s      *Seq
-	itl    time.Duration
-	jitter float64
-	rng    *rand.Rand
+	at  time.Time
+	s   *Seq
+	rng *rand.Rand
 }
 
 const (
@@ -193,8 +194,8 @@ const (
 	tick       = time.Millisecond
 )
 
-func newFixed() *fixed {
-	f := &fixed{slots: make([][]*due, wheelSlots), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
+func newFixed(ttft, itl time.Duration, jitter float64, seed int64) *fixed {
+	f := &fixed{ttft: ttft, itl: itl, jitter: jitter, seed: seed, slots: make([][]*due, wheelSlots), wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
 		cursor: slotOf(time.Now())}
 	go f.loop()
 	return f
@@ -213,8 +214,12 @@ func (f *fixed) place(d *due) {
 	f.slots[slot&wheelMask] = append(f.slots[slot&wheelMask], d)
 }
 
-func (f *fixed) add(s *Seq, ttft, itl time.Duration, jitter float64, rng *rand.Rand) {
-	d := &due{at: time.Now().Add(jittered(ttft, jitter, rng)), s: s, itl: itl, jitter: jitter, rng: rng}
+func (f *fixed) add(s *Seq) {
+	var rng *rand.Rand
+	if f.jitter > 0 {
+		rng = rand.New(rand.NewPCG(uint64(f.seed)^0x5bd1e995, s.ID))
+	}
+	d := &due{at: time.Now().Add(jittered(f.ttft, f.jitter, rng)), s: s, rng: rng}
 	f.mu.Lock()
 	if f.live == 0 {
 		f.cursor = slotOf(time.Now()) // the wheel was idle: its cursor is stale
@@ -303,7 +308,7 @@ func (f *fixed) release(now time.Time) {
 			}
 			notify(s)
 			// Next token from the previous due time, not from now: no drift.
-			d.at = d.at.Add(jittered(d.itl, d.jitter, d.rng))
+			d.at = d.at.Add(jittered(f.itl, f.jitter, d.rng))
 			f.place(d)
 		}
 		clear(f.slots[k])

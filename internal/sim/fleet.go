@@ -58,7 +58,7 @@ type Fleet struct {
 	mu    sync.Mutex
 	gpus  []vgpu
 	// fault is the parsed LinkFault; linkReads counts Interconnect reads (the "errors" fault grows with them).
-	fault     linkFault
+	fault     gpuFault
 	linkReads int
 	cotenant  coTenant
 	corrupt   int
@@ -207,11 +207,14 @@ func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 	return out, nil
 }
 
-// addBusy records engine busy time on GPU i (called by an attached server after every step).
-func (f *Fleet) addBusy(i int, d time.Duration) {
+// update applies fn to GPUs first..first+n−1 under the lock: an attached server records its engine's
+// busy time, the memory it holds, and its fixed-mode streams (no engine steps to measure load by).
+func (f *Fleet) update(first, n int, fn func(g *vgpu)) {
 	f.mu.Lock()
-	f.gpus[i].busy += d
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	for i := first; i < first+n; i++ {
+		fn(&f.gpus[i])
+	}
 }
 
 // Load marks GPU i busy for d from outside an engine: a simulated GEMM burn (`gpuvet health --sim
@@ -220,28 +223,13 @@ func (f *Fleet) Load(i int, d time.Duration) error {
 	if err := f.check(i); err != nil {
 		return err
 	}
-	f.mu.Lock()
-	g := &f.gpus[i]
-	g.busy += d
-	if until := time.Now().Add(d); until.After(g.loadedUntil) {
-		g.loadedUntil = until
-	}
-	f.mu.Unlock()
+	f.update(i, 1, func(g *vgpu) {
+		g.busy += d
+		if until := time.Now().Add(d); until.After(g.loadedUntil) {
+			g.loadedUntil = until
+		}
+	})
 	return nil
-}
-
-// setUsed records the memory an attached engine holds on GPU i (0 when it stops).
-func (f *Fleet) setUsed(i int, mib int64) {
-	f.mu.Lock()
-	f.gpus[i].usedMiB = mib
-	f.mu.Unlock()
-}
-
-// addActive counts fixed-mode streams on GPU i (no engine steps to measure load by).
-func (f *Fleet) addActive(i, delta int) {
-	f.mu.Lock()
-	f.gpus[i].active += delta
-	f.mu.Unlock()
 }
 
 // Sample is one NVML-like reading of GPU i: utilisation is the attached engine's busy fraction since

@@ -18,17 +18,11 @@ import (
 //   - errors: every link up, but link 0's replay and CRC counters grow while the health phase runs.
 var linkFaultKinds = []string{"down", "slow", "errors"}
 
-// linkFault is a parsed LinkFault; gpu -1: none.
-type linkFault struct {
-	gpu  int
-	kind string
-}
-
 // parseLinkFault reads "GPU" or "GPU:KIND" (KIND down by default); "" is no fault.
-func parseLinkFault(s string, count int) (linkFault, error) {
+func parseLinkFault(s string, count int) (gpuFault, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return linkFault{gpu: -1}, nil
+		return gpuFault{gpu: -1}, nil
 	}
 	idx, kind, ok := strings.Cut(s, ":")
 	if !ok {
@@ -36,12 +30,12 @@ func parseLinkFault(s string, count int) (linkFault, error) {
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(idx))
 	if err != nil || n < 0 || n >= count {
-		return linkFault{}, fmt.Errorf("link fault %q: want GPU[:KIND] with GPU 0–%d and KIND one of %s", s, count-1, strings.Join(linkFaultKinds, ", "))
+		return gpuFault{}, fmt.Errorf("link fault %q: want GPU[:KIND] with GPU 0–%d and KIND one of %s", s, count-1, strings.Join(linkFaultKinds, ", "))
 	}
 	if kind = strings.TrimSpace(kind); slices.Contains(linkFaultKinds, kind) {
-		return linkFault{gpu: n, kind: kind}, nil
+		return gpuFault{gpu: n, kind: kind}, nil
 	}
-	return linkFault{}, fmt.Errorf("link fault %q: kind %q unknown; want one of %s", s, kind, strings.Join(linkFaultKinds, ", "))
+	return gpuFault{}, fmt.Errorf("link fault %q: kind %q unknown; want one of %s", s, kind, strings.Join(linkFaultKinds, ", "))
 }
 
 // Typical peer-copy efficiencies against the links' peak, measured on a 2 × H200 (NV18) with gpuvet

@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseLinkFault(t *testing.T) {
-	for in, want := range map[string]linkFault{"": {gpu: -1}, "1": {1, "down"}, "3:slow": {3, "slow"}, " 0:errors ": {0, "errors"}} {
+	for in, want := range map[string]gpuFault{"": {gpu: -1}, "1": {1, "down"}, "3:slow": {3, "slow"}, " 0:errors ": {0, "errors"}} {
 		got, err := parseLinkFault(in, 4)
 		if err != nil || got != want {
 			t.Errorf("%q: %+v, %v; want %+v", in, got, err, want)

@@ -125,7 +125,7 @@ func NewServer(cfg Config) (*Server, error) {
 			s.maxLen = cfg.Engine.MaxModelLen
 		}
 		s.cfg.TTFT, s.cfg.ITL = time.Duration(float64(cfg.TTFT)/speed), time.Duration(float64(cfg.ITL)/speed)
-		s.drv = newFixed()
+		s.drv = newFixed(s.cfg.TTFT, s.cfg.ITL, cfg.Jitter, cfg.Seed)
 	} else {
 		g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
 		if !ok {
@@ -154,15 +154,10 @@ func NewServer(cfg Config) (*Server, error) {
 				}
 				return sp * f.EngineDrift() // the group's slowest GPU, under the engine's drift
 			}
-			onStep = func(d time.Duration) {
-				for i := first; i < first+n; i++ {
-					f.addBusy(i, d)
-				}
-			}
+			onStep = func(d time.Duration) { f.update(first, n, func(g *vgpu) { g.busy += d }) }
 			// vLLM reserves gpu_memory_utilization of every GPU at start, whatever the load.
-			for i := first; i < first+n; i++ {
-				f.setUsed(i, int64(g.MemoryGiB*1024*p.Cfg.GPUMemUtil))
-			}
+			used := int64(g.MemoryGiB * 1024 * p.Cfg.GPUMemUtil)
+			f.update(first, n, func(g *vgpu) { g.usedMiB = used })
 		}
 		s.drv = newRealtime(NewEngine(p), onStep)
 	}
@@ -215,9 +210,7 @@ func (s *Server) close() error {
 	}
 	s.drv.close()
 	if f := s.cfg.Fleet; f != nil && s.perf != nil {
-		for i := s.cfg.GPUIndex; i < s.cfg.GPUIndex+s.perf.Cfg.TP; i++ {
-			f.setUsed(i, 0)
-		}
+		f.update(s.cfg.GPUIndex, s.perf.Cfg.TP, func(g *vgpu) { g.usedMiB = 0 })
 	}
 	if s.trace != nil {
 		if e := s.trace.flush(); e != nil && err == nil {
@@ -234,8 +227,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.models)
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, false) })
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.generate(w, r, true) })
-	mux.HandleFunc("POST /tokenize", s.tokenize)
-	mux.HandleFunc("POST /detokenize", s.detokenize)
+	mux.HandleFunc("POST /tokenize", s.answer(s.tokenize))
+	mux.HandleFunc("POST /detokenize", s.answer(s.detokenize))
 	mux.HandleFunc("GET /metrics", s.metricsHandler)
 	mux.HandleFunc("GET /sim/gpus", s.fleetHandler)
 	mux.HandleFunc("GET /sim/sample", s.fleetHandler)
@@ -303,53 +296,54 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	return b, nil
 }
 
-func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r)
-	if e != nil {
-		writeErr(w, e)
-		return
+// answer serves fn's answer to the request's body as JSON, or its error.
+func (s *Server) answer(fn func(body []byte) (any, *apiError)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, e := readBody(w, r)
+		var v any
+		if e == nil {
+			v, e = fn(body)
+		}
+		if e != nil {
+			writeErr(w, e)
+			return
+		}
+		writeJSON(w, 200, v)
 	}
+}
+
+func (s *Server) tokenize(body []byte) (any, *apiError) {
 	var head struct {
 		Model string `json:"model"`
 	}
 	json.Unmarshal(body, &head)
 	if e := s.checkModel(head.Model); e != nil {
-		writeErr(w, e)
-		return
+		return nil, e
 	}
 	text, e := parseTokenizeRequest(body)
 	if e != nil {
-		writeErr(w, e)
-		return
+		return nil, e
 	}
 	ids := s.tok.Tokenize(text)
-	writeJSON(w, 200, map[string]any{"count": len(ids), "max_model_len": s.maxLen, "tokens": ids, "token_strs": nil})
+	return map[string]any{"count": len(ids), "max_model_len": s.maxLen, "tokens": ids, "token_strs": nil}, nil
 }
 
-func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
-	body, e := readBody(w, r)
-	if e != nil {
-		writeErr(w, e)
-		return
-	}
+func (s *Server) detokenize(body []byte) (any, *apiError) {
 	var req struct {
 		Model  string `json:"model"`
 		Tokens []int  `json:"tokens"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeErr(w, badRequest("tokens", "request body: %v; send {\"tokens\": [ids…]}", err))
-		return
+		return nil, badRequest("tokens", "request body: %v; send {\"tokens\": [ids…]}", err)
 	}
 	if e := s.checkModel(req.Model); e != nil {
-		writeErr(w, e)
-		return
+		return nil, e
 	}
 	text, err := s.tok.Detokenize(req.Tokens)
 	if err != nil {
-		writeErr(w, badRequest("tokens", "%v", err))
-		return
+		return nil, badRequest("tokens", "%v", err)
 	}
-	writeJSON(w, 200, map[string]any{"prompt": text})
+	return map[string]any{"prompt": text}, nil
 }
 
 // plan is everything decided about a request before it runs: its output and its faults.
@@ -443,16 +437,12 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	if s.perf != nil && !s.perf.Cfg.NoPrefixCache {
 		seq.Blocks = blockHashes(req.promptText, s.perf.Cfg.BlockSize)
 	}
-	var rng *rand.Rand
-	if s.cfg.Jitter > 0 {
-		rng = rand.New(rand.NewPCG(uint64(s.cfg.Seed)^0x5bd1e995, n))
-	}
 	if s.cfg.Fleet != nil && s.cfg.Fixed() {
-		s.cfg.Fleet.addActive(s.cfg.GPUIndex, 1)
-		defer s.cfg.Fleet.addActive(s.cfg.GPUIndex, -1)
+		s.cfg.Fleet.update(s.cfg.GPUIndex, 1, func(g *vgpu) { g.active++ })
+		defer s.cfg.Fleet.update(s.cfg.GPUIndex, 1, func(g *vgpu) { g.active-- })
 	}
 	s.metrics.start(req.promptToks)
-	s.drv.add(seq, s.cfg.TTFT, s.cfg.ITL, s.cfg.Jitter, rng)
+	s.drv.add(seq)
 	st := &stream{s: s, w: w, req: req, plan: p, seq: seq, arrival: arrival, received: received, chat: chat}
 	if req.Stream {
 		st.runStream(r.Context())

@@ -26,18 +26,19 @@ type stream struct {
 	last  time.Time
 }
 
-func (st *stream) id() string {
-	if st.chat {
-		return "chatcmpl-sim" + strconv.FormatUint(st.plan.n, 10)
-	}
-	return "cmpl-sim" + strconv.FormatUint(st.plan.n, 10)
+// apis is what differs between the completions (false) and chat completions (true) endpoints.
+var apis = map[bool]struct{ path, id, object, chunk string }{
+	false: {"/v1/completions", "cmpl-sim", "text_completion", "text_completion"},
+	true:  {"/v1/chat/completions", "chatcmpl-sim", "chat.completion", "chat.completion.chunk"},
 }
 
-func (st *stream) buildHead(object string) {
+func (st *stream) id() string { return apis[st.chat].id + strconv.FormatUint(st.plan.n, 10) }
+
+func (st *stream) buildHead() {
 	b := append([]byte(nil), `{"id":"`...)
 	b = append(b, st.id()...)
 	b = append(b, `","object":"`...)
-	b = append(b, object...)
+	b = append(b, apis[st.chat].chunk...)
 	b = append(b, `","created":`...)
 	b = strconv.AppendInt(b, st.s.created, 10)
 	b = append(b, `,"model":`...)
@@ -100,11 +101,7 @@ func (st *stream) reasoning() int {
 
 func (st *stream) runStream(ctx context.Context) {
 	s := st.s
-	if st.chat {
-		st.buildHead("chat.completion.chunk")
-	} else {
-		st.buildHead("text_completion")
-	}
+	st.buildHead()
 	h := st.w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
@@ -221,9 +218,7 @@ func (st *stream) runWhole(ctx context.Context) {
 	usage := map[string]any{"prompt_tokens": st.req.promptToks, "total_tokens": st.req.promptToks + st.plan.out,
 		"completion_tokens": st.plan.out, "prompt_tokens_details": nil}
 	var choice map[string]any
-	object := "text_completion"
 	if st.chat {
-		object = "chat.completion"
 		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(text),
 			"reasoning_content": nil, "tool_calls": []any{}}, "logprobs": nil, "finish_reason": st.plan.finish, "stop_reason": nil}
 	} else {
@@ -237,7 +232,7 @@ func (st *stream) runWhole(ctx context.Context) {
 	for range st.plan.out {
 		st.mark(now)
 	}
-	writeJSON(st.w, 200, map[string]any{"id": st.id(), "object": object, "created": s.created, "model": s.cfg.Model,
+	writeJSON(st.w, 200, map[string]any{"id": st.id(), "object": apis[st.chat].object, "created": s.created, "model": s.cfg.Model,
 		"choices": []any{choice}, "usage": usage, "system_fingerprint": nil})
 	st.finishTrace(200, st.plan.fault.name())
 	s.metrics.success(st.plan.finish, time.Since(st.arrival))
@@ -247,23 +242,16 @@ func (st *stream) finishTrace(status int, fault string) {
 	if st.s.trace == nil {
 		return
 	}
-	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: endpoint(st.chat), Stream: st.req.Stream, Arrival: st.arrival, Received: st.received,
+	st.s.trace.write(TraceRecord{ID: st.plan.n, Server: st.s.name, Endpoint: apis[st.chat].path, Stream: st.req.Stream, Arrival: st.arrival, Received: st.received,
 		PromptTokens: st.req.promptToks, CompletionTokens: len(st.times), MaxTokens: st.req.maxTokens,
 		Planned: st.plan.out, Finish: st.plan.finish, Status: status, Fault: fault, TokenMs: st.times})
-}
-
-func endpoint(chat bool) string {
-	if chat {
-		return "/v1/chat/completions"
-	}
-	return "/v1/completions"
 }
 
 func (s *Server) traceError(arrival, received time.Time, n uint64, chat bool, req *genRequest, status int, fault string) {
 	if s.trace == nil {
 		return
 	}
-	r := TraceRecord{ID: n, Server: s.name, Endpoint: endpoint(chat), Arrival: arrival, Received: received, Status: status, Fault: fault, TokenMs: []float64{}}
+	r := TraceRecord{ID: n, Server: s.name, Endpoint: apis[chat].path, Arrival: arrival, Received: received, Status: status, Fault: fault, TokenMs: []float64{}}
 	if req != nil { // nil: the request was refused before it could be read
 		r.Stream, r.PromptTokens, r.MaxTokens = req.Stream, req.promptToks, req.maxTokens
 	}
