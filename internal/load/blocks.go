@@ -10,21 +10,18 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The sweep's synchronous rung runs in blocks spread over the load (issue 55): one before the
-// probes, one between the knee search and the ladder, one after the ladder. Its latency gates are
-// the figures of a CPU-bound engine that drift most between runs (one H200's sync ITL p95 read
-// 62.6 ms [61.6, 63.8] and 79.1 ms [78.6, 80.4] ten minutes apart), and the spread between one
-// block's requests never shows that drift. Three blocks at three times do: the rung's figures are
-// over every block's requests, and their intervals hold both the bootstrap over requests and the
-// batch means over blocks (metrics.BatchMeans); Run.Repeat says each figure's value per block.
+// The sweep's synchronous rung runs in blocks spread over the load: before the probes, between the
+// knee search and the ladder, after the ladder. Its latency gates drift most between runs (one
+// H200's sync ITL p95 read 62.6 ms [61.6, 63.8] and 79.1 ms [78.6, 80.4] ten minutes apart), which
+// one block's spread never shows. The rung's figures are over every block's requests, and their
+// intervals hold the bootstrap over requests and the batch means over blocks (metrics.BatchMeans).
 
-// SyncBlocks is how many blocks the sweep's synchronous rung runs in. Three: five (two more in the
-// ladder) were tried (bench/repeat, a 25 %-drifting simulated engine); their narrower intervals (t 2.78,
-// not 4.30) left the verdicts of two runs of one GPU apart more often (4 of 6 pairs, against 1 of 9).
+// SyncBlocks is how many blocks the sweep's synchronous rung runs in. Five were tried (bench/repeat,
+// a 25 %-drifting simulated engine): their narrower intervals (t 2.78, not 4.30) left two runs of one
+// GPU apart more often (4 of 6 pairs, against 1 of 9).
 const SyncBlocks = 3
 
-// nextBlock runs the synchronous rung's next block (blocks 2 … SyncBlocks), lined up with the GPUs
-// loaded beside this one where the caller asks (beforeBlock).
+// nextBlock runs the synchronous rung's next block (2 … SyncBlocks), lined up where asked (beforeBlock).
 func (ex *executor) nextBlock(ctx context.Context, a *attempt, index, n int) {
 	b := SyncBlocks - ex.blocksLeft + 1
 	ex.blocksLeft--
@@ -34,17 +31,15 @@ func (ex *executor) nextBlock(ctx context.Context, a *attempt, index, n int) {
 	}
 }
 
-// syncBlock is one block of the synchronous rung: its summary and its measured requests' samples
-// (kept for the pooled figures; the records themselves are freed as every rung's are).
+// syncBlock is one block of the synchronous rung: its summary and its measured requests' samples.
 type syncBlock struct {
 	run                          results.Run
 	startS, tookS                float64
 	ttft, itl, tpot, e2e, outTok []float64
 }
 
-// blockSpec is block i (1-based) of the sweep's synchronous rung: the rung's index, a third of its
-// least length and completions (compare.min_samples over the blocks together). Each keeps the
-// rung's cap: the first block's requests are what tell how long one takes.
+// blockSpec is block i (1-based) of the synchronous rung: its index, and a third of its length and
+// completions. Each keeps the rung's cap: the first block's requests tell how long one takes.
 func (ex *executor) blockSpec(index, i int) rungSpec {
 	s := ex.newSpec(kindSynchronous, 1, 0)
 	s.Index, s.Block = index, i
@@ -54,8 +49,7 @@ func (ex *executor) blockSpec(index, i int) rungSpec {
 	return s
 }
 
-// beforeBlock waits where the caller lines blocks up (Options.BeforeBlock), and logs a wait that
-// took a second or more: the time the other GPUs' loads took to reach the same block.
+// beforeBlock waits where the caller lines blocks up (Options.BeforeBlock), logging a wait of 1 s or more.
 func (ex *executor) beforeBlock(ctx context.Context, block int) {
 	if ex.o.BeforeBlock == nil {
 		return
@@ -96,9 +90,8 @@ func (ex *executor) keepBlock(o *rungOut, run results.Run) {
 	ex.blocks = append(ex.blocks, b)
 }
 
-// poolBlocks folds the synchronous rung's later blocks into its first (a.runs' synchronous run):
-// its figures over every block's requests, its intervals widened by the spread between blocks,
-// Run.Repeat set. One block (a sweep stopped early) leaves the run as it is.
+// poolBlocks folds the synchronous rung's later blocks into its first (pooled). One block (a sweep
+// stopped early) leaves the run as it is.
 func (ex *executor) poolBlocks(a *attempt) {
 	blocks := ex.blocks
 	ex.blocks = nil
@@ -170,8 +163,7 @@ func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
 	return run
 }
 
-// blockFigures are the synchronous rung's gated figures, by their Intervals key, and their value in
-// a run.
+// blockFigures are the synchronous rung's gated figures, by their Intervals key.
 var blockFigures = []struct {
 	key   string
 	value func(r *results.Run) float64
@@ -185,9 +177,8 @@ var blockFigures = []struct {
 }
 
 // repeatIntervals records each figure's block values in run.Repeat and returns the run's intervals:
-// the bootstrap over the pooled requests (within; nil where too few for one) widened to the batch
-// means over the blocks. A figure with no interval over its requests gets none from its blocks
-// either: three blocks of a handful of requests each say little about a tail.
+// the bootstrap over the pooled requests (within) widened to the batch means over the blocks. A
+// figure with no interval over its requests gets none: three blocks of a handful say little of a tail.
 func repeatIntervals(run *results.Run, blocks []syncBlock, within *results.Intervals) *results.Intervals {
 	out := &results.Intervals{}
 	if within != nil {
@@ -204,8 +195,7 @@ func repeatIntervals(run *results.Run, blocks []syncBlock, within *results.Inter
 			continue
 		}
 		run.Repeat.Figures = append(run.Repeat.Figures, results.FigureRepeat{Figure: f.key, Blocks: vals, SpreadPct: metrics.SpreadPct(center, vals)})
-		// Output tok/s has no interval over requests at concurrency 1; its blocks' windows are long
-		// enough to give one.
+		// Output tok/s has no interval over requests at concurrency 1; the blocks give one.
 		ci := out.Ref(f.key)
 		if *ci != nil || f.key == "output_tok_s" {
 			*ci = metrics.Union(*ci, metrics.BatchMeans(center, vals))
@@ -248,8 +238,7 @@ func pooledSizing(blocks []syncBlock, minSamples int) *results.RungSizing {
 	return &z
 }
 
-// blockEndedBy reports whether a block was ended by bound: the pooled rung's cut is then that, not the
-// rung's cap.
+// blockEndedBy reports whether a block was ended by bound (the pooled rung's cut is then that).
 func blockEndedBy(blocks []syncBlock, bound string) bool {
 	return slices.ContainsFunc(blocks, func(b syncBlock) bool { return b.run.EndedBy == bound })
 }

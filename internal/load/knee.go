@@ -10,8 +10,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Knee search: the sweep finds where output tok/s stops growing instead of trusting max_concurrency
-// to be past it; each probe is measured in its steady state (level.go).
+// Knee search: where output tok/s stops growing, instead of trusting max_concurrency to be past it.
 const (
 	// kneeGain is the least growth in output tok/s that makes doubling the probe's concurrency worth it.
 	kneeGain = 0.05
@@ -20,28 +19,24 @@ const (
 	// kneeQueue: a median queue above this share of the probe's concurrency, and above one request,
 	// means the engine's batch is full (a few requests waiting for a prefill slot do not).
 	kneeQueue = 0.1
-	// kneeQueueSamples is the least /metrics samples a probe's queue median rests on: one scrape is
-	// one instant (a 1.5 s probe scraped every second has one or two), and an instant when requests
-	// had just arrived reads 3 of 4 waiting on an engine with a 32-sequence batch.
+	// kneeQueueSamples is the least /metrics samples a probe's queue median rests on: an instant when
+	// requests had just arrived reads 3 of 4 waiting on an engine with a 32-sequence batch.
 	kneeQueueSamples = 3
-	// kneeOvershoot places the top constant rung this far past the best probe's rate: a closed-loop probe
-	// reads the capacity a little low (slots idle between requests), and the top two rungs must both be
-	// past the true capacity for the curve to show its plateau.
+	// kneeOvershoot places the top constant rung this far past the best probe's rate: a closed loop
+	// reads the capacity a little low (slots idle between requests), and the top two rungs must both
+	// be past it for the curve to show its plateau.
 	kneeOvershoot = 1.25
 )
 
 // maxClimb bounds the rungs a truncated ladder adds above its planned top.
 const maxClimb = 3
 
-// climb extends a ladder whose top rung still climbs past the probe's peak (truncated: the probe
-// under-read the capacity, e.g. a closed loop idling slots between requests or a client short of CPU,
-// so the ladder was placed too low). Retrying the same ladder would stop at the same place, so it goes
-// on upward at its own spacing, step req/s per rung, until the output stops growing, at most maxClimb
-// rungs, and records how many it added. A transient top rung does not climb.
+// climb extends a ladder whose top rung still climbs past the probe's peak (the probe under-read the
+// capacity, so the ladder was placed too low): upward, step req/s per rung, until the output stops
+// growing, at most maxClimb rungs. A transient top rung does not climb.
 func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64, probe results.Run, step float64, k *results.Knee) []float64 {
 	peak := probe.OutputTokS
-	// A top rung that never levelled read its ramp: its climb says nothing about the capacity, and
-	// each rung above it would only spend load.max_rung_duration to say the same.
+	// A top rung that never levelled read its ramp: its climb says nothing about the capacity.
 	topLevel := func() bool { return len(a.runs) == 0 || a.runs[len(a.runs)-1].TransientReason() == "" }
 	for k.ClimbedRungs < maxClimb && step > 0 && topLevel() && analysis.AnalyzeSaturation(outs, peak).Truncated {
 		rate := k.LadderTopReqS + step
@@ -65,14 +60,11 @@ func (ex *executor) climb(ctx context.Context, a *attempt, n int, outs []float64
 	return outs
 }
 
-// findKnee raises the throughput probe's concurrency, doubling, up to the engine's max_num_seqs (more
-// only queues): while the server's /metrics shows no steady queue (a queue means the engine's batch is
-// already full), or, without /metrics, while output tok/s grows by at least kneeGain. Each probe is
-// measured in its steady state: one that completed nothing in its first seconds (a slow engine's
-// requests outlast them) is extended, not taken for a knee; one that never levels within
-// load.max_rung_duration (transient) ends the search without a knee. Output that stopped growing,
-// or a full server queue, is past the knee: a finding (Knee.PastKnee), never an error. It returns
-// the best probe and records each step.
+// findKnee doubles the throughput probe's concurrency up to the engine's max_num_seqs (more only
+// queues) while /metrics shows no steady queue (the batch is full), or, without it, while output
+// tok/s grows by at least kneeGain. A probe that never levels (transient) ends the search without a
+// knee. Output that stopped growing, or a full queue, is past the knee: a finding (Knee.PastKnee),
+// never an error. It returns the best probe and records each step.
 func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe results.Run, probeAt [2]time.Duration) (results.Run, *results.Knee) {
 	k := &results.Knee{Limit: ex.o.MaxNumSeqs, LimitSource: "the engine's max_num_seqs"}
 	if k.Limit <= 0 {
@@ -83,9 +75,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	wait := ex.waiting(probeAt)
 	k.Probes = append(k.Probes, results.KneeProbe{Concurrency: probe.Concurrency, OutputTokS: probe.OutputTokS, ServerWaiting: wait, Completed: probe.Requests.Successful})
 	for c, last := probe.Concurrency, probe; ; {
-		// A probe that never levelled measured a ramp (on a slow engine: requests that outlast it, so
-		// that nothing completed), not the engine's rate at its concurrency: no knee can be read from
-		// it, and none past it.
+		// A probe that never levelled measured a ramp: no knee can be read from it, nor past it.
 		if why := last.TransientReason(); why != "" {
 			k.Reason = fmt.Sprintf("the probe at concurrency %d did not reach a steady state (%s): the knee is not measured", c, why)
 			break
@@ -100,18 +90,16 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("concurrency %d is the limit (%s)", c, k.LimitSource)
 			break
 		}
-		// A request at twice the concurrency takes up to twice as long (Little's law, at capacity): a
-		// probe whose requests (and a window after them) would outlast load.max_rung_duration cannot
-		// level, and would only spend the cap to say so.
+		// A request at twice the concurrency takes up to twice as long (Little's law): a probe whose
+		// requests and window would outlast load.max_rung_duration cannot level.
 		win := time.Duration(levelMinSlices) * sliceFor(time.Duration(ex.cfg.MaxDuration))
 		ahead := time.Duration(float64(ex.lastProbeTime) * float64(next) / float64(c))
 		if ahead+win >= time.Duration(ex.cfg.MaxRungDuration) {
 			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
 			break
 		}
-		// The probe and the least ladder after it (placed by the best probe so far) must fit what is
-		// left of load.time_budget: a probe the constant rates would have no time left for measures
-		// less than they do (the ladder overshoots the best probe, and climbs when it under-read).
+		// The probe and the least ladder after it must fit what is left of load.time_budget: the
+		// constant rates measure more than a probe (the ladder overshoots, and climbs).
 		pred, why := ex.probeFits(best, next, ahead)
 		if why != "" {
 			k.Reason = why
@@ -143,8 +131,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 		if r.OutputTokS > best.OutputTokS {
 			best = r
 		}
-		// With the server's queue in view, an empty queue says the batch still has room, whatever one
-		// noisy window's gain says; without it, the gain decides.
+		// An empty server queue says the batch still has room, whatever one noisy gain says.
 		if gain < kneeGain && wait < 0 {
 			k.PastKnee = true
 			k.Reason = fmt.Sprintf("output tok/s grew %+.1f%% from concurrency %d to %d (less than %.0f%%): past the knee", 100*gain, c, next, 100*kneeGain)
@@ -157,9 +144,8 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	return best, k
 }
 
-// probeFits predicts the probe at concurrency next (its requests taking perReq each) and says why
-// it does not fit ("": it does): it and the least ladder after it, placed by the best probe so far,
-// would pass what is left of load.time_budget.
+// probeFits predicts the probe at concurrency next (perReq a request) and says why it and the least
+// ladder after it would pass what is left of load.time_budget ("": they fit).
 func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) (rungSpec, string) {
 	pred := ex.steady(ex.newSpec(kindThroughput, next, 0), perReq, 0)
 	lo, hi := ex.ladderRange(best)
@@ -171,8 +157,8 @@ func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) 
 	return pred, ""
 }
 
-// waiting is the median of the server's queued requests scraped in [at[0], at[1]] (the ramp's first
-// quarter left out), or -1 with fewer than kneeQueueSamples (the search then reads output growth).
+// waiting is the median of the server's queued requests scraped in [at[0], at[1]] (its first
+// quarter left out), or -1 with fewer than kneeQueueSamples.
 func (ex *executor) waiting(at [2]time.Duration) float64 {
 	if ex.sc == nil {
 		return -1

@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// mark is one chunk that carried generated text or tokens: when it arrived (since the load's epoch),
-// how many tokens it carried (from continuous usage; 0 until finalize fills it otherwise) and its bytes.
-// joint: it came in the same read as the chunk before it, so its time is spaced, not its own.
+// mark is one chunk with generated text or tokens: when it arrived (since the load's epoch), its
+// tokens (continuous usage, else set by finalize) and bytes; joint: it came in the chunk before's
+// read, so its time is spaced, not its own.
 type mark struct {
 	at    time.Duration
 	tok   int32
@@ -17,8 +17,8 @@ type mark struct {
 	joint bool
 }
 
-// Record is one request. It is written to --records as one JSON line; times are milliseconds since the
-// start of the load (the first rung), latencies in milliseconds.
+// Record is one request, written to --records as one JSON line; times are milliseconds since the load's
+// start.
 type Record struct {
 	Rung   int    `json:"rung"`
 	Kind   string `json:"kind"`
@@ -35,9 +35,8 @@ type Record struct {
 	LagMs float64 `json:"lag_ms"`
 	// TTFTMs: written -> first chunk with generated content. TTFTFromScheduleMs: scheduled -> same.
 	TTFTMs float64 `json:"ttft_ms,omitempty"`
-	// A reasoning model's answer: TTFTMs counts its first token of any kind (reasoning included),
-	// TTFOMs its first output token past the reasoning (AIPerf's time to first output token);
-	// ReasoningMs is from the first reasoning token to the first output one. Zero: no reasoning.
+	// A reasoning answer: TTFTMs counts its first token of any kind, TTFOMs its first past the
+	// reasoning (AIPerf's), ReasoningMs from the first reasoning token to it. Zero: no reasoning.
 	TTFOMs             float64   `json:"ttfo_ms,omitempty"`
 	ReasoningMs        float64   `json:"reasoning_ms,omitempty"`
 	TTFTFromScheduleMs float64   `json:"ttft_from_schedule_ms,omitempty"`
@@ -53,21 +52,17 @@ type Record struct {
 	Error           string `json:"error,omitempty"`      // class: http_<code>, timeout, cut_stream, …
 	Detail          string `json:"detail,omitempty"`     // the error's words, or why the request is incomplete
 	Incomplete      bool   `json:"incomplete,omitempty"` // cut by the drain bound or Ctrl-C
-	// UsageClaim and PromptClaim are the server's usage counts where they were not believed (more
-	// completion tokens than max_tokens, more prompt tokens than the prompt can hold): the counts
-	// above are then gpuvet's own.
+	// UsageClaim and PromptClaim are server usage counts not believed (over max_tokens, or more than
+	// the prompt can hold): the counts above are then gpuvet's own.
 	UsageClaim  int `json:"usage_completion_tokens,omitempty"`
 	PromptClaim int `json:"usage_prompt_tokens,omitempty"`
 	// NewConnection: the request opened a connection (it was not reused from the keep-alive pool).
 	NewConnection bool `json:"new_connection,omitempty"`
-	// ConnectMs is how long the request waited for a connection (dial, TCP handshake, TLS): the
-	// server's accept, not the client's lag. Zero for a reused connection.
+	// ConnectMs is the wait for a new connection: the server's accept, not the client's lag.
 	ConnectMs float64 `json:"connect_ms,omitempty"`
 
-	sched, start, sent, end time.Duration
-	// firstReasoning and firstOutput are when the first reasoning text and the first answer text
-	// came (0: none).
-	firstReasoning, firstOutput time.Duration
+	sched, start, sent, end     time.Duration
+	firstReasoning, firstOutput time.Duration // the first reasoning and answer text (0: none)
 	marks                       []mark
 	contUsage                   bool
 	promptTokens                int // the prompt's exact count, when known
@@ -76,8 +71,7 @@ type Record struct {
 	noLag                       bool // a closed-loop slot's first request: its lag is the connection ramp
 	ramp                        bool // sent before a steady rung's onset: warm-up for latency, counted in req/s
 	connect                     time.Duration
-	// rxLag sums, over rxN chunks timed by the kernel, how long each waited in the socket before gpuvet
-	// read it.
+	// rxLag sums how long rxN kernel-timed chunks waited in the socket.
 	rxLag time.Duration
 	rxN   int
 	// RXLagMs is the mean of those waits (0: no kernel receive times).
@@ -93,8 +87,8 @@ const (
 	countsDisputed   = "chunks (the server's usage counted more than max_tokens: not believed)"
 )
 
-// templateTokens bounds what a chat template (and a system prompt a server adds) puts around a
-// prompt: a server's prompt count beyond the prompt's bytes and this is not believed.
+// templateTokens bounds what a chat template (and a server's system prompt) adds to a prompt: a prompt
+// count beyond the prompt's bytes and this is not believed.
 const templateTokens = 4096
 
 // tokenBound is the most output tokens a request can be credited with, whatever the server says:
@@ -106,9 +100,8 @@ func tokenBound(r *Record) int {
 	return len(r.marks)
 }
 
-// finalize fills per-chunk token counts and the output count once the stream is complete. The
-// server's counts are claims: none beyond tokenBound is believed (and no allocation is ever sized by
-// one); a disbelieved one is kept in UsageClaim / PromptClaim.
+// finalize fills per-chunk and output token counts once the stream is over. The server's counts are
+// claims: none beyond tokenBound is believed (nor sizes an allocation).
 func (r *Record) finalize(final *usage) {
 	r.Chunks = len(r.marks)
 	r.PromptTokens = r.promptTokens
@@ -142,8 +135,7 @@ func (r *Record) finalize(final *usage) {
 	}
 }
 
-// splitByBytes shares total tokens over chunks in proportion to their text, each at least one, keeping
-// the sum exact (largest remainders).
+// splitByBytes shares total tokens over chunks in proportion to their text, keeping the sum exact.
 func splitByBytes(marks []mark, total int) {
 	var bytes int
 	for _, m := range marks {

@@ -20,21 +20,19 @@ const (
 	// minLagSamples: below it a lag p99 is one unlucky request, not a pattern.
 	minLagSamples = 50
 	// minLateRequests: at least this many requests past LagLimit (and 1 % of them) make the client
-	// the pace-setter: a p99 of fewer than 300 samples is read off its top two or three, and one
-	// scheduling blip must not make a quiet machine's run undecided.
+	// the pace-setter: one scheduling blip must not make a quiet machine's run undecided.
 	minLateRequests = 3
 	// CPULimit is the share of all cores the client may use before it is deemed saturated.
 	CPULimit = 0.90
 	// bootstrapResamples and ciLevel set the confidence intervals on gated figures.
 	bootstrapResamples = 200
 	ciLevel            = 0.95
-	// maxBootstrapPool caps pooled samples fed to the bootstrap (a seeded subsample above it), so a
-	// million ITL gaps do not take minutes; the interval is then slightly wider, never narrower.
+	// maxBootstrapPool caps pooled samples fed to the bootstrap (a seeded subsample above it): a
+	// million ITL gaps would take minutes; the interval is then slightly wider, never narrower.
 	maxBootstrapPool = 20000
 )
 
-// summarize turns one rung's records into its results.Run: it counts each request (tally), then
-// sums up the latencies and the rates over the window, then adds the rung's checks.
+// summarize turns one rung's records into its results.Run: counts, latencies, rates, checks.
 func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 	spec := o.spec
 	run := results.Run{Kind: spec.Kind, Errors: map[string]int{}}
@@ -54,8 +52,7 @@ func summarize(o *rungOut, slo *analysis.SLO, seed uint64) results.Run {
 		run.Errors = nil
 	}
 	lat := t.sent
-	// Open-loop rungs only (the ladder's): a closed-loop run's latencies can be gated (aicr's TTFT p99), and its
-	// ramp is a burst, not the level.
+	// Open-loop rungs only: a closed-loop run's latencies can be gated, and its ramp is a burst.
 	if len(t.sent.ttft) == 0 && o.level != nil && spec.openLoop() {
 		lat, run.LatencyFrom = t.ramp, noneSent(len(t.ramp.ttft), t.ramp.e2e, win)
 	}
@@ -116,8 +113,8 @@ func newTally(o *rungOut, slo *analysis.SLO) *tally {
 // inWindow says whether at is inside the measured window.
 func (t *tally) inWindow(at time.Duration) bool { return at >= t.o.winStart && at <= t.o.winEnd }
 
-// streamed adds the tokens r streamed inside the window, and its prompt when its first token came
-// there, and says whether it streamed any.
+// streamed adds the tokens r streamed inside the window (and its prompt when its first token came
+// there), and says whether it streamed any.
 func (t *tally) streamed(r *Record) bool {
 	streamed := false
 	for _, m := range r.marks {
@@ -137,9 +134,8 @@ func (t *tally) streamed(r *Record) bool {
 
 // count adds one request to run's counts and to the tally's samples.
 func (t *tally) count(run *results.Run, r *Record) {
-	// A ramp request (sent before the window opened) is counted like a measured one, its errors
-	// too, unless it completed before the window: only its latencies are left out (they ran
-	// under a lighter load).
+	// A ramp request is counted like a measured one unless it completed before the window: only
+	// its latencies are left out (a lighter load).
 	warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= t.o.winStart))
 	if t.streamed(r) && !warm {
 		run.Requests.Streamed++
@@ -166,8 +162,7 @@ func (t *tally) count(run *results.Run, r *Record) {
 	}
 }
 
-// outcome counts how request r ended in run's request counts and errors, and says whether it
-// succeeded (its latencies are samples).
+// outcome counts how request r ended, and says whether it succeeded (its latencies are samples).
 func outcome(run *results.Run, r *Record, warm bool) bool {
 	switch {
 	case warm:
@@ -234,7 +229,7 @@ func (l *latencies) summarize(run *results.Run, openLoop bool) {
 }
 
 // noneSent says where a steady rung's latencies come from when no request sent in its window
-// completed: the n sent during its ramp that completed in the window (e2e, their times), or none.
+// completed: the n of its ramp that completed in it (e2e: their times), or none.
 func noneSent(n int, e2e []float64, win time.Duration) string {
 	if n == 0 {
 		return fmt.Sprintf("none: no request completed in the %.0f s window (a rung whose requests take longer than its window; load.max_rung_duration longer, or load.output_tokens shorter, gives it some)", win.Seconds())
@@ -295,8 +290,8 @@ func steadiness(o *rungOut) *results.RungSteady {
 	return st
 }
 
-// intervals bootstraps the judged figures: TTFT p95/p99, ITL p95, TPOT p95 and p50 (per-request TPOTs), and
-// output tok/s (the mean of the window's 40 per-slice rates).
+// intervals bootstraps the judged figures: TTFT p95/p99, ITL p95, TPOT p95 and p50, and output tok/s
+// (the mean of the window's 40 per-slice rates).
 func intervals(ttft, itl, tpot, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
 	ci := &results.Intervals{
 		TTFTP95: metrics.BootstrapQuantile(ttft, 0.95, ciLevel, bootstrapResamples, seed),
@@ -318,7 +313,7 @@ func intervals(ttft, itl, tpot, buckets []float64, bucket time.Duration, seed ui
 	return ci
 }
 
-// subsample returns at most n samples of s, drawn at random (with replacement) by a seeded generator.
+// subsample returns at most n samples of s, drawn with replacement by a seeded generator.
 func subsample(s []float64, n int, seed uint64) []float64 {
 	if len(s) <= n {
 		return s
@@ -331,9 +326,8 @@ func subsample(s []float64, n int, seed uint64) []float64 {
 	return out
 }
 
-// selfCheck decides whether the client limited the run: lagging its schedule, or short of CPU.
-// lags are the requests' lags behind schedule (ms): the client set the pace when at least 1 % of
-// them, and minLateRequests, were more than LagLimit late.
+// selfCheck decides whether the client limited the run: at least 1 % of lags (ms behind schedule),
+// and minLateRequests, over LagLimit, or short of CPU.
 func selfCheck(lags []float64, cpu, wall time.Duration) (bool, string) {
 	cores := runtime.NumCPU()
 	late := 0
@@ -373,9 +367,9 @@ func burstReqS(o *rungOut) float64 {
 }
 
 // rxBacklog reports a receive backlog that grows over the window: requests ending in its last third
-// waited in the socket, on average, more than LagLimit per chunk and at least twice as long as those
-// ending in its first third. The kernel's timestamps keep chunk times right while the client is late,
-// but a backlog that keeps growing means the client cannot keep up with the stream.
+// waited in the socket more than LagLimit per chunk on average, and twice as long as in its first.
+// Kernel timestamps keep chunk times right while the client is late, but not a client that never
+// catches up.
 func rxBacklog(o *rungOut) (bool, string) {
 	third := (o.winEnd - o.winStart) / 3
 	if third <= 0 {
@@ -414,7 +408,7 @@ func fillRX(l *results.Load, rx *rxStatus, waits []float64) {
 }
 
 // sampleError keeps r as evidence of its class while the rung holds fewer than
-// results.MaxErrorSamples of it (the records come in the order they ended: the first ones).
+// results.MaxErrorSamples of it (the first ones to end).
 func sampleError(have []results.ErrorSample, r *Record, class, detail string) []results.ErrorSample {
 	n := 0
 	for _, e := range have {
