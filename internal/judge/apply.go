@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -17,8 +18,7 @@ const (
 	RunConcurrency = "concurrency" // the aicr-style fixed-concurrency run
 )
 
-// Check ids the judge writes; flags with these prefixes are the judge's own and are rewritten by
-// every Apply, so Apply can run again on the same summary.
+// Check ids the judge writes; flags with these prefixes are rewritten by every Apply (idempotence).
 const (
 	CheckGPUToGPU     = "compare.gpu_to_gpu"
 	CheckBaseline     = "baseline.overhead"
@@ -35,10 +35,9 @@ func judgeOwned(check string) bool {
 		checkBaselnPrefix, checkHistoryPrefix}, func(p string) bool { return strings.HasPrefix(check, p) })
 }
 
-// Apply judges a whole summary in place: every endpoint's gate verdicts, the GPU-to-GPU comparison
-// of every LLM metric per model, flags with one-line reasons, baseline breaches (when s.Baseline is
-// set), and the ok/flag/failed roll-up per endpoint, model, host and run. Health flags and statuses
-// (filled by the health phase) are rolled up as they are. Running it twice gives the same result.
+// Apply judges a whole summary in place: gate verdicts, GPU-to-GPU comparisons per model, flags,
+// baseline breaches (when s.Baseline is set) and the roll-up per endpoint, model, host and run; the
+// health phase's flags and statuses are rolled up as they are. Running it twice gives the same result.
 func Apply(s *results.Summary, cfg Config) {
 	if s == nil {
 		return
@@ -86,8 +85,8 @@ func hostGPUCount(h *results.Host) int {
 	return len(seen)
 }
 
-// applyModel judges one model's endpoints; healthy says which GPUs passed their own health checks
-// (what tells a gate missed by the engine from one missed by the GPU, gateLayers).
+// applyModel judges one model's endpoints; healthy (the GPUs that passed their own health checks)
+// tells a gate the engine missed from one the GPU missed (gateLayers).
 func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healthy map[int]bool) {
 	for ei := range m.Endpoints {
 		judgeEndpoint(m, &m.Endpoints[ei], cfg, hostGPUs)
@@ -107,7 +106,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 }
 
 // judgeEndpoint applies the gates, the expected figures and the error rates to one endpoint, and
-// flags what failed; the GPU-to-GPU comparisons come after, across the model's endpoints.
+// flags what failed.
 func judgeEndpoint(m *results.Model, ep *results.Endpoint, cfg Config, hostGPUs int) {
 	ep.Flags = dropFlags(ep.Flags, judgeOwned)
 	ep.Verdicts = EndpointVerdicts(ep, m.Model, hostGPUs, cfg)
@@ -134,8 +133,7 @@ func judgeEndpoint(m *results.Model, ep *results.Endpoint, cfg Config, hostGPUs 
 	endpointFlags(m.Model, ep, gpuBad, gpuKinds, errV)
 }
 
-// endpointFlags turns an endpoint's failed verdicts and its other findings (faults, load errors,
-// failed API tests, a missing prefix cache, a load cut short) into flags.
+// endpointFlags turns an endpoint's failed verdicts and other findings into flags.
 func endpointFlags(model string, ep *results.Endpoint, gpuBad int, gpuKinds map[string]int, errV *results.Verdict) {
 	subj := subject(model, ep)
 	for _, v := range ep.Verdicts {
@@ -173,7 +171,7 @@ func flagComparisons(m *results.Model) {
 }
 
 // modelStatus settles each endpoint's status and the model's: the worst of them, failed when the
-// model broke, flagged by a model flag, and not ok while a comparison could not decide.
+// model broke, flag on a model flag, not ok while a comparison could not decide.
 func modelStatus(m *results.Model) results.Status {
 	st := results.StatusSkipped
 	for ei := range m.Endpoints {
@@ -193,8 +191,7 @@ func modelStatus(m *results.Model) results.Status {
 	return st
 }
 
-// servedPeers is how many of a model's endpoints have figures a comparison can use (the ones
-// ModelComparisons compares).
+// servedPeers is how many of a model's endpoints have figures a comparison can use.
 func servedPeers(m *results.Model) int {
 	n := 0
 	for i := range m.Endpoints {
@@ -277,9 +274,8 @@ func endpointStatus(ep *results.Endpoint) results.Status {
 }
 
 // workBroke says the endpoint's work failed: it errored, its load measured nothing, its API suite
-// could not run, or a gate that fails it did: the error rate (so a run with too many errors exits
-// non-zero without --fail-on-flag), or the engine's or the network's failed requests past the error
-// limit (that fails the endpoint and the run, not its GPU).
+// could not run, or a gate that fails the endpoint (not its GPU) did: the error rate (so too many
+// errors exit non-zero without --fail-on-flag), or the engine's or network's past the error limit.
 func workBroke(ep *results.Endpoint) bool {
 	return ep.Error != "" || ep.Status == results.StatusFailed ||
 		ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0 ||
@@ -325,8 +321,8 @@ func FindRun(l *results.Load, kind string) *results.Run {
 	return r
 }
 
-// EndpointVerdicts applies every gate to one endpoint with the gates resolved for its GPU × model;
-// hostGPUs (the host's GPU count) normalizes a node-wide aicr throughput floor per GPU.
+// EndpointVerdicts applies every gate resolved for the endpoint's GPU × model; hostGPUs (the host's
+// GPU count) normalizes a node-wide aicr throughput floor per GPU.
 func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Config) []results.Verdict {
 	if ep.Load == nil {
 		return nil
@@ -348,16 +344,13 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	aicrThr, aicrTTFT := aicr(results.ThAICRMinOutputTokS, 1-tol/100), aicr(results.ThAICRMaxTTFTP99Ms, 1+tol/100)
 	if aicrThr.Limit.Value != nil {
 		epGPUs := max(len(ep.GPUs), 1)
-		switch n := cfg.AICRNodeGPUs; {
+		switch n := cmp.Or(cfg.AICRNodeGPUs, hostGPUs); {
 		case cfg.AICRThroughputScope == ScopeGPU:
 			if epGPUs > 1 {
 				aicrThr.Factor *= float64(epGPUs)
 				aicrThr.FactorNote += fmt.Sprintf(", per-GPU floor × %d GPUs", epGPUs)
 			}
-		case n > 0 || hostGPUs > 0:
-			if n == 0 {
-				n = hostGPUs
-			}
+		case n > 0:
 			aicrThr.Factor *= float64(epGPUs) / float64(n)
 			aicrThr.FactorNote += fmt.Sprintf(", node floor over %d GPUs scaled to %d", n, epGPUs)
 		}
@@ -381,25 +374,18 @@ func EndpointVerdicts(ep *results.Endpoint, model string, hostGPUs int, cfg Conf
 	return vs
 }
 
-// rungUndecided makes the verdicts on rung r's figures inconclusive for why (a ramp never steady, a
-// rung cut by load.max_rung_duration); how relates the rung to them ("was", "behind it was").
+// rungUndecided makes the verdicts on rung r's figures, but a disabled one's, inconclusive for why
+// (a ramp never steady, a rung cut by load.max_rung_duration); how is "was" or "behind it was".
 func rungUndecided(vs []results.Verdict, r *results.Run, how, why string) {
-	if why != "" {
-		undecidedBy(vs, "the "+r.Kind+" rung "+how+" "+why)
-	}
-}
-
-// undecidedBy makes the verdicts inconclusive, all but those of a disabled check, saying why.
-func undecidedBy(vs []results.Verdict, why string) {
 	for i := range vs {
-		if vs[i].Result == ResultDisabled {
+		if why == "" || vs[i].Result == ResultDisabled {
 			continue
 		}
 		if vs[i].Result != ResultInconclusive {
 			vs[i].Reason += ": but inconclusive"
 		}
 		vs[i].Result = ResultInconclusive
-		vs[i].Reason += "; " + why
+		vs[i].Reason += "; the " + r.Kind + " rung " + how + " " + why
 	}
 }
 
@@ -408,8 +394,8 @@ func undecided(ep *results.Endpoint) bool {
 	return slices.ContainsFunc(ep.Verdicts, func(v results.Verdict) bool { return v.Result == ResultInconclusive })
 }
 
-// comparisonsUndecided reports whether a GPU-to-GPU comparison of the model could not decide: too
-// few samples behind the weakest card, or a card that looked worse but whose figure cannot show it.
+// comparisonsUndecided reports whether a GPU-to-GPU comparison could not decide (low confidence,
+// or a card that looked worse but whose figure cannot show it).
 func comparisonsUndecided(cs []results.Compare) bool {
 	return slices.ContainsFunc(cs, func(c results.Compare) bool {
 		return c.LowConfidence || slices.ContainsFunc(c.Values, func(cell results.CompareCell) bool { return cell.Inconclusive })
@@ -431,8 +417,8 @@ var (
 
 // acrossRuns is f, metric's figure of load l, with the interval that covers a rerun (Run.AcrossRuns):
 // for history, and for GPUs loaded one after another, whose drift between blocks is not shared. A
-// figure not measured in blocks (the ladder's throughputs) was read at one moment of an engine whose
-// speed the synchronous blocks saw move: its interval widens by that speed's half-width (engineDriftPct).
+// figure not measured in blocks (the ladder's throughputs), read at one moment of an engine whose
+// speed the blocks saw move, has its interval widened by that speed's half-width (engineDriftPct).
 func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure {
 	r := FindRun(l, RunSynchronous)
 	if r == nil {
@@ -453,10 +439,9 @@ func acrossRuns(l *results.Load, metric string, f compare.Figure) compare.Figure
 	return f
 }
 
-// engineDriftPct is how far (± %, of its centre) a reading of the engine's speed taken at one
-// moment may sit from its speed over the run: the interval across the synchronous rung's blocks of
-// its output tok/s is the mean's, t × sd/√B; one moment's reading (a ladder rung's) carries a whole
-// block's spread, t × sd, √B times that (0: not measured in blocks).
+// engineDriftPct is how far (± % of its centre) one moment's reading of the engine's speed may sit
+// from its speed over the run: the synchronous blocks' interval of output tok/s is the mean's,
+// t × sd/√B; one moment's reading (a ladder rung's) carries a block's, √B times that (0: no blocks).
 func engineDriftPct(sync *results.Run) float64 {
 	ci := sync.Repeat.Interval(speedFigure)
 	if ci == nil || !(ci.Hi+ci.Lo > 0) {
@@ -468,27 +453,18 @@ func engineDriftPct(sync *results.Run) float64 {
 // speedFigure is the synchronous rung's figure that stands for the engine's speed.
 const speedFigure = "output_tok_s"
 
-// clientLimited says whether the client, not the server, set run r's figures (r nil: the load's). A
-// run's check covers its own window (its requests' lag, the client's CPU and socket backlog over it),
-// so a later rung that overloaded the client does not make an earlier rung's latencies inconclusive.
-func clientLimited(r *results.Run, l *results.Load) bool {
-	if r != nil {
-		return r.ClientLimited
-	}
-	return l.Client.ClientLimited
-}
-
 // requests is the number of requests behind a figure of run r: its successful requests, or the
 // distribution's own count when smaller (an ITL p95 of 5 requests is 5 samples, however many gaps).
 func requests(r *results.Run, d results.Dist) int {
-	n := r.Requests.Successful
-	if d.Count > 0 && d.Count < n {
-		n = d.Count
+	if d.Count > 0 {
+		return min(d.Count, r.Requests.Successful)
 	}
-	return n
+	return r.Requests.Successful
 }
 
 // distMeasure reads a percentile of a run's distribution; a run without samples is not measured.
+// Client-limited is the run's own (its requests' lag, the client's CPU and socket backlog over its
+// window): a later rung that overloaded the client leaves an earlier rung's latencies decided.
 func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Dist, *results.Interval), pick percentile, lb bool, l *results.Load) Measured {
 	if r == nil {
 		return Measured{Missing: fmt.Sprintf("the load profile %q has no %s run", l.Config.Profile, kind)}
@@ -497,11 +473,10 @@ func distMeasure(r *results.Run, kind string, get func(*results.Run) (results.Di
 	if d.Count == 0 {
 		return Measured{Missing: fmt.Sprintf("the %s run has no samples (%d successful requests)", kind, r.Requests.Successful)}
 	}
-	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: pick.of(d), LowerBound: lb, ClientLimited: clientLimited(r, l), Samples: requests(r, d), CI: ci, Window: r.WindowSeconds, Tail: pick.tail}, r)}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: pick.of(d), LowerBound: lb, ClientLimited: r.ClientLimited, Samples: requests(r, d), CI: ci, Window: r.WindowSeconds, Tail: pick.tail}, r)}
 }
 
-// withCPU is f with the CPU wait of its rung: its engine's own, else its host's CPU pressure (an
-// engine in a pod beside the load's).
+// withCPU is f with its rung's CPU wait: its engine's own, else its host's CPU pressure (a pod).
 func withCPU(f compare.Figure, r *results.Run) compare.Figure {
 	f.CPUWait = r.EngineCPUWaitPct
 	if f.CPUWait == nil && r.HostCPUPressurePct != nil {
@@ -525,11 +500,11 @@ func concThroughput(r *results.Run, l *results.Load) Measured {
 	if r.Requests.Successful == 0 {
 		return Measured{Missing: "the concurrency run completed no request"}
 	}
-	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: r.OutputTokS, ClientLimited: clientLimited(r, l), Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s"), Window: r.WindowSeconds}, r)}
+	return Measured{Present: true, Figure: withCPU(compare.Figure{Value: r.OutputTokS, ClientLimited: r.ClientLimited, Samples: r.Requests.Successful, CI: r.CI.Get("output_tok_s"), Window: r.WindowSeconds}, r)}
 }
 
-// PeakRun is the rung with the best output tok/s: the one behind the peak and sustained figures
-// (nil without rungs); the one home of that rule (a fleet's baseline digest keeps this rung).
+// PeakRun is the rung with the best output tok/s, behind the peak and sustained figures (nil
+// without rungs); the one home of that rule (a fleet's baseline digest keeps this rung).
 func PeakRun(l *results.Load) *results.Run {
 	var best *results.Run
 	for i := range l.Runs {
@@ -579,8 +554,7 @@ type LLMMetric struct {
 	Get func(l *results.Load) (f compare.Figure, ok bool)
 }
 
-// LLMMetrics are the compared LLM figures: the sweep's sustained req/s and peak output tok/s, the sync
-// run's TTFT, ITL, TPOT p95 and median TPOT, the concurrency run's output tok/s and TTFT p99 (baselines only).
+// LLMMetrics are the LLM figures compared GPU to GPU, node to node and against baselines.
 var LLMMetrics = []LLMMetric{
 	{MetricSustainedReqS, true, false, sustainedFigure},
 	{MetricPeakOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
@@ -592,12 +566,12 @@ var LLMMetrics = []LLMMetric{
 		}
 		return throughputFigure(l, v), v > 0
 	}},
-	{MetricTTFTP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
-	{MetricITLP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
-	{MetricTPOTP95, false, false, syncDist(p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},
-	// The median TPOT of the sync run is the card's decode step at concurrency 1: the figure with the
-	// tightest interval of its speed, so the one that resolves a slowdown near the margin (issue 35).
-	{MetricTPOTP50, false, false, syncDist(p50, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP50) })},
+	{MetricTTFTP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
+	{MetricITLP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
+	{MetricTPOTP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},
+	// The sync run's median TPOT, the card's decode step at concurrency 1, has the tightest interval
+	// of its speed: the figure that resolves a slowdown near the margin.
+	{MetricTPOTP50, false, false, runDist(RunSynchronous, p50, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP50) })},
 	{MetricConcOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
 		m := concThroughput(FindRun(l, RunConcurrency), l)
 		m.ReqS = l.SustainedReqS
@@ -611,13 +585,7 @@ func concTTFT(r *results.Run) (results.Dist, *results.Interval) {
 	return r.TTFT, r.CI.Get(MetricTTFTP99)
 }
 
-// syncDist reads a percentile of a sync-run distribution.
-func syncDist(pick percentile, get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
-	return runDist(RunSynchronous, pick, get)
-}
-
-// runDist reads a percentile of a distribution of the load's run of the kind, with its window (what
-// a "needs more requests" says as a duration).
+// runDist reads a percentile of a distribution of the load's run of the kind.
 func runDist(kind string, pick percentile, get func(*results.Run) (results.Dist, *results.Interval)) func(*results.Load) (compare.Figure, bool) {
 	return func(l *results.Load) (compare.Figure, bool) {
 		m := distMeasure(FindRun(l, kind), kind, get, pick, false, l)
@@ -628,15 +596,15 @@ func runDist(kind string, pick percentile, get func(*results.Run) (results.Dist,
 // ModelComparisons compares every LLM metric across the endpoints of one model on one host, leaving
 // out failed endpoints and those without load. With sharedClient (GPUs loaded at once by one gpuvet),
 // a client that fell behind on any rung of any of them was short of CPU for all: every comparison is
-// then client-limited and decides nothing (issue 55: sparing the sync rung left 14 of 24 starved cells decided).
+// then client-limited (sparing the sync rung left 14 of 24 starved cells decided).
 func ModelComparisons(m *results.Model, g Guards, sharedClient bool) []results.Compare {
 	var gpus []int
 	var loads []*results.Load
 	limited := false
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
-		// Only the endpoint's own error excludes it, not a status an earlier Apply set (idempotence); a
-		// failed API suite does not void the load, and a shared GPU's figures are not its own (issue 26).
+		// Only the endpoint's own error excludes it, not a status an earlier Apply set (idempotence);
+		// a failed API suite does not void the load.
 		if e.Load == nil || len(e.Load.Runs) == 0 || e.Error != "" || SharedGPU(e) || EngineFaulted(e) {
 			continue
 		}
@@ -757,9 +725,8 @@ func rollRun(s *results.Summary, cfg Config) {
 	s.Status = st
 }
 
-// ExitCode is the process exit code for a judged summary: 1 on a failure, on a run that did not
-// finish (interrupted, killed, still writing), on a flag with failOnFlag, or on an inconclusive run
-// with failOnInconclusive; 0 otherwise.
+// ExitCode is the process exit code for a judged summary: 1 on a failure, a run that did not finish,
+// a flag with failOnFlag or an inconclusive run with failOnInconclusive; 0 otherwise.
 func ExitCode(s *results.Summary, failOnFlag, failOnInconclusive bool) int {
 	if s == nil || !s.Complete {
 		return 1
