@@ -8,48 +8,39 @@ import (
 	"time"
 )
 
-// Steady state (docs/load-client.md, "Steady state"): a sweep's probes and constant rungs are
-// measured where their in-flight count and output rate have levelled. The watcher samples both
-// every slice (levelSlice, or less for rungs of a few seconds: sliceFor); the plateau test looks for the earliest slice from which the rest of the rung is
-// flat (plateau); the rung goes on until that flat part holds the completions and tokens its figures
-// need (levelNeeds), at least its planned length (sized from the earlier rungs) and at most
-// load.max_rung_duration. A rung that never levels, or whose level never turns over enough requests,
-// is transient: its figures are those of a ramp and it decides no gate.
+// Steady state (docs/load-client.md): a sweep's probes and constant rungs are measured where their
+// in-flight count and output rate have levelled (plateau), until that flat part holds what their
+// figures need, at least their planned length and at most load.max_rung_duration. A rung that never
+// levels, or never turns over enough requests, is transient: a ramp's figures, deciding no gate.
 const (
 	// levelSlice is the sampling slice of the plateau test; minLevelSlice the least, for short rungs.
 	levelSlice    = 250 * time.Millisecond
 	minLevelSlice = 25 * time.Millisecond
 	// levelMinSlices: the flat part must hold at least this many slices (three thirds of four).
 	levelMinSlices = 12
-	// levelDrift is the largest relative gap between each third of the flat part and its mean, for the
-	// output rate and the in-flight count; levelInFlightSlack is the least gap allowed on the
-	// in-flight count (a count of two or three moves by one as requests come and go).
+	// levelDrift is the largest relative gap between each third of the flat part and its mean;
+	// levelInFlightSlack the least allowed on the in-flight count (two or three move by one).
 	levelDrift         = 0.05
 	levelInFlightSlack = 0.5
-	// levelCI is the relative half-width of the 95 % interval of the flat part's mean output rate
-	// that tok/s needs before the rung may stop.
+	// levelCI is the relative half-width of the flat part's mean output rate's 95 % interval.
 	levelCI = 0.05
-	// levelMinDone is the fewest requests that must complete inside the flat part: the in-flight
-	// count turned over (a level with nothing completing is a slow ramp, or a queue that only
-	// grows), and E2E and req/s rest on completions.
+	// levelMinDone is the fewest requests that must complete inside the flat part: a level with
+	// nothing completing is a slow ramp, or a queue that only grows.
 	levelMinDone = 10
 )
 
-// plateau returns the earliest slice from which the output rate and the in-flight count are flat (each
-// third of the rest, and its first levelMinSlices, within levelDrift of its mean; the in-flight count
-// within levelInFlightSlack too; the rest at least a third of what was sampled), or -1 with what still
-// moves. Thirds, not halves: a ramp at the start of a long tail pulls its first third three times as
-// far as it pulls a half. Failing that, queue reports the earliest slice from which the output rate
-// alone is flat while the in-flight count still grows: an open loop past the engine's capacity, whose
-// queue grows without end while the engine streams at its capacity.
+// plateau returns the earliest slice from which the output rate and the in-flight count are flat (flat;
+// the rest at least a third of what was sampled), or -1 with what still moves. Thirds, not halves: a
+// ramp at the start of a long tail pulls its first third three times as far. Failing that, queue
+// reports the earliest slice from which the rate alone is flat while the in-flight count grows: an
+// open loop past the engine's capacity.
 func plateau(rate, infl []float64, slice time.Duration) (on int, queue bool, why string) {
 	n := len(rate)
 	if n < levelMinSlices {
 		return -1, false, fmt.Sprintf("only %v sampled", time.Duration(n)*slice)
 	}
 	pr, pi := prefix(rate), prefix(infl)
-	// The flat part must also hold a third of the rung so far: the last few seconds of a count that
-	// grows slowly and steadily look flat on their own.
+	// A third of the rung: the last seconds of a count that grows slowly look flat on their own.
 	last := n - max(levelMinSlices, n/3)
 	for i := 0; i <= last; i++ {
 		if flat(pr, i, n, levelDrift, 0) && flat(pi, i, n, levelDrift, levelInFlightSlack) {
@@ -57,8 +48,7 @@ func plateau(rate, infl []float64, slice time.Duration) (on int, queue bool, why
 		}
 	}
 	for i := 0; i <= last; i++ {
-		// The in-flight count grows through all three thirds, the last above the first by more
-		// than the level's tolerance: a queue, not a count that wobbles.
+		// The in-flight count grows through all three thirds, by more than the tolerance.
 		t := (n - i) / 3
 		a, b, c := mean(pi, i, i+t), mean(pi, i+t, n-t), mean(pi, n-t, n)
 		if flat(pr, i, n, levelDrift, 0) && a < b && b < c && c > a+max(levelDrift*c, levelInFlightSlack) {
@@ -85,9 +75,8 @@ func prefix(s []float64) []float64 {
 func mean(p []float64, a, b int) float64 { return (p[b] - p[a]) / float64(b-a) }
 
 // flat reports whether each third of [a, b), and its first levelMinSlices, have a mean within
-// drift × the whole's mean (and at least slack) of it; a whole whose mean is 0 is not flat (nothing
-// flows). The first slices too: over a long flat tail, thirds alone would let the onset slide back
-// into the end of the ramp.
+// max(drift × the whole's mean, slack) of it (a mean of 0 is not flat). The first slices too: over a
+// long flat tail, thirds alone would let the onset slide back into the ramp.
 func flat(p []float64, a, b int, drift, slack float64) bool {
 	m := mean(p, a, b)
 	if m <= 0 {
@@ -102,12 +91,12 @@ func flat(p []float64, a, b int, drift, slack float64) bool {
 	return true
 }
 
-// levelBatch is how many slices make one batch of the rate's interval (batch means): a closed
-// loop's rate swings with its waves from slice to slice, and per-slice rates are not independent.
+// levelBatch is how many slices make one batch of the rate's interval: a closed loop's rate swings
+// with its waves, and per-slice rates are not independent.
 const levelBatch = 4
 
-// rateCI is the mean per-slice rate of s and the relative half-width of its 95 % interval, by the
-// means of batches of levelBatch slices (a partial batch at the start left out).
+// rateCI is the mean per-slice rate of s and the relative half-width of its 95 % interval, by batch
+// means (a partial batch at the start left out).
 func rateCI(s []float64) (float64, float64) {
 	s = s[len(s)%levelBatch:]
 	b := make([]float64, len(s)/levelBatch)
@@ -157,20 +146,16 @@ func (l *levelOut) get() (onset time.Duration, done, queue bool, why string) {
 	return l.onset, l.done, l.queue, l.reason
 }
 
-// sliceFor is the plateau test's slice for rungs of d: levelSlice, or a sixteenth of a shorter rung
-// (at least minLevelSlice), so that a rung of a few seconds holds enough slices to level in.
+// sliceFor is the plateau test's slice for rungs of d: levelSlice, or a sixteenth of a short rung.
 func sliceFor(d time.Duration) time.Duration {
 	return min(levelSlice, max(minLevelSlice, d/16))
 }
 
-// levelWatch samples a steady rung about every slice until ctx ends (its cap, or Ctrl-C): chunks
-// streamed (marked, the load's running count, as a rate over the sample's real length: a busy
-// client's ticker skips beats), requests in flight (inflight) and completions since a time from the
-// rung's start (doneSince; since is that clock). Past planned, once the plateau's flat part holds
-// levelMinDone completions and its output rate is known within levelCI, it records the onset and
-// stops the rung's dispatch (by stop). Past capacity (the queue grows while the rate is flat) it
-// stops once planned is over and the completions are there: the rate is the engine's capacity, and
-// more time only lengthens the queue.
+// levelWatch samples a steady rung about every slice until ctx ends: chunks streamed (marked, as a
+// rate over the sample's real length: a busy client's ticker skips beats), requests in flight and
+// completions since a time (doneSince; since is the rung's clock). Past planned, once the flat part
+// holds levelMinDone completions and its rate is known within levelCI (or is a queue's: more time
+// only lengthens it), it records the onset and calls stop.
 func levelWatch(ctx context.Context, stop func(), slice, planned time.Duration, marked, inflight func() int64,
 	since func() time.Duration, doneSince func(time.Duration) int, lo *levelOut) {
 	t := time.NewTicker(slice)
@@ -212,8 +197,7 @@ func levelWatch(ctx context.Context, stop func(), slice, planned time.Duration, 
 		case nowAt < planned:
 			lo.set(onset, false, queue, fmt.Sprintf("%s after %v; planned for %v", state, onset.Round(time.Millisecond), planned.Round(time.Millisecond)))
 		case ci > levelCI && !queue && nowAt < 2*planned:
-			// Given up to twice its plan to narrow; not transient for this: the window is level and
-			// turned over, and its interval is reported.
+			// Up to twice its plan to narrow; not transient for this (its interval is reported).
 			lo.set(onset, true, queue, fmt.Sprintf("%s after %v, %d requests completed after it; its output rate is known only within ±%.0f%% (not ±%.0f%%)", state, onset.Round(time.Millisecond), done, 100*ci, 100*levelCI))
 		default:
 			lo.set(onset, true, queue, fmt.Sprintf("%s after %v (output rate flat within %.0f%%); %d requests completed and %.0f chunks/s known within ±%.1f%% in the %v after it",

@@ -7,34 +7,29 @@ import (
 )
 
 // The sweep's plan (README, "Time budget"): each probe and constant rung is sized from what the
-// earlier rungs measured (steady), and its length predicted (rungSpec.Expect: when its level should
-// hold what its figures need, plus its tail). The sweep plans against load.time_budget: the knee
-// search probes no further, the ladder holds fewer constant rates (at least minRates, spread over the
-// same range), and it neither climbs nor reruns, when the planned lengths would pass what is left of
-// it. No rung is shortened for it: each still runs until its steady state held, or is transient.
+// earlier rungs measured (steady) and its length predicted (rungSpec.Expect). When the planned
+// lengths would pass what is left of load.time_budget, the knee search probes no further, the ladder
+// holds fewer rates, and it neither climbs nor reruns. No rung is shortened for it.
 
 // minRates is the fewest constant rates the budget leaves a ladder while it can: the saturation
-// analysis reads an unsaturated ladder from five rungs (analysis.AnalyzeSaturation). budgetRates is
-// the fewest it leaves at all: a slow engine's five levelled rungs can take longer than a whole
-// budget (an H200 under transformers: 60–110 s each, 6m24s for five with 5m6s left), and a load
-// that ends within its budget is worth more than telling an unsaturated ladder; three still show
-// the curve up to the probe's peak and its knee.
+// analysis reads an unsaturated ladder from five. budgetRates is the fewest at all: a slow engine's
+// five can pass a whole budget (an H200 under transformers: 6m24s for five with 5m6s left), and three
+// still show the curve up to the probe's peak.
 const (
 	minRates    = 5
 	budgetRates = 3
 )
 
-// tempo is what the earlier rungs of a sweep measured, that the later ones are planned by: a
-// full-length request's time alone (the synchronous rung), and at the best steady probe its time
-// per request, sustained rate and concurrency (0: none yet).
+// tempo is what the later rungs of a sweep are planned by: a request's time alone, and the best steady
+// probe's time per request, sustained rate and concurrency (0: none yet).
 type tempo struct {
 	alone, probeReq time.Duration
 	probeRate       float64
 	probeConc       int
 }
 
-// perReq is the time a request takes at an open-loop rate: from a request's time alone (rate 0)
-// up to the best steady probe's at its rate, in proportion; at least the time alone.
+// perReq is a request's time at an open-loop rate: from its time alone (rate 0) up to the best
+// probe's at its rate, in proportion.
 func (p tempo) perReq(rate float64) time.Duration {
 	if p.probeRate <= 0 || p.probeReq <= p.alone {
 		return p.alone
@@ -43,9 +38,8 @@ func (p tempo) perReq(rate float64) time.Duration {
 	return p.alone + time.Duration(f*float64(p.probeReq-p.alone))
 }
 
-// onset is when an open loop at rate levels: once its first requests complete (a request's time),
-// or, past the engine's capacity, once its in-flight count reaches the probe's concurrency (Little's
-// law: the engine's batch is full there, and its output rate flat while the queue grows).
+// onset is when an open loop at rate levels: once its first requests complete, or, past capacity,
+// once its in-flight count reaches the probe's concurrency (Little's law: the batch is full).
 func (p tempo) onset(rate float64) time.Duration {
 	t := p.perReq(rate)
 	if p.probeConc > 0 && rate > 0 {
@@ -54,17 +48,13 @@ func (p tempo) onset(rate float64) time.Duration {
 	return t
 }
 
-// steady measures a sweep rung in its steady state (level.go): planned for at least max_duration
-// and for perReq (the time a request takes at its load, from the earlier rungs: its ramp) plus a
-// window that holds levelMinDone completions at its rate, extended up to load.max_rung_duration.
-// A slow engine gets longer rungs; a fast one's stay at max_duration. onset is when its level is
-// expected to begin (0 for a closed loop: its in-flight count is level from the start).
+// steady measures a sweep rung in its steady state (level.go): planned for at least max_duration and
+// for perReq (its ramp) plus a window that holds levelMinDone completions, up to
+// load.max_rung_duration. onset is when its level should begin (0 for a closed loop).
 //
-// It also predicts the rung's length (Expect): the plateau test stops it once the flat part holds
-// a third of the rung (so at least onset/2 past the onset), its completions and its planned
-// length; then its tail. A request sent once the level began ends a request's time later: when that
-// is past the tail too, the tail could complete no measured request (only the ramp's, whose
-// latencies are left out), so it is cut to sweepTail rather than waited for.
+// It also predicts the rung's length (Expect): the plateau test stops it once the flat part holds a
+// third of the rung (so onset/2 past the onset), then its tail. When a request sent at the onset
+// would end past the tail too, the tail could complete no measured request: it is cut to sweepTail.
 func (ex *executor) steady(s rungSpec, perReq, onset time.Duration) rungSpec {
 	s.Steady, s.Cap, s.Slice = true, time.Duration(ex.cfg.MaxRungDuration), sliceFor(s.Duration)
 	win := time.Duration(levelMinSlices) * s.Slice
@@ -91,10 +81,8 @@ func (ex *executor) constant(p tempo, rate float64) rungSpec {
 	return s
 }
 
-// ladder plans the constant rates over (lo, hi]: load.rates of them, or fewer, spread over the same
-// range, when their planned lengths would pass left (what is left of load.time_budget); never fewer
-// than minRates (or load.rates when it asks for fewer). note says why when fewer, or when even the
-// fewest pass the budget ("": all planned, within it).
+// ladder plans the constant rates over (lo, hi]: load.rates of them, or fewer (at least budgetRates)
+// when their planned lengths would pass left. note says why when fewer, or when even the fewest pass.
 func (ex *executor) ladder(p tempo, lo, hi float64, left time.Duration) (specs []rungSpec, note string) {
 	want := ex.cfg.Rates
 	least := min(budgetRates, want)
@@ -128,10 +116,9 @@ func (ex *executor) ladder(p tempo, lo, hi float64, left time.Duration) (specs [
 // fewRates is what a ladder of fewer than minRates gives up.
 var fewRates = fmt.Sprintf("; fewer than the %d rates that tell a ladder stopped below the knee, so its peak is read as measured, never as a lower bound (a longer load.time_budget keeps them)", minRates)
 
-// replan drops constant rungs still ahead (specs[done:]) when, at the pace the rungs so far kept
-// against their plan (drift), they would pass what is left of load.time_budget: the rung below the
-// top first, then the next below it, keeping the top (it reaches the probe's peak) and at least
-// budgetRates in all. It returns the ladder left and what it dropped ("": nothing).
+// replan drops constant rungs still ahead (specs[done:]) when, at the pace kept so far (drift), they
+// would pass what is left of load.time_budget: the rung below the top first, keeping the top and at
+// least budgetRates. It returns the ladder left and what it dropped ("": nothing).
 func (ex *executor) replan(specs []rungSpec, done int) ([]rungSpec, string) {
 	var dropped []string
 	for len(specs)-done >= 2 && len(specs) > min(budgetRates, ex.cfg.Rates) {
@@ -172,15 +159,13 @@ func planned(specs []rungSpec) time.Duration {
 	return d
 }
 
-// left is what is left of load.time_budget for the rungs being planned: the synchronous blocks
-// still to run keep theirs (ex.reserve).
+// left is what is left of load.time_budget, less the synchronous blocks still to run (reserve).
 func (ex *executor) left() time.Duration {
 	return time.Duration(ex.cfg.TimeBudget) - ex.rn.c.since() - ex.reserve()
 }
 
-// plan reports the time left to the progress (Options.OnPlan) as a rung starts: its own predicted
-// length and that of the rungs planned after it (ahead), scaled by how the rungs planned from a
-// measured pace so far compared with their plan (drift).
+// plan reports the time left to Options.OnPlan as a rung starts: its and ahead's predicted lengths,
+// scaled by drift.
 func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 	if ex.o.OnPlan == nil || s.Expect <= 0 {
 		return
@@ -191,9 +176,8 @@ func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 // Bounds of drift: a rung that has not narrowed its rate runs on to twice its plan (levelWatch).
 const minDrift, maxDrift = 0.5, 2.0
 
-// drift is the ratio of the time the rungs planned from a measured pace took to the time they were
-// planned for (1 before any): on a busy client a fast engine's rungs run on to narrow their rate,
-// and the rungs ahead will too. It scales only what the progress says, never the plan itself.
+// drift is the time the rungs planned from a measured pace took over their plan (1 before any): on a
+// busy client rungs run on to narrow their rate. It scales only the progress, never the plan.
 func (ex *executor) drift() float64 {
 	if ex.plannedFor <= 0 {
 		return 1
@@ -201,8 +185,7 @@ func (ex *executor) drift() float64 {
 	return min(max(float64(ex.took)/float64(ex.plannedFor), minDrift), maxDrift)
 }
 
-// record adds a rung planned from a measured pace (Known) to drift: it was planned for s.Expect and
-// took took.
+// record adds a rung planned from a measured pace (Known) to drift.
 func (ex *executor) record(s rungSpec, took time.Duration) {
 	if s.Known && s.Expect > 0 {
 		ex.plannedFor += s.Expect
