@@ -58,7 +58,6 @@ type Engine struct {
 	// prefix cache and found there (vllm:prefix_cache_queries / _hits).
 	PromptTokens, GenerationTokens, Preemptions int64
 	PrefixQueries, PrefixHits                   int64
-	BusyTime                                    time.Duration
 }
 
 // NewEngine starts an empty engine on perf.
@@ -164,7 +163,6 @@ func (e *Engine) Step() (d time.Duration, emitted, finished []*Seq) {
 		b.KVRead += float64(p.seq.computed + p.n)
 	}
 	d = e.perf.StepTime(b)
-	e.BusyTime += d
 
 	e.emitted, e.finished = e.emitted[:0], e.finished[:0]
 	for _, p := range plan {

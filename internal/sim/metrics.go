@@ -77,6 +77,12 @@ func (h *histogram) observe(v float64) {
 	h.mu.Unlock()
 }
 
+func (h *histogram) count() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
 func (h *histogram) write(b *strings.Builder, name, help, labels string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -102,8 +108,8 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 		gen, preempt = rt.eng.GenerationTokens, rt.eng.Preemptions
 		queries, hits = rt.eng.PrefixQueries, rt.eng.PrefixHits
 		rt.mu.Unlock()
-	} else {
-		gen = int64(s.genTokensFixed())
+	} else { // fixed mode: the ITL histogram counts the gaps, TTFT the first tokens
+		gen = m.ttft.count() + m.itl.count()
 	}
 	lbl := "engine=\"0\",model_name=" + strconv.Quote(s.cfg.Model)
 	var b strings.Builder
@@ -143,15 +149,4 @@ func (s *Server) metricsHandler(w http.ResponseWriter, _ *http.Request) {
 	m.e2e.write(&b, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", lbl)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Write([]byte(b.String()))
-}
-
-// genTokensFixed counts tokens sent in fixed mode (the ITL histogram counts gaps, TTFT firsts).
-func (s *Server) genTokensFixed() int64 {
-	s.metrics.ttft.mu.Lock()
-	n := s.metrics.ttft.n
-	s.metrics.ttft.mu.Unlock()
-	s.metrics.itl.mu.Lock()
-	n += s.metrics.itl.n
-	s.metrics.itl.mu.Unlock()
-	return n
 }

@@ -87,9 +87,9 @@ func Run(ctx context.Context, o RunOptions) error {
 		}
 		s.name = s.Addr().String()
 		servers = append(servers, s)
-		mode := fmt.Sprintf("%s on %s (tp=%d, KV %d tokens)", cfg.Model, fleet.GPU().Names[0], tp, s.kvTokens())
-		if cfg.Fixed() {
-			mode = fmt.Sprintf("%s, fixed TTFT %v ITL %v jitter %.0f %%", cfg.Model, s.cfg.TTFT, s.cfg.ITL, cfg.Jitter*100)
+		mode := fmt.Sprintf("%s, fixed TTFT %v ITL %v jitter %.0f %%", cfg.Model, s.cfg.TTFT, s.cfg.ITL, cfg.Jitter*100)
+		if !cfg.Fixed() {
+			mode = fmt.Sprintf("%s on %s (tp=%d, KV %d tokens)", cfg.Model, fleet.GPU().Names[0], tp, s.perf.KVTokens())
 		}
 		fmt.Fprintf(o.Out, "gpuvet sim: GPU %d-%d  %s/v1  %s\n", g*tp, g*tp+tp-1, s.URL(), mode)
 	}
@@ -114,13 +114,6 @@ func flagErr(err error) error {
 		return fmt.Errorf("--model/--gpu/--tp: %s", msg)
 	}
 	return err
-}
-
-func (s *Server) kvTokens() int {
-	if s.perf == nil {
-		return 0
-	}
-	return s.perf.KVTokens()
 }
 
 // fleetHandler serves the virtual GPUs for out-of-process readers: GET /sim/gpus (inventory) and
