@@ -288,40 +288,30 @@ func (h *Host) ServedGPUs() []int {
 
 // SkippedChecks lists the checks of the run that did not run (DCGM absent, a microbenchmark not
 // run), one line each: an ok run with any is ok on what ran but partial, and every surface says so.
+// Then the checks made with no yardstick (SourceNone, disabled), once per host, model and reason:
+// "Qwen/Qwen3-8B on NVIDIA H200: absolute throughput not judged …".
 func (s *Summary) SkippedChecks() []string {
-	var out []string
-	for _, h := range s.Hosts {
-		if h.Health == nil {
-			continue
-		}
-		on := ""
-		if len(s.Hosts) > 1 {
-			on = h.Name + ": "
-		}
-		if d := h.Health.DCGM; d != nil && d.Status == StatusSkipped {
-			note := cmp.Or(d.Note, "no reason recorded")
-			out = append(out, on+"DCGM diagnostics were skipped ("+strings.TrimPrefix(note, "skipped: ")+")")
-		}
-		for _, g := range h.Health.GPUs {
-			for _, b := range g.Bench {
-				if b.Status == StatusSkipped {
-					out = append(out, fmt.Sprintf("%sgpu %d: %s was skipped", on, g.GPU.Index, b.Name))
-				}
-			}
-		}
-	}
-	return append(out, notJudged(s)...)
-}
-
-// notJudged lists the checks made with no yardstick (SourceNone, disabled), once per host, model
-// and reason: "Qwen/Qwen3-8B on NVIDIA H200: absolute throughput not judged …".
-func notJudged(s *Summary) []string {
-	var out []string
+	var out, notJudged []string
 	seen := map[string]bool{}
 	for _, h := range s.Hosts {
 		on := ""
 		if len(s.Hosts) > 1 {
 			on = h.Name + ": "
+		}
+		var gpus []GPUHealth
+		if h.Health != nil {
+			if d := h.Health.DCGM; d != nil && d.Status == StatusSkipped {
+				note := cmp.Or(d.Note, "no reason recorded")
+				out = append(out, on+"DCGM diagnostics were skipped ("+strings.TrimPrefix(note, "skipped: ")+")")
+			}
+			gpus = h.Health.GPUs
+		}
+		for _, g := range gpus {
+			for _, b := range g.Bench {
+				if b.Status == StatusSkipped {
+					out = append(out, fmt.Sprintf("%sgpu %d: %s was skipped", on, g.GPU.Index, b.Name))
+				}
+			}
 		}
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
@@ -332,13 +322,13 @@ func notJudged(s *Summary) []string {
 					line := fmt.Sprintf("%s%s on %s: %s", on, m.Model, e.GPUName, v.Reason)
 					if !seen[line] {
 						seen[line] = true
-						out = append(out, line)
+						notJudged = append(notJudged, line)
 					}
 				}
 			}
 		}
 	}
-	return out
+	return append(out, notJudged...)
 }
 
 // Discovery records how GPUs were found and what was found.
