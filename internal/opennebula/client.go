@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -193,16 +194,7 @@ func (c *Client) VMsNamed(ctx context.Context, name string) ([]VM, error) {
 		return nil, err
 	}
 	all, err := ParseVMPool([]byte(x))
-	if err != nil {
-		return nil, err
-	}
-	var out []VM
-	for _, v := range all {
-		if v.Name == name {
-			out = append(out, v)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(all, func(v VM) bool { return v.Name != name }), err
 }
 
 // Action is one.vm.action (e.g. "terminate-hard").

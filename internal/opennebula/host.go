@@ -148,21 +148,12 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 	if !h.created {
 		return nil
 	}
-	ids := []int{h.id}
+	destroy := func() error { return h.Client.Destroy(ctx, h.id, h.Waits) }
 	if h.id < 0 {
-		vms, err := h.Client.VMsNamed(ctx, h.Spec.Name)
-		if err != nil {
-			return fmt.Errorf("find VM %s: %v", h.Spec.Name, err)
-		}
-		ids = ids[:0]
-		for _, v := range vms {
-			ids = append(ids, v.ID)
-		}
+		destroy = func() error { return Clean(ctx, h.Client, h.object(), h.Waits) }
 	}
-	for _, id := range ids {
-		if err := h.Client.Destroy(ctx, id, h.Waits); err != nil {
-			return err
-		}
+	if err := destroy(); err != nil {
+		return err
 	}
 	h.vm.Terminated = true
 	if h.Manifest != nil {
@@ -189,11 +180,12 @@ func Attach(s *results.Summary, hosts []*VMHost) {
 	}
 }
 
-// Clean removes what a killed run left: every VM named in the manifest object.
+// Clean removes every VM named as the manifest object is (a killed run's, or one whose id its
+// run never learned).
 func Clean(ctx context.Context, c *Client, o fleet.Object, w Waits) error {
 	vms, err := c.VMsNamed(ctx, o.Name)
 	if err != nil {
-		return err
+		return fmt.Errorf("find VM %s: %v", o.Name, err)
 	}
 	for _, v := range vms {
 		if err := c.Destroy(ctx, v.ID, w); err != nil {

@@ -3,6 +3,7 @@ package opennebula
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -146,14 +147,10 @@ func PlanVMs(pool []HostInfo, clusters []string, perGPU bool, runID string, sz S
 			p.Skipped = append(p.Skipped, results.SkippedHost{Name: "cluster " + c, Reason: "no host in this cluster"})
 		}
 	}
-	var cl []string
-	for c := range seen {
-		if !withGPU[c] {
-			cl = append(cl, c)
+	for _, c := range slices.Sorted(maps.Keys(seen)) {
+		if withGPU[c] {
+			continue
 		}
-	}
-	sort.Strings(cl)
-	for _, c := range cl {
 		p.Skipped = append(p.Skipped, results.SkippedHost{Name: "cluster " + c, Reason: "no NVIDIA GPU (PCI vendor 10de, class 0302) in its hosts' PCI monitoring: enable the PCI probe or pick another cluster"})
 	}
 	return p

@@ -182,16 +182,18 @@ func (v *VM) Where() string {
 	return stateName(v.State)
 }
 
-func stateName(s int) string {
-	names := map[int]string{0: "INIT", 1: "PENDING", 2: "HOLD", 3: "ACTIVE", 4: "STOPPED", 5: "SUSPENDED", 6: "DONE", 7: "FAILED", 8: "POWEROFF", 9: "UNDEPLOYED", 10: "CLONING", 11: "CLONING_FAILURE"}
-	if n, ok := names[s]; ok {
-		return n
-	}
-	return strconv.Itoa(s)
-}
+var (
+	stateNames = map[int]string{0: "INIT", 1: "PENDING", 2: "HOLD", 3: "ACTIVE", 4: "STOPPED", 5: "SUSPENDED", 6: "DONE",
+		7: "FAILED", 8: "POWEROFF", 9: "UNDEPLOYED", 10: "CLONING", 11: "CLONING_FAILURE"}
+	lcmNames = map[int]string{0: "LCM_INIT", 1: "PROLOG", 2: "BOOT", 3: "RUNNING", 36: "BOOT_FAILURE", 39: "PROLOG_FAILURE",
+		40: "EPILOG_FAILURE"}
+)
 
-func lcmName(s int) string {
-	names := map[int]string{0: "LCM_INIT", 1: "PROLOG", 2: "BOOT", 3: "RUNNING", 36: "BOOT_FAILURE", 39: "PROLOG_FAILURE", 40: "EPILOG_FAILURE"}
+func stateName(s int) string { return nameOf(stateNames, s) }
+func lcmName(s int) string   { return nameOf(lcmNames, s) }
+
+// nameOf is a state's name, or its number when it has none here.
+func nameOf(names map[int]string, s int) string {
 	if n, ok := names[s]; ok {
 		return n
 	}
