@@ -1,13 +1,13 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -21,9 +21,8 @@ const (
 	CheckClientFault  = "judge.client_fault"
 )
 
-// gpuErrorRe matches an engine's words that name a fault of the GPU itself: an XID, ECC errors, a
-// CUDA error other than running out of memory (that one is the engine's configuration), the GPU
-// gone from the bus. The engine log's tail and the failed requests' details are read with it.
+// gpuErrorRe matches an engine's words (its log's tail, a failed request's detail) that name a fault
+// of the GPU itself: an XID, ECC errors, a CUDA error, the GPU gone from the bus.
 var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|cuda error|illegal memory access|fallen off the bus|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|CUDA_ERROR_(?:ECC_UNCORRECTABLE|ILLEGAL_ADDRESS|LAUNCH_FAILED)\b|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
 
 // tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
@@ -37,8 +36,8 @@ func gpuError(s string) bool {
 }
 
 // Faults names the layer of every failed request of ep's load, with the evidence: with evidence about
-// the GPU (XIDs or uncorrected ECC errors during the load, the engine naming a GPU error) every one
-// is the GPU's; without it each error class has its layer (LayerOf). Nil when no request failed.
+// the GPU (gpuEvidence) every one is the GPU's, else each error class has its layer (LayerOf). Nil
+// when no request failed.
 func Faults(ep *results.Endpoint) []results.Fault {
 	l := ep.Load
 	if l == nil {
@@ -75,7 +74,8 @@ func Faults(ep *results.Endpoint) []results.Fault {
 		if f == nil {
 			continue
 		}
-		f.Evidence = sortEvidence(f.Evidence)
+		// "rung N …" lines by rung number, then as they were.
+		slices.SortStableFunc(f.Evidence, func(a, b string) int { return cmp.Compare(rungNum(a), rungNum(b)) })
 		switch layer {
 		case results.LayerGPU:
 			f.Evidence = append(gpuWhy, f.Evidence...)
@@ -121,8 +121,8 @@ func loopback(raw string) bool {
 	return u.Hostname() == "localhost" || ip != nil && ip.IsLoopback()
 }
 
-// gpuEvidence lists what says the GPU itself failed during the load: XIDs (but appXIDs) and uncorrected ECC
-// errors in its telemetry, a GPU error in the engine's log or in a failed request's words. Nil: none.
+// gpuEvidence lists what says the GPU itself failed during the load: XIDs (but appXIDs) and
+// uncorrected ECC errors in its telemetry, a GPU error in the engine's log or a failed request's words.
 func gpuEvidence(ep *results.Endpoint) []string {
 	var out []string
 	if t := ep.Telemetry; t != nil {
@@ -203,8 +203,8 @@ func engineWhat(kinds map[string]int, exactSent bool, exit string) string {
 	return s + ": a fault of the engine or its server, not evidence about the GPU; read the engine log and the requests named, fix or change the engine, and rerun"
 }
 
-// EngineFaulted reports whether the engine failed a request of ep's load: its figures are then the
-// engine's misbehaviour, so they enter no comparison (GPU, node, baseline) and decide no gate.
+// EngineFaulted reports whether the engine failed a request of ep's load: its figures then enter no
+// comparison (GPU, node, baseline) and decide no gate.
 func EngineFaulted(ep *results.Endpoint) bool {
 	return slices.ContainsFunc(Faults(ep), func(f results.Fault) bool { return f.Layer == results.LayerEngine })
 }
@@ -226,29 +226,21 @@ func engineFaultUndecides(ep *results.Endpoint) {
 	}
 }
 
-// faultVerdicts are the verdicts of the layers other than the GPU's: a request the engine or the
-// network failed is its own layer's finding. Above lim (a share of all the load's requests,
-// gates.max_error_rate_pct) the verdict fails the endpoint and the run, not the GPU; at or below it
-// stays inconclusive and faultFlags flags the layer. The client's are always inconclusive (rerun).
+// faultVerdicts are the verdicts of the layers other than the GPU's on their failed requests. Above
+// lim (a share of all the load's requests) one fails the endpoint and the run, not the GPU; at or
+// below it stays inconclusive and faultFlags flags the layer. The client's are always inconclusive.
 func faultVerdicts(faults []results.Fault, total int, lim Limit) []results.Verdict {
 	var out []results.Verdict
 	for _, f := range faults {
-		check, rule := "", ""
-		switch f.Layer {
-		case results.LayerEngine:
-			check, rule = CheckEngineFault, "the engine serves every request as asked"
-		case results.LayerNetwork:
-			check, rule = CheckNetworkFault, "the network carries every request"
-		case results.LayerClient:
-			check, rule = CheckClientFault, "the load generator keeps its schedule"
-		default:
+		lc, ok := layerChecks[f.Layer]
+		if !ok {
 			continue
 		}
 		reason := f.Reason
 		if len(f.Evidence) > 0 {
 			reason += "; evidence: " + strings.Join(f.Evidence[:min(3, len(f.Evidence))], "; ")
 		}
-		v := results.Verdict{Check: check, Rule: rule, Source: "gpuvet's layer rule (docs/detection.md)", Result: ResultInconclusive, Reason: reason}
+		v := results.Verdict{Check: lc.check, Rule: lc.rule, Source: "gpuvet's layer rule (docs/detection.md)", Result: ResultInconclusive, Reason: reason}
 		if share, over := faultShare(f, total, lim); over && f.Layer != results.LayerClient {
 			v.Result = ResultFail
 			v.Value, v.Threshold, v.Unit, v.Source = &share, lim.Value, "%", lim.Source
@@ -257,6 +249,13 @@ func faultVerdicts(faults []results.Fault, total int, lim Limit) []results.Verdi
 		out = append(out, v)
 	}
 	return out
+}
+
+// layerChecks are the check id and rule of each layer's verdict on its failed requests.
+var layerChecks = map[string]struct{ check, rule string }{
+	results.LayerEngine:  {CheckEngineFault, "the engine serves every request as asked"},
+	results.LayerNetwork: {CheckNetworkFault, "the network carries every request"},
+	results.LayerClient:  {CheckClientFault, "the load generator keeps its schedule"},
 }
 
 // faultShare is a layer's failed requests as a share of every request of the load, and whether it
@@ -272,20 +271,20 @@ func faultShare(f results.Fault, total int, lim Limit) (share float64, over bool
 	return share, share > *lim.Value
 }
 
-// faultFlags flag the engine's and the network's failed requests that stayed at or under the
-// limit: errors are never a silent pass, and they are their layer's, never the GPU's.
+// faultFlags flag the engine's and the network's failed requests at or under the limit: errors are
+// never a silent pass.
 func faultFlags(subject string, faults []results.Fault, vs []results.Verdict) []results.Flag {
 	var out []results.Flag
 	for _, f := range faults {
-		check := map[string]string{results.LayerEngine: CheckEngineFault, results.LayerNetwork: CheckNetworkFault}[f.Layer]
-		if check != "" && !slices.ContainsFunc(vs, func(v results.Verdict) bool { return v.Check == check && v.Result == ResultFail }) {
+		check := layerChecks[f.Layer].check
+		if f.Layer != results.LayerClient && check != "" && !slices.ContainsFunc(vs, func(v results.Verdict) bool { return v.Check == check && v.Result == ResultFail }) {
 			out = append(out, results.Flag{Scope: "model", Subject: subject, Check: check, Reason: f.Reason})
 		}
 	}
 	return out
 }
 
-// gpuErrorCounts are the load's requests and those of its failures the GPU caused: what the
+// gpuErrorCounts are the load's successful requests and the failures the GPU caused: what the
 // error-rate gate judges.
 func gpuErrorCounts(ep *results.Endpoint, faults []results.Fault) (successful, errored int, byKind map[string]int) {
 	successful, _, _ = ErrorCounts(ep.Load)
@@ -313,12 +312,6 @@ func rungLabel(r results.Run) string {
 		return fmt.Sprintf("%s %.3g req/s", r.Kind, r.TargetRate)
 	}
 	return fmt.Sprintf("%s c=%d", r.Kind, r.Concurrency)
-}
-
-// sortEvidence orders "rung N …" lines by rung number, then as they were.
-func sortEvidence(ev []string) []string {
-	sort.SliceStable(ev, func(i, j int) bool { return rungNum(ev[i]) < rungNum(ev[j]) })
-	return ev
 }
 
 func rungNum(s string) int {

@@ -11,7 +11,7 @@ import (
 )
 
 // CheckDrift is the check of a figure worse than the same figure of its node's or GPU's acceptance
-// run (issue 47); "history." checks are the judge's own and are rewritten by every Apply.
+// run; "history." checks are the judge's own, rewritten by every Apply.
 const (
 	CheckDrift         = "history.drift"
 	checkHistoryPrefix = "history."
@@ -30,8 +30,8 @@ const (
 
 // KeyFigures are the figures of one host the history keeps, per GPU UUID (a tp group's under each of
 // its GPUs): the microbenchmarks and burn, and per model every LLMMetrics figure with what compare
-// needs, plus power, tok/J and % SOL. Judged marks those compared with the acceptance run (the
-// microbenchmarks, burn, throughputs, median TPOT), never those of a GPU not gpuvet's alone.
+// needs, plus power, tok/J and % SOL. Judged marks those compared with the acceptance run, never
+// those of a GPU not gpuvet's alone.
 func KeyFigures(h *results.Host) []results.StoredFigure {
 	var out []results.StoredFigure
 	uuidOf := map[int]string{}
@@ -57,8 +57,7 @@ func KeyFigures(h *results.Host) []results.StoredFigure {
 	return out
 }
 
-// healthFigures are one GPU's measured microbenchmarks and burn; the burn's power and clock are
-// kept for trends, not judged, and nothing of a GPU that was busy is judged.
+// healthFigures are one GPU's measured microbenchmarks and burn (its power and clock for trends only).
 func healthFigures(g results.GPUHealth) []results.StoredFigure {
 	var out []results.StoredFigure
 	busy := g.Busy != nil
@@ -84,8 +83,7 @@ func healthFigures(g results.GPUHealth) []results.StoredFigure {
 	return out
 }
 
-// underEachGPU files an endpoint's figures under each of its GPUs' UUIDs, so a tp group's GPUs
-// each keep the group's figure; under no UUID when gpuvet does not know the GPUs.
+// underEachGPU files an endpoint's figures under each of its GPUs' UUIDs (none: under no UUID).
 func underEachGPU(figs []results.StoredFigure, gpus []int, uuidOf map[int]string) []results.StoredFigure {
 	uuids := make([]string, 0, len(gpus))
 	for _, i := range gpus {
@@ -133,9 +131,9 @@ func endpointFigures(model string, ep *results.Endpoint) []results.StoredFigure 
 }
 
 // tail says a figure is a tail percentile (p95, p99): kept for trends, not judged against the
-// acceptance run. Across runs a tail moves with what else the host did (timer slack, interrupts, a
-// neighbour), which its interval cannot see: on the simulator a node 5 % slower read 11 % worse in
-// ITL p95 and 5.4 % in median TPOT.
+// acceptance run. Across runs a tail moves with what else the host did (timer slack, interrupts),
+// which its interval cannot see: a simulated node 5 % slower read 11 % worse in ITL p95, 5.4 % in
+// median TPOT.
 func tail(metric string) bool {
 	return strings.Contains(metric, "p95") || strings.Contains(metric, "p99")
 }
@@ -165,11 +163,11 @@ func asFigure(f results.StoredFigure) compare.Figure {
 // driftGuards are the guards of one figure against its acceptance, with the history's margin: the
 // LLM noise guards for an LLM figure, none for a health figure (no requests behind it).
 func driftGuards(f results.StoredFigure, cfg Config, margin float64) compare.Guards {
-	g := compare.Guards{VariancePct: margin}
+	var g compare.Guards
 	if f.Model != "" {
 		g = cfg.LLMGuardsFrom()
-		g.VariancePct = margin
 	}
+	g.VariancePct = margin
 	return g
 }
 
@@ -189,13 +187,7 @@ func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 			h.Health.GPUs[gi].Flags = dropFlags(h.Health.GPUs[gi].Flags, ours)
 		}
 	}
-	kept := hist.Drift[:0]
-	for _, d := range hist.Drift {
-		if d.Host != h.Name {
-			kept = append(kept, d)
-		}
-	}
-	hist.Drift = kept
+	hist.Drift = slices.DeleteFunc(hist.Drift, func(d results.Drift) bool { return d.Host == h.Name })
 	if len(hist.Acceptance) == 0 {
 		return
 	}
@@ -347,8 +339,7 @@ func spreadOf(l *results.Load, metric string) float64 {
 }
 
 // unrepeated keeps a drift of a figure that did not repeat within its own run (its blocks spread
-// more than the margin, spreadPct) as reported, not gated: a figure the engine moves that much
-// between minutes of one run cannot say its node slowed by the margin (issue 55).
+// spreadPct, more than the margin) as reported, not gated: it cannot say its node slowed by the margin.
 func unrepeated(d results.Drift, spreadPct, margin float64) results.Drift {
 	if d.Result != string(results.StatusFlag) || !(spreadPct > margin) {
 		return d
@@ -372,7 +363,7 @@ func ownSeries(runs []results.EarlierRun, uuid string) map[string][]float64 {
 
 // againstOwnRuns weighs a drift against how far the figure moves between this node's runs (series:
 // its earlier ok or inconclusive runs, from three on): a flag stands only past the margin by that
-// spread too, and a figure that moves more than the margin is reported, not gated (issue 55).
+// spread too, and a figure that moves more than the margin is reported, not gated.
 func againstOwnRuns(d results.Drift, series []float64, margin float64) results.Drift {
 	sp, ok := compare.RunToRun(series)
 	if !ok {

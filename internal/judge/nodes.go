@@ -9,18 +9,15 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The node-to-node rule (issue 29: fleet collects, judge decides): the fleet layer merges its hosts'
-// summaries, then calls CompareNodes before Apply.
-
-// CheckNodeToNode is the check id of a node-to-node flag. It sits under the "compare." prefix, but on
+// CheckNodeToNode is the check id of a node-to-node flag: under the "compare." prefix, but on
 // hosts[].flags, which Apply keeps as they are; CompareNodes rewrites its own.
 const CheckNodeToNode = "compare.node_to_node"
 
-// CompareNodes compares the hosts of a merged summary node to node: per model and GPU-to-GPU metric,
-// each host's figure is the median over its endpoints (per GPU, so GPU counts may differ), judged by
-// the interval rule against the others' median with the LLM guards; microbenchmarks by the seed's
-// rule against the best node with the GEMM guards. A flagged host gets a host flag; failed hosts and
-// hosts without figures are left out. Running it again gives the same result.
+// CompareNodes compares the hosts of a merged fleet summary node to node, before Apply: per model and
+// GPU-to-GPU metric, each host's figure is the median over its endpoints (per GPU, so GPU counts may
+// differ), judged by the interval rule against the others' median with the LLM guards; microbenchmarks
+// by the seed's rule against the best node with the GEMM guards. A flagged host gets a host flag;
+// failed hosts and hosts without figures are left out. Running it again gives the same result.
 func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 	if s.Fleet == nil {
 		s.Fleet = &results.Fleet{}
@@ -71,9 +68,8 @@ type nodeCell struct {
 	compare.Figure
 }
 
-// addComparison judges one metric across hosts and records it with its flags. This is the one call
-// site of the GPU-to-GPU rule for hosts: cells are numbered by host position, and the rule's
-// "gpu N" wording is rewritten to the host's name.
+// addComparison judges one metric across hosts by rule and records it with its flags: cells are
+// numbered by host position, and the rule's "gpu N" wording is rewritten to the host's name.
 func addComparison(s *results.Summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
 	if len(cells) < 2 {
 		return
@@ -101,8 +97,8 @@ func addComparison(s *results.Summary, metric string, cells []nodeCell, higher b
 	s.Fleet.Comparisons = append(s.Fleet.Comparisons, cmp)
 }
 
-// nodeFlag is the host flag of a node the comparison of what (a model, "health") flagged with reason.
-// Every reader prints a host's flag with its subject ("node NAME"), so the reason does not name it again.
+// nodeFlag is the host flag of a node the comparison of what (a model, "health") flagged with
+// reason, which does not name the node again: every reader prints its subject ("node NAME").
 func nodeFlag(host, what, reason string) results.Flag {
 	reason = strings.Replace(reason, " on node "+host+" ", " ", 1)
 	reason = strings.Replace(reason, "check this card's", "check this node's", 1)
