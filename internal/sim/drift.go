@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -47,13 +46,6 @@ func (d *drift) speed(t time.Time) float64 {
 	f := x - float64(i)
 	level := d.levels[i]*(1-f) + d.levels[i+1]*f
 	return 1 - d.pct/100*level
-}
-
-func checkDriftPct(pct float64) error {
-	if !(pct >= 0 && pct < 100) { // NaN too
-		return fmt.Errorf("engine drift pct: must be in [0, 100), got %v", pct)
-	}
-	return nil
 }
 
 // EngineDrift is the serving engines' speed factor now (1 without sim.engine_drift_pct): engines

@@ -113,13 +113,8 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 	if cfg.StragglerIndex >= cfg.Count || cfg.StragglerIndex < -1 {
 		return nil, fmt.Errorf("straggler index: must be -1 (none) or 0–%d, got %d", cfg.Count-1, cfg.StragglerIndex)
 	}
-	if !(cfg.StragglerPct >= 0 && cfg.StragglerPct < 100) { // NaN too
-		return nil, fmt.Errorf("straggler pct: must be in [0, 100), got %v", cfg.StragglerPct)
-	}
-	if !(cfg.NodeSlowdownPct >= 0 && cfg.NodeSlowdownPct < 100) {
-		return nil, fmt.Errorf("node slowdown pct: must be in [0, 100), got %v", cfg.NodeSlowdownPct)
-	}
-	if err := checkDriftPct(cfg.EngineDriftPct); err != nil {
+	if err := cmp.Or(checkPct("straggler pct", cfg.StragglerPct), checkPct("node slowdown pct", cfg.NodeSlowdownPct),
+		checkPct("engine drift pct", cfg.EngineDriftPct)); err != nil {
 		return nil, err
 	}
 	// Every form is read; the first error (in this order) is the one told.
@@ -144,6 +139,13 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		f.gpus[i].tempC = ambientC + 5
 	}
 	return f, nil
+}
+
+func checkPct(name string, pct float64) error {
+	if !(pct >= 0 && pct < 100) { // NaN too
+		return fmt.Errorf("%s: must be in [0, 100), got %v", name, pct)
+	}
+	return nil
 }
 
 // GPU is the catalog entry the fleet is made of.

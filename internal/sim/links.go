@@ -125,10 +125,10 @@ func (f *Fleet) upLinks(i int) int {
 	return up
 }
 
-// pairPeak is the one-direction peak between two GPUs: their common NVLinks, else PCIe.
-func (f *Fleet) pairPeak(a, b int) float64 {
+// peak is GPU i's one-direction peak: its NVLinks up, else PCIe. A pair's is its lower end's.
+func (f *Fleet) peak(i int) float64 {
 	if f.gpu.NVLinks() > 0 {
-		return float64(min(f.upLinks(a), f.upLinks(b))) * f.gpu.NVLinkLinkGBps()
+		return float64(f.upLinks(i)) * f.gpu.NVLinkLinkGBps()
 	}
 	return f.gpu.PCIeGBps()
 }
@@ -147,7 +147,7 @@ func (f *Fleet) PeerCopy(a, b int) (uni, bi float64, err error) {
 	if err := cmp.Or(f.check(a), f.check(b)); err != nil {
 		return 0, 0, err
 	}
-	peak := f.pairPeak(a, b)
+	peak := min(f.peak(a), f.peak(b))
 	uni = peak * min(f.linkEff(a, peerUniEff), f.linkEff(b, peerUniEff)) * f.noise(fmt.Sprintf("p2p/%d/%d", a, b))
 	bi = 2 * peak * min(f.linkEff(a, peerBiEff), f.linkEff(b, peerBiEff)) * f.noise(fmt.Sprintf("p2pbi/%d/%d", a, b))
 	return uni, bi, nil
@@ -162,12 +162,7 @@ func (f *Fleet) AllReduce(sizes []int64) []results.AllReduceSize {
 	}
 	bus := 0.0
 	for i := 0; i < n; i++ {
-		t := float64(f.upLinks(i)) * f.gpu.NVLinkLinkGBps()
-		if f.gpu.NVLinks() == 0 {
-			t = f.gpu.PCIeGBps()
-		}
-		t *= f.linkEff(i, allReduceBW)
-		if bus == 0 || t < bus {
+		if t := f.peak(i) * f.linkEff(i, allReduceBW); bus == 0 || t < bus {
 			bus = t
 		}
 	}

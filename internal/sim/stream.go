@@ -83,9 +83,14 @@ func (st *stream) appendChunk(b []byte, k int) []byte {
 	} else {
 		b = append(b, `null,"stop_reason":null}]`...)
 	}
-	if st.continuous() {
+	return st.endEvent(b, st.continuous(), k)
+}
+
+// endEvent ends an SSE event, with a usage of completion tokens when usage.
+func (st *stream) endEvent(b []byte, usage bool, completion int) []byte {
+	if usage {
 		b = append(b, `,"usage":`...)
-		b = appendUsage(b, st.req.promptToks, k)
+		b = appendUsage(b, st.req.promptToks, completion)
 	}
 	return append(b, "}\n\n"...)
 }
@@ -119,11 +124,7 @@ func (st *stream) runStream(ctx context.Context) {
 	if st.chat {
 		// vLLM opens a chat stream with the assistant role and no content (TTFT does not count it).
 		st.buf = st.event(st.buf, `[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]`)
-		if st.continuous() {
-			st.buf = append(st.buf, `,"usage":`...)
-			st.buf = appendUsage(st.buf, st.req.promptToks, 0)
-		}
-		st.buf = append(st.buf, "}\n\n"...)
+		st.buf = st.endEvent(st.buf, st.continuous(), 0)
 		flush()
 	}
 	f := st.plan.fault
@@ -134,9 +135,7 @@ func (st *stream) runStream(ctx context.Context) {
 	for sent < st.plan.out {
 		<-st.seq.Notify
 		if ctx.Err() != nil {
-			s.drv.abort(st.seq)
-			st.finishTrace(200, f.upTo(sent, "client_gone"))
-			s.metrics.aborted()
+			st.abort(f.upTo(sent, "client_gone"))
 			return
 		}
 		due := st.seq.Due.Swap(0)
@@ -161,9 +160,7 @@ func (st *stream) runStream(ctx context.Context) {
 			}
 			if sent == f.cutAt {
 				flush()
-				s.drv.abort(st.seq)
-				st.finishTrace(200, f.upTo(sent, ""))
-				s.metrics.aborted()
+				st.abort(f.upTo(sent, ""))
 				panic(http.ErrAbortHandler) // closes the connection without ending the chunked body
 			}
 			st.buf = st.appendChunk(st.buf, sent)
@@ -172,9 +169,7 @@ func (st *stream) runStream(ctx context.Context) {
 		flush()
 	}
 	if st.req.StreamOptions != nil && st.req.StreamOptions.IncludeUsage {
-		st.buf = st.event(st.buf, `[],"usage":`)
-		st.buf = appendUsage(st.buf, st.req.promptToks, st.plan.out)
-		st.buf = append(st.buf, "}\n\n"...)
+		st.buf = st.endEvent(st.event(st.buf, `[]`), true, st.plan.out)
 	}
 	st.buf = append(st.buf, "data: [DONE]\n\n"...)
 	flush()
@@ -200,9 +195,7 @@ func (st *stream) runWhole(ctx context.Context) {
 		select {
 		case <-st.seq.Notify:
 		case <-ctx.Done():
-			s.drv.abort(st.seq)
-			st.finishTrace(200, "client_gone")
-			s.metrics.aborted()
+			st.abort("client_gone")
 			return
 		}
 	}
@@ -236,6 +229,13 @@ func (st *stream) runWhole(ctx context.Context) {
 		"choices": []any{choice}, "usage": usage, "system_fingerprint": nil})
 	st.finishTrace(200, st.plan.fault.name())
 	s.metrics.success(st.plan.finish, time.Since(st.arrival))
+}
+
+// abort ends a request its client left or its fault cut, the trace naming fault.
+func (st *stream) abort(fault string) {
+	st.s.drv.abort(st.seq)
+	st.finishTrace(200, fault)
+	st.s.metrics.aborted()
 }
 
 func (st *stream) finishTrace(status int, fault string) {
