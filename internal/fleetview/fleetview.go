@@ -238,7 +238,7 @@ func node(h results.Host, model string) Node {
 }
 
 func endpointCell(h results.Host, e results.Endpoint) GPU {
-	g := GPU{Label: gpuLabel(e.GPUs), Status: e.Status}
+	g := GPU{Label: GPULabel(e.GPUs), Status: e.Status}
 	if st := h.GPUStatus(e.GPUs); st != "" {
 		g.Status = st // the GPU's judged verdict: health and serving
 	}
@@ -360,7 +360,8 @@ func gpuIDs(gpus []int) string {
 	return strings.Join(p, "+")
 }
 
-func gpuLabel(gpus []int) string {
+// GPULabel names an endpoint's GPUs as every surface does: "gpu 3", "gpus 0,1".
+func GPULabel(gpus []int) string {
 	if len(gpus) == 1 {
 		return fmt.Sprintf("gpu %d", gpus[0])
 	}

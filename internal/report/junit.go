@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -183,22 +184,13 @@ func junitDoc(s *results.Summary) junitSuites {
 		for _, m := range h.Models {
 			hs = append(hs, modelSuite(h, m, seen))
 		}
-		for _, su := range []junitSuite{verdictSuite(h), hostSuite(h, seen)} {
-			if len(su.Cases) > 0 {
-				hs = append(hs, su)
-			}
-		}
-		for _, su := range hs {
+		for _, su := range append(hs, nonEmpty(verdictSuite(h), hostSuite(h, seen))...) {
 			su.Hostname = h.Name
 			doc.Suites = append(doc.Suites, su)
 		}
 		maps.Copy(union, seen)
 	}
-	for _, su := range []junitSuite{fleetSuite(s), findingSuite(s)} {
-		if len(su.Cases) > 0 {
-			doc.Suites = append(doc.Suites, su)
-		}
-	}
+	doc.Suites = append(doc.Suites, nonEmpty(fleetSuite(s), findingSuite(s))...)
 	doc.Suites = append(doc.Suites, runSuite(s, union))
 	for i := range doc.Suites {
 		su := &doc.Suites[i]
@@ -222,6 +214,11 @@ func junitDoc(s *results.Summary) junitSuites {
 		doc.Skipped += su.Skipped
 	}
 	return doc
+}
+
+// nonEmpty are the suites that hold a case.
+func nonEmpty(sus ...junitSuite) []junitSuite {
+	return slices.DeleteFunc(sus, func(su junitSuite) bool { return len(su.Cases) == 0 })
 }
 
 // verdictSuite holds the judged verdict of each GPU and of the host (results.Host.GPUs): the

@@ -711,12 +711,7 @@ func platformNames(s *results.Summary) []string {
 	return out
 }
 
-func gpuList(gpus []int) string {
-	if len(gpus) == 1 {
-		return "gpu " + strconv.Itoa(gpus[0])
-	}
-	return "gpus " + gpuLabel(gpus)
-}
+var gpuList = fleetview.GPULabel
 
 // caveats are the run's caveats and the shown hosts' own (DCGM skipped, a load interrupted). In a
 // large fleet a caveat the merge prefixed with its host ("node-7: …") is said once, naming the first
