@@ -14,7 +14,6 @@ import (
 	"unsafe"
 
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Benchmark sizes, chosen on an H200 side by side with PyTorch (docs/microbench-h200.md): each is the
@@ -97,15 +96,8 @@ func (r *Runner) bind(g results.GPUInfo) (*device, error) {
 	r.mu.Unlock()
 	a := r.a
 	if d.ctx == 0 {
-		var ord int32
-		var res int32
-		if g.PCIBusID != "" {
-			// CUDA's device order may differ from NVML's: the bus id ties the two together.
-			res = a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID))
-		} else {
-			res = a.cuDeviceGet(&ord, int32(g.Index))
-		}
-		if err := a.cuErr("finding CUDA device for GPU "+key, res); err != nil {
+		ord, err := a.ordinal(g)
+		if err != nil {
 			return nil, err
 		}
 		var ctx uintptr
@@ -418,39 +410,15 @@ func (r *Runner) gemm(d *device, kind gemmKind, n, warmup, iters int) (float64, 
 // timed enqueues body iters times between two CUDA events on the default stream and returns the
 // seconds between them.
 func (r *Runner) timed(iters int, body func() error) (float64, error) {
-	a := r.a
-	var start, end uintptr
-	if err := a.cuErr("cuEventCreate", a.cuEventCreate(&start, 0)); err != nil {
-		return 0, err
-	}
-	defer a.cuEventDestroy(start)
-	if err := a.cuErr("cuEventCreate", a.cuEventCreate(&end, 0)); err != nil {
-		return 0, err
-	}
-	defer a.cuEventDestroy(end)
-	if err := a.cuErr("cuEventRecord", a.cuEventRecord(start, 0)); err != nil {
-		return 0, err
-	}
-	for i := 0; i < iters; i++ {
-		if err := body(); err != nil {
-			a.cuCtxSynchronize()
-			return 0, err
+	return r.a.span(0, "a kernel or copy failed", fmt.Sprintf("%d iterations", iters), func(uintptr) error {
+		for i := 0; i < iters; i++ {
+			if err := body(); err != nil {
+				r.a.cuCtxSynchronize()
+				return err
+			}
 		}
-	}
-	if err := a.cuErr("cuEventRecord", a.cuEventRecord(end, 0)); err != nil {
-		return 0, err
-	}
-	if err := a.cuErr("cuEventSynchronize (a kernel or copy failed)", a.cuEventSynchronize(end)); err != nil {
-		return 0, err
-	}
-	var ms float32
-	if err := a.cuErr("cuEventElapsedTime", a.cuEventElapsedTime(&ms, start, end)); err != nil {
-		return 0, err
-	}
-	if ms <= 0 {
-		return 0, fmt.Errorf("CUDA events measured %v ms for %d iterations: no time elapsed", ms, iters)
-	}
-	return float64(ms) / 1000, nil
+		return nil
+	})
 }
 
 // pinned is a page-locked host buffer.

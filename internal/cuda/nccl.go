@@ -177,7 +177,7 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 	devs := make([]int32, n)
 	ends := make([]*end, n)
 	for i, g := range gpus {
-		if devs[i], err = p.ordinal(g); err != nil {
+		if devs[i], err = p.a.ordinal(g); err != nil {
 			return out, err
 		}
 		c, err := p.context(devs[i])
@@ -199,19 +199,19 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 	defer p.freeEnds(ends)
 	for _, e := range ends {
 		a.cuCtxSetCurrent(e.ctx)
-		if err := a.err("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil {
+		if err := a.cuErr("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil {
 			return out, err
 		}
 		for _, b := range []*uint64{&e.src, &e.dst} {
-			if err := a.err(fmt.Sprintf("cuMemAlloc %d MiB (all-reduce)", maxBytes>>20), a.cuMemAlloc(b, uint64(maxBytes))); err != nil {
+			if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (all-reduce)", maxBytes>>20), a.cuMemAlloc(b, uint64(maxBytes))); err != nil {
 				return out, err
 			}
 		}
 		// Every rank sends 1.0: the sum is n everywhere, checked below.
-		if err := a.err("cuMemsetD32", a.cuMemsetD32(e.src, math.Float32bits(1), uint64(maxBytes/4))); err != nil {
+		if err := a.cuErr("cuMemsetD32", a.cuMemsetD32(e.src, math.Float32bits(1), uint64(maxBytes/4))); err != nil {
 			return out, err
 		}
-		if err := a.err("cuStreamSynchronize", a.cuStreamSynchronize(0)); err != nil {
+		if err := a.cuErr("cuStreamSynchronize", a.cuStreamSynchronize(0)); err != nil {
 			return out, err
 		}
 	}
@@ -231,7 +231,7 @@ func (p *Peer) allReduce(ctx context.Context, gpus []results.GPUInfo, sizes []in
 	syncAll := func() error {
 		for _, e := range ends {
 			a.cuCtxSetCurrent(e.ctx)
-			if err := a.err("cuStreamSynchronize (all-reduce)", a.cuStreamSynchronize(e.stream)); err != nil {
+			if err := a.cuErr("cuStreamSynchronize (all-reduce)", a.cuStreamSynchronize(e.stream)); err != nil {
 				return err
 			}
 		}
@@ -275,7 +275,7 @@ func (p *Peer) checkSum(ends []*end, count uint64, want float32) error {
 		p.a.cuCtxSetCurrent(e.ctx)
 		for _, at := range []uint64{0, count - 1} {
 			var v float32
-			if err := p.a.err("cuMemcpyDtoH (all-reduce check)", p.a.cuMemcpyDtoH(unsafe.Pointer(&v), e.dst+at*4, 4)); err != nil {
+			if err := p.a.cuErr("cuMemcpyDtoH (all-reduce check)", p.a.cuMemcpyDtoH(unsafe.Pointer(&v), e.dst+at*4, 4)); err != nil {
 				return err
 			}
 			if v != want {

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"unsafe"
 
 	"github.com/gpuvet/gpuvet/internal/results"
-	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
 // Peer-to-peer copy sizes: 256 MiB per copy, 2 warm-up + 20 timed each way (about 13 ms at NVLink
@@ -26,63 +24,9 @@ var ErrNoPeerAccess = errors.New("peer access unavailable")
 // cudaErrorPeerAccessAlreadyEnabled (CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) is success for us.
 const cudaErrorPeerAccessAlreadyEnabled = 704
 
-// peerAPI is the driver API the GPU-to-GPU measurements use. It loads libcuda.so.1 on its own, so a
-// host without cuBLAS still measures its links.
-type peerAPI struct {
-	cuInit                    func(flags uint32) int32
-	cuDeviceGetByPCIBusId     func(dev *int32, busID string) int32
-	cuDeviceGet               func(dev *int32, ordinal int32) int32
-	cuDeviceCanAccessPeer     func(can *int32, dev, peer int32) int32
-	cuDevicePrimaryCtxRetain  func(ctx *uintptr, dev int32) int32
-	cuDevicePrimaryCtxRelease func(dev int32) int32
-	cuCtxSetCurrent           func(ctx uintptr) int32
-	cuCtxEnablePeerAccess     func(peer uintptr, flags uint32) int32
-	cuMemAlloc                func(dptr *uint64, size uint64) int32
-	cuMemFree                 func(dptr uint64) int32
-	cuMemsetD32               func(dptr uint64, v uint32, n uint64) int32
-	cuMemcpyDtoH              func(dst unsafe.Pointer, src uint64, size uint64) int32
-	cuMemcpyDtoDAsync         func(dst, src uint64, size uint64, stream uintptr) int32
-	cuStreamCreate            func(s *uintptr, flags uint32) int32
-	cuStreamDestroy           func(s uintptr) int32
-	cuStreamSynchronize       func(s uintptr) int32
-	cuStreamWaitEvent         func(s, ev uintptr, flags uint32) int32
-	cuEventCreate             func(ev *uintptr, flags uint32) int32
-	cuEventRecord             func(ev uintptr, stream uintptr) int32
-	cuEventSynchronize        func(ev uintptr) int32
-	cuEventElapsedTime        func(ms *float32, start, end uintptr) int32
-	cuEventDestroy            func(ev uintptr) int32
-	cuGetErrorName            func(res int32, name *unsafe.Pointer) int32
-}
-
-func loadPeerAPI() (*peerAPI, error) {
-	cu, err := openLibcuda()
-	if err != nil {
-		return nil, err
-	}
-	a := &peerAPI{}
-	if err := bind(cu, "from libcuda.so.1 (driver too old?)", []symbol{
-		{&a.cuInit, "cuInit"}, {&a.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&a.cuDeviceGet, "cuDeviceGet"},
-		{&a.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"}, {&a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-		{&a.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"}, {&a.cuCtxSetCurrent, "cuCtxSetCurrent"},
-		{&a.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"}, {&a.cuMemAlloc, "cuMemAlloc_v2"}, {&a.cuMemFree, "cuMemFree_v2"},
-		{&a.cuMemsetD32, "cuMemsetD32_v2"}, {&a.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&a.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
-		{&a.cuStreamCreate, "cuStreamCreate"}, {&a.cuStreamDestroy, "cuStreamDestroy_v2"}, {&a.cuStreamSynchronize, "cuStreamSynchronize"},
-		{&a.cuStreamWaitEvent, "cuStreamWaitEvent"}, {&a.cuEventCreate, "cuEventCreate"}, {&a.cuEventRecord, "cuEventRecord"},
-		{&a.cuEventSynchronize, "cuEventSynchronize"}, {&a.cuEventElapsedTime, "cuEventElapsedTime"},
-		{&a.cuEventDestroy, "cuEventDestroy_v2"}, {&a.cuGetErrorName, "cuGetErrorName"},
-	}); err != nil {
-		return nil, err
-	}
-	return a, cuInit(a.cuInit, a.cuGetErrorName)
-}
-
-func (a *peerAPI) errName(r int32) string { return cuErrName(a.cuGetErrorName, r) }
-
-func (a *peerAPI) err(what string, r int32) error { return cuFailed(a.cuGetErrorName, what, r) }
-
 // Peer measures GPU-to-GPU copy bandwidth and NCCL all-reduce. It holds one primary context per GPU.
 type Peer struct {
-	a    *peerAPI
+	a    *driver
 	mu   sync.Mutex
 	ctxs map[int32]uintptr // CUDA ordinal -> retained primary context
 	// NCCLLib is the libnccl to load ("" : search, see FindNCCL).
@@ -91,20 +35,14 @@ type Peer struct {
 
 // OpenPeer loads the CUDA driver API. The error names what is missing.
 func OpenPeer() (*Peer, error) {
-	a, err := loadPeerAPI()
+	d, err := loadDriver()
+	if err == nil {
+		err = d.init()
+	}
 	if err != nil {
 		return nil, err
 	}
-	return &Peer{a: a, ctxs: map[int32]uintptr{}}, nil
-}
-
-// ordinal finds the CUDA device of a GPU by its bus id (CUDA's order may differ from NVML's).
-func (p *Peer) ordinal(g results.GPUInfo) (int32, error) {
-	var ord int32
-	if g.PCIBusID != "" {
-		return ord, p.a.err("finding the CUDA device of GPU "+g.PCIBusID, p.a.cuDeviceGetByPCIBusId(&ord, sysfs.BusID(g.PCIBusID)))
-	}
-	return ord, p.a.err(fmt.Sprintf("finding CUDA device %d", g.Index), p.a.cuDeviceGet(&ord, int32(g.Index)))
+	return &Peer{a: d, ctxs: map[int32]uintptr{}}, nil
 }
 
 // context retains (once) and returns the primary context of a CUDA device.
@@ -115,7 +53,7 @@ func (p *Peer) context(ord int32) (uintptr, error) {
 		return c, nil
 	}
 	var c uintptr
-	if err := p.a.err("cuDevicePrimaryCtxRetain", p.a.cuDevicePrimaryCtxRetain(&c, ord)); err != nil {
+	if err := p.a.cuErr("cuDevicePrimaryCtxRetain", p.a.cuDevicePrimaryCtxRetain(&c, ord)); err != nil {
 		return 0, err
 	}
 	p.ctxs[ord] = c
@@ -128,7 +66,7 @@ func (p *Peer) Close() error {
 	defer p.mu.Unlock()
 	var list []error
 	for ord := range p.ctxs {
-		list = append(list, p.a.err("cuDevicePrimaryCtxRelease", p.a.cuDevicePrimaryCtxRelease(ord)))
+		list = append(list, p.a.cuErr("cuDevicePrimaryCtxRelease", p.a.cuDevicePrimaryCtxRelease(ord)))
 	}
 	p.ctxs = map[int32]uintptr{}
 	return errors.Join(list...)
@@ -158,7 +96,7 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 	a := p.a
 	var ends [2]*end
 	for i, g := range []results.GPUInfo{ga, gb} {
-		ord, err := p.ordinal(g)
+		ord, err := p.a.ordinal(g)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -171,7 +109,7 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 	for i, e := range ends {
 		o := ends[1-i]
 		var can int32
-		if err := a.err("cuDeviceCanAccessPeer", a.cuDeviceCanAccessPeer(&can, e.ord, o.ord)); err != nil {
+		if err := a.cuErr("cuDeviceCanAccessPeer", a.cuDeviceCanAccessPeer(&can, e.ord, o.ord)); err != nil {
 			return 0, 0, err
 		}
 		if can == 0 {
@@ -202,18 +140,18 @@ func (p *Peer) PeerCopy(ctx context.Context, ga, gb results.GPUInfo) (uni, bi fl
 func (p *Peer) prepare(e *end) error {
 	a := p.a
 	a.cuCtxSetCurrent(e.ctx)
-	if err := a.err("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil { // 1: non-blocking
+	if err := a.cuErr("cuStreamCreate", a.cuStreamCreate(&e.stream, 1)); err != nil { // 1: non-blocking
 		return err
 	}
 	for _, buf := range []*uint64{&e.src, &e.dst} {
-		if err := a.err(fmt.Sprintf("cuMemAlloc %d MiB (peer copy)", peerBytes>>20), a.cuMemAlloc(buf, peerBytes)); err != nil {
+		if err := a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB (peer copy)", peerBytes>>20), a.cuMemAlloc(buf, peerBytes)); err != nil {
 			return err
 		}
-		if err := a.err("cuMemsetD32", a.cuMemsetD32(*buf, 0x3fa5a5a5, peerBytes/4)); err != nil {
+		if err := a.cuErr("cuMemsetD32", a.cuMemsetD32(*buf, 0x3fa5a5a5, peerBytes/4)); err != nil {
 			return err
 		}
 	}
-	return a.err("cuStreamSynchronize (fill)", a.cuStreamSynchronize(0))
+	return a.cuErr("cuStreamSynchronize (fill)", a.cuStreamSynchronize(0))
 }
 
 func (p *Peer) freeEnds(ends []*end) {
@@ -242,68 +180,49 @@ func (p *Peer) timeCopies(from, to []*end) (float64, error) {
 	run := func(iters int) (float64, error) {
 		first := from[0]
 		a.cuCtxSetCurrent(first.ctx)
-		var start, stop uintptr
-		if err := a.err("cuEventCreate", a.cuEventCreate(&start, 0)); err != nil {
-			return 0, err
-		}
-		defer a.cuEventDestroy(start)
-		if err := a.err("cuEventCreate", a.cuEventCreate(&stop, 0)); err != nil {
-			return 0, err
-		}
-		defer a.cuEventDestroy(stop)
-		if err := a.err("cuEventRecord", a.cuEventRecord(start, first.stream)); err != nil {
-			return 0, err
-		}
 		var others []uintptr
 		defer func() {
 			for _, ev := range others {
 				a.cuEventDestroy(ev)
 			}
 		}()
-		for i := len(from) - 1; i >= 0; i-- { // the others first, so the first stream can wait on them
-			e := from[i]
-			a.cuCtxSetCurrent(e.ctx)
-			if i > 0 {
-				if err := a.err("cuStreamWaitEvent", a.cuStreamWaitEvent(e.stream, start, 0)); err != nil {
-					return 0, err
+		secs, err := a.span(first.stream, "a peer copy failed", fmt.Sprintf("%d peer copies", iters), func(start uintptr) error {
+			for i := len(from) - 1; i >= 0; i-- { // the others first, so the first stream can wait on them
+				e := from[i]
+				a.cuCtxSetCurrent(e.ctx)
+				if i > 0 {
+					if err := a.cuErr("cuStreamWaitEvent", a.cuStreamWaitEvent(e.stream, start, 0)); err != nil {
+						return err
+					}
+				}
+				for k := 0; k < iters; k++ {
+					if err := a.cuErr("cuMemcpyDtoDAsync (peer)", a.cuMemcpyDtoDAsync(to[i].dst, e.src, peerBytes, e.stream)); err != nil {
+						return err
+					}
+				}
+				if i > 0 {
+					var done uintptr
+					if err := a.cuErr("cuEventCreate", a.cuEventCreate(&done, 0)); err != nil {
+						return err
+					}
+					others = append(others, done)
+					if err := a.cuErr("cuEventRecord", a.cuEventRecord(done, e.stream)); err != nil {
+						return err
+					}
 				}
 			}
-			for k := 0; k < iters; k++ {
-				if err := a.err("cuMemcpyDtoDAsync (peer)", a.cuMemcpyDtoDAsync(to[i].dst, e.src, peerBytes, e.stream)); err != nil {
-					return 0, err
+			a.cuCtxSetCurrent(first.ctx)
+			for _, ev := range others {
+				if err := a.cuErr("cuStreamWaitEvent", a.cuStreamWaitEvent(first.stream, ev, 0)); err != nil {
+					return err
 				}
 			}
-			if i > 0 {
-				var done uintptr
-				if err := a.err("cuEventCreate", a.cuEventCreate(&done, 0)); err != nil {
-					return 0, err
-				}
-				others = append(others, done)
-				if err := a.err("cuEventRecord", a.cuEventRecord(done, e.stream)); err != nil {
-					return 0, err
-				}
-			}
-		}
-		a.cuCtxSetCurrent(first.ctx)
-		for _, ev := range others {
-			if err := a.err("cuStreamWaitEvent", a.cuStreamWaitEvent(first.stream, ev, 0)); err != nil {
-				return 0, err
-			}
-		}
-		if err := a.err("cuEventRecord", a.cuEventRecord(stop, first.stream)); err != nil {
+			return nil
+		})
+		if err != nil {
 			return 0, err
 		}
-		if err := a.err("cuEventSynchronize (a peer copy failed)", a.cuEventSynchronize(stop)); err != nil {
-			return 0, err
-		}
-		var ms float32
-		if err := a.err("cuEventElapsedTime", a.cuEventElapsedTime(&ms, start, stop)); err != nil {
-			return 0, err
-		}
-		if ms <= 0 {
-			return 0, fmt.Errorf("CUDA events measured %v ms for %d peer copies: no time elapsed", ms, iters)
-		}
-		return float64(len(from)) * peerBytes * float64(iters) / (float64(ms) / 1000) / 1e9, nil
+		return float64(len(from)) * peerBytes * float64(iters) / secs / 1e9, nil
 	}
 	if _, err := run(peerWarmup); err != nil {
 		return 0, err
