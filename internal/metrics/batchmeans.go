@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"slices"
 
 	"github.com/gpuvet/gpuvet/internal/results"
 )
@@ -31,14 +32,10 @@ func BatchMeans(center float64, blocks []float64) *results.Interval {
 	if b < 2 || b > len(studentT975)+1 {
 		return nil
 	}
-	var sum float64
-	for _, v := range blocks {
-		if !(v > 0) || math.IsInf(v, 0) {
-			return nil
-		}
-		sum += v
+	if slices.ContainsFunc(blocks, func(v float64) bool { return !(v > 0) || math.IsInf(v, 0) }) {
+		return nil
 	}
-	mean := sum / float64(b)
+	mean := MeanStat(blocks)
 	var ss float64
 	for _, v := range blocks {
 		ss += (v - mean) * (v - mean)

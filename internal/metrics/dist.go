@@ -39,15 +39,7 @@ func Percentile(sorted []float64, q float64) float64 {
 // Summarize returns the distribution of samples. It sorts a copy; the caller's slice is untouched.
 // NaN and ±Inf samples are dropped (they can only come from a bug upstream and would poison the mean).
 func Summarize(samples []float64) results.Dist {
-	s := make([]float64, 0, len(samples))
-	for _, v := range samples {
-		if !math.IsNaN(v) && !math.IsInf(v, 0) {
-			s = append(s, v)
-		}
-	}
-	if len(s) == 0 {
-		return results.Dist{}
-	}
+	s := slices.DeleteFunc(slices.Clone(samples), func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) })
 	slices.Sort(s)
 	return SummarizeSorted(s)
 }
@@ -57,13 +49,9 @@ func SummarizeSorted(s []float64) results.Dist {
 	if len(s) == 0 {
 		return results.Dist{}
 	}
-	var sum float64
-	for _, v := range s {
-		sum += v
-	}
 	return results.Dist{
 		Count: len(s),
-		Mean:  sum / float64(len(s)),
+		Mean:  MeanStat(s),
 		Min:   s[0],
 		Max:   s[len(s)-1],
 		P50:   Percentile(s, 0.50),
