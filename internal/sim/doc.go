@@ -7,15 +7,12 @@
 // Engine is vLLM's V1 scheduler in miniature (continuous batching up to MaxNumSeqs, chunked prefill
 // under a per-step token budget, a paged KV cache sized from GPU memory × gpu_memory_utilization −
 // weights − an activation reserve, requests queued when it is full, recompute preemption). Each step
-// costs the speed of light of internal/roofline (FLOPs over the BF16 tensor peak, bytes over memory
-// bandwidth) at the architecture's achieved fractions (efficiency.go), compute further divided by the
-// wave fill of the step's GEMMs on the GPU's SMs (few tokens, or narrow per-GPU slices under TP,
-// leave SMs idle), the two joined by a smooth maximum; plus a gap at every kernel boundary of every
-// layer, two all-reduces per layer over the GPU's NVLink or PCIe link under TP, and the engine's CPU
-// time per step and per sequence. A request pays the frontend (frontend.go: HTTP, chat template,
-// tokenisation, hand-off before the engine; output after each step). Tokens leave at step
-// boundaries. The tests' RunVirtual drives the engine in virtual time (calibration and validation,
-// no sleeping); Listen drives the same engine in wall time behind HTTP.
+// costs the speed of light of internal/roofline at the architecture's achieved fractions
+// (efficiency.go), compute further divided by the wave fill of the step's GEMMs on the GPU's SMs,
+// the two joined by a smooth maximum; plus a gap at every kernel boundary, two all-reduces per layer
+// under TP, and the engine's CPU time per step and per sequence. A request pays the frontend
+// (frontend.go) before the engine and after each step. Tokens leave at step boundaries. The tests'
+// RunVirtual drives the engine in virtual time (no sleeping); Listen drives it in wall time.
 //
 // # Fixed mode
 //
@@ -36,23 +33,16 @@
 // GET /v1/models, POST /v1/completions, POST /v1/chat/completions (stream or not; usage with
 // stream_options.include_usage and continuous_usage_stats; max_tokens, max_completion_tokens,
 // min_tokens, ignore_eos, temperature, seed), POST /tokenize, POST /detokenize, GET /health,
-// GET /metrics (vllm:num_requests_running, vllm:num_requests_waiting, vllm:kv_cache_usage_perc,
-// vllm:prompt_tokens_total, vllm:generation_tokens_total, vllm:time_to_first_token_seconds,
-// vllm:inter_token_latency_seconds, vllm:e2e_request_latency_seconds, …, and the simulator's own
-// lag behind its schedule: gpuvet_sim:tokens_behind_schedule_total, gpuvet_sim:schedule_lag_max_seconds,
-// also logged once per 10 s while it lasts), GET /version. Errors are
-// vLLM's JSON: {"error": {"message", "type", "param", "code"}}; 404 for an unknown model, 400 when
-// prompt + max_tokens exceed the context.
+// GET /metrics (vLLM's names, and the simulator's own lag behind its schedule: lag.go), GET /version.
+// Errors are vLLM's JSON: {"error": {"message", "type", "param", "code"}}; 404 for an unknown
+// model, 400 when prompt + max_tokens exceed the context.
 //
 // Without ignore_eos a request stops on its own after 64–511 tokens (derived from its text and
-// seed; finish_reason "stop"), never before min_tokens, never after max_tokens ("length").
-//
-// Tokens are counted by the simulator's own tokenizer (see tokenizer.go): pieces of at most 4 bytes
-// that break before whitespace; /tokenize and usage.prompt_tokens always agree.
+// seed; finish_reason "stop"), never before min_tokens, never after max_tokens ("length"). Tokens
+// are counted by the simulator's own tokenizer (tokenizer.go), so /tokenize and usage agree.
 //
 // # Faults and ground truth
 //
-// Faults (per-request rates of 500, 429, cut streams, stalls, malformed SSE events; slow start) are
-// drawn from Config.Seed and the request's arrival number. Config.Trace receives one TraceRecord per
-// request (arrival, each token's send time, counts, the fault that hit it).
+// Faults (faults.go) are drawn from Config.Seed and the request's arrival number. Config.Trace
+// receives one TraceRecord per request (arrival, each token's send time, counts, its fault).
 package sim
