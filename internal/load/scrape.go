@@ -17,17 +17,15 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Server-side gauges of every engine kind (the simulator exports vLLM's): running requests, queued
-// requests, KV-cache use (0..1). The scrape does not know the server's kind: the first present wins.
+// Server-side gauges of every engine kind: the scrape does not know the server's kind, so the first
+// present wins.
 var gauges = enginekind.AllGauges()
 
 // scrapedNames are every metric a scrape reads.
 var scrapedNames = func() map[string]bool {
 	m := map[string]bool{}
-	for _, l := range [][]string{gauges.Running, gauges.Waiting, gauges.KVUsage, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions} {
-		for _, n := range l {
-			m[n] = true
-		}
+	for _, n := range slices.Concat(gauges.Running, gauges.Waiting, gauges.KVUsage, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions) {
+		m[n] = true
 	}
 	return m
 }()
@@ -35,12 +33,11 @@ var scrapedNames = func() map[string]bool {
 // maxServerSamples bounds the kept scrapes (an hour at 1 Hz; past it the older ones are thinned).
 const maxServerSamples = 3600
 
-// parseProm reads Prometheus text exposition and sums each wanted metric over its label sets. It returns
-// which of the wanted names were present. Malformed lines are an error naming the line.
+// parseProm reads Prometheus text exposition and sums each wanted metric present over its label sets.
+// Malformed lines are an error naming the line.
 func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc := lineScanner(r)
 	n := 0
 	for sc.Scan() {
 		n++
@@ -71,13 +68,19 @@ func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) 
 		if err != nil {
 			return nil, fmt.Errorf("/metrics line %d: %s value %q is not a number", n, name, fields[0])
 		}
-		// NaN and ±Inf are valid exposition, but no count or share gpuvet reads (and JSON cannot
-		// hold them: one in a sample failed the whole result's encoding).
+		// NaN and ±Inf are valid exposition, but no count gpuvet reads (and JSON cannot hold them).
 		if out[name] += v; math.IsNaN(out[name]) || math.IsInf(out[name], 0) {
 			return nil, fmt.Errorf("/metrics line %d: %s value %q is not a finite number (or its sum over label sets overflows)", n, name, fields[0])
 		}
 	}
 	return out, sc.Err()
+}
+
+// lineScanner reads r's lines of up to 1 MiB.
+func lineScanner(r io.Reader) *bufio.Scanner {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return sc
 }
 
 // scraper polls /metrics while the load runs.
@@ -101,8 +104,8 @@ func pick(vals map[string]float64, names []string) (float64, bool) {
 	return 0, false
 }
 
-// once takes one sample; an error the first time stops the scraper (the endpoint has no usable /metrics).
-func (s *scraper) once(ctx context.Context) error {
+// fetch GETs /metrics (at most 5 s) and hands the answer to read.
+func (s *scraper) fetch(ctx context.Context, read func(*http.Response) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	resp, err := get(ctx, s.hc, s.url, "")
@@ -110,10 +113,19 @@ func (s *scraper) once(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: HTTP %d", results.RedactURLs(s.url), resp.StatusCode)
-	}
-	vals, err := parseProm(io.LimitReader(resp.Body, 16<<20), scrapedNames)
+	return read(resp)
+}
+
+// once takes one sample; an error the first time stops the scraper (the endpoint has no usable /metrics).
+func (s *scraper) once(ctx context.Context) error {
+	var vals map[string]float64
+	err := s.fetch(ctx, func(resp *http.Response) (err error) {
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: HTTP %d", results.RedactURLs(s.url), resp.StatusCode)
+		}
+		vals, err = parseProm(io.LimitReader(resp.Body, 16<<20), scrapedNames)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -131,13 +143,11 @@ func (s *scraper) once(ctx context.Context) error {
 	sample.Preemptions, s.hasPreempt = pick(vals, gauges.Preemptions)
 	s.mu.Lock()
 	if len(s.res.Samples) >= maxServerSamples {
-		// Thin the samples so far to every other one (the first kept: the counters' start), so
-		// that they span the whole load at half the resolution and the rungs still to come read
-		// their own windows' samples (overwriting the last one left them one instant).
-		k := 0
-		for i := 0; i < len(s.res.Samples); i += 2 {
-			s.res.Samples[k] = s.res.Samples[i]
-			k++
+		// Thin to every other one (the first kept: the counters' start), so that they span the
+		// whole load and the rungs to come still read their own windows' samples.
+		k := (len(s.res.Samples) + 1) / 2
+		for i := range k {
+			s.res.Samples[i] = s.res.Samples[2*i]
 		}
 		s.res.Samples = s.res.Samples[:k]
 	}
@@ -146,8 +156,7 @@ func (s *scraper) once(ctx context.Context) error {
 	return nil
 }
 
-// prefixPair reads one engine's prefix-cache counters: the first kind whose queries and hits are
-// both present.
+// prefixPair reads the first engine kind's prefix-cache counters with both queries and hits present.
 func prefixPair(vals map[string]float64) (queries, hits float64, ok bool) {
 	for i, q := range gauges.PrefixQueries {
 		qv, ok1 := vals[q]
@@ -160,7 +169,7 @@ func prefixPair(vals map[string]float64) (queries, hits float64, ok bool) {
 }
 
 // loop scrapes until ctx ends. A failing first scrape records the error and stops; later failures
-// are counted into the error text but do not stop it.
+// are counted.
 func (s *scraper) loop(ctx context.Context) {
 	if err := s.once(ctx); err != nil {
 		s.mu.Lock()
@@ -186,8 +195,7 @@ func (s *scraper) loop(ctx context.Context) {
 	}
 }
 
-// last takes a final sample once the load is over (on Ctrl-C too: what was measured is kept), when
-// the scrape worked at all.
+// last takes a final sample once the load is over (on Ctrl-C too), when the scrape worked at all.
 func (s *scraper) last(ctx context.Context) {
 	s.mu.Lock()
 	worked := len(s.res.Samples) > 0
@@ -227,8 +235,7 @@ type counterSample struct {
 	at          float64 // seconds since the load's start
 }
 
-// counters takes a sample now (a rung's edge) and returns its preemption counter; not ok without
-// a scraper, when the scrape fails, or when the engine exports no preemption counter.
+// counters takes a sample now (a rung's edge) and returns its preemption counter (not ok: none).
 func (s *scraper) counters(ctx context.Context) counterSample {
 	if s == nil || s.once(ctx) != nil {
 		return counterSample{}
@@ -263,24 +270,19 @@ func (s *scraper) kvPressure(from, to float64, streams int) (kvMax, held float64
 // kvCapacity is the engine's KV-cache size in tokens from its cache-info labels (vLLM's
 // cache_config_info: num_gpu_blocks × block_size); 0 when the engine does not say.
 func (s *scraper) kvCapacity(ctx context.Context) int {
-	if s == nil {
-		return 0
+	n := 0
+	if s != nil {
+		s.fetch(ctx, func(resp *http.Response) error {
+			n = parseKVCapacity(io.LimitReader(resp.Body, 16<<20))
+			return nil
+		})
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := get(ctx, s.hc, s.url, "")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	return parseKVCapacity(io.LimitReader(resp.Body, 16<<20))
+	return n
 }
 
-// parseKVCapacity reads num_gpu_blocks × block_size from a line of /metrics that is one of the
-// engine table's cache-info metrics.
+// parseKVCapacity reads num_gpu_blocks × block_size from a cache-info metric's line of /metrics.
 func parseKVCapacity(r io.Reader) int {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc := lineScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
 		if !slices.ContainsFunc(gauges.CacheInfo, func(n string) bool { return strings.HasPrefix(line, n+"{") }) {

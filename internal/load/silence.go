@@ -10,18 +10,16 @@ import (
 )
 
 // A request that stops is an error of its own kind, judged against what the load has seen so far,
-// never against a short fixed timeout: a slow engine that keeps streaming (a few tokens a second per
-// stream, 256 tokens in over a minute) is never cut, while a stream that stops, or a request that is
-// never answered, is counted by the error gate instead of waiting for the drain to forget it.
+// never a short fixed timeout: a slow engine that keeps streaming is never cut, while a stream that
+// stops, or a request never answered, is counted by the error gate instead of lost in the drain.
 const (
 	// errStalled: a stream with no token for stallGaps times the longest inter-token gap seen so far
 	// (its own, or any stream's of the load), at least the floor, at most the stall timeout.
 	errStalled = "stalled"
 	// errNoAnswer: a request with no first token for answerTTFTs times the longest TTFT seen so far,
 	// at least the floor, while a request started later (by more than that TTFT) has had its first
-	// token (it was overtaken: an engine that queues requests answers them in order, so a request that waits
-	// behind a long queue is not unanswered). Before any request of the load had its first token,
-	// only the end of the rung (its drain bound) judges one.
+	// (an engine answers its queue in order, so waiting behind it is not unanswered). Before any
+	// first token of the load, only the end of the rung judges one.
 	errNoAnswer = "no_answer"
 	stallGaps   = 20
 	answerTTFTs = 10
@@ -39,9 +37,8 @@ type silence struct{ kind, detail string }
 
 func (s *silence) Error() string { return s.kind + ": " + s.detail }
 
-// pace is what the load has seen so far: the longest gap between two tokens of a stream and the
-// longest time from a request's start to its first token.
-// answeredStart is the latest start of a request that has had its first token.
+// pace is what the load has seen so far: the longest gap between two tokens of a stream, the longest
+// TTFT, and the latest start of a request that has had its first token.
 type pace struct{ maxGap, maxTTFT, answeredStart atomic.Int64 }
 
 // pulse is one request's progress, written by its reader and read by its watchdog's timer.
@@ -103,9 +100,9 @@ func (c *client) limits(p *pulse) (answer, stall time.Duration) {
 	return answer, stall
 }
 
-// judge says whether rec, silent until now, has stalled or gone unanswered (nil: not, or not yet);
-// next is when to look again. final: the request is being ended anyway (drain, stop), and one with
-// no first token after the floor, with no other answer to compare to, is then unanswered too.
+// judge says whether rec, silent until now, has stalled or gone unanswered (nil: not yet); next is
+// when to look again. final: the request is being ended anyway, and one with no first token after
+// the floor, with no other answer to compare to, is then unanswered too.
 func (c *client) judge(rec *Record, now time.Duration, final bool) (*silence, time.Duration) {
 	p := rec.beat
 	if p == nil {
@@ -123,8 +120,7 @@ func (c *client) judge(rec *Record, now time.Duration, final bool) (*silence, ti
 	}
 	waited := now - rec.start
 	// Overtaken: a request started more than the longest TTFT after this one has had its first
-	// token (requests started together reach the server in any order); when the rung ends, any
-	// later request answered will do: this one has waited the drain bound too.
+	// token (requests started together arrive in any order); when the rung ends, any later one.
 	margin := time.Duration(c.pace.maxTTFT.Load())
 	if final {
 		margin = 0
@@ -151,8 +147,8 @@ func (c *client) ceiling() string {
 	return ""
 }
 
-// watch starts rec's watchdog: it ends the request through cancel, with a *silence cause, once the
-// request falls silent by the rules above. The returned function stops it.
+// watch starts rec's watchdog: it ends the request through cancel, with a *silence cause, once it
+// falls silent by the rules above. The returned function stops it.
 func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 	p := &pulse{}
 	rec.beat = p
@@ -184,11 +180,10 @@ func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 // incompleteReason says why a request the load itself ended (drain bound, stop) was not judged.
 func (c *client) incompleteReason(rec *Record, cause error) string {
 	why := "interrupted"
-	switch {
-	case errors.Is(cause, errDrained):
-		why = errDrained.Error()
-	case errors.Is(cause, errSetup):
-		why = errSetup.Error()
+	for _, e := range []error{errDrained, errSetup} {
+		if errors.Is(cause, e) {
+			why = e.Error()
+		}
 	}
 	p := rec.beat
 	if p == nil || p.last.Load() == 0 {
@@ -205,7 +200,7 @@ func secs(d time.Duration) string {
 }
 
 // redact takes the API key out of s: every occurrence, and every start of it of 8 characters or
-// more (a detail cut, or quoted, in the middle of an echoed key).
+// more (a detail cut in the middle of an echoed key).
 func redact(s, key string) string {
 	if key == "" {
 		return s

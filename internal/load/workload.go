@@ -23,12 +23,11 @@ const (
 	WorkloadLongContext  = "long-context" // a ladder of context lengths (contextLadder)
 )
 
-// closedLoop are the profiles that keep a fixed number of streams: what multi-turn sessions and
-// a context ladder's rungs run on.
+// closedLoop are the profiles that keep a fixed number of streams.
 var closedLoop = []string{kindSynchronous, kindConcurrency, kindThroughput}
 
-// defaultTurns is a multi-turn session's turns when none is given: enough for the history to
-// outweigh the new turn (AIPerf's and GuideLLM's examples use a handful).
+// defaultTurns is a multi-turn session's default turns: enough for the history to outweigh the new
+// turn (AIPerf's and GuideLLM's examples use a handful).
 const defaultTurns = 4
 
 // maxTurns bounds a session: its last request carries every turn before it.
@@ -37,14 +36,12 @@ const maxTurns = 256
 // Workloads lists them, in the order help texts give them.
 var Workloads = results.LoadWorkloads()
 
-// defaultPrefixGroups is a shared-prefix workload's number of prefixes when none is given: few
-// enough that every group's prefix is cached early in a rung, more than one so that the cache
-// must hold several.
+// defaultPrefixGroups is a shared-prefix workload's default prefixes: few enough to be cached early
+// in a rung, several so that the cache must hold several.
 const defaultPrefixGroups = 4
 
 // workloadDefaults fills what a workload leaves implicit: shared prefixes given alone name the
-// shared-prefix workload; its groups default to defaultPrefixGroups and its prefix to three
-// quarters of the shortest prompt; a trace is replayed at its own times (profile trace, speed 1).
+// shared-prefix workload, whose prefix defaults to three quarters of the shortest prompt.
 func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 	if c.Workload == "" {
 		c.Workload = results.DefaultLoadConfig().Workload
@@ -54,16 +51,10 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 	}
 	switch c.Workload {
 	case WorkloadMultiTurn:
-		if c.Turns == 0 {
-			c.Turns = defaultTurns
-		}
+		c.Turns = cmp.Or(c.Turns, defaultTurns)
 	case WorkloadSharedPrefix:
-		if c.PrefixCount == 0 {
-			c.PrefixCount = defaultPrefixGroups
-		}
-		if c.PrefixTokens == 0 {
-			c.PrefixTokens = max(c.PromptMin*3/4, 1)
-		}
+		c.PrefixCount = cmp.Or(c.PrefixCount, defaultPrefixGroups)
+		c.PrefixTokens = cmp.Or(c.PrefixTokens, max(c.PromptMin*3/4, 1))
 	}
 	c.TraceSpeed = cmp.Or(c.TraceSpeed, results.DefaultLoadConfig().TraceSpeed)
 	return c
@@ -72,9 +63,9 @@ func workloadDefaults(c results.LoadConfig) results.LoadConfig {
 // maxTraceSpeed bounds --trace-speed: a day's trace in under a minute and a half.
 const maxTraceSpeed = 1000
 
-// CheckWorkload checks a load's workload as the load will (a trace file read and parsed), and,
-// when the engine's context length is known (maxModelLen > 0), that every traced request fits in
-// it: a plan's preflight calls it, so that a bad trace is bad input before any engine starts.
+// CheckWorkload checks a load's workload as the load will, and, when the engine's context length is
+// known (maxModelLen > 0), that every traced request fits in it: a bad trace is bad input before any
+// engine starts.
 func CheckWorkload(c results.LoadConfig, maxModelLen int) error {
 	c = Defaults(c)
 	if err := validateWorkload(c); err != nil || c.Workload != WorkloadTrace || maxModelLen <= 0 {
@@ -94,7 +85,7 @@ func CheckWorkload(c results.LoadConfig, maxModelLen int) error {
 }
 
 // validateWorkload checks a workload's own settings, loading a trace file so that a bad line is
-// bad input (exit 2) before any request.
+// bad input (exit 2).
 func validateWorkload(c results.LoadConfig) error {
 	if !slices.Contains(Workloads, c.Workload) {
 		return fmt.Errorf("--workload %q: unknown; want one of %v", c.Workload, Workloads)
@@ -115,8 +106,8 @@ func validateWorkload(c results.LoadConfig) error {
 	return nil
 }
 
-// workloadFlags are the checks that a workload comes with the flags and profile it needs, and
-// that no flag of another workload comes with it.
+// workloadFlags are the checks that a workload comes with the flags and profile it needs, and no
+// other workload's.
 func workloadFlags(c results.LoadConfig) []check {
 	trace, synthetic := c.Workload == WorkloadTrace, c.Workload == WorkloadSynthetic
 	return []check{
@@ -129,8 +120,7 @@ func workloadFlags(c results.LoadConfig) []check {
 	}
 }
 
-// workloadSettings are the checks of the long-context ladder's and the multi-turn sessions'
-// settings, and of the trace's speed: each only with its workload, and within range.
+// workloadSettings are the checks of the context ladder's, sessions' and trace's settings.
 func workloadSettings(c results.LoadConfig) []check {
 	return []check{
 		{c.ContextMax < 0 || c.ContextMax > MaxPromptTokens || c.ContextMax > 0 && c.Workload != WorkloadLongContext, fmt.Sprintf("--context-max %d: want the ladder's top context in tokens (up to %d), with --workload long-context", c.ContextMax, MaxPromptTokens)},
@@ -144,8 +134,7 @@ func workloadSettings(c results.LoadConfig) []check {
 	}
 }
 
-// withWorkload wraps the calibrated synthetic prompts in the workload's source: a trace's prompts
-// are made of the same calibrated words.
+// withWorkload wraps the calibrated synthetic prompts in the workload's source.
 func withWorkload(c results.LoadConfig, s *dataset.Synthetic) (dataset.Source, error) {
 	if c.Workload == WorkloadMultiTurn {
 		return &dataset.MultiTurn{Words: s, Turns: c.Turns, ReplyTokens: c.OutputTokens}, nil
@@ -161,8 +150,7 @@ func withWorkload(c results.LoadConfig, s *dataset.Synthetic) (dataset.Source, e
 }
 
 // traceSpec is a trace replay's one rung: every request of the trace (or the first --max-requests)
-// at its arrival time, no warm-up (the trace's first requests are part of it), its mean rate the
-// rung's rate (the error stop's first wave).
+// at its arrival time, no warm-up, its mean rate the rung's rate (the error stop's first wave).
 func (ex *executor) traceSpec(src *dataset.TraceSource) rungSpec {
 	s := ex.spec(kindTrace, 0, 0)
 	n := src.Len()
@@ -180,8 +168,8 @@ func (ex *executor) traceSpec(src *dataset.TraceSource) rungSpec {
 	return s
 }
 
-// replayOf says how a trace rung kept its schedule: the send span against the planned one, the
-// lag of each send behind its time, and the prompts whose server count is the trace's length.
+// replayOf says how a trace rung kept its schedule, and how many prompts the server counted at the
+// trace's length.
 func replayOf(out *rungOut, src *dataset.TraceSource) *results.Replay {
 	rp := &results.Replay{Planned: out.spec.MaxRequests}
 	if rp.Planned == 0 {
@@ -218,9 +206,8 @@ func replayOf(out *rungOut, src *dataset.TraceSource) *results.Replay {
 	return rp
 }
 
-// prefixExpect is what an ideal prefix cache (unbounded, filled as each prompt is sent) would hold
-// of the prompts a load sent: the leading blocks of each prompt that an earlier one shared, never
-// its last token (an engine computes that one to give the first output).
+// prefixExpect is what an ideal prefix cache would hold of the prompts sent: the leading blocks an
+// earlier prompt shared, never the last token (an engine computes it to give the first output).
 type prefixExpect struct {
 	seen        map[uint64]bool
 	hit, tokens float64
@@ -273,8 +260,7 @@ func (p *prefixExpect) rate() *float64 {
 	return &r
 }
 
-// contextRungs are a context ladder's prompt lengths: from the profile's prompt length, doubling,
-// up to top (the longest prompt the engine takes with the output after it), top itself last.
+// contextRungs are a context ladder's prompt lengths: from the profile's, doubling, up to top, top last.
 func contextRungs(from, top int) []int {
 	var out []int
 	for l := max(from, 1); l < top; l *= 2 {
@@ -287,9 +273,8 @@ func contextRungs(from, top int) []int {
 // chat template's tokens around the prompt.
 const contextMargin = 64
 
-// contextLadder runs the long-context workload: one rung of the profile (its concurrency) per
-// context length, each rung's preemptions, KV-cache use and requests held back read from the
-// engine's metrics around it. Two rungs out of KV cache end it: the lengths above run out too.
+// contextLadder runs the long-context workload: one rung per context length, its preemptions, KV-cache
+// use and held requests read from /metrics around it. Two rungs out of KV cache end it.
 func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 	top := ex.cfg.ContextMax
 	if top == 0 {
@@ -323,9 +308,8 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 	}
 }
 
-// contextSummary reads a context ladder: the longest context no rung below it ran out of KV cache
-// at, the first that did (and whether it preempted), and where the engine's KV-cache size says it
-// runs out.
+// contextSummary reads a context ladder: the longest context clear of KV pressure, the first that
+// was not (and whether it preempted), and where the KV-cache size says it runs out.
 func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.ContextLadder {
 	c := &results.ContextLadder{Concurrency: conc, KVCapacityTokens: kvTokens}
 	known := true
@@ -360,8 +344,7 @@ func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.Contex
 	return c
 }
 
-// modelLen is the context length the server gives model at /v1/models (vLLM's max_model_len; 0:
-// not said).
+// modelLen is model's context length at /v1/models (vLLM's max_model_len; 0: not said).
 func modelLen(ctx context.Context, hc *http.Client, url, model, key string) int {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
