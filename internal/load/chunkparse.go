@@ -4,9 +4,8 @@ import "unicode/utf8"
 
 // fastChunk is parseChunk's fast path: one validating pass over the exact OpenAI chunk shapes, with no
 // allocation. It returns ok=false for anything it is not sure it reads exactly as encoding/json would
-// (escapes it does not count, \u sequences, keys in another case or repeated, numbers other than plain
-// non-negative integers, an error object, any syntax error), and parseChunk then asks encoding/json,
-// which gives the authoritative answer. A differential fuzz test holds the two to the same result.
+// (\u sequences, keys in another case or repeated, numbers other than plain counts, an error object,
+// any syntax error), and encoding/json then answers. A differential fuzz test holds the two together.
 func fastChunk(b []byte) (c chunk, ok bool) {
 	p := jscan{b: b}
 	p.ws()
@@ -27,8 +26,8 @@ func fastChunk(b []byte) (c chunk, ok bool) {
 	return c, p.i == len(b)
 }
 
-// The keys of each object the fast path reads; a repeat of one of them sends the chunk to encoding/json
-// (which merges or overwrites, rules not worth copying).
+// The keys of each object the fast path reads; a repeat sends the chunk to encoding/json (which merges
+// or overwrites).
 var (
 	topKeys    = []string{"choices", "usage", "error"}
 	choiceKeys = []string{"delta", "text", "finish_reason"}
@@ -64,8 +63,8 @@ func (p *jscan) peek() byte {
 }
 
 // objectKeys reads an object (the cursor on its '{'), calling val for each key with the cursor on the
-// value. A key that is not plain lowercase ASCII (encoding/json matches field names case-insensitively,
-// Unicode folding included) or a repeat of one of known is refused.
+// value. A key that is not plain lowercase ASCII (encoding/json folds case) or a repeat of one of known
+// is refused.
 func (p *jscan) objectKeys(val func(key []byte) bool, known []string) bool {
 	var seen uint8
 	return p.seq('{', '}', func() bool {
@@ -114,9 +113,8 @@ func (p *jscan) key() ([]byte, bool) {
 	return nil, false
 }
 
-// str reads a string (the cursor on its '"') and returns its raw body and the length encoding/json
-// would decode it to. It refuses \u escapes (surrogates and replacement rules are encoding/json's to
-// apply) and invalid UTF-8 (which encoding/json replaces with U+FFFD, changing the length).
+// str reads a string (the cursor on its '"') and returns its raw body and decoded length. It refuses
+// \u escapes and invalid UTF-8 (which encoding/json replaces with U+FFFD, changing the length).
 func (p *jscan) str() (raw []byte, n int, ok bool) {
 	if p.peek() != '"' {
 		return nil, 0, false

@@ -8,13 +8,11 @@ import (
 	"strconv"
 )
 
-// The event-loop reader speaks HTTP/1.1 itself: it writes each request and reads each response from
-// bytes it received on a non-blocking socket, a read at a time (respParser). What it accepts follows
-// net/http's client (status line, headers, chunked and Content-Length bodies, bodies that end at
-// close), which stays the reader for TLS, proxies and every request off the hot streaming path.
+// The event-loop reader speaks HTTP/1.1 itself, reading each response a socket read at a time
+// (respParser). What it accepts follows net/http's client, which stays the reader for TLS, proxies
+// and every request off the hot streaming path.
 
-// writeRequest appends a POST of body to b: the headers net/http's client sends for the same request
-// (Host, User-Agent, Content-Length, Content-Type, Accept, Authorization when there is a key).
+// writeRequest appends a POST of body to b, with the headers net/http's client sends for it.
 func writeRequest(b []byte, host, uri, key string, body []byte) []byte {
 	b = append(b, "POST "...)
 	b = append(b, uri...)
@@ -52,14 +50,13 @@ const (
 	wsDone                      // the response is complete
 )
 
-// respParser reads one HTTP/1.1 response fed in pieces as they arrive. It copies only what spans two
-// pieces (the head, a chunk-size line): body bytes are handed on in place.
+// respParser reads one HTTP/1.1 response fed in pieces as they arrive, copying only what spans two
+// pieces: body bytes are handed on in place.
 type respParser struct {
 	state  wireState
 	Status int
 	Close  bool // the connection carries no further request after this response
-	// Location, ContentType and ContentEncoding are those headers (their first 200 bytes): what a
-	// redirect points to, and what a body that is no event stream is.
+	// Location, ContentType and ContentEncoding are those headers (their first 200 bytes).
 	Location, ContentType, ContentEncoding string
 	chunked                                bool
 	left                                   int64
@@ -78,9 +75,8 @@ func (r *respParser) Done() bool { return r.state == wsDone }
 // HeadDone says whether the status and headers have been read.
 func (r *respParser) HeadDone() bool { return r.state != wsHead }
 
-// feed consumes p, passing body bytes to body in order, and returns how many bytes of p it used: all
-// of them, unless the response ended inside p (the rest belongs to no request). body returning false
-// stops the feed at once (its caller has what it needs), as does an error.
+// feed consumes p, passing body bytes to body in order, and returns how many bytes of p it used (all,
+// unless the response ended inside p). body returning false stops the feed at once, as does an error.
 func (r *respParser) feed(p []byte, body func([]byte) bool) (int, error) {
 	used := 0
 	for used < len(p) && r.state != wsDone {
@@ -203,10 +199,9 @@ func headEnd(b []byte) int {
 	}
 }
 
-// parseHead reads the status line and the headers that frame the body (Transfer-Encoding,
-// Content-Length, Connection), with net/http's rules: chunked wins over a length; 1xx answers are
-// skipped; 204 and 304 have no body; HTTP/1.0 closes unless it says keep-alive. It walks the lines
-// in place (bytes.Cut, not bytes.Split): it runs once per request on the event loop.
+// parseHead reads the status line and the headers that frame the body, with net/http's rules: chunked
+// wins over a length; 1xx answers are skipped; 204 and 304 have no body; HTTP/1.0 closes unless it
+// says keep-alive. It walks the lines in place: it runs once per request on the event loop.
 func (r *respParser) parseHead(head []byte) error {
 	status, rest, more := bytes.Cut(bytes.TrimRight(head, "\r\n"), []byte("\n"))
 	http10, err := r.statusLine(bytes.TrimRight(status, "\r"))
@@ -242,8 +237,7 @@ func (r *respParser) statusLine(status []byte) (http10 bool, err error) {
 
 // header reads one header line; length is the Content-Length so far (-1: none).
 func (r *respParser) header(l []byte, http10 bool, length *int64) error {
-	// Only the framing headers matter here, so a name is not judged: net/http reads names with
-	// spaces (and skips empty ones) in a response, and so does this parser. A line with no colon
+	// A name is not judged (net/http reads names with spaces in a response); a line with no colon
 	// is refused by both.
 	name, value, ok := bytes.Cut(l, []byte(":"))
 	name = bytes.TrimRight(name, " \t")
@@ -290,8 +284,7 @@ func (r *respParser) connection(value []byte, http10 bool) {
 	}
 }
 
-// bodyState sets how the body is framed once the head is read (length: its Content-Length, -1 for
-// none).
+// bodyState sets how the body is framed (length: its Content-Length, -1 for none).
 func (r *respParser) bodyState(length int64) error {
 	switch {
 	case r.Status >= 100 && r.Status < 200 && r.Status != 101:
@@ -349,8 +342,7 @@ func (r *respParser) sizeLine(line []byte) error {
 }
 
 // trailerLine reads a line after the last chunk: an empty one ends the response. Trailers are
-// skipped unread, whatever their syntax: the body is complete by then, and net/http does not fail a
-// response on them either.
+// skipped, whatever their syntax, as net/http does.
 func (r *respParser) trailerLine(line []byte) {
 	if len(bytes.TrimRight(line, "\r\n")) == 0 {
 		r.state = wsDone
@@ -388,18 +380,18 @@ func asciiEqualFold(b []byte, s string) bool {
 		return false
 	}
 	for i := range b {
-		x, y := b[i], s[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
+		if lower(b[i]) != lower(s[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func head1(b []byte) string { return head(b, 80) }

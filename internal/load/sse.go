@@ -9,16 +9,14 @@ import (
 	"io"
 )
 
-// maxSSELine bounds one SSE line: a chunk of an OpenAI stream is a few hundred bytes; a line of
-// megabytes is a broken server, not a bigger chunk.
+// maxSSELine bounds one SSE line or event: a chunk is a few hundred bytes; a line of megabytes is a
+// broken server.
 const maxSSELine = 4 << 20
 
-// errLineTooLong is returned when an SSE line exceeds maxSSELine.
-var errLineTooLong = errors.New("SSE line longer than 4 MiB")
-
-// errEventTooLong is returned when one event's data (its data lines joined) exceeds maxSSELine: data
-// lines that never meet the blank line ending their event.
-var errEventTooLong = errors.New("SSE event longer than 4 MiB (data lines without the blank line that ends an event)")
+var (
+	errLineTooLong  = errors.New("SSE line longer than 4 MiB")
+	errEventTooLong = errors.New("SSE event longer than 4 MiB (data lines without the blank line that ends an event)")
+)
 
 // tooLong says whether err is an SSE line or event over maxSSELine: the stream is malformed, whatever
 // else ended the request.
@@ -26,9 +24,8 @@ func tooLong(err error) bool {
 	return errors.Is(err, errLineTooLong) || errors.Is(err, errEventTooLong)
 }
 
-// sseReader reads the data payloads of Server-Sent Events (the WHATWG event-stream format): "data:"
-// lines joined by "\n" make one event, dispatched at a blank line; comments (":") and other fields
-// (event, id, retry) are skipped. A final event without its blank line is still dispatched at EOF.
+// sseReader reads the data payloads of Server-Sent Events (WHATWG): "data:" lines joined by "\n" make
+// one event, dispatched at a blank line (or EOF); comments and other fields are skipped.
 type sseReader struct {
 	r    *bufio.Reader
 	data []byte
@@ -40,8 +37,8 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 512)}
 }
 
-// Next returns the next event's data. The slice is valid until the next call. At the end of the stream
-// it returns io.EOF (or the transport's error).
+// Next returns the next event's data, valid until the next call; at the end, io.EOF (or the
+// transport's error).
 func (s *sseReader) Next() ([]byte, error) {
 	s.data = s.data[:0]
 	have := false
@@ -74,8 +71,7 @@ func (s *sseReader) Next() ([]byte, error) {
 	}
 }
 
-// sseData is the value of a non-empty line that is a "data" field (one leading space dropped); ok is
-// false for comments and other fields.
+// sseData is the value of a non-empty "data" line (one leading space dropped); ok is false for others.
 func sseData(line []byte) (value []byte, ok bool) {
 	if line[0] == ':' {
 		return nil, false
@@ -90,8 +86,7 @@ func sseData(line []byte) (value []byte, ok bool) {
 	return value, string(field) == "data"
 }
 
-// readLine returns one line without its terminator (\n, \r\n or \r\n). A last line without a
-// terminator is returned before io.EOF.
+// readLine returns one line without its terminator; a last line without one is returned before io.EOF.
 func (s *sseReader) readLine() ([]byte, error) {
 	s.line = s.line[:0]
 	for {
@@ -115,17 +110,14 @@ func (s *sseReader) readLine() ([]byte, error) {
 
 // chunk is what gpuvet reads from one streamed chunk of /v1/chat/completions or /v1/completions.
 type chunk struct {
-	// TextBytes is the generated text in the chunk (content, reasoning or completion text), in bytes;
-	// ReasoningBytes the part of it that was reasoning (delta.reasoning_content or .reasoning).
+	// TextBytes is the generated text's bytes (content, reasoning or completion text); ReasoningBytes
+	// the reasoning's part of them.
 	TextBytes, ReasoningBytes int
-	// HasChoices: the chunk carried a choice (a usage-only final chunk does not).
-	HasChoices bool
-	Finish     string
-	// HasUsage: the chunk carried a usage object (Usage holds it).
-	HasUsage bool
-	Usage    usage
-	// Err is the message of an in-stream error object ({"error": {...}}).
-	Err string
+	HasChoices                bool // a usage-only final chunk carries none
+	Finish                    string
+	HasUsage                  bool
+	Usage                     usage
+	Err                       string // the message of an in-stream {"error": {...}}
 }
 
 type usage struct {
@@ -147,9 +139,8 @@ type wireChunk struct {
 	Error json.RawMessage `json:"error"`
 }
 
-// parseChunk decodes one chunk's JSON. Anything that is not a JSON object, or whose usage counts are
-// negative, is an error (the request is then classed malformed_chunk). The usual chunk takes the
-// allocation-free fast path (fastChunk); anything else is decoded by encoding/json (slowChunk).
+// parseChunk decodes one chunk's JSON: anything not a JSON object, or with negative usage counts, is
+// an error (malformed_chunk). The usual chunk takes the fast path (fastChunk), else encoding/json.
 func parseChunk(b []byte) (chunk, error) {
 	if c, ok := fastChunk(b); ok {
 		return c, nil

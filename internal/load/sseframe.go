@@ -3,10 +3,8 @@ package load
 import "bytes"
 
 // sseFramer is sseReader turned inside out for the event loop: body bytes are pushed in as they arrive
-// and each complete event's data is handed to emit. It frames exactly as sseReader does (the fuzz test
-// holds the two to the same events): lines end at "\n" with trailing "\r"s dropped, "data:" lines
-// joined by "\n" make an event, dispatched at a blank line; comments and other fields are skipped.
-// An event's data is copied once, into a buffer the framer reuses.
+// and each event's data is handed to emit, framed exactly as sseReader does (a fuzz test holds them
+// together). An event's data is copied once, into a buffer the framer reuses.
 type sseFramer struct {
 	line []byte // an incomplete line carried to the next piece
 	data []byte // the current event's data, when it spans lines or pieces
@@ -48,8 +46,8 @@ func (f *sseFramer) feed(p []byte, emit func([]byte) bool) bool {
 	return true
 }
 
-// end is the end of the body: clean says it ended as framed (not cut), so a last line without its
-// "\n" still counts, as sseReader's does at io.EOF. A pending event is dispatched either way.
+// end is the end of the body: clean (not cut), a last line without its "\n" still counts, as at
+// sseReader's io.EOF. A pending event is dispatched either way.
 func (f *sseFramer) end(clean bool, emit func([]byte) bool) bool {
 	if f.err != nil {
 		return false
