@@ -7,10 +7,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/metrics"
 )
 
-// Blame the right side. A request late to leave because the server would not accept its
-// connection (file descriptors exhausted, a full accept backlog) is the server's delay: it is kept
-// out of the client's lag and said as the server refusing. Token timing that arrives in bursts is
-// the server (or a proxy) behind its own schedule: said, so ITL is not read as the GPU's.
+// Blame the right side: a request late because the server would not accept its connection is the
+// server's delay, kept out of the client's lag; tokens that arrive in bursts are the server (or a
+// proxy) behind its schedule, said so that ITL is not read as the GPU's.
 
 const (
 	// ConnectLimit is the p99 TCP connect time above which the server is slow to accept.
@@ -23,9 +22,8 @@ const (
 	minBurstGaps = 200
 )
 
-// setConnect records how long a request that opened a connection waited for it (GetConn to
-// GotConn, in since() nanoseconds): the dial and the server's accept, including a wait for a
-// connection slot held by dials the server has not accepted yet.
+// setConnect records how long a request that opened a connection waited for it (since() nanoseconds):
+// the dial and the server's accept, a wait for a slot held by unaccepted dials included.
 func (r *Record) setConnect(start, done int64) {
 	if start == 0 || done < start {
 		return
@@ -59,8 +57,8 @@ func acceptCheck(o *rungOut) (bool, string) {
 		refused, d.P99, d.Max, d.Count, ConnectLimit)
 }
 
-// burstCheck says when most chunk gaps of the rung's successful streams were shorter than burstGap or
-// inside one read (the event loop spaces those, so their gaps are not their own).
+// burstCheck says when most chunk gaps of the rung's successful streams were under burstGap or inside
+// one read (spaced by the event loop).
 func burstCheck(o *rungOut) string {
 	gaps, bursts := 0, 0
 	for _, r := range o.recs {

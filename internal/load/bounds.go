@@ -11,8 +11,7 @@ const (
 	EndedByErrors = "errors"
 )
 
-// endedBy says which bound ended a rung: an operator who asked for N requests and got fewer learns
-// that the duration cut them, instead of reading a silently smaller sample.
+// endedBy says which bound ended a rung, so that a smaller sample than asked for is never silent.
 func endedBy(o *rungOut) string {
 	measured := 0
 	for _, r := range o.recs {

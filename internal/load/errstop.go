@@ -6,20 +6,19 @@ import (
 )
 
 // An error is not a sample: a rung whose requests fail goes on only while its successes can still
-// outweigh its failures. Once the errors decide it, it stops and says so (results.Run.ErrorStop):
-// waiting out a duration, or a cap for samples that cannot come, would only send more requests to a
-// broken server (one once drew 143,555 failing requests from a 5 s bench).
+// outweigh its failures, then stops and says so (results.Run.ErrorStop): waiting out its bounds only
+// sends more requests to a broken server (one drew 143,555 failing requests from a 5 s bench).
 const (
 	// errStopMin is the fewest failures that can decide a rung; a wider rung needs one per slot, so
-	// that its first wave (all sent at once) is not judged by its first few answers.
+	// that its first wave is not judged by its first few answers.
 	errStopMin = 20
 	// errStopShare: the rung stops once the 95 % Wilson interval of its failed share lies above it
 	// (most requests fail, and more would not change that).
 	errStopShare = 0.5
 )
 
-// errorsDecide says why a rung's ended requests (good, bad) decide it ("": they do not): at least
-// max(errStopMin, slots) failed, and none succeeded, or most fail with confidence.
+// errorsDecide says why a rung's ended requests decide it ("": they do not): at least
+// max(errStopMin, slots) failed, and none succeeded or most fail with confidence.
 func errorsDecide(good, bad, slots int) string {
 	if bad < max(errStopMin, slots) {
 		return ""
@@ -42,8 +41,7 @@ func wilsonLow(k, n int) float64 {
 	return (c - z*math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf))) / d
 }
 
-// slotsOf is how many requests a rung holds in flight at once by its own spec (an open loop: its
-// rate for one second, as a first wave).
+// slotsOf is how many requests a rung holds in flight at once (an open loop: one second's worth).
 func slotsOf(s rungSpec) int {
 	if s.openLoop() {
 		return int(math.Ceil(s.Rate))

@@ -32,9 +32,8 @@ type endpointURL struct {
 	uri  string // the request target
 }
 
-// loopEndpoint says whether the event-loop reader can serve rawURL, and why not. It speaks plain
-// HTTP/1.1 to the endpoint itself: TLS (https), a proxy from the environment and credentials in the URL
-// stay with net/http, which handles them.
+// loopEndpoint says whether the event-loop reader can serve rawURL, and why not: TLS, a proxy and
+// credentials in the URL stay with net/http.
 func loopEndpoint(rawURL string) (endpointURL, string) {
 	u, err := url.Parse(rawURL)
 	switch {
@@ -53,8 +52,8 @@ func loopEndpoint(rawURL string) (endpointURL, string) {
 	return endpointURL{addr: net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80")), host: u.Host, uri: u.RequestURI()}, ""
 }
 
-// pickReader chooses the reader for a load (setting: LoadConfig.Reader). ok: the event loop, at ep;
-// else why says which reader and why, for the result. A reader asked for that cannot be used is an error.
+// pickReader chooses the reader for a load. ok: the event loop, at ep; else why says which and why.
+// A reader asked for that cannot be used is an error.
 func pickReader(setting, completionsURL string) (ep endpointURL, ok bool, why string, err error) {
 	ep, not := loopEndpoint(completionsURL)
 	switch {

@@ -2,22 +2,17 @@ package load
 
 import "time"
 
-// How the event-loop reader times its reads: its poll schedule, and the spacing of events that share a
-// read.
-//
-// The poll schedule. A read is timed by the kernel's receive time of its newest
-// segment, so one stream's consecutive tokens must not share a read: the loop polls faster than the
-// shortest inter-token gap it sees. Every wake-up costs CPU (about 50 µs on a small VM, whatever it
-// finds), so it polls no faster than that needs.
+// The event loop's poll schedule. A read is timed by its newest segment's kernel receive time, so one
+// stream's consecutive tokens must not share a read: the loop polls faster than the shortest
+// inter-token gap it sees, and no faster (a wake-up costs about 50 µs on a small VM).
 const (
 	// pollMin is where a loop starts and the fastest it polls: a decode step takes 2 ms or more even
 	// for small models on fast GPUs.
 	pollMin = time.Millisecond
-	// pollMax bounds the slowest: a finished request is seen (and its closed-loop slot refilled) within
-	// one poll, and that delay must stay negligible beside a request's seconds.
+	// pollMax bounds the slowest: a finished request is seen within one poll, which must stay
+	// negligible beside a request's seconds.
 	pollMax = 4 * time.Millisecond
-	// pollGapShare is the share of recent gaps allowed below two polls: the schedule follows the 5th
-	// percentile of the gaps, so a stream that sometimes runs fast pulls it back down at once.
+	// pollGapShare is the share of recent gaps allowed below two polls (a 5th percentile).
 	pollGapShare = 0.05
 	// pollEpoch is how many gaps each choice of schedule looks at.
 	pollEpoch = 2000
@@ -36,8 +31,7 @@ type pollSchedule struct {
 
 func newPollSchedule() pollSchedule { return pollSchedule{every: pollMin, lo: pollMin, hi: pollMin} }
 
-// gap notes one stream's time between consecutive token events; joint says they came in one read
-// (their true gap is unknown and below the poll: it counts as zero).
+// gap notes one stream's time between consecutive token events; joint: they came in one read (zero).
 func (p *pollSchedule) gap(d time.Duration, joint bool) {
 	i := len(p.bins) - 1
 	switch {
@@ -69,8 +63,8 @@ func (p *pollSchedule) choose() {
 	p.bins, p.n = [len(p.bins)]int{}, 0
 }
 
-// spaceMarks spaces marks that came in one read, all timed at the last one's time, evenly over
-// (from, that time], and marks all but the first as sharing a read with the one before.
+// spaceMarks spaces marks that came in one read evenly over (from, the last one's time], and marks all
+// but the first joint.
 func spaceMarks(marks []mark, from time.Duration) {
 	end := marks[len(marks)-1].at
 	if from < end {

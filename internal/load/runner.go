@@ -289,22 +289,23 @@ func (g *rungState) ended() int {
 	return len(g.out.recs)
 }
 
-// meanE2E is the mean E2E of the measured requests that succeeded, and how many there were.
-func (g *rungState) meanE2E() (time.Duration, int) {
+// completed is the summed E2E and the count of the measured requests that succeeded, ending at from
+// or later.
+func (g *rungState) completed(from time.Duration) (sum time.Duration, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var sum time.Duration
-	n := 0
 	for _, r := range g.out.recs {
-		if r.ok() && !r.Warmup {
-			sum += r.end - r.sent
-			n++
+		if r.ok() && !r.Warmup && r.end >= from {
+			sum, n = sum+r.end-r.sent, n+1
 		}
 	}
-	if n == 0 {
-		return 0, 0
-	}
-	return sum / time.Duration(n), n
+	return sum, n
+}
+
+// meanE2E is the mean E2E of the measured requests that succeeded, and how many there were.
+func (g *rungState) meanE2E() (time.Duration, int) {
+	sum, n := g.completed(0)
+	return sum / time.Duration(max(n, 1)), n
 }
 
 // watchLevel runs levelWatch on a steady rung.
@@ -319,14 +320,7 @@ func (g *rungState) watchLevel() {
 		g.stopDispatch()
 	}
 	doneSince := func(t time.Duration) int {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		n := 0
-		for _, r := range out.recs {
-			if r.ok() && !r.Warmup && r.end >= out.start+t {
-				n++
-			}
-		}
+		_, n := g.completed(out.start + t)
 		return n
 	}
 	since := func() time.Duration { return g.rn.c.since() - out.start }
