@@ -66,27 +66,22 @@ type Endpoint struct {
 	Status           Status        `json:"status"`
 	Flags            []Flag        `json:"flags,omitempty"`
 	Error            string        `json:"error,omitempty"`
-	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's Job: LayerInfra);
-	// empty: the judge reads it from the words (the engine's, unless they name a GPU fault).
+	// ErrorLayer is Error's layer when its maker knows it (a backend's Job: LayerInfra); empty: the
+	// judge reads it from the words (the engine's, unless they name a GPU fault).
 	ErrorLayer string `json:"error_layer,omitempty"`
 	// Disruption says what stopped the engine or its load that is not the hardware's (its pod
 	// preempted or evicted): the endpoint is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`
-
 	// Busy lists when the endpoint's GPUs were found shared (before the engine, during the load):
 	// its figures then cannot pass a gate or a comparison.
 	Busy []Busy `json:"busy,omitempty"`
-
-	// Telemetry is each GPU's own telemetry during the load, aligned to the rungs (issue 33).
-	Telemetry *Telemetry `json:"telemetry,omitempty"`
-	// Timing is this engine's wall time, phase by phase (issue 34).
-	Timing *EndpointTiming `json:"timing,omitempty"`
-
-	// EngineExit says how the engine process ended while it was measured ("exit status 1"); "":
-	// it was still running when the load ended (or the backend cannot tell). See faults.go.
+	// Telemetry is each GPU's own telemetry during the load, aligned to the rungs.
+	Telemetry *Telemetry      `json:"telemetry,omitempty"`
+	Timing    *EndpointTiming `json:"timing,omitempty"` // this engine's wall time, phase by phase
+	// EngineExit says how the engine process ended while it was measured ("exit status 1"); "": still
+	// running when the load ended (or the backend cannot tell).
 	EngineExit string `json:"engine_exit,omitempty"`
-	// Faults name the layer of the endpoint's failed requests (gpu, engine, network, client), each
-	// with its evidence: the judge's (see faults.go).
+	// Faults name the layer of the endpoint's failed requests, each with its evidence (faults.go).
 	Faults []Fault `json:"faults,omitempty"`
 }
 
@@ -110,32 +105,27 @@ type LoadConfig struct {
 	MaxRequests    int      `json:"max_requests,omitempty"`
 	Warmup         string   `json:"warmup,omitempty"` // "1" (requests) or "5s"
 	Data           string   `json:"data,omitempty"`   // "synthetic", or the file
-	// Workload is what the prompts are (docs/workloads.md): "synthetic" (the seed's), "shared-prefix"
-	// (PrefixCount groups sharing PrefixTokens), "trace" (a Mooncake-format Trace file, replayed at
-	// its arrival times by profile trace, TraceSpeed times as fast), "multi-turn" (sessions of Turns).
+	// Workload is what the prompts are (docs/workloads.md): "synthetic", "shared-prefix", "trace" (a
+	// Mooncake-format Trace replayed at its arrival times, TraceSpeed times as fast), "multi-turn".
 	Workload   string  `json:"workload,omitempty"`
 	Trace      string  `json:"trace,omitempty"`
 	TraceSpeed float64 `json:"trace_speed,omitempty"`
 	// ContextMax is a long-context ladder's top context length (0: the server's max_model_len).
 	ContextMax int `json:"context_max,omitempty"`
-	// Turns is a multi-turn workload's turns per session: each turn's request carries the
-	// session's earlier turns (user prompts of PromptTokens, assistant replies of OutputTokens).
+	// Turns is a multi-turn workload's turns per session: each turn's request carries the earlier ones.
 	Turns int   `json:"turns,omitempty"`
 	Seed  int64 `json:"seed,omitempty"`
 	// Reader reads the streamed responses: auto (the event loop for plain http on Linux, else
 	// net/http), eventloop or nethttp. ClientCheck.Reader says which one did.
 	Reader string `json:"reader,omitempty"`
-	// Rung sizing: a rung whose latency figures are gated (the synchronous rung, a concurrency run)
-	// runs past MaxDuration until MinSamples requests completed (compare.min_samples), at most
-	// MaxRungDuration (load.max_rung_duration); a rung that hits the cap first is cut (Run.Sizing).
-	// The sweep's probes and constant rungs run until their steady state held what their figures
-	// need, at most MaxRungDuration too (Run.Steady).
+	// A rung whose latency figures are gated runs past MaxDuration until MinSamples requests
+	// completed, at most MaxRungDuration, else it is cut (Run.Sizing); the sweep's probes and
+	// constant rungs run until their steady state held what their figures need (Run.Steady).
 	MinSamples      int      `json:"min_samples,omitempty"`
 	MaxRungDuration Duration `json:"max_rung_duration,omitempty"`
-	// TimeBudget is what a sweep plans its rungs against (load.time_budget), per endpoint: the knee
-	// search probes no further, the ladder holds fewer constant rates (at least five), and the
-	// ladder neither climbs nor reruns, when the rungs' planned lengths would pass it. A plan, not a
-	// cap: no rung is cut by it (Knee.Plan says what it left out).
+	// TimeBudget is what a sweep plans its rungs against, per endpoint: past it the knee search
+	// probes no further and the ladder holds fewer rates (at least five), never climbs nor reruns.
+	// A plan, not a cap: no rung is cut by it (Knee.Plan says what it left out).
 	TimeBudget Duration `json:"time_budget,omitempty"`
 }
 
@@ -144,13 +134,11 @@ type Load struct {
 	Config LoadConfig `json:"config"`
 	Model  string     `json:"model"`
 	URL    string     `json:"url"`
-	// TokenCounts says how prompt lengths were made exact: "tokenizer.json (<path>)" (followed, for
-	// chat, by "; chat template +N tokens by server /tokenize" or "… by usage.prompt_tokens": the
-	// template's share comes from the server), "server /tokenize", "usage-calibrated".
+	// TokenCounts says how prompt lengths were made exact: "tokenizer.json (<path>)" (for chat, then
+	// the template's share from the server), "server /tokenize", "usage-calibrated".
 	TokenCounts string `json:"token_counts"`
-	// PromptSalt is mixed into this load's prompt words (not their lengths), drawn per load: a
-	// long-lived engine's prefix cache never holds them from an earlier load of the same seed.
-	// A prompt is reproduced by its seed, salt and index.
+	// PromptSalt, drawn per load, is mixed into its prompt words (not their lengths), so a long-lived
+	// engine's prefix cache never holds them from an earlier load. Seed, salt and index reproduce one.
 	PromptSalt uint64 `json:"prompt_salt,omitempty"`
 	// OutputCounts says where output token counts came from: "usage", "continuous_usage_stats", "tokenizer", "chunks".
 	OutputCounts string `json:"output_counts,omitempty"`
@@ -166,7 +154,7 @@ type Load struct {
 	Retried     bool `json:"retried,omitempty"`
 	KeptAttempt int  `json:"kept_attempt,omitempty"`
 	// PeakOutputTokS is the best output tok/s of any rung; SustainedReqS = PeakOutputTokS ÷ mean output
-	// tokens per request (the seed's throughput_req_s_mean). The short-window burst rate is BurstReqS, never gated.
+	// tokens per request (the seed's throughput_req_s_mean); BurstReqS, a short window's, is never gated.
 	PeakOutputTokS float64        `json:"peak_output_tok_s"`
 	SustainedReqS  float64        `json:"sustained_req_s"`
 	BurstReqS      float64        `json:"burst_req_s,omitempty"`
@@ -191,11 +179,10 @@ type Run struct {
 	Requests RequestCounts  `json:"requests"`
 	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
 	TTFT     Dist           `json:"ttft_ms"`
-	// TTFTFromSchedule: open-loop profiles only, latency from the scheduled send time (coordinated omission shown).
+	// TTFTFromSchedule: open loop only, from the scheduled send time (coordinated omission shown).
 	TTFTFromSchedule *Dist `json:"ttft_from_schedule_ms,omitempty"`
-	// A reasoning model's answers (nil when none reasoned): TTFO is the time to the first output
-	// token past the reasoning (TTFT counts the first token of any kind), Reasoning the time from
-	// the first reasoning token to the first output token.
+	// A reasoning model's answers (nil when none reasoned): TTFO is the time to the first output token
+	// past the reasoning (TTFT: of any kind), Reasoning from the first reasoning token to it.
 	TTFO             *Dist   `json:"ttfo_ms,omitempty"`
 	Reasoning        *Dist   `json:"reasoning_ms,omitempty"`
 	ITL              Dist    `json:"itl_ms"`
@@ -211,8 +198,8 @@ type Run struct {
 	ClientLag     Dist     `json:"client_lag_ms"` // how far behind schedule the client sent
 	ClientLimited bool     `json:"client_limited,omitempty"`
 	ClientReason  string   `json:"client_limited_reason,omitempty"`
-	// ServerRefusing: the server refused connections or was slow to accept them (file descriptors,
-	// accept backlog): the delay is the server's, never counted as client lag. ServerReason says how.
+	// ServerRefusing: the server refused or was slow to accept connections (file descriptors, accept
+	// backlog): the delay is the server's, never client lag. ServerReason says how.
 	ServerRefusing bool   `json:"server_refusing,omitempty"`
 	ServerReason   string `json:"server_refusing_reason,omitempty"`
 	// TokenBursts says when the server's token timing came in bursts (several chunks in one read,
@@ -226,42 +213,33 @@ type Run struct {
 	Sizing *RungSizing `json:"sizing,omitempty"`
 	// Steady says how a sweep's probe or constant rung found its steady state (nil: not tested).
 	Steady *RungSteady `json:"steady,omitempty"`
-	// LatencyFrom says where a steady rung's latency figures come from when not from the requests
-	// sent in its window: those that completed in it, sent during the ramp, because no request sent
-	// in the window completed in time (each takes longer than the window); or why there are none.
+	// LatencyFrom says where a steady rung's latency figures come from when not from the requests sent
+	// in its window (none of which completed in time): those that completed in it; or why there are none.
 	LatencyFrom string `json:"latency_from,omitempty"`
-	// ErrorStop says why the rung ended early on its errors ("": it did not): they decided it, and
-	// more requests would only have failed too.
+	// ErrorStop says why the rung ended early on its errors ("": it did not): more would have failed too.
 	ErrorStop string `json:"error_stop,omitempty"`
-
 	// Busy: another process or unexplained load was on the GPU during this rung (the reason).
 	Busy string `json:"busy,omitempty"`
-	// EngineCPUWaitPct is the share of the time the engine's threads were runnable over the rung's
-	// window that they waited for a CPU (Linux schedstat of its process tree; nil: not read, the
-	// engine not a process of this host). High, the host's CPUs, not the GPU, set its pace.
+	// EngineCPUWaitPct is the share of their runnable time the engine's threads waited for a CPU over
+	// the rung (schedstat; nil: not read). High: the host's CPUs, not the GPU, set its pace.
 	EngineCPUWaitPct *float64 `json:"engine_cpu_wait_pct,omitempty"`
-	// HostCPUPressurePct is the share of the rung's window in which some task of the engine's host
-	// waited for a CPU (/proc/pressure/cpu "some"), read instead where the engine is not a process
-	// of the load's host but shares its machine (a pod of the same node): nil when not read.
+	// HostCPUPressurePct is the share of the rung in which some task waited for a CPU
+	// (/proc/pressure/cpu "some"), read instead where the engine shares the machine, not the process
+	// tree (a pod of the same node): nil when not read.
 	HostCPUPressurePct *float64 `json:"host_cpu_pressure_pct,omitempty"`
-
-	// Repeat is how the rung's figures repeated between its blocks (nil: one block): the sweep's
-	// synchronous rung runs in blocks spread over the load, and Repeat.CI covers their spread.
+	// Repeat is how the figures repeated between the rung's blocks spread over the load (nil: one).
 	Repeat *Repeat `json:"repeat,omitempty"`
-
 	// ErrorSamples are the rung's first failed requests (at most MaxErrorSamples per class): the
 	// evidence a fault's layer is named with.
 	ErrorSamples []ErrorSample `json:"error_samples,omitempty"`
 
-	// Workload says what fed the rung's prompts ("synthetic", "synthetic (shared prefix 4×384)",
-	// "trace conv.jsonl").
+	// Workload says what fed the rung's prompts ("synthetic (shared prefix 4×384)", "trace conv.jsonl").
 	Workload string `json:"workload,omitempty"`
 	// Replay is how a trace rung kept the trace's schedule and lengths (nil: not a replay).
 	Replay *Replay `json:"replay,omitempty"`
-	// A context ladder's rung (workload long-context): every prompt's length, and the engine's
-	// preemptions and highest KV-cache use (0..1) over the rung, from its counters (nil: it
-	// exports none), and the share of the rung's /metrics samples in which the engine held
-	// requests waiting while it ran fewer than the rung's streams.
+	// A context ladder's rung: every prompt's length, the engine's preemptions and highest KV-cache
+	// use (0..1) from its counters (nil: none exported), and the share of /metrics samples in which
+	// it held requests waiting while it ran fewer than the rung's streams.
 	ContextTokens int      `json:"context_tokens,omitempty"`
 	Preemptions   *float64 `json:"preemptions,omitempty"`
 	KVUsageMax    *float64 `json:"kv_usage_max,omitempty"`
@@ -308,16 +286,13 @@ type Replay struct {
 	PromptsCounted int     `json:"prompts_counted"` // prompts the server counted (usage)
 }
 
-// Repeat is a rung measured in Blocks blocks spread over the load (issue 55): each block's start,
-// in seconds since Load.StartedAt, and each gated figure's value in every block. The rung's figures
-// are over all the blocks' requests; Run.CI is their interval over requests, and CI here covers the
-// spread between the blocks (batch means) as well.
+// Repeat is a rung measured in Blocks blocks spread over the load: each block's start (seconds since
+// Load.StartedAt) and each gated figure's value in every block. The rung's figures pool the blocks.
 type Repeat struct {
 	Blocks int       `json:"blocks"`
 	StartS []float64 `json:"start_s"`
-	// WindowStartS and WindowSeconds are each block's measuring window (from the load's start, as
-	// Run.WindowStartS): the pooled run's window_seconds is their sum, and an engine's log is read
-	// over them, not over the span from the first to the last.
+	// WindowStartS and WindowSeconds are each block's measuring window (as Run.WindowStartS): the
+	// pooled run's window_seconds is their sum, and an engine's log is read over them alone.
 	WindowStartS  []float64      `json:"window_start_s,omitempty"`
 	WindowSeconds []float64      `json:"window_seconds,omitempty"`
 	Figures       []FigureRepeat `json:"figures"`
@@ -330,21 +305,10 @@ type Repeat struct {
 // Ref is where the interval of the figure named by its JSON key ("ttft_p95_ms", …) is kept (nil:
 // no such figure): Get reads it, the load generator writes through it.
 func (c *Intervals) Ref(key string) **Interval {
-	switch key {
-	case "ttft_p95_ms":
-		return &c.TTFTP95
-	case "ttft_p99_ms":
-		return &c.TTFTP99
-	case "itl_p95_ms":
-		return &c.ITLP95
-	case "output_tok_s":
-		return &c.OutputTokS
-	case "tpot_p95_ms":
-		return &c.TPOTP95
-	case "tpot_p50_ms":
-		return &c.TPOTP50
-	}
-	return nil
+	return map[string]**Interval{
+		"ttft_p95_ms": &c.TTFTP95, "ttft_p99_ms": &c.TTFTP99, "itl_p95_ms": &c.ITLP95,
+		"output_tok_s": &c.OutputTokS, "tpot_p95_ms": &c.TPOTP95, "tpot_p50_ms": &c.TPOTP50,
+	}[key]
 }
 
 // Get is the interval of the figure named by its JSON key (nil: none).

@@ -52,21 +52,10 @@ func Worse(a, b Status) Status {
 	return a
 }
 
-func rank(s Status) int {
-	switch s {
-	case StatusIncomplete, StatusInterrupted:
-		return 5
-	case StatusFailed:
-		return 4
-	case StatusFlag:
-		return 3
-	case StatusInconclusive:
-		return 2
-	case StatusOK:
-		return 1
-	}
-	return 0
-}
+var statusRank = map[Status]int{StatusIncomplete: 5, StatusInterrupted: 5, StatusFailed: 4, StatusFlag: 3,
+	StatusInconclusive: 2, StatusOK: 1}
+
+func rank(s Status) int { return statusRank[s] }
 
 // Flag is one fired signal, with a one-line reason a person can act on.
 type Flag struct {
