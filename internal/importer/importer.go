@@ -166,6 +166,5 @@ func checkFinite(l *results.Load) error {
 
 // decode reads one JSON value; fields gpuvet does not know are ignored (the tools add them freely).
 func decode(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	return d.Decode(v)
+	return json.NewDecoder(bytes.NewReader(b)).Decode(v)
 }

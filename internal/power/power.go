@@ -98,12 +98,7 @@ func Summarise(samples []results.PowerSample, interval time.Duration, peakOutput
 		p.Note = fmt.Sprintf("tokens per joule = peak output %.0f tok/s ÷ p90 power %.0f W (the loaded plateau)", peakOutputTokS, p90)
 	}
 	if errs > 0 {
-		failed := fmt.Sprintf("%d samples failed (last: %v)", errs, lastErr)
-		if p.Note == "" {
-			p.Note = failed
-		} else {
-			p.Note += "; " + failed
-		}
+		p.Note = results.JoinErr(p.Note, fmt.Sprintf("%d samples failed (last: %v)", errs, lastErr))
 	}
 	return p
 }

@@ -190,11 +190,8 @@ func counterDeltas(gt *results.GPUTelemetry, before, after gpu.ErrorCounts, from
 	sort.Slice(gt.XIDs, func(i, j int) bool { return gt.XIDs[i].Time.Before(gt.XIDs[j].Time) })
 	gt.CountersNote = cmp.Or(after.Note, before.Note)
 	if len(reset) > 0 {
-		note := "counters went back during the load (" + strings.Join(reset, ", ") + "): the GPU was reset or its driver reloaded; the growth shown is what they read after it, at least"
-		if gt.CountersNote != "" {
-			note = gt.CountersNote + "; " + note
-		}
-		gt.CountersNote = note
+		gt.CountersNote = results.JoinErr(gt.CountersNote, "counters went back during the load ("+strings.Join(reset, ", ")+
+			"): the GPU was reset or its driver reloaded; the growth shown is what they read after it, at least")
 	}
 }
 
