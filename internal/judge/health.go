@@ -11,10 +11,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The health rules (issue 29: health measures, judge decides). The health phase measures and
-// records; these rules turn its results.Health into flags, notes, GPU-to-GPU comparisons and the
-// status of every GPU and of the host. Their thresholds are HealthRules, each in the thresholds
-// table (thresholds.go) with its source.
+// The health rules: the health phase measures and records; these rules turn its results.Health into
+// flags, notes, GPU-to-GPU comparisons and statuses, with HealthRules' thresholds (the table's).
 
 // Check ids: stable names of the health rules (results.Flag.Check).
 const (
@@ -49,14 +47,14 @@ var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: tr
 
 // HealthRules are the thresholds of the health rules; zero values take the thresholds table's
 // defaults (DefaultHealthRules). The expected GPU count and whether a busy GPU was allowed are read
-// from the result itself (results.Health.ExpectGPUs, results.Busy.Allowed): the phase records them.
+// from the result itself (results.Health.ExpectGPUs, results.Busy.Allowed).
 type HealthRules struct {
 	ExpectPCIeWidth int     // lanes wired by design (e.g. 8); 0: strict current-vs-max check
-	MinPCIeGBps     float64 // the seed's pcie_bw.min_gbs (8)
-	GEMMVariancePct float64 // GPU-to-GPU tolerance of GEMM and HBM figures (25)
-	PCIeVariancePct float64 // GPU-to-GPU tolerance of PCIe figures (25)
+	MinPCIeGBps     float64 // pinned PCIe bandwidth floor
+	GEMMVariancePct float64 // GPU-to-GPU tolerance of GEMM and HBM figures
+	PCIeVariancePct float64 // GPU-to-GPU tolerance of PCIe figures
 	MinLinkRatio    float64 // flag a peer copy or all-reduce below this share of its link's peak; 0: the peer_copy and all_reduce floors
-	LinkVariancePct float64 // pair-to-pair tolerance of the copy ratio (25)
+	LinkVariancePct float64 // pair-to-pair tolerance of the copy ratio
 	// Floors is the reference table's datasheet floors by exact GPU name, then benchmark;
 	// FloorOverrides (--floor) apply to every GPU; what neither names takes results.MicrobenchFloors.
 	Floors         map[string]map[string]float64
@@ -160,19 +158,11 @@ func gpuSubject(g results.GPUInfo) string {
 	return fmt.Sprintf("gpu %d (%s)", g.Index, g.UUID)
 }
 
-// measuredStatus is failed when a GPU's benchmark failed or its burn broke, else ok.
-func measuredStatus(gh *results.GPUHealth) results.Status {
-	if gh.Burn != nil && gh.Burn.Error != "" || slices.ContainsFunc(gh.Bench, func(b results.Microbench) bool { return b.Status == results.StatusFailed }) {
-		return results.StatusFailed
-	}
-	return results.StatusOK
-}
-
 // healthBreak is a benchmark of a GPU that could not run, or its burn that broke, with the layer of
 // its words (the GPU's where they name a GPU fault, else the host's) and what it says.
 type healthBreak struct{ layer, what string }
 
-// healthBreaks are the breaks of a GPU's health phase: what measuredStatus fails it for.
+// healthBreaks are the breaks of a GPU's health phase: each fails it (gpuStatus).
 func healthBreaks(gh *results.GPUHealth) []healthBreak {
 	var out []healthBreak
 	for _, b := range gh.Bench {
@@ -187,10 +177,13 @@ func healthBreaks(gh *results.GPUHealth) []healthBreak {
 	return out
 }
 
+// gpuStatus is failed by a break or a failing flag (the driver's signals that say the GPU is not
+// usable as it is carry Fails too), flag by any other flag, else ok.
 func gpuStatus(gh *results.GPUHealth) results.Status {
-	st := measuredStatus(gh)
-	// The driver's signals that say the GPU is not usable as it is (a recovery action, a failed
-	// row remap, fallen off the bus, a required reset, a failed initialisation) carry Fails too.
+	st := results.StatusOK
+	if len(healthBreaks(gh)) > 0 {
+		st = results.StatusFailed
+	}
 	for _, f := range gh.Flags {
 		st = results.Worse(st, results.StatusFlag)
 		if failingFlag(f) {

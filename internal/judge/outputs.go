@@ -11,7 +11,7 @@ import (
 )
 
 // CheckOutputsDiffer flags an endpoint whose greedy outputs (the functional suite's greedy case)
-// differ from the other GPUs' of the same model, or, alone, from its own repeat (issue 33).
+// differ from the other GPUs' of the same model, or, alone, from its own repeat.
 const CheckOutputsDiffer = "judge.outputs_differ"
 
 // greedyAgreement compares the greedy outputs of a model's endpoints, on the promise that at batch 1
@@ -71,14 +71,10 @@ func agreeWithin(m *results.Model, eps []*results.Endpoint) {
 	// it holds more than half of them.
 	var classes [][]*results.Endpoint
 	for _, ep := range steady {
-		placed := false
-		for i, c := range classes {
-			if ep.Functional.Greedy.FirstDiff(c[0].Functional.Greedy) == nil {
-				classes[i], placed = append(c, ep), true
-				break
-			}
-		}
-		if !placed {
+		same := func(c []*results.Endpoint) bool { return ep.Functional.Greedy.FirstDiff(c[0].Functional.Greedy) == nil }
+		if i := slices.IndexFunc(classes, same); i >= 0 {
+			classes[i] = append(classes[i], ep)
+		} else {
 			classes = append(classes, []*results.Endpoint{ep})
 		}
 	}
