@@ -36,11 +36,9 @@ const (
 	// errOverMax: the stream carried more tokens than max_tokens asked for (or its usage said so): the
 	// server ignores max_tokens, an API defect.
 	errOverMax = "over_max_tokens"
-	// errRedirect: the endpoint answered with a redirect (3xx); neither reader follows one (the key
-	// would go to the target, and another server would be measured).
+	// errRedirect: a 3xx answer, never followed (the key would go to the target).
 	errRedirect = "redirect"
-	// errNotSSE: a 200 answer that is not an event stream (an HTML page, a compressed or a plain JSON
-	// body): the detail says what came back.
+	// errNotSSE: a 200 answer that is not an event stream; the detail says what came back.
 	errNotSSE = "not_event_stream"
 	// errStalled and errNoAnswer: see silence.go.
 )
@@ -55,8 +53,7 @@ type client struct {
 	model      string
 	key        string // from the environment only; never logged
 	reqTimeout time.Duration
-	// stall and floor: Options.StallTimeout and SilenceFloor; pace: what silences are judged
-	// against (silence.go).
+	// stall, floor: Options.StallTimeout, SilenceFloor; pace: what silences are judged by (silence.go).
 	stall time.Duration
 	floor time.Duration
 	pace  pace
@@ -285,8 +282,7 @@ func setupWhat(rec *Record) string {
 // answer it is an error: one request that stalls is not the endpoint's verdict.
 const probeTries = 3
 
-// probe sends the negotiation's request with net/http, each try getting an equal share of what is
-// left of ctx's deadline; a try that runs out of its share is sent again.
+// probe sends the negotiation's request, each try getting an equal share of ctx's deadline.
 func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
 	for try := range probeTries {
 		tctx, cancel := ctx, context.CancelFunc(func() {})
@@ -304,8 +300,7 @@ func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
 	panic("unreachable")
 }
 
-// do sends one request and fills rec with the load's reader. It never panics on server input and
-// always sets rec.end.
+// do sends one request with the load's reader. It never panics on server input; it sets rec.end.
 func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record) {
 	if c.ev == nil {
 		c.doHTTP(ctx, p, out, rec)
@@ -316,8 +311,7 @@ func (c *client) do(ctx context.Context, p dataset.Prompt, out int, rec *Record)
 	c.ev.do(ctx, cancel, c.body(p, out), rec)
 }
 
-// begin starts rec's request asking for out tokens: its clock, its timeout and its watchdog
-// (silence.go), all ended by end.
+// begin starts rec's clock, timeout and watchdog (silence.go), all ended by end.
 func (c *client) begin(ctx context.Context, out int, rec *Record) (context.Context, context.CancelCauseFunc, func()) {
 	rec.RequestedTokens = out
 	rec.marks = make([]mark, 0, min(out, 1<<16)) // one mark per token at most: no regrowth garbage
@@ -368,8 +362,7 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 		return
 	}
 	defer func() {
-		// Let the connection be reused, within bounds: a server that holds the response open after
-		// its end must not hold the request.
+		// Let the connection be reused, within bounds: a held-open response must not hold the request.
 		t := time.AfterFunc(drainTimeout, func() { resp.Body.Close() })
 		io.CopyN(io.Discard, resp.Body, drainLimit)
 		t.Stop()
@@ -379,8 +372,7 @@ func (c *client) doHTTP(ctx context.Context, p dataset.Prompt, out int, rec *Rec
 	c.response(ctx, cancel, resp, rec, cb.Conn)
 }
 
-// errBodyWait bounds the wait for an error answer's body: the status is the answer, the body only
-// its detail.
+// errBodyWait bounds the wait for an error answer's body: the status is the answer.
 const errBodyWait = time.Second
 
 // Bounds on the rest of a body read after its request is over, so that the connection can be reused.
@@ -389,8 +381,7 @@ const (
 	drainTimeout = time.Second // a response that does not end by then is closed
 )
 
-// response reads one answer with net/http: an error status, a redirect, a body that is no event
-// stream, else the stream.
+// response reads one answer with net/http: an error status, a redirect, else the stream.
 func (c *client) response(ctx context.Context, cancel context.CancelCauseFunc, resp *http.Response, rec *Record, conn net.Conn) {
 	if resp.StatusCode != http.StatusOK {
 		rec.end = c.since()
@@ -458,8 +449,7 @@ func (c *client) chunkTime(conn net.Conn, rec *Record, now time.Duration) time.D
 	return at
 }
 
-// stream reads the SSE body, marking each chunk that carries generated tokens. Silence is the
-// watchdog's to judge (silence.go).
+// stream reads the SSE body, marking each chunk with generated tokens (silence: silence.go).
 func (c *client) stream(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, rec *Record, conn net.Conn, ctype string) {
 	start := &headBytes{r: body}
 	sse := newSSEReader(start)
@@ -514,8 +504,7 @@ type sseStream struct {
 	start []byte
 }
 
-// event handles one event's data, received at now. It returns true when the request is over: [DONE],
-// or an event that ends it with an error.
+// event handles one event's data, received at now; true when the request is over.
 func (s *sseStream) event(data []byte, now time.Duration) bool {
 	rec := s.rec
 	s.events++

@@ -43,8 +43,7 @@ import (
 // Options is one load against one endpoint.
 type Options struct {
 	URL, Model string
-	// APIKeyEnv names the environment variable holding the API key (default OPENAI_API_KEY). The key
-	// is read from the environment only and never written anywhere.
+	// APIKeyEnv names the API key's environment variable (default OPENAI_API_KEY); never written.
 	APIKeyEnv string
 	Config    results.LoadConfig
 	SLO       analysis.SLO
@@ -62,11 +61,9 @@ type Options struct {
 	Progress io.Writer
 	// Log receives a line per phase: calibration, rungs, retry (nil: none).
 	Log io.Writer
-	// OnRung is called as each rung starts, with its 0-based place in the load (counting blocks and
-	// retries) and label.
+	// OnRung is called as each rung starts, with its 0-based place (blocks and retries count) and label.
 	OnRung func(index int, label string)
-	// OnPlan is called as each sweep rung starts, with how many rungs are planned after it and the
-	// time predicted for it and them: what the progress says is left.
+	// OnPlan is called as each sweep rung starts, with the rungs planned after it and the time left.
 	OnPlan func(rungsAfter int, left time.Duration)
 	// RequestTimeout bounds one request (default 10 min); StallTimeout is the most silence allowed
 	// inside a stream, whatever the load's pace (default 120 s); Drain bounds each rung's tail after
@@ -78,8 +75,7 @@ type Options struct {
 	MaxInFlight int
 	// ScrapeEvery is the /metrics interval (default 1 s).
 	ScrapeEvery time.Duration
-	// MaxNumSeqs is the engine's max_num_seqs when known (0: unknown): the sweep's knee search goes no
-	// higher, since concurrency beyond it only queues.
+	// MaxNumSeqs is the engine's max_num_seqs (0: unknown): the knee search goes no higher.
 	MaxNumSeqs int
 	// BeforeBlock, when set, is called before each block of the sweep's synchronous rung (1-based)
 	// and returns when it may start: a caller loading several GPUs lines their blocks up there.
@@ -117,8 +113,7 @@ func Defaults(c results.LoadConfig) results.LoadConfig {
 	return workloadDefaults(c)
 }
 
-// Validate checks options before any request is sent: every error names the flag and what to do.
-// The checks run in order and the first that fails is the error.
+// Validate checks options before any request: the first failing check's error names the flag.
 func Validate(o Options) error {
 	c := Defaults(o.Config)
 	if err := firstBad(slices.Concat(endpointChecks(o, c), numberChecks(c), boundChecks(o, c))); err != nil {
@@ -188,8 +183,7 @@ func numberChecks(c results.LoadConfig) []check {
 	}
 }
 
-// validateInputs loads what the load reads (prompt lengths, a prompt file, a tokenizer) and checks
-// the reader, so that a bad file is bad input (exit 2), reported before any request.
+// validateInputs loads what the load reads and checks the reader: a bad file is bad input (exit 2).
 func validateInputs(o Options, c results.LoadConfig) error {
 	if err := (dataset.Lengths{Mean: c.PromptTokens, Stdev: c.PromptStdev, Min: c.PromptMin, Max: c.PromptMax}).Validate(); err != nil {
 		return err
@@ -286,8 +280,7 @@ func maxInFlight(o Options, c results.LoadConfig) int {
 	return max(4*c.MaxConcurrency, 1024)
 }
 
-// ensureNoFile raises RLIMIT_NOFILE's soft limit to need when the hard limit allows, and otherwise
-// stops with a clear message, so a big run never dies of EMFILE half-way.
+// ensureNoFile raises RLIMIT_NOFILE's soft limit to need, so a big run never dies of EMFILE.
 func ensureNoFile(need uint64) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -384,8 +377,7 @@ func Run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, err
 }
 
-// run is Run before the key is redacted: open the client, set up the prompts, run the profile (a
-// sweep perhaps twice), then fill in the load-wide figures.
+// run is Run before the key is redacted.
 func run(ctx context.Context, o Options) (*results.Load, error) {
 	if err := Validate(o); err != nil {
 		return nil, err
@@ -455,8 +447,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	return l, nil
 }
 
-// openClient makes the load's client and its reader (pickReader). Its close function is to be called
-// however it returned.
+// openClient makes the load's client and reader (pickReader); call close however it returned.
 func openClient(o Options, cfg results.LoadConfig) (*client, *rxStatus, func(), error) {
 	chat := cfg.API == "chat"
 	path := "/v1/completions"
@@ -532,8 +523,7 @@ func startScrape(ctx context.Context, o Options, epoch time.Time) (sc *scraper, 
 	return sc, func() { stopScrape(); wg.Wait() }
 }
 
-// retryUnsaturated reruns an unsaturated sweep once (RetryUnsaturated) when the time budget leaves
-// room, and keeps the better curve.
+// retryUnsaturated reruns an unsaturated sweep once when the budget allows; the better curve stays.
 func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att attempt) attempt {
 	o := ex.o
 	rerun := ex.cfg.Profile == "sweep" && o.RetryUnsaturated && att.sat != nil && att.sat.Unsaturated && ctx.Err() == nil
@@ -752,8 +742,7 @@ func (ex *executor) tail(s rungSpec) rungSpec {
 	return s
 }
 
-// RungTime is the planned length of one sweep rung after the synchronous one (max_duration and its
-// longest drain), for progress estimates.
+// RungTime is a sweep rung's planned length after the synchronous one (for progress estimates).
 func RungTime(c results.LoadConfig) time.Duration {
 	d := time.Duration(Defaults(c).MaxDuration)
 	return d + max(sweepTail, d/4)
@@ -858,8 +847,7 @@ func aloneTime(sync results.Run, outTokens int) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond))
 }
 
-// reqTime is a steady closed-loop rung's time per request by Little's law: concurrency over sustained
-// rate (which counts every token streamed, so it holds when few requests completed).
+// reqTime is a steady closed-loop rung's time per request: concurrency ÷ sustained rate (Little).
 func (ex *executor) reqTime(r results.Run) time.Duration {
 	rate := ex.rungRate(r)
 	if rate <= 0 || r.Concurrency <= 0 {

@@ -113,8 +113,7 @@ func newTally(o *rungOut, slo *analysis.SLO) *tally {
 // inWindow says whether at is inside the measured window.
 func (t *tally) inWindow(at time.Duration) bool { return at >= t.o.winStart && at <= t.o.winEnd }
 
-// streamed adds the tokens r streamed inside the window (and its prompt when its first token came
-// there), and says whether it streamed any.
+// streamed adds r's tokens (and prompt) streamed inside the window; true when it streamed any.
 func (t *tally) streamed(r *Record) bool {
 	streamed := false
 	for _, m := range r.marks {
@@ -290,8 +289,7 @@ func steadiness(o *rungOut) *results.RungSteady {
 	return st
 }
 
-// intervals bootstraps the judged figures: TTFT p95/p99, ITL p95, TPOT p95 and p50, and output tok/s
-// (the mean of the window's 40 per-slice rates).
+// intervals bootstraps the judged figures (output tok/s: the window's 40 per-slice rates).
 func intervals(ttft, itl, tpot, buckets []float64, bucket time.Duration, seed uint64) *results.Intervals {
 	ci := &results.Intervals{
 		TTFTP95: metrics.BootstrapQuantile(ttft, 0.95, ciLevel, bootstrapResamples, seed),
@@ -407,8 +405,7 @@ func fillRX(l *results.Load, rx *rxStatus, waits []float64) {
 	}
 }
 
-// sampleError keeps r as evidence of its class while the rung holds fewer than
-// results.MaxErrorSamples of it (the first ones to end).
+// sampleError keeps r as evidence of its class, up to results.MaxErrorSamples of it.
 func sampleError(have []results.ErrorSample, r *Record, class, detail string) []results.ErrorSample {
 	n := 0
 	for _, e := range have {

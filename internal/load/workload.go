@@ -84,8 +84,7 @@ func CheckWorkload(c results.LoadConfig, maxModelLen int) error {
 	return nil
 }
 
-// validateWorkload checks a workload's own settings, loading a trace file so that a bad line is
-// bad input (exit 2).
+// validateWorkload checks a workload's own settings, loading a trace file (a bad line: exit 2).
 func validateWorkload(c results.LoadConfig) error {
 	if !slices.Contains(Workloads, c.Workload) {
 		return fmt.Errorf("--workload %q: unknown; want one of %v", c.Workload, Workloads)
@@ -106,8 +105,7 @@ func validateWorkload(c results.LoadConfig) error {
 	return nil
 }
 
-// workloadFlags are the checks that a workload comes with the flags and profile it needs, and no
-// other workload's.
+// workloadFlags check that a workload comes with the flags and profile it needs, and no others.
 func workloadFlags(c results.LoadConfig) []check {
 	trace, synthetic := c.Workload == WorkloadTrace, c.Workload == WorkloadSynthetic
 	return []check{
@@ -168,8 +166,7 @@ func (ex *executor) traceSpec(src *dataset.TraceSource) rungSpec {
 	return s
 }
 
-// replayOf says how a trace rung kept its schedule, and how many prompts the server counted at the
-// trace's length.
+// replayOf says how a trace rung kept its schedule, and the prompts counted at the trace's length.
 func replayOf(out *rungOut, src *dataset.TraceSource) *results.Replay {
 	rp := &results.Replay{Planned: out.spec.MaxRequests}
 	if rp.Planned == 0 {
@@ -269,8 +266,7 @@ func contextRungs(from, top int) []int {
 	return append(out, top)
 }
 
-// contextMargin keeps a ladder's top rung this many tokens under the engine's context length: the
-// chat template's tokens around the prompt.
+// contextMargin keeps a ladder's top under the context length: the chat template's tokens.
 const contextMargin = 64
 
 // contextLadder runs the long-context workload: one rung per context length, its preemptions, KV-cache
