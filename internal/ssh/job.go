@@ -137,6 +137,11 @@ var quote = fleet.ShellQuote
 
 // output runs cmd in a new session and returns its stdout; the error carries stderr.
 func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
+	return outputIn(ctx, c, nil, cmd)
+}
+
+// outputIn is output with stdin read from in (nil: none).
+func outputIn(ctx context.Context, c *gossh.Client, in io.Reader, cmd string) (string, error) {
 	s, err := c.NewSession()
 	if err != nil {
 		return "", err
@@ -145,7 +150,7 @@ func output(ctx context.Context, c *gossh.Client, cmd string) (string, error) {
 	// A host's answer is outside input: bounded (a script prints lines of state, apt a few hundred
 	// KiB), its error text cut to its last 2 KiB.
 	stdout, stderr := &filelimit.Buffer{Limit: maxOutput}, &tailBuffer{n: 2048}
-	s.Stdout, s.Stderr = stdout, stderr
+	s.Stdin, s.Stdout, s.Stderr = in, stdout, stderr
 	err = waitCtx(ctx, s, cmd)
 	if err == nil && stdout.Over {
 		err = fmt.Errorf("the host's output is over %s: cut, not read", filelimit.Size(maxOutput))
@@ -217,19 +222,8 @@ func upload(ctx context.Context, c *gossh.Client, local, remote string, mode os.
 
 // put streams r into the remote file through `cat` (no scp or sftp needed on the host).
 func put(ctx context.Context, c *gossh.Client, r io.Reader, remote string, mode os.FileMode) error {
-	s, err := c.NewSession()
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	s.Stdin = r
-	stderr := &tailBuffer{n: 2048}
-	s.Stderr = stderr
-	cmd := fmt.Sprintf("cat > %s && chmod %o %s", quote(remote), mode, quote(remote))
-	if err := waitCtx(ctx, s, cmd); err != nil {
-		return fmt.Errorf("%v %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	_, err := outputIn(ctx, c, r, fmt.Sprintf("cat > %s && chmod %o %s", quote(remote), mode, quote(remote)))
+	return err
 }
 
 // runRemote runs gpuvet there, streaming its lines to Progress. On ctx cancel the remote run gets
