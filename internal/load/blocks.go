@@ -90,8 +90,7 @@ func (ex *executor) keepBlock(o *rungOut, run results.Run) {
 	ex.blocks = append(ex.blocks, b)
 }
 
-// poolBlocks folds the synchronous rung's later blocks into its first (pooled). One block (a sweep
-// stopped early) leaves the run as it is.
+// poolBlocks folds the synchronous rung's later blocks into its first (pooled), when there are any.
 func (ex *executor) poolBlocks(a *attempt) {
 	blocks := ex.blocks
 	ex.blocks = nil

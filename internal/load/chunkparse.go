@@ -26,8 +26,7 @@ func fastChunk(b []byte) (c chunk, ok bool) {
 	return c, p.i == len(b)
 }
 
-// The keys of each object the fast path reads; a repeat sends the chunk to encoding/json (which merges
-// or overwrites).
+// The keys of each object the fast path reads; a repeat sends the chunk to encoding/json.
 var (
 	topKeys    = []string{"choices", "usage", "error"}
 	choiceKeys = []string{"delta", "text", "finish_reason"}

@@ -86,15 +86,13 @@ type evConn struct {
 	resp respParser
 	sse  sseFramer
 	peek [1]byte
-	// drainedAt: when a read that left the socket empty began (0: never); attachedAt: when the loop
-	// took the request on.
+	// drainedAt: a read that left the socket empty began (0: never); attachedAt: request taken on.
 	drainedAt, attachedAt time.Duration
 	req                   *evReq // the request in flight
 	errBody               []byte
 }
 
-// evReq is one request on an evConn; the caller reads it after done is closed, when the connection
-// may already carry another.
+// evReq is one request on an evConn, read by its caller once done is closed.
 type evReq struct {
 	conn   *evConn
 	s      sseStream
@@ -287,8 +285,7 @@ func (cn *evConn) alive() bool {
 	return err == unix.EAGAIN
 }
 
-// dial opens a connection with net's dialer (net/http's timeout, resolution and errors) and takes the
-// socket over: its descriptor duplicated and the net.Conn closed.
+// dial opens a connection with net's dialer and takes its socket over (a duplicated descriptor).
 func (r *evReader) dial(ctx context.Context) (*evConn, error) {
 	nc, err := r.dialer.DialContext(ctx, "tcp", r.addr)
 	if err != nil {
@@ -569,8 +566,7 @@ func (l *evLoop) body(cn *evConn, b []byte, now, at time.Duration, kernel bool) 
 	return true
 }
 
-// headDone acts on the answer's head, once: an error status waits for its body (errBodyWait); a 200
-// answer streams, unless compressed.
+// headDone acts on the answer's head, once: a 200 streams unless compressed.
 func (l *evLoop) headDone(cn *evConn, now time.Duration) {
 	q := cn.req
 	if q.headSeen || q.settled {
@@ -674,8 +670,7 @@ func (l *evLoop) transportErr(cn *evConn, err error, now time.Duration) {
 	l.release(cn, false)
 }
 
-// sweep settles error answers whose body has not come within errBodyWait and closes settled
-// responses that never end (silent streams are the watchdogs', silence.go).
+// sweep settles error answers past errBodyWait and closes settled responses that never end.
 func (l *evLoop) sweep(now time.Duration) {
 	for _, cn := range l.conns {
 		q := cn.req

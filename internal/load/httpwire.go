@@ -50,8 +50,7 @@ const (
 	wsDone                      // the response is complete
 )
 
-// respParser reads one HTTP/1.1 response fed in pieces as they arrive, copying only what spans two
-// pieces: body bytes are handed on in place.
+// respParser reads one HTTP/1.1 response fed in pieces, copying only what spans two of them.
 type respParser struct {
 	state  wireState
 	Status int
@@ -269,8 +268,7 @@ func (r *respParser) header(l []byte, http10 bool, length *int64) error {
 	return nil
 }
 
-// connection reads a Connection header's tokens: close ends the connection after this response,
-// keep-alive keeps an HTTP/1.0 one open.
+// connection reads a Connection header: close, or keep-alive for HTTP/1.0.
 func (r *respParser) connection(value []byte, http10 bool) {
 	for more := true; more; {
 		var tok []byte
@@ -341,8 +339,7 @@ func (r *respParser) sizeLine(line []byte) error {
 	return nil
 }
 
-// trailerLine reads a line after the last chunk: an empty one ends the response. Trailers are
-// skipped, whatever their syntax, as net/http does.
+// trailerLine skips a trailer line, whatever its syntax (as net/http); an empty one ends the response.
 func (r *respParser) trailerLine(line []byte) {
 	if len(bytes.TrimRight(line, "\r\n")) == 0 {
 		r.state = wsDone

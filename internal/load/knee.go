@@ -157,8 +157,7 @@ func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) 
 	return pred, ""
 }
 
-// waiting is the median of the server's queued requests scraped in [at[0], at[1]] (its first
-// quarter left out), or -1 with fewer than kneeQueueSamples.
+// waiting is the median server queue scraped in at (its first quarter out), or -1 with too few.
 func (ex *executor) waiting(at [2]time.Duration) float64 {
 	if ex.sc == nil {
 		return -1

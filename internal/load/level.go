@@ -95,8 +95,7 @@ func flat(p []float64, a, b int, drift, slack float64) bool {
 // with its waves, and per-slice rates are not independent.
 const levelBatch = 4
 
-// rateCI is the mean per-slice rate of s and the relative half-width of its 95 % interval, by batch
-// means (a partial batch at the start left out).
+// rateCI is the mean per-slice rate of s and its 95 % interval's relative half-width (batch means).
 func rateCI(s []float64) (float64, float64) {
 	s = s[len(s)%levelBatch:]
 	b := make([]float64, len(s)/levelBatch)

@@ -28,8 +28,7 @@ type tempo struct {
 	probeConc       int
 }
 
-// perReq is a request's time at an open-loop rate: from its time alone (rate 0) up to the best
-// probe's at its rate, in proportion.
+// perReq is a request's time at an open-loop rate: from its time alone up to the probe's, in proportion.
 func (p tempo) perReq(rate float64) time.Duration {
 	if p.probeRate <= 0 || p.probeReq <= p.alone {
 		return p.alone
@@ -164,8 +163,7 @@ func (ex *executor) left() time.Duration {
 	return time.Duration(ex.cfg.TimeBudget) - ex.rn.c.since() - ex.reserve()
 }
 
-// plan reports the time left to Options.OnPlan as a rung starts: its and ahead's predicted lengths,
-// scaled by drift.
+// plan reports the time left to Options.OnPlan as a rung starts, scaled by drift.
 func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 	if ex.o.OnPlan == nil || s.Expect <= 0 {
 		return

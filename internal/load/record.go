@@ -17,8 +17,7 @@ type mark struct {
 	joint bool
 }
 
-// Record is one request, written to --records as one JSON line; times are milliseconds since the load's
-// start.
+// Record is one request, a JSON line of --records; times in ms since the load's start.
 type Record struct {
 	Rung   int    `json:"rung"`
 	Kind   string `json:"kind"`
@@ -91,8 +90,7 @@ const (
 // count beyond the prompt's bytes and this is not believed.
 const templateTokens = 4096
 
-// tokenBound is the most output tokens a request can be credited with, whatever the server says:
-// its max_tokens (what it asked for), or its chunks when it asked for none.
+// tokenBound is the most output tokens a request can be credited with: its max_tokens, or chunks.
 func tokenBound(r *Record) int {
 	if r.RequestedTokens > 0 {
 		return r.RequestedTokens

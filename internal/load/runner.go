@@ -47,8 +47,7 @@ type rungSpec struct {
 	// measured requests completed, at most until Cap (0: sized by Duration alone).
 	MinSamples int
 	Cap        time.Duration
-	// Expect is the rung's predicted length, tail included (plan.go; 0: none); Known: predicted from a
-	// measured pace, not guessed.
+	// Expect is the rung's predicted length, tail included (0: none); Known: from a measured pace.
 	Expect time.Duration
 	Known  bool
 	// Shorten lets a synchronous sized rung ask for shorter outputs once a full-length request shows
@@ -72,8 +71,7 @@ func (s rungSpec) steadied() bool {
 	return s.Steady && s.Cap >= s.Duration && s.Duration > 0 && s.MaxRequests == 0
 }
 
-// until is how long dispatch may go on: Duration, or Cap for a rung sized by completions or by its
-// steady state.
+// until is how long dispatch may go on: Duration, or Cap for a sized or steady rung.
 func (s rungSpec) until() time.Duration {
 	if s.sized() || s.steadied() {
 		return s.Cap
@@ -111,16 +109,14 @@ type rungOut struct {
 	rampEnd          time.Duration // the window opens no earlier: a steady rung's onset, else start + mean E2E
 	errStop          string        // why the rung's errors ended it ("": they did not)
 	level            *levelOut     // a steady rung's plateau test (nil: not tested)
-	// Sized rungs: measured requests completed when dispatch stopped, whether enough, and the shorter
-	// output length asked for (0: none).
+	// Sized rungs: measured completions at dispatch's end, enough or not, and the shorter output.
 	completed   int
 	enough      bool
 	shortTokens int
 	fullTokens  int // the profile's output length
 }
 
-// runner drives rungs against one endpoint. Prompt indexes run on across rungs so that no two requests
-// share a prompt (a prefix cache must not flatter later rungs).
+// runner drives rungs; prompt indexes run on so no prefix cache flatters a later rung.
 type runner struct {
 	c         *client
 	src       dataset.Source
@@ -203,8 +199,7 @@ type rungState struct {
 	spec rungSpec
 	out  *rungOut
 	mu   sync.Mutex
-	// dispatchCtx ends dispatch (bound, early stop, Ctrl-C); reqCtx the requests in flight (Ctrl-C,
-	// or the drain bound).
+	// dispatchCtx ends dispatch (bound, early stop, Ctrl-C); reqCtx the requests (Ctrl-C, drain).
 	dispatchCtx, reqCtx context.Context
 	stopDispatch        context.CancelFunc
 	cancelReqs          context.CancelCauseFunc
@@ -289,8 +284,7 @@ func (g *rungState) ended() int {
 	return len(g.out.recs)
 }
 
-// completed is the summed E2E and the count of the measured requests that succeeded, ending at from
-// or later.
+// completed sums the E2E of the measured successes ending at from or later, and counts them.
 func (g *rungState) completed(from time.Duration) (sum time.Duration, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -358,8 +352,7 @@ func (g *rungState) newRec(k int, sched time.Duration, idx int) (*Record, datase
 	return &Record{Rung: spec.Index, Kind: spec.Kind, Index: idx, Warmup: w, sched: sched, promptTokens: p.Tokens, promptBytes: bytes}, p, n
 }
 
-// enough is the sized rung's check before each new request: past Duration with MinSamples
-// completed, dispatch stops. It also picks the shorter output length.
+// enough stops a sized rung past Duration with MinSamples done, and picks the shorter output.
 func (g *rungState) enough() bool {
 	spec, out := g.spec, g.out
 	if !spec.sized() {
@@ -465,8 +458,7 @@ func (rn *runner) prewarm(ctx context.Context, n int) {
 	wg.Wait()
 }
 
-// openLoop sends on schedule (constant, seeded Poisson, or a trace's) until the duration or the
-// request budget ends; each request in its own goroutine, at most MaxInFlight at once.
+// openLoop sends on schedule (constant, seeded Poisson, or a trace's), at most MaxInFlight at once.
 func (g *rungState) openLoop(wg *sync.WaitGroup) {
 	rn, spec := g.rn, g.spec
 	rng := rand.New(rand.NewPCG(rn.seed, uint64(spec.Index)+1))

@@ -17,14 +17,14 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Server-side gauges of every engine kind: the scrape does not know the server's kind, so the first
-// present wins.
+// Server-side gauges of every engine kind: the first present wins.
 var gauges = enginekind.AllGauges()
 
 // scrapedNames are every metric a scrape reads.
 var scrapedNames = func() map[string]bool {
 	m := map[string]bool{}
-	for _, n := range slices.Concat(gauges.Running, gauges.Waiting, gauges.KVUsage, gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions) {
+	for _, n := range slices.Concat(gauges.Running, gauges.Waiting, gauges.KVUsage,
+		gauges.PrefixQueries, gauges.PrefixHits, gauges.Preemptions) {
 		m[n] = true
 	}
 	return m
@@ -33,8 +33,7 @@ var scrapedNames = func() map[string]bool {
 // maxServerSamples bounds the kept scrapes (an hour at 1 Hz; past it the older ones are thinned).
 const maxServerSamples = 3600
 
-// parseProm reads Prometheus text exposition and sums each wanted metric present over its label sets.
-// Malformed lines are an error naming the line.
+// parseProm sums each wanted metric over its label sets; a malformed line is an error naming it.
 func parseProm(r io.Reader, wanted map[string]bool) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc := lineScanner(r)
@@ -168,8 +167,7 @@ func prefixPair(vals map[string]float64) (queries, hits float64, ok bool) {
 	return 0, 0, false
 }
 
-// loop scrapes until ctx ends. A failing first scrape records the error and stops; later failures
-// are counted.
+// loop scrapes until ctx ends. A failing first scrape records the error and stops.
 func (s *scraper) loop(ctx context.Context) {
 	if err := s.once(ctx); err != nil {
 		s.mu.Lock()
@@ -267,8 +265,7 @@ func (s *scraper) kvPressure(from, to float64, streams int) (kvMax, held float64
 	return kvMax, held
 }
 
-// kvCapacity is the engine's KV-cache size in tokens from its cache-info labels (vLLM's
-// cache_config_info: num_gpu_blocks × block_size); 0 when the engine does not say.
+// kvCapacity is the KV-cache size in tokens from cache-info labels (0: not said).
 func (s *scraper) kvCapacity(ctx context.Context) int {
 	n := 0
 	if s != nil {

@@ -147,8 +147,7 @@ func (c *client) ceiling() string {
 	return ""
 }
 
-// watch starts rec's watchdog: it ends the request through cancel, with a *silence cause, once it
-// falls silent by the rules above. The returned function stops it.
+// watch starts rec's watchdog: it cancels the request with a *silence cause; stop ends it.
 func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 	p := &pulse{}
 	rec.beat = p

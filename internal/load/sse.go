@@ -9,8 +9,7 @@ import (
 	"io"
 )
 
-// maxSSELine bounds one SSE line or event: a chunk is a few hundred bytes; a line of megabytes is a
-// broken server.
+// maxSSELine bounds one SSE line or event: a chunk is a few hundred bytes.
 const maxSSELine = 4 << 20
 
 var (
@@ -18,8 +17,7 @@ var (
 	errEventTooLong = errors.New("SSE event longer than 4 MiB (data lines without the blank line that ends an event)")
 )
 
-// tooLong says whether err is an SSE line or event over maxSSELine: the stream is malformed, whatever
-// else ended the request.
+// tooLong says whether err is an SSE line or event over maxSSELine: malformed, whatever else.
 func tooLong(err error) bool {
 	return errors.Is(err, errLineTooLong) || errors.Is(err, errEventTooLong)
 }
@@ -37,8 +35,7 @@ func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 512)}
 }
 
-// Next returns the next event's data, valid until the next call; at the end, io.EOF (or the
-// transport's error).
+// Next returns the next event's data, valid until the next call; io.EOF at the end.
 func (s *sseReader) Next() ([]byte, error) {
 	s.data = s.data[:0]
 	have := false
@@ -110,8 +107,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 
 // chunk is what gpuvet reads from one streamed chunk of /v1/chat/completions or /v1/completions.
 type chunk struct {
-	// TextBytes is the generated text's bytes (content, reasoning or completion text); ReasoningBytes
-	// the reasoning's part of them.
+	// TextBytes: generated text's bytes (content, reasoning or text); ReasoningBytes: the reasoning's.
 	TextBytes, ReasoningBytes int
 	HasChoices                bool // a usage-only final chunk carries none
 	Finish                    string

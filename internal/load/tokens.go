@@ -53,8 +53,7 @@ func (c *serverCounter) Count(ctx context.Context, text string) (int, error) {
 	return 0, fmt.Errorf("POST %s: answer has neither \"count\" nor \"tokens\"", results.RedactURLs(c.url))
 }
 
-// usageCounter counts by sending a one-token completion and reading usage.prompt_tokens: the fallback
-// when the server has no /tokenize.
+// usageCounter counts by usage.prompt_tokens of a one-token completion: without /tokenize.
 type usageCounter serverCounter
 
 func (c *usageCounter) Count(ctx context.Context, text string) (int, error) {
