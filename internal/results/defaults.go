@@ -2,11 +2,10 @@ package results
 
 import "time"
 
-// DefaultLoadConfig is the load profile used where nothing says otherwise (the seed's shared
-// guidellm profile): the one home of these values, which config's defaults, the load generator's
-// fill-in and `gpuvet bench`'s flags read (a test in each holds them to it). It lives in results
-// because config and load both import it and neither can import the other; a function, so no
-// caller can change another's defaults.
+// DefaultLoadConfig is the load profile used where nothing says otherwise (the seed's guidellm
+// profile): the one home of these values for config, the load generator and `gpuvet bench`. Here
+// because config and load both import it and neither can import the other; a function, so no caller
+// can change another's defaults.
 func DefaultLoadConfig() LoadConfig {
 	return LoadConfig{
 		Profile: "sweep", API: "chat", PromptTokens: 512, OutputTokens: 256,
@@ -24,21 +23,17 @@ func LoadWorkloads() []string {
 }
 
 // MicrobenchNames are the health phase's microbenchmarks (Microbench.Name), in the order it runs
-// them: the one list the CUDA runner, the simulator, the health phase and the reports read. A new
-// benchmark is one more name here (and its implementation in cuda and sim, which their tests ask for).
+// them: the one list the CUDA runner, the simulator, the health phase and the reports read.
 func MicrobenchNames() []string {
 	return []string{"sgemm_fp32", "gemm_tf32", "gemm_bf16", "pcie_h2d", "pcie_d2h", "hbm_d2d"}
 }
 
-// MicrobenchFloors are the default datasheet floors: the least share of the detected GPU's
-// datasheet peak a healthy card measures, per benchmark (MicrobenchNames, plus "burn" for the burn's
-// sustained BF16 TFLOP/s, "peer_copy" for a GPU pair's copy against its links and "all_reduce" for
-// the all-reduce bus bandwidth at its largest size). Below its floor a figure is flagged, on every
-// host, one GPU included. Each is the lowest ratio healthy H200s measured less FloorMarginPct,
-// rounded down to 0.05 (docs/health-floors.md gives the figures): SGEMM 0.79, TF32 0.74, BF16 0.76,
-// pinned PCIe 0.87, HBM copy 0.86, burn 0.68, peer copy 0.81, all-reduce 0.68 at 1 GiB. The reference table
-// (reference_floors) overrides them per GPU name; `gpuvet calibrate` derives them from healthy runs.
-// A function, as DefaultLoadConfig: the one home of these values.
+// MicrobenchFloors are the default datasheet floors: the least share of the GPU's datasheet peak a
+// healthy card measures, per benchmark (MicrobenchNames, plus the burn's BF16 TFLOP/s, a pair's peer
+// copy and the all-reduce bus bandwidth at its largest size); below it a figure is flagged. Each is
+// the lowest ratio healthy H200s measured less FloorMarginPct, rounded down to 0.05
+// (docs/health-floors.md): SGEMM 0.79, TF32 0.74, BF16 0.76, pinned PCIe 0.87, HBM copy 0.86, burn
+// 0.68, peer copy 0.81, all-reduce 0.68 at 1 GiB. reference_floors overrides them per GPU name.
 func MicrobenchFloors() map[string]float64 {
 	return map[string]float64{
 		"sgemm_fp32": 0.55, "gemm_tf32": 0.55, "gemm_bf16": 0.55,
@@ -55,12 +50,10 @@ const (
 )
 
 // FloorMarginPct is how far below a healthy card's ratio a floor sits: the GPU-to-GPU tolerance of
-// GEMM figures (25 %), so a card the comparison would flag beside a healthy sibling is flagged on its
-// own too. `gpuvet calibrate` applies it to the worst ratio of the healthy runs it is given.
+// GEMM figures, so a card the comparison would flag beside a healthy sibling is flagged on its own.
 const FloorMarginPct = 25.0
 
-// HealthDefaults are the health phase's default settings; SimDefaults the simulator's: as
-// DefaultLoadConfig, the one home of their values (config, the health phase, the flags read them).
+// HealthDefaults are the health phase's default settings (the one home of their values).
 type HealthDefaults struct {
 	MinPCIeGBps float64       // pinned PCIe bandwidth below this is flagged (GB/s)
 	DCGMLevel   int           // dcgmi diag level
@@ -75,8 +68,7 @@ func DefaultHealth() HealthDefaults {
 		GEMMVariancePct: DefaultOf(ThGEMMVariancePct), PCIeVariancePct: DefaultOf(ThPCIeVariancePct), LinkVariancePct: DefaultOf(ThLinkVariancePct)}
 }
 
-// SimDefaults are the simulator's defaults: the virtual host `gpuvet run --sim` and `gpuvet health
-// --sim` vet, and how much slower a straggler GPU runs.
+// SimDefaults are the simulator's defaults: the virtual host `--sim` vets, and its straggler.
 type SimDefaults struct {
 	GPU          string  // catalog key
 	GPUs         int     // virtual GPUs

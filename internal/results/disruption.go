@@ -2,12 +2,10 @@ package results
 
 import "errors"
 
-// A disruption is work stopped by something that says nothing about the hardware: a pod the
-// scheduler preempted for higher-priority work, an eviction, a node drained under the run, a
-// batch job cancelled by someone. It is not evidence about a GPU, so it never fails one: the
-// work it stopped is inconclusive ("run again"), and what was measured before it stays. The error
-// that carries it implements Disrupted; the result records it in its Disruption field (endpoint,
-// health, host) for the judge, which reads results only.
+// A disruption is work stopped by something that says nothing about the hardware (a pod preempted
+// or evicted, a node drained under the run, a job cancelled): it never fails a GPU, the work it
+// stopped is inconclusive ("run again"), and what was measured before it stays. The error carries it
+// (Disrupted); the result records it in its Disruption field for the judge.
 
 // Disrupted is an error that stopped work for a reason outside the hardware; Disruption says
 // what ("pod gpuvet-engine-0 preempted by the scheduler (PreemptionByScheduler): …").
@@ -32,7 +30,6 @@ type Layered interface {
 	Layer() string
 }
 
-// layeredError is an error with its layer.
 type layeredError struct {
 	layer string
 	err   error

@@ -33,12 +33,10 @@ type GPUInfo struct {
 	RemappedRows        *RemappedRows `json:"remapped_rows,omitempty"`
 	ClockEvents         ClockEvents   `json:"clock_events"`
 	XIDs                []XIDEvent    `json:"xids,omitempty"`
-	// RecoveryAction is what the driver says the GPU needs (NVML's GPU recovery action, nvidia-smi's
-	// <gpu_recovery_action>): one of the Recovery* values, or the driver's words verbatim when they
-	// are none of them; "" when not reported (an older driver).
+	// RecoveryAction is what the driver says the GPU needs (NVML's GPU recovery action): a Recovery*
+	// value, else the driver's words verbatim; "" when not reported (an older driver).
 	RecoveryAction string `json:"recovery_action,omitempty"`
-	// Fabric is the GPU's NVLink fabric registration (NVSwitch systems: HGX H100/H200, GB200); nil
-	// when the GPU has none to report (N/A, not supported).
+	// Fabric is the GPU's NVLink fabric registration (NVSwitch systems); nil: none to report.
 	Fabric *Fabric `json:"fabric,omitempty"`
 	// Unsupported lists the fields this source or driver could not give (e.g. "nvmlDeviceGetRemappedRows: not supported").
 	Unsupported []string `json:"unsupported,omitempty"`
@@ -145,8 +143,8 @@ type Health struct {
 	Flags       []Flag      `json:"flags,omitempty"`
 	Notes       []string    `json:"notes,omitempty"`
 	Error       string      `json:"error,omitempty"`
-	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's Job: LayerInfra);
-	// empty: the judge reads it from the words (the GPU's when they name a GPU fault, else the host's).
+	// ErrorLayer is Error's layer when its maker knows it (a backend's Job: LayerInfra); empty: the
+	// judge reads it from the words (the GPU's when they name a GPU fault, else the host's).
 	ErrorLayer string `json:"error_layer,omitempty"`
 	// Disruption says what stopped the health phase that is not the hardware's (a pod preempted):
 	// the phase is then inconclusive, not failed (DisruptionOf).
@@ -154,12 +152,9 @@ type Health struct {
 
 	// KernelLog is what was read of the kernel log (nil: the source has none, e.g. a capture).
 	KernelLog *KernelLog `json:"kernel_log,omitempty"`
-
 	// Interconnect is the GPUs' NVLink/PCIe topology, peer-to-peer bandwidth and all-reduce (nil: not read).
 	Interconnect *Interconnect `json:"interconnect,omitempty"`
-
-	// Timing is each step's wall time and how it ran across the GPUs (issue 34).
-	Timing []PhaseTime `json:"timing,omitempty"`
+	Timing       []PhaseTime   `json:"timing,omitempty"` // each step's wall time and schedule
 }
 
 // GPUHealth is one GPU's inventory plus its measured figures.
@@ -172,10 +167,9 @@ type GPUHealth struct {
 	Flags   []Flag       `json:"flags,omitempty"`
 	Notes   []string     `json:"notes,omitempty"`
 
-	// Busy is set when another process or unexplained load was on the GPU at the health phase
-	// (issue 26): its figures are marked and cannot pass a floor or a comparison.
+	// Busy is set when another process or unexplained load was on the GPU at the health phase: its
+	// figures are marked and cannot pass a floor or a comparison.
 	Busy *Busy `json:"busy,omitempty"`
-
 	// KernelLog are the NVIDIA driver's kernel-log lines about this GPU since boot, one per kind
 	// (and Xid) with its count, at most MaxKernelEvents.
 	KernelLog []KernelEvent `json:"kernel_log,omitempty"`
@@ -195,11 +189,10 @@ type Microbench struct {
 	Status Status   `json:"status"`
 	Error  string   `json:"error,omitempty"`
 
-	// Floor is the least Ratio a healthy card measures (results.MicrobenchFloors or the reference
-	// table); below it the figure is flagged. Busy: measured while the GPU was not gpuvet's alone.
+	// Floor is the least Ratio a healthy card measures (MicrobenchFloors or the reference table);
+	// below it the figure is flagged. Busy: measured while the GPU was not gpuvet's alone.
 	Floor *float64 `json:"floor,omitempty"`
 	Busy  bool     `json:"busy,omitempty"`
-
 	// Check is the check of the GEMM's answer (GEMMs only; nil: not checked).
 	Check *ResultCheck `json:"check,omitempty"`
 }
@@ -221,7 +214,6 @@ type Burn struct {
 	Peak  *float64 `json:"peak,omitempty"`
 	Ratio *float64 `json:"ratio,omitempty"`
 	Floor *float64 `json:"floor,omitempty"`
-
 	// Check is the check of every burn GEMM's answer (nil: not checked).
 	Check *ResultCheck `json:"check,omitempty"`
 }
@@ -234,7 +226,7 @@ type PowerSample struct {
 	TempC        int     `json:"temp_c,omitempty"`
 	ClockReasons uint64  `json:"clock_reasons,omitempty"`
 	UtilPct      int     `json:"util_pct,omitempty"`
-	// Telemetry under the load (issue 33): memory clock, memory controller utilisation, memory in use.
+	// Telemetry under the load: memory clock, memory controller utilisation, memory in use.
 	MemClockMHz int   `json:"mem_clock_mhz,omitempty"`
 	MemUtilPct  int   `json:"mem_util_pct,omitempty"`
 	MemUsedMiB  int64 `json:"mem_used_mib,omitempty"`
@@ -271,13 +263,10 @@ type Compare struct {
 	// ClientLimited: the GPUs were loaded at once by one load generator that fell behind on some
 	// rung of one of them, so none of this model's GPU-to-GPU cells is decided (Note says so).
 	ClientLimited bool `json:"client_limited,omitempty"`
-
-	// Detection power (issue 35). Against says what each figure was judged against: "peers_median"
-	// (the median of the other figures, by the interval rule: worse by more than VariancePct with the
-	// gap's interval beyond it) or "" (the best figure, by value: microbenchmarks). DetectablePct is
-	// the smallest slowdown this comparison could have flagged on any of its GPUs (nodes) in 80 % of
-	// runs, from the figures' intervals; 0 when a figure has no interval or the comparison is low
-	// confidence.
+	// Against is what each figure was judged against: "peers_median" (the others' median, by the
+	// interval rule: worse by more than VariancePct with the gap's interval beyond it) or "" (the best
+	// figure, by value: microbenchmarks). DetectablePct is the smallest slowdown it could have flagged
+	// on any of its GPUs (nodes) in 80 % of runs (0: a figure without interval, or low confidence).
 	Against       string  `json:"against,omitempty"`
 	DetectablePct float64 `json:"detectable_pct,omitempty"`
 }
@@ -294,10 +283,8 @@ type CompareCell struct {
 	// client-limited, a lower bound, overlapping intervals); Reason says which.
 	Inconclusive bool   `json:"inconclusive,omitempty"`
 	Reason       string `json:"reason,omitempty"`
-
-	// Reference is the figure this one was judged against when the comparison's Against is
-	// "peers_median" (the median of the others; DeltaPct is then against it, not the best), and
-	// DeltaCI the confidence interval of DeltaPct (issue 35).
+	// Reference is the peers' median this figure was judged against (Against "peers_median": DeltaPct
+	// is then against it, not the best), DeltaCI DeltaPct's confidence interval.
 	Reference float64   `json:"reference,omitempty"`
 	DeltaCI   *Interval `json:"delta_ci,omitempty"`
 }

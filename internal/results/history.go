@@ -7,12 +7,10 @@ import (
 	"time"
 )
 
-// History is what the history store (issue 47) knew of this run's hosts and GPUs when it was
-// judged: each node's and each GPU's acceptance reference (its first ok run under the same plan,
-// or one the user pinned) with the figures measured then, what the judge found comparing this
-// run's figures with them (Drift), and each node's earlier runs for the report's trend. The history
-// package fills Acceptance and Trend before the judge runs; the judge fills Drift. nil: no history
-// (history.enabled false, or a summary of an older gpuvet).
+// History is what the history store knew of this run's hosts and GPUs when it was judged: each
+// node's and GPU's acceptance run (its first ok run under the same plan, or one pinned) with its
+// figures, the judge's comparison with them (Drift), and each node's earlier runs (Trend). The
+// history package fills Acceptance and Trend, the judge Drift. nil: no history.
 type History struct {
 	// Store names where the history is kept ("sqlite /path/history.db", "postgres host:port/db"),
 	// never with a password.
@@ -52,12 +50,10 @@ type Acceptance struct {
 	// Pinned: the user chose this run (`gpuvet history pin`); else it is the first ok run under the
 	// fingerprint.
 	Pinned bool `json:"pinned,omitempty"`
-	// Figures are the acceptance run's figures, read for the judge; summary.json does not keep
-	// them (each compared one is in History.Drift with both values; all are in the store).
+	// Figures are the acceptance run's figures, for the judge; summary.json does not keep them.
 	Figures []StoredFigure `json:"figures,omitempty"`
-	// Earlier are the figures of the latest runs of this node (GPU) under the fingerprint that ended
-	// ok or inconclusive, the acceptance run among them, newest first: how far each figure moves from
-	// run to run here, which the judge weighs once there are three (issue 55). Read for the judge.
+	// Earlier are the figures of this node's (GPU's) latest ok or inconclusive runs under the
+	// fingerprint, newest first: how far each moves from run to run, weighed once there are three.
 	Earlier []EarlierRun `json:"earlier,omitempty"`
 }
 
@@ -83,8 +79,8 @@ type StoredFigure struct {
 	ReqS           float64   `json:"req_s,omitempty"`
 	// Judged: the figure is compared with its acceptance (the others are kept for trends).
 	Judged bool `json:"judged,omitempty"`
-	// SpreadPct is how far the figure spread between the blocks of this run (Repeat; 0: not
-	// measured in blocks). Read by the judge for this run's figures; the store does not keep it.
+	// SpreadPct is how far the figure spread between this run's blocks (0: not measured in blocks);
+	// the store does not keep it.
 	SpreadPct float64 `json:"spread_pct,omitempty"`
 }
 
@@ -108,9 +104,8 @@ type Drift struct {
 	AcceptanceAt  time.Time `json:"acceptance_at"`
 	Result        string    `json:"result"` // "pass", "flag", "inconclusive"
 	Reason        string    `json:"reason"`
-	// OwnRuns and OwnSpreadPct: the earlier runs (ok or inconclusive) of this node (GPU) the figure was weighed
-	// against, and the half-width (% of their mean) of the 95 % prediction interval of one more run
-	// from them (0: fewer than three).
+	// OwnRuns and OwnSpreadPct: the earlier runs of this node (GPU) the figure was weighed against, and
+	// the half-width (% of their mean) of their 95 % prediction interval of one more run (0: < three).
 	OwnRuns      int     `json:"own_runs,omitempty"`
 	OwnSpreadPct float64 `json:"own_spread_pct,omitempty"`
 }

@@ -33,12 +33,11 @@ const (
 	StatusFailed  Status = "failed"  // the work itself broke; Error says how
 	StatusSkipped Status = "skipped" // not run, on purpose or for lack of a tool; Note says why
 	// StatusInconclusive: measured, nothing fired, but a gate or comparison could not decide (too
-	// few samples, a client-limited run, a lower-bound sweep, a rung cut by load.max_rung_duration):
-	// not a pass. Ranked between ok and flag; exit 0 unless --fail-on-inconclusive.
+	// few samples, a client-limited run, a lower bound, a cut rung): not a pass. Ranked between ok
+	// and flag; exit 0 unless --fail-on-inconclusive.
 	StatusInconclusive Status = "inconclusive"
-	// A run that did not finish is never ok: the summary of a run still writing, or of one that was
-	// killed, says "incomplete"; one stopped by Ctrl-C/SIGTERM says "interrupted", and so does the
-	// GPU that was running then; the GPUs and models never reached are "not_run".
+	// A run that did not finish is never ok: one still writing or killed is "incomplete", one stopped
+	// by Ctrl-C/SIGTERM (and the GPU running then) "interrupted", what it never reached "not_run".
 	StatusIncomplete  Status = "incomplete"
 	StatusInterrupted Status = "interrupted"
 	StatusNotRun      Status = "not_run"
@@ -63,14 +62,11 @@ type Flag struct {
 	Subject string `json:"subject"` // e.g. "gpu 3 (GPU-…)", "Qwen/Qwen3-8B on gpu 1"
 	Check   string `json:"check"`   // stable id of the rule, e.g. "health.ecc", "gate.ttft_p95", "compare.gpu_to_gpu"
 	Reason  string `json:"reason"`  // one line: what was found, against what, and what to do
-	// Layer is the layer the finding belongs to (LayerGPU, LayerInterconnect, LayerHost,
-	// LayerEngine, LayerClient, LayerInfra), Action what it asks for (ActionNone … ActionDrainRMA):
-	// set by the judge for every flag of a judged summary.
+	// Layer is the finding's layer (Layers), Action what it asks for (Actions): set by the judge.
 	Layer  string `json:"layer,omitempty"`
 	Action string `json:"action,omitempty"`
-	// Fails is true for a finding that fails what it is about (the GPU, the endpoint), not only
-	// flags it: a link down, wrong answers, the driver asking for a reset, failed requests above
-	// the error limit.
+	// Fails: the finding fails what it is about (the GPU, the endpoint), not only flags it: a link
+	// down, wrong answers, the driver asking for a reset, failed requests above the error limit.
 	Fails bool `json:"fails,omitempty"`
 }
 
@@ -81,8 +77,7 @@ type Summary struct {
 	RunID         string    `json:"run_id"`
 	StartedAt     time.Time `json:"started_at"`
 	FinishedAt    time.Time `json:"finished_at,omitzero"`
-	// Complete is false while a run is still writing (summary.json is rewritten as each GPU finishes),
-	// and stays false in the file a killed run leaves behind.
+	// Complete is false while a run is still writing (and in the file a killed run leaves behind).
 	Complete bool `json:"complete"`
 	// Backend that ran it: "local", "endpoint", "sim", "kubernetes", "ssh", "opennebula".
 	Backend string `json:"backend"`
@@ -90,32 +85,26 @@ type Summary struct {
 	Environment string `json:"environment"`
 	Meta        Meta   `json:"meta"`
 	Hosts       []Host `json:"hosts"`
-	// Outputs are the files this run wrote under its output folder's raw/, logs/ and hosts/
-	// (relative paths): all a later run's --force removes there, so a user's own files in those
-	// folders stay (OutputFiles).
+	// Outputs are the files this run wrote under raw/, logs/ and hosts/ (OutputFiles): all a later
+	// run's --force removes there, so a user's own files stay.
 	Outputs []string `json:"outputs,omitempty"`
 	// Baseline comparison against a bare-metal run, when one was given.
 	Baseline *BaselineComparison `json:"baseline,omitempty"`
-	// Fleet is set by multi-host backends (kubernetes, ssh, opennebula): the hosts skipped and the
-	// node-to-node comparisons.
+	// Fleet is set by multi-host backends: the hosts skipped and the node-to-node comparisons.
 	Fleet   *Fleet   `json:"fleet,omitempty"`
 	Status  Status   `json:"status"`
 	Flags   []Flag   `json:"flags,omitempty"`
 	Caveats []string `json:"caveats,omitempty"`
 	Error   string   `json:"error,omitempty"`
 
-	// Findings are every check of the run that did not pass, each with its layer and action (the
-	// judge's one model of them); Layers is the worst status of each layer that has a finding, and
-	// Action the most disruptive action a hardware finding asks for ("" or none: nothing to do to
-	// the hardware).
+	// Findings are every check that did not pass, with its layer and action; Layers is the worst
+	// status of each layer with a finding, Action the most disruptive a hardware finding asks for.
 	Findings []Finding         `json:"findings,omitempty"`
 	Layers   map[string]Status `json:"layers,omitempty"`
 	Action   string            `json:"action,omitempty"`
 
-	// Timing is the run's time-to-vet, phase by phase (issue 34; nil: not recorded).
-	Timing *Timing `json:"timing,omitempty"`
-
-	// History is each node and GPU against its own acceptance run (issue 47; nil: no history).
+	Timing *Timing `json:"timing,omitempty"` // the run's time-to-vet, phase by phase (nil: not recorded)
+	// History is each node and GPU against its own acceptance run (nil: no history).
 	History *History `json:"history,omitempty"`
 }
 
@@ -129,13 +118,12 @@ type Fleet struct {
 	// the GPU-to-GPU rule and guards.
 	Comparisons []Compare `json:"comparisons,omitempty"`
 
-	// APIRequests is how many requests the run sent to the cluster's API server (backend
-	// kubernetes: every HTTP request of gpuvet's client, retries and watches included).
+	// APIRequests is how many requests the run sent to the cluster's API server (retries and
+	// watches included).
 	APIRequests int64 `json:"api_requests,omitempty"`
 
-	// NodeActions are what the run did to each vetted node on the strength of its verdict
-	// (backend kubernetes: labels, taints, the gate, the GPUVetted condition), or would have done:
-	// in a dry run, or where the circuit breaker held a quarantine.
+	// NodeActions are what the run did to each vetted node on its verdict (labels, taints, the gate,
+	// the GPUVetted condition), or would have done (a dry run, a quarantine the breaker held).
 	NodeActions []NodeAction `json:"node_actions,omitempty"`
 }
 
@@ -210,32 +198,26 @@ type Host struct {
 	Status Status    `json:"status"`
 	Flags  []Flag    `json:"flags,omitempty"`
 	Error  string    `json:"error,omitempty"`
-	// ErrorLayer is the layer Error belongs to when its maker knows it (a backend's, LayerInfra);
-	// empty: the judge reads it from the words.
+	// ErrorLayer is Error's layer when its maker knows it (a backend's, LayerInfra); empty: the judge
+	// reads it from the words.
 	ErrorLayer string `json:"error_layer,omitempty"`
 	// Layers is the worst status of each layer with a finding on this host; Action the most
-	// disruptive action its hardware findings (GPU, interconnect, host) ask for: what a gate, a
-	// drain or a taint acts on. HardwareStatus is the worst of those layers.
+	// disruptive its hardware findings ask for, and HardwareStatus their worst: what a gate acts on.
 	Layers         map[string]Status `json:"layers,omitempty"`
 	Action         string            `json:"action,omitempty"`
 	HardwareStatus Status            `json:"hardware_status,omitempty"`
 	// Disruption says what stopped the host's run that is not the hardware's (its job preempted or
 	// cancelled by someone): the host is then inconclusive, not failed (DisruptionOf).
 	Disruption string `json:"disruption,omitempty"`
-	// Parallel is how many of the host's engines its run loaded at once, and why: a fleet's host
-	// (a one-host run has it in meta.parallel).
+	// Parallel is how many of a fleet host's engines its run loaded at once, and why.
 	Parallel *ParallelChoice `json:"parallel,omitempty"`
-
-	// DetailFile (issue 31) is set in the summary of a fleet of many hosts, which holds each host's
-	// digest (its statuses, flags, errors, verdicts that did not pass and headline figures; docs/report.md
-	// lists what it keeps): the host's own one-host summary in full, relative to this one
-	// ("hosts/gpu-node-0007.json").
+	// DetailFile is set in a many-host fleet's summary, which holds each host's digest
+	// (docs/report.md): the host's own full summary, relative to this one ("hosts/gpu-node-0007.json").
 	DetailFile string `json:"detail_file,omitempty"`
 }
 
 // GPUVerdict is one GPU's status: the worst of its health verdict and the serving verdicts of every
-// endpoint it ran (a GPU that passed health but served badly, or served well but failed health, is
-// not ok).
+// endpoint it ran.
 type GPUVerdict struct {
 	Index   int    `json:"index"`
 	UUID    string `json:"uuid,omitempty"`
@@ -414,13 +396,11 @@ func OutputFiles(dir string, since time.Time) []string {
 	return out
 }
 
-// IndentMaxBytes is the largest compact JSON WriteJSON indents: a larger file (a fleet's summary) is
-// written compact, since indentation more than doubles it and nobody reads megabytes by eye (jq reads
-// both). One host's summary is far below it.
+// IndentMaxBytes is the largest compact JSON WriteJSON indents: a larger file (a fleet's summary)
+// stays compact, since indentation more than doubles it and nobody reads megabytes by eye.
 const IndentMaxBytes = 2 << 20
 
-// WriteJSON writes v as JSON atomically (temp file + rename), so a reader or a killed run never sees
-// half a file: indented, unless that would pass IndentMaxBytes.
+// WriteJSON writes v as JSON atomically (ReplaceFile): indented, unless that would pass IndentMaxBytes.
 func WriteJSON(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {

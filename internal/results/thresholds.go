@@ -2,13 +2,10 @@ package results
 
 import "fmt"
 
-// The thresholds table (issues 29 and 53): every threshold a verdict of gpuvet's reads, declared
-// once: its config key, its key in summary.json's meta.thresholds, for a gate its verdict's check id
-// and direction, its unit, its default and where the default comes from. config's built-in
-// defaults, the judge's defaults and gates, the report's gate labels and the docs' table
-// (docs/thresholds.md, held to it by a test) all read it: adding a gate is one row here, then the
-// code that measures its figure. Per-GPU datasheet floors are a table of their own
-// (MicrobenchFloors, measured on H200s; docs/health-floors.md), named here by their key.
+// The thresholds table: every threshold a verdict reads, declared once (config key, summary key, a
+// gate's check id and direction, unit, default and its source). config, the judge, the report and
+// docs/thresholds.md (held to it by a test) read it: a new gate is one row here, then the code that
+// measures its figure. Per-GPU datasheet floors are a table of their own (MicrobenchFloors).
 
 // Source kinds of a threshold's default.
 const (
