@@ -431,6 +431,20 @@ func Seconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Second).String()
 }
 
+// PhaseSeconds is a phase's wall time and how it was scheduled: "12 s (4 GPUs at once)".
+func PhaseSeconds(p results.PhaseTime) string {
+	if p.Schedule == "" {
+		return Seconds(p.Seconds)
+	}
+	return Seconds(p.Seconds) + " (" + p.Schedule + ")"
+}
+
+// EngineSeconds is an engine's wall time and its parts.
+func EngineSeconds(t *results.EndpointTiming) string {
+	return fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", Seconds(t.TotalSeconds), Seconds(t.ServeSeconds),
+		Seconds(t.WarmupSeconds), Seconds(t.LoadSeconds), Seconds(t.FunctionalSeconds))
+}
+
 // Thousands writes an integer's digits with thousands separators: "7992" -> "7,992".
 func Thousands(digits string) string {
 	neg := strings.HasPrefix(digits, "-")

@@ -2,9 +2,9 @@ package report
 
 import (
 	"fmt"
-	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -18,7 +18,7 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 	}
 	out := []kv{{"Total", fleetview.Seconds(t.TotalSeconds)}}
 	for _, p := range t.Phases {
-		out = append(out, kv{"Phase " + p.Phase, withSchedule(p)})
+		out = append(out, kv{"Phase " + p.Phase, fleetview.PhaseSeconds(p)})
 	}
 	if c := s.Meta.Parallel; c != nil {
 		out = append(out, kv{"GPUs at once", c.Reason})
@@ -29,7 +29,7 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 		}
 		var steps []string
 		for _, p := range h.Health.Timing {
-			steps = append(steps, p.Phase+" "+withSchedule(p))
+			steps = append(steps, p.Phase+" "+fleetview.PhaseSeconds(p))
 		}
 		out = append(out, kv{label(s, h.Name, "Health steps"), strings.Join(steps, "; ")})
 	}
@@ -39,10 +39,8 @@ func timeToVet(s *results.Summary, shown []results.Host) []kv {
 	for _, h := range shown {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				if et := e.Timing; et != nil {
-					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, gpuLabel(e.GPUs))),
-						fmt.Sprintf("%s (serve %s, warm-up %s, load %s, API suite %s)", fleetview.Seconds(et.TotalSeconds), fleetview.Seconds(et.ServeSeconds),
-							fleetview.Seconds(et.WarmupSeconds), fleetview.Seconds(et.LoadSeconds), fleetview.Seconds(et.FunctionalSeconds))})
+				if e.Timing != nil {
+					out = append(out, kv{label(s, h.Name, fmt.Sprintf("%s on GPU %s", m.Model, gpuLabel(e.GPUs))), fleetview.EngineSeconds(e.Timing)})
 				}
 			}
 		}
@@ -55,11 +53,4 @@ func label(s *results.Summary, host, what string) string {
 		return host + ": " + what
 	}
 	return what
-}
-
-func withSchedule(p results.PhaseTime) string {
-	if p.Schedule == "" {
-		return fleetview.Seconds(p.Seconds)
-	}
-	return fleetview.Seconds(p.Seconds) + " (" + p.Schedule + ")"
 }

@@ -2,9 +2,9 @@ package term
 
 import (
 	"fmt"
-	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -27,12 +27,9 @@ func timeToVetLines(s *results.Summary) []string {
 	for _, h := range s.Hosts {
 		for _, m := range h.Models {
 			for _, e := range m.Endpoints {
-				if e.Timing == nil {
-					continue
+				if e.Timing != nil {
+					out = append(out, fmt.Sprintf("%s on gpu %s: %s", m.Model, GPUList(e.GPUs), fleetview.EngineSeconds(e.Timing)))
 				}
-				et := e.Timing
-				out = append(out, fmt.Sprintf("%s on gpu %s: %s (serve %s, warm-up %s, load %s, API suite %s)", m.Model, GPUList(e.GPUs),
-					fleetview.Seconds(et.TotalSeconds), fleetview.Seconds(et.ServeSeconds), fleetview.Seconds(et.WarmupSeconds), fleetview.Seconds(et.LoadSeconds), fleetview.Seconds(et.FunctionalSeconds)))
 			}
 		}
 	}
@@ -42,10 +39,7 @@ func timeToVetLines(s *results.Summary) []string {
 func phaseList(ps []results.PhaseTime) string {
 	parts := make([]string, len(ps))
 	for i, p := range ps {
-		parts[i] = p.Phase + " " + fleetview.Seconds(p.Seconds)
-		if p.Schedule != "" {
-			parts[i] += " (" + p.Schedule + ")"
-		}
+		parts[i] = p.Phase + " " + fleetview.PhaseSeconds(p)
 	}
 	return strings.Join(parts, " · ")
 }
