@@ -325,16 +325,10 @@ func (d *download) copyBody(ctx context.Context, fh *os.File, body io.Reader, wa
 // parseContentRange reads "bytes start-end/total" (total -1 when "*").
 func parseContentRange(v string) (start, end, total int64, err error) {
 	bad := fmt.Errorf("Content-Range %q: expected bytes START-END/TOTAL", v)
-	rest, ok := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	rng, tot, ok := strings.Cut(rest, "/")
-	if !ok {
-		return 0, 0, 0, bad
-	}
-	s, e, ok := strings.Cut(rng, "-")
-	if !ok {
+	rest, okPrefix := strings.CutPrefix(strings.TrimSpace(v), "bytes ")
+	rng, tot, okTotal := strings.Cut(rest, "/")
+	s, e, okRange := strings.Cut(rng, "-")
+	if !okPrefix || !okTotal || !okRange {
 		return 0, 0, 0, bad
 	}
 	if start, err = strconv.ParseInt(s, 10, 64); err != nil || start < 0 {

@@ -44,13 +44,11 @@ func (h *hub) headAll(ctx context.Context, model, commit string, info *revisionI
 	sem := make(chan struct{}, c.Workers)
 	var wg sync.WaitGroup
 	for i, p := range paths {
-		wg.Add(1)
 		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer func() { <-sem }()
 			out[i], errs[i] = h.head(ctx, model, commit, p)
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {

@@ -266,37 +266,31 @@ func fetchAll(ctx context.Context, c *pullConfig, h *hub, repo, model, commit st
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	jobs := make(chan File)
 	var (
 		mu   sync.Mutex
 		errs []error
 		wg   sync.WaitGroup
 	)
-	for range min(c.Workers, len(files)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range jobs {
-				if err := ft.fetch(ctx, f); err != nil {
-					mu.Lock()
-					if !errors.Is(err, context.Canceled) || ctx.Err() == nil || len(errs) == 0 {
-						errs = append(errs, err)
-					}
-					mu.Unlock()
-					cancel()
-				}
-			}
-		}()
-	}
+	sem := make(chan struct{}, c.Workers)
 feed:
 	for _, f := range files {
 		select {
-		case jobs <- f:
+		case sem <- struct{}{}:
 		case <-ctx.Done():
 			break feed
 		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := ft.fetch(ctx, f); err != nil {
+				mu.Lock()
+				if !errors.Is(err, context.Canceled) || ctx.Err() == nil || len(errs) == 0 {
+					errs = append(errs, err)
+				}
+				mu.Unlock()
+				cancel()
+			}
+		})
 	}
-	close(jobs)
 	wg.Wait()
 	n := ft.downloaded.Load()
 	if bar != nil {
@@ -430,17 +424,10 @@ func local(c *pullConfig, model string) (*Snapshot, error) {
 			return nil, nil
 		}
 	}
-	s.Refs = snap.Refs
-	if c.include != nil && len(c.Include) > 0 {
-		var keep []File
-		s.Size = 0
-		for _, f := range s.Files {
-			if c.include.match(f.Path) {
-				keep = append(keep, f)
-				s.Size += f.Size
-			}
-		}
-		s.Files = keep
+	s.Refs, s.Size = snap.Refs, 0
+	s.Files = slices.DeleteFunc(s.Files, func(f File) bool { return !c.include.match(f.Path) })
+	for _, f := range s.Files {
+		s.Size += f.Size
 	}
 	return s, nil
 }
