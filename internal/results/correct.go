@@ -5,9 +5,6 @@ import (
 	"time"
 )
 
-// Correct, not only fast (issue 33): the GEMMs' answers checked (Microbench.Check, Burn.Check),
-// greedy outputs compared across GPUs (Functional.Greedy), each GPU's telemetry under load.
-
 // ResultCheck is the check of a GEMM's answers: each result compared with a reference (the first
 // result's checksum, bit for bit), and a tile of the first result recomputed on the CPU.
 type ResultCheck struct {
@@ -16,8 +13,8 @@ type ResultCheck struct {
 	// them differed from it (any mismatch fails the GPU).
 	Checked    int64 `json:"checked"`
 	Mismatches int64 `json:"mismatches"`
-	// FirstMismatchS is when the first mismatch was seen, in seconds since the check started
-	// (the burn's start); FirstMismatchAt the same on the wall clock.
+	// FirstMismatchS is when the first mismatch was seen, in seconds since the check (the burn)
+	// started; FirstMismatchAt the same on the wall clock.
 	FirstMismatchS  *float64   `json:"first_mismatch_s,omitempty"`
 	FirstMismatchAt *time.Time `json:"first_mismatch_at,omitzero"`
 	// MismatchDetail describes the first mismatch (which result, which row, the two values).
@@ -33,10 +30,8 @@ type ResultCheck struct {
 // Failed reports whether the check found a wrong answer.
 func (c *ResultCheck) Failed() bool { return c != nil && (c.Mismatches > 0 || c.TileMismatches > 0) }
 
-// GreedyOutputs is the functional suite's greedy case on one endpoint: fixed prompts at
-// temperature 0, one request at a time, each prompt primed once and then asked twice. GPUs of
-// one model, engine and version must give the same outputs (the judge compares them); a single
-// GPU must give the same outputs on its repeat.
+// GreedyOutputs is the functional suite's greedy case on one endpoint (functional/greedy.go): GPUs
+// of one model, engine and version must give the same outputs, and a GPU the same on its repeat.
 type GreedyOutputs struct {
 	// Basis is what was compared: "token_ids" (the engine's own ids, return_token_ids) or "text";
 	// BasisNote says why text.
@@ -127,9 +122,8 @@ type Telemetry struct {
 
 // GPUTelemetry is one GPU's telemetry during a load.
 type GPUTelemetry struct {
-	GPU int `json:"gpu"`
-	// Samples is the series, at most TelemetryMaxSamples: one kept in Stride when the load ran longer.
-	Samples []PowerSample `json:"samples,omitempty"`
+	GPU     int           `json:"gpu"`
+	Samples []PowerSample `json:"samples,omitempty"` // at most TelemetryMaxSamples: one in Stride kept
 	Stride  int           `json:"stride,omitempty"`
 	// Rungs summarise the samples inside each rung's measured window (Load.Runs order).
 	Rungs []RungTelemetry `json:"rungs,omitempty"`

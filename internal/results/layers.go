@@ -69,8 +69,7 @@ func MoreDisruptive(a, b string) string {
 }
 
 // Finding is one check's outcome that did not pass, with its layer and the action it asks for:
-// the one judged model every surface renders (summary.json's findings, the terminal, the report,
-// JUnit, CTRF, Prometheus, a drain reason, a node condition, the history).
+// the one judged model every surface renders.
 type Finding struct {
 	Layer  string `json:"layer"`
 	Status Status `json:"status"` // failed, flag or inconclusive
@@ -83,9 +82,8 @@ type Finding struct {
 	Action  string `json:"action"`
 }
 
-// Line is the finding in one line, as the terminal, JUnit and CTRF say it: its layer, status and
-// action first, then the check, its subject and reason: "engine failed · fix the engine or its
-// configuration: [judge.engine_fault] Qwen/Qwen3-8B on gpu 1: …".
+// Line is the finding in one line, as the terminal, JUnit and CTRF say it: "engine failed · fix the
+// engine or its configuration: [judge.engine_fault] Qwen/Qwen3-8B on gpu 1: …".
 func (f Finding) Line() string {
 	on := f.Subject
 	if f.Host != "" && !strings.Contains(on, f.Host) {
@@ -108,9 +106,8 @@ func LayerLine(layers map[string]Status) string {
 	return strings.Join(parts, ", ")
 }
 
-// GateStatus is what a gate, a drain or a taint acts on: the host's hardware status (its GPU,
-// interconnect and host findings; a failure of the engine, the client or the infrastructure leaves
-// it inconclusive, not proven), or its status in a summary judged before layers.
+// GateStatus is what a gate, a drain or a taint acts on: the host's hardware status (an engine,
+// client or infrastructure failure proves nothing about it), or its status in an older summary.
 func (h *Host) GateStatus() Status {
 	if h.HardwareStatus != "" {
 		return h.HardwareStatus
@@ -118,8 +115,8 @@ func (h *Host) GateStatus() Status {
 	return h.Status
 }
 
-// AllFlags lists every flag of a host once, in one order: the host's own, its health phase's and
-// each GPU's there, then each model's and each of its endpoints'.
+// AllFlags lists every flag of a host once: its own, its health phase's and GPUs', then its models'
+// and their endpoints'.
 func (h *Host) AllFlags() []Flag {
 	out := append([]Flag(nil), h.Flags...)
 	if h.Health != nil {

@@ -371,17 +371,15 @@ type RungSizing struct {
 	Cut    bool   `json:"cut,omitempty"`
 	Reason string `json:"reason"`
 	// ShortOutputTokens: a synchronous rung whose full-length requests would not give MinSamples in
-	// its window asked, after its first full-length request (the warm-up), for this many output tokens (the same
-	// prompt, so the same prefill at concurrency 1: the TTFT and ITL samples it needs, sooner).
-	// ShortRequests of its requests did. 0: every request asked for the profile's output length.
+	// its window asked, after its warm-up, for this many output tokens (the same prompt and prefill:
+	// the TTFT and ITL samples it needs, sooner); ShortRequests did. 0: every request asked in full.
 	ShortOutputTokens int `json:"short_output_tokens,omitempty"`
 	ShortRequests     int `json:"short_requests,omitempty"`
 }
 
 // RungSteady is how a rung measured in its steady state ran: its window opens once the in-flight
-// count and the output rate have levelled (the plateau test over the rung's own samples), and the
-// rung runs until that window holds the completions and tokens its figures need, at least PlannedS
-// (sized from what the earlier rungs measured) and at most load.max_rung_duration.
+// count and the output rate levelled, and it runs until the window holds what its figures need, at
+// least PlannedS and at most load.max_rung_duration.
 type RungSteady struct {
 	// PlannedS is the least length the rung was given: the time per request at its load, from the
 	// earlier rungs, plus a window.
@@ -462,14 +460,12 @@ type Knee struct {
 	Reason      string      `json:"reason"` // why the search stopped
 	// LadderTopReqS is the top constant rung's rate: a little past the best probe's, to show the plateau.
 	LadderTopReqS float64 `json:"ladder_top_req_s"`
-	// LadderFootReqS is the rate the ladder climbs from: the synchronous rung's first block's
-	// sustained rate (the rung's figures are over all its blocks, measured after the ladder was placed).
+	// LadderFootReqS is the rate the ladder climbs from: the synchronous rung's first block's rate.
 	LadderFootReqS float64 `json:"ladder_foot_req_s,omitempty"`
 	// ClimbedRungs is how many rungs went on past the planned top because the ladder still climbed.
 	ClimbedRungs int `json:"climbed_rungs,omitempty"`
-	// PastKnee: a probe past the knee was measured (its output tok/s stopped rising, or it completed
-	// no request in its window: over capacity). A finding, not an error: the sweep is saturated and
-	// the constant rungs sit below the knee.
+	// PastKnee: a probe past the knee was measured (its tok/s stopped rising, or it completed nothing:
+	// over capacity). A finding, not an error: the sweep is saturated, the rungs sit below the knee.
 	PastKnee bool `json:"past_knee,omitempty"`
 	// PlannedRates is how many constant rates the ladder planned (load.rates, or fewer to fit
 	// load.time_budget); Plan says why when fewer, and what else the budget left out ("": nothing).
@@ -562,17 +558,14 @@ type ServerMetrics struct {
 	Source  string         `json:"source"` // the URL scraped
 	Samples []ServerSample `json:"samples,omitempty"`
 	Error   string         `json:"error,omitempty"`
-	// PrefixCache is the engine's prefix cache over the load, from its own counters (nil: the
-	// engine exports none).
+	// PrefixCache and Preemptions (KV-cache pressure) are the engine's over the load, from its own
+	// counters (nil: it exports none).
 	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
-	// Preemptions is how many requests the engine preempted over the load (its counter; nil:
-	// it exports none): KV-cache pressure.
-	Preemptions *float64 `json:"preemptions,omitempty"`
+	Preemptions *float64     `json:"preemptions,omitempty"`
 }
 
-// PrefixCache is the engine's prefix-cache hit rate over a load, measured from its counters
-// (prompt tokens looked up and found), beside what an ideal cache would have found on the prompts
-// gpuvet sent (Expected, from the workload's shared blocks; nil when the workload shares none).
+// PrefixCache is the engine's prefix-cache hit rate over a load from its counters, beside what an
+// ideal cache would have found on the prompts sent (Expected; nil when the workload shares none).
 type PrefixCache struct {
 	QueriedTokens float64  `json:"queried_tokens"`
 	HitTokens     float64  `json:"hit_tokens"`
@@ -586,8 +579,7 @@ type ServerSample struct {
 	Running      float64 `json:"running"`
 	Waiting      float64 `json:"waiting"`
 	KVCacheUsage float64 `json:"kv_cache_usage"` // 0..1
-	// The engine's cumulative counters, where it exports them: prompt tokens looked up in its
-	// prefix cache and found there, and preemptions.
+	// The engine's cumulative counters, where it exports them.
 	PrefixQueries float64 `json:"prefix_queries,omitempty"`
 	PrefixHits    float64 `json:"prefix_hits,omitempty"`
 	Preemptions   float64 `json:"preemptions,omitempty"`
@@ -619,8 +611,7 @@ type SpeedOfLight struct {
 	GPU                string  `json:"gpu"`   // catalog key of the datasheet used
 	Model              string  `json:"model"` // where the architecture came from
 	Note               string  `json:"note,omitempty"`
-	// ReachedBatch is the mean of requests in flight at the peak run (Little's law), for reading
-	// only: % SOL is taken at Batch, which the run does not move.
+	// ReachedBatch is the peak run's mean requests in flight (Little's law), for reading only.
 	ReachedBatch float64 `json:"reached_batch,omitempty"`
 	// Impossible: Percent is above 100 (a figure cannot beat its roofline: the datasheet, the model
 	// or the measurement is wrong). Marked says why the figure is not the GPU's own (busy, throttled).
@@ -633,9 +624,7 @@ type Functional struct {
 	Status Status           `json:"status"`
 	Tests  []FunctionalTest `json:"tests"`
 	Error  string           `json:"error,omitempty"`
-
-	// Greedy is what the greedy_outputs case received (nil: not run); the judge compares it across
-	// the GPUs of the model.
+	// Greedy is what the greedy_outputs case received (nil: not run), compared across the GPUs.
 	Greedy *GreedyOutputs `json:"greedy,omitempty"`
 }
 
@@ -672,11 +661,9 @@ type BaselineComparison struct {
 	Rows             []OverheadRow `json:"rows,omitempty"`
 	Caveats          []string      `json:"caveats,omitempty"`
 	Note             string        `json:"note,omitempty"` // e.g. "no comparison: baseline unreadable (…)"
-
 	// TolerancePct is the breach tolerance in force (overhead beyond it breaches), set by TolerancePctSrc.
 	TolerancePct    float64 `json:"tolerance_pct,omitempty"`
 	TolerancePctSrc string  `json:"tolerance_pct_source,omitempty"`
-
 	// DetectablePct is, per environment and metric, the smallest overhead every row of that metric
 	// could have shown as a breach (the largest of the rows' OverheadRow.DetectablePct; issue 35).
 	DetectablePct map[string]map[string]float64 `json:"detectable_pct,omitempty"`
@@ -691,13 +678,10 @@ type OverheadRow struct {
 	Values         map[string]float64 `json:"values"`       // environment -> value
 	OverheadPct    map[string]float64 `json:"overhead_pct"` // positive = worse than baseline
 	Status         map[string]string  `json:"status"`       // "ok", "breach", "low_confidence", "lower_bound", "missing"
-
 	// Notes says, per environment, which guard held the call when a status is not a plain ok/breach.
 	Notes map[string]string `json:"notes,omitempty"`
-
-	// Detection power (issue 35), per environment: the interval of the overhead (its figures'
-	// intervals combined) and the smallest overhead this row could have shown as a breach (its
-	// interval clear of the tolerance in 80 % of runs); absent where a side has no interval.
+	// Per environment: the overhead's interval (its figures' combined) and the smallest overhead this
+	// row could have shown as a breach in 80 % of runs; absent where a side has no interval.
 	OverheadCI    map[string]*Interval `json:"overhead_ci,omitempty"`
 	DetectablePct map[string]float64   `json:"detectable_pct,omitempty"`
 }

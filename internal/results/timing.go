@@ -1,8 +1,5 @@
 package results
 
-// Node scale (issue 34): how many GPUs a run loaded at once and why, and its time-to-vet — wall
-// time per phase, per health step and per GPU.
-
 // ParallelChoice is what run.parallel_gpus resolved to and why.
 type ParallelChoice struct {
 	// Mode is "auto" (gpuvet chose from the CPU it has) or "fixed" (the plan gave the count).

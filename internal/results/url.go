@@ -8,12 +8,10 @@ import (
 	"strings"
 )
 
-// RedactURLs is gpuvet's one redaction of URLs, for everything it writes: messages, errors,
-// summary.json, reports, raw files, logs. In every URL of s it removes the user and password
-// (http://user:pass@host → http://host; Go's own "user:***@" too) and replaces the value of every
-// key-like query parameter (api_key, key, token, access_token, sig, signature, secret, password,
-// X-Amz-Credential, …) with REDACTED; the rest of s is left as it is. A URL alone is a text with
-// one URL in it.
+// RedactURLs is gpuvet's one redaction of URLs, for everything it writes. In every URL of s it
+// removes the user and password (Go's own "user:***@" too) and replaces the value of every key-like
+// query parameter (api_key, token, sig, secret, password, X-Amz-Credential, …) with REDACTED; the
+// rest of s is left as it is.
 func RedactURLs(s string) string {
 	return urlRe.ReplaceAllStringFunc(s, func(u string) string {
 		u = userinfoRe.ReplaceAllString(u, "$1")
@@ -30,10 +28,9 @@ var (
 	secretParamRe = regexp.MustCompile(`(?i)([?&;][a-z0-9_.\-]*(?:key|token|secret|passw|sig|credential|auth)[a-z0-9_.\-]*=)[^&#;\s]*`)
 )
 
-// JoinURL is an OpenAI-compatible server's path p (/v1/models, /v1/chat/completions, /tokenize,
-// /metrics, /version) under its base URL: a trailing "/" and "/v1" of the base's path go, its query
-// stays (a gateway that wants ?api-version=… gets it on every request), a fragment goes. Every
-// client of gpuvet joins its paths here.
+// JoinURL is an OpenAI-compatible server's path p under its base URL, for every client of gpuvet:
+// a trailing "/" and "/v1" of the base's path go, its query stays (a gateway that wants
+// ?api-version=… gets it on every request), a fragment goes.
 func JoinURL(base, p string) string {
 	u, err := url.Parse(base)
 	if err != nil {
