@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -68,10 +69,7 @@ func fieldUint(f nvml.FieldValue) (uint64, bool) {
 func (s *nvmlSource) recoveryAction(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	s.call(notes, "nvmlDeviceGetFieldValues", func() nvml.Return {
 		vals := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
-		if r := d.GetFieldValues(vals); r != nvml.SUCCESS {
-			return r
-		}
-		if r := nvml.Return(vals[0].NvmlReturn); r != nvml.SUCCESS {
+		if r := cmp.Or(d.GetFieldValues(vals), nvml.Return(vals[0].NvmlReturn)); r != nvml.SUCCESS {
 			return r
 		}
 		v, ok := fieldUint(vals[0])
@@ -97,25 +95,16 @@ var fabricInfoV3 = func(d nvml.Device) (nvml.GpuFabricInfo_v3, nvml.Return) {
 // fabric reads the NVLink fabric registration: nvmlDeviceGetGpuFabricInfoV (state, status and
 // health summary), else nvmlDeviceGetGpuFabricInfo (state and status). Not supported: nil.
 func (s *nvmlSource) fabric(d nvml.Device, g *results.GPUInfo, notes *[]string) {
-	var state, health uint8
-	var status uint32
-	var ok bool
+	sym, read := "nvmlDeviceGetGpuFabricInfo", func() (nvml.GpuFabricInfo_v3, nvml.Return) {
+		fi, r := d.GetGpuFabricInfo()
+		return nvml.GpuFabricInfo_v3{State: fi.State, Status: fi.Status}, r
+	}
 	if s.has("nvmlDeviceGetGpuFabricInfoV") {
-		ok = s.call(notes, "nvmlDeviceGetGpuFabricInfoV", func() nvml.Return {
-			fi, r := fabricInfoV3(d)
-			state, status, health = fi.State, fi.Status, fi.HealthSummary
-			return r
-		})
-	} else {
-		ok = s.call(notes, "nvmlDeviceGetGpuFabricInfo", func() nvml.Return {
-			fi, r := d.GetGpuFabricInfo()
-			state, status = fi.State, fi.Status
-			return r
-		})
+		sym, read = "nvmlDeviceGetGpuFabricInfoV", func() (nvml.GpuFabricInfo_v3, nvml.Return) { return fabricInfoV3(d) }
 	}
-	if ok {
-		g.Fabric = fabricFromNVML(state, nvml.Return(status), health, s.lib.ErrorString)
-	}
+	get(s, notes, sym, read, func(fi nvml.GpuFabricInfo_v3) {
+		g.Fabric = fabricFromNVML(fi.State, nvml.Return(fi.Status), fi.HealthSummary, s.lib.ErrorString)
+	})
 }
 
 // fabricFromNVML writes NVML's fabric info the way nvidia-smi does; nil when not supported.

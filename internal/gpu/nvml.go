@@ -138,12 +138,9 @@ func (s *nvmlSource) info(i int, d nvml.Device, driver, cudaVer string) results.
 	} else {
 		notes = append(notes, "numa_node unknown: no PCI bus id to look up in sysfs")
 	}
-	s.call(&notes, "nvmlDeviceGetCudaComputeCapability", func() nvml.Return {
+	str("nvmlDeviceGetCudaComputeCapability", &g.ComputeCapability, func() (string, nvml.Return) {
 		maj, min, r := d.GetCudaComputeCapability()
-		if r == nvml.SUCCESS {
-			g.ComputeCapability = fmt.Sprintf("%d.%d", maj, min)
-		}
-		return r
+		return fmt.Sprintf("%d.%d", maj, min), r
 	})
 	get(s, &notes, "nvmlDeviceGetArchitecture", d.GetArchitecture, func(a nvml.DeviceArchitecture) { g.Architecture = archName(a) })
 	get(s, &notes, "nvmlDeviceGetMemoryInfo", d.GetMemoryInfo, func(m nvml.Memory) {
@@ -178,13 +175,10 @@ func (s *nvmlSource) pcie(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 }
 
 func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
-	s.call(notes, "nvmlDeviceGetEccMode", func() nvml.Return {
+	get(s, notes, "nvmlDeviceGetEccMode", func() (nvml.EnableState, nvml.Return) {
 		cur, _, r := d.GetEccMode()
-		if r == nvml.SUCCESS {
-			g.ECCEnabled = new(cur == nvml.FEATURE_ENABLED)
-		}
-		return r
-	})
+		return cur, r
+	}, func(cur nvml.EnableState) { g.ECCEnabled = new(cur == nvml.FEATURE_ENABLED) })
 	counter := func(dst **int64, typ nvml.MemoryErrorType, ct nvml.EccCounterType) {
 		get(s, notes, "nvmlDeviceGetTotalEccErrors", func() (uint64, nvml.Return) { return d.GetTotalEccErrors(typ, ct) },
 			func(n uint64) { *dst = new(int64(n)) })
@@ -197,23 +191,20 @@ func (s *nvmlSource) ecc(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	}
 	get(s, notes, "nvmlDeviceGetRetiredPagesPendingStatus", d.GetRetiredPagesPendingStatus,
 		func(st nvml.EnableState) { g.RetiredPagesPending = new(st == nvml.FEATURE_ENABLED) })
-	s.call(notes, "nvmlDeviceGetRemappedRows", func() nvml.Return {
+	get(s, notes, "nvmlDeviceGetRemappedRows", func() (*results.RemappedRows, nvml.Return) {
 		corr, unc, pend, fail, r := d.GetRemappedRows()
-		if r == nvml.SUCCESS {
-			g.RemappedRows = &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}
-		}
-		return r
-	})
+		return &results.RemappedRows{Correctable: corr, Uncorrectable: unc, Pending: pend, Failure: fail}, r
+	}, func(rr *results.RemappedRows) { g.RemappedRows = rr })
 }
 
 // reasons reads the clock-event mask: nvmlDeviceGetCurrentClocksEventReasons from driver 535,
 // nvmlDeviceGetCurrentClocksThrottleReasons before.
 func (s *nvmlSource) reasons(d nvml.Device, notes *[]string) (mask uint64, ok bool) {
+	sym, read := "nvmlDeviceGetCurrentClocksThrottleReasons", d.GetCurrentClocksThrottleReasons
 	if s.has("nvmlDeviceGetCurrentClocksEventReasons") {
-		ok = get(s, notes, "nvmlDeviceGetCurrentClocksEventReasons", d.GetCurrentClocksEventReasons, func(m uint64) { mask = m })
-	} else {
-		ok = get(s, notes, "nvmlDeviceGetCurrentClocksThrottleReasons", d.GetCurrentClocksThrottleReasons, func(m uint64) { mask = m })
+		sym, read = "nvmlDeviceGetCurrentClocksEventReasons", d.GetCurrentClocksEventReasons
 	}
+	ok = get(s, notes, sym, read, func(m uint64) { mask = m })
 	return mask, ok
 }
 
