@@ -103,9 +103,9 @@ const ambientC = 30.0
 
 // NewFleet checks cfg and builds the fleet. Errors name the field.
 func NewFleet(cfg FleetConfig) (*Fleet, error) {
-	g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
-	if !ok {
-		return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(cfg.Catalog.GPUKeys(), ", "))
+	g, err := lookupGPU(cfg.Catalog, cfg.GPU)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Count < 1 || cfg.Count > 1024 {
 		return nil, fmt.Errorf("count: must be 1–1024 GPUs, got %d", cfg.Count)
@@ -139,6 +139,15 @@ func NewFleet(cfg FleetConfig) (*Fleet, error) {
 		f.gpus[i].tempC = ambientC + 5
 	}
 	return f, nil
+}
+
+func lookupGPU(cat *catalog.Catalog, key string) (catalog.GPU, error) {
+	g, ok := cat.LookupGPU(key)
+	if !ok {
+		return g, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)",
+			key, strings.Join(cat.GPUKeys(), ", "))
+	}
+	return g, nil
 }
 
 func checkPct(name string, pct float64) error {

@@ -58,14 +58,12 @@ func (c Config) Fixed() bool { return c.TTFT > 0 || c.ITL > 0 }
 // Server is a running simulated endpoint.
 type Server struct {
 	cfg       Config
-	model     catalog.Model
 	perf      *Perf // nil in fixed mode
 	maxLen    int
 	tok       *tokenizer
 	drv       driver
 	ln        net.Listener
 	hs        *http.Server
-	started   time.Time
 	readyAt   time.Time
 	reqs      atomic.Uint64
 	metrics   *metrics
@@ -96,9 +94,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
 		return nil, fmt.Errorf("model: required (a model id such as Qwen/Qwen3-8B)")
 	}
-	s := &Server{cfg: cfg, started: time.Now(), created: time.Now().Unix()}
+	now := time.Now()
+	s := &Server{cfg: cfg, created: now.Unix(), readyAt: now.Add(cfg.Faults.SlowStart), metrics: newMetrics()}
 	s.lag.log, s.lag.name = cfg.Log, cfg.Model
-	s.readyAt = s.started.Add(cfg.Faults.SlowStart)
 	mj, _ := json.Marshal(cfg.Model)
 	s.modelJSON = string(mj)
 	speed := 1.0
@@ -115,24 +113,23 @@ func NewServer(cfg Config) (*Server, error) {
 			s.cfg.GPU = cfg.GPU
 		}
 	}
+	m, known := cfg.Catalog.LookupModel(cfg.Model)
 	if cfg.Fixed() {
-		m, ok := cfg.Catalog.LookupModel(cfg.Model)
-		if !ok {
+		if !known {
 			m = catalog.Model{ID: cfg.Model, Vocab: 151936, MaxContext: 32768}
 		}
-		s.model, s.maxLen = m, m.MaxContext
+		s.maxLen = m.MaxContext
 		if cfg.Engine.MaxModelLen > 0 {
 			s.maxLen = cfg.Engine.MaxModelLen
 		}
 		s.cfg.TTFT, s.cfg.ITL = time.Duration(float64(cfg.TTFT)/speed), time.Duration(float64(cfg.ITL)/speed)
 		s.drv = newFixed(s.cfg.TTFT, s.cfg.ITL, cfg.Jitter, cfg.Seed)
 	} else {
-		g, ok := cfg.Catalog.LookupGPU(cfg.GPU)
-		if !ok {
-			return nil, fmt.Errorf("gpu: unknown GPU %q; known: %s (or add it with a catalog file)", cfg.GPU, strings.Join(cfg.Catalog.GPUKeys(), ", "))
+		g, err := lookupGPU(cfg.Catalog, cfg.GPU)
+		if err != nil {
+			return nil, err
 		}
-		m, ok := cfg.Catalog.LookupModel(cfg.Model)
-		if !ok {
+		if !known {
 			return nil, fmt.Errorf("model: unknown model %q; known: %s (or add it with a catalog file, or use fixed mode --ttft/--itl for any name)", cfg.Model, strings.Join(cfg.Catalog.ModelIDs(), ", "))
 		}
 		if f := cfg.Fleet; f != nil {
@@ -143,7 +140,7 @@ func NewServer(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		p.Speed = speed
-		s.model, s.perf, s.maxLen = m, p, p.Cfg.MaxModelLen
+		s.perf, s.maxLen = p, p.Cfg.MaxModelLen
 		var onStep func(time.Duration)
 		if f := cfg.Fleet; f != nil {
 			first, n := cfg.GPUIndex, p.Cfg.TP
@@ -161,8 +158,7 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		s.drv = newRealtime(NewEngine(p), onStep)
 	}
-	s.tok = newTokenizer(max(s.model.Vocab, 1))
-	s.metrics = newMetrics()
+	s.tok = newTokenizer(max(m.Vocab, 1))
 	if cfg.Trace != nil {
 		s.trace = newTraceWriter(cfg.Trace)
 	}
