@@ -11,12 +11,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/gpu"
 )
 
-// Faults of correctness (issue 33), for CI tests end to end:
-//   - a corrupt GPU (FleetConfig.Corrupt) computes wrong answers: its burn's and its BF16 GEMM's
-//     results stop matching their first one, and its engine's greedy outputs drift from the
-//     other GPUs' (CorruptDrift);
-//   - a throttled GPU (FleetConfig.Throttle) slows down with a clock-event reason while the
-//     throttle is on, as a card with a failing fan or a power-brake signal does.
+// Faults of correctness, for end-to-end tests: a corrupt GPU (FleetConfig.Corrupt) computes wrong
+// answers (its GEMMs' results and its engine's greedy outputs differ); a throttled GPU
+// (FleetConfig.Throttle) slows down with a clock-event reason, as one with a failing fan does.
 
 // CorruptFrom is how long into a burn a corrupt GPU's results start to differ, and CorruptEvery
 // how often they do then (one result in CorruptEvery).

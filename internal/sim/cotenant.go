@@ -10,12 +10,10 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// A co-tenant is another process on a virtual GPU (FleetConfig.CoTenant): what a shared or
-// mis-scheduled node looks like. While it runs, the GPU reports it as a compute process (PID
-// CoTenantPID, python3, CoTenantMiB), sits at 100 % utilisation and near its power limit however
-// idle gpuvet leaves it, and every benchmark and engine started on it runs at CoTenantSpeed: a
-// BF16 GEMM loop beside gpuvet on a real H200 left it 0.32-0.41 of its datasheet peaks, against
-// 0.79-0.89 alone (issue 26).
+// A co-tenant is another process on a virtual GPU (FleetConfig.CoTenant): while it runs, the GPU
+// lists it as a compute process, sits at 100 % utilisation near its power limit, and everything on
+// it runs at CoTenantSpeed: a BF16 GEMM loop beside gpuvet on a real H200 left it 0.32-0.41 of its
+// datasheet peaks, against 0.79-0.89 alone.
 const (
 	CoTenantPID   = 4242
 	CoTenantName  = "python3"

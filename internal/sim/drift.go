@@ -5,12 +5,10 @@ import (
 	"time"
 )
 
-// Engine drift (issue 55): a serving engine whose speed wanders over minutes while its GPU stays
-// the same, as a CPU-bound engine's does with its host's state (Python's allocator and garbage
-// collector, the scheduler, other processes). Its figures then differ from one run to the next by
-// more than the spread between one run's requests, which is what a repeatable interval has to
-// cover. The drift is the whole node's: every engine of a fleet shares it, so GPU-to-GPU
-// comparisons of engines loaded together do not see it, only figures measured at different times.
+// Engine drift: a serving engine whose speed wanders over minutes while its GPU stays the same, as a
+// CPU-bound engine's does with its host's state, so its figures differ from run to run by more than
+// one run's requests spread. Every engine of a fleet shares it, so only figures measured at
+// different times see it, never GPU-to-GPU comparisons of engines loaded together.
 
 // driftPeriod is how long the drift holds a level before moving to the next (linearly).
 const driftPeriod = 5 * time.Second

@@ -10,14 +10,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The driver's own signals the simulator can play on one GPU, so each has a test end to end and a
-// user can see it (docs/detection.md, "The driver's own signals"):
-//   - FleetConfig.RecoveryAction "GPU:ACTION": the GPU's inventory shows NVML's GPU recovery
-//     action (reset, reboot, drain-p2p, drain-and-reset);
-//   - FleetConfig.DriverFault "GPU:KIND": remap-pending and remap-failure show in the GPU's row
-//     remapping, fabric in its NVLink fabric registration (In Progress), and fallen-off-bus,
-//     requires-reset, rm-init and gsp-timeout as the NVIDIA driver's lines in the fleet's kernel
-//     log (KernelLog), which gpuvet reads through the same parser as a host's /dev/kmsg.
+// The driver's own signals the simulator can play on one GPU, so each has an end-to-end test
+// (docs/detection.md): FleetConfig.RecoveryAction shows NVML's GPU recovery action in the GPU's
+// inventory; FleetConfig.DriverFault shows remap-pending and remap-failure in its row remapping,
+// fabric in its fabric registration, and the rest as the driver's lines in the fleet's KernelLog,
+// which gpuvet reads through the same parser as a host's /dev/kmsg.
 
 // RecoveryActions are the sim's names of the recovery actions, and what NVML calls each.
 var RecoveryActions = map[string]string{

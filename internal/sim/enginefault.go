@@ -8,16 +8,15 @@ import (
 )
 
 // Engine faults the simulator can play on one GPU's engine (FleetConfig.EngineFault "GPU:KIND"),
-// each a protocol fault of the engine, never of the GPU, so that gpuvet's rule that names the
-// layer of every failure has an end-to-end test:
+// protocol faults of the engine, never of the GPU, so the rule naming a failure's layer has an
+// end-to-end test:
 //   - short: a request ends early with finish_reason "stop" although it asked for ignore_eos;
 //   - cut: a stream ends mid-way without a finish reason or [DONE];
 //   - traceback: HTTP 500 whose body is a Python traceback (a server's unhandled exception);
-//   - exit: the engine process exits (the server stops listening, open streams are cut) at its
-//     EngineExitAt-th request.
+//   - exit: the engine process exits at its EngineExitAt-th request (open streams are cut).
 //
-// short, cut and traceback touch one request in engineFaultEvery from request engineFaultFrom on
-// (readiness and warm-up before it pass).
+// The first three touch one request in engineFaultEvery from request engineFaultFrom on
+// (readiness and warm-up pass).
 const (
 	EngineShort     = "short"
 	EngineCut       = "cut"
@@ -26,17 +25,15 @@ const (
 
 	engineFaultFrom  = 8
 	engineFaultEvery = 5
-	// EngineExitAt is the request at which an exiting engine exits.
-	// It is past the synchronous rung of a short sweep (readiness, warm-up and about 35 requests), so
-	// the exit falls in the throughput probe, with rungs measured before it.
+	// EngineExitAt is past the synchronous rung of a short sweep (readiness, warm-up and about 35
+	// requests), so the exit falls in the throughput probe, with rungs measured before it.
 	EngineExitAt = 50
 )
 
 // EngineFaultKinds lists the kinds, for help and validation.
 var EngineFaultKinds = []string{EngineShort, EngineCut, EngineTraceback, EngineExit}
 
-// ParseEngineFault reads "GPU:KIND" ("" is none) for a fleet of count GPUs: the one home of the
-// form (config validates with it).
+// ParseEngineFault reads "GPU:KIND" ("" is none) for a fleet of count GPUs (config validates with it).
 func ParseEngineFault(s string, count int) (gpu int, kind string, err error) {
 	f, err := parseGPUKind("engine fault", s, count, EngineFaultKinds, "1:short")
 	return f.gpu, f.kind, err
