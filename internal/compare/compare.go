@@ -1,9 +1,7 @@
 // Package compare is the one rule that decides whether a measured figure is worse than a reference
-// — a gate's limit, the best sibling GPU, a baseline host — and when the figure cannot say: too few
-// samples behind it, a load generator that was the bottleneck (client-limited), a sweep that only
-// gives a lower bound, a confidence interval that spans the reference, a spread too small to matter.
-// Health, judge (gates, GPU-to-GPU) and baseline comparisons all call it, so a guard added here holds
-// everywhere. It imports only results.
+// (a gate's limit, sibling GPUs, a baseline host) and when the figure cannot say: too few samples, a
+// client-limited load generator, a lower-bound sweep, an interval spanning the reference, a spread
+// too small to matter. Every comparison calls it, so a guard added here holds everywhere.
 package compare
 
 import (
@@ -26,7 +24,7 @@ const Tighten = "a longer window or more requests give more samples (load.max_du
 
 // NeedMore says what would decide a figure from too few requests, as MLPerf LoadGen says "run N
 // more queries": "n=22 of the 30 needed: 8 more requests, or load.max_duration ≥ 31 s (…)", the
-// duration being the n requests' window (seconds, 0: unknown) stretched to those needed.
+// n requests' window (seconds, 0: unknown) stretched to those needed.
 func NeedMore(n, need int, window float64) string {
 	more := fmt.Sprintf("n=%d of the %d needed: %d more requests", n, need, need-n)
 	if window > 0 && n > 0 {
@@ -38,39 +36,35 @@ func NeedMore(n, need int, window float64) string {
 // Figure is one measured figure with what is known of its quality.
 type Figure struct {
 	Value float64
-	// Samples is the number of requests behind this very figure (the rung it comes from, not the
-	// whole load); 0 = not a per-request figure (GEMM, PCIe), where the sample guard does not apply.
+	// Samples is the number of requests behind this very figure (its rung's, not the whole load's);
+	// 0: not a per-request figure (GEMM, PCIe), where the sample guard does not apply.
 	Samples int
 	CI      *results.Interval // bootstrap confidence interval of Value, when known
 	// LowerBound: a throughput from a truncated or unsaturated sweep: the true value may be higher.
 	LowerBound bool
-	// ClientLimited: the load generator, not the server, was the bottleneck: latency reads high and
-	// throughput low.
+	// ClientLimited: the load generator, not the server, was the bottleneck.
 	ClientLimited bool
-	// CPUWait is the share (%) of the time the engine's processes were runnable in the figure's rung
-	// that they waited for a CPU (nil: not read). An engine loop that waits w of its time runs up to
-	// 1/(1−w) slower on a healthy GPU: that much of a gap is the host's.
+	// CPUWait is the share (%) of its runnable time the engine's processes waited for a CPU in the
+	// figure's rung (nil: not read). A loop that waits w of its time runs up to 1/(1−w) slower on a
+	// healthy GPU: that much of a gap is the host's.
 	CPUWait *float64
-	// HostPressure: CPUWait is the host's CPU pressure over the rung (the share of the time some task
-	// on it waited for a CPU, /proc/pressure/cpu), read where the engine's own threads cannot be (a
-	// pod beside the load's): an upper bound of the engine's wait.
+	// HostPressure: CPUWait is the host's CPU pressure (/proc/pressure/cpu), read where the engine's
+	// own threads cannot be (a pod beside the load's): an upper bound of the engine's wait.
 	HostPressure bool
-	// Tail is the share of requests beyond the figure's percentile (0.05 for a p95, 0.01 for a p99;
-	// 0: a median or a throughput). A tail is its slowest requests: an engine that waited for a CPU
-	// longer than that share of its time may have made its tail of those waits alone.
+	// Tail is the share of requests beyond the figure's percentile (0.05 for a p95; 0: a median or a
+	// throughput): an engine that waited for a CPU longer than that share may have made its tail of
+	// those waits alone.
 	Tail float64
-	// ReqS is the run's sustained req/s, read by the tiny-denominator guard on throughput figures.
-	ReqS float64
-	// Window is the measured window of the rung behind the figure, in seconds (0: unknown): what
-	// would give it more samples is said as a duration too.
+	ReqS float64 // the run's sustained req/s, for the tiny-denominator guard on throughputs
+	// Window is the measured window of the figure's rung in seconds (0: unknown), so what would give
+	// it more samples is said as a duration too.
 	Window float64
 	// Blocks are the figure's value in each block of its rung, where they ran at the same times as the
 	// other cells' (GPUs loaded at once): Peers then judges the gap block by block (nil: not aligned).
 	Blocks []float64
-	// gap is the gap to the reference measured block by block (Peers sets it from Blocks).
-	gap *blockGap
-	// DriftPct, when set, is how far (±%) a reading of the engine's speed at one moment may sit from its
-	// speed over the run (the synchronous blocks' spread), which widened CI: a gate it leaves undecided says so.
+	gap    *blockGap // the gap to the reference block by block (Peers sets it from Blocks)
+	// DriftPct is how far (±%) one moment's reading of the engine's speed may sit from its speed over
+	// the run (the synchronous blocks' spread), which widened CI: a gate it leaves undecided says so.
 	DriftPct float64
 }
 
@@ -107,7 +101,7 @@ func TooFew(f Figure, minSamples int) bool {
 
 // Doubt is why f cannot show that it is worse than a reference ("" when it can): too few samples,
 // a client-limited run, or (higher is better) a lower-bound throughput. A figure in doubt may still
-// show it is good enough: a client-limited latency within a limit is within it for sure.
+// show it is good enough (a client-limited latency within a limit).
 func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
 	switch {
 	case TooFew(f, minSamples):
@@ -121,8 +115,8 @@ func Doubt(f Figure, higherIsBetter bool, minSamples int) string {
 }
 
 // Gate judges a figure against a limit (upper: it must be ≤ limit, else ≥): it fails only when the
-// figure, with its interval, is beyond the limit; an interval spanning it, too few samples, or a
-// breach in doubt (client-limited, a lower bound) is inconclusive.
+// figure, with its interval, is beyond the limit; an interval spanning it, too few samples, a breach
+// in doubt or one the engine's CPU wait explains is inconclusive.
 func Gate(f Figure, limit float64, upper bool, minSamples int) (result, why string) {
 	if TooFew(f, minSamples) {
 		return Inconclusive, Doubt(f, !upper, minSamples)
@@ -163,9 +157,9 @@ func meets(v, limit float64, upper bool) bool {
 	return v >= limit
 }
 
-// Pair judges x against a reference figure (the best GPU, a baseline) with a tolerance in %: Pass
-// when within it or when the spread is too small to matter, Fail when beyond it and both figures can
-// show it, Inconclusive with the reason otherwise. over is how much worse x is, in % (positive = worse).
+// Pair judges x against a reference figure (the best GPU) with a tolerance in %: Pass when within it
+// or the spread is too small to matter, Fail when beyond it and both figures can show it,
+// Inconclusive with the reason otherwise. over is how much worse x is, in % (positive = worse).
 func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (result string, over float64, why string) {
 	over = DeltaPct(x.Value, ref.Value, higher)
 	if !(over > tolPct) {
@@ -181,13 +175,17 @@ func Pair(metric string, x, ref Figure, higher bool, tolPct float64, g Guards) (
 		return Inconclusive, over, why
 	}
 	if TooFew(ref, g.MinSamples) {
-		return Inconclusive, over, fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
+		return Inconclusive, over, fewRef(ref, g.MinSamples)
 	}
 	if CIOverlap(x.CI, ref.CI) {
 		return Inconclusive, over, fmt.Sprintf("the confidence intervals overlap ([%s, %s] vs [%s, %s]): inside the noise",
 			Num(x.CI.Lo), Num(x.CI.Hi), Num(ref.CI.Lo), Num(ref.CI.Hi))
 	}
 	return Fail, over, ""
+}
+
+func fewRef(ref Figure, minSamples int) string {
+	return fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, minSamples, Tighten)
 }
 
 // smallSpread is why a gap is too small to matter whatever its % ("" when it is not): a throughput
@@ -243,8 +241,8 @@ func Num(v float64) string {
 const CPUWaitFix = "give the engine CPUs of its own (stop the host's other work, or reserve cores for the engine) and rerun"
 
 // cpuFactor is how much slower x's engine may have run than ref's for waiting longer for a CPU:
-// (1 − ref's wait)/(1 − x's wait), a CPU-bound loop's slowdown; 1 when either wait is unknown (not
-// assumed idle). An engine that sleeps between steps loses less: the rule errs towards undecided.
+// (1 − ref's wait)/(1 − x's wait), a CPU-bound loop's slowdown; 1 when either wait is unknown. An
+// engine that sleeps between steps loses less: the rule errs towards undecided.
 func cpuFactor(x, ref Figure) float64 {
 	if x.CPUWait == nil || ref.CPUWait == nil {
 		return 1
@@ -258,8 +256,8 @@ var idleCPU = Figure{CPUWait: new(float64)}
 
 // tailOfWaits reports whether x is a tail percentile whose engine waited for a CPU at least the tail's
 // share of the time (5 % for a p95), against a reference whose wait is known: its slowest requests
-// may then be its longest waits, which a mean wait cannot bound (cpuFactor). On a busy host a
-// healthy simulated GPU's ITL p95 read 181–213 % slower than its sibling's that way.
+// may be its longest waits, which a mean wait cannot bound (a healthy simulated GPU's ITL p95 read
+// 181–213 % slower than its sibling's that way on a busy host).
 func tailOfWaits(x, ref Figure) bool {
 	return x.Tail > 0 && x.CPUWait != nil && ref.CPUWait != nil && *x.CPUWait >= 100*x.Tail
 }
@@ -284,10 +282,9 @@ func cpuWaitText(x, ref Figure) string {
 	return t + fmt.Sprintf(", which alone can make it up to %.0f %% slower", (cpuFactor(x, ref)-1)*100)
 }
 
-// cpuExplains is why a gap of pct % (DeltaPct's, for a metric where higher is better or not) beyond
-// the margin is not the GPU's ("" when it is): without the CPU wait x's engine had beyond ref's it is
-// within the margin. A host starving one engine (a noisy neighbour, a load that changed between GPUs
-// vetted in turn) must not flag its GPU.
+// cpuExplains is why a gap of pct % beyond the margin is not the GPU's ("" when it is): without the
+// CPU wait x's engine had beyond ref's it is within the margin. A host starving one engine (a noisy
+// neighbour) must not flag its GPU.
 func cpuExplains(x, ref Figure, pct, marginPct float64, higher bool) string {
 	if tailOfWaits(x, ref) {
 		return fmt.Sprintf("%s, whatever the %.1f %% gap: %s", tailWaitText(x), pct, CPUWaitFix)

@@ -18,84 +18,77 @@ type Cell struct {
 // reason; too few samples behind the weakest make the comparison low-confidence.
 func GPUs(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
 	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct}
-	cells = finiteCells(cells, &c)
-	if len(cells) == 0 {
-		c.Note = joinNote(c.Note, "no values to compare")
+	cells, bi, done := begin(&c, cells, higherIsBetter, g.MinSamples)
+	if done {
 		return c
 	}
-	bi := bestIndex(cells, higherIsBetter)
 	best := cells[bi]
-	c.Best = best.Value
-	for _, x := range cells {
-		c.Values = append(c.Values, results.CompareCell{GPU: x.GPU, Value: x.Value,
-			DeltaPct: DeltaPct(x.Value, best.Value, higherIsBetter), LowerBound: x.LowerBound})
-	}
-	if len(cells) < 2 {
-		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
-		return c
-	}
-	lowConfidence(&c, cells, g.MinSamples)
-	for i := range c.Values {
-		if i == bi {
-			c.Values[i].Reason = "best"
-			continue
-		}
-		cell := &c.Values[i]
-		res, over, why := Pair(metric, cells[i].Figure, best.Figure, higherIsBetter, g.VariancePct, g)
-		dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
-		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the best (gpu %d: %s)", metric, Num(cells[i].Value), cells[i].GPU, over, dir, best.GPU, Num(best.Value))
-		switch {
-		case res == Pass && why == "":
+	dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
+	for i, x := range cells {
+		res, over, why := Pair(metric, x.Figure, best.Figure, higherIsBetter, g.VariancePct, g)
+		cell := results.CompareCell{GPU: x.GPU, Value: x.Value, DeltaPct: DeltaPct(x.Value, best.Value, higherIsBetter),
+			LowerBound: x.LowerBound, Reason: "best"}
+		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the best (gpu %d: %s)", metric, Num(x.Value), x.GPU, over, dir, best.GPU, Num(best.Value))
+		if i != bi && !decide(&cell, res, why, what, fmt.Sprintf(", beyond the %g %% tolerance", g.VariancePct)) {
 			cell.Reason = fmt.Sprintf("within %g %% of best (%.1f %% %s)", g.VariancePct, over, dir)
-		case res == Pass:
-			cell.Reason = what + ": not flagged, " + why
-		case res == Inconclusive:
-			cell.Inconclusive = true
-			cell.Reason = what + ": inconclusive, not flagged: " + why
-		default:
-			cell.Flagged = true
-			cell.Reason = what + fmt.Sprintf(", beyond the %g %% tolerance: check this card's clocks, power, PCIe link and NUMA binding", g.VariancePct)
 		}
+		c.Values = append(c.Values, cell)
 	}
 	return c
 }
 
-func bestIndex(cells []Cell, higher bool) int {
-	bi := 0
-	for i, x := range cells {
-		if (higher && x.Value > cells[bi].Value) || (!higher && x.Value < cells[bi].Value) {
-			bi = i
-		}
-	}
-	return bi
-}
-
-// lowConfidence marks c low-confidence when the smallest sample count of the cells (cells without
-// one do not count) is under the minimum.
-func lowConfidence(c *results.Compare, cells []Cell, min int) {
+// begin starts comparison c of cells: the finite ones (NaN/Inf can be neither compared nor written
+// to JSON: noted and left out), the best's index and value; done (with a note) when fewer than two
+// are left, and low confidence when the weakest with a sample count has fewer than minSamples.
+func begin(c *results.Compare, cells []Cell, higher bool, minSamples int) (_ []Cell, best int, done bool) {
+	var out []Cell
 	weakest := -1
-	for _, x := range cells {
-		if x.Samples > 0 && (weakest < 0 || x.Samples < weakest) {
-			weakest = x.Samples
-		}
-	}
-	if min > 0 && weakest >= 0 && weakest < min {
-		c.LowConfidence = true
-		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", weakest, min, Tighten))
-	}
-}
-
-// finiteCells drops NaN/Inf figures (they cannot be compared or written to JSON) and notes them.
-func finiteCells(cells []Cell, c *results.Compare) []Cell {
-	out := make([]Cell, 0, len(cells))
 	for _, x := range cells {
 		if math.IsNaN(x.Value) || math.IsInf(x.Value, 0) {
 			c.Note = joinNote(c.Note, fmt.Sprintf("gpu %d has no finite value: left out", x.GPU))
 			continue
 		}
+		if len(out) > 0 && (higher && x.Value > out[best].Value || !higher && x.Value < out[best].Value) {
+			best = len(out)
+		}
+		if x.Samples > 0 && (weakest < 0 || x.Samples < weakest) {
+			weakest = x.Samples
+		}
 		out = append(out, x)
 	}
-	return out
+	switch {
+	case len(out) == 0:
+		c.Note = joinNote(c.Note, "no values to compare")
+		return nil, 0, true
+	case len(out) < 2:
+		c.Best = out[0].Value
+		c.Values = []results.CompareCell{{GPU: out[0].GPU, Value: out[0].Value, LowerBound: out[0].LowerBound}}
+		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
+		return out, 0, true
+	}
+	c.Best = out[best].Value
+	if minSamples > 0 && weakest >= 0 && weakest < minSamples {
+		c.LowConfidence = true
+		c.Note = joinNote(c.Note, fmt.Sprintf("low confidence: the weakest GPU's figure has %d requests behind it (< %d): a card with too few is not judged; %s", weakest, minSamples, Tighten))
+	}
+	return out, best, false
+}
+
+// decide writes a cell's outcome from its rule's result: not flagged for why, inconclusive, or
+// flagged (beyond says past what); false for a plain pass, whose reason the caller writes.
+func decide(cell *results.CompareCell, res, why, what, beyond string) bool {
+	switch {
+	case res == Pass && why == "":
+		return false
+	case res == Pass:
+		cell.Reason = what + ": not flagged, " + why
+	case res == Inconclusive:
+		cell.Inconclusive, cell.Reason = true, what+": inconclusive, not flagged: "+why
+	default:
+		cell.Flagged = true
+		cell.Reason = what + beyond + ": check this card's clocks, power, PCIe link and NUMA binding"
+	}
+	return true
 }
 
 func joinNote(a, b string) string {

@@ -9,11 +9,10 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The interval rule (issue 35): a figure is worse than its reference only when worse by more than a
-// material margin AND the confidence interval of the difference lies wholly beyond it, so identical
-// figures never flag and each comparison can say the smallest slowdown it could have flagged.
-// Differences are taken on the log scale, where an interval is close to symmetric, with the
-// standard errors read back from the figures' intervals.
+// The interval rule: a figure is worse than its reference only when worse by more than a material
+// margin AND the confidence interval of the difference lies wholly beyond it, so identical figures
+// never flag and each comparison can say the smallest slowdown it could have flagged. Differences are
+// taken on the log scale, where an interval is close to symmetric.
 
 // AgainstPeers is results.Compare.Against for comparisons whose figures are judged against the
 // median of the other figures (GPU to GPU, node to node).
@@ -26,14 +25,11 @@ const Power = 0.80
 // Slowdown is how much worse a figure is than its reference, in % (positive = worse; for a
 // throughput (ref − x)/ref, for a latency (x − ref)/ref), with what the interval rule decided.
 type Slowdown struct {
-	Result string  // Pass, Fail or Inconclusive
-	Pct    float64 // the point estimate
-	// CI is the confidence interval of Pct (nil when a side has no interval).
-	CI *results.Interval
-	// DetectablePct is the smallest slowdown that this pair's spread flags with Power (0: unknown,
-	// a side has no interval).
-	DetectablePct float64
-	Why           string // for Inconclusive, and for a Pass by a materiality guard
+	Result        string            // Pass, Fail or Inconclusive
+	Pct           float64           // the point estimate
+	CI            *results.Interval // of Pct (nil when a side has no interval)
+	DetectablePct float64           // the smallest slowdown this pair's spread flags with Power (0: unknown)
+	Why           string            // for Inconclusive, and for a Pass by a materiality guard
 }
 
 // zOf is the normal quantile of a two-sided interval at level (1.96 for 0.95).
@@ -90,25 +86,11 @@ func logOfPct(p float64, higher bool) float64 {
 }
 
 // Slower judges x against a reference (its peers' median, a baseline) by the interval rule with a
-// margin in %: Pass when x is within the margin, a materiality guard says the spread is too small, or
-// the gap's interval includes no slowdown (noise); Fail when worse by more than the margin with the
-// interval beyond it; Inconclusive with the reason otherwise. Figures that are neither per-request nor
-// carry an interval (one GEMM or copy figure) are judged on their values alone.
+// margin in %: Pass when within the margin, too small to matter, or with no slowdown in the gap's
+// interval; Fail when worse by more than the margin with the interval beyond it; Inconclusive with
+// the reason otherwise. A figure with neither samples nor interval is judged on its value alone.
 func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guards) Slowdown {
-	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
-	sx, okx := LogSE(x)
-	sr, okr := LogSE(ref)
-	if p := x.gap; p != nil { // measured block by block: the drift the blocks shared is out of it
-		s.Pct = pctOfLog(p.log, higher)
-		s.CI = &results.Interval{Lo: pctOfLog(p.log-p.t*p.se, higher), Hi: pctOfLog(p.log+p.t*p.se, higher), Level: 0.95}
-		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(p.t+zPower)*p.se, higher)
-	} else if okx && okr && x.Value > 0 && ref.Value > 0 {
-		se := math.Hypot(sx, sr)
-		z := zOf(0.95)
-		l := worseLog(x.Value, ref.Value, higher)
-		s.CI = &results.Interval{Lo: pctOfLog(l-z*se, higher), Hi: pctOfLog(l+z*se, higher), Level: 0.95}
-		s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(z+zPower)*se, higher)
-	}
+	s := gapOf(x, ref, higher, marginPct)
 	if x.ClientLimited && ref.ClientLimited {
 		// Both set by a load generator that fell behind: neither a gap nor its absence shows
 		// anything of the servers, whatever the guards would say of its size.
@@ -130,7 +112,7 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 	case d != "":
 		s.Why = d
 	case TooFew(ref, g.MinSamples):
-		s.Why = fmt.Sprintf("the reference figure has only %d requests behind it (< %d): %s", ref.Samples, g.MinSamples, Tighten)
+		s.Why = fewRef(ref, g.MinSamples)
 	case s.CI == nil && (x.Samples > 0 || ref.Samples > 0 || x.CI != nil || ref.CI != nil):
 		s.Why = "no confidence interval behind one of the figures, so the gap cannot be told from noise: a tail percentile gets one only from enough requests (72 for a p95, 368 for a p99: raise load.max_duration or load.max_requests), and results of an old gpuvet carry none"
 	case s.CI != nil && !(s.CI.Lo > 0):
@@ -151,6 +133,28 @@ func Slower(metric string, x, ref Figure, higher bool, marginPct float64, g Guar
 			s.Result = Fail
 		}
 	}
+	return s
+}
+
+// gapOf is x's slowdown against ref with its 95 % interval and the slowdown detectable at the margin:
+// block by block where the blocks were aligned (the drift they shared is out of it), else from both
+// figures' intervals (no interval when a side has none).
+func gapOf(x, ref Figure, higher bool, marginPct float64) Slowdown {
+	s := Slowdown{Pct: DeltaPct(x.Value, ref.Value, higher)}
+	l, se, t := 0.0, 0.0, zOf(0.95)
+	sx, okx := LogSE(x)
+	sr, okr := LogSE(ref)
+	switch p := x.gap; {
+	case p != nil:
+		l, se, t = p.log, p.se, p.t
+		s.Pct = pctOfLog(l, higher)
+	case okx && okr && x.Value > 0 && ref.Value > 0:
+		l, se = worseLog(x.Value, ref.Value, higher), math.Hypot(sx, sr)
+	default:
+		return s
+	}
+	s.CI = &results.Interval{Lo: pctOfLog(l-t*se, higher), Hi: pctOfLog(l+t*se, higher), Level: 0.95}
+	s.DetectablePct = pctOfLog(logOfPct(marginPct, higher)+(t+zPower)*se, higher)
 	return s
 }
 
@@ -175,8 +179,7 @@ func withinMargin(metric string, x, ref Figure, higher bool, marginPct float64, 
 }
 
 // immaterial reports whether a gap of pct % from ref would be too small to matter by the guards
-// that stop a flag (a TTFT spread ≤ compare.min_ttft_delta_ms, a throughput spread under
-// compare.min_throughput_req_s): an interval reaching that far leaves nothing material undecided.
+// that stop a flag (min_ttft_delta_ms, min_throughput_req_s).
 func immaterial(metric string, ref Figure, pct float64, g Guards) bool {
 	switch {
 	case IsTTFTMetric(metric) && g.MinTTFTDeltaMs > 0:
@@ -210,18 +213,11 @@ const BothClientLimited = "both figures are client-limited (the load generator, 
 // DetectablePct is the smallest slowdown it could have flagged on any card (0 when one cannot show one).
 func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Compare {
 	c := results.Compare{Metric: metric, HigherIsBetter: higherIsBetter, VariancePct: g.VariancePct, Against: AgainstPeers}
-	cells = withGaps(finiteCells(cells, &c), higherIsBetter)
-	if len(cells) == 0 {
-		c.Note = joinNote(c.Note, "no values to compare")
+	cells, _, done := begin(&c, cells, higherIsBetter, g.MinSamples)
+	if done {
 		return c
 	}
-	c.Best = cells[bestIndex(cells, higherIsBetter)].Value
-	if len(cells) < 2 {
-		c.Values = []results.CompareCell{{GPU: cells[0].GPU, Value: cells[0].Value, LowerBound: cells[0].LowerBound}}
-		c.Note = joinNote(c.Note, "single GPU: nothing to compare")
-		return c
-	}
-	lowConfidence(&c, cells, g.MinSamples)
+	cells = withGaps(cells, higherIsBetter)
 	dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
 	detectable, known := 0.0, true
 	for i, x := range cells {
@@ -237,18 +233,11 @@ func Peers(metric string, cells []Cell, higherIsBetter bool, g Guards) results.C
 		}
 		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the median of the other GPUs (%s)%s", metric, Num(x.Value), x.GPU, s.Pct, dir, Num(ref.Value), ciText(s.CI, x.gap != nil))
 		switch {
-		case s.Result == Pass && s.Why == "" && s.Pct < 0:
+		case decide(&cell, s.Result, s.Why, what, fmt.Sprintf(", beyond the %g %% margin with its interval", g.VariancePct)):
+		case s.Pct < 0:
 			cell.Reason = fmt.Sprintf("better than the median of the other GPUs (by %.1f %%)", -s.Pct)
-		case s.Result == Pass && s.Why == "":
-			cell.Reason = fmt.Sprintf("within %g %% of the median of the other GPUs (%.1f %% %s)", g.VariancePct, s.Pct, dir)
-		case s.Result == Pass:
-			cell.Reason = what + ": not flagged, " + s.Why
-		case s.Result == Inconclusive:
-			cell.Inconclusive = true
-			cell.Reason = what + ": inconclusive, not flagged: " + s.Why
 		default:
-			cell.Flagged = true
-			cell.Reason = what + fmt.Sprintf(", beyond the %g %% margin with its interval: check this card's clocks, power, PCIe link and NUMA binding", g.VariancePct)
+			cell.Reason = fmt.Sprintf("within %g %% of the median of the other GPUs (%.1f %% %s)", g.VariancePct, s.Pct, dir)
 		}
 		c.Values = append(c.Values, cell)
 	}
@@ -271,8 +260,8 @@ func ciText(c *results.Interval, byBlock bool) string {
 
 // peerMedian is the reference of cell i: the median of the other cells' figures, with an interval
 // whose log-scale standard error is the root mean square of theirs shrunk as a median's is (1 peer:
-// its own; 2: their mean's, ÷√2; more: √(π/2)/√k, the large-sample factor, which errs wide for few).
-// It is as doubtful as its most doubtful member, and has the fewest samples of them.
+// its own; 2: ÷√2; more: √(π/2)/√k, the large-sample factor, which errs wide for few). It is as
+// doubtful as its most doubtful member, with the fewest samples of them.
 func peerMedian(cells []Cell, i int) Figure {
 	var vals, reqs, waits []float64
 	var sum2 float64
@@ -339,9 +328,8 @@ func MedianOf(figs []Figure) Figure {
 	return peerMedian(cells, 0)
 }
 
-// RunSpread is how far a figure moves from one run to the next on one node, from its values in N
-// of that node's earlier runs: their standard deviation as a % of their mean, and Student's t
-// 0.975 quantile for N − 1 degrees of freedom.
+// RunSpread is how far a figure moves from run to run on one node, from its values in N earlier
+// runs: their standard deviation as a % of their mean, and Student's t 0.975 for N − 1 d.f.
 type RunSpread struct {
 	N     int
 	SDPct float64
