@@ -17,9 +17,8 @@ type Interconnect struct {
 	AllReduce *AllReduce `json:"all_reduce,omitempty"`
 	Notes     []string   `json:"notes,omitempty"`
 	Error     string     `json:"error,omitempty"`
-	// DatasheetModel and DatasheetNVLinks are the catalog's entry for the GPUs' model and the NVLinks
-	// it ships with (0: none, or a model the catalog does not know), recorded by the health phase
-	// so the judge can tell a pair on PCIe that should be on NVLink without reading the catalog.
+	// DatasheetModel and DatasheetNVLinks are the catalog's entry for the GPUs and its NVLinks (0: none
+	// or unknown), so the judge tells a pair on PCIe that should be on NVLink without the catalog.
 	DatasheetModel   string `json:"datasheet_model,omitempty"`
 	DatasheetNVLinks int    `json:"datasheet_nvlinks,omitempty"`
 }
@@ -62,9 +61,8 @@ type GPUPair struct {
 	Path     string `json:"path"`
 	NVLinks  int    `json:"nvlinks,omitempty"`  // links joining the pair (direct or through NVSwitch)
 	NVSwitch bool   `json:"nvswitch,omitempty"` // the links go through NVSwitches
-	// PCIePath is the pair's PCIe common ancestor (PIX, PXB, PHB, NODE, SYS) even when NVLink joins
-	// them: GPUs under one switch share its link to the host, so the health phase does not measure
-	// their PCIe copies at once (issue 34). "": not known.
+	// PCIePath is the pair's PCIe common ancestor even when NVLink joins them: GPUs under one switch
+	// share its link to the host, so their PCIe copies are not measured at once. "": not known.
 	PCIePath string `json:"pcie_path,omitempty"`
 	// P2P is "ok" when peer access works both ways, else why not (e.g. "not supported by the chipset").
 	P2P string `json:"p2p,omitempty"`
@@ -106,8 +104,8 @@ type AllReduceSize struct {
 	BusBWRatio *float64 `json:"busbw_ratio,omitempty"` // busbw / PeakGBps
 }
 
-// MaxMatrixGPUs bounds Matrix: a host has at most a few dozen GPUs, and the matrix is their square
-// (a wrong file's count must not take the memory).
+// MaxMatrixGPUs bounds Matrix, the square of a host's few dozen GPUs at most (a wrong file's count
+// must not take the memory).
 const MaxMatrixGPUs = 256
 
 // Matrix is the GPUs' path matrix as `nvidia-smi topo -m` prints it, with a header row: "X" on the
@@ -116,27 +114,20 @@ func (ic *Interconnect) Matrix(gpus int) [][]string {
 	if ic == nil || len(ic.Pairs) == 0 || gpus > MaxMatrixGPUs {
 		return nil
 	}
-	head := []string{""}
-	for i := 0; i < gpus; i++ {
-		head = append(head, fmt.Sprintf("GPU%d", i))
-	}
-	out := [][]string{head}
 	path := map[[2]int]string{}
 	for _, p := range ic.Pairs {
 		v := cmp.Or(p.Path, "?")
 		path[[2]int{p.A, p.B}], path[[2]int{p.B, p.A}] = v, v
 	}
-	for i := 0; i < gpus; i++ {
+	out := [][]string{{""}}
+	for i := range gpus {
+		out[0] = append(out[0], fmt.Sprintf("GPU%d", i))
+		path[[2]int{i, i}] = "X"
+	}
+	for i := range gpus {
 		row := []string{fmt.Sprintf("GPU%d", i)}
-		for j := 0; j < gpus; j++ {
-			v, ok := path[[2]int{i, j}]
-			switch {
-			case i == j:
-				v = "X"
-			case !ok:
-				v = "?"
-			}
-			row = append(row, v)
+		for j := range gpus {
+			row = append(row, cmp.Or(path[[2]int{i, j}], "?"))
 		}
 		out = append(out, row)
 	}
