@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
-	"sort"
 	"sync"
 
 	"github.com/gpuvet/gpuvet/internal/config"
@@ -29,13 +29,8 @@ type Cleaner func(ctx context.Context, req CleanRequest, manifests []*Manifest) 
 // CleanBackends runs each backend's cleaner (false: none in this gpuvet) over its manifests, in
 // name order. The error joins every backend's: an *InputError when one refused bad input.
 func CleanBackends(ctx context.Context, req CleanRequest, byBackend map[string][]*Manifest, cleaner func(backend string) (Cleaner, bool)) error {
-	names := make([]string, 0, len(byBackend))
-	for b := range byBackend {
-		names = append(names, b)
-	}
-	sort.Strings(names)
 	var errs []error
-	for _, b := range names {
+	for _, b := range slices.Sorted(maps.Keys(byBackend)) {
 		clean, ok := cleaner(b)
 		if !ok {
 			errs = append(errs, fmt.Errorf("manifests of backend %s: this gpuvet has no cleaner for it", b))

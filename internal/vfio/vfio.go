@@ -344,11 +344,10 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 // unbound, or on nvidia with nothing holding it. Anything else (another driver, a process serving,
 // no NVIDIA GPU of the node) is an error naming it, and the GPU is not touched.
 func (rl *Release) asLeft(ctx context.Context, now []GPU, g GPU) (back bool, err error) {
-	i := slices.IndexFunc(now, func(n GPU) bool { return n.Address == g.Address })
-	if i < 0 {
-		return false, fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", g.Address)
+	n, err := gpuAt(now, g.Address)
+	if err != nil {
+		return false, err
 	}
-	n := now[i]
 	switch n.Driver {
 	case VFIODriver:
 		if n.Override == g.Override && n.Persisted == g.Persisted {
@@ -410,11 +409,11 @@ func checkRunID(id string) error {
 func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
 	// A manifest may be edited: only an NVIDIA GPU of the node is ever put on vfio-pci.
 	gpus, err := Inspect(ctx, rl.r, rl.p)
+	if err == nil {
+		_, err = gpuAt(gpus, g.Address)
+	}
 	if err != nil {
 		return err
-	}
-	if !slices.ContainsFunc(gpus, func(n GPU) bool { return n.Address == g.Address }) {
-		return fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", g.Address)
 	}
 	a := quote(g.Address)
 	var cmd string
@@ -447,16 +446,23 @@ func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
 	if err != nil {
 		return err
 	}
-	for _, n := range now {
-		if n.Address != g.Address {
-			continue
-		}
-		if n.Override != g.Override || n.Persisted != g.Persisted {
-			return fmt.Errorf("%s: back on vfio-pci but its override is %q (persisted %q), was %q (persisted %q)", g.Address, n.Override, n.Persisted, g.Override, g.Persisted)
-		}
-		return nil
+	i := slices.IndexFunc(now, func(n GPU) bool { return n.Address == g.Address })
+	switch {
+	case i < 0:
+		return fmt.Errorf("%s: gone from the node's PCI devices", g.Address)
+	case now[i].Override != g.Override || now[i].Persisted != g.Persisted:
+		return fmt.Errorf("%s: back on vfio-pci but its override is %q (persisted %q), was %q (persisted %q)",
+			g.Address, now[i].Override, now[i].Persisted, g.Override, g.Persisted)
 	}
-	return fmt.Errorf("%s: gone from the node's PCI devices", g.Address)
+	return nil
+}
+
+// gpuAt is the node's GPU at addr; a manifest may be edited: any other address is refused.
+func gpuAt(gpus []GPU, addr string) (GPU, error) {
+	if i := slices.IndexFunc(gpus, func(n GPU) bool { return n.Address == addr }); i >= 0 {
+		return gpus[i], nil
+	}
+	return GPU{}, fmt.Errorf("%s is not an NVIDIA GPU of the node: not gpuvet's to bind, left alone", addr)
 }
 
 // waitDriver waits until the GPU's bound driver is want ("" = none).
