@@ -111,7 +111,11 @@ func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
 	var ttft, itl, tpot, e2e, outTok []float64
 	var win, outTokS, reqS, totTokS, good float64
 	run.Requests, run.Errors, run.ErrorSamples = results.RequestCounts{}, map[string]int{}, nil
+	run.Repeat = &results.Repeat{Blocks: len(blocks)}
 	for _, b := range blocks {
+		run.Repeat.StartS = append(run.Repeat.StartS, b.startS)
+		run.Repeat.WindowStartS = append(run.Repeat.WindowStartS, b.run.WindowStartS)
+		run.Repeat.WindowSeconds = append(run.Repeat.WindowSeconds, b.run.WindowSeconds)
 		ttft, itl, tpot = append(ttft, b.ttft...), append(itl, b.itl...), append(tpot, b.tpot...)
 		e2e, outTok = append(e2e, b.e2e...), append(outTok, b.outTok...)
 		r := b.run
@@ -150,15 +154,8 @@ func pooled(blocks []syncBlock, seed uint64, minSamples int) results.Run {
 		}
 	}
 	run.Sizing = pooledSizing(blocks, minSamples)
-	within := intervals(ttft, itl, tpot, nil, 0, seed+uint64(run.Concurrency))
-	run.Repeat = &results.Repeat{Blocks: len(blocks)}
-	for _, b := range blocks {
-		run.Repeat.StartS = append(run.Repeat.StartS, b.startS)
-		run.Repeat.WindowStartS = append(run.Repeat.WindowStartS, b.run.WindowStartS)
-		run.Repeat.WindowSeconds = append(run.Repeat.WindowSeconds, b.run.WindowSeconds)
-	}
-	run.CI = within
-	run.Repeat.CI = repeatIntervals(&run, blocks, within)
+	run.CI = intervals(ttft, itl, tpot, nil, 0, seed+uint64(run.Concurrency))
+	run.Repeat.CI = repeatIntervals(&run, blocks, run.CI)
 	return run
 }
 

@@ -33,8 +33,7 @@ const (
 	errMalformed = "malformed_chunk"
 	errShort     = "short_output"
 	errStream    = "stream_error" // the server sent an {"error": …} object inside the stream
-	// errOverMax: the stream carried more tokens than max_tokens asked for (or its usage said so): the
-	// server ignores max_tokens, an API defect.
+	// errOverMax: more tokens than max_tokens (by chunks or usage): the server ignores max_tokens.
 	errOverMax = "over_max_tokens"
 	// errRedirect: a 3xx answer, never followed (the key would go to the target).
 	errRedirect = "redirect"
@@ -95,13 +94,12 @@ func (s *rxStatus) addReads(reads, multi, events int, pollLo, pollHi time.Durati
 func (s *rxStatus) note(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		if s.without == "" {
-			s.without = err.Error()
-		}
-		return
+	switch {
+	case err == nil:
+		s.kernel++
+	case s.without == "":
+		s.without = err.Error()
 	}
-	s.kernel++
 }
 
 // String is the result's account of chunk times.
@@ -426,8 +424,7 @@ func notSSEDetail(ctype, enc string, start []byte) string {
 	return "HTTP 200 with " + what + ", not an event stream of completion chunks"
 }
 
-// errBodyLen is how much of an error body is read: the detail's 300 bytes and the key's length, so
-// that a key echoed across the cut is still redacted whole.
+// errBodyLen reads 300 bytes of detail and the key's length, so an echoed key is redacted whole.
 func (c *client) errBodyLen() int { return 300 + len(c.key) }
 
 // connBox lets an atomic.Value hold connections of different concrete types.
@@ -489,8 +486,7 @@ func (h *headBytes) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// sseStream turns one response's SSE events into its Record: both readers feed it, so a request is
-// classified the same whichever read it.
+// sseStream turns one response's SSE events into its Record, the same for both readers.
 type sseStream struct {
 	c        *client
 	rec      *Record
@@ -529,8 +525,7 @@ func (s *sseStream) event(data []byte, now time.Duration) bool {
 		u := ch.Usage
 		s.final = &u
 		if ch.HasChoices {
-			// A count that goes back carries nothing new; one beyond max_tokens is not spread
-			// over the marks (its excess is the defect reported below).
+			// A count that goes back adds nothing; one past max_tokens is the defect reported below.
 			cum := ch.Usage.CompletionTokens
 			// Usage of zeros in every chunk is a placeholder (the count comes at the end).
 			rec.contUsage = rec.contUsage || cum > 0
@@ -627,8 +622,7 @@ func (c *client) fail(rec *Record, class, detail string) {
 	rec.Error, rec.Detail = class, head([]byte(oneLine(redact(detail, c.key))), 300)
 }
 
-// oneLine makes a server's words one line: control characters become spaces, so that a detail shown
-// on the terminal cannot drive it or break its layout.
+// oneLine turns control characters into spaces, so a server's words cannot drive the terminal.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {

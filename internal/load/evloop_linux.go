@@ -517,8 +517,7 @@ func (l *evLoop) spaceRead(q *evReq, m0 int, from time.Duration) {
 	}
 }
 
-// consume takes what one read returned, received at (kernel: the kernel's time) and read at now,
-// arrived after from; its tokens are spaced before the request can be released.
+// consume takes one read's bytes, received at (kernel: its time), read at now, arrived after from.
 func (l *evLoop) consume(cn *evConn, p []byte, now, at time.Duration, kernel bool, from time.Duration) {
 	q, n := cn.req, len(p)
 	m0 := len(q.s.rec.marks)

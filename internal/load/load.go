@@ -50,8 +50,7 @@ type Options struct {
 	// TokenizerPath is a local tokenizer.json to size synthetic prompts with (--tokenizer): it must
 	// load. Empty: CachedTokenizer, else the server's /tokenize, else a fit from usage.prompt_tokens.
 	TokenizerPath string
-	// CachedTokenizer is the model's tokenizer.json as the caller found it (modelcache.Tokenizer);
-	// one that does not load is logged and left to the server.
+	// CachedTokenizer is the model's cached tokenizer.json (modelcache); one that fails to load is logged.
 	CachedTokenizer string
 	// RecordsPath, when set, receives one JSON line per request (Record).
 	RecordsPath      string
@@ -77,8 +76,7 @@ type Options struct {
 	ScrapeEvery time.Duration
 	// MaxNumSeqs is the engine's max_num_seqs (0: unknown): the knee search goes no higher.
 	MaxNumSeqs int
-	// BeforeBlock, when set, is called before each block of the sweep's synchronous rung (1-based)
-	// and returns when it may start: a caller loading several GPUs lines their blocks up there.
+	// BeforeBlock, when set, returns when synchronous block (1-based) may start: GPUs line up there.
 	BeforeBlock func(ctx context.Context, block int)
 }
 
@@ -552,21 +550,12 @@ func (ex *executor) retryUnsaturated(ctx context.Context, l *results.Load, att a
 const negotiatePrompt = 1 << 30
 
 func withOptionDefaults(o Options, cfg results.LoadConfig) Options {
-	if o.RequestTimeout <= 0 {
-		o.RequestTimeout = 10 * time.Minute
-	}
-	if o.StallTimeout <= 0 {
-		o.StallTimeout = 120 * time.Second
-	}
-	if o.Drain <= 0 {
-		o.Drain = max(30*time.Second, time.Duration(cfg.MaxDuration))
-	}
-	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = maxInFlight(o, cfg)
-	}
-	if o.ScrapeEvery <= 0 {
-		o.ScrapeEvery = time.Second
-	}
+	// max(x, 0) first: a value ≤ 0 takes the default.
+	o.RequestTimeout = cmp.Or(max(o.RequestTimeout, 0), 10*time.Minute)
+	o.StallTimeout = cmp.Or(max(o.StallTimeout, 0), 120*time.Second)
+	o.Drain = cmp.Or(max(o.Drain, 0), max(30*time.Second, time.Duration(cfg.MaxDuration)))
+	o.MaxInFlight = maxInFlight(o, cfg)
+	o.ScrapeEvery = cmp.Or(max(o.ScrapeEvery, 0), time.Second)
 	return o
 }
 
@@ -576,8 +565,7 @@ func logf(w io.Writer, format string, args ...any) {
 	}
 }
 
-// prompts builds the prompt source and says how lengths were made exact: a local tokenizer.json
-// (withLocal), else the server's /tokenize, else a fit from usage.prompt_tokens.
+// prompts builds the prompt source and says how its lengths were made exact (calibrated).
 func prompts(ctx context.Context, cfg results.LoadConfig, salt uint64, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (dataset.Source, string, error) {
 	if cfg.Data != "synthetic" {
 		f, err := dataset.Load(cfg.Data)
@@ -812,8 +800,7 @@ func (ex *executor) account(recs []*Record, n int) {
 	}
 }
 
-// probeTime is a request's time at a probe's load: at least its time alone, and at least the last
-// steady probe's (a higher concurrency only makes each request slower).
+// probeTime is a request's time at a probe's load: at least alone, and the last steady probe's.
 func (ex *executor) probeTime() time.Duration { return max(ex.tempo.alone, ex.lastProbeTime) }
 
 // tempoAt is the tempo with best as the best steady probe.
@@ -840,8 +827,7 @@ func (ex *executor) guess(n int) []rungSpec {
 	return g
 }
 
-// aloneTime is a full-length request's time at concurrency 1 from the synchronous rung's mean TTFT
-// and TPOT (its requests may have asked for fewer tokens, see shortLen).
+// aloneTime is a full-length request's time alone: the synchronous mean TTFT and TPOT (shortLen).
 func aloneTime(sync results.Run, outTokens int) time.Duration {
 	ms := sync.TTFT.Mean + sync.TPOT.Mean*float64(max(outTokens-1, 0))
 	return time.Duration(ms * float64(time.Millisecond))

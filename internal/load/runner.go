@@ -43,15 +43,13 @@ type rungSpec struct {
 	// holds what its figures need, at most Cap; its window opens at the level's onset.
 	Steady bool
 	Slice  time.Duration // the plateau test's sampling slice
-	// MinSamples sizes a closed-loop rung by completions: past Duration it dispatches until MinSamples
-	// measured requests completed, at most until Cap (0: sized by Duration alone).
+	// MinSamples: past Duration, dispatch until that many measured completions, at most Cap (0: none).
 	MinSamples int
 	Cap        time.Duration
 	// Expect is the rung's predicted length, tail included (0: none); Known: from a measured pace.
 	Expect time.Duration
 	Known  bool
-	// Shorten lets a synchronous sized rung ask for shorter outputs once a full-length request shows
-	// that full-length ones would not give MinSamples within Duration (shortLen).
+	// Shorten lets a sized synchronous rung ask for shorter outputs when full ones would not fit (shortLen).
 	Shorten bool
 	// Block is the 1-based block of the sweep's synchronous rung (blocks.go); 0: a rung of its own.
 	Block int
@@ -128,8 +126,7 @@ type runner struct {
 	modelsURL string // GET target used to open connections before closed-loop rungs ("": none)
 }
 
-// conversation is a closed-loop slot's prompt picker: with multi-turn sessions, each slot sends a
-// session's turns in order, then takes the next session; otherwise -1 (the load's next prompt).
+// conversation picks a closed-loop slot's prompts: a multi-turn session's turns in order, else -1.
 func (rn *runner) conversation() func() int {
 	ss, ok := rn.src.(interface{ SessionTurns() int })
 	if !ok || ss.SessionTurns() < 2 {
@@ -407,8 +404,7 @@ func (g *rungState) closedSlot() {
 	}
 }
 
-// settleCut is the wait after a rung that cut requests in flight: the engine drops them within a step
-// or two, and the next rung must measure it without them.
+// settleCut is the wait after a rung that cut requests: the engine drops them within a step or two.
 const settleCut = time.Second
 
 // settle waits settleCut after a rung whose drain bound cut requests (not on Ctrl-C).

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -78,11 +79,14 @@ func (c *client) beat(rec *Record, at time.Duration) {
 	p.tokens.Add(1)
 }
 
-func (c *client) silenceFloor() time.Duration {
-	if c.floor > 0 {
-		return c.floor
+func (c *client) silenceFloor() time.Duration { return cmp.Or(max(c.floor, 0), DefaultSilenceFloor) }
+
+// capped is d, at most the stall timeout when there is one.
+func (c *client) capped(d time.Duration) time.Duration {
+	if c.stall > 0 {
+		return min(d, c.stall)
 	}
-	return DefaultSilenceFloor
+	return d
 }
 
 // limits are the silences rec may keep now: before its first token (0: no reference yet, no request
@@ -93,11 +97,7 @@ func (c *client) limits(p *pulse) (answer, stall time.Duration) {
 		answer = max(floor, answerTTFTs*ttft)
 	}
 	gap := time.Duration(max(p.maxGap.Load(), c.pace.maxGap.Load()))
-	stall = max(floor, stallGaps*gap, stallTTFTs*time.Duration(c.pace.maxTTFT.Load()))
-	if c.stall > 0 {
-		stall = min(stall, c.stall)
-	}
-	return answer, stall
+	return answer, c.capped(max(floor, stallGaps*gap, stallTTFTs*time.Duration(c.pace.maxTTFT.Load())))
 }
 
 // judge says whether rec, silent until now, has stalled or gone unanswered (nil: not yet); next is
@@ -153,10 +153,7 @@ func (c *client) watch(rec *Record, cancel func(error)) (stop func()) {
 	rec.beat = p
 	var done atomic.Bool
 	var timer atomic.Pointer[time.Timer] // set before the timer can fire: its function reads it
-	first := c.silenceFloor()
-	if c.stall > 0 {
-		first = min(first, c.stall)
-	}
+	first := c.capped(c.silenceFloor())
 	t := time.AfterFunc(time.Duration(math.MaxInt64), func() {
 		if done.Load() {
 			return

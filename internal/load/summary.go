@@ -133,8 +133,7 @@ func (t *tally) streamed(r *Record) bool {
 
 // count adds one request to run's counts and to the tally's samples.
 func (t *tally) count(run *results.Run, r *Record) {
-	// A ramp request is counted like a measured one unless it completed before the window: only
-	// its latencies are left out (a lighter load).
+	// A ramp request counts like a measured one unless it ended before the window: latencies aside.
 	warm := r.Warmup && !(r.ramp && (!r.ok() || r.end >= t.o.winStart))
 	if t.streamed(r) && !warm {
 		run.Requests.Streamed++
@@ -324,8 +323,7 @@ func subsample(s []float64, n int, seed uint64) []float64 {
 	return out
 }
 
-// selfCheck decides whether the client limited the run: at least 1 % of lags (ms behind schedule),
-// and minLateRequests, over LagLimit, or short of CPU.
+// selfCheck says whether the client limited the run: lagging its schedule (lags, ms), or CPU-bound.
 func selfCheck(lags []float64, cpu, wall time.Duration) (bool, string) {
 	cores := runtime.NumCPU()
 	late := 0

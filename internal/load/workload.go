@@ -124,8 +124,7 @@ func workloadSettings(c results.LoadConfig) []check {
 		{c.ContextMax < 0 || c.ContextMax > MaxPromptTokens || c.ContextMax > 0 && c.Workload != WorkloadLongContext, fmt.Sprintf("--context-max %d: want the ladder's top context in tokens (up to %d), with --workload long-context", c.ContextMax, MaxPromptTokens)},
 		{c.Workload == WorkloadMultiTurn && !slices.Contains(closedLoop, c.Profile), fmt.Sprintf("--workload multi-turn sends each session's turns in order, each after the reply before it, on one stream: give --profile concurrency (or synchronous, throughput), not %s", c.Profile)},
 		{c.Turns < 0 || c.Turns > maxTurns || c.Turns > 0 && c.Workload != WorkloadMultiTurn, fmt.Sprintf("--turns %d: want 1..%d turns per session, with --workload multi-turn", c.Turns, maxTurns)},
-		// A session's last request carries every turn before it (a prompt and a reply each): bounded
-		// like any prompt, before it is built.
+		// A session's last request carries every turn before it: bounded like any prompt.
 		{c.Turns > 0 && c.Turns <= maxTurns && c.Turns*(max(c.PromptTokens, c.PromptMax)+c.OutputTokens) > MaxPromptTokens, fmt.Sprintf("--turns %d: a session's last request would carry %d turns of up to %d prompt and %d output tokens, over %d tokens: use fewer turns or shorter prompts",
 			c.Turns, c.Turns, max(c.PromptTokens, c.PromptMax), c.OutputTokens, MaxPromptTokens)},
 		{c.TraceSpeed < 0 || c.TraceSpeed > maxTraceSpeed || math.IsNaN(c.TraceSpeed), fmt.Sprintf("--trace-speed %v: want a factor in (0, %d] (2: twice as fast as recorded)", c.TraceSpeed, maxTraceSpeed)},
@@ -304,8 +303,7 @@ func (ex *executor) contextLadder(ctx context.Context, a *attempt, n int) {
 	}
 }
 
-// contextSummary reads a context ladder: the longest context clear of KV pressure, the first that
-// was not (and whether it preempted), and where the KV-cache size says it runs out.
+// contextSummary reads a context ladder: the longest clean context, the first KV-bound, the expected.
 func contextSummary(runs []results.Run, conc, out, kvTokens int) *results.ContextLadder {
 	c := &results.ContextLadder{Concurrency: conc, KVCapacityTokens: kvTokens}
 	known := true
