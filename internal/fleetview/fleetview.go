@@ -8,7 +8,6 @@ package fleetview
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -74,15 +73,12 @@ func (v *View) Counts() []Count {
 		n[x.Status]++
 	}
 	var out []Count
-	for _, st := range order {
-		if n[st] > 0 {
-			out = append(out, Count{st, n[st]})
-			delete(n, st)
-		}
+	for st, c := range n {
+		out = append(out, Count{st, c})
 	}
-	for _, st := range slices.Sorted(maps.Keys(n)) { // a status this package does not know yet
-		out = append(out, Count{st, n[st]})
-	}
+	slices.SortFunc(out, func(a, b Count) int { // a status this package does not know yet last, by name
+		return cmp.Or(cmp.Compare(statusRank(a.Status), statusRank(b.Status)), strings.Compare(string(a.Status), string(b.Status)))
+	})
 	return out
 }
 
@@ -447,8 +443,7 @@ func EngineSeconds(t *results.EndpointTiming) string {
 
 // Thousands writes an integer's digits with thousands separators: "7992" -> "7,992".
 func Thousands(digits string) string {
-	neg := strings.HasPrefix(digits, "-")
-	digits = strings.TrimPrefix(digits, "-")
+	digits, neg := strings.CutPrefix(digits, "-")
 	var b strings.Builder
 	if neg {
 		b.WriteByte('-')
