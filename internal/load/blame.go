@@ -57,8 +57,7 @@ func acceptCheck(o *rungOut) (bool, string) {
 		refused, d.P99, d.Max, d.Count, ConnectLimit)
 }
 
-// burstCheck says when most chunk gaps of the rung's successful streams were under burstGap or inside
-// one read (spaced by the event loop).
+// burstCheck says when most chunk gaps of the rung's streams were under burstGap or in one read.
 func burstCheck(o *rungOut) string {
 	gaps, bursts := 0, 0
 	for _, r := range o.recs {

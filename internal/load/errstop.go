@@ -9,16 +9,13 @@ import (
 // outweigh its failures, then stops and says so (results.Run.ErrorStop): waiting out its bounds only
 // sends more requests to a broken server (one drew 143,555 failing requests from a 5 s bench).
 const (
-	// errStopMin is the fewest failures that can decide a rung; a wider rung needs one per slot, so
-	// that its first wave is not judged by its first few answers.
+	// errStopMin is the fewest failures that decide a rung; a wider rung's first wave needs one per slot.
 	errStopMin = 20
-	// errStopShare: the rung stops once the 95 % Wilson interval of its failed share lies above it
-	// (most requests fail, and more would not change that).
+	// errStopShare: the rung stops once the 95 % Wilson interval of its failed share lies above it.
 	errStopShare = 0.5
 )
 
-// errorsDecide says why a rung's ended requests decide it ("": they do not): at least
-// max(errStopMin, slots) failed, and none succeeded or most fail with confidence.
+// errorsDecide says why ended requests decide a rung ("": not): enough failed, and none or most succeeded.
 func errorsDecide(good, bad, slots int) string {
 	if bad < max(errStopMin, slots) {
 		return ""

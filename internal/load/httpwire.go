@@ -145,8 +145,7 @@ func (r *respParser) feed(p []byte, body func([]byte) bool) (int, error) {
 	return used, nil
 }
 
-// eof is the server closing the connection: nil when that ends the body (a body without length),
-// io.ErrUnexpectedEOF inside a response, errNoResponse before any byte of one.
+// eof: nil when the close ends a body without length, else io.ErrUnexpectedEOF or errNoResponse.
 func (r *respParser) eof() error {
 	switch {
 	case r.state == wsUntilEOF || r.state == wsDone:
@@ -236,8 +235,7 @@ func (r *respParser) statusLine(status []byte) (http10 bool, err error) {
 
 // header reads one header line; length is the Content-Length so far (-1: none).
 func (r *respParser) header(l []byte, http10 bool, length *int64) error {
-	// A name is not judged (net/http reads names with spaces in a response); a line with no colon
-	// is refused by both.
+	// A name is not judged (net/http reads names with spaces); a line with no colon is refused.
 	name, value, ok := bytes.Cut(l, []byte(":"))
 	name = bytes.TrimRight(name, " \t")
 	if !ok {

@@ -98,8 +98,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 			k.Reason = fmt.Sprintf("a probe at concurrency %d would need about %v a request (%v at %d), past load.max_rung_duration (%v): it could not level", next, ahead.Round(time.Second), ex.lastProbeTime.Round(time.Second), c, time.Duration(ex.cfg.MaxRungDuration))
 			break
 		}
-		// The probe and the least ladder after it must fit what is left of load.time_budget: the
-		// constant rates measure more than a probe (the ladder overshoots, and climbs).
+		// The probe and the least ladder after it must fit the budget: the ladder measures more.
 		pred, why := ex.probeFits(best, next, ahead)
 		if why != "" {
 			k.Reason = why
@@ -144,8 +143,7 @@ func (ex *executor) findKnee(ctx context.Context, a *attempt, n int, probe resul
 	return best, k
 }
 
-// probeFits predicts the probe at concurrency next (perReq a request) and says why it and the least
-// ladder after it would pass what is left of load.time_budget ("": they fit).
+// probeFits predicts the probe at next and says why it and the least ladder would pass the budget.
 func (ex *executor) probeFits(best results.Run, next int, perReq time.Duration) (rungSpec, string) {
 	pred := ex.steady(ex.newSpec(kindThroughput, next, 0), perReq, 0)
 	lo, hi := ex.ladderRange(best)

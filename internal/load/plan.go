@@ -80,8 +80,7 @@ func (ex *executor) constant(p tempo, rate float64) rungSpec {
 	return s
 }
 
-// ladder plans the constant rates over (lo, hi]: load.rates of them, or fewer (at least budgetRates)
-// when their planned lengths would pass left. note says why when fewer, or when even the fewest pass.
+// ladder plans the constant rates over (lo, hi]: load.rates, or fewer (budgetRates) to fit left; note says why.
 func (ex *executor) ladder(p tempo, lo, hi float64, left time.Duration) (specs []rungSpec, note string) {
 	want := ex.cfg.Rates
 	least := min(budgetRates, want)
@@ -174,8 +173,7 @@ func (ex *executor) plan(s rungSpec, ahead []rungSpec) {
 // Bounds of drift: a rung that has not narrowed its rate runs on to twice its plan (levelWatch).
 const minDrift, maxDrift = 0.5, 2.0
 
-// drift is the time the rungs planned from a measured pace took over their plan (1 before any): on a
-// busy client rungs run on to narrow their rate. It scales only the progress, never the plan.
+// drift is the rungs' time over their plan (1 before any); it scales only the progress, never the plan.
 func (ex *executor) drift() float64 {
 	if ex.plannedFor <= 0 {
 		return 1

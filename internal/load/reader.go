@@ -32,8 +32,7 @@ type endpointURL struct {
 	uri  string // the request target
 }
 
-// loopEndpoint says whether the event-loop reader can serve rawURL, and why not: TLS, a proxy and
-// credentials in the URL stay with net/http.
+// loopEndpoint says whether the event loop can serve rawURL; TLS, a proxy, credentials go to net/http.
 func loopEndpoint(rawURL string) (endpointURL, string) {
 	u, err := url.Parse(rawURL)
 	switch {
@@ -52,8 +51,7 @@ func loopEndpoint(rawURL string) (endpointURL, string) {
 	return endpointURL{addr: net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "80")), host: u.Host, uri: u.RequestURI()}, ""
 }
 
-// pickReader chooses the reader for a load. ok: the event loop, at ep; else why says which and why.
-// A reader asked for that cannot be used is an error.
+// pickReader chooses a load's reader (ok: the event loop at ep; else why). One asked for must be usable.
 func pickReader(setting, completionsURL string) (ep endpointURL, ok bool, why string, err error) {
 	ep, not := loopEndpoint(completionsURL)
 	switch {

@@ -9,8 +9,7 @@ const (
 	// pollMin is where a loop starts and the fastest it polls: a decode step takes 2 ms or more even
 	// for small models on fast GPUs.
 	pollMin = time.Millisecond
-	// pollMax bounds the slowest: a finished request is seen within one poll, which must stay
-	// negligible beside a request's seconds.
+	// pollMax bounds the slowest: a finished request is seen within a poll, negligible beside its seconds.
 	pollMax = 4 * time.Millisecond
 	// pollGapShare is the share of recent gaps allowed below two polls (a 5th percentile).
 	pollGapShare = 0.05
@@ -46,8 +45,7 @@ func (p *pollSchedule) gap(d time.Duration, joint bool) {
 	}
 }
 
-// choose sets the interval to half the 5th-percentile gap of the epoch (within pollMin..pollMax) and
-// starts a new epoch.
+// choose sets the interval to half the epoch's 5th-percentile gap, and starts a new epoch.
 func (p *pollSchedule) choose() {
 	limit := int(pollGapShare * float64(p.n))
 	seen, low := 0, time.Duration(0)
@@ -63,8 +61,7 @@ func (p *pollSchedule) choose() {
 	p.bins, p.n = [len(p.bins)]int{}, 0
 }
 
-// spaceMarks spaces marks that came in one read evenly over (from, the last one's time], and marks all
-// but the first joint.
+// spaceMarks spaces marks of one read evenly over (from, the last one's time]; all but the first joint.
 func spaceMarks(marks []mark, from time.Duration) {
 	end := marks[len(marks)-1].at
 	if from < end {

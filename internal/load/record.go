@@ -86,8 +86,7 @@ const (
 	countsDisputed   = "chunks (the server's usage counted more than max_tokens: not believed)"
 )
 
-// templateTokens bounds what a chat template (and a server's system prompt) adds to a prompt: a prompt
-// count beyond the prompt's bytes and this is not believed.
+// templateTokens bounds a chat template's tokens: a prompt count beyond its bytes and them is not believed.
 const templateTokens = 4096
 
 // tokenBound is the most output tokens a request can be credited with: its max_tokens, or chunks.

@@ -89,8 +89,7 @@ func (c *client) capped(d time.Duration) time.Duration {
 	return d
 }
 
-// limits are the silences rec may keep now: before its first token (0: no reference yet, no request
-// of the load has had one) and between tokens.
+// limits are the silences rec may keep now: before its first token (0: no reference yet) and after.
 func (c *client) limits(p *pulse) (answer, stall time.Duration) {
 	floor := c.silenceFloor()
 	if ttft := time.Duration(c.pace.maxTTFT.Load()); ttft > 0 {
@@ -195,8 +194,7 @@ func secs(d time.Duration) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", d.Seconds()), ".0") + " s"
 }
 
-// redact takes the API key out of s: every occurrence, and every start of it of 8 characters or
-// more (a detail cut in the middle of an echoed key).
+// redact takes the API key out of s, and every start of it of 8 characters or more (a cut echo).
 func redact(s, key string) string {
 	if key == "" {
 		return s

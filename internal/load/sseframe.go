@@ -46,8 +46,7 @@ func (f *sseFramer) feed(p []byte, emit func([]byte) bool) bool {
 	return true
 }
 
-// end is the end of the body: clean (not cut), a last line without its "\n" still counts, as at
-// sseReader's io.EOF. A pending event is dispatched either way.
+// end ends the body: clean, a last line without "\n" counts (as sseReader's); a pending event goes out.
 func (f *sseFramer) end(clean bool, emit func([]byte) bool) bool {
 	if f.err != nil {
 		return false

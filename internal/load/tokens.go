@@ -20,8 +20,7 @@ const (
 	tokensFile   = "from the file (lengths as the server's usage counts them)"
 )
 
-// serverCounter counts tokens with the server's /tokenize (vLLM, SGLang), as the server will count the
-// prompt: through the chat template for chat, with special tokens for completions.
+// serverCounter counts tokens with the server's /tokenize, as the server counts (chat template included).
 type serverCounter struct {
 	url, model, key string
 	chat            bool
