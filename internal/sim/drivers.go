@@ -136,8 +136,7 @@ func (r *realtime) loop() {
 		if r.onStep != nil {
 			r.onStep(d)
 		}
-		// The step's tokens reach their handlers the frontend's output cost (Perf.Exit) after the
-		// step's scheduled end.
+		// The step's tokens reach their handlers Perf.Exit after the step's scheduled end.
 		due := next.Add(r.eng.Perf().Exit())
 		if wait := time.Until(due); wait > 0 {
 			batch := append([]delivery(nil), out...)
@@ -148,8 +147,7 @@ func (r *realtime) loop() {
 	}
 }
 
-// deliver hands a step's tokens to their handlers; dueNs is when they were due (the simulator's
-// own lag is measured from it).
+// deliver hands a step's tokens to their handlers; dueNs is when they were due (for the lag).
 func deliver(out []delivery, dueNs int64) {
 	for _, o := range out {
 		o.s.Due.CompareAndSwap(0, dueNs)
@@ -163,11 +161,10 @@ func deliver(out []delivery, dueNs int64) {
 	}
 }
 
-// fixed produces tokens on a fixed schedule: token k of a request is due at
-// arrival + TTFT + (k−1)·ITL (each gap scaled by 1 ± jitter), with no load effects. One goroutine
-// and one 1 ms ticker serve every stream through a timing wheel (a ring of 1 ms slots): each tick
-// releases the tokens of the slots that have come due (never early, at most a tick late), so 2,000
-// streams cost a thousand wake-ups a second, not one timer per token.
+// fixed produces tokens on a fixed schedule: token k is due at arrival + TTFT + (k−1)·ITL (each gap
+// scaled by 1 ± jitter). One goroutine and a 1 ms ticker serve every stream through a timing wheel
+// of 1 ms slots (never early, at most a tick late): 2,000 streams cost a thousand wake-ups a second,
+// not one timer per token.
 type fixed struct {
 	ttft, itl time.Duration
 	jitter    float64

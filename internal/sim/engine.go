@@ -40,10 +40,8 @@ type Seq struct {
 // context is the sequence's full length: prompt plus what it generated.
 func (s *Seq) context() int { return s.Prompt + s.generated }
 
-// Engine is vLLM's V1 scheduler in miniature: continuous batching with MaxNumSeqs, chunked prefill
-// under a per-step token budget, a paged KV cache with recompute preemption when it runs out. It has
-// no clock: Step returns how long the step takes, and the driver (virtual time in tests, wall time
-// behind HTTP) decides when the step ends. Not safe for concurrent use: the driver serialises.
+// Engine is vLLM's V1 scheduler in miniature (doc.go). It has no clock: Step returns how long the
+// step takes, and the driver decides when it ends. Not safe for concurrent use.
 type Engine struct {
 	perf       *Perf
 	waiting    []*Seq // FIFO; preempted sequences go back to the front
@@ -224,8 +222,7 @@ func (e *Engine) preempt(s *Seq) {
 	e.Preemptions++
 }
 
-// release frees a sequence's blocks and removes it from the running list; its cached blocks stay
-// cached until reused.
+// release frees a sequence's blocks and removes it from the running list (its cached blocks stay).
 func (e *Engine) release(s *Seq) {
 	e.freeBlocks += s.blocks
 	s.blocks = 0

@@ -37,9 +37,8 @@ type FleetConfig struct {
 	// EngineFault makes one GPU's engine misbehave: "GPU:KIND" with KIND short, cut, traceback or
 	// exit (enginefault.go); "": none. The GPU itself stays healthy.
 	EngineFault string
-	// RecoveryAction shows NVML's GPU recovery action on one GPU: "GPU:ACTION" with ACTION reset,
-	// reboot, drain-p2p or drain-and-reset; DriverFault plays one of the driver's other signals on
-	// one GPU: "GPU:KIND" (DriverFaultKinds). "": none (driverfault.go).
+	// RecoveryAction shows NVML's GPU recovery action on one GPU ("GPU:ACTION", RecoveryActionNames);
+	// DriverFault plays another driver signal ("GPU:KIND", DriverFaultKinds). "": none.
 	RecoveryAction string
 	DriverFault    string
 	// HBMHidden hides part of one GPU's memory from its engine: "GPU[:SHARE]" (SHARE default 0.5);
@@ -193,8 +192,8 @@ func (f *Fleet) idleW() float64 {
 	return math.Round(f.gpu.TDPW * 0.12)
 }
 
-// GPUs is the inventory, as a health phase reads it from NVML: exact nvidia-smi names from the
-// catalog, seeded UUIDs, PCIe link at its maximum, NUMA unknown (-1), no ECC errors.
+// GPUs is the inventory as a health phase reads it from NVML: catalog names, seeded UUIDs, PCIe at
+// its maximum, NUMA unknown (-1), no ECC errors.
 func (f *Fleet) GPUs() ([]results.GPUInfo, error) {
 	out := make([]results.GPUInfo, f.cfg.Count)
 	for i := range out {
@@ -319,9 +318,8 @@ func (f *Fleet) Speed(i int) float64 {
 	return sp
 }
 
-// Microbench is a simulated microbenchmark on GPU i: datasheet peak × typical efficiency × Speed(i)
-// ± 1 % seeded noise. Names: sgemm_fp32, gemm_tf32, gemm_bf16 (TFLOP/s); pcie_h2d, pcie_d2h,
-// hbm_d2d (GB/s).
+// Microbench is a simulated microbenchmark on GPU i (results.MicrobenchNames): datasheet peak ×
+// typical efficiency × Speed(i) ± 1 % seeded noise.
 func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	if err := f.check(i); err != nil {
 		return 0, "", err

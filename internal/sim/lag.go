@@ -7,10 +7,9 @@ import (
 	"time"
 )
 
-// The simulator knows its own lag behind its schedule. Every token has a due time (its engine
-// step's end, or its fixed-mode slot); a stream that sends it later than LagLimit after that (the
-// machine cannot keep up: thousands of streams, a starved CPU) is behind, and its client sees
-// tokens in bursts that no GPU produced. It is said in the log and in /metrics, never hidden.
+// The simulator knows its own lag: a token sent later than LagLimit after its due time (its step's
+// end, or its fixed-mode slot) means the machine cannot keep up, and its client sees bursts no GPU
+// produced. It is said in the log and in /metrics, never hidden.
 
 // LagLimit is how late a token may leave before the simulator counts itself behind schedule.
 const LagLimit = 20 * time.Millisecond

@@ -54,9 +54,8 @@ func (f *Fleet) busID(i int) string {
 	return fmt.Sprintf("0000:%02x:00.0", 0x18+i*0x10%0xe0)
 }
 
-// Interconnect is the virtual host's topology: with two GPUs their NVLinks join them directly (as on
-// the 2 × H200 of docs/), with more they go through NVSwitches; GPUs without NVLink share a PCIe host
-// bridge. Every read is one more period for the "errors" fault's counters to grow.
+// Interconnect is the virtual host's topology: two GPUs' NVLinks join them directly, more go through
+// NVSwitches; GPUs without NVLink share a PCIe host bridge. Each read grows the "errors" counters.
 func (f *Fleet) Interconnect() (*results.Interconnect, error) {
 	f.mu.Lock()
 	f.linkReads++

@@ -23,11 +23,9 @@ type EngineConfig struct {
 	// scheduler rather than the GPU (transformers' Python continuous batching on an 8B is about
 	// 40 ms + 2 ms × batch), so that long requests under load outlast a rung. 0: none.
 	StepOverhead, SeqOverhead time.Duration
-	// APIOverhead, when set, replaces the modelled frontend (Frontend: HTTP, chat template,
-	// tokenisation, hand-off, output) with one fixed cost before the engine. 0: the modelled one.
+	// APIOverhead, when set, replaces the modelled Frontend with one fixed cost before the engine.
 	APIOverhead time.Duration
-	// NoPrefixCache turns automatic prefix caching off (vLLM --no-enable-prefix-caching; on by
-	// default in vLLM V1).
+	// NoPrefixCache turns automatic prefix caching off (vLLM --no-enable-prefix-caching).
 	NoPrefixCache bool
 }
 
@@ -138,10 +136,7 @@ type Batch struct {
 	KVRead  float64 // Σ over sequences of their context length (KV read once per sequence)
 }
 
-// StepTime is the cost of one engine step: the speed-of-light compute and memory times of
-// internal/roofline at the achieved fractions (compute also losing the SMs a small or narrow GEMM
-// leaves idle), joined by a smooth maximum; plus the kernel boundaries of every layer, the
-// tensor-parallel all-reduces, and the engine's CPU time per step and per sequence.
+// StepTime is the cost of one engine step, as the package doc's performance model says.
 func (p *Perf) StepTime(b Batch) time.Duration {
 	if b.Tokens == 0 {
 		return 0
@@ -166,9 +161,8 @@ func (p *Perf) StepTime(b Batch) time.Duration {
 	return time.Duration(float64(time.Duration(t*1e9)) / speed)
 }
 
-// comm is the cost of tensor parallelism in a step: two all-reduces of the step's hidden states
-// per layer over the GPU's link at the achieved fraction of its bandwidth, and the broadcast of
-// the step to every worker.
+// comm is the cost of tensor parallelism in a step: two all-reduces per layer over the GPU's link
+// at the achieved fraction of its bandwidth, and the broadcast of the step to every worker.
 func (p *Perf) comm(tokens int) float64 {
 	if p.Cfg.TP <= 1 {
 		return 0

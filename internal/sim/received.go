@@ -26,8 +26,7 @@ func (l stampListener) Accept() (net.Conn, error) {
 type connKey struct{}
 
 // requestReceived is the kernel's receive time of the newest bytes read on r's connection before its
-// handler started at arrival, or zero where unknown (no timestamps, an in-process handler, or a time
-// that is not before arrival).
+// handler started at arrival, or zero where unknown or not before arrival.
 func requestReceived(r *http.Request, arrival time.Time) time.Time {
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
 	if c == nil {

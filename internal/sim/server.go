@@ -19,9 +19,7 @@ import (
 )
 
 // Config is one simulated serving endpoint: vLLM serving Model on GPU (or TP GPUs), or, in fixed
-// mode (TTFT or ITL set), a server with exact latencies and no load effects. Start one with Listen
-// (doc.go); attached to GPU i of a Fleet (Fleet, GPUIndex), its load moves that GPU's power, clock
-// and temperature, and a straggler GPU's engine runs Fleet.Speed(i) times as fast.
+// mode (TTFT or ITL set), a server with exact latencies and no load effects (doc.go).
 type Config struct {
 	GPU    string       // catalog key or nvidia-smi name; required unless fixed mode
 	Model  string       // served model id: a catalog model, or any name in fixed mode
@@ -43,12 +41,10 @@ type Config struct {
 
 	Fleet    *Fleet // optional: the virtual GPUs this server runs on
 	GPUIndex int    // first GPU of this server's group in Fleet (the group is Engine.TP GPUs)
-	// EngineFault is the protocol fault this server's engine plays (enginefault.go): "short",
-	// "cut", "traceback", "exit"; "": none.
+	// EngineFault is the protocol fault this server's engine plays (EngineFaultKinds; "": none).
 	EngineFault string
-	// ReasoningTokens makes a reasoning model: the first ReasoningTokens tokens of each streamed
-	// chat answer (never its last) come as delta.reasoning_content, as vLLM's reasoning parsers
-	// send them, the rest as content. 0: none.
+	// ReasoningTokens makes a reasoning model: the first ReasoningTokens tokens of each streamed chat
+	// answer (never its last) come as delta.reasoning_content, as vLLM's reasoning parsers send them.
 	ReasoningTokens int
 }
 
@@ -391,8 +387,8 @@ func wordIndex(seed uint64, k int) int {
 	return int(x % uint64(len(outputWords)))
 }
 
-// token is the id of output token k (1-based) of the planned request: a corrupt GPU's drift from
-// token CorruptDrift+1 on (position CorruptDrift counted from 0).
+// token is the id of output token k (1-based) of the planned request, a corrupt GPU's drifting from
+// position CorruptDrift (from 0) on.
 func (p plan) token(k int) int {
 	if p.drift && k > CorruptDrift {
 		return wordIndex(p.wordSeed^0x5bd1e995, k)

@@ -7,9 +7,8 @@ import (
 	"time"
 )
 
-// stream writes one request's answer. The SSE path is the hot one: chunk text is pre-encoded once
-// per request, tokens found at a wake-up are appended into one buffer, and the buffer goes out in one
-// write and one Flush.
+// stream writes one request's answer. The SSE path is the hot one: the head is encoded once per
+// request, and the tokens found at a wake-up go out in one write and one Flush.
 type stream struct {
 	s        *Server
 	w        http.ResponseWriter
@@ -95,8 +94,8 @@ func (st *stream) endEvent(b []byte, usage bool, completion int) []byte {
 	return append(b, "}\n\n"...)
 }
 
-// reasoning is how many of the answer's first tokens are reasoning (Config.ReasoningTokens): a
-// chat answer's, and never its last token, so that every answer has output past its reasoning.
+// reasoning is how many of a chat answer's first tokens are reasoning (Config.ReasoningTokens),
+// never its last, so every answer has output past its reasoning.
 func (st *stream) reasoning() int {
 	if !st.chat {
 		return 0

@@ -8,18 +8,16 @@ import (
 	"time"
 )
 
-// TraceRecord is the ground truth of one request (refused ones too: 4xx, injected 5xx/429), one JSON
-// line of --trace FILE, written when the request ends (finished, failed, cut or abandoned by its
-// client).
+// TraceRecord is the ground truth of one request (refused ones too), one JSON line of --trace FILE,
+// written when the request ends.
 type TraceRecord struct {
 	ID       uint64    `json:"id"`               // the server's request counter (1-based, arrival order)
 	Server   string    `json:"server,omitempty"` // the endpoint's address, when several share a file
 	Endpoint string    `json:"endpoint"`         // /v1/completions or /v1/chat/completions
 	Stream   bool      `json:"stream"`
 	Arrival  time.Time `json:"arrival"` // when the handler started (headers read)
-	// Received is when the request's newest bytes reached the server's socket (the kernel's receive
-	// time; absent where unavailable). A client's TTFT starts about here: Received → Arrival is the
-	// time the request waited for the server to read it, which a user waits through too.
+	// Received is when the request's newest bytes reached the server's socket (the kernel's time;
+	// absent where unavailable): a client's TTFT starts about here, and waits through Received → Arrival.
 	Received         time.Time `json:"received,omitzero"`
 	PromptTokens     int       `json:"prompt_tokens"`     // as usage.prompt_tokens and /tokenize count them
 	CompletionTokens int       `json:"completion_tokens"` // tokens actually sent
@@ -69,9 +67,8 @@ func (t *traceWriter) flush() error {
 	return t.w.Flush()
 }
 
-// TTFTMs is the request's time to first token as its client sees it, in ms: from Received (the
-// request reaching the server's socket) when known, else from Arrival, to the first token's send.
-// Zero when no token was sent.
+// TTFTMs is the request's time to first token as its client sees it, in ms: from Received when
+// known, else from Arrival (0: no token sent).
 func (r TraceRecord) TTFTMs() float64 {
 	if len(r.TokenMs) == 0 {
 		return 0
