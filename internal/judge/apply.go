@@ -536,6 +536,15 @@ func throughputFigure(l *results.Load, v float64) compare.Figure {
 	return f
 }
 
+// peakFigure is the load's peak output tok/s, else its best rung's.
+func peakFigure(l *results.Load) (compare.Figure, bool) {
+	v := l.PeakOutputTokS
+	if r := PeakRun(l); v <= 0 && r != nil {
+		v = r.OutputTokS
+	}
+	return throughputFigure(l, v), v > 0
+}
+
 func sustainedFigure(l *results.Load) (compare.Figure, bool) {
 	if l.SustainedReqS <= 0 {
 		return compare.Figure{}, false
@@ -557,15 +566,7 @@ type LLMMetric struct {
 // LLMMetrics are the LLM figures compared GPU to GPU, node to node and against baselines.
 var LLMMetrics = []LLMMetric{
 	{MetricSustainedReqS, true, false, sustainedFigure},
-	{MetricPeakOutputTokS, true, false, func(l *results.Load) (compare.Figure, bool) {
-		v := l.PeakOutputTokS
-		if v <= 0 {
-			if r := PeakRun(l); r != nil {
-				v = r.OutputTokS
-			}
-		}
-		return throughputFigure(l, v), v > 0
-	}},
+	{MetricPeakOutputTokS, true, false, peakFigure},
 	{MetricTTFTP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TTFT, r.CI.Get(MetricTTFTP95) })},
 	{MetricITLP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.ITL, r.CI.Get(MetricITLP95) })},
 	{MetricTPOTP95, false, false, runDist(RunSynchronous, p95, func(r *results.Run) (results.Dist, *results.Interval) { return r.TPOT, r.CI.Get(MetricTPOTP95) })},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -83,16 +82,6 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 // seeksCapacity reports whether a load profile drives the engine to what it can serve: a sweep
 // (its probes and ladder) or the throughput profile; the others run at the pace they are given.
 func seeksCapacity(profile string) bool { return profile == "sweep" || profile == "throughput" }
-
-// peakFigure is the peak output tok/s of a load with its quality (the metric GPU to GPU compares).
-func peakFigure(l *results.Load) (fig compare.Figure, ok bool) {
-	for _, met := range LLMMetrics {
-		if met.Name == MetricPeakOutputTokS {
-			return met.Get(l)
-		}
-	}
-	return fig, false
-}
 
 // markSOL says when an endpoint's % SOL is not the GPU's own: another process shared it, or a
 // hardware clock-event reason slowed it during the load.

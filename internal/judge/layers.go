@@ -10,9 +10,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// checkKind is one row of the layer table: the layer a check's finding belongs to and the action it
-// asks for; every flag gets them from here unless its maker knew better (a driver's recovery action,
-// gateLayers).
+// checkKind is one row of the layer table: the layer of a check's finding and the action it asks for,
+// unless its maker knew better (a driver's recovery action, gateLayers).
 type checkKind struct {
 	layer, action string
 }
@@ -24,8 +23,8 @@ const (
 	checkUndecided     = "compare.undecided"
 )
 
-// checkKinds maps a check id, or a prefix ending in ".", to its layer and action
-// (docs/detection.md, "Findings by layer", prints it); written as the checks of each kind.
+// checkKinds maps a check id, or a prefix ending in ".", to its layer and action (docs/detection.md,
+// "Findings by layer", prints it).
 var checkKinds = byKind(map[checkKind][]string{
 	{results.LayerGPU, results.ActionResetGPU}: {CheckECC, CheckRetired, CheckRemap, CheckXID, CheckDCGM, CheckFloor, CheckGPUToGPU,
 		CheckContextCompare, CheckPreemption, CheckDrift, CheckErrorRate, CheckLoadErrors, CheckExpected, CheckXIDLoad, CheckECCLoad, "health."},
@@ -55,8 +54,8 @@ func byKind(kinds map[checkKind][]string) map[string]checkKind {
 	return out
 }
 
-// kindOf is a check's row: its own, else its prefix's; a check no row names is the host's, to be
-// rerun (a rule newer than this table: never the GPU's without evidence).
+// kindOf is a check's row: its own, else its longest prefix's; else the host's, to rerun (never the
+// GPU's without evidence).
 func kindOf(check string) checkKind {
 	if k, ok := checkKinds[check]; ok {
 		return k
@@ -104,7 +103,7 @@ func classifyHost(h *results.Host) {
 }
 
 // errorLayer is the layer of a phase's error: its maker's when it said, else the GPU's when the
-// words name a GPU fault, else dflt (the layer that phase's own breakage belongs to).
+// words name a GPU fault, else dflt.
 func errorLayer(given, text, dflt string) string {
 	switch {
 	case given != "":
@@ -244,8 +243,7 @@ func brokeFinding(l, disruption string, f results.Finding) results.Finding {
 	return f
 }
 
-// hostFindings gathers every finding of a host: health, models and endpoints, the host's own flags
-// and errors.
+// hostFindings gathers every finding of a host.
 func hostFindings(h *results.Host) []results.Finding {
 	var out []results.Finding
 	for _, f := range h.Flags {
@@ -282,9 +280,8 @@ func hostFindings(h *results.Host) []results.Finding {
 }
 
 // undecidedComparisons is the finding of a model's GPU-to-GPU comparisons that could not decide (a
-// GPU another figure flagged aside), which no other finding explains: the client's (it fell behind,
-// or too few requests), the engine's where its drift widened the gap, the host's where its CPUs
-// starved the engine.
+// GPU another figure flagged aside), whose layer is undecidedLayer's, or the client's when it fell
+// behind.
 func undecidedComparisons(host string, m *results.Model) (results.Finding, bool) {
 	var metrics []string
 	var gpus []int
@@ -342,9 +339,8 @@ func rollLayers(h *results.Host, fs []results.Finding) {
 	h.HardwareStatus = hardwareStatus(h)
 }
 
-// hardwareStatus is what a gate, a drain or a taint acts on: the worst of the host's GPU,
-// interconnect and host findings and its GPUs' verdicts; a host whose engine, client or
-// infrastructure failed is not proven (inconclusive), never failed on their account.
+// hardwareStatus is what a gate, a drain or a taint acts on: the worst of the host's hardware
+// findings and its GPUs' verdicts; another layer's failure leaves it not proven, never failed.
 func hardwareStatus(h *results.Host) results.Status {
 	var st results.Status
 	for _, g := range h.GPUs {
@@ -401,8 +397,8 @@ func worstByLayer(fs []results.Finding) map[string]results.Status {
 	return out
 }
 
-// healthyGPUs are the GPUs of a host whose own health checks ran and passed (no GPU or
-// interconnect flag, status ok): the evidence that clears a GPU of a gate its endpoint missed.
+// healthyGPUs are the GPUs of a host whose own health checks ran and passed: the evidence that
+// clears a GPU of a gate its endpoint missed.
 func healthyGPUs(h *results.Host) map[int]bool {
 	out := map[int]bool{}
 	if h.Health == nil {
@@ -426,10 +422,9 @@ func healthyGPUs(h *results.Host) map[int]bool {
 // gateLayers gives each gate an endpoint missed its layer: a gate measures the whole serving stack, so
 // it is the GPU's only where the GPU's own checks do not clear it. On a GPU whose health passed and
 // whose load raised no GPU finding, the miss is the engine's: under the engine-bound share of the
-// roofline it sets the figure (fix it); at or above, the gate does not fit this GPU × model
-// (calibrate). The expected throughput's miss stays the GPU's unless the engine's speed moved more
-// than margin (compare.variance_pct) within the run. Without health it stays the GPU's, to rerun. On a
-// GPU another process shared (SharedGPU) the miss is the host's, to rerun with the GPU to itself.
+// roofline it sets the figure (fix it); at or above, the gate does not fit (calibrate). The expected
+// throughput's miss stays the GPU's unless the engine's speed moved more than margin within the run.
+// Without health it stays the GPU's, to rerun; on a shared GPU it is the host's, to rerun.
 func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 	cleared := len(ep.GPUs) > 0
 	for _, g := range ep.GPUs {
@@ -440,7 +435,7 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 			cleared = false // the load itself showed the GPU misbehave (throttled, XID, …)
 		}
 	}
-	sol, moved := ep.SpeedOfLight, engineMovedPct(ep)
+	sol, moved := ep.SpeedOfLight, spreadOf(ep.Load, speedFigure)
 	for i := range ep.Flags {
 		f := &ep.Flags[i]
 		if !strings.HasPrefix(f.Check, checkGatePrefix) || f.Check == CheckErrorRate {
@@ -472,22 +467,7 @@ func gateLayers(ep *results.Endpoint, healthy map[int]bool, margin float64) {
 	}
 }
 
-// engineMovedPct is how far the engine's speed (the synchronous rung's output tok/s) spread between
-// the run's blocks, as a % of it (0: not measured in blocks).
-func engineMovedPct(ep *results.Endpoint) float64 {
-	if ep.Load == nil {
-		return 0
-	}
-	if r := FindRun(ep.Load, RunSynchronous); r != nil {
-		if fr := r.Repeat.Figure(speedFigure); fr != nil {
-			return fr.SpreadPct
-		}
-	}
-	return 0
-}
-
-// withoutAdvice is a gate's reason without the advice that assumes the GPU (advice): what was
-// measured against what.
+// withoutAdvice is a gate's reason without the advice that assumes the GPU (advice).
 func withoutAdvice(reason string) string {
 	for _, a := range []string{": check the GPU's", ": this GPU × model is slower"} {
 		if i := strings.Index(reason, a); i >= 0 {
