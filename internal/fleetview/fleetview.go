@@ -441,6 +441,16 @@ func EngineSeconds(t *results.EndpointTiming) string {
 		Seconds(t.WarmupSeconds), Seconds(t.LoadSeconds), Seconds(t.FunctionalSeconds))
 }
 
+// LinkSpeed is the speed of a GPU's first NVLink that is up ("—" when none reports one).
+func LinkSpeed(gl results.GPULinks) string {
+	for _, l := range gl.Links {
+		if l.Up && l.GBps > 0 {
+			return fmt.Sprintf("%.3f GB/s", l.GBps)
+		}
+	}
+	return "—"
+}
+
 // Thousands writes an integer's digits with thousands separators: "7992" -> "7,992".
 func Thousands(digits string) string {
 	digits, neg := strings.CutPrefix(digits, "-")

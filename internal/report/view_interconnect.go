@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -37,14 +38,8 @@ func buildLinks(h *results.Health, flaggedPairs map[string]bool) *linksView {
 	}
 	v := &linksView{Source: ic.Source, Error: ic.Error, Matrix: ic.Matrix(len(h.GPUs)), Notes: ic.Notes}
 	for _, gl := range ic.Links {
-		r := linkRow{GPU: fmt.Sprint(gl.GPU), Up: fmt.Sprintf("%d / %d", gl.Up(), len(gl.Links)), Speed: "—", Errors: "n/a"}
+		r := linkRow{GPU: fmt.Sprint(gl.GPU), Up: fmt.Sprintf("%d / %d", gl.Up(), len(gl.Links)), Speed: fleetview.LinkSpeed(gl), Errors: "n/a"}
 		r.Bad = gl.Up() < len(gl.Links)
-		for _, l := range gl.Links {
-			if l.Up && l.GBps > 0 {
-				r.Speed = fmt.Sprintf("%.3f GB/s", l.GBps)
-				break
-			}
-		}
 		if a, b := gl.ErrorTotals(); a != nil {
 			r.Errors = fmt.Sprintf("%d / %d / %d", a.CRC, a.Replay, a.Recovery)
 			if b != nil {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gpuvet/gpuvet/internal/fleetview"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -30,7 +31,7 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 		t := Columns(w)
 		fmt.Fprintln(t, "\nGPU\tNVLINKS UP\tSPEED/LINK\tVERSION\tREACHES\tERRORS crc/replay/recovery (start → end)")
 		for _, gl := range ic.Links {
-			fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\n", gl.GPU, fmt.Sprintf("%d/%d", gl.Up(), len(gl.Links)), linkSpeed(gl), linkVersion(gl), linkRemotes(gl), linkErrorsText(gl))
+			fmt.Fprintf(t, "%d\t%s\t%s\t%s\t%s\t%s\n", gl.GPU, fmt.Sprintf("%d/%d", gl.Up(), len(gl.Links)), fleetview.LinkSpeed(gl), linkVersion(gl), linkRemotes(gl), linkErrorsText(gl))
 		}
 		t.Flush()
 	}
@@ -76,15 +77,6 @@ func renderInterconnect(w io.Writer, h *results.Health) {
 	for _, n := range ic.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
-}
-
-func linkSpeed(gl results.GPULinks) string {
-	for _, l := range gl.Links {
-		if l.Up && l.GBps > 0 {
-			return fmt.Sprintf("%.3f GB/s", l.GBps)
-		}
-	}
-	return "—"
 }
 
 func linkVersion(gl results.GPULinks) string {
