@@ -38,7 +38,8 @@ func buildLinks(h *results.Health, flaggedPairs map[string]bool) *linksView {
 	}
 	v := &linksView{Source: ic.Source, Error: ic.Error, Matrix: ic.Matrix(len(h.GPUs)), Notes: ic.Notes}
 	for _, gl := range ic.Links {
-		r := linkRow{GPU: fmt.Sprint(gl.GPU), Up: fmt.Sprintf("%d / %d", gl.Up(), len(gl.Links)), Speed: fleetview.LinkSpeed(gl), Errors: "n/a"}
+		r := linkRow{GPU: fmt.Sprint(gl.GPU), Up: fmt.Sprintf("%d / %d", gl.Up(), len(gl.Links)),
+			Speed: fleetview.LinkSpeed(gl), Errors: "n/a"}
 		r.Bad = gl.Up() < len(gl.Links)
 		if a, b := gl.ErrorTotals(); a != nil {
 			r.Errors = fmt.Sprintf("%d / %d / %d", a.CRC, a.Replay, a.Recovery)
