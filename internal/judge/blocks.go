@@ -7,9 +7,9 @@ import (
 )
 
 // alignedBlocks are figure's values in each block of every load's synchronous rung, when the loads ran
-// side by side (sharedClient) and each block ran at the same time on all (together): GPU to GPU then
-// takes its gaps block by block (compare.Figure.Blocks), free of what drifted for all. nil when a
-// load's blocks are missing, differ in number or ran apart (a load that waited past its bound).
+// side by side (sharedClient) and each block ran at the same time on all: GPU to GPU then takes its
+// gaps block by block (compare.Figure.Blocks), free of what drifted for all. nil when a load's blocks
+// are missing, differ in number or ran apart.
 func alignedBlocks(loads []*results.Load, figure string, sharedClient bool) [][]float64 {
 	if !sharedClient || len(loads) < 2 {
 		return nil

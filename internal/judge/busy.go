@@ -6,8 +6,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// CheckBusy flags an endpoint whose GPU was not gpuvet's alone (issue 26): another process on it
-// before the engine started or during the load, or load no process of gpuvet's accounted for.
+// CheckBusy flags an endpoint whose GPU was not gpuvet's alone: another process on it before the
+// engine started or during the load, or load no process of gpuvet's accounted for.
 const CheckBusy = "judge.busy"
 
 // busyOf is the first busy record of an endpoint that --allow-busy did not allow (nil: none).
@@ -25,8 +25,7 @@ func busyOf(ep *results.Endpoint) *results.Busy {
 func SharedGPU(ep *results.Endpoint) bool { return busyOf(ep) != nil }
 
 // busyVerdicts applies the busy rule to one endpoint: a flag per busy record, and no gate passes on
-// figures a co-tenant shared (a pass becomes inconclusive; a fail stays: the card did not reach it
-// even so, but its reason says the GPU was shared).
+// figures a co-tenant shared (a pass becomes inconclusive; a fail stays, saying the GPU was shared).
 func busyVerdicts(model string, ep *results.Endpoint) {
 	b := busyOf(ep)
 	if b == nil {

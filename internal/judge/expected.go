@@ -9,7 +9,7 @@ import (
 )
 
 // CheckExpected is the throughput verdict of a GPU × model with no throughput gate of its own: its
-// peak against the expected figure derived from the catalog, or "not judged" where there is none.
+// peak against the expected figure derived from the catalog, or "not judged".
 const CheckExpected = "gate.expected_output_tok_s"
 
 // minFill is the least share of the engine's batch the load must keep in flight for the expected
@@ -17,10 +17,10 @@ const CheckExpected = "gate.expected_output_tok_s"
 // share was measured; a profile capped at 8 in flight reached 28 % of the bound, healthy.
 const minFill = 0.4
 
-// expectedVerdict judges an endpoint's throughput against a reference even with no peer (issue 42):
-// a configured throughput gate does it already (nil here); else the roofline bound at the profile's
-// batch × the engine's healthy share (HealthySOL), within compare.variance_pct. Without either, it is
-// not judged: inconclusive with no peer, disabled (results.SourceNone: a partial run) with peers.
+// expectedVerdict judges an endpoint's throughput against a reference even with no peer: a
+// configured throughput gate does it already (nil here); else the roofline bound at the profile's
+// batch × the engine's healthy share (HealthySOL), within compare.variance_pct. Without either it is
+// not judged: inconclusive with no peer, disabled (results.SourceNone) with peers.
 func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Config) *results.Verdict {
 	if ep.Load == nil || len(ep.Load.Runs) == 0 {
 		return nil
@@ -37,9 +37,9 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 	n := int(val(cfg.CompareMinSamples))
 	sol := ep.SpeedOfLight
 	pct, where, known := HealthySOL(m.Engine.Kind, m.Engine.Version)
-	// The healthy share was measured with the engine's batch well filled; a load that kept far fewer
-	// sequences in flight reaches less of the bound however healthy the GPU (minFill).
-	// (A bound without the batch reached, an older summary's, says nothing of the fill: not applied.)
+	// The healthy share was measured with the engine's batch well filled: a load that kept far fewer
+	// sequences in flight reaches less of the bound however healthy the GPU. (An older summary's bound
+	// without the batch reached says nothing of the fill: not applied.)
 	filled := sol != nil && sol.ReachedBatch >= minFill*sol.Batch
 	// A profile that sets its own pace (a rate, a concurrency, a trace) measures what that pace
 	// asked for, not what the GPU can serve.
@@ -83,8 +83,7 @@ func expectedVerdict(ep *results.Endpoint, m *results.Model, peers bool, cfg Con
 // (its probes and ladder) or the throughput profile; the others run at the pace they are given.
 func seeksCapacity(profile string) bool { return profile == "sweep" || profile == "throughput" }
 
-// markSOL says when an endpoint's % SOL is not the GPU's own: another process shared it, or a
-// hardware clock-event reason slowed it during the load.
+// markSOL says when an endpoint's % SOL is not the GPU's own: shared, or throttled during the load.
 func markSOL(ep *results.Endpoint) {
 	s := ep.SpeedOfLight
 	if s == nil || s.BoundOutputTokS <= 0 {

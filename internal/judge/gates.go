@@ -18,7 +18,7 @@ const (
 )
 
 // GateSpec is one gate: a limit, the direction it bounds, and a factor (the aicr tolerance) that
-// turns the configured figure into the threshold actually applied.
+// turns the configured figure into the threshold applied.
 type GateSpec struct {
 	Check  string  // stable id, e.g. "gate.ttft_p95"
 	Name   string  // human name of the figure, e.g. "sync TTFT p95"
@@ -37,8 +37,8 @@ type Measured struct {
 	Missing string // why not present, said to the operator
 }
 
-// spec is the gate of a thresholds-table key with its limit in force: its check id, name, unit
-// and direction from the table.
+// spec is the gate of a thresholds-table key: its check id, name, unit and direction from the table,
+// with its limit in force.
 func (g Gates) spec(key string) GateSpec {
 	t := results.ThresholdOf(key)
 	return GateSpec{Check: t.Check, Name: t.Name, Unit: t.Unit, Upper: t.Upper, Limit: *g.limit(key)}
@@ -62,9 +62,8 @@ func (g GateSpec) rule() string {
 	return fmt.Sprintf("%s %s %s %s", g.Name, op, fmtNum(*t), g.Unit) + paren(g.FactorNote)
 }
 
-// JudgeGate applies one gate to one figure by compare.Gate (fail only when the figure, with its
-// interval, is beyond the threshold and can show it; else inconclusive, saying what would decide).
-// A disabled gate says so; a missing figure is inconclusive, never a silent pass.
+// JudgeGate applies one gate to one figure by compare.Gate. A disabled gate says so; a missing figure
+// is inconclusive, never a silent pass.
 func JudgeGate(g GateSpec, m Measured, minSamples int) results.Verdict {
 	v := results.Verdict{Check: g.Check, Rule: g.rule(), Unit: g.Unit, Source: g.Limit.Source, Threshold: g.Threshold()}
 	if m.Present {

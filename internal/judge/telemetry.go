@@ -9,9 +9,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Verdicts on the GPUs' own telemetry under the load (issue 33): a GPU the hardware slowed during a
-// rung says so (and a rung whose throughput fell with it says by how much), and XIDs, uncorrected
-// ECC errors or a burst of PCIe replays during the load flag the GPU even when its figures pass.
+// Verdicts on the GPUs' own telemetry under the load: a GPU the hardware slowed during a rung says so
+// (and by how much its throughput fell), and XIDs, uncorrected ECC errors or a burst of PCIe replays
+// during the load flag the GPU even when its figures pass.
 const (
 	CheckThrottled       = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
 	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
@@ -25,12 +25,11 @@ const (
 // failure mask (gpu.FailureMask: 0x8, 0x20, 0x40, 0x80). sw_power_cap is a loaded GPU at its limit.
 var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
-// appXIDs are the XIDs that NVIDIA's XID catalogue answers first with "restart the application"
-// (13 graphics engine exception, 31 GPU memory page fault, 43 GPU stopped processing) or ignores (45
-// preemptive cleanup): an engine's bad kernel or out-of-bounds access raises them as readily as a bad
-// GPU. During the engine's load they are the engine's finding and leave the GPU not proven, never
-// GPU evidence: a rerun with a fresh engine decides (the same XID again on this GPU alone is the
-// GPU's). Any other XID is the GPU's (judge.xid_under_load).
+// appXIDs are the XIDs NVIDIA's XID catalogue answers first with "restart the application" (13
+// graphics engine exception, 31 memory page fault, 43 GPU stopped processing) or ignores (45
+// preemptive cleanup): an engine's bad kernel raises them as readily as a bad GPU. During the load
+// they are the engine's finding and leave the GPU not proven: a rerun with a fresh engine decides.
+// Any other XID is the GPU's (judge.xid_under_load).
 var appXIDs = map[uint64]bool{13: true, 31: true, 43: true, 45: true}
 
 // Thresholds of the telemetry verdicts.
@@ -43,8 +42,8 @@ const (
 	maxReplays = 100
 )
 
-// telemetryFlags judges one endpoint's telemetry; it runs after the GPU-to-GPU comparisons so a
-// throttled GPU's gap is explained in its flag.
+// telemetryFlags judges one endpoint's telemetry, after the GPU-to-GPU comparisons so a throttled
+// GPU's flag explains its gap.
 func telemetryFlags(model string, ep *results.Endpoint) {
 	if ep.Telemetry == nil {
 		return

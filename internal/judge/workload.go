@@ -10,18 +10,17 @@ import (
 // CheckPrefixCache flags an engine whose prefix cache did not reuse what the workload shared.
 const CheckPrefixCache = "engine.prefix_cache"
 
-// Prefix-cache rule: a workload sharing at least PrefixExpectMin of its prompt tokens (as an ideal
-// cache would) must see at least PrefixSeenShare of that share hit in the engine's counters. With
-// caching on, an engine falls short of the ideal only by evictions and prompts sent before their
-// prefix was computed, far less than half; with it off it hits nothing.
+// Prefix-cache rule: a workload sharing at least PrefixExpectMin of its prompt tokens must see at
+// least PrefixSeenShare of that share hit in the engine's counters. With caching on, an engine falls
+// short of the ideal only by evictions and prompts sent before their prefix was computed, far less
+// than half; with it off it hits nothing.
 const (
 	PrefixExpectMin = 0.05
 	PrefixSeenShare = 0.5
 )
 
-// PrefixCacheMissing says, for a load whose workload shares prefixes, that the engine's counters
-// did not show the hits the workload should have had ("" when they did, or nothing was expected
-// or measured).
+// PrefixCacheMissing says that the engine's counters did not show the prefix-cache hits the load's
+// workload should have had ("" when they did, or nothing was expected or measured).
 func PrefixCacheMissing(l *results.Load) string {
 	if l == nil || l.Server == nil || l.Server.PrefixCache == nil || l.Server.PrefixCache.Expected == nil {
 		return ""
@@ -41,12 +40,12 @@ func PrefixCacheMissing(l *results.Load) string {
 }
 
 // CheckContextCompare flags a GPU that runs out of KV cache at a shorter context than its siblings
-// do under the same long-context ladder: it holds less KV cache than they do.
+// under the same long-context ladder.
 const CheckContextCompare = "compare.context"
 
-// contextFlags compares the GPUs of one model's long-context ladders: one whose longest clean context
-// is a rung or more below its siblings' and that ran out of KV cache (preempted, or held requests
-// back) holds less KV cache than they do. One ladder alone, or at different stream counts, compares nothing.
+// contextFlags flags a GPU of one model whose longest clean context is a rung or more below its
+// siblings' and that ran out of KV cache (preempted, or held requests back). One ladder alone, or
+// ladders at different stream counts, compare nothing.
 func contextFlags(m *results.Model) {
 	best, peers := 0, 0
 	for _, ep := range m.Endpoints {
@@ -93,7 +92,7 @@ func sameConcurrency(m *results.Model, conc int) int {
 }
 
 // CheckPreemption flags a GPU whose engine preempted requests under a load its siblings served
-// without one: the same model, engine and load fill its KV cache sooner, so it holds less.
+// without one: it holds less KV cache.
 const CheckPreemption = "compare.preemption"
 
 // Preemption rule: a GPU is flagged when its engine preempted at least preemptMin requests and
