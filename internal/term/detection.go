@@ -8,11 +8,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// detectionLines say what a pass of this run means (issue 35): per comparison, the smallest slowdown
-// its samples and spread could have flagged, read from the summary (GPU to GPU per model, node to
-// node, and the baseline's overhead per environment), the most sensitive metric first. A metric whose
-// figures carry no interval, or whose comparison was low confidence, has no such figure and is left
-// out.
+// detectionLines say what a pass of this run means: per comparison (GPU to GPU per model, node to
+// node, baseline per environment), the smallest slowdown it could have flagged, most sensitive
+// metric first; a metric without an interval, or of a low-confidence comparison, has none.
 func detectionLines(s *results.Summary) []string {
 	out := perModel(s, func(m *results.Model) string {
 		if l := caught(m.Comparisons, "caught a GPU ≥ %.1f %% slower in %s"); l != "" {

@@ -32,8 +32,7 @@ type Progress struct {
 	bar    *progressbar.ProgressBar
 }
 
-// plan is what a unit's load said was left as a rung began: its rungs after it, and the time it and
-// they are planned to take (sized by what the earlier rungs measured).
+// plan is what a unit's load said was left as a rung began: the rungs after it, and their planned time.
 type plan struct {
 	after int
 	left  time.Duration
@@ -88,10 +87,9 @@ func (p *Progress) Step(unit string, i int, what string) {
 	})
 }
 
-// Plan says what unit's load planned as its current rung began: after more rungs, and left (the
-// time it and they are planned to take). The time left is then that, less the time since, rather
-// than the rungs left at SetRungTime's length; a plan that drops rungs (fewer constant rates on a
-// slow engine) shortens the count too. Call it before Step, as the load generator does.
+// Plan says what unit's load planned as its current rung began: after more rungs, taking left in
+// all. The time left is then that less the time since (a plan that drops rungs shortens the count
+// too), not the rungs left at SetRungTime's length. Call it before Step.
 func (p *Progress) Plan(unit string, after int, left time.Duration) {
 	p.locked(func() {
 		began := p.now()
@@ -102,8 +100,7 @@ func (p *Progress) Plan(unit string, after int, left time.Duration) {
 	})
 }
 
-// stepsOf is how many rungs unit is planned to run: its load's plan when there is one (the rung it
-// is on and those after it), else the run's plan.
+// stepsOf is how many rungs unit is planned to run: by its load's plan when there is one.
 func (p *Progress) stepsOf(unit string) int {
 	if pl, ok := p.plans[unit]; ok {
 		if _, on := p.active[unit]; on {
@@ -143,9 +140,8 @@ func (p *Progress) SetPlan(units, steps int) {
 	})
 }
 
-// SetRungTime gives the planned length of one rung (the load's max_duration and its drain): the time
-// left is then the rungs left at that length, run as many at once as units are active, instead of
-// the pace so far, which a long first rung (the synchronous one, sized by completions) inflates.
+// SetRungTime gives a rung's planned length (max_duration and drain): the time left is then the
+// rungs left at it, not the pace so far, which a long first (synchronous) rung inflates.
 func (p *Progress) SetRungTime(d time.Duration) { p.locked(func() { p.rung = d }) }
 
 // Finish clears the live line.
@@ -243,9 +239,8 @@ func (p *Progress) status() string {
 	return s
 }
 
-// unitTime is how long a unit not yet started is expected to take: as long as the units before it
-// took or are planned to take, when their loads planned (the same engine and profile), else its
-// rungs at SetRungTime's length.
+// unitTime is how long a unit not yet started should take: the mean of what the planned units took
+// or plan to take (same engine and profile), else its rungs at SetRungTime's length.
 func (p *Progress) unitTime() time.Duration {
 	var sum time.Duration
 	for _, d := range p.took {
@@ -263,10 +258,9 @@ func (p *Progress) unitTime() time.Duration {
 	return sum / time.Duration(n)
 }
 
-// left estimates the time left. With the rungs' planned length (SetRungTime): the active unit that
-// ends last (its rungs after this one, and what is left of this one), then the units not started,
-// as many at once as run now; so every line printed at one instant says the same, whichever GPU
-// stepped. Without it, from the pace so far (steps done per second); none before a step.
+// left estimates the time left. With planned lengths: the active unit that ends last, then the units
+// not started, as many at once as run now (so every line printed at one instant agrees, whichever
+// GPU stepped). Without, from the pace so far; none before a step.
 func (p *Progress) left(el time.Duration) (time.Duration, bool) {
 	done := p.stepsDone()
 	total := p.units * p.steps

@@ -7,10 +7,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// repeatLines say, per model, how far each gated figure of the synchronous rung spread between its
-// blocks (results.Repeat): the widest spread over the model's GPUs, and on which. A figure that
-// spread far within one run will not repeat in the next; its gates and history read the interval
-// that covers the spread (docs/detection.md, "Figures that repeat").
+// repeatLines say, per model, the widest spread of each gated synchronous figure between its blocks
+// (results.Repeat) over the GPUs, and on which: a figure that spread far will not repeat in the
+// next run (docs/detection.md, "Figures that repeat").
 func repeatLines(s *results.Summary) []string {
 	return perModel(s, func(m *results.Model) string {
 		if l := widestSpreads(m.Endpoints); l != "" {

@@ -10,11 +10,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Summary prints the run's outcome for the terminal: one row per endpoint with the figures the gates
-// look at (and CLIENT-LIMITED / LOWER BOUND where the figure cannot decide), every flag with its
-// reason, then one caveat block: client-limited, lower-bound, low-sample and inconclusive figures,
-// interrupted and not-run GPUs, and the run's caveats, one line each. summary.json has everything.
-// A fleet of more than FleetTableHosts hosts gets the compact fleet block instead (fleet.go).
+// Summary prints the run's outcome: one row per endpoint with the figures the gates read (marked
+// where they cannot decide), the findings, then the caveats and the other blocks, one line each. A
+// fleet of more than FleetTableHosts hosts gets the compact fleet block instead (fleet.go).
 func Summary(w io.Writer, s *results.Summary) {
 	if Compact(s) {
 		fleetSummary(w, s)
@@ -61,9 +59,8 @@ func Summary(w io.Writer, s *results.Summary) {
 	Block(w, "Repeat within the run", repeatLines(s))
 }
 
-// findingLines are the run's findings that decided something (failed, flagged), worst first, each
-// with its layer and action; what could not decide is in the caveats. A summary judged before
-// findings existed shows its flags.
+// findingLines are the run's failed, then flagged findings with their layer and action (what could
+// not decide is in the caveats); a summary judged before findings existed shows its flags.
 func findingLines(s *results.Summary) []string {
 	if len(s.Findings) == 0 {
 		return flagLines(s)
@@ -238,9 +235,8 @@ func afterInconclusive(r string) string {
 	return r
 }
 
-// GPUStatus is the status a row of an endpoint shows: its GPUs' judged verdict (the worst of their
-// health and serving), so a GPU that failed health never reads ok because it then served well; a
-// summary the judge has not seen falls back to the endpoint's own status.
+// GPUStatus is an endpoint row's status: its GPUs' judged verdict (a GPU that failed health never
+// reads ok because it served well), else, unjudged, the endpoint's own.
 func GPUStatus(h results.Host, e results.Endpoint) results.Status {
 	if st := h.GPUStatus(e.GPUs); st != "" {
 		return st
