@@ -7,14 +7,12 @@ import (
 )
 
 // blockWaitMax bounds one wait for the other GPUs at a synchronous block: past it the block starts
-// alone, and the judge, seeing blocks that ran apart, compares those GPUs as before (their
-// intervals holding the drift), not block by block.
+// alone, and the judge compares those GPUs by their intervals, not block by block.
 const blockWaitMax = time.Minute
 
-// blockSync lines up the synchronous blocks of the loads of one model's GPUs loaded at once
-// (issue 55): block b of each starts when every load still running has reached it, so the blocks
-// see the same drift of the host and the engine, and the judge takes the GPUs' gaps block by block.
-// A load that ends (or never starts: its engine failed) leaves, and no longer holds the others.
+// blockSync lines up the synchronous blocks of one model's GPUs loaded at once: block b of each
+// starts when every load still running reached it, so the blocks see the same drift and the judge
+// takes the GPUs' gaps block by block. A load that ends (or never starts) leaves.
 type blockSync struct {
 	mu      sync.Mutex
 	max     time.Duration         // the longest one wait (blockWaitMax)

@@ -11,12 +11,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The busy check of an endpoint (issue 26): before its engine starts, and on every power sample
-// during its load. What it finds goes into Endpoint.Busy (and the rungs it touched); the judge
-// flags it.
-
 // busyBefore reads the slot's GPUs before the engine starts (three readings 0.5 s apart on a live
-// GPU, the least utilisation and power kept) and says the first GPU that is not gpuvet's alone.
+// GPU, the least kept) and says the first GPU that is not gpuvet's alone (Endpoint.Busy).
 func (r *run) busyBefore(ctx context.Context, slot Slot, allow bool) *results.Busy {
 	occ, ok := r.src.(gpu.Occupier)
 	if !ok {
@@ -59,9 +55,8 @@ func (r *run) busyBefore(ctx context.Context, slot Slot, allow bool) *results.Bu
 // exitWait is how long busyBefore waits for foreign processes to leave a live GPU.
 const exitWait = 10 * time.Second
 
-// busyWatch reads the slot's GPUs at every power sample of a load: a process that is not gpuvet's
-// or its engine's and was not there when the load started, or memory that none of theirs holds growing past busy.MemoryMiB above what it was
-// when the load started, is the first event it keeps (utilisation and power are the engine's then).
+// busyWatch reads the slot's GPUs at every power sample of a load and keeps the first foreign
+// process new since the load started, or memory none of theirs holds grown past busy.MemoryMiB.
 type busyWatch struct {
 	occ   gpu.Occupier
 	gpus  []int
@@ -134,8 +129,7 @@ func (w *busyWatch) check() {
 }
 
 // result is what the watch found (nil: nothing); it marks the rung it was found in and every later
-// one (a co-tenant seen once is not known to have left). A sweep run twice (retried) numbers its
-// rungs over both attempts, so every kept rung is marked then.
+// one (a co-tenant is not known to have left), every rung of a retried sweep.
 func (w *busyWatch) result(ld *results.Load) *results.Busy {
 	if w == nil {
 		return nil

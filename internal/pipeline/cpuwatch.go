@@ -9,10 +9,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// cpuWatch reads how long the engine's processes waited for a CPU, through a load: an engine on a
-// healthy GPU serves slower on a host whose CPUs other work holds, and the judge must put that gap
-// on the host, not on the GPU. Each rung gets the share of its window (Run.EngineCPUWaitPct), or,
-// for an engine in a pod beside the load's, the host's CPU pressure over it (Run.HostCPUPressurePct).
+// cpuWatch reads how long the engine's processes waited for a CPU through a load, so the judge puts
+// that gap on the host, not the GPU: each rung gets its window's share (Run.EngineCPUWaitPct), or,
+// for an engine in a pod beside the load's, the host's CPU pressure (Run.HostCPUPressurePct).
 type cpuWatch struct {
 	read     func() (cpuwait.Sample, error)
 	host     bool // the host's pressure, not the engine's own wait
@@ -28,10 +27,8 @@ const cpuWatchEvery = 500 * time.Millisecond
 // maxCPUSamples bounds the watch's memory (a day of samples).
 const maxCPUSamples = 2 * 86400
 
-// watchCPU starts the watch of the engine's process and its descendants (sv.PID), else, where the
-// engine shares this machine without being its process (sv.SharesHost: a pod of this node), of the
-// host's CPU pressure; nil when neither (an endpoint elsewhere) or it cannot be read (not Linux, a
-// kernel without PSI).
+// watchCPU watches the engine's process tree (sv.PID), else the host's CPU pressure
+// (sv.SharesHost); nil when neither, or it cannot be read (not Linux, no PSI).
 func watchCPU(ctx context.Context, sv *Served) *cpuWatch {
 	w := &cpuWatch{done: make(chan struct{})}
 	switch {

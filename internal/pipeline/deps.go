@@ -9,8 +9,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Source is where GPUs are found and sampled: NVML, a captured nvidia-smi XML, or the simulator's
-// virtual GPUs (gpu.Source's shape, so gpu.OpenNVML, gpu.FromNvidiaSMIXML and sim.Fleet fit).
+// Source is where GPUs are found and sampled (gpu.Source's shape: NVML, nvidia-smi XML, sim.Fleet).
 type Source interface {
 	GPUs() ([]results.GPUInfo, error)
 	// Sample reads GPU i's power, clocks and temperature now.
@@ -24,9 +23,8 @@ type Described interface {
 	Note() string
 }
 
-// Unsampled is a Source whose GPUs cannot be read from this process while they are loaded (a
-// Kubernetes node seen from outside the cluster): the load then runs without power sampling, per-GPU
-// telemetry or the busy watch, and the endpoint's telemetry record says why.
+// Unsampled is a Source whose loaded GPUs this process cannot read (a Kubernetes node from outside):
+// the load runs unsampled, and the endpoint's telemetry says why.
 type Unsampled interface {
 	Unsampled() string
 }
@@ -54,11 +52,10 @@ type Served struct {
 	// Exited says how the engine process ended ("exit status 1"), "" while it runs; nil when the
 	// backend cannot tell (an endpoint it did not start).
 	Exited func() string
-	// PID is the engine's process on this host (its descendants count with it), for the wait it
-	// had for a CPU; 0 when it is not a process of this host.
+	// PID is the engine's process on this host, for its CPU wait; 0 when not a process of this host.
 	PID int
-	// SharesHost: the engine is not a process of this host but runs on its machine (a pod of the
-	// node whose load Job this is), so the host's CPU pressure is the contention it met.
+	// SharesHost: the engine runs on this machine, not as its process (a pod of this node), so the
+	// host's CPU pressure is the contention it met.
 	SharesHost bool
 }
 
@@ -72,15 +69,13 @@ type Backend interface {
 	EngineVersion(ctx context.Context, cfg config.Config) (string, error)
 }
 
-// Grouper is a Backend that decides how the host's GPUs make engines, instead of one engine per GPU
-// or tp group (TPSlots): the endpoint backend's one given server, Kubernetes with Dynamo's one
-// deployment over every GPU. gpus are the GPUs the run may use (run.gpu_count applied).
+// Grouper is a Backend that makes its own engines of the GPUs the run may use, instead of TPSlots
+// (the endpoint backend's one server, Kubernetes with Dynamo's one deployment).
 type Grouper interface {
 	Group(gpus []results.GPUInfo, tp int) ([]Slot, string)
 }
 
-// Deps are the phases the pipeline calls, each a plain function over plain data, so a phase
-// that is missing (or injected to fail in tests) is one field.
+// Deps are the phases the pipeline calls, each a plain function, so a missing one is one field.
 type Deps struct {
 	// Discover opens the GPU source for the plan and names it ("nvml", "nvidia-smi-xml", "sim");
 	// a nil source with a nil error means no GPUs (e.g. backend endpoint).
@@ -91,17 +86,14 @@ type Deps struct {
 	// Load runs one load profile against one endpoint; recordsPath receives the raw per-request
 	// records ("" none).
 	Load func(ctx context.Context, url, model, apiKeyEnv string, lc results.LoadConfig, recordsPath string) (*results.Load, error)
-	// Warmup sends a few real completions so the load starts on a warm engine (nil: none here; a
-	// Kubernetes load Job warms its engine up itself, from the node).
+	// Warmup warms the engine up before the load (nil: none; a Kubernetes load Job does it itself).
 	Warmup func(ctx context.Context, url, model, apiKeyEnv string) error
-	// Functional runs the API conformance suite against one endpoint (nil, or a nil result: not
-	// run). A Kubernetes node hands out what its load Job ran from the node.
+	// Functional runs the API conformance suite against one endpoint (nil, or a nil result: not run).
 	Functional func(ctx context.Context, url, model, apiKeyEnv string, cfg config.Config) *results.Functional
 	// Judge applies gates, the reference table and GPU-to-GPU comparisons to the summary.
 	Judge func(s *results.Summary, plan *config.Plan) error
-	// History reads each node's and GPU's acceptance run into the summary before the judge
-	// (history.Session.Prepare), and Record appends the judged run to the store (Session.Record,
-	// which closes the store Prepare opened); nil: no history. A store error is a caveat only.
+	// History reads the acceptance runs before the judge (history.Session.Prepare), Record appends
+	// the judged run (Session.Record, closing the store); nil: no history. Errors are caveats only.
 	History func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	Record  func(ctx context.Context, s *results.Summary, plan *config.Plan)
 	// Baseline compares the summary against a baseline file.
@@ -115,8 +107,7 @@ type Deps struct {
 	ExitCode func(s *results.Summary, failOnFlag, failOnInconclusive bool) int
 	// Catalog gives the GPU and model figures the run is set against (nil: the built-in catalog).
 	Catalog *catalog.Catalog
-	// Cores is the CPU where the load client runs, and where that figure comes from, for
-	// run.parallel_gpus auto (nil: this process's, its affinity mask and cgroup quota; a
-	// Kubernetes node: the node's allocatable CPU, where its load Jobs run).
+	// Cores is the CPU where the load client runs, and its source, for run.parallel_gpus auto (nil:
+	// this process's affinity mask and cgroup quota).
 	Cores func() (float64, string)
 }

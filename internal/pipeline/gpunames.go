@@ -11,10 +11,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// GPU names users type (issue 42): the judge looks reference entries and floors up by the detected
-// name ("NVIDIA H200"), users type the catalog's short name ("H200") just as often. Accelerator
-// keys already match by words (config.Plan.ForGPU); keys that name no GPU of the run are said after
-// discovery (unusedGPUKeys).
+// The judge looks reference entries and floors up by the detected name ("NVIDIA H200"); users type
+// the catalog's short name ("H200") just as often.
 
 // exactGPU finds a catalog GPU by its key or one of its detected names, case-insensitively, with
 // no guessing: a key that only contains a GPU's name is not that GPU.
@@ -91,8 +89,7 @@ func expandGPUKeys[V any](cat *catalog.Catalog, table string, m map[string]V) er
 }
 
 // unusedGPUKeys are the caveats for GPU keys of reference, reference_floors and accelerators that
-// match no GPU this run found: their entries were not used (a typo of a model id, or a recipe for
-// another node).
+// match no GPU this run found.
 func unusedGPUKeys(c config.Config, cat *catalog.Catalog, found []results.GPUInfo) []string {
 	if len(found) == 0 {
 		return nil

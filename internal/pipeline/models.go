@@ -240,8 +240,7 @@ func onGPUs(gpus []int) string {
 }
 
 // phaseWord is what the progress line says of an endpoint it just finished: what happened to the
-// work (measured, interrupted, not run, failed), never a verdict: the judge has not spoken yet, and
-// the final table's status is the one verdict.
+// work, never a verdict (the judge has not spoken yet).
 func phaseWord(ep results.Endpoint) string {
 	switch {
 	case ep.Status == results.StatusInterrupted || ep.Status == results.StatusNotRun:
@@ -337,7 +336,7 @@ func failEndpoint(ctx context.Context, ep *results.Endpoint, phase string, err e
 	ep.Error = strings.TrimPrefix(ep.Error+"; "+msg, "; ") // msg alone when it is the first
 }
 
-// serve notes what else is on the GPUs, then starts the engine. What it served is recorded even
+// serve notes what else is on the GPUs, then starts the engine; what it served is returned even
 // when serving failed, so the caller can stop it and keep its log.
 func (r *run) serve(ctx context.Context, ep *results.Endpoint, model string, slot Slot, cfg config.Config) (*Served, error) {
 	if b := r.busyBefore(ctx, slot, cfg.Health.AllowBusy); b != nil {
@@ -356,8 +355,8 @@ func (r *run) serve(ctx context.Context, ep *results.Endpoint, model string, slo
 	return sv, err
 }
 
-// measure runs the load on the warm engine and records what it measured (load, power, telemetry,
-// speed-of-light bound, raw file); it reports whether to go on, which an interrupted run does not.
+// measure runs the load on the warm engine and records what it measured; it reports whether to go
+// on (not when interrupted).
 func (r *run) measure(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, cfg config.Config, sw *stopwatch) bool {
 	rel := filepath.Join("raw", slug(model), gpuTag(slot.GPUs))
 	unbind, lb := r.bindLoad(slot, cfg)
@@ -450,8 +449,8 @@ func (r *run) apiSuite(ctx context.Context, ep *results.Endpoint, sv *Served, mo
 	}
 }
 
-// bindLoad pins the in-process load generator to the CPUs of the GPU's NUMA node (local backend,
-// engine.numa_bind, node known, one GPU at a time) and says what it did; the returned func undoes it.
+// bindLoad pins the in-process load generator to the GPU's NUMA node's CPUs where it can and says
+// what it did; the returned func undoes it.
 func (r *run) bindLoad(slot Slot, cfg config.Config) (func(), string) {
 	noop := func() {}
 	switch {
@@ -483,11 +482,8 @@ func (r *run) warmup(ctx context.Context, sv *Served, model string, slot int) er
 }
 
 // Warmup sends a few real completions so the load starts on a warm engine (compiled graphs,
-// allocated KV cache); the load generator still excludes its own first request(s).
-//
-// It needs 2 completions in at most 5 requests: an engine that fails some requests is measured
-// (the load counts its errors, and its layer's finding judges them), one that fails most of them
-// does not serve.
+// allocated KV cache). It needs 2 in at most 5 requests: an engine that fails some is measured (the
+// load counts its errors), one that fails most does not serve.
 func Warmup(ctx context.Context, url, model, apiKeyEnv string) error {
 	const want, tries = 2, 5
 	ok, errs := 0, []string(nil)
@@ -541,8 +537,8 @@ func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg
 // stopSampling ends the sampling of one load and returns its power and telemetry records.
 type stopSampling func(ld *results.Load) (*results.Power, *results.Telemetry)
 
-// sample starts the power sampler, the busy watch riding on it and each GPU's own telemetry (issue 33:
-// every sample per GPU, error counters before and after); the context it returns marks the rungs.
+// sample starts the power sampler, the busy watch riding on it and each GPU's own telemetry (every
+// sample, error counters before and after); the context it returns marks the rungs.
 func (r *run) sample(ctx context.Context, slot Slot, cfg config.Config) (context.Context, *busyWatch, stopSampling) {
 	if u, ok := r.src.(Unsampled); ok && cfg.Power.Enabled { // no power record (nothing measured); the telemetry says why
 		tel := &results.Telemetry{Source: r.srcName, IntervalSeconds: cfg.Power.Interval.D().Seconds(), Note: "not sampled: " + u.Unsampled()}

@@ -20,10 +20,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/sysfs"
 )
 
-// cpuBudget is the share of the cores free to gpuvet that the engines loaded at once may need
-// together. The client self-check calls a rung client-limited at 90 % of the cores (load.CPULimit)
-// or when requests leave late; lag shows well before the CPU is full (bursts of chunks, the
-// garbage collector, the in-process simulator's steps), so auto keeps to half of it.
+// cpuBudget is the share of gpuvet's free cores the engines loaded at once may need together. The
+// client self-check calls a rung client-limited at 90 % of the cores (load.CPULimit) or when
+// requests leave late, and lag shows well before the CPU is full, so auto keeps to half.
 const cpuBudget = 0.5
 
 // unknownDemandTokS is the output tok/s per engine assumed when the GPU or model is not in the
@@ -41,10 +40,9 @@ type ParallelInputs struct {
 	DemandSrc   string
 }
 
-// ChooseParallel decides how many engines are loaded at once. A count the plan gives is kept (the
-// self-check still guards every rung); auto loads as many as the cores allow: each engine can ask
-// the client to read DemandTokS tokens a second at TokenCostUs each, and together they may use
-// cpuBudget of the free cores. At least one, at most every slot.
+// ChooseParallel decides how many engines are loaded at once: the plan's count, or for auto as many
+// as fit cpuBudget of the free cores, each reading DemandTokS tokens a second at TokenCostUs each.
+// At least one, at most every slot.
 func ChooseParallel(n config.GPUsAtOnce, in ParallelInputs) results.ParallelChoice {
 	if !n.Auto() {
 		g := min(int(n), max(1, in.Slots))
@@ -76,7 +74,7 @@ func ChooseParallel(n config.GPUsAtOnce, in ParallelInputs) results.ParallelChoi
 }
 
 // choose resolves run.parallel_gpus for this run's slots, records the choice and sets
-// r.cfg.Run.ParallelGPUs to the count, so everything after reads one number.
+// r.cfg.Run.ParallelGPUs to the count.
 func (r *run) choose(ctx context.Context, sps []slotPlan) {
 	in := ParallelInputs{Slots: len(sps)}
 	if r.cfg.Run.ParallelGPUs.Auto() && len(sps) > 0 {
@@ -97,9 +95,8 @@ func (r *run) choose(ctx context.Context, sps []slotPlan) {
 	r.progress("parallel: %s", c.Reason)
 }
 
-// freeCores is the CPU gpuvet may use: the CPUs of its affinity mask (taskset, numactl, a
-// container's cpuset), fewer when its cgroup's CPU quota (cpu.max, or v1's cfs quota) allows
-// fewer. root is the filesystem root the cgroup files are read under ("/" on a host).
+// freeCores is the CPU gpuvet may use: its affinity mask, fewer when its cgroup's CPU quota allows
+// fewer. root is where the cgroup files are read under ("/" on a host).
 func freeCores(root string) (float64, string) {
 	aff := runtime.NumCPU() // the affinity mask the process started with
 	cores, src := float64(aff), fmt.Sprintf("affinity %d CPUs", aff)
@@ -110,9 +107,8 @@ func freeCores(root string) (float64, string) {
 	return cores, src
 }
 
-// cgroupQuota is the tightest CPU quota of this process's cgroup and its ancestors (cgroup v2
-// cpu.max, else v1 cpu.cfs_quota_us), in cores, and the file it came from; 0 when none is set or
-// none can be read (no quota is then assumed: the affinity mask still bounds the choice).
+// cgroupQuota is the tightest CPU quota of this process's cgroup and its ancestors (v2 cpu.max,
+// else v1 cpu.cfs_quota_us), in cores, and the file it came from; 0 when none is set or readable.
 func cgroupQuota(root string) (float64, string) {
 	b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
 	if err != nil {
@@ -160,9 +156,8 @@ func cgroupQuota(root string) (float64, string) {
 	return best, where
 }
 
-// demandTokS is the most output tok/s one engine of the plan can stream: the roofline bound of the
-// GPU × model at the largest batch the sweep's knee search can reach (the engine's max_num_seqs,
-// else the profile's max concurrency), an upper bound of any real engine.
+// demandTokS is the most output tok/s one engine can stream: the GPU × model roofline bound at the
+// largest batch the knee search can reach (max_num_seqs, else load.max_concurrency).
 func demandTokS(cat *catalog.Catalog, gpuName string, cfg config.Config) (float64, string) {
 	batch := maxNumSeqs(cfg)
 	if batch <= 0 {
@@ -186,8 +181,7 @@ func demandTokS(cat *catalog.Catalog, gpuName string, cfg config.Config) (float6
 	return v, fmt.Sprintf("roofline bound of %s × %s (%s) at batch %d", g.Key, model, src, batch)
 }
 
-// The token cost is measured once per process: a second run in the same process (tests, a fleet
-// node) reuses it.
+// The token cost is measured once per process (tests, a fleet node reuse it).
 var (
 	costOnce sync.Once
 	costUs   float64
@@ -199,9 +193,8 @@ var (
 const costFallbackUs = 40
 
 // tokenCost measures the CPU the load generator spends per streamed token: one second of 64
-// streams against an in-process simulator in fixed mode (2 ms a token), the process's CPU time
-// over the tokens read. The simulator's share is in it, so it is the cost of a simulated engine
-// and its client together, and an upper bound of the client's alone in front of a real engine.
+// streams against an in-process fixed-mode simulator. The simulator's share is in it: an upper
+// bound of the client's alone in front of a real engine.
 func tokenCost(ctx context.Context) (float64, string) {
 	costOnce.Do(func() { costUs, costSrc = measureTokenCost(ctx) })
 	return costUs, costSrc

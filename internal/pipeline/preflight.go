@@ -32,11 +32,10 @@ import (
 // ErrBadInput marks a preflight failure: bad input found before anything started (exit 2).
 var ErrBadInput = errors.New("bad input")
 
-// Preflight checks against cat (nil: the built-in catalog), before anything starts, what a run needs that can be checked cheaply: the
-// simulator knows its GPU and models, a local run has an NVIDIA driver (or another GPU source), an
-// endpoint run's server answers and lists every model (as `gpuvet bench` checks it), and the output
-// folder can be written. Every error wraps ErrBadInput and names what to do; nothing has
-// been written when it fails.
+// Preflight checks against cat (nil: the built-in catalog), before anything starts, what a run needs
+// that is cheap to check: the simulator knows its GPU and models, a local run has a GPU source, an
+// endpoint answers and lists every model, the output folder is writable. Every error wraps
+// ErrBadInput and names what to do; nothing has been written when it fails.
 func Preflight(plan *config.Plan, cat *catalog.Catalog) error {
 	c := plan.Config
 	if err := ResolveGPUNames(&plan.Config, cat); err != nil {
@@ -93,9 +92,8 @@ func simPreflight(c config.Config, cat *catalog.Catalog) error {
 			return badInput("--model %q (models) is not in the catalog the simulator serves; known: %s", m, strings.Join(cat.ModelIDs(), ", "))
 		}
 	}
-	// The simulator's own rules (config checks only the forms): a co-tenant's or a throttle's
-	// span whose end is not after its start was caught at discovery, a failed host recorded
-	// in the history. Making the fleet checks every one and starts nothing.
+	// The simulator's own rules (config checks only the forms; a bad span was otherwise caught at
+	// discovery, a failed host in the history): making the fleet checks them, starting nothing.
 	if _, err := sim.NewFleet(simFleetConfig(c, cat)); err != nil {
 		return badInput("the simulated host (the --sim-* flags, the sim section): %v", err)
 	}
@@ -140,11 +138,9 @@ func preflightLoad(c config.Config) load.Options {
 // Python interpreter): together they keep a refusal within seconds.
 const preflightTimeout = 5 * time.Second
 
-// localPreflight lists what a local run lacks, each with its fix, before anything is measured:
-// the GPUs (a driver, as many as run.gpu_count and engine.tp ask), the engine (its program on the
-// engine's PATH, its Python modules importable by python3 there), every model (a folder with its
-// config.json, in the model cache, or a hub that answers) and a free port for every engine. Empty:
-// nothing missing.
+// localPreflight lists what a local run lacks, each with its fix: the GPUs (a driver, as many as
+// run.gpu_count and engine.tp ask), the engine (its program and Python modules), every model (a
+// folder, the model cache, or a hub that answers) and a free port for every engine.
 func localPreflight(c config.Config, cat *catalog.Catalog) []string {
 	var missing []string
 	if n, why := hostGPUs(c, cat); why != "" {
@@ -208,9 +204,8 @@ func gpuCountProblems(c config.Config, n, use int) []string {
 	return out
 }
 
-// portProblems checks that every engine finds a free port: engine i listens on the first free
-// port from engine.port_base + 10 i on (engine.Start looks at most enginePortRange of them); use
-// is how many GPUs the run uses.
+// portProblems checks that every engine finds a free port: engine i listens on the first free one
+// from engine.port_base + 10 i on; use is how many GPUs the run uses.
 func portProblems(c config.Config, use int) []string {
 	var out []string
 	for i := 0; i < max(1, use/max(1, c.Engine.TP)); i++ {
@@ -389,9 +384,8 @@ func checkWritable(dir string) error {
 	}
 }
 
-// outputs are the files a run writes at the top of its output folder, under names of gpuvet's own:
-// what --force replaces there. In results.OutputFolders (raw/, logs/, hosts/) it removes only the
-// files the earlier run's summary lists as its own (Summary.Outputs).
+// outputs are the files a run writes at the top of its output folder: what --force replaces. In
+// results.OutputFolders it removes only the files the earlier summary lists (Summary.Outputs).
 var outputs = []string{"summary.json", "baseline.json", "report.html", "report.pdf", "junit.xml", "ctrf.json", "gpuvet.prom",
 	"vm_known_hosts"} // a fleet run's VMs' host keys (trusted on first use)
 
@@ -399,10 +393,9 @@ var outputs = []string{"summary.json", "baseline.json", "report.html", "report.p
 // when the process dies), so two runs never write into one folder.
 type OutLock struct{ f *os.File }
 
-// Release releases the lock and removes its file, which gpuvet made: nothing of it stays in the
-// user's folder once the run ends, refused or not. It is unlinked while still held, so a run that
-// opens the path next makes a new file and locks that; a killed run's leftover file is still
-// lockable and taken over.
+// Release releases the lock and removes its file, so nothing of it stays in the user's folder. It
+// is unlinked while still held, so the next run makes a new file and locks that; a killed run's
+// leftover file is still lockable and taken over.
 func (l *OutLock) Release() {
 	if l != nil && l.f != nil {
 		_ = os.Remove(l.f.Name())
@@ -413,11 +406,10 @@ func (l *OutLock) Release() {
 }
 
 // LockOutput takes the output folder for a run. It refuses a folder another gpuvet run is writing
-// to, and one holding an earlier run's results unless force. With force it removes that run's
-// files first, so nothing stale mixes with the new run's: its top-level files (outputs) and, in
-// raw/, logs/ and hosts/, only the files its summary lists as its own, then the folders that left
-// empty. What it leaves (a user's logs/app.log) is said in left.
-func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
+// to, and one holding an earlier run's results unless force, which removes that run's files first
+// (outputs, and in results.OutputFolders those its summary lists, then the folders left empty).
+// What it leaves (a user's logs/app.log) is said in left.
+func LockOutput(dir string, force bool) (_ *OutLock, left []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, badInput("--out %s: %v", dir, err)
 	}
@@ -429,11 +421,10 @@ func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 		f.Close()
 		return nil, nil, badInput("--out %s: another gpuvet run is writing there; wait for it or choose another --out", dir)
 	}
-	l = &OutLock{f: f}
+	lock := &OutLock{f: f}
 	defer func() {
 		if err != nil {
-			l.Release()
-			l = nil
+			lock.Release() // a refusal leaves nothing of the lock
 		}
 	}()
 	earlier, _ := results.Read(filepath.Join(dir, "summary.json"))
@@ -448,7 +439,7 @@ func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 			}
 			return nil, nil, badInput("--out %s holds the results of %s; pass --force to replace them, or choose another --out", dir, what)
 		}
-		return l, nil, nil
+		return lock, nil, nil
 	}
 	root, err := os.OpenRoot(dir) // no removal may leave the folder, through ".." or a symlink
 	if err != nil {
@@ -473,7 +464,7 @@ func LockOutput(dir string, force bool) (l *OutLock, left []string, err error) {
 			}
 		}
 	}
-	return l, append(left, pruneOutputFolders(dir)...), nil
+	return lock, append(left, pruneOutputFolders(dir)...), nil
 }
 
 // pruneOutputFolders removes the folders of results.OutputFolders that removing the earlier run's

@@ -12,8 +12,7 @@ import (
 )
 
 // The run's progress: one term.Progress over every endpoint (units) and load rung (steps). The
-// phases that log (health, the load generator) write through the run's log writer, carried in the
-// context, so their lines land above the live line and a line said for every GPU is said once.
+// phases log through the run's writer, carried in the context, so their lines land above the live line.
 
 type ctxKey int
 
@@ -38,15 +37,13 @@ func rungFrom(ctx context.Context) func(int, string) {
 	return f
 }
 
-// planFrom is the plan callback of the endpoint being loaded in ctx (nil: none): what its load
-// says is left as each rung starts (load.Options.OnPlan).
+// planFrom is the plan callback of the endpoint being loaded in ctx (nil: none; load.Options.OnPlan).
 func planFrom(ctx context.Context) func(int, time.Duration) {
 	f, _ := ctx.Value(planKey).(func(int, time.Duration))
 	return f
 }
 
-// blockFrom is the wait before each synchronous block of the endpoint being loaded in ctx, where its
-// model's GPUs are loaded at once (nil: none; load.Options.BeforeBlock).
+// blockFrom is the wait before each synchronous block in ctx (nil: none; load.Options.BeforeBlock).
 func blockFrom(ctx context.Context) func(context.Context, int) {
 	s, _ := ctx.Value(blockKey).(*blockSync)
 	if s == nil {

@@ -9,11 +9,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/roofline"
 )
 
-// solBatch is the batch % SOL is taken at: the one the plan fixes, the engine's batch limit (its
-// max_num_seqs; vLLM's default 256 when the plan does not say), which the sweep's open-loop rungs
-// fill whatever load.max_concurrency caps the closed-loop probe at. Fixed by the plan, it does not
-// move with the batch one run happened to reach, so the same GPU gives the same % SOL run after run
-// (issue 42).
+// solBatch is the batch % SOL is taken at: the engine's batch limit (max_num_seqs; vLLM's 256 when
+// the plan does not say), which the sweep's open-loop rungs fill. Fixed by the plan, not the batch
+// one run reached, so the same GPU gives the same % SOL run after run.
 func solBatch(maxNumSeqs int) (int, string) {
 	if maxNumSeqs <= 0 {
 		return 256, "vLLM's default max_num_seqs 256 (the plan sets no other)"
@@ -22,11 +20,8 @@ func solBatch(maxNumSeqs int) (int, string) {
 }
 
 // speedOfLight holds the measured peak output tok/s against the roofline bound of this GPU × model
-// at the batch the profile fixes (solBatch) and the profile's prompt and output lengths, prefill
-// included (roofline.ServeTokS): one figure per GPU × model × profile, stable across repeats. The batch the peak run
-// reached (Little's law: completed req/s × mean E2E seconds) is kept beside it. nil when the peak,
-// the GPU or the model is unknown; the reason is then in the returned note. Figures come from cat
-// (nil: the built-in catalog).
+// at solBatch and the profile's lengths, prefill included (roofline.ServeTokS), with the batch the
+// peak reached (Little's law) beside it. nil when the peak, GPU or model is unknown: the note says.
 func speedOfLight(cat *catalog.Catalog, gpuName, model string, tp int, ld *results.Load, batch int, batchSource string) (*results.SpeedOfLight, string) {
 	if ld == nil || len(ld.Runs) == 0 {
 		return nil, ""

@@ -11,10 +11,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// NewSummary begins a run's summary with its identity: the schema, the tool (name, version, the
-// commit it was built from), the run id, the start, the backend, the environment and the plan's
-// meta (models, load profile, thresholds and settings with their sources). It is the one place a
-// summary is begun: the host pipeline and the fleet layer both call it, and add what is theirs.
+// NewSummary begins a run's summary with its identity and the plan's meta: the one place a summary
+// is begun (the host pipeline and the fleet layer both call it).
 func NewSummary(plan *config.Plan, runID string, start time.Time, toolVersion string) *results.Summary {
 	c := plan.Config
 	lc := c.LoadConfig()
@@ -30,9 +28,8 @@ func NewSummary(plan *config.Plan, runID string, start time.Time, toolVersion st
 	}
 }
 
-// Environment is the environment a run records: the plan's environment key, or, when it is left at
-// its default (baremetal), the backend's own: vm for opennebula (every host is a VM), k8s for
-// kubernetes.
+// Environment is the environment a run records: the plan's, or when left at its default, the
+// backend's own (vm for opennebula, k8s for kubernetes).
 func Environment(plan *config.Plan) string {
 	src := plan.Source("environment")
 	if src != "" && !strings.HasPrefix(src, "default") {

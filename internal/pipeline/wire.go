@@ -37,11 +37,8 @@ func simFleetConfig(c config.Config, cat *catalog.Catalog) sim.FleetConfig {
 // ErrNoGPUSource is a discovery failure that means "this host has no NVIDIA driver".
 var ErrNoGPUSource = errors.New("no NVIDIA driver on this host")
 
-// NewDeps wires the real phases for a plan: GPU discovery (NVML, nvidia-smi XML or the
-// simulator's fleet), the health phase (cuBLAS microbenchmarks where CUDA loads), the backend, the
-// load generator, the judge, the baseline comparison, the reports and the model cache.
-// cat is the GPU and model catalog the phases look figures up in (nil: the built-in one).
-// progress receives the phases' own progress lines (nil: quiet).
+// NewDeps wires the real phases for a plan; cat is the catalog they read (nil: the built-in one),
+// progress receives their own progress lines (nil: quiet).
 func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	var fleet *sim.Fleet
 	hist := &history.Session{}
@@ -119,8 +116,7 @@ func NewDeps(cfg config.Config, cat *catalog.Catalog, progress io.Writer) Deps {
 	return d
 }
 
-// The GPU sources health.source names besides auto and a captured nvidia-smi XML file's path (not
-// backends: backend sim reads source sim, and a host's NVML serves every other backend).
+// The GPU sources health.source names besides auto and an nvidia-smi XML file's path.
 const (
 	sourceSim  = "sim"
 	sourceNVML = "nvml"
@@ -171,9 +167,8 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	return src, "nvidia-smi-xml", nil, nil
 }
 
-// WriteReports writes the reports the output settings ask for into dir, under report.WriteDir's
-// standard names: HTML, JUnit with CTRF beside it, Prometheus; and the Prometheus textfile to
-// output.prometheus_file too (a node exporter's textfile directory). Every backend writes through it.
+// WriteReports writes the reports the output settings ask for into dir (report.WriteDir), and the
+// Prometheus textfile to output.prometheus_file too. Every backend writes through it.
 func WriteReports(s *results.Summary, dir string, o config.Output) error {
 	err := report.WriteDir(s, dir, o.HTML, o.JUnit, o.Prometheus)
 	if o.PrometheusFile != "" {
@@ -219,9 +214,8 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 	return sv, nil
 }
 
-// EngineVersion is the simulator's; a simulated slow engine (sim.step_overhead, sim.seq_overhead)
-// says so, since it is another engine than the one whose healthy share of the roofline the judge
-// knows (judge.HealthySOL).
+// EngineVersion is the simulator's; a simulated slow engine says so: it is not the engine whose
+// healthy share of the roofline the judge knows (judge.HealthySOL).
 func (*Sim) EngineVersion(_ context.Context, cfg config.Config) (string, error) {
 	if cfg.Sim.StepOverhead > 0 || cfg.Sim.SeqOverhead > 0 {
 		return fmt.Sprintf("gpuvet-sim (a slow engine: %s a step, %s a sequence)", cfg.Sim.StepOverhead.D(), cfg.Sim.SeqOverhead.D()), nil

@@ -76,8 +76,8 @@ func (r *run) judge() {
 	rollup(r.sum)
 }
 
-// rungNotes are the caveats of every endpoint's rungs that measured less than they ran for
-// (transient, or ended by their errors): the terminal and the report say them with the verdicts.
+// rungNotes are the caveats of every rung that measured less than it ran for (transient, or ended by
+// its errors).
 func rungNotes(s *results.Summary) []string {
 	var out []string
 	for _, h := range s.Hosts {
@@ -118,8 +118,8 @@ func rollup(s *results.Summary) {
 	raise(&s.Status, s.Error, s.Flags)
 }
 
-// raise lifts *st to failed when err is set and to flag when flags fired (Worse ranks them apart
-// from every other status, so where it is done among the Worse of a rollup does not matter).
+// raise lifts *st to failed when err is set and to flag when flags fired (Worse ranks them apart from
+// every other status, so its place in a rollup does not matter).
 func raise(st *results.Status, err string, flags []results.Flag) {
 	if err != "" {
 		*st = results.Worse(*st, results.StatusFailed)
@@ -220,9 +220,8 @@ func interruptedWhat(s *results.Summary) string {
 	return out + fmt.Sprintf("; %d endpoint(s) not run", notRun)
 }
 
-// Describe is a one-paragraph summary of a finished run for the terminal: the status, then the
-// GPUs counted by their judged verdict ("4 GPU(s): 3 ok, 1 failed"), the same verdicts the table,
-// the report, JUnit and CTRF show.
+// Describe is a one-paragraph summary of a finished run for the terminal: the status, then the GPUs
+// counted by their judged verdict ("4 GPU(s): 3 ok, 1 failed").
 func Describe(res *Result) string {
 	s := res.Summary
 	var sts []results.Status
