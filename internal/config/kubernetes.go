@@ -11,96 +11,75 @@ import (
 	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
-// Kubernetes configures backend kubernetes (docs/kubernetes.md): how gpuvet reaches the cluster,
-// which GPU nodes it vets, and the objects it creates there. Every key also has a `gpuvet run`
-// flag (--kubeconfig, --node-selector, …) and a GPUVET_KUBERNETES_* variable.
+// Kubernetes configures backend kubernetes (docs/kubernetes.md): the cluster, the GPU nodes vetted
+// and the objects created there. Every key also has a `gpuvet run` flag and a GPUVET_ variable.
 type Kubernetes struct {
-	// Kubeconfig is the kubeconfig file; "": $KUBECONFIG, ~/.kube/config, then the in-cluster
-	// service account.
+	// Kubeconfig: "": $KUBECONFIG, ~/.kube/config, then the in-cluster service account.
 	Kubeconfig string `yaml:"kubeconfig"`
-	// Context is the kubeconfig context; "": the current one.
-	Context string `yaml:"context"`
-	// NodeSelector is a label selector the GPU nodes must match, e.g.
-	// nvidia.com/gpu.product=NVIDIA-H200.
+	Context    string `yaml:"context"` // "": the current one
+	// NodeSelector is a label selector the GPU nodes must match, e.g. nvidia.com/gpu.product=NVIDIA-H200.
 	NodeSelector string `yaml:"node_selector"`
 	// Tolerations are the taints the run's pods tolerate: key[=value][:effect] each, or * for all.
-	Tolerations []string `yaml:"tolerations"`
-	// Nodes vets at most this many GPU nodes (0: every node with a free GPU).
-	Nodes int `yaml:"nodes"`
-	// ParallelNodes bounds how many nodes run at once.
-	ParallelNodes int `yaml:"parallel_nodes"`
+	Tolerations   []string `yaml:"tolerations"`
+	Nodes         int      `yaml:"nodes"`          // at most this many (0: every node with a free GPU)
+	ParallelNodes int      `yaml:"parallel_nodes"` // nodes run at once
 	// Image is gpuvet's own image for the in-cluster Jobs (built with ko: docs/kubernetes.md).
-	Image string `yaml:"image"`
-	// EngineImage is the engine's image; "": the engine kind's (vllm/vllm-openai:<engine.version>).
-	EngineImage string `yaml:"engine_image"`
-	// StorageClass holds the model cache; "": the cluster's default StorageClass.
-	StorageClass string `yaml:"storage_class"`
+	Image        string `yaml:"image"`
+	EngineImage  string `yaml:"engine_image"`  // "": the engine kind's (vllm/vllm-openai:<engine.version>)
+	StorageClass string `yaml:"storage_class"` // of the model cache; "": the cluster's default
 	// HealthArgs are extra arguments for `gpuvet health` in each node's health Job, e.g. "--burn 60s".
-	HealthArgs string `yaml:"health_args"`
-	// KeepOnFailure keeps the run's namespace when something failed, for a post-mortem.
-	KeepOnFailure bool `yaml:"keep_on_failure"`
-	// JobTimeout bounds each in-cluster gpuvet Job (cache populate, health, load).
-	JobTimeout Duration `yaml:"job_timeout"`
-	// Dynamo serves each model through a DynamoGraphDeployment (NVIDIA Dynamo's operator, the CRD
-	// dynamographdeployments.nvidia.com) instead of plain engine Pods.
+	HealthArgs    string   `yaml:"health_args"`
+	KeepOnFailure bool     `yaml:"keep_on_failure"` // keep the namespace when something failed
+	JobTimeout    Duration `yaml:"job_timeout"`     // each in-cluster Job's (cache populate, health, load)
+	// Dynamo serves each model through a DynamoGraphDeployment (NVIDIA Dynamo's operator) instead
+	// of plain engine Pods.
 	Dynamo bool `yaml:"dynamo"`
-	// CacheOwnerInit gives the populate Job an init container that runs as root with only
-	// CAP_CHOWN and CAP_FOWNER and hands the cache volume's root to the image's user (65532) where
-	// fsGroup does not (hostPath, NFS without root squash). false where root containers are refused
-	// (an admission policy, OpenShift's restricted SCC): the volume's provisioner must then apply
-	// fsGroup (CSI block volumes do).
+	// CacheOwnerInit gives the populate Job an init container (root with only CAP_CHOWN and
+	// CAP_FOWNER) that hands the cache volume's root to the image's user (65532) where fsGroup does
+	// not (hostPath, NFS). false where root containers are refused (OpenShift's restricted SCC):
+	// the provisioner must then apply fsGroup (CSI block volumes do).
 	CacheOwnerInit bool `yaml:"cache_owner_init"`
-	// CacheNamespace holds the model cache's PVCs beyond the run, so the next run finds the weights
-	// there: the populate Jobs and the pods that mount the cache (engines, Dynamo) run in it (a
-	// pod can mount only a PVC of its own namespace), labelled with the run and removed with it;
-	// the PVCs stay until `gpuvet clean --cache`. "": the run's own namespace (the cache goes with
-	// the run, and every run downloads again).
+	// CacheNamespace keeps the model cache's PVCs beyond the run for the next one; the pods that
+	// mount the cache run there (a pod mounts only its own namespace's PVCs), removed with the run;
+	// the PVCs stay until `gpuvet clean --cache`. "": the run's namespace (every run downloads).
 	CacheNamespace string `yaml:"cache_namespace"`
-	// CacheNamespaceAllowExisting lets the cache go into a cache_namespace that exists and that
-	// gpuvet did not create (it carries no gpuvet.io/cache label): off, such a namespace is refused
-	// before anything is created in it. The cluster's own (default, kube-system, every kube-*) are
-	// refused whatever this says, and `gpuvet clean --cache` never deletes a namespace gpuvet did
-	// not create.
+	// CacheNamespaceAllowExisting lets the cache go into an existing cache_namespace gpuvet did not
+	// create (no gpuvet.io/cache label), refused otherwise. The cluster's own (default, kube-*) are
+	// always refused, and `gpuvet clean --cache` never deletes a namespace gpuvet did not create.
 	CacheNamespaceAllowExisting bool `yaml:"cache_namespace_allow_existing"`
-	// DynamoTarget is what the Dynamo load and completion check are sent to: pod (the address of a
-	// Ready pod the frontend Service selects: no Service proxy in the measured path) or service
-	// (the Service's ClusterIP, through kube-proxy, as in-cluster clients reach it).
+	// DynamoTarget is where the Dynamo load and completion check go: pod (a Ready frontend pod: no
+	// Service proxy in the measured path) or service (its ClusterIP, through kube-proxy).
 	DynamoTarget string `yaml:"dynamo_target"`
 
-	// Verdicts a cluster can act on (docs/kubernetes.md, "Labels and taints"), written onto each
-	// vetted node once it is judged. LabelNodes: labels gpuvet.io/status (ok, inconclusive, flag,
-	// failed) and gpuvet.io/run, annotation gpuvet.io/vetted-at. TaintFailed: a failed node gets
-	// the taint gpuvet.io/unhealthy=<run id>:NoSchedule and its reason in an annotation;
-	// TaintFlagged: a flagged one too (and a failed one). `gpuvet clean --untaint` lifts them.
+	// Verdicts written onto each judged node (docs/kubernetes.md, "Labels and taints"). LabelNodes:
+	// labels gpuvet.io/status and gpuvet.io/run, annotation gpuvet.io/vetted-at. TaintFailed: a
+	// failed node gets gpuvet.io/unhealthy=<run id>:NoSchedule and its reason in an annotation;
+	// TaintFlagged: a flagged one too. `gpuvet clean --untaint` lifts them.
 	LabelNodes   bool `yaml:"label_nodes"`
 	TaintFailed  bool `yaml:"taint_failed"`
 	TaintFlagged bool `yaml:"taint_flagged"`
-	// Gate is the acceptance gate (docs/acceptance.md): a node carrying the pending taint
-	// gpuvet.io/validation-pending:NoSchedule is vetted first; ok lifts the taint, flag or failed
-	// replaces it with the quarantine taint, inconclusive keeps it pending (PendingRetries).
+	// Gate is the acceptance gate (docs/acceptance.md): nodes tainted
+	// gpuvet.io/validation-pending:NoSchedule are vetted first; ok lifts the taint, flag or failed
+	// makes it the quarantine taint, inconclusive keeps it pending.
 	Gate bool `yaml:"gate"`
 	// PendingRetries is how many runs in a row may leave a pending node undecided before the run
-	// says loudly that it needs a person (it stays pending either way).
-	PendingRetries int `yaml:"pending_retries"`
-	// OnlyDue vets only the nodes that are due: pending, their verdict expired, or none.
-	OnlyDue bool `yaml:"only_due"`
-	// VerdictValidFor is how long a node's verdict holds (the gpuvet.io/valid-until annotation);
-	// past it the node is due for a run. 0: no expiry is written.
+	// says it needs a person (it stays pending either way).
+	PendingRetries int  `yaml:"pending_retries"`
+	OnlyDue        bool `yaml:"only_due"` // vet only nodes pending, with an expired verdict, or none
+	// VerdictValidFor is how long a verdict holds (gpuvet.io/valid-until); 0: no expiry.
 	VerdictValidFor Duration `yaml:"verdict_valid_for"`
-	// MaxUnhealthy is the circuit breaker: the most nodes one run may quarantine, a count ("5")
-	// or a share of the nodes vetted ("10%"); past it the rest are only reported and the run fails.
+	// MaxUnhealthy is the circuit breaker: the most nodes one run may quarantine, a count ("5") or
+	// a share of the nodes vetted ("10%"); past it the rest are only reported and the run fails.
 	MaxUnhealthy string `yaml:"max_unhealthy"`
-	// PriorityClass is the PriorityClass of the pods a run creates (engines, health, load, cache
-	// Jobs; not a DynamoGraphDeployment's): a low one (docs/kubernetes-cronjob.yaml's
-	// gpuvet-low) lets real work preempt a vetting run. "": the cluster's default.
+	// PriorityClass of the pods a run creates (not a DynamoGraphDeployment's): a low one
+	// (docs/kubernetes-cronjob.yaml's gpuvet-low) lets real work preempt a run. "": the default.
 	PriorityClass string `yaml:"priority_class"`
-	// DryRun takes no action on any node (labels, taints, conditions): it prints each one it
-	// would take and records them in summary.json (fleet.node_actions).
+	// DryRun takes no action on any node: it prints and records each one it would take
+	// (fleet.node_actions).
 	DryRun bool `yaml:"dry_run"`
-	// QPS and Burst bound gpuvet's requests to the API server (client-go's token bucket): QPS a
-	// second sustained, Burst at once. A run makes a bounded number of requests per node (waits
-	// are watches, not polls: docs/k8s-scale.md), so at scale these set how fast nodes can start;
-	// the API server's own limits (priority and fairness) answer 429, which gpuvet backs off on.
+	// QPS and Burst bound gpuvet's API requests (client-go's token bucket): sustained a second, and
+	// at once. Requests per node are bounded (watches, not polls: docs/k8s-scale.md), so at scale
+	// these set how fast nodes start; the server's own limits answer 429, which gpuvet backs off on.
 	QPS   float64 `yaml:"qps"`
 	Burst int     `yaml:"burst"`
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
-// SSH configures backend ssh (gpuvet copies itself to each host and runs there), and how the
-// opennebula backend reaches its VMs.
+// SSH configures backend ssh (gpuvet copied to each host, run there), and how opennebula reaches
+// its VMs.
 type SSH struct {
 	// Hosts are the hosts to vet: ssh_config aliases, host names or addresses (--hosts h1,h2).
 	Hosts []string `yaml:"hosts"`
@@ -24,36 +24,27 @@ type SSH struct {
 	// user, 22).
 	User string `yaml:"user"`
 	Port int    `yaml:"port"`
-	// IdentityFile is a private key file offered after the agent's keys (default: ~/.ssh/id_*).
+	// IdentityFile is a private key offered after the agent's keys (default: ~/.ssh/id_*).
 	IdentityFile string `yaml:"identity_file"`
-	// ConfigFile is the ssh_config read for HostName, User, Port, IdentityFile (default ~/.ssh/config).
-	ConfigFile string `yaml:"config_file"`
-	// KnownHosts is the known_hosts file host keys are checked against (default ~/.ssh/known_hosts).
-	// Checking is always on: an unknown or changed host key fails that host.
+	ConfigFile   string `yaml:"config_file"` // ssh_config (default ~/.ssh/config)
+	// KnownHosts is checked for every host key, always (default ~/.ssh/known_hosts): an unknown or
+	// changed key fails that host.
 	KnownHosts string `yaml:"known_hosts"`
-	// Binary is the gpuvet executable copied to the hosts (default: the one running); its
-	// architecture must match the hosts' `uname -m`.
-	Binary string `yaml:"binary"`
-	// RemoteDir is where the run's folder is made on each host (removed at the end).
-	RemoteDir string `yaml:"remote_dir"`
-	// RemoteBackend is the backend the host runs: local (engines on its GPUs) or sim.
-	RemoteBackend string `yaml:"remote_backend"`
-	// Parallel is how many hosts run at once.
-	Parallel       int      `yaml:"parallel"`
+	// Binary is the gpuvet copied to the hosts (default: this one); it must match their `uname -m`.
+	Binary         string   `yaml:"binary"`
+	RemoteDir      string   `yaml:"remote_dir"`     // the run's folder on each host (removed after)
+	RemoteBackend  string   `yaml:"remote_backend"` // what the host runs: local or sim
+	Parallel       int      `yaml:"parallel"`       // hosts at once
 	ConnectTimeout Duration `yaml:"connect_timeout"`
 }
 
 // OpenNebula configures backend opennebula: VMs with GPU passthrough through the XML-RPC API.
 type OpenNebula struct {
-	// Endpoint is the XML-RPC URL, e.g. http://frontend:2633/RPC2 (--endpoint).
-	Endpoint string `yaml:"endpoint"`
-	// AuthEnv names the environment variable holding user:password, or the path of a file holding
-	// it (as ONE_AUTH). The secret itself is never in the config.
-	AuthEnv string `yaml:"auth_env"`
-	// Clusters limits discovery to these clusters (names or ids); empty: every cluster.
-	Clusters []string `yaml:"clusters"`
-	// VMPerGPU makes one VM per GPU instead of one per host with all its GPUs.
-	VMPerGPU bool `yaml:"vm_per_gpu"`
+	Endpoint string `yaml:"endpoint"` // the XML-RPC URL, e.g. http://frontend:2633/RPC2
+	// AuthEnv names the variable holding user:password, or a file's path holding it (as ONE_AUTH).
+	AuthEnv  string   `yaml:"auth_env"`
+	Clusters []string `yaml:"clusters"`   // names or ids; empty: every cluster
+	VMPerGPU bool     `yaml:"vm_per_gpu"` // one VM per GPU, not one per host with all its GPUs
 	// TemplateID instantiates this VM template (with the GPUs, sizing and SSH key added); -1:
 	// allocate a VM from image and network below.
 	TemplateID int    `yaml:"template_id"`
@@ -68,16 +59,15 @@ type OpenNebula struct {
 	// SSHUser and SSHPort log into the VMs (the key: ssh.identity_file, else the agent's first).
 	SSHUser string `yaml:"ssh_user"`
 	SSHPort int    `yaml:"ssh_port"`
-	// BootTimeout bounds create → RUNNING with SSH answering; CleanupTimeout terminate → DONE
-	// before recover-delete; Poll is the one.vm.info interval.
+	// BootTimeout bounds create → RUNNING with SSH; CleanupTimeout terminate → DONE before
+	// recover-delete; Poll is the one.vm.info interval.
 	BootTimeout    Duration `yaml:"boot_timeout"`
 	CleanupTimeout Duration `yaml:"cleanup_timeout"`
 	Poll           Duration `yaml:"poll"`
 	Parallel       int      `yaml:"parallel"`
-	// Baremetal re-measures each node that gets VMs on the node itself first, before any VM: its
-	// GPUs are released from vfio-pci, the driver installed (host_prep), the host pipeline run over
-	// SSH (the node's name as ssh reaches it: ssh_config, ssh.user, root login), vfio-pci restored;
-	// the fresh figures are the baseline of the run's overhead table (docs/hostprep.md).
+	// Baremetal first re-measures each node that gets VMs on the node itself: GPUs released from
+	// vfio-pci, driver installed (host_prep), host pipeline over SSH (as ssh reaches the node's name,
+	// root login), vfio-pci restored; the figures are the overhead table's baseline (docs/hostprep.md).
 	Baremetal bool `yaml:"baremetal"`
 	// BaremetalSet are key=value overrides for the nodes' own runs (as an inventory's set).
 	BaremetalSet []string `yaml:"baremetal_set"`
@@ -121,9 +111,8 @@ func remoteChecks(c Config) []check {
 	}
 }
 
-// badHost says why a host of ssh.hosts is not a name ("" when all are): --hosts takes ssh_config
-// aliases, names or addresses; a user@ or :port in it would be dialled as part of the name and fail
-// as an unreachable host, after the run started (issue 42).
+// badHost says why a host of ssh.hosts is not a name ("" when all are): a user@ or :port would be
+// dialled as part of the name and fail as an unreachable host, after the run started.
 func badHost(hosts []string) string {
 	for _, h := range hosts {
 		user, rest, hasUser := strings.Cut(h, "@")

@@ -19,10 +19,8 @@ import (
 // Config is the whole schema. Field comments are the documentation of each key (docs/config.md has
 // a commented full example).
 type Config struct {
-	// Backend decides where engines run: local (child processes on this host), endpoint (an
-	// already-running OpenAI-compatible server), sim (the built-in simulator, in-process), ssh
-	// (gpuvet copied to each host of ssh.*), opennebula (VMs with GPU passthrough, opennebula.*),
-	// kubernetes (a cluster's GPU nodes, kubernetes.*).
+	// Backend decides where engines run: local (this host), endpoint (a running OpenAI-compatible
+	// server), sim (in-process simulator), ssh, opennebula (VMs with GPU passthrough), kubernetes.
 	Backend string `yaml:"backend"`
 	// Environment labels the run for comparisons: baremetal, vm, k8s, or anything.
 	Environment string `yaml:"environment"`
@@ -41,21 +39,18 @@ type Config struct {
 	ModelCache ModelCache           `yaml:"model_cache"`
 	Run        Run                  `yaml:"run"`
 	Sim        Sim                  `yaml:"sim"`
-	// History keeps every run in a database and compares each node and GPU with its own
-	// acceptance run (docs/history.md).
-	History    History    `yaml:"history"`
-	SSH        SSH        `yaml:"ssh"`
-	OpenNebula OpenNebula `yaml:"opennebula"`
-	Kubernetes Kubernetes `yaml:"kubernetes"`
-	Slurm      Slurm      `yaml:"slurm"`
+	History    History              `yaml:"history"` // docs/history.md
+	SSH        SSH                  `yaml:"ssh"`
+	OpenNebula OpenNebula           `yaml:"opennebula"`
+	Kubernetes Kubernetes           `yaml:"kubernetes"`
+	Slurm      Slurm                `yaml:"slurm"`
 	// HostPrep installs what an ssh host lacks (driver, DCGM, numactl) and purges it after.
 	HostPrep     HostPrep               `yaml:"host_prep"`
 	Accelerators map[string]Accelerator `yaml:"accelerators"`
-	// ReferenceFloors is the reference table's datasheet floors: exact GPU name -> benchmark
-	// (sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d, pcie_d2h, hbm_d2d, burn, peer_copy, all_reduce)
-	// -> the least share of the datasheet peak a healthy card measures (0 turns the floor off).
-	// A benchmark not named keeps the built-in floor (docs/health-floors.md); `gpuvet calibrate`
-	// writes this table from healthy runs.
+	// ReferenceFloors: exact GPU name -> benchmark (sgemm_fp32, gemm_tf32, gemm_bf16, pcie_h2d,
+	// pcie_d2h, hbm_d2d, burn, peer_copy, all_reduce) -> the least share of the datasheet peak a
+	// healthy card measures (0: off). Unnamed benchmarks keep the built-in floor
+	// (docs/health-floors.md); `gpuvet calibrate` writes this table.
 	ReferenceFloors map[string]map[string]float64 `yaml:"reference_floors"`
 }
 
@@ -63,8 +58,8 @@ type Config struct {
 type Engine struct {
 	// Kind: vllm, sglang, trtllm, transformers (built-in templates) or generic (Command below).
 	Kind string `yaml:"kind"`
-	// Command is the launch template for kind generic; placeholders {model} {port} {gpu} {tp}
-	// {max_model_len} {gpu_memory_utilization} {front}. Also overrides a built-in template when set.
+	// Command is the launch template (kind generic, or overriding a built-in one); placeholders
+	// {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}.
 	Command string `yaml:"command"`
 	// ExtraArgs are appended to the launch command line.
 	ExtraArgs []string `yaml:"extra_args"`
@@ -92,8 +87,8 @@ type Endpoint struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// Health runs the health phase on this host too (default: no).
 	Health bool `yaml:"health"`
-	// SameHost: the server runs on this machine (a pod of this node: a Kubernetes load Job's
-	// engine), so gpuvet reads the host's CPU pressure over each rung as the contention it met.
+	// SameHost: the server runs on this machine (a Kubernetes load Job's engine), so the host's CPU
+	// pressure over each rung is the contention it met.
 	SameHost bool `yaml:"same_host"`
 }
 
@@ -108,10 +103,9 @@ type LoadProfile struct {
 	Rate           float64  `yaml:"rate"`        // for constant and poisson
 	Rates          int      `yaml:"rates"`       // constant rungs of a sweep
 	MaxDuration    Duration `yaml:"max_duration"`
-	// MaxRungDuration caps a rung sized by completions: the synchronous rung (and a concurrency
-	// run) goes on past max_duration until compare.min_samples requests completed, at most this long.
-	// It caps a sweep's probe or constant rung measured in its steady state too (one that never
-	// levels by then is transient).
+	// MaxRungDuration caps a rung that runs past max_duration until compare.min_samples requests
+	// completed (synchronous, concurrency), and a sweep rung waiting for its steady state (one that
+	// never levels by then is transient).
 	MaxRungDuration Duration `yaml:"max_rung_duration"`
 	// TimeBudget is what a sweep plans its rungs against, per GPU (endpoint): fewer constant
 	// rates, no further probe, no climb or rerun when their planned lengths would pass it.
@@ -122,11 +116,10 @@ type LoadProfile struct {
 	// Reader reads streamed responses: auto (an event loop for plain http on Linux, else net/http),
 	// eventloop or nethttp.
 	Reader string `yaml:"reader"`
-	// Workload is what the prompts are (docs/workloads.md): synthetic, shared-prefix
-	// (prefix_count groups sharing prefix_tokens; 0: the load's defaults) or trace (the Mooncake
-	// JSONL file at trace, replayed trace_speed times as fast when profile is trace) or multi-turn
-	// (sessions of turns, each turn carrying the history; a profile of concurrent streams) or
-	// long-context (a ladder of context lengths up to context_max, at the profile's streams).
+	// Workload is what the prompts are (docs/workloads.md): synthetic; shared-prefix (prefix_count
+	// groups sharing prefix_tokens; 0: defaults); trace (the Mooncake JSONL at trace, replayed
+	// trace_speed times as fast); multi-turn (sessions carrying their history); long-context (a
+	// ladder of context lengths up to context_max).
 	Workload     string  `yaml:"workload"`
 	PrefixCount  int     `yaml:"prefix_count"`
 	PrefixTokens int     `yaml:"prefix_tokens"`
@@ -144,8 +137,8 @@ type Gates struct {
 	AICRMinOutputTokS *float64 `yaml:"aicr_min_output_tok_s"`
 	AICRMaxTTFTP99Ms  *float64 `yaml:"aicr_max_ttft_p99_ms"`
 	AICRTolerancePct  float64  `yaml:"aicr_tolerance_pct"`
-	// MaxErrorRatePct: a load with more failed requests than this share (%) fails its endpoint, and
-	// bench exits 1; any failed request flags. null: errors only flag.
+	// MaxErrorRatePct: more failed requests than this % fails the endpoint (bench exits 1); any
+	// failed request flags. null: errors only flag.
 	MaxErrorRatePct *float64 `yaml:"max_error_rate_pct"`
 	// AICRThroughputScope: node (the recipe's floor is for the whole node, as aicr writes it) or gpu.
 	AICRThroughputScope string `yaml:"aicr_throughput_scope"`
@@ -185,8 +178,8 @@ type Health struct {
 	DCGM              DCGM     `yaml:"dcgm"`
 	// NCCLLib is the libnccl.so.2 for the all-reduce; "": the library path, then Python environments.
 	NCCLLib string `yaml:"nccl_lib"`
-	// AllowBusy measures a GPU another process uses (or that is not idle) and notes it, instead of
-	// flagging the GPU and marking its figures so they pass nothing.
+	// AllowBusy measures and notes a GPU another process uses (or that is not idle) instead of
+	// flagging it and marking its figures so they pass nothing.
 	AllowBusy bool `yaml:"allow_busy"`
 }
 
@@ -195,8 +188,7 @@ type DCGM struct {
 	Enabled bool     `yaml:"enabled"`
 	Level   int      `yaml:"level"`
 	Timeout Duration `yaml:"timeout"`
-	// AllowInstall lets host preparation (host_prep) install DCGM on a host without dcgmi, and
-	// purge it after; false leaves such a host's diagnostic skipped.
+	// AllowInstall lets host_prep install DCGM where dcgmi is missing (purged after); false skips it.
 	AllowInstall bool `yaml:"allow_install"`
 }
 
@@ -218,28 +210,25 @@ type Output struct {
 	HTML       bool   `yaml:"html"`
 	JUnit      bool   `yaml:"junit"`
 	Prometheus bool   `yaml:"prometheus"`
-	// PrometheusFile is one more path the Prometheus textfile is written to, atomically, e.g. a
-	// node exporter's textfile directory (a periodic run's, docs/kubernetes.md); "": none.
+	// PrometheusFile is one more path the Prometheus textfile is written to atomically, e.g. node
+	// exporter's textfile directory (docs/kubernetes.md); "": none.
 	PrometheusFile string `yaml:"prometheus_file"`
 }
 
 // ModelCache is the local weights cache (HF_HOME) with the hub offline. In YAML, `model_cache: off`
 // is short for `model_cache: {dir: off}`.
 type ModelCache struct {
-	// Dir is the hub cache folder (holds models--org--name): auto (the hub's default folder for the
-	// engines that load hub weights: vllm, sglang, trtllm; none for generic), off (or empty) for no
-	// managed cache, or a path. modelcache.Dir resolves it.
+	// Dir is the hub cache folder (models--org--name): auto (the hub's default for vllm, sglang,
+	// trtllm; none for generic), off (or empty): no managed cache, or a path (modelcache.Dir).
 	Dir     string `yaml:"dir"`
 	Offline bool   `yaml:"offline"`
 	// Size is the cache volume's size on backend kubernetes (a PVC), e.g. 100Gi; off: no volume.
 	Size string `yaml:"size"`
-	// AccessMode of the cache PVC on backend kubernetes: auto (ReadWriteMany, one volume shared by
-	// every node, when the StorageClass's provisioner is known to support it; else ReadWriteOnce,
-	// one per node), ReadWriteOnce or ReadWriteMany.
+	// AccessMode of the cache PVC on backend kubernetes: auto (ReadWriteMany, one volume for every
+	// node, where the provisioner is known to support it; else ReadWriteOnce), or either mode.
 	AccessMode string `yaml:"access_mode"`
-	// Endpoint is the hub the cache is filled from: a Hugging Face-compatible mirror for sites that
-	// cannot reach huggingface.co. "": $HF_ENDPOINT where gpuvet runs, else https://huggingface.co.
-	// Backend kubernetes passes it to the populate Jobs as HF_ENDPOINT.
+	// Endpoint is the hub the cache is filled from (a Hugging Face-compatible mirror; kubernetes
+	// passes it to its populate Jobs as HF_ENDPOINT). "": $HF_ENDPOINT, else https://huggingface.co.
 	Endpoint string `yaml:"endpoint"`
 }
 
@@ -248,20 +237,17 @@ func IsOff(dir string) bool { return dir == "" || dir == "off" }
 
 // Run holds the knobs of the run itself.
 type Run struct {
-	// ParallelGPUs is how many GPUs are loaded at once: auto (the default: as many as the CPU free to
-	// gpuvet can load without becoming the bottleneck, decided at the start of the run from the
-	// GPUs found; pipeline.ChooseParallel) or a number (1 = one at a time, as the seed does).
+	// ParallelGPUs is how many GPUs are loaded at once: auto (as many as gpuvet's free CPU can load
+	// without becoming the bottleneck: pipeline.ChooseParallel) or a number (1: one at a time).
 	ParallelGPUs GPUsAtOnce `yaml:"parallel_gpus"`
 	GPUCount     int        `yaml:"gpu_count"` // 0: all discovered GPUs
 	FailOnFlag   bool       `yaml:"fail_on_flag"`
 	// FailOnInconclusive exits 1 when the run is inconclusive (a gate or comparison could not decide).
 	FailOnInconclusive bool `yaml:"fail_on_inconclusive"`
-	// Acceptance is the exit-code contract for gates (docs/acceptance.md): 0 only when the run is
-	// ok, 1 flag or failed, 3 inconclusive (2 stays bad input). It overrides fail_on_flag and
-	// fail_on_inconclusive.
+	// Acceptance is the gates' exit codes (docs/acceptance.md): 0 only ok, 1 flag or failed, 3
+	// inconclusive (2 stays bad input); it overrides fail_on_flag and fail_on_inconclusive.
 	Acceptance bool `yaml:"acceptance"`
-	// FailIn injects a failure in one phase (health, serve, warmup, load, functional, judge) to prove
-	// cleanup and reporting survive it.
+	// FailIn injects a failure in one phase (Phases) to prove cleanup and reporting survive it.
 	FailIn       string `yaml:"fail_in"`
 	SaveBaseline bool   `yaml:"save_baseline"`
 	Baseline     string `yaml:"baseline"` // baseline.json to compare against
@@ -278,20 +264,19 @@ type Sim struct {
 	// LinkFault injects an NVLink fault on one GPU: "GPU[:down|slow|errors]"; "": none.
 	LinkFault string `yaml:"link_fault"`
 	// CoTenant puts another process on one virtual GPU for part of the run: "GPU[:FROM[-TO]]" (Go
-	// durations from the start), e.g. "1" or "1:5s-20s"; while it runs the GPU is slower, lists
-	// PID 4242 python3 with 8.1 GiB, and draws power at idle. "": none.
+	// durations), e.g. "1:5s-20s"; the GPU is then slower, lists PID 4242 python3 with 8.1 GiB,
+	// and draws power at idle. "": none.
 	CoTenant string `yaml:"cotenant"`
-	// Corrupt makes one virtual GPU compute wrong answers: its burn and BF16 GEMM results mismatch
-	// and its engine's greedy outputs drift from the others' (issue 33). "GPU", "": none.
+	// Corrupt makes one virtual GPU compute wrong answers (burn and BF16 GEMM mismatch, greedy
+	// outputs drift). "GPU", "": none.
 	Corrupt string `yaml:"corrupt"`
-	// Throttle slows one virtual GPU with a clock-event reason while it is loaded:
-	// "GPU[:REASON[:FROM[-TO]]]" (REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or
-	// hw_power_brake_slowdown; Go durations from the start), e.g. "2" or "2:hw_slowdown:20s". "": none.
+	// Throttle slows one loaded virtual GPU with a clock-event reason: "GPU[:REASON[:FROM[-TO]]]"
+	// (REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or hw_power_brake_slowdown),
+	// e.g. "2:hw_slowdown:20s". "": none.
 	Throttle string `yaml:"throttle"`
-	// EngineFault makes one virtual GPU's engine misbehave while the GPU stays healthy:
-	// "GPU:KIND", KIND short (short outputs despite ignore_eos), cut (streams cut without a finish
-	// reason), traceback (HTTP 500 with a Python traceback) or exit (the process exits), e.g.
-	// "1:short". "": none. gpuvet names the engine and leaves that GPU inconclusive.
+	// EngineFault makes one virtual GPU's engine misbehave, the GPU healthy: "GPU:KIND", KIND short
+	// (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP
+	// 500 with a traceback) or exit, e.g. "1:short"; that GPU is left inconclusive. "": none.
 	EngineFault string `yaml:"engine_fault"`
 	// RecoveryAction shows NVML's GPU recovery action on one virtual GPU: "GPU:ACTION", ACTION
 	// reset, reboot, drain-p2p or drain-and-reset, e.g. "3:reset". "": none.
@@ -311,43 +296,40 @@ type Sim struct {
 	SeqOverhead  Duration `yaml:"seq_overhead"`
 	MaxNumSeqs   int      `yaml:"max_num_seqs"`
 	// BenchTime is how long each simulated microbenchmark and peer copy takes (0: no time), so a
-	// simulated health phase takes real time: one at a time against all at once shows (issue 34).
+	// simulated health phase shows one GPU at a time against all at once.
 	BenchTime Duration `yaml:"bench_time"`
-	// NodeSlowdownPct slows every virtual GPU of the node by this share (5: each runs at 0.95 of a
-	// healthy one, health and serving alike): a node that ages as a whole, which no GPU-to-GPU
-	// comparison sees and only the history does (issue 47).
+	// NodeSlowdownPct slows every virtual GPU by this share (5: 0.95 of a healthy one): a node that
+	// ages as a whole, which only the history sees, never a GPU-to-GPU comparison.
 	NodeSlowdownPct float64 `yaml:"node_slowdown_pct"`
-	// EngineDriftPct makes every simulated engine's speed wander, over seconds, between 1 and
-	// 1 − EngineDriftPct/100 of its own (the node's engines together, the GPUs unchanged): the drift
-	// of a CPU-bound engine between runs, which a repeatable interval must cover (issue 55). 0: none.
+	// EngineDriftPct makes every simulated engine's speed wander over seconds between 1 and
+	// 1 − EngineDriftPct/100 of its own (GPUs unchanged): a CPU-bound engine's drift, which a
+	// repeatable interval must cover. 0: none.
 	EngineDriftPct float64 `yaml:"engine_drift_pct"`
 }
 
 // History is the run history (docs/history.md): where runs are kept and how a node is compared
 // with its own acceptance run.
 type History struct {
-	// Enabled records every run and compares it with its acceptance (default true: the embedded
-	// SQLite file costs nothing to set up, and a history that starts late has no acceptance).
+	// Enabled records every run and compares it with its acceptance (default true: SQLite costs
+	// nothing to set up, and a history that starts late has no acceptance).
 	Enabled bool `yaml:"enabled"`
-	// URL is the store: "" (SQLite at the default path under gpuvet's state directory),
-	// sqlite:///path/history.db, or postgres://user@host:port/db?sslmode=... for a fleet. A
-	// password in the URL is refused: it comes from PasswordEnv.
+	// URL is the store: "" (SQLite under gpuvet's state directory), sqlite:///path/history.db, or
+	// postgres://user@host:port/db?sslmode=...; a password in it is refused (PasswordEnv).
 	URL string `yaml:"url"`
 	// PasswordEnv names the variable holding the PostgreSQL password (never in argv or output).
 	PasswordEnv string `yaml:"password_env"`
 	// RetentionDays drops runs older than this many days when a run is recorded (0: keep all);
 	// pinned and acceptance runs are kept.
 	RetentionDays int `yaml:"retention_days"`
-	// DriftPct is the material margin of a drift: a figure worse than its acceptance by more than
-	// this, with the interval of the gap beyond it too, flags (docs/history.md says why it is
-	// tighter than compare.variance_pct).
+	// DriftPct: a figure worse than its acceptance by more than this, the gap's interval beyond it
+	// too, flags (docs/history.md: why it is tighter than compare.variance_pct).
 	DriftPct float64 `yaml:"drift_pct"`
 	// Timeout bounds each read and write of the store.
 	Timeout Duration `yaml:"timeout"`
 }
 
-// Accelerator is a per-GPU-name override: chosen by the detected GPU name, it replaces these parts of
-// the plan for that GPU (maps merge, lists replace), so one recipe serves a mixed fleet.
+// Accelerator overrides these parts of the plan for the GPUs its key names (maps merge, lists
+// replace), so one recipe serves a mixed fleet.
 type Accelerator struct {
 	Models []string    `yaml:"models"`
 	Engine Engine      `yaml:"engine"`
@@ -440,8 +422,8 @@ func parseDuration(s string) (time.Duration, error) {
 
 func f(v float64) *float64 { return &v }
 
-// loadDefaults is the load section's defaults: the shared profile (results.DefaultLoadConfig, which
-// the load generator and `gpuvet bench` read too) plus what only a plan has.
+// loadDefaults is the shared profile (results.DefaultLoadConfig, as the load generator and `gpuvet
+// bench` read it) plus what only a plan has.
 func loadDefaults() LoadProfile {
 	d := results.DefaultLoadConfig()
 	return LoadProfile{
@@ -499,10 +481,9 @@ func historyDefaults() History {
 // batch its max concurrency fills, its knee.
 const SimQuickMaxNumSeqs = 32
 
-// simDefaults replace built-in defaults (and only those) when the backend is sim, so the README's
-// first command finishes in about two minutes on a small machine: shorter windows, shorter
-// requests, fewer rungs. Recorded with source "default(sim)" and as a caveat in the summary; each is
-// replaced by a value the user sets, so the seed's full profile needs all five load keys set.
+// simDefaults replace built-in defaults (only those) when the backend is sim, so the README's first
+// command finishes in about two minutes on a small machine. Source "default(sim)", and a caveat;
+// the full profile needs all five load keys set.
 var simDefaults = map[string]any{
 	"load.max_duration":    "4s",
 	"load.rates":           4,
