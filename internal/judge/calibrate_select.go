@@ -40,69 +40,45 @@ func NotOK(s *results.Summary) string {
 	return why
 }
 
-// calibUsable says whether GPU gpu of host h may feed calibration from run, and why not.
+// calibUsable says whether GPU gpu of host h may feed calibration from run, and why not: a GPU
+// whose verdict is not ok would set a floor below a healthy card's, and one busy with other work,
+// flagged in health, or under an endpoint that shared it, was client-limited or was not ok measured
+// less than the card.
 func calibUsable(run CalibRun, h *results.Host, gpu int) (bool, string) {
 	if run.GPUs != nil && !slices.Contains(run.GPUs, gpu) {
 		return false, "not among the GPUs named (--gpus)"
 	}
-	for _, unusable := range []func(*results.Host, int) (string, bool){verdictUnusable, healthUnusable, servingUnusable} {
-		if why, bad := unusable(h, gpu); bad {
-			return false, why
+	for _, v := range h.GPUs {
+		if v.Index == gpu && v.Status != results.StatusOK {
+			return false, fmt.Sprintf("its verdict is %s", v.Status) + paren(strings.Join(v.Checks, ", "))
+		}
+	}
+	if h.Health != nil {
+		if g := gpuAt(h.Health, gpu); g != nil && g.Busy != nil {
+			return false, g.Busy.Reason
+		} else if g != nil && (g.Status == results.StatusFailed || g.Status == results.StatusFlag || len(g.Flags) > 0) {
+			return false, fmt.Sprintf("its health is %s", g.Status)
+		}
+	}
+	return servingUsable(h, gpu)
+}
+
+// servingUsable says whether the endpoints on a GPU measured the card, and why not.
+func servingUsable(h *results.Host, gpu int) (bool, string) {
+	for _, m := range h.Models {
+		for i := range m.Endpoints {
+			switch ep := &m.Endpoints[i]; {
+			case !slices.Contains(ep.GPUs, gpu):
+			case SharedGPU(ep):
+				return false, busyOf(ep).Reason
+			case ep.Load != nil && ep.Load.Client.ClientLimited:
+				return false, "the load generator was the bottleneck (client-limited)"
+			case ep.Status == results.StatusFlag || ep.Status == results.StatusFailed || ep.Status == results.StatusInconclusive:
+				return false, fmt.Sprintf("%s on it is %s", m.Model, ep.Status)
+			}
 		}
 	}
 	return true, ""
-}
-
-// verdictUnusable: a GPU whose verdict is not ok would set a floor below a healthy card's.
-func verdictUnusable(h *results.Host, gpu int) (string, bool) {
-	for _, v := range h.GPUs {
-		if v.Index == gpu && v.Status != results.StatusOK {
-			return fmt.Sprintf("its verdict is %s", v.Status) + paren(strings.Join(v.Checks, ", ")), true
-		}
-	}
-	return "", false
-}
-
-// healthUnusable: a GPU busy with other work, or flagged in its health phase, measured less than
-// the card.
-func healthUnusable(h *results.Host, gpu int) (string, bool) {
-	if h.Health == nil {
-		return "", false
-	}
-	for _, g := range h.Health.GPUs {
-		if g.GPU.Index != gpu {
-			continue
-		}
-		if g.Busy != nil {
-			return g.Busy.Reason, true
-		}
-		if g.Status == results.StatusFailed || g.Status == results.StatusFlag || len(g.Flags) > 0 {
-			return fmt.Sprintf("its health is %s", g.Status), true
-		}
-	}
-	return "", false
-}
-
-// servingUnusable: an endpoint on the GPU that shared it, was held back by the load generator,
-// or was not ok, measured something other than the card.
-func servingUnusable(h *results.Host, gpu int) (string, bool) {
-	for _, m := range h.Models {
-		for i := range m.Endpoints {
-			ep := &m.Endpoints[i]
-			if !slices.Contains(ep.GPUs, gpu) {
-				continue
-			}
-			switch {
-			case SharedGPU(ep):
-				return busyOf(ep).Reason, true
-			case ep.Load != nil && ep.Load.Client.ClientLimited:
-				return "the load generator was the bottleneck (client-limited)", true
-			case ep.Status == results.StatusFlag || ep.Status == results.StatusFailed || ep.Status == results.StatusInconclusive:
-				return fmt.Sprintf("%s on it is %s", m.Model, ep.Status), true
-			}
-		}
-	}
-	return "", false
 }
 
 // endpointUsable says whether every GPU of an endpoint may feed calibration, and why not.

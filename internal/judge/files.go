@@ -5,30 +5,26 @@ import (
 )
 
 // BaselineFor compares a finished run against a baseline read from path (gpuvet run --baseline
-// FILE; nil base: unreadable, note says why) and stores the comparison in s.Baseline; Apply then
-// turns breaches into flags.
+// FILE) and stores the comparison in s.Baseline; Apply then turns breaches into flags.
 func BaselineFor(base *results.Summary, note, path string, s *results.Summary, cfg Config) {
-	var bc *results.BaselineComparison
-	if base == nil {
-		bc = &results.BaselineComparison{Note: note}
-	} else {
-		bc = CompareBaseline(base, []*results.Summary{s}, val(cfg.BaselineTolerancePct), cfg.LLMGuardsFrom())
-	}
-	bc.BaselineFile, bc.TolerancePctSrc = path, cfg.BaselineTolerancePct.Source
-	s.Baseline = bc
+	s.Baseline = baselineComparison(base, note, path, []*results.Summary{s}, cfg)
 }
 
-// CompareSummaries is `gpuvet compare`: the baseline read from basePath (nil: unreadable, note says
-// why) against the environments read from envPaths.
+// CompareSummaries is `gpuvet compare`: the baseline read from basePath against the environments
+// read from envPaths.
 func CompareSummaries(base *results.Summary, note, basePath string, envs []*results.Summary, envPaths []string, cfg Config) *results.BaselineComparison {
-	var bc *results.BaselineComparison
-	if base == nil {
-		bc = &results.BaselineComparison{Note: note, Environments: envNames(envs)}
-	} else {
+	bc := baselineComparison(base, note, basePath, envs, cfg)
+	bc.Environments, bc.EnvironmentFiles, bc.TolerancePct = envNames(envs), envPaths, val(cfg.BaselineTolerancePct)
+	return bc
+}
+
+// baselineComparison compares envs against base, read from path (nil: unreadable, note says why).
+func baselineComparison(base *results.Summary, note, path string, envs []*results.Summary, cfg Config) *results.BaselineComparison {
+	bc := &results.BaselineComparison{Note: note}
+	if base != nil {
 		bc = CompareBaseline(base, envs, val(cfg.BaselineTolerancePct), cfg.LLMGuardsFrom())
 	}
-	bc.BaselineFile, bc.TolerancePct, bc.TolerancePctSrc = basePath, val(cfg.BaselineTolerancePct), cfg.BaselineTolerancePct.Source
-	bc.EnvironmentFiles = envPaths
+	bc.BaselineFile, bc.TolerancePctSrc = path, cfg.BaselineTolerancePct.Source
 	return bc
 }
 
