@@ -49,6 +49,9 @@ func (f *promFamily) add(v float64, labels ...string) {
 	f.samples = append(f.samples, s)
 }
 
+// statusScale says statusValues in a gauge's help.
+const statusScale = "0 ok, 0.5 inconclusive, 1 flag, 2 failed"
+
 // statusValues are the statuses with a sample. Inconclusive sits between ok and flag, as it ranks:
 // `> 0` alerts on it, `>= 1` does not; a run that did not finish is as bad as a failed one.
 var statusValues = map[results.Status]float64{results.StatusOK: 0, results.StatusInconclusive: 0.5, results.StatusFlag: 1,
@@ -128,7 +131,7 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	d := &promDoc{index: map[string]*promFamily{}}
 	d.family("gpuvet_run_info", "The gpuvet run these figures come from (value always 1).").
 		add(1, "run_id", s.RunID, "backend", s.Backend, "environment", s.Environment, "version", s.Tool.Version)
-	d.family("gpuvet_run_status", "Run status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(s.Status)
+	d.family("gpuvet_run_status", "Run status: "+statusScale+".").status(s.Status)
 	d.family("gpuvet_run_complete", "1 when the run finished and summary.json is final.").add(b01(s.Complete))
 	if !s.StartedAt.IsZero() {
 		d.family("gpuvet_run_start_time_seconds", "Unix time the run started.").add(float64(s.StartedAt.Unix()))
@@ -147,10 +150,10 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 	promNodes(d, s)
 	promFindings(d, s)
 	for _, h := range s.Hosts {
-		d.family("gpuvet_host_status", "Host status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", h.Name)
+		d.family("gpuvet_host_status", "Host status: "+statusScale+".").status(h.Status, "host", h.Name)
 		// A GPU's status is its judged verdict (health and serving), the one every surface shows; a
 		// summary judged before verdicts per GPU existed has only the health one.
-		gs := d.family("gpuvet_gpu_status", "GPU status, the worst of its health and serving verdicts: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.")
+		gs := d.family("gpuvet_gpu_status", "GPU status, the worst of its health and serving verdicts: "+statusScale+".")
 		for _, g := range h.GPUs {
 			gs.status(g.Status, "host", h.Name, "gpu", strconv.Itoa(g.Index))
 		}
@@ -182,14 +185,14 @@ func Prometheus(s *results.Summary) ([]byte, error) {
 }
 
 func promHealth(d *promDoc, host string, h *results.Health, unjudged bool) {
-	d.family("gpuvet_health_status", "Health phase status of a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.Status, "host", host)
+	d.family("gpuvet_health_status", "Health phase status of a host: "+statusScale+".").status(h.Status, "host", host)
 	if h.DCGM != nil {
-		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed (absent when skipped).").status(h.DCGM.Status, "host", host)
+		d.family("gpuvet_dcgm_status", "DCGM diagnostic status: "+statusScale+" (absent when skipped).").status(h.DCGM.Status, "host", host)
 	}
 	for _, g := range h.GPUs {
 		gi := strconv.Itoa(g.GPU.Index)
 		d.family("gpuvet_gpu_info", "GPU inventory (value always 1).").add(1, "host", host, "gpu", gi, "name", g.GPU.Name, "uuid", g.GPU.UUID, "pci_bus_id", g.GPU.PCIBusID)
-		d.family("gpuvet_gpu_health_status", "GPU health verdict: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(g.Status, "host", host, "gpu", gi)
+		d.family("gpuvet_gpu_health_status", "GPU health verdict: "+statusScale+".").status(g.Status, "host", host, "gpu", gi)
 		if unjudged {
 			d.family("gpuvet_gpu_status", "").status(g.Status, "host", host, "gpu", gi)
 		}
@@ -234,10 +237,10 @@ func promHealth(d *promDoc, host string, h *results.Health, unjudged bool) {
 }
 
 func promModel(d *promDoc, host string, m results.Model) {
-	d.family("gpuvet_model_status", "Model status on a host: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(m.Status, "host", host, "model", m.Model)
+	d.family("gpuvet_model_status", "Model status on a host: "+statusScale+".").status(m.Status, "host", host, "model", m.Model)
 	for _, e := range m.Endpoints {
 		l := []string{"host", host, "model", m.Model, "gpu", gpuLabel(e.GPUs)}
-		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(e.Status, l...)
+		d.family("gpuvet_endpoint_status", "Endpoint (model on a GPU) status: "+statusScale+".").status(e.Status, l...)
 		if ld := e.Load; ld != nil && ld.Error == "" {
 			d.family("gpuvet_output_tokens_per_second_peak", "Peak output tokens per second of the sweep.").add(ld.PeakOutputTokS, l...)
 			d.family("gpuvet_sustained_requests_per_second", "Sustained req/s: peak output tok/s over mean output tokens per request.").add(ld.SustainedReqS, l...)

@@ -35,7 +35,7 @@ func promFindings(d *promDoc, s *results.Summary) {
 	if omitted > 0 {
 		d.family("gpuvet_findings_omitted", "Findings not written as gpuvet_finding series (over the bound of 200 series).").add(float64(omitted))
 	}
-	rl := d.family("gpuvet_run_layer_status", "The run's worst status of each layer with a finding: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.")
+	rl := d.family("gpuvet_run_layer_status", "The run's worst status of each layer with a finding: "+statusScale+".")
 	for _, l := range orderedLayers(s.Layers) {
 		rl.status(s.Layers[l], "layer", l)
 	}
@@ -43,12 +43,12 @@ func promFindings(d *promDoc, s *results.Summary) {
 		d.family("gpuvet_run_action", "The most disruptive action the run's hardware findings ask for (value always 1).").add(1, "action", s.Action)
 	}
 	for _, h := range s.Hosts {
-		hl := d.family("gpuvet_layer_status", "A host's worst status of each layer with a finding: 0 ok, 0.5 inconclusive, 1 flag, 2 failed.")
+		hl := d.family("gpuvet_layer_status", "A host's worst status of each layer with a finding: "+statusScale+".")
 		for _, l := range orderedLayers(h.Layers) {
 			hl.status(h.Layers[l], "host", h.Name, "layer", l)
 		}
 		if h.HardwareStatus != "" {
-			d.family("gpuvet_host_hardware_status", "A host's hardware status (the worst of its gpu, interconnect and host layers): 0 ok, 0.5 inconclusive, 1 flag, 2 failed.").status(h.HardwareStatus, "host", h.Name)
+			d.family("gpuvet_host_hardware_status", "A host's hardware status (the worst of its gpu, interconnect and host layers): "+statusScale+".").status(h.HardwareStatus, "host", h.Name)
 		}
 		if h.Action != "" {
 			d.family("gpuvet_action", "The most disruptive action a host's hardware findings ask for (value always 1): none, rerun, fix-engine, calibrate, reset-gpu, reboot-node, drain-rma.").add(1, "host", h.Name, "action", h.Action)
