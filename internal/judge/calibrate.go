@@ -163,13 +163,11 @@ func marginDown(figs []CalibFigure, pct float64) *float64 {
 
 // worst is the lowest figure when higher is better, else the highest.
 func worst(figs []CalibFigure, higherIsBetter bool) CalibFigure {
-	w := figs[0]
-	for _, x := range figs[1:] {
-		if (higherIsBetter && x.Value < w.Value) || (!higherIsBetter && x.Value > w.Value) {
-			w = x
-		}
+	byValue := func(a, b CalibFigure) int { return cmp.Compare(a.Value, b.Value) }
+	if higherIsBetter {
+		return slices.MinFunc(figs, byValue)
 	}
-	return w
+	return slices.MaxFunc(figs, byValue)
 }
 
 // WriteCalibrationYAML prints entries as YAML to paste under `reference:`, keyed by exact GPU name
