@@ -78,7 +78,7 @@ func runFlagLines(s *results.Summary) []string {
 	}
 	for _, f := range s.Flags {
 		if f.Scope == "run" {
-			out = append(out, fmt.Sprintf("[%s] %s: %s", f.Check, f.Subject, f.Reason))
+			out = append(out, flagLine(f))
 		}
 	}
 	return out

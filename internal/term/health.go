@@ -203,7 +203,7 @@ func renderFlags(w io.Writer, h *results.Health) {
 	if len(flags) > 0 {
 		fmt.Fprintln(w, "\nFlags")
 		for _, f := range flags {
-			fmt.Fprintf(w, "  [%s] %s: %s\n", f.Check, f.Subject, f.Reason)
+			fmt.Fprintln(w, "  "+flagLine(f))
 		}
 	}
 	var notes []string

@@ -83,7 +83,7 @@ func flagLines(s *results.Summary) []string {
 	var out []string
 	add := func(fl []results.Flag) {
 		for _, f := range fl {
-			out = append(out, fmt.Sprintf("[%s] %s: %s", f.Check, f.Subject, f.Reason))
+			out = append(out, flagLine(f))
 		}
 	}
 	add(s.Flags)
@@ -113,6 +113,9 @@ func flagLines(s *results.Summary) []string {
 	}
 	return out
 }
+
+// flagLine is a flag as every block says it: "[check] subject: reason".
+func flagLine(f results.Flag) string { return fmt.Sprintf("[%s] %s: %s", f.Check, f.Subject, f.Reason) }
 
 // errorLine is an error on one line: its first, and where that one announces more ("…; last log
 // lines:") its last, which is where a crashed process says why.
