@@ -11,11 +11,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// JUnit XML for CI systems: one test case per check. Suites: the health of each host, each model on
-// each host, and the run (baseline comparison, run-wide flags). A fired flag is a <failure> with its
-// reason; broken work is an <error>; an inconclusive or disabled gate, or a comparison a noise guard
-// stopped, is <skipped> with why. A flag no generated case accounts for becomes a case of its own,
-// so nothing judged is ever missing from the file.
+// JUnit XML for CI systems: one test case per check, in suites per host's health, per model on each
+// host, and for the run. A fired flag is a <failure>, broken work an <error>, what could not decide
+// or was disabled <skipped> with why; a flag no case accounts for becomes a case of its own.
 
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
@@ -46,9 +44,8 @@ type junitCase struct {
 	Skipped   *junitSkip    `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 
-	// What CTRF adds to the same case (junit.xml and ctrf.json hold the same tests): the subject
-	// its name is followed by ("Qwen/Qwen3-8B gpu 0"), its labels, and whether a skip is a check
-	// that ran and could not decide (CTRF "other") rather than one that did not run.
+	// What CTRF adds to the same case: the subject after its name ("Qwen/Qwen3-8B gpu 0"), its
+	// labels, and whether a skip ran and could not decide (CTRF "other") rather than did not run.
 	Subject      string         `xml:"-"`
 	Extra        map[string]any `xml:"-"`
 	Inconclusive bool           `xml:"-"`

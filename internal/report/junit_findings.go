@@ -6,10 +6,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// findingSuite holds the judge's findings (results.Summary.Findings), one case per finding, worst
-// first, its class named by its layer (gpuvet.finding.engine): a failed or flagged finding is a
-// <failure> whose message says its layer, status and action ("[engine failed · fix the engine or
-// its configuration] …"); an inconclusive one is a skip that ran and could not decide.
+// findingSuite holds one case per finding, worst first, classed by its layer (gpuvet.finding.engine):
+// a failed or flagged one is a <failure> saying its layer, status and action, an inconclusive one a
+// skip that ran and could not decide.
 func findingSuite(s *results.Summary) junitSuite {
 	su := junitSuite{Name: "gpuvet.findings"}
 	for _, f := range worstFirst(s.Findings) {

@@ -10,10 +10,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The Prometheus export is a node-exporter textfile (--collector.textfile.directory): the headline
-// figures and statuses of a run as gauges. Statuses are 0 ok, 0.5 inconclusive, 1 flag, 2 failed; a skipped or absent
-// thing has no sample, so "not judged" never reads as "ok". Units are Prometheus base units (seconds,
-// watts) except where the name says otherwise.
+// The Prometheus export is a node-exporter textfile: a run's headline figures and statuses as gauges
+// (statusScale). A skipped or absent thing has no sample, so "not judged" never reads as "ok". Units
+// are Prometheus base units (seconds, watts) unless the name says otherwise.
 
 type promSample struct {
 	labels [][2]string

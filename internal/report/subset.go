@@ -41,10 +41,8 @@ func HostsOnly(s *results.Summary, names []string) (*results.Summary, error) {
 	if out.Status == "" {
 		out.Status = s.Status
 	}
-	// What is about another host goes: its caveats ("node-7: …"), findings, node actions and
-	// history. A run-wide caveat or finding stays. (A large fleet's hosts/NAME.json is one host's
-	// HostsOnly: with every host's actions and history in each, a fleet's host files grew with the
-	// square of its nodes.)
+	// What is about another host goes (caveats "node-7: …", findings, node actions, history); what
+	// is run-wide stays. Kept, every hosts/NAME.json would grow with the fleet: quadratic in all.
 	other := func(host string) bool { _, isHost := by[host]; return host != "" && !keep[host] && isHost }
 	aboutOther := func(c string) bool {
 		host, _, ok := strings.Cut(strings.TrimPrefix(c, "node "), ": ")
@@ -52,9 +50,8 @@ func HostsOnly(s *results.Summary, names []string) (*results.Summary, error) {
 	}
 	out.Caveats = slices.DeleteFunc(slices.Clone(s.Caveats), aboutOther)
 	out.Findings = slices.DeleteFunc(slices.Clone(s.Findings), func(f results.Finding) bool { return other(f.Host) })
-	// The layers and the action are those of what stays (as the judge rolls them: the findings'
-	// worst status per layer; the most disruptive action of the hosts' decided hardware findings,
-	// which a fleet digest's hosts no longer hold themselves), not the whole fleet's.
+	// The layers and the action are rolled from what stays, as the judge does: the worst status per
+	// layer, and the most disruptive action of the decided hardware findings (digests lack them).
 	out.Layers, out.Action = nil, ""
 	for _, f := range out.Findings {
 		if out.Layers == nil {

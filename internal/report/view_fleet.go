@@ -10,11 +10,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// A fleet (many hosts) gets a view of its own at the top: a node × GPU heat map and the nodes ranked
-// worst first, so a thousand nodes read like ten. Per-host detail is rendered in full for at most
-// fleetDetailHosts hosts (the worst); every other host is one line of the ranked list, its detail in
-// its hosts/NAME.json (a large fleet's summary.json holds digests: WithDetails; `gpuvet report --host
-// NAME` renders it).
+// A fleet gets a node × GPU heat map and the nodes ranked worst first, so a thousand nodes read like
+// ten. Only the worst fleetDetailHosts hosts are rendered in full; the others are one ranked line,
+// their detail in hosts/NAME.json (WithDetails; `gpuvet report --host NAME` renders it).
 const (
 	fleetDetailHosts = 10 // more hosts than this: only the worst this many get their full section
 	fleetOpenMin     = 10 // ranked rows shown open: every node that is not ok, at least this many…
