@@ -42,7 +42,10 @@ func Apply(s *results.Summary, cfg Config) {
 	if s == nil {
 		return
 	}
-	s.Meta.Thresholds = mergeThresholds(s.Meta.Thresholds, cfg.Thresholds())
+	if s.Meta.Thresholds == nil {
+		s.Meta.Thresholds = map[string]results.Threshold{}
+	}
+	maps.Copy(s.Meta.Thresholds, cfg.Thresholds())
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
 		healthy := healthyGPUs(h)
@@ -54,16 +57,8 @@ func Apply(s *results.Summary, cfg Config) {
 		h.GPUs = gpuVerdicts(h)
 		rollHost(h)
 	}
-	rollRun(s, cfg)
+	rollRun(s)
 	rollFindings(s)
-}
-
-func mergeThresholds(have, add map[string]results.Threshold) map[string]results.Threshold {
-	if have == nil {
-		have = map[string]results.Threshold{}
-	}
-	maps.Copy(have, add)
-	return have
 }
 
 // hostGPUCount is how many GPUs the host has: discovered, else measured by health, else served.
@@ -704,7 +699,7 @@ func rollHost(h *results.Host) {
 }
 
 // rollRun rolls the run up from its hosts and baseline, and gathers every flag into s.Flags.
-func rollRun(s *results.Summary, cfg Config) {
+func rollRun(s *results.Summary) {
 	st := results.StatusSkipped
 	var all []results.Flag
 	for _, h := range s.Hosts {

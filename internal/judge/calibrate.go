@@ -68,7 +68,7 @@ func Calibrate(runs []CalibRun, opt CalibrateOptions) ([]CalibEntry, error) {
 						leftOut(byKey, run.Label, m.Model, ep, i, why)
 						continue
 					}
-					addEndpoint(byKey, run.Label, m.Model, ep, i, opt)
+					addEndpoint(byKey, run.Label, m.Model, ep, i)
 				}
 			}
 		}
@@ -110,7 +110,7 @@ func leftOut(byKey map[[2]string]*CalibEntry, label, model string, ep *results.E
 	}
 }
 
-func addEndpoint(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int, opt CalibrateOptions) {
+func addEndpoint(byKey map[[2]string]*CalibEntry, label, model string, ep *results.Endpoint, i int) {
 	if ep.GPUName == "" || ep.Load == nil {
 		return
 	}
