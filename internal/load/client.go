@@ -282,20 +282,21 @@ const probeTries = 3
 
 // probe sends the negotiation's request, each try getting an equal share of ctx's deadline.
 func (c *client) probe(ctx context.Context, p dataset.Prompt) *Record {
+	var rec *Record
 	for try := range probeTries {
 		tctx, cancel := ctx, context.CancelFunc(func() {})
 		if end, ok := ctx.Deadline(); ok {
 			tctx, cancel = context.WithTimeout(ctx, time.Until(end)/time.Duration(probeTries-try))
 		}
-		rec := &Record{}
+		rec = &Record{}
 		c.doHTTP(tctx, p, 2, rec)
 		answered := tctx.Err() == nil
 		cancel()
-		if answered || ctx.Err() != nil || try == probeTries-1 {
-			return rec
+		if answered || ctx.Err() != nil {
+			break
 		}
 	}
-	panic("unreachable")
+	return rec
 }
 
 // do sends one request with the load's reader. It never panics on server input; it sets rec.end.

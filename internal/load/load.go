@@ -335,7 +335,7 @@ func Preflight(ctx context.Context, o Options) error {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := decodeLimited(resp.Body, &list); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
 		return fmt.Errorf("GET %s: not a model list: %v", u, err)
 	}
 	var ids []string
@@ -1043,9 +1043,4 @@ func (ex *executor) countsSource() string {
 		}
 	}
 	return best
-}
-
-// decodeLimited decodes JSON from at most 8 MiB of r.
-func decodeLimited(r io.Reader, v any) error {
-	return json.NewDecoder(io.LimitReader(r, 8<<20)).Decode(v)
 }

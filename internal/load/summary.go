@@ -304,7 +304,7 @@ func intervals(ttft, itl, tpot, buckets []float64, bucket time.Duration, seed ui
 		}
 		ci.OutputTokS = metrics.Bootstrap(rates, metrics.MeanStat, ciLevel, bootstrapResamples, seed+3)
 	}
-	if ci.TTFTP95 == nil && ci.TTFTP99 == nil && ci.ITLP95 == nil && ci.OutputTokS == nil && ci.TPOTP95 == nil && ci.TPOTP50 == nil {
+	if *ci == (results.Intervals{}) {
 		return nil
 	}
 	return ci
