@@ -1,7 +1,9 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/compare"
@@ -127,12 +129,7 @@ func comparePairs(h *results.Health, r HealthRules, hostFlag func(check, subject
 	if len(measured) < 2 {
 		return
 	}
-	best := measured[0]
-	for _, p := range measured[1:] {
-		if *p.Uni.Ratio > *best.Uni.Ratio {
-			best = p
-		}
-	}
+	best := slices.MaxFunc(measured, func(a, b results.GPUPair) int { return cmp.Compare(*a.Uni.Ratio, *b.Uni.Ratio) })
 	for _, p := range measured {
 		if compare.Outlier(*p.Uni.Ratio, *best.Uni.Ratio, true, r.LinkVariancePct) {
 			hostFlag(CheckLinkCompare, pairName(p), "peer copy %.0f GB/s (%.0f %% of its link) is more than %g %% below the best pair (%s: %.0f %% of its link): check this pair's NVLinks",

@@ -197,14 +197,10 @@ func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 		return
 	}
 	cur := KeyFigures(h)
-	index := map[int]string{}
-	for _, g := range h.Discovery.GPUs {
-		index[g.Index] = g.UUID
-	}
 	for _, a := range hist.Acceptance {
 		switch {
 		case a.Scope == "gpu":
-			gpuDrift(s, h, a, cur, cfg, margin, index)
+			gpuDrift(s, h, a, cur, cfg, margin)
 		case a.Scope == "node" && a.Host == h.Name:
 			nodeDrift(s, h, a, cur, cfg, margin)
 		}
@@ -219,16 +215,12 @@ func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 	}
 }
 
-func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64, index map[int]string) {
-	gpu := -1
-	for i, u := range index {
-		if u == a.UUID {
-			gpu = i
-		}
-	}
-	if gpu < 0 {
+func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []results.StoredFigure, cfg Config, margin float64) {
+	i := slices.IndexFunc(h.Discovery.GPUs, func(g results.GPUInfo) bool { return g.UUID == a.UUID })
+	if i < 0 {
 		return // the GPU is not on this host in this run
 	}
+	gpu := h.Discovery.GPUs[i].Index
 	ref := map[string]results.StoredFigure{}
 	for _, f := range a.Figures {
 		if f.UUID == a.UUID {
@@ -264,10 +256,7 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 		}
 		for mi := range h.Models {
 			m := &h.Models[mi]
-			if m.Model != x.Model {
-				continue
-			}
-			if ep := endpointOnGPU(m, gpu); ep != nil {
+			if ep := endpointOnGPU(m, gpu); m.Model == x.Model && ep != nil {
 				fl.Subject = subject(m.Model, ep)
 				ep.Flags = append(ep.Flags, fl)
 			}
