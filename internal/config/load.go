@@ -38,12 +38,11 @@ type Plan struct {
 	Config  Config
 	Sources map[string]string // key path -> "default", "default(sim)", "env:GPUVET_…", "config:FILE", "recipe:FILE", "flag:--set"
 	Notes   []string          // e.g. recipe constraints gpuvet does not use
-	// EndpointURLKey is the password endpoint.url carried (removed from the URL): the API key when
+	// EndpointURLKey is the password endpoint.url carried (removed from it): the API key when
 	// endpoint.api_key_env's variable is empty. Never recorded.
 	EndpointURLKey string
-	// OpenNebulaEndpoint is opennebula.endpoint as given, user:password@ included (HTTP basic
-	// auth of a proxy in front of the front-end): only the client dials it. The config's value,
-	// what every output records, is without them.
+	// OpenNebulaEndpoint is opennebula.endpoint with its user:password@ (a proxy's basic auth),
+	// for the client only; the config's value, which outputs record, is without them.
 	OpenNebulaEndpoint string
 	tree               tree
 }
@@ -93,8 +92,7 @@ func (p *Plan) applySets(sets []string) error {
 	return nil
 }
 
-// resolve turns the merged tree into the checked Config: the simulator's defaults where they
-// apply, credentials out of the URLs, every rule (Load's and With's last step).
+// resolve turns the merged tree into the checked Config (Load's and With's last step).
 func (p *Plan) resolve() error {
 	if p.simulated() {
 		p.applySimDefaults()
@@ -118,15 +116,14 @@ func (p *Plan) resolve() error {
 	return nil
 }
 
-// simulated says the run's GPUs are the simulator's: backend sim, or a fleet (ssh, opennebula,
-// slurm) whose hosts run the simulator (ssh.remote_backend=sim, slurm.remote_backend=sim). Both get
-// the simulator's short defaults.
+// simulated says the run's GPUs are the simulator's (backend sim, or a fleet whose hosts run it):
+// they get its short defaults.
 func (p *Plan) simulated() bool {
 	return backendkind.Of(remoteBackend(p.tree)).Simulated
 }
 
-// remoteBackend is the backend that runs the plan t on each GPU host: the plan's backend, or for a
-// fleet whose hosts run their own (its row's RemoteKey), theirs.
+// remoteBackend is the backend that runs the plan t on each GPU host: the plan's, or for a fleet
+// whose hosts run their own (its row's RemoteKey), theirs.
 func remoteBackend(t tree) string {
 	b, _ := t["backend"].(string)
 	if key := backendkind.Of(b).RemoteKey; key != "" {
@@ -135,8 +132,7 @@ func remoteBackend(t tree) string {
 	return b
 }
 
-// Text is the resolved text value of key ("" when it is not text, or unset): what a table that
-// names keys (the backend table) reads.
+// Text is the resolved text value of key ("" when it is not text, or unset).
 func (p *Plan) Text(key string) string { return text(p.tree, key) }
 
 func text(t tree, key string) string {
@@ -289,9 +285,8 @@ func (p *Plan) set(key, value, source string) error {
 	return nil
 }
 
-// valueNode turns a command-line value into a YAML node for type t: strings and durations are
-// taken literally ("{port}" stays a string), lists accept "a,b" as well as "[a, b]", everything
-// else is read as YAML.
+// valueNode turns a command-line value into a YAML node for type t: strings and durations literally
+// ("{port}" stays a string), lists as "a,b" or "[a, b]", everything else as YAML.
 func valueNode(t reflect.Type, value string) (*yaml.Node, error) {
 	lit := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
 	if t.Kind() == reflect.String || t == durationType {
@@ -344,8 +339,7 @@ func envKeys() map[string]string {
 	return out
 }
 
-// otherEnv are GPUVET_ variables other parts of gpuvet read (not config keys); a new one is added
-// here, or a run that sets it stops as a typo.
+// otherEnv are GPUVET_ variables that are not config keys (a new one goes here, or it is a typo).
 var otherEnv = map[string]bool{
 	"GPUVET_CHROMIUM":        true, // report: the Chromium that prints the PDF
 	"GPUVET_STATE_DIR":       true, // fleet: where run manifests live
@@ -355,8 +349,8 @@ var otherEnv = map[string]bool{
 	"GPUVET_HEAPPROFILE":     true, // cmd/gpuvet: the heap profile at the peak, for engineers
 }
 
-// applyEnv reads GPUVET_<PATH> variables. A GPUVET_ variable that is no config key is an error naming
-// the closest key, as an unknown key in a file is: a typo must not silently run the default.
+// applyEnv reads GPUVET_<PATH> variables. One that is no config key is an error naming the closest
+// key: a typo must not silently run the default.
 func (p *Plan) applyEnv(environ []string) error {
 	keys := envKeys()
 	vals := map[string]string{}
@@ -387,12 +381,10 @@ func (p *Plan) applyEnv(environ []string) error {
 // Source returns where the value at path came from.
 func (p *Plan) Source(path string) string { return p.Sources[path] }
 
-// ForGPU returns the configuration for a GPU of the given exact name, with every matching
-// accelerators entry overlaid, least specific first, so the most specific wins where two set the same
-// key: a key matches when its words appear in the name ("H200" matches "NVIDIA H200"; "h20" does
-// not), and the exact name is the most specific of all. Values set by command-line flags still win.
-// This is the one place a GPU's settings (plan and gates) are resolved; the judge reads the result.
-// It returns the config, its sources, and the most specific accelerators key used ("" when none).
+// ForGPU is the one place a GPU's settings are resolved: the config for a GPU of this exact name,
+// with every matching accelerators entry overlaid, least specific first (acceleratorMatches; the
+// exact name last), under what flags set. It returns the config, its sources, and the most specific
+// accelerators key used ("" when none).
 func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 	keys := matchAccelerators(p.Config.Accelerators, name)
 	src := maps.Clone(p.Sources)
@@ -412,8 +404,7 @@ func (p *Plan) ForGPU(name string) (Config, map[string]string, string) {
 	return c, src, keys[len(keys)-1]
 }
 
-// overlayAccelerator sets every leaf of one accelerators entry into t, recording its source, unless
-// a flag set that key.
+// overlayAccelerator sets every leaf of one accelerators entry into t, unless a flag set that key.
 func overlayAccelerator(t tree, src, planSrc map[string]string, key string, sub tree) {
 	eachLeaf(sub, nil, func(rel []string, v any) {
 		path := pathOf(rel...)
@@ -426,8 +417,8 @@ func overlayAccelerator(t tree, src, planSrc map[string]string, key string, sub 
 	})
 }
 
-// matchAccelerators returns the accelerators keys that name this GPU, least specific first: shorter
-// keys before longer ones, the exact name last.
+// matchAccelerators returns the accelerators keys that name this GPU, shorter first, the exact name
+// last.
 func matchAccelerators(acc map[string]Accelerator, name string) []string {
 	var keys []string
 	for k := range acc {
@@ -442,8 +433,7 @@ func matchAccelerators(acc map[string]Accelerator, name string) []string {
 	return keys
 }
 
-// AcceleratorMatches is acceleratorMatches for the checks outside config (a key that names no GPU
-// of the catalog is bad input).
+// AcceleratorMatches is acceleratorMatches for the checks outside config.
 func AcceleratorMatches(key, gpuName string) bool { return acceleratorMatches(key, gpuName) }
 
 // acceleratorMatches reports whether an accelerator key names this GPU: its words appear in the GPU

@@ -135,18 +135,15 @@ func badHost(hosts []string) string {
 	return ""
 }
 
-// RemoteYAML is the resolved plan as one YAML file for a host's own `gpuvet run` (ssh and
-// opennebula backends): every value as resolved here, with the backend the host runs, and
-// without what belongs to this machine only (the baseline file, the fleet's own settings).
+// RemoteYAML is the resolved plan as one YAML file for a host's own `gpuvet run`, with the backend
+// the host runs, without what belongs to this machine only (the baseline, the fleet's settings).
 func (p *Plan) RemoteYAML() ([]byte, error) {
 	acc, _ := p.tree["accelerators"].(tree)
 	return p.remoteYAML(p.Config, acc)
 }
 
-// ResolvedYAML is RemoteYAML for one host whose settings were resolved here: c (the plan's values
-// with the host's own applied: its GPU's accelerators entry, what its backend decided for it) in
-// place of the plan's, and no accelerators section. c holds its entry already: applied again on
-// the host, as a file, it would override what a flag set here (ForGPU lets flags win).
+// ResolvedYAML is RemoteYAML for one host whose settings (c) were resolved here, without an
+// accelerators section: applied again on the host, an entry would override what a flag set here.
 func (p *Plan) ResolvedYAML(c Config) ([]byte, error) {
 	c.Accelerators = nil
 	return p.remoteYAML(c, nil)

@@ -13,8 +13,7 @@ import (
 )
 
 // A tree is a schema-checked generic form of (part of) a Config: map[string]any for structs and
-// maps, []any for lists, and typed scalars (string, int64, float64, bool, nil for null). Layers are
-// trees; they merge into one tree that decodes into Config.
+// maps, []any for lists, typed scalars (nil for null). Layers merge into one that decodes into Config.
 type tree = map[string]any
 
 // Error is a configuration error: where it came from, the key path, and what is allowed.
@@ -25,8 +24,8 @@ type Error struct {
 	Msg    string
 }
 
-// Error reads as the user wrote it: "a.yaml:3: load.rates: …", "--set load.rates: …",
-// "GPUVET_LOAD_RATES: …"; a long value the message quotes is cut, never echoed whole.
+// Error reads as the user wrote it ("a.yaml:3: load.rates: …", "--set load.rates: …"); a long
+// value it quotes is cut, never echoed whole.
 func (e *Error) Error() string {
 	loc, flag, ownLine := e.Source, false, true
 	for _, p := range []string{"config:", "env:", "flag:", "flag "} {
@@ -59,8 +58,7 @@ const maxEcho = 60
 // quotedRe matches a Go-quoted string (%q) in a message.
 var quotedRe = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
-// ClipQuoted cuts every quoted value in msg longer than maxEcho, saying how long it was: an error
-// repeats enough of a value to recognise it, never a 100 KB flag whole.
+// ClipQuoted cuts every quoted value in msg longer than maxEcho, saying how long it was.
 func ClipQuoted(msg string) string {
 	return quotedRe.ReplaceAllStringFunc(msg, func(q string) string {
 		s, err := strconv.Unquote(q)
@@ -181,8 +179,7 @@ func allowedKeys(t reflect.Type) string {
 	return strings.Join(ks, ", ")
 }
 
-// walker converts a YAML node into a tree checked against a Go type, recording the source of
-// every leaf (scalar, null or list) it sets.
+// walker converts a YAML node into a tree checked against a Go type, recording each leaf's source.
 type walker struct {
 	source  string
 	sources map[string]string
@@ -315,8 +312,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) (any, error) {
 	return v, nil
 }
 
-// modelCacheShorthand reads the scalar form `model_cache: off` (as the docs write it) as the map
-// {dir: off}; any other scalar is an error.
+// modelCacheShorthand reads `model_cache: off` as {dir: off}; any other scalar is an error.
 func modelCacheShorthand(n *yaml.Node) (*yaml.Node, error) {
 	switch strings.ToLower(n.Value) {
 	case "off", "false":
@@ -379,8 +375,8 @@ func scalar(n *yaml.Node, t reflect.Type) (any, error) {
 	return nil, fmt.Errorf("unsupported type %s", t)
 }
 
-// merge overlays src onto dst: maps merge recursively, everything else (lists, scalars, null)
-// replaces. The sources of replaced subtrees are dropped.
+// merge overlays src onto dst: maps merge recursively, everything else replaces (dropping the
+// replaced subtrees' sources).
 func merge(dst, src tree, path string, sources map[string]string) {
 	for k, v := range src {
 		p := joinPath(path, k)

@@ -18,9 +18,8 @@ import (
 // Phases are the names --fail-in accepts.
 var Phases = []string{"discover", "health", "serve", "warmup", "load", "functional", "judge", "write"}
 
-// The forms of the sim faults: each catches a typo before anything starts; the simulator's parsers
-// (sim.parseLinkFault, parseCoTenant, parseCorrupt, parseHBMHidden, ParseEngineFault,
-// ParseRecoveryAction, ParseDriverFault, parseThrottle) are the rules' home.
+// The forms of the sim faults, to catch a typo before anything starts; the simulator's parsers are
+// the rules' home.
 var (
 	linkFaultRe      = regexp.MustCompile(`^(\d+)(:(down|slow|errors))?$`)
 	coTenantRe       = regexp.MustCompile(`^(\d+)(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?$`)
@@ -48,16 +47,14 @@ func validSimGPU(s string, gpus int, re *regexp.Regexp) bool {
 // envNameRe is the form of an environment variable's name.
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// HistoryStore is what history.url names: the one parse of it, which config's validation and the
-// history store both read.
+// HistoryStore is what history.url names: its one parse (config's validation, the history store).
 type HistoryStore struct {
 	Dialect string   // "sqlite" or "postgres"; "" when history.url is empty (the default SQLite file)
 	Path    string   // sqlite: the database file
 	URL     *url.URL // postgres: the connection URL (never with a password)
 }
 
-// ParseHistoryURL parses history.url; the error says what is wrong and what is wanted: a scheme
-// gpuvet has no store for, a sqlite URL without a path, or a password written into it.
+// ParseHistoryURL parses history.url; the error says what is wrong and what is wanted.
 func ParseHistoryURL(raw string) (HistoryStore, error) {
 	if raw == "" {
 		return HistoryStore{}, nil
@@ -111,13 +108,11 @@ type check struct {
 	msg  string
 }
 
-// validate checks values no schema type can: ranges, enums, combinations. Errors name the source of
-// the offending value (the file, env variable or flag) and the key path. prefix is prepended to the
-// path for accelerator overrides.
-
 // maxModels bounds models: each is served on every GPU in turn, so thousands cannot be meant.
 const maxModels = 256
 
+// validate checks values no schema type can: ranges, enums, combinations. Errors name the value's
+// source and key path, after prefix (an accelerators entry's).
 func validate(c Config, sources map[string]string, prefix string) error {
 	oneOf := func(v string, allowed ...string) bool { return !slices.Contains(allowed, v) }
 	pos := func(v *float64) bool { return v != nil && *v < 0 }
@@ -279,16 +274,10 @@ func validWarmup(s string) bool {
 	if d, err := parseDuration(s); err == nil && strings.ContainsAny(s, "smh") {
 		return d >= 0
 	}
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return len(s) < 7
+	return strings.Trim(s, "0123456789") == "" && len(s) < 7 // a request count
 }
 
-// needsCommand reports whether engine kind has no built-in launch template (generic), so
-// engine.command must give one. An unknown kind is engine.kind's error alone.
+// needsCommand reports whether a known engine kind has no built-in launch template (generic).
 func needsCommand(kind string) bool {
 	k, ok := enginekind.Lookup(kind)
 	return ok && k.Template == ""
