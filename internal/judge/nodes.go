@@ -40,48 +40,34 @@ func CompareNodes(s *results.Summary, llm, gemm compare.Guards) {
 			if met.BaselineOnly {
 				continue
 			}
-			var cells []nodeCell
-			for _, hi := range hosts {
-				if c, ok := llmCell(&s.Hosts[hi], model, met); ok {
-					c.host = hi
-					cells = append(cells, c)
-				}
-			}
-			addComparison(s, model+" "+met.Name, cells, met.HigherIsBetter, llm, compare.Peers)
+			cell := func(h *results.Host) (compare.Figure, bool) { return llmCell(h, model, met) }
+			addComparison(s, hosts, model+" "+met.Name, cell, met.HigherIsBetter, llm, compare.Peers)
 		}
 	}
 	for _, name := range benchNames(s, hosts) {
-		var cells []nodeCell
-		for _, hi := range hosts {
-			if c, ok := benchCell(&s.Hosts[hi], name); ok {
-				c.host = hi
-				cells = append(cells, c)
-			}
-		}
-		addComparison(s, "health "+name, cells, true, gemm, compare.GPUs)
+		cell := func(h *results.Host) (compare.Figure, bool) { return benchCell(h, name) }
+		addComparison(s, hosts, "health "+name, cell, true, gemm, compare.GPUs)
 	}
 }
 
-// nodeCell is one host's figure, with the quality the comparison rule's guards read.
-type nodeCell struct {
-	host int
-	compare.Figure
-}
-
-// addComparison judges one metric across hosts by rule and records it with its flags: cells are
-// numbered by host position, and the rule's "gpu N" wording is rewritten to the host's name.
-func addComparison(s *results.Summary, metric string, cells []nodeCell, higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
+// addComparison judges one metric across hosts (their figures read by cell) by rule and records it
+// with its flags: cells are numbered by host position, and the rule's "gpu N" wording is rewritten
+// to the host's name.
+func addComparison(s *results.Summary, hosts []int, metric string, cell func(*results.Host) (compare.Figure, bool),
+	higher bool, g compare.Guards, rule func(string, []compare.Cell, bool, compare.Guards) results.Compare) {
+	var cells []compare.Cell
+	for _, hi := range hosts {
+		if f, ok := cell(&s.Hosts[hi]); ok {
+			cells = append(cells, compare.Cell{GPU: hi, Figure: f})
+		}
+	}
 	if len(cells) < 2 {
 		return
-	}
-	jc := make([]compare.Cell, len(cells))
-	for i, c := range cells {
-		jc[i] = compare.Cell{GPU: c.host, Figure: c.Figure}
 	}
 	// The rule's wording keys on the metric's name (throughput / TTFT guards), so judge the bare
 	// metric and prefix the model afterwards.
 	what, bare := metric[:max(0, strings.LastIndex(metric, " "))], metric[strings.LastIndex(metric, " ")+1:]
-	cmp := rule(bare, jc, higher, g)
+	cmp := rule(bare, cells, higher, g)
 	cmp.Metric = metric
 	rename := hostRenamer(s, cells)
 	cmp.Note = rename.Replace(cmp.Note)
@@ -106,12 +92,12 @@ func nodeFlag(host, what, reason string) results.Flag {
 }
 
 // hostRenamer rewrites judge's "gpu N" (N = host position) to "node NAME".
-func hostRenamer(s *results.Summary, cells []nodeCell) *strings.Replacer {
+func hostRenamer(s *results.Summary, cells []compare.Cell) *strings.Replacer {
 	var pairs []string
 	for _, c := range cells {
-		name := s.Hosts[c.host].Name
-		pairs = append(pairs, fmt.Sprintf("on gpu %d ", c.host), "on node "+name+" ",
-			fmt.Sprintf("(gpu %d:", c.host), "(node "+name+":", fmt.Sprintf("gpu %d has", c.host), "node "+name+" has")
+		name := s.Hosts[c.GPU].Name
+		pairs = append(pairs, fmt.Sprintf("on gpu %d ", c.GPU), "on node "+name+" ",
+			fmt.Sprintf("(gpu %d:", c.GPU), "(node "+name+":", fmt.Sprintf("gpu %d has", c.GPU), "node "+name+" has")
 	}
 	pairs = append(pairs, "the median of the other GPUs", "the median of the other nodes", "weakest GPU's figure", "weakest node's figure")
 	return strings.NewReplacer(pairs...)
@@ -120,7 +106,7 @@ func hostRenamer(s *results.Summary, cells []nodeCell) *strings.Replacer {
 // llmCell is a host's figure for one model and metric: the median over its endpoints with load whose
 // figure can decide (neither client-limited nor a lower bound) when they are at least half, so one
 // starved load among eight does not silence a node; otherwise over all.
-func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
+func llmCell(h *results.Host, model string, met LLMMetric) (compare.Figure, bool) {
 	var all, sure []compare.Figure
 	for _, m := range h.Models {
 		if m.Model != model {
@@ -143,19 +129,19 @@ func llmCell(h *results.Host, model string, met LLMMetric) (nodeCell, bool) {
 		}
 	}
 	if len(all) == 0 {
-		return nodeCell{}, false
+		return compare.Figure{}, false
 	}
 	use := all
 	if 2*len(sure) >= len(all) {
 		use = sure
 	}
-	return nodeCell{Figure: compare.MedianOf(use)}, true
+	return compare.MedianOf(use), true
 }
 
 // benchCell is a host's figure for one health microbenchmark: the median over its GPUs.
-func benchCell(h *results.Host, name string) (nodeCell, bool) {
+func benchCell(h *results.Host, name string) (compare.Figure, bool) {
 	if h.Health == nil {
-		return nodeCell{}, false
+		return compare.Figure{}, false
 	}
 	var vals []float64
 	for _, g := range h.Health.GPUs {
@@ -165,10 +151,7 @@ func benchCell(h *results.Host, name string) (nodeCell, bool) {
 			}
 		}
 	}
-	if len(vals) == 0 {
-		return nodeCell{}, false
-	}
-	return nodeCell{Figure: compare.Figure{Value: compare.Median(vals)}}, true
+	return compare.Figure{Value: compare.Median(vals)}, len(vals) > 0
 }
 
 func modelNames(s *results.Summary, hosts []int) []string {
