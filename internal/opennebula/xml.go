@@ -102,15 +102,11 @@ type VM struct {
 
 // VM states and LCM states gpuvet acts on (OpenNebula's VmState and LcmState).
 const (
-	VMPending  = 1
-	VMHold     = 2
 	VMActive   = 3
 	VMDone     = 6
 	VMPoweroff = 8
 	VMFailure  = 7 // deprecated FAILED; treated as a failure
 
-	LCMProlog        = 1
-	LCMBoot          = 2
 	LCMRunning       = 3
 	LCMBootFailure   = 36
 	LCMPrologFailure = 39

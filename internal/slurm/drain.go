@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -160,7 +159,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	c := f.Config
 	ok := map[string]bool{}
 	partial := map[string]string{} // ok, but not vetted whole: what the run left out
-	var toDrain []results.Host
+	var toDrain, flagged []results.Host
 	for _, h := range s.Hosts {
 		if !f.vetted[h.Name] {
 			continue
@@ -174,20 +173,16 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 				ok[h.Name] = true
 			}
 		}
-		if f.drains(h.GateStatus()) {
+		switch st := h.GateStatus(); {
+		case !f.drains(st):
+		case st == results.StatusFailed:
 			toDrain = append(toDrain, h)
+		default:
+			flagged = append(flagged, h)
 		}
 	}
 	// Failed before flagged: what the breaker lets through is the worst first.
-	slices.SortStableFunc(toDrain, func(a, b results.Host) int {
-		if a.GateStatus() == b.GateStatus() {
-			return 0
-		}
-		if results.Worse(a.GateStatus(), b.GateStatus()) == a.GateStatus() {
-			return -1
-		}
-		return 1
-	})
+	toDrain = append(toDrain, flagged...)
 	limit, err := config.ParseMaxUnhealthy(c.MaxDrain)
 	if err != nil {
 		return fmt.Errorf("slurm.max_drain: %v", err)

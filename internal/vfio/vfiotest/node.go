@@ -19,12 +19,9 @@ import (
 	"time"
 )
 
-// node is a fake virtualization node: a /sys/bus/pci tree with NVIDIA GPUs on vfio-pci (driverctl
-// overrides persisted, as one-deploy leaves them), a kernel that applies bind, unbind and
-// drivers_probe writes the way the real one does, a systemctl that keeps nvidia-persistenced's
-// state and a modprobe that loads the nvidia driver. Debian's real driverctl (a bash script with
-// /sys and /etc/driverctl.d fixed in it, no root prefix) runs against the tree inside a mount
-// namespace of its own where the tree is bind-mounted on /sys and a conf folder on /etc/driverctl.d.
+// Node is one fake node, its GPUs' driverctl overrides persisted as one-deploy leaves them. Debian's
+// driverctl has /sys and /etc/driverctl.d fixed in it (no root prefix): Run bind-mounts the tree and
+// a conf folder there, in a mount namespace of its own.
 type Node struct {
 	t                   *testing.T
 	dir, sys, conf, dev string
