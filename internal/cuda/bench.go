@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -282,7 +283,7 @@ func (r *Runner) Close() error {
 		list = append(list, r.a.cuErr("cuDevicePrimaryCtxRelease", r.a.cuDevicePrimaryCtxRelease(d.ord)))
 	}
 	r.devs = map[string]*device{}
-	return errs(list...)
+	return errors.Join(list...)
 }
 
 type gemmKind int
@@ -316,11 +317,7 @@ type gemmBufs struct {
 }
 
 func (r *Runner) newGEMM(d *device, kind gemmKind, n int) (*gemmBufs, error) {
-	elem := uint64(4)
-	if kind == gemmBF16 {
-		elem = 2
-	}
-	size := uint64(n) * uint64(n) * elem
+	size := uint64(n) * uint64(n) * uint64(elemBytes(kind == gemmBF16))
 	m := &gemmBufs{r: r, d: d, kind: kind, n: n}
 	for _, p := range []*uint64{&m.a, &m.b, &m.c} {
 		if err := r.a.cuErr(fmt.Sprintf("cuMemAlloc %d MiB for GEMM n=%d", size>>20, n), r.a.cuMemAlloc(p, size)); err != nil {
@@ -458,13 +455,18 @@ func (r *Runner) fill(dptr, size uint64, chunk []byte) error {
 // FillRandom writes uniform values in [-1, 1) into b as little-endian FP32 or BF16.
 func FillRandom(b []byte, bf16 bool, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	elem := 4
-	if bf16 {
-		elem = 2
-	}
+	elem := elemBytes(bf16)
 	for i := 0; i+elem <= len(b); i += elem {
 		putElem(b[i:], bf16, math.Float32bits(float32(rng.Float64()*2-1)))
 	}
+}
+
+// elemBytes is the size of one element: 2 bytes in BF16, 4 in FP32.
+func elemBytes(bf16 bool) int {
+	if bf16 {
+		return 2
+	}
+	return 4
 }
 
 // putElem writes the FP32 bits as little-endian FP32, or as BF16 (the top half of FP32).
@@ -539,10 +541,7 @@ type checker struct {
 func (r *Runner) newChecker(m *gemmBufs, slots int) (*checker, error) {
 	a, n := r.a, m.n
 	bf16 := m.kind == gemmBF16
-	elem := 4
-	if bf16 {
-		elem = 2
-	}
+	elem := elemBytes(bf16)
 	w := make([]byte, n*elem)
 	for k := 0; k < n; k++ {
 		putElem(w[k*elem:], bf16, math.Float32bits(checksumWeight(k)))
@@ -628,11 +627,7 @@ func (ck *checker) read(k int) ([][]float32, error) {
 // tile copies the tile's columns of the current C back and recomputes them on the CPU.
 func (r *Runner) tile(m *gemmBufs) (string, int, error) {
 	bf16 := m.kind == gemmBF16
-	elem := uint64(4)
-	if bf16 {
-		elem = 2
-	}
-	colBytes := uint64(m.n) * elem
+	colBytes := uint64(m.n) * uint64(elemBytes(bf16))
 	cols := tileIndexes(m.n)
 	h, err := r.allocPinned(colBytes * uint64(len(cols)))
 	if err != nil {

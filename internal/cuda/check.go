@@ -72,11 +72,7 @@ func (v *verifier) result() *results.ResultCheck { c := v.c; return &c }
 
 // hostValue is element idx of a buffer filled by fillRandom: the host chunk repeated.
 func hostValue(chunk []byte, bf16 bool, idx int) float64 {
-	elem := 4
-	if bf16 {
-		elem = 2
-	}
-	return deviceValue(chunk[idx*elem%len(chunk):], bf16, 0)
+	return deviceValue(chunk[idx*elemBytes(bf16)%len(chunk):], bf16, 0)
 }
 
 // deviceValue decodes element i of a column copied back from the GPU.

@@ -4,7 +4,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unsafe"
@@ -241,6 +240,3 @@ func blasErr(what string, r int32) error {
 	}
 	return fmt.Errorf("%s: CUBLAS_STATUS_%s (%d)", what, n, r)
 }
-
-// errs joins the errors of cleanup steps after the main error.
-func errs(list ...error) error { return errors.Join(list...) }
