@@ -24,11 +24,7 @@ func isPCIe(name string) bool { return strings.HasPrefix(name, "pcie_") }
 // sharesUplink says two GPUs whose PCIe common ancestor is path share a link to the host: under
 // one switch (PIX) or one tree of switches (PXB). "" (not known) is taken as shared.
 func sharesUplink(path string) bool {
-	switch path {
-	case "PHB", "NODE", "SYS", "SOC":
-		return false
-	}
-	return true
+	return !slices.Contains([]string{"PHB", "NODE", "SYS", "SOC"}, path)
 }
 
 // pcieAncestor is the PCIe common ancestor of GPUs a and b as the interconnect says it: the pair's
