@@ -14,8 +14,7 @@ const (
 )
 
 // AcceptanceExitCode is the acceptance mode's exit code for a judged summary: 0 only for a
-// complete run whose status is ok, 3 for a complete inconclusive one, 1 for everything else
-// (flag, failed, interrupted, incomplete, not run).
+// complete ok run, 3 for a complete inconclusive one, 1 for everything else.
 func AcceptanceExitCode(s *results.Summary) int {
 	if s == nil || !s.Complete {
 		return ExitRejected

@@ -93,8 +93,8 @@ func collect(s *results.Summary, byHost bool) *subjectFigures {
 
 // CompareBaseline lines environments up against a baseline (bare metal): per subject (an endpoint by
 // model + GPU index, a microbenchmark by GPU index) and metric, the overhead % (positive = worse) and
-// a status per environment, with the noise guards g (its VariancePct unused: the tolerance is
-// tolerancePct). Caveats say what else differs or is a lower bound; a nil baseline gives only a note.
+// a status per environment by tolerancePct and the noise guards g. Caveats say what else differs or
+// is a lower bound; a nil baseline gives only a note.
 func CompareBaseline(base *results.Summary, envs []*results.Summary, tolerancePct float64, g Guards) *results.BaselineComparison {
 	bc := &results.BaselineComparison{TolerancePct: tolerancePct}
 	if base == nil {

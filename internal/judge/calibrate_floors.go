@@ -21,9 +21,8 @@ type FloorEntry struct {
 }
 
 // CalibrateFloors derives datasheet floors per exact GPU name from the health phases of healthy
-// runs: the worst ratio of each benchmark (and the burn, peer copy and all-reduce) less marginPct
-// (results.FloorMarginPct by default), rounded down to 0.01. A GPU that was busy, and a figure
-// that failed, are left out and said so.
+// runs: the worst ratio of each benchmark (and the burn, peer copy and all-reduce) less marginPct,
+// rounded down to 0.01. An unusable GPU and a failed figure are left out and said so.
 func CalibrateFloors(runs []CalibRun, marginPct float64) []FloorEntry {
 	by := floorBook{}
 	for _, run := range runs {

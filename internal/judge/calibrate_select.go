@@ -40,10 +40,8 @@ func NotOK(s *results.Summary) string {
 	return why
 }
 
-// calibUsable says whether GPU gpu of host h may feed calibration from run, and why not: a GPU
-// whose verdict is not ok would set a floor below a healthy card's, and one busy with other work,
-// flagged in health, or under an endpoint that shared it, was client-limited or was not ok measured
-// less than the card.
+// calibUsable says whether GPU gpu of host h may feed calibration from run, and why not: a verdict
+// not ok, a GPU busy or flagged in health, or an endpoint on it not ok measured less than the card.
 func calibUsable(run CalibRun, h *results.Host, gpu int) (bool, string) {
 	if run.GPUs != nil && !slices.Contains(run.GPUs, gpu) {
 		return false, "not among the GPUs named (--gpus)"

@@ -10,10 +10,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// gpuVerdicts decides each GPU's status once, as the worst of its health verdict and the serving
-// verdicts of the endpoints it ran: the verdict every surface shows for that GPU. A GPU that failed
-// health is failed however well it then served; one whose GPU-to-GPU comparison could not decide is
-// not ok.
+// gpuVerdicts decides each GPU's status once, the one every surface shows: the worst of its health
+// verdict and the serving verdicts of its endpoints (a GPU-to-GPU comparison undecided is not ok).
 func gpuVerdicts(h *results.Host) []results.GPUVerdict {
 	b := gpuBook{}
 	for _, g := range h.Discovery.GPUs {
@@ -208,9 +206,8 @@ func notProven(what, layer, action string) string {
 	return fmt.Sprintf("not proven: %s (the %s's: %s)", what, layer, results.ActionWords[action])
 }
 
-// gpuServing is the verdict an endpoint gives its GPUs on GPU evidence: its GPU and interconnect
-// findings flag or fail them; another layer's failure leaves them not proven, never failed; an
-// undecided gate leaves them inconclusive.
+// gpuServing is the verdict an endpoint gives its GPUs on GPU evidence: its GPU-layer findings flag
+// or fail them; another layer's failure or an undecided gate leaves them inconclusive.
 func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	switch ep.Status {
 	case results.StatusInterrupted, results.StatusNotRun:

@@ -16,9 +16,8 @@ const (
 	CheckKernelLog      = "health.kernel_log"      // the driver's kernel-log lines about the GPU since boot
 )
 
-// driverFlags are the flags of the driver's signals of one GPU (its recovery action, row remapping,
-// fabric registration and kernel-log lines), each with its layer, action, and whether it fails the
-// GPU (the driver says it is not usable as it is) or only flags it.
+// driverFlags are the flags of one GPU's driver signals (recovery action, row remapping, fabric,
+// kernel log), each with its layer, action, and whether it fails the GPU (not usable as it is).
 func driverFlags(gh *results.GPUHealth) []results.Flag {
 	g := gh.GPU
 	var out []results.Flag

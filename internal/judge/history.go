@@ -173,8 +173,8 @@ func driftGuards(f results.StoredFigure, cfg Config, margin float64) compare.Gua
 
 // applyDrift compares every judged figure of host h with its acceptance runs' (s.History): each GPU
 // against its own (by UUID, so a GPU that moved node keeps it), the node (its GPUs' median) against
-// the node's, by compare.Slower with history.drift_pct as the margin. A drift past the margin with
-// its interval flags the GPU's endpoint (or health record) and the node; each is kept in s.History.Drift.
+// the node's, by compare.Slower with history.drift_pct as the margin. A drift flags the GPU's
+// endpoint (or health record) or the node; each is kept in s.History.Drift.
 func applyDrift(s *results.Summary, h *results.Host, cfg Config) {
 	hist := s.History
 	if hist == nil {

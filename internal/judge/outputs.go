@@ -15,9 +15,8 @@ import (
 const CheckOutputsDiffer = "judge.outputs_differ"
 
 // greedyAgreement compares the greedy outputs of a model's endpoints, on the promise that at batch 1
-// and temperature 0 one engine version runs the same kernels, so gives the same tokens, on every GPU
-// of one name and tensor-parallel size (only those are compared), and not at all where no GPU
-// repeats its own outputs (the engine does not keep the promise).
+// and temperature 0 one engine version gives the same tokens on every GPU of one name and
+// tensor-parallel size (only those are compared); not at all where no GPU repeats its own outputs.
 func greedyAgreement(m *results.Model) {
 	groups := map[string][]*results.Endpoint{}
 	for i := range m.Endpoints {

@@ -61,20 +61,16 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 				flag(CheckThrottled, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
 			}
 		}
-		var gpuXIDs, appXIDList []string
+		xids := map[bool][]string{} // by whether an application's fault raises it (appXIDs)
 		for _, x := range gt.XIDs {
 			w := fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note))
-			if appXIDs[x.XID] {
-				appXIDList = append(appXIDList, w)
-			} else {
-				gpuXIDs = append(gpuXIDs, w)
-			}
+			xids[appXIDs[x.XID]] = append(xids[appXIDs[x.XID]], w)
 		}
-		if len(gpuXIDs) > 0 {
-			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(gpuXIDs, ", ")))
+		if l := xids[false]; len(l) > 0 {
+			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(l, ", ")))
 		}
-		if len(appXIDList) > 0 {
-			flag(CheckAppXIDLoad, fmt.Sprintf("gpu %d: %s during the load: an XID NVIDIA answers first by restarting the application, which the engine's own fault raises as readily as the GPU's; rerun with a fresh engine, and if it comes back on this GPU and not its siblings, reset the GPU", gt.GPU, strings.Join(appXIDList, ", ")))
+		if l := xids[true]; len(l) > 0 {
+			flag(CheckAppXIDLoad, fmt.Sprintf("gpu %d: %s during the load: an XID NVIDIA answers first by restarting the application, which the engine's own fault raises as readily as the GPU's; rerun with a fresh engine, and if it comes back on this GPU and not its siblings, reset the GPU", gt.GPU, strings.Join(l, ", ")))
 		}
 		if d := gt.ECCUncorrected; d != nil && *d > 0 {
 			flag(CheckECCLoad, fmt.Sprintf("gpu %d: %d uncorrected ECC error(s) during the load: drain the GPU, run `dcgmi diag -r 3`, and RMA it if they recur", gt.GPU, *d))
