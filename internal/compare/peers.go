@@ -53,14 +53,6 @@ func LogSE(f Figure) (se float64, ok bool) {
 	return (math.Log(c.Hi) - math.Log(c.Lo)) / (2 * zOf(c.Level)), true
 }
 
-// withLogSE gives f an interval of ±z standard errors on the log scale (a reference built from
-// several figures, whose own interval is the combination of theirs).
-func withLogSE(f Figure, se float64) Figure {
-	z := zOf(0.95)
-	f.CI = &results.Interval{Lo: f.Value * math.Exp(-z*se), Hi: f.Value * math.Exp(z*se), Level: 0.95}
-	return f
-}
-
 // worseLog is ln of how much worse x is than ref (positive = worse).
 func worseLog(x, ref float64, higher bool) float64 {
 	if higher {
@@ -301,7 +293,10 @@ func peerMedian(cells []Cell, i int) Figure {
 	case k > 2:
 		shrink = math.Sqrt(math.Pi/2) / math.Sqrt(k)
 	}
-	return withLogSE(ref, math.Sqrt(sum2/k)*shrink)
+	// Its interval: ±z of that standard error on the log scale.
+	se, z := math.Sqrt(sum2/k)*shrink, zOf(0.95)
+	ref.CI = &results.Interval{Lo: ref.Value * math.Exp(-z*se), Hi: ref.Value * math.Exp(z*se), Level: 0.95}
+	return ref
 }
 
 // Median is the median of v (0 for none); v is not changed.
