@@ -6,6 +6,7 @@ package engine
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -61,29 +62,18 @@ func Expand(tmpl string, v Vars) ([]string, error) {
 	// "/m/{port}" stays that, and "{x}" in it is no unknown placeholder).
 	r := strings.NewReplacer(pairs...)
 	for i, w := range words {
-		for rest := w; ; {
-			a := strings.Index(rest, "{")
-			if a < 0 {
-				break
+		for _, p := range placeholder.FindAllString(w, -1) {
+			if _, known := tab[p]; !known {
+				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}", p, tmpl)
 			}
-			rest = rest[a:]
-			b := strings.Index(rest, "}")
-			if b < 0 {
-				break
-			}
-			if _, known := tab[rest[:b+1]]; !known && isPlaceholder(rest[1:b]) {
-				return nil, fmt.Errorf("unknown placeholder %s in %q; known: {model} {port} {gpu} {tp} {max_model_len} {gpu_memory_utilization} {front}", rest[:b+1], tmpl)
-			}
-			rest = rest[1:]
 		}
 		words[i] = r.Replace(w)
 	}
 	return words, nil
 }
 
-func isPlaceholder(s string) bool {
-	return s != "" && strings.Trim(s, "_abcdefghijklmnopqrstuvwxyz") == ""
-}
+// placeholder is what a template's placeholders look like: {lower_case}.
+var placeholder = regexp.MustCompile(`\{[_a-z]+\}`)
 
 // SplitWords splits a command line like a POSIX shell does for words and quotes (no expansion).
 func SplitWords(s string) ([]string, error) {
