@@ -62,7 +62,6 @@ func (f *Fleet) Mismatch(i int, bench string, n int64, since time.Duration) bool
 type throttle struct {
 	gpu    int
 	reason uint64
-	name   string
 	window
 }
 
@@ -82,14 +81,12 @@ func parseThrottle(s string, count int) (throttle, error) {
 	if err != nil || n < 0 || n >= count {
 		return bad("no such GPU")
 	}
-	t := throttle{gpu: n, reason: throttleReasons["hw_slowdown"], name: "hw_slowdown"}
+	t := throttle{gpu: n, reason: throttleReasons["hw_slowdown"]}
 	if len(parts) > 1 && strings.TrimSpace(parts[1]) != "" {
-		name := strings.TrimSpace(parts[1])
-		bit, ok := throttleReasons[name]
-		if !ok {
+		var ok bool
+		if t.reason, ok = throttleReasons[strings.TrimSpace(parts[1])]; !ok {
 			return bad("unknown reason")
 		}
-		t.reason, t.name = bit, name
 	}
 	if len(parts) > 2 {
 		var why string

@@ -16,13 +16,12 @@ type metrics struct {
 	running        atomic.Int64 // fixed mode / handler-level in flight
 	mu             sync.Mutex
 	succeeded      map[string]int64 // finished_reason -> count
-	failures       map[int]int64
 	abortedN       atomic.Int64
 	ttft, itl, e2e *histogram
 }
 
 func newMetrics() *metrics {
-	return &metrics{succeeded: map[string]int64{}, failures: map[int]int64{},
+	return &metrics{succeeded: map[string]int64{},
 		ttft: newHistogram([]float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}),
 		itl:  newHistogram([]float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
 		e2e:  newHistogram([]float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}),
@@ -45,12 +44,6 @@ func (m *metrics) success(reason string, e2e time.Duration) {
 func (m *metrics) aborted() {
 	m.running.Add(-1)
 	m.abortedN.Add(1)
-}
-
-func (m *metrics) failed(status int) {
-	m.mu.Lock()
-	m.failures[status]++
-	m.mu.Unlock()
 }
 
 type histogram struct {

@@ -415,12 +415,10 @@ func (s *Server) generate(w http.ResponseWriter, r *http.Request, chat bool) {
 	}
 	p := s.decide(req, n)
 	if s.playEngineFault(w, n, &p) {
-		s.metrics.failed(http.StatusInternalServerError)
 		s.traceError(arrival, received, n, chat, req, http.StatusInternalServerError, "engine_traceback")
 		return
 	}
 	if fe := p.fault.httpError(); fe != nil {
-		s.metrics.failed(fe.Status)
 		s.traceError(arrival, received, n, chat, req, fe.Status, p.fault.name())
 		writeErr(w, fe)
 		return
