@@ -12,8 +12,7 @@ import (
 // figures, the judge's comparison with them (Drift), and each node's earlier runs (Trend). The
 // history package fills Acceptance and Trend, the judge Drift. nil: no history.
 type History struct {
-	// Store names where the history is kept ("sqlite /path/history.db", "postgres host:port/db"),
-	// never with a password.
+	// Store names where the history is kept ("sqlite /path/history.db"), never with a password.
 	Store string `json:"store"`
 	// Fingerprint is the hash of the plan's measurement-relevant sections: only runs with the same
 	// fingerprint are compared (a different load, model or engine measures something else).
@@ -47,8 +46,7 @@ type Acceptance struct {
 	Serial string    `json:"serial,omitempty"`
 	RunID  string    `json:"run_id"`
 	At     time.Time `json:"at"`
-	// Pinned: the user chose this run (`gpuvet history pin`); else it is the first ok run under the
-	// fingerprint.
+	// Pinned: the user chose this run (`gpuvet history pin`); else it is the fingerprint's first ok run.
 	Pinned bool `json:"pinned,omitempty"`
 	// Figures are the acceptance run's figures, for the judge; summary.json does not keep them.
 	Figures []StoredFigure `json:"figures,omitempty"`
@@ -79,8 +77,7 @@ type StoredFigure struct {
 	ReqS           float64   `json:"req_s,omitempty"`
 	// Judged: the figure is compared with its acceptance (the others are kept for trends).
 	Judged bool `json:"judged,omitempty"`
-	// SpreadPct is how far the figure spread between this run's blocks (0: not measured in blocks);
-	// the store does not keep it.
+	// SpreadPct is how far the figure spread between this run's blocks (0: one block); not stored.
 	SpreadPct float64 `json:"spread_pct,omitempty"`
 }
 

@@ -18,8 +18,7 @@ type HostPrep struct {
 	// Error is why the host could not be prepared (nothing was changed then).
 	Error string `json:"error,omitempty"`
 	// VFIO are the steps of a virtualization node's vfio release and restore (host_prep.vfio_release):
-	// "released 0000:41:00.0 from vfio-pci (override lifted)", "bound … to nvidia", "restored … to
-	// vfio-pci (persistent override)", "stopped nvidia-persistenced".
+	// "released 0000:41:00.0 from vfio-pci (override lifted)", "bound … to nvidia", "restored …".
 	VFIO []string `json:"vfio,omitempty"`
 	// RestoreError is an incomplete vfio restore: the node cannot pass those GPUs to VMs until
 	// `gpuvet clean` (or a person) puts them back on vfio-pci. It fails the host.

@@ -173,8 +173,7 @@ type Run struct {
 	TargetRate  float64 `json:"target_rate,omitempty"` // req/s for constant and poisson
 	// Window is the measured window (warm-up excluded, tail drained).
 	WindowSeconds float64 `json:"window_seconds"`
-	// EndedBy is the bound that ended the rung: "max_requests", "max_duration", "interrupted", or
-	// "errors" (ErrorStop says why).
+	// EndedBy is what ended the rung: "max_requests", "max_duration", "interrupted", "errors" (ErrorStop).
 	EndedBy  string         `json:"ended_by,omitempty"`
 	Requests RequestCounts  `json:"requests"`
 	Errors   map[string]int `json:"errors,omitempty"` // by class: "http_429", "http_500", "timeout", "cut_stream", "malformed_chunk", "short_output", "connect"
@@ -206,8 +205,7 @@ type Run struct {
 	// the server or a proxy behind its own schedule): ITL and TPOT then measure the buffering.
 	TokenBursts string     `json:"token_bursts,omitempty"`
 	CI          *Intervals `json:"ci,omitempty"`
-	// WindowStartS is when the measured window opened, in seconds since Load.StartedAt (so that an
-	// engine's own log can be read over the same window).
+	// WindowStartS is when the measured window opened, in seconds since Load.StartedAt (for engine logs).
 	WindowStartS float64 `json:"window_start_s,omitempty"`
 	// Sizing says how the rung's length was set when it was sized by completions (nil: by time only).
 	Sizing *RungSizing `json:"sizing,omitempty"`
@@ -256,11 +254,10 @@ func (r Run) KVBound() bool {
 	return r.HeldShare != nil && *r.HeldShare >= 0.5 && r.KVUsageMax != nil && *r.KVUsageMax >= 0.5
 }
 
-// ContextLadder is what a long-context workload found: at Concurrency streams, the longest
-// context no rung up to it ran out of KV cache at, the first that did (FirstKVBound, 0: none;
-// FirstPreempting where the engine preempted there, else it held requests back), and where the
-// engine's own KV-cache size (KVCapacityTokens, 0: unknown) says it runs out: the first rung
-// whose Concurrency × (context + output) passes it.
+// ContextLadder is what a long-context workload found at Concurrency streams: the longest context
+// no rung up to it ran out of KV cache at, the first that did (FirstKVBound, 0: none; FirstPreempting
+// where the engine preempted), and the first rung whose Concurrency × (context + output) passes the
+// engine's own KV-cache size (KVCapacityTokens, 0: unknown).
 type ContextLadder struct {
 	Concurrency             int    `json:"concurrency"`
 	LongestClean            int    `json:"longest_clean_tokens"`
@@ -271,9 +268,8 @@ type ContextLadder struct {
 	Note                    string `json:"note,omitempty"`
 }
 
-// Replay is a trace replay's fidelity: requests sent of those planned, the time from the first to
-// the last send against the trace's (scaled) span, how late requests were sent, and how many
-// prompts the server counted at exactly the trace's input length.
+// Replay is a trace replay's fidelity: requests and span sent against planned, how late requests
+// were sent, and how many prompts the server counted at exactly the trace's input length.
 type Replay struct {
 	Planned        int     `json:"planned"`
 	Sent           int     `json:"sent"`
@@ -361,8 +357,7 @@ func (r *Repeat) Figure(figure string) *FigureRepeat {
 	return nil
 }
 
-// RungSizing is how a rung sized by completions ran: until its gated figures had MinSamples
-// completed requests, or the cap.
+// RungSizing is how a rung sized by completions ran: until MinSamples completed, or the cap.
 type RungSizing struct {
 	MinSamples int      `json:"min_samples"`
 	Cap        Duration `json:"max_rung_duration"`
@@ -595,9 +590,8 @@ type Power struct {
 	Note            string        `json:"note,omitempty"`
 }
 
-// SpeedOfLight is the roofline bound of output tok/s for this GPU × model at the batch the engine
-// ran (datasheet HBM bandwidth for the weights and KV reads, datasheet BF16 FLOP/s), and the
-// measured peak as a percentage of it.
+// SpeedOfLight is the roofline bound of output tok/s for this GPU × model at the engine's batch
+// (datasheet HBM bandwidth and BF16 FLOP/s), and the measured peak as a percentage of it.
 type SpeedOfLight struct {
 	BoundOutputTokS    float64 `json:"bound_output_tok_s"`
 	MeasuredOutputTokS float64 `json:"measured_output_tok_s"`
