@@ -17,14 +17,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Per-GPU quarantine (issue 52). Where the cluster allocates GPUs through DRA (a driver such as
-// NVIDIA's k8s-dra-driver-gpu publishes each GPU as a device of a ResourceSlice, with its uuid as an
-// attribute) and serves DeviceTaintRules (resource.k8s.io/v1, KEP-5055), a node whose only hardware
-// findings are its GPUs' loses just those GPUs: one DeviceTaintRule each, NoSchedule, under
-// gpuvet's quarantine key with the run's id, and the node's other GPUs keep serving. Where not (no
-// slices, a GPU not among them, no permission, an interconnect or host finding), the node taint as
-// before, and the run says why. The rules are gpuvet's (its managed-by and run labels): a later
-// run replaces them, `gpuvet clean --untaint` deletes them, nothing else is touched.
+// Per-GPU quarantine. Where the cluster allocates GPUs through DRA (a driver publishes each GPU as a
+// ResourceSlice device with its uuid as an attribute) and serves DeviceTaintRules
+// (resource.k8s.io/v1, KEP-5055), a node whose only hardware findings are its GPUs' loses just
+// those: one NoSchedule DeviceTaintRule each, under gpuvet's quarantine key with the run's id.
+// Otherwise (no slices, a GPU not among them, no permission, an interconnect or host finding) the
+// node is tainted, and the run says why. A later run replaces the rules, `gpuvet clean --untaint`
+// deletes them; nothing else is touched.
 
 // AnnotationDeviceReason on a DeviceTaintRule says why the GPU was taken (the run, its verdict).
 const AnnotationDeviceReason = Domain + "reason"
@@ -41,8 +40,8 @@ func (d deviceRef) String() string {
 }
 
 // takenGPUs are the GPUs of h a per-GPU quarantine would take under v: those failed (or flagged,
-// with taint_flagged or the gate) when every hardware finding of h is a GPU's (none of the
-// interconnect's or the host's, which are the node's), each with a UUID. nil: the node's matter.
+// with taint_flagged or the gate), each with a UUID, when no finding is the interconnect's or the
+// host's. nil: the node's matter.
 func takenGPUs(h *results.Host, v Verdicts) []results.GPUVerdict {
 	for _, l := range []string{results.LayerInterconnect, results.LayerHost} {
 		if st := h.Layers[l]; st == results.StatusFlag || st == results.StatusFailed {
@@ -72,9 +71,8 @@ func restStatus(h *results.Host, taken []results.GPUVerdict) results.Status {
 	return st
 }
 
-// findDevices finds each GPU among the DRA devices the node's ResourceSlices publish, by the
-// device's uuid attribute ("uuid" or "<driver>/uuid"). why says what stopped it ("" when every GPU
-// was found): no slices, a GPU not among them, or the API's refusal.
+// findDevices finds each GPU among the node's DRA devices by their uuid attribute ("uuid" or
+// "<driver>/uuid"). why says what stopped it ("" when every GPU was found).
 func findDevices(ctx context.Context, cs kubernetes.Interface, node string, gpus []results.GPUVerdict) ([]deviceRef, string) {
 	sl, err := cs.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if apierrors.IsNotFound(err) {
@@ -149,9 +147,8 @@ func deviceRule(node string, d deviceRef, vd Verdict) *resourcev1.DeviceTaintRul
 	}
 }
 
-// taintDevices creates (or, where an earlier run's is there, replaces) one DeviceTaintRule per GPU
-// and says what it did; a dry run only says. A rule of that name that is not gpuvet's is left as
-// it is, and is an error.
+// taintDevices creates (or replaces an earlier run's) one DeviceTaintRule per GPU and says what it
+// did; a dry run only says. A rule of that name that is not gpuvet's is left, and is an error.
 func taintDevices(ctx context.Context, cs kubernetes.Interface, node string, devs []deviceRef, vd Verdict, dry bool) ([]string, error) {
 	var did []string
 	rules := cs.ResourceV1().DeviceTaintRules()
@@ -188,14 +185,11 @@ func replaceRule(ctx context.Context, cs kubernetes.Interface, want *resourcev1.
 }
 
 // untaintDevices deletes gpuvet's DeviceTaintRules (every run's, or only runID's) and says what it
-// lifted. A cluster that serves no DeviceTaintRules, or an identity that may not list them, has
-// none to lift.
+// lifted.
 func untaintDevices(ctx context.Context, cs kubernetes.Interface, runID string) ([]string, error) {
-	sel := LabelManagedBy + "=" + ManagedBy
-	if runID != "" {
-		sel += "," + LabelRun + "=" + runID
-	}
-	rl, err := cs.ResourceV1().DeviceTaintRules().List(ctx, metav1.ListOptions{LabelSelector: sel})
+	// The current labels' selector: DeviceTaintRules are newer than legacyRun.
+	lo := metav1.ListOptions{LabelSelector: runSelectors(runID)[0]}
+	rl, err := cs.ResourceV1().DeviceTaintRules().List(ctx, lo)
 	if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
 		return nil, nil // not served, or not this identity's to see: none gpuvet could have made with it
 	}

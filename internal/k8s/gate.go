@@ -13,11 +13,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// The acceptance gate (docs/acceptance.md): a node that joins, or comes back from repair, carries
-// gpuvet's pending taint and takes no work until a run finds it ok. The cluster's provisioning
-// puts the taint on a new node (the kubelet's --register-with-taints, a node pool's taints);
-// `gpuvet clean --untaint` puts it in place of the quarantine it lifts, so a repaired node is
-// vetted again before it serves. gpuvet's own pods tolerate it; nothing else does.
+// The acceptance gate (docs/acceptance.md): a node that joins (the cluster's provisioning taints
+// it) or comes back from repair (`gpuvet clean --untaint` swaps the quarantine for it) carries
+// gpuvet's pending taint, which only gpuvet's pods tolerate, until a run finds it ok.
 const (
 	// TaintPending is the pending taint's key (effect NoSchedule; its value is free).
 	TaintPending = Domain + "validation-pending"
@@ -25,8 +23,8 @@ const (
 	AnnotationPendingReason = Domain + "pending-reason"
 	// AnnotationPendingAttempts counts the runs in a row that could not decide a pending node.
 	AnnotationPendingAttempts = Domain + "pending-attempts"
-	// AnnotationValidUntil is when the node's verdict expires (RFC 3339 UTC): the run's time plus
-	// kubernetes.verdict_valid_for. A node past it, or without it, is due for a run.
+	// AnnotationValidUntil is when the node's verdict expires (RFC 3339 UTC; the run's time plus
+	// kubernetes.verdict_valid_for): past it, or without it, the node is due.
 	AnnotationValidUntil = Domain + "valid-until"
 	// ConditionVetted is the node condition each vetted node gets: True (ok), False (flag or
 	// failed), Unknown (inconclusive), with a reason and the run's message.
@@ -36,27 +34,35 @@ const (
 // PendingToleration lets gpuvet's own pods onto a pending node, so the gate can vet it.
 var PendingToleration = corev1.Toleration{Key: TaintPending, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
-// OwnTolerations are the taints of gpuvet's own that its pods tolerate: its quarantine (a
-// quarantined node is vetted again) and its pending taint (the gate).
+// OwnTolerations are gpuvet's own taints its pods tolerate: the quarantine (a quarantined node is
+// vetted again) and the pending taint (the gate).
 func OwnTolerations() []corev1.Toleration {
 	return []corev1.Toleration{OwnToleration, PendingToleration}
 }
 
-func hasTaint(taints []corev1.Taint, key string) bool {
-	return slices.ContainsFunc(taints, func(t corev1.Taint) bool { return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule })
+// noSchedule matches key's NoSchedule taint (of value, when not "").
+func noSchedule(key, value string) func(corev1.Taint) bool {
+	return func(t corev1.Taint) bool {
+		return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule && (value == "" || t.Value == value)
+	}
 }
 
-// withoutTaint is taints less key's NoSchedule taint; never nil (a nil list is "unchanged").
-func withoutTaint(taints []corev1.Taint, key string) []corev1.Taint {
-	out := slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return t.Key == key && t.Effect == corev1.TaintEffectNoSchedule })
+func hasTaint(taints []corev1.Taint, key string) bool {
+	return slices.ContainsFunc(taints, noSchedule(key, ""))
+}
+
+// withoutTaint is taints less key's NoSchedule taint (of value, when not ""); never nil (a nil
+// list is "unchanged").
+func withoutTaint(taints []corev1.Taint, key, value string) []corev1.Taint {
+	out := slices.DeleteFunc(slices.Clone(taints), noSchedule(key, value))
 	if out == nil {
 		out = []corev1.Taint{}
 	}
 	return out
 }
 
-// Due says why a node is due for a run ("" when it is not): it is pending, its verdict expired,
-// or it has none. A run vets due nodes first (ChooseNodes).
+// Due says why a node is due for a run ("" when it is not): pending, verdict expired, or none. A
+// run vets due nodes first (ChooseNodes).
 func Due(n *corev1.Node, now time.Time) string {
 	if hasTaint(n.Spec.Taints, TaintPending) {
 		return "pending"
@@ -97,9 +103,7 @@ func condition(n *corev1.Node, vd Verdict, reason string) corev1.NodeCondition {
 	case results.StatusFailed:
 		st, why = corev1.ConditionFalse, "Failed"
 	}
-	if reason != "" {
-		why = reason
-	}
+	why = cmp.Or(reason, why)
 	msg := fmt.Sprintf("gpuvet run %s: %s", vd.RunID, vd.Status)
 	if vd.Reason != "" {
 		msg += ": " + vd.Reason
@@ -115,8 +119,7 @@ func condition(n *corev1.Node, vd Verdict, reason string) corev1.NodeCondition {
 	return c
 }
 
-// change is what one verdict does to one node: computed from the node as read, then applied
-// (or, in a dry run, only told).
+// change is what one verdict does to one node as read (a dry run only tells it).
 type change struct {
 	labels     map[string]string
 	ann        map[string]any // a nil value removes the key
@@ -132,9 +135,8 @@ func (c *change) empty() bool {
 	return len(c.labels) == 0 && len(c.ann) == 0 && c.taints == nil && c.cond == nil
 }
 
-// wantsQuarantine tells whether a verdict puts gpuvet's quarantine taint on n: a failed (or,
-// with taint_flagged, flagged) node under taint_failed, and a pending node that is not ok but
-// decided (flag or failed) under the gate.
+// wantsQuarantine tells whether a verdict puts gpuvet's quarantine taint on n: under taint_failed
+// a failed (with taint_flagged, flagged) node; under the gate a pending node found flag or failed.
 func (v Verdicts) wantsQuarantine(n *corev1.Node, st results.Status) bool {
 	pendingFails := v.Gate && hasTaint(n.Spec.Taints, TaintPending) && (st == results.StatusFailed || st == results.StatusFlag)
 	return v.taints(st) || pendingFails
@@ -166,11 +168,11 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 	switch {
 	case quarantine && allowQuarantine:
 		c.quarantine = true
-		taints := append(withoutGpuvetTaint(n.Spec.Taints, ""), qTaint)
+		taints := append(withoutTaint(n.Spec.Taints, TaintUnhealthy, ""), qTaint)
 		c.ann[AnnotationUnhealthyReason] = truncate(fmt.Sprintf("run %s at %s: %s: %s", vd.RunID, at, vd.Status, vd.Reason), maxReason)
 		what := fmt.Sprintf("tainted %s", qTaint.ToString())
 		if pending { // the quarantine replaces the pending taint: the node failed the gate
-			taints = withoutTaint(taints, TaintPending)
+			taints = withoutTaint(taints, TaintPending, "")
 			c.ann[AnnotationPendingReason], c.ann[AnnotationPendingAttempts] = nil, nil
 			what += " in place of " + TaintPending + " (failed the gate)"
 		}
@@ -184,7 +186,7 @@ func planVerdict(n *corev1.Node, vd Verdict, v Verdicts, allowQuarantine bool) c
 		}
 		condReason = "QuarantineHeld"
 	case pending && v.Gate && vd.gate() == results.StatusOK:
-		c.taints = withoutTaint(n.Spec.Taints, TaintPending)
+		c.taints = withoutTaint(n.Spec.Taints, TaintPending, "")
 		c.ann[AnnotationPendingReason], c.ann[AnnotationPendingAttempts] = nil, nil
 		c.did = append(c.did, "released: lifted "+TaintPending+" (passed the gate)")
 	case pending && v.Gate && vd.gate() != results.StatusFlag && vd.gate() != results.StatusFailed:

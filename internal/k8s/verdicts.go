@@ -22,20 +22,17 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Verdicts a cluster can act on (docs/kubernetes.md, "Labels and taints"): once a run's nodes are
-// judged, each vetted node can carry its status as labels (schedulers and dashboards select on
-// them), and a failed (or flagged) one a NoSchedule taint, like a quarantine. These are meant to
-// outlive the run: they are not in the run manifest (which goes when the run ends, and in a
-// CronJob's pod with it); the node objects are the record, and the taint's value names the run,
-// so `gpuvet clean --untaint [--run ID]` finds them from anywhere.
+// Verdicts a cluster can act on (docs/kubernetes.md, "Labels and taints"): each judged node can
+// carry its status as labels, and a failed (or flagged) one a NoSchedule quarantine taint. They
+// outlive the run, so they are not in its manifest: the node objects are the record, and the
+// taint's value names the run for `gpuvet clean --untaint [--run ID]`.
 const (
 	// LabelStatus is the node's judged status: ok, inconclusive, flag or failed.
 	LabelStatus = Domain + "status"
-	// LabelVettedBy is the id of the run that judged it (the run's UTC start, 20261201T163000Z-…:
-	// a label value cannot hold an RFC 3339 time).
+	// LabelVettedBy is the id of the run that judged it (a label value cannot hold an RFC 3339 time).
 	LabelVettedBy = Domain + "run"
-	// LabelAction is what the node's hardware findings ask for (results.Actions: none, rerun,
-	// reset-gpu, reboot-node, drain-rma, …): what a fleet's own automation selects on.
+	// LabelAction is what the node's hardware findings ask for (results.Actions), for a fleet's
+	// own automation to select on.
 	LabelAction = Domain + "action"
 	// AnnotationVettedAt is when it was judged, RFC 3339 UTC.
 	AnnotationVettedAt = Domain + "vetted-at"
@@ -52,23 +49,20 @@ const maxReason = 2048
 // (other workloads stay off until `gpuvet clean --untaint`).
 var OwnToleration = corev1.Toleration{Key: TaintUnhealthy, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
-// Verdicts says what a run writes onto its vetted nodes once they are judged
-// (kubernetes.label_nodes, kubernetes.taint_failed, kubernetes.taint_flagged, kubernetes.gate),
-// and how it is bounded (kubernetes.max_unhealthy, kubernetes.dry_run). A run that writes any of
-// them also sets the node condition GPUVetted and the verdict's expiry (gate.go).
+// Verdicts says what a run writes onto its judged nodes (kubernetes.label_nodes, taint_failed,
+// taint_flagged, gate) and how it is bounded (max_unhealthy, dry_run). Any of them also sets the
+// node condition GPUVetted and the verdict's expiry (gate.go).
 type Verdicts struct {
 	Label        bool
 	TaintFailed  bool
 	TaintFlagged bool // taints flagged nodes as well as failed ones
 	// Gate releases a pending node found ok, quarantines one found flag or failed, and keeps an
 	// undecided one pending (gate.go).
-	Gate         bool
-	DryRun       bool               // no action on any node: every one it would take is printed and recorded
-	MaxUnhealthy fleet.MaxUnhealthy // bounds the quarantines of one run (fleet.Breaker)
-	ValidFor     time.Duration      // how long a verdict holds (the valid-until annotation); 0: no expiry written
-	// PendingRetries is how many undecided runs in a row a pending node gets before the run
-	// says loudly that it needs a person (it stays pending).
-	PendingRetries int
+	Gate           bool
+	DryRun         bool               // no action on any node: every one it would take is printed and recorded
+	MaxUnhealthy   fleet.MaxUnhealthy // bounds the quarantines of one run (fleet.Breaker)
+	ValidFor       time.Duration      // how long a verdict holds (the valid-until annotation); 0: no expiry written
+	PendingRetries int                // undecided runs in a row before a pending node needs a person
 }
 
 func (v Verdicts) any() bool      { return v.Label || v.tainting() || v.Gate }
@@ -94,18 +88,19 @@ func (v Verdicts) flags() string {
 	return strings.Join(f, " and ")
 }
 
-// Needs is what writing verdicts asks of the API beyond a run's own needs: each node is read
-// (its taints, annotations and condition), patched (the taint list is replaced whole, guarded by
-// the node's resourceVersion), and its GPUVetted condition patched through the status
-// subresource. A dry run only reads.
+// Needs is what writing verdicts asks of the API beyond a run's own: each node is read, patched
+// (the taint list replaced whole, guarded by its resourceVersion) and its condition patched through
+// the status subresource. A dry run only reads.
 func (v Verdicts) Needs() []Permission {
 	if !v.any() {
 		return nil
 	}
+	p := []Permission{{Verb: "get", Resource: "nodes"}, {Verb: "patch", Resource: "nodes"},
+		{Verb: "patch", Resource: "nodes", Subresource: "status"}}
 	if v.DryRun {
-		return []Permission{{Verb: "get", Resource: "nodes"}}
+		return p[:1]
 	}
-	return []Permission{{Verb: "get", Resource: "nodes"}, {Verb: "patch", Resource: "nodes"}, {Verb: "patch", Resource: "nodes", Subresource: "status"}}
+	return p
 }
 
 // UntaintNeeds is what `gpuvet clean --untaint` asks of the API.
@@ -131,12 +126,10 @@ type Verdict struct {
 	RunID  string
 	At     time.Time
 	Reason string // why it is not ok (for the taint's annotation)
-	// Hardware is the node's hardware status (results.Host.GateStatus): what a taint, the gate's
-	// quarantine and its release act on; "" is Status (a verdict written before layers).
+	// Hardware is the node's hardware status (results.Host.GateStatus), what the taints and the
+	// gate act on; "" is Status.
 	Hardware results.Status
-	// Action is what the node's hardware findings ask for (results.Actions; "" none): the
-	// LabelAction label, and the condition's message.
-	Action string
+	Action   string // what the hardware findings ask for (results.Actions; "" none): LabelAction
 }
 
 // gate is the status the taints and the gate act on: the node's hardware status.
@@ -147,12 +140,11 @@ func labelled(st results.Status) bool {
 	return st == results.StatusOK || st == results.StatusInconclusive || st == results.StatusFlag || st == results.StatusFailed
 }
 
-// applyVerdict plans vd on the node as read and writes it (v.DryRun: only plans). read, if not
-// nil, is the node as just read (read again on a conflict). allow is the circuit breaker, asked
-// once, and only when the verdict would quarantine the node. A taint replaces an older gpuvet
-// taint (the latest run's id is its value); a node that passes keeps an older taint (a quarantine
-// is lifted by a person: `gpuvet clean --untaint`), which the change's words say. The user's own
-// labels, annotations and taints are never touched.
+// applyVerdict plans vd on the node and writes it (v.DryRun: only plans). read, if not nil, is the
+// node as just read (read again on a conflict). allow is the circuit breaker, asked once, only when
+// the verdict would quarantine the node. A taint replaces an older gpuvet taint; a node that passes
+// keeps it (a person lifts a quarantine: `gpuvet clean --untaint`). The user's own labels,
+// annotations and taints are never touched.
 func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, read *corev1.Node, vd Verdict, v Verdicts, allow func(what string) bool) (change, error) {
 	if !labelled(vd.Status) || !v.any() {
 		return change{}, nil
@@ -175,25 +167,22 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, rea
 		if v.DryRun || c.empty() {
 			return nil
 		}
-		meta := map[string]any{}
+		meta, patch := map[string]any{}, map[string]any{}
 		if len(c.labels) > 0 {
 			meta["labels"] = c.labels
 		}
 		if len(c.ann) > 0 {
 			meta["annotations"] = c.ann
 		}
-		patch := map[string]any{}
 		if c.taints != nil {
 			meta["resourceVersion"] = n.ResourceVersion
 			patch["spec"] = map[string]any{"taints": c.taints}
 		}
-		if len(meta) > 0 {
-			patch["metadata"] = meta
+		if len(meta) == 0 {
+			return nil
 		}
-		if len(patch) > 0 {
-			return patchNode(ctx, cs, node, patch)
-		}
-		return nil
+		patch["metadata"] = meta
+		return patchNode(ctx, cs, node, patch)
 	})
 	if err != nil || v.DryRun || c.cond == nil {
 		return c, err
@@ -209,10 +198,9 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, rea
 }
 
 // Untaint lifts gpuvet's quarantine taints (every run's, or only runID's) and their reason
-// annotations, and puts the pending taint in their place (the gate: a repaired node takes no
-// work until a run finds it ok; `kubectl taint nodes NODE gpuvet.io/validation-pending-`
-// releases it without one). Nothing else changes: the user's taints, and gpuvet's status labels
-// (the last verdict), stay. It returns what it lifted.
+// annotations, and puts the pending taint in their place: a repaired node takes no work until a
+// run finds it ok (`kubectl taint nodes NODE gpuvet.io/validation-pending-` releases it without
+// one). The user's taints and gpuvet's status labels stay. It returns what it lifted.
 func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]string, error) {
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -241,7 +229,7 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 			}
 			ann[AnnotationPendingReason] = truncate(fmt.Sprintf("quarantine %s lifted by `gpuvet clean --untaint` at %s: pending until a run finds it ok", lifted.ToString(), time.Now().UTC().Format(time.RFC3339)), maxReason)
 			meta := map[string]any{"resourceVersion": cur.ResourceVersion, "annotations": ann}
-			taints := withoutGpuvetTaint(cur.Spec.Taints, runID)
+			taints := withoutTaint(cur.Spec.Taints, TaintUnhealthy, runID)
 			if !hasTaint(taints, TaintPending) {
 				taints = append(taints, corev1.Taint{Key: TaintPending, Effect: corev1.TaintEffectNoSchedule})
 			}
@@ -258,38 +246,31 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 	return done, errors.Join(errs...)
 }
 
-// errNodeWide is why a node's failed GPUs could not be taken alone though it publishes DRA
-// devices: the node taint is used, and the run says why.
-type errNodeWide struct{ why string }
-
-func (e errNodeWide) Error() string { return e.why }
-
 // gpusAlone takes the node's failed GPUs out of scheduling alone where the cluster can
 // (devices.go): it returns what it did and the verdict the node itself then gets, its hardware
 // status that of its other GPUs. Where it cannot (or the breaker holds it), vd is returned as it
-// was, for the node taint, with why in words.
-func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, n *corev1.Node, vd Verdict, v Verdicts, allow func(string) bool) ([]string, Verdict, error) {
+// was, for the node taint, with why in words when the node publishes DRA devices.
+func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, n *corev1.Node, vd Verdict, v Verdicts, allow func(string) bool) ([]string, Verdict, string) {
 	if !v.tainting() && !v.Gate {
-		return nil, vd, nil
+		return nil, vd, ""
 	}
 	taken := slices.DeleteFunc(takenGPUs(h, v), func(g results.GPUVerdict) bool { return !v.wantsQuarantine(n, g.Status) })
 	if len(taken) == 0 || !v.wantsQuarantine(n, vd.gate()) {
-		return nil, vd, nil
+		return nil, vd, ""
 	}
 	devs, why := findDevices(ctx, cs, h.Name, taken)
-	switch why {
-	case "":
-	case noDRA:
-		return nil, vd, nil
-	default:
-		return nil, vd, errNodeWide{why}
+	if why != "" {
+		if why == noDRA { // the common case, not said
+			why = ""
+		}
+		return nil, vd, why
 	}
 	if !allow(fmt.Sprintf("node %s: DeviceTaintRules for %d GPU(s)", h.Name, len(devs))) {
-		return nil, vd, nil // the node's own quarantine is held next, and says so
+		return nil, vd, "" // the node's own quarantine is held next, and says so
 	}
 	did, err := taintDevices(ctx, cs, h.Name, devs, vd, v.DryRun)
 	if err != nil {
-		return append(did, "the whole node instead: "+err.Error()), vd, nil
+		return append(did, "the whole node instead: "+err.Error()), vd, ""
 	}
 	var names []string
 	for _, d := range devs {
@@ -297,7 +278,7 @@ func gpusAlone(ctx context.Context, cs kubernetes.Interface, h *results.Host, n 
 	}
 	vd.Hardware = restStatus(h, taken)
 	vd.Reason = fmt.Sprintf("gpu %s taken alone (DeviceTaintRules); %s", strings.Join(names, ", "), vd.Reason)
-	return did, vd, nil
+	return did, vd, ""
 }
 
 // patchNode applies a JSON merge patch to a node (a resourceVersion in it makes it conditional).
@@ -312,21 +293,13 @@ func patchNode(ctx context.Context, cs kubernetes.Interface, node string, patch 
 
 // gpuvetTaint is gpuvet's quarantine taint among taints (of runID, when not ""), nil when none.
 func gpuvetTaint(taints []corev1.Taint, runID string) *corev1.Taint {
-	for i, t := range taints {
-		if isGpuvetTaint(t, runID) {
-			return &taints[i]
-		}
+	if i := slices.IndexFunc(taints, noSchedule(TaintUnhealthy, runID)); i >= 0 {
+		return &taints[i]
 	}
 	return nil
 }
 
-func isGpuvetTaint(t corev1.Taint, runID string) bool {
-	return t.Key == TaintUnhealthy && t.Effect == corev1.TaintEffectNoSchedule && (runID == "" || t.Value == runID)
-}
-
-func withoutGpuvetTaint(taints []corev1.Taint, runID string) []corev1.Taint {
-	return slices.DeleteFunc(slices.Clone(taints), func(t corev1.Taint) bool { return isGpuvetTaint(t, runID) })
-}
+func isGpuvetTaint(t corev1.Taint, runID string) bool { return noSchedule(TaintUnhealthy, runID)(t) }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {
@@ -340,13 +313,11 @@ func truncate(s string, n int) string {
 	return s + " …"
 }
 
-// ApplyVerdicts writes each vetted node's judged status onto it (fleet.Verdicter): fleet.Execute
-// calls it once the merged summary is judged (node to node, gates, baseline), so a node's label is
-// its final status, not its in-pod one. Skipped nodes are not in s.Hosts and get nothing. Every
-// node is tried; the error names those that could not be written. A circuit breaker bounds the
-// quarantines (kubernetes.max_unhealthy): past it the rest are recorded as what would have been
-// done, and the run fails. A dry run writes nothing and records every action it would take.
-// Each node's actions are recorded in the summary (fleet.node_actions).
+// ApplyVerdicts writes each vetted node's judged status onto it (fleet.Verdicter), once the merged
+// summary is judged, so a label is the node's final status, not its in-pod one. Every node is
+// tried; the error names those that could not be written. A circuit breaker bounds the quarantines
+// (kubernetes.max_unhealthy): past it the rest are recorded as what would have been done, and the
+// run fails. A dry run writes nothing. Each node's actions go into fleet.node_actions.
 func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	v := f.Verdicts
 	if f.run == nil || !v.any() {
@@ -458,15 +429,10 @@ func (nv *nodeVerdict) write(ctx context.Context, cs kubernetes.Interface, v Ver
 	}
 	nv.written = true
 	allow := func(string) bool { return nv.allowed }
-	alone, vd, err := gpusAlone(ctx, cs, &nv.h, nv.node, nv.vd, v, allow)
-	var wide errNodeWide
-	if errors.As(err, &wide) { // told after what the node got, not an error of the run
-		err = nil
-	}
-	c, nerr := applyVerdict(ctx, cs, nv.h.Name, nv.node, vd, v, allow)
-	nv.c, nv.err = c, errors.Join(err, nerr)
-	nv.did = append(alone, c.did...)
-	if wide.why != "" {
-		nv.did = append(nv.did, "the whole node, not its GPUs alone: "+wide.why)
+	alone, vd, wide := gpusAlone(ctx, cs, &nv.h, nv.node, nv.vd, v, allow)
+	nv.c, nv.err = applyVerdict(ctx, cs, nv.h.Name, nv.node, vd, v, allow)
+	nv.did = append(alone, nv.c.did...)
+	if wide != "" { // told after what the node got, not an error of the run
+		nv.did = append(nv.did, "the whole node, not its GPUs alone: "+wide)
 	}
 }
