@@ -34,31 +34,26 @@ type Options struct {
 	Image       string // gpuvet's own image (--image)
 	EngineImage string // engine image; "" the kind's default (vllm/vllm-openai:<engine.version>)
 	Selection   Selection
-	// PriorityClass is the PriorityClass of every pod the run creates (kubernetes.priority_class):
-	// a low one lets the cluster's real work preempt a vetting run. "": the cluster's default.
+	// PriorityClass of every pod the run creates (kubernetes.priority_class; "": the cluster's
+	// default): a low one lets the cluster's real work preempt a vetting run.
 	PriorityClass string
-	ParallelNodes int  // how many nodes run at once (--parallel-nodes)
-	KeepOnFailure bool // keep the namespace of a failed run, for a post-mortem (--keep-on-failure)
-	// CacheSize is the model-cache PVC size ("off": no cache PVC); CacheAccess its access mode
-	// (model_cache.access_mode: auto, ReadWriteOnce, ReadWriteMany).
-	CacheSize    string
-	CacheAccess  string
-	StorageClass string // "" the cluster's default StorageClass
-	// CacheNamespace keeps the cache PVCs beyond the run (kubernetes.cache_namespace); "": the run's
-	// own namespace (the cache goes with it).
-	CacheNamespace string
-	// CacheNamespaceAllowExisting lets the cache into a CacheNamespace gpuvet did not create
-	// (kubernetes.cache_namespace_allow_existing).
+	ParallelNodes int    // how many nodes run at once (--parallel-nodes)
+	KeepOnFailure bool   // keep the namespace of a failed run, for a post-mortem (--keep-on-failure)
+	CacheSize     string // model-cache PVC size ("off": none)
+	CacheAccess   string // model_cache.access_mode: auto, ReadWriteOnce, ReadWriteMany
+	StorageClass  string // "" the cluster's default StorageClass
+	// CacheNamespace keeps the cache PVCs beyond the run (kubernetes.cache_namespace; "": the run's
+	// namespace, the cache goes with it); CacheNamespaceAllowExisting lets the cache into one gpuvet
+	// did not create (kubernetes.cache_namespace_allow_existing).
+	CacheNamespace              string
 	CacheNamespaceAllowExisting bool
-	// HubEndpoint is the hub the populate Jobs download from (model_cache.endpoint); "": $HF_ENDPOINT
-	// where gpuvet runs, else the public hub.
-	HubEndpoint string
-	// CacheOwnerInit: the populate Job's root init container that chowns the volume's root
-	// (kubernetes.cache_owner_init).
-	CacheOwnerInit bool
+	// HubEndpoint is the hub the populate Jobs download from (model_cache.endpoint; "": $HF_ENDPOINT
+	// where gpuvet runs, else the public hub).
+	HubEndpoint    string
+	CacheOwnerInit bool // a root init container chowns the cache volume (kubernetes.cache_owner_init)
 	Dynamo         bool // serve each model through a DynamoGraphDeployment instead of engine Pods
-	// DynamoService sends the Dynamo load to the frontend Service's ClusterIP (kube-proxy) instead
-	// of a Ready pod behind it (kubernetes.dynamo_target service).
+	// DynamoService sends the Dynamo load to the frontend Service's ClusterIP instead of a Ready pod
+	// behind it (kubernetes.dynamo_target service).
 	DynamoService bool
 	HealthArgs    []string      // extra arguments for `gpuvet health` in each node's health Job
 	JobTimeout    time.Duration // bounds each gpuvet Job (cache populate, health, load)
@@ -98,8 +93,8 @@ type Run struct {
 	extraModels []string // models only an accelerators entry serves, numbered after the plan's (modelIndex)
 }
 
-// Prepare does everything that creates nothing: it checks access, chooses the nodes and finds the
-// StorageClass. Its errors are the user's to fix (exit 2).
+// Prepare checks access, chooses the nodes and finds the StorageClass, creating nothing. Its errors
+// are the user's to fix (exit 2).
 func Prepare(ctx context.Context, cl *Cluster, cfg config.Config, opt Options) (*Run, error) {
 	if opt.Image == "" {
 		return nil, errors.New("kubernetes.image (--image): gpuvet's own image is required for the in-cluster Jobs (build it with `ko build ./cmd/gpuvet`, see docs/kubernetes.md)")
@@ -163,8 +158,8 @@ func (r *Run) Skipped() []results.SkippedHost { return r.skipped }
 // keptCache tells whether the cache outlives the run, in a namespace of its own.
 func (r *Run) keptCache() bool { return r.cacheNS != r.ns }
 
-// podName names an object of the pod namespace: in a kept cache's namespace, which several runs
-// share, it carries the run id's random part, so no two runs' names meet.
+// podName names an object of the pod namespace: in a kept cache's, which runs share, it carries the
+// run id's random part.
 func (r *Run) podName(parts ...string) string {
 	if r.keptCache() {
 		_, tag, _ := strings.Cut(r.opt.RunID, "-")
@@ -183,8 +178,8 @@ func (r *Run) progress(format string, a ...any) {
 	}
 }
 
-// begin creates what the run's nodes share, once, before the first node's provision: the run's
-// namespace, the kept cache's, and the hub-token Secret. An error fails every node's provision.
+// begin creates, once, what the run's nodes share: the run's namespace, the kept cache's, and the
+// hub-token Secret. An error fails every node's provision.
 func (r *Run) begin(ctx context.Context) error {
 	r.started.Do(func() { r.startErr = r.create(ctx) })
 	return r.startErr
@@ -212,21 +207,13 @@ func (r *Run) create(ctx context.Context) error {
 	return nil
 }
 
-// Close deletes the namespace once every node is done, whatever happened (unless KeepOnFailure and
-// something failed), and waits until it is gone: fleet.Execute calls it (fleet.Closer).
+// Close deletes the namespace once every node is done (unless KeepOnFailure and something failed)
+// and waits until it is gone (fleet.Closer).
 func (r *Run) Close(ctx context.Context, outs []fleet.Outcome) error {
 	if !r.nsCreated {
 		return nil
 	}
-	failed := ctx.Err() != nil
-	for _, o := range outs {
-		failed = failed || o.Err != nil
-	}
-	return r.teardown(ctx, failed)
-}
-
-// teardown deletes the namespace and waits until it is gone (or keeps it on failure when asked).
-func (r *Run) teardown(ctx context.Context, failed bool) error {
+	failed := ctx.Err() != nil || slices.ContainsFunc(outs, func(o fleet.Outcome) bool { return o.Err != nil })
 	if failed && r.opt.KeepOnFailure {
 		r.progress("keeping namespace %s for a post-mortem (--keep-on-failure); remove it with `gpuvet clean --run %s`", r.ns, r.opt.RunID)
 		return nil
@@ -254,17 +241,13 @@ func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, name string) 
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	for {
+	if over, _ := pollUntil(ctx, func() (bool, error) {
 		_, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("still terminating after the wait (%v)", ctx.Err())
-		case <-time.After(pollEvery):
-		}
+		return apierrors.IsNotFound(err), nil
+	}); over {
+		return fmt.Errorf("still terminating after the wait (%v)", ctx.Err())
 	}
+	return nil
 }
 
 // tokenSecret is the run's hub-token Secret ("": the run passes no token).
@@ -275,8 +258,7 @@ func (r *Run) tokenSecret() string {
 	return tokenSecret(r.opt.RunID)
 }
 
-// createTokenSecret makes the hub-token Secret where the populate Jobs run (the cache namespace
-// when the cache is kept: one Secret per run there, removed with the run).
+// createTokenSecret makes the hub-token Secret where the populate Jobs run (podNS).
 func (r *Run) createTokenSecret(ctx context.Context) error {
 	name := r.tokenSecret()
 	o := fleet.Object{Kind: "Secret", Namespace: r.podNS(), Name: name}
@@ -292,7 +274,7 @@ func (r *Run) createTokenSecret(ctx context.Context) error {
 }
 
 // nodeHost is one GPU node as a fleet host: Provision makes its model cache, Run runs the host
-// pipeline with Kubernetes phases (node.go), Cleanup removes its pods and Jobs.
+// pipeline (node.go), Cleanup removes its pods and Jobs.
 type nodeHost struct {
 	r     *Run
 	node  Node
@@ -319,12 +301,11 @@ func (h *nodeHost) Provision(ctx context.Context) error {
 	return h.provisionCache(ctx)
 }
 
-// runHealth is the node's health phase: `gpuvet health` in a pod holding all the node's free GPUs,
-// with the node's resolved settings cfg (healthJob). A failure is the health phase's result, not
-// the host's end.
+// runHealth is the node's health phase: the health Job with the node's settings cfg. A failure is
+// the health phase's result, not the host's end.
 func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.Health {
-	// A Job that gave no result is the infrastructure's (the cluster, the image, the plan): what
-	// the GPUs did is then not proven, and the judge leaves them inconclusive (ErrorLayer).
+	// A Job that gave no result is the infrastructure's: the GPUs are not proven, so the judge
+	// leaves them inconclusive (ErrorLayer).
 	infra := func(msg string) *results.Health {
 		return &results.Health{Source: "kubernetes", Status: results.StatusFailed, Error: msg, ErrorLayer: results.LayerInfra}
 	}
@@ -347,10 +328,9 @@ func (h *nodeHost) runHealth(ctx context.Context, cfg config.Config) *results.He
 	return &hr
 }
 
-// healthJob is the node's health Job: `gpuvet health -c` with the node's resolved plan (nodePlan:
-// the health section, reference_floors and the keys the health phase reads, as cfg has them), the
-// expected GPU count (the node's free GPUs), then kubernetes.health_args, which win (a flag beats
-// the plan in `gpuvet health`).
+// healthJob is the node's health Job: `gpuvet health` in a pod holding the node's free GPUs, with
+// the node's plan (nodePlan), the expected GPU count, then kubernetes.health_args, which win (a
+// flag beats the plan).
 func (h *nodeHost) healthJob(cfg config.Config) (*batchv1.Job, error) {
 	r := h.r
 	plan, err := r.nodePlan(settingsOf(cfg))
@@ -364,9 +344,8 @@ func (h *nodeHost) healthJob(cfg config.Config) (*batchv1.Job, error) {
 	return gpuvetJob(r.opt.RunID, dnsName("health", strconv.Itoa(h.index)), RoleHealth, h.node.Name, r.opt.Image, args, h.node.Free, r.opt.Selection.Tolerations), nil
 }
 
-// nodeSettings are what a node's Job plan takes from the node's resolved settings (the pipeline's
-// cfg: its GPU's accelerators entry, the node's run.parallel_gpus, a Dynamo frontend's
-// concurrency); the rest is the run's plan.
+// nodeSettings are what a node's Job plan takes from the pipeline's cfg (its GPU's accelerators
+// entry, the node's run.parallel_gpus, a Dynamo frontend's concurrency); the rest is the run's plan.
 type nodeSettings struct {
 	Load         config.LoadProfile
 	Health       config.Health
@@ -379,9 +358,9 @@ func settingsOf(cfg config.Config) nodeSettings {
 	return nodeSettings{Load: cfg.Load, Health: cfg.Health, ParallelGPUs: cfg.Run.ParallelGPUs, History: cfg.History.Enabled}
 }
 
-// nodePlan is the plan a node's Job runs with, as base64 YAML: the run's plan with s in place of
-// the plan's values. The pod gets this one plan and no --set: it resolves nothing again. Nodes
-// alike share one (a plan is about 6 ms to build and check; a run has one Job per engine).
+// nodePlan is the plan a node's Job runs with, as base64 YAML: the run's plan with s in place. The
+// pod resolves nothing again. Nodes alike share one (a plan is about 6 ms to build and check; a
+// run has one Job per engine).
 func (r *Run) nodePlan(s nodeSettings) (string, error) {
 	key, err := json.Marshal(s)
 	if err != nil {
@@ -405,8 +384,8 @@ func (r *Run) nodePlan(s nodeSettings) (string, error) {
 	return r.plans[string(key)], nil
 }
 
-// runJob records and creates a gpuvet Job in namespace ns, waits for it, and returns the result it
-// emitted (nil when it emitted none; the error then says why); a populate Job's whole log.
+// runJob records and creates a gpuvet Job in ns, waits for it, and returns the result it emitted
+// (nil when none; the error then says why), or a populate Job's whole log.
 func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byte, error) {
 	r := h.r
 	if err := h.record("Job", ns, j.Name); err != nil {
@@ -437,9 +416,8 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byt
 	return res, err
 }
 
-// skewHint says what a Job's log shows when the gpuvet in its image refused the plan this gpuvet
-// sent for a key it does not know: most likely an image of an older release ("" otherwise). The
-// Job's own error names the key; this names the cause and the fix.
+// skewHint names the likely cause and fix when the gpuvet in a Job's image refused a key of the
+// plan ("" otherwise); the Job's own error names the key.
 func skewHint(log []byte) string {
 	if !bytes.Contains(log, []byte(": unknown key")) {
 		return ""

@@ -16,13 +16,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/config"
 )
 
-// Clean deletes every namespace a gpuvet run left (all runs, or only runID), finding them by the
-// run label rather than by name, and what those runs left in the kept cache's namespaces (their
-// pods, Jobs, Secrets), and waits until each is gone. With cache, it also deletes the cache
-// namespaces themselves (their PVCs: the next run downloads again). cacheNS is the configured
-// kubernetes.cache_namespace ("" none): one gpuvet did not create (cache_namespace_allow_existing)
-// carries no cache label, so it is named here to have the runs' objects in it deleted; the
-// namespace itself stays. It returns what it deleted.
+// Clean deletes every namespace a gpuvet run left (all runs, or only runID), found by the run label,
+// and what those runs left in the kept cache's namespaces, and waits until each is gone. With
+// cache, it also deletes the cache namespaces (their PVCs with them). cacheNS is
+// kubernetes.cache_namespace ("" none): one gpuvet did not create carries no cache label, so it is
+// named to have the runs' objects in it deleted; it stays. It returns what it deleted.
 func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time.Duration, cacheNS string) ([]string, error) {
 	cs := cl.Client
 	nss, err := namespacesBy(ctx, cs, runSelectors(runID)...)
@@ -62,9 +60,9 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 	return done, nil
 }
 
-// DeleteRunObjects deletes what a run (every gpuvet run when runID is "") put in a namespace it
-// does not own (the kept cache's): its Jobs, pods, Secrets and Dynamo deployments, found by the run
-// label, and waits until its pods are gone (their GPUs free again). The PVCs stay.
+// DeleteRunObjects deletes what a run (every run when runID is "") put in a namespace it does not
+// own (the kept cache's): its Jobs, pods, Secrets and Dynamo deployments, by the run label, and
+// waits until its pods are gone (their GPUs free). The PVCs stay.
 func DeleteRunObjects(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, ns, runID string) error {
 	sels := runSelectors(runID)
 	bg := metav1.DeletePropagationBackground
@@ -85,41 +83,37 @@ func DeleteRunObjects(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	for {
-		var left []string
+	var left []string
+	over, err := pollUntil(ctx, func() (bool, error) {
+		left = nil
 		for _, sel := range sels {
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 			if err != nil {
-				return ignoreNotFound(err)
+				return true, ignoreNotFound(err)
 			}
 			for _, p := range pods.Items {
 				left = append(left, p.Name)
 			}
 		}
-		if len(left) == 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d pod(s) still there after the wait (first: %s)", len(left), left[0])
-		case <-time.After(pollEvery):
-		}
+		return len(left) == 0, nil
+	})
+	if over {
+		return fmt.Errorf("%d pod(s) still there after the wait (first: %s)", len(left), left[0])
 	}
+	return err
 }
 
-// legacyDomain is the label domain of a run's own objects before 2026-12 (now Domain). A run or a
-// kept model cache that such a gpuvet left carries legacyRun and legacyCache instead of LabelRun
-// and LabelCache, so `gpuvet clean` selects by both: drop them once no cluster can hold such
-// leftovers (the cache namespace is kept across runs, so it can for long).
+// legacyDomain is the label domain before 2026-12 (now Domain): what such a gpuvet left carries
+// legacyRun and legacyCache, so `gpuvet clean` selects by both. Drop them once no cluster can hold
+// such leftovers (a kept cache namespace can, for long).
 const (
 	legacyDomain = "gpuvet.dev/"
 	legacyRun    = legacyDomain + "run-id"
 	legacyCache  = legacyDomain + "model-cache"
 )
 
-// runSelectors are the label selectors of what a run left (every run's with runID ""): gpuvet's
-// managed-by label (on every object of every version), with the run's id under LabelRun or, from
-// an older gpuvet, legacyRun.
+// runSelectors select what a run left (every run's with runID ""): gpuvet's managed-by label, with
+// the run's id under LabelRun or legacyRun.
 func runSelectors(runID string) []string {
 	own := LabelManagedBy + "=" + ManagedBy
 	if runID == "" {
@@ -146,7 +140,6 @@ func namespacesBy(ctx context.Context, cs kubernetes.Interface, selectors ...str
 }
 
 // CacheNamespaces are the namespaces that keep gpuvet's model cache (kubernetes.cache_namespace).
-// An older gpuvet's kept cache carries legacyCache.
 func CacheNamespaces(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	out, err := namespacesBy(ctx, cs, LabelCache+"=true", legacyCache+"=true")
 	if err != nil {

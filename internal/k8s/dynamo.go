@@ -28,11 +28,10 @@ import (
 )
 
 // With kubernetes.dynamo, each node serves a model through a DynamoGraphDeployment (NVIDIA Dynamo's
-// operator), shaped as aicr's inference check deploys it: one Frontend and one VllmDecodeWorker per
-// GPU (or per engine.tp GPUs), every pod pinned to the node, the workers on the model cache
-// read-only. Once the operator reports every component Ready and a real completion came through
-// the frontend, the load Job runs against a Ready frontend pod's address (frontendURL). It goes
-// through the dynamic client (unstructured objects): no Dynamo Go module.
+// operator), as aicr's inference check deploys it: one Frontend and one VllmDecodeWorker per
+// engine.tp GPUs, pinned to the node, the workers on the model cache read-only. Once it is Ready
+// and a real completion came through the frontend, the load Job runs against it (frontendURL).
+// Unstructured objects through the dynamic client: no Dynamo Go module.
 
 // DynamoGVR is the DynamoGraphDeployment resource gpuvet creates (Dynamo ≥ 1.0 serves v1beta1).
 var DynamoGVR = schema.GroupVersionResource{Group: "nvidia.com", Version: "v1beta1", Resource: "dynamographdeployments"}
@@ -81,7 +80,7 @@ type DynamoSpec struct {
 	ExtraArgs                []string
 	Env                      map[string]string
 	CachePVC                 string
-	TokenSecret              string // HF_TOKEN from the run's Secret of that name ("": none)
+	TokenSecret              string // HF_TOKEN's Secret ("": none)
 	Tolerations              []corev1.Toleration
 }
 
@@ -172,76 +171,74 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	last := "not created yet"
-	for {
+	over, err := pollUntil(ctx, func() (bool, error) {
 		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
+			return false, fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
 		}
 		if err == nil {
 			var ok bool
 			if ok, last = dynamoReady(obj); ok {
-				return nil
+				return true, nil
 			}
 		}
 		pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
-		if err == nil {
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if pe := podProblem(p, tailLogs(ctx, r.cl.Client, r.podNS(), p.Name)); pe != nil {
-					return fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
-				}
+		for i := 0; err == nil && i < len(pods.Items); i++ {
+			p := &pods.Items[i]
+			if pe := podProblem(p, tailLogs(ctx, r.cl.Client, r.podNS(), p.Name)); pe != nil {
+				return false, fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
 			}
 		}
-		select {
-		case <-ctx.Done():
-			if err := interrupted(parent); err != nil {
-				return fmt.Errorf("DynamoGraphDeployment %s (%s): %w", name, last, err)
-			}
-			return fmt.Errorf("DynamoGraphDeployment %s not ready after %s: %s (raise engine.ready_timeout)", name, timeout, last)
-		case <-time.After(pollEvery):
-		}
+		return false, nil
+	})
+	if !over {
+		return err
 	}
+	if err := interrupted(parent); err != nil {
+		return fmt.Errorf("DynamoGraphDeployment %s (%s): %w", name, last, err)
+	}
+	return fmt.Errorf("DynamoGraphDeployment %s not ready after %s: %s (raise engine.ready_timeout)", name, timeout, last)
 }
 
-// frontendURL is the address of a Ready pod behind the deployment's frontend Service (its selector,
-// its target port), waited for a while: the Service may appear a moment after the operator reports
-// the deployment Ready. The load then runs against that pod address, as with engine pods, so it
-// needs no cluster DNS or Service proxy in its path.
+// frontendURL is the address of a Ready pod behind the deployment's frontend Service (or, with
+// DynamoService, the Service's), waited for: the Service may appear a moment after the deployment
+// is Ready. A pod address needs no cluster DNS or Service proxy in the load's path.
 func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Duration) (string, error) {
 	r := h.r
 	svcName := name + "-frontend"
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	last := "no such Service"
-	for {
+	last, url := "no such Service", ""
+	over, err := pollUntil(ctx, func() (bool, error) {
 		svc, err := r.cl.Client.CoreV1().Services(r.podNS()).Get(ctx, svcName, metav1.GetOptions{})
-		if err == nil {
-			last = "no Ready pod matches its selector"
-			if len(svc.Spec.Selector) == 0 {
-				return "", fmt.Errorf("frontend Service %s has no selector", svcName)
+		if err != nil {
+			if !apierrors.IsNotFound(err) && ctx.Err() == nil {
+				return false, fmt.Errorf("frontend Service %s: %v", svcName, err)
 			}
-			pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
-			if err == nil {
-				if u := frontendAddress(svc, pods.Items); u != "" {
-					if !r.opt.DynamoService {
-						return u, nil
-					}
-					return serviceAddress(svc)
-				}
-			}
-		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			return "", fmt.Errorf("frontend Service %s: %v", svcName, err)
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("frontend Service %s: %s after %s", svcName, last, wait)
-		case <-time.After(pollEvery):
+		last = "no Ready pod matches its selector"
+		if len(svc.Spec.Selector) == 0 {
+			return false, fmt.Errorf("frontend Service %s has no selector", svcName)
 		}
+		pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(svc.Spec.Selector).String()})
+		if err != nil {
+			return false, nil
+		}
+		if url = frontendAddress(svc, pods.Items); url != "" && r.opt.DynamoService {
+			url, err = serviceAddress(svc)
+			return true, err
+		}
+		return url != "", nil
+	})
+	if over {
+		return "", fmt.Errorf("frontend Service %s: %s after %s", svcName, last, wait)
 	}
+	return url, err
 }
 
-// serviceAddress is http://ClusterIP:port of the Service (its first port), for clients in pods:
-// kube-proxy forwards it to a Ready pod. No cluster DNS is needed: the load Job gets the address.
+// serviceAddress is http://ClusterIP:port of the Service (its first port): kube-proxy forwards it
+// to a Ready pod, no cluster DNS needed.
 func serviceAddress(svc *corev1.Service) (string, error) {
 	ip := svc.Spec.ClusterIP
 	if ip == "" || ip == corev1.ClusterIPNone || len(svc.Spec.Ports) == 0 {
@@ -292,18 +289,16 @@ func (h *nodeHost) deleteDynamo(ctx context.Context, name string) {
 		h.say("deleting DynamoGraphDeployment %s: %v (the namespace goes at the end)", name, err)
 		return
 	}
-	for ctx.Err() == nil {
-		if _, err := res.Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			r.man.Deleted(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.podNS(), Name: name, Host: h.node.Name})
-			return
-		}
-		time.Sleep(pollEvery)
+	if over, _ := pollUntil(ctx, func() (bool, error) {
+		_, err := res.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); !over {
+		r.man.Deleted(fleet.Object{Kind: "DynamoGraphDeployment", Namespace: r.podNS(), Name: name, Host: h.node.Name})
 	}
 }
 
 // dynamoBackend serves the node through one DynamoGraphDeployment per model over its GPUs: one
-// slot, one endpoint (the frontend), loaded at load.concurrency × GPUs (aicr's per-GPU concurrency
-// on the whole node). The load Jobs and the rest are the node pipeline's.
+// slot, one endpoint (the frontend), loaded at load.concurrency × GPUs (aicr's per-GPU concurrency).
 type dynamoBackend struct{ *nodePipeline }
 
 // Group makes the node's GPUs one slot: the deployment's workers (one per tp GPUs) share a frontend.
@@ -319,8 +314,8 @@ func (d dynamoBackend) Group(gpus []results.GPUInfo, tp int) ([]pipeline.Slot, s
 	return []pipeline.Slot{one}, note
 }
 
-// Serve creates the model's DynamoGraphDeployment, waits until the operator reports it ready and a
-// completion Job on the node got a real completion through its frontend. Stop deletes it.
+// Serve creates the model's DynamoGraphDeployment and waits until it is ready and a completion Job
+// on the node got a real completion through its frontend. Stop deletes it.
 func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model string, cfg config.Config, _ string) (*pipeline.Served, error) {
 	h := d.h
 	r := h.r

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,26 +13,37 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// pollEvery is how often what is still polled (a namespace or pod being deleted) is looked at;
-// the waits for pods and Jobs are driven by watches (watch.go) and derive their few look-ups'
-// pacing from it.
+// pollEvery is how often what is still polled (a namespace or pod being deleted) is looked at; the
+// watched waits (watch.go) derive their few look-ups' pacing from it.
 var pollEvery = 500 * time.Millisecond
+
+// pollUntil calls check every pollEvery until it is done or fails (its error), or ctx ends (over).
+func pollUntil(ctx context.Context, check func() (bool, error)) (over bool, err error) {
+	for {
+		if done, err := check(); done || err != nil {
+			return false, err
+		}
+		select {
+		case <-ctx.Done():
+			return true, nil
+		case <-time.After(pollEvery):
+		}
+	}
+}
 
 // PodError is a pod that cannot start or run, with the reason Kubernetes gave.
 type PodError struct {
-	Pod    string
-	Reason string // Unschedulable, ErrImagePull, ImagePullBackOff, CrashLoopBackOff, OOMKilled, Failed
-	Detail string
-	// Disrupted: Kubernetes stopped the pod for a reason of its own (Reason is the
-	// DisruptionTarget condition's: PreemptionByScheduler, EvictionByEvictionAPI, …).
-	Disrupted bool
+	Pod       string
+	Reason    string // Unschedulable, ErrImagePull, ImagePullBackOff, CrashLoopBackOff, OOMKilled, Failed
+	Detail    string
+	Disrupted bool // Kubernetes stopped the pod (Reason is the DisruptionTarget condition's)
 }
 
 func (e *PodError) Error() string { return fmt.Sprintf("pod %s: %s: %s", e.Pod, e.Reason, e.Detail) }
 
 // Disruption is what stopped the pod when Kubernetes took it for something outside the hardware
-// (preempted, evicted, its node drained): the work it ran is inconclusive, not failed
-// (results.Disrupted). "" for every other problem.
+// (preempted, evicted, drained): its work is inconclusive, not failed (results.Disrupted). "" for
+// every other problem.
 func (e *PodError) Disruption() string {
 	if !e.Disrupted {
 		return ""
@@ -43,8 +55,7 @@ func (e *PodError) Disruption() string {
 	return fmt.Sprintf("pod %s %s (%s)", e.Pod, words, strings.TrimSpace(e.Detail))
 }
 
-// disruptionWords say what each DisruptionTarget reason did to a pod, in the words of the
-// condition's documentation.
+// disruptionWords say what each DisruptionTarget reason did to a pod.
 var disruptionWords = map[string]string{
 	"PreemptionByScheduler":  "preempted by the scheduler for higher-priority work (kubernetes.priority_class)",
 	"EvictionByEvictionAPI":  "evicted (a drain or a disruption budget's eviction)",
@@ -54,8 +65,7 @@ var disruptionWords = map[string]string{
 	"Deleted":                "deleted by someone or something else",
 }
 
-// disruption is the pod's DisruptionTarget condition as a problem (nil when it has none): set by
-// Kubernetes before it stops a pod for a reason of its own.
+// disruption is the pod's DisruptionTarget condition as a problem (nil when it has none).
 func disruption(p *corev1.Pod) *PodError {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
@@ -70,9 +80,8 @@ var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": tru
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true, "RunContainerError": true}
 
 // volumeBinding tells a scheduler message about a volume still binding ("unbound immediate
-// PersistentVolumeClaims", a claim "bound to non-existent persistentvolume" while the scheduler's view
-// of a fresh volume catches up) from one that will not fix itself: it passes once the volume binds, so
-// it is not a verdict (a volume that never binds ends at the readiness timeout, with its reason).
+// PersistentVolumeClaims", "bound to non-existent persistentvolume" while the scheduler catches up)
+// from one that will not fix itself: it is no verdict (one that never binds ends at the timeout).
 func volumeBinding(msg string) bool {
 	return strings.Contains(strings.ToLower(msg), "persistentvolume")
 }
@@ -90,7 +99,9 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 		}
 	}
 	// Init containers first: a pod whose init container fails never starts its containers.
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+	inits := len(p.Status.InitContainerStatuses)
+	all := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, cs := range all {
 		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
 			if t != nil && t.Reason == "OOMKilled" {
 				return &PodError{Pod: p.Name, Reason: "OOMKilled", Detail: fmt.Sprintf("container %s was killed for memory (exit %d): raise its memory limit or lower the model's footprint", cs.Name, t.ExitCode)}
@@ -114,19 +125,18 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 	}
 	if p.Status.Phase == corev1.PodFailed {
 		d := p.Status.Message
-		for _, cs := range p.Status.InitContainerStatuses {
+		for i, cs := range all {
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				d = strings.TrimSpace(fmt.Sprintf("%s init container %s exit %d (%s)", d, cs.Name, t.ExitCode, t.Reason))
-				if logs != nil { // its containers never ran: the init container's log is the only one
+				what := "container"
+				if i < inits {
+					what = "init container"
+				}
+				d = strings.TrimSpace(fmt.Sprintf("%s %s %s exit %d (%s)", d, what, cs.Name, t.ExitCode, t.Reason))
+				if i < inits && logs != nil { // its containers never ran: its log is the only one
 					if l := logs(cs.Name, false); l != "" {
 						d += "; its last log lines:\n" + l
 					}
 				}
-			}
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				d = strings.TrimSpace(fmt.Sprintf("%s container %s exit %d (%s)", d, cs.Name, t.ExitCode, t.Reason))
 			}
 		}
 		return &PodError{Pod: p.Name, Reason: "Failed", Detail: d}
@@ -169,8 +179,7 @@ func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod string) func
 }
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
-// problem (unschedulable, image pull, crash loop with its last log lines, OOMKilled). It reads the
-// pods from the namespace's shared informer (watch.go): no request per pod and poll.
+// problem (podProblem). It reads the pods from the namespace's shared informer (watch.go).
 func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
@@ -222,8 +231,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	}
 }
 
-// WaitPodsGone waits until none of the named pods (deleted, and seen by the namespace's watch
-// before) is left, reading them from the namespace's shared informer instead of asking for each.
+// WaitPodsGone waits until none of the named (deleted) pods is left in the namespace's informer.
 func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names []string) error {
 	w, release := watchNamespace(cs, ns)
 	defer release()
@@ -265,9 +273,8 @@ func podAddress(ctx context.Context, cs kubernetes.Interface, ns, name string) (
 	return p.Status.PodIP, nil
 }
 
-// podGone is the error of a pod the watch does not hold: one it held before was deleted; one it
-// never held is asked for once, a while after the wait began (it may be on its way), so a pod
-// that was never there fails as a Get would have.
+// podGone is the error of a pod the watch does not hold: one it held was deleted; one it never held
+// is asked for once, a while after the wait began, so a pod never there fails as a Get would.
 func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasSeen bool, asked map[string]bool, start time.Time) error {
 	if wasSeen {
 		return &PodError{Pod: name, Reason: "Deleted", Detail: "while gpuvet waited for it", Disrupted: true}
@@ -282,9 +289,8 @@ func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasS
 	return nil
 }
 
-// WaitJob waits for a Job to finish and returns its pod's log. A Job whose pod cannot start fails
-// at once with the reason; a failed Job returns its log with the error. The Job and its pod come
-// from the namespace's shared informers (watch.go); only the log is read from the API.
+// WaitJob waits for a Job to finish and returns its pod's log (with the error of a failed Job). A
+// Job whose pod cannot start fails at once. Only the log is read from the API; the rest is watched.
 func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
@@ -304,8 +310,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				return nil, fmt.Errorf("job %s: deleted while gpuvet waited for it", name)
 			}
 			pods := w.jobPods(name)
-			// The Job controller keeps trying a pod the API refuses: its events say why (watched,
-			// from the first Job of the namespace whose pod is slow to come).
+			// The Job controller keeps trying a pod the API refuses: its events say why.
 			if len(pods) == 0 && time.Since(start) >= 4*pollEvery {
 				if refused := w.refused(cs, ns, name); refused != "" {
 					return nil, fmt.Errorf("job %s: its pod cannot be created: %s", name, refused)
@@ -338,9 +343,8 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	}
 }
 
-// jobOutcome reads a Job's end from its pod: final once the wait is over (the log and error are
-// the Job's); not final with an error for a transient one (read again later), without one while
-// the Job still runs.
+// jobOutcome reads a Job's end from its pod: final once the wait is over; not final with a
+// transient error (read again later), or without one while the Job still runs.
 func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod) ([]byte, bool, error) {
 	done := ""
 	if j != nil {
@@ -375,8 +379,8 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 	return nil, false, nil
 }
 
-// interrupted is the run's own end (Ctrl-C, SIGTERM, a failing sibling) as an error, or nil when only
-// a wait's timeout passed: a wait cut short by the run must not claim that its timeout was reached.
+// interrupted is the run's own end (Ctrl-C, a failing sibling) as an error, nil when only a wait's
+// timeout passed: a wait cut short by the run must not claim its timeout was reached.
 func interrupted(parent context.Context) error {
 	if parent.Err() == nil {
 		return nil
