@@ -19,15 +19,13 @@ import (
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 )
 
-// The model cache, as aicr's inference check does it: a PVC on the chosen StorageClass, filled once
-// by a populate Job per model (`gpuvet cache pull`), mounted read-only by the engines. One
-// ReadWriteMany PVC serves every node when the StorageClass can share a volume between nodes;
-// otherwise each node gets its own ReadWriteOnce PVC and populate Jobs.
+// The model cache, as aicr's inference check does it: a PVC filled once by a populate Job per model
+// (`gpuvet cache pull`), mounted read-only by the engines: one ReadWriteMany PVC for every node
+// where the StorageClass can share a volume, else a ReadWriteOnce PVC per node.
 //
-// Kubernetes has no field saying a StorageClass supports ReadWriteMany (a PVC asking for it just
-// stays Pending where it cannot), so model_cache.access_mode auto decides from the provisioner:
-// ReadWriteMany for the file-system provisioners listed here, known to share volumes between nodes,
-// ReadWriteOnce for any other. A site whose provisioner is not listed sets ReadWriteMany itself.
+// No field says a StorageClass supports ReadWriteMany (a PVC asking for it just stays Pending), so
+// model_cache.access_mode auto decides from the provisioner: ReadWriteMany for those listed here,
+// ReadWriteOnce for any other (a site whose provisioner is not listed sets ReadWriteMany itself).
 
 // rwxProvisioners are provisioners known to support ReadWriteMany on any of their classes.
 var rwxProvisioners = map[string]string{
@@ -64,7 +62,7 @@ func knownRWX(provisioner string) string {
 }
 
 // chooseAccess decides the cache PVC's access mode from model_cache.access_mode and the class, and
-// says why (the run prints it and records it on each host).
+// says why.
 func chooseAccess(mode string, sc *storagev1.StorageClass, nodes int) (corev1.PersistentVolumeAccessMode, string) {
 	what := fmt.Sprintf("StorageClass %s (provisioner %s)", sc.Name, sc.Provisioner)
 	fam := knownRWX(sc.Provisioner)
@@ -83,8 +81,7 @@ func chooseAccess(mode string, sc *storagev1.StorageClass, nodes int) (corev1.Pe
 	return corev1.ReadWriteOnce, fmt.Sprintf("ReadWriteOnce, one PVC per node (model_cache.access_mode auto): %s is not known to support ReadWriteMany; set model_cache.access_mode ReadWriteMany if it does", what)
 }
 
-// storageClass is the named class, or the cluster's default one; none is an error naming the
-// settings (before anything is created).
+// storageClass is the named class, or the cluster's default one; none is an error naming the settings.
 func (r *Run) storageClass(ctx context.Context) (*storagev1.StorageClass, error) {
 	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -116,8 +113,8 @@ func classNames(l []storagev1.StorageClass) string {
 	return cmp.Or(strings.Join(n, ", "), "none")
 }
 
-// sharedCache is the one ReadWriteMany cache of a run: the first node to need it creates and fills
-// it, the others wait for that and share its outcome.
+// sharedCache is a run's one ReadWriteMany cache: the first node to need it fills it, the others
+// share its outcome.
 type sharedCache struct {
 	once sync.Once
 	err  error
@@ -126,8 +123,8 @@ type sharedCache struct {
 // CacheNote says which model cache the run uses and why ("" when it has none).
 func (r *Run) CacheNote() string { return r.cacheNote }
 
-// provisionCache gives the node its model cache: the run's shared ReadWriteMany PVC (created and
-// filled once), or its own ReadWriteOnce PVC filled by its own populate Jobs.
+// provisionCache gives the node its model cache: the run's shared ReadWriteMany PVC (filled once),
+// or its own ReadWriteOnce PVC.
 func (h *nodeHost) provisionCache(ctx context.Context) error {
 	r := h.r
 	if r.access == corev1.ReadWriteMany {
@@ -146,12 +143,9 @@ func (h *nodeHost) provisionCache(ctx context.Context) error {
 	return nil
 }
 
-// fillCache creates a cache PVC and runs a populate Job per model into it, on node (any node
-// when "": a ReadWriteMany volume mounts everywhere).
-//
-// A kept cache (kubernetes.cache_namespace) is reused as it is: a PVC already there keeps its
-// size and class, and each populate Job finds the files it already holds (`gpuvet cache pull`
-// checks them against the hub's listing and downloads only what is missing).
+// fillCache creates a cache PVC and runs a populate Job per model into it, on node (any node when
+// ""). A kept cache is reused as it is: its PVC keeps its size and class, and `gpuvet cache pull`
+// downloads only what it is missing.
 func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 	r := h.r
 	if err := h.ensurePVC(ctx, name, node); err != nil {
@@ -176,8 +170,8 @@ func (h *nodeHost) fillCache(ctx context.Context, name, node string) error {
 	return nil
 }
 
-// populateHint adds what to do to a populate Job that could not write its volume: `gpuvet cache
-// pull`'s own hint (--cache-dir) is not something a Kubernetes user can set for that Job.
+// populateHint adds what to do to a populate Job that could not write its volume (`gpuvet cache
+// pull`'s own hint, --cache-dir, is not the user's to set for that Job).
 func populateHint(err error, ownerInit bool) error {
 	if ownerInit && strings.Contains(err.Error(), "its pod cannot be created") {
 		return fmt.Errorf("%v\nthe populate Job's init container runs as root with CAP_CHOWN and CAP_FOWNER (it hands a fresh volume's root to uid %d); "+
@@ -194,8 +188,7 @@ func populateHint(err error, ownerInit bool) error {
 	return fmt.Errorf("%v\nthe cache volume's root is not writable by uid %d, the user the populate Job runs as; %s (docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser, fix)
 }
 
-// ensurePVC creates the cache PVC, or finds it (a kept cache, or the shared one): a kept PVC is
-// not recorded in the run's manifest, since it outlives the run.
+// ensurePVC creates the cache PVC, or finds a kept one (not in the run's manifest: it outlives the run).
 func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
 	r := h.r
 	pvcs := r.cl.Client.CoreV1().PersistentVolumeClaims(r.cacheNS)

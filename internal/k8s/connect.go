@@ -1,11 +1,9 @@
 // Package k8s is the Kubernetes backend: it vets a cluster's GPU nodes in place through the API
 // (client-go). Per run: check access, choose the GPU nodes, create a namespace labelled with the run
-// id, a model cache (one shared ReadWriteMany PVC, or one ReadWriteOnce PVC per node) with populate
-// Jobs, a health Job per node, one engine Pod per GPU (or tp GPUs) pinned to its node (or a
-// DynamoGraphDeployment), and one load Job per engine running gpuvet next to the GPU; results come
-// back from the Jobs' logs between markers. The namespace is deleted at the end and waited for.
-// Every object is in the run manifest before it is created, so `gpuvet clean` can remove what a
-// killed run left.
+// id, a model cache with populate Jobs, a health Job per node, engine Pods pinned to their node (or
+// a DynamoGraphDeployment), and a load Job per engine next to the GPU; results come back from the
+// Jobs' logs between markers. The namespace is deleted at the end and waited for. Every object is
+// in the run manifest before it is created, so `gpuvet clean` can remove what a killed run left.
 package k8s
 
 import (
@@ -25,14 +23,12 @@ import (
 
 // Cluster is a connected API client and where it points.
 type Cluster struct {
-	Client  kubernetes.Interface
-	Dynamic dynamic.Interface // custom resources (DynamoGraphDeployment)
-	Config  *rest.Config
-	Context string // the kubeconfig context used ("in-cluster" inside a pod)
-	Server  string
-	// Requests counts the HTTP requests this client sent to the API server (every attempt,
-	// client-go's own retries and each watch included).
-	Requests *RequestCount
+	Client   kubernetes.Interface
+	Dynamic  dynamic.Interface // custom resources (DynamoGraphDeployment)
+	Config   *rest.Config
+	Context  string // the kubeconfig context used ("in-cluster" inside a pod)
+	Server   string
+	Requests *RequestCount // HTTP requests sent to the API server (retries and watches included)
 }
 
 // Limits bound the client's request rate (client-go's token bucket): QPS sustained, Burst at once
@@ -50,9 +46,7 @@ func DefaultLimits() Limits {
 
 // ConnectWith follows the usual kubeconfig rules: --kubeconfig, else $KUBECONFIG, else
 // ~/.kube/config, else the in-cluster service account; --context picks a context. The client sends
-// at most lim.QPS requests a second (lim.Burst at once); a 429 or 5xx with Retry-After is retried
-// by client-go itself after the server's delay (up to 10 times), and gpuvet's waits back off on
-// what is left (wait.go).
+// at most lim.QPS requests a second (lim.Burst at once).
 func ConnectWith(kubeconfig, kubeContext string, lim Limits) (*Cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {

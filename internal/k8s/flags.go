@@ -7,8 +7,6 @@ import (
 	"github.com/gpuvet/gpuvet/internal/modelcache"
 )
 
-// Backend kubernetes' command-line flags.
-
 // ConnectFlags adds --kubeconfig and --context (run, config show, clean); they set
 // kubernetes.kubeconfig and kubernetes.context.
 func ConnectFlags(fl *pflag.FlagSet) {
@@ -16,9 +14,8 @@ func ConnectFlags(fl *pflag.FlagSet) {
 	fl.String("context", "", "backend kubernetes: kubeconfig context (kubernetes.context; default: the current one)")
 }
 
-// Flags adds the Kubernetes flags to a command that resolves a plan (run, config show); the
-// backend table maps each to its key. Their values are read through the plan; the defaults shown
-// are the keys' (config.Defaults). --dry-run is the command's: slurm reads it too.
+// Flags adds the Kubernetes flags to a command that resolves a plan (run, config show), which reads
+// them through the plan; the defaults shown are the keys'. --dry-run is the command's (slurm's too).
 func Flags(fl *pflag.FlagSet) {
 	d := config.Defaults()
 	ConnectFlags(fl)

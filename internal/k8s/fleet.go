@@ -12,19 +12,15 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Fleet is backend kubernetes for fleet.Execute: the cluster's chosen GPU nodes are the hosts.
-// Execute owns the run (run id, manifest, merge, node to node, judging, outputs, exit status);
-// Fleet checks access and chooses the nodes (Hosts, creating nothing), creates the run's namespace
+// Fleet is backend kubernetes for fleet.Execute, which owns the run: the cluster's chosen GPU
+// nodes are the hosts. Fleet chooses them (Hosts, creating nothing), creates the run's namespace
 // before the first node's provision, and deletes it once every node is done (Close).
 type Fleet struct {
-	Cluster *Cluster
-	Config  config.Config
-	// Plan is the resolved plan every node's host pipeline runs (Config is its Config).
-	Plan *config.Plan
-	// Options are the backend's settings; RunID and Progress come from Execute.
-	Options Options
-	// Verdicts are the labels and taints written onto the judged nodes (verdicts.go).
-	Verdicts Verdicts
+	Cluster  *Cluster
+	Config   config.Config
+	Plan     *config.Plan // the resolved plan every node's host pipeline runs (Config is its Config)
+	Options  Options      // the backend's settings; RunID and Progress come from Execute
+	Verdicts Verdicts     // the labels and taints written onto the judged nodes (verdicts.go)
 	run      *Run
 }
 
@@ -37,8 +33,7 @@ func (f *Fleet) Hosts(ctx context.Context, ri fleet.RunInfo) ([]fleet.Host, []re
 	opt := f.Options
 	opt.RunID = ri.ID
 	opt.Progress = func(format string, a ...any) { ri.Say(fmt.Sprintf(format, a...)) }
-	// A node gpuvet quarantined, or one pending (the gate), is vetted: its pods tolerate gpuvet's
-	// own taints, and nothing else does.
+	// A node gpuvet quarantined, or one pending (the gate), is vetted: its pods tolerate them.
 	opt.Selection.Tolerations = append(slices.Clone(opt.Selection.Tolerations), OwnTolerations()...)
 	ri.Say(fmt.Sprintf("kubernetes: context %s (%s)", f.Cluster.Context, f.Cluster.Server))
 	if err := CheckVerdictAccess(ctx, f.Cluster.Client, f.Verdicts); err != nil {

@@ -24,18 +24,14 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// A Kubernetes node runs the host pipeline (pipeline.Run), with phases that act through the API:
-//   - discovery: the node object (its free nvidia.com/gpu and product label);
-//   - health: the health Job (`gpuvet health` in a pod holding the node's free GPUs, with the plan);
-//   - serve: one engine pod per slot (or, with Dynamo, one DynamoGraphDeployment over the node's
-//     GPUs), ready once the kubelet says Ready and a completion Job on the node got a real completion;
-//   - load: the load Job (`gpuvet run --backend endpoint` in a pod on the node).
+// A Kubernetes node runs the host pipeline (pipeline.Run) with phases that act through the API:
+// discovery reads the node object, health runs the health Job, serve one engine pod per slot (or
+// one DynamoGraphDeployment), load the load Job (`gpuvet run --backend endpoint` on the node).
 //
-// gpuvet itself does not reach the pods (on a real node they sit on a bridge private to the
-// cluster), so every HTTP request goes from a Job on the node: the load Job warms its engine up,
-// runs the plan's load (with aicr's concurrency run when aicr gates are set) and the functional
-// suite, and the pipeline takes both from its result. GPU telemetry only the node can read: the
-// health Job checks it there (noTelemetry).
+// gpuvet does not reach the pods (on a real node they sit on a bridge private to the cluster), so
+// every HTTP request goes from a Job on the node: the load Job warms its engine up, runs the plan's
+// load and the functional suite, and the pipeline takes both from its result. GPU telemetry only
+// the node can read: the health Job checks it there.
 
 // noTelemetry is why a node's GPUs are not sampled during its loads.
 const noTelemetry = "no GPU telemetry from outside the node (power, clocks and the busy watch read the GPUs, which only the node can; the health Job checks them there)"
@@ -67,15 +63,14 @@ func (h *nodeHost) source() *nodeSource {
 		h.node.Free, h.node.Allocatable, h.node.Product, h.r.cacheNote, noTelemetry)}
 }
 
-// Run runs the host pipeline for the node and returns its summary. Its error is what fails the
-// node in the fleet's record: a model no engine could serve (the endpoints say why, each).
+// Run runs the host pipeline for the node and returns its summary. Its error, which fails the node
+// in the fleet's record, is a model no engine could serve.
 func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	r := h.r
 	dir := filepath.Join("hosts", h.node.Name) // the node's own results, under the run's folder
 	plan := *r.plan
 	plan.Config.Output.Dir = filepath.Join(r.out, dir)
-	// The fleet compares the merged summary with the baseline, and writes baseline.json and the
-	// reports once, for every node.
+	// The fleet compares with the baseline and writes the reports once, for every node.
 	plan.Config.Run.Baseline, plan.Config.Run.SaveBaseline = "", false
 	if plan.Config.Run.ParallelGPUs.Auto() && h.node.CPU <= 0 {
 		plan.Config.Run.ParallelGPUs = 1
@@ -86,8 +81,7 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	deps := pipeline.NewDeps(plan.Config, nil, nil) // the host pipeline's judge, exit code and catalog
 	// The fleet's merge reads and records the history once for every node (fleet.Execute).
 	deps.History, deps.Record = nil, nil
-	// auto weighs the load clients' CPU need against the node's CPU, where the load Jobs run, with
-	// the host pipeline's own rule (pipeline.ChooseParallel).
+	// run.parallel_gpus auto weighs the load clients' CPU need against the node's (pipeline.ChooseParallel).
 	deps.Cores = func() (float64, string) {
 		return h.node.CPU, fmt.Sprintf("node %s allocatable cpu %g, where its load Jobs run", h.node.Name, h.node.CPU)
 	}
@@ -122,8 +116,7 @@ func (h *nodeHost) Run(ctx context.Context) (*results.Summary, error) {
 	return s, unserved(s.Hosts[0])
 }
 
-// unserved is the error of a host with a model no engine served ("" endpoint URLs: every serve
-// failed), naming the first endpoint's reason; nil when every model was served somewhere.
+// unserved is the error of a host with a model no engine served, naming the first reason.
 func unserved(h results.Host) error {
 	var errs []string
 	for _, m := range h.Models {
@@ -158,8 +151,7 @@ func (w sayWriter) Write(b []byte) (int, error) {
 var _ io.Writer = sayWriter(nil)
 
 // nodePipeline is the node's serving backend (engine pods) and load phase (load Jobs); each served
-// endpoint is remembered by its URL, so the load Job that runs against it knows its name, and the
-// pipeline's functional phase gets what that Job measured.
+// endpoint is remembered by its URL, for its load Job and for the functional phase.
 type nodePipeline struct {
 	h       *nodeHost
 	mu      sync.Mutex
@@ -168,13 +160,12 @@ type nodePipeline struct {
 }
 
 // nodeServed is one served endpoint: its load Job's name, what it loads, the plan the Job runs
-// with (loadPlan), and (once the Job ran) the endpoint result it emitted.
+// (loadPlan) with its load profile (a Dynamo frontend's scaled to its GPUs), and the Job's result.
 type nodeServed struct {
-	job, what string
-	plan      string
-	profile   results.LoadConfig // the slot's load profile (cfg.LoadConfig()) its Job's plan runs (a Dynamo frontend's scaled to its GPUs)
-	result    *results.Endpoint
-	ran       bool
+	job, what, plan string
+	profile         results.LoadConfig
+	result          *results.Endpoint
+	ran             bool
 }
 
 func (np *nodePipeline) remember(url string, s *nodeServed) {
@@ -211,8 +202,8 @@ func (np *nodePipeline) engineVersion(s *results.Summary) {
 	s.Caveats = slices.DeleteFunc(s.Caveats, func(c string) bool { return c == "engine version unknown: "+errVersion.Error() })
 }
 
-// modelIndex numbers a model for object names: its place among the plan's models (an
-// accelerator's own models after them).
+// modelIndex numbers a model for object names: its place among the plan's models, then an
+// accelerator's own.
 func (r *Run) modelIndex(model string) int {
 	if i := slices.Index(r.plan.Config.Models, model); i >= 0 {
 		return i
@@ -239,8 +230,8 @@ func (r *Run) engineImage(cfg config.Config) (string, error) {
 	return DefaultEngineImage(cfg.Engine.Kind, cfg.Engine.Version)
 }
 
-// Serve creates the slot's engine pod and waits until it is Ready; the real completion is its load
-// Job's first step (load). Stop deletes the pod and waits until it is gone (its GPUs free).
+// Serve creates the slot's engine pod and waits until it is Ready (the real completion is its load
+// Job's first step). Stop deletes the pod and waits until it is gone (its GPUs free).
 func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model string, cfg config.Config, _ string) (*pipeline.Served, error) {
 	h := np.h
 	r := h.r
@@ -293,11 +284,10 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	return sv, nil
 }
 
-// loadPlan is the load Job's plan: the node's (nodePlan), with the slot's load profile as the
-// pipeline resolved it into cfg for this GPU (the Job's endpoint run knows no GPU, so an
-// accelerators entry would not reach it otherwise), without the health phase (the health Job's)
-// and without history (the fleet's merge records the node's: the Job's pod keeps none); its engine
-// is a pod of the Job's node, whose CPU pressure the Job reads over each rung.
+// loadPlan is the load Job's plan: the node's (nodePlan) with the slot's load profile from cfg (the
+// Job's endpoint run knows no GPU, so an accelerators entry would not reach it otherwise), without
+// health (the health Job's) or history (the fleet's merge records it); its engine is a pod of the
+// Job's node (endpoint.same_host).
 func (r *Run) loadPlan(cfg config.Config) (string, error) {
 	s := settingsOf(cfg)
 	s.Health.Enabled, s.History, s.SameHost = false, false, true
@@ -315,9 +305,8 @@ func loadBinding(what, job, node string) string {
 }
 
 // load runs the endpoint's load Job on the node and returns its load. The Job runs the plan's whole
-// load (aicr's concurrency run included) and functional suite, from the plan serve wrote for this
-// GPU: lc must be that plan's profile (a profile the Job would not run is an error, never a load
-// silently other than the one asked); the raw records stay in the Job's pod.
+// load (aicr's concurrency run included) and functional suite: lc must be that plan's profile (any
+// other is an error, never a load silently other than the one asked).
 func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc results.LoadConfig, _ string) (*results.Load, error) {
 	h := np.h
 	r := h.r
@@ -349,11 +338,13 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 	sv.result = &got
 	np.version = cmp.Or(np.version, s.Meta.EngineVersion)
 	np.mu.Unlock()
-	// The Job's functional failures are the functional phase's (np.functional hands them out); its
-	// serve failure is the engine's: Ready, but no real completion came back.
+	if results.DisruptionOf(err) != "" { // its pod stopped from outside: that is the story, not the GPU's
+		return got.Load, err
+	}
+	// The Job's functional failures are the functional phase's; its serve failure is the engine's.
 	var errs []string
 	for _, e := range strings.Split(got.Error, "; ") {
-		if why, ok := strings.CutPrefix(e, "serve: "); ok && results.DisruptionOf(err) == "" {
+		if why, ok := strings.CutPrefix(e, "serve: "); ok {
 			return nil, results.InLayer(results.LayerEngine, fmt.Errorf("%s Ready, but a real completion failed (load job %s): %s", sv.what, sv.job, why))
 		}
 		if e != "" && !strings.HasPrefix(e, "functional: ") {
@@ -367,16 +358,12 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 		errs = append(errs, "load job "+sv.job+": no load in its result")
 	}
 	if len(errs) > 0 {
-		if results.DisruptionOf(err) != "" { // its pod stopped from outside: that is the story, not the GPU's
-			return got.Load, err
-		}
 		return got.Load, errors.New(strings.Join(errs, "; "))
 	}
 	return got.Load, nil
 }
 
-// loadJob is the endpoint's load Job: `gpuvet run --backend endpoint` against url with the
-// endpoint's own plan (loadPlan), nothing else.
+// loadJob is the endpoint's load Job: `gpuvet run --backend endpoint` against url with its plan.
 func (h *nodeHost) loadJob(sv *nodeServed, url, model string) *batchv1.Job {
 	r := h.r
 	const out = "out" // relative: in-pod's fresh working directory

@@ -41,9 +41,7 @@ type Selection struct {
 	Tolerations []corev1.Toleration // pods tolerate these taints (--tolerations)
 	Max         int                 // use at most this many nodes (0: all)
 	Names       []string            // only these nodes (empty: any)
-	// OnlyDue vets only nodes that are due (pending, verdict expired or none: Due); the others
-	// are skipped with their verdict's expiry.
-	OnlyDue bool
+	OnlyDue     bool                // vet only nodes that are due (Due), skip the others
 }
 
 // CheckSelector checks a node label selector's form (kubernetes.node_selector).
@@ -54,9 +52,8 @@ func CheckSelector(s string) error {
 	return nil
 }
 
-// ChooseNodes lists the nodes matching the selection that have free GPUs. Every other node the
-// selector matched is returned as skipped with the reason (no GPU, not ready, cordoned, a taint not
-// tolerated, every GPU taken, past --nodes).
+// ChooseNodes lists the nodes matching the selection that have free GPUs; every other node the
+// selector matched is returned as skipped, with the reason.
 func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([]Node, []results.SkippedHost, error) {
 	if err := CheckSelector(sel.Selector); err != nil {
 		return nil, nil, fmt.Errorf("kubernetes.node_selector (--node-selector): %v", err)
@@ -76,8 +73,7 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 		}
 	}
 	items := nl.Items
-	// Due nodes first (pending, then expired or never vetted), so --nodes N takes them first:
-	// the gate's bounded batch.
+	// Due nodes first, so --nodes N takes them first: the gate's bounded batch.
 	now := time.Now()
 	due := make(map[string]string, len(items))
 	for i := range items {
@@ -138,11 +134,11 @@ func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([
 func podGPUs(p *corev1.Pod) int64 {
 	var n int64
 	for _, c := range p.Spec.Containers {
-		if q, ok := c.Resources.Requests[GPUResource]; ok {
-			n += q.Value()
-		} else if q, ok := c.Resources.Limits[GPUResource]; ok {
-			n += q.Value()
+		q, ok := c.Resources.Requests[GPUResource]
+		if !ok {
+			q = c.Resources.Limits[GPUResource]
 		}
+		n += q.Value()
 	}
 	return n
 }
@@ -174,10 +170,7 @@ func tolerates(tol corev1.Toleration, t corev1.Taint) bool {
 	if tol.Key == "" {
 		return tol.Operator == corev1.TolerationOpExists
 	}
-	if tol.Key != t.Key {
-		return false
-	}
-	return tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value
+	return tol.Key == t.Key && (tol.Operator == corev1.TolerationOpExists || tol.Value == t.Value)
 }
 
 // ParseTolerations reads --tolerations: comma-separated key[=value][:effect] (key=value uses

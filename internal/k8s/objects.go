@@ -1,6 +1,7 @@
 package k8s
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -19,8 +20,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/enginekind"
 )
 
-// Domain is the prefix of every label, annotation and taint key of gpuvet's own, on the objects a
-// run creates and on the nodes it vets (verdicts.go): its one home (an older one: legacyDomain).
+// Domain is the prefix of every label, annotation and taint key of gpuvet's own, on its objects and
+// on the nodes it vets (an older one: legacyDomain).
 const Domain = "gpuvet.io/"
 
 // Labels every object of a run carries, so `gpuvet clean` finds what a killed run left.
@@ -51,8 +52,7 @@ const EnginePort = 8000
 // cacheMount is where the model-cache PVC is mounted (HF_HOME).
 const cacheMount = "/cache"
 
-// tokenSecret holds the hub token, made from the environment at run time; one per run (the cache
-// namespace may hold several runs' at once).
+// tokenSecret names the run's hub-token Secret: one per run (a cache namespace may hold several).
 func tokenSecret(runID string) string { return dnsName("gpuvet-hub-token", runID) }
 
 // Namespace is the run's namespace: gpuvet-<run id>, lower case (a DNS label).
@@ -77,9 +77,8 @@ func labelValue(s string) string {
 	return cut63(s, in, "-_.")
 }
 
-// cut63 bounds s to 63 characters. A longer one keeps its start and ends in a hash of in (what
-// it was made from), so two long node names that differ only past the cut never make the same
-// name or label: a node's cleanup selects its pods by that label.
+// cut63 bounds s to 63 characters, a longer one ending in a hash of in (what it was made from): two
+// long node names that differ past the cut must not share a label, which a node's cleanup selects by.
 func cut63(s, in, trim string) string {
 	if len(s) <= 63 {
 		return s
@@ -92,14 +91,11 @@ func cut63(s, in, trim string) string {
 // runLabels are a run's object's labels. LabelPartOf is on every gpuvet object, the kept cache's
 // too: a site policy selects gpuvet's namespaces by it.
 func runLabels(runID, role, node string) map[string]string {
-	l := map[string]string{LabelManagedBy: ManagedBy, LabelPartOf: ManagedBy, LabelRun: runID}
+	l := map[string]string{LabelManagedBy: ManagedBy, LabelRun: runID}
 	if role != "" {
 		l[LabelRole] = role
 	}
-	if node != "" {
-		l[LabelNode] = labelValue(node)
-	}
-	return l
+	return withNode(l, node)
 }
 
 // Labels of the kept model cache (its namespace and PVCs): gpuvet's, of no run, so cleaning runs
@@ -110,7 +106,12 @@ const (
 )
 
 func cacheLabels(node string) map[string]string {
-	l := map[string]string{LabelPartOf: ManagedBy, LabelCache: "true"}
+	return withNode(map[string]string{LabelCache: "true"}, node)
+}
+
+// withNode adds LabelPartOf, and the node's label unless node is "".
+func withNode(l map[string]string, node string) map[string]string {
+	l[LabelPartOf] = ManagedBy
 	if node != "" {
 		l[LabelNode] = labelValue(node)
 	}
@@ -143,9 +144,8 @@ func cachePVC(runID, name, node, storageClass string, size resource.Quantity, mo
 	}
 }
 
-// gpuvetJob is a one-shot Job running gpuvet (its own image) on a node: the cache populate, the
-// health phase, or the load against one engine. It never retries (a retry would double the load)
-// and is removed a while after it ends even if gpuvet is gone.
+// gpuvetJob is a one-shot Job running gpuvet (its own image) on a node. It never retries (a retry
+// would double the load) and is removed a while after it ends even if gpuvet is gone.
 func gpuvetJob(runID, name, role, node, image string, args []string, gpus int, tols []corev1.Toleration) *batchv1.Job {
 	zero, ttl := int32(0), int32(3600)
 	c := corev1.Container{Name: "gpuvet", Image: image, Command: []string{GpuvetBinary}, Args: args,
@@ -176,16 +176,13 @@ type EngineSpec struct {
 	Kind, Command, Image string
 	ExtraArgs            []string
 	Model                string
-	TP                   int
-	MaxModelLen          int
+	TP, MaxModelLen      int
 	GPUMemoryUtilization float64
 	Env                  map[string]string
-	// Cache mounts the node's model-cache PVC read-only (HF_HOME) with the hub offline.
-	CachePVC string
+	CachePVC             string // the node's model cache, mounted read-only with the hub offline
 }
 
-// DefaultEngineImage is the image of an engine kind at the pinned version (enginekind's table:
-// vLLM's official image for vllm).
+// DefaultEngineImage is the image of an engine kind at the pinned version (enginekind's table).
 func DefaultEngineImage(kind, version string) (string, error) {
 	if img := enginekind.Get(kind).Image; img != nil {
 		return img(version), nil
@@ -193,14 +190,10 @@ func DefaultEngineImage(kind, version string) (string, error) {
 	return "", fmt.Errorf("engine %s has no default image: give --engine-image", kind)
 }
 
-// engineArgs expands the engine's launch template for a pod: listening on every address of the
-// pod on EnginePort (the templates bind 127.0.0.1 for local runs), GPUs as the device plugin
-// exposes them (0..tp-1).
+// engineArgs expands the engine's launch template for a pod: on every address of the pod on
+// EnginePort (the templates bind 127.0.0.1), GPUs as the device plugin exposes them (0..tp-1).
 func engineArgs(es EngineSpec) ([]string, error) {
-	tmpl := es.Command
-	if tmpl == "" {
-		tmpl = enginekind.Get(es.Kind).Template
-	}
+	tmpl := cmp.Or(es.Command, enginekind.Get(es.Kind).Template)
 	if tmpl == "" {
 		return nil, fmt.Errorf("engine %s: no launch template (set --engine-cmd)", es.Kind)
 	}
@@ -246,11 +239,9 @@ func enginePod(runID, name, node string, slot int, es EngineSpec, tols []corev1.
 		Env: envVars(es.Env),
 	}
 	vols := readCache(&c, es.CachePVC)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyAlways, Affinity: pinToNode(node), Tolerations: tols,
-			Containers: []corev1.Container{c}, Volumes: vols},
-	}, nil
+			Containers: []corev1.Container{c}, Volumes: vols}}, nil
 }
 
 // envVars are env as a container's variables, in key order.
@@ -262,16 +253,21 @@ func envVars(env map[string]string) []corev1.EnvVar {
 	return out
 }
 
-// readCache mounts the model-cache PVC read-only into c (HF_HOME, the hub offline) and returns
-// the pod's volumes for it (none when pvc is "").
+// readCache mounts the model-cache PVC read-only into c (HF_HOME, the hub offline) and returns the
+// pod's volumes (none when pvc is "").
 func readCache(c *corev1.Container, pvc string) []corev1.Volume {
 	if pvc == "" {
 		return nil
 	}
 	c.Env = append(c.Env, corev1.EnvVar{Name: "HF_HOME", Value: cacheMount}, corev1.EnvVar{Name: "HF_HUB_OFFLINE", Value: "1"})
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount, ReadOnly: true}}
+	return cacheVolume(pvc, true)
+}
+
+// cacheVolume is the pod's model-cache volume on pvc.
+func cacheVolume(pvc string, readOnly bool) []corev1.Volume {
 	return []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc, ReadOnly: true}}}}
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc, ReadOnly: readOnly}}}}
 }
 
 // tokenEnvVar is HF_TOKEN from the run's Secret of that name.
@@ -280,27 +276,24 @@ func tokenEnvVar(secret string) corev1.EnvVar {
 		SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "HF_TOKEN"}}}
 }
 
-// CacheUser is the user and group the populate Job writes the cache as: the user of gpuvet's image
-// (distroless "nonroot", ko's default base), set explicitly so that an image built another way
-// writes the same owner. Engines read the cache whatever their user: it is written 0755/0644.
+// CacheUser is the user and group the populate Job writes the cache as: gpuvet's image's (distroless
+// "nonroot"), set explicitly for an image built another way. Engines read it as any user (0755/0644).
 const CacheUser = 65532
 
 // CacheAccess is how a populate Job gets write access to a fresh cache volume, whose root comes up
 // root:root 0755 (ext4/xfs block volumes, hostPath).
 type CacheAccess struct {
-	// Hub is the hub (or mirror) the Job downloads from, passed as HF_ENDPOINT; "": the hub's default.
-	Hub string
-	// TokenSecret passes HF_TOKEN from the run's Secret of that name ("": no token).
-	TokenSecret string
-	// OwnerInit adds the init container that hands the volume's root to CacheUser where fsGroup does
-	// not (hostPath, NFS): root, with only CAP_CHOWN and CAP_FOWNER (Pod Security baseline). Without
-	// it the pod meets "restricted" and relies on fsGroup alone.
+	Hub         string // the hub (or mirror) the Job downloads from (HF_ENDPOINT; "": the default)
+	TokenSecret string // passes HF_TOKEN from the run's Secret of that name ("": no token)
+	// OwnerInit adds a root init container with only CAP_CHOWN and CAP_FOWNER (Pod Security
+	// baseline) that hands the volume's root to CacheUser where fsGroup does not (hostPath, NFS).
+	// Without it the pod meets "restricted" and relies on fsGroup alone.
 	OwnerInit bool
 }
 
-// withCache makes j a populate Job: the cache PVC mounted read-write at /cache (HF_HOME), the hub
-// token from the run's Secret (never a literal in the manifest), the hub mirror, and write access to
-// the volume as CacheUser (docs/kubernetes.md, "The model cache's volume").
+// withCache makes j a populate Job: the cache PVC read-write at /cache (HF_HOME), the hub token from
+// the run's Secret (never a literal in the manifest), the hub mirror, and write access to the volume
+// as CacheUser (docs/kubernetes.md, "The model cache's volume").
 func withCache(j *batchv1.Job, pvc string, a CacheAccess) {
 	ps := &j.Spec.Template.Spec
 	c := &ps.Containers[0]
@@ -313,8 +306,7 @@ func withCache(j *batchv1.Job, pvc string, a CacheAccess) {
 	}
 	mount := []corev1.VolumeMount{{Name: "model-cache", MountPath: cacheMount}}
 	c.VolumeMounts = mount
-	ps.Volumes = []corev1.Volume{{Name: "model-cache", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc}}}}
+	ps.Volumes = cacheVolume(pvc, false)
 	// fsGroup makes a CSI block volume's root group-writable by CacheUser (OnRootMismatch: only a
 	// fresh volume is walked); the kubelet leaves hostPath and NFS as they are.
 	uid, no, yes := int64(CacheUser), false, true

@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,11 +12,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/fleet"
 )
 
-// Backend kubernetes as the registry names it: how `gpuvet run` opens it and how `gpuvet clean`
-// removes what its killed runs left.
-
-// Open checks the forms only the Kubernetes libraries read and connects to the cluster (errors:
-// bad input, before anything is created).
+// Open is how `gpuvet run` opens backend kubernetes (the registry's): it checks the forms only the
+// Kubernetes libraries read and connects to the cluster (errors: bad input, nothing created).
 func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 	c := plan.Config
 	kc := c.Kubernetes
@@ -53,9 +51,9 @@ func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 		DryRun: kc.DryRun, MaxUnhealthy: maxUnhealthy, ValidFor: kc.VerdictValidFor.D(), PendingRetries: kc.PendingRetries}}, func() {}, nil
 }
 
-// Cleaner deletes every gpuvet namespace (or one run's), what runs left in the kept cache's
-// namespace, with --cache the cache itself, with --untaint the taints runs put on nodes, and the
-// manifests of this cluster.
+// Cleaner is `gpuvet clean` for kubernetes: it deletes every gpuvet namespace (or one run's), what
+// runs left in the kept cache's namespace, with --cache the cache itself, with --untaint the taints
+// runs put on nodes, and the manifests of this cluster.
 func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) error {
 	kc := req.Plan.Config.Kubernetes
 	cl, err := ConnectWith(kc.Kubeconfig, kc.Context, LimitsFrom(kc))
@@ -90,14 +88,9 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 			fmt.Fprintf(out, "no %s taint to lift in %s\n", TaintUnhealthy, cl.Context)
 		}
 	}
-	// Every object of a run lives in its namespace or is labelled with it in the cache's: once
-	// both are cleaned on this cluster, none of the run's objects is left.
-	var here []*fleet.Manifest
-	for _, m := range ms {
-		if m.Target["server"] == cl.Server {
-			here = append(here, m)
-		}
-	}
+	// Every object of a run lives in its namespace or is labelled with it in the cache's: both are clean.
+	other := func(m *fleet.Manifest) bool { return m.Target["server"] != cl.Server }
+	here := slices.DeleteFunc(slices.Clone(ms), other)
 	if err := fleet.FinishManifests(here, func(fleet.Object) bool { return true }); err != nil {
 		return fmt.Errorf("manifests: %v", err)
 	}

@@ -9,12 +9,11 @@ import (
 	"github.com/gpuvet/gpuvet/internal/inpod"
 )
 
-// Ready means every replica is Ready and a real completion came back from it. An engine pod's
-// completion is its load Job's first step (node.go); a Dynamo deployment's frontend gets one from
-// a Job of its own here. Either is sent from where the load runs, a Job on the node (`gpuvet probe`
-// here), not through the API server's pod proxy: it takes the load's own network path, needs no
-// pods/proxy permission, and works where the API server cannot reach the pod network (private
-// control planes; the proxy also refuses loopback and link-local pod addresses).
+// Ready means every replica is Ready and a real completion came back from it: an engine pod's from
+// its load Job's first step (node.go), a Dynamo frontend's from a probe Job of its own here. Either
+// goes from a Job on the node, not through the API server's pod proxy: the load's own network
+// path, no pods/proxy permission, and it works where the API server cannot reach the pod network
+// (the proxy also refuses loopback and link-local pod addresses).
 
 // RoleReady is the readiness Job's role.
 const RoleReady = "ready"

@@ -17,12 +17,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// A run waits on many pods and Jobs at once: every node's engine pods, its health, completion-check
-// and load Jobs, 64 nodes at a time. Each wait reads them from one shared informer per namespace
-// (one list, then one watch, for the whole run) instead of polling the API server: the requests a
-// run makes no longer grow with how long its pods take, only with how many objects it creates.
-// The informers live while some wait uses them, and a little after (the next wait of the same
-// namespace reuses them).
+// A run waits on many pods and Jobs at once (64 nodes at a time). Each wait reads them from one
+// shared informer per namespace (one list, then one watch) instead of polling: a run's requests
+// grow with the objects it creates, not with how long its pods take. The informers live while a
+// wait uses them, and a little after, for the next wait of the namespace.
 
 // jobNameLabel is the label the Job controller puts on its pods.
 const jobNameLabel = "batch.kubernetes.io/job-name"
@@ -48,8 +46,8 @@ type nsWatch struct {
 	mu   sync.Mutex
 	subs map[string]map[*subscription]bool // object name → the waits on it
 
-	// events are the Job controller's FailedCreate events, watched from the first wait that
-	// needs them; nil when gpuvet may not list events there (they are best effort).
+	// events are the Job controller's FailedCreate events, watched from the first wait that needs
+	// them; nil when gpuvet may not list events there (best effort).
 	eventsOnce sync.Once
 	events     cache.SharedIndexInformer
 }
@@ -59,8 +57,8 @@ var watches = struct {
 	m map[watchKey]*nsWatch
 }{m: map[watchKey]*nsWatch{}}
 
-// watchNamespace returns ns's shared informers, started if they were not, and the function that
-// gives them back.
+// watchNamespace returns ns's shared informers, started if need be, and the function that gives
+// them back.
 func watchNamespace(cs kubernetes.Interface, ns string) (*nsWatch, func()) {
 	key := watchKey{cs, ns}
 	watches.Lock()
@@ -113,19 +111,16 @@ func newNSWatch(cs kubernetes.Interface, ns string) *nsWatch {
 	return w
 }
 
-// A wait subscribes to the names of the objects it reads, and an event wakes only the waits on its
-// object: 64 nodes' waits share a namespace, and waking all of them on every event was most of
-// gpuvet's own CPU in a 1,000-node run.
-
-// subscription is one wait's wake-up: a buffered channel, so an event between the wait's reading its
-// objects and its waiting is kept, not lost.
+// subscription is one wait's wake-up, on the names of the objects it reads: waking every wait of a
+// namespace on every event was most of gpuvet's own CPU in a 1,000-node run. The channel is
+// buffered, so an event between the wait's reading its objects and its waiting is not lost.
 type subscription struct {
 	names []string
 	c     chan struct{}
 }
 
-// subscribe wakes the returned channel at each event on an object named one of names (a pod, a Job,
-// a Job's pods, and the Job controller's events about a Job, by the Job's name); cancel ends it.
+// subscribe wakes the returned channel at each event on an object named one of names (a Job's pods
+// and events count as the Job's); cancel ends it.
 func (w *nsWatch) subscribe(names ...string) (<-chan struct{}, func()) {
 	sub := &subscription{names: names, c: make(chan struct{}, 1)}
 	w.mu.Lock()
@@ -148,8 +143,7 @@ func (w *nsWatch) subscribe(names ...string) (<-chan struct{}, func()) {
 	}
 }
 
-// signal wakes the waits on the object of an event: its name, and for a Job's pod its Job's name,
-// for an event the name of the object it is about.
+// signal wakes the waits on an event's object (a Job's pod: its Job too; an Event: its object).
 func (w *nsWatch) signal(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -178,13 +172,12 @@ func (w *nsWatch) signal(obj any) {
 // synced reports whether both informers hold the namespace's objects.
 func (w *nsWatch) synced() bool { return w.pods.HasSynced() && w.jobs.HasSynced() }
 
-// untilSynced is how often a wait looks again before its informers have synced: their first
-// list sends no event to a wait that subscribed after it, so a wait that slept recheckEvery then
-// could spend a whole short timeout (a busy machine's slow sync) blind.
+// untilSynced is how often a wait looks again before its informers have synced: their first list
+// sends no event to a wait that subscribed after it, so sleeping recheckEvery could spend a whole
+// short timeout blind.
 const untilSynced = 50 * time.Millisecond
 
-// recheck is when a wait looks again without an event: soon while unsynced, else recheckEvery
-// (or tick, when shorter).
+// recheck is when a wait looks again without an event: tick, or sooner while unsynced.
 func (w *nsWatch) recheck(tick time.Duration) <-chan time.Time {
 	if !w.synced() {
 		tick = min(tick, untilSynced)
@@ -219,14 +212,12 @@ func (w *nsWatch) jobPods(job string) []*corev1.Pod {
 	return out
 }
 
-// refusedSelector picks the events that say the API refused a Job's pod (admission: Pod
-// Security, a policy, a quota).
+// refusedSelector picks the events that say the API refused a Job's pod (admission, a quota).
 const refusedSelector = "involvedObject.kind=Job,reason=FailedCreate"
 
-// refused is why the API refused the Job's pod, from the Job controller's FailedCreate event
-// ("" when there is none). The Job controller keeps trying, so without this the Job would wait
-// out its timeout. The namespace's refusals are watched from the first call (one list, one
-// watch); without the permission to list events there is no answer, and the Job waits as before.
+// refused is why the API refused the Job's pod, from the Job controller's FailedCreate event (""
+// when none, or gpuvet may not list events). The Job controller keeps trying, so without this the
+// Job would wait out its timeout.
 func (w *nsWatch) refused(cs kubernetes.Interface, ns, job string) string {
 	w.eventsOnce.Do(func() { w.watchEvents(cs, ns) })
 	if w.events == nil || !w.events.HasSynced() {
@@ -253,10 +244,9 @@ func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns string) {
 	f.Start(w.stop)
 }
 
-// transient tells an API error worth waiting out (the server overloaded or throttling, a timeout,
-// a dropped connection) from one that ends the wait. client-go already retries a 429 or 5xx that
-// carries Retry-After, after the server's delay (up to 10 times); what reaches gpuvet after that,
-// or without the header, is waited out here with a backoff.
+// transient tells an API error worth waiting out (overload, throttling, a timeout, a dropped
+// connection) from one that ends the wait. client-go retries a 429 or 5xx with Retry-After itself;
+// what reaches gpuvet after that, or without the header, is waited out with a backoff.
 func transient(err error) bool {
 	if err == nil {
 		return false
