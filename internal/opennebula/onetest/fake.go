@@ -319,20 +319,15 @@ func (s *Server) hostPool() string {
 	return b.String()
 }
 
-func str(a []any, i int) string {
-	if i < len(a) {
-		if s, ok := a[i].(string); ok {
-			return s
-		}
-	}
-	return ""
-}
+func str(a []any, i int) string { return arg(a, i, "") }
+func num(a []any, i int) int    { return arg(a, i, -1) }
 
-func num(a []any, i int) int {
+// arg is a[i] as a T, or def when it is missing or another type.
+func arg[T any](a []any, i int, def T) T {
 	if i < len(a) {
-		if n, ok := a[i].(int); ok {
-			return n
+		if v, ok := a[i].(T); ok {
+			return v
 		}
 	}
-	return -1
+	return def
 }
