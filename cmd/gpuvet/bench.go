@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,8 +23,7 @@ import (
 	gvterm "github.com/gpuvet/gpuvet/internal/term"
 )
 
-// benchOptions are `gpuvet bench`'s flags; Complete turns them into the load generator's options,
-// Validate checks them before anything is sent, Run is the load.
+// benchOptions are `gpuvet bench`'s flags, turned into the load generator's options.
 type benchOptions struct {
 	o                     load.Options
 	c                     results.LoadConfig
@@ -138,8 +135,7 @@ func (b *benchOptions) Complete(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Validate checks the options before anything is sent: the output file, the load's own options,
-// the error-rate limit.
+// Validate checks the options before anything is sent.
 func (b *benchOptions) Validate() error {
 	if b.out != "" {
 		if err := checkReplaceable(b.out); err != nil {
@@ -156,7 +152,7 @@ func (b *benchOptions) Validate() error {
 }
 
 // Run checks the endpoint answers (exit 2 when not), runs the load, prints its table and notes,
-// writes --out and says the error-rate verdict in the exit code.
+// writes --out and exits by the error-rate verdict.
 func (b *benchOptions) Run(cmd *cobra.Command) error {
 	o, c := b.o, b.c
 	// Plain progress lines ("rung 3/6", elapsed, time left); the load's own bar on a terminal.
@@ -167,7 +163,7 @@ func (b *benchOptions) Run(cmd *cobra.Command) error {
 	if b.progress || term.IsTerminal(int(os.Stderr.Fd())) {
 		o.Progress = os.Stderr
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(cmd.Context())
 	defer stop()
 	if err := load.Preflight(ctx, o); err != nil {
 		return usageErr("%v", err)
@@ -241,7 +237,7 @@ func printWorkload(w io.Writer, res *results.Load) {
 }
 
 // printContext says what a context ladder found: each rung's preemptions and KV-cache use, the
-// longest clean context, and where the engine's KV-cache size says preemption starts.
+// longest clean context, and where the KV-cache size says preemption starts.
 func printContext(w io.Writer, res *results.Load) {
 	c := res.Context
 	if c == nil {

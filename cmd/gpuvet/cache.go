@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/modelcache"
@@ -74,7 +71,7 @@ func (o *cachePullOptions) Validate() error {
 }
 
 func (o *cachePullOptions) Run(cmd *cobra.Command) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(cmd.Context())
 	defer stop()
 	start := time.Now()
 	s, err := modelcache.Pull(ctx, o.model, o.pull)
@@ -123,9 +120,7 @@ func (o *cacheLsOptions) Run(cmd *cobra.Command) error {
 		if snaps == nil {
 			snaps = []modelcache.Snapshot{}
 		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(snaps)
+		return printJSON(out, snaps)
 	}
 	tw := term.Columns(out)
 	fmt.Fprintln(tw, "MODEL\tCOMMIT\tREFS\tFILES\tSIZE\tPATH")
@@ -185,10 +180,8 @@ func (o *cacheVerifyOptions) Run(cmd *cobra.Command) error {
 	return nil
 }
 
-// cacheOwnOptions are `gpuvet cache own`'s flags and folder. It is the init container of backend
-// kubernetes' populate Job (docs/kubernetes.md): as root with only CAP_CHOWN and CAP_FOWNER, it
-// hands the cache volume's root to the user the populate step runs as, where fsGroup does not
-// (hostPath, NFS).
+// cacheOwnOptions are `gpuvet cache own`'s flags and folder: the kubernetes populate Job's init
+// container (kubernetes.cache_owner_init).
 type cacheOwnOptions struct {
 	dir      string
 	uid, gid int

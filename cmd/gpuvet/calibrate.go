@@ -11,8 +11,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// calibrateOptions are `gpuvet calibrate`'s flags and arguments: Complete takes the runs' paths,
-// Validate reads the runs, Run prints the reference-table and floor entries.
+// calibrateOptions are `gpuvet calibrate`'s flags and arguments.
 type calibrateOptions struct {
 	opt    judge.CalibrateOptions
 	gpus   []int // --gpus: the GPUs to learn from in a run that is not ok

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -82,7 +79,7 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 			if forget {
 				return forgetManifests(cmd.OutOrStdout(), byBackend)
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible(context.Background())
 			defer stop()
 			req := fleet.CleanRequest{Plan: plan, RunID: runID, Cache: cache, Untaint: untaint, Out: cmd.OutOrStdout()}
 			return fleetErr(fleet.CleanBackends(ctx, req, byBackend, func(name string) (fleet.Cleaner, bool) {
@@ -106,9 +103,9 @@ SSH settings (ssh.identity_file, ssh.known_hosts) and the OpenNebula credentials
 	return cmd
 }
 
-// cleanByLabel lists the backends that find leftovers without a manifest, by the run label (their
-// rows' FindsByLabel), when no --backend is given and their connection is configured or --untaint
-// asks for them; with --backend, --untaint goes only with a backend whose runs taint nodes.
+// cleanByLabel lists the backends that find leftovers by the run label (FindsByLabel), without
+// --backend, when their connection is configured or --untaint asks; with --backend, --untaint goes
+// only with a backend whose runs taint nodes.
 func cleanByLabel(plan *config.Plan, backend string, untaint bool) ([]string, error) {
 	if backend != "" {
 		if untaint && !backendkind.Of(backend).Untaint {

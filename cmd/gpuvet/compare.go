@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -16,8 +15,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// compareOptions are `gpuvet compare`'s flags and arguments: Complete resolves the plan's compare
-// settings, Validate checks them and reads the results, Run compares and prints.
+// compareOptions are `gpuvet compare`'s flags and arguments.
 type compareOptions struct {
 	tolerance  float64
 	asJSON     bool
@@ -88,9 +86,7 @@ func (o *compareOptions) Run(cmd *cobra.Command) error {
 	bc := judge.CompareSummaries(base, note, o.baseline, o.envs, o.paths, o.cfg)
 	out := cmd.OutOrStdout()
 	if o.asJSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(bc); err != nil {
+		if err := printJSON(out, bc); err != nil {
 			return failedErr("%v", err)
 		}
 	} else if err := term.Baseline(out, bc, judge.BaselineFlags(bc)); err != nil {

@@ -35,8 +35,7 @@ func (f *configFlags) plan(extra ...config.Flag) (*config.Plan, error) {
 	return p, nil
 }
 
-// configShowOptions are `gpuvet config show`'s flags: Complete (resolve the plan, as `gpuvet run`
-// would) -> Validate -> Run (print it).
+// configShowOptions are `gpuvet config show`'s flags: the plan resolved as `gpuvet run` would.
 type configShowOptions struct{ planOptions }
 
 func newConfigCmd() *cobra.Command {
@@ -57,8 +56,7 @@ Bad input exits 2 with the file, the key path and what is allowed. See docs/conf
 	return cmd
 }
 
-// Validate has nothing to add: config.Load validated the plan (what `gpuvet run` would refuse, it
-// refuses).
+// Validate has nothing to add to config.Load's.
 func (o *configShowOptions) Validate() error { return nil }
 
 // Run prints the plan, and where the model cache of a local run really is when that differs.

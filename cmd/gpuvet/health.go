@@ -4,12 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,9 +165,8 @@ func (f *healthOptions) Validate() error {
 }
 
 // Complete reads the plan (-c, --set) into the options, under the flags given, then the --floor
-// pairs. The plan's settings go through the functions `gpuvet run`'s health phase uses
-// (health.FromConfig, judge.HealthRulesFrom): a Kubernetes node's health Job gets the run's plan
-// this way, and judges as the host pipeline would.
+// pairs, through the functions a run's health phase uses, so a Kubernetes node's health Job judges
+// as the host pipeline would.
 func (f *healthOptions) Complete(cmd *cobra.Command, _ []string) error {
 	fl := cmd.Flags()
 	if len(f.cf.files) > 0 || len(f.cf.sets) > 0 {
@@ -206,11 +202,10 @@ func (f *healthOptions) Complete(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Run opens the GPU source, runs the health phase (one library call: health.Run), prints its
-// tables, writes --out and says the status in the exit code.
+// Run opens the GPU source, runs health.Run, prints its tables, writes --out and exits by the status.
 func (f *healthOptions) Run(cmd *cobra.Command) error {
 	// Ctrl-C stops the benchmarks and the burn; what was measured is still printed and written.
-	ctx, stop := signal.NotifyContext(cmp.Or(cmd.Context(), context.Background()), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(cmp.Or(cmd.Context(), context.Background()))
 	defer stop()
 	if err := f.nodes.each(func(h *nodeHealth) error { return h.preflight(ctx) }); err != nil {
 		return err
@@ -305,8 +300,8 @@ func simFlagErr(err error) string {
 	return "--sim: " + err.Error()
 }
 
-// openSim builds the simulator's virtual host: its Fleet is both the inventory/telemetry source and,
-// through health.SimBench, the benchmark runner.
+// openSim builds the simulator's virtual host: its Fleet is the source and, through
+// health.SimBench, the benchmark runner.
 func openSim(f *healthOptions) (gpu.Source, health.BenchRunner, error) {
 	fleet, err := sim.NewFleet(sim.FleetConfig{GPU: f.simGPU, Count: f.simCount, StragglerIndex: f.simStraggler, StragglerPct: f.simStragglerPct, NodeSlowdownPct: f.simNodeSlowdownPct, Seed: 1, LinkFault: f.simLinkFault, CoTenant: f.simCoTenant,
 		Corrupt: f.simCorrupt, Throttle: f.simThrottle, RecoveryAction: f.simRecoveryAction, DriverFault: f.simDriverFault, Catalog: f.opts.Catalog})

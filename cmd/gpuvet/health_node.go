@@ -72,9 +72,8 @@ func (h *nodeHealth) nodeName() (string, error) {
 	return n, nil
 }
 
-// preflight checks that the hook runs on a node the scheduler knows: off a cluster the check would
-// end in the scheduler's raw errors and exit 1, which a Prolog's caller takes as "drain this node"
-// (exit 2 here, before anything ran). A dry run is not refused: it says so after the check.
+// preflight checks that the hook runs on a node the scheduler knows: elsewhere the check would end
+// in exit 1, which a Prolog's caller takes as "drain this node". A dry run says so after the check.
 func (h *nodeHealth) preflight(ctx context.Context) error {
 	if !h.drain {
 		return nil
@@ -98,9 +97,8 @@ func (h *nodeHealth) preflight(ctx context.Context) error {
 	return nil
 }
 
-// act takes this node out or back after its verdict; an error is exit 1 (the check's own verdict
-// is printed above). A check cut short (--timeout, a signal) changes nothing: its figures are
-// partial, and a benchmark stopped half-way is no evidence against the node.
+// act takes this node out or back after its verdict (an error: exit 1). A check cut short changes
+// nothing: a benchmark stopped half-way is no evidence against the node.
 func (h *nodeHealth) act(ctx context.Context, cmd *cobra.Command, r *results.Health, cut bool) error {
 	if !h.drain {
 		return nil

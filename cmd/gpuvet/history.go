@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,9 +14,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/term"
 )
 
-// historyOptions are the flags every `gpuvet history` subcommand shares: the store comes from the
-// plan's history section (-c, --set history.url=…, GPUVET_HISTORY_URL), the password from the
-// variable history.password_env names.
+// historyOptions are the flags every `gpuvet history` subcommand shares: the store is the plan's
+// history section's.
 type historyOptions struct {
 	cf    configFlags
 	node  string
@@ -33,8 +31,7 @@ func (o *historyOptions) register(cmd *cobra.Command, subject bool) {
 	}
 }
 
-// open resolves the plan and opens its store (a store that cannot be opened: exit 2) for the
-// length of fn.
+// open resolves the plan and opens its store (exit 2 when it cannot) for the length of fn.
 func (o *historyOptions) open(ctx context.Context, fn func(*history.Store) error) error {
 	p, err := o.cf.plan()
 	if err != nil {
@@ -197,9 +194,7 @@ func writeExport(w io.Writer, format string, rows []history.Row) error {
 		if rows == nil {
 			rows = []history.Row{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return printJSON(w, rows)
 	}
 	cw := csv.NewWriter(w)
 	if err := cw.Write(exportHeader); err != nil {

@@ -10,9 +10,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/inpod"
 )
 
-// in-pod is what gpuvet's own image runs in a Kubernetes Job: a gpuvet subcommand, then its result
-// file printed to the log between markers, where the CLI that started the Job reads it back. The
-// protocol (the argv, the run, the markers) is internal/inpod's; this is its command line.
+// in-pod is what gpuvet's image runs in a Kubernetes Job: a subcommand, then its result file
+// printed to the log between markers (internal/inpod's protocol); this is its command line.
 func newInPodCmd() *cobra.Command {
 	var plan, emit string
 	cmd := &cobra.Command{

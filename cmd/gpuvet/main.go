@@ -3,12 +3,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -18,10 +22,9 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// Exit codes (the README's table): 0 all ok (or flags without --fail-on-flag); 1 it ran and found a
-// failure, or a flag with --fail-on-flag; 2 bad input or it cannot start, found before anything ran
-// (every RunE error is a usageErr or a failedErr; cobra's own are usage errors); with `gpuvet run
-// --acceptance` (docs/acceptance.md): 0 only when ok, 1 flag or failed, 3 inconclusive.
+// Exit codes (the README's table): 0 ok (or flags without --fail-on-flag); 1 a failure, or a flag
+// with --fail-on-flag; 2 bad input found before anything ran (a usageErr; cobra's own errors);
+// 3 inconclusive, with `gpuvet run --acceptance` only (docs/acceptance.md).
 const (
 	exitOK        = 0
 	exitFailed    = 1
@@ -29,8 +32,8 @@ const (
 	exitUndecided = judge.ExitUndecided // --acceptance only: the run could not decide
 )
 
-// newRoot builds the command tree: every command in one list, built afresh for each execution (no
-// package-level command tree: flags set by one execution never leak into the next).
+// newRoot builds the command tree afresh for each execution, so flags set by one never leak into
+// the next.
 func newRoot() *cobra.Command {
 	r := &cobra.Command{
 		Use:           "gpuvet",
@@ -47,8 +50,7 @@ func newRoot() *cobra.Command {
 	return r
 }
 
-// phased is a command's options: Complete -> Validate -> Run (kubectl's pattern), run in that order
-// by phases, its RunE.
+// phased is a command's options: Complete -> Validate -> Run (kubectl's pattern), run by phases.
 type phased interface {
 	Complete(cmd *cobra.Command, args []string) error
 	Validate() error
@@ -86,6 +88,18 @@ func failedErr(format string, args ...any) error {
 	return &exitError{code: exitFailed, err: fmt.Errorf(format, args...)}
 }
 
+// interruptible is parent, cancelled by Ctrl-C or SIGTERM until stop.
+func interruptible(parent context.Context) (ctx context.Context, stop context.CancelFunc) {
+	return signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func version() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
@@ -115,9 +129,9 @@ func withFlagHint(cmd *cobra.Command, err error) error {
 	return err
 }
 
-// nearestFlag is the flag an unknown one most likely meant. A flag of a family (--sim-…) is
-// matched within its family first, by spelling, then by the words they share (--sim-gpu-count:
-// --sim-gpus, not --gpu-count, a real-GPU flag nearer by spelling); then among all flags.
+// nearestFlag is the flag an unknown one most likely meant: within its family (--sim-…) by
+// spelling, then by shared words (--sim-gpu-count: --sim-gpus, not the nearer --gpu-count); then
+// among all flags.
 func nearestFlag(name string, names []string) (string, bool) {
 	family, _, ok := strings.Cut(name, "-")
 	if ok {
@@ -137,9 +151,9 @@ func nearestFlag(name string, names []string) (string, bool) {
 	return config.Closest(name, names)
 }
 
-// sharesMostWords is the candidate sharing the most words with name beyond the first (a word and
-// its plural alike, and a plural counts twice where name asks for a count: --sim-gpu-count means
-// --sim-gpus, not --sim-gpu), at least one; ties go to the nearer spelling.
+// sharesMostWords is the candidate sharing the most words with name beyond the first (plurals
+// alike, counting twice where name asks for a count: --sim-gpu-count means --sim-gpus, not
+// --sim-gpu); ties go to the nearer spelling.
 func sharesMostWords(name string, candidates []string) (string, bool) {
 	stem := func(w string) string { return strings.TrimSuffix(w, "s") }
 	words := map[string]bool{}
@@ -189,17 +203,12 @@ func executeTo(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	errOut := io.Writer(os.Stderr)
-	if stderr != nil {
-		errOut = stderr
-	}
-	// Every error gpuvet ends with goes through the one URL redaction (a base URL's password, a
-	// ?api_key= in a message from any layer).
+	// Every error goes through the one URL redaction (a URL's password, a ?api_key= from any layer).
 	msg := results.RedactURLs(err.Error())
 	if len(msg) > 4096 { // a value given whole (a 100 KB --model): each quoted one cut to its start
 		msg = config.ClipQuoted(msg)
 	}
-	fmt.Fprintln(errOut, "gpuvet:", msg)
+	fmt.Fprintln(root.ErrOrStderr(), "gpuvet:", msg)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

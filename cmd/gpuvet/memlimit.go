@@ -21,9 +21,7 @@ func softMemoryLimit(streams int) func() {
 }
 
 // planStreams is the most load streams a plan has in flight at once: run.parallel_gpus slots, each
-// running its profile and then, when aicr gates are set, a concurrency run (the larger of the two).
-// With run.parallel_gpus auto the count is chosen after discovery, so the most it can be is
-// assumed: the simulator's GPUs, gpu_count, else autoMaxGPUs.
+// the larger of its profile and the aicr concurrency run. With auto, the most it can be is assumed.
 func planStreams(c config.Config) int {
 	lc := c.LoadConfig()
 	aicr := lc

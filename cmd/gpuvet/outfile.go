@@ -8,9 +8,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// checkOutFile makes sure a result file can be written before the work that produces it starts
-// (bad input, exit 2): it is not a folder, and its folder is writable, or can be made where the
-// writer's MkdirAll would start (its nearest existing ancestor: a path under /proc/nope cannot).
+// checkOutFile makes sure a result file can be written before the work starts: it is not a
+// folder, and its nearest existing ancestor (where MkdirAll would start) is writable.
 func checkOutFile(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("%s is a directory; give a file name", path)
@@ -23,10 +22,9 @@ func checkOutFile(path string) error {
 	return os.Remove(f.Name())
 }
 
-// checkReplaceable makes sure an output file gpuvet writes by replacing it (temp file and rename)
-// is an absent path or a regular file, before anything is written (bad input, exit 2): not a
-// symlink (never followed), a device, a FIFO or a socket (the rename would replace the node, and
-// nothing reach its reader), a folder, or one of the command's own inputs.
+// checkReplaceable makes sure an output file gpuvet replaces (temp file and rename) is absent or a
+// regular file that is not one of the command's inputs: not a symlink (never followed), nor a
+// device, FIFO or socket (the rename would replace the node, and nothing reach its reader).
 func checkReplaceable(path string, inputs ...string) error {
 	st, err := os.Lstat(path)
 	switch {

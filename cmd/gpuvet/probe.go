@@ -14,9 +14,8 @@ import (
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
-// probe is the Kubernetes backend's readiness check, run next to the GPU (in a Job on the node):
-// one real chat completion to each engine, the tokens it generated or the server's error.
-// probeOptions are `gpuvet probe`'s flags: Complete (the URLs given as arguments) -> Validate -> Run.
+// probeOptions are `gpuvet probe`'s flags: the Kubernetes backend's readiness check, run next to
+// the GPU, one real chat completion to each engine.
 type probeOptions struct {
 	urls                  []string
 	model, out, apiKeyEnv string
@@ -91,10 +90,7 @@ func (o *probeOptions) Validate() error {
 
 // Run asks every server for one completion at once and prints one line each.
 func (o *probeOptions) Run(cmd *cobra.Command) error {
-	key := ""
-	if o.apiKeyEnv != "" {
-		key = os.Getenv(o.apiKeyEnv)
-	}
+	key := os.Getenv(o.apiKeyEnv) // "" when none is named
 	res := make([]inpod.CompletionCheck, len(o.urls))
 	var wg sync.WaitGroup
 	for i, u := range o.urls {

@@ -8,10 +8,9 @@ import (
 	"time"
 )
 
-// profileEnv names a file for a CPU profile of the whole process (`go tool pprof gpuvet FILE`);
-// heapProfileEnv one for the heap profile at the run's highest heap (checked every second) and
-// FILE.goroutines, every goroutine's stack each 30 s (what a stalled run waits on). For engineers
-// (docs/k8s-scale.md), not user settings.
+// profileEnv names a file for a CPU profile of the process; heapProfileEnv one for the heap profile
+// at its peak and FILE.goroutines, every stack each 30 s (what a stalled run waits on). For
+// engineers (docs/k8s-scale.md).
 const (
 	profileEnv     = "GPUVET_CPUPROFILE"
 	heapProfileEnv = "GPUVET_HEAPPROFILE"

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -28,11 +26,10 @@ func registerRemoteFlags(fl *pflag.FlagSet) {
 	fl.Bool("dry-run", false, "backends kubernetes and slurm: vet, but take no action on any node (labels, taints, condition; drains, resumes): print and record each one it would take")
 }
 
-// fleetMemoryLimit is the fleet controller's soft memory limit (GOMEMLIMIT, when set, wins). It holds
-// every node's results until the end (about 250 KB a node of 8 GPUs); collecting only when the heap
-// doubled, a 1,000-node run's RSS was 3.5 times its live heap (1,302 MiB for 370 MB:
-// docs/k8s-scale.md). The limit trades CPU (at most half, the runtime's cap) for staying within
-// 1 GiB; several thousand nodes need GOMEMLIMIT raised.
+// fleetMemoryLimit is the fleet controller's soft memory limit (GOMEMLIMIT wins). It holds every
+// node's results (about 250 KB a node of 8 GPUs); collecting only when the heap doubled, a 1,000-node
+// run's RSS was 3.5 times its live heap (docs/k8s-scale.md). It trades CPU (at most half) for
+// staying within 1 GiB; several thousand nodes need GOMEMLIMIT raised.
 const fleetMemoryLimit = 800 << 20
 
 // runRemotePlan runs a fleet plan through fleet.Execute, with the backend the registry names.
@@ -40,7 +37,7 @@ func runRemotePlan(cmd *cobra.Command, plan *config.Plan) error {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		debug.SetMemoryLimit(fleetMemoryLimit)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	rb, ok := registry.Get(plan.Config.Backend)
 	if !ok {

@@ -97,8 +97,8 @@ func (o *reportOptions) Validate() error {
 	return nil
 }
 
-// withDetails reads the hosts the HTML report renders in full from their hosts/NAME.json, beside
-// the summary (a large fleet's summary.json holds digests); a file that cannot be read is a warning.
+// withDetails reads the hosts rendered in full from hosts/NAME.json beside the summary (a large
+// fleet's holds digests); a file that cannot be read is a warning.
 func (o *reportOptions) withDetails(s *results.Summary) *results.Summary {
 	full, err := report.WithDetails(s, filepath.Dir(o.path))
 	if err != nil {

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,8 +61,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	registerRemoteFlags(fl)
 }
 
-// hostFlagPaths maps run's flags that belong to no backend to the config keys they set (flagPaths
-// adds the backends', from their rows in the backend table).
+// hostFlagPaths maps run's flags of no backend to the config keys they set (flagPaths).
 var hostFlagPaths = map[string]string{
 	"backend": "backend", "model": "models",
 	"out": "output.dir", "parallel-gpus": "run.parallel_gpus", "gpu-count": "run.gpu_count",
@@ -75,8 +71,8 @@ var hostFlagPaths = map[string]string{
 	"nccl-lib": "health.nccl_lib", "allow-busy": "health.allow_busy",
 }
 
-// configFlags returns the keys the flags given on the command line set (flags left out set nothing,
-// so files, environment and defaults still decide).
+// configFlags returns the keys the flags given set (flags left out leave files, environment and
+// defaults to decide).
 func (f *planFlags) configFlags(cmd *cobra.Command) ([]config.Flag, error) {
 	var set []config.Flag
 	if f.sim {
@@ -104,8 +100,7 @@ type planOptions struct {
 	plan *config.Plan
 }
 
-// runOptions are `gpuvet run`'s flags: Complete resolves them into a plan, Validate checks what can
-// be checked before anything starts (exit 2), Run runs it.
+// runOptions are `gpuvet run`'s flags.
 type runOptions struct {
 	planOptions
 	force bool
@@ -146,8 +141,7 @@ failed or a run that did not finish, 3 inconclusive (undecided: run it again), 2
 	return cmd
 }
 
-// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given (bad input:
-// exit 2).
+// Complete resolves the plan: files, GPUVET_* variables, --set and the flags given.
 func (o *planOptions) Complete(cmd *cobra.Command, _ []string) error {
 	set, err := o.pf.configFlags(cmd)
 	if err != nil {
@@ -167,8 +161,8 @@ func (o *runOptions) Validate() error {
 	return nil
 }
 
-// Run runs the plan with Ctrl-C/SIGTERM handling: engines are always stopped and summary.json keeps
-// what was measured. A fleet backend runs through fleet.Execute (remote.go).
+// Run runs the plan; on Ctrl-C/SIGTERM engines are stopped and summary.json keeps what was
+// measured. A fleet backend runs through fleet.Execute (remote.go).
 func (o *runOptions) Run(cmd *cobra.Command) error {
 	plan := o.plan
 	lock, left, err := pipeline.LockOutput(plan.Config.Output.Dir, o.force)
@@ -182,7 +176,7 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 	if backendkind.Of(plan.Config.Backend).Fleet { // many hosts or nodes, one summary
 		return runRemotePlan(cmd, plan)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	defer engine.StopAll(10 * time.Second)
 	defer softMemoryLimit(planStreams(plan.Config))()
@@ -213,9 +207,8 @@ func (o *runOptions) Run(cmd *cobra.Command) error {
 	return nil
 }
 
-// flagPaths are the config keys a plan flag sets: a flag of no backend's, or a backend's from its
-// row in the backend table. A flag several backends read, each from its own section, sets them all
-// (one --dry-run, whichever backend the plan names, on the command line or in a file).
+// flagPaths are the config keys a plan flag sets: a flag of no backend's, or a backend's from the
+// backend table; a flag several backends read (--dry-run) sets each one's key.
 func flagPaths(flag string) []string {
 	if p, ok := hostFlagPaths[flag]; ok {
 		return []string{p}

@@ -3,10 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -106,7 +103,7 @@ func (o *simOptions) Validate() error {
 // Run serves until Ctrl-C or SIGTERM.
 func (o *simOptions) Run(cmd *cobra.Command) error {
 	o.Out = cmd.OutOrStdout()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(context.Background())
 	defer stop()
 	// sim.Run fails only before it serves (a bad flag, a port in use): exit 2, nothing started.
 	err := sim.Run(ctx, o.RunOptions)
