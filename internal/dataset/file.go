@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
@@ -108,7 +107,7 @@ func parseJSONL(raw []byte) (*File, error) {
 		}
 		f.Prompts = append(f.Prompts, Prompt{Text: *text, OutputTokens: l.OutputTokens})
 	}
-	if err := sc.Err(); err != nil && err != io.EOF {
+	if err := sc.Err(); err != nil { // never io.EOF: Scanner.Err reports only other errors
 		return nil, fmt.Errorf("line %d: %v", line+1, err)
 	}
 	if len(f.Prompts) == 0 {

@@ -312,13 +312,10 @@ func (t *Tokenizer) parsePre(raw json.RawMessage, field string, byteLevel *bool)
 		if !slices.Contains([]string{"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"}, c.Behavior) {
 			return fmt.Errorf("%s.behavior %q: want Isolated, Removed, MergedWithPrevious, MergedWithNext or Contiguous", field, c.Behavior)
 		}
-		pat := ""
-		if c.Pattern.Regex != nil {
-			pat = *c.Pattern.Regex
-		} else {
-			pat = regexp2.Escape(*c.Pattern.String)
+		if c.Pattern.String != nil { // a literal split
+			c.Pattern.Regex = new(regexp2.Escape(*c.Pattern.String))
 		}
-		re, err := regexp2.Compile(pat, regexp2.None)
+		re, err := regexp2.Compile(*c.Pattern.Regex, regexp2.None)
 		if err != nil {
 			return fmt.Errorf("%s.pattern: %v", field, err)
 		}
