@@ -337,26 +337,18 @@ func judgeBusyAndFloors(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 		if marked {
 			b.Status = results.StatusFlag
 		}
-		if b.Ratio == nil {
-			continue
-		}
-		fl := r.Floor(gh.GPU.Name, b.Name)
-		if fl <= 0 {
-			continue
-		}
-		b.Floor = &fl
-		if *b.Ratio < fl {
-			b.Status = results.StatusFlag
-			flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, fmtNum(b.Value), b.Unit, floorRatio(*b.Ratio, fl), fmtNum(*b.Peak), b.Unit, fl, hint)
+		if fl := r.Floor(gh.GPU.Name, b.Name); b.Ratio != nil && fl > 0 {
+			b.Floor = &fl
+			if *b.Ratio < fl {
+				b.Status = results.StatusFlag
+				flag(CheckFloor, "%s %s %s is %s of the %s %s datasheet peak, under its %.2f floor: %s", b.Name, fmtNum(b.Value), b.Unit, floorRatio(*b.Ratio, fl), fmtNum(*b.Peak), b.Unit, fl, hint)
+			}
 		}
 	}
-	if bu := gh.Burn; bu != nil && bu.Error == "" && bu.Ratio != nil {
-		fl := r.Floor(gh.GPU.Name, results.FloorBurn)
-		if fl > 0 {
-			bu.Floor = &fl
-			if *bu.Ratio < fl {
-				flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", fmtNum(bu.TFLOPS), floorRatio(*bu.Ratio, fl), fmtNum(*bu.Peak), fl, hint)
-			}
+	if bu, fl := gh.Burn, r.Floor(gh.GPU.Name, results.FloorBurn); bu != nil && bu.Error == "" && bu.Ratio != nil && fl > 0 {
+		bu.Floor = &fl
+		if *bu.Ratio < fl {
+			flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", fmtNum(bu.TFLOPS), floorRatio(*bu.Ratio, fl), fmtNum(*bu.Peak), fl, hint)
 		}
 	}
 }
