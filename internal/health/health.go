@@ -60,20 +60,12 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.SampleEvery <= 0 {
-		o.SampleEvery = time.Second
-	}
 	d := results.DefaultHealth()
+	o.SampleEvery = nz(o.SampleEvery, time.Second)
 	o.DCGMLevel = cmp.Or(o.DCGMLevel, d.DCGMLevel)
-	if o.DCGMTimeout <= 0 {
-		o.DCGMTimeout = d.DCGMTimeout
-	}
-	if o.BusyReadings <= 0 {
-		o.BusyReadings = 3
-	}
-	if o.BusyGap <= 0 {
-		o.BusyGap = 500 * time.Millisecond
-	}
+	o.DCGMTimeout = nz(o.DCGMTimeout, d.DCGMTimeout)
+	o.BusyReadings = nz(o.BusyReadings, 3)
+	o.BusyGap = nz(o.BusyGap, 500*time.Millisecond)
 }
 
 // Run is the health phase of one host. It never returns nil and never stops at the first problem:

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -221,8 +222,10 @@ func linkGBps(l results.NVLink, spec catalog.GPU) float64 {
 	return nz(l.GBps, spec.NVLinkLinkGBps())
 }
 
-func nz(v, fallback float64) float64 {
-	if v > 0 {
+// nz is v when it is above zero, else fallback.
+func nz[T cmp.Ordered](v, fallback T) T {
+	var zero T
+	if v > zero {
 		return v
 	}
 	return fallback
