@@ -8,25 +8,22 @@ import (
 	"github.com/gpuvet/gpuvet/internal/backendkind"
 )
 
-// HostPrep is host preparation for the ssh backend (and the OpenNebula bare-metal node): what a
-// host lacks for a real run (the NVIDIA driver, DCGM, numactl) is installed with apt before the run
-// and purged after it. Only what this run installed is removed; what the host had is used and never
-// touched (docs/hostprep.md).
+// HostPrep is host preparation for the ssh backend (and the OpenNebula bare-metal node): what a host
+// lacks (the NVIDIA driver, DCGM, numactl) is installed with apt for the run and purged after; what
+// it had is never touched (docs/hostprep.md).
 type HostPrep struct {
 	// Enabled: auto (hosts that run the local backend, ssh.remote_backend local), true, false.
 	Enabled string `yaml:"enabled"`
-	// AllowDriverInstall installs the driver package on a host without nvidia-smi (and purges it
-	// after); false fails such a host instead, before anything changes there.
+	// AllowDriverInstall installs the driver on a host without nvidia-smi; false fails such a host
+	// before anything changes there.
 	AllowDriverInstall bool `yaml:"allow_driver_install"`
 	// AllowNumactlInstall does the same for numactl (needed by engine.numa_bind).
 	AllowNumactlInstall bool `yaml:"allow_numactl_install"`
-	// VFIORelease releases the host's NVIDIA GPUs from vfio-pci for its run and restores them after
-	// (a KVM node with GPU passthrough, e.g. OpenNebula's, whose GPUs driverctl keeps on vfio-pci):
-	// the bare-metal re-measure of a virtualization node. Needs root login.
+	// VFIORelease releases the host's NVIDIA GPUs from vfio-pci for its run, restored after (the
+	// bare-metal re-measure of a KVM node with GPU passthrough). Needs root login.
 	VFIORelease bool `yaml:"vfio_release"`
-	// Driver, DCGM and Numactl are the apt packages installed, each with its version pin ("" = the
-	// repository's candidate, recorded in the run's manifest and summary). DCGM's permission is
-	// health.dcgm.allow_install.
+	// Driver, DCGM and Numactl are the apt packages installed, each with its version pin ("": the
+	// repository's candidate, recorded). DCGM's permission is health.dcgm.allow_install.
 	Driver  AptPackage `yaml:"driver"`
 	DCGM    AptPackage `yaml:"dcgm"`
 	Numactl AptPackage `yaml:"numactl"`
@@ -46,10 +43,8 @@ func (p AptPackage) Spec() string {
 	return p.Package + "=" + p.Version
 }
 
-// The packages installed by default: NVIDIA's CUDA repository (developer.download.nvidia.com/
-// compute/cuda/repos/<distro>/<arch>, added with its cuda-keyring package) names the open kernel
-// driver nvidia-open (recommended from Turing on, required for Blackwell) and DCGM 4 for CUDA 13
-// (driver 580 and later) datacenter-gpu-manager-4-cuda13; numactl is the distribution's.
+// The packages installed by default, as NVIDIA's CUDA repository names them: the open kernel driver
+// (recommended from Turing on, required for Blackwell) and DCGM 4 for CUDA 13 (driver 580 on).
 func hostPrepDefaults() HostPrep {
 	return HostPrep{Enabled: "auto", AllowDriverInstall: true, AllowNumactlInstall: true,
 		Driver: AptPackage{Package: "nvidia-open"}, DCGM: AptPackage{Package: "datacenter-gpu-manager-4-cuda13"},

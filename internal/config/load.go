@@ -191,7 +191,7 @@ func (p *Plan) applyBytes(path string, b []byte) error {
 		}
 		p.Notes = append(p.Notes, notes...)
 		merge(p.tree, layer, "", p.Sources)
-		p.restoreSources(layer, "recipe:"+path)
+		eachLeaf(layer, nil, func(segs []string, _ any) { p.Sources[pathOf(segs...)] = "recipe:" + path })
 		return nil
 	}
 	src := map[string]string{}
@@ -231,11 +231,6 @@ func (p *Plan) overlay(layer tree, src map[string]string) {
 	for k, v := range src {
 		p.Sources[k] = v
 	}
-}
-
-// restoreSources records source for every leaf of layer.
-func (p *Plan) restoreSources(layer tree, source string) {
-	eachLeaf(layer, nil, func(segs []string, _ any) { p.Sources[pathOf(segs...)] = source })
 }
 
 // eachLeaf calls fn with the path segments (after segs) and value of every leaf under v.

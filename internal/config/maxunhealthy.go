@@ -7,9 +7,8 @@ import (
 	"strings"
 )
 
-// MaxUnhealthy is the circuit breaker's limit (fleet.Breaker): how many hosts one run may act on
-// (kubernetes.max_unhealthy quarantines, slurm.max_drain drains): a count, or a share of the hosts
-// it vetted.
+// MaxUnhealthy is the circuit breaker's limit (fleet.Breaker; kubernetes.max_unhealthy,
+// slurm.max_drain): how many hosts one run may act on, a count or a share of those vetted.
 type MaxUnhealthy struct {
 	Count int     // used when Pct is 0
 	Pct   float64 // a share in percent, > 0 and ≤ 100; 0: Count

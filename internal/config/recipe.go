@@ -21,10 +21,9 @@ import (
 //
 // Other constraints (e.g. inference-routing-mode) belong to aicr's deployment and are noted.
 
-// aicr's inference-perf check (validators/performance of NVIDIA/aicr) measures with AIPerf: 128 input
-// and 128 output tokens (no spread), max(1000, 8 × concurrency) measured requests after one warm-up
-// request per in-flight slot. Its thresholds were measured with that load, so the run that judges
-// them uses it too, whatever the sweep's profile is.
+// aicr's inference-perf check measures with AIPerf: 128 input and 128 output tokens, max(1000, 8 ×
+// concurrency) requests after one warm-up per slot. Its thresholds were measured with that load, so
+// the run that judges them uses it too.
 const (
 	AICRPromptTokens           = 128
 	AICROutputTokens           = 128

@@ -5,9 +5,8 @@ import (
 	"net/url"
 )
 
-// stripEndpointCredentials removes user:password@ from endpoint.url, so that no output (summary
-// settings, config show, reports, raw files) records it. The password (or a lone user name) is
-// kept in Plan.EndpointURLKey, to be used as the API key only when endpoint.api_key_env is empty.
+// stripEndpointCredentials removes user:password@ from endpoint.url, so that no output records it;
+// the password (or a lone user) is kept in Plan.EndpointURLKey.
 func (p *Plan) stripEndpointCredentials() {
 	u, err := url.Parse(p.Config.Endpoint.URL)
 	if err != nil || u.User == nil {
@@ -26,9 +25,8 @@ func (p *Plan) stripEndpointCredentials() {
 		"the key from $"+env+" is used when set, else the URL's password; put the key in $"+env+" (endpoint.api_key_env) instead")
 }
 
-// stripOpenNebulaCredentials removes user:password@ from opennebula.endpoint in the config (and
-// so from summary settings, config show, reports); Plan.OpenNebulaEndpoint keeps the URL whole
-// for the client.
+// stripOpenNebulaCredentials removes user:password@ from opennebula.endpoint in the config;
+// Plan.OpenNebulaEndpoint keeps the URL whole for the client.
 func (p *Plan) stripOpenNebulaCredentials() {
 	p.OpenNebulaEndpoint = p.Config.OpenNebula.Endpoint
 	if stripped := stripUserinfo(p.OpenNebulaEndpoint); stripped != p.OpenNebulaEndpoint {
@@ -38,8 +36,7 @@ func (p *Plan) stripOpenNebulaCredentials() {
 	}
 }
 
-// stripUserinfo removes user:password@ from a URL that is still used (the query stays: it is part
-// of the address); what is shown of a URL goes through results.RedactURLs.
+// stripUserinfo removes user:password@ from a URL that is still used (the query stays).
 func stripUserinfo(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.User == nil {

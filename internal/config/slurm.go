@@ -13,17 +13,15 @@ import (
 // Slurm configures backend slurm: a Slurm cluster's GPU nodes, each vetted in place by one
 // exclusive job that runs the host pipeline there (docs/slurm.md).
 type Slurm struct {
-	// Partition, Nodes and Reservation choose the nodes (all given: a node must match each):
-	// a partition's nodes, node names or hostlist expressions (node[1-4]), a reservation's nodes.
-	// None: every node with GPUs (gres gpu).
+	// Partition, Nodes (names or hostlists, node[1-4]) and Reservation choose the nodes, a node
+	// matching each given; none: every node with GPUs (gres gpu).
 	Partition   string   `yaml:"partition"`
 	Nodes       []string `yaml:"nodes"`
 	Reservation string   `yaml:"reservation"`
-	// Binary is gpuvet as the nodes run it: a path every node sees (a shared file system, or the
-	// same install on each). Default: the running executable.
+	// Binary is gpuvet as the nodes run it, a path every node sees. Default: this executable.
 	Binary string `yaml:"binary"`
-	// SharedDir is where each node's job writes its plan, script, log and results: a folder every
-	// node and this machine see at the same path. Default: the output folder (--out).
+	// SharedDir is where each node's job writes its plan, script, log and results, seen at the same
+	// path by every node and this machine. Default: --out.
 	SharedDir string `yaml:"shared_dir"`
 	// RemoteBackend is what a node's job runs: local (engines on its GPUs) or sim.
 	RemoteBackend string `yaml:"remote_backend"`
@@ -43,9 +41,8 @@ type Slurm struct {
 	DrainFailed  bool `yaml:"drain_failed"`
 	DrainFlagged bool `yaml:"drain_flagged"`
 	// MaxDrain is the circuit breaker (fleet.Breaker): the most nodes one run may drain, a count
-	// ("3") or a share of the vetted nodes ("10%", at least 1). Past it the rest are only reported
-	// (failed nodes drained first) and the run fails: so many at once is more likely the run's own
-	// problem than the fleet's.
+	// ("3") or a share ("10%", at least 1); past it the rest are only reported and the run fails: so
+	// many at once is more likely the run's own problem than the fleet's.
 	MaxDrain string `yaml:"max_drain"`
 	// DryRun shows every drain and resume and takes none (the jobs still run: vetting needs them).
 	DryRun bool `yaml:"dry_run"`

@@ -5,10 +5,8 @@ import (
 	"slices"
 )
 
-// With is the plan with key=value overrides on top, as --set applies them (source "flag:--set"),
-// checked as Load checks a plan; p is unchanged. It is the plan a fleet's nested run (opennebula's
-// bare-metal re-measure, whose nodes run with --set overrides) records and judges with: the
-// settings its hosts ran under, not the outer run's.
+// With is the plan with key=value overrides on top, as --set applies them, checked as Load checks a
+// plan; p is unchanged. A fleet's nested run (opennebula's bare-metal re-measure) judges with it.
 func (p *Plan) With(sets ...string) (*Plan, error) {
 	q := &Plan{Sources: maps.Clone(p.Sources), Notes: slices.Clone(p.Notes), EndpointURLKey: p.EndpointURLKey,
 		tree: deepCopy(p.tree).(tree)}
