@@ -230,8 +230,7 @@ func (r *run) addEndpoint(mi int, ep results.Endpoint) {
 	slices.SortFunc(m.Endpoints, func(a, b results.Endpoint) int { return firstGPU(a) - firstGPU(b) })
 }
 
-// onGPUs names an endpoint's GPUs on a progress line ("on gpu [0]"), or says it is an endpoint
-// whose GPUs gpuvet does not know (backend endpoint).
+// onGPUs names an endpoint's GPUs on a progress line ("on gpu [0]"), or "at the endpoint".
 func onGPUs(gpus []int) string {
 	if len(gpus) == 0 {
 		return "at the endpoint"
@@ -402,8 +401,8 @@ func (r *run) measure(ctx context.Context, ep *results.Endpoint, sv *Served, mod
 func (r *run) recordLoadError(ctx context.Context, ep *results.Endpoint, sv *Served, model string, slot Slot, ld *results.Load, err error) {
 	switch {
 	case err != nil && ep.EngineExit != "" && ld != nil && len(ld.Runs) > 0 && ctx.Err() == nil:
-		// The engine died under load after rungs were measured: the load stopped because of the
-		// engine, which the judge names (judge.engine_fault); it is no failure of the GPU's.
+		// The engine died under load after rungs were measured: the judge names the engine
+		// (judge.engine_fault), no failure of the GPU's.
 		if ld.Error == "" {
 			ld.Error = err.Error()
 		}
@@ -503,8 +502,8 @@ func Warmup(ctx context.Context, url, model, apiKeyEnv string) error {
 	return nil
 }
 
-// load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling.
-// The busy watch rides on the power sampler: it reads what else is on the GPUs at every sample.
+// load runs the profile (and, when aicr gates are set, the aicr concurrency run) with power sampling
+// and the busy watch riding on it.
 func (r *run) load(ctx context.Context, sv *Served, model string, slot Slot, cfg config.Config, records string) (*results.Load, *results.Power, *results.Telemetry, *results.Busy, error) {
 	if err := r.inject("load", slot.Index); err != nil {
 		return nil, nil, nil, nil, err

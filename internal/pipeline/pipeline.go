@@ -63,8 +63,8 @@ var errInjected = errors.New("injected failure")
 
 func (r *run) progress(format string, args ...any) { r.prog.Logf(format, args...) }
 
-// inject returns an injected error when --fail-in names phase (for per-GPU phases: on the first slot only,
-// so the run shows the others go on).
+// inject returns an injected error when --fail-in names phase (per GPU: on the first slot only, so
+// the run shows the others go on).
 func (r *run) inject(phase string, slot int) error {
 	if r.cfg.Run.FailIn == phase && slot <= 0 {
 		return fmt.Errorf("%w (--fail-in %s)", errInjected, phase)
@@ -239,8 +239,7 @@ func (r *run) health(ctx context.Context) {
 	r.progress("health: %s", h.Status)
 }
 
-// slots groups the selected GPUs into engines: one per GPU, or one per tp consecutive GPUs, unless
-// the backend groups them its own way (Grouper).
+// slots groups the selected GPUs into engines: TPSlots, unless the backend is a Grouper.
 func (r *run) slots(tp int) ([]Slot, string) {
 	gpus := r.host().Discovery.GPUs
 	if r.cfg.Run.GPUCount > 0 && r.cfg.Run.GPUCount < len(gpus) {

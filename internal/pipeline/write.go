@@ -45,8 +45,7 @@ func (r *run) baseline(ctx context.Context) {
 	}
 }
 
-// history runs one history step (Deps.History before the judge, Deps.Record after it); a failure
-// is a caveat ("history not read: …"), never the run's.
+// history runs one history step (Deps.History or Deps.Record); a failure is a caveat, never the run's.
 func (r *run) history(ctx context.Context, step func(context.Context, *results.Summary, *config.Plan), what string) {
 	if step != nil {
 		if err := protect(func() error { step(ctx, r.sum, r.plan); return nil }); err != nil {
@@ -196,8 +195,7 @@ func (r *run) verdictCode() int {
 	return 0
 }
 
-// interruptedWhat names the endpoints that were running when the run was stopped and counts those
-// never reached.
+// interruptedWhat names the endpoints running when the run was stopped and counts those not run.
 func interruptedWhat(s *results.Summary) string {
 	var running []string
 	notRun := 0
