@@ -382,7 +382,6 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	}
 	cfg := Defaults(o.Config)
 	o = withOptionDefaults(o, cfg)
-	warmReqs, warmDur, _ := parseWarmup(cfg.Warmup)
 	cl, rx, closeClient, err := openClient(o, cfg)
 	defer closeClient()
 	if err != nil {
@@ -409,7 +408,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	cpu0, wall0 := cpuTime(), time.Now()
 
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: results.JoinURL(o.URL, "/v1/models")},
-		warmReqs: warmReqs, warmDur: warmDur, recW: recW, sc: sc}
+		recW: recW, sc: sc}
 	if cfg.Workload == WorkloadLongContext {
 		ex.modelLen = modelLen(ctx, cl.hc, results.JoinURL(o.URL, "/v1/models"), o.Model, cl.key)
 		ex.kvTokens = sc.kvCapacity(ctx)
@@ -668,19 +667,17 @@ type attempt struct {
 
 // executor runs the configured profile's rungs, writing records as each rung ends.
 type executor struct {
-	o        Options
-	cfg      results.LoadConfig
-	rn       *runner
-	warmReqs int
-	warmDur  time.Duration
-	recW     io.Writer
-	recErr   error
-	rung     int
-	sc       *scraper // nil: /metrics not scraped
-	allLags  []float64
-	lastCPU  float64   // the last rung's CPU use, as a share of all cores
-	rxLags   []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
-	counts   map[string]int
+	o       Options
+	cfg     results.LoadConfig
+	rn      *runner
+	recW    io.Writer
+	recErr  error
+	rung    int
+	sc      *scraper // nil: /metrics not scraped
+	allLags []float64
+	lastCPU float64   // the last rung's CPU use, as a share of all cores
+	rxLags  []float64 // per request: mean wait of its chunks in the socket (kernel-timed chunks only)
+	counts  map[string]int
 	// What the earlier sweep rungs measured (plan.go), and the synchronous rung's sustained rate.
 	tempo         tempo
 	syncRate      float64
@@ -711,9 +708,10 @@ func (ex *executor) take(s rungSpec) rungSpec {
 
 // newSpec is a rung of kind with the profile's settings, its index not yet taken (a plan's).
 func (ex *executor) newSpec(kind string, conc int, rate float64) rungSpec {
+	warmReqs, warmDur, _ := parseWarmup(ex.cfg.Warmup) // checked by Validate
 	s := rungSpec{Kind: kind, Concurrency: conc, Rate: rate,
 		Duration: time.Duration(ex.cfg.MaxDuration), MaxRequests: ex.cfg.MaxRequests,
-		WarmupReqs: ex.warmReqs, WarmupDur: ex.warmDur, Drain: ex.o.Drain, MaxInFlight: ex.o.MaxInFlight}
+		WarmupReqs: warmReqs, WarmupDur: warmDur, Drain: ex.o.Drain, MaxInFlight: ex.o.MaxInFlight}
 	// The rungs whose latency figures are gated are sized by what completes.
 	if kind == kindSynchronous || kind == kindConcurrency {
 		s.MinSamples, s.Cap = ex.cfg.MinSamples, time.Duration(ex.cfg.MaxRungDuration)
