@@ -243,9 +243,8 @@ func (c *client) body(p dataset.Prompt, out int) []byte {
 }
 
 // negotiate sends one short request; while the endpoint answers HTTP 400, it gives up the optional
-// parameters one by one (continuous usage, exact lengths, stream_options) and tries again, so that
-// OpenAI-compatible servers that are not vLLM get a load they accept. An endpoint that refuses even
-// the plain request is an error, and so is one that does not answer before ctx ends.
+// parameters one by one and tries again, so that OpenAI-compatible servers that are not vLLM get a
+// load they accept. Refusing even the plain request, or no answer before ctx ends, is an error.
 func (c *client) negotiate(ctx context.Context, p dataset.Prompt) error {
 	for _, give := range []string{"", paramContinuous, paramExact, paramUsage} {
 		if give != "" {
@@ -639,9 +638,8 @@ var (
 	errSetup   = errors.New("the setup's bound (load.drain) ran out")
 )
 
-// failCtx classifies an error that may come from a context: our deadlines are timeouts, a judged
-// silence is its kind, and the caller's cancellation (drain bound, Ctrl-C) makes the request
-// incomplete unless it had been silent long enough to judge.
+// failCtx classifies an error that may come from a context: our deadlines are timeouts, a judged silence
+// its kind, the caller's cancellation incomplete (unless silent long enough to judge).
 func (c *client) failCtx(ctx context.Context, rec *Record, class string, err error) {
 	var quiet *silence
 	switch cause := context.Cause(ctx); {

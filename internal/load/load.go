@@ -357,10 +357,9 @@ func Preflight(ctx context.Context, o Options) error {
 // maxListedModels bounds the served models a preflight error names: the server's words, one line.
 const maxListedModels = 10
 
-// Run drives the load and returns what it measured. On ctx cancellation (Ctrl-C) it stops cleanly with
-// Interrupted set. Errors before any load (bad options, calibration) return a nil Load; later errors
-// return the Load too, with Error set. The setup is bounded by the drain bound, each rung by its
-// duration and drain. Neither the error nor the Load holds the API key, whatever the server echoed.
+// Run drives the load and returns what it measured (on Ctrl-C, with Interrupted set). Errors before
+// any load return a nil Load; later ones the Load too, with Error set. The setup is bounded by the
+// drain bound, each rung by its duration and drain. Neither holds the API key, whatever was echoed.
 func Run(ctx context.Context, o Options) (*results.Load, error) {
 	l, err := run(ctx, o)
 	key := apiKey(o.APIKeyEnv)
@@ -601,9 +600,8 @@ func calibrated(ctx context.Context, s *dataset.Synthetic, chat bool, local *dat
 }
 
 // withLocal calibrates s with a local tokenizer.json, then measures what the server counts beyond it
-// (the chat template, a BOS), which the local file cannot apply: by /tokenize, else by
-// usage.prompt_tokens. Without either count, completions keep the post_processor's special tokens and
-// chat prompts are exact in their text only. The result says which.
+// (chat template, BOS) by /tokenize, else usage.prompt_tokens. Without either, completions keep the
+// post_processor's special tokens and chat prompts are exact in their text only, as the result says.
 func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (string, error) {
 	label := tokensLocal + " (" + local.Path + ")"
 	if err := s.Calibrate(ctx, local); err != nil {
@@ -720,9 +718,8 @@ func (ex *executor) newSpec(kind string, conc int, rate float64) rungSpec {
 	return s
 }
 
-// tail bounds the drain of a sweep rung whose latencies are not gated (probes, constant rungs): their
-// throughput counts tokens streamed inside the window, and waiting for a slow engine's requests
-// would double the sweep and measure nothing more.
+// tail bounds the drain of an ungated sweep rung: its throughput counts tokens streamed inside the
+// window, and waiting for a slow engine's requests would double the sweep and measure nothing more.
 func (ex *executor) tail(s rungSpec) rungSpec {
 	s.Drain = min(s.Drain, max(sweepTail, s.Duration/4))
 	return s
@@ -870,9 +867,8 @@ func (ex *executor) profile(ctx context.Context, n int) attempt {
 	return a
 }
 
-// broken reports a rung with no successful request that was not merely over capacity (requests that
-// streamed but were still running at its end: a finding, Knee.PastKnee, never an error). One whose
-// requests all failed, or that streamed nothing, is broken.
+// broken reports a rung whose requests all failed or streamed nothing; one whose requests streamed but
+// were still running at its end is over capacity, a finding (Knee.PastKnee), never an error.
 func broken(r results.Run) bool {
 	return r.Requests.Successful == 0 && (r.Requests.Streamed == 0 || r.Requests.Incomplete == 0)
 }
@@ -971,11 +967,10 @@ func joinNote(a, b string) string {
 	return a + "; " + b
 }
 
-// rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷
-// output tokens per request. Counting completions instead under-reads a window not much longer than
-// a request, and a ladder placed too low looks unsaturated. Tokens per request: the profile's output
-// length when the rung completed none or shortened some (shortLen), else the completed requests'
-// mean. With no tokens it falls back to concurrency ÷ mean E2E.
+// rungRate is a rung's sustained request rate, which places the constant rungs: output tok/s ÷ output
+// tokens per request (counting completions under-reads a short window, and a ladder placed too low
+// looks unsaturated). Per request: the profile's output length when the rung completed none or
+// shortened some, else the completed mean. With no tokens: concurrency ÷ mean E2E.
 func (ex *executor) rungRate(r results.Run) float64 {
 	per := r.MeanOutputTokens
 	if r.Requests.Successful == 0 || (r.Sizing != nil && r.Sizing.ShortRequests > 0) || per <= 0 {

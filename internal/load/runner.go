@@ -513,9 +513,8 @@ func (o *rungOut) fromOnset(onset time.Duration) {
 	}
 }
 
-// skipRamp makes the first mean E2E of the rung warm-up: until then the requests in flight are still
-// building up, so output tok/s reads low and latencies are a lighter load's. A rung whose requests
-// take more than half its duration keeps its ramp: skipping it would leave too little.
+// skipRamp makes the first mean E2E of the rung warm-up (the in-flight count still building up), unless
+// its requests take more than half its duration: skipping it would leave too little.
 func (o *rungOut) skipRamp(e2e func() (time.Duration, int), dur time.Duration) {
 	if d, n := e2e(); n > 0 && d <= dur/2 {
 		o.fromOnset(o.start + d)

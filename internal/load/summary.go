@@ -362,10 +362,9 @@ func burstReqS(o *rungOut) float64 {
 	return float64(slices.Max(counts[:n-1])) // the last slice may be partial
 }
 
-// rxBacklog reports a receive backlog that grows over the window: requests ending in its last third
-// waited in the socket more than LagLimit per chunk on average, and twice as long as in its first.
-// Kernel timestamps keep chunk times right while the client is late, but not a client that never
-// catches up.
+// rxBacklog reports a receive backlog that grows over the window: chunks of requests ending in its last
+// third waited in the socket over LagLimit on average, twice as long as in its first. Kernel
+// timestamps keep chunk times right while the client is late, not a client that never catches up.
 func rxBacklog(o *rungOut) (bool, string) {
 	third := (o.winEnd - o.winStart) / 3
 	if third <= 0 {
