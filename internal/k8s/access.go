@@ -33,9 +33,9 @@ func (p Permission) String() string {
 }
 
 // Needs lists what a run asks of the API: the namespace, the node and pod listings that choose
-// nodes, and inside the namespace the objects it creates, polls, reads logs of, and deletes. With a
-// kept cache (kept), the pods that mount it (populate Jobs, engines, Dynamo) run in the cache's
-// namespace: the same rights there, plus its PVCs and deleting the run's Secret.
+// nodes, and the objects it creates, polls, reads logs of and deletes in the namespace. With a kept
+// cache, the pods that mount it run in the cache's namespace: the same rights there, plus its PVCs
+// and deleting the run's Secret.
 func Needs(cache, secret, dynamo, kept bool) []Permission {
 	p := []Permission{
 		{Verb: "create", Resource: "namespaces"}, {Verb: "delete", Resource: "namespaces"}, {Verb: "get", Resource: "namespaces"},
@@ -72,9 +72,8 @@ func Needs(cache, secret, dynamo, kept bool) []Permission {
 	return p
 }
 
-// CheckAccess asks the API server, once per permission, whether the caller may do it
-// (SelfSubjectAccessReview), before anything is created. It names every missing permission.
-// namespace is the run's, cacheNS the kept cache's.
+// CheckAccess asks the API server (SelfSubjectAccessReview) whether the caller has each permission,
+// in the run's namespace or the kept cache's (cacheNS), and names every missing one.
 func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace, cacheNS string, needs []Permission) error {
 	var missing []string
 	for _, p := range needs {

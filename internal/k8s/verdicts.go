@@ -42,7 +42,7 @@ const (
 	AnnotationUnhealthyReason = Domain + "unhealthy-reason"
 )
 
-// maxReason bounds the reason annotation: enough for a few reasons, far below the API's 256 KiB.
+// maxReason bounds the reason annotation: a few reasons, far below the API's 256 KiB.
 const maxReason = 2048
 
 // OwnToleration lets gpuvet's own pods onto a node gpuvet quarantined: the next run vets it again
@@ -53,12 +53,10 @@ var OwnToleration = corev1.Toleration{Key: TaintUnhealthy, Operator: corev1.Tole
 // taint_flagged, gate) and how it is bounded (max_unhealthy, dry_run). Any of them also sets the
 // node condition GPUVetted and the verdict's expiry (gate.go).
 type Verdicts struct {
-	Label        bool
-	TaintFailed  bool
-	TaintFlagged bool // taints flagged nodes as well as failed ones
-	// Gate releases a pending node found ok, quarantines one found flag or failed, and keeps an
-	// undecided one pending (gate.go).
-	Gate           bool
+	Label          bool
+	TaintFailed    bool
+	TaintFlagged   bool               // taints flagged nodes as well as failed ones
+	Gate           bool               // releases a pending node found ok, quarantines a flag or failed one
 	DryRun         bool               // no action on any node: every one it would take is printed and recorded
 	MaxUnhealthy   fleet.MaxUnhealthy // bounds the quarantines of one run (fleet.Breaker)
 	ValidFor       time.Duration      // how long a verdict holds (the valid-until annotation); 0: no expiry written
@@ -344,9 +342,8 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		}
 		nodes = append(nodes, &nodeVerdict{h: h, vd: Verdict{Status: h.Status, Hardware: st, RunID: s.RunID, At: now, Reason: fleet.HostReason(h), Action: h.Action}})
 	}
-	// Every node is read at once, the breaker asked in the summary's order (which nodes it lets
-	// through does not depend on which write ends first), then every node written at once: a
-	// thousand nodes' reads and writes one after another would take minutes of round trips.
+	// Every node is read at once, the breaker asked in the summary's order (not in which write
+	// ends first), then every node written at once: one after another would take minutes.
 	cs := f.Cluster.Client
 	workqueue.ParallelizeUntil(ctx, verdictWorkers, len(nodes), func(i int) {
 		nodes[i].node, nodes[i].err = cs.CoreV1().Nodes().Get(ctx, nodes[i].h.Name, metav1.GetOptions{})
