@@ -207,21 +207,24 @@ type tokenizeRequest struct {
 	AddGenerationPrompt *bool         `json:"add_generation_prompt"`
 }
 
-func parseTokenizeRequest(body []byte) (text string, err *apiError) {
+// parseTokenizeRequest reads a /tokenize body: its model (as far as it could be read, for the check
+// that comes first) and the text to tokenize.
+func parseTokenizeRequest(body []byte) (model, text string, err *apiError) {
 	var r tokenizeRequest
 	if e := json.Unmarshal(body, &r); e != nil {
-		return "", badRequest("", "request body: invalid JSON (%v); send {\"prompt\": \"…\"} or {\"messages\": […]}", e)
+		return r.Model, "", badRequest("",
+			"request body: invalid JSON (%v); send {\"prompt\": \"…\"} or {\"messages\": […]}", e)
 	}
 	switch {
 	case r.Prompt != nil && r.Messages != nil:
-		return "", badRequest("prompt", "give either prompt or messages, not both")
+		return r.Model, "", badRequest("prompt", "give either prompt or messages, not both")
 	case r.Prompt != nil:
-		return *r.Prompt, nil
+		return r.Model, *r.Prompt, nil
 	case r.Messages != nil:
 		if e := readMessages(r.Messages, false); e != nil {
-			return "", e
+			return r.Model, "", e
 		}
-		return chatPrompt(r.Messages), nil
+		return r.Model, chatPrompt(r.Messages), nil
 	}
-	return "", badRequest("prompt", "either prompt or messages must be provided")
+	return r.Model, "", badRequest("prompt", "either prompt or messages must be provided")
 }

@@ -42,7 +42,7 @@ func FuzzParseTokenizeRequest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		text, e := parseTokenizeRequest(body)
+		_, text, e := parseTokenizeRequest(body)
 		if e != nil && e.Status != 400 {
 			t.Fatalf("status %d", e.Status)
 		}

@@ -305,14 +305,10 @@ func (s *Server) answer(fn func(body []byte) (any, *apiError)) http.HandlerFunc 
 }
 
 func (s *Server) tokenize(body []byte) (any, *apiError) {
-	var head struct {
-		Model string `json:"model"`
+	model, text, e := parseTokenizeRequest(body)
+	if me := s.checkModel(model); me != nil {
+		return nil, me
 	}
-	json.Unmarshal(body, &head)
-	if e := s.checkModel(head.Model); e != nil {
-		return nil, e
-	}
-	text, e := parseTokenizeRequest(body)
 	if e != nil {
 		return nil, e
 	}
