@@ -95,9 +95,11 @@ func load() (*api, error) {
 	if blas == 0 {
 		return nil, fmt.Errorf("cuBLAS not loadable (tried %s): install the CUDA toolkit's libcublas or add its directory to LD_LIBRARY_PATH", strings.Join(tried, ", "))
 	}
-	if err := bind(blas, "from "+a.cublasLib+" (cuBLAS too old?)", []symbol{{&a.cublasCreate, "cublasCreate_v2"},
-		{&a.cublasDestroy, "cublasDestroy_v2"}, {&a.cublasSetMathMode, "cublasSetMathMode"}, {&a.cublasSgemm, "cublasSgemm_v2"},
-		{&a.cublasGemmEx, "cublasGemmEx"}}); err != nil {
+	if err := bind(blas, "from "+a.cublasLib+" (cuBLAS too old?)", []symbol{
+		{&a.cublasCreate, "cublasCreate_v2"}, {&a.cublasDestroy, "cublasDestroy_v2"},
+		{&a.cublasSetMathMode, "cublasSetMathMode"}, {&a.cublasSgemm, "cublasSgemm_v2"},
+		{&a.cublasGemmEx, "cublasGemmEx"},
+	}); err != nil {
 		return nil, err
 	}
 	return a, d.init()
@@ -112,16 +114,19 @@ func loadDriver() (*driver, error) {
 	}
 	d := &driver{}
 	return d, bind(cu, "from libcuda.so.1 (driver too old?)", []symbol{
-		{&d.cuInit, "cuInit"}, {&d.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"}, {&d.cuDeviceGet, "cuDeviceGet"},
-		{&d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"}, {&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
-		{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"}, {&d.cuCtxSetCurrent, "cuCtxSetCurrent"},
-		{&d.cuCtxSynchronize, "cuCtxSynchronize"}, {&d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"},
-		{&d.cuMemAlloc, "cuMemAlloc_v2"}, {&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemAllocHost, "cuMemAllocHost_v2"},
-		{&d.cuMemFreeHost, "cuMemFreeHost"}, {&d.cuMemsetD32, "cuMemsetD32_v2"}, {&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"},
-		{&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"}, {&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"},
-		{&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"}, {&d.cuStreamCreate, "cuStreamCreate"},
-		{&d.cuStreamDestroy, "cuStreamDestroy_v2"}, {&d.cuStreamSynchronize, "cuStreamSynchronize"},
-		{&d.cuStreamWaitEvent, "cuStreamWaitEvent"}, {&d.cuEventCreate, "cuEventCreate"}, {&d.cuEventRecord, "cuEventRecord"},
+		{&d.cuInit, "cuInit"}, {&d.cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId"},
+		{&d.cuDeviceGet, "cuDeviceGet"}, {&d.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer"},
+		{&d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"},
+		{&d.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"},
+		{&d.cuCtxSetCurrent, "cuCtxSetCurrent"}, {&d.cuCtxSynchronize, "cuCtxSynchronize"},
+		{&d.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess"}, {&d.cuMemAlloc, "cuMemAlloc_v2"},
+		{&d.cuMemFree, "cuMemFree_v2"}, {&d.cuMemAllocHost, "cuMemAllocHost_v2"},
+		{&d.cuMemFreeHost, "cuMemFreeHost"}, {&d.cuMemsetD32, "cuMemsetD32_v2"},
+		{&d.cuMemcpyDtoH, "cuMemcpyDtoH_v2"}, {&d.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"},
+		{&d.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"}, {&d.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"},
+		{&d.cuStreamCreate, "cuStreamCreate"}, {&d.cuStreamDestroy, "cuStreamDestroy_v2"},
+		{&d.cuStreamSynchronize, "cuStreamSynchronize"}, {&d.cuStreamWaitEvent, "cuStreamWaitEvent"},
+		{&d.cuEventCreate, "cuEventCreate"}, {&d.cuEventRecord, "cuEventRecord"},
 		{&d.cuEventSynchronize, "cuEventSynchronize"}, {&d.cuEventElapsedTime, "cuEventElapsedTime"},
 		{&d.cuEventDestroy, "cuEventDestroy_v2"}, {&d.cuGetErrorName, "cuGetErrorName"},
 	})

@@ -186,7 +186,8 @@ func (p *Peer) timeCopies(from, to []*end) (float64, error) {
 				a.cuEventDestroy(ev)
 			}
 		}()
-		secs, err := a.span(first.stream, "a peer copy failed", fmt.Sprintf("%d peer copies", iters), func(start uintptr) error {
+		work := fmt.Sprintf("%d peer copies", iters)
+		secs, err := a.span(first.stream, "a peer copy failed", work, func(start uintptr) error {
 			for i := len(from) - 1; i >= 0; i-- { // the others first, so the first stream can wait on them
 				e := from[i]
 				a.cuCtxSetCurrent(e.ctx)

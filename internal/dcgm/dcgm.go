@@ -288,8 +288,9 @@ func (r *result) gpus() ([]int, error) {
 
 // normalise maps DCGM's statuses ("PASS", "Pass", "Fail", "Skip", "Warn", "Not Run") to lower-case words.
 func normalise(s string) (string, error) {
-	if r, ok := map[string]string{"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
-		"skipped": "skip", "not run": "skip", "notrun": "skip", "not_run": "skip"}[strings.ToLower(strings.TrimSpace(s))]; ok {
+	words := map[string]string{"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
+		"skipped": "skip", "not run": "skip", "notrun": "skip", "not_run": "skip"}
+	if r, ok := words[strings.ToLower(strings.TrimSpace(s))]; ok {
 		return r, nil
 	}
 	return "", fmt.Errorf("status %q: want Pass, Fail, Warn or Skip", s)

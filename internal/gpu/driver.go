@@ -100,7 +100,9 @@ func (s *nvmlSource) fabric(d nvml.Device, g *results.GPUInfo, notes *[]string) 
 		return nvml.GpuFabricInfo_v3{State: fi.State, Status: fi.Status}, r
 	}
 	if s.has("nvmlDeviceGetGpuFabricInfoV") {
-		sym, read = "nvmlDeviceGetGpuFabricInfoV", func() (nvml.GpuFabricInfo_v3, nvml.Return) { return fabricInfoV3(d) }
+		sym, read = "nvmlDeviceGetGpuFabricInfoV", func() (nvml.GpuFabricInfo_v3, nvml.Return) {
+			return fabricInfoV3(d)
+		}
 	}
 	get(s, notes, sym, read, func(fi nvml.GpuFabricInfo_v3) {
 		g.Fabric = fabricFromNVML(fi.State, nvml.Return(fi.Status), fi.HealthSummary, s.lib.ErrorString)

@@ -136,8 +136,9 @@ func FromNvidiaSMIXML(path string, cat *catalog.Catalog) (Source, error) {
 // source reads every GPU's inventory and occupancy from the capture.
 func (log *smiLog) source(path string, cat *catalog.Catalog) *xmlSource {
 	s := &xmlSource{path: path}
+	driver, cuda := strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion)
 	for i, g := range log.GPUs {
-		s.gpus = append(s.gpus, g.info(i, strings.TrimSpace(log.DriverVersion), strings.TrimSpace(log.CUDAVersion), cat))
+		s.gpus = append(s.gpus, g.info(i, driver, cuda, cat))
 		s.occ = append(s.occ, g.occupancy())
 	}
 	return s

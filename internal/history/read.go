@@ -163,14 +163,15 @@ const OwnRuns = 10
 func (s *Store) earlier(ctx context.Context, host, fp, run string) ([]results.EarlierRun, error) {
 	var ids []string
 	args := []any{host}
-	err := s.each(ctx, `SELECT n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id
-		WHERE n.host = ? AND r.fingerprint = ? AND n.status IN (?, ?) AND n.run_id <> ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?`,
-		[]any{host, fp, string(results.StatusOK), string(results.StatusInconclusive), run, OwnRuns}, func(rs *sql.Rows) error {
-			var id string
-			err := rs.Scan(&id)
-			ids, args = append(ids, id), append(args, id)
-			return err
-		})
+	q := `SELECT n.run_id FROM nodes n JOIN runs r ON r.id = n.run_id
+		WHERE n.host = ? AND r.fingerprint = ? AND n.status IN (?, ?) AND n.run_id <> ? ORDER BY r.started_ms DESC, r.id DESC LIMIT ?`
+	qargs := []any{host, fp, string(results.StatusOK), string(results.StatusInconclusive), run, OwnRuns}
+	err := s.each(ctx, q, qargs, func(rs *sql.Rows) error {
+		var id string
+		err := rs.Scan(&id)
+		ids, args = append(ids, id), append(args, id)
+		return err
+	})
 	if err != nil || len(ids) < 3 {
 		return nil, err
 	}
@@ -295,7 +296,8 @@ func (s *Store) Trend(ctx context.Context, host, uuid, fp string, limit int) ([]
 	}
 	var pts []results.TrendPoint
 	pos := map[string]int{}
-	err := s.each(ctx, runQ+fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit), args, func(rs *sql.Rows) error {
+	runQ += fmt.Sprintf(` ORDER BY r.started_ms DESC, r.id DESC LIMIT %d`, limit)
+	err := s.each(ctx, runQ, args, func(rs *sql.Rows) error {
 		var p results.TrendPoint
 		var ms int64
 		var st, f string
