@@ -11,6 +11,7 @@
 #     marks the pod Succeeded itself, after its log is in place;
 #   - the Logs CRD enabled (KWOK_ENABLE_CRDS=Logs), so a pod's log can be pointed at a local file.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/pidfile.sh"   # stop_pid
 K8S_VERSION=${K8S_VERSION:-v1.37.2}        # k8s.io/kubernetes; staging modules = v0.37.2
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}      # go.etcd.io/etcd/server/v3
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}       # sigs.k8s.io/kwok
@@ -175,22 +176,10 @@ EON
   echo "all started: $(( $(date +%s%3N) - t0 )) ms; KUBECONFIG=$KC"
 }
 
-# ours PID NAME: PID is still this control plane's NAME (its command is $BIN/NAME). A pid file outlives
-# its process and pids come round again (pid_max 32768 wraps within hours of tests): a stale file must
-# end no other control plane's process, nor anyone's (ci34: a real node's start, stopping what an
-# earlier one had left, ended the kwok control plane's apiserver, scheduler and kwok mid-CI).
-ours() { [ "$(tr '\0' '\n' 2>/dev/null < "/proc/$1/cmdline" | head -n1)" = "$BIN/$2" ]; }
-
 stop() {
-  local p name pid
+  local p
   for p in kwok:kwok scheduler:kube-scheduler controller-manager:kube-controller-manager apiserver:kube-apiserver etcd:etcd; do
-    name=${p#*:} p=${p%%:*}
-    [ -f "$RUN/$p.pid" ] || continue
-    pid=$(cat "$RUN/$p.pid"); rm -f "$RUN/$p.pid"
-    ours "$pid" "$name" || continue
-    kill "$pid" 2>/dev/null || continue
-    for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
+    stop_pid "$RUN/${p%%:*}.pid" "$BIN/${p#*:}" 30
   done
 }
 

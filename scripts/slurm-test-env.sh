@@ -22,6 +22,7 @@
 # State: $GPUVET_SLURM_DIR (default /tmp/gpuvet-slurm). Needs root and the packages
 # (apt-get install slurmctld slurmd slurm-client munge); without them it says so and exits 1.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/pidfile.sh"   # pid_is, stop_pid
 D=${GPUVET_SLURM_DIR:-/tmp/gpuvet-slurm}
 NODES=${NODES:-3}
 GPUS=${GPUS:-8}
@@ -148,24 +149,19 @@ start() {
 kill_node() {
   local n=$1 f="$D/run/$1.unshare"
   [ -f "$f" ] || die "no node $n"
-  local pid; pid=$(cat "$f")
+  local pid; pid=$(cat "$f"); rm -f "$f"
+  pid_is "$pid" unshare || return 0 # gone already, and its pid perhaps another process's now
   # unshare's child is the namespace's init (--kill-child): killing it kills every process of the node.
   pkill -KILL -P "$pid" 2>/dev/null || true
   kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$f"
 }
 
 stop() {
   [ -d "$D" ] || return 0
   export SLURM_CONF=$CONF
   for f in "$D"/run/node*.unshare; do [ -f "$f" ] || continue; n=$(basename "$f" .unshare); kill_node "$n"; done
-  for p in slurmctld munged; do
-    if pidalive "$D/run/$p.pid"; then
-      local pid; pid=$(cat "$D/run/$p.pid"); kill "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
+  stop_pid "$D/run/slurmctld.pid" /usr/sbin/slurmctld 5
+  stop_pid "$D/run/munged.pid" /usr/sbin/munged 5
   rm -rf "$D"
   echo "slurm test cluster stopped"
 }

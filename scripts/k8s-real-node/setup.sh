@@ -17,6 +17,7 @@
 # docs/kubernetes.md: what gpuvet's tests run on it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$HERE/../pidfile.sh"   # stop_pid
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
 CRICTL_VERSION=${CRICTL_VERSION:-v1.37.0}
 C=${K8S_REAL_CACHE:-$HOME/.cache/k8s-real}
@@ -238,24 +239,14 @@ start() {
   echo "all started: $(ms) ms; node $NODE with $GPUS nvidia.com/gpu; KUBECONFIG=$KC; clients run inside the netns: $0 exec CMD (or nsenter --net=/run/netns/$NETNS CMD)"
 }
 
-stopproc() { # pidfile command: the process is ended only while its command is still this one (a pid
-  # file outlives its process, and a pid comes round again: scripts/k8s-test-env.sh's ours)
-  [ -f "$1" ] || return 0
-  local pid; pid=$(cat "$1"); rm -f "$1"
-  [ "$(tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" | head -n1)" = "$2" ] || return 0
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$pid" 2>/dev/null || true
-}
-
 stop() {
-  stopproc "$RUN/kube-proxy.pid" "$BIN/kube-proxy"
-  stopproc "$RUN/kubelet.pid" "$BIN/kubelet"
+  stop_pid "$RUN/kube-proxy.pid" "$BIN/kube-proxy"
+  stop_pid "$RUN/kubelet.pid" "$BIN/kubelet"
   if [ -S "$SOCK" ]; then                 # pods: stop sandboxes through the CRI (CNI DEL, netns, mounts)
     "$BIN/crictl" -r "unix://$SOCK" rmp -fa >/dev/null 2>&1 || true
     ctr -a "$SOCK" -n k8s.io tasks ls -q 2>/dev/null | while read -r t; do ctr -a "$SOCK" -n k8s.io tasks kill -s KILL "$t" 2>/dev/null || true; done
   fi
-  stopproc "$RUN/containerd.pid" containerd
+  stop_pid "$RUN/containerd.pid" containerd
   [ -d "$CPW/run" ] && WORK=$CPW bash "$CP_SCRIPT" stop || true
   local m
   for m in $(awk -v a="$RUN" -v b="$VAR" 'index($2,a)==1 || index($2,b)==1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" 2>/dev/null || true; done
