@@ -286,11 +286,13 @@ func (r *result) gpus() ([]int, error) {
 	return nil, nil
 }
 
+// statusWords maps DCGM's statuses, lower-cased, to gpuvet's words.
+var statusWords = map[string]string{"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
+	"skipped": "skip", "not run": "skip", "notrun": "skip", "not_run": "skip"}
+
 // normalise maps DCGM's statuses ("PASS", "Pass", "Fail", "Skip", "Warn", "Not Run") to lower-case words.
 func normalise(s string) (string, error) {
-	words := map[string]string{"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
-		"skipped": "skip", "not run": "skip", "notrun": "skip", "not_run": "skip"}
-	if r, ok := words[strings.ToLower(strings.TrimSpace(s))]; ok {
+	if r, ok := statusWords[strings.ToLower(strings.TrimSpace(s))]; ok {
 		return r, nil
 	}
 	return "", fmt.Errorf("status %q: want Pass, Fail, Warn or Skip", s)

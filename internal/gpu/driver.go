@@ -69,7 +69,8 @@ func fieldUint(f nvml.FieldValue) (uint64, bool) {
 func (s *nvmlSource) recoveryAction(d nvml.Device, g *results.GPUInfo, notes *[]string) {
 	s.call(notes, "nvmlDeviceGetFieldValues", func() nvml.Return {
 		vals := []nvml.FieldValue{{FieldId: nvml.FI_DEV_GET_GPU_RECOVERY_ACTION}}
-		if r := cmp.Or(d.GetFieldValues(vals), nvml.Return(vals[0].NvmlReturn)); r != nvml.SUCCESS {
+		r := d.GetFieldValues(vals) // first: the field's own return is read after the call fills it
+		if r = cmp.Or(r, nvml.Return(vals[0].NvmlReturn)); r != nvml.SUCCESS {
 			return r
 		}
 		v, ok := fieldUint(vals[0])

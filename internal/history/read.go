@@ -70,7 +70,7 @@ func (s *Store) each(ctx context.Context, q string, args []any, scan func(*sql.R
 			return err
 		}
 	}
-	return rs.Err()
+	return errors.Join(rs.Err(), rs.Close()) // a read cut short fails the caller (Pin pins all or none)
 }
 
 // runNodes fills each run's Nodes, in one query.

@@ -273,9 +273,11 @@ func judgeDCGM(h *results.Health) {
 			continue
 		}
 		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), h.DCGM.Level)
-		if t.GPU != nil && gpuAt(h, *t.GPU) != nil {
-			flagGPU(gpuAt(h, *t.GPU), CheckDCGM, reason)
-			continue
+		if t.GPU != nil {
+			if gh := gpuAt(h, *t.GPU); gh != nil {
+				flagGPU(gh, CheckDCGM, reason)
+				continue
+			}
 		}
 		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckDCGM, Reason: reason})
 	}

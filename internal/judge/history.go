@@ -256,7 +256,10 @@ func gpuDrift(s *results.Summary, h *results.Host, a results.Acceptance, cur []r
 		}
 		for mi := range h.Models {
 			m := &h.Models[mi]
-			if ep := endpointOnGPU(m, gpu); m.Model == x.Model && ep != nil {
+			if m.Model != x.Model {
+				continue
+			}
+			if ep := endpointOnGPU(m, gpu); ep != nil {
 				fl.Subject = subject(m.Model, ep)
 				ep.Flags = append(ep.Flags, fl)
 			}
