@@ -51,7 +51,7 @@ LDX="-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/co
 nsx() { nsenter --net=/run/netns/$NETNS "$@"; }
 api() { nsx curl -sk -m 10 -H 'Authorization: Bearer testtoken' -H "Content-Type: ${3:-application/json}" -X "$1" "https://127.0.0.1:6443$2" ${4:+--data-binary "$4"}; }
 ms() { echo $(( $(date +%s%3N) - T0 )); }
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() { [ -f "$1" ] && pid_is "$(cat "$1")" "$2"; } # FILE COMMAND: a stale file's pid may be anyone's now
 
 build() {
   mkdir -p "$BIN" "$IMG" "$SRC" "$LOG"
@@ -180,7 +180,7 @@ EOF
 }
 
 start() {
-  if alive "$RUN/kubelet.pid"; then echo "already running; KUBECONFIG=$KC (clients: $0 exec CMD)"; return 0; fi
+  if alive "$RUN/kubelet.pid" "$BIN/kubelet"; then echo "already running; KUBECONFIG=$KC (clients: $0 exec CMD)"; return 0; fi
   [ -x "$BIN/kubelet" ] && [ -f "$IMG/gpuvet.tar" ] || { echo "run $0 build first"; exit 1; }
   T0=$(date +%s%3N)
   stop >/dev/null 2>&1 || true             # whatever a killed run left
@@ -214,7 +214,7 @@ start() {
   echo $! > "$RUN/kubelet.pid"
   local ok=""
   for _ in $(seq 1 600); do
-    alive "$RUN/kubelet.pid" || { echo "kubelet died:"; grep -E '^E|rror' "$LOG/kubelet.log" | tail -5; exit 1; }
+    alive "$RUN/kubelet.pid" "$BIN/kubelet" || { echo "kubelet died:"; grep -E '^E|rror' "$LOG/kubelet.log" | tail -5; exit 1; }
     api GET "/api/v1/nodes/$NODE" | python3 -c 'import json,sys; n=json.load(sys.stdin); sys.exit(0 if any(c["type"]=="Ready" and c["status"]=="True" for c in n["status"]["conditions"]) else 1)' 2>/dev/null && { ok=1; break; }
     sleep 0.2
   done
@@ -273,7 +273,7 @@ stop() {
 }
 
 status() {
-  for p in kube-proxy kubelet containerd; do alive "$RUN/$p.pid" && echo "$p: running (pid $(cat "$RUN/$p.pid"))" || echo "$p: stopped"; done
+  for p in kube-proxy:$BIN/kube-proxy kubelet:$BIN/kubelet containerd:containerd; do c=${p#*:} p=${p%%:*}; alive "$RUN/$p.pid" "$c" && echo "$p: running (pid $(cat "$RUN/$p.pid"))" || echo "$p: stopped"; done
   [ -e "/run/netns/$NETNS" ] && api GET "/api/v1/nodes/$NODE" | python3 -c 'import json,sys; n=json.load(sys.stdin); print("node", n["metadata"]["name"], [c["type"]+"="+c["status"] for c in n["status"]["conditions"]], "allocatable", n["status"]["allocatable"])' 2>/dev/null || echo "node: none"
 }
 
