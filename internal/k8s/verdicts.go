@@ -297,8 +297,6 @@ func gpuvetTaint(taints []corev1.Taint, runID string) *corev1.Taint {
 	return nil
 }
 
-func isGpuvetTaint(t corev1.Taint, runID string) bool { return noSchedule(TaintUnhealthy, runID)(t) }
-
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {

@@ -67,7 +67,7 @@ func userKept(t *testing.T, n *corev1.Node) {
 func gpuvetTaints(n *corev1.Node) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range n.Spec.Taints {
-		if isGpuvetTaint(t, "") {
+		if noSchedule(TaintUnhealthy, "")(t) {
 			out = append(out, t)
 		}
 	}

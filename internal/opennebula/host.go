@@ -148,11 +148,13 @@ func (h *VMHost) Cleanup(ctx context.Context) error {
 	if !h.created {
 		return nil
 	}
-	destroy := func() error { return h.Client.Destroy(ctx, h.id, h.Waits) }
-	if h.id < 0 {
-		destroy = func() error { return Clean(ctx, h.Client, h.object(), h.Waits) }
+	var err error
+	if h.id < 0 { // its id never came back: found by name
+		err = Clean(ctx, h.Client, h.object(), h.Waits)
+	} else {
+		err = h.Client.Destroy(ctx, h.id, h.Waits)
 	}
-	if err := destroy(); err != nil {
+	if err != nil {
 		return err
 	}
 	h.vm.Terminated = true

@@ -41,7 +41,7 @@ func unknownGPUKey(cat *catalog.Catalog, table, key string) error {
 	if c, ok := config.Closest(key, gpuNames(cat)); ok {
 		hint = fmt.Sprintf("did you mean %q? (%s)", c, hint)
 	}
-	return fmt.Errorf("%w: %s: %q is not a GPU of the catalog: %s", ErrBadInput, table, key, hint)
+	return badInput("%s: %q is not a GPU of the catalog: %s", table, key, hint)
 }
 
 // ResolveGPUNames validates the GPU keys of c and expands short names of reference and

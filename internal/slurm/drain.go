@@ -165,7 +165,8 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 			continue
 		}
 		// The hardware's status: a broken engine or a client that could not decide drains no node.
-		if h.GateStatus() == results.StatusOK {
+		st := h.GateStatus()
+		if st == results.StatusOK {
 			// Back into service only when vetted whole, with health, as an acceptance run does.
 			if why := fleet.NotVettedWhole(h); why != "" {
 				partial[h.Name] = why
@@ -173,7 +174,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 				ok[h.Name] = true
 			}
 		}
-		switch st := h.GateStatus(); {
+		switch {
 		case !f.drains(st):
 		case st == results.StatusFailed:
 			toDrain = append(toDrain, h)
