@@ -232,6 +232,7 @@ func TestHostileOverMaxTokens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	for _, endless := range []bool{false, true} {
 		for _, reader := range readers {
 			t.Run(fmt.Sprintf("endless=%v/%s", endless, reader), func(t *testing.T) {
@@ -328,6 +329,7 @@ func TestHostileSlowStreamIsNotStalled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			h := startHostile(t, func(c net.Conn, _, maxTokens int, _ *http.Request) bool {
@@ -526,6 +528,7 @@ func TestSimStallsAreStalledErrors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			srv, err := sim.Listen(sim.Config{Model: testModel, TTFT: 5 * time.Millisecond, ITL: 2 * time.Millisecond,
@@ -560,6 +563,7 @@ func TestQueuedRequestsAreNotUnanswered(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	for _, reader := range readers {
 		t.Run(reader, func(t *testing.T) {
 			f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 40 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 2)}

@@ -73,6 +73,7 @@ func TestSimSweep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	srv, err := sim.Listen(sim.Config{GPU: "H100", Model: testModel}, "127.0.0.1:0")
 	if err != nil {
 		t.Skipf("sim has no roofline for %s/H100: %v", testModel, err)

@@ -53,8 +53,10 @@ func TestNodeDriftAgainstItsOwnAcceptance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	for _, k := range historytest.Kinds {
 		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel() // each store its own: the two cases only wait on their engines' clocks
 			h := k.Fresh(t)
 			var sums []*results.Summary
 			// The node's first ok run is its acceptance: on a machine busy with other packages'
@@ -241,6 +243,7 @@ func TestHistoryOfADriftingEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	h := historytest.SQLite(t)
 	run := func(h config.History, slow float64) *results.Summary {
 		p := repeatPlan(t, h, slow)

@@ -12,6 +12,7 @@ import (
 	"github.com/gpuvet/gpuvet/internal/compare"
 	"github.com/gpuvet/gpuvet/internal/results"
 	"github.com/gpuvet/gpuvet/internal/term"
+	"github.com/gpuvet/gpuvet/internal/testwait"
 )
 
 // TestMain lets the test binary play a CPU hog when asked (GPUVET_TEST_HOG=1): a child process
@@ -27,6 +28,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	// Its slow tests wait on simulated engines' clocks (TestHistoryOfADriftingEngine: 122 s for 12
+	// CPU-s; TestSlowEngineDefaultProfileIsNeverJudgedOnATransient: 80 s for 3), so four run at
+	// once; the hog test is not parallel, so it runs before them, beside none of them.
+	testwait.Parallel(4)
 	os.Exit(withStateDir(m))
 }
 

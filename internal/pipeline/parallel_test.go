@@ -109,6 +109,7 @@ func TestRunRecordsChoiceAndTiming(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end to end: go test without -short runs it")
 	}
+	t.Parallel()
 	// The synchronous rung alone: the choice and the timing are under test, not the sweep (60 s
 	// with it, two runs).
 	p := quick(t, "run.parallel_gpus=auto", "load.profile=synchronous")

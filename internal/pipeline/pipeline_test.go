@@ -280,6 +280,7 @@ func TestSerialAndParallelAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two simulated runs")
 	}
+	t.Parallel()
 	// limited: the run said its peak is not the server's (its client fell behind, or the sweep is a
 	// lower bound): then only the latencies must agree.
 	type fig struct {

@@ -24,6 +24,7 @@ func TestSlowEngineDefaultProfileIsNeverJudgedOnATransient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a minute and a half against the simulator's slow engine")
 	}
+	t.Parallel()
 	p, err := config.Load(config.Options{Sets: []string{"backend=sim", "sim.gpus=1", "sim.step_overhead=30ms", "sim.seq_overhead=2ms",
 		"sim.max_num_seqs=256", "load.prompt_tokens=512", "load.output_tokens=64", "load.max_concurrency=128",
 		"load.max_duration=4s", "load.rates=3", "load.max_rung_duration=15s", "compare.min_samples=8", "gates.min_throughput_req_s=0.01",
