@@ -25,12 +25,14 @@ func GPUs(metric string, cells []Cell, higherIsBetter bool, g Guards) results.Co
 	best := cells[bi]
 	dir := map[bool]string{true: "below", false: "above"}[higherIsBetter]
 	for i, x := range cells {
-		res, over, why := Pair(metric, x.Figure, best.Figure, higherIsBetter, g.VariancePct, g)
 		cell := results.CompareCell{GPU: x.GPU, Value: x.Value, DeltaPct: DeltaPct(x.Value, best.Value, higherIsBetter),
 			LowerBound: x.LowerBound, Reason: "best"}
-		what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the best (gpu %d: %s)", metric, Num(x.Value), x.GPU, over, dir, best.GPU, Num(best.Value))
-		if i != bi && !decide(&cell, res, why, what, fmt.Sprintf(", beyond the %g %% tolerance", g.VariancePct)) {
-			cell.Reason = fmt.Sprintf("within %g %% of best (%.1f %% %s)", g.VariancePct, over, dir)
+		if i != bi {
+			res, over, why := Pair(metric, x.Figure, best.Figure, higherIsBetter, g.VariancePct, g)
+			what := fmt.Sprintf("%s %s on gpu %d is %.1f %% %s the best (gpu %d: %s)", metric, Num(x.Value), x.GPU, over, dir, best.GPU, Num(best.Value))
+			if !decide(&cell, res, why, what, fmt.Sprintf(", beyond the %g %% tolerance", g.VariancePct)) {
+				cell.Reason = fmt.Sprintf("within %g %% of best (%.1f %% %s)", g.VariancePct, over, dir)
+			}
 		}
 		c.Values = append(c.Values, cell)
 	}

@@ -227,11 +227,15 @@ func MarkDone(rec Recorder, objs, done []Object) (left []Object) {
 	return left
 }
 
-// RecordLines are objs as a host's own record of a run lists them: "KIND NAME" each.
+// RecordLine is o as a host's own record of a run lists it: "KIND NAME". The record is written
+// with these lines and read back against them, so this is the one place their form is spelled.
+func (o Object) RecordLine() string { return o.Kind + " " + o.Name }
+
+// RecordLines are objs' RecordLine each.
 func RecordLines(objs []Object) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
-		out[i] = o.Kind + " " + o.Name
+		out[i] = o.RecordLine()
 	}
 	return out
 }

@@ -273,7 +273,7 @@ func (s *Session) engine(ctx context.Context, pr *probed) error {
 	if err := s.record(KindEngine, "nv-hostengine"); err != nil {
 		return err
 	}
-	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && echo %s >> %s", stateDir, quote(KindEngine+" nv-hostengine"), quote(hostRecord(s.runID)))); err != nil {
+	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && echo %s >> %s", stateDir, quote(s.objs[len(s.objs)-1].RecordLine()), quote(hostRecord(s.runID)))); err != nil {
 		return fmt.Errorf("write %s: %v (nv-hostengine not started)", hostRecord(s.runID), err)
 	}
 	s.say("start nv-hostengine (DCGM's host engine)")
@@ -351,7 +351,7 @@ func vouched(ctx context.Context, r Runner, runID string, objs []fleet.Object) (
 		return nil, objs, nil, nil
 	}
 	for _, o := range objs {
-		if slices.Contains(lines[1:], o.Kind+" "+o.Name) {
+		if slices.Contains(lines[1:], o.RecordLine()) {
 			keep = append(keep, o)
 		} else {
 			refused = append(refused, o)
@@ -382,7 +382,7 @@ func undo(ctx context.Context, r Runner, runID string, objs []fleet.Object, say 
 	var errs []string
 	for _, o := range refused {
 		errs = append(errs, fmt.Sprintf("%s %s is not in the host's record of run %s (%s): not gpuvet's, left alone", o.Kind, o.Name, runID, hostRecord(runID)))
-		u.left = append(u.left, o.Kind+" "+o.Name)
+		u.left = append(u.left, o.RecordLine())
 	}
 	var pkgs, engines, auto []fleet.Object
 	purgeLeft := false

@@ -409,7 +409,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	ex := &executor{o: o, cfg: cfg, rn: &runner{c: cl, src: src, outTokens: cfg.OutputTokens, seed: uint64(cfg.Seed), progress: o.Progress, modelsURL: results.JoinURL(o.URL, "/v1/models")},
 		recW: recW, sc: sc}
 	if cfg.Workload == WorkloadLongContext {
-		ex.modelLen = modelLen(ctx, cl.hc, results.JoinURL(o.URL, "/v1/models"), o.Model, cl.key)
+		ex.modelLen = modelLen(ctx, cl.hc, ex.rn.modelsURL, o.Model, cl.key)
 		ex.kvTokens = sc.kvCapacity(ctx)
 	}
 	att := ex.profile(ctx, 1)

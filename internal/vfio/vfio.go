@@ -275,7 +275,7 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 		return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: nothing changed; `gpuvet clean` retries", err)
 	}
 	for _, o := range objs {
-		if !slices.Contains(record, o.Kind+" "+o.Name) {
+		if !slices.Contains(record, o.RecordLine()) {
 			bad = append(bad, fmt.Sprintf("%s %s is not in the node's record of run %s (%s): not gpuvet's, left alone", o.Kind, fleet.Quote(o.Name), runID, hostRecord(p, runID)))
 			continue
 		}
