@@ -230,8 +230,10 @@ func TestInterruptKeepsMeasurements(t *testing.T) {
 	}
 }
 
+// Not parallel, nor are the other fake-server ladder tests here: the ladder's foot is the synchronous
+// rung's first block's rate and must match its three blocks' within 10 %, which a CPU shared with
+// the parallel tests spreads (19.3 against 17.4 req/s in CI, 2026-12-06).
 func TestSweepAndRecords(t *testing.T) {
-	t.Parallel()
 	// Capacity 8: the probe at 16 streams saturates, constant rungs climb toward it.
 	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
 	s := f.start(t)
@@ -331,7 +333,6 @@ func TestSweepAndRecords(t *testing.T) {
 }
 
 func TestRetryKeepsBetterCurve(t *testing.T) {
-	t.Parallel()
 	// A fake whose capacity grows between attempts: the ladder stays linear below a far probe.
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous"}
 	s := f.start(t)
@@ -570,7 +571,6 @@ func TestStrictEndpointGetsPlainRequests(t *testing.T) {
 // on a lower bound. Here the probe runs 2 streams against a server that serves 8 at once, and the knee
 // search is held to the first probe, so only climbing can reach the capacity.
 func TestSweepClimbsPastAnUnderReadProbe(t *testing.T) {
-	t.Parallel()
 	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 2, Rates: 3, MaxDuration: results.Duration(600 * time.Millisecond)})

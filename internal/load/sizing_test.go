@@ -107,7 +107,6 @@ func TestKneeSearchSkipsAProbeThatCouldNotLevel(t *testing.T) {
 // goes on doubling (seen on the simulator: "the server queued a median of 3 requests at concurrency
 // 4: its batch is full" on an engine of 32 sequences, its sweep then a lower bound).
 func TestKneeQueueNeedsSamples(t *testing.T) {
-	t.Parallel()
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 64), waitingGauge: 3}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 4, Rates: 2, MaxDuration: results.Duration(600 * time.Millisecond)})
@@ -125,7 +124,6 @@ func TestKneeQueueNeedsSamples(t *testing.T) {
 // A queue the server holds through the probe is a full batch: 16 streams at a server that
 // generates 8 at once, scraped often enough, stop the search at the first probe.
 func TestKneeSteadyQueueIsAFullBatch(t *testing.T) {
-	t.Parallel()
 	f := &fake{model: testModel, ttft: 5 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
 	s := f.start(t)
 	o := opts(s.URL, results.LoadConfig{Profile: "sweep", MaxConcurrency: 16, Rates: 2, MaxDuration: results.Duration(time.Second)})
