@@ -230,9 +230,11 @@ func TestInterruptKeepsMeasurements(t *testing.T) {
 	}
 }
 
-// Not parallel, nor are the other fake-server ladder tests here: the ladder's foot is the synchronous
-// rung's first block's rate and must match its three blocks' within 10 %, which a CPU shared with
-// the parallel tests spreads (19.3 against 17.4 req/s in CI, 2026-12-06).
+// Not parallel: the ladder's foot is the synchronous rung's first block's rate and must match its
+// three blocks' within 10 %, which a CPU shared with the parallel tests spreads (19.3 against 17.4
+// req/s in CI, 2026-12-06). TestRetryKeepsBetterCurve, TestSweepClimbsPastAnUnderReadProbe and the
+// two TestKnee… tests of sizing_test.go time a fake server too, and stay sequential with it as a
+// precaution: they passed the one CI run in which they were parallel.
 func TestSweepAndRecords(t *testing.T) {
 	// Capacity 8: the probe at 16 streams saturates, constant rungs climb toward it.
 	f := &fake{model: testModel, ttft: 10 * time.Millisecond, itl: 2 * time.Millisecond, usage: "continuous", capacity: make(chan struct{}, 8)}
