@@ -177,7 +177,7 @@ func runChild(cmd *exec.Cmd) (cpu time.Duration, start, end time.Time, err error
 	err = cmd.Run()
 	end = time.Now()
 	if err != nil {
-		return 0, start, end, fmt.Errorf("%s: %v\n--- stderr (tail) ---\n%s\n--- stdout (tail) ---\n%s",
+		return 0, start, end, fmt.Errorf("%s: %w\n--- stderr (tail) ---\n%s\n--- stdout (tail) ---\n%s",
 			strings.Join(cmd.Args, " "), err, tail(stderr.Bytes()), tail(stdout.Bytes()))
 	}
 	ps := cmd.ProcessState

@@ -77,7 +77,7 @@ func run(bin, out string, args ...string) (*results.Summary, string, float64) {
 	cmd := exec.Command(bin, append([]string{"run", "--sim", "--force", "--out", out}, args...)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		if _, ok := err.(*exec.ExitError); !ok {
-			fail(fmt.Errorf("%s: %v\n%s", bin, err, b))
+			fail(fmt.Errorf("%s: %w\n%s", bin, err, b))
 		}
 	}
 	took := time.Since(t0).Seconds()
@@ -87,7 +87,7 @@ func run(bin, out string, args ...string) (*results.Summary, string, float64) {
 	}
 	var s results.Summary
 	if err := json.Unmarshal(b, &s); err != nil {
-		fail(fmt.Errorf("%s: %v", out, err))
+		fail(fmt.Errorf("%s: %w", out, err))
 	}
 	return &s, before + "→" + loadavg(), took
 }

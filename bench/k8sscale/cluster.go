@@ -131,7 +131,7 @@ func (c *cluster) ensureNodes(ctx context.Context, n int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d nodes Ready (%d nodes): %v", ready, n, len(l.Items), ctx.Err())
+			return fmt.Errorf("%d of %d nodes Ready (%d nodes): %w", ready, n, len(l.Items), ctx.Err())
 		case <-time.After(time.Second):
 		}
 	}
@@ -251,7 +251,7 @@ type counters struct {
 func (c *cluster) scrape(ctx context.Context) (counters, error) {
 	b, err := c.cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return counters{}, fmt.Errorf("the API server's /metrics: %v", err)
+		return counters{}, fmt.Errorf("the API server's /metrics: %w", err)
 	}
 	return parseCounters(b)
 }
@@ -261,7 +261,7 @@ func parseCounters(b []byte) (counters, error) {
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	fams, err := p.TextToMetricFamilies(bytes.NewReader(b))
 	if err != nil {
-		return counters{}, fmt.Errorf("the API server's /metrics: %v", err)
+		return counters{}, fmt.Errorf("the API server's /metrics: %w", err)
 	}
 	c := counters{byVerb: map[string]float64{}}
 	if f := fams["apiserver_request_total"]; f != nil {

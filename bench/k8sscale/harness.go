@@ -169,7 +169,7 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 	}
 	o.ExitCode = cmd.ProcessState.ExitCode()
 	if err != nil && (o.ExitCode < 0 || o.ExitCode == 2) && kill == nil { // 2: refused before it ran
-		return o, fmt.Errorf("gpuvet: %v:\n%s", err, tail(o.Stderr, 10))
+		return o, fmt.Errorf("gpuvet: %w:\n%s", err, tail(o.Stderr, 10))
 	}
 	after, err := cl.scrape(ctx)
 	if err != nil {
@@ -188,7 +188,7 @@ func (c config) runGpuvet(ctx context.Context, cl *cluster, kubeconfig, name str
 	if s, err := results.Read(sp); err == nil {
 		o.Summary = s
 	} else if kill == nil {
-		return o, fmt.Errorf("%s: %v; gpuvet exit %d:\n%s", sp, err, o.ExitCode, tail(o.Stderr, 30))
+		return o, fmt.Errorf("%s: %w; gpuvet exit %d:\n%s", sp, err, o.ExitCode, tail(o.Stderr, 30))
 	}
 	return o, nil
 }
@@ -453,7 +453,7 @@ func (c config) cleanAfterKill(ctx context.Context, cl *cluster, kubeconfig stri
 	b, cerr := cmd.CombinedOutput()
 	took = time.Since(start)
 	if cerr != nil {
-		return killedAt, pods, took, nil, fmt.Errorf("gpuvet clean: %v\n%s", cerr, tail(string(b), 20))
+		return killedAt, pods, took, nil, fmt.Errorf("gpuvet clean: %w\n%s", cerr, tail(string(b), 20))
 	}
 	left, err = cl.leftovers(ctx, state)
 	return killedAt, pods, took, left, err

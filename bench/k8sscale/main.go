@@ -111,12 +111,12 @@ func run(ctx context.Context, c config, keep string) error {
 func measure(ctx context.Context, c config) (*report, error) {
 	cl, err := connect(c.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v (start the control plane with bench/k8sscale/cluster.sh start, and run this inside its netns: cluster.sh exec …)", c.Kubeconfig, err)
+		return nil, fmt.Errorf("%s: %w (start the control plane with bench/k8sscale/cluster.sh start, and run this inside its netns: cluster.sh exec …)", c.Kubeconfig, err)
 	}
 	if c.Gpuvet == "" {
 		c.Gpuvet = filepath.Join(c.Dir, "gpuvet")
 		if out, err := exec.CommandContext(ctx, "go", "build", "-o", c.Gpuvet, "./cmd/gpuvet").CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build ./cmd/gpuvet (run from the repository's root): %v\n%s", err, out)
+			return nil, fmt.Errorf("go build ./cmd/gpuvet (run from the repository's root): %w\n%s", err, out)
 		}
 	}
 	t0 := time.Now()
@@ -131,7 +131,7 @@ func measure(ctx context.Context, c config) (*report, error) {
 	}
 	kc, err := cl.gpuvetKubeconfig(ctx, c.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("gpuvet's user and FlowSchema: %v", err)
+		return nil, fmt.Errorf("gpuvet's user and FlowSchema: %w", err)
 	}
 	r := &report{Nodes: c.Nodes, Injected: injectedFor(c.Nodes, c.FailShare)}
 	var perrs []string
@@ -164,7 +164,7 @@ func measure(ctx context.Context, c config) (*report, error) {
 	if c.wants("all") {
 		if c.Gate && c.MaxUnhealthyPct > 0 {
 			if err := cl.markPending(ctx, c.Nodes); err != nil {
-				return r, fmt.Errorf("the nodes' pending taint: %v", err)
+				return r, fmt.Errorf("the nodes' pending taint: %w", err)
 			}
 		}
 		fmt.Fprintf(c.Log, "%d nodes at %d at once …\n", c.Nodes, c.ParallelNodes)

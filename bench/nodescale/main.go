@@ -81,7 +81,7 @@ func main() {
 		}
 		r, err := runOnce(ctx, s, *verbose)
 		if err != nil {
-			fail(fmt.Errorf("%s: %v", mode, err))
+			fail(fmt.Errorf("%s: %w", mode, err))
 		}
 		r.print(mode, k, *gpus)
 		if c := r.sum.Meta.Parallel; c != nil {

@@ -106,11 +106,11 @@ func connect(n int, itl time.Duration) (fds []int, port int, stop func(), err er
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		stop()
-		return nil, 0, nil, fmt.Errorf("writer did not start: %v", err)
+		return nil, 0, nil, fmt.Errorf("writer did not start: %w", err)
 	}
 	if port, err = strconv.Atoi(line[:max(len(line)-1, 0)]); err != nil || port == 0 {
 		stop()
-		return nil, 0, nil, fmt.Errorf("writer did not start: %q %v", line, err)
+		return nil, 0, nil, fmt.Errorf("writer did not start: %q %w", line, err)
 	}
 	for range n {
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))

@@ -120,7 +120,7 @@ func runLoad(n int, itl, ttft, window, warm time.Duration, pin int, prof string)
 			}
 		}
 		if out, err := exec.Command("taskset", "-a", "-p", "-c", strings.Join(others, ","), strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
-			return fmt.Errorf("pin the load away from CPU %d: %v: %s", pin, err, out)
+			return fmt.Errorf("pin the load away from CPU %d: %w: %s", pin, err, out)
 		}
 	}
 	cmd := exec.Command(args[0], args[1:]...)

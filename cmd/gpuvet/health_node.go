@@ -66,7 +66,7 @@ func (h *nodeHealth) nodeName() (string, error) {
 	}
 	hn, err := os.Hostname()
 	if err != nil {
-		return "", fmt.Errorf("%s: no node name (%v): pass --%s-node", h.flag(), err, h.hook.Name)
+		return "", fmt.Errorf("%s: no node name (%w): pass --%s-node", h.flag(), err, h.hook.Name)
 	}
 	n, _, _ := strings.Cut(hn, ".")
 	return n, nil

@@ -118,13 +118,13 @@ func withFlagHint(cmd *cobra.Command, err error) error {
 		return err
 	}
 	if to, ok := renamedFlags[name]; ok && cmd.Flags().Lookup(to) != nil {
-		return fmt.Errorf("%v\n\nDid you mean this?\n\t--%s", err, to)
+		return fmt.Errorf("%w\n\nDid you mean this?\n\t--%s", err, to)
 	}
 	var names []string
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
 	if near, ok := nearestFlag(name, names); ok {
-		return fmt.Errorf("%v\n\nDid you mean this?\n\t--%s", err, near)
+		return fmt.Errorf("%w\n\nDid you mean this?\n\t--%s", err, near)
 	}
 	return err
 }

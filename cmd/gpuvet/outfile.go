@@ -16,7 +16,7 @@ func checkOutFile(path string) error {
 	}
 	f, err := os.CreateTemp(existingAncestor(filepath.Dir(path)), ".gpuvet-probe-*")
 	if err != nil {
-		return fmt.Errorf("%s cannot be written: %v", path, err)
+		return fmt.Errorf("%s cannot be written: %w", path, err)
 	}
 	f.Close()
 	return os.Remove(f.Name())
@@ -31,7 +31,7 @@ func checkReplaceable(path string, inputs ...string) error {
 	case os.IsNotExist(err):
 		return checkOutFile(path)
 	case err != nil:
-		return fmt.Errorf("%s: %v", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	case st.Mode()&os.ModeSymlink != 0:
 		return fmt.Errorf("%s is a symbolic link: gpuvet replaces only regular files; give the file's own path", path)
 	case st.IsDir():

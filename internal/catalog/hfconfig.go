@@ -31,7 +31,7 @@ type hfConfig struct {
 func ModelFromHFConfig(id string, b []byte) (Model, error) {
 	var c hfConfig
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Model{}, fmt.Errorf("config.json: %v", err)
+		return Model{}, fmt.Errorf("config.json: %w", err)
 	}
 	var raw map[string]any
 	_ = json.Unmarshal(b, &raw)

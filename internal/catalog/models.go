@@ -84,7 +84,7 @@ func ParseFile(b []byte) (*File, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("empty file: expected the top-level keys gpus and/or models")
 		}
-		return nil, fmt.Errorf("%v (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
+		return nil, fmt.Errorf("%w (expected top-level keys gpus: and models:, fields as in the built-in table)", err)
 	}
 	for i, g := range f.GPUs {
 		if err := validGPU(g); err != nil {

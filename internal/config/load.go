@@ -99,7 +99,7 @@ func (p *Plan) resolve() error {
 	}
 	c, err := decode(p.tree)
 	if err != nil {
-		return fmt.Errorf("config: internal decode error (a bug): %v", err)
+		return fmt.Errorf("config: internal decode error (a bug): %w", err)
 	}
 	p.Config = c
 	p.stripEndpointCredentials()
@@ -298,7 +298,7 @@ func valueNode(t reflect.Type, value string) (*yaml.Node, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
-		return nil, fmt.Errorf("not a valid value: %v", err)
+		return nil, fmt.Errorf("not a valid value: %w", err)
 	}
 	if len(doc.Content) == 0 {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}, nil

@@ -79,7 +79,7 @@ func Read(procRoot string, pid int) (Sample, error) {
 		tids, err := os.ReadDir(filepath.Join(procRoot, strconv.Itoa(p), "task"))
 		if err != nil {
 			if p == pid {
-				return s, fmt.Errorf("cpuwait: %v", err)
+				return s, fmt.Errorf("cpuwait: %w", err)
 			}
 			continue // a child that ended
 		}
@@ -174,7 +174,7 @@ func ReadPressure(procRoot string) (Sample, error) {
 	b, err := readSmall(filepath.Join(procRoot, "pressure", "cpu"))
 	now := time.Now()
 	if err != nil {
-		return Sample{At: now}, fmt.Errorf("cpuwait: %v", err)
+		return Sample{At: now}, fmt.Errorf("cpuwait: %w", err)
 	}
 	some, err := ParsePressure(b)
 	if err != nil {

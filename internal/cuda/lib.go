@@ -110,7 +110,7 @@ func load() (*api, error) {
 func loadDriver() (*driver, error) {
 	cu, err := purego.Dlopen("libcuda.so.1", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
-		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %v (install the NVIDIA driver, or run with --sim)", err)
+		return nil, fmt.Errorf("CUDA driver library libcuda.so.1 not loadable: %w (install the NVIDIA driver, or run with --sim)", err)
 	}
 	d := &driver{}
 	return d, bind(cu, "from libcuda.so.1 (driver too old?)", []symbol{
@@ -143,7 +143,7 @@ type symbol struct {
 func bind(lib uintptr, where string, syms []symbol) error {
 	for _, s := range syms {
 		if _, err := purego.Dlsym(lib, s.name); err != nil {
-			return fmt.Errorf("symbol %s missing %s: %v", s.name, where, err)
+			return fmt.Errorf("symbol %s missing %s: %w", s.name, where, err)
 		}
 		purego.RegisterLibFunc(s.fn, lib, s.name)
 	}

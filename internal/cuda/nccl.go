@@ -50,7 +50,7 @@ func FindNCCL(named string) (uintptr, string, error) {
 	if named != "" {
 		h, err := purego.Dlopen(named, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 		if err != nil {
-			return 0, "", fmt.Errorf("--nccl-lib %s: %v (want the path of a libnccl.so.2)", named, err)
+			return 0, "", fmt.Errorf("--nccl-lib %s: %w (want the path of a libnccl.so.2)", named, err)
 		}
 		return h, named, nil
 	}

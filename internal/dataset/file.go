@@ -66,7 +66,7 @@ func Parse(raw []byte) (*File, error) {
 func parseShareGPT(raw []byte) (*File, error) {
 	var items []shareGPTItem
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("ShareGPT JSON: %v (want an array of {\"conversations\": [{\"from\": \"human\", \"value\": ...}]})", err)
+		return nil, fmt.Errorf("ShareGPT JSON: %w (want an array of {\"conversations\": [{\"from\": \"human\", \"value\": ...}]})", err)
 	}
 	f := &File{}
 	for _, it := range items {
@@ -96,7 +96,7 @@ func parseJSONL(raw []byte) (*File, error) {
 		}
 		var l jsonlLine
 		if err := json.Unmarshal(b, &l); err != nil {
-			return nil, fmt.Errorf("line %d: not JSON (%v); want {\"prompt\": \"...\", \"output_tokens\": N}", line, err)
+			return nil, fmt.Errorf("line %d: not JSON (%w); want {\"prompt\": \"...\", \"output_tokens\": N}", line, err)
 		}
 		text := cmp.Or(l.Prompt, l.Text)
 		if text == nil || *text == "" {
@@ -108,7 +108,7 @@ func parseJSONL(raw []byte) (*File, error) {
 		f.Prompts = append(f.Prompts, Prompt{Text: *text, OutputTokens: l.OutputTokens})
 	}
 	if err := sc.Err(); err != nil { // never io.EOF: Scanner.Err reports only other errors
-		return nil, fmt.Errorf("line %d: %v", line+1, err)
+		return nil, fmt.Errorf("line %d: %w", line+1, err)
 	}
 	if len(f.Prompts) == 0 {
 		return nil, fmt.Errorf("no prompts (want JSONL lines {\"prompt\": ...} or a ShareGPT array)")

@@ -93,7 +93,7 @@ func byteLevelAlphabet() ([256]rune, map[rune]byte) {
 func LoadTokenizer(path string) (*Tokenizer, error) {
 	b, err := filelimit.Read(path, filelimit.Tokenizer, "tokenizer")
 	if err != nil {
-		return nil, fmt.Errorf("tokenizer %s: %v", path, err)
+		return nil, fmt.Errorf("tokenizer %s: %w", path, err)
 	}
 	t, err := ParseTokenizer(b)
 	if err != nil {
@@ -127,7 +127,7 @@ type tokenizerFile struct {
 func ParseTokenizer(data []byte) (*Tokenizer, error) {
 	var f tokenizerFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("not a tokenizer.json: %v", err)
+		return nil, fmt.Errorf("not a tokenizer.json: %w", err)
 	}
 	t := &Tokenizer{addedIDs: map[int]string{}, cache: map[string][]int{}}
 	if err := t.parseModel(&f); err != nil {
@@ -191,7 +191,7 @@ func (t *Tokenizer) parseModel(f *tokenizerFile) error {
 	for i, raw := range m.Merges {
 		p, err := parseMerge(raw)
 		if err != nil {
-			return fmt.Errorf("model.merges[%d]: %v", i, err)
+			return fmt.Errorf("model.merges[%d]: %w", i, err)
 		}
 		if _, ok := t.vocab[p[0]+p[1]]; !ok {
 			return fmt.Errorf("model.merges[%d]: %q + %q makes %q, which is not in model.vocab", i, p[0], p[1], p[0]+p[1])
@@ -254,7 +254,7 @@ func parseComponent(raw json.RawMessage, field string) (*component, error) {
 	}
 	var c component
 	if err := json.Unmarshal(raw, &c); err != nil {
-		return nil, fmt.Errorf("%s: %v", field, err)
+		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return &c, nil
 }
@@ -317,7 +317,7 @@ func (t *Tokenizer) parsePre(raw json.RawMessage, field string, byteLevel *bool)
 		}
 		re, err := regexp2.Compile(*c.Pattern.Regex, regexp2.None)
 		if err != nil {
-			return fmt.Errorf("%s.pattern: %v", field, err)
+			return fmt.Errorf("%s.pattern: %w", field, err)
 		}
 		t.pre = append(t.pre, splitter{re: re, behavior: c.Behavior})
 	default:

@@ -85,12 +85,12 @@ func ParseTrace(raw []byte) (*Trace, error) {
 		}
 		r, err := parseTraceLine(b)
 		if err != nil {
-			return nil, fmt.Errorf("line %d: %v", line, err)
+			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		t.Requests = append(t.Requests, r)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %v (a line is at most %d bytes)", line+1, err, maxTraceLine)
+		return nil, fmt.Errorf("line %d: %w (a line is at most %d bytes)", line+1, err, maxTraceLine)
 	}
 	if len(t.Requests) == 0 {
 		return nil, fmt.Errorf(`no requests (want JSONL lines {"timestamp": 0, "input_length": 655, "output_length": 52, "hash_ids": [46, 47]})`)
@@ -106,7 +106,7 @@ func ParseTrace(raw []byte) (*Trace, error) {
 func parseTraceLine(b []byte) (TraceRequest, error) {
 	var l traceLine
 	if err := json.Unmarshal(b, &l); err != nil {
-		return TraceRequest{}, fmt.Errorf("not a JSON object (%v); want {\"timestamp\": ms, \"input_length\": N, \"output_length\": N, \"hash_ids\": [...]}", err)
+		return TraceRequest{}, fmt.Errorf("not a JSON object (%w); want {\"timestamp\": ms, \"input_length\": N, \"output_length\": N, \"hash_ids\": [...]}", err)
 	}
 	switch {
 	case l.Timestamp == nil:

@@ -158,12 +158,12 @@ func Parse(data []byte) ([]results.DCGMTest, string, error) {
 	if err := dec.Decode(&doc); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, "", fmt.Errorf("malformed JSON at byte %d: %v", int64(start)+se.Offset, err)
+			return nil, "", fmt.Errorf("malformed JSON at byte %d: %w", int64(start)+se.Offset, err)
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, "", errors.New("malformed JSON: the output ends mid-document (dcgmi cut off?)")
 		}
-		return nil, "", fmt.Errorf("unexpected JSON shape: %v", err)
+		return nil, "", fmt.Errorf("unexpected JSON shape: %w", err)
 	}
 	diag := doc.V4
 	if diag == nil {
@@ -209,12 +209,12 @@ func (t *test) flatten() ([]results.DCGMTest, error) {
 		}
 		res, err := normalise(r.Status)
 		if err != nil {
-			return nil, fmt.Errorf("test %q: %v", name, err)
+			return nil, fmt.Errorf("test %q: %w", name, err)
 		}
 		info := strings.Join(append(texts(r.Warnings), texts(r.Info)...), "; ")
 		gpus, err := r.gpus()
 		if err != nil {
-			return nil, fmt.Errorf("test %q: %v", name, err)
+			return nil, fmt.Errorf("test %q: %w", name, err)
 		}
 		if gpus == nil { // a result for the whole system, or a non-GPU entity
 			out = append(out, results.DCGMTest{Name: name, Result: res, Info: entityNote(r, info)})
@@ -227,7 +227,7 @@ func (t *test) flatten() ([]results.DCGMTest, error) {
 	if len(out) == 0 && t.Summary != nil {
 		res, err := normalise(t.Summary.Status)
 		if err != nil {
-			return nil, fmt.Errorf("test %q summary: %v", name, err)
+			return nil, fmt.Errorf("test %q summary: %w", name, err)
 		}
 		out = append(out, results.DCGMTest{Name: name, Result: res})
 	}

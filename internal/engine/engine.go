@@ -121,7 +121,7 @@ func Start(s Spec) (*Engine, error) {
 	}
 	lf, err := os.Create(s.LogPath)
 	if err != nil {
-		return nil, fmt.Errorf("engine log: %v", err)
+		return nil, fmt.Errorf("engine log: %w", err)
 	}
 	e := &Engine{
 		Port: port, URL: "http://127.0.0.1:" + strconv.Itoa(port), Binding: binding, LogPath: s.LogPath,
@@ -139,7 +139,7 @@ func Start(s Spec) (*Engine, error) {
 	e.StartedAt = time.Now()
 	if err := cmd.Start(); err != nil {
 		lf.Close()
-		return nil, fmt.Errorf("start %s: %v (is it installed and on PATH?)", argv[0], err)
+		return nil, fmt.Errorf("start %s: %w (is it installed and on PATH?)", argv[0], err)
 	}
 	e.cmd = cmd
 	if e.lifeline, err = startWatchdog(cmd.Process.Pid, id); err != nil {
@@ -346,7 +346,7 @@ func (e *Engine) Stop(grace time.Duration) error {
 		}
 		// The leader may be gone while children it forked still run: kill the group regardless.
 		if kerr := syscall.Kill(-pgid, syscall.SIGKILL); kerr != nil && !errors.Is(kerr, syscall.ESRCH) {
-			err = fmt.Errorf("kill process group %d: %v", pgid, kerr)
+			err = fmt.Errorf("kill process group %d: %w", pgid, kerr)
 		}
 		<-e.done
 		e.lifeline.Close() // the group is gone: the watchdog finds nothing left to kill and exits
@@ -397,7 +397,7 @@ func Version(ctx context.Context, kind, command string) (string, error) {
 	}
 	argv, err := SplitWords(command)
 	if err != nil || len(argv) == 0 {
-		return "", fmt.Errorf("engine.version_command: %v", err)
+		return "", fmt.Errorf("engine.version_command: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
@@ -415,7 +415,7 @@ func Version(ctx context.Context, kind, command string) (string, error) {
 		err = nil // it exited 0 and printed its version; only a child kept stdout open
 	}
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", command, err)
+		return "", fmt.Errorf("%s: %w", command, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	return strings.TrimSpace(lines[len(lines)-1]), nil

@@ -25,14 +25,14 @@ func writeFront(tmpl, dir string) (string, error) {
 		return "", nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("writing the transformers front: %v", err)
+		return "", fmt.Errorf("writing the transformers front: %w", err)
 	}
 	p, err := filepath.Abs(filepath.Join(dir, FrontFile))
 	if err != nil {
 		return "", err
 	}
 	if err := os.WriteFile(p, TransformersFront, 0o644); err != nil {
-		return "", fmt.Errorf("writing the transformers front: %v", err)
+		return "", fmt.Errorf("writing the transformers front: %w", err)
 	}
 	return p, nil
 }

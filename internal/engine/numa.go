@@ -19,12 +19,12 @@ import (
 func BindProcessToNode(node int) (restore func(), cpus string, err error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", node))
 	if err != nil {
-		return nil, "", fmt.Errorf("NUMA node %d: %v", node, err)
+		return nil, "", fmt.Errorf("NUMA node %d: %w", node, err)
 	}
 	cpus = strings.TrimSpace(string(raw))
 	set, err := cpuSet(cpus)
 	if err != nil {
-		return nil, "", fmt.Errorf("NUMA node %d cpulist %q: %v", node, cpus, err)
+		return nil, "", fmt.Errorf("NUMA node %d cpulist %q: %w", node, cpus, err)
 	}
 	tids, err := threads()
 	if err != nil {

@@ -64,11 +64,11 @@ func watchdog(arg string, lifeline io.Reader) int {
 func startWatchdog(pgid int, id string) (*os.File, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("engine watchdog: %v", err)
+		return nil, fmt.Errorf("engine watchdog: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("engine watchdog: %v", err)
+		return nil, fmt.Errorf("engine watchdog: %w", err)
 	}
 	defer r.Close()
 	c := exec.Command(exe)
@@ -79,7 +79,7 @@ func startWatchdog(pgid int, id string) (*os.File, error) {
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("engine watchdog: start %s: %v", exe, err)
+		return nil, fmt.Errorf("engine watchdog: start %s: %w", exe, err)
 	}
 	go func() { _ = c.Wait() }() // reap it when it exits
 	return w, nil

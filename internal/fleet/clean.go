@@ -77,7 +77,7 @@ func GatherManifests(backend string, label []string, runID string, files []strin
 	}
 	ms, err := Manifests(dir, backend, runID)
 	if err != nil { // a file there that is not gpuvet's: nothing is cleaned until it is gone
-		return nil, &InputError{fmt.Errorf("run manifests: %v", err)}
+		return nil, &InputError{fmt.Errorf("run manifests: %w", err)}
 	}
 	for _, m := range ms {
 		// Only a manifest clean holds is acted on: a live run's is left to it.

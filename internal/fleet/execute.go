@@ -96,10 +96,10 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 	}
 	yml, err := plan.RemoteYAML()
 	if err != nil {
-		return &InputError{fmt.Errorf("plan: %v", err)}
+		return &InputError{fmt.Errorf("plan: %w", err)}
 	}
 	if err := os.MkdirAll(c.Output.Dir, 0o755); err != nil {
-		return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+		return &InputError{fmt.Errorf("output.dir %s: %w", c.Output.Dir, err)}
 	}
 	state, err := StateDir()
 	if err != nil {
@@ -126,7 +126,7 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 			started.Error = fmt.Sprintf("the fleet run has not finished (if it was killed: `gpuvet clean --run %s` collects each host's partial results into %s; its manifest is %s)",
 				runID, filepath.Join(c.Output.Dir, "hosts"), m.Path())
 			if err := results.WriteJSON(filepath.Join(c.Output.Dir, "summary.json"), started); err != nil {
-				return &InputError{fmt.Errorf("output.dir %s: %v", c.Output.Dir, err)}
+				return &InputError{fmt.Errorf("output.dir %s: %w", c.Output.Dir, err)}
 			}
 			say(fmt.Sprintf("run %s: backend %s, %d host(s), %d at once, manifest %s", runID, c.Backend, hosts, parallel, m.Path()))
 			return nil
@@ -148,7 +148,7 @@ func Execute(ctx context.Context, plan *config.Plan, b Backend, o ExecOptions) e
 // error is an *InputError (nothing started), or the summary not written (it is returned anyway).
 func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*results.Summary, []Outcome, error) {
 	if err := os.MkdirAll(r.Out, 0o755); err != nil {
-		return nil, nil, &InputError{fmt.Errorf("%s: %v", r.Out, err)}
+		return nil, nil, &InputError{fmt.Errorf("%s: %w", r.Out, err)}
 	}
 	s, outs, err := run(ctx, plan, b, r, time.Now().UTC(), stages{
 		started: func(hosts, parallel int) error {
@@ -168,7 +168,7 @@ func Nested(ctx context.Context, plan *config.Plan, b Backend, r RunInfo) (*resu
 	s.Complete = !interrupted
 	s.Outputs = results.OutputFiles(r.Out, s.StartedAt)
 	if err := results.WriteJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
-		return s, outs, fmt.Errorf("write %s: %v", filepath.Join(r.Out, "summary.json"), err)
+		return s, outs, fmt.Errorf("write %s: %w", filepath.Join(r.Out, "summary.json"), err)
 	}
 	return s, outs, nil
 }
@@ -288,7 +288,7 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 	hist.Record(ctx, s, plan) // and closes the store Prepare opened
 	path := filepath.Join(c.Output.Dir, "summary.json")
 	if _, err := WriteSummary(c.Output.Dir, s, o.Stderr); err != nil {
-		return fmt.Errorf("write %s: %v", path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if c.Run.SaveBaseline && s.Complete {
 		if err := WriteBaseline(c.Output.Dir, s); err != nil {
@@ -304,7 +304,7 @@ func finish(ctx context.Context, plan *config.Plan, b Backend, s *results.Summar
 		return fmt.Errorf("%w: partial results in %s; manifest %s", ErrInterrupted, path, m.Path())
 	}
 	if actErr != nil {
-		return fmt.Errorf("run status %s, but its verdicts were not all written: %v (see %s)", s.Status, actErr, path)
+		return fmt.Errorf("run status %s, but its verdicts were not all written: %w (see %s)", s.Status, actErr, path)
 	}
 	if code := exitCode(s, c.Run); code != 0 {
 		return &StatusError{Status: s.Status, Code: code, Path: path}

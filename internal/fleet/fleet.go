@@ -207,7 +207,7 @@ func RecordOn(rec Recorder, objs *[]Object, base Object, kind, name, undone stri
 	o.Kind, o.Name, o.LocalOut, o.KnownHosts = kind, name, "", ""
 	if rec != nil {
 		if err := rec.Record(o); err != nil {
-			return fmt.Errorf("run manifest: %v (%s)", err, undone)
+			return fmt.Errorf("run manifest: %w (%s)", err, undone)
 		}
 	}
 	*objs = append(*objs, o)

@@ -81,7 +81,7 @@ func writeHostFiles(dir string, s *results.Summary) error {
 		}
 		rel := filepath.Join(HostsDir, Safe(h.Name)+".json")
 		if err := writeCompact(filepath.Join(dir, rel), one); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %v", h.Name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", h.Name, err))
 			continue
 		}
 		h.DetailFile = filepath.ToSlash(rel)

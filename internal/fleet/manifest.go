@@ -97,7 +97,7 @@ func StateDir() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("no state directory for run manifests: set GPUVET_STATE_DIR (%v)", err)
+		return "", fmt.Errorf("no state directory for run manifests: set GPUVET_STATE_DIR (%w)", err)
 	}
 	return filepath.Join(home, ".local", "state", "gpuvet", "runs"), nil
 }
@@ -130,7 +130,7 @@ func NewManifest(dir, backend, runID string, target map[string]string) (*Manifes
 		err = m.save()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("run manifest: %v (set GPUVET_STATE_DIR to a writable directory)", err)
+		return nil, fmt.Errorf("run manifest: %w (set GPUVET_STATE_DIR to a writable directory)", err)
 	}
 	return m, nil
 }
@@ -240,7 +240,7 @@ func (m *Manifest) openJournal() error {
 		}
 		if err != nil {
 			f.Close()
-			return fmt.Errorf("%s: cutting the line a crash left half written: %v", jp, err)
+			return fmt.Errorf("%s: cutting the line a crash left half written: %w", jp, err)
 		}
 		m.cut = -1
 	}
@@ -267,7 +267,7 @@ func (m *Manifest) Claim() error {
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return fmt.Errorf("%w: %s is held by the gpuvet that runs %s-%s: let it finish (or stop it), then clean", ErrLive, lp, m.Backend, m.RunID)
 		}
-		return fmt.Errorf("lock %s: %v", lp, err)
+		return fmt.Errorf("lock %s: %w", lp, err)
 	}
 	held[lp] = f
 	return nil
@@ -417,7 +417,7 @@ func ReadManifest(path string) (*Manifest, error) {
 	}
 	m := Manifest{cut: -1}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%v)", path, err)
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%w)", path, err)
 	}
 	if m.Format != ManifestFormat {
 		return nil, fmt.Errorf("%s: not a gpuvet run manifest (no \"format\": %q): a summary.json or any other file is never cleaned; a run's manifest is BACKEND-RUN.json in the state directory ($GPUVET_STATE_DIR): `gpuvet clean --run RUN` finds it; one written by a gpuvet older than the marker is cleaned by that gpuvet, or removed by hand", path, ManifestFormat)
@@ -426,14 +426,14 @@ func ReadManifest(path string) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: run manifest version %d; this gpuvet reads version %d: clean it with the gpuvet that ran it", path, m.Version, ManifestVersion)
 	}
 	if err := checkNames(m.Backend, m.RunID); err != nil {
-		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%v)", path, err)
+		return nil, fmt.Errorf("%s: not a gpuvet run manifest (%w)", path, err)
 	}
 	if want := m.Backend + "-" + m.RunID + ".json"; filepath.Base(path) != want {
 		return nil, fmt.Errorf("%s: not a gpuvet run manifest: it names backend %s and run %s, so its file is %s", path, m.Backend, m.RunID, want)
 	}
 	for i, o := range m.Objects {
 		if err := checkObject(o); err != nil {
-			return nil, fmt.Errorf("%s: object %d: %v", path, i+1, err)
+			return nil, fmt.Errorf("%s: object %d: %w", path, i+1, err)
 		}
 	}
 	m.path = path
@@ -511,7 +511,7 @@ func (m *Manifest) replay() error {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil {
-		return fmt.Errorf("%s: %v", jp, err)
+		return fmt.Errorf("%s: %w", jp, err)
 	} else if st.Size() > filelimit.Manifest {
 		return fmt.Errorf("%s: %s, over the bound of a run manifest journal (%s): not gpuvet's; remove it", jp, filelimit.Size(st.Size()), filelimit.Size(filelimit.Manifest))
 	}
@@ -521,7 +521,7 @@ func (m *Manifest) replay() error {
 	for n := 1; ; n++ {
 		l, whole, err := readLine(br, filelimit.ManifestLine)
 		if err != nil {
-			return fmt.Errorf("%s line %d: %v: not gpuvet's; remove the file", jp, n, err)
+			return fmt.Errorf("%s line %d: %w: not gpuvet's; remove the file", jp, n, err)
 		}
 		if len(l) == 0 && !whole {
 			break // the end
@@ -540,7 +540,7 @@ func (m *Manifest) replay() error {
 				m.cut = start
 				break
 			}
-			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%v): remove the line and run gpuvet clean again", jp, n, err)
+			return fmt.Errorf("%s line %d: not a gpuvet manifest change (%w): remove the line and run gpuvet clean again", jp, n, err)
 		}
 		m.apply(c)
 	}

@@ -205,7 +205,7 @@ func (s *suite) complete(ctx context.Context, body map[string]any) (*chatResp, e
 	}
 	var r chatResp
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("want an OpenAI chat completion JSON, got %.200s (%v)", b, err)
+		return nil, fmt.Errorf("want an OpenAI chat completion JSON, got %.200s (%w)", b, err)
 	}
 	if len(r.Choices) == 0 {
 		return nil, fmt.Errorf("no choices in the answer: %.200s", b)
@@ -296,7 +296,7 @@ func (s *suite) stream(ctx context.Context) (string, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return "", fmt.Errorf("stream cut after %d chunks: %v", chunks, err)
+		return "", fmt.Errorf("stream cut after %d chunks: %w", chunks, err)
 	}
 	if !done {
 		return "", fmt.Errorf("stream ended after %d chunks without data: [DONE]", chunks)
@@ -342,14 +342,14 @@ func (s *suite) contextOverflow(ctx context.Context) (string, error) {
 	words := 2*s.o.MaxModelLen + 16
 	code, b, err := s.post(ctx, s.body(strings.Repeat("hello ", words), 16))
 	if err != nil {
-		return "", fmt.Errorf("context overflow: %v", err)
+		return "", fmt.Errorf("context overflow: %w", err)
 	}
 	detail := fmt.Sprintf(" (%d words > max_model_len %d)", words, s.o.MaxModelLen)
 	if err := refused(code, b, "context overflow", detail); err != nil {
 		return "", err
 	}
 	if _, err := s.complete(ctx, s.body("Say hello.", 8)); err != nil {
-		return "", fmt.Errorf("context overflow gave HTTP %d, but the next request failed: %v", code, err)
+		return "", fmt.Errorf("context overflow gave HTTP %d, but the next request failed: %w", code, err)
 	}
 	return fmt.Sprintf("HTTP %d, and the server answered the next request", code), nil
 }
@@ -381,7 +381,7 @@ func (s *suite) concurrent(ctx context.Context) (string, error) {
 	var got []string
 	for i, o := range out {
 		if o.err != nil {
-			return "", fmt.Errorf("request %d of 4: %v", i+1, o.err)
+			return "", fmt.Errorf("request %d of 4: %w", i+1, o.err)
 		}
 		if o.r.Usage == nil {
 			return "", fmt.Errorf("request %d of 4: no usage in the answer: cannot check isolation", i+1)

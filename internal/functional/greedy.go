@@ -51,7 +51,7 @@ func (s *suite) greedy(ctx context.Context) (string, error) {
 	ask := true
 	for _, p := range greedyPrompts { // prime: the prompt's prefix cache, as both passes will find it
 		if _, err := s.greedyOne(ctx, p, 1, &ask, g); err != nil {
-			return "", fmt.Errorf("priming: %v", err)
+			return "", fmt.Errorf("priming: %w", err)
 		}
 	}
 	var passes [2][]results.GreedyOutput
@@ -59,7 +59,7 @@ func (s *suite) greedy(ctx context.Context) (string, error) {
 		for _, p := range greedyPrompts {
 			o, err := s.greedyOne(ctx, p, greedyTokens, &ask, g)
 			if err != nil {
-				return "", fmt.Errorf("pass %d: %v", i+1, err)
+				return "", fmt.Errorf("pass %d: %w", i+1, err)
 			}
 			passes[i] = append(passes[i], o)
 		}

@@ -206,7 +206,7 @@ func decodeSMI(data []byte) (*smiLog, error) {
 		if errors.As(err, &se) {
 			return nil, fmt.Errorf("not well-formed XML at line %d: %s (want the unedited output of `nvidia-smi -q -x`)", se.Line, se.Msg)
 		}
-		return nil, fmt.Errorf("cannot read as nvidia-smi XML: %v (want the output of `nvidia-smi -q -x`, root element <nvidia_smi_log>)", err)
+		return nil, fmt.Errorf("cannot read as nvidia-smi XML: %w (want the output of `nvidia-smi -q -x`, root element <nvidia_smi_log>)", err)
 	}
 	if err := trailing(dec); err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func trailing(dec *xml.Decoder) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("after </nvidia_smi_log>: %v (want one capture per file: the unedited output of `nvidia-smi -q -x`)", err)
+			return fmt.Errorf("after </nvidia_smi_log>: %w (want one capture per file: the unedited output of `nvidia-smi -q -x`)", err)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:

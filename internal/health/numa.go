@@ -65,11 +65,11 @@ func nodeCPUs(node int) ([]int, error) {
 	path := fmt.Sprintf("%s/node%d/cpulist", nodeRoot, node)
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read the CPUs of NUMA node %d: %v", node, err)
+		return nil, fmt.Errorf("cannot read the CPUs of NUMA node %d: %w", node, err)
 	}
 	cpus, err := sysfs.ParseCPUList(string(b))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(cpus) == 0 {
 		return nil, fmt.Errorf("NUMA node %d has no CPUs (%s is empty)", node, path)

@@ -117,7 +117,7 @@ func (se *Session) Record(ctx context.Context, s *results.Summary, plan *config.
 	s.History.Store = st.Name()
 	stats, err := st.Record(ctx, s, s.History.Fingerprint, h.RetentionDays)
 	if err != nil {
-		failed(s, "not recorded", fmt.Errorf("%s: %v", st.Name(), err))
+		failed(s, "not recorded", fmt.Errorf("%s: %w", st.Name(), err))
 		return
 	}
 	s.History.Recorded = stats

@@ -173,19 +173,19 @@ func (s *Store) Record(ctx context.Context, sum *results.Summary, fp string, ret
 		rows  [][]any
 	}{{"nodes", nodeCols, r.nodes}, {"gpus", gpuCols, r.gpus}, {"figures", figureCols, r.figures}, {"verdicts", verdictCols, r.verdicts}} {
 		if err := s.insertMany(ctx, tx, t.table, t.cols, t.rows, ""); err != nil {
-			return nil, fmt.Errorf("%s: %v", t.table, err)
+			return nil, fmt.Errorf("%s: %w", t.table, err)
 		}
 	}
 	if err := s.insertMany(ctx, tx, "acceptance", []string{"scope", "subject", "fingerprint", "run_id", "host", "pinned", "at_ms"}, r.claims,
 		" ON CONFLICT (scope, subject, fingerprint) DO NOTHING"); err != nil {
-		return nil, fmt.Errorf("acceptance: %v", err)
+		return nil, fmt.Errorf("acceptance: %w", err)
 	}
 	// A retention past what a time.Duration holds (some 292 years) keeps every run: multiplied
 	// into one it would wrap negative and put the cut-off in the future.
 	if retentionDays > 0 && retentionDays < maxRetentionDays {
 		cut := time.Now().Add(-time.Duration(retentionDays) * 24 * time.Hour).UnixMilli()
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM runs WHERE started_ms < ? AND id NOT IN (SELECT run_id FROM acceptance)`), cut); err != nil {
-			return nil, fmt.Errorf("retention: %v", err)
+			return nil, fmt.Errorf("retention: %w", err)
 		}
 	}
 	if err := tx.Commit(); err != nil {

@@ -132,7 +132,7 @@ func SchemaVersion() int { return migrations[len(migrations)-1].version }
 func (s *Store) migrate(ctx context.Context) error {
 	for _, m := range migrations {
 		if err := s.stepWhenFree(ctx, m); err != nil {
-			return fmt.Errorf("migration %d: %v", m.version, err)
+			return fmt.Errorf("migration %d: %w", m.version, err)
 		}
 	}
 	v, err := s.version(ctx, s.db)
@@ -190,7 +190,7 @@ func (s *Store) step(ctx context.Context, m migration) error {
 	// Inside the lock: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against a second one
 	// at the same time (a duplicate-type error; seen when two runs opened a new store at once).
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("schema_version: %v", err)
+		return fmt.Errorf("schema_version: %w", err)
 	}
 	v, err := s.version(ctx, tx)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Store) step(ctx context.Context, m migration) error {
 	}
 	for _, stmt := range m.sql[s.dialect] {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("%v (in %.60s…)", err, strings.Join(strings.Fields(stmt), " "))
+			return fmt.Errorf("%w (in %.60s…)", err, strings.Join(strings.Fields(stmt), " "))
 		}
 	}
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO schema_version (version) VALUES (?)`), m.version); err != nil {

@@ -62,7 +62,7 @@ func DefaultPath() (string, error) {
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("no state directory for the history: set GPUVET_STATE_DIR or history.url (%v)", err)
+		return "", fmt.Errorf("no state directory for the history: set GPUVET_STATE_DIR or history.url (%w)", err)
 	}
 	return filepath.Join(home, ".local", "state", "gpuvet", "history.db"), nil
 }
@@ -87,7 +87,7 @@ func Open(ctx context.Context, h config.History) (*Store, error) {
 	st.timeout = timeout
 	if err := st.migrate(ctx); err != nil {
 		st.db.Close()
-		return nil, fmt.Errorf("history %s: %v", st.name, err)
+		return nil, fmt.Errorf("history %s: %w", st.name, err)
 	}
 	return st, nil
 }
@@ -95,7 +95,7 @@ func Open(ctx context.Context, h config.History) (*Store, error) {
 func open(h config.History) (*Store, error) {
 	t, err := config.ParseHistoryURL(h.URL) // the plan's validation read the same parse
 	if err != nil {
-		return nil, fmt.Errorf("history.url: %v", err)
+		return nil, fmt.Errorf("history.url: %w", err)
 	}
 	switch t.Dialect {
 	case SQLite:
@@ -112,7 +112,7 @@ func open(h config.History) (*Store, error) {
 
 func openSQLite(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("sqlite %s: %v (set GPUVET_STATE_DIR or history.url to a writable place)", path, err)
+		return nil, fmt.Errorf("sqlite %s: %w (set GPUVET_STATE_DIR or history.url to a writable place)", path, err)
 	}
 	// WAL lets readers go on while a run writes; busy_timeout makes a second writer wait for the
 	// first instead of failing; _txlock=immediate takes the write lock when a transaction begins,

@@ -155,7 +155,7 @@ func (p *Plan) Begin(ctx context.Context, r Runner, rec Recorder, base fleet.Obj
 func (s *Session) begin(ctx context.Context, p *Plan) error {
 	pr, err := probe(ctx, s.r, p.Needs)
 	if err != nil {
-		return fmt.Errorf("host preparation: %v (nothing changed on the host)", err)
+		return fmt.Errorf("host preparation: %w (nothing changed on the host)", err)
 	}
 	if !pr.root {
 		if !pr.sudo {
@@ -196,7 +196,7 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 	if bad := s.unavailable(ctx, missing); len(bad) > 0 {
 		s.say("apt-get update (the package lists do not offer " + strings.Join(bad, ", ") + ")")
 		if _, err := s.r.Run(ctx, aptEnv+"apt-get update -q"); err != nil {
-			return fmt.Errorf("apt-get update: %v (nothing installed)", err)
+			return fmt.Errorf("apt-get update: %w (nothing installed)", err)
 		}
 		for _, n := range missing {
 			if msg := s.availability(ctx, n); msg != "" {
@@ -207,7 +207,7 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 	specs := pkgList(missing, true)
 	sim, err := s.r.Run(ctx, aptEnv+"apt-get -s -y install "+specs)
 	if err != nil {
-		return fmt.Errorf("apt-get install %s would fail: %v (nothing installed)", specs, err)
+		return fmt.Errorf("apt-get install %s would fail: %w (nothing installed)", specs, err)
 	}
 	add, changed := parseSimulation(sim)
 	if len(changed) > 0 {
@@ -231,12 +231,12 @@ func (s *Session) install(ctx context.Context, missing []Need, pr *probed) error
 	// The host's own record of what this run adds: `gpuvet clean` undoes only what is in both it and
 	// the manifest (a manifest is a file anyone may have edited).
 	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && printf '%%s\n' %s > %s", stateDir, fleet.ShellWords(fleet.RecordLines(s.objs)), quote(hostRecord(s.runID)))); err != nil {
-		return fmt.Errorf("write %s: %v (nothing installed)", hostRecord(s.runID), err)
+		return fmt.Errorf("write %s: %w (nothing installed)", hostRecord(s.runID), err)
 	}
 	s.say("apt-get install " + specs + " (" + strconv.Itoa(len(add)) + " package(s): " + strings.Join(add, " ") + ")")
 	out, err := s.r.Run(ctx, aptEnv+"apt-get install -y -q "+aptLock+specs)
 	if err != nil {
-		return fmt.Errorf("apt-get install %s: %v; last output: %s", specs, err, lastLines(out, 3))
+		return fmt.Errorf("apt-get install %s: %w; last output: %s", specs, err, lastLines(out, 3))
 	}
 	s.Rec.Installed = append(s.Rec.Installed, add...)
 	for _, n := range missing {
@@ -255,7 +255,7 @@ func (s *Session) verify(ctx context.Context, n Need) error {
 		"numactl":    "numactl --hardware",
 	}[n.Binary], "command -v "+quote(n.Binary))
 	if _, err := s.r.Run(ctx, check); err != nil {
-		return fmt.Errorf("%s: installed %s, but %s does not work: %v (a new driver may need a reboot: nouveau loaded, Secure Boot refusing the module); it is purged again", n.What, n.Pkg.Spec(), n.Binary, err)
+		return fmt.Errorf("%s: installed %s, but %s does not work: %w (a new driver may need a reboot: nouveau loaded, Secure Boot refusing the module); it is purged again", n.What, n.Pkg.Spec(), n.Binary, err)
 	}
 	return nil
 }
@@ -274,11 +274,11 @@ func (s *Session) engine(ctx context.Context, pr *probed) error {
 		return err
 	}
 	if _, err := s.r.Run(ctx, fmt.Sprintf("mkdir -p %s && echo %s >> %s", stateDir, quote(s.objs[len(s.objs)-1].RecordLine()), quote(hostRecord(s.runID)))); err != nil {
-		return fmt.Errorf("write %s: %v (nv-hostengine not started)", hostRecord(s.runID), err)
+		return fmt.Errorf("write %s: %w (nv-hostengine not started)", hostRecord(s.runID), err)
 	}
 	s.say("start nv-hostengine (DCGM's host engine)")
 	if _, err := s.r.Run(ctx, "nv-hostengine >/dev/null && sleep 0.5 && pgrep -x nv-hostengine >/dev/null"); err != nil {
-		return fmt.Errorf("DCGM: nv-hostengine did not start: %v", err)
+		return fmt.Errorf("DCGM: nv-hostengine did not start: %w", err)
 	}
 	s.Rec.Started = append(s.Rec.Started, "nv-hostengine")
 	return nil
@@ -344,7 +344,7 @@ func checkRunID(id string) error {
 func vouched(ctx context.Context, r Runner, runID string, objs []fleet.Object) (keep, none, refused []fleet.Object, err error) {
 	out, err := r.Run(ctx, fmt.Sprintf("f=%s; if [ -f \"$f\" ]; then echo present; cat \"$f\"; fi", quote(hostRecord(runID))))
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("read %s: %v", hostRecord(runID), err)
+		return nil, nil, nil, fmt.Errorf("read %s: %w", hostRecord(runID), err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if lines[0] != "present" {
@@ -575,7 +575,7 @@ if command -v apt-get >/dev/null && a=$(LC_ALL=C apt-get -s autoremove 2>/dev/nu
 	}
 	out, err := r.Run(ctx, b.String())
 	if err != nil {
-		return nil, fmt.Errorf("reading the host: %v", err)
+		return nil, fmt.Errorf("reading the host: %w", err)
 	}
 	p := &probed{bins: map[string]bool{}, pkgs: map[string]string{}, autoremovable: -1}
 	for _, l := range strings.Split(out, "\n") {

@@ -83,7 +83,7 @@ func GuideLLM(b []byte) (*results.Summary, error) {
 	b = nullNonFinite(b)
 	var rep glReport
 	if err := decode(b, &rep); err != nil {
-		return nil, fmt.Errorf("guidellm report: %v", err)
+		return nil, fmt.Errorf("guidellm report: %w", err)
 	}
 	if len(rep.Benchmarks) == 0 {
 		return nil, fmt.Errorf("guidellm report: \"benchmarks\" is empty: nothing was measured")

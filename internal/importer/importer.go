@@ -32,7 +32,7 @@ const (
 func Detect(b []byte) (Format, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(b, &top); err != nil {
-		return "", fmt.Errorf("not a JSON object (%v): want a gpuvet summary, a vLLM bench result or a guidellm report", err)
+		return "", fmt.Errorf("not a JSON object (%w): want a gpuvet summary, a vLLM bench result or a guidellm report", err)
 	}
 	switch {
 	case top["schema_version"] != nil:

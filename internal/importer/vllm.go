@@ -49,11 +49,11 @@ func VLLMBench(b []byte) (*results.Summary, error) {
 	b = nullNonFinite(b)
 	var r vllmResult
 	if err := decode(b, &r); err != nil {
-		return nil, fmt.Errorf("vLLM bench result: %v", err)
+		return nil, fmt.Errorf("vLLM bench result: %w", err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("vLLM bench result: %v", err)
+		return nil, fmt.Errorf("vLLM bench result: %w", err)
 	}
 	if err := r.validate(); err != nil {
 		return nil, fmt.Errorf("vLLM bench result: %w", err)

@@ -78,15 +78,15 @@ func ExtractResult(log []byte) ([]byte, error) {
 	}
 	z, err := base64.StdEncoding.DecodeString(enc.String())
 	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (base64: %v)", err)
+		return nil, fmt.Errorf("gpuvet result in the log is damaged (base64: %w)", err)
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(z))
 	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %v)", err)
+		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %w)", err)
 	}
 	out, err := io.ReadAll(io.LimitReader(zr, maxResult+1))
 	if err != nil {
-		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %v)", err)
+		return nil, fmt.Errorf("gpuvet result in the log is damaged (gzip: %w)", err)
 	}
 	if len(out) > maxResult {
 		return nil, fmt.Errorf("gpuvet result in the log is larger than %d MB", maxResult>>20)

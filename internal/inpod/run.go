@@ -58,7 +58,7 @@ func Run(ctx context.Context, self, plan, emit string, args []string, stdout, st
 	if plan != "" {
 		f := filepath.Join(dir, "plan.yaml")
 		if err := os.WriteFile(f, yml, 0o600); err != nil {
-			return 0, fmt.Errorf("--plan: %v", err)
+			return 0, fmt.Errorf("--plan: %w", err)
 		}
 		args = append([]string{args[0], "-c", f}, args[1:]...)
 	}
@@ -68,7 +68,7 @@ func Run(ctx context.Context, self, plan, emit string, args []string, stdout, st
 	runErr := c.Run()
 	b, err := os.ReadFile(emit)
 	if err != nil {
-		return 0, fmt.Errorf("no result file %s (%v); the command: %v", emit, err, runErr)
+		return 0, fmt.Errorf("no result file %s (%w); the command: %v", emit, err, runErr)
 	}
 	if err := EmitResult(stdout, b); err != nil {
 		return 0, err

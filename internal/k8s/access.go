@@ -87,7 +87,7 @@ func CheckAccess(ctx context.Context, cs kubernetes.Interface, namespace, cacheN
 		r, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 			&authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}, metav1.CreateOptions{})
 		if err != nil {
-			return fmt.Errorf("checking access (%s): %v", p, err)
+			return fmt.Errorf("checking access (%s): %w", p, err)
 		}
 		if !r.Status.Allowed {
 			where := "cluster-wide"

@@ -192,7 +192,7 @@ func (r *Run) create(ctx context.Context) error {
 	}
 	if _, err := r.cl.Client.CoreV1().Namespaces().Create(ctx, namespaceObject(r.opt.RunID), metav1.CreateOptions{}); err != nil {
 		r.man.Deleted(nsObj)
-		return fmt.Errorf("creating namespace %s: %v", r.ns, err)
+		return fmt.Errorf("creating namespace %s: %w", r.ns, err)
 	}
 	r.nsCreated = true
 	r.progress("namespace %s created (run %s)", r.ns, r.opt.RunID)
@@ -222,11 +222,11 @@ func (r *Run) Close(ctx context.Context, outs []fleet.Outcome) error {
 	defer cancel()
 	if r.keptCache() {
 		if err := DeleteRunObjects(ctx, r.cl.Client, r.cl.Dynamic, r.cacheNS, r.opt.RunID); err != nil {
-			return fmt.Errorf("deleting run %s's pods in the cache namespace %s: %v: run `gpuvet clean --run %s`", r.opt.RunID, r.cacheNS, err, r.opt.RunID)
+			return fmt.Errorf("deleting run %s's pods in the cache namespace %s: %w: run `gpuvet clean --run %s`", r.opt.RunID, r.cacheNS, err, r.opt.RunID)
 		}
 	}
 	if err := DeleteNamespace(ctx, r.cl.Client, r.ns); err != nil {
-		return fmt.Errorf("deleting namespace %s: %v: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
+		return fmt.Errorf("deleting namespace %s: %w: run `gpuvet clean --run %s`", r.ns, err, r.opt.RunID)
 	}
 	// Everything else lived in the namespace, or was the run's in the cache's: marked at once.
 	r.man.DeletedAll(append(r.man.Live(), fleet.Object{Kind: "Namespace", Name: r.ns}))
@@ -245,7 +245,7 @@ func DeleteNamespace(ctx context.Context, cs kubernetes.Interface, name string) 
 		_, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	}); over {
-		return fmt.Errorf("still terminating after the wait (%v)", ctx.Err())
+		return fmt.Errorf("still terminating after the wait (%w)", ctx.Err())
 	}
 	return nil
 }
@@ -268,7 +268,7 @@ func (r *Run) createTokenSecret(ctx context.Context) error {
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: runLabels(r.opt.RunID, RoleCache, "")},
 		Type: corev1.SecretTypeOpaque, StringData: map[string]string{"HF_TOKEN": os.Getenv(r.tokenEnv)}}
 	if _, err := r.cl.Client.CoreV1().Secrets(r.podNS()).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the hub-token Secret (from $%s): %v", r.tokenEnv, err)
+		return fmt.Errorf("creating the hub-token Secret (from $%s): %w", r.tokenEnv, err)
 	}
 	return nil
 }
@@ -335,7 +335,7 @@ func (h *nodeHost) healthJob(cfg config.Config) (*batchv1.Job, error) {
 	r := h.r
 	plan, err := r.nodePlan(settingsOf(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("the health Job's plan: %v", err)
+		return nil, fmt.Errorf("the health Job's plan: %w", err)
 	}
 	// Relative paths: in-pod runs the subcommand in a fresh working directory.
 	const out = "health.json"
@@ -393,7 +393,7 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byt
 	}
 	j.Spec.Template.Spec.PriorityClassName = r.opt.PriorityClass
 	if _, err := r.cl.Client.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating job %s: %v", j.Name, err)
+		return nil, fmt.Errorf("creating job %s: %w", j.Name, err)
 	}
 	timeout := r.opt.JobTimeout
 	if timeout <= 0 {
@@ -407,7 +407,7 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byt
 	if xerr != nil {
 		res = nil
 		if err == nil {
-			err = fmt.Errorf("job %s: %v", j.Name, xerr)
+			err = fmt.Errorf("job %s: %w", j.Name, xerr)
 		}
 		if hint := skewHint(log); hint != "" {
 			err = fmt.Errorf("%w; %s", err, hint)

@@ -85,7 +85,7 @@ func chooseAccess(mode string, sc *storagev1.StorageClass, nodes int) (corev1.Pe
 func (r *Run) storageClass(ctx context.Context) (*storagev1.StorageClass, error) {
 	l, err := r.cl.Client.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing StorageClasses: %v", err)
+		return nil, fmt.Errorf("listing StorageClasses: %w", err)
 	}
 	if r.opt.StorageClass != "" {
 		for i := range l.Items {
@@ -130,14 +130,14 @@ func (h *nodeHost) provisionCache(ctx context.Context) error {
 	if r.access == corev1.ReadWriteMany {
 		r.shared.once.Do(func() { r.shared.err = h.fillCache(ctx, "cache", "") })
 		if r.shared.err != nil {
-			return fmt.Errorf("model cache (shared): %v", r.shared.err)
+			return fmt.Errorf("model cache (shared): %w", r.shared.err)
 		}
 		h.pvc = "cache"
 		return nil
 	}
 	name := dnsName("cache", h.node.Name)
 	if err := h.fillCache(ctx, name, h.node.Name); err != nil {
-		return fmt.Errorf("model cache: %v", err)
+		return fmt.Errorf("model cache: %w", err)
 	}
 	h.pvc = name
 	return nil
@@ -185,7 +185,7 @@ func populateHint(err error, ownerInit bool) error {
 	if !ownerInit {
 		fix = "its StorageClass does not apply fsGroup: set kubernetes.cache_owner_init true (a root init container that chowns the volume's root; needs Pod Security baseline), or use a StorageClass that applies fsGroup"
 	}
-	return fmt.Errorf("%v\nthe cache volume's root is not writable by uid %d, the user the populate Job runs as; %s (docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser, fix)
+	return fmt.Errorf("%w\nthe cache volume's root is not writable by uid %d, the user the populate Job runs as; %s (docs/kubernetes.md, \"The model cache's volume\")", err, CacheUser, fix)
 }
 
 // ensurePVC creates the cache PVC, or finds a kept one (not in the run's manifest: it outlives the run).
@@ -212,7 +212,7 @@ func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
 			return nil
 		}
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("PVC %s/%s: %v", r.cacheNS, name, err)
+			return fmt.Errorf("PVC %s/%s: %w", r.cacheNS, name, err)
 		}
 	} else if err := r.man.Record(fleet.Object{Kind: "PersistentVolumeClaim", Namespace: r.ns, Name: name, Host: node}); err != nil {
 		return err
@@ -225,7 +225,7 @@ func (h *nodeHost) ensurePVC(ctx context.Context, name, node string) error {
 		if r.keptCache() && apierrors.IsAlreadyExists(err) { // another run made it a moment ago
 			return nil
 		}
-		return fmt.Errorf("PVC %s/%s: %v", r.cacheNS, name, err)
+		return fmt.Errorf("PVC %s/%s: %w", r.cacheNS, name, err)
 	}
 	return nil
 }
@@ -248,11 +248,11 @@ func (r *Run) ensureCacheNamespace(ctx context.Context) error {
 		return nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace): %v", r.cacheNS, err)
+		return fmt.Errorf("the cache namespace %s (kubernetes.cache_namespace): %w", r.cacheNS, err)
 	}
 	obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.cacheNS, Labels: cacheLabels("")}}
 	if _, err := nss.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating the cache namespace %s (kubernetes.cache_namespace): %v", r.cacheNS, err)
+		return fmt.Errorf("creating the cache namespace %s (kubernetes.cache_namespace): %w", r.cacheNS, err)
 	}
 	r.progress("model cache namespace %s created (kubernetes.cache_namespace; it stays after the run: `gpuvet clean --cache` removes it)", r.cacheNS)
 	return nil

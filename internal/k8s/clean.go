@@ -25,7 +25,7 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 	cs := cl.Client
 	nss, err := namespacesBy(ctx, cs, runSelectors(runID)...)
 	if err != nil {
-		return nil, fmt.Errorf("listing gpuvet namespaces: %v", err)
+		return nil, fmt.Errorf("listing gpuvet namespaces: %w", err)
 	}
 	caches, err := CacheNamespaces(ctx, cs)
 	if err != nil {
@@ -40,19 +40,19 @@ func Clean(ctx context.Context, cl *Cluster, runID string, cache bool, wait time
 	}
 	for _, ns := range withRuns {
 		if err := DeleteRunObjects(ctx, cs, cl.Dynamic, ns, runID); err != nil {
-			return done, fmt.Errorf("runs' objects in the cache namespace %s: %v", ns, err)
+			return done, fmt.Errorf("runs' objects in the cache namespace %s: %w", ns, err)
 		}
 	}
 	for _, ns := range nss {
 		if err := DeleteNamespace(ctx, cs, ns); err != nil {
-			return done, fmt.Errorf("namespace %s: %v", ns, err)
+			return done, fmt.Errorf("namespace %s: %w", ns, err)
 		}
 		done = append(done, "namespace "+ns)
 	}
 	if cache {
 		for _, ns := range caches {
 			if err := DeleteNamespace(ctx, cs, ns); err != nil {
-				return done, fmt.Errorf("cache namespace %s: %v", ns, err)
+				return done, fmt.Errorf("cache namespace %s: %w", ns, err)
 			}
 			done = append(done, "cache namespace "+ns+" (its PVCs with it)")
 		}
@@ -143,7 +143,7 @@ func namespacesBy(ctx context.Context, cs kubernetes.Interface, selectors ...str
 func CacheNamespaces(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 	out, err := namespacesBy(ctx, cs, LabelCache+"=true", legacyCache+"=true")
 	if err != nil {
-		return nil, fmt.Errorf("listing gpuvet's cache namespaces: %v", err)
+		return nil, fmt.Errorf("listing gpuvet's cache namespaces: %w", err)
 	}
 	return out, nil
 }

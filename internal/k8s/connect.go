@@ -51,7 +51,7 @@ func ConnectWith(kubeconfig, kubeContext string, lim Limits) (*Cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		if _, err := os.Stat(kubeconfig); err != nil {
-			return nil, fmt.Errorf("--kubeconfig %s: %v", kubeconfig, err)
+			return nil, fmt.Errorf("--kubeconfig %s: %w", kubeconfig, err)
 		}
 		rules.ExplicitPath = kubeconfig
 	}
@@ -68,14 +68,14 @@ func ConnectWith(kubeconfig, kubeContext string, lim Limits) (*Cluster, error) {
 	}
 	if err != nil {
 		if kubeconfig != "" || kubeContext != "" || !clientcmd.IsEmptyConfig(err) {
-			return nil, fmt.Errorf("kubeconfig: %v (check --kubeconfig, KUBECONFIG and --context)", err)
+			return nil, fmt.Errorf("kubeconfig: %w (check --kubeconfig, KUBECONFIG and --context)", err)
 		}
 		cfg, err = rest.InClusterConfig()
 		if err != nil {
 			if errors.Is(err, rest.ErrNotInCluster) {
 				return nil, errors.New("no kubeconfig found and not running in a cluster: give --kubeconfig FILE or set KUBECONFIG")
 			}
-			return nil, fmt.Errorf("in-cluster config: %v", err)
+			return nil, fmt.Errorf("in-cluster config: %w", err)
 		}
 		name = "in-cluster"
 	}
@@ -87,11 +87,11 @@ func ConnectWith(kubeconfig, kubeContext string, lim Limits) (*Cluster, error) {
 	count := CountRequests(cfg)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %v", err)
+		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes dynamic client: %v", err)
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
 	return &Cluster{Client: cs, Dynamic: dyn, Config: cfg, Context: name, Server: cfg.Host, Requests: count}, nil
 }

@@ -201,7 +201,7 @@ func untaintDevices(ctx context.Context, cs kubernetes.Interface, runID string) 
 	for _, r := range rl.Items {
 		err := cs.ResourceV1().DeviceTaintRules().Delete(ctx, r.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &r.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("DeviceTaintRule %s: %v", r.Name, err))
+			errs = append(errs, fmt.Errorf("DeviceTaintRule %s: %w", r.Name, err))
 			continue
 		}
 		done = append(done, fmt.Sprintf("deleted DeviceTaintRule %s (%s, run %s): its GPU schedules again", r.Name, selectorText(r.Spec.DeviceSelector), r.Labels[LabelRun]))

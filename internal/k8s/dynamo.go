@@ -174,7 +174,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 	over, err := pollUntil(ctx, func() (bool, error) {
 		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
-			return false, fmt.Errorf("DynamoGraphDeployment %s: %v", name, err)
+			return false, fmt.Errorf("DynamoGraphDeployment %s: %w", name, err)
 		}
 		if err == nil {
 			var ok bool
@@ -213,7 +213,7 @@ func (h *nodeHost) frontendURL(ctx context.Context, name string, wait time.Durat
 		svc, err := r.cl.Client.CoreV1().Services(r.podNS()).Get(ctx, svcName, metav1.GetOptions{})
 		if err != nil {
 			if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-				return false, fmt.Errorf("frontend Service %s: %v", svcName, err)
+				return false, fmt.Errorf("frontend Service %s: %w", svcName, err)
 			}
 			return false, nil
 		}
@@ -333,20 +333,20 @@ func (d dynamoBackend) Serve(ctx context.Context, slot pipeline.Slot, model stri
 	}
 	start := time.Now()
 	if _, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating DynamoGraphDeployment %s: %v", name, err)
+		return nil, fmt.Errorf("creating DynamoGraphDeployment %s: %w", name, err)
 	}
 	sv.Stop = func() { h.deleteDynamo(context.WithoutCancel(ctx), name) }
 	h.say("%s: DynamoGraphDeployment %s (%d worker(s), %s), waiting for Ready", model, name, workers, img)
 	if err := h.waitDynamo(ctx, name, cfg.Engine.ReadyTimeout.D()); err != nil {
-		return sv, fmt.Errorf("engines not ready: %v", err)
+		return sv, fmt.Errorf("engines not ready: %w", err)
 	}
 	url, err := h.frontendURL(ctx, name, 2*time.Minute)
 	if err != nil {
-		return sv, fmt.Errorf("engines not ready: %v", err)
+		return sv, fmt.Errorf("engines not ready: %w", err)
 	}
 	fails, err := h.checkCompletions(ctx, dnsName("ready", idx, mi), model, []string{url})
 	if err != nil {
-		return sv, fmt.Errorf("DynamoGraphDeployment %s Ready, but the completion check did not run: %v", name, err)
+		return sv, fmt.Errorf("DynamoGraphDeployment %s Ready, but the completion check did not run: %w", name, err)
 	}
 	if fails[0] != "" {
 		return sv, fmt.Errorf("DynamoGraphDeployment %s frontend %s: %s", name, url, fails[0])

@@ -256,7 +256,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	}
 	start := time.Now()
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		return nil, fmt.Errorf("creating engine pod %s: %v", name, err)
+		return nil, fmt.Errorf("creating engine pod %s: %w", name, err)
 	}
 	load := dnsName("load", idx, mi, si)
 	sv := &pipeline.Served{
@@ -270,7 +270,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 	}
 	urls, err := h.podURLs(ctx, []string{name})
 	if err != nil {
-		return sv, fmt.Errorf("engine not ready: %v", err)
+		return sv, fmt.Errorf("engine not ready: %w", err)
 	}
 	// The real completion is the load Job's first step (its endpoint run serves by one): a Job of
 	// its own per engine was 8 of the 18 Jobs a node cost the control plane (docs/k8s-scale.md).
@@ -293,7 +293,7 @@ func (r *Run) loadPlan(cfg config.Config) (string, error) {
 	s.Health.Enabled, s.History, s.SameHost = false, false, true
 	plan, err := r.nodePlan(s)
 	if err != nil {
-		return "", fmt.Errorf("the load Job's plan for this GPU: %v", err)
+		return "", fmt.Errorf("the load Job's plan for this GPU: %w", err)
 	}
 	return plan, nil
 }
@@ -331,7 +331,7 @@ func (np *nodePipeline) load(ctx context.Context, url, model, _ string, lc resul
 	}
 	s, perr := results.Parse(b)
 	if perr != nil || len(s.Hosts) == 0 || len(s.Hosts[0].Models) == 0 || len(s.Hosts[0].Models[0].Endpoints) == 0 {
-		return nil, results.InLayer(results.LayerInfra, fmt.Errorf("load job against %s: no endpoint result (%v)", sv.what, perr))
+		return nil, results.InLayer(results.LayerInfra, fmt.Errorf("load job against %s: no endpoint result (%w)", sv.what, perr))
 	}
 	got := s.Hosts[0].Models[0].Endpoints[0]
 	np.mu.Lock()

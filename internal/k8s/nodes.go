@@ -47,7 +47,7 @@ type Selection struct {
 // CheckSelector checks a node label selector's form (kubernetes.node_selector).
 func CheckSelector(s string) error {
 	if _, err := labels.Parse(s); err != nil {
-		return fmt.Errorf("%q is no label selector (want e.g. nvidia.com/gpu.product=NVIDIA-H200): %v", s, err)
+		return fmt.Errorf("%q is no label selector (want e.g. nvidia.com/gpu.product=NVIDIA-H200): %w", s, err)
 	}
 	return nil
 }
@@ -56,15 +56,15 @@ func CheckSelector(s string) error {
 // selector matched is returned as skipped, with the reason.
 func ChooseNodes(ctx context.Context, cs kubernetes.Interface, sel Selection) ([]Node, []results.SkippedHost, error) {
 	if err := CheckSelector(sel.Selector); err != nil {
-		return nil, nil, fmt.Errorf("kubernetes.node_selector (--node-selector): %v", err)
+		return nil, nil, fmt.Errorf("kubernetes.node_selector (--node-selector): %w", err)
 	}
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.Selector})
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing nodes: %v", err)
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"})
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods (to subtract the GPUs in use): %v", err)
+		return nil, nil, fmt.Errorf("listing pods (to subtract the GPUs in use): %w", err)
 	}
 	used := map[string]int64{}
 	for _, p := range pods.Items {

@@ -18,7 +18,7 @@ func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 	c := plan.Config
 	kc := c.Kubernetes
 	bad := func(key string, err error) (fleet.Backend, func(), error) {
-		return nil, nil, fmt.Errorf("%s (%s): %v", key, plan.Source(key), err)
+		return nil, nil, fmt.Errorf("%s (%s): %w", key, plan.Source(key), err)
 	}
 	tols, err := ParseTolerations(strings.Join(kc.Tolerations, ","))
 	if err != nil {
@@ -63,7 +63,7 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 	out := req.Out
 	if req.Untaint { // before anything is deleted: a missing permission is the user's to fix (exit 2)
 		if err := CheckAccess(ctx, cl.Client, "", "", UntaintNeeds()); err != nil {
-			return &fleet.InputError{Err: fmt.Errorf("--untaint: %v", err)}
+			return &fleet.InputError{Err: fmt.Errorf("--untaint: %w", err)}
 		}
 	}
 	done, err := Clean(ctx, cl, req.RunID, req.Cache, 5*time.Minute, kc.CacheNamespace)
@@ -71,7 +71,7 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 		fmt.Fprintf(out, "deleted %s\n", what)
 	}
 	if err != nil {
-		return fmt.Errorf("clean: %v", err)
+		return fmt.Errorf("clean: %w", err)
 	}
 	if len(done) == 0 {
 		fmt.Fprintln(out, "nothing to clean: no gpuvet namespace in", cl.Context)
@@ -82,7 +82,7 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 			fmt.Fprintln(out, what)
 		}
 		if err != nil {
-			return fmt.Errorf("clean --untaint: %v", err)
+			return fmt.Errorf("clean --untaint: %w", err)
 		}
 		if len(lifted) == 0 {
 			fmt.Fprintf(out, "no %s taint to lift in %s\n", TaintUnhealthy, cl.Context)
@@ -92,7 +92,7 @@ func Cleaner(ctx context.Context, req fleet.CleanRequest, ms []*fleet.Manifest) 
 	other := func(m *fleet.Manifest) bool { return m.Target["server"] != cl.Server }
 	here := slices.DeleteFunc(slices.Clone(ms), other)
 	if err := fleet.FinishManifests(here, func(fleet.Object) bool { return true }); err != nil {
-		return fmt.Errorf("manifests: %v", err)
+		return fmt.Errorf("manifests: %w", err)
 	}
 	return nil
 }

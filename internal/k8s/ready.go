@@ -39,7 +39,7 @@ func (h *nodeHost) checkCompletions(ctx context.Context, name, model string, url
 func completionFailures(b []byte, urls []string) ([]string, error) {
 	var res []CompletionCheck
 	if err := json.Unmarshal(b, &res); err != nil {
-		return nil, fmt.Errorf("completion check result: %v", err)
+		return nil, fmt.Errorf("completion check result: %w", err)
 	}
 	by := map[string]CompletionCheck{}
 	for _, c := range res {
@@ -66,7 +66,7 @@ func (h *nodeHost) podURLs(ctx context.Context, pods []string) ([]string, error)
 	for i, pod := range pods {
 		ip, err := podAddress(ctx, h.r.cl.Client, h.r.podNS(), pod)
 		if err != nil || ip == "" {
-			return nil, fmt.Errorf("engine pod %s has no address (%v)", pod, err)
+			return nil, fmt.Errorf("engine pod %s has no address (%w)", pod, err)
 		}
 		urls[i] = "http://" + ip + ":" + strconv.Itoa(EnginePort)
 	}

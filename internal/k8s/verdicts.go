@@ -190,7 +190,7 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, rea
 		return c, err
 	}
 	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, b, metav1.PatchOptions{FieldManager: "gpuvet"}, "status"); err != nil {
-		return c, fmt.Errorf("condition %s: %v", ConditionVetted, err)
+		return c, fmt.Errorf("condition %s: %w", ConditionVetted, err)
 	}
 	return c, nil
 }
@@ -202,7 +202,7 @@ func applyVerdict(ctx context.Context, cs kubernetes.Interface, node string, rea
 func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]string, error) {
 	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %v", err)
+		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	done, derr := untaintDevices(ctx, cs, runID)
 	errs := []error{derr}
@@ -234,7 +234,7 @@ func Untaint(ctx context.Context, cs kubernetes.Interface, runID string) ([]stri
 			return patchNode(ctx, cs, cur.Name, map[string]any{"metadata": meta, "spec": map[string]any{"taints": taints}})
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("node %s: %v", n.Name, err))
+			errs = append(errs, fmt.Errorf("node %s: %w", n.Name, err))
 			continue
 		}
 		if lifted != nil {
@@ -377,7 +377,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		}
 		if nv.err != nil {
 			act.Error = nv.err.Error()
-			errs = append(errs, fmt.Errorf("node %s: %v", nv.h.Name, nv.err))
+			errs = append(errs, fmt.Errorf("node %s: %w", nv.h.Name, nv.err))
 		}
 		fleet.RecordAction(s, act)
 		if len(act.Did) > 0 {

@@ -252,7 +252,7 @@ func WaitPodsGone(ctx context.Context, cs kubernetes.Interface, ns string, names
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d pod(s) still there after the wait (%v)", left, len(names), ctx.Err())
+			return fmt.Errorf("%d of %d pod(s) still there after the wait (%w)", left, len(names), ctx.Err())
 		case <-next:
 		case <-w.recheck(recheckEvery):
 		}
@@ -284,7 +284,7 @@ func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasS
 	}
 	asked[name] = true
 	if _, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil && ctx.Err() == nil && !transient(err) {
-		return fmt.Errorf("pod %s: %v", name, err)
+		return fmt.Errorf("pod %s: %w", name, err)
 	}
 	return nil
 }
@@ -361,7 +361,7 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 			if transient(lerr) && ctx.Err() == nil {
 				return nil, false, lerr
 			}
-			return nil, true, fmt.Errorf("job %s: reading the log of pod %s: %v", name, p.Name, lerr)
+			return nil, true, fmt.Errorf("job %s: reading the log of pod %s: %w", name, p.Name, lerr)
 		}
 		if d := disruption(p); failed && d != nil {
 			return log, true, fmt.Errorf("job %s: %w", name, d)

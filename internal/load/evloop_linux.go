@@ -119,7 +119,7 @@ func newEvReader(c *client, u endpointURL, slots int) (*evReader, error) {
 		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 		if err != nil {
 			r.close()
-			return nil, fmt.Errorf("epoll: %v", err)
+			return nil, fmt.Errorf("epoll: %w", err)
 		}
 		l := &evLoop{r: r, epfd: epfd, kick: make(chan struct{}, 1), stop: make(chan struct{}),
 			conns: map[int32]*evConn{}, buf: make([]byte, 64<<10), oob: make([]byte, netstamp.OOBSize),
@@ -184,7 +184,7 @@ func (r *evReader) do(ctx context.Context, cancel context.CancelCauseFunc, body 
 				continue // the server closed the idle connection as it was taken: nothing sent, try a new one
 			}
 			rec.sent = rec.start
-			c.failCtx(ctx, rec, errConnect, fmt.Errorf("writing the request: %v", err))
+			c.failCtx(ctx, rec, errConnect, fmt.Errorf("writing the request: %w", err))
 			return
 		}
 		if n == len(req) {
@@ -209,7 +209,7 @@ func (r *evReader) wait(ctx context.Context, cancel context.CancelCauseFunc, cn 
 		ev.Events |= unix.EPOLLOUT
 	}
 	if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, cn.fd, &ev); err != nil {
-		cancel(fmt.Errorf("epoll: %v", err))
+		cancel(fmt.Errorf("epoll: %w", err))
 	}
 	l.wake()
 	select {
@@ -302,7 +302,7 @@ func (r *evReader) dial(ctx context.Context) (*evConn, error) {
 		return nil, err
 	}
 	if derr != nil {
-		return nil, fmt.Errorf("taking the socket over: %v", derr)
+		return nil, fmt.Errorf("taking the socket over: %w", derr)
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
@@ -387,7 +387,7 @@ func (l *evLoop) poll() {
 			continue
 		}
 		if err != nil {
-			l.failAll(fmt.Errorf("epoll_wait: %v", err))
+			l.failAll(fmt.Errorf("epoll_wait: %w", err))
 			return
 		}
 		for i, e := range l.events[:n] {
@@ -436,7 +436,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 	if len(q.out) > 0 && ev&(unix.EPOLLOUT|unix.EPOLLERR|unix.EPOLLHUP) != 0 {
 		n, err := writeSome(cn.fd, q.out)
 		if err != nil {
-			l.transportErr(cn, fmt.Errorf("writing the request: %v", err), c.since())
+			l.transportErr(cn, fmt.Errorf("writing the request: %w", err), c.since())
 			return
 		}
 		q.out = q.out[n:]
@@ -464,7 +464,7 @@ func (l *evLoop) ready(cn *evConn, ev uint32) {
 	now := c.since()
 	switch {
 	case err != nil:
-		l.transportErr(cn, fmt.Errorf("read: %v", err), now)
+		l.transportErr(cn, fmt.Errorf("read: %w", err), now)
 		return
 	case n == 0:
 		l.eof(cn, now)

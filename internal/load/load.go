@@ -188,7 +188,7 @@ func validateInputs(o Options, c results.LoadConfig) error {
 	}
 	if c.Data != "synthetic" {
 		if _, err := dataset.Load(c.Data); err != nil {
-			return fmt.Errorf("--data: %v", err)
+			return fmt.Errorf("--data: %w", err)
 		}
 	}
 	if !slices.Contains(Readers, c.Reader) {
@@ -292,7 +292,7 @@ func ensureNoFile(need uint64) error {
 	}
 	lim.Cur = need
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("this load needs %d open files; raising the soft limit failed (%v): run ulimit -n %d first", need, err, need)
+		return fmt.Errorf("this load needs %d open files; raising the soft limit failed (%w): run ulimit -n %d first", need, err, need)
 	}
 	return nil
 }
@@ -314,11 +314,11 @@ func Preflight(ctx context.Context, o Options) error {
 	req, err := newRequest(ctx, http.MethodGet, u, apiKey(o.APIKeyEnv), nil)
 	u = results.RedactURLs(u) // what the messages below show
 	if err != nil {
-		return fmt.Errorf("--url %q: %v", results.RedactURLs(o.URL), err)
+		return fmt.Errorf("--url %q: %w", results.RedactURLs(o.URL), err)
 	}
 	resp, err := (&http.Client{CheckRedirect: noRedirects}).Do(req)
 	if err != nil {
-		return fmt.Errorf("endpoint %s does not answer: %v (is the server up, and the URL right?)", results.RedactURLs(o.URL), err)
+		return fmt.Errorf("endpoint %s does not answer: %w (is the server up, and the URL right?)", results.RedactURLs(o.URL), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
@@ -336,7 +336,7 @@ func Preflight(ctx context.Context, o Options) error {
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&list); err != nil {
-		return fmt.Errorf("GET %s: not a model list: %v", u, err)
+		return fmt.Errorf("GET %s: not a model list: %w", u, err)
 	}
 	var ids []string
 	for _, m := range list.Data {
@@ -395,7 +395,7 @@ func run(ctx context.Context, o Options) (*results.Load, error) {
 	if o.RecordsPath != "" {
 		fh, err := os.Create(o.RecordsPath)
 		if err != nil {
-			return nil, fmt.Errorf("--records: %v", err)
+			return nil, fmt.Errorf("--records: %w", err)
 		}
 		defer fh.Close()
 		recW = fh
@@ -594,7 +594,7 @@ func calibrated(ctx context.Context, s *dataset.Synthetic, chat bool, local *dat
 	}
 	logf(log, "exact prompt lengths via /tokenize unavailable (%v); calibrating from usage.prompt_tokens", err)
 	if err2 := s.CalibrateLinear(ctx, usageC); err2 != nil {
-		return "", fmt.Errorf("cannot size prompts: /tokenize failed (%v) and usage calibration failed (%v)", err, err2)
+		return "", fmt.Errorf("cannot size prompts: /tokenize failed (%w) and usage calibration failed (%w)", err, err2)
 	}
 	return tokensUsage, nil
 }
@@ -605,7 +605,7 @@ func calibrated(ctx context.Context, s *dataset.Synthetic, chat bool, local *dat
 func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *dataset.Tokenizer, server, usageC dataset.Counter, log io.Writer) (string, error) {
 	label := tokensLocal + " (" + local.Path + ")"
 	if err := s.Calibrate(ctx, local); err != nil {
-		return "", fmt.Errorf("%s: %v", label, err)
+		return "", fmt.Errorf("%s: %w", label, err)
 	}
 	d, err := s.Rebase(ctx, server)
 	by := tokensServer
@@ -616,7 +616,7 @@ func withLocal(ctx context.Context, s *dataset.Synthetic, chat bool, local *data
 	}
 	switch {
 	case errors.Is(err, dataset.ErrMismatch):
-		return "", fmt.Errorf("%s is not the served model's tokenizer, by %s: %v", label, by, err)
+		return "", fmt.Errorf("%s is not the served model's tokenizer, by %s: %w", label, by, err)
 	case err != nil && chat:
 		s.Exact = false
 		logf(log, "the server gave no prompt count (%v): chat prompts are sized without the chat template", err)
@@ -638,7 +638,7 @@ func localTokenizer(o Options) (*dataset.Tokenizer, error) {
 	if o.TokenizerPath != "" {
 		t, err := dataset.LoadTokenizer(o.TokenizerPath)
 		if err != nil {
-			return nil, fmt.Errorf("--tokenizer: %v (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
+			return nil, fmt.Errorf("--tokenizer: %w (give the model's tokenizer.json, or omit the flag to size prompts with the server)", err)
 		}
 		return t, nil
 	}

@@ -148,7 +148,7 @@ func parseChunk(b []byte) (chunk, error) {
 func slowChunk(b []byte) (chunk, error) {
 	var w wireChunk
 	if err := json.Unmarshal(b, &w); err != nil {
-		return chunk{}, fmt.Errorf("chunk is not the expected JSON object: %v (starts %q)", err, head(b, 80))
+		return chunk{}, fmt.Errorf("chunk is not the expected JSON object: %w (starts %q)", err, head(b, 80))
 	}
 	var c chunk
 	if len(w.Error) > 0 && string(w.Error) != "null" {

@@ -90,13 +90,13 @@ func postJSON(ctx context.Context, hc *http.Client, url, key string, body, out a
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
-		return fmt.Errorf("POST %s: %v", results.RedactURLs(url), err)
+		return fmt.Errorf("POST %s: %w", results.RedactURLs(url), err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("POST %s: HTTP %d: %s", results.RedactURLs(url), resp.StatusCode, head([]byte(oneLine(redact(string(bytes.TrimSpace(raw)), key))), 200))
 	}
 	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("POST %s: answer is not the expected JSON: %v", results.RedactURLs(url), err)
+		return fmt.Errorf("POST %s: answer is not the expected JSON: %w", results.RedactURLs(url), err)
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func validateWorkload(c results.LoadConfig) error {
 	}
 	t, err := dataset.LoadTrace(c.Trace)
 	if err != nil {
-		return fmt.Errorf("--trace: %v", err)
+		return fmt.Errorf("--trace: %w", err)
 	}
 	if span := t.Span().Seconds() / c.TraceSpeed; span > MaxDuration.Seconds() {
 		return fmt.Errorf("--trace-speed %v: the trace's %v would last %.0f h, over the %v a load may: replay it faster", c.TraceSpeed, t.Span(), span/3600, MaxDuration)

@@ -57,7 +57,7 @@ func CacheEnv(ctx context.Context, model, engineKind string, mc config.ModelCach
 func Preflight(ctx context.Context, model, engineKind string, mc config.ModelCache, timeout time.Duration) error {
 	if isLocalPath(model) {
 		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
-			return fmt.Errorf("model %s: the folder has no config.json (%v): give a folder with the model's config.json and weights, or a hub id", model, err)
+			return fmt.Errorf("model %s: the folder has no config.json (%w): give a folder with the model's config.json and weights, or a hub id", model, err)
 		}
 		return nil
 	}
@@ -68,7 +68,7 @@ func Preflight(ctx context.Context, model, engineKind string, mc config.ModelCac
 	o := Options{CacheDir: dir, Endpoint: mc.Endpoint}
 	c, err := o.resolve(model)
 	if err != nil {
-		return fmt.Errorf("model %s: %v", model, err)
+		return fmt.Errorf("model %s: %w", model, err)
 	}
 	if s, err := local(c, model); err != nil || s != nil {
 		return err
@@ -80,7 +80,7 @@ func Preflight(ctx context.Context, model, engineKind string, mc config.ModelCac
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := probe(pctx, c.Endpoint); err != nil {
-		return fmt.Errorf("model %s is not in the model cache %s and the hub %s cannot be reached (%v): on a host that can reach it run `%s`, then copy %s here; or set model_cache.dir to a cache that holds it, or give a local model folder",
+		return fmt.Errorf("model %s is not in the model cache %s and the hub %s cannot be reached (%w): on a host that can reach it run `%s`, then copy %s here; or set model_cache.dir to a cache that holds it, or give a local model folder",
 			model, c.CacheDir, c.Endpoint, err, PullCommand(model, o), c.CacheDir)
 	}
 	return nil

@@ -26,7 +26,7 @@ func CachedFile(cacheDir, model, rev, p string) (path string, ok bool, err error
 	case os.IsNotExist(err):
 		return "", false, nil
 	case err != nil:
-		return "", false, fmt.Errorf("cached %s of %s: %v", p, model, err)
+		return "", false, fmt.Errorf("cached %s of %s: %w", p, model, err)
 	case !fi.Mode().IsRegular():
 		return "", false, fmt.Errorf("cached %s of %s is not a regular file (%s)", p, model, path)
 	}

@@ -94,7 +94,7 @@ func globRegexp(pat string) (*regexp.Regexp, error) {
 	b.WriteString(`$`)
 	re, err := regexp.Compile(b.String())
 	if err != nil {
-		return nil, fmt.Errorf("--include pattern %q is not a valid glob: %v", pat, err)
+		return nil, fmt.Errorf("--include pattern %q is not a valid glob: %w", pat, err)
 	}
 	return re, nil
 }

@@ -390,7 +390,7 @@ func (h *hub) getJSON(ctx context.Context, rawURL, model, what string, limit int
 			return false, fmt.Errorf("%s: answer larger than %d bytes; is %s a Hugging Face-compatible hub?", what, limit, results.RedactURLs(h.endpoint.String()))
 		}
 		if err := json.Unmarshal(b, v); err != nil {
-			return false, fmt.Errorf("%s: the hub's JSON does not parse (%v); is %s a Hugging Face-compatible hub?", what, err, results.RedactURLs(h.endpoint.String()))
+			return false, fmt.Errorf("%s: the hub's JSON does not parse (%w); is %s a Hugging Face-compatible hub?", what, err, results.RedactURLs(h.endpoint.String()))
 		}
 		hdr = resp.Header
 		return false, nil

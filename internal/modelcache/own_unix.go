@@ -37,12 +37,12 @@ func Own(dir string, uid, gid int) (string, error) {
 				return "", fmt.Errorf("chown %s to %d:%d: %v: this volume does not let root change its owner (an NFS export with root squash?); "+
 					"make its root writable by uid %d on the storage side, or use a StorageClass that applies fsGroup", dir, uid, gid, err, uid)
 			}
-			return "", fmt.Errorf("chown %s to %d:%d: %v", dir, uid, gid, err)
+			return "", fmt.Errorf("chown %s to %d:%d: %w", dir, uid, gid, err)
 		}
 	}
 	if mode != want {
 		if err := os.Chmod(dir, want); err != nil {
-			return "", fmt.Errorf("chmod %s to %04o: %v", dir, want, err)
+			return "", fmt.Errorf("chmod %s to %04o: %w", dir, want, err)
 		}
 	}
 	return fmt.Sprintf("%s: was uid %d gid %d mode %04o, now uid %d gid %d mode %04o", dir, sys.Uid, sys.Gid, mode, uid, gid, want), nil

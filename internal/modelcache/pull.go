@@ -455,7 +455,7 @@ func Ensure(ctx context.Context, model string, o Options) (*Snapshot, error) {
 		s, err = pull(ctx, c, model)
 	}
 	if err != nil && unreachable(err) {
-		return nil, fmt.Errorf("model %s is not in the cache %s and the hub %s is unreachable (%v); if this host is air-gapped, on a host that can reach it run:\n  %s\nthen copy %s to this host",
+		return nil, fmt.Errorf("model %s is not in the cache %s and the hub %s is unreachable (%w); if this host is air-gapped, on a host that can reach it run:\n  %s\nthen copy %s to this host",
 			model, c.CacheDir, c.Endpoint, err, PullCommand(model, o), c.CacheDir)
 	}
 	return s, err

@@ -41,7 +41,7 @@ func (f *Fleet) runBaremetal(ctx context.Context, r fleet.RunInfo, specs []Spec,
 	sets := append([]string{"environment=baremetal"}, f.Config.BaremetalSet...)
 	plan, err := f.Plan.With(sets...)
 	if err != nil {
-		return fmt.Errorf("opennebula.baremetal_set: %v", err)
+		return fmt.Errorf("opennebula.baremetal_set: %w", err)
 	}
 	say := r.Log
 	nodes := &nodeRun{f: f, specs: specs, bin: bin, arch: arch, sets: sets, prep: bm.prep, say: say}
@@ -66,7 +66,7 @@ func (f *Fleet) runBaremetal(ctx context.Context, r fleet.RunInfo, specs []Spec,
 	}
 	if bm.baseline = fleet.Succeeded(s, outs); bm.baseline != nil {
 		if err := results.WriteJSON(bm.file, bm.baseline); err != nil {
-			return fmt.Errorf("bare-metal baseline %s: %v", bm.file, err)
+			return fmt.Errorf("bare-metal baseline %s: %w", bm.file, err)
 		}
 	}
 	return nil

@@ -58,7 +58,7 @@ func Credentials(env string) (string, error) {
 			if errors.As(err, &pe) {
 				err = pe.Err
 			}
-			return "", fmt.Errorf("%s is neither user:password nor a readable file (%v)", env, err)
+			return "", fmt.Errorf("%s is neither user:password nor a readable file (%w)", env, err)
 		}
 		v = strings.TrimSpace(string(b))
 	}

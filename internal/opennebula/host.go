@@ -60,7 +60,7 @@ func (h *VMHost) Provision(ctx context.Context) error {
 	h.id = -1
 	if h.Manifest != nil {
 		if err := h.Manifest.Record(h.object()); err != nil {
-			return fmt.Errorf("run manifest: %v (no VM created)", err)
+			return fmt.Errorf("run manifest: %w (no VM created)", err)
 		}
 	}
 	start := time.Now()
@@ -97,7 +97,7 @@ func (h *VMHost) Provision(ctx context.Context) error {
 	}
 	if h.Manifest != nil {
 		if err := h.Manifest.Record(h.dir); err != nil {
-			return fmt.Errorf("run manifest: %v (nothing created in the VM)", err)
+			return fmt.Errorf("run manifest: %w (nothing created in the VM)", err)
 		}
 	}
 	h.prepared = true
@@ -187,7 +187,7 @@ func Attach(s *results.Summary, hosts []*VMHost) {
 func Clean(ctx context.Context, c *Client, o fleet.Object, w Waits) error {
 	vms, err := c.VMsNamed(ctx, o.Name)
 	if err != nil {
-		return fmt.Errorf("find VM %s: %v", o.Name, err)
+		return fmt.Errorf("find VM %s: %w", o.Name, err)
 	}
 	for _, v := range vms {
 		if err := c.Destroy(ctx, v.ID, w); err != nil {

@@ -49,7 +49,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	c := f.Client
 	pool, err := c.HostPool(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("opennebula %s: %v", c.Endpoint(), err)
+		return nil, nil, fmt.Errorf("opennebula %s: %w", c.Endpoint(), err)
 	}
 	key, err := ssh.PublicKey(f.SSH.IdentityFile, "")
 	if err != nil {

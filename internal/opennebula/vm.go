@@ -214,14 +214,14 @@ func (c *Client) Destroy(ctx context.Context, id int, w Waits) error {
 	if err := c.Action(ctx, "terminate-hard", id); err != nil && !IsNoExists(err) {
 		// A VM in a failure state may refuse terminate: recover-delete below handles it.
 		if rerr := c.RecoverDelete(ctx, id); rerr != nil && !IsNoExists(rerr) {
-			return fmt.Errorf("VM %d: terminate-hard: %v; recover delete: %v", id, err, rerr)
+			return fmt.Errorf("VM %d: terminate-hard: %w; recover delete: %w", id, err, rerr)
 		}
 	}
 	if c.waitDone(ctx, id, w.Cleanup, w.Poll) {
 		return nil
 	}
 	if err := c.RecoverDelete(ctx, id); err != nil && !IsNoExists(err) {
-		return fmt.Errorf("VM %d did not reach DONE within %s and recover delete failed: %v", id, w.Cleanup, err)
+		return fmt.Errorf("VM %d did not reach DONE within %s and recover delete failed: %w", id, w.Cleanup, err)
 	}
 	if c.waitDone(ctx, id, w.Cleanup, w.Poll) {
 		return nil

@@ -59,7 +59,7 @@ func ParseHostPool(b []byte) ([]HostInfo, error) {
 		Hosts   []xmlHost `xml:"HOST"`
 	}
 	if err := xml.Unmarshal(b, &pool); err != nil {
-		return nil, fmt.Errorf("host pool: not a HOST_POOL document (%v)", err)
+		return nil, fmt.Errorf("host pool: not a HOST_POOL document (%w)", err)
 	}
 	out := make([]HostInfo, 0, len(pool.Hosts))
 	for _, h := range pool.Hosts {
@@ -135,7 +135,7 @@ func (x xmlVM) vm() VM {
 func ParseVM(b []byte) (*VM, error) {
 	var x xmlVM
 	if err := xml.Unmarshal(b, &x); err != nil {
-		return nil, fmt.Errorf("vm info: not a VM document (%v)", err)
+		return nil, fmt.Errorf("vm info: not a VM document (%w)", err)
 	}
 	v := x.vm()
 	return &v, nil
@@ -148,7 +148,7 @@ func ParseVMPool(b []byte) ([]VM, error) {
 		VMs     []xmlVM  `xml:"VM"`
 	}
 	if err := xml.Unmarshal(b, &pool); err != nil {
-		return nil, fmt.Errorf("vm pool: not a VM_POOL document (%v)", err)
+		return nil, fmt.Errorf("vm pool: not a VM_POOL document (%w)", err)
 	}
 	out := make([]VM, len(pool.VMs))
 	for i, x := range pool.VMs {

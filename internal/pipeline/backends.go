@@ -75,7 +75,7 @@ func (Endpoint) Serve(ctx context.Context, _ Slot, model string, cfg config.Conf
 	start := time.Now()
 	timeout := min(cfg.Engine.ReadyTimeout.D(), 2*time.Minute)
 	if err := probeReady(ctx, timeout, time.Second, url, model, os.Getenv(cfg.Endpoint.APIKeyEnv)); err != nil {
-		return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %v", results.RedactURLs(url), model, timeout, err)
+		return sv, fmt.Errorf("endpoint %s does not complete for model %q within %s: %w", results.RedactURLs(url), model, timeout, err)
 	}
 	sv.Provision = time.Since(start)
 	return sv, nil

@@ -489,7 +489,7 @@ func Warmup(ctx context.Context, url, model, apiKeyEnv string) error {
 	for i := 0; i < tries && ok < want; i++ {
 		if err := engine.Complete(ctx, url, model, os.Getenv(apiKeyEnv), "Write one sentence about GPUs.", 16, 2*time.Minute); err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("warm-up request %d: %v", i+1, err)
+				return fmt.Errorf("warm-up request %d: %w", i+1, err)
 			}
 			errs = append(errs, fmt.Sprintf("request %d: %v", i+1, err))
 			continue
@@ -583,7 +583,7 @@ func (r *run) aicrRun(ctx context.Context, sv *Served, model string, slot Slot, 
 		ld.Runs = append(ld.Runs, cl.Runs...)
 	}
 	if cerr != nil {
-		return fmt.Errorf("aicr concurrency run: %v", cerr)
+		return fmt.Errorf("aicr concurrency run: %w", cerr)
 	}
 	return nil
 }

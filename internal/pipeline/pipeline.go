@@ -82,11 +82,11 @@ func Run(ctx context.Context, plan *config.Plan, deps Deps, opt Options) (*Resul
 		ctx = context.WithValue(ctx, logKey, r.prog.Writer(RungLine))
 	}
 	if err := os.MkdirAll(r.out, 0o755); err != nil {
-		return nil, fmt.Errorf("output directory %s: %v", r.out, err)
+		return nil, fmt.Errorf("output directory %s: %w", r.out, err)
 	}
 	r.sum = r.newSummary()
 	if err := r.flush(); err != nil {
-		return nil, fmt.Errorf("cannot write %s: %v (check --out)", r.summaryPath(), err)
+		return nil, fmt.Errorf("cannot write %s: %w (check --out)", r.summaryPath(), err)
 	}
 	r.progress("run %s: backend %s, out %s", r.sum.RunID, cfg.Backend, r.out)
 
@@ -171,7 +171,7 @@ func (r *run) discover(ctx context.Context) {
 		}
 		gpus, err := src.GPUs()
 		if err != nil {
-			return fmt.Errorf("GPU inventory from %s: %v", name, err)
+			return fmt.Errorf("GPU inventory from %s: %w", name, err)
 		}
 		d.GPUs = gpus
 		return nil

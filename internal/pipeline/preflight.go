@@ -448,7 +448,7 @@ func LockOutput(dir string, force bool) (_ *OutLock, left []string, err error) {
 	defer root.Close()
 	for _, name := range outputs {
 		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %v", dir, name, err)
+			return nil, nil, fmt.Errorf("--out %s: cannot remove the earlier run's %s: %w", dir, name, err)
 		}
 	}
 	if earlier != nil {

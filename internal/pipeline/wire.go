@@ -147,13 +147,13 @@ func discover(c config.Config, cat *catalog.Catalog) (Source, string, *sim.Fleet
 	case sourceSim:
 		f, err := sim.NewFleet(simFleetConfig(c, cat))
 		if err != nil {
-			return nil, "", nil, fmt.Errorf("sim: %v", err)
+			return nil, "", nil, fmt.Errorf("sim: %w", err)
 		}
 		return f, sourceSim, f, nil
 	case sourceNVML:
 		src, err := gpu.OpenNVML()
 		if errors.Is(err, gpu.ErrNoDriver) {
-			return nil, "", nil, fmt.Errorf("%w: %v; on a host without GPUs use --sim, or health.source=sim / a nvidia-smi XML file", ErrNoGPUSource, err)
+			return nil, "", nil, fmt.Errorf("%w: %w; on a host without GPUs use --sim, or health.source=sim / a nvidia-smi XML file", ErrNoGPUSource, err)
 		}
 		if err != nil {
 			return nil, "", nil, err
@@ -173,7 +173,7 @@ func WriteReports(s *results.Summary, dir string, o config.Output) error {
 	err := report.WriteDir(s, dir, o.HTML, o.JUnit, o.Prometheus)
 	if o.PrometheusFile != "" {
 		if perr := report.WritePrometheus(s, o.PrometheusFile); perr != nil {
-			err = errors.Join(err, fmt.Errorf("output.prometheus_file: %v", perr))
+			err = errors.Join(err, fmt.Errorf("output.prometheus_file: %w", perr))
 		}
 	}
 	return err
@@ -201,14 +201,14 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 		Fleet: f, GPUIndex: slot.GPUs[0], EngineFault: f.EngineFault(slot.GPUs[0]),
 	}, "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("sim: %v (the simulator serves catalog models: %s)", err, strings.Join(s.cat.ModelIDs(), ", "))
+		return nil, fmt.Errorf("sim: %w (the simulator serves catalog models: %s)", err, strings.Join(s.cat.ModelIDs(), ", "))
 	}
 	sv := &Served{URL: srv.URL(), Binding: "none: simulator (in-process)",
 		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() },
 		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus,
 		PID: os.Getpid()} // in-process: the simulator's goroutines run on gpuvet's own threads
 	if err := probeReady(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute), 100*time.Millisecond, sv.URL, model, ""); err != nil {
-		return sv, fmt.Errorf("simulator not serving: %v", err)
+		return sv, fmt.Errorf("simulator not serving: %w", err)
 	}
 	sv.Provision = time.Since(start)
 	return sv, nil

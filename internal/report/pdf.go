@@ -70,7 +70,7 @@ func runChromium(timeout time.Duration, args ...string) ([]byte, []byte, error) 
 		return stdout.Bytes(), stderr.Bytes(), fmt.Errorf("%s did not finish within %s: %s", bin, timeout, tail(stderr.String(), 5))
 	}
 	if err != nil {
-		return stdout.Bytes(), stderr.Bytes(), fmt.Errorf("%s: %v: %s", bin, err, tail(stderr.String(), 5))
+		return stdout.Bytes(), stderr.Bytes(), fmt.Errorf("%s: %w: %s", bin, err, tail(stderr.String(), 5))
 	}
 	return stdout.Bytes(), stderr.Bytes(), nil
 }
@@ -115,7 +115,7 @@ func WritePDF(htmlPath, pdfPath string) error {
 	}
 	pdf, err := os.ReadFile(out)
 	if err != nil || !bytes.HasPrefix(pdf, []byte("%PDF-")) {
-		return fmt.Errorf("PDF not written: the browser exited without producing a PDF (%v)", err)
+		return fmt.Errorf("PDF not written: the browser exited without producing a PDF (%w)", err)
 	}
 	return writeAtomic(pdfPath, pdf)
 }

@@ -152,7 +152,7 @@ func detail(h results.Host, dir string) (results.Host, error) {
 	}
 	one, err := results.Read(filepath.Join(dir, filepath.FromSlash(h.DetailFile)))
 	if err != nil {
-		return h, fmt.Errorf("%s: %v (its digest is shown)", h.Name, err)
+		return h, fmt.Errorf("%s: %w (its digest is shown)", h.Name, err)
 	}
 	if len(one.Hosts) != 1 || one.Hosts[0].Name != h.Name {
 		return h, fmt.Errorf("%s: %s is not that host's summary (its digest is shown)", h.Name, h.DetailFile)

@@ -21,7 +21,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("duration: %v", err)
+		return fmt.Errorf("duration: %w", err)
 	}
 	*d = Duration(v)
 	return nil

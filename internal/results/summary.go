@@ -340,7 +340,7 @@ func Read(path string) (*Summary, error) {
 func Parse(b []byte) (*Summary, error) {
 	var s Summary
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("not a gpuvet summary (%v)", err)
+		return nil, fmt.Errorf("not a gpuvet summary (%w)", err)
 	}
 	if s.SchemaVersion == "" {
 		return nil, fmt.Errorf("no schema_version: not a gpuvet summary")

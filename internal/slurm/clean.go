@@ -42,7 +42,7 @@ func Clean(ctx context.Context, s Runner, m *fleet.Manifest, stateDir string, sa
 			err = fmt.Errorf("no cleaner for %s in this gpuvet", o)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("LEFT: %s: %v", o, err))
+			errs = append(errs, fmt.Errorf("LEFT: %s: %w", o, err))
 			continue
 		}
 		_ = m.Deleted(o)

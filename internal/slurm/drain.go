@@ -61,7 +61,7 @@ func ReadDrains(stateDir string) (*Drains, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(b, d); err != nil {
-		return nil, fmt.Errorf("%s: %v (gpuvet's record of the nodes it drained; move it away to start a new one: gpuvet then resumes none of the nodes it drained before)", d.path, err)
+		return nil, fmt.Errorf("%s: %w (gpuvet's record of the nodes it drained; move it away to start a new one: gpuvet then resumes none of the nodes it drained before)", d.path, err)
 	}
 	if d.Nodes == nil {
 		d.Nodes = map[string]Drain{}
@@ -86,7 +86,7 @@ func UpdateDrains(stateDir string, fn func(*Drains) error) error {
 	}
 	defer lf.Close()
 	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("%s: lock: %v", p, err)
+		return fmt.Errorf("%s: lock: %w", p, err)
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
 	d, err := ReadDrains(stateDir)
@@ -125,7 +125,7 @@ func drain(ctx context.Context, s Runner, stateDir, cluster, node, runID, reason
 		d.Nodes[drainKey(cluster, node)] = Drain{RunID: runID, Reason: reason, At: time.Now().UTC()}
 		return nil
 	}); err != nil {
-		return fmt.Errorf("recording the drain first: %v (node not drained)", err)
+		return fmt.Errorf("recording the drain first: %w (node not drained)", err)
 	}
 	_, err := s.Run(ctx, "scontrol", "update", "nodename="+node, "state=drain", "reason="+reason)
 	return err
@@ -186,7 +186,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 	toDrain = append(toDrain, flagged...)
 	limit, err := config.ParseMaxUnhealthy(c.MaxDrain)
 	if err != nil {
-		return fmt.Errorf("slurm.max_drain: %v", err)
+		return fmt.Errorf("slurm.max_drain: %w", err)
 	}
 	breaker := fleet.NewBreaker(limit, len(f.vetted))
 	var errs []error
@@ -202,7 +202,7 @@ func (f *Fleet) ApplyVerdicts(ctx context.Context, s *results.Summary) error {
 		verb = "would have been drained"
 	}
 	if err := breaker.Err(verb); err != nil {
-		errs = append([]error{fmt.Errorf("%v: look, then drain by hand or raise slurm.max_drain", err)}, errs...)
+		errs = append([]error{fmt.Errorf("%w: look, then drain by hand or raise slurm.max_drain", err)}, errs...)
 	}
 	if !c.DryRun || len(f.resumed) > 0 {
 		for _, n := range sortedKeys(f.resumed) {
@@ -263,7 +263,7 @@ func resumedObj(node string, resv *fleet.Object) fleet.Object {
 func (f *Fleet) drainIfFree(ctx context.Context, node, reason string) (string, error) {
 	n, err := showNode(ctx, f.Slurm, node)
 	if err != nil {
-		return "", fmt.Errorf("reading the node before draining it: %v", err)
+		return "", fmt.Errorf("reading the node before draining it: %w", err)
 	}
 	d, err := ReadDrains(f.StateDir)
 	if err != nil {

@@ -74,7 +74,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 	c := f.Config
 	cfgOut, err := f.Slurm.Run(ctx, "scontrol", "show", "config")
 	if err != nil {
-		return nil, nil, fmt.Errorf("backend slurm: %v (gpuvet runs Slurm's own commands: install slurm-client and point SLURM_CONF at the cluster's slurm.conf)", err)
+		return nil, nil, fmt.Errorf("backend slurm: %w (gpuvet runs Slurm's own commands: install slurm-client and point SLURM_CONF at the cluster's slurm.conf)", err)
 	}
 	f.cluster = ClusterName(cfgOut)
 	_ = r.Manifest.SetTarget("slurm_cluster", f.cluster)
@@ -116,7 +116,7 @@ func (f *Fleet) Hosts(ctx context.Context, r fleet.RunInfo) ([]fleet.Host, []res
 			len(nodes), len(skipped), firstSkip(skipped))
 	}
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("slurm.shared_dir %s: %v", shared, err)
+		return nil, nil, fmt.Errorf("slurm.shared_dir %s: %w", shared, err)
 	}
 	resv := ""
 	if len(revet) > 0 {
@@ -164,7 +164,7 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 	c := f.Config
 	out, err := f.Slurm.Run(ctx, "scontrol", "-o", "show", "node")
 	if err != nil {
-		return nil, fmt.Errorf("backend slurm: listing nodes: %v", err)
+		return nil, fmt.Errorf("backend slurm: listing nodes: %w", err)
 	}
 	all, err := ParseNodes(out)
 	if err != nil {
@@ -176,7 +176,7 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 	if len(c.Nodes) > 0 {
 		names, err := f.hostnames(ctx, strings.Join(c.Nodes, ","))
 		if err != nil {
-			return nil, fmt.Errorf("slurm.nodes (%s): %v", f.Plan.Source("slurm.nodes"), err)
+			return nil, fmt.Errorf("slurm.nodes (%s): %w", f.Plan.Source("slurm.nodes"), err)
 		}
 		known := map[string]bool{}
 		for _, n := range all {
@@ -195,7 +195,7 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 	if c.Reservation != "" {
 		ro, err := f.Slurm.Run(ctx, "scontrol", "-o", "show", "reservation", c.Reservation)
 		if err != nil {
-			return nil, fmt.Errorf("slurm.reservation %s: %v", c.Reservation, err)
+			return nil, fmt.Errorf("slurm.reservation %s: %w", c.Reservation, err)
 		}
 		rf, err := Fields(strings.TrimSpace(ro))
 		if err != nil || rf["Nodes"] == "" {
@@ -203,7 +203,7 @@ func (f *Fleet) nodes(ctx context.Context) ([]Node, error) {
 		}
 		names, err := f.hostnames(ctx, rf["Nodes"])
 		if err != nil {
-			return nil, fmt.Errorf("slurm.reservation %s: %v", c.Reservation, err)
+			return nil, fmt.Errorf("slurm.reservation %s: %w", c.Reservation, err)
 		}
 		only(names)
 	}
@@ -226,7 +226,7 @@ func (f *Fleet) binary() (string, error) {
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("slurm.binary: %v (set it to gpuvet's path on the nodes)", err)
+		return "", fmt.Errorf("slurm.binary: %w (set it to gpuvet's path on the nodes)", err)
 	}
 	if e, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = e
@@ -251,12 +251,12 @@ func (f *Fleet) reserve(ctx context.Context, nodes []Node, drains *Drains) (stri
 	dur := minutes(f.Config.TimeLimit.D() + f.Config.QueueTimeout.D() + 10*time.Minute)
 	obj := fleet.Object{Kind: KindResv, Name: name}
 	if err := f.run.Manifest.Record(obj); err != nil {
-		return "", fmt.Errorf("run manifest: %v (nothing changed on the cluster)", err)
+		return "", fmt.Errorf("run manifest: %w (nothing changed on the cluster)", err)
 	}
 	if _, err := f.Slurm.Run(ctx, "scontrol", "create", "reservation", "ReservationName="+name, "Nodes="+strings.Join(names, ","),
 		"StartTime=now", "Duration="+strconv.Itoa(dur), "Users="+u.Username, "Flags=MAINT,IGNORE_JOBS"); err != nil {
 		_ = f.run.Manifest.Deleted(obj)
-		return "", fmt.Errorf("backend slurm: vetting again the nodes gpuvet drained (%s) needs a reservation of the run's: %v", strings.Join(names, ","), err)
+		return "", fmt.Errorf("backend slurm: vetting again the nodes gpuvet drained (%s) needs a reservation of the run's: %w", strings.Join(names, ","), err)
 	}
 	f.resv = &obj
 	f.resumed = map[string]Drain{}
@@ -264,7 +264,7 @@ func (f *Fleet) reserve(ctx context.Context, nodes []Node, drains *Drains) (stri
 		d := drains.Nodes[drainKey(f.cluster, n.Name)]
 		o := fleet.Object{Kind: KindResumed, Name: n.Name, On: name}
 		if err := f.run.Manifest.Record(o); err != nil {
-			return "", fmt.Errorf("run manifest: %v", err)
+			return "", fmt.Errorf("run manifest: %w", err)
 		}
 		if _, err := f.Slurm.Run(ctx, "scontrol", "update", "nodename="+n.Name, "state=resume"); err != nil {
 			_ = f.run.Manifest.Deleted(o)
@@ -297,7 +297,7 @@ func (f *Fleet) release(ctx context.Context, ok map[string]bool) error {
 		o := fleet.Object{Kind: KindResumed, Name: n, On: f.resv.Name}
 		if !ok[n] {
 			if err := f.drain(ctx, n, d.Reason); err != nil {
-				errs = append(errs, fmt.Errorf("node %s: putting back gpuvet's drain: %v", n, err))
+				errs = append(errs, fmt.Errorf("node %s: putting back gpuvet's drain: %w", n, err))
 				continue
 			}
 		}
@@ -322,7 +322,7 @@ func DeleteReservation(ctx context.Context, s Runner, name string) error {
 		if strings.Contains(err.Error(), "Invalid reservation") || strings.Contains(err.Error(), "not found") {
 			return nil
 		}
-		return fmt.Errorf("deleting reservation %s: %v", name, err)
+		return fmt.Errorf("deleting reservation %s: %w", name, err)
 	}
 	return nil
 }

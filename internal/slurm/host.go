@@ -73,7 +73,7 @@ var quote = fleet.ShellQuote
 func (h *Host) Provision(ctx context.Context) error {
 	c := h.f.Config
 	if err := os.Mkdir(h.dir, 0o755); err != nil {
-		return fmt.Errorf("the node's folder on the shared file system: %v", err)
+		return fmt.Errorf("the node's folder on the shared file system: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(h.dir, "plan.yaml"), h.f.run.Plan, 0o600); err != nil {
 		return err
@@ -94,12 +94,12 @@ func (h *Host) Provision(ctx context.Context) error {
 	m := h.f.run.Manifest
 	submit := fleet.Object{Kind: KindSubmit, Name: name, Host: h.node.Name}
 	if err := m.Record(submit); err != nil {
-		return fmt.Errorf("run manifest: %v (nothing submitted)", err)
+		return fmt.Errorf("run manifest: %w (nothing submitted)", err)
 	}
 	out, err := h.f.Slurm.Run(ctx, "sbatch", append(args, script)...)
 	if err != nil {
 		_ = m.Deleted(submit)
-		return fmt.Errorf("sbatch: %v", err)
+		return fmt.Errorf("sbatch: %w", err)
 	}
 	id, err := ParseJobID(out)
 	if err != nil {
@@ -108,11 +108,11 @@ func (h *Host) Provision(ctx context.Context) error {
 	h.jobID = id
 	h.job = fleet.Object{Kind: KindJob, Name: id, Host: h.node.Name, LocalOut: h.localOut, On: name}
 	if err := m.Record(h.job); err != nil {
-		return fmt.Errorf("run manifest: %v (job %s stays held; `gpuvet clean` cancels it by its name %s)", err, id, name)
+		return fmt.Errorf("run manifest: %w (job %s stays held; `gpuvet clean` cancels it by its name %s)", err, id, name)
 	}
 	_ = m.Deleted(submit)
 	if _, err := h.f.Slurm.Run(ctx, "scontrol", "release", id); err != nil {
-		return fmt.Errorf("releasing job %s: %v", id, err)
+		return fmt.Errorf("releasing job %s: %w", id, err)
 	}
 	h.released = time.Now()
 	h.f.say(fmt.Sprintf("%s: job %s submitted (exclusive, gpu:%d, %v)", h.node.Name, id, h.node.GPUs, c.TimeLimit.D()))
@@ -187,7 +187,7 @@ func (h *Host) wait(ctx context.Context) (Job, error) {
 			failures++
 			h.f.say(fmt.Sprintf("%s: job %s: %v (asking again)", h.node.Name, h.jobID, err))
 		case err != nil:
-			return j, fmt.Errorf("job %s: %d reads of its state failed in a row: %v", h.jobID, failures+1, err)
+			return j, fmt.Errorf("job %s: %d reads of its state failed in a row: %w", h.jobID, failures+1, err)
 		case j.Final():
 			return j, nil
 		}
@@ -286,7 +286,7 @@ func Cancel(ctx context.Context, s Runner, id string) error {
 		return fmt.Errorf("job id %q: not a job id gpuvet submits, left alone", id)
 	}
 	if _, err := s.Run(ctx, "scancel", id); err != nil && !strings.Contains(err.Error(), "Invalid job id") {
-		return fmt.Errorf("scancel %s: %v", id, err)
+		return fmt.Errorf("scancel %s: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cancelWait)
 	defer cancel()

@@ -83,7 +83,7 @@ func showNode(ctx context.Context, s Runner, node string) (Node, error) {
 	}
 	ns, err := ParseNodes(out)
 	if err != nil || len(ns) != 1 {
-		return Node{}, fmt.Errorf("node %s: %v (scontrol show node)", node, err)
+		return Node{}, fmt.Errorf("node %s: %w (scontrol show node)", node, err)
 	}
 	return ns[0], nil
 }

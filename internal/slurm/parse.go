@@ -99,7 +99,7 @@ func ParseNodes(out string) ([]Node, error) {
 		}
 		f, err := Fields(line)
 		if err != nil {
-			return nil, fmt.Errorf("scontrol show node, line %d: %v", i+1, err)
+			return nil, fmt.Errorf("scontrol show node, line %d: %w", i+1, err)
 		}
 		name := f["NodeName"]
 		if name == "" {
@@ -112,7 +112,7 @@ func ParseNodes(out string) ([]Node, error) {
 			n.Flags = append(n.Flags, "NOT_RESPONDING")
 		}
 		if n.GPUs, err = GresGPUs(n.Gres); err != nil {
-			return nil, fmt.Errorf("node %s: Gres=%s: %v", name, n.Gres, err)
+			return nil, fmt.Errorf("node %s: Gres=%s: %w", name, n.Gres, err)
 		}
 		if p := f["Partitions"]; p != "" && p != "(null)" {
 			n.Partitions = strings.Split(p, ",")
@@ -217,7 +217,7 @@ func ParseJob(out string) (Job, error) {
 		// Reason here is "Reason=None Dependency=…": cut it to its word before splitting.
 		f, err := jobFields(line)
 		if err != nil {
-			return Job{}, fmt.Errorf("scontrol show job: %v", err)
+			return Job{}, fmt.Errorf("scontrol show job: %w", err)
 		}
 		j := Job{ID: f["JobId"], Name: f["JobName"], State: f["JobState"], Reason: f["Reason"], NodeList: f["NodeList"]}
 		if j.ID == "" || j.State == "" {

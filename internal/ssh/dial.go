@@ -80,10 +80,10 @@ func Resolve(t Target, o Options) (Target, error) {
 	if b, err := os.ReadFile(cfgPath); err == nil {
 		cfg, err = ssh_config.DecodeBytes(b)
 		if err != nil {
-			return t, fmt.Errorf("%s: %v (fix the file or point ssh.config_file elsewhere)", cfgPath, err)
+			return t, fmt.Errorf("%s: %w (fix the file or point ssh.config_file elsewhere)", cfgPath, err)
 		}
 	} else if o.ConfigFile != "" {
-		return t, fmt.Errorf("ssh config %s: %v", cfgPath, err)
+		return t, fmt.Errorf("ssh config %s: %w", cfgPath, err)
 	}
 	get := func(key string) string {
 		if cfg == nil {
@@ -97,7 +97,7 @@ func Resolve(t Target, o Options) (Target, error) {
 	if t.User == "" {
 		u, err := localUser()
 		if err != nil {
-			return t, fmt.Errorf("host %s: no SSH user: $USER is unset and %v: set ssh.user (or User in ssh_config, user in the inventory)", t.Name, err)
+			return t, fmt.Errorf("host %s: no SSH user: $USER is unset and %w: set ssh.user (or User in ssh_config, user in the inventory)", t.Name, err)
 		}
 		t.User = u
 	}
@@ -133,7 +133,7 @@ func localUser() (string, error) {
 	}
 	u, err := user.Current()
 	if err != nil {
-		return "", fmt.Errorf("the current user is unknown (%v)", err)
+		return "", fmt.Errorf("the current user is unknown (%w)", err)
 	}
 	if u.Username == "" {
 		return "", fmt.Errorf("the current user (uid %s) has no name", u.Uid)
@@ -179,7 +179,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	if o.AcceptNew {
 		f, err := os.OpenFile(files[0], os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("known_hosts %s: %v", files[0], err)
+			return nil, fmt.Errorf("known_hosts %s: %w", files[0], err)
 		}
 		f.Close()
 	}
@@ -197,7 +197,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	}
 	check, err := knownhosts.New(existing...)
 	if err != nil {
-		return nil, fmt.Errorf("known_hosts: %v", err)
+		return nil, fmt.Errorf("known_hosts: %w", err)
 	}
 	// The known key types, read before acceptNew wraps the check (it would write the probe down).
 	algos := knownAlgorithms(check, t)
@@ -217,7 +217,7 @@ func Dial(ctx context.Context, t Target, o Options) (*gossh.Client, error) {
 	d := net.Dialer{Timeout: timeout}
 	conn, err := d.DialContext(ctx, "tcp", t.Addr())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, t.Addr(), err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnreachable, t.Addr(), err)
 	}
 	_ = conn.SetDeadline(time.Now().Add(timeout))
 	c, chans, reqs, err := gossh.NewClientConn(conn, t.Addr(), cfg)
@@ -255,7 +255,7 @@ func classify(t Target, err error) error {
 	if strings.Contains(err.Error(), "unable to authenticate") {
 		return fmt.Errorf("%w: %s@%s refused every key offered (agent and %s): install your public key in the host's authorized_keys", ErrAuth, t.User, t.Addr(), strings.Join(keyFiles(t), ", "))
 	}
-	return fmt.Errorf("%w: %s: %v", ErrUnreachable, t.Addr(), err)
+	return fmt.Errorf("%w: %s: %w", ErrUnreachable, t.Addr(), err)
 }
 
 func keyFiles(t Target) []string {

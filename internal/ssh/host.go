@@ -76,7 +76,7 @@ func (h *Host) Provision(ctx context.Context) error {
 	}
 	if h.Manifest != nil {
 		if err := h.Manifest.Record(h.obj); err != nil {
-			return fmt.Errorf("run manifest: %v (nothing created on the host)", err)
+			return fmt.Errorf("run manifest: %w (nothing created on the host)", err)
 		}
 	}
 	err = Prepare(ctx, c, h.Job)

@@ -68,25 +68,25 @@ var errNotCreated = errors.New("nothing created on the host")
 func Prepare(ctx context.Context, c *gossh.Client, j Job) error {
 	arch, err := output(ctx, c, "uname -m")
 	if err != nil {
-		return fmt.Errorf("uname -m: %v (%w)", err, errNotCreated)
+		return fmt.Errorf("uname -m: %w (%w)", err, errNotCreated)
 	}
 	if got := goarch(strings.TrimSpace(arch)); got != j.BinaryArch {
 		return fmt.Errorf("host is %s (%s) but the gpuvet binary is %s: build one with GOARCH=%s and pass it with ssh.binary (%w)", strings.TrimSpace(arch), got, j.BinaryArch, got, errNotCreated)
 	}
 	if err := checkRunDir(j.RemoteDir, j.RunID); err != nil {
-		return fmt.Errorf("%v (%w)", err, errNotCreated)
+		return fmt.Errorf("%w (%w)", err, errNotCreated)
 	}
 	// The folder and its marker in one command: a folder that existed already (mkdir fails) is
 	// never gpuvet's to remove.
 	mk := fmt.Sprintf("mkdir -m 700 %s && printf %%s %s > %s", quote(j.RemoteDir), quote(j.RunID), quote(j.RemoteDir+"/"+Marker))
 	if _, err := output(ctx, c, mk); err != nil {
-		return fmt.Errorf("mkdir %s: %v (%w)", j.RemoteDir, err, errNotCreated)
+		return fmt.Errorf("mkdir %s: %w (%w)", j.RemoteDir, err, errNotCreated)
 	}
 	if err := upload(ctx, c, j.Binary, j.RemoteDir+"/gpuvet", 0o700); err != nil {
-		return fmt.Errorf("copy gpuvet: %v", err)
+		return fmt.Errorf("copy gpuvet: %w", err)
 	}
 	if err := put(ctx, c, bytes.NewReader(j.Plan), j.RemoteDir+"/plan.yaml", 0o600); err != nil {
-		return fmt.Errorf("copy plan: %v", err)
+		return fmt.Errorf("copy plan: %w", err)
 	}
 	return nil
 }
@@ -107,7 +107,7 @@ func Execute(ctx context.Context, c *gossh.Client, j Job) (*Outcome, error) {
 	case runErr != nil:
 		return out, runErr
 	case out.Summary == nil && collectErr != nil:
-		return out, fmt.Errorf("remote gpuvet exited %d and its results could not be collected (%v); last output: %s", code, collectErr, tail)
+		return out, fmt.Errorf("remote gpuvet exited %d and its results could not be collected (%w); last output: %s", code, collectErr, tail)
 	case out.Summary == nil:
 		return out, fmt.Errorf("remote gpuvet exited %d without a summary; last output: %s", code, tail)
 	case code > 1:
@@ -157,7 +157,7 @@ func outputIn(ctx context.Context, c *gossh.Client, in io.Reader, cmd string) (s
 	}
 	if err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return string(stdout.Bytes()), fmt.Errorf("%v: %s", err, msg)
+			return string(stdout.Bytes()), fmt.Errorf("%w: %s", err, msg)
 		}
 		return string(stdout.Bytes()), err
 	}
@@ -288,10 +288,10 @@ func runRemote(ctx context.Context, c *gossh.Client, j Job) (int, string, error)
 	}
 	code := exitCode(werr)
 	if ctx.Err() != nil {
-		return code, tail.String(), fmt.Errorf("interrupted: the remote run was stopped (%v)", ctx.Err())
+		return code, tail.String(), fmt.Errorf("interrupted: the remote run was stopped (%w)", ctx.Err())
 	}
 	if code < 0 {
-		return code, tail.String(), fmt.Errorf("the connection to the host died mid-run (%v); last output: %s", werr, tail.String())
+		return code, tail.String(), fmt.Errorf("the connection to the host died mid-run (%w); last output: %s", werr, tail.String())
 	}
 	return code, tail.String(), nil
 }
@@ -379,10 +379,10 @@ func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
 	_, _ = io.Copy(io.Discard, r)
 	werr := s.Wait()
 	if ctx.Err() != nil {
-		return fmt.Errorf("tar: %v (the host's results were not all collected)", ctx.Err())
+		return fmt.Errorf("tar: %w (the host's results were not all collected)", ctx.Err())
 	}
 	if err := werr; err != nil {
-		return fmt.Errorf("tar: %v %s", err, strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("tar: %w %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return xerr
 }
@@ -474,7 +474,7 @@ func runDirScript(ctx context.Context, c *gossh.Client, dir, runID, body string)
 // Stop stops a run still going in the run folder (safe when there is none).
 func Stop(ctx context.Context, c *gossh.Client, dir, runID string) error {
 	if err := runDirScript(ctx, c, dir, runID, stopScript); err != nil {
-		return fmt.Errorf("stop the run in %s: %v", dir, err)
+		return fmt.Errorf("stop the run in %s: %w", dir, err)
 	}
 	return nil
 }
@@ -483,7 +483,7 @@ func Stop(ctx context.Context, c *gossh.Client, dir, runID string) error {
 // checks it is gone; safe to run twice. A folder without the run's marker is never touched.
 func Remove(ctx context.Context, c *gossh.Client, dir, runID string) error {
 	if err := runDirScript(ctx, c, dir, runID, stopScript+`rm -rf "$d"; test ! -e "$d"`); err != nil {
-		return fmt.Errorf("%s left on the host: %v", dir, err)
+		return fmt.Errorf("%s left on the host: %w", dir, err)
 	}
 	return nil
 }

@@ -43,7 +43,7 @@ type InventoryHost struct {
 func ReadInventory(file string) ([]InventoryHost, error) {
 	b, err := filelimit.Read(file, filelimit.Config, "inventory")
 	if err != nil {
-		return nil, fmt.Errorf("inventory: %v", err)
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	return ParseInventory(file, b)
 }
@@ -56,7 +56,7 @@ func ParseInventory(file string, b []byte) ([]InventoryHost, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&inv); err != nil {
-		return nil, fmt.Errorf("inventory %s: %v (want hosts: [{name, host, user, port, identity_file, gpus, set}])", file, err)
+		return nil, fmt.Errorf("inventory %s: %w (want hosts: [{name, host, user, port, identity_file, gpus, set}])", file, err)
 	}
 	if len(inv.Hosts) == 0 {
 		return nil, fmt.Errorf("inventory %s: no hosts (want a hosts: list)", file)
@@ -253,13 +253,13 @@ func Binary(p string) (string, string, error) {
 	if p == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return "", "", fmt.Errorf("cannot find this gpuvet binary to copy (%v): set ssh.binary", err)
+			return "", "", fmt.Errorf("cannot find this gpuvet binary to copy (%w): set ssh.binary", err)
 		}
 		p = self
 	}
 	f, err := elf.Open(p)
 	if err != nil {
-		return "", "", fmt.Errorf("ssh.binary %s: not a Linux executable (%v)", p, err)
+		return "", "", fmt.Errorf("ssh.binary %s: not a Linux executable (%w)", p, err)
 	}
 	defer f.Close()
 	arch := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64", elf.EM_PPC64: "ppc64le", elf.EM_S390: "s390x"}[f.Machine]
@@ -300,11 +300,11 @@ func publicKeyOf(file, what string) (string, error) {
 	}
 	k, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("%s: %v", what, err)
+		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	s, err := gossh.ParsePrivateKey(k)
 	if err != nil {
-		return "", fmt.Errorf("%s %s: %v (an encrypted key: load it in ssh-agent)", what, file, err)
+		return "", fmt.Errorf("%s %s: %w (an encrypted key: load it in ssh-agent)", what, file, err)
 	}
 	return strings.TrimSpace(string(gossh.MarshalAuthorizedKey(s.PublicKey()))), nil
 }

@@ -74,7 +74,7 @@ func Inspect(ctx context.Context, r Runner, p Paths) ([]GPU, error) {
 	p = p.orDefault()
 	out, err := r.Run(ctx, fmt.Sprintf(inspectScript, quote(p.Sys), quote(p.Conf)))
 	if err != nil {
-		return nil, fmt.Errorf("read the node's PCI devices: %v", err)
+		return nil, fmt.Errorf("read the node's PCI devices: %w", err)
 	}
 	var gpus []GPU
 	for _, l := range strings.Split(out, "\n") {
@@ -175,7 +175,7 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 	rf := hostRecord(p, runID)
 	lines := fleet.ShellWords(fleet.RecordLines(rl.objs))
 	if _, err := r.Run(ctx, fmt.Sprintf("mkdir -p %s && umask 077 && printf '%%s\n' %s > %s", quote(p.State), lines, quote(rf))); err != nil {
-		return rl, fmt.Errorf("write the node's record %s: %v (nothing released)", rf, err)
+		return rl, fmt.Errorf("write the node's record %s: %w (nothing released)", rf, err)
 	}
 	if _, err := rl.stopPersistenced(ctx); err != nil {
 		return rl, err
@@ -185,13 +185,13 @@ func Begin(ctx context.Context, r Runner, p Paths, attached map[string]string, r
 		// --noprobe: the GPU stays unbound until the driver is there; gpuvet probes and checks itself.
 		if g.Override != "" || g.Persisted != "" {
 			if _, err := r.Run(ctx, "driverctl --noprobe unset-override "+quote(g.Address)); err != nil {
-				return rl, fmt.Errorf("driverctl unset-override %s: %v", g.Address, err)
+				return rl, fmt.Errorf("driverctl unset-override %s: %w", g.Address, err)
 			}
 		}
 		// The write may find the driver gone between the test and the write (driverctl's own
 		// unbind landing): not an error; waitDriver below checks what counts, the GPU unbound.
 		if _, err := r.Run(ctx, fmt.Sprintf(`d=%s; a=%s; if [ -L "$d/driver" ] && [ "$(basename "$(readlink "$d/driver")")" = vfio-pci ]; then echo "$a" 2>/dev/null > "$d/driver/unbind" || true; fi`, quote(dev), quote(g.Address))); err != nil {
-			return rl, fmt.Errorf("unbind %s from vfio-pci: %v", g.Address, err)
+			return rl, fmt.Errorf("unbind %s from vfio-pci: %w", g.Address, err)
 		}
 		if err := rl.waitDriver(ctx, g.Address, ""); err != nil {
 			return rl, err
@@ -210,11 +210,11 @@ func (rl *Release) Bind(ctx context.Context) error {
 		return err
 	}
 	if _, err := rl.r.Run(ctx, "modprobe nvidia"); err != nil {
-		return fmt.Errorf("modprobe nvidia: %v (is the driver installed for the running kernel?)", err)
+		return fmt.Errorf("modprobe nvidia: %w (is the driver installed for the running kernel?)", err)
 	}
 	for _, g := range rl.GPUs {
 		if _, err := rl.r.Run(ctx, fmt.Sprintf("echo %s > %s", quote(g.Address), quote(rl.p.Sys+"/bus/pci/drivers_probe"))); err != nil {
-			return fmt.Errorf("probe %s: %v", g.Address, err)
+			return fmt.Errorf("probe %s: %w", g.Address, err)
 		}
 		if err := rl.waitDriver(ctx, g.Address, NvidiaDriver); err != nil {
 			return err
@@ -257,7 +257,7 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 	}
 	record, present, err := readRecord(ctx, r, p, runID)
 	if err != nil {
-		return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: nothing changed; `gpuvet clean` retries", err)
+		return nil, fmt.Errorf("INCOMPLETE vfio restore: %w: nothing changed; `gpuvet clean` retries", err)
 	}
 	if !present { // written before the first change: without it, nothing was released
 		say(fmt.Sprintf("no vfio record of run %s on the node (%s): it released nothing, nothing to restore", runID, hostRecord(p, runID)))
@@ -272,7 +272,7 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 	var work []todo
 	now, err := Inspect(ctx, r, p)
 	if err != nil {
-		return nil, fmt.Errorf("INCOMPLETE vfio restore: %v: nothing changed; `gpuvet clean` retries", err)
+		return nil, fmt.Errorf("INCOMPLETE vfio restore: %w: nothing changed; `gpuvet clean` retries", err)
 	}
 	for _, o := range objs {
 		if !slices.Contains(record, o.RecordLine()) {
@@ -306,7 +306,7 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 	var stopped bool
 	if len(work) > 0 {
 		if stopped, err = rl.stopPersistenced(ctx); err != nil {
-			return done, fmt.Errorf("INCOMPLETE vfio restore: %v: no GPU was put back on vfio-pci; `gpuvet clean` retries", err)
+			return done, fmt.Errorf("INCOMPLETE vfio restore: %w: no GPU was put back on vfio-pci; `gpuvet clean` retries", err)
 		}
 	}
 	for _, w := range work {
@@ -321,7 +321,7 @@ func restore(ctx context.Context, r Runner, p Paths, runID string, objs []fleet.
 	var startErr error
 	if stopped || len(persist) > 0 {
 		if _, err := r.Run(ctx, "systemctl start nvidia-persistenced"); err != nil {
-			startErr = fmt.Errorf("nvidia-persistenced was stopped by gpuvet and did not start again: %v", err)
+			startErr = fmt.Errorf("nvidia-persistenced was stopped by gpuvet and did not start again: %w", err)
 		} else {
 			say("started nvidia-persistenced again")
 			done = append(done, persist...)
@@ -359,7 +359,7 @@ func (rl *Release) asLeft(ctx context.Context, now []GPU, g GPU) (back bool, err
 	case NvidiaDriver:
 		holders, err := rl.r.Run(ctx, fmt.Sprintf(servingScript, quote(rl.p.Proc+"/driver/nvidia/gpus/"+g.Address+"/information"), quote(rl.p.Dev)))
 		if err != nil {
-			return false, fmt.Errorf("%s is on nvidia and whether it serves cannot be told (%v): not taken", g.Address, err)
+			return false, fmt.Errorf("%s is on nvidia and whether it serves cannot be told (%w): not taken", g.Address, err)
 		}
 		if h := strings.TrimSpace(holders); h != "" {
 			return false, fmt.Errorf("%s is on nvidia and serving (%s): not taken from it; stop that first", g.Address, strings.ReplaceAll(h, "\n", ", "))
@@ -388,7 +388,7 @@ func hostRecord(p Paths, runID string) string { return p.State + "/vfio-" + runI
 func readRecord(ctx context.Context, r Runner, p Paths, runID string) ([]string, bool, error) {
 	out, err := r.Run(ctx, fmt.Sprintf(`f=%s; if [ -f "$f" ] && [ ! -L "$f" ]; then echo present; head -c 65536 "$f"; fi`, quote(hostRecord(p, runID))))
 	if err != nil {
-		return nil, false, fmt.Errorf("read %s: %v", hostRecord(p, runID), err)
+		return nil, false, fmt.Errorf("read %s: %w", hostRecord(p, runID), err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if lines[0] != "present" {
@@ -427,7 +427,7 @@ func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
 		cmd = fmt.Sprintf(`d=%s; [ -L "$d/driver" ] && echo %s > "$d/driver/unbind"; :`, dev, a)
 	}
 	if _, err := rl.r.Run(ctx, cmd); err != nil {
-		return fmt.Errorf("%s: %s: %v", g.Address, cmd, err)
+		return fmt.Errorf("%s: %s: %w", g.Address, cmd, err)
 	}
 	target := rl.p.Sys + "/bus/pci/drivers_probe"
 	if overrideKind(g) == "none" {
@@ -437,7 +437,7 @@ func (rl *Release) restoreOne(ctx context.Context, g GPU) error {
 		return err
 	}
 	if _, err := rl.r.Run(ctx, fmt.Sprintf("echo %s > %s", a, quote(target))); err != nil {
-		return fmt.Errorf("%s: bind vfio-pci: %v", g.Address, err)
+		return fmt.Errorf("%s: bind vfio-pci: %w", g.Address, err)
 	}
 	if err := rl.waitDriver(ctx, g.Address, VFIODriver); err != nil {
 		return err
@@ -501,7 +501,7 @@ func (rl *Release) stopPersistenced(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	if _, err := rl.r.Run(ctx, "systemctl stop nvidia-persistenced"); err != nil {
-		return false, fmt.Errorf("systemctl stop nvidia-persistenced: %v (a running persistenced wedges the vfio bind)", err)
+		return false, fmt.Errorf("systemctl stop nvidia-persistenced: %w (a running persistenced wedges the vfio bind)", err)
 	}
 	rl.step("stopped nvidia-persistenced")
 	return true, nil

@@ -129,7 +129,7 @@ func (p *Player) Run(ctx context.Context) error {
 	}
 	go p.pods.Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), p.pods.HasSynced) {
-		return fmt.Errorf("kwokplayer: the pod watch did not sync: %v", ctx.Err())
+		return fmt.Errorf("kwokplayer: the pod watch did not sync: %w", ctx.Err())
 	}
 	return nil
 }
@@ -365,7 +365,7 @@ func (p *Player) setLogs(ctx context.Context, pod *corev1.Pod, text []byte) erro
 	}}
 	logs := p.o.Dynamic.Resource(logsGVR).Namespace(pod.Namespace)
 	if _, err := logs.Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("kwok Logs object: %v", err)
+		return fmt.Errorf("kwok Logs object: %w", err)
 	}
 	one := int64(1)
 	var err error

@@ -47,20 +47,20 @@ func ParseRecordings(cache, health, ready, load []byte) (*Recordings, error) {
 	}
 	var h results.Health
 	if err := json.Unmarshal(r.health, &h); err != nil || len(h.GPUs) == 0 {
-		return nil, fmt.Errorf("recorded health result: %v (%d GPUs)", err, len(h.GPUs))
+		return nil, fmt.Errorf("recorded health result: %w (%d GPUs)", err, len(h.GPUs))
 	}
 	var rb []byte
 	if r.readyText, rb, err = split("ready", ready); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(rb, &r.ready); err != nil || len(r.ready) == 0 || r.ready[0].Tokens < 1 {
-		return nil, fmt.Errorf("recorded completion check: %v (%d answers)", err, len(r.ready))
+		return nil, fmt.Errorf("recorded completion check: %w (%d answers)", err, len(r.ready))
 	}
 	if r.loadText, r.load, err = split("load", load); err != nil {
 		return nil, err
 	}
 	if _, err := loadSummary(r.load); err != nil {
-		return nil, fmt.Errorf("recorded load result: %v", err)
+		return nil, fmt.Errorf("recorded load result: %w", err)
 	}
 	if len(bytes.TrimSpace(cache)) == 0 {
 		return nil, fmt.Errorf("recorded populate log is empty")
@@ -72,7 +72,7 @@ func ParseRecordings(cache, health, ready, load []byte) (*Recordings, error) {
 func split(what string, log []byte) (string, []byte, error) {
 	res, err := k8s.ExtractResult(log)
 	if err != nil {
-		return "", nil, fmt.Errorf("recorded %s log: %v", what, err)
+		return "", nil, fmt.Errorf("recorded %s log: %w", what, err)
 	}
 	text, _, _ := strings.Cut(string(log), "\n"+markerBegin)
 	return text, res, nil

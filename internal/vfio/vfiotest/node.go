@@ -280,7 +280,7 @@ export PATH=%s:$PATH
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("%v: %s", err, strings.TrimSpace(stderr.String()))
+		return string(out), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
 }
