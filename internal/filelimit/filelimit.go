@@ -22,6 +22,7 @@ const (
 	Result    = 256 << 20 // a summary.json, a vLLM bench result or a guidellm report
 	Tokenizer = 256 << 20 // a tokenizer.json
 	Small     = 1 << 20   // pid files and other small state
+	RPCAnswer = 256 << 20 // one answer of OpenNebula's XML-RPC API (the host pool of a thousand hosts is tens of MiB)
 	// Manifest bounds a run manifest's document and its journal each (a 1,000-node Kubernetes run
 	// records ~42,000 objects: about 12 MiB); ManifestLine one line of the journal (a change: one
 	// object, or up to a few hundred deleted).

@@ -108,7 +108,7 @@ var allowed = graph{
 	// The fleet layer and its backends, above the host pipeline.
 	"internal/fleet":      {"internal/compare", "internal/config", "internal/filelimit", "internal/history", "internal/judge", "internal/pipeline", "internal/report", "internal/results", "internal/term"},
 	"internal/ssh":        {"internal/config", "internal/filelimit", "internal/fleet", "internal/hostprep", "internal/results", "internal/vfio"},
-	"internal/opennebula": {"internal/config", "internal/fleet", "internal/hostprep", "internal/judge", "internal/results", "internal/ssh"},
+	"internal/opennebula": {"internal/config", "internal/filelimit", "internal/fleet", "internal/hostprep", "internal/judge", "internal/results", "internal/ssh"},
 	// Host preparation (packages, the vfio release) that the ssh and opennebula backends drive.
 	"internal/hostprep": {"internal/config", "internal/fleet", "internal/results"},
 	"internal/vfio":     {"internal/fleet"},

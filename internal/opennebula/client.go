@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/kolo/xmlrpc"
 
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 	"github.com/gpuvet/gpuvet/internal/results"
 )
 
@@ -77,11 +79,45 @@ func NewClient(endpoint, session string) (*Client, error) {
 	// does not hold a connection forever.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.ResponseHeaderTimeout = 10 * time.Minute
-	c, err := xmlrpc.NewClient(endpoint, tr)
+	c, err := xmlrpc.NewClient(endpoint, boundedTransport{tr, answerLimit})
 	if err != nil {
 		return nil, err
 	}
 	return &Client{endpoint: results.RedactURLs(endpoint), session: session, rpc: c}, nil
+}
+
+// answerLimit bounds one answer of the front-end (a variable: the tests lower it).
+var answerLimit int64 = filelimit.RPCAnswer
+
+// boundedTransport ends an answer past limit bytes with an error: the XML-RPC library reads each
+// answer whole into memory, and whatever answers at the endpoint may send without end.
+type boundedTransport struct {
+	http.RoundTripper
+	limit int64
+}
+
+func (t boundedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if err == nil {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, limit: t.limit, left: t.limit}
+	}
+	return resp, err
+}
+
+type boundedBody struct {
+	io.ReadCloser
+	limit, left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 { // one byte past the bound tells an answer of exactly limit from a longer one
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return 0, fmt.Errorf("its answer is over %s: is opennebula.endpoint the front-end's XML-RPC API (http://frontend:2633/RPC2)?", filelimit.Size(b.limit))
+	}
+	return n, err
 }
 
 // Endpoint is the API URL without user:password@ (it names the front-end in manifests and

@@ -2,6 +2,7 @@ package opennebula
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -62,6 +63,35 @@ func TestCallBoundedByContext(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("a call to a front-end that never answers ignored its context")
+	}
+}
+
+// An answer past its bound is cut there, with an error naming it: the XML-RPC library reads an
+// answer whole into memory. An answer of exactly the bound is read.
+func TestCallAnswerBounded(t *testing.T) {
+	defer func(l int64) { answerLimit = l }(answerLimit)
+	answerLimit = 64 << 10
+	head := `<?xml version="1.0"?><methodResponse><params><param><value><array><data><value><boolean>1</boolean></value><value><string>&lt;HOST_POOL&gt;`
+	tail := `&lt;/HOST_POOL&gt;</string></value></data></array></value></param></params></methodResponse>`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("n") == "exact" { // padded with blanks to the bound's last byte
+			io.WriteString(w, head+strings.Repeat(" ", int(answerLimit)-len(head)-len(tail))+tail)
+			return
+		}
+		// Ten times the bound (a test without the bound fails, not runs out of memory).
+		io.WriteString(w, head+strings.Repeat("&lt;HOST&gt;&lt;ID&gt;1&lt;/ID&gt;&lt;/HOST&gt;", int(answerLimit)/4)+tail)
+	}))
+	defer srv.Close()
+	for _, c := range []struct{ query, wantErr string }{{"", "one.hostpool.info: its answer is over 64 KiB"}, {"?n=exact", ""}} {
+		cl, err := NewClient(srv.URL+"/RPC2"+c.query, "u:p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.call(context.Background(), "one.hostpool.info")
+		cl.Close()
+		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("answer %q: error %v, want %q", c.query, err, c.wantErr)
+		}
 	}
 }
 
