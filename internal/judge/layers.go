@@ -171,16 +171,19 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 		add(results.LayerEngine, results.StatusFailed, "functional.error", "the API suite could not run: "+ep.Functional.Error, results.ActionFixEngine)
 	}
 	for _, v := range ep.Verdicts {
-		if v.Result != ResultInconclusive || strings.HasPrefix(v.Check, checkJudgePrefix) && v.Check != CheckClientFault {
+		if v.Result != ResultInconclusive || strings.HasPrefix(v.Check, checkJudgePrefix) && v.Check != CheckClientFault && v.Check != CheckOutputsDiffer {
 			continue
 		}
 		if strings.Contains(v.Reason, CheckEngineFault) || SharedGPU(ep) {
 			continue // the engine's or the host's finding says why
 		}
 		layer, action := undecidedLayer(v.Reason), results.ActionRerun
-		if v.Check == CheckExpected && v.Source == results.SourceNone {
+		switch {
+		case v.Check == CheckExpected && v.Source == results.SourceNone:
 			// No yardstick for this GPU × model × engine: a calibration decides it, not a rerun.
 			layer, action = results.LayerEngine, results.ActionCalibrate
+		case v.Check == CheckOutputsDiffer: // a lone GPU's repeat: the GPU's or the engine's, a run beside another decides
+			layer = results.LayerGPU
 		}
 		add(layer, results.StatusInconclusive, v.Check, v.Rule+": "+v.Reason, action)
 	}

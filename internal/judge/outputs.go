@@ -11,7 +11,8 @@ import (
 )
 
 // CheckOutputsDiffer flags an endpoint whose greedy outputs (the functional suite's greedy case)
-// differ from the other GPUs' of the same model, or, alone, from its own repeat.
+// differ from the other GPUs' of the same model, or from its own repeat where the others repeat
+// theirs; alone, a repeat that differs leaves it undecided.
 const CheckOutputsDiffer = "judge.outputs_differ"
 
 // greedyAgreement compares the greedy outputs of a model's endpoints, on the promise that at batch 1
@@ -42,6 +43,16 @@ func greedyAgreement(m *results.Model) {
 	}
 }
 
+// loneRepeatUndecided leaves undecided a GPU whose repeat differs with no other GPU of its name and
+// split to compare: an engine that does not keep its greedy promise differs on every GPU (the
+// case of several that all differ), so alone the difference is not the GPU's evidence.
+func loneRepeatUndecided(ep *results.Endpoint) {
+	ep.Verdicts = append(ep.Verdicts, results.Verdict{Check: CheckOutputsDiffer, Rule: "a GPU repeats its own greedy outputs (temperature 0, batch 1)",
+		Source: "gpuvet's output rule (docs/correctness.md)", Result: ResultInconclusive,
+		Reason: fmt.Sprintf("its repeat of the same prompts differs at %s, and no other %s of this split ran to tell the GPU from an engine that does not repeat itself: "+
+			"vet it beside another GPU of its model (if that one repeats its outputs, this one's difference is the GPU's), or run `gpuvet health --burn 10m` on it", ep.Functional.Greedy.RepeatDiff, ep.GPUName)})
+}
+
 func agreeWithin(m *results.Model, eps []*results.Endpoint) {
 	flag := func(ep *results.Endpoint, format string, args ...any) {
 		ep.Flags = append(ep.Flags, results.Flag{Scope: "gpu", Subject: subject(m.Model, ep), Check: CheckOutputsDiffer,
@@ -55,7 +66,7 @@ func agreeWithin(m *results.Model, eps []*results.Endpoint) {
 	}
 	switch {
 	case len(eps) == 1 && len(steady) == 0:
-		flag(eps[0], "its repeat of the same prompts differs at %s", eps[0].Functional.Greedy.RepeatDiff)
+		loneRepeatUndecided(eps[0])
 		return
 	case len(steady) == 0:
 		m.Notes = appendNew(m.Notes, fmt.Sprintf("greedy outputs not compared across GPUs: none of the %d GPUs repeats its own outputs at temperature 0 and batch 1, so the engine does not keep the promise the check rests on (deterministic greedy decoding)", len(eps)))
