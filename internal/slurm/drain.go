@@ -85,8 +85,8 @@ func UpdateDrains(stateDir string, fn func(*Drains) error) error {
 		return err
 	}
 	defer lf.Close()
-	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("%s: lock: %w", p, err)
+	if err := lockWithin(lf, drainsLockWait); err != nil {
+		return fmt.Errorf("%s: %w", lf.Name(), err)
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN)
 	d, err := ReadDrains(stateDir)
@@ -97,6 +97,24 @@ func UpdateDrains(stateDir string, fn func(*Drains) error) error {
 		return err
 	}
 	return d.Save()
+}
+
+// drainsLockWait bounds the wait for the drains record's lock: its holders only read and write the
+// record, so a lock held longer is a process stuck (a hung file system), and a drain or resume
+// must fail saying so rather than wait with it (a variable: the tests shorten it).
+var drainsLockWait = time.Minute
+
+// lockWithin takes f's exclusive flock, trying until wait has passed.
+func lockWithin(f *os.File, wait time.Duration) error {
+	for deadline := time.Now().Add(wait); ; time.Sleep(10 * time.Millisecond) {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another process has held this lock for %s: another gpuvet (a run, or a node's health check) is stuck writing the record of drains; find it with `fuser %s`", wait, f.Name())
+		}
+	}
 }
 
 // Ours reports whether node n is drained by gpuvet: the record names it with the reason the

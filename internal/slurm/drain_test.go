@@ -3,9 +3,12 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/fleet"
@@ -249,6 +252,38 @@ func TestUpdateDrainsConcurrentWritersLoseNothing(t *testing.T) {
 	d, err := ReadDrains(dir)
 	if err != nil || len(d.Nodes) != 40 {
 		t.Fatalf("%d entries of 40: %v", len(d.Nodes), err)
+	}
+}
+
+// A record whose lock another process holds past the bound (stuck on a hung file system) fails the
+// change, naming the lock and how to find its holder, instead of waiting with it; once the lock is
+// free the change is made.
+func TestUpdateDrainsLockWaitIsBounded(t *testing.T) {
+	defer func(w time.Duration) { drainsLockWait = w }(drainsLockWait)
+	drainsLockWait = 200 * time.Millisecond
+	dir := t.TempDir()
+	if err := UpdateDrains(dir, func(*Drains) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	held, err := os.OpenFile(DrainsPath(dir)+".lock", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := syscall.Flock(int(held.Fd()), syscall.LOCK_EX); err != nil { // another open file: another holder
+		t.Fatal(err)
+	}
+	change := func(d *Drains) error { d.Nodes[drainKey("c1", "n1")] = Drain{RunID: "r"}; return nil }
+	err = UpdateDrains(dir, change)
+	if err == nil || !strings.Contains(err.Error(), "another process has held this lock for 200ms") || !strings.Contains(err.Error(), "fuser "+DrainsPath(dir)+".lock") {
+		t.Fatalf("a held lock: %v", err)
+	}
+	syscall.Flock(int(held.Fd()), syscall.LOCK_UN)
+	if err := UpdateDrains(dir, change); err != nil {
+		t.Fatalf("a free lock: %v", err)
+	}
+	if d, _ := ReadDrains(dir); len(d.Nodes) != 1 {
+		t.Errorf("the change after the lock was freed: %v", d.Nodes)
 	}
 }
 
