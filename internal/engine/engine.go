@@ -235,7 +235,7 @@ func (e *Engine) WaitReady(ctx context.Context, model string, timeout time.Durat
 	var last error
 	for {
 		if e.Exited() {
-			return 0, fmt.Errorf("engine exited before serving (%v); see the log tail", e.waitErr)
+			return 0, fmt.Errorf("engine exited before serving (%s); see the log tail", e.ExitStatus()) // "exit status 0", not "<nil>"
 		}
 		err := Probe(ctx, e.URL, model, "")
 		if err == nil {

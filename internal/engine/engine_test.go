@@ -184,6 +184,19 @@ func TestNoChildSurvives(t *testing.T) {
 	}
 }
 
+// An engine that exits 0 before it serves says so, not "<nil>".
+func TestReadinessExitZeroSaysItsStatus(t *testing.T) {
+	e, err := Start(Spec{Kind: "generic", Command: "true {port}", Vars: Vars{Model: "m", Port: 18301}, LogPath: filepath.Join(t.TempDir(), "e.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop(time.Second)
+	_, err = e.WaitReady(context.Background(), "m", 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "engine exited before serving (exit status 0)") {
+		t.Fatalf("an engine that exits 0 at once: %v", err)
+	}
+}
+
 func TestReadinessFailureKeepsLogTail(t *testing.T) {
 	t.Setenv("HF_TOKEN", "hf_zyxwvutsrqponmlkjihgfe")
 	dir := t.TempDir()

@@ -16,7 +16,6 @@ import (
 // formatted, and %w prints a nil as "%!w(<nil>)". "file: expression" (the file's path from the
 // module root).
 var mayBeNil = map[string]string{
-	"internal/engine/engine.go: e.waitErr":   "an engine that exits 0 before serving has no wait error",
 	"internal/fleet/clean.go: err":           "a step may be bad with no error of its own",
 	"internal/inpod/run.go: runErr":          "the command may have exited 0 and still left no result file",
 	"internal/k8s/ready.go: err":             "a Job may end with no body and no error",
