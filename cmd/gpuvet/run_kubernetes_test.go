@@ -111,8 +111,8 @@ func TestInPodEmitsResult(t *testing.T) {
 	if err := json.Unmarshal(b, &h); err != nil || len(h.GPUs) != 2 || h.Source != "sim" {
 		t.Errorf("health from the log: %v, %d GPUs, source %q", err, len(h.GPUs), h.Source)
 	}
-	if _, _, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-gpus", "1", "--dcgm=false"); code != exitFailed {
-		t.Errorf("no result file: exit %d, want 1", code)
+	if _, stderr, code := asGpuvet(t, "in-pod", "--emit", f+".none", "--", "health", "--sim", "--sim-gpus", "1", "--dcgm=false"); code != exitFailed || !strings.Contains(stderr, "the command ended: exit status 0") {
+		t.Errorf("no result file: exit %d, want 1, saying the command exited 0:\n%s", code, stderr)
 	}
 }
 

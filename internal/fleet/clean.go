@@ -204,7 +204,7 @@ func cleanObjects(ctx context.Context, req CleanRequest, ms []*Manifest, rs Remo
 			gone[it.o] = true
 			say(fmt.Sprintf("removed %s with VM %s (its partial results could not be collected: %v)", it.o, it.o.On, err))
 		default:
-			errs = append(errs, fmt.Errorf("LEFT: %s: %v", it.o, err))
+			errs = append(errs, fmt.Errorf("LEFT: %s: %w", it.o, err))
 		}
 	}
 	errs = append(errs, FinishManifests(ms, func(o Object) bool { o.Deleted = false; return gone[o] }))

@@ -68,7 +68,11 @@ func Run(ctx context.Context, self, plan, emit string, args []string, stdout, st
 	runErr := c.Run()
 	b, err := os.ReadFile(emit)
 	if err != nil {
-		return 0, fmt.Errorf("no result file %s (%w); the command: %v", emit, err, runErr)
+		ended := "exit status 0"
+		if runErr != nil {
+			ended = runErr.Error()
+		}
+		return 0, fmt.Errorf("no result file %s (%w); the command ended: %s", emit, err, ended)
 	}
 	if err := EmitResult(stdout, b); err != nil {
 		return 0, err

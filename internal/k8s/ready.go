@@ -30,7 +30,7 @@ func (h *nodeHost) checkCompletions(ctx context.Context, name, model string, url
 	j := gpuvetJob(r.opt.RunID, name, RoleReady, h.node.Name, r.opt.Image, args, 0, r.opt.Selection.Tolerations)
 	b, err := h.runJob(ctx, r.ns, j)
 	if b == nil {
-		return nil, fmt.Errorf("completion check job %s: %v", name, err)
+		return nil, fmt.Errorf("completion check job %s: %w", name, err)
 	}
 	return completionFailures(b, urls)
 }

@@ -16,12 +16,7 @@ import (
 // formatted, and %w prints a nil as "%!w(<nil>)". "file: expression" (the file's path from the
 // module root).
 var mayBeNil = map[string]string{
-	"internal/fleet/clean.go: err":           "a step may be bad with no error of its own",
-	"internal/inpod/run.go: runErr":          "the command may have exited 0 and still left no result file",
-	"internal/k8s/ready.go: err":             "a Job may end with no body and no error",
-	"internal/k8s/kwokplayer/player.go: err": "the last try of a retry loop may have succeeded but not taken",
-	"internal/slurm/host.go: cerr":           "a job may leave no summary with no collection error",
-	"internal/modelcache/hub.go: re.err":     "the wait's own error is the one wrapped; the retry's cause is quoted",
+	"internal/k8s/kwokplayer/player.go: err": "the context may end before the retry loop's first try",
 }
 
 // errVar is how the code names an error it formats: err, werr, runErr, x.err, ctx.Err().

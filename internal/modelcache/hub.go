@@ -364,7 +364,7 @@ func (h *hub) withRetry(ctx context.Context, what string, op func() (progress bo
 			return fmt.Errorf("%s: gave up after %d tries: %w", what, total, re.err)
 		}
 		if err := sleepCtx(ctx, h.retry.backoff(fails, re.wait, re.hasWait)); err != nil {
-			return fmt.Errorf("%s: %w (while waiting to retry after: %v)", what, err, re.err)
+			return fmt.Errorf("%s: %w (while waiting to retry after: %w)", what, err, re.err)
 		}
 	}
 }

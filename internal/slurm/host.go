@@ -143,7 +143,7 @@ func (h *Host) Run(ctx context.Context) (*results.Summary, error) {
 	case s == nil && tail == noOutput:
 		return nil, fmt.Errorf("job %s (%s, exit %d) wrote nothing here: is %s visible at the same path on %s (slurm.shared_dir), and gpuvet at %s (slurm.binary)?", j.ID, j.State, j.ExitCode, h.dir, h.node.Name, h.bin)
 	case s == nil:
-		return nil, fmt.Errorf("job %s (%s, exit %d) left no summary in %s (%v); last output: %s", j.ID, j.State, j.ExitCode, filepath.Join(h.dir, "out"), cerr, tail)
+		return nil, fmt.Errorf("job %s (%s, exit %d) left no summary in %s (%w); last output: %s", j.ID, j.State, j.ExitCode, filepath.Join(h.dir, "out"), cerr, tail)
 	case j.ExitCode > 1 || j.Signal != 0:
 		// gpuvet exits 0 or 1 once it has judged: anything else is a run that died.
 		return s, fmt.Errorf("gpuvet died in job %s (exit %d, signal %d)%s; last output: %s", j.ID, j.ExitCode, j.Signal, partial(s), tail)
