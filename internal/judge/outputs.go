@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -50,7 +51,7 @@ func loneRepeatUndecided(ep *results.Endpoint) {
 	ep.Verdicts = append(ep.Verdicts, results.Verdict{Check: CheckOutputsDiffer, Rule: "a GPU repeats its own greedy outputs (temperature 0, batch 1)",
 		Source: "gpuvet's output rule (docs/correctness.md)", Result: ResultInconclusive,
 		Reason: fmt.Sprintf("its repeat of the same prompts differs at %s, and no other %s of this split ran to tell the GPU from an engine that does not repeat itself: "+
-			"vet it beside another GPU of its model (if that one repeats its outputs, this one's difference is the GPU's), or run `gpuvet health --burn 10m` on it", ep.Functional.Greedy.RepeatDiff, ep.GPUName)})
+			"vet it beside another GPU of its model (if that one repeats its outputs, this one's difference is the GPU's), or run `gpuvet health --burn 10m` on it", ep.Functional.Greedy.RepeatDiff, cmp.Or(ep.GPUName, "GPU"))})
 }
 
 func agreeWithin(m *results.Model, eps []*results.Endpoint) {
