@@ -3,8 +3,10 @@ package ssh
 import (
 	"archive/tar"
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,7 +42,7 @@ func FuzzUntar(f *testing.F) {
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		_ = untar(bytes.NewReader(b), dir)
+		_ = untar(bytes.NewReader(b), dir, 1<<20)
 		ents, err := os.ReadDir(parent)
 		if err != nil {
 			t.Fatal(err)
@@ -63,4 +65,33 @@ func FuzzParseAddress(f *testing.F) {
 			t.Fatalf("%q accepted as %+v", a, tg)
 		}
 	})
+}
+
+// A host's results stop at what the disk can spare: the file that crosses the budget is removed
+// and the error says what to do; at the budget they are whole. A stream of empty entries stops at
+// maxUntarEntries.
+func TestUntarBounded(t *testing.T) {
+	stream := tarOf([2]string{"summary.json", strings.Repeat("x", 600)}, [2]string{"logs", "/"}, [2]string{"logs/engine-0.log", strings.Repeat("y", 400)})
+	for _, c := range []struct {
+		budget  int64
+		wantErr string
+	}{{1000, ""}, {999, "more than the disk under"}} {
+		dir := t.TempDir()
+		err := untar(bytes.NewReader(stream), dir, c.budget)
+		if (err == nil) != (c.wantErr == "") || err != nil && !strings.Contains(err.Error(), c.wantErr) {
+			t.Errorf("budget %d: %v, want %q", c.budget, err, c.wantErr)
+		}
+		_, statErr := os.Stat(filepath.Join(dir, "logs", "engine-0.log"))
+		if got := statErr == nil; got != (c.wantErr == "") {
+			t.Errorf("budget %d: the crossing file kept: %v", c.budget, got)
+		}
+	}
+	defer func(n int) { maxUntarEntries = n }(maxUntarEntries)
+	maxUntarEntries = 2
+	if err := untar(bytes.NewReader(stream), t.TempDir(), 1<<20); err == nil || !strings.Contains(err.Error(), "more than 2 files and folders") {
+		t.Errorf("three entries past a bound of 2: %v", err)
+	}
+	if b := untarBudget(t.TempDir()); b < 0 || b == math.MaxInt64 {
+		t.Errorf("the budget of a real folder: %d", b)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -375,7 +376,7 @@ func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
 	}
 	// Bounded by ctx: a host that stops sending mid-tar has its session closed.
 	defer context.AfterFunc(ctx, func() { s.Close() })()
-	xerr := untar(r, local)
+	xerr := untar(r, local, untarBudget(local))
 	_, _ = io.Copy(io.Discard, r)
 	werr := s.Wait()
 	if ctx.Err() != nil {
@@ -387,16 +388,38 @@ func collect(ctx context.Context, c *gossh.Client, remote, local string) error {
 	return xerr
 }
 
-// untar extracts regular files and folders under dir, refusing any path that leaves it.
-func untar(r io.Reader, dir string) error {
+// keepFree is what a host's results must leave free on the disk they land on: room for the other
+// hosts' results and the run's own files.
+const keepFree = 1 << 30
+
+// maxUntarEntries bounds the files and folders of one host's results (a host's results folder
+// holds tens): a stream of empty entries would otherwise take the disk's inodes.
+var maxUntarEntries = 100_000
+
+// untarBudget is how many bytes a host's results may add under dir: the free space there less
+// keepFree; no bound when the file system cannot tell.
+func untarBudget(dir string) int64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return math.MaxInt64 - 1 // untar reads one byte past its budget to see it crossed
+	}
+	return max(int64(st.Bavail)*int64(st.Bsize)-keepFree, 0)
+}
+
+// untar extracts regular files and folders under dir, refusing any path that leaves it, and stops
+// (removing the file it was writing) past budget bytes or maxUntarEntries entries.
+func untar(r io.Reader, dir string, budget int64) error {
 	tr := tar.NewReader(r)
-	for {
+	for entries := 1; ; entries++ {
 		h, err := tr.Next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
+		}
+		if entries > maxUntarEntries {
+			return fmt.Errorf("the host sent more than %d files and folders: not gpuvet's results", maxUntarEntries)
 		}
 		name := filepath.Clean(h.Name)
 		if name == "." {
@@ -419,9 +442,13 @@ func untar(r io.Reader, dir string) error {
 			if err != nil {
 				return err
 			}
-			_, err = io.Copy(f, tr)
+			n, err := io.Copy(f, io.LimitReader(tr, budget+1))
 			if cerr := f.Close(); err == nil {
 				err = cerr
+			}
+			if budget -= n; budget < 0 {
+				os.Remove(p)
+				return fmt.Errorf("the host's results are more than the disk under %s can spare (it keeps %s free): free space there, or set output.dir on a larger disk", dir, filelimit.Size(keepFree))
 			}
 			if err != nil {
 				return err
