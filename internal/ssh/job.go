@@ -399,11 +399,11 @@ var maxUntarEntries = 100_000
 // untarBudget is how many bytes a host's results may add under dir: the free space there less
 // keepFree; no bound when the file system cannot tell.
 func untarBudget(dir string) int64 {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
+	free, ok := filelimit.FreeBytes(dir)
+	if !ok {
 		return math.MaxInt64 - 1 // untar reads one byte past its budget to see it crossed
 	}
-	return max(int64(st.Bavail)*int64(st.Bsize)-keepFree, 0)
+	return max(free-keepFree, 0)
 }
 
 // untar extracts regular files and folders under dir, refusing any path that leaves it, and stops

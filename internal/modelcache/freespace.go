@@ -1,10 +1,9 @@
-//go:build unix
-
 package modelcache
 
 import (
 	"fmt"
-	"syscall"
+
+	"github.com/gpuvet/gpuvet/internal/filelimit"
 )
 
 // checkFreeSpace fails before the first byte when the disk cannot hold what is left to fetch.
@@ -12,14 +11,10 @@ func checkFreeSpace(dir string, need int64) error {
 	if need <= 0 {
 		return nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return nil // unknown: the writes will tell
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	if free >= 0 && free < need {
+	free, ok := filelimit.FreeBytes(dir)
+	if ok && free >= 0 && free < need {
 		return fmt.Errorf("disk full: %s needs %s more but %s is free; free space or use --cache-dir on a larger disk",
 			dir, HumanBytes(need), HumanBytes(free))
 	}
-	return nil
+	return nil // enough, or unknown: the writes will tell
 }
