@@ -67,7 +67,13 @@ func (g GPU) TPLink() GPULink {
 // PCIeGBps is the usable one-direction bandwidth of the host link: per-lane rate × width after
 // encoding (128b/130b from Gen3). Pinned transfers reach about 85–90 % of it.
 func (g GPU) PCIeGBps() float64 {
-	return pcieLane[g.PCIeGen] * float64(g.PCIeWidth)
+	return PCIeLinkGBps(g.PCIeGen, g.PCIeWidth)
+}
+
+// PCIeLinkGBps is the usable one-direction bandwidth of a PCIe link of generation gen and width
+// lanes (0 for a generation it does not know).
+func PCIeLinkGBps(gen, width int) float64 {
+	return pcieLane[gen] * float64(width)
 }
 
 // pcieLane is GB/s per lane, one direction, per generation.

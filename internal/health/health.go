@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,6 +198,9 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 			mb.Status, mb.Error = results.StatusFailed, err.Error()
 		} else {
 			mb.Value, mb.Unit = v, unit
+			if peak > 0 && strings.HasPrefix(name, "pcie_") {
+				peak = hostLinkPeak(gh, spec, peak, v)
+			}
 			if peak > 0 {
 				mb.Peak, mb.Ratio = new(peak), new(v/peak)
 			}
@@ -206,7 +210,8 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 }
 
 // Peak is the datasheet figure a benchmark is measured against. PCIe uses the link the GPU is specified
-// for (catalog), not the link it trained at: a degraded link then shows as a low ratio.
+// for (catalog), not the link it trained at: a degraded link then shows as a low ratio; hostLinkPeak
+// lowers it to a slower slot's.
 func Peak(spec catalog.GPU, name string) float64 {
 	return map[string]float64{"sgemm_fp32": spec.FP32TFLOPS, "gemm_tf32": spec.TF32TFLOPS, "gemm_bf16": spec.BF16TFLOPS,
 		"pcie_h2d": spec.PCIeGBps(), "pcie_d2h": spec.PCIeGBps(), "hbm_d2d": spec.HBMGBps}[name]
@@ -230,4 +235,22 @@ func schedule(o Options, n int) string {
 		return fmt.Sprintf("%d GPUs at once", n)
 	}
 	return "one GPU at a time"
+}
+
+// hostLinkPeak is the PCIe peak a copy of v GB/s is measured against: the card's datasheet link
+// (peak), or the slower one this host offers it. The inventory's maximum generation and width are the
+// most both ends of the link support (NVML: "possible with this device and system"), so a Gen4 or x8
+// slot is the host's design, not a fault of the card; a link that trained below them still shows as
+// a low ratio. A link that carried more than it claims is a virtual one (a VM's root port), which
+// bounds nothing: the card's datasheet stays the peak.
+func hostLinkPeak(gh *results.GPUHealth, spec catalog.GPU, peak, v float64) float64 {
+	p := gh.GPU.PCIe
+	gen, width := min(spec.PCIeGen, cmp.Or(p.GenMax, spec.PCIeGen)), min(spec.PCIeWidth, cmp.Or(p.WidthMax, spec.PCIeWidth))
+	host := catalog.PCIeLinkGBps(gen, width)
+	if host <= 0 || host >= peak || v > host {
+		return peak
+	}
+	addNote(gh, fmt.Sprintf("the host's PCIe link offers Gen%d x%d, the %s Gen%d x%d: PCIe figures are measured against Gen%d x%d (%.0f GB/s), and host-to-GPU copies (model loads, KV-cache offload) run at that speed",
+		gen, width, spec.Key, spec.PCIeGen, spec.PCIeWidth, gen, width, host))
+	return host
 }
