@@ -37,6 +37,10 @@ type Manifest struct {
 	// cut is where a journal line cut short by a crash begins (-1: none), size the journal's size
 	// as read: the first change written cuts the half line first (openJournal).
 	cut, size int64
+	// lines counts the journal lines this process wrote, synced those on the disk; syncMu lets one
+	// fsync at a time run, covering every line written before it (durable).
+	lines, synced int64
+	syncMu        sync.Mutex
 
 	// Format and Version mark a gpuvet run manifest: any other JSON (a summary.json naming a
 	// backend and a run id) is refused, never cleaned or deleted.
@@ -149,14 +153,46 @@ func (m *Manifest) SetTarget(key, value string) error {
 	return m.save()
 }
 
-// Record writes o to the manifest before the caller creates it; an error means: do not create.
+// Record writes o to the manifest, on the disk, before the caller creates it; an error means: do
+// not create. A record lost with the page cache in a crash of this machine would leave a taint, a
+// drain or a pod that no clean could find.
 func (m *Manifest) Record(o Object) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if o.CreatedAt.IsZero() {
 		o.CreatedAt = time.Now().UTC()
 	}
-	return m.change(change{Record: &o})
+	err := m.change(change{Record: &o})
+	n := m.lines
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return m.durable(n)
+}
+
+// durable returns once journal line n is on the disk. One fsync covers every line written before
+// it, so the nodes that record at once share it (a disk's fsync takes 0.2–10 ms; a 1,000-node run
+// records ~42,000 objects). Deletions are not waited for: one lost in a crash is deleted again by
+// clean, which finds the object gone.
+func (m *Manifest) durable(n int64) error {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	m.mu.Lock()
+	f, upto, done := m.journal, m.lines, m.synced >= n
+	m.mu.Unlock()
+	if done {
+		return nil
+	}
+	err := syncJournal(f)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil {
+		m.synced = max(m.synced, upto)
+	}
+	if m.synced >= n { // synced here, or by a save that wrote the whole document meanwhile
+		return nil
+	}
+	return fmt.Errorf("run manifest journal: %w", err)
 }
 
 // Deleted marks o removed.
@@ -210,6 +246,7 @@ func (m *Manifest) change(c change) error {
 	if _, err := m.journal.Write(append(b, '\n')); err != nil {
 		return err
 	}
+	m.lines++
 	m.apply(c)
 	return nil
 }
@@ -245,6 +282,22 @@ func (m *Manifest) openJournal() error {
 		m.cut = -1
 	}
 	m.journal = f
+	return syncDir(filepath.Dir(jp))
+}
+
+// syncJournal puts the journal's lines on the disk (a variable: a test sees each call).
+var syncJournal = (*os.File).Sync
+
+// syncDir puts a folder's entries on the disk: a journal just created is found after a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
 	return nil
 }
 
@@ -400,6 +453,10 @@ func (m *Manifest) save() error {
 	if err := results.WriteJSON(m.path, m); err != nil {
 		return err
 	}
+	if err := syncDir(filepath.Dir(m.path)); err != nil { // the new document is found before the journal goes
+		return err
+	}
+	m.synced = m.lines // the document on the disk holds every line
 	m.closeJournal()
 	if err := os.Remove(journalPath(m.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -3,8 +3,12 @@ package fleet
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A killed run's manifest is its document and its journal: a second gpuvet reads both back, the
@@ -138,6 +142,23 @@ func BenchmarkManifestRecord(b *testing.B) {
 			}
 		})
 	}
+	// 64 nodes recording at once (--parallel-nodes 64): they share the journal's fsyncs.
+	b.Run("64-at-once", func(b *testing.B) {
+		m, err := NewManifest(b.TempDir(), "kubernetes", "bench", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var n atomic.Int64
+		b.SetParallelism(64 / runtime.GOMAXPROCS(0))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := m.Record(Object{Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("p-%d", n.Add(1)), Host: "n"}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }
 
 // A manifest is gpuvet's or nothing: without its format marker, of another version, under a name
@@ -235,5 +256,81 @@ func TestManifestJournalHardLinkNotWritten(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(other); string(b) != "secret-token-without-newline" {
 		t.Fatalf("the linked file now holds %q", b)
+	}
+}
+
+// A record is on the disk before Record returns (and so before its object is created): a crash of
+// this machine right after the taint or the drain cannot lose the line that lets clean undo it.
+func TestManifestRecordIsSyncedBeforeItReturns(t *testing.T) {
+	var synced []string
+	defer func(f func(*os.File) error) { syncJournal = f }(syncJournal)
+	syncJournal = func(f *os.File) error {
+		b, err := os.ReadFile(f.Name())
+		synced = append(synced, string(b))
+		if err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	m, err := NewManifest(t.TempDir(), "slurm", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"node1", "node2"} {
+		if err := m.Record(Object{Kind: "Drain", Name: name, Host: name}); err != nil {
+			t.Fatal(err)
+		}
+		if len(synced) != i+1 || !strings.Contains(synced[i], `"name":"`+name+`"`) {
+			t.Fatalf("after recording %s: the journal was synced %d times, last with %q", name, len(synced), synced)
+		}
+	}
+	syncJournal = func(*os.File) error { return fmt.Errorf("input/output error") }
+	if err := m.Record(Object{Kind: "Drain", Name: "node3", Host: "node3"}); err == nil || !strings.Contains(err.Error(), "journal") {
+		t.Errorf("a journal that cannot be synced: %v, want an error (the caller then makes nothing)", err)
+	}
+	m.Finish()
+}
+
+// Nodes that record at once share an fsync, and none of them returns before its own line is on the
+// disk.
+func TestManifestConcurrentRecordsShareSyncs(t *testing.T) {
+	var mu sync.Mutex
+	var snapshots []string
+	defer func(f func(*os.File) error) { syncJournal = f }(syncJournal)
+	syncJournal = func(f *os.File) error {
+		b, err := os.ReadFile(f.Name())
+		time.Sleep(2 * time.Millisecond) // a disk's fsync: the other nodes' lines queue behind it
+		mu.Lock()
+		snapshots = append(snapshots, string(b))
+		mu.Unlock()
+		return err
+	}
+	m, err := NewManifest(t.TempDir(), "kubernetes", "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Finish()
+	const nodes = 64
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			name := fmt.Sprintf("gpuvet-engine-%d", i)
+			if err := m.Record(Object{Kind: "Pod", Namespace: "ns", Name: name, Host: "n"}); err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, s := range snapshots {
+				if strings.Contains(s, `"name":"`+name+`"`) {
+					return
+				}
+			}
+			t.Errorf("%s: Record returned before a sync that holds its line", name)
+		})
+	}
+	wg.Wait()
+	if len(snapshots) == 0 || len(snapshots) >= nodes {
+		t.Errorf("%d records took %d syncs: want at least one, and fewer than one each", nodes, len(snapshots))
 	}
 }

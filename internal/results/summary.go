@@ -420,9 +420,10 @@ func WriteJSON(path string, v any) error {
 }
 
 // ReplaceFile writes a file atomically: write fills a temp file in the path's folder (made if
-// missing), which then replaces path by a rename, so a reader or a killed run never sees half a
-// file and a symlink at path is replaced, never followed. Callers check first that path is one
-// they may replace (an absent path or a regular file).
+// missing), which is put on the disk (fsync) and then replaces path by a rename, so a reader, a
+// killed run or a crash of the machine never sees half a file or an empty one, and a symlink at path
+// is replaced, never followed. Callers check first that path is one they may replace (an absent path
+// or a regular file).
 func ReplaceFile(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -432,6 +433,9 @@ func ReplaceFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	err = write(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
