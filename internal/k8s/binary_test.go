@@ -40,7 +40,7 @@ func BuiltGpuvet(t testing.TB) string {
 // PodProblemReason is the reason gpuvet's readiness wait gives for a pod that will not start ("":
 // none yet), for the real-node tests that time how soon Kubernetes reported it.
 func PodProblemReason(p *corev1.Pod) string {
-	if pe := podProblem(p, nil); pe != nil {
+	if pe := podProblem(p, nil, nil); pe != nil {
 		return pe.Reason
 	}
 	return ""

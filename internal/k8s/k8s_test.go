@@ -123,18 +123,18 @@ func TestCheckAccessNamesMissing(t *testing.T) {
 
 func TestPodProblem(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0"}}
-	if podProblem(p, nil) != nil {
+	if podProblem(p, nil, nil) != nil {
 		t.Error("a new pod has no problem")
 	}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
 		Message: "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}}
-	if pe := podProblem(p, nil); pe == nil || pe.Reason != "Unschedulable" || !strings.Contains(pe.Error(), "Insufficient nvidia.com/gpu") {
+	if pe := podProblem(p, nil, nil); pe == nil || pe.Reason != "Unschedulable" || !strings.Contains(pe.Error(), "Insufficient nvidia.com/gpu") {
 		t.Errorf("%v", pe)
 	}
 	for _, m := range []string{"0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/2 nodes are available",
 		`0/2 nodes are available: persistentvolumeclaim "cache-kwok-gpu-0" bound to non-existent persistentvolume "". not found`} {
 		p.Status.Conditions[0].Message = m
-		if pe := podProblem(p, nil); pe != nil {
+		if pe := podProblem(p, nil, nil); pe != nil {
 			t.Errorf("a volume still binding is not a verdict: %v", pe)
 		}
 	}
@@ -142,20 +142,20 @@ func TestPodProblem(t *testing.T) {
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "engine", RestartCount: 5,
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
-	pe := podProblem(p, func(c string, prev bool) string { return "ValueError: no KV cache\n" + c })
+	pe := podProblem(p, func(c string, prev bool) string { return "ValueError: no KV cache\n" + c }, nil)
 	if pe == nil || pe.Reason != "CrashLoopBackOff" || !strings.Contains(pe.Detail, "restarted 5 times, last exit 1") || !strings.Contains(pe.Detail, "ValueError: no KV cache") {
 		t.Errorf("%v", pe)
 	}
 	p.Status.ContainerStatuses[0].LastTerminationState.Terminated.Reason = "OOMKilled"
-	if pe := podProblem(p, nil); pe == nil || pe.Reason != "OOMKilled" {
+	if pe := podProblem(p, nil, nil); pe == nil || pe.Reason != "OOMKilled" {
 		t.Errorf("%v", pe)
 	}
 	p.Status.ContainerStatuses[0] = corev1.ContainerStatus{Name: "engine", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: "Back-off pulling image \"vllm/vllm-openai:v9\""}}}
-	if pe := podProblem(p, nil); pe == nil || pe.Reason != "ImagePullBackOff" || !strings.Contains(pe.Detail, "vllm-openai:v9") {
+	if pe := podProblem(p, nil, nil); pe == nil || pe.Reason != "ImagePullBackOff" || !strings.Contains(pe.Detail, "vllm-openai:v9") {
 		t.Errorf("%v", pe)
 	}
 	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
-	if pe := podProblem(p, nil); pe != nil {
+	if pe := podProblem(p, nil, nil); pe != nil {
 		t.Errorf("ContainerCreating is not a problem: %v", pe)
 	}
 }
@@ -215,16 +215,16 @@ func TestWaitJobInterruptedIsNotATimeout(t *testing.T) {
 	cs := fake.NewSimpleClientset(&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0", Namespace: "ns"}})
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("SIGTERM"))
-	_, err := WaitJob(ctx, cs, "ns", "cache-0-0", time.Hour)
+	_, err := WaitJob(ctx, cs, "ns", "cache-0-0", time.Hour, 0)
 	if err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "within") {
 		t.Errorf("interrupted wait: %v", err)
 	}
-	_, err = WaitJob(context.Background(), cs, "ns", "cache-0-0", 10*time.Millisecond)
+	_, err = WaitJob(context.Background(), cs, "ns", "cache-0-0", 10*time.Millisecond, 0)
 	if err == nil || !strings.Contains(err.Error(), "did not finish within 10ms") {
 		t.Errorf("timed-out wait: %v", err)
 	}
 	pods := fake.NewSimpleClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "engine-0", Namespace: "ns"}})
-	if err := WaitPodsReady(ctx, pods, "ns", []string{"engine-0"}, time.Hour); err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "ready_timeout") {
+	if err := WaitPodsReady(ctx, pods, "ns", []string{"engine-0"}, time.Hour, 0); err == nil || !strings.Contains(err.Error(), "interrupted: SIGTERM") || strings.Contains(err.Error(), "ready_timeout") {
 		t.Errorf("interrupted pod wait: %v", err)
 	}
 }
@@ -328,13 +328,13 @@ func TestPodProblemInitContainer(t *testing.T) {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache-0-0-x"}, Status: corev1.PodStatus{Phase: corev1.PodFailed,
 		InitContainerStatuses: []corev1.ContainerStatus{{Name: "cache-owner", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}},
 		ContainerStatuses:     []corev1.ContainerStatus{{Name: "gpuvet", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}}}}
-	pe := podProblem(p, func(c string, prev bool) string { return c + ": chown /cache to 65532:65532: operation not permitted" })
+	pe := podProblem(p, func(c string, prev bool) string { return c + ": chown /cache to 65532:65532: operation not permitted" }, nil)
 	if pe == nil || pe.Reason != "Failed" || !strings.Contains(pe.Detail, "init container cache-owner exit 1") || !strings.Contains(pe.Detail, "cache-owner: chown /cache") {
 		t.Errorf("%v", pe)
 	}
 	p.Status = corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "engine", RestartCount: 1,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}
-	if pe := podProblem(p, nil); pe == nil || !strings.Contains(pe.Detail, "container engine restarted once") {
+	if pe := podProblem(p, nil, nil); pe == nil || !strings.Contains(pe.Detail, "container engine restarted once") {
 		t.Errorf("%v", pe)
 	}
 }
@@ -351,7 +351,7 @@ func TestWaitJobPodRefused(t *testing.T) {
 		&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "e2", Namespace: "ns"}, Reason: "FailedCreate", Message: "other job",
 			InvolvedObject: corev1.ObjectReference{Kind: "Job", Name: "load-0-0", Namespace: "ns"}})
 	start := time.Now()
-	_, err := WaitJob(context.Background(), cs, "ns", "cache-0-0", time.Minute)
+	_, err := WaitJob(context.Background(), cs, "ns", "cache-0-0", time.Minute, 0)
 	if err == nil || !strings.Contains(err.Error(), "its pod cannot be created: "+msg) || time.Since(start) > 10*time.Second {
 		t.Fatalf("%v after %s", err, time.Since(start))
 	}
@@ -368,7 +368,7 @@ func TestPreemptedPodIsADisruption(t *testing.T) {
 		Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "PreemptionByScheduler",
 			Message: "default-scheduler: preempting to accommodate a higher priority pod"}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "engine", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137}}}}}}
-	pe := podProblem(p, nil)
+	pe := podProblem(p, nil, nil)
 	if pe == nil || !pe.Disrupted {
 		t.Fatalf("podProblem %+v, want a disruption", pe)
 	}
@@ -377,13 +377,13 @@ func TestPreemptedPodIsADisruption(t *testing.T) {
 		t.Fatalf("disruption %q", d)
 	}
 	cs := fake.NewClientset(p)
-	err := WaitPodsReady(context.Background(), cs, "ns", []string{"engine-0-0-0"}, 5*time.Second)
+	err := WaitPodsReady(context.Background(), cs, "ns", []string{"engine-0-0-0"}, 5*time.Second, 0)
 	if results.DisruptionOf(err) == "" {
 		t.Fatalf("wait: %v, want the disruption", err)
 	}
 	// An OOM or a crash is not one.
 	p.Status.Conditions = nil
-	if pe := podProblem(p, nil); pe == nil || pe.Disrupted || results.DisruptionOf(pe) != "" {
+	if pe := podProblem(p, nil, nil); pe == nil || pe.Disrupted || results.DisruptionOf(pe) != "" {
 		t.Fatalf("a failed pod without the condition: %+v", pe)
 	}
 }

@@ -45,12 +45,12 @@ func TestWaitsWatchInsteadOfPolling(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := WaitJob(ctx, cs, "ns", fmt.Sprintf("load-%d", i), time.Minute)
+			_, err := WaitJob(ctx, cs, "ns", fmt.Sprintf("load-%d", i), time.Minute, 0)
 			errs <- err
 		}()
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); errs <- WaitPodsReady(ctx, cs, "ns", []string{"engine-0"}, time.Minute) }()
+	go func() { defer wg.Done(); errs <- WaitPodsReady(ctx, cs, "ns", []string{"engine-0"}, time.Minute, 0) }()
 	time.Sleep(3 * time.Second) // the Jobs and the engine take a while: a poll would have asked ~6 times each
 	for i := range jobs {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("load-%d-x", i), Namespace: "ns", Labels: map[string]string{jobNameLabel: fmt.Sprintf("load-%d", i)}},

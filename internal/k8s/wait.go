@@ -75,9 +75,60 @@ func disruption(p *corev1.Pod) *PodError {
 	return nil
 }
 
-// waitingFatal are container waiting reasons that never fix themselves.
-var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+// waitingFatal are container waiting reasons that never fix themselves, or (pullRetried) that
+// decide once they have lasted a pull's grace.
+var waitingFatal = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "RegistryUnavailable": true,
+	"InvalidImageName": true, "ErrImageNeverPull": true, "SignatureValidationFailed": true,
 	"CreateContainerConfigError": true, "CreateContainerError": true, "CrashLoopBackOff": true, "RunContainerError": true}
+
+// pullRetried are the waiting reasons of an image pull the kubelet tries again, with a back-off that
+// grows to 5 minutes: a registry's 429 or a timeout under 200 nodes pulling one large image at once
+// often clears at a later try.
+var pullRetried = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "RegistryUnavailable": true}
+
+// pullFinal says whether a failed pull's message (the kubelet's, the runtime's error within it)
+// names a cause the next try repeats: the image or tag is not there, or the registry refuses the
+// credentials. Any other is given the pull's grace.
+func pullFinal(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, w := range []string{"not found", "manifest unknown", "name unknown", "unauthorized", "denied",
+		"forbidden", "authentication required", "invalid reference format"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// pullWait is one wait's grace for image pulls that may clear: since when each container's pull
+// has been failing. A nil one gives none (the pod has already ended).
+type pullWait struct {
+	grace time.Duration
+	since map[string]time.Time // pod UID/container → the first failed pull seen
+}
+
+func newPullWait(grace time.Duration) *pullWait {
+	return &pullWait{grace: grace, since: map[string]time.Time{}}
+}
+
+// waits says whether container c's failed pull (waiting w) is still within its grace, and, once
+// not, what to say of it.
+func (pw *pullWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiting) (bool, string) {
+	if pw == nil || !pullRetried[w.Reason] || pullFinal(w.Message) {
+		return false, w.Message
+	}
+	key := string(p.UID) + "/" + c
+	first, ok := pw.since[key]
+	if !ok {
+		first = time.Now()
+		pw.since[key] = first
+	}
+	if failing := time.Since(first); failing < pw.grace {
+		return true, ""
+	}
+	return false, fmt.Sprintf("the image pull has failed for %s, past kubernetes.image_pull_grace (%s); the kubelet's last: %s",
+		time.Since(first).Round(time.Second), pw.grace, w.Message)
+}
 
 // volumeBinding tells a scheduler message about a volume still binding ("unbound immediate
 // PersistentVolumeClaims", "bound to non-existent persistentvolume" while the scheduler catches up)
@@ -88,7 +139,7 @@ func volumeBinding(msg string) bool {
 
 // podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
 // logs fetches a container's last lines for a crash-looping one.
-func podProblem(p *corev1.Pod, logs func(container string, previous bool) string) *PodError {
+func podProblem(p *corev1.Pod, logs func(container string, previous bool) string, pulls *pullWait) *PodError {
 	if d := disruption(p); d != nil { // first: a preempted pod also ends Failed, with exit codes
 		return d
 	}
@@ -108,7 +159,10 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 			}
 		}
 		if w := cs.State.Waiting; w != nil && waitingFatal[w.Reason] {
-			d := w.Message
+			wait, d := pulls.waits(p, cs.Name, w)
+			if wait {
+				continue
+			}
 			if w.Reason == "CrashLoopBackOff" {
 				d = fmt.Sprintf("container %s restarted %s", cs.Name, times(cs.RestartCount))
 				if t := cs.LastTerminationState.Terminated; t != nil {
@@ -180,7 +234,7 @@ func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod string) func
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
 // problem (podProblem). It reads the pods from the namespace's shared informer (watch.go).
-func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout time.Duration) error {
+func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout, pullGrace time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
@@ -188,7 +242,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	next, unsubscribe := w.subscribe(names...)
 	defer unsubscribe()
 	start := time.Now()
-	seen, asked := map[string]bool{}, map[string]bool{}
+	seen, asked, pulls := map[string]bool{}, map[string]bool{}, newPullWait(pullGrace)
 	for {
 		ready := 0
 		var pending []string
@@ -203,7 +257,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 					continue
 				}
 				seen[n] = true
-				if pe := podProblem(p, tailLogs(ctx, cs, ns, n)); pe != nil {
+				if pe := podProblem(p, tailLogs(ctx, cs, ns, n), pulls); pe != nil {
 					return pe
 				}
 				if podReady(p) {
@@ -291,7 +345,7 @@ func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasS
 
 // WaitJob waits for a Job to finish and returns its pod's log (with the error of a failed Job). A
 // Job whose pod cannot start fails at once. Only the log is read from the API; the rest is watched.
-func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout time.Duration) ([]byte, error) {
+func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout, pullGrace time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
@@ -301,6 +355,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	start := time.Now()
 	var seen bool
 	var bo backoff
+	pulls := newPullWait(pullGrace)
 	for {
 		if w.synced() {
 			j, ok := w.job(ns, name)
@@ -317,7 +372,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				}
 			}
 			if len(pods) > 0 {
-				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1])
+				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1], pulls)
 				if final {
 					return log, err
 				}
@@ -345,7 +400,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 
 // jobOutcome reads a Job's end from its pod: final once the wait is over; not final with a
 // transient error (read again later), or without one while the Job still runs.
-func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod) ([]byte, bool, error) {
+func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod, pulls *pullWait) ([]byte, bool, error) {
 	done := ""
 	if j != nil {
 		done = jobDone(j)
@@ -373,7 +428,7 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 			return log, true, nil
 		}
 	}
-	if pe := podProblem(p, tailLogs(ctx, cs, ns, p.Name)); pe != nil {
+	if pe := podProblem(p, tailLogs(ctx, cs, ns, p.Name), pulls); pe != nil {
 		return nil, true, fmt.Errorf("job %s: %w", name, pe)
 	}
 	return nil, false, nil
@@ -405,7 +460,7 @@ func jobDone(j *batchv1.Job) string {
 
 func podFailure(p *corev1.Pod, log []byte, logs func(container string, previous bool) string) string {
 	d := ""
-	if pe := podProblem(p, logs); pe != nil {
+	if pe := podProblem(p, logs, nil); pe != nil {
 		d = pe.Reason + ": " + pe.Detail
 	}
 	if len(log) == 0 {
