@@ -60,7 +60,7 @@ type Options struct {
 	// PullGrace is how long an image pull the kubelet retries may keep failing before the pod's
 	// node fails (kubernetes.image_pull_grace); a pull whose image is missing fails at once.
 	PullGrace time.Duration
-	Progress      func(format string, args ...any)
+	Progress  func(format string, args ...any)
 }
 
 // AnnotationDefaultClass marks the default StorageClass.

@@ -61,7 +61,9 @@ func TestWaitPodsReadyOutlastsATransientPullError(t *testing.T) {
 			Reason: "ErrImagePull", Message: "failed to pull and unpack image: 429 Too Many Requests"}}}}}}
 	cs := fake.NewClientset(p)
 	done := make(chan error, 1)
-	go func() { done <- WaitPodsReady(context.Background(), cs, "ns", []string{"engine-0"}, time.Minute, time.Minute) }()
+	go func() {
+		done <- WaitPodsReady(context.Background(), cs, "ns", []string{"engine-0"}, time.Minute, time.Minute)
+	}()
 	select {
 	case err := <-done:
 		t.Fatalf("the wait ended on a pull the kubelet retries: %v", err)
