@@ -92,7 +92,7 @@ var Kinds = []Kind{
 			{"image", "kubernetes.image"}, {"engine-image", "kubernetes.engine_image"}, {"cache-size", "model_cache.size"},
 			{"cache-access-mode", "model_cache.access_mode"}, {"storage-class", "kubernetes.storage_class"},
 			{"health-args", "kubernetes.health_args"}, {"keep-on-failure", "kubernetes.keep_on_failure"},
-			{"job-timeout", "kubernetes.job_timeout"}, {"image-pull-grace", "kubernetes.image_pull_grace"}, {"dynamo", "kubernetes.dynamo"},
+			{"job-timeout", "kubernetes.job_timeout"}, {"start-grace", "kubernetes.start_grace"}, {"dynamo", "kubernetes.dynamo"},
 			{"hub-endpoint", "model_cache.endpoint"}, {"cache-owner-init", "kubernetes.cache_owner_init"},
 			{"cache-namespace", "kubernetes.cache_namespace"}, {"dynamo-target", "kubernetes.dynamo_target"},
 			{"label-nodes", "kubernetes.label_nodes"}, {"taint-failed", "kubernetes.taint_failed"}, {"taint-flagged", "kubernetes.taint_flagged"},

@@ -31,10 +31,10 @@ type Kubernetes struct {
 	HealthArgs    string   `yaml:"health_args"`
 	KeepOnFailure bool     `yaml:"keep_on_failure"` // keep the namespace when something failed
 	JobTimeout    Duration `yaml:"job_timeout"`     // each in-cluster Job's (cache populate, health, load)
-	// ImagePullGrace is how long a pod's image pull may keep failing with an error the kubelet
-	// retries (a registry's 429, a timeout) before its node fails; a missing image or refused
-	// credentials fail at once.
-	ImagePullGrace Duration `yaml:"image_pull_grace"`
+	// StartGrace is how long a pod may keep failing to start with an error Kubernetes retries (an
+	// image pull: a registry's 429 or a timeout; a volume's mount or attach; the pod's network
+	// sandbox) before its node fails; a missing image or refused credentials fail at once.
+	StartGrace Duration `yaml:"start_grace"`
 	// Dynamo serves each model through a DynamoGraphDeployment (NVIDIA Dynamo's operator) instead
 	// of plain engine Pods.
 	Dynamo bool `yaml:"dynamo"`
@@ -95,7 +95,7 @@ const (
 )
 
 func kubernetesDefaults() Kubernetes {
-	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), ImagePullGrace: Duration(5 * time.Minute), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod,
+	return Kubernetes{ParallelNodes: 4, JobTimeout: Duration(time.Hour), StartGrace: Duration(5 * time.Minute), CacheOwnerInit: true, CacheNamespace: DefaultCacheNamespace, DynamoTarget: DynamoTargetPod,
 		QPS: 50, Burst: 100, PendingRetries: 3, VerdictValidFor: Duration(7 * 24 * time.Hour), MaxUnhealthy: DefaultMaxUnhealthy}
 }
 
@@ -138,7 +138,7 @@ func kubernetesChecks(c Config) []check {
 		{"kubernetes.cache_namespace", ClusterNamespace(k.CacheNamespace), fmt.Sprintf("%s is the cluster's own namespace: gpuvet never puts its cache PVCs and Jobs there (nor in default or any kube-*); name a namespace of gpuvet's own (default %s)", k.CacheNamespace, DefaultCacheNamespace)},
 		{"kubernetes.dynamo_target", !slices.Contains([]string{DynamoTargetPod, DynamoTargetService}, k.DynamoTarget), fmt.Sprintf("want pod (a Ready frontend pod's address) or service (the frontend Service's ClusterIP); got %q", k.DynamoTarget)},
 		{"kubernetes.job_timeout", k.JobTimeout <= 0, "want a positive duration, e.g. 1h"},
-		{"kubernetes.image_pull_grace", k.ImagePullGrace < 0, "want how long a failing image pull may be retried, e.g. 5m, or 0 to fail at the first failed pull"},
+		{"kubernetes.start_grace", k.StartGrace < 0, "want how long a pod may keep failing to start with an error Kubernetes retries (an image pull, a volume mount, its network sandbox), e.g. 5m, or 0 to fail at the first such error"},
 		{"kubernetes.pending_retries", k.PendingRetries < 1, fmt.Sprintf("want how many undecided runs in a row a pending node gets before a person is asked, ≥ 1 (default 3); got %d", k.PendingRetries)},
 		{"kubernetes.verdict_valid_for", k.VerdictValidFor < 0, "want how long a verdict holds, e.g. 168h, or 0 for no expiry"},
 		{"kubernetes.qps", !(k.QPS > 0 && k.QPS <= 10000), fmt.Sprintf("want the API requests a second gpuvet may send, > 0 and ≤ 10000 (default 50); got %v", k.QPS)},

@@ -57,10 +57,11 @@ type Options struct {
 	DynamoService bool
 	HealthArgs    []string      // extra arguments for `gpuvet health` in each node's health Job
 	JobTimeout    time.Duration // bounds each gpuvet Job (cache populate, health, load)
-	// PullGrace is how long an image pull the kubelet retries may keep failing before the pod's
-	// node fails (kubernetes.image_pull_grace); a pull whose image is missing fails at once.
-	PullGrace time.Duration
-	Progress  func(format string, args ...any)
+	// StartGrace is how long a pod may keep failing to start with an error Kubernetes retries (an
+	// image pull, a volume mount, its network sandbox) before its node fails
+	// (kubernetes.start_grace); a pull whose image is missing fails at once.
+	StartGrace time.Duration
+	Progress   func(format string, args ...any)
 }
 
 // AnnotationDefaultClass marks the default StorageClass.
@@ -402,7 +403,7 @@ func (h *nodeHost) runJob(ctx context.Context, ns string, j *batchv1.Job) ([]byt
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
-	log, err := WaitJob(ctx, r.cl.Client, ns, j.Name, timeout, r.opt.PullGrace)
+	log, err := WaitJob(ctx, r.cl.Client, ns, j.Name, timeout, r.opt.StartGrace)
 	if j.Labels[LabelRole] == RoleCache { // `gpuvet cache pull` emits no result: its log says what it did
 		return log, err
 	}

@@ -170,7 +170,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 	r := h.r
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	last, pulls := "not created yet", newPullWait(r.opt.PullGrace)
+	last, pulls := "not created yet", newStartWait(r.opt.StartGrace)
 	over, err := pollUntil(ctx, func() (bool, error) {
 		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {

@@ -31,7 +31,7 @@ func Flags(fl *pflag.FlagSet) {
 	fl.String("health-args", "", "backend kubernetes: extra arguments for 'gpuvet health' in each node's health Job, e.g. '--burn 60s'")
 	fl.Bool("keep-on-failure", false, "backend kubernetes: keep the run's namespace when something failed")
 	fl.Duration("job-timeout", d.Kubernetes.JobTimeout.D(), "backend kubernetes: limit for each in-cluster gpuvet Job")
-	fl.Duration("image-pull-grace", d.Kubernetes.ImagePullGrace.D(), "backend kubernetes: how long a pod's image pull may keep failing with an error the kubelet retries (a registry's 429, a timeout) before its node fails; a missing image fails at once")
+	fl.Duration("start-grace", d.Kubernetes.StartGrace.D(), "backend kubernetes: how long a pod may keep failing to start with an error Kubernetes retries (an image pull, a volume mount, its network sandbox) before its node fails; a missing image fails at once")
 	fl.Bool("dynamo", false, "backend kubernetes: serve through a DynamoGraphDeployment (needs the dynamographdeployments.nvidia.com CRD)")
 	fl.String("hub-endpoint", "", "the hub (or mirror) the model cache is filled from (model_cache.endpoint; default $HF_ENDPOINT, else "+modelcache.DefaultEndpoint+")")
 	fl.String("cache-namespace", d.Kubernetes.CacheNamespace, "backend kubernetes: the namespace that keeps the model cache between runs (\"\": the run's own, deleted with it; 'gpuvet clean --cache' removes it)")

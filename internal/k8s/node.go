@@ -265,7 +265,7 @@ func (np *nodePipeline) Serve(ctx context.Context, slot pipeline.Slot, model str
 		Stop:    func() { h.deletePods(context.WithoutCancel(ctx), []string{name}) },
 	}
 	h.say("%s: engine pod %s on gpu %v (%s), waiting for Ready", model, name, slot.GPUs, img)
-	if err := WaitPodsReady(ctx, cs, ns, []string{name}, cfg.Engine.ReadyTimeout.D(), h.r.opt.PullGrace); err != nil {
+	if err := WaitPodsReady(ctx, cs, ns, []string{name}, cfg.Engine.ReadyTimeout.D(), h.r.opt.StartGrace); err != nil {
 		return sv, fmt.Errorf("engine not ready: %w", err) // a preemption stays one (results.Disrupted)
 	}
 	urls, err := h.podURLs(ctx, []string{name})

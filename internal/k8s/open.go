@@ -45,7 +45,7 @@ func Open(plan *config.Plan) (fleet.Backend, func(), error) {
 		Selection:     Selection{Selector: kc.NodeSelector, Tolerations: tols, Max: kc.Nodes, OnlyDue: kc.OnlyDue},
 		ParallelNodes: kc.ParallelNodes, KeepOnFailure: kc.KeepOnFailure, CacheSize: cacheSize(c.ModelCache),
 		CacheAccess: c.ModelCache.AccessMode, StorageClass: kc.StorageClass, HealthArgs: hargs,
-		JobTimeout: kc.JobTimeout.D(), PullGrace: kc.ImagePullGrace.D(), Dynamo: kc.Dynamo, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
+		JobTimeout: kc.JobTimeout.D(), StartGrace: kc.StartGrace.D(), Dynamo: kc.Dynamo, DynamoService: kc.DynamoTarget == config.DynamoTargetService,
 		HubEndpoint: c.ModelCache.Endpoint, CacheOwnerInit: kc.CacheOwnerInit, CacheNamespace: kc.CacheNamespace, CacheNamespaceAllowExisting: kc.CacheNamespaceAllowExisting,
 	}, Verdicts: Verdicts{Label: kc.LabelNodes, TaintFailed: kc.TaintFailed, TaintFlagged: kc.TaintFlagged, Gate: kc.Gate,
 		DryRun: kc.DryRun, MaxUnhealthy: maxUnhealthy, ValidFor: kc.VerdictValidFor.D(), PendingRetries: kc.PendingRetries}}, func() {}, nil

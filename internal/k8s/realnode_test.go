@@ -621,9 +621,9 @@ func TestRealNodeErrImagePull(t *testing.T) {
 	e := setupReal(t)
 	// The node's containerd sends every pull to 127.0.0.1:1: nothing leaves the machine. A refused
 	// connection is a pull the kubelet retries (a registry down for a moment), given
-	// kubernetes.image_pull_grace: 0 here, so the node fails at the kubelet's first word, in its words.
-	e.realFailsFast(t, "", []string{"--engine-image", "gpuvet.local/no-such-image:1", "--image-pull-grace", "0s"},
-		"ErrImagePull", "no-such-image", "kubernetes.image_pull_grace")
+	// kubernetes.start_grace: 0 here, so the node fails at the kubelet's first word, in its words.
+	e.realFailsFast(t, "", []string{"--engine-image", "gpuvet.local/no-such-image:1", "--start-grace", "0s"},
+		"ErrImagePull", "no-such-image", "kubernetes.start_grace")
 }
 
 func TestRealNodeCrashLoop(t *testing.T) {

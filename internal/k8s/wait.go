@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuvet/gpuvet/internal/results"
 )
 
 // pollEvery is how often what is still polled (a namespace or pod being deleted) is looked at; the
@@ -37,6 +39,18 @@ type PodError struct {
 	Reason    string // Unschedulable, ErrImagePull, ImagePullBackOff, CrashLoopBackOff, OOMKilled, Failed
 	Detail    string
 	Disrupted bool // Kubernetes stopped the pod (Reason is the DisruptionTarget condition's)
+	// Infra: what failed it is the cluster's (the node's pod network, a volume, a registry that
+	// kept failing), not the engine's or its image's.
+	Infra bool
+}
+
+// Layer is the infrastructure's for a pod the cluster could not start, else "" (the judge reads
+// the words: an engine's crash, a missing image).
+func (e *PodError) Layer() string {
+	if e.Infra {
+		return results.LayerInfra
+	}
+	return ""
 }
 
 func (e *PodError) Error() string { return fmt.Sprintf("pod %s: %s: %s", e.Pod, e.Reason, e.Detail) }
@@ -100,20 +114,87 @@ func pullFinal(msg string) bool {
 	return false
 }
 
-// pullWait is one wait's grace for image pulls that may clear: since when each container's pull
-// has been failing. A nil one gives none (the pod has already ended).
-type pullWait struct {
+// startWait is one wait's grace for a pod's start that may still come (kubernetes.start_grace):
+// since when each container's image pull has been failing; the Warning events say since when a
+// volume or the network sandbox has. A nil one gives none (the pod has already ended).
+type startWait struct {
 	grace time.Duration
 	since map[string]time.Time // pod UID/container → the first failed pull seen
 }
 
-func newPullWait(grace time.Duration) *pullWait {
-	return &pullWait{grace: grace, since: map[string]time.Time{}}
+func newStartWait(grace time.Duration) *startWait {
+	return &startWait{grace: grace, since: map[string]time.Time{}}
+}
+
+// startRetried are the Warning reasons of a pod Kubernetes keeps trying to start: its volumes (a
+// claim still attached to another node, a mount that times out) and its network sandbox (a node
+// whose CNI is broken). Without them such a pod waits out engine.ready_timeout (20 minutes).
+var startRetried = map[string]bool{"FailedMount": true, "FailedAttachVolume": true, "FailedCreatePodSandBox": true}
+
+// stillFailing is how recent a start error's last try must be for it to go on: the kubelet tries
+// a mount again within about 2 minutes. A mount that failed once early (its namespace's CA not
+// there yet) and then worked is not held against a pod that is now pulling a large image.
+const stillFailing = 3 * time.Minute
+
+// started says whether any of the pod's containers (an init container included) has run: its
+// volumes are mounted and its sandbox is up.
+func started(p *corev1.Pod) bool {
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+			return true
+		}
+	}
+	return p.Status.Phase != "" && p.Status.Phase != corev1.PodPending
+}
+
+// stalled is the start problem of a pod none of whose containers has run, from its Warning
+// events: one of startRetried going on for longer than the grace (nil: none; before warningsAfter
+// the events are not read). last is its newest Warning (a readiness probe's too), for a wait that
+// ends at its timeout.
+func (sw *startWait) stalled(w *nsWatch, cs kubernetes.Interface, p *corev1.Pod) (pe *PodError, last string) {
+	if sw == nil || time.Since(p.CreationTimestamp.Time) < warningsAfter {
+		return nil, ""
+	}
+	var first *corev1.Event
+	var newest time.Time
+	for _, e := range w.podWarnings(cs, p) {
+		if t := eventLast(e); !t.Before(newest) {
+			newest, last = t, e.Reason+": "+e.Message
+		}
+		ongoing := time.Since(eventLast(e)) < stillFailing
+		if startRetried[e.Reason] && ongoing && (first == nil || eventFirst(e).Before(eventFirst(first))) {
+			first = e
+		}
+	}
+	if first == nil || started(p) || time.Since(eventFirst(first)) < sw.grace {
+		return nil, last
+	}
+	return &PodError{Pod: p.Name, Reason: first.Reason, Infra: true, Detail: fmt.Sprintf("%s (Kubernetes has tried for %s, past kubernetes.start_grace %s)",
+		first.Message, time.Since(eventFirst(first)).Round(time.Second), sw.grace)}, last
+}
+
+// eventFirst and eventLast are when an event was first and last seen (the core/v1 timestamps, or
+// an events/v1 recorder's event time and series).
+func eventFirst(e *corev1.Event) time.Time {
+	if !e.FirstTimestamp.IsZero() {
+		return e.FirstTimestamp.Time
+	}
+	return e.EventTime.Time
+}
+
+func eventLast(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	}
+	return eventFirst(e)
 }
 
 // waits says whether container c's failed pull (waiting w) is still within its grace, and, once
 // not, what to say of it.
-func (pw *pullWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiting) (bool, string) {
+func (pw *startWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiting) (bool, string) {
 	if pw == nil || !pullRetried[w.Reason] || pullFinal(w.Message) {
 		return false, w.Message
 	}
@@ -126,7 +207,7 @@ func (pw *pullWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiti
 	if failing := time.Since(first); failing < pw.grace {
 		return true, ""
 	}
-	return false, fmt.Sprintf("the image pull has failed for %s, past kubernetes.image_pull_grace (%s); the kubelet's last: %s",
+	return false, fmt.Sprintf("the image pull has failed for %s, past kubernetes.start_grace (%s); the kubelet's last: %s",
 		time.Since(first).Round(time.Second), pw.grace, w.Message)
 }
 
@@ -139,7 +220,7 @@ func volumeBinding(msg string) bool {
 
 // podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
 // logs fetches a container's last lines for a crash-looping one.
-func podProblem(p *corev1.Pod, logs func(container string, previous bool) string, pulls *pullWait) *PodError {
+func podProblem(p *corev1.Pod, logs func(container string, previous bool) string, pulls *startWait) *PodError {
 	if d := disruption(p); d != nil { // first: a preempted pod also ends Failed, with exit codes
 		return d
 	}
@@ -174,7 +255,7 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 					}
 				}
 			}
-			return &PodError{Pod: p.Name, Reason: w.Reason, Detail: d}
+			return &PodError{Pod: p.Name, Reason: w.Reason, Detail: d, Infra: pullRetried[w.Reason] && !pullFinal(w.Message)}
 		}
 	}
 	if p.Status.Phase == corev1.PodFailed {
@@ -234,7 +315,7 @@ func tailLogs(ctx context.Context, cs kubernetes.Interface, ns, pod string) func
 
 // WaitPodsReady waits until every named pod is Ready, failing at once with the first pod's
 // problem (podProblem). It reads the pods from the namespace's shared informer (watch.go).
-func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout, pullGrace time.Duration) error {
+func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, names []string, timeout, startGrace time.Duration) error {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
@@ -242,7 +323,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	next, unsubscribe := w.subscribe(names...)
 	defer unsubscribe()
 	start := time.Now()
-	seen, asked, pulls := map[string]bool{}, map[string]bool{}, newPullWait(pullGrace)
+	seen, asked, pulls := map[string]bool{}, map[string]bool{}, newStartWait(startGrace)
 	for {
 		ready := 0
 		var pending []string
@@ -262,9 +343,17 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 				}
 				if podReady(p) {
 					ready++
-				} else {
-					pending = append(pending, fmt.Sprintf("%s (%s)", n, p.Status.Phase))
+					continue
 				}
+				pe, last := pulls.stalled(w, cs, p)
+				if pe != nil {
+					return pe
+				}
+				what := string(p.Status.Phase)
+				if last != "" {
+					what += "; its last warning: " + last
+				}
+				pending = append(pending, fmt.Sprintf("%s (%s)", n, what))
 			}
 			if ready == len(names) {
 				return nil
@@ -345,7 +434,7 @@ func podGone(ctx context.Context, cs kubernetes.Interface, ns, name string, wasS
 
 // WaitJob waits for a Job to finish and returns its pod's log (with the error of a failed Job). A
 // Job whose pod cannot start fails at once. Only the log is read from the API; the rest is watched.
-func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout, pullGrace time.Duration) ([]byte, error) {
+func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, timeout, startGrace time.Duration) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	w, release := watchNamespace(cs, ns)
@@ -355,7 +444,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	start := time.Now()
 	var seen bool
 	var bo backoff
-	pulls := newPullWait(pullGrace)
+	pulls := newStartWait(startGrace)
 	for {
 		if w.synced() {
 			j, ok := w.job(ns, name)
@@ -372,6 +461,9 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				}
 			}
 			if len(pods) > 0 {
+				if pe, _ := pulls.stalled(w, cs, pods[len(pods)-1]); pe != nil {
+					return nil, fmt.Errorf("job %s: %w", name, pe)
+				}
 				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1], pulls)
 				if final {
 					return log, err
@@ -400,7 +492,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 
 // jobOutcome reads a Job's end from its pod: final once the wait is over; not final with a
 // transient error (read again later), or without one while the Job still runs.
-func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod, pulls *pullWait) ([]byte, bool, error) {
+func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod, pulls *startWait) ([]byte, bool, error) {
 	done := ""
 	if j != nil {
 		done = jobDone(j)

@@ -50,6 +50,10 @@ type nsWatch struct {
 	// them; nil when gpuvet may not list events there (best effort).
 	eventsOnce sync.Once
 	events     cache.SharedIndexInformer
+	// warnings are the Warning events of the namespace's pods, watched from the first pod slow to
+	// start (warningsAfter); nil when gpuvet may not list events there (best effort).
+	warningsOnce sync.Once
+	warnings     cache.SharedIndexInformer
 }
 
 var watches = struct {
@@ -219,7 +223,7 @@ const refusedSelector = "involvedObject.kind=Job,reason=FailedCreate"
 // when none, or gpuvet may not list events). The Job controller keeps trying, so without this the
 // Job would wait out its timeout.
 func (w *nsWatch) refused(cs kubernetes.Interface, ns, job string) string {
-	w.eventsOnce.Do(func() { w.watchEvents(cs, ns) })
+	w.eventsOnce.Do(func() { w.events = w.watchEvents(cs, ns, refusedSelector) })
 	if w.events == nil || !w.events.HasSynced() {
 		return ""
 	}
@@ -231,17 +235,42 @@ func (w *nsWatch) refused(cs kubernetes.Interface, ns, job string) string {
 	return ""
 }
 
-func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns string) {
+// warningSelector picks the Warning events of pods: why one does not start (a volume, its network).
+const warningSelector = "involvedObject.kind=Pod,type=Warning"
+
+// warningsAfter is how long a pod may be on its way to starting before its Warning events are
+// watched: most start within it, and a 200-node run then adds no watch.
+const warningsAfter = 30 * time.Second
+
+// podWarnings are pod p's Warning events (none when gpuvet may not list events there).
+func (w *nsWatch) podWarnings(cs kubernetes.Interface, p *corev1.Pod) []*corev1.Event {
+	w.warningsOnce.Do(func() { w.warnings = w.watchEvents(cs, p.Namespace, warningSelector) })
+	if w.warnings == nil || !w.warnings.HasSynced() {
+		return nil
+	}
+	var out []*corev1.Event
+	for _, o := range w.warnings.GetStore().List() {
+		if e, ok := o.(*corev1.Event); ok && e.InvolvedObject.UID == p.UID {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// watchEvents starts an informer of ns's events that selector picks (nil when gpuvet may not
+// list them, or the API does not answer: best effort, as without events).
+func (w *nsWatch) watchEvents(cs kubernetes.Interface, ns, selector string) cache.SharedIndexInformer {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: refusedSelector, Limit: 1}); err != nil {
-		return // not permitted (or not answering): no refusal is read, as without events
+	if _, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: selector, Limit: 1}); err != nil {
+		return nil
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = refusedSelector }))
-	w.events = f.Core().V1().Events().Informer()
-	_, _ = w.events.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.signal, UpdateFunc: func(_, o any) { w.signal(o) }})
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
+	inf := f.Core().V1().Events().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: w.signal, UpdateFunc: func(_, o any) { w.signal(o) }})
 	f.Start(w.stop)
+	return inf
 }
 
 // transient tells an API error worth waiting out (overload, throttling, a timeout, a dropped
