@@ -152,7 +152,7 @@ func started(p *corev1.Pod) bool {
 // the events are not read). last is its newest Warning (a readiness probe's too), for a wait that
 // ends at its timeout.
 func (sw *startWait) stalled(w *nsWatch, cs kubernetes.Interface, p *corev1.Pod) (pe *PodError, last string) {
-	if sw == nil || time.Since(p.CreationTimestamp.Time) < warningsAfter {
+	if sw == nil || p.CreationTimestamp.IsZero() || time.Since(p.CreationTimestamp.Time) < warningsAfter {
 		return nil, ""
 	}
 	var first *corev1.Event
