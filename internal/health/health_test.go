@@ -177,10 +177,10 @@ func TestRunFlags(t *testing.T) {
 			f.reasons = gpu.ReasonSWPowerCap | gpu.ReasonSWThermalSlowdown
 		},
 			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
-		{"power brake under burn", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
-			f.reasons = gpu.ReasonHWPowerBrakeSlowdown
+		{"power brake under burn: the host's", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
+			f.reasons = gpu.ReasonHWPowerBrakeSlowdown | gpu.ReasonHWSlowdown
 		},
-			[]string{CheckBurnClock + "@0", CheckBurnClock + "@1"}, results.StatusFlag},
+			[]string{judge.CheckPowerBrake + "@0", judge.CheckPowerBrake + "@1"}, results.StatusFlag},
 		{"xid", func(f *fakeSource, o *Options, b *fakeBench, r *judge.HealthRules) {
 			f.gpus[1].XIDs = []results.XIDEvent{{XID: 79, Note: gpu.XIDNote(79)}}
 		}, []string{CheckXID + "@1"}, results.StatusFlag},

@@ -95,6 +95,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])
 		gateLayers(&m.Endpoints[ei], healthy, val(cfg.LLMVariancePct))
+		brakeLayers(&m.Endpoints[ei])
 	}
 	m.Flags = dropFlags(m.Flags, judgeOwned)
 	m.Status = modelStatus(m)

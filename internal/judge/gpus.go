@@ -65,7 +65,7 @@ func (b gpuBook) addHealth(hh *results.Health, g results.GPUHealth) {
 	}
 	for _, c := range hh.Comparisons {
 		for _, cell := range c.Values {
-			if cell.GPU == g.GPU.Index && cell.Flagged {
+			if cell.GPU == g.GPU.Index && cell.Flagged && !braked(&g) { // braked: the host's (brakeHealth)
 				st = results.Worse(st, results.StatusFlag)
 				v.Checks = appendNew(v.Checks, "compare.health."+c.Metric)
 			}

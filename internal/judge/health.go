@@ -25,6 +25,7 @@ const (
 	CheckPCIeBW       = "health.pcie_bandwidth"
 	CheckClockEvents  = "health.clock_events"
 	CheckBurnClock    = "health.burn_clock_events"
+	CheckPowerBrake   = "health.power_brake" // the system's power brake slowed the GPU: the host's
 	CheckXID          = "health.xid"
 	CheckDCGM         = "health.dcgm"
 	CheckFloor        = "health.datasheet_floor"
@@ -41,6 +42,49 @@ const (
 // ClockFailureMask is DCGM's clock-event failure mask: HW slowdown, SW thermal, HW thermal, HW power
 // brake. SW power cap (0x4) is not in it: a healthy GPU at full load sits at its power limit.
 const ClockFailureMask = results.ClockHWSlowdown | results.ClockSWThermalSlowdown | results.ClockHWThermalSlowdown | results.ClockHWPowerBrakeSlowdown
+
+// gpuClockReasons are the failure reasons of mask that are the GPU's. The power brake is the
+// system's: a PSU or the BMC asserts it (NVML: "External Power Brake Assertion"), so returning the
+// GPU for it would send a healthy card back. hw_slowdown is set with the brake, and is the brake's
+// when no thermal reason is.
+func gpuClockReasons(mask uint64) uint64 {
+	bad := mask & ClockFailureMask
+	if bad&results.ClockHWPowerBrakeSlowdown != 0 {
+		bad &^= results.ClockHWPowerBrakeSlowdown
+		if bad&(results.ClockSWThermalSlowdown|results.ClockHWThermalSlowdown) == 0 {
+			bad &^= results.ClockHWSlowdown
+		}
+	}
+	return bad
+}
+
+// braked says whether the system's power brake was seen on the GPU at the health phase (at
+// inventory or under the burn).
+func braked(gh *results.GPUHealth) bool {
+	m := gh.GPU.ClockEvents.Mask
+	if gh.Burn != nil {
+		m |= burnReasons(gh.Burn)
+	}
+	return m&results.ClockHWPowerBrakeSlowdown != 0
+}
+
+// brakeHealth gives the host the speed findings of a GPU the power brake slowed at the health
+// phase: its figures under their floors and its gap to its siblings measure the brake as much as
+// the GPU (as judge.power_brake does for the load's).
+func brakeHealth(gh *results.GPUHealth) {
+	if !braked(gh) {
+		return
+	}
+	for i := range gh.Flags {
+		if f := &gh.Flags[i]; f.Check == CheckFloor || f.Check == CheckGPUToGPU {
+			f.Layer, f.Action = results.LayerHost, results.ActionDrainRMA
+			f.Reason += "; not the GPU's alone: the system's power brake slowed it (health.power_brake)"
+		}
+	}
+}
+
+// brakeWords say what to do about the system's power brake.
+const brakeWords = "the system's power brake (hw_power_brake_slowdown, asserted by a PSU or the BMC, not by the GPU) slowed the GPU: check the node's PSUs, their cabling and redundancy and the BMC's power capping (`ipmitool sdr`, `nvidia-smi -q -d PERFORMANCE`), then vet it again"
 
 // failingChecks are the rules whose flag makes a GPU failed, not just flagged.
 var failingChecks = map[string]bool{CheckNVLinkDown: true, CheckNVLinkErrors: true, CheckResults: true}
@@ -113,6 +157,9 @@ func Health(h *results.Health, r HealthRules) {
 				flagGPU(gh, CheckGPUToGPU, cell.Reason)
 			}
 		}
+	}
+	for i := range h.GPUs {
+		brakeHealth(&h.GPUs[i])
 	}
 	// Every flag with its layer and action, as `gpuvet health` writes and a drain reason says them.
 	classifyAll(h.Flags)
@@ -211,14 +258,20 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	gh.Flags = append(gh.Flags, driverFlags(gh)...) // the recovery action, row remapping, fabric, kernel log
 	judgePCIe(gh, r, flag)
 	idle := g.ClockEvents.Mask
-	if bad := idle & ClockFailureMask; bad != 0 {
+	if idle&results.ClockHWPowerBrakeSlowdown != 0 {
+		flag(CheckPowerBrake, "at inventory %s", brakeWords)
+	}
+	if bad := gpuClockReasons(idle); bad != 0 {
 		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "))
 	} else if other := idle &^ results.ClockGPUIdle; other != 0 {
 		gh.Notes = appendNew(gh.Notes, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(results.ClockEventNames(other), ", ")))
 	}
 	if b := gh.Burn; b != nil {
-		if bad := burnReasons(b) & ClockFailureMask; bad != 0 {
-			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check airflow, fans and PSU/power brake cabling", strings.Join(results.ClockEventNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
+		if burnReasons(b)&results.ClockHWPowerBrakeSlowdown != 0 {
+			flag(CheckPowerBrake, "under the burn (min SM clock %d MHz) %s", b.MinSMClockMHz, brakeWords)
+		}
+		if bad := gpuClockReasons(burnReasons(b)); bad != 0 {
+			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check its airflow and cooling, and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
 		}
 		if burnReasons(b)&results.ClockSWPowerCap != 0 {
 			gh.Notes = appendNew(gh.Notes, "sw_power_cap under the burn: expected, the GPU runs at its power limit under full GEMM load")

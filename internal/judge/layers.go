@@ -35,6 +35,7 @@ var checkKinds = byKind(map[checkKind][]string{
 		CheckLinkCompare, CheckReplayLoad},
 	{results.LayerInterconnect, results.ActionResetGPU}: {CheckNVLinkErrors},
 	{results.LayerHost, results.ActionRerun}:            {CheckHealthBusy, CheckBusy},
+	{results.LayerHost, results.ActionDrainRMA}:         {CheckPowerBrake, CheckLoadPowerBrake},
 	{results.LayerEngine, results.ActionFixEngine}:      {CheckEngineFault, CheckPrefixCache, checkFunctPrefix},
 	{results.LayerEngine, results.ActionNone}:           {"engine.version"},
 	{results.LayerEngine, results.ActionRerun}:          {CheckAppXIDLoad},

@@ -15,6 +15,7 @@ import (
 const (
 	CheckThrottled       = "judge.throttled"    // a rung's throughput fell while a hardware reason was active
 	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
+	CheckLoadPowerBrake  = "judge.power_brake"  // the system's power brake active during the load: the host's
 	CheckXIDLoad         = "judge.xid_under_load"
 	CheckAppXIDLoad      = "judge.app_xid_under_load" // an XID an application's fault raises as readily as the GPU's
 	CheckECCLoad         = "judge.ecc_under_load"
@@ -24,6 +25,22 @@ const (
 // hwReasons are the clock-event reasons that are the hardware's, not the workload's: DCGM's
 // failure mask (gpu.FailureMask: 0x8, 0x20, 0x40, 0x80). sw_power_cap is a loaded GPU at its limit.
 var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+
+// brake is the power brake's reason: the system's, not the GPU's (gpuClockReasons).
+const brake = "hw_power_brake_slowdown"
+
+// gpuOwned says whether reason name, active in a rung with these shares, is the GPU's: not the
+// power brake, nor hw_slowdown beside it without a thermal reason.
+func gpuOwned(name string, share map[string]float64) bool {
+	on := func(n string) bool { return share[n] >= minReasonShare }
+	switch name {
+	case brake:
+		return false
+	case "hw_slowdown":
+		return !on(brake) || on("sw_thermal_slowdown") || on("hw_thermal_slowdown")
+	}
+	return true
+}
 
 // appXIDs are the XIDs NVIDIA's XID catalogue answers first with "restart the application" (13
 // graphics engine exception, 31 memory page fault, 43 GPU stopped processing) or ignores (45
@@ -55,6 +72,9 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 	for _, gt := range ep.Telemetry.GPUs {
 		if r := throttleReason(gt, gap); r != "" {
 			flag(CheckLoadClockEvents, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
+		}
+		if r := brakeReason(gt); r != "" {
+			flag(CheckLoadPowerBrake, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
 		}
 		if ep.Load != nil {
 			for _, r := range fellReasons(gt, ep.Load.Runs) {
@@ -89,7 +109,7 @@ func throttleReason(gt results.GPUTelemetry, gap bool) string {
 		var rungs []int
 		lo, hi := 1.0, 0.0
 		for _, rt := range gt.Rungs {
-			if sh := rt.ReasonShare[name]; sh >= minReasonShare {
+			if sh := rt.ReasonShare[name]; sh >= minReasonShare && gpuOwned(name, rt.ReasonShare) {
 				rungs = append(rungs, rt.Rung+1)
 				lo, hi = min(lo, sh), max(hi, sh)
 			}
@@ -106,7 +126,9 @@ func throttleReason(gt results.GPUTelemetry, gap bool) string {
 		return ""
 	}
 	for _, rt := range gt.Rungs {
-		throttled := slices.ContainsFunc(hwReasons, func(name string) bool { return rt.ReasonShare[name] >= minReasonShare })
+		throttled := slices.ContainsFunc(hwReasons, func(name string) bool {
+			return rt.ReasonShare[name] >= minReasonShare && gpuOwned(name, rt.ReasonShare)
+		})
 		if throttled && rt.SMClockMeanMHz > 0 && (worst == 0 || rt.SMClockMeanMHz < worst) {
 			worst = rt.SMClockMeanMHz
 		} else if !throttled {
@@ -123,7 +145,41 @@ func throttleReason(gt results.GPUTelemetry, gap bool) string {
 	if gap {
 		r += "; this explains its GPU-to-GPU gap"
 	}
-	return r + ": the hardware slowed the GPU (check airflow, fans, PSU and power-brake cabling, `nvidia-smi -q -d PERFORMANCE`)"
+	return r + ": the hardware slowed the GPU (check its airflow and cooling, `nvidia-smi -q -d PERFORMANCE`)"
+}
+
+// brakeLayers gives the host the speed findings of an endpoint whose GPU the system's power brake
+// slowed during the load (judge.power_brake): its gates, its gap to its siblings and its expected
+// figure measure the brake as much as the GPU, so they leave the GPU not proven instead of flagging
+// it for a return. What the GPU computed or reported (errors, XIDs, outputs) stays its own.
+func brakeLayers(ep *results.Endpoint) {
+	if !slices.ContainsFunc(ep.Flags, func(f results.Flag) bool { return f.Check == CheckLoadPowerBrake }) {
+		return
+	}
+	for i := range ep.Flags {
+		f := &ep.Flags[i]
+		speed := strings.HasPrefix(f.Check, checkGatePrefix) && f.Check != CheckErrorRate || f.Check == CheckGPUToGPU || f.Check == CheckExpected
+		if speed && (f.Layer == "" || results.GPULayer(f.Layer)) {
+			f.Layer, f.Action = results.LayerHost, results.ActionDrainRMA
+			f.Reason = withoutAdvice(f.Reason) + "; not the GPU's alone: the system's power brake slowed it during the load (judge.power_brake): service the node's power, then vet it again"
+		}
+	}
+}
+
+// brakeReason says in which rungs the system's power brake was active ("" when in none).
+func brakeReason(gt results.GPUTelemetry) string {
+	var rungs []int
+	hi := 0.0
+	for _, rt := range gt.Rungs {
+		if sh := rt.ReasonShare[brake]; sh >= minReasonShare {
+			rungs = append(rungs, rt.Rung+1)
+			hi = max(hi, sh)
+		}
+	}
+	if len(rungs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("under the load (%s of %d, up to %.0f %% of each) %s", rungList(rungs), len(gt.Rungs), 100*hi, brakeWords)
 }
 
 // rungList writes rung numbers with runs collapsed: "rungs 1–3, 5", "rung 2".
@@ -162,7 +218,7 @@ func fellReasons(gt results.GPUTelemetry, runs []results.Run) []string {
 		}
 		var on []string
 		for _, name := range hwReasons {
-			if sh := rt.ReasonShare[name]; sh >= minReasonShare { // a blip is not a throttle here either
+			if sh := rt.ReasonShare[name]; sh >= minReasonShare && gpuOwned(name, rt.ReasonShare) { // a blip is not a throttle here either
 				on = append(on, fmt.Sprintf("%s was active %.0f %% of the rung", name, 100*sh))
 			}
 		}

@@ -80,3 +80,100 @@ func TestThrottledIgnoresABlip(t *testing.T) {
 		t.Errorf("a 2 %% blip flagged the GPU: %+v", ep.Flags)
 	}
 }
+
+// The system's power brake (a PSU or the BMC asserts it) is the host's: a GPU braked during the
+// load is not flagged for a return, its gap to its siblings leaves it not proven, and hw_slowdown
+// beside the brake is the brake's; beside a thermal reason it is still the GPU's.
+func TestPowerBrakeIsTheHosts(t *testing.T) {
+	runs := []results.Run{{Kind: "throughput", Concurrency: 16, OutputTokS: 1000}, {Kind: "throughput", Concurrency: 32, OutputTokS: 1500}, {Kind: "constant", TargetRate: 40, OutputTokS: 900}}
+	braked := results.GPUTelemetry{GPU: 1, Rungs: []results.RungTelemetry{{Rung: 0, Samples: 10, SMClockMeanMHz: 1980}, {Rung: 1, Samples: 10, SMClockMeanMHz: 1980},
+		{Rung: 2, Samples: 10, SMClockMeanMHz: 900, ReasonShare: map[string]float64{"hw_slowdown": 0.9, brake: 0.9}}}}
+	ep := results.Endpoint{GPUs: []int{1}, Status: results.StatusOK, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{braked}},
+		Flags: []results.Flag{{Scope: "gpu", Check: CheckGPUToGPU, Reason: "output_tok_s 900 on gpu 1 is 40 % below the best"}}}
+	telemetryFlags("m", &ep)
+	brakeLayers(&ep)
+	classifyAll(ep.Flags)
+	if got := flagsBy(ep, CheckLoadPowerBrake); len(got) != 1 || !strings.Contains(got[0], "rung 3 of 3") || !strings.Contains(got[0], "PSU") {
+		t.Errorf("power brake: %q", got)
+	}
+	for _, f := range ep.Flags {
+		if f.Check == CheckThrottled || f.Check == CheckLoadClockEvents {
+			t.Errorf("the brake (and hw_slowdown beside it) flagged the GPU: %+v", f)
+		}
+		if f.Layer != results.LayerHost || f.Action != results.ActionDrainRMA {
+			t.Errorf("%s: layer %s, action %s; want the host's, drain-rma", f.Check, f.Layer, f.Action)
+		}
+	}
+	if st, why := gpuServing(&ep); st != results.StatusInconclusive || !strings.Contains(strings.Join(why, " "), "power brake") {
+		t.Errorf("the braked GPU: %s %q, want inconclusive, naming the brake", st, why)
+	}
+	// A thermal reason beside the brake is still the GPU's.
+	braked.Rungs[2].ReasonShare["hw_thermal_slowdown"] = 0.5
+	ep = results.Endpoint{GPUs: []int{1}, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{braked}}}
+	telemetryFlags("m", &ep)
+	if got := flagsBy(ep, CheckLoadClockEvents); len(got) != 1 || !strings.Contains(got[0], "hw_thermal_slowdown") || !strings.Contains(got[0], "hw_slowdown") || strings.Contains(got[0], brake+" in") {
+		t.Errorf("thermal beside the brake: %q", got)
+	}
+	if len(flagsBy(ep, CheckLoadPowerBrake)) != 1 {
+		t.Errorf("the brake beside a thermal reason: %+v", ep.Flags)
+	}
+}
+
+// At inventory and under the burn, the brake is the host's too, and hw_slowdown with it.
+func TestHealthPowerBrakeIsTheHosts(t *testing.T) {
+	if got := gpuClockReasons(results.ClockHWSlowdown | results.ClockHWPowerBrakeSlowdown); got != 0 {
+		t.Errorf("brake and hw_slowdown: GPU reasons %#x, want none", got)
+	}
+	if got := gpuClockReasons(results.ClockHWSlowdown | results.ClockHWPowerBrakeSlowdown | results.ClockHWThermalSlowdown); got != results.ClockHWSlowdown|results.ClockHWThermalSlowdown {
+		t.Errorf("brake, thermal and hw_slowdown: GPU reasons %#x", got)
+	}
+	if got := gpuClockReasons(results.ClockHWSlowdown | results.ClockSWPowerCap); got != results.ClockHWSlowdown {
+		t.Errorf("hw_slowdown alone: %#x", got)
+	}
+}
+
+// A GPU the power brake slowed at the health phase: its figures under their floors and its gap to
+// its siblings are the host's, so it is not proven (inconclusive), not flagged for a return; a GPU
+// as slow without the brake is flagged.
+func TestHealthFiguresUnderTheBrakeAreTheHosts(t *testing.T) {
+	for _, brakeOn := range []bool{true, false} {
+		h := &results.Health{Source: "nvml"}
+		for _, i := range []int{0, 1, 2} {
+			v, g := 780.0, results.GPUInfo{Index: i, Name: "NVIDIA H200", UUID: "GPU-" + string(rune('a'+i))}
+			if i == 1 {
+				v = 390 // half its peers, under the 0.55 floor of 989
+				if brakeOn {
+					g.ClockEvents.Mask = results.ClockHWPowerBrakeSlowdown | results.ClockHWSlowdown
+				}
+			}
+			peak := 989.0
+			h.GPUs = append(h.GPUs, results.GPUHealth{GPU: g, Bench: []results.Microbench{{Name: "gemm_bf16", Value: v, Unit: "TFLOP/s", Status: results.StatusOK,
+				Peak: &peak, Ratio: new(v / peak)}}})
+		}
+		Health(h, DefaultHealthRules())
+		g := h.GPUs[1]
+		checks := map[string]string{}
+		for _, f := range g.Flags {
+			checks[f.Check] = f.Layer
+		}
+		st, why := gpuHealth(g)
+		if brakeOn {
+			if checks[CheckPowerBrake] != results.LayerHost || checks[CheckFloor] != results.LayerHost || checks[CheckGPUToGPU] != results.LayerHost || checks[CheckClockEvents] != "" {
+				t.Errorf("braked: flags by layer %v, want the brake, the floor and the gap the host's and no clock-event flag", checks)
+			}
+			if st != results.StatusInconclusive || !strings.Contains(strings.Join(why, " "), "power brake") {
+				t.Errorf("braked: %s %q, want inconclusive naming the brake", st, why)
+			}
+			v := gpuVerdicts(&results.Host{Health: h})
+			for _, gv := range v {
+				if gv.Index == 1 && (gv.Health != results.StatusInconclusive || gv.Action == results.ActionDrainRMA) {
+					t.Errorf("braked GPU's verdict: health %s, action %q; want inconclusive, no GPU action", gv.Health, gv.Action)
+				}
+			}
+			continue
+		}
+		if checks[CheckFloor] != results.LayerGPU || checks[CheckGPUToGPU] != results.LayerGPU || st != results.StatusFlag {
+			t.Errorf("as slow, no brake: %v %s, want the GPU's floor and gap, flag", checks, st)
+		}
+	}
+}
