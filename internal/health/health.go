@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuvet/gpuvet/internal/catalog"
@@ -58,6 +59,10 @@ type Options struct {
 	AllowBusy    bool
 	BusyReadings int
 	BusyGap      time.Duration
+
+	// sample reads a GPU's telemetry (the source's), for the clock-event reasons a benchmark ran
+	// under (Run sets it).
+	sample func(gpu int) (results.PowerSample, error)
 }
 
 func (o *Options) defaults() {
@@ -75,6 +80,7 @@ func (o *Options) defaults() {
 func Run(ctx context.Context, src gpu.Source, bench BenchRunner, o Options) *results.Health {
 	o.defaults()
 	h := &results.Health{Source: o.Source, ExpectGPUs: o.ExpectGPUs, Parallel: o.Parallel}
+	o.sample = src.Sample
 	gpus, err := src.GPUs()
 	if err != nil {
 		h.Status, h.Error = results.StatusFailed, fmt.Sprintf("GPU inventory: %v", err)
@@ -192,7 +198,11 @@ func runBenches(ctx context.Context, bench BenchRunner, gh *results.GPUHealth, o
 			gh.Bench = append(gh.Bench, mb)
 			continue
 		}
-		v, unit, check, err := microbench(ctx, bench, gh.GPU, name)
+		var v float64
+		var unit string
+		var check *results.ResultCheck
+		var err error
+		mb.ClockReasons = gpu.ReasonNames(withReasons(o, gh.GPU.Index, func() { v, unit, check, err = microbench(ctx, bench, gh.GPU, name) }))
 		mb.Check = check
 		if err != nil {
 			mb.Status, mb.Error = results.StatusFailed, err.Error()
@@ -253,4 +263,43 @@ func hostLinkPeak(gh *results.GPUHealth, spec catalog.GPU, peak, v float64) floa
 	addNote(gh, fmt.Sprintf("the host's PCIe link offers Gen%d x%d, the %s Gen%d x%d: PCIe figures are measured against Gen%d x%d (%.0f GB/s), and host-to-GPU copies (model loads, KV-cache offload) run at that speed",
 		gen, width, spec.Key, spec.PCIeGen, spec.PCIeWidth, gen, width, host))
 	return host
+}
+
+// benchReasonsEvery is how often a benchmark's clock-event reasons are read: a GEMM lasts a second
+// or two.
+const benchReasonsEvery = 100 * time.Millisecond
+
+// withReasons runs measure while reading GPU i's clock-event reasons, and returns every reason seen
+// (read as it starts, every benchReasonsEvery, and as it ends): the judge tells the system's power
+// brake from the GPU's own speed by them.
+func withReasons(o Options, i int, measure func()) uint64 {
+	if o.sample == nil {
+		measure()
+		return 0
+	}
+	var seen atomic.Uint64
+	read := func() {
+		if s, err := o.sample(i); err == nil {
+			seen.Or(s.ClockReasons)
+		}
+	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(benchReasonsEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	measure()
+	close(stop)
+	<-done
+	read()
+	return seen.Load()
 }

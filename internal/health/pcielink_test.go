@@ -3,9 +3,11 @@ package health
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/gpu"
 	"github.com/gpuvet/gpuvet/internal/judge"
 )
 
@@ -56,5 +58,20 @@ func TestPCIeMeasuredAgainstTheHostLink(t *testing.T) {
 				t.Errorf("notes %q, want %q", notes, c.note)
 			}
 		})
+	}
+}
+
+// The clock-event reasons are read while each benchmark runs: a GPU the system's power brake slows
+// during its GEMMs says so (bench[].clock_reasons), and its finding is the host's.
+func TestBenchmarksRecordTheirClockReasons(t *testing.T) {
+	f := newFake(1)
+	f.reasons = gpu.ReasonHWPowerBrakeSlowdown | gpu.ReasonHWSlowdown
+	h := runJudged(context.Background(), f, fakeBench{}, Options{Source: "nvml", Benchmarks: []string{"gemm_bf16"}}, judge.HealthRules{})
+	g := h.GPUs[0]
+	if len(g.Bench) != 1 || !slices.Contains(g.Bench[0].ClockReasons, "hw_power_brake_slowdown") {
+		t.Fatalf("bench %+v, want the brake among its clock reasons", g.Bench)
+	}
+	if len(g.Flags) != 1 || g.Flags[0].Check != judge.CheckPowerBrake || g.Flags[0].Layer != "host" || !strings.Contains(g.Flags[0].Reason, "while gemm_bf16 ran") {
+		t.Errorf("flags %+v, want the host's power-brake finding naming the benchmark", g.Flags)
 	}
 }

@@ -59,14 +59,38 @@ func gpuClockReasons(mask uint64) uint64 {
 }
 
 // braked says whether the system's power brake was seen on the GPU at the health phase (at
-// inventory or under the burn).
-func braked(gh *results.GPUHealth) bool {
-	m := gh.GPU.ClockEvents.Mask
-	if gh.Burn != nil {
-		m |= burnReasons(gh.Burn)
+// inventory, while its benchmarks ran, or under the burn).
+func braked(gh *results.GPUHealth) bool { return len(brakedWhere(gh)) > 0 }
+
+// brakedWhere says when the health phase saw the power brake on the GPU ("at inventory", "while
+// gemm_bf16 ran", "under the burn"); none: never.
+func brakedWhere(gh *results.GPUHealth) []string {
+	var where []string
+	if gh.GPU.ClockEvents.Mask&results.ClockHWPowerBrakeSlowdown != 0 {
+		where = append(where, "at inventory")
 	}
-	return m&results.ClockHWPowerBrakeSlowdown != 0
+	if b := brakedBenches(gh); len(b) > 0 {
+		where = append(where, "while "+strings.Join(b, ", ")+" ran")
+	}
+	if b := gh.Burn; b != nil && burnReasons(b)&results.ClockHWPowerBrakeSlowdown != 0 {
+		where = append(where, fmt.Sprintf("under the burn (min SM clock %d MHz)", b.MinSMClockMHz))
+	}
+	return where
 }
+
+// brakedBenches are the benchmarks the power brake was active in.
+func brakedBenches(gh *results.GPUHealth) []string {
+	var out []string
+	for _, b := range gh.Bench {
+		if slices.Contains(b.ClockReasons, brakeName) {
+			out = append(out, b.Name)
+		}
+	}
+	return out
+}
+
+// brakeName is the power brake's clock-event reason.
+const brakeName = "hw_power_brake_slowdown"
 
 // brakeHealth gives the host the speed findings of a GPU the power brake slowed at the health
 // phase: its figures under their floors and its gap to its siblings measure the brake as much as
@@ -258,8 +282,8 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 	gh.Flags = append(gh.Flags, driverFlags(gh)...) // the recovery action, row remapping, fabric, kernel log
 	judgePCIe(gh, r, flag)
 	idle := g.ClockEvents.Mask
-	if idle&results.ClockHWPowerBrakeSlowdown != 0 {
-		flag(CheckPowerBrake, "at inventory %s", brakeWords)
+	if where := brakedWhere(gh); len(where) > 0 {
+		flag(CheckPowerBrake, "%s, %s", strings.Join(where, ", "), brakeWords)
 	}
 	if bad := gpuClockReasons(idle); bad != 0 {
 		flag(CheckClockEvents, "clock-event reasons %s active at inventory: check cooling, power delivery and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "))
@@ -267,9 +291,6 @@ func judgeGPU(gh *results.GPUHealth, r HealthRules, source string) {
 		gh.Notes = appendNew(gh.Notes, fmt.Sprintf("at inventory, clock-event reasons other than gpu_idle: %s (worth a look if the GPU was idle)", strings.Join(results.ClockEventNames(other), ", ")))
 	}
 	if b := gh.Burn; b != nil {
-		if burnReasons(b)&results.ClockHWPowerBrakeSlowdown != 0 {
-			flag(CheckPowerBrake, "under the burn (min SM clock %d MHz) %s", b.MinSMClockMHz, brakeWords)
-		}
 		if bad := gpuClockReasons(burnReasons(b)); bad != 0 {
 			flag(CheckBurnClock, "under the burn the GPU hit %s (min SM clock %d MHz, max %d °C): check its airflow and cooling, and `nvidia-smi -q -d PERFORMANCE`", strings.Join(results.ClockEventNames(bad), ", "), b.MinSMClockMHz, b.MaxTempC)
 		}

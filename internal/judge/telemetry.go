@@ -27,7 +27,7 @@ const (
 var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
 // brake is the power brake's reason: the system's, not the GPU's (gpuClockReasons).
-const brake = "hw_power_brake_slowdown"
+const brake = brakeName
 
 // gpuOwned says whether reason name, active in a rung with these shares, is the GPU's: not the
 // power brake, nor hw_slowdown beside it without a thermal reason.

@@ -332,7 +332,11 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	if peak == 0 {
 		return 0, me.unit, fmt.Errorf("%s on %s: not applicable (no datasheet figure, e.g. no PCIe host link)", name, f.gpu.Key)
 	}
-	return peak * me.eff * f.Speed(i) * f.ThrottleSpeed(i) * f.noise(fmt.Sprintf("%d/%s", i, name)), me.unit, nil
+	throttle := f.ThrottleSpeed(i)
+	if strings.HasPrefix(name, "pcie_") {
+		throttle = 1 // a host copy runs at the link's pace, not the SM clock's
+	}
+	return peak * me.eff * f.Speed(i) * throttle * f.noise(fmt.Sprintf("%d/%s", i, name)), me.unit, nil
 }
 
 // Close releases the fleet (nothing to release today; servers attached to it keep working).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The PCIe peak against the link this host offers the card (health.go hostLinkPeak): the host's
-# link as NVML and nvidia-smi report it, then `gpuvet health` (NVML inventory, cuBLAS GEMM, the
-# PCIe copies, HBM; no burn) and each GPU's PCIe figures, peaks, ratios and notes from its JSON.
+# The PCIe peak against the link this host offers the card (health.go hostLinkPeak), and the
+# clock-event reasons read while each benchmark runs: the host's link as NVML and nvidia-smi report
+# it, then `gpuvet health` (NVML inventory, cuBLAS GEMM, the PCIe copies, HBM; no burn) and each
+# GPU's figures, peaks, ratios, clock reasons and notes from its JSON.
 # Run from the repo root with the binary gzipped at .dev/c/gpuvet.gz (carried); results in $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
@@ -19,8 +20,7 @@ for g in h.get("gpus", []):
     gi = g["gpu"]
     print(gi.get("index"), gi.get("name"), "pcie", gi.get("pcie"))
     for b in g.get("bench", []):
-        if b["name"].startswith("pcie"):
-            print("  ", b["name"], round(b["value"], 1), b.get("unit"), "peak", b.get("peak"), "ratio", round(b.get("ratio") or 0, 3), "floor", b.get("floor"), b["status"])
+        print("  ", b["name"], round(b["value"], 1), b.get("unit"), "peak", b.get("peak"), "ratio", round(b.get("ratio") or 0, 3), "floor", b.get("floor"), b["status"], "clock reasons", b.get("clock_reasons"))
     for n in g.get("notes", []):
         print("   note:", n)
     for f in g.get("flags", []):
