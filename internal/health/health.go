@@ -270,8 +270,8 @@ func hostLinkPeak(gh *results.GPUHealth, spec catalog.GPU, peak, v float64) floa
 const benchReasonsEvery = 100 * time.Millisecond
 
 // withReasons runs measure while reading GPU i's clock-event reasons, and returns every reason seen
-// (read as it starts, every benchReasonsEvery, and as it ends): the judge tells the system's power
-// brake from the GPU's own speed by them.
+// (read every benchReasonsEvery and as it ends; gpu_idle, which a read between kernels catches, is
+// left out): the judge tells the system's power brake from the GPU's own speed by them.
 func withReasons(o Options, i int, measure func()) uint64 {
 	if o.sample == nil {
 		measure()
@@ -301,5 +301,5 @@ func withReasons(o Options, i int, measure func()) uint64 {
 	close(stop)
 	<-done
 	read()
-	return seen.Load()
+	return seen.Load() &^ results.ClockGPUIdle
 }

@@ -195,8 +195,8 @@ type Microbench struct {
 	Busy  bool     `json:"busy,omitempty"`
 	// Check is the check of the GEMM's answer (GEMMs only; nil: not checked).
 	Check *ResultCheck `json:"check,omitempty"`
-	// ClockReasons are the clock-event reasons the GPU reported while it ran (the system's power
-	// brake among them makes its figure the host's).
+	// ClockReasons are the clock-event reasons the GPU reported while it ran, gpu_idle aside (the
+	// system's power brake among them makes its figure the host's).
 	ClockReasons []string `json:"clock_reasons,omitempty"`
 }
 
