@@ -122,6 +122,14 @@ func TestRunSimThrottledGPUIsExplained(t *testing.T) {
 			t.Errorf("gpu %d: power_brake flag %v; flags %+v", i, explained, ep.Flags)
 		}
 	}
+	for _, g := range s.Hosts[0].GPUs {
+		if g.Status == results.StatusFailed || g.Index == 1 && g.Status != results.StatusInconclusive {
+			t.Errorf("gpu %d: %s (%s), want gpu 1 inconclusive (the brake is the host's) and no GPU failed", g.Index, g.Status, g.Action)
+		}
+	}
+	if !strings.Contains(text, "host flag · drain and return for repair (RMA): [health.power_brake] gpu 1") {
+		t.Errorf("the health phase did not see the brake while the benchmarks ran:\n%s", text)
+	}
 	if !strings.Contains(text, "host flag · drain and return for repair (RMA): [judge.power_brake] Qwen/Qwen3-8B on gpu 1: gpu 1: under the load (rung") {
 		t.Errorf("output:\n%s", text)
 	}

@@ -31,7 +31,6 @@ func (s SimBench) Microbench(ctx context.Context, g results.GPUInfo, name string
 	if err := pace(ctx, s.Pace); err != nil {
 		return 0, "", err
 	}
-	_ = s.Fleet.Load(g.Index, 10*time.Millisecond) // the card is loaded while it runs: its telemetry says so
 	return s.Fleet.Microbench(g.Index, name)
 }
 

@@ -80,6 +80,10 @@ type vgpu struct {
 	// loadedUntil is the end of an outside full load (Load, a simulated burn): NVML reports the
 	// utilisation of its last sample period (≤ 1 s), so a card under a burn reads busy at once.
 	loadedUntil time.Time
+	// benchUntil is shortly after the last health benchmark (Microbench): a throttle configured on
+	// the card shows its reason in a sample then, as a real card's would while its GEMM ran, without
+	// the card reading busy afterwards.
+	benchUntil time.Time
 }
 
 // Typical efficiencies of the microbenchmarks against the datasheet peak, from a real H200
@@ -288,7 +292,7 @@ func (f *Fleet) sample(i int, consume bool) (results.PowerSample, error) {
 	case util > 0.9:
 		reasons = 0x4
 	}
-	if bit, on := f.throttleOn(i, now); on && util >= 0.05 {
+	if bit, on := f.throttleOn(i, now); on && (util >= 0.05 || now.Before(g.benchUntil)) {
 		// A throttled card under load: the reason set, clocks and power cut with its speed; a thermal
 		// reason comes with the heat that caused it.
 		reasons, clk, power = bit, clk*ThrottleSpeed, power*ThrottleSpeed
@@ -328,6 +332,7 @@ func (f *Fleet) Microbench(i int, name string) (float64, string, error) {
 	if !ok {
 		return 0, "", fmt.Errorf("microbenchmark %q: known are %s", name, strings.Join(results.MicrobenchNames(), ", "))
 	}
+	f.update(i, 1, func(g *vgpu) { g.benchUntil = time.Now().Add(250 * time.Millisecond) })
 	peak := me.peak(f.gpu)
 	if peak == 0 {
 		return 0, me.unit, fmt.Errorf("%s on %s: not applicable (no datasheet figure, e.g. no PCIe host link)", name, f.gpu.Key)
