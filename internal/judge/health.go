@@ -420,15 +420,7 @@ func judgeBusyAndFloors(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 			b.Floor = &fl
 			if *b.Ratio < fl {
 				b.Status = results.StatusFlag
-				check, of, why := CheckFloor, fmt.Sprintf("the %s %s datasheet peak", fmtNum(*b.Peak), b.Unit), hint
-				if strings.HasPrefix(b.Name, "pcie_") && b.Value < r.MinPCIeGBps && gh.Busy == nil {
-					continue // judgePCIe flagged it under the absolute floor
-				}
-				if strings.HasPrefix(b.Name, "pcie_") && gh.Busy == nil {
-					// A host copy runs at the link's pace: a slow one is the link's or the host's.
-					check, of, why = CheckPCIeBW, fmt.Sprintf("the link's %s %s peak", fmtNum(*b.Peak), b.Unit), pcieHint
-				}
-				flag(check, "%s %s %s is %s of %s, under its %.2f floor: %s", b.Name, fmtNum(b.Value), b.Unit, floorRatio(*b.Ratio, fl), of, fl, why)
+				flagFloor(b, fl, gh.Busy != nil, r, hint, flag)
 			}
 		}
 	}
@@ -438,6 +430,19 @@ func judgeBusyAndFloors(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 			flag(CheckFloor, "burn %s TFLOP/s sustained is %s of the %s TFLOP/s BF16 datasheet peak, under its %.2f floor: %s", fmtNum(bu.TFLOPS), floorRatio(*bu.Ratio, fl), fmtNum(*bu.Peak), fl, hint)
 		}
 	}
+}
+
+// flagFloor flags figure b under its floor fl: the GPU's, or for a host copy on an idle GPU the
+// link's (a host copy runs at the link's pace: a slow one is the link's or the host's).
+func flagFloor(b *results.Microbench, fl float64, busy bool, r HealthRules, hint string, flag flagFunc) {
+	check, of, why := CheckFloor, fmt.Sprintf("the %s %s datasheet peak", fmtNum(*b.Peak), b.Unit), hint
+	if strings.HasPrefix(b.Name, "pcie_") && !busy {
+		if b.Value < r.MinPCIeGBps {
+			return // judgePCIe flagged it under the absolute floor
+		}
+		check, of, why = CheckPCIeBW, fmt.Sprintf("the link's %s %s peak", fmtNum(*b.Peak), b.Unit), pcieHint
+	}
+	flag(check, "%s %s %s is %s of %s, under its %.2f floor: %s", b.Name, fmtNum(b.Value), b.Unit, floorRatio(*b.Ratio, fl), of, fl, why)
 }
 
 // floorRatio writes r with two decimals, or three where two would read as the floor itself (0.596 < 0.60).

@@ -170,7 +170,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 	r := h.r
 	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
-	last, pulls := "not created yet", newStartWait(r.opt.StartGrace)
+	last, starts := "not created yet", newStartWait(r.opt.StartGrace)
 	over, err := pollUntil(ctx, func() (bool, error) {
 		obj, err := r.cl.Dynamic.Resource(DynamoGVR).Namespace(r.podNS()).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && ctx.Err() == nil {
@@ -185,7 +185,7 @@ func (h *nodeHost) waitDynamo(parent context.Context, name string, timeout time.
 		pods, err := r.cl.Client.CoreV1().Pods(r.podNS()).List(ctx, metav1.ListOptions{LabelSelector: LabelDynamoGraph + "=" + name})
 		for i := 0; err == nil && i < len(pods.Items); i++ {
 			p := &pods.Items[i]
-			if pe := podProblem(p, tailLogs(ctx, r.cl.Client, r.podNS(), p.Name), pulls); pe != nil {
+			if pe := podProblem(p, tailLogs(ctx, r.cl.Client, r.podNS(), p.Name), starts); pe != nil {
 				return false, fmt.Errorf("DynamoGraphDeployment %s: %w", name, pe)
 			}
 		}

@@ -194,21 +194,22 @@ func eventLast(e *corev1.Event) time.Time {
 
 // waits says whether container c's failed pull (waiting w) is still within its grace, and, once
 // not, what to say of it.
-func (pw *startWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiting) (bool, string) {
-	if pw == nil || !pullRetried[w.Reason] || pullFinal(w.Message) {
+func (sw *startWait) waits(p *corev1.Pod, c string, w *corev1.ContainerStateWaiting) (bool, string) {
+	if sw == nil || !pullRetried[w.Reason] || pullFinal(w.Message) {
 		return false, w.Message
 	}
 	key := string(p.UID) + "/" + c
-	first, ok := pw.since[key]
+	first, ok := sw.since[key]
 	if !ok {
 		first = time.Now()
-		pw.since[key] = first
+		sw.since[key] = first
 	}
-	if failing := time.Since(first); failing < pw.grace {
+	failing := time.Since(first)
+	if failing < sw.grace {
 		return true, ""
 	}
 	return false, fmt.Sprintf("the image pull has failed for %s, past kubernetes.start_grace (%s); the kubelet's last: %s",
-		time.Since(first).Round(time.Second), pw.grace, w.Message)
+		failing.Round(time.Second), sw.grace, w.Message)
 }
 
 // volumeBinding tells a scheduler message about a volume still binding ("unbound immediate
@@ -220,7 +221,7 @@ func volumeBinding(msg string) bool {
 
 // podProblem returns why a pod will not become Ready or run to the end (nil: nothing wrong yet).
 // logs fetches a container's last lines for a crash-looping one.
-func podProblem(p *corev1.Pod, logs func(container string, previous bool) string, pulls *startWait) *PodError {
+func podProblem(p *corev1.Pod, logs func(container string, previous bool) string, starts *startWait) *PodError {
 	if d := disruption(p); d != nil { // first: a preempted pod also ends Failed, with exit codes
 		return d
 	}
@@ -240,7 +241,7 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 			}
 		}
 		if w := cs.State.Waiting; w != nil && waitingFatal[w.Reason] {
-			wait, d := pulls.waits(p, cs.Name, w)
+			wait, d := starts.waits(p, cs.Name, w)
 			if wait {
 				continue
 			}
@@ -323,7 +324,7 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 	next, unsubscribe := w.subscribe(names...)
 	defer unsubscribe()
 	start := time.Now()
-	seen, asked, pulls := map[string]bool{}, map[string]bool{}, newStartWait(startGrace)
+	seen, asked, starts := map[string]bool{}, map[string]bool{}, newStartWait(startGrace)
 	for {
 		ready := 0
 		var pending []string
@@ -338,14 +339,14 @@ func WaitPodsReady(parent context.Context, cs kubernetes.Interface, ns string, n
 					continue
 				}
 				seen[n] = true
-				if pe := podProblem(p, tailLogs(ctx, cs, ns, n), pulls); pe != nil {
+				if pe := podProblem(p, tailLogs(ctx, cs, ns, n), starts); pe != nil {
 					return pe
 				}
 				if podReady(p) {
 					ready++
 					continue
 				}
-				pe, last := pulls.stalled(w, cs, p)
+				pe, last := starts.stalled(w, cs, p)
 				if pe != nil {
 					return pe
 				}
@@ -444,7 +445,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 	start := time.Now()
 	var seen bool
 	var bo backoff
-	pulls := newStartWait(startGrace)
+	starts := newStartWait(startGrace)
 	for {
 		if w.synced() {
 			j, ok := w.job(ns, name)
@@ -461,10 +462,10 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 				}
 			}
 			if len(pods) > 0 {
-				if pe, _ := pulls.stalled(w, cs, pods[len(pods)-1]); pe != nil {
+				if pe, _ := starts.stalled(w, cs, pods[len(pods)-1]); pe != nil {
 					return nil, fmt.Errorf("job %s: %w", name, pe)
 				}
-				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1], pulls)
+				log, final, err := jobOutcome(ctx, cs, ns, name, j, pods[len(pods)-1], starts)
 				if final {
 					return log, err
 				}
@@ -492,7 +493,7 @@ func WaitJob(parent context.Context, cs kubernetes.Interface, ns, name string, t
 
 // jobOutcome reads a Job's end from its pod: final once the wait is over; not final with a
 // transient error (read again later), or without one while the Job still runs.
-func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod, pulls *startWait) ([]byte, bool, error) {
+func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j *batchv1.Job, p *corev1.Pod, starts *startWait) ([]byte, bool, error) {
 	done := ""
 	if j != nil {
 		done = jobDone(j)
@@ -520,7 +521,7 @@ func jobOutcome(ctx context.Context, cs kubernetes.Interface, ns, name string, j
 			return log, true, nil
 		}
 	}
-	if pe := podProblem(p, tailLogs(ctx, cs, ns, p.Name), pulls); pe != nil {
+	if pe := podProblem(p, tailLogs(ctx, cs, ns, p.Name), starts); pe != nil {
 		return nil, true, fmt.Errorf("job %s: %w", name, pe)
 	}
 	return nil, false, nil
