@@ -245,7 +245,7 @@ const warningsAfter = 30 * time.Second
 // podWarnings are pod p's Warning events (none when gpuvet may not list events there).
 func (w *nsWatch) podWarnings(cs kubernetes.Interface, p *corev1.Pod) []*corev1.Event {
 	w.warningsOnce.Do(func() { w.warnings = w.watchEvents(cs, p.Namespace, warningSelector) })
-	if w.warnings == nil || !w.warnings.HasSynced() {
+	if w.warnings == nil || !synced(w.warnings, 2*time.Second) {
 		return nil
 	}
 	var out []*corev1.Event
@@ -255,6 +255,18 @@ func (w *nsWatch) podWarnings(cs kubernetes.Interface, p *corev1.Pod) []*corev1.
 		}
 	}
 	return out
+}
+
+// synced waits up to d for inf's first list (a wait just started it; its events' wake-ups may come
+// before it says it has synced).
+func synced(inf cache.SharedIndexInformer, d time.Duration) bool {
+	if inf.HasSynced() {
+		return true
+	}
+	stop := make(chan struct{})
+	t := time.AfterFunc(d, func() { close(stop) })
+	defer t.Stop()
+	return cache.WaitForCacheSync(stop, inf.HasSynced)
 }
 
 // watchEvents starts an informer of ns's events that selector picks (nil when gpuvet may not
