@@ -127,6 +127,7 @@ func TestStalledStartFailsAfterTheGrace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case its own clientset, so its own watch; most wait out the timeout
 			p := pod.DeepCopy()
 			if c.mod != nil {
 				c.mod(p)
