@@ -183,7 +183,18 @@ func TestKubernetesRunTwoNodesFlagsStraggler(t *testing.T) {
 		}
 	}
 	straggler, healthy := s.Hosts[1], s.Hosts[0]
-	if straggler.Name != "kwok-gpu-1" || straggler.Status != results.StatusFlag {
+	// On a machine too busy for the load generator the run rightly cannot tell the straggler, and
+	// says so (docs/testing.md, "Rules the tests keep"): then it must be inconclusive for that reason,
+	// never ok, and the healthy node never flagged.
+	undecided := false
+	for _, c := range s.Fleet.Comparisons {
+		for _, v := range c.Values {
+			undecided = undecided || v.Host == "kwok-gpu-1" && v.Inconclusive && strings.Contains(v.Reason, "client-limited")
+		}
+	}
+	if undecided && straggler.Status == results.StatusInconclusive {
+		t.Logf("the straggler is undecided on this machine, for the reason the run gives (the load generator fell behind)")
+	} else if straggler.Name != "kwok-gpu-1" || straggler.Status != results.StatusFlag {
 		t.Errorf("straggler node %s status %s, want flag", straggler.Name, straggler.Status)
 	}
 	var nodeFlags int
@@ -197,7 +208,7 @@ func TestKubernetesRunTwoNodesFlagsStraggler(t *testing.T) {
 			t.Errorf("healthy node %s flagged: %s", healthy.Name, f.Reason)
 		}
 	}
-	if nodeFlags == 0 {
+	if nodeFlags == 0 && !undecided {
 		t.Errorf("no node-to-node flag on the straggler; comparisons: %+v", s.Fleet.Comparisons)
 		for _, h := range s.Hosts {
 			for _, ep := range h.Models[0].Endpoints {
