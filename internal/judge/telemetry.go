@@ -26,20 +26,17 @@ const (
 // failure mask (gpu.FailureMask: 0x8, 0x20, 0x40, 0x80). sw_power_cap is a loaded GPU at its limit.
 var hwReasons = []string{"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
 
-// brake is the power brake's reason: the system's, not the GPU's (gpuClockReasons).
-const brake = brakeName
-
-// gpuOwned says whether reason name, active in a rung with these shares, is the GPU's: not the
-// power brake, nor hw_slowdown beside it without a thermal reason.
+// gpuOwned says whether hardware reason name, active in a rung with these shares, is the GPU's, by
+// the health phase's rule (gpuClockReasons): not the power brake, nor hw_slowdown beside it without
+// a thermal reason.
 func gpuOwned(name string, share map[string]float64) bool {
-	on := func(n string) bool { return share[n] >= minReasonShare }
-	switch name {
-	case brake:
-		return false
-	case "hw_slowdown":
-		return !on(brake) || on("sw_thermal_slowdown") || on("hw_thermal_slowdown")
+	var on []string
+	for n, sh := range share {
+		if sh >= minReasonShare {
+			on = append(on, n)
+		}
 	}
-	return true
+	return gpuClockReasons(results.ClockEventMask(on))&results.ClockEventMask([]string{name}) != 0
 }
 
 // appXIDs are the XIDs NVIDIA's XID catalogue answers first with "restart the application" (13
@@ -171,7 +168,7 @@ func brakeReason(gt results.GPUTelemetry) string {
 	var rungs []int
 	hi := 0.0
 	for _, rt := range gt.Rungs {
-		if sh := rt.ReasonShare[brake]; sh >= minReasonShare {
+		if sh := rt.ReasonShare[brakeName]; sh >= minReasonShare {
 			rungs = append(rungs, rt.Rung+1)
 			hi = max(hi, sh)
 		}

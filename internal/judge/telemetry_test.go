@@ -87,7 +87,7 @@ func TestThrottledIgnoresABlip(t *testing.T) {
 func TestPowerBrakeIsTheHosts(t *testing.T) {
 	runs := []results.Run{{Kind: "throughput", Concurrency: 16, OutputTokS: 1000}, {Kind: "throughput", Concurrency: 32, OutputTokS: 1500}, {Kind: "constant", TargetRate: 40, OutputTokS: 900}}
 	braked := results.GPUTelemetry{GPU: 1, Rungs: []results.RungTelemetry{{Rung: 0, Samples: 10, SMClockMeanMHz: 1980}, {Rung: 1, Samples: 10, SMClockMeanMHz: 1980},
-		{Rung: 2, Samples: 10, SMClockMeanMHz: 900, ReasonShare: map[string]float64{"hw_slowdown": 0.9, brake: 0.9}}}}
+		{Rung: 2, Samples: 10, SMClockMeanMHz: 900, ReasonShare: map[string]float64{"hw_slowdown": 0.9, brakeName: 0.9}}}}
 	ep := results.Endpoint{GPUs: []int{1}, Status: results.StatusOK, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{braked}},
 		Flags: []results.Flag{{Scope: "gpu", Check: CheckGPUToGPU, Reason: "output_tok_s 900 on gpu 1 is 40 % below the best"}}}
 	telemetryFlags("m", &ep)
@@ -111,7 +111,7 @@ func TestPowerBrakeIsTheHosts(t *testing.T) {
 	braked.Rungs[2].ReasonShare["hw_thermal_slowdown"] = 0.5
 	ep = results.Endpoint{GPUs: []int{1}, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{braked}}}
 	telemetryFlags("m", &ep)
-	if got := flagsBy(ep, CheckLoadClockEvents); len(got) != 1 || !strings.Contains(got[0], "hw_thermal_slowdown") || !strings.Contains(got[0], "hw_slowdown") || strings.Contains(got[0], brake+" in") {
+	if got := flagsBy(ep, CheckLoadClockEvents); len(got) != 1 || !strings.Contains(got[0], "hw_thermal_slowdown") || !strings.Contains(got[0], "hw_slowdown") || strings.Contains(got[0], brakeName+" in") {
 		t.Errorf("thermal beside the brake: %q", got)
 	}
 	if len(flagsBy(ep, CheckLoadPowerBrake)) != 1 {

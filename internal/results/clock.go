@@ -2,6 +2,7 @@ package results
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -52,6 +53,17 @@ func ClockEventNames(mask uint64) []string {
 		}
 	}
 	return names
+}
+
+// ClockEventMask encodes reason names into a mask (ClockEventNames' inverse; unknown names add nothing).
+func ClockEventMask(names []string) uint64 {
+	var m uint64
+	for _, r := range clockNames {
+		if slices.Contains(names, r.name) {
+			m |= r.bit
+		}
+	}
+	return m
 }
 
 // PathIsPCIe is true for a GPUPair.Path that is not NVLink (PIX, PXB, PHB, NODE, SYS, BOARD).
