@@ -48,9 +48,9 @@ func Apply(s *results.Summary, cfg Config) {
 	maps.Copy(s.Meta.Thresholds, cfg.Thresholds())
 	for hi := range s.Hosts {
 		h := &s.Hosts[hi]
-		healthy := healthyGPUs(h)
+		healthy, braked := healthyGPUs(h), brakedGPUs(h)
 		for mi := range h.Models {
-			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1, healthy)
+			applyModel(&h.Models[mi], cfg, hostGPUCount(h), s.Meta.ParallelGPUs > 1, healthy, braked)
 		}
 		applyDrift(s, h, cfg)
 		classifyHost(h)
@@ -81,8 +81,9 @@ func hostGPUCount(h *results.Host) int {
 }
 
 // applyModel judges one model's endpoints; healthy (the GPUs that passed their own health checks)
-// tells a gate the engine missed from one the GPU missed (gateLayers).
-func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healthy map[int]bool) {
+// tells a gate the engine missed from one the GPU missed (gateLayers), braked (the GPUs the power
+// brake slowed at the health phase) one the host's power did (brakeLayers).
+func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healthy, braked map[int]bool) {
 	for ei := range m.Endpoints {
 		judgeEndpoint(m, &m.Endpoints[ei], cfg, hostGPUs)
 	}
@@ -95,7 +96,7 @@ func applyModel(m *results.Model, cfg Config, hostGPUs int, parallel bool, healt
 		telemetryFlags(m.Model, &m.Endpoints[ei])
 		markSOL(&m.Endpoints[ei])
 		gateLayers(&m.Endpoints[ei], healthy, val(cfg.LLMVariancePct))
-		brakeLayers(&m.Endpoints[ei])
+		brakeLayers(&m.Endpoints[ei], braked)
 	}
 	m.Flags = dropFlags(m.Flags, judgeOwned)
 	m.Status = modelStatus(m)

@@ -62,6 +62,17 @@ func gpuClockReasons(mask uint64) uint64 {
 // inventory, while its benchmarks ran, or under the burn).
 func braked(gh *results.GPUHealth) bool { return len(brakedWhere(gh)) > 0 }
 
+// brakedGPUs are the GPUs of a host the power brake slowed at the health phase, by index.
+func brakedGPUs(h *results.Host) map[int]bool {
+	out := map[int]bool{}
+	if h.Health != nil {
+		for i := range h.Health.GPUs {
+			out[h.Health.GPUs[i].GPU.Index] = braked(&h.Health.GPUs[i])
+		}
+	}
+	return out
+}
+
 // brakedWhere says when the health phase saw the power brake on the GPU ("at inventory", "while
 // gemm_bf16 ran", "under the burn"); none: never.
 func brakedWhere(gh *results.GPUHealth) []string {

@@ -116,3 +116,36 @@ func TestInterruptedEndpointIsNoLayersFinding(t *testing.T) {
 		t.Errorf("layers %v: an interruption is not the engine's or the client's", s.Layers)
 	}
 }
+
+// A GPU the power brake slowed at the health phase (and not in the load's samples: a brake that
+// comes and goes) misses a latency gate: the miss is the host's power's, drain-rma, and the GPU is
+// not proven rather than flagged; the same miss without the brake is not the host's.
+func TestGateMissAfterAHealthBrakeIsTheHosts(t *testing.T) {
+	for _, brakeOn := range []bool{true, false} {
+		s := summary(healthy())
+		h := &s.Hosts[0]
+		if brakeOn {
+			h.Health.GPUs[0].GPU.ClockEvents.Mask = results.ClockHWPowerBrakeSlowdown
+		}
+		Health(h.Health, DefaultHealthRules())
+		ep := &h.Models[0].Endpoints[0]
+		FindRun(ep.Load, RunSynchronous).ITL.P95 = 70 // over the 50 ms default gate
+		Apply(s, DefaultConfig())
+		var itl *results.Flag
+		for i := range ep.Flags {
+			if ep.Flags[i].Check == "gate.itl_p95" {
+				itl = &ep.Flags[i]
+			}
+		}
+		switch {
+		case itl == nil:
+			t.Fatalf("brake %v: the ITL gate did not fire: %+v", brakeOn, ep.Verdicts)
+		case brakeOn && (itl.Layer != results.LayerHost || itl.Action != results.ActionDrainRMA || !strings.Contains(itl.Reason, "at the health phase")):
+			t.Errorf("braked at health: %+v", *itl)
+		case brakeOn && (h.GPUs[0].Status == results.StatusFlag || h.GPUs[0].Status == results.StatusFailed || h.GPUs[0].Status == results.StatusOK):
+			t.Errorf("braked at health: gpu 0 %s, want not proven", h.GPUs[0].Status)
+		case !brakeOn && itl.Layer == results.LayerHost:
+			t.Errorf("no brake: the miss given to the host: %+v", *itl)
+		}
+	}
+}

@@ -49,8 +49,8 @@ func TestGreedyOutputsAgreement(t *testing.T) {
 		{"different GPU models are not compared", []results.Endpoint{greedyEP(0, "H200", same, false), greedyEP(1, "H100", other, false)}, map[int]string{}, "within each GPU model"},
 	} {
 		m := &results.Model{Model: "m", Endpoints: c.eps}
-		applyModel(m, Config{}, len(c.eps), false, nil)
-		applyModel(m, Config{}, len(c.eps), false, nil) // twice: the same verdicts, no duplicate note
+		applyModel(m, Config{}, len(c.eps), false, nil, nil)
+		applyModel(m, Config{}, len(c.eps), false, nil, nil) // twice: the same verdicts, no duplicate note
 		got := outputFlags(m)
 		if len(got) != len(c.flags) {
 			t.Errorf("%s: flags %v, want on %v", c.name, got, c.flags)
@@ -74,7 +74,7 @@ func TestGreedyOutputsAgreement(t *testing.T) {
 // is the GPU's, inconclusive, and says what decides it.
 func TestLoneGPURepeatDiffersIsUndecided(t *testing.T) {
 	m := results.Model{Model: "m", Endpoints: []results.Endpoint{greedyEP(0, "H200", []int{5, 6, 7, 8}, true)}}
-	applyModel(&m, Config{}, 1, false, nil)
+	applyModel(&m, Config{}, 1, false, nil, nil)
 	ep := &m.Endpoints[0]
 	if len(outputFlags(&m)) != 0 || !undecided(ep) {
 		t.Fatalf("flags %v, undecided %v: want no flag and an undecided verdict", ep.Flags, undecided(ep))

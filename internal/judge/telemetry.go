@@ -146,11 +146,19 @@ func throttleReason(gt results.GPUTelemetry, gap bool) string {
 }
 
 // brakeLayers gives the host the speed findings of an endpoint whose GPU the system's power brake
-// slowed during the load (judge.power_brake): its gates, its gap to its siblings and its expected
-// figure measure the brake as much as the GPU, so they leave the GPU not proven instead of flagging
-// it for a return. What the GPU computed or reported (errors, XIDs, outputs) stays its own.
-func brakeLayers(ep *results.Endpoint) {
-	if !slices.ContainsFunc(ep.Flags, func(f results.Flag) bool { return f.Check == CheckLoadPowerBrake }) {
+// slowed, during the load (judge.power_brake) or at the health phase (health.power_brake, braked: by
+// GPU index; a brake that comes and goes can miss the load's samples): its gates, its gap to its
+// siblings and its expected figure measure the brake as much as the GPU, so they leave the GPU not
+// proven instead of flagging it for a return. What the GPU computed or reported (errors, XIDs,
+// outputs) stays its own.
+func brakeLayers(ep *results.Endpoint, braked map[int]bool) {
+	when := ""
+	switch {
+	case slices.ContainsFunc(ep.Flags, func(f results.Flag) bool { return f.Check == CheckLoadPowerBrake }):
+		when = "during the load (judge.power_brake)"
+	case slices.ContainsFunc(ep.GPUs, func(g int) bool { return braked[g] }):
+		when = "at the health phase (health.power_brake)"
+	default:
 		return
 	}
 	for i := range ep.Flags {
@@ -158,7 +166,7 @@ func brakeLayers(ep *results.Endpoint) {
 		speed := strings.HasPrefix(f.Check, checkGatePrefix) && f.Check != CheckErrorRate || f.Check == CheckGPUToGPU || f.Check == CheckExpected
 		if speed && (f.Layer == "" || results.GPULayer(f.Layer)) {
 			f.Layer, f.Action = results.LayerHost, results.ActionDrainRMA
-			f.Reason = withoutAdvice(f.Reason) + "; not the GPU's alone: the system's power brake slowed it during the load (judge.power_brake): service the node's power, then vet it again"
+			f.Reason = withoutAdvice(f.Reason) + "; not the GPU's alone: the system's power brake slowed it " + when + ": service the node's power, then vet it again"
 		}
 	}
 }

@@ -54,8 +54,8 @@ func TestTelemetryVerdicts(t *testing.T) {
 	}
 	// The judge applies them and the endpoint is flagged.
 	m := &results.Model{Model: "m", Endpoints: []results.Endpoint{{GPUs: []int{1}, Status: results.StatusOK, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{throttled}}}}}
-	applyModel(m, Config{}, 1, false, nil)
-	applyModel(m, Config{}, 1, false, nil)
+	applyModel(m, Config{}, 1, false, nil, nil)
+	applyModel(m, Config{}, 1, false, nil, nil)
 	if len(flagsBy(m.Endpoints[0], CheckXIDLoad)) != 1 || m.Endpoints[0].Status != results.StatusFlag {
 		t.Errorf("applied: %s %+v", m.Endpoints[0].Status, m.Endpoints[0].Flags)
 	}
@@ -91,7 +91,7 @@ func TestPowerBrakeIsTheHosts(t *testing.T) {
 	ep := results.Endpoint{GPUs: []int{1}, Status: results.StatusOK, Load: &results.Load{Runs: runs}, Telemetry: &results.Telemetry{GPUs: []results.GPUTelemetry{braked}},
 		Flags: []results.Flag{{Scope: "gpu", Check: CheckGPUToGPU, Reason: "output_tok_s 900 on gpu 1 is 40 % below the best"}}}
 	telemetryFlags("m", &ep)
-	brakeLayers(&ep)
+	brakeLayers(&ep, nil)
 	classifyAll(ep.Flags)
 	if got := flagsBy(ep, CheckLoadPowerBrake); len(got) != 1 || !strings.Contains(got[0], "rung 3 of 3") || !strings.Contains(got[0], "PSU") {
 		t.Errorf("power brake: %q", got)
