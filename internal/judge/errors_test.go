@@ -131,11 +131,18 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			results.StatusFlag, CheckEngineFault, results.LayerEngine, []string{"connect (5 request(s))"}},
 		{"timeouts of a client-limited rung", map[string]int{"timeout": 5}, nil, "", "", true,
 			results.StatusInconclusive, CheckClientFault, results.LayerClient, []string{"the load generator fell behind"}},
-		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
-			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"40 of 2440 requests failed", "CUDA error: an illegal memory access"}},
+		{"a GPU error in the engine's log", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: uncorrectable ECC error encountered")}, "", "", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"40 of 2440 requests failed", "CUDA error: uncorrectable ECC error"}},
 		{"an engine that dies with a GPU error in its log", map[string]int{"connect": 90, "cut_stream": 8}, nil,
-			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: an illegal memory access was encountered", "exit status 1", false,
-			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"98 of 2498 requests failed", "engine log: RuntimeError: CUDA error: an illegal memory access"}},
+			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: uncorrectable ECC error encountered", "exit status 1", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"98 of 2498 requests failed", "engine log: RuntimeError: CUDA error: uncorrectable ECC error"}},
+		// An illegal memory access (XID 31 behind it, an appXID) is an engine's bad kernel as
+		// readily as a bad GPU: the engine's, the GPU not proven, a rerun decides.
+		{"a device fault in a failed request's words", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "RuntimeError: CUDA error: an illegal memory access was encountered")}, "", "", false,
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "the GPU is not proven; rerun with a fresh engine"}},
+		{"an engine that dies with a device fault in its log", map[string]int{"connect": 90, "cut_stream": 8}, nil,
+			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: unspecified launch failure", "exit status 1", false,
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"the process exited (exit status 1)", "unspecified launch failure", "if it comes back on this GPU and not its siblings, reset the GPU"}},
 		{"out of memory is not the GPU's", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "torch.OutOfMemoryError: CUDA error: out of memory")}, "", "", false,
 			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
 	}

@@ -21,19 +21,36 @@ const (
 	CheckClientFault  = "judge.client_fault"
 )
 
-// gpuErrorRe matches an engine's words (its log's tail, a failed request's detail) that name a fault
-// of the GPU itself: an XID, ECC errors, a CUDA error, the GPU gone from the bus.
-var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|cuda error|illegal memory access|fallen off the bus|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|CUDA_ERROR_(?:ECC_UNCORRECTABLE|ILLEGAL_ADDRESS|LAUNCH_FAILED)\b|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
+// gpuErrorRe matches words (an engine's log, a failed request's detail, a health error) that name a
+// fault of the GPU itself: an XID, ECC errors, the GPU gone from the bus.
+var gpuErrorRe = regexp.MustCompile(`(?i)\bxid\b|uncorrectable ecc|ecc error|cudaErrorECC|CUDA_ERROR_ECC_UNCORRECTABLE\b|fallen off the bus|NVML_ERROR_GPU_IS_LOST|GPU is lost`)
+
+// deviceFaultRe matches the faults a kernel raises on the device (CUDA's illegal address, launch
+// failure, misaligned address, illegal instruction; cuBLAS's execution failure): a bad GPU raises
+// them, and so does an engine's own bad kernel, as readily (the XIDs behind them, 13, 31 and 43, are
+// appXIDs). In gpuvet's own benchmarks, known-good kernels, they are the GPU's; in an engine's
+// words they leave the GPU not proven (deviceFaultWords).
+var deviceFaultRe = regexp.MustCompile(`(?i)illegal memory access|misaligned address|illegal instruction|unspecified launch failure|CUBLAS_STATUS_EXECUTION_FAILED|CUDA_ERROR_(?:ILLEGAL_ADDRESS|LAUNCH_FAILED|MISALIGNED_ADDRESS|ILLEGAL_INSTRUCTION)\b`)
 
 // tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
 var tracebackRe = regexp.MustCompile(`Traceback \(most recent call last\)`)
 
-// gpuError reports whether s names a GPU fault: not an out-of-memory (the engine's settings) nor a
-// device-side assert (a kernel's own check of its inputs: the software's).
-func gpuError(s string) bool {
+// gpuError reports whether s names a fault of the GPU itself: not an out-of-memory (the engine's
+// settings) nor a device-side assert (a kernel's own check of its inputs: the software's).
+func gpuError(s string) bool { return softwareless(s) && gpuErrorRe.MatchString(s) }
+
+// deviceFault reports whether s names a fault a kernel raised on the device (deviceFaultRe).
+func deviceFault(s string) bool { return softwareless(s) && deviceFaultRe.MatchString(s) }
+
+// softwareless reports whether s names neither an out-of-memory nor a device-side assert, the
+// software's own faults whatever else the message says.
+func softwareless(s string) bool {
 	low := strings.ToLower(s)
-	return gpuErrorRe.MatchString(s) && !strings.Contains(low, "out of memory") && !strings.Contains(low, "device-side assert")
+	return !strings.Contains(low, "out of memory") && !strings.Contains(low, "device-side assert")
 }
+
+// deviceFaultWords is what to do about a device fault in an engine's words.
+const deviceFaultWords = "a device fault that an engine's own kernel raises as readily as the GPU (CUDA's illegal address or launch failure): the GPU is not proven; rerun with a fresh engine, and if it comes back on this GPU and not its siblings, reset the GPU"
 
 // Faults names the layer of every failed request of ep's load, with the evidence: with evidence about
 // the GPU (gpuEvidence) every one is the GPU's, else each error class has its layer (LayerOf). Nil
@@ -82,7 +99,7 @@ func Faults(ep *results.Endpoint) []results.Fault {
 			f.Reason = fmt.Sprintf("%d failed request(s) (%s) with evidence about the GPU: %s", f.Requests, ErrorKinds(f.Kinds), gpuWhy[0])
 		case results.LayerEngine:
 			f.Evidence = append(engineWords(ep), f.Evidence...)
-			f.Reason = "the engine misbehaved: " + engineWhat(f.Kinds, exactSent, ep.EngineExit)
+			f.Reason = "the engine misbehaved: " + engineWhat(f.Kinds, exactSent, ep.EngineExit, slices.ContainsFunc(f.Evidence, deviceFault) || deviceFault(ep.LogTail))
 		case results.LayerNetwork:
 			f.Reason = fmt.Sprintf("the connection to the engine failed while it ran (%s): the network or a proxy, not the GPU", ErrorKinds(f.Kinds))
 		case results.LayerClient:
@@ -173,7 +190,7 @@ func engineWords(ep *results.Endpoint) []string {
 }
 
 // engineWhat says what the engine did wrong, error class by class, most frequent first.
-func engineWhat(kinds map[string]int, exactSent bool, exit string) string {
+func engineWhat(kinds map[string]int, exactSent bool, exit string, device bool) string {
 	var parts []string
 	for _, kv := range strings.Split(ErrorKinds(kinds), ", ") {
 		class, n, _ := strings.Cut(kv, " ")
@@ -199,6 +216,9 @@ func engineWhat(kinds map[string]int, exactSent bool, exit string) string {
 	s := strings.Join(parts, ", ")
 	if exit != "" {
 		s += "; the process exited (" + exit + ")"
+	}
+	if device {
+		return s + ": " + deviceFaultWords
 	}
 	return s + ": a fault of the engine or its server, not evidence about the GPU; read the engine log and the requests named, fix or change the engine, and rerun"
 }

@@ -2,6 +2,7 @@ package judge
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -13,11 +14,26 @@ import (
 func TestGPUFailedByABreakCarriesItsAction(t *testing.T) {
 	s := summary(healthy(), healthy())
 	ep := &s.Hosts[0].Models[0].Endpoints[1]
-	ep.Error, ep.LogTail = "engine exited 1", "RuntimeError: CUDA error: an illegal memory access was encountered"
+	ep.Error, ep.LogTail = "engine exited 1", "RuntimeError: CUDA error: uncorrectable ECC error encountered"
 	Apply(s, DefaultConfig())
 	g := s.Hosts[0].GPUs[1]
 	if g.Status != results.StatusFailed || g.Action != results.ActionResetGPU || !slices.Contains(g.Checks, "engine.serve") {
 		t.Errorf("engine broke in the GPU's words: gpu 1 %s action %q checks %v, want failed, reset-gpu, engine.serve", g.Status, g.Action, g.Checks)
+	}
+
+	// A device fault in the engine's words (an illegal memory access: an engine's bad kernel as
+	// readily as the GPU) leaves the GPU not proven, and the engine's finding asks for a rerun.
+	s = summary(healthy(), healthy())
+	ep = &s.Hosts[0].Models[0].Endpoints[1]
+	ep.Error, ep.LogTail = "engine exited 1", "RuntimeError: CUDA error: an illegal memory access was encountered"
+	Apply(s, DefaultConfig())
+	g = s.Hosts[0].GPUs[1]
+	if g.Status != results.StatusInconclusive || g.Action == results.ActionResetGPU || !strings.Contains(strings.Join(g.Why, " "), "rerun with a fresh engine") {
+		t.Errorf("engine broke with a device fault: gpu 1 %s action %q why %q, want inconclusive, no GPU action, a rerun", g.Status, g.Action, g.Why)
+	}
+	if i := slices.IndexFunc(s.Findings, func(f results.Finding) bool { return f.Check == "engine.serve" }); i < 0 ||
+		s.Findings[i].Layer != results.LayerEngine || s.Findings[i].Action != results.ActionRerun || s.Findings[i].Status != results.StatusFailed {
+		t.Errorf("the device fault's finding: %+v", s.Findings)
 	}
 
 	s = summary(healthy())

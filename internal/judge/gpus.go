@@ -116,8 +116,8 @@ func addServing(v *results.GPUVerdict, model string, ep *results.Endpoint) {
 	v.Serving = results.Worse(cmp.Or(v.Serving, st), st) // not_run ranks below everything, but says more than nothing
 	addGPUEvidence(v, ep.Flags)
 	if ep.Status != results.StatusInterrupted && ep.Status != results.StatusNotRun && ep.Disruption == "" {
-		if l, check, _ := endpointBroke(ep); results.GPULayer(l) { // it broke in the GPU's own words
-			addGPUCheck(v, check, actionFor(l))
+		if l, check, _, action := endpointBroke(ep); results.GPULayer(l) { // it broke in the GPU's own words
+			addGPUCheck(v, check, action)
 		}
 	}
 	for _, w := range why {
@@ -233,11 +233,11 @@ func gpuServing(ep *results.Endpoint) (results.Status, []string) {
 	case ep.Disruption != "":
 		unproven(results.LayerInfra, ep.Disruption+": not the GPU's", results.ActionRerun)
 	default:
-		switch l, _, what := endpointBroke(ep); {
+		switch l, _, what, action := endpointBroke(ep); {
 		case results.GPULayer(l):
 			st = results.Worse(st, results.StatusFailed)
 		case l != "":
-			unproven(l, what, actionFor(l))
+			unproven(l, what, action)
 		}
 	}
 	if ep.Functional != nil && ep.Functional.Error != "" {

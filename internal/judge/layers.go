@@ -103,13 +103,14 @@ func classifyHost(h *results.Host) {
 	}
 }
 
-// errorLayer is the layer of a phase's error: its maker's when it said, else the GPU's when the
-// words name a GPU fault, else dflt.
+// errorLayer is the layer of a gpuvet phase's error (its health benchmarks, discovery): its maker's
+// when it said, else the GPU's when the words name a GPU fault or a device fault (gpuvet's kernels
+// are known good), else dflt.
 func errorLayer(given, text, dflt string) string {
 	switch {
 	case given != "":
 		return given
-	case gpuError(text):
+	case gpuError(text) || deviceFault(text):
 		return results.LayerGPU
 	}
 	return dflt
@@ -164,8 +165,8 @@ func endpointFindings(host, model string, ep *results.Endpoint) []results.Findin
 	case ep.Disruption != "":
 		add(results.LayerInfra, results.StatusInconclusive, "judge.disruption", ep.Disruption+": not the hardware's: run again", results.ActionRerun)
 	default:
-		if l, check, what := endpointBroke(ep); l != "" {
-			add(l, results.StatusFailed, check, what, actionFor(l))
+		if l, check, what, action := endpointBroke(ep); l != "" {
+			add(l, results.StatusFailed, check, what, action)
 		}
 	}
 	if ep.Functional != nil && ep.Functional.Error != "" {
@@ -204,15 +205,33 @@ func undecidedLayer(why string) string {
 }
 
 // endpointBroke is an endpoint's own breakage (the engine did not serve, or its load measured
-// nothing) with its layer, check id and words; "" when it did not break.
-func endpointBroke(ep *results.Endpoint) (layer, check, what string) {
+// nothing), its layer, check and what to do: the GPU's only in the GPU's own words (gpuError); a
+// device fault in the engine's words is the engine's, to rerun (deviceFaultWords).
+func endpointBroke(ep *results.Endpoint) (layer, check, what, action string) {
 	switch {
 	case ep.Error != "":
-		return errorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail, results.LayerEngine), "engine.serve", "the engine did not serve: " + ep.Error
+		layer, check, what = engineErrorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail), "engine.serve", "the engine did not serve: "+ep.Error
+		if deviceFault(ep.Error+"\n"+ep.LogTail) && layer == results.LayerEngine {
+			return layer, check, what + "; " + deviceFaultWords, results.ActionRerun
+		}
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
-		return errorLayer("", ep.Load.Error, results.LayerEngine), "load.error", "the load measured nothing: " + ep.Load.Error
+		layer, check, what = engineErrorLayer("", ep.Load.Error), "load.error", "the load measured nothing: "+ep.Load.Error
+	default:
+		return "", "", "", ""
 	}
-	return "", "", ""
+	return layer, check, what, actionFor(layer)
+}
+
+// engineErrorLayer is the layer of an engine's error: its maker's when it said, else the GPU's in the
+// GPU's own words, else the engine's.
+func engineErrorLayer(given, text string) string {
+	switch {
+	case given != "":
+		return given
+	case gpuError(text):
+		return results.LayerGPU
+	}
+	return results.LayerEngine
 }
 
 // healthFindings are a host's health findings: its flags and the phase's own breakage.
