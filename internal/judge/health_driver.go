@@ -49,8 +49,13 @@ func driverFlags(gh *results.GPUHealth) []results.Flag {
 		add(CheckFabric, results.LayerInterconnect, results.ActionRebootNode, false, "NVLink fabric registration %s: a GPU whose fabric is not registered silently falls back to PCIe for peer traffic; restart nvidia-fabricmanager (`systemctl restart nvidia-fabricmanager`) or reboot the node, then vet it again", fabricWords(f))
 	}
 	for _, ev := range gh.KernelLog {
-		action, fails, what := kernelKind(ev)
-		add(CheckKernelLog, results.LayerGPU, action, fails, "the driver's kernel log says %s (%s since boot): %q; %s", what, times(ev.Count), clipText(ev.Line, 160), results.ActionWords[action])
+		if ev.Kind == results.KernelXID && appXIDs[uint64(ev.XID)] {
+			// Any program's bad kernel raises it, since boot: the benchmarks and the burn judge the GPU.
+			gh.Notes = appendNew(gh.Notes, fmt.Sprintf("the driver's kernel log has Xid %d (%s since boot): %q: an XID NVIDIA answers by restarting the application, which an application's own fault raises as readily as the GPU's; not held against the GPU (its benchmarks and burn judge it)", ev.XID, times(ev.Count), clipText(ev.Line, 160)))
+			continue
+		}
+		layer, action, fails, what := kernelKind(ev)
+		add(CheckKernelLog, layer, action, fails, "the driver's kernel log says %s (%s since boot): %q; %s", what, times(ev.Count), clipText(ev.Line, 160), results.ActionWords[action])
 	}
 	return out
 }
@@ -73,22 +78,26 @@ func fabricWords(f *results.Fabric) string {
 	return s
 }
 
-// kernelKind is what a kernel-log event asks for, whether it makes the GPU failed, and its words.
-func kernelKind(ev results.KernelEvent) (action string, fails bool, what string) {
+// kernelKind is a kernel-log event's layer, what it asks for, whether it makes the GPU failed, and
+// its words.
+func kernelKind(ev results.KernelEvent) (layer, action string, fails bool, what string) {
 	switch ev.Kind {
 	case results.KernelFallenOffBus:
-		return results.ActionRebootNode, true, "the GPU fell off the bus"
+		return results.LayerGPU, results.ActionRebootNode, true, "the GPU fell off the bus"
 	case results.KernelRequiresReset:
-		return results.ActionResetGPU, true, "the GPU requires a reset"
+		return results.LayerGPU, results.ActionResetGPU, true, "the GPU requires a reset"
 	case results.KernelRmInitFailed:
-		return results.ActionRebootNode, true, "the driver could not initialise the GPU (RmInitAdapter failed)"
+		return results.LayerGPU, results.ActionRebootNode, true, "the driver could not initialise the GPU (RmInitAdapter failed)"
 	case results.KernelGSPTimeout:
-		return results.ActionResetGPU, false, "the GPU's GSP firmware timed out"
+		return results.LayerGPU, results.ActionResetGPU, false, "the GPU's GSP firmware timed out"
 	}
-	if ev.XID > 0 {
-		return results.ActionResetGPU, false, fmt.Sprintf("Xid %d", ev.XID)
+	switch {
+	case nvlinkXIDs[uint64(ev.XID)]:
+		return results.LayerInterconnect, results.ActionResetGPU, false, fmt.Sprintf("Xid %d (an NVLink error)", ev.XID)
+	case ev.XID > 0:
+		return results.LayerGPU, results.ActionResetGPU, false, fmt.Sprintf("Xid %d", ev.XID)
 	}
-	return results.ActionResetGPU, false, "an error"
+	return results.LayerGPU, results.ActionResetGPU, false, "an error"
 }
 
 func times(n int) string {
@@ -106,13 +115,17 @@ func judgeKernelLogHost(h *results.Health) {
 		return
 	}
 	for _, ev := range kl.Unmatched {
-		action, _, what := kernelKind(ev)
+		if ev.Kind == results.KernelXID && appXIDs[uint64(ev.XID)] && ev.BusID == "" {
+			h.Notes = appendNew(h.Notes, fmt.Sprintf("the driver's kernel log has Xid %d naming no PCI address (%s since boot): %q: an application's fault raises it as readily as a GPU's; not held against the host's GPUs", ev.XID, times(ev.Count), clipText(ev.Line, 160)))
+			continue
+		}
+		layer, action, _, what := kernelKind(ev)
 		subject, where := "host", "naming no PCI address"
 		if ev.BusID != "" {
 			subject, where, action = "PCI "+ev.BusID, "for the GPU at PCI "+ev.BusID, results.ActionRebootNode
 			where += paren(ev.UUID) + ", which discovery no longer shows: a GPU the driver lost"
 		}
-		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: CheckKernelLog, Layer: results.LayerGPU, Action: action,
+		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: subject, Check: CheckKernelLog, Layer: layer, Action: action,
 			Reason: fmt.Sprintf("the driver's kernel log says %s %s (%s since boot): %q; %s, and check `nvidia-smi -L` against the GPUs installed", what, where, times(ev.Count), clipText(ev.Line, 160), results.ActionWords[action])})
 	}
 }

@@ -44,7 +44,10 @@ func TestDriverSignals(t *testing.T) {
 		{"requires reset", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelRequiresReset, 0) }, CheckKernelLog, "gpu", "reset-gpu", results.StatusFailed, "requires a reset"},
 		{"rm init", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelRmInitFailed, 0) }, CheckKernelLog, "gpu", "reboot-node", results.StatusFailed, "RmInitAdapter"},
 		{"gsp timeout", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelGSPTimeout, 119) }, CheckKernelLog, "gpu", "reset-gpu", results.StatusFlag, "GSP"},
-		{"xid", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelXID, 13) }, CheckKernelLog, "gpu", "reset-gpu", results.StatusFlag, "Xid 13"},
+		{"xid", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelXID, 48) }, CheckKernelLog, "gpu", "reset-gpu", results.StatusFlag, "Xid 48"},
+		{"nvlink xid", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelXID, 74) }, CheckKernelLog, "interconnect", "reset-gpu", results.StatusFlag, "NVLink"},
+		// An application's XID since boot (an engine's bad kernel weeks ago) is a note, not the GPU's.
+		{"application xid", func(gh *results.GPUHealth) { gh.KernelLog = ev(results.KernelXID, 31) }, "", "", "", results.StatusOK, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -65,6 +68,9 @@ func TestDriverSignals(t *testing.T) {
 				if gh.Status != want || len(gh.Flags) != flags {
 					t.Fatalf("gpu %d: %s with %+v; want %s with %d flag(s)", i, gh.Status, gh.Flags, want, flags)
 				}
+			}
+			if c.name == "application xid" && !strings.Contains(strings.Join(h.GPUs[1].Notes, " "), "Xid 31 (2 times since boot)") {
+				t.Errorf("application xid: no note: %q", h.GPUs[1].Notes)
 			}
 			if c.check == "" {
 				return

@@ -33,7 +33,7 @@ var checkKinds = byKind(map[checkKind][]string{
 	{results.LayerGPU, results.ActionRerun}:      {checkGatePrefix},
 	{results.LayerInterconnect, results.ActionRebootNode}: {CheckPCIeWidth, CheckPCIeBW, CheckNVLinkDown, CheckNVLinkPath, CheckAllReduce,
 		CheckLinkCompare, CheckReplayLoad},
-	{results.LayerInterconnect, results.ActionResetGPU}: {CheckNVLinkErrors},
+	{results.LayerInterconnect, results.ActionResetGPU}: {CheckNVLinkErrors, CheckNVLinkXIDLoad},
 	{results.LayerHost, results.ActionRerun}:            {CheckHealthBusy, CheckBusy},
 	{results.LayerHost, results.ActionDrainRMA}:         {CheckPowerBrake, CheckLoadPowerBrake},
 	{results.LayerEngine, results.ActionFixEngine}:      {CheckEngineFault, CheckPrefixCache, checkFunctPrefix},

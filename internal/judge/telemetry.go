@@ -17,7 +17,8 @@ const (
 	CheckLoadClockEvents = "judge.clock_events" // hardware clock-event reasons active during the load
 	CheckLoadPowerBrake  = "judge.power_brake"  // the system's power brake active during the load: the host's
 	CheckXIDLoad         = "judge.xid_under_load"
-	CheckAppXIDLoad      = "judge.app_xid_under_load" // an XID an application's fault raises as readily as the GPU's
+	CheckAppXIDLoad      = "judge.app_xid_under_load"    // an XID an application's fault raises as readily as the GPU's
+	CheckNVLinkXIDLoad   = "judge.nvlink_xid_under_load" // an NVLink error's XID (nvlinkXIDs)
 	CheckECCLoad         = "judge.ecc_under_load"
 	CheckReplayLoad      = "judge.pcie_replays_under_load"
 )
@@ -45,6 +46,9 @@ func gpuOwned(name string, share map[string]float64) bool {
 // they are the engine's finding and leave the GPU not proven: a rerun with a fresh engine decides.
 // Any other XID is the GPU's (judge.xid_under_load).
 var appXIDs = map[uint64]bool{13: true, 31: true, 43: true, 45: true}
+
+// nvlinkXIDs are the XIDs of an NVLink error (74): the interconnect's finding, not the GPU's core.
+var nvlinkXIDs = map[uint64]bool{74: true}
 
 // Thresholds of the telemetry verdicts.
 const (
@@ -78,15 +82,24 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 				flag(CheckThrottled, fmt.Sprintf("gpu %d: %s", gt.GPU, r))
 			}
 		}
-		xids := map[bool][]string{} // by whether an application's fault raises it (appXIDs)
+		xids := map[string][]string{} // by check: an application's fault raises it (appXIDs), NVLink's, the GPU's
 		for _, x := range gt.XIDs {
 			w := fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note))
-			xids[appXIDs[x.XID]] = append(xids[appXIDs[x.XID]], w)
+			c := CheckXIDLoad
+			if appXIDs[x.XID] {
+				c = CheckAppXIDLoad
+			} else if nvlinkXIDs[x.XID] {
+				c = CheckNVLinkXIDLoad
+			}
+			xids[c] = append(xids[c], w)
 		}
-		if l := xids[false]; len(l) > 0 {
+		if l := xids[CheckXIDLoad]; len(l) > 0 {
 			flag(CheckXIDLoad, fmt.Sprintf("gpu %d: %s during the load: read `dmesg | grep -i xid` and act on NVIDIA's XID guidance, whatever the figures say", gt.GPU, strings.Join(l, ", ")))
 		}
-		if l := xids[true]; len(l) > 0 {
+		if l := xids[CheckNVLinkXIDLoad]; len(l) > 0 {
+			flag(CheckNVLinkXIDLoad, fmt.Sprintf("gpu %d: %s during the load: an NVLink error: read `nvidia-smi nvlink -e -i %d` for the link's error counters, reset the GPU, and if it recurs reseat or service the link (the GPU, its NVSwitch tray or bridge)", gt.GPU, strings.Join(l, ", "), gt.GPU))
+		}
+		if l := xids[CheckAppXIDLoad]; len(l) > 0 {
 			flag(CheckAppXIDLoad, fmt.Sprintf("gpu %d: %s during the load: an XID NVIDIA answers first by restarting the application, which the engine's own fault raises as readily as the GPU's; rerun with a fresh engine, and if it comes back on this GPU and not its siblings, reset the GPU", gt.GPU, strings.Join(l, ", ")))
 		}
 		if d := gt.ECCUncorrected; d != nil && *d > 0 {
