@@ -3,6 +3,7 @@ package judge
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -205,33 +206,53 @@ func undecidedLayer(why string) string {
 }
 
 // endpointBroke is an endpoint's own breakage (the engine did not serve, or its load measured
-// nothing), its layer, check and what to do: the GPU's only in the GPU's own words (gpuError); a
-// device fault in the engine's words is the engine's, to rerun (deviceFaultWords).
+// nothing), its layer, check, what to do, and the action (engineBreak reads the engine's words).
 func endpointBroke(ep *results.Endpoint) (layer, check, what, action string) {
+	var text string
 	switch {
 	case ep.Error != "":
-		layer, check, what = engineErrorLayer(ep.ErrorLayer, ep.Error+"\n"+ep.LogTail), "engine.serve", "the engine did not serve: "+ep.Error
-		if deviceFault(ep.Error+"\n"+ep.LogTail) && layer == results.LayerEngine {
-			return layer, check, what + "; " + deviceFaultWords, results.ActionRerun
-		}
+		check, what, text = "engine.serve", "the engine did not serve: "+ep.Error, ep.Error+"\n"+ep.LogTail
 	case ep.Load != nil && ep.Load.Error != "" && len(ep.Load.Runs) == 0:
-		layer, check, what = engineErrorLayer("", ep.Load.Error), "load.error", "the load measured nothing: "+ep.Load.Error
+		check, what, text = "load.error", "the load measured nothing: "+ep.Load.Error, ep.Load.Error
 	default:
 		return "", "", "", ""
 	}
-	return layer, check, what, actionFor(layer)
+	layer, action, advice := engineBreak(ep.ErrorLayer, text)
+	if advice != "" {
+		what += "; " + advice
+	}
+	return layer, check, what, action
 }
 
-// engineErrorLayer is the layer of an engine's error: its maker's when it said, else the GPU's in the
-// GPU's own words, else the engine's.
-func engineErrorLayer(given, text string) string {
+// Words of an engine that could not get its model from the hub (huggingface_hub's and transformers'
+// errors, as vLLM, SGLang and transformers print them) and of a full disk.
+var (
+	hubUnreachableRe = regexp.MustCompile(`(?i)couldn't connect to '?https?://|LocalEntryNotFoundError|cannot find the requested files in the (?:local|disk) cache|HTTPSConnectionPool\(host='[^']*(?:huggingface|hf\.co|hf-mirror)[^']*'|(?:429|50[0-4]) (?:Client|Server) Error[^\n]*(?:huggingface|hf\.co)`)
+	hubRefusedRe     = regexp.MustCompile(`(?i)GatedRepoError|RepositoryNotFoundError|RevisionNotFoundError|Cannot access gated repo|40[13] Client Error[^\n]*(?:huggingface|hf\.co)`)
+	diskFullRe       = regexp.MustCompile(`(?i)No space left on device|\bENOSPC\b`)
+)
+
+// engineBreak is the layer of an engine's breakage, the action it asks for and what to do: its
+// maker's layer when it said; the GPU's in the GPU's own words (gpuError); the infrastructure's when
+// the model hub could not be reached, the host's on a full disk (neither says anything of the GPU
+// or the engine); the engine's, to rerun, on a device fault (deviceFaultWords); else the engine's
+// (its configuration too: a model the hub refused).
+func engineBreak(given, text string) (layer, action, advice string) {
 	switch {
 	case given != "":
-		return given
+		return given, actionFor(given), ""
 	case gpuError(text):
-		return results.LayerGPU
+		return results.LayerGPU, results.ActionResetGPU, ""
+	case hubUnreachableRe.MatchString(text):
+		return results.LayerInfra, results.ActionRerun, "the engine could not fetch the model from its hub (the network, a proxy or the hub, not the GPU or the engine): give the node the hub or a mirror (HF_ENDPOINT, model_cache.endpoint), or fill the model cache first (model_cache), and rerun"
+	case diskFullRe.MatchString(text):
+		return results.LayerHost, results.ActionRerun, "the host's disk is full: free space where the engine writes the model and its caches (model_cache.dir, HF_HOME, /tmp) and rerun"
+	case hubRefusedRe.MatchString(text):
+		return results.LayerEngine, results.ActionFixEngine, "the model hub refused the model: a gated or private model needs the hub token in the variable engine.token_env names (HF_TOKEN), and a wrong id or revision needs fixing in the config"
+	case deviceFault(text):
+		return results.LayerEngine, results.ActionRerun, deviceFaultWords
 	}
-	return results.LayerEngine
+	return results.LayerEngine, results.ActionFixEngine, ""
 }
 
 // healthFindings are a host's health findings: its flags and the phase's own breakage.

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,5 +148,51 @@ func TestGateMissAfterAHealthBrakeIsTheHosts(t *testing.T) {
 		case !brakeOn && itl.Layer == results.LayerHost:
 			t.Errorf("no brake: the miss given to the host: %+v", *itl)
 		}
+	}
+}
+
+// An engine that did not serve is judged by its own words: the model hub out of reach is the
+// infrastructure's, a full disk the host's, a refused (gated) model the engine's configuration, a
+// device fault the engine's to rerun, the GPU's own words the GPU's; each leaves the GPU not proven
+// but the last. The messages are huggingface_hub's, transformers' and CUDA's as engines print them.
+func TestEngineBreakNamesItsLayer(t *testing.T) {
+	cases := []struct {
+		name, log, layer, action, says string
+		gpu                            results.Status
+	}{
+		{"hub offline", "OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files and it looks like Qwen/Qwen3-8B is not the path to a directory containing a file named config.json.",
+			results.LayerInfra, results.ActionRerun, "could not fetch the model", results.StatusInconclusive},
+		{"hub cache miss", "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache.",
+			results.LayerInfra, results.ActionRerun, "HF_ENDPOINT", results.StatusInconclusive},
+		{"hub timeout", `requests.exceptions.ReadTimeout: (ReadTimeoutError("HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)"), '(Request ID: 1)')`,
+			results.LayerInfra, results.ActionRerun, "model_cache", results.StatusInconclusive},
+		{"gated model", "huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-3.1-8B/resolve/main/config.json.",
+			results.LayerEngine, results.ActionFixEngine, "HF_TOKEN", results.StatusInconclusive},
+		{"disk full", "OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--Qwen--Qwen3-8B/blobs/3f2a.incomplete'",
+			results.LayerHost, results.ActionRerun, "disk is full", results.StatusInconclusive},
+		{"device fault", "RuntimeError: CUDA error: an illegal memory access was encountered",
+			results.LayerEngine, results.ActionRerun, "rerun with a fresh engine", results.StatusInconclusive},
+		{"no kernel image", "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+			results.LayerEngine, results.ActionFixEngine, "the engine did not serve", results.StatusInconclusive},
+		{"the GPU's own words", "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+			results.LayerGPU, results.ActionResetGPU, "the engine did not serve", results.StatusFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := summary(healthy(), healthy())
+			ep := &s.Hosts[0].Models[0].Endpoints[1]
+			ep.Error, ep.LogTail, ep.Load = "the engine exited before it was ready: exit status 1", "Traceback (most recent call last):\n"+c.log, nil
+			Apply(s, DefaultConfig())
+			i := slices.IndexFunc(s.Findings, func(f results.Finding) bool { return f.Check == "engine.serve" })
+			if i < 0 {
+				t.Fatalf("no engine.serve finding: %+v", s.Findings)
+			}
+			if f := s.Findings[i]; f.Layer != c.layer || f.Action != c.action || !strings.Contains(f.Reason, c.says) {
+				t.Errorf("finding %s %s %q; want %s %s saying %q", f.Layer, f.Action, f.Reason, c.layer, c.action, c.says)
+			}
+			if g := s.Hosts[0].GPUs[1]; g.Status != c.gpu {
+				t.Errorf("gpu 1 %s, want %s", g.Status, c.gpu)
+			}
+		})
 	}
 }
