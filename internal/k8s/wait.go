@@ -225,59 +225,86 @@ func podProblem(p *corev1.Pod, logs func(container string, previous bool) string
 	if d := disruption(p); d != nil { // first: a preempted pod also ends Failed, with exit codes
 		return d
 	}
+	if e := unschedulable(p); e != nil {
+		return e
+	}
+	// Init containers first: a pod whose init container fails never starts its containers.
+	inits := len(p.Status.InitContainerStatuses)
+	all := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, cs := range all {
+		if e := containerProblem(p, cs, logs, starts); e != nil {
+			return e
+		}
+	}
+	if p.Status.Phase == corev1.PodFailed {
+		return failedPod(p, all, inits, logs)
+	}
+	return nil
+}
+
+// unschedulable is a pod the scheduler cannot place, but for a volume still binding.
+func unschedulable(p *corev1.Pod) *PodError {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
 			!volumeBinding(c.Message) {
 			return &PodError{Pod: p.Name, Reason: "Unschedulable", Detail: c.Message}
 		}
 	}
-	// Init containers first: a pod whose init container fails never starts its containers.
-	inits := len(p.Status.InitContainerStatuses)
-	all := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
-	for _, cs := range all {
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && t.Reason == "OOMKilled" {
-				return &PodError{Pod: p.Name, Reason: "OOMKilled", Detail: fmt.Sprintf("container %s was killed for memory (exit %d): raise its memory limit or lower the model's footprint", cs.Name, t.ExitCode)}
-			}
-		}
-		if w := cs.State.Waiting; w != nil && waitingFatal[w.Reason] {
-			wait, d := starts.waits(p, cs.Name, w)
-			if wait {
-				continue
-			}
-			if w.Reason == "CrashLoopBackOff" {
-				d = fmt.Sprintf("container %s restarted %s", cs.Name, times(cs.RestartCount))
-				if t := cs.LastTerminationState.Terminated; t != nil {
-					d += fmt.Sprintf(", last exit %d (%s)", t.ExitCode, t.Reason)
-				}
-				if logs != nil {
-					if l := logs(cs.Name, true); l != "" {
-						d += "; last log lines:\n" + l
-					}
-				}
-			}
-			return &PodError{Pod: p.Name, Reason: w.Reason, Detail: d, Infra: pullRetried[w.Reason] && !pullFinal(w.Message)}
-		}
-	}
-	if p.Status.Phase == corev1.PodFailed {
-		d := p.Status.Message
-		for i, cs := range all {
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-				what := "container"
-				if i < inits {
-					what = "init container"
-				}
-				d = strings.TrimSpace(fmt.Sprintf("%s %s %s exit %d (%s)", d, what, cs.Name, t.ExitCode, t.Reason))
-				if i < inits && logs != nil { // its containers never ran: its log is the only one
-					if l := logs(cs.Name, false); l != "" {
-						d += "; its last log lines:\n" + l
-					}
-				}
-			}
-		}
-		return &PodError{Pod: p.Name, Reason: "Failed", Detail: d}
-	}
 	return nil
+}
+
+// containerProblem is why one of a pod's containers will not run: killed for memory, or waiting
+// for a reason that will not clear by itself (an image pull past its grace, a crash loop with its
+// last log lines).
+func containerProblem(p *corev1.Pod, cs corev1.ContainerStatus, logs func(container string, previous bool) string, starts *startWait) *PodError {
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t != nil && t.Reason == "OOMKilled" {
+			return &PodError{Pod: p.Name, Reason: "OOMKilled", Detail: fmt.Sprintf("container %s was killed for memory (exit %d): raise its memory limit or lower the model's footprint", cs.Name, t.ExitCode)}
+		}
+	}
+	w := cs.State.Waiting
+	if w == nil || !waitingFatal[w.Reason] {
+		return nil
+	}
+	wait, d := starts.waits(p, cs.Name, w)
+	if wait {
+		return nil
+	}
+	if w.Reason == "CrashLoopBackOff" {
+		d = fmt.Sprintf("container %s restarted %s", cs.Name, times(cs.RestartCount))
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			d += fmt.Sprintf(", last exit %d (%s)", t.ExitCode, t.Reason)
+		}
+		if logs != nil {
+			if l := logs(cs.Name, true); l != "" {
+				d += "; last log lines:\n" + l
+			}
+		}
+	}
+	return &PodError{Pod: p.Name, Reason: w.Reason, Detail: d, Infra: pullRetried[w.Reason] && !pullFinal(w.Message)}
+}
+
+// failedPod says why a pod ended Failed: each container's non-zero exit, and an init container's
+// last log lines (its containers never ran: its log is the only one).
+func failedPod(p *corev1.Pod, all []corev1.ContainerStatus, inits int, logs func(container string, previous bool) string) *PodError {
+	d := p.Status.Message
+	for i, cs := range all {
+		t := cs.State.Terminated
+		if t == nil || t.ExitCode == 0 {
+			continue
+		}
+		what := "container"
+		if i < inits {
+			what = "init container"
+		}
+		d = strings.TrimSpace(fmt.Sprintf("%s %s %s exit %d (%s)", d, what, cs.Name, t.ExitCode, t.Reason))
+		if i < inits && logs != nil {
+			if l := logs(cs.Name, false); l != "" {
+				d += "; its last log lines:\n" + l
+			}
+		}
+	}
+	return &PodError{Pod: p.Name, Reason: "Failed", Detail: d}
 }
 
 // times is "once", "2 times": how often a container restarted.
