@@ -1,11 +1,14 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gpuvet/gpuvet/internal/config"
 	"github.com/gpuvet/gpuvet/internal/judge"
 	"github.com/gpuvet/gpuvet/internal/results"
+	"github.com/gpuvet/gpuvet/internal/sim"
 )
 
 // Issues 41 and 50: a simulated GPU whose engine misbehaves (short outputs despite ignore_eos,
@@ -72,5 +75,30 @@ func TestRunSimFaultyEngineIsNamedNotTheGPU(t *testing.T) {
 				t.Errorf("the terminal does not name the engine's finding and action:\n%s", text)
 			}
 		})
+	}
+}
+
+// An engine that cannot fetch its model from the hub (the simulator's hub fault: it exits before
+// it is ready, in transformers' words) is the infrastructure's finding, to rerun once the node
+// reaches the hub or a mirror: the run fails (exit 1), the GPU is not proven (inconclusive), never
+// the engine's "fix the engine" nor the GPU's. Every --sim-engine-fault kind is one the config takes.
+func TestRunSimEngineWithoutItsHubIsTheInfrastructures(t *testing.T) {
+	t.Parallel()
+	for _, kind := range sim.EngineFaultKinds {
+		if _, err := config.Load(config.Options{Sets: []string{"backend=sim", "sim.gpus=2", "sim.engine_fault=1:" + kind}}); err != nil {
+			t.Errorf("sim engine fault %q refused by the config: %v", kind, err)
+		}
+	}
+	code, text, s := runSim(t, "--sim-gpus", "1", "--sim-engine-fault", "0:hub")
+	h := s.Hosts[0]
+	if code != 1 || s.Status != results.StatusFailed || len(h.GPUs) != 1 || h.GPUs[0].Status != results.StatusInconclusive {
+		t.Fatalf("exit %d, run %s, gpus %+v; want 1, failed, gpu 0 inconclusive\n%s", code, s.Status, h.GPUs, text)
+	}
+	i := slices.IndexFunc(s.Findings, func(f results.Finding) bool { return f.Check == "engine.serve" })
+	if i < 0 || s.Findings[i].Layer != results.LayerInfra || s.Findings[i].Action != results.ActionRerun || !strings.Contains(s.Findings[i].Reason, "could not fetch the model from its hub") {
+		t.Fatalf("findings %+v, want the infrastructure's engine.serve, rerun", s.Findings)
+	}
+	if !strings.Contains(text, "infrastructure failed · run again: [engine.serve]") || !strings.Contains(text, "HF_ENDPOINT") {
+		t.Errorf("the terminal does not name the infrastructure's finding and what to do:\n%s", text)
 	}
 }

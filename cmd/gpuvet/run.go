@@ -53,7 +53,7 @@ func (f *planFlags) register(cmd *cobra.Command) {
 	fl.String("sim-cotenant", "", "another process on a simulated GPU for part of the run: GPU[:FROM[-TO]] (e.g. 1, or 1:5s-20s)")
 	fl.String("sim-corrupt", "", "a simulated GPU that computes wrong answers: its burn and GEMM results mismatch and its greedy outputs drift (GPU index)")
 	fl.String("sim-throttle", "", "slow a simulated GPU with a clock-event reason while loaded: GPU[:REASON[:FROM[-TO]]] (e.g. 2, or 2:hw_power_brake_slowdown:20s)")
-	fl.String("sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback) or exit (e.g. 1:short)")
+	fl.String("sim-engine-fault", "", "a simulated GPU whose engine misbehaves (the GPU stays healthy): GPU:KIND, KIND short (short outputs despite ignore_eos), cut (streams cut without a finish reason), traceback (HTTP 500 with a Python traceback), exit, or hub (cannot fetch its model from the hub, exits before ready) (e.g. 1:short)")
 	fl.String("sim-recovery-action", "", "a simulated GPU whose driver asks for recovery (NVML's GPU recovery action): GPU:ACTION, ACTION reset, reboot, drain-p2p or drain-and-reset (e.g. 3:reset)")
 	fl.String("sim-driver-fault", "", "play one of the driver's signals on a simulated GPU: GPU:KIND, KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout (e.g. 1:fallen-off-bus)")
 	fl.Bool("allow-busy", false, "measure a GPU another process uses (or that is not idle) and note it, instead of flagging it")

@@ -117,7 +117,7 @@ func TestErrorsNameFileKeyAndAllowed(t *testing.T) {
 		{"sim cotenant", "sim:\n  gpus: 2\n  cotenant: 2:5s\n", nil, nil, []string{"bad.yaml", "sim.cotenant", "GPU 0..1"}},
 		{"sim corrupt", "sim:\n  gpus: 2\n  corrupt: 2\n", nil, nil, []string{"bad.yaml", "sim.corrupt", "0..1"}},
 		{"sim throttle reason", "sim:\n  gpus: 2\n  throttle: 1:too_hot\n", nil, nil, []string{"bad.yaml", "sim.throttle", "hw_power_brake_slowdown"}},
-		{"sim engine fault kind", "sim:\n  gpus: 2\n  engine_fault: 1:crash\n", nil, nil, []string{"bad.yaml", "sim.engine_fault", "short, cut, traceback or exit"}},
+		{"sim engine fault kind", "sim:\n  gpus: 2\n  engine_fault: 1:crash\n", nil, nil, []string{"bad.yaml", "sim.engine_fault", "short, cut, traceback, exit or hub"}},
 		{"sim engine fault gpu", "sim:\n  gpus: 2\n  engine_fault: 2:short\n", nil, nil, []string{"sim.engine_fault", "GPU 0..1"}},
 		{"sim recovery action kind", "sim:\n  gpus: 4\n  recovery_action: 3:rma\n", nil, nil, []string{"bad.yaml", "sim.recovery_action", "reset, reboot, drain-p2p or drain-and-reset"}},
 		{"sim recovery action gpu", "", []string{"sim.gpus=4", "sim.recovery_action=4:reset"}, nil, []string{"--set sim.recovery_action", "GPU 0..3"}},

@@ -25,7 +25,7 @@ var (
 	coTenantRe       = regexp.MustCompile(`^(\d+)(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?$`)
 	corruptRe        = regexp.MustCompile(`^(\d+)$`)
 	hbmHiddenRe      = regexp.MustCompile(`^(\d+)(:0?\.\d*[1-9]\d*)?$`)
-	engineFaultRe    = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit)$`)
+	engineFaultRe    = regexp.MustCompile(`^(\d+):(short|cut|traceback|exit|hub)$`)
 	recoveryActionRe = regexp.MustCompile(`^(\d+):(reset|reboot|drain-p2p|drain-and-reset)$`)
 	driverFaultRe    = regexp.MustCompile(`^(\d+):(remap-pending|remap-failure|fabric|fallen-off-bus|requires-reset|rm-init|gsp-timeout)$`)
 	throttleRe       = regexp.MustCompile(`^(\d+)(:(hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown)?(:[0-9a-zµ.]+(-[0-9a-zµ.]+)?)?)?$`)
@@ -205,7 +205,7 @@ func validate(c Config, sources map[string]string, prefix string) error {
 		{"sim.cotenant", !validSimGPU(c.Sim.CoTenant, c.Sim.GPUs, coTenantRe), fmt.Sprintf("want \"\" (none) or GPU[:FROM[-TO]] with GPU 0..%d and Go durations, e.g. 1 or 1:5s-20s", c.Sim.GPUs-1)},
 		{"sim.corrupt", !validSimGPU(c.Sim.Corrupt, c.Sim.GPUs, corruptRe), fmt.Sprintf("want \"\" (none) or a GPU index 0..%d", c.Sim.GPUs-1)},
 		{"sim.hbm_hidden", !validSimGPU(c.Sim.HBMHidden, c.Sim.GPUs, hbmHiddenRe), fmt.Sprintf("want \"\" (none) or GPU[:SHARE] with GPU 0..%d and SHARE in (0, 1), e.g. 1 or 1:0.5", c.Sim.GPUs-1)},
-		{"sim.engine_fault", !validSimGPU(c.Sim.EngineFault, c.Sim.GPUs, engineFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND short, cut, traceback or exit, e.g. 1:short", c.Sim.GPUs-1)},
+		{"sim.engine_fault", !validSimGPU(c.Sim.EngineFault, c.Sim.GPUs, engineFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND short, cut, traceback, exit or hub, e.g. 1:short", c.Sim.GPUs-1)},
 		{"sim.recovery_action", !validSimGPU(c.Sim.RecoveryAction, c.Sim.GPUs, recoveryActionRe), fmt.Sprintf("want \"\" (none) or GPU:ACTION with GPU 0..%d and ACTION reset, reboot, drain-p2p or drain-and-reset, e.g. 3:reset", c.Sim.GPUs-1)},
 		{"sim.driver_fault", !validSimGPU(c.Sim.DriverFault, c.Sim.GPUs, driverFaultRe), fmt.Sprintf("want \"\" (none) or GPU:KIND with GPU 0..%d and KIND remap-pending, remap-failure, fabric, fallen-off-bus, requires-reset, rm-init or gsp-timeout, e.g. 1:fallen-off-bus", c.Sim.GPUs-1)},
 		{"sim.throttle", !validSimGPU(c.Sim.Throttle, c.Sim.GPUs, throttleRe), fmt.Sprintf("want \"\" (none) or GPU[:REASON[:FROM[-TO]]] with GPU 0..%d, REASON hw_slowdown, sw_thermal_slowdown, hw_thermal_slowdown or hw_power_brake_slowdown, e.g. 2 or 2:hw_slowdown:20s", c.Sim.GPUs-1)},

@@ -207,6 +207,9 @@ func (s *Sim) Serve(ctx context.Context, slot Slot, model string, cfg config.Con
 		Engine: results.EngineInfo{Kind: "sim", TP: max(1, cfg.Engine.TP)}, Stop: func() { srv.Close() },
 		LogTail: func() string { return srv.LogTail(40) }, Exited: srv.ExitStatus,
 		PID: os.Getpid()} // in-process: the simulator's goroutines run on gpuvet's own threads
+	if st := srv.ExitStatus(); st != "" {
+		return sv, fmt.Errorf("the engine exited before it was ready (%s)", st)
+	}
 	if err := probeReady(ctx, min(cfg.Engine.ReadyTimeout.D(), time.Minute), 100*time.Millisecond, sv.URL, model, ""); err != nil {
 		return sv, fmt.Errorf("simulator not serving: %w", err)
 	}

@@ -13,7 +13,9 @@ import (
 //   - short: a request ends early with finish_reason "stop" although it asked for ignore_eos;
 //   - cut: a stream ends mid-way without a finish reason or [DONE];
 //   - traceback: HTTP 500 whose body is a Python traceback (a server's unhandled exception);
-//   - exit: the engine process exits at its EngineExitAt-th request (open streams are cut).
+//   - exit: the engine process exits at its EngineExitAt-th request (open streams are cut);
+//   - hub: the engine cannot fetch its model from the hub (a node cut off from it) and exits
+//     before it is ready, saying so as transformers does: the infrastructure's, not the engine's.
 //
 // The first three touch one request in engineFaultEvery from request engineFaultFrom on
 // (readiness and warm-up pass).
@@ -22,6 +24,7 @@ const (
 	EngineCut       = "cut"
 	EngineTraceback = "traceback"
 	EngineExit      = "exit"
+	EngineHub       = "hub"
 
 	engineFaultFrom  = 8
 	engineFaultEvery = 5
@@ -31,7 +34,7 @@ const (
 )
 
 // EngineFaultKinds lists the kinds, for help and validation.
-var EngineFaultKinds = []string{EngineShort, EngineCut, EngineTraceback, EngineExit}
+var EngineFaultKinds = []string{EngineShort, EngineCut, EngineTraceback, EngineExit, EngineHub}
 
 // ParseEngineFault reads "GPU:KIND" ("" is none) for a fleet of count GPUs (config validates with it).
 func ParseEngineFault(s string, count int) (gpu int, kind string, err error) {
@@ -75,6 +78,17 @@ func (s *Server) ExitStatus() string {
 	s.elog.mu.Lock()
 	defer s.elog.mu.Unlock()
 	return s.elog.exited
+}
+
+// failToFetch plays the hub fault: the engine logs what transformers raises on a node that cannot
+// reach the hub and has no cached copy, and exits before it serves.
+func (s *Server) failToFetch() {
+	s.elog.add("Traceback (most recent call last):",
+		"  File \"/usr/lib/python3/dist-packages/transformers/utils/hub.py\", line 470, in cached_files",
+		fmt.Sprintf("OSError: We couldn't connect to 'https://huggingface.co' to load this file, couldn't find it in the cached files and it looks like %s is not the path to a directory containing a file named config.json. (simulated engine fault)", s.cfg.Model))
+	s.elog.mu.Lock()
+	s.elog.exited = "exit status 1"
+	s.elog.mu.Unlock()
 }
 
 // traceback is what a Python server answers and logs for an unhandled exception.

@@ -175,6 +175,11 @@ func Listen(cfg Config, addr string) (*Server, error) {
 	s.ln = ln
 	s.hs = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
+	if cfg.EngineFault == EngineHub {
+		s.failToFetch()
+		ln.Close() // the process is gone before it listened for long: connections are refused
+		return s, nil
+	}
 	go s.hs.Serve(stampListener{ln})
 	return s, nil
 }
