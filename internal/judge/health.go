@@ -3,6 +3,7 @@ package judge
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -28,6 +29,8 @@ const (
 	CheckPowerBrake   = "health.power_brake" // the system's power brake slowed the GPU: the host's
 	CheckXID          = "health.xid"
 	CheckDCGM         = "health.dcgm"
+	CheckDCGMSoftware = "health.dcgm_software" // a DCGM test of the host's software (dcgmCheck)
+	CheckDCGMLink     = "health.dcgm_link"     // a DCGM bandwidth test of the GPU's links (dcgmCheck)
 	CheckFloor        = "health.datasheet_floor"
 	CheckHealthBusy   = "health.busy"
 	CheckNVLinkDown   = "health.nvlink_down"   // a link down: failure
@@ -351,7 +354,8 @@ func judgePCIe(gh *results.GPUHealth, r HealthRules, flag flagFunc) {
 	}
 }
 
-// judgeDCGM turns failed DCGM tests into flags: on the GPU they name, else on the host.
+// judgeDCGM turns failed DCGM tests into flags, each of its layer (dcgmCheck): on the GPU they name,
+// else on the host.
 func judgeDCGM(h *results.Health) {
 	if h.DCGM == nil {
 		return
@@ -360,15 +364,42 @@ func judgeDCGM(h *results.Health) {
 		if t.Result != "fail" {
 			continue
 		}
-		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; rerun `dcgmi diag -r %d` and follow its guidance", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), h.DCGM.Level)
+		check, what := dcgmCheck(t)
+		reason := fmt.Sprintf("DCGM level %d test %q failed: %s; %s", h.DCGM.Level, t.Name, cmp.Or(t.Info, "no detail given"), what)
 		if t.GPU != nil {
 			if gh := gpuAt(h, *t.GPU); gh != nil {
-				flagGPU(gh, CheckDCGM, reason)
+				flagGPU(gh, check, reason)
 				continue
 			}
 		}
-		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: CheckDCGM, Reason: reason})
+		h.Flags = append(h.Flags, results.Flag{Scope: "host", Subject: "host", Check: check, Reason: reason})
 	}
+}
+
+// DCGM's tests of the host's software and of the GPU's links, by name (DCGM 4's, and DCGM 3's
+// Deployment plugin's), lower case.
+var (
+	dcgmSoftwareTests = map[string]bool{"software": true, "denylist": true, "blacklist": true, "nvml library": true, "cuda main library": true,
+		"cuda toolkit libraries": true, "permissions and os blocks": true, "persistence mode": true, "environmental variables": true, "graphics processes": true}
+	dcgmLinkTests = map[string]bool{"pcie": true, "nvbandwidth": true, "nvlink": true}
+	// dcgmGPUWords in a software test's detail are the GPU's own state it also checks (DCGM 4's
+	// software test bundles the page-retirement, row-remap and inforom checks).
+	dcgmGPUWords = regexp.MustCompile(`(?i)retire|remap|inforom|\becc\b`)
+)
+
+// dcgmCheck is a failed DCGM test's check (its layer and action, by the table) and what to do: a
+// test of the host's software (a library, the persistence mode, permissions, another process) is
+// the host's configuration, not the GPU; a bandwidth test of the PCIe or NVLink links is the
+// interconnect's; every other test (memory, stress, power, diagnostic) is the GPU's.
+func dcgmCheck(t results.DCGMTest) (check, what string) {
+	name := strings.ToLower(strings.TrimSpace(t.Name))
+	switch {
+	case dcgmSoftwareTests[name] && !dcgmGPUWords.MatchString(t.Info):
+		return CheckDCGMSoftware, "the host's software or configuration, not the GPU: fix what DCGM names (e.g. `nvidia-smi -pm 1`, the driver's libraries, another process on the GPU), then vet it again"
+	case dcgmLinkTests[name]:
+		return CheckDCGMLink, "the GPU's link: reseat the card or check the riser, slot or NVLink bridge (`nvidia-smi -q -d PCIE`, `nvidia-smi nvlink -s`), then rerun `dcgmi diag`"
+	}
+	return CheckDCGM, "rerun `dcgmi diag` at this level and follow its guidance"
 }
 
 // compareHealth compares GEMM, PCIe and HBM figures across the host's GPUs by the seed's rule against

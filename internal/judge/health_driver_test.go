@@ -112,3 +112,36 @@ func TestKernelLogLostGPU(t *testing.T) {
 		t.Errorf("no address: %+v", noAddr)
 	}
 }
+
+// A failed DCGM test is the layer it tests: the host's software (DCGM 4's software test, DCGM 3's
+// persistence mode) is the host's, to fix and rerun, the GPU not flagged; a PCIe bandwidth test the
+// interconnect's; memory and every other test the GPU's; a software test failed on the GPU's own
+// state (a pending row remap) the GPU's.
+func TestDCGMTestsByLayer(t *testing.T) {
+	cases := []struct {
+		name, info, check, layer, action string
+	}{
+		{"software", "Persistence mode for GPU 1 is disabled. Enable persistence mode by running \"nvidia-smi -i 1 -pm 1\" as root.", CheckDCGMSoftware, "host", "rerun"},
+		{"Persistence Mode", "", CheckDCGMSoftware, "host", "rerun"},
+		{"software", "GPU 1 has uncorrectable memory errors and row remappings are pending", CheckDCGM, "gpu", "reset-gpu"},
+		{"PCIe", "GPU 1 host-to-device bandwidth 3.1 GB/s is below the minimum 8.0 GB/s", CheckDCGMLink, "interconnect", "reboot-node"},
+		{"Memory", "bad page", CheckDCGM, "gpu", "reset-gpu"},
+		{"targeted_stress", "", CheckDCGM, "gpu", "reset-gpu"},
+	}
+	for _, c := range cases {
+		h := &results.Health{Source: "nvml", DCGM: &results.DCGM{Level: 2, Tests: []results.DCGMTest{{Name: c.name, GPU: new(1), Result: "fail", Info: c.info}}}}
+		for i := 0; i < 2; i++ {
+			h.GPUs = append(h.GPUs, results.GPUHealth{GPU: results.GPUInfo{Index: i, Name: "NVIDIA H200", UUID: "GPU-" + string(rune('a'+i))}})
+		}
+		Health(h, DefaultHealthRules())
+		fl := h.GPUs[1].Flags
+		if len(fl) != 1 || fl[0].Check != c.check || fl[0].Layer != c.layer || fl[0].Action != c.action || !strings.Contains(fl[0].Reason, c.name) {
+			t.Errorf("DCGM %q (%q): flags %+v; want %s, %s, %s", c.name, c.info, fl, c.check, c.layer, c.action)
+			continue
+		}
+		st, _ := gpuHealth(h.GPUs[1])
+		if want := map[string]results.Status{"host": results.StatusInconclusive}[c.layer]; want != "" && st != want {
+			t.Errorf("DCGM %q: the GPU %s, want %s (not proven)", c.name, st, want)
+		}
+	}
+}
