@@ -244,7 +244,7 @@ func engineBreak(given, text string) (layer, action, advice string) {
 	case gpuError(text):
 		return results.LayerGPU, results.ActionResetGPU, ""
 	case hubUnreachableRe.MatchString(text):
-		return results.LayerInfra, results.ActionRerun, "the engine could not fetch the model from its hub (the network, a proxy or the hub, not the GPU or the engine): give the node the hub or a mirror (HF_ENDPOINT, model_cache.endpoint), or fill the model cache first (model_cache), and rerun"
+		return results.LayerInfra, results.ActionRerun, "the engine could not fetch the model from its hub (the network, a proxy or the hub, not the GPU or the engine): give the node the hub or a mirror (HF_ENDPOINT, model_cache.endpoint), or fill the model cache first (model_cache), and rerun; where the node does reach the hub, a gated or private model without its token (the variable engine.token_env names) reads the same"
 	case diskFullRe.MatchString(text):
 		return results.LayerHost, results.ActionRerun, "the host's disk is full: free space where the engine writes the model and its caches (model_cache.dir, HF_HOME, /tmp) and rerun"
 	case hubRefusedRe.MatchString(text):
