@@ -143,6 +143,10 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 		{"an engine that dies with a device fault in its log", map[string]int{"connect": 90, "cut_stream": 8}, nil,
 			"Traceback (most recent call last):\n  File \"worker.py\", line 9, in step\nRuntimeError: CUDA error: unspecified launch failure", "exit status 1", false,
 			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"the process exited (exit status 1)", "unspecified launch failure", "if it comes back on this GPU and not its siblings, reset the GPU"}},
+		{"an application's XID in the engine's log", map[string]int{"http_500": 40}, nil, "NVRM: Xid (PCI:0000:18:00): 31, pid=4242, name=python3, Ch 00000010, intr 10000000. MMU Fault", "", false,
+			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))", "the GPU is not proven; rerun with a fresh engine"}},
+		{"the GPU off the bus in the engine's log", map[string]int{"http_500": 40}, nil, "NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.", "", false,
+			results.StatusFailed, CheckErrorRate, results.LayerGPU, []string{"40 of 2440 requests failed", "Xid (PCI:0000:18:00): 79"}},
 		{"out of memory is not the GPU's", map[string]int{"http_500": 40}, []results.ErrorSample{sample("http_500", "torch.OutOfMemoryError: CUDA error: out of memory")}, "", "", false,
 			results.StatusFailed, CheckEngineFault, results.LayerEngine, []string{"HTTP 500 server error (40 request(s))"}},
 	}
@@ -252,3 +256,25 @@ func TestAppXIDIsTheEnginesNotTheGPUs(t *testing.T) {
 		}
 	}
 }
+
+// FuzzEngineWords: whatever an engine writes (its log, a failed request's body), reading it for the
+// GPU's own words and for device faults ends, and removing an application's XIDs never adds words:
+// a text with no GPU word read as one, or the reverse of what withoutAppXIDs leaves, is a bug.
+func FuzzEngineWords(f *testing.F) {
+	for _, s := range []string{"NVRM: Xid (PCI:0000:18:00): 79, pid='<unknown>', GPU has fallen off the bus.", "XID 31 xid: 13 Xid (PCI:0000:01:00): 99999999999999999999",
+		"RuntimeError: CUDA error: an illegal memory access was encountered", "torch.OutOfMemoryError: CUDA error: out of memory", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		w := withoutAppXIDs(s)
+		if len(w) > len(s) {
+			t.Fatalf("withoutAppXIDs grew %q to %q", s, w)
+		}
+		if gpuError(s) && !gpuErrorRe.MatchString(s) {
+			t.Fatalf("%q read as the GPU's words with none of them", s)
+		}
+		_, _ = deviceFault(s), engineBreakLayer(s)
+	})
+}
+
+func engineBreakLayer(s string) string { l, _, _ := engineBreak("", s); return l }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gpuvet/gpuvet/internal/results"
@@ -35,12 +36,32 @@ var deviceFaultRe = regexp.MustCompile(`(?i)illegal memory access|misaligned add
 // tracebackRe matches a Python traceback in an engine's words (a server error's body, its log).
 var tracebackRe = regexp.MustCompile(`Traceback \(most recent call last\)`)
 
-// gpuError reports whether s names a fault of the GPU itself: not an out-of-memory (the engine's
-// settings) nor a device-side assert (a kernel's own check of its inputs: the software's).
-func gpuError(s string) bool { return softwareless(s) && gpuErrorRe.MatchString(s) }
+// xidNumRe finds an XID's number in words ("NVRM: Xid (PCI:0000:18:00): 79, …", "XID 31").
+var xidNumRe = regexp.MustCompile(`(?i)\bxid\b(?: \([^)]*\))?:? *(\d+)`)
 
-// deviceFault reports whether s names a fault a kernel raised on the device (deviceFaultRe).
-func deviceFault(s string) bool { return softwareless(s) && deviceFaultRe.MatchString(s) }
+// gpuError reports whether s names a fault of the GPU itself: not an out-of-memory (the engine's
+// settings) nor a device-side assert (a kernel's own check of its inputs: the software's), nor an
+// application's XID (appXIDs: a device fault).
+func gpuError(s string) bool {
+	return softwareless(s) && gpuErrorRe.MatchString(withoutAppXIDs(s))
+}
+
+// deviceFault reports whether s names a fault a kernel raised on the device (deviceFaultRe, or an
+// application's XID).
+func deviceFault(s string) bool {
+	return softwareless(s) && (deviceFaultRe.MatchString(s) || withoutAppXIDs(s) != s)
+}
+
+// withoutAppXIDs is s without its mentions of an application's XID.
+func withoutAppXIDs(s string) string {
+	return xidNumRe.ReplaceAllStringFunc(s, func(m string) string {
+		n, err := strconv.ParseUint(xidNumRe.FindStringSubmatch(m)[1], 10, 64)
+		if err == nil && appXIDs[n] {
+			return ""
+		}
+		return m
+	})
+}
 
 // softwareless reports whether s names neither an out-of-memory nor a device-side assert, the
 // software's own faults whatever else the message says.
