@@ -140,6 +140,11 @@ func endpointFlags(model string, ep *results.Endpoint, gpuBad int, gpuKinds map[
 		}
 	}
 	ep.Flags = append(ep.Flags, faultFlags(subj, ep.Faults, ep.Verdicts)...)
+	for i := range ep.Flags {
+		if f := &ep.Flags[i]; f.Check == CheckEngineFault && strings.Contains(f.Reason, deviceFaultWords) {
+			f.Action = results.ActionRerun // a device fault: a fresh engine decides, not a fix (deviceFaultWords)
+		}
+	}
 	if fl := loadErrorFlag(subj, gpuBad, gpuKinds, errV); fl != nil {
 		ep.Flags = append(ep.Flags, *fl)
 	}

@@ -165,6 +165,13 @@ func TestFailedRequestsNameTheirLayer(t *testing.T) {
 			if ep.Status != tc.status {
 				t.Fatalf("status %s, want %s; verdicts %+v flags %+v", ep.Status, tc.status, ep.Verdicts, ep.Flags)
 			}
+			if want := map[bool]string{true: results.ActionRerun, false: results.ActionFixEngine}[strings.Contains(tc.inReason[len(tc.inReason)-1], "fresh engine") || strings.Contains(tc.inReason[len(tc.inReason)-1], "reset the GPU")]; tc.check == CheckEngineFault {
+				for _, f := range ep.Flags {
+					if f.Check == CheckEngineFault && f.Action != want {
+						t.Errorf("the engine's fault asks for %s, want %s: %s", f.Action, want, f.Reason)
+					}
+				}
+			}
 			v := verdict(t, *ep, tc.check)
 			if len(ep.Faults) != 1 || ep.Faults[0].Layer != tc.layer {
 				t.Fatalf("faults %+v, want one of layer %s", ep.Faults, tc.layer)
