@@ -83,12 +83,7 @@ func TestGateMissedOnASharedGPUIsNotTheGPUs(t *testing.T) {
 		ep.Busy = []results.Busy{{When: "before the engine", Reason: "gpu 0 busy: PID 1058 python3, 1.1 GiB"}}
 		FindRun(ep.Load, RunSynchronous).ITL.P95 = 72.7
 		Apply(s, DefaultConfig())
-		var gate *results.Flag
-		for i := range ep.Flags {
-			if ep.Flags[i].Check == "gate.itl_p95" {
-				gate = &ep.Flags[i]
-			}
-		}
+		gate := flagOf(ep, "gate.itl_p95")
 		if gate == nil {
 			t.Fatalf("health %v: the ITL gate did not fire: %+v", withHealth, ep.Verdicts)
 		}

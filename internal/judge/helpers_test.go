@@ -111,3 +111,14 @@ func summary(ps ...perf) *results.Summary {
 func fp(v float64) *float64 { return &v }
 
 func ci(lo, hi float64) *results.Interval { return &results.Interval{Lo: lo, Hi: hi, Level: 0.95} }
+
+// flagOf is ep's last flag of check (nil when none), to read or assert on in place.
+func flagOf(ep *results.Endpoint, check string) *results.Flag {
+	var out *results.Flag
+	for i := range ep.Flags {
+		if ep.Flags[i].Check == check {
+			out = &ep.Flags[i]
+		}
+	}
+	return out
+}

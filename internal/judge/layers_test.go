@@ -77,12 +77,7 @@ func TestEngineBoundGateIsTheEngines(t *testing.T) {
 		r.ITL.P95 = 70 // over the 50 ms default gate
 		ep.SpeedOfLight = &results.SpeedOfLight{BoundOutputTokS: 15903, MeasuredOutputTokS: 491, Percent: 3.1}
 		Apply(s, DefaultConfig())
-		var itl *results.Flag
-		for i := range ep.Flags {
-			if ep.Flags[i].Check == "gate.itl_p95" {
-				itl = &ep.Flags[i]
-			}
-		}
+		itl := flagOf(ep, "gate.itl_p95")
 		switch {
 		case itl == nil:
 			t.Fatalf("health %v: the ITL gate did not fire: %+v", withHealth, ep.Verdicts)
@@ -132,12 +127,7 @@ func TestGateMissAfterAHealthBrakeIsTheHosts(t *testing.T) {
 		ep := &h.Models[0].Endpoints[0]
 		FindRun(ep.Load, RunSynchronous).ITL.P95 = 70 // over the 50 ms default gate
 		Apply(s, DefaultConfig())
-		var itl *results.Flag
-		for i := range ep.Flags {
-			if ep.Flags[i].Check == "gate.itl_p95" {
-				itl = &ep.Flags[i]
-			}
-		}
+		itl := flagOf(ep, "gate.itl_p95")
 		switch {
 		case itl == nil:
 			t.Fatalf("brake %v: the ITL gate did not fire: %+v", brakeOn, ep.Verdicts)
