@@ -56,7 +56,7 @@ func deviceFault(s string) bool {
 func withoutAppXIDs(s string) string {
 	return xidNumRe.ReplaceAllStringFunc(s, func(m string) string {
 		n, err := strconv.ParseUint(xidNumRe.FindStringSubmatch(m)[1], 10, 64)
-		if err == nil && appXIDs[n] {
+		if err == nil && xidLayer(n) == results.LayerEngine {
 			return ""
 		}
 		return m
@@ -166,7 +166,7 @@ func gpuEvidence(ep *results.Endpoint) []string {
 	if t := ep.Telemetry; t != nil {
 		for _, g := range t.GPUs {
 			for _, x := range g.XIDs {
-				if !appXIDs[x.XID] { // an engine's fault raises these as readily: not the GPU's alone
+				if xidLayer(x.XID) != results.LayerEngine { // an engine's fault raises these as readily: not the GPU's alone
 					out = append(out, fmt.Sprintf("gpu %d: XID %d during the load%s", g.GPU, x.XID, paren(x.Note)))
 				}
 			}

@@ -49,7 +49,7 @@ func driverFlags(gh *results.GPUHealth) []results.Flag {
 		add(CheckFabric, results.LayerInterconnect, results.ActionRebootNode, false, "NVLink fabric registration %s: a GPU whose fabric is not registered silently falls back to PCIe for peer traffic; restart nvidia-fabricmanager (`systemctl restart nvidia-fabricmanager`) or reboot the node, then vet it again", fabricWords(f))
 	}
 	for _, ev := range gh.KernelLog {
-		if ev.Kind == results.KernelXID && appXIDs[uint64(ev.XID)] {
+		if appKernelXID(ev) {
 			// Any program's bad kernel raises it, since boot: the benchmarks and the burn judge the GPU.
 			gh.Notes = appendNew(gh.Notes, fmt.Sprintf("the driver's kernel log has Xid %d (%s since boot): %q: an XID NVIDIA answers by restarting the application, which an application's own fault raises as readily as the GPU's; not held against the GPU (its benchmarks and burn judge it)", ev.XID, times(ev.Count), clipText(ev.Line, 160)))
 			continue
@@ -92,12 +92,17 @@ func kernelKind(ev results.KernelEvent) (layer, action string, fails bool, what 
 		return results.LayerGPU, results.ActionResetGPU, false, "the GPU's GSP firmware timed out"
 	}
 	switch {
-	case nvlinkXIDs[uint64(ev.XID)]:
+	case ev.XID > 0 && xidLayer(uint64(ev.XID)) == results.LayerInterconnect:
 		return results.LayerInterconnect, results.ActionResetGPU, false, fmt.Sprintf("Xid %d (an NVLink error)", ev.XID)
 	case ev.XID > 0:
 		return results.LayerGPU, results.ActionResetGPU, false, fmt.Sprintf("Xid %d", ev.XID)
 	}
 	return results.LayerGPU, results.ActionResetGPU, false, "an error"
+}
+
+// appKernelXID reports whether a kernel-log event is an application's Xid (xidLayer: the engine's).
+func appKernelXID(ev results.KernelEvent) bool {
+	return ev.Kind == results.KernelXID && ev.XID > 0 && xidLayer(uint64(ev.XID)) == results.LayerEngine
 }
 
 func times(n int) string {
@@ -115,7 +120,7 @@ func judgeKernelLogHost(h *results.Health) {
 		return
 	}
 	for _, ev := range kl.Unmatched {
-		if ev.Kind == results.KernelXID && appXIDs[uint64(ev.XID)] && ev.BusID == "" {
+		if appKernelXID(ev) && ev.BusID == "" {
 			h.Notes = appendNew(h.Notes, fmt.Sprintf("the driver's kernel log has Xid %d naming no PCI address (%s since boot): %q: an application's fault raises it as readily as a GPU's; not held against the host's GPUs", ev.XID, times(ev.Count), clipText(ev.Line, 160)))
 			continue
 		}

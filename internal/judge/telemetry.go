@@ -50,6 +50,22 @@ var appXIDs = map[uint64]bool{13: true, 31: true, 43: true, 45: true}
 // nvlinkXIDs are the XIDs of an NVLink error (74): the interconnect's finding, not the GPU's core.
 var nvlinkXIDs = map[uint64]bool{74: true}
 
+// xidLayer is whose an XID is, wherever it is read (the load's telemetry, the kernel log, an
+// engine's words): the engine's for an application's (appXIDs), the interconnect's for NVLink's,
+// else the GPU's.
+func xidLayer(xid uint64) string {
+	switch {
+	case appXIDs[xid]:
+		return results.LayerEngine
+	case nvlinkXIDs[xid]:
+		return results.LayerInterconnect
+	}
+	return results.LayerGPU
+}
+
+// xidLoadChecks are the load's XID checks by the XID's layer (xidLayer).
+var xidLoadChecks = map[string]string{results.LayerEngine: CheckAppXIDLoad, results.LayerInterconnect: CheckNVLinkXIDLoad, results.LayerGPU: CheckXIDLoad}
+
 // Thresholds of the telemetry verdicts.
 const (
 	// fellPct: a rung this much below the rung before it "fell".
@@ -85,12 +101,7 @@ func telemetryFlags(model string, ep *results.Endpoint) {
 		xids := map[string][]string{} // by check: an application's fault raises it (appXIDs), NVLink's, the GPU's
 		for _, x := range gt.XIDs {
 			w := fmt.Sprintf("XID %d at %s%s", x.XID, x.Time.Format("15:04:05"), paren(x.Note))
-			c := CheckXIDLoad
-			if appXIDs[x.XID] {
-				c = CheckAppXIDLoad
-			} else if nvlinkXIDs[x.XID] {
-				c = CheckNVLinkXIDLoad
-			}
+			c := xidLoadChecks[xidLayer(x.XID)]
 			xids[c] = append(xids[c], w)
 		}
 		if l := xids[CheckXIDLoad]; len(l) > 0 {
